@@ -1,0 +1,80 @@
+// In-container launcher: one Node process that prepares Pi's world and then becomes Pi.
+//
+// 1. Reads its configuration from SANDBOX_RUN_CONFIG and removes it from the environment,
+//    so nothing Pi's bash runs can see it.
+// 2. Opens loopback TCP ports forwarded to the host's unix sockets (model gateway, egress
+//    proxy). The container has no network; these sockets are the only way out. Pi is started
+//    only after every port listens, so its first model request never races the bridge.
+// 3. Holds a liveness connection to the gateway: if the host controller dies, the connection
+//    closes and the launcher ends the container instead of leaving it to run unsupervised.
+// 4. Writes Pi's models.json (placeholders only, real keys stay on the host) and imports
+//    Pi's CLI in this same process: no second Node start-up.
+import fs from "node:fs";
+import net from "node:net";
+
+const EXIT_SETUP_FAILED = 90;
+const EXIT_CONTROLLER_GONE = 91;
+
+function fail(code, message) {
+  process.stderr.write(`sandbox-run launcher: ${message}\n`);
+  process.exit(code);
+}
+
+const raw = process.env.SANDBOX_RUN_CONFIG;
+delete process.env.SANDBOX_RUN_CONFIG;
+if (!raw) fail(EXIT_SETUP_FAILED, "SANDBOX_RUN_CONFIG is not set; this image is started by sandbox-run");
+const config = JSON.parse(raw);
+
+function forward(port, socketPath) {
+  const server = net.createServer((client) => {
+    const upstream = net.connect(socketPath);
+    // Pi's HTTP client holds its own reference while a request is in flight; ours must not
+    // keep Pi alive for the keep-alive timeout once it is done.
+    client.unref();
+    upstream.unref();
+    client.pipe(upstream).pipe(client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", close);
+    upstream.on("error", close);
+  });
+  server.unref();
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
+}
+
+function holdLiveness(socketPath) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(socketPath);
+    let answered = false;
+    socket.once("connect", () => socket.write("GET /__sandbox-run/alive HTTP/1.1\r\nHost: gateway\r\n\r\n"));
+    socket.once("data", () => {
+      answered = true;
+      socket.unref();
+      resolve();
+    });
+    socket.on("error", (error) => (answered ? undefined : reject(error)));
+    socket.on("close", () => {
+      if (answered) fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping");
+    });
+  });
+}
+
+try {
+  await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
+  if (config.livenessSocket) await holdLiveness(config.livenessSocket);
+  fs.mkdirSync(config.agentDir, { recursive: true, mode: 0o700 });
+  fs.writeFileSync(`${config.agentDir}/models.json`, JSON.stringify(config.modelsJson), { mode: 0o600 });
+} catch (error) {
+  fail(EXIT_SETUP_FAILED, `could not prepare the sandbox: ${error?.message ?? error}`);
+}
+
+// The final-tool extension (loaded by Pi in this process) reads its definition from here.
+globalThis.__sandboxRunFinalTool = config.finalTool ?? null;
+
+process.argv = [process.argv[0], config.piCli, ...process.argv.slice(2)];
+await import(config.piCli);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Gets a Debian-like machine from "no Docker engine" to "engine running, gVisor registered".
+# Idempotent: does nothing that is already done. Needs root for the parts it has to install.
+set -euo pipefail
+
+log() { printf 'setup-host: %s\n' "$*" >&2; }
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    log "$1 needs root. Run: sudo $0"
+    log "(or install and start Docker yourself: https://docs.docker.com/engine/install/, then run this again)"
+    exit 3
+  fi
+}
+
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v runsc >/dev/null 2>&1 || missing+=(runsc)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    engine_up && { log "engine is up; skipping installs (${missing[*]}) on a non-Debian host"; exit 0; }
+    log "no apt-get here: install a Docker engine (and optionally gVisor's runsc) with your package manager"
+    exit 3
+  fi
+  need_root "installing ${missing[*]}"
+  log "installing ${missing[*]} ..."
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Register gVisor with the options sandbox-run relies on (no network inside gVisor's own
+# stack; host unix sockets may be opened so the model gateway is reachable).
+if command -v runsc >/dev/null 2>&1 && ! grep -q '"runsc"' /etc/docker/daemon.json 2>/dev/null; then
+  need_root "registering runsc in /etc/docker/daemon.json"
+  mkdir -p /etc/docker
+  node -e '
+    const fs = require("fs"); const f = "/etc/docker/daemon.json";
+    const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8") || "{}") : {};
+    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: require("child_process").execSync("command -v runsc", { shell: "/bin/sh" }).toString().trim(), runtimeArgs: ["--network=none", "--host-uds=open"] } };
+    fs.writeFileSync(f, JSON.stringify(cfg, null, 2));'
+  log "registered runsc"
+  if engine_up; then
+    need_root "restarting dockerd"
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then systemctl restart docker
+    else pkill -HUP dockerd || true; sleep 2; fi
+  fi
+fi
+
+if ! engine_up; then
+  need_root "starting dockerd"
+  if command -v systemctl >/dev/null 2>&1 && systemctl start docker 2>/dev/null; then :
+  else
+    log "starting dockerd in the background (log: /var/log/dockerd.log) ..."
+    nohup dockerd >/var/log/dockerd.log 2>&1 &
+  fi
+  for _ in $(seq 1 60); do engine_up && break; sleep 1; done
+fi
+engine_up || { log "dockerd did not come up; see /var/log/dockerd.log"; exit 3; }
+log "Docker engine $(docker version --format '{{.Server.Version}}') is up; runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"

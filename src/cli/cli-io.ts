@@ -1,0 +1,24 @@
+// What the CLI needs from its surroundings, injected so tests can run the program in-process.
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** Reads all of stdin, or undefined when stdin is a terminal. */
+  readStdin: () => Promise<string | undefined>;
+  env: Record<string, string | undefined>;
+  stderrIsTty: boolean;
+}
+
+export function processIo(): CliIo {
+  return {
+    stdout: (text) => void process.stdout.write(text),
+    stderr: (text) => void process.stderr.write(text),
+    readStdin: async () => {
+      if (process.stdin.isTTY) return undefined;
+      const chunks: Buffer[] = [];
+      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString("utf8");
+    },
+    env: process.env,
+    stderrIsTty: Boolean(process.stderr.isTTY),
+  };
+}

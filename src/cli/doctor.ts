@@ -1,0 +1,62 @@
+// `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
+import fs from "node:fs";
+import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
+import { isSandboxRunError } from "../errors.js";
+import { planProviderRouting } from "../gateway/provider-routes.js";
+import { runnerImageSpec } from "../image/runner-image.js";
+import { GATEWAY_PORT } from "../run/run-plan.js";
+import type { CliIo } from "./cli-io.js";
+import { EXIT } from "./exit-codes.js";
+
+export async function runDoctor(io: CliIo, model?: string): Promise<number> {
+  let failed = false;
+  const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
+  const bad = (what: string, fix: string) => {
+    failed = true;
+    io.stderr(`  FAIL  ${what}\n        ${fix}\n`);
+  };
+  const note = (what: string) => io.stderr(`  note  ${what}\n`);
+
+  const docker = createDockerClient();
+  try {
+    await pingDocker(docker);
+    const version = await docker.version();
+    ok(`Docker engine ${version.Version} (API ${version.ApiVersion})`);
+    const info = (await docker.info()) as { Runtimes?: Record<string, unknown>; SecurityOptions?: string[] };
+    const runtimes = Object.keys(info.Runtimes ?? {});
+    if (runtimes.includes("runsc")) ok("gVisor runtime runsc is registered (--runtime runsc)");
+    else {
+      note(
+        "gVisor (runsc) is not registered; for a stronger boundary: apt-get install runsc, then add to /etc/docker/daemon.json " +
+          '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--host-uds=open"]}}} and restart dockerd',
+      );
+    }
+    if ((info.SecurityOptions ?? []).some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
+    else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
+    const spec = runnerImageSpec();
+    try {
+      await docker.getImage(spec.tag).inspect();
+      ok(`runner image ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion})`);
+    } catch {
+      bad(`runner image ${spec.tag} is not built`, "Run `sandbox-run image build` (or let the first run build it).");
+    }
+  } catch (error) {
+    bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
+  }
+
+  for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
+    if (io.env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
+    else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
+  }
+  if (model) {
+    try {
+      planProviderRouting({ model, env: io.env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+      ok(`credentials for ${model} are available`);
+    } catch (error) {
+      bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
+    }
+  }
+  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt")) ok("host CA bundle found (used for upstream HTTPS)");
+  io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
+  return failed ? EXIT.unavailable : EXIT.ok;
+}

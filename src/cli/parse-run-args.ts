@@ -1,0 +1,77 @@
+// Turns the CLI's run flags into library options; pure apart from reading the schema file.
+import fs from "node:fs";
+import type { JsonSchema, SandboxMode } from "../agent.js";
+import { usageError } from "../errors.js";
+import type { RunOptions } from "../run/resolve-options.js";
+
+export interface RunFlags {
+  schema?: string;
+  cwd?: string;
+  sandbox?: string;
+  policy?: string;
+  writable?: string[];
+  model?: string;
+  models?: string;
+  env?: string[];
+  timeout?: string;
+  runtime?: string;
+  contextFiles?: boolean;
+}
+
+export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | undefined>): RunOptions {
+  const options: RunOptions = {};
+  if (flags.schema) options.schema = readSchema(flags.schema);
+  if (flags.cwd) options.cwd = flags.cwd;
+  if (flags.sandbox) {
+    if (!["read-only", "workspace-write", "danger-full-access"].includes(flags.sandbox)) {
+      throw usageError(`--sandbox must be read-only, workspace-write or danger-full-access, not "${flags.sandbox}".`);
+    }
+    options.sandbox = flags.sandbox as SandboxMode;
+  }
+  if (flags.policy) options.policy = flags.policy;
+  if (flags.writable?.length) options.additionalWritableDirectories = flags.writable;
+  if (flags.model) options.model = flags.model;
+  if (flags.models) options.models = flags.models;
+  if (flags.env?.length) options.env = parseEnvFlags(flags.env, hostEnv);
+  if (flags.timeout !== undefined) {
+    const seconds = Number(flags.timeout);
+    if (!Number.isFinite(seconds) || seconds <= 0) throw usageError(`--timeout must be a positive number of seconds, not "${flags.timeout}".`);
+    options.timeoutMs = Math.round(seconds * 1000);
+  }
+  if (flags.runtime) {
+    if (flags.runtime !== "runc" && flags.runtime !== "runsc") throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
+    options.runtime = flags.runtime;
+  }
+  if (flags.contextFiles) options.contextFiles = true;
+  return options;
+}
+
+/** KEY=VALUE sets a value; a bare KEY passes the host's value (like docker run -e KEY). */
+export function parseEnvFlags(entries: string[], hostEnv: Record<string, string | undefined>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of entries) {
+    const eq = entry.indexOf("=");
+    const key = eq === -1 ? entry : entry.slice(0, eq);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
+      throw usageError(`--env "${entry}" is not KEY=VALUE.`, "Pass --env NAME=value, or --env NAME to pass the host's value.");
+    }
+    const value = eq === -1 ? hostEnv[key] : entry.slice(eq + 1);
+    if (value === undefined) throw usageError(`--env ${key}: the host has no variable ${key}.`, `Pass --env ${key}=value.`);
+    env[key] = value;
+  }
+  return env;
+}
+
+function readSchema(file: string): JsonSchema {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch {
+    throw usageError(`The schema file ${file} cannot be read.`, "Pass the path of a JSON Schema file.");
+  }
+  try {
+    return JSON.parse(text) as JsonSchema;
+  } catch (error) {
+    throw usageError(`The schema file ${file} is not valid JSON: ${(error as Error).message}`, "Fix its syntax.");
+  }
+}

@@ -1,0 +1,191 @@
+// The sandbox-run command line: parse -> library call -> exit code. No logic of its own
+// beyond presenting results (stdout) and progress/diagnostics (stderr).
+import fs from "node:fs";
+import { Command } from "commander";
+import { ContainerPiAgent } from "../container-pi-agent.js";
+import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
+import { reapContainers } from "../docker/reaper.js";
+import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import { buildRunnerImage } from "../image/build-runner-image.js";
+import { runnerImageSpec } from "../image/runner-image.js";
+import { loadPolicy } from "../policy/load-policy.js";
+import { resolveRun } from "../run/resolve-options.js";
+import type { RunEvent } from "../run/run-events.js";
+import type { CliIo } from "./cli-io.js";
+import { runDoctor } from "./doctor.js";
+import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import { createProgressReporter } from "./progress-reporter.js";
+
+interface RunCommandFlags extends RunFlags {
+  events?: string;
+  quiet?: boolean;
+  build?: boolean;
+  dryRun?: boolean;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
+  let exitCode: number = EXIT.ok;
+  const program = new Command()
+    .name("sandbox-run")
+    .description("Run the Pi coding agent in a disposable, hardened container")
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
+    .showSuggestionAfterError();
+
+  program
+    .argument("[prompt...]", "the task (read from stdin when omitted)")
+    .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
+    .option("--cwd <dir>", "workspace directory (default: the current directory)")
+    .option("--sandbox <mode>", "read-only | workspace-write | danger-full-access (default workspace-write)")
+    .option("--policy <name|file>", "a built-in policy name or a policy JSON file (overrides --sandbox)")
+    .option("--writable <dir>", "extra writable directory (repeatable)", collect)
+    .option("--model <provider/id>", "model to use (or set SANDBOX_RUN_MODEL)")
+    .option("--models <file>", "Pi models.json with custom providers (keys stay on the host)")
+    .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
+    .option("--timeout <seconds>", "wall-clock limit for the run")
+    .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")
+    .option("--events <file>", "write the run's events (Pi's and the sandbox's) as JSONL while they arrive")
+    .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
+    .option("--no-build", "fail instead of building the runner image when it is missing")
+    .option("-q, --quiet", "no progress on stderr")
+    .action(async (promptParts: string[], flags: RunCommandFlags) => {
+      exitCode = await runCommand(promptParts, flags, io, signals);
+    });
+
+  const image = program.command("image").description("manage the runner image");
+  image
+    .command("build")
+    .description("build the runner image (Pi and Node pinned; offline base when no registry is reachable)")
+    .option("--base <image>", "base image: auto, node:24-bookworm-slim, or any Debian bookworm image", "auto")
+    .action(async (flags: { base: string }) => {
+      const docker = createDockerClient();
+      await pingDocker(docker);
+      const built = await buildRunnerImage(docker, { base: flags.base, progress: (l) => io.stderr(`${l}\n`) });
+      io.stdout(`${built.tag}\n`);
+    });
+  image
+    .command("tag")
+    .description("print the tag of the runner image this version uses")
+    .action(() => io.stdout(`${runnerImageSpec().tag}\n`));
+
+  program
+    .command("doctor")
+    .description("check the Docker engine, the runner image, runtimes and provider credentials")
+    .option("--model <provider/id>", "also check the credentials this model needs")
+    .action(async (flags: { model?: string }) => {
+      exitCode = await runDoctor(io, flags.model);
+    });
+
+  program
+    .command("gc")
+    .description("remove containers a dead controller left behind")
+    .option("--all", "remove every sandbox-run container, even of live controllers")
+    .action(async (flags: { all?: boolean }) => {
+      const docker = createDockerClient();
+      await pingDocker(docker);
+      const reaped = await reapContainers(docker, { all: flags.all });
+      for (const r of reaped) io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
+      io.stderr(`${reaped.length} container(s) removed\n`);
+    });
+
+  const policy = program.command("policy").description("inspect policies");
+  policy
+    .command("show <name|file>")
+    .description("print the effective policy (built-in name or file)")
+    .action((name: string) => io.stdout(`${JSON.stringify(loadPolicy(name), null, 2)}\n`));
+
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return exitCode;
+  } catch (error) {
+    return reportError(error, io);
+  }
+}
+
+async function runCommand(promptParts: string[], flags: RunCommandFlags, io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
+  let prompt = promptParts.join(" ");
+  if (!prompt) prompt = (await io.readStdin()) ?? "";
+  if (!prompt.trim()) throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
+  const options = parseRunFlags(flags, io.env);
+
+  if (flags.dryRun) {
+    // Resolve exactly as a run would, then print the plan the run would follow.
+    const { printDryRun } = await import("./dry-run.js");
+    await printDryRun(prompt, options, io);
+    return EXIT.ok;
+  }
+
+  const events = flags.events ? fs.createWriteStream(flags.events) : undefined;
+  const progress = flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`));
+  const onEvent = (event: RunEvent) => {
+    events?.write(`${JSON.stringify(event)}\n`);
+    progress?.(event);
+  };
+
+  const controller = new AbortController();
+  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
+  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
+    interruptedBy ??= name;
+    io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
+    controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
+  };
+  const onInt = onSignal("SIGINT");
+  const onTerm = onSignal("SIGTERM");
+  signals?.on("SIGINT", onInt);
+  signals?.on("SIGTERM", onTerm);
+
+  const agent = new ContainerPiAgent({
+    autoBuildImage: flags.build !== false,
+    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+  });
+  try {
+    const details = await agent.runDetailed(prompt, { ...options, onEvent, signal: controller.signal });
+    const result = details.result;
+    io.stdout(typeof result === "string" ? (result.endsWith("\n") ? result : `${result}\n`) : `${JSON.stringify(result, null, 2)}\n`);
+    if (!flags.quiet) {
+      const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
+      io.stderr(`sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`);
+    }
+    return EXIT.ok;
+  } catch (error) {
+    if (interruptedBy) {
+      reportError(error, io);
+      return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
+    }
+    throw error;
+  } finally {
+    signals?.off("SIGINT", onInt);
+    signals?.off("SIGTERM", onTerm);
+    if (events) await new Promise<void>((resolve) => events.end(resolve));
+  }
+}
+
+function reportError(error: unknown, io: CliIo): number {
+  const commanderCode = (error as { code?: string })?.code;
+  if (typeof commanderCode === "string" && commanderCode.startsWith("commander.")) {
+    // Commander already printed its message (or the help); map to our exit codes.
+    const helpShown = commanderCode === "commander.helpDisplayed" || commanderCode === "commander.version" || commanderCode === "commander.help";
+    return helpShown ? EXIT.ok : EXIT.usage;
+  }
+  if (isSandboxRunError(error)) {
+    io.stderr(`sandbox-run: ${error.shortMessage}\n`);
+    if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
+      const tail = error.stderrTail.split("\n").slice(-15).join("\n");
+      io.stderr(`--- last lines Pi wrote to stderr ---\n${tail}\n---\n`);
+    }
+    if (error.hint) io.stderr(`  ${error.hint}\n`);
+    return exitCodeFor(error.code);
+  }
+  const message = (error as Error)?.message ?? String(error);
+  io.stderr(`sandbox-run: unexpected error: ${message}\n`);
+  io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
+  if (process.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
+  return EXIT.agentFailed;
+}
+
+/** Exposed for --dry-run: resolve options exactly as a run would. */
+export { resolveRun };

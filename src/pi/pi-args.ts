@@ -1,0 +1,68 @@
+// Pi's command line for one sandboxed run. Discovery is off so nothing from the untrusted
+// workspace (.pi/ extensions, settings, skills, prompt templates, MCP servers) loads; the
+// only extension is our final tool, baked into the image.
+import { usageError } from "../errors.js";
+import { IMAGE_PATHS } from "../image/runner-image.js";
+
+export const FINAL_TOOL_NAME = "sandbox_run_final_result";
+export const FINAL_TOOL_DESCRIPTION =
+  "Submit the final result of the task as structured data matching this tool's parameters. " +
+  "Call it exactly once, when the task is complete; the run ends when it succeeds.";
+const FINAL_TOOL_INSTRUCTION =
+  `When the task is complete, call the ${FINAL_TOOL_NAME} tool exactly once with the final result. ` +
+  "Do not give the final answer as plain text.";
+
+/** Flags that would change the protocol, the tool set, the session or what gets loaded. */
+const RESERVED_FLAGS = new Set([
+  "--mode", "--print", "-p", "--no-session", "--session", "--session-id", "--session-dir", "--continue", "-c",
+  "--resume", "-r", "--fork", "--extension", "-e", "--no-extensions", "-ne", "--approve", "-a", "--no-approve",
+  "-na", "--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--exclude-tools", "-xt", "--skill",
+  "--no-skills", "-ns", "--prompt-template", "--no-prompt-templates", "-np", "--no-context-files", "-nc",
+  "--no-mcp", "--model", "--provider", "--api-key", "--offline", "--export", "--list-models", "--models",
+  "--theme", "--no-themes", "--", "--help", "-h", "--version", "-v",
+]);
+
+export function checkExtraArgs(extraArgs: readonly string[]): void {
+  for (const arg of extraArgs) {
+    const flag = arg.split("=")[0] ?? arg;
+    if (RESERVED_FLAGS.has(flag)) {
+      throw usageError(
+        `extraArgs may not contain ${flag}: sandbox-run sets it to keep the run's protocol and boundary.`,
+        "Use the matching sandbox-run option instead (model, schema, sandbox/policy), or drop the flag.",
+      );
+    }
+    if (!arg.startsWith("-")) {
+      throw usageError(`extraArgs may contain only flags, not "${arg}".`, "Pass the prompt as the prompt argument.");
+    }
+  }
+}
+
+export interface PiArgsInput {
+  model: string;
+  tools: readonly string[];
+  finalToolName?: string;
+  contextFiles: boolean;
+  extraArgs: readonly string[];
+}
+
+export function buildPiArgs(input: PiArgsInput): string[] {
+  const tools = input.finalToolName ? [...input.tools, input.finalToolName] : [...input.tools];
+  return [
+    "--mode", "json",
+    "--no-session",
+    "--no-extensions",
+    "--no-approve",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-themes",
+    "--no-mcp",
+    "--offline",
+    ...(input.contextFiles ? [] : ["--no-context-files"]),
+    "--model", input.model,
+    "--tools", tools.join(","),
+    ...(input.finalToolName
+      ? ["--extension", IMAGE_PATHS.finalToolExtension, "--append-system-prompt", FINAL_TOOL_INSTRUCTION]
+      : []),
+    ...input.extraArgs,
+  ];
+}

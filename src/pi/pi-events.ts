@@ -1,0 +1,145 @@
+// Pi's JSON-mode records (docs/json.md in @earendil-works/pi-coding-agent 1.6.0).
+// Every record is kept as a plain object so unknown event types and fields reach logs and
+// `lastEvents` untouched; only the events the host acts on get a schema, and those are
+// loose objects so a newer Pi adding fields does not break parsing.
+import { z } from "zod";
+
+export type PiEvent = { type: string; [key: string]: unknown };
+
+export type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string };
+
+export function parsePiRecord(line: string): ParsedPiRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (error) {
+    return { ok: false, error: `not JSON: ${(error as Error).message}` };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return { ok: false, error: "record is not a JSON object" };
+  }
+  if (typeof (value as { type?: unknown }).type !== "string") {
+    return { ok: false, error: 'record has no string "type"' };
+  }
+  return { ok: true, event: value as PiEvent };
+}
+
+const contentBlock = z.looseObject({ type: z.string() });
+
+const usageSchema = z.looseObject({
+  input: z.number(),
+  output: z.number(),
+  cacheRead: z.number(),
+  cacheWrite: z.number(),
+  totalTokens: z.number(),
+  cost: z.looseObject({ total: z.number() }),
+});
+
+// stopReason stays a string rather than an enum: a value added by a later Pi must not make
+// the whole message unreadable.
+const assistantMessageSchema = z.looseObject({
+  role: z.literal("assistant"),
+  content: z.array(contentBlock),
+  stopReason: z.string(),
+  errorMessage: z.string().optional(),
+  usage: usageSchema,
+  provider: z.string(),
+  model: z.string(),
+});
+
+export const toolExecutionStartSchema = z.looseObject({
+  type: z.literal("tool_execution_start"),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  args: z.unknown(),
+});
+
+export const toolExecutionEndSchema = z.looseObject({
+  type: z.literal("tool_execution_end"),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  // Pi tool results are { content, details }; bash adds structuredContent and has no details.
+  result: z.looseObject({ content: z.array(contentBlock).optional(), details: z.unknown().optional() }),
+  isError: z.boolean(),
+  durationMs: z.number().optional(),
+});
+
+/** Only assistant messages match; user, system and tool-result message_end records do not. */
+export const assistantMessageEndSchema = z.looseObject({
+  type: z.literal("message_end"),
+  message: assistantMessageSchema,
+});
+
+export const turnStartSchema = z.looseObject({ type: z.literal("turn_start") });
+
+export const turnEndSchema = z.looseObject({
+  type: z.literal("turn_end"),
+  message: z.unknown(),
+  toolResults: z.array(z.unknown()),
+});
+
+export const agentEndSchema = z.looseObject({
+  type: z.literal("agent_end"),
+  messages: z.array(z.unknown()),
+  willRetry: z.boolean().optional(),
+});
+
+export const agentSettledSchema = z.looseObject({
+  type: z.literal("agent_settled"),
+  aborted: z.boolean(),
+});
+
+export const autoRetryStartSchema = z.looseObject({
+  type: z.literal("auto_retry_start"),
+  attempt: z.number(),
+  maxAttempts: z.number(),
+  delayMs: z.number(),
+  errorMessage: z.string().optional(),
+});
+
+export const autoRetryEndSchema = z.looseObject({
+  type: z.literal("auto_retry_end"),
+  success: z.boolean(),
+  attempt: z.number().optional(),
+  finalError: z.string().optional(),
+});
+
+export type ToolExecutionStart = z.infer<typeof toolExecutionStartSchema>;
+export type ToolExecutionEnd = z.infer<typeof toolExecutionEndSchema>;
+export type AssistantMessageEnd = z.infer<typeof assistantMessageEndSchema>;
+export type AssistantMessage = AssistantMessageEnd["message"];
+export type TurnStart = z.infer<typeof turnStartSchema>;
+export type TurnEnd = z.infer<typeof turnEndSchema>;
+export type AgentEnd = z.infer<typeof agentEndSchema>;
+export type AgentSettled = z.infer<typeof agentSettledSchema>;
+export type AutoRetryStart = z.infer<typeof autoRetryStartSchema>;
+export type AutoRetryEnd = z.infer<typeof autoRetryEndSchema>;
+
+// The type check comes first so the hot path (message_update, thousands per run) never
+// reaches zod.
+function accessor<S extends z.ZodType<{ type: string }>>(type: string, schema: S) {
+  return (event: PiEvent): z.infer<S> | undefined => {
+    if (event.type !== type) return undefined;
+    const parsed = schema.safeParse(event);
+    return parsed.success ? parsed.data : undefined;
+  };
+}
+
+export const asToolExecutionStart = accessor("tool_execution_start", toolExecutionStartSchema);
+export const asToolExecutionEnd = accessor("tool_execution_end", toolExecutionEndSchema);
+export const asAssistantMessageEnd = accessor("message_end", assistantMessageEndSchema);
+export const asTurnStart = accessor("turn_start", turnStartSchema);
+export const asTurnEnd = accessor("turn_end", turnEndSchema);
+export const asAgentEnd = accessor("agent_end", agentEndSchema);
+export const asAgentSettled = accessor("agent_settled", agentSettledSchema);
+export const asAutoRetryStart = accessor("auto_retry_start", autoRetryStartSchema);
+export const asAutoRetryEnd = accessor("auto_retry_end", autoRetryEndSchema);
+
+/** The text blocks of a message, in order (thinking and tool calls are not part of the answer). */
+export function textBlocksOf(content: ReadonlyArray<{ type: string; [key: string]: unknown }>): string[] {
+  const texts: string[] = [];
+  for (const block of content) {
+    if (block.type === "text" && typeof block.text === "string") texts.push(block.text);
+  }
+  return texts;
+}

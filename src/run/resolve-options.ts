@@ -1,0 +1,194 @@
+// Merges the option layers (host environment < constructor config < per-run options),
+// canonicalises every host path and rejects bad input before anything is created.
+import fs from "node:fs";
+import path from "node:path";
+import { z } from "zod";
+import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
+import { usageError } from "../errors.js";
+import { loadPolicy } from "../policy/load-policy.js";
+import type { Policy } from "../policy/policy-schema.js";
+import { checkExtraArgs } from "../pi/pi-args.js";
+
+export type Env = Record<string, string | undefined>;
+
+/** Options beyond the seam that a ContainerPiAgent (or one run) accepts. */
+export interface SandboxOptions {
+  /** A built-in policy name, a policy file path, or a policy object; defaults to the sandbox mode's policy. */
+  policy?: string | Policy;
+  /** Pi models.json for custom providers: a file path or the parsed object. */
+  models?: string | Record<string, unknown>;
+  /** Wall-clock limit in milliseconds; defaults to the policy's timeoutSeconds. */
+  timeoutMs?: number;
+  /** Extra Pi flags (never ones that change the protocol or the boundary). */
+  extraArgs?: string[];
+  /** Container runtime; overrides the policy's. */
+  runtime?: "runc" | "runsc";
+  /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
+  contextFiles?: boolean;
+}
+
+export type RunOptions = AgentOptions & SandboxOptions;
+
+export interface ResolvedRun {
+  prompt: string;
+  cwd: string;
+  writableRoots: string[];
+  readOnlyMounts: string[];
+  model: string;
+  schema?: JsonSchema;
+  validator?: z.ZodType;
+  policy: Policy;
+  hostEnv: Record<string, string>;
+  /** Variables explicitly given for the sandbox (constructor + run), before credential filtering. */
+  sandboxEnv: Record<string, string>;
+  modelsJson?: unknown;
+  timeoutMs: number;
+  extraArgs: string[];
+}
+
+/** Variables the sandbox relies on; a caller may not set them. */
+const RESERVED_ENV = /^(SANDBOX_RUN_.*|PI_CODING_AGENT_DIR|PI_OFFLINE|HOME|TMPDIR|NODE_COMPILE_CACHE)$/;
+
+/** Container paths we own or that would break the container if shadowed. */
+const FORBIDDEN_EXACT = ["/", "/tmp", "/home", "/home/sandbox", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/var", "/run", "/opt"];
+const FORBIDDEN_TREES = ["/proc", "/sys", "/dev", "/opt/sandbox-run", "/run/sandbox-run", "/home/sandbox"];
+
+export function mergeEnv(...layers: Array<Env | undefined>): Record<string, string> {
+  const merged: Env = {};
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [key, value] of Object.entries(layer)) merged[key] = value;
+  }
+  const result: Record<string, string> = {};
+  for (const [key, value] of Object.entries(merged)) if (value !== undefined) result[key] = value;
+  return result;
+}
+
+export function resolveRun(
+  prompt: string,
+  config: RunOptions,
+  run: RunOptions,
+  processEnv: Env = process.env,
+): ResolvedRun {
+  if (typeof prompt !== "string" || prompt.trim() === "") {
+    throw usageError("The prompt is empty.", "Pass the task as the prompt argument (or on stdin for the CLI).");
+  }
+  const hostEnv = mergeEnv(processEnv, config.env, run.env);
+  const sandboxEnv = mergeEnv(config.env, run.env);
+  // Drop variables an earlier layer set and a later layer removed with `undefined`.
+  for (const layer of [config.env, run.env]) {
+    for (const [key, value] of Object.entries(layer ?? {})) if (value === undefined) delete sandboxEnv[key];
+  }
+  for (const key of Object.keys(sandboxEnv)) {
+    if (RESERVED_ENV.test(key)) throw usageError(`env may not set ${key}: sandbox-run sets it inside the sandbox.`, `Remove ${key} from env.`);
+  }
+
+  const model = run.model ?? config.model ?? hostEnv.SANDBOX_RUN_MODEL;
+  if (!model || !model.includes("/")) {
+    throw usageError(
+      model ? `Model "${model}" is not of the form provider/id.` : "No model was given.",
+      "Pass a model as provider/id (e.g. --model anthropic/claude-sonnet-4-5), or set SANDBOX_RUN_MODEL.",
+    );
+  }
+
+  const mode: SandboxMode = run.sandbox ?? config.sandbox ?? "workspace-write";
+  if (!["read-only", "workspace-write", "danger-full-access"].includes(mode)) {
+    throw usageError(`Unknown sandbox mode "${mode}".`, "Use read-only, workspace-write or danger-full-access.");
+  }
+  const policySource = run.policy ?? config.policy ?? mode;
+  let policy = typeof policySource === "string" ? loadPolicy(policySource) : policySource;
+  const runtime = run.runtime ?? config.runtime;
+  const contextFiles = run.contextFiles ?? config.contextFiles;
+  if (runtime || contextFiles !== undefined) {
+    policy = { ...policy, runtime: runtime ?? policy.runtime, contextFiles: contextFiles ?? policy.contextFiles };
+  }
+
+  const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), "cwd");
+  const writableRoots = (run.additionalWritableDirectories ?? config.additionalWritableDirectories ?? []).map((d) =>
+    canonicalDirectory(d, "writable directory"),
+  );
+  if (writableRoots.length > 0 && !policy.writableRoots) {
+    throw usageError(
+      `Policy ${policy.name} does not allow extra writable directories.`,
+      "Drop the writable directories, or use workspace-write (or a policy with writableRoots: true).",
+    );
+  }
+  const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, "read-only mount"));
+  checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts]);
+
+  const schema = run.schema ?? config.schema;
+  const validator = schema ? compileSchema(schema) : undefined;
+  const extraArgs = run.extraArgs ?? config.extraArgs ?? [];
+  checkExtraArgs(extraArgs);
+
+  const modelsSource = run.models ?? config.models;
+  const modelsJson = typeof modelsSource === "string" ? readModelsFile(modelsSource) : modelsSource;
+
+  const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
+  if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
+
+  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs };
+}
+
+function canonicalDirectory(input: string, what: string): string {
+  const absolute = path.resolve(input);
+  let real: string;
+  try {
+    real = fs.realpathSync(absolute);
+  } catch {
+    throw usageError(`The ${what} ${absolute} does not exist.`, "Create it first, or pass an existing directory.");
+  }
+  if (!fs.statSync(real).isDirectory()) {
+    throw usageError(`The ${what} ${real} is not a directory.`, "Pass a directory, not a file.");
+  }
+  if (FORBIDDEN_EXACT.includes(real) || FORBIDDEN_TREES.some((t) => real === t || real.startsWith(`${t}/`))) {
+    throw usageError(
+      `The ${what} ${real} cannot be mounted: it is ${real === "/" ? "the root of the host" : "a system path the sandbox needs for itself"}.`,
+      "Pass a project directory instead.",
+    );
+  }
+  return real;
+}
+
+function checkOverlaps(paths: string[]): void {
+  for (let i = 0; i < paths.length; i++) {
+    for (let j = i + 1; j < paths.length; j++) {
+      const a = paths[i]!;
+      const b = paths[j]!;
+      if (a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`)) {
+        throw usageError(
+          `The mounted directories ${a} and ${b} overlap.`,
+          "Pass directories that are neither equal nor inside one another (the workspace is mounted already).",
+        );
+      }
+    }
+  }
+}
+
+function compileSchema(schema: JsonSchema): z.ZodType {
+  if (typeof schema !== "object" || schema === null || schema.type !== "object") {
+    throw usageError(
+      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
+      "Wrap other values in an object property, e.g. { \"type\": \"object\", \"properties\": { \"value\": ... } }.",
+    );
+  }
+  try {
+    return z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
+  } catch (error) {
+    throw usageError(`The schema cannot be used: ${(error as Error).message}`, "Check it is valid JSON Schema (draft 2020-12 or 7).");
+  }
+}
+
+function readModelsFile(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch {
+    throw usageError(`The models file ${file} cannot be read.`, "Pass the path of a Pi models.json file.");
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw usageError(`The models file ${file} is not valid JSON: ${(error as Error).message}`, "Fix its syntax.");
+  }
+}

@@ -1,0 +1,168 @@
+// The run plan: everything one call will do, as plain data. Built by a pure function from
+// resolved options, printed by --dry-run, turned into a container by docker/, and tested
+// without Docker.
+import type { JsonSchema } from "../agent.js";
+import { IMAGE_PATHS } from "../image/runner-image.js";
+import {
+  LABEL_CREATED_AT,
+  LABEL_DEADLINE,
+  LABEL_MANAGED,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+  LABEL_RUN_ID,
+} from "../docker/labels.js";
+import type { Limits, Policy } from "../policy/policy-schema.js";
+import { buildPiArgs, FINAL_TOOL_NAME, FINAL_TOOL_DESCRIPTION } from "../pi/pi-args.js";
+
+/** Loopback ports inside the sandbox that the launcher forwards to host unix sockets. */
+export const GATEWAY_PORT = 18080;
+export const PROXY_PORT = 18081;
+export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
+export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
+/** The sandbox user when the caller is root: the sandbox never runs as uid 0. */
+export const SANDBOX_UID = 65532;
+
+export interface Mount {
+  hostPath: string;
+  containerPath: string;
+  readOnly: boolean;
+  kind: "workspace" | "writable-root" | "read-only" | "socket";
+}
+
+export interface RunPlan {
+  runId: string;
+  image: string;
+  runtime: "runc" | "runsc";
+  policyName: string;
+  model: string;
+  /** "uid:gid" the sandbox runs as. */
+  user: string;
+  /** Set when the caller is root: files the sandbox creates are handed back to this owner. */
+  handBackTo?: { uid: number; gid: number };
+  workingDir: string;
+  /** Arguments after the launcher: Pi's argv. */
+  piArgs: string[];
+  entrypoint: string[];
+  env: Record<string, string>;
+  mounts: Mount[];
+  tmpfs: Record<string, string>;
+  network: "none" | "bridge";
+  limits: Limits;
+  labels: Record<string, string>;
+  finalToolName?: string;
+  schema?: JsonSchema;
+}
+
+export interface PlanInput {
+  runId: string;
+  image: string;
+  policy: Policy;
+  model: string;
+  schema?: JsonSchema;
+  /** Canonical (realpath) host paths. */
+  cwd: string;
+  writableRoots: string[];
+  readOnlyMounts: string[];
+  /** Host directory of this run's sockets (the gateway's, the proxy's). */
+  runDir: string;
+  caller: { uid: number; gid: number };
+  sandboxEnv: Record<string, string>;
+  containerModelsJson: unknown;
+  extraArgs: string[];
+  timeoutMs: number;
+  owner: { pid: number; host: string };
+  now: Date;
+}
+
+export function buildRunPlan(input: PlanInput): RunPlan {
+  const { policy } = input;
+  const asRoot = input.caller.uid === 0;
+  const uid = asRoot ? SANDBOX_UID : input.caller.uid;
+  const gid = asRoot ? SANDBOX_UID : input.caller.gid;
+  const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
+
+  const mounts: Mount[] = [
+    { hostPath: input.cwd, containerPath: input.cwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
+    ...input.writableRoots.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" })),
+    ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
+    { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },
+  ];
+  const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
+  const proxyEnv: Record<string, string> = {};
+  if (policy.network === "allowlist") {
+    mounts.push({ hostPath: `${input.runDir}/proxy.sock`, containerPath: PROXY_SOCKET, readOnly: false, kind: "socket" });
+    forwards.push({ port: PROXY_PORT, socketPath: PROXY_SOCKET });
+    const proxyUrl = `http://127.0.0.1:${PROXY_PORT}`;
+    Object.assign(proxyEnv, {
+      HTTP_PROXY: proxyUrl,
+      HTTPS_PROXY: proxyUrl,
+      http_proxy: proxyUrl,
+      https_proxy: proxyUrl,
+      NO_PROXY: "127.0.0.1,localhost",
+      no_proxy: "127.0.0.1,localhost",
+    });
+  }
+
+  const agentDir = `${IMAGE_PATHS.home}/.pi/agent`;
+  const launcherConfig = {
+    forwards,
+    livenessSocket: GATEWAY_SOCKET,
+    agentDir,
+    modelsJson: input.containerModelsJson,
+    piCli: IMAGE_PATHS.piCli,
+    finalTool: input.schema
+      ? { name: FINAL_TOOL_NAME, description: FINAL_TOOL_DESCRIPTION, parameters: input.schema }
+      : null,
+  };
+
+  const env: Record<string, string> = {
+    ...input.sandboxEnv,
+    ...proxyEnv,
+    HOME: IMAGE_PATHS.home,
+    TMPDIR: "/tmp",
+    LANG: "C.UTF-8",
+    PI_CODING_AGENT_DIR: agentDir,
+    PI_OFFLINE: "1",
+    PI_SKIP_VERSION_CHECK: "1",
+    PI_TELEMETRY: "0",
+    SANDBOX_RUN_CONFIG: JSON.stringify(launcherConfig),
+  };
+
+  const created = input.now.toISOString();
+  return {
+    runId: input.runId,
+    image: input.image,
+    runtime: policy.runtime,
+    policyName: policy.name,
+    model: input.model,
+    user: `${uid}:${gid}`,
+    handBackTo: asRoot ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
+    workingDir: input.cwd,
+    entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
+    piArgs: buildPiArgs({
+      model: input.model,
+      tools: policy.tools,
+      finalToolName,
+      contextFiles: policy.contextFiles,
+      extraArgs: input.extraArgs,
+    }),
+    env,
+    mounts,
+    tmpfs: {
+      "/tmp": `rw,nosuid,nodev,size=${policy.limits.tmpMb}m,mode=1777`,
+      [IMAGE_PATHS.home]: `rw,nosuid,nodev,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,
+    },
+    network: policy.network === "open" ? "bridge" : "none",
+    limits: policy.limits,
+    labels: {
+      [LABEL_MANAGED]: "true",
+      [LABEL_RUN_ID]: input.runId,
+      [LABEL_OWNER_PID]: String(input.owner.pid),
+      [LABEL_OWNER_HOST]: input.owner.host,
+      [LABEL_CREATED_AT]: created,
+      [LABEL_DEADLINE]: new Date(input.now.getTime() + input.timeoutMs).toISOString(),
+    },
+    finalToolName,
+    schema: input.schema,
+  };
+}

@@ -1,0 +1,35 @@
+// Runs once before all test files: makes sure the Docker engine answers and the runner image
+// exists (building it if needed). On CI a missing engine fails the run; it is never a skip.
+import type { TestProject } from "vitest/node";
+import { createDockerClient, pingDocker } from "../../src/docker/docker-engine.js";
+import { buildRunnerImage } from "../../src/image/build-runner-image.js";
+import { runnerImageSpec } from "../../src/image/runner-image.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    dockerAvailable: boolean;
+    runnerImage: string;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<void> {
+  const docker = createDockerClient();
+  const tag = runnerImageSpec().tag;
+  try {
+    await pingDocker(docker);
+  } catch (error) {
+    if (process.env.CI) throw new Error(`Integration tests need a Docker engine on CI: ${(error as Error).message}`);
+    console.warn(`Docker is not reachable; integration tests will be skipped locally (${(error as Error).message})`);
+    project.provide("dockerAvailable", false);
+    project.provide("runnerImage", tag);
+    return;
+  }
+  try {
+    await docker.getImage(tag).inspect();
+  } catch {
+    console.warn(`Building the runner image ${tag} for the tests ...`);
+    await buildRunnerImage(docker, { progress: () => {} });
+  }
+  project.provide("dockerAvailable", true);
+  project.provide("runnerImage", tag);
+}

@@ -1,0 +1,84 @@
+// Shared pieces of the integration tests: a scripted model server, a models.json that
+// points at it, throw-away workspaces, and a check that no container of a run survives.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { inject } from "vitest";
+import { createDockerClient } from "../../src/docker/docker-engine.js";
+import { LABEL_RUN_ID } from "../../src/docker/labels.js";
+import type { RunEvent } from "../../src/run/run-events.js";
+import { startScriptedModelServer, type Script, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+
+/** The key the scripted provider "needs": it must reach the upstream and never the sandbox. */
+export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";
+
+export const dockerAvailable = (): boolean => inject("dockerAvailable");
+export const docker = createDockerClient();
+
+export async function startModel(scripts: Record<string, Script> = {}): Promise<ScriptedModelServer> {
+  return startScriptedModelServer({ scripts });
+}
+
+/** A Pi models.json with one custom provider "scripted" that serves the given model ids. */
+export function modelsFor(server: ScriptedModelServer, ids: string[]): Record<string, unknown> {
+  return {
+    providers: {
+      scripted: {
+        baseUrl: server.baseUrl,
+        api: "openai-completions",
+        apiKey: SECRET_KEY,
+        models: ids.map((id) => ({ id, contextWindow: 32000, maxTokens: 4096 })),
+      },
+    },
+  };
+}
+
+export function makeWorkspace(files: Record<string, string> = {}, prefix = "sandbox-run-ws-"): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+
+/** Collects events and the run ids they carry. */
+export function eventLog() {
+  const events: RunEvent[] = [];
+  return {
+    events,
+    onEvent: (event: RunEvent) => void events.push(event),
+    runIds: () => [...new Set(events.map((e) => e.runId))],
+    ofType: (type: string) => events.filter((e) => e.type === type),
+  };
+}
+
+/** Containers (running or not) that belong to the given runs. */
+export async function containersOfRuns(runIds: string[]): Promise<string[]> {
+  const found: string[] = [];
+  for (const runId of runIds) {
+    const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } });
+    found.push(...list.map((c) => c.Id));
+  }
+  return found;
+}
+
+/** A bash step then a final-tool step: the benchmark's and many tests' 2-turn task. */
+export function bashThenFinal(command: string, final: unknown): Script {
+  return [
+    { toolCalls: [{ name: "bash", arguments: { command } }] },
+    { toolCalls: [{ name: "sandbox_run_final_result", arguments: final }] },
+  ];
+}
+
+/** The text of the last tool result the model was sent (what the sandbox's bash printed). */
+export function lastToolResult(server: ScriptedModelServer, model: string): string {
+  const requests = server.requests.filter((r) => r.body.model === model);
+  const last = requests[requests.length - 1];
+  const messages = last?.body.messages ?? [];
+  const tool = [...messages].reverse().find((m) => m.role === "tool");
+  const content = tool?.content;
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((c: { text?: string }) => c.text ?? "").join("");
+  return "";
+}
