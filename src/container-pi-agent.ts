@@ -1,6 +1,7 @@
 // ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
 import type { Agent } from "./agent.js";
 import { createDockerClient, pingDocker, type DockerClient } from "./docker/docker-engine.js";
+import { IMAGE_LABEL_PI_VERSION } from "./docker/labels.js";
 import { reapContainers } from "./docker/reaper.js";
 import { SandboxRunError } from "./errors.js";
 import { buildRunnerImage } from "./image/build-runner-image.js";
@@ -39,7 +40,7 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 
 export class ContainerPiAgent implements Agent {
   private readonly docker: DockerClient;
-  private ready?: Promise<string>;
+  private ready?: Promise<{ tag: string; piVersion: string }>;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     this.docker = config.docker ?? createDockerClient();
@@ -55,11 +56,12 @@ export class ContainerPiAgent implements Agent {
     // Input errors and an aborted signal fail before any container (or engine call) exists.
     const resolved = resolveRun(prompt, this.config, options);
     options.signal?.throwIfAborted();
-    const image = await this.prepare(options.signal);
+    const { tag: image, piVersion } = await this.prepare(options.signal);
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     const details = await executeRun(resolved, {
       docker: this.docker,
       image,
+      piVersion,
       listeners,
       signal: options.signal,
       onPlan: options.onPlan,
@@ -99,7 +101,7 @@ export class ContainerPiAgent implements Agent {
   }
 
   /** Checks the engine and the image once per agent; reaps orphans in the background. */
-  private prepare(signal?: AbortSignal): Promise<string> {
+  private prepare(signal?: AbortSignal): Promise<{ tag: string; piVersion: string }> {
     this.ready ??= (async () => {
       await pingDocker(this.docker, signal);
       if (this.config.reapOrphans !== false) void reapContainers(this.docker).catch(() => {});
@@ -110,11 +112,12 @@ export class ContainerPiAgent implements Agent {
     return ready;
   }
 
-  private async ensureImage(): Promise<string> {
-    const tag = this.config.image ?? runnerImageSpec().tag;
+  private async ensureImage(): Promise<{ tag: string; piVersion: string }> {
+    const spec = runnerImageSpec();
+    const tag = this.config.image ?? spec.tag;
     try {
-      await this.docker.getImage(tag).inspect();
-      return tag;
+      const info = await this.docker.getImage(tag).inspect();
+      return { tag, piVersion: info.Config?.Labels?.[IMAGE_LABEL_PI_VERSION] ?? "unknown" };
     } catch {
       if (this.config.image || !this.config.autoBuildImage) {
         throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
@@ -122,7 +125,7 @@ export class ContainerPiAgent implements Agent {
         });
       }
       const built = await buildRunnerImage(this.docker, { progress: this.config.onProgress });
-      return built.tag;
+      return { tag: built.tag, piVersion: spec.piVersion };
     }
   }
 }

@@ -23,8 +23,11 @@ export interface SandboxRunErrorDetails {
   /** The last few Pi/sandbox events, newest last. */
   lastEvents?: unknown[];
   durationMs?: number;
-  /** Which limit tripped, for code "limit" (e.g. "memory", "pids", "output", "line", "tmpfs"). */
+  /** Which limit tripped, for code "limit" (e.g. "memory", "pids", "output", "line", "tmpfs", "turns", "cost"). */
   limit?: string;
+  runId?: string;
+  /** Token usage and cost Pi reported before the failure. */
+  usage?: { input: number; output: number; cacheRead: number; cacheWrite: number; totalTokens: number; cost: number };
   cause?: unknown;
 }
 
@@ -40,6 +43,8 @@ export class SandboxRunError extends Error {
   lastEvents?: unknown[];
   durationMs?: number;
   readonly limit?: string;
+  runId?: string;
+  usage?: SandboxRunErrorDetails["usage"];
 
   constructor(code: SandboxRunErrorCode, message: string, details: SandboxRunErrorDetails = {}) {
     super(details.hint ? `${message}\n${details.hint}` : message, { cause: details.cause });
@@ -52,6 +57,8 @@ export class SandboxRunError extends Error {
     this.lastEvents = details.lastEvents;
     this.durationMs = details.durationMs;
     this.limit = details.limit;
+    this.runId = details.runId;
+    this.usage = details.usage;
   }
 
   get timedOut(): boolean {

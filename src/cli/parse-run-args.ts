@@ -16,6 +16,8 @@ export interface RunFlags {
   timeout?: string;
   runtime?: string;
   contextFiles?: boolean;
+  maxTurns?: string;
+  maxCost?: string;
 }
 
 export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | undefined>): RunOptions {
@@ -43,6 +45,16 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
     options.runtime = flags.runtime;
   }
   if (flags.contextFiles) options.contextFiles = true;
+  if (flags.maxTurns !== undefined) {
+    const turns = Number(flags.maxTurns);
+    if (!Number.isInteger(turns) || turns <= 0) throw usageError(`--max-turns must be a positive whole number, not "${flags.maxTurns}".`);
+    options.maxTurns = turns;
+  }
+  if (flags.maxCost !== undefined) {
+    const usd = Number(flags.maxCost);
+    if (!Number.isFinite(usd) || usd <= 0) throw usageError(`--max-cost must be a positive number of US dollars, not "${flags.maxCost}".`);
+    options.maxCostUsd = usd;
+  }
   return options;
 }
 

@@ -8,6 +8,8 @@ import { reapContainers } from "../docker/reaper.js";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import { buildRunnerImage } from "../image/build-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
+import { RunRecorder } from "../record/run-record.js";
+import type { RunDetails } from "../run/execute-run.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import { resolveRun } from "../run/resolve-options.js";
 import type { RunEvent } from "../run/run-events.js";
@@ -15,10 +17,13 @@ import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import { createLiveStatus } from "./live-status.js";
 import { createProgressReporter } from "./progress-reporter.js";
 
 interface RunCommandFlags extends RunFlags {
   events?: string;
+  json?: boolean;
+  record?: string;
   quiet?: boolean;
   build?: boolean;
   dryRun?: boolean;
@@ -48,7 +53,11 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--timeout <seconds>", "wall-clock limit for the run")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")
+    .option("--max-turns <n>", "stop the run when the agent starts more turns than this")
+    .option("--max-cost <usd>", "stop the run when the cost Pi reports passes this many US dollars")
     .option("--events <file>", "write the run's events (Pi's and the sandbox's) as JSONL while they arrive")
+    .option("--json", "print one JSON result envelope on stdout (ok, result, error, usage, ...) instead of the bare result")
+    .option("--record <dir>", "write a run record (policy, image, prompt, events, result, workspace patch) to this new folder")
     .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
@@ -92,6 +101,17 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       io.stderr(`${reaped.length} container(s) removed\n`);
     });
 
+  program
+    .command("demo")
+    .description("run the whole pipeline against a bundled scripted model (no provider key needed)")
+    .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("-q, --quiet", "no progress on stderr")
+    .action(async (flags: { runtime?: string; quiet?: boolean }) => {
+      const { runDemo } = await import("./demo.js");
+      if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc") throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
+      exitCode = await runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined });
+    });
+
   const policy = program.command("policy").description("inspect policies");
   policy
     .command("show <name|file>")
@@ -120,9 +140,12 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
   }
 
   const events = flags.events ? fs.createWriteStream(flags.events) : undefined;
-  const progress = flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`));
+  const live = !flags.quiet && io.stderrIsTty ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns }) : undefined;
+  const progress = flags.quiet ? undefined : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
+  const recorder = flags.record ? startRecord(flags.record, prompt, options, io) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
+    recorder?.onEvent(event);
     progress?.(event);
   };
 
@@ -143,18 +166,29 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
   try {
-    const details = await agent.runDetailed(prompt, { ...options, onEvent, signal: controller.signal });
+    const details = await agent.runDetailed(prompt, { ...options, onEvent, onPlan: recorder?.onPlan, signal: controller.signal });
     const result = details.result;
-    io.stdout(typeof result === "string" ? (result.endsWith("\n") ? result : `${result}\n`) : `${JSON.stringify(result, null, 2)}\n`);
+    live?.stop();
+    await recorder?.finish({ ok: true, result, meta: { ...details, result: undefined } });
+    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok }), null, 2)}\n`);
+    else io.stdout(typeof result === "string" ? (result.endsWith("\n") ? result : `${result}\n`) : `${JSON.stringify(result, null, 2)}\n`);
     if (!flags.quiet) {
       const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
       io.stderr(`sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`);
     }
     return EXIT.ok;
   } catch (error) {
-    if (interruptedBy) {
+    live?.stop();
+    const code = interruptedBy
+      ? interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted
+      : isSandboxRunError(error) ? exitCodeFor(error.code) : EXIT.agentFailed;
+    if (recorder) {
+      await recorder.finish({ ok: false, error: errorSummary(error), meta: { exitCode: code, runId: (error as SandboxRunError)?.runId, usage: (error as SandboxRunError)?.usage } });
+    }
+    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: false, error, exitCode: code, model: options.model }), null, 2)}\n`);
+    if (interruptedBy || flags.json) {
       reportError(error, io);
-      return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
+      return code;
     }
     throw error;
   } finally {
@@ -162,6 +196,42 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
     signals?.off("SIGTERM", onTerm);
     if (events) await new Promise<void>((resolve) => events.end(resolve));
   }
+}
+
+function startRecord(dir: string, prompt: string, options: ReturnType<typeof parseRunFlags>, io: CliIo): RunRecorder {
+  const resolved = resolveRun(prompt, {}, options, io.env);
+  try {
+    return new RunRecorder({ dir, prompt, schema: resolved.schema, policy: resolved.policy, workspace: resolved.cwd });
+  } catch (error) {
+    throw usageError(`Cannot write the run record: ${(error as Error).message}.`, "Pass --record a new or empty folder.");
+  }
+}
+
+function errorSummary(error: unknown) {
+  if (isSandboxRunError(error)) {
+    return { code: error.code, message: error.shortMessage, hint: error.hint, limit: error.limit, exitCode: error.exitCode, stderrTail: error.stderrTail };
+  }
+  return { code: "internal", message: (error as Error)?.message ?? String(error) };
+}
+
+/** The --json result envelope: the same shape whether the run succeeded or not. */
+function envelope(input: { ok: boolean; details?: RunDetails; error?: unknown; exitCode: number; model?: string }) {
+  const d = input.details;
+  const e = isSandboxRunError(input.error) ? input.error : undefined;
+  return {
+    ok: input.ok,
+    result: d ? d.result : null,
+    error: input.ok ? null : errorSummary(input.error),
+    exitCode: input.exitCode,
+    runId: d?.runId ?? e?.runId ?? null,
+    usage: d?.usage ?? e?.usage ?? null,
+    durationMs: d?.durationMs ?? e?.durationMs ?? null,
+    model: d?.model ?? input.model ?? null,
+    piVersion: d?.piVersion ?? null,
+    image: d?.image ?? null,
+    policy: d?.policy ?? null,
+    changedFiles: (d as { changedFiles?: unknown } | undefined)?.changedFiles ?? null,
+  };
 }
 
 function reportError(error: unknown, io: CliIo): number {

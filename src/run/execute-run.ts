@@ -23,6 +23,7 @@ export interface RunDetails<T = unknown> {
   result: T;
   runId: string;
   model: string;
+  piVersion: string;
   policy: string;
   image: string;
   containerId: string;
@@ -36,6 +37,7 @@ export interface RunDetails<T = unknown> {
 export interface ExecuteContext {
   docker: DockerClient;
   image: string;
+  piVersion: string;
   listeners: RunEventListener[];
   signal?: AbortSignal;
   /** Called with the plan before anything is started (for --dry-run style inspection and records). */
@@ -113,7 +115,7 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     cleanups.push(() => created.remove());
     timeline.sandbox("container.created", { containerId: container.id });
 
-    return await supervise(run, plan, container, timeline, ctx.signal, started);
+    return await supervise(run, plan, container, timeline, ctx, started);
   } finally {
     // Remove in reverse order of creation; a failing step must not stop the others.
     for (const cleanup of cleanups.reverse()) {
@@ -130,9 +132,10 @@ async function supervise(
   plan: RunPlan,
   container: SandboxContainer,
   timeline: RunTimeline,
-  signal: AbortSignal | undefined,
+  ctx: ExecuteContext,
   started: number,
 ): Promise<RunDetails> {
+  const signal = ctx.signal;
   const collector = new ResultCollector({ finalToolName: plan.finalToolName });
   const limits = plan.limits;
   const maxOutput = limits.maxOutputMb * 1024 * 1024;
@@ -148,6 +151,18 @@ async function supervise(
     void container.kill().catch(() => {});
   };
 
+  // Budgets are enforced on the host from Pi's own figures: a turn starts, or a message's
+  // usage (with cost) arrives, and the run is stopped as soon as one is exceeded.
+  const { maxTurns, maxCostUsd } = run.budgets;
+  const checkBudgets = (type: string) => {
+    if (maxTurns !== undefined && type === "turn_start" && collector.turns > maxTurns) {
+      tripOnce({ code: "limit", limit: "turns", message: `The agent started turn ${collector.turns}, over the budget of ${maxTurns} turns.` });
+    }
+    if (maxCostUsd !== undefined && type === "message_end" && collector.usage.cost > maxCostUsd) {
+      tripOnce({ code: "limit", limit: "cost", message: `The run cost $${collector.usage.cost.toFixed(4)}, over the budget of $${maxCostUsd}.` });
+    }
+  };
+
   const reader = new JsonlReader({
     maxLineBytes: limits.maxLineMb * 1024 * 1024,
     onLine: (line) => {
@@ -159,6 +174,7 @@ async function supervise(
       }
       collector.observe(parsed.event);
       timeline.pi(parsed.event);
+      checkBudgets(parsed.event.type);
     },
     onOversizeLine: (bytes) =>
       tripOnce({ code: "limit", limit: "line", message: `Pi wrote an event line of ${bytes} bytes, over the ${limits.maxLineMb} MiB line limit.` }),
@@ -209,6 +225,8 @@ async function supervise(
       containerId: container.id,
       lastEvents: timeline.lastEvents(),
       durationMs: Date.now() - started,
+      runId: plan.runId,
+      usage: collector.usage,
     };
     if (trip?.code === "aborted") throw signal?.reason ?? new SandboxRunError("aborted", trip.message, evidence);
     if (trip?.code === "timeout") {
@@ -230,6 +248,7 @@ async function supervise(
     const details = {
       runId: plan.runId,
       model: plan.model,
+      piVersion: ctx.piVersion,
       policy: plan.policyName,
       image: plan.image,
       containerId: container.id,
@@ -289,6 +308,8 @@ function limitHint(limit?: string): string {
     case "tmpfs": return "Raise limits.tmpMb / limits.homeMb in a policy file, or keep tool output smaller.";
     case "pids": return "Raise limits.pids in a policy file if the task really needs more processes.";
     case "output": return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
+    case "turns": return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
+    case "cost": return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
     case "line": return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
     default: return "See the policy's limits (`sandbox-run policy show`).";
   }

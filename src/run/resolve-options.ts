@@ -25,6 +25,10 @@ export interface SandboxOptions {
   runtime?: "runc" | "runsc";
   /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
   contextFiles?: boolean;
+  /** Stop the run when the cost Pi reports passes this many US dollars. */
+  maxCostUsd?: number;
+  /** Stop the run when the agent starts more than this many turns. */
+  maxTurns?: number;
 }
 
 export type RunOptions = AgentOptions & SandboxOptions;
@@ -44,6 +48,7 @@ export interface ResolvedRun {
   modelsJson?: unknown;
   timeoutMs: number;
   extraArgs: string[];
+  budgets: { maxCostUsd?: number; maxTurns?: number };
 }
 
 /** Variables the sandbox relies on; a caller may not set them. */
@@ -127,7 +132,15 @@ export function resolveRun(
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
 
-  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs };
+  const budgets = { maxCostUsd: run.maxCostUsd ?? config.maxCostUsd, maxTurns: run.maxTurns ?? config.maxTurns };
+  if (budgets.maxCostUsd !== undefined && !(budgets.maxCostUsd > 0)) {
+    throw usageError(`The cost budget must be a positive number of dollars, got ${budgets.maxCostUsd}.`);
+  }
+  if (budgets.maxTurns !== undefined && !(Number.isInteger(budgets.maxTurns) && budgets.maxTurns > 0)) {
+    throw usageError(`The turn budget must be a positive whole number, got ${budgets.maxTurns}.`);
+  }
+
+  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets };
 }
 
 function canonicalDirectory(input: string, what: string): string {
