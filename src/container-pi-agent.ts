@@ -2,14 +2,14 @@
 import type { Agent } from "./agent.js";
 import { createDockerClient, pingDocker, type DockerClient } from "./docker/docker-engine.js";
 import { IMAGE_LABEL_PI_VERSION } from "./docker/labels.js";
-import { reapContainers } from "./docker/reaper.js";
+import { reapContainers, reapRunDirs } from "./docker/reaper.js";
 import { SandboxRunError } from "./errors.js";
 import { buildRunnerImage } from "./image/build-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
-import { executeRun, type RunDetails } from "./run/execute-run.js";
+import { executeRun, newRunId, type RunDetails } from "./run/execute-run.js";
 import { resolveRun, type RunOptions } from "./run/resolve-options.js";
 import type { RunPlan } from "./run/run-plan.js";
-import type { RunEvent, RunEventListener } from "./run/run-events.js";
+import { RunTimeline, type RunEvent, type RunEventListener } from "./run/run-events.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** Docker client (dockerode); defaults to one built from DOCKER_HOST or the local socket. */
@@ -56,13 +56,16 @@ export class ContainerPiAgent implements Agent {
     // Input errors and an aborted signal fail before any container (or engine call) exists.
     const resolved = resolveRun(prompt, this.config, options);
     options.signal?.throwIfAborted();
-    const { tag: image, piVersion } = await this.prepare(options.signal);
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
+    // The timeline starts here so an image build on first use shows up in the run's events.
+    const timeline = new RunTimeline(newRunId(), listeners);
+    const { tag: image, piVersion } = await this.prepare(options.signal, (line) => timeline.sandbox("image.build", { line }));
     const details = await executeRun(resolved, {
       docker: this.docker,
       image,
       piVersion,
       listeners,
+      timeline,
       signal: options.signal,
       onPlan: options.onPlan,
     });
@@ -101,18 +104,25 @@ export class ContainerPiAgent implements Agent {
   }
 
   /** Checks the engine and the image once per agent; reaps orphans in the background. */
-  private prepare(signal?: AbortSignal): Promise<{ tag: string; piVersion: string }> {
+  private prepare(signal: AbortSignal | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
     this.ready ??= (async () => {
       await pingDocker(this.docker, signal);
-      if (this.config.reapOrphans !== false) void reapContainers(this.docker).catch(() => {});
-      return this.ensureImage();
+      if (this.config.reapOrphans !== false) {
+        void reapContainers(this.docker).catch(() => {});
+        try {
+          reapRunDirs();
+        } catch {
+          // Best effort: a folder we cannot read is not ours to remove.
+        }
+      }
+      return this.ensureImage(onBuild);
     })();
     const ready = this.ready;
     ready.catch(() => (this.ready = undefined));
     return ready;
   }
 
-  private async ensureImage(): Promise<{ tag: string; piVersion: string }> {
+  private async ensureImage(onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
     const spec = runnerImageSpec();
     const tag = this.config.image ?? spec.tag;
     try {
@@ -124,7 +134,12 @@ export class ContainerPiAgent implements Agent {
           hint: "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
         });
       }
-      const built = await buildRunnerImage(this.docker, { progress: this.config.onProgress });
+      const built = await buildRunnerImage(this.docker, {
+        progress: (line) => {
+          onBuild(line);
+          this.config.onProgress?.(line);
+        },
+      });
       return { tag: built.tag, piVersion: spec.piVersion };
     }
   }

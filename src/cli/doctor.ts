@@ -22,15 +22,10 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
     await pingDocker(docker);
     const version = await docker.version();
     ok(`Docker engine ${version.Version} (API ${version.ApiVersion})`);
-    const info = (await docker.info()) as { Runtimes?: Record<string, unknown>; SecurityOptions?: string[] };
-    const runtimes = Object.keys(info.Runtimes ?? {});
-    if (runtimes.includes("runsc")) ok("gVisor runtime runsc is registered (--runtime runsc)");
-    else {
-      note(
-        "gVisor (runsc) is not registered; for a stronger boundary: apt-get install runsc, then add to /etc/docker/daemon.json " +
-          '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--host-uds=open"]}}} and restart dockerd',
-      );
-    }
+    const info = (await docker.info()) as { Runtimes?: Record<string, RuntimeInfo>; SecurityOptions?: string[] };
+    const runsc = runscCheck(info.Runtimes ?? {});
+    if (runsc.level === "ok") ok(runsc.message);
+    else note(`${runsc.message}\n        ${runsc.fix}`);
     if ((info.SecurityOptions ?? []).some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
     else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
     const spec = runnerImageSpec();
@@ -56,7 +51,37 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
       bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
     }
   }
-  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt")) ok("host CA bundle found (used for upstream HTTPS)");
+  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt")) ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
   io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
   return failed ? EXIT.unavailable : EXIT.ok;
+}
+
+interface RuntimeInfo {
+  path?: string;
+  runtimeArgs?: string[];
+}
+
+const RUNSC_REGISTRATION =
+  '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--host-uds=open"]}}}';
+
+/**
+ * Whether gVisor is registered the way sandbox-run needs it: the sandbox reaches the model
+ * gateway (and the egress proxy) through host unix sockets bind-mounted in, which gVisor only
+ * allows with --host-uds=open (or all); --network=none keeps gVisor's own network stack off.
+ */
+export function runscCheck(runtimes: Record<string, RuntimeInfo>): { level: "ok" | "note"; message: string; fix?: string } {
+  const runsc = runtimes.runsc;
+  const register = `apt-get install runsc (Debian/Ubuntu), add ${RUNSC_REGISTRATION} to /etc/docker/daemon.json and restart dockerd (scripts/setup-host.sh does this)`;
+  if (!runsc) {
+    return { level: "note", message: "gVisor (runsc) is not registered: --runtime runsc is unavailable", fix: `For a stronger boundary: ${register}.` };
+  }
+  const args = runsc.runtimeArgs ?? [];
+  if (!args.some((a) => /^--host-uds=(open|all)$/.test(a))) {
+    return {
+      level: "note",
+      message: `gVisor (runsc) is registered without --host-uds=open (args: ${args.join(" ") || "none"}): runs with --runtime runsc cannot reach the model gateway and will fail`,
+      fix: `Set "runtimeArgs": ["--network=none", "--host-uds=open"] for runsc in /etc/docker/daemon.json and restart dockerd.`,
+    };
+  }
+  return { level: "ok", message: `gVisor runtime runsc is registered (${runsc.path ?? "runsc"} ${args.join(" ")}): --runtime runsc works` };
 }

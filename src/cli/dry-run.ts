@@ -1,20 +1,15 @@
 // --dry-run: the plan a run would follow, printed as JSON, with nothing started. Values of
 // the caller's variables are hidden; only their names are shown.
 import os from "node:os";
-import { planProviderRouting } from "../gateway/provider-routes.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { resolveRun, type RunOptions } from "../run/resolve-options.js";
 import { buildRunPlan, GATEWAY_PORT } from "../run/run-plan.js";
+import { protectedMountPaths } from "../workspace/protected-paths.js";
 import type { CliIo } from "./cli-io.js";
 
 export async function printDryRun(prompt: string, options: RunOptions, io: CliIo): Promise<void> {
   const run = resolveRun(prompt, {}, options, io.env);
-  const routing = planProviderRouting({
-    model: run.model,
-    modelsJson: run.modelsJson,
-    env: run.hostEnv,
-    gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
-  });
+  const routing = run.routing;
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of routing.credentialEnvNames) delete sandboxEnv[name];
   const plan = buildRunPlan({
@@ -27,6 +22,7 @@ export async function printDryRun(prompt: string, options: RunOptions, io: CliIo
     writableRoots: run.writableRoots,
     readOnlyMounts: run.readOnlyMounts,
     runDir: `${os.tmpdir()}/sandbox-run-<random>`,
+    protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
     caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
     sandboxEnv,
     containerModelsJson: routing.containerModelsJson,

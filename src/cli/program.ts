@@ -4,7 +4,7 @@ import fs from "node:fs";
 import { Command } from "commander";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
-import { reapContainers } from "../docker/reaper.js";
+import { reapContainers, reapRunDirs } from "../docker/reaper.js";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import { buildRunnerImage } from "../image/build-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
@@ -98,7 +98,9 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       await pingDocker(docker);
       const reaped = await reapContainers(docker, { all: flags.all });
       for (const r of reaped) io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
-      io.stderr(`${reaped.length} container(s) removed\n`);
+      const dirs = reapRunDirs();
+      for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
+      io.stderr(`${reaped.length} container(s) and ${dirs.length} run folder(s) removed\n`);
     });
 
   program

@@ -6,6 +6,8 @@ export const LABEL_OWNER_PID = "sandbox-run.owner-pid";
 export const LABEL_OWNER_HOST = "sandbox-run.owner-host";
 export const LABEL_CREATED_AT = "sandbox-run.created-at";
 export const LABEL_DEADLINE = "sandbox-run.deadline";
+/** "uid:gid" the workspace goes back to when a root caller lent it to the sandbox uid. */
+export const LABEL_HAND_BACK = "sandbox-run.hand-back";
 
 export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
 export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";

@@ -1,10 +1,16 @@
 // Finds containers a dead controller left behind. A container is an orphan when its owner
 // process on this host no longer exists, or when it is past its deadline (plus grace) on
 // any host; `sandbox-run gc --all` removes every container of ours.
+import fs from "node:fs";
 import os from "node:os";
+import path from "node:path";
+import type Docker from "dockerode";
+import { IMAGE_PATHS } from "../image/runner-image.js";
+import { handBackOrphanedTree } from "../run/ownership.js";
+import { SANDBOX_UID } from "../run/run-plan.js";
 import type { DockerClient } from "./docker-engine.js";
 import { isGoneError } from "./docker-engine.js";
-import { LABEL_DEADLINE, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID } from "./labels.js";
+import { LABEL_DEADLINE, LABEL_HAND_BACK, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID } from "./labels.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -42,8 +48,57 @@ export async function reapContainers(docker: DockerClient, options: { all?: bool
     } catch (error) {
       if (!isGoneError(error)) throw error;
     }
+    await cleanUpAfter(info);
   }
   return reaped;
+}
+
+/**
+ * What a dead controller could not do itself: remove its run directory (the gateway's socket
+ * lives there) and, for a root caller, hand the workspace it lent to the sandbox uid back.
+ */
+async function cleanUpAfter(info: Docker.ContainerInfo): Promise<void> {
+  const socketDir = `${IMAGE_PATHS.socketDir}/`;
+  const mounts = info.Mounts ?? [];
+  for (const mount of mounts) {
+    if (!mount.Destination.startsWith(socketDir)) continue;
+    const runDir = path.dirname(mount.Source);
+    // Only what executeRun's mkdtemp made; never a directory a mount source merely sits in.
+    if (/^sandbox-run-[A-Za-z0-9]{6}$/.test(path.basename(runDir))) await fs.promises.rm(runDir, { recursive: true, force: true }).catch(() => {});
+  }
+  const handBack = /^(\d+):(\d+)$/.exec(info.Labels?.[LABEL_HAND_BACK] ?? "");
+  if (!handBack) return;
+  const to = { uid: Number(handBack[1]), gid: Number(handBack[2]) };
+  for (const mount of mounts) {
+    if (mount.Type === "bind" && mount.RW && !mount.Destination.startsWith(socketDir)) {
+      await handBackOrphanedTree(mount.Source, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to);
+    }
+  }
+}
+
+/** Marker file in each run's host folder (sockets): owner pid and host name. */
+export const RUN_DIR_MARKER = ".sandbox-run-owner";
+
+/** Removes run folders in the temp dir whose owner process on this host is gone. */
+export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
+  const removed: string[] = [];
+  const host = os.hostname();
+  for (const name of fs.readdirSync(tmpDir)) {
+    if (!name.startsWith("sandbox-run-")) continue;
+    const dir = path.join(tmpDir, name);
+    let owner: string[];
+    try {
+      owner = fs.readFileSync(path.join(dir, RUN_DIR_MARKER), "utf8").split("\n");
+    } catch {
+      continue; // not a run folder (or not ours to judge)
+    }
+    const pid = Number(owner[0]);
+    if (owner[1] === host && pid > 0 && !processAlive(pid)) {
+      fs.rmSync(dir, { recursive: true, force: true });
+      removed.push(dir);
+    }
+  }
+  return removed;
 }
 
 export async function listManagedContainers(docker: DockerClient): Promise<string[]> {

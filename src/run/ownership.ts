@@ -20,6 +20,9 @@ export class OwnershipLease {
     for (const root of roots) {
       await walk(root, async (entry, stat) => {
         original.set(entry, { uid: stat.uid, gid: stat.gid });
+        // A file with another hard link is also a file outside the workspace (`git clone
+        // --local` objects, a planted link): lending it would let the sandbox write there.
+        if (!stat.isDirectory() && stat.nlink > 1) return;
         if (stat.uid !== to.uid || stat.gid !== to.gid) await fs.lchown(entry, to.uid, to.gid);
       });
     }
@@ -35,6 +38,16 @@ export class OwnershipLease {
       });
     }
   }
+}
+
+/**
+ * After a crash, when the lease's record of original owners died with the controller: every
+ * entry of `root` that `from` (the sandbox uid) owns goes to `to`. Never follows symlinks.
+ */
+export async function handBackOrphanedTree(root: string, from: Owner, to: Owner): Promise<void> {
+  await walk(root, async (entry, stat) => {
+    if (stat.uid === from.uid || stat.gid === from.gid) await fs.lchown(entry, to.uid, to.gid).catch(() => {});
+  });
 }
 
 async function walk(root: string, visit: (entry: string, stat: import("node:fs").Stats) => Promise<void>): Promise<void> {

@@ -5,9 +5,11 @@ import path from "node:path";
 import { z } from "zod";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
-import { loadPolicy } from "../policy/load-policy.js";
+import { loadPolicy, parsePolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
+import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
+import { GATEWAY_PORT } from "./run-plan.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -49,6 +51,8 @@ export interface ResolvedRun {
   timeoutMs: number;
   extraArgs: string[];
   budgets: { maxCostUsd?: number; maxTurns?: number };
+  /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
+  routing: ProviderRouting;
 }
 
 /** Variables the sandbox relies on; a caller may not set them. */
@@ -101,7 +105,9 @@ export function resolveRun(
     throw usageError(`Unknown sandbox mode "${mode}".`, "Use read-only, workspace-write or danger-full-access.");
   }
   const policySource = run.policy ?? config.policy ?? mode;
-  let policy = typeof policySource === "string" ? loadPolicy(policySource) : policySource;
+  // A policy object gets the same validation as a policy file: a typo must not silently drop
+  // a limit (Docker reads a NaN memory or a negative pids limit as "unlimited").
+  let policy = typeof policySource === "string" ? loadPolicy(policySource) : parsePolicy(policySource, "object (the policy option)");
   const runtime = run.runtime ?? config.runtime;
   const contextFiles = run.contextFiles ?? config.contextFiles;
   if (runtime || contextFiles !== undefined) {
@@ -140,7 +146,9 @@ export function resolveRun(
     throw usageError(`The turn budget must be a positive whole number, got ${budgets.maxTurns}.`);
   }
 
-  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets };
+  const routing = planProviderRouting({ model, modelsJson, env: hostEnv, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+
+  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets, routing };
 }
 
 function canonicalDirectory(input: string, what: string): string {

@@ -6,6 +6,7 @@ import { IMAGE_PATHS } from "../image/runner-image.js";
 import {
   LABEL_CREATED_AT,
   LABEL_DEADLINE,
+  LABEL_HAND_BACK,
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
@@ -21,12 +22,20 @@ export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
 export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
 /** The sandbox user when the caller is root: the sandbox never runs as uid 0. */
 export const SANDBOX_UID = 65532;
+/** The host CA bundle a policy with trustHostCaBundle mounts (Debian/Ubuntu/Alpine location). */
+export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
+/** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
+export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
+/** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
+export const CA_BUNDLE_ENV_NAMES = ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"] as const;
 
 export interface Mount {
   hostPath: string;
   containerPath: string;
   readOnly: boolean;
-  kind: "workspace" | "writable-root" | "read-only" | "socket";
+  /** protected: an existing protectedPaths directory or file, read-only inside the read-write workspace;
+   *  ca-bundle: the host's CA bundle, one file, read-only. */
+  kind: "workspace" | "writable-root" | "read-only" | "socket" | "protected" | "ca-bundle";
 }
 
 export interface RunPlan {
@@ -65,6 +74,10 @@ export interface PlanInput {
   readOnlyMounts: string[];
   /** Host directory of this run's sockets (the gateway's, the proxy's). */
   runDir: string;
+  /** Existing directories and files (canonical, inside cwd) that protectedPaths name as a whole. */
+  protectedMounts?: string[];
+  /** Host CA bundle to mount when the policy trusts it; default HOST_CA_BUNDLE. */
+  hostCaBundle?: string;
   caller: { uid: number; gid: number };
   sandboxEnv: Record<string, string>;
   containerModelsJson: unknown;
@@ -87,6 +100,16 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
     { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },
   ];
+  // Read-only over the read-write workspace: writes there fail with EROFS (the post-run diff
+  // catches what a mount cannot). Pointless when the whole workspace is read-only.
+  if (policy.workspace === "read-write") {
+    for (const p of input.protectedMounts ?? []) mounts.push({ hostPath: p, containerPath: p, readOnly: true, kind: "protected" });
+  }
+  const caEnv: Record<string, string> = {};
+  if (policy.trustHostCaBundle) {
+    mounts.push({ hostPath: input.hostCaBundle ?? HOST_CA_BUNDLE, containerPath: SANDBOX_CA_BUNDLE, readOnly: true, kind: "ca-bundle" });
+    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
+  }
   const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
   const proxyEnv: Record<string, string> = {};
   if (policy.network === "allowlist") {
@@ -100,6 +123,8 @@ export function buildRunPlan(input: PlanInput): RunPlan {
       https_proxy: proxyUrl,
       NO_PROXY: "127.0.0.1,localhost",
       no_proxy: "127.0.0.1,localhost",
+      // Node (24) ignores HTTP(S)_PROXY for fetch and http unless told to honour them.
+      NODE_USE_ENV_PROXY: "1",
     });
   }
 
@@ -118,6 +143,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const env: Record<string, string> = {
     ...input.sandboxEnv,
     ...proxyEnv,
+    ...caEnv,
     HOME: IMAGE_PATHS.home,
     TMPDIR: "/tmp",
     LANG: "C.UTF-8",
@@ -161,6 +187,8 @@ export function buildRunPlan(input: PlanInput): RunPlan {
       [LABEL_OWNER_HOST]: input.owner.host,
       [LABEL_CREATED_AT]: created,
       [LABEL_DEADLINE]: new Date(input.now.getTime() + input.timeoutMs).toISOString(),
+      // Lets `gc` hand the tree back if this controller dies before it can.
+      ...(asRoot ? { [LABEL_HAND_BACK]: `${input.caller.uid}:${input.caller.gid}` } : {}),
     },
     finalToolName,
     schema: input.schema,

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import {
   ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY,

@@ -1,0 +1,143 @@
+// Which resolved addresses the egress proxy refuses to connect to. An allowed name is only
+// half the check: a name can resolve (or be re-pointed, DNS rebinding) to the host itself,
+// its LAN, or a cloud metadata service. The proxy resolves on the host, checks every address
+// here, and connects to the address it checked, never to the name.
+//
+// Refused: unspecified, loopback, private (RFC 1918 / unique-local), shared CGNAT space,
+// link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, and the
+// host's own interface addresses. IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4)
+// are judged by the embedded address. Documentation ranges (192.0.2/24, 203.0.113/24, ...) are
+// deliberately not in the list: they are not the host's or its LAN's by definition, and some
+// networks (this project's CI among them) answer public names with them.
+import net from "node:net";
+import os from "node:os";
+
+/** Returns why an address is refused, or undefined when it may be connected to. */
+export type AddressGuard = (address: string) => string | undefined;
+
+interface Range4 {
+  base: number;
+  bits: number;
+  name: string;
+}
+
+const IPV4_RANGES: Range4[] = [
+  ["0.0.0.0", 8, "unspecified (this network)"],
+  ["10.0.0.0", 8, "private network"],
+  ["100.64.0.0", 10, "shared address space (CGNAT)"],
+  ["127.0.0.0", 8, "loopback"],
+  ["169.254.0.0", 16, "link-local (metadata services)"],
+  ["172.16.0.0", 12, "private network"],
+  ["192.0.0.0", 24, "IETF protocol assignments"],
+  ["192.168.0.0", 16, "private network"],
+  ["198.18.0.0", 15, "benchmarking network"],
+  ["224.0.0.0", 4, "multicast"],
+  ["240.0.0.0", 4, "reserved / broadcast"],
+].map(([base, bits, name]) => ({ base: ipv4ToInt(base as string)!, bits: bits as number, name: name as string }));
+
+/** Parses dotted-quad IPv4 into an unsigned 32-bit number; undefined when it is not one. */
+export function ipv4ToInt(address: string): number | undefined {
+  if (!net.isIPv4(address)) return undefined;
+  return address.split(".").reduce((acc, part) => acc * 256 + Number(part), 0);
+}
+
+/** Parses IPv6 (with `::` and an optional dotted-quad tail) into eight 16-bit groups. */
+export function ipv6ToGroups(address: string): number[] | undefined {
+  const bare = address.replace(/^\[|\]$/g, "").replace(/%.*$/, ""); // brackets, zone id
+  if (!net.isIPv6(bare)) return undefined;
+  let text = bare;
+  const lastColon = text.lastIndexOf(":");
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes(".")) {
+    const v4 = ipv4ToInt(tail);
+    if (v4 === undefined) return undefined;
+    text = `${text.slice(0, lastColon + 1)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`;
+  }
+  const [head, rest] = text.includes("::") ? text.split("::") : [text, undefined];
+  const parse = (s: string | undefined) => (s ? s.split(":").map((g) => parseInt(g, 16)) : []);
+  const left = parse(head);
+  const right = parse(rest);
+  const fill = rest === undefined ? [] : new Array<number>(8 - left.length - right.length).fill(0);
+  const groups = [...left, ...fill, ...right];
+  return groups.length === 8 ? groups : undefined;
+}
+
+function inRange4(value: number, range: Range4): boolean {
+  const size = 2 ** (32 - range.bits);
+  return value >= range.base && value < range.base + size;
+}
+
+function classifyIpv4(value: number): string | undefined {
+  return IPV4_RANGES.find((r) => inRange4(value, r))?.name;
+}
+
+function groupsToIpv4(high: number, low: number): number {
+  return high * 65536 + low;
+}
+
+function classifyIpv6(g: number[]): string | undefined {
+  const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
+  const upperZero = g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0;
+  if (upperZero && g5 === 0 && g6 === 0 && g7 === 0) return "unspecified";
+  if (upperZero && g5 === 0 && g6 === 0 && g7 === 1) return "loopback";
+  // ::ffff:a.b.c.d (IPv4-mapped): the kernel connects to the IPv4 address.
+  if (upperZero && g5 === 0xffff) return embedded(groupsToIpv4(g6, g7), "IPv4-mapped");
+  // ::a.b.c.d (deprecated IPv4-compatible) and the rest of ::/96: nothing public lives there.
+  if (upperZero && g5 === 0) return "IPv4-compatible / reserved";
+  // 64:ff9b::/96 NAT64: a NAT64 gateway would forward to the embedded IPv4 address.
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) {
+    return embedded(groupsToIpv4(g6, g7), "NAT64");
+  }
+  // 2002::/16 6to4: the IPv4 address sits in the second and third groups.
+  if (g0 === 0x2002) return embedded(groupsToIpv4(g1, g2), "6to4");
+  if ((g0 & 0xfe00) === 0xfc00) return "private network (unique-local)";
+  if ((g0 & 0xffc0) === 0xfe80) return "link-local";
+  if ((g0 & 0xffc0) === 0xfec0) return "site-local";
+  if ((g0 & 0xff00) === 0xff00) return "multicast";
+  return undefined;
+}
+
+function embedded(v4: number, form: string): string | undefined {
+  const inner = classifyIpv4(v4);
+  return inner ? `${inner} (${form})` : undefined;
+}
+
+/** Why an address belongs to a refused range, or undefined for a public address. */
+export function classifyAddress(address: string): string | undefined {
+  const v4 = ipv4ToInt(address);
+  if (v4 !== undefined) return classifyIpv4(v4);
+  const groups = ipv6ToGroups(address);
+  if (groups) return classifyIpv6(groups);
+  return "not an IP address";
+}
+
+/** A canonical text form, so "::ffff:192.0.2.2" and "192.0.2.2" compare equal. */
+export function canonicalAddress(address: string): string {
+  if (net.isIPv4(address)) return address;
+  const g = ipv6ToGroups(address);
+  if (!g) return address;
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) {
+    const v4 = groupsToIpv4(g[6]!, g[7]!);
+    return [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join(".");
+  }
+  return g.map((x) => x.toString(16)).join(":");
+}
+
+/** Every address of this host's interfaces (a public address of the host is still the host). */
+export function hostInterfaceAddresses(): string[] {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .filter((i): i is os.NetworkInterfaceInfo => Boolean(i))
+    .map((i) => i.address);
+}
+
+/** The default guard: refused ranges plus this host's own addresses. */
+export function createAddressGuard(options: { hostAddresses?: readonly string[] } = {}): AddressGuard {
+  const own = new Set((options.hostAddresses ?? hostInterfaceAddresses()).map(canonicalAddress));
+  return (address) => {
+    const range = classifyAddress(address);
+    if (range) return range;
+    if (own.has(canonicalAddress(address))) return "an address of this host";
+    return undefined;
+  };
+}

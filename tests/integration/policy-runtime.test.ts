@@ -1,0 +1,98 @@
+// The runtime field on the real engine: one schema run on runc and on gVisor (runsc), with
+// proof from inside that gVisor really is the kernel the sandbox talks to, and the doctor's
+// report of how runsc is registered.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runscCheck } from "../../src/cli/doctor.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { bashThenFinal, containersOfRuns, docker, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+
+const cli = path.resolve(import.meta.dirname, "../../dist/cli/main.js");
+const schema = {
+  type: "object",
+  properties: { files: { type: "integer" }, kernel: { type: "string" } },
+  required: ["files", "kernel"],
+  additionalProperties: false,
+} as const;
+const final = { files: 2, kernel: "checked" };
+// What the kernel says about itself: gVisor's dmesg is its own boot log; runc's is the host's
+// (and CAP_SYSLOG is dropped, so reading it fails).
+const probe = "ls | wc -l; cat /proc/version; dmesg 2>&1 | head -3";
+
+describe.skipIf(!dockerAvailable())("runtime runc and runsc", () => {
+  let server: ScriptedModelServer;
+  let agent: ContainerPiAgent;
+
+  beforeAll(async () => {
+    server = await startModel({ runc: bashThenFinal(probe, final), runsc: bashThenFinal(probe, final) });
+    agent = new ContainerPiAgent({ models: modelsFor(server, ["runc", "runsc"]), sandbox: "read-only" });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it.each(["runc", "runsc"] as const)("the same schema run succeeds on %s", async (runtime) => {
+    const log = eventLog();
+    const runtimes: Array<Promise<string>> = [];
+    const details = await agent.runDetailed("count", {
+      cwd: makeWorkspace({ "a.txt": "a", "b.txt": "b" }),
+      model: `scripted/${runtime}`,
+      schema,
+      runtime,
+      onEvent: (event) => {
+        log.onEvent(event);
+        // While the container exists, the engine's own record says which runtime runs it.
+        if (event.type === "container.created") {
+          runtimes.push(docker.getContainer(String(event.data.containerId)).inspect().then((i) => i.HostConfig.Runtime ?? ""));
+        }
+      },
+    });
+    expect(details.result).toEqual(final);
+    expect(await Promise.all(runtimes)).toEqual([runtime]);
+    const out = lastToolResult(server, runtime);
+    expect(out).toMatch(/^2\n/);
+    if (runtime === "runsc") {
+      expect(out).toContain("Starting gVisor");
+    } else {
+      expect(out).not.toContain("gVisor");
+      expect(out).toMatch(/dmesg: read kernel buffer failed: Operation not permitted/);
+    }
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("doctor reports runsc as registered with the arguments sandbox-run needs", async () => {
+    const run = await new Promise<{ status: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [cli, "doctor"], { stdio: ["ignore", "ignore", "pipe"] });
+      let stderr = "";
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      child.on("error", reject);
+      child.on("close", (status) => resolve({ status, stderr }));
+    });
+    expect(run.stderr).toMatch(/ok {4}gVisor runtime runsc is registered \(.*--host-uds=open.*\): --runtime runsc works/);
+    expect(run.status).toBe(0);
+  });
+});
+
+describe("runscCheck", () => {
+  it("says how to register runsc when it is missing", () => {
+    const check = runscCheck({ runc: { path: "runc" } });
+    expect(check.level).toBe("note");
+    expect(check.message).toContain("not registered");
+    expect(check.fix).toContain('"runtimeArgs":["--network=none","--host-uds=open"]');
+    expect(check.fix).toContain("/etc/docker/daemon.json");
+  });
+
+  it("warns when runsc cannot open host unix sockets (the gateway would be unreachable)", () => {
+    const check = runscCheck({ runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--network=none"] } });
+    expect(check.level).toBe("note");
+    expect(check.message).toContain("without --host-uds=open");
+    expect(check.fix).toContain("--host-uds=open");
+  });
+
+  it("is satisfied by --host-uds=open or all", () => {
+    expect(runscCheck({ runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--network=none", "--host-uds=open"] } }).level).toBe("ok");
+    expect(runscCheck({ runsc: { runtimeArgs: ["--host-uds=all"] } }).level).toBe("ok");
+  });
+});

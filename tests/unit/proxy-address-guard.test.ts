@@ -1,0 +1,72 @@
+// The address ranges the egress proxy refuses after resolving a name, in both IP families
+// and the IPv6 forms that smuggle an IPv4 address.
+import { describe, expect, it } from "vitest";
+import { canonicalAddress, classifyAddress, createAddressGuard, ipv6ToGroups } from "../../src/proxy/address-guard.js";
+
+describe("classifyAddress", () => {
+  it.each([
+    ["0.0.0.0", "unspecified (this network)"],
+    ["10.1.2.3", "private network"],
+    ["100.64.0.1", "shared address space (CGNAT)"],
+    ["100.127.255.255", "shared address space (CGNAT)"],
+    ["127.0.0.1", "loopback"],
+    ["127.255.0.9", "loopback"],
+    ["169.254.169.254", "link-local (metadata services)"],
+    ["172.16.0.1", "private network"],
+    ["172.31.255.255", "private network"],
+    ["192.168.1.1", "private network"],
+    ["224.0.0.251", "multicast"],
+    ["255.255.255.255", "reserved / broadcast"],
+    ["::", "unspecified"],
+    ["::1", "loopback"],
+    ["fc00::1", "private network (unique-local)"],
+    ["fd12:3456::1", "private network (unique-local)"],
+    ["fe80::1", "link-local"],
+    ["ff02::1", "multicast"],
+    ["::ffff:127.0.0.1", "loopback (IPv4-mapped)"],
+    ["::ffff:7f00:1", "loopback (IPv4-mapped)"],
+    ["::ffff:10.0.0.1", "private network (IPv4-mapped)"],
+    ["::ffff:169.254.169.254", "link-local (metadata services) (IPv4-mapped)"],
+    ["64:ff9b::a9fe:a9fe", "link-local (metadata services) (NAT64)"],
+    ["2002:c0a8:0101::1", "private network (6to4)"],
+    ["::127.0.0.1", "IPv4-compatible / reserved"],
+  ])("refuses %s (%s)", (address, name) => {
+    expect(classifyAddress(address)).toBe(name);
+  });
+
+  it.each(["104.16.0.1", "172.32.0.1", "100.128.0.1", "203.0.113.80", "2606:4700::6810:1", "::ffff:104.16.0.1", "2002:6810:0001::1"])(
+    "allows the public address %s",
+    (address) => {
+      expect(classifyAddress(address)).toBeUndefined();
+    },
+  );
+
+  it("refuses strings that are not addresses", () => {
+    expect(classifyAddress("registry.npmjs.org")).toBe("not an IP address");
+  });
+});
+
+describe("ipv6 parsing", () => {
+  it("expands :: and a dotted-quad tail", () => {
+    expect(ipv6ToGroups("::ffff:1.2.3.4")).toEqual([0, 0, 0, 0, 0, 0xffff, 0x0102, 0x0304]);
+    expect(ipv6ToGroups("2001:db8::1")).toEqual([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1]);
+    expect(ipv6ToGroups("[fe80::1%eth0]")).toEqual([0xfe80, 0, 0, 0, 0, 0, 0, 1]);
+    expect(ipv6ToGroups("1.2.3.4")).toBeUndefined();
+  });
+
+  it("canonicalises IPv4-mapped addresses to IPv4", () => {
+    expect(canonicalAddress("::ffff:192.0.2.2")).toBe("192.0.2.2");
+    expect(canonicalAddress("2001:DB8::1")).toBe("2001:db8:0:0:0:0:0:1");
+  });
+});
+
+describe("createAddressGuard", () => {
+  it("also refuses the host's own public addresses, in either notation", () => {
+    const guard = createAddressGuard({ hostAddresses: ["198.51.100.7", "2001:db8::7"] });
+    expect(guard("198.51.100.7")).toBe("an address of this host");
+    expect(guard("::ffff:198.51.100.7")).toBe("an address of this host");
+    expect(guard("2001:0db8:0:0::7")).toBe("an address of this host");
+    expect(guard("198.51.100.8")).toBeUndefined();
+    expect(guard("10.0.0.1")).toBe("private network");
+  });
+});

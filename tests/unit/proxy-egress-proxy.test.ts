@@ -1,0 +1,283 @@
+// The egress proxy over a real unix socket, with real upstream servers on 127.0.0.1 only.
+// Names are resolved by an injected resolver, so refusal of private ranges is tested without
+// any real DNS or outside traffic; the tests that need to reach the local servers use a guard
+// that lets 127.0.0.1 through and keeps every other refusal of the default guard.
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createAddressGuard } from "../../src/proxy/address-guard.js";
+import { createDomainFilter } from "../../src/proxy/domain-filter.js";
+import { startEgressProxy, parseAuthority, type EgressDecision, type EgressProxy, type Resolver } from "../../src/proxy/egress-proxy.js";
+
+const defaultGuard = createAddressGuard();
+/** The default guard, except that the test servers' 127.0.0.1 is reachable. */
+const testGuard = (address: string) => (address === "127.0.0.1" ? undefined : defaultGuard(address));
+
+/** Test DNS: fixed answers, and a count of lookups per name. */
+function fakeDns(answers: Record<string, string[]>) {
+  const lookups: string[] = [];
+  const resolve: Resolver = async (host) => {
+    lookups.push(host);
+    const list = answers[host];
+    if (!list) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: "ENOTFOUND" });
+    return list.map((address) => ({ address, family: net.isIP(address) }));
+  };
+  return { resolve, lookups };
+}
+
+let echo: net.Server;
+let echoPort: number;
+let echoConnections = 0;
+let web: http.Server;
+let webPort: number;
+const webRequests: Array<{ method?: string; url?: string; headers: http.IncomingHttpHeaders; body: string }> = [];
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-proxy-test-"));
+let proxy: EgressProxy | undefined;
+
+beforeAll(async () => {
+  echo = net.createServer((socket) => {
+    echoConnections++;
+    socket.pipe(socket);
+  });
+  await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+  echoPort = (echo.address() as AddressInfo).port;
+  web = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      webRequests.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
+      res.writeHead(200, { "content-type": "text/plain", "x-upstream": "yes" });
+      res.end(`hello from upstream ${req.url}`);
+    });
+  });
+  await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));
+  webPort = (web.address() as AddressInfo).port;
+});
+
+afterEach(async () => {
+  await proxy?.close();
+  proxy = undefined;
+});
+
+afterAll(async () => {
+  echo.close();
+  web.closeAllConnections();
+  web.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function start(options: { allowed: string[]; answers: Record<string, string[]>; guard?: (a: string) => string | undefined; ports?: number[] }) {
+  const decisions: EgressDecision[] = [];
+  const dns = fakeDns(options.answers);
+  const socketPath = path.join(dir, `proxy-${Math.random().toString(16).slice(2)}.sock`);
+  proxy = await startEgressProxy({
+    socketPath,
+    filter: createDomainFilter(options.allowed, { ports: options.ports ?? [echoPort, webPort] }),
+    onDecision: (d) => decisions.push(d),
+    resolve: dns.resolve,
+    guard: options.guard ?? testGuard,
+  });
+  return { socketPath, decisions, lookups: dns.lookups };
+}
+
+/** Sends CONNECT; resolves with the status line and, on 200, the tunnel socket. */
+function connect(socketPath: string, authority: string): Promise<{ status: number; body: string; socket?: net.Socket }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, method: "CONNECT", path: authority, headers: { host: authority } });
+    req.on("connect", (res, socket, head) => {
+      const status = res.statusCode ?? 0;
+      if (status === 200) return resolve({ status, body: "", socket });
+      // Node hands every CONNECT answer over as a raw socket; the refusal's body follows the head.
+      const chunks: Buffer[] = [head];
+      socket.on("data", (c: Buffer) => chunks.push(c));
+      socket.on("end", () => resolve({ status, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("response", (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+function proxiedGet(socketPath: string, url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, method: "POST", path: url, headers: { host: new URL(url).host, ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", reject);
+    req.end("request-body");
+  });
+}
+
+function roundTrip(socket: net.Socket, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    socket.once("data", (data: Buffer) => resolve(data.toString()));
+    socket.write(text);
+  });
+}
+
+describe("CONNECT tunnels", () => {
+  it("tunnels bytes to an allowed host, connecting to the address it resolved and checked", async () => {
+    const { socketPath, decisions, lookups } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });
+    const reply = await connect(socketPath, `allowed.test:${echoPort}`);
+    expect(reply.status).toBe(200);
+    // "allowed.test" exists only in the fake resolver: the proxy reached the echo server through
+    // the address it checked, not by resolving the name a second time.
+    expect(await roundTrip(reply.socket!, "ping through the tunnel")).toBe("ping through the tunnel");
+    reply.socket!.destroy();
+    expect(lookups).toEqual(["allowed.test"]);
+    expect(decisions).toEqual([
+      { action: "allowed", host: "allowed.test", port: echoPort, method: "CONNECT", reason: "matches allowedDomains entry allowed.test", address: "127.0.0.1" },
+    ]);
+  });
+
+  it("denies a host that is not allowed, without resolving it or opening a connection", async () => {
+    const before = echoConnections;
+    const { socketPath, decisions, lookups } = await start({ allowed: ["allowed.test"], answers: { "other.test": ["127.0.0.1"] } });
+    const reply = await connect(socketPath, `other.test:${echoPort}`);
+    expect(reply.status).toBe(403);
+    expect(reply.body).toContain("other.test is not in the policy's allowedDomains");
+    expect(lookups).toEqual([]);
+    expect(echoConnections).toBe(before);
+    expect(decisions).toEqual([
+      { action: "denied", host: "other.test", port: echoPort, method: "CONNECT", reason: "other.test is not in the policy's allowedDomains" },
+    ]);
+  });
+
+  it.each([
+    ["127.0.0.1", "loopback"],
+    ["10.0.0.7", "private network"],
+    ["169.254.169.254", "link-local (metadata services)"],
+    ["::ffff:127.0.0.1", "loopback (IPv4-mapped)"],
+    ["fd00::1", "private network (unique-local)"],
+  ])("refuses an allowed name that resolves to %s (%s)", async (address, range) => {
+    const before = echoConnections;
+    const { socketPath, decisions } = await start({
+      allowed: ["rebind.test"],
+      answers: { "rebind.test": [address] },
+      guard: defaultGuard,
+    });
+    const reply = await connect(socketPath, `rebind.test:${echoPort}`);
+    expect(reply.status).toBe(403);
+    expect(reply.body).toContain(`rebind.test resolves to ${address}, which is ${range}`);
+    expect(echoConnections).toBe(before);
+    expect(decisions[0]).toMatchObject({ action: "denied", host: "rebind.test", address, reason: `rebind.test resolves to ${address}, which is ${range}` });
+  });
+
+  it("refuses a name when any of its addresses is refused, even if another is public", async () => {
+    const { socketPath, decisions } = await start({
+      allowed: ["mixed.test"],
+      answers: { "mixed.test": ["127.0.0.1", "10.0.0.1"] },
+    });
+    const reply = await connect(socketPath, `mixed.test:${echoPort}`);
+    expect(reply.status).toBe(403);
+    expect(decisions.map((d) => d.action)).toEqual(["denied"]);
+  });
+
+  it("refuses IP literals in the target unless listed, and checks listed ones against the ranges", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["allowed.test"], answers: {}, guard: defaultGuard });
+    expect((await connect(socketPath, `127.0.0.1:${echoPort}`)).status).toBe(403);
+    expect((await connect(socketPath, `[::1]:${echoPort}`)).status).toBe(403);
+    expect(decisions.map((d) => d.reason)).toEqual(["127.0.0.1 is not in the policy's allowedDomains", "::1 is not in the policy's allowedDomains"]);
+  });
+
+  it("denies ports the filter does not allow", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] }, ports: [443] });
+    const reply = await connect(socketPath, `allowed.test:${echoPort}`);
+    expect(reply.status).toBe(403);
+    expect(decisions[0]?.reason).toBe(`port ${echoPort} is not allowed (only 443)`);
+  });
+
+  it("answers 502 and reports a failure when an allowed name does not resolve", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["gone.test"], answers: {} });
+    const reply = await connect(socketPath, `gone.test:${echoPort}`);
+    expect(reply.status).toBe(502);
+    expect(decisions).toEqual([
+      { action: "failed", host: "gone.test", port: echoPort, method: "CONNECT", reason: "gone.test did not resolve (ENOTFOUND)" },
+    ]);
+  });
+
+  it("rejects malformed CONNECT targets", async () => {
+    const { socketPath } = await start({ allowed: ["allowed.test"], answers: {} });
+    expect((await connect(socketPath, "allowed.test")).status).toBe(400);
+    expect((await connect(socketPath, "user@allowed.test:443")).status).toBe(400);
+  });
+});
+
+describe("plain HTTP requests", () => {
+  it("forwards an absolute-form request to an allowed host, without proxy headers", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "web.test": ["127.0.0.1"] } });
+    const seen = webRequests.length;
+    const reply = await proxiedGet(socketPath, `http://web.test:${webPort}/path?q=1`, {
+      "proxy-authorization": "Basic c2VjcmV0",
+      "proxy-connection": "keep-alive",
+      "x-kept": "1",
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.body).toBe("hello from upstream /path?q=1");
+    expect(reply.headers["x-upstream"]).toBe("yes");
+    const upstream = webRequests[seen]!;
+    expect(upstream.method).toBe("POST");
+    expect(upstream.body).toBe("request-body");
+    expect(upstream.headers.host).toBe(`web.test:${webPort}`);
+    expect(upstream.headers["x-kept"]).toBe("1");
+    expect(upstream.headers["proxy-authorization"]).toBeUndefined();
+    expect(upstream.headers["proxy-connection"]).toBeUndefined();
+    expect(decisions).toEqual([
+      { action: "allowed", host: "web.test", port: webPort, method: "POST", reason: "matches allowedDomains entry web.test", address: "127.0.0.1" },
+    ]);
+  });
+
+  it("denies a host that is not allowed with 403 and never reaches the upstream", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "evil.test": ["127.0.0.1"] } });
+    const seen = webRequests.length;
+    const reply = await proxiedGet(socketPath, `http://evil.test:${webPort}/`);
+    expect(reply.status).toBe(403);
+    expect(reply.body).toContain("evil.test is not in the policy's allowedDomains");
+    expect(webRequests.length).toBe(seen);
+    expect(decisions[0]).toMatchObject({ action: "denied", host: "evil.test", method: "POST" });
+  });
+
+  it("refuses origin-form requests and https:// URLs (those must use CONNECT)", async () => {
+    const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "web.test": ["127.0.0.1"] } });
+    const statusOf = (target: string) =>
+      new Promise<number>((resolve, reject) => http.get({ socketPath, path: target }, (res) => resolve(res.statusCode ?? 0)).on("error", reject));
+    expect(await statusOf("/")).toBe(400);
+    expect(await statusOf(`https://web.test:${webPort}/`)).toBe(400);
+    expect(await statusOf(`http://user:pw@web.test:${webPort}/`)).toBe(400);
+    expect(decisions).toEqual([]);
+  });
+});
+
+describe("lifecycle", () => {
+  it("close() ends open tunnels and removes the socket file", async () => {
+    const { socketPath } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });
+    const reply = await connect(socketPath, `allowed.test:${echoPort}`);
+    const closed = new Promise<void>((resolve) => reply.socket!.once("close", () => resolve()));
+    expect(fs.existsSync(socketPath)).toBe(true);
+    await proxy!.close();
+    proxy = undefined;
+    await closed;
+    expect(fs.existsSync(socketPath)).toBe(false);
+  });
+});
+
+describe("parseAuthority", () => {
+  it("parses host:port and [v6]:port and rejects the rest", () => {
+    expect(parseAuthority("registry.npmjs.org:443")).toEqual({ host: "registry.npmjs.org", port: 443 });
+    expect(parseAuthority("[2001:db8::1]:443")).toEqual({ host: "2001:db8::1", port: 443 });
+    expect(parseAuthority("registry.npmjs.org")).toBeUndefined();
+    expect(parseAuthority("a:0")).toBeUndefined();
+    expect(parseAuthority("a:70000")).toBeUndefined();
+    expect(parseAuthority("a/b:443")).toBeUndefined();
+  });
+});
