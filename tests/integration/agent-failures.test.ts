@@ -1,0 +1,184 @@
+// Every way a run can fail on the real engine ends in one SandboxRunError (or the caller's
+// abort reason) and leaves no container behind: abort, timeout, an unreachable or failing
+// provider, and bad input that must fail before any container exists.
+import net from "node:net";
+import fs from "node:fs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/docker/labels.js";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import type { RunEvent } from "../../src/run/run-events.js";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, docker, dockerAvailable, eventLog, makeWorkspace, modelsFor, SECRET_KEY, startModel } from "../support/harness.js";
+
+const sleepThenText = [{ toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] }, { text: "finished" }];
+
+/** Containers created by this test file's process (the owner-pid label), running or not. */
+async function ourContainers(): Promise<string[]> {
+  const list = await docker.listContainers({
+    all: true,
+    filters: { label: [`${LABEL_MANAGED}=true`, `${LABEL_OWNER_PID}=${process.pid}`] },
+  });
+  return list.map((c) => c.Id);
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    (value) => {
+      throw new Error(`expected the run to fail, it returned ${JSON.stringify(value)}`);
+    },
+    (error: unknown) => error,
+  );
+}
+
+function asRunError(error: unknown): SandboxRunError {
+  expect(isSandboxRunError(error)).toBe(true);
+  return error as SandboxRunError;
+}
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe.skipIf(!dockerAvailable())("run failures", () => {
+  let server: ScriptedModelServer;
+  let agent: ContainerPiAgent;
+  let ws: string;
+  const runIds = new Set<string>();
+
+  beforeAll(async () => {
+    server = await startModel({
+      abort: sleepThenText,
+      timeout: sleepThenText,
+      http500: [{ httpStatus: 500, body: "upstream exploded: quota exceeded for project demo" }],
+      never: [{ text: "should not be asked" }],
+    });
+    agent = new ContainerPiAgent({
+      models: modelsFor(server, ["abort", "timeout", "http500", "never"]),
+      onEvent: (event) => void runIds.add(event.runId),
+    });
+    ws = makeWorkspace({ "a.txt": "a\n" });
+  });
+
+  afterEach(async () => {
+    expect(await containersOfRuns([...runIds])).toEqual([]);
+    runIds.clear();
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    if (ws) fs.rmSync(ws, { recursive: true, force: true });
+  });
+
+  it("abort mid-run (while bash sleeps): rejects with the signal's reason and removes the container", async () => {
+    const controller = new AbortController();
+    const reason = new Error("caller gave up");
+    const log = eventLog();
+    const error = await failureOf(
+      agent.run("Sleep.", {
+        cwd: ws,
+        model: "scripted/abort",
+        signal: controller.signal,
+        onEvent: (event) => {
+          log.onEvent(event);
+          if (event.type === "tool_execution_start") controller.abort(reason);
+        },
+      }),
+    );
+    expect(error).toBe(reason);
+    expect(log.ofType("tool_execution_end")).toEqual([]); // the sleep never finished
+    expect(log.ofType("limit.tripped")[0]?.data).toMatchObject({ code: "aborted" });
+    expect(log.ofType("container.removed")).toHaveLength(1);
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("timeout while bash sleeps: code timeout, container removed", async () => {
+    const log = eventLog();
+    const error = asRunError(
+      await failureOf(agent.run("Sleep.", { cwd: ws, model: "scripted/timeout", timeoutMs: 4_000, onEvent: log.onEvent })),
+    );
+    expect(error.code).toBe("timeout");
+    expect(error.timedOut).toBe(true);
+    expect(error.shortMessage).toContain("did not finish within 4 s");
+    expect(error.hint).toContain("timeout");
+    expect(log.ofType("tool_execution_end")).toEqual([]);
+    expect(log.ofType("limit.tripped")[0]?.data).toMatchObject({ code: "timeout" });
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("model unreachable (models.json points at a closed port): code model-error naming the cause", async () => {
+    const port = await closedPort();
+    const unreachable = new ContainerPiAgent({
+      models: {
+        providers: {
+          dead: { baseUrl: `http://127.0.0.1:${port}/v1`, api: "openai-completions", apiKey: SECRET_KEY, models: [{ id: "m" }] },
+        },
+      },
+      onEvent: (event) => void runIds.add(event.runId),
+    });
+    const error = asRunError(await failureOf(unreachable.run("Hello?", { cwd: ws, model: "dead/m" })));
+    expect(error.code).toBe("model-error");
+    expect(error.shortMessage).toMatch(/^The model provider failed: /);
+    expect(error.shortMessage).toContain("ECONNREFUSED");
+    expect(error.shortMessage).toContain(`127.0.0.1:${port}`);
+    expect(error.hint).toContain("sandbox-run doctor");
+  });
+
+  it("an upstream answering 500: code model-error with the provider's message", async () => {
+    const error = asRunError(await failureOf(agent.run("Hello?", { cwd: ws, model: "scripted/http500" })));
+    expect(error.code).toBe("model-error");
+    expect(error.shortMessage).toContain("500");
+    expect(error.shortMessage).toContain("upstream exploded: quota exceeded for project demo");
+    expect(error.exitCode).toBe(0); // Pi itself exits 0; the failure is read from its events
+    expect(server.requests.filter((r) => r.body.model === "http500").length).toBeGreaterThan(0);
+  });
+
+  describe("bad input fails before any container exists", () => {
+    async function expectNothingStarted(run: (onEvent: (e: RunEvent) => void) => Promise<unknown>): Promise<unknown> {
+      const events: RunEvent[] = [];
+      const before = await ourContainers();
+      const requestsBefore = server.requests.length;
+      const error = await failureOf(run((e) => void events.push(e)));
+      expect(events).toEqual([]);
+      expect(await ourContainers()).toEqual(before);
+      expect(server.requests.length).toBe(requestsBefore);
+      return error;
+    }
+
+    it("an empty prompt", async () => {
+      const error = asRunError(await expectNothingStarted((onEvent) => agent.run("   ", { cwd: ws, model: "scripted/never", onEvent })));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toBe("The prompt is empty.");
+    });
+
+    it("an already-aborted signal rejects with its reason", async () => {
+      const reason = new Error("aborted before the call");
+      const controller = new AbortController();
+      controller.abort(reason);
+      const error = await expectNothingStarted((onEvent) =>
+        agent.run("Do it.", { cwd: ws, model: "scripted/never", signal: controller.signal, onEvent }),
+      );
+      expect(error).toBe(reason);
+    });
+
+    it("a provider that is neither built in nor in models.json", async () => {
+      const error = asRunError(await expectNothingStarted((onEvent) => agent.run("Do it.", { cwd: ws, model: "nobody/x", onEvent })));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toContain('Unknown model provider "nobody"');
+    });
+
+    it("a schema that is not an object schema", async () => {
+      const error = asRunError(
+        await expectNothingStarted((onEvent) =>
+          agent.run("Do it.", { cwd: ws, model: "scripted/never", schema: { type: "array", items: { type: "string" } }, onEvent }),
+        ),
+      );
+      expect(error.code).toBe("usage");
+    });
+  });
+});

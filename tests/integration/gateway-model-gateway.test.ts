@@ -1,0 +1,472 @@
+// The model gateway over real HTTP on a unix socket, with the scripted model server (and a tiny
+// capturing server) as upstreams. No Docker needed.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { SandboxRunError } from "../../src/errors.js";
+import {
+  startModelGateway,
+  type GatewayRequestRecord,
+  type GatewayRoute,
+  type ModelGateway,
+} from "../../src/gateway/model-gateway.js";
+import { planProviderRouting, SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
+import { startScriptedModelServer, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+
+const REAL_KEY = "sk-REAL-upstream-key-0123456789";
+const PLACEHOLDER = SANDBOX_PLACEHOLDER_API_KEY;
+
+interface Captured {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** An upstream that records every request and answers 200 JSON. */
+async function startCapture(): Promise<{ baseUrl: string; requests: Captured[]; close(): Promise<void> }> {
+  const requests: Captured[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      requests.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      res.writeHead(200, { "content-type": "application/json", "set-cookie": "upstream=1" });
+      res.end(JSON.stringify({ ok: true }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+function request(
+  socketPath: string,
+  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
+): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { socketPath, method: options.method ?? "GET", path: options.path, headers: options.headers },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+/** Sends raw bytes over the socket and returns whatever comes back until the server closes or a full response arrives. */
+function rawRequest(socketPath: string, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(socketPath);
+    let received = "";
+    socket.on("data", (c: Buffer) => {
+      received += c.toString("utf8");
+      const headerEnd = received.indexOf("\r\n\r\n");
+      const length = /content-length: (\d+)/i.exec(received);
+      if (headerEnd >= 0 && length && received.length >= headerEnd + 4 + Number(length[1])) socket.end();
+    });
+    socket.on("end", () => resolve(received));
+    socket.on("close", () => resolve(received));
+    socket.on("error", reject);
+    socket.write(text);
+  });
+}
+
+function chatBody(model: string, stream = false) {
+  return JSON.stringify({ model, stream, messages: [{ role: "user", content: "hi" }] });
+}
+
+async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("model gateway", () => {
+  let dir: string;
+  let scripted: ScriptedModelServer;
+  let capture: Awaited<ReturnType<typeof startCapture>>;
+  let gateway: ModelGateway | undefined;
+  // Fresh per gateway, so a late record from the previous test's gateway cannot leak in.
+  let records: GatewayRequestRecord[] = [];
+  let live = { closed: 0 };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), "sr-gw-"));
+    scripted = await startScriptedModelServer({
+      scripts: { "text-model": [{ text: "Hello from upstream." }], "endless-model": [{ endless: true }] },
+    });
+    capture = await startCapture();
+  });
+
+  afterEach(async () => {
+    await gateway?.close();
+    gateway = undefined;
+  });
+
+  afterAll(async () => {
+    await scripted.close();
+    await capture.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function start(routes: GatewayRoute[], name = "gw.sock"): Promise<ModelGateway> {
+    const mine: GatewayRequestRecord[] = [];
+    records = mine;
+    const liveness = { closed: 0 };
+    live = liveness;
+    gateway = await startModelGateway({
+      socketPath: path.join(dir, name),
+      routes,
+      onRequest: (record) => mine.push(record),
+      onLivenessClosed: () => {
+        liveness.closed++;
+      },
+    });
+    return gateway;
+  }
+
+  const scriptedRoute = (): GatewayRoute => ({
+    id: "scripted",
+    upstreamBaseUrl: scripted.baseUrl,
+    api: "openai-completions",
+    headers: { authorization: `Bearer ${REAL_KEY}` },
+  });
+
+  it("forwards a model request with the real key instead of the placeholder", async () => {
+    const gw = await start([scriptedRoute()]);
+    expect(statSync(gw.socketPath).mode & 0o777).toBe(0o666);
+    const before = scripted.requests.length;
+    const reply = await request(gw.socketPath, {
+      method: "POST",
+      path: "/scripted/chat/completions",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${PLACEHOLDER}`,
+        "x-api-key": PLACEHOLDER,
+        "api-key": PLACEHOLDER,
+        "x-goog-api-key": PLACEHOLDER,
+        cookie: `session=${PLACEHOLDER}`,
+        "proxy-authorization": `Basic ${PLACEHOLDER}`,
+      },
+      body: chatBody("text-model"),
+    });
+    expect(reply.status).toBe(200);
+    expect(JSON.parse(reply.body).choices[0].message.content).toBe("Hello from upstream.");
+    const seen = scripted.requests.slice(before);
+    expect(seen).toHaveLength(1);
+    const headers = seen[0]!.headers;
+    expect(headers.authorization).toBe(`Bearer ${REAL_KEY}`);
+    expect(headers["x-api-key"]).toBeUndefined();
+    expect(headers["api-key"]).toBeUndefined();
+    expect(headers["x-goog-api-key"]).toBeUndefined();
+    expect(headers.cookie).toBeUndefined();
+    expect(headers["proxy-authorization"]).toBeUndefined();
+    expect(headers.host).toBe(new URL(scripted.baseUrl).host);
+    expect(JSON.stringify(headers)).not.toContain(PLACEHOLDER);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({
+      routeId: "scripted",
+      method: "POST",
+      path: "/scripted/chat/completions",
+      upstreamUrl: `${scripted.baseUrl}/chat/completions`,
+      status: 200,
+    });
+    expect(records[0]!.requestBytes).toBe(Buffer.byteLength(chatBody("text-model")));
+    expect(records[0]!.responseBytes).toBeGreaterThan(0);
+    expect(records[0]!.refused).toBeUndefined();
+    expect(JSON.stringify(records)).not.toContain(REAL_KEY);
+  });
+
+  it("keeps the query string, drops hop-by-hop headers and set-cookie", async () => {
+    const gw = await start([{ id: "cap", upstreamBaseUrl: capture.baseUrl, api: "anthropic-messages", headers: { "x-api-key": REAL_KEY } }]);
+    const before = capture.requests.length;
+    const reply = await request(gw.socketPath, {
+      method: "POST",
+      path: "/cap/v1/messages?beta=true",
+      headers: {
+        "content-type": "application/json",
+        "x-api-key": PLACEHOLDER,
+        "anthropic-version": "2023-06-01",
+        connection: "keep-alive, x-secret-hop",
+        "x-secret-hop": "should-not-pass",
+        "proxy-connection": "keep-alive",
+      },
+      body: "{}",
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.headers["set-cookie"]).toBeUndefined();
+    const seen = capture.requests.slice(before);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.url).toBe("/v1/v1/messages?beta=true");
+    expect(seen[0]!.headers["x-api-key"]).toBe(REAL_KEY);
+    expect(seen[0]!.headers["anthropic-version"]).toBe("2023-06-01");
+    expect(seen[0]!.headers["x-secret-hop"]).toBeUndefined();
+    expect(seen[0]!.headers["proxy-connection"]).toBeUndefined();
+    expect(records[0]?.path).toBe("/cap/v1/messages");
+  });
+
+  it("streams SSE chunk by chunk", async () => {
+    const gw = await start([scriptedRoute()]);
+    // The endless script never finishes its response: a buffering proxy would deliver nothing.
+    const arrivals: number[] = [];
+    let text = "";
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request(
+        {
+          socketPath: gw.socketPath,
+          method: "POST",
+          path: "/scripted/chat/completions",
+          headers: { "content-type": "application/json", authorization: `Bearer ${PLACEHOLDER}` },
+        },
+        (res) => {
+          expect(res.statusCode).toBe(200);
+          expect(res.headers["content-type"]).toBe("text/event-stream");
+          res.on("data", (chunk: Buffer) => {
+            arrivals.push(Date.now());
+            text += chunk.toString("utf8");
+            if (arrivals.length >= 5) {
+              req.destroy();
+              resolve();
+            }
+          });
+          res.on("error", () => {});
+        },
+      );
+      req.on("error", (error) => {
+        if (arrivals.length < 5) reject(error);
+      });
+      req.setTimeout(5000, () => reject(new Error("no streamed chunks within 5 s")));
+      req.end(chatBody("endless-model", true));
+    });
+    expect(arrivals.length).toBeGreaterThanOrEqual(5);
+    expect(text).toContain("data: ");
+    expect(text).toContain("and on ");
+    expect(text).not.toContain("[DONE]");
+    // The chunks arrived over time, not in one burst at the end.
+    expect(arrivals[arrivals.length - 1]! - arrivals[0]!).toBeGreaterThan(0);
+  });
+
+  it("refuses unknown routes and non-model paths with 403 and reports them", async () => {
+    const gw = await start([
+      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+    ]);
+    const before = capture.requests.length;
+    const cases: Array<{ method: string; path: string }> = [
+      { method: "POST", path: "/nope/chat/completions" },
+      { method: "GET", path: "/cap/files" },
+      { method: "POST", path: "/cap/models" },
+      { method: "GET", path: "/cap/chat/completions" },
+      { method: "POST", path: "/cap/chat/completions/../../files" },
+      { method: "POST", path: "/cap/chat%2fcompletions" },
+      { method: "POST", path: "/cap//chat/completions" },
+      { method: "POST", path: "/cap" },
+    ];
+    for (const c of cases) {
+      const reply = await request(gw.socketPath, { ...c, headers: { "content-type": "application/json" }, body: c.method === "POST" ? "{}" : undefined });
+      expect(reply.status, `${c.method} ${c.path}`).toBe(403);
+      expect(reply.headers["content-type"]).toBe("application/json");
+      const body = JSON.parse(reply.body) as { error: { message: string } };
+      expect(body.error.message).toContain("refused");
+    }
+    expect(capture.requests.length).toBe(before);
+    await waitFor(() => records.length === cases.length);
+    expect(records.every((r) => r.status === 403 && typeof r.refused === "string" && r.upstreamUrl === undefined)).toBe(true);
+    expect(records[0]).toMatchObject({ method: "POST", path: "/nope/chat/completions" });
+    expect(records[0]!.refused).toContain("unknown route");
+    expect(records[1]).toMatchObject({ routeId: "cap", path: "/cap/files" });
+    // The allowed ones still work through the same gateway.
+    const ok = await request(gw.socketPath, { method: "GET", path: "/cap/models" });
+    expect(ok.status).toBe(200);
+    expect(capture.requests.length).toBe(before + 1);
+  });
+
+  it("refuses absolute-URI requests, CONNECT and upgrades", async () => {
+    const gw = await start([
+      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+    ]);
+    const before = capture.requests.length;
+    const absolute = await rawRequest(
+      gw.socketPath,
+      `GET ${capture.baseUrl}/models HTTP/1.1\r\nHost: ${new URL(capture.baseUrl).host}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(absolute).toMatch(/^HTTP\/1\.1 403/);
+    expect(absolute).toContain("absolute");
+    const absoluteRoute = await rawRequest(
+      gw.socketPath,
+      "GET http://127.0.0.1:18080/cap/models HTTP/1.1\r\nHost: 127.0.0.1:18080\r\nConnection: close\r\n\r\n",
+    );
+    expect(absoluteRoute).toMatch(/^HTTP\/1\.1 403/);
+    const connect = await rawRequest(gw.socketPath, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    expect(connect).toMatch(/^HTTP\/1\.1 403/);
+    const upgrade = await rawRequest(
+      gw.socketPath,
+      "GET /cap/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    );
+    expect(upgrade).toMatch(/^HTTP\/1\.1 403/);
+    expect(capture.requests.length).toBe(before);
+    await waitFor(() => records.length === 4);
+    expect(records.map((r) => r.status)).toEqual([403, 403, 403, 403]);
+    expect(records.every((r) => typeof r.refused === "string")).toBe(true);
+  });
+
+  it("answers 502 with a JSON error when the upstream is down", async () => {
+    const closedPort = await new Promise<number>((resolve) => {
+      const probe = net.createServer();
+      probe.listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const gw = await start([
+      { id: "down", upstreamBaseUrl: `http://127.0.0.1:${closedPort}/v1`, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+    ]);
+    const reply = await request(gw.socketPath, {
+      method: "POST",
+      path: "/down/chat/completions",
+      headers: { "content-type": "application/json" },
+      body: chatBody("text-model"),
+    });
+    expect(reply.status).toBe(502);
+    expect(reply.headers["content-type"]).toBe("application/json");
+    const body = JSON.parse(reply.body) as { error: { message: string } };
+    expect(body.error.message).toContain("ECONNREFUSED");
+    expect(body.error.message).not.toContain(REAL_KEY);
+    await waitFor(() => records.length === 1);
+    expect(records[0]).toMatchObject({ routeId: "down", status: 502 });
+    expect(records[0]!.refused).toBeUndefined();
+  });
+
+  it("holds the liveness response open and reports when it closes", async () => {
+    const gw = await start([scriptedRoute()]);
+    let req!: http.ClientRequest;
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      req = http.request({ socketPath: gw.socketPath, method: "GET", path: "/__sandbox-run/alive" }, resolve);
+      req.on("error", () => {});
+      req.setTimeout(5000, () => reject(new Error("no liveness headers")));
+      req.end();
+    });
+    expect(res.statusCode).toBe(200);
+    res.on("error", () => {});
+    let ended = false;
+    res.on("end", () => {
+      ended = true;
+    });
+    res.resume();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ended).toBe(false);
+    expect(live.closed).toBe(0);
+    req.destroy();
+    await waitFor(() => live.closed === 1);
+    expect(live.closed).toBe(1);
+    const post = await request(gw.socketPath, { method: "POST", path: "/__sandbox-run/alive", body: "" });
+    expect(post.status).toBe(403);
+  });
+
+  it("close() ends liveness without reporting it as the container dying, removes the socket and is idempotent", async () => {
+    const gw = await start([scriptedRoute()], "close.sock");
+    const res = await new Promise<http.IncomingMessage>((resolve) => {
+      const req = http.request({ socketPath: gw.socketPath, path: "/__sandbox-run/alive" }, resolve);
+      req.on("error", () => {});
+      req.end();
+    });
+    res.on("error", () => {});
+    const closedByServer = new Promise<void>((resolve) => res.on("close", () => resolve()));
+    res.resume();
+    expect(existsSync(gw.socketPath)).toBe(true);
+    await gw.close();
+    await closedByServer;
+    expect(existsSync(gw.socketPath)).toBe(false);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(live.closed).toBe(0);
+    await gw.close();
+    await expect(request(gw.socketPath, { path: "/scripted/models" })).rejects.toThrow();
+  });
+
+  it("replaces a stale socket file but refuses to delete a non-socket", async () => {
+    const stale = path.join(dir, "stale.sock");
+    // A process that dies without closing leaves its socket file behind.
+    const child = spawnSync(process.execPath, [
+      "-e",
+      `require("net").createServer().listen(${JSON.stringify(stale)}, () => process.kill(process.pid, "SIGKILL"))`,
+    ]);
+    expect(child.signal).toBe("SIGKILL");
+    expect(statSync(stale).isSocket()).toBe(true);
+    const gw = await start([scriptedRoute()], "stale.sock");
+    const reply = await request(gw.socketPath, { method: "GET", path: "/scripted/models" });
+    expect(reply.status).toBe(200);
+    await gw.close();
+    gateway = undefined;
+
+    const regular = path.join(dir, "regular-file");
+    await import("node:fs/promises").then((fs) => fs.writeFile(regular, "keep me"));
+    await expect(startModelGateway({ socketPath: regular, routes: [] })).rejects.toBeInstanceOf(SandboxRunError);
+    expect(existsSync(regular)).toBe(true);
+  });
+
+  it("rejects invalid routes up front", async () => {
+    const base = { upstreamBaseUrl: scripted.baseUrl, api: "openai-completions", headers: {} };
+    const socketPath = path.join(dir, "invalid.sock");
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "Bad/Id" }] })).rejects.toMatchObject({ code: "usage" });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "__sandbox-run" }] })).rejects.toMatchObject({ code: "usage" });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "a" }, { ...base, id: "a" }] })).rejects.toMatchObject({ code: "usage" });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "a", api: "bedrock-converse-stream" }] })).rejects.toMatchObject({ code: "usage" });
+    await expect(
+      startModelGateway({ socketPath, routes: [{ ...base, id: "a", upstreamBaseUrl: "file:///etc" }] }),
+    ).rejects.toMatchObject({ code: "usage" });
+    expect(existsSync(socketPath)).toBe(false);
+  });
+
+  it("carries a planned custom provider end to end: $ENV key on the host, placeholder inside", async () => {
+    const routing = planProviderRouting({
+      model: "scripted/text-model",
+      env: { SCRIPTED_KEY: REAL_KEY },
+      gatewayBaseUrl: "http://127.0.0.1:18080",
+      modelsJson: {
+        providers: {
+          scripted: { baseUrl: scripted.baseUrl, api: "openai-completions", apiKey: "$SCRIPTED_KEY", models: [{ id: "text-model" }] },
+        },
+      },
+    });
+    const entry = routing.containerModelsJson.providers.scripted as { baseUrl: string; apiKey: string };
+    expect(entry.apiKey).toBe(PLACEHOLDER);
+    const gw = await start(routing.routes, "planned.sock");
+    const before = scripted.requests.length;
+    const reply = await request(gw.socketPath, {
+      method: "POST",
+      path: `${new URL(entry.baseUrl).pathname}/chat/completions`,
+      headers: { "content-type": "application/json", authorization: `Bearer ${entry.apiKey}` },
+      body: chatBody("text-model"),
+    });
+    expect(reply.status).toBe(200);
+    const seen = scripted.requests.slice(before);
+    expect(seen[0]?.headers.authorization).toBe(`Bearer ${REAL_KEY}`);
+    expect(JSON.stringify(seen[0]?.headers)).not.toContain(PLACEHOLDER);
+  });
+});

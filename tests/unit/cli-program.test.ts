@@ -1,0 +1,172 @@
+// The CLI in-process with a fake CliIo: usage errors exit 2 with one clear message on stderr and
+// nothing on stdout; `policy show` prints JSON; --dry-run prints the plan and starts nothing.
+// DOCKER_HOST points at a socket that counts connections and answers none, so "nothing reached
+// the engine" is checked, not assumed.
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { runCli } from "../../src/cli/program.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
+
+const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-cli-")));
+const ws = path.join(dir, "ws");
+fs.mkdirSync(ws);
+const MODELS_SECRET = "sk-models-json-SECRET-71c2";
+const modelsFile = path.join(dir, "models.json");
+fs.writeFileSync(
+  modelsFile,
+  JSON.stringify({
+    providers: { scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: MODELS_SECRET, models: [{ id: "x" }] } },
+  }),
+);
+
+let engineConnections = 0;
+const engine = net.createServer((socket) => {
+  engineConnections++;
+  socket.destroy();
+});
+const savedDockerHost = process.env.DOCKER_HOST;
+const savedModel = process.env.SANDBOX_RUN_MODEL;
+
+beforeAll(async () => {
+  const socketPath = path.join(dir, "engine.sock");
+  await new Promise<void>((resolve) => engine.listen(socketPath, resolve));
+  process.env.DOCKER_HOST = `unix://${socketPath}`;
+  delete process.env.SANDBOX_RUN_MODEL;
+});
+afterAll(async () => {
+  if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
+  else process.env.DOCKER_HOST = savedDockerHost;
+  if (savedModel !== undefined) process.env.SANDBOX_RUN_MODEL = savedModel;
+  await new Promise<void>((resolve) => engine.close(() => resolve()));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  engineConnections = 0;
+});
+
+interface Captured {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function cli(argv: string[], options: { stdin?: string; env?: Record<string, string | undefined> } = {}): Promise<Captured> {
+  let stdout = "";
+  let stderr = "";
+  const io: CliIo = {
+    stdout: (text) => void (stdout += text),
+    stderr: (text) => void (stderr += text),
+    readStdin: async () => options.stdin,
+    env: options.env ?? {},
+    stderrIsTty: false,
+  };
+  const code = await runCli(argv, io);
+  return { code, stdout, stderr };
+}
+
+describe("usage errors", () => {
+  const cases: Array<[string, string[], RegExp, string?]> = [
+    ["no prompt at all (stdin is a terminal)", ["--model", "scripted/x", "--cwd", ws], /^sandbox-run: No prompt given\./],
+    ["a prompt of only whitespace on stdin", ["--model", "scripted/x", "--cwd", ws], /^sandbox-run: No prompt given\./, "  \n"],
+    ["an unknown sandbox mode", ["--sandbox", "yolo", "task"], /^sandbox-run: --sandbox must be/],
+    ["a bad timeout", ["--timeout", "soon", "task"], /^sandbox-run: --timeout must be a positive number/],
+    ["a malformed --env", ["--env", "1X=y", "task"], /^sandbox-run: --env "1X=y" is not KEY=VALUE/],
+    ["a missing schema file", ["--schema", path.join(dir, "none.json"), "task"], /^sandbox-run: The schema file .* cannot be read/],
+    ["an unknown option", ["--frobnicate", "task"], /unknown option '--frobnicate'/],
+    ["no model anywhere", ["--cwd", ws, "task"], /^sandbox-run: No model was given\./],
+    ["a missing cwd", ["--model", "scripted/x", "--cwd", path.join(dir, "gone"), "task"], /^sandbox-run: The cwd .*gone does not exist\./],
+    ["the host root as cwd", ["--model", "scripted/x", "--cwd", "/", "task"], /^sandbox-run: The cwd \/ cannot be mounted/],
+    ["a writable dir under read-only", ["--model", "scripted/x", "--cwd", ws, "--sandbox", "read-only", "--writable", dir, "task"], /does not allow extra writable directories/],
+    ["an unknown policy", ["--model", "scripted/x", "--cwd", ws, "--policy", "strict", "task"], /^sandbox-run: Policy "strict" is neither/],
+  ];
+
+  it.each(cases)("%s: exit 2, message on stderr, nothing on stdout, no engine contact", async (_name, argv, message, stdin) => {
+    const result = await cli(argv, { stdin });
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(message);
+    expect(result.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(engineConnections).toBe(0);
+  });
+
+  it("a usage error carries its hint on the next line", async () => {
+    const result = await cli(["--cwd", ws, "task"]);
+    expect(result.stderr.split("\n")[1]).toContain("SANDBOX_RUN_MODEL");
+  });
+
+  it("control: a valid run does reach the engine (and reports it unreachable with exit 3)", async () => {
+    const result = await cli(["--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "--quiet", "--no-build", "task"]);
+    expect(engineConnections).toBeGreaterThan(0);
+    expect(result.code).toBe(3);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(/^sandbox-run: Docker is not reachable/);
+  });
+});
+
+describe("policy show", () => {
+  it("prints a built-in policy as JSON on stdout", async () => {
+    const result = await cli(["policy", "show", "read-only"]);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual(loadPolicy("read-only"));
+    expect(result.stderr).toBe("");
+  });
+
+  it("reports a broken policy file as path: message lines with exit 2", async () => {
+    const file = path.join(dir, "bad-policy.json");
+    fs.writeFileSync(file, JSON.stringify({ ...loadPolicy("workspace-write"), tools: ["bash", "sudo"] }));
+    const result = await cli(["policy", "show", file]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toContain(`sandbox-run: Policy ${file} is invalid:\n  tools.1: `);
+  });
+});
+
+describe("--dry-run", () => {
+  const hostKey = "sk-host-openai-SECRET-5b7e";
+  const callerValue = "caller-value-SECRET-0a9f";
+
+  async function dryRun(extra: string[] = [], stdin?: string) {
+    return cli(
+      ["--dry-run", "--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "--env", `MY_TOKEN=${callerValue}`, "--env", "OPENAI_API_KEY", ...extra],
+      { env: { OPENAI_API_KEY: hostKey, PATH: "/usr/bin" }, stdin },
+    );
+  }
+
+  it("prints the plan as JSON and starts nothing", async () => {
+    const result = await dryRun(["fix it"]);
+    expect(result.code).toBe(0);
+    expect(engineConnections).toBe(0);
+    const plan = JSON.parse(result.stdout);
+    expect(plan.runId).toBe("dry-run");
+    expect(plan.model).toBe("scripted/x");
+    expect(plan.mounts[0]).toEqual({ hostPath: ws, containerPath: ws, readOnly: false, kind: "workspace" });
+    expect(plan.piArgs).toEqual(expect.arrayContaining(["--model", "scripted/x", "--no-context-files"]));
+    expect(plan.env.SANDBOX_RUN_CONFIG.modelsJson.providers.scripted.apiKey).toBe("sandbox-run-placeholder");
+    expect(plan.gatewayRoutes).toEqual([expect.objectContaining({ id: "scripted", credentialHeaders: ["authorization"] })]);
+  });
+
+  it("shows variable names, never values, and drops credential variables", async () => {
+    const result = await dryRun(["fix it with password hunter2"]);
+    const plan = JSON.parse(result.stdout);
+    expect(plan.env.MY_TOKEN).toBe("<set by caller>");
+    expect(plan.env).not.toHaveProperty("OPENAI_API_KEY");
+    for (const secret of [hostKey, callerValue, MODELS_SECRET, "hunter2"]) expect(result.stdout).not.toContain(secret);
+    expect(plan.prompt).toEqual({ bytes: Buffer.byteLength("fix it with password hunter2") });
+  });
+
+  it("reads the prompt from stdin", async () => {
+    const result = await dryRun([], "prompt from stdin\n");
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout).prompt).toEqual({ bytes: Buffer.byteLength("prompt from stdin\n") });
+  });
+
+  it("rejects bad input like a run would", async () => {
+    const result = await cli(["--dry-run", "--model", "scripted/x", "--cwd", ws, "--sandbox", "read-only", "--writable", dir, "t"]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+  });
+});

@@ -1,0 +1,119 @@
+// Built-in policies load and mean what their names say; a user's policy file with mistakes is
+// reported as `path: message` lines that point at each mistake.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { BUILT_IN_POLICIES, loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-policy-"));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function writePolicy(name: string, value: unknown): string {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, typeof value === "string" ? value : JSON.stringify(value));
+  return file;
+}
+
+function loadError(file: string): SandboxRunError {
+  try {
+    loadPolicy(file);
+  } catch (error) {
+    if (isSandboxRunError(error)) return error;
+    throw error;
+  }
+  throw new Error(`expected ${file} to be rejected`);
+}
+
+/** The `path: message` lines of a policy error. */
+const issueLines = (error: SandboxRunError) =>
+  error.shortMessage
+    .split("\n")
+    .slice(1)
+    .map((l) => l.trim());
+
+const valid = () => JSON.parse(JSON.stringify(loadPolicy("workspace-write")));
+
+describe("built-in policies", () => {
+  it.each(BUILT_IN_POLICIES)("%s loads and is named after itself", (name) => {
+    const policy = loadPolicy(name);
+    expect(policy.name).toBe(name);
+    expect(policy.tools.length).toBeGreaterThan(0);
+    expect(policy.limits.timeoutSeconds).toBeGreaterThan(0);
+  });
+
+  it("read-only: read-only workspace, no edit/write tools, no extra writable roots, no network", () => {
+    const policy = loadPolicy("read-only");
+    expect(policy).toMatchObject({ workspace: "read-only", writableRoots: false, network: "none", contextFiles: false });
+    expect(policy.tools).not.toContain("edit");
+    expect(policy.tools).not.toContain("write");
+  });
+
+  it("workspace-write: read-write workspace, no network; danger-full-access: open network", () => {
+    expect(loadPolicy("workspace-write")).toMatchObject({ workspace: "read-write", writableRoots: true, network: "none" });
+    expect(loadPolicy("danger-full-access")).toMatchObject({ workspace: "read-write", network: "open" });
+  });
+
+  it("a valid user file loads like a built-in", () => {
+    const file = writePolicy("ok.json", { ...valid(), name: "mine", limits: { ...valid().limits, pids: 64 } });
+    expect(loadPolicy(file)).toMatchObject({ name: "mine", limits: { pids: 64 } });
+  });
+});
+
+describe("user policy files with mistakes", () => {
+  it("lists every mistake as path: message, and says how to fix the file", () => {
+    const file = writePolicy("bad.json", {
+      ...valid(),
+      workspace: "rw",
+      tools: ["bash", "rm"],
+      limits: { ...valid().limits, memoryMb: 1, swap: 5 },
+      networking: "none",
+    });
+    const error = loadError(file);
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage.split("\n")[0]).toBe(`Policy ${file} is invalid:`);
+    const lines = issueLines(error);
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^workspace: .*"read-only"\|"read-write"/),
+        expect.stringMatching(/^tools\.1: /),
+        expect.stringMatching(/^limits\.memoryMb: .*64/),
+        expect.stringMatching(/^limits: Unrecognized key: "swap"/),
+        expect.stringMatching(/^\(root\): Unrecognized key: "networking"/),
+      ]),
+    );
+    expect(error.hint).toContain("sandbox-run policy show");
+  });
+
+  it("rejects an over-broad *.com domain with a message that says why, once", () => {
+    const file = writePolicy("broad.json", { ...valid(), network: "allowlist", allowedDomains: ["registry.npmjs.org", "*.com"] });
+    const lines = issueLines(loadError(file));
+    expect(lines).toEqual(["allowedDomains.1: is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)"]);
+  });
+
+  it("accepts *.example.com and rejects things that are not host names", () => {
+    expect(parsePolicy({ ...valid(), network: "allowlist", allowedDomains: ["*.npmjs.org"] }, "x").allowedDomains).toEqual(["*.npmjs.org"]);
+    const file = writePolicy("hosts.json", { ...valid(), network: "allowlist", allowedDomains: ["https://example.com/", "localhost", "*"] });
+    const lines = issueLines(loadError(file));
+    expect(lines).toHaveLength(3);
+    for (const [i, line] of lines.entries()) expect(line).toMatch(new RegExp(`^allowedDomains\\.${i}: must be a host name`));
+  });
+
+  it("explains inconsistent combinations", () => {
+    const lines = (value: unknown) => issueLines(loadError(writePolicy("combo.json", value)));
+    expect(lines({ ...valid(), network: "allowlist", allowedDomains: [] })).toEqual([
+      'allowedDomains: is empty: network "allowlist" needs at least one domain (or use "none")',
+    ]);
+    expect(lines({ ...valid(), network: "none", allowedDomains: ["example.com"] })).toEqual(['allowedDomains: is only used with network "allowlist"']);
+    expect(lines({ ...valid(), workspace: "read-only", tools: ["read", "write"] })).toEqual(["tools: edit/write make no sense on a read-only workspace"]);
+  });
+
+  it("reports a file that is not JSON, and a name that is neither built-in nor a file", () => {
+    const file = writePolicy("syntax.json", "{ name: ");
+    expect(loadError(file).shortMessage).toContain(`Policy file ${file} is not valid JSON`);
+    const missing = loadError("workspace-writ");
+    expect(missing.shortMessage).toBe('Policy "workspace-writ" is neither a built-in policy nor an existing file.');
+    expect(missing.hint).toContain("read-only, workspace-write, danger-full-access");
+  });
+});

@@ -1,0 +1,201 @@
+// Option layering and input checks: everything a caller can get wrong fails here, as a usage
+// error that says what to do, before anything is created.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { resolveRun, type RunOptions } from "../../src/run/resolve-options.js";
+
+const temp: string[] = [];
+function dir(prefix = "sandbox-run-resolve-"): string {
+  const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
+  temp.push(d);
+  return d;
+}
+afterAll(() => {
+  for (const d of temp) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const ws = dir();
+const MODEL = "scripted/x";
+/** Custom providers for the models these tests name: routing is planned while resolving. */
+const MODELS = {
+  providers: Object.fromEntries(
+    ["scripted", "ctor", "run", "env"].map((id) => [
+      id,
+      { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", models: [{ id: "x" }, { id: "m" }, { id: "model" }] },
+    ]),
+  ),
+};
+
+function usageError(fn: () => unknown): SandboxRunError {
+  try {
+    fn();
+  } catch (error) {
+    if (isSandboxRunError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a usage error, got none");
+}
+
+const resolve = (run: RunOptions, config: RunOptions = {}, env: Record<string, string | undefined> = {}) =>
+  resolveRun("do the task", config, { cwd: ws, models: MODELS, model: MODEL, ...run }, env);
+
+describe("resolveRun: environment layers", () => {
+  it("merges host < constructor < run, and undefined removes a variable of an earlier layer", () => {
+    const run = resolveRun(
+      "task",
+      { env: { B: "ctor", C: "ctor", D: "ctor" } },
+      { cwd: ws, models: MODELS, model: MODEL, env: { C: "run", D: undefined, A: undefined } },
+      { A: "host", B: "host", C: "host", D: "host", H: "host" },
+    );
+    // The host-side view (credential lookup, `!command` values) sees every layer.
+    expect(run.hostEnv).toEqual({ B: "ctor", C: "run", H: "host" });
+    // The sandbox gets only what was given explicitly, never the host's environment.
+    expect(run.sandboxEnv).toEqual({ B: "ctor", C: "run" });
+  });
+
+  it("run-level undefined removes a constructor variable from the sandbox", () => {
+    const run = resolve({ env: { TOKEN: undefined } }, { env: { TOKEN: "t", KEEP: "k" } });
+    expect(run.sandboxEnv).toEqual({ KEEP: "k" });
+  });
+
+  it.each(["HOME", "TMPDIR", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "SANDBOX_RUN_CONFIG"])("rejects env setting %s", (name) => {
+    const error = usageError(() => resolve({ env: { [name]: "x" } }));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toContain(name);
+    expect(error.hint).toContain(`Remove ${name}`);
+  });
+});
+
+describe("resolveRun: model", () => {
+  it("takes the run's model over the constructor's over SANDBOX_RUN_MODEL", () => {
+    const env = { SANDBOX_RUN_MODEL: "env/model" };
+    expect(resolveRun("t", { model: "ctor/m" }, { cwd: ws, models: MODELS, model: "run/m" }, env).model).toBe("run/m");
+    expect(resolveRun("t", { model: "ctor/m" }, { cwd: ws, models: MODELS }, env).model).toBe("ctor/m");
+    expect(resolveRun("t", {}, { cwd: ws, models: MODELS }, env).model).toBe("env/model");
+  });
+
+  it("without any model says how to give one", () => {
+    const error = usageError(() => resolveRun("t", {}, { cwd: ws, models: MODELS }, {}));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toBe("No model was given.");
+    expect(error.hint).toContain("SANDBOX_RUN_MODEL");
+  });
+
+  it("rejects a model that is not provider/id", () => {
+    expect(usageError(() => resolve({ model: "gpt" })).shortMessage).toContain('"gpt" is not of the form provider/id');
+  });
+});
+
+describe("resolveRun: directories", () => {
+  it("canonicalises the workspace through symlinks", () => {
+    const link = path.join(dir(), "link");
+    fs.symlinkSync(ws, link);
+    expect(resolve({ cwd: link }).cwd).toBe(ws);
+  });
+
+  it("rejects a missing cwd", () => {
+    const missing = path.join(ws, "does-not-exist");
+    const error = usageError(() => resolve({ cwd: missing }));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toBe(`The cwd ${missing} does not exist.`);
+  });
+
+  it("rejects a file as cwd", () => {
+    const file = path.join(dir(), "file.txt");
+    fs.writeFileSync(file, "x");
+    const error = usageError(() => resolve({ cwd: file }));
+    expect(error.shortMessage).toContain("is not a directory");
+  });
+
+  it.each(["/", "/etc", "/usr", "/proc/self"])("rejects %s as cwd", (cwd) => {
+    const error = usageError(() => resolve({ cwd }));
+    expect(error.code).toBe("usage");
+    expect(error.hint).toBe("Pass a project directory instead.");
+  });
+
+  it("rejects the host root with a message that says so", () => {
+    expect(usageError(() => resolve({ cwd: "/" })).shortMessage).toContain("the root of the host");
+  });
+
+  it("rejects writable directories inside the workspace, equal to it, or containing it", () => {
+    const parent = dir();
+    const workspace = path.join(parent, "project");
+    const inside = path.join(workspace, "sub");
+    fs.mkdirSync(inside, { recursive: true });
+    for (const writable of [inside, workspace, parent]) {
+      const error = usageError(() => resolve({ cwd: workspace, additionalWritableDirectories: [writable] }));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toContain("overlap");
+    }
+  });
+
+  it("rejects two writable directories that are the same through a symlink", () => {
+    const extra = dir();
+    const link = path.join(dir(), "alias");
+    fs.symlinkSync(extra, link);
+    expect(usageError(() => resolve({ additionalWritableDirectories: [extra, link] })).shortMessage).toContain("overlap");
+  });
+
+  it("accepts a disjoint writable directory, canonicalised", () => {
+    const extra = dir();
+    expect(resolve({ additionalWritableDirectories: [extra] }).writableRoots).toEqual([extra]);
+  });
+
+  it("rejects writable directories under the read-only policy", () => {
+    const error = usageError(() => resolve({ sandbox: "read-only", additionalWritableDirectories: [dir()] }));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toContain("read-only does not allow extra writable directories");
+  });
+});
+
+describe("resolveRun: schema, prompt and the rest", () => {
+  it("compiles an object schema into a host-side validator", () => {
+    const run = resolve({ schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } });
+    expect(run.validator!.safeParse({ n: 3 }).success).toBe(true);
+    expect(run.validator!.safeParse({ n: "3" }).success).toBe(false);
+  });
+
+  it.each([{ type: "array", items: { type: "string" } }, { type: "string" }, {}])("rejects schema %j: it must be type object", (schema) => {
+    const error = usageError(() => resolve({ schema }));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toContain('"type": "object"');
+  });
+
+  it.each(["", "   \n\t"])("rejects the empty prompt %j", (prompt) => {
+    const error = usageError(() => resolveRun(prompt, {}, { cwd: ws, models: MODELS, model: MODEL }, {}));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toBe("The prompt is empty.");
+  });
+
+  it("rejects an unknown sandbox mode and a missing policy file", () => {
+    expect(usageError(() => resolve({ sandbox: "yolo" as never })).shortMessage).toContain('Unknown sandbox mode "yolo"');
+    expect(usageError(() => resolve({ policy: path.join(ws, "nope.json") })).shortMessage).toContain("neither a built-in policy nor an existing file");
+  });
+
+  it("rejects reserved extra Pi flags", () => {
+    expect(usageError(() => resolve({ extraArgs: ["--tools", "bash"] })).shortMessage).toContain("--tools");
+  });
+
+  it("takes the timeout from the policy unless given, and rejects a non-positive one", () => {
+    expect(resolve({ sandbox: "read-only" }).timeoutMs).toBe(900_000);
+    expect(resolve({ timeoutMs: 1234 }).timeoutMs).toBe(1234);
+    expect(usageError(() => resolve({ timeoutMs: 0 })).code).toBe("usage");
+  });
+
+  it("lets runtime and contextFiles override the policy", () => {
+    const run = resolve({ runtime: "runsc", contextFiles: true });
+    expect(run.policy.runtime).toBe("runsc");
+    expect(run.policy.contextFiles).toBe(true);
+  });
+
+  it("reads a models file and reports one that is not JSON", () => {
+    const file = path.join(dir(), "models.json");
+    fs.writeFileSync(file, JSON.stringify(MODELS));
+    expect(resolve({ models: file }).modelsJson).toEqual(MODELS);
+    fs.writeFileSync(file, "{ nope");
+    expect(usageError(() => resolve({ models: file })).shortMessage).toContain("is not valid JSON");
+  });
+});
