@@ -14,6 +14,7 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import {
   SUPPORTED_GATEWAY_APIS,
@@ -77,20 +78,9 @@ export const CREDENTIAL_HEADER_NAMES: readonly string[] = Object.freeze([
   "cookie",
 ]);
 
-// RFC 9110 §7.6.1 connection-specific headers, plus the usual non-standard ones.
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  // Node's server already answered any "100-continue"; the body is streamed right away.
-  "expect",
-]);
+// Never forwarded: hop-by-hop headers, and "expect" (Node's server already answered any
+// "100-continue"; the body is streamed right away).
+const HOP_BY_HOP = new Set([...HOP_BY_HOP_HEADERS, "expect"]);
 
 interface CompiledRoute extends GatewayRoute {
   base: URL;

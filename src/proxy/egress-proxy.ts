@@ -12,6 +12,7 @@ import fs from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import path from "node:path";
+import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
@@ -55,18 +56,7 @@ export interface EgressProxy {
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 15_000;
 
-// Connection-specific headers (RFC 9110 §7.6.1) and the proxy's own: never forwarded.
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
+const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 
 const defaultResolve: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true });
 

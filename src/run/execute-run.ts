@@ -16,12 +16,13 @@ import { parsePiRecord } from "../pi/pi-events.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import { OwnershipLease } from "./ownership.js";
 import type { ResolvedRun } from "./resolve-options.js";
-import { buildRunPlan, type RunPlan } from "./run-plan.js";
+import { planRun } from "./plan-run.js";
+import type { RunPlan } from "./run-plan.js";
 import { RunTimeline, type RunEventListener } from "./run-events.js";
 import { createDomainFilter } from "../proxy/domain-filter.js";
 import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import { protectedMountPaths, type ProtectedChange } from "../workspace/protected-paths.js";
+import type { ProtectedChange } from "../workspace/protected-paths.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 
@@ -79,16 +80,14 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
   let container: SandboxContainer | undefined;
 
   try {
-    const hostCaBundle = run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined;
+    // A missing CA bundle is a usage error: find out before anything is started.
+    if (run.policy.trustHostCaBundle) hostCaBundleFile();
     const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-"));
     cleanups.push(() => fs.rmSync(runDir, { recursive: true, force: true }));
     // Lets a later reaper remove this folder if this process dies without cleaning up.
     fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`);
 
     const routing = run.routing;
-    const sandboxEnv = { ...run.sandboxEnv };
-    for (const name of routing.credentialEnvNames) delete sandboxEnv[name];
-
     const gateway: ModelGateway = await startModelGateway({
       socketPath: path.join(runDir, "gateway.sock"),
       routes: routing.routes,
@@ -107,27 +106,7 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       cleanups.push(() => proxy.close());
     }
 
-    const caller = { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
-    const plan = buildRunPlan({
-      runId,
-      image: ctx.image,
-      policy: run.policy,
-      model: run.model,
-      schema: run.schema,
-      cwd: run.cwd,
-      writableRoots: run.writableRoots,
-      readOnlyMounts: run.readOnlyMounts,
-      runDir,
-      protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
-      hostCaBundle,
-      caller,
-      sandboxEnv,
-      containerModelsJson: routing.containerModelsJson,
-      extraArgs: run.extraArgs,
-      timeoutMs: run.timeoutMs,
-      owner: { pid: process.pid, host: os.hostname() },
-      now: new Date(started),
-    });
+    const { plan } = planRun(run, { runId, image: ctx.image, runDir, now: new Date(started) });
     ctx.onPlan?.(plan);
     timeline.sandbox("run.planned", { model: plan.model, policy: plan.policyName, image: plan.image, runtime: plan.runtime });
 
