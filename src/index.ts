@@ -13,6 +13,7 @@ export type { RunEvent, RunEventListener } from "./run/run-events.js";
 export type { RunOptions, SandboxOptions } from "./run/resolve-options.js";
 export type { RunPlan } from "./run/run-plan.js";
 export type { Policy, Limits } from "./policy/policy-schema.js";
+export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
 export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";
 export { runnerImageSpec } from "./image/runner-image.js";

@@ -141,7 +141,7 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
     return EXIT.ok;
   }
 
-  const events = flags.events ? fs.createWriteStream(flags.events) : undefined;
+  const events = flags.events ? openEventsFile(flags.events) : undefined;
   const live = !flags.quiet && io.stderrIsTty ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns }) : undefined;
   const progress = flags.quiet ? undefined : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
   const recorder = flags.record ? startRecord(flags.record, prompt, options, io) : undefined;
@@ -198,6 +198,19 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
     signals?.off("SIGTERM", onTerm);
     if (events) await new Promise<void>((resolve) => events.end(resolve));
   }
+}
+
+/** Opens the --events file now, so a bad path is a usage error before anything starts. */
+function openEventsFile(file: string): fs.WriteStream {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, "w");
+  } catch (error) {
+    throw usageError(`Cannot write the events file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, "Pass --events a path in a writable folder.");
+  }
+  const stream = fs.createWriteStream("", { fd });
+  stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
+  return stream;
 }
 
 function startRecord(dir: string, prompt: string, options: ReturnType<typeof parseRunFlags>, io: CliIo): RunRecorder {
