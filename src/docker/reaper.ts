@@ -10,6 +10,7 @@ import { handBackOrphanedTree } from "../run/ownership.js";
 import { SANDBOX_UID } from "../run/run-plan.js";
 import type { DockerClient } from "./docker-engine.js";
 import { isGoneError } from "./docker-engine.js";
+import { SandboxRunError } from "../errors.js";
 import { LABEL_DEADLINE, LABEL_HAND_BACK, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID } from "./labels.js";
 
 const DEADLINE_GRACE_MS = 60_000;
@@ -33,6 +34,7 @@ export async function reapContainers(docker: DockerClient, options: { all?: bool
   const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_MANAGED}=true`] } });
   const host = os.hostname();
   const reaped: ReapedContainer[] = [];
+  const failed: string[] = [];
   for (const info of containers) {
     const labels = info.Labels ?? {};
     const pid = Number(labels[LABEL_OWNER_PID]);
@@ -46,26 +48,28 @@ export async function reapContainers(docker: DockerClient, options: { all?: bool
       await docker.getContainer(info.Id).remove({ force: true, v: true });
       reaped.push({ id: info.Id, runId: labels[LABEL_RUN_ID], reason });
     } catch (error) {
-      if (!isGoneError(error)) throw error;
+      // One container Docker cannot kill yet (a fork bomb takes a while to die) must not stop
+      // the others; it is reported below, and the next gc gets it.
+      if (!isGoneError(error)) failed.push(`${info.Id.slice(0, 12)}: ${(error as Error)?.message ?? String(error)}`);
+      if (!isGoneError(error)) continue;
     }
-    await cleanUpAfter(info);
+    await handBackAfter(info);
+  }
+  if (failed.length > 0) {
+    throw new SandboxRunError("docker-unavailable", `Docker could not remove ${failed.length} orphaned container(s): ${failed.join("; ")}`, {
+      hint: "A container whose processes are still dying cannot be removed yet; run `sandbox-run gc` again in a minute (or `docker rm -f <id>`).",
+    });
   }
   return reaped;
 }
 
 /**
- * What a dead controller could not do itself: remove its run directory (the gateway's socket
- * lives there) and, for a root caller, hand the workspace it lent to the sandbox uid back.
+ * What a dead controller could not do itself for a root caller: hand the workspace (and
+ * writable roots) it lent to the sandbox uid back. Its run folder goes with reapRunDirs.
  */
-async function cleanUpAfter(info: Docker.ContainerInfo): Promise<void> {
+async function handBackAfter(info: Docker.ContainerInfo): Promise<void> {
   const socketDir = `${IMAGE_PATHS.socketDir}/`;
   const mounts = info.Mounts ?? [];
-  for (const mount of mounts) {
-    if (!mount.Destination.startsWith(socketDir)) continue;
-    const runDir = path.dirname(mount.Source);
-    // Only what executeRun's mkdtemp made; never a directory a mount source merely sits in.
-    if (/^sandbox-run-[A-Za-z0-9]{6}$/.test(path.basename(runDir))) await fs.promises.rm(runDir, { recursive: true, force: true }).catch(() => {});
-  }
   const handBack = /^(\d+):(\d+)$/.exec(info.Labels?.[LABEL_HAND_BACK] ?? "");
   if (!handBack) return;
   const to = { uid: Number(handBack[1]), gid: Number(handBack[2]) };

@@ -1,0 +1,212 @@
+// Filesystem escape: a hostile model drives Pi's bash, write and edit tools at host paths
+// outside the mounted roots, through symlinks and hard links planted in the workspace, with `..`
+// traversal and /proc tricks. Each test checks the HOST afterwards: nothing outside the roots
+// changed, whatever the sandbox believes it wrote.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { startModel } from "../support/harness.js";
+import {
+  bash,
+  cleanupHostileDirs,
+  describeOutcome,
+  editFile,
+  finish,
+  hostileWorkspace,
+  runHostile,
+  treeSnapshot,
+  writeFile,
+} from "../support/hostile-model.js";
+
+let server: ScriptedModelServer;
+beforeAll(async () => {
+  server = await startModel();
+});
+afterAll(async () => {
+  await server.close();
+  cleanupHostileDirs();
+});
+
+const tag = () => crypto.randomBytes(4).toString("hex");
+
+/**
+ * A host directory outside the roots that anyone may write: if the boundary broke, the
+ * sandbox's writes would land here (not fail on permissions) and the tamper check would see them.
+ */
+function outsideDir(files: Record<string, string>): string {
+  const dir = hostileWorkspace(files, "sandbox-run-outside-");
+  const open = (p: string) => {
+    const st = fs.lstatSync(p);
+    fs.chmodSync(p, st.isDirectory() ? 0o777 : 0o666);
+    if (st.isDirectory()) for (const name of fs.readdirSync(p)) open(path.join(p, name));
+  };
+  open(dir);
+  return dir;
+}
+
+describe.concurrent("filesystem escape", () => {
+  it("writes to absolute host paths, to / and outside the roots never reach the host", async () => {
+    const id = tag();
+    const outside = outsideDir({ "canary.txt": "original\n" });
+    const before = treeSnapshot(outside);
+    const hostTargets = [`/sandbox-run-escape-${id}`, `/etc/sandbox-run-escape-${id}`, path.join(os.homedir(), `sandbox-run-escape-${id}`)];
+    const outcome = await runHostile(server, [
+      bash(
+        [
+          `echo pwned > ${outside}/canary.txt; echo "canary rc=$?"`,
+          `mkdir -p ${outside} && echo pwned > ${outside}/new.txt; echo "new rc=$?"`,
+          ...hostTargets.map((t) => `echo pwned > ${t}; echo "${t} rc=$?"`),
+          // /var/tmp is world-writable in the image: only the read-only root filesystem stops it.
+          `echo pwned > /var/tmp/escape-${id}; echo "var-tmp rc=$?"`,
+        ].join("\n"),
+      ),
+      writeFile(`${outside}/from-write-tool.txt`, "pwned"),
+      writeFile(`/sandbox-run-escape-write-${id}`, "pwned"),
+      editFile(`${outside}/canary.txt`, "original", "pwned"),
+      finish(),
+    ]);
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    // The attempts really ran: the root filesystem refused, and what "worked" went to the sandbox's own tmpfs.
+    expect(outcome.toolResults[0]).toMatch(/var\/tmp\/escape-\w+: Read-only file system/);
+    expect(outcome.toolResults[0]).toContain("new rc=0");
+    expect(treeSnapshot(outside)).toEqual(before);
+    for (const target of [...hostTargets, `/sandbox-run-escape-write-${id}`]) expect(fs.existsSync(target), target).toBe(false);
+  });
+
+  it("symlinks planted in the workspace resolve inside the sandbox, so writes through them miss the host", async () => {
+    const outside = outsideDir({ "canary.txt": "original\n", "dir/keep.txt": "keep\n" });
+    const before = treeSnapshot(outside);
+    const ws = hostileWorkspace({ "README.md": "repo\n" });
+    fs.symlinkSync(path.join(outside, "canary.txt"), path.join(ws, "link-file"));
+    fs.symlinkSync(path.join(outside, "dir"), path.join(ws, "link-dir"));
+    fs.symlinkSync("/", path.join(ws, "link-root"));
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "echo pwned > link-file; echo \"link-file rc=$?\"",
+            // Make the link targets exist inside the sandbox, then write through the links.
+            `mkdir -p ${outside}/dir && echo pwned > link-dir/new.txt; echo "link-dir rc=$?"`,
+            "echo pwned > link-file; echo \"link-file-again rc=$?\"",
+            "echo pwned > link-root/escape-via-root-link; echo \"link-root rc=$?\"",
+          ].join("\n"),
+        ),
+        writeFile("link-dir/from-write-tool.txt", "pwned"),
+        editFile("link-file", "pwned", "edited"),
+        finish(),
+      ],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toContain("link-dir rc=0");
+    expect(outcome.toolResults[0]).toContain("link-root rc=1");
+    expect(treeSnapshot(outside)).toEqual(before);
+    expect(fs.existsSync("/escape-via-root-link")).toBe(false);
+  });
+
+  it("`..` traversal and /proc/1/root, /proc/self/cwd paths stay inside the sandbox", async () => {
+    const id = tag();
+    const outside = outsideDir({ "canary.txt": "original\n" });
+    const before = treeSnapshot(outside);
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const up = "../".repeat(ws.split("/").length);
+    const hostEscapes = [path.join(os.tmpdir(), `sandbox-run-escape-proc-root-${id}`), path.join(os.tmpdir(), `sandbox-run-escape-proc-cwd-${id}`)];
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            `mkdir -p ${outside}; echo original > ${outside}/canary.txt`,
+            `echo pwned > /proc/1/root${hostEscapes[0]}; echo "proc-root rc=$?"`,
+            `echo pwned > /proc/self/cwd/../${path.basename(hostEscapes[1]!)}; echo "proc-cwd rc=$?"`,
+            "ls /proc/1/root/ | tr '\\n' ' '",
+          ].join("\n"),
+        ),
+        writeFile(`${up}${outside.slice(1)}/traversal-write.txt`, "pwned"),
+        editFile(`../${path.basename(outside)}/canary.txt`, "original", "pwned"),
+        writeFile(`/proc/1/root${outside}/proc-root-write.txt`, "pwned"),
+        bash(`cat ${outside}/canary.txt; ls ${outside}`),
+        finish(),
+      ],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toContain("proc-root rc=0");
+    expect(outcome.toolResults[0]).toContain("proc-cwd rc=0");
+    // Inside, the edit and writes "succeeded" on the sandbox's copy ...
+    expect(outcome.toolResults[4]).toContain("pwned");
+    expect(outcome.toolResults[4]).toContain("traversal-write.txt");
+    // ... and the host is untouched.
+    expect(treeSnapshot(outside)).toEqual(before);
+    for (const target of hostEscapes) expect(fs.existsSync(target), target).toBe(false);
+  });
+
+  it("hard links: no new link to a file outside the mounts, and a planted one is not handed to the sandbox", async () => {
+    const outside = hostileWorkspace({ "linked.txt": "original\n" }, "sandbox-run-outside-");
+    fs.chmodSync(path.join(outside, "linked.txt"), 0o644);
+    const ws = hostileWorkspace({ "own.txt": "own\n" });
+    // The same inode inside the workspace and outside it (as `git clone --local` does with objects).
+    fs.linkSync(path.join(outside, "linked.txt"), path.join(ws, "linked.txt"));
+    const before = treeSnapshot(outside);
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "ln /etc/passwd passwd-link; echo \"ln-passwd rc=$?\"",
+            "chmod 666 linked.txt; echo \"chmod rc=$?\"",
+            "echo pwned >> linked.txt; echo \"append rc=$?\"",
+          ].join("\n"),
+        ),
+        editFile("linked.txt", "original", "pwned"),
+        finish(),
+      ],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toMatch(/ln-passwd rc=1/);
+    expect(outcome.toolResults[0]).toContain("append rc=1");
+    expect(fs.existsSync(path.join(ws, "passwd-link"))).toBe(false);
+    expect(treeSnapshot(outside)).toEqual(before);
+  });
+
+  it("a setuid/setgid binary the sandbox leaves in the workspace is not handed back as a root-owned setuid binary", async () => {
+    const ws = hostileWorkspace();
+    const outcome = await runHostile(
+      server,
+      [bash("cp /bin/sh suid-sh && chmod 6755 suid-sh && mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a %U' suid-sh"), finish()],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    // Inside, the sandbox really made it setuid (to itself) ...
+    expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
+    // ... and the host got it back owned by the caller without the bits.
+    const st = fs.statSync(path.join(ws, "suid-sh"));
+    expect(st.uid).toBe(0);
+    expect(st.mode & 0o6000).toBe(0);
+  });
+
+  it("after the run, handing files back never follows a symlink the sandbox planted", async () => {
+    // The controller runs as root here: it lends the workspace to the sandbox uid and chowns
+    // everything back afterwards. A link the sandbox left must not redirect that chown.
+    const outside = hostileWorkspace({ "victim.txt": "victim\n" }, "sandbox-run-outside-");
+    fs.chownSync(outside, 4242, 4242);
+    fs.chownSync(path.join(outside, "victim.txt"), 4242, 4242);
+    const before = treeSnapshot(outside);
+    const ws = hostileWorkspace();
+    const outcome = await runHostile(
+      server,
+      [bash(`ln -s ${outside} dir-link && ln -s ${outside}/victim.txt file-link && mkdir sub && ln -s /etc sub/etc-link; echo rc=$?`), finish()],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toContain("rc=0");
+    expect(fs.lstatSync(path.join(ws, "dir-link")).isSymbolicLink()).toBe(true);
+    expect(treeSnapshot(outside)).toEqual(before);
+    expect(fs.statSync("/etc").uid).toBe(0);
+  });
+});

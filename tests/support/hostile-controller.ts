@@ -1,0 +1,64 @@
+// A controller in its own process, for the tests that must measure or kill it: its peak RSS
+// is its own (not the test runner's), and SIGKILL takes it down like a crashed host program.
+// Run as `node --import tsx tests/support/hostile-controller.ts '<spec json>'`; it prints JSON
+// lines on stdout: {"kind":"event",...} for the sandbox events asked for, then one
+// {"kind":"done",...} with the outcome and process.resourceUsage().maxRSS.
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { isSandboxRunError } from "../../src/errors.js";
+import type { Policy } from "../../src/policy/policy-schema.js";
+
+export interface ControllerSpec {
+  models: Record<string, unknown>;
+  model: string;
+  cwd: string;
+  policy: Policy;
+  schema?: Record<string, unknown>;
+  timeoutMs?: number;
+  prompt?: string;
+  /** Sandbox event types to print as they happen (e.g. "container.started"). */
+  reportEvents?: string[];
+}
+
+export interface ControllerDone {
+  kind: "done";
+  ok: boolean;
+  result?: unknown;
+  runId?: string;
+  error?: { code: string; limit?: string; message: string; name: string };
+  maxRssMb: number;
+}
+
+const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+const spec = JSON.parse(process.argv[2] ?? "{}") as ControllerSpec;
+const agent = new ContainerPiAgent({ models: spec.models, reapOrphans: false });
+const report = new Set(spec.reportEvents ?? []);
+let runId: string | undefined;
+let done: ControllerDone;
+try {
+  const details = await agent.runDetailed(spec.prompt ?? "Do the task.", {
+    model: spec.model,
+    cwd: spec.cwd,
+    policy: spec.policy,
+    schema: spec.schema,
+    timeoutMs: spec.timeoutMs,
+    onEvent: (event) => {
+      runId = event.runId;
+      if (event.source === "sandbox" && report.has(event.type)) print({ kind: "event", runId: event.runId, type: event.type, data: event.data });
+    },
+  });
+  done = { kind: "done", ok: true, result: details.result, runId, maxRssMb: 0 };
+} catch (error) {
+  done = {
+    kind: "done",
+    ok: false,
+    runId,
+    error: isSandboxRunError(error)
+      ? { code: error.code, limit: error.limit, message: error.message, name: error.name }
+      : { code: "not-a-sandbox-run-error", message: String((error as Error)?.stack ?? error), name: String((error as Error)?.name) },
+    maxRssMb: 0,
+  };
+}
+done.maxRssMb = process.resourceUsage().maxRSS / 1024;
+print(done);
+process.exit(0);
