@@ -1,7 +1,8 @@
 // In-container launcher: one Node process that prepares Pi's world and then becomes Pi.
 //
-// 1. Reads its configuration from SANDBOX_RUN_CONFIG and removes it from the environment,
-//    so nothing Pi's bash runs can see it.
+// 1. Reads its configuration from SANDBOX_RUN_CONFIG and removes it from the environment that
+//    Pi and its tools inherit. (The container's initial environment in /proc/<pid>/environ
+//    still shows it; it holds nothing secret: socket paths, placeholders, the schema.)
 // 2. Opens loopback TCP ports forwarded to the host's unix sockets (model gateway, egress
 //    proxy). The container has no network; these sockets are the only way out. Pi is started
 //    only after every port listens, so its first model request never races the bridge.
@@ -9,11 +10,16 @@
 //    closes and the launcher ends the container instead of leaving it to run unsupervised.
 // 4. Writes Pi's models.json (placeholders only, real keys stay on the host) and imports
 //    Pi's CLI in this same process: no second Node start-up.
+// 5. Points Node's compile cache at the one baked into the image at build time, so Pi starts
+//    from compiled code (see enableBakedCompileCache).
 import fs from "node:fs";
+import { constants, enableCompileCache, getCompileCacheDir } from "node:module";
 import net from "node:net";
+import path from "node:path";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
+const BAKED_COMPILE_CACHE = "/opt/sandbox-run/compile-cache";
 
 function fail(code, message) {
   process.stderr.write(`sandbox-run launcher: ${message}\n`);
@@ -26,7 +32,10 @@ if (!raw) fail(EXIT_SETUP_FAILED, "SANDBOX_RUN_CONFIG is not set; this image is 
 const config = JSON.parse(raw);
 
 function forward(port, socketPath) {
-  const server = net.createServer((client) => {
+  // noDelay: Pi reads the model's streamed reply through this socket, in many small writes;
+  // with Nagle's algorithm on, a write waiting for the previous one's (delayed) ACK stalls the
+  // stream for up to 40 ms per exchange.
+  const server = net.createServer({ noDelay: true }, (client) => {
     const upstream = net.connect(socketPath);
     // Pi's HTTP client holds its own reference while a request is in flight; ours must not
     // keep Pi alive for the keep-alive timeout once it is done.
@@ -64,7 +73,33 @@ function holdLiveness(socketPath) {
   });
 }
 
+// Node keys its compile cache directory by version, V8 flags and uid
+// (`v24.22.3-x64-<flags hash>-<uid>`), and the image bakes it as root while the sandbox runs
+// as 65532 or as the calling user: a cache under another uid is never read, which costs
+// ~200 ms of Pi start-up on every call. So enable the cache in the private home tmpfs, ask
+// Node which directory name it chose, and make that name a link to the baked directory with
+// the same version and flags. Node only reads it (the root filesystem is read-only, so new
+// entries are silently not written back) and checks every entry against the source's hash,
+// so a stale or missing entry is just a miss.
+function enableBakedCompileCache(home) {
+  try {
+    const dir = `${home}/.cache/node-compile-cache`;
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    if (enableCompileCache(dir).status !== constants.compileCacheStatus.ENABLED) return;
+    const ours = getCompileCacheDir();
+    const prefix = path.basename(ours).replace(/-\d+$/, "-");
+    const baked = fs.readdirSync(BAKED_COMPILE_CACHE).find((name) => name.startsWith(prefix));
+    if (!baked) return;
+    // Node created `ours` empty and reads entries from it lazily, by path, module by module.
+    fs.rmdirSync(ours);
+    fs.symlinkSync(`${BAKED_COMPILE_CACHE}/${baked}`, ours);
+  } catch {
+    // Only a speed-up: without it Pi compiles from source, as on a first run on a host.
+  }
+}
+
 try {
+  if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
   await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
   if (config.livenessSocket) await holdLiveness(config.livenessSocket);
   fs.mkdirSync(config.agentDir, { recursive: true, mode: 0o700 });

@@ -101,6 +101,8 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
       fs.chmodSync(path.join(staging, "node", "bin", "node"), 0o755);
       fs.rmSync(nodePackage, { recursive: true, force: true });
       fs.rmSync(path.join(app, "node_modules", ".bin"), { recursive: true, force: true });
+      // The sandbox runs as another uid: everything must be readable by all, whatever the host's umask.
+      makeWorldReadable(staging);
       fs.writeFileSync(path.join(staging, ".ready"), new Date().toISOString());
       try {
         fs.renameSync(staging, deps);
@@ -120,4 +122,15 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
     fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
   }
   return { dir, dispose: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+function makeWorldReadable(dir: string): void {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const file = path.join(entry.parentPath, entry.name);
+    if (entry.isSymbolicLink()) continue;
+    const mode = fs.statSync(file).mode & 0o7777;
+    const wanted = entry.isDirectory() || mode & 0o111 ? mode | 0o555 : mode | 0o444;
+    if (wanted !== mode) fs.chmodSync(file, wanted);
+  }
+  fs.chmodSync(dir, 0o755);
 }

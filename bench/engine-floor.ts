@@ -1,0 +1,89 @@
+// The floor through the Engine API: one container that runs `true`, driven like sandbox-run
+// drives Pi's (create, attach before start, start, wait, drain, remove), without the CLI.
+// "plain" uses bare options (with and without the default bridge network); "hardened" uses
+// the exact create options of a sandbox-run run (read-only root, no capabilities, init, tmpfs,
+// limits, mounts, no network) through SandboxContainer.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type Docker from "dockerode";
+import type { DockerClient } from "../src/docker/docker-engine.js";
+import { containerCreateOptions } from "../src/docker/container-options.js";
+import { SandboxContainer } from "../src/docker/sandbox-container.js";
+import { loadPolicy } from "../src/policy/load-policy.js";
+import { buildRunPlan } from "../src/run/run-plan.js";
+import { BENCH_LABEL } from "./docker-recipe.js";
+
+async function drained(stream: NodeJS.ReadableStream): Promise<void> {
+  await new Promise<void>((resolve) => {
+    stream.on("end", resolve);
+    stream.on("close", resolve);
+    stream.on("error", () => resolve());
+    stream.resume();
+  });
+}
+
+/** Bare options, as `docker run` sends them; `network: "none"` takes the bridge set-up out. */
+export async function plainEngineTrue(docker: DockerClient, image: string, network?: "none"): Promise<number> {
+  const started = performance.now();
+  const container = await docker.createContainer({
+    Image: image,
+    Entrypoint: ["true"],
+    Cmd: [],
+    Labels: { [BENCH_LABEL]: "" },
+    AttachStdout: true,
+    AttachStderr: true,
+    ...(network ? { NetworkDisabled: true, HostConfig: { NetworkMode: network } } : {}),
+  });
+  try {
+    const stream = await container.attach({ stream: true, stdout: true, stderr: true });
+    const done = drained(stream);
+    await container.start();
+    const result = (await container.wait()) as { StatusCode: number };
+    await done;
+    if (result.StatusCode !== 0) throw new Error(`true exited with ${result.StatusCode}`);
+  } finally {
+    await container.remove({ force: true, v: true });
+  }
+  return performance.now() - started;
+}
+
+/** Create options of a real workspace-write run, with `true` instead of the launcher. */
+export function hardenedTrueOptions(image: string, workspace: string, runDir: string): Docker.ContainerCreateOptions {
+  fs.writeFileSync(path.join(runDir, "gateway.sock"), ""); // the bind mount's source must exist
+  const plan = buildRunPlan({
+    runId: `bench${Date.now().toString(16)}`,
+    image,
+    policy: loadPolicy("workspace-write"),
+    model: "scripted/none",
+    cwd: workspace,
+    writableRoots: [],
+    readOnlyMounts: [],
+    runDir,
+    caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
+    sandboxEnv: {},
+    containerModelsJson: {},
+    extraArgs: [],
+    timeoutMs: 60_000,
+    owner: { pid: process.pid, host: os.hostname() },
+    now: new Date(),
+  });
+  return containerCreateOptions({ ...plan, entrypoint: ["true"], piArgs: [] });
+}
+
+export async function hardenedEngineTrue(docker: DockerClient, options: Docker.ContainerCreateOptions): Promise<number> {
+  const started = performance.now();
+  const container = await SandboxContainer.create(docker, { ...options, name: undefined });
+  try {
+    const streams = await container.attach();
+    const done = Promise.all([drained(streams.stdout), drained(streams.stderr)]);
+    await container.start();
+    streams.stdin.end();
+    const exit = await container.wait();
+    await done;
+    if (exit.exitCode !== 0) throw new Error(`true exited with ${exit.exitCode}`);
+  } finally {
+    await container.remove();
+  }
+  return performance.now() - started;
+}
