@@ -2,6 +2,8 @@
 // long (the launcher notices its liveness connection closing) and start-up reaping or
 // `sandbox-run gc` removes what is left; SIGINT/SIGTERM on the CLI remove the container and exit
 // 130/143; concurrent runs stay apart; files the sandbox writes belong to the caller.
+// Runs in its own vitest invocation (see package.json "test"): its controllers are killed on
+// purpose, and another file's start-up reaping would race the launcher's own exit.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
