@@ -20,6 +20,9 @@ export const IMAGE_PATHS = {
   piCli: "/opt/sandbox-run/app/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js",
   home: "/home/sandbox",
   socketDir: "/run/sandbox-run",
+  /** PATH of the image, and the one used under gVisor (busybox ls/stat first; see the Dockerfile). */
+  path: "/opt/sandbox-run/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
 } as const;
 
 export interface RunnerImageSpec {

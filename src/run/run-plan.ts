@@ -151,6 +151,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     PI_OFFLINE: "1",
     PI_SKIP_VERSION_CHECK: "1",
     PI_TELEMETRY: "0",
+    ...(policy.runtime === "runsc" ? { PATH: `${IMAGE_PATHS.gvisorCompatBin}:${IMAGE_PATHS.path}` } : {}),
     SANDBOX_RUN_CONFIG: JSON.stringify(launcherConfig),
   };
 

@@ -10,7 +10,7 @@ import type { ScriptedModelServer } from "../../src/scripted-model/scripted-mode
 import {
   bashThenFinal,
   containersOfRuns,
-  dockerAvailable,
+  dockerAvailable, runtimes,
   eventLog,
   lastToolResult,
   makeWorkspace,
@@ -20,7 +20,7 @@ import {
 
 const final = (args: unknown) => ({ toolCalls: [{ name: FINAL_TOOL_NAME, arguments: args }] });
 
-describe.skipIf(!dockerAvailable())("ContainerPiAgent results", () => {
+describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (%s)", (runtime) => {
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
   let ws: string;
@@ -42,6 +42,7 @@ describe.skipIf(!dockerAvailable())("ContainerPiAgent results", () => {
       "stream": bashThenFinal("echo streaming", { done: true }),
     });
     agent = new ContainerPiAgent({
+      runtime,
       models: modelsFor(server, ["text", "text-after-bash", "schema-retry", "schema-email", "events", "stream"]),
       onEvent: (event) => void runIds.add(event.runId),
     });

@@ -9,6 +9,8 @@ declare module "vitest" {
   export interface ProvidedContext {
     dockerAvailable: boolean;
     runnerImage: string;
+    /** gVisor is registered with the engine: core integration cases run on it too. */
+    runscAvailable: boolean;
   }
 }
 
@@ -22,6 +24,7 @@ export default async function setup(project: TestProject): Promise<void> {
     console.warn(`Docker is not reachable; integration tests will be skipped locally (${(error as Error).message})`);
     project.provide("dockerAvailable", false);
     project.provide("runnerImage", tag);
+    project.provide("runscAvailable", false);
     return;
   }
   try {
@@ -30,6 +33,10 @@ export default async function setup(project: TestProject): Promise<void> {
     console.warn(`Building the runner image ${tag} for the tests ...`);
     await buildRunnerImage(docker, { progress: () => {} });
   }
+  const runtimes = Object.keys(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
+  const runsc = runtimes.includes("runsc");
+  if (!runsc && process.env.CI) throw new Error("CI runs the core cases on gVisor too: register runsc (scripts/setup-host.sh does)");
   project.provide("dockerAvailable", true);
   project.provide("runnerImage", tag);
+  project.provide("runscAvailable", runsc);
 }

@@ -13,6 +13,8 @@ import { startScriptedModelServer, type Script, type ScriptedModelServer } from 
 export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";
 
 export const dockerAvailable = (): boolean => inject("dockerAvailable");
+/** The runtimes the core cases run on: runc, and gVisor where it is registered (always on CI). */
+export const runtimes = (): Array<"runc" | "runsc"> => (inject("runscAvailable") ? ["runc", "runsc"] : ["runc"]);
 export const docker = createDockerClient();
 
 export async function startModel(scripts: Record<string, Script> = {}): Promise<ScriptedModelServer> {
