@@ -15,7 +15,8 @@ import type { Socket } from "node:net";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
-import { SandboxRunError, usageError } from "../errors.js";
+import { listenOnUnixSocket } from "../http/unix-socket-server.js";
+import { usageError } from "../errors.js";
 import {
   SUPPORTED_GATEWAY_APIS,
   describeAllowedRequests,
@@ -99,7 +100,6 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     );
   }
   const routes = compileRoutes(options.routes);
-  await removeStaleSocket(socketPath);
 
   const sockets = new Set<Socket>();
   const httpAgent = new http.Agent({ keepAlive: true });
@@ -273,29 +273,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     refuseRaw(req, socket, "protocol upgrades are not allowed"),
   );
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (error: NodeJS.ErrnoException) => {
-      server.off("listening", onListening);
-      reject(
-        new SandboxRunError("usage", `Model gateway could not listen on ${socketPath}: ${error.message}`, {
-          hint:
-            Buffer.byteLength(socketPath) > 100
-              ? "Unix socket paths are limited to about 100 bytes; use a shorter temp directory."
-              : "Check that the directory exists and is writable.",
-          cause: error,
-        }),
-      );
-    };
-    const onListening = () => {
-      server.off("error", onError);
-      resolve();
-    };
-    server.once("error", onError);
-    server.once("listening", onListening);
-    server.listen(socketPath);
-  });
-  // The sandbox user has another uid; the socket's 0700 parent directory is what keeps other host users out.
-  await fs.chmod(socketPath, 0o666);
+  await listenOnUnixSocket(server, socketPath, "model gateway");
 
   let closed: Promise<void> | undefined;
   return {
@@ -373,23 +351,6 @@ function compileRoutes(routes: GatewayRoute[]): Record<string, CompiledRoute> {
     };
   }
   return compiled;
-}
-
-async function removeStaleSocket(socketPath: string): Promise<void> {
-  let stat;
-  try {
-    stat = await fs.lstat(socketPath);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw error;
-  }
-  if (!stat.isSocket()) {
-    throw usageError(
-      `Model gateway socket path ${socketPath} exists and is not a socket`,
-      "Pass a path inside a fresh private directory created with fs.mkdtemp.",
-    );
-  }
-  await fs.rm(socketPath, { force: true });
 }
 
 function connectionTokens(headers: http.IncomingHttpHeaders): Set<string> {

@@ -93,7 +93,7 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
       fs.mkdirSync(app);
       for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
       progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
-      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], progress, app).catch((error: Error) => {
+      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], progress, app).catch((error: Error) => {
         throw new SandboxRunError("image-missing", "Installing Pi for the runner image with npm failed.", {
           hint: "Check that npm can reach its registry from this machine (`npm view @earendil-works/pi-coding-agent version`).",
           cause: error,

@@ -13,7 +13,8 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
-import { SandboxRunError, usageError } from "../errors.js";
+import { listenOnUnixSocket } from "../http/unix-socket-server.js";
+import { usageError } from "../errors.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
 
@@ -207,15 +208,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   server.on("connection", (socket: net.Socket) => track(socket));
   server.on("clientError", (_error, socket: net.Socket) => socket.destroy());
 
-  await removeStaleSocket(socketPath);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) =>
-      reject(new SandboxRunError("usage", `The egress proxy could not listen on ${socketPath}: ${error.message}`, { cause: error })),
-    );
-    server.listen(socketPath, () => resolve());
-  });
-  // The sandbox user has another uid; the run directory (0700) keeps other host users out.
-  await fs.chmod(socketPath, 0o666);
+  await listenOnUnixSocket(server, socketPath, "egress proxy");
 
   let closed: Promise<void> | undefined;
   return {
@@ -290,9 +283,3 @@ function refuseSocket(socket: net.Socket, status: number, reason: string): void 
   );
 }
 
-async function removeStaleSocket(socketPath: string): Promise<void> {
-  const stat = await fs.lstat(socketPath).catch(() => undefined);
-  if (!stat) return;
-  if (!stat.isSocket()) throw usageError(`Egress proxy socket path ${socketPath} exists and is not a socket.`);
-  await fs.rm(socketPath, { force: true });
-}

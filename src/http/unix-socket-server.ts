@@ -1,0 +1,40 @@
+// Puts a host-side server (model gateway, egress proxy) on a run's unix socket: a stale socket
+// file is replaced, anything else at the path is refused, and the socket is opened to the
+// sandbox's uid (the run's private 0700 directory is what keeps other host users out).
+import fs from "node:fs/promises";
+import type net from "node:net";
+import { SandboxRunError, usageError } from "../errors.js";
+
+export async function listenOnUnixSocket(server: net.Server, socketPath: string, what: string): Promise<void> {
+  const stat = await fs.lstat(socketPath).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return undefined;
+    throw error;
+  });
+  if (stat && !stat.isSocket()) {
+    throw usageError(`The ${what} socket path ${socketPath} exists and is not a socket.`, "Pass a path inside a fresh private directory (fs.mkdtemp).");
+  }
+  if (stat) await fs.rm(socketPath, { force: true });
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException) => {
+      server.off("listening", onListening);
+      reject(
+        new SandboxRunError("usage", `The ${what} could not listen on ${socketPath}: ${error.message}`, {
+          hint:
+            Buffer.byteLength(socketPath) > 100
+              ? "Unix socket paths are limited to about 100 bytes; use a shorter temp directory (TMPDIR)."
+              : "Check that the directory exists and is writable.",
+          cause: error,
+        }),
+      );
+    };
+    const onListening = () => {
+      server.off("error", onError);
+      resolve();
+    };
+    server.once("error", onError);
+    server.once("listening", onListening);
+    server.listen(socketPath);
+  });
+  await fs.chmod(socketPath, 0o666);
+}
