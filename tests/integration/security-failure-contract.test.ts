@@ -6,28 +6,28 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { isSandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import type { Script, ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, modelsFor, startModel } from "../support/harness.js";
-import { bash, cleanupHostileDirs, DONE_SCHEMA, hostilePolicy, hostileWorkspace, runHostile } from "../support/hostile-model.js";
+import type { Script } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, modelsFor } from "../support/harness.js";
+import {
+  bash,
+  DONE_SCHEMA,
+  hostilePolicy,
+  hostileWorkspace,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** A line of a JavaScript stack trace. */
 const STACK_LINE = /^\s+at .+(\(.*:\d+:\d+\)|:\d+:\d+)$/m;
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 interface CliOutcome {
   code: number;

@@ -6,12 +6,9 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { startModel } from "../support/harness.js";
+import { describe, expect, it } from "vitest";
 import {
   bash,
-  cleanupHostileDirs,
   describeOutcome,
   editFile,
   finish,
@@ -19,16 +16,10 @@ import {
   runHostile,
   treeSnapshot,
   writeFile,
+  useHostileModelServer,
 } from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 const tag = () => crypto.randomBytes(4).toString("hex");
 

@@ -8,33 +8,25 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { reapContainers, reapRunDirs } from "../../src/docker/reaper.js";
 import type { RunPlan } from "../../src/run/run-plan.js";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, docker, lastToolResult, modelsFor, startModel } from "../support/harness.js";
+import { containersOfRuns, docker, lastToolResult, modelsFor } from "../support/harness.js";
 import {
   bash,
-  cleanupHostileDirs,
   describeOutcome,
   finish,
   hostileWorkspace,
   runHostile,
   spawnController,
   type SpawnedController,
+  useHostileModelServer,
 } from "../support/hostile-model.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = path.join(REPO_ROOT, "src/cli/main.ts");
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 /** Polls `check` every 250 ms until it returns true or `limitMs` passes; returns the last answer. */
 async function eventually(check: () => Promise<boolean>, limitMs: number): Promise<boolean> {

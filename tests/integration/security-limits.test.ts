@@ -1,28 +1,20 @@
 // Resource exhaustion: every limit of the policy holds against a hostile tool or model, the
 // run fails with a SandboxRunError that names the limit, and the controller's own memory stays
 // bounded whatever the sandbox prints. Small custom limits keep these runs quick.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, startModel } from "../support/harness.js";
+import { describe, expect, it } from "vitest";
+import { containersOfRuns } from "../support/harness.js";
 import {
   bash,
-  cleanupHostileDirs,
   describeOutcome,
   finish,
   hostilePolicy,
   hostileWorkspace,
   runHostile,
   spawnController,
+  useHostileModelServer,
 } from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 /** Forks children until the kernel refuses, without bash's fork retries; kills them after. */
 const FORK_UNTIL_REFUSED = `perl -e 'my @k; while (@k < 1000) { my $p = fork; if (!defined $p) { print "refused-after=", scalar(@k), " $!\\n"; last } if ($p == 0) { sleep 60; exit 0 } push @k, $p } print "forked=", scalar(@k), "\\n"; kill "KILL", @k; waitpid($_, 0) for @k;'`;

@@ -5,19 +5,16 @@
 import dgram from "node:dgram";
 import net from "node:net";
 import os from "node:os";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { startModel } from "../support/harness.js";
-import { bash, cleanupHostileDirs, describeOutcome, finish, runHostile } from "../support/hostile-model.js";
+import { describe, expect, it } from "vitest";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 /** An address of this host that a container on Docker's default bridge could reach. */
 function hostAddress(): string {

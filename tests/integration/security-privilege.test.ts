@@ -3,19 +3,17 @@
 // the privileged operations a breakout starts with (mount, unshare, ptrace of another process,
 // raw sockets) fail.
 import { spawn } from "node:child_process";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { startModel } from "../support/harness.js";
-import { bash, cleanupHostileDirs, describeOutcome, finish, hostilePolicy, runHostile } from "../support/hostile-model.js";
+import { describe, expect, it } from "vitest";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  hostilePolicy,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 /** Lines `name=value` printed by a probe script, as a map. */
 function probes(output: string): Record<string, string> {

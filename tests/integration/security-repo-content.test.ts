@@ -5,28 +5,19 @@
 // system prompt and tool list in the scripted model server's recorded request.
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { startModel } from "../support/harness.js";
+import { describe, expect, it } from "vitest";
 import {
   bash,
-  cleanupHostileDirs,
   describeOutcome,
   finish,
   hostileWorkspace,
   runHostile,
   systemPromptOf,
   toolNamesOf,
+  useHostileModelServer,
 } from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 /** An extension that leaves a marker in the workspace and registers a tool of its own. */
 const evilExtension = (marker: string) => `

@@ -5,19 +5,19 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { SECRET_KEY, startModel } from "../support/harness.js";
-import { bash, cleanupHostileDirs, describeOutcome, finish, hostileWorkspace, readFile, runHostile } from "../support/hostile-model.js";
+import { describe, expect, it } from "vitest";
+import { SECRET_KEY } from "../support/harness.js";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  hostileWorkspace,
+  readFile,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
-let server: ScriptedModelServer;
-beforeAll(async () => {
-  server = await startModel();
-});
-afterAll(async () => {
-  await server.close();
-  cleanupHostileDirs();
-});
+const server = useHostileModelServer();
 
 describe.concurrent("secrets", () => {
   it("host files outside the roots (the caller's home, a world-readable directory, /root, /etc/shadow) are not readable", async () => {

@@ -19,7 +19,8 @@ import type { RunEvent } from "../../src/run/run-events.js";
 import type { RunPlan } from "../../src/run/run-plan.js";
 import type { RecordedRequest, Script, ScriptStep, ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
-import { modelsFor } from "./harness.js";
+import { afterAll, beforeAll } from "vitest";
+import { modelsFor, startModel } from "./harness.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");
@@ -274,5 +275,34 @@ export function spawnController(
     done: find<ControllerDone>((r) => r.kind === "done", "a done record"),
     exited,
     stderr: () => stderr,
+  };
+}
+
+/**
+ * The scripted model server of one test file: started before its tests, closed after them
+ * (with the file's hostile workspaces). Usable at module level; its members reach the live server.
+ */
+export function useHostileModelServer(): ScriptedModelServer {
+  let current: ScriptedModelServer | undefined;
+  beforeAll(async () => {
+    current = await startModel();
+  });
+  afterAll(async () => {
+    await current?.close();
+    cleanupHostileDirs();
+  });
+  const live = () => {
+    if (!current) throw new Error("the scripted model server starts in beforeAll");
+    return current;
+  };
+  return {
+    get baseUrl() {
+      return live().baseUrl;
+    },
+    get requests() {
+      return live().requests;
+    },
+    setScript: (modelId, script) => live().setScript(modelId, script),
+    close: () => live().close(),
   };
 }
