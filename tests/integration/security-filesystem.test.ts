@@ -12,6 +12,7 @@ import {
   describeOutcome,
   editFile,
   finish,
+  hostTmp,
   hostileWorkspace,
   runHostile,
   treeSnapshot,
@@ -105,7 +106,7 @@ describe.concurrent("filesystem escape", () => {
     const before = treeSnapshot(outside);
     const ws = hostileWorkspace({ "a.txt": "a\n" });
     const up = "../".repeat(ws.split("/").length);
-    const hostEscapes = [path.join(os.tmpdir(), `sandbox-run-escape-proc-root-${id}`), path.join(os.tmpdir(), `sandbox-run-escape-proc-cwd-${id}`)];
+    const hostEscapes = [path.join(hostTmp(), `sandbox-run-escape-proc-root-${id}`), path.join(hostTmp(), `sandbox-run-escape-proc-cwd-${id}`)];
     const outcome = await runHostile(
       server,
       [

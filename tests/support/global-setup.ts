@@ -1,5 +1,8 @@
 // Runs once before all test files: makes sure the Docker engine answers and the runner image
 // exists (building it if needed). On CI a missing engine fails the run; it is never a skip.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import type { TestProject } from "vitest/node";
 import { createDockerClient, pingDocker } from "../../src/docker/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
@@ -14,7 +17,15 @@ declare module "vitest" {
   }
 }
 
-export default async function setup(project: TestProject): Promise<void> {
+export default async function setup(project: TestProject): Promise<() => void> {
+  // Everything the tests create under os.tmpdir() (workspaces, run folders, records) lands in one
+  // folder of this test run, removed at the end: nothing is left in /tmp. Workers inherit TMPDIR.
+  const hostTmp = os.tmpdir();
+  const testTmp = fs.mkdtempSync(path.join(hostTmp, "sandbox-run-tests-"));
+  process.env.TMPDIR = testTmp;
+  // The adversarial tests need sibling folders directly in the host's temp dir (see hostile-model.ts).
+  process.env.SANDBOX_RUN_TESTS_HOST_TMP = hostTmp;
+  const teardown = () => fs.rmSync(testTmp, { recursive: true, force: true });
   const docker = createDockerClient();
   const tag = runnerImageSpec().tag;
   try {
@@ -25,7 +36,7 @@ export default async function setup(project: TestProject): Promise<void> {
     project.provide("dockerAvailable", false);
     project.provide("runnerImage", tag);
     project.provide("runscAvailable", false);
-    return;
+    return teardown;
   }
   try {
     await docker.getImage(tag).inspect();
@@ -39,4 +50,5 @@ export default async function setup(project: TestProject): Promise<void> {
   project.provide("dockerAvailable", true);
   project.provide("runnerImage", tag);
   project.provide("runscAvailable", runsc);
+  return teardown;
 }

@@ -157,9 +157,17 @@ export function toolNamesOf(outcome: HostileOutcome): string[] {
 
 const made: string[] = [];
 
+/**
+ * The host's own temp dir, not the test run's TMPDIR: escape tests rely on the workspace and the
+ * "outside" folders being siblings right under it, so a write to an outside path inside the
+ * sandbox lands in the sandbox's empty /tmp tmpfs (nested under TMPDIR, the shared parent would
+ * be a root-owned mountpoint there and the write would fail for another reason).
+ */
+export const hostTmp = (): string => process.env.SANDBOX_RUN_TESTS_HOST_TMP ?? os.tmpdir();
+
 /** A throw-away directory (workspace or "host" directory outside the roots), removed by cleanupHostileDirs. */
 export function hostileWorkspace(files: Record<string, string> = {}, prefix = "sandbox-run-hostile-"): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(hostTmp(), prefix));
   made.push(dir);
   for (const [name, content] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
