@@ -11,7 +11,7 @@
 // are compared by metadata only: hashing them on every run would cost seconds for nothing.
 import crypto from "node:crypto";
 import type { Dirent, Stats } from "node:fs";
-import fs from "node:fs/promises";
+import fsSync from "node:fs";
 import path from "node:path";
 
 export interface EntryState {
@@ -52,48 +52,51 @@ export function defaultSkipHash(relativePath: string): boolean {
 }
 
 /** How many files are hashed or stat'ed at once. */
-const PARALLEL = 16;
+/** Entries handled between yields to the event loop (~1-2 ms of work). */
+const YIELD_EVERY = 256;
 
 export async function takeSnapshot(root: string, options: SnapshotOptions = {}): Promise<Snapshot> {
   const hashMaxBytes = options.hashMaxBytes ?? DEFAULT_HASH_MAX_BYTES;
   const skipHash = options.skipHash ?? defaultSkipHash;
   const snapshot: Snapshot = new Map();
   const directories = [""];
+  let sinceYield = 0;
   while (directories.length > 0) {
     const dir = directories.pop()!;
     let entries: Dirent[];
     try {
-      entries = await fs.readdir(path.join(root, dir), { withFileTypes: true });
+      entries = fsSync.readdirSync(path.join(root, dir), { withFileTypes: true });
     } catch {
       continue; // gone or unreadable: nothing we can compare
     }
-    const files: string[] = [];
     for (const entry of entries) {
       const rel = dir ? `${dir}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) directories.push(rel);
-      else files.push(rel);
-    }
-    for (let i = 0; i < files.length; i += PARALLEL) {
-      await Promise.all(
-        files.slice(i, i + PARALLEL).map(async (rel) => {
-          const state = await entryState(root, rel, { hashMaxBytes, skipHash, previous: options.previous?.get(rel) });
-          if (state) snapshot.set(rel, state);
-        }),
-      );
+      if (entry.isDirectory()) {
+        directories.push(rel);
+        continue;
+      }
+      const state = entryState(root, rel, { hashMaxBytes, skipHash, previous: options.previous?.get(rel) });
+      if (state) snapshot.set(rel, state);
+      // Synchronous calls are several times cheaper than promise-based ones per file; yielding
+      // now and then keeps other runs in this process (their event streams) flowing.
+      if (++sinceYield >= YIELD_EVERY) {
+        sinceYield = 0;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
     }
   }
   return snapshot;
 }
 
-async function entryState(
+function entryState(
   root: string,
   rel: string,
   options: { hashMaxBytes: number; skipHash: (rel: string) => boolean; previous?: EntryState },
-): Promise<EntryState | undefined> {
+): EntryState | undefined {
   const absolute = path.join(root, rel);
   let stat: Stats;
   try {
-    stat = await fs.lstat(absolute);
+    stat = fsSync.lstatSync(absolute);
   } catch {
     return undefined;
   }
@@ -104,18 +107,24 @@ async function entryState(
   if (prev && prev.hash !== undefined && sameMetadata(prev, state)) {
     state.hash = prev.hash; // untouched since the first pass: no need to read it again
   } else if (kind === "symlink") {
-    state.hash = await fs.readlink(absolute).catch(() => undefined);
+    state.hash = tryOrUndefined(() => fsSync.readlinkSync(absolute));
   } else if (kind === "file" && stat.size <= options.hashMaxBytes && !options.skipHash(rel)) {
-    state.hash = await hashFile(absolute);
+    state.hash = hashFile(absolute);
   }
   return state;
 }
 
-function hashFile(file: string): Promise<string | undefined> {
-  return fs
-    .readFile(file)
-    .then((data) => crypto.createHash("sha256").update(data).digest("hex"))
-    .catch(() => undefined); // unreadable for this user: metadata decides
+function tryOrUndefined<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch {
+    return undefined;
+  }
+}
+
+function hashFile(file: string): string | undefined {
+  // Unreadable for this user: metadata decides.
+  return tryOrUndefined(() => crypto.createHash("sha256").update(fsSync.readFileSync(file)).digest("hex"));
 }
 
 function sameMetadata(a: EntryState, b: EntryState): boolean {
