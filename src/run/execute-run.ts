@@ -223,7 +223,9 @@ async function supervise(
       tripOnce({ code: "limit", limit: "line", message: `Pi wrote an event line of ${bytes} bytes, over the ${limits.maxLineMb} MiB line limit.` }),
   });
 
-  const streams = await container.attach();
+  const streams = await container.attach().catch((error: unknown) => {
+    throw createFailed(error, plan, "start");
+  });
   const stdoutDone = new Promise<void>((resolve) => {
     streams.stdout.on("data", (chunk: Buffer) => {
       outputBytes += chunk.length;
@@ -253,7 +255,9 @@ async function supervise(
   );
 
   try {
-    await container.start();
+    await container.start().catch((error: unknown) => {
+      throw createFailed(error, plan, "start");
+    });
     timeline.sandbox("container.started", { containerId: container.id });
     streams.stdin.end(run.prompt);
     if (signal?.aborted) onAbort();
@@ -392,7 +396,8 @@ function protectedPathsChanged(
   );
 }
 
-function createFailed(error: unknown, plan: RunPlan): SandboxRunError {
+function createFailed(error: unknown, plan: RunPlan, step: "create" | "start" = "create"): SandboxRunError {
+  if (error instanceof SandboxRunError) return error;
   const message = (error as Error)?.message ?? String(error);
   if (/unknown or invalid runtime|runtime.*not found/i.test(message)) {
     return new SandboxRunError("docker-unavailable", `The container runtime "${plan.runtime}" is not registered with Docker.`, {
@@ -406,7 +411,10 @@ function createFailed(error: unknown, plan: RunPlan): SandboxRunError {
       cause: error,
     });
   }
-  return new SandboxRunError("docker-unavailable", `Docker could not create the container: ${message}`, { cause: error });
+  return new SandboxRunError("docker-unavailable", `Docker could not ${step} the container: ${message}`, {
+    hint: "`sandbox-run doctor` checks the engine, the runtimes and the image.",
+    cause: error,
+  });
 }
 
 function delay(ms: number): Promise<void> {
