@@ -1,0 +1,78 @@
+// --json and --record keep their shape when the run fails: the envelope says ok:false with the
+// error's code and the CLI's exit code, and the record holds error.json instead of result.json.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+
+const mainJs = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [mainJs, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d));
+    child.stderr.on("data", (d: Buffer) => (stderr += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () => {
+  let server: ScriptedModelServer;
+  let modelsFile: string;
+
+  beforeAll(async () => {
+    server = await startModel({
+      down: [{ httpStatus: 400, body: "model scripted/down does not exist" }],
+      turns: (_request, turn) => ({ toolCalls: [{ name: "bash", arguments: { command: `echo turn ${turn}` } }] }),
+    });
+    modelsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-models-")), "models.json");
+    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["down", "turns"])));
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("a model error: exit 1, an ok:false envelope with the error, and a record with error.json", async () => {
+    const ws = makeWorkspace({ "a.txt": "a\n" });
+    const record = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rec-")), "record");
+    const run = await cli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/down", "--json", "--record", record, "go"]);
+
+    expect(run.code).toBe(1);
+    const envelope = JSON.parse(run.stdout);
+    expect(envelope).toMatchObject({ ok: false, result: null, exitCode: 1, model: "scripted/down" });
+    expect(envelope.error.code).toBe("model-error");
+    expect(envelope.error.message).toContain("model scripted/down does not exist");
+    expect(run.stderr).toContain("The model provider failed");
+
+    expect(fs.existsSync(path.join(record, "result.json"))).toBe(false);
+    const error = JSON.parse(fs.readFileSync(path.join(record, "error.json"), "utf8"));
+    expect(error.code).toBe("model-error");
+    const meta = JSON.parse(fs.readFileSync(path.join(record, "meta.json"), "utf8"));
+    expect(meta).toMatchObject({ ok: false, exitCode: 1 });
+    const events = fs.readFileSync(path.join(record, "events.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(events.at(-1).type).toBe("container.removed");
+    expect(events.some((e) => e.type === "run.failed" && e.data.code === "model-error")).toBe(true);
+    expect(await containersOfRuns([meta.runId])).toEqual([]);
+  });
+
+  it("a turn budget: the run stops, the envelope names the budget", async () => {
+    const ws = makeWorkspace();
+    const run = await cli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/turns", "--max-turns", "2", "--json", "go"]);
+
+    expect(run.code).toBe(1);
+    const envelope = JSON.parse(run.stdout);
+    expect(envelope.ok).toBe(false);
+    expect(envelope.error).toMatchObject({ code: "limit", limit: "turns" });
+    expect(envelope.error.message).toContain("over the budget of 2 turns");
+    // Pi was stopped at the third turn: the model saw at most three requests for this run.
+    expect(server.requests.filter((r) => r.body.model === "turns").length).toBeLessThanOrEqual(3);
+    expect(await containersOfRuns([envelope.runId])).toEqual([]);
+  });
+});
