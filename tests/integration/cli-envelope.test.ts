@@ -1,27 +1,11 @@
 // --json and --record keep their shape when the run fails: the envelope says ok:false with the
 // error's code and the CLI's exit code, and the record holds error.json instead of result.json.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
-
-const mainJs = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
-
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [mainJs, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d));
-    child.stderr.on("data", (d: Buffer) => (stderr += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
 
 describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () => {
   let server: ScriptedModelServer;
@@ -42,9 +26,9 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
   it("a model error: exit 1, an ok:false envelope with the error, and a record with error.json", async () => {
     const ws = makeWorkspace({ "a.txt": "a\n" });
     const record = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rec-")), "record");
-    const run = await cli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/down", "--json", "--record", record, "go"]);
+    const run = await runBuiltCli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/down", "--json", "--record", record, "go"]);
 
-    expect(run.code).toBe(1);
+    expect(run.status).toBe(1);
     const envelope = JSON.parse(run.stdout);
     expect(envelope).toMatchObject({ ok: false, result: null, exitCode: 1, model: "scripted/down" });
     expect(envelope.error.code).toBe("model-error");
@@ -64,9 +48,9 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
 
   it("a turn budget: the run stops, the envelope names the budget", async () => {
     const ws = makeWorkspace();
-    const run = await cli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/turns", "--max-turns", "2", "--json", "go"]);
+    const run = await runBuiltCli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/turns", "--max-turns", "2", "--json", "go"]);
 
-    expect(run.code).toBe(1);
+    expect(run.status).toBe(1);
     const envelope = JSON.parse(run.stdout);
     expect(envelope.ok).toBe(false);
     expect(envelope.error).toMatchObject({ code: "limit", limit: "turns" });

@@ -1,13 +1,13 @@
 // Every recipe in examples/ is exercised against the scripted model: the review prompt and
 // schema through the CLI, the exact command of the GitHub Actions workflow, and the library
 // example through bindAgent().
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, runProcess, startModel } from "../support/harness.js";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 const cli = path.join(repoRoot, "dist/cli/main.js");
@@ -16,19 +16,6 @@ const reviewResult = {
   summary: "The change adds a network call to the build script.",
   risks: [{ file: "build.sh", severity: "high", note: "curl | sh from an unpinned URL" }],
 };
-
-/** Runs a command without blocking this process: the scripted model answers from here. */
-function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d));
-    child.stderr.on("data", (d: Buffer) => (stderr += d));
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 /** A git checkout with one commit on top of another, like a pull request. */
 function pullRequestCheckout(): string {
@@ -64,7 +51,7 @@ describe.skipIf(!dockerAvailable())("examples", () => {
   it("review-pr: the prompt and schema give a validated review through the CLI, with a record", async () => {
     const checkout = pullRequestCheckout();
     const record = path.join(checkout, "..", `${path.basename(checkout)}-record`);
-    const result = await run(
+    const result = await runProcess(
       process.execPath,
       [cli, "--sandbox", "read-only", "--schema", "examples/review-pr/review.schema.json", "--models", modelsFile,
         "--model", "scripted/review", "--record", record, "--json", fs.readFileSync(path.join(checkout, "examples/review-pr/prompt.md"), "utf8")],
@@ -99,7 +86,7 @@ describe.skipIf(!dockerAvailable())("examples", () => {
     const checkout = pullRequestCheckout();
     const bin = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-bin-"));
     fs.writeFileSync(path.join(bin, "sandbox-run"), `#!/bin/sh\nexec "${process.execPath}" "${cli}" "$@"\n`, { mode: 0o755 });
-    const result = await run("bash", ["-c", command], {
+    const result = await runProcess("bash", ["-c", command], {
       cwd: checkout,
       env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ANTHROPIC_API_KEY: "unused-by-the-scripted-model" },
     });

@@ -2,33 +2,19 @@
 // lines and exit 2 before anything starts; the shipped example is valid and is the one the docs
 // show; the docs' field reference is the one the schema generates; --dry-run shows what the
 // allow-list, the CA bundle and protected directories add to the plan.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { DOCS_FILE, withReference } from "../../scripts/policy-reference.js";
-import { makeWorkspace } from "../support/harness.js";
+import { makeWorkspace, runBuiltCli, type ProcessResult } from "../support/harness.js";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
-const cli = path.join(repoRoot, "dist/cli/main.js");
 const examplePolicy = path.join(repoRoot, "policies/examples/npm-install.json");
 
-function runCli(args: string[], cwd: string, env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cli, ...args], {
-      cwd,
-      // An engine that cannot be reached: a usage error must come before any engine contact.
-      env: { ...process.env, DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
+function runCli(args: string[], cwd: string, env: Record<string, string> = {}): Promise<ProcessResult> {
+  // An engine that cannot be reached: a usage error must come before any engine contact.
+  return runBuiltCli(args, { cwd, env: { ...process.env, DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env } });
 }
 
 const badPolicy = {

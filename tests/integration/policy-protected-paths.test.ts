@@ -2,7 +2,7 @@
 // (protectedPaths .git/hooks/**, .github/workflows/**, .pi/**): what a normal run reports,
 // the read-only mount over an existing protected directory, and the post-run check that fails
 // the run (result withheld) when a protected path changes anyway.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,25 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { SandboxRunError } from "../../src/errors.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import { containersOfRuns, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
 
-const cli = path.resolve(import.meta.dirname, "../../dist/cli/main.js");
 const examplePolicy = path.resolve(import.meta.dirname, "../../policies/examples/npm-install.json");
 const CI_YML = "on: push\njobs: {}\n";
 const bashThenText = (command: string) => [{ toolCalls: [{ name: "bash", arguments: { command } }] }, { text: "done" }];
-
-/** The built CLI as a child process; asynchronous, because the scripted model lives in this process. */
-function runCli(args: string[], cwd: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cli, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
   let server: ScriptedModelServer;
@@ -104,7 +90,7 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
 
   it("through the CLI: creating a protected file exits 1 with the path on stderr and nothing on stdout", async () => {
     const cwd = makeWorkspace({ "src/index.ts": "x" });
-    const run = await runCli(["--models", modelsFile, "--model", "scripted/create", "--quiet", "add CI"], cwd);
+    const run = await runBuiltCli(["--models", modelsFile, "--model", "scripted/create", "--quiet", "add CI"], { cwd });
     expect(run.status).toBe(1);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain("sandbox-run: The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (created).");

@@ -1,8 +1,10 @@
 // Shared pieces of the integration tests: a scripted model server, a models.json that
 // points at it, throw-away workspaces, and a check that no container of a run survives.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
 import { createDockerClient } from "../../src/docker/docker-engine.js";
 import { LABEL_RUN_ID } from "../../src/docker/labels.js";
@@ -83,4 +85,31 @@ export function lastToolResult(server: ScriptedModelServer, model: string): stri
   if (typeof content === "string") return content;
   if (Array.isArray(content)) return content.map((c: { text?: string }) => c.text ?? "").join("");
   return "";
+}
+
+export interface ProcessResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command without blocking this process (the scripted model answers from here). */
+export function runProcess(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ProcessResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/** The built CLI (dist/cli/main.js, made by `npm run build`). */
+export const builtCli = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+
+/** Runs the built CLI as a child process. */
+export function runBuiltCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ProcessResult> {
+  return runProcess(process.execPath, [builtCli, ...args], options);
 }
