@@ -5,6 +5,7 @@ import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import type { DockerClient } from "./docker-engine.js";
 import { isGoneError } from "./docker-engine.js";
+import { AttachDemuxer } from "./attach-demux.js";
 
 export interface ContainerStreams {
   stdin: Writable;
@@ -49,8 +50,11 @@ export class SandboxContainer {
     })) as unknown as NodeJS.ReadWriteStream & Readable & Writable;
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    this.docker.modem.demuxStream(stream, stdout, stderr);
-    // demuxStream never ends its outputs; end them when the attach stream ends.
+    const demuxer = new AttachDemuxer(
+      (payload) => stdout.write(payload),
+      (payload) => stderr.write(payload),
+    );
+    stream.on("data", (chunk: Buffer) => demuxer.push(chunk));
     const end = () => {
       stdout.end();
       stderr.end();

@@ -15,15 +15,21 @@ export interface JsonlReaderOptions {
 
 const LF = 0x0a;
 const CR = 0x0d;
+const EMPTY = Buffer.alloc(0);
+/** The scratch buffer starts at this size and is kept between lines up to it. */
+const SCRATCH_KEEP_BYTES = 256 * 1024;
 
 /**
- * Feed it stdout chunks in order. Chunks are held by reference until their line completes,
- * so a caller must not reuse a chunk's memory after push() (Node streams never do).
+ * Feed it stdout chunks in order. A line inside one chunk is decoded straight from it; the
+ * start of a line that continues in a later chunk is copied into a scratch buffer reused from
+ * line to line. So a record costs no Buffer allocation of its own (the host's memory follows
+ * what it keeps, not what the sandbox prints), and a few bytes held from a large chunk never
+ * keep the whole chunk alive.
  */
 export class JsonlReader {
   readonly #options: JsonlReaderOptions;
-  // The unfinished line as slices of the chunks it arrived in; joined once, when its LF comes.
-  #pending: Buffer[] = [];
+  // The unfinished line's bytes are #scratch[0, #pendingBytes).
+  #scratch: Buffer = EMPTY;
   #pendingBytes = 0;
   // Set while discarding an over-long line: its length so far, or -1 when not discarding.
   #droppedBytes = -1;
@@ -60,12 +66,29 @@ export class JsonlReader {
       this.#droppedBytes += tail.length;
     } else if (this.#pendingBytes + tail.length > this.#options.maxLineBytes) {
       this.#droppedBytes = this.#pendingBytes + tail.length;
-      this.#pending = [];
-      this.#pendingBytes = 0;
+      this.#release();
     } else {
-      this.#pending.push(tail);
-      this.#pendingBytes += tail.length;
+      this.#append(tail, 0, tail.length);
     }
+  }
+
+  #append(source: Buffer, start: number, end: number): void {
+    const needed = this.#pendingBytes + (end - start);
+    if (needed > this.#scratch.length) {
+      // Grow by doubling, never past the line limit (a line that needs more is dropped first).
+      const size = Math.max(needed, Math.min(Math.max(this.#scratch.length * 2, SCRATCH_KEEP_BYTES), this.#options.maxLineBytes));
+      const grown = Buffer.allocUnsafe(size);
+      this.#scratch.copy(grown, 0, 0, this.#pendingBytes);
+      this.#scratch = grown;
+    }
+    source.copy(this.#scratch, this.#pendingBytes, start, end);
+    this.#pendingBytes = needed;
+  }
+
+  /** Forgets the unfinished line; a scratch buffer grown for a long line is given back. */
+  #release(): void {
+    this.#pendingBytes = 0;
+    if (this.#scratch.length > SCRATCH_KEEP_BYTES) this.#scratch = EMPTY;
   }
 
   /** The current line ends with chunk[start, end); end is the LF position (or the end of input). */
@@ -77,20 +100,20 @@ export class JsonlReader {
     }
     const length = this.#pendingBytes + (end - start);
     if (length > this.#options.maxLineBytes) {
-      this.#pending = [];
-      this.#pendingBytes = 0;
+      this.#release();
       return this.#options.onOversizeLine(length);
     }
     let line = chunk;
     if (this.#pendingBytes > 0) {
-      this.#pending.push(chunk.subarray(start, end));
-      line = Buffer.concat(this.#pending, length);
+      this.#append(chunk, start, end);
+      line = this.#scratch;
       start = 0;
       end = length;
-      this.#pending = [];
-      this.#pendingBytes = 0;
     }
     if (end > start && line[end - 1] === CR) end--;
-    if (end > start) this.#options.onLine(line.toString("utf8", start, end));
+    const text = end > start ? line.toString("utf8", start, end) : undefined;
+    // Released before onLine so a listener that throws leaves the reader ready for the next line.
+    if (line === this.#scratch) this.#release();
+    if (text !== undefined) this.#options.onLine(text);
   }
 }

@@ -26,9 +26,16 @@ export interface ControllerDone {
   runId?: string;
   error?: { code: string; limit?: string; message: string; name: string };
   maxRssMb: number;
+  /** Peaks of process.memoryUsage() sampled every 20 ms, in MB: where the RSS went, for failure messages. */
+  memoryPeakMb: Record<string, number>;
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+const memoryPeakMb: Record<string, number> = {};
+setInterval(() => {
+  for (const [key, bytes] of Object.entries(process.memoryUsage())) memoryPeakMb[key] = Math.max(memoryPeakMb[key] ?? 0, Math.round(bytes / 1048576));
+}, 20).unref();
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as ControllerSpec;
 const agent = new ContainerPiAgent({ models: spec.models, reapOrphans: false });
@@ -47,7 +54,7 @@ try {
       if (event.source === "sandbox" && report.has(event.type)) print({ kind: "event", runId: event.runId, type: event.type, data: event.data });
     },
   });
-  done = { kind: "done", ok: true, result: details.result, runId, maxRssMb: 0 };
+  done = { kind: "done", ok: true, result: details.result, runId, maxRssMb: 0, memoryPeakMb };
 } catch (error) {
   done = {
     kind: "done",
@@ -57,6 +64,7 @@ try {
       ? { code: error.code, limit: error.limit, message: error.message, name: error.name }
       : { code: "not-a-sandbox-run-error", message: String((error as Error)?.stack ?? error), name: String((error as Error)?.name) },
     maxRssMb: 0,
+    memoryPeakMb,
   };
 }
 done.maxRssMb = process.resourceUsage().maxRSS / 1024;

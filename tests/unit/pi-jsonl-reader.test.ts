@@ -173,4 +173,23 @@ describe("JsonlReader", () => {
     expect(lines).toEqual(buf.toString("utf8").split("\n").filter((l) => l.length > 0));
     expect(lines.map((l) => JSON.parse(l).type).at(-1)).toBe("agent_settled");
   });
+
+  it("copies the unfinished line: a chunk reused after push() does not change it", () => {
+    const lines: string[] = [];
+    const reader = new JsonlReader({ maxLineBytes: 1 << 20, onLine: (l) => lines.push(l), onOversizeLine: () => {} });
+    const chunk = Buffer.alloc(16);
+    chunk.write('{"a":"first');
+    reader.push(chunk.subarray(0, 11));
+    chunk.fill(0x78);
+    reader.push(bytes('"}\n'));
+    expect(lines).toEqual(['{"a":"first"}']);
+  });
+
+  it("reuses its scratch space: long lines spanning chunks, one after another, each come out whole", () => {
+    const records = [300_000, 10, 70_000, 5, 300_000].map((n, i) => `{"i":${i},"pad":"${"x".repeat(n)}"}`);
+    const buf = bytes(records.join("\n") + "\n");
+    const chunks: Buffer[] = [];
+    for (let i = 0; i < buf.length; i += 65_536) chunks.push(buf.subarray(i, i + 65_536));
+    expect(collect(chunks).lines).toEqual(records);
+  });
 });
