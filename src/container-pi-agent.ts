@@ -24,6 +24,11 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   onEvent?: RunEventListener;
   /** Remove containers whose controller died before the first run (default true). */
   reapOrphans?: boolean;
+  /**
+   * The host environment the layers start from (provider keys, SANDBOX_RUN_MODEL); the
+   * constructor's and each run's `env` go on top. Defaults to process.env.
+   */
+  hostEnv?: Record<string, string | undefined>;
 }
 
 export interface RunCallOptions extends RunOptions {
@@ -54,7 +59,7 @@ export class ContainerPiAgent implements Agent {
   /** Like run(), with the run's id, usage, duration, image and container id. */
   async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
     // Input errors and an aborted signal fail before any container (or engine call) exists.
-    const resolved = resolveRun(prompt, this.config, options);
+    const resolved = resolveRun(prompt, this.config, options, this.config.hostEnv ?? process.env);
     options.signal?.throwIfAborted();
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.

@@ -164,6 +164,7 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
   signals?.on("SIGTERM", onTerm);
 
   const agent = new ContainerPiAgent({
+    hostEnv: io.env,
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
@@ -268,7 +269,7 @@ function reportError(error: unknown, io: CliIo): number {
   const message = (error as Error)?.message ?? String(error);
   io.stderr(`sandbox-run: unexpected error: ${message}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
-  if (process.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
+  if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
   return EXIT.agentFailed;
 }
 

@@ -107,6 +107,16 @@ describe("usage errors", () => {
   });
 });
 
+describe("the CLI's environment", () => {
+  // process.env has no SANDBOX_RUN_MODEL here (see beforeAll): a model found comes from the io.
+  it("a run takes the model from the environment the CLI was given, not from process.env", async () => {
+    const result = await cli(["--models", modelsFile, "--cwd", ws, "--quiet", "--no-build", "task"], { env: { SANDBOX_RUN_MODEL: "scripted/x" } });
+    expect(result.stderr).not.toMatch(/No model was given/);
+    expect(result.stderr).toMatch(/^sandbox-run: Docker is not reachable/);
+    expect(engineConnections).toBeGreaterThan(0);
+  });
+});
+
 describe("policy show", () => {
   it("prints a built-in policy as JSON on stdout", async () => {
     const result = await cli(["policy", "show", "read-only"]);
