@@ -45,7 +45,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
     .option("--cwd <dir>", "workspace directory (default: the current directory)")
     .option("--sandbox <mode>", "read-only | workspace-write | danger-full-access (default workspace-write)")
-    .option("--policy <name|file>", "a built-in policy name or a policy JSON file (overrides --sandbox)")
+    .option("--policy <name|file>", "a built-in policy name or a policy file, JSON or YAML (overrides --sandbox)")
     .option("--writable <dir>", "extra writable directory (repeatable)", collect)
     .option("--model <provider/id>", "model to use (or set SANDBOX_RUN_MODEL)")
     .option("--models <file>", "Pi models.json with custom providers (keys stay on the host)")

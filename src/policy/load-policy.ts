@@ -1,8 +1,10 @@
 // Finds a policy by built-in name or file path and validates it, reporting mistakes as
-// `path: message` lines so a user can fix their file without reading our source.
+// `path: message` lines so a user can fix their file without reading our source. User files
+// are JSON, or YAML when named *.yaml / *.yml (for comments next to a policy's choices).
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
 import { policySchema, type Policy } from "./policy-schema.js";
@@ -16,16 +18,16 @@ export function isBuiltInPolicy(name: string): name is BuiltInPolicyName {
   return (BUILT_IN_POLICIES as readonly string[]).includes(name);
 }
 
-/** Loads a built-in policy by name, or a user policy from a JSON file. */
+/** Loads a built-in policy by name, or a user policy from a JSON or YAML file. */
 export function loadPolicy(nameOrFile: string): Policy {
   if (isBuiltInPolicy(nameOrFile)) return parsePolicy(readJson(path.join(policiesDir, `${nameOrFile}.json`)), nameOrFile);
   if (!fs.existsSync(nameOrFile)) {
     throw usageError(
       `Policy "${nameOrFile}" is neither a built-in policy nor an existing file.`,
-      `Use one of ${BUILT_IN_POLICIES.join(", ")}, or pass the path of a policy JSON file.`,
+      `Use one of ${BUILT_IN_POLICIES.join(", ")}, or pass the path of a policy file (.json, .yaml or .yml).`,
     );
   }
-  return parsePolicy(readJson(nameOrFile), nameOrFile);
+  return parsePolicy(/\.ya?ml$/i.test(nameOrFile) ? readYaml(nameOrFile) : readJson(nameOrFile), nameOrFile);
 }
 
 export function parsePolicy(value: unknown, source: string): Policy {
@@ -41,11 +43,33 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`).join("\n");
 }
 
+function readPolicyFile(file: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === "EISDIR" ? "it is a folder" : (error as Error).message;
+    throw usageError(`Cannot read the policy file ${file}: ${reason}.`, "Pass the path of a readable policy file.");
+  }
+}
+
 function readJson(file: string): unknown {
-  const text = fs.readFileSync(file, "utf8");
+  const text = readPolicyFile(file);
   try {
     return JSON.parse(text);
   } catch (error) {
     throw usageError(`Policy file ${file} is not valid JSON: ${(error as Error).message}`, "Check the file's syntax.");
+  }
+}
+
+function readYaml(file: string): unknown {
+  // YAML 1.2 core schema: no custom tags and no `<<` merge keys; duplicate keys are errors
+  // (JSON.parse would silently keep the last one, YAML users expect to be told).
+  const doc = parseDocument(readPolicyFile(file), { uniqueKeys: true, prettyErrors: true });
+  const error = doc.errors[0];
+  if (error) throw usageError(`Policy file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`, "Check the file's syntax at that line.");
+  try {
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    throw usageError(`Policy file ${file} could not be read as YAML: ${(e as Error).message}`, "Check the file's syntax.");
   }
 }

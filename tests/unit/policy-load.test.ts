@@ -4,6 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { stringify as toYaml } from "yaml";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { BUILT_IN_POLICIES, loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 
@@ -59,6 +60,13 @@ describe("built-in policies", () => {
     const file = writePolicy("ok.json", { ...valid(), name: "mine", limits: { ...valid().limits, pids: 64 } });
     expect(loadPolicy(file)).toMatchObject({ name: "mine", limits: { pids: 64 } });
   });
+
+  it("a YAML file (.yaml or .yml), comments included, loads to the same policy as its JSON", () => {
+    const example = path.join(import.meta.dirname, "../../policies/examples/npm-install.json");
+    const yaml = `# npm install, and nothing else on the network\n${toYaml(JSON.parse(fs.readFileSync(example, "utf8")))}`;
+    expect(loadPolicy(writePolicy("npm.yaml", yaml))).toEqual(loadPolicy(example));
+    expect(loadPolicy(writePolicy("npm.YML", yaml))).toEqual(loadPolicy(example));
+  });
 });
 
 describe("user policy files with mistakes", () => {
@@ -107,6 +115,19 @@ describe("user policy files with mistakes", () => {
     ]);
     expect(lines({ ...valid(), network: "none", allowedDomains: ["example.com"] })).toEqual(['allowedDomains: is only used with network "allowlist"']);
     expect(lines({ ...valid(), workspace: "read-only", tools: ["read", "write"] })).toEqual(["tools: edit/write make no sense on a read-only workspace"]);
+  });
+
+  it("reports YAML mistakes: bad syntax with its line, duplicate keys, and schema errors as path: message", () => {
+    const syntax = loadError(writePolicy("syntax.yaml", "name: mine\ntools: [read, bash\nnetwork: none\n"));
+    expect(syntax.shortMessage).toMatch(/^Policy file .*syntax\.yaml is not valid YAML: .* at line 3, column 1:?$/);
+    const duplicate = loadError(writePolicy("dup.yml", toYaml(valid()) + "network: allowlist\n"));
+    expect(duplicate.shortMessage).toMatch(/is not valid YAML: Map keys must be unique at line \d+/);
+    const schema = loadError(writePolicy("schema.yaml", toYaml({ ...valid(), limits: { ...valid().limits, pids: "lots" } })));
+    expect(issueLines(schema)).toEqual([expect.stringMatching(/^limits\.pids: /)]);
+  });
+
+  it("a folder given as the policy file is a usage error, not a crash", () => {
+    expect(loadError(dir).shortMessage).toBe(`Cannot read the policy file ${dir}: it is a folder.`);
   });
 
   it("reports a file that is not JSON, and a name that is neither built-in nor a file", () => {
