@@ -10,7 +10,9 @@ export function createDockerClient(): DockerClient {
   return new Docker();
 }
 
+/** Checks that the engine is on this machine (see assertLocalEngine), then that it answers. */
 export async function pingDocker(docker: DockerClient, signal?: AbortSignal): Promise<void> {
+  assertLocalEngine(docker);
   try {
     await docker.ping({ abortSignal: signal } as never);
   } catch (error) {
@@ -28,6 +30,25 @@ export function dockerUnavailable(cause: unknown): SandboxRunError {
       "`sudo apt-get install docker.io` installs it on Debian), or point DOCKER_HOST at a running one. " +
       "`sandbox-run doctor` checks the set-up.",
     cause,
+  });
+}
+
+/**
+ * A run bind-mounts host paths (the workspace, the roots, the gateway's unix socket): on an
+ * engine on another machine the same paths would name that machine's files, or nothing. So an
+ * ssh:// engine, or tcp:// to anything but loopback, is refused before any request is made.
+ */
+export function assertLocalEngine(docker: DockerClient): void {
+  const modem = docker.modem as { socketPath?: unknown; host?: string; port?: number; protocol?: string };
+  if (modem.socketPath) return;
+  const host = (modem.host ?? "").replace(/^\[|\]$/g, "");
+  const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+  if (loopback && modem.protocol !== "ssh") return;
+  const where = `${modem.protocol ?? "tcp"}://${modem.host ?? ""}${modem.port ? `:${modem.port}` : ""}`;
+  throw new SandboxRunError("docker-unavailable", `The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`, {
+    hint:
+      "A run mounts the workspace and the model gateway's socket from this machine, which a remote engine cannot see. " +
+      "Run sandbox-run on the engine's machine, or unset DOCKER_HOST to use the local engine.",
   });
 }
 
