@@ -38,7 +38,8 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .description("Run the Pi coding agent in a disposable, hardened container")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
-    .showSuggestionAfterError();
+    .showSuggestionAfterError()
+    .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
 
   program
     .argument("[prompt...]", "the task (read from stdin when omitted)")
@@ -199,6 +200,12 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
     signals?.off("SIGTERM", onTerm);
     if (events) await new Promise<void>((resolve) => events.end(resolve));
   }
+}
+
+function versionLine(): string {
+  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  const image = runnerImageSpec();
+  return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
 }
 
 /** Opens the --events file now, so a bad path is a usage error before anything starts. */

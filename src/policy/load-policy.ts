@@ -3,8 +3,8 @@
 // are JSON, or YAML when named *.yaml / *.yml (for comments next to a policy's choices).
 import fs from "node:fs";
 import path from "node:path";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
 import { policySchema, type Policy } from "./policy-schema.js";
@@ -64,6 +64,8 @@ function readJson(file: string): unknown {
 function readYaml(file: string): unknown {
   // YAML 1.2 core schema: no custom tags and no `<<` merge keys; duplicate keys are errors
   // (JSON.parse would silently keep the last one, YAML users expect to be told).
+  // Loaded on first use: most runs never read YAML, and the CLI's start-up time matters.
+  const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
   const doc = parseDocument(readPolicyFile(file), { uniqueKeys: true, prettyErrors: true });
   const error = doc.errors[0];
   if (error) throw usageError(`Policy file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`, "Check the file's syntax at that line.");

