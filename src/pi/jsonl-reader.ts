@@ -1,16 +1,20 @@
 // Strict JSONL framing for Pi's stdout: records end at an LF byte and nowhere else.
 // readline is wrong here because it also breaks on U+2028/U+2029, which Pi writes raw
 // inside JSON strings. Bytes are decoded only once a line is complete, so a multibyte
-// character split across chunks survives, and a line longer than maxLineBytes is counted
-// and skipped instead of buffered, so a runaway record cannot exhaust host memory.
+// character split across chunks survives, and a line longer than maxLineBytes is reported
+// the moment it passes the limit and then skipped instead of buffered, so a runaway record
+// can neither exhaust host memory nor keep the host reading it.
 
 export interface JsonlReaderOptions {
   /** Longest record kept, counting every byte before the LF (a trailing CR included). */
   maxLineBytes: number;
   /** One record's text: trailing CR stripped, no LF. Empty lines are skipped. */
   onLine(line: string): void;
-  /** Called once per over-long line, when its LF arrives (or at end()), with its full length. */
-  onOversizeLine(byteLength: number): void;
+  /**
+   * Called once per over-long line, as soon as it passes maxLineBytes, with the bytes seen so
+   * far (more than maxLineBytes); the rest of that line, up to its LF, is skipped unseen.
+   */
+  onOversizeLine(bytesSoFar: number): void;
 }
 
 const LF = 0x0a;
@@ -31,8 +35,8 @@ export class JsonlReader {
   // The unfinished line's bytes are #scratch[0, #pendingBytes).
   #scratch: Buffer = EMPTY;
   #pendingBytes = 0;
-  // Set while discarding an over-long line: its length so far, or -1 when not discarding.
-  #droppedBytes = -1;
+  // True while skipping the rest of an over-long line (already reported).
+  #skipping = false;
 
   constructor(options: JsonlReaderOptions) {
     this.#options = options;
@@ -58,15 +62,16 @@ export class JsonlReader {
 
   /** Emit the last line if the stream did not end with an LF. */
   end(): void {
-    if (this.#droppedBytes >= 0 || this.#pendingBytes > 0) this.#finish(Buffer.alloc(0), 0, 0);
+    if (this.#skipping || this.#pendingBytes > 0) this.#finish(EMPTY, 0, 0);
   }
 
   #hold(tail: Buffer): void {
-    if (this.#droppedBytes >= 0) {
-      this.#droppedBytes += tail.length;
-    } else if (this.#pendingBytes + tail.length > this.#options.maxLineBytes) {
-      this.#droppedBytes = this.#pendingBytes + tail.length;
+    if (this.#skipping) return;
+    const length = this.#pendingBytes + tail.length;
+    if (length > this.#options.maxLineBytes) {
+      this.#skipping = true;
       this.#release();
+      this.#options.onOversizeLine(length);
     } else {
       this.#append(tail, 0, tail.length);
     }
@@ -93,10 +98,9 @@ export class JsonlReader {
 
   /** The current line ends with chunk[start, end); end is the LF position (or the end of input). */
   #finish(chunk: Buffer, start: number, end: number): void {
-    if (this.#droppedBytes >= 0) {
-      const total = this.#droppedBytes + (end - start);
-      this.#droppedBytes = -1;
-      return this.#options.onOversizeLine(total);
+    if (this.#skipping) {
+      this.#skipping = false;
+      return;
     }
     const length = this.#pendingBytes + (end - start);
     if (length > this.#options.maxLineBytes) {

@@ -219,8 +219,9 @@ async function supervise(
       timeline.pi(parsed.event);
       checkBudgets(parsed.event.type);
     },
-    onOversizeLine: (bytes) =>
-      tripOnce({ code: "limit", limit: "line", message: `Pi wrote an event line of ${bytes} bytes, over the ${limits.maxLineMb} MiB line limit.` }),
+    // Reported as soon as the line passes the limit: the container is stopped, not read to the end.
+    onOversizeLine: () =>
+      tripOnce({ code: "limit", limit: "line", message: `Pi wrote an event line over the ${limits.maxLineMb} MiB line limit.` }),
   });
 
   const streams = await container.attach().catch((error: unknown) => {

@@ -130,8 +130,10 @@ describe.concurrent("resource exhaustion", () => {
 
 // These two measure the controller's peak RSS, so each runs alone in a child process.
 describe("controller memory", () => {
-  it(`a JSONL line of 300 MB fails the run naming the line limit, and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
-    const controller = spawnController(server, [bash("head -c 300M /dev/zero | tr '\\0' x > /proc/1/fd/1; echo > /proc/1/fd/1; sleep 60"), finish()], {
+  it(`a JSONL line of 300 MB fails the run naming the line limit before the line ends, and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
+    // No LF ever follows, and the sandbox then sleeps past the 60 s timeout: only a line limit
+    // that trips while the line is still arriving ends this run with code "limit".
+    const controller = spawnController(server, [bash("head -c 300M /dev/zero | tr '\\0' x > /proc/1/fd/1; sleep 120"), finish()], {
       cwd: hostileWorkspace(),
       policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
     });

@@ -100,14 +100,15 @@ describe("JsonlReader", () => {
     expect(lines).toEqual(["one", "two"]);
   });
 
-  it("drops an over-long line arriving in small chunks, reports its length once, and keeps reading", () => {
+  it("drops an over-long line arriving in small chunks, reports it once, and keeps reading", () => {
     const long = "x".repeat(1000);
     const input = bytes(`before\n${long}\nafter\n`);
     const chunks: Buffer[] = [];
     for (let i = 0; i < input.length; i += 7) chunks.push(input.subarray(i, i + 7));
     const out = collect(chunks, 100);
     expect(out.lines).toEqual(["before", "after"]);
-    expect(out.oversize).toEqual([1000]);
+    // "before\n" fills the first chunk, so the long line passes 100 bytes in its 15th chunk.
+    expect(out.oversize).toEqual([105]);
   });
 
   it("never buffers more than maxLineBytes of an over-long line", () => {
@@ -123,7 +124,7 @@ describe("JsonlReader", () => {
     }
     expect(largest).toBeLessThanOrEqual(1024);
     reader.push(bytes("\nnext\n"));
-    expect(oversize).toEqual([11_000]);
+    expect(oversize).toEqual([1100]);
     expect(lines).toEqual(["next"]);
     expect(reader.bufferedBytes).toBe(0);
   });
@@ -143,19 +144,21 @@ describe("JsonlReader", () => {
     }
   });
 
-  it("reports an over-long line only when its LF arrives", () => {
+  it("reports an over-long line as soon as it passes the limit, not when (or if) its LF arrives", () => {
     const oversize: number[] = [];
     const lines: string[] = [];
     const reader = new JsonlReader({ maxLineBytes: 10, onLine: (l) => lines.push(l), onOversizeLine: (n) => oversize.push(n) });
-    reader.push(bytes("0123456789abc"));
-    reader.push(bytes("def"));
+    reader.push(bytes("0123456789"));
     expect(oversize).toEqual([]);
+    reader.push(bytes("abc"));
+    expect(oversize).toEqual([13]);
+    reader.push(bytes("def"));
     reader.push(bytes("g\nok\n"));
-    expect(oversize).toEqual([17]);
+    expect(oversize).toEqual([13]);
     expect(lines).toEqual(["ok"]);
   });
 
-  it("reports an unterminated over-long line at end()", () => {
+  it("reports an over-long line that never ends, once", () => {
     const out = collect([bytes("ok\n"), bytes("w".repeat(30)), bytes("w".repeat(30))], 50);
     expect(out.lines).toEqual(["ok"]);
     expect(out.oversize).toEqual([60]);
