@@ -10,7 +10,7 @@ import { buildRunnerImage } from "../image/build-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { RunRecorder } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
-import { loadPolicy } from "../policy/load-policy.js";
+import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import { resolveRun } from "../run/resolve-options.js";
 import type { RunEvent } from "../run/run-events.js";
 import type { CliIo } from "./cli-io.js";
@@ -116,6 +116,15 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     });
 
   const policy = program.command("policy").description("inspect policies");
+  policy
+    .command("list")
+    .description("list the built-in policies and what each is for")
+    .action(() => {
+      const width = Math.max(...BUILT_IN_POLICIES.map((name) => name.length));
+      for (const name of BUILT_IN_POLICIES) {
+        io.stdout(`${name.padEnd(width)}  ${loadPolicy(name).description ?? ""}\n`);
+      }
+    });
   policy
     .command("show <name|file>")
     .description("print the effective policy (built-in name or file)")

@@ -132,6 +132,16 @@ describe("--version", () => {
   });
 });
 
+describe("policy list", () => {
+  it("prints each built-in policy with its description, one per line", async () => {
+    const result = await cli(["policy", "list"]);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split("\n");
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["read-only", "workspace-write", "danger-full-access"]);
+    for (const line of lines) expect(line.endsWith(loadPolicy(line.split(/\s+/)[0]!).description!)).toBe(true);
+  });
+});
+
 describe("policy show", () => {
   it("prints a built-in policy as JSON on stdout", async () => {
     const result = await cli(["policy", "show", "read-only"]);
