@@ -23,7 +23,7 @@ export const limitsSchema = z
     tmpMb: z.number().int().min(1).describe("Size of the /tmp tmpfs in MiB (Pi's bash logs land here)"),
     homeMb: z.number().int().min(1).describe("Size of the home directory tmpfs in MiB (Pi's config dir)"),
     timeoutSeconds: z.number().positive().describe("Wall-clock limit for the whole run, in seconds"),
-    maxOutputMb: z.number().positive().describe("Maximum bytes Pi may write to stdout (the event stream), in MiB"),
+    maxOutputMb: z.number().positive().describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
     maxLineMb: z.number().positive().describe("Maximum size of one JSONL event line, in MiB"),
   })
   .strict();

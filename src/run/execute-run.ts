@@ -227,14 +227,16 @@ async function supervise(
   const streams = await container.attach().catch((error: unknown) => {
     throw createFailed(error, plan, "start");
   });
+  // stdout and stderr share one budget: code in the sandbox can write to /proc/1/fd/1 and /2.
+  const withinOutputLimit = (chunk: Buffer): boolean => {
+    outputBytes += chunk.length;
+    if (outputBytes <= maxOutput) return true;
+    tripOnce({ code: "limit", limit: "output", message: `The sandbox's output passed the ${limits.maxOutputMb} MiB output limit.` });
+    return false;
+  };
   const stdoutDone = new Promise<void>((resolve) => {
     streams.stdout.on("data", (chunk: Buffer) => {
-      outputBytes += chunk.length;
-      if (outputBytes > maxOutput) {
-        tripOnce({ code: "limit", limit: "output", message: `Pi's output passed the ${limits.maxOutputMb} MiB output limit.` });
-        return;
-      }
-      if (!trip) reader.push(chunk);
+      if (withinOutputLimit(chunk) && !trip) reader.push(chunk);
     });
     streams.stdout.on("end", () => {
       reader.end();
@@ -243,7 +245,7 @@ async function supervise(
   });
   const stderrDone = new Promise<void>((resolve) => {
     streams.stderr.on("data", (chunk: Buffer) => {
-      stderrTail = (stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
+      if (withinOutputLimit(chunk)) stderrTail = (stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
     });
     streams.stderr.on("end", resolve);
   });

@@ -100,6 +100,16 @@ describe.concurrent("resource exhaustion", () => {
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });
 
+  it("output written straight to the container's stderr counts against the same limit", async () => {
+    const outcome = await runHostile(server, [bash("yes 'stderr noise' | head -c 64M > /proc/1/fd/2; echo written"), finish()], {
+      policy: hostilePolicy({ limits: { maxOutputMb: 8 } }),
+    });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+    expect(outcome.error?.limit).toBe("output");
+    expect(outcome.error?.shortMessage).toMatch(/8 MiB output limit/);
+    expect(await containersOfRuns([outcome.runId])).toEqual([]);
+  });
+
   it("lines that are not Pi events, written into the stream, stop the run naming the records limit", async () => {
     const outcome = await runHostile(server, [bash("yes 'not a Pi event' | head -c 64M > /proc/1/fd/1; echo written"), finish()], {
       policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
