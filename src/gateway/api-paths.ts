@@ -12,25 +12,31 @@
 interface AllowedRequest {
   method: "GET" | "POST";
   path: string | RegExp;
+  /** Asks the model for output (one per agent turn, and what costs tokens). */
+  generates?: boolean;
 }
 
-const GOOGLE_MODEL_ACTION = /^\/models\/[A-Za-z0-9][A-Za-z0-9._-]*:(?:streamGenerateContent|generateContent|countTokens)$/;
+const GOOGLE_GENERATE = /^\/models\/[A-Za-z0-9][A-Za-z0-9._-]*:(?:streamGenerateContent|generateContent)$/;
+const GOOGLE_COUNT_TOKENS = /^\/models\/[A-Za-z0-9][A-Za-z0-9._-]*:countTokens$/;
 
 const ALLOWED: Record<string, readonly AllowedRequest[]> = {
   "openai-completions": [
-    { method: "POST", path: "/chat/completions" },
+    { method: "POST", path: "/chat/completions", generates: true },
     { method: "GET", path: "/models" },
   ],
   "openai-responses": [
-    { method: "POST", path: "/responses" },
+    { method: "POST", path: "/responses", generates: true },
     { method: "GET", path: "/models" },
   ],
   "anthropic-messages": [
-    { method: "POST", path: "/v1/messages" },
+    { method: "POST", path: "/v1/messages", generates: true },
     { method: "POST", path: "/v1/messages/count_tokens" },
   ],
-  "mistral-conversations": [{ method: "POST", path: "/v1/chat/completions" }],
-  "google-generative-ai": [{ method: "POST", path: GOOGLE_MODEL_ACTION }],
+  "mistral-conversations": [{ method: "POST", path: "/v1/chat/completions", generates: true }],
+  "google-generative-ai": [
+    { method: "POST", path: GOOGLE_GENERATE, generates: true },
+    { method: "POST", path: GOOGLE_COUNT_TOKENS },
+  ],
 };
 
 /** The Pi `api` names the gateway knows how to police. */
@@ -46,9 +52,17 @@ export function isSupportedGatewayApi(api: string): boolean {
  * never match.
  */
 export function isAllowedModelRequest(api: string, method: string, pathname: string): boolean {
+  return findAllowed(api, method, pathname) !== undefined;
+}
+
+/** Whether an allowed request asks the model for output (what a turn budget counts). */
+export function isGenerationRequest(api: string, method: string, pathname: string): boolean {
+  return findAllowed(api, method, pathname)?.generates === true;
+}
+
+function findAllowed(api: string, method: string, pathname: string): AllowedRequest | undefined {
   const allowed = Object.hasOwn(ALLOWED, api) ? ALLOWED[api] : undefined;
-  if (!allowed) return false;
-  return allowed.some(
+  return allowed?.find(
     (entry) =>
       entry.method === method &&
       (typeof entry.path === "string" ? entry.path === pathname : entry.path.test(pathname)),

@@ -20,6 +20,7 @@ import { usageError } from "../errors.js";
 import {
   SUPPORTED_GATEWAY_APIS,
   describeAllowedRequests,
+  isGenerationRequest,
   isAllowedModelRequest,
   isSupportedGatewayApi,
 } from "./api-paths.js";
@@ -56,6 +57,14 @@ export interface ModelGatewayOptions {
   /** Every request, forwarded or refused; never contains secrets. */
   onRequest?(record: GatewayRequestRecord): void;
   onLivenessClosed?(): void;
+  /**
+   * At most this many model responses for the run (requests that ask the model for output and
+   * get a 2xx; failed ones may be retried). One more is refused with 429 before it reaches the
+   * upstream, and onBudgetExceeded is called. Counted here, on the host, so code in the sandbox
+   * that calls the gateway directly (not through Pi) cannot spend past a turn budget.
+   */
+  maxGenerations?: number;
+  onBudgetExceeded?(attempted: number): void;
 }
 
 export interface ModelGateway {
@@ -106,6 +115,9 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   // Default TLS settings: the system CA store plus NODE_EXTRA_CA_CERTS; verification stays on.
   const httpsAgent = new https.Agent({ keepAlive: true });
   let closing = false;
+  // Generation requests that got a 2xx, and those still waiting for the upstream's answer.
+  let generated = 0;
+  let generating = 0;
 
   const report = (record: GatewayRequestRecord) => {
     try {
@@ -186,6 +198,25 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     if (target.origin !== route.base.origin) {
       return refuse(403, "the request would leave the route's upstream origin", route.id);
     }
+    const generation = isGenerationRequest(route.api, method, rest);
+    const budget = options.maxGenerations;
+    if (generation && budget !== undefined && generated + generating >= budget) {
+      try {
+        options.onBudgetExceeded?.(generated + generating + 1);
+      } catch {
+        // ignore observer errors
+      }
+      return refuse(429, `the run's budget of ${budget} model responses is spent`, route.id);
+    }
+    // Settled once: when the upstream's status is known, or when the request fails without one.
+    let counting = generation;
+    if (counting) generating++;
+    const settle = (ok: boolean) => {
+      if (!counting) return;
+      counting = false;
+      generating--;
+      if (ok) generated++;
+    };
     const upstreamUrl = `${target.origin}${target.pathname}`;
     let responseBytes = 0;
     let status = 0;
@@ -216,6 +247,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
 
     upstreamReq.on("response", (upstreamRes) => {
       status = upstreamRes.statusCode ?? 502;
+      settle(status >= 200 && status < 300);
       upstreamRes.on("data", (chunk: Buffer) => {
         responseBytes += chunk.length;
       });
@@ -226,6 +258,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
       upstreamRes.pipe(res);
     });
     upstreamReq.on("error", (error: NodeJS.ErrnoException) => {
+      settle(false);
       if (res.headersSent) {
         res.destroy();
         return;
@@ -238,6 +271,8 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
         errorBody(`sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`),
       );
     });
+    // A request destroyed before any answer (the client left) emits no "error": settle here.
+    upstreamReq.on("close", () => settle(false));
     req.on("error", () => upstreamReq.destroy());
     res.on("close", () => {
       if (!res.writableFinished) upstreamReq.destroy();

@@ -88,10 +88,15 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`);
 
     const routing = run.routing;
+    // The turn budget is also kept by the gateway, where code in the sandbox cannot get around
+    // it; supervise() decides what a refusal does to the run.
+    const budgetTrip: { onExceeded?: (attempted: number) => void } = {};
     const gateway: ModelGateway = await startModelGateway({
       socketPath: path.join(runDir, "gateway.sock"),
       routes: routing.routes,
       onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
+      maxGenerations: run.budgets.maxTurns,
+      onBudgetExceeded: (attempted) => budgetTrip.onExceeded?.(attempted),
     });
     cleanups.push(() => gateway.close());
 
@@ -133,7 +138,7 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     cleanups.push(() => created.remove());
     timeline.sandbox("container.created", { containerId: container.id });
 
-    const settled = await supervise(run, plan, container, timeline, ctx, started).then(
+    const settled = await supervise(run, plan, container, timeline, ctx, started, budgetTrip).then(
       (details) => ({ details }),
       (error: unknown) => ({ error }),
     );
@@ -174,6 +179,7 @@ async function supervise(
   timeline: RunTimeline,
   ctx: ExecuteContext,
   started: number,
+  budgetTrip: { onExceeded?: (attempted: number) => void },
 ): Promise<Omit<RunDetails, "changedFiles">> {
   const signal = ctx.signal;
   const collector = new ResultCollector({ finalToolName: plan.finalToolName });
@@ -192,8 +198,11 @@ async function supervise(
   };
 
   // Budgets are enforced on the host from Pi's own figures: a turn starts, or a message's
-  // usage (with cost) arrives, and the run is stopped as soon as one is exceeded.
+  // usage (with cost) arrives, and the run is stopped as soon as one is exceeded. The gateway
+  // also counts model responses, so calls that bypass Pi stop at the turn budget too.
   const { maxTurns, maxCostUsd } = run.budgets;
+  budgetTrip.onExceeded = (attempted) =>
+    tripOnce({ code: "limit", limit: "turns", message: `The sandbox asked for model response ${attempted}, over the budget of ${maxTurns} turns.` });
   const checkBudgets = (type: string) => {
     if (maxTurns !== undefined && type === "turn_start" && collector.turns > maxTurns) {
       tripOnce({ code: "limit", limit: "turns", message: `The agent started turn ${collector.turns}, over the budget of ${maxTurns} turns.` });

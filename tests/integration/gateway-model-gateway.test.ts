@@ -14,6 +14,7 @@ import {
   type GatewayRequestRecord,
   type GatewayRoute,
   type ModelGateway,
+  type ModelGatewayOptions,
 } from "../../src/gateway/model-gateway.js";
 import { planProviderRouting, SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
 import { startScriptedModelServer, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
@@ -136,7 +137,7 @@ describe("model gateway", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function start(routes: GatewayRoute[], name = "gw.sock"): Promise<ModelGateway> {
+  async function start(routes: GatewayRoute[], name = "gw.sock", extra: Partial<ModelGatewayOptions> = {}): Promise<ModelGateway> {
     const mine: GatewayRequestRecord[] = [];
     records = mine;
     const liveness = { closed: 0 };
@@ -148,6 +149,7 @@ describe("model gateway", () => {
       onLivenessClosed: () => {
         liveness.closed++;
       },
+      ...extra,
     });
     return gateway;
   }
@@ -334,6 +336,49 @@ describe("model gateway", () => {
     await waitFor(() => records.length === 4);
     expect(records.map((r) => r.status)).toEqual([403, 403, 403, 403]);
     expect(records.every((r) => typeof r.refused === "string")).toBe(true);
+  });
+
+  it("keeps a budget of model responses: the one past it is refused with 429 before the upstream", async () => {
+    // Upstream: 500 for a body asking for it (a failed call, which Pi may retry), else 200.
+    let upstreamCalls = 0;
+    const upstream = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        upstreamCalls++;
+        res.writeHead(body.includes("please-fail") ? 500 : 200, { "content-type": "application/json" });
+        res.end("{}");
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const exceeded: number[] = [];
+    try {
+      const route: GatewayRoute = {
+        id: "budget",
+        upstreamBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`,
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${REAL_KEY}` },
+      };
+      const gw = await start([route], "budget.sock", { maxGenerations: 2, onBudgetExceeded: (n) => exceeded.push(n) });
+      const post = (body: string) => request(gw.socketPath, { method: "POST", path: "/budget/chat/completions", headers: { "content-type": "application/json" }, body });
+      expect((await post("please-fail")).status).toBe(500); // not counted
+      expect((await request(gw.socketPath, { path: "/budget/models" })).status).toBe(200); // not a generation
+      expect((await post(chatBody("m"))).status).toBe(200);
+      expect((await post(chatBody("m"))).status).toBe(200);
+      expect(upstreamCalls).toBe(4);
+      const refused = await post(chatBody("m"));
+      expect(refused.status).toBe(429);
+      expect(JSON.parse(refused.body).error.message).toMatch(/budget of 2 model responses is spent/);
+      expect(upstreamCalls).toBe(4);
+      expect(exceeded).toEqual([3]);
+      await waitFor(() => records.some((r) => r.status === 429));
+      expect(records.find((r) => r.status === 429)?.refused).toMatch(/budget of 2 model responses/);
+    } finally {
+      await new Promise<void>((resolve) => {
+        upstream.closeAllConnections();
+        upstream.close(() => resolve());
+      });
+    }
   });
 
   it("answers 502 with a JSON error when the upstream is down", async () => {

@@ -103,4 +103,30 @@ describe.concurrent("network", () => {
     // Only Pi's own two model calls reached the upstream.
     expect(outcome.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/chat/completions"]);
   });
+
+  it("model calls that bypass Pi count against the turn budget at the gateway: the one past it never reaches the upstream", async () => {
+    // Code in the sandbox calls the gateway itself, with another model id so Pi's script is untouched.
+    const direct = `direct-${Date.now().toString(36)}`;
+    server.setScript(direct, Array.from({ length: 6 }, (_, i) => ({ text: `direct answer ${i}` })));
+    const body = JSON.stringify({ model: direct, messages: [{ role: "user", content: "spend" }] });
+    const script = [
+      `body='${body}'`,
+      "for i in 1 2 3 4 5 6; do",
+      "  exec 3<>/dev/tcp/127.0.0.1/18080",
+      '  printf "POST /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" "${#body}" "$body" >&3',
+      '  echo "call$i=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-',
+      "done",
+    ].join("\n");
+    const outcome = await runHostile(server, [bash(script), finish()], { maxTurns: 3 });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+    expect(outcome.error?.limit).toBe("turns");
+    expect(outcome.error?.shortMessage).toBe("The sandbox asked for model response 4, over the budget of 3 turns.");
+    // Pi's first turn plus two direct calls got answers; the third direct call was refused.
+    expect(server.requests.filter((r) => r.body.model === direct)).toHaveLength(2);
+    expect(outcome.requests).toHaveLength(1);
+    // The loop may get another call in before the container is gone; each is refused the same way.
+    const refused = outcome.events.filter((e) => e.type === "gateway.refused");
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    for (const event of refused) expect(event.data.status).toBe(429);
+  });
 });
