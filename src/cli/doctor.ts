@@ -1,6 +1,7 @@
 // `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
 import fs from "node:fs";
 import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
+import { checkContainerStart } from "../docker/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
 import { runnerImageSpec } from "../image/runner-image.js";
@@ -29,11 +30,22 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
     if ((info.SecurityOptions ?? []).some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
     else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
     const spec = runnerImageSpec();
+    let imageBuilt = false;
     try {
       await docker.getImage(spec.tag).inspect();
+      imageBuilt = true;
       ok(`runner image ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion})`);
     } catch {
       bad(`runner image ${spec.tag} is not built`, "Run `sandbox-run image build` (or let the first run build it).");
+    }
+    // Registered is not the same as working: start a container that only runs `true`.
+    if (imageBuilt) {
+      for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
+        const check = await checkContainerStart(docker, spec.tag, runtime);
+        if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
+        else if (runtime === "runc") bad(`containers do not start on runc: ${check.reason}`, "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).");
+        else note(`--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`);
+      }
     }
   } catch (error) {
     bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
@@ -83,5 +95,5 @@ export function runscCheck(runtimes: Record<string, RuntimeInfo>): { level: "ok"
       fix: `Set "runtimeArgs": ["--network=none", "--host-uds=open"] for runsc in /etc/docker/daemon.json and restart dockerd.`,
     };
   }
-  return { level: "ok", message: `gVisor runtime runsc is registered (${runsc.path ?? "runsc"} ${args.join(" ")}): --runtime runsc works` };
+  return { level: "ok", message: `gVisor runtime runsc is registered (${runsc.path ?? "runsc"} ${args.join(" ")})` };
 }

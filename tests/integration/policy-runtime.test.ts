@@ -3,9 +3,10 @@
 // report of how runsc is registered.
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runscCheck } from "../../src/cli/doctor.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { checkContainerStart } from "../../src/docker/start-check.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { bashThenFinal, containersOfRuns, docker, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 
@@ -62,16 +63,29 @@ describe.skipIf(!dockerAvailable())("runtime runc and runsc", () => {
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 
-  it("doctor reports runsc as registered with the arguments sandbox-run needs", async () => {
-    const run = await new Promise<{ status: number | null; stderr: string }>((resolve, reject) => {
+  it("doctor reports runsc as registered with the arguments sandbox-run needs, and a container starting on each runtime", async () => {
+    const run = await new Promise<{ status: number | null; stderr: string; pid?: number }>((resolve, reject) => {
       const child = spawn(process.execPath, [cli, "doctor"], { stdio: ["ignore", "ignore", "pipe"] });
       let stderr = "";
       child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
       child.on("error", reject);
-      child.on("close", (status) => resolve({ status, stderr }));
+      child.on("close", (status) => resolve({ status, stderr, pid: child.pid }));
     });
-    expect(run.stderr).toMatch(/ok {4}gVisor runtime runsc is registered \(.*--host-uds=open.*\): --runtime runsc works/);
+    expect(run.stderr).toMatch(/ok {4}gVisor runtime runsc is registered \(.*--host-uds=open.*\)\n/);
+    expect(run.stderr).toMatch(/ok {4}a hardened container starts and exits on runc \(\d+\.\d\d s\)/);
+    expect(run.stderr).toMatch(/ok {4}a hardened container starts and exits on runsc \(\d+\.\d\d s\)/);
     expect(run.status).toBe(0);
+    // The check containers are labelled with doctor's pid, and gone when it ends.
+    expect(await containersOfRuns([`doctor-runc-${run.pid}`, `doctor-runsc-${run.pid}`])).toEqual([]);
+  });
+});
+
+describe.skipIf(!dockerAvailable())("doctor's container start check", () => {
+  it("a runtime the engine does not know fails the check with Docker's reason, and leaves nothing", async () => {
+    const check = await checkContainerStart(docker, inject("runnerImage"), "no-such-runtime");
+    expect(check.ok).toBe(false);
+    expect(!check.ok && check.reason).toMatch(/no-such-runtime/);
+    expect(await containersOfRuns([`doctor-no-such-runtime-${process.pid}`])).toEqual([]);
   });
 });
 
