@@ -81,6 +81,19 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("tag")
     .description("print the tag of the runner image this version uses")
     .action(() => io.stdout(`${runnerImageSpec().tag}\n`));
+  image
+    .command("prune")
+    .description("remove runner images of other sandbox-run versions (prints each removed tag)")
+    .action(async () => {
+      const docker = createDockerClient();
+      await pingDocker(docker);
+      const { pruneRunnerImages } = await import("../image/prune-images.js");
+      const current = runnerImageSpec().tag;
+      const { removed, kept } = await pruneRunnerImages(docker, current);
+      for (const tag of removed) io.stdout(`${tag}\n`);
+      for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
+      io.stderr(`sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`);
+    });
 
   program
     .command("doctor")

@@ -1,0 +1,27 @@
+// Old runner images pile up as sandbox-run is upgraded: every change to images/pi gives a new
+// tag, and each image is ~670 MB. Pruning removes the tags of this repository other than the
+// one this version uses; an image still used by a container is left alone (Docker refuses).
+import type { DockerClient } from "../docker/docker-engine.js";
+import { IMAGE_REPOSITORY } from "./runner-image.js";
+
+export interface PruneResult {
+  removed: string[];
+  /** Tags Docker would not remove, with its reason (e.g. a container still uses the image). */
+  kept: Array<{ tag: string; reason: string }>;
+}
+
+export async function pruneRunnerImages(docker: DockerClient, currentTag: string): Promise<PruneResult> {
+  const images = await docker.listImages({ filters: { reference: [`${IMAGE_REPOSITORY}:*`] } });
+  const stale = images.flatMap((image) => image.RepoTags ?? []).filter((tag) => tag.startsWith(`${IMAGE_REPOSITORY}:`) && tag !== currentTag);
+  const result: PruneResult = { removed: [], kept: [] };
+  for (const tag of stale.sort()) {
+    try {
+      await docker.getImage(tag).remove();
+      result.removed.push(tag);
+    } catch (error) {
+      const reason = (error as { json?: { message?: string } })?.json?.message ?? (error as Error)?.message ?? String(error);
+      result.kept.push({ tag, reason: reason.trim().split("\n")[0]! });
+    }
+  }
+  return result;
+}
