@@ -14,7 +14,7 @@ import { RunTimeline, type RunEvent, type RunEventListener } from "./run/run-eve
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** Docker client (dockerode); defaults to one built from DOCKER_HOST or the local socket. */
   docker?: DockerClient;
-  /** Runner image tag; defaults to the image built from this package's images/pi. */
+  /** Runner image tag (one built FROM the runner image, e.g. by `image build --apt`); defaults to the image built from this package's images/pi. */
   image?: string;
   /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
   autoBuildImage?: boolean;
@@ -130,22 +130,36 @@ export class ContainerPiAgent implements Agent {
   private async ensureImage(onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
     const spec = runnerImageSpec();
     const tag = this.config.image ?? spec.tag;
+    let labels: Record<string, string> | undefined;
     try {
-      const info = await this.docker.getImage(tag).inspect();
-      return { tag, piVersion: info.Config?.Labels?.[IMAGE_LABEL_PI_VERSION] ?? "unknown" };
+      labels = (await this.docker.getImage(tag).inspect()).Config?.Labels ?? {};
     } catch {
-      if (this.config.image || !this.config.autoBuildImage) {
-        throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
-          hint: "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
+      labels = undefined;
+    }
+    if (labels) {
+      // A chosen image must be built from the runner image (its launcher runs Pi), which
+      // passes on the runner's labels; anything else would fail in a less helpful way later.
+      const piVersion = labels[IMAGE_LABEL_PI_VERSION];
+      if (!piVersion) {
+        throw new SandboxRunError("usage", `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`, {
+          hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
         });
       }
-      const built = await buildRunnerImage(this.docker, {
-        progress: (line) => {
-          onBuild(line);
-          this.config.onProgress?.(line);
-        },
-      });
-      return { tag: built.tag, piVersion: spec.piVersion };
+      return { tag, piVersion };
     }
+    if (this.config.image || !this.config.autoBuildImage) {
+      throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
+        hint: this.config.image
+          ? "Check the tag (`docker images`), or build it: `sandbox-run image build` for the runner image, with `--apt <packages>` for one with more tools."
+          : "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
+      });
+    }
+    const built = await buildRunnerImage(this.docker, {
+      progress: (line) => {
+        onBuild(line);
+        this.config.onProgress?.(line);
+      },
+    });
+    return { tag: built.tag, piVersion: spec.piVersion };
   }
 }

@@ -21,6 +21,7 @@ import { createLiveStatus } from "./live-status.js";
 import { createProgressReporter } from "./progress-reporter.js";
 
 interface RunCommandFlags extends RunFlags {
+  image?: string;
   events?: string;
   json?: boolean;
   record?: string;
@@ -53,6 +54,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
     .option("--timeout <seconds>", "wall-clock limit for the run")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")
     .option("--max-turns <n>", "stop the run when the agent starts more turns than this")
     .option("--max-cost <usd>", "stop the run when the cost Pi reports passes this many US dollars")
@@ -71,11 +73,20 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("build")
     .description("build the runner image (Pi and Node pinned; offline base when no registry is reachable)")
     .option("--base <image>", "base image: auto, node:24-bookworm-slim, or any Debian bookworm image", "auto")
-    .action(async (flags: { base: string }) => {
+    .option("--apt <packages>", "also build an image with these Debian packages added (e.g. python3,make); prints its tag", collect)
+    .action(async (flags: { base: string; apt?: string[] }) => {
+      const { parseAptPackages, buildDerivedImage } = await import("../image/derived-image.js");
+      const packages = flags.apt ? parseAptPackages(flags.apt) : undefined; // usage errors before any work
       const docker = createDockerClient();
       await pingDocker(docker);
-      const built = await buildRunnerImage(docker, { base: flags.base, progress: (l) => io.stderr(`${l}\n`) });
-      io.stdout(`${built.tag}\n`);
+      const progress = (l: string) => io.stderr(`${l}\n`);
+      const runner = runnerImageSpec().tag;
+      const present = await docker.getImage(runner).inspect().then(() => true, () => false);
+      const built = present && packages ? { tag: runner } : await buildRunnerImage(docker, { base: flags.base, progress });
+      if (!packages) return io.stdout(`${built.tag}\n`);
+      const derived = await buildDerivedImage(docker, { aptPackages: packages, progress });
+      io.stdout(`${derived.tag}\n`);
+      io.stderr(`sandbox-run: run with --image ${derived.tag} (or SANDBOX_RUN_IMAGE=${derived.tag})\n`);
     });
   image
     .command("tag")
@@ -83,7 +94,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .action(() => io.stdout(`${runnerImageSpec().tag}\n`));
   image
     .command("prune")
-    .description("remove runner images of other sandbox-run versions (prints each removed tag)")
+    .description("remove runner images (and --apt images) of other sandbox-run versions; prints each removed tag")
     .action(async () => {
       const docker = createDockerClient();
       await pingDocker(docker);
@@ -121,6 +132,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("demo")
     .description("run the whole pipeline against a bundled scripted model (no provider key needed)")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("-q, --quiet", "no progress on stderr")
     .action(async (flags: { runtime?: string; quiet?: boolean }) => {
       const { runDemo } = await import("./demo.js");
@@ -156,11 +168,12 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
   if (!prompt) prompt = (await io.readStdin()) ?? "";
   if (!prompt.trim()) throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   const options = parseRunFlags(flags, io.env);
+  const image = flags.image ?? (io.env.SANDBOX_RUN_IMAGE || undefined);
 
   if (flags.dryRun) {
     // Resolve exactly as a run would, then print the plan the run would follow.
     const { printDryRun } = await import("./dry-run.js");
-    await printDryRun(prompt, options, io);
+    await printDryRun(prompt, options, io, image);
     return EXIT.ok;
   }
 
@@ -188,6 +201,7 @@ async function runCommand(promptParts: string[], flags: RunCommandFlags, io: Cli
 
   const agent = new ContainerPiAgent({
     hostEnv: io.env,
+    image,
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });

@@ -13,3 +13,5 @@ export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
 export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";
 export const IMAGE_LABEL_NODE_VERSION = "sandbox-run.node-version";
 export const IMAGE_LABEL_BASE = "sandbox-run.base-image";
+/** On images built with `image build --apt`: the Debian packages added to the runner image. */
+export const IMAGE_LABEL_APT_PACKAGES = "sandbox-run.apt-packages";

@@ -63,12 +63,18 @@ async function buildFromContext(docker: DockerClient, context: string, base: str
     rm: true,
     forcerm: true,
   });
-  await new Promise<void>((resolve, reject) =>
+  await followBuild(docker, stream, progress, "the runner image");
+  return { tag: spec.tag, base };
+}
+
+/** Streams a build's output to `progress` and turns a failed step into an error naming `what`. */
+export function followBuild(docker: DockerClient, stream: NodeJS.ReadableStream, progress: Progress, what: string): Promise<void> {
+  return new Promise<void>((resolve, reject) =>
     docker.modem.followProgress(
       stream,
       (error: Error | null, output: Array<{ error?: string }>) => {
         const failed = error?.message ?? output.find((o) => o.error)?.error;
-        if (failed) reject(new SandboxRunError("image-missing", `Building the runner image failed: ${failed}`, {
+        if (failed) reject(new SandboxRunError("image-missing", `Building ${what} failed: ${failed}`, {
           hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
         }));
         else resolve();
@@ -79,7 +85,6 @@ async function buildFromContext(docker: DockerClient, context: string, base: str
       },
     ),
   );
-  return { tag: spec.tag, base };
 }
 
 function defaultCacheDir(): string {

@@ -1,7 +1,9 @@
 // Old runner images pile up as sandbox-run is upgraded: every change to images/pi gives a new
-// tag, and each image is ~670 MB. Pruning removes the tags of this repository other than the
-// one this version uses; an image still used by a container is left alone (Docker refuses).
+// tag, and each image is ~670 MB. Pruning removes the runner tags other than the one this
+// version uses, and the `--apt` images derived from those; an image still used by a container
+// is left alone (Docker refuses).
 import type { DockerClient } from "../docker/docker-engine.js";
+import { DERIVED_REPOSITORY } from "./derived-image.js";
 import { IMAGE_REPOSITORY } from "./runner-image.js";
 
 export interface PruneResult {
@@ -11,8 +13,11 @@ export interface PruneResult {
 }
 
 export async function pruneRunnerImages(docker: DockerClient, currentTag: string): Promise<PruneResult> {
-  const images = await docker.listImages({ filters: { reference: [`${IMAGE_REPOSITORY}:*`] } });
-  const stale = images.flatMap((image) => image.RepoTags ?? []).filter((tag) => tag.startsWith(`${IMAGE_REPOSITORY}:`) && tag !== currentTag);
+  const version = currentTag.slice(currentTag.indexOf(":") + 1);
+  const keep = (tag: string) => tag === currentTag || tag.startsWith(`${DERIVED_REPOSITORY}:${version}-`);
+  const ours = (tag: string) => tag.startsWith(`${IMAGE_REPOSITORY}:`) || tag.startsWith(`${DERIVED_REPOSITORY}:`);
+  const images = await docker.listImages({ filters: { reference: [`${IMAGE_REPOSITORY}:*`, `${DERIVED_REPOSITORY}:*`] } });
+  const stale = [...new Set(images.flatMap((image) => image.RepoTags ?? []))].filter((tag) => ours(tag) && !keep(tag));
   const result: PruneResult = { removed: [], kept: [] };
   for (const tag of stale.sort()) {
     try {

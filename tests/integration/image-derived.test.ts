@@ -1,0 +1,92 @@
+// `sandbox-run image build --apt` on the real engine: a runner image with more Debian packages,
+// used through --image, keeps the boundary (non-root, no setuid binaries); an image that was not
+// built from the runner image is refused with a clear error.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { bashThenFinal, containersOfRuns, docker, dockerAvailable, lastToolResult, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
+
+const PROBE = "jq --version; echo setuid=$(find / -xdev -perm /6000 -type f 2>/dev/null | wc -l); echo uid=$(id -u)";
+
+describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
+  let server: ScriptedModelServer;
+  let modelsFile: string;
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  beforeAll(async () => {
+    server = await startModel({ derived: bashThenFinal(PROBE, { done: true }), plain: bashThenFinal(PROBE, { done: true }), unlabelled: bashThenFinal("true", { done: true }) });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-derived-"));
+    modelsFile = path.join(dir, "models.json");
+    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled"])));
+    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+  });
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await server?.close();
+  });
+
+  const run = (model: string, extra: string[]) =>
+    runBuiltCli(["-q", "--json", "--cwd", makeWorkspace(), "--models", modelsFile, "--model", `scripted/${model}`, "--schema", schemaFile(), ...extra, "go"]);
+
+  it("adds the packages, and a run with --image has them, as the same non-root user, with no setuid binary", async () => {
+    const build = await runBuiltCli(["image", "build", "--apt", "jq"]);
+    expect(build.status, build.stderr).toBe(0);
+    const tag = build.stdout.trim();
+    expect(tag).toMatch(/^sandbox-run\/pi-apt:/);
+    cleanups.push(() => docker.getImage(tag).remove({ force: true }));
+    expect((await docker.getImage(tag).inspect()).Config?.Labels?.["sandbox-run.apt-packages"]).toBe("jq");
+
+    const withImage = await run("derived", ["--image", tag]);
+    expect(withImage.status, withImage.stderr).toBe(0);
+    const envelope = JSON.parse(withImage.stdout);
+    expect(envelope).toMatchObject({ ok: true, image: tag });
+    const probe = lastToolResult(server, "derived");
+    expect(probe).toMatch(/^jq-1\.\d/m);
+    expect(probe).toContain("setuid=0");
+    expect(probe).not.toMatch(/^uid=0$/m);
+    expect(await containersOfRuns([envelope.runId])).toEqual([]);
+
+    // Control: the plain runner image has no jq.
+    const plain = await run("plain", []);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(lastToolResult(server, "plain")).toMatch(/jq: command not found/);
+  });
+
+  it("an image not built from the runner image is a usage error that says how to build one", async () => {
+    const context = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-unlabelled-"));
+    fs.writeFileSync(path.join(context, "Dockerfile"), "FROM scratch\nCOPY Dockerfile /Dockerfile\n");
+    const tag = `sandbox-run-test/unlabelled:${process.pid}`;
+    const { default: tar } = await import("tar-fs");
+    const stream = await docker.buildImage(tar.pack(context) as unknown as NodeJS.ReadableStream, { t: tag });
+    await new Promise((resolve, reject) => docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve(undefined))));
+    fs.rmSync(context, { recursive: true, force: true });
+    cleanups.push(() => docker.getImage(tag).remove({ force: true }));
+
+    const result = await run("unlabelled", ["--image", tag]);
+    expect(result.status).toBe(2);
+    const envelope = JSON.parse(result.stdout);
+    expect(envelope.error.code).toBe("usage");
+    expect(envelope.error.message).toBe(`The image ${tag} is not a sandbox-run runner image (it has no sandbox-run.pi-version label).`);
+    expect(envelope.error.hint).toMatch(/image build --apt/);
+    expect(server.requests.filter((r) => r.body.model === "unlabelled")).toEqual([]);
+  });
+
+  it("package names that are not Debian names stop `image build` before the engine is asked", async () => {
+    const result = await runBuiltCli(["image", "build", "--apt", "jq;touch /tmp/pwned"]);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^sandbox-run: Not Debian package names: .*"jq;touch"/);
+  });
+
+  let schemaPath: string | undefined;
+  function schemaFile(): string {
+    if (!schemaPath) {
+      schemaPath = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-schema-")), "s.json");
+      fs.writeFileSync(schemaPath, JSON.stringify({ type: "object", properties: { done: { type: "boolean" } }, required: ["done"] }));
+      const dir = path.dirname(schemaPath);
+      cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+    }
+    return schemaPath;
+  }
+});
