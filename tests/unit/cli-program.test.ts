@@ -193,6 +193,14 @@ describe("--dry-run", () => {
     expect(plan.prompt).toEqual({ bytes: Buffer.byteLength("fix it with password hunter2") });
   });
 
+  it("names the runner image a run would use: --image, else SANDBOX_RUN_IMAGE, else this version's", async () => {
+    expect(JSON.parse((await dryRun(["--image", "my/image:1", "t"])).stdout).image).toBe("my/image:1");
+    const fromEnv = await cli(["--dry-run", "--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "t"], { env: { SANDBOX_RUN_IMAGE: "env/image:2" } });
+    expect(JSON.parse(fromEnv.stdout).image).toBe("env/image:2");
+    expect(JSON.parse((await dryRun(["t"])).stdout).image).toMatch(/^sandbox-run\/pi:/);
+    expect(engineConnections).toBe(0);
+  });
+
   it("reads the prompt from stdin", async () => {
     const result = await dryRun([], "prompt from stdin\n");
     expect(result.code).toBe(0);
