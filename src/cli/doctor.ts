@@ -1,6 +1,7 @@
 // `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
 import fs from "node:fs";
 import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
+import { IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../docker/labels.js";
 import { checkContainerStart } from "../docker/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
@@ -30,18 +31,22 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
     if ((info.SecurityOptions ?? []).some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
     else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
     const spec = runnerImageSpec();
+    // The image runs would use: SANDBOX_RUN_IMAGE when set, else this version's runner image.
+    const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
     let imageBuilt = false;
-    try {
-      await docker.getImage(spec.tag).inspect();
+    const labels = await docker.getImage(chosen).inspect().then((i) => i.Config?.Labels ?? {}, () => undefined);
+    if (!labels) {
+      bad(`runner image ${chosen} is not built`, chosen === spec.tag ? "Run `sandbox-run image build` (or let the first run build it)." : "Build it, or unset SANDBOX_RUN_IMAGE.");
+    } else if (!labels[IMAGE_LABEL_PI_VERSION]) {
+      bad(`SANDBOX_RUN_IMAGE=${chosen} is not a sandbox-run runner image`, `Build it FROM ${spec.tag}, or with \`sandbox-run image build --apt <packages>\`.`);
+    } else {
       imageBuilt = true;
-      ok(`runner image ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion})`);
-    } catch {
-      bad(`runner image ${spec.tag} is not built`, "Run `sandbox-run image build` (or let the first run build it).");
+      ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
     }
     // Registered is not the same as working: start a container that only runs `true`.
     if (imageBuilt) {
       for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
-        const check = await checkContainerStart(docker, spec.tag, runtime);
+        const check = await checkContainerStart(docker, chosen, runtime);
         if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
         else if (runtime === "runc") bad(`containers do not start on runc: ${check.reason}`, "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).");
         else note(`--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`);

@@ -71,6 +71,10 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     expect(envelope.error.message).toBe(`The image ${tag} is not a sandbox-run runner image (it has no sandbox-run.pi-version label).`);
     expect(envelope.error.hint).toMatch(/image build --apt/);
     expect(server.requests.filter((r) => r.body.model === "unlabelled")).toEqual([]);
+
+    const doctor = await runBuiltCli(["doctor"], { env: { ...process.env, SANDBOX_RUN_IMAGE: tag } });
+    expect(doctor.status).toBe(3);
+    expect(doctor.stderr).toContain(`FAIL  SANDBOX_RUN_IMAGE=${tag} is not a sandbox-run runner image`);
   });
 
   it("package names that are not Debian names stop `image build` before the engine is asked", async () => {
