@@ -11,7 +11,9 @@ export function createProgressReporter(write: (line: string) => void): (event: R
       if (event.type === "container.started") write(`${stamp(event)} sandbox started (${String(d.containerId).slice(0, 12)})`);
       else if (event.type === "limit.tripped") write(`${stamp(event)} limit: ${String(d.message)}`);
       else if (event.type === "egress.denied") write(`${stamp(event)} egress denied: ${String(d.host)}:${String(d.port)} (${String(d.reason)})`);
-      else if (event.type === "container.exited") write(`${stamp(event)} sandbox exited (code ${String(d.exitCode)})`);
+      else if (event.type === "container.exited") {
+        write(`${stamp(event)} ${d.stoppedByHost ? "sandbox stopped: Pi had finished" : `sandbox exited (code ${String(d.exitCode)})`}`);
+      }
       else if (event.type === "gateway.refused") write(`${stamp(event)} gateway refused ${String(d.method)} ${String(d.path)}: ${String(d.refused)}`);
       return;
     }
