@@ -153,7 +153,13 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   policy
     .command("show <name|file>")
     .description("print the effective policy (built-in name or file)")
-    .action((name: string) => io.stdout(`${JSON.stringify(loadPolicy(name), null, 2)}\n`));
+    .option("--yaml", "print it as YAML, a starting point for a policy file with comments")
+    .action(async (name: string, flags: { yaml?: boolean }) => {
+      const policy = loadPolicy(name);
+      if (!flags.yaml) return io.stdout(`${JSON.stringify(policy, null, 2)}\n`);
+      const { stringify } = await import("yaml");
+      io.stdout(`# sandbox-run policy (from ${name}); load it with --policy <file>.yaml\n${stringify(policy)}`);
+    });
 
   try {
     await program.parseAsync(argv, { from: "user" });

@@ -150,6 +150,15 @@ describe("policy show", () => {
     expect(result.stderr).toBe("");
   });
 
+  it("--yaml prints YAML that loads back, as a .yaml policy file, to the same policy", async () => {
+    const result = await cli(["policy", "show", "workspace-write", "--yaml"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout.split("\n")[0]).toMatch(/^# sandbox-run policy \(from workspace-write\)/);
+    const file = path.join(dir, "from-show.yaml");
+    fs.writeFileSync(file, result.stdout);
+    expect(loadPolicy(file)).toEqual(loadPolicy("workspace-write"));
+  });
+
   it("reports a broken policy file as path: message lines with exit 2", async () => {
     const file = path.join(dir, "bad-policy.json");
     fs.writeFileSync(file, JSON.stringify({ ...loadPolicy("workspace-write"), tools: ["bash", "sudo"] }));
