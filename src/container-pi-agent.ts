@@ -1,7 +1,7 @@
 // ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
 import type { Agent } from "./agent.js";
 import { createDockerClient, pingDocker, type DockerClient } from "./docker/docker-engine.js";
-import { IMAGE_LABEL_PI_VERSION } from "./docker/labels.js";
+import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "./docker/labels.js";
 import { reapContainers, reapRunDirs } from "./docker/reaper.js";
 import { SandboxRunError } from "./errors.js";
 import { buildRunnerImage } from "./image/build-runner-image.js";
@@ -143,6 +143,14 @@ export class ContainerPiAgent implements Agent {
       if (!piVersion) {
         throw new SandboxRunError("usage", `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`, {
           hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
+        });
+      }
+      // An `image build --apt` image on another version's runner image carries that version's
+      // launcher; it is rebuilt with the same packages in one command.
+      const aptPackages = labels[IMAGE_LABEL_APT_PACKAGES];
+      if (aptPackages && labels[IMAGE_LABEL_CONTENT_HASH] !== spec.contentHash) {
+        throw new SandboxRunError("image-missing", `The image ${tag} was built on the runner image of another sandbox-run version.`, {
+          hint: `Rebuild it for this version: sandbox-run image build --apt ${aptPackages.split(" ").join(",")}`,
         });
       }
       return { tag, piVersion };

@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { bashThenFinal, containersOfRuns, docker, dockerAvailable, lastToolResult, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
 
@@ -75,6 +75,27 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     const doctor = await runBuiltCli(["doctor"], { env: { ...process.env, SANDBOX_RUN_IMAGE: tag } });
     expect(doctor.status).toBe(3);
     expect(doctor.stderr).toContain(`FAIL  SANDBOX_RUN_IMAGE=${tag} is not a sandbox-run runner image`);
+  });
+
+  it("an --apt image built on another version's runner image is refused with the command that rebuilds it", async () => {
+    // Such an image, made by relabelling: another runner content hash, an apt package list.
+    const source = await docker.createContainer({ Image: inject("runnerImage"), Entrypoint: ["true"] });
+    const tag = `sandbox-run/pi-apt:0.0.0-old-${process.pid}`;
+    try {
+      await source.commit({ repo: "sandbox-run/pi-apt", tag: tag.split(":")[1], changes: ["LABEL sandbox-run.content-hash=0123abcd", 'LABEL sandbox-run.apt-packages="jq make"'] });
+    } finally {
+      await source.remove({ force: true });
+    }
+    cleanups.push(() => docker.getImage(tag).remove({ force: true }));
+
+    const result = await run("unlabelled", ["--image", tag]);
+    expect(result.status).toBe(3);
+    const envelope = JSON.parse(result.stdout);
+    expect(envelope.error).toMatchObject({
+      code: "image-missing",
+      message: `The image ${tag} was built on the runner image of another sandbox-run version.`,
+      hint: "Rebuild it for this version: sandbox-run image build --apt jq,make",
+    });
   });
 
   it("package names that are not Debian names stop `image build` before the engine is asked", async () => {
