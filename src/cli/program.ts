@@ -1,34 +1,19 @@
-// The sandbox-run command line: parse -> library call -> exit code. No logic of its own
-// beyond presenting results (stdout) and progress/diagnostics (stderr).
+// The sandbox-run command line: the commands and their flags, each a thin call into the library
+// (the run itself: run-command.ts), and one exit code. No logic of its own beyond presenting
+// results (stdout) and progress/diagnostics (stderr).
 import fs from "node:fs";
 import { Command } from "commander";
-import { ContainerPiAgent } from "../container-pi-agent.js";
 import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
 import { reapContainers, reapRunDirs } from "../docker/reaper.js";
-import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import { usageError } from "../errors.js";
 import { buildRunnerImage } from "../image/build-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { RunRecorder } from "../record/run-record.js";
-import type { RunDetails } from "../run/execute-run.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
-import { resolveRun } from "../run/resolve-options.js";
-import type { RunEvent } from "../run/run-events.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
-import { EXIT, exitCodeFor } from "./exit-codes.js";
-import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
-import { createLiveStatus } from "./live-status.js";
-import { createProgressReporter } from "./progress-reporter.js";
-
-interface RunCommandFlags extends RunFlags {
-  image?: string;
-  events?: string;
-  json?: boolean;
-  record?: string;
-  quiet?: boolean;
-  build?: boolean;
-  dryRun?: boolean;
-}
+import { EXIT } from "./exit-codes.js";
+import { reportError } from "./report-error.js";
+import { runCommand, type RunCommandFlags } from "./run-command.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -169,158 +154,8 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   }
 }
 
-async function runCommand(promptParts: string[], flags: RunCommandFlags, io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
-  let prompt = promptParts.join(" ");
-  if (!prompt) prompt = (await io.readStdin()) ?? "";
-  if (!prompt.trim()) throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
-  const options = parseRunFlags(flags, io.env);
-  const image = flags.image ?? (io.env.SANDBOX_RUN_IMAGE || undefined);
-
-  if (flags.dryRun) {
-    // Resolve exactly as a run would, then print the plan the run would follow.
-    const { printDryRun } = await import("./dry-run.js");
-    await printDryRun(prompt, options, io, image);
-    return EXIT.ok;
-  }
-
-  const events = flags.events ? openEventsFile(flags.events) : undefined;
-  const live = !flags.quiet && io.stderrIsTty ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns }) : undefined;
-  const progress = flags.quiet ? undefined : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
-  const recorder = flags.record ? startRecord(flags.record, prompt, options, io) : undefined;
-  const onEvent = (event: RunEvent) => {
-    events?.write(`${JSON.stringify(event)}\n`);
-    recorder?.onEvent(event);
-    progress?.(event);
-  };
-
-  const controller = new AbortController();
-  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
-  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
-    interruptedBy ??= name;
-    io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
-    controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
-  };
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  signals?.on("SIGINT", onInt);
-  signals?.on("SIGTERM", onTerm);
-
-  const agent = new ContainerPiAgent({
-    hostEnv: io.env,
-    image,
-    autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
-  });
-  try {
-    const details = await agent.runDetailed(prompt, { ...options, onEvent, onPlan: recorder?.onPlan, signal: controller.signal });
-    const result = details.result;
-    live?.stop();
-    await recorder?.finish({ ok: true, result, meta: { ...details, result: undefined } });
-    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok }), null, 2)}\n`);
-    else io.stdout(typeof result === "string" ? (result.endsWith("\n") ? result : `${result}\n`) : `${JSON.stringify(result, null, 2)}\n`);
-    if (!flags.quiet) {
-      const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
-      io.stderr(`sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`);
-    }
-    return EXIT.ok;
-  } catch (error) {
-    live?.stop();
-    const code = interruptedBy
-      ? interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted
-      : isSandboxRunError(error) ? exitCodeFor(error.code) : EXIT.agentFailed;
-    if (recorder) {
-      await recorder.finish({ ok: false, error: errorSummary(error), meta: { exitCode: code, runId: (error as SandboxRunError)?.runId, usage: (error as SandboxRunError)?.usage } });
-    }
-    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: false, error, exitCode: code, model: options.model }), null, 2)}\n`);
-    if (interruptedBy || flags.json) {
-      reportError(error, io);
-      return code;
-    }
-    throw error;
-  } finally {
-    signals?.off("SIGINT", onInt);
-    signals?.off("SIGTERM", onTerm);
-    if (events) await new Promise<void>((resolve) => events.end(resolve));
-  }
-}
-
 function versionLine(): string {
   const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
   const image = runnerImageSpec();
   return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
 }
-
-/** Opens the --events file now, so a bad path is a usage error before anything starts. */
-function openEventsFile(file: string): fs.WriteStream {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, "w");
-  } catch (error) {
-    throw usageError(`Cannot write the events file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, "Pass --events a path in a writable folder.");
-  }
-  const stream = fs.createWriteStream("", { fd });
-  stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
-  return stream;
-}
-
-function startRecord(dir: string, prompt: string, options: ReturnType<typeof parseRunFlags>, io: CliIo): RunRecorder {
-  const resolved = resolveRun(prompt, {}, options, io.env);
-  try {
-    return new RunRecorder({ dir, prompt, schema: resolved.schema, policy: resolved.policy, workspace: resolved.cwd });
-  } catch (error) {
-    throw usageError(`Cannot write the run record: ${(error as Error).message}.`, "Pass --record a new or empty folder.");
-  }
-}
-
-function errorSummary(error: unknown) {
-  if (isSandboxRunError(error)) {
-    return { code: error.code, message: error.shortMessage, hint: error.hint, limit: error.limit, exitCode: error.exitCode, stderrTail: error.stderrTail };
-  }
-  return { code: "internal", message: (error as Error)?.message ?? String(error) };
-}
-
-/** The --json result envelope: the same shape whether the run succeeded or not. */
-function envelope(input: { ok: boolean; details?: RunDetails; error?: unknown; exitCode: number; model?: string }) {
-  const d = input.details;
-  const e = isSandboxRunError(input.error) ? input.error : undefined;
-  return {
-    ok: input.ok,
-    result: d ? d.result : null,
-    error: input.ok ? null : errorSummary(input.error),
-    exitCode: input.exitCode,
-    runId: d?.runId ?? e?.runId ?? null,
-    usage: d?.usage ?? e?.usage ?? null,
-    durationMs: d?.durationMs ?? e?.durationMs ?? null,
-    model: d?.model ?? input.model ?? null,
-    piVersion: d?.piVersion ?? null,
-    image: d?.image ?? null,
-    policy: d?.policy ?? null,
-    changedFiles: (d as { changedFiles?: unknown } | undefined)?.changedFiles ?? null,
-  };
-}
-
-function reportError(error: unknown, io: CliIo): number {
-  const commanderCode = (error as { code?: string })?.code;
-  if (typeof commanderCode === "string" && commanderCode.startsWith("commander.")) {
-    // Commander already printed its message (or the help); map to our exit codes.
-    const helpShown = commanderCode === "commander.helpDisplayed" || commanderCode === "commander.version" || commanderCode === "commander.help";
-    return helpShown ? EXIT.ok : EXIT.usage;
-  }
-  if (isSandboxRunError(error)) {
-    io.stderr(`sandbox-run: ${error.shortMessage}\n`);
-    if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
-      const tail = error.stderrTail.split("\n").slice(-15).join("\n");
-      io.stderr(`--- last lines Pi wrote to stderr ---\n${tail}\n---\n`);
-    }
-    if (error.hint) io.stderr(`  ${error.hint}\n`);
-    return exitCodeFor(error.code);
-  }
-  const message = (error as Error)?.message ?? String(error);
-  io.stderr(`sandbox-run: unexpected error: ${message}\n`);
-  io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
-  if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
-  return EXIT.agentFailed;
-}
-
-/** Exposed for --dry-run: resolve options exactly as a run would. */
-export { resolveRun };

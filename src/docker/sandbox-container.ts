@@ -21,10 +21,7 @@ export interface ContainerExit {
 export class SandboxContainer {
   private removal?: Promise<void>;
 
-  private constructor(
-    private readonly docker: DockerClient,
-    private readonly container: Docker.Container,
-  ) {}
+  private constructor(private readonly container: Docker.Container) {}
 
   get id(): string {
     return this.container.id;
@@ -36,7 +33,7 @@ export class SandboxContainer {
     signal?: AbortSignal,
   ): Promise<SandboxContainer> {
     const container = await docker.createContainer({ ...options, abortSignal: signal } as Docker.ContainerCreateOptions);
-    return new SandboxContainer(docker, container);
+    return new SandboxContainer(container);
   }
 
   /** Attach stdin/stdout/stderr; must happen before start(). */

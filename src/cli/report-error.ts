@@ -1,0 +1,28 @@
+// How a failure reaches the terminal: the short message, Pi's stderr tail where it explains
+// the failure, the hint, and the exit code; never a stack trace unless SANDBOX_RUN_DEBUG is set.
+import { isSandboxRunError } from "../errors.js";
+import type { CliIo } from "./cli-io.js";
+import { EXIT, exitCodeFor } from "./exit-codes.js";
+
+export function reportError(error: unknown, io: CliIo): number {
+  const commanderCode = (error as { code?: string })?.code;
+  if (typeof commanderCode === "string" && commanderCode.startsWith("commander.")) {
+    // Commander already printed its message (or the help); map to our exit codes.
+    const helpShown = commanderCode === "commander.helpDisplayed" || commanderCode === "commander.version" || commanderCode === "commander.help";
+    return helpShown ? EXIT.ok : EXIT.usage;
+  }
+  if (isSandboxRunError(error)) {
+    io.stderr(`sandbox-run: ${error.shortMessage}\n`);
+    if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
+      const tail = error.stderrTail.split("\n").slice(-15).join("\n");
+      io.stderr(`--- last lines Pi wrote to stderr ---\n${tail}\n---\n`);
+    }
+    if (error.hint) io.stderr(`  ${error.hint}\n`);
+    return exitCodeFor(error.code);
+  }
+  const message = (error as Error)?.message ?? String(error);
+  io.stderr(`sandbox-run: unexpected error: ${message}\n`);
+  io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
+  if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
+  return EXIT.agentFailed;
+}
