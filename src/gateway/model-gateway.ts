@@ -8,14 +8,13 @@
 // `GET /__sandbox-run/alive` is a liveness channel: the launcher holds it open for the whole
 // run, so the host notices the container going away (onLivenessClosed) and the container
 // notices the host going away (EOF).
-import fs from "node:fs/promises";
 import http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
-import { listenOnUnixSocket } from "../http/unix-socket-server.js";
+import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
 import { usageError } from "../errors.js";
 import {
   SUPPORTED_GATEWAY_APIS,
@@ -310,21 +309,13 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
 
   await listenOnUnixSocket(server, socketPath, "model gateway");
 
-  let closed: Promise<void> | undefined;
   return {
     socketPath,
-    close() {
-      closed ??= (async () => {
-        closing = true;
-        const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
-        for (const socket of sockets) socket.destroy();
-        httpAgent.destroy();
-        httpsAgent.destroy();
-        await serverClosed;
-        await fs.rm(socketPath, { force: true });
-      })();
-      return closed;
-    },
+    close: unixSocketCloser(server, sockets, socketPath, () => {
+      closing = true;
+      httpAgent.destroy();
+      httpsAgent.destroy();
+    }),
   };
 }
 

@@ -1,6 +1,7 @@
 // Puts a host-side server (model gateway, egress proxy) on a run's unix socket: a stale socket
 // file is replaced, anything else at the path is refused, and the socket is opened to the
-// sandbox's uid (the run's private 0700 directory is what keeps other host users out).
+// sandbox's uid (the run's private 0700 directory is what keeps other host users out). Closing
+// it takes its connections and the socket file with it.
 import fs from "node:fs/promises";
 import type net from "node:net";
 import { SandboxRunError, usageError } from "../errors.js";
@@ -37,4 +38,20 @@ export async function listenOnUnixSocket(server: net.Server, socketPath: string,
     server.listen(socketPath);
   });
   await fs.chmod(socketPath, 0o666);
+}
+
+/**
+ * An idempotent close for a server on a run's unix socket: stop listening, cut the connections
+ * still open (the sandbox may hold one forever), then remove the socket file.
+ */
+export function unixSocketCloser(server: net.Server, connections: Set<net.Socket>, socketPath: string, beforeClose?: () => void): () => Promise<void> {
+  let closed: Promise<void> | undefined;
+  return () =>
+    (closed ??= (async () => {
+      beforeClose?.();
+      const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of connections) socket.destroy();
+      await serverClosed;
+      await fs.rm(socketPath, { force: true });
+    })());
 }

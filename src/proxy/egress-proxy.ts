@@ -8,12 +8,11 @@
 // refused range (`guard`), and connect to the address that was checked, so a second DNS
 // answer cannot point the connection somewhere else (rebinding). Every decision is reported.
 import dns from "node:dns/promises";
-import fs from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
-import { listenOnUnixSocket } from "../http/unix-socket-server.js";
+import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
 import { usageError } from "../errors.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
@@ -210,19 +209,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
   await listenOnUnixSocket(server, socketPath, "egress proxy");
 
-  let closed: Promise<void> | undefined;
-  return {
-    socketPath,
-    close() {
-      closed ??= (async () => {
-        const done = new Promise<void>((resolve) => server.close(() => resolve()));
-        for (const socket of sockets) socket.destroy();
-        await done;
-        await fs.rm(socketPath, { force: true });
-      })();
-      return closed;
-    },
-  };
+  return { socketPath, close: unixSocketCloser(server, sockets, socketPath) };
 }
 
 /** "host:port" or "[v6]:port" -> parts; undefined when malformed. */
