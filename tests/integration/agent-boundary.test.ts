@@ -2,17 +2,18 @@
 // it cannot see, and that the provider key never enters the container.
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
-  containersOfRuns,
+  checkNoContainersLeftAfterEach,
   docker,
-  dockerAvailable, runtimes,
+  dockerAvailable,
   lastToolResult,
   makeWorkspace,
   modelsFor,
+  runtimes,
   SECRET_KEY,
   startModel,
 } from "../support/harness.js";
@@ -35,7 +36,7 @@ const ownerOf = (file: string) => {
 describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)", (runtime) => {
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
-  const runIds = new Set<string>();
+  const runs = checkNoContainersLeftAfterEach();
   const dirs: string[] = [];
   const workspace = (files: Record<string, string> = {}) => {
     const dir = makeWorkspace(files);
@@ -50,14 +51,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
       models: modelsFor(server, ["read-only", "ownership", "writable-root", "secrets"]),
       // A credential the caller passes on purpose, and an ordinary variable.
       env: { OPENAI_API_KEY: OPENAI_SECRET, VISIBLE_VAR: "visible-value" },
-      onEvent: (event) => void runIds.add(event.runId),
+      onEvent: runs.onEvent,
     });
   });
 
-  afterEach(async () => {
-    expect(await containersOfRuns([...runIds])).toEqual([]);
-    runIds.clear();
-  });
 
   afterAll(async () => {
     await server?.close();

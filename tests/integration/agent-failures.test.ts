@@ -3,13 +3,23 @@
 // provider, and bad input that must fail before any container exists.
 import net from "node:net";
 import fs from "node:fs";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/docker/labels.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, docker, dockerAvailable, eventLog, makeWorkspace, modelsFor, SECRET_KEY, startModel } from "../support/harness.js";
+import {
+  checkNoContainersLeftAfterEach,
+  containersOfRuns,
+  docker,
+  dockerAvailable,
+  eventLog,
+  makeWorkspace,
+  modelsFor,
+  SECRET_KEY,
+  startModel,
+} from "../support/harness.js";
 
 const sleepThenText = [{ toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] }, { text: "finished" }];
 
@@ -49,7 +59,7 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
   let ws: string;
-  const runIds = new Set<string>();
+  const runs = checkNoContainersLeftAfterEach();
 
   beforeAll(async () => {
     server = await startModel({
@@ -60,15 +70,11 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     });
     agent = new ContainerPiAgent({
       models: modelsFor(server, ["abort", "timeout", "http500", "never"]),
-      onEvent: (event) => void runIds.add(event.runId),
+      onEvent: runs.onEvent,
     });
     ws = makeWorkspace({ "a.txt": "a\n" });
   });
 
-  afterEach(async () => {
-    expect(await containersOfRuns([...runIds])).toEqual([]);
-    runIds.clear();
-  });
 
   afterAll(async () => {
     await server?.close();
@@ -119,7 +125,7 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
           dead: { baseUrl: `http://127.0.0.1:${port}/v1`, api: "openai-completions", apiKey: SECRET_KEY, models: [{ id: "m" }] },
         },
       },
-      onEvent: (event) => void runIds.add(event.runId),
+      onEvent: runs.onEvent,
     });
     const error = asRunError(await failureOf(unreachable.run("Hello?", { cwd: ws, model: "dead/m" })));
     expect(error.code).toBe("model-error");

@@ -1,7 +1,7 @@
 // Results on the real engine, image and Pi, with the scripted model: text mode, schema mode
 // (Pi's validation and the host's), and events delivered while the run is going.
 import fs from "node:fs";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
@@ -9,12 +9,13 @@ import type { RunEvent } from "../../src/run/run-events.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
   bashThenFinal,
-  containersOfRuns,
-  dockerAvailable, runtimes,
+  checkNoContainersLeftAfterEach,
+  dockerAvailable,
   eventLog,
   lastToolResult,
   makeWorkspace,
   modelsFor,
+  runtimes,
   startModel,
 } from "../support/harness.js";
 
@@ -24,8 +25,7 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
   let ws: string;
-  // Every run this agent makes, so afterEach can check none left a container behind.
-  const runIds = new Set<string>();
+  const runs = checkNoContainersLeftAfterEach();
 
   beforeAll(async () => {
     server = await startModel({
@@ -44,15 +44,11 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
     agent = new ContainerPiAgent({
       runtime,
       models: modelsFor(server, ["text", "text-after-bash", "schema-retry", "schema-email", "events", "stream"]),
-      onEvent: (event) => void runIds.add(event.runId),
+      onEvent: runs.onEvent,
     });
     ws = makeWorkspace({ "README.md": "# project\n" });
   });
 
-  afterEach(async () => {
-    expect(await containersOfRuns([...runIds])).toEqual([]);
-    runIds.clear();
-  });
 
   afterAll(async () => {
     await server?.close();

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { inject } from "vitest";
+import { afterEach, expect, inject } from "vitest";
 import { createDockerClient } from "../../src/docker/docker-engine.js";
 import { LABEL_RUN_ID } from "../../src/docker/labels.js";
 import type { RunEvent } from "../../src/run/run-events.js";
@@ -58,6 +58,19 @@ export function eventLog() {
 }
 
 /** Containers (running or not) that belong to the given runs. */
+/**
+ * For a describe block whose agent reports every event to `onEvent`: after each test, no
+ * container of the runs it saw may be left (checked, then forgotten).
+ */
+export function checkNoContainersLeftAfterEach(): { onEvent: (event: RunEvent) => void } {
+  const runIds = new Set<string>();
+  afterEach(async () => {
+    expect(await containersOfRuns([...runIds])).toEqual([]);
+    runIds.clear();
+  });
+  return { onEvent: (event) => void runIds.add(event.runId) };
+}
+
 export async function containersOfRuns(runIds: string[]): Promise<string[]> {
   const found: string[] = [];
   for (const runId of runIds) {
