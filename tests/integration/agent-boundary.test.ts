@@ -55,7 +55,6 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     });
   });
 
-
   afterAll(async () => {
     await server?.close();
     for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });

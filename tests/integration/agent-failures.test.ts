@@ -75,7 +75,6 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     ws = makeWorkspace({ "a.txt": "a\n" });
   });
 
-
   afterAll(async () => {
     await server?.close();
     if (ws) fs.rmSync(ws, { recursive: true, force: true });

@@ -49,7 +49,6 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
     ws = makeWorkspace({ "README.md": "# project\n" });
   });
 
-
   afterAll(async () => {
     await server?.close();
     if (ws) fs.rmSync(ws, { recursive: true, force: true });
