@@ -24,13 +24,15 @@ export async function pingDocker(docker: DockerClient, signal?: AbortSignal): Pr
 export function dockerUnavailable(cause: unknown): SandboxRunError {
   const where = process.env.DOCKER_HOST ?? "/var/run/docker.sock";
   const detail = (cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.message ?? String(cause);
-  return new SandboxRunError("docker-unavailable", `Docker is not reachable at ${where} (${detail}).`, {
-    hint:
-      "Start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where there is no systemd; " +
-      "`sudo apt-get install docker.io` installs it on Debian), or point DOCKER_HOST at a running one. " +
-      "`sandbox-run doctor` checks the set-up.",
-    cause,
-  });
+  // EACCES: the engine runs, but this user may not use its socket.
+  const hint =
+    detail === "EACCES"
+      ? "This user may not use the Docker socket: add it to the docker group (`sudo usermod -aG docker $USER`, then log in again), " +
+        "or point DOCKER_HOST at an engine it may use (rootless Docker: unix:///run/user/$UID/docker.sock)."
+      : "Start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where there is no systemd; " +
+        "`sudo apt-get install docker.io` installs it on Debian), or point DOCKER_HOST at a running one. " +
+        "`sandbox-run doctor` checks the set-up.";
+  return new SandboxRunError("docker-unavailable", `Docker is not reachable at ${where} (${detail}).`, { hint, cause });
 }
 
 /**

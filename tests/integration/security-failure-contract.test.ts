@@ -13,12 +13,13 @@ import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { isSandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Script } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, modelsFor } from "../support/harness.js";
+import { builtCli, containersOfRuns, modelsFor, runProcess } from "../support/harness.js";
 import {
   bash,
   DONE_SCHEMA,
   hostilePolicy,
   hostileWorkspace,
+  hostTmp,
   runHostile,
   useHostileModelServer,
 } from "../support/hostile-model.js";
@@ -81,6 +82,11 @@ function expectCleanFailure(outcome: CliOutcome, exitCode: number, message: RegE
   expect(outcome.stderr.split("\n")[0]).toMatch(message);
   expect(outcome.stderr).toMatch(hint);
   expect(outcome.stderr).not.toMatch(STACK_LINE);
+}
+
+function withoutDockerHost(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { DOCKER_HOST: _unused, ...rest } = env;
+  return rest;
 }
 
 /** A Pi event forged from inside the sandbox: a final result Pi never validated. */
@@ -153,6 +159,22 @@ describe.concurrent("the failure contract, through the CLI", () => {
       child.on("close", (code) => resolve({ code, stdout, stderr }));
     });
     expectCleanFailure({ code: result.code ?? -1, stdout: result.stdout, stderr: result.stderr }, 3, /Docker is not reachable at unix:\/\/\/nonexistent/, /Start the engine/);
+  });
+
+  it("docker-unavailable: a user the Docker socket refuses (EACCES) is told how to get access", async () => {
+    // The built CLI as uid 1502 with no groups: the engine runs, but its socket is root:docker 0660.
+    // In the host's temp dir: this test run's own TMPDIR is private to root.
+    const home = fs.mkdtempSync(path.join(hostTmp(), "sandbox-run-noaccess-"));
+    fs.chownSync(home, 1502, 1502);
+    try {
+      const result = await runProcess("setpriv", ["--reuid=1502", "--regid=1502", "--clear-groups", process.execPath, builtCli, "--model", "openai/gpt-4o-mini", "Do the task."], {
+        cwd: home,
+        env: { ...withoutDockerHost(process.env), HOME: home, TMPDIR: home, OPENAI_API_KEY: "sk-test-not-used" },
+      });
+      expectCleanFailure({ code: result.status ?? -1, stdout: result.stdout, stderr: result.stderr }, 3, /Docker is not reachable at \/var\/run\/docker\.sock \(EACCES\)/, /docker group/);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   });
 });
 

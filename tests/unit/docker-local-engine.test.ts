@@ -4,7 +4,7 @@ import net from "node:net";
 import Docker from "dockerode";
 import { describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { assertLocalEngine } from "../../src/docker/docker-engine.js";
+import { assertLocalEngine, dockerUnavailable } from "../../src/docker/docker-engine.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 
 function refusal(docker: Docker): SandboxRunError | undefined {
@@ -58,5 +58,22 @@ describe("assertLocalEngine", () => {
     expect(isSandboxRunError(error) && error.code, String(error)).toBe("docker-unavailable");
     expect((error as SandboxRunError).shortMessage).toMatch(/^The Docker engine at http:\/\/0\.0\.0\.0:\d+ is not on this machine/);
     expect(connections).toBe(0);
+  });
+});
+
+describe("dockerUnavailable", () => {
+  it("says how to get access when the socket refuses this user (EACCES)", () => {
+    const error = dockerUnavailable(Object.assign(new Error("connect EACCES /var/run/docker.sock"), { code: "EACCES" }));
+    expect(error.code).toBe("docker-unavailable");
+    expect(error.shortMessage).toMatch(/\(EACCES\)\.$/);
+    expect(error.hint).toMatch(/docker group/);
+  });
+
+  it("says how to start the engine when nothing listens (ENOENT, ECONNREFUSED)", () => {
+    for (const code of ["ENOENT", "ECONNREFUSED"]) {
+      const error = dockerUnavailable(Object.assign(new Error(code), { code }));
+      expect(error.hint).toMatch(/Start the engine/);
+      expect(error.hint).not.toMatch(/docker group/);
+    }
   });
 });
