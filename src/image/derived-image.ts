@@ -32,7 +32,8 @@ export function parseAptPackages(list: string[]): string[] {
 
 /** `sandbox-run/pi-apt:<runner version>-<hash of the package list>`: one tag per runner version and list. */
 export function derivedImageTag(packages: string[]): string {
-  const runner = runnerImageSpec().tag.slice(runnerImageSpec().tag.indexOf(":") + 1);
+  const runnerTag = runnerImageSpec().tag;
+  const runner = runnerTag.slice(runnerTag.indexOf(":") + 1);
   const hash = crypto.createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 8);
   return `${DERIVED_REPOSITORY}:${runner}-${hash}`;
 }
