@@ -14,8 +14,6 @@ import { RunTimeline, type RunEvent, type RunEventListener } from "./run/run-eve
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** Docker client (dockerode); defaults to one built from DOCKER_HOST or the local socket. */
   docker?: DockerClient;
-  /** Runner image tag (one built FROM the runner image, e.g. by `image build --apt`); defaults to the image built from this package's images/pi. */
-  image?: string;
   /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
   autoBuildImage?: boolean;
   /** Human-readable progress lines (image builds); the CLI prints them on stderr. */
@@ -45,7 +43,9 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 
 export class ContainerPiAgent implements Agent {
   private readonly docker: DockerClient;
-  private ready?: Promise<{ tag: string; piVersion: string }>;
+  private engineReady?: Promise<void>;
+  /** Each runner image asked for, checked (or built) once per agent; "" is this version's. */
+  private readonly images = new Map<string, Promise<{ tag: string; piVersion: string }>>();
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     this.docker = config.docker ?? createDockerClient();
@@ -64,7 +64,7 @@ export class ContainerPiAgent implements Agent {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(newRunId(), listeners);
-    const { tag: image, piVersion } = await this.prepare(options.signal, (line) => timeline.sandbox("image.build", { line }));
+    const { tag: image, piVersion } = await this.prepare(resolved.image, options.signal, (line) => timeline.sandbox("image.build", { line }));
     const details = await executeRun(resolved, {
       docker: this.docker,
       image,
@@ -108,9 +108,12 @@ export class ContainerPiAgent implements Agent {
     };
   }
 
-  /** Checks the engine and the image once per agent; reaps orphans in the background. */
-  private prepare(signal: AbortSignal | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
-    this.ready ??= (async () => {
+  /**
+   * Checks the engine once per agent (and reaps orphans in the background), then the runner
+   * image a run asked for, once per image. A failed check is forgotten, so the next run retries.
+   */
+  private async prepare(image: string | undefined, signal: AbortSignal | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
+    const engineReady = (this.engineReady ??= (async () => {
       await pingDocker(this.docker, signal);
       if (this.config.reapOrphans !== false) {
         void reapContainers(this.docker).catch(() => {});
@@ -120,16 +123,22 @@ export class ContainerPiAgent implements Agent {
           // Best effort: a folder we cannot read is not ours to remove.
         }
       }
-      return this.ensureImage(onBuild);
-    })();
-    const ready = this.ready;
-    ready.catch(() => (this.ready = undefined));
+    })());
+    engineReady.catch(() => (this.engineReady = undefined));
+    await engineReady;
+    const key = image ?? "";
+    let ready = this.images.get(key);
+    if (!ready) {
+      ready = this.ensureImage(image, onBuild);
+      this.images.set(key, ready);
+      ready.catch(() => this.images.delete(key));
+    }
     return ready;
   }
 
-  private async ensureImage(onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
+  private async ensureImage(image: string | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
     const spec = runnerImageSpec();
-    const tag = this.config.image ?? spec.tag;
+    const tag = image ?? spec.tag;
     let labels: Record<string, string> | undefined;
     try {
       labels = (await this.docker.getImage(tag).inspect()).Config?.Labels ?? {};
@@ -155,9 +164,9 @@ export class ContainerPiAgent implements Agent {
       }
       return { tag, piVersion };
     }
-    if (this.config.image || !this.config.autoBuildImage) {
+    if (image || !this.config.autoBuildImage) {
       throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
-        hint: this.config.image
+        hint: image
           ? "Check the tag (`docker images`), or build it: `sandbox-run image build` for the runner image, with `--apt <packages>` for one with more tools."
           : "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
       });

@@ -6,12 +6,12 @@ import { resolveRun, type RunOptions } from "../run/resolve-options.js";
 import { planRun } from "../run/plan-run.js";
 import type { CliIo } from "./cli-io.js";
 
-export async function printDryRun(prompt: string, options: RunOptions, io: CliIo, image = runnerImageSpec().tag): Promise<void> {
+export async function printDryRun(prompt: string, options: RunOptions, io: CliIo): Promise<void> {
   const run = resolveRun(prompt, {}, options, io.env);
   const routing = run.routing;
   const { plan, sandboxEnv } = planRun(run, {
     runId: "dry-run",
-    image,
+    image: run.image ?? runnerImageSpec().tag,
     runDir: `${os.tmpdir()}/sandbox-run-<random>`,
     now: new Date(),
   });

@@ -15,6 +15,7 @@ export interface RunFlags {
   env?: string[];
   timeout?: string;
   runtime?: string;
+  image?: string;
   contextFiles?: boolean;
   maxTurns?: string;
   maxCost?: string;
@@ -31,6 +32,7 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
     options.sandbox = flags.sandbox as SandboxMode;
   }
   if (flags.policy) options.policy = flags.policy;
+  if (flags.image) options.image = flags.image;
   if (flags.writable?.length) options.additionalWritableDirectories = flags.writable;
   if (flags.model) options.model = flags.model;
   if (flags.models) options.models = flags.models;

@@ -15,7 +15,6 @@ import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
 
 export interface RunCommandFlags extends RunFlags {
-  image?: string;
   events?: string;
   json?: boolean;
   record?: string;
@@ -29,12 +28,11 @@ export async function runCommand(promptParts: string[], flags: RunCommandFlags, 
   if (!prompt) prompt = (await io.readStdin()) ?? "";
   if (!prompt.trim()) throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   const options = parseRunFlags(flags, io.env);
-  const image = flags.image ?? (io.env.SANDBOX_RUN_IMAGE || undefined);
 
   if (flags.dryRun) {
     // Resolve exactly as a run would, then print the plan the run would follow.
     const { printDryRun } = await import("./dry-run.js");
-    await printDryRun(prompt, options, io, image);
+    await printDryRun(prompt, options, io);
     return EXIT.ok;
   }
 
@@ -62,7 +60,6 @@ export async function runCommand(promptParts: string[], flags: RunCommandFlags, 
 
   const agent = new ContainerPiAgent({
     hostEnv: io.env,
-    image,
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });

@@ -58,6 +58,13 @@ export const policySchema = z
         "Mount the host's CA bundle (/etc/ssl/certs/ca-certificates.crt) read-only and point NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, GIT_SSL_CAINFO, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE at it: needed for HTTPS where a TLS-inspecting proxy sits between the host and the internet",
       ),
     runtime: z.enum(["runc", "runsc"]).describe("Container runtime: runc (shared kernel) or runsc (gVisor)"),
+    image: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._/:@-]*$/, "must be an image reference such as sandbox-run/pi-apt:<tag>")
+      .optional()
+      .describe(
+        "Runner image for runs with this policy, one built FROM the runner image (e.g. by `sandbox-run image build --apt`); --image overrides it; default: this version's runner image",
+      ),
     contextFiles: z
       .boolean()
       .describe("Load AGENTS.md/CLAUDE.md from the workspace (a prompt-injection vector in untrusted repos)"),

@@ -25,6 +25,11 @@ export interface SandboxOptions {
   extraArgs?: string[];
   /** Container runtime; overrides the policy's. */
   runtime?: "runc" | "runsc";
+  /**
+   * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
+   * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
+   */
+  image?: string;
   /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
   contextFiles?: boolean;
   /** Stop the run when the cost Pi reports passes this many US dollars. */
@@ -51,6 +56,8 @@ export interface ResolvedRun {
   timeoutMs: number;
   extraArgs: string[];
   budgets: { maxCostUsd?: number; maxTurns?: number };
+  /** The runner image asked for, if any (else this version's runner image). */
+  image?: string;
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
 }
@@ -147,8 +154,9 @@ export function resolveRun(
   }
 
   const routing = planProviderRouting({ model, modelsJson, env: hostEnv, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+  const image = run.image ?? config.image ?? policy.image ?? (hostEnv.SANDBOX_RUN_IMAGE || undefined);
 
-  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets, routing };
+  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets, routing, image };
 }
 
 function canonicalDirectory(input: string, what: string): string {

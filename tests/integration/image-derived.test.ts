@@ -5,6 +5,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { stringify as yamlStringify } from "yaml";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { bashThenFinal, containersOfRuns, docker, dockerAvailable, lastToolResult, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
 
@@ -51,6 +53,17 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     // Control: the plain runner image has no jq.
     const plain = await run("plain", []);
     expect(plain.status, plain.stderr).toBe(0);
+    expect(lastToolResult(server, "plain")).toMatch(/jq: command not found/);
+
+    // A policy can name the image; --image still wins over it.
+    const policyFile = path.join(path.dirname(schemaFile()), "with-jq.yaml");
+    fs.writeFileSync(policyFile, `${yamlStringify({ ...loadPolicy("read-only"), name: "with-jq", image: tag })}`);
+    const viaPolicy = await run("derived", ["--policy", policyFile]);
+    expect(viaPolicy.status, viaPolicy.stderr).toBe(0);
+    expect(JSON.parse(viaPolicy.stdout)).toMatchObject({ ok: true, image: tag, policy: "with-jq" });
+    expect(lastToolResult(server, "derived")).toMatch(/^jq-1\.\d/m);
+    const overridden = await run("plain", ["--policy", policyFile, "--image", inject("runnerImage")]);
+    expect(JSON.parse(overridden.stdout)).toMatchObject({ ok: true, image: inject("runnerImage") });
     expect(lastToolResult(server, "plain")).toMatch(/jq: command not found/);
   });
 

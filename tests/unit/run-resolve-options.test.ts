@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import { resolveRun, type RunOptions } from "../../src/run/resolve-options.js";
 
 const temp: string[] = [];
@@ -86,6 +87,23 @@ describe("resolveRun: model", () => {
 
   it("rejects a model that is not provider/id", () => {
     expect(usageError(() => resolve({ model: "gpt" })).shortMessage).toContain('"gpt" is not of the form provider/id');
+  });
+});
+
+describe("resolveRun: runner image", () => {
+  const withImage = { ...loadPolicy("read-only"), image: "sandbox-run/pi-apt:from-policy" };
+  it("run option > constructor > policy > SANDBOX_RUN_IMAGE > none (this version's runner image)", () => {
+    const env = { SANDBOX_RUN_IMAGE: "env/image:1" };
+    expect(resolve({ image: "run/image:1", policy: withImage }, { image: "config/image:1" }, env).image).toBe("run/image:1");
+    expect(resolve({ policy: withImage }, { image: "config/image:1" }, env).image).toBe("config/image:1");
+    expect(resolve({ policy: withImage }, {}, env).image).toBe("sandbox-run/pi-apt:from-policy");
+    expect(resolve({}, {}, env).image).toBe("env/image:1");
+    expect(resolve({}).image).toBeUndefined();
+  });
+
+  it("a policy's image must look like an image reference", () => {
+    const error = usageError(() => resolve({ policy: { ...withImage, image: "not an image; rm -rf /" } }));
+    expect(error.shortMessage).toMatch(/image: must be an image reference/);
   });
 });
 
