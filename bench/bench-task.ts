@@ -77,7 +77,11 @@ export function directPiArgs(model: string, extensionPath: string): string[] {
  * `finalToolModule` is where the wrapper imports images/pi/final-tool.mjs from: the repo's
  * copy on the host, the image's copy inside a plain container.
  */
-export function writePiHome(dir: string, baseUrl: string, finalToolModule: string): { agentDir: string; extension: string } {
+export function writePiHome(
+  dir: string,
+  baseUrl: string,
+  finalToolModule: string,
+): { agentDir: string; extension: string } {
   const agentDir = path.join(dir, "agent");
   fs.mkdirSync(agentDir, { recursive: true });
   fs.writeFileSync(path.join(agentDir, "models.json"), JSON.stringify(benchModelsJson(baseUrl)));

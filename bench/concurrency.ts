@@ -63,7 +63,8 @@ export async function runConcurrency(
       const t0 = performance.now();
       try {
         const result = await agent.run(TASK_PROMPT, { cwd: workspace });
-        if (JSON.stringify(result) !== JSON.stringify(TASK_RESULT)) throw new Error(`unexpected result ${JSON.stringify(result)}`);
+        if (JSON.stringify(result) !== JSON.stringify(TASK_RESULT))
+          throw new Error(`unexpected result ${JSON.stringify(result)}`);
         latencies.push(performance.now() - t0);
       } catch (error) {
         errors.push(String((error as Error)?.message ?? error).slice(0, 300));

@@ -19,18 +19,30 @@ export interface RecipeRunOptions {
   model: string;
 }
 
-export async function runDockerRecipe(options: RecipeRunOptions): Promise<{ ms: number; exitCode: number | null; outcome: Outcome }> {
+export async function runDockerRecipe(
+  options: RecipeRunOptions,
+): Promise<{ ms: number; exitCode: number | null; outcome: Outcome }> {
   const env = Object.entries(PI_ENV).flatMap(([k, v]) => ["-e", `${k}=${v}`]);
   const args = [
-    "run", "--rm", "-i",
-    "--label", BENCH_LABEL,
-    "-v", `${options.workspace}:/workspace`, "-w", "/workspace",
-    "-v", `${options.piHome}/agent:/root/.pi/agent`,
-    "-v", `${options.piHome}:/bench-pi:ro`,
+    "run",
+    "--rm",
+    "-i",
+    "--label",
+    BENCH_LABEL,
+    "-v",
+    `${options.workspace}:/workspace`,
+    "-w",
+    "/workspace",
+    "-v",
+    `${options.piHome}/agent:/root/.pi/agent`,
+    "-v",
+    `${options.piHome}:/bench-pi:ro`,
     // The docs' image runs as root with `pi` as its entrypoint; ours has a non-root user and
     // the launcher, so both are overridden to run Pi's cli.js directly.
-    "--user", "0:0",
-    "--entrypoint", IMAGE_PATHS.node,
+    "--user",
+    "0:0",
+    "--entrypoint",
+    IMAGE_PATHS.node,
     ...env,
     options.image,
     IMAGE_PATHS.piCli,
@@ -51,7 +63,9 @@ export async function runDockerRecipe(options: RecipeRunOptions): Promise<{ ms: 
 /** `docker run --rm --entrypoint true <image>`: create, start, wait and remove, nothing else. */
 export async function dockerRunTrue(image: string): Promise<number> {
   const started = performance.now();
-  const child = spawn("docker", ["run", "--rm", "--label", BENCH_LABEL, "--entrypoint", "true", image], { stdio: "ignore" });
+  const child = spawn("docker", ["run", "--rm", "--label", BENCH_LABEL, "--entrypoint", "true", image], {
+    stdio: "ignore",
+  });
   const code = await new Promise<number | null>((resolve, reject) => {
     child.once("error", reject);
     child.once("close", resolve);

@@ -71,7 +71,10 @@ export function hardenedTrueOptions(image: string, workspace: string, runDir: st
   return containerCreateOptions({ ...plan, entrypoint: ["true"], piArgs: [] });
 }
 
-export async function hardenedEngineTrue(docker: DockerClient, options: Docker.ContainerCreateOptions): Promise<number> {
+export async function hardenedEngineTrue(
+  docker: DockerClient,
+  options: Docker.ContainerCreateOptions,
+): Promise<number> {
   const started = performance.now();
   const container = await SandboxContainer.create(docker, { ...options, name: undefined });
   try {

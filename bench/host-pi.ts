@@ -58,9 +58,14 @@ export async function findHostPi(log: (line: string) => void): Promise<HostPi> {
     log(`Installing Pi ${spec.piVersion} and Node ${spec.nodeVersion} into ${dir} (once) ...`);
     fs.rmSync(dir, { recursive: true, force: true });
     fs.mkdirSync(dir, { recursive: true });
-    for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
-    execFileSync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: dir, stdio: "ignore" });
-    if (!matches(node, dir, spec)) throw new Error(`npm ci in ${dir} did not produce Pi ${spec.piVersion} on Node ${spec.nodeVersion}`);
+    for (const file of ["package.json", "package-lock.json"])
+      fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
+    execFileSync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], {
+      cwd: dir,
+      stdio: "ignore",
+    });
+    if (!matches(node, dir, spec))
+      throw new Error(`npm ci in ${dir} did not produce Pi ${spec.piVersion} on Node ${spec.nodeVersion}`);
   }
   return { node, piCli: path.join(dir, PI_CLI), finalToolModule, source: dir };
 }
@@ -84,7 +89,12 @@ export async function runPiOnHost(pi: HostPi, options: DirectRunOptions): Promis
   const started = performance.now();
   const child = spawn(pi.node, [pi.piCli, ...directPiArgs(options.model, options.extension)], {
     cwd: options.cwd,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: os.homedir(), ...PI_ENV, PI_CODING_AGENT_DIR: options.agentDir },
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: os.homedir(),
+      ...PI_ENV,
+      PI_CODING_AGENT_DIR: options.agentDir,
+    },
     stdio: ["pipe", "pipe", "ignore"],
   });
   const exited = new Promise<number | null>((resolve, reject) => {

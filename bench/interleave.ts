@@ -32,7 +32,9 @@ export async function interleave(
         errors.get(variant.key)!.push(String((error as Error)?.message ?? error).slice(0, 300));
       }
     }
-    options.progress(`  ${warm ? "warm-up" : "round"} ${warm ? round_ + 1 : round_ - options.warmup + 1}/${warm ? options.warmup : options.runs}`);
+    options.progress(
+      `  ${warm ? "warm-up" : "round"} ${warm ? round_ + 1 : round_ - options.warmup + 1}/${warm ? options.warmup : options.runs}`,
+    );
   }
   return variants.map((variant) => {
     const list = samples.get(variant.key)!;

@@ -29,23 +29,44 @@ const CHUNK = 64 * 1024;
 /** About 1 MiB of records in the shapes Pi writes; repeated to make the stream. */
 function template(): Buffer {
   const lines: string[] = [];
-  const word = "lorem ipsum dolor sit amet, \"quoted\" \\ unicode é 漢字 \u2028 ";
+  const word = 'lorem ipsum dolor sit amet, "quoted" \\ unicode é 漢字 \u2028 ';
   let text = "";
   let size = 0;
   for (let i = 0; size < MB; i++) {
     let record: object;
     if (i % 50 === 49) {
       // A large tool result (a file read, a long build log).
-      record = { type: "tool_execution_end", toolCallId: `call_${i}`, toolName: "read", result: { content: [{ type: "text", text: word.repeat(1500) }] }, isError: false };
+      record = {
+        type: "tool_execution_end",
+        toolCallId: `call_${i}`,
+        toolName: "read",
+        result: { content: [{ type: "text", text: word.repeat(1500) }] },
+        isError: false,
+      };
     } else if (i % 5 === 0) {
       text = text.length > 6000 ? "" : text + word;
-      record = { type: "tool_execution_update", toolCallId: `call_${i}`, toolName: "bash", args: { command: "npm test" }, partialResult: { content: [{ type: "text", text }] } };
+      record = {
+        type: "tool_execution_update",
+        toolCallId: `call_${i}`,
+        toolName: "bash",
+        args: { command: "npm test" },
+        partialResult: { content: [{ type: "text", text }] },
+      };
     } else {
       text = text.length > 3000 ? "" : text + word;
       record = {
         type: "message_update",
         assistantMessageEvent: { type: "text_delta", contentIndex: 0, delta: word },
-        message: { role: "assistant", content: [{ type: "text", text }], api: "openai-completions", provider: "scripted", model: "bench", usage: { input: 100, output: i, cacheRead: 0, cacheWrite: 0, totalTokens: 100 + i, cost: { total: 0 } }, stopReason: "stop", timestamp: 1_700_000_000_000 + i },
+        message: {
+          role: "assistant",
+          content: [{ type: "text", text }],
+          api: "openai-completions",
+          provider: "scripted",
+          model: "bench",
+          usage: { input: 100, output: i, cacheRead: 0, cacheWrite: 0, totalTokens: 100 + i, cost: { total: 0 } },
+          stopReason: "stop",
+          timestamp: 1_700_000_000_000 + i,
+        },
       };
     }
     const line = `${JSON.stringify(record)}\n`;
@@ -117,7 +138,9 @@ export async function measureParser(totalMb: number): Promise<ParserResult> {
 /** Runs measureParser in a fresh Node process and returns its report. */
 export function runParserBench(totalMb: number): Promise<ParserResult> {
   const self = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", self, String(totalMb)], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", self, String(totalMb)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString("utf8")));
   return new Promise((resolve, reject) => {

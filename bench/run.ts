@@ -55,7 +55,9 @@ async function machine(docker: DockerClient) {
 /** Where containers on the default bridge reach the host: the bridge's gateway address. */
 async function bridgeGateway(docker: DockerClient): Promise<string | undefined> {
   try {
-    const bridge = (await docker.getNetwork("bridge").inspect()) as { IPAM?: { Config?: Array<{ Gateway?: string; Subnet?: string }> } };
+    const bridge = (await docker.getNetwork("bridge").inspect()) as {
+      IPAM?: { Config?: Array<{ Gateway?: string; Subnet?: string }> };
+    };
     const config = bridge.IPAM?.Config?.find((c) => c.Gateway || c.Subnet?.includes("."));
     if (config?.Gateway) return config.Gateway;
     // The engine often leaves Gateway out; by default it is the subnet's first address (the
@@ -94,7 +96,11 @@ async function main() {
   // the plain `docker run` container reaches it too; the host and the gateway connect there.
   const server = await startScriptedModelServer({ scripts: benchScripts(), host: gateway ?? "127.0.0.1", port: 0 });
   const scratch = new Scratch();
-  const results: Record<string, unknown> = { machine: { ...info, image, piNode: hostPi.node }, runs: RUNS, targets: TARGETS };
+  const results: Record<string, unknown> = {
+    machine: { ...info, image, piNode: hostPi.node },
+    runs: RUNS,
+    targets: TARGETS,
+  };
   const out: string[] = [];
   const benchStarted = performance.now();
 
@@ -112,7 +118,11 @@ async function main() {
       ];
       const perCall = await interleave(variants, { warmup: 2, runs: RUNS, progress });
       const host = perCall.find((r) => r.key === "host")!;
-      results.perCall = perCall.map((r) => ({ ...r, ratioToHost: round(r.medianMs / host.medianMs, 2), overheadMs: round(r.medianMs - host.medianMs) }));
+      results.perCall = perCall.map((r) => ({
+        ...r,
+        ratioToHost: round(r.medianMs / host.medianMs, 2),
+        overheadMs: round(r.medianMs - host.medianMs),
+      }));
       out.push(perCallTable(perCall, host), "", phaseTable(perCall));
     }
 
@@ -121,30 +131,88 @@ async function main() {
       const runDir = scratch.dir("floor-run");
       const hardened = hardenedTrueOptions(image, scratch.dir("floor-ws"), runDir);
       const variants: Variant[] = [
-        { key: "docker-run-true", label: "`docker run --rm <image> true` (CLI)", run: async () => ({ ms: await dockerRunTrue(image) }) },
-        { key: "engine-plain", label: "Engine API: create/attach/start/wait/remove, default options (bridge network)", run: async () => ({ ms: await plainEngineTrue(docker, image) }) },
-        { key: "engine-plain-no-network", label: "Engine API, default options but --network none", run: async () => ({ ms: await plainEngineTrue(docker, image, "none") }) },
-        { key: "engine-hardened-runc", label: "Engine API, sandbox-run's hardened options, runc", run: async () => ({ ms: await hardenedEngineTrue(docker, hardened) }) },
+        {
+          key: "docker-run-true",
+          label: "`docker run --rm <image> true` (CLI)",
+          run: async () => ({ ms: await dockerRunTrue(image) }),
+        },
+        {
+          key: "engine-plain",
+          label: "Engine API: create/attach/start/wait/remove, default options (bridge network)",
+          run: async () => ({ ms: await plainEngineTrue(docker, image) }),
+        },
+        {
+          key: "engine-plain-no-network",
+          label: "Engine API, default options but --network none",
+          run: async () => ({ ms: await plainEngineTrue(docker, image, "none") }),
+        },
+        {
+          key: "engine-hardened-runc",
+          label: "Engine API, sandbox-run's hardened options, runc",
+          run: async () => ({ ms: await hardenedEngineTrue(docker, hardened) }),
+        },
         ...(hasRunsc
-          ? [{ key: "engine-hardened-runsc", label: "Engine API, sandbox-run's hardened options, runsc", run: async () => ({ ms: await hardenedEngineTrue(docker, { ...hardened, HostConfig: { ...hardened.HostConfig, Runtime: "runsc" } }) }) }]
+          ? [
+              {
+                key: "engine-hardened-runsc",
+                label: "Engine API, sandbox-run's hardened options, runsc",
+                run: async () => ({
+                  ms: await hardenedEngineTrue(docker, {
+                    ...hardened,
+                    HostConfig: { ...hardened.HostConfig, Runtime: "runsc" },
+                  }),
+                }),
+              },
+            ]
           : []),
       ];
       const floor = await interleave(variants, { warmup: 1, runs: RUNS, progress });
       results.floor = floor;
-      out.push("", table(["floor: a container that runs `true`", "runs", "median s", "p90 s", "failures"], floor.map((r) => [r.label, r.runs, seconds(r.medianMs), seconds(r.p90Ms), r.failures])));
+      out.push(
+        "",
+        table(
+          ["floor: a container that runs `true`", "runs", "median s", "p90 s", "failures"],
+          floor.map((r) => [r.label, r.runs, seconds(r.medianMs), seconds(r.p90Ms), r.failures]),
+        ),
+      );
     }
 
     if (only.has("concurrency")) {
       const levels: ConcurrencyResult[] = [];
-      for (const [concurrency, calls] of [[1, 8], [4, 16], [8, 24]] as const) {
+      for (const [concurrency, calls] of [
+        [1, 8],
+        [4, 16],
+        [8, 24],
+      ] as const) {
         progress(`Concurrency ${concurrency}: ${calls} calls ...`);
         levels.push(await runConcurrency(runc, docker, scratch, concurrency, calls));
       }
       results.concurrency = { levels, vmHwmMb: vmHwmMb() };
-      out.push("", table(
-        ["concurrent calls (runc)", "calls", "calls/s", "median s", "p90 s", "controller peak RSS MB", "failures", "containers left"],
-        levels.map((l) => [l.concurrency, l.calls, l.callsPerSecond, seconds(l.medianLatencyMs), seconds(l.p90LatencyMs), l.peakRssMb, l.failures, l.containersLeft]),
-      ));
+      out.push(
+        "",
+        table(
+          [
+            "concurrent calls (runc)",
+            "calls",
+            "calls/s",
+            "median s",
+            "p90 s",
+            "controller peak RSS MB",
+            "failures",
+            "containers left",
+          ],
+          levels.map((l) => [
+            l.concurrency,
+            l.calls,
+            l.callsPerSecond,
+            seconds(l.medianLatencyMs),
+            seconds(l.p90LatencyMs),
+            l.peakRssMb,
+            l.failures,
+            l.containersLeft,
+          ]),
+        ),
+      );
     }
 
     if (only.has("streaming")) {
@@ -154,20 +222,42 @@ async function main() {
       delays.push(await sandboxDelay("runc", runc, scratch.dir("stream-ws"), 3));
       if (runsc) delays.push(await sandboxDelay("runsc", runsc, scratch.dir("stream-ws"), 3));
       results.eventDelay = delays;
-      out.push("", table(
-        ["event delay: bash line printed -> onEvent", "runs", "samples", "median ms", "p90 ms", "max ms", "failures"],
-        delays.map((d) => [d.key, d.runs, d.samples, d.medianMs, d.p90Ms, d.maxMs, d.failures]),
-      ));
+      out.push(
+        "",
+        table(
+          ["event delay: bash line printed -> onEvent", "runs", "samples", "median ms", "p90 ms", "max ms", "failures"],
+          delays.map((d) => [d.key, d.runs, d.samples, d.medianMs, d.p90Ms, d.maxMs, d.failures]),
+        ),
+      );
     }
 
     if (only.has("parser")) {
       progress("Parser: 200 MB of JSONL in a child process ...");
       const parser: ParserResult = await runParserBench(200);
       results.parser = parser;
-      out.push("", table(
-        ["JSONL parsing (JsonlReader + parsePiRecord)", "MB", "MB/s", "records", "RSS before / at 10% / end / peak MB", "heap peak MB"],
-        [["64 KiB chunks", parser.streamMb, parser.mbPerSecond, parser.records, `${parser.rssBeforeMb} / ${parser.rssAt10PercentMb} / ${parser.rssAtEndMb} / ${parser.rssPeakMb}`, parser.heapPeakMb]],
-      ));
+      out.push(
+        "",
+        table(
+          [
+            "JSONL parsing (JsonlReader + parsePiRecord)",
+            "MB",
+            "MB/s",
+            "records",
+            "RSS before / at 10% / end / peak MB",
+            "heap peak MB",
+          ],
+          [
+            [
+              "64 KiB chunks",
+              parser.streamMb,
+              parser.mbPerSecond,
+              parser.records,
+              `${parser.rssBeforeMb} / ${parser.rssAt10PercentMb} / ${parser.rssAtEndMb} / ${parser.rssPeakMb}`,
+              parser.heapPeakMb,
+            ],
+          ],
+        ),
+      );
     }
   } finally {
     await server.close();
@@ -179,28 +269,52 @@ async function main() {
   results.containersLeft = { sandboxRun: left, dockerRunAndFloor: benchLeft };
   results.benchSeconds = round((performance.now() - benchStarted) / 1000);
   results.loadAverageAtEnd = os.loadavg().map((l) => round(l, 2));
-  out.push("", `containers left: ${left} (sandbox-run) + ${benchLeft} (docker run / floor); whole benchmark ${results.benchSeconds} s`);
-  out.push(`load average (1/5/15 min) at start ${info.loadAverageAtStart.join(" / ")}, at end ${(results.loadAverageAtEnd as number[]).join(" / ")}`);
+  out.push(
+    "",
+    `containers left: ${left} (sandbox-run) + ${benchLeft} (docker run / floor); whole benchmark ${results.benchSeconds} s`,
+  );
+  out.push(
+    `load average (1/5/15 min) at start ${info.loadAverageAtStart.join(" / ")}, at end ${(results.loadAverageAtEnd as number[]).join(" / ")}`,
+  );
   out.push(...targetLines(results));
 
   const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "results.json");
   fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`\n${out.join("\n")}\n\nWrote ${path.relative(process.cwd(), file)}`);
-  const failures = [results.perCall, results.floor].flatMap((list) => (list as VariantResult[] | undefined) ?? []).reduce((n, r) => n + r.failures, 0) +
-    (((results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels ?? []).reduce((n, l) => n + l.failures, 0));
+  const failures =
+    [results.perCall, results.floor]
+      .flatMap((list) => (list as VariantResult[] | undefined) ?? [])
+      .reduce((n, r) => n + r.failures, 0) +
+    ((results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels ?? []).reduce(
+      (n, l) => n + l.failures,
+      0,
+    );
   if (failures > 0 || left > 0 || benchLeft > 0) process.exitCode = 1;
 }
 
 function perCallTable(perCall: VariantResult[], host: VariantResult): string {
   return table(
     ["per call (2-turn task)", "runs", "median s", "p90 s", "x host", "overhead s", "failures"],
-    perCall.map((r) => [r.label, r.runs, seconds(r.medianMs), seconds(r.p90Ms), (r.medianMs / host.medianMs).toFixed(2), seconds(r.medianMs - host.medianMs), r.failures]),
+    perCall.map((r) => [
+      r.label,
+      r.runs,
+      seconds(r.medianMs),
+      seconds(r.p90Ms),
+      (r.medianMs / host.medianMs).toFixed(2),
+      seconds(r.medianMs - host.medianMs),
+      r.failures,
+    ]),
   );
 }
 
 function phaseTable(perCall: VariantResult[]): string {
   const names = ["setup", "start", "piStart", "turns", "exit", "remove", "caller"];
-  const rows = perCall.filter((r) => r.phasesMedianMs).map((r) => [r.key, ...names.map((n) => (r.phasesMedianMs![n] === undefined ? "-" : String(r.phasesMedianMs![n])))]);
+  const rows = perCall
+    .filter((r) => r.phasesMedianMs)
+    .map((r) => [
+      r.key,
+      ...names.map((n) => (r.phasesMedianMs![n] === undefined ? "-" : String(r.phasesMedianMs![n]))),
+    ]);
   return `where the time goes (medians, ms)\n${table(["variant", ...names], rows)}`;
 }
 
@@ -211,20 +325,32 @@ function targetLines(results: Record<string, unknown>): string[] {
   const mark = (ok: boolean | undefined) => (ok === undefined ? "n/a " : ok ? "met " : "MISS");
   const runcOver = over("runc");
   const runscOver = over("runsc");
-  lines.push(`  ${mark(runcOver === undefined ? undefined : runcOver <= TARGETS.runcOverheadMs)} runc overhead over host <= ${TARGETS.runcOverheadMs} ms: ${runcOver ?? "-"} ms`);
-  lines.push(`  ${mark(runscOver === undefined ? undefined : runscOver <= TARGETS.runscOverheadMs)} runsc overhead over host <= ${TARGETS.runscOverheadMs} ms: ${runscOver ?? "-"} ms`);
+  lines.push(
+    `  ${mark(runcOver === undefined ? undefined : runcOver <= TARGETS.runcOverheadMs)} runc overhead over host <= ${TARGETS.runcOverheadMs} ms: ${runcOver ?? "-"} ms`,
+  );
+  lines.push(
+    `  ${mark(runscOver === undefined ? undefined : runscOver <= TARGETS.runscOverheadMs)} runsc overhead over host <= ${TARGETS.runscOverheadMs} ms: ${runscOver ?? "-"} ms`,
+  );
   const delays = (results.eventDelay as DelayResult[] | undefined) ?? [];
   for (const d of delays.filter((d) => d.key !== "host")) {
-    lines.push(`  ${mark(d.medianMs < TARGETS.eventDelayMs)} event delay (${d.key}) median < ${TARGETS.eventDelayMs} ms: ${d.medianMs} ms`);
+    lines.push(
+      `  ${mark(d.medianMs < TARGETS.eventDelayMs)} event delay (${d.key}) median < ${TARGETS.eventDelayMs} ms: ${d.medianMs} ms`,
+    );
   }
   const parser = results.parser as ParserResult | undefined;
   if (parser) {
     const flat = parser.rssAtEndMb - parser.rssAt10PercentMb < 16;
-    lines.push(`  ${mark(parser.mbPerSecond >= TARGETS.parserMbPerSecond && flat)} parser >= ${TARGETS.parserMbPerSecond} MB/s, flat memory: ${parser.mbPerSecond} MB/s, RSS ${parser.rssAt10PercentMb} -> ${parser.rssAtEndMb} MB`);
+    lines.push(
+      `  ${mark(parser.mbPerSecond >= TARGETS.parserMbPerSecond && flat)} parser >= ${TARGETS.parserMbPerSecond} MB/s, flat memory: ${parser.mbPerSecond} MB/s, RSS ${parser.rssAt10PercentMb} -> ${parser.rssAtEndMb} MB`,
+    );
   }
-  const eight = (results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels.find((l) => l.concurrency === 8);
+  const eight = (results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels.find(
+    (l) => l.concurrency === 8,
+  );
   if (eight) {
-    lines.push(`  ${mark(eight.failures === 0 && eight.containersLeft === 0 && eight.peakRssMb < TARGETS.peakRssMb)} 8 concurrent: 0 failures, 0 left, peak RSS < ${TARGETS.peakRssMb} MB: ${eight.failures} failures, ${eight.containersLeft} left, ${eight.peakRssMb} MB`);
+    lines.push(
+      `  ${mark(eight.failures === 0 && eight.containersLeft === 0 && eight.peakRssMb < TARGETS.peakRssMb)} 8 concurrent: 0 failures, 0 left, peak RSS < ${TARGETS.peakRssMb} MB: ${eight.failures} failures, ${eight.containersLeft} left, ${eight.peakRssMb} MB`,
+    );
   }
   return lines;
 }

@@ -28,7 +28,11 @@ function delayProbe(delays: number[]) {
     if (event.type !== "tool_execution_update") return;
     const received = wallNowMs();
     const content = (event.partialResult as { content?: Array<{ text?: string }> } | undefined)?.content ?? [];
-    const lines = content.map((c) => c.text ?? "").join("").split("\n").filter((l) => /^\d{19}$/.test(l));
+    const lines = content
+      .map((c) => c.text ?? "")
+      .join("")
+      .split("\n")
+      .filter((l) => /^\d{19}$/.test(l));
     if (lines.length <= seenLines) return;
     seenLines = lines.length;
     const printedMs = Number(BigInt(lines[lines.length - 1]!) / 1000n) / 1000;
@@ -48,7 +52,12 @@ function summary(key: string, runs: number, delays: number[], failures: number):
   };
 }
 
-export async function sandboxDelay(key: string, agent: ContainerPiAgent, workspace: string, runs: number): Promise<DelayResult> {
+export async function sandboxDelay(
+  key: string,
+  agent: ContainerPiAgent,
+  workspace: string,
+  runs: number,
+): Promise<DelayResult> {
   const delays: number[] = [];
   let failures = 0;
   for (let i = 0; i < runs; i++) {
@@ -66,7 +75,12 @@ export async function sandboxDelay(key: string, agent: ContainerPiAgent, workspa
   return summary(key, runs, delays, failures);
 }
 
-export async function hostDelay(pi: HostPi, home: { agentDir: string; extension: string }, workspace: string, runs: number): Promise<DelayResult> {
+export async function hostDelay(
+  pi: HostPi,
+  home: { agentDir: string; extension: string },
+  workspace: string,
+  runs: number,
+): Promise<DelayResult> {
   const delays: number[] = [];
   let failures = 0;
   for (let i = 0; i < runs; i++) {

@@ -6,7 +6,15 @@ import path from "node:path";
 import { ContainerPiAgent } from "../src/container-pi-agent.js";
 import type { PiEvent } from "../src/pi/pi-events.js";
 import type { RunEvent } from "../src/run/run-events.js";
-import { benchModelsJson, PROVIDER, TASK_MODEL, TASK_PROMPT, TASK_RESULT, TASK_SCHEMA, writePiHome } from "./bench-task.js";
+import {
+  benchModelsJson,
+  PROVIDER,
+  TASK_MODEL,
+  TASK_PROMPT,
+  TASK_RESULT,
+  TASK_SCHEMA,
+  writePiHome,
+} from "./bench-task.js";
 import { runDockerRecipe } from "./docker-recipe.js";
 import { runPiOnHost, type HostPi } from "./host-pi.js";
 import { expectResult } from "./pi-output.js";
@@ -91,7 +99,8 @@ export function sandboxAgent(baseUrl: string, runtime: "runc" | "runsc", image?:
 
 /** Where a sandboxed run's time went, from its own event timeline. */
 export function sandboxPhases(events: RunEvent[], total: number): Record<string, number> | undefined {
-  const at = (source: RunEvent["source"], type: string) => events.find((e) => e.source === source && e.type === type)?.time;
+  const at = (source: RunEvent["source"], type: string) =>
+    events.find((e) => e.source === source && e.type === type)?.time;
   const created = at("sandbox", "container.created");
   const started = at("sandbox", "container.started");
   const piStart = at("pi", "agent_start");

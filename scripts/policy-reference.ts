@@ -44,9 +44,15 @@ function rows(properties: Record<string, JsonSchemaNode>, required: string[], pr
   const out: string[] = [];
   for (const [name, node] of Object.entries(properties)) {
     const field = `${prefix}${name}`;
-    const need = required.includes(name) ? "yes" : node.default !== undefined ? `no (default \`${JSON.stringify(node.default)}\`)` : "no";
+    const need = required.includes(name)
+      ? "yes"
+      : node.default !== undefined
+        ? `no (default \`${JSON.stringify(node.default)}\`)`
+        : "no";
     const own = node.description ?? "";
-    const itemNote = node.items?.description ? `${own && !/[.:]$/.test(own) ? "." : ""} Each entry: ${node.items.description}.` : "";
+    const itemNote = node.items?.description
+      ? `${own && !/[.:]$/.test(own) ? "." : ""} Each entry: ${node.items.description}.`
+      : "";
     const description = markdownText(`${own}${itemNote}`);
     if (node.type === "object" && node.properties) {
       out.push(`| \`${field}\` | object | ${need} | ${description || "See the fields below."} |`);

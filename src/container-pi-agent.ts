@@ -64,7 +64,9 @@ export class ContainerPiAgent implements Agent {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(newRunId(), listeners);
-    const { tag: image, piVersion } = await this.prepare(resolved.image, options.signal, (line) => timeline.sandbox("image.build", { line }));
+    const { tag: image, piVersion } = await this.prepare(resolved.image, options.signal, (line) =>
+      timeline.sandbox("image.build", { line }),
+    );
     const details = await executeRun(resolved, {
       docker: this.docker,
       image,
@@ -112,7 +114,11 @@ export class ContainerPiAgent implements Agent {
    * Checks the engine once per agent (and reaps orphans in the background), then the runner
    * image a run asked for, once per image. A failed check is forgotten, so the next run retries.
    */
-  private async prepare(image: string | undefined, signal: AbortSignal | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
+  private async prepare(
+    image: string | undefined,
+    signal: AbortSignal | undefined,
+    onBuild: (line: string) => void,
+  ): Promise<{ tag: string; piVersion: string }> {
     const engineReady = (this.engineReady ??= (async () => {
       await pingDocker(this.docker, signal);
       if (this.config.reapOrphans !== false) {
@@ -136,7 +142,10 @@ export class ContainerPiAgent implements Agent {
     return ready;
   }
 
-  private async ensureImage(image: string | undefined, onBuild: (line: string) => void): Promise<{ tag: string; piVersion: string }> {
+  private async ensureImage(
+    image: string | undefined,
+    onBuild: (line: string) => void,
+  ): Promise<{ tag: string; piVersion: string }> {
     const spec = runnerImageSpec();
     const tag = image ?? spec.tag;
     let labels: Record<string, string> | undefined;
@@ -150,17 +159,25 @@ export class ContainerPiAgent implements Agent {
       // passes on the runner's labels; anything else would fail in a less helpful way later.
       const piVersion = labels[IMAGE_LABEL_PI_VERSION];
       if (!piVersion) {
-        throw new SandboxRunError("usage", `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`, {
-          hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
-        });
+        throw new SandboxRunError(
+          "usage",
+          `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`,
+          {
+            hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
+          },
+        );
       }
       // An `image build --apt` image on another version's runner image carries that version's
       // launcher; it is rebuilt with the same packages in one command.
       const aptPackages = labels[IMAGE_LABEL_APT_PACKAGES];
       if (aptPackages && labels[IMAGE_LABEL_CONTENT_HASH] !== spec.contentHash) {
-        throw new SandboxRunError("image-missing", `The image ${tag} was built on the runner image of another sandbox-run version.`, {
-          hint: `Rebuild it for this version: sandbox-run image build --apt ${aptPackages.split(" ").join(",")}`,
-        });
+        throw new SandboxRunError(
+          "image-missing",
+          `The image ${tag} was built on the runner image of another sandbox-run version.`,
+          {
+            hint: `Rebuild it for this version: sandbox-run image build --apt ${aptPackages.split(" ").join(",")}`,
+          },
+        );
       }
       return { tag, piVersion };
     }

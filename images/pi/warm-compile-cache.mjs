@@ -22,11 +22,15 @@ const socketPath = path.join(dir, "gateway.sock");
 
 function completion(res, body) {
   const turn = body.messages.filter((m) => m.role === "assistant").length;
-  const call = turn === 0
-    ? { name: "bash", arguments: JSON.stringify({ command: "echo warm" }) }
-    : { name: FINAL_TOOL, arguments: JSON.stringify({ ok: true }) };
+  const call =
+    turn === 0
+      ? { name: "bash", arguments: JSON.stringify({ command: "echo warm" }) }
+      : { name: FINAL_TOOL, arguments: JSON.stringify({ ok: true }) };
   const chunk = (delta, finish) => ({
-    id: `warm-${turn}`, object: "chat.completion.chunk", created: 0, model: body.model,
+    id: `warm-${turn}`,
+    object: "chat.completion.chunk",
+    created: 0,
+    model: body.model,
     choices: [{ index: 0, delta, finish_reason: finish }],
   });
   res.writeHead(200, { "content-type": "text/event-stream" });
@@ -34,8 +38,14 @@ function completion(res, body) {
   send(chunk({ role: "assistant", content: "" }, null));
   send(chunk({ tool_calls: [{ index: 0, id: `call_${turn}`, type: "function", function: call }] }, null));
   send(chunk({}, "tool_calls"));
-  send({ id: `warm-${turn}`, object: "chat.completion.chunk", created: 0, model: body.model, choices: [],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } });
+  send({
+    id: `warm-${turn}`,
+    object: "chat.completion.chunk",
+    created: 0,
+    model: body.model,
+    choices: [],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  });
   res.end("data: [DONE]\n\n");
 }
 
@@ -76,10 +86,25 @@ const config = {
 /** One Pi run through the launcher with the flags sandbox-run passes (src/pi/pi-args.ts). */
 async function runPi() {
   const piArgs = [
-    "--mode", "json", "--no-session", "--no-extensions", "--no-approve", "--no-skills",
-    "--no-prompt-templates", "--no-themes", "--no-mcp", "--offline", "--no-context-files",
-    "--model", "warm/warm", "--tools", `read,bash,edit,write,grep,find,ls,${FINAL_TOOL}`,
-    "--extension", `${ROOT}/final-tool.mjs`, "--append-system-prompt", `Call ${FINAL_TOOL} when done.`,
+    "--mode",
+    "json",
+    "--no-session",
+    "--no-extensions",
+    "--no-approve",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-themes",
+    "--no-mcp",
+    "--offline",
+    "--no-context-files",
+    "--model",
+    "warm/warm",
+    "--tools",
+    `read,bash,edit,write,grep,find,ls,${FINAL_TOOL}`,
+    "--extension",
+    `${ROOT}/final-tool.mjs`,
+    "--append-system-prompt",
+    `Call ${FINAL_TOOL} when done.`,
   ];
   const child = spawn(process.execPath, [`${ROOT}/launcher.mjs`, ...piArgs], {
     cwd: dir,
@@ -106,7 +131,11 @@ async function runPi() {
 }
 
 const { code, out } = await runPi();
-const finished = out.split("\n").some((line) => line.includes('"tool_execution_end"') && line.includes(FINAL_TOOL) && line.includes('"isError":false'));
+const finished = out
+  .split("\n")
+  .some(
+    (line) => line.includes('"tool_execution_end"') && line.includes(FINAL_TOOL) && line.includes('"isError":false'),
+  );
 if (code !== 0 || !finished) {
   process.stderr.write(`warm-compile-cache: the scripted run did not finish (exit ${code}):\n${out.slice(-2000)}\n`);
   process.exit(1);

@@ -12,7 +12,10 @@ import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import { createProgressReporter } from "./progress-reporter.js";
 
-export async function runDemo(io: CliIo, options: { quiet?: boolean; runtime?: "runc" | "runsc" } = {}): Promise<number> {
+export async function runDemo(
+  io: CliIo,
+  options: { quiet?: boolean; runtime?: "runc" | "runsc" } = {},
+): Promise<number> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-demo-"));
   const workspace = path.join(scratch, "workspace");
   const hostSecretPath = path.join(scratch, "host-secret.txt");
@@ -31,7 +34,12 @@ export async function runDemo(io: CliIo, options: { quiet?: boolean; runtime?: "
       onProgress: options.quiet ? undefined : (line) => io.stderr(`${line}\n`),
       models: {
         providers: {
-          [DEMO_PROVIDER]: { baseUrl: server.baseUrl, api: "openai-completions", apiKey: key, models: [{ id: DEMO_MODEL_ID }] },
+          [DEMO_PROVIDER]: {
+            baseUrl: server.baseUrl,
+            api: "openai-completions",
+            apiKey: key,
+            models: [{ id: DEMO_MODEL_ID }],
+          },
         },
       },
     });

@@ -34,26 +34,52 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
     // The image runs would use: SANDBOX_RUN_IMAGE when set, else this version's runner image.
     const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
     let imageBuilt = false;
-    const labels = await docker.getImage(chosen).inspect().then((i) => i.Config?.Labels ?? {}, () => undefined);
+    const labels = await docker
+      .getImage(chosen)
+      .inspect()
+      .then(
+        (i) => i.Config?.Labels ?? {},
+        () => undefined,
+      );
     if (!labels) {
-      bad(`runner image ${chosen} is not built`, chosen === spec.tag ? "Run `sandbox-run image build` (or let the first run build it)." : "Build it, or unset SANDBOX_RUN_IMAGE.");
+      bad(
+        `runner image ${chosen} is not built`,
+        chosen === spec.tag
+          ? "Run `sandbox-run image build` (or let the first run build it)."
+          : "Build it, or unset SANDBOX_RUN_IMAGE.",
+      );
     } else if (!labels[IMAGE_LABEL_PI_VERSION]) {
-      bad(`SANDBOX_RUN_IMAGE=${chosen} is not a sandbox-run runner image`, `Build it FROM ${spec.tag}, or with \`sandbox-run image build --apt <packages>\`.`);
+      bad(
+        `SANDBOX_RUN_IMAGE=${chosen} is not a sandbox-run runner image`,
+        `Build it FROM ${spec.tag}, or with \`sandbox-run image build --apt <packages>\`.`,
+      );
     } else {
       imageBuilt = true;
-      ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
+      ok(
+        `runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`,
+      );
     }
     // Registered is not the same as working: start a container that only runs `true`.
     if (imageBuilt) {
       for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
         const check = await checkContainerStart(docker, chosen, runtime);
         if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
-        else if (runtime === "runc") bad(`containers do not start on runc: ${check.reason}`, "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).");
-        else note(`--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`);
+        else if (runtime === "runc")
+          bad(
+            `containers do not start on runc: ${check.reason}`,
+            "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).",
+          );
+        else
+          note(
+            `--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`,
+          );
       }
     }
   } catch (error) {
-    bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
+    bad(
+      isSandboxRunError(error) ? error.shortMessage : String(error),
+      isSandboxRunError(error) ? (error.hint ?? "") : "",
+    );
   }
 
   for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
@@ -65,10 +91,14 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
       planProviderRouting({ model, env: io.env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
       ok(`credentials for ${model} are available`);
     } catch (error) {
-      bad(isSandboxRunError(error) ? error.shortMessage : String(error), isSandboxRunError(error) ? (error.hint ?? "") : "");
+      bad(
+        isSandboxRunError(error) ? error.shortMessage : String(error),
+        isSandboxRunError(error) ? (error.hint ?? "") : "",
+      );
     }
   }
-  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt")) ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
+  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt"))
+    ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
   io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
   return failed ? EXIT.unavailable : EXIT.ok;
 }
@@ -86,11 +116,19 @@ const RUNSC_REGISTRATION =
  * gateway (and the egress proxy) through host unix sockets bind-mounted in, which gVisor only
  * allows with --host-uds=open (or all); --network=none keeps gVisor's own network stack off.
  */
-export function runscCheck(runtimes: Record<string, RuntimeInfo>): { level: "ok" | "note"; message: string; fix?: string } {
+export function runscCheck(runtimes: Record<string, RuntimeInfo>): {
+  level: "ok" | "note";
+  message: string;
+  fix?: string;
+} {
   const runsc = runtimes.runsc;
   const register = `apt-get install runsc (Debian/Ubuntu), add ${RUNSC_REGISTRATION} to /etc/docker/daemon.json and restart dockerd (scripts/setup-host.sh does this)`;
   if (!runsc) {
-    return { level: "note", message: "gVisor (runsc) is not registered: --runtime runsc is unavailable", fix: `For a stronger boundary: ${register}.` };
+    return {
+      level: "note",
+      message: "gVisor (runsc) is not registered: --runtime runsc is unavailable",
+      fix: `For a stronger boundary: ${register}.`,
+    };
   }
   const args = runsc.runtimeArgs ?? [];
   if (!args.some((a) => /^--host-uds=(open|all)$/.test(a))) {

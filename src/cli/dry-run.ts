@@ -18,9 +18,17 @@ export async function printDryRun(prompt: string, options: RunOptions, io: CliIo
   const shown = {
     ...plan,
     env: Object.fromEntries(
-      Object.entries(plan.env).map(([k, v]) => [k, k in sandboxEnv ? "<set by caller>" : k === "SANDBOX_RUN_CONFIG" ? JSON.parse(v as string) : v]),
+      Object.entries(plan.env).map(([k, v]) => [
+        k,
+        k in sandboxEnv ? "<set by caller>" : k === "SANDBOX_RUN_CONFIG" ? JSON.parse(v as string) : v,
+      ]),
     ),
-    gatewayRoutes: routing.routes.map((r) => ({ id: r.id, upstream: r.upstreamBaseUrl, api: r.api, credentialHeaders: Object.keys(r.headers) })),
+    gatewayRoutes: routing.routes.map((r) => ({
+      id: r.id,
+      upstream: r.upstreamBaseUrl,
+      api: r.api,
+      credentialHeaders: Object.keys(r.headers),
+    })),
     prompt: { bytes: Buffer.byteLength(prompt) },
   };
   io.stdout(`${JSON.stringify(shown, null, 2)}\n`);

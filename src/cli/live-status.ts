@@ -23,7 +23,10 @@ export interface LiveStatus {
   stop(): void;
 }
 
-export function createLiveStatus(write: (s: string) => void, options: { color: boolean; columns?: number }): LiveStatus {
+export function createLiveStatus(
+  write: (s: string) => void,
+  options: { color: boolean; columns?: number },
+): LiveStatus {
   const s = style(options.color);
   const columns = Math.max(40, options.columns ?? 100);
   const started = Date.now();
@@ -59,7 +62,8 @@ export function createLiveStatus(write: (s: string) => void, options: { color: b
       if (event.source === "sandbox") {
         if (event.type === "container.started") phase = "Pi starting";
         else if (event.type === "limit.tripped") above(s.red(`✗ limit: ${String(d.message)}`));
-        else if (event.type === "gateway.refused") above(s.red(`✗ gateway refused ${String(d.method)} ${String(d.path)}`));
+        else if (event.type === "gateway.refused")
+          above(s.red(`✗ gateway refused ${String(d.method)} ${String(d.path)}`));
         else if (event.type === "egress.denied") above(s.red(`✗ egress denied: ${String(d.host)}`));
         redraw();
         return;
@@ -70,7 +74,11 @@ export function createLiveStatus(write: (s: string) => void, options: { color: b
           phase = "thinking";
           break;
         case "tool_execution_start":
-          tools.set(String(d.toolCallId), { name: String(d.toolName), args: summarizeArgs(d.args, 60), at: Date.now() });
+          tools.set(String(d.toolCallId), {
+            name: String(d.toolName),
+            args: summarizeArgs(d.args, 60),
+            at: Date.now(),
+          });
           break;
         case "tool_execution_end": {
           const tool = tools.get(String(d.toolCallId));
@@ -82,7 +90,9 @@ export function createLiveStatus(write: (s: string) => void, options: { color: b
           break;
         }
         case "message_end": {
-          const message = d.message as { role?: string; usage?: { totalTokens?: number; cost?: { total?: number } } } | undefined;
+          const message = d.message as
+            | { role?: string; usage?: { totalTokens?: number; cost?: { total?: number } } }
+            | undefined;
           if (message?.role === "assistant" && message.usage) {
             tokens += message.usage.totalTokens ?? 0;
             cost += message.usage.cost?.total ?? 0;

@@ -39,22 +39,26 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
   if (flags.env?.length) options.env = parseEnvFlags(flags.env, hostEnv);
   if (flags.timeout !== undefined) {
     const seconds = Number(flags.timeout);
-    if (!Number.isFinite(seconds) || seconds <= 0) throw usageError(`--timeout must be a positive number of seconds, not "${flags.timeout}".`);
+    if (!Number.isFinite(seconds) || seconds <= 0)
+      throw usageError(`--timeout must be a positive number of seconds, not "${flags.timeout}".`);
     options.timeoutMs = Math.round(seconds * 1000);
   }
   if (flags.runtime) {
-    if (flags.runtime !== "runc" && flags.runtime !== "runsc") throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
+    if (flags.runtime !== "runc" && flags.runtime !== "runsc")
+      throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
     options.runtime = flags.runtime;
   }
   if (flags.contextFiles) options.contextFiles = true;
   if (flags.maxTurns !== undefined) {
     const turns = Number(flags.maxTurns);
-    if (!Number.isInteger(turns) || turns <= 0) throw usageError(`--max-turns must be a positive whole number, not "${flags.maxTurns}".`);
+    if (!Number.isInteger(turns) || turns <= 0)
+      throw usageError(`--max-turns must be a positive whole number, not "${flags.maxTurns}".`);
     options.maxTurns = turns;
   }
   if (flags.maxCost !== undefined) {
     const usd = Number(flags.maxCost);
-    if (!Number.isFinite(usd) || usd <= 0) throw usageError(`--max-cost must be a positive number of US dollars, not "${flags.maxCost}".`);
+    if (!Number.isFinite(usd) || usd <= 0)
+      throw usageError(`--max-cost must be a positive number of US dollars, not "${flags.maxCost}".`);
     options.maxCostUsd = usd;
   }
   return options;
@@ -67,10 +71,14 @@ export function parseEnvFlags(entries: string[], hostEnv: Record<string, string 
     const eq = entry.indexOf("=");
     const key = eq === -1 ? entry : entry.slice(0, eq);
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
-      throw usageError(`--env "${entry}" is not KEY=VALUE.`, "Pass --env NAME=value, or --env NAME to pass the host's value.");
+      throw usageError(
+        `--env "${entry}" is not KEY=VALUE.`,
+        "Pass --env NAME=value, or --env NAME to pass the host's value.",
+      );
     }
     const value = eq === -1 ? hostEnv[key] : entry.slice(eq + 1);
-    if (value === undefined) throw usageError(`--env ${key}: the host has no variable ${key}.`, `Pass --env ${key}=value.`);
+    if (value === undefined)
+      throw usageError(`--env ${key}: the host has no variable ${key}.`, `Pass --env ${key}=value.`);
     env[key] = value;
   }
   return env;

@@ -44,8 +44,14 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--max-turns <n>", "stop the run when the agent starts more turns than this")
     .option("--max-cost <usd>", "stop the run when the cost Pi reports passes this many US dollars")
     .option("--events <file>", "write the run's events (Pi's and the sandbox's) as JSONL while they arrive")
-    .option("--json", "print one JSON result envelope on stdout (ok, result, error, usage, ...) instead of the bare result")
-    .option("--record <dir>", "write a run record (policy, image, prompt, events, result, workspace patch) to this new folder")
+    .option(
+      "--json",
+      "print one JSON result envelope on stdout (ok, result, error, usage, ...) instead of the bare result",
+    )
+    .option(
+      "--record <dir>",
+      "write a run record (policy, image, prompt, events, result, workspace patch) to this new folder",
+    )
     .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
@@ -58,7 +64,11 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("build")
     .description("build the runner image (Pi and Node pinned; offline base when no registry is reachable)")
     .option("--base <image>", "base image: auto, node:24-bookworm-slim, or any Debian bookworm image", "auto")
-    .option("--apt <packages>", "also build an image with these Debian packages added (e.g. python3,make); prints its tag", collect)
+    .option(
+      "--apt <packages>",
+      "also build an image with these Debian packages added (e.g. python3,make); prints its tag",
+      collect,
+    )
     .action(async (flags: { base: string; apt?: string[] }) => {
       const { parseAptPackages, buildDerivedImage } = await import("../image/derived-image.js");
       const packages = flags.apt ? parseAptPackages(flags.apt) : undefined; // usage errors before any work
@@ -66,8 +76,15 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       await pingDocker(docker);
       const progress = (l: string) => io.stderr(`${l}\n`);
       const runner = runnerImageSpec().tag;
-      const present = await docker.getImage(runner).inspect().then(() => true, () => false);
-      const built = present && packages ? { tag: runner } : await buildRunnerImage(docker, { base: flags.base, progress });
+      const present = await docker
+        .getImage(runner)
+        .inspect()
+        .then(
+          () => true,
+          () => false,
+        );
+      const built =
+        present && packages ? { tag: runner } : await buildRunnerImage(docker, { base: flags.base, progress });
       if (!packages) return io.stdout(`${built.tag}\n`);
       const derived = await buildDerivedImage(docker, { aptPackages: packages, progress });
       io.stdout(`${derived.tag}\n`);
@@ -88,7 +105,9 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       const { removed, kept } = await pruneRunnerImages(docker, current);
       for (const tag of removed) io.stdout(`${tag}\n`);
       for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
-      io.stderr(`sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`);
+      io.stderr(
+        `sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`,
+      );
     });
 
   program
@@ -121,7 +140,8 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("-q, --quiet", "no progress on stderr")
     .action(async (flags: { runtime?: string; quiet?: boolean }) => {
       const { runDemo } = await import("./demo.js");
-      if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc") throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
+      if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
+        throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
       exitCode = await runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined });
     });
 
@@ -155,7 +175,9 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
 }
 
 function versionLine(): string {
-  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
   const image = runnerImageSpec();
   return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
 }

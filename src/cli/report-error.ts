@@ -8,7 +8,10 @@ export function reportError(error: unknown, io: CliIo): number {
   const commanderCode = (error as { code?: string })?.code;
   if (typeof commanderCode === "string" && commanderCode.startsWith("commander.")) {
     // Commander already printed its message (or the help); map to our exit codes.
-    const helpShown = commanderCode === "commander.helpDisplayed" || commanderCode === "commander.version" || commanderCode === "commander.help";
+    const helpShown =
+      commanderCode === "commander.helpDisplayed" ||
+      commanderCode === "commander.version" ||
+      commanderCode === "commander.help";
     return helpShown ? EXIT.ok : EXIT.usage;
   }
   if (isSandboxRunError(error)) {

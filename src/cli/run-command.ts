@@ -23,10 +23,16 @@ export interface RunCommandFlags extends RunFlags {
   dryRun?: boolean;
 }
 
-export async function runCommand(promptParts: string[], flags: RunCommandFlags, io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
+export async function runCommand(
+  promptParts: string[],
+  flags: RunCommandFlags,
+  io: CliIo,
+  signals?: NodeJS.EventEmitter,
+): Promise<number> {
   let prompt = promptParts.join(" ");
   if (!prompt) prompt = (await io.readStdin()) ?? "";
-  if (!prompt.trim()) throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
+  if (!prompt.trim())
+    throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   const options = parseRunFlags(flags, io.env);
 
   if (flags.dryRun) {
@@ -37,8 +43,13 @@ export async function runCommand(promptParts: string[], flags: RunCommandFlags, 
   }
 
   const events = flags.events ? openEventsFile(flags.events) : undefined;
-  const live = !flags.quiet && io.stderrIsTty ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns }) : undefined;
-  const progress = flags.quiet ? undefined : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
+  const live =
+    !flags.quiet && io.stderrIsTty
+      ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns })
+      : undefined;
+  const progress = flags.quiet
+    ? undefined
+    : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
   const recorder = flags.record ? startRecord(flags.record, prompt, options, io) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
@@ -64,26 +75,49 @@ export async function runCommand(promptParts: string[], flags: RunCommandFlags, 
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
   try {
-    const details = await agent.runDetailed(prompt, { ...options, onEvent, onPlan: recorder?.onPlan, signal: controller.signal });
+    const details = await agent.runDetailed(prompt, {
+      ...options,
+      onEvent,
+      onPlan: recorder?.onPlan,
+      signal: controller.signal,
+    });
     const result = details.result;
     live?.stop();
     await recorder?.finish({ ok: true, result, meta: { ...details, result: undefined } });
     if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok }), null, 2)}\n`);
-    else io.stdout(typeof result === "string" ? (result.endsWith("\n") ? result : `${result}\n`) : `${JSON.stringify(result, null, 2)}\n`);
+    else
+      io.stdout(
+        typeof result === "string"
+          ? result.endsWith("\n")
+            ? result
+            : `${result}\n`
+          : `${JSON.stringify(result, null, 2)}\n`,
+      );
     if (!flags.quiet) {
       const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
-      io.stderr(`sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`);
+      io.stderr(
+        `sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`,
+      );
     }
     return EXIT.ok;
   } catch (error) {
     live?.stop();
     const code = interruptedBy
-      ? interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted
-      : isSandboxRunError(error) ? exitCodeFor(error.code) : EXIT.agentFailed;
+      ? interruptedBy === "SIGTERM"
+        ? EXIT.terminated
+        : EXIT.interrupted
+      : isSandboxRunError(error)
+        ? exitCodeFor(error.code)
+        : EXIT.agentFailed;
     if (recorder) {
-      await recorder.finish({ ok: false, error: errorSummary(error), meta: { exitCode: code, runId: (error as SandboxRunError)?.runId, usage: (error as SandboxRunError)?.usage } });
+      await recorder.finish({
+        ok: false,
+        error: errorSummary(error),
+        meta: { exitCode: code, runId: (error as SandboxRunError)?.runId, usage: (error as SandboxRunError)?.usage },
+      });
     }
-    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: false, error, exitCode: code, model: options.model }), null, 2)}\n`);
+    if (flags.json)
+      io.stdout(`${JSON.stringify(envelope({ ok: false, error, exitCode: code, model: options.model }), null, 2)}\n`);
     if (interruptedBy || flags.json) {
       reportError(error, io);
       return code;
@@ -102,7 +136,10 @@ function openEventsFile(file: string): fs.WriteStream {
   try {
     fd = fs.openSync(file, "w");
   } catch (error) {
-    throw usageError(`Cannot write the events file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, "Pass --events a path in a writable folder.");
+    throw usageError(
+      `Cannot write the events file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+      "Pass --events a path in a writable folder.",
+    );
   }
   const stream = fs.createWriteStream("", { fd });
   stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
@@ -114,13 +151,23 @@ function startRecord(dir: string, prompt: string, options: ReturnType<typeof par
   try {
     return new RunRecorder({ dir, prompt, schema: resolved.schema, policy: resolved.policy, workspace: resolved.cwd });
   } catch (error) {
-    throw usageError(`Cannot write the run record: ${(error as Error).message}.`, "Pass --record a new or empty folder.");
+    throw usageError(
+      `Cannot write the run record: ${(error as Error).message}.`,
+      "Pass --record a new or empty folder.",
+    );
   }
 }
 
 function errorSummary(error: unknown) {
   if (isSandboxRunError(error)) {
-    return { code: error.code, message: error.shortMessage, hint: error.hint, limit: error.limit, exitCode: error.exitCode, stderrTail: error.stderrTail };
+    return {
+      code: error.code,
+      message: error.shortMessage,
+      hint: error.hint,
+      limit: error.limit,
+      exitCode: error.exitCode,
+      stderrTail: error.stderrTail,
+    };
   }
   return { code: "internal", message: (error as Error)?.message ?? String(error) };
 }

@@ -76,8 +76,16 @@ export function demoScript(a: DemoAttempts): Script {
     const network = s.network ?? "";
     const key = s.key ?? "";
     const attempts = [
-      { action: `read ${a.hostSecretPath} (a host file outside the workspace)`, allowed: !/No such file|Permission denied/.test(hostFile), evidence: hostFile || "(no output)" },
-      { action: "reach https://registry.npmjs.org from inside the sandbox", allowed: network.startsWith("reached"), evidence: network || "(no output)" },
+      {
+        action: `read ${a.hostSecretPath} (a host file outside the workspace)`,
+        allowed: !/No such file|Permission denied/.test(hostFile),
+        evidence: hostFile || "(no output)",
+      },
+      {
+        action: "reach https://registry.npmjs.org from inside the sandbox",
+        allowed: network.startsWith("reached"),
+        evidence: network || "(no output)",
+      },
       { action: "find the provider key inside the sandbox", allowed: key === "found", evidence: key || "(no output)" },
     ];
     const refused = attempts.filter((x) => !x.allowed).length;

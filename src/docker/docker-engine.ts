@@ -47,11 +47,15 @@ export function assertLocalEngine(docker: DockerClient): void {
   const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
   if (loopback && modem.protocol !== "ssh") return;
   const where = `${modem.protocol ?? "tcp"}://${modem.host ?? ""}${modem.port ? `:${modem.port}` : ""}`;
-  throw new SandboxRunError("docker-unavailable", `The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`, {
-    hint:
-      "A run mounts the workspace and the model gateway's socket from this machine, which a remote engine cannot see. " +
-      "Run sandbox-run on the engine's machine, or unset DOCKER_HOST to use the local engine.",
-  });
+  throw new SandboxRunError(
+    "docker-unavailable",
+    `The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`,
+    {
+      hint:
+        "A run mounts the workspace and the model gateway's socket from this machine, which a remote engine cannot see. " +
+        "Run sandbox-run on the engine's machine, or unset DOCKER_HOST to use the local engine.",
+    },
+  );
 }
 
 /** Docker answers 404 for "no such container" and 409 when removal is already under way. */

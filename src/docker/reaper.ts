@@ -11,7 +11,14 @@ import { SANDBOX_UID } from "../run/run-plan.js";
 import type { DockerClient } from "./docker-engine.js";
 import { isGoneError } from "./docker-engine.js";
 import { SandboxRunError } from "../errors.js";
-import { LABEL_DEADLINE, LABEL_HAND_BACK, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID } from "./labels.js";
+import {
+  LABEL_DEADLINE,
+  LABEL_HAND_BACK,
+  LABEL_MANAGED,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+  LABEL_RUN_ID,
+} from "./labels.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -30,7 +37,10 @@ function processAlive(pid: number): boolean {
   }
 }
 
-export async function reapContainers(docker: DockerClient, options: { all?: boolean } = {}): Promise<ReapedContainer[]> {
+export async function reapContainers(
+  docker: DockerClient,
+  options: { all?: boolean } = {},
+): Promise<ReapedContainer[]> {
   const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_MANAGED}=true`] } });
   const host = os.hostname();
   const reaped: ReapedContainer[] = [];
@@ -41,7 +51,8 @@ export async function reapContainers(docker: DockerClient, options: { all?: bool
     const deadline = Date.parse(labels[LABEL_DEADLINE] ?? "");
     let reason: string | undefined;
     if (options.all) reason = "gc --all";
-    else if (labels[LABEL_OWNER_HOST] === host && pid > 0 && !processAlive(pid)) reason = `owner process ${pid} is gone`;
+    else if (labels[LABEL_OWNER_HOST] === host && pid > 0 && !processAlive(pid))
+      reason = `owner process ${pid} is gone`;
     else if (Number.isFinite(deadline) && Date.now() > deadline + DEADLINE_GRACE_MS) reason = "past its deadline";
     if (!reason) continue;
     try {
@@ -56,9 +67,13 @@ export async function reapContainers(docker: DockerClient, options: { all?: bool
     await handBackAfter(info);
   }
   if (failed.length > 0) {
-    throw new SandboxRunError("docker-unavailable", `Docker could not remove ${failed.length} orphaned container(s): ${failed.join("; ")}`, {
-      hint: "A container whose processes are still dying cannot be removed yet; run `sandbox-run gc` again in a minute (or `docker rm -f <id>`).",
-    });
+    throw new SandboxRunError(
+      "docker-unavailable",
+      `Docker could not remove ${failed.length} orphaned container(s): ${failed.join("; ")}`,
+      {
+        hint: "A container whose processes are still dying cannot be removed yet; run `sandbox-run gc` again in a minute (or `docker rm -f <id>`).",
+      },
+    );
   }
   return reaped;
 }

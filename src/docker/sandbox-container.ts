@@ -32,7 +32,10 @@ export class SandboxContainer {
     options: Docker.ContainerCreateOptions,
     signal?: AbortSignal,
   ): Promise<SandboxContainer> {
-    const container = await docker.createContainer({ ...options, abortSignal: signal } as Docker.ContainerCreateOptions);
+    const container = await docker.createContainer({
+      ...options,
+      abortSignal: signal,
+    } as Docker.ContainerCreateOptions);
     return new SandboxContainer(container);
   }
 

@@ -10,7 +10,12 @@ import { SandboxContainer } from "./sandbox-container.js";
 
 export type StartCheck = { ok: true; seconds: number } | { ok: false; reason: string };
 
-export async function checkContainerStart(docker: DockerClient, image: string, runtime: string, timeoutMs = 30_000): Promise<StartCheck> {
+export async function checkContainerStart(
+  docker: DockerClient,
+  image: string,
+  runtime: string,
+  timeoutMs = 30_000,
+): Promise<StartCheck> {
   const started = performance.now();
   let container: SandboxContainer | undefined;
   try {
@@ -41,7 +46,8 @@ export async function checkContainerStart(docker: DockerClient, image: string, r
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
     const exit = await Promise.race([created.wait(), timedOut]).finally(() => clearTimeout(timer));
-    if (exit === "timeout") return { ok: false, reason: `a container did not finish \`true\` within ${timeoutMs / 1000} s` };
+    if (exit === "timeout")
+      return { ok: false, reason: `a container did not finish \`true\` within ${timeoutMs / 1000} s` };
     if (exit.exitCode !== 0) return { ok: false, reason: `\`true\` exited with code ${exit.exitCode}` };
     return { ok: true, seconds: Math.round(performance.now() - started) / 1000 };
   } catch (error) {

@@ -64,8 +64,7 @@ function findAllowed(api: string, method: string, pathname: string): AllowedRequ
   const allowed = Object.hasOwn(ALLOWED, api) ? ALLOWED[api] : undefined;
   return allowed?.find(
     (entry) =>
-      entry.method === method &&
-      (typeof entry.path === "string" ? entry.path === pathname : entry.path.test(pathname)),
+      entry.method === method && (typeof entry.path === "string" ? entry.path === pathname : entry.path.test(pathname)),
   );
 }
 

@@ -86,9 +86,7 @@ function envValue(name: string, env: ConfigEnv): string | undefined {
   return env[name] || undefined;
 }
 
-export type ConfigValueResult =
-  | { ok: true; value: string }
-  | { ok: false; reason: string; missingEnv?: string[] };
+export type ConfigValueResult = { ok: true; value: string } | { ok: false; reason: string; missingEnv?: string[] };
 
 export interface ResolveOptions {
   env: ConfigEnv;

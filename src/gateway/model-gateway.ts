@@ -163,7 +163,14 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
       res.flushHeaders();
       req.socket.setTimeout(0);
       res.once("close", () => {
-        report({ method, path: GATEWAY_LIVENESS_PATH, status: 200, requestBytes, responseBytes: 0, durationMs: elapsed(started) });
+        report({
+          method,
+          path: GATEWAY_LIVENESS_PATH,
+          status: 200,
+          requestBytes,
+          responseBytes: 0,
+          durationMs: elapsed(started),
+        });
         if (!closing) {
           try {
             options.onLivenessClosed?.();
@@ -267,7 +274,9 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
       sendJson(
         res,
         502,
-        errorBody(`sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`),
+        errorBody(
+          `sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`,
+        ),
       );
     });
     // A request destroyed before any answer (the client left) emits no "error": settle here.
@@ -362,10 +371,16 @@ function compileRoutes(routes: GatewayRoute[]): Record<string, CompiledRoute> {
     for (const [name, value] of Object.entries(route.headers)) {
       const lower = name.toLowerCase();
       if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(lower) || HOP_BY_HOP.has(lower) || lower === "host") {
-        throw usageError(`Gateway route ${route.id}: header name ${JSON.stringify(name)} cannot be set`, "Remove that header.");
+        throw usageError(
+          `Gateway route ${route.id}: header name ${JSON.stringify(name)} cannot be set`,
+          "Remove that header.",
+        );
       }
       if (/[\r\n\0]/.test(value)) {
-        throw usageError(`Gateway route ${route.id}: header ${name} contains a line break`, "Check the credential value.");
+        throw usageError(
+          `Gateway route ${route.id}: header ${name} contains a line break`,
+          "Check the credential value.",
+        );
       }
       headerEntries.push([lower, value]);
     }

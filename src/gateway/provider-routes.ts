@@ -137,21 +137,62 @@ const OTHER_BUILTIN_KEY_ENV: Readonly<Record<string, string[]>> = Object.freeze(
  * (pi-ai dist/env-api-keys.js and the provider auth modules). None may enter the sandbox.
  */
 export const PI_CREDENTIAL_ENV_NAMES: readonly string[] = Object.freeze([
-  "AI_GATEWAY_API_KEY", "ANT_LING_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
-  "ANTHROPIC_FEDERATION_RULE_ID", "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_OAUTH_TOKEN",
-  "ANTHROPIC_ORGANIZATION_ID", "ANTHROPIC_SERVICE_ACCOUNT_ID", "ANTHROPIC_WORKSPACE_ID",
-  "AWS_ACCESS_KEY_ID", "AWS_BEARER_TOKEN_BEDROCK", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-  "AWS_WEB_IDENTITY_TOKEN_FILE", "AZURE_OPENAI_API_KEY", "BASETEN_API_KEY", "CEREBRAS_API_KEY",
-  "CLOUDFLARE_API_KEY", "COPILOT_GITHUB_TOKEN", "DEEPSEEK_API_KEY", "FIREWORKS_API_KEY", "GEMINI_API_KEY",
-  "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_API_KEY", "GROQ_API_KEY", "HF_TOKEN", "KIMI_API_KEY",
-  "META_API_KEY", "MINIMAX_API_KEY", "MINIMAX_CN_API_KEY", "MISTRAL_API_KEY", "MOONSHOT_API_KEY",
-  "NVIDIA_API_KEY", "OPENAI_API_KEY", "OPENCODE_API_KEY", "OPENROUTER_API_KEY",
-  "QWEN_TOKEN_PLAN_API_KEY", "QWEN_TOKEN_PLAN_CN_API_KEY", "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
-  "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY", "QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
-  "RADIUS_API_KEY", "TOGETHER_API_KEY", "TYPESAFE_API_KEY", "XAI_API_KEY", "XIAOMI_API_KEY",
-  "XIAOMI_TOKEN_PLAN_AMS_API_KEY", "XIAOMI_TOKEN_PLAN_CN_API_KEY", "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
-  "ZAI_API_KEY", "ZAI_CODING_CN_API_KEY",
+  "AI_GATEWAY_API_KEY",
+  "ANT_LING_API_KEY",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_AUTH_TOKEN",
+  "ANTHROPIC_FEDERATION_RULE_ID",
+  "ANTHROPIC_IDENTITY_TOKEN_FILE",
+  "ANTHROPIC_OAUTH_TOKEN",
+  "ANTHROPIC_ORGANIZATION_ID",
+  "ANTHROPIC_SERVICE_ACCOUNT_ID",
+  "ANTHROPIC_WORKSPACE_ID",
+  "AWS_ACCESS_KEY_ID",
+  "AWS_BEARER_TOKEN_BEDROCK",
+  "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+  "AWS_PROFILE",
+  "AWS_SECRET_ACCESS_KEY",
+  "AWS_SESSION_TOKEN",
+  "AWS_WEB_IDENTITY_TOKEN_FILE",
+  "AZURE_OPENAI_API_KEY",
+  "BASETEN_API_KEY",
+  "CEREBRAS_API_KEY",
+  "CLOUDFLARE_API_KEY",
+  "COPILOT_GITHUB_TOKEN",
+  "DEEPSEEK_API_KEY",
+  "FIREWORKS_API_KEY",
+  "GEMINI_API_KEY",
+  "GOOGLE_APPLICATION_CREDENTIALS",
+  "GOOGLE_CLOUD_API_KEY",
+  "GROQ_API_KEY",
+  "HF_TOKEN",
+  "KIMI_API_KEY",
+  "META_API_KEY",
+  "MINIMAX_API_KEY",
+  "MINIMAX_CN_API_KEY",
+  "MISTRAL_API_KEY",
+  "MOONSHOT_API_KEY",
+  "NVIDIA_API_KEY",
+  "OPENAI_API_KEY",
+  "OPENCODE_API_KEY",
+  "OPENROUTER_API_KEY",
+  "QWEN_TOKEN_PLAN_API_KEY",
+  "QWEN_TOKEN_PLAN_CN_API_KEY",
+  "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+  "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+  "QWEN_TOKEN_PLAN_TEAM_API_KEY",
+  "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+  "RADIUS_API_KEY",
+  "TOGETHER_API_KEY",
+  "TYPESAFE_API_KEY",
+  "XAI_API_KEY",
+  "XIAOMI_API_KEY",
+  "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
+  "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+  "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+  "ZAI_API_KEY",
+  "ZAI_CODING_CN_API_KEY",
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -290,11 +331,24 @@ export function planProviderRouting(input: ProviderRoutingInput): ProviderRoutin
       );
     }
 
-    const mode: ResolveMode = { runCommands: selected, strict: selected, env, commandTimeoutMs: input.commandTimeoutMs };
+    const mode: ResolveMode = {
+      runCommands: selected,
+      strict: selected,
+      env,
+      commandTimeoutMs: input.commandTimeoutMs,
+    };
     const credentials = resolveProviderCredentials(providerId, config, builtin, mode);
     addSecrets(secrets, credentials.apiKey, credentials.authHeaders, credentials.headers);
-    if (selected && credentials.apiKey === undefined && builtin && !hasCredentialHeader({ ...credentials.authHeaders, ...credentials.headers })) {
-      const names = providerId === "anthropic" ? ["ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", ANTHROPIC_AUTH_TOKEN_ENV] : builtin.envVars;
+    if (
+      selected &&
+      credentials.apiKey === undefined &&
+      builtin &&
+      !hasCredentialHeader({ ...credentials.authHeaders, ...credentials.headers })
+    ) {
+      const names =
+        providerId === "anthropic"
+          ? ["ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", ANTHROPIC_AUTH_TOKEN_ENV]
+          : builtin.envVars;
       throw usageError(
         `No API key for provider "${providerId}" (model "${input.model}")`,
         `Set ${names[0]}${names.length > 1 ? ` (or ${names.slice(1).join(" / ")})` : ""} in the environment sandbox-run runs in, or set ${where}.apiKey in models.json.`,
@@ -309,7 +363,8 @@ export function planProviderRouting(input: ProviderRoutingInput): ProviderRoutin
       const key = JSON.stringify([upstreamBaseUrl, api, headers]);
       const existing = routeByKey.get(key);
       if (existing) return existing;
-      const id = suffix === undefined ? baseRouteId : uniqueRouteId(`${baseRouteId}--${sanitizeRouteId(suffix)}`, usedRouteIds);
+      const id =
+        suffix === undefined ? baseRouteId : uniqueRouteId(`${baseRouteId}--${sanitizeRouteId(suffix)}`, usedRouteIds);
       usedRouteIds.add(id);
       routes.push({ id, upstreamBaseUrl, api, headers });
       routeByKey.set(key, id);
@@ -338,7 +393,10 @@ export function planProviderRouting(input: ProviderRoutingInput): ProviderRoutin
         );
       }
       if (!base) {
-        throw usageError(`models.json ${modelWhere} (${model.id}): no "baseUrl"`, `Set ${where}.baseUrl or the model's "baseUrl".`);
+        throw usageError(
+          `models.json ${modelWhere} (${model.id}): no "baseUrl"`,
+          `Set ${where}.baseUrl or the model's "baseUrl".`,
+        );
       }
       const isSelectedModel = selected && model.id === selectedModel;
       if (!isSupportedGatewayApi(api)) {
@@ -376,7 +434,10 @@ export function planProviderRouting(input: ProviderRoutingInput): ProviderRoutin
 
   if (!selectedRouteId) {
     // Defensive: every branch above either routes the selected model or throws.
-    throw usageError(`Model "${input.model}" cannot be routed through the sandbox's model gateway`, "Check models.json for this provider.");
+    throw usageError(
+      `Model "${input.model}" cannot be routed through the sandbox's model gateway`,
+      "Check models.json for this provider.",
+    );
   }
 
   const containerModelsJson = { providers: containerProviders };
@@ -501,7 +562,12 @@ function resolveProviderCredentials(
 ): ProviderCredentials {
   const where = `providers.${providerId}`;
   const env = mode.env;
-  const credentials: ProviderCredentials = { authHeaders: {}, headers: {}, authHeader: config.authHeader ?? false, usable: true };
+  const credentials: ProviderCredentials = {
+    authHeaders: {},
+    headers: {},
+    authHeader: config.authHeader ?? false,
+    usable: true,
+  };
   if (config.apiKey !== undefined) {
     // Pi: a models.json apiKey beats the provider's environment variables.
     const key = resolveOne(config.apiKey, `${where}.apiKey`, mode);
@@ -527,7 +593,11 @@ function resolveProviderCredentials(
     credentials.apiKey = undefined;
     credentials.authHeaders = {};
     credentials.headers = {};
-  } else if (builtin && credentials.apiKey === undefined && !hasCredentialHeader({ ...credentials.authHeaders, ...credentials.headers })) {
+  } else if (
+    builtin &&
+    credentials.apiKey === undefined &&
+    !hasCredentialHeader({ ...credentials.authHeaders, ...credentials.headers })
+  ) {
     // A built-in without any key is unavailable in Pi on the host; keep it that way inside.
     credentials.usable = false;
   }
@@ -537,7 +607,11 @@ function resolveProviderCredentials(
 const CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-goog-api-key", "cf-aig-authorization"];
 
 /** Collects credential values long enough to be recognisable (short literals such as "ollama" are not secrets). */
-function addSecrets(secrets: Set<string>, apiKey: string | undefined, ...headerSets: Array<Record<string, string>>): void {
+function addSecrets(
+  secrets: Set<string>,
+  apiKey: string | undefined,
+  ...headerSets: Array<Record<string, string>>
+): void {
   const add = (value: string | undefined) => {
     if (!value) return;
     const bare = value.replace(/^Bearer\s+/i, "");
@@ -545,7 +619,8 @@ function addSecrets(secrets: Set<string>, apiKey: string | undefined, ...headerS
   };
   add(apiKey);
   for (const headers of headerSets) {
-    for (const [name, value] of Object.entries(headers)) if (CREDENTIAL_HEADERS.includes(name.toLowerCase())) add(value);
+    for (const [name, value] of Object.entries(headers))
+      if (CREDENTIAL_HEADERS.includes(name.toLowerCase())) add(value);
   }
 }
 

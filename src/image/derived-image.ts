@@ -24,9 +24,16 @@ export function parseAptPackages(list: string[]): string[] {
   const packages = [...new Set(list.flatMap((item) => item.split(/[\s,]+/)).filter(Boolean))].sort();
   const bad = packages.filter((name) => !PACKAGE_RE.test(name));
   if (bad.length > 0) {
-    throw usageError(`Not Debian package names: ${bad.map((b) => JSON.stringify(b)).join(", ")}.`, "Pass names like python3 or build-essential (optionally name=version), separated by commas or spaces.");
+    throw usageError(
+      `Not Debian package names: ${bad.map((b) => JSON.stringify(b)).join(", ")}.`,
+      "Pass names like python3 or build-essential (optionally name=version), separated by commas or spaces.",
+    );
   }
-  if (packages.length === 0) throw usageError("--apt needs at least one package name.", "For example: sandbox-run image build --apt python3,make");
+  if (packages.length === 0)
+    throw usageError(
+      "--apt needs at least one package name.",
+      "For example: sandbox-run image build --apt python3,make",
+    );
   return packages;
 }
 

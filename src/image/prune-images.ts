@@ -16,7 +16,9 @@ export async function pruneRunnerImages(docker: DockerClient, currentTag: string
   const version = currentTag.slice(currentTag.indexOf(":") + 1);
   const keep = (tag: string) => tag === currentTag || tag.startsWith(`${DERIVED_REPOSITORY}:${version}-`);
   const ours = (tag: string) => tag.startsWith(`${IMAGE_REPOSITORY}:`) || tag.startsWith(`${DERIVED_REPOSITORY}:`);
-  const images = await docker.listImages({ filters: { reference: [`${IMAGE_REPOSITORY}:*`, `${DERIVED_REPOSITORY}:*`] } });
+  const images = await docker.listImages({
+    filters: { reference: [`${IMAGE_REPOSITORY}:*`, `${DERIVED_REPOSITORY}:*`] },
+  });
   const stale = [...new Set(images.flatMap((image) => image.RepoTags ?? []))].filter((tag) => ours(tag) && !keep(tag));
   const result: PruneResult = { removed: [], kept: [] };
   for (const tag of stale.sort()) {
@@ -24,7 +26,8 @@ export async function pruneRunnerImages(docker: DockerClient, currentTag: string
       await docker.getImage(tag).remove();
       result.removed.push(tag);
     } catch (error) {
-      const reason = (error as { json?: { message?: string } })?.json?.message ?? (error as Error)?.message ?? String(error);
+      const reason =
+        (error as { json?: { message?: string } })?.json?.message ?? (error as Error)?.message ?? String(error);
       result.kept.push({ tag, reason: reason.trim().split("\n")[0]! });
     }
   }

@@ -9,7 +9,10 @@ export const IMAGE_DIR = fileURLToPath(new URL("../../images/pi/", import.meta.u
 export const IMAGE_REPOSITORY = "sandbox-run/pi";
 /** Every file of images/pi defines the image (the base image is a build argument, not part of it). */
 export function imageInputFiles(): string[] {
-  return fs.readdirSync(IMAGE_DIR).filter((name) => name !== "node_modules").sort();
+  return fs
+    .readdirSync(IMAGE_DIR)
+    .filter((name) => name !== "node_modules")
+    .sort();
 }
 
 /** Paths inside the image the run plan refers to. */

@@ -81,7 +81,10 @@ export class JsonlReader {
     const needed = this.#pendingBytes + (end - start);
     if (needed > this.#scratch.length) {
       // Grow by doubling, never past the line limit (a line that needs more is dropped first).
-      const size = Math.max(needed, Math.min(Math.max(this.#scratch.length * 2, SCRATCH_KEEP_BYTES), this.#options.maxLineBytes));
+      const size = Math.max(
+        needed,
+        Math.min(Math.max(this.#scratch.length * 2, SCRATCH_KEEP_BYTES), this.#options.maxLineBytes),
+      );
       const grown = Buffer.allocUnsafe(size);
       this.#scratch.copy(grown, 0, 0, this.#pendingBytes);
       this.#scratch = grown;
@@ -105,7 +108,8 @@ export class JsonlReader {
     const length = this.#pendingBytes + (end - start);
     if (length > this.#options.maxLineBytes) {
       this.#release();
-      return this.#options.onOversizeLine(length);
+      this.#options.onOversizeLine(length);
+      return;
     }
     let line = chunk;
     if (this.#pendingBytes > 0) {

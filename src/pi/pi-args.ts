@@ -14,12 +14,57 @@ const FINAL_TOOL_INSTRUCTION =
 
 /** Flags that would change the protocol, the tool set, the session or what gets loaded. */
 const RESERVED_FLAGS = new Set([
-  "--mode", "--print", "-p", "--no-session", "--session", "--session-id", "--session-dir", "--continue", "-c",
-  "--resume", "-r", "--fork", "--extension", "-e", "--no-extensions", "-ne", "--approve", "-a", "--no-approve",
-  "-na", "--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--exclude-tools", "-xt", "--skill",
-  "--no-skills", "-ns", "--prompt-template", "--no-prompt-templates", "-np", "--no-context-files", "-nc",
-  "--no-mcp", "--model", "--provider", "--api-key", "--offline", "--export", "--list-models", "--models",
-  "--theme", "--no-themes", "--", "--help", "-h", "--version", "-v",
+  "--mode",
+  "--print",
+  "-p",
+  "--no-session",
+  "--session",
+  "--session-id",
+  "--session-dir",
+  "--continue",
+  "-c",
+  "--resume",
+  "-r",
+  "--fork",
+  "--extension",
+  "-e",
+  "--no-extensions",
+  "-ne",
+  "--approve",
+  "-a",
+  "--no-approve",
+  "-na",
+  "--tools",
+  "-t",
+  "--no-tools",
+  "-nt",
+  "--no-builtin-tools",
+  "-nbt",
+  "--exclude-tools",
+  "-xt",
+  "--skill",
+  "--no-skills",
+  "-ns",
+  "--prompt-template",
+  "--no-prompt-templates",
+  "-np",
+  "--no-context-files",
+  "-nc",
+  "--no-mcp",
+  "--model",
+  "--provider",
+  "--api-key",
+  "--offline",
+  "--export",
+  "--list-models",
+  "--models",
+  "--theme",
+  "--no-themes",
+  "--",
+  "--help",
+  "-h",
+  "--version",
+  "-v",
 ]);
 
 /** Pi flags a caller may pass that take a value as the next argument. */
@@ -38,7 +83,10 @@ export function checkExtraArgs(extraArgs: readonly string[]): void {
       );
     }
     if (!arg.startsWith("-")) {
-      throw usageError(`extraArgs may contain only flags and their values, not "${arg}".`, "Pass the prompt as the prompt argument.");
+      throw usageError(
+        `extraArgs may contain only flags and their values, not "${arg}".`,
+        "Pass the prompt as the prompt argument.",
+      );
     }
   });
 }
@@ -54,7 +102,8 @@ export interface PiArgsInput {
 export function buildPiArgs(input: PiArgsInput): string[] {
   const tools = input.finalToolName ? [...input.tools, input.finalToolName] : [...input.tools];
   return [
-    "--mode", "json",
+    "--mode",
+    "json",
     "--no-session",
     "--no-extensions",
     "--no-approve",
@@ -64,8 +113,10 @@ export function buildPiArgs(input: PiArgsInput): string[] {
     "--no-mcp",
     "--offline",
     ...(input.contextFiles ? [] : ["--no-context-files"]),
-    "--model", input.model,
-    "--tools", tools.join(","),
+    "--model",
+    input.model,
+    "--tools",
+    tools.join(","),
     ...(input.finalToolName
       ? ["--extension", IMAGE_PATHS.finalToolExtension, "--append-system-prompt", FINAL_TOOL_INSTRUCTION]
       : []),

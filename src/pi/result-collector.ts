@@ -69,9 +69,11 @@ export class ResultCollector {
         this.#toolCalls++;
         return;
       case "message_end":
-        return this.#observeAssistant(asAssistantMessageEnd(event)?.message);
+        this.#observeAssistant(asAssistantMessageEnd(event)?.message);
+        return;
       case "tool_execution_end":
-        return this.#observeToolEnd(event);
+        this.#observeToolEnd(event);
+        return;
       case "auto_retry_end": {
         const end = asAutoRetryEnd(event);
         if (end && !end.success) this.#retryFinalError = end.finalError;
@@ -94,14 +96,18 @@ export class ResultCollector {
         `the model request ended with stopReason "${last.stopReason}" and no error message`;
       return { kind: "model-error", message };
     }
-    if (this.#finalToolName !== undefined) return this.#noResult(this.#missingFinalCallReason(this.#finalToolName, last));
+    if (this.#finalToolName !== undefined)
+      return this.#noResult(this.#missingFinalCallReason(this.#finalToolName, last));
     // A turn that ended in a tool call is a step, not an answer: Pi only stops there when a
     // tool terminated the run or the run was cut short.
-    if (last.stopReason === "toolUse") return this.#noResult("the agent stopped after a tool call without a final answer");
+    if (last.stopReason === "toolUse")
+      return this.#noResult("the agent stopped after a tool call without a final answer");
     // Pi's own print mode treats a truncated reply as a failure rather than an answer.
-    if (last.stopReason === "length") return this.#noResult("the model reached its output token limit before finishing");
+    if (last.stopReason === "length")
+      return this.#noResult("the model reached its output token limit before finishing");
     const text = textBlocksOf(last.content).join("\n");
-    if (text.length === 0) return this.#noResult(`the model's final message contained no text (stopReason "${last.stopReason}")`);
+    if (text.length === 0)
+      return this.#noResult(`the model's final message contained no text (stopReason "${last.stopReason}")`);
     return { kind: "text", text };
   }
 
@@ -147,6 +153,9 @@ export class ResultCollector {
   // A stream that stops before agent_settled means Pi did not finish; say so, since it is
   // usually the real cause.
   #noResult(reason: string): Outcome {
-    return { kind: "no-result", reason: this.#settled ? reason : `${reason} (the event stream ended before Pi settled)` };
+    return {
+      kind: "no-result",
+      reason: this.#settled ? reason : `${reason} (the event stream ended before Pi settled)`,
+    };
   }
 }

@@ -20,7 +20,8 @@ export function isBuiltInPolicy(name: string): name is BuiltInPolicyName {
 
 /** Loads a built-in policy by name, or a user policy from a JSON or YAML file. */
 export function loadPolicy(nameOrFile: string): Policy {
-  if (isBuiltInPolicy(nameOrFile)) return parsePolicy(readJson(path.join(policiesDir, `${nameOrFile}.json`)), nameOrFile);
+  if (isBuiltInPolicy(nameOrFile))
+    return parsePolicy(readJson(path.join(policiesDir, `${nameOrFile}.json`)), nameOrFile);
   if (!fs.existsSync(nameOrFile)) {
     throw usageError(
       `Policy "${nameOrFile}" is neither a built-in policy nor an existing file.`,
@@ -68,10 +69,17 @@ function readYaml(file: string): unknown {
   const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
   const doc = parseDocument(readPolicyFile(file), { uniqueKeys: true, prettyErrors: true });
   const error = doc.errors[0];
-  if (error) throw usageError(`Policy file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`, "Check the file's syntax at that line.");
+  if (error)
+    throw usageError(
+      `Policy file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`,
+      "Check the file's syntax at that line.",
+    );
   try {
     return doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    throw usageError(`Policy file ${file} could not be read as YAML: ${(e as Error).message}`, "Check the file's syntax.");
+    throw usageError(
+      `Policy file ${file} could not be read as YAML: ${(e as Error).message}`,
+      "Check the file's syntax.",
+    );
   }
 }

@@ -23,7 +23,10 @@ export const limitsSchema = z
     tmpMb: z.number().int().min(1).describe("Size of the /tmp tmpfs in MiB (Pi's bash logs land here)"),
     homeMb: z.number().int().min(1).describe("Size of the home directory tmpfs in MiB (Pi's config dir)"),
     timeoutSeconds: z.number().positive().describe("Wall-clock limit for the whole run, in seconds"),
-    maxOutputMb: z.number().positive().describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
+    maxOutputMb: z
+      .number()
+      .positive()
+      .describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
     maxLineMb: z.number().positive().describe("Maximum size of one JSONL event line, in MiB"),
   })
   .strict();
@@ -33,9 +36,7 @@ export const policySchema = z
     name: z.string().min(1).describe("Policy name, shown in run records"),
     description: z.string().optional().describe("What the policy is for"),
     workspace: z.enum(["read-only", "read-write"]).describe("How the workspace (cwd) is mounted"),
-    writableRoots: z
-      .boolean()
-      .describe("Whether additionalWritableDirectories are allowed (mounted read-write)"),
+    writableRoots: z.boolean().describe("Whether additionalWritableDirectories are allowed (mounted read-write)"),
     readOnlyMounts: z
       .array(z.string().min(1))
       .default([])
@@ -46,11 +47,15 @@ export const policySchema = z
       .describe("Pi's built-in tools the agent gets"),
     network: z
       .enum(["none", "allowlist", "open"])
-      .describe("none: only the model gateway; allowlist: plus an HTTP(S) proxy to allowedDomains; open: bridge network"),
+      .describe(
+        "none: only the model gateway; allowlist: plus an HTTP(S) proxy to allowedDomains; open: bridge network",
+      ),
     allowedDomains: z
       .array(domainPattern)
       .default([])
-      .describe("Hosts the egress proxy lets the sandbox reach in allowlist mode, on ports 80 and 443 (DNS is resolved on the host; private and loopback addresses are refused)"),
+      .describe(
+        "Hosts the egress proxy lets the sandbox reach in allowlist mode, on ports 80 and 443 (DNS is resolved on the host; private and loopback addresses are refused)",
+      ),
     trustHostCaBundle: z
       .boolean()
       .default(false)
@@ -84,10 +89,14 @@ export const policySchema = z
   .strict()
   .superRefine((p, ctx) => {
     if (p.network !== "allowlist" && p.allowedDomains.length > 0) {
-      ctx.addIssue({ code: "custom", path: ["allowedDomains"], message: "is only used with network \"allowlist\"" });
+      ctx.addIssue({ code: "custom", path: ["allowedDomains"], message: 'is only used with network "allowlist"' });
     }
     if (p.network === "allowlist" && p.allowedDomains.length === 0) {
-      ctx.addIssue({ code: "custom", path: ["allowedDomains"], message: "is empty: network \"allowlist\" needs at least one domain (or use \"none\")" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["allowedDomains"],
+        message: 'is empty: network "allowlist" needs at least one domain (or use "none")',
+      });
     }
     if (p.workspace === "read-only" && (p.tools.includes("edit") || p.tools.includes("write"))) {
       ctx.addIssue({ code: "custom", path: ["tools"], message: "edit/write make no sense on a read-only workspace" });

@@ -62,7 +62,8 @@ const defaultResolve: Resolver = (host) => dns.lookup(host, { all: true, verbati
 
 export async function startEgressProxy(options: EgressProxyOptions): Promise<EgressProxy> {
   const { socketPath } = options;
-  if (!path.isAbsolute(socketPath)) throw usageError(`Egress proxy socket path must be absolute, got ${JSON.stringify(socketPath)}`);
+  if (!path.isAbsolute(socketPath))
+    throw usageError(`Egress proxy socket path must be absolute, got ${JSON.stringify(socketPath)}`);
   const resolve = options.resolve ?? defaultResolve;
   const guard = options.guard ?? createAddressGuard();
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -81,7 +82,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   };
 
   /** The checks every connection passes, in order; resolves with the address to connect to. */
-  const admit = async (host: string, port: number, method: string): Promise<{ address: string } | { status: number; reason: string }> => {
+  const admit = async (
+    host: string,
+    port: number,
+    method: string,
+  ): Promise<{ address: string } | { status: number; reason: string }> => {
     const verdict = options.filter(host, port);
     if (!verdict.allowed) {
       report({ action: "denied", host, port, method, reason: verdict.reason });
@@ -123,7 +128,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     try {
       target = new URL(req.url ?? "");
     } catch {
-      return refuseResponse(res, 400, "only absolute-form proxy requests (GET http://host/path) and CONNECT are accepted");
+      return refuseResponse(
+        res,
+        400,
+        "only absolute-form proxy requests (GET http://host/path) and CONNECT are accepted",
+      );
     }
     if (target.protocol !== "http:") {
       return refuseResponse(res, 400, `${target.protocol} URLs go through CONNECT, not a plain proxy request`);
@@ -169,7 +178,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   server.on("connect", (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     client.on("error", () => client.destroy());
     const parsed = parseAuthority(req.url ?? "");
-    if (!parsed) return refuseSocket(client, 400, `CONNECT needs host:port, got ${JSON.stringify((req.url ?? "").slice(0, 100))}`);
+    if (!parsed)
+      return refuseSocket(client, 400, `CONNECT needs host:port, got ${JSON.stringify((req.url ?? "").slice(0, 100))}`);
     const { host, port } = parsed;
     void admit(host, port, "CONNECT").then((admitted) => {
       if ("status" in admitted) return refuseSocket(client, admitted.status, admitted.reason);
@@ -214,7 +224,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
 /** "host:port" or "[v6]:port" -> parts; undefined when malformed. */
 export function parseAuthority(authority: string): { host: string; port: number } | undefined {
-  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]\s/@]+)):(\d{1,5})$/.exec(authority);
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s/@]+)):(\d{1,5})$/.exec(authority);
   if (!match) return undefined;
   const port = Number(match[3]);
   if (port < 1 || port > 65535) return undefined;
@@ -245,7 +255,12 @@ function responseHeaders(incoming: http.IncomingHttpHeaders): http.OutgoingHttpH
 function connectionTokens(headers: http.IncomingHttpHeaders): Set<string> {
   const value = headers.connection;
   const list = Array.isArray(value) ? value : value ? [value] : [];
-  return new Set(list.flatMap((v) => v.split(",")).map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    list
+      .flatMap((v) => v.split(","))
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway" };
@@ -257,7 +272,11 @@ function refuseBody(reason: string): string {
 function refuseResponse(res: http.ServerResponse, status: number, reason: string): void {
   if (res.headersSent || res.destroyed) return void res.destroy();
   const body = refuseBody(reason);
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body), connection: "close" });
+  res.writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    connection: "close",
+  });
   res.end(body);
 }
 
@@ -269,4 +288,3 @@ function refuseSocket(socket: net.Socket, status: number, reason: string): void 
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
-

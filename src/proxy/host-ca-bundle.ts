@@ -18,7 +18,10 @@ export function hostCaBundleFile(file: string = HOST_CA_BUNDLE): string {
     );
   }
   if (!fs.statSync(real).isFile()) {
-    throw usageError(`The host CA bundle ${file} is not a file.`, "Point it at the PEM bundle update-ca-certificates builds, or set trustHostCaBundle to false.");
+    throw usageError(
+      `The host CA bundle ${file} is not a file.`,
+      "Point it at the PEM bundle update-ca-certificates builds, or set trustHostCaBundle to false.",
+    );
   }
   return real;
 }

@@ -24,7 +24,14 @@ export interface RecordStart {
 export interface RecordFinish {
   ok: boolean;
   result?: unknown;
-  error?: { code: string; message: string; hint?: string; exitCode?: number | null; stderrTail?: string; limit?: string };
+  error?: {
+    code: string;
+    message: string;
+    hint?: string;
+    exitCode?: number | null;
+    stderrTail?: string;
+    limit?: string;
+  };
   meta: Record<string, unknown>;
 }
 
@@ -61,7 +68,10 @@ export class RunRecorder {
       this.baseline.dispose();
     }
     if (this.plan) this.write("plan.json", `${JSON.stringify(redactPlan(this.plan), null, 2)}\n`);
-    this.write(outcome.ok ? "result.json" : "error.json", `${JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2)}\n`);
+    this.write(
+      outcome.ok ? "result.json" : "error.json",
+      `${JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2)}\n`,
+    );
     const meta = {
       ...outcome.meta,
       ok: outcome.ok,
@@ -89,7 +99,14 @@ export class RunRecorder {
 function redactPlan(plan: RunPlan): unknown {
   const config = plan.env.SANDBOX_RUN_CONFIG;
   const env = Object.fromEntries(
-    Object.entries(plan.env).map(([k, v]) => [k, k === "SANDBOX_RUN_CONFIG" ? JSON.parse(config ?? "{}") : k.startsWith("PI_") || ["HOME", "TMPDIR", "LANG"].includes(k) || k.toLowerCase().endsWith("_proxy") ? v : "<redacted>"]),
+    Object.entries(plan.env).map(([k, v]) => [
+      k,
+      k === "SANDBOX_RUN_CONFIG"
+        ? JSON.parse(config ?? "{}")
+        : k.startsWith("PI_") || ["HOME", "TMPDIR", "LANG"].includes(k) || k.toLowerCase().endsWith("_proxy")
+          ? v
+          : "<redacted>",
+    ]),
   );
   return { ...plan, env };
 }

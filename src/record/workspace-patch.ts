@@ -33,7 +33,11 @@ export class WorkspaceBaseline {
       // Paths come out as a/a/<file>, b/b/<file> (and a/b/<file> for new files); drop the folder.
       return git.stdout.replace(/(^|\s)([ab])\/[ab]\//gm, "$1$2/");
     }
-    const diff = spawnSync("diff", ["-ruN", "a", "b"], { cwd: this.scratch, encoding: "utf8", maxBuffer: 512 * 1024 * 1024 });
+    const diff = spawnSync("diff", ["-ruN", "a", "b"], {
+      cwd: this.scratch,
+      encoding: "utf8",
+      maxBuffer: 512 * 1024 * 1024,
+    });
     return diff.stdout ?? "";
   }
 

@@ -6,10 +6,14 @@ export function containerFailure(error: unknown, plan: RunPlan, step: "create" |
   if (error instanceof SandboxRunError) return error;
   const message = (error as Error)?.message ?? String(error);
   if (/unknown or invalid runtime|runtime.*not found/i.test(message)) {
-    return new SandboxRunError("docker-unavailable", `The container runtime "${plan.runtime}" is not registered with Docker.`, {
-      hint: "Register it in /etc/docker/daemon.json (see `sandbox-run doctor`), or use --runtime runc.",
-      cause: error,
-    });
+    return new SandboxRunError(
+      "docker-unavailable",
+      `The container runtime "${plan.runtime}" is not registered with Docker.`,
+      {
+        hint: "Register it in /etc/docker/daemon.json (see `sandbox-run doctor`), or use --runtime runc.",
+        cause: error,
+      },
+    );
   }
   if (/No such image/i.test(message)) {
     return new SandboxRunError("image-missing", `The runner image ${plan.image} is missing.`, {

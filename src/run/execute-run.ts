@@ -103,7 +103,12 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
 
     const { plan } = planRun(run, { runId, image: ctx.image, runDir, now: new Date(started) });
     ctx.onPlan?.(plan);
-    timeline.sandbox("run.planned", { model: plan.model, policy: plan.policyName, image: plan.image, runtime: plan.runtime });
+    timeline.sandbox("run.planned", {
+      model: plan.model,
+      policy: plan.policyName,
+      image: plan.image,
+      runtime: plan.runtime,
+    });
 
     if (plan.handBackTo) {
       const sandboxOwner = { uid: Number(plan.user.split(":")[0]), gid: Number(plan.user.split(":")[1]) };
@@ -143,13 +148,18 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     });
     if (workspace.violations.length > 0) {
       timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
-      if (!ctx.signal?.aborted) throw protectedPathsChanged(workspace.violations, plan, container.id, timeline, settled);
+      if (!ctx.signal?.aborted)
+        throw protectedPathsChanged(workspace.violations, plan, container.id, timeline, settled);
     }
     if ("error" in settled) throw settled.error;
     return { ...settled.details, changedFiles: workspace.changedFiles };
   } catch (error) {
     const e = error as SandboxRunError;
-    timeline.sandbox("run.failed", { code: e?.code ?? "internal", message: e?.shortMessage ?? e?.message ?? String(error), limit: e?.limit });
+    timeline.sandbox("run.failed", {
+      code: e?.code ?? "internal",
+      message: e?.shortMessage ?? e?.message ?? String(error),
+      limit: e?.limit,
+    });
     throw error;
   } finally {
     // Remove in reverse order of creation; a failing step must not stop the others.
@@ -184,4 +194,3 @@ function protectedPathsChanged(
     },
   );
 }
-

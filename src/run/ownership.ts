@@ -34,7 +34,8 @@ export class OwnershipLease {
     for (const root of this.roots) {
       await walk(root, async (entry, stat) => {
         const owner = this.original.get(entry) ?? caller;
-        if (stat.uid !== owner.uid || stat.gid !== owner.gid) await fs.lchown(entry, owner.uid, owner.gid).catch(() => {});
+        if (stat.uid !== owner.uid || stat.gid !== owner.gid)
+          await fs.lchown(entry, owner.uid, owner.gid).catch(() => {});
       });
     }
   }
@@ -50,7 +51,10 @@ export async function handBackOrphanedTree(root: string, from: Owner, to: Owner)
   });
 }
 
-async function walk(root: string, visit: (entry: string, stat: import("node:fs").Stats) => Promise<void>): Promise<void> {
+async function walk(
+  root: string,
+  visit: (entry: string, stat: import("node:fs").Stats) => Promise<void>,
+): Promise<void> {
   const stack = [root];
   while (stack.length > 0) {
     const entry = stack.pop()!;

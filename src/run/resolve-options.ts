@@ -66,7 +66,21 @@ export interface ResolvedRun {
 const RESERVED_ENV = /^(SANDBOX_RUN_.*|PI_CODING_AGENT_DIR|PI_OFFLINE|HOME|TMPDIR|NODE_COMPILE_CACHE)$/;
 
 /** Container paths we own or that would break the container if shadowed. */
-const FORBIDDEN_EXACT = ["/", "/tmp", "/home", "/home/sandbox", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/var", "/run", "/opt"];
+const FORBIDDEN_EXACT = [
+  "/",
+  "/tmp",
+  "/home",
+  "/home/sandbox",
+  "/usr",
+  "/etc",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib64",
+  "/var",
+  "/run",
+  "/opt",
+];
 const FORBIDDEN_TREES = ["/proc", "/sys", "/dev", "/opt/sandbox-run", "/run/sandbox-run", "/home/sandbox"];
 
 export function mergeEnv(...layers: Array<Env | undefined>): Record<string, string> {
@@ -96,11 +110,12 @@ export function resolveRun(
     for (const [key, value] of Object.entries(layer ?? {})) if (value === undefined) delete sandboxEnv[key];
   }
   for (const key of Object.keys(sandboxEnv)) {
-    if (RESERVED_ENV.test(key)) throw usageError(`env may not set ${key}: sandbox-run sets it inside the sandbox.`, `Remove ${key} from env.`);
+    if (RESERVED_ENV.test(key))
+      throw usageError(`env may not set ${key}: sandbox-run sets it inside the sandbox.`, `Remove ${key} from env.`);
   }
 
   const model = run.model ?? config.model ?? hostEnv.SANDBOX_RUN_MODEL;
-  if (!model || !model.includes("/")) {
+  if (!model?.includes("/")) {
     throw usageError(
       model ? `Model "${model}" is not of the form provider/id.` : "No model was given.",
       "Pass a model as provider/id (e.g. --model anthropic/claude-sonnet-4-5), or set SANDBOX_RUN_MODEL.",
@@ -114,7 +129,10 @@ export function resolveRun(
   const policySource = run.policy ?? config.policy ?? mode;
   // A policy object gets the same validation as a policy file: a typo must not silently drop
   // a limit (Docker reads a NaN memory or a negative pids limit as "unlimited").
-  let policy = typeof policySource === "string" ? loadPolicy(policySource) : parsePolicy(policySource, "object (the policy option)");
+  let policy =
+    typeof policySource === "string"
+      ? loadPolicy(policySource)
+      : parsePolicy(policySource, "object (the policy option)");
   const runtime = run.runtime ?? config.runtime;
   const contextFiles = run.contextFiles ?? config.contextFiles;
   if (runtime || contextFiles !== undefined) {
@@ -153,10 +171,32 @@ export function resolveRun(
     throw usageError(`The turn budget must be a positive whole number, got ${budgets.maxTurns}.`);
   }
 
-  const routing = planProviderRouting({ model, modelsJson, env: hostEnv, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+  const routing = planProviderRouting({
+    model,
+    modelsJson,
+    env: hostEnv,
+    gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
+  });
   const image = run.image ?? config.image ?? policy.image ?? (hostEnv.SANDBOX_RUN_IMAGE || undefined);
 
-  return { prompt, cwd, writableRoots, readOnlyMounts, model, schema, validator, policy, hostEnv, sandboxEnv, modelsJson, timeoutMs, extraArgs, budgets, routing, image };
+  return {
+    prompt,
+    cwd,
+    writableRoots,
+    readOnlyMounts,
+    model,
+    schema,
+    validator,
+    policy,
+    hostEnv,
+    sandboxEnv,
+    modelsJson,
+    timeoutMs,
+    extraArgs,
+    budgets,
+    routing,
+    image,
+  };
 }
 
 function canonicalDirectory(input: string, what: string): string {
@@ -198,13 +238,16 @@ function compileSchema(schema: JsonSchema): z.ZodType {
   if (typeof schema !== "object" || schema === null || schema.type !== "object") {
     throw usageError(
       'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
-      "Wrap other values in an object property, e.g. { \"type\": \"object\", \"properties\": { \"value\": ... } }.",
+      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
     );
   }
   try {
     return z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
   } catch (error) {
-    throw usageError(`The schema cannot be used: ${(error as Error).message}`, "Check it is valid JSON Schema (draft 2020-12 or 7).");
+    throw usageError(
+      `The schema cannot be used: ${(error as Error).message}`,
+      "Check it is valid JSON Schema (draft 2020-12 or 7).",
+    );
   }
 }
 

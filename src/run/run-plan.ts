@@ -27,7 +27,13 @@ export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
 export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
 /** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
-export const CA_BUNDLE_ENV_NAMES = ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"] as const;
+export const CA_BUNDLE_ENV_NAMES = [
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "GIT_SSL_CAINFO",
+  "CURL_CA_BUNDLE",
+  "REQUESTS_CA_BUNDLE",
+] as const;
 
 export interface Mount {
   hostPath: string;
@@ -96,24 +102,37 @@ export function buildRunPlan(input: PlanInput): RunPlan {
 
   const mounts: Mount[] = [
     { hostPath: input.cwd, containerPath: input.cwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
-    ...input.writableRoots.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" })),
+    ...input.writableRoots.map(
+      (p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" }),
+    ),
     ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
     { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },
   ];
   // Read-only over the read-write workspace: writes there fail with EROFS (the post-run diff
   // catches what a mount cannot). Pointless when the whole workspace is read-only.
   if (policy.workspace === "read-write") {
-    for (const p of input.protectedMounts ?? []) mounts.push({ hostPath: p, containerPath: p, readOnly: true, kind: "protected" });
+    for (const p of input.protectedMounts ?? [])
+      mounts.push({ hostPath: p, containerPath: p, readOnly: true, kind: "protected" });
   }
   const caEnv: Record<string, string> = {};
   if (policy.trustHostCaBundle) {
-    mounts.push({ hostPath: input.hostCaBundle ?? HOST_CA_BUNDLE, containerPath: SANDBOX_CA_BUNDLE, readOnly: true, kind: "ca-bundle" });
+    mounts.push({
+      hostPath: input.hostCaBundle ?? HOST_CA_BUNDLE,
+      containerPath: SANDBOX_CA_BUNDLE,
+      readOnly: true,
+      kind: "ca-bundle",
+    });
     for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
   }
   const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
   const proxyEnv: Record<string, string> = {};
   if (policy.network === "allowlist") {
-    mounts.push({ hostPath: `${input.runDir}/proxy.sock`, containerPath: PROXY_SOCKET, readOnly: false, kind: "socket" });
+    mounts.push({
+      hostPath: `${input.runDir}/proxy.sock`,
+      containerPath: PROXY_SOCKET,
+      readOnly: false,
+      kind: "socket",
+    });
     forwards.push({ port: PROXY_PORT, socketPath: PROXY_SOCKET });
     const proxyUrl = `http://127.0.0.1:${PROXY_PORT}`;
     Object.assign(proxyEnv, {

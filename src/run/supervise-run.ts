@@ -55,13 +55,25 @@ export async function superviseRun(
   // also counts model responses, so calls that bypass Pi stop at the turn budget too.
   const { maxTurns, maxCostUsd } = run.budgets;
   budgetTrip.onExceeded = (attempted) =>
-    tripOnce({ code: "limit", limit: "turns", message: `The sandbox asked for model response ${attempted}, over the budget of ${maxTurns} turns.` });
+    tripOnce({
+      code: "limit",
+      limit: "turns",
+      message: `The sandbox asked for model response ${attempted}, over the budget of ${maxTurns} turns.`,
+    });
   const checkBudgets = (type: string) => {
     if (maxTurns !== undefined && type === "turn_start" && collector.turns > maxTurns) {
-      tripOnce({ code: "limit", limit: "turns", message: `The agent started turn ${collector.turns}, over the budget of ${maxTurns} turns.` });
+      tripOnce({
+        code: "limit",
+        limit: "turns",
+        message: `The agent started turn ${collector.turns}, over the budget of ${maxTurns} turns.`,
+      });
     }
     if (maxCostUsd !== undefined && type === "message_end" && collector.usage.cost > maxCostUsd) {
-      tripOnce({ code: "limit", limit: "cost", message: `The run cost $${collector.usage.cost.toFixed(4)}, over the budget of $${maxCostUsd}.` });
+      tripOnce({
+        code: "limit",
+        limit: "cost",
+        message: `The run cost $${collector.usage.cost.toFixed(4)}, over the budget of $${maxCostUsd}.`,
+      });
     }
   };
 
@@ -71,10 +83,17 @@ export async function superviseRun(
       const parsed = parsePiRecord(line);
       if (!parsed.ok) {
         if (++badRecords > MAX_BAD_RECORDS) {
-          return tripOnce({ code: "limit", limit: "records", message: `Pi's output had more than ${MAX_BAD_RECORDS} lines that are not Pi events.` });
+          return tripOnce({
+            code: "limit",
+            limit: "records",
+            message: `Pi's output had more than ${MAX_BAD_RECORDS} lines that are not Pi events.`,
+          });
         }
         // A copy, not a slice: a slice would keep the whole (up to maxLineMb) line alive.
-        timeline.sandbox("pi.invalid-record", { error: parsed.error, preview: Buffer.from(line.slice(0, 200)).toString() });
+        timeline.sandbox("pi.invalid-record", {
+          error: parsed.error,
+          preview: Buffer.from(line.slice(0, 200)).toString(),
+        });
         return;
       }
       collector.observe(parsed.event);
@@ -89,7 +108,11 @@ export async function superviseRun(
     },
     // Reported as soon as the line passes the limit: the container is stopped, not read to the end.
     onOversizeLine: () =>
-      tripOnce({ code: "limit", limit: "line", message: `Pi wrote an event line over the ${limits.maxLineMb} MiB line limit.` }),
+      tripOnce({
+        code: "limit",
+        limit: "line",
+        message: `Pi wrote an event line over the ${limits.maxLineMb} MiB line limit.`,
+      }),
   });
 
   const streams = await container.attach().catch((error: unknown) => {
@@ -99,7 +122,11 @@ export async function superviseRun(
   const withinOutputLimit = (chunk: Buffer): boolean => {
     outputBytes += chunk.length;
     if (outputBytes <= maxOutput) return true;
-    tripOnce({ code: "limit", limit: "output", message: `The sandbox's output passed the ${limits.maxOutputMb} MiB output limit.` });
+    tripOnce({
+      code: "limit",
+      limit: "output",
+      message: `The sandbox's output passed the ${limits.maxOutputMb} MiB output limit.`,
+    });
     return false;
   };
   const stdoutDone = new Promise<void>((resolve) => {
@@ -121,7 +148,11 @@ export async function superviseRun(
   const onAbort = () => tripOnce({ code: "aborted", message: "The run was aborted." });
   signal?.addEventListener("abort", onAbort, { once: true });
   const timer = setTimeout(
-    () => tripOnce({ code: "timeout", message: `The run did not finish within ${Math.round(run.timeoutMs / 100) / 10} s.` }),
+    () =>
+      tripOnce({
+        code: "timeout",
+        message: `The run did not finish within ${Math.round(run.timeoutMs / 100) / 10} s.`,
+      }),
     run.timeoutMs,
   );
 
@@ -138,7 +169,11 @@ export async function superviseRun(
     // Stopped by the host after Pi settled: Pi had finished, so the run's exit code is 0.
     const stoppedByHost = piSettled && exit.exitCode === 137 && !exit.oomKilled;
     const exitCode = stoppedByHost ? 0 : exit.exitCode;
-    timeline.sandbox("container.exited", { exitCode: exit.exitCode, oomKilled: exit.oomKilled, ...(stoppedByHost ? { stoppedByHost } : {}) });
+    timeline.sandbox("container.exited", {
+      exitCode: exit.exitCode,
+      oomKilled: exit.oomKilled,
+      ...(stoppedByHost ? { stoppedByHost } : {}),
+    });
 
     const evidence = {
       exitCode,
@@ -151,20 +186,32 @@ export async function superviseRun(
     };
     if (trip?.code === "aborted") throw signal?.reason ?? new SandboxRunError("aborted", trip.message, evidence);
     if (trip?.code === "timeout") {
-      throw new SandboxRunError("timeout", trip.message, { ...evidence, hint: "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task." });
+      throw new SandboxRunError("timeout", trip.message, {
+        ...evidence,
+        hint: "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+      });
     }
-    if (trip) throw new SandboxRunError("limit", trip.message, { ...evidence, limit: trip.limit, hint: limitHint(trip.limit) });
+    if (trip)
+      throw new SandboxRunError("limit", trip.message, { ...evidence, limit: trip.limit, hint: limitHint(trip.limit) });
     const limitFromExit = limitOf({ exitCode, oomKilled: exit.oomKilled }, stderrTail);
     if (limitFromExit) {
-      throw new SandboxRunError("limit", limitFromExit.message, { ...evidence, limit: limitFromExit.limit, hint: limitHint(limitFromExit.limit) });
+      throw new SandboxRunError("limit", limitFromExit.message, {
+        ...evidence,
+        limit: limitFromExit.limit,
+        hint: limitHint(limitFromExit.limit),
+      });
     }
 
     const outcome = collector.outcome();
     if (exitCode !== 0 && outcome.kind !== "structured" && outcome.kind !== "text") {
-      throw new SandboxRunError("agent-crashed", `Pi exited with code ${exitCode}${crashReason(exitCode, plan.runtime)}.`, {
-        ...evidence,
-        hint: "See the stderr tail on this error (or --events) for what Pi reported.",
-      });
+      throw new SandboxRunError(
+        "agent-crashed",
+        `Pi exited with code ${exitCode}${crashReason(exitCode, plan.runtime)}.`,
+        {
+          ...evidence,
+          hint: "See the stderr tail on this error (or --events) for what Pi reported.",
+        },
+      );
     }
     const details = {
       runId: plan.runId,
@@ -200,10 +247,16 @@ export async function superviseRun(
           hint: "Check the model name, the provider's key on the host, and that the provider is reachable from the host (`sandbox-run doctor`).",
         });
       case "no-result":
-        throw new SandboxRunError("no-result", `The agent finished without a result: ${outcome.reason}${badRecords ? ` (${badRecords} unreadable records)` : ""}.`, {
-          ...evidence,
-          hint: plan.finalToolName ? "Ask for the result explicitly in the prompt, or use a stronger model." : "Check the events (--events) to see where the agent stopped.",
-        });
+        throw new SandboxRunError(
+          "no-result",
+          `The agent finished without a result: ${outcome.reason}${badRecords ? ` (${badRecords} unreadable records)` : ""}.`,
+          {
+            ...evidence,
+            hint: plan.finalToolName
+              ? "Ask for the result explicitly in the prompt, or use a stronger model."
+              : "Check the events (--events) to see where the agent stopped.",
+          },
+        );
     }
     throw new Error(`unhandled outcome ${(outcome as { kind: string }).kind}`);
   } finally {
@@ -212,10 +265,17 @@ export async function superviseRun(
   }
 }
 
-function limitOf(exit: { exitCode: number; oomKilled: boolean }, stderr: string): { limit: string; message: string } | undefined {
-  if (exit.oomKilled) return { limit: "memory", message: "The sandbox ran out of memory and was killed (memory limit)." };
+function limitOf(
+  exit: { exitCode: number; oomKilled: boolean },
+  stderr: string,
+): { limit: string; message: string } | undefined {
+  if (exit.oomKilled)
+    return { limit: "memory", message: "The sandbox ran out of memory and was killed (memory limit)." };
   if (/ENOSPC|no space left on device/i.test(stderr)) {
-    return { limit: "tmpfs", message: "The sandbox's temporary space (/tmp or home tmpfs) is full (tmpfs size limit)." };
+    return {
+      limit: "tmpfs",
+      message: "The sandbox's temporary space (/tmp or home tmpfs) is full (tmpfs size limit).",
+    };
   }
   if (/EAGAIN.*(spawn|fork)|fork: retry|Resource temporarily unavailable/i.test(stderr) && exit.exitCode !== 0) {
     return { limit: "pids", message: "The sandbox could not start more processes (pids limit)." };
@@ -225,15 +285,24 @@ function limitOf(exit: { exitCode: number; oomKilled: boolean }, stderr: string)
 
 function limitHint(limit?: string): string {
   switch (limit) {
-    case "memory": return "Raise limits.memoryMb in a policy file, or make the task use less memory.";
-    case "tmpfs": return "Raise limits.tmpMb / limits.homeMb in a policy file, or keep tool output smaller.";
-    case "pids": return "Raise limits.pids in a policy file if the task really needs more processes.";
-    case "output": return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
-    case "turns": return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
-    case "cost": return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
-    case "line": return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
-    case "records": return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
-    default: return "See the policy's limits (`sandbox-run policy show`).";
+    case "memory":
+      return "Raise limits.memoryMb in a policy file, or make the task use less memory.";
+    case "tmpfs":
+      return "Raise limits.tmpMb / limits.homeMb in a policy file, or keep tool output smaller.";
+    case "pids":
+      return "Raise limits.pids in a policy file if the task really needs more processes.";
+    case "output":
+      return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
+    case "turns":
+      return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
+    case "cost":
+      return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
+    case "line":
+      return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
+    case "records":
+      return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
+    default:
+      return "See the policy's limits (`sandbox-run policy show`).";
   }
 }
 
@@ -241,7 +310,8 @@ function crashReason(code: number, runtime: string): string {
   if (code === 90) return " (the launcher could not prepare the sandbox)";
   // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
   // usually because the pids limit also counts its threads (google/gvisor#2490).
-  if (code === 2 && runtime === "runsc") return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
+  if (code === 2 && runtime === "runsc")
+    return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
   if (code === 91) return " (the sandbox lost its connection to the host controller)";
   if (code === 137) return " (killed)";
   return "";

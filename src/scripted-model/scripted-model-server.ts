@@ -58,9 +58,7 @@ export interface ScriptedModelServerOptions {
   port?: number;
 }
 
-export async function startScriptedModelServer(
-  options: ScriptedModelServerOptions = {},
-): Promise<ScriptedModelServer> {
+export async function startScriptedModelServer(options: ScriptedModelServerOptions = {}): Promise<ScriptedModelServer> {
   const scripts = new Map<string, Script>(Object.entries(options.scripts ?? {}));
   const requests: RecordedRequest[] = [];
   const openResponses = new Set<http.ServerResponse>();
@@ -130,7 +128,8 @@ let callCounter = 0;
 
 function reply(res: http.ServerResponse, request: ChatRequest, step: ScriptStep): void {
   if ("httpStatus" in step) {
-    return sendJson(res, step.httpStatus, { error: { message: step.body ?? `scripted failure ${step.httpStatus}` } });
+    sendJson(res, step.httpStatus, { error: { message: step.body ?? `scripted failure ${step.httpStatus}` } });
+    return;
   }
   const id = `chatcmpl-${++callCounter}`;
   const created = Math.floor(Date.now() / 1000);
@@ -150,7 +149,7 @@ function reply(res: http.ServerResponse, request: ChatRequest, step: ScriptStep)
         : "toolCalls" in step
           ? { role: "assistant", content: null, tool_calls: toolCallsOf(step) }
           : { role: "assistant", content: "" };
-    return sendJson(res, 200, {
+    sendJson(res, 200, {
       id,
       object: "chat.completion",
       created,
@@ -158,6 +157,7 @@ function reply(res: http.ServerResponse, request: ChatRequest, step: ScriptStep)
       choices: [{ index: 0, message, finish_reason: "toolCalls" in step ? "tool_calls" : "stop" }],
       usage,
     });
+    return;
   }
 
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
@@ -176,7 +176,9 @@ function reply(res: http.ServerResponse, request: ChatRequest, step: ScriptStep)
     send(chunk({ content: step.text }, null));
     send(chunk({}, "stop"));
   } else {
-    toolCallsOf(step).forEach((call, index) => send(chunk({ tool_calls: [{ index, ...call }] }, null)));
+    toolCallsOf(step).forEach((call, index) => {
+      send(chunk({ tool_calls: [{ index, ...call }] }, null));
+    });
     send(chunk({}, "tool_calls"));
   }
   send({ id, object: "chat.completion.chunk", created, model: request.model, choices: [], usage });

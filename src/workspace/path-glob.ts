@@ -15,7 +15,11 @@ export function globProblem(pattern: string): string | undefined {
   if (pattern.trim() === "") return "is empty";
   if (pattern.startsWith("/")) return "must be relative to the workspace (no leading /)";
   if (pattern.includes("\\")) return "must use / as the separator";
-  if (normalizePattern(pattern).split("/").some((s) => s === ".." || s === "")) {
+  if (
+    normalizePattern(pattern)
+      .split("/")
+      .some((s) => s === ".." || s === "")
+  ) {
     return "must not contain '..' or empty segments";
   }
   return undefined;

@@ -102,7 +102,14 @@ function entryState(
   }
   if (stat.isDirectory()) return undefined; // a race with a rename; directories are walked, not recorded
   const kind = stat.isFile() ? "file" : stat.isSymbolicLink() ? "symlink" : "other";
-  const state: EntryState = { kind, size: stat.size, mtimeMs: stat.mtimeMs, ctimeMs: stat.ctimeMs, mode: stat.mode, ino: stat.ino };
+  const state: EntryState = {
+    kind,
+    size: stat.size,
+    mtimeMs: stat.mtimeMs,
+    ctimeMs: stat.ctimeMs,
+    mode: stat.mode,
+    ino: stat.ino,
+  };
   const prev = options.previous;
   if (prev && prev.hash !== undefined && sameMetadata(prev, state)) {
     state.hash = prev.hash; // untouched since the first pass: no need to read it again
@@ -128,7 +135,14 @@ function hashFile(file: string): string | undefined {
 }
 
 function sameMetadata(a: EntryState, b: EntryState): boolean {
-  return a.kind === b.kind && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs && a.ino === b.ino && a.mode === b.mode;
+  return (
+    a.kind === b.kind &&
+    a.size === b.size &&
+    a.mtimeMs === b.mtimeMs &&
+    a.ctimeMs === b.ctimeMs &&
+    a.ino === b.ino &&
+    a.mode === b.mode
+  );
 }
 
 /** Whether an entry that exists on both sides changed. */

@@ -54,7 +54,8 @@ export class WorkspaceWatch {
     for (const { root, prefix, before } of this.watched) {
       const diff = diffSnapshots(before, await takeSnapshot(root, { previous: before }));
       if (prefix === "") workspaceChanges = diff;
-      for (const kind of ["created", "modified", "deleted"] as const) changedFiles[kind].push(...diff[kind].map((p) => prefix + p));
+      for (const kind of ["created", "modified", "deleted"] as const)
+        changedFiles[kind].push(...diff[kind].map((p) => prefix + p));
     }
     return {
       changedFiles,

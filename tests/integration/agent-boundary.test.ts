@@ -70,7 +70,11 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
           "touch new.txt; echo create-rc=$?; rm -f notes.txt; echo rm-rc=$?",
       ),
     );
-    const result = await agent.run("Try to change things.", { cwd: ws, model: "scripted/read-only", sandbox: "read-only" });
+    const result = await agent.run("Try to change things.", {
+      cwd: ws,
+      model: "scripted/read-only",
+      sandbox: "read-only",
+    });
     expect(result).toBe("done");
 
     const output = lastToolResult(server, "read-only");
@@ -142,7 +146,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     expect(output).toMatch(/cat-rc=1/);
     expect(output).not.toContain("outside-content-d41d");
     // The parent (/tmp on the host) shows only what is mounted, not its other entries.
-    const parentListing = output.split("---parent---")[1]!.split("\n").map((l) => l.trim());
+    const parentListing = output
+      .split("---parent---")[1]!
+      .split("\n")
+      .map((l) => l.trim());
     expect(parentListing).toEqual(expect.arrayContaining([path.basename(ws), path.basename(extra)]));
     expect(parentListing).not.toContain(path.basename(outside));
   });
@@ -151,7 +158,9 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     const ws = workspace();
     server.setScript(
       "secrets",
-      bashThenText("env; echo ---models---; cat /home/sandbox/.pi/agent/models.json; echo; echo ---pid1---; cat /proc/1/environ | tr '\\0' '\\n'"),
+      bashThenText(
+        "env; echo ---models---; cat /home/sandbox/.pi/agent/models.json; echo; echo ---pid1---; cat /proc/1/environ | tr '\\0' '\\n'",
+      ),
     );
     let inspected: Promise<unknown> | undefined;
     const result = await agent.run("Show me your environment.", {
@@ -159,7 +168,8 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
       model: "scripted/secrets",
       onEvent: (event) => {
         // What Docker stores about the container (env, labels, command) must not hold it either.
-        if (event.type === "container.created") inspected = docker.getContainer(String(event.data.containerId)).inspect();
+        if (event.type === "container.created")
+          inspected = docker.getContainer(String(event.data.containerId)).inspect();
       },
     });
     expect(result).toBe("done");

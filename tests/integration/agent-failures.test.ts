@@ -21,7 +21,10 @@ import {
   startModel,
 } from "../support/harness.js";
 
-const sleepThenText = [{ toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] }, { text: "finished" }];
+const sleepThenText = [
+  { toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] },
+  { text: "finished" },
+];
 
 /** Containers created by this test file's process (the owner-pid label), running or not. */
 async function ourContainers(): Promise<string[]> {
@@ -105,7 +108,9 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
   it("timeout while bash sleeps: code timeout, container removed", async () => {
     const log = eventLog();
     const error = asRunError(
-      await failureOf(agent.run("Sleep.", { cwd: ws, model: "scripted/timeout", timeoutMs: 4_000, onEvent: log.onEvent })),
+      await failureOf(
+        agent.run("Sleep.", { cwd: ws, model: "scripted/timeout", timeoutMs: 4_000, onEvent: log.onEvent }),
+      ),
     );
     expect(error.code).toBe("timeout");
     expect(error.timedOut).toBe(true);
@@ -121,7 +126,12 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     const unreachable = new ContainerPiAgent({
       models: {
         providers: {
-          dead: { baseUrl: `http://127.0.0.1:${port}/v1`, api: "openai-completions", apiKey: SECRET_KEY, models: [{ id: "m" }] },
+          dead: {
+            baseUrl: `http://127.0.0.1:${port}/v1`,
+            api: "openai-completions",
+            apiKey: SECRET_KEY,
+            models: [{ id: "m" }],
+          },
         },
       },
       onEvent: runs.onEvent,
@@ -156,7 +166,9 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     }
 
     it("an empty prompt", async () => {
-      const error = asRunError(await expectNothingStarted((onEvent) => agent.run("   ", { cwd: ws, model: "scripted/never", onEvent })));
+      const error = asRunError(
+        await expectNothingStarted((onEvent) => agent.run("   ", { cwd: ws, model: "scripted/never", onEvent })),
+      );
       expect(error.code).toBe("usage");
       expect(error.shortMessage).toBe("The prompt is empty.");
     });
@@ -172,7 +184,9 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     });
 
     it("a provider that is neither built in nor in models.json", async () => {
-      const error = asRunError(await expectNothingStarted((onEvent) => agent.run("Do it.", { cwd: ws, model: "nobody/x", onEvent })));
+      const error = asRunError(
+        await expectNothingStarted((onEvent) => agent.run("Do it.", { cwd: ws, model: "nobody/x", onEvent })),
+      );
       expect(error.code).toBe("usage");
       expect(error.shortMessage).toContain('Unknown model provider "nobody"');
     });
@@ -180,7 +194,12 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     it("a schema that is not an object schema", async () => {
       const error = asRunError(
         await expectNothingStarted((onEvent) =>
-          agent.run("Do it.", { cwd: ws, model: "scripted/never", schema: { type: "array", items: { type: "string" } }, onEvent }),
+          agent.run("Do it.", {
+            cwd: ws,
+            model: "scripted/never",
+            schema: { type: "array", items: { type: "string" } },
+            onEvent,
+          }),
         ),
       );
       expect(error.code).toBe("usage");

@@ -30,7 +30,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
   beforeAll(async () => {
     server = await startModel({
       text: [{ text: "The answer is 42." }],
-      "text-after-bash": [{ toolCalls: [{ name: "bash", arguments: { command: "echo tool-output-not-the-answer" } }] }, { text: "Final words." }],
+      "text-after-bash": [
+        { toolCalls: [{ name: "bash", arguments: { command: "echo tool-output-not-the-answer" } }] },
+        { text: "Final words." },
+      ],
       "schema-retry": [
         // Wrong type and a missing required property: Pi rejects the call and tells the model.
         final({ files: { oops: true } }),
@@ -38,8 +41,8 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
       ],
       // Pi's email format accepts a host without a dot; zod's does not (see the test below).
       "schema-email": [final({ contact: "ops@localhost" })],
-      "events": bashThenFinal("echo working", { done: true }),
-      "stream": bashThenFinal("echo streaming", { done: true }),
+      events: bashThenFinal("echo working", { done: true }),
+      stream: bashThenFinal("echo streaming", { done: true }),
     });
     agent = new ContainerPiAgent({
       runtime,
@@ -63,7 +66,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
   });
 
   it("text mode: after a tool step, the result is the last message's text, not the tool output", async () => {
-    const details = await agent.runDetailed<string>("Work, then answer.", { cwd: ws, model: "scripted/text-after-bash" });
+    const details = await agent.runDetailed<string>("Work, then answer.", {
+      cwd: ws,
+      model: "scripted/text-after-bash",
+    });
     expect(details.result).toBe("Final words.");
     expect(details.toolCalls).toBe(1);
     expect(details.turns).toBe(2);
@@ -167,7 +173,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
     // that saves); Pi may still get to exit by itself first. Either way the exit is a clean one.
     expect(types.indexOf("pi:agent_settled")).toBeLessThan(types.indexOf("sandbox:container.exited"));
     const exited = events.find((e) => e.type === "container.exited")?.data;
-    expect([{ exitCode: 0, oomKilled: false }, { exitCode: 137, oomKilled: false, stoppedByHost: true }]).toContainEqual(exited);
+    expect([
+      { exitCode: 0, oomKilled: false },
+      { exitCode: 137, oomKilled: false, stoppedByHost: true },
+    ]).toContainEqual(exited);
   });
 
   it("stream(): async iteration yields the same events as onEvent, then the result", async () => {

@@ -5,7 +5,14 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
+import {
+  containersOfRuns,
+  dockerAvailable,
+  makeWorkspace,
+  modelsFor,
+  runBuiltCli,
+  startModel,
+} from "../support/harness.js";
 
 describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () => {
   let server: ScriptedModelServer;
@@ -26,7 +33,19 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
   it("a model error: exit 1, an ok:false envelope with the error, and a record with error.json", async () => {
     const ws = makeWorkspace({ "a.txt": "a\n" });
     const record = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rec-")), "record");
-    const run = await runBuiltCli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/down", "--json", "--record", record, "go"]);
+    const run = await runBuiltCli([
+      "-q",
+      "--cwd",
+      ws,
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/down",
+      "--json",
+      "--record",
+      record,
+      "go",
+    ]);
 
     expect(run.status).toBe(1);
     const envelope = JSON.parse(run.stdout);
@@ -40,7 +59,11 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(error.code).toBe("model-error");
     const meta = JSON.parse(fs.readFileSync(path.join(record, "meta.json"), "utf8"));
     expect(meta).toMatchObject({ ok: false, exitCode: 1 });
-    const events = fs.readFileSync(path.join(record, "events.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const events = fs
+      .readFileSync(path.join(record, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(events.at(-1).type).toBe("container.removed");
     expect(events.some((e) => e.type === "run.failed" && e.data.code === "model-error")).toBe(true);
     expect(await containersOfRuns([meta.runId])).toEqual([]);
@@ -48,7 +71,19 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
 
   it("a turn budget: the run stops, the envelope names the budget", async () => {
     const ws = makeWorkspace();
-    const run = await runBuiltCli(["-q", "--cwd", ws, "--models", modelsFile, "--model", "scripted/turns", "--max-turns", "2", "--json", "go"]);
+    const run = await runBuiltCli([
+      "-q",
+      "--cwd",
+      ws,
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/turns",
+      "--max-turns",
+      "2",
+      "--json",
+      "go",
+    ]);
 
     expect(run.status).toBe(1);
     const envelope = JSON.parse(run.stdout);

@@ -14,7 +14,10 @@ import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const mainJs = path.join(repo, "dist/cli/main.js");
-const sleepThenText = [{ toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] }, { text: "finished" }];
+const sleepThenText = [
+  { toolCalls: [{ name: "bash", arguments: { command: "sleep 30; echo woke" } }] },
+  { text: "finished" },
+];
 
 interface Exit {
   code: number | null;
@@ -76,7 +79,10 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-cli-it-"));
     ws = makeWorkspace({ "README.md": "# cli\n" });
     modelsFile = path.join(dir, "models.json");
-    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["schema", "events", "stdin", "broken", "slow", "interrupt"])));
+    fs.writeFileSync(
+      modelsFile,
+      JSON.stringify(modelsFor(server, ["schema", "events", "stdin", "broken", "slow", "interrupt"])),
+    );
   });
 
   afterEach(async () => {
@@ -95,10 +101,21 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     const schemaFile = path.join(dir, "s.json");
     fs.writeFileSync(
       schemaFile,
-      JSON.stringify({ type: "object", properties: { answer: { type: "string" }, confidence: { type: "number" } }, required: ["answer"] }),
+      JSON.stringify({
+        type: "object",
+        properties: { answer: { type: "string" }, confidence: { type: "number" } },
+        required: ["answer"],
+      }),
     );
     const eventsFile = path.join(dir, "schema-events.jsonl");
-    const { exit } = startCli(["--schema", schemaFile, ...base("schema"), "--events", eventsFile, "What is the answer?"]);
+    const { exit } = startCli([
+      "--schema",
+      schemaFile,
+      ...base("schema"),
+      "--events",
+      eventsFile,
+      "What is the answer?",
+    ]);
     const result = await exit;
     for (const e of readEvents(eventsFile)) runIds.add(e.runId);
     expect(result.code).toBe(0);
@@ -125,14 +142,24 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
       expect(typeof e.time).toBe("number");
     }
     const types = events.map((e) => `${e.source}:${e.type}`);
-    expect(types).toEqual(expect.arrayContaining(["sandbox:container.started", "pi:tool_execution_start", "pi:agent_end", "sandbox:container.removed"]));
+    expect(types).toEqual(
+      expect.arrayContaining([
+        "sandbox:container.started",
+        "pi:tool_execution_start",
+        "pi:agent_end",
+        "sandbox:container.removed",
+      ]),
+    );
     const bashEnd = events.find((e) => e.type === "tool_execution_end");
     expect(JSON.stringify(bashEnd?.data)).toContain("from-bash");
   });
 
   it("reads the prompt from stdin when none is given", async () => {
     const eventsFile = path.join(dir, "stdin-events.jsonl");
-    const result = await startCli([...base("stdin"), "--events", eventsFile, "--quiet"], "the prompt came through stdin: banana\n").exit;
+    const result = await startCli(
+      [...base("stdin"), "--events", eventsFile, "--quiet"],
+      "the prompt came through stdin: banana\n",
+    ).exit;
     for (const e of readEvents(eventsFile)) runIds.add(e.runId);
     expect(result.code).toBe(0);
     expect(result.stdout).toBe("read your prompt\n");

@@ -7,7 +7,14 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, runProcess, startModel } from "../support/harness.js";
+import {
+  containersOfRuns,
+  dockerAvailable,
+  makeWorkspace,
+  modelsFor,
+  runProcess,
+  startModel,
+} from "../support/harness.js";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 const cli = path.join(repoRoot, "dist/cli/main.js");
@@ -53,8 +60,21 @@ describe.skipIf(!dockerAvailable())("examples", () => {
     const record = path.join(checkout, "..", `${path.basename(checkout)}-record`);
     const result = await runProcess(
       process.execPath,
-      [cli, "--sandbox", "read-only", "--schema", "examples/review-pr/review.schema.json", "--models", modelsFile,
-        "--model", "scripted/review", "--record", record, "--json", fs.readFileSync(path.join(checkout, "examples/review-pr/prompt.md"), "utf8")],
+      [
+        cli,
+        "--sandbox",
+        "read-only",
+        "--schema",
+        "examples/review-pr/review.schema.json",
+        "--models",
+        modelsFile,
+        "--model",
+        "scripted/review",
+        "--record",
+        record,
+        "--json",
+        fs.readFileSync(path.join(checkout, "examples/review-pr/prompt.md"), "utf8"),
+      ],
       { cwd: checkout },
     );
     expect(result.stderr).not.toMatch(/unexpected error/);
@@ -64,9 +84,17 @@ describe.skipIf(!dockerAvailable())("examples", () => {
     // The agent really looked at the pull request: its git output reached the model.
     const toolMessage = server.requests.at(-1)!.body.messages.find((m) => m.role === "tool");
     expect(JSON.stringify(toolMessage?.content)).toContain("build.sh");
-    expect(fs.readdirSync(record).sort()).toEqual(
-      ["SHA256SUMS", "changes.patch", "events.jsonl", "meta.json", "plan.json", "policy.json", "prompt.txt", "result.json", "schema.json"],
-    );
+    expect(fs.readdirSync(record).sort()).toEqual([
+      "SHA256SUMS",
+      "changes.patch",
+      "events.jsonl",
+      "meta.json",
+      "plan.json",
+      "policy.json",
+      "prompt.txt",
+      "result.json",
+      "schema.json",
+    ]);
     expect(fs.readFileSync(path.join(record, "changes.patch"), "utf8")).toBe("");
   });
 
@@ -85,7 +113,9 @@ describe.skipIf(!dockerAvailable())("examples", () => {
 
     const checkout = pullRequestCheckout();
     const bin = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-bin-"));
-    fs.writeFileSync(path.join(bin, "sandbox-run"), `#!/bin/sh\nexec "${process.execPath}" "${cli}" "$@"\n`, { mode: 0o755 });
+    fs.writeFileSync(path.join(bin, "sandbox-run"), `#!/bin/sh\nexec "${process.execPath}" "${cli}" "$@"\n`, {
+      mode: 0o755,
+    });
     const result = await runProcess("bash", ["-c", command], {
       cwd: checkout,
       env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ANTHROPIC_API_KEY: "unused-by-the-scripted-model" },

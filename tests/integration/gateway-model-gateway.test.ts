@@ -36,7 +36,12 @@ async function startCapture(): Promise<{ baseUrl: string; requests: Captured[]; 
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      requests.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      requests.push({
+        method: req.method ?? "",
+        url: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
       res.writeHead(200, { "content-type": "application/json", "set-cookie": "upstream=1" });
       res.end(JSON.stringify({ ok: true }));
     });
@@ -70,7 +75,9 @@ function request(
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
+        );
         res.on("error", reject);
       },
     );
@@ -137,7 +144,11 @@ describe("model gateway", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function start(routes: GatewayRoute[], name = "gw.sock", extra: Partial<ModelGatewayOptions> = {}): Promise<ModelGateway> {
+  async function start(
+    routes: GatewayRoute[],
+    name = "gw.sock",
+    extra: Partial<ModelGatewayOptions> = {},
+  ): Promise<ModelGateway> {
     const mine: GatewayRequestRecord[] = [];
     records = mine;
     const liveness = { closed: 0 };
@@ -207,7 +218,9 @@ describe("model gateway", () => {
   });
 
   it("keeps the query string, drops hop-by-hop headers and set-cookie", async () => {
-    const gw = await start([{ id: "cap", upstreamBaseUrl: capture.baseUrl, api: "anthropic-messages", headers: { "x-api-key": REAL_KEY } }]);
+    const gw = await start([
+      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "anthropic-messages", headers: { "x-api-key": REAL_KEY } },
+    ]);
     const before = capture.requests.length;
     const reply = await request(gw.socketPath, {
       method: "POST",
@@ -277,7 +290,12 @@ describe("model gateway", () => {
 
   it("refuses unknown routes and non-model paths with 403 and reports them", async () => {
     const gw = await start([
-      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+      {
+        id: "cap",
+        upstreamBaseUrl: capture.baseUrl,
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${REAL_KEY}` },
+      },
     ]);
     const before = capture.requests.length;
     const cases: Array<{ method: string; path: string }> = [
@@ -291,7 +309,11 @@ describe("model gateway", () => {
       { method: "POST", path: "/cap" },
     ];
     for (const c of cases) {
-      const reply = await request(gw.socketPath, { ...c, headers: { "content-type": "application/json" }, body: c.method === "POST" ? "{}" : undefined });
+      const reply = await request(gw.socketPath, {
+        ...c,
+        headers: { "content-type": "application/json" },
+        body: c.method === "POST" ? "{}" : undefined,
+      });
       expect(reply.status, `${c.method} ${c.path}`).toBe(403);
       expect(reply.headers["content-type"]).toBe("application/json");
       const body = JSON.parse(reply.body) as { error: { message: string } };
@@ -299,7 +321,9 @@ describe("model gateway", () => {
     }
     expect(capture.requests.length).toBe(before);
     await waitFor(() => records.length === cases.length);
-    expect(records.every((r) => r.status === 403 && typeof r.refused === "string" && r.upstreamUrl === undefined)).toBe(true);
+    expect(records.every((r) => r.status === 403 && typeof r.refused === "string" && r.upstreamUrl === undefined)).toBe(
+      true,
+    );
     expect(records[0]).toMatchObject({ method: "POST", path: "/nope/chat/completions" });
     expect(records[0]!.refused).toContain("unknown route");
     expect(records[1]).toMatchObject({ routeId: "cap", path: "/cap/files" });
@@ -311,7 +335,12 @@ describe("model gateway", () => {
 
   it("refuses absolute-URI requests, CONNECT and upgrades", async () => {
     const gw = await start([
-      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+      {
+        id: "cap",
+        upstreamBaseUrl: capture.baseUrl,
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${REAL_KEY}` },
+      },
     ]);
     const before = capture.requests.length;
     const absolute = await rawRequest(
@@ -325,7 +354,10 @@ describe("model gateway", () => {
       "GET http://127.0.0.1:18080/cap/models HTTP/1.1\r\nHost: 127.0.0.1:18080\r\nConnection: close\r\n\r\n",
     );
     expect(absoluteRoute).toMatch(/^HTTP\/1\.1 403/);
-    const connect = await rawRequest(gw.socketPath, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    const connect = await rawRequest(
+      gw.socketPath,
+      "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    );
     expect(connect).toMatch(/^HTTP\/1\.1 403/);
     const upgrade = await rawRequest(
       gw.socketPath,
@@ -360,7 +392,13 @@ describe("model gateway", () => {
         headers: { authorization: `Bearer ${REAL_KEY}` },
       };
       const gw = await start([route], "budget.sock", { maxGenerations: 2, onBudgetExceeded: (n) => exceeded.push(n) });
-      const post = (body: string) => request(gw.socketPath, { method: "POST", path: "/budget/chat/completions", headers: { "content-type": "application/json" }, body });
+      const post = (body: string) =>
+        request(gw.socketPath, {
+          method: "POST",
+          path: "/budget/chat/completions",
+          headers: { "content-type": "application/json" },
+          body,
+        });
       expect((await post("please-fail")).status).toBe(500); // not counted
       expect((await request(gw.socketPath, { path: "/budget/models" })).status).toBe(200); // not a generation
       expect((await post(chatBody("m"))).status).toBe(200);
@@ -390,7 +428,12 @@ describe("model gateway", () => {
       });
     });
     const gw = await start([
-      { id: "down", upstreamBaseUrl: `http://127.0.0.1:${closedPort}/v1`, api: "openai-completions", headers: { authorization: `Bearer ${REAL_KEY}` } },
+      {
+        id: "down",
+        upstreamBaseUrl: `http://127.0.0.1:${closedPort}/v1`,
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${REAL_KEY}` },
+      },
     ]);
     const reply = await request(gw.socketPath, {
       method: "POST",
@@ -478,10 +521,24 @@ describe("model gateway", () => {
   it("rejects invalid routes up front", async () => {
     const base = { upstreamBaseUrl: scripted.baseUrl, api: "openai-completions", headers: {} };
     const socketPath = path.join(dir, "invalid.sock");
-    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "Bad/Id" }] })).rejects.toMatchObject({ code: "usage" });
-    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "__sandbox-run" }] })).rejects.toMatchObject({ code: "usage" });
-    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "a" }, { ...base, id: "a" }] })).rejects.toMatchObject({ code: "usage" });
-    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "a", api: "bedrock-converse-stream" }] })).rejects.toMatchObject({ code: "usage" });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "Bad/Id" }] })).rejects.toMatchObject({
+      code: "usage",
+    });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "__sandbox-run" }] })).rejects.toMatchObject({
+      code: "usage",
+    });
+    await expect(
+      startModelGateway({
+        socketPath,
+        routes: [
+          { ...base, id: "a" },
+          { ...base, id: "a" },
+        ],
+      }),
+    ).rejects.toMatchObject({ code: "usage" });
+    await expect(
+      startModelGateway({ socketPath, routes: [{ ...base, id: "a", api: "bedrock-converse-stream" }] }),
+    ).rejects.toMatchObject({ code: "usage" });
     await expect(
       startModelGateway({ socketPath, routes: [{ ...base, id: "a", upstreamBaseUrl: "file:///etc" }] }),
     ).rejects.toMatchObject({ code: "usage" });
@@ -495,7 +552,12 @@ describe("model gateway", () => {
       gatewayBaseUrl: "http://127.0.0.1:18080",
       modelsJson: {
         providers: {
-          scripted: { baseUrl: scripted.baseUrl, api: "openai-completions", apiKey: "$SCRIPTED_KEY", models: [{ id: "text-model" }] },
+          scripted: {
+            baseUrl: scripted.baseUrl,
+            api: "openai-completions",
+            apiKey: "$SCRIPTED_KEY",
+            models: [{ id: "text-model" }],
+          },
         },
       },
     });

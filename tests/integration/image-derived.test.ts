@@ -8,7 +8,17 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { stringify as yamlStringify } from "yaml";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { bashThenFinal, containersOfRuns, docker, dockerAvailable, lastToolResult, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
+import {
+  bashThenFinal,
+  containersOfRuns,
+  docker,
+  dockerAvailable,
+  lastToolResult,
+  makeWorkspace,
+  modelsFor,
+  runBuiltCli,
+  startModel,
+} from "../support/harness.js";
 
 const PROBE = "jq --version; echo setuid=$(find / -xdev -perm /6000 -type f 2>/dev/null | wc -l); echo uid=$(id -u)";
 
@@ -18,7 +28,11 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
   const cleanups: Array<() => Promise<unknown>> = [];
 
   beforeAll(async () => {
-    server = await startModel({ derived: bashThenFinal(PROBE, { done: true }), plain: bashThenFinal(PROBE, { done: true }), unlabelled: bashThenFinal("true", { done: true }) });
+    server = await startModel({
+      derived: bashThenFinal(PROBE, { done: true }),
+      plain: bashThenFinal(PROBE, { done: true }),
+      unlabelled: bashThenFinal("true", { done: true }),
+    });
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-derived-"));
     modelsFile = path.join(dir, "models.json");
     fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled"])));
@@ -30,7 +44,20 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
   });
 
   const run = (model: string, extra: string[]) =>
-    runBuiltCli(["-q", "--json", "--cwd", makeWorkspace(), "--models", modelsFile, "--model", `scripted/${model}`, "--schema", schemaFile(), ...extra, "go"]);
+    runBuiltCli([
+      "-q",
+      "--json",
+      "--cwd",
+      makeWorkspace(),
+      "--models",
+      modelsFile,
+      "--model",
+      `scripted/${model}`,
+      "--schema",
+      schemaFile(),
+      ...extra,
+      "go",
+    ]);
 
   it("adds the packages, and a run with --image has them, as the same non-root user, with no setuid binary", async () => {
     const build = await runBuiltCli(["image", "build", "--apt", "jq"]);
@@ -73,7 +100,9 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     const tag = `sandbox-run-test/unlabelled:${process.pid}`;
     const { default: tar } = await import("tar-fs");
     const stream = await docker.buildImage(tar.pack(context) as unknown as NodeJS.ReadableStream, { t: tag });
-    await new Promise((resolve, reject) => docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve(undefined))));
+    await new Promise((resolve, reject) =>
+      docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve(undefined))),
+    );
     fs.rmSync(context, { recursive: true, force: true });
     cleanups.push(() => docker.getImage(tag).remove({ force: true }));
 
@@ -81,7 +110,9 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     expect(result.status).toBe(2);
     const envelope = JSON.parse(result.stdout);
     expect(envelope.error.code).toBe("usage");
-    expect(envelope.error.message).toBe(`The image ${tag} is not a sandbox-run runner image (it has no sandbox-run.pi-version label).`);
+    expect(envelope.error.message).toBe(
+      `The image ${tag} is not a sandbox-run runner image (it has no sandbox-run.pi-version label).`,
+    );
     expect(envelope.error.hint).toMatch(/image build --apt/);
     expect(server.requests.filter((r) => r.body.model === "unlabelled")).toEqual([]);
 
@@ -95,7 +126,11 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
     const source = await docker.createContainer({ Image: inject("runnerImage"), Entrypoint: ["true"] });
     const tag = `sandbox-run/pi-apt:0.0.0-old-${process.pid}`;
     try {
-      await source.commit({ repo: "sandbox-run/pi-apt", tag: tag.split(":")[1], changes: ["LABEL sandbox-run.content-hash=0123abcd", 'LABEL sandbox-run.apt-packages="jq make"'] });
+      await source.commit({
+        repo: "sandbox-run/pi-apt",
+        tag: tag.split(":")[1],
+        changes: ["LABEL sandbox-run.content-hash=0123abcd", 'LABEL sandbox-run.apt-packages="jq make"'],
+      });
     } finally {
       await source.remove({ force: true });
     }
@@ -121,7 +156,10 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
   function schemaFile(): string {
     if (!schemaPath) {
       schemaPath = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-schema-")), "s.json");
-      fs.writeFileSync(schemaPath, JSON.stringify({ type: "object", properties: { done: { type: "boolean" } }, required: ["done"] }));
+      fs.writeFileSync(
+        schemaPath,
+        JSON.stringify({ type: "object", properties: { done: { type: "boolean" } }, required: ["done"] }),
+      );
       const dir = path.dirname(schemaPath);
       cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
     }

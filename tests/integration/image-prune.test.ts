@@ -32,7 +32,9 @@ describe.skipIf(!dockerAvailable())("image prune", () => {
     expect(result.removed).not.toContain(current);
     expect(result.kept.map((k) => k.tag)).toEqual([`sandbox-run/pi:${inUseTag}`]);
     expect(result.kept[0]!.reason).toMatch(/container/);
-    const left = (await docker.listImages({ filters: { reference: ["sandbox-run/pi:*"] } })).flatMap((i) => i.RepoTags ?? []);
+    const left = (await docker.listImages({ filters: { reference: ["sandbox-run/pi:*"] } })).flatMap(
+      (i) => i.RepoTags ?? [],
+    );
     expect(left).toContain(current);
     expect(left).not.toContain(`sandbox-run/pi:${oldTag}`);
   });
@@ -45,6 +47,10 @@ describe.skipIf(!dockerAvailable())("image prune", () => {
     const run = await runBuiltCli(["image", "prune"]);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout.split("\n")).toContain(`sandbox-run/pi:${tag}`);
-    expect(run.stderr).toMatch(new RegExp(`removed \\d+ old runner image tag\\(s\\); kept ${current.replace(/[.]/g, "\\.")} \\(this version's\\)`));
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `removed \\d+ old runner image tag\\(s\\); kept ${current.replace(/[.]/g, "\\.")} \\(this version's\\)`,
+      ),
+    );
   });
 });

@@ -8,7 +8,15 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import {
+  containersOfRuns,
+  dockerAvailable,
+  eventLog,
+  lastToolResult,
+  makeWorkspace,
+  modelsFor,
+  startModel,
+} from "../support/harness.js";
 
 const examplePolicy = path.resolve(import.meta.dirname, "../../policies/examples/npm-install.json");
 
@@ -37,7 +45,11 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
       `node -e 'require("dns").lookup("registry.npmjs.org", (e, a) => console.log("dns:", e ? e.code : a))'`,
       'echo "proxy=$HTTPS_PROXY"',
     ].join("; ");
-    server = await startModel({ allowlist: script(commands), "allowlist-runsc": script(commands), "no-network": script(commands) });
+    server = await startModel({
+      allowlist: script(commands),
+      "allowlist-runsc": script(commands),
+      "no-network": script(commands),
+    });
     agent = new ContainerPiAgent({ models: modelsFor(server, ["allowlist", "allowlist-runsc", "no-network"]) });
   });
   afterAll(async () => {
@@ -46,7 +58,12 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
 
   it("reaches an allowed host over real HTTPS, is refused elsewhere, and has no direct route (runc)", async () => {
     const log = eventLog();
-    const details = await agent.runDetailed("install", { cwd: makeWorkspace(), model: "scripted/allowlist", policy: examplePolicy, onEvent: log.onEvent });
+    const details = await agent.runDetailed("install", {
+      cwd: makeWorkspace(),
+      model: "scripted/allowlist",
+      policy: examplePolicy,
+      onEvent: log.onEvent,
+    });
     expect(details.result).toBe("done");
     const out = lastToolResult(server, "allowlist");
     // The registry answered through the proxy's tunnel (TLS verified against the host CA bundle).
@@ -63,12 +80,25 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
     const allowed = log.ofType("egress.allowed").map((e) => e.data);
     const denied = log.ofType("egress.denied").map((e) => e.data);
     expect(allowed).toEqual([
-      expect.objectContaining({ host: "registry.npmjs.org", port: 443, method: "CONNECT", address: registryAddress, reason: "matches allowedDomains entry registry.npmjs.org" }),
+      expect.objectContaining({
+        host: "registry.npmjs.org",
+        port: 443,
+        method: "CONNECT",
+        address: registryAddress,
+        reason: "matches allowedDomains entry registry.npmjs.org",
+      }),
     ]);
     expect(denied).toEqual([
-      { host: "example.com", port: 443, method: "CONNECT", reason: "example.com is not in the policy's allowedDomains" },
+      {
+        host: "example.com",
+        port: 443,
+        method: "CONNECT",
+        reason: "example.com is not in the policy's allowedDomains",
+      },
     ]);
-    expect(log.events.find((e) => e.source === "sandbox" && e.type.startsWith("egress.") && e.data.host === registryAddress)).toBeUndefined();
+    expect(
+      log.events.find((e) => e.source === "sandbox" && e.type.startsWith("egress.") && e.data.host === registryAddress),
+    ).toBeUndefined();
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 
@@ -94,7 +124,12 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
 
   it("control: under network none the same commands reach nothing and no proxy exists", async () => {
     const log = eventLog();
-    await agent.runDetailed("install", { cwd: makeWorkspace(), model: "scripted/no-network", sandbox: "workspace-write", onEvent: log.onEvent });
+    await agent.runDetailed("install", {
+      cwd: makeWorkspace(),
+      model: "scripted/no-network",
+      sandbox: "workspace-write",
+      onEvent: log.onEvent,
+    });
     const out = lastToolResult(server, "no-network");
     expect(out).toMatch(/registry failed:/);
     expect(out).not.toMatch(/registry \d{3}/);

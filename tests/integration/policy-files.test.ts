@@ -28,7 +28,17 @@ const badPolicy = {
   runtime: "runc",
   contextFiles: false,
   protectedPaths: ["/etc/**", "../up/**", ".git/hooks/**"],
-  limits: { memoryMb: 32, cpus: 2, pids: 256, tmpMb: 512, homeMb: 64, timeoutSeconds: 900, maxOutputMb: 256, maxLineMb: 16, swapMb: 1 },
+  limits: {
+    memoryMb: 32,
+    cpus: 2,
+    pids: 256,
+    tmpMb: 512,
+    homeMb: 64,
+    timeoutSeconds: 900,
+    maxOutputMb: 256,
+    maxLineMb: 16,
+    swapMb: 1,
+  },
 };
 
 describe("user policy files through the CLI", () => {
@@ -58,14 +68,18 @@ describe("user policy files through the CLI", () => {
     const cwd = makeWorkspace({ "empty.json": JSON.stringify(policy) });
     const run = await runCli(["--policy", "empty.json", "--model", "scripted/x", "fix it"], cwd);
     expect(run.status).toBe(2);
-    expect(run.stderr).toContain('  allowedDomains: is empty: network "allowlist" needs at least one domain (or use "none")\n');
+    expect(run.stderr).toContain(
+      '  allowedDomains: is empty: network "allowlist" needs at least one domain (or use "none")\n',
+    );
   });
 
   it("a file that is not JSON: exit 2 with the parser's message", async () => {
     const cwd = makeWorkspace({ "broken.json": '{"name": ' });
     const run = await runCli(["--policy", "broken.json", "--model", "scripted/x", "fix it"], cwd);
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/^sandbox-run: Policy file broken\.json is not valid JSON: .+\n  Check the file's syntax\.\n$/);
+    expect(run.stderr).toMatch(
+      /^sandbox-run: Policy file broken\.json is not valid JSON: .+\n {2}Check the file's syntax\.\n$/,
+    );
   });
 
   it("the example npm-install policy is valid and says what the docs promise", () => {
@@ -94,7 +108,11 @@ describe("user policy files through the CLI", () => {
   it("--dry-run of the example shows the proxy socket, proxy variables, the CA bundle and read-only protected directories", async () => {
     const cwd = makeWorkspace({ ".git/hooks/pre-commit.sample": "#!/bin/sh\n", "src/a.ts": "a" });
     const real = fs.realpathSync(cwd);
-    const run = await runCli(["--policy", examplePolicy, "--model", "anthropic/claude-sonnet-4-5", "--dry-run", "go"], cwd, { ANTHROPIC_API_KEY: "sk-test" });
+    const run = await runCli(
+      ["--policy", examplePolicy, "--model", "anthropic/claude-sonnet-4-5", "--dry-run", "go"],
+      cwd,
+      { ANTHROPIC_API_KEY: "sk-test" },
+    );
     expect(run.stderr).toBe("");
     expect(run.status).toBe(0);
     const plan = JSON.parse(run.stdout);
@@ -102,7 +120,12 @@ describe("user policy files through the CLI", () => {
     expect(plan.mounts).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ containerPath: "/run/sandbox-run/proxy.sock", kind: "socket" }),
-        { hostPath: "/etc/ssl/certs/ca-certificates.crt", containerPath: "/run/sandbox-run/host-ca-certificates.crt", readOnly: true, kind: "ca-bundle" },
+        {
+          hostPath: "/etc/ssl/certs/ca-certificates.crt",
+          containerPath: "/run/sandbox-run/host-ca-certificates.crt",
+          readOnly: true,
+          kind: "ca-bundle",
+        },
         { hostPath: `${real}/.git/hooks`, containerPath: `${real}/.git/hooks`, readOnly: true, kind: "protected" },
       ]),
     );

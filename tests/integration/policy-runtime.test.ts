@@ -8,7 +8,17 @@ import { runscCheck } from "../../src/cli/doctor.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { checkContainerStart } from "../../src/docker/start-check.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { bashThenFinal, containersOfRuns, docker, dockerAvailable, eventLog, lastToolResult, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import {
+  bashThenFinal,
+  containersOfRuns,
+  docker,
+  dockerAvailable,
+  eventLog,
+  lastToolResult,
+  makeWorkspace,
+  modelsFor,
+  startModel,
+} from "../support/harness.js";
 
 const cli = path.resolve(import.meta.dirname, "../../dist/cli/main.js");
 const schema = {
@@ -46,7 +56,12 @@ describe.skipIf(!dockerAvailable())("runtime runc and runsc", () => {
         log.onEvent(event);
         // While the container exists, the engine's own record says which runtime runs it.
         if (event.type === "container.created") {
-          runtimes.push(docker.getContainer(String(event.data.containerId)).inspect().then((i) => i.HostConfig.Runtime ?? ""));
+          runtimes.push(
+            docker
+              .getContainer(String(event.data.containerId))
+              .inspect()
+              .then((i) => i.HostConfig.Runtime ?? ""),
+          );
         }
       },
     });
@@ -106,7 +121,9 @@ describe("runscCheck", () => {
   });
 
   it("is satisfied by --host-uds=open or all", () => {
-    expect(runscCheck({ runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--network=none", "--host-uds=open"] } }).level).toBe("ok");
+    expect(
+      runscCheck({ runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--network=none", "--host-uds=open"] } }).level,
+    ).toBe("ok");
     expect(runscCheck({ runsc: { runtimeArgs: ["--host-uds=all"] } }).level).toBe("ok");
   });
 });

@@ -44,7 +44,11 @@ describe.concurrent("filesystem escape", () => {
     const id = tag();
     const outside = outsideDir({ "canary.txt": "original\n" });
     const before = treeSnapshot(outside);
-    const hostTargets = [`/sandbox-run-escape-${id}`, `/etc/sandbox-run-escape-${id}`, path.join(os.homedir(), `sandbox-run-escape-${id}`)];
+    const hostTargets = [
+      `/sandbox-run-escape-${id}`,
+      `/etc/sandbox-run-escape-${id}`,
+      path.join(os.homedir(), `sandbox-run-escape-${id}`),
+    ];
     const outcome = await runHostile(server, [
       bash(
         [
@@ -65,7 +69,8 @@ describe.concurrent("filesystem escape", () => {
     expect(outcome.toolResults[0]).toMatch(/var\/tmp\/escape-\w+: Read-only file system/);
     expect(outcome.toolResults[0]).toContain("new rc=0");
     expect(treeSnapshot(outside)).toEqual(before);
-    for (const target of [...hostTargets, `/sandbox-run-escape-write-${id}`]) expect(fs.existsSync(target), target).toBe(false);
+    for (const target of [...hostTargets, `/sandbox-run-escape-write-${id}`])
+      expect(fs.existsSync(target), target).toBe(false);
   });
 
   it("symlinks planted in the workspace resolve inside the sandbox, so writes through them miss the host", async () => {
@@ -80,11 +85,11 @@ describe.concurrent("filesystem escape", () => {
       [
         bash(
           [
-            "echo pwned > link-file; echo \"link-file rc=$?\"",
+            'echo pwned > link-file; echo "link-file rc=$?"',
             // Make the link targets exist inside the sandbox, then write through the links.
             `mkdir -p ${outside}/dir && echo pwned > link-dir/new.txt; echo "link-dir rc=$?"`,
-            "echo pwned > link-file; echo \"link-file-again rc=$?\"",
-            "echo pwned > link-root/escape-via-root-link; echo \"link-root rc=$?\"",
+            'echo pwned > link-file; echo "link-file-again rc=$?"',
+            'echo pwned > link-root/escape-via-root-link; echo "link-root rc=$?"',
           ].join("\n"),
         ),
         writeFile("link-dir/from-write-tool.txt", "pwned"),
@@ -106,7 +111,10 @@ describe.concurrent("filesystem escape", () => {
     const before = treeSnapshot(outside);
     const ws = hostileWorkspace({ "a.txt": "a\n" });
     const up = "../".repeat(ws.split("/").length);
-    const hostEscapes = [path.join(hostTmp(), `sandbox-run-escape-proc-root-${id}`), path.join(hostTmp(), `sandbox-run-escape-proc-cwd-${id}`)];
+    const hostEscapes = [
+      path.join(hostTmp(), `sandbox-run-escape-proc-root-${id}`),
+      path.join(hostTmp(), `sandbox-run-escape-proc-cwd-${id}`),
+    ];
     const outcome = await runHostile(
       server,
       [
@@ -149,9 +157,9 @@ describe.concurrent("filesystem escape", () => {
       [
         bash(
           [
-            "ln /etc/passwd passwd-link; echo \"ln-passwd rc=$?\"",
-            "chmod 666 linked.txt; echo \"chmod rc=$?\"",
-            "echo pwned >> linked.txt; echo \"append rc=$?\"",
+            'ln /etc/passwd passwd-link; echo "ln-passwd rc=$?"',
+            'chmod 666 linked.txt; echo "chmod rc=$?"',
+            'echo pwned >> linked.txt; echo "append rc=$?"',
           ].join("\n"),
         ),
         editFile("linked.txt", "original", "pwned"),
@@ -170,7 +178,12 @@ describe.concurrent("filesystem escape", () => {
     const ws = hostileWorkspace();
     const outcome = await runHostile(
       server,
-      [bash("cp /bin/sh suid-sh && chmod 6755 suid-sh && mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a %U' suid-sh"), finish()],
+      [
+        bash(
+          "cp /bin/sh suid-sh && chmod 6755 suid-sh && mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a %U' suid-sh",
+        ),
+        finish(),
+      ],
       { cwd: ws },
     );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
@@ -192,7 +205,12 @@ describe.concurrent("filesystem escape", () => {
     const ws = hostileWorkspace();
     const outcome = await runHostile(
       server,
-      [bash(`ln -s ${outside} dir-link && ln -s ${outside}/victim.txt file-link && mkdir sub && ln -s /etc sub/etc-link; echo rc=$?`), finish()],
+      [
+        bash(
+          `ln -s ${outside} dir-link && ln -s ${outside}/victim.txt file-link && mkdir sub && ln -s /etc sub/etc-link; echo rc=$?`,
+        ),
+        finish(),
+      ],
       { cwd: ws },
     );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();

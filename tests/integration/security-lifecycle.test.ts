@@ -60,7 +60,12 @@ async function controllerMidRun(
 }
 
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref())]);
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) =>
+      setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref(),
+    ),
+  ]);
 }
 
 /** uid:gid of every entry under `dir`. */
@@ -131,9 +136,17 @@ interface CliResult {
   stderr: string;
 }
 
-function runCliProcess(args: string[], env: Record<string, string> = {}, onSpawn?: (child: ReturnType<typeof spawn>) => void): Promise<CliResult> {
+function runCliProcess(
+  args: string[],
+  env: Record<string, string> = {},
+  onSpawn?: (child: ReturnType<typeof spawn>) => void,
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -144,7 +157,10 @@ function runCliProcess(args: string[], env: Record<string, string> = {}, onSpawn
 }
 
 describe.concurrent("the CLI interrupted", () => {
-  for (const [signal, exitCode] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  for (const [signal, exitCode] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const) {
     it(`${signal} mid-run removes the container and exits ${exitCode}`, async () => {
       const modelId = `hostile-cli-${signal.toLowerCase()}`;
       server.setScript(modelId, [bash("sleep 3600"), finish()]);
@@ -153,7 +169,17 @@ describe.concurrent("the CLI interrupted", () => {
       const eventsFile = path.join(dir, "events.jsonl");
       const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
       const result = await runCliProcess(
-        ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws, "--events", eventsFile, "Do the task."],
+        [
+          "--model",
+          `scripted/${modelId}`,
+          "--models",
+          path.join(dir, "models.json"),
+          "--cwd",
+          ws,
+          "--events",
+          eventsFile,
+          "Do the task.",
+        ],
         { TMPDIR: tmpdir },
         (child) => {
           // Interrupt once the sandbox's bash is running.
@@ -179,7 +205,11 @@ describe.concurrent("the CLI interrupted", () => {
 
 describe.concurrent("isolation and ownership", () => {
   it("8 concurrent runs all complete, each with its own result, events, socket and container; nothing is left", async () => {
-    const schema = { type: "object", properties: { tag: { type: "string" }, seen: { type: "string" } }, required: ["tag", "seen"] };
+    const schema = {
+      type: "object",
+      properties: { tag: { type: "string" }, seen: { type: "string" } },
+      required: ["tag", "seen"],
+    };
     const plans = new Map<number, RunPlan>();
     const runs = await Promise.all(
       Array.from({ length: 8 }, (_, i) => {

@@ -36,9 +36,13 @@ describe.concurrent("resource exhaustion", () => {
   });
 
   it('memory hog: the OOM kill is reported as code "limit", limit "memory"', async () => {
-    const outcome = await runHostile(server, [bash(`node -e 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))'`), finish()], {
-      policy: hostilePolicy({ limits: { memoryMb: 256 } }),
-    });
+    const outcome = await runHostile(
+      server,
+      [bash(`node -e 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))'`), finish()],
+      {
+        policy: hostilePolicy({ limits: { memoryMb: 256 } }),
+      },
+    );
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
     expect(outcome.error?.limit).toBe("memory");
     expect(outcome.error?.shortMessage).toMatch(/memory limit/);
@@ -68,9 +72,13 @@ describe.concurrent("resource exhaustion", () => {
   });
 
   it("a tool printing hundreds of MB: Pi truncates what the model and the event stream get", async () => {
-    const outcome = await runHostile(server, [bash("yes 'hostile output line' | head -c 200M; echo; echo last-line"), finish()], {
-      policy: hostilePolicy({ limits: { tmpMb: 256, memoryMb: 768 } }),
-    });
+    const outcome = await runHostile(
+      server,
+      [bash("yes 'hostile output line' | head -c 200M; echo; echo last-line"), finish()],
+      {
+        policy: hostilePolicy({ limits: { tmpMb: 256, memoryMb: 768 } }),
+      },
+    );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     const printed = outcome.toolResults[0] ?? "";
     expect(printed).toContain("last-line");
@@ -105,9 +113,13 @@ describe.concurrent("resource exhaustion", () => {
   });
 
   it("lines that are not Pi events, written into the stream, stop the run naming the records limit", async () => {
-    const outcome = await runHostile(server, [bash("yes 'not a Pi event' | head -c 64M > /proc/1/fd/1; echo written"), finish()], {
-      policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
-    });
+    const outcome = await runHostile(
+      server,
+      [bash("yes 'not a Pi event' | head -c 64M > /proc/1/fd/1; echo written"), finish()],
+      {
+        policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
+      },
+    );
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
     expect(outcome.error?.limit).toBe("records");
     expect(outcome.error?.shortMessage).toMatch(/more than 20 lines that are not Pi events/);
@@ -137,10 +149,14 @@ describe("controller memory", () => {
   it(`a JSONL line of 300 MB fails the run naming the line limit before the line ends, and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
     // No LF ever follows, and the sandbox then sleeps past the 60 s timeout: only a line limit
     // that trips while the line is still arriving ends this run with code "limit".
-    const controller = spawnController(server, [bash("head -c 300M /dev/zero | tr '\\0' x > /proc/1/fd/1; sleep 120"), finish()], {
-      cwd: hostileWorkspace(),
-      policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
-    });
+    const controller = spawnController(
+      server,
+      [bash("head -c 300M /dev/zero | tr '\\0' x > /proc/1/fd/1; sleep 120"), finish()],
+      {
+        cwd: hostileWorkspace(),
+        policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
+      },
+    );
     const done = await controller.done;
     expect(done.error?.code, controller.stderr()).toBe("limit");
     expect(done.error?.limit).toBe("line");
@@ -151,11 +167,15 @@ describe("controller memory", () => {
   it(`a sandbox printing ~1 GB of well-formed events into the stream: the run completes and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
     // 64 KiB records, parsed and delivered as events one by one; none of it may accumulate.
     const record = `'{"type":"noise","pad":"'"$(head -c 65500 /dev/zero | tr '\\0' x)"'"}'`;
-    const controller = spawnController(server, [bash(`yes ${record} | head -c 1G > /proc/1/fd/1; echo printed`), finish()], {
-      cwd: hostileWorkspace(),
-      policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
-      timeoutMs: 110_000,
-    });
+    const controller = spawnController(
+      server,
+      [bash(`yes ${record} | head -c 1G > /proc/1/fd/1; echo printed`), finish()],
+      {
+        cwd: hostileWorkspace(),
+        policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
+        timeoutMs: 110_000,
+      },
+    );
     const done = await controller.done;
     expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);
     expect(done.result).toEqual({ done: true });

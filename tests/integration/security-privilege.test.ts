@@ -30,7 +30,7 @@ const IDENTITY_PROBE = [
   'echo "gid=$(id -g)"',
   "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | sed -E 's/^([A-Za-z]+):\\s+/\\L\\1=/'",
   'echo "setuid-files=$(find / -xdev -perm /6000 -type f 2>/dev/null | tr "\\n" " ")"',
-  'echo "sockets=$(find / \\( -path /proc -o -path /sys \\) -prune -o \\( -type s -o -name \"*.sock\" \\) -print 2>/dev/null | tr "\\n" " ")"',
+  'echo "sockets=$(find / \\( -path /proc -o -path /sys \\) -prune -o \\( -type s -o -name "*.sock" \\) -print 2>/dev/null | tr "\\n" " ")"',
   'test -e /var/run/docker.sock || test -e /run/docker.sock; echo "docker-sock-absent=$?"',
 ].join("\n");
 
@@ -89,10 +89,14 @@ describe.concurrent("privilege", () => {
   it("the gVisor runtime (runsc) keeps the same promises, with its own kernel in front of the host's", async () => {
     // Under runsc the pids limit also counts gVisor's own threads (google/gvisor#2490): 128 is
     // too few for a `find /`, so this run gets the built-in policies' 256.
-    const outcome = await runHostile(server, [bash(`${IDENTITY_PROBE}\necho "kernel=$(dmesg 2>/dev/null | head -1)"`), finish()], {
-      runtime: "runsc",
-      policy: hostilePolicy({ limits: { pids: 256 } }),
-    });
+    const outcome = await runHostile(
+      server,
+      [bash(`${IDENTITY_PROBE}\necho "kernel=$(dmesg 2>/dev/null | head -1)"`), finish()],
+      {
+        runtime: "runsc",
+        policy: hostilePolicy({ limits: { pids: 256 } }),
+      },
+    );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     const p = probes(outcome.toolResults[0] ?? "");
     expect(Number(p.uid)).toBeGreaterThan(0);

@@ -35,8 +35,8 @@ describe.concurrent("secrets", () => {
             "exec 2>&1", // one stream, so each error line comes before its rc line
             `cat ${homeFile}; echo "home rc=$?"`,
             `cat ${openDir}/secret.txt; echo "open rc=$?"`,
-            "ls -la /root; echo \"root-dir rc=$?\"",
-            "cat /etc/shadow; echo \"shadow rc=$?\"",
+            'ls -la /root; echo "root-dir rc=$?"',
+            'cat /etc/shadow; echo "shadow rc=$?"',
             `grep -rs ${secret.slice(0, 12)} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo "grep done"`,
           ].join("\n"),
         ),
@@ -99,7 +99,12 @@ describe.concurrent("secrets", () => {
       const given = "spaces and = signs, 'quotes' \"double\" $dollar `tick` ünïcödé";
       const outcome = await runHostile(
         server,
-        [bash("env -0 | tr '\\0' '\\n' | grep -E '^(GIVEN|REMOVED|HOSTILE|OPENAI|SANDBOX_RUN|PATH=)' | sort; echo \"given=[$GIVEN]\""), finish()],
+        [
+          bash(
+            "env -0 | tr '\\0' '\\n' | grep -E '^(GIVEN|REMOVED|HOSTILE|OPENAI|SANDBOX_RUN|PATH=)' | sort; echo \"given=[$GIVEN]\"",
+          ),
+          finish(),
+        ],
         {
           modelsJson: (id) => ({
             providers: {

@@ -46,7 +46,8 @@ export default async function setup(project: TestProject): Promise<() => void> {
   }
   const runtimes = Object.keys(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
   const runsc = runtimes.includes("runsc");
-  if (!runsc && process.env.CI) throw new Error("CI runs the core cases on gVisor too: register runsc (scripts/setup-host.sh does)");
+  if (!runsc && process.env.CI)
+    throw new Error("CI runs the core cases on gVisor too: register runsc (scripts/setup-host.sh does)");
   project.provide("dockerAvailable", true);
   project.provide("runnerImage", tag);
   project.provide("runscAvailable", runsc);

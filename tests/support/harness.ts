@@ -9,7 +9,11 @@ import { afterEach, expect, inject } from "vitest";
 import { createDockerClient } from "../../src/docker/docker-engine.js";
 import { LABEL_RUN_ID } from "../../src/docker/labels.js";
 import type { RunEvent } from "../../src/run/run-events.js";
-import { startScriptedModelServer, type Script, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import {
+  startScriptedModelServer,
+  type Script,
+  type ScriptedModelServer,
+} from "../../src/scripted-model/scripted-model-server.js";
 
 /** The key the scripted provider "needs": it must reach the upstream and never the sandbox. */
 export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";
@@ -107,7 +111,11 @@ export interface ProcessResult {
 }
 
 /** Runs a command without blocking this process (the scripted model answers from here). */
-export function runProcess(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ProcessResult> {
+export function runProcess(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<ProcessResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
@@ -123,6 +131,9 @@ export function runProcess(command: string, args: string[], options: { cwd?: str
 export const builtCli = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 
 /** Runs the built CLI as a child process. */
-export function runBuiltCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ProcessResult> {
+export function runBuiltCli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<ProcessResult> {
   return runProcess(process.execPath, [builtCli, ...args], options);
 }

@@ -34,7 +34,8 @@ const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}
 
 const memoryPeakMb: Record<string, number> = {};
 setInterval(() => {
-  for (const [key, bytes] of Object.entries(process.memoryUsage())) memoryPeakMb[key] = Math.max(memoryPeakMb[key] ?? 0, Math.round(bytes / 1048576));
+  for (const [key, bytes] of Object.entries(process.memoryUsage()))
+    memoryPeakMb[key] = Math.max(memoryPeakMb[key] ?? 0, Math.round(bytes / 1048576));
 }, 20).unref();
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as ControllerSpec;
@@ -51,7 +52,8 @@ try {
     timeoutMs: spec.timeoutMs,
     onEvent: (event) => {
       runId = event.runId;
-      if (event.source === "sandbox" && report.has(event.type)) print({ kind: "event", runId: event.runId, type: event.type, data: event.data });
+      if (event.source === "sandbox" && report.has(event.type))
+        print({ kind: "event", runId: event.runId, type: event.type, data: event.data });
     },
   });
   done = { kind: "done", ok: true, result: details.result, runId, maxRssMb: 0, memoryPeakMb };
@@ -62,7 +64,11 @@ try {
     runId,
     error: isSandboxRunError(error)
       ? { code: error.code, limit: error.limit, message: error.message, name: error.name }
-      : { code: "not-a-sandbox-run-error", message: String((error as Error)?.stack ?? error), name: String((error as Error)?.name) },
+      : {
+          code: "not-a-sandbox-run-error",
+          message: String((error as Error)?.stack ?? error),
+          name: String((error as Error)?.name),
+        },
     maxRssMb: 0,
     memoryPeakMb,
   };

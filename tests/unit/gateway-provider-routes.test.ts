@@ -81,7 +81,10 @@ describe("planProviderRouting: built-in providers", () => {
   });
 
   it("routes openai (openai-responses on api.openai.com/v1) with Authorization: Bearer", () => {
-    const routing = plan({ model: "openai/gpt-5", env: { OPENAI_API_KEY: OPENAI_KEY, ANTHROPIC_API_KEY: ANTHROPIC_KEY } });
+    const routing = plan({
+      model: "openai/gpt-5",
+      env: { OPENAI_API_KEY: OPENAI_KEY, ANTHROPIC_API_KEY: ANTHROPIC_KEY },
+    });
     // Only the selected built-in is routed: the anthropic key is not carried at all.
     expect(routing.routes).toEqual([
       {
@@ -219,7 +222,12 @@ describe("planProviderRouting: custom providers from models.json", () => {
       models: [{ id: "corp-chat" }],
     });
     expect(container.claude).toMatchObject({ baseUrl: `${GATEWAY}/claude`, apiKey: SANDBOX_PLACEHOLDER_API_KEY });
-    expectNoSecrets(routing.containerModelsJson, [CUSTOM_KEY, "literal-REAL-anthropic-proxy-key", "team-42", "$CORP_KEY"]);
+    expectNoSecrets(routing.containerModelsJson, [
+      CUSTOM_KEY,
+      "literal-REAL-anthropic-proxy-key",
+      "team-42",
+      "$CORP_KEY",
+    ]);
     expect(JSON.stringify(routing.containerModelsJson)).not.toContain('"headers"');
     expect(routing.credentialEnvNames).toEqual(expect.arrayContaining(["CORP_KEY", "TEAM_ID", "OPENAI_API_KEY"]));
   });
@@ -230,7 +238,13 @@ describe("planProviderRouting: custom providers from models.json", () => {
       env: { GW_KEY: CUSTOM_KEY },
       modelsJson: {
         providers: {
-          gw: { baseUrl: "https://gw.example", api: "anthropic-messages", apiKey: "$GW_KEY", authHeader: true, models: [{ id: "m1" }] },
+          gw: {
+            baseUrl: "https://gw.example",
+            api: "anthropic-messages",
+            apiKey: "$GW_KEY",
+            authHeader: true,
+            models: [{ id: "m1" }],
+          },
         },
       },
     });
@@ -258,9 +272,24 @@ describe("planProviderRouting: custom providers from models.json", () => {
     const env = { MAIN_KEY: CUSTOM_KEY, MODEL_KEY: "model-REAL-secret-0123456789" };
     const routing = plan({ model: "My.Provider/elsewhere", modelsJson, env });
     expect(routing.routes).toEqual([
-      { id: "my-provider", upstreamBaseUrl: "https://main.example/v1", api: "openai-completions", headers: { authorization: `Bearer ${CUSTOM_KEY}` } },
-      { id: "my-provider--elsewhere", upstreamBaseUrl: "https://other.example/v1", api: "openai-completions", headers: { authorization: `Bearer ${CUSTOM_KEY}` } },
-      { id: "my-provider--claude-like", upstreamBaseUrl: "https://main.example/v1", api: "anthropic-messages", headers: { "x-api-key": CUSTOM_KEY } },
+      {
+        id: "my-provider",
+        upstreamBaseUrl: "https://main.example/v1",
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${CUSTOM_KEY}` },
+      },
+      {
+        id: "my-provider--elsewhere",
+        upstreamBaseUrl: "https://other.example/v1",
+        api: "openai-completions",
+        headers: { authorization: `Bearer ${CUSTOM_KEY}` },
+      },
+      {
+        id: "my-provider--claude-like",
+        upstreamBaseUrl: "https://main.example/v1",
+        api: "anthropic-messages",
+        headers: { "x-api-key": CUSTOM_KEY },
+      },
       {
         id: "my-provider--with-header",
         upstreamBaseUrl: "https://main.example/v1",
@@ -270,7 +299,10 @@ describe("planProviderRouting: custom providers from models.json", () => {
     ]);
     expect(routing.selectedRouteId).toBe("my-provider--elsewhere");
     for (const route of routing.routes) expect(route.id).toMatch(/^[a-z0-9_-]+$/);
-    const entry = routing.containerModelsJson.providers["My.Provider"] as { baseUrl: string; models: Array<Record<string, unknown>> };
+    const entry = routing.containerModelsJson.providers["My.Provider"] as {
+      baseUrl: string;
+      models: Array<Record<string, unknown>>;
+    };
     expect(entry.baseUrl).toBe(`${GATEWAY}/my-provider`);
     expect(entry.models).toEqual([
       { id: "plain" },
@@ -279,7 +311,12 @@ describe("planProviderRouting: custom providers from models.json", () => {
       { id: "with-header", baseUrl: `${GATEWAY}/my-provider--with-header` },
       { id: "same-base" },
     ]);
-    expectNoSecrets(routing.containerModelsJson, [CUSTOM_KEY, "model-REAL-secret-0123456789", "other.example", "main.example"]);
+    expectNoSecrets(routing.containerModelsJson, [
+      CUSTOM_KEY,
+      "model-REAL-secret-0123456789",
+      "other.example",
+      "main.example",
+    ]);
   });
 
   it("runs !command values on the host for the selected provider only", () => {
@@ -291,12 +328,24 @@ describe("planProviderRouting: custom providers from models.json", () => {
         env: { PATH: process.env.PATH },
         modelsJson: {
           providers: {
-            vault: { baseUrl: "https://vault-llm.example/v1", api: "openai-completions", apiKey: "!printf '%s' cmd-REAL-secret-0123456789", models: [{ id: "m" }] },
-            other: { baseUrl: "https://other-llm.example/v1", api: "openai-completions", apiKey: `!touch ${marker}; echo other-secret`, models: [{ id: "o" }] },
+            vault: {
+              baseUrl: "https://vault-llm.example/v1",
+              api: "openai-completions",
+              apiKey: "!printf '%s' cmd-REAL-secret-0123456789",
+              models: [{ id: "m" }],
+            },
+            other: {
+              baseUrl: "https://other-llm.example/v1",
+              api: "openai-completions",
+              apiKey: `!touch ${marker}; echo other-secret`,
+              models: [{ id: "o" }],
+            },
           },
         },
       });
-      expect(routing.routes.find((r) => r.id === "vault")?.headers).toEqual({ authorization: "Bearer cmd-REAL-secret-0123456789" });
+      expect(routing.routes.find((r) => r.id === "vault")?.headers).toEqual({
+        authorization: "Bearer cmd-REAL-secret-0123456789",
+      });
       // The other provider's command is not run: no credentials, and Pi inside sees it as unconfigured.
       expect(existsSync(marker)).toBe(false);
       expect(routing.routes.find((r) => r.id === "other")?.headers).toEqual({});
@@ -326,7 +375,11 @@ describe("planProviderRouting: custom providers from models.json", () => {
       plan({
         model: "c/m",
         env: { PATH: process.env.PATH },
-        modelsJson: { providers: { c: { baseUrl: "https://c.example", api: "openai-completions", apiKey: "!exit 3", models: [{ id: "m" }] } } },
+        modelsJson: {
+          providers: {
+            c: { baseUrl: "https://c.example", api: "openai-completions", apiKey: "!exit 3", models: [{ id: "m" }] },
+          },
+        },
       }),
     );
     expect(failing.shortMessage).toContain("exited with status 3");
@@ -336,7 +389,11 @@ describe("planProviderRouting: custom providers from models.json", () => {
     const error = usageErrorOf(() =>
       plan({
         model: "ollama/llama3",
-        modelsJson: { providers: { ollama: { baseUrl: "http://127.0.0.1:11434/v1", api: "openai-completions", models: [{ id: "qwen" }] } } },
+        modelsJson: {
+          providers: {
+            ollama: { baseUrl: "http://127.0.0.1:11434/v1", api: "openai-completions", models: [{ id: "qwen" }] },
+          },
+        },
       }),
     );
     expect(error.shortMessage).toContain('Model "llama3" is not defined');
@@ -347,7 +404,11 @@ describe("planProviderRouting: custom providers from models.json", () => {
     const api = usageErrorOf(() =>
       plan({
         model: "br/m",
-        modelsJson: { providers: { br: { baseUrl: "https://bedrock.example", api: "bedrock-converse-stream", models: [{ id: "m" }] } } },
+        modelsJson: {
+          providers: {
+            br: { baseUrl: "https://bedrock.example", api: "bedrock-converse-stream", models: [{ id: "m" }] },
+          },
+        },
       }),
     );
     expect(api.shortMessage).toContain("bedrock-converse-stream");

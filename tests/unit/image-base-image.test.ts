@@ -11,9 +11,11 @@ describe("debianMirror", () => {
   });
 
   it("reads one-line sources, with options, and ignores the security archive", () => {
-    expect(debianMirror(["deb http://mirror.example/debian-security bookworm-security main\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n"])).toBe(
-      "http://mirror.example/debian",
-    );
+    expect(
+      debianMirror([
+        "deb http://mirror.example/debian-security bookworm-security main\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n",
+      ]),
+    ).toBe("http://mirror.example/debian");
   });
 
   it("falls back to deb.debian.org when apt names no Debian mirror", () => {

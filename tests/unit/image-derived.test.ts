@@ -5,21 +5,31 @@ import { runnerImageSpec } from "../../src/image/runner-image.js";
 
 describe("parseAptPackages", () => {
   it("splits on commas and spaces, drops duplicates and sorts, so one list gives one tag", () => {
-    expect(parseAptPackages(["python3,make", "make  jq", "gcc=4:12.2.0-3"])).toEqual(["gcc=4:12.2.0-3", "jq", "make", "python3"]);
-    expect(derivedImageTag(parseAptPackages(["make,python3"]))).toBe(derivedImageTag(parseAptPackages(["python3 make"])));
+    expect(parseAptPackages(["python3,make", "make  jq", "gcc=4:12.2.0-3"])).toEqual([
+      "gcc=4:12.2.0-3",
+      "jq",
+      "make",
+      "python3",
+    ]);
+    expect(derivedImageTag(parseAptPackages(["make,python3"]))).toBe(
+      derivedImageTag(parseAptPackages(["python3 make"])),
+    );
     expect(derivedImageTag(["jq"])).not.toBe(derivedImageTag(["make"]));
   });
 
-  it.each([["jq;rm -rf /"], ["$(id)"], ["-o=APT::x"], ["Python3"], ["a"]])("refuses %s as a package name, before anything is built", (bad) => {
-    let error: unknown;
-    try {
-      parseAptPackages([bad]);
-    } catch (e) {
-      error = e;
-    }
-    expect(isSandboxRunError(error) && error.code).toBe("usage");
-    expect((error as Error).message).toMatch(/^Not Debian package names: /);
-  });
+  it.each([["jq;rm -rf /"], ["$(id)"], ["-o=APT::x"], ["Python3"], ["a"]])(
+    "refuses %s as a package name, before anything is built",
+    (bad) => {
+      let error: unknown;
+      try {
+        parseAptPackages([bad]);
+      } catch (e) {
+        error = e;
+      }
+      expect(isSandboxRunError(error) && error.code).toBe("usage");
+      expect((error as Error).message).toMatch(/^Not Debian package names: /);
+    },
+  );
 
   it("refuses an empty list", () => {
     expect(() => parseAptPackages([" , "])).toThrow(/at least one package/);

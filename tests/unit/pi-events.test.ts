@@ -28,7 +28,10 @@ function fixtureEvents(name: string): PiEvent[] {
 
 describe("parsePiRecord", () => {
   it("accepts an object with a string type and keeps every field", () => {
-    expect(parsePiRecord('{"type":"future_event","x":[1,{"y":2}]}')).toEqual({ ok: true, event: { type: "future_event", x: [1, { y: 2 }] } });
+    expect(parsePiRecord('{"type":"future_event","x":[1,{"y":2}]}')).toEqual({
+      ok: true,
+      event: { type: "future_event", x: [1, { y: 2 }] },
+    });
   });
 
   it.each([
@@ -67,18 +70,34 @@ describe("event accessors", () => {
     const assistants = events.map(asAssistantMessageEnd).filter((e) => e !== undefined);
     expect(assistants.map((a) => a.message.stopReason)).toEqual(["toolUse", "toolUse", "toolUse"]);
     expect(assistants[0]!.message).toMatchObject({ provider: "scripted", model: "probe", responseId: "chatcmpl-1" });
-    expect(assistants[0]!.message.usage).toMatchObject({ input: 100, output: 20, totalTokens: 120, cost: { total: 0 } });
+    expect(assistants[0]!.message.usage).toMatchObject({
+      input: 100,
+      output: 20,
+      totalTokens: 120,
+      cost: { total: 0 },
+    });
 
     expect(events.filter((e) => asTurnStart(e))).toHaveLength(3);
-    expect(events.map(asTurnEnd).filter((e) => e !== undefined).map((e) => e.toolResults.length)).toEqual([1, 1, 1]);
+    expect(
+      events
+        .map(asTurnEnd)
+        .filter((e) => e !== undefined)
+        .map((e) => e.toolResults.length),
+    ).toEqual([1, 1, 1]);
     expect(events.map(asAgentEnd).find((e) => e !== undefined)?.messages.length).toBeGreaterThan(3);
-    expect(events.map(asAgentSettled).filter((e) => e !== undefined)).toEqual([{ type: "agent_settled", aborted: false }]);
+    expect(events.map(asAgentSettled).filter((e) => e !== undefined)).toEqual([
+      { type: "agent_settled", aborted: false },
+    ]);
   });
 
   it("read the retry events of the real model-error run", () => {
     const events = fixtureEvents("pi-model-error-run.jsonl");
     const start = events.map(asAutoRetryStart).find((e) => e !== undefined);
-    expect(start).toMatchObject({ attempt: 1, maxAttempts: 1, errorMessage: '500: {"message":"scripted provider outage"}' });
+    expect(start).toMatchObject({
+      attempt: 1,
+      maxAttempts: 1,
+      errorMessage: '500: {"message":"scripted provider outage"}',
+    });
     const end = events.map(asAutoRetryEnd).find((e) => e !== undefined);
     expect(end).toMatchObject({ success: false, finalError: '500: {"message":"scripted provider outage"}' });
     const assistant = events.map(asAssistantMessageEnd).find((e) => e !== undefined);
@@ -88,9 +107,13 @@ describe("event accessors", () => {
   it("return undefined for user message_end, other types and malformed events", () => {
     expect(asAssistantMessageEnd({ type: "message_end", message: { role: "user", content: "hi" } })).toBeUndefined();
     expect(asAssistantMessageEnd({ type: "message_start", message: { role: "assistant" } })).toBeUndefined();
-    expect(asToolExecutionEnd({ type: "tool_execution_end", toolCallId: "a", toolName: "x", result: {}, isError: "no" })).toBeUndefined();
+    expect(
+      asToolExecutionEnd({ type: "tool_execution_end", toolCallId: "a", toolName: "x", result: {}, isError: "no" }),
+    ).toBeUndefined();
     expect(asAgentSettled({ type: "agent_settled" })).toBeUndefined();
-    expect(asToolExecutionStart({ type: "tool_execution_end", toolCallId: "a", toolName: "x", args: {} })).toBeUndefined();
+    expect(
+      asToolExecutionStart({ type: "tool_execution_end", toolCallId: "a", toolName: "x", args: {} }),
+    ).toBeUndefined();
   });
 });
 

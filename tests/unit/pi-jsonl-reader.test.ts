@@ -35,7 +35,10 @@ describe("JsonlReader", () => {
   for (const name of ["pi-schema-run.jsonl", "pi-text-run.jsonl", "pi-model-error-run.jsonl"]) {
     it(`frames ${name} identically however the bytes are chunked`, () => {
       const buf = fixture(name);
-      const expected = buf.toString("utf8").split("\n").filter((l) => l.length > 0);
+      const expected = buf
+        .toString("utf8")
+        .split("\n")
+        .filter((l) => l.length > 0);
       expect(expected.length).toBeGreaterThan(10);
       for (const [at, chunks] of twoWaySplits(buf)) {
         const { lines, oversize } = collect(chunks);
@@ -61,7 +64,9 @@ describe("JsonlReader", () => {
   it("keeps U+2028 from the real text run inside its message", () => {
     const { lines } = collect([fixture("pi-text-run.jsonl")]);
     const end = lines.map((l) => JSON.parse(l)).find((e) => e.type === "message_end" && e.message.role === "assistant");
-    expect(end.message.content[0].text).toBe("Hello from the scripted model.\nSecond line \u2028 with a line separator.");
+    expect(end.message.content[0].text).toBe(
+      "Hello from the scripted model.\nSecond line \u2028 with a line separator.",
+    );
   });
 
   it("decodes multibyte characters split across chunks at every byte", () => {
@@ -114,7 +119,11 @@ describe("JsonlReader", () => {
   it("never buffers more than maxLineBytes of an over-long line", () => {
     const oversize: number[] = [];
     const lines: string[] = [];
-    const reader = new JsonlReader({ maxLineBytes: 1024, onLine: (l) => lines.push(l), onOversizeLine: (n) => oversize.push(n) });
+    const reader = new JsonlReader({
+      maxLineBytes: 1024,
+      onLine: (l) => lines.push(l),
+      onOversizeLine: (n) => oversize.push(n),
+    });
     reader.push(bytes("x".repeat(1000)));
     expect(reader.bufferedBytes).toBe(1000);
     let largest = 0;
@@ -147,7 +156,11 @@ describe("JsonlReader", () => {
   it("reports an over-long line as soon as it passes the limit, not when (or if) its LF arrives", () => {
     const oversize: number[] = [];
     const lines: string[] = [];
-    const reader = new JsonlReader({ maxLineBytes: 10, onLine: (l) => lines.push(l), onOversizeLine: (n) => oversize.push(n) });
+    const reader = new JsonlReader({
+      maxLineBytes: 10,
+      onLine: (l) => lines.push(l),
+      onOversizeLine: (n) => oversize.push(n),
+    });
     reader.push(bytes("0123456789"));
     expect(oversize).toEqual([]);
     reader.push(bytes("abc"));
@@ -173,7 +186,12 @@ describe("JsonlReader", () => {
     for await (const chunk of Readable.from(chunks)) reader.push(chunk as Buffer);
     reader.end();
     expect(chunks.length).toBeGreaterThan(3);
-    expect(lines).toEqual(buf.toString("utf8").split("\n").filter((l) => l.length > 0));
+    expect(lines).toEqual(
+      buf
+        .toString("utf8")
+        .split("\n")
+        .filter((l) => l.length > 0),
+    );
     expect(lines.map((l) => JSON.parse(l).type).at(-1)).toBe("agent_settled");
   });
 
@@ -190,7 +208,7 @@ describe("JsonlReader", () => {
 
   it("reuses its scratch space: long lines spanning chunks, one after another, each come out whole", () => {
     const records = [300_000, 10, 70_000, 5, 300_000].map((n, i) => `{"i":${i},"pad":"${"x".repeat(n)}"}`);
-    const buf = bytes(records.join("\n") + "\n");
+    const buf = bytes(`${records.join("\n")}\n`);
     const chunks: Buffer[] = [];
     for (let i = 0; i < buf.length; i += 65_536) chunks.push(buf.subarray(i, i + 65_536));
     expect(collect(chunks).lines).toEqual(records);

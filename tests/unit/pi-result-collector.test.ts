@@ -41,7 +41,17 @@ const usage = (input: number, output: number, cost = 0) => ({
 function assistant(content: object[], stopReason: string, extra: object = {}): PiEvent {
   return {
     type: "message_end",
-    message: { role: "assistant", content, api: "openai-completions", provider: "p", model: "m", usage: usage(10, 5), stopReason, timestamp: 1, ...extra },
+    message: {
+      role: "assistant",
+      content,
+      api: "openai-completions",
+      provider: "p",
+      model: "m",
+      usage: usage(10, 5),
+      stopReason,
+      timestamp: 1,
+      ...extra,
+    },
   };
 }
 const text = (t: string) => ({ type: "text", text: t });
@@ -59,7 +69,9 @@ describe("ResultCollector on recorded Pi runs", () => {
   it("schema run: takes the accepted final_result call, not the rejected one before it", () => {
     const events = fixtureEvents("pi-schema-run.jsonl");
     // The fixture really holds a rejected call first; otherwise this test proves nothing.
-    expect(events.filter((e) => e.type === "tool_execution_end" && e.toolName === "final_result" && e.isError === true)).toHaveLength(1);
+    expect(
+      events.filter((e) => e.type === "tool_execution_end" && e.toolName === "final_result" && e.isError === true),
+    ).toHaveLength(1);
     const c = run(events, "final_result");
     expect(c.outcome()).toEqual({ kind: "structured", value: { summary: "all good", items: ["a"] } });
     expect(c.turns).toBe(3);
@@ -74,13 +86,18 @@ describe("ResultCollector on recorded Pi runs", () => {
     expect(accepted).toBeGreaterThan(0);
     const outcome = run([...events.slice(0, accepted), settled], "final_result").outcome();
     expect(outcome.kind).toBe("no-result");
-    expect(outcome).toMatchObject({ reason: expect.stringContaining("called final_result once but Pi rejected every call") });
+    expect(outcome).toMatchObject({
+      reason: expect.stringContaining("called final_result once but Pi rejected every call"),
+    });
     expect(outcome).toMatchObject({ reason: expect.stringContaining("items: missing") });
   });
 
   it("text run: returns the assistant's text", () => {
     const c = run(fixtureEvents("pi-text-run.jsonl"));
-    expect(c.outcome()).toEqual({ kind: "text", text: "Hello from the scripted model.\nSecond line \u2028 with a line separator." });
+    expect(c.outcome()).toEqual({
+      kind: "text",
+      text: "Hello from the scripted model.\nSecond line \u2028 with a line separator.",
+    });
     expect(c.turns).toBe(1);
     expect(c.toolCalls).toBe(0);
     expect(c.settled).toBe(true);
@@ -89,7 +106,10 @@ describe("ResultCollector on recorded Pi runs", () => {
 
   it("text run in schema mode: the model never called the final tool", () => {
     const outcome = run(fixtureEvents("pi-text-run.jsonl"), "final_result").outcome();
-    expect(outcome).toEqual({ kind: "no-result", reason: 'the model ended its turn without calling final_result (stopReason "stop")' });
+    expect(outcome).toEqual({
+      kind: "no-result",
+      reason: 'the model ended its turn without calling final_result (stopReason "stop")',
+    });
   });
 
   it("model-error run: the provider's error, after Pi's retry also failed", () => {
@@ -145,7 +165,10 @@ describe("ResultCollector on hand-made streams", () => {
   });
 
   it("schema mode: an accepted result stands even if a later model call fails", () => {
-    const outcome = run([toolEnd("final_result", false, { ok: true }), assistant([], "error", { errorMessage: "boom" })], "final_result").outcome();
+    const outcome = run(
+      [toolEnd("final_result", false, { ok: true }), assistant([], "error", { errorMessage: "boom" })],
+      "final_result",
+    ).outcome();
     expect(outcome).toEqual({ kind: "structured", value: { ok: true } });
   });
 
@@ -155,15 +178,25 @@ describe("ResultCollector on hand-made streams", () => {
   });
 
   it("an errored message with partial text is still a model error", () => {
-    const outcome = run([assistant([text("Half an ans")], "error", { errorMessage: "connection reset" }), settled]).outcome();
+    const outcome = run([
+      assistant([text("Half an ans")], "error", { errorMessage: "connection reset" }),
+      settled,
+    ]).outcome();
     expect(outcome).toEqual({ kind: "model-error", message: "connection reset" });
   });
 
   it("falls back to auto_retry_end.finalError, then to a generic message", () => {
-    const retried = run([assistant([], "error"), { type: "auto_retry_end", success: false, attempt: 3, finalError: "503 overloaded" }, settled]);
+    const retried = run([
+      assistant([], "error"),
+      { type: "auto_retry_end", success: false, attempt: 3, finalError: "503 overloaded" },
+      settled,
+    ]);
     expect(retried.outcome()).toEqual({ kind: "model-error", message: "503 overloaded" });
     const bare = run([assistant([], "aborted"), { type: "agent_settled", aborted: true }]);
-    expect(bare.outcome()).toEqual({ kind: "model-error", message: 'the model request ended with stopReason "aborted" and no error message' });
+    expect(bare.outcome()).toEqual({
+      kind: "model-error",
+      message: 'the model request ended with stopReason "aborted" and no error message',
+    });
   });
 
   it("a successful retry clears the earlier error", () => {
@@ -178,7 +211,10 @@ describe("ResultCollector on hand-made streams", () => {
   });
 
   it("no assistant message at all", () => {
-    expect(run([{ type: "agent_start" }, settled]).outcome()).toEqual({ kind: "no-result", reason: "Pi produced no assistant message" });
+    expect(run([{ type: "agent_start" }, settled]).outcome()).toEqual({
+      kind: "no-result",
+      reason: "Pi produced no assistant message",
+    });
     expect(run([]).outcome()).toEqual({
       kind: "no-result",
       reason: "Pi produced no assistant message (the event stream ended before Pi settled)",
@@ -187,17 +223,26 @@ describe("ResultCollector on hand-made streams", () => {
 
   it("text mode: a run that stopped on a tool call has no answer, even if the message had text", () => {
     const outcome = run([assistant([text("Let me check."), toolCall("bash")], "toolUse"), settled]).outcome();
-    expect(outcome).toEqual({ kind: "no-result", reason: "the agent stopped after a tool call without a final answer" });
+    expect(outcome).toEqual({
+      kind: "no-result",
+      reason: "the agent stopped after a tool call without a final answer",
+    });
   });
 
   it("text mode: a message with no text blocks is not an empty answer", () => {
     const outcome = run([assistant([{ type: "thinking", thinking: "..." }], "stop"), settled]).outcome();
-    expect(outcome).toEqual({ kind: "no-result", reason: 'the model\'s final message contained no text (stopReason "stop")' });
+    expect(outcome).toEqual({
+      kind: "no-result",
+      reason: 'the model\'s final message contained no text (stopReason "stop")',
+    });
   });
 
   it("a reply truncated by the output token limit is not an answer", () => {
     const events = [assistant([text("The answer is")], "length"), settled];
-    expect(run(events).outcome()).toEqual({ kind: "no-result", reason: "the model reached its output token limit before finishing" });
+    expect(run(events).outcome()).toEqual({
+      kind: "no-result",
+      reason: "the model reached its output token limit before finishing",
+    });
     expect(run(events, "final_result").outcome()).toEqual({
       kind: "no-result",
       reason: "the model reached its output token limit without calling final_result",
@@ -205,8 +250,14 @@ describe("ResultCollector on hand-made streams", () => {
   });
 
   it("schema mode: the agent stopped after some other tool", () => {
-    const outcome = run([assistant([toolCall("bash")], "toolUse"), toolEnd("bash", false, {}), settled], "final_result").outcome();
-    expect(outcome).toEqual({ kind: "no-result", reason: "the agent stopped after a tool call without calling final_result" });
+    const outcome = run(
+      [assistant([toolCall("bash")], "toolUse"), toolEnd("bash", false, {}), settled],
+      "final_result",
+    ).outcome();
+    expect(outcome).toEqual({
+      kind: "no-result",
+      reason: "the agent stopped after a tool call without calling final_result",
+    });
   });
 
   it("counts turns, tool calls and settling, and ignores unknown events", () => {

@@ -46,13 +46,22 @@ describe("built-in policies", () => {
 
   it("read-only: read-only workspace, no edit/write tools, no extra writable roots, no network", () => {
     const policy = loadPolicy("read-only");
-    expect(policy).toMatchObject({ workspace: "read-only", writableRoots: false, network: "none", contextFiles: false });
+    expect(policy).toMatchObject({
+      workspace: "read-only",
+      writableRoots: false,
+      network: "none",
+      contextFiles: false,
+    });
     expect(policy.tools).not.toContain("edit");
     expect(policy.tools).not.toContain("write");
   });
 
   it("workspace-write: read-write workspace, no network; danger-full-access: open network", () => {
-    expect(loadPolicy("workspace-write")).toMatchObject({ workspace: "read-write", writableRoots: true, network: "none" });
+    expect(loadPolicy("workspace-write")).toMatchObject({
+      workspace: "read-write",
+      writableRoots: true,
+      network: "none",
+    });
     expect(loadPolicy("danger-full-access")).toMatchObject({ workspace: "read-write", network: "open" });
   });
 
@@ -95,17 +104,30 @@ describe("user policy files with mistakes", () => {
   });
 
   it("rejects an over-broad *.com domain with a message that says why, once", () => {
-    const file = writePolicy("broad.json", { ...valid(), network: "allowlist", allowedDomains: ["registry.npmjs.org", "*.com"] });
+    const file = writePolicy("broad.json", {
+      ...valid(),
+      network: "allowlist",
+      allowedDomains: ["registry.npmjs.org", "*.com"],
+    });
     const lines = issueLines(loadError(file));
-    expect(lines).toEqual(["allowedDomains.1: is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)"]);
+    expect(lines).toEqual([
+      "allowedDomains.1: is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)",
+    ]);
   });
 
   it("accepts *.example.com and rejects things that are not host names", () => {
-    expect(parsePolicy({ ...valid(), network: "allowlist", allowedDomains: ["*.npmjs.org"] }, "x").allowedDomains).toEqual(["*.npmjs.org"]);
-    const file = writePolicy("hosts.json", { ...valid(), network: "allowlist", allowedDomains: ["https://example.com/", "localhost", "*"] });
+    expect(
+      parsePolicy({ ...valid(), network: "allowlist", allowedDomains: ["*.npmjs.org"] }, "x").allowedDomains,
+    ).toEqual(["*.npmjs.org"]);
+    const file = writePolicy("hosts.json", {
+      ...valid(),
+      network: "allowlist",
+      allowedDomains: ["https://example.com/", "localhost", "*"],
+    });
     const lines = issueLines(loadError(file));
     expect(lines).toHaveLength(3);
-    for (const [i, line] of lines.entries()) expect(line).toMatch(new RegExp(`^allowedDomains\\.${i}: must be a host name`));
+    for (const [i, line] of lines.entries())
+      expect(line).toMatch(new RegExp(`^allowedDomains\\.${i}: must be a host name`));
   });
 
   it("explains inconsistent combinations", () => {
@@ -113,16 +135,22 @@ describe("user policy files with mistakes", () => {
     expect(lines({ ...valid(), network: "allowlist", allowedDomains: [] })).toEqual([
       'allowedDomains: is empty: network "allowlist" needs at least one domain (or use "none")',
     ]);
-    expect(lines({ ...valid(), network: "none", allowedDomains: ["example.com"] })).toEqual(['allowedDomains: is only used with network "allowlist"']);
-    expect(lines({ ...valid(), workspace: "read-only", tools: ["read", "write"] })).toEqual(["tools: edit/write make no sense on a read-only workspace"]);
+    expect(lines({ ...valid(), network: "none", allowedDomains: ["example.com"] })).toEqual([
+      'allowedDomains: is only used with network "allowlist"',
+    ]);
+    expect(lines({ ...valid(), workspace: "read-only", tools: ["read", "write"] })).toEqual([
+      "tools: edit/write make no sense on a read-only workspace",
+    ]);
   });
 
   it("reports YAML mistakes: bad syntax with its line, duplicate keys, and schema errors as path: message", () => {
     const syntax = loadError(writePolicy("syntax.yaml", "name: mine\ntools: [read, bash\nnetwork: none\n"));
     expect(syntax.shortMessage).toMatch(/^Policy file .*syntax\.yaml is not valid YAML: .* at line 3, column 1:?$/);
-    const duplicate = loadError(writePolicy("dup.yml", toYaml(valid()) + "network: allowlist\n"));
+    const duplicate = loadError(writePolicy("dup.yml", `${toYaml(valid())}network: allowlist\n`));
     expect(duplicate.shortMessage).toMatch(/is not valid YAML: Map keys must be unique at line \d+/);
-    const schema = loadError(writePolicy("schema.yaml", toYaml({ ...valid(), limits: { ...valid().limits, pids: "lots" } })));
+    const schema = loadError(
+      writePolicy("schema.yaml", toYaml({ ...valid(), limits: { ...valid().limits, pids: "lots" } })),
+    );
     expect(issueLines(schema)).toEqual([expect.stringMatching(/^limits\.pids: /)]);
   });
 

@@ -34,12 +34,17 @@ describe("classifyAddress", () => {
     expect(classifyAddress(address)).toBe(name);
   });
 
-  it.each(["104.16.0.1", "172.32.0.1", "100.128.0.1", "203.0.113.80", "2606:4700::6810:1", "::ffff:104.16.0.1", "2002:6810:0001::1"])(
-    "allows the public address %s",
-    (address) => {
-      expect(classifyAddress(address)).toBeUndefined();
-    },
-  );
+  it.each([
+    "104.16.0.1",
+    "172.32.0.1",
+    "100.128.0.1",
+    "203.0.113.80",
+    "2606:4700::6810:1",
+    "::ffff:104.16.0.1",
+    "2002:6810:0001::1",
+  ])("allows the public address %s", (address) => {
+    expect(classifyAddress(address)).toBeUndefined();
+  });
 
   it("refuses strings that are not addresses", () => {
     expect(classifyAddress("registry.npmjs.org")).toBe("not an IP address");

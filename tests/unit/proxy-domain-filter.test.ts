@@ -28,8 +28,14 @@ describe("createDomainFilter", () => {
   const filter = createDomainFilter(["registry.npmjs.org", "*.debian.org"]);
 
   it("allows listed hosts on the web ports and says which entry matched", () => {
-    expect(filter("registry.npmjs.org", 443)).toEqual({ allowed: true, reason: "matches allowedDomains entry registry.npmjs.org" });
-    expect(filter("deb.debian.org", 80)).toEqual({ allowed: true, reason: "matches allowedDomains entry *.debian.org" });
+    expect(filter("registry.npmjs.org", 443)).toEqual({
+      allowed: true,
+      reason: "matches allowedDomains entry registry.npmjs.org",
+    });
+    expect(filter("deb.debian.org", 80)).toEqual({
+      allowed: true,
+      reason: "matches allowedDomains entry *.debian.org",
+    });
   });
 
   it("denies other hosts with a reason naming the host", () => {
@@ -39,12 +45,20 @@ describe("createDomainFilter", () => {
   });
 
   it("denies other ports of an allowed host", () => {
-    expect(filter("registry.npmjs.org", 22)).toEqual({ allowed: false, reason: "port 22 is not allowed (only 80, 443)" });
-    expect(createDomainFilter(["registry.npmjs.org"], { ports: [8443] })("registry.npmjs.org", 8443).allowed).toBe(true);
+    expect(filter("registry.npmjs.org", 22)).toEqual({
+      allowed: false,
+      reason: "port 22 is not allowed (only 80, 443)",
+    });
+    expect(createDomainFilter(["registry.npmjs.org"], { ports: [8443] })("registry.npmjs.org", 8443).allowed).toBe(
+      true,
+    );
   });
 
   it("denies everything when the list is empty", () => {
-    expect(createDomainFilter([])("registry.npmjs.org", 443)).toEqual({ allowed: false, reason: "the allow-list is empty" });
+    expect(createDomainFilter([])("registry.npmjs.org", 443)).toEqual({
+      allowed: false,
+      reason: "the allow-list is empty",
+    });
   });
 
   it("refuses host strings that are not plain names instead of interpreting them", () => {

@@ -11,7 +11,13 @@ import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createAddressGuard } from "../../src/proxy/address-guard.js";
 import { createDomainFilter } from "../../src/proxy/domain-filter.js";
-import { startEgressProxy, parseAuthority, type EgressDecision, type EgressProxy, type Resolver } from "../../src/proxy/egress-proxy.js";
+import {
+  startEgressProxy,
+  parseAuthority,
+  type EgressDecision,
+  type EgressProxy,
+  type Resolver,
+} from "../../src/proxy/egress-proxy.js";
 
 const defaultGuard = createAddressGuard();
 /** The default guard, except that the test servers' 127.0.0.1 is reachable. */
@@ -49,7 +55,12 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      webRequests.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
+      webRequests.push({
+        method: req.method,
+        url: req.url,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      });
       res.writeHead(200, { "content-type": "text/plain", "x-upstream": "yes" });
       res.end(`hello from upstream ${req.url}`);
     });
@@ -70,7 +81,12 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function start(options: { allowed: string[]; answers: Record<string, string[]>; guard?: (a: string) => string | undefined; ports?: number[] }) {
+async function start(options: {
+  allowed: string[];
+  answers: Record<string, string[]>;
+  guard?: (a: string) => string | undefined;
+  ports?: number[];
+}) {
   const decisions: EgressDecision[] = [];
   const dns = fakeDns(options.answers);
   const socketPath = path.join(dir, `proxy-${Math.random().toString(16).slice(2)}.sock`);
@@ -85,7 +101,10 @@ async function start(options: { allowed: string[]; answers: Record<string, strin
 }
 
 /** Sends CONNECT; resolves with the status line and, on 200, the tunnel socket. */
-function connect(socketPath: string, authority: string): Promise<{ status: number; body: string; socket?: net.Socket }> {
+function connect(
+  socketPath: string,
+  authority: string,
+): Promise<{ status: number; body: string; socket?: net.Socket }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath, method: "CONNECT", path: authority, headers: { host: authority } });
     req.on("connect", (res, socket, head) => {
@@ -106,13 +125,22 @@ function connect(socketPath: string, authority: string): Promise<{ status: numbe
   });
 }
 
-function proxiedGet(socketPath: string, url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function proxiedGet(
+  socketPath: string,
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, method: "POST", path: url, headers: { host: new URL(url).host, ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
-    });
+    const req = http.request(
+      { socketPath, method: "POST", path: url, headers: { host: new URL(url).host, ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+        );
+      },
+    );
     req.on("error", reject);
     req.end("request-body");
   });
@@ -127,7 +155,10 @@ function roundTrip(socket: net.Socket, text: string): Promise<string> {
 
 describe("CONNECT tunnels", () => {
   it("tunnels bytes to an allowed host, connecting to the address it resolved and checked", async () => {
-    const { socketPath, decisions, lookups } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });
+    const { socketPath, decisions, lookups } = await start({
+      allowed: ["allowed.test"],
+      answers: { "allowed.test": ["127.0.0.1"] },
+    });
     const reply = await connect(socketPath, `allowed.test:${echoPort}`);
     expect(reply.status).toBe(200);
     // "allowed.test" exists only in the fake resolver: the proxy reached the echo server through
@@ -136,20 +167,36 @@ describe("CONNECT tunnels", () => {
     reply.socket!.destroy();
     expect(lookups).toEqual(["allowed.test"]);
     expect(decisions).toEqual([
-      { action: "allowed", host: "allowed.test", port: echoPort, method: "CONNECT", reason: "matches allowedDomains entry allowed.test", address: "127.0.0.1" },
+      {
+        action: "allowed",
+        host: "allowed.test",
+        port: echoPort,
+        method: "CONNECT",
+        reason: "matches allowedDomains entry allowed.test",
+        address: "127.0.0.1",
+      },
     ]);
   });
 
   it("denies a host that is not allowed, without resolving it or opening a connection", async () => {
     const before = echoConnections;
-    const { socketPath, decisions, lookups } = await start({ allowed: ["allowed.test"], answers: { "other.test": ["127.0.0.1"] } });
+    const { socketPath, decisions, lookups } = await start({
+      allowed: ["allowed.test"],
+      answers: { "other.test": ["127.0.0.1"] },
+    });
     const reply = await connect(socketPath, `other.test:${echoPort}`);
     expect(reply.status).toBe(403);
     expect(reply.body).toContain("other.test is not in the policy's allowedDomains");
     expect(lookups).toEqual([]);
     expect(echoConnections).toBe(before);
     expect(decisions).toEqual([
-      { action: "denied", host: "other.test", port: echoPort, method: "CONNECT", reason: "other.test is not in the policy's allowedDomains" },
+      {
+        action: "denied",
+        host: "other.test",
+        port: echoPort,
+        method: "CONNECT",
+        reason: "other.test is not in the policy's allowedDomains",
+      },
     ]);
   });
 
@@ -170,7 +217,12 @@ describe("CONNECT tunnels", () => {
     expect(reply.status).toBe(403);
     expect(reply.body).toContain(`rebind.test resolves to ${address}, which is ${range}`);
     expect(echoConnections).toBe(before);
-    expect(decisions[0]).toMatchObject({ action: "denied", host: "rebind.test", address, reason: `rebind.test resolves to ${address}, which is ${range}` });
+    expect(decisions[0]).toMatchObject({
+      action: "denied",
+      host: "rebind.test",
+      address,
+      reason: `rebind.test resolves to ${address}, which is ${range}`,
+    });
   });
 
   it("refuses a name when any of its addresses is refused, even if another is public", async () => {
@@ -187,11 +239,18 @@ describe("CONNECT tunnels", () => {
     const { socketPath, decisions } = await start({ allowed: ["allowed.test"], answers: {}, guard: defaultGuard });
     expect((await connect(socketPath, `127.0.0.1:${echoPort}`)).status).toBe(403);
     expect((await connect(socketPath, `[::1]:${echoPort}`)).status).toBe(403);
-    expect(decisions.map((d) => d.reason)).toEqual(["127.0.0.1 is not in the policy's allowedDomains", "::1 is not in the policy's allowedDomains"]);
+    expect(decisions.map((d) => d.reason)).toEqual([
+      "127.0.0.1 is not in the policy's allowedDomains",
+      "::1 is not in the policy's allowedDomains",
+    ]);
   });
 
   it("denies ports the filter does not allow", async () => {
-    const { socketPath, decisions } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] }, ports: [443] });
+    const { socketPath, decisions } = await start({
+      allowed: ["allowed.test"],
+      answers: { "allowed.test": ["127.0.0.1"] },
+      ports: [443],
+    });
     const reply = await connect(socketPath, `allowed.test:${echoPort}`);
     expect(reply.status).toBe(403);
     expect(decisions[0]?.reason).toBe(`port ${echoPort} is not allowed (only 443)`);
@@ -202,7 +261,13 @@ describe("CONNECT tunnels", () => {
     const reply = await connect(socketPath, `gone.test:${echoPort}`);
     expect(reply.status).toBe(502);
     expect(decisions).toEqual([
-      { action: "failed", host: "gone.test", port: echoPort, method: "CONNECT", reason: "gone.test did not resolve (ENOTFOUND)" },
+      {
+        action: "failed",
+        host: "gone.test",
+        port: echoPort,
+        method: "CONNECT",
+        reason: "gone.test did not resolve (ENOTFOUND)",
+      },
     ]);
   });
 
@@ -233,7 +298,14 @@ describe("plain HTTP requests", () => {
     expect(upstream.headers["proxy-authorization"]).toBeUndefined();
     expect(upstream.headers["proxy-connection"]).toBeUndefined();
     expect(decisions).toEqual([
-      { action: "allowed", host: "web.test", port: webPort, method: "POST", reason: "matches allowedDomains entry web.test", address: "127.0.0.1" },
+      {
+        action: "allowed",
+        host: "web.test",
+        port: webPort,
+        method: "POST",
+        reason: "matches allowedDomains entry web.test",
+        address: "127.0.0.1",
+      },
     ]);
   });
 
@@ -250,7 +322,9 @@ describe("plain HTTP requests", () => {
   it("refuses origin-form requests and https:// URLs (those must use CONNECT)", async () => {
     const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "web.test": ["127.0.0.1"] } });
     const statusOf = (target: string) =>
-      new Promise<number>((resolve, reject) => http.get({ socketPath, path: target }, (res) => resolve(res.statusCode ?? 0)).on("error", reject));
+      new Promise<number>((resolve, reject) =>
+        http.get({ socketPath, path: target }, (res) => resolve(res.statusCode ?? 0)).on("error", reject),
+      );
     expect(await statusOf("/")).toBe(400);
     expect(await statusOf(`https://web.test:${webPort}/`)).toBe(400);
     expect(await statusOf(`http://user:pw@web.test:${webPort}/`)).toBe(400);

@@ -8,9 +8,20 @@ import type { SandboxRunError } from "../../src/errors.js";
 import { hostCaBundleFile } from "../../src/proxy/host-ca-bundle.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
-import { buildRunPlan, CA_BUNDLE_ENV_NAMES, HOST_CA_BUNDLE, SANDBOX_CA_BUNDLE, type PlanInput } from "../../src/run/run-plan.js";
+import {
+  buildRunPlan,
+  CA_BUNDLE_ENV_NAMES,
+  HOST_CA_BUNDLE,
+  SANDBOX_CA_BUNDLE,
+  type PlanInput,
+} from "../../src/run/run-plan.js";
 
-const allowlist: Policy = { ...loadPolicy("workspace-write"), network: "allowlist", allowedDomains: ["registry.npmjs.org"], trustHostCaBundle: true };
+const allowlist: Policy = {
+  ...loadPolicy("workspace-write"),
+  network: "allowlist",
+  allowedDomains: ["registry.npmjs.org"],
+  trustHostCaBundle: true,
+};
 
 function input(policy: Policy, overrides: Partial<PlanInput> = {}): PlanInput {
   return {
@@ -37,21 +48,40 @@ describe("allowlist and CA bundle in the plan", () => {
   it("keeps the container without a network and routes HTTP(S) through the proxy socket", () => {
     const plan = buildRunPlan(input(allowlist));
     expect(plan.network).toBe("none");
-    expect(plan.mounts).toContainEqual({ hostPath: "/tmp/sandbox-run-xyz/proxy.sock", containerPath: "/run/sandbox-run/proxy.sock", readOnly: false, kind: "socket" });
-    expect(plan.env).toMatchObject({ HTTP_PROXY: "http://127.0.0.1:18081", https_proxy: "http://127.0.0.1:18081", NO_PROXY: "127.0.0.1,localhost", NODE_USE_ENV_PROXY: "1" });
+    expect(plan.mounts).toContainEqual({
+      hostPath: "/tmp/sandbox-run-xyz/proxy.sock",
+      containerPath: "/run/sandbox-run/proxy.sock",
+      readOnly: false,
+      kind: "socket",
+    });
+    expect(plan.env).toMatchObject({
+      HTTP_PROXY: "http://127.0.0.1:18081",
+      https_proxy: "http://127.0.0.1:18081",
+      NO_PROXY: "127.0.0.1,localhost",
+      NODE_USE_ENV_PROXY: "1",
+    });
   });
 
   it("mounts exactly the host CA bundle file, read-only, and points every client at it", () => {
     const plan = buildRunPlan(input(allowlist, { hostCaBundle: "/etc/ssl/certs/real-bundle.pem" }));
     expect(plan.mounts.filter((m) => m.kind === "ca-bundle")).toEqual([
-      { hostPath: "/etc/ssl/certs/real-bundle.pem", containerPath: SANDBOX_CA_BUNDLE, readOnly: true, kind: "ca-bundle" },
+      {
+        hostPath: "/etc/ssl/certs/real-bundle.pem",
+        containerPath: SANDBOX_CA_BUNDLE,
+        readOnly: true,
+        kind: "ca-bundle",
+      },
     ]);
     for (const name of CA_BUNDLE_ENV_NAMES) expect(plan.env[name]).toBe(SANDBOX_CA_BUNDLE);
     expect(buildRunPlan(input(allowlist)).mounts.find((m) => m.kind === "ca-bundle")?.hostPath).toBe(HOST_CA_BUNDLE);
   });
 
   it("a caller's variables cannot repoint the proxy or the CA bundle", () => {
-    const plan = buildRunPlan(input(allowlist, { sandboxEnv: { HTTPS_PROXY: "http://evil:1", NODE_EXTRA_CA_CERTS: "/tmp/evil.pem", FOO: "bar" } }));
+    const plan = buildRunPlan(
+      input(allowlist, {
+        sandboxEnv: { HTTPS_PROXY: "http://evil:1", NODE_EXTRA_CA_CERTS: "/tmp/evil.pem", FOO: "bar" },
+      }),
+    );
     expect(plan.env.HTTPS_PROXY).toBe("http://127.0.0.1:18081");
     expect(plan.env.NODE_EXTRA_CA_CERTS).toBe(SANDBOX_CA_BUNDLE);
     expect(plan.env.FOO).toBe("bar");
@@ -61,14 +91,20 @@ describe("allowlist and CA bundle in the plan", () => {
     const plan = buildRunPlan(input(loadPolicy("workspace-write")));
     expect(plan.mounts.map((m) => m.kind)).not.toContain("ca-bundle");
     expect(plan.mounts.map((m) => m.containerPath)).not.toContain("/run/sandbox-run/proxy.sock");
-    for (const name of [...CA_BUNDLE_ENV_NAMES, "HTTPS_PROXY", "NODE_USE_ENV_PROXY"]) expect(plan.env[name]).toBeUndefined();
+    for (const name of [...CA_BUNDLE_ENV_NAMES, "HTTPS_PROXY", "NODE_USE_ENV_PROXY"])
+      expect(plan.env[name]).toBeUndefined();
   });
 });
 
 describe("protected directories in the plan", () => {
   it("mounts them read-only inside a read-write workspace", () => {
     const plan = buildRunPlan(input(loadPolicy("workspace-write"), { protectedMounts: ["/work/project/.git/hooks"] }));
-    expect(plan.mounts).toContainEqual({ hostPath: "/work/project/.git/hooks", containerPath: "/work/project/.git/hooks", readOnly: true, kind: "protected" });
+    expect(plan.mounts).toContainEqual({
+      hostPath: "/work/project/.git/hooks",
+      containerPath: "/work/project/.git/hooks",
+      readOnly: true,
+      kind: "protected",
+    });
   });
 
   it("adds nothing over a read-only workspace (already read-only)", () => {
@@ -95,7 +131,9 @@ describe("hostCaBundleFile", () => {
       }
     })();
     expect(error?.code).toBe("usage");
-    expect(error?.shortMessage).toBe("The policy sets trustHostCaBundle, but the host has no CA bundle at /nonexistent/ca-certificates.crt.");
+    expect(error?.shortMessage).toBe(
+      "The policy sets trustHostCaBundle, but the host has no CA bundle at /nonexistent/ca-certificates.crt.",
+    );
     expect(error?.hint).toContain("set trustHostCaBundle to false");
   });
 });

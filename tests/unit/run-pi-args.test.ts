@@ -10,7 +10,7 @@ import { buildRunPlan } from "../../src/run/run-plan.js";
 const base = { model: "scripted/x", tools: ["read", "bash"], contextFiles: false, extraArgs: [] };
 
 /** The value that follows `flag` in argv. */
-const valueOf = (argv: string[], flag: string) => argv[argv.indexOf(flag) + 1];
+const flagValue = (argv: string[], flag: string) => argv[argv.indexOf(flag) + 1];
 
 function usageErrorOf(fn: () => void): { code?: string; message: string } {
   try {
@@ -37,9 +37,9 @@ describe("buildPiArgs", () => {
     ]) {
       expect(argv).toContain(flag);
     }
-    expect(valueOf(argv, "--mode")).toBe("json");
-    expect(valueOf(argv, "--model")).toBe("scripted/x");
-    expect(valueOf(argv, "--tools")).toBe("read,bash");
+    expect(flagValue(argv, "--mode")).toBe("json");
+    expect(flagValue(argv, "--model")).toBe("scripted/x");
+    expect(flagValue(argv, "--tools")).toBe("read,bash");
     expect(argv).not.toContain("--extension");
   });
 
@@ -50,10 +50,10 @@ describe("buildPiArgs", () => {
 
   it("in schema mode appends the final tool to --tools and loads only the baked-in extension", () => {
     const argv = buildPiArgs({ ...base, finalToolName: FINAL_TOOL_NAME });
-    expect(valueOf(argv, "--tools")).toBe(`read,bash,${FINAL_TOOL_NAME}`);
+    expect(flagValue(argv, "--tools")).toBe(`read,bash,${FINAL_TOOL_NAME}`);
     expect(argv.filter((a) => a === "--extension")).toHaveLength(1);
-    expect(valueOf(argv, "--extension")).toBe(IMAGE_PATHS.finalToolExtension);
-    expect(valueOf(argv, "--append-system-prompt")).toContain(FINAL_TOOL_NAME);
+    expect(flagValue(argv, "--extension")).toBe(IMAGE_PATHS.finalToolExtension);
+    expect(flagValue(argv, "--append-system-prompt")).toContain(FINAL_TOOL_NAME);
     // --no-extensions stays: it turns off discovery, explicit --extension paths still load.
     expect(argv).toContain("--no-extensions");
   });
@@ -83,7 +83,7 @@ describe("buildPiArgs", () => {
       owner: { pid: 1, host: "h" },
       now: new Date(0),
     });
-    expect(valueOf(plan.piArgs, "--tools")).toBe([...policy.tools, FINAL_TOOL_NAME].join(","));
+    expect(flagValue(plan.piArgs, "--tools")).toBe([...policy.tools, FINAL_TOOL_NAME].join(","));
     expect(plan.entrypoint).toEqual([IMAGE_PATHS.node, IMAGE_PATHS.launcher]);
   });
 });

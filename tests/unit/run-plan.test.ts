@@ -1,8 +1,19 @@
 // The run plan is pure data: these tests pin what a run will mount, whom it runs as, what it
 // may reach and what it carries in its environment, without Docker.
 import { describe, expect, it } from "vitest";
-import { LABEL_CREATED_AT, LABEL_DEADLINE, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID } from "../../src/docker/labels.js";
-import { PI_CREDENTIAL_ENV_NAMES, planProviderRouting, SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
+import {
+  LABEL_CREATED_AT,
+  LABEL_DEADLINE,
+  LABEL_MANAGED,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+  LABEL_RUN_ID,
+} from "../../src/docker/labels.js";
+import {
+  PI_CREDENTIAL_ENV_NAMES,
+  planProviderRouting,
+  SANDBOX_PLACEHOLDER_API_KEY,
+} from "../../src/gateway/provider-routes.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
@@ -16,7 +27,12 @@ function routing() {
     model: "scripted/x",
     modelsJson: {
       providers: {
-        scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: SECRET, models: [{ id: "x" }] },
+        scripted: {
+          baseUrl: "http://127.0.0.1:9/v1",
+          api: "openai-completions",
+          apiKey: SECRET,
+          models: [{ id: "x" }],
+        },
       },
     },
     env: {},
@@ -60,16 +76,30 @@ describe("buildRunPlan: mounts", () => {
   it("mounts the workspace read-only under the read-only policy", () => {
     const plan = buildRunPlan(input({ policy: loadPolicy("read-only") }));
     const workspace = plan.mounts.find((m) => m.kind === "workspace");
-    expect(workspace).toEqual({ hostPath: "/work/project", containerPath: "/work/project", readOnly: true, kind: "workspace" });
+    expect(workspace).toEqual({
+      hostPath: "/work/project",
+      containerPath: "/work/project",
+      readOnly: true,
+      kind: "workspace",
+    });
     // Nothing but the gateway socket is writable.
     expect(plan.mounts.filter((m) => !m.readOnly).map((m) => m.kind)).toEqual(["socket"]);
   });
 
   it("adds no proxy socket without allowlist networking, and one with it", () => {
     expect(buildRunPlan(input()).mounts.some((m) => m.containerPath === PROXY_SOCKET)).toBe(false);
-    const allowlist: Policy = { ...loadPolicy("workspace-write"), network: "allowlist", allowedDomains: ["registry.npmjs.org"] };
+    const allowlist: Policy = {
+      ...loadPolicy("workspace-write"),
+      network: "allowlist",
+      allowedDomains: ["registry.npmjs.org"],
+    };
     const plan = buildRunPlan(input({ policy: allowlist }));
-    expect(plan.mounts).toContainEqual({ hostPath: "/tmp/sandbox-run-xyz/proxy.sock", containerPath: PROXY_SOCKET, readOnly: false, kind: "socket" });
+    expect(plan.mounts).toContainEqual({
+      hostPath: "/tmp/sandbox-run-xyz/proxy.sock",
+      containerPath: PROXY_SOCKET,
+      readOnly: false,
+      kind: "socket",
+    });
     expect(plan.env.HTTPS_PROXY).toBe("http://127.0.0.1:18081");
     expect(plan.network).toBe("none");
   });
@@ -137,7 +167,17 @@ describe("buildRunPlan: environment", () => {
       for (const name of PI_CREDENTIAL_ENV_NAMES) expect(plan.env).not.toHaveProperty(name);
       expect(JSON.stringify(plan)).not.toContain("host-secret-");
       expect(Object.keys(plan.env).sort()).toEqual(
-        ["HOME", "LANG", "MY_FLAG", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "PI_SKIP_VERSION_CHECK", "PI_TELEMETRY", "SANDBOX_RUN_CONFIG", "TMPDIR"].sort(),
+        [
+          "HOME",
+          "LANG",
+          "MY_FLAG",
+          "PI_CODING_AGENT_DIR",
+          "PI_OFFLINE",
+          "PI_SKIP_VERSION_CHECK",
+          "PI_TELEMETRY",
+          "SANDBOX_RUN_CONFIG",
+          "TMPDIR",
+        ].sort(),
       );
     } finally {
       for (const name of added) delete process.env[name];

@@ -25,7 +25,11 @@ const MODELS = {
   providers: Object.fromEntries(
     ["scripted", "ctor", "run", "env"].map((id) => [
       id,
-      { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", models: [{ id: "x" }, { id: "m" }, { id: "model" }] },
+      {
+        baseUrl: "http://127.0.0.1:9/v1",
+        api: "openai-completions",
+        models: [{ id: "x" }, { id: "m" }, { id: "model" }],
+      },
     ]),
   ),
 };
@@ -62,12 +66,15 @@ describe("resolveRun: environment layers", () => {
     expect(run.sandboxEnv).toEqual({ KEEP: "k" });
   });
 
-  it.each(["HOME", "TMPDIR", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "SANDBOX_RUN_CONFIG"])("rejects env setting %s", (name) => {
-    const error = usageError(() => resolve({ env: { [name]: "x" } }));
-    expect(error.code).toBe("usage");
-    expect(error.shortMessage).toContain(name);
-    expect(error.hint).toContain(`Remove ${name}`);
-  });
+  it.each(["HOME", "TMPDIR", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "SANDBOX_RUN_CONFIG"])(
+    "rejects env setting %s",
+    (name) => {
+      const error = usageError(() => resolve({ env: { [name]: "x" } }));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toContain(name);
+      expect(error.hint).toContain(`Remove ${name}`);
+    },
+  );
 });
 
 describe("resolveRun: model", () => {
@@ -94,7 +101,9 @@ describe("resolveRun: runner image", () => {
   const withImage = { ...loadPolicy("read-only"), image: "sandbox-run/pi-apt:from-policy" };
   it("run option > constructor > policy > SANDBOX_RUN_IMAGE > none (this version's runner image)", () => {
     const env = { SANDBOX_RUN_IMAGE: "env/image:1" };
-    expect(resolve({ image: "run/image:1", policy: withImage }, { image: "config/image:1" }, env).image).toBe("run/image:1");
+    expect(resolve({ image: "run/image:1", policy: withImage }, { image: "config/image:1" }, env).image).toBe(
+      "run/image:1",
+    );
     expect(resolve({ policy: withImage }, { image: "config/image:1" }, env).image).toBe("config/image:1");
     expect(resolve({ policy: withImage }, {}, env).image).toBe("sandbox-run/pi-apt:from-policy");
     expect(resolve({}, {}, env).image).toBe("env/image:1");
@@ -154,7 +163,9 @@ describe("resolveRun: directories", () => {
     const extra = dir();
     const link = path.join(dir(), "alias");
     fs.symlinkSync(extra, link);
-    expect(usageError(() => resolve({ additionalWritableDirectories: [extra, link] })).shortMessage).toContain("overlap");
+    expect(usageError(() => resolve({ additionalWritableDirectories: [extra, link] })).shortMessage).toContain(
+      "overlap",
+    );
   });
 
   it("accepts a disjoint writable directory, canonicalised", () => {
@@ -176,11 +187,14 @@ describe("resolveRun: schema, prompt and the rest", () => {
     expect(run.validator!.safeParse({ n: "3" }).success).toBe(false);
   });
 
-  it.each([{ type: "array", items: { type: "string" } }, { type: "string" }, {}])("rejects schema %j: it must be type object", (schema) => {
-    const error = usageError(() => resolve({ schema }));
-    expect(error.code).toBe("usage");
-    expect(error.shortMessage).toContain('"type": "object"');
-  });
+  it.each([{ type: "array", items: { type: "string" } }, { type: "string" }, {}])(
+    "rejects schema %j: it must be type object",
+    (schema) => {
+      const error = usageError(() => resolve({ schema }));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toContain('"type": "object"');
+    },
+  );
 
   it.each(["", "   \n\t"])("rejects the empty prompt %j", (prompt) => {
     const error = usageError(() => resolveRun(prompt, {}, { cwd: ws, models: MODELS, model: MODEL }, {}));
@@ -189,8 +203,12 @@ describe("resolveRun: schema, prompt and the rest", () => {
   });
 
   it("rejects an unknown sandbox mode and a missing policy file", () => {
-    expect(usageError(() => resolve({ sandbox: "yolo" as never })).shortMessage).toContain('Unknown sandbox mode "yolo"');
-    expect(usageError(() => resolve({ policy: path.join(ws, "nope.json") })).shortMessage).toContain("neither a built-in policy nor an existing file");
+    expect(usageError(() => resolve({ sandbox: "yolo" as never })).shortMessage).toContain(
+      'Unknown sandbox mode "yolo"',
+    );
+    expect(usageError(() => resolve({ policy: path.join(ws, "nope.json") })).shortMessage).toContain(
+      "neither a built-in policy nor an existing file",
+    );
   });
 
   it("rejects reserved extra Pi flags", () => {

@@ -96,7 +96,7 @@ describe("takeSnapshot / diffSnapshots", () => {
   });
 
   it("treats a file replaced by a directory as deleted plus created", async () => {
-    const root = tree({ "thing": "file" });
+    const root = tree({ thing: "file" });
     const diff = await diffAfter(root, () => {
       fs.rmSync(path.join(root, "thing"));
       fs.mkdirSync(path.join(root, "thing"));
@@ -122,7 +122,11 @@ describe("entryChanged", () => {
 
 describe("protected paths", () => {
   it("names the protected changes of a diff", () => {
-    const changes = { created: [".git/hooks/pre-commit", "src/new.ts"], modified: [".github/workflows/ci.yml", "README.md"], deleted: [".pi/x"] };
+    const changes = {
+      created: [".git/hooks/pre-commit", "src/new.ts"],
+      modified: [".github/workflows/ci.yml", "README.md"],
+      deleted: [".pi/x"],
+    };
     expect(protectedChanges(changes, [".git/hooks/**", ".github/workflows/**", ".pi/**"])).toEqual([
       { path: ".git/hooks/pre-commit", change: "created" },
       { path: ".github/workflows/ci.yml", change: "modified" },
@@ -141,7 +145,18 @@ describe("protected paths", () => {
     });
     fs.symlinkSync(path.join(root, "outside"), path.join(root, ".pi"));
     fs.symlinkSync(path.join(root, "outside/file"), path.join(root, ".npmrc"));
-    const patterns = [".git/hooks/**", ".git/config", ".github/workflows/**", ".github/**", ".pi/**", ".npmrc", "missing/**", "**/*.pem", "src", ".git/hooks"];
+    const patterns = [
+      ".git/hooks/**",
+      ".git/config",
+      ".github/workflows/**",
+      ".github/**",
+      ".pi/**",
+      ".npmrc",
+      "missing/**",
+      "**/*.pem",
+      "src",
+      ".git/hooks",
+    ];
     expect(protectedMountPaths(root, patterns)).toEqual([
       path.join(root, ".git/config"),
       path.join(root, ".git/hooks"),
@@ -174,7 +189,12 @@ describe("WorkspaceWatch", () => {
 
   it("does not walk a read-only workspace", async () => {
     const workspace = tree({ "a.ts": "a" });
-    const watch = await WorkspaceWatch.start({ workspace, workspaceWritable: false, writableRoots: [], protectedPaths: ["**"] });
+    const watch = await WorkspaceWatch.start({
+      workspace,
+      workspaceWritable: false,
+      writableRoots: [],
+      protectedPaths: ["**"],
+    });
     fs.writeFileSync(path.join(workspace, "a.ts"), "changed on the host, not by the run");
     const report = await watch.finish();
     expect(report.changedFiles).toEqual({ created: [], modified: [], deleted: [] });
