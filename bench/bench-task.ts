@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { JsonSchema } from "../src/agent.js";
-import { IMAGE_PATHS } from "../src/image/runner-image.js";
+import { IMAGE_PATHS } from "../src/sandbox-contract.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../src/pi/pi-args.js";
 import { loadPolicy } from "../src/policy/load-policy.js";
 import type { Script } from "../src/scripted-model/scripted-model-server.js";
@@ -66,6 +66,7 @@ export function directPiArgs(model: string, extensionPath: string): string[] {
     model: `${PROVIDER}/${model}`,
     tools: policy.tools,
     finalToolName: FINAL_TOOL_NAME,
+    finalToolExtension: IMAGE_PATHS.finalToolExtension,
     contextFiles: policy.contextFiles,
     extraArgs: [],
   });

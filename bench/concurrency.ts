@@ -2,8 +2,8 @@
 // peak memory (sampled in this process), failures and containers left behind.
 import fs from "node:fs";
 import type { ContainerPiAgent } from "../src/container-pi-agent.js";
-import type { DockerClient } from "../src/docker/docker-engine.js";
-import { LABEL_OWNER_PID } from "../src/docker/labels.js";
+import type { DockerClient } from "../src/engine/docker-connection.js";
+import { LABEL_OWNER_PID } from "../src/sandbox-contract.js";
 import { TASK_PROMPT, TASK_RESULT } from "./bench-task.js";
 import { median, p90, round } from "./stats.js";
 import type { Scratch } from "./variants.js";

@@ -2,16 +2,15 @@
 // drives Pi's (create, attach before start, start, wait, drain, remove), without the CLI.
 // "plain" uses bare options (with and without the default bridge network); "hardened" uses
 // the exact create options of a sandbox-run run (read-only root, no capabilities, init, tmpfs,
-// limits, mounts, no network) through SandboxContainer.
+// limits, mounts, no network) through the engine seam.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type Docker from "dockerode";
-import type { DockerClient } from "../src/docker/docker-engine.js";
-import { containerCreateOptions } from "../src/docker/container-options.js";
-import { SandboxContainer } from "../src/docker/sandbox-container.js";
+import type { DockerClient } from "../src/engine/docker-connection.js";
+import type { ContainerSpec, Engine } from "../src/engine/engine.js";
 import { loadPolicy } from "../src/policy/load-policy.js";
-import { buildRunPlan } from "../src/run/run-plan.js";
+import { buildRunPlan } from "../src/run/build-run-plan.js";
+import { containerSpecOf } from "../src/run/container-spec.js";
 import { BENCH_LABEL } from "./docker-recipe.js";
 
 async function drained(stream: NodeJS.ReadableStream): Promise<void> {
@@ -49,7 +48,7 @@ export async function plainEngineTrue(docker: DockerClient, image: string, netwo
 }
 
 /** Create options of a real workspace-write run, with `true` instead of the launcher. */
-export function hardenedTrueOptions(image: string, workspace: string, runDir: string): Docker.ContainerCreateOptions {
+export function hardenedTrueOptions(image: string, workspace: string, runDir: string): ContainerSpec {
   fs.writeFileSync(path.join(runDir, "gateway.sock"), ""); // the bind mount's source must exist
   const plan = buildRunPlan({
     runId: `bench${Date.now().toString(16)}`,
@@ -68,15 +67,12 @@ export function hardenedTrueOptions(image: string, workspace: string, runDir: st
     owner: { pid: process.pid, host: os.hostname() },
     now: new Date(),
   });
-  return containerCreateOptions({ ...plan, entrypoint: ["true"], piArgs: [] });
+  return { ...containerSpecOf({ ...plan, entrypoint: ["true"], piArgs: [] }), name: undefined };
 }
 
-export async function hardenedEngineTrue(
-  docker: DockerClient,
-  options: Docker.ContainerCreateOptions,
-): Promise<number> {
+export async function hardenedEngineTrue(engine: Engine, spec: ContainerSpec): Promise<number> {
   const started = performance.now();
-  const container = await SandboxContainer.create(docker, { ...options, name: undefined });
+  const container = await engine.createContainer(spec);
   try {
     const streams = await container.attach();
     const done = Promise.all([drained(streams.stdout), drained(streams.stderr)]);

@@ -9,7 +9,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createDockerClient, pingDocker, type DockerClient } from "../src/docker/docker-engine.js";
+import { createDockerClient, type DockerClient } from "../src/engine/docker-connection.js";
+import { DockerEngine } from "../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../src/image/build-runner-image.js";
 import { runnerImageSpec } from "../src/image/runner-image.js";
 import { startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
@@ -73,21 +74,20 @@ async function bridgeGateway(docker: DockerClient): Promise<string | undefined> 
   }
 }
 
-async function ensureImage(docker: DockerClient): Promise<string> {
+async function ensureImage(engine: DockerEngine): Promise<string> {
   const tag = runnerImageSpec().tag;
-  try {
-    await docker.getImage(tag).inspect();
-  } catch {
+  if (!(await engine.imageLabels(tag))) {
     progress(`Runner image ${tag} is missing; building it ...`);
-    await buildRunnerImage(docker, { progress });
+    await buildRunnerImage(engine, { progress });
   }
   return tag;
 }
 
 async function main() {
   const docker = createDockerClient();
-  await pingDocker(docker);
-  const image = option("image") ?? (await ensureImage(docker));
+  const engine = new DockerEngine(docker);
+  await engine.ping();
+  const image = option("image") ?? (await ensureImage(engine));
   const info = await machine(docker);
   const hasRunsc = info.runtimes.includes("runsc");
   const gateway = await bridgeGateway(docker);
@@ -149,7 +149,7 @@ async function main() {
         {
           key: "engine-hardened-runc",
           label: "Engine API, sandbox-run's hardened options, runc",
-          run: async () => ({ ms: await hardenedEngineTrue(docker, hardened) }),
+          run: async () => ({ ms: await hardenedEngineTrue(engine, hardened) }),
         },
         ...(hasRunsc
           ? [
@@ -157,10 +157,7 @@ async function main() {
                 key: "engine-hardened-runsc",
                 label: "Engine API, sandbox-run's hardened options, runsc",
                 run: async () => ({
-                  ms: await hardenedEngineTrue(docker, {
-                    ...hardened,
-                    HostConfig: { ...hardened.HostConfig, Runtime: "runsc" },
-                  }),
+                  ms: await hardenedEngineTrue(engine, { ...hardened, runtime: "runsc" }),
                 }),
               },
             ]

@@ -31,15 +31,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Register gVisor with the options sandbox-run relies on (no network inside gVisor's own
-# stack; host unix sockets may be opened so the model gateway is reachable).
-if command -v runsc >/dev/null 2>&1 && ! grep -q '"runsc"' /etc/docker/daemon.json 2>/dev/null; then
+# Register gVisor with the options sandbox-run relies on (no network inside gVisor's own stack;
+# host unix sockets may be opened so the model gateway is reachable; Docker's seccomp profile applied
+# inside the sandbox, which runsc ignores without --oci-seccomp). An older registration is updated.
+if command -v runsc >/dev/null 2>&1 && ! grep -q -- '--oci-seccomp' /etc/docker/daemon.json 2>/dev/null; then
   need_root "registering runsc in /etc/docker/daemon.json"
   mkdir -p /etc/docker
   node -e '
     const fs = require("fs"); const f = "/etc/docker/daemon.json";
     const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8") || "{}") : {};
-    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: require("child_process").execSync("command -v runsc", { shell: "/bin/sh" }).toString().trim(), runtimeArgs: ["--network=none", "--host-uds=open"] } };
+    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: require("child_process").execSync("command -v runsc", { shell: "/bin/sh" }).toString().trim(), runtimeArgs: ["--network=none", "--host-uds=open", "--oci-seccomp"] } };
     fs.writeFileSync(f, JSON.stringify(cfg, null, 2));'
   log "registered runsc"
   if engine_up; then

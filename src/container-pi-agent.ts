@@ -1,19 +1,19 @@
 // ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
 import type { Agent } from "./agent.js";
-import { createDockerClient, pingDocker, type DockerClient } from "./docker/docker-engine.js";
-import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "./docker/labels.js";
-import { reapContainers, reapRunDirs } from "./docker/reaper.js";
-import { SandboxRunError } from "./errors.js";
-import { buildRunnerImage } from "./image/build-runner-image.js";
+import { DockerEngine } from "./engine/docker-engine.js";
+import type { Engine } from "./engine/engine.js";
+import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
-import { executeRun, newRunId, type RunDetails } from "./run/execute-run.js";
+import { executeRun, type RunDetails } from "./run/execute-run.js";
+import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
+import { reapContainers } from "./run/reap-orphans.js";
+import { reapRunDirs } from "./run/run-dirs.js";
+import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { resolveRun, type RunOptions } from "./run/resolve-options.js";
-import type { RunPlan } from "./run/run-plan.js";
-import { RunTimeline, type RunEvent, type RunEventListener } from "./run/run-events.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
-  /** Docker client (dockerode); defaults to one built from DOCKER_HOST or the local socket. */
-  docker?: DockerClient;
+  /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
+  engine?: Engine;
   /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
   autoBuildImage?: boolean;
   /** Human-readable progress lines (image builds); the CLI prints them on stderr. */
@@ -32,8 +32,6 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
 export interface RunCallOptions extends RunOptions {
   /** Receives this run's events as they arrive. */
   onEvent?: RunEventListener;
-  /** Receives the run plan before anything starts. */
-  onPlan?: (plan: RunPlan) => void;
 }
 
 export interface RunStream<T> extends AsyncIterable<RunEvent> {
@@ -41,14 +39,16 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
   readonly result: Promise<RunDetails<T>>;
 }
 
+export type { PlannedRun } from "./run/prepare-plan.js";
+
 export class ContainerPiAgent implements Agent {
-  private readonly docker: DockerClient;
+  private readonly engine: Engine;
   private engineReady?: Promise<void>;
   /** Each runner image asked for, checked (or built) once per agent; "" is this version's. */
-  private readonly images = new Map<string, Promise<{ tag: string; piVersion: string }>>();
+  private readonly images = new Map<string, Promise<ReadyImage>>();
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
-    this.docker = config.docker ?? createDockerClient();
+    this.engine = config.engine ?? new DockerEngine();
   }
 
   async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
@@ -56,25 +56,39 @@ export class ContainerPiAgent implements Agent {
     return details.result;
   }
 
-  /** Like run(), with the run's id, usage, duration, image and container id. */
+  /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
   async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
-    // Input errors and an aborted signal fail before any container (or engine call) exists.
-    const resolved = resolveRun(prompt, this.config, options, this.config.hostEnv ?? process.env);
+    return this.runPlanned<TOutput>(this.plan(prompt, options), options);
+  }
+
+  /**
+   * What a call would do, as data: resolved options and the run plan (mounts, argv, env, limits,
+   * routes). Reads files (policy, models, schema) and nothing else: no engine, no command. Input
+   * errors are thrown here, before anything exists.
+   */
+  plan(prompt: string, options: RunOptions = {}): PlannedRun {
+    const run = resolveRun(prompt, this.config, options, this.config.hostEnv ?? process.env);
+    return preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+  }
+
+  /** Runs a plan made by plan(); each plan runs once. */
+  async runPlanned<TOutput = unknown>(
+    planned: PlannedRun,
+    options: Pick<RunCallOptions, "onEvent" | "signal"> = {},
+  ): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
-    const timeline = new RunTimeline(newRunId(), listeners);
-    const { tag: image, piVersion } = await this.prepare(resolved.image, options.signal, (line) =>
+    const timeline = new RunTimeline(planned.plan.runId, listeners);
+    // The plan names the image already (plan() resolved it); here it is checked, or built.
+    const image = await this.prepare(planned.run.image, options.signal, (line) =>
       timeline.sandbox("image.build", { line }),
     );
-    const details = await executeRun(resolved, {
-      docker: this.docker,
-      image,
-      piVersion,
-      listeners,
+    const details = await executeRun(planned, {
+      engine: this.engine,
+      piVersion: image.piVersion,
       timeline,
       signal: options.signal,
-      onPlan: options.onPlan,
     });
     return details as RunDetails<TOutput>;
   }
@@ -111,18 +125,14 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Checks the engine once per agent (and reaps orphans in the background), then the runner
-   * image a run asked for, once per image. A failed check is forgotten, so the next run retries.
+   * Checks the engine once per agent (and reaps orphans in the background), then the runner image
+   * a run asked for, once per image. A failed check is forgotten, so the next run retries.
    */
-  private async prepare(
-    image: string | undefined,
-    signal: AbortSignal | undefined,
-    onBuild: (line: string) => void,
-  ): Promise<{ tag: string; piVersion: string }> {
+  private async prepare(image: string | undefined, signal: AbortSignal | undefined, onBuild: (line: string) => void) {
     const engineReady = (this.engineReady ??= (async () => {
-      await pingDocker(this.docker, signal);
+      await this.engine.ping(signal);
       if (this.config.reapOrphans !== false) {
-        void reapContainers(this.docker).catch(() => {});
+        void reapContainers(this.engine).catch(() => {});
         try {
           reapRunDirs();
         } catch {
@@ -135,65 +145,17 @@ export class ContainerPiAgent implements Agent {
     const key = image ?? "";
     let ready = this.images.get(key);
     if (!ready) {
-      ready = this.ensureImage(image, onBuild);
+      ready = ensureRunnerImage(this.engine, {
+        image,
+        autoBuild: this.config.autoBuildImage,
+        progress: (line) => {
+          onBuild(line);
+          this.config.onProgress?.(line);
+        },
+      });
       this.images.set(key, ready);
       ready.catch(() => this.images.delete(key));
     }
     return ready;
-  }
-
-  private async ensureImage(
-    image: string | undefined,
-    onBuild: (line: string) => void,
-  ): Promise<{ tag: string; piVersion: string }> {
-    const spec = runnerImageSpec();
-    const tag = image ?? spec.tag;
-    let labels: Record<string, string> | undefined;
-    try {
-      labels = (await this.docker.getImage(tag).inspect()).Config?.Labels ?? {};
-    } catch {
-      labels = undefined;
-    }
-    if (labels) {
-      // A chosen image must be built from the runner image (its launcher runs Pi), which
-      // passes on the runner's labels; anything else would fail in a less helpful way later.
-      const piVersion = labels[IMAGE_LABEL_PI_VERSION];
-      if (!piVersion) {
-        throw new SandboxRunError(
-          "usage",
-          `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`,
-          {
-            hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
-          },
-        );
-      }
-      // An `image build --apt` image on another version's runner image carries that version's
-      // launcher; it is rebuilt with the same packages in one command.
-      const aptPackages = labels[IMAGE_LABEL_APT_PACKAGES];
-      if (aptPackages && labels[IMAGE_LABEL_CONTENT_HASH] !== spec.contentHash) {
-        throw new SandboxRunError(
-          "image-missing",
-          `The image ${tag} was built on the runner image of another sandbox-run version.`,
-          {
-            hint: `Rebuild it for this version: sandbox-run image build --apt ${aptPackages.split(" ").join(",")}`,
-          },
-        );
-      }
-      return { tag, piVersion };
-    }
-    if (image || !this.config.autoBuildImage) {
-      throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
-        hint: image
-          ? "Check the tag (`docker images`), or build it: `sandbox-run image build` for the runner image, with `--apt <packages>` for one with more tools."
-          : "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
-      });
-    }
-    const built = await buildRunnerImage(this.docker, {
-      progress: (line) => {
-        onBuild(line);
-        this.config.onProgress?.(line);
-      },
-    });
-    return { tag: built.tag, piVersion: spec.piVersion };
   }
 }

@@ -6,6 +6,8 @@ export interface CliIo {
   readStdin: () => Promise<string | undefined>;
   env: Record<string, string | undefined>;
   stderrIsTty: boolean;
+  /** Width of the terminal on stderr, when it is one. */
+  stderrColumns?: number;
 }
 
 export function processIo(): CliIo {
@@ -20,5 +22,6 @@ export function processIo(): CliIo {
     },
     env: process.env,
     stderrIsTty: Boolean(process.stderr.isTTY),
+    stderrColumns: process.stderr.columns,
   };
 }

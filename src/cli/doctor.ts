@@ -1,16 +1,17 @@
 // `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
 import fs from "node:fs";
-import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
-import { IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../docker/labels.js";
-import { checkContainerStart } from "../docker/start-check.js";
+import { DockerEngine } from "../engine/docker-engine.js";
+import type { Engine } from "../engine/engine.js";
+import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
+import { runnerImageProblem } from "../image/ensure-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { GATEWAY_PORT } from "../run/run-plan.js";
+import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 
-export async function runDoctor(io: CliIo, model?: string): Promise<number> {
+export async function runDoctor(io: CliIo, model?: string, engine: Engine = new DockerEngine()): Promise<number> {
   let failed = false;
   const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
   const bad = (what: string, fix: string) => {
@@ -19,28 +20,21 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
   };
   const note = (what: string) => io.stderr(`  note  ${what}\n`);
 
-  const docker = createDockerClient();
   try {
-    await pingDocker(docker);
-    const version = await docker.version();
-    ok(`Docker engine ${version.Version} (API ${version.ApiVersion})`);
-    const info = (await docker.info()) as { Runtimes?: Record<string, RuntimeInfo>; SecurityOptions?: string[] };
-    const runsc = runscCheck(info.Runtimes ?? {});
+    await engine.ping();
+    const info = await engine.info();
+    ok(`Docker engine ${info.version} (API ${info.apiVersion})`);
+    const runsc = runscCheck(info.runtimes);
     if (runsc.level === "ok") ok(runsc.message);
     else note(`${runsc.message}\n        ${runsc.fix}`);
-    if ((info.SecurityOptions ?? []).some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
+    if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
     else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
     const spec = runnerImageSpec();
     // The image runs would use: SANDBOX_RUN_IMAGE when set, else this version's runner image.
     const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
     let imageBuilt = false;
-    const labels = await docker
-      .getImage(chosen)
-      .inspect()
-      .then(
-        (i) => i.Config?.Labels ?? {},
-        () => undefined,
-      );
+    const labels = await engine.imageLabels(chosen);
+    const problem = labels && runnerImageProblem(chosen, labels);
     if (!labels) {
       bad(
         `runner image ${chosen} is not built`,
@@ -48,11 +42,8 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
           ? "Run `sandbox-run image build` (or let the first run build it)."
           : "Build it, or unset SANDBOX_RUN_IMAGE.",
       );
-    } else if (!labels[IMAGE_LABEL_PI_VERSION]) {
-      bad(
-        `SANDBOX_RUN_IMAGE=${chosen} is not a sandbox-run runner image`,
-        `Build it FROM ${spec.tag}, or with \`sandbox-run image build --apt <packages>\`.`,
-      );
+    } else if (problem) {
+      bad(problem.shortMessage, problem.hint ?? "");
     } else {
       imageBuilt = true;
       ok(
@@ -62,7 +53,7 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
     // Registered is not the same as working: start a container that only runs `true`.
     if (imageBuilt) {
       for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
-        const check = await checkContainerStart(docker, chosen, runtime);
+        const check = await checkContainerStart(engine, chosen, runtime);
         if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
         else if (runtime === "runc")
           bad(
@@ -97,7 +88,7 @@ export async function runDoctor(io: CliIo, model?: string): Promise<number> {
       );
     }
   }
-  if (fs.existsSync("/etc/ssl/certs/ca-certificates.crt"))
+  if (fs.existsSync(HOST_CA_BUNDLE))
     ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
   io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
   return failed ? EXIT.unavailable : EXIT.ok;
@@ -108,13 +99,15 @@ interface RuntimeInfo {
   runtimeArgs?: string[];
 }
 
-const RUNSC_REGISTRATION =
-  '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--host-uds=open"]}}}';
+/** The runtime arguments sandbox-run registers runsc with (scripts/setup-host.sh). */
+export const RUNSC_ARGS = ["--network=none", "--host-uds=open", "--oci-seccomp"];
+const RUNSC_REGISTRATION = JSON.stringify({ runtimes: { runsc: { path: "/usr/bin/runsc", runtimeArgs: RUNSC_ARGS } } });
 
 /**
- * Whether gVisor is registered the way sandbox-run needs it: the sandbox reaches the model
- * gateway (and the egress proxy) through host unix sockets bind-mounted in, which gVisor only
- * allows with --host-uds=open (or all); --network=none keeps gVisor's own network stack off.
+ * Whether gVisor is registered the way sandbox-run needs it: the sandbox reaches the model gateway
+ * (and the egress proxy) through host unix sockets bind-mounted in, which gVisor only allows with
+ * --host-uds=open (or all); --network=none keeps gVisor's own network stack off; --oci-seccomp makes
+ * gVisor apply Docker's seccomp profile inside the sandbox, which it ignores otherwise.
  */
 export function runscCheck(runtimes: Record<string, RuntimeInfo>): {
   level: "ok" | "note";
@@ -131,11 +124,19 @@ export function runscCheck(runtimes: Record<string, RuntimeInfo>): {
     };
   }
   const args = runsc.runtimeArgs ?? [];
+  const fix = `Set "runtimeArgs": ${JSON.stringify(RUNSC_ARGS)} for runsc in /etc/docker/daemon.json and restart dockerd (scripts/setup-host.sh does this).`;
   if (!args.some((a) => /^--host-uds=(open|all)$/.test(a))) {
     return {
       level: "note",
       message: `gVisor (runsc) is registered without --host-uds=open (args: ${args.join(" ") || "none"}): runs with --runtime runsc cannot reach the model gateway and will fail`,
-      fix: `Set "runtimeArgs": ["--network=none", "--host-uds=open"] for runsc in /etc/docker/daemon.json and restart dockerd.`,
+      fix,
+    };
+  }
+  if (!args.some((a) => /^--oci-seccomp(=true)?$/.test(a))) {
+    return {
+      level: "note",
+      message: `gVisor (runsc) is registered without --oci-seccomp (args: ${args.join(" ")}): runs on runsc get no seccomp filter inside the sandbox`,
+      fix,
     };
   }
   return { level: "ok", message: `gVisor runtime runsc is registered (${runsc.path ?? "runsc"} ${args.join(" ")})` };

@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import type { JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
+import { SANDBOX_MODES } from "../sandbox-contract.js";
 import type { RunOptions } from "../run/resolve-options.js";
 
 export interface RunFlags {
@@ -26,7 +27,7 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
   if (flags.schema) options.schema = readSchema(flags.schema);
   if (flags.cwd) options.cwd = flags.cwd;
   if (flags.sandbox) {
-    if (!["read-only", "workspace-write", "danger-full-access"].includes(flags.sandbox)) {
+    if (!(SANDBOX_MODES as readonly string[]).includes(flags.sandbox)) {
       throw usageError(`--sandbox must be read-only, workspace-write or danger-full-access, not "${flags.sandbox}".`);
     }
     options.sandbox = flags.sandbox as SandboxMode;

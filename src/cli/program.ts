@@ -3,11 +3,11 @@
 // results (stdout) and progress/diagnostics (stderr).
 import fs from "node:fs";
 import { Command } from "commander";
-import { createDockerClient, pingDocker } from "../docker/docker-engine.js";
-import { reapContainers, reapRunDirs } from "../docker/reaper.js";
+import { DockerEngine } from "../engine/docker-engine.js";
 import { usageError } from "../errors.js";
-import { buildRunnerImage } from "../image/build-runner-image.js";
 import { runnerImageSpec } from "../image/runner-image.js";
+import { reapContainers } from "../run/reap-orphans.js";
+import { reapRunDirs } from "../run/run-dirs.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
@@ -70,25 +70,18 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       collect,
     )
     .action(async (flags: { base: string; apt?: string[] }) => {
-      const { parseAptPackages, buildDerivedImage } = await import("../image/derived-image.js");
-      const packages = flags.apt ? parseAptPackages(flags.apt) : undefined; // usage errors before any work
-      const docker = createDockerClient();
-      await pingDocker(docker);
-      const progress = (l: string) => io.stderr(`${l}\n`);
-      const runner = runnerImageSpec().tag;
-      const present = await docker
-        .getImage(runner)
-        .inspect()
-        .then(
-          () => true,
-          () => false,
-        );
-      const built =
-        present && packages ? { tag: runner } : await buildRunnerImage(docker, { base: flags.base, progress });
-      if (!packages) return io.stdout(`${built.tag}\n`);
-      const derived = await buildDerivedImage(docker, { aptPackages: packages, progress });
-      io.stdout(`${derived.tag}\n`);
-      io.stderr(`sandbox-run: run with --image ${derived.tag} (or SANDBOX_RUN_IMAGE=${derived.tag})\n`);
+      const { buildImages } = await import("../image/build-images.js");
+      const engine = new DockerEngine();
+      await engine.ping();
+      const built = await buildImages(engine, {
+        base: flags.base,
+        apt: flags.apt,
+        progress: (l) => io.stderr(`${l}\n`),
+      });
+      io.stdout(`${built.derived ?? built.runner}\n`);
+      if (built.derived) {
+        io.stderr(`sandbox-run: run with --image ${built.derived} (or SANDBOX_RUN_IMAGE=${built.derived})\n`);
+      }
     });
   image
     .command("tag")
@@ -98,11 +91,11 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("prune")
     .description("remove runner images (and --apt images) of other sandbox-run versions; prints each removed tag")
     .action(async () => {
-      const docker = createDockerClient();
-      await pingDocker(docker);
+      const engine = new DockerEngine();
+      await engine.ping();
       const { pruneRunnerImages } = await import("../image/prune-images.js");
       const current = runnerImageSpec().tag;
-      const { removed, kept } = await pruneRunnerImages(docker, current);
+      const { removed, kept } = await pruneRunnerImages(engine, current);
       for (const tag of removed) io.stdout(`${tag}\n`);
       for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
       io.stderr(
@@ -123,9 +116,9 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .description("remove containers a dead controller left behind")
     .option("--all", "remove every sandbox-run container, even of live controllers")
     .action(async (flags: { all?: boolean }) => {
-      const docker = createDockerClient();
-      await pingDocker(docker);
-      const reaped = await reapContainers(docker, { all: flags.all });
+      const engine = new DockerEngine();
+      await engine.ping();
+      const reaped = await reapContainers(engine, { all: flags.all });
       for (const r of reaped) io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
       const dirs = reapRunDirs();
       for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);

@@ -3,9 +3,10 @@
 import fs from "node:fs";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import { RunRecorder } from "../record/run-record.js";
+import { type RecordFinish, RunRecorder } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
-import { resolveRun } from "../run/resolve-options.js";
+import type { PlannedRun } from "../run/prepare-plan.js";
+import { redactPlan } from "../run/redact-plan.js";
 import type { RunEvent } from "../run/run-events.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
@@ -31,26 +32,31 @@ export async function runCommand(
 ): Promise<number> {
   let prompt = promptParts.join(" ");
   if (!prompt) prompt = (await io.readStdin()) ?? "";
-  if (!prompt.trim())
+  if (!prompt.trim()) {
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
+  }
   const options = parseRunFlags(flags, io.env);
-
+  const agent = new ContainerPiAgent({
+    hostEnv: io.env,
+    autoBuildImage: flags.build !== false,
+    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+  });
+  // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
+  const planned = agent.plan(prompt, options);
   if (flags.dryRun) {
-    // Resolve exactly as a run would, then print the plan the run would follow.
-    const { printDryRun } = await import("./dry-run.js");
-    await printDryRun(prompt, options, io);
+    io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
   }
 
   const events = flags.events ? openEventsFile(flags.events) : undefined;
   const live =
     !flags.quiet && io.stderrIsTty
-      ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: process.stderr.columns })
+      ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: io.stderrColumns })
       : undefined;
   const progress = flags.quiet
     ? undefined
     : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
-  const recorder = flags.record ? startRecord(flags.record, prompt, options, io) : undefined;
+  const recorder = flags.record ? startRecord(flags.record, planned) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -68,35 +74,30 @@ export async function runCommand(
   const onTerm = onSignal("SIGTERM");
   signals?.on("SIGINT", onInt);
   signals?.on("SIGTERM", onTerm);
+  // A record that cannot be completed is reported beside the run's outcome, never instead of it.
+  const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {
+    const notes = recorder ? await recorder.finish(outcome) : [];
+    for (const note of notes) io.stderr(`sandbox-run: the run record is incomplete: ${note}\n`);
+    return notes;
+  };
 
-  const agent = new ContainerPiAgent({
-    hostEnv: io.env,
-    autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
-  });
   try {
-    const details = await agent.runDetailed(prompt, {
-      ...options,
-      onEvent,
-      onPlan: recorder?.onPlan,
-      signal: controller.signal,
-    });
+    const details = await agent.runPlanned(planned, { onEvent, signal: controller.signal });
     const result = details.result;
     live?.stop();
-    await recorder?.finish({ ok: true, result, meta: { ...details, result: undefined } });
-    if (flags.json) io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok }), null, 2)}\n`);
-    else
-      io.stdout(
-        typeof result === "string"
-          ? result.endsWith("\n")
-            ? result
-            : `${result}\n`
-          : `${JSON.stringify(result, null, 2)}\n`,
-      );
+    const recordNotes = await finishRecord({ ok: true, result, meta: { ...details, result: undefined } });
+    if (flags.json) {
+      io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }), null, 2)}\n`);
+    } else if (typeof result === "string") {
+      io.stdout(result.endsWith("\n") ? result : `${result}\n`);
+    } else {
+      io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+    }
     if (!flags.quiet) {
       const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
+      const seconds = (details.durationMs / 1000).toFixed(2);
       io.stderr(
-        `sandbox-run: done in ${(details.durationMs / 1000).toFixed(2)}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`,
+        `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`,
       );
     }
     return EXIT.ok;
@@ -109,15 +110,16 @@ export async function runCommand(
       : isSandboxRunError(error)
         ? exitCodeFor(error.code)
         : EXIT.agentFailed;
-    if (recorder) {
-      await recorder.finish({
-        ok: false,
-        error: errorSummary(error),
-        meta: { exitCode: code, runId: (error as SandboxRunError)?.runId, usage: (error as SandboxRunError)?.usage },
-      });
+    const e = error as SandboxRunError;
+    const recordNotes = await finishRecord({
+      ok: false,
+      error: errorSummary(error),
+      meta: { exitCode: code, runId: e?.runId, usage: e?.usage },
+    });
+    if (flags.json) {
+      const shown = envelope({ ok: false, error, exitCode: code, model: options.model, recordNotes });
+      io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
     }
-    if (flags.json)
-      io.stdout(`${JSON.stringify(envelope({ ok: false, error, exitCode: code, model: options.model }), null, 2)}\n`);
     if (interruptedBy || flags.json) {
       reportError(error, io);
       return code;
@@ -146,10 +148,17 @@ function openEventsFile(file: string): fs.WriteStream {
   return stream;
 }
 
-function startRecord(dir: string, prompt: string, options: ReturnType<typeof parseRunFlags>, io: CliIo): RunRecorder {
-  const resolved = resolveRun(prompt, {}, options, io.env);
+function startRecord(dir: string, planned: PlannedRun): RunRecorder {
   try {
-    return new RunRecorder({ dir, prompt, schema: resolved.schema, policy: resolved.policy, workspace: resolved.cwd });
+    const { run } = planned;
+    return new RunRecorder({
+      dir,
+      prompt: run.prompt,
+      schema: run.schema,
+      policy: run.policy,
+      workspace: run.cwd,
+      plan: redactPlan(planned),
+    });
   } catch (error) {
     throw usageError(
       `Cannot write the run record: ${(error as Error).message}.`,
@@ -173,7 +182,14 @@ function errorSummary(error: unknown) {
 }
 
 /** The --json result envelope: the same shape whether the run succeeded or not. */
-function envelope(input: { ok: boolean; details?: RunDetails; error?: unknown; exitCode: number; model?: string }) {
+function envelope(input: {
+  ok: boolean;
+  details?: RunDetails;
+  error?: unknown;
+  exitCode: number;
+  model?: string;
+  recordNotes?: string[];
+}) {
   const d = input.details;
   const e = isSandboxRunError(input.error) ? input.error : undefined;
   return {
@@ -188,6 +204,7 @@ function envelope(input: { ok: boolean; details?: RunDetails; error?: unknown; e
     piVersion: d?.piVersion ?? null,
     image: d?.image ?? null,
     policy: d?.policy ?? null,
-    changedFiles: (d as { changedFiles?: unknown } | undefined)?.changedFiles ?? null,
+    changedFiles: d?.changedFiles ?? null,
+    ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
   };
 }

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { DockerClient } from "../docker/docker-engine.js";
+import type { Engine } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 
 export const REGISTRY_BASE = "node:24-bookworm-slim";
@@ -13,36 +13,15 @@ export const OFFLINE_BASE = "sandbox-run/base:bookworm";
 
 export type Progress = (line: string) => void;
 
-async function imageExists(docker: DockerClient, ref: string): Promise<boolean> {
-  try {
-    await docker.getImage(ref).inspect();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Picks (and if needed makes) a base image: an explicit one, a local one, a pulled one, or an offline one. */
-export async function resolveBaseImage(docker: DockerClient, requested: string, progress: Progress): Promise<string> {
+export async function resolveBaseImage(engine: Engine, requested: string, progress: Progress): Promise<string> {
   if (requested !== "auto") return requested;
-  for (const ref of [REGISTRY_BASE, OFFLINE_BASE]) if (await imageExists(docker, ref)) return ref;
+  for (const ref of [REGISTRY_BASE, OFFLINE_BASE]) if (await engine.imageLabels(ref)) return ref;
   progress(`Pulling ${REGISTRY_BASE} ...`);
-  if (await tryPull(docker, REGISTRY_BASE, 30_000)) return REGISTRY_BASE;
+  if (await engine.pullImage(REGISTRY_BASE, 30_000)) return REGISTRY_BASE;
   progress(`No registry reachable; building the offline base ${OFFLINE_BASE} with debootstrap (about a minute) ...`);
-  await buildOfflineBase(docker, progress);
+  await buildOfflineBase(engine, progress);
   return OFFLINE_BASE;
-}
-
-async function tryPull(docker: DockerClient, ref: string, timeoutMs: number): Promise<boolean> {
-  try {
-    const stream = await docker.pull(ref, { abortSignal: AbortSignal.timeout(timeoutMs) });
-    await new Promise<void>((resolve, reject) =>
-      docker.modem.followProgress(stream, (error: Error | null) => (error ? reject(error) : resolve())),
-    );
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The host's Debian mirror (from apt's active sources, comments skipped), or deb.debian.org. */
@@ -65,7 +44,7 @@ function readAptSources(): string[] {
   return files.filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, "utf8"));
 }
 
-async function buildOfflineBase(docker: DockerClient, progress: Progress): Promise<void> {
+async function buildOfflineBase(engine: Engine, progress: Progress): Promise<void> {
   if (process.getuid?.() !== 0) {
     throw new SandboxRunError("image-missing", "Building the offline base image needs root (debootstrap).", {
       hint: `Run \`sudo sandbox-run image build\` once, or pass --base <image> with a Debian bookworm image you have (e.g. ${REGISTRY_BASE}).`,
@@ -79,7 +58,7 @@ async function buildOfflineBase(docker: DockerClient, progress: Progress): Promi
   const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
   try {
     const mirror = debianMirror();
-    await runCommand("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch(
+    await runLoggedProcess("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch(
       (error: Error) => {
         throw new SandboxRunError(
           "image-missing",
@@ -93,17 +72,14 @@ async function buildOfflineBase(docker: DockerClient, progress: Progress): Promi
     );
     progress(`Importing ${OFFLINE_BASE} ...`);
     const tar = spawn("tar", ["-C", rootfs, "-c", "."], { stdio: ["ignore", "pipe", "inherit"] });
-    const [repo, tag] = OFFLINE_BASE.split(":");
-    const stream = await docker.importImage(tar.stdout as unknown as string, { repo, tag });
-    await new Promise<void>((resolve, reject) =>
-      docker.modem.followProgress(stream, (error: Error | null) => (error ? reject(error) : resolve())),
-    );
+    await engine.importImage(tar.stdout, OFFLINE_BASE);
   } finally {
     fs.rmSync(rootfs, { recursive: true, force: true });
   }
 }
 
-export function runCommand(command: string, args: string[], progress: Progress, cwd?: string): Promise<void> {
+/** Runs a host command, handing each output line to `progress`; rejects with the output's tail. */
+export function runLoggedProcess(command: string, args: string[], progress: Progress, cwd?: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
     let tail = "";

@@ -6,15 +6,16 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import tar from "tar-fs";
-import type { DockerClient } from "../docker/docker-engine.js";
+import type { Readable } from "node:stream";
+import type { Engine } from "../engine/engine.js";
 import {
   IMAGE_LABEL_BASE,
   IMAGE_LABEL_CONTENT_HASH,
   IMAGE_LABEL_NODE_VERSION,
   IMAGE_LABEL_PI_VERSION,
-} from "../docker/labels.js";
+} from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
-import { resolveBaseImage, runCommand, type Progress } from "./base-image.js";
+import { resolveBaseImage, runLoggedProcess, type Progress } from "./base-image.js";
 import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
 
 export interface BuildRunnerImageOptions {
@@ -39,64 +40,34 @@ export function assertBuildableArch(arch: string = process.arch): void {
   );
 }
 
-export async function buildRunnerImage(docker: DockerClient, options: BuildRunnerImageOptions = {}) {
+export async function buildRunnerImage(engine: Engine, options: BuildRunnerImageOptions = {}) {
   assertBuildableArch();
   const progress = options.progress ?? (() => {});
-  const base = await resolveBaseImage(docker, options.base ?? "auto", progress);
+  const base = await resolveBaseImage(engine, options.base ?? "auto", progress);
   const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), progress);
   try {
-    return await buildFromContext(docker, context.dir, base, progress);
+    return await buildFromContext(engine, context.dir, base, progress);
   } finally {
     context.dispose();
   }
 }
 
-async function buildFromContext(docker: DockerClient, context: string, base: string, progress: Progress) {
+async function buildFromContext(engine: Engine, context: string, base: string, progress: Progress) {
   const spec = runnerImageSpec();
   progress(`Building ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
   // The context links to the shared dependency cache; pack what the links point at.
-  const stream = await docker.buildImage(tar.pack(context, { dereference: true }) as unknown as NodeJS.ReadableStream, {
-    t: spec.tag,
-    buildargs: { BASE_IMAGE: base },
+  await engine.buildImage(tar.pack(context, { dereference: true }) as unknown as Readable, {
+    tag: spec.tag,
+    buildArgs: { BASE_IMAGE: base },
+    onProgress: progress,
     labels: {
       [IMAGE_LABEL_CONTENT_HASH]: spec.contentHash,
       [IMAGE_LABEL_PI_VERSION]: spec.piVersion,
       [IMAGE_LABEL_NODE_VERSION]: spec.nodeVersion,
       [IMAGE_LABEL_BASE]: base,
     },
-    rm: true,
-    forcerm: true,
   });
-  await followBuild(docker, stream, progress, "the runner image");
   return { tag: spec.tag, base };
-}
-
-/** Streams a build's output to `progress` and turns a failed step into an error naming `what`. */
-export function followBuild(
-  docker: DockerClient,
-  stream: NodeJS.ReadableStream,
-  progress: Progress,
-  what: string,
-): Promise<void> {
-  return new Promise<void>((resolve, reject) =>
-    docker.modem.followProgress(
-      stream,
-      (error: Error | null, output: Array<{ error?: string }>) => {
-        const failed = error?.message ?? output.find((o) => o.error)?.error;
-        if (failed)
-          reject(
-            new SandboxRunError("image-missing", `Building ${what} failed: ${failed}`, {
-              hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
-            }),
-          );
-        else resolve();
-      },
-      (event: { stream?: string; status?: string }) => {
-        const line = (event.stream ?? event.status ?? "").trimEnd();
-        if (line) progress(line);
-      },
-    ),
-  );
 }
 
 function defaultCacheDir(): string {
@@ -123,7 +94,7 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
       for (const file of ["package.json", "package-lock.json"])
         fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
       progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
-      await runCommand(
+      await runLoggedProcess(
         "npm",
         ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
         progress,

@@ -8,11 +8,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import tar from "tar-fs";
-import type { DockerClient } from "../docker/docker-engine.js";
-import { IMAGE_LABEL_APT_PACKAGES } from "../docker/labels.js";
+import type { Readable } from "node:stream";
+import type { Engine } from "../engine/engine.js";
+import { IMAGE_LABEL_APT_PACKAGES, SANDBOX_UID } from "../sandbox-contract.js";
 import { usageError } from "../errors.js";
 import type { Progress } from "./base-image.js";
-import { followBuild } from "./build-runner-image.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export const DERIVED_REPOSITORY = "sandbox-run/pi-apt";
@@ -53,13 +53,13 @@ export function derivedDockerfile(runnerTag: string, packages: string[]): string
     ` && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${packages.join(" ")} \\`,
     " && rm -rf /var/lib/apt/lists/* \\",
     " && (find / -xdev -perm /6000 -type f -exec chmod ug-s {} + 2>/dev/null || true)",
-    "USER 65532:65532",
+    `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
     "",
   ].join("\n");
 }
 
 export async function buildDerivedImage(
-  docker: DockerClient,
+  engine: Engine,
   options: { aptPackages: string[]; progress?: Progress },
 ): Promise<{ tag: string; packages: string[] }> {
   const progress = options.progress ?? (() => {});
@@ -71,13 +71,11 @@ export async function buildDerivedImage(
   const context = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-apt-"));
   try {
     fs.writeFileSync(path.join(context, "Dockerfile"), derivedDockerfile(runnerTag, packages));
-    const stream = await docker.buildImage(tar.pack(context) as unknown as NodeJS.ReadableStream, {
-      t: tag,
+    await engine.buildImage(tar.pack(context) as unknown as Readable, {
+      tag,
       labels: { [IMAGE_LABEL_APT_PACKAGES]: packages.join(" ") },
-      rm: true,
-      forcerm: true,
+      onProgress: progress,
     });
-    await followBuild(docker, stream, progress, tag);
   } finally {
     fs.rmSync(context, { recursive: true, force: true });
   }

@@ -15,19 +15,6 @@ export function imageInputFiles(): string[] {
     .sort();
 }
 
-/** Paths inside the image the run plan refers to. */
-export const IMAGE_PATHS = {
-  node: "/opt/sandbox-run/node/bin/node",
-  launcher: "/opt/sandbox-run/launcher.mjs",
-  finalToolExtension: "/opt/sandbox-run/final-tool.mjs",
-  piCli: "/opt/sandbox-run/app/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js",
-  home: "/home/sandbox",
-  socketDir: "/run/sandbox-run",
-  /** PATH of the image, and the one used under gVisor (busybox ls/stat first; see the Dockerfile). */
-  path: "/opt/sandbox-run/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-  gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
-} as const;
-
 export interface RunnerImageSpec {
   tag: string;
   contentHash: string;

@@ -2,7 +2,6 @@
 // workspace (.pi/ extensions, settings, skills, prompt templates, MCP servers) loads; the
 // only extension is our final tool, baked into the image.
 import { usageError } from "../errors.js";
-import { IMAGE_PATHS } from "../image/runner-image.js";
 
 export const FINAL_TOOL_NAME = "sandbox_run_final_result";
 export const FINAL_TOOL_DESCRIPTION =
@@ -92,6 +91,8 @@ export function checkExtraArgs(extraArgs: readonly string[]): void {
 }
 
 export interface PiArgsInput {
+  /** Where the final-tool extension lives in the image. */
+  finalToolExtension: string;
   model: string;
   tools: readonly string[];
   finalToolName?: string;
@@ -118,7 +119,7 @@ export function buildPiArgs(input: PiArgsInput): string[] {
     "--tools",
     tools.join(","),
     ...(input.finalToolName
-      ? ["--extension", IMAGE_PATHS.finalToolExtension, "--append-system-prompt", FINAL_TOOL_INSTRUCTION]
+      ? ["--extension", input.finalToolExtension, "--append-system-prompt", FINAL_TOOL_INSTRUCTION]
       : []),
     ...input.extraArgs,
   ];

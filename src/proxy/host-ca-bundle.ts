@@ -4,7 +4,7 @@
 // exactly that file, read-only, never the directory around it.
 import fs from "node:fs";
 import { usageError } from "../errors.js";
-import { HOST_CA_BUNDLE } from "../run/run-plan.js";
+import { HOST_CA_BUNDLE } from "../sandbox-contract.js";
 
 /** The canonical path of the host's CA bundle; a usage error when it is missing. */
 export function hostCaBundleFile(file: string = HOST_CA_BUNDLE): string {

@@ -1,6 +1,6 @@
 // Docker's refusal to create or start a run's container, as an error that says what to do.
 import { SandboxRunError } from "../errors.js";
-import type { RunPlan } from "./run-plan.js";
+import type { RunPlan } from "../sandbox-contract.js";
 
 export function containerFailure(error: unknown, plan: RunPlan, step: "create" | "start" = "create"): SandboxRunError {
   if (error instanceof SandboxRunError) return error;

@@ -1,31 +1,26 @@
-// One call from resolved options to a result. Data flows one way:
-// resolved options -> plan -> gateway + container -> (superviseRun: byte stream -> JSONL
-// records -> events -> outcome -> host-validated result) -> workspace diff. This file sets up
-// and tears down; every path out removes what was created.
-import crypto from "node:crypto";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type { DockerClient } from "../docker/docker-engine.js";
-import { containerCreateOptions } from "../docker/container-options.js";
-import { RUN_DIR_MARKER } from "../docker/reaper.js";
-import { SandboxContainer } from "../docker/sandbox-container.js";
+// One planned call from start to result. Data flows one way: plan -> run folder, gateway (+ proxy)
+// -> lease and watch of the writable trees -> container -> superviseRun (byte stream -> JSONL
+// records -> events -> outcome) -> container gone -> workspace diff -> result. This file sets up and
+// tears down; every path out removes what was created, in reverse order.
+import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
-import { startModelGateway, type ModelGateway } from "../gateway/model-gateway.js";
+import { startModelGateway } from "../gateway/model-gateway.js";
 import type { Usage } from "../pi/result-collector.js";
-import { containerFailure } from "./container-failure.js";
-import { OwnershipLease } from "./ownership.js";
-import type { ResolvedRun } from "./resolve-options.js";
-import { planRun } from "./plan-run.js";
-import type { RunPlan } from "./run-plan.js";
-import { RunTimeline, type RunEventListener } from "./run-events.js";
-import { superviseRun } from "./supervise-run.js";
 import { createDomainFilter } from "../proxy/domain-filter.js";
 import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import type { ProtectedChange } from "../workspace/protected-paths.js";
+import { SANDBOX_UID } from "../sandbox-contract.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { containerFailure } from "./container-failure.js";
+import { containerSpecOf } from "./container-spec.js";
+import { OwnershipLease } from "./ownership.js";
+import type { PlannedRun } from "./prepare-plan.js";
+import { protectedPathsChanged } from "./protected-paths-error.js";
+import { createRunDir, removeRunDir } from "./run-dirs.js";
+import type { RunTimeline } from "./run-events.js";
+import { RunTrip } from "./run-trip.js";
+import { superviseRun } from "./supervise-run.js";
 
 export interface RunDetails<T = unknown> {
   result: T;
@@ -46,63 +41,70 @@ export interface RunDetails<T = unknown> {
 }
 
 export interface ExecuteContext {
-  docker: DockerClient;
-  image: string;
+  engine: Engine;
   piVersion: string;
-  listeners: RunEventListener[];
-  /** The run's timeline when the caller already started it (e.g. to report an image build). */
-  timeline?: RunTimeline;
+  timeline: RunTimeline;
   signal?: AbortSignal;
-  /** Called with the plan before anything is started (for --dry-run style inspection and records). */
-  onPlan?(plan: RunPlan): void;
 }
 
-export function newRunId(): string {
-  return crypto.randomBytes(6).toString("hex");
+/** Teardown steps, run in reverse order of setup; a failing step does not stop the others. */
+class Cleanups {
+  readonly #steps: Array<() => Promise<void> | void> = [];
+  add(step: () => Promise<void> | void): void {
+    this.#steps.push(step);
+  }
+  async run(): Promise<void> {
+    for (const step of this.#steps.reverse()) {
+      await Promise.resolve()
+        .then(step)
+        .catch(() => {});
+    }
+  }
 }
 
-export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise<RunDetails> {
-  ctx.signal?.throwIfAborted();
-  const timeline = ctx.timeline ?? new RunTimeline(newRunId(), ctx.listeners);
-  const runId = timeline.runId;
+export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Promise<RunDetails> {
+  const { run, plan } = planned;
+  const { timeline, signal } = ctx;
+  signal?.throwIfAborted();
   const started = Date.now();
-  const cleanups: Array<() => Promise<void> | void> = [];
-  let container: SandboxContainer | undefined;
+  const cleanups = new Cleanups();
+  const trip = new RunTrip();
+  let container: EngineContainer | undefined;
+  // Removes the container (once) and says whether that worked: until it has, something of the
+  // sandbox may still run, so nothing is handed back and no tree is read as final.
+  let removeSandbox: () => Promise<boolean> = async () => true;
 
   try {
     // A missing CA bundle is a usage error: find out before anything is started.
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
-    const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-"));
-    cleanups.push(() => fs.rmSync(runDir, { recursive: true, force: true }));
-    // Lets a later reaper remove this folder if this process dies without cleaning up.
-    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`);
+    const runDir = createRunDir(plan.runId);
+    cleanups.add(() => void removeRunDir(runDir));
 
-    const routing = run.routing;
-    // The turn budget is also kept by the gateway, where code in the sandbox cannot get around
-    // it; supervise() decides what a refusal does to the run.
-    const budgetTrip: { onExceeded?: (attempted: number) => void } = {};
-    const gateway: ModelGateway = await startModelGateway({
-      socketPath: path.join(runDir, "gateway.sock"),
-      routes: routing.routes,
+    // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
+    const gateway = await startModelGateway({
+      socketPath: `${runDir}/gateway.sock`,
+      routes: run.routing.routes,
       onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
       maxGenerations: run.budgets.maxTurns,
-      onBudgetExceeded: (attempted) => budgetTrip.onExceeded?.(attempted),
+      onBudgetExceeded: (attempted) =>
+        trip.fire({
+          code: "limit",
+          limit: "turns",
+          message: `The sandbox asked for model response ${attempted}, over the budget of ${run.budgets.maxTurns} turns.`,
+        }),
     });
-    cleanups.push(() => gateway.close());
+    cleanups.add(() => gateway.close());
 
     if (run.policy.network === "allowlist") {
-      // The sandbox's only way to the internet: the proxy asks the policy's allow-list about
-      // every connection and every decision lands in the run's events.
+      // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every
+      // connection and every decision lands in the run's events.
       const proxy = await startEgressProxy({
-        socketPath: path.join(runDir, "proxy.sock"),
+        socketPath: `${runDir}/proxy.sock`,
         filter: createDomainFilter(run.policy.allowedDomains),
         onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
       });
-      cleanups.push(() => proxy.close());
+      cleanups.add(() => proxy.close());
     }
-
-    const { plan } = planRun(run, { runId, image: ctx.image, runDir, now: new Date(started) });
-    ctx.onPlan?.(plan);
     timeline.sandbox("run.planned", {
       model: plan.model,
       policy: plan.policyName,
@@ -111,13 +113,17 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     });
 
     if (plan.handBackTo) {
-      const sandboxOwner = { uid: Number(plan.user.split(":")[0]), gid: Number(plan.user.split(":")[1]) };
-      const lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], sandboxOwner);
+      const lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
       const handBackTo = plan.handBackTo;
-      cleanups.push(() => lease.restore(handBackTo));
+      cleanups.add(async () => {
+        if (await removeSandbox()) await lease.restore(handBackTo);
+        else
+          timeline.sandbox("workspace.still-lent", {
+            reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
+          });
+      });
     }
-
-    // After the ownership lease (its chown moves ctimes), before anything can write.
+    // After the lease (its chown moves ctimes), before anything can write.
     const watch = await WorkspaceWatch.start({
       workspace: run.cwd,
       workspaceWritable: run.policy.workspace === "read-write",
@@ -125,20 +131,49 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       protectedPaths: run.policy.protectedPaths,
     });
 
-    ctx.signal?.throwIfAborted();
-    container = await SandboxContainer.create(ctx.docker, containerCreateOptions(plan), ctx.signal).catch((error) => {
+    signal?.throwIfAborted();
+    container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
       throw containerFailure(error, plan);
     });
     const created = container;
-    cleanups.push(() => created.remove());
+    let removal: Promise<boolean> | undefined;
+    removeSandbox = () =>
+      (removal ??= created.remove().then(
+        () => true,
+        () => false,
+      ));
+    cleanups.add(async () => {
+      await removeSandbox();
+    });
     timeline.sandbox("container.created", { containerId: container.id });
 
-    const settled = await superviseRun(run, plan, container, timeline, ctx, started, budgetTrip).then(
+    const settled = await superviseRun({
+      plan,
+      prompt: run.prompt,
+      timeoutMs: run.timeoutMs,
+      budgets: run.budgets,
+      validator: run.validator,
+      container,
+      timeline,
+      trip,
+      signal,
+      startedAt: started,
+    }).then(
       (details) => ({ details }),
       (error: unknown) => ({ error }),
     );
-    // The container has stopped either way: diff the trees it could write. A protected path
-    // that changed fails the run whatever else happened; the result is withheld.
+    // The container may have exited on its own, but a process it started may not have: remove it
+    // (and wait for that) before reading what it wrote.
+    if (!(await removeSandbox())) {
+      throw new SandboxRunError(
+        "docker-unavailable",
+        `The engine could not remove the container ${created.id.slice(0, 12)}.`,
+        {
+          hint: "Its trees stay lent to the sandbox uid until it is gone: run `sandbox-run gc` (or `docker rm -f <id>`).",
+          runId: plan.runId,
+        },
+      );
+    }
     const workspace = await watch.finish();
     timeline.sandbox("workspace.changed", {
       created: workspace.changedFiles.created.length,
@@ -146,13 +181,26 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       deleted: workspace.changedFiles.deleted.length,
       snapshotMs: workspace.snapshotMs,
     });
+    // A protected path that changed fails the run whatever else happened; the result is withheld.
     if (workspace.violations.length > 0) {
       timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
-      if (!ctx.signal?.aborted)
-        throw protectedPathsChanged(workspace.violations, plan, container.id, timeline, settled);
+      if (!signal?.aborted) {
+        const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
+        throw protectedPathsChanged(workspace.violations, { plan, containerId: created.id, exitCode, timeline });
+      }
     }
     if ("error" in settled) throw settled.error;
-    return { ...settled.details, changedFiles: workspace.changedFiles };
+    return {
+      ...settled.details,
+      runId: plan.runId,
+      model: plan.model,
+      piVersion: ctx.piVersion,
+      policy: plan.policyName,
+      image: plan.image,
+      containerId: created.id,
+      durationMs: Date.now() - started,
+      changedFiles: workspace.changedFiles,
+    };
   } catch (error) {
     const e = error as SandboxRunError;
     timeline.sandbox("run.failed", {
@@ -162,35 +210,7 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     });
     throw error;
   } finally {
-    // Remove in reverse order of creation; a failing step must not stop the others.
-    for (const cleanup of cleanups.reverse()) {
-      await Promise.resolve()
-        .then(cleanup)
-        .catch(() => {});
-    }
+    await cleanups.run();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
-}
-
-function protectedPathsChanged(
-  violations: ProtectedChange[],
-  plan: RunPlan,
-  containerId: string,
-  timeline: RunTimeline,
-  settled: { details: Omit<RunDetails, "changedFiles"> } | { error: unknown },
-): SandboxRunError {
-  const shown = violations.slice(0, 10).map((v) => `${v.path} (${v.change})`);
-  const more = violations.length > shown.length ? ` and ${violations.length - shown.length} more` : "";
-  const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-  return new SandboxRunError(
-    "policy-violation",
-    `The agent changed protected paths of policy ${plan.policyName}: ${shown.join(", ")}${more}. The result was withheld.`,
-    {
-      hint: "Review and revert these changes (e.g. `git status`, `git checkout -- <path>`); if the task must change them, use a policy whose protectedPaths do not cover them.",
-      exitCode,
-      containerId,
-      runId: plan.runId,
-      lastEvents: timeline.lastEvents(),
-    },
-  );
 }

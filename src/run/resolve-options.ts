@@ -9,7 +9,7 @@ import { loadPolicy, parsePolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
-import { GATEWAY_PORT } from "./run-plan.js";
+import { GATEWAY_PORT, SANDBOX_MODES } from "../sandbox-contract.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -123,7 +123,7 @@ export function resolveRun(
   }
 
   const mode: SandboxMode = run.sandbox ?? config.sandbox ?? "workspace-write";
-  if (!["read-only", "workspace-write", "danger-full-access"].includes(mode)) {
+  if (!SANDBOX_MODES.includes(mode)) {
     throw usageError(`Unknown sandbox mode "${mode}".`, "Use read-only, workspace-write or danger-full-access.");
   }
   const policySource = run.policy ?? config.policy ?? mode;

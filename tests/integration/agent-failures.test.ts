@@ -5,7 +5,7 @@ import net from "node:net";
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/docker/labels.js";
+import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";

@@ -118,7 +118,7 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
 
     const doctor = await runBuiltCli(["doctor"], { env: { ...process.env, SANDBOX_RUN_IMAGE: tag } });
     expect(doctor.status).toBe(3);
-    expect(doctor.stderr).toContain(`FAIL  SANDBOX_RUN_IMAGE=${tag} is not a sandbox-run runner image`);
+    expect(doctor.stderr).toContain(`FAIL  The image ${tag} is not a sandbox-run runner image`);
   });
 
   it("an --apt image built on another version's runner image is refused with the command that rebuilds it", async () => {

@@ -3,7 +3,7 @@
 import crypto from "node:crypto";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { pruneRunnerImages } from "../../src/image/prune-images.js";
-import { docker, dockerAvailable, runBuiltCli } from "../support/harness.js";
+import { docker, dockerAvailable, engine, runBuiltCli } from "../support/harness.js";
 
 const suffix = crypto.randomBytes(4).toString("hex");
 const oldTag = `0.0.0-prune-old-${suffix}`;
@@ -27,7 +27,7 @@ describe.skipIf(!dockerAvailable())("image prune", () => {
     const user = await docker.createContainer({ Image: `sandbox-run/pi:${inUseTag}`, Entrypoint: ["true"] });
     cleanups.push(() => user.remove({ force: true }));
 
-    const result = await pruneRunnerImages(docker, current);
+    const result = await pruneRunnerImages(engine, current);
     expect(result.removed).toContain(`sandbox-run/pi:${oldTag}`);
     expect(result.removed).not.toContain(current);
     expect(result.kept.map((k) => k.tag)).toEqual([`sandbox-run/pi:${inUseTag}`]);

@@ -108,7 +108,7 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
     expect(e.shortMessage).toBe(
       "The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (modified). The result was withheld.",
     );
-    expect(e.hint).toMatch(/revert/);
+    expect(e.hint).toMatch(/^Review these changes before you use the workspace/);
     expect(log.ofType("policy.violation")[0]?.data).toEqual({
       protectedPaths: [{ path: ".github/workflows/ci.yml", change: "modified" }],
     });

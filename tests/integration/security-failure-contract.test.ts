@@ -150,7 +150,7 @@ describe.concurrent("the failure contract, through the CLI", () => {
       [],
       { policy: loadPolicy("workspace-write"), cwd: ws },
     );
-    expectCleanFailure(outcome, 1, /protected paths/, /Review and revert/);
+    expectCleanFailure(outcome, 1, /protected paths/, /Review these changes before you use the workspace/);
     expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(false);
   });
 

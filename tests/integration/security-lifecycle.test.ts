@@ -9,9 +9,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { reapContainers, reapRunDirs } from "../../src/docker/reaper.js";
-import type { RunPlan } from "../../src/run/run-plan.js";
-import { containersOfRuns, docker, lastToolResult, modelsFor } from "../support/harness.js";
+import { reapContainers } from "../../src/run/reap-orphans.js";
+import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
+import type { RunPlan } from "../../src/sandbox-contract.js";
+import { containersOfRuns, docker, engine, lastToolResult, modelsFor } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -80,7 +81,11 @@ function owners(dir: string): Record<string, string> {
   return out;
 }
 
-const runDirsIn = (dir: string) => fs.readdirSync(dir).filter((name) => name.startsWith("sandbox-run-"));
+/** The run folders in `dir`'s private per-user parent (see src/run/run-dirs.ts). */
+const runDirsIn = (dir: string) => {
+  const parent = runDirsParent(dir);
+  return fs.existsSync(parent) ? fs.readdirSync(parent).filter((name) => name.startsWith("run-")) : [];
+};
 
 // Not concurrent: `gc` reaps every orphan, so the two kill tests would reap each other's.
 describe("a controller killed with SIGKILL", () => {
@@ -102,7 +107,7 @@ describe("a controller killed with SIGKILL", () => {
     expect(gc.code, gc.stderr).toBe(0);
     expect(gc.stderr).toMatch(/\d+ container\(s\) and \d+ run folder\(s\) removed/);
     // Where this gc removed the container itself, it says why.
-    for (const line of gc.stderr.split("\n").filter((l) => l.includes(runId))) {
+    for (const line of gc.stderr.split("\n").filter((l) => l.includes(`(run ${runId})`))) {
       expect(line).toMatch(/: owner process \d+ is gone$/);
     }
     expect(await containersOfRuns([runId])).toEqual([]);
@@ -120,7 +125,7 @@ describe("a controller killed with SIGKILL", () => {
     await within(exit, 30_000, "the container's exit");
     const orphanLeft = (await containersOfRuns([runId])).length > 0;
     // What a ContainerPiAgent does before its first run (there with the default temp dir).
-    const reaped = await reapContainers(docker);
+    const reaped = await reapContainers(engine);
     reapRunDirs(tmpdir);
     if (orphanLeft) expect(reaped.find((r) => r.runId === runId)?.reason).toMatch(/owner process \d+ is gone/);
     expect(await containersOfRuns([runId])).toEqual([]);

@@ -32,6 +32,8 @@ const IDENTITY_PROBE = [
   'echo "setuid-files=$(find / -xdev -perm /6000 -type f 2>/dev/null | tr "\\n" " ")"',
   'echo "sockets=$(find / \\( -path /proc -o -path /sys \\) -prune -o \\( -type s -o -name "*.sock" \\) -print 2>/dev/null | tr "\\n" " ")"',
   'test -e /var/run/docker.sock || test -e /run/docker.sock; echo "docker-sock-absent=$?"',
+  // prctl(PR_GET_NO_NEW_PRIVS): the answer of the kernel in front of the sandbox (gVisor's /proc has no such line).
+  `perl -e 'print "prctl-nnp=", syscall(157, 39, 0, 0, 0, 0), "\\n"'`,
 ].join("\n");
 
 describe.concurrent("privilege", () => {
@@ -43,6 +45,7 @@ describe.concurrent("privilege", () => {
     expect(Number(p.gid)).toBeGreaterThan(0);
     for (const set of ["capinh", "capprm", "capeff", "capbnd", "capamb"]) expect(p[set], set).toBe("0000000000000000");
     expect(p.nonewprivs).toBe("1");
+    expect(p["prctl-nnp"]).toBe("1");
     expect(p.seccomp).toBe("2");
     expect(p["setuid-files"]).toBe("");
     // The only socket in the sandbox's filesystem is its own gateway's.
@@ -86,24 +89,34 @@ describe.concurrent("privilege", () => {
     }
   });
 
-  it("the gVisor runtime (runsc) keeps the same promises, with its own kernel in front of the host's", async () => {
+  it("the gVisor runtime (runsc) keeps the same promises, with its own kernel and a seccomp filter in front of the host's", async () => {
     // Under runsc the pids limit also counts gVisor's own threads (google/gvisor#2490): 128 is
     // too few for a `find /`, so this run gets the built-in policies' 256.
-    const outcome = await runHostile(
-      server,
-      [bash(`${IDENTITY_PROBE}\necho "kernel=$(dmesg 2>/dev/null | head -1)"`), finish()],
-      {
-        runtime: "runsc",
-        policy: hostilePolicy({ limits: { pids: 256 } }),
-      },
-    );
+    const probe = [
+      IDENTITY_PROBE,
+      'echo "kernel=$(uname -rv)"',
+      'unshare -U true 2>/dev/null; echo "unshare-user=$?"',
+      // Pi and the tools share a uid: on runsc one may not trace or read the memory of another.
+      "sleep 30 & sibling=$!",
+      `perl -e 'syscall(101, 16, '$sibling', 0, 0) == 0 ? print("ptrace-sibling=attached\\n") : print("ptrace-sibling=$!\\n")'`,
+      "kill $sibling",
+    ].join("\n");
+    const outcome = await runHostile(server, [bash(probe), finish()], {
+      runtime: "runsc",
+      policy: hostilePolicy({ limits: { pids: 256 } }),
+    });
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     const p = probes(outcome.toolResults[0] ?? "");
     expect(Number(p.uid)).toBeGreaterThan(0);
-    // gVisor's /proc/self/status has no NoNewPrivs/Seccomp lines: its sentry is the syscall filter.
     for (const set of ["capinh", "capprm", "capeff", "capbnd"]) expect(p[set], set).toBe("0000000000000000");
+    // runsc registered with --oci-seccomp applies sandbox-run's profile inside gVisor (without it: "0").
+    expect(p.seccomp).toBe("2");
+    expect(p["prctl-nnp"]).toBe("1");
+    expect(p["unshare-user"]).not.toBe("0");
+    expect(p["ptrace-sibling"]).toBe("Operation not permitted");
     expect(p["setuid-files"]).toBe("");
     expect(p["docker-sock-absent"]).toBe("1");
-    expect(p.kernel).toMatch(/gVisor/);
+    // gVisor's own kernel answers, not the host's.
+    expect(p.kernel).toBe("4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016");
   });
 });

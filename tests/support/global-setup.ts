@@ -4,7 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
-import { createDockerClient, pingDocker } from "../../src/docker/docker-engine.js";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 
@@ -26,10 +26,10 @@ export default async function setup(project: TestProject): Promise<() => void> {
   // The adversarial tests need sibling folders directly in the host's temp dir (see hostile-model.ts).
   process.env.SANDBOX_RUN_TESTS_HOST_TMP = hostTmp;
   const teardown = () => fs.rmSync(testTmp, { recursive: true, force: true });
-  const docker = createDockerClient();
+  const engine = new DockerEngine();
   const tag = runnerImageSpec().tag;
   try {
-    await pingDocker(docker);
+    await engine.ping();
   } catch (error) {
     if (process.env.CI) throw new Error(`Integration tests need a Docker engine on CI: ${(error as Error).message}`);
     console.warn(`Docker is not reachable; integration tests will be skipped locally (${(error as Error).message})`);
@@ -38,13 +38,11 @@ export default async function setup(project: TestProject): Promise<() => void> {
     project.provide("runscAvailable", false);
     return teardown;
   }
-  try {
-    await docker.getImage(tag).inspect();
-  } catch {
+  if (!(await engine.imageLabels(tag))) {
     console.warn(`Building the runner image ${tag} for the tests ...`);
-    await buildRunnerImage(docker, { progress: () => {} });
+    await buildRunnerImage(engine, { progress: () => {} });
   }
-  const runtimes = Object.keys(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
+  const runtimes = Object.keys((await engine.info()).runtimes);
   const runsc = runtimes.includes("runsc");
   if (!runsc && process.env.CI)
     throw new Error("CI runs the core cases on gVisor too: register runsc (scripts/setup-host.sh does)");

@@ -4,10 +4,12 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, expect, inject } from "vitest";
-import { createDockerClient } from "../../src/docker/docker-engine.js";
-import { LABEL_RUN_ID } from "../../src/docker/labels.js";
+import { createDockerClient } from "../../src/engine/docker-connection.js";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
+import { LABEL_RUN_ID } from "../../src/sandbox-contract.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import {
   startScriptedModelServer,
@@ -21,7 +23,9 @@ export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";
 export const dockerAvailable = (): boolean => inject("dockerAvailable");
 /** The runtimes the core cases run on: runc, and gVisor where it is registered (always on CI). */
 export const runtimes = (): Array<"runc" | "runsc"> => (inject("runscAvailable") ? ["runc", "runsc"] : ["runc"]);
+/** dockerode, for tests that inspect what the engine holds; the library goes through `engine`. */
 export const docker = createDockerClient();
+export const engine = new DockerEngine(docker);
 
 export async function startModel(scripts: Record<string, Script> = {}): Promise<ScriptedModelServer> {
   return startScriptedModelServer({ scripts });
@@ -129,6 +133,18 @@ export function runProcess(
 
 /** The built CLI (dist/cli/main.js, made by `npm run build`). */
 export const builtCli = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+
+/** The CLI from source (through tsx), as a child process: for unit tests, which must not need a build. */
+export function runSourceCli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<ProcessResult> {
+  return runProcess(process.execPath, ["--import", tsxLoader, sourceCli, ...args], options);
+}
+
+const sourceCli = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
+/** tsx's loader by absolute URL: the CLI may run in a folder where `tsx` does not resolve. */
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
 
 /** Runs the built CLI as a child process. */
 export function runBuiltCli(

@@ -16,7 +16,7 @@ import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import type { Limits, Policy } from "../../src/policy/policy-schema.js";
 import type { RunDetails } from "../../src/run/execute-run.js";
 import type { RunEvent } from "../../src/run/run-events.js";
-import type { RunPlan } from "../../src/run/run-plan.js";
+import type { RunPlan } from "../../src/sandbox-contract.js";
 import type {
   RecordedRequest,
   Script,
@@ -101,6 +101,8 @@ export interface HostileRunOptions extends RunCallOptions {
   agent?: Partial<ContainerPiAgentConfig>;
   /** The models.json for this run's model id; default: modelsFor(server, [id]). */
   modelsJson?: (modelId: string) => Record<string, unknown>;
+  /** Receives the run's plan before it starts. */
+  onPlan?: (plan: RunPlan) => void;
 }
 
 /**
@@ -116,7 +118,7 @@ export async function runHostile(
   const modelId = `hostile-${crypto.randomBytes(5).toString("hex")}`;
   server.setScript(modelId, steps);
   const events: RunEvent[] = [];
-  const { prompt = "Do the task.", agent: agentConfig, modelsJson, ...runOptions } = options;
+  const { prompt = "Do the task.", agent: agentConfig, modelsJson, onPlan, onEvent, signal, ...runOptions } = options;
   let plan: RunPlan | undefined;
   const agent = new ContainerPiAgent({
     models: modelsJson ? modelsJson(modelId) : modelsFor(server, [modelId]),
@@ -125,19 +127,20 @@ export async function runHostile(
   });
   const outcome: HostileOutcome = { runId: "", events, toolResults: [], requests: [], modelId };
   try {
-    outcome.details = await agent.runDetailed(prompt, {
+    const planned = agent.plan(prompt, {
       model: `scripted/${modelId}`,
       cwd: runOptions.cwd ?? hostileWorkspace(),
       policy: hostilePolicy(),
       schema: DONE_SCHEMA,
       ...runOptions,
+    });
+    plan = planned.plan;
+    onPlan?.(planned.plan);
+    outcome.details = await agent.runPlanned(planned, {
+      signal,
       onEvent: (event) => {
         events.push(event);
-        runOptions.onEvent?.(event);
-      },
-      onPlan: (p) => {
-        plan = p;
-        runOptions.onPlan?.(p);
+        onEvent?.(event);
       },
     });
   } catch (error) {

@@ -256,7 +256,8 @@ describe("--dry-run", () => {
     expect(result.code).toBe(0);
     expect(engineConnections).toBe(0);
     const plan = JSON.parse(result.stdout);
-    expect(plan.runId).toBe("dry-run");
+    // The plan a run would follow, with the run id it would have.
+    expect(plan.runId).toMatch(/^[0-9a-f]{12}$/);
     expect(plan.model).toBe("scripted/x");
     expect(plan.mounts[0]).toEqual({ hostPath: ws, containerPath: ws, readOnly: false, kind: "workspace" });
     expect(plan.piArgs).toEqual(expect.arrayContaining(["--model", "scripted/x", "--no-context-files"]));

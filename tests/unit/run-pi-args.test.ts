@@ -2,12 +2,18 @@
 // a caller's extra flags can never change the protocol or the boundary.
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
-import { IMAGE_PATHS } from "../../src/image/runner-image.js";
+import { IMAGE_PATHS } from "../../src/sandbox-contract.js";
 import { buildPiArgs, checkExtraArgs, FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import { buildRunPlan } from "../../src/run/run-plan.js";
+import { buildRunPlan } from "../../src/run/build-run-plan.js";
 
-const base = { model: "scripted/x", tools: ["read", "bash"], contextFiles: false, extraArgs: [] };
+const base = {
+  model: "scripted/x",
+  tools: ["read", "bash"],
+  contextFiles: false,
+  extraArgs: [],
+  finalToolExtension: IMAGE_PATHS.finalToolExtension,
+};
 
 /** The value that follows `flag` in argv. */
 const flagValue = (argv: string[], flag: string) => argv[argv.indexOf(flag) + 1];

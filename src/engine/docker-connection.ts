@@ -10,17 +10,6 @@ export function createDockerClient(): DockerClient {
   return new Docker();
 }
 
-/** Checks that the engine is on this machine (see assertLocalEngine), then that it answers. */
-export async function pingDocker(docker: DockerClient, signal?: AbortSignal): Promise<void> {
-  assertLocalEngine(docker);
-  try {
-    await docker.ping({ abortSignal: signal } as never);
-  } catch (error) {
-    if (signal?.aborted) throw signal.reason;
-    throw dockerUnavailable(error);
-  }
-}
-
 export function dockerUnavailable(cause: unknown): SandboxRunError {
   const where = process.env.DOCKER_HOST ?? "/var/run/docker.sock";
   const detail = (cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.message ?? String(cause);

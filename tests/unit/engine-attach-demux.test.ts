@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AttachDemuxer } from "../../src/docker/attach-demux.js";
+import { AttachDemuxer } from "../../src/engine/attach-demux.js";
 
 /** One frame as the engine writes it: type, three zero bytes, big-endian length, payload. */
 function frame(type: 0 | 1 | 2, payload: string | Buffer): Buffer {

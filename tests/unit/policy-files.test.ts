@@ -1,4 +1,4 @@
-// User policy files through the built CLI: a file with mistakes gets precise `path: message`
+// User policy files through the CLI (run from source, so no build is needed): a file with mistakes gets precise `path: message`
 // lines and exit 2 before anything starts; the shipped example is valid and is the one the docs
 // show; the docs' field reference is the one the schema generates; --dry-run shows what the
 // allow-list, the CA bundle and protected directories add to the plan.
@@ -7,14 +7,14 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { DOCS_FILE, withReference } from "../../scripts/policy-reference.js";
-import { makeWorkspace, runBuiltCli, type ProcessResult } from "../support/harness.js";
+import { makeWorkspace, type ProcessResult, runSourceCli } from "../support/harness.js";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 const examplePolicy = path.join(repoRoot, "policies/examples/npm-install.json");
 
 function runCli(args: string[], cwd: string, env: Record<string, string> = {}): Promise<ProcessResult> {
   // An engine that cannot be reached: a usage error must come before any engine contact.
-  return runBuiltCli(args, { cwd, env: { ...process.env, DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env } });
+  return runSourceCli(args, { cwd, env: { ...process.env, DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env } });
 }
 
 const badPolicy = {

@@ -1,72 +1,26 @@
-// The run plan: everything one call will do, as plain data. Built by a pure function from
-// resolved options, printed by --dry-run, turned into a container by docker/, and tested
-// without Docker.
+// The run plan: everything one call will do, as plain data. Built by a pure function from resolved
+// options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../agent.js";
-import { IMAGE_PATHS } from "../image/runner-image.js";
+import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../pi/pi-args.js";
+import type { Policy } from "../policy/policy-schema.js";
 import {
-  LABEL_CREATED_AT,
-  LABEL_DEADLINE,
+  CA_BUNDLE_ENV_NAMES,
+  containerLabels,
+  GATEWAY_PORT,
+  GATEWAY_SOCKET,
+  HOST_CA_BUNDLE,
+  IMAGE_PATHS,
   LABEL_HAND_BACK,
-  LABEL_MANAGED,
-  LABEL_OWNER_HOST,
-  LABEL_OWNER_PID,
-  LABEL_RUN_ID,
-} from "../docker/labels.js";
-import type { Limits, Policy } from "../policy/policy-schema.js";
-import { buildPiArgs, FINAL_TOOL_NAME, FINAL_TOOL_DESCRIPTION } from "../pi/pi-args.js";
+  LABEL_LENT_ROOTS,
+  type Mount,
+  PROXY_PORT,
+  PROXY_SOCKET,
+  type RunPlan,
+  SANDBOX_CA_BUNDLE,
+  SANDBOX_UID,
+} from "../sandbox-contract.js";
 
-/** Loopback ports inside the sandbox that the launcher forwards to host unix sockets. */
-export const GATEWAY_PORT = 18080;
-export const PROXY_PORT = 18081;
-export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
-export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
-/** The sandbox user when the caller is root: the sandbox never runs as uid 0. */
-export const SANDBOX_UID = 65532;
-/** The host CA bundle a policy with trustHostCaBundle mounts (Debian/Ubuntu/Alpine location). */
-export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
-/** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
-export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
-/** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
-export const CA_BUNDLE_ENV_NAMES = [
-  "NODE_EXTRA_CA_CERTS",
-  "SSL_CERT_FILE",
-  "GIT_SSL_CAINFO",
-  "CURL_CA_BUNDLE",
-  "REQUESTS_CA_BUNDLE",
-] as const;
-
-export interface Mount {
-  hostPath: string;
-  containerPath: string;
-  readOnly: boolean;
-  /** protected: an existing protectedPaths directory or file, read-only inside the read-write workspace;
-   *  ca-bundle: the host's CA bundle, one file, read-only. */
-  kind: "workspace" | "writable-root" | "read-only" | "socket" | "protected" | "ca-bundle";
-}
-
-export interface RunPlan {
-  runId: string;
-  image: string;
-  runtime: "runc" | "runsc";
-  policyName: string;
-  model: string;
-  /** "uid:gid" the sandbox runs as. */
-  user: string;
-  /** Set when the caller is root: files the sandbox creates are handed back to this owner. */
-  handBackTo?: { uid: number; gid: number };
-  workingDir: string;
-  /** Arguments after the launcher: Pi's argv. */
-  piArgs: string[];
-  entrypoint: string[];
-  env: Record<string, string>;
-  mounts: Mount[];
-  tmpfs: Record<string, string>;
-  network: "none" | "bridge";
-  limits: Limits;
-  labels: Record<string, string>;
-  finalToolName?: string;
-  schema?: JsonSchema;
-}
+export type { Mount, RunPlan } from "../sandbox-contract.js";
 
 export interface PlanInput {
   runId: string;
@@ -174,7 +128,6 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     SANDBOX_RUN_CONFIG: JSON.stringify(launcherConfig),
   };
 
-  const created = input.now.toISOString();
   return {
     runId: input.runId,
     image: input.image,
@@ -186,6 +139,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     workingDir: input.cwd,
     entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
     piArgs: buildPiArgs({
+      finalToolExtension: IMAGE_PATHS.finalToolExtension,
       model: input.model,
       tools: policy.tools,
       finalToolName,
@@ -201,14 +155,20 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     network: policy.network === "open" ? "bridge" : "none",
     limits: policy.limits,
     labels: {
-      [LABEL_MANAGED]: "true",
-      [LABEL_RUN_ID]: input.runId,
-      [LABEL_OWNER_PID]: String(input.owner.pid),
-      [LABEL_OWNER_HOST]: input.owner.host,
-      [LABEL_CREATED_AT]: created,
-      [LABEL_DEADLINE]: new Date(input.now.getTime() + input.timeoutMs).toISOString(),
-      // Lets `gc` hand the tree back if this controller dies before it can.
-      ...(asRoot ? { [LABEL_HAND_BACK]: `${input.caller.uid}:${input.caller.gid}` } : {}),
+      ...containerLabels({
+        runId: input.runId,
+        pid: input.owner.pid,
+        host: input.owner.host,
+        createdAt: input.now,
+        deadline: new Date(input.now.getTime() + input.timeoutMs),
+      }),
+      // Let `gc` hand every lent tree back (any mode) if this controller dies before it can.
+      ...(asRoot
+        ? {
+            [LABEL_HAND_BACK]: `${input.caller.uid}:${input.caller.gid}`,
+            [LABEL_LENT_ROOTS]: JSON.stringify([input.cwd, ...input.writableRoots]),
+          }
+        : {}),
     },
     finalToolName,
     schema: input.schema,

@@ -4,7 +4,8 @@ import net from "node:net";
 import Docker from "dockerode";
 import { describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { assertLocalEngine, dockerUnavailable } from "../../src/docker/docker-engine.js";
+import { assertLocalEngine, dockerUnavailable } from "../../src/engine/docker-connection.js";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 
 function refusal(docker: Docker): SandboxRunError | undefined {
@@ -56,7 +57,12 @@ describe("assertLocalEngine", () => {
     const port = (listener.address() as net.AddressInfo).port;
     // This machine's own address, not loopback: the kind of address a remote engine has.
     const docker = new Docker({ host: "0.0.0.0", port });
-    const agent = new ContainerPiAgent({ docker, model: "scripted/x", models: MODELS, reapOrphans: false });
+    const agent = new ContainerPiAgent({
+      engine: new DockerEngine(docker),
+      model: "scripted/x",
+      models: MODELS,
+      reapOrphans: false,
+    });
     const error = await agent.run("task", { cwd: process.cwd() }).catch((e: unknown) => e);
     await new Promise<void>((resolve) => listener.close(() => resolve()));
     expect(isSandboxRunError(error) && error.code, String(error)).toBe("docker-unavailable");

@@ -1,0 +1,74 @@
+// The layers of src/, as rules CI checks (`npm run lint`). See docs/architecture.md for the picture.
+//
+//   leaf      agent.ts, errors.ts, sandbox-contract.ts: shared types and constants, import nothing of ours
+//   parts     engine/ pi/ gateway/ proxy/ workspace/ policy/ http/ image/ record/ scripted-model/ demo/
+//   run       run/: one call from options to result, composed from the parts
+//   agent     container-pi-agent.ts, index.ts (and the public testing entry)
+//   cli       cli/: a thin shell over the library
+const PARTS = "^src/(engine|pi|gateway|proxy|workspace|policy|http|image|record|scripted-model|demo)/";
+const LEAF = "^src/(agent|errors|sandbox-contract)\\.ts$";
+
+module.exports = {
+  forbidden: [
+    { name: "no-circular", severity: "error", from: {}, to: { circular: true } },
+    {
+      name: "dockerode-only-in-engine",
+      comment: "Only the engine seam talks to dockerode; everything else goes through the Engine interface.",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/engine/" },
+      to: { path: "node_modules/(dockerode|docker-modem|@types/dockerode)/" },
+    },
+    {
+      name: "library-never-imports-cli",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/cli/" },
+      to: { path: "^src/cli/" },
+    },
+    {
+      name: "leaf-imports-only-leaf",
+      comment: "The shared contract stays a leaf, so every layer can depend on it.",
+      severity: "error",
+      from: { path: LEAF },
+      to: { path: "^src/", pathNot: LEAF },
+    },
+    {
+      name: "parts-never-import-run-or-agent",
+      comment: "Data flows down: the parts know nothing of how a run composes them.",
+      severity: "error",
+      from: { path: PARTS },
+      to: { path: "^src/(run/|container-pi-agent\\.ts|index\\.ts|testing\\.ts)" },
+    },
+    {
+      name: "engine-is-infrastructure",
+      comment: "engine/ knows containers, not Pi, policies, images, gateways or workspaces.",
+      severity: "error",
+      from: { path: "^src/engine/" },
+      to: { path: "^src/", pathNot: ["^src/engine/", LEAF] },
+    },
+    {
+      name: "pi-knows-only-pi",
+      comment: "Only pi/ knows Pi's flags and event shapes; it depends on nothing but the leaf.",
+      severity: "error",
+      from: { path: "^src/pi/" },
+      to: { path: "^src/", pathNot: ["^src/pi/", LEAF] },
+    },
+    {
+      name: "proxy-and-gateway-stay-apart",
+      severity: "error",
+      from: { path: "^src/(proxy|gateway)/" },
+      to: { path: "^src/(run|engine|image|workspace|record)/" },
+    },
+    {
+      name: "run-never-imports-agent",
+      severity: "error",
+      from: { path: "^src/run/" },
+      to: { path: "^src/(container-pi-agent|index|testing)\\.ts$" },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsConfig: { fileName: "tsconfig.json" },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "require", "node", "default"] },
+  },
+};

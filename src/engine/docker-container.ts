@@ -1,0 +1,102 @@
+// One Docker container's life: attach (before start, so no output is lost and the prompt reaches
+// stdin), start, wait, exec, and a removal that is idempotent and safe to call from every exit path.
+import { PassThrough, type Readable, type Writable } from "node:stream";
+import type Docker from "dockerode";
+import { AttachDemuxer } from "./attach-demux.js";
+import { isGoneError } from "./docker-connection.js";
+import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
+
+type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
+
+export class DockerContainer implements EngineContainer {
+  private removal?: Promise<void>;
+
+  constructor(private readonly container: Docker.Container) {}
+
+  get id(): string {
+    return this.container.id;
+  }
+
+  async attach(signal?: AbortSignal): Promise<ContainerStreams> {
+    const stream = (await this.container.attach({
+      stream: true,
+      hijack: true,
+      stdin: true,
+      stdout: true,
+      stderr: true,
+      abortSignal: signal,
+    } as Docker.ContainerAttachOptions)) as unknown as HijackedStream;
+    return { stdin: stream, ...demuxed(stream) };
+  }
+
+  async start(signal?: AbortSignal): Promise<void> {
+    await this.container.start({ abortSignal: signal } as object);
+  }
+
+  async wait(signal?: AbortSignal): Promise<ContainerExit> {
+    const result = (await this.container.wait({ abortSignal: signal } as object)) as { StatusCode: number };
+    const info = await this.container.inspect().catch(() => undefined);
+    return { exitCode: result.StatusCode, oomKilled: Boolean(info?.State?.OOMKilled) };
+  }
+
+  async kill(): Promise<void> {
+    await this.container.kill().catch((error: unknown) => {
+      if (!isGoneError(error) && !String(error).includes("is not running")) throw error;
+    });
+  }
+
+  remove(): Promise<void> {
+    this.removal ??= this.container.remove({ force: true, v: true }).catch((error: unknown) => {
+      if (!isGoneError(error)) throw error;
+    });
+    return this.removal;
+  }
+
+  async exec(options: ExecOptions, signal?: AbortSignal): Promise<ExecSession> {
+    const exec = await this.container.exec({
+      Cmd: options.cmd,
+      User: options.user,
+      Env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      ...(options.workingDir ? { WorkingDir: options.workingDir } : {}),
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      abortSignal: signal,
+    } as Docker.ExecCreateOptions);
+    const stream = (await exec.start({ hijack: true, stdin: true, abortSignal: signal } as object)) as HijackedStream;
+    const { stdout, stderr } = demuxed(stream);
+    // The process's output is over when the hijacked stream ends, whether or not anyone read it.
+    const ended = new Promise<void>((resolve) => {
+      stream.once("end", resolve);
+      stream.once("close", resolve);
+      stream.once("error", () => resolve());
+    });
+    const exit = ended.then(async () => {
+      const info = await exec.inspect();
+      return info.ExitCode ?? -1;
+    });
+    // Nobody may be waiting yet; a failure is reported to whoever awaits `exit`.
+    exit.catch(() => {});
+    return { stdin: stream, stdout, stderr, exit };
+  }
+}
+
+/** Splits an attach/exec stream into stdout and stderr, both ended when the stream ends. */
+function demuxed(stream: HijackedStream): { stdout: PassThrough; stderr: PassThrough } {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const demuxer = new AttachDemuxer(
+    (payload) => stdout.write(payload),
+    (payload) => stderr.write(payload),
+  );
+  stream.on("data", (chunk: Buffer) => demuxer.push(chunk));
+  const end = () => {
+    stdout.end();
+    stderr.end();
+  };
+  stream.on("end", end);
+  stream.on("close", end);
+  stream.on("error", end);
+  return { stdout, stderr };
+}

@@ -1,0 +1,142 @@
+// The engine seam: everything sandbox-run asks of a container engine, and nothing more. The rest of
+// the library (image/, run/, cli/, the agent) talks to an Engine; only the implementations in this
+// folder know dockerode or the Engine API. Every container an Engine creates is hardened the same
+// way whatever the caller asks (read-only root, no capabilities, no-new-privileges, private IPC and
+// cgroup namespaces, no core dumps, no logs), so no caller can forget a piece of the boundary.
+import type { Readable, Writable } from "node:stream";
+
+export interface EngineInfo {
+  /** Engine version, e.g. "26.1.5" (Docker) or "4.3.1" (Podman). */
+  version: string;
+  apiVersion: string;
+  /** Registered runtimes (runc, runsc, crun ...) and their arguments. */
+  runtimes: Record<string, { path?: string; runtimeArgs?: string[] }>;
+  securityOptions: string[];
+  /** "1" or "2" where the engine says. */
+  cgroupVersion?: string;
+}
+
+export interface ImageSummary {
+  id: string;
+  tags: string[];
+}
+
+export interface ContainerSummary {
+  id: string;
+  labels: Record<string, string>;
+  /** "running", "exited", "created" ... */
+  state: string;
+}
+
+export interface BindMount {
+  hostPath: string;
+  containerPath: string;
+  readOnly: boolean;
+}
+
+/** An engine-neutral container description; the engine adds the fixed hardening. */
+export interface ContainerSpec {
+  name?: string;
+  image: string;
+  entrypoint: string[];
+  cmd: string[];
+  env: Record<string, string>;
+  /** "uid:gid"; never root (engines refuse nothing here, the plan guarantees it). */
+  user: string;
+  workingDir?: string;
+  labels: Record<string, string>;
+  runtime: string;
+  network: "none" | "bridge";
+  mounts: BindMount[];
+  /** Container path -> tmpfs mount options (size, mode, uid ...). */
+  tmpfs: Record<string, string>;
+  limits: {
+    memoryMb: number;
+    cpus?: number;
+    pids: number;
+    /** RLIMIT_FSIZE: the largest file a process in the container may write. */
+    fileSizeMb?: number;
+  };
+  /** Open stdin for attach (the prompt is written there). */
+  openStdin: boolean;
+  /** Run an init as PID 1 that reaps orphans (the bash tool leaves many). */
+  init: boolean;
+}
+
+export interface ContainerStreams {
+  stdin: Writable;
+  stdout: Readable;
+  stderr: Readable;
+}
+
+export interface ContainerExit {
+  exitCode: number;
+  oomKilled: boolean;
+}
+
+export interface ExecOptions {
+  cmd: string[];
+  /** "uid:gid" the command runs as. */
+  user: string;
+  env?: Record<string, string>;
+  workingDir?: string;
+}
+
+export interface ExecSession {
+  /** Ends the process's stdin when ended. */
+  stdin: Writable;
+  stdout: Readable;
+  stderr: Readable;
+  /** The command's exit code, once both output streams ended. */
+  exit: Promise<number>;
+}
+
+export interface EngineContainer {
+  readonly id: string;
+  /** Attaches stdin/stdout/stderr; must happen before start() so no output is lost. */
+  attach(signal?: AbortSignal): Promise<ContainerStreams>;
+  start(signal?: AbortSignal): Promise<void>;
+  /** Resolves when the container exits, with its exit code and OOM state. */
+  wait(signal?: AbortSignal): Promise<ContainerExit>;
+  /** Stops every process now (SIGKILL); a container that is already gone is fine. */
+  kill(): Promise<void>;
+  /** Force-removes the container; idempotent, tolerates a container that is already gone. */
+  remove(): Promise<void>;
+  /** Runs a command in the running container with its stdio attached. */
+  exec(options: ExecOptions, signal?: AbortSignal): Promise<ExecSession>;
+}
+
+export interface BuildImageOptions {
+  tag: string;
+  labels?: Record<string, string>;
+  buildArgs?: Record<string, string>;
+  /** One line of build output at a time. */
+  onProgress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface Engine {
+  /** "local", or the name an engines file gives it: used in messages and events. */
+  readonly name: string;
+  /** Whether paths on this host are paths on the engine's host too (bind mounts work). */
+  readonly sharesHostFilesystem: boolean;
+  /** Throws a SandboxRunError "docker-unavailable" that says how to fix it when the engine does not answer. */
+  ping(signal?: AbortSignal): Promise<void>;
+  info(signal?: AbortSignal): Promise<EngineInfo>;
+  /** The image's labels, or undefined when the engine has no such image. */
+  imageLabels(ref: string, signal?: AbortSignal): Promise<Record<string, string> | undefined>;
+  listImages(references: string[]): Promise<ImageSummary[]>;
+  /** Removes an image tag; rejects with the engine's reason (e.g. a container still uses it). */
+  removeImage(ref: string): Promise<void>;
+  /** Builds from a tar of the build context; rejects with the failing step's message. */
+  buildImage(context: Readable, options: BuildImageOptions): Promise<void>;
+  /** Pulls an image; false when no registry answered within the time. */
+  pullImage(ref: string, timeoutMs: number): Promise<boolean>;
+  /** Makes an image from a tar of a root filesystem (`docker import`). */
+  importImage(rootfsTar: Readable, ref: string): Promise<void>;
+  createContainer(spec: ContainerSpec, signal?: AbortSignal): Promise<EngineContainer>;
+  /** Containers (any state) that carry every one of the given `key=value` labels. */
+  listContainers(labels: string[]): Promise<ContainerSummary[]>;
+  /** Force-removes a container by id; a container that is already gone is fine. */
+  removeContainer(id: string): Promise<void>;
+}

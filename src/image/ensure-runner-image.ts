@@ -1,0 +1,63 @@
+// Which image a run uses, and whether it can: a chosen image must be built FROM the runner image
+// (its launcher runs Pi), which passes on the runner's labels; an `image build --apt` image must be
+// built on this version's runner image; a missing default image is built when the caller allows it.
+import type { Engine } from "../engine/engine.js";
+import { SandboxRunError } from "../errors.js";
+import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import type { Progress } from "./base-image.js";
+import { buildRunnerImage } from "./build-runner-image.js";
+import { runnerImageSpec } from "./runner-image.js";
+
+export interface ReadyImage {
+  tag: string;
+  piVersion: string;
+}
+
+/** Why labels do not belong to a usable runner image of this version, or undefined when they do. */
+export function runnerImageProblem(tag: string, labels: Record<string, string>): SandboxRunError | undefined {
+  const spec = runnerImageSpec();
+  if (!labels[IMAGE_LABEL_PI_VERSION]) {
+    return new SandboxRunError(
+      "usage",
+      `The image ${tag} is not a sandbox-run runner image (it has no ${IMAGE_LABEL_PI_VERSION} label).`,
+      {
+        hint: `Build it FROM ${spec.tag} (\`sandbox-run image tag\` prints it), or add Debian packages with \`sandbox-run image build --apt <packages>\`.`,
+      },
+    );
+  }
+  const aptPackages = labels[IMAGE_LABEL_APT_PACKAGES];
+  if (aptPackages && labels[IMAGE_LABEL_CONTENT_HASH] !== spec.contentHash) {
+    return new SandboxRunError(
+      "image-missing",
+      `The image ${tag} was built on the runner image of another sandbox-run version.`,
+      {
+        hint: `Rebuild it for this version: sandbox-run image build --apt ${aptPackages.split(" ").join(",")}`,
+      },
+    );
+  }
+  return undefined;
+}
+
+/** The image a run asked for (or this version's runner image), checked; built when missing and allowed. */
+export async function ensureRunnerImage(
+  engine: Engine,
+  options: { image?: string; autoBuild?: boolean; progress?: Progress },
+): Promise<ReadyImage> {
+  const spec = runnerImageSpec();
+  const tag = options.image ?? spec.tag;
+  const labels = await engine.imageLabels(tag);
+  if (labels) {
+    const problem = runnerImageProblem(tag, labels);
+    if (problem) throw problem;
+    return { tag, piVersion: labels[IMAGE_LABEL_PI_VERSION]! };
+  }
+  if (options.image || !options.autoBuild) {
+    throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
+      hint: options.image
+        ? "Check the tag (`docker images`), or build it: `sandbox-run image build` for the runner image, with `--apt <packages>` for one with more tools."
+        : "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
+    });
+  }
+  const built = await buildRunnerImage(engine, { progress: options.progress });
+  return { tag: built.tag, piVersion: spec.piVersion };
+}

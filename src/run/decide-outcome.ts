@@ -1,0 +1,96 @@
+// How a run ends, decided from what the host saw: a tripped limit, budget, timeout or abort; the
+// container's exit; and what the event stream claims the agent produced. A pure function, so the
+// failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
+// aborted > timeout > tripped limit > limit shown by the exit > crash > result (validated) > failure.
+import type { z } from "zod";
+import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
+import type { Outcome } from "../pi/result-collector.js";
+import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
+import type { Trip } from "./run-trip.js";
+
+export interface OutcomeFacts {
+  trip?: Trip;
+  /** The caller's AbortSignal reason, rethrown as is when the run was aborted. */
+  abortReason?: unknown;
+  /** The container's exit; exitCode is 0 when the host stopped it after Pi had settled. */
+  exit: { exitCode: number; oomKilled: boolean };
+  stderrTail: string;
+  /** What the run produced. */
+  outcome: Outcome;
+  badRecords: number;
+  runtime: string;
+  /** Set in schema mode: the host-side validator of the final object. */
+  validator?: z.ZodType;
+}
+
+export type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
+
+/** `evidence` is attached to every error (exit code, stderr tail, container id, last events ...). */
+export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDetails): Decision {
+  const fail = (error: unknown): Decision => ({ ok: false, error });
+  const { trip, exit } = facts;
+  if (trip?.code === "aborted")
+    return fail(facts.abortReason ?? new SandboxRunError("aborted", trip.message, evidence));
+  if (trip?.code === "timeout") {
+    return fail(
+      new SandboxRunError("timeout", trip.message, {
+        ...evidence,
+        hint: "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+      }),
+    );
+  }
+  if (trip) return fail(limitError(trip.message, trip.limit, evidence));
+  const fromExit = limitFromExit(exit, facts.stderrTail);
+  if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));
+
+  const { outcome } = facts;
+  if (exit.exitCode !== 0 && outcome.kind !== "structured" && outcome.kind !== "text") {
+    return fail(
+      new SandboxRunError(
+        "agent-crashed",
+        `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, facts.runtime)}.`,
+        {
+          ...evidence,
+          hint: "See the stderr tail on this error (or --events) for what Pi reported.",
+        },
+      ),
+    );
+  }
+  switch (outcome.kind) {
+    case "text":
+      return { ok: true, kind: "text", result: outcome.text };
+    case "structured": {
+      const checked = facts.validator!.safeParse(outcome.value);
+      if (checked.success) return { ok: true, kind: "structured", result: checked.data };
+      const issues = checked.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+      return fail(
+        new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
+          ...evidence,
+          hint: "Pi accepted arguments the schema does not allow (Pi coerces some values); tighten the prompt or the schema.",
+        }),
+      );
+    }
+    case "model-error":
+      return fail(
+        new SandboxRunError("model-error", `The model provider failed: ${outcome.message}`, {
+          ...evidence,
+          hint: "Check the model name, the provider's key on the host, and that the provider is reachable from the host (`sandbox-run doctor`).",
+        }),
+      );
+    case "no-result": {
+      const unreadable = facts.badRecords ? ` (${facts.badRecords} unreadable records)` : "";
+      return fail(
+        new SandboxRunError("no-result", `The agent finished without a result: ${outcome.reason}${unreadable}.`, {
+          ...evidence,
+          hint: facts.validator
+            ? "Ask for the result explicitly in the prompt, or use a stronger model."
+            : "Check the events (--events) to see where the agent stopped.",
+        }),
+      );
+    }
+  }
+}
+
+function limitError(message: string, limit: string | undefined, evidence: SandboxRunErrorDetails): SandboxRunError {
+  return new SandboxRunError("limit", message, { ...evidence, limit, hint: limitHint(limit) });
+}

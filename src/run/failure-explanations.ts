@@ -1,0 +1,65 @@
+// What a failed run's evidence means, in words: which limit an exit points to, what to do about a
+// tripped limit, why Pi or the launcher exited. Pure functions over the evidence.
+import { LAUNCHER_EXIT } from "../sandbox-contract.js";
+
+/** A limit the container's exit (or its stderr) shows was hit, if any. */
+export function limitFromExit(
+  exit: { exitCode: number; oomKilled: boolean },
+  stderr: string,
+): { limit: string; message: string } | undefined {
+  if (exit.oomKilled)
+    return { limit: "memory", message: "The sandbox ran out of memory and was killed (memory limit)." };
+  if (/ENOSPC|no space left on device/i.test(stderr)) {
+    return {
+      limit: "tmpfs",
+      message: "The sandbox's temporary space (/tmp or home tmpfs) is full (tmpfs size limit).",
+    };
+  }
+  if (/EFBIG|File too large/i.test(stderr) && exit.exitCode !== 0) {
+    return { limit: "disk", message: "A process in the sandbox wrote a file past the disk limit (limits.diskMb)." };
+  }
+  if (/EAGAIN.*(spawn|fork)|fork: retry|Resource temporarily unavailable/i.test(stderr) && exit.exitCode !== 0) {
+    return { limit: "pids", message: "The sandbox could not start more processes (pids limit)." };
+  }
+  return undefined;
+}
+
+export function limitHint(limit?: string): string {
+  switch (limit) {
+    case "memory":
+      return "Raise limits.memoryMb in a policy file, or make the task use less memory.";
+    case "tmpfs":
+      return "Raise limits.tmpMb / limits.homeMb in a policy file, or keep tool output smaller.";
+    case "pids":
+      return "Raise limits.pids in a policy file if the task really needs more processes.";
+    case "output":
+      return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
+    case "turns":
+      return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
+    case "cost":
+      return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
+    case "line":
+      return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
+    case "disk":
+      return "Raise limits.diskMb in a policy file, or keep what the task writes to the workspace smaller.";
+    case "records":
+      return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
+    case "events":
+      return "Code in the sandbox made the host report too many events (e.g. refused requests); treat this run as hostile.";
+    default:
+      return "See the policy's limits (`sandbox-run policy show`).";
+  }
+}
+
+/** Why Pi (or the launcher, or the runtime) exited with `code`, as a parenthesised clause. */
+export function crashReason(code: number, runtime: string): string {
+  if (code === LAUNCHER_EXIT.setupFailed) return " (the launcher could not prepare the sandbox)";
+  // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
+  // usually because the pids limit also counts its threads (google/gvisor#2490).
+  if (code === 2 && runtime === "runsc") {
+    return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
+  }
+  if (code === LAUNCHER_EXIT.controllerGone) return " (the sandbox lost its connection to the host controller)";
+  if (code === 137) return " (killed)";
+  return "";
+}

@@ -1,0 +1,90 @@
+// The container's output as it arrives: stdout and stderr share one byte budget (code in the
+// sandbox can write to /proc/1/fd/1 and /2), stdout is split into JSONL records with a line cap,
+// each record is parsed, counted and passed on as an event; junk lines are counted and, past a few,
+// trip the run. Keeps only a stderr tail and counters: memory stays flat however much arrives.
+import { JsonlReader } from "../pi/jsonl-reader.js";
+import { type PiEvent, parsePiRecord } from "../pi/pi-events.js";
+import type { PlanLimits } from "../sandbox-contract.js";
+import type { RunTrip } from "./run-trip.js";
+
+const STDERR_TAIL_BYTES = 16 * 1024;
+/**
+ * Pi writes nothing but JSON records; more unreadable lines than this means code in the sandbox is
+ * writing into Pi's stdout. Stopping there also bounds the controller's heap: every failed
+ * JSON.parse of a long line leaves garbage V8 is slow to collect.
+ */
+export const MAX_BAD_RECORDS = 20;
+
+export interface PiStreamHandlers {
+  onEvent(event: PiEvent): void;
+  onInvalidRecord(error: string, preview: string): void;
+}
+
+export class PiStream {
+  readonly #trip: RunTrip;
+  readonly #maxOutputBytes: number;
+  readonly #reader: JsonlReader;
+  #outputBytes = 0;
+  #stderrTail = "";
+  #badRecords = 0;
+
+  constructor(limits: Pick<PlanLimits, "maxOutputMb" | "maxLineMb">, trip: RunTrip, handlers: PiStreamHandlers) {
+    this.#trip = trip;
+    this.#maxOutputBytes = limits.maxOutputMb * 1024 * 1024;
+    this.#reader = new JsonlReader({
+      maxLineBytes: limits.maxLineMb * 1024 * 1024,
+      onLine: (line) => {
+        const parsed = parsePiRecord(line);
+        if (parsed.ok) return handlers.onEvent(parsed.event);
+        if (++this.#badRecords > MAX_BAD_RECORDS) {
+          trip.fire({
+            code: "limit",
+            limit: "records",
+            message: `Pi's output had more than ${MAX_BAD_RECORDS} lines that are not Pi events.`,
+          });
+          return;
+        }
+        // A copy, not a slice: a slice would keep the whole (up to maxLineMb) line alive.
+        handlers.onInvalidRecord(parsed.error, Buffer.from(line.slice(0, 200)).toString());
+      },
+      // Reported as soon as the line passes the limit: the container is stopped, not read to the end.
+      onOversizeLine: () =>
+        trip.fire({
+          code: "limit",
+          limit: "line",
+          message: `Pi wrote an event line over the ${limits.maxLineMb} MiB line limit.`,
+        }),
+    });
+  }
+
+  get badRecords(): number {
+    return this.#badRecords;
+  }
+  get stderrTail(): string {
+    return this.#stderrTail.trim();
+  }
+
+  stdout(chunk: Buffer): void {
+    if (this.#withinBudget(chunk) && !this.#trip.tripped) this.#reader.push(chunk);
+  }
+
+  stderr(chunk: Buffer): void {
+    if (this.#withinBudget(chunk))
+      this.#stderrTail = (this.#stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
+  }
+
+  endStdout(): void {
+    this.#reader.end();
+  }
+
+  #withinBudget(chunk: Buffer): boolean {
+    this.#outputBytes += chunk.length;
+    if (this.#outputBytes <= this.#maxOutputBytes) return true;
+    this.#trip.fire({
+      code: "limit",
+      limit: "output",
+      message: `The sandbox's output passed the ${this.#maxOutputBytes / 1024 / 1024} MiB output limit.`,
+    });
+    return false;
+  }
+}

@@ -1,0 +1,53 @@
+// The one place a call becomes a run plan, for real runs, --dry-run and --record alike: options are
+// resolved (resolve-options.ts), the host facts the pure builder needs are gathered (caller ids,
+// protected paths that exist, the CA bundle), credential variables are dropped from what the
+// sandbox receives, and the plan is built once. No side effect beyond reading files.
+import crypto from "node:crypto";
+import os from "node:os";
+import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import type { RunPlan } from "../sandbox-contract.js";
+import { protectedMountPaths } from "../workspace/protected-paths.js";
+import { buildRunPlan } from "./build-run-plan.js";
+import type { ResolvedRun } from "./resolve-options.js";
+import { runDirPath } from "./run-dirs.js";
+
+export interface PlannedRun {
+  run: ResolvedRun;
+  plan: RunPlan;
+  /** Host folder of the run's sockets (made when the run starts). */
+  runDir: string;
+  /** Names of the variables the caller set for the sandbox (their values are in the plan's env). */
+  callerEnvNames: string[];
+}
+
+export function newRunId(): string {
+  return crypto.randomBytes(6).toString("hex");
+}
+
+export function preparePlan(run: ResolvedRun, place: { image: string; runId?: string; now?: Date }): PlannedRun {
+  const runId = place.runId ?? newRunId();
+  const runDir = runDirPath(runId);
+  const sandboxEnv = { ...run.sandboxEnv };
+  for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
+  const plan = buildRunPlan({
+    runId,
+    image: place.image,
+    runDir,
+    now: place.now ?? new Date(),
+    policy: run.policy,
+    model: run.model,
+    schema: run.schema,
+    cwd: run.cwd,
+    writableRoots: run.writableRoots,
+    readOnlyMounts: run.readOnlyMounts,
+    protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
+    hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+    caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
+    sandboxEnv,
+    containerModelsJson: run.routing.containerModelsJson,
+    extraArgs: run.extraArgs,
+    timeoutMs: run.timeoutMs,
+    owner: { pid: process.pid, host: os.hostname() },
+  });
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv) };
+}

@@ -1,0 +1,28 @@
+// One view of a run plan that is safe to print or store (--dry-run, run records): the values of the
+// caller's variables are replaced by a marker (their names stay, so it shows what was set), the
+// launcher's configuration is shown parsed, and the gateway's routes appear without credentials.
+import type { PlannedRun } from "./prepare-plan.js";
+
+export const REDACTED = "<set by caller>";
+
+export function redactPlan(planned: PlannedRun): Record<string, unknown> {
+  const { plan, run } = planned;
+  const callerSet = new Set(planned.callerEnvNames);
+  const env = Object.fromEntries(
+    Object.entries(plan.env).map(([name, value]) => {
+      if (name === "SANDBOX_RUN_CONFIG") return [name, JSON.parse(value)];
+      return [name, callerSet.has(name) ? REDACTED : value];
+    }),
+  );
+  return {
+    ...plan,
+    env,
+    gatewayRoutes: run.routing.routes.map((r) => ({
+      id: r.id,
+      upstream: r.upstreamBaseUrl,
+      api: r.api,
+      credentialHeaders: Object.keys(r.headers),
+    })),
+    prompt: { bytes: Buffer.byteLength(run.prompt) },
+  };
+}

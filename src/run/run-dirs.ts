@@ -1,0 +1,129 @@
+// Each run's host folder (the gateway's and the proxy's unix sockets, small scratch files) lives in
+// one parent folder per user: `<tmpdir>/sandbox-run-<uid>`, created 0700 and checked with lstat
+// (a real directory, owned by us, no access for anyone else) before every use. Other local users can
+// therefore neither plant a run folder nor swap anything inside one, and the reaper, which may run as
+// root, only ever looks inside that parent, removes only the file names a run creates (never
+// recursively, never through a symlink) and leaves anything else where it is.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { SandboxRunError } from "../errors.js";
+
+/** Marker file in each run folder: owner pid and host name. */
+export const RUN_DIR_MARKER = ".sandbox-run-owner";
+/** The only names a run folder holds; the reaper removes these and nothing else. */
+const RUN_FILE =
+  /^(?:\.sandbox-run-owner|gateway\.sock|proxy\.sock|[a-z0-9][a-z0-9-]{0,40}\.(?:sock|tmp|bin|pem|json))$/;
+
+export function runDirsParent(tmpDir = os.tmpdir()): string {
+  return path.join(tmpDir, `sandbox-run-${process.geteuid?.() ?? process.getuid?.() ?? 0}`);
+}
+
+/** Creates (or checks) the private parent and returns it; a usage error when it is not private. */
+export function privateRunDirsParent(tmpDir = os.tmpdir()): string {
+  const parent = runDirsParent(tmpDir);
+  try {
+    fs.mkdirSync(parent, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw runDirError(parent, (error as Error).message);
+  }
+  const problem = privacyProblem(parent);
+  if (problem) throw runDirError(parent, problem);
+  return parent;
+}
+
+/** Where run `runId`'s folder goes (it is made by createRunDir). */
+export function runDirPath(runId: string, tmpDir = os.tmpdir()): string {
+  return path.join(runDirsParent(tmpDir), `run-${runId}`);
+}
+
+/** Makes run `runId`'s folder inside the private parent, with its owner marker. */
+export function createRunDir(runId: string, tmpDir = os.tmpdir()): string {
+  const dir = path.join(privateRunDirsParent(tmpDir), `run-${runId}`);
+  fs.mkdirSync(dir, { mode: 0o700 });
+  fs.writeFileSync(path.join(dir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`, { mode: 0o600 });
+  return dir;
+}
+
+/** Removes a run folder's known files, then the folder; anything unexpected stays (and keeps the folder). */
+export function removeRunDir(dir: string): boolean {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return false;
+  }
+  for (const name of names) {
+    if (!RUN_FILE.test(name)) continue;
+    const file = path.join(dir, name);
+    const stat = lstatOrUndefined(file);
+    // unlink never follows a symlink; directories are not ours to recurse into.
+    if (stat && !stat.isDirectory()) fs.rmSync(file, { force: true });
+  }
+  try {
+    fs.rmdirSync(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes the run folders whose owner process on this host is gone; returns the ones removed. */
+export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
+  const parent = runDirsParent(tmpDir);
+  // Only a parent that passes the same checks as at creation is looked into.
+  if (!lstatOrUndefined(parent) || privacyProblem(parent)) return [];
+  const removed: string[] = [];
+  const host = os.hostname();
+  for (const name of fs.readdirSync(parent)) {
+    if (!name.startsWith("run-")) continue;
+    const dir = path.join(parent, name);
+    if (!lstatOrUndefined(dir)?.isDirectory()) continue;
+    const owner = readMarker(dir);
+    if (!owner || owner.host !== host || processAlive(owner.pid)) continue;
+    if (removeRunDir(dir)) removed.push(dir);
+  }
+  return removed;
+}
+
+export function processAlive(pid: number): boolean {
+  if (!(pid > 0)) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function privacyProblem(dir: string): string | undefined {
+  const stat = lstatOrUndefined(dir);
+  const uid = process.geteuid?.() ?? process.getuid?.();
+  if (!stat) return "it does not exist";
+  if (stat.isSymbolicLink()) return "it is a symbolic link";
+  if (!stat.isDirectory()) return "it is not a directory";
+  if (uid !== undefined && stat.uid !== uid) return `it is owned by uid ${stat.uid}, not by this user (uid ${uid})`;
+  if ((stat.mode & 0o077) !== 0) return `its mode is ${(stat.mode & 0o777).toString(8)}, not 700`;
+  return undefined;
+}
+
+function readMarker(dir: string): { pid: number; host: string } | undefined {
+  const marker = path.join(dir, RUN_DIR_MARKER);
+  if (!lstatOrUndefined(marker)?.isFile()) return undefined;
+  const [pid, host] = fs.readFileSync(marker, "utf8").split("\n");
+  return { pid: Number(pid), host: host ?? "" };
+}
+
+function lstatOrUndefined(file: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+function runDirError(parent: string, problem: string): SandboxRunError {
+  return new SandboxRunError("usage", `The folder for run sockets ${parent} cannot be used: ${problem}.`, {
+    hint: "Another user may have created it to interfere with sandbox-run: remove it, or point TMPDIR at a folder only you can write.",
+  });
+}

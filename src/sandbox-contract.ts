@@ -1,0 +1,142 @@
+// What every layer agrees on: the sandbox's fixed paths, ports and uid, the launcher's exit
+// codes, the labels on containers and images, and the run plan's shape. A leaf module: it imports
+// nothing of ours, so engine/, pi/, gateway/, proxy/, workspace/ and run/ can all depend on it
+// without depending on each other.
+import type { JsonSchema } from "./agent.js";
+
+export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access";
+export const SANDBOX_MODES: readonly SandboxMode[] = Object.freeze([
+  "read-only",
+  "workspace-write",
+  "danger-full-access",
+]);
+
+/** Paths inside the runner image (images/pi/Dockerfile puts them there). */
+export const IMAGE_PATHS = {
+  node: "/opt/sandbox-run/node/bin/node",
+  launcher: "/opt/sandbox-run/launcher.mjs",
+  finalToolExtension: "/opt/sandbox-run/final-tool.mjs",
+  piCli: "/opt/sandbox-run/app/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js",
+  home: "/home/sandbox",
+  socketDir: "/run/sandbox-run",
+  /** PATH of the image, and the one used under gVisor (busybox ls/stat first; see the Dockerfile). */
+  path: "/opt/sandbox-run/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
+} as const;
+
+/** The sandbox user when the caller is root: the sandbox never runs as uid 0. */
+export const SANDBOX_UID = 65532;
+
+/** Loopback ports inside the sandbox that the launcher forwards to the host's servers. */
+export const GATEWAY_PORT = 18080;
+export const PROXY_PORT = 18081;
+export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
+export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
+
+/** The host CA bundle a policy with trustHostCaBundle mounts (Debian/Ubuntu/Alpine location). */
+export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
+/** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
+export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
+/** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
+export const CA_BUNDLE_ENV_NAMES = Object.freeze([
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "GIT_SSL_CAINFO",
+  "CURL_CA_BUNDLE",
+  "REQUESTS_CA_BUNDLE",
+] as const);
+
+/**
+ * Exit codes of images/pi/launcher.mjs (plain JavaScript in the image, so it keeps its own copy
+ * of these numbers; a unit test checks the two agree).
+ */
+export const LAUNCHER_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91 });
+
+// Every container we create carries these labels, so `gc` and start-up reaping can find what a
+// dead controller left behind without any state file.
+export const LABEL_MANAGED = "sandbox-run.managed";
+export const LABEL_RUN_ID = "sandbox-run.run-id";
+export const LABEL_OWNER_PID = "sandbox-run.owner-pid";
+export const LABEL_OWNER_HOST = "sandbox-run.owner-host";
+export const LABEL_CREATED_AT = "sandbox-run.created-at";
+export const LABEL_DEADLINE = "sandbox-run.deadline";
+/** "uid:gid" the lent trees go back to when a root caller lent them to the sandbox uid. */
+export const LABEL_HAND_BACK = "sandbox-run.hand-back";
+/** JSON array of the host trees lent to the sandbox uid (workspace and writable roots, any mode). */
+export const LABEL_LENT_ROOTS = "sandbox-run.lent-roots";
+
+export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
+export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";
+export const IMAGE_LABEL_NODE_VERSION = "sandbox-run.node-version";
+export const IMAGE_LABEL_BASE = "sandbox-run.base-image";
+/** On images built with `image build --apt`: the Debian packages added to the runner image. */
+export const IMAGE_LABEL_APT_PACKAGES = "sandbox-run.apt-packages";
+
+export interface ContainerOwner {
+  runId: string;
+  pid: number;
+  host: string;
+  createdAt: Date;
+  /** When the container is overdue and any reaper may remove it. */
+  deadline?: Date;
+}
+
+/** The labels that make a container ours and say who owns it. */
+export function containerLabels(owner: ContainerOwner): Record<string, string> {
+  return {
+    [LABEL_MANAGED]: "true",
+    [LABEL_RUN_ID]: owner.runId,
+    [LABEL_OWNER_PID]: String(owner.pid),
+    [LABEL_OWNER_HOST]: owner.host,
+    [LABEL_CREATED_AT]: owner.createdAt.toISOString(),
+    ...(owner.deadline ? { [LABEL_DEADLINE]: owner.deadline.toISOString() } : {}),
+  };
+}
+
+export interface Mount {
+  hostPath: string;
+  containerPath: string;
+  readOnly: boolean;
+  /** protected: an existing protectedPaths directory or file, read-only inside the read-write workspace;
+   *  ca-bundle: the host's CA bundle, one file, read-only. */
+  kind: "workspace" | "writable-root" | "read-only" | "socket" | "protected" | "ca-bundle";
+}
+
+export interface PlanLimits {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  tmpMb: number;
+  homeMb: number;
+  timeoutSeconds: number;
+  maxOutputMb: number;
+  maxLineMb: number;
+}
+
+/**
+ * Everything one call will do, as plain data: built by a pure function from resolved options
+ * (run/run-plan.ts), printed by --dry-run, turned into a container by engine/.
+ */
+export interface RunPlan {
+  runId: string;
+  image: string;
+  runtime: "runc" | "runsc";
+  policyName: string;
+  model: string;
+  /** "uid:gid" the sandbox runs as. */
+  user: string;
+  /** Set when the caller is root: files the sandbox creates are handed back to this owner. */
+  handBackTo?: { uid: number; gid: number };
+  workingDir: string;
+  /** Arguments after the launcher: Pi's argv. */
+  piArgs: string[];
+  entrypoint: string[];
+  env: Record<string, string>;
+  mounts: Mount[];
+  tmpfs: Record<string, string>;
+  network: "none" | "bridge";
+  limits: PlanLimits;
+  labels: Record<string, string>;
+  finalToolName?: string;
+  schema?: JsonSchema;
+}

@@ -1,0 +1,110 @@
+// The Engine API options a run plan becomes: this is where the hardening is, so every piece of it is
+// pinned here, as literal values (not recomputed with the code's own formulas).
+import { describe, expect, it } from "vitest";
+import { dockerCreateOptions } from "../../src/engine/docker-create-options.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
+import type { Policy } from "../../src/policy/policy-schema.js";
+import { buildRunPlan } from "../../src/run/build-run-plan.js";
+import { containerSpecOf } from "../../src/run/container-spec.js";
+
+function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
+  const plan = buildRunPlan({
+    runId: "run42",
+    image: "sandbox-run/pi:test",
+    policy,
+    model: "scripted/x",
+    cwd: "/work/project",
+    writableRoots: ["/work/extra"],
+    readOnlyMounts: [],
+    runDir: "/tmp/sandbox-run-1000/run-run42",
+    caller,
+    sandboxEnv: { A: "1" },
+    containerModelsJson: {},
+    extraArgs: [],
+    timeoutMs: 1000,
+    owner: { pid: 1, host: "h" },
+    now: new Date(0),
+  });
+  return dockerCreateOptions(containerSpecOf(plan));
+}
+
+describe("dockerCreateOptions of a run plan", () => {
+  // workspace-write: 2048 MiB, 2 CPUs, 256 pids, /tmp 512 MiB, home 64 MiB.
+  const options = optionsFor(loadPolicy("workspace-write"));
+  const host = options.HostConfig!;
+
+  it("hardens the container: read-only root, no capabilities, no-new-privileges, init, private IPC and cgroup namespaces", () => {
+    expect(host.ReadonlyRootfs).toBe(true);
+    expect(host.CapDrop).toEqual(["ALL"]);
+    expect(host.CapAdd).toBeUndefined();
+    expect(host.Privileged).toBeUndefined();
+    expect(host.SecurityOpt).toEqual(["no-new-privileges:true"]);
+    expect(host.Init).toBe(true);
+    expect(host.IpcMode).toBe("private");
+    expect((host as { CgroupnsMode?: string }).CgroupnsMode).toBe("private");
+    expect(host.OomScoreAdj).toBe(1000);
+    expect(host.Ulimits).toEqual([{ Name: "core", Soft: 0, Hard: 0 }]);
+    expect(host.LogConfig).toEqual({ Type: "none", Config: {} });
+  });
+
+  it("limits pids, memory (swap equal to memory: no swap) and cpus from the policy", () => {
+    expect(host.PidsLimit).toBe(256);
+    expect(host.Memory).toBe(2147483648);
+    expect(host.MemorySwap).toBe(2147483648);
+    expect(host.NanoCpus).toBe(2000000000);
+  });
+
+  it("has no network for the none policy, and the bridge for danger-full-access", () => {
+    expect(host.NetworkMode).toBe("none");
+    expect(options.NetworkDisabled).toBe(true);
+    const open = optionsFor(loadPolicy("danger-full-access"));
+    expect(open.HostConfig!.NetworkMode).toBe("bridge");
+    expect(open.NetworkDisabled).toBe(false);
+  });
+
+  it("runs as the caller's uid, or 65532 for root, in the workspace, with the plan's runtime, labels, tmpfs and env", () => {
+    expect(options.User).toBe("1000:1000");
+    expect(optionsFor(loadPolicy("workspace-write"), { uid: 0, gid: 0 }).User).toBe("65532:65532");
+    expect(options.WorkingDir).toBe("/work/project");
+    expect(host.Runtime).toBe("runc");
+    expect(optionsFor({ ...loadPolicy("workspace-write"), runtime: "runsc" }).HostConfig!.Runtime).toBe("runsc");
+    expect(options.Labels).toMatchObject({
+      "sandbox-run.managed": "true",
+      "sandbox-run.run-id": "run42",
+      "sandbox-run.owner-pid": "1",
+      "sandbox-run.owner-host": "h",
+      "sandbox-run.created-at": "1970-01-01T00:00:00.000Z",
+      "sandbox-run.deadline": "1970-01-01T00:00:01.000Z",
+    });
+    expect(host.Tmpfs).toEqual({
+      "/tmp": "rw,nosuid,nodev,size=512m,mode=1777",
+      "/home/sandbox": "rw,nosuid,nodev,size=64m,uid=1000,gid=1000,mode=0700",
+    });
+    expect(options.Env).toContain("A=1");
+    expect(options.Entrypoint).toEqual(["/opt/sandbox-run/node/bin/node", "/opt/sandbox-run/launcher.mjs"]);
+    expect((options as { name?: string }).name).toBe("sandbox-run-run42");
+  });
+
+  it("bind-mounts exactly the workspace, the extra root and the gateway socket, read-only where the plan says", () => {
+    expect(host.Binds).toBeUndefined();
+    const bind = (source: string, target: string, readOnly: boolean) => ({
+      Type: "bind",
+      Source: source,
+      Target: target,
+      ReadOnly: readOnly,
+      BindOptions: { Propagation: "rprivate" },
+    });
+    expect(host.Mounts).toEqual([
+      bind("/work/project", "/work/project", false),
+      bind("/work/extra", "/work/extra", false),
+      bind("/tmp/sandbox-run-1000/run-run42/gateway.sock", "/run/sandbox-run/gateway.sock", false),
+    ]);
+    const ro = optionsFor({ ...loadPolicy("read-only"), writableRoots: true });
+    expect(ro.HostConfig!.Mounts!.find((m) => m.Target === "/work/project")!.ReadOnly).toBe(true);
+  });
+
+  it("attaches stdin once and without a TTY so the JSONL stream stays clean", () => {
+    expect(options).toMatchObject({ AttachStdin: true, OpenStdin: true, StdinOnce: true, Tty: false });
+    expect(host.AutoRemove).toBe(false);
+  });
+});
