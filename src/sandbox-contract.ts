@@ -111,6 +111,7 @@ export interface PlanLimits {
   timeoutSeconds: number;
   maxOutputMb: number;
   maxLineMb: number;
+  diskMb: number;
 }
 
 /**

@@ -28,6 +28,13 @@ export const limitsSchema = z
       .positive()
       .describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
     maxLineMb: z.number().positive().describe("Maximum size of one JSONL event line, in MiB"),
+    diskMb: z
+      .number()
+      .int()
+      .min(1)
+      .describe(
+        "Disk the sandbox may add to the workspace and extra writable roots together, in MiB; also the largest file any process in the sandbox may write",
+      ),
   })
   .strict();
 

@@ -17,6 +17,8 @@ import { containerSpecOf } from "./container-spec.js";
 import { OwnershipLease } from "./ownership.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
+import { EventThrottle } from "./event-throttle.js";
+import { OutputBudget } from "./output-budget.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
 import { RunTrip } from "./run-trip.js";
@@ -69,6 +71,12 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   const started = Date.now();
   const cleanups = new Cleanups();
   const trip = new RunTrip();
+  const budget = new OutputBudget(plan.limits.maxOutputMb, trip);
+  // What the sandbox makes the host report (refusals, egress decisions) is throttled and paid for.
+  const driven = new EventThrottle((event) => {
+    const data = { ...event.data };
+    if (budget.spend(Buffer.byteLength(JSON.stringify(data)) + event.type.length)) timeline.sandbox(event.type, data);
+  });
   let container: EngineContainer | undefined;
   // Removes the container (once) and says whether that worked: until it has, something of the
   // sandbox may still run, so nothing is handed back and no tree is read as final.
@@ -84,7 +92,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const gateway = await startModelGateway({
       socketPath: `${runDir}/gateway.sock`,
       routes: run.routing.routes,
-      onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
+      onRequest: (record) => {
+        const type = record.refused ? "gateway.refused" : "gateway.request";
+        driven.offer(`${type} ${record.status} ${record.method}`, { type, data: { ...record } });
+      },
       maxGenerations: run.budgets.maxTurns,
       onBudgetExceeded: (attempted) =>
         trip.fire({
@@ -101,7 +112,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       const proxy = await startEgressProxy({
         socketPath: `${runDir}/proxy.sock`,
         filter: createDomainFilter(run.policy.allowedDomains),
-        onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
+        onDecision: ({ action, ...decision }) =>
+          driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
       });
       cleanups.add(() => proxy.close());
     }
@@ -156,6 +168,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       container,
       timeline,
       trip,
+      budget,
       signal,
       startedAt: started,
     }).then(
@@ -211,6 +224,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     throw error;
   } finally {
     await cleanups.run();
+    driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
 }

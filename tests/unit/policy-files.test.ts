@@ -37,6 +37,7 @@ const badPolicy = {
     timeoutSeconds: 900,
     maxOutputMb: 256,
     maxLineMb: 16,
+    diskMb: 1024,
     swapMb: 1,
   },
 };
