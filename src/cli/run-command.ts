@@ -14,6 +14,7 @@ import { createLiveStatus } from "./live-status.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
+import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
   events?: string;
@@ -89,7 +90,9 @@ export async function runCommand(
     if (flags.json) {
       io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }), null, 2)}\n`);
     } else if (typeof result === "string") {
-      io.stdout(result.endsWith("\n") ? result : `${result}\n`);
+      // Piped, the text is data and passes as it is; on a terminal, its control characters are escaped.
+      const shown = io.stdoutIsTty ? terminalText(result) : result;
+      io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
     } else {
       io.stdout(`${JSON.stringify(result, null, 2)}\n`);
     }
