@@ -112,16 +112,13 @@ export function parseToolCallArguments(
 }
 
 // One compiled validator per schema object, like Pi (schemas are long-lived; the WeakMap lets
-// them go). Boolean schemas are compiled each time: they cannot be WeakMap keys and are cheap.
+// them go).
 const validators = new WeakMap<object, CoercingValidator<unknown>>();
 
-function validatorFor(schema: JsonSchema): CoercingValidator<unknown> {
-  const compileOne = () =>
-    compile(schema as Parameters<typeof compile>[0], { formats, coerce: true, unresolvedRefs: "reject" });
-  if (typeof schema !== "object") return compileOne();
+function validatorFor(schema: Record<string, unknown>): CoercingValidator<unknown> {
   let validator = validators.get(schema);
   if (!validator) {
-    validator = compileOne();
+    validator = compile(schema as Parameters<typeof compile>[0], { formats, coerce: true, unresolvedRefs: "reject" });
     validators.set(schema, validator);
   }
   return validator;
@@ -145,6 +142,11 @@ function dottedPath(pointer: string): string {
 export function prepareToolArguments(schema: JsonSchema, rawArgumentsJson: string): PreparedArguments {
   const parsed = parseToolCallArguments(rawArgumentsJson);
   if (!parsed.ok) return { ok: false, reason: `invalid arguments: ${parsed.reason}` };
+  // Pi keys its validator cache by the schema object, so a boolean schema makes every call fail
+  // ("Invalid value used as weak map key"); the host refuses it too.
+  if (typeof schema !== "object" || schema === null) {
+    return { ok: false, reason: "validation failed: Pi cannot validate against a non-object schema" };
+  }
   let result: ReturnType<CoercingValidator<unknown>["parse"]>;
   try {
     result = validatorFor(schema).parse(structuredClone(parsed.value));
