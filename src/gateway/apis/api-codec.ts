@@ -74,8 +74,10 @@ export interface ModelReply {
   error?: string;
   /** The reply reached its proper end (e.g. [DONE], message_stop, a finish reason). */
   complete: boolean;
-  /** Why the parser stopped early: a size cap was hit. */
-  truncated?: string;
+  /** The parser hit a size cap and stopped reading (see `truncation` for which). */
+  truncated?: boolean;
+  /** Which cap was hit, in words. */
+  truncation?: string;
 }
 
 export interface RequestPolicy {
