@@ -56,7 +56,11 @@ export interface ModelReplyToolCall {
    */
   id: string;
   name: string;
-  /** The arguments text Pi parses (see prepareToolArguments in src/pi/tool-arguments.ts). */
+  /**
+   * The arguments text Pi parses (see prepareToolArguments in src/pi/tool-arguments.ts): the
+   * streamed pieces joined (Google: its `args` object written out). For grammar-constrained
+   * (custom) tools, which Pi only uses with compat flags, `{"input": <the raw input text>}`.
+   */
   argumentsJson: string;
 }
 
