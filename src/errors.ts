@@ -12,7 +12,8 @@ export type SandboxRunErrorCode =
   | "validation" // the final object failed host-side validation: exit 1
   | "limit" // a resource limit tripped (memory, pids, output, disk): exit 1
   | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
-  | "policy-violation"; // e.g. a protected path was modified: exit 1
+  | "policy-violation" // e.g. a protected path was modified: exit 1
+  | "contradiction"; // the sandbox's output contradicted what the model said (forged events): exit 1
 
 export interface SandboxRunErrorDetails {
   /** What to do next, in one sentence. */

@@ -33,11 +33,11 @@ describe("decideOutcome", () => {
 
   it("returns the host-validated object of a schema run, and refuses one the schema does not allow", () => {
     const ok = decideOutcome(
-      facts({ validator, outcome: { kind: "structured", value: { verdict: "reject" } } }),
+      facts({ validator, outcome: { kind: "structured", value: { verdict: "reject" }, claims: [] } }),
       evidence,
     );
     expect(ok).toEqual({ ok: true, kind: "structured", result: { verdict: "reject" } });
-    const bad = errorOf(facts({ validator, outcome: { kind: "structured", value: { verdict: "LGTM" } } }));
+    const bad = errorOf(facts({ validator, outcome: { kind: "structured", value: { verdict: "LGTM" }, claims: [] } }));
     expect(bad.code).toBe("validation");
     expect(bad.shortMessage).toMatch(/^The final result failed host-side schema validation: verdict: /);
     expect(bad.runId).toBe("r1");
