@@ -7,6 +7,8 @@ import type { RunOptions } from "../run/resolve-options.js";
 
 export interface RunFlags {
   schema?: string;
+  promptFile?: string;
+  refuseWorkspaceConfig?: boolean;
   cwd?: string;
   sandbox?: string;
   policy?: string;
@@ -25,6 +27,8 @@ export interface RunFlags {
 export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | undefined>): RunOptions {
   const options: RunOptions = {};
   if (flags.schema) options.schema = readSchema(flags.schema);
+  if (flags.schema || flags.promptFile) options.configFiles = { schema: flags.schema, prompt: flags.promptFile };
+  if (flags.refuseWorkspaceConfig) options.refuseWorkspaceConfig = true;
   if (flags.cwd) options.cwd = flags.cwd;
   if (flags.sandbox) {
     if (!(SANDBOX_MODES as readonly string[]).includes(flags.sandbox)) {

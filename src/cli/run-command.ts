@@ -31,7 +31,10 @@ export async function runCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
-  let prompt = promptParts.join(" ");
+  if (flags.promptFile && promptParts.length > 0) {
+    throw usageError("Pass the prompt as an argument or with --prompt-file, not both.");
+  }
+  let prompt = flags.promptFile ? readPromptFile(flags.promptFile) : promptParts.join(" ");
   if (!prompt) prompt = (await io.readStdin()) ?? "";
   if (!prompt.trim()) {
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
@@ -44,6 +47,7 @@ export async function runCommand(
   });
   // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
   const planned = agent.plan(prompt, options);
+  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
@@ -132,6 +136,17 @@ export async function runCommand(
     signals?.off("SIGINT", onInt);
     signals?.off("SIGTERM", onTerm);
     if (events) await new Promise<void>((resolve) => events.end(resolve));
+  }
+}
+
+function readPromptFile(file: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch (error) {
+    throw usageError(
+      `The prompt file ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
+      "Pass the path of a text file with the task.",
+    );
   }
 }
 
