@@ -7,6 +7,7 @@ import type { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
+import { formatZodIssues } from "../util/config-file.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { Trip } from "./run-trip.js";
@@ -90,7 +91,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     case "structured": {
       const checked = facts.validator!.safeParse(outcome.value);
       if (checked.success) return { ok: true, kind: "structured", result: checked.data };
-      const issues = checked.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+      const issues = formatZodIssues(checked.error.issues, "; ");
       return fail(
         new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
           ...evidence,

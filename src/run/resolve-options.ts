@@ -10,6 +10,7 @@ import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
 import { GATEWAY_PORT, SANDBOX_MODES } from "../sandbox-contract.js";
+import { readConfigJson } from "../util/config-file.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
 export type Env = Record<string, string | undefined>;
@@ -299,15 +300,5 @@ function compileSchema(schema: JsonSchema): z.ZodType {
 }
 
 function readModelsFile(file: string): unknown {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, "utf8");
-  } catch {
-    throw usageError(`The models file ${file} cannot be read.`, "Pass the path of a Pi models.json file.");
-  }
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw usageError(`The models file ${file} is not valid JSON: ${(error as Error).message}`, "Fix its syntax.");
-  }
+  return readConfigJson(file, "models", "Pass the path of a Pi models.json file.");
 }

@@ -33,12 +33,32 @@ async function startCatchers() {
   });
   await new Promise<void>((resolve) => tcp.listen(0, "0.0.0.0", resolve));
   const udp = dgram.createSocket("udp4");
-  udp.on("message", () => udpDatagrams++);
+  let sentinels = 0;
+  udp.on("message", (message) => (message.toString() === "sentinel" ? sentinels++ : udpDatagrams++));
   await new Promise<void>((resolve) => udp.bind(0, "0.0.0.0", resolve));
+  const tcpPort = (tcp.address() as net.AddressInfo).port;
+  const udpPort = udp.address().port;
   return {
-    tcpPort: (tcp.address() as net.AddressInfo).port,
-    udpPort: udp.address().port,
+    tcpPort,
+    udpPort,
     counts: () => ({ tcpConnections, udpDatagrams }),
+    /**
+     * One connection and one datagram from the host itself, awaited until counted: once they are,
+     * anything the sandbox sent earlier would have been counted too (no sleeping to prove nothing came).
+     */
+    sentinel: async () => {
+      const before = { tcpConnections, sentinels };
+      net
+        .connect(tcpPort, hostAddress())
+        .on("error", () => {})
+        .end();
+      const sender = dgram.createSocket("udp4");
+      while (tcpConnections === before.tcpConnections || sentinels === before.sentinels) {
+        sender.send("sentinel", udpPort, hostAddress());
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      sender.close();
+    },
     close: async () => {
       udp.close();
       await new Promise<void>((resolve) => tcp.close(() => resolve()));
@@ -70,9 +90,9 @@ describe.concurrent("network", () => {
         expect(printed, probe).toMatch(new RegExp(`^${probe}=[1-9]`, "m"));
       }
       expect(printed).toMatch(/^interfaces=lo\s*$/m);
-      // Nothing arrived at the host, on any interface.
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(catchers.counts()).toEqual({ tcpConnections: 0, udpDatagrams: 0 });
+      // Nothing arrived at the host, on any interface: only the host's own sentinel connection.
+      await catchers.sentinel();
+      expect(catchers.counts()).toEqual({ tcpConnections: 1, udpDatagrams: 0 });
     } finally {
       await catchers.close();
     }
