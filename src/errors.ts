@@ -1,3 +1,5 @@
+import type { Usage } from "./sandbox-contract.js";
+
 // One error family with the execa shape: every failure says what happened, carries the
 // evidence (exit code, stderr tail, container id, last events) and says what to do next.
 
@@ -28,7 +30,7 @@ export interface SandboxRunErrorDetails {
   limit?: string;
   runId?: string;
   /** Token usage and cost Pi reported before the failure. */
-  usage?: { input: number; output: number; cacheRead: number; cacheWrite: number; totalTokens: number; cost: number };
+  usage?: Usage;
   cause?: unknown;
 }
 

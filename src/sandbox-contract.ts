@@ -93,6 +93,17 @@ export function containerLabels(owner: ContainerOwner): Record<string, string> {
   };
 }
 
+/** Token usage and cost of a run, as Pi reports it. */
+export interface Usage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  totalTokens: number;
+  /** usage.cost.total, in the provider's currency (USD for built-in models). */
+  cost: number;
+}
+
 export interface Mount {
   hostPath: string;
   containerPath: string;

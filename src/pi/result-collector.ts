@@ -1,5 +1,6 @@
 // Watches Pi's events as they stream past and decides what the run produced. It keeps only
 // the few facts it needs (never the events), so memory stays flat however long the run is.
+import type { Usage } from "../sandbox-contract.js";
 import {
   asAgentSettled,
   asAssistantMessageEnd,
@@ -10,15 +11,7 @@ import {
   type PiEvent,
 } from "./pi-events.js";
 
-export interface Usage {
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-  totalTokens: number;
-  /** usage.cost.total, in the provider's currency (USD for built-in models). */
-  cost: number;
-}
+export type { Usage };
 
 /** A final-tool call Pi's stream says it accepted: a claim, until the model's reply confirms it. */
 export interface FinalCallClaim {
