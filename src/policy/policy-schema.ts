@@ -1,18 +1,18 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 import { z } from "zod";
+import { hostPatternProblem } from "../proxy/host-name.js";
 import { globProblem } from "../workspace/path-glob.js";
 
+// One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
+// no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
 const domainPattern = z
   .string()
   .min(1)
   .describe("An exact host name (registry.npmjs.org) or a *.suffix pattern (*.npmjs.org)")
-  // The shape check accepts *.com so the breadth check below is the one that explains it.
-  .refine((d) => /^(\*\.[a-z0-9-]+(\.[a-z0-9-]+)*|[a-z0-9-]+(\.[a-z0-9-]+)+)$/i.test(d), {
-    message: "must be a host name like registry.npmjs.org or a pattern like *.npmjs.org",
-  })
-  .refine((d) => !d.startsWith("*.") || d.slice(2).split(".").length >= 2, {
-    message: "is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)",
+  .superRefine((d, ctx) => {
+    const problem = hostPatternProblem(d, { wildcard: true });
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
   });
 
 export const limitsSchema = z
