@@ -3,6 +3,7 @@
 import os from "node:os";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { resolveRun, type RunOptions } from "../run/resolve-options.js";
+import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import { planRun } from "../run/plan-run.js";
 import type { CliIo } from "./cli-io.js";
 
@@ -28,6 +29,11 @@ export async function printDryRun(prompt: string, options: RunOptions, io: CliIo
       upstream: r.upstreamBaseUrl,
       api: r.api,
       credentialHeaders: Object.keys(r.headers),
+    })),
+    // Which credentials the run would get, by name, host and source; never a value.
+    secrets: summarizeSecrets(run.policy.secrets, run.hostEnv).map(({ problem, ...s }) => ({
+      ...s,
+      available: problem === undefined,
     })),
     prompt: { bytes: Buffer.byteLength(prompt) },
   };

@@ -20,9 +20,8 @@ import { planRun } from "./plan-run.js";
 import type { RunPlan } from "./run-plan.js";
 import { RunTimeline, type RunEventListener } from "./run-events.js";
 import { superviseRun } from "./supervise-run.js";
-import { createDomainFilter } from "../proxy/domain-filter.js";
-import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { startRunEgress } from "../proxy/run-egress.js";
 import type { ProtectedChange } from "../workspace/protected-paths.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
@@ -90,18 +89,25 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     });
     cleanups.push(() => gateway.close());
 
+    let secretPlaceholders: Record<string, string> | undefined;
     if (run.policy.network === "allowlist") {
       // The sandbox's only way to the internet: the proxy asks the policy's allow-list about
-      // every connection and every decision lands in the run's events.
-      const proxy = await startEgressProxy({
-        socketPath: path.join(runDir, "proxy.sock"),
-        filter: createDomainFilter(run.policy.allowedDomains),
+      // every connection and every decision lands in the run's events. With secrets, it also
+      // holds their values and the run's CA (both only in this process's memory).
+      const egress = await startRunEgress({
+        runId,
+        runDir,
+        policy: run.policy,
+        hostEnv: run.hostEnv,
+        hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+        timeoutMs: run.timeoutMs,
         onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
       });
-      cleanups.push(() => proxy.close());
+      cleanups.push(() => egress.proxy.close());
+      secretPlaceholders = egress.placeholders;
     }
 
-    const { plan } = planRun(run, { runId, image: ctx.image, runDir, now: new Date(started) });
+    const { plan } = planRun(run, { runId, image: ctx.image, runDir, now: new Date(started), secretPlaceholders });
     ctx.onPlan?.(plan);
     timeline.sandbox("run.planned", {
       model: plan.model,

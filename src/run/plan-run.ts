@@ -13,6 +13,8 @@ export interface PlanPlace {
   /** Host folder of the run's sockets. */
   runDir: string;
   now: Date;
+  /** The placeholders of the policy's secrets (from the run's egress proxy). */
+  secretPlaceholders?: Record<string, string>;
 }
 
 export function planRun(run: ResolvedRun, place: PlanPlace): { plan: RunPlan; sandboxEnv: Record<string, string> } {

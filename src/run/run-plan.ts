@@ -14,6 +14,8 @@ import {
 } from "../docker/labels.js";
 import type { Limits, Policy } from "../policy/policy-schema.js";
 import { buildPiArgs, FINAL_TOOL_NAME, FINAL_TOOL_DESCRIPTION } from "../pi/pi-args.js";
+import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { secretSandboxEnv } from "../proxy/secret-env.js";
 
 /** Loopback ports inside the sandbox that the launcher forwards to host unix sockets. */
 export const GATEWAY_PORT = 18080;
@@ -26,6 +28,9 @@ export const SANDBOX_UID = 65532;
 export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
 export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
+/** With secrets: the host's or Node's roots plus the run's CA, here and over the image's system bundle. */
+export const SANDBOX_TRUST_BUNDLE = `${IMAGE_PATHS.socketDir}/ca-certificates.crt`;
+export const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
 export const CA_BUNDLE_ENV_NAMES = [
   "NODE_EXTRA_CA_CERTS",
@@ -84,6 +89,8 @@ export interface PlanInput {
   protectedMounts?: string[];
   /** Host CA bundle to mount when the policy trusts it; default HOST_CA_BUNDLE. */
   hostCaBundle?: string;
+  /** Per-run placeholders of the policy's secrets, by variable name (the values stay on the host). */
+  secretPlaceholders?: Record<string, string>;
   caller: { uid: number; gid: number };
   sandboxEnv: Record<string, string>;
   containerModelsJson: unknown;
@@ -124,6 +131,16 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     });
     for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
   }
+  // Secrets (allowlist only): placeholders in the environment, and the run's CA trusted through
+  // a bundle the egress proxy's run folder holds (see proxy/sandbox-trust.ts).
+  const secrets = policy.network === "allowlist" ? (policy.secrets ?? {}) : {};
+  const secretEnv = secretSandboxEnv(secrets, input.secretPlaceholders ?? {}, input.sandboxEnv);
+  if (Object.keys(secrets).length > 0) {
+    const hostPath = `${input.runDir}/${SANDBOX_TRUST_FILE}`;
+    for (const containerPath of [SANDBOX_TRUST_BUNDLE, SYSTEM_CA_BUNDLE])
+      mounts.push({ hostPath, containerPath, readOnly: true, kind: "ca-bundle" });
+    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_TRUST_BUNDLE;
+  }
   const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
   const proxyEnv: Record<string, string> = {};
   if (policy.network === "allowlist") {
@@ -161,6 +178,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
 
   const env: Record<string, string> = {
     ...input.sandboxEnv,
+    ...secretEnv,
     ...proxyEnv,
     ...caEnv,
     HOME: IMAGE_PATHS.home,
