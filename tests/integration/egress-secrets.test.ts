@@ -149,10 +149,22 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
       "node probe/ca.mjs",
       scanLine,
     ].join("\n");
-    server = await startModel({ main: script(main), second: script(second), "second-runsc": script(second) });
+    const prFix = [
+      "exec 2>&1",
+      "git config --global user.email agent@sandbox.test && git config --global user.name agent",
+      'git clone -q https://github.com/repo.git clone && cd clone && echo fix > pr.txt && git add pr.txt && git commit -qm "pr fix" && git push -q origin HEAD:refs/heads/fix/pr-branch; echo "push rc=$?"; cd ..',
+      `node -e 'fetch("https://api.github.com/user",{headers:{authorization:"token "+process.env.GITHUB_TOKEN}}).then(async r=>console.log("api:",r.status,(await r.text()).trim()))'`,
+      `node -e 'fetch("https://registry.npmjs.org/is-number").then(async r=>console.log("registry:",r.status,(await r.json()).name))'`,
+    ].join("\n");
+    server = await startModel({
+      main: script(main),
+      second: script(second),
+      "second-runsc": script(second),
+      "pr-fix": script(prFix),
+    });
     fs.writeFileSync(
       path.join(dir, "models.json"),
-      JSON.stringify(modelsFor(server, ["main", "second", "second-runsc"])),
+      JSON.stringify(modelsFor(server, ["main", "second", "second-runsc", "pr-fix"])),
     );
     fs.writeFileSync(path.join(dir, "policy.json"), JSON.stringify(policy));
   });
@@ -282,6 +294,37 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
     for (const form of leakForms) expect(everything.includes(form), form).toBe(false);
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, result: "done" });
     expect(await containersOfRuns([...new Set(events.map((e) => e.runId))])).toEqual([]);
+  });
+
+  it("policies/examples/pr-fix.yaml as shipped: push to github.com and a REST call to api.github.com with GITHUB_TOKEN injected", async () => {
+    // github.com and api.github.com are played by the loopback server; the npm registry is real.
+    const agent = new ContainerPiAgent({
+      models: modelsFor(server, ["pr-fix"]),
+      hostEnv: { ...hostEnv, GITHUB_TOKEN: GIT_TOKEN },
+    });
+    const log = eventLog();
+    const details = await agent.runDetailed("fix it and open a pull request", {
+      cwd: makeWorkspace(),
+      model: "scripted/pr-fix",
+      policy: path.resolve(import.meta.dirname, "../../policies/examples/pr-fix.yaml"),
+      onEvent: log.onEvent,
+    });
+    expect(details.result).toBe("done");
+    const out = lastToolResult(server, "pr-fix");
+    expect(out).toContain("push rc=0");
+    const pushed = execFileSync("git", ["--git-dir", hosts.bareRepo, "log", "-1", "--format=%s", "fix/pr-branch"], {
+      encoding: "utf8",
+    });
+    expect(pushed.trim()).toBe("pr fix");
+    expect(out).toContain('api: 200 {"login":"sandbox-agent"}');
+    expect(out).toContain("registry: 200 is-number");
+    const injected = log.ofType("egress.injected").map((e) => `${e.data.secret}@${e.data.host}`);
+    expect(new Set(injected)).toEqual(new Set(["GITHUB_TOKEN@github.com", "GITHUB_TOKEN@api.github.com"]));
+    // The registry is not a secret's host: a plain tunnel, its certificate checked by Node in the sandbox.
+    const registry = log.ofType("egress.allowed").find((e) => e.data.host === "registry.npmjs.org");
+    expect(registry?.data.terminated).toBeUndefined();
+    expect(JSON.stringify(log.events).includes(GIT_TOKEN)).toBe(false);
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 
   it("every run has its own CA; its key never enters the sandbox (runc, and gVisor where registered)", async () => {

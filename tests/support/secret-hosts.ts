@@ -4,11 +4,15 @@
 //              the git token as password; /echo reflects the Authorization header and the token
 //   npm.test   a private npm registry serving one package; every request needs Bearer <npm token>
 //   other.test an allowed host that is listed for no secret: records what it is sent
+//   github.com, api.github.com: the same git server, and a REST endpoint (GET /user) that needs
+//              Bearer/token <git token>, so the shipped pr-fix policy can run as it is; these
+//              real names are never resolved or contacted, every other name is (real DNS)
 // The egress proxy reaches them through the test-only hooks (egress-test-hooks.ts): names
 // resolve to 127.0.0.1, which the guard lets through, port 443 maps to the servers' ports, and
 // the upstream check trusts this CA.
 import { execFileSync, spawn } from "node:child_process";
 import crypto from "node:crypto";
+import dns from "node:dns/promises";
 import fs from "node:fs";
 import type http from "node:http";
 import http2 from "node:http2";
@@ -18,6 +22,9 @@ import os from "node:os";
 import path from "node:path";
 import { createAddressGuard } from "../../src/proxy/address-guard.js";
 import type { EgressTestHooks } from "../../src/proxy/egress-test-hooks.js";
+
+/** The names these servers play; everything else is the real internet. */
+const played = (host: string) => host.endsWith(".test") || host === "github.com" || host === "api.github.com";
 
 export interface SeenRequest {
   /** Which server got it: "real" (git.test, npm.test) or "other" (other.test). */
@@ -64,7 +71,12 @@ export async function startSecretHosts(tokens: { git: string; npm: string }): Pr
     record("real", req);
     const host = String(req.headers[":authority"] ?? req.headers.host ?? "").replace(/:\d+$/, "");
     const auth = req.headers.authorization;
-    if (host === "git.test") {
+    if (host === "api.github.com") {
+      const ok = auth === `Bearer ${tokens.git}` || auth === `token ${tokens.git}`;
+      res.writeHead(ok ? 200 : 401, { "content-type": "application/json" });
+      return res.end(ok ? '{"login":"sandbox-agent"}' : '{"message":"Requires authentication"}');
+    }
+    if (host === "git.test" || host === "github.com") {
       if (req.url === "/echo") {
         res.writeHead(200, { "content-type": "text/plain", "x-echo": String(auth) });
         return res.end(`authorization=${auth} token=${tokens.git}\n`);
@@ -112,12 +124,11 @@ export async function startSecretHosts(tokens: { git: string; npm: string }): Pr
     bareRepo,
     seen,
     hooks: (extra = {}) => ({
-      resolve: async (host) => {
-        if (!host.endsWith(".test")) throw Object.assign(new Error(`ENOTFOUND ${host}`), { code: "ENOTFOUND" });
-        return [{ address: "127.0.0.1", family: 4 }];
-      },
+      resolve: async (host) =>
+        played(host) ? [{ address: "127.0.0.1", family: 4 }] : dns.lookup(host, { all: true, verbatim: true }),
       guard: (address) => (address === "127.0.0.1" ? undefined : guard(address)),
-      upstreamPort: (host, port) => (port !== 443 ? port : host === "other.test" ? otherPort : realPort),
+      upstreamPort: (host, port) =>
+        port !== 443 || !played(host) ? port : host === "other.test" ? otherPort : realPort,
       upstreamCa: [pki.caPem],
       ...extra,
     }),
@@ -181,7 +192,7 @@ function makeTestPki(dir: string) {
   return {
     caPem: fs.readFileSync(file("ca.pem"), "utf8"),
     key: fs.readFileSync(file("server.key"), "utf8"),
-    realCert: issue("real", "DNS:git.test,DNS:npm.test"),
+    realCert: issue("real", "DNS:git.test,DNS:npm.test,DNS:github.com,DNS:api.github.com"),
     otherCert: issue("other", "DNS:other.test"),
   };
 }
