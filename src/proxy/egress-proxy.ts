@@ -17,6 +17,7 @@ import { usageError } from "../errors.js";
 import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
+import { createAdmission } from "./admission.js";
 import { canonicalHost } from "./host-name.js";
 import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
@@ -94,8 +95,6 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   const { socketPath, interception } = options;
   if (!path.isAbsolute(socketPath))
     throw usageError(`Egress proxy socket path must be absolute, got ${JSON.stringify(socketPath)}`);
-  const resolve = options.resolve ?? defaultResolve;
-  const guard = options.guard ?? createAddressGuard();
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const upstreamPort = options.upstreamPort ?? ((_host: string, port: number) => port);
   const sockets = new Set<net.Socket>();
@@ -112,54 +111,13 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     }
   };
 
-  /** The checks every connection passes, in order; resolves with the address to connect to. */
-  const admit = async (
-    rawHost: string,
-    port: number,
-    method: string,
-  ): Promise<{ host: string; address: string } | { status: number; reason: string }> => {
-    // One spelling from here on: what the filter judges is what is resolved and reported.
-    const canonical = canonicalHost(rawHost);
-    if (canonical.problem !== undefined) {
-      report({ action: "denied", host: rawHost.slice(0, 100), port, method, reason: canonical.problem });
-      return { status: 400, reason: canonical.problem };
-    }
-    const host = canonical.host;
-    const verdict = options.filter(host, port);
-    if (!verdict.allowed) {
-      report({ action: "denied", host, port, method, reason: verdict.reason });
-      return { status: 403, reason: verdict.reason };
-    }
-    let addresses: ResolvedAddress[];
-    if (canonical.kind !== "name") addresses = [{ address: host, family: net.isIP(host) }];
-    else {
-      try {
-        addresses = await resolve(host);
-      } catch (error) {
-        const reason = `${host} did not resolve (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
-        report({ action: "failed", host, port, method, reason });
-        return { status: 502, reason };
-      }
-    }
-    if (addresses.length === 0) {
-      report({ action: "failed", host, port, method, reason: `${host} has no addresses` });
-      return { status: 502, reason: `${host} has no addresses` };
-    }
-    // Any refused address refuses the name: an allowed public name has no business resolving
-    // into the host's networks, and picking "the good one" would reward a rebinding attempt.
-    for (const { address } of addresses) {
-      const refused = guard(address);
-      if (refused) {
-        const reason = `${host} resolves to ${address}, which is ${refused}`;
-        report({ action: "denied", host, port, method, reason, address });
-        return { status: 403, reason };
-      }
-    }
-    const address = addresses[0]!.address;
-    const terminated = method === "CONNECT" && interception?.terminates(host, port) ? { terminated: true } : {};
-    report({ action: "allowed", host, port, method, reason: verdict.reason, address, ...terminated });
-    return { host, address };
-  };
+  const admit = createAdmission({
+    filter: options.filter,
+    resolve: options.resolve ?? defaultResolve,
+    guard: options.guard ?? createAddressGuard(),
+    terminates: (host, port) => interception?.terminates(host, port) ?? false,
+    report,
+  });
 
   const server = http.createServer((req, res) => {
     const method = req.method ?? "GET";
