@@ -89,6 +89,22 @@ describe("the secrets field", () => {
   });
 });
 
+describe("the shipped example", () => {
+  it("policies/examples/pr-fix.yaml gives GITHUB_TOKEN to github.com and api.github.com only", () => {
+    const pr = loadPolicy(path.join(import.meta.dirname, "../../policies/examples/pr-fix.yaml"));
+    expect(pr.network).toBe("allowlist");
+    expect(pr.allowedDomains).toEqual(["registry.npmjs.org", "github.com", "api.github.com"]);
+    expect(pr.secrets).toEqual({
+      GITHUB_TOKEN: {
+        hosts: ["github.com", "api.github.com"],
+        inject: ["basic", "bearer"],
+        from: { env: "GITHUB_TOKEN" },
+      },
+    });
+    expect(pr.protectedPaths).toContain(".github/workflows/**");
+  });
+});
+
 describe("resolveSecretBindings", () => {
   const secrets = { GITHUB_TOKEN: { hosts: ["GitHub.com"], inject: ["basic" as const, "bearer" as const] } };
 
