@@ -37,6 +37,9 @@ export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
 export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
 export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
+/** With secrets: the host's or Node's roots plus the run's CA, here and over the image's system bundle. */
+export const SANDBOX_TRUST_BUNDLE = `${IMAGE_PATHS.socketDir}/ca-certificates.crt`;
+export const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
 export const CA_BUNDLE_ENV_NAMES = Object.freeze([
   "NODE_EXTRA_CA_CERTS",

@@ -112,8 +112,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("doctor")
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
     .option("--model <provider/id>", "also check the credentials this model needs")
-    .action(async (flags: { model?: string }) => {
-      exitCode = await runDoctor(io, flags.model);
+    .option("--policy <name|file>", "also check the secrets this policy gives its runs (names and hosts, never values)")
+    .action(async (flags: { model?: string; policy?: string }) => {
+      // The root command's own --policy takes the flag wherever it is written.
+      exitCode = await runDoctor(io, flags.model, flags.policy ?? program.opts<{ policy?: string }>().policy);
     });
 
   program

@@ -6,9 +6,8 @@ import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { startModelGateway } from "../gateway/model-gateway.js";
 import type { Usage } from "../pi/result-collector.js";
-import { createDomainFilter } from "../proxy/domain-filter.js";
-import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { startRunEgress } from "../proxy/run-egress.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
@@ -108,14 +107,20 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
 
     if (run.policy.network === "allowlist") {
       // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every
-      // connection and every decision lands in the run's events.
-      const proxy = await startEgressProxy({
-        socketPath: `${runDir}/proxy.sock`,
-        filter: createDomainFilter(run.policy.allowedDomains),
+      // connection and every decision lands in the run's events. With secrets, it also holds their
+      // values and the run's CA (both only in this process's memory).
+      const egress = await startRunEgress({
+        runId: plan.runId,
+        runDir,
+        policy: run.policy,
+        hostEnv: run.hostEnv,
+        placeholders: planned.secretPlaceholders,
+        hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+        timeoutMs: run.timeoutMs,
         onDecision: ({ action, ...decision }) =>
           driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
       });
-      cleanups.add(() => proxy.close());
+      cleanups.add(() => egress.proxy.close());
     }
     timeline.sandbox("run.planned", {
       model: plan.model,

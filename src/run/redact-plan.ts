@@ -1,6 +1,7 @@
 // One view of a run plan that is safe to print or store (--dry-run, run records): the values of the
 // caller's variables are replaced by a marker (their names stay, so it shows what was set), the
 // launcher's configuration is shown parsed, and the gateway's routes appear without credentials.
+import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import type { PlannedRun } from "./prepare-plan.js";
 
 export const REDACTED = "<set by caller>";
@@ -23,6 +24,10 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
       api: r.api,
       credentialHeaders: Object.keys(r.headers),
     })),
+    // Which credentials the run would get, by name, host and source; never a value.
+    secrets: summarizeSecrets(run.policy.network === "allowlist" ? run.policy.secrets : undefined, run.hostEnv).map(
+      ({ problem, ...secret }) => ({ ...secret, available: problem === undefined }),
+    ),
     prompt: { bytes: Buffer.byteLength(run.prompt) },
   };
 }
