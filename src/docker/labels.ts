@@ -8,6 +8,8 @@ export const LABEL_CREATED_AT = "sandbox-run.created-at";
 export const LABEL_DEADLINE = "sandbox-run.deadline";
 /** "uid:gid" the workspace goes back to when a root caller lent it to the sandbox uid. */
 export const LABEL_HAND_BACK = "sandbox-run.hand-back";
+/** JSON array of the absolute roots a root caller lent to the sandbox uid (workspace in any mode, writable roots). */
+export const LABEL_LENT_ROOTS = "sandbox-run.lent-roots";
 
 export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
 export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";

@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import type Docker from "dockerode";
 import { IMAGE_PATHS } from "../image/runner-image.js";
-import { handBackOrphanedTree } from "../run/ownership.js";
+import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
 import { SANDBOX_UID } from "../run/run-plan.js";
 import type { DockerClient } from "./docker-engine.js";
 import { isGoneError } from "./docker-engine.js";
@@ -14,6 +14,7 @@ import { SandboxRunError } from "../errors.js";
 import {
   LABEL_DEADLINE,
   LABEL_HAND_BACK,
+  LABEL_LENT_ROOTS,
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
@@ -79,19 +80,24 @@ export async function reapContainers(
 }
 
 /**
- * What a dead controller could not do itself for a root caller: hand the workspace (and
- * writable roots) it lent to the sandbox uid back. Its run folder goes with reapRunDirs.
+ * What a dead controller could not do itself for a root caller: hand the trees it lent to the
+ * sandbox uid back (the workspace in every mode, and the writable roots). Its run folder goes
+ * with reapRunDirs. The container is gone by now (removed above, or already gone).
  */
 async function handBackAfter(info: Docker.ContainerInfo): Promise<void> {
-  const socketDir = `${IMAGE_PATHS.socketDir}/`;
-  const mounts = info.Mounts ?? [];
   const handBack = /^(\d+):(\d+)$/.exec(info.Labels?.[LABEL_HAND_BACK] ?? "");
   if (!handBack) return;
   const to = { uid: Number(handBack[1]), gid: Number(handBack[2]) };
-  for (const mount of mounts) {
-    if (mount.Type === "bind" && mount.RW && !mount.Destination.startsWith(socketDir)) {
-      await handBackOrphanedTree(mount.Source, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to);
-    }
+  let roots = decodeLentRoots(info.Labels?.[LABEL_LENT_ROOTS]);
+  if (roots.length === 0) {
+    // Containers from before the lent-roots label: their read-write bind mounts.
+    const socketDir = `${IMAGE_PATHS.socketDir}/`;
+    roots = (info.Mounts ?? [])
+      .filter((m) => m.Type === "bind" && m.RW && !m.Destination.startsWith(socketDir))
+      .map((m) => m.Source);
+  }
+  for (const root of roots) {
+    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to).catch(() => {});
   }
 }
 

@@ -1,6 +1,7 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 import { z } from "zod";
+import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
 
 const domainPattern = z
@@ -83,6 +84,16 @@ export const policySchema = z
       .default([])
       .describe(
         "Workspace globs (relative; ** any depth, * and ? within a name) whose creation, modification or deletion fails the run; existing <dir>/** directories and existing files named without wildcards are also mounted read-only",
+      ),
+    disableBuiltinProtections: z
+      .array(
+        z.string().refine((name) => BUILTIN_PROTECTION_NAMES.includes(name), {
+          message: `must be one of ${BUILTIN_PROTECTION_NAMES.join(", ")}`,
+        }),
+      )
+      .default([])
+      .describe(
+        "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, new-repositories, directory-modes, or a protected name such as .envrc or .vscode/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
       ),
     limits: limitsSchema,
   })

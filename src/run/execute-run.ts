@@ -14,7 +14,6 @@ import { SandboxRunError } from "../errors.js";
 import { startModelGateway, type ModelGateway } from "../gateway/model-gateway.js";
 import type { Usage } from "../pi/result-collector.js";
 import { containerFailure } from "./container-failure.js";
-import { OwnershipLease } from "./ownership.js";
 import type { ResolvedRun } from "./resolve-options.js";
 import { planRun } from "./plan-run.js";
 import type { RunPlan } from "./run-plan.js";
@@ -23,9 +22,10 @@ import { superviseRun } from "./supervise-run.js";
 import { createDomainFilter } from "../proxy/domain-filter.js";
 import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import type { ProtectedChange } from "../workspace/protected-paths.js";
+import { OwnershipLease } from "../workspace/ownership-lease.js";
+import { violationMessage } from "../workspace/violation-message.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
-import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { WorkspaceWatch, type WorkspaceReport } from "../workspace/workspace-watch.js";
 
 export interface RunDetails<T = unknown> {
   result: T;
@@ -110,11 +110,13 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       runtime: plan.runtime,
     });
 
+    let lease: OwnershipLease | undefined;
     if (plan.handBackTo) {
       const sandboxOwner = { uid: Number(plan.user.split(":")[0]), gid: Number(plan.user.split(":")[1]) };
-      const lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], sandboxOwner);
+      lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], sandboxOwner);
       const handBackTo = plan.handBackTo;
-      cleanups.push(() => lease.restore(handBackTo));
+      const lent = lease;
+      cleanups.push(() => lent.restore(handBackTo).then(() => {}));
     }
 
     // After the ownership lease (its chown moves ctimes), before anything can write.
@@ -123,6 +125,9 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       workspaceWritable: run.policy.workspace === "read-write",
       writableRoots: run.writableRoots,
       protectedPaths: run.policy.protectedPaths,
+      disabledProtections: run.policy.disableBuiltinProtections,
+      stateDir: path.join(runDir, "workspace"),
+      ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
     });
 
     ctx.signal?.throwIfAborted();
@@ -146,10 +151,13 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
       deleted: workspace.changedFiles.deleted.length,
       snapshotMs: workspace.snapshotMs,
     });
-    if (workspace.violations.length > 0) {
-      timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
-      if (!ctx.signal?.aborted)
-        throw protectedPathsChanged(workspace.violations, plan, container.id, timeline, settled);
+    if (workspace.violationCount > 0) {
+      timeline.sandbox("policy.violation", {
+        protectedPaths: workspace.violations.slice(0, 50).map(({ path, change, rule }) => ({ path, change, rule })),
+        count: workspace.violationCount,
+        restore: workspace.restore,
+      });
+      if (!ctx.signal?.aborted) throw protectedPathsChanged(workspace, plan, container.id, timeline, settled);
     }
     if ("error" in settled) throw settled.error;
     return { ...settled.details, changedFiles: workspace.changedFiles };
@@ -173,24 +181,19 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
 }
 
 function protectedPathsChanged(
-  violations: ProtectedChange[],
+  workspace: WorkspaceReport,
   plan: RunPlan,
   containerId: string,
   timeline: RunTimeline,
   settled: { details: Omit<RunDetails, "changedFiles"> } | { error: unknown },
 ): SandboxRunError {
-  const shown = violations.slice(0, 10).map((v) => `${v.path} (${v.change})`);
-  const more = violations.length > shown.length ? ` and ${violations.length - shown.length} more` : "";
+  const { message, hint } = violationMessage(workspace, plan.policyName);
   const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-  return new SandboxRunError(
-    "policy-violation",
-    `The agent changed protected paths of policy ${plan.policyName}: ${shown.join(", ")}${more}. The result was withheld.`,
-    {
-      hint: "Review and revert these changes (e.g. `git status`, `git checkout -- <path>`); if the task must change them, use a policy whose protectedPaths do not cover them.",
-      exitCode,
-      containerId,
-      runId: plan.runId,
-      lastEvents: timeline.lastEvents(),
-    },
-  );
+  return new SandboxRunError("policy-violation", message, {
+    hint,
+    exitCode,
+    containerId,
+    runId: plan.runId,
+    lastEvents: timeline.lastEvents(),
+  });
 }
