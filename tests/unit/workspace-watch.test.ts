@@ -110,21 +110,24 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(`${message} ${hint}`).not.toMatch(/git status|git checkout|git diff/);
   });
 
-  it(".git replaced by a gitdir: file pointing at a planted repository: both undone", async () => {
+  it(".git moved away and replaced by a gitdir: file pointing at a planted repository: .git comes back whole, objects included", async () => {
     const ws = gitRepo();
-    const before = state(path.join(ws, ".git"), /^objects\//);
+    const before = state(path.join(ws, ".git"));
     const w = await watch(ws);
     execFileSync("git", ["init", "-q", "--bare", path.join(ws, "evil")]);
-    fs.renameSync(path.join(ws, ".git"), path.join(ws, "old-git"));
+    fs.mkdirSync(path.join(ws, "deep/er"), { recursive: true });
+    fs.renameSync(path.join(ws, ".git"), path.join(ws, "deep/er/old-git"));
     fs.writeFileSync(path.join(ws, ".git"), "gitdir: evil\n");
     const report = await w.finish();
     const rules = new Set(report.violations.map((v) => v.rule));
     expect(rules).toEqual(new Set(["new-repositories", "git-metadata"]));
-    expect(report.restore?.removed.sort()).toEqual(["evil", "old-git"]);
+    expect(report.restore?.removed.sort()).toEqual(["deep/er/old-git", "evil"]);
     expect(report.restore?.reverted).toEqual([".git"]);
-    // The metadata is back (the objects went with the folder the run moved: data, not a trap).
-    expect(state(path.join(ws, ".git"), /^objects\//)).toEqual(before);
-    expect(fs.existsSync(path.join(ws, "evil"))).toBe(false);
+    expect(report.restore?.clean).toBe(true);
+    // The metadata from the kept copy, the object store found by its inode and moved back.
+    expect(state(path.join(ws, ".git"))).toEqual(before);
+    expect(fs.readdirSync(ws).sort()).toEqual([".git", ".gitignore", "deep", "src"]);
+    expect(execFileSync("git", ["log", "--oneline"], { cwd: ws, encoding: "utf8" })).toMatch(/ init\n$/);
   });
 
   it("a new nested repository with a config is removed; a .gitmodules, .envrc and .vscode/tasks.json are undone", async () => {
