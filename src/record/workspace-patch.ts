@@ -68,20 +68,25 @@ export class WorkspaceBaseline {
   /** The diff from the baseline to the workspace now, and what was left out. Never throws. */
   patch(): WorkspacePatch {
     if (!this.scratch) return { patch: "", notes: this.notes.done() };
-    this.copy("b", "after");
-    return { patch: this.diff(), notes: this.notes.done() };
+    if (!this.copy("b", "after")) this.notes.add("no patch: the workspace could not be copied after the run");
+    else if (!fs.existsSync(path.join(this.scratch, "a"))) this.notes.add("no patch: there is no copy from before the run");
+    else return { patch: this.diff(), notes: this.notes.done() };
+    return { patch: "", notes: this.notes.done() };
   }
 
   dispose(): void {
     if (this.scratch) fs.rmSync(this.scratch, { recursive: true, force: true });
   }
 
-  private copy(side: "a" | "b", when: string): void {
+  /** Whether the copy was made (perhaps in part: its notes say what is missing). */
+  private copy(side: "a" | "b", when: string): boolean {
+    const to = path.join(this.scratch!, side);
     try {
-      copyTree(this.workspace, path.join(this.scratch!, side), (note) => this.notes.add(`${when}: ${note}`));
+      copyTree(this.workspace, to, (note) => this.notes.add(`${when}: ${note}`));
     } catch (error) {
       this.notes.add(`${when}: the copy stopped early (${(error as Error).message})`);
     }
+    return fs.existsSync(to);
   }
 
   private diff(): string {

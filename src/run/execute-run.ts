@@ -145,10 +145,14 @@ export async function executeRun(run: ResolvedRun, ctx: ExecuteContext): Promise
     // The container has stopped either way: diff the trees it could write. A protected path
     // that changed fails the run whatever else happened; the result is withheld.
     const workspace = await watch.finish();
+    const changed = workspace.changedFiles;
     timeline.sandbox("workspace.changed", {
-      created: workspace.changedFiles.created.length,
-      modified: workspace.changedFiles.modified.length,
-      deleted: workspace.changedFiles.deleted.length,
+      ...(changed.truncated ?? {
+        created: changed.created.length,
+        modified: changed.modified.length,
+        deleted: changed.deleted.length,
+      }),
+      ...(changed.truncated ? { listed: "first 10,000 of each kind" } : {}),
       snapshotMs: workspace.snapshotMs,
     });
     if (workspace.violationCount > 0) {

@@ -120,16 +120,20 @@ export function comparePaths(a: string, b: string): number {
 }
 
 function readNames(fd: number): { names: string[]; raw?: Map<number, Buffer> } {
-  const buffers = fs.readdirSync(`/proc/self/fd/${fd}`, { encoding: "buffer" });
-  const decoded = buffers.map((b) => ({ name: b.toString("utf8"), raw: b }));
-  decoded.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
-  const names = new Array<string>(decoded.length);
-  let raw: Map<number, Buffer> | undefined;
+  const dir = `/proc/self/fd/${fd}`;
+  const names = fs.readdirSync(dir);
+  names.sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+  // Node decodes names as UTF-8 and replaces what is not with U+FFFD: only then read raw bytes.
+  if (!names.some((n) => n.includes("\uFFFD"))) return { names };
+  const decoded = fs
+    .readdirSync(dir, { encoding: "buffer" })
+    .map((raw) => ({ name: raw.toString("utf8"), raw }))
+    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  const raw = new Map<number, Buffer>();
   decoded.forEach((d, i) => {
-    names[i] = d.name;
-    if (d.name.includes("\uFFFD") && !Buffer.from(d.name, "utf8").equals(d.raw)) (raw ??= new Map()).set(i, d.raw);
+    if (d.name.includes("\uFFFD") && !Buffer.from(d.name, "utf8").equals(d.raw)) raw.set(i, d.raw);
   });
-  return { names, raw };
+  return { names: decoded.map((d) => d.name), raw };
 }
 
 /**

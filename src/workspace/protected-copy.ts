@@ -40,6 +40,7 @@ export interface KeptEntry {
   mtimeMs: number;
   atimeMs: number;
   ctimeMs: number;
+  dev: number;
   ino: number;
   /** Files: sha256 of the content (when read). Symlinks: the target. */
   hash?: string;
@@ -136,6 +137,7 @@ export class ProtectedCopy {
       mtimeMs: stat.mtimeMs,
       atimeMs: stat.atimeMs,
       ctimeMs: stat.ctimeMs,
+      dev: stat.dev,
       ino: stat.ino,
     };
     if (flags.objectStore) row.objectStore = true;

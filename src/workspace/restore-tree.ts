@@ -29,6 +29,8 @@ export function applyRestore(root: string, steps: readonly RestoreStep[], copy: 
   const restorer = new Restorer(kept, copy, report);
   const rootFd = openRoot(root);
   try {
+    restorer.rootFd = rootFd;
+    restorer.rescueObjectStores(rootFd, steps);
     for (const step of steps) {
       try {
         restorer.apply(rootFd, step);
@@ -36,6 +38,7 @@ export function applyRestore(root: string, steps: readonly RestoreStep[], copy: 
         report.notRestored.push({ path: step.path || ".", why: errorCode(error) });
       }
     }
+    restorer.dropUnusedRescues(rootFd);
   } finally {
     fs.closeSync(rootFd);
   }
@@ -45,6 +48,9 @@ export function applyRestore(root: string, steps: readonly RestoreStep[], copy: 
 class Restorer {
   private readonly children = new Map<string, string[]>();
   private readonly asRoot = process.geteuid?.() === 0;
+  /** Kept object-store path -> the name (in the root) it was moved aside to, to go back into place. */
+  private readonly rescued = new Map<string, string>();
+  rootFd?: number;
 
   constructor(
     private readonly kept: Map<string, KeptEntry>,
@@ -59,15 +65,72 @@ class Restorer {
     }
   }
 
+  /**
+   * A git directory's object store is not copied (it is large), so if the run moved it (`mv
+   * .git x`, then a gitdir: file) and x is about to be removed as a new repository, the user's
+   * history would go with it. Found by inode among the scopes to remove, it is moved aside
+   * first, and put back when its git directory is restored.
+   */
+  rescueObjectStores(rootFd: number, steps: readonly RestoreStep[]): void {
+    const wanted = new Map<string, KeptEntry>();
+    for (const row of this.kept.values()) {
+      if (!row.objectStore) continue;
+      const now = lstatBelow(rootFd, row.path);
+      if (!now || now.ino !== row.ino) wanted.set(`${row.ino}`, row);
+    }
+    if (wanted.size === 0) return;
+    for (const step of steps) {
+      if (step.action !== "remove" || wanted.size === 0) continue;
+      const parts = step.path.split("/");
+      const parentFd = this.openPath(rootFd, parts.slice(0, -1), false);
+      if (parentFd === undefined) continue;
+      try {
+        const found: Array<{ row: KeptEntry; path: string }> = [];
+        const scope = atPath(parentFd, parts[parts.length - 1]!);
+        if (!lstatOrUndefined(scope)?.isDirectory()) continue;
+        for (const entry of walkTree(scope, { maxDepth: Number.POSITIVE_INFINITY })) {
+          const row = entry.kind === "directory" ? wanted.get(`${entry.stat!.ino}`) : undefined;
+          if (row && entry.stat!.dev === row.dev) {
+            found.push({ row, path: entry.path === "" ? step.path : `${step.path}/${entry.path}` });
+            wanted.delete(`${row.ino}`);
+          }
+        }
+        for (const { row, path } of found) {
+          const aside = `.sandbox-run-rescue-${crypto.randomBytes(6).toString("hex")}`;
+          const fromParts = path.split("/");
+          const fromFd = this.openPath(rootFd, fromParts.slice(0, -1), false);
+          if (fromFd === undefined) continue;
+          try {
+            fs.renameSync(atPath(fromFd, fromParts[fromParts.length - 1]!), atPath(rootFd, aside));
+            this.rescued.set(row.path, aside);
+          } finally {
+            fs.closeSync(fromFd);
+          }
+        }
+      } finally {
+        fs.closeSync(parentFd);
+      }
+    }
+  }
+
+  /** Object stores moved aside whose git directory was not restored: removed with the rest. */
+  dropUnusedRescues(rootFd: number): void {
+    for (const aside of this.rescued.values()) removeAt(rootFd, aside);
+    this.rescued.clear();
+  }
+
   apply(rootFd: number, step: RestoreStep): void {
     const parts = step.path === "" ? [] : step.path.split("/");
     if (step.action === "mode") {
-      const fd = this.openPath(rootFd, parts, false);
-      if (fd === undefined) return; // gone: nothing left to be unsafe
+      // Through the parent: a directory made unreadable (0311) cannot be opened to fchmod it.
+      const parentFd = parts.length === 0 ? undefined : this.openPath(rootFd, parts.slice(0, -1), false);
+      if (parts.length > 0 && parentFd === undefined) return; // gone: nothing left to be unsafe
       try {
-        fs.fchmodSync(fd, step.mode);
+        const at = parentFd === undefined ? `/proc/self/fd/${rootFd}` : atPath(parentFd, parts[parts.length - 1]!);
+        if (!lstatOrUndefined(at)?.isDirectory()) return;
+        fs.chmodSync(at, step.mode); // lstat: a directory, and nothing moves the tree now
       } finally {
-        fs.closeSync(fd);
+        if (parentFd !== undefined) fs.closeSync(parentFd);
       }
       this.report.modes.push(step.path || ".");
       return;
@@ -152,6 +215,13 @@ class Restorer {
 
   private restoreDirectory(dirFd: number, name: string, path: string, row: KeptEntry, current?: fs.Stats): void {
     const at = atPath(dirFd, name);
+    const aside = this.rescued.get(path);
+    if (aside) {
+      if (current) removeAt(dirFd, name);
+      fs.renameSync(atPath(this.rootFd!, aside), at);
+      this.rescued.delete(path);
+      current = fs.lstatSync(at);
+    }
     const isDirectory = current?.isDirectory() === true;
     if (current && !isDirectory) removeAt(dirFd, name);
     if (!isDirectory) fs.mkdirSync(at, { mode: 0o700 });
@@ -232,6 +302,24 @@ class Restorer {
     }
     if (current?.isDirectory()) removeAt(dirFd, name);
     fs.renameSync(atPath(dirFd, temp), at);
+  }
+}
+
+/** lstat of a path below the root, resolved one directory fd at a time (no symlink followed). */
+function lstatBelow(rootFd: number, path: string): fs.Stats | undefined {
+  const parts = path.split("/");
+  let fd = openDirAt(rootFd, ".");
+  try {
+    for (const part of parts.slice(0, -1)) {
+      const next = openDirAt(fd, part);
+      fs.closeSync(fd);
+      fd = next;
+    }
+    return lstatOrUndefined(atPath(fd, parts[parts.length - 1]!));
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
