@@ -69,7 +69,8 @@ export class WorkspaceBaseline {
   patch(): WorkspacePatch {
     if (!this.scratch) return { patch: "", notes: this.notes.done() };
     if (!this.copy("b", "after")) this.notes.add("no patch: the workspace could not be copied after the run");
-    else if (!fs.existsSync(path.join(this.scratch, "a"))) this.notes.add("no patch: there is no copy from before the run");
+    else if (!fs.existsSync(path.join(this.scratch, "a")))
+      this.notes.add("no patch: there is no copy from before the run");
     else return { patch: this.diff(), notes: this.notes.done() };
     return { patch: "", notes: this.notes.done() };
   }

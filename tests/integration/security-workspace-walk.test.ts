@@ -131,7 +131,11 @@ describe("scale", () => {
           ),
           finish(),
         ],
-        { cwd: ws, policy: hostilePolicy({ limits: { timeoutSeconds: 900, memoryMb: 4096 } }), reportEvents: ["workspace.changed"] },
+        {
+          cwd: ws,
+          policy: hostilePolicy({ limits: { timeoutSeconds: 900, memoryMb: 4096 } }),
+          reportEvents: ["workspace.changed"],
+        },
       );
       const done = await controller.done;
       expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);

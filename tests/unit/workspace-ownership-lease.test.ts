@@ -39,7 +39,8 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     const ws = tree({ "mine.txt": "m", "theirs.txt": "t", "sub/x": "x" });
     fs.chownSync(path.join(ws, "theirs.txt"), 1234, 4321);
     const lease = await OwnershipLease.lend([ws], SANDBOX);
-    for (const p of ["", "mine.txt", "theirs.txt", "sub", "sub/x"]) expect(owner(path.join(ws, p)), p).toBe("65532:65532");
+    for (const p of ["", "mine.txt", "theirs.txt", "sub", "sub/x"])
+      expect(owner(path.join(ws, p)), p).toBe("65532:65532");
     expect(lease.originalOwner(fs.lstatSync(path.join(ws, "theirs.txt")))).toEqual({ uid: 1234, gid: 4321 });
     // The sandbox renames a lent file and creates one.
     fs.renameSync(path.join(ws, "theirs.txt"), path.join(ws, "sub/moved.txt"));
@@ -99,9 +100,12 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     for (const p of ["", "a", "a/b.txt"]) fs.lchownSync(path.join(ws, p), SANDBOX.uid, SANDBOX.gid);
     fs.chmodSync(path.join(ws, "a/b.txt"), 0o4755);
     await handBackOrphanedTree(ws, SANDBOX, CALLER);
-    expect([owner(ws), owner(path.join(ws, "a")), owner(path.join(ws, "a/b.txt")), owner(path.join(ws, "keep.txt"))]).toEqual(
-      ["0:0", "0:0", "0:0", "1234:1234"],
-    );
+    expect([
+      owner(ws),
+      owner(path.join(ws, "a")),
+      owner(path.join(ws, "a/b.txt")),
+      owner(path.join(ws, "keep.txt")),
+    ]).toEqual(["0:0", "0:0", "0:0", "1234:1234"]);
     expect(fs.statSync(path.join(ws, "a/b.txt")).mode & 0o7777).toBe(0o755);
   });
 });
