@@ -5,6 +5,7 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { atPath, errorCode, openDirAt, openRoot, walkTree } from "./fd-walk.js";
+import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import type { RestoreStep } from "./workspace-rules.js";
 import { hashFileAt } from "./workspace-snapshot.js";
@@ -305,58 +306,6 @@ class Restorer {
   }
 }
 
-/** lstat of a path below the root, resolved one directory fd at a time (no symlink followed). */
-function lstatBelow(rootFd: number, path: string): fs.Stats | undefined {
-  const parts = path.split("/");
-  let fd = openDirAt(rootFd, ".");
-  try {
-    for (const part of parts.slice(0, -1)) {
-      const next = openDirAt(fd, part);
-      fs.closeSync(fd);
-      fd = next;
-    }
-    return lstatOrUndefined(atPath(fd, parts[parts.length - 1]!));
-  } catch {
-    return undefined;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-function lstatOrUndefined(at: string | Buffer): fs.Stats | undefined {
-  try {
-    return fs.lstatSync(at);
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return undefined;
-    throw error;
-  }
-}
-
 function kindName(stat: fs.Stats): string {
   return stat.isFIFO() ? "fifo" : stat.isSocket() ? "socket" : "device";
-}
-
-/**
- * Removes the entry `name` in the directory `dirFd` and, for a directory, everything below
- * it, at any depth, including what the run made unreadable. Returns whether anything was there.
- */
-export function removeAt(dirFd: number, name: string | Buffer): boolean {
-  const at = atPath(dirFd, name);
-  const stat = lstatOrUndefined(at);
-  if (!stat) return false;
-  if (!stat.isDirectory()) {
-    fs.unlinkSync(at);
-    return true;
-  }
-  if ((stat.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // lstat: a directory; nothing moves it now
-  for (const entry of walkTree(at, {
-    maxDepth: Number.POSITIVE_INFINITY,
-    descend: () => true,
-    repairAccess: true,
-    leave: ({ at: child }) => fs.rmdirSync(child),
-  })) {
-    if (entry.path !== "" && entry.kind !== "directory") fs.unlinkSync(entry.at);
-  }
-  fs.rmdirSync(at);
-  return true;
 }

@@ -89,6 +89,15 @@ export class WorkspaceWatch {
       let summary: Awaited<ReturnType<typeof takeSnapshot>>;
       try {
         summary = await takeSnapshot(target.root, snapshot, { onEntry: (entry) => copy.consider(entry) });
+      } catch (error) {
+        throw new SandboxRunError(
+          "usage",
+          `sandbox-run cannot take the snapshot of ${target.root} it needs to check the run afterwards: ${errorText(error)}. Nothing was started.`,
+          {
+            hint: "Check that the folder exists and is readable, and that the temp folder has free space.",
+            cause: error,
+          },
+        );
       } finally {
         copy.close();
       }
@@ -103,8 +112,27 @@ export class WorkspaceWatch {
     return this.watched.reduce((sum, w) => sum + w.allocatedBytes, 0);
   }
 
-  /** Call once the container has stopped: diff, judge, undo violations, check again. */
+  /**
+   * Call once the container has stopped: diff, judge, undo violations, check again. If the trees
+   * cannot be checked, that fails the run too (a SandboxRunError "policy-violation").
+   */
   async finish(): Promise<WorkspaceReport> {
+    try {
+      return await this.check();
+    } catch (error) {
+      if (error instanceof SandboxRunError) throw error;
+      throw new SandboxRunError(
+        "policy-violation",
+        `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.`,
+        {
+          hint: "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it.",
+          cause: error,
+        },
+      );
+    }
+  }
+
+  private async check(): Promise<WorkspaceReport> {
     const started = performance.now();
     const changes = new ChangeCollector();
     const report: WorkspaceReport = {
@@ -238,4 +266,8 @@ function uncheckableTree(root: string, problems: Array<{ path: string; problem: 
       hint: "Make these entries readable and searchable by the user running sandbox-run, or rename entries whose names are not UTF-8, then run again.",
     },
   );
+}
+
+function errorText(error: unknown): string {
+  return (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
 }
