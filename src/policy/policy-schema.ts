@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { matchesDomain } from "../proxy/domain-filter.js";
 import { hostPatternProblem } from "../proxy/host-name.js";
+import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
 
 // One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
@@ -156,6 +157,16 @@ export const policySchema = z
       .default([])
       .describe(
         "Workspace globs (relative; ** any depth, * and ? within a name) whose creation, modification or deletion fails the run; existing <dir>/** directories and existing files named without wildcards are also mounted read-only",
+      ),
+    disableBuiltinProtections: z
+      .array(
+        z.string().refine((name) => BUILTIN_PROTECTION_NAMES.includes(name), {
+          message: `must be one of ${BUILTIN_PROTECTION_NAMES.join(", ")}`,
+        }),
+      )
+      .default([])
+      .describe(
+        "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, new-repositories, directory-modes, or a protected name such as .envrc or .vscode/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
       ),
     limits: limitsSchema,
   })

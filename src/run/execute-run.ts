@@ -9,18 +9,20 @@ import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
+import { OwnershipLease } from "../workspace/ownership-lease.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { DiskWatch } from "../workspace/disk-watch.js";
 import { containerFailure } from "./container-failure.js";
+import { limitHint } from "./failure-explanations.js";
 import { containerSpecOf } from "./container-spec.js";
-import { OwnershipLease } from "./ownership.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { EventThrottle } from "./event-throttle.js";
 import { OutputBudget } from "./output-budget.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
-import { RunTrip } from "./run-trip.js";
+import { RunTrip, type Trip } from "./run-trip.js";
 import { superviseRun } from "./supervise-run.js";
 
 export interface RunDetails<T = unknown> {
@@ -129,11 +131,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       runtime: plan.runtime,
     });
 
+    let lease: OwnershipLease | undefined;
     if (plan.handBackTo) {
-      const lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
+      const lent = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
+      lease = lent;
       const handBackTo = plan.handBackTo;
       cleanups.add(async () => {
-        if (await removeSandbox()) await lease.restore(handBackTo);
+        if (await removeSandbox()) await lent.restore(handBackTo);
         else
           timeline.sandbox("workspace.still-lent", {
             reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
@@ -146,7 +150,24 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       workspaceWritable: run.policy.workspace === "read-write",
       writableRoots: run.writableRoots,
       protectedPaths: run.policy.protectedPaths,
+      disabledProtections: run.policy.disableBuiltinProtections,
+      stateDir: `${runDir}/workspace`,
+      ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
     });
+
+    // The trees it may write live on the host's disks: their growth is watched while the run is live.
+    const diskLimit = plan.limits.diskMb * 1024 * 1024;
+    const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
+    const diskWatch =
+      writable.length > 0
+        ? await DiskWatch.start({
+            roots: writable,
+            limitBytes: diskLimit,
+            baselineBytes: watch.allocatedBytesBefore,
+            onExceeded: ({ grownBytes }) => trip.fire(diskTrip(grownBytes, plan.limits.diskMb)),
+          })
+        : undefined;
+    cleanups.add(() => diskWatch?.stop());
 
     signal?.throwIfAborted();
     container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
@@ -192,22 +213,40 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         },
       );
     }
+    // Nothing of the sandbox runs any more: diff the trees it could write, and put back whatever
+    // it was not allowed to change (workspace/workspace-watch.ts).
+    diskWatch?.stop();
     const workspace = await watch.finish();
+    const changed = workspace.changedFiles;
     timeline.sandbox("workspace.changed", {
-      created: workspace.changedFiles.created.length,
-      modified: workspace.changedFiles.modified.length,
-      deleted: workspace.changedFiles.deleted.length,
+      ...(changed.truncated ?? {
+        created: changed.created.length,
+        modified: changed.modified.length,
+        deleted: changed.deleted.length,
+      }),
+      ...(changed.truncated ? { listed: "first 10,000 of each kind" } : {}),
       snapshotMs: workspace.snapshotMs,
     });
     // A protected path that changed fails the run whatever else happened; the result is withheld.
-    if (workspace.violations.length > 0) {
-      timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
+    if (workspace.violationCount > 0) {
+      timeline.sandbox("policy.violation", {
+        protectedPaths: workspace.violations.slice(0, 50).map(({ path, change, rule }) => ({ path, change, rule })),
+        count: workspace.violationCount,
+        restore: workspace.restore,
+      });
       if (!signal?.aborted) {
         const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-        throw protectedPathsChanged(workspace.violations, { plan, containerId: created.id, exitCode, timeline });
+        throw protectedPathsChanged(workspace, { plan, containerId: created.id, exitCode, timeline });
       }
     }
     if ("error" in settled) throw settled.error;
+    // The exact answer, from the after-walk: a run that wrote past the limit fails even if the
+    // watch did not catch it while it was live.
+    const overDisk = await diskWatch?.check(workspace.allocatedBytes.after);
+    if (overDisk) {
+      const over = diskTrip(overDisk.grownBytes, plan.limits.diskMb);
+      throw new SandboxRunError("limit", over.message, { limit: "disk", hint: limitHint("disk"), runId: plan.runId });
+    }
     return {
       ...settled.details,
       runId: plan.runId,
@@ -232,4 +271,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
+}
+
+function diskTrip(grownBytes: number, diskMb: number): Trip {
+  const grownMb = Math.round(grownBytes / 1024 / 1024);
+  return {
+    code: "limit",
+    limit: "disk",
+    message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
 }
