@@ -350,6 +350,7 @@ export function useHostileModelServer(): ScriptedModelServer {
     get requests() {
       return live().requests;
     },
+    baseUrlFor: (api) => live().baseUrlFor(api),
     setScript: (modelId, script) => live().setScript(modelId, script),
     close: () => live().close(),
   };
