@@ -5,6 +5,7 @@
 import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { startModelGateway } from "../gateway/model-gateway.js";
+import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
 import { createDomainFilter } from "../proxy/domain-filter.js";
 import { startEgressProxy } from "../proxy/egress-proxy.js";
@@ -83,7 +84,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
     const gateway = await startModelGateway({
       socketPath: `${runDir}/gateway.sock`,
-      routes: run.routing.routes,
+      // The one place models.json `!command` values run: when the run starts, never when it is planned.
+      routes: resolveRouteCredentials(run.routing, { env: run.hostEnv }),
       onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
       maxGenerations: run.budgets.maxTurns,
       onBudgetExceeded: (attempted) =>
