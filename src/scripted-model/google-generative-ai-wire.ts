@@ -13,7 +13,7 @@ export const googleGenerativeAiWire: WireFormat = {
   route: (method, subpath) => (method === "POST" && GENERATE.test(subpath) ? "generate" : undefined),
   modelOf: (subpath) => {
     const id = GENERATE.exec(subpath)?.[1];
-    return id === undefined ? undefined : decodeURIComponent(id);
+    return id;
   },
   streams: (subpath) => GENERATE.exec(subpath)?.[2] === "streamGenerateContent",
   errorBody: (status, message) => ({

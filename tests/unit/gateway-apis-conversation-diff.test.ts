@@ -115,4 +115,16 @@ describe("firstDifference", () => {
     const tools = conversation("openai-completions", (body) => void (body.tools as unknown[]).pop());
     expect(firstDifference(recorded, tools)).toBe("tool 2 (sandbox_run_final_result) is no longer offered");
   });
+
+  it("reports arguments nested too deeply to compare as a difference, without overflowing the stack", () => {
+    const deep = JSON.parse(`${"[".repeat(200_000)}${"]".repeat(200_000)}`);
+    const recorded = conversation("anthropic-messages");
+    const withDeep = (body: Record<string, unknown>) => {
+      const block = (messages(body)[1]!.content as Message[])[0]!;
+      block.input = deep;
+    };
+    expect(firstDifference(recorded, conversation("anthropic-messages", withDeep))).toMatch(
+      /^tool call 1 \(bash\) arguments differ: .*nested too deeply to compare/,
+    );
+  });
 });

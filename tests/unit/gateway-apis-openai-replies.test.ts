@@ -146,18 +146,20 @@ describe("openai-completions replies", () => {
     const body = sse([chunk({ content: "x".repeat(50) }), chunk({ content: "y".repeat(60) }), chunk({}, "stop")]);
     const reply = replyFrom(API, body, { limits: { maxContentChars: 100 } });
     expect(reply.complete).toBe(false);
-    expect(reply.truncated).toMatch(/exceeded 100 characters/);
+    expect(reply.truncated).toBe(true);
+    expect(reply.truncation).toMatch(/exceeded 100 characters/);
     expect(reply.text).toBe("x".repeat(50));
   });
 
   it("stops at its event cap and its JSON cap", () => {
     expect(
-      replyFrom(API, sse([chunk({ content: "z".repeat(500) })]), { limits: { maxEventBytes: 200 } }).truncated,
+      replyFrom(API, sse([chunk({ content: "z".repeat(500) })]), { limits: { maxEventBytes: 200 } }).truncation,
     ).toMatch(/exceeded 200 bytes/);
     const json = JSON.stringify({ choices: [{ message: { content: "z".repeat(500) }, finish_reason: "stop" }] });
     expect(replyFrom(API, json, { contentType: "application/json", limits: { maxJsonBytes: 100 } })).toMatchObject({
       complete: false,
-      truncated: expect.stringMatching(/JSON reply exceeded 100 bytes/),
+      truncated: true,
+      truncation: expect.stringMatching(/JSON reply exceeded 100 bytes/),
     });
   });
 });

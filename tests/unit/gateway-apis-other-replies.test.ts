@@ -153,6 +153,12 @@ describe("google-generative-ai replies", () => {
     expect(stableReply(API, sse([g([], "NEW_REASON")])).error).toBe("Unhandled stop reason: NEW_REASON");
   });
 
+  it("fails, without throwing, on call arguments nested too deeply to write out (Pi fails there too)", () => {
+    const deep = `${"[".repeat(200_000)}${"]".repeat(200_000)}`;
+    const body = `data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"bash","args":${deep}}}]},"finishReason":"STOP"}]}\n\n`;
+    expect(replyFrom(API, body)).toMatchObject({ complete: false, error: expect.stringContaining("call stack") });
+  });
+
   it("fails on an error chunk the SDK fails on", () => {
     const body = sse([g([{ text: "x" }]), { error: { code: 429, message: "quota", status: "RESOURCE_EXHAUSTED" } }]);
     expect(stableReply(API, body)).toMatchObject({

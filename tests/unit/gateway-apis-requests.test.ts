@@ -122,4 +122,15 @@ describe("request details", () => {
     });
     expect(result).toEqual({ ok: false, reason: "messages[0].content[0] has an unsupported type" });
   });
+
+  it("says a request is nested too deeply instead of overflowing the stack", () => {
+    const deep = JSON.parse(`${"[".repeat(200_000)}${"]".repeat(200_000)}`);
+    const body = {
+      contents: [{ role: "user", parts: [{ functionResponse: { name: "bash", response: { output: deep } } }] }],
+    };
+    expect(codecFor("google-generative-ai")!.parseRequest("/models/m:streamGenerateContent", body)).toEqual({
+      ok: false,
+      reason: "the request is nested too deeply to read",
+    });
+  });
 });

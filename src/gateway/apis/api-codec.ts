@@ -56,7 +56,11 @@ export interface ModelReplyToolCall {
    */
   id: string;
   name: string;
-  /** The arguments text Pi parses (see prepareToolArguments in src/pi/tool-arguments.ts). */
+  /**
+   * The arguments text Pi parses (see prepareToolArguments in src/pi/tool-arguments.ts): the
+   * streamed pieces joined (Google: its `args` object written out). For grammar-constrained
+   * (custom) tools, which Pi only uses with compat flags, `{"input": <the raw input text>}`.
+   */
   argumentsJson: string;
 }
 
@@ -74,8 +78,10 @@ export interface ModelReply {
   error?: string;
   /** The reply reached its proper end (e.g. [DONE], message_stop, a finish reason). */
   complete: boolean;
-  /** Why the parser stopped early: a size cap was hit. */
-  truncated?: string;
+  /** The parser hit a size cap and stopped reading (see `truncation` for which). */
+  truncated?: boolean;
+  /** Which cap was hit, in words. */
+  truncation?: string;
 }
 
 export interface RequestPolicy {

@@ -26,12 +26,13 @@ export function unreadable(reason: string): never {
   throw new UnreadableRequest(reason);
 }
 
-/** Runs a parse that may throw UnreadableRequest. */
+/** Runs a parse that may throw UnreadableRequest (or overflow the stack on absurd nesting). */
 export function parseSafely(parse: () => ParsedRequest): ParsedRequest {
   try {
     return parse();
   } catch (error) {
     if (error instanceof UnreadableRequest) return { ok: false, reason: error.message };
+    if (error instanceof RangeError) return { ok: false, reason: "the request is nested too deeply to read" };
     throw error;
   }
 }

@@ -168,10 +168,21 @@ function quoted(text: string): string {
   );
 }
 
-/** JSON with object keys sorted, so the order a provider or Pi wrote them in does not count. */
+/**
+ * JSON with object keys sorted, so the order a provider or Pi wrote them in does not count. A
+ * value nested too deeply to walk (hostile input) gets a marker that never equals another.
+ */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(sortKeys(value)) ?? "undefined";
+  try {
+    return JSON.stringify(sortKeys(value)) ?? "undefined";
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    tooDeep++;
+    return `(nested too deeply to compare #${tooDeep})`;
+  }
 }
+
+let tooDeep = 0;
 
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);

@@ -95,7 +95,7 @@ function parseGoogleRequest(pathname: string, body: unknown): ModelRequest {
   }
   return {
     api: API,
-    model: decodeURIComponent(route[1]!),
+    model: route[1]!,
     stream: route[2] === "streamGenerateContent",
     system: system.join("\n\n"),
     messages,
@@ -154,7 +154,7 @@ function googleRefusal(
   if (bodyProblem) return bodyProblem;
   const request = body as JsonRecord;
   return firstRefusal(
-    () => modelRefusal(route ? decodeURIComponent(route[1]!) : undefined, policy, "the URL path"),
+    () => modelRefusal(route?.[1], policy, "the URL path"),
     () =>
       request.cachedContent !== undefined
         ? serverFeatureRefusal(policy, "cachedContent", "stored cached content")

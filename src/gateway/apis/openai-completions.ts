@@ -44,6 +44,8 @@ function completionsReplyParser(contentType: string | undefined, limits?: Partia
     let textBlock: number | undefined;
     const byIndex = new Map<number, number>();
     const byId = new Map<string, number>();
+    // Custom (grammar) tool input is raw text; Pi keeps it as `{ input: text }`.
+    const customInputs = new Map<number, string>();
 
     const finishReason = (reason: unknown) => {
       if (typeof reason !== "string" || reason === "") return;
@@ -69,8 +71,12 @@ function completionsReplyParser(contentType: string | undefined, limits?: Partia
       const state = reply.toolCall(call);
       if (state && !state.id && id) reply.setToolId(call, id);
       if (state && !state.name && name) reply.setToolName(call, name);
-      const piece = fn?.arguments ?? custom?.input;
-      if (typeof piece === "string" && piece) reply.appendArgs(call, piece);
+      if (typeof fn?.arguments === "string" && fn.arguments) reply.appendArgs(call, fn.arguments);
+      else if (!fn && typeof custom?.input === "string" && custom.input) {
+        const input = (customInputs.get(call) ?? "") + custom.input;
+        customInputs.set(call, input);
+        reply.setArgs(call, JSON.stringify({ input }));
+      }
     };
 
     const onChunk = (chunk: unknown) => {

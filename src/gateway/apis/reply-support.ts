@@ -237,7 +237,10 @@ export class ReplyAccumulator {
     if (this.stopReason !== undefined) reply.stopReason = this.stopReason;
     if (this.piStopReason !== undefined) reply.piStopReason = this.piStopReason;
     if (this.#error !== undefined) reply.error = this.#error;
-    if (this.#truncated !== undefined) reply.truncated = this.#truncated;
+    if (this.#truncated !== undefined) {
+      reply.truncated = true;
+      reply.truncation = this.#truncated;
+    }
     return reply;
   }
 
