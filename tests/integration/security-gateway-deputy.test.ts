@@ -35,10 +35,22 @@ const server = useHostileModelServer();
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const SECOND_KEY = "sk-second-provider-SECRET-8e41d0";
 
-/** A bash step that runs a Node script inside the sandbox, printing one `name=status message` line per attempt. */
-function probe(
-  attempts: Array<{ name: string; path: string; body: unknown; headers?: Record<string, string>; giveUpMs?: number }>,
-) {
+interface Attempt {
+  name: string;
+  path: string;
+  body: unknown;
+  headers?: Record<string, string>;
+  /** The client gives up (aborts) after this long. */
+  giveUpMs?: number;
+}
+
+/** A bash step that calls the gateway directly (see probeCommand). */
+function probe(attempts: Attempt[]): ScriptStep {
+  return bash(probeCommand(attempts));
+}
+
+/** Shell that runs a Node script inside the sandbox, printing one `name=status message` line per attempt. */
+function probeCommand(attempts: Attempt[]): string {
   const script = `
 const attempts = ${JSON.stringify(attempts)};
 for (const a of attempts) {
@@ -57,7 +69,7 @@ for (const a of attempts) {
     console.log(a.name + "=gave-up " + error.name);
   }
 }`;
-  return bash(`cat > /tmp/probe.mjs <<'PROBE_EOF'\n${script}\nPROBE_EOF\nnode /tmp/probe.mjs`);
+  return `cat > /tmp/probe.mjs <<'PROBE_EOF'\n${script}\nPROBE_EOF\nnode /tmp/probe.mjs`;
 }
 
 /** Runs `first` (built from the run's model id) as the model's first step, then the final tool. */
@@ -116,31 +128,27 @@ describe.concurrent("the gateway as a deputy", () => {
         server,
         withModelId(() =>
           bash(
-            `node -e 'console.log("providers=" + Object.keys(JSON.parse(require("fs").readFileSync(process.env.PI_CODING_AGENT_DIR + "/models.json")).providers).join(","))'`,
+            [
+              `node -e 'console.log("providers=" + Object.keys(JSON.parse(require("fs").readFileSync(process.env.PI_CODING_AGENT_DIR + "/models.json")).providers).join(","))'`,
+              probeCommand([
+                { name: "second-route", path: "/second/chat/completions", body: chat("second-model") },
+                { name: "second-model-on-run-route", path: "/scripted/chat/completions", body: chat("second-model") },
+              ]),
+            ].join("\n"),
           ),
         ),
         { modelsJson: modelsFor("openai-completions", secondProvider) },
       );
       expect(outcome.details, describeOutcome(outcome)).toBeDefined();
-      expect(outcome.toolResults[0]).toMatch(/^providers=scripted$/m);
-
-      const direct = await runHostile(
-        server,
-        withModelId(() =>
-          probe([
-            { name: "second-route", path: "/second/chat/completions", body: chat("second-model") },
-            { name: "second-model-on-run-route", path: "/scripted/chat/completions", body: chat("second-model") },
-          ]),
-        ),
-        { modelsJson: modelsFor("openai-completions", secondProvider) },
-      );
-      expect(direct.details, describeOutcome(direct)).toBeDefined();
-      const printed = direct.toolResults[0] ?? "";
+      // Nothing reached the second provider, with its key or without.
+      expect(seen).toEqual([]);
+      const printed = outcome.toolResults[0] ?? "";
+      expect(printed).not.toContain(SECOND_KEY);
       expect(printed).toMatch(/^second-route=403 .*unknown route "second"/m);
       expect(printed).toMatch(/^second-model-on-run-route=403 .*model "second-model"/m);
-      expect(printed).not.toContain(SECOND_KEY);
-      expect(seen).toEqual([]);
-      const refused = direct.events.filter((e) => e.type === "gateway.refused");
+      // Pi inside knows only the run's provider.
+      expect(printed).toMatch(/^providers=scripted$/m);
+      const refused = outcome.events.filter((e) => e.type === "gateway.refused");
       expect(refused.map((e) => e.data.reason)).toEqual(["unknown-route", "request-policy"]);
     } finally {
       await second.close();
@@ -278,8 +286,8 @@ describe.concurrent("the gateway as a deputy", () => {
       { encoding: "utf8" },
     );
     expect(dry.status, dry.stderr).toBe(0);
-    expect(JSON.parse(dry.stdout).gatewayRoutes[0].credentialHeaders.authorization).toContain("command");
     expect(fs.existsSync(marker)).toBe(false);
+    expect(JSON.parse(dry.stdout).gatewayRoutes[0].credentialHeaders.authorization).toContain("command");
 
     const outcome = await runHostile(server, [finish()], { modelsJson: commandModels });
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
