@@ -30,6 +30,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   program
     .argument("[prompt...]", "the task (read from stdin when omitted)")
     .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
+    .option("--prompt-file <file>", "read the task from this file (instead of the argument or stdin)")
     .option("--cwd <dir>", "workspace directory (default: the current directory)")
     .option("--sandbox <mode>", "read-only | workspace-write | danger-full-access (default workspace-write)")
     .option("--policy <name|file>", "a built-in policy name or a policy file, JSON or YAML (overrides --sandbox)")
@@ -53,6 +54,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       "write a run record (policy, image, prompt, events, result, workspace patch) to this new folder",
     )
     .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
+    .option(
+      "--refuse-workspace-config",
+      "refuse a policy, models, schema or prompt file inside the workspace or a writable root (strict CI mode; or SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1)",
+    )
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
     .action(async (promptParts: string[], flags: RunCommandFlags) => {
@@ -107,8 +112,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("doctor")
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
     .option("--model <provider/id>", "also check the credentials this model needs")
-    .action(async (flags: { model?: string }) => {
-      exitCode = await runDoctor(io, flags.model);
+    .option("--policy <name|file>", "also check the secrets this policy gives its runs (names and hosts, never values)")
+    .action(async (flags: { model?: string; policy?: string }) => {
+      // The root command's own --policy takes the flag wherever it is written.
+      exitCode = await runDoctor(io, flags.model, flags.policy ?? program.opts<{ policy?: string }>().policy);
     });
 
   program

@@ -30,6 +30,7 @@ import type {
   ModelReplyToolCall,
   ModelRequest,
 } from "./apis/api-codec.js";
+import { short } from "./apis/codec-support.js";
 import { canonicalJson } from "./apis/conversation-diff.js";
 import { sanitizeSurrogates } from "./apis/reply-support.js";
 import { parseToolCallArguments } from "../pi/tool-arguments.js";
@@ -76,6 +77,8 @@ export class ConversationLedger {
   #onChain = 0;
   #offChain = 0;
   readonly #toolCalls = new Map<string, LedgerToolCall>();
+  /** Calls without an id, per exchange, in the order their replies were indexed. */
+  readonly #idless = new Map<number, LedgerToolCall[]>();
   readonly #indexed = new Set<number>();
 
   /** Classifies an exchange and, when it is on-chain, makes it the conversation's latest. */
@@ -106,9 +109,29 @@ export class ConversationLedger {
     return last;
   }
 
-  /** A tool call the model made in an on-chain reply that reached Pi, by the id Pi gives it. */
+  /**
+   * A tool call the model made in an on-chain reply that reached Pi, by the id Pi gives it. Google
+   * replies may carry no ids; Pi then names a call `<tool>_<time>_<n>`: such an id finds the
+   * newest reply's id-less call of that tool, when there is exactly one.
+   */
   toolCall(id: string): LedgerToolCall | undefined {
-    return id === "" ? undefined : this.#toolCalls.get(id);
+    if (id === "") return undefined;
+    const known = this.#toolCalls.get(id);
+    if (known) return known;
+    const made = /^(.+)_\d+_\d+$/.exec(id);
+    if (!made) return undefined;
+    for (const calls of [...this.#idless.values()].reverse()) {
+      const named = calls.filter((call) => call.name === made[1]);
+      if (named.length > 0) return named.length === 1 ? named[0] : undefined;
+    }
+    return undefined;
+  }
+
+  /** The model's last reply in Pi's conversation, as run outcomes check it (confirm-outcome.ts). */
+  lastReply(): { text: string; toolCallCount: number; complete: boolean } | undefined {
+    const head = this.#head;
+    if (!head?.reply) return undefined;
+    return { text: head.reply.text, toolCallCount: head.reply.toolCalls.length, complete: head.delivered };
   }
 
   get onChainCount(): number {
@@ -140,9 +163,12 @@ export class ConversationLedger {
   #index(head: OnChainExchange): void {
     if (this.#indexed.has(head.seq)) return;
     this.#indexed.add(head.seq);
+    const idless: LedgerToolCall[] = [];
     for (const [index, call] of (head.reply?.toolCalls ?? []).entries()) {
       if (call.id !== "") this.#toolCalls.set(call.id, { ...call, seq: head.seq, index });
+      else idless.push({ ...call, seq: head.seq, index });
     }
+    if (idless.length > 0) this.#idless.set(head.seq, idless);
   }
 }
 
@@ -153,7 +179,7 @@ function delivered(exchange: LedgerExchange): boolean {
 }
 
 function contextDifference(before: ModelRequest, now: ModelRequest): string | undefined {
-  if (before.api !== now.api || before.model !== now.model) return `another model (${now.model})`;
+  if (before.api !== now.api || before.model !== now.model) return `another model (${short(now.model)})`;
   if (before.system !== now.system) return "another system prompt";
   if (canonicalJson(before.tools) !== canonicalJson(now.tools)) return "other tools";
   return undefined;

@@ -2,7 +2,7 @@
 // through to the sandbox's copy untouched (Pi's docs/models-configuration.md describes them all).
 import { z } from "zod";
 import { usageError } from "../errors.js";
-import { formatIssues } from "../policy/load-policy.js";
+import { formatZodIssues } from "../util/config-file.js";
 
 const httpUrl = z.string().refine((value) => {
   try {
@@ -39,7 +39,7 @@ export function parseModelsJson(value: unknown): Record<string, ModelsJsonProvid
   const result = modelsJsonSchema.safeParse(value);
   if (!result.success) {
     throw usageError(
-      `Invalid models.json:\n${formatIssues(result.error.issues)}`,
+      `Invalid models.json:\n${formatZodIssues(result.error.issues)}`,
       "Fix the listed fields; Pi's docs/models-configuration.md describes every field.",
     );
   }

@@ -17,8 +17,12 @@ import {
   PROXY_SOCKET,
   type RunPlan,
   SANDBOX_CA_BUNDLE,
+  SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
+  SYSTEM_CA_BUNDLE,
 } from "../sandbox-contract.js";
+import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { secretSandboxEnv } from "../proxy/secret-env.js";
 
 export type { Mount, RunPlan } from "../sandbox-contract.js";
 
@@ -38,6 +42,8 @@ export interface PlanInput {
   protectedMounts?: string[];
   /** Host CA bundle to mount when the policy trusts it; default HOST_CA_BUNDLE. */
   hostCaBundle?: string;
+  /** Per-run placeholders of the policy's secrets, by variable name (the values stay on the host). */
+  secretPlaceholders?: Record<string, string>;
   caller: { uid: number; gid: number };
   sandboxEnv: Record<string, string>;
   containerModelsJson: unknown;
@@ -78,6 +84,16 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     });
     for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
   }
+  // Secrets (allowlist only): placeholders in the environment, and the run's CA trusted through
+  // a bundle the egress proxy's run folder holds (see proxy/sandbox-trust.ts).
+  const secrets = policy.network === "allowlist" ? (policy.secrets ?? {}) : {};
+  const secretEnv = secretSandboxEnv(secrets, input.secretPlaceholders ?? {}, input.sandboxEnv);
+  if (Object.keys(secrets).length > 0) {
+    const hostPath = `${input.runDir}/${SANDBOX_TRUST_FILE}`;
+    for (const containerPath of [SANDBOX_TRUST_BUNDLE, SYSTEM_CA_BUNDLE])
+      mounts.push({ hostPath, containerPath, readOnly: true, kind: "ca-bundle" });
+    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_TRUST_BUNDLE;
+  }
   const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
   const proxyEnv: Record<string, string> = {};
   if (policy.network === "allowlist") {
@@ -115,6 +131,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
 
   const env: Record<string, string> = {
     ...input.sandboxEnv,
+    ...secretEnv,
     ...proxyEnv,
     ...caEnv,
     HOME: IMAGE_PATHS.home,

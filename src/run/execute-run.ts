@@ -8,9 +8,8 @@ import { startModelGateway } from "../gateway/model-gateway.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
-import { createDomainFilter } from "../proxy/domain-filter.js";
-import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { startRunEgress } from "../proxy/run-egress.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
@@ -19,6 +18,8 @@ import { containerSpecOf } from "./container-spec.js";
 import { OwnershipLease } from "./ownership.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
+import { EventThrottle } from "./event-throttle.js";
+import { OutputBudget } from "./output-budget.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
 import { RunTrip } from "./run-trip.js";
@@ -71,6 +72,12 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   const started = Date.now();
   const cleanups = new Cleanups();
   const trip = new RunTrip();
+  const budget = new OutputBudget(plan.limits.maxOutputMb, trip);
+  // What the sandbox makes the host report (refusals, egress decisions) is throttled and paid for.
+  const driven = new EventThrottle((event) => {
+    const data = { ...event.data };
+    if (budget.spend(Buffer.byteLength(JSON.stringify(data)) + event.type.length)) timeline.sandbox(event.type, data);
+  });
   let container: EngineContainer | undefined;
   // Removes the container (once) and says whether that worked: until it has, something of the
   // sandbox may still run, so nothing is handed back and no tree is read as final.
@@ -89,11 +96,14 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const gateway = await startModelGateway({
       socketPath: `${runDir}/gateway.sock`,
       routes,
-      onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
+      onRequest: (record) => {
+        const type = record.refused ? "gateway.refused" : "gateway.request";
+        driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
+      },
       // What the model said in Pi's conversation, as the gateway relayed it: the run's evidence.
       onExchange: (exchange) => {
         const verdict = ledger.add(exchange);
-        timeline.sandbox("gateway.exchange", {
+        const data = {
           seq: exchange.seq,
           status: exchange.status,
           relay: exchange.relay,
@@ -102,7 +112,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
           ...(verdict.onChain
             ? { chain: verdict.as }
             : { chain: "off", reason: verdict.reason, detail: verdict.detail }),
-        });
+        };
+        // Pi's own exchanges are bounded by its turns; off-chain ones are the sandbox's doing.
+        if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
+        else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
       },
       maxGenerations: run.budgets.maxTurns,
       onBudgetExceeded: (attempted) =>
@@ -116,13 +129,20 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
 
     if (run.policy.network === "allowlist") {
       // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every
-      // connection and every decision lands in the run's events.
-      const proxy = await startEgressProxy({
-        socketPath: `${runDir}/proxy.sock`,
-        filter: createDomainFilter(run.policy.allowedDomains),
-        onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
+      // connection and every decision lands in the run's events. With secrets, it also holds their
+      // values and the run's CA (both only in this process's memory).
+      const egress = await startRunEgress({
+        runId: plan.runId,
+        runDir,
+        policy: run.policy,
+        hostEnv: run.hostEnv,
+        placeholders: planned.secretPlaceholders,
+        hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+        timeoutMs: run.timeoutMs,
+        onDecision: ({ action, ...decision }) =>
+          driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
       });
-      cleanups.add(() => proxy.close());
+      cleanups.add(() => egress.proxy.close());
     }
     timeline.sandbox("run.planned", {
       model: plan.model,
@@ -175,6 +195,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       container,
       timeline,
       trip,
+      budget,
       signal,
       startedAt: started,
     }).then(
@@ -230,6 +251,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     throw error;
   } finally {
     await cleanups.run();
+    driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
 }

@@ -2,6 +2,7 @@
 // caller's variables are replaced by a marker (their names stay, so it shows what was set), the
 // launcher's configuration is shown parsed, and the gateway's routes appear without credentials.
 import { describeRouteCredentials } from "../gateway/route-credentials.js";
+import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import type { PlannedRun } from "./prepare-plan.js";
 
 export const REDACTED = "<set by caller>";
@@ -26,6 +27,10 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
       // Where each credential comes from (a variable, a models.json field, a command that runs when the run starts), never a value.
       credentialHeaders: describeRouteCredentials(r),
     })),
+    // Which credentials the run would get, by name, host and source; never a value.
+    secrets: summarizeSecrets(run.policy.network === "allowlist" ? run.policy.secrets : undefined, run.hostEnv).map(
+      ({ problem, ...secret }) => ({ ...secret, available: problem === undefined }),
+    ),
     prompt: { bytes: Buffer.byteLength(run.prompt) },
   };
 }

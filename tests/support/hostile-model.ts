@@ -75,6 +75,7 @@ export function hostilePolicy(overrides: Partial<Omit<Policy, "limits">> & { lim
         timeoutSeconds: 60,
         maxOutputMb: 64,
         maxLineMb: 4,
+        diskMb: 256,
         ...limits,
       },
     },

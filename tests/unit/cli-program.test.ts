@@ -97,7 +97,7 @@ describe("usage errors", () => {
     [
       "a missing schema file",
       ["--schema", path.join(dir, "none.json"), "task"],
-      /^sandbox-run: The schema file .* cannot be read/,
+      /^sandbox-run: Cannot read the schema file .* it does not exist\./,
     ],
     ["an unknown option", ["--frobnicate", "task"], /unknown option '--frobnicate'/],
     ["no model anywhere", ["--cwd", ws, "task"], /^sandbox-run: No model was given\./],

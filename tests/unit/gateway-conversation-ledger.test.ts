@@ -90,6 +90,48 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
     });
   }
 
+  it("google: Pi's own ids for id-less calls (<tool>_<time>_<n>) find the newest reply's call of that tool", () => {
+    const full = fixtureRequest("google-generative-ai");
+    const ledger = new ConversationLedger();
+    ledger.add(exchange(requestAt(full, 0), replyAt("google-generative-ai", full, 0)));
+    const second = exchange(requestAt(full, 1), replyAt("google-generative-ai", full, 1));
+    ledger.add(second);
+    expect(ledger.toolCall("bash_1764500000000_2")).toMatchObject({
+      seq: second.seq,
+      name: "bash",
+      argumentsJson: '{"command":"echo oops; exit 3"}',
+    });
+    const idlessFinal = reply({
+      toolCalls: [
+        { id: "", name: "sandbox_run_final_result", argumentsJson: '{"verdict":"reject"}' },
+        { id: "", name: "bash", argumentsJson: '{"command":"a"}' },
+        { id: "", name: "bash", argumentsJson: '{"command":"b"}' },
+      ],
+      piStopReason: "toolUse",
+    });
+    ledger.add(exchange(full, idlessFinal));
+    expect(ledger.toolCall("sandbox_run_final_result_1764500000001_3")?.argumentsJson).toBe('{"verdict":"reject"}');
+    // Two id-less calls of one tool in the newest reply: which one Pi meant cannot be told.
+    expect(ledger.toolCall("bash_1764500000001_4")).toBeUndefined();
+    expect(ledger.toolCall("not-a-made-up-id")).toBeUndefined();
+  });
+
+  it("lastReply() is the newest on-chain reply, complete only when it reached Pi whole", () => {
+    const full = fixtureRequest("openai-completions");
+    const ledger = new ConversationLedger();
+    expect(ledger.lastReply()).toBeUndefined();
+    ledger.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0)));
+    ledger.add(
+      exchange(requestAt(full, 1), reply({ text: "Half", textBlocks: ["Half"], complete: false }), 200, "client-gone"),
+    );
+    expect(ledger.lastReply()).toEqual({ text: "Half", toolCallCount: 0, complete: false });
+    ledger.add(exchange(requestAt(full, 1), reply({ text: "Whole.", textBlocks: ["Whole."] })));
+    expect(ledger.lastReply()).toEqual({ text: "Whole.", toolCallCount: 0, complete: true });
+    // Off-chain replies never become the last reply.
+    ledger.add(exchange({ ...full, system: "other" }, reply({ text: "Forged." })));
+    expect(ledger.lastReply()?.text).toBe("Whole.");
+  });
+
   it("a retry of a request whose reply failed is on-chain; a repeat of a delivered one is not", () => {
     const full = fixtureRequest("openai-completions");
     const ledger = new ConversationLedger();

@@ -16,7 +16,7 @@ import type {
   ModelTool,
   RequestHeaders,
   RequestPolicy,
-} from "./api-codec.js";
+} from "./codec-types.js";
 import {
   appendParts,
   arrayOrEmpty,

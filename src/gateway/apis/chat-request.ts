@@ -13,7 +13,7 @@ import type {
   ModelTool,
   RequestHeaders,
   RequestPolicy,
-} from "./api-codec.js";
+} from "./codec-types.js";
 import {
   argumentsValue,
   arrayOrEmpty,

@@ -7,7 +7,7 @@ import type {
   ParsedRequest,
   RequestHeaders,
   RequestPolicy,
-} from "./api-codec.js";
+} from "./codec-types.js";
 
 export type JsonRecord = Record<string, unknown>;
 

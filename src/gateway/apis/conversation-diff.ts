@@ -2,7 +2,7 @@
 // act on (issue 13: strict replay stops at it, lenient replay reports it). Both sides are the
 // neutral form (api-codec.ts), which already drops volatile fields; call ids are ignored here
 // too, since some are made up per run (Google), so calls and results are matched by order.
-import type { ConversationMessage, ConversationPart, ModelRequest, ModelTool } from "./api-codec.js";
+import type { ConversationMessage, ConversationPart, ModelRequest, ModelTool } from "./codec-types.js";
 
 const CONTEXT_BEFORE = 24;
 const EXCERPT_LENGTH = 60;

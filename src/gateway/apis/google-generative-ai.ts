@@ -24,7 +24,7 @@ import type {
   ReplyParser,
   RequestHeaders,
   RequestPolicy,
-} from "./api-codec.js";
+} from "./codec-types.js";
 import {
   appendParts,
   arrayOrEmpty,

@@ -17,7 +17,7 @@ import type {
   ModelTool,
   RequestHeaders,
   RequestPolicy,
-} from "./api-codec.js";
+} from "./codec-types.js";
 import {
   appendParts,
   argumentsValue,

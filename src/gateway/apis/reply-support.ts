@@ -1,6 +1,6 @@
 // Pieces every codec's reply parser shares: the body reader that tells SSE from JSON and keeps
 // memory bounded, and an accumulator for text blocks and tool calls with a total size cap.
-import type { ModelReply, PiStopReason, ReplyLimits, ReplyParser } from "./api-codec.js";
+import type { ModelReply, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { SseParser, type SseEvent } from "./sse-parser.js";
 
 export const DEFAULT_REPLY_LIMITS: ReplyLimits = {
