@@ -57,6 +57,7 @@ const policy = {
     timeoutSeconds: 300,
     maxOutputMb: 64,
     maxLineMb: 16,
+    diskMb: 1024,
   },
 };
 
