@@ -217,6 +217,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       timeline,
       trip,
       budget,
+      evidence: ledger,
       signal,
       startedAt: started,
     }).then(

@@ -8,6 +8,7 @@ import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import type { RunPlan } from "../sandbox-contract.js";
 import { budgetTrip, type Budgets } from "./budget-tracker.js";
 import { containerFailure } from "./container-failure.js";
+import type { ModelEvidence } from "./confirm-outcome.js";
 import { decideOutcome } from "./decide-outcome.js";
 import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
@@ -28,6 +29,8 @@ export interface SupervisedRun {
   trip: RunTrip;
   /** The run's output budget, shared with the host events the sandbox causes. */
   budget: OutputBudget;
+  /** What the model said in Pi's conversation (the gateway's ledger): the result is taken from it. */
+  evidence: ModelEvidence;
   signal?: AbortSignal;
   /** performance clock of the run's start, for durations. */
   startedAt: number;
@@ -128,6 +131,9 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
         badRecords: stream.badRecords,
         runtime: plan.runtime,
         validator: run.validator,
+        schema: plan.schema,
+        finalToolName: plan.finalToolName,
+        evidence: run.evidence,
       },
       evidence,
     );

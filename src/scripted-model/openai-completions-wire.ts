@@ -24,7 +24,7 @@ export const openAiCompletionsWire: WireFormat = {
 
 function toolCallsOf(step: ToolCallStep, seq: number) {
   return step.toolCalls.map((call, i) => ({
-    id: `call_${seq}_${i}`,
+    id: call.id ?? `call_${seq}_${i}`,
     type: "function",
     function: { name: call.name, arguments: argumentsText(call.arguments) },
   }));

@@ -15,7 +15,8 @@ export type ScriptedApi = (typeof SCRIPTED_APIS)[number];
 
 /** Call one or more tools (in one reply). `arguments` is sent as JSON, or as is when a string. */
 export interface ToolCallStep {
-  toolCalls: Array<{ name: string; arguments: unknown }>;
+  /** `id`: the call's id where the test needs to know it (openai-completions); default call_<seq>_<i>. */
+  toolCalls: Array<{ name: string; arguments: unknown; id?: string }>;
 }
 /** Answer with text and end the turn. */
 export interface TextStep {

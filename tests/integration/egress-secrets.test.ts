@@ -131,8 +131,9 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
       "exec 2>&1",
       'echo "placeholder=$GIT_TOKEN"',
       "git config --global user.email agent@sandbox.test && git config --global user.name agent",
-      'git clone -q https://git.test/repo.git clone; echo "clone rc=$?"',
-      'cd clone && echo fixed > fix.txt && git add fix.txt && git commit -qm "agent fix" && git push -q origin HEAD:refs/heads/agent-fix; echo "push rc=$?"; cd ..',
+      // Cloned outside the workspace: a new repository inside it is a protected change (new-repositories).
+      'git clone -q https://git.test/repo.git /tmp/clone; echo "clone rc=$?"',
+      '(cd /tmp/clone && echo fixed > fix.txt && git add fix.txt && git commit -qm "agent fix" && git push -q origin HEAD:refs/heads/agent-fix); echo "push rc=$?"',
       fetchLine("echo", "https://git.test/echo"),
       fetchLine("other", "https://other.test/steal", "NODE_TLS_REJECT_UNAUTHORIZED=0 "),
       "node probe/plain.mjs",
@@ -153,7 +154,7 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
     const prFix = [
       "exec 2>&1",
       "git config --global user.email agent@sandbox.test && git config --global user.name agent",
-      'git clone -q https://github.com/repo.git clone && cd clone && echo fix > pr.txt && git add pr.txt && git commit -qm "pr fix" && git push -q origin HEAD:refs/heads/fix/pr-branch; echo "push rc=$?"; cd ..',
+      '(git clone -q https://github.com/repo.git /tmp/clone && cd /tmp/clone && echo fix > pr.txt && git add pr.txt && git commit -qm "pr fix" && git push -q origin HEAD:refs/heads/fix/pr-branch); echo "push rc=$?"',
       `node -e 'fetch("https://api.github.com/user",{headers:{authorization:"token "+process.env.GITHUB_TOKEN}}).then(async r=>console.log("api:",r.status,(await r.text()).trim()))'`,
       `node -e 'fetch("https://registry.npmjs.org/is-number").then(async r=>console.log("registry:",r.status,(await r.json()).name))'`,
     ].join("\n");

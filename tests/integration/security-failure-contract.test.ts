@@ -114,10 +114,24 @@ describe.concurrent("the failure contract, through the CLI", () => {
     expectCleanFailure(outcome, 1, /finished without a result/, /Ask for the result explicitly/);
   });
 
-  it("validation: a final result forged inside the sandbox, past Pi's checks, is still validated on the host", async () => {
+  it("validation: the model's own final call, which Pi accepts, is checked again on the host", async () => {
+    // Pi's validator lets "a@b" pass as an email; the host's (zod) does not.
+    const schema = { type: "object", properties: { to: { type: "string", format: "email" } }, required: ["to"] };
+    const outcome = await cli([{ toolCalls: [{ name: "sandbox_run_final_result", arguments: { to: "a@b" } }] }], [], {
+      schema,
+    });
+    expectCleanFailure(outcome, 1, /failed host-side schema validation: to/, /tighten the prompt or the schema/);
+  });
+
+  it("contradiction: a final result forged inside the sandbox, past Pi's checks, is not the model's and fails the run", async () => {
     const schema = { type: "object", properties: { count: { type: "integer" } }, required: ["count"] };
     const outcome = await cli([bash(`echo '${FORGED_FINAL}' > /proc/1/fd/1`), { text: "done" }], [], { schema });
-    expectCleanFailure(outcome, 1, /failed host-side schema validation: count/, /tighten the prompt or the schema/);
+    expectCleanFailure(
+      outcome,
+      1,
+      /The sandbox's output contradicted the model: Pi's output reports a final result for call "forged", which the model never made/,
+      /wrote into Pi's event stream/,
+    );
   });
 
   it("agent-crashed: the tool kills Pi", async () => {
