@@ -126,7 +126,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       const engine = new DockerEngine();
       await engine.ping();
       const reaped = await reapContainers(engine, { all: flags.all });
-      for (const r of reaped) io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
+      for (const r of reaped) {
+        io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
+        for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+      }
       const dirs = reapRunDirs();
       for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
       io.stderr(`${reaped.length} container(s) and ${dirs.length} run folder(s) removed\n`);

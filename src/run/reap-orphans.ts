@@ -2,6 +2,7 @@
 // and, for a root caller, the trees it lent to the sandbox uid (handed back to the caller), then
 // its run folders. A container is an orphan when its owner process on this host no longer exists,
 // or when it is past its deadline (plus grace) on any host; `gc --all` removes every container of ours.
+import fs from "node:fs";
 import os from "node:os";
 import type { Engine } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
@@ -24,6 +25,8 @@ export interface ReapedContainer {
   id: string;
   runId?: string;
   reason: string;
+  /** Lent trees that could not be handed back (path: why). */
+  notHandedBack?: string[];
 }
 
 /** Why a container with these labels is an orphan, or undefined while its controller may still need it. */
@@ -57,8 +60,8 @@ export async function reapContainers(engine: Engine, options: { all?: boolean } 
       failed.push(`${id.slice(0, 12)}: ${(error as Error)?.message ?? String(error)}`);
       continue;
     }
-    reaped.push({ id, runId: labels[LABEL_RUN_ID], reason });
-    if (engine.sharesHostFilesystem) await handBackLentTrees(labels);
+    const notHandedBack = engine.sharesHostFilesystem ? await handBackLentTrees(labels) : [];
+    reaped.push({ id, runId: labels[LABEL_RUN_ID], reason, ...(notHandedBack.length ? { notHandedBack } : {}) });
   }
   if (failed.length > 0) {
     throw new SandboxRunError(
@@ -76,13 +79,20 @@ export async function reapContainers(engine: Engine, options: { all?: boolean } 
  * What a dead controller could not do itself for a root caller: hand every tree it lent to the
  * sandbox uid (workspace and writable roots, whatever the mode) back to the caller.
  */
-async function handBackLentTrees(labels: Record<string, string>): Promise<void> {
+async function handBackLentTrees(labels: Record<string, string>): Promise<string[]> {
   const handBack = /^(\d+):(\d+)$/.exec(labels[LABEL_HAND_BACK] ?? "");
-  if (!handBack) return;
+  if (!handBack) return [];
+  const failed: string[] = [];
   const to = { uid: Number(handBack[1]), gid: Number(handBack[2]) };
   for (const root of lentRootsOf(labels)) {
-    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to);
+    // A tree deleted since (a temporary workspace) has nothing to hand back; a tree that cannot be
+    // walked must not keep the reaper from the others.
+    if (!fs.existsSync(root)) continue;
+    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to).catch((error: Error) =>
+      failed.push(`${root}: ${error.message}`),
+    );
   }
+  return failed;
 }
 
 function lentRootsOf(labels: Record<string, string>): string[] {

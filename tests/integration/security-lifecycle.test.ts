@@ -17,6 +17,7 @@ import {
   bash,
   describeOutcome,
   finish,
+  hostilePolicy,
   hostileWorkspace,
   runHostile,
   spawnController,
@@ -114,6 +115,32 @@ describe("a controller killed with SIGKILL", () => {
     expect(runDirsIn(tmpdir)).toEqual([]);
     // The dead controller could not hand the workspace back; the reaper did.
     expect(owners(ws)).toEqual({ ".": "0:0", "old.txt": "0:0", made: "0:0", "made/file.txt": "0:0" });
+  });
+
+  it("in read-only mode too: `gc` hands every lent tree back, including a root-only file", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace({ "secret.txt": "root only\n" });
+    fs.chmodSync(path.join(ws, "secret.txt"), 0o600);
+    const controller = spawnController(
+      server,
+      [bash("sleep 3600"), finish()],
+      {
+        cwd: ws,
+        policy: hostilePolicy({ workspace: "read-only", tools: ["read", "bash", "grep", "find", "ls"] }),
+        reportEvents: ["container.started"],
+      },
+      { env: { ...process.env, TMPDIR: tmpdir } },
+    );
+    const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+    // Lent to the sandbox uid while the run is on, so it can read the root-only file.
+    expect(fs.statSync(path.join(ws, "secret.txt")).uid).toBe(65532);
+    controller.child.kill("SIGKILL");
+    await controller.exited;
+    const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(await containersOfRuns([started.runId])).toEqual([]);
+    expect(owners(ws)).toEqual({ ".": "0:0", "secret.txt": "0:0" });
+    expect(fs.statSync(path.join(ws, "secret.txt")).mode & 0o777).toBe(0o600);
   });
 
   it("start-up reaping of the next controller removes its container, its run directory, and hands the workspace back", async () => {
