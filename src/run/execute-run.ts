@@ -22,7 +22,7 @@ import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { EventThrottle } from "./event-throttle.js";
 import { OutputBudget } from "./output-budget.js";
-import { createRunDir, removeRunDir } from "./run-dirs.js";
+import { createRunDir, removeRunDir, WORKSPACE_STATE_DIR } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
 import { RunTrip, type Trip } from "./run-trip.js";
 import { superviseRun } from "./supervise-run.js";
@@ -173,7 +173,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       writableRoots: run.writableRoots,
       protectedPaths: run.policy.protectedPaths,
       disabledProtections: run.policy.disableBuiltinProtections,
-      stateDir: `${runDir}/workspace`,
+      stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
       ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
     });
 

@@ -2,18 +2,26 @@
 // one parent folder per user: `<tmpdir>/sandbox-run-<uid>`, created 0700 and checked with lstat
 // (a real directory, owned by us, no access for anyone else) before every use. Other local users can
 // therefore neither plant a run folder nor swap anything inside one, and the reaper, which may run as
-// root, only ever looks inside that parent, removes only the file names a run creates (never
-// recursively, never through a symlink) and leaves anything else where it is.
+// root, only ever looks inside that parent, removes only the names a run creates (never through a
+// symlink) and leaves anything else where it is.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
-/** The only names a run folder holds; the reaper removes these and nothing else. */
-const RUN_FILE =
-  /^(?:\.sandbox-run-owner|gateway\.sock|proxy\.sock|[a-z0-9][a-z0-9-]{0,40}\.(?:sock|tmp|bin|pem|json))$/;
+/**
+ * The only names a run folder holds; removal takes these and nothing else. Files: the owner marker,
+ * the gateway's and the proxy's sockets, the CA bundle a run with secrets hands the sandbox. One
+ * folder: the workspace watch's state (snapshots, kept copies of protected files), which is ours
+ * throughout, inside a parent only we can write, so it is removed as a whole.
+ */
+const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE]);
+/** The folder in a run folder where the workspace watch keeps its state. */
+export const WORKSPACE_STATE_DIR = "workspace";
+const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR]);
 
 export function runDirsParent(tmpDir = os.tmpdir()): string {
   return path.join(tmpDir, `sandbox-run-${process.geteuid?.() ?? process.getuid?.() ?? 0}`);
@@ -54,11 +62,12 @@ export function removeRunDir(dir: string): boolean {
     return false;
   }
   for (const name of names) {
-    if (!RUN_FILE.test(name)) continue;
     const file = path.join(dir, name);
     const stat = lstatOrUndefined(file);
-    // unlink never follows a symlink; directories are not ours to recurse into.
-    if (stat && !stat.isDirectory()) fs.rmSync(file, { force: true });
+    if (!stat) continue;
+    // unlink never follows a symlink; rm of a real directory does not follow the links inside it.
+    if (RUN_FILES.has(name) && !stat.isDirectory()) fs.rmSync(file, { force: true });
+    else if (RUN_STATE_DIRS.has(name) && stat.isDirectory()) fs.rmSync(file, { recursive: true, force: true });
   }
   try {
     fs.rmdirSync(dir);

@@ -62,18 +62,20 @@ describe("run folders", () => {
     expect(() => privateRunDirsParent(linked)).toThrow(/it is a symbolic link/);
   });
 
-  it("are removed file by known file: an unknown file or a directory keeps the folder, a symlink is removed, not followed", () => {
+  it("are removed name by known name: an unknown name keeps the folder, a symlink is removed, not followed", () => {
     const base = tmp();
     const dir = createRunDir("def456", base);
     const outside = tmp();
     fs.writeFileSync(path.join(outside, "keep.txt"), "outside\n");
     fs.writeFileSync(path.join(dir, "gateway.sock"), "");
     fs.symlinkSync(outside, path.join(dir, "proxy.sock"));
-    fs.mkdirSync(path.join(dir, "snapshot.bin"));
+    fs.mkdirSync(path.join(dir, "workspace/kept-0"), { recursive: true });
+    fs.symlinkSync(outside, path.join(dir, "workspace/kept-0/link"));
+    fs.mkdirSync(path.join(dir, "gateway.sock.d"));
     expect(removeRunDir(dir)).toBe(false);
-    expect(fs.readdirSync(dir).sort()).toEqual(["snapshot.bin"]);
+    expect(fs.readdirSync(dir).sort()).toEqual(["gateway.sock.d"]);
     expect(fs.readFileSync(path.join(outside, "keep.txt"), "utf8")).toBe("outside\n");
-    fs.rmdirSync(path.join(dir, "snapshot.bin"));
+    fs.rmdirSync(path.join(dir, "gateway.sock.d"));
     expect(removeRunDir(dir)).toBe(true);
     expect(fs.existsSync(dir)).toBe(false);
   });
