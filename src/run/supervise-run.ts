@@ -3,7 +3,7 @@
 // decide the outcome from what the host saw (decide-outcome.ts).
 import type { z } from "zod";
 import type { EngineContainer } from "../engine/engine.js";
-import type { SandboxRunErrorDetails } from "../errors.js";
+import type { SandboxRunError, SandboxRunErrorDetails } from "../errors.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import type { RunPlan } from "../sandbox-contract.js";
 import { budgetTrip, type Budgets } from "./budget-tracker.js";
@@ -137,7 +137,12 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       },
       evidence,
     );
-    if (!decision.ok) throw decision.error;
+    if (!decision.ok) {
+      const error = decision.error as SandboxRunError;
+      // The host's own record that the sandbox's output and the model disagreed, with both sides.
+      if (error?.code === "contradiction") timeline.sandbox("result.contradicted", { message: error.shortMessage });
+      throw decision.error;
+    }
     timeline.sandbox("run.result", { kind: decision.kind });
     return {
       result: decision.result,
