@@ -1,6 +1,7 @@
 // Where an engine is and how to reach it, as Docker's own conventions say: a unix socket, tcp://
 // with mutual TLS (DOCKER_TLS_VERIFY + DOCKER_CERT_PATH), or ssh:// to the engine's socket on
 // another machine. Parsed once, validated here, and turned into a client by docker-connection.ts.
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SandboxRunError, usageError } from "../errors.js";
@@ -14,8 +15,9 @@ export interface TlsFiles {
 
 export interface SshAccess {
   user: string;
-  /** A private key file; without one, the ssh agent at SSH_AUTH_SOCK is asked. */
+  /** A private key file; without one, the ssh agent (agentSocket, else SSH_AUTH_SOCK) is asked. */
   privateKeyFile?: string;
+  agentSocket?: string;
   /** The engine host's public key ("ssh-ed25519 AAAA..."), or else a known_hosts file to find it in. */
   hostKey?: string;
   knownHostsFile?: string;
@@ -78,6 +80,10 @@ export function endpointFromEnv(env: Record<string, string | undefined> = proces
   const url = parseUrl(host.includes("://") ? host : `tcp://${host}`, "DOCKER_HOST");
   const home = env.HOME ?? os.homedir();
   if (url.protocol === "ssh:") {
+    // As ssh does: the agent when there is one, else the first of the usual key files.
+    const keyFile = ["id_ed25519", "id_ecdsa", "id_rsa"]
+      .map((name) => path.join(home, ".ssh", name))
+      .find((file) => fs.existsSync(file));
     return {
       kind: "ssh",
       host: url.hostname,
@@ -86,6 +92,7 @@ export function endpointFromEnv(env: Record<string, string | undefined> = proces
       ssh: {
         user: decodeURIComponent(url.username) || env.USER || os.userInfo().username,
         knownHostsFile: path.join(home, ".ssh", "known_hosts"),
+        ...(env.SSH_AUTH_SOCK ? { agentSocket: env.SSH_AUTH_SOCK } : keyFile ? { privateKeyFile: keyFile } : {}),
       },
     };
   }

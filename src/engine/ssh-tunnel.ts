@@ -161,6 +161,7 @@ export class SshTunnel {
     const { ssh } = this.options;
     const env = this.options.env ?? process.env;
     if (ssh.privateKeyFile) return { privateKey: this.readKey(ssh.privateKeyFile) };
+    if (ssh.agentSocket) return { agent: ssh.agentSocket };
     if (env.SSH_AUTH_SOCK) return { agent: env.SSH_AUTH_SOCK };
     const home = env.HOME ?? os.homedir();
     for (const name of ["id_ed25519", "id_ecdsa", "id_rsa"]) {

@@ -49,12 +49,12 @@ describe("endpointFromEnv", () => {
       port: 2376,
       tls: { ca: "/certs/ca.pem", cert: "/certs/cert.pem", key: "/certs/key.pem" },
     });
-    expect(endpointFromEnv({ DOCKER_HOST: "ssh://ci@build-3:2222", HOME: "/home/ci" })).toEqual({
+    expect(endpointFromEnv({ DOCKER_HOST: "ssh://ci@build-3:2222", HOME: "/nonexistent/ci" })).toEqual({
       kind: "ssh",
       host: "build-3",
       port: 2222,
       socketPath: "/var/run/docker.sock",
-      ssh: { user: "ci", knownHostsFile: "/home/ci/.ssh/known_hosts" },
+      ssh: { user: "ci", knownHostsFile: "/nonexistent/ci/.ssh/known_hosts" },
     });
   });
 
