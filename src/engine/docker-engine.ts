@@ -7,7 +7,7 @@ import Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
 import { connectDocker, dockerUnavailable, isGoneError } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
-import { dockerCreateOptions } from "./docker-create-options.js";
+import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
 import type {
   BuildImageOptions,
   ContainerSpec,
@@ -24,6 +24,15 @@ import {
   endpointFromEnv,
   sharesHostFilesystemByDefault,
 } from "./engine-endpoint.js";
+import {
+  assertPodmanLimits,
+  assertPodmanRuntime,
+  detectPodman,
+  type PodmanService,
+  podmanDefaultUlimits,
+  podmanRuntimes,
+  type Ulimit,
+} from "./podman-compat.js";
 import type { SshTunnel } from "./ssh-tunnel.js";
 
 export interface DockerEngineOptions {
@@ -46,6 +55,8 @@ export class DockerEngine implements Engine {
   readonly #tunnel?: SshTunnel;
   /** Plain tcp to another machine: refused at the first request, before any byte is sent. */
   #refusal?: SandboxRunError;
+  #podman?: Promise<PodmanService | undefined>;
+  #podmanUlimits?: Promise<Ulimit[]>;
 
   constructor(options: DockerEngineOptions | Docker = {}) {
     const given: DockerEngineOptions = options instanceof Docker ? { docker: options } : options;
@@ -92,19 +103,32 @@ export class DockerEngine implements Engine {
     this.#tunnel?.close();
   }
 
+  /** Podman's Docker-compatible service (it names itself in /version), or undefined for Docker; asked once. */
+  podman(): Promise<PodmanService | undefined> {
+    this.#podman ??= detectPodman(this.api).catch((error: unknown) => {
+      this.#podman = undefined;
+      throw this.unavailable(error);
+    });
+    return this.#podman;
+  }
+
   private unavailable(error: unknown): SandboxRunError {
     return dockerUnavailable(error, { name: this.name, endpoint: this.#endpoint });
   }
 
   async info(): Promise<EngineInfo> {
-    const [version, info] = await Promise.all([this.api.version(), this.api.info()]);
+    const [version, info, podman] = await Promise.all([this.api.version(), this.api.info(), this.podman()]);
     const raw = info as { Runtimes?: EngineInfo["runtimes"]; SecurityOptions?: string[]; CgroupVersion?: string };
+    let runtimes = raw.Runtimes ?? {};
+    // Podman lists every runtime it knows of, installed or not, and runs only its default.
+    if (podman) runtimes = Object.fromEntries(podmanRuntimes(podman).map((name) => [name, runtimes[name] ?? {}]));
     return {
       version: version.Version,
       apiVersion: version.ApiVersion,
-      runtimes: raw.Runtimes ?? {},
+      runtimes,
       securityOptions: raw.SecurityOptions ?? [],
       cgroupVersion: raw.CgroupVersion,
+      ...(podman ? { product: "podman" as const } : { product: "docker" as const }),
     };
   }
 
@@ -204,8 +228,20 @@ export class DockerEngine implements Engine {
         { hint: "Runs on an engine of another machine copy the workspace in and out: use --workspace copy." },
       );
     }
-    const options = { ...dockerCreateOptions(spec), abortSignal: signal } as Docker.ContainerCreateOptions;
-    return new DockerContainer(await this.api.createContainer(options));
+    const podman = await this.podmanVariant(spec);
+    const options = { ...dockerCreateOptions(spec, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
+    return new DockerContainer(await this.api.createContainer(options), { readOomCounterBeforeKill: Boolean(podman) });
+  }
+
+  /** For Podman: refuses a runtime the service does not run, and learns its default ulimits once. */
+  private async podmanVariant(spec: ContainerSpec): Promise<PodmanVariant | undefined> {
+    const podman = await this.podman();
+    if (!podman) return undefined;
+    assertPodmanRuntime(podman, spec.runtime, this.name);
+    assertPodmanLimits(podman, this.name, spec.limits.cpus !== undefined);
+    this.#podmanUlimits ??= podmanDefaultUlimits(this.api, spec.image, spec.labels);
+    this.#podmanUlimits.catch(() => (this.#podmanUlimits = undefined));
+    return { defaultUlimits: await this.#podmanUlimits, rootless: podman.rootless };
   }
 
   async listContainers(labels: string[]): Promise<ContainerSummary[]> {

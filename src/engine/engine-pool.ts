@@ -109,12 +109,7 @@ export class EnginePool {
       const candidates = this.#members.filter(
         (m) => m.capacity > 0 && (!runtime || !m.runtimes || m.runtimes.includes(runtime)),
       );
-      if (candidates.length === 0) {
-        throw usageError(
-          `No engine of the pool offers the runtime ${runtime}.`,
-          "List it under `runtimes` of an engine that has it registered, or choose another --runtime.",
-        );
-      }
+      if (candidates.length === 0) throw this.noRuntime(runtime);
       const now = Date.now();
       for (const member of candidates.filter((m) => m.downUntil > now)) skip(member, this.downReason(member));
       const free = candidates
@@ -200,12 +195,7 @@ export class EnginePool {
 
   private noneAnswered(candidates: MemberState[], runtime: string | undefined): SandboxRunError {
     const offering = candidates.filter((m) => !this.lacks(m, runtime));
-    if (offering.length === 0) {
-      return usageError(
-        `No engine of the pool offers the runtime ${runtime}.`,
-        "Register it on an engine (`sandbox-run doctor` says how), or choose another --runtime.",
-      );
-    }
+    if (offering.length === 0) return this.noRuntime(runtime);
     // A pool of one (the plain `engine` option) fails with that engine's own error and hint.
     if (this.#members.length === 1 && isSandboxRunError(offering[0]!.lastError)) return offering[0]!.lastError;
     const reasons = offering.map(
@@ -214,6 +204,17 @@ export class EnginePool {
     return new SandboxRunError("docker-unavailable", `No engine of the pool answered: ${reasons.join("; ")}.`, {
       hint: "Start the engines or fix the links to them; `sandbox-run doctor --engines <file>` checks each one.",
     });
+  }
+
+  private noRuntime(runtime: string | undefined): SandboxRunError {
+    const offered = this.#members
+      .filter((m) => m.capacity > 0)
+      .map((m) => `${m.engine.name}: ${m.runtimes?.join(", ") ?? "?"}`)
+      .join("; ");
+    return usageError(
+      `No engine of the pool offers the runtime ${runtime} (${offered}).`,
+      "Register it on an engine and list it under `runtimes` (`sandbox-run doctor` says how), or choose another --runtime.",
+    );
   }
 
   /** Resolves when a place is given back, or when a down engine may be tried again. */

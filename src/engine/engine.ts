@@ -14,6 +14,8 @@ export interface EngineInfo {
   securityOptions: string[];
   /** "1" or "2" where the engine says. */
   cgroupVersion?: string;
+  /** Docker, or Podman's Docker-compatible service. */
+  product?: "docker" | "podman";
 }
 
 export interface ImageSummary {

@@ -115,7 +115,7 @@ describe("EnginePool", () => {
     expect(skipped).toEqual(["a: does not offer the runtime runsc"]);
     const onlyRunc = new EnginePool([{ engine: c.engine, capacity: 1, runtimes: ["runc"] }]);
     await expect(onlyRunc.acquire({ runtime: "runsc" })).rejects.toThrow(
-      "No engine of the pool offers the runtime runsc.",
+      "No engine of the pool offers the runtime runsc (c: runc).",
     );
   });
 
