@@ -128,12 +128,14 @@ export async function startRootlessService(): Promise<() => void> {
 function stopRootless(): void {
   stopPid(path.join(STATE_DIR, "rootless-service.pid"));
   const socket = rootlessSocket();
-  if (socket) stopPid(path.join(path.dirname(socket), "libpod", "tmp", "pause.pid"), { keep: true });
+  if (socket) stopPid(path.join(path.dirname(socket), "libpod", "tmp", "pause.pid"), { keep: true, group: false });
 }
 
-function stopPid(file: string, options: { keep?: boolean } = {}): void {
+/** Stops the process a pid file names, with its process group (rootless Podman re-executes itself). */
+function stopPid(file: string, options: { keep?: boolean; group?: boolean } = {}): void {
   try {
-    process.kill(Number(fs.readFileSync(file, "utf8")), "SIGTERM");
+    const pid = Number(fs.readFileSync(file, "utf8"));
+    process.kill(options.group === false ? pid : -pid, "SIGTERM");
   } catch {
     // Already gone.
   }
