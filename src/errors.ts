@@ -1,3 +1,5 @@
+import type { Usage } from "./sandbox-contract.js";
+
 // One error family with the execa shape: every failure says what happened, carries the
 // evidence (exit code, stderr tail, container id, last events) and says what to do next.
 
@@ -12,7 +14,8 @@ export type SandboxRunErrorCode =
   | "validation" // the final object failed host-side validation: exit 1
   | "limit" // a resource limit tripped (memory, pids, output, disk): exit 1
   | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
-  | "policy-violation"; // e.g. a protected path was modified: exit 1
+  | "policy-violation" // e.g. a protected path was modified: exit 1
+  | "contradiction"; // the sandbox's output contradicted what the model said (forged events): exit 1
 
 export interface SandboxRunErrorDetails {
   /** What to do next, in one sentence. */
@@ -27,7 +30,7 @@ export interface SandboxRunErrorDetails {
   limit?: string;
   runId?: string;
   /** Token usage and cost Pi reported before the failure. */
-  usage?: { input: number; output: number; cacheRead: number; cacheWrite: number; totalTokens: number; cost: number };
+  usage?: Usage;
   cause?: unknown;
 }
 

@@ -37,6 +37,9 @@ export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
 export const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Where that bundle appears inside the sandbox: a fixed path no caller mount can shadow. */
 export const SANDBOX_CA_BUNDLE = `${IMAGE_PATHS.socketDir}/host-ca-certificates.crt`;
+/** With secrets: the host's or Node's roots plus the run's CA, here and over the image's system bundle. */
+export const SANDBOX_TRUST_BUNDLE = `${IMAGE_PATHS.socketDir}/ca-certificates.crt`;
+export const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** Every variable common TLS clients read a CA bundle from (Node, OpenSSL, git, curl, Python requests/pip). */
 export const CA_BUNDLE_ENV_NAMES = Object.freeze([
   "NODE_EXTRA_CA_CERTS",
@@ -93,6 +96,17 @@ export function containerLabels(owner: ContainerOwner): Record<string, string> {
   };
 }
 
+/** Token usage and cost of a run, as Pi reports it. */
+export interface Usage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  totalTokens: number;
+  /** usage.cost.total, in the provider's currency (USD for built-in models). */
+  cost: number;
+}
+
 export interface Mount {
   hostPath: string;
   containerPath: string;
@@ -111,6 +125,7 @@ export interface PlanLimits {
   timeoutSeconds: number;
   maxOutputMb: number;
   maxLineMb: number;
+  diskMb: number;
 }
 
 /**

@@ -35,8 +35,11 @@ function forward(port, socketPath) {
   // noDelay: Pi reads the model's streamed reply through this socket, in many small writes;
   // with Nagle's algorithm on, a write waiting for the previous one's (delayed) ACK stalls the
   // stream for up to 40 ms per exchange.
-  const server = net.createServer({ noDelay: true }, (client) => {
-    const upstream = net.connect(socketPath);
+  // allowHalfOpen: each direction ends on its own (a client that sends its request and then
+  // shuts down writing still gets the answer; a server that answers and closes still receives
+  // the client's remaining bytes), as in the host-side proxy's tunnels.
+  const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (client) => {
+    const upstream = net.connect({ path: socketPath, allowHalfOpen: true });
     // Pi's HTTP client holds its own reference while a request is in flight; ours must not
     // keep Pi alive for the keep-alive timeout once it is done.
     client.unref();

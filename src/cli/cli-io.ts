@@ -6,6 +6,8 @@ export interface CliIo {
   readStdin: () => Promise<string | undefined>;
   env: Record<string, string | undefined>;
   stderrIsTty: boolean;
+  /** stdout is a terminal (not a pipe or file): the result is shown, not handed on as data. */
+  stdoutIsTty?: boolean;
   /** Width of the terminal on stderr, when it is one. */
   stderrColumns?: number;
 }
@@ -22,6 +24,7 @@ export function processIo(): CliIo {
     },
     env: process.env,
     stderrIsTty: Boolean(process.stderr.isTTY),
+    stdoutIsTty: Boolean(process.stdout.isTTY),
     stderrColumns: process.stderr.columns,
   };
 }

@@ -6,12 +6,20 @@ import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
 import { runnerImageProblem } from "../image/ensure-runner-image.js";
+import { loadPolicy } from "../policy/load-policy.js";
+import type { Policy } from "../policy/policy-schema.js";
+import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 
-export async function runDoctor(io: CliIo, model?: string, engines: Engine[] = [new DockerEngine()]): Promise<number> {
+export async function runDoctor(
+  io: CliIo,
+  model?: string,
+  policyName?: string,
+  engines: Engine[] = [new DockerEngine()],
+): Promise<number> {
   let failed = false;
   const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
   const bad = (what: string, fix: string) => {
@@ -61,6 +69,7 @@ export async function runDoctor(io: CliIo, model?: string, engines: Engine[] = [
       );
     }
   }
+  if (policyName) checkPolicySecrets(policyName, io.env, { ok, bad, note });
   if (fs.existsSync(HOST_CA_BUNDLE))
     ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
   io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
@@ -119,6 +128,31 @@ async function checkEngine(engine: Engine, chosen: string, pooled: boolean, { ok
       );
   }
   return true;
+}
+
+/** The secrets a policy gives its runs: by name, hosts and source, and whether each is set; never a value. */
+function checkPolicySecrets(
+  policyName: string,
+  env: Record<string, string | undefined>,
+  say: { ok(what: string): void; bad(what: string, fix: string): void; note(what: string): void },
+): void {
+  let policy: Policy;
+  try {
+    policy = loadPolicy(policyName);
+  } catch (error) {
+    say.bad(
+      isSandboxRunError(error) ? error.shortMessage : String(error),
+      isSandboxRunError(error) ? (error.hint ?? "") : "",
+    );
+    return;
+  }
+  const secrets = summarizeSecrets(policy.secrets, env);
+  if (secrets.length === 0) say.note(`policy ${policy.name} gives its runs no secrets`);
+  for (const s of secrets) {
+    const what = `secret ${s.name} for ${s.hosts.join(", ")} (${s.inject.join(", ")}), from the ${s.source}`;
+    if (s.problem) say.bad(`${what}: ${s.problem}`, "Set it on the host; the sandbox only ever sees a placeholder.");
+    else say.ok(`${what}: set (the sandbox gets a placeholder; the egress proxy adds the value for these hosts)`);
+  }
 }
 
 interface RuntimeInfo {

@@ -1,8 +1,9 @@
 // Live progress for a terminal: finished steps scroll above one status line that is
 // redrawn in place (elapsed time, turn, the tool running now, tokens, cost). Colour unless
-// NO_COLOR is set. CI logs get the plain line-per-event reporter instead.
+// NO_COLOR is set. CI logs get the plain line-per-event reporter instead. Everything the model or
+// the sandbox chose goes through terminalLine before it reaches the terminal.
 import type { RunEvent } from "../run/run-events.js";
-import { summarizeArgs } from "./progress-reporter.js";
+import { terminalLine as t } from "./terminal-text.js";
 
 interface Style {
   dim: (s: string) => string;
@@ -61,44 +62,34 @@ export function createLiveStatus(
       const d = event.data;
       if (event.source === "sandbox") {
         if (event.type === "container.started") phase = "Pi starting";
-        else if (event.type === "limit.tripped") above(s.red(`✗ limit: ${String(d.message)}`));
-        else if (event.type === "gateway.refused")
-          above(s.red(`✗ gateway refused ${String(d.method)} ${String(d.path)}`));
-        else if (event.type === "egress.denied") above(s.red(`✗ egress denied: ${String(d.host)}`));
+        else if (event.type === "limit.tripped") above(s.red(`✗ limit: ${t(d.message)}`));
+        else if (event.type === "gateway.refused") above(s.red(`✗ gateway refused ${t(d.method)} ${t(d.path)}`));
+        else if (event.type === "egress.denied") above(s.red(`✗ egress denied: ${t(d.host)}`));
         redraw();
         return;
       }
-      switch (event.type) {
-        case "turn_start":
+      const step = event.progress;
+      switch (step?.kind) {
+        case "turn":
           turn++;
           phase = "thinking";
           break;
-        case "tool_execution_start":
-          tools.set(String(d.toolCallId), {
-            name: String(d.toolName),
-            args: summarizeArgs(d.args, 60),
-            at: Date.now(),
-          });
+        case "tool-start":
+          tools.set(step.callId, { name: t(step.tool), args: t(step.summary).slice(0, 60), at: Date.now() });
           break;
-        case "tool_execution_end": {
-          const tool = tools.get(String(d.toolCallId));
-          tools.delete(String(d.toolCallId));
+        case "tool-end": {
+          const tool = tools.get(step.callId);
+          tools.delete(step.callId);
           const took = tool ? `${((Date.now() - tool.at) / 1000).toFixed(2)}s` : "";
-          const mark = d.isError ? s.red("✗") : s.green("✓");
-          above(`${mark} ${s.bold(String(d.toolName))} ${s.dim(tool?.args ?? "")} ${s.dim(took)}`);
+          const mark = step.failed ? s.red("✗") : s.green("✓");
+          above(`${mark} ${s.bold(t(step.tool))} ${s.dim(tool?.args ?? "")} ${s.dim(took)}`);
           phase = "thinking";
           break;
         }
-        case "message_end": {
-          const message = d.message as
-            | { role?: string; usage?: { totalTokens?: number; cost?: { total?: number } } }
-            | undefined;
-          if (message?.role === "assistant" && message.usage) {
-            tokens += message.usage.totalTokens ?? 0;
-            cost += message.usage.cost?.total ?? 0;
-          }
+        case "model-reply":
+          tokens += step.tokens;
+          cost += step.costUsd;
           break;
-        }
       }
       redraw();
     },

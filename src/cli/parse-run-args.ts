@@ -1,12 +1,13 @@
-// Turns the CLI's run flags into library options; pure apart from reading the schema file.
-import fs from "node:fs";
 import type { JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
 import { SANDBOX_MODES } from "../sandbox-contract.js";
 import type { RunOptions } from "../run/resolve-options.js";
+import { readConfigJson } from "../util/config-file.js";
 
 export interface RunFlags {
   schema?: string;
+  promptFile?: string;
+  refuseWorkspaceConfig?: boolean;
   cwd?: string;
   sandbox?: string;
   policy?: string;
@@ -25,6 +26,8 @@ export interface RunFlags {
 export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | undefined>): RunOptions {
   const options: RunOptions = {};
   if (flags.schema) options.schema = readSchema(flags.schema);
+  if (flags.schema || flags.promptFile) options.configFiles = { schema: flags.schema, prompt: flags.promptFile };
+  if (flags.refuseWorkspaceConfig) options.refuseWorkspaceConfig = true;
   if (flags.cwd) options.cwd = flags.cwd;
   if (flags.sandbox) {
     if (!(SANDBOX_MODES as readonly string[]).includes(flags.sandbox)) {
@@ -86,15 +89,5 @@ export function parseEnvFlags(entries: string[], hostEnv: Record<string, string 
 }
 
 function readSchema(file: string): JsonSchema {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, "utf8");
-  } catch {
-    throw usageError(`The schema file ${file} cannot be read.`, "Pass the path of a JSON Schema file.");
-  }
-  try {
-    return JSON.parse(text) as JsonSchema;
-  } catch (error) {
-    throw usageError(`The schema file ${file} is not valid JSON: ${(error as Error).message}`, "Fix its syntax.");
-  }
+  return readConfigJson(file, "schema", "Pass the path of a JSON Schema file.") as JsonSchema;
 }

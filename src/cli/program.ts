@@ -31,6 +31,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   program
     .argument("[prompt...]", "the task (read from stdin when omitted)")
     .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
+    .option("--prompt-file <file>", "read the task from this file (instead of the argument or stdin)")
     .option("--cwd <dir>", "workspace directory (default: the current directory)")
     .option("--sandbox <mode>", "read-only | workspace-write | danger-full-access (default workspace-write)")
     .option("--policy <name|file>", "a built-in policy name or a policy file, JSON or YAML (overrides --sandbox)")
@@ -55,6 +56,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       "write a run record (policy, image, prompt, events, result, workspace patch) to this new folder",
     )
     .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
+    .option(
+      "--refuse-workspace-config",
+      "refuse a policy, models, schema or prompt file inside the workspace or a writable root (strict CI mode; or SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1)",
+    )
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
     .action(async (promptParts: string[], flags: RunCommandFlags) => {
@@ -109,12 +114,14 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .command("doctor")
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
     .option("--model <provider/id>", "also check the credentials this model needs")
+    .option("--policy <name|file>", "also check the secrets this policy gives its runs (names and hosts, never values)")
     .option("--engines <file>", "check every engine of this engines file (or SANDBOX_RUN_ENGINES)")
-    .action(async (flags: { model?: string; engines?: string }) => {
-      // The root command has --engines too (for runs); commander gives it the flag when it comes first.
-      const pool = enginePoolFor(flags.engines ?? program.opts().engines, io.env);
+    .action(async (flags: { model?: string; policy?: string; engines?: string }) => {
+      // The root command's own --policy and --engines take the flags wherever they are written.
+      const root = program.opts<{ policy?: string; engines?: string }>();
+      const pool = enginePoolFor(flags.engines ?? root.engines, io.env);
       try {
-        exitCode = await runDoctor(io, flags.model, pool.engines);
+        exitCode = await runDoctor(io, flags.model, flags.policy ?? root.policy, pool.engines);
       } finally {
         pool.close();
       }

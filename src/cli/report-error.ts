@@ -1,8 +1,11 @@
 // How a failure reaches the terminal: the short message, Pi's stderr tail where it explains
 // the failure, the hint, and the exit code; never a stack trace unless SANDBOX_RUN_DEBUG is set.
+// Messages may quote the sandbox (paths it created, its stderr, the provider's message): every
+// control character is shown escaped.
 import { isSandboxRunError } from "../errors.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { terminalText } from "./terminal-text.js";
 
 export function reportError(error: unknown, io: CliIo): number {
   const commanderCode = (error as { code?: string })?.code;
@@ -15,16 +18,16 @@ export function reportError(error: unknown, io: CliIo): number {
     return helpShown ? EXIT.ok : EXIT.usage;
   }
   if (isSandboxRunError(error)) {
-    io.stderr(`sandbox-run: ${error.shortMessage}\n`);
+    io.stderr(`sandbox-run: ${terminalText(error.shortMessage)}\n`);
     if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
       const tail = error.stderrTail.split("\n").slice(-15).join("\n");
-      io.stderr(`--- last lines Pi wrote to stderr ---\n${tail}\n---\n`);
+      io.stderr(`--- last lines Pi wrote to stderr ---\n${terminalText(tail)}\n---\n`);
     }
-    if (error.hint) io.stderr(`  ${error.hint}\n`);
+    if (error.hint) io.stderr(`  ${terminalText(error.hint)}\n`);
     return exitCodeFor(error.code);
   }
   const message = (error as Error)?.message ?? String(error);
-  io.stderr(`sandbox-run: unexpected error: ${message}\n`);
+  io.stderr(`sandbox-run: unexpected error: ${terminalText(message)}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
   if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
   return EXIT.agentFailed;

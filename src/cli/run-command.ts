@@ -14,6 +14,7 @@ import { createLiveStatus } from "./live-status.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
+import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
   events?: string;
@@ -31,7 +32,10 @@ export async function runCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
-  let prompt = promptParts.join(" ");
+  if (flags.promptFile && promptParts.length > 0) {
+    throw usageError("Pass the prompt as an argument or with --prompt-file, not both.");
+  }
+  let prompt = flags.promptFile ? readPromptFile(flags.promptFile) : promptParts.join(" ");
   if (!prompt) prompt = (await io.readStdin()) ?? "";
   if (!prompt.trim()) {
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
@@ -45,6 +49,7 @@ export async function runCommand(
   });
   // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
   const planned = agent.plan(prompt, options);
+  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
@@ -91,7 +96,9 @@ export async function runCommand(
     if (flags.json) {
       io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }), null, 2)}\n`);
     } else if (typeof result === "string") {
-      io.stdout(result.endsWith("\n") ? result : `${result}\n`);
+      // Piped, the text is data and passes as it is; on a terminal, its control characters are escaped.
+      const shown = io.stdoutIsTty ? terminalText(result) : result;
+      io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
     } else {
       io.stdout(`${JSON.stringify(result, null, 2)}\n`);
     }
@@ -131,6 +138,17 @@ export async function runCommand(
     signals?.off("SIGINT", onInt);
     signals?.off("SIGTERM", onTerm);
     if (events) await new Promise<void>((resolve) => events.end(resolve));
+  }
+}
+
+function readPromptFile(file: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch (error) {
+    throw usageError(
+      `The prompt file ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
+      "Pass the path of a text file with the task.",
+    );
   }
 }
 

@@ -1,5 +1,6 @@
 // Watches Pi's events as they stream past and decides what the run produced. It keeps only
 // the few facts it needs (never the events), so memory stays flat however long the run is.
+import type { Usage } from "../sandbox-contract.js";
 import {
   asAgentSettled,
   asAssistantMessageEnd,
@@ -10,19 +11,19 @@ import {
   type PiEvent,
 } from "./pi-events.js";
 
-export interface Usage {
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-  totalTokens: number;
-  /** usage.cost.total, in the provider's currency (USD for built-in models). */
-  cost: number;
+export type { Usage };
+
+/** A final-tool call Pi's stream says it accepted: a claim, until the model's reply confirms it. */
+export interface FinalCallClaim {
+  callId: string;
+  value: unknown;
 }
 
+/** What Pi's event stream says the run produced. Claims, all of them: code in the sandbox can write this stream. */
 export type Outcome =
   | { kind: "text"; text: string }
-  | { kind: "structured"; value: unknown }
+  /** `claims`: every accepted final-tool call the stream reported, in order (the first is the answer). */
+  | { kind: "structured"; value: unknown; claims: FinalCallClaim[] }
   | { kind: "model-error"; message: string }
   | { kind: "no-result"; reason: string };
 
@@ -31,6 +32,9 @@ export interface ResultCollectorOptions {
   finalToolName?: string;
 }
 
+/** More accepted final calls than a model makes in one reply: the rest are not kept. */
+const MAX_FINAL_CLAIMS = 16;
+
 export class ResultCollector {
   readonly #finalToolName: string | undefined;
   #turns = 0;
@@ -38,7 +42,8 @@ export class ResultCollector {
   #settled = false;
   #usage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: 0 };
   #lastAssistant: AssistantMessage | undefined;
-  #structured: { value: unknown } | undefined;
+  /** Accepted final-tool calls as the stream reported them (bounded: a forger may repeat them). */
+  readonly #finalClaims: FinalCallClaim[] = [];
   #rejectedFinalCalls = 0;
   #lastRejection: string | undefined;
   #retryFinalError: string | undefined;
@@ -86,7 +91,8 @@ export class ResultCollector {
   }
 
   outcome(): Outcome {
-    if (this.#structured) return { kind: "structured", value: this.#structured.value };
+    const first = this.#finalClaims[0];
+    if (first) return { kind: "structured", value: first.value, claims: [...this.#finalClaims] };
     const last = this.#lastAssistant;
     if (!last) return this.#noResult("Pi produced no assistant message");
     if (last.stopReason === "error" || last.stopReason === "aborted") {
@@ -124,7 +130,7 @@ export class ResultCollector {
   }
 
   #observeToolEnd(event: PiEvent): void {
-    if (this.#finalToolName === undefined || this.#structured) return;
+    if (this.#finalToolName === undefined || this.#finalClaims.length >= MAX_FINAL_CLAIMS) return;
     const end = asToolExecutionEnd(event);
     if (!end || end.toolName !== this.#finalToolName) return;
     if (end.isError) {
@@ -134,9 +140,9 @@ export class ResultCollector {
       this.#lastRejection = textBlocksOf(end.result.content ?? []).join("\n") || undefined;
       return;
     }
-    // The first accepted call is the answer; the tool terminates the run, so a later one
-    // would only come from a model that ignored that.
-    this.#structured = { value: end.result.details };
+    // The first accepted call is the answer; the tool terminates the run, so a later one would only
+    // come from a model that called it twice, or from a forger. All are kept for the host to check.
+    this.#finalClaims.push({ callId: end.toolCallId, value: end.result.details });
   }
 
   #missingFinalCallReason(tool: string, last: AssistantMessage): string {

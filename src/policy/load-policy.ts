@@ -5,8 +5,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import type { z } from "zod";
 import { usageError } from "../errors.js";
+import { formatZodIssues, readConfigJson, readConfigText } from "../util/config-file.js";
 import { policySchema, type Policy } from "./policy-schema.js";
 
 export const BUILT_IN_POLICIES = ["read-only", "workspace-write", "danger-full-access"] as const;
@@ -35,32 +35,14 @@ export function parsePolicy(value: unknown, source: string): Policy {
   const parsed = policySchema.safeParse(value);
   if (parsed.success) return parsed.data;
   throw usageError(
-    `Policy ${source} is invalid:\n${formatIssues(parsed.error.issues)}`,
+    `Policy ${source} is invalid:\n${formatZodIssues(parsed.error.issues)}`,
     "Fix the fields above; `sandbox-run policy show workspace-write` prints a complete example.",
   );
 }
 
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`).join("\n");
-}
-
-function readPolicyFile(file: string): string {
-  try {
-    return fs.readFileSync(file, "utf8");
-  } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === "EISDIR" ? "it is a folder" : (error as Error).message;
-    throw usageError(`Cannot read the policy file ${file}: ${reason}.`, "Pass the path of a readable policy file.");
-  }
-}
-
-function readJson(file: string): unknown {
-  const text = readPolicyFile(file);
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw usageError(`Policy file ${file} is not valid JSON: ${(error as Error).message}`, "Check the file's syntax.");
-  }
-}
+const POLICY_HINT = "Pass the path of a readable policy file.";
+const readPolicyFile = (file: string) => readConfigText(file, "policy", POLICY_HINT);
+const readJson = (file: string) => readConfigJson(file, "policy", POLICY_HINT);
 
 function readYaml(file: string): unknown {
   // YAML 1.2 core schema: no custom tags and no `<<` merge keys; duplicate keys are errors

@@ -1,19 +1,72 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 import { z } from "zod";
+import { matchesDomain } from "../proxy/domain-filter.js";
+import { hostPatternProblem } from "../proxy/host-name.js";
+import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
 
+// One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
+// no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
 const domainPattern = z
   .string()
   .min(1)
   .describe("An exact host name (registry.npmjs.org) or a *.suffix pattern (*.npmjs.org)")
-  // The shape check accepts *.com so the breadth check below is the one that explains it.
-  .refine((d) => /^(\*\.[a-z0-9-]+(\.[a-z0-9-]+)*|[a-z0-9-]+(\.[a-z0-9-]+)+)$/i.test(d), {
-    message: "must be a host name like registry.npmjs.org or a pattern like *.npmjs.org",
-  })
-  .refine((d) => !d.startsWith("*.") || d.slice(2).split(".").length >= 2, {
-    message: "is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)",
+  .superRefine((d, ctx) => {
+    const problem = hostPatternProblem(d, { wildcard: true });
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
   });
+
+// Secrets (issue 14): a credential the agent may use but never hold. The sandbox sees a per-run
+// placeholder in the variable; the egress proxy swaps it for the value, read on the host, in
+// the request headers named here, on TLS connections to the listed hosts only.
+const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Variables sandbox-run sets inside the sandbox (or that steer its TLS, proxy and git set-up). */
+const RESERVED_SECRET_NAME =
+  /^(SANDBOX_RUN_.*|PI_.*|NODE_.*|GIT_CONFIG_.*|HOME|TMPDIR|LANG|PATH|.*_PROXY|SSL_CERT_FILE|GIT_SSL_CAINFO|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE)$/i;
+const exactHost = z
+  .string()
+  .describe("An exact host name")
+  .superRefine((host, ctx) => {
+    const problem = hostPatternProblem(host, { wildcard: false });
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+    else if (/^[0-9.]+$/.test(host)) ctx.addIssue({ code: "custom", message: "must be a host name, not an address" });
+  });
+const headerName = z
+  .string()
+  .regex(/^[A-Za-z0-9-]{1,64}$/, "must be an HTTP header name such as X-Api-Key")
+  .refine((h) => !/^(host|content-length|transfer-encoding|connection|keep-alive|upgrade|te|trailer)$/i.test(h), {
+    message: "is a header the proxy manages itself",
+  });
+
+export const secretSchema = z
+  .object({
+    hosts: z
+      .array(exactHost)
+      .min(1)
+      .describe("Hosts the value may be sent to: exact names, each also in allowedDomains; HTTPS on port 443 only"),
+    inject: z
+      .array(z.union([z.enum(["bearer", "basic"]), z.object({ header: headerName }).strict()]))
+      .min(1)
+      .describe(
+        'Where the placeholder is replaced: "bearer" (Authorization: Bearer or token <placeholder>), "basic" (inside the base64 user:password of Authorization: Basic, as git sends it), or { "header": "X-Api-Key" }',
+      ),
+    from: z
+      .union([
+        z.object({ env: z.string().regex(SECRET_NAME, "must be an environment variable name") }).strict(),
+        z.object({ file: z.string().regex(/^(\/|~\/)/, "must be an absolute path (or start with ~/)") }).strict(),
+      ])
+      .optional()
+      .describe(
+        "Where the host reads the value: { env: NAME } (default: the host variable named like the secret) or { file: /absolute/path }; never the policy itself",
+      ),
+    username: z
+      .string()
+      .regex(/^[^\s:]{1,64}$/, "must be a user name without spaces or ':'")
+      .optional()
+      .describe('User name git\'s credential helper answers with for "basic" (default x-access-token)'),
+  })
+  .strict();
 
 export const limitsSchema = z
   .object({
@@ -28,6 +81,13 @@ export const limitsSchema = z
       .positive()
       .describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
     maxLineMb: z.number().positive().describe("Maximum size of one JSONL event line, in MiB"),
+    diskMb: z
+      .number()
+      .int()
+      .min(1)
+      .describe(
+        "Disk the sandbox may add to the workspace and extra writable roots together, in MiB; also the largest file any process in the sandbox may write",
+      ),
   })
   .strict();
 
@@ -62,6 +122,20 @@ export const policySchema = z
       .describe(
         "Mount the host's CA bundle (/etc/ssl/certs/ca-certificates.crt) read-only and point NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, GIT_SSL_CAINFO, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE at it: needed for HTTPS where a TLS-inspecting proxy sits between the host and the internet",
       ),
+    secrets: z
+      .record(z.string(), secretSchema)
+      .superRefine((secrets, ctx) => {
+        for (const name of Object.keys(secrets)) {
+          if (!SECRET_NAME.test(name))
+            ctx.addIssue({ code: "custom", path: [name], message: "must be an environment variable name" });
+          else if (RESERVED_SECRET_NAME.test(name))
+            ctx.addIssue({ code: "custom", path: [name], message: "is a variable sandbox-run sets itself" });
+        }
+      })
+      .optional()
+      .describe(
+        "Credentials by variable name: inside the sandbox the variable holds a per-run placeholder, and the egress proxy puts the host-side value into requests to the listed hosts only (network allowlist)",
+      ),
     runtime: z.enum(["runc", "runsc"]).describe("Container runtime: runc (shared kernel) or runsc (gVisor)"),
     image: z
       .string()
@@ -84,6 +158,16 @@ export const policySchema = z
       .describe(
         "Workspace globs (relative; ** any depth, * and ? within a name) whose creation, modification or deletion fails the run; existing <dir>/** directories and existing files named without wildcards are also mounted read-only",
       ),
+    disableBuiltinProtections: z
+      .array(
+        z.string().refine((name) => BUILTIN_PROTECTION_NAMES.includes(name), {
+          message: `must be one of ${BUILTIN_PROTECTION_NAMES.join(", ")}`,
+        }),
+      )
+      .default([])
+      .describe(
+        "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, new-repositories, directory-modes, or a protected name such as .envrc or .vscode/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
+      ),
     limits: limitsSchema,
   })
   .strict()
@@ -98,6 +182,18 @@ export const policySchema = z
         message: 'is empty: network "allowlist" needs at least one domain (or use "none")',
       });
     }
+    for (const [name, secret] of Object.entries(p.secrets ?? {})) {
+      if (p.network !== "allowlist") {
+        ctx.addIssue({ code: "custom", path: ["secrets", name], message: 'needs network "allowlist"' });
+        continue;
+      }
+      secret.hosts.forEach((host, i) => {
+        const malformed = hostPatternProblem(host, { wildcard: false }) !== undefined; // reported already
+        if (!malformed && !p.allowedDomains.some((pattern) => matchesDomain(host, pattern))) {
+          ctx.addIssue({ code: "custom", path: ["secrets", name, "hosts", i], message: "is not in allowedDomains" });
+        }
+      });
+    }
     if (p.workspace === "read-only" && (p.tools.includes("edit") || p.tools.includes("write"))) {
       ctx.addIssue({ code: "custom", path: ["tools"], message: "edit/write make no sense on a read-only workspace" });
     }
@@ -105,3 +201,4 @@ export const policySchema = z
 
 export type Policy = z.infer<typeof policySchema>;
 export type Limits = z.infer<typeof limitsSchema>;
+export type PolicySecret = z.infer<typeof secretSchema>;

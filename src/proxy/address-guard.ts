@@ -5,10 +5,17 @@
 //
 // Refused: unspecified, loopback, private (RFC 1918 / unique-local), shared CGNAT space,
 // link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, and the
-// host's own interface addresses. IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4)
-// are judged by the embedded address. Documentation ranges (192.0.2/24, 203.0.113/24, ...) are
-// deliberately not in the list: they are not the host's or its LAN's by definition, and some
-// networks (this project's CI among them) answer public names with them.
+// host's own interface addresses. Cloud metadata endpoints outside 169.254/16: Azure's
+// WireServer 168.63.129.16 is listed on its own; Alibaba's 100.100.100.200 (CGNAT), AWS's IPv6
+// fd00:ec2::254 (unique-local) and Oracle's 192.0.0.192 (IETF protocol assignments) fall in
+// refused ranges already. IPv6 forms that embed an IPv4 address are judged by that address:
+// IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96), NAT64 (64:ff9b::/96), 6to4
+// (2002::/16) and Teredo (2001::/32, both its server and its client address); the local-use
+// NAT64 prefix 64:ff9b:1::/48 is refused outright (its translator is on the local network, and
+// where the IPv4 address sits depends on a prefix length only that network knows).
+// Documentation ranges (192.0.2/24, 203.0.113/24, ...) are deliberately not in the list: they
+// are not the host's or its LAN's by definition, and some networks (this project's CI among
+// them) answer public names with them.
 import net from "node:net";
 import os from "node:os";
 
@@ -23,6 +30,7 @@ interface Range4 {
 
 const IPV4_RANGES: Range4[] = [
   ["0.0.0.0", 8, "unspecified (this network)"],
+  ["168.63.129.16", 32, "Azure WireServer (metadata)"],
   ["10.0.0.0", 8, "private network"],
   ["100.64.0.0", 10, "shared address space (CGNAT)"],
   ["127.0.0.0", 8, "loopback"],
@@ -84,12 +92,22 @@ function classifyIpv6(g: number[]): string | undefined {
   if (upperZero && g5 === 0xffff) return embedded(groupsToIpv4(g6, g7), "IPv4-mapped");
   // ::a.b.c.d (deprecated IPv4-compatible) and the rest of ::/96: nothing public lives there.
   if (upperZero && g5 === 0) return "IPv4-compatible / reserved";
+  // ::ffff:0:a.b.c.d (IPv4-translated, SIIT): a translator forwards to the IPv4 address.
+  if (g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0xffff && g5 === 0) {
+    return embedded(groupsToIpv4(g6, g7), "IPv4-translated");
+  }
   // 64:ff9b::/96 NAT64: a NAT64 gateway would forward to the embedded IPv4 address.
   if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) {
     return embedded(groupsToIpv4(g6, g7), "NAT64");
   }
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 1) return "local-use NAT64 (64:ff9b:1::/48)";
   // 2002::/16 6to4: the IPv4 address sits in the second and third groups.
   if (g0 === 0x2002) return embedded(groupsToIpv4(g1, g2), "6to4");
+  // 2001:0::/32 Teredo: the server's IPv4 address in groups 2-3, the client's in the last
+  // 32 bits, inverted; a relay delivers to the client.
+  if (g0 === 0x2001 && g1 === 0) {
+    return embedded(~groupsToIpv4(g6, g7) >>> 0, "Teredo client") ?? embedded(groupsToIpv4(g2, g3), "Teredo server");
+  }
   if ((g0 & 0xfe00) === 0xfc00) return "private network (unique-local)";
   if ((g0 & 0xffc0) === 0xfe80) return "link-local";
   if ((g0 & 0xffc0) === 0xfec0) return "site-local";

@@ -3,8 +3,11 @@
 // that knows what an allow-list entry means:
 //   registry.npmjs.org  -> exactly that host
 //   *.npmjs.org         -> any host below npmjs.org (a.npmjs.org, a.b.npmjs.org), not npmjs.org itself
+//   93.184.215.14       -> exactly that address (IP literals only ever match exactly)
 // An empty list allows nothing. Only the web ports are allowed by default: an allowed name
-// is not a licence to reach every service that host runs.
+// is not a licence to reach every service that host runs. Hosts are judged in their canonical
+// spelling (host-name.ts); one that has none (empty labels, IP literals in disguise) is refused.
+import { canonicalHost } from "./host-name.js";
 
 export interface FilterDecision {
   allowed: boolean;
@@ -21,32 +24,29 @@ export interface DomainFilterOptions {
 
 export const DEFAULT_EGRESS_PORTS: readonly number[] = Object.freeze([80, 443]);
 
-/** Lower-cases a host name and drops one trailing dot ("Example.COM." -> "example.com"). */
-export function normalizeHost(host: string): string {
-  const lower = host.trim().toLowerCase();
-  return lower.endsWith(".") ? lower.slice(0, -1) : lower;
+/** The canonical spelling of a host (see host-name.ts), or undefined when it has none. */
+export function normalizeHost(host: string): string | undefined {
+  return canonicalHost(host).host;
 }
 
 /** Whether `host` is matched by one allow-list entry. */
 export function matchesDomain(host: string, pattern: string): boolean {
-  const h = normalizeHost(host);
-  const p = normalizeHost(pattern);
-  if (p.startsWith("*.")) {
-    const suffix = p.slice(1); // ".npmjs.org"
-    return h.length > suffix.length && h.endsWith(suffix);
-  }
-  return h === p;
+  const h = canonicalHost(host);
+  if (h.problem !== undefined) return false;
+  const wildcard = pattern.startsWith("*.");
+  const p = canonicalHost(wildcard ? pattern.slice(2) : pattern);
+  if (p.problem !== undefined) return false;
+  // A wildcard names a DNS subtree; an address is not in one, whatever it looks like.
+  if (wildcard) return h.kind === "name" && p.kind === "name" && h.host.endsWith(`.${p.host}`);
+  return h.host === p.host;
 }
 
 export function createDomainFilter(patterns: readonly string[], options: DomainFilterOptions = {}): EgressFilter {
   const ports = options.ports ?? DEFAULT_EGRESS_PORTS;
   return (host, port) => {
-    const h = normalizeHost(host);
-    // Host names as the client wrote them: anything that is not a plain DNS name (user info,
-    // percent-escapes, spaces) is refused rather than interpreted.
-    if (!/^[a-z0-9.-]+$/.test(h) && !/^\[?[0-9a-f:.]+\]?$/.test(h)) {
-      return { allowed: false, reason: `"${host.slice(0, 100)}" is not a host name` };
-    }
+    const parsed = canonicalHost(host);
+    if (parsed.problem !== undefined) return { allowed: false, reason: parsed.problem };
+    const h = parsed.host;
     const match = patterns.find((p) => matchesDomain(h, p));
     if (!match) {
       return {

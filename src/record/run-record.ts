@@ -66,7 +66,9 @@ export class RunRecorder {
     await new Promise<void>((resolve) => this.events.end(resolve));
     this.attempt("changes.patch", () => {
       try {
-        this.write("changes.patch", this.baseline.patch());
+        const { patch, notes } = this.baseline.patch();
+        this.write("changes.patch", patch);
+        if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
       } finally {
         this.baseline.dispose();
       }

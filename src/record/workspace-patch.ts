@@ -1,55 +1,205 @@
 // Workspace changes as a patch, for run records: a copy of the workspace is taken before the
-// run (only when a record is asked for) and diffed against the workspace afterwards with
-// `git diff --no-index` (binary-safe), or `diff -ruN` where git is missing. The .git folder
-// is left out of the copy: its contents are not source changes.
+// run (only when a record is asked for) and diffed against a copy taken afterwards with
+// `git diff --no-index` (binary-safe), or `diff -ruN` where git is missing. The top-level
+// .git folder is left out: its contents are not source changes.
+//
+// The workspace is hostile (the sandbox wrote it): both copies go through the fd walk (no
+// symlink followed, any depth), with a cap per file and in total judged by apparent size, so
+// a sparse 2 GB file is skipped without being read; FIFOs, sockets and devices are skipped;
+// paths too long for git are skipped. Every skip becomes a note. Nothing here throws: a record
+// must not lose the run's outcome because its patch could not be made.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { walkTree, type WalkEntry } from "../workspace/fd-walk.js";
+import { readFileAt } from "../workspace/workspace-snapshot.js";
 
-const SKIP = new Set([".git"]);
+export const PATCH_FILE_MAX_BYTES = 4 * 1024 * 1024;
+export const PATCH_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
+/** Longer relative paths are skipped: git works with whole paths, and PATH_MAX is 4096. */
+export const PATCH_PATH_MAX_BYTES = 3000;
+const PATCH_OUTPUT_MAX_BYTES = 256 * 1024 * 1024;
+const MAX_NOTES = 100;
 
-export class WorkspaceBaseline {
-  private constructor(
-    private readonly workspace: string,
-    private readonly scratch: string,
-  ) {}
+export interface WorkspacePatch {
+  /** The unified diff ("" when nothing changed or it could not be made). */
+  patch: string;
+  /** What was left out of it, and why. */
+  notes: string[];
+}
 
-  static take(workspace: string): WorkspaceBaseline {
-    const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-baseline-"));
-    copyTree(workspace, path.join(scratch, "a"));
-    return new WorkspaceBaseline(workspace, scratch);
+class Notes {
+  readonly lines: string[] = [];
+  private count = 0;
+  add(line: string): void {
+    if (this.lines.length < MAX_NOTES) this.lines.push(line);
+    this.count++;
   }
-
-  /** The unified diff from the baseline to the workspace now ("" when nothing changed). */
-  patch(): string {
-    copyTree(this.workspace, path.join(this.scratch, "b"));
-    const git = spawnSync("git", ["diff", "--no-index", "--binary", "--no-color", "--no-ext-diff", "a", "b"], {
-      cwd: this.scratch,
-      encoding: "utf8",
-      maxBuffer: 512 * 1024 * 1024,
-    });
-    if (!git.error && (git.status === 0 || git.status === 1)) {
-      // Paths come out as a/a/<file>, b/b/<file> (and a/b/<file> for new files); drop the folder.
-      return git.stdout.replace(/(^|\s)([ab])\/[ab]\//gm, "$1$2/");
-    }
-    const diff = spawnSync("diff", ["-ruN", "a", "b"], {
-      cwd: this.scratch,
-      encoding: "utf8",
-      maxBuffer: 512 * 1024 * 1024,
-    });
-    return diff.stdout ?? "";
-  }
-
-  dispose(): void {
-    fs.rmSync(this.scratch, { recursive: true, force: true });
+  done(): string[] {
+    const extra = this.count - this.lines.length;
+    return extra > 0 ? [...this.lines, `... and ${extra} more`] : this.lines;
   }
 }
 
-function copyTree(from: string, to: string): void {
-  fs.cpSync(from, to, {
-    recursive: true,
-    verbatimSymlinks: true,
-    filter: (source) => !SKIP.has(path.basename(source)) || path.dirname(source) !== from,
-  });
+export class WorkspaceBaseline {
+  private readonly notes = new Notes();
+
+  private constructor(
+    private readonly workspace: string,
+    private readonly scratch: string | undefined,
+  ) {}
+
+  /** Copies the workspace as it is now. Never throws. */
+  static take(workspace: string): WorkspaceBaseline {
+    let scratch: string | undefined;
+    try {
+      scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-baseline-"));
+    } catch (error) {
+      const baseline = new WorkspaceBaseline(workspace, undefined);
+      baseline.notes.add(`no patch: cannot make a scratch folder (${(error as Error).message})`);
+      return baseline;
+    }
+    const baseline = new WorkspaceBaseline(workspace, scratch);
+    baseline.copy("a", "before");
+    return baseline;
+  }
+
+  /** The diff from the baseline to the workspace now, and what was left out. Never throws. */
+  patch(): WorkspacePatch {
+    if (!this.scratch) return { patch: "", notes: this.notes.done() };
+    if (!this.copy("b", "after")) this.notes.add("no patch: the workspace could not be copied after the run");
+    else if (!fs.existsSync(path.join(this.scratch, "a")))
+      this.notes.add("no patch: there is no copy from before the run");
+    else return { patch: this.diff(), notes: this.notes.done() };
+    return { patch: "", notes: this.notes.done() };
+  }
+
+  dispose(): void {
+    if (this.scratch) fs.rmSync(this.scratch, { recursive: true, force: true });
+  }
+
+  /** Whether the copy was made (perhaps in part: its notes say what is missing). */
+  private copy(side: "a" | "b", when: string): boolean {
+    const to = path.join(this.scratch!, side);
+    try {
+      copyTree(this.workspace, to, (note) => this.notes.add(`${when}: ${note}`));
+    } catch (error) {
+      this.notes.add(`${when}: the copy stopped early (${(error as Error).message})`);
+    }
+    return fs.existsSync(to);
+  }
+
+  private diff(): string {
+    const scratch = this.scratch!;
+    // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: scratch,
+      LC_ALL: "C",
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_ATTR_NOSYSTEM: "1",
+      GIT_CEILING_DIRECTORIES: path.dirname(scratch),
+    };
+    const options = { cwd: scratch, env, encoding: "utf8" as const, maxBuffer: PATCH_OUTPUT_MAX_BYTES };
+    const git = spawnSync(
+      "git",
+      [
+        "-c",
+        "core.attributesFile=/dev/null",
+        "diff",
+        "--no-index",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "a",
+        "b",
+      ],
+      options,
+    );
+    if (!git.error && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout);
+    if ((git.error as NodeJS.ErrnoException)?.code === "ENOBUFS") {
+      this.notes.add(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
+      return "";
+    }
+    const diff = spawnSync("diff", ["-ruN", "--no-dereference", "a", "b"], options);
+    if (!diff.error && (diff.status === 0 || diff.status === 1)) return diff.stdout;
+    this.notes.add(`no patch: ${git.error?.message ?? git.stderr?.trim() ?? "git diff failed"}`);
+    return "";
+  }
+}
+
+/**
+ * Paths come out as a/a/<file>, b/b/<file> (and a/b/<file> for new files): drop the folder,
+ * in header lines only (a content line may well contain "a/a/").
+ */
+function stripSidePrefixes(patch: string): string {
+  let header = false;
+  return patch
+    .split("\n")
+    .map((line) => {
+      if (line.startsWith("diff --git ")) header = true;
+      else if (line.startsWith("@@") || line.startsWith("GIT binary patch") || line.startsWith("Binary files"))
+        header = false;
+      return header ? line.replace(/(^|\s|")([ab])\/[ab]\//g, "$1$2/") : line;
+    })
+    .join("\n");
+}
+
+/** Copies `from` to `to` (created) through the fd walk, within the caps. */
+function copyTree(from: string, to: string, note: (line: string) => void): void {
+  let total = 0;
+  const descend = (e: WalkEntry) => {
+    if (e.depth === 1 && e.name === ".git") return false;
+    if (Buffer.byteLength(e.path) > PATCH_PATH_MAX_BYTES) {
+      note(`${e.path.slice(0, 80)}... skipped: path longer than ${PATCH_PATH_MAX_BYTES} bytes`);
+      return false;
+    }
+    return e.fd !== undefined && !e.problem;
+  };
+  for (const entry of walkTree(from, { descend, maxDepth: Number.POSITIVE_INFINITY })) {
+    if (entry.depth === 1 && entry.name === ".git") continue;
+    if (Buffer.byteLength(entry.path) > PATCH_PATH_MAX_BYTES) continue; // noted by descend, or below a noted one
+    if (entry.problem) {
+      note(`${entry.path} skipped: ${entry.problem}`);
+      continue;
+    }
+    try {
+      total += copyEntry(entry, entry.path === "" ? to : path.join(to, entry.path), total, note);
+    } catch (error) {
+      note(`${entry.path} skipped: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  }
+}
+
+/** Copies one entry; returns the bytes of content copied. */
+function copyEntry(entry: WalkEntry, dest: string, total: number, note: (line: string) => void): number {
+  const rel = entry.path;
+  const stat = entry.stat!;
+  if (entry.kind === "directory") fs.mkdirSync(dest, { mode: 0o700 });
+  else if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(entry.at, "utf8"), dest);
+  else if (entry.kind !== "file") note(`${rel} skipped: a ${entry.kind}`);
+  else {
+    const allocated = stat.blocks * 512;
+    const sparse = allocated < stat.size / 2 ? `, sparse: ${allocated} bytes allocated` : "";
+    if (stat.size > PATCH_FILE_MAX_BYTES) {
+      note(`${rel} skipped: ${stat.size} bytes${sparse} (more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB)`);
+      return 0;
+    }
+    if (total + stat.size > PATCH_TOTAL_MAX_BYTES) {
+      note(`${rel} skipped: the copy reached ${PATCH_TOTAL_MAX_BYTES / 1048576} MiB`);
+      return 0;
+    }
+    const content = readFileAt(entry.at, stat, PATCH_FILE_MAX_BYTES);
+    if (!content) {
+      note(`${rel} skipped: unreadable`);
+      return 0;
+    }
+    // Keeps the execute bits (a patch shows mode changes), never setuid/setgid.
+    fs.writeFileSync(dest, content, { mode: (stat.mode & 0o755) | 0o600 });
+    return content.length;
+  }
+  return 0;
 }

@@ -16,7 +16,14 @@ export function containerSpecOf(plan: RunPlan): ContainerSpec {
     network: plan.network,
     mounts: plan.mounts.map(({ hostPath, containerPath, readOnly }) => ({ hostPath, containerPath, readOnly })),
     tmpfs: plan.tmpfs,
-    limits: { memoryMb: plan.limits.memoryMb, cpus: plan.limits.cpus, pids: plan.limits.pids },
+    limits: {
+      memoryMb: plan.limits.memoryMb,
+      cpus: plan.limits.cpus,
+      pids: plan.limits.pids,
+      // RLIMIT_FSIZE: no single file past the disk limit, at once and exactly (EFBIG); the total is
+      // watched by the run (disk-watch).
+      fileSizeMb: plan.limits.diskMb,
+    },
     openStdin: true,
     init: true,
   };

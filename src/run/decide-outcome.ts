@@ -1,10 +1,14 @@
 // How a run ends, decided from what the host saw: a tripped limit, budget, timeout or abort; the
 // container's exit; and what the event stream claims the agent produced. A pure function, so the
 // failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
-// aborted > timeout > tripped limit > limit shown by the exit > crash > result (validated) > failure.
+// aborted > timeout > tripped limit > limit shown by the exit > crash > contradiction > result
+// (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
 import type { z } from "zod";
+import type { JsonSchema } from "../agent.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
+import { formatZodIssues } from "../util/config-file.js";
+import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { Trip } from "./run-trip.js";
 
@@ -21,6 +25,11 @@ export interface OutcomeFacts {
   runtime: string;
   /** Set in schema mode: the host-side validator of the final object. */
   validator?: z.ZodType;
+  /** Set in schema mode: the schema and the final tool's name, to check the model's call. */
+  schema?: JsonSchema;
+  finalToolName?: string;
+  /** What the model actually said in Pi's conversation (the gateway's ledger); the outcome must agree. */
+  evidence?: ModelEvidence;
 }
 
 export type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
@@ -43,8 +52,8 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
   const fromExit = limitFromExit(exit, facts.stderrTail);
   if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));
 
-  const { outcome } = facts;
-  if (exit.exitCode !== 0 && outcome.kind !== "structured" && outcome.kind !== "text") {
+  const claimed = facts.outcome;
+  if (exit.exitCode !== 0 && claimed.kind !== "structured" && claimed.kind !== "text") {
     return fail(
       new SandboxRunError(
         "agent-crashed",
@@ -56,13 +65,33 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       ),
     );
   }
+  let outcome = claimed;
+  if (facts.evidence) {
+    const confirmed = confirmOutcome(claimed, facts.evidence, {
+      finalToolName: facts.finalToolName,
+      schema: facts.schema,
+    });
+    if (!confirmed.ok) {
+      return fail(
+        new SandboxRunError(
+          "contradiction",
+          `The sandbox's output contradicted the model: ${confirmed.contradiction}.`,
+          {
+            ...evidence,
+            hint: "Something in the sandbox (often repository code a tool ran: a git hook, a test, an install script) wrote into Pi's event stream; treat the workspace as hostile. The model's real replies are in the run's events.",
+          },
+        ),
+      );
+    }
+    outcome = confirmed.outcome;
+  }
   switch (outcome.kind) {
     case "text":
       return { ok: true, kind: "text", result: outcome.text };
     case "structured": {
       const checked = facts.validator!.safeParse(outcome.value);
       if (checked.success) return { ok: true, kind: "structured", result: checked.data };
-      const issues = checked.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+      const issues = formatZodIssues(checked.error.issues, "; ");
       return fail(
         new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
           ...evidence,

@@ -5,21 +5,26 @@
 import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { startModelGateway } from "../gateway/model-gateway.js";
+import { ConversationLedger } from "../gateway/conversation-ledger.js";
+import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
-import { createDomainFilter } from "../proxy/domain-filter.js";
-import { startEgressProxy } from "../proxy/egress-proxy.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { startRunEgress } from "../proxy/run-egress.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
+import { OwnershipLease } from "../workspace/ownership-lease.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { DiskWatch } from "../workspace/disk-watch.js";
 import { containerFailure } from "./container-failure.js";
+import { limitHint } from "./failure-explanations.js";
 import { containerSpecOf } from "./container-spec.js";
-import { OwnershipLease } from "./ownership.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
+import { EventThrottle } from "./event-throttle.js";
+import { OutputBudget } from "./output-budget.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
-import { RunTrip } from "./run-trip.js";
+import { RunTrip, type Trip } from "./run-trip.js";
 import { superviseRun } from "./supervise-run.js";
 
 export interface RunDetails<T = unknown> {
@@ -69,6 +74,12 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   const started = Date.now();
   const cleanups = new Cleanups();
   const trip = new RunTrip();
+  const budget = new OutputBudget(plan.limits.maxOutputMb, trip);
+  // What the sandbox makes the host report (refusals, egress decisions) is throttled and paid for.
+  const driven = new EventThrottle((event) => {
+    const data = { ...event.data };
+    if (budget.spend(Buffer.byteLength(JSON.stringify(data)) + event.type.length)) timeline.sandbox(event.type, data);
+  });
   let container: EngineContainer | undefined;
   // Removes the container (once) and says whether that worked: until it has, something of the
   // sandbox may still run, so nothing is handed back and no tree is read as final.
@@ -77,14 +88,37 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   try {
     // A missing CA bundle is a usage error: find out before anything is started.
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
+    // The one place models.json `!command` values run: when the run starts, never when it is planned.
+    const routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
     const runDir = createRunDir(plan.runId);
     cleanups.add(() => void removeRunDir(runDir));
 
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
+    const ledger = new ConversationLedger();
     const gateway = await startModelGateway({
       socketPath: `${runDir}/gateway.sock`,
-      routes: run.routing.routes,
-      onRequest: (record) => timeline.sandbox(record.refused ? "gateway.refused" : "gateway.request", { ...record }),
+      routes,
+      onRequest: (record) => {
+        const type = record.refused ? "gateway.refused" : "gateway.request";
+        driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
+      },
+      // What the model said in Pi's conversation, as the gateway relayed it: the run's evidence.
+      onExchange: (exchange) => {
+        const verdict = ledger.add(exchange);
+        const data = {
+          seq: exchange.seq,
+          status: exchange.status,
+          relay: exchange.relay,
+          toolCalls: exchange.reply?.toolCalls.length ?? 0,
+          ...(exchange.reply?.piStopReason ? { stopReason: exchange.reply.piStopReason } : {}),
+          ...(verdict.onChain
+            ? { chain: verdict.as }
+            : { chain: "off", reason: verdict.reason, detail: verdict.detail }),
+        };
+        // Pi's own exchanges are bounded by its turns; off-chain ones are the sandbox's doing.
+        if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
+        else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
+      },
       maxGenerations: run.budgets.maxTurns,
       onBudgetExceeded: (attempted) =>
         trip.fire({
@@ -97,13 +131,20 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
 
     if (run.policy.network === "allowlist") {
       // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every
-      // connection and every decision lands in the run's events.
-      const proxy = await startEgressProxy({
-        socketPath: `${runDir}/proxy.sock`,
-        filter: createDomainFilter(run.policy.allowedDomains),
-        onDecision: ({ action, ...decision }) => timeline.sandbox(`egress.${action}`, { ...decision }),
+      // connection and every decision lands in the run's events. With secrets, it also holds their
+      // values and the run's CA (both only in this process's memory).
+      const egress = await startRunEgress({
+        runId: plan.runId,
+        runDir,
+        policy: run.policy,
+        hostEnv: run.hostEnv,
+        placeholders: planned.secretPlaceholders,
+        hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+        timeoutMs: run.timeoutMs,
+        onDecision: ({ action, ...decision }) =>
+          driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
       });
-      cleanups.add(() => proxy.close());
+      cleanups.add(() => egress.proxy.close());
     }
     timeline.sandbox("run.planned", {
       model: plan.model,
@@ -112,11 +153,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       runtime: plan.runtime,
     });
 
+    let lease: OwnershipLease | undefined;
     if (plan.handBackTo) {
-      const lease = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
+      const lent = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
+      lease = lent;
       const handBackTo = plan.handBackTo;
       cleanups.add(async () => {
-        if (await removeSandbox()) await lease.restore(handBackTo);
+        if (await removeSandbox()) await lent.restore(handBackTo);
         else
           timeline.sandbox("workspace.still-lent", {
             reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
@@ -129,7 +172,24 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       workspaceWritable: run.policy.workspace === "read-write",
       writableRoots: run.writableRoots,
       protectedPaths: run.policy.protectedPaths,
+      disabledProtections: run.policy.disableBuiltinProtections,
+      stateDir: `${runDir}/workspace`,
+      ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
     });
+
+    // The trees it may write live on the host's disks: their growth is watched while the run is live.
+    const diskLimit = plan.limits.diskMb * 1024 * 1024;
+    const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
+    const diskWatch =
+      writable.length > 0
+        ? await DiskWatch.start({
+            roots: writable,
+            limitBytes: diskLimit,
+            baselineBytes: watch.allocatedBytesBefore,
+            onExceeded: ({ grownBytes }) => trip.fire(diskTrip(grownBytes, plan.limits.diskMb)),
+          })
+        : undefined;
+    cleanups.add(() => diskWatch?.stop());
 
     signal?.throwIfAborted();
     container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
@@ -156,6 +216,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       container,
       timeline,
       trip,
+      budget,
       signal,
       startedAt: started,
     }).then(
@@ -174,22 +235,40 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         },
       );
     }
+    // Nothing of the sandbox runs any more: diff the trees it could write, and put back whatever
+    // it was not allowed to change (workspace/workspace-watch.ts).
+    diskWatch?.stop();
     const workspace = await watch.finish();
+    const changed = workspace.changedFiles;
     timeline.sandbox("workspace.changed", {
-      created: workspace.changedFiles.created.length,
-      modified: workspace.changedFiles.modified.length,
-      deleted: workspace.changedFiles.deleted.length,
+      ...(changed.truncated ?? {
+        created: changed.created.length,
+        modified: changed.modified.length,
+        deleted: changed.deleted.length,
+      }),
+      ...(changed.truncated ? { listed: "first 10,000 of each kind" } : {}),
       snapshotMs: workspace.snapshotMs,
     });
     // A protected path that changed fails the run whatever else happened; the result is withheld.
-    if (workspace.violations.length > 0) {
-      timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
+    if (workspace.violationCount > 0) {
+      timeline.sandbox("policy.violation", {
+        protectedPaths: workspace.violations.slice(0, 50).map(({ path, change, rule }) => ({ path, change, rule })),
+        count: workspace.violationCount,
+        restore: workspace.restore,
+      });
       if (!signal?.aborted) {
         const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-        throw protectedPathsChanged(workspace.violations, { plan, containerId: created.id, exitCode, timeline });
+        throw protectedPathsChanged(workspace, { plan, containerId: created.id, exitCode, timeline });
       }
     }
     if ("error" in settled) throw settled.error;
+    // The exact answer, from the after-walk: a run that wrote past the limit fails even if the
+    // watch did not catch it while it was live.
+    const overDisk = await diskWatch?.check(workspace.allocatedBytes.after);
+    if (overDisk) {
+      const over = diskTrip(overDisk.grownBytes, plan.limits.diskMb);
+      throw new SandboxRunError("limit", over.message, { limit: "disk", hint: limitHint("disk"), runId: plan.runId });
+    }
     return {
       ...settled.details,
       runId: plan.runId,
@@ -211,6 +290,16 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     throw error;
   } finally {
     await cleanups.run();
+    driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
+}
+
+function diskTrip(grownBytes: number, diskMb: number): Trip {
+  const grownMb = Math.round(grownBytes / 1024 / 1024);
+  return {
+    code: "limit",
+    limit: "disk",
+    message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
 }

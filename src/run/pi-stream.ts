@@ -1,10 +1,11 @@
-// The container's output as it arrives: stdout and stderr share one byte budget (code in the
+// The container's output as it arrives: stdout and stderr share the run's byte budget (code in the
 // sandbox can write to /proc/1/fd/1 and /2), stdout is split into JSONL records with a line cap,
 // each record is parsed, counted and passed on as an event; junk lines are counted and, past a few,
 // trip the run. Keeps only a stderr tail and counters: memory stays flat however much arrives.
 import { JsonlReader } from "../pi/jsonl-reader.js";
 import { type PiEvent, parsePiRecord } from "../pi/pi-events.js";
 import type { PlanLimits } from "../sandbox-contract.js";
+import type { OutputBudget } from "./output-budget.js";
 import type { RunTrip } from "./run-trip.js";
 
 const STDERR_TAIL_BYTES = 16 * 1024;
@@ -22,20 +23,22 @@ export interface PiStreamHandlers {
 
 export class PiStream {
   readonly #trip: RunTrip;
-  readonly #maxOutputBytes: number;
+  readonly #budget: OutputBudget;
   readonly #reader: JsonlReader;
-  #outputBytes = 0;
   #stderrTail = "";
   #badRecords = 0;
 
-  constructor(limits: Pick<PlanLimits, "maxOutputMb" | "maxLineMb">, trip: RunTrip, handlers: PiStreamHandlers) {
+  constructor(limits: Pick<PlanLimits, "maxLineMb">, trip: RunTrip, budget: OutputBudget, handlers: PiStreamHandlers) {
     this.#trip = trip;
-    this.#maxOutputBytes = limits.maxOutputMb * 1024 * 1024;
+    this.#budget = budget;
     this.#reader = new JsonlReader({
       maxLineBytes: limits.maxLineMb * 1024 * 1024,
       onLine: (line) => {
         const parsed = parsePiRecord(line);
-        if (parsed.ok) return handlers.onEvent(parsed.event);
+        if (parsed.ok) {
+          handlers.onEvent(parsed.event);
+          return;
+        }
         if (++this.#badRecords > MAX_BAD_RECORDS) {
           trip.fire({
             code: "limit",
@@ -65,26 +68,15 @@ export class PiStream {
   }
 
   stdout(chunk: Buffer): void {
-    if (this.#withinBudget(chunk) && !this.#trip.tripped) this.#reader.push(chunk);
+    if (this.#budget.spend(chunk.length) && !this.#trip.tripped) this.#reader.push(chunk);
   }
 
   stderr(chunk: Buffer): void {
-    if (this.#withinBudget(chunk))
+    if (this.#budget.spend(chunk.length))
       this.#stderrTail = (this.#stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
   }
 
   endStdout(): void {
     this.#reader.end();
-  }
-
-  #withinBudget(chunk: Buffer): boolean {
-    this.#outputBytes += chunk.length;
-    if (this.#outputBytes <= this.#maxOutputBytes) return true;
-    this.#trip.fire({
-      code: "limit",
-      limit: "output",
-      message: `The sandbox's output passed the ${this.#maxOutputBytes / 1024 / 1024} MiB output limit.`,
-    });
-    return false;
   }
 }

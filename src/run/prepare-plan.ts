@@ -5,7 +5,9 @@
 import crypto from "node:crypto";
 import os from "node:os";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { newPlaceholder } from "../proxy/secret-bindings.js";
 import type { RunPlan } from "../sandbox-contract.js";
+import { scanGitDrivers } from "../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../workspace/protected-paths.js";
 import { buildRunPlan } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
@@ -18,6 +20,8 @@ export interface PlannedRun {
   runDir: string;
   /** Names of the variables the caller set for the sandbox (their values are in the plan's env). */
   callerEnvNames: string[];
+  /** Per-run placeholders of the policy's secrets, by name: in the sandbox's env, swapped by the egress proxy. */
+  secretPlaceholders: Record<string, string>;
 }
 
 export function newRunId(): string {
@@ -29,6 +33,8 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
   const runDir = runDirPath(runId);
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
+  const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
+  const secretPlaceholders = Object.fromEntries(secretNames.map((name) => [name, newPlaceholder(name)]));
   const plan = buildRunPlan({
     runId,
     image: place.image,
@@ -42,6 +48,8 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     readOnlyMounts: run.readOnlyMounts,
     protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
     hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+    secretPlaceholders,
+    gitDrivers: scanGitDrivers(run.cwd),
     caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
     sandboxEnv,
     containerModelsJson: run.routing.containerModelsJson,
@@ -49,5 +57,5 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
   });
-  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv) };
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders };
 }

@@ -1,24 +1,21 @@
-// The error for a run that changed protected paths: which paths, and that the result was withheld.
+// The error for a run that changed protected paths: which paths and rules, what was restored, that
+// the result was withheld (the words are the workspace's: workspace/violation-message.ts).
 import { SandboxRunError } from "../errors.js";
 import type { RunPlan } from "../sandbox-contract.js";
-import type { ProtectedChange } from "../workspace/protected-paths.js";
+import { violationMessage } from "../workspace/violation-message.js";
+import type { WorkspaceReport } from "../workspace/workspace-watch.js";
 import type { RunTimeline } from "./run-events.js";
 
 export function protectedPathsChanged(
-  violations: ProtectedChange[],
+  workspace: WorkspaceReport,
   context: { plan: RunPlan; containerId: string; exitCode?: number | null; timeline: RunTimeline },
 ): SandboxRunError {
-  const shown = violations.slice(0, 10).map((v) => `${v.path} (${v.change})`);
-  const more = violations.length > shown.length ? ` and ${violations.length - shown.length} more` : "";
-  return new SandboxRunError(
-    "policy-violation",
-    `The agent changed protected paths of policy ${context.plan.policyName}: ${shown.join(", ")}${more}. The result was withheld.`,
-    {
-      hint: "Review these changes before you use the workspace (the run's record or events list them); if the task must change them, use a policy whose protectedPaths do not cover them.",
-      exitCode: context.exitCode,
-      containerId: context.containerId,
-      runId: context.plan.runId,
-      lastEvents: context.timeline.lastEvents(),
-    },
-  );
+  const { message, hint } = violationMessage(workspace, context.plan.policyName);
+  return new SandboxRunError("policy-violation", message, {
+    hint,
+    exitCode: context.exitCode,
+    containerId: context.containerId,
+    runId: context.plan.runId,
+    lastEvents: context.timeline.lastEvents(),
+  });
 }

@@ -15,7 +15,7 @@ import {
   LABEL_RUN_ID,
   SANDBOX_UID,
 } from "../sandbox-contract.js";
-import { handBackOrphanedTree } from "./ownership.js";
+import { handBackOrphanedTree } from "../workspace/ownership-lease.js";
 import { processAlive } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;

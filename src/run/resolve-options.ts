@@ -5,11 +5,13 @@ import path from "node:path";
 import { z } from "zod";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
-import { loadPolicy, parsePolicy } from "../policy/load-policy.js";
+import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
 import { GATEWAY_PORT, SANDBOX_MODES } from "../sandbox-contract.js";
+import { readConfigJson } from "../util/config-file.js";
+import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -36,6 +38,17 @@ export interface SandboxOptions {
   maxCostUsd?: number;
   /** Stop the run when the agent starts more than this many turns. */
   maxTurns?: number;
+  /**
+   * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), so the
+   * run can tell when they lie inside the trees it sandboxes (policy and models files it knows).
+   */
+  configFiles?: { schema?: string; prompt?: string };
+  /**
+   * Refuse (instead of warn about) a policy, models, schema or prompt file that lies inside the
+   * workspace or an extra writable root: for CI, where that tree is the change under test.
+   * Default: the SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1 variable, else false.
+   */
+  refuseWorkspaceConfig?: boolean;
 }
 
 export type RunOptions = AgentOptions & SandboxOptions;
@@ -58,6 +71,8 @@ export interface ResolvedRun {
   budgets: { maxCostUsd?: number; maxTurns?: number };
   /** The runner image asked for, if any (else this version's runner image). */
   image?: string;
+  /** Things the caller should know before trusting this run (e.g. a config file inside the workspace). */
+  warnings: string[];
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
 }
@@ -159,6 +174,16 @@ export function resolveRun(
 
   const modelsSource = run.models ?? config.models;
   const modelsJson = typeof modelsSource === "string" ? readModelsFile(modelsSource) : modelsSource;
+  const warnings = checkConfigOrigins(
+    {
+      policy: typeof policySource === "string" && !isBuiltInPolicy(policySource) ? policySource : undefined,
+      models: typeof modelsSource === "string" ? modelsSource : undefined,
+      ...(run.configFiles ?? config.configFiles),
+    },
+    [cwd, ...writableRoots],
+    modelsJson,
+    run.refuseWorkspaceConfig ?? config.refuseWorkspaceConfig ?? hostEnv.SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG === "1",
+  );
 
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
@@ -196,7 +221,30 @@ export function resolveRun(
     budgets,
     routing,
     image,
+    warnings,
   };
+}
+
+/**
+ * Config files inside the trees the run sandboxes: warnings, or a usage error in strict mode. A
+ * models file in there may never run a command on the host, strict or not.
+ */
+function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unknown, strict: boolean): string[] {
+  const inside = configInsideRoots(files, roots);
+  const models = inside.find((i) => i.what === "models");
+  if (models && modelsJsonHasCommands(modelsJson)) {
+    throw usageError(
+      `The models file ${models.file} lies inside ${models.root}, which this run sandboxes, and holds "!command" values: sandbox-run never runs commands from such a file.`,
+      "Keep the models file outside the workspace (e.g. in the CI job's own checkout), or use $VARIABLE references instead of commands.",
+    );
+  }
+  if (inside.length > 0 && strict) {
+    throw usageError(
+      `Refusing configuration from inside the sandboxed trees: ${inside.map(describeInside).join("; ")}.`,
+      "Read the policy, models, schema and prompt from a trusted place (the base branch, the CI job's own files), not from the change under test.",
+    );
+  }
+  return inside.map(describeInside);
 }
 
 function canonicalDirectory(input: string, what: string): string {
@@ -252,15 +300,5 @@ function compileSchema(schema: JsonSchema): z.ZodType {
 }
 
 function readModelsFile(file: string): unknown {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, "utf8");
-  } catch {
-    throw usageError(`The models file ${file} cannot be read.`, "Pass the path of a Pi models.json file.");
-  }
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw usageError(`The models file ${file} is not valid JSON: ${(error as Error).message}`, "Fix its syntax.");
-  }
+  return readConfigJson(file, "models", "Pass the path of a Pi models.json file.");
 }

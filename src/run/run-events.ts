@@ -2,6 +2,7 @@
 // gateway requests, limit trips, the result), each with the run id, a sequence number and
 // a monotonic time since the run started.
 import { performance } from "node:perf_hooks";
+import { type Progress, progressOf } from "../pi/progress.js";
 
 export interface RunEvent {
   runId: string;
@@ -13,6 +14,8 @@ export interface RunEvent {
   type: string;
   /** Pi's event verbatim, or the sandbox event's fields. */
   data: Record<string, unknown>;
+  /** For Pi's events that mark a step (turn, tool start/end, model reply): that step, normalised. */
+  progress?: Progress;
 }
 
 export type RunEventListener = (event: RunEvent) => void;
@@ -33,7 +36,7 @@ export class RunTimeline {
   }
 
   pi(event: { type: string } & Record<string, unknown>): void {
-    this.emit("pi", event.type, event);
+    this.emit("pi", event.type, event, progressOf(event));
   }
 
   sandbox(type: string, data: Record<string, unknown> = {}): void {
@@ -45,8 +48,9 @@ export class RunTimeline {
     return [...this.recent];
   }
 
-  private emit(source: RunEvent["source"], type: string, data: Record<string, unknown>): void {
+  private emit(source: RunEvent["source"], type: string, data: Record<string, unknown>, progress?: Progress): void {
     const event: RunEvent = { runId: this.runId, seq: this.seq++, time: this.elapsed(), source, type, data };
+    if (progress) event.progress = progress;
     this.recent.push(event);
     if (this.recent.length > this.keepRecent) this.recent.shift();
     for (const listener of this.listeners) {

@@ -9,6 +9,7 @@ import type { RunPlan } from "../sandbox-contract.js";
 import { budgetTrip, type Budgets } from "./budget-tracker.js";
 import { containerFailure } from "./container-failure.js";
 import { decideOutcome } from "./decide-outcome.js";
+import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
@@ -25,6 +26,8 @@ export interface SupervisedRun {
   container: EngineContainer;
   timeline: RunTimeline;
   trip: RunTrip;
+  /** The run's output budget, shared with the host events the sandbox causes. */
+  budget: OutputBudget;
   signal?: AbortSignal;
   /** performance clock of the run's start, for durations. */
   startedAt: number;
@@ -47,7 +50,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     timeline.sandbox("limit.tripped", { ...t });
     void container.kill().catch(() => {});
   });
-  const stream = new PiStream(plan.limits, trip, {
+  const stream = new PiStream(plan.limits, trip, run.budget, {
     onEvent: (event) => {
       collector.observe(event);
       timeline.pi(event);

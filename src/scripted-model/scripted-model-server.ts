@@ -1,52 +1,67 @@
-// An OpenAI-compatible chat-completions server whose replies follow a script.
-// It stands in for a model service (none is reachable on CI machines) in the tests,
-// the benchmark and `sandbox-run demo`. The model id in the request picks the script;
-// the number of assistant messages already in the conversation picks the step, so the
-// server keeps no per-conversation state and many runs can share it.
+// A model service whose replies follow a script, speaking the wire formats of the Pi APIs the
+// gateway routes, each at its own base URL (baseUrlFor(api); baseUrl is openai-completions).
+// It stands in for a model provider (none is reachable on CI machines) in the tests, the
+// benchmark and `sandbox-run demo`. The model id in the request picks the script; the number
+// of assistant replies already in the conversation picks the step, so the server keeps no
+// per-conversation state and many runs can share it.
+//
+// Every request is recorded with what was sent back (status, headers, the raw bytes), so tests
+// can check what a client sent and feed the exact reply bytes to a parser.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { codecFor } from "../gateway/apis/api-codec.js";
+import { anthropicMessagesWire } from "./anthropic-messages-wire.js";
+import { googleGenerativeAiWire } from "./google-generative-ai-wire.js";
+import { mistralConversationsWire } from "./mistral-conversations-wire.js";
+import { openAiCompletionsWire } from "./openai-completions-wire.js";
+import { openAiResponsesWire } from "./openai-responses-wire.js";
+import { type ChatRequest, pickStep, type Script, type ScriptedApi } from "./script.js";
+import { sendJson, type WireFormat } from "./wire-format.js";
 
-export interface ToolCallStep {
-  toolCalls: Array<{ name: string; arguments: unknown }>;
-}
-export interface TextStep {
-  text: string;
-}
-/** Fail the request with an HTTP status (the provider is "down"). */
-export interface ErrorStep {
-  httpStatus: number;
-  body?: string;
-}
-/** Stream chunks forever (a model that never stops talking). */
-export interface EndlessStep {
-  endless: true;
-}
-export type ScriptStep = ToolCallStep | TextStep | ErrorStep | EndlessStep;
+export type {
+  ChatMessage,
+  ChatRequest,
+  EndlessStep,
+  ErrorStep,
+  Script,
+  ScriptContext,
+  ScriptedApi,
+  ScriptStep,
+  TextStep,
+  ToolCallStep,
+} from "./script.js";
+export { SCRIPTED_APIS } from "./script.js";
 
-export interface ChatMessage {
-  role: string;
-  content?: unknown;
-  tool_calls?: unknown;
-  tool_call_id?: string;
+/** Most response bytes kept per request (an endless reply would grow without end). */
+const MAX_RECORDED_RESPONSE_BYTES = 1024 * 1024;
+
+export interface RecordedResponse {
+  status: number;
+  headers: http.OutgoingHttpHeaders;
+  /** The body as written, chunk by chunk (at most 1 MiB; see `bodyTruncated`). */
+  chunks: Buffer[];
+  bodyTruncated: boolean;
+  /** The reply was written to its end (false while it streams, or if the client left). */
+  ended: boolean;
 }
-export interface ChatRequest {
-  model: string;
-  messages: ChatMessage[];
-  tools?: Array<{ function?: { name?: string } }>;
-  stream?: boolean;
-}
+
 export interface RecordedRequest {
+  api: ScriptedApi;
+  /** The model the request named (Google: from the URL path). */
+  model: string | undefined;
+  /** The request path, with its query string. */
   path: string;
   headers: http.IncomingHttpHeaders;
+  /** The parsed JSON body: an openai-completions ChatRequest, or the other API's own shape. */
   body: ChatRequest;
+  response: RecordedResponse;
 }
-
-/** A script: a fixed list of steps, or a function of the request and turn index. */
-export type Script = ScriptStep[] | ((request: ChatRequest, turn: number) => ScriptStep);
 
 export interface ScriptedModelServer {
   /** Base URL for an `openai-completions` provider, ending in /v1. */
   readonly baseUrl: string;
+  /** Base URL for a provider of the given Pi `api` (the models.json `baseUrl`). */
+  baseUrlFor(api: ScriptedApi): string;
   readonly requests: RecordedRequest[];
   setScript(modelId: string, script: Script): void;
   close(): Promise<void>;
@@ -58,38 +73,70 @@ export interface ScriptedModelServerOptions {
   port?: number;
 }
 
+const WIRES: readonly WireFormat[] = [
+  openAiResponsesWire,
+  anthropicMessagesWire,
+  googleGenerativeAiWire,
+  mistralConversationsWire,
+  // Last: its base path "/v1" is also the fallback for any other path (as before it had peers).
+  openAiCompletionsWire,
+];
+
+export function scriptedBaseUrlFor(origin: string, api: ScriptedApi): string {
+  const wire = WIRES.find((w) => w.api === api);
+  if (!wire) throw new Error(`the scripted model server does not speak ${api}`);
+  return `${origin}${wire.basePath}`;
+}
+
 export async function startScriptedModelServer(options: ScriptedModelServerOptions = {}): Promise<ScriptedModelServer> {
   const scripts = new Map<string, Script>(Object.entries(options.scripts ?? {}));
   const requests: RecordedRequest[] = [];
   const openResponses = new Set<http.ServerResponse>();
+  let seq = 0;
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      if (req.method === "GET" && req.url?.endsWith("/models")) {
-        const data = [...scripts.keys()].map((id) => ({ id, object: "model" }));
-        return sendJson(res, 200, { object: "list", data });
-      }
-      if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
-        return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}` } });
-      }
-      let body: ChatRequest;
+      const url = new URL(req.url ?? "/", "http://scripted");
+      const { wire, subpath } = routeOf(url.pathname);
+      const kind = wire.route(req.method ?? "GET", subpath);
+      if (kind === "list-models" && wire.modelList) return sendJson(res, 200, wire.modelList([...scripts.keys()]));
+      if (kind !== "generate") return sendJson(res, 404, wire.errorBody(404, `no route ${req.method} ${req.url}`));
+      let body: Record<string, unknown>;
       try {
-        body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ChatRequest;
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
       } catch {
-        return sendJson(res, 400, { error: { message: "body is not JSON" } });
+        return sendJson(res, 400, wire.errorBody(400, "body is not JSON"));
       }
-      requests.push({ path: req.url, headers: req.headers, body });
-      const script = scripts.get(body.model);
-      if (!script) {
-        return sendJson(res, 404, { error: { message: `unknown scripted model ${body.model}` } });
+      const model = wire.modelOf(subpath, body);
+      const recorded: RecordedRequest = {
+        api: wire.api,
+        model,
+        path: req.url ?? "",
+        headers: req.headers,
+        body: body as ChatRequest,
+        response: { status: 0, headers: {}, chunks: [], bodyTruncated: false, ended: false },
+      };
+      requests.push(recorded);
+      recordResponse(res, recorded.response);
+      const script = model === undefined ? undefined : scripts.get(model);
+      if (!script) return sendJson(res, 404, wire.errorBody(404, `unknown scripted model ${model}`));
+      const parsed = codecFor(wire.api)!.parseRequest(subpath, body);
+      if (!parsed.ok) return sendJson(res, 400, wire.errorBody(400, `unreadable request: ${parsed.reason}`));
+      const conversation = parsed.request;
+      const turn = conversation.messages.filter((m) => m.role === "assistant").length;
+      const step = pickStep(script, body as ChatRequest, turn, { api: wire.api, conversation });
+      if ("httpStatus" in step) {
+        return sendJson(
+          res,
+          step.httpStatus,
+          wire.errorBody(step.httpStatus, step.body ?? `scripted failure ${step.httpStatus}`),
+        );
       }
-      const turn = body.messages.filter((m) => m.role === "assistant").length;
-      const step = pickStep(script, body, turn);
       openResponses.add(res);
       res.on("close", () => openResponses.delete(res));
-      reply(res, body, step);
+      wire.writeReply(res, { model: model!, step, stream: wire.streams(subpath, body), seq: ++seq });
     });
   });
 
@@ -98,10 +145,11 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
   });
   const address = server.address() as AddressInfo;
-  const baseUrl = `http://${address.address}:${address.port}/v1`;
+  const origin = `http://${address.address}:${address.port}`;
 
   return {
-    baseUrl,
+    baseUrl: scriptedBaseUrlFor(origin, "openai-completions"),
+    baseUrlFor: (api) => scriptedBaseUrlFor(origin, api),
     requests,
     setScript: (modelId, script) => void scripts.set(modelId, script),
     close: () =>
@@ -113,85 +161,51 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
   };
 }
 
-function pickStep(script: Script, request: ChatRequest, turn: number): ScriptStep {
-  if (typeof script === "function") return script(request, turn);
-  return script[turn] ?? { text: "Done." };
+function routeOf(pathname: string): { wire: WireFormat; subpath: string } {
+  for (const wire of WIRES) {
+    if (pathname.startsWith(`${wire.basePath}/`)) return { wire, subpath: pathname.slice(wire.basePath.length) };
+  }
+  // Any other path is read as openai-completions by its last segments, as the server always did.
+  const suffix = /\/(chat\/completions|models)$/.exec(pathname)?.[0] ?? pathname;
+  return { wire: openAiCompletionsWire, subpath: suffix };
 }
 
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-  res.end(body);
+/** Keeps what is sent back on `res` (status, headers, body bytes) in `into`. */
+function recordResponse(res: http.ServerResponse, into: RecordedResponse): void {
+  let kept = 0;
+  const keep = (chunk: unknown, encoding?: unknown) => {
+    if (chunk === undefined || chunk === null || typeof chunk === "function") return;
+    const bytes = Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk as string, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8");
+    if (kept + bytes.length > MAX_RECORDED_RESPONSE_BYTES) {
+      into.bodyTruncated = true;
+      return;
+    }
+    kept += bytes.length;
+    into.chunks.push(Buffer.from(bytes));
+  };
+  const write = res.write.bind(res) as (...args: unknown[]) => boolean;
+  const end = res.end.bind(res) as (...args: unknown[]) => http.ServerResponse;
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => http.ServerResponse;
+  res.writeHead = ((status: number, ...rest: unknown[]) => {
+    into.status = status;
+    const headers = rest.find((arg) => typeof arg === "object" && arg !== null);
+    if (headers) into.headers = { ...(headers as http.OutgoingHttpHeaders) };
+    return writeHead(status, ...rest);
+  }) as typeof res.writeHead;
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    keep(chunk, rest[0]);
+    return write(chunk, ...rest);
+  }) as typeof res.write;
+  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+    keep(chunk, rest[0]);
+    into.ended = true;
+    return end(chunk, ...rest);
+  }) as typeof res.end;
 }
 
-let callCounter = 0;
-
-function reply(res: http.ServerResponse, request: ChatRequest, step: ScriptStep): void {
-  if ("httpStatus" in step) {
-    sendJson(res, step.httpStatus, { error: { message: step.body ?? `scripted failure ${step.httpStatus}` } });
-    return;
-  }
-  const id = `chatcmpl-${++callCounter}`;
-  const created = Math.floor(Date.now() / 1000);
-  const chunk = (delta: object, finish: string | null) => ({
-    id,
-    object: "chat.completion.chunk",
-    created,
-    model: request.model,
-    choices: [{ index: 0, delta, finish_reason: finish }],
-  });
-  const usage = { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 };
-
-  if (request.stream === false) {
-    const message =
-      "text" in step
-        ? { role: "assistant", content: step.text }
-        : "toolCalls" in step
-          ? { role: "assistant", content: null, tool_calls: toolCallsOf(step) }
-          : { role: "assistant", content: "" };
-    sendJson(res, 200, {
-      id,
-      object: "chat.completion",
-      created,
-      model: request.model,
-      choices: [{ index: 0, message, finish_reason: "toolCalls" in step ? "tool_calls" : "stop" }],
-      usage,
-    });
-    return;
-  }
-
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-  const send = (value: unknown) => res.write(`data: ${JSON.stringify(value)}\n\n`);
-  send(chunk({ role: "assistant", content: "" }, null));
-
-  if ("endless" in step) {
-    const timer = setInterval(() => {
-      if (res.destroyed) return clearInterval(timer);
-      send(chunk({ content: "and on " }, null));
-    }, 5);
-    res.on("close", () => clearInterval(timer));
-    return;
-  }
-  if ("text" in step) {
-    send(chunk({ content: step.text }, null));
-    send(chunk({}, "stop"));
-  } else {
-    toolCallsOf(step).forEach((call, index) => {
-      send(chunk({ tool_calls: [{ index, ...call }] }, null));
-    });
-    send(chunk({}, "tool_calls"));
-  }
-  send({ id, object: "chat.completion.chunk", created, model: request.model, choices: [], usage });
-  res.end("data: [DONE]\n\n");
-}
-
-function toolCallsOf(step: ToolCallStep) {
-  return step.toolCalls.map((call, i) => ({
-    id: `call_${callCounter}_${i}`,
-    type: "function",
-    function: {
-      name: call.name,
-      arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
-    },
-  }));
+/** The body bytes of a recorded response, in one buffer. */
+export function responseBytes(recorded: RecordedRequest): Buffer {
+  return Buffer.concat(recorded.response.chunks);
 }

@@ -4,18 +4,13 @@
 //    workspace, so writes fail with EROFS (and replacing a mounted file by rename with EBUSY):
 //    the agent learns at once that the path is off limits.
 // 2. Detection: the workspace is diffed after the run and any created, modified or deleted
-//    path a pattern matches fails the run. This covers what a mount cannot: files that do not
-//    exist yet, wildcards, and renaming a parent directory out of the way
-//    (`mv .github x && mkdir -p .github/workflows` is allowed by the kernel; the diff catches it).
+//    path a pattern matches fails the run and is put back (workspace-rules.ts, restore-tree.ts).
+//    This covers what a mount cannot: files that do not exist yet, wildcards, and renaming a
+//    parent directory out of the way (`mv .github x && mkdir -p .github/workflows` is allowed by
+//    the kernel; the diff catches it).
 import fs from "node:fs";
 import path from "node:path";
-import { compileGlobs, literalPathOf } from "./path-glob.js";
-import type { ChangedFiles } from "./workspace-snapshot.js";
-
-export interface ProtectedChange {
-  path: string;
-  change: "created" | "modified" | "deleted";
-}
+import { literalPathOf } from "./path-glob.js";
 
 /**
  * Existing directories and files (absolute, canonical) that protected patterns name as a
@@ -40,15 +35,4 @@ export function protectedMountPaths(workspace: string, patterns: readonly string
   // An entry inside another protected directory is already read-only.
   const unique = [...new Set(found)].sort();
   return unique.filter((d) => !unique.some((o) => o !== d && d.startsWith(`${o}/`)));
-}
-
-/** The changes that touch protected paths, in created/modified/deleted order. */
-export function protectedChanges(changes: ChangedFiles, patterns: readonly string[]): ProtectedChange[] {
-  if (patterns.length === 0) return [];
-  const matches = compileGlobs(patterns);
-  const out: ProtectedChange[] = [];
-  for (const change of ["created", "modified", "deleted"] as const) {
-    for (const p of changes[change]) if (matches(p)) out.push({ path: p, change });
-  }
-  return out;
 }

@@ -1,6 +1,7 @@
-// What a run changed on the host: a snapshot of a directory tree before the run and a diff
-// against the tree after it. The container is stopped when the second pass runs, so nothing
-// moves under our feet.
+// What a run changed on the host: a snapshot of a tree before the run (streamed to a file in
+// the run's private folder, see snapshot-record.ts) and a merge of it with a walk of the tree
+// after the run. The container is stopped when the second walk runs. Both walks go through
+// directory fds (fd-walk.ts): no symlink is followed, depth and size cost no memory.
 //
 // Per entry we keep size, mtime, ctime, mode and inode, and a content hash for small regular
 // files. A change is judged by content where both sides have a hash (so `git checkout` of an
@@ -10,29 +11,81 @@
 // Bulky trees whose files are written once and named by content (.git/objects, node_modules)
 // are compared by metadata only: hashing them on every run would cost seconds for nothing.
 import crypto from "node:crypto";
-import type { Dirent, Stats } from "node:fs";
-import fsSync from "node:fs";
-import path from "node:path";
-
-export interface EntryState {
-  kind: "file" | "symlink" | "other";
-  size: number;
-  mtimeMs: number;
-  ctimeMs: number;
-  /** Permission and type bits (st_mode). */
-  mode: number;
-  ino: number;
-  /** sha256 of a small regular file's content, or a symlink's target. */
-  hash?: string;
-}
-
-/** Relative path (with "/") -> state, for every non-directory entry below the root. */
-export type Snapshot = Map<string, EntryState>;
+import fs from "node:fs";
+import { comparePaths, walkTree, YIELD_EVERY, yieldToEventLoop, type WalkEntry } from "./fd-walk.js";
+import { SnapshotReader, SnapshotWriter } from "./snapshot-record.js";
+import { sameMetadata, type EntryFacts, type EntryPair } from "./workspace-rules.js";
 
 export interface ChangedFiles {
   created: string[];
   modified: string[];
   deleted: string[];
+  /** Present when the lists were cut at MAX_LISTED_CHANGES each: the full counts. */
+  truncated?: { created: number; modified: number; deleted: number };
+}
+
+export const DEFAULT_HASH_MAX_BYTES = 1024 * 1024;
+/** Each changedFiles list names at most this many paths; the counts stay exact. */
+export const MAX_LISTED_CHANGES = 10_000;
+
+/** .git/objects, .git/lfs and node_modules anywhere: metadata is enough there. */
+export function defaultSkipHash(relativePath: string): boolean {
+  return /(^|\/)\.git\/(objects|lfs)\//.test(relativePath) || /(^|\/)node_modules\//.test(relativePath);
+}
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+
+/** sha256 of a regular file read through an O_NOFOLLOW fd that is checked to be the walked inode. */
+export function hashFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): string | undefined {
+  const content = readFileAt(at, expected, maxBytes);
+  return content ? crypto.createHash("sha256").update(content).digest("hex") : undefined;
+}
+
+/** A regular file's content (at most maxBytes), or undefined if it cannot be read as that inode. */
+export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): Buffer | undefined {
+  if (expected.size > maxBytes) return undefined;
+  let fd: number;
+  try {
+    fd = fs.openSync(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile() || stat.ino !== expected.ino || stat.dev !== expected.dev) return undefined;
+    const buffer = Buffer.allocUnsafe(Math.min(stat.size, maxBytes) + 1);
+    let length = 0;
+    for (;;) {
+      const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
+      if (n === 0) break;
+      length += n;
+      if (length > maxBytes) return undefined; // it grew: not what was stat'ed
+    }
+    return buffer.subarray(0, length);
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Facts of a walked entry, without a content hash. */
+export function baseFacts(entry: WalkEntry): EntryFacts {
+  const s = entry.stat;
+  const facts: EntryFacts = s
+    ? { kind: entry.kind, mode: s.mode, size: s.size, mtimeMs: s.mtimeMs, ctimeMs: s.ctimeMs, ino: s.ino }
+    : { kind: "unknown", mode: 0, size: 0 };
+  if (entry.gitLike) facts.gitLike = true;
+  if (entry.problem) facts.problem = entry.problem;
+  return facts;
+}
+
+function linkTarget(entry: WalkEntry): string | undefined {
+  try {
+    return fs.readlinkSync(entry.at, "utf8");
+  } catch {
+    return undefined;
+  }
 }
 
 export interface SnapshotOptions {
@@ -40,128 +93,174 @@ export interface SnapshotOptions {
   hashMaxBytes?: number;
   /** Relative paths whose content is never hashed (metadata only). */
   skipHash?: (relativePath: string) => boolean;
-  /** The snapshot this one will be compared with: unchanged metadata reuses its hash. */
-  previous?: Snapshot;
+  /**
+   * Sees every entry before it is recorded and may supply its content hash (the kept copy of
+   * protected files reads them anyway).
+   */
+  onEntry?: (entry: WalkEntry) => string | undefined;
 }
 
-export const DEFAULT_HASH_MAX_BYTES = 1024 * 1024;
-
-/** .git/objects, .git/lfs and node_modules anywhere: metadata is enough there. */
-export function defaultSkipHash(relativePath: string): boolean {
-  return /^\.git\/(objects|lfs)\//.test(relativePath) || /(^|\/)node_modules\//.test(relativePath);
+export interface SnapshotSummary {
+  entries: number;
+  /** st_blocks * 512 over the tree, hard-linked inodes once. */
+  allocatedBytes: number;
+  /** Entries the walk could not see (at most 100 listed; `problemCount` counts all). */
+  problems: Array<{ path: string; problem: string }>;
+  problemCount: number;
 }
 
-/** How many files are hashed or stat'ed at once. */
-/** Entries handled between yields to the event loop (~1-2 ms of work). */
-const YIELD_EVERY = 256;
-
-export async function takeSnapshot(root: string, options: SnapshotOptions = {}): Promise<Snapshot> {
+/** Walks `root` and writes its snapshot to `file` (created, 0600). */
+export async function takeSnapshot(
+  root: string,
+  file: string,
+  options: SnapshotOptions = {},
+): Promise<SnapshotSummary> {
   const hashMaxBytes = options.hashMaxBytes ?? DEFAULT_HASH_MAX_BYTES;
   const skipHash = options.skipHash ?? defaultSkipHash;
-  const snapshot: Snapshot = new Map();
-  const directories = [""];
-  let sinceYield = 0;
-  while (directories.length > 0) {
-    const dir = directories.pop()!;
-    let entries: Dirent[];
-    try {
-      entries = fsSync.readdirSync(path.join(root, dir), { withFileTypes: true });
-    } catch {
-      continue; // gone or unreadable: nothing we can compare
-    }
-    for (const entry of entries) {
-      const rel = dir ? `${dir}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        directories.push(rel);
-        continue;
+  const writer = new SnapshotWriter(file);
+  const summary: SnapshotSummary = { entries: 0, allocatedBytes: 0, problems: [], problemCount: 0 };
+  const bytes = new AllocatedBytes();
+  try {
+    let sinceYield = 0;
+    for (const entry of walkTree(root)) {
+      const facts = baseFacts(entry);
+      const supplied = options.onEntry?.(entry);
+      if (supplied !== undefined) facts.hash = supplied;
+      else if (entry.kind === "symlink") facts.hash = linkTarget(entry);
+      else if (entry.kind === "file" && entry.stat!.size <= hashMaxBytes && !skipHash(entry.path))
+        facts.hash = hashFileAt(entry.at, entry.stat!, hashMaxBytes);
+      if (entry.problem) {
+        summary.problemCount++;
+        if (summary.problems.length < 100) summary.problems.push({ path: entry.path, problem: entry.problem });
       }
-      const state = entryState(root, rel, { hashMaxBytes, skipHash, previous: options.previous?.get(rel) });
-      if (state) snapshot.set(rel, state);
-      // Synchronous calls are several times cheaper than promise-based ones per file; yielding
-      // now and then keeps other runs in this process (their event streams) flowing.
+      bytes.add(entry);
+      writer.write(entry.depth, entry.name, facts);
+      summary.entries++;
       if (++sinceYield >= YIELD_EVERY) {
         sinceYield = 0;
-        await new Promise((resolve) => setImmediate(resolve));
+        await yieldToEventLoop();
       }
     }
+  } finally {
+    writer.close();
   }
-  return snapshot;
+  summary.allocatedBytes = bytes.total;
+  return summary;
 }
 
-function entryState(
-  root: string,
-  rel: string,
-  options: { hashMaxBytes: number; skipHash: (rel: string) => boolean; previous?: EntryState },
-): EntryState | undefined {
-  const absolute = path.join(root, rel);
-  let stat: Stats;
+/** Sums allocated bytes, counting an inode with several links once. */
+export class AllocatedBytes {
+  total = 0;
+  /** dev -> inodes with more than one link already counted. */
+  private readonly linked = new Map<number, Set<number>>();
+  add(entry: WalkEntry): void {
+    const s = entry.stat;
+    if (!s) return;
+    if (s.nlink > 1 && entry.kind !== "directory") {
+      let seen = this.linked.get(s.dev);
+      if (!seen) this.linked.set(s.dev, (seen = new Set()));
+      if (seen.has(s.ino)) return;
+      seen.add(s.ino);
+    }
+    this.total += s.blocks * 512;
+  }
+}
+
+/** Collects changed paths, each list capped, counts exact. */
+export class ChangeCollector {
+  private readonly lists: ChangedFiles = { created: [], modified: [], deleted: [] };
+  private readonly counts = { created: 0, modified: 0, deleted: 0 };
+  constructor(private readonly max = MAX_LISTED_CHANGES) {}
+
+  add(kind: "created" | "modified" | "deleted", path: string): void {
+    this.counts[kind]++;
+    if (this.lists[kind].length < this.max) this.lists[kind].push(path);
+  }
+
+  /** Adds the non-directory changes a pair stands for (a file replaced by a directory: deleted). */
+  addPair(pair: EntryPair, changed: boolean, prefix = ""): void {
+    const b = pair.before && pair.before.kind !== "directory" ? pair.before : undefined;
+    const a = pair.after && pair.after.kind !== "directory" ? pair.after : undefined;
+    if (a && !b) this.add("created", prefix + pair.path);
+    else if (b && !a) this.add("deleted", prefix + pair.path);
+    else if (a && b && changed) this.add("modified", prefix + pair.path);
+  }
+
+  get total(): number {
+    return this.counts.created + this.counts.modified + this.counts.deleted;
+  }
+
+  result(): ChangedFiles {
+    const out: ChangedFiles = {
+      created: [...this.lists.created].sort(),
+      modified: [...this.lists.modified].sort(),
+      deleted: [...this.lists.deleted].sort(),
+    };
+    const { created, modified, deleted } = this.counts;
+    if (created > out.created.length || modified > out.modified.length || deleted > out.deleted.length)
+      out.truncated = { created, modified, deleted };
+    return out;
+  }
+}
+
+export interface DiffOptions {
+  hashMaxBytes?: number;
+  /** Every pair in walk order, unchanged ones included (the rules need ancestors). */
+  onPair(pair: EntryPair, entry: WalkEntry | undefined): void;
+}
+
+const isInside = (ancestor: string, path: string) =>
+  ancestor === "" ? path !== "" : path.startsWith(ancestor) && path.charCodeAt(ancestor.length) === 47;
+
+/**
+ * Walks `root` again and merges it with the snapshot in `file`: every path of either side
+ * becomes one pair, in walk order. Below a directory the walk cannot see, the recorded
+ * entries are not reported as deleted (they are unknown; the directory is the violation).
+ * Returns the allocated bytes of the tree as walked.
+ */
+export async function diffAgainstSnapshot(root: string, file: string, options: DiffOptions): Promise<number> {
+  const hashMaxBytes = options.hashMaxBytes ?? DEFAULT_HASH_MAX_BYTES;
+  const reader = new SnapshotReader(file);
+  const bytes = new AllocatedBytes();
   try {
-    stat = fsSync.lstatSync(absolute);
-  } catch {
-    return undefined;
+    let recorded = reader.next();
+    let sinceYield = 0;
+    for (const entry of walkTree(root)) {
+      while (recorded && comparePaths(recorded.path, entry.path) < 0) {
+        options.onPair({ path: recorded.path, before: recorded.facts }, undefined);
+        recorded = reader.next();
+      }
+      let before: EntryFacts | undefined;
+      if (recorded && recorded.path === entry.path) {
+        before = recorded.facts;
+        recorded = reader.next();
+      }
+      const after = afterFacts(entry, before, hashMaxBytes);
+      options.onPair({ path: entry.path, before, after }, entry);
+      bytes.add(entry);
+      if (entry.kind === "directory" && entry.problem) {
+        while (recorded && isInside(entry.path, recorded.path)) recorded = reader.next();
+      }
+      if (++sinceYield >= YIELD_EVERY) {
+        sinceYield = 0;
+        await yieldToEventLoop();
+      }
+    }
+    for (; recorded; recorded = reader.next())
+      options.onPair({ path: recorded.path, before: recorded.facts }, undefined);
+  } finally {
+    reader.close();
   }
-  if (stat.isDirectory()) return undefined; // a race with a rename; directories are walked, not recorded
-  const kind = stat.isFile() ? "file" : stat.isSymbolicLink() ? "symlink" : "other";
-  const state: EntryState = {
-    kind,
-    size: stat.size,
-    mtimeMs: stat.mtimeMs,
-    ctimeMs: stat.ctimeMs,
-    mode: stat.mode,
-    ino: stat.ino,
-  };
-  const prev = options.previous;
-  if (prev && prev.hash !== undefined && sameMetadata(prev, state)) {
-    state.hash = prev.hash; // untouched since the first pass: no need to read it again
-  } else if (kind === "symlink") {
-    state.hash = tryOrUndefined(() => fsSync.readlinkSync(absolute));
-  } else if (kind === "file" && stat.size <= options.hashMaxBytes && !options.skipHash(rel)) {
-    state.hash = hashFile(absolute);
-  }
-  return state;
+  return bytes.total;
 }
 
-function tryOrUndefined<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch {
-    return undefined;
-  }
-}
-
-function hashFile(file: string): string | undefined {
-  // Unreadable for this user: metadata decides.
-  return tryOrUndefined(() => crypto.createHash("sha256").update(fsSync.readFileSync(file)).digest("hex"));
-}
-
-function sameMetadata(a: EntryState, b: EntryState): boolean {
-  return (
-    a.kind === b.kind &&
-    a.size === b.size &&
-    a.mtimeMs === b.mtimeMs &&
-    a.ctimeMs === b.ctimeMs &&
-    a.ino === b.ino &&
-    a.mode === b.mode
-  );
-}
-
-/** Whether an entry that exists on both sides changed. */
-export function entryChanged(before: EntryState, after: EntryState): boolean {
-  if (before.kind !== after.kind || before.mode !== after.mode) return true;
-  if (before.kind === "file" && before.size !== after.size) return true;
-  if (before.hash !== undefined && after.hash !== undefined) return before.hash !== after.hash;
-  return !sameMetadata(before, after);
-}
-
-export function diffSnapshots(before: Snapshot, after: Snapshot): ChangedFiles {
-  const created: string[] = [];
-  const modified: string[] = [];
-  const deleted: string[] = [];
-  for (const [rel, state] of after) {
-    const old = before.get(rel);
-    if (!old) created.push(rel);
-    else if (entryChanged(old, state)) modified.push(rel);
-  }
-  for (const rel of before.keys()) if (!after.has(rel)) deleted.push(rel);
-  return { created: created.sort(), modified: modified.sort(), deleted: deleted.sort() };
+/** The after side: a hash only where the before side has one to compare with. */
+function afterFacts(entry: WalkEntry, before: EntryFacts | undefined, hashMaxBytes: number): EntryFacts {
+  const facts = baseFacts(entry);
+  if (!before || before.hash === undefined || before.kind !== entry.kind) return facts;
+  if (sameMetadata(before, facts))
+    facts.hash = before.hash; // untouched since the first walk
+  else if (entry.kind === "symlink") facts.hash = linkTarget(entry);
+  else if (entry.kind === "file") facts.hash = hashFileAt(entry.at, entry.stat!, Math.max(hashMaxBytes, before.size));
+  return facts;
 }

@@ -1,32 +1,66 @@
-// One run's view of the host trees it may write: snapshots the workspace and the extra
-// writable roots before the container starts, and after it stopped reports what changed and
-// which of those changes touch protected paths. Workspace paths are reported relative to the
-// workspace; paths in extra writable roots are absolute (they are not inside the workspace).
-// A read-only workspace is not walked: the mount already guarantees it cannot change.
+// One run's view of the host trees it may write. Before the container starts: a snapshot of
+// the workspace and each extra writable root (streamed to the run's private folder) and a kept
+// copy of what a violation could poison (protected-copy.ts). After it stopped: a merge of each
+// tree with its snapshot gives the changed files and, through the pure rules
+// (workspace-rules.ts), the violations; violations are undone (restore-tree.ts) and the tree is
+// checked again. Workspace paths are reported relative to the workspace; paths in extra
+// writable roots are absolute. A read-only workspace is not walked: the mount already
+// guarantees it cannot change.
+import fs from "node:fs";
+import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { protectedChanges, type ProtectedChange } from "./protected-paths.js";
-import { diffSnapshots, takeSnapshot, type ChangedFiles, type Snapshot } from "./workspace-snapshot.js";
+import { SandboxRunError } from "../errors.js";
+import type { WalkEntry } from "./fd-walk.js";
+import { ProtectedCopy, type Owner } from "./protected-copy.js";
+import { applyRestore, type RestoreReport } from "./restore-tree.js";
+import { changeOf, RestorePlan, RuleEvaluator, type EntryPair, type Violation } from "./workspace-rules.js";
+import { ChangeCollector, diffAgainstSnapshot, takeSnapshot, type ChangedFiles } from "./workspace-snapshot.js";
 
 export interface WorkspaceWatchInput {
   workspace: string;
   workspaceWritable: boolean;
   writableRoots: readonly string[];
+  /** The caller's globs (workspace only). */
   protectedPaths: readonly string[];
+  /** Built-in protections the policy turns off, by name. */
+  disabledProtections?: readonly string[];
+  /** A folder to create (0700) in the run's private folder: snapshots and the kept copy go there; removed with the run folder. */
+  stateDir: string;
+  /** An entry's owner before the run, when the ownership lease lent it to the sandbox uid. */
+  ownerOf?: (stat: fs.Stats) => Owner;
 }
 
 export interface WorkspaceReport {
   changedFiles: ChangedFiles;
-  /** Changes to protected workspace paths: non-empty fails the run. */
-  violations: ProtectedChange[];
-  /** Time both passes took, for the event log. */
+  /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
+  violations: Violation[];
+  violationCount: number;
+  /** What was done about the violations; absent when there were none. */
+  restore?: RestoreReport & {
+    /** True when a final walk found no violation left. */
+    clean: boolean;
+    /** Violations the final walk still found (at most MAX_LISTED_VIOLATIONS). */
+    remaining: Violation[];
+  };
+  /** Files the run created or changed whose setuid/setgid bits were cleared (at most 100). */
+  clearedSetuid: string[];
+  /** Allocated bytes (st_blocks * 512) of the watched trees before and after the run. */
+  allocatedBytes: { before: number; after: number };
+  /** Time the walks took, for the event log. */
   snapshotMs: number;
 }
+
+export const MAX_LISTED_VIOLATIONS = 200;
+const RESTORE_ROUNDS = 3;
 
 interface Watched {
   root: string;
   /** Prefix for reported paths: "" for the workspace, the root + "/" for extra roots. */
   prefix: string;
-  before: Snapshot;
+  snapshot: string;
+  copy: ProtectedCopy;
+  protectedPaths: readonly string[];
+  allocatedBytes: number;
 }
 
 export class WorkspaceWatch {
@@ -38,29 +72,202 @@ export class WorkspaceWatch {
 
   static async start(input: WorkspaceWatchInput): Promise<WorkspaceWatch> {
     const started = performance.now();
+    fs.mkdirSync(input.stateDir, { mode: 0o700 });
     const targets = [
-      ...(input.workspaceWritable ? [{ root: input.workspace, prefix: "" }] : []),
-      ...input.writableRoots.map((root) => ({ root, prefix: `${root}/` })),
+      ...(input.workspaceWritable ? [{ root: input.workspace, prefix: "", protectedPaths: input.protectedPaths }] : []),
+      ...input.writableRoots.map((root) => ({ root, prefix: `${root}/`, protectedPaths: [] as string[] })),
     ];
     const watched: Watched[] = [];
-    for (const target of targets) watched.push({ ...target, before: await takeSnapshot(target.root) });
+    for (const [i, target] of targets.entries()) {
+      const copy = new ProtectedCopy({
+        dir: path.join(input.stateDir, `kept-${i}`),
+        disabled: input.disabledProtections,
+        protectedPaths: target.protectedPaths,
+        ownerOf: input.ownerOf,
+      });
+      const snapshot = path.join(input.stateDir, `snapshot-${i}.bin`);
+      let summary: Awaited<ReturnType<typeof takeSnapshot>>;
+      try {
+        summary = await takeSnapshot(target.root, snapshot, { onEntry: (entry) => copy.consider(entry) });
+      } catch (error) {
+        throw new SandboxRunError(
+          "usage",
+          `sandbox-run cannot take the snapshot of ${target.root} it needs to check the run afterwards: ${errorText(error)}. Nothing was started.`,
+          {
+            hint: "Check that the folder exists and is readable, and that the temp folder has free space.",
+            cause: error,
+          },
+        );
+      } finally {
+        copy.close();
+      }
+      if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
+      watched.push({ ...target, snapshot, copy, allocatedBytes: summary.allocatedBytes });
+    }
     return new WorkspaceWatch(input, watched, performance.now() - started);
   }
 
-  async finish(): Promise<WorkspaceReport> {
-    const started = performance.now();
-    const changedFiles: ChangedFiles = { created: [], modified: [], deleted: [] };
-    let workspaceChanges: ChangedFiles = { created: [], modified: [], deleted: [] };
-    for (const { root, prefix, before } of this.watched) {
-      const diff = diffSnapshots(before, await takeSnapshot(root, { previous: before }));
-      if (prefix === "") workspaceChanges = diff;
-      for (const kind of ["created", "modified", "deleted"] as const)
-        changedFiles[kind].push(...diff[kind].map((p) => prefix + p));
-    }
-    return {
-      changedFiles,
-      violations: protectedChanges(workspaceChanges, this.input.protectedPaths),
-      snapshotMs: Math.round(this.firstPassMs + performance.now() - started),
-    };
+  /** Allocated bytes of the watched trees before the run (a baseline for the disk limit). */
+  get allocatedBytesBefore(): number {
+    return this.watched.reduce((sum, w) => sum + w.allocatedBytes, 0);
   }
+
+  /**
+   * Call once the container has stopped: diff, judge, undo violations, check again. If the trees
+   * cannot be checked, that fails the run too (a SandboxRunError "policy-violation").
+   */
+  async finish(): Promise<WorkspaceReport> {
+    try {
+      return await this.check();
+    } catch (error) {
+      if (error instanceof SandboxRunError) throw error;
+      throw new SandboxRunError(
+        "policy-violation",
+        `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.`,
+        {
+          hint: "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it.",
+          cause: error,
+        },
+      );
+    }
+  }
+
+  private async check(): Promise<WorkspaceReport> {
+    const started = performance.now();
+    const changes = new ChangeCollector();
+    const report: WorkspaceReport = {
+      changedFiles: { created: [], modified: [], deleted: [] },
+      violations: [],
+      violationCount: 0,
+      clearedSetuid: [],
+      allocatedBytes: { before: this.allocatedBytesBefore, after: 0 },
+      snapshotMs: 0,
+    };
+    const seen = new Set<string>();
+    const note = (v: Violation, prefix: string) => {
+      const key = `${v.rule}\0${v.path}`;
+      if (seen.has(key)) return;
+      seen.add(key);
+      report.violationCount++;
+      pushCapped(report.violations, prefixed(v, prefix));
+    };
+    for (const w of this.watched) {
+      const disabled = this.input.disabledProtections;
+      const first = await judge(w, { disabled, changes, clearedSetuid: report.clearedSetuid });
+      report.allocatedBytes.after += first.allocatedBytes;
+      // Counted in full; the listed ones are deduplicated against later walks.
+      report.violationCount += Math.max(0, first.count - first.violations.length);
+      for (const v of first.violations) note(v, w.prefix);
+      let steps = first.plan.ordered();
+      let overflowed = first.plan.overflowed;
+      // A restore can uncover more (a directory made unreadable hid what is in it): walk again,
+      // until nothing is left, nothing new is found, or the rounds run out.
+      for (let round = 0; steps.length > 0; round++) {
+        const applied = applyRestore(w.root, steps, w.copy);
+        if (overflowed) applied.notRestored.push({ path: ".", why: "too many violations to restore them all" });
+        mergeRestore((report.restore ??= emptyRestore()), applied, w.prefix);
+        const again = await judge(w, { disabled });
+        const next = again.plan.ordered();
+        const stuck = JSON.stringify(next) === JSON.stringify(steps);
+        if (next.length > 0 && (stuck || round === RESTORE_ROUNDS - 1)) {
+          for (const v of again.violations) pushCapped(report.restore!.remaining, prefixed(v, w.prefix));
+          report.restore!.clean = false;
+          break;
+        }
+        for (const v of again.violations) note(v, w.prefix);
+        steps = next;
+        overflowed = again.plan.overflowed;
+      }
+    }
+    report.changedFiles = changes.result();
+    report.snapshotMs = Math.round(this.firstPassMs + performance.now() - started);
+    return report;
+  }
+}
+
+interface Judged {
+  violations: Violation[];
+  count: number;
+  plan: RestorePlan;
+  allocatedBytes: number;
+}
+
+/** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and setuid bits. */
+async function judge(
+  w: Watched,
+  options: { disabled?: readonly string[]; changes?: ChangeCollector; clearedSetuid?: string[] },
+): Promise<Judged> {
+  const evaluator = new RuleEvaluator({ disabled: options.disabled, protectedPaths: w.protectedPaths });
+  const out: Judged = { violations: [], count: 0, plan: new RestorePlan(), allocatedBytes: 0 };
+  out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
+    onPair: (pair, entry) => {
+      const change = changeOf(pair);
+      options.changes?.addPair(pair, change === "modified", w.prefix);
+      if (options.clearedSetuid && change && entry) clearSetuid(pair, entry, w.prefix, options.clearedSetuid);
+      for (const v of evaluator.visit(pair)) {
+        out.count++;
+        pushCapped(out.violations, v);
+        out.plan.add(v.restore);
+      }
+    },
+  });
+  return out;
+}
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+
+/** A setuid/setgid file the run created or changed keeps its content and loses the bits. */
+function clearSetuid(pair: EntryPair, entry: WalkEntry, prefix: string, cleared: string[]): void {
+  const after = pair.after;
+  if (after?.kind !== "file" || (after.mode & 0o6000) === 0) return;
+  const mode = after.mode & 0o7777 & ~0o6000;
+  try {
+    const fd = fs.openSync(entry.at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    try {
+      const stat = fs.fstatSync(fd);
+      if (stat.ino === after.ino) fs.fchmodSync(fd, mode);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    fs.chmodSync(entry.at, mode); // unreadable to us: lstat just said it is a regular file, and nothing moves now
+  }
+  if (cleared.length < 100) cleared.push(prefix + pair.path);
+}
+
+function pushCapped<T>(list: T[], item: T): void {
+  if (list.length < MAX_LISTED_VIOLATIONS) list.push(item);
+}
+
+function prefixed(v: Violation, prefix: string): Violation {
+  return prefix ? { ...v, path: prefix + v.path, restore: { ...v.restore, path: prefix + v.restore.path } } : v;
+}
+
+function emptyRestore(): NonNullable<WorkspaceReport["restore"]> {
+  return { reverted: [], removed: [], modes: [], notRestored: [], clean: true, remaining: [] };
+}
+
+function mergeRestore(into: NonNullable<WorkspaceReport["restore"]>, from: RestoreReport, prefix: string): void {
+  const p = (s: string) => (prefix ? (s === "." ? prefix.slice(0, -1) : prefix + s) : s);
+  for (const s of from.reverted) if (!into.reverted.includes(p(s))) into.reverted.push(p(s));
+  for (const s of from.removed) into.removed.push(p(s));
+  for (const s of from.modes) if (!into.modes.includes(p(s))) into.modes.push(p(s));
+  for (const n of from.notRestored) into.notRestored.push({ path: p(n.path), why: n.why });
+  if (from.notRestored.length > 0) into.clean = false;
+}
+
+function uncheckableTree(root: string, problems: Array<{ path: string; problem: string }>, count: number) {
+  const shown = problems.slice(0, 5).map((p) => `${p.path} (${p.problem})`);
+  const more = count > shown.length ? ` and ${count - shown.length} more` : "";
+  return new SandboxRunError(
+    "usage",
+    `sandbox-run cannot check ${count} entr${count === 1 ? "y" : "ies"} of ${root} before the run: ${shown.join(", ")}${more}. Changes there could not be told apart after the run, so nothing was started.`,
+    {
+      hint: "Make these entries readable and searchable by the user running sandbox-run, or rename entries whose names are not UTF-8, then run again.",
+    },
+  );
+}
+
+function errorText(error: unknown): string {
+  return (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
 }

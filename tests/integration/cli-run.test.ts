@@ -137,7 +137,9 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     expect(new Set(events.map((e) => e.runId)).size).toBe(1);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
     for (const e of events) {
-      expect(Object.keys(e).sort()).toEqual(["data", "runId", "seq", "source", "time", "type"]);
+      // Pi's step events (turn, tool start/end, model reply) also carry their normalised `progress`.
+      const keys = ["data", "runId", "seq", "source", "time", "type"];
+      expect(Object.keys(e).sort()).toEqual(e.progress ? [...keys.slice(0, 1), "progress", ...keys.slice(1)] : keys);
       expect(["pi", "sandbox"]).toContain(e.source);
       expect(typeof e.time).toBe("number");
     }

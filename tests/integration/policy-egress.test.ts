@@ -4,6 +4,7 @@
 // refused by the proxy before any lookup). Uses the shipped example policy, so the example is
 // known to work, on runc and on gVisor.
 import dns from "node:dns/promises";
+import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
@@ -45,12 +46,21 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
       `node -e 'require("dns").lookup("registry.npmjs.org", (e, a) => console.log("dns:", e ? e.code : a))'`,
       'echo "proxy=$HTTPS_PROXY"',
     ].join("; ");
+    const npmInstall = [
+      "exec 2>&1",
+      "npm --version",
+      'npm install --no-audit --no-fund is-number@7.0.0 > /tmp/npm.log; echo "npm rc=$?"; tail -3 /tmp/npm.log',
+      `node -e 'console.log("is-number(5):", require("is-number")(5))'`,
+    ].join("\n");
     server = await startModel({
       allowlist: script(commands),
       "allowlist-runsc": script(commands),
       "no-network": script(commands),
+      "npm-install": script(npmInstall),
     });
-    agent = new ContainerPiAgent({ models: modelsFor(server, ["allowlist", "allowlist-runsc", "no-network"]) });
+    agent = new ContainerPiAgent({
+      models: modelsFor(server, ["allowlist", "allowlist-runsc", "no-network", "npm-install"]),
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -119,6 +129,30 @@ describe.skipIf(!dockerAvailable())("network allowlist through the egress proxy"
     expect(out).not.toContain("direct connected");
     expect(log.ofType("egress.allowed").map((e) => e.data.host)).toEqual(["registry.npmjs.org"]);
     expect(log.ofType("egress.denied").map((e) => e.data.host)).toEqual(["example.com"]);
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("npm install of a real package works with the default image and the example policy", async () => {
+    const log = eventLog();
+    const cwd = makeWorkspace();
+    const details = await agent.runDetailed("install is-number", {
+      cwd,
+      model: "scripted/npm-install",
+      policy: examplePolicy,
+      onEvent: log.onEvent,
+    });
+    expect(details.result).toBe("done");
+    const out = lastToolResult(server, "npm-install");
+    // The image's own npm, the one Node 24.22.3 ships (images/pi/package.json pins it).
+    expect(out).toMatch(/^11\.19\.1$/m);
+    expect(out).toContain("npm rc=0");
+    expect(out).toContain("is-number(5): true");
+    const installed = JSON.parse(fs.readFileSync(path.join(cwd, "node_modules/is-number/package.json"), "utf8"));
+    expect(installed.version).toBe("7.0.0");
+    expect(details.changedFiles.created).toEqual(expect.arrayContaining(["package.json", "package-lock.json"]));
+    // Only the registry was asked for, through the proxy's tunnel.
+    expect(new Set(log.ofType("egress.allowed").map((e) => e.data.host))).toEqual(new Set(["registry.npmjs.org"]));
+    expect(log.ofType("egress.denied")).toEqual([]);
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 

@@ -106,12 +106,17 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
     const e = error as SandboxRunError;
     expect(e.code).toBe("policy-violation");
     expect(e.shortMessage).toBe(
-      "The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (modified). The result was withheld.",
+      "The agent changed protected paths of policy workspace-write: .github/workflows/ci.yml (modified). The result was withheld. Restored: put back as before the run: .github/workflows/ci.yml.",
     );
-    expect(e.hint).toMatch(/^Review these changes before you use the workspace/);
-    expect(log.ofType("policy.violation")[0]?.data).toEqual({
-      protectedPaths: [{ path: ".github/workflows/ci.yml", change: "modified" }],
+    expect(e.hint).toMatch(/nothing to undo by hand.*protectedPaths without them/);
+    expect(e.hint).not.toMatch(/git status/);
+    expect(log.ofType("policy.violation")[0]?.data).toMatchObject({
+      protectedPaths: [{ path: ".github/workflows/ci.yml", change: "modified", rule: "protectedPaths" }],
+      count: 1,
     });
+    // Put back; the renamed-away copy is an ordinary new folder and stays.
+    expect(fs.readFileSync(path.join(cwd, ".github/workflows/ci.yml"), "utf8")).toBe(CI_YML);
+    expect(fs.readFileSync(path.join(cwd, ".github-old/workflows/ci.yml"), "utf8")).toBe(CI_YML);
     expect(log.ofType("run.result").length).toBe(1); // the agent did finish; its result was withheld
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });

@@ -150,8 +150,9 @@ describe.concurrent("the failure contract, through the CLI", () => {
       [],
       { policy: loadPolicy("workspace-write"), cwd: ws },
     );
-    expectCleanFailure(outcome, 1, /protected paths/, /Review these changes before you use the workspace/);
+    expectCleanFailure(outcome, 1, /protected paths/, /nothing to undo by hand/);
     expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(false);
+    expect(fs.existsSync(path.join(ws, ".github/workflows/evil.yml"))).toBe(false);
   });
 
   it("docker-unavailable: no engine where DOCKER_HOST points (the real binary, in its own process)", async () => {

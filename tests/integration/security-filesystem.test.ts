@@ -186,7 +186,10 @@ describe.concurrent("filesystem escape", () => {
       ],
       { cwd: ws },
     );
-    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    // A setgid, group-writable directory is a violation of its own (directory-modes), set back.
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+    expect(outcome.error?.message).toContain("sgid-dir (mode, directory-modes)");
+    expect(fs.statSync(path.join(ws, "sgid-dir")).mode & 0o7777).toBe(0o755);
     // Inside, the sandbox really made it setuid (to itself) ...
     expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
     // ... and the host got it back owned by the caller without the bits.

@@ -1,6 +1,8 @@
 // Resource exhaustion: every limit of the policy holds against a hostile tool or model, the
 // run fails with a SandboxRunError that names the limit, and the controller's own memory stays
 // bounded whatever the sandbox prints. Small custom limits keep these runs quick.
+import fs from "node:fs";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { containersOfRuns } from "../support/harness.js";
 import {
@@ -125,6 +127,37 @@ describe.concurrent("resource exhaustion", () => {
     expect(outcome.error?.shortMessage).toMatch(/more than 20 lines that are not Pi events/);
     expect(outcome.error?.hint).toMatch(/\/proc\/1\/fd\/1/);
     expect(outcome.events.filter((e) => e.type === "pi.invalid-record")).toHaveLength(20);
+  });
+
+  it("disk on the host: one file cannot pass the disk limit (EFBIG), and many files together trip it as limit disk", async () => {
+    const ws = hostileWorkspace();
+    const policy = hostilePolicy({ limits: { diskMb: 64 } });
+    // One file: fallocate of 4 GB is refused by RLIMIT_FSIZE at once; nothing of it reaches the host's disk.
+    const one = await runHostile(
+      server,
+      [
+        bash('fallocate -l 4G big.bin; echo "fallocate=$?"; head -c 100M /dev/zero > big2.bin; echo "head=$?"'),
+        finish(),
+      ],
+      { cwd: ws, policy },
+    );
+    expect(one.details, describeOutcome(one)).toBeDefined();
+    // SIGXFSZ ("File size limit exceeded") or EFBIG ("File too large"), never success.
+    expect(one.toolResults[0]).not.toMatch(/fallocate=0/);
+    expect(one.toolResults[0]).toMatch(/File size limit exceeded|File too large/);
+    expect(fs.existsSync(path.join(ws, "big.bin")) ? fs.statSync(path.join(ws, "big.bin")).size : 0).toBe(0);
+    expect(fs.statSync(path.join(ws, "big2.bin")).size).toBeLessThanOrEqual(64 * 1024 * 1024);
+    fs.rmSync(path.join(ws, "big2.bin"), { force: true });
+    // Many files, each under the limit: the run's watch of the tree trips the disk limit.
+    const many = await runHostile(
+      server,
+      [bash("for i in $(seq 1 100); do head -c 1M /dev/urandom > f$i.bin; done; sleep 30"), finish()],
+      { cwd: ws, policy },
+    );
+    expect(many.error?.code, describeOutcome(many)).toBe("limit");
+    expect(many.error?.limit).toBe("disk");
+    expect(many.error?.shortMessage).toMatch(/over the 64 MiB disk limit/);
+    expect(many.error?.hint).toMatch(/limits\.diskMb/);
   });
 
   it("a model that streams forever: the run times out and says so", async () => {

@@ -6,7 +6,15 @@ import dgram from "node:dgram";
 import net from "node:net";
 import os from "node:os";
 import { describe, expect, it } from "vitest";
-import { bash, describeOutcome, finish, runHostile, useHostileModelServer } from "../support/hostile-model.js";
+import type { ChatRequest, ScriptContext, ScriptStep } from "../../src/scripted-model/scripted-model-server.js";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  hostilePolicy,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
 
@@ -26,12 +34,32 @@ async function startCatchers() {
   });
   await new Promise<void>((resolve) => tcp.listen(0, "0.0.0.0", resolve));
   const udp = dgram.createSocket("udp4");
-  udp.on("message", () => udpDatagrams++);
+  let sentinels = 0;
+  udp.on("message", (message) => (message.toString() === "sentinel" ? sentinels++ : udpDatagrams++));
   await new Promise<void>((resolve) => udp.bind(0, "0.0.0.0", resolve));
+  const tcpPort = (tcp.address() as net.AddressInfo).port;
+  const udpPort = udp.address().port;
   return {
-    tcpPort: (tcp.address() as net.AddressInfo).port,
-    udpPort: udp.address().port,
+    tcpPort,
+    udpPort,
     counts: () => ({ tcpConnections, udpDatagrams }),
+    /**
+     * One connection and one datagram from the host itself, awaited until counted: once they are,
+     * anything the sandbox sent earlier would have been counted too (no sleeping to prove nothing came).
+     */
+    sentinel: async () => {
+      const before = { tcpConnections, sentinels };
+      net
+        .connect(tcpPort, hostAddress())
+        .on("error", () => {})
+        .end();
+      const sender = dgram.createSocket("udp4");
+      while (tcpConnections === before.tcpConnections || sentinels === before.sentinels) {
+        sender.send("sentinel", udpPort, hostAddress());
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      sender.close();
+    },
     close: async () => {
       udp.close();
       await new Promise<void>((resolve) => tcp.close(() => resolve()));
@@ -63,9 +91,9 @@ describe.concurrent("network", () => {
         expect(printed, probe).toMatch(new RegExp(`^${probe}=[1-9]`, "m"));
       }
       expect(printed).toMatch(/^interfaces=lo\s*$/m);
-      // Nothing arrived at the host, on any interface.
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(catchers.counts()).toEqual({ tcpConnections: 0, udpDatagrams: 0 });
+      // Nothing arrived at the host, on any interface: only the host's own sentinel connection.
+      await catchers.sentinel();
+      expect(catchers.counts()).toEqual({ tcpConnections: 1, udpDatagrams: 0 });
     } finally {
       await catchers.close();
     }
@@ -103,31 +131,54 @@ describe.concurrent("network", () => {
   });
 
   it("model calls that bypass Pi count against the turn budget at the gateway: the one past it never reaches the upstream", async () => {
-    // Code in the sandbox calls the gateway itself, with another model id so Pi's script is untouched.
-    const direct = `direct-${Date.now().toString(36)}`;
-    server.setScript(
-      direct,
-      Array.from({ length: 6 }, (_, i) => ({ text: `direct answer ${i}` })),
+    // Code in the sandbox calls the gateway itself, with the run's model (any other is refused).
+    const script = (model: string) =>
+      [
+        `body='${JSON.stringify({ model, messages: [{ role: "user", content: "spend" }] })}'`,
+        "for i in 1 2 3 4 5 6; do",
+        "  exec 3<>/dev/tcp/127.0.0.1/18080",
+        '  printf "POST /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" "${#body}" "$body" >&3',
+        '  echo "call$i=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-',
+        "done",
+      ].join("\n");
+    const before = server.requests.length;
+    const outcome = await runHostile(
+      server,
+      (_request: ChatRequest, turn: number, context: ScriptContext): ScriptStep =>
+        turn === 0 ? bash(script(context.conversation.model)) : finish(),
+      { maxTurns: 3 },
     );
-    const body = JSON.stringify({ model: direct, messages: [{ role: "user", content: "spend" }] });
-    const script = [
-      `body='${body}'`,
-      "for i in 1 2 3 4 5 6; do",
-      "  exec 3<>/dev/tcp/127.0.0.1/18080",
-      '  printf "POST /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" "${#body}" "$body" >&3',
-      '  echo "call$i=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-',
-      "done",
-    ].join("\n");
-    const outcome = await runHostile(server, [bash(script), finish()], { maxTurns: 3 });
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
     expect(outcome.error?.limit).toBe("turns");
     expect(outcome.error?.shortMessage).toBe("The sandbox asked for model response 4, over the budget of 3 turns.");
     // Pi's first turn plus two direct calls got answers; the third direct call was refused.
-    expect(server.requests.filter((r) => r.body.model === direct)).toHaveLength(2);
-    expect(outcome.requests).toHaveLength(1);
+    const direct = server.requests.slice(before).filter((r) => r.body.messages?.[0]?.content === "spend");
+    expect(direct).toHaveLength(2);
+    expect(outcome.requests.length - direct.length).toBe(1);
     // The loop may get another call in before the container is gone; each is refused the same way.
     const refused = outcome.events.filter((e) => e.type === "gateway.refused");
     expect(refused.length).toBeGreaterThanOrEqual(1);
-    for (const event of refused) expect(event.data.status).toBe(429);
+    for (const event of refused) expect(event.data).toMatchObject({ status: 429, reason: "turn-budget" });
+  });
+
+  it("20,000 refused requests from the sandbox become a few events with counts, not 20,000 events", async () => {
+    const flood = [
+      "node -e '",
+      'const http = require("http"); const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });',
+      'let done = 0; const n = 20000; const end = () => { if (++done === n) console.log("sent=" + done); };',
+      'for (let i = 0; i < n; i++) http.get({ host: "127.0.0.1", port: 18080, path: "/nope/" + i, agent }, (r) => { r.resume(); r.on("end", end); }).on("error", end);',
+      "'",
+    ].join(" ");
+    const outcome = await runHostile(server, [bash(flood), finish()], {
+      policy: hostilePolicy({ limits: { timeoutSeconds: 120 } }),
+    });
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toContain("sent=20000");
+    const refused = outcome.events.filter((e) => e.type === "gateway.refused");
+    const reported = refused.reduce((sum, e) => sum + 1 + Number(e.data.repeated ?? 0), 0);
+    // Every refusal is accounted for, but only a burst per second is written out one by one.
+    expect(reported).toBe(20000);
+    expect(refused.length).toBeLessThan(1000);
+    expect(Buffer.byteLength(JSON.stringify(outcome.events))).toBeLessThan(1024 * 1024);
   });
 });

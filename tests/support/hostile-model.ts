@@ -75,6 +75,7 @@ export function hostilePolicy(overrides: Partial<Omit<Policy, "limits">> & { lim
         timeoutSeconds: 60,
         maxOutputMb: 64,
         maxLineMb: 4,
+        diskMb: 256,
         ...limits,
       },
     },
@@ -298,14 +299,15 @@ export function spawnController(
       for (const wake of waiters.splice(0)) wake();
     }
   });
+  let ended = false;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on("close", (code, signal) => {
+      // Before waking the waiters: a waiter that finds nothing must see that nothing more will come.
+      ended = true;
       for (const wake of waiters.splice(0)) wake();
       resolve({ code, signal });
     }),
   );
-  let ended = false;
-  void exited.then(() => (ended = true));
   const find = <T>(predicate: (r: Record<string, unknown>) => boolean, what: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       const check = () => {
@@ -350,6 +352,7 @@ export function useHostileModelServer(): ScriptedModelServer {
     get requests() {
       return live().requests;
     },
+    baseUrlFor: (api) => live().baseUrlFor(api),
     setScript: (modelId, script) => live().setScript(modelId, script),
     close: () => live().close(),
   };

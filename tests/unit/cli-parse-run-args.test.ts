@@ -65,7 +65,10 @@ describe("parseRunFlags", () => {
     [{ timeout: "0" }, "--timeout must be a positive number"],
     [{ timeout: "-3" }, "--timeout must be a positive number"],
     [{ runtime: "kata" }, '--runtime must be runc or runsc, not "kata"'],
-    [{ schema: "/nonexistent/schema.json" }, "The schema file /nonexistent/schema.json cannot be read."],
+    [
+      { schema: "/nonexistent/schema.json" },
+      "Cannot read the schema file /nonexistent/schema.json: it does not exist.",
+    ],
   ])("rejects %j", (flags, message) => {
     expect(usageMessage(() => parseRunFlags(flags, {}))).toContain(message);
   });

@@ -1,16 +1,33 @@
 // The plain progress lines a CI log shows, one per event that matters.
 import { describe, expect, it } from "vitest";
-import { createProgressReporter, summarizeArgs } from "../../src/cli/progress-reporter.js";
+import { createProgressReporter } from "../../src/cli/progress-reporter.js";
+import { progressOf, summarizeArgs } from "../../src/pi/progress.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 
 let seq = 0;
-const ev = (source: RunEvent["source"], type: string, time: number, data: Record<string, unknown> = {}): RunEvent => ({
-  runId: "r",
-  seq: seq++,
-  time,
-  source,
-  type,
-  data,
+/** An event as the run's timeline makes it: Pi's events carry their normalised step. */
+const ev = (source: RunEvent["source"], type: string, time: number, data: Record<string, unknown> = {}): RunEvent => {
+  const progress = source === "pi" ? progressOf({ type, ...data }) : undefined;
+  return { runId: "r", seq: seq++, time, source, type, data, ...(progress ? { progress } : {}) };
+};
+
+const usage = (totalTokens: number, cost: number) => ({
+  input: 100,
+  output: 20,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens,
+  cost: { total: cost },
+});
+const assistant = (totalTokens: number, cost: number) => ({
+  message: {
+    role: "assistant",
+    content: [],
+    stopReason: "toolUse",
+    usage: usage(totalTokens, cost),
+    provider: "p",
+    model: "m",
+  },
 });
 
 function linesFor(events: RunEvent[]): string[] {
@@ -26,15 +43,13 @@ describe("progress reporter", () => {
       linesFor([
         ev("sandbox", "container.started", 100, { containerId: "0123456789abcdef" }),
         ev("pi", "turn_start", 400),
-        ev("pi", "message_end", 450, {
-          message: { role: "assistant", usage: { totalTokens: 120, cost: { total: 0.0012 } } },
-        }),
+        ev("pi", "message_end", 450, assistant(120, 0.0012)),
         ev("pi", "tool_execution_start", 460, {
           toolCallId: "t1",
           toolName: "bash",
           args: { command: "npm   test\n  --silent" },
         }),
-        ev("pi", "tool_execution_end", 1710, { toolCallId: "t1", toolName: "bash", isError: true }),
+        ev("pi", "tool_execution_end", 1710, { toolCallId: "t1", toolName: "bash", isError: true, result: {} }),
         ev("sandbox", "gateway.refused", 1800, {
           method: "POST",
           path: "/x/chat/completions",
@@ -62,5 +77,30 @@ describe("progress reporter", () => {
   it("shortens long arguments to one line", () => {
     expect(summarizeArgs({ path: "a".repeat(200) }, 10)).toBe(`${"a".repeat(9)}…`);
     expect(summarizeArgs({ other: 1 })).toBe('{"other":1}');
+  });
+
+  it("shows what the model or the sandbox chose with every control character escaped: no escape sequence reaches the terminal", () => {
+    const osc52 = "\x1b]52;c;ZXZpbA==\x07";
+    const lines = linesFor([
+      ev("pi", "tool_execution_start", 100, {
+        toolCallId: "t1",
+        toolName: `bash${osc52}`,
+        args: { command: "echo \x1b[2J\x1b[1;1Hcleared \u202egnp.exe" },
+      }),
+      ev("sandbox", "egress.denied", 200, { host: "evil\x1b[31m.test", port: 443, reason: "not allowed\x9b2J" }),
+      ev("sandbox", "gateway.refused", 300, {
+        method: "GET",
+        path: "/x\r\x1b[A",
+        refused: "unknown route",
+        repeated: 7,
+      }),
+    ]);
+    expect(lines).toEqual([
+      "[  0.1s]   bash\\x1b]52;c;ZXZpbA==\\x07 echo \\x1b[2J\\x1b[1;1Hcleared \\u202egnp.exe",
+      "[  0.2s] egress denied: evil\\x1b[31m.test:443 (not allowed\\x9b2J)",
+      "[  0.3s] gateway refused GET /x\\x0d\\x1b[A: unknown route (and 7 more like it)",
+    ]);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+    for (const line of lines) expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
   });
 });

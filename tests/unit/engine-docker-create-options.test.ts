@@ -43,7 +43,11 @@ describe("dockerCreateOptions of a run plan", () => {
     expect(host.IpcMode).toBe("private");
     expect((host as { CgroupnsMode?: string }).CgroupnsMode).toBe("private");
     expect(host.OomScoreAdj).toBe(1000);
-    expect(host.Ulimits).toEqual([{ Name: "core", Soft: 0, Hard: 0 }]);
+    // No core dumps; no file past the disk limit (workspace-write: 4096 MiB).
+    expect(host.Ulimits).toEqual([
+      { Name: "core", Soft: 0, Hard: 0 },
+      { Name: "fsize", Soft: 4294967296, Hard: 4294967296 },
+    ]);
     expect(host.LogConfig).toEqual({ Type: "none", Config: {} });
   });
 

@@ -56,9 +56,9 @@ function assistant(content: object[], stopReason: string, extra: object = {}): P
 }
 const text = (t: string) => ({ type: "text", text: t });
 const toolCall = (name: string) => ({ type: "toolCall", id: "c", name, arguments: {} });
-const toolEnd = (toolName: string, isError: boolean, details: unknown, message = "") => ({
+const toolEnd = (toolName: string, isError: boolean, details: unknown, message = "", toolCallId = "c") => ({
   type: "tool_execution_end",
-  toolCallId: "c",
+  toolCallId,
   toolName,
   result: { content: [text(message)], details },
   isError,
@@ -73,7 +73,11 @@ describe("ResultCollector on recorded Pi runs", () => {
       events.filter((e) => e.type === "tool_execution_end" && e.toolName === "final_result" && e.isError === true),
     ).toHaveLength(1);
     const c = run(events, "final_result");
-    expect(c.outcome()).toEqual({ kind: "structured", value: { summary: "all good", items: ["a"] } });
+    expect(c.outcome()).toEqual({
+      kind: "structured",
+      value: { summary: "all good", items: ["a"] },
+      claims: [{ callId: "call_3_0", value: { summary: "all good", items: ["a"] } }],
+    });
     expect(c.turns).toBe(3);
     expect(c.toolCalls).toBe(3);
     expect(c.settled).toBe(true);
@@ -155,13 +159,21 @@ describe("ResultCollector on hand-made streams", () => {
       [
         toolEnd("other_tool", false, { wrong: true }),
         toolEnd("final_result", true, {}, "Validation failed"),
-        toolEnd("final_result", false, { n: 1 }),
-        toolEnd("final_result", false, { n: 2 }),
+        toolEnd("final_result", false, { n: 1 }, "", "c1"),
+        toolEnd("final_result", false, { n: 2 }, "", "c2"),
         settled,
       ],
       "final_result",
     ).outcome();
-    expect(outcome).toEqual({ kind: "structured", value: { n: 1 } });
+    // The first is the answer; every accepted call is kept as a claim for the host to check.
+    expect(outcome).toEqual({
+      kind: "structured",
+      value: { n: 1 },
+      claims: [
+        { callId: "c1", value: { n: 1 } },
+        { callId: "c2", value: { n: 2 } },
+      ],
+    });
   });
 
   it("schema mode: an accepted result stands even if a later model call fails", () => {
@@ -169,7 +181,11 @@ describe("ResultCollector on hand-made streams", () => {
       [toolEnd("final_result", false, { ok: true }), assistant([], "error", { errorMessage: "boom" })],
       "final_result",
     ).outcome();
-    expect(outcome).toEqual({ kind: "structured", value: { ok: true } });
+    expect(outcome).toEqual({
+      kind: "structured",
+      value: { ok: true },
+      claims: [{ callId: "c", value: { ok: true } }],
+    });
   });
 
   it("text mode: an errored message without text is a model error, not empty text", () => {

@@ -37,6 +37,7 @@ const badPolicy = {
     timeoutSeconds: 900,
     maxOutputMb: 256,
     maxLineMb: 16,
+    diskMb: 1024,
     swapMb: 1,
   },
 };
@@ -78,7 +79,7 @@ describe("user policy files through the CLI", () => {
     const run = await runCli(["--policy", "broken.json", "--model", "scripted/x", "fix it"], cwd);
     expect(run.status).toBe(2);
     expect(run.stderr).toMatch(
-      /^sandbox-run: Policy file broken\.json is not valid JSON: .+\n {2}Check the file's syntax\.\n$/,
+      /^sandbox-run: The policy file broken\.json is not valid JSON: .+\n {2}Check the file's syntax\.\n$/,
     );
   });
 

@@ -160,7 +160,7 @@ describe("user policy files with mistakes", () => {
 
   it("reports a file that is not JSON, and a name that is neither built-in nor a file", () => {
     const file = writePolicy("syntax.json", "{ name: ");
-    expect(loadError(file).shortMessage).toContain(`Policy file ${file} is not valid JSON`);
+    expect(loadError(file).shortMessage).toContain(`The policy file ${file} is not valid JSON`);
     const missing = loadError("workspace-writ");
     expect(missing.shortMessage).toBe('Policy "workspace-writ" is neither a built-in policy nor an existing file.');
     expect(missing.hint).toContain("read-only, workspace-write, danger-full-access");

@@ -75,3 +75,41 @@ describe("createAddressGuard", () => {
     expect(guard("10.0.0.1")).toBe("private network");
   });
 });
+
+describe("IPv6 forms that embed an IPv4 address, and metadata endpoints outside 169.254/16", () => {
+  it.each([
+    // IPv4-translated (::ffff:0:0:0/96): judged by the embedded address.
+    ["::ffff:0:169.254.169.254", "link-local (metadata services) (IPv4-translated)"],
+    ["::ffff:0:a9fe:a9fe", "link-local (metadata services) (IPv4-translated)"],
+    ["::ffff:0:127.0.0.1", "loopback (IPv4-translated)"],
+    // Local-use NAT64 (RFC 8215): refused whatever it embeds.
+    ["64:ff9b:1::a9fe:a9fe", "local-use NAT64 (64:ff9b:1::/48)"],
+    ["64:ff9b:1:ffff::68:1001", "local-use NAT64 (64:ff9b:1::/48)"],
+    ["64:ff9b::7f00:1", "loopback (NAT64)"],
+    ["2002:a9fe:a9fe::1", "link-local (metadata services) (6to4)"],
+    // Teredo: the client address is the last 32 bits inverted (127.0.0.1 -> 80ff:fffe).
+    ["2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback (Teredo client)"],
+    ["2001:0:4136:e378:8000:63bf:5601:5601", "link-local (metadata services) (Teredo client)"],
+    // ... and the server's is in groups 2-3 (10.0.0.1), with a public client (8.16.0.1).
+    ["2001:0:a00:1:0:0:f7ef:fffe", "private network (Teredo server)"],
+    // Azure's WireServer, in both notations.
+    ["168.63.129.16", "Azure WireServer (metadata)"],
+    ["::ffff:168.63.129.16", "Azure WireServer (metadata) (IPv4-mapped)"],
+    // Other clouds' metadata endpoints, refused by the ranges they sit in.
+    ["100.100.100.200", "shared address space (CGNAT)"],
+    ["fd00:ec2::254", "private network (unique-local)"],
+    ["192.0.0.192", "IETF protocol assignments"],
+  ])("refuses %s (%s)", (address, name) => {
+    expect(classifyAddress(address)).toBe(name);
+  });
+
+  it.each([
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2", // Teredo, server 65.54.227.120, client 192.0.2.45
+    "::ffff:0:104.16.0.1",
+    "64:ff9b::104.16.0.1",
+    "168.63.129.17",
+    "2001:db8::1",
+  ])("allows %s", (address) => {
+    expect(classifyAddress(address)).toBeUndefined();
+  });
+});

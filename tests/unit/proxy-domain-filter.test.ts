@@ -19,8 +19,12 @@ describe("matchesDomain", () => {
     expect(matchesDomain("npmjs.org.evil.com", "*.npmjs.org")).toBe(false);
   });
 
-  it("normalizes hosts", () => {
-    expect(normalizeHost(" Example.COM. ")).toBe("example.com");
+  it("normalizes hosts once: lower case and one trailing dot, nothing more", () => {
+    expect(normalizeHost("Example.COM.")).toBe("example.com");
+    expect(normalizeHost(" Example.COM. ")).toBeUndefined();
+    // A second trailing dot is an empty label, not something to strip again.
+    expect(normalizeHost("example.com..")).toBeUndefined();
+    expect(matchesDomain("registry.npmjs.org..", "registry.npmjs.org")).toBe(false);
   });
 });
 
@@ -64,6 +68,39 @@ describe("createDomainFilter", () => {
   it("refuses host strings that are not plain names instead of interpreting them", () => {
     expect(filter("user@registry.npmjs.org", 443).allowed).toBe(false);
     expect(filter("registry.npmjs.org%2f", 443).allowed).toBe(false);
-    expect(filter("registry.npmjs.org ", 443).allowed).toBe(true); // trimmed, same name
+    expect(filter("registry.npmjs.org ", 443).allowed).toBe(false);
+  });
+
+  it("refuses names with empty labels or over 253 characters, even below an allowed suffix", () => {
+    const allowed = createDomainFilter(["*.allowed.test", "registry.npmjs.org"]);
+    expect(allowed("a..allowed.test", 443).allowed).toBe(false);
+    expect(allowed(".allowed.test", 443).allowed).toBe(false);
+    expect(allowed("registry.npmjs.org..", 443).allowed).toBe(false);
+    const long = `${`${"a".repeat(60)}.`.repeat(4)}allowed.test`; // 256 characters
+    expect(long.length).toBeGreaterThan(253);
+    expect(allowed(long, 443)).toEqual({ allowed: false, reason: expect.stringContaining("1 to 253 characters") });
+    expect(allowed(`${"a".repeat(64)}.allowed.test`, 443).allowed).toBe(false);
+    expect(allowed("a.allowed.test", 443).allowed).toBe(true);
+  });
+
+  it("never lets a wildcard match an IP literal, in any spelling", () => {
+    // Such patterns no longer pass the policy schema; the filter must not honour one handed to it.
+    const numeric = createDomainFilter(["*.0.0.1", "*.allowed.test"]);
+    for (const host of ["127.0.0.1", "10.0.0.1", "0x7f.0.0.1", "0177.0.0.1", "2130706433", "127.1", "1.0.0.1"]) {
+      expect(numeric(host, 443).allowed, host).toBe(false);
+    }
+    expect(numeric("0x7f.0.0.1", 443).reason).toBe(
+      '"0x7f.0.0.1" is an IP address in a non-standard spelling; write it as a.b.c.d',
+    );
+    expect(matchesDomain("127.0.0.1", "*.0.0.1")).toBe(false);
+    // A name that merely ends in digits is not a name either: no top-level domain is numeric.
+    expect(numeric("x.allowed.test.1", 443).allowed).toBe(false);
+  });
+
+  it("matches an IP literal only by an exact entry, in its canonical spelling", () => {
+    const exact = createDomainFilter(["93.184.215.14"]);
+    expect(exact("93.184.215.14", 443).allowed).toBe(true);
+    expect(exact("93.184.215.014", 443).allowed).toBe(false);
+    expect(exact("0x5d.184.215.14", 443).allowed).toBe(false);
   });
 });

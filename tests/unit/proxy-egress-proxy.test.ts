@@ -109,7 +109,11 @@ function connect(
     const req = http.request({ socketPath, method: "CONNECT", path: authority, headers: { host: authority } });
     req.on("connect", (res, socket, head) => {
       const status = res.statusCode ?? 0;
-      if (status === 200) return resolve({ status, body: "", socket });
+      if (status === 200) {
+        // Bytes the upstream sent at once may arrive with the proxy's answer.
+        if (head.length > 0) socket.unshift(head);
+        return resolve({ status, body: "", socket });
+      }
       // Node hands every CONNECT answer over as a raw socket; the refusal's body follows the head.
       const chunks: Buffer[] = [head];
       socket.on("data", (c: Buffer) => chunks.push(c));
@@ -275,6 +279,125 @@ describe("CONNECT tunnels", () => {
     const { socketPath } = await start({ allowed: ["allowed.test"], answers: {} });
     expect((await connect(socketPath, "allowed.test")).status).toBe(400);
     expect((await connect(socketPath, "user@allowed.test:443")).status).toBe(400);
+  });
+});
+
+describe("CONNECT targets in other spellings", () => {
+  it("canonicalises IPv6 literals before any check: [0:0:0:0:0:0:0:1] and [::1] get one verdict", async () => {
+    const decisions: EgressDecision[] = [];
+    const seen: string[] = [];
+    const socketPath = path.join(dir, `proxy-${Math.random().toString(16).slice(2)}.sock`);
+    proxy = await startEgressProxy({
+      socketPath,
+      // A filter that knows one address in one spelling: the proxy must hand it that spelling.
+      filter: (host, port) => {
+        seen.push(host);
+        return host === "::1" && port === echoPort
+          ? { allowed: true, reason: "the test allows ::1" }
+          : { allowed: false, reason: `${host} is not ::1` };
+      },
+      onDecision: (d) => decisions.push(d),
+      guard: (address) => (address === "::1" ? undefined : defaultGuard(address)),
+    });
+    const v6Echo = net.createServer((socket) => socket.pipe(socket));
+    await new Promise<void>((resolve) => v6Echo.listen(echoPort, "::1", resolve));
+    try {
+      for (const spelling of ["[0:0:0:0:0:0:0:1]", "[::1]", "[0000::0001]", "[::0:1]"]) {
+        const reply = await connect(socketPath, `${spelling}:${echoPort}`);
+        expect(reply.status, spelling).toBe(200);
+        expect(await roundTrip(reply.socket!, "v6")).toBe("v6");
+        reply.socket!.destroy();
+      }
+    } finally {
+      v6Echo.close();
+    }
+    expect(seen).toEqual(["::1", "::1", "::1", "::1"]);
+    expect(decisions.map((d) => [d.action, d.host])).toEqual([
+      ["allowed", "::1"],
+      ["allowed", "::1"],
+      ["allowed", "::1"],
+      ["allowed", "::1"],
+    ]);
+  });
+
+  it("refuses IP literals in disguise and names with empty labels before resolving them", async () => {
+    const { socketPath, decisions, lookups } = await start({
+      allowed: ["*.allowed.test"],
+      answers: { "a..allowed.test": ["127.0.0.1"], "0x7f.0.0.1": ["127.0.0.1"] },
+    });
+    expect((await connect(socketPath, `a..allowed.test:${echoPort}`)).status).toBe(400);
+    expect((await connect(socketPath, `0x7f.0.0.1:${echoPort}`)).status).toBe(400);
+    expect((await connect(socketPath, `2130706433:${echoPort}`)).status).toBe(400);
+    expect(lookups).toEqual([]);
+    expect(decisions.map((d) => d.action)).toEqual(["denied", "denied", "denied"]);
+  });
+});
+
+describe("CONNECT half-close", () => {
+  /** An upstream that lets each side end on its own and reports what it received. */
+  async function halfCloseServer(onConnection: (socket: net.Socket, received: Promise<string>) => void) {
+    const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+      const chunks: Buffer[] = [];
+      socket.on("data", (c: Buffer) => chunks.push(c));
+      const received = new Promise<string>((resolve) =>
+        socket.on("end", () => resolve(Buffer.concat(chunks).toString())),
+      );
+      onConnection(socket, received);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return { server, port: (server.address() as AddressInfo).port };
+  }
+
+  function readToEnd(socket: net.Socket): Promise<string> {
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    return new Promise((resolve) => socket.once("end", () => resolve(Buffer.concat(chunks).toString())));
+  }
+
+  it("keeps client -> upstream open after the upstream half-closes, until the client ends", async () => {
+    let upstreamReceived: Promise<string> | undefined;
+    const { server, port } = await halfCloseServer((socket, received) => {
+      upstreamReceived = received;
+      socket.end("greeting, then FIN"); // the upstream is done talking, still listening
+    });
+    try {
+      const { socketPath } = await start({
+        allowed: ["half.test"],
+        answers: { "half.test": ["127.0.0.1"] },
+        ports: [port],
+      });
+      const reply = await connect(socketPath, `half.test:${port}`);
+      expect(reply.status).toBe(200);
+      const tunnel = reply.socket!;
+      tunnel.allowHalfOpen = true;
+      expect(await readToEnd(tunnel)).toBe("greeting, then FIN");
+      // The client still has something to say after the upstream's FIN arrived.
+      tunnel.end("the client's last bytes");
+      expect(await upstreamReceived).toBe("the client's last bytes");
+    } finally {
+      server.close();
+    }
+  });
+
+  it("keeps upstream -> client open after the client half-closes, until the upstream ends", async () => {
+    const { server, port } = await halfCloseServer((socket, received) => {
+      void received.then((request) => socket.end(`answer to ${request}`));
+    });
+    try {
+      const { socketPath } = await start({
+        allowed: ["half.test"],
+        answers: { "half.test": ["127.0.0.1"] },
+        ports: [port],
+      });
+      const reply = await connect(socketPath, `half.test:${port}`);
+      const tunnel = reply.socket!;
+      tunnel.allowHalfOpen = true;
+      const answer = readToEnd(tunnel);
+      tunnel.end("question");
+      expect(await answer).toBe("answer to question");
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -132,3 +132,66 @@ describe("hostCaBundleFile", () => {
     expect(error?.hint).toContain("set trustHostCaBundle to false");
   });
 });
+
+describe("secrets in the plan", () => {
+  const withSecrets: Policy = {
+    ...allowlist,
+    trustHostCaBundle: false,
+    allowedDomains: ["github.com", "api.github.com", "npm.example.com"],
+    secrets: {
+      GITHUB_TOKEN: { hosts: ["github.com", "api.github.com"], inject: ["basic", "bearer"] },
+      NPM_TOKEN: { hosts: ["npm.example.com"], inject: ["bearer"], from: { file: "/run/secrets/npm" } },
+    },
+  };
+
+  it("gives the sandbox placeholders, never values, and a git credential helper per basic-auth host", () => {
+    const plan = buildRunPlan(
+      input(withSecrets, {
+        secretPlaceholders: { GITHUB_TOKEN: "ph-github", NPM_TOKEN: "ph-npm" },
+        sandboxEnv: { GITHUB_TOKEN: "ghp_the-caller-passed-the-real-one", GIT_CONFIG_COUNT: "1" },
+      }),
+    );
+    expect(plan.env.GITHUB_TOKEN).toBe("ph-github");
+    expect(plan.env.NPM_TOKEN).toBe("ph-npm");
+    expect(JSON.stringify(plan)).not.toContain("ghp_the-caller-passed-the-real-one");
+    // After the caller's one git setting (0) and the four git-safety settings (1-4).
+    expect(plan.env).toMatchObject({
+      GIT_CONFIG_COUNT: "7",
+      GIT_CONFIG_KEY_1: "core.fsmonitor",
+      GIT_CONFIG_KEY_5: "credential.https://github.com.helper",
+      GIT_CONFIG_KEY_6: "credential.https://api.github.com.helper",
+    });
+    expect(plan.env.GIT_CONFIG_VALUE_5).toBe(
+      `!f() { test "$1" = get && printf 'username=%s\\npassword=%s\\n' 'x-access-token' "$GITHUB_TOKEN"; }; f`,
+    );
+    expect(plan.env.GIT_CONFIG_KEY_7).toBeUndefined();
+  });
+
+  it("mounts the run's CA bundle read-only, over the system bundle too, and points every CA variable at it", () => {
+    const plan = buildRunPlan(input(withSecrets, { secretPlaceholders: { GITHUB_TOKEN: "a", NPM_TOKEN: "b" } }));
+    const bundles = plan.mounts.filter((m) => m.kind === "ca-bundle");
+    expect(bundles).toEqual([
+      {
+        hostPath: "/tmp/sandbox-run-xyz/sandbox-ca-certificates.crt",
+        containerPath: "/run/sandbox-run/ca-certificates.crt",
+        readOnly: true,
+        kind: "ca-bundle",
+      },
+      {
+        hostPath: "/tmp/sandbox-run-xyz/sandbox-ca-certificates.crt",
+        containerPath: "/etc/ssl/certs/ca-certificates.crt",
+        readOnly: true,
+        kind: "ca-bundle",
+      },
+    ]);
+    for (const name of CA_BUNDLE_ENV_NAMES) expect(plan.env[name]).toBe("/run/sandbox-run/ca-certificates.crt");
+  });
+
+  it("adds nothing when the policy has no secrets", () => {
+    const plan = buildRunPlan(input({ ...allowlist, trustHostCaBundle: false }));
+    expect(plan.mounts.filter((m) => m.kind === "ca-bundle")).toEqual([]);
+    // Only the git-safety settings, no credential helper.
+    expect(Object.values(plan.env).filter((v) => v.startsWith("credential."))).toEqual([]);
+    expect(plan.env.GIT_CONFIG_COUNT).toBe("4");
+  });
+});

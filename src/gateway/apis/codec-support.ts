@@ -1,0 +1,153 @@
+// Helpers the request side of every codec shares: reading loosely typed JSON, image digests,
+// header lists, and the refusal rules that are the same for every API.
+import { createHash } from "node:crypto";
+import type {
+  ConversationMessage,
+  ConversationPart,
+  ParsedRequest,
+  RequestHeaders,
+  RequestPolicy,
+} from "./codec-types.js";
+
+export type JsonRecord = Record<string, unknown>;
+
+export function isRecord(value: unknown): value is JsonRecord {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function stringOr(value: unknown, fallback = ""): string {
+  return typeof value === "string" ? value : fallback;
+}
+
+/** A request the codec cannot read; parseRequest turns it into `{ ok: false, reason }`. */
+export class UnreadableRequest extends Error {}
+
+export function unreadable(reason: string): never {
+  throw new UnreadableRequest(reason);
+}
+
+/** Runs a parse that may throw UnreadableRequest (or overflow the stack on absurd nesting). */
+export function parseSafely(parse: () => ParsedRequest): ParsedRequest {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof UnreadableRequest) return { ok: false, reason: error.message };
+    if (error instanceof RangeError) return { ok: false, reason: "the request is nested too deeply to read" };
+    throw error;
+  }
+}
+
+export function requireRecord(value: unknown, what: string): JsonRecord {
+  return isRecord(value) ? value : unreadable(`${what} is not a JSON object`);
+}
+
+export function arrayOrEmpty(value: unknown, what: string): unknown[] {
+  if (value === undefined || value === null) return [];
+  return Array.isArray(value) ? value : unreadable(`${what} is not an array`);
+}
+
+/** Tool-call arguments as they appear in a request: JSON text is parsed, anything else kept. */
+export function argumentsValue(value: unknown): unknown {
+  if (typeof value !== "string") return value ?? {};
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+}
+
+export function sha256Hex(data: string | Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/** An image part: inline base64 data or a data: URL is hashed decoded; any other reference as text. */
+export function imagePart(source: string): ConversationPart {
+  const dataUrl = /^data:[^,]*;base64,/i.exec(source);
+  if (dataUrl) return { kind: "image", sha256: sha256Hex(Buffer.from(source.slice(dataUrl[0].length), "base64")) };
+  return { kind: "image", sha256: sha256Hex(source) };
+}
+
+export function base64ImagePart(data: unknown): ConversationPart {
+  return { kind: "image", sha256: sha256Hex(Buffer.from(stringOr(data), "base64")) };
+}
+
+export function isDataUrl(url: unknown): boolean {
+  return typeof url === "string" && /^data:/i.test(url);
+}
+
+/** Appends parts to the last message when it has `role`, or starts a new message. */
+export function appendParts(
+  messages: ConversationMessage[],
+  role: ConversationMessage["role"],
+  parts: ConversationPart[],
+) {
+  const last = messages[messages.length - 1];
+  if (last?.role === role && role !== "tool") last.parts.push(...parts);
+  else messages.push({ role, parts });
+}
+
+/** Every value of a header, split on commas, trimmed, empty ones dropped. */
+export function headerList(headers: RequestHeaders, name: string): string[] {
+  const values: string[] = [];
+  for (const [key, value] of Object.entries(headers)) {
+    if (key.toLowerCase() !== name) continue;
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (typeof item !== "string") continue;
+      for (const part of item.split(",")) if (part.trim()) values.push(part.trim());
+    }
+  }
+  return values;
+}
+
+// ---- refusals -------------------------------------------------------------------------
+
+export function bodyRefusal(body: unknown): string | undefined {
+  return isRecord(body) ? undefined : "the request body is not a JSON object";
+}
+
+export function modelRefusal(model: unknown, policy: RequestPolicy, where = "model"): string | undefined {
+  if (model === policy.model) return undefined;
+  if (typeof model !== "string") return `the request names no model (${where}); this run uses "${policy.model}"`;
+  return `the request asks for model "${short(model)}" (${where}); this run uses "${policy.model}"`;
+}
+
+export function featureAllowed(policy: RequestPolicy, feature: string): boolean {
+  return policy.allowServerTools?.includes(feature) === true;
+}
+
+/** A refusal for a provider-side feature, unless the policy names it. */
+export function serverFeatureRefusal(policy: RequestPolicy, feature: string, what: string): string | undefined {
+  if (featureAllowed(policy, feature)) return undefined;
+  return `${what} ("${short(feature)}") runs on the provider's side and the policy does not allow it`;
+}
+
+/** A refusal for beta flags outside Pi's own and the policy's. */
+export function betaRefusal(
+  values: readonly string[],
+  piBetas: readonly string[],
+  policy: RequestPolicy,
+  header: string,
+): string | undefined {
+  const unknown = values.filter((beta) => !piBetas.includes(beta) && !policy.allowBetas?.includes(beta));
+  if (unknown.length === 0) return undefined;
+  return `${header} ${unknown.map((beta) => `"${short(beta)}"`).join(", ")} is not on the allow-list`;
+}
+
+/** The first refusal of several checks, in order. */
+export function firstRefusal(...checks: Array<() => string | undefined>): string | undefined {
+  for (const check of checks) {
+    const reason = check();
+    if (reason !== undefined) return reason;
+  }
+  return undefined;
+}
+
+/** A value from the request, shortened for a message. */
+export function short(value: string, max = 80): string {
+  // Control characters (C0, DEL, C1) would reach logs and terminals; show them as "?".
+  const printable = Array.from(value, (char) => {
+    const code = char.codePointAt(0) ?? 0;
+    return code < 0x20 || (code >= 0x7f && code <= 0x9f) ? "?" : char;
+  }).join("");
+  return printable.length > max ? `${printable.slice(0, max)}...` : printable;
+}

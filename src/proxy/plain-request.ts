@@ -1,0 +1,78 @@
+// A plain-HTTP proxy request (`GET http://host/path`), after its checks passed: forwarded to
+// the address the proxy checked, without hop-by-hop and proxy headers, the answer streamed back.
+import http from "node:http";
+import type net from "node:net";
+import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { refuseResponse } from "./http-refusal.js";
+
+export interface PlainRequestTarget {
+  url: URL;
+  host: string;
+  port: number;
+  address: string;
+  connectTimeoutMs: number;
+  track(socket: net.Socket): void;
+  onUpstreamError(reason: string): void;
+}
+
+export function forwardPlainRequest(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  target: PlainRequestTarget,
+): void {
+  const { url, port } = target;
+  const upstream = http.request({
+    host: target.address,
+    port,
+    method: req.method,
+    path: `${url.pathname}${url.search}`,
+    headers: withoutHopByHop(req.headers, { host: url.host }),
+    setHost: false,
+    agent: false,
+    timeout: target.connectTimeoutMs,
+  });
+  upstream.once("socket", (s: net.Socket) => target.track(s));
+  upstream.once("timeout", () => upstream.destroy(new Error("connect timeout")));
+  upstream.on("response", (upstreamRes) => {
+    res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, withoutHopByHop(upstreamRes.headers));
+    upstream.setTimeout(0);
+    upstreamRes.pipe(res);
+    upstreamRes.on("error", () => res.destroy());
+  });
+  upstream.on("error", (error: NodeJS.ErrnoException) => {
+    if (res.headersSent) return res.destroy();
+    const reason = `could not reach ${target.host}:${port} (${error.code ?? error.message})`;
+    target.onUpstreamError(reason);
+    refuseResponse(res, 502, reason);
+  });
+  res.on("close", () => {
+    if (!res.writableFinished) upstream.destroy();
+  });
+  req.pipe(upstream);
+  req.resume();
+}
+
+/** Headers minus hop-by-hop ones and those the Connection header names; `set` replaces entries. */
+export function withoutHopByHop(
+  incoming: http.IncomingHttpHeaders,
+  set: Record<string, string> = {},
+): http.OutgoingHttpHeaders {
+  const dropped = connectionTokens(incoming);
+  const out: http.OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || dropped.has(name) || name in set) continue;
+    out[name] = value;
+  }
+  return { ...out, ...set };
+}
+
+function connectionTokens(headers: http.IncomingHttpHeaders): Set<string> {
+  const value = headers.connection;
+  const list = Array.isArray(value) ? value : value ? [value] : [];
+  return new Set(
+    list
+      .flatMap((v) => v.split(","))
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
+}

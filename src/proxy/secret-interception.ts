@@ -1,0 +1,212 @@
+// Secrets at the egress proxy: for a CONNECT to a secret's host (port 443), TLS is terminated
+// with the run's CA (tls-terminator.ts), each request's headers get the value in place of the
+// placeholder where header-rewriter.ts allows it, the request goes on over the proxy's own
+// verified HTTPS connection to the checked address (upstream-client.ts), and the answer comes
+// back scrubbed of every secret's value (scrubber.ts). Other hosts keep plain tunnels.
+import type http from "node:http";
+import type net from "node:net";
+import { pipeline, type Readable, type Transform } from "node:stream";
+import zlib from "node:zlib";
+import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { HostCertificates } from "./cert-cache.js";
+import type { EgressDecision, Interception, TunnelTarget } from "./egress-proxy.js";
+import { type HeaderValue, rewriteRequest } from "./header-rewriter.js";
+import { canonicalHost } from "./host-name.js";
+import { refusalBody } from "./http-refusal.js";
+import type { RunCa } from "./run-ca.js";
+import { type Replacement, ScrubStream, scrubText } from "./scrubber.js";
+import type { SecretBinding } from "./secret-bindings.js";
+import { type TerminatedRequest, type TerminatedResponse, type TlsSession, terminateTls } from "./tls-terminator.js";
+import { createUpstream, type Upstream } from "./upstream-client.js";
+
+export const SECRET_PORT = 443;
+
+export interface SecretInterceptionOptions {
+  bindings: readonly SecretBinding[];
+  ca: RunCa;
+  /** Roots the upstream's certificate is checked against; undefined: Node's defaults. */
+  upstreamCa?: string[];
+  connectTimeoutMs?: number;
+}
+
+const canonical = (host: string) => canonicalHost(host).host;
+
+export function createSecretInterception(options: SecretInterceptionOptions): Interception {
+  const { bindings } = options;
+  const certificates = new HostCertificates(options.ca);
+  const upstreams = new Set<Upstream>();
+  // Whatever the request, no answer may carry a value (or its base64) back into the sandbox.
+  const runScrub: Replacement[] = bindings.flatMap((b) => [
+    { find: b.value, replace: b.placeholder },
+    { find: Buffer.from(b.value).toString("base64"), replace: Buffer.from(b.placeholder).toString("base64") },
+  ]);
+
+  return {
+    terminates: (host, port) => port === SECRET_PORT && bindings.some((b) => b.hosts.includes(host)),
+
+    terminate(client: net.Socket, target: TunnelTarget, report: (d: EgressDecision) => void) {
+      let upstream: Upstream | undefined;
+      const injectedOnce = new Set<string>();
+      terminateTls(client, {
+        certificate: certificates.for(target.host),
+        onClose: () => {
+          if (upstream) upstreams.delete(upstream);
+          upstream?.close();
+        },
+        onRequest: (req, res, session) => {
+          if (!upstream) {
+            upstream = createUpstream(
+              { ...target, ca: options.upstreamCa, connectTimeoutMs: options.connectTimeoutMs ?? 15_000 },
+              session.protocol === "h2",
+            );
+            upstreams.add(upstream);
+          }
+          forwardRequest(req, res, session, {
+            target,
+            upstream,
+            report,
+            onInjected: (name) => {
+              if (injectedOnce.has(name)) return false;
+              injectedOnce.add(name);
+              return true;
+            },
+          });
+        },
+      });
+    },
+
+    refusePlain(url: string, headers: http.IncomingHttpHeaders) {
+      const parsed = URL.canParse(url) ? new URL(url) : undefined;
+      const host = canonical(parsed?.hostname ?? "") ?? "";
+      const port = Number(parsed?.port || 80);
+      const verdict = rewriteRequest(url, headers, { tls: false, host, port }, bindings, canonical);
+      return verdict.refused;
+    },
+
+    close() {
+      for (const upstream of upstreams) upstream.close();
+      upstreams.clear();
+    },
+  };
+
+  function forwardRequest(
+    req: TerminatedRequest,
+    res: TerminatedResponse,
+    session: TlsSession,
+    ctx: {
+      target: TunnelTarget;
+      upstream: Upstream;
+      report: (d: EgressDecision) => void;
+      onInjected: (name: string) => boolean;
+    },
+  ): void {
+    const { target } = ctx;
+    const method = req.method ?? "GET";
+    const path = req.url ?? "/";
+    const authority = String(req.headers[":authority"] ?? req.headers.host ?? "");
+    // `port` is the port the sandbox asked for (443); report() fills it in.
+    const base = { host: target.host, port: SECRET_PORT, method };
+    const verdict = rewriteRequest(
+      path,
+      forwardableHeaders(req.headers),
+      { tls: true, host: target.host, port: SECRET_PORT, sni: session.sni, authority: authority || undefined },
+      bindings,
+      canonical,
+    );
+    if (verdict.refused) {
+      ctx.report({ action: "denied", ...base, reason: verdict.refused.reason, secret: verdict.refused.secret });
+      req.resume();
+      answer(res, 403, verdict.refused.reason);
+      return;
+    }
+    for (const name of verdict.injected) {
+      if (ctx.onInjected(name)) {
+        ctx.report({ action: "injected", ...base, reason: `${name} put into the request's headers`, secret: name });
+      }
+    }
+    // Ask for an uncompressed answer: the scrubber can only find the value where it is literal.
+    const headers = { ...verdict.headers, "accept-encoding": "identity" };
+    const scrub = [...verdict.scrub, ...runScrub];
+    ctx.upstream.request({ method, path, authority: authority || target.host, headers, body: req }).then(
+      (response) =>
+        relayResponse(res, method, response, scrub, (reason) => ctx.report({ action: "failed", ...base, reason })),
+      (error: NodeJS.ErrnoException) => {
+        const reason = `could not reach ${target.host}:${SECRET_PORT} (${error.code ?? error.message})`;
+        ctx.report({ action: "failed", ...base, reason, address: target.address });
+        answer(res, 502, reason);
+      },
+    );
+  }
+}
+
+function relayResponse(
+  res: TerminatedResponse,
+  method: string,
+  response: { status: number; headers: Record<string, HeaderValue>; body: Readable },
+  scrub: Replacement[],
+  onFailure: (reason: string) => void,
+): void {
+  const headers: Record<string, HeaderValue> = {};
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (HOP_BY_HOP_HEADERS.has(name)) continue;
+    headers[name] = Array.isArray(value) ? value.map((v) => scrubText(v, scrub)) : scrubText(value, scrub);
+  }
+  const bodiless = method === "HEAD" || response.status === 204 || response.status === 304;
+  if (bodiless) {
+    (res as http.ServerResponse).writeHead(response.status, headers);
+    response.body.resume();
+    return void res.end();
+  }
+  const encoding = String(headers["content-encoding"] ?? "identity")
+    .trim()
+    .toLowerCase();
+  const decoder = decoderFor(encoding);
+  if (decoder === null) {
+    response.body.destroy();
+    const reason = `the upstream answered with content-encoding ${encoding.slice(0, 40)}, which cannot be scrubbed of secrets`;
+    onFailure(reason);
+    answer(res, 502, reason);
+    return;
+  }
+  // Scrubbing may change the length; the framing is left to the HTTP layer (chunked or h2 frames).
+  delete headers["content-length"];
+  if (decoder) delete headers["content-encoding"];
+  (res as http.ServerResponse).writeHead(response.status, headers);
+  const stages: Array<Readable | Transform | NodeJS.WritableStream> = [response.body];
+  if (decoder) stages.push(decoder);
+  stages.push(new ScrubStream(scrub), res as http.ServerResponse);
+  pipeline(stages as unknown as [Readable, NodeJS.WritableStream], (error) => {
+    if (error) res.destroy();
+  });
+}
+
+/** A decompressor for an encoding; undefined for identity; null when there is none. */
+function decoderFor(encoding: string): Transform | undefined | null {
+  if (encoding === "identity" || encoding === "") return undefined;
+  if (encoding === "gzip" || encoding === "x-gzip" || encoding === "deflate") return zlib.createUnzip();
+  if (encoding === "br") return zlib.createBrotliDecompress();
+  return null;
+}
+
+/**
+ * The request's headers minus HTTP/2 pseudo-headers, Host, hop-by-hop headers and Expect (the
+ * sandbox's client already had its 100 Continue from the terminator).
+ */
+function forwardableHeaders(incoming: http.IncomingHttpHeaders): Record<string, HeaderValue | undefined> {
+  const out: Record<string, HeaderValue | undefined> = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (name.startsWith(":") || name === "host" || name === "expect" || HOP_BY_HOP_HEADERS.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+function answer(res: TerminatedResponse, status: number, reason: string): void {
+  if (res.headersSent) return void res.destroy();
+  const body = refusalBody(reason);
+  (res as http.ServerResponse).writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}

@@ -1,0 +1,48 @@
+// Ends the sandbox's TLS on the host for one CONNECT tunnel to a secret's host: the client gets
+// a certificate for the tunnel's host from the run's CA, whatever server name it asked for (a
+// different SNI then fails the client's own check, and the header rewriter refuses to inject),
+// and its requests are handed over one by one, over HTTP/2 or HTTP/1.1 as ALPN decided. Node's
+// HTTP/2 server (with HTTP/1.1 allowed) does the TLS handshake itself: a socket upgraded to TLS
+// by hand loses the bytes read before the HTTP/2 session takes over its handle.
+import type http from "node:http";
+import http2 from "node:http2";
+import type net from "node:net";
+import type tls from "node:tls";
+import type { HostCertificate } from "./cert-cache.js";
+import { canonicalHost } from "./host-name.js";
+
+export type TerminatedRequest = http.IncomingMessage | http2.Http2ServerRequest;
+export type TerminatedResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+export interface TlsSession {
+  /** The server name the client sent (canonical), if any. */
+  sni?: string;
+  protocol: "h2" | "http/1.1";
+}
+
+export interface TerminatorOptions {
+  certificate: HostCertificate;
+  onRequest(req: TerminatedRequest, res: TerminatedResponse, session: TlsSession): void;
+  /** The connection ended (or its handshake failed): release what belongs to the tunnel. */
+  onClose(): void;
+}
+
+export function terminateTls(client: net.Socket, options: TerminatorOptions): void {
+  const server = http2.createSecureServer(
+    { ...options.certificate, allowHTTP1: true, minVersion: "TLSv1.2" },
+    (req: TerminatedRequest, res: TerminatedResponse) => {
+      // For HTTP/2 this is a proxy to the session's TLS socket; either way it has the SNI.
+      const socket = req.socket as tls.TLSSocket & { servername?: string | false };
+      const servername = socket.servername;
+      options.onRequest(req, res, {
+        sni: typeof servername === "string" ? canonicalHost(servername).host : undefined,
+        protocol: req.httpVersionMajor === 2 ? "h2" : "http/1.1",
+      });
+    },
+  );
+  // A failed handshake (the client did not trust the certificate, another protocol) ends here.
+  server.on("tlsClientError", () => client.destroy());
+  server.on("sessionError", () => client.destroy());
+  client.once("close", () => options.onClose());
+  server.emit("connection", client);
+}

@@ -1,0 +1,143 @@
+// The proxy's own HTTPS client for one terminated tunnel: it talks to the address that was
+// checked (never re-resolving the name), verifies the upstream's certificate for the host name
+// with the host's normal trust (plus the host CA bundle where the policy says so), and speaks
+// HTTP/2 when the sandbox's client did and the upstream offers it, HTTP/1.1 otherwise.
+import http2 from "node:http2";
+import https from "node:https";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream";
+import tls from "node:tls";
+import type { HeaderValue } from "./header-rewriter.js";
+
+export interface UpstreamTarget {
+  host: string;
+  port: number;
+  address: string;
+  /** Trusted roots; undefined: Node's defaults (its bundled roots and NODE_EXTRA_CA_CERTS). */
+  ca?: string[];
+  connectTimeoutMs: number;
+}
+
+export interface UpstreamRequest {
+  method: string;
+  path: string;
+  authority: string;
+  headers: Record<string, HeaderValue>;
+  body: Readable;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, HeaderValue>;
+  body: Readable;
+}
+
+export interface Upstream {
+  request(request: UpstreamRequest): Promise<UpstreamResponse>;
+  close(): void;
+}
+
+export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Upstream {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
+  let session: Promise<http2.ClientHttp2Session | undefined> | undefined;
+  let closed = false;
+
+  const tlsOptions = () => ({
+    host: target.address,
+    port: target.port,
+    servername: target.host,
+    ca: target.ca,
+    minVersion: "TLSv1.2" as const,
+  });
+
+  /** An HTTP/2 session when the upstream negotiates h2; undefined when it only speaks HTTP/1.1. */
+  const http2Session = (): Promise<http2.ClientHttp2Session | undefined> =>
+    new Promise((resolve, reject) => {
+      const socket = tls.connect({ ...tlsOptions(), ALPNProtocols: ["h2", "http/1.1"] });
+      const timer = setTimeout(() => socket.destroy(new Error("connect timeout")), target.connectTimeoutMs);
+      socket.once("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      socket.once("secureConnect", () => {
+        clearTimeout(timer);
+        if (socket.alpnProtocol !== "h2") {
+          socket.destroy();
+          return resolve(undefined);
+        }
+        const s = http2.connect(`https://${target.host}:${target.port}`, { createConnection: () => socket });
+        s.on("error", () => {});
+        s.once("close", () => {
+          session = undefined;
+        });
+        resolve(s);
+      });
+    });
+
+  const viaHttp1 = (request: UpstreamRequest): Promise<UpstreamResponse> =>
+    new Promise((resolve, reject) => {
+      const req = https.request({
+        ...tlsOptions(),
+        agent,
+        method: request.method,
+        path: request.path,
+        headers: { ...request.headers, host: request.authority },
+        setHost: false,
+        timeout: target.connectTimeoutMs,
+      });
+      req.once("timeout", () => req.destroy(new Error("upstream timeout")));
+      req.once("response", (res) => {
+        req.setTimeout(0);
+        resolve({ status: res.statusCode ?? 502, headers: definedHeaders(res.headers), body: res });
+      });
+      req.once("error", reject);
+      pipeline(request.body, req, () => {});
+    });
+
+  const viaHttp2 = (s: http2.ClientHttp2Session, request: UpstreamRequest): Promise<UpstreamResponse> =>
+    new Promise((resolve, reject) => {
+      const stream = s.request({
+        ...request.headers,
+        ":method": request.method,
+        ":path": request.path,
+        ":authority": request.authority,
+        ":scheme": "https",
+      });
+      stream.once("response", (headers) => {
+        const status = Number(headers[":status"] ?? 502);
+        const plain: Record<string, HeaderValue> = {};
+        for (const [name, value] of Object.entries(headers)) {
+          if (!name.startsWith(":") && value !== undefined) plain[name] = value as HeaderValue;
+        }
+        resolve({ status, headers: plain, body: stream });
+      });
+      stream.once("error", reject);
+      pipeline(request.body, stream, () => {});
+    });
+
+  return {
+    async request(request) {
+      if (closed) throw new Error("the tunnel is closed");
+      if (preferHttp2) {
+        session ??= http2Session().catch((error) => {
+          session = undefined;
+          throw error;
+        });
+        const s = await session;
+        if (s && !s.closed && !s.destroyed) return viaHttp2(s, request);
+      }
+      return viaHttp1(request);
+    },
+    close() {
+      closed = true;
+      agent.destroy();
+      void session?.then((s) => s?.destroy()).catch(() => {});
+    },
+  };
+}
+
+function definedHeaders(headers: Record<string, HeaderValue | undefined>): Record<string, HeaderValue> {
+  const out: Record<string, HeaderValue> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
+  return out;
+}

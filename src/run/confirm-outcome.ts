@@ -1,0 +1,78 @@
+// The run's result comes from what the model said, as the host-side gateway relayed it, never from
+// Pi's stdout: code in the sandbox (a git fsmonitor, a test runner, a postinstall script) can write
+// Pi-shaped records there. Pi's stream still says *which* reply is the answer (its final-tool call
+// id, its last message); the gateway's record of Pi's conversation says *what* the model answered.
+// Where they disagree, the run fails: the sandbox's output contradicted the model.
+import { isDeepStrictEqual } from "node:util";
+import type { JsonSchema } from "../agent.js";
+import type { Outcome } from "../pi/result-collector.js";
+import { prepareToolArguments } from "../pi/tool-arguments.js";
+
+/** The host's view of Pi's conversation with the model (the gateway's conversation ledger). */
+export interface ModelEvidence {
+  /** A tool call the model made in Pi's conversation, by id. */
+  toolCall(id: string): { name: string; argumentsJson: string } | undefined;
+  /** The model's last reply in Pi's conversation. */
+  lastReply(): { text: string; toolCallCount: number; complete: boolean } | undefined;
+}
+
+export type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
+
+export function confirmOutcome(
+  claim: Outcome,
+  evidence: ModelEvidence,
+  context: { finalToolName?: string; schema?: JsonSchema },
+): Confirmation {
+  const contradiction = (why: string): Confirmation => ({ ok: false, contradiction: why });
+  if (claim.kind === "structured") {
+    let confirmed: unknown;
+    for (const [index, { callId, value }] of claim.claims.entries()) {
+      const call = evidence.toolCall(callId);
+      if (!call)
+        return contradiction(
+          `Pi's output reports a final result for call ${quote(callId)}, which the model never made`,
+        );
+      if (call.name !== context.finalToolName) {
+        return contradiction(
+          `Pi's output reports call ${quote(callId)} as the final result; the model called ${quote(call.name)}`,
+        );
+      }
+      const prepared = prepareToolArguments(context.schema ?? {}, call.argumentsJson);
+      if (!prepared.ok) {
+        return contradiction(
+          `Pi's output reports call ${quote(callId)} as accepted; the model's arguments fail Pi's own check (${prepared.reason})`,
+        );
+      }
+      if (!isDeepStrictEqual(prepared.value, value)) {
+        return contradiction(
+          `Pi's output reports ${excerpt(value)} for call ${quote(callId)}; the model sent ${excerpt(prepared.value)}`,
+        );
+      }
+      if (index === 0) confirmed = prepared.value;
+    }
+    return { ok: true, outcome: { ...claim, value: confirmed } };
+  }
+  if (claim.kind === "text") {
+    const reply = evidence.lastReply();
+    if (!reply) return contradiction(`Pi's output reports the answer ${excerpt(claim.text)}; the model sent no reply`);
+    if (!reply.complete)
+      return contradiction("the model's last reply did not reach the host complete, so it cannot be confirmed");
+    if (reply.text !== claim.text) {
+      return contradiction(
+        `Pi's output reports the answer ${excerpt(claim.text)}; the model's last reply was ${excerpt(reply.text)}`,
+      );
+    }
+    return { ok: true, outcome: { kind: "text", text: reply.text } };
+  }
+  // A failure cannot be forged into a success: model errors and missing results pass as claimed.
+  return { ok: true, outcome: claim };
+}
+
+function quote(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 79)}…` : value);
+}
+
+function excerpt(value: unknown): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return quote(text ?? String(value));
+}

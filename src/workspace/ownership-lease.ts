@@ -1,0 +1,217 @@
+// When the caller is root the sandbox still runs as an unprivileged uid. Before the run the
+// mounted trees are lent to that uid; afterwards every inode the sandbox uid owns is handed
+// back: to its original owner if it was lent, to the caller if the sandbox created it.
+//
+// Identity, not paths: the sandbox can rename, link and swap anything in a tree it may write,
+// so a path names nothing reliable after the run. The lease records each lent inode by
+// (dev, ino) with its original owner, and hands back only inodes the sandbox uid owns now, found
+// by a walk through directory fds that never follows a symlink (fd-walk.ts). An inode that had
+// other hard links when the run started (a file that is also outside the tree) is never lent and
+// never touched. Setuid/setgid bits of files the sandbox owned are cleared at any depth.
+//
+// The container is stopped (and gone) before the hand-back runs; the lchown through
+// /proc/self/fd/<dir fd>/<name> right after an lstat cannot then be raced by the sandbox.
+//
+// Memory: one 64-bit word per lent inode (ino << 16 | owner class) per device, sorted; owners
+// are a small table of distinct (uid, gid) pairs.
+import fs from "node:fs";
+import { walkTree, YIELD_EVERY, yieldToEventLoop, type WalkEntry } from "./fd-walk.js";
+
+export interface Owner {
+  uid: number;
+  gid: number;
+}
+
+/** Owner class of inodes that must never be chowned (they had other links: they are also elsewhere). */
+const NEVER_TOUCH = 0xffff;
+
+class InodeTable {
+  private words = new BigUint64Array(1024);
+  private length = 0;
+  private sorted = true;
+
+  add(ino: number, ownerClass: number): void {
+    if (this.length === this.words.length) {
+      const bigger = new BigUint64Array(Math.max(1024, this.words.length * 2));
+      bigger.set(this.words);
+      this.words = bigger;
+    }
+    this.words[this.length++] = (BigInt(ino) << 16n) | BigInt(ownerClass);
+    this.sorted = false;
+  }
+
+  seal(): void {
+    this.words = this.words.slice(0, this.length);
+    this.words.sort();
+    this.sorted = true;
+  }
+
+  /** The owner class recorded for an inode, or undefined. */
+  get(ino: number): number | undefined {
+    if (!this.sorted) this.seal();
+    const key = BigInt(ino) << 16n;
+    let lo = 0;
+    let hi = this.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const word = this.words[mid]!;
+      const midKey = word & ~0xffffn;
+      if (midKey === key) return Number(word & 0xffffn);
+      if (midKey < key) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return undefined;
+  }
+}
+
+export interface HandBackReport {
+  /** Inodes given back to their original owner. */
+  restored: number;
+  /** Inodes the sandbox created, given to the caller. */
+  created: number;
+  /** Files whose setuid/setgid bits were cleared. */
+  setuidCleared: number;
+  /** Entries that could not be handed back (at most 20), with why. */
+  failed: Array<{ path: string; why: string }>;
+}
+
+export class OwnershipLease {
+  private readonly owners: Owner[] = [];
+  private readonly ownerIndex = new Map<string, number>();
+  private readonly inodes = new Map<number, InodeTable>();
+
+  private constructor(
+    private readonly roots: readonly string[],
+    private readonly to: Owner,
+  ) {}
+
+  /**
+   * Lends every entry of `roots` to `to`. If lending fails half-way, what was lent is handed
+   * back before the error is thrown.
+   */
+  static async lend(roots: readonly string[], to: Owner): Promise<OwnershipLease> {
+    const lease = new OwnershipLease(roots, to);
+    try {
+      for (const root of roots) await lease.lendTree(root);
+    } catch (error) {
+      await lease.restore(to).catch(() => {});
+      throw error;
+    }
+    for (const table of lease.inodes.values()) table.seal();
+    return lease;
+  }
+
+  /** The owner an entry had before the lease (for entries the sandbox uid owns now). */
+  originalOwner(stat: fs.Stats): Owner {
+    const ownerClass = this.inodes.get(stat.dev)?.get(stat.ino);
+    if (ownerClass === undefined || ownerClass === NEVER_TOUCH) return { uid: stat.uid, gid: stat.gid };
+    return this.owners[ownerClass]!;
+  }
+
+  /**
+   * Hands back every inode the sandbox uid owns: lent ones to their original owner, the ones
+   * the sandbox created to `caller`. Call only once the container is gone.
+   */
+  async restore(caller: Owner): Promise<HandBackReport> {
+    const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
+    for (const root of this.roots) {
+      await forEachEntry(root, (entry, stat) => {
+        if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
+        const ownerClass = this.inodes.get(stat.dev)?.get(stat.ino);
+        if (ownerClass === NEVER_TOUCH) return;
+        const owner = ownerClass === undefined ? caller : this.owners[ownerClass]!;
+        handBack(entry, stat, owner, report);
+        if (ownerClass === undefined) report.created++;
+        else report.restored++;
+      });
+    }
+    return report;
+  }
+
+  private async lendTree(root: string): Promise<void> {
+    await forEachEntry(root, (entry, stat) => {
+      let table = this.inodes.get(stat.dev);
+      if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
+      // A file with another hard link is also a file outside the tree (`git clone --local`
+      // objects, a planted link): lending it would let the sandbox write there.
+      if (entry.kind !== "directory" && stat.nlink > 1) {
+        table.add(stat.ino, NEVER_TOUCH);
+        return;
+      }
+      table.add(stat.ino, this.classOf(stat));
+      if (stat.uid !== this.to.uid || stat.gid !== this.to.gid) fs.lchownSync(entry.at, this.to.uid, this.to.gid);
+    });
+  }
+
+  private classOf(stat: fs.Stats): number {
+    const key = `${stat.uid}:${stat.gid}`;
+    let index = this.ownerIndex.get(key);
+    if (index === undefined) {
+      index = this.owners.length;
+      if (index >= NEVER_TOUCH) throw new Error("too many distinct owners in the tree to lend it");
+      this.owners.push({ uid: stat.uid, gid: stat.gid });
+      this.ownerIndex.set(key, index);
+    }
+    return index;
+  }
+}
+
+/** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */
+async function forEachEntry(root: string, visit: (entry: WalkEntry, stat: fs.Stats) => void): Promise<void> {
+  let sinceYield = 0;
+  for (const entry of walkTree(root, { maxDepth: Number.POSITIVE_INFINITY, descend: (e) => e.fd !== undefined })) {
+    if (entry.stat) visit(entry, entry.stat);
+    if (++sinceYield >= YIELD_EVERY) {
+      sinceYield = 0;
+      await yieldToEventLoop();
+    }
+  }
+}
+
+function handBack(entry: WalkEntry, stat: fs.Stats, owner: Owner, report: HandBackReport): void {
+  try {
+    if (stat.uid !== owner.uid || stat.gid !== owner.gid) fs.lchownSync(entry.at, owner.uid, owner.gid);
+    // chown by root clears setuid on most kernels, setgid only with group-execute: clear both.
+    if (entry.kind === "file" && (stat.mode & 0o6000) !== 0) {
+      fs.chmodSync(entry.at, stat.mode & 0o1777); // lstat: a regular file, and nothing moves the tree now
+      report.setuidCleared++;
+    }
+  } catch (error) {
+    if (report.failed.length < 20)
+      report.failed.push({ path: entry.path || ".", why: (error as NodeJS.ErrnoException).code ?? String(error) });
+  }
+}
+
+/**
+ * After a crash, when the lease's record died with the controller: every entry of `root` that
+ * `from` (the sandbox uid or gid) owns goes to `to`, through the fd walk (no symlink followed,
+ * any depth), setuid/setgid bits cleared. Call only once the container is gone.
+ */
+export async function handBackOrphanedTree(root: string, from: Owner, to: Owner): Promise<HandBackReport> {
+  const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
+  await forEachEntry(root, (entry, stat) => {
+    if (stat.uid !== from.uid && stat.gid !== from.gid) return;
+    handBack(entry, stat, to, report);
+    report.created++;
+  });
+  return report;
+}
+
+/**
+ * The container label value that lets a reaper find what a run lent (every root, whatever the
+ * mode: a read-only workspace is lent too), and its reader, which accepts only absolute paths.
+ */
+export function encodeLentRoots(roots: readonly string[]): string {
+  return JSON.stringify(roots);
+}
+
+export function decodeLentRoots(label: string | undefined): string[] {
+  if (!label) return [];
+  try {
+    const value: unknown = JSON.parse(label);
+    if (!Array.isArray(value)) return [];
+    return value.filter((p): p is string => typeof p === "string" && p.startsWith("/") && !p.includes("\0"));
+  } catch {
+    return [];
+  }
+}

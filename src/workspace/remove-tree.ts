@@ -1,0 +1,57 @@
+// Removing what a run left, and looking at a path below a root, through directory fds: the
+// tree is what the sandbox made it (any name may be a symlink, any directory unreadable), so
+// nothing here follows a link or resolves a long path as a string.
+import fs from "node:fs";
+import { atPath, errorCode, openDirAt, walkTree } from "./fd-walk.js";
+
+/** lstat of a path below the root, resolved one directory fd at a time (no symlink followed). */
+export function lstatBelow(rootFd: number, path: string): fs.Stats | undefined {
+  const parts = path.split("/");
+  let fd = openDirAt(rootFd, ".");
+  try {
+    for (const part of parts.slice(0, -1)) {
+      const next = openDirAt(fd, part);
+      fs.closeSync(fd);
+      fd = next;
+    }
+    return lstatOrUndefined(atPath(fd, parts[parts.length - 1]!));
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function lstatOrUndefined(at: string | Buffer): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(at);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Removes the entry `name` in the directory `dirFd` and, for a directory, everything below
+ * it, at any depth, including what the run made unreadable. Returns whether anything was there.
+ */
+export function removeAt(dirFd: number, name: string | Buffer): boolean {
+  const at = atPath(dirFd, name);
+  const stat = lstatOrUndefined(at);
+  if (!stat) return false;
+  if (!stat.isDirectory()) {
+    fs.unlinkSync(at);
+    return true;
+  }
+  if ((stat.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // lstat: a directory; nothing moves it now
+  for (const entry of walkTree(at, {
+    maxDepth: Number.POSITIVE_INFINITY,
+    descend: () => true,
+    repairAccess: true,
+    leave: ({ at: child }) => fs.rmdirSync(child),
+  })) {
+    if (entry.path !== "" && entry.kind !== "directory") fs.unlinkSync(entry.at);
+  }
+  fs.rmdirSync(at);
+  return true;
+}

@@ -1,0 +1,46 @@
+// The words of a policy violation: which paths, which rule, what was put back, and what to do.
+// The hint never tells the user to run a command in the workspace: the tree is what the
+// sandbox left, and git, direnv or an editor started there is what a trap waits for.
+import type { WorkspaceReport } from "./workspace-watch.js";
+
+const list = (items: readonly string[], max = 10) => {
+  const shown = items.slice(0, max);
+  return `${shown.join(", ")}${items.length > shown.length ? ` and ${items.length - shown.length} more` : ""}`;
+};
+
+export function violationMessage(report: WorkspaceReport, policyName: string): { message: string; hint: string } {
+  const count = report.violationCount;
+  const described = report.violations.map(
+    (v) => `${v.path || "."} (${v.change}${v.rule === "protectedPaths" ? "" : `, ${v.rule}`})`,
+  );
+  const more = count > described.length ? ` and ${count - described.length} more` : "";
+  const parts = [
+    `The agent changed protected paths of policy ${policyName}: ${list(described)}${more}. The result was withheld.`,
+  ];
+  const r = report.restore;
+  if (r) {
+    const done: string[] = [];
+    if (r.reverted.length) done.push(`put back as before the run: ${list(r.reverted)}`);
+    if (r.removed.length) done.push(`removed (the run created them): ${list(r.removed)}`);
+    if (r.modes.length) done.push(`directory modes set back: ${list(r.modes)}`);
+    if (done.length) parts.push(`Restored: ${done.join("; ")}.`);
+    const left = [
+      ...r.notRestored.map((n) => `${n.path || "."} (${n.why})`),
+      ...r.remaining.map((v) => `${v.path || "."} (${v.change}, ${v.rule})`),
+    ];
+    if (left.length) parts.push(`NOT restored: ${list(left)}.`);
+  }
+  const rules = [...new Set(report.violations.map((v) => v.rule))];
+  const policyWay = rules.includes("walk")
+    ? "Entries the host cannot read or name were made in the tree; they cannot be allowed by a policy."
+    : `If the task must change these paths, use a policy that allows it (${rules
+        .map((rule) =>
+          rule === "protectedPaths" ? "protectedPaths without them" : `disableBuiltinProtections: ["${rule}"]`,
+        )
+        .join(", ")}).`;
+  const clean = !r || r.clean;
+  const hint = clean
+    ? `Nothing of it is left in the workspace; there is nothing to undo by hand. ${policyWay}`
+    : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
+  return { message: parts.join(" "), hint };
+}

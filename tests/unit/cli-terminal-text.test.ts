@@ -1,0 +1,70 @@
+// Nothing the model or the sandbox chose may act on the operator's terminal (issue 10, item 6):
+// the live status line, error reports and a result printed to a terminal show control characters
+// escaped.
+import { describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { createLiveStatus } from "../../src/cli/live-status.js";
+import { reportError } from "../../src/cli/report-error.js";
+import { terminalLine, terminalText } from "../../src/cli/terminal-text.js";
+import { SandboxRunError } from "../../src/errors.js";
+import { progressOf } from "../../src/pi/progress.js";
+
+const OSC52 = "\x1b]52;c;ZXZpbA==\x07";
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+describe("terminal text", () => {
+  it("escapes C0, C1, DEL and bidi controls; keeps line feeds and tabs only in multi-line text", () => {
+    expect(terminalLine(`a${OSC52}b\u009b\u007f\u202ec\nd\te`)).toBe(
+      "a\\x1b]52;c;ZXZpbA==\\x07b\\x9b\\x7f\\u202ec d e",
+    );
+    expect(terminalText("line 1\r\nline\t2\x1b[2K\n")).toBe("line 1\nline\t2\\x1b[2K\n");
+  });
+
+  it("the live status line escapes what tools and the sandbox report", () => {
+    let out = "";
+    const live = createLiveStatus((s) => (out += s), { color: false, columns: 200 });
+    const start = {
+      type: "tool_execution_start",
+      toolCallId: "t1",
+      toolName: `bash${OSC52}`,
+      args: { command: "x\x1b[1;1H" },
+    };
+    const end = { type: "tool_execution_end", toolCallId: "t1", toolName: `bash${OSC52}`, isError: false, result: {} };
+    for (const [i, data] of [start, end].entries()) {
+      live.onEvent({ runId: "r", seq: i, time: i, source: "pi", type: data.type, data, progress: progressOf(data) });
+    }
+    live.onEvent({
+      runId: "r",
+      seq: 2,
+      time: 2,
+      source: "sandbox",
+      type: "egress.denied",
+      data: { host: `h${OSC52}` },
+    });
+    live.stop();
+    // The status line's own sequences are "\r\x1b[K"; nothing else may be a control character.
+    const withoutOwn = out.replaceAll("\r\x1b[K", "").replaceAll("\n", "");
+    expect(withoutOwn).not.toMatch(CONTROL);
+    expect(withoutOwn).toContain("bash\\x1b]52;c;ZXZpbA==\\x07");
+    expect(withoutOwn).toContain("egress denied: h\\x1b]52");
+  });
+
+  it("error reports escape paths the sandbox created, its stderr and the provider's message", () => {
+    let err = "";
+    const io: CliIo = {
+      stdout: () => {},
+      stderr: (s) => void (err += s),
+      readStdin: async () => undefined,
+      env: {},
+      stderrIsTty: true,
+    };
+    reportError(
+      new SandboxRunError("limit", `The agent changed .github/x${OSC52}`, { stderrTail: `boom\x1b[2J`, hint: "h" }),
+      io,
+    );
+    expect(err.replaceAll("\n", "")).not.toMatch(CONTROL);
+    expect(err).toContain("The agent changed .github/x\\x1b]52;c;ZXZpbA==\\x07");
+    expect(err).toContain("boom\\x1b[2J");
+  });
+});

@@ -1,0 +1,480 @@
+// Secrets at the egress proxy, end to end on this machine: a real unix-socket proxy, real TLS
+// (the run's CA on the sandbox side, an independent test CA on the upstream side), real HTTP/1.1
+// and HTTP/2 clients and servers on 127.0.0.1. The names (api.test, other.test) exist only in
+// the injected resolver; the guard lets 127.0.0.1 through and nothing else.
+import fs from "node:fs";
+import http from "node:http";
+import http2 from "node:http2";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import tls from "node:tls";
+import zlib from "node:zlib";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createAddressGuard } from "../../src/proxy/address-guard.js";
+import { createDomainFilter } from "../../src/proxy/domain-filter.js";
+import { type EgressDecision, type EgressProxy, startEgressProxy } from "../../src/proxy/egress-proxy.js";
+import { createRunCa, type RunCa } from "../../src/proxy/run-ca.js";
+import type { SecretBinding } from "../../src/proxy/secret-bindings.js";
+import { createSecretInterception } from "../../src/proxy/secret-interception.js";
+
+const TOKEN = "ghp_REALtoken0123456789abcdefREAL";
+const PLACEHOLDER = "sandbox-run-placeholder-GITHUB_TOKEN-00112233445566778899aabbccddeeff";
+const KEY = "key-REAL-5f3c9a1e7d";
+const KEY_PLACEHOLDER = "sandbox-run-placeholder-ACME_KEY-ffeeddccbbaa99887766554433221100";
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+const bindings: SecretBinding[] = [
+  {
+    name: "GITHUB_TOKEN",
+    hosts: ["api.test"],
+    inject: [{ kind: "bearer" }, { kind: "basic" }],
+    placeholder: PLACEHOLDER,
+    value: TOKEN,
+    username: "x-access-token",
+  },
+  {
+    name: "ACME_KEY",
+    hosts: ["h1only.test"],
+    inject: [{ kind: "header", header: "X-Api-Key" }],
+    placeholder: KEY_PLACEHOLDER,
+    value: KEY,
+    username: "x-access-token",
+  },
+];
+
+interface Seen {
+  host: string;
+  protocol: string;
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-secrets-test-"));
+// The upstream servers' CA: made here, trusted by the proxy only through `upstreamCa`.
+const upstreamCa = createRunCa({
+  label: "upstream test",
+  hosts: ["api.test", "other.test", "h1only.test"],
+  validForMs: 3_600_000,
+});
+const upstreamContext = (host: string) =>
+  tls.createSecureContext({ key: upstreamCa.leafKeyPem, cert: upstreamCa.issue(host) });
+const seen: Seen[] = [];
+let h2Server: http2.Http2SecureServer;
+let h2Port: number;
+let h1Server: https.Server;
+let h1Port: number;
+let proxy: EgressProxy | undefined;
+let runCa: RunCa;
+
+/** Answers every request; /echo reflects the credentials, /gzip does so compressed. */
+function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse) {
+  const chunks: Buffer[] = [];
+  req.on("data", (c: Buffer) => chunks.push(c));
+  req.on("end", () => {
+    const host = String(req.headers[":authority"] ?? req.headers.host);
+    seen.push({
+      host,
+      protocol: `HTTP/${req.httpVersion}`,
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: req.headers,
+      body: Buffer.concat(chunks).toString(),
+    });
+    const echoed = `authorization=${req.headers.authorization ?? ""} x-api-key=${req.headers["x-api-key"] ?? ""}`;
+    if (req.url === "/gzip") {
+      res.writeHead(200, { "content-encoding": "gzip", "x-echo": echoed });
+      return res.end(zlib.gzipSync(`${echoed} raw=${TOKEN}`));
+    }
+    res.writeHead(200, { "content-type": "text/plain", "x-echo": echoed });
+    res.end(req.url === "/echo" ? `${echoed} raw=${TOKEN} b64=${b64(TOKEN)}` : "ok");
+  });
+}
+
+beforeAll(async () => {
+  h2Server = http2.createSecureServer(
+    { allowHTTP1: true, SNICallback: (name, cb) => cb(null, upstreamContext(name)) },
+    upstreamHandler as never,
+  );
+  await new Promise<void>((resolve) => h2Server.listen(0, "127.0.0.1", resolve));
+  h2Port = (h2Server.address() as AddressInfo).port;
+  h1Server = https.createServer({ SNICallback: (name, cb) => cb(null, upstreamContext(name)) }, upstreamHandler);
+  await new Promise<void>((resolve) => h1Server.listen(0, "127.0.0.1", resolve));
+  h1Port = (h1Server.address() as AddressInfo).port;
+});
+
+afterEach(async () => {
+  await proxy?.close();
+  proxy = undefined;
+});
+
+afterAll(() => {
+  h2Server.close();
+  h1Server.closeAllConnections();
+  h1Server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const guard = createAddressGuard();
+
+async function start(options: { trustUpstream?: boolean } = {}) {
+  const decisions: EgressDecision[] = [];
+  runCa = createRunCa({ label: "unit", hosts: ["api.test", "h1only.test"], validForMs: 3_600_000 });
+  const socketPath = path.join(dir, `p-${Math.random().toString(16).slice(2)}.sock`);
+  proxy = await startEgressProxy({
+    socketPath,
+    filter: createDomainFilter(["api.test", "other.test", "h1only.test"], { ports: [80, 443] }),
+    onDecision: (d) => decisions.push(d),
+    resolve: async () => [{ address: "127.0.0.1", family: 4 }],
+    guard: (address) => (address === "127.0.0.1" ? undefined : guard(address)),
+    upstreamPort: (host, port) => (port === 80 ? port : host === "h1only.test" ? h1Port : h2Port),
+    interception: createSecretInterception({
+      bindings,
+      ca: runCa,
+      upstreamCa: options.trustUpstream === false ? undefined : [upstreamCa.certificatePem],
+    }),
+  });
+  return { socketPath, decisions };
+}
+
+/** CONNECT through the proxy, then TLS as the sandbox's client would do it. */
+function tunnel(socketPath: string, authority: string, tlsOptions: tls.ConnectionOptions): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, method: "CONNECT", path: authority });
+    req.on("connect", (res, socket) => {
+      if (res.statusCode !== 200) return reject(new Error(`CONNECT answered ${res.statusCode}`));
+      const secure = tls.connect({ socket, ...tlsOptions });
+      secure.once("secureConnect", () => resolve(secure));
+      secure.once("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+interface Answer {
+  status: number;
+  headers: Record<string, unknown>;
+  body: string;
+}
+
+function http1Request(
+  socket: tls.TLSSocket,
+  options: { path: string; host: string; headers?: Record<string, string>; body?: string; method?: string },
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        createConnection: () => socket,
+        method: options.method ?? "GET",
+        path: options.path,
+        headers: { host: options.host, ...options.headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+function http2Request(
+  socket: tls.TLSSocket,
+  options: { path: string; authority: string; headers?: Record<string, string> },
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`https://${options.authority}`, { createConnection: () => socket });
+    session.on("error", reject);
+    const stream = session.request({ ":path": options.path, ":authority": options.authority, ...options.headers });
+    stream.on("response", (headers) => {
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => {
+        session.close();
+        resolve({ status: Number(headers[":status"]), headers, body: Buffer.concat(chunks).toString() });
+      });
+    });
+    stream.on("error", reject);
+    stream.end();
+  });
+}
+
+const trustRunCa = (servername: string, alpn = ["http/1.1"]): tls.ConnectionOptions => ({
+  servername,
+  ca: runCa.certificatePem,
+  ALPNProtocols: alpn,
+});
+
+describe("injection on a secret's host", () => {
+  it("HTTP/1.1: Bearer placeholder becomes the value upstream; the echo comes back scrubbed", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    // The sandbox's client verified the proxy's certificate against the run's CA.
+    expect(socket.authorized).toBe(true);
+    const answer = await http1Request(socket, {
+      path: "/echo",
+      host: "api.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}` },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(200);
+    expect(seen[from]).toMatchObject({ host: "api.test", path: "/echo" });
+    expect(seen[from]!.headers.authorization).toBe(`Bearer ${TOKEN}`);
+    expect(seen[from]!.headers["accept-encoding"]).toBe("identity");
+    expect(answer.body).toBe(
+      `authorization=Bearer ${PLACEHOLDER} x-api-key= raw=${PLACEHOLDER} b64=${b64(PLACEHOLDER)}`,
+    );
+    expect(answer.headers["x-echo"]).toBe(`authorization=Bearer ${PLACEHOLDER} x-api-key=`);
+    expect(JSON.stringify(answer)).not.toContain(TOKEN);
+    expect(decisions).toEqual([
+      expect.objectContaining({ action: "allowed", host: "api.test", port: 443, method: "CONNECT", terminated: true }),
+      {
+        action: "injected",
+        host: "api.test",
+        port: 443,
+        method: "GET",
+        reason: "GITHUB_TOKEN put into the request's headers",
+        secret: "GITHUB_TOKEN",
+      },
+    ]);
+  });
+
+  it("HTTP/2 end to end (ALPN h2 on both sides), with `token` scheme and HTTP basic as git sends it", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2", "http/1.1"]));
+    expect(socket.alpnProtocol).toBe("h2");
+    const session = http2.connect("https://api.test", { createConnection: () => socket });
+    const ask = (headers: Record<string, string>) =>
+      new Promise<Answer>((resolve, reject) => {
+        const stream = session.request({ ":path": "/echo", ...headers });
+        stream.on("response", (h) => {
+          const chunks: Buffer[] = [];
+          stream.on("data", (c: Buffer) => chunks.push(c));
+          stream.on("end", () =>
+            resolve({ status: Number(h[":status"]), headers: h, body: Buffer.concat(chunks).toString() }),
+          );
+        });
+        stream.on("error", reject);
+        stream.end();
+      });
+    const token = await ask({ authorization: `token ${PLACEHOLDER}` });
+    const basic = await ask({ authorization: `Basic ${b64(`x-access-token:${PLACEHOLDER}`)}` });
+    session.close();
+    expect(seen.slice(from).map((s) => [s.protocol, s.headers.authorization])).toEqual([
+      ["HTTP/2.0", `token ${TOKEN}`],
+      ["HTTP/2.0", `Basic ${b64(`x-access-token:${TOKEN}`)}`],
+    ]);
+    expect(token.body).toContain(`authorization=token ${PLACEHOLDER}`);
+    // The echoed Basic credentials are the ones the client sent, not the injected ones.
+    expect(basic.headers["x-echo"]).toBe(`authorization=Basic ${b64(`x-access-token:${PLACEHOLDER}`)} x-api-key=`);
+    expect(JSON.stringify([token, basic])).not.toContain(TOKEN);
+    expect(JSON.stringify([token, basic])).not.toContain(b64(`x-access-token:${TOKEN}`));
+    // One "injected" event per tunnel and secret, however many requests.
+    expect(decisions.filter((d) => d.action === "injected")).toHaveLength(1);
+  });
+
+  it("HTTP/2 from the sandbox to an HTTP/1.1-only upstream, with a named-header secret", async () => {
+    const { socketPath } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "h1only.test:443", trustRunCa("h1only.test", ["h2"]));
+    const answer = await http2Request(socket, {
+      path: "/echo",
+      authority: "h1only.test",
+      headers: { "x-api-key": KEY_PLACEHOLDER },
+    });
+    expect(seen[from]).toMatchObject({ host: "h1only.test", protocol: "HTTP/1.1" });
+    expect(seen[from]!.headers["x-api-key"]).toBe(KEY);
+    expect(answer.body).toContain(`x-api-key=${KEY_PLACEHOLDER}`);
+    expect(answer.body).not.toContain(KEY);
+  });
+
+  it("a compressed answer is decompressed and scrubbed, even when the upstream ignores identity", async () => {
+    const { socketPath } = await start();
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(socket, {
+      path: "/gzip",
+      host: "api.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}`, "accept-encoding": "gzip" },
+    });
+    socket.destroy();
+    expect(answer.headers["content-encoding"]).toBeUndefined();
+    expect(answer.body).toBe(`authorization=Bearer ${PLACEHOLDER} x-api-key= raw=${PLACEHOLDER}`);
+  });
+
+  it("never puts the value into the URL or the body, where the placeholder stays as it is", async () => {
+    const { socketPath } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    await http1Request(socket, {
+      method: "POST",
+      path: `/search?access_token=${PLACEHOLDER}`,
+      host: "api.test",
+      headers: { "x-other": PLACEHOLDER },
+      body: `{"token":"${PLACEHOLDER}"}`,
+    });
+    socket.destroy();
+    expect(seen[from]!.path).toBe(`/search?access_token=${PLACEHOLDER}`);
+    expect(seen[from]!.body).toBe(`{"token":"${PLACEHOLDER}"}`);
+    expect(seen[from]!.headers["x-other"]).toBe(PLACEHOLDER);
+  });
+
+  it("verifies the real upstream: an upstream the host does not trust gets a 502, nothing is sent", async () => {
+    const { socketPath, decisions } = await start({ trustUpstream: false });
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(socket, {
+      path: "/",
+      host: "api.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}` },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(502);
+    expect(seen.length).toBe(from);
+    expect(decisions.at(-1)).toMatchObject({ action: "failed", host: "api.test" });
+    expect(String(decisions.at(-1)?.reason)).toMatch(
+      /UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED|UNABLE_TO_GET_ISSUER/,
+    );
+  });
+});
+
+describe("no secret where the destination is not the listed host", () => {
+  it("a placeholder to another allowed host goes through a plain tunnel as a placeholder", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    // A plain tunnel: the client sees the upstream's own certificate, not the run CA's.
+    const socket = await tunnel(socketPath, "other.test:443", {
+      servername: "other.test",
+      ca: upstreamCa.certificatePem,
+      ALPNProtocols: ["http/1.1"],
+    });
+    const answer = await http1Request(socket, {
+      path: "/echo",
+      host: "other.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}` },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(200);
+    expect(seen[from]!.headers.authorization).toBe(`Bearer ${PLACEHOLDER}`);
+    expect(decisions.map((d) => [d.action, d.host, d.terminated])).toEqual([["allowed", "other.test", undefined]]);
+  });
+
+  it("a placeholder in a plain-HTTP request is refused and reported, listed host or not", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const ask = (url: string, headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) =>
+        http
+          .request({ socketPath, path: url, headers: { host: new URL(url).host, ...headers } }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+          .on("error", reject)
+          .end(),
+      );
+    expect(await ask("http://other.test/", { authorization: `Bearer ${PLACEHOLDER}` })).toBe(403);
+    expect(await ask("http://api.test/", { authorization: `Basic ${b64(`u:${PLACEHOLDER}`)}` })).toBe(403);
+    expect(await ask(`http://other.test/?t=${PLACEHOLDER}`, {})).toBe(403);
+    expect(seen.length).toBe(from);
+    expect(decisions).toEqual([
+      {
+        action: "denied",
+        host: "other.test",
+        port: 80,
+        method: "GET",
+        secret: "GITHUB_TOKEN",
+        reason:
+          "the request to other.test carries the placeholder of secret GITHUB_TOKEN, which may only be sent to api.test",
+      },
+      {
+        action: "denied",
+        host: "api.test",
+        port: 80,
+        method: "GET",
+        secret: "GITHUB_TOKEN",
+        reason: "secret GITHUB_TOKEN is only sent over HTTPS, and this request to api.test is plain HTTP",
+      },
+      expect.objectContaining({ action: "denied", host: "other.test", secret: "GITHUB_TOKEN" }),
+    ]);
+  });
+
+  it("domain fronting: a Host header other than the tunnel's host gets no secret, and is reported", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(socket, {
+      path: "/echo",
+      host: "other.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}` },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(403);
+    expect(answer.body).toContain("the Host header (other.test) is not the host dialled (api.test:443)");
+    expect(seen.length).toBe(from);
+    expect(decisions.at(-1)).toMatchObject({ action: "denied", host: "api.test", secret: "GITHUB_TOKEN" });
+  });
+
+  it("a TLS server name other than the tunnel's host gets no secret (the client saw api.test's certificate)", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", {
+      servername: "other.test",
+      rejectUnauthorized: false,
+      ALPNProtocols: ["http/1.1"],
+    });
+    expect(socket.getPeerCertificate().subjectaltname).toBe("DNS:api.test");
+    const answer = await http1Request(socket, {
+      path: "/",
+      host: "api.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}` },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(403);
+    expect(answer.body).toContain("the TLS server name (other.test) is not the host dialled (api.test)");
+    expect(seen.length).toBe(from);
+    expect(decisions.at(-1)).toMatchObject({ action: "denied", secret: "GITHUB_TOKEN" });
+  });
+
+  it("a secret listed for one host is refused on another secret's host", async () => {
+    const { socketPath, decisions } = await start();
+    const socket = await tunnel(socketPath, "h1only.test:443", trustRunCa("h1only.test"));
+    const answer = await http1Request(socket, {
+      path: "/",
+      host: "h1only.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}`, "x-api-key": KEY_PLACEHOLDER },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(403);
+    expect(decisions.at(-1)).toMatchObject({
+      action: "denied",
+      host: "h1only.test",
+      secret: "GITHUB_TOKEN",
+      reason:
+        "the request to h1only.test carries the placeholder of secret GITHUB_TOKEN, which may only be sent to api.test",
+    });
+  });
+
+  it("a request without placeholders on a secret's host passes untouched", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(socket, {
+      path: "/",
+      host: "api.test",
+      headers: { authorization: "Bearer mine" },
+    });
+    socket.destroy();
+    expect(answer.body).toBe("ok");
+    expect(seen[from]!.headers.authorization).toBe("Bearer mine");
+    expect(decisions.map((d) => d.action)).toEqual(["allowed"]);
+  });
+});

@@ -1,0 +1,77 @@
+// The record's workspace patch on hostile trees: a FIFO, a 2 GB sparse file, a path deeper than
+// PATH_MAX, a symlink to a secret. It never throws, never reads the sparse file, never follows
+// the link, and says in notes what it left out.
+import { execFileSync, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { WorkspaceBaseline } from "../../src/record/workspace-patch.js";
+
+const dirs: string[] = [];
+function tree(files: Record<string, string> = {}): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-patch-")));
+  dirs.push(dir);
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+afterEach(() => {
+  // rm -rf: fs.rmSync works by path and fails below PATH_MAX.
+  for (const d of dirs.splice(0)) spawnSync("rm", ["-rf", d]);
+});
+
+describe("WorkspaceBaseline", () => {
+  it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", () => {
+    const ws = tree({ "a.txt": "one\n", "content.txt": "a/a/ stays in content\n" });
+    const baseline = WorkspaceBaseline.take(ws);
+    try {
+      fs.writeFileSync(path.join(ws, "a.txt"), "two\n");
+      fs.writeFileSync(path.join(ws, "content.txt"), "a/a/ stays in content\nb/b/ too\n");
+      execFileSync("mkfifo", [path.join(ws, "pipe")]);
+      const sparse = fs.openSync(path.join(ws, "sparse.bin"), "w");
+      fs.ftruncateSync(sparse, 2 * 1024 * 1024 * 1024);
+      fs.closeSync(sparse);
+      let fd = fs.openSync(ws, "r");
+      for (let i = 0; i < 30; i++) {
+        fs.mkdirSync(`/proc/self/fd/${fd}/${"d".repeat(200)}`);
+        const next = fs.openSync(`/proc/self/fd/${fd}/${"d".repeat(200)}`, "r");
+        fs.closeSync(fd);
+        fd = next;
+      }
+      fs.writeFileSync(`/proc/self/fd/${fd}/deep.txt`, "deep\n");
+      fs.closeSync(fd);
+      fs.symlinkSync("/etc/shadow", path.join(ws, "secret-link"));
+
+      const { patch, notes } = baseline.patch();
+      expect(patch).toContain("diff --git a/a.txt b/a.txt");
+      expect(patch).toContain("-one\n+two\n");
+      expect(patch).toContain(" a/a/ stays in content\n+b/b/ too\n");
+      expect(patch).toContain("+++ b/secret-link");
+      expect(patch).toContain("+/etc/shadow");
+      expect(patch).not.toContain("root:");
+      expect(notes).toEqual(
+        expect.arrayContaining([
+          "after: pipe skipped: a fifo",
+          expect.stringMatching(/^after: sparse\.bin skipped: 2147483648 bytes, sparse: \d+ bytes allocated/),
+          expect.stringMatching(/^after: d{80}\.\.\. skipped: path longer than 3000 bytes$/),
+        ]),
+      );
+    } finally {
+      baseline.dispose();
+    }
+  });
+
+  it("never throws: a workspace that is gone gives an empty patch and notes that say why", () => {
+    const ws = tree({ "a.txt": "a" });
+    const baseline = WorkspaceBaseline.take(ws);
+    fs.rmSync(ws, { recursive: true });
+    const { patch, notes } = baseline.patch();
+    baseline.dispose();
+    expect(patch).toBe("");
+    expect(notes[0]).toMatch(/^after: the copy stopped early \(cannot open .* as a directory: ENOENT\)$/);
+    expect(notes[1]).toBe("no patch: the workspace could not be copied after the run");
+  });
+});

@@ -1,0 +1,126 @@
+// The result is the model's, as the gateway relayed it; Pi's stream only says which reply is the
+// answer. Forged final events (an id the model never produced, other arguments, a second claim, a
+// text the model never sent) are contradictions, whatever Pi's stream says.
+import { describe, expect, it } from "vitest";
+import { confirmOutcome, type ModelEvidence } from "../../src/run/confirm-outcome.js";
+import { decideOutcome } from "../../src/run/decide-outcome.js";
+import { isSandboxRunError } from "../../src/errors.js";
+import { z } from "zod";
+
+const FINAL = "sandbox_run_final_result";
+const schema = {
+  type: "object",
+  properties: { verdict: { type: "string", enum: ["approve", "reject"] }, count: { type: "integer" } },
+  required: ["verdict"],
+};
+
+/** The model's side: one reply with the final call `call_7` (verdict reject, count "3" as a string). */
+function evidence(text = "REJECT: the change breaks the build"): ModelEvidence {
+  const calls: Record<string, { name: string; argumentsJson: string }> = {
+    call_7: { name: FINAL, argumentsJson: '{"verdict":"reject","count":"3"}' },
+    call_1: { name: "bash", argumentsJson: '{"command":"git status"}' },
+  };
+  return {
+    toolCall: (id) => calls[id],
+    lastReply: () => ({ text, toolCallCount: 0, complete: true }),
+  };
+}
+
+const context = { finalToolName: FINAL, schema };
+const structured = (...claims: Array<{ callId: string; value: unknown }>) => ({
+  kind: "structured" as const,
+  value: claims[0]?.value,
+  claims,
+});
+
+describe("confirmOutcome", () => {
+  it("confirms Pi's claim with the model's own arguments, coerced as Pi coerces them", () => {
+    const confirmed = confirmOutcome(
+      structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }),
+      evidence(),
+      context,
+    );
+    expect(confirmed).toEqual({
+      ok: true,
+      outcome: structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }),
+    });
+  });
+
+  it("a forged final event with an id the model never produced is a contradiction", () => {
+    const forged = confirmOutcome(
+      structured({ callId: "call_forged", value: { verdict: "approve" } }),
+      evidence(),
+      context,
+    );
+    expect(forged).toEqual({
+      ok: false,
+      contradiction: `Pi's output reports a final result for call "call_forged", which the model never made`,
+    });
+  });
+
+  it("the real call id with other arguments is a contradiction", () => {
+    const forged = confirmOutcome(
+      structured({ callId: "call_7", value: { verdict: "approve", count: 3 } }),
+      evidence(),
+      context,
+    );
+    expect(forged).toEqual({
+      ok: false,
+      contradiction: `Pi's output reports "{\\"verdict\\":\\"approve\\",\\"count\\":3}" for call "call_7"; the model sent "{\\"verdict\\":\\"reject\\",\\"count\\":3}"`,
+    });
+  });
+
+  it("a forged claim before or after the real one is a contradiction, and so is another tool's call passed off as final", () => {
+    const real = { callId: "call_7", value: { verdict: "reject", count: 3 } };
+    const forged = { callId: "call_x", value: { verdict: "approve" } };
+    expect(confirmOutcome(structured(forged, real), evidence(), context).ok).toBe(false);
+    expect(confirmOutcome(structured(real, forged), evidence(), context).ok).toBe(false);
+    expect(
+      confirmOutcome(structured({ callId: "call_1", value: { command: "git status" } }), evidence(), context),
+    ).toEqual({
+      ok: false,
+      contradiction: `Pi's output reports call "call_1" as the final result; the model called "bash"`,
+    });
+  });
+
+  it("a text answer must be the model's last reply, exactly", () => {
+    expect(confirmOutcome({ kind: "text", text: "LGTM" }, evidence(), {})).toEqual({
+      ok: false,
+      contradiction: `Pi's output reports the answer "LGTM"; the model's last reply was "REJECT: the change breaks the build"`,
+    });
+    expect(confirmOutcome({ kind: "text", text: "REJECT: the change breaks the build" }, evidence(), {})).toEqual({
+      ok: true,
+      outcome: { kind: "text", text: "REJECT: the change breaks the build" },
+    });
+  });
+
+  it("failures pass as claimed: a forger can fail a run, not fake a success", () => {
+    expect(confirmOutcome({ kind: "no-result", reason: "x" }, evidence(), context)).toEqual({
+      ok: true,
+      outcome: { kind: "no-result", reason: "x" },
+    });
+  });
+});
+
+describe("decideOutcome with the model's evidence", () => {
+  it("fails a forged result with the contradiction code, naming both sides", () => {
+    const decision = decideOutcome(
+      {
+        exit: { exitCode: 0, oomKilled: false },
+        stderrTail: "",
+        outcome: structured({ callId: "call_forged", value: { verdict: "approve" } }),
+        badRecords: 0,
+        runtime: "runc",
+        validator: z.object({ verdict: z.string() }),
+        schema,
+        finalToolName: FINAL,
+        evidence: evidence(),
+      },
+      { runId: "r" },
+    );
+    expect(decision.ok).toBe(false);
+    const error = (decision as { error: unknown }).error;
+    expect(isSandboxRunError(error) && error.code).toBe("contradiction");
+    expect((error as Error).message).toMatch(/^The sandbox's output contradicted the model: .*call_forged/);
+  });
+});

@@ -1,0 +1,114 @@
+// The failure contract as a pure decision: every way a run can end, in the order the host judges
+// them (aborted > timeout > tripped limit > limit shown by the exit > crash > result), without an engine.
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { decideOutcome, type OutcomeFacts } from "../../src/run/decide-outcome.js";
+
+const evidence = { runId: "r1", containerId: "c1", exitCode: 0 };
+const validator = z.object({ verdict: z.enum(["approve", "reject"]) });
+
+function facts(overrides: Partial<OutcomeFacts> = {}): OutcomeFacts {
+  return {
+    exit: { exitCode: 0, oomKilled: false },
+    stderrTail: "",
+    outcome: { kind: "text", text: "done" },
+    badRecords: 0,
+    runtime: "runc",
+    ...overrides,
+  };
+}
+
+function errorOf(f: OutcomeFacts): SandboxRunError {
+  const decision = decideOutcome(f, evidence);
+  if (decision.ok) throw new Error(`expected a failure, got ${JSON.stringify(decision)}`);
+  if (!isSandboxRunError(decision.error)) throw new Error(`not a SandboxRunError: ${String(decision.error)}`);
+  return decision.error;
+}
+
+describe("decideOutcome", () => {
+  it("returns the text of a text run", () => {
+    expect(decideOutcome(facts(), evidence)).toEqual({ ok: true, kind: "text", result: "done" });
+  });
+
+  it("returns the host-validated object of a schema run, and refuses one the schema does not allow", () => {
+    const ok = decideOutcome(
+      facts({ validator, outcome: { kind: "structured", value: { verdict: "reject" }, claims: [] } }),
+      evidence,
+    );
+    expect(ok).toEqual({ ok: true, kind: "structured", result: { verdict: "reject" } });
+    const bad = errorOf(facts({ validator, outcome: { kind: "structured", value: { verdict: "LGTM" }, claims: [] } }));
+    expect(bad.code).toBe("validation");
+    expect(bad.shortMessage).toMatch(/^The final result failed host-side schema validation: verdict: /);
+    expect(bad.runId).toBe("r1");
+  });
+
+  it("an abort wins over everything and rethrows the caller's reason as it is", () => {
+    const reason = new Error("caller's reason");
+    const decision = decideOutcome(
+      facts({
+        trip: { code: "aborted", message: "The run was aborted." },
+        abortReason: reason,
+        exit: { exitCode: 137, oomKilled: true },
+      }),
+      evidence,
+    );
+    expect(decision).toEqual({ ok: false, error: reason });
+  });
+
+  it("a timeout beats a limit the exit shows, and says how to raise it", () => {
+    const error = errorOf(
+      facts({
+        trip: { code: "timeout", message: "The run did not finish within 5 s." },
+        exit: { exitCode: 137, oomKilled: true },
+      }),
+    );
+    expect(error.code).toBe("timeout");
+    expect(error.hint).toBe("Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.");
+  });
+
+  it("a tripped limit names the limit and its policy field", () => {
+    const error = errorOf(facts({ trip: { code: "limit", limit: "disk", message: "too much" } }));
+    expect(error.code).toBe("limit");
+    expect(error.limit).toBe("disk");
+    expect(error.hint).toBe(
+      "Raise limits.diskMb in a policy file, or keep what the task writes to the workspace smaller.",
+    );
+  });
+
+  it.each([
+    [{ exitCode: 137, oomKilled: true }, "", "memory"],
+    [{ exitCode: 1, oomKilled: false }, "Error: ENOSPC: no space left on device, write", "tmpfs"],
+    [{ exitCode: 1, oomKilled: false }, "bash: fork: retry: Resource temporarily unavailable", "pids"],
+    [{ exitCode: 153, oomKilled: false }, "File too large", "disk"],
+  ])("reads a limit from the exit %j and stderr %j: %s", (exit, stderrTail, limit) => {
+    expect(errorOf(facts({ exit, stderrTail, outcome: { kind: "no-result", reason: "x" } })).limit).toBe(limit);
+  });
+
+  it("a crash without a result is agent-crashed, with the launcher's and gVisor's codes explained", () => {
+    const noResult = { kind: "no-result", reason: "none" } as const;
+    expect(errorOf(facts({ exit: { exitCode: 90, oomKilled: false }, outcome: noResult })).shortMessage).toBe(
+      "Pi exited with code 90 (the launcher could not prepare the sandbox).",
+    );
+    expect(errorOf(facts({ exit: { exitCode: 91, oomKilled: false }, outcome: noResult })).shortMessage).toBe(
+      "Pi exited with code 91 (the sandbox lost its connection to the host controller).",
+    );
+    const gvisor = errorOf(facts({ exit: { exitCode: 2, oomKilled: false }, outcome: noResult, runtime: "runsc" }));
+    expect(gvisor.code).toBe("agent-crashed");
+    expect(gvisor.shortMessage).toMatch(/gVisor's sandbox kernel failed/);
+  });
+
+  it("a result that arrived before a non-zero exit still counts", () => {
+    expect(decideOutcome(facts({ exit: { exitCode: 1, oomKilled: false } }), evidence)).toMatchObject({ ok: true });
+  });
+
+  it("model errors and missing results say what to check", () => {
+    const model = errorOf(facts({ outcome: { kind: "model-error", message: "401 invalid key" } }));
+    expect(model.code).toBe("model-error");
+    expect(model.shortMessage).toBe("The model provider failed: 401 invalid key");
+    const none = errorOf(facts({ validator, outcome: { kind: "no-result", reason: "no final call" }, badRecords: 3 }));
+    expect(none.code).toBe("no-result");
+    expect(none.shortMessage).toBe("The agent finished without a result: no final call (3 unreadable records).");
+    expect(none.hint).toBe("Ask for the result explicitly in the prompt, or use a stronger model.");
+  });
+});

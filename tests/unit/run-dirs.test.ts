@@ -1,0 +1,97 @@
+// Run folders live in one private parent per user; the reaper looks only there and removes only the
+// names a run creates, never recursively and never through a symlink.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { isSandboxRunError } from "../../src/errors.js";
+import {
+  createRunDir,
+  privateRunDirsParent,
+  RUN_DIR_MARKER,
+  reapRunDirs,
+  removeRunDir,
+  runDirsParent,
+} from "../../src/run/run-dirs.js";
+
+const scratch: string[] = [];
+function tmp(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-dirs-test-"));
+  scratch.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const dir of scratch.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** The pid of a process that has exited. */
+function deadPid(): number {
+  let pid = 999_999;
+  while (fs.existsSync(`/proc/${pid}`)) pid--;
+  return pid;
+}
+
+describe("run folders", () => {
+  it("are made in a 0700 parent owned by this user, with an owner marker", () => {
+    const base = tmp();
+    const dir = createRunDir("abc123", base);
+    const parent = fs.lstatSync(runDirsParent(base));
+    expect(parent.mode & 0o777).toBe(0o700);
+    expect(parent.uid).toBe(process.geteuid?.());
+    expect(path.dirname(dir)).toBe(runDirsParent(base));
+    expect(fs.readFileSync(path.join(dir, RUN_DIR_MARKER), "utf8")).toBe(`${process.pid}\n${os.hostname()}\n`);
+  });
+
+  it("refuse a parent that others may write, or that is a symlink", () => {
+    const base = tmp();
+    fs.mkdirSync(runDirsParent(base), { mode: 0o777 });
+    fs.chmodSync(runDirsParent(base), 0o777);
+    const open = (() => {
+      try {
+        privateRunDirsParent(base);
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(isSandboxRunError(open) && open.code).toBe("usage");
+    expect((open as Error).message).toMatch(/its mode is 777, not 700/);
+    expect((open as Error).message).toMatch(/Another user may have created it/);
+
+    const linked = tmp();
+    fs.symlinkSync(tmp(), runDirsParent(linked));
+    expect(() => privateRunDirsParent(linked)).toThrow(/it is a symbolic link/);
+  });
+
+  it("are removed file by known file: an unknown file or a directory keeps the folder, a symlink is removed, not followed", () => {
+    const base = tmp();
+    const dir = createRunDir("def456", base);
+    const outside = tmp();
+    fs.writeFileSync(path.join(outside, "keep.txt"), "outside\n");
+    fs.writeFileSync(path.join(dir, "gateway.sock"), "");
+    fs.symlinkSync(outside, path.join(dir, "proxy.sock"));
+    fs.mkdirSync(path.join(dir, "snapshot.bin"));
+    expect(removeRunDir(dir)).toBe(false);
+    expect(fs.readdirSync(dir).sort()).toEqual(["snapshot.bin"]);
+    expect(fs.readFileSync(path.join(outside, "keep.txt"), "utf8")).toBe("outside\n");
+    fs.rmdirSync(path.join(dir, "snapshot.bin"));
+    expect(removeRunDir(dir)).toBe(true);
+    expect(fs.existsSync(dir)).toBe(false);
+  });
+
+  it("are reaped only when their owner process on this host is gone, and only inside the private parent", () => {
+    const base = tmp();
+    const live = createRunDir("live01", base);
+    const dead = createRunDir("dead01", base);
+    fs.writeFileSync(path.join(dead, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n`);
+    const otherHost = createRunDir("else01", base);
+    fs.writeFileSync(path.join(otherHost, RUN_DIR_MARKER), `${deadPid()}\nsome-other-host\n`);
+    // An old-style folder beside the parent is never looked at.
+    const planted = fs.mkdtempSync(path.join(base, "sandbox-run-"));
+    fs.writeFileSync(path.join(planted, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n`);
+
+    expect(reapRunDirs(base)).toEqual([dead]);
+    expect(fs.existsSync(live)).toBe(true);
+    expect(fs.existsSync(otherHost)).toBe(true);
+    expect(fs.existsSync(planted)).toBe(true);
+  });
+});

@@ -1,0 +1,120 @@
+// The ownership lease on real trees (chown needs root: these run as root, like CI). A "run"
+// is simulated by acting as the sandbox would between lend() and restore(), with chown to the
+// sandbox uid standing in for files it creates.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  decodeLentRoots,
+  encodeLentRoots,
+  handBackOrphanedTree,
+  OwnershipLease,
+} from "../../src/workspace/ownership-lease.js";
+
+const SANDBOX = { uid: 65532, gid: 65532 };
+const CALLER = { uid: 0, gid: 0 };
+const dirs: string[] = [];
+function tree(files: Record<string, string> = {}): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-lease-")));
+  dirs.push(dir);
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+afterEach(() => {
+  // rm -rf: fs.rmSync works by path and fails below PATH_MAX.
+  for (const d of dirs.splice(0)) spawnSync("rm", ["-rf", d]);
+});
+const owner = (p: string) => {
+  const st = fs.lstatSync(p);
+  return `${st.uid}:${st.gid}`;
+};
+
+describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
+  it("lends everything, hands lent inodes back to their original owners and created ones to the caller", async () => {
+    const ws = tree({ "mine.txt": "m", "theirs.txt": "t", "sub/x": "x" });
+    fs.chownSync(path.join(ws, "theirs.txt"), 1234, 4321);
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    for (const p of ["", "mine.txt", "theirs.txt", "sub", "sub/x"])
+      expect(owner(path.join(ws, p)), p).toBe("65532:65532");
+    expect(lease.originalOwner(fs.lstatSync(path.join(ws, "theirs.txt")))).toEqual({ uid: 1234, gid: 4321 });
+    // The sandbox renames a lent file and creates one.
+    fs.renameSync(path.join(ws, "theirs.txt"), path.join(ws, "sub/moved.txt"));
+    fs.writeFileSync(path.join(ws, "new.txt"), "n");
+    fs.chownSync(path.join(ws, "new.txt"), SANDBOX.uid, SANDBOX.gid);
+    const report = await lease.restore(CALLER);
+    expect(owner(path.join(ws, "sub/moved.txt"))).toBe("1234:4321"); // by identity, not by path
+    expect(owner(path.join(ws, "new.txt"))).toBe("0:0");
+    expect(owner(path.join(ws, "mine.txt"))).toBe("0:0");
+    expect(report).toMatchObject({ created: 1, failed: [] });
+  });
+
+  it("the hard-link rename: a file linked in from outside is never lent, and after it is renamed over a lent file nothing outside changes owner", async () => {
+    const outside = tree({ "victim.txt": "v" });
+    fs.chownSync(path.join(outside, "victim.txt"), 4242, 4242);
+    const ws = tree({ "lent.txt": "l" });
+    fs.chownSync(path.join(ws, "lent.txt"), 1234, 1234);
+    fs.linkSync(path.join(outside, "victim.txt"), path.join(ws, "linked.txt"));
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    expect(owner(path.join(ws, "linked.txt"))).toBe("4242:4242");
+    // What the sandbox did in issue 9: rename the outside inode over a lent file.
+    fs.renameSync(path.join(ws, "linked.txt"), path.join(ws, "lent.txt"));
+    await lease.restore(CALLER);
+    expect(owner(path.join(outside, "victim.txt"))).toBe("4242:4242");
+  });
+
+  it("clears setuid/setgid at any depth, never follows a symlink, and reaches paths longer than PATH_MAX", async () => {
+    const outside = tree({ "target.txt": "t" });
+    fs.chownSync(path.join(outside, "target.txt"), 4242, 4242);
+    const ws = tree();
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    let fd = fs.openSync(ws, "r");
+    for (let i = 0; i < 300; i++) {
+      fs.mkdirSync(`/proc/self/fd/${fd}/${"d".repeat(100)}`);
+      const next = fs.openSync(`/proc/self/fd/${fd}/${"d".repeat(100)}`, "r");
+      fs.closeSync(fd);
+      fd = next;
+    }
+    const deep = `/proc/self/fd/${fd}/suid`;
+    fs.copyFileSync("/bin/true", deep);
+    fs.chownSync(deep, SANDBOX.uid, SANDBOX.gid);
+    fs.chmodSync(deep, 0o6755);
+    fs.symlinkSync(path.join(outside, "target.txt"), `/proc/self/fd/${fd}/link`);
+    fs.lchownSync(`/proc/self/fd/${fd}/link`, SANDBOX.uid, SANDBOX.gid);
+    const report = await lease.restore(CALLER);
+    const st = fs.statSync(deep);
+    expect(`${st.uid}:${(st.mode & 0o7777).toString(8)}`).toBe("0:755");
+    expect(owner(`/proc/self/fd/${fd}/link`)).toBe("0:0");
+    fs.closeSync(fd);
+    expect(owner(path.join(outside, "target.txt"))).toBe("4242:4242");
+    expect(report.setuidCleared).toBe(1);
+  });
+
+  it("handBackOrphanedTree (a crashed controller's reaper): everything the sandbox uid owns goes to the caller", async () => {
+    const ws = tree({ "a/b.txt": "b", "keep.txt": "k" });
+    fs.chownSync(path.join(ws, "keep.txt"), 1234, 1234);
+    for (const p of ["", "a", "a/b.txt"]) fs.lchownSync(path.join(ws, p), SANDBOX.uid, SANDBOX.gid);
+    fs.chmodSync(path.join(ws, "a/b.txt"), 0o4755);
+    await handBackOrphanedTree(ws, SANDBOX, CALLER);
+    expect([
+      owner(ws),
+      owner(path.join(ws, "a")),
+      owner(path.join(ws, "a/b.txt")),
+      owner(path.join(ws, "keep.txt")),
+    ]).toEqual(["0:0", "0:0", "0:0", "1234:1234"]);
+    expect(fs.statSync(path.join(ws, "a/b.txt")).mode & 0o7777).toBe(0o755);
+  });
+});
+
+describe("lent-roots label", () => {
+  it("round-trips absolute paths and drops anything else", () => {
+    expect(decodeLentRoots(encodeLentRoots(["/w s", "/r"]))).toEqual(["/w s", "/r"]);
+    expect(decodeLentRoots('["relative", "/ok", 3]')).toEqual(["/ok"]);
+    expect(decodeLentRoots("not json")).toEqual([]);
+    expect(decodeLentRoots(undefined)).toEqual([]);
+  });
+});

