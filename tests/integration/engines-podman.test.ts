@@ -4,7 +4,7 @@
 // is refused, and a pool spreads concurrent runs over Docker and Podman.
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { EnginePool } from "../../src/engine/engine-pool.js";
@@ -27,6 +27,7 @@ import {
   rootlessSocket,
   serviceAnswers,
   startRootfulService,
+  startRootlessService,
 } from "../support/podman-service.js";
 
 const server = useHostileModelServer();
@@ -191,8 +192,10 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
   });
 
   it("rootless Podman: refused where it would drop the limits (cgroup v1), else it runs as the caller", async () => {
+    // CI's (scripts/test-engines.sh), or one started here for this test.
+    const stopRootless = await startRootlessService();
+    onTestFinished(stopRootless);
     const socket = rootlessSocket();
-    // CI starts the rootless service (tests/support/podman-service.ts start); it must be there.
     expect(socket && (await serviceAnswers(socket)), `no rootless service at ${socket}`).toBe(true);
     const rootless = new DockerEngine({ name: "rootless", endpoint: { kind: "unix", socketPath: socket! } });
     const service = await rootless.podman();

@@ -183,8 +183,11 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
     await ended;
     const error = (await viaLink.ping().catch((e: unknown) => e)) as SandboxRunError;
     expect(error.code).toBe("docker-unavailable");
-    expect(error.shortMessage).toBe(
-      `Engine "${state.name}" at tcp://127.0.0.1:${link.port} (TLS) is not reachable (ECONNREFUSED).`,
+    // Refused, or reset by a listener that was dying as the ping arrived: either way, named.
+    expect(error.shortMessage).toMatch(
+      new RegExp(
+        `^Engine "${state.name}" at tcp://127\\.0\\.0\\.1:${link.port} \\(TLS\\) is not reachable \\((ECONNREFUSED|ECONNRESET)\\)\\.$`,
+      ),
     );
     // A pool passes over the engine behind the cut link, naming it, and uses the other.
     const pool = new EnginePool([
@@ -195,7 +198,12 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
     const lease = await pool.acquire({ onSkipped: (s) => skipped.push(`${s.engine}: ${s.reason}`) });
     lease.release();
     expect(lease.engine).toBe(localEngine);
-    expect(skipped).toEqual([`${state.name}: failed its ping: ${error.shortMessage.replace(/\.$/, "")}`]);
+    expect(skipped).toHaveLength(1);
+    expect(skipped[0]).toMatch(
+      new RegExp(
+        `^${state.name}: failed its ping: Engine "${state.name}" at tcp://127\\.0\\.0\\.1:${link.port} \\(TLS\\) is not reachable \\((ECONNREFUSED|ECONNRESET)\\)$`,
+      ),
+    );
     // The container itself lives on behind the cut: removed here through the intact link.
     await remote.removeContainer(container.id);
   });
