@@ -68,6 +68,8 @@ export async function startRootfulService(): Promise<() => void> {
     detached: true,
     stdio: ["ignore", log, log],
     env: { ...process.env, CONTAINERS_CONF: conf },
+    // Its own folder as working directory: conmon writes an `oom` file where it runs.
+    cwd: STATE_DIR,
   });
   service.unref();
   fs.writeFileSync(path.join(STATE_DIR, "service.pid"), String(service.pid));
