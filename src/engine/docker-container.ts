@@ -3,6 +3,7 @@
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import { AttachDemuxer } from "./attach-demux.js";
+import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
 
@@ -17,9 +18,14 @@ export interface DockerContainerOptions {
   readOomCounterBeforeKill?: boolean;
 }
 
+/** A stop that gets no answer within this long means the engine is out of reach. */
+const KILL_TIMEOUT_MS = 15_000;
+
 export class DockerContainer implements EngineContainer {
   private removal?: Promise<void>;
   #oomKills = 0;
+  /** Ends a pending wait() when the engine cannot be reached to stop the container. */
+  readonly #unreachable = new AbortController();
 
   constructor(
     private readonly container: Docker.Container,
@@ -47,16 +53,24 @@ export class DockerContainer implements EngineContainer {
   }
 
   async wait(signal?: AbortSignal): Promise<ContainerExit> {
-    const result = (await this.container.wait({ abortSignal: signal } as object)) as { StatusCode: number };
+    const stop = signal ? AbortSignal.any([signal, this.#unreachable.signal]) : this.#unreachable.signal;
+    const exitCode = await waitForExit(this.container, stop);
     const info = await this.container.inspect().catch(() => undefined);
-    return { exitCode: result.StatusCode, oomKilled: Boolean(info?.State?.OOMKilled) || this.#oomKills > 0 };
+    return { exitCode, oomKilled: Boolean(info?.State?.OOMKilled) || this.#oomKills > 0 };
   }
 
   async kill(): Promise<void> {
     if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
-    await this.container.kill().catch((error: unknown) => {
-      if (!isGoneError(error) && !String(error).includes("is not running")) throw error;
-    });
+    await this.container
+      .kill({ abortSignal: AbortSignal.timeout(KILL_TIMEOUT_MS) } as object)
+      .catch((error: unknown) => {
+        if (isGoneError(error) || String(error).includes("is not running")) return;
+        // The engine cannot be told to stop it (a broken link, a silent network): waiting for the
+        // exit would never end. The wait fails with this error; the container's own deadline and
+        // gc take care of it on the far side.
+        this.#unreachable.abort(error);
+        throw error;
+      });
   }
 
   /**
