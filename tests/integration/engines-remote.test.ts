@@ -6,7 +6,9 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import tls from "node:tls";
+import tarStream from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DockerEngine } from "../../src/engine/docker-engine.js";
 import type { ContainerSpec, EngineContainer } from "../../src/engine/engine.js";
@@ -15,7 +17,7 @@ import type { SandboxRunError } from "../../src/errors.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { containerLabels, IMAGE_LABEL_CONTENT_HASH, LABEL_RUN_ID, SANDBOX_UID } from "../../src/sandbox-contract.js";
-import { engine as localEngine, runBuiltCli } from "../support/harness.js";
+import { docker, engine as localEngine, runBuiltCli } from "../support/harness.js";
 import {
   engineFileEntry,
   openExtraLink,
@@ -67,6 +69,8 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
   beforeAll(async () => {
     ({ state, release } = await useSecondEngine());
     remote = remoteEngine(state);
+    // The runner image the other tests (and other files' runs) use; loaded once if missing.
+    await ensureRunnerImage(remote, { sources: [localEngine] });
   });
 
   afterAll(async () => {
@@ -98,19 +102,50 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
     expect(outcome).toMatch(/^refused/);
   });
 
-  it("gets the runner image loaded from the controller's engine, streamed, with the label check", async () => {
-    // Our own test engine: start from an engine that lacks the image, as a new machine does.
-    await remote.removeImage(tag).catch(() => {});
-    expect(await remote.imageLabels(tag)).toBeUndefined();
-    const lines: string[] = [];
-    const ready = await ensureRunnerImage(remote, { sources: [remote, localEngine], progress: (l) => lines.push(l) });
-    expect(ready).toEqual({ tag, piVersion: runnerImageSpec().piVersion });
-    expect(lines).toContain(`Loading ${tag} onto engine "${state.name}" from engine "local" ...`);
-    expect((await remote.imageLabels(tag))?.[IMAGE_LABEL_CONTENT_HASH]).toBe(runnerImageSpec().contentHash);
-    // Present now: nothing is loaded again.
-    const again: string[] = [];
-    await ensureRunnerImage(remote, { sources: [localEngine], progress: (l) => again.push(l) });
-    expect(again).toEqual([]);
+  it("gets a runner image loaded from the controller's engine, streamed, with the label check", async () => {
+    // A tag of this test's own, so removing it never takes the runner image from a concurrent run.
+    const own = `sandbox-run/pi-load-test:${process.pid}`;
+    const [repo, ownTag] = own.split(":") as [string, string];
+    await docker.getImage(tag).tag({ repo, tag: ownTag });
+    try {
+      expect(await remote.imageLabels(own)).toBeUndefined();
+      const lines: string[] = [];
+      const ready = await ensureRunnerImage(remote, {
+        image: own,
+        sources: [remote, localEngine],
+        progress: (l) => lines.push(l),
+      });
+      expect(ready).toEqual({ tag: own, piVersion: runnerImageSpec().piVersion });
+      expect(lines).toEqual([`Loading ${own} onto engine "${state.name}" from engine "local" ...`]);
+      expect((await remote.imageLabels(own))?.[IMAGE_LABEL_CONTENT_HASH]).toBe(runnerImageSpec().contentHash);
+      // Present now: nothing is loaded again.
+      const again: string[] = [];
+      await ensureRunnerImage(remote, { image: own, sources: [localEngine], progress: (l) => again.push(l) });
+      expect(again).toEqual([]);
+    } finally {
+      await remote.removeImage(own).catch(() => {});
+      await localEngine.removeImage(own).catch(() => {});
+    }
+  });
+
+  it("never copies an image that fails the label check: a plain image stays where it is", async () => {
+    const plain = `sandbox-run/not-a-runner:${process.pid}`;
+    // An image without the runner's labels: a root filesystem of one file, imported.
+    const pack = tarStream.pack();
+    pack.entry({ name: "hello.txt" }, "not a runner image\n");
+    pack.finalize();
+    await localEngine.importImage(pack as unknown as Readable, plain);
+    try {
+      expect(await localEngine.imageLabels(plain)).toEqual({});
+      const error = (await ensureRunnerImage(remote, { image: plain, sources: [localEngine] }).catch(
+        (e: unknown) => e,
+      )) as SandboxRunError;
+      expect(error.code).toBe("image-missing");
+      expect(error.shortMessage).toBe(`The runner image ${plain} is not built (or is out of date).`);
+      expect(await remote.imageLabels(plain)).toBeUndefined();
+    } finally {
+      await localEngine.removeImage(plain).catch(() => {});
+    }
   });
 
   it("creates, attaches, starts, execs in and removes a hardened container", async () => {
