@@ -84,6 +84,13 @@ export async function startSecondEngine(name = `e2e-${process.pid}`): Promise<Se
   const dir = path.join(BASE_DIR, name);
   const execRoot = `/run/sandbox-run-test-engine/${name}`;
   const netns = `sandbox-run-${name}`;
+  // What a killed run of the same name left (a session ended, a crash): its namespace and exec root.
+  try {
+    execFileSync("ip", ["netns", "del", netns], { stdio: "ignore" });
+  } catch {
+    // None left.
+  }
+  fs.rmSync(execRoot, { recursive: true, force: true });
   fs.mkdirSync(path.join(dir, "data"), { recursive: true });
   fs.mkdirSync(execRoot, { recursive: true });
   const certs = makeCertificates(path.join(dir, "certs"));
