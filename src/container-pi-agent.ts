@@ -50,6 +50,7 @@ export type { PlannedRun } from "./run/prepare-plan.js";
 
 export class ContainerPiAgent implements Agent {
   private readonly pool: EnginePool;
+  private reaped = false;
   /** The pool was made here (from a file or the environment), so close() may close it. */
   private readonly ownsPool: boolean;
   /** Each engine checked (and reaped) once per agent. */
@@ -169,7 +170,28 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Checks each engine once per agent (and reaps its orphans in the background), then the runner
+   * What dead controllers left, on every engine of the pool (not only those this agent's runs
+   * reach), and this host's run folders: once per agent, in the background, best effort. An
+   * engine that does not answer is left for `sandbox-run gc`.
+   */
+  private reapEveryEngineOnce(): void {
+    if (this.reaped) return;
+    this.reaped = true;
+    for (const engine of this.pool.engines) {
+      void engine
+        .ping(AbortSignal.timeout(10_000))
+        .then(() => reapContainers(engine))
+        .catch(() => {});
+    }
+    try {
+      reapRunDirs();
+    } catch {
+      // Best effort: a folder we cannot read is not ours to remove.
+    }
+  }
+
+  /**
+   * Checks each engine once per agent (and reaps every engine's orphans in the background), then the runner
    * image a run asked for, once per engine and image: loaded from another engine of the pool that
    * has it, or built. A failed check is forgotten, so the next run retries.
    */
@@ -183,14 +205,7 @@ export class ContainerPiAgent implements Agent {
     if (!engineReady) {
       engineReady = (async () => {
         await engine.ping(signal);
-        if (this.config.reapOrphans !== false) {
-          void reapContainers(engine).catch(() => {});
-          try {
-            reapRunDirs();
-          } catch {
-            // Best effort: a folder we cannot read is not ours to remove.
-          }
-        }
+        if (this.config.reapOrphans !== false) this.reapEveryEngineOnce();
       })();
       this.enginesReady.set(engine, engineReady);
       engineReady.catch(() => this.enginesReady.delete(engine));

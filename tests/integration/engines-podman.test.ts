@@ -2,7 +2,9 @@
 // v1): real Pi in a real sandbox, the boundary and the limits hold as on Docker, a runtime Podman
 // would ignore is refused instead of silently swapped, rootless Podman that would drop the limits
 // is refused, and a pool spreads concurrent runs over Docker and Podman.
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
@@ -10,7 +12,8 @@ import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { EnginePool } from "../../src/engine/engine-pool.js";
 import type { SandboxRunError } from "../../src/errors.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
-import { LABEL_RUN_ID, SANDBOX_UID } from "../../src/sandbox-contract.js";
+import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { containerLabels, LABEL_RUN_ID, SANDBOX_UID } from "../../src/sandbox-contract.js";
 import { containersOfRuns, engine as localEngine, modelsFor } from "../support/harness.js";
 import {
   bash,
@@ -228,6 +231,45 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
       const outcome = await runHostile(server, [bash("id -u"), finish()], { agent: { engine: rootless } });
       expect(outcome.details?.result, describeOutcome(outcome)).toEqual({ done: true });
     }
+  });
+
+  it("start-up reaping covers every engine of the pool, also one no run goes to", async () => {
+    const dead = spawnSync("true").pid!;
+    const orphanRun = `orphan-podman-${process.pid}`;
+    const orphan = await podman.createContainer({
+      image: runnerImageSpec().tag,
+      entrypoint: ["true"],
+      cmd: [],
+      env: {},
+      user: `${SANDBOX_UID}:${SANDBOX_UID}`,
+      labels: containerLabels({ runId: orphanRun, pid: dead, host: os.hostname(), createdAt: new Date() }),
+      runtime: "runc",
+      network: "none",
+      mounts: [],
+      tmpfs: {},
+      limits: { memoryMb: 64, pids: 16 },
+      openStdin: false,
+      init: true,
+    });
+    runIds.push(orphanRun);
+    const pool = new EnginePool([
+      { engine: localEngine, capacity: 2 },
+      { engine: podman, capacity: 0 },
+    ]);
+    server.setScript("reap-start", [finish({ done: true })]);
+    const agent = new ContainerPiAgent({ engines: pool, models: modelsFor(server, ["reap-start"]) });
+    const details = await agent.runDetailed("task", {
+      model: "scripted/reap-start",
+      cwd: hostileWorkspace(),
+      policy: hostilePolicy(),
+      schema: { type: "object", properties: { done: { type: "boolean" } }, required: ["done"] },
+    });
+    expect(details.result).toEqual({ done: true });
+    // Reaping runs in the background: wait (bounded) for the orphan on Podman to go.
+    for (let i = 0; i < 120 && (await podman.listContainers([`${LABEL_RUN_ID}=${orphanRun}`])).length > 0; i++)
+      await new Promise((r) => setTimeout(r, 250));
+    expect(await podman.listContainers([`${LABEL_RUN_ID}=${orphanRun}`])).toEqual([]);
+    expect(orphan.id).toMatch(/^[0-9a-f]{64}$/);
   });
 
   it("a pool spreads 8 concurrent runs over Docker and Podman; all results correct, nothing left", async () => {
