@@ -65,10 +65,11 @@ export class DockerContainer implements EngineContainer {
       .kill({ abortSignal: AbortSignal.timeout(KILL_TIMEOUT_MS) } as object)
       .catch((error: unknown) => {
         if (isGoneError(error) || String(error).includes("is not running")) return;
-        // The engine cannot be told to stop it (a broken link, a silent network): waiting for the
-        // exit would never end. The wait fails with this error; the container's own deadline and
-        // gc take care of it on the far side.
-        this.#unreachable.abort(error);
+        // An answer with a status (Podman: "can only kill running containers") means the engine
+        // is there. No answer at all (a broken link, a silent network) means it cannot be told to
+        // stop the container, and waiting for the exit would never end: the wait fails with this
+        // error; the container's own deadline and gc take care of it on the far side.
+        if ((error as { statusCode?: number })?.statusCode === undefined) this.#unreachable.abort(error);
         throw error;
       });
   }
