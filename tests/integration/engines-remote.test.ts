@@ -264,7 +264,9 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
       }),
     );
     const gc = await runBuiltCli(["gc", "--engines", file]);
-    expect(gc.status, gc.stderr).toBe(0);
+    // Both engines answered (the exit code may also count other tests' dying containers on the
+    // shared local engine, which gc leaves for its next round).
+    expect(gc.stderr).not.toContain("not cleaned (engine not reachable)");
     expect(gc.stderr).toContain(
       `removed ${orphans.local.id.slice(0, 12)} on local (run orphan-local-${process.pid}): owner process ${pid} is gone`,
     );
