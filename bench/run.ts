@@ -2,9 +2,12 @@
 //   1. per call: Pi on the host vs ContainerPiAgent on runc / runsc vs the plain `docker run`
 //      recipe, interleaved, plus the floor of any container call;
 //   2. concurrency: 1, 4 and 8 calls at once;
-//   3. streaming: event delivery delay, and JSONL parsing throughput on 200 MB.
+//   3. streaming: event delivery delay, and JSONL parsing throughput on 200 MB;
+//   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files.
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser (default all), --image=TAG (default: the runner image).
+// floor,concurrency,streaming,parser,engines (default all), --image=TAG (default: the runner
+// image), --remote=<engines file> (the engines section's remote engine; default: a second local
+// dockerd in its own namespaces, see tests/support/second-engine.ts).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -15,6 +18,7 @@ import { buildRunnerImage } from "../src/image/build-runner-image.js";
 import { runnerImageSpec } from "../src/image/runner-image.js";
 import { startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
 import { benchScripts, writePiHome } from "./bench-task.js";
+import { runEnginesSection } from "./engines.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
 import { BENCH_LABEL, dockerRunTrue } from "./docker-recipe.js";
 import { hardenedEngineTrue, hardenedTrueOptions, plainEngineTrue } from "./engine-floor.js";
@@ -25,7 +29,7 @@ import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
 
-const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser"] as const;
+const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines"] as const;
 const TARGETS = { runcOverheadMs: 200, runscOverheadMs: 400, eventDelayMs: 50, parserMbPerSecond: 200, peakRssMb: 250 };
 
 const args = process.argv.slice(2);
@@ -255,6 +259,20 @@ async function main() {
           ],
         ),
       );
+    }
+
+    if (only.has("engines")) {
+      const engines = await runEnginesSection({
+        local: engine,
+        baseUrl: server.baseUrl,
+        image,
+        runs: RUNS,
+        scratch,
+        progress,
+        enginesFile: option("remote"),
+      });
+      results.engines = engines.results;
+      out.push("", engines.text);
     }
   } finally {
     await server.close();

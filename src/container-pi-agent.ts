@@ -2,6 +2,8 @@
 import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
+import { EnginePool } from "./engine/engine-pool.js";
+import { isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
 import { executeRun, type RunDetails } from "./run/execute-run.js";
@@ -14,6 +16,11 @@ import { resolveRun, type RunOptions } from "./run/resolve-options.js";
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
   engine?: Engine;
+  /**
+   * Several engines (instead of `engine`): an EnginePool, or the path of an engines file. Each run
+   * goes to the least-loaded engine that answers; default: the file SANDBOX_RUN_ENGINES names.
+   */
+  engines?: EnginePool | string;
   /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
   autoBuildImage?: boolean;
   /** Human-readable progress lines (image builds); the CLI prints them on stderr. */
@@ -42,13 +49,26 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 export type { PlannedRun } from "./run/prepare-plan.js";
 
 export class ContainerPiAgent implements Agent {
-  private readonly engine: Engine;
-  private engineReady?: Promise<void>;
-  /** Each runner image asked for, checked (or built) once per agent; "" is this version's. */
+  private readonly pool: EnginePool;
+  private reaped = false;
+  /** The pool was made here (from a file or the environment), so close() may close it. */
+  private readonly ownsPool: boolean;
+  /** Each engine checked (and reaped) once per agent. */
+  private readonly enginesReady = new Map<Engine, Promise<void>>();
+  /** Each runner image asked for, checked (or built, or loaded) once per agent and engine. */
   private readonly images = new Map<string, Promise<ReadyImage>>();
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
-    this.engine = config.engine ?? new DockerEngine();
+    const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
+    const engines = config.engines ?? (config.engine ? undefined : enginesFile || undefined);
+    if (typeof engines === "string") this.pool = EnginePool.fromFile(engines);
+    else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
+    this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
+  }
+
+  /** Lets go of held engine connections (ssh://) this agent opened; it may not run again afterwards. */
+  close(): void {
+    if (this.ownsPool) this.pool.close();
   }
 
   async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
@@ -80,17 +100,42 @@ export class ContainerPiAgent implements Agent {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
-    // The plan names the image already (plan() resolved it); here it is checked, or built.
-    const image = await this.prepare(planned.run.image, options.signal, (line) =>
-      timeline.sandbox("image.build", { line }),
-    );
-    const details = await executeRun(planned, {
-      engine: this.engine,
-      piVersion: image.piVersion,
-      timeline,
+    const lease = await this.pool.acquire({
+      runtime: planned.plan.runtime,
       signal: options.signal,
+      onSkipped: (skipped) => timeline.sandbox("engine.skipped", skipped),
+      onQueued: () => timeline.sandbox("engine.queued", { load: this.pool.load() }),
     });
-    return details as RunDetails<TOutput>;
+    const engine = lease.engine;
+    timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
+    try {
+      // The plan names the image already (plan() resolved it); here it is checked, loaded or built.
+      const image = await this.prepare(engine, planned.run.image, options.signal, (line) =>
+        timeline.sandbox("image.build", { line }),
+      );
+      const details = await executeRun(planned, {
+        engine,
+        piVersion: image.piVersion,
+        timeline,
+        signal: options.signal,
+      });
+      lease.release();
+      return details as RunDetails<TOutput>;
+    } catch (error) {
+      const lost = await linkLost(engine, error);
+      lease.release(lost ? "broken" : "ok");
+      if (!lost) throw error;
+      throw new SandboxRunError(
+        "docker-unavailable",
+        `The link to engine "${engine.name}" (${engine.address ?? "?"}) broke during the run: ${lost}.`,
+        {
+          hint: "The sandbox stops by its deadline on its own; once the engine answers again, `sandbox-run gc` (with the same engines) removes what is left.",
+          runId: planned.plan.runId,
+          lastEvents: timeline.lastEvents(),
+          cause: error,
+        },
+      );
+    }
   }
 
   /** The async-iterable form: iterate the run's events as they arrive, then await `result`. */
@@ -125,29 +170,55 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Checks the engine once per agent (and reaps orphans in the background), then the runner image
-   * a run asked for, once per image. A failed check is forgotten, so the next run retries.
+   * What dead controllers left, on every engine of the pool (not only those this agent's runs
+   * reach), and this host's run folders: once per agent, in the background, best effort. An
+   * engine that does not answer is left for `sandbox-run gc`.
    */
-  private async prepare(image: string | undefined, signal: AbortSignal | undefined, onBuild: (line: string) => void) {
-    const engineReady = (this.engineReady ??= (async () => {
-      await this.engine.ping(signal);
-      if (this.config.reapOrphans !== false) {
-        void reapContainers(this.engine).catch(() => {});
-        try {
-          reapRunDirs();
-        } catch {
-          // Best effort: a folder we cannot read is not ours to remove.
-        }
-      }
-    })());
-    engineReady.catch(() => (this.engineReady = undefined));
+  private reapEveryEngineOnce(): void {
+    if (this.reaped) return;
+    this.reaped = true;
+    for (const engine of this.pool.engines) {
+      void engine
+        .ping(AbortSignal.timeout(10_000))
+        .then(() => reapContainers(engine))
+        .catch(() => {});
+    }
+    try {
+      reapRunDirs();
+    } catch {
+      // Best effort: a folder we cannot read is not ours to remove.
+    }
+  }
+
+  /**
+   * Checks each engine once per agent (and reaps every engine's orphans in the background), then the runner
+   * image a run asked for, once per engine and image: loaded from another engine of the pool that
+   * has it, or built. A failed check is forgotten, so the next run retries.
+   */
+  private async prepare(
+    engine: Engine,
+    image: string | undefined,
+    signal: AbortSignal | undefined,
+    onBuild: (line: string) => void,
+  ) {
+    let engineReady = this.enginesReady.get(engine);
+    if (!engineReady) {
+      engineReady = (async () => {
+        await engine.ping(signal);
+        if (this.config.reapOrphans !== false) this.reapEveryEngineOnce();
+      })();
+      this.enginesReady.set(engine, engineReady);
+      engineReady.catch(() => this.enginesReady.delete(engine));
+    }
     await engineReady;
-    const key = image ?? "";
+    const key = `${engine.name}\0${image ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
-      ready = ensureRunnerImage(this.engine, {
+      ready = ensureRunnerImage(engine, {
         image,
         autoBuild: this.config.autoBuildImage,
+        sources: this.pool.engines,
+        signal,
         progress: (line) => {
           onBuild(line);
           this.config.onProgress?.(line);
@@ -157,5 +228,22 @@ export class ContainerPiAgent implements Agent {
       ready.catch(() => this.images.delete(key));
     }
     return ready;
+  }
+}
+
+/**
+ * After a failed run: whether the engine itself stopped answering (the link broke, the machine
+ * went away), and why. Failures that are the run's own (usage, validation, limits, the caller's
+ * abort) are taken as they are.
+ */
+async function linkLost(engine: Engine, error: unknown): Promise<string | undefined> {
+  const own = ["usage", "validation", "limit", "aborted", "model-error", "policy-violation", "image-missing"];
+  if (isSandboxRunError(error) && own.includes(error.code)) return undefined;
+  try {
+    await engine.ping(AbortSignal.timeout(5_000));
+    return undefined;
+  } catch (pingError) {
+    const e = pingError as SandboxRunError;
+    return (e?.shortMessage ?? e?.message ?? "no answer").replace(/\.$/, "");
   }
 }

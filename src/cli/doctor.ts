@@ -18,7 +18,7 @@ export async function runDoctor(
   io: CliIo,
   model?: string,
   policyName?: string,
-  engine: Engine = new DockerEngine(),
+  engines: Engine[] = [new DockerEngine()],
 ): Promise<number> {
   let failed = false;
   const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
@@ -27,58 +27,31 @@ export async function runDoctor(
     io.stderr(`  FAIL  ${what}\n        ${fix}\n`);
   };
   const note = (what: string) => io.stderr(`  note  ${what}\n`);
+  const report = { ok, bad, note };
 
-  try {
-    await engine.ping();
-    const info = await engine.info();
-    ok(`Docker engine ${info.version} (API ${info.apiVersion})`);
-    const runsc = runscCheck(info.runtimes);
-    if (runsc.level === "ok") ok(runsc.message);
-    else note(`${runsc.message}\n        ${runsc.fix}`);
-    if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
-    else bad("seccomp is not enabled in the engine", "Use a Docker engine built with seccomp support.");
-    const spec = runnerImageSpec();
-    // The image runs would use: SANDBOX_RUN_IMAGE when set, else this version's runner image.
-    const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
-    let imageBuilt = false;
-    const labels = await engine.imageLabels(chosen);
-    const problem = labels && runnerImageProblem(chosen, labels);
-    if (!labels) {
+  // Which engines hold the image runs use: an engine without it loads it from one of these.
+  const spec = runnerImageSpec();
+  const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
+  const holders: string[] = [];
+  for (const engine of engines) {
+    if (engines.length > 1 || engine.name !== "local") io.stderr(`engine ${engine.name} (${engine.address ?? "?"})\n`);
+    try {
+      if (await checkEngine(engine, chosen, engines.length > 1, report)) holders.push(engine.name);
+    } catch (error) {
       bad(
-        `runner image ${chosen} is not built`,
-        chosen === spec.tag
-          ? "Run `sandbox-run image build` (or let the first run build it)."
-          : "Build it, or unset SANDBOX_RUN_IMAGE.",
-      );
-    } else if (problem) {
-      bad(problem.shortMessage, problem.hint ?? "");
-    } else {
-      imageBuilt = true;
-      ok(
-        `runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`,
+        isSandboxRunError(error) ? error.shortMessage : String(error),
+        isSandboxRunError(error) ? (error.hint ?? "") : "",
       );
     }
-    // Registered is not the same as working: start a container that only runs `true`.
-    if (imageBuilt) {
-      for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
-        const check = await checkContainerStart(engine, chosen, runtime);
-        if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
-        else if (runtime === "runc")
-          bad(
-            `containers do not start on runc: ${check.reason}`,
-            "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).",
-          );
-        else
-          note(
-            `--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`,
-          );
-      }
-    }
-  } catch (error) {
-    bad(
-      isSandboxRunError(error) ? error.shortMessage : String(error),
-      isSandboxRunError(error) ? (error.hint ?? "") : "",
-    );
+  }
+  if (engines.length > 1) {
+    if (holders.length > 0)
+      ok(`runner image ${chosen} is on ${holders.join(", ")}; the others load it from there on first use`);
+    else
+      bad(
+        `no engine has the runner image ${chosen}`,
+        "Build it on one of them (`sandbox-run image build`); runs load it onto the others.",
+      );
   }
 
   for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
@@ -101,6 +74,60 @@ export async function runDoctor(
     ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
   io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
   return failed ? EXIT.unavailable : EXIT.ok;
+}
+
+interface Report {
+  ok(what: string): void;
+  bad(what: string, fix: string): void;
+  note(what: string): void;
+}
+
+/** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
+async function checkEngine(engine: Engine, chosen: string, pooled: boolean, { ok, bad, note }: Report) {
+  await engine.ping();
+  const info = await engine.info();
+  ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
+  if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
+  const runsc = runscCheck(info.runtimes);
+  if (runsc.level === "ok") ok(runsc.message);
+  else note(`${runsc.message}\n        ${runsc.fix}`);
+  if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
+  else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
+  const spec = runnerImageSpec();
+  const labels = await engine.imageLabels(chosen);
+  const problem = labels && runnerImageProblem(chosen, labels);
+  if (!labels) {
+    // In a pool, another engine may hold it (judged once all are checked).
+    if (pooled) note(`runner image ${chosen} is not on this engine`);
+    else
+      bad(
+        `runner image ${chosen} is not built`,
+        chosen === spec.tag
+          ? "Run `sandbox-run image build` (or let the first run build it)."
+          : "Build it, or unset SANDBOX_RUN_IMAGE.",
+      );
+    return false;
+  }
+  if (problem) {
+    bad(problem.shortMessage, problem.hint ?? "");
+    return false;
+  }
+  ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
+  // Registered is not the same as working: start a container that only runs `true`.
+  for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
+    const check = await checkContainerStart(engine, chosen, runtime);
+    if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
+    else if (runtime === "runc")
+      bad(
+        `containers do not start on runc: ${check.reason}`,
+        "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).",
+      );
+    else
+      note(
+        `--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`,
+      );
+  }
+  return true;
 }
 
 /** The secrets a policy gives its runs: by name, hosts and source, and whether each is set; never a value. */

@@ -11,6 +11,7 @@ import { reapRunDirs } from "../run/run-dirs.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
+import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
 import { reportError } from "./report-error.js";
 import { runCommand, type RunCommandFlags } from "./run-command.js";
@@ -41,6 +42,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--timeout <seconds>", "wall-clock limit for the run")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
+    .option("--engines <file>", ENGINES_FLAG_HELP)
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")
     .option("--max-turns <n>", "stop the run when the agent starts more turns than this")
     .option("--max-cost <usd>", "stop the run when the cost Pi reports passes this many US dollars")
@@ -113,26 +115,58 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
     .option("--model <provider/id>", "also check the credentials this model needs")
     .option("--policy <name|file>", "also check the secrets this policy gives its runs (names and hosts, never values)")
-    .action(async (flags: { model?: string; policy?: string }) => {
-      // The root command's own --policy takes the flag wherever it is written.
-      exitCode = await runDoctor(io, flags.model, flags.policy ?? program.opts<{ policy?: string }>().policy);
+    .option("--engines <file>", "check every engine of this engines file (or SANDBOX_RUN_ENGINES)")
+    .action(async (flags: { model?: string; policy?: string; engines?: string }) => {
+      // The root command's own --policy and --engines take the flags wherever they are written.
+      const root = program.opts<{ policy?: string; engines?: string }>();
+      const pool = enginePoolFor(flags.engines ?? root.engines, io.env);
+      try {
+        exitCode = await runDoctor(io, flags.model, flags.policy ?? root.policy, pool.engines);
+      } finally {
+        pool.close();
+      }
     });
 
   program
     .command("gc")
-    .description("remove containers a dead controller left behind")
+    .description("remove containers a dead controller left behind (on every engine of --engines)")
     .option("--all", "remove every sandbox-run container, even of live controllers")
-    .action(async (flags: { all?: boolean }) => {
-      const engine = new DockerEngine();
-      await engine.ping();
-      const reaped = await reapContainers(engine, { all: flags.all });
-      for (const r of reaped) {
-        io.stderr(`removed ${r.id.slice(0, 12)} (run ${r.runId ?? "?"}): ${r.reason}\n`);
-        for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+    .option("--engines <file>", "clean every engine of this engines file (or SANDBOX_RUN_ENGINES)")
+    .action(async (flags: { all?: boolean; engines?: string }) => {
+      const pool = enginePoolFor(flags.engines ?? program.opts().engines, io.env);
+      let removed = 0;
+      const unreachable: string[] = [];
+      try {
+        for (const engine of pool.engines) {
+          const on = pool.engines.length > 1 || engine.name !== "local" ? ` on ${engine.name}` : "";
+          try {
+            await engine.ping();
+          } catch (error) {
+            // One engine that is down must not keep the others dirty; it is reported, and gc fails.
+            if (pool.engines.length === 1) throw error;
+            unreachable.push(engine.name);
+            io.stderr(`skipped ${engine.name}: ${(error as Error).message.split("\n")[0]}\n`);
+            continue;
+          }
+          const reaped = await reapContainers(engine, { all: flags.all });
+          for (const r of reaped) {
+            io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
+            for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+          }
+          removed += reaped.length;
+        }
+      } finally {
+        pool.close();
       }
       const dirs = reapRunDirs();
       for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
-      io.stderr(`${reaped.length} container(s) and ${dirs.length} run folder(s) removed\n`);
+      io.stderr(`${removed} container(s) and ${dirs.length} run folder(s) removed\n`);
+      if (unreachable.length > 0) {
+        io.stderr(
+          `sandbox-run: not cleaned (engine not reachable): ${unreachable.join(", ")}; run gc again once they answer\n`,
+        );
+        exitCode = EXIT.unavailable;
+      }
     });
 
   program

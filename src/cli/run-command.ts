@@ -23,6 +23,7 @@ export interface RunCommandFlags extends RunFlags {
   quiet?: boolean;
   build?: boolean;
   dryRun?: boolean;
+  engines?: string;
 }
 
 export async function runCommand(
@@ -42,6 +43,7 @@ export async function runCommand(
   const options = parseRunFlags(flags, io.env);
   const agent = new ContainerPiAgent({
     hostEnv: io.env,
+    ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });

@@ -1,18 +1,90 @@
-// Connects to the Docker engine and turns "it is not there" into an error that says how
-// to start it, instead of an ECONNREFUSED stack trace.
+// Connects to a Docker(-compatible) engine where an endpoint says, and turns "it is not there" into
+// an error that says how to fix it, instead of an ECONNREFUSED stack trace.
+import fs from "node:fs";
 import Docker from "dockerode";
-import { SandboxRunError } from "../errors.js";
+import { SandboxRunError, usageError } from "../errors.js";
+import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
+import { SshTunnel } from "./ssh-tunnel.js";
 
 export type DockerClient = Docker;
 
-export function createDockerClient(): DockerClient {
-  // dockerode reads DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH like the docker CLI.
-  return new Docker();
+export interface DockerConnection {
+  docker: DockerClient;
+  /** The held ssh connection of an ssh:// engine. */
+  tunnel?: SshTunnel;
 }
 
-export function dockerUnavailable(cause: unknown): SandboxRunError {
-  const where = process.env.DOCKER_HOST ?? "/var/run/docker.sock";
+/** A dockerode client for the endpoint (default: what DOCKER_HOST and friends say, like the docker CLI). */
+export function createDockerClient(endpoint: EngineEndpoint = endpointFromEnv()): DockerClient {
+  return connectDocker(endpoint, "local").docker;
+}
+
+export function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection {
+  // Every field is given, so dockerode's own reading of DOCKER_HOST never mixes in.
+  const none = {
+    socketPath: undefined,
+    host: undefined,
+    port: undefined,
+    ca: undefined,
+    cert: undefined,
+    key: undefined,
+  };
+  if (endpoint.kind === "unix") return { docker: new Docker({ ...none, socketPath: endpoint.socketPath }) };
+  if (endpoint.kind === "tcp") {
+    const host = endpoint.host.replace(/^\[|\]$/g, "");
+    if (!endpoint.tls) return { docker: new Docker({ ...none, host, port: endpoint.port, protocol: "http" }) };
+    return {
+      docker: new Docker({
+        ...none,
+        host,
+        port: endpoint.port,
+        protocol: "https",
+        ...readTlsFiles(endpoint.tls, name),
+      }),
+    };
+  }
+  const tunnel = new SshTunnel({
+    name,
+    host: endpoint.host,
+    port: endpoint.port,
+    ssh: endpoint.ssh,
+    socketPath: endpoint.socketPath,
+  });
+  // Plain http over the tunnel's streams; "localhost" only fills the Host header.
+  // docker-modem passes `agent` on to http.request; @types/dockerode does not list it.
+  const options = { ...none, host: "localhost", port: 80, protocol: "http", agent: tunnel.agent };
+  const docker = new Docker(options as Docker.DockerOptions);
+  return { docker, tunnel };
+}
+
+function readTlsFiles(files: TlsFiles, name: string): { ca: Buffer; cert: Buffer; key: Buffer } {
+  const read = (what: keyof TlsFiles) => {
+    try {
+      return fs.readFileSync(files[what]);
+    } catch (error) {
+      throw usageError(
+        `Engine "${name}": the TLS ${what} file ${files[what]} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
+        "Point DOCKER_CERT_PATH (or `tls` in the engines file) at the folder with ca.pem, cert.pem and key.pem.",
+      );
+    }
+  };
+  return { ca: read("ca"), cert: read("cert"), key: read("key") };
+}
+
+export function dockerUnavailable(cause: unknown, where?: { name: string; endpoint: EngineEndpoint }): SandboxRunError {
+  if (cause instanceof SandboxRunError) return cause;
   const detail = (cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.message ?? String(cause);
+  if (where && where.name !== "local") {
+    return new SandboxRunError(
+      "docker-unavailable",
+      `Engine "${where.name}" at ${describeEndpoint(where.endpoint)} is not reachable (${detail}).`,
+      {
+        hint: "Check that the engine runs and that this machine may reach it (`sandbox-run doctor --engines <file>` checks each engine).",
+        cause,
+      },
+    );
+  }
+  const at = where ? describeEndpoint(where.endpoint) : (process.env.DOCKER_HOST ?? "/var/run/docker.sock");
   // EACCES: the engine runs, but this user may not use its socket.
   const hint =
     detail === "EACCES"
@@ -21,30 +93,7 @@ export function dockerUnavailable(cause: unknown): SandboxRunError {
       : "Start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where there is no systemd; " +
         "`sudo apt-get install docker.io` installs it on Debian), or point DOCKER_HOST at a running one. " +
         "`sandbox-run doctor` checks the set-up.";
-  return new SandboxRunError("docker-unavailable", `Docker is not reachable at ${where} (${detail}).`, { hint, cause });
-}
-
-/**
- * A run bind-mounts host paths (the workspace, the roots, the gateway's unix socket): on an
- * engine on another machine the same paths would name that machine's files, or nothing. So an
- * ssh:// engine, or tcp:// to anything but loopback, is refused before any request is made.
- */
-export function assertLocalEngine(docker: DockerClient): void {
-  const modem = docker.modem as { socketPath?: unknown; host?: string; port?: number; protocol?: string };
-  if (modem.socketPath) return;
-  const host = (modem.host ?? "").replace(/^\[|\]$/g, "");
-  const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
-  if (loopback && modem.protocol !== "ssh") return;
-  const where = `${modem.protocol ?? "tcp"}://${modem.host ?? ""}${modem.port ? `:${modem.port}` : ""}`;
-  throw new SandboxRunError(
-    "docker-unavailable",
-    `The Docker engine at ${where} is not on this machine; sandbox-run needs a local one.`,
-    {
-      hint:
-        "A run mounts the workspace and the model gateway's socket from this machine, which a remote engine cannot see. " +
-        "Run sandbox-run on the engine's machine, or unset DOCKER_HOST to use the local engine.",
-    },
-  );
+  return new SandboxRunError("docker-unavailable", `Docker is not reachable at ${at} (${detail}).`, { hint, cause });
 }
 
 /** Docker answers 404 for "no such container" and 409 when removal is already under way. */

@@ -3,15 +3,34 @@
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import { AttachDemuxer } from "./attach-demux.js";
+import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
 
 type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
 
+export interface DockerContainerOptions {
+  /**
+   * Podman reports OOMKilled only when the container's own first process was killed, never for a
+   * tool the sandbox ran (Docker reports any OOM kill in the container's cgroup). So before the
+   * host stops a Podman container, the kernel's OOM kill counter of its memory cgroup is read.
+   */
+  readOomCounterBeforeKill?: boolean;
+}
+
+/** A stop that gets no answer within this long means the engine is out of reach. */
+const KILL_TIMEOUT_MS = 15_000;
+
 export class DockerContainer implements EngineContainer {
   private removal?: Promise<void>;
+  #oomKills = 0;
+  /** Ends a pending wait() when the engine cannot be reached to stop the container. */
+  readonly #unreachable = new AbortController();
 
-  constructor(private readonly container: Docker.Container) {}
+  constructor(
+    private readonly container: Docker.Container,
+    private readonly options: DockerContainerOptions = {},
+  ) {}
 
   get id(): string {
     return this.container.id;
@@ -34,15 +53,49 @@ export class DockerContainer implements EngineContainer {
   }
 
   async wait(signal?: AbortSignal): Promise<ContainerExit> {
-    const result = (await this.container.wait({ abortSignal: signal } as object)) as { StatusCode: number };
+    const stop = signal ? AbortSignal.any([signal, this.#unreachable.signal]) : this.#unreachable.signal;
+    const exitCode = await waitForExit(this.container, stop);
     const info = await this.container.inspect().catch(() => undefined);
-    return { exitCode: result.StatusCode, oomKilled: Boolean(info?.State?.OOMKilled) };
+    return { exitCode, oomKilled: Boolean(info?.State?.OOMKilled) || this.#oomKills > 0 };
   }
 
   async kill(): Promise<void> {
-    await this.container.kill().catch((error: unknown) => {
-      if (!isGoneError(error) && !String(error).includes("is not running")) throw error;
-    });
+    if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
+    await this.container
+      .kill({ abortSignal: AbortSignal.timeout(KILL_TIMEOUT_MS) } as object)
+      .catch((error: unknown) => {
+        if (isGoneError(error) || String(error).includes("is not running")) return;
+        // An answer with a status (Podman: "can only kill running containers") means the engine
+        // is there. No answer at all (a broken link, a silent network) means it cannot be told to
+        // stop the container, and waiting for the exit would never end: the wait fails with this
+        // error; the container's own deadline and gc take care of it on the far side.
+        if ((error as { statusCode?: number })?.statusCode === undefined) this.#unreachable.abort(error);
+        throw error;
+      });
+  }
+
+  /**
+   * The container's memory cgroup OOM kill counter (cgroup v1 memory.oom_control, v2
+   * memory.events), read by an exec as uid 0: processes of the sandbox's uid cannot ptrace it or
+   * write to its output, and cgroupfs is read-only inside. 0 when it cannot be read.
+   */
+  private async oomKillCount(): Promise<number> {
+    try {
+      const session = await this.exec(
+        { cmd: ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"], user: "0:0" },
+        AbortSignal.timeout(5_000),
+      );
+      session.stdin.end();
+      let text = "";
+      session.stdout.on("data", (chunk: Buffer) => {
+        if (text.length < 4096) text += chunk.toString("latin1");
+      });
+      session.stderr.resume();
+      await session.exit;
+      return Number(/^oom_kill (\d+)$/m.exec(text)?.[1] ?? 0);
+    } catch {
+      return 0;
+    }
   }
 
   remove(): Promise<void> {

@@ -4,18 +4,30 @@
 // no core dumps, no log driver (output is read through attach), and the OOM killer's first choice.
 import type Docker from "dockerode";
 import type { ContainerSpec } from "./engine.js";
+import type { Ulimit } from "./podman-compat.js";
 import { RUNSC_SECCOMP_PROFILE } from "./runsc-seccomp.js";
 
 /** The kernel's maximum: under memory pressure the sandbox dies before any host process. */
 const OOM_SCORE_ADJ = 1000;
 
-export function dockerCreateOptions(spec: ContainerSpec): Docker.ContainerCreateOptions {
+/** Podman's compat API needs a few variants (see podman-compat.ts): its service's default ulimits. */
+export interface PodmanVariant {
+  defaultUlimits: Ulimit[];
+  /** Rootless: run with the caller's uid mapped to itself (keep-id), see podman-compat.ts. */
+  rootless: boolean;
+}
+
+export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant): Docker.ContainerCreateOptions {
   const { limits } = spec;
   const memory = limits.memoryMb * 1024 * 1024;
   const ulimits = [{ Name: "core", Soft: 0, Hard: 0 }];
   if (limits.fileSizeMb !== undefined) {
     const bytes = limits.fileSizeMb * 1024 * 1024;
     ulimits.push({ Name: "fsize", Soft: bytes, Hard: bytes });
+  }
+  // Giving any ulimit drops Podman's configured defaults: pass them on (ours win).
+  for (const limit of podman?.defaultUlimits ?? []) {
+    if (!ulimits.some((u) => u.Name === limit.Name)) ulimits.push(limit);
   }
   return {
     ...(spec.name ? { name: spec.name } : {}),
@@ -49,7 +61,7 @@ export function dockerCreateOptions(spec: ContainerSpec): Docker.ContainerCreate
       ...(limits.cpus !== undefined ? { NanoCpus: Math.round(limits.cpus * 1e9) } : {}),
       PidsLimit: limits.pids,
       OomScoreAdj: OOM_SCORE_ADJ,
-      Tmpfs: spec.tmpfs,
+      Tmpfs: podman ? podmanTmpfs(spec.tmpfs, spec.user) : spec.tmpfs,
       Mounts: spec.mounts.map((m) => ({
         Type: "bind" as const,
         Source: m.hostPath,
@@ -57,6 +69,7 @@ export function dockerCreateOptions(spec: ContainerSpec): Docker.ContainerCreate
         ReadOnly: m.readOnly,
         BindOptions: { Propagation: "rprivate" as const },
       })),
+      ...(podman?.rootless ? { UsernsMode: "keep-id" } : {}),
       IpcMode: "private",
       // The engine's default on cgroup v1 is the host's cgroup namespace.
       CgroupnsMode: "private",
@@ -65,4 +78,32 @@ export function dockerCreateOptions(spec: ContainerSpec): Docker.ContainerCreate
       LogConfig: { Type: "none", Config: {} },
     } as Docker.HostConfig,
   };
+}
+
+/**
+ * The same tmpfs mounts on Podman (4.3, checked on Debian's 4.3.1): its option parser rejects the
+ * kernel's `uid=`/`gid=` ("unknown mount option"), so the mount is given to the container's user
+ * with Podman's `U` instead (the same uid:gid, the one the container runs as); and unlike Docker it
+ * copies the image's folder into the tmpfs and mounts it noexec unless told otherwise, so
+ * `notmpcopyup` and `exec` keep what Docker does.
+ */
+export function podmanTmpfs(tmpfs: Record<string, string>, user: string): Record<string, string> {
+  const result: Record<string, string> = {};
+  for (const [target, options] of Object.entries(tmpfs)) {
+    const parts = options.split(",").filter(Boolean);
+    const owner = ["uid", "gid"].map((key) => parts.find((p) => p.startsWith(`${key}=`))?.slice(key.length + 1));
+    const kept = parts.filter((p) => !p.startsWith("uid=") && !p.startsWith("gid="));
+    if (owner[0] !== undefined || owner[1] !== undefined) {
+      // `U` can only mean the container's own user: any other owner cannot be expressed here.
+      if (`${owner[0]}:${owner[1]}` !== user)
+        throw new Error(
+          `tmpfs ${target}: Podman can only give it to the container's user (${user}), not ${owner.join(":")}`,
+        );
+      kept.push("U");
+    }
+    if (!kept.some((p) => p === "exec" || p === "noexec")) kept.push("exec");
+    if (!kept.some((p) => p.endsWith("tmpcopyup"))) kept.push("notmpcopyup");
+    result[target] = kept.join(",");
+  }
+  return result;
 }

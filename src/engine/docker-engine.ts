@@ -1,11 +1,13 @@
-// The Engine for a Docker (or Docker-compatible) engine reached through dockerode: the local socket,
-// or whatever DOCKER_HOST names. The only module that calls dockerode's API, with docker-container.ts.
+// The Engine for a Docker (or Docker-compatible: Podman's service) engine reached through dockerode:
+// the local socket, whatever DOCKER_HOST names, or an entry of an engines file (tcp:// with mutual
+// TLS, ssh:// over one held connection). The only module that calls dockerode's API, with
+// docker-container.ts.
 import type { Readable } from "node:stream";
-import type Docker from "dockerode";
+import Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
-import { assertLocalEngine, createDockerClient, dockerUnavailable, isGoneError } from "./docker-connection.js";
+import { connectDocker, dockerUnavailable, isGoneError } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
-import { dockerCreateOptions } from "./docker-create-options.js";
+import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
 import type {
   BuildImageOptions,
   ContainerSpec,
@@ -15,54 +17,138 @@ import type {
   EngineInfo,
   ImageSummary,
 } from "./engine.js";
+import {
+  assertSafeEndpoint,
+  describeEndpoint,
+  type EngineEndpoint,
+  endpointFromEnv,
+  sharesHostFilesystemByDefault,
+} from "./engine-endpoint.js";
+import {
+  assertPodmanLimits,
+  assertPodmanRuntime,
+  detectPodman,
+  type PodmanService,
+  podmanDefaultUlimits,
+  podmanRuntimes,
+  type Ulimit,
+} from "./podman-compat.js";
+import type { SshTunnel } from "./ssh-tunnel.js";
+
+export interface DockerEngineOptions {
+  /** "local" by default; engines files name each engine. */
+  name?: string;
+  /** Where the engine is; default: what DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH say. */
+  endpoint?: EngineEndpoint;
+  /** Default: true for a unix socket or tcp to loopback, false for anything over a network. */
+  sharesHostFilesystem?: boolean;
+  /** A ready client (tests); its endpoint is read back from it. */
+  docker?: Docker;
+}
 
 export class DockerEngine implements Engine {
-  readonly sharesHostFilesystem = true;
+  readonly name: string;
+  readonly address: string;
+  readonly sharesHostFilesystem: boolean;
+  readonly docker: Docker;
+  readonly #endpoint: EngineEndpoint;
+  readonly #tunnel?: SshTunnel;
+  /** Plain tcp to another machine: refused at the first request, before any byte is sent. */
+  #refusal?: SandboxRunError;
+  #podman?: Promise<PodmanService | undefined>;
+  #podmanUlimits?: Promise<Ulimit[]>;
 
-  constructor(
-    readonly docker: Docker = createDockerClient(),
-    readonly name = "local",
-  ) {}
-
-  async ping(signal?: AbortSignal): Promise<void> {
-    assertLocalEngine(this.docker);
+  constructor(options: DockerEngineOptions | Docker = {}) {
+    const given: DockerEngineOptions = options instanceof Docker ? { docker: options } : options;
+    this.name = given.name ?? "local";
+    if (given.docker) {
+      this.docker = given.docker;
+      this.#endpoint = given.endpoint ?? endpointOfClient(given.docker);
+    } else {
+      this.#endpoint = given.endpoint ?? endpointFromEnv();
+      const connection = connectDocker(this.#endpoint, this.name);
+      this.docker = connection.docker;
+      this.#tunnel = connection.tunnel;
+    }
+    this.address = describeEndpoint(this.#endpoint);
+    this.sharesHostFilesystem = given.sharesHostFilesystem ?? sharesHostFilesystemByDefault(this.#endpoint);
     try {
-      await this.docker.ping({ abortSignal: signal } as never);
+      assertSafeEndpoint(this.#endpoint, this.name);
     } catch (error) {
-      if (signal?.aborted) throw signal.reason;
-      throw dockerUnavailable(error);
+      this.#refusal = error as SandboxRunError;
     }
   }
 
+  /** The dockerode client, unless this engine may not be used at all. */
+  private get api(): Docker {
+    if (this.#refusal) throw this.#refusal;
+    return this.docker;
+  }
+
+  /** ssh connections this engine opened (tests check that requests share one). */
+  get sshConnections(): number | undefined {
+    return this.#tunnel?.connections;
+  }
+
+  async ping(signal?: AbortSignal): Promise<void> {
+    try {
+      await this.api.ping({ abortSignal: signal } as never);
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      throw this.unavailable(error);
+    }
+  }
+
+  close(): void {
+    this.#tunnel?.close();
+  }
+
+  /** Podman's Docker-compatible service (it names itself in /version), or undefined for Docker; asked once. */
+  podman(): Promise<PodmanService | undefined> {
+    this.#podman ??= detectPodman(this.api).catch((error: unknown) => {
+      this.#podman = undefined;
+      throw this.unavailable(error);
+    });
+    return this.#podman;
+  }
+
+  private unavailable(error: unknown): SandboxRunError {
+    return dockerUnavailable(error, { name: this.name, endpoint: this.#endpoint });
+  }
+
   async info(): Promise<EngineInfo> {
-    const [version, info] = await Promise.all([this.docker.version(), this.docker.info()]);
+    const [version, info, podman] = await Promise.all([this.api.version(), this.api.info(), this.podman()]);
     const raw = info as { Runtimes?: EngineInfo["runtimes"]; SecurityOptions?: string[]; CgroupVersion?: string };
+    let runtimes = raw.Runtimes ?? {};
+    // Podman lists every runtime it knows of, installed or not, and runs only its default.
+    if (podman) runtimes = Object.fromEntries(podmanRuntimes(podman).map((name) => [name, runtimes[name] ?? {}]));
     return {
       version: version.Version,
       apiVersion: version.ApiVersion,
-      runtimes: raw.Runtimes ?? {},
+      runtimes,
       securityOptions: raw.SecurityOptions ?? [],
       cgroupVersion: raw.CgroupVersion,
+      ...(podman ? { product: "podman" as const } : { product: "docker" as const }),
     };
   }
 
   async imageLabels(ref: string): Promise<Record<string, string> | undefined> {
     try {
-      return (await this.docker.getImage(ref).inspect()).Config?.Labels ?? {};
+      return (await this.api.getImage(ref).inspect()).Config?.Labels ?? {};
     } catch (error) {
       if (isGoneError(error)) return undefined;
-      throw dockerUnavailable(error);
+      throw this.unavailable(error);
     }
   }
 
   async listImages(references: string[]): Promise<ImageSummary[]> {
-    const images = await this.docker.listImages({ filters: { reference: references } });
+    const images = await this.api.listImages({ filters: { reference: references } });
     return images.map((image) => ({ id: image.Id, tags: image.RepoTags ?? [] }));
   }
 
   async removeImage(ref: string): Promise<void> {
     try {
-      await this.docker.getImage(ref).remove();
+      await this.api.getImage(ref).remove();
     } catch (error) {
       const reason = (error as { json?: { message?: string } })?.json?.message ?? (error as Error)?.message;
       throw new Error((reason ?? String(error)).trim().split("\n")[0]);
@@ -70,7 +156,7 @@ export class DockerEngine implements Engine {
   }
 
   async buildImage(context: Readable, options: BuildImageOptions): Promise<void> {
-    const stream = await this.docker.buildImage(
+    const stream = await this.api.buildImage(
       context as unknown as NodeJS.ReadableStream,
       {
         t: options.tag,
@@ -86,7 +172,7 @@ export class DockerEngine implements Engine {
 
   async pullImage(ref: string, timeoutMs: number): Promise<boolean> {
     try {
-      const stream = await this.docker.pull(ref, { abortSignal: AbortSignal.timeout(timeoutMs) });
+      const stream = await this.api.pull(ref, { abortSignal: AbortSignal.timeout(timeoutMs) });
       await this.follow(stream, undefined, `Pulling ${ref}`);
       return true;
     } catch {
@@ -96,25 +182,75 @@ export class DockerEngine implements Engine {
 
   async importImage(rootfsTar: Readable, ref: string): Promise<void> {
     const colon = ref.lastIndexOf(":");
-    const stream = await this.docker.importImage(rootfsTar as unknown as string, {
+    const stream = await this.api.importImage(rootfsTar as unknown as string, {
       repo: ref.slice(0, colon),
       tag: ref.slice(colon + 1),
     });
     await this.follow(stream, undefined, `Importing ${ref}`);
   }
 
+  async saveImage(ref: string, signal?: AbortSignal): Promise<Readable> {
+    // dockerode's image.get() takes no abort signal; the same request, through its modem.
+    const modem = this.api.modem as unknown as {
+      dial(options: object, callback: (error: unknown, stream: Readable) => void): void;
+    };
+    return new Promise((resolve, reject) =>
+      modem.dial(
+        {
+          path: `/images/${encodeURIComponent(ref)}/get`,
+          method: "GET",
+          isStream: true,
+          abortSignal: signal,
+          statusCodes: { 200: true, 404: "no such image", 500: "server error" },
+        },
+        (error, stream) => (error ? reject(this.unavailable(error)) : resolve(stream)),
+      ),
+    );
+  }
+
+  async loadImage(imageTar: Readable, signal?: AbortSignal): Promise<void> {
+    const stream = await this.api.loadImage(
+      imageTar as unknown as NodeJS.ReadableStream,
+      {
+        quiet: true,
+        abortSignal: signal,
+      } as object,
+    );
+    await this.follow(stream, undefined, `Loading an image onto engine "${this.name}"`);
+  }
+
   async createContainer(spec: ContainerSpec, signal?: AbortSignal): Promise<EngineContainer> {
-    const options = { ...dockerCreateOptions(spec), abortSignal: signal } as Docker.ContainerCreateOptions;
-    return new DockerContainer(await this.docker.createContainer(options));
+    if (!this.sharesHostFilesystem && spec.mounts.length > 0) {
+      // The path would name the engine machine's file, or nothing: never the caller's.
+      throw new SandboxRunError(
+        "usage",
+        `Engine "${this.name}" (${this.address}) is on another machine: ${spec.mounts[0]!.hostPath} cannot be mounted there.`,
+        { hint: "Runs on an engine of another machine copy the workspace in and out: use --workspace copy." },
+      );
+    }
+    const podman = await this.podmanVariant(spec);
+    const options = { ...dockerCreateOptions(spec, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
+    return new DockerContainer(await this.api.createContainer(options), { readOomCounterBeforeKill: Boolean(podman) });
+  }
+
+  /** For Podman: refuses a runtime the service does not run, and learns its default ulimits once. */
+  private async podmanVariant(spec: ContainerSpec): Promise<PodmanVariant | undefined> {
+    const podman = await this.podman();
+    if (!podman) return undefined;
+    assertPodmanRuntime(podman, spec.runtime, this.name);
+    assertPodmanLimits(podman, this.name, spec.limits.cpus !== undefined);
+    this.#podmanUlimits ??= podmanDefaultUlimits(this.api, spec.image, spec.labels);
+    this.#podmanUlimits.catch(() => (this.#podmanUlimits = undefined));
+    return { defaultUlimits: await this.#podmanUlimits, rootless: podman.rootless };
   }
 
   async listContainers(labels: string[]): Promise<ContainerSummary[]> {
-    const containers = await this.docker.listContainers({ all: true, filters: { label: labels } });
+    const containers = await this.api.listContainers({ all: true, filters: { label: labels } });
     return containers.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State }));
   }
 
   async removeContainer(id: string): Promise<void> {
-    await this.docker
+    await this.api
       .getContainer(id)
       .remove({ force: true, v: true })
       .catch((error: unknown) => {
@@ -143,4 +279,19 @@ export class DockerEngine implements Engine {
       ),
     );
   }
+}
+
+/** The endpoint a ready dockerode client talks to, read back from its modem (for messages and defaults). */
+function endpointOfClient(docker: Docker): EngineEndpoint {
+  const modem = docker.modem as { socketPath?: unknown; host?: string; port?: number | string; protocol?: string };
+  if (modem.socketPath || !modem.host)
+    return {
+      kind: "unix",
+      socketPath: typeof modem.socketPath === "string" ? modem.socketPath : "/var/run/docker.sock",
+    };
+  const port = Number(modem.port ?? 2375);
+  if (modem.protocol === "ssh")
+    return { kind: "ssh", host: modem.host, port: port || 22, socketPath: "/var/run/docker.sock", ssh: { user: "" } };
+  const tls = modem.protocol === "https" ? { ca: "", cert: "", key: "" } : undefined;
+  return { kind: "tcp", host: modem.host, port, ...(tls ? { tls } : {}) };
 }

@@ -14,6 +14,8 @@ export interface EngineInfo {
   securityOptions: string[];
   /** "1" or "2" where the engine says. */
   cgroupVersion?: string;
+  /** Docker, or Podman's Docker-compatible service. */
+  product?: "docker" | "podman";
 }
 
 export interface ImageSummary {
@@ -118,7 +120,12 @@ export interface BuildImageOptions {
 export interface Engine {
   /** "local", or the name an engines file gives it: used in messages and events. */
   readonly name: string;
-  /** Whether paths on this host are paths on the engine's host too (bind mounts work). */
+  /** Where it is, for people: "unix:///var/run/docker.sock", "tcp://build-2:2376 (TLS)" ... */
+  readonly address?: string;
+  /**
+   * Whether paths on this host are paths on the engine's host too (bind mounts work). False for
+   * an engine on another machine: a run there must copy the workspace in and out.
+   */
   readonly sharesHostFilesystem: boolean;
   /** Throws a SandboxRunError "docker-unavailable" that says how to fix it when the engine does not answer. */
   ping(signal?: AbortSignal): Promise<void>;
@@ -134,9 +141,15 @@ export interface Engine {
   pullImage(ref: string, timeoutMs: number): Promise<boolean>;
   /** Makes an image from a tar of a root filesystem (`docker import`). */
   importImage(rootfsTar: Readable, ref: string): Promise<void>;
+  /** The image with its tags and labels as a tar stream (`docker save`), read as it is produced. */
+  saveImage(ref: string, signal?: AbortSignal): Promise<Readable>;
+  /** Loads a `docker save` tar (streamed, never held whole); resolves once the engine has the image. */
+  loadImage(imageTar: Readable, signal?: AbortSignal): Promise<void>;
   createContainer(spec: ContainerSpec, signal?: AbortSignal): Promise<EngineContainer>;
   /** Containers (any state) that carry every one of the given `key=value` labels. */
   listContainers(labels: string[]): Promise<ContainerSummary[]>;
   /** Force-removes a container by id; a container that is already gone is fine. */
   removeContainer(id: string): Promise<void>;
+  /** Lets go of held connections (an ssh link); the engine may not be used afterwards. */
+  close?(): void;
 }

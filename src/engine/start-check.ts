@@ -37,7 +37,8 @@ export async function checkContainerStart(
       tmpfs: {},
       limits: { memoryMb: 256, pids: 64 },
       openStdin: false,
-      init: false,
+      // As a run's container: an engine without its init (Podman without catatonit) fails here.
+      init: true,
     });
     await container.start();
     const exit = await container.wait(AbortSignal.timeout(timeoutMs)).catch(() => "timeout" as const);

@@ -6,6 +6,7 @@ import { SandboxRunError } from "../errors.js";
 import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import type { Progress } from "./base-image.js";
 import { buildRunnerImage } from "./build-runner-image.js";
+import { copyImage } from "./copy-image.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export interface ReadyImage {
@@ -38,18 +39,32 @@ export function runnerImageProblem(tag: string, labels: Record<string, string>):
   return undefined;
 }
 
-/** The image a run asked for (or this version's runner image), checked; built when missing and allowed. */
+/**
+ * The image a run asked for (or this version's runner image), checked on the engine that runs it.
+ * When that engine lacks it: loaded from another engine that has it (`sources`, e.g. the
+ * controller's own), else built there when allowed (the tag's content hash makes it the same image).
+ */
 export async function ensureRunnerImage(
   engine: Engine,
-  options: { image?: string; autoBuild?: boolean; progress?: Progress },
+  options: { image?: string; autoBuild?: boolean; progress?: Progress; sources?: Engine[]; signal?: AbortSignal },
 ): Promise<ReadyImage> {
   const spec = runnerImageSpec();
   const tag = options.image ?? spec.tag;
   const labels = await engine.imageLabels(tag);
-  if (labels) {
-    const problem = runnerImageProblem(tag, labels);
-    if (problem) throw problem;
-    return { tag, piVersion: labels[IMAGE_LABEL_PI_VERSION]! };
+  if (labels) return checked(tag, labels);
+  for (const source of options.sources ?? []) {
+    if (source === engine) continue;
+    const found = await source.imageLabels(tag).catch(() => undefined);
+    if (!found || runnerImageProblem(tag, found)) continue;
+    options.progress?.(`Loading ${tag} onto engine "${engine.name}" from engine "${source.name}" ...`);
+    await copyImage(source, engine, tag, options.signal);
+    const loaded = await engine.imageLabels(tag);
+    if (!loaded) {
+      throw new SandboxRunError("image-missing", `Engine "${engine.name}" loaded ${tag} but does not list it.`, {
+        hint: "Load it by hand (`docker save | docker load`) and run again.",
+      });
+    }
+    return checked(tag, loaded);
   }
   if (options.image || !options.autoBuild) {
     throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
@@ -60,4 +75,10 @@ export async function ensureRunnerImage(
   }
   const built = await buildRunnerImage(engine, { progress: options.progress });
   return { tag: built.tag, piVersion: spec.piVersion };
+}
+
+function checked(tag: string, labels: Record<string, string>): ReadyImage {
+  const problem = runnerImageProblem(tag, labels);
+  if (problem) throw problem;
+  return { tag, piVersion: labels[IMAGE_LABEL_PI_VERSION]! };
 }
