@@ -11,3 +11,15 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   "transfer-encoding",
   "upgrade",
 ]);
+
+/** The header names a message's `Connection` header lists: hop-by-hop for this message only. */
+export function connectionTokens(headers: { connection?: string | string[] }): Set<string> {
+  const value = headers.connection;
+  const list = Array.isArray(value) ? value : value ? [value] : [];
+  return new Set(
+    list
+      .flatMap((v) => v.split(","))
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
+}

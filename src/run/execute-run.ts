@@ -5,6 +5,8 @@
 import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { startModelGateway } from "../gateway/model-gateway.js";
+import { ConversationLedger } from "../gateway/conversation-ledger.js";
+import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
@@ -84,16 +86,36 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   try {
     // A missing CA bundle is a usage error: find out before anything is started.
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
+    // The one place models.json `!command` values run: when the run starts, never when it is planned.
+    const routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
     const runDir = createRunDir(plan.runId);
     cleanups.add(() => void removeRunDir(runDir));
 
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
+    const ledger = new ConversationLedger();
     const gateway = await startModelGateway({
       socketPath: `${runDir}/gateway.sock`,
-      routes: run.routing.routes,
+      routes,
       onRequest: (record) => {
         const type = record.refused ? "gateway.refused" : "gateway.request";
-        driven.offer(`${type} ${record.status} ${record.method}`, { type, data: { ...record } });
+        driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
+      },
+      // What the model said in Pi's conversation, as the gateway relayed it: the run's evidence.
+      onExchange: (exchange) => {
+        const verdict = ledger.add(exchange);
+        const data = {
+          seq: exchange.seq,
+          status: exchange.status,
+          relay: exchange.relay,
+          toolCalls: exchange.reply?.toolCalls.length ?? 0,
+          ...(exchange.reply?.piStopReason ? { stopReason: exchange.reply.piStopReason } : {}),
+          ...(verdict.onChain
+            ? { chain: verdict.as }
+            : { chain: "off", reason: verdict.reason, detail: verdict.detail }),
+        };
+        // Pi's own exchanges are bounded by its turns; off-chain ones are the sandbox's doing.
+        if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
+        else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
       },
       maxGenerations: run.budgets.maxTurns,
       onBudgetExceeded: (attempted) =>

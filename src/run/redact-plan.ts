@@ -1,6 +1,7 @@
 // One view of a run plan that is safe to print or store (--dry-run, run records): the values of the
 // caller's variables are replaced by a marker (their names stay, so it shows what was set), the
 // launcher's configuration is shown parsed, and the gateway's routes appear without credentials.
+import { describeRouteCredentials } from "../gateway/route-credentials.js";
 import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import type { PlannedRun } from "./prepare-plan.js";
 
@@ -22,7 +23,9 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
       id: r.id,
       upstream: r.upstreamBaseUrl,
       api: r.api,
-      credentialHeaders: Object.keys(r.headers),
+      model: r.model,
+      // Where each credential comes from (a variable, a models.json field, a command that runs when the run starts), never a value.
+      credentialHeaders: describeRouteCredentials(r),
     })),
     // Which credentials the run would get, by name, host and source; never a value.
     secrets: summarizeSecrets(run.policy.network === "allowlist" ? run.policy.secrets : undefined, run.hostEnv).map(

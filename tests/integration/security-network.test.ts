@@ -6,6 +6,7 @@ import dgram from "node:dgram";
 import net from "node:net";
 import os from "node:os";
 import { describe, expect, it } from "vitest";
+import type { ChatRequest, ScriptContext, ScriptStep } from "../../src/scripted-model/scripted-model-server.js";
 import {
   bash,
   describeOutcome,
@@ -130,32 +131,34 @@ describe.concurrent("network", () => {
   });
 
   it("model calls that bypass Pi count against the turn budget at the gateway: the one past it never reaches the upstream", async () => {
-    // Code in the sandbox calls the gateway itself, with another model id so Pi's script is untouched.
-    const direct = `direct-${Date.now().toString(36)}`;
-    server.setScript(
-      direct,
-      Array.from({ length: 6 }, (_, i) => ({ text: `direct answer ${i}` })),
+    // Code in the sandbox calls the gateway itself, with the run's model (any other is refused).
+    const script = (model: string) =>
+      [
+        `body='${JSON.stringify({ model, messages: [{ role: "user", content: "spend" }] })}'`,
+        "for i in 1 2 3 4 5 6; do",
+        "  exec 3<>/dev/tcp/127.0.0.1/18080",
+        '  printf "POST /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" "${#body}" "$body" >&3',
+        '  echo "call$i=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-',
+        "done",
+      ].join("\n");
+    const before = server.requests.length;
+    const outcome = await runHostile(
+      server,
+      (_request: ChatRequest, turn: number, context: ScriptContext): ScriptStep =>
+        turn === 0 ? bash(script(context.conversation.model)) : finish(),
+      { maxTurns: 3 },
     );
-    const body = JSON.stringify({ model: direct, messages: [{ role: "user", content: "spend" }] });
-    const script = [
-      `body='${body}'`,
-      "for i in 1 2 3 4 5 6; do",
-      "  exec 3<>/dev/tcp/127.0.0.1/18080",
-      '  printf "POST /scripted/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" "${#body}" "$body" >&3',
-      '  echo "call$i=$(timeout 5 head -1 <&3 | tr -d "\\r")"; exec 3<&- 3>&-',
-      "done",
-    ].join("\n");
-    const outcome = await runHostile(server, [bash(script), finish()], { maxTurns: 3 });
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
     expect(outcome.error?.limit).toBe("turns");
     expect(outcome.error?.shortMessage).toBe("The sandbox asked for model response 4, over the budget of 3 turns.");
     // Pi's first turn plus two direct calls got answers; the third direct call was refused.
-    expect(server.requests.filter((r) => r.body.model === direct)).toHaveLength(2);
-    expect(outcome.requests).toHaveLength(1);
+    const direct = server.requests.slice(before).filter((r) => r.body.messages?.[0]?.content === "spend");
+    expect(direct).toHaveLength(2);
+    expect(outcome.requests.length - direct.length).toBe(1);
     // The loop may get another call in before the container is gone; each is refused the same way.
     const refused = outcome.events.filter((e) => e.type === "gateway.refused");
     expect(refused.length).toBeGreaterThanOrEqual(1);
-    for (const event of refused) expect(event.data.status).toBe(429);
+    for (const event of refused) expect(event.data).toMatchObject({ status: 429, reason: "turn-budget" });
   });
 
   it("20,000 refused requests from the sandbox become a few events with counts, not 20,000 events", async () => {

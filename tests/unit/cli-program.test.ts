@@ -263,7 +263,11 @@ describe("--dry-run", () => {
     expect(plan.piArgs).toEqual(expect.arrayContaining(["--model", "scripted/x", "--no-context-files"]));
     expect(plan.env.SANDBOX_RUN_CONFIG.modelsJson.providers.scripted.apiKey).toBe("sandbox-run-placeholder");
     expect(plan.gatewayRoutes).toEqual([
-      expect.objectContaining({ id: "scripted", credentialHeaders: ["authorization"] }),
+      expect.objectContaining({
+        id: "scripted",
+        model: "x",
+        credentialHeaders: { authorization: "models.json providers.scripted.apiKey" },
+      }),
     ]);
   });
 
@@ -274,6 +278,33 @@ describe("--dry-run", () => {
     expect(plan.env).not.toHaveProperty("OPENAI_API_KEY");
     for (const secret of [hostKey, callerValue, MODELS_SECRET, "hunter2"]) expect(result.stdout).not.toContain(secret);
     expect(plan.prompt).toEqual({ bytes: Buffer.byteLength("fix it with password hunter2") });
+  });
+
+  it("runs no models.json !command (those run only when a run starts) and says where the key will come from", async () => {
+    const marker = path.join(dir, "dry-run-command-ran");
+    const commandModels = path.join(dir, "command-models.json");
+    fs.writeFileSync(
+      commandModels,
+      JSON.stringify({
+        providers: {
+          scripted: {
+            baseUrl: "http://127.0.0.1:9/v1",
+            api: "openai-completions",
+            apiKey: `!touch ${marker}; echo key-from-a-command-0123456789`,
+            models: [{ id: "x" }],
+          },
+        },
+      }),
+    );
+    const result = await cli(["--dry-run", "--model", "scripted/x", "--models", commandModels, "--cwd", ws, "t"], {
+      env: { PATH: "/usr/bin:/bin" },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(JSON.parse(result.stdout).gatewayRoutes[0].credentialHeaders).toEqual({
+      authorization: "models.json providers.scripted.apiKey (command, run when the run starts)",
+    });
+    expect(engineConnections).toBe(0);
   });
 
   it("names the runner image a run would use: --image, else SANDBOX_RUN_IMAGE, else this version's", async () => {

@@ -7,6 +7,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
+import { chatBody, rawRequest, request, startCapture, waitFor } from "../support/gateway-client.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import {
@@ -17,104 +18,11 @@ import {
   type ModelGatewayOptions,
 } from "../../src/gateway/model-gateway.js";
 import { planProviderRouting, SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
+import { resolveRouteCredentials } from "../../src/gateway/route-credentials.js";
 import { startScriptedModelServer, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 
 const REAL_KEY = "sk-REAL-upstream-key-0123456789";
 const PLACEHOLDER = SANDBOX_PLACEHOLDER_API_KEY;
-
-interface Captured {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-/** An upstream that records every request and answers 200 JSON. */
-async function startCapture(): Promise<{ baseUrl: string; requests: Captured[]; close(): Promise<void> }> {
-  const requests: Captured[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      requests.push({
-        method: req.method ?? "",
-        url: req.url ?? "",
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      res.writeHead(200, { "content-type": "application/json", "set-cookie": "upstream=1" });
-      res.end(JSON.stringify({ ok: true }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-interface Reply {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-function request(
-  socketPath: string,
-  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
-): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { socketPath, method: options.method ?? "GET", path: options.path, headers: options.headers },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
-        );
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(options.body);
-  });
-}
-
-/** Sends raw bytes over the socket and returns whatever comes back until the server closes or a full response arrives. */
-function rawRequest(socketPath: string, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(socketPath);
-    let received = "";
-    socket.on("data", (c: Buffer) => {
-      received += c.toString("utf8");
-      const headerEnd = received.indexOf("\r\n\r\n");
-      const length = /content-length: (\d+)/i.exec(received);
-      if (headerEnd >= 0 && length && received.length >= headerEnd + 4 + Number(length[1])) socket.end();
-    });
-    socket.on("end", () => resolve(received));
-    socket.on("close", () => resolve(received));
-    socket.on("error", reject);
-    socket.write(text);
-  });
-}
-
-function chatBody(model: string, stream = false) {
-  return JSON.stringify({ model, stream, messages: [{ role: "user", content: "hi" }] });
-}
-
-async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe("model gateway", () => {
   let dir: string;
@@ -123,7 +31,6 @@ describe("model gateway", () => {
   let gateway: ModelGateway | undefined;
   // Fresh per gateway, so a late record from the previous test's gateway cannot leak in.
   let records: GatewayRequestRecord[] = [];
-  let live = { closed: 0 };
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sr-gw-"));
@@ -151,24 +58,20 @@ describe("model gateway", () => {
   ): Promise<ModelGateway> {
     const mine: GatewayRequestRecord[] = [];
     records = mine;
-    const liveness = { closed: 0 };
-    live = liveness;
     gateway = await startModelGateway({
       socketPath: path.join(dir, name),
       routes,
       onRequest: (record) => mine.push(record),
-      onLivenessClosed: () => {
-        liveness.closed++;
-      },
       ...extra,
     });
     return gateway;
   }
 
-  const scriptedRoute = (): GatewayRoute => ({
+  const scriptedRoute = (model = "text-model"): GatewayRoute => ({
     id: "scripted",
     upstreamBaseUrl: scripted.baseUrl,
     api: "openai-completions",
+    model,
     headers: { authorization: `Bearer ${REAL_KEY}` },
   });
 
@@ -219,7 +122,13 @@ describe("model gateway", () => {
 
   it("keeps the query string, drops hop-by-hop headers and set-cookie", async () => {
     const gw = await start([
-      { id: "cap", upstreamBaseUrl: capture.baseUrl, api: "anthropic-messages", headers: { "x-api-key": REAL_KEY } },
+      {
+        id: "cap",
+        upstreamBaseUrl: capture.baseUrl,
+        api: "anthropic-messages",
+        model: "claude-m",
+        headers: { "x-api-key": REAL_KEY },
+      },
     ]);
     const before = capture.requests.length;
     const reply = await request(gw.socketPath, {
@@ -233,7 +142,7 @@ describe("model gateway", () => {
         "x-secret-hop": "should-not-pass",
         "proxy-connection": "keep-alive",
       },
-      body: "{}",
+      body: JSON.stringify({ model: "claude-m", max_tokens: 8, messages: [{ role: "user", content: "hi" }] }),
     });
     expect(reply.status).toBe(200);
     expect(reply.headers["set-cookie"]).toBeUndefined();
@@ -248,7 +157,7 @@ describe("model gateway", () => {
   });
 
   it("streams SSE chunk by chunk", async () => {
-    const gw = await start([scriptedRoute()]);
+    const gw = await start([scriptedRoute("endless-model")]);
     // The endless script never finishes its response: a buffering proxy would deliver nothing.
     const arrivals: number[] = [];
     let text = "";
@@ -294,6 +203,7 @@ describe("model gateway", () => {
         id: "cap",
         upstreamBaseUrl: capture.baseUrl,
         api: "openai-completions",
+        model: "m",
         headers: { authorization: `Bearer ${REAL_KEY}` },
       },
     ]);
@@ -339,6 +249,7 @@ describe("model gateway", () => {
         id: "cap",
         upstreamBaseUrl: capture.baseUrl,
         api: "openai-completions",
+        model: "m",
         headers: { authorization: `Bearer ${REAL_KEY}` },
       },
     ]);
@@ -389,6 +300,7 @@ describe("model gateway", () => {
         id: "budget",
         upstreamBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`,
         api: "openai-completions",
+        model: "m",
         headers: { authorization: `Bearer ${REAL_KEY}` },
       };
       const gw = await start([route], "budget.sock", { maxGenerations: 2, onBudgetExceeded: (n) => exceeded.push(n) });
@@ -399,7 +311,7 @@ describe("model gateway", () => {
           headers: { "content-type": "application/json" },
           body,
         });
-      expect((await post("please-fail")).status).toBe(500); // not counted
+      expect((await post(chatBody("m", false, "please-fail"))).status).toBe(500); // not counted
       expect((await request(gw.socketPath, { path: "/budget/models" })).status).toBe(200); // not a generation
       expect((await post(chatBody("m"))).status).toBe(200);
       expect((await post(chatBody("m"))).status).toBe(200);
@@ -432,6 +344,7 @@ describe("model gateway", () => {
         id: "down",
         upstreamBaseUrl: `http://127.0.0.1:${closedPort}/v1`,
         api: "openai-completions",
+        model: "text-model",
         headers: { authorization: `Bearer ${REAL_KEY}` },
       },
     ]);
@@ -451,7 +364,7 @@ describe("model gateway", () => {
     expect(records[0]!.refused).toBeUndefined();
   });
 
-  it("holds the liveness response open and reports when it closes", async () => {
+  it("holds the liveness response open and reports it once either side closes it", async () => {
     const gw = await start([scriptedRoute()]);
     let req!: http.ClientRequest;
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -467,17 +380,18 @@ describe("model gateway", () => {
       ended = true;
     });
     res.resume();
-    await new Promise((r) => setTimeout(r, 300));
+    // A model request on another connection completes while liveness stays open.
+    expect((await request(gw.socketPath, { path: "/scripted/models" })).status).toBe(200);
     expect(ended).toBe(false);
-    expect(live.closed).toBe(0);
+    expect(records.some((r) => r.path === "/__sandbox-run/alive")).toBe(false);
     req.destroy();
-    await waitFor(() => live.closed === 1);
-    expect(live.closed).toBe(1);
+    await waitFor(() => records.some((r) => r.path === "/__sandbox-run/alive"));
     const post = await request(gw.socketPath, { method: "POST", path: "/__sandbox-run/alive", body: "" });
     expect(post.status).toBe(403);
+    expect(records.find((r) => r.status === 403)?.reason).toBe("liveness-method");
   });
 
-  it("close() ends liveness without reporting it as the container dying, removes the socket and is idempotent", async () => {
+  it("close() ends the liveness response (the launcher's cue that the host is gone), removes the socket and is idempotent", async () => {
     const gw = await start([scriptedRoute()], "close.sock");
     const res = await new Promise<http.IncomingMessage>((resolve) => {
       const req = http.request({ socketPath: gw.socketPath, path: "/__sandbox-run/alive" }, resolve);
@@ -491,8 +405,6 @@ describe("model gateway", () => {
     await gw.close();
     await closedByServer;
     expect(existsSync(gw.socketPath)).toBe(false);
-    await new Promise((r) => setTimeout(r, 50));
-    expect(live.closed).toBe(0);
     await gw.close();
     await expect(request(gw.socketPath, { path: "/scripted/models" })).rejects.toThrow();
   });
@@ -519,7 +431,7 @@ describe("model gateway", () => {
   });
 
   it("rejects invalid routes up front", async () => {
-    const base = { upstreamBaseUrl: scripted.baseUrl, api: "openai-completions", headers: {} };
+    const base = { upstreamBaseUrl: scripted.baseUrl, api: "openai-completions", model: "m", headers: {} };
     const socketPath = path.join(dir, "invalid.sock");
     await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "Bad/Id" }] })).rejects.toMatchObject({
       code: "usage",
@@ -542,6 +454,9 @@ describe("model gateway", () => {
     await expect(
       startModelGateway({ socketPath, routes: [{ ...base, id: "a", upstreamBaseUrl: "file:///etc" }] }),
     ).rejects.toMatchObject({ code: "usage" });
+    await expect(startModelGateway({ socketPath, routes: [{ ...base, id: "a", model: "" }] })).rejects.toMatchObject({
+      code: "usage",
+    });
     expect(existsSync(socketPath)).toBe(false);
   });
 
@@ -563,7 +478,7 @@ describe("model gateway", () => {
     });
     const entry = routing.containerModelsJson.providers.scripted as { baseUrl: string; apiKey: string };
     expect(entry.apiKey).toBe(PLACEHOLDER);
-    const gw = await start(routing.routes, "planned.sock");
+    const gw = await start(resolveRouteCredentials(routing, { env: { SCRIPTED_KEY: REAL_KEY } }), "planned.sock");
     const before = scripted.requests.length;
     const reply = await request(gw.socketPath, {
       method: "POST",

@@ -1,0 +1,182 @@
+// The gateway's pure parts, one by one: admission, header rules, inspection, the exchange tap.
+import { describe, expect, it } from "vitest";
+import { admitRequest } from "../../src/gateway/admission.js";
+import type { ApiCodec, ModelReply } from "../../src/gateway/apis/api-codec.js";
+import { isCredentialHeader } from "../../src/gateway/credential-headers.js";
+import { ExchangeTap } from "../../src/gateway/exchange-tap.js";
+import { compileRoutes } from "../../src/gateway/gateway-routes.js";
+import {
+  downstreamResponseHeaders,
+  relayableRequestHeaders,
+  upstreamRequestHeaders,
+} from "../../src/gateway/relay-headers.js";
+import { inspectRequest } from "../../src/gateway/request-inspection.js";
+
+const routes = compileRoutes([
+  {
+    id: "oa",
+    upstreamBaseUrl: "https://api.example/v1",
+    api: "openai-completions",
+    model: "m",
+    headers: { Authorization: "Bearer real" },
+  },
+  { id: "g", upstreamBaseUrl: "https://g.example/v1beta", api: "google-generative-ai", model: "gem", headers: {} },
+]);
+
+describe("admitRequest", () => {
+  it("names the route, the path below its base and whether it generates", () => {
+    const admitted = admitRequest(routes, "POST", "/oa/chat/completions?x=1");
+    expect(admitted).toMatchObject({ ok: true, rest: "/chat/completions", query: "?x=1", generation: true });
+    expect(admitted.ok && admitted.target.href).toBe("https://api.example/v1/chat/completions?x=1");
+    expect(admitRequest(routes, "GET", "/oa/models")).toMatchObject({ ok: true, generation: false });
+    expect(admitRequest(routes, "POST", "/g/models/gem:streamGenerateContent?alt=sse")).toMatchObject({
+      ok: true,
+      generation: true,
+    });
+  });
+
+  it("refuses with a stable code", () => {
+    const code = (method: string, url: string) => {
+      const a = admitRequest(routes, method, url);
+      return a.ok ? "admitted" : a.code;
+    };
+    expect(code("POST", "/nope/chat/completions")).toBe("unknown-route");
+    expect(code("POST", "/oa/files")).toBe("not-model-api");
+    expect(code("GET", "/oa/chat/completions")).toBe("not-model-api");
+    expect(code("POST", "/oa/chat/completions/../../x")).toBe("not-model-api");
+    expect(code("GET", "http://evil.example/oa/models")).toBe("absolute-target");
+    expect(code("GET", "//evil.example/oa/models")).toBe("absolute-target");
+    expect(code("POST", "/__sandbox-run/chat/completions")).toBe("unknown-route");
+  });
+});
+
+describe("header rules", () => {
+  it("never relays credentials, account selection, hop-by-hop or Connection-named headers", () => {
+    const relayable = relayableRequestHeaders({
+      authorization: "Bearer placeholder",
+      "x-api-key": "placeholder",
+      cookie: "a=b",
+      "proxy-authorization": "x",
+      "openai-organization": "org",
+      connection: "keep-alive, x-hop",
+      "x-hop": "1",
+      "content-length": "12",
+      "accept-encoding": "gzip",
+      "anthropic-version": "2023-06-01",
+    });
+    expect(relayable).toEqual({ "anthropic-version": "2023-06-01" });
+    expect(upstreamRequestHeaders(relayable, "api.example", [["authorization", "Bearer real"]], 12)).toEqual({
+      "anthropic-version": "2023-06-01",
+      host: "api.example",
+      "accept-encoding": "identity",
+      "content-length": 12,
+      authorization: "Bearer real",
+    });
+    expect(
+      downstreamResponseHeaders({
+        "set-cookie": ["a=b"],
+        "content-type": "text/event-stream",
+        "transfer-encoding": "chunked",
+      }),
+    ).toEqual({
+      "content-type": "text/event-stream",
+    });
+    expect(["Authorization", "x-goog-api-key", "cf-aig-authorization"].every(isCredentialHeader)).toBe(true);
+    expect(isCredentialHeader("x-team")).toBe(false);
+  });
+});
+
+describe("inspectRequest", () => {
+  const admitted = (url: string, method = "POST") => {
+    const a = admitRequest(routes, method, url);
+    if (!a.ok) throw new Error(a.detail);
+    return a;
+  };
+
+  it("returns the conversation of a generation and the body re-serialised", () => {
+    const result = inspectRequest(
+      admitted("/oa/chat/completions"),
+      "POST",
+      Buffer.from('{ "model": "m",  "messages": [ {"role":"user","content":"hi"} ] }'),
+      {},
+    );
+    expect(result).toMatchObject({
+      ok: true,
+      request: { model: "m", messages: [{ role: "user", parts: [{ kind: "text", text: "hi" }] }] },
+    });
+    expect(result.ok && result.body.toString()).toBe('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
+  });
+
+  it("pins Google's model, which is in the path", () => {
+    const body = Buffer.from(JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }));
+    expect(inspectRequest(admitted("/g/models/gem:streamGenerateContent"), "POST", body, {}).ok).toBe(true);
+    const other = inspectRequest(admitted("/g/models/gem-pro:streamGenerateContent"), "POST", body, {});
+    expect(other).toMatchObject({ ok: false, status: 403, code: "request-policy" });
+  });
+
+  it("refuses what it cannot read", () => {
+    expect(inspectRequest(admitted("/oa/chat/completions"), "POST", Buffer.from("{"), {})).toMatchObject({
+      ok: false,
+      status: 400,
+      code: "body-unreadable",
+    });
+    const unreadable = inspectRequest(
+      admitted("/oa/chat/completions"),
+      "POST",
+      Buffer.from(JSON.stringify({ model: "m", messages: [{ role: "wizard", content: "x" }] })),
+      {},
+    );
+    expect(unreadable).toMatchObject({ ok: false, code: "body-unreadable" });
+  });
+});
+
+describe("ExchangeTap", () => {
+  const reply: ModelReply = { text: "ok", textBlocks: ["ok"], toolCalls: [], complete: true };
+  const fakeCodec = (
+    push: (chunk: Buffer) => void = () => {},
+  ): ApiCodec & { contentTypes: Array<string | undefined> } => {
+    const contentTypes: Array<string | undefined> = [];
+    return {
+      api: "fake",
+      contentTypes,
+      parseRequest: () => ({ ok: false, reason: "unused" }),
+      refusal: () => undefined,
+      replyParser: (contentType) => {
+        contentTypes.push(contentType);
+        return { push, end: () => reply };
+      },
+    };
+  };
+
+  it("feeds the codec's parser and keeps no bytes unless recording", () => {
+    const seen: string[] = [];
+    const codec = fakeCodec((c) => seen.push(c.toString()));
+    const tap = new ExchangeTap(codec);
+    tap.onHeaders(200, { "content-type": "text/event-stream" });
+    tap.onChunk(Buffer.from("a"));
+    tap.onChunk(Buffer.from("b"));
+    expect(tap.finish()).toEqual({ reply });
+    expect(seen).toEqual(["a", "b"]);
+    expect(codec.contentTypes).toEqual(["text/event-stream"]);
+  });
+
+  it("survives a parser that throws, and a compressed body it cannot read, while recording the bytes", () => {
+    const throwing = new ExchangeTap(
+      fakeCodec(() => {
+        throw new Error("boom");
+      }),
+      {},
+    );
+    throwing.onHeaders(200, { "content-type": "text/event-stream", "set-cookie": ["x"] });
+    throwing.onChunk(Buffer.from("data"));
+    const finished = throwing.finish();
+    expect(finished.reply).toBeUndefined();
+    expect(finished.replyProblem).toContain("boom");
+    expect(finished.response?.chunks.map((c) => c.data.toString())).toEqual(["data"]);
+    expect(finished.response?.headers).toEqual({ "content-type": "text/event-stream" });
+
+    const gzipped = new ExchangeTap(fakeCodec());
+    gzipped.onHeaders(200, { "content-encoding": "gzip" });
+    expect(gzipped.finish()).toEqual({ replyProblem: "the upstream sent a gzip-encoded body" });
+  });
+});
