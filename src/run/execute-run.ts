@@ -10,6 +10,12 @@ import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
+import type { TrafficSink } from "../record/run-record.js";
+import { compareOutcome } from "../replay/compare-outcome.js";
+import { type Divergence, type ReplayServer, startReplayServer } from "../replay/replay-server.js";
+import type { ReplaySummary } from "../replay/replay-summary.js";
+import { versionDrift } from "../replay/replay-source.js";
+import { currentVersions } from "./record-run.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
@@ -41,6 +47,10 @@ export interface RunDetails<T = unknown> {
   usage: Usage;
   /** Files the run created, modified or deleted: workspace-relative, or absolute in extra writable roots. */
   changedFiles: ChangedFiles;
+  /** For a replayed run: how it went against the recording. */
+  replay?: ReplaySummary;
+  /** With a run record: what could not be recorded (absent when everything was). */
+  recordNotes?: string[];
 }
 
 export interface ExecuteContext {
@@ -48,6 +58,8 @@ export interface ExecuteContext {
   piVersion: string;
   timeline: RunTimeline;
   signal?: AbortSignal;
+  /** A run record's model-traffic sink: every exchange the gateway relayed, with its bytes. */
+  traffic?: TrafficSink;
 }
 
 /** Teardown steps, run in reverse order of setup; a failing step does not stop the others. */
@@ -87,9 +99,36 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // A missing CA bundle is a usage error: find out before anything is started.
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
     // The one place models.json `!command` values run: when the run starts, never when it is planned.
-    const routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
+    let routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
+    // What the gateway adds must never reach a record, whatever an upstream echoes back.
+    ctx.traffic?.forbid(routes.flatMap((route) => Object.values(route.headers)));
     const runDir = createRunDir(plan.runId);
     cleanups.add(() => void removeRunDir(runDir));
+
+    // Replay: the route's upstream is a host-side server answering from the recording; nothing leaves the host.
+    let replayServer: ReplayServer | undefined;
+    if (planned.replay) {
+      const replay = planned.replay;
+      const drift = versionDrift(replay.record.versions, { ...currentVersions(), pi: ctx.piVersion });
+      replayServer = await startReplayServer({
+        exchanges: replay.record.exchanges,
+        api: routes[0]?.api ?? "",
+        mode: replay.mode,
+        speed: replay.speed,
+        compareContext: replay.compareContext,
+        onContextDifference: (difference) =>
+          timeline.sandbox("replay.context-differs", { difference, record: replay.record.dir }),
+        onDivergence: (divergence) => {
+          const data = { ...divergence, mode: replay.mode, record: replay.record.dir };
+          if (!divergence.fatal) return driven.offer("replay.divergence", { type: "replay.divergence", data });
+          timeline.sandbox("replay.divergence", data);
+          trip.fire({ code: "replay-divergence", message: divergenceMessage(divergence, replay.record.dir, drift) });
+        },
+      });
+      cleanups.add(() => replayServer?.close());
+      const upstream = replayServer.baseUrl;
+      routes = routes.map((route) => ({ ...route, upstreamBaseUrl: upstream, headers: {} }));
+    }
 
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
     const ledger = new ConversationLedger();
@@ -101,7 +140,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
       },
       // What the model said in Pi's conversation, as the gateway relayed it: the run's evidence.
+      ...(ctx.traffic ? { recordExchanges: ctx.traffic.limits } : {}),
       onExchange: (exchange) => {
+        ctx.traffic?.exchange(exchange);
         const verdict = ledger.add(exchange);
         const data = {
           seq: exchange.seq,
@@ -230,6 +271,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       }
     }
     if ("error" in settled) throw settled.error;
+    const replayed = planned.replay;
     return {
       ...settled.details,
       runId: plan.runId,
@@ -240,6 +282,24 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       containerId: created.id,
       durationMs: Date.now() - started,
       changedFiles: workspace.changedFiles,
+      ...(replayed && replayServer
+        ? {
+            replay: {
+              record: replayed.record.dir,
+              mode: replayed.mode,
+              ...replayServer.report(),
+              outcome: compareOutcome(replayed.record.outcome, {
+                ok: true,
+                result: settled.details.result,
+                changedFiles: workspace.changedFiles,
+              }),
+              versions: {
+                recorded: replayed.record.versions,
+                now: { ...currentVersions(), pi: ctx.piVersion },
+              },
+            },
+          }
+        : {}),
     };
   } catch (error) {
     const e = error as SandboxRunError;
@@ -254,4 +314,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
+}
+
+function divergenceMessage(divergence: Divergence, record: string, drift: string | undefined): string {
+  const versions = drift ? ` Note: ${drift}; Pi's request shape may have changed between these versions.` : "";
+  return `The replay of ${record} diverged at model request ${divergence.generation}: ${divergence.difference}.${versions}`;
 }
