@@ -11,6 +11,7 @@ import path from "node:path";
 import type { JsonSchema } from "../agent.js";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { Policy } from "../policy/policy-schema.js";
+import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, TrafficLog, type TrafficLimits } from "./traffic-log.js";
 import { WorkspaceBaseline } from "./workspace-patch.js";
@@ -58,6 +59,8 @@ export interface RecordFinish {
 export class RunRecorder {
   private readonly events: fs.WriteStream;
   private readonly trafficLog: TrafficLog;
+  /** Credential values the run's gateway adds: removed from everything written once they are known. */
+  private readonly scrubber = new CredentialScrubber();
   /** The gateway's exchanges go here (see TrafficSink). */
   readonly traffic: TrafficSink;
   private readonly baseline: WorkspaceBaseline;
@@ -76,6 +79,7 @@ export class RunRecorder {
     const trafficLog = new TrafficLog(
       path.join(start.dir, RECORD_FILES.exchanges),
       start.trafficLimits ?? DEFAULT_TRAFFIC_LIMITS,
+      this.scrubber,
     );
     this.trafficLog = trafficLog;
     this.traffic = {
@@ -91,7 +95,7 @@ export class RunRecorder {
   }
 
   readonly onEvent = (event: unknown): void => {
-    this.events.write(`${JSON.stringify(event)}\n`);
+    this.events.write(`${this.scrubber.text(JSON.stringify(event))}\n`);
   };
 
   /** Completes the record; returns what could not be recorded (empty when everything was). */
@@ -145,7 +149,7 @@ export class RunRecorder {
   }
 
   private write(name: string, content: string): void {
-    this.attempt(name, () => fs.writeFileSync(path.join(this.start.dir, name), content));
+    this.attempt(name, () => fs.writeFileSync(path.join(this.start.dir, name), this.scrubber.text(content)));
   }
 
   private attempt(what: string, step: () => void): void {

@@ -6,6 +6,7 @@
 // for in the bytes (an upstream error may echo a key) and replaced.
 import fs from "node:fs";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
+import { CredentialScrubber } from "./credential-scrubber.js";
 import { type RecordedExchange, type StoredBytes, storeBytes } from "./record-format.js";
 
 export interface TrafficLimits {
@@ -34,20 +35,16 @@ export interface TrafficSummary {
   bytes: number;
 }
 
-/** Placeholder written where a credential value was found. */
-export const SCRUBBED = "<credential removed by sandbox-run>";
-/** Values shorter than this are not secrets worth searching for (e.g. "ollama"). */
-const MIN_SECRET_LENGTH = 8;
-
 export class TrafficLog {
   readonly #stream: fs.WriteStream;
-  readonly #secrets: string[] = [];
   readonly #summary: TrafficSummary = { exchanges: 0, omitted: 0, truncated: 0, scrubbed: 0, bytes: 0 };
   #error: string | undefined;
 
   constructor(
     file: string,
     readonly limits: TrafficLimits = DEFAULT_TRAFFIC_LIMITS,
+    /** The record's credential values (see forbid); shared with the rest of the record. */
+    readonly scrubber: CredentialScrubber = new CredentialScrubber(),
   ) {
     this.#stream = fs.createWriteStream(file);
     this.#stream.on("error", (error) => {
@@ -62,13 +59,7 @@ export class TrafficLog {
 
   /** Values that must never be written (the credentials the gateway adds); call before the first exchange. */
   forbid(values: readonly string[]): void {
-    for (const value of values) {
-      const bare = value.replace(/^(Bearer|Basic|token)\s+/i, "");
-      for (const v of [value, bare])
-        if (v.length >= MIN_SECRET_LENGTH && !this.#secrets.includes(v)) this.#secrets.push(v);
-    }
-    // Longest first, so a value that contains another is replaced whole.
-    this.#secrets.sort((a, b) => b.length - a.length);
+    this.scrubber.forbid(values);
   }
 
   add(exchange: GatewayExchange): void {
@@ -161,23 +152,11 @@ export class TrafficLog {
   }
 
   #scrubBytes(bytes: Buffer): Buffer {
-    let out = bytes;
-    for (const secret of this.#secrets) {
-      if (out.indexOf(secret) === -1) continue;
-      out = Buffer.from(out.toString("latin1").split(Buffer.from(secret).toString("latin1")).join(SCRUBBED), "latin1");
-    }
-    return out;
+    return this.scrubber.bytes(bytes);
   }
 
   #scrubText(text: string): string {
-    let out = text;
-    for (const secret of this.#secrets) {
-      // JSON may escape characters of the value; look for both forms.
-      for (const form of new Set([secret, JSON.stringify(secret).slice(1, -1)])) {
-        if (out.includes(form)) out = out.split(form).join(SCRUBBED);
-      }
-    }
-    return out;
+    return this.scrubber.text(text);
   }
 }
 
