@@ -287,10 +287,9 @@ function sandboxWorkspacePath(requested: string | undefined, cwd: string): strin
       'Pass a path such as "/workspace" (no "..", no trailing slash).',
     );
   }
-  if (
-    FORBIDDEN_EXACT.includes(requested) ||
-    FORBIDDEN_TREES.some((t) => requested === t || requested.startsWith(`${t}/`))
-  ) {
+  // Besides the sandbox's own paths, none of the image's system trees: a record (replay) names this path.
+  const trees = [...FORBIDDEN_TREES, "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"];
+  if (FORBIDDEN_EXACT.includes(requested) || trees.some((t) => requested === t || requested.startsWith(`${t}/`))) {
     throw usageError(
       `The workspace cannot appear at ${requested} inside the sandbox: the sandbox needs that path for itself.`,
       'Pass a project path such as "/workspace" instead.',

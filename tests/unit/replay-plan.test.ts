@@ -123,7 +123,16 @@ describe("replay: what a replayed call runs with", () => {
     const models = {
       providers: { p: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", models: [{ id: "m" }] } },
     };
-    for (const workspacePath of ["/opt/sandbox-run/app", "/home/sandbox", "/tmp", "relative/path", "/a/../b", "/a/"]) {
+    for (const workspacePath of [
+      "/opt/sandbox-run/app",
+      "/home/sandbox",
+      "/tmp",
+      "/usr/local/bin",
+      "/etc/x",
+      "relative/path",
+      "/a/../b",
+      "/a/",
+    ]) {
       expect(() => agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath }), workspacePath).toThrow(
         /workspace (path|cannot appear)/,
       );
