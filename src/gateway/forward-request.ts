@@ -52,22 +52,33 @@ export interface ForwardResult {
   upstreamUrl: string;
 }
 
+/** What one exchange has seen so far. */
+interface RelayState {
+  status: number;
+  headersMs?: number;
+  responseBytes: number;
+  upstreamEnded: boolean;
+  failure?: "upstream-aborted" | "upstream-unreachable";
+  clientLeft: boolean;
+  settle(settlement: UpstreamSettlement): void;
+}
+
 /** Forwards and relays; resolves once the exchange is over (the client's response closed). */
 export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
   const { res, route, target, method, body } = input;
   const started = performance.now();
   const upstreamUrl = `${target.origin}${target.pathname}`;
-  let status = 0;
-  let headersMs: number | undefined;
-  let responseBytes = 0;
-  let upstreamEnded = false;
-  let failure: "upstream-aborted" | "upstream-unreachable" | undefined;
-  let clientLeft = false;
   let settled = false;
-  const settle = (settlement: UpstreamSettlement) => {
-    if (settled) return;
-    settled = true;
-    input.onUpstreamSettled?.(settlement);
+  const state: RelayState = {
+    status: 0,
+    responseBytes: 0,
+    upstreamEnded: false,
+    clientLeft: false,
+    settle: (settlement) => {
+      if (settled) return;
+      settled = true;
+      input.onUpstreamSettled?.(settlement);
+    },
   };
 
   const isHttps = target.protocol === "https:";
@@ -80,69 +91,74 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
     headers: upstreamRequestHeaders(input.relayable, target.host, route.headerEntries, body.length),
     agent: isHttps ? input.agents.https : input.agents.http,
   });
-
   upstreamReq.on("response", (upstreamRes) => {
-    status = upstreamRes.statusCode ?? 502;
-    headersMs = elapsed(started);
-    settle({ answered: status });
-    input.tap?.onHeaders(status, upstreamRes.headers);
-    upstreamRes.on("data", (chunk: Buffer) => {
-      responseBytes += chunk.length;
-      input.tap?.onChunk(chunk);
-    });
-    upstreamRes.on("end", () => {
-      upstreamEnded = true;
-    });
-    const broke = () => {
-      failure ??= "upstream-aborted";
-      res.destroy();
-    };
-    upstreamRes.on("error", broke);
-    upstreamRes.on("aborted", broke);
-    res.writeHead(status, upstreamRes.statusMessage, downstreamResponseHeaders(upstreamRes.headers));
-    res.flushHeaders();
-    upstreamRes.pipe(res);
+    state.headersMs = elapsed(started);
+    relayResponse(upstreamRes, res, state, input.tap);
   });
   upstreamReq.on("error", (error: NodeJS.ErrnoException) => {
-    if (clientLeft) return; // our own abort
+    if (state.clientLeft) return; // our own abort
     const reason = error.code ?? error.message;
-    settle({ unreachable: reason });
+    state.settle({ unreachable: reason });
     if (res.headersSent) {
-      failure ??= "upstream-aborted";
+      state.failure ??= "upstream-aborted";
       res.destroy();
       return;
     }
-    failure ??= "upstream-unreachable";
-    status = 502;
-    sendJson(
-      res,
-      502,
-      errorBody(
-        `sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`,
-      ),
-    );
+    state.failure ??= "upstream-unreachable";
+    state.status = 502;
+    const message = `sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`;
+    sendJson(res, 502, errorBody(message));
   });
   upstreamReq.end(body);
 
   return new Promise((resolve) => {
     res.once("close", () => {
       if (!res.writableFinished) {
-        clientLeft = !failure;
-        if (clientLeft) settle({ clientLeft: true });
+        state.clientLeft = !state.failure;
+        if (state.clientLeft) state.settle({ clientLeft: true });
         upstreamReq.destroy();
       }
-      const relay: RelayEnd = failure ?? (upstreamEnded && res.writableFinished ? "complete" : "client-gone");
+      const relay: RelayEnd =
+        state.failure ?? (state.upstreamEnded && res.writableFinished ? "complete" : "client-gone");
       resolve({
         // 499: the client went away before the upstream answered.
-        status: status || (res.headersSent ? res.statusCode : 499),
+        status: state.status || (res.headersSent ? res.statusCode : 499),
         relay,
-        ...(headersMs !== undefined ? { headersMs } : {}),
+        ...(state.headersMs !== undefined ? { headersMs: state.headersMs } : {}),
         durationMs: elapsed(started),
-        responseBytes,
+        responseBytes: state.responseBytes,
         upstreamUrl,
       });
     });
   });
+}
+
+/** Streams the upstream's response to the client as it arrives; the tap sees the same chunks. */
+function relayResponse(
+  upstreamRes: http.IncomingMessage,
+  res: http.ServerResponse,
+  state: RelayState,
+  tap: ResponseTap | undefined,
+): void {
+  state.status = upstreamRes.statusCode ?? 502;
+  state.settle({ answered: state.status });
+  tap?.onHeaders(state.status, upstreamRes.headers);
+  upstreamRes.on("data", (chunk: Buffer) => {
+    state.responseBytes += chunk.length;
+    tap?.onChunk(chunk);
+  });
+  upstreamRes.on("end", () => {
+    state.upstreamEnded = true;
+  });
+  const broke = () => {
+    state.failure ??= "upstream-aborted";
+    res.destroy();
+  };
+  upstreamRes.on("error", broke);
+  upstreamRes.on("aborted", broke);
+  res.writeHead(state.status, upstreamRes.statusMessage, downstreamResponseHeaders(upstreamRes.headers));
+  res.flushHeaders();
+  upstreamRes.pipe(res);
 }
 
 export function elapsed(started: number): number {

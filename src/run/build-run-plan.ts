@@ -23,6 +23,8 @@ import {
 } from "../sandbox-contract.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 import { secretSandboxEnv } from "../proxy/secret-env.js";
+import type { GitDrivers } from "../workspace/git-config-scan.js";
+import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
 
 export type { Mount, RunPlan } from "../sandbox-contract.js";
 
@@ -46,6 +48,8 @@ export interface PlanInput {
   hostCaBundle?: string;
   /** Per-run placeholders of the policy's secrets, by variable name (the values stay on the host). */
   secretPlaceholders?: Record<string, string>;
+  /** The git drivers the workspace's repository defines: neutralised inside the sandbox. */
+  gitDrivers?: GitDrivers;
   caller: { uid: number; gid: number };
   sandboxEnv: Record<string, string>;
   containerModelsJson: unknown;
@@ -93,7 +97,11 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   // Secrets (allowlist only): placeholders in the environment, and the run's CA trusted through
   // a bundle the egress proxy's run folder holds (see proxy/sandbox-trust.ts).
   const secrets = policy.network === "allowlist" ? (policy.secrets ?? {}) : {};
-  const secretEnv = secretSandboxEnv(secrets, input.secretPlaceholders ?? {}, input.sandboxEnv);
+  const gitEnv = withGitConfig(
+    pickGitConfig(input.sandboxEnv),
+    gitSafetyEntries(input.gitDrivers ?? { filters: [], diffs: [], merges: [], externalDiff: false }),
+  );
+  const secretEnv = secretSandboxEnv(secrets, input.secretPlaceholders ?? {}, { ...input.sandboxEnv, ...gitEnv });
   if (Object.keys(secrets).length > 0) {
     const hostPath = `${input.runDir}/${SANDBOX_TRUST_FILE}`;
     for (const containerPath of [SANDBOX_TRUST_BUNDLE, SYSTEM_CA_BUNDLE])
@@ -137,6 +145,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
 
   const env: Record<string, string> = {
     ...input.sandboxEnv,
+    ...gitEnv,
     ...secretEnv,
     ...proxyEnv,
     ...caEnv,
@@ -196,4 +205,11 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     finalToolName,
     schema: input.schema,
   };
+}
+
+/** The caller's own GIT_CONFIG_* entries, which ours are appended after. */
+function pickGitConfig(env: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(([name]) => /^GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+)$/.test(name)),
+  );
 }

@@ -8,6 +8,7 @@ import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { ReplayCall } from "../replay/replay-source.js";
 import { newPlaceholder } from "../proxy/secret-bindings.js";
 import type { RunPlan } from "../sandbox-contract.js";
+import { scanGitDrivers } from "../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../workspace/protected-paths.js";
 import { buildRunPlan } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
@@ -52,6 +53,7 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
     hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
     secretPlaceholders,
+    gitDrivers: scanGitDrivers(run.cwd),
     caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
     sandboxEnv,
     containerModelsJson: run.routing.containerModelsJson,

@@ -154,16 +154,17 @@ describe("secrets in the plan", () => {
     expect(plan.env.GITHUB_TOKEN).toBe("ph-github");
     expect(plan.env.NPM_TOKEN).toBe("ph-npm");
     expect(JSON.stringify(plan)).not.toContain("ghp_the-caller-passed-the-real-one");
-    // Appended after the caller's one git setting.
+    // After the caller's one git setting (0) and the four git-safety settings (1-4).
     expect(plan.env).toMatchObject({
-      GIT_CONFIG_COUNT: "3",
-      GIT_CONFIG_KEY_1: "credential.https://github.com.helper",
-      GIT_CONFIG_KEY_2: "credential.https://api.github.com.helper",
+      GIT_CONFIG_COUNT: "7",
+      GIT_CONFIG_KEY_1: "core.fsmonitor",
+      GIT_CONFIG_KEY_5: "credential.https://github.com.helper",
+      GIT_CONFIG_KEY_6: "credential.https://api.github.com.helper",
     });
-    expect(plan.env.GIT_CONFIG_VALUE_1).toBe(
+    expect(plan.env.GIT_CONFIG_VALUE_5).toBe(
       `!f() { test "$1" = get && printf 'username=%s\\npassword=%s\\n' 'x-access-token' "$GITHUB_TOKEN"; }; f`,
     );
-    expect(plan.env.GIT_CONFIG_KEY_3).toBeUndefined();
+    expect(plan.env.GIT_CONFIG_KEY_7).toBeUndefined();
   });
 
   it("mounts the run's CA bundle read-only, over the system bundle too, and points every CA variable at it", () => {
@@ -189,6 +190,8 @@ describe("secrets in the plan", () => {
   it("adds nothing when the policy has no secrets", () => {
     const plan = buildRunPlan(input({ ...allowlist, trustHostCaBundle: false }));
     expect(plan.mounts.filter((m) => m.kind === "ca-bundle")).toEqual([]);
-    expect(Object.keys(plan.env).filter((k) => k.startsWith("GIT_CONFIG"))).toEqual([]);
+    // Only the git-safety settings, no credential helper.
+    expect(Object.values(plan.env).filter((v) => v.startsWith("credential."))).toEqual([]);
+    expect(plan.env.GIT_CONFIG_COUNT).toBe("4");
   });
 });

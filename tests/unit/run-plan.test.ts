@@ -171,6 +171,17 @@ describe("buildRunPlan: environment", () => {
       expect(JSON.stringify(plan)).not.toContain("host-secret-");
       expect(Object.keys(plan.env).sort()).toEqual(
         [
+          // git's highest-precedence configuration: no repository-chosen command runs (git-safety-env.ts).
+          "GIT_CONFIG_COUNT",
+          "GIT_CONFIG_KEY_0",
+          "GIT_CONFIG_KEY_1",
+          "GIT_CONFIG_KEY_2",
+          "GIT_CONFIG_KEY_3",
+          "GIT_CONFIG_VALUE_0",
+          "GIT_CONFIG_VALUE_1",
+          "GIT_CONFIG_VALUE_2",
+          "GIT_CONFIG_VALUE_3",
+          "GIT_PAGER",
           "HOME",
           "LANG",
           "MY_FLAG",

@@ -1,0 +1,222 @@
+// One request through the gateway, in order: liveness, admission, body, inspection, budget,
+// forwarding; then its records. model-gateway.ts owns the server; this owns a request.
+import type http from "node:http";
+import type https from "node:https";
+import { performance } from "node:perf_hooks";
+import type { ModelRequest } from "./apis/api-codec.js";
+import { admitRequest } from "./admission.js";
+import { ExchangeTap } from "./exchange-tap.js";
+import { elapsed, type ForwardResult, forwardRequest, type UpstreamSettlement } from "./forward-request.js";
+import type { BudgetTicket, GenerationBudget } from "./generation-budget.js";
+import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
+import { errorBody, type Refusal, refusal, safePath, sendJson } from "./gateway-refusal.js";
+import type { CompiledRoute } from "./gateway-routes.js";
+import { GATEWAY_LIVENESS_PATH, holdLiveness } from "./liveness.js";
+import { relayableRequestHeaders } from "./relay-headers.js";
+import { readRequestBody } from "./request-body.js";
+import { inspectRequest, type ProviderFeatures } from "./request-inspection.js";
+
+export interface HandlerContext {
+  routes: ReadonlyMap<string, CompiledRoute>;
+  maxRequestBytes: number;
+  providerFeatures?: ProviderFeatures;
+  budget: GenerationBudget;
+  agents: { http: http.Agent; https: https.Agent };
+  recordExchanges?: RecordLimits;
+  /** performance.now() when the gateway started: exchanges are timed from it. */
+  startedAt: number;
+  closing(): boolean;
+  /** The next generation's number (1, 2, ...). */
+  nextGeneration(): number;
+  report(record: GatewayRequestRecord): void;
+  /** Undefined when nobody listens for exchanges (then no reply is parsed). */
+  exchange?: (exchange: GatewayExchange) => void;
+  budgetExceeded(attempted: number): void;
+}
+
+const DEFAULT_MAX_RECORDED_REQUEST_BYTES = 8 * 1024 * 1024;
+
+export function createRequestHandler(ctx: HandlerContext) {
+  return async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    const started = performance.now();
+    const method = req.method ?? "";
+    const rawUrl = req.url ?? "";
+    let requestBytes = 0;
+    req.on("data", (chunk: Buffer) => {
+      requestBytes += chunk.length;
+    });
+    const base = { method, path: safePath(rawUrl) };
+    const refuse = (r: Refusal, routeId?: string) => {
+      // Drain what is left of the body (so the answer can be read), but not without end.
+      const close = drainBounded(req, ctx.maxRequestBytes);
+      res.once("close", () =>
+        ctx.report({
+          ...(routeId !== undefined ? { routeId } : {}),
+          ...base,
+          status: r.status,
+          requestBytes,
+          responseBytes: 0,
+          durationMs: elapsed(started),
+          refused: r.detail,
+          reason: r.code,
+        }),
+      );
+      sendJson(
+        res,
+        r.status,
+        errorBody(`sandbox-run model gateway refused ${method} ${base.path}: ${r.detail}`),
+        close,
+      );
+    };
+
+    if (base.path === GATEWAY_LIVENESS_PATH) {
+      if (method !== "GET") return refuse(refusal(403, "liveness-method", "the liveness endpoint only answers GET"));
+      if (ctx.closing()) return refuse(refusal(503, "closing", "the gateway is closing"));
+      holdLiveness(req, res, () =>
+        ctx.report({ ...base, status: 200, requestBytes, responseBytes: 0, durationMs: elapsed(started) }),
+      );
+      return;
+    }
+
+    const admission = admitRequest(ctx.routes, method, rawUrl);
+    if (!admission.ok) return refuse(admission, admission.routeId);
+    const { route } = admission;
+    const read = await readRequestBody(req, ctx.maxRequestBytes);
+    if (!read.ok && read.problem === "too-large") {
+      return refuse(refusal(413, "body-too-large", `the body is larger than ${ctx.maxRequestBytes} bytes`), route.id);
+    }
+    if (!read.ok) {
+      res.destroy();
+      const durationMs = elapsed(started);
+      return ctx.report({ routeId: route.id, ...base, status: 499, requestBytes, responseBytes: 0, durationMs });
+    }
+    const inspection = inspectRequest(admission, method, read.body, req.headers, ctx.providerFeatures);
+    if (!inspection.ok) return refuse(inspection, route.id);
+
+    const ticket = admission.generation ? ctx.budget.take() : undefined;
+    if (admission.generation && !ticket) {
+      ctx.budgetExceeded(ctx.budget.spent + 1);
+      const detail = `the run's budget of ${ctx.budget.limit} model responses is spent`;
+      return refuse(refusal(429, "turn-budget", detail), route.id);
+    }
+    await forwardAndReport(ctx, { req, res, admitted: admission, body: inspection.body, ticket, started }, () => ({
+      ...base,
+      requestBytes,
+      conversation: inspection.request,
+    }));
+  };
+}
+
+interface Admitted {
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  admitted: Extract<ReturnType<typeof admitRequest>, { ok: true }>;
+  /** The body as checked, to forward. */
+  body: Buffer;
+  ticket?: BudgetTicket;
+  started: number;
+}
+
+/** Forwards an admitted request, then reports it and, for a generation, its exchange. */
+async function forwardAndReport(
+  ctx: HandlerContext,
+  { req, res, admitted, body, ticket, started }: Admitted,
+  facts: () => { method: string; path: string; requestBytes: number; conversation?: ModelRequest },
+): Promise<void> {
+  const { route } = admitted;
+  const { method, path, conversation } = facts();
+  const request = admitted.generation && ctx.exchange ? conversation : undefined;
+  const seq = request ? ctx.nextGeneration() : 0;
+  const tap = request ? new ExchangeTap(route.codec, ctx.recordExchanges) : undefined;
+  const relayable = relayableRequestHeaders(req.headers);
+  const startedMs = elapsed(ctx.startedAt);
+  const result = await forwardRequest({
+    res,
+    route,
+    target: admitted.target,
+    method,
+    relayable,
+    body,
+    agents: ctx.agents,
+    tap,
+    onUpstreamSettled: (settlement) => {
+      if (nothingGenerated(settlement)) ticket?.refund();
+    },
+  });
+  ctx.report({
+    routeId: route.id,
+    method,
+    path,
+    upstreamUrl: result.upstreamUrl,
+    status: result.status,
+    requestBytes: facts().requestBytes,
+    responseBytes: result.responseBytes,
+    durationMs: elapsed(started),
+  });
+  if (!request || !tap) return;
+  const sent = { method, target: req.url ?? "", headers: relayable, body };
+  ctx.exchange?.(exchangeOf(seq, route, path, request, result, tap, startedMs, sent, ctx.recordExchanges));
+}
+
+/** The upstream turned the request down (non-2xx) or never got it: no output was produced. */
+function nothingGenerated(settlement: UpstreamSettlement): boolean {
+  if ("unreachable" in settlement) return true;
+  return "answered" in settlement && (settlement.answered < 200 || settlement.answered > 299);
+}
+
+function exchangeOf(
+  seq: number,
+  route: CompiledRoute,
+  path: string,
+  request: ModelRequest,
+  result: ForwardResult,
+  tap: ExchangeTap,
+  startedMs: number,
+  sent: { method: string; target: string; headers: Record<string, string | string[]>; body: Buffer },
+  record: RecordLimits | undefined,
+): GatewayExchange {
+  const seen = tap.finish();
+  const maxRequestBytes = record?.maxRequestBytes ?? DEFAULT_MAX_RECORDED_REQUEST_BYTES;
+  return {
+    seq,
+    routeId: route.id,
+    api: route.api,
+    path,
+    request,
+    status: result.status,
+    ...(seen.reply ? { reply: seen.reply } : {}),
+    ...(seen.replyProblem ? { replyProblem: seen.replyProblem } : {}),
+    relay: result.relay,
+    startedMs,
+    ...(result.headersMs !== undefined ? { headersMs: result.headersMs } : {}),
+    durationMs: result.durationMs,
+    ...(record
+      ? {
+          recording: {
+            request: {
+              ...sent,
+              body: sent.body.subarray(0, maxRequestBytes),
+              bodyTruncated: sent.body.length > maxRequestBytes,
+            },
+            ...(seen.response ? { response: seen.response } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+/**
+ * Reads and drops the rest of a refused request's body; past `limit` more bytes the connection
+ * is cut. Returns whether the connection should close after the answer (the body was not read to
+ * its end, so it cannot carry another request).
+ */
+function drainBounded(req: http.IncomingMessage, limit: number): boolean {
+  if (req.complete) return false;
+  let drained = 0;
+  req.on("data", (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > limit) req.socket.destroy();
+  });
+  req.resume();
+  return true;
+}

@@ -1,0 +1,86 @@
+// Which git drivers a repository's own configuration defines: filter, diff and merge drivers run
+// commands the repository chose whenever git touches a path whose attributes name them (a `git
+// status`, `git diff` or `checkout` the model runs innocently). The run neutralises each one it finds
+// inside the sandbox (run/git-safety-env.ts). Reads only section headers and `diff.external`, from the
+// repository's config files inside the workspace, with a size cap; never runs git.
+import fs from "node:fs";
+import path from "node:path";
+
+export interface GitDrivers {
+  filters: string[];
+  diffs: string[];
+  merges: string[];
+  /** `diff.external` is set. */
+  externalDiff: boolean;
+}
+
+const MAX_CONFIG_BYTES = 1024 * 1024;
+const MAX_FILES = 16;
+const SECTION = /^\s*\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
+const OLD_SECTION = /^\s*\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]/i;
+const PLAIN_SECTION = /^\s*\[\s*([a-z0-9.-]+)\s*\]/i;
+const KEY = /^\s*([a-z][a-z0-9-]*)\s*(=|$)\s*(.*)$/i;
+
+export function scanGitDrivers(workspace: string): GitDrivers {
+  const found = {
+    filters: new Set<string>(),
+    diffs: new Set<string>(),
+    merges: new Set<string>(),
+    externalDiff: false,
+  };
+  const gitDir = path.join(workspace, ".git");
+  const queue = [path.join(gitDir, "config"), path.join(gitDir, "config.worktree")];
+  const common = readInside(workspace, path.join(gitDir, "commondir"))?.trim();
+  if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
+  const seen = new Set<string>();
+  while (queue.length > 0 && seen.size < MAX_FILES) {
+    const file = queue.shift()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = readInside(workspace, file);
+    if (text === undefined) continue;
+    let section = "";
+    for (const line of text.split("\n")) {
+      const named = SECTION.exec(line) ?? OLD_SECTION.exec(line);
+      if (named) {
+        const kind = named[1]!.toLowerCase();
+        const name = named[2]!.replace(/\\(.)/g, "$1");
+        (kind === "filter" ? found.filters : kind === "diff" ? found.diffs : found.merges).add(name);
+        section = `${kind}.${name}`;
+        continue;
+      }
+      const plain = PLAIN_SECTION.exec(line);
+      if (plain) {
+        section = plain[1]!.toLowerCase();
+        continue;
+      }
+      const key = KEY.exec(line);
+      if (!key) continue;
+      const name = key[1]!.toLowerCase();
+      if (section === "diff" && name === "external") found.externalDiff = true;
+      // Included files may define drivers too; only those inside the workspace are read.
+      if ((section === "include" || section.startsWith("includeif")) && name === "path") {
+        queue.push(path.resolve(path.dirname(file), key[3]!.trim().replace(/^"|"$/g, "")));
+      }
+    }
+  }
+  return {
+    filters: [...found.filters].sort(),
+    diffs: [...found.diffs].sort(),
+    merges: [...found.merges].sort(),
+    externalDiff: found.externalDiff,
+  };
+}
+
+/** A regular file's text, when its real path lies inside the workspace and it is small; else undefined. */
+function readInside(workspace: string, file: string): string | undefined {
+  try {
+    const real = fs.realpathSync(file);
+    if (!real.startsWith(`${workspace}/`)) return undefined;
+    const stat = fs.statSync(real);
+    if (!stat.isFile() || stat.size > MAX_CONFIG_BYTES) return undefined;
+    return fs.readFileSync(real, "utf8");
+  } catch {
+    return undefined;
+  }
+}

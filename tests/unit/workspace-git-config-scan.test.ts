@@ -1,0 +1,57 @@
+// The drivers a repository's git config defines (which the sandbox neutralises), found without running
+// git, only inside the workspace.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { gitSafetyEntries, withGitConfig } from "../../src/run/git-safety-env.js";
+import { scanGitDrivers } from "../../src/workspace/git-config-scan.js";
+
+function repo(files: Record<string, string>): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-gitscan-")));
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
+
+describe("scanGitDrivers", () => {
+  it("finds filter, diff and merge drivers and diff.external in the config, config.worktree and included files", () => {
+    const ws = repo({
+      ".git/config":
+        '[core]\n\tfsmonitor = evil\n[filter "lfs-ish"]\n\tclean = x\n[diff]\n\texternal = y\n[include]\n\tpath = ../more.cfg\n',
+      ".git/config.worktree": '[diff "pdf"]\n\ttextconv = z\n[merge.ours]\n\tdriver = w\n',
+      "more.cfg": '[filter "second"]\n\tsmudge = v\n',
+    });
+    expect(scanGitDrivers(ws)).toEqual({
+      filters: ["lfs-ish", "second"],
+      diffs: ["pdf"],
+      merges: ["ours"],
+      externalDiff: true,
+    });
+  });
+
+  it("never reads outside the workspace (an include or commondir pointing elsewhere is ignored)", () => {
+    const outside = repo({ "evil.cfg": '[filter "outside"]\n\tclean = x\n' });
+    const ws = repo({ ".git/config": `[include]\n\tpath = ${outside}/evil.cfg\n`, ".git/commondir": `${outside}\n` });
+    expect(scanGitDrivers(ws)).toEqual({ filters: [], diffs: [], merges: [], externalDiff: false });
+  });
+
+  it("neutralises each driver after the caller's own git settings, and always turns off fsmonitor, hooks and the pager", () => {
+    const env = withGitConfig(
+      { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "user.name", GIT_CONFIG_VALUE_0: "bot" },
+      gitSafetyEntries({ filters: ["x"], diffs: [], merges: [], externalDiff: false }),
+    );
+    expect(env).toMatchObject({
+      GIT_CONFIG_COUNT: "9",
+      GIT_CONFIG_KEY_1: "core.fsmonitor",
+      GIT_CONFIG_VALUE_1: "false",
+      GIT_CONFIG_KEY_2: "core.hooksPath",
+      GIT_CONFIG_VALUE_2: "/dev/null",
+      GIT_CONFIG_KEY_5: "filter.x.clean",
+      GIT_CONFIG_VALUE_5: "cat",
+      GIT_PAGER: "cat",
+    });
+  });
+});
