@@ -11,11 +11,8 @@ import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
 import type { TrafficSink } from "../record/run-record.js";
-import { compareOutcome } from "../replay/compare-outcome.js";
-import { type Divergence, type ReplayServer, startReplayServer } from "../replay/replay-server.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
-import { versionDrift } from "../replay/replay-source.js";
-import { currentVersions } from "./record-run.js";
+import { startReplayUpstream } from "./replay-upstream.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
@@ -106,28 +103,12 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     cleanups.add(() => void removeRunDir(runDir));
 
     // Replay: the route's upstream is a host-side server answering from the recording; nothing leaves the host.
-    let replayServer: ReplayServer | undefined;
-    if (planned.replay) {
-      const replay = planned.replay;
-      const drift = versionDrift(replay.record.versions, { ...currentVersions(), pi: ctx.piVersion });
-      replayServer = await startReplayServer({
-        exchanges: replay.record.exchanges,
-        api: routes[0]?.api ?? "",
-        mode: replay.mode,
-        speed: replay.speed,
-        compareContext: replay.compareContext,
-        onContextDifference: (difference) =>
-          timeline.sandbox("replay.context-differs", { difference, record: replay.record.dir }),
-        onDivergence: (divergence) => {
-          const data = { ...divergence, mode: replay.mode, record: replay.record.dir };
-          if (!divergence.fatal) return driven.offer("replay.divergence", { type: "replay.divergence", data });
-          timeline.sandbox("replay.divergence", data);
-          trip.fire({ code: "replay-divergence", message: divergenceMessage(divergence, replay.record.dir, drift) });
-        },
-      });
-      cleanups.add(() => replayServer?.close());
-      const upstream = replayServer.baseUrl;
-      routes = routes.map((route) => ({ ...route, upstreamBaseUrl: upstream, headers: {} }));
+    const replay = planned.replay
+      ? await startReplayUpstream(planned.replay, routes, { piVersion: ctx.piVersion, timeline, trip, driven })
+      : undefined;
+    if (replay) {
+      cleanups.add(() => replay.close());
+      routes = replay.routes;
     }
 
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
@@ -271,7 +252,6 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       }
     }
     if ("error" in settled) throw settled.error;
-    const replayed = planned.replay;
     return {
       ...settled.details,
       runId: plan.runId,
@@ -282,23 +262,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       containerId: created.id,
       durationMs: Date.now() - started,
       changedFiles: workspace.changedFiles,
-      ...(replayed && replayServer
-        ? {
-            replay: {
-              record: replayed.record.dir,
-              mode: replayed.mode,
-              ...replayServer.report(),
-              outcome: compareOutcome(replayed.record.outcome, {
-                ok: true,
-                result: settled.details.result,
-                changedFiles: workspace.changedFiles,
-              }),
-              versions: {
-                recorded: replayed.record.versions,
-                now: { ...currentVersions(), pi: ctx.piVersion },
-              },
-            },
-          }
+      ...(replay
+        ? { replay: replay.summary({ result: settled.details.result, changedFiles: workspace.changedFiles }) }
         : {}),
     };
   } catch (error) {
@@ -314,9 +279,4 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     driven.flush();
     if (container) timeline.sandbox("container.removed", { containerId: container.id });
   }
-}
-
-function divergenceMessage(divergence: Divergence, record: string, drift: string | undefined): string {
-  const versions = drift ? ` Note: ${drift}; Pi's request shape may have changed between these versions.` : "";
-  return `The replay of ${record} diverged at model request ${divergence.generation}: ${divergence.difference}.${versions}`;
 }
