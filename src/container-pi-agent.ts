@@ -72,7 +72,7 @@ export class ContainerPiAgent implements Agent {
   private engineReady?: Promise<void>;
   /** Each runner image asked for, checked (or built) once per agent; "" is this version's. */
   private readonly images = new Map<string, Promise<ReadyImage>>();
-  /** Calls planned so far (numbers `recordTo` folders). */
+  /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
   private calls = 0;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
@@ -130,16 +130,23 @@ export class ContainerPiAgent implements Agent {
    * call takes its next record here.
    */
   plan(prompt: string, options: RunCallOptions = {}): PlannedRun {
-    this.calls++;
     const source = options.replay ?? this.config.replay;
     const replay = source?.next();
-    // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
-    const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
-    const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-    const planned = preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+    let planned: PlannedRun;
+    try {
+      // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
+      const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
+      const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
+      planned = preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+    } catch (error) {
+      // A call that cannot be planned had no record when it was recorded either.
+      if (replay) source?.rewind?.();
+      throw error;
+    }
+    this.calls++;
     if (!replay) return planned;
     const drift = versionDrift(replay.record.versions, currentVersions());
-    if (drift) run.warnings.push(`${drift}: Pi's requests may differ from the recorded ones.`);
+    if (drift) planned.run.warnings.push(`${drift}: Pi's requests may differ from the recorded ones.`);
     return { ...planned, replay };
   }
 

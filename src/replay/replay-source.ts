@@ -36,6 +36,8 @@ export interface ReplaySource {
   readonly records: readonly string[];
   /** The next call's recording, checked (SHA256SUMS) and loaded; a usage error past the last one. */
   next(): ReplayCall;
+  /** Puts the record next() gave last back (its call failed before it was planned, as it did when recorded). */
+  rewind?(): void;
 }
 
 /**
@@ -65,8 +67,12 @@ export function replayRecord(records: string | readonly string[], options: Repla
           "Record every call the workflow makes, and give replayRecord() one folder per call, in order.",
         );
       }
+      const record = loadRecord(dir);
       taken++;
-      return { record: loadRecord(dir), mode, speed, compareContext: options.compareContext !== false };
+      return { record, mode, speed, compareContext: options.compareContext !== false };
+    },
+    rewind() {
+      if (taken > 0) taken--;
     },
   };
 }

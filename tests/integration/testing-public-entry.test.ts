@@ -68,6 +68,19 @@ describe.skipIf(!inject("dockerAvailable"))("sandbox-run/testing from a user's s
     const details = await replaying.runDetailed("one", { cwd: workspace() });
     expect(details.result).toBe("first");
     expect(details.replay).toMatchObject({ answered: 1, recorded: 1, divergences: [], outcome: { matches: true } });
+    // A failed call is recorded too: the error instead of a result.
+    const failing = await scriptedModel([{ httpStatus: 400, body: "no such model" }]);
+    const failed = path.join(recordings, "failed");
+    await expect(
+      new ContainerPiAgent({ ...failing.options }).run("one", { cwd: workspace(), record: failed }),
+    ).rejects.toMatchObject({
+      code: "model-error",
+    });
+    await failing.close();
+    expect(JSON.parse(fs.readFileSync(path.join(failed, "error.json"), "utf8")).code).toBe("model-error");
+    expect(fs.existsSync(path.join(failed, "result.json"))).toBe(false);
+    expect(fs.readFileSync(path.join(failed, "SHA256SUMS"), "utf8")).toContain("exchanges.jsonl");
+
     // The second record was made for the prompt "two": another prompt is a divergence.
     await expect(replaying.run("three", { cwd: workspace() })).rejects.toMatchObject({
       code: "replay-divergence",

@@ -102,6 +102,8 @@ describe("replay: what a replayed call runs with", () => {
 
   it("plan(): the sandbox sees the recorded models.json and cwd; the route waits for the replay server", () => {
     const agent = new ContainerPiAgent({ replay: replayRecord(recordings), hostEnv: {} });
+    // A call that cannot be planned takes no record (it made none when it was recorded).
+    expect(() => agent.plan("The test suite fails.", { cwd: path.join(dir, "missing") })).toThrow(/does not exist/);
     const planned = agent.plan("The test suite fails.", { cwd: ws, sandbox: "read-only" });
     const record = loadRecord(path.join(recordings, "1"));
     expect(planned.plan.workingDir).toBe("/workspace/demo-repo");
