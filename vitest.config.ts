@@ -17,7 +17,8 @@ export default defineConfig({
       {
         test: {
           name: "integration",
-          include: ["tests/integration/**/*.test.ts"],
+          // examples/ carry their own tests (e.g. a workflow replayed from committed recordings).
+          include: ["tests/integration/**/*.test.ts", "examples/**/*.test.ts"],
           testTimeout: 120_000,
           hookTimeout: 300_000,
           // Files start real containers: they run in parallel, tests inside a file in order.

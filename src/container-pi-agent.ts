@@ -1,4 +1,5 @@
 // ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
+import path from "node:path";
 import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
@@ -6,8 +7,11 @@ import { EnginePool } from "./engine/engine-pool.js";
 import { isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
+import type { RunRecorder } from "./record/run-record.js";
+import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { executeRun, type RunDetails } from "./run/execute-run.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
+import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
@@ -34,11 +38,32 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * constructor's and each run's `env` go on top. Defaults to process.env.
    */
   hostEnv?: Record<string, string | undefined>;
+  /**
+   * Write a run record of every call into this folder: the n-th call (in the order calls are
+   * planned) into `<recordTo>/<n>`, which must be new or empty. `replayRecord(recordTo)` plays
+   * them back in the same order. A call's own `record` wins.
+   */
+  recordTo?: string;
+  /**
+   * Answer the model from recorded runs instead of the provider (see `replayRecord` in
+   * `sandbox-run/testing`): the n-th call takes the n-th record. A call's own `replay` wins.
+   */
+  replay?: ReplaySource;
 }
 
 export interface RunCallOptions extends RunOptions {
   /** Receives this run's events as they arrive. */
   onEvent?: RunEventListener;
+  /** Write a run record of this call into this new or empty folder (what the CLI's --record writes). */
+  record?: string;
+  /** Answer this call's model from the next record of this source instead of the provider. */
+  replay?: ReplaySource;
+}
+
+/** What runPlanned() takes besides the plan. */
+export interface RunPlannedOptions extends Pick<RunCallOptions, "onEvent" | "signal"> {
+  /** A record the caller opened and completes itself (the CLI's --record): it gets the model traffic. */
+  recorder?: Pick<RunRecorder, "traffic">;
 }
 
 export interface RunStream<T> extends AsyncIterable<RunEvent> {
@@ -57,6 +82,8 @@ export class ContainerPiAgent implements Agent {
   private readonly enginesReady = new Map<Engine, Promise<void>>();
   /** Each runner image asked for, checked (or built, or loaded) once per agent and engine. */
   private readonly images = new Map<string, Promise<ReadyImage>>();
+  /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
+  private calls = 0;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -78,23 +105,74 @@ export class ContainerPiAgent implements Agent {
 
   /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
   async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
-    return this.runPlanned<TOutput>(this.plan(prompt, options), options);
+    const planned = this.plan(prompt, options);
+    const recordDir =
+      options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
+    if (!recordDir) return this.runPlanned<TOutput>(planned, options);
+    const recorder = openRunRecord(recordDir, planned);
+    const onEvent = (event: RunEvent) => {
+      recorder.onEvent(event);
+      options.onEvent?.(event);
+    };
+    try {
+      const details = await this.runPlanned<TOutput>(planned, { ...options, onEvent, recorder });
+      const notes = await recorder.finish({
+        ok: true,
+        result: details.result,
+        meta: { ...details, result: undefined },
+      });
+      return notes.length > 0 ? { ...details, recordNotes: notes } : details;
+    } catch (error) {
+      const e = isSandboxRunError(error) ? error : undefined;
+      await recorder.finish({
+        ok: false,
+        error: e
+          ? {
+              code: e.code,
+              message: e.shortMessage,
+              hint: e.hint,
+              limit: e.limit,
+              exitCode: e.exitCode,
+              stderrTail: e.stderrTail,
+            }
+          : { code: "internal", message: (error as Error)?.message ?? String(error) },
+        meta: { runId: e?.runId ?? planned.plan.runId, usage: e?.usage, code: e?.code ?? "internal" },
+      });
+      throw error;
+    }
   }
 
   /**
    * What a call would do, as data: resolved options and the run plan (mounts, argv, env, limits,
-   * routes). Reads files (policy, models, schema) and nothing else: no engine, no command. Input
-   * errors are thrown here, before anything exists.
+   * routes). Reads files (policy, models, schema, a replayed record) and nothing else: no engine,
+   * no command. Input errors are thrown here, before anything exists. With a replay source, the
+   * call takes its next record here.
    */
-  plan(prompt: string, options: RunOptions = {}): PlannedRun {
-    const run = resolveRun(prompt, this.config, options, this.config.hostEnv ?? process.env);
-    return preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+  plan(prompt: string, options: RunCallOptions = {}): PlannedRun {
+    const source = options.replay ?? this.config.replay;
+    const replay = source?.next();
+    let planned: PlannedRun;
+    try {
+      // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
+      const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
+      const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
+      planned = preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+    } catch (error) {
+      // A call that cannot be planned had no record when it was recorded either.
+      if (replay) source?.rewind?.();
+      throw error;
+    }
+    this.calls++;
+    if (!replay) return planned;
+    const drift = versionDrift(replay.record.versions, currentVersions());
+    if (drift) planned.run.warnings.push(`${drift}: Pi's requests may differ from the recorded ones.`);
+    return { ...planned, replay };
   }
 
   /** Runs a plan made by plan(); each plan runs once. */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
-    options: Pick<RunCallOptions, "onEvent" | "signal"> = {},
+    options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
@@ -118,6 +196,7 @@ export class ContainerPiAgent implements Agent {
         piVersion: image.piVersion,
         timeline,
         signal: options.signal,
+        ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
       });
       lease.release();
       return details as RunDetails<TOutput>;

@@ -15,7 +15,8 @@ export type SandboxRunErrorCode =
   | "limit" // a resource limit tripped (memory, pids, output, disk): exit 1
   | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
   | "policy-violation" // e.g. a protected path was modified: exit 1
-  | "contradiction"; // the sandbox's output contradicted what the model said (forged events): exit 1
+  | "contradiction" // the sandbox's output contradicted what the model said (forged events): exit 1
+  | "replay-divergence"; // a replayed run's model request differs from the recorded one: exit 4
 
 export interface SandboxRunErrorDetails {
   /** What to do next, in one sentence. */

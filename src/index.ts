@@ -5,7 +5,16 @@ import { ContainerPiAgent } from "./container-pi-agent.js";
 export { bindAgent } from "./agent.js";
 export type { Agent, AgentFunction, AgentOptions, JsonSchema, SandboxMode } from "./agent.js";
 export { ContainerPiAgent } from "./container-pi-agent.js";
-export type { ContainerPiAgentConfig, PlannedRun, RunCallOptions, RunStream } from "./container-pi-agent.js";
+export type {
+  ContainerPiAgentConfig,
+  PlannedRun,
+  RunCallOptions,
+  RunPlannedOptions,
+  RunStream,
+} from "./container-pi-agent.js";
+// Replay sources are made by replayRecord() in sandbox-run/testing.
+export type { ReplayOptions, ReplaySource } from "./replay/replay-source.js";
+export type { ReplaySummary } from "./replay/replay-summary.js";
 export { SandboxRunError, isSandboxRunError } from "./errors.js";
 export type { SandboxRunErrorCode } from "./errors.js";
 export type { RunDetails } from "./run/execute-run.js";

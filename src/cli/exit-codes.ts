@@ -6,6 +6,8 @@ export const EXIT = {
   agentFailed: 1,
   usage: 2,
   unavailable: 3,
+  /** A replay's request differed from the recording (`sandbox-run replay`). */
+  replayDivergence: 4,
   timeout: 124,
   interrupted: 130,
   terminated: 143,
@@ -22,6 +24,8 @@ export function exitCodeFor(code: SandboxRunErrorCode): number {
       return EXIT.timeout;
     case "aborted":
       return EXIT.interrupted;
+    case "replay-divergence":
+      return EXIT.replayDivergence;
     default:
       return EXIT.agentFailed;
   }

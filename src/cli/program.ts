@@ -13,6 +13,7 @@ import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
+import { type ReplayCommandFlags, replayCommand } from "./replay-command.js";
 import { reportError } from "./report-error.js";
 import { runCommand, type RunCommandFlags } from "./run-command.js";
 
@@ -64,6 +65,41 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("-q, --quiet", "no progress on stderr")
     .action(async (promptParts: string[], flags: RunCommandFlags) => {
       exitCode = await runCommand(promptParts, flags, io, signals);
+    });
+
+  program
+    .command("replay <record-dir>")
+    .description(
+      "run a recorded call again in a fresh sandbox, the model answered from the recording (no provider, no key)",
+    )
+    .option(
+      "--replay-mode <mode>",
+      "strict (default): stop at the first request that differs; lenient: report and go on",
+    )
+    .option("--replay-speed <speed>", "fast (default), or recorded: keep the recorded timing of the replies")
+    .option("--cwd <dir>", "workspace directory (default: the current directory)")
+    .option("--policy <name|file>", "try another policy than the recorded one")
+    .option("--image <tag>", "try another runner image than the recorded one")
+    .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--writable <dir>", "extra writable directory (repeatable)", collect)
+    .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
+    .option("--timeout <seconds>", "wall-clock limit (default: the recorded one)")
+    .option("--events <file>", "write the run's events as JSONL while they arrive")
+    .option("--json", "print one JSON result envelope on stdout, with a `replay` field")
+    .option("--record <dir>", "write a run record of the replay to this new folder")
+    .option("--dry-run", "print the run plan and start nothing")
+    .option("--refuse-workspace-config", "refuse a record that lies inside the workspace (strict CI mode)")
+    .option("--no-build", "fail instead of building the runner image when it is missing")
+    .option("-q, --quiet", "no progress on stderr")
+    .action(async (recordDir: string, flags: ReplayCommandFlags) => {
+      // commander gives the root command every flag it also has, wherever it is written.
+      const root = program.opts<ReplayCommandFlags>();
+      const merged = {
+        ...definedOnly(root),
+        ...definedOnly(flags),
+        build: root.build !== false && flags.build !== false,
+      };
+      exitCode = await replayCommand(recordDir, merged, io, signals);
     });
 
   const image = program.command("image").description("manage the runner image");
@@ -209,6 +245,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   } catch (error) {
     return reportError(error, io);
   }
+}
+
+function definedOnly<T extends object>(flags: T): T {
+  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
 }
 
 function versionLine(): string {

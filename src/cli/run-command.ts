@@ -3,9 +3,10 @@
 import fs from "node:fs";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import { type RecordFinish, RunRecorder } from "../record/run-record.js";
+import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
+import { openRunRecord } from "../run/record-run.js";
 import { redactPlan } from "../run/redact-plan.js";
 import type { RunEvent } from "../run/run-events.js";
 import type { CliIo } from "./cli-io.js";
@@ -49,6 +50,26 @@ export async function runCommand(
   });
   // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
   const planned = agent.plan(prompt, options);
+  return runPlannedCommand(agent, planned, flags, io, signals);
+}
+
+/** What the replay command adds to a run's output. */
+export interface ReplayOutput {
+  /** Lines for stderr once the run is over (whether its outcome matches the recording). */
+  afterRun(outcome: { details?: RunDetails; error?: unknown }): string[];
+  /** Added to the --json envelope. */
+  envelope(outcome: { details?: RunDetails; error?: unknown }): Record<string, unknown>;
+}
+
+/** Runs a planned call with the CLI's output, records, signals and exit code (run and replay share it). */
+export async function runPlannedCommand(
+  agent: ContainerPiAgent,
+  planned: PlannedRun,
+  flags: RunCommandFlags,
+  io: CliIo,
+  signals?: NodeJS.EventEmitter,
+  replay?: ReplayOutput,
+): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
@@ -63,7 +84,7 @@ export async function runCommand(
   const progress = flags.quiet
     ? undefined
     : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
-  const recorder = flags.record ? startRecord(flags.record, planned) : undefined;
+  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -89,12 +110,16 @@ export async function runCommand(
   };
 
   try {
-    const details = await agent.runPlanned(planned, { onEvent, signal: controller.signal });
+    const details = await agent.runPlanned(planned, { onEvent, signal: controller.signal, recorder });
     const result = details.result;
     live?.stop();
     const recordNotes = await finishRecord({ ok: true, result, meta: { ...details, result: undefined } });
     if (flags.json) {
-      io.stdout(`${JSON.stringify(envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }), null, 2)}\n`);
+      const shown = {
+        ...envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }),
+        ...replay?.envelope({ details }),
+      };
+      io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
     } else if (typeof result === "string") {
       // Piped, the text is data and passes as it is; on a terminal, its control characters are escaped.
       const shown = io.stdoutIsTty ? terminalText(result) : result;
@@ -109,6 +134,7 @@ export async function runCommand(
         `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`,
       );
     }
+    for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     return EXIT.ok;
   } catch (error) {
     live?.stop();
@@ -126,9 +152,13 @@ export async function runCommand(
       meta: { exitCode: code, runId: e?.runId, usage: e?.usage },
     });
     if (flags.json) {
-      const shown = envelope({ ok: false, error, exitCode: code, model: options.model, recordNotes });
+      const shown = {
+        ...envelope({ ok: false, error, exitCode: code, model: planned.run.model, recordNotes }),
+        ...replay?.envelope({ error }),
+      };
       io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
     }
+    for (const line of replay?.afterRun({ error }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     if (interruptedBy || flags.json) {
       reportError(error, io);
       return code;
@@ -166,25 +196,6 @@ function openEventsFile(file: string): fs.WriteStream {
   const stream = fs.createWriteStream("", { fd });
   stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
   return stream;
-}
-
-function startRecord(dir: string, planned: PlannedRun): RunRecorder {
-  try {
-    const { run } = planned;
-    return new RunRecorder({
-      dir,
-      prompt: run.prompt,
-      schema: run.schema,
-      policy: run.policy,
-      workspace: run.cwd,
-      plan: redactPlan(planned),
-    });
-  } catch (error) {
-    throw usageError(
-      `Cannot write the run record: ${(error as Error).message}.`,
-      "Pass --record a new or empty folder.",
-    );
-  }
 }
 
 function errorSummary(error: unknown) {

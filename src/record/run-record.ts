@@ -1,13 +1,19 @@
-// A run record: a self-contained folder a CI job can archive as evidence of what an agent run did.
-// It holds the effective policy and plan, the prompt and schema (with their sha256), the merged event
-// log, the result or error, the workspace changes as a patch, and SHA256SUMS over all of it. Writing
-// a record never decides the run's outcome: a part that cannot be written is noted in meta.json
-// (and returned), next to the run's real result.
+// A run record: a self-contained folder a CI job can archive as evidence of what an agent run did,
+// and that `sandbox-run replay` can play back. It holds the effective policy and plan, the prompt
+// and schema (with their sha256), what a replay needs to make the same call (replay.json), the
+// merged event log, every model exchange the gateway relayed (exchanges.jsonl), the result or
+// error, the workspace changes as a patch, and SHA256SUMS over all of it. Writing a record never
+// decides the run's outcome: a part that cannot be written is noted in meta.json (and returned),
+// next to the run's real result. The format is in record-format.ts and docs/records.md.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import type { JsonSchema } from "../agent.js";
+import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { Policy } from "../policy/policy-schema.js";
+import { CredentialScrubber } from "./credential-scrubber.js";
+import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
+import { DEFAULT_TRAFFIC_LIMITS, TrafficLog, type TrafficLimits } from "./traffic-log.js";
 import { WorkspaceBaseline } from "./workspace-patch.js";
 
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex");
@@ -20,6 +26,20 @@ export interface RecordStart {
   workspace: string;
   /** The run plan as it may be stored (redacted). */
   plan: unknown;
+  /** What a replay needs to make the same call (replay.json). */
+  call: RecordedCall;
+  versions: RecordVersions;
+  /** Caps on the model traffic kept (default DEFAULT_TRAFFIC_LIMITS). */
+  trafficLimits?: TrafficLimits;
+}
+
+/** Where the gateway hands a record the exchanges it relayed (execute-run wires it). */
+export interface TrafficSink {
+  /** The caps the gateway applies while it keeps an exchange's bytes. */
+  readonly limits: RecordLimits;
+  /** Credential values the gateway adds: none of them may reach the record. Called when the run starts. */
+  forbid(values: readonly string[]): void;
+  exchange(exchange: GatewayExchange): void;
 }
 
 export interface RecordFinish {
@@ -38,6 +58,11 @@ export interface RecordFinish {
 
 export class RunRecorder {
   private readonly events: fs.WriteStream;
+  private readonly trafficLog: TrafficLog;
+  /** Credential values the run's gateway adds: removed from everything written once they are known. */
+  private readonly scrubber = new CredentialScrubber();
+  /** The gateway's exchanges go here (see TrafficSink). */
+  readonly traffic: TrafficSink;
   private readonly baseline: WorkspaceBaseline;
   private readonly startedAt = new Date();
   /** What could not be recorded, in words; stored in meta.json. */
@@ -51,19 +76,38 @@ export class RunRecorder {
     this.baseline = WorkspaceBaseline.take(start.workspace);
     this.events = fs.createWriteStream(path.join(start.dir, "events.jsonl"));
     this.events.on("error", (error) => this.notes.push(`events.jsonl: ${error.message}`));
-    this.write("prompt.txt", start.prompt);
-    if (start.schema) this.write("schema.json", `${JSON.stringify(start.schema, null, 2)}\n`);
-    this.write("policy.json", `${JSON.stringify(start.policy, null, 2)}\n`);
-    this.write("plan.json", `${JSON.stringify(start.plan, null, 2)}\n`);
+    const trafficLog = new TrafficLog(
+      path.join(start.dir, RECORD_FILES.exchanges),
+      start.trafficLimits ?? DEFAULT_TRAFFIC_LIMITS,
+      this.scrubber,
+    );
+    this.trafficLog = trafficLog;
+    this.traffic = {
+      limits: trafficLog.gatewayLimits,
+      forbid: (values) => trafficLog.forbid(values),
+      exchange: (exchange) => trafficLog.add(exchange),
+    };
+    this.write(RECORD_FILES.prompt, start.prompt);
+    if (start.schema) this.write(RECORD_FILES.schema, `${JSON.stringify(start.schema, null, 2)}\n`);
+    this.write(RECORD_FILES.policy, `${JSON.stringify(start.policy, null, 2)}\n`);
+    this.write(RECORD_FILES.plan, `${JSON.stringify(start.plan, null, 2)}\n`);
+    this.write(RECORD_FILES.call, `${JSON.stringify(start.call, null, 2)}\n`);
   }
 
   readonly onEvent = (event: unknown): void => {
-    this.events.write(`${JSON.stringify(event)}\n`);
+    this.events.write(`${this.scrubber.text(JSON.stringify(event))}\n`);
   };
 
   /** Completes the record; returns what could not be recorded (empty when everything was). */
   async finish(outcome: RecordFinish): Promise<string[]> {
     await new Promise<void>((resolve) => this.events.end(resolve));
+    const traffic = await this.trafficLog.end();
+    if (traffic.error) this.notes.push(`${RECORD_FILES.exchanges}: ${traffic.error}`);
+    if (traffic.summary.omitted > 0) {
+      this.notes.push(
+        `${RECORD_FILES.exchanges}: ${traffic.summary.omitted} of ${traffic.summary.exchanges} model exchanges are listed without their bytes (over the record's size cap); a replay stops at the first of them`,
+      );
+    }
     this.attempt("changes.patch", () => {
       try {
         const { patch, notes } = this.baseline.patch();
@@ -78,6 +122,8 @@ export class RunRecorder {
       `${JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2)}\n`,
     );
     const meta = {
+      format: RECORD_FORMAT,
+      versions: this.start.versions,
       ...outcome.meta,
       ok: outcome.ok,
       startedAt: this.startedAt.toISOString(),
@@ -85,6 +131,7 @@ export class RunRecorder {
       workspace: this.start.workspace,
       promptSha256: sha256(this.start.prompt),
       schemaSha256: this.start.schema ? sha256(JSON.stringify(this.start.schema)) : null,
+      modelTraffic: traffic.summary,
       ...(this.notes.length > 0 ? { recordNotes: this.notes } : {}),
     };
     this.write("meta.json", `${JSON.stringify(meta, null, 2)}\n`);
@@ -104,7 +151,7 @@ export class RunRecorder {
   }
 
   private write(name: string, content: string): void {
-    this.attempt(name, () => fs.writeFileSync(path.join(this.start.dir, name), content));
+    this.attempt(name, () => fs.writeFileSync(path.join(this.start.dir, name), this.scrubber.text(content)));
   }
 
   private attempt(what: string, step: () => void): void {

@@ -36,6 +36,8 @@ export interface PlanInput {
   schema?: JsonSchema;
   /** Canonical (realpath) host paths. */
   cwd: string;
+  /** Where the workspace appears inside the sandbox (Pi's cwd); default: its host path. */
+  sandboxCwd?: string;
   writableRoots: string[];
   readOnlyMounts: string[];
   /** Host directory of this run's sockets (the gateway's, the proxy's). */
@@ -63,9 +65,13 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const uid = asRoot ? SANDBOX_UID : input.caller.uid;
   const gid = asRoot ? SANDBOX_UID : input.caller.gid;
   const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
+  const sandboxCwd = input.sandboxCwd ?? input.cwd;
+  // A host path inside the workspace, as the sandbox sees it.
+  const inSandbox = (hostPath: string) =>
+    hostPath === input.cwd ? sandboxCwd : `${sandboxCwd}${hostPath.slice(input.cwd.length)}`;
 
   const mounts: Mount[] = [
-    { hostPath: input.cwd, containerPath: input.cwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
+    { hostPath: input.cwd, containerPath: sandboxCwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
     ...input.writableRoots.map(
       (p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" }),
     ),
@@ -76,7 +82,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   // catches what a mount cannot). Pointless when the whole workspace is read-only.
   if (policy.workspace === "read-write") {
     for (const p of input.protectedMounts ?? [])
-      mounts.push({ hostPath: p, containerPath: p, readOnly: true, kind: "protected" });
+      mounts.push({ hostPath: p, containerPath: inSandbox(p), readOnly: true, kind: "protected" });
   }
   const caEnv: Record<string, string> = {};
   if (policy.trustHostCaBundle) {
@@ -162,7 +168,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     model: input.model,
     user: `${uid}:${gid}`,
     handBackTo: asRoot ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
-    workingDir: input.cwd,
+    workingDir: sandboxCwd,
     entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
     piArgs: buildPiArgs({
       finalToolExtension: IMAGE_PATHS.finalToolExtension,

@@ -48,6 +48,14 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       }),
     );
   }
+  if (trip?.code === "replay-divergence") {
+    return fail(
+      new SandboxRunError("replay-divergence", trip.message, {
+        ...evidence,
+        hint: 'If the change is intended, record the run again; to see every difference, replay with --replay-mode lenient (or mode: "lenient").',
+      }),
+    );
+  }
   if (trip) return fail(limitError(trip.message, trip.limit, evidence));
   const fromExit = limitFromExit(exit, facts.stderrTail);
   if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));

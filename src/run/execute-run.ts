@@ -10,6 +10,9 @@ import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
+import type { TrafficSink } from "../record/run-record.js";
+import type { ReplaySummary } from "../replay/replay-summary.js";
+import { startReplayUpstream } from "./replay-upstream.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
@@ -43,6 +46,10 @@ export interface RunDetails<T = unknown> {
   usage: Usage;
   /** Files the run created, modified or deleted: workspace-relative, or absolute in extra writable roots. */
   changedFiles: ChangedFiles;
+  /** For a replayed run: how it went against the recording. */
+  replay?: ReplaySummary;
+  /** With a run record: what could not be recorded (absent when everything was). */
+  recordNotes?: string[];
 }
 
 export interface ExecuteContext {
@@ -50,6 +57,8 @@ export interface ExecuteContext {
   piVersion: string;
   timeline: RunTimeline;
   signal?: AbortSignal;
+  /** A run record's model-traffic sink: every exchange the gateway relayed, with its bytes. */
+  traffic?: TrafficSink;
 }
 
 /** Teardown steps, run in reverse order of setup; a failing step does not stop the others. */
@@ -89,9 +98,20 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // A missing CA bundle is a usage error: find out before anything is started.
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
     // The one place models.json `!command` values run: when the run starts, never when it is planned.
-    const routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
+    let routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
+    // What the gateway adds must never reach a record, whatever an upstream echoes back.
+    ctx.traffic?.forbid(routes.flatMap((route) => Object.values(route.headers)));
     const runDir = createRunDir(plan.runId);
     cleanups.add(() => void removeRunDir(runDir));
+
+    // Replay: the route's upstream is a host-side server answering from the recording; nothing leaves the host.
+    const replay = planned.replay
+      ? await startReplayUpstream(planned.replay, routes, { piVersion: ctx.piVersion, timeline, trip, driven })
+      : undefined;
+    if (replay) {
+      cleanups.add(() => replay.close());
+      routes = replay.routes;
+    }
 
     // The turn budget is also kept by the gateway, where code in the sandbox cannot get around it.
     const ledger = new ConversationLedger();
@@ -103,7 +123,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
       },
       // What the model said in Pi's conversation, as the gateway relayed it: the run's evidence.
+      ...(ctx.traffic ? { recordExchanges: ctx.traffic.limits } : {}),
       onExchange: (exchange) => {
+        ctx.traffic?.exchange(exchange);
         const verdict = ledger.add(exchange);
         const data = {
           seq: exchange.seq,
@@ -280,6 +302,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       containerId: created.id,
       durationMs: Date.now() - started,
       changedFiles: workspace.changedFiles,
+      ...(replay
+        ? { replay: replay.summary({ result: settled.details.result, changedFiles: workspace.changedFiles }) }
+        : {}),
     };
   } catch (error) {
     const e = error as SandboxRunError;

@@ -5,6 +5,7 @@
 import crypto from "node:crypto";
 import os from "node:os";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import type { ReplayCall } from "../replay/replay-source.js";
 import { newPlaceholder } from "../proxy/secret-bindings.js";
 import type { RunPlan } from "../sandbox-contract.js";
 import { scanGitDrivers } from "../workspace/git-config-scan.js";
@@ -22,6 +23,8 @@ export interface PlannedRun {
   callerEnvNames: string[];
   /** Per-run placeholders of the policy's secrets, by name: in the sandbox's env, swapped by the egress proxy. */
   secretPlaceholders: Record<string, string>;
+  /** Set when the model is answered from a recording instead of the provider. */
+  replay?: ReplayCall;
 }
 
 export function newRunId(): string {
@@ -44,6 +47,7 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     model: run.model,
     schema: run.schema,
     cwd: run.cwd,
+    ...(run.workspacePath ? { sandboxCwd: run.workspacePath } : {}),
     writableRoots: run.writableRoots,
     readOnlyMounts: run.readOnlyMounts,
     protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),

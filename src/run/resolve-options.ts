@@ -32,6 +32,12 @@ export interface SandboxOptions {
    * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
    */
   image?: string;
+  /**
+   * Where the workspace appears inside the sandbox (Pi's working directory, named in its system
+   * prompt); default: its host path. A fixed path makes a run's requests independent of where the
+   * checkout lives: replay mounts the workspace where the recorded run saw it.
+   */
+  workspacePath?: string;
   /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
   contextFiles?: boolean;
   /** Stop the run when the cost Pi reports passes this many US dollars. */
@@ -56,6 +62,8 @@ export type RunOptions = AgentOptions & SandboxOptions;
 export interface ResolvedRun {
   prompt: string;
   cwd: string;
+  /** Where the workspace appears inside the sandbox, when not at its host path. */
+  workspacePath?: string;
   writableRoots: string[];
   readOnlyMounts: string[];
   model: string;
@@ -166,6 +174,8 @@ export function resolveRun(
   }
   const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, "read-only mount"));
   checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts]);
+  const workspacePath = sandboxWorkspacePath(run.workspacePath ?? config.workspacePath, cwd);
+  if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
 
   const schema = run.schema ?? config.schema;
   const validator = schema ? compileSchema(schema) : undefined;
@@ -207,6 +217,7 @@ export function resolveRun(
   return {
     prompt,
     cwd,
+    ...(workspacePath ? { workspacePath } : {}),
     writableRoots,
     readOnlyMounts,
     model,
@@ -265,6 +276,26 @@ function canonicalDirectory(input: string, what: string): string {
     );
   }
   return real;
+}
+
+/** The sandbox-side workspace path, checked like a mount target; undefined when it is the host path. */
+function sandboxWorkspacePath(requested: string | undefined, cwd: string): string | undefined {
+  if (requested === undefined || requested === cwd) return undefined;
+  if (!path.posix.isAbsolute(requested) || path.posix.normalize(requested).replace(/\/+$/, "") !== requested) {
+    throw usageError(
+      `The workspace path ${JSON.stringify(requested)} is not an absolute, normalised path.`,
+      'Pass a path such as "/workspace" (no "..", no trailing slash).',
+    );
+  }
+  // Besides the sandbox's own paths, none of the image's system trees: a record (replay) names this path.
+  const trees = [...FORBIDDEN_TREES, "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"];
+  if (FORBIDDEN_EXACT.includes(requested) || trees.some((t) => requested === t || requested.startsWith(`${t}/`))) {
+    throw usageError(
+      `The workspace cannot appear at ${requested} inside the sandbox: the sandbox needs that path for itself.`,
+      'Pass a project path such as "/workspace" instead.',
+    );
+  }
+  return requested;
 }
 
 function checkOverlaps(paths: string[]): void {

@@ -4,7 +4,7 @@
 // the supervisor listens once to stop the container.
 
 export interface Trip {
-  code: "timeout" | "aborted" | "limit";
+  code: "timeout" | "aborted" | "limit" | "replay-divergence";
   /** Which limit, for code "limit": memory, pids, output, line, records, turns, cost, disk, ... */
   limit?: string;
   message: string;

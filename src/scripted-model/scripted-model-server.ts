@@ -9,7 +9,7 @@
 // can check what a client sent and feed the exact reply bytes to a parser.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { codecFor } from "../gateway/apis/api-codec.js";
+import { codecFor, type ModelRequest } from "../gateway/apis/api-codec.js";
 import { anthropicMessagesWire } from "./anthropic-messages-wire.js";
 import { googleGenerativeAiWire } from "./google-generative-ai-wire.js";
 import { mistralConversationsWire } from "./mistral-conversations-wire.js";
@@ -54,6 +54,8 @@ export interface RecordedRequest {
   headers: http.IncomingHttpHeaders;
   /** The parsed JSON body: an openai-completions ChatRequest, or the other API's own shape. */
   body: ChatRequest;
+  /** The request in neutral form (the api codec's reading), when it could be read. */
+  conversation?: ModelRequest;
   response: RecordedResponse;
 }
 
@@ -125,6 +127,7 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       const parsed = codecFor(wire.api)!.parseRequest(subpath, body);
       if (!parsed.ok) return sendJson(res, 400, wire.errorBody(400, `unreadable request: ${parsed.reason}`));
       const conversation = parsed.request;
+      recorded.conversation = conversation;
       const turn = conversation.messages.filter((m) => m.role === "assistant").length;
       const step = pickStep(script, body as ChatRequest, turn, { api: wire.api, conversation });
       if ("httpStatus" in step) {

@@ -1,12 +1,15 @@
 // Every recipe in examples/ is exercised against the scripted model: the review prompt and
-// schema through the CLI, the exact command of the GitHub Actions workflow, and the library
-// example through bindAgent().
+// schema through the CLI, the GitHub Actions review workflow through the action's own steps with
+// the workflow's inputs, and the library example through bindAgent(). (examples/workflow carries
+// its own test.)
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { runAction } from "../support/github-action.js";
 import {
   containersOfRuns,
   dockerAvailable,
@@ -88,45 +91,59 @@ describe.skipIf(!dockerAvailable())("examples", () => {
       "SHA256SUMS",
       "changes.patch",
       "events.jsonl",
+      "exchanges.jsonl",
       "meta.json",
       "plan.json",
       "policy.json",
       "prompt.txt",
+      "replay.json",
       "result.json",
       "schema.json",
     ]);
     expect(fs.readFileSync(path.join(record, "changes.patch"), "utf8")).toBe("");
   });
 
-  it("github-actions: the workflow's review command runs as written", async () => {
-    const workflow = fs.readFileSync(path.join(repoRoot, "examples/github-actions/sandbox-review.yml"), "utf8");
-    // The folded `run: >-` block of the "Review" step, joined the way YAML folds it.
-    const block = /- name: Review\n[\s\S]*?run: >-\n((?: {10}.*\n)+)/.exec(workflow)?.[1];
-    expect(block).toBeDefined();
-    const command = block!
-      .split("\n")
-      .map((l) => l.trim())
-      .filter(Boolean)
-      .join(" ")
-      .replace("--model anthropic/claude-sonnet-4-5", `--model scripted/review --models ${modelsFile}`);
-    expect(command).toContain("--schema examples/review-pr/review.schema.json");
+  it("github-actions: the review workflow takes its configuration from the base branch, and runs as written", async () => {
+    interface WorkflowStep {
+      id?: string;
+      uses?: string;
+      with?: Record<string, string>;
+    }
+    const workflow = parse(fs.readFileSync(path.join(repoRoot, "examples/github-actions/sandbox-review.yml"), "utf8"));
+    const steps = workflow.jobs.review.steps as WorkflowStep[];
+    const checkouts = steps.filter((s) => s.uses?.startsWith("actions/checkout@"));
+    const pr = checkouts.find((s) => s.with?.path === "pr")!;
+    const base = checkouts.find((s) => s.with?.path === "trusted")!;
+    expect(pr.with).toMatchObject({ "persist-credentials": false });
+    expect(base.with).toMatchObject({ ref: "${{ github.event.pull_request.base.sha }}", "persist-credentials": false });
+    const review = steps.find((s) => s.id === "review")!;
+    // The action itself comes from a pinned ref, never from the pull request's checkout.
+    expect(review.uses).toMatch(/^[\w-]+\/sandbox-run@/);
+    const inputs = review.with!;
+    expect(inputs["working-directory"]).toBe("pr");
+    for (const name of ["prompt-file", "schema", "policy", "models"]) {
+      if (inputs[name] !== undefined) expect(inputs[name], name).toMatch(/^trusted\//);
+    }
 
-    const checkout = pullRequestCheckout();
-    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-bin-"));
-    fs.writeFileSync(path.join(bin, "sandbox-run"), `#!/bin/sh\nexec "${process.execPath}" "${cli}" "$@"\n`, {
-      mode: 0o755,
-    });
-    const result = await runProcess("bash", ["-c", command], {
-      cwd: checkout,
-      env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ANTHROPIC_API_KEY: "unused-by-the-scripted-model" },
-    });
-    expect(result.stderr).not.toMatch(/unexpected error/);
-    expect(result.status).toBe(0);
-    const envelope = JSON.parse(fs.readFileSync(path.join(checkout, "review.json"), "utf8"));
-    expect(envelope.ok).toBe(true);
-    expect(envelope.result).toEqual(reviewResult);
-    expect(fs.existsSync(path.join(checkout, "review-record", "events.jsonl"))).toBe(true);
+    // The job's folders: the pull request in pr/, the base branch's examples in trusted/.
+    const job = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-job-"));
+    fs.renameSync(pullRequestCheckout(), path.join(job, "pr"));
+    fs.cpSync(path.join(repoRoot, "examples"), path.join(job, "trusted/examples"), { recursive: true });
+    const { outputs, code, log } = await runAction({ ...inputs, model: "scripted/review", models: modelsFile }, job);
+    expect(code, log).toBe(0);
+    expect(JSON.parse(outputs.run!.result!)).toEqual(reviewResult);
+    const envelope = JSON.parse(fs.readFileSync(outputs.run!.envelope!, "utf8"));
+    expect(envelope.policy).toBe("read-only");
+    expect(fs.existsSync(path.join(outputs.run!["record-dir"]!, "exchanges.jsonl"))).toBe(true);
     expect(await containersOfRuns([envelope.runId])).toEqual([]);
+
+    // The replay workflow holds no secret and runs the workflow example's own replay test.
+    const tests = parse(
+      fs.readFileSync(path.join(repoRoot, "examples/github-actions/agent-workflow-tests.yml"), "utf8"),
+    );
+    const text = JSON.stringify(tests);
+    expect(text).not.toContain("secrets.");
+    expect(text).toContain("vitest run --project integration examples/workflow");
   });
 
   it("library: the workflow step gets a validated review through bindAgent()", async () => {

@@ -1,0 +1,246 @@
+// Reads a run record back for replay, and refuses one that does not check out: every file must be
+// listed in SHA256SUMS with the right hash and nothing else may be in the folder. A record is input
+// from elsewhere (a committed fixture, a CI artifact), so it is read with limits, through one file
+// descriptor per file (what is hashed is what is parsed), and every part is validated.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import type { z } from "zod";
+import type { JsonSchema } from "../agent.js";
+import { usageError } from "../errors.js";
+import {
+  RECORD_FILES,
+  RECORD_FORMAT,
+  type RecordedCall,
+  type RecordedExchange,
+  type RecordVersions,
+} from "../record/record-format.js";
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { formatZodIssues } from "../util/config-file.js";
+import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
+
+export interface LoadedRecord {
+  /** The record folder, absolute. */
+  dir: string;
+  format: number;
+  versions: RecordVersions;
+  prompt: string;
+  schema?: JsonSchema;
+  /** policy.json as stored (the caller validates it as a policy). */
+  policy: unknown;
+  call: RecordedCall;
+  /** The generations, in the order the gateway forwarded them. */
+  exchanges: RecordedExchange[];
+  outcome: RecordedOutcome;
+}
+
+export type RecordedOutcome =
+  | { ok: true; result: unknown; changedFiles?: ChangedFiles }
+  | { ok: false; error: { code: string; message: string } };
+
+/** Largest file of a record that replay reads whole (exchanges.jsonl; the others are far smaller). */
+const MAX_READ_BYTES = 512 * 1024 * 1024;
+const MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024;
+const HASH_CHUNK = 1024 * 1024;
+const NEEDED: ReadonlySet<string> = new Set([
+  RECORD_FILES.prompt,
+  RECORD_FILES.schema,
+  RECORD_FILES.policy,
+  RECORD_FILES.call,
+  RECORD_FILES.exchanges,
+  RECORD_FILES.meta,
+  RECORD_FILES.result,
+  RECORD_FILES.error,
+]);
+
+const HINT = "Replay the folder --record wrote, unchanged; if it was edited or damaged, record the run again.";
+
+export function loadRecord(dir: string): LoadedRecord {
+  const root = path.resolve(dir);
+  const files = verifiedFiles(root);
+  const text = (name: string) => files.get(name)?.toString("utf8");
+  const json = (name: string) => {
+    const content = text(name);
+    if (content === undefined) return undefined;
+    try {
+      return JSON.parse(content) as unknown;
+    } catch (error) {
+      throw invalid(root, `${name} is not valid JSON (${(error as Error).message})`);
+    }
+  };
+
+  const meta = parse(root, RECORD_FILES.meta, metaSchema, json(RECORD_FILES.meta) ?? missing(root, RECORD_FILES.meta));
+  if (meta.format === undefined || meta.format < 2) {
+    throw usageError(
+      `The record ${root} holds no model traffic: it was written before sandbox-run recorded the model's replies (record format ${meta.format ?? 1}).`,
+      "Record the run again with this version of sandbox-run (--record), then replay that folder.",
+    );
+  }
+  if (meta.format > RECORD_FORMAT) {
+    throw usageError(
+      `The record ${root} has format ${meta.format}, newer than this sandbox-run reads (${RECORD_FORMAT}); it was written by sandbox-run ${meta.versions?.sandboxRun ?? "?"}.`,
+      "Replay it with that version of sandbox-run or a newer one.",
+    );
+  }
+  const call = parse(root, RECORD_FILES.call, callSchema, json(RECORD_FILES.call) ?? missing(root, RECORD_FILES.call));
+  const prompt = text(RECORD_FILES.prompt) ?? missing(root, RECORD_FILES.prompt);
+  const schema = json(RECORD_FILES.schema) as JsonSchema | undefined;
+  const policy = json(RECORD_FILES.policy) ?? missing(root, RECORD_FILES.policy);
+  const exchanges = parseExchanges(root, text(RECORD_FILES.exchanges) ?? missing(root, RECORD_FILES.exchanges));
+  const error = json(RECORD_FILES.error) as { code?: unknown; message?: unknown } | undefined;
+  const outcome: RecordedOutcome = meta.ok
+    ? {
+        ok: true,
+        result: json(RECORD_FILES.result) ?? null,
+        ...(meta.changedFiles ? { changedFiles: meta.changedFiles } : {}),
+      }
+    : { ok: false, error: { code: String(error?.code ?? "unknown"), message: String(error?.message ?? "") } };
+  return {
+    dir: root,
+    format: meta.format,
+    versions: meta.versions ?? { sandboxRun: "unknown", pi: "unknown", node: "unknown" },
+    prompt,
+    ...(schema !== undefined ? { schema } : {}),
+    policy,
+    call: call as RecordedCall,
+    exchanges,
+    outcome,
+  };
+}
+
+/** Every file of the folder, checked against SHA256SUMS; the contents of the ones replay reads. */
+function verifiedFiles(root: string): Map<string, Buffer> {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(root, { withFileTypes: true });
+  } catch (error) {
+    throw usageError(
+      `Cannot read the record ${root}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+      "Pass the folder a run wrote with --record.",
+    );
+  }
+  const names = new Set(entries.map((e) => e.name));
+  if (!names.has(RECORD_FILES.sums)) {
+    throw usageError(
+      `The record ${root} has no ${RECORD_FILES.sums}, so it cannot be checked.`,
+      names.size === 0 ? "Pass the folder a run wrote with --record." : HINT,
+    );
+  }
+  const sums = parseSums(root, readVerbatim(root, RECORD_FILES.sums, 1024 * 1024).toString("utf8"));
+  const problems: string[] = [];
+  const contents = new Map<string, Buffer>();
+  for (const entry of entries) {
+    if (entry.name === RECORD_FILES.sums) continue;
+    if (!sums.has(entry.name)) problems.push(`${entry.name} is not listed in ${RECORD_FILES.sums}`);
+  }
+  for (const [name, expected] of sums) {
+    if (!names.has(name)) {
+      problems.push(`${name} is listed in ${RECORD_FILES.sums} but missing`);
+      continue;
+    }
+    const read = hashFile(root, name, NEEDED.has(name));
+    if ("problem" in read) problems.push(read.problem);
+    else if (read.sha256 !== expected) problems.push(`${name} does not match its sha256 in ${RECORD_FILES.sums}`);
+    else if (read.content) contents.set(name, read.content);
+  }
+  if (problems.length > 0) {
+    const shown = problems.slice(0, 5).join("; ");
+    throw usageError(
+      `The record ${root} failed its checksum check, so it is not replayed: ${shown}${problems.length > 5 ? ` (and ${problems.length - 5} more)` : ""}.`,
+      HINT,
+    );
+  }
+  return contents;
+}
+
+function parseSums(root: string, text: string): Map<string, string> {
+  const sums = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    const match = /^([0-9a-f]{64}) [ *]([^/\\\0]+)$/.exec(line);
+    if (!match || match[2] === "." || match[2] === ".." || sums.has(match[2]!)) {
+      throw usageError(
+        `The record ${root} has a malformed ${RECORD_FILES.sums} line: ${JSON.stringify(line.slice(0, 120))}.`,
+        HINT,
+      );
+    }
+    sums.set(match[2]!, match[1]!);
+  }
+  return sums;
+}
+
+/** The file's sha256, read through one descriptor; its content too when `keep`. Never follows a link. */
+function hashFile(
+  root: string,
+  name: string,
+  keep: boolean,
+): { sha256: string; content?: Buffer } | { problem: string } {
+  let fd: number;
+  try {
+    fd = fs.openSync(path.join(root, name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  } catch (error) {
+    return { problem: `${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` };
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) return { problem: `${name} is not a regular file` };
+    const cap = name === RECORD_FILES.exchanges || name === RECORD_FILES.events ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
+    if (keep && stat.size > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+    const hash = crypto.createHash("sha256");
+    const parts: Buffer[] = [];
+    const chunk = Buffer.alloc(HASH_CHUNK);
+    let total = 0;
+    for (;;) {
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      total += n;
+      if (keep && total > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+      hash.update(chunk.subarray(0, n));
+      if (keep) parts.push(Buffer.from(chunk.subarray(0, n)));
+    }
+    return { sha256: hash.digest("hex"), ...(keep ? { content: Buffer.concat(parts) } : {}) };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function readVerbatim(root: string, name: string, cap: number): Buffer {
+  const read = hashFile(root, name, true);
+  if ("problem" in read) throw usageError(`The record ${root}: ${read.problem}.`, HINT);
+  if (read.content!.length > cap) throw usageError(`The record ${root}: ${name} is too large.`, HINT);
+  return read.content!;
+}
+
+function parseExchanges(root: string, text: string): RecordedExchange[] {
+  const exchanges: RecordedExchange[] = [];
+  for (const [index, line] of text.split("\n").entries()) {
+    if (line.trim() === "") continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      throw invalid(
+        root,
+        `${RECORD_FILES.exchanges} line ${index + 1} is not valid JSON (${(error as Error).message})`,
+      );
+    }
+    exchanges.push(
+      parse(root, `${RECORD_FILES.exchanges} line ${index + 1}`, exchangeSchema, value) as RecordedExchange,
+    );
+  }
+  return exchanges.sort((a, b) => a.seq - b.seq);
+}
+
+function parse<T extends z.ZodType>(root: string, what: string, schema: T, value: unknown): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw invalid(root, `${what}: ${formatZodIssues(parsed.error.issues, "; ")}`);
+  return parsed.data;
+}
+
+function invalid(root: string, why: string) {
+  return usageError(`The record ${root} cannot be replayed: ${why}.`, HINT);
+}
+
+function missing(root: string, name: string): never {
+  throw usageError(`The record ${root} has no ${name}.`, HINT);
+}

@@ -1,0 +1,229 @@
+// How a replayed call is planned, without Docker: the record's model routed to the replay server
+// with Pi's models.json exactly as recorded (and no header or key of the record used), the workspace
+// where the recording saw it, records taken in order, and the CLI's `replay` refusing what it
+// cannot honour before anything reaches the engine.
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { runCli } from "../../src/cli/program.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
+import { compareOutcome } from "../../src/replay/compare-outcome.js";
+import { loadRecord } from "../../src/replay/load-record.js";
+import {
+  REPLAY_UPSTREAM_PLACEHOLDER,
+  replayRecord,
+  replayRunOptions,
+  versionDrift,
+} from "../../src/replay/replay-source.js";
+import { copyRecord } from "../support/record-files.js";
+
+const recordings = path.resolve(import.meta.dirname, "../../examples/workflow/recordings");
+const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sr-replay-plan-")));
+const ws = fs.mkdtempSync(path.join(dir, "ws-"));
+
+let engineConnections = 0;
+const engine = net.createServer((socket) => {
+  engineConnections++;
+  socket.destroy();
+});
+const savedDockerHost = process.env.DOCKER_HOST;
+beforeAll(async () => {
+  const socketPath = path.join(dir, "engine.sock");
+  await new Promise<void>((resolve) => engine.listen(socketPath, resolve));
+  process.env.DOCKER_HOST = `unix://${socketPath}`;
+});
+afterAll(async () => {
+  if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
+  else process.env.DOCKER_HOST = savedDockerHost;
+  await new Promise<void>((resolve) => engine.close(() => resolve()));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe("replay: what a replayed call runs with", () => {
+  it("the recorded provider entry, pointed at the replay server, with a dummy key and no header of the record", () => {
+    const record = loadRecord(path.join(recordings, "1"));
+    const hostile = {
+      ...record,
+      call: {
+        ...record.call,
+        sandboxModelsJson: {
+          providers: {
+            scripted: {
+              api: "openai-completions",
+              baseUrl: "http://127.0.0.1:18080/scripted",
+              apiKey: "sandbox-run-placeholder",
+              headers: { "x-token": "!touch /tmp/pwned" },
+              models: [{ id: "model", headers: { a: "!id" }, baseUrl: "http://evil.example" }],
+              modelOverrides: { model: { headers: { b: "!id" }, name: "m" } },
+            },
+          },
+        },
+      },
+    };
+    const options = replayRunOptions(hostile);
+    expect(options).toEqual({
+      model: "scripted/model",
+      models: {
+        providers: {
+          scripted: {
+            api: "openai-completions",
+            baseUrl: REPLAY_UPSTREAM_PLACEHOLDER,
+            apiKey: "sandbox-run-replay-no-key",
+            models: [{ id: "model" }],
+            modelOverrides: { model: { name: "m" } },
+          },
+        },
+      },
+      workspacePath: "/workspace/demo-repo",
+    });
+  });
+
+  it("an Anthropic OAuth recording is replayed with an OAuth-shaped key (Pi shapes requests by it)", () => {
+    const record = loadRecord(path.join(recordings, "1"));
+    const oauth = {
+      ...record,
+      call: {
+        ...record.call,
+        model: "anthropic/claude-sonnet-4-5",
+        sandboxModelsJson: {
+          providers: {
+            anthropic: { baseUrl: "http://127.0.0.1:18080/anthropic", apiKey: ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY },
+          },
+        },
+      },
+    };
+    const provider = (replayRunOptions(oauth).models.providers as Record<string, { apiKey: string }>).anthropic!;
+    expect(provider.apiKey).toMatch(/^sk-ant-oat01-/);
+  });
+
+  it("plan(): the sandbox sees the recorded models.json and cwd; the route waits for the replay server", () => {
+    const agent = new ContainerPiAgent({ replay: replayRecord(recordings), hostEnv: {} });
+    // A call that cannot be planned takes no record (it made none when it was recorded).
+    expect(() => agent.plan("The test suite fails.", { cwd: path.join(dir, "missing") })).toThrow(/does not exist/);
+    const planned = agent.plan("The test suite fails.", { cwd: ws, sandbox: "read-only" });
+    const record = loadRecord(path.join(recordings, "1"));
+    expect(planned.plan.workingDir).toBe("/workspace/demo-repo");
+    expect(planned.plan.mounts.find((m) => m.kind === "workspace")).toMatchObject({
+      hostPath: ws,
+      containerPath: "/workspace/demo-repo",
+    });
+    expect(planned.run.routing.containerModelsJson).toEqual(record.call.sandboxModelsJson);
+    expect(planned.run.routing.routes[0]!.upstreamBaseUrl).toBe(REPLAY_UPSTREAM_PLACEHOLDER);
+    expect(planned.replay?.record.dir).toBe(path.join(recordings, "1"));
+    // The next call takes the next record; there is no third.
+    expect(agent.plan("again", { cwd: ws }).replay?.record.dir).toBe(path.join(recordings, "2"));
+    expect(() => agent.plan("third", { cwd: ws })).toThrow(/holds 2 records and this is call 3/);
+    expect(engineConnections).toBe(0);
+  });
+
+  it("a workspace path the sandbox needs for itself is refused", () => {
+    const agent = new ContainerPiAgent({ hostEnv: {} });
+    const models = {
+      providers: { p: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", models: [{ id: "m" }] } },
+    };
+    for (const workspacePath of [
+      "/opt/sandbox-run/app",
+      "/home/sandbox",
+      "/tmp",
+      "/usr/local/bin",
+      "/etc/x",
+      "relative/path",
+      "/a/../b",
+      "/a/",
+    ]) {
+      expect(() => agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath }), workspacePath).toThrow(
+        /workspace (path|cannot appear)/,
+      );
+    }
+    const planned = agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath: "/workspace" });
+    expect(planned.plan.workingDir).toBe("/workspace");
+  });
+
+  it("outcomes and versions are compared in words", () => {
+    const changed = { created: ["a"], modified: [], deleted: [] };
+    expect(
+      compareOutcome(
+        { ok: true, result: { v: 1 }, changedFiles: changed },
+        { ok: true, result: { v: 1 }, changedFiles: changed },
+      ),
+    ).toEqual({
+      matches: true,
+      differences: [],
+    });
+    expect(
+      compareOutcome(
+        { ok: true, result: { v: 1 }, changedFiles: changed },
+        { ok: true, result: { v: 2 }, changedFiles: { ...changed, created: [] } },
+      ).differences,
+    ).toEqual(['result differs: recorded {"v":1}, now {"v":2}', 'created files differ: recorded ["a"], now []']);
+    expect(
+      compareOutcome({ ok: false, error: { code: "model-error", message: "" } }, { ok: false, code: "model-error" })
+        .matches,
+    ).toBe(true);
+    const v = { sandboxRun: "0.1.0", pi: "1.6.0", node: "24" };
+    expect(versionDrift(v, v)).toBeUndefined();
+    expect(versionDrift({ ...v, pi: "1.5.0" }, v)).toBe(
+      "the record was made by sandbox-run 0.1.0 with Pi 1.5.0; this is sandbox-run 0.1.0 with Pi 1.6.0",
+    );
+  });
+});
+
+describe("sandbox-run replay: refused before anything starts", () => {
+  const cli = async (argv: string[]) => {
+    let stdout = "";
+    let stderr = "";
+    const io: CliIo = {
+      stdout: (t) => void (stdout += t),
+      stderr: (t) => void (stderr += t),
+      readStdin: async () => undefined,
+      env: {},
+      stderrIsTty: false,
+    };
+    const code = await runCli(argv, io);
+    return { code, stdout, stderr };
+  };
+
+  it("flags that would change the recorded call, or an unknown mode", async () => {
+    const record = path.join(recordings, "1");
+    for (const flags of [
+      ["--model", "a/b"],
+      ["--schema", "s.json"],
+      ["--replay-mode", "fast"],
+    ]) {
+      const run = await cli(["replay", record, "--cwd", ws, ...flags]);
+      expect(run.code, flags.join(" ")).toBe(2);
+      expect(run.stdout).toBe("");
+    }
+    expect((await cli(["replay", record, "--model", "a/b"])).stderr).toContain(
+      "takes the prompt, schema and model from the record",
+    );
+    expect(engineConnections).toBe(0);
+  });
+
+  it("a tampered record: exit 2, naming the file", async () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    fs.appendFileSync(path.join(copy, "prompt.txt"), " and push to main");
+    const run = await cli(["replay", copy, "--cwd", ws]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("prompt.txt does not match its sha256");
+    expect(engineConnections).toBe(0);
+  });
+
+  it("--dry-run prints the replay's plan: the recorded prompt and cwd, another policy when asked", async () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    const run = await cli(["replay", copy, "--cwd", ws, "--policy", "workspace-write", "--dry-run"]);
+    expect(run.code, run.stderr).toBe(0);
+    const plan = JSON.parse(run.stdout);
+    expect(plan).toMatchObject({
+      workingDir: "/workspace/demo-repo",
+      policyName: "workspace-write",
+      model: "scripted/model",
+    });
+    expect(plan.prompt.bytes).toBe(Buffer.byteLength(fs.readFileSync(path.join(copy, "prompt.txt"), "utf8")));
+    expect(engineConnections).toBe(0);
+  });
+});

@@ -1,0 +1,288 @@
+// Record and replay without Docker: real HTTP through the real model gateway, first to the scripted
+// model (recorded by a RunRecorder), then to a replay server reading that record back. The replay
+// gives back the recorded bytes; a request that differs is a divergence (strict: stopped, lenient:
+// answered and reported); a record that does not match its SHA256SUMS is refused.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayExchange, startModelGateway } from "../../src/gateway/model-gateway.js";
+import { loadBytes } from "../../src/record/record-format.js";
+import { RunRecorder } from "../../src/record/run-record.js";
+import { loadRecord } from "../../src/replay/load-record.js";
+import { type Divergence, startReplayServer } from "../../src/replay/replay-server.js";
+import { startScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
+import { request, waitFor } from "../support/gateway-client.js";
+import { rehash } from "../support/record-files.js";
+
+const KEY = "sk-round-trip-canary-55aa77cc";
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "sr-replay-rt-"));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+const body = (content: string, history: unknown[] = []) =>
+  JSON.stringify({
+    model: "m",
+    stream: true,
+    messages: [{ role: "system", content: "be brief" }, { role: "user", content }, ...history],
+    tools: [{ type: "function", function: { name: "bash", description: "run", parameters: { type: "object" } } }],
+  });
+// The model's bash call and its result, as Pi sends them back in the second request.
+const afterTool = (result: string) => [
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "call_1_0", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } }],
+  },
+  { role: "tool", tool_call_id: "call_1_0", content: result },
+];
+
+async function gatewayTo(upstream: string, dir: string, onExchange?: (e: GatewayExchange) => void) {
+  return startModelGateway({
+    socketPath: path.join(dir, `gw-${crypto.randomBytes(3).toString("hex")}.sock`),
+    routes: [
+      {
+        id: "p",
+        upstreamBaseUrl: upstream,
+        api: "openai-completions",
+        model: "m",
+        headers: { authorization: `Bearer ${KEY}` },
+      },
+    ],
+    ...(onExchange ? { onExchange, recordExchanges: {} } : {}),
+  });
+}
+
+const post = (socketPath: string, payload: string) =>
+  request(socketPath, {
+    method: "POST",
+    path: "/p/chat/completions",
+    headers: { "content-type": "application/json" },
+    body: payload,
+  });
+
+/** A record of two generations: a bash call, then text after its result "file.txt". */
+async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
+  const scripted = await startScriptedModelServer({
+    scripts: { m: [{ toolCalls: [{ name: "bash", arguments: { command: "ls" } }] }, { text: "There is one file." }] },
+  });
+  const dir = fs.mkdtempSync(path.join(root, "record-"));
+  const workspace = fs.mkdtempSync(path.join(root, "ws-"));
+  const recorder = new RunRecorder({
+    dir: path.join(dir, "rec"),
+    prompt: "list",
+    policy: loadPolicy("read-only"),
+    workspace,
+    plan: {},
+    call: {
+      model: "p/m",
+      route: { id: "p", api: "openai-completions", model: "m" },
+      sandboxModelsJson: {
+        providers: { p: { baseUrl: "http://127.0.0.1:18080/p", apiKey: "sandbox-run-placeholder" } },
+      },
+      workspace: { host: workspace, sandbox: workspace },
+      writableRoots: [],
+      image: "img",
+      defaultImage: true,
+      timeoutMs: 1000,
+      budgets: {},
+      sandboxEnvNames: [],
+      extraArgs: [],
+    },
+    versions: { sandboxRun: "0.1.0", pi: "1.6.0", node: "24" },
+  });
+  recorder.traffic.forbid([`Bearer ${KEY}`]);
+  let seen = 0;
+  const gateway = await gatewayTo(scripted.baseUrl, dir, (exchange) => {
+    recorder.traffic.exchange(exchange);
+    seen++;
+  });
+  const replies = [(await post(gateway.socketPath, body("list"))).body];
+  replies.push((await post(gateway.socketPath, body("list", afterTool("file.txt")))).body);
+  await waitFor(() => seen === 2);
+  await gateway.close();
+  await scripted.close();
+  await recorder.finish({
+    ok: true,
+    result: "There is one file.",
+    meta: { changedFiles: { created: [], modified: [], deleted: [] } },
+  });
+  return { dir: path.join(dir, "rec"), replies };
+}
+
+describe("replay: a record played back through the real gateway", () => {
+  let recordDir: string;
+  let recordedReplies: string[];
+  beforeAll(async () => {
+    ({ dir: recordDir, replies: recordedReplies } = await makeRecord());
+  });
+
+  it("the record holds both exchanges, and the key nowhere", () => {
+    const record = loadRecord(recordDir);
+    expect(record.exchanges.map((e) => e.seq)).toEqual([1, 2]);
+    expect(Buffer.concat(record.exchanges[1]!.response!.chunks.map(loadBytes)).toString()).toBe(recordedReplies[1]);
+    for (const name of fs.readdirSync(recordDir)) {
+      expect(fs.readFileSync(path.join(recordDir, name), "utf8")).not.toContain(KEY);
+    }
+    expect(record.outcome).toEqual({
+      ok: true,
+      result: "There is one file.",
+      changedFiles: { created: [], modified: [], deleted: [] },
+    });
+  });
+
+  async function replay(
+    mode: "strict" | "lenient",
+    options: { compareContext?: boolean; speed?: "fast" | "recorded" } = {},
+  ) {
+    const record = loadRecord(recordDir);
+    const divergences: Divergence[] = [];
+    const server = await startReplayServer({
+      exchanges: record.exchanges,
+      api: "openai-completions",
+      mode,
+      ...options,
+      onDivergence: (d) => void divergences.push(d),
+    });
+    const dir = fs.mkdtempSync(path.join(root, "replay-"));
+    const gateway = await gatewayTo(server.baseUrl, dir);
+    const close = async () => {
+      await gateway.close();
+      await server.close();
+    };
+    return { server, gateway, divergences, close };
+  }
+
+  it("the same requests get the recorded replies, byte for byte", async () => {
+    const { server, gateway, divergences, close } = await replay("strict");
+    const first = await post(gateway.socketPath, body("list"));
+    const second = await post(gateway.socketPath, body("list", afterTool("file.txt")));
+    expect([first.body, second.body]).toEqual(recordedReplies);
+    expect(divergences).toEqual([]);
+    expect(server.report()).toMatchObject({ answered: 2, recorded: 2 });
+    await close();
+  });
+
+  it("--replay-speed recorded gives the same bytes, in order", async () => {
+    const { gateway, close } = await replay("strict", { speed: "recorded" });
+    expect((await post(gateway.socketPath, body("list"))).body).toBe(recordedReplies[0]);
+    await close();
+  });
+
+  it("strict: a tool result that differs stops the replay, naming the message and both texts", async () => {
+    const { gateway, divergences, close } = await replay("strict");
+    await post(gateway.socketPath, body("list"));
+    const second = await post(gateway.socketPath, body("list", afterTool("other.txt")));
+    expect(second.status).toBe(409);
+    expect(divergences).toEqual([
+      {
+        generation: 2,
+        difference: 'tool result of call 1 (bash) differs: recorded "file.txt", now "other.txt"',
+        fatal: true,
+      },
+    ]);
+    await close();
+  });
+
+  it("lenient: the difference is reported and the recorded reply given anyway", async () => {
+    const { gateway, divergences, server, close } = await replay("lenient");
+    await post(gateway.socketPath, body("list"));
+    const second = await post(gateway.socketPath, body("list", afterTool("other.txt")));
+    expect(second.body).toBe(recordedReplies[1]);
+    expect(divergences).toMatchObject([{ generation: 2, fatal: false }]);
+    expect(server.report().answered).toBe(2);
+    await close();
+  });
+
+  it("a request past the end of the recording ends any replay", async () => {
+    const { gateway, divergences, close } = await replay("lenient");
+    await post(gateway.socketPath, body("list"));
+    await post(gateway.socketPath, body("list", afterTool("file.txt")));
+    const third = await post(gateway.socketPath, body("list", afterTool("file.txt")));
+    expect(third.status).toBe(409);
+    expect(divergences.at(-1)).toMatchObject({ generation: 3, fatal: true });
+    expect(divergences.at(-1)!.difference).toContain("the recording holds 2");
+    await close();
+  });
+
+  it("with compareContext off (another policy on purpose), other tools are reported once, not a divergence", async () => {
+    const { gateway, divergences, server, close } = await replay("strict", { compareContext: false });
+    const otherTools = JSON.stringify({ ...JSON.parse(body("list")), tools: [] });
+    expect((await post(gateway.socketPath, otherTools)).body).toBe(recordedReplies[0]);
+    expect(divergences).toEqual([]);
+    expect(server.report().contextDifference).toContain("tool 1 (bash) is no longer offered");
+    await close();
+  });
+});
+
+describe("replay: records that do not check out are refused", () => {
+  let pristine: string;
+  beforeAll(async () => {
+    pristine = (await makeRecord()).dir;
+  });
+  const copy = () => {
+    const dir = fs.mkdtempSync(path.join(root, "copy-"));
+    fs.cpSync(pristine, dir, { recursive: true });
+    return dir;
+  };
+  const refusal = (dir: string) => {
+    try {
+      loadRecord(dir);
+    } catch (error) {
+      return error as Error & { code?: string };
+    }
+    throw new Error("loadRecord accepted the record");
+  };
+
+  it("one changed byte in a file", () => {
+    const dir = copy();
+    const file = path.join(dir, "exchanges.jsonl");
+    const bytes = fs.readFileSync(file);
+    bytes[bytes.indexOf("file.txt")] = "F".charCodeAt(0);
+    fs.writeFileSync(file, bytes);
+    const error = refusal(dir);
+    expect(error.code).toBe("usage");
+    expect(error.message).toContain("failed its checksum check");
+    expect(error.message).toContain("exchanges.jsonl does not match its sha256");
+  });
+
+  it("a file added, a file removed, a file swapped for a link", () => {
+    const added = copy();
+    fs.writeFileSync(path.join(added, "extra.txt"), "x");
+    expect(refusal(added).message).toContain("extra.txt is not listed in SHA256SUMS");
+
+    const removed = copy();
+    fs.rmSync(path.join(removed, "prompt.txt"));
+    expect(refusal(removed).message).toContain("prompt.txt is listed in SHA256SUMS but missing");
+
+    const linked = copy();
+    const target = path.join(root, `prompt-${crypto.randomBytes(3).toString("hex")}.txt`);
+    fs.copyFileSync(path.join(linked, "prompt.txt"), target);
+    fs.rmSync(path.join(linked, "prompt.txt"));
+    fs.symlinkSync(target, path.join(linked, "prompt.txt"));
+    expect(refusal(linked).message).toContain("prompt.txt cannot be read");
+  });
+
+  it("a record without SHA256SUMS, or with a malformed line", () => {
+    const none = copy();
+    fs.rmSync(path.join(none, "SHA256SUMS"));
+    expect(refusal(none).message).toContain("has no SHA256SUMS");
+
+    const malformed = copy();
+    fs.appendFileSync(path.join(malformed, "SHA256SUMS"), "abc  ../../etc/passwd\n");
+    expect(refusal(malformed).message).toContain("malformed SHA256SUMS line");
+  });
+
+  it("a record of format 1 (no model traffic), re-hashed so its sums match, is refused with what to do", () => {
+    const dir = copy();
+    const metaFile = path.join(dir, "meta.json");
+    const meta = JSON.parse(fs.readFileSync(metaFile, "utf8"));
+    delete meta.format;
+    fs.writeFileSync(metaFile, JSON.stringify(meta));
+    rehash(dir);
+    const error = refusal(dir);
+    expect(error.message).toContain("holds no model traffic");
+    expect(error.message).toContain("Record the run again");
+  });
+});
