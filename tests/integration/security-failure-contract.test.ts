@@ -220,7 +220,7 @@ describe.concurrent("the failure contract, through the CLI", () => {
       expectCleanFailure(
         { code: result.status ?? -1, stdout: result.stdout, stderr: result.stderr },
         3,
-        /Docker is not reachable at \/var\/run\/docker\.sock \(EACCES\)/,
+        /Docker is not reachable at (unix:\/\/)?\/var\/run\/docker\.sock \(EACCES\)/,
         /docker group/,
       );
     } finally {
