@@ -1,11 +1,12 @@
 // The layers of src/, as rules CI checks (`npm run lint`). See docs/architecture.md for the picture.
 //
 //   leaf      agent.ts, errors.ts, sandbox-contract.ts: shared types and constants, import nothing of ours
-//   parts     engine/ pi/ gateway/ proxy/ workspace/ policy/ http/ image/ record/ scripted-model/ demo/
+//   parts     engine/ pi/ gateway/ proxy/ workspace/ workspace-transfer/ relay/ policy/ http/ image/ record/
+//             scripted-model/ demo/
 //   run       run/: one call from options to result, composed from the parts
 //   agent     container-pi-agent.ts, index.ts (and the public testing entry)
 //   cli       cli/: a thin shell over the library
-const PARTS = "^src/(engine|pi|gateway|proxy|workspace|policy|http|image|record|scripted-model|demo)/";
+const PARTS = "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|relay|policy|http|image|record|scripted-model|demo)/";
 const LEAF = "^src/(agent|errors|sandbox-contract)\\.ts$";
 
 module.exports = {

@@ -68,7 +68,11 @@ export class ContainerPiAgent implements Agent {
    */
   plan(prompt: string, options: RunOptions = {}): PlannedRun {
     const run = resolveRun(prompt, this.config, options, this.config.hostEnv ?? process.env);
-    return preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+    return preparePlan(run, {
+      image: run.image ?? runnerImageSpec().tag,
+      sharesHostFilesystem: this.engine.sharesHostFilesystem,
+      engineName: this.engine.name,
+    });
   }
 
   /** Runs a plan made by plan(); each plan runs once. */

@@ -63,6 +63,12 @@ export const policySchema = z
         "Mount the host's CA bundle (/etc/ssl/certs/ca-certificates.crt) read-only and point NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, GIT_SSL_CAINFO, CURL_CA_BUNDLE and REQUESTS_CA_BUNDLE at it: needed for HTTPS where a TLS-inspecting proxy sits between the host and the internet",
       ),
     runtime: z.enum(["runc", "runsc"]).describe("Container runtime: runc (shared kernel) or runsc (gVisor)"),
+    workspaceMode: z
+      .enum(["bind", "copy"])
+      .optional()
+      .describe(
+        "How the workspace reaches the sandbox: bind (mounted; local engines' default) or copy (copied into a tmpfs and the changes checked, then copied back; no host path inside; forced on an engine that does not share this host's filesystem)",
+      ),
     image: z
       .string()
       .regex(/^[a-z0-9][a-z0-9._/:@-]*$/, "must be an image reference such as sandbox-run/pi-apt:<tag>")

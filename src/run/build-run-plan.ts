@@ -1,6 +1,7 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../agent.js";
+import { copyModePlan } from "./copy-mode-plan.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../pi/pi-args.js";
 import type { Policy } from "../policy/policy-schema.js";
 import {
@@ -16,8 +17,10 @@ import {
   PROXY_PORT,
   PROXY_SOCKET,
   type RunPlan,
+  LAUNCHER_DEADLINE_GRACE_MS,
   SANDBOX_CA_BUNDLE,
   SANDBOX_UID,
+  type WorkspaceMode,
 } from "../sandbox-contract.js";
 
 export type { Mount, RunPlan } from "../sandbox-contract.js";
@@ -45,13 +48,27 @@ export interface PlanInput {
   timeoutMs: number;
   owner: { pid: number; host: string };
   now: Date;
+  /** bind (default) or copy: see WorkspaceMode. */
+  workspaceMode?: WorkspaceMode;
+  /** Copy mode: the size of each copied tree's tmpfs, in MiB (the policy's disk limit). */
+  copyDiskMb?: number;
 }
+
+/** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
+export const RELAY_WAIT_MS = 60_000;
+/** Copy mode's tmpfs size when the plan is not given one. */
+export const DEFAULT_COPY_DISK_MB = 1024;
 
 export function buildRunPlan(input: PlanInput): RunPlan {
   const { policy } = input;
-  const asRoot = input.caller.uid === 0;
-  const uid = asRoot ? SANDBOX_UID : input.caller.uid;
-  const gid = asRoot ? SANDBOX_UID : input.caller.gid;
+  const copyMode = input.workspaceMode === "copy";
+  // A root caller's trees are lent to the sandbox uid for the run. Copy mode lends nothing: the
+  // sandbox's uid means nothing on the host (the controller writes the changes back as the
+  // caller), so it is always the fixed sandbox uid.
+  const lends = input.caller.uid === 0 && !copyMode;
+  const fixedUid = input.caller.uid === 0 || copyMode;
+  const uid = fixedUid ? SANDBOX_UID : input.caller.uid;
+  const gid = fixedUid ? SANDBOX_UID : input.caller.gid;
   const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
 
   const mounts: Mount[] = [
@@ -101,10 +118,18 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     });
   }
 
+  const copy = copyMode ? copyModePlan(mounts, input.copyDiskMb ?? DEFAULT_COPY_DISK_MB) : undefined;
+
   const agentDir = `${IMAGE_PATHS.home}/.pi/agent`;
   const launcherConfig = {
     forwards,
     livenessSocket: GATEWAY_SOCKET,
+    // Copy mode: wait for the relay's sockets; the controller answers the liveness request once
+    // the workspace is copied in, and the launcher then stays up (Pi's exit would stop the
+    // container) until the controller has read the workspace back and stops it.
+    ...(copyMode ? { relayWaitMs: RELAY_WAIT_MS, holdAfterPi: true } : {}),
+    // A lost controller, host or link cannot leave the sandbox running past this.
+    deadlineMs: input.timeoutMs + LAUNCHER_DEADLINE_GRACE_MS,
     agentDir,
     modelsJson: input.containerModelsJson,
     piCli: IMAGE_PATHS.piCli,
@@ -135,7 +160,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     policyName: policy.name,
     model: input.model,
     user: `${uid}:${gid}`,
-    handBackTo: asRoot ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
+    handBackTo: lends ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
     workingDir: input.cwd,
     entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
     piArgs: buildPiArgs({
@@ -147,10 +172,13 @@ export function buildRunPlan(input: PlanInput): RunPlan {
       extraArgs: input.extraArgs,
     }),
     env,
-    mounts,
+    workspaceMode: copyMode ? "copy" : "bind",
+    mounts: copy ? [] : mounts,
+    copies: copy?.copies ?? [],
     tmpfs: {
       "/tmp": `rw,nosuid,nodev,size=${policy.limits.tmpMb}m,mode=1777`,
       [IMAGE_PATHS.home]: `rw,nosuid,nodev,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,
+      ...copy?.tmpfs,
     },
     network: policy.network === "open" ? "bridge" : "none",
     limits: policy.limits,
@@ -163,7 +191,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
         deadline: new Date(input.now.getTime() + input.timeoutMs),
       }),
       // Let `gc` hand every lent tree back (any mode) if this controller dies before it can.
-      ...(asRoot
+      ...(lends
         ? {
             [LABEL_HAND_BACK]: `${input.caller.uid}:${input.caller.gid}`,
             [LABEL_LENT_ROOTS]: JSON.stringify([input.cwd, ...input.writableRoots]),

@@ -14,6 +14,7 @@ import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 import { containerFailure } from "./container-failure.js";
 import { containerSpecOf } from "./container-spec.js";
+import { CopyModeWorkspace } from "./copy-mode.js";
 import { OwnershipLease } from "./ownership.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
@@ -123,13 +124,29 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
           });
       });
     }
-    // After the lease (its chown moves ctimes), before anything can write.
-    const watch = await WorkspaceWatch.start({
-      workspace: run.cwd,
-      workspaceWritable: run.policy.workspace === "read-write",
-      writableRoots: run.writableRoots,
-      protectedPaths: run.policy.protectedPaths,
-    });
+    // After the lease (its chown moves ctimes), before anything can write. Copy mode walks the
+    // trees it sends instead, and judges what comes back before anything reaches the host.
+    const copy =
+      plan.workspaceMode === "copy"
+        ? await CopyModeWorkspace.prepare({
+            plan,
+            runDir,
+            proxy: run.policy.network === "allowlist",
+            diskMb: planned.copyDiskMb,
+            protectedPaths: run.policy.protectedPaths,
+            timeline,
+            signal,
+          })
+        : undefined;
+    if (copy) cleanups.add(() => copy.dispose());
+    const watch = copy
+      ? undefined
+      : await WorkspaceWatch.start({
+          workspace: run.cwd,
+          workspaceWritable: run.policy.workspace === "read-write",
+          writableRoots: run.writableRoots,
+          protectedPaths: run.policy.protectedPaths,
+        });
 
     signal?.throwIfAborted();
     container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
@@ -158,6 +175,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       trip,
       signal,
       startedAt: started,
+      companion: copy?.companion(created),
     }).then(
       (details) => ({ details }),
       (error: unknown) => ({ error }),
@@ -174,7 +192,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         },
       );
     }
-    const workspace = await watch.finish();
+    const workspace = copy ? await copy.finish() : await watch!.finish();
     timeline.sandbox("workspace.changed", {
       created: workspace.changedFiles.created.length,
       modified: workspace.changedFiles.modified.length,
@@ -186,7 +204,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       timeline.sandbox("policy.violation", { protectedPaths: workspace.violations.slice(0, 50) });
       if (!signal?.aborted) {
         const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-        throw protectedPathsChanged(workspace.violations, { plan, containerId: created.id, exitCode, timeline });
+        throw protectedPathsChanged(workspace.violations, {
+          plan,
+          containerId: created.id,
+          exitCode,
+          timeline,
+          applied: !copy,
+        });
       }
     }
     if ("error" in settled) throw settled.error;

@@ -5,9 +5,10 @@
 import crypto from "node:crypto";
 import os from "node:os";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import type { RunPlan } from "../sandbox-contract.js";
+import type { RunPlan, WorkspaceMode } from "../sandbox-contract.js";
+import { usageError } from "../errors.js";
 import { protectedMountPaths } from "../workspace/protected-paths.js";
-import { buildRunPlan } from "./build-run-plan.js";
+import { buildRunPlan, DEFAULT_COPY_DISK_MB } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
 import { runDirPath } from "./run-dirs.js";
 
@@ -18,15 +19,29 @@ export interface PlannedRun {
   runDir: string;
   /** Names of the variables the caller set for the sandbox (their values are in the plan's env). */
   callerEnvNames: string[];
+  /** Copy mode: the size of each copied tree's tmpfs, in MiB. */
+  copyDiskMb: number;
 }
 
 export function newRunId(): string {
   return crypto.randomBytes(6).toString("hex");
 }
 
-export function preparePlan(run: ResolvedRun, place: { image: string; runId?: string; now?: Date }): PlannedRun {
+export interface PlanPlace {
+  image: string;
+  runId?: string;
+  now?: Date;
+  /** Whether the engine sees this host's paths (bind mounts work); default true. */
+  sharesHostFilesystem?: boolean;
+  /** Its name, for the message when bind mode is asked of an engine that cannot do it. */
+  engineName?: string;
+}
+
+export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
+  // The lead's limits.diskMb goes here once the policy has it.
+  const copyDiskMb = DEFAULT_COPY_DISK_MB;
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
   const plan = buildRunPlan({
@@ -48,6 +63,20 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
+    workspaceMode: workspaceModeOf(run.workspaceMode, place),
+    copyDiskMb,
   });
-  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv) };
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), copyDiskMb };
+}
+
+/** Bind mode needs an engine that sees this host's paths; copy mode works everywhere. */
+function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): WorkspaceMode {
+  const shares = place.sharesHostFilesystem ?? true;
+  if (asked === "bind" && !shares) {
+    throw usageError(
+      `The engine${place.engineName ? ` "${place.engineName}"` : ""} does not share this host's filesystem, so the workspace cannot be bind-mounted.`,
+      "Use --workspace copy (the default on such engines), or run on a local engine.",
+    );
+  }
+  return asked ?? (shares ? "bind" : "copy");
 }

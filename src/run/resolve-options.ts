@@ -9,7 +9,7 @@ import { loadPolicy, parsePolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
-import { GATEWAY_PORT, SANDBOX_MODES } from "../sandbox-contract.js";
+import { GATEWAY_PORT, SANDBOX_MODES, WORKSPACE_MODES, type WorkspaceMode } from "../sandbox-contract.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -25,6 +25,12 @@ export interface SandboxOptions {
   extraArgs?: string[];
   /** Container runtime; overrides the policy's. */
   runtime?: "runc" | "runsc";
+  /**
+   * How the workspace reaches the sandbox: "bind" (mounted) or "copy" (copied in, changes checked
+   * and copied back). Overrides the policy's, which overrides SANDBOX_RUN_WORKSPACE; default: bind
+   * where the engine shares this host's filesystem, copy where it does not.
+   */
+  workspaceMode?: WorkspaceMode;
   /**
    * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
    * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
@@ -58,6 +64,8 @@ export interface ResolvedRun {
   budgets: { maxCostUsd?: number; maxTurns?: number };
   /** The runner image asked for, if any (else this version's runner image). */
   image?: string;
+  /** The workspace mode asked for (run > constructor > policy), if any; the engine decides otherwise. */
+  workspaceMode?: WorkspaceMode;
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
 }
@@ -178,6 +186,16 @@ export function resolveRun(
     gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
   });
   const image = run.image ?? config.image ?? policy.image ?? (hostEnv.SANDBOX_RUN_IMAGE || undefined);
+  const workspaceMode = (run.workspaceMode ??
+    config.workspaceMode ??
+    policy.workspaceMode ??
+    (hostEnv.SANDBOX_RUN_WORKSPACE || undefined)) as WorkspaceMode | undefined;
+  if (workspaceMode !== undefined && !WORKSPACE_MODES.includes(workspaceMode)) {
+    throw usageError(
+      `Unknown workspace mode "${workspaceMode}".`,
+      "Use bind or copy (--workspace, or SANDBOX_RUN_WORKSPACE).",
+    );
+  }
 
   return {
     prompt,
@@ -196,6 +214,7 @@ export function resolveRun(
     budgets,
     routing,
     image,
+    workspaceMode,
   };
 }
 

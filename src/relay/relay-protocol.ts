@@ -1,0 +1,36 @@
+// What the controller and the in-container relay (images/pi/relay.mjs, plain JavaScript in the image
+// that keeps its own copy of these names) agree on: the stream paths, the relay's configuration and
+// the control messages. A unit test checks the relay script uses the same paths.
+
+export const RELAY_PATHS = {
+  control: "/control",
+  /** `/connect/<socket name>`: one connection to an in-container socket. */
+  connectPrefix: "/connect/",
+  /** `/archive/<id>`: the `tar -c` output of one `archive` command. */
+  archivePrefix: "/archive/",
+} as const;
+
+/** The relay's configuration, passed in SANDBOX_RUN_RELAY (and removed from its environment). */
+export interface RelayConfig {
+  socketDir: string;
+  sockets: Array<{ name: string; path: string }>;
+  /** HTTP/2 flow-control window of each stream and of the session, in bytes. */
+  windowBytes: number;
+  maxSessionMemoryMb: number;
+}
+
+/** Controller -> relay, one JSON object per line of the control stream's response. */
+export interface ArchiveCommand {
+  op: "archive";
+  id: number;
+  /** Absolute path inside the container. */
+  root: string;
+}
+
+/** Relay -> controller, one JSON object per line of the control stream's request (claims, not facts). */
+export type RelayMessage =
+  | { op: "ready" }
+  | { op: "archived"; id: number; code: number | null; signal?: string | null; stderr?: string; error?: string };
+
+/** Exit codes of relay.mjs (the launcher's numbers: the same causes). */
+export const RELAY_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91 });
