@@ -20,7 +20,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
-import { Duplex, Transform } from "node:stream";
+import { Duplex, PassThrough, Readable } from "node:stream";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
@@ -44,38 +44,14 @@ process.stdin.on("end", () => fail(EXIT_CONTROLLER_GONE, "the host controller we
 process.stdin.on("close", () => fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping"));
 process.stdout.on("error", () => fail(EXIT_CONTROLLER_GONE, "the link to the host controller broke"));
 
-// Node's HTTP/2 over pipes pays per chunk: join small chunks (see src/relay/coalesce.ts).
-function coalesce() {
-  let parts = [];
-  let size = 0;
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    if (size === 0) return;
-    stream.push(parts.length === 1 ? parts[0] : Buffer.concat(parts, size));
-    parts = [];
-    size = 0;
-  };
-  const stream = new Transform({
-    transform(chunk, _encoding, callback) {
-      parts.push(chunk);
-      size += chunk.length;
-      if (size >= 1024 * 1024) flush();
-      else if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-      callback();
-    },
-    flush(callback) {
-      flush();
-      callback();
-    },
-  });
-  return stream;
+// Node's HTTP/2 over pipes pays per chunk: hand it whatever arrived meanwhile as one chunk (read()
+// returns all that is buffered), with the 1 MiB buffer as the backpressure bound (see
+// src/relay/coalesce.ts).
+function coalesced(source) {
+  return Readable.from(source.pipe(new PassThrough({ highWaterMark: 1024 * 1024 })), { objectMode: false });
 }
 
-const transport = Duplex.from({ readable: process.stdin.pipe(coalesce()), writable: process.stdout });
+const transport = Duplex.from({ readable: coalesced(process.stdin), writable: process.stdout });
 const session = http2.connect("http://sandbox-run-relay", {
   createConnection: () => transport,
   // Large windows: a workspace archive is the bulk of this session's traffic.
@@ -129,7 +105,7 @@ function archive(control, command) {
   // The controller resets the stream when it has read enough (or too much): stop reading.
   stream.on("error", () => tar.kill("SIGKILL"));
   stream.on("close", () => tar.kill("SIGKILL"));
-  tar.stdout.pipe(coalesce()).pipe(stream);
+  coalesced(tar.stdout).pipe(stream);
   tar.on("error", (error) => reply(control, { op: "archived", id: command.id, code: null, error: error.message }));
   tar.on("close", (code, signal) => reply(control, { op: "archived", id: command.id, code, signal, stderr }));
 }

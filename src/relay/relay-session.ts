@@ -16,7 +16,7 @@ import { z } from "zod";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS } from "../sandbox-contract.js";
-import { coalesce } from "./coalesce.js";
+import { coalesced } from "./coalesce.js";
 import { type ArchiveCommand, RELAY_PATHS, type RelayConfig, type RelayMessage } from "./relay-protocol.js";
 
 export interface RelayLimits {
@@ -56,6 +56,8 @@ export interface RelayOptions {
   sockets: RelaySocket[];
   /** Extra environment for the relay (PATH under gVisor). */
   env?: Record<string, string>;
+  /** The relay script inside the container; default: the runner image's (images/pi/relay.mjs). */
+  script?: string;
   limits?: Partial<RelayLimits>;
   signal?: AbortSignal;
 }
@@ -170,7 +172,7 @@ export class Relay {
     this.#server.on("stream", (stream, headers) => this.#route(stream, headers));
     this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`));
     // The exec's stdio is the connection: nothing listens anywhere.
-    this.#server.emit("connection", Duplex.from({ readable: exec.stdout.pipe(coalesce()), writable: exec.stdin }));
+    this.#server.emit("connection", Duplex.from({ readable: coalesced(exec.stdout), writable: exec.stdin }));
   }
 
   /** Execs the relay in the running container and starts serving its session. */
@@ -183,7 +185,7 @@ export class Relay {
     };
     const exec = await options.container.exec(
       {
-        cmd: [IMAGE_PATHS.node, IMAGE_PATHS.relay],
+        cmd: [IMAGE_PATHS.node, options.script ?? IMAGE_PATHS.relay],
         user: options.user,
         env: { ...options.env, SANDBOX_RUN_RELAY: JSON.stringify(config) },
       },

@@ -30,7 +30,12 @@ import { copyIn } from "../workspace-transfer/copy-in.js";
 import { type HostTree, walkHostTree } from "../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../workspace-transfer/returned-tar.js";
-import { makeStagingDir, removeStagingDir } from "../workspace-transfer/staging-dir.js";
+import {
+  makeStagingDir,
+  recordStagingDir,
+  removeStagingDir,
+  STAGING_RECORD,
+} from "../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../workspace-transfer/tree-entry.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunCompanion } from "./supervise-run.js";
@@ -65,6 +70,8 @@ const HEADER_ALLOWANCE_BYTES = 64 * 1024 * 1024;
 
 export class CopyModeWorkspace {
   #relay?: Relay;
+  /** Every writable tree came back whole and readable: only then is anything applied. */
+  #copiedOut = false;
 
   private constructor(
     private readonly options: CopyModeOptions,
@@ -148,6 +155,8 @@ export class CopyModeWorkspace {
       const started = performance.now();
       const tree = copied.tree;
       copied.stagingDir = makeStagingDir(tree.root);
+      recordStagingDir(path.join(this.options.runDir, STAGING_RECORD), copied.stagingDir);
+      this.options.timeline.sandbox("workspace.copying-out", { root: copied.copy.hostPath });
       const { stream, exit } = await relay.archive(copied.copy.containerPath);
       copied.returned = await readReturnedTar(stream, {
         before: tree,
@@ -184,6 +193,7 @@ export class CopyModeWorkspace {
         ms: Math.round(performance.now() - started),
       });
     }
+    this.#copiedOut = true;
     // The host stops the container next, and the relay with it.
     relay.expectEnd();
   }
@@ -197,7 +207,7 @@ export class CopyModeWorkspace {
     const check = this.options.check ?? protectedPathsCheck(this.options.protectedPaths);
     const changedFiles: ChangedFiles = { created: [], modified: [], deleted: [] };
     const violations: TreeViolation[] = [];
-    const returned = this.copied.filter((c) => c.returned && c.tree);
+    const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
       violations.push(...check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }));
@@ -218,10 +228,14 @@ export class CopyModeWorkspace {
         }
       }
     }
-    this.options.timeline.sandbox(violations.length === 0 ? "workspace.applied" : "workspace.not-applied", {
-      trees: returned.length,
-      ms: Math.round(performance.now() - started),
-    });
+    const ms = Math.round(performance.now() - started);
+    if (!this.#copiedOut)
+      this.options.timeline.sandbox("workspace.not-applied", {
+        reason: "the run ended before the workspace came back",
+      });
+    else if (violations.length > 0)
+      this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
+    else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
     return { changedFiles, violations, snapshotMs: Math.round(performance.now() - started) };
   }
 

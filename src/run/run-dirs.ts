@@ -8,6 +8,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
@@ -81,6 +82,8 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
     if (!lstatOrUndefined(dir)?.isDirectory()) continue;
     const owner = readMarker(dir);
     if (!owner || owner.host !== host || processAlive(owner.pid)) continue;
+    // Copy mode: what a controller that died mid copy-out staged next to a workspace.
+    removeListedStagingDirs(path.join(dir, STAGING_RECORD));
     if (removeRunDir(dir)) removed.push(dir);
   }
   return removed;

@@ -314,11 +314,11 @@ function sameAsHost(hostFd: number, chunk: Buffer, offset: number, scratch: Buff
 
 const ZEROS = Buffer.alloc(64 * 1024);
 
-/** Writes `chunk` at `offset`, leaving 64 KiB runs of zeros as holes. */
+/** Writes `chunk` at `offset`, leaving parts (up to 64 KiB) that are all zeros as holes. */
 function writeSparse(fd: number, chunk: Buffer, offset: number): void {
   for (let at = 0; at < chunk.length; at += ZEROS.length) {
     const part = chunk.subarray(at, Math.min(chunk.length, at + ZEROS.length));
-    if (part.length === ZEROS.length && part.equals(ZEROS)) continue;
+    if (part.equals(ZEROS.subarray(0, part.length))) continue;
     fs.writeSync(fd, part, 0, part.length, offset + at);
   }
 }
