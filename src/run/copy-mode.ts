@@ -72,6 +72,8 @@ export class CopyModeWorkspace {
   #relay?: Relay;
   /** Every writable tree came back whole and readable: only then is anything applied. */
   #copiedOut = false;
+  /** The run is over: a copy-out still under way makes no more staging directories. */
+  #disposed = false;
 
   private constructor(
     private readonly options: CopyModeOptions,
@@ -154,6 +156,7 @@ export class CopyModeWorkspace {
       if (!copied.copy.writable || !copied.tree) continue;
       const started = performance.now();
       const tree = copied.tree;
+      if (this.#disposed) throw new SandboxRunError("aborted", "The run ended while its workspace was read back.");
       copied.stagingDir = makeStagingDir(tree.root);
       recordStagingDir(path.join(this.options.runDir, STAGING_RECORD), copied.stagingDir);
       this.options.timeline.sandbox("workspace.copying-out", { root: copied.copy.hostPath });
@@ -241,6 +244,7 @@ export class CopyModeWorkspace {
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */
   dispose(): void {
+    this.#disposed = true;
     this.#relay?.close();
     for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
   }

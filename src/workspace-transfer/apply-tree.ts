@@ -66,14 +66,28 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
     }
   }
   const asRoot = process.geteuid?.() === 0;
+  // Defence in depth (the reader already refuses an entry below anything but a directory): every
+  // parent is lstat'ed once before anything is put in it, so no path ever resolves through a
+  // symlink, whatever the returned list says.
+  const realDirectories = new Set<string>();
+  const inRealDirectory = (rel: string) => {
+    const parent = parentOf(rel);
+    if (realDirectories.has(parent)) return;
+    if (!lstatOrUndefined(path.join(root, parent))?.isDirectory()) {
+      throw new Error(`${path.join(root, parent)} is not a directory; refusing to write below it`);
+    }
+    realDirectories.add(parent);
+  };
   for (const step of writes.sort((a, b) => comparePaths(a.path, b.path))) {
     const entry = step.after!;
     const file = path.join(root, step.path);
+    if (step.path !== "") inRealDirectory(step.path);
     const kept = step.before && step.before.kind === entry.kind ? before.facts.get(step.path) : undefined;
     const staged = step.staged;
     if (entry.kind === "directory") {
       if (!kept) fs.mkdirSync(file, { mode: 0o700 });
       fs.chmodSync(file, entry.mode);
+      realDirectories.add(step.path);
     } else if (staged === EMPTY_FILE) {
       createEmptyFile(file, entry);
     } else if (staged) {

@@ -28,6 +28,7 @@ const CAP_BYTES = 64 * 1024 * 1024;
 
 let container: EngineContainer;
 let relay: Relay;
+const stagingDirs: string[] = [];
 
 beforeAll(async () => {
   container = await engine.createContainer({
@@ -63,6 +64,7 @@ afterAll(async () => {
   relay?.expectEnd();
   await container?.remove();
   relay?.close();
+  for (const dir of stagingDirs) removeStagingDir(dir);
   expect(await containersOfRuns([runId])).toEqual([]);
   cleanupHostileDirs();
 });
@@ -74,6 +76,7 @@ async function attack(name: string, limits: { maxBytes?: number; maxEntries?: nu
   const before = await walkHostTree(ws);
   const snapshot = treeSnapshot(ws);
   const stagingDir = makeStagingDir(ws);
+  stagingDirs.push(stagingDir);
   const { stream } = await relay.archive(`/attack/${name}`);
   const rssBefore = process.memoryUsage().rss;
   let peakRss = rssBefore;

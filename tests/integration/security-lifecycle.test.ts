@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
-import { type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
+import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
 import { containersOfRuns, docker, engine, lastToolResult, modelsFor, workspaceMode } from "../support/harness.js";
 import {
   bash,
@@ -160,6 +160,35 @@ describe("a controller killed with SIGKILL", () => {
       workspaceMode() === "bind" ? { ".": "0:0", made: "0:0", "made/file.txt": "0:0" } : { ".": "0:0" },
     );
   });
+});
+
+describe("a controller that stops answering (a lost host or link)", () => {
+  it("the sandbox stops itself at the run's deadline (launcher exit 92), without any word from the host", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace();
+    const controller = spawnController(
+      server,
+      [bash("sleep 3600"), finish()],
+      { cwd: ws, timeoutMs: 4_000, reportEvents: ["container.started", "gateway.request"] },
+      { env: { ...process.env, TMPDIR: tmpdir } },
+    );
+    const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+    const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+    // Pi is at work (it asked the model), then the controller freezes: not dead, so its sockets
+    // stay open, and neither an EOF nor the controller's own timer comes.
+    await within(controller.event("gateway.request"), 60_000, "the sandbox's first model request");
+    controller.child.kill("SIGSTOP");
+    try {
+      const status = await within(exit, 4_000 + LAUNCHER_DEADLINE_GRACE_MS + 30_000, "the sandbox's own stop");
+      expect(status.StatusCode).toBe(LAUNCHER_EXIT.deadlinePassed);
+    } finally {
+      controller.child.kill("SIGKILL");
+      await controller.exited;
+    }
+    await reapContainers(engine);
+    reapRunDirs(tmpdir);
+    expect(await containersOfRuns([started.runId])).toEqual([]);
+  }, 120_000);
 });
 
 interface CliResult {

@@ -370,3 +370,32 @@ function fileHeader(name: string, size: number): Buffer {
   block.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
   return block;
 }
+
+describe("apply, whatever the returned list says", () => {
+  it("never writes below a symlink, even one the same list created (the reader refuses such lists first)", async () => {
+    const outside = tree({});
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    const staging = tempDir("sandbox-run-transfer-staging-");
+    fs.symlinkSync(outside, path.join(staging, "1"));
+    fs.writeFileSync(path.join(staging, "2"), "pwned");
+    const entry = { mode: 0o644, size: 0, mtimeMs: 0 };
+    const returned = {
+      after: [
+        { ...before.entries[0]!, path: "" },
+        before.entries.find((e) => e.path === "a.txt")!,
+        { ...entry, path: "escape", kind: "symlink" as const, target: outside, hash: outside },
+        { ...entry, path: "escape/pwned.txt", kind: "file" as const, size: 5, hash: "x" },
+      ],
+      staged: new Map([
+        ["escape", path.join(staging, "1")],
+        ["escape/pwned.txt", path.join(staging, "2")],
+      ]),
+      refused: [],
+      strippedModes: [],
+      bytes: 0,
+    };
+    expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/is not a directory; refusing/);
+    expect(fs.readdirSync(outside)).toEqual([]);
+  });
+});
