@@ -16,7 +16,6 @@
 //
 // Everything here runs as the sandbox uid, next to code the sandbox controls: the controller treats
 // every byte of this session as hostile input and never relies on this script being what it is.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
@@ -24,7 +23,6 @@ import { Duplex, PassThrough, Readable } from "node:stream";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
-const TAR = "/usr/bin/tar";
 /** The longest command line the controller may send; anything longer is a broken session. */
 const MAX_COMMAND_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 4096;
@@ -92,22 +90,186 @@ function bridge(name, client) {
   stream.pipe(client);
 }
 
-/** `tar -c` of one root, streamed as `/archive/<id>`; the exit status follows on the control stream. */
-function archive(control, command) {
+// ---- archive: the tree of one root as a tar, written here (no GNU tar) so that a file whose
+// status has not changed since the copy-in (ctime before the mark; user space cannot set a
+// ctime back) goes as a header only, marked SANDBOXRUN.unchanged. Believing that claim can only
+// make the host keep its own copy of a file, so it is safe to take from the sandbox.
+
+let markCtimeMs = Number.POSITIVE_INFINITY;
+
+function mark() {
+  const file = `${config.socketDir}/.copied-in`;
+  fs.writeFileSync(file, "");
+  // Nothing counts as unchanged until the mark exists.
+  markCtimeMs = fs.statSync(file).ctimeMs;
+}
+
+function octal(value, digits) {
+  return `${value.toString(8).padStart(digits, "0")}\0`;
+}
+
+function paxRecord(key, value) {
+  const rest = ` ${key}=${value}\n`;
+  const restBytes = Buffer.byteLength(rest);
+  let length = restBytes + 1;
+  while (String(length).length + restBytes !== length) length = String(length).length + restBytes;
+  return `${length}${rest}`;
+}
+
+function ustar(name, type, mode, size, mtimeMs, linkname) {
+  const block = Buffer.alloc(512);
+  block.write(name, 0, 100, "ascii");
+  block.write(octal(mode & 0o7777, 7), 100);
+  block.write(octal(0, 7), 108);
+  block.write(octal(0, 7), 116);
+  block.write(octal(size, 11), 124);
+  block.write(octal(Math.max(0, Math.floor(mtimeMs / 1000)), 11), 136);
+  block.write(type, 156);
+  block.write(linkname, 157, 100, "ascii");
+  block.write("ustar\0", 257);
+  block.write("00", 263);
+  block.fill(" ", 148, 156);
+  let sum = 0;
+  for (const byte of block) sum += byte;
+  block.write(`${octal(sum, 6)} `, 148);
+  return block;
+}
+
+const fitsUstar = (text) => text.length <= 100 && /^[\x20-\x7e]*$/.test(text);
+const padding = (size) => Buffer.alloc((512 - (size % 512)) % 512);
+
+/** The header block(s) of one entry, with a pax header for what ustar cannot hold. */
+function header(name, type, stat, { size = 0, linkname = "", pax = {} } = {}) {
+  const records = { ...pax };
+  if (!fitsUstar(name)) records.path = name;
+  if (!fitsUstar(linkname)) records.linkpath = linkname;
+  if (size >= 8 * 1024 ** 3) records.size = String(size);
+  const plain = (text) => text.replace(/[^\x20-\x7e]/g, "_").slice(0, 100);
+  const block = ustar(plain(name), type, stat.mode, size >= 8 * 1024 ** 3 ? 0 : size, stat.mtimeMs, plain(linkname));
+  if (Object.keys(records).length === 0) return [block];
+  const body = Buffer.from(
+    Object.entries(records)
+      .map(([k, v]) => paxRecord(k, v))
+      .join(""),
+    "utf8",
+  );
+  return [ustar("././@PaxHeader", "x", 0o644, body.length, stat.mtimeMs, ""), body, padding(body.length), block];
+}
+
+/** Writes buffers to `stream` in chunks of about 1 MiB, waiting when it is full. */
+function archiveWriter(stream) {
+  let parts = [];
+  let size = 0;
+  let closed = false;
+  stream.on("close", () => (closed = true));
+  const flush = async () => {
+    if (size === 0 || closed) return;
+    const chunk = Buffer.concat(parts, size);
+    parts = [];
+    size = 0;
+    if (!stream.write(chunk)) await new Promise((resolve) => stream.once("drain", resolve).once("close", resolve));
+  };
+  return {
+    get closed() {
+      return closed;
+    },
+    async write(buffers) {
+      for (const b of buffers) {
+        parts.push(b);
+        size += b.length;
+      }
+      if (size >= 1024 * 1024) await flush();
+    },
+    async end() {
+      await flush();
+      if (!closed) stream.end();
+    },
+  };
+}
+
+/** Depth first, pre-order, names sorted: what `tar -c -C root .` lists, minus sockets. */
+async function writeTree(out, root, problems) {
+  const stack = [""];
+  while (stack.length > 0 && !out.closed) {
+    const rel = stack.pop();
+    const file = rel ? `${root}/${rel}` : root;
+    const name = rel ? `./${rel}` : ".";
+    let stat;
+    try {
+      stat = fs.lstatSync(file);
+    } catch (error) {
+      problems.errors.push(`${name}: ${error.code}`);
+      continue;
+    }
+    if (stat.isDirectory()) {
+      await out.write(header(`${name}/`, "5", stat));
+      let names;
+      try {
+        names = fs.readdirSync(file).sort();
+      } catch (error) {
+        problems.errors.push(`${name}: Cannot open: ${error.code}`);
+        continue;
+      }
+      for (let i = names.length - 1; i >= 0; i--) stack.push(rel ? `${rel}/${names[i]}` : names[i]);
+    } else if (stat.isSymbolicLink()) {
+      await out.write(header(name, "2", stat, { linkname: fs.readlinkSync(file) }));
+    } else if (stat.isFile()) {
+      if (stat.ctimeMs < markCtimeMs)
+        await out.write(header(name, "0", stat, { pax: { "SANDBOXRUN.unchanged": "1" } }));
+      else await writeFile(out, file, name, stat, problems);
+    } else if (stat.isFIFO()) await out.write(header(name, "6", stat));
+    else if (stat.isCharacterDevice()) await out.write(header(name, "3", stat));
+    else if (stat.isBlockDevice()) await out.write(header(name, "4", stat));
+    // sockets: not carried, as GNU tar does
+  }
+}
+
+async function writeFile(out, file, name, stat, problems) {
+  let fd;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (error) {
+    problems.errors.push(`${name}: Cannot open: ${error.code === "EACCES" ? "Permission denied" : error.code}`);
+    return;
+  }
+  try {
+    await out.write(header(name, "0", stat, { size: stat.size }));
+    for (let offset = 0; offset < stat.size && !out.closed; ) {
+      const chunk = Buffer.allocUnsafe(Math.min(1024 * 1024, stat.size - offset));
+      let read = fs.readSync(fd, chunk, 0, chunk.length, offset);
+      // It shrank while read: the header promised stat.size bytes, so zeros make up the rest.
+      if (read === 0) {
+        chunk.fill(0);
+        read = chunk.length;
+        problems.changed = true;
+      }
+      offset += read;
+      await out.write([read === chunk.length ? chunk : chunk.subarray(0, read)]);
+    }
+    await out.write([padding(stat.size)]);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The archive of one root, streamed as `/archive/<id>`; its status follows on the control stream. */
+async function archive(control, command) {
   const stream = session.request({ ":method": "POST", ":path": `/archive/${command.id}` }, { endStream: false });
-  const tar = spawn(TAR, ["-c", "-f", "-", "-C", command.root, "--hard-dereference", "--no-xattrs", "--no-acls", "."], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  tar.stderr.on("data", (chunk) => {
-    stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
-  });
-  // The controller resets the stream when it has read enough (or too much): stop reading.
-  stream.on("error", () => tar.kill("SIGKILL"));
-  stream.on("close", () => tar.kill("SIGKILL"));
-  coalesced(tar.stdout).pipe(stream);
-  tar.on("error", (error) => reply(control, { op: "archived", id: command.id, code: null, error: error.message }));
-  tar.on("close", (code, signal) => reply(control, { op: "archived", id: command.id, code, signal, stderr }));
+  stream.on("error", () => {});
+  const out = archiveWriter(stream);
+  const problems = { errors: [], changed: false };
+  try {
+    await writeTree(out, command.root, problems);
+    await out.write([Buffer.alloc(1024)]);
+    await out.end();
+    // As GNU tar's: 0 fine, 1 a file changed while read, 2 something could not be read.
+    const code = problems.errors.length > 0 ? 2 : problems.changed ? 1 : 0;
+    const stderr = problems.errors.join("\n").slice(-STDERR_TAIL_BYTES);
+    reply(control, { op: "archived", id: command.id, code, stderr });
+  } catch (error) {
+    stream.destroy();
+    reply(control, { op: "archived", id: command.id, code: 2, stderr: String(error?.message ?? error) });
+  }
 }
 
 function reply(control, message) {
@@ -128,7 +290,11 @@ function openControl() {
       const line = pending.slice(0, newline);
       pending = pending.slice(newline + 1);
       const command = JSON.parse(line);
-      if (command.op === "archive") archive(control, command);
+      if (command.op === "archive") void archive(control, command);
+      else if (command.op === "mark") {
+        mark();
+        reply(control, { op: "marked" });
+      }
       newline = pending.indexOf("\n");
     }
   });

@@ -20,16 +20,23 @@ export interface RelayConfig {
 }
 
 /** Controller -> relay, one JSON object per line of the control stream's response. */
-export interface ArchiveCommand {
-  op: "archive";
-  id: number;
-  /** Absolute path inside the container. */
-  root: string;
-}
+export type RelayCommand =
+  /** The copy-in is complete: files whose status changes after this are "changed". */
+  | { op: "mark" }
+  | {
+      op: "archive";
+      id: number;
+      /** Absolute path inside the container. */
+      root: string;
+    };
+
+/** A pax record on a file entry: its status has not changed since the mark (header only, no content). */
+export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
 
 /** Relay -> controller, one JSON object per line of the control stream's request (claims, not facts). */
 export type RelayMessage =
   | { op: "ready" }
+  | { op: "marked" }
   | { op: "archived"; id: number; code: number | null; signal?: string | null; stderr?: string; error?: string };
 
 /** Exit codes of relay.mjs (the launcher's numbers: the same causes). */

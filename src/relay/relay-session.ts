@@ -17,7 +17,7 @@ import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS } from "../sandbox-contract.js";
 import { coalesced } from "./coalesce.js";
-import { type ArchiveCommand, RELAY_PATHS, type RelayConfig, type RelayMessage } from "./relay-protocol.js";
+import { RELAY_PATHS, type RelayCommand, type RelayConfig, type RelayMessage } from "./relay-protocol.js";
 
 export interface RelayLimits {
   /** Streams open at once (each in-container connection is one). */
@@ -71,6 +71,7 @@ export interface ArchiveResult {
 
 const relayMessage = z.union([
   z.object({ op: z.literal("ready") }),
+  z.object({ op: z.literal("marked") }),
   z.object({
     op: z.literal("archived"),
     id: z.number().int(),
@@ -117,6 +118,7 @@ export class Relay {
   readonly #gate: Promise<void>;
   #openGate!: () => void;
   #control?: http2.ServerHttp2Stream;
+  #marked?: Deferred<void>;
   #session?: http2.ServerHttp2Session;
   #streams = 0;
   #nextArchive = 1;
@@ -207,21 +209,36 @@ export class Relay {
 
   /** Asks the relay for a tar of `root` (a path inside the container). */
   async archive(root: string): Promise<ArchiveResult> {
-    const control = this.#control;
     if (this.#failure) throw this.#failure;
-    if (!control) throw this.#error("it has no control stream yet");
     const id = this.#nextArchive++;
     const pending: PendingArchive = { stream: deferred(), exit: deferred(), claimed: false };
     pending.exit.promise.catch(() => {});
     this.#pending.set(id, pending);
-    const command: ArchiveCommand = { op: "archive", id, root };
-    control.write(`${JSON.stringify(command)}\n`);
+    this.#send({ op: "archive", id, root });
     return { stream: await pending.stream.promise, exit: pending.exit.promise };
   }
 
   /** The container is about to be stopped: its relay ending is no longer a failure. */
   expectEnd(): void {
     this.#closing = true;
+  }
+
+  /**
+   * Tells the relay the copy-in is complete: a file whose status changes after this is sent back
+   * whole, any other as "unchanged" (a claim that can only make the host keep its own copy).
+   */
+  async mark(): Promise<void> {
+    if (this.#failure) throw this.#failure;
+    const marked = deferred<void>();
+    this.#marked = marked;
+    this.onFailure((error) => marked.reject(error));
+    this.#send({ op: "mark" });
+    await marked.promise;
+  }
+
+  #send(command: RelayCommand): void {
+    if (!this.#control) throw this.#error("it has no control stream yet");
+    this.#control.write(`${JSON.stringify(command)}\n`);
   }
 
   /** Stops serving: the exec ends with the container; nothing here reports that as a failure. */
@@ -293,6 +310,7 @@ export class Relay {
       return;
     }
     if (parsed.op === "ready") this.#resolveReady();
+    else if (parsed.op === "marked") this.#marked?.resolve();
     else {
       // The exit may overtake the archive's own stream (streams are not ordered with each other):
       // the entry stays until both arrived.

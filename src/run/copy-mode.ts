@@ -139,6 +139,8 @@ export class CopyModeWorkspace {
       );
     });
     await Promise.all([relay, ...copies]);
+    // Nothing of the sandbox has run yet: from here on, a changed file is one whose status changes.
+    await this.#relay!.mark();
     this.#relay!.open();
     timeline.sandbox("workspace.copied-in", {
       trees: this.copied.length,
@@ -174,12 +176,12 @@ export class CopyModeWorkspace {
         },
       });
       const status = await exit;
-      // 1: a file changed while tar read it (something in the sandbox still runs); what was read is
-      // judged like everything else. Anything else means tar could not read the whole tree.
+      // As GNU tar's: 1, a file changed while it was read (something in the sandbox still runs);
+      // what was read is judged like everything else. Anything else: the tree was not read whole.
       if (status.code !== 0 && status.code !== 1) {
         throw new SandboxRunError(
           "agent-crashed",
-          `Reading ${describe(copied.copy)} back from the sandbox failed: tar exited with ${status.code ?? status.signal}. Nothing was applied.`,
+          `Reading ${describe(copied.copy)} back from the sandbox failed: the relay could not read all of it (status ${status.code ?? status.signal}). Nothing was applied.`,
           {
             hint: "A file or directory the sandbox made unreadable cannot be copied back; the stderr tail says which.",
             stderrTail: status.stderr || undefined,

@@ -6,7 +6,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { Readable } from "node:stream";
-import tar from "tar-stream";
+import { END_OF_ARCHIVE, padding, tarHeader } from "./tar-header.js";
 import type { HostTree } from "./host-tree.js";
 import type { TreeEntry } from "./tree-entry.js";
 
@@ -30,71 +30,77 @@ export function readableByAll(entry: TreeEntry): number {
 
 /** A tar of `tree`; each file entry's `hash` is set as its content is read. */
 export function packTree(tree: HostTree, options: PackOptions = {}): Readable {
-  const pack = tar.pack();
-  const modeOf = options.modeOf ?? ((e: TreeEntry) => e.mode);
-  void (async () => {
-    for (const entry of tree.entries) {
-      const name = entry.path === "" ? "./" : `./${entry.path}${entry.kind === "directory" ? "/" : ""}`;
-      const header = { name, mode: modeOf(entry), mtime: new Date(entry.mtimeMs), uid: 0, gid: 0 };
-      if (entry.kind === "directory") await addEntry(pack, { ...header, type: "directory" });
-      else if (entry.kind === "symlink") await addEntry(pack, { ...header, type: "symlink", linkname: entry.target });
-      else await addFile(pack, tree, entry, header);
-    }
-    pack.finalize();
-  })().catch((error: unknown) => pack.destroy(error as Error));
-  return Readable.from(pack as unknown as AsyncIterable<Buffer>);
+  return Readable.from(batched(treeArchive(tree, options.modeOf ?? ((e) => e.mode))), { objectMode: false });
 }
 
 /** A tar with one file, `name`, holding the content of the host file `file` (e.g. the CA bundle). */
 export function packSingleFile(file: string, name: string, mode = 0o644): Readable {
-  const pack = tar.pack();
-  pack.entry({ name, mode, type: "file" }, fs.readFileSync(file), (error) => {
-    if (error) pack.destroy(error);
-    else pack.finalize();
+  const content = fs.readFileSync(file);
+  const header = tarHeader({ name, type: "file", mode, size: content.length });
+  return Readable.from([Buffer.concat([header, content, padding(content.length), END_OF_ARCHIVE])], {
+    objectMode: false,
   });
-  return Readable.from(pack as unknown as AsyncIterable<Buffer>);
 }
 
-type PackHeader = Parameters<tar.Pack["entry"]>[0];
-
-function addEntry(pack: tar.Pack, header: PackHeader): Promise<void> {
-  return new Promise((resolve, reject) => pack.entry(header, (error) => (error ? reject(error) : resolve())));
+function* treeArchive(tree: HostTree, modeOf: (entry: TreeEntry) => number): Generator<Buffer> {
+  for (const entry of tree.entries) {
+    const name = entry.path === "" ? "./" : `./${entry.path}${entry.kind === "directory" ? "/" : ""}`;
+    const header = { name, mode: modeOf(entry), mtimeMs: entry.mtimeMs };
+    if (entry.kind === "directory") yield tarHeader({ ...header, type: "directory" });
+    else if (entry.kind === "symlink") yield tarHeader({ ...header, type: "symlink", linkname: entry.target });
+    else {
+      yield tarHeader({ ...header, type: "file", size: entry.size });
+      yield* fileContent(tree, entry);
+      yield padding(entry.size);
+    }
+  }
+  yield END_OF_ARCHIVE;
 }
 
-async function addFile(
-  pack: tar.Pack,
-  tree: HostTree,
-  entry: TreeEntry,
-  header: { name: string; mode: number; mtime: Date },
-): Promise<void> {
+function* fileContent(tree: HostTree, entry: TreeEntry): Generator<Buffer> {
   const file = path.join(tree.root, entry.path);
   const fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   try {
     const stat = fs.fstatSync(fd);
-    const facts = tree.facts.get(entry.path);
-    if (!stat.isFile() || stat.ino !== facts?.ino || stat.size !== entry.size) {
+    if (!stat.isFile() || stat.ino !== tree.facts.get(entry.path)?.ino || stat.size !== entry.size) {
       throw new Error(`${file} changed while the workspace was being copied`);
     }
     const hash = crypto.createHash("sha256");
-    let sink!: ReturnType<tar.Pack["entry"]>;
-    const done = new Promise<void>((resolve, reject) => {
-      sink = pack.entry({ ...header, type: "file", size: entry.size }, (error) => (error ? reject(error) : resolve()));
-    });
-    const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, Math.max(entry.size, 1)));
-    let offset = 0;
-    while (offset < entry.size) {
-      const read = fs.readSync(fd, buffer, 0, Math.min(buffer.length, entry.size - offset), offset);
+    for (let offset = 0; offset < entry.size; ) {
+      // A fresh buffer per read: the archive hands it on without copying.
+      const chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, entry.size - offset));
+      const read = fs.readSync(fd, chunk, 0, chunk.length, offset);
       if (read === 0) throw new Error(`${file} shrank while the workspace was being copied`);
-      // The sink keeps the chunk until it is written: hand it a copy, reuse our buffer.
-      const chunk = Buffer.from(buffer.subarray(0, read));
-      hash.update(chunk);
+      const data = read === chunk.length ? chunk : chunk.subarray(0, read);
+      hash.update(data);
       offset += read;
-      if (!sink.write(chunk)) await new Promise<void>((resolve) => sink.once("drain", () => resolve()));
+      yield data;
     }
-    sink.end(undefined);
-    await done;
     entry.hash = hash.digest("hex");
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/** Joins small buffers (headers, small files) into chunks of about 1 MiB. */
+function* batched(parts: Iterable<Buffer>): Generator<Buffer> {
+  let pending: Buffer[] = [];
+  let size = 0;
+  for (const part of parts) {
+    if (part.length >= CHUNK_BYTES) {
+      if (size > 0) yield Buffer.concat(pending, size);
+      pending = [];
+      size = 0;
+      yield part;
+      continue;
+    }
+    pending.push(part);
+    size += part.length;
+    if (size >= CHUNK_BYTES) {
+      yield Buffer.concat(pending, size);
+      pending = [];
+      size = 0;
+    }
+  }
+  if (size > 0) yield Buffer.concat(pending, size);
 }

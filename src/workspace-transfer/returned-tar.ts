@@ -17,6 +17,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
+import { UNCHANGED_PAX_KEY } from "../relay/relay-protocol.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
 import { comparePaths, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
 
@@ -149,6 +150,17 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
           fs.symlinkSync(target, file);
           tree.staged.set(rel, file);
         }
+        await drain(entry);
+      } else if (
+        kind === "file" &&
+        (header.pax as Record<string, string> | null | undefined)?.[UNCHANGED_PAX_KEY] !== undefined
+      ) {
+        // The relay says its status has not changed since the copy-in: believing that can only
+        // keep the host's own copy, so the claim needs no proof, only a file to refer to.
+        if (before?.kind !== "file" || header.size) {
+          throw new HostileArchive(`"${rel}" is claimed unchanged but was never sent as a file`);
+        }
+        Object.assign(after, { mode: before.mode, size: before.size, hash: before.hash, mtimeMs: before.mtimeMs });
         await drain(entry);
       } else if (kind === "file") {
         const content = await stageContent(entry as AsyncIterable<Buffer>, {

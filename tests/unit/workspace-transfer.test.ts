@@ -13,6 +13,7 @@ import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-t
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
+import { UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
 
 const dirs: string[] = [];
 function tempDir(prefix = "sandbox-run-transfer-"): string {
@@ -397,5 +398,35 @@ describe("apply, whatever the returned list says", () => {
     };
     expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/is not a directory; refusing/);
     expect(fs.readdirSync(outside)).toEqual([]);
+  });
+});
+
+describe("the packer's own tar headers", () => {
+  it("long and non-ASCII names and link targets survive GNU tar (pax records)", async () => {
+    const long = `${"d".repeat(120)}/${"f".repeat(130)}-ünïcödé ✓.txt`;
+    const root = tree({ [long]: "deep\n", "plain.txt": "p\n" });
+    fs.symlinkSync(`${"t".repeat(140)}-✓`, path.join(root, "long-link"));
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, () => {}),
+    );
+    expect(returned.staged.size).toBe(0);
+    expect(returned.after.map((e) => e.path)).toEqual(before.entries.map((e) => e.path));
+    expect(returned.after.find((e) => e.path === "long-link")?.target).toBe(`${"t".repeat(140)}-✓`);
+  });
+});
+
+describe("what the relay may claim", () => {
+  it('"unchanged" keeps the host\'s copy of a file that was sent; for any other path it is refused', async () => {
+    const root = tree({ "a.txt": "a\n" });
+    const { before } = await sendTree(root);
+    const sent = before.entries.find((e) => e.path === "a.txt")!;
+    const unchanged = { pax: { [UNCHANGED_PAX_KEY]: "1" } };
+    const { returned } = await read(before, await crafted([ROOT, { name: "./a.txt", ...unchanged }]));
+    expect(returned.staged.size).toBe(0);
+    expect(returned.after.find((e) => e.path === "a.txt")).toEqual(sent);
+    const error = await readError(before, await crafted([ROOT, { name: "./new.txt", ...unchanged }]));
+    expect(error.message).toMatch(/"new\.txt" is claimed unchanged but was never sent as a file/);
   });
 });
