@@ -38,6 +38,8 @@ export const READ_ONLY_OWNER_UID = 65533;
 /** Loopback ports inside the sandbox that the launcher forwards to the host's servers. */
 export const GATEWAY_PORT = 18080;
 export const PROXY_PORT = 18081;
+/** Copy mode: where the launcher's relay takes the controller's bridge exec (once; then it is gone). */
+export const RELAY_BRIDGE_SOCKET = `${IMAGE_PATHS.socketDir}/relay-bridge.sock`;
 export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
 export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
 

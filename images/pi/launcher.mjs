@@ -8,10 +8,10 @@
 //    only after every port listens, so its first model request never races the bridge.
 // 3. Holds a liveness connection to the gateway: if the host controller dies, the connection
 //    closes and the launcher ends the container instead of leaving it to run unsupervised.
-//    In copy mode the gateway's socket is the relay's (images/pi/relay.mjs, started by the
-//    controller once the container runs): the launcher waits for it to appear, and the
-//    controller answers the liveness request only once the workspace is copied in, so Pi never
-//    sees a half-filled workspace. Then the launcher stays up after Pi is done (the controller
+//    In copy mode the gateway's socket is the relay's (images/pi/relay.mjs, run in this process;
+//    the controller reaches it through an exec bridged to a loopback port): the launcher waits
+//    for it to appear, and the controller answers the liveness request only once the workspace
+//    is copied in, so Pi never sees a half-filled workspace. Then the launcher stays up after Pi is done (the controller
 //    reads the workspace back from the running container, then stops it).
 //    Whatever the mode, the launcher stops the sandbox at its deadline (the run's timeout plus a
 //    grace period), so a lost host or link cannot leave it running.
@@ -28,6 +28,7 @@ const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
 const EXIT_DEADLINE_PASSED = 92;
 const RELAY_POLL_MS = 5;
+const RELAY_MODULE = "/opt/sandbox-run/relay.mjs";
 const BAKED_COMPILE_CACHE = "/opt/sandbox-run/compile-cache";
 
 function fail(code, message) {
@@ -96,6 +97,25 @@ function connect(socketPath) {
   });
 }
 
+/**
+ * Copy mode: the relay (relay.mjs) runs in this process. The controller reaches it with an exec
+ * that joins its stdio to this unix socket; the first connection is the controller's (nothing of
+ * the sandbox runs before Pi, and Pi waits for the relay), so the socket goes once it arrives.
+ */
+async function startRelay(relay) {
+  const { runRelay } = await import(RELAY_MODULE);
+  const server = net.createServer();
+  server.once("connection", (socket) => {
+    server.close();
+    void runRelay(relay, socket, (code, message) => fail(code, message));
+  });
+  fs.rmSync(relay.bridgeSocket, { force: true });
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(relay.bridgeSocket, resolve);
+  });
+}
+
 /** Copy mode: the relay's socket appears (and listens) once the controller has started the relay. */
 async function connectWhenListening(socketPath, waitMs) {
   const until = Date.now() + waitMs;
@@ -144,6 +164,8 @@ if (config.deadlineMs) {
 }
 
 try {
+  // First: the controller's bridge exec is on its way.
+  if (config.relay) await startRelay(config.relay);
   if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
   await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
   if (config.livenessSocket) {

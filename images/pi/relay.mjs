@@ -1,46 +1,73 @@
 // In-container relay (copy mode): the sandbox's way to the host without a shared filesystem.
 //
-// The host controller starts this script with an exec, as the sandbox uid, once the container runs.
-// The exec's stdin and stdout are one HTTP/2 session to the controller (this side is the client:
-// it opens every stream). It
+// One HTTP/2 session to the host controller, over a byte stream the controller reaches with an
+// exec: normally the launcher runs this module in its own process and the exec is a tiny bridge
+// (bash and two cats) between its stdio and a loopback port the launcher listens on, so no second
+// Node starts on the run's critical path; `node relay.mjs` also runs it on the exec's stdio. This
+// side is the client: it opens every stream. It
 // 1. listens on the in-container unix sockets the launcher already uses (the model gateway's, the
 //    egress proxy's) and carries each connection as one stream (`POST /connect/<name>`); the
 //    controller hands the bytes to its gateway or proxy, and holds them until the workspace is
 //    copied in, which is also what keeps the launcher from starting Pi earlier;
 // 2. holds a control stream (`POST /control`): the controller's commands arrive as JSON lines in
-//    the response, replies go back as JSON lines in the request. The one command, `archive`,
-//    runs `tar -c` over a writable root and sends the archive as its own stream
-//    (`POST /archive/<id>`), so reading the workspace back costs no second exec;
-// 3. exits when its stdin ends (the controller died, or the link to it was lost): the listening
+//    the response, replies go back as JSON lines in the request: `mark` (the copy-in is done) and
+//    `archive` (the tree of a writable root, sent as its own stream, `POST /archive/<id>`);
+// 3. ends when the session does (the controller died, or the link to it was lost): the listening
 //    sockets close with it, the launcher's liveness connection breaks and the sandbox stops.
 //
 // Everything here runs as the sandbox uid, next to code the sandbox controls: the controller treats
 // every byte of this session as hostile input and never relies on this script being what it is.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
 import { Duplex, PassThrough, Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
 /** The longest command line the controller may send; anything longer is a broken session. */
 const MAX_COMMAND_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 4096;
+const TAR = "/usr/bin/tar";
 
-function fail(code, message) {
-  process.stderr.write(`sandbox-run relay: ${message}\n`);
-  process.exit(code);
+let config;
+let session;
+/** Called once when the relay must stop: (exit code, why). */
+let fail;
+
+/**
+ * Runs the relay over `transport` (a socket, or a Duplex of pipes). `onEnd(code, message)` is
+ * called once the session is over or cannot start; the caller stops the process.
+ */
+export async function runRelay(relayConfig, transport, onEnd) {
+  config = relayConfig;
+  let ended = false;
+  fail = (code, message) => {
+    if (ended) return;
+    ended = true;
+    onEnd(code, message);
+  };
+  session = http2.connect("http://sandbox-run-relay", {
+    createConnection: () => transport,
+    // Large windows: a workspace archive is the bulk of this session's traffic.
+    settings: { enablePush: false, initialWindowSize: config.windowBytes },
+    maxSessionMemory: config.maxSessionMemoryMb,
+  });
+  session.on("error", (error) =>
+    fail(EXIT_CONTROLLER_GONE, `the session with the controller failed: ${error.message}`),
+  );
+  session.on("close", () => fail(EXIT_CONTROLLER_GONE, "the session with the controller closed"));
+  session.on("connect", () => session.setLocalWindowSize(config.windowBytes));
+  try {
+    fs.mkdirSync(config.socketDir, { recursive: true, mode: 0o700 });
+    const control = openControl();
+    await Promise.all(config.sockets.map((s) => listen(s.name, s.path)));
+    reply(control, { op: "ready" });
+  } catch (error) {
+    fail(EXIT_SETUP_FAILED, `could not start: ${error?.message ?? error}`);
+  }
 }
-
-const raw = process.env.SANDBOX_RUN_RELAY;
-delete process.env.SANDBOX_RUN_RELAY;
-if (!raw) fail(EXIT_SETUP_FAILED, "SANDBOX_RUN_RELAY is not set; the relay is started by sandbox-run");
-const config = JSON.parse(raw);
-
-// The controller going away ends stdin: nothing in here may outlive it.
-process.stdin.on("end", () => fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping"));
-process.stdin.on("close", () => fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping"));
-process.stdout.on("error", () => fail(EXIT_CONTROLLER_GONE, "the link to the host controller broke"));
 
 // Node's HTTP/2 over pipes pays per chunk: hand it whatever arrived meanwhile as one chunk (read()
 // returns all that is buffered), with the 1 MiB buffer as the backpressure bound (see
@@ -48,17 +75,6 @@ process.stdout.on("error", () => fail(EXIT_CONTROLLER_GONE, "the link to the hos
 function coalesced(source) {
   return Readable.from(source.pipe(new PassThrough({ highWaterMark: 1024 * 1024 })), { objectMode: false });
 }
-
-const transport = Duplex.from({ readable: coalesced(process.stdin), writable: process.stdout });
-const session = http2.connect("http://sandbox-run-relay", {
-  createConnection: () => transport,
-  // Large windows: a workspace archive is the bulk of this session's traffic.
-  settings: { enablePush: false, initialWindowSize: config.windowBytes },
-  maxSessionMemory: config.maxSessionMemoryMb,
-});
-session.on("error", (error) => fail(EXIT_CONTROLLER_GONE, `the session with the controller failed: ${error.message}`));
-session.on("close", () => fail(EXIT_CONTROLLER_GONE, "the session with the controller closed"));
-session.on("connect", () => session.setLocalWindowSize(config.windowBytes));
 
 /** Listens under a temporary name, then renames: the socket appears only once it accepts. */
 function listen(name, socketPath) {
@@ -272,6 +288,23 @@ async function archive(control, command) {
   }
 }
 
+/** `tar -x` into one root of what the controller sends as `/extract/<id>`; the status follows on the control stream. */
+function extract(control, command) {
+  const stream = session.request({ ":method": "POST", ":path": `/extract/${command.id}` }, { endStream: true });
+  const tar = spawn(TAR, ["-x", "-f", "-", "-C", command.root, "--no-same-owner", "-p"], {
+    stdio: ["pipe", "ignore", "pipe"],
+  });
+  let stderr = "";
+  tar.stderr.on("data", (chunk) => {
+    stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
+  });
+  stream.on("error", () => tar.kill("SIGKILL"));
+  tar.stdin.on("error", () => {});
+  stream.pipe(tar.stdin);
+  tar.on("error", (error) => reply(control, { op: "extracted", id: command.id, code: null, stderr: error.message }));
+  tar.on("close", (code) => reply(control, { op: "extracted", id: command.id, code, stderr }));
+}
+
 function reply(control, message) {
   control.write(`${JSON.stringify(message)}\n`);
 }
@@ -291,6 +324,7 @@ function openControl() {
       pending = pending.slice(newline + 1);
       const command = JSON.parse(line);
       if (command.op === "archive") void archive(control, command);
+      else if (command.op === "extract") extract(control, command);
       else if (command.op === "mark") {
         mark();
         reply(control, { op: "marked" });
@@ -301,11 +335,18 @@ function openControl() {
   return control;
 }
 
-try {
-  fs.mkdirSync(config.socketDir, { recursive: true, mode: 0o700 });
-  const control = openControl();
-  await Promise.all(config.sockets.map((s) => listen(s.name, s.path)));
-  reply(control, { op: "ready" });
-} catch (error) {
-  fail(EXIT_SETUP_FAILED, `could not start: ${error?.message ?? error}`);
+// `node relay.mjs`: the exec's own stdio is the transport.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const stop = (code, message) => {
+    process.stderr.write(`sandbox-run relay: ${message}\n`);
+    process.exit(code);
+  };
+  const raw = process.env.SANDBOX_RUN_RELAY;
+  delete process.env.SANDBOX_RUN_RELAY;
+  if (!raw) stop(EXIT_SETUP_FAILED, "SANDBOX_RUN_RELAY is not set; the relay is started by sandbox-run");
+  // The controller going away ends stdin: nothing in here may outlive it.
+  process.stdin.on("end", () => stop(EXIT_CONTROLLER_GONE, "the host controller went away; stopping"));
+  process.stdout.on("error", () => stop(EXIT_CONTROLLER_GONE, "the link to the host controller broke"));
+  const transport = Duplex.from({ readable: coalesced(process.stdin), writable: process.stdout });
+  await runRelay(JSON.parse(raw), transport, stop);
 }

@@ -6,8 +6,10 @@ export const RELAY_PATHS = {
   control: "/control",
   /** `/connect/<socket name>`: one connection to an in-container socket. */
   connectPrefix: "/connect/",
-  /** `/archive/<id>`: the `tar -c` output of one `archive` command. */
+  /** `/archive/<id>`: the archive of one `archive` command (relay -> controller). */
   archivePrefix: "/archive/",
+  /** `/extract/<id>`: the response carries the tar one `extract` command unpacks (controller -> relay). */
+  extractPrefix: "/extract/",
 } as const;
 
 /** The relay's configuration, passed in SANDBOX_RUN_RELAY (and removed from its environment). */
@@ -24,7 +26,7 @@ export type RelayCommand =
   /** The copy-in is complete: files whose status changes after this are "changed". */
   | { op: "mark" }
   | {
-      op: "archive";
+      op: "archive" | "extract";
       id: number;
       /** Absolute path inside the container. */
       root: string;
@@ -37,7 +39,28 @@ export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
 export type RelayMessage =
   | { op: "ready" }
   | { op: "marked" }
+  | { op: "extracted"; id: number; code: number | null; stderr?: string }
   | { op: "archived"; id: number; code: number | null; signal?: string | null; stderr?: string; error?: string };
 
 /** Exit codes of relay.mjs (the launcher's numbers: the same causes). */
 export const RELAY_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91 });
+
+export interface RelayLimits {
+  /** Streams open at once (each in-container connection is one). */
+  maxConcurrentStreams: number;
+  /** Streams over the whole session. */
+  maxStreams: number;
+  maxSessionMemoryMb: number;
+  maxHeaderListBytes: number;
+  maxControlLineBytes: number;
+  windowBytes: number;
+}
+
+export const DEFAULT_RELAY_LIMITS: RelayLimits = Object.freeze({
+  maxConcurrentStreams: 128,
+  maxStreams: 100_000,
+  maxSessionMemoryMb: 64,
+  maxHeaderListBytes: 8 * 1024,
+  maxControlLineBytes: 64 * 1024,
+  windowBytes: 4 * 1024 * 1024,
+});

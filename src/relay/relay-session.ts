@@ -12,32 +12,22 @@
 import http2 from "node:http2";
 import net from "node:net";
 import { Duplex, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { z } from "zod";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
-import { IMAGE_PATHS } from "../sandbox-contract.js";
+import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
 import { coalesced } from "./coalesce.js";
-import { RELAY_PATHS, type RelayCommand, type RelayConfig, type RelayMessage } from "./relay-protocol.js";
+import {
+  DEFAULT_RELAY_LIMITS,
+  RELAY_PATHS,
+  type RelayCommand,
+  type RelayConfig,
+  type RelayLimits,
+  type RelayMessage,
+} from "./relay-protocol.js";
 
-export interface RelayLimits {
-  /** Streams open at once (each in-container connection is one). */
-  maxConcurrentStreams: number;
-  /** Streams over the whole session. */
-  maxStreams: number;
-  maxSessionMemoryMb: number;
-  maxHeaderListBytes: number;
-  maxControlLineBytes: number;
-  windowBytes: number;
-}
-
-export const DEFAULT_RELAY_LIMITS: RelayLimits = Object.freeze({
-  maxConcurrentStreams: 128,
-  maxStreams: 100_000,
-  maxSessionMemoryMb: 64,
-  maxHeaderListBytes: 8 * 1024,
-  maxControlLineBytes: 64 * 1024,
-  windowBytes: 4 * 1024 * 1024,
-});
+export { DEFAULT_RELAY_LIMITS, type RelayLimits } from "./relay-protocol.js";
 
 export interface RelaySocket {
   /** [a-z]+: the stream path names it. */
@@ -54,9 +44,12 @@ export interface RelayOptions {
   user: string;
   socketDir: string;
   sockets: RelaySocket[];
-  /** Extra environment for the relay (PATH under gVisor). */
-  env?: Record<string, string>;
-  /** The relay script inside the container; default: the runner image's (images/pi/relay.mjs). */
+  /**
+   * Where the relay runs. `bridgeSocket`: in the launcher, which listens on this unix socket; the
+   * exec is a bridge (a few lines of perl) from its stdio to it, so no second Node starts.
+   * `script`: `node <script>` on the exec's own stdio (another relay, e.g. one a test controls).
+   */
+  bridgeSocket?: string;
   script?: string;
   limits?: Partial<RelayLimits>;
   signal?: AbortSignal;
@@ -72,6 +65,12 @@ export interface ArchiveResult {
 const relayMessage = z.union([
   z.object({ op: z.literal("ready") }),
   z.object({ op: z.literal("marked") }),
+  z.object({
+    op: z.literal("extracted"),
+    id: z.number().int(),
+    code: z.number().int().nullable(),
+    stderr: z.string().max(8192).optional(),
+  }),
   z.object({
     op: z.literal("archived"),
     id: z.number().int(),
@@ -111,6 +110,24 @@ function deferred<T>(): Deferred<T> {
 
 const STDERR_TAIL_CHARS = 4000;
 
+/**
+ * The exec that reaches the launcher's relay: perl (in every Debian image), joining its stdio to
+ * the unix socket the launcher listens on once (then removes). A unix socket has no Nagle delay,
+ * and perl starts in milliseconds, unlike a second Node. When the controller goes away, stdin ends,
+ * the socket is shut down, and the relay, then the launcher, stop.
+ */
+export const BRIDGE_SCRIPT = `
+use IO::Socket::UNIX; use Socket;
+my ($path) = @ARGV; my $s;
+for (1 .. 3000) { $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $path) and last; select(undef, undef, undef, 0.02); }
+die "sandbox-run bridge: nothing listens on $path\n" unless $s;
+sub copy { my ($from, $to) = @_; my $buf;
+  while (my $n = sysread($from, $buf, 1 << 20)) { for (my $o = 0; $o < $n; ) { my $w = syswrite($to, $buf, $n - $o, $o); return unless defined $w; $o += $w } } }
+my $pid = fork(); die "sandbox-run bridge: fork: $!\n" unless defined $pid;
+if ($pid == 0) { copy($s, *STDOUT); exit 0 }
+copy(*STDIN, $s); shutdown($s, 1); kill "TERM", $pid; waitpid($pid, 0);
+`;
+
 export class Relay {
   readonly #limits: RelayLimits;
   readonly #server: http2.Http2Server;
@@ -118,7 +135,7 @@ export class Relay {
   readonly #gate: Promise<void>;
   #openGate!: () => void;
   #control?: http2.ServerHttp2Stream;
-  #marked?: Deferred<void>;
+  readonly #extracts = new Map<number, { archive: Readable; claimed: boolean; exit: Deferred<ArchiveExit> }>();
   #session?: http2.ServerHttp2Session;
   #streams = 0;
   #nextArchive = 1;
@@ -185,12 +202,11 @@ export class Relay {
       windowBytes: options.limits?.windowBytes ?? DEFAULT_RELAY_LIMITS.windowBytes,
       maxSessionMemoryMb: options.limits?.maxSessionMemoryMb ?? DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
     };
+    const cmd = options.script
+      ? [IMAGE_PATHS.node, options.script]
+      : ["/usr/bin/perl", "-e", BRIDGE_SCRIPT, options.bridgeSocket ?? RELAY_BRIDGE_SOCKET];
     const exec = await options.container.exec(
-      {
-        cmd: [IMAGE_PATHS.node, options.script ?? IMAGE_PATHS.relay],
-        user: options.user,
-        env: { ...options.env, SANDBOX_RUN_RELAY: JSON.stringify(config) },
-      },
+      { cmd, user: options.user, env: options.script ? { SANDBOX_RUN_RELAY: JSON.stringify(config) } : {} },
       options.signal,
     );
     return new Relay(options, exec);
@@ -224,16 +240,32 @@ export class Relay {
   }
 
   /**
-   * Tells the relay the copy-in is complete: a file whose status changes after this is sent back
-   * whole, any other as "unchanged" (a claim that can only make the host keep its own copy).
+   * Has the relay unpack `archive` (a tar this side made) into `root` with `tar -x`, as the
+   * relay's uid: a copy-in without an exec of its own. Resolves with tar's status.
    */
-  async mark(): Promise<void> {
+  async extract(root: string, archive: Readable): Promise<{ code: number | null; stderr: string }> {
     if (this.#failure) throw this.#failure;
-    const marked = deferred<void>();
-    this.#marked = marked;
-    this.onFailure((error) => marked.reject(error));
+    const id = this.#nextArchive++;
+    const pending = { archive, claimed: false, exit: deferred<ArchiveExit>() };
+    this.#extracts.set(id, pending);
+    this.onFailure((error) => pending.exit.reject(error));
+    this.#send({ op: "extract", id, root });
+    try {
+      return await pending.exit.promise;
+    } finally {
+      this.#extracts.delete(id);
+    }
+  }
+
+  /**
+   * Tells the relay the copy-in is complete: a file whose status changes after this is sent back
+   * whole, any other as "unchanged" (a claim that can only make the host keep its own copy). No
+   * answer is awaited: the relay handles the session's frames in order, so the mark is made before
+   * anything open() lets through reaches the launcher.
+   */
+  mark(): void {
+    if (this.#failure) throw this.#failure;
     this.#send({ op: "mark" });
-    await marked.promise;
   }
 
   #send(command: RelayCommand): void {
@@ -265,8 +297,20 @@ export class Relay {
           ? this.#serveConnection(stream, path.slice(RELAY_PATHS.connectPrefix.length))
           : path.startsWith(RELAY_PATHS.archivePrefix)
             ? this.#serveArchive(stream, Number(path.slice(RELAY_PATHS.archivePrefix.length)))
-            : false);
+            : path.startsWith(RELAY_PATHS.extractPrefix)
+              ? this.#serveExtract(stream, Number(path.slice(RELAY_PATHS.extractPrefix.length)))
+              : false);
     if (!served && !stream.destroyed) stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+  }
+
+  /** The response to an `extract` is the archive this side made: it goes out at the pace the relay reads it. */
+  #serveExtract(stream: http2.ServerHttp2Stream, id: number): boolean {
+    const pending = this.#extracts.get(id);
+    if (!pending || pending.claimed) return false;
+    pending.claimed = true;
+    stream.respond({ ":status": 200 });
+    pipeline(pending.archive, stream).catch((error: Error) => pending.exit.reject(error));
+    return true;
   }
 
   #serveArchive(stream: http2.ServerHttp2Stream, id: number): boolean {
@@ -310,8 +354,12 @@ export class Relay {
       return;
     }
     if (parsed.op === "ready") this.#resolveReady();
-    else if (parsed.op === "marked") this.#marked?.resolve();
-    else {
+    else if (parsed.op === "marked") return;
+    else if (parsed.op === "extracted") {
+      this.#extracts
+        .get(parsed.id)
+        ?.exit.resolve({ code: parsed.code, stderr: (parsed.stderr ?? "").slice(-STDERR_TAIL_CHARS) });
+    } else {
       // The exit may overtake the archive's own stream (streams are not ordered with each other):
       // the entry stays until both arrived.
       const pending = this.#pending.get(parsed.id);

@@ -1,6 +1,7 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../agent.js";
+import { DEFAULT_RELAY_LIMITS } from "../relay/relay-protocol.js";
 import { copyModePlan } from "./copy-mode-plan.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../pi/pi-args.js";
 import type { Policy } from "../policy/policy-schema.js";
@@ -16,6 +17,7 @@ import {
   type Mount,
   PROXY_PORT,
   PROXY_SOCKET,
+  RELAY_BRIDGE_SOCKET,
   type RunPlan,
   LAUNCHER_DEADLINE_GRACE_MS,
   SANDBOX_CA_BUNDLE,
@@ -127,7 +129,20 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     // Copy mode: wait for the relay's sockets; the controller answers the liveness request once
     // the workspace is copied in, and the launcher then stays up (Pi's exit would stop the
     // container) until the controller has read the workspace back and stops it.
-    ...(copyMode ? { relayWaitMs: RELAY_WAIT_MS, holdAfterPi: true } : {}),
+    ...(copyMode
+      ? {
+          relayWaitMs: RELAY_WAIT_MS,
+          holdAfterPi: true,
+          // The relay runs in the launcher; the controller's bridge exec reaches it on this socket.
+          relay: {
+            bridgeSocket: RELAY_BRIDGE_SOCKET,
+            socketDir: IMAGE_PATHS.socketDir,
+            sockets: forwards.map((f) => ({ name: f.port === PROXY_PORT ? "proxy" : "gateway", path: f.socketPath })),
+            windowBytes: DEFAULT_RELAY_LIMITS.windowBytes,
+            maxSessionMemoryMb: DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
+          },
+        }
+      : {}),
     // A lost controller, host or link cannot leave the sandbox running past this.
     deadlineMs: input.timeoutMs + LAUNCHER_DEADLINE_GRACE_MS,
     agentDir,

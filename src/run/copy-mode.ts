@@ -19,6 +19,7 @@ import {
   IMAGE_PATHS,
   PROXY_SOCKET,
   READ_ONLY_OWNER_UID,
+  RELAY_BRIDGE_SOCKET,
   type RunPlan,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
@@ -26,7 +27,7 @@ import { protectedChanges } from "../workspace/protected-paths.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { WorkspaceReport } from "../workspace/workspace-watch.js";
 import { applyReturnedTree } from "../workspace-transfer/apply-tree.js";
-import { copyIn } from "../workspace-transfer/copy-in.js";
+import { copyIn, copyInThroughRelay } from "../workspace-transfer/copy-in.js";
 import { type HostTree, walkHostTree } from "../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../workspace-transfer/returned-tar.js";
@@ -117,30 +118,41 @@ export class CopyModeWorkspace {
         ? [{ name: "proxy", containerPath: PROXY_SOCKET, hostPath: path.join(this.options.runDir, "proxy.sock") }]
         : []),
     ];
-    const relay = Relay.start({ container, user: plan.user, socketDir: IMAGE_PATHS.socketDir, sockets, signal }).then(
-      (started) => {
-        this.#relay = started;
-        started.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
-        return started.ready;
-      },
-    );
+    const relay = Relay.start({
+      container,
+      user: plan.user,
+      bridgeSocket: RELAY_BRIDGE_SOCKET,
+      socketDir: IMAGE_PATHS.socketDir,
+      sockets,
+      signal,
+    }).then(async (started) => {
+      this.#relay = started;
+      started.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+      await started.ready;
+      return started;
+    });
+    // Read-only trees belong to another uid than the relay's: each gets an exec of its own, started
+    // at once. Writable trees (and the CA bundle) go through the relay as soon as it is up.
     const copies = this.copied.map(({ copy, tree }) => {
       const readOnly = !copy.writable && copy.kind !== "ca-bundle";
-      const user = readOnly ? `${READ_ONLY_OWNER_UID}:${READ_ONLY_OWNER_UID}` : plan.user;
-      const archive = tree
-        ? packTree(tree, readOnly ? { modeOf: readableByAll } : {})
-        : packSingleFile(copy.hostPath, path.basename(copy.containerPath));
-      const containerPath = tree ? copy.containerPath : path.dirname(copy.containerPath);
-      return copyIn(
-        container,
-        archive,
-        { containerPath, user, what: describe(copy), sizeMb: this.options.diskMb },
-        signal,
-      );
+      const archive = () =>
+        tree
+          ? packTree(tree, readOnly ? { modeOf: readableByAll } : {})
+          : packSingleFile(copy.hostPath, path.basename(copy.containerPath));
+      const target = {
+        containerPath: tree ? copy.containerPath : path.dirname(copy.containerPath),
+        what: describe(copy),
+        sizeMb: this.options.diskMb,
+      };
+      if (readOnly) {
+        const user = `${READ_ONLY_OWNER_UID}:${READ_ONLY_OWNER_UID}`;
+        return copyIn(container, archive(), { ...target, user }, signal);
+      }
+      return relay.then((ready) => copyInThroughRelay(ready, archive(), target));
     });
     await Promise.all([relay, ...copies]);
     // Nothing of the sandbox has run yet: from here on, a changed file is one whose status changes.
-    await this.#relay!.mark();
+    this.#relay!.mark();
     this.#relay!.open();
     timeline.sandbox("workspace.copied-in", {
       trees: this.copied.length,

@@ -40,11 +40,35 @@ export async function copyIn(
     stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_CHARS);
   });
   exec.stdout.resume();
-  const sent = pipeline(archive, exec.stdin).catch((error: unknown) => error as Error);
+  const sent = pipeline(archive, exec.stdin).then(
+    () => undefined,
+    (error: unknown) => error as Error,
+  );
   const [failure, code] = await Promise.all([sent, exec.exit]);
-  if (code === 0 && !failure) return;
+  if (code !== 0 || failure) throw copyInFailure(target, code, stderr, failure);
+}
+
+/**
+ * The same through the relay (images/pi/relay.mjs runs `tar -x` as the sandbox's uid): no exec
+ * of its own, so a writable tree's copy costs no more than the data once the relay is up.
+ */
+export async function copyInThroughRelay(
+  relay: { extract(root: string, archive: Readable): Promise<{ code: number | null; stderr: string }> },
+  archive: Readable,
+  target: Omit<CopyInTarget, "user">,
+): Promise<void> {
+  const status = await relay.extract(target.containerPath, archive);
+  if (status.code !== 0) throw copyInFailure(target, status.code, status.stderr);
+}
+
+function copyInFailure(
+  target: Omit<CopyInTarget, "user">,
+  code: number | null,
+  stderr: string,
+  failure?: Error,
+): SandboxRunError {
   if (/No space left on device/i.test(stderr)) {
-    throw new SandboxRunError(
+    return new SandboxRunError(
       "limit",
       `${capitalised(target.what)} does not fit the sandbox's copy of it (${target.sizeMb} MiB).`,
       {
@@ -55,7 +79,7 @@ export async function copyIn(
     );
   }
   const reason = code === 0 ? failure!.message : `tar exited with ${code}${failure ? ` (${failure.message})` : ""}`;
-  throw new SandboxRunError("agent-crashed", `Copying ${target.what} into the sandbox failed: ${reason}.`, {
+  return new SandboxRunError("agent-crashed", `Copying ${target.what} into the sandbox failed: ${reason}.`, {
     hint: "The stderr tail on this error says what tar reported.",
     stderrTail: stderr.trim() || undefined,
   });

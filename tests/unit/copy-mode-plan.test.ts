@@ -16,6 +16,8 @@ import {
   LAUNCHER_DEADLINE_GRACE_MS,
   LAUNCHER_EXIT,
   READ_ONLY_OWNER_UID,
+  RELAY_BRIDGE_SOCKET,
+  GATEWAY_SOCKET,
   SANDBOX_CA_BUNDLE,
   SANDBOX_UID,
 } from "../../src/sandbox-contract.js";
@@ -94,7 +96,11 @@ describe("the copy-mode plan", () => {
 
   it("the launcher waits for the relay, holds on after Pi, and has a deadline (bind mode: the deadline only)", () => {
     const copy = launcherConfig(buildRunPlan(input()).env);
-    expect(copy).toMatchObject({ relayWaitMs: expect.any(Number), holdAfterPi: true });
+    expect(copy).toMatchObject({
+      relayWaitMs: expect.any(Number),
+      holdAfterPi: true,
+      relay: { bridgeSocket: RELAY_BRIDGE_SOCKET, sockets: [{ name: "gateway", path: GATEWAY_SOCKET }] },
+    });
     expect(copy.deadlineMs).toBe(60_000 + LAUNCHER_DEADLINE_GRACE_MS);
     const bind = launcherConfig(buildRunPlan(input({ workspaceMode: "bind" })).env);
     expect(bind.relayWaitMs).toBeUndefined();
@@ -131,6 +137,7 @@ describe("the image's scripts keep the shared numbers", () => {
     expect(launcher).toContain(`EXIT_SETUP_FAILED = ${LAUNCHER_EXIT.setupFailed}`);
     expect(launcher).toContain(`EXIT_CONTROLLER_GONE = ${LAUNCHER_EXIT.controllerGone}`);
     expect(launcher).toContain(`EXIT_DEADLINE_PASSED = ${LAUNCHER_EXIT.deadlinePassed}`);
+    expect(launcher).toContain(`const RELAY_MODULE = "${IMAGE_PATHS.relay}"`);
     const relay = fs.readFileSync(`${IMAGE_DIR}/relay.mjs`, "utf8");
     expect(relay).toContain(`EXIT_SETUP_FAILED = ${RELAY_EXIT.setupFailed}`);
     expect(relay).toContain(`EXIT_CONTROLLER_GONE = ${RELAY_EXIT.controllerGone}`);
