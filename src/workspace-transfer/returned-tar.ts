@@ -172,7 +172,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         });
         after.size = header.size ?? 0;
         after.hash = content.hash;
-        if (content.staged) tree.staged.set(rel, content.staged);
+        if (content.staged !== undefined) tree.staged.set(rel, content.staged);
       } else {
         await drain(entry);
       }

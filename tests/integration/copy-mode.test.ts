@@ -102,6 +102,30 @@ describe.concurrent("copy mode", () => {
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });
 
+  it("an extra writable directory travels like the workspace: copied in, changes checked and applied, reported with its absolute path", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const extra = hostileWorkspace({ "cache.txt": "old\n" }, "sandbox-run-extra-");
+    const outcome = await runHostile(
+      server,
+      [
+        bash(`cat ${extra}/cache.txt && echo new > ${extra}/cache.txt && echo b > b.txt && touch ${extra}/more.txt`),
+        finish(),
+      ],
+      { cwd: ws, additionalWritableDirectories: [extra], ...copy },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toBe("old\n");
+    expect(outcome.details?.changedFiles).toEqual({
+      created: ["b.txt", `${extra}/more.txt`],
+      modified: [`${extra}/cache.txt`],
+      deleted: [],
+    });
+    expect(fs.readFileSync(path.join(extra, "cache.txt"), "utf8")).toBe("new\n");
+    expect(fs.readFileSync(path.join(extra, "more.txt"), "utf8")).toBe("");
+    expect(fs.readFileSync(path.join(ws, "b.txt"), "utf8")).toBe("b\n");
+    expect(stagingLeftNextTo(extra)).toEqual([]);
+  });
+
   it("what the sandbox leaves comes back only as plain files, directories and symlinks: no FIFO, no setuid, links never followed", async () => {
     const outside = hostileWorkspace({ "victim.txt": "victim\n" }, "sandbox-run-outside-");
     const before = treeSnapshot(outside);

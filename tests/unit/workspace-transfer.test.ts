@@ -430,3 +430,19 @@ describe("what the relay may claim", () => {
     expect(error.message).toMatch(/"new\.txt" is claimed unchanged but was never sent as a file/);
   });
 });
+
+describe("empty files", () => {
+  it("a new empty file is created (without a staged copy), an emptied one is emptied", async () => {
+    const root = tree({ "full.txt": "content\n" });
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "new-empty.txt"), "");
+        fs.writeFileSync(path.join(copy, "full.txt"), "");
+      }),
+    );
+    applyReturnedTree(before, returned, "the workspace");
+    expect(listing(root)).toEqual({ "full.txt": "file:644:", "new-empty.txt": "file:644:" });
+  });
+});
