@@ -2,12 +2,14 @@
 //
 //   leaf      agent.ts, errors.ts, sandbox-contract.ts, util/: shared types, constants and helpers;
 //             they import nothing of ours but each other
-//   parts     engine/ pi/ gateway/ proxy/ workspace/ policy/ http/ image/ record/ replay/ scripted-model/ demo/
+//   parts     engine/ pi/ gateway/ proxy/ workspace/ workspace-transfer/ relay/ policy/ http/ image/ record/
+//             replay/ scripted-model/ demo/
 //   run       run/: one call from options to result, composed from the parts
 //   agent     container-pi-agent.ts, index.ts (and the public testing entry)
 //   cli       cli/: a thin shell over the library
-const PARTS = "^src/(engine|pi|gateway|proxy|workspace|policy|http|image|record|replay|scripted-model|demo)/";
-const LEAF = "^src/((agent|errors|sandbox-contract)\\.ts$|util/)";
+const PARTS =
+  "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|relay|policy|http|image|record|replay|scripted-model|demo)/";
+const LEAF = "^src/((agent|errors|sandbox-contract)\.ts$|util/)";
 
 module.exports = {
   forbidden: [

@@ -1,8 +1,18 @@
 import { defineConfig } from "vitest/config";
 
-// Two projects: unit tests need no engine and run anywhere (`npm run test:unit`, also with the
-// Docker engine stopped); integration tests use the real engine, image and Pi, behind a global
-// set-up that checks the engine and builds the image when it is missing.
+// Unit tests need no engine and run anywhere (`npm run test:unit`, also with the Docker engine
+// stopped); integration tests use the real engine, image and Pi, behind a global set-up that checks
+// the engine and builds the image when it is missing. "integration-copy" runs the security suites
+// again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts.
+const integration = {
+  testTimeout: 120_000,
+  hookTimeout: 300_000,
+  // Files start real containers: they run in parallel, tests inside a file in order.
+  fileParallelism: true,
+  maxWorkers: 4,
+  globalSetup: ["tests/support/global-setup.ts"],
+};
+
 export default defineConfig({
   test: {
     testTimeout: 120_000,
@@ -15,16 +25,23 @@ export default defineConfig({
         },
       },
       {
+        // examples/ carry their own tests (e.g. a workflow replayed from committed recordings).
         test: {
           name: "integration",
-          // examples/ carry their own tests (e.g. a workflow replayed from committed recordings).
           include: ["tests/integration/**/*.test.ts", "examples/**/*.test.ts"],
-          testTimeout: 120_000,
-          hookTimeout: 300_000,
-          // Files start real containers: they run in parallel, tests inside a file in order.
-          fileParallelism: true,
-          maxWorkers: 4,
-          globalSetup: ["tests/support/global-setup.ts"],
+          ...integration,
+        },
+      },
+      {
+        test: {
+          name: "integration-copy",
+          // The security suites whose promises hold in both modes (the ones about the host walk,
+          // local users, provenance and the gateway do not depend on how the workspace travels).
+          include: [
+            "tests/integration/security-{filesystem,secrets,privilege,network,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
+          ],
+          env: { SANDBOX_RUN_WORKSPACE: "copy" },
+          ...integration,
         },
       },
     ],

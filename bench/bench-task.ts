@@ -12,6 +12,8 @@ import type { Script } from "../src/scripted-model/scripted-model-server.js";
 export const PROVIDER = "scripted";
 export const TASK_MODEL = "bench-task";
 export const STREAM_MODEL = "bench-stream";
+/** Times gateway round trips from inside the sandbox (the copy section: relay vs bind-mounted socket). */
+export const RTT_MODEL = "bench-rtt";
 /** A key that looks real: the gateway must keep it on the host (the scripted server ignores it). */
 export const API_KEY = "sk-bench-not-a-real-key";
 
@@ -27,6 +29,29 @@ export const TASK_RESULT = { printed: "hello" };
 /** Prints a nanosecond timestamp every 200 ms: each line says when Pi's bash saw it. */
 export const STREAM_COMMAND = "for i in 1 2 3 4 5; do date +%s%N; sleep 0.2; done";
 
+/**
+ * Inside the sandbox: 200 sequential requests to the gateway (a path it refuses at once, so no
+ * upstream is involved) over one keep-alive connection, then 100 on fresh connections.
+ */
+export const RTT_COMMAND = `node -e '
+const http = require("http");
+const time = async (n, agent) => {
+  const t = [];
+  for (let i = 0; i < n; i++) {
+    const s = process.hrtime.bigint();
+    await new Promise((ok, ko) => http.get({ host: "127.0.0.1", port: 18080, path: "/bench-rtt", agent }, (r) => { r.resume(); r.on("end", ok); }).on("error", ko));
+    t.push(Number(process.hrtime.bigint() - s) / 1e6);
+  }
+  t.sort((a, b) => a - b);
+  return t[Math.floor(n / 2)].toFixed(3);
+};
+(async () => {
+  const keep = await time(200, new http.Agent({ keepAlive: true }));
+  const fresh = await time(100, false);
+  console.log("keep-alive=" + keep + " new-connection=" + fresh);
+})();
+'`;
+
 function bashThenFinal(command: string, final: unknown): Script {
   return [
     { toolCalls: [{ name: "bash", arguments: { command } }] },
@@ -38,6 +63,7 @@ export function benchScripts(): Record<string, Script> {
   return {
     [TASK_MODEL]: bashThenFinal("echo hello", TASK_RESULT),
     [STREAM_MODEL]: bashThenFinal(STREAM_COMMAND, { printed: "timestamps" }),
+    [RTT_MODEL]: bashThenFinal(RTT_COMMAND, { printed: "round trips" }),
   };
 }
 
@@ -49,7 +75,7 @@ export function benchModelsJson(baseUrl: string): Record<string, unknown> {
         baseUrl,
         api: "openai-completions",
         apiKey: API_KEY,
-        models: [TASK_MODEL, STREAM_MODEL].map((id) => ({ id, contextWindow: 32000, maxTokens: 4096 })),
+        models: [TASK_MODEL, STREAM_MODEL, RTT_MODEL].map((id) => ({ id, contextWindow: 32000, maxTokens: 4096 })),
       },
     },
   };

@@ -3,11 +3,14 @@
 //      recipe, interleaved, plus the floor of any container call;
 //   2. concurrency: 1, 4 and 8 calls at once;
 //   3. streaming: event delivery delay, and JSONL parsing throughput on 200 MB;
-//   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files.
+//   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files;
+//   5. copy: copy mode vs bind mode per call (10 files; 20,000 files / 200 MB, copy in and out
+//      timed apart), and a gateway round trip through the relay vs the bind-mounted socket.
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser,engines (default all), --image=TAG (default: the runner
+// floor,concurrency,streaming,parser,engines,copy (default all), --image=TAG (default: the runner
 // image), --remote=<engines file> (the engines section's remote engine; default: a second local
-// dockerd in its own namespaces, see tests/support/second-engine.ts).
+// dockerd in its own namespaces, see tests/support/second-engine.ts), --large-runs=N (rounds on the
+// 200 MB workspace, default 3).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -16,7 +19,8 @@ import { createDockerClient, type DockerClient } from "../src/engine/docker-conn
 import { DockerEngine } from "../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../src/image/build-runner-image.js";
 import { runnerImageSpec } from "../src/image/runner-image.js";
-import { startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
+import type { ContainerPiAgent } from "../src/container-pi-agent.js";
+import { type ScriptedModelServer, startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
 import { benchScripts, writePiHome } from "./bench-task.js";
 import { runEnginesSection } from "./engines.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
@@ -25,16 +29,25 @@ import { hardenedEngineTrue, hardenedTrueOptions, plainEngineTrue } from "./engi
 import { findHostPi } from "./host-pi.js";
 import { interleave, type VariantResult } from "./interleave.js";
 import { runParserBench, type ParserResult } from "./parser-throughput.js";
+import { fillWorkspace, gatewayRoundTrip, type RoundTrip, workspaceVariant } from "./copy-mode.js";
 import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
 
-const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines"] as const;
-const TARGETS = { runcOverheadMs: 200, runscOverheadMs: 400, eventDelayMs: 50, parserMbPerSecond: 200, peakRssMb: 250 };
+const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines", "copy"] as const;
+const TARGETS = {
+  runcOverheadMs: 200,
+  runscOverheadMs: 400,
+  eventDelayMs: 50,
+  parserMbPerSecond: 200,
+  peakRssMb: 250,
+  copyOverBindMs: 50,
+};
 
 const args = process.argv.slice(2);
 const option = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 const RUNS = Math.max(1, Number(option("runs") ?? 12));
+const LARGE_RUNS = Math.max(1, Number(option("large-runs") ?? 3));
 const only = new Set((option("only") ?? SECTIONS.join(",")).split(","));
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -274,6 +287,8 @@ async function main() {
       results.engines = engines.results;
       out.push("", engines.text);
     }
+
+    if (only.has("copy")) await copySection(runc, server, scratch, results, out);
   } finally {
     await server.close();
     scratch.cleanup();
@@ -297,7 +312,7 @@ async function main() {
   fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`\n${out.join("\n")}\n\nWrote ${path.relative(process.cwd(), file)}`);
   const failures =
-    [results.perCall, results.floor]
+    [results.perCall, results.floor, (results.copyMode as { perCall?: VariantResult[] } | undefined)?.perCall]
       .flatMap((list) => (list as VariantResult[] | undefined) ?? [])
       .reduce((n, r) => n + r.failures, 0) +
     ((results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels ?? []).reduce(
@@ -305,6 +320,88 @@ async function main() {
       0,
     );
   if (failures > 0 || left > 0 || benchLeft > 0) process.exitCode = 1;
+}
+
+async function copySection(
+  runc: ContainerPiAgent,
+  server: ScriptedModelServer,
+  scratch: Scratch,
+  results: Record<string, unknown>,
+  out: string[],
+): Promise<void> {
+  progress(`Copy mode, 10 files: ${RUNS} interleaved rounds after 2 warm-up rounds ...`);
+  const small = scratch.dir("copy-small");
+  fillWorkspace(small, 10, 10 * 1024);
+  const smallRuns = await interleave(
+    [
+      workspaceVariant("bind-10", "bind mode, 10 files", runc, small, "bind"),
+      workspaceVariant("copy-10", "copy mode, 10 files", runc, small, "copy"),
+    ],
+    { warmup: 2, runs: RUNS, progress },
+  );
+  progress("Copy mode, 20,000 files / 200 MB: writing the workspace ...");
+  const large = scratch.dir("copy-large");
+  fillWorkspace(large, 20_000, 200 * 1024 * 1024);
+  progress(`Copy mode, 20,000 files / 200 MB: ${LARGE_RUNS} interleaved rounds after 1 warm-up round ...`);
+  const largeRuns = await interleave(
+    [
+      workspaceVariant("bind-20k", "bind mode, 20,000 files / 200 MB", runc, large, "bind"),
+      workspaceVariant("copy-20k", "copy mode, 20,000 files / 200 MB", runc, large, "copy"),
+    ],
+    { warmup: 1, runs: LARGE_RUNS, progress },
+  );
+  progress("Gateway round trips inside the sandbox: relay vs bind-mounted socket ...");
+  const roundTrips: RoundTrip[] = [];
+  for (const mode of ["bind", "copy"] as const) {
+    roundTrips.push(await gatewayRoundTrip(runc, server, scratch.dir(`rtt-${mode}`), mode, 3));
+  }
+  const all = [...smallRuns, ...largeRuns];
+  const bindOf = (key: string) => all.find((r) => r.key === key.replace("copy-", "bind-"));
+  results.copyMode = {
+    perCall: all.map((r) => ({ ...r, overBindMs: round(r.medianMs - (bindOf(r.key)?.medianMs ?? Number.NaN)) })),
+    gatewayRoundTrips: roundTrips,
+  };
+  const phase = (r: VariantResult, name: string) => r.phasesMedianMs?.[name] ?? "-";
+  out.push(
+    "",
+    table(
+      [
+        "copy vs bind, per call (runc)",
+        "runs",
+        "median s",
+        "p90 s",
+        "over bind ms",
+        "copy in ms",
+        "copy out ms",
+        "apply ms",
+        "snapshot ms",
+        "failures",
+      ],
+      all.map((r) => [
+        r.label,
+        r.runs,
+        seconds(r.medianMs),
+        seconds(r.p90Ms),
+        r.key.startsWith("copy") ? round(r.medianMs - (bindOf(r.key)?.medianMs ?? Number.NaN)) : "-",
+        phase(r, "copyIn"),
+        phase(r, "copyOut"),
+        phase(r, "apply"),
+        phase(r, "snapshot"),
+        r.failures,
+      ]),
+    ),
+    "",
+    phaseTable(all),
+    "",
+    table(
+      ["gateway round trip inside the sandbox (median of 3 runs' medians)", "keep-alive ms", "new connection ms"],
+      roundTrips.map((r) => [
+        r.mode === "bind" ? "bind-mounted socket" : "relay (HTTP/2 over exec stdio)",
+        r.keepAliveMs,
+        r.newConnectionMs,
+      ]),
+    ),
+  );
 }
 
 function perCallTable(perCall: VariantResult[], host: VariantResult): string {
@@ -357,6 +454,13 @@ function targetLines(results: Record<string, unknown>): string[] {
     const flat = parser.rssAtEndMb - parser.rssAt10PercentMb < 16;
     lines.push(
       `  ${mark(parser.mbPerSecond >= TARGETS.parserMbPerSecond && flat)} parser >= ${TARGETS.parserMbPerSecond} MB/s, flat memory: ${parser.mbPerSecond} MB/s, RSS ${parser.rssAt10PercentMb} -> ${parser.rssAtEndMb} MB`,
+    );
+  }
+  const copy = (results.copyMode as { perCall: Array<VariantResult & { overBindMs: number }> } | undefined)?.perCall;
+  const copySmall = copy?.find((r) => r.key === "copy-10");
+  if (copySmall) {
+    lines.push(
+      `  ${mark(copySmall.overBindMs <= TARGETS.copyOverBindMs)} copy mode over bind mode, 10 files <= ${TARGETS.copyOverBindMs} ms: ${copySmall.overBindMs} ms`,
     );
   }
   const eight = (results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels.find(

@@ -156,7 +156,13 @@ export class ContainerPiAgent implements Agent {
       // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
       const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      planned = preparePlan(run, { image: run.image ?? runnerImageSpec().tag });
+      // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
+      const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
+      planned = preparePlan(run, {
+        image: run.image ?? runnerImageSpec().tag,
+        sharesHostFilesystem: !remote,
+        engineName: remote?.name,
+      });
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();

@@ -15,6 +15,9 @@ export const SANDBOX_MODES: readonly SandboxMode[] = Object.freeze([
 export const IMAGE_PATHS = {
   node: "/opt/sandbox-run/node/bin/node",
   launcher: "/opt/sandbox-run/launcher.mjs",
+  /** Copy mode: the relay the controller execs (images/pi/relay.mjs). */
+  relay: "/opt/sandbox-run/relay.mjs",
+  tar: "/usr/bin/tar",
   finalToolExtension: "/opt/sandbox-run/final-tool.mjs",
   piCli: "/opt/sandbox-run/app/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js",
   home: "/home/sandbox",
@@ -24,12 +27,19 @@ export const IMAGE_PATHS = {
   gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
 } as const;
 
-/** The sandbox user when the caller is root: the sandbox never runs as uid 0. */
+/** The sandbox user when the caller is root (and always in copy mode): the sandbox never runs as uid 0. */
 export const SANDBOX_UID = 65532;
+/**
+ * Copy mode: the owner of read-only trees inside the sandbox. Not the sandbox's uid, and the sandbox
+ * has no capabilities, so their files cannot be written, chmod'ed, renamed or removed from inside.
+ */
+export const READ_ONLY_OWNER_UID = 65533;
 
 /** Loopback ports inside the sandbox that the launcher forwards to the host's servers. */
 export const GATEWAY_PORT = 18080;
 export const PROXY_PORT = 18081;
+/** Copy mode: where the launcher's relay takes the controller's bridge exec (once; then it is gone). */
+export const RELAY_BRIDGE_SOCKET = `${IMAGE_PATHS.socketDir}/relay-bridge.sock`;
 export const GATEWAY_SOCKET = `${IMAGE_PATHS.socketDir}/gateway.sock`;
 export const PROXY_SOCKET = `${IMAGE_PATHS.socketDir}/proxy.sock`;
 
@@ -53,7 +63,10 @@ export const CA_BUNDLE_ENV_NAMES = Object.freeze([
  * Exit codes of images/pi/launcher.mjs (plain JavaScript in the image, so it keeps its own copy
  * of these numbers; a unit test checks the two agree).
  */
-export const LAUNCHER_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91 });
+export const LAUNCHER_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91, deadlinePassed: 92 });
+
+/** How far past the run's timeout the launcher stops the sandbox by itself (a lost controller, host or link). */
+export const LAUNCHER_DEADLINE_GRACE_MS = 30_000;
 
 // Every container we create carries these labels, so `gc` and start-up reaping can find what a
 // dead controller left behind without any state file.
@@ -116,6 +129,22 @@ export interface Mount {
   kind: "workspace" | "writable-root" | "read-only" | "socket" | "protected" | "ca-bundle";
 }
 
+/**
+ * How the workspace reaches the container: bind mounts of host paths, or copied into tmpfs mounts
+ * at the same paths and the changes copied back (no host path inside; what a remote engine needs).
+ */
+export type WorkspaceMode = "bind" | "copy";
+export const WORKSPACE_MODES: readonly WorkspaceMode[] = Object.freeze(["bind", "copy"]);
+
+/** Copy mode: one host tree (or file) copied into the container's tmpfs at the same path. */
+export interface CopyRoot {
+  hostPath: string;
+  containerPath: string;
+  kind: "workspace" | "writable-root" | "read-only" | "ca-bundle";
+  /** Copied back out (checked, then applied) after the run; read-only copies belong to READ_ONLY_OWNER_UID. */
+  writable: boolean;
+}
+
 export interface PlanLimits {
   memoryMb: number;
   cpus: number;
@@ -147,7 +176,11 @@ export interface RunPlan {
   piArgs: string[];
   entrypoint: string[];
   env: Record<string, string>;
+  /** How the workspace reaches the container; in copy mode `mounts` is empty. */
+  workspaceMode: WorkspaceMode;
   mounts: Mount[];
+  /** Copy mode: what is copied in (each a tmpfs in `tmpfs`, except the CA bundle's file). */
+  copies: CopyRoot[];
   tmpfs: Record<string, string>;
   network: "none" | "bridge";
   limits: PlanLimits;

@@ -8,6 +8,13 @@
 //    only after every port listens, so its first model request never races the bridge.
 // 3. Holds a liveness connection to the gateway: if the host controller dies, the connection
 //    closes and the launcher ends the container instead of leaving it to run unsupervised.
+//    In copy mode the gateway's socket is the relay's (images/pi/relay.mjs, run in this process;
+//    the controller reaches it through an exec bridged to a loopback port): the launcher waits
+//    for it to appear, and the controller answers the liveness request only once the workspace
+//    is copied in, so Pi never sees a half-filled workspace. Then the launcher stays up after Pi is done (the controller
+//    reads the workspace back from the running container, then stops it).
+//    Whatever the mode, the launcher stops the sandbox at its deadline (the run's timeout plus a
+//    grace period), so a lost host or link cannot leave it running.
 // 4. Writes Pi's models.json (placeholders only, real keys stay on the host) and imports
 //    Pi's CLI in this same process: no second Node start-up.
 // 5. Points Node's compile cache at the one baked into the image at build time, so Pi starts
@@ -19,6 +26,9 @@ import path from "node:path";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
+const EXIT_DEADLINE_PASSED = 92;
+const RELAY_POLL_MS = 5;
+const RELAY_MODULE = "/opt/sandbox-run/relay.mjs";
 const BAKED_COMPILE_CACHE = "/opt/sandbox-run/compile-cache";
 
 function fail(code, message) {
@@ -59,21 +69,69 @@ function forward(port, socketPath) {
   });
 }
 
-function holdLiveness(socketPath) {
+/**
+ * `hold`: the connection keeps this process alive after Pi is done (copy mode). A connection that
+ * closes before the answer means the controller (or its relay) is gone too.
+ */
+function holdLiveness(socket, hold) {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(socketPath);
     let answered = false;
-    socket.once("connect", () => socket.write("GET /__sandbox-run/alive HTTP/1.1\r\nHost: gateway\r\n\r\n"));
+    socket.write("GET /__sandbox-run/alive HTTP/1.1\r\nHost: gateway\r\n\r\n");
     socket.once("data", () => {
       answered = true;
-      socket.unref();
+      if (!hold) socket.unref();
       resolve();
     });
     socket.on("error", (error) => (answered ? undefined : reject(error)));
     socket.on("close", () => {
-      if (answered) fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping");
+      if (answered || hold) fail(EXIT_CONTROLLER_GONE, "the host controller went away; stopping");
     });
   });
+}
+
+function connect(socketPath) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(socketPath);
+    socket.once("connect", () => {
+      socket.off("error", reject);
+      resolve(socket);
+    });
+    socket.once("error", reject);
+  });
+}
+
+/**
+ * Copy mode: the relay (relay.mjs) runs in this process. The controller reaches it with an exec
+ * that joins its stdio to this unix socket; the first connection is the controller's (nothing of
+ * the sandbox runs before Pi, and Pi waits for the relay), so the socket goes once it arrives.
+ */
+async function startRelay(relay) {
+  const { runRelay } = await import(RELAY_MODULE);
+  const server = net.createServer();
+  server.once("connection", (socket) => {
+    server.close();
+    void runRelay(relay, socket, (code, message) => fail(code, message));
+  });
+  fs.rmSync(relay.bridgeSocket, { force: true });
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(relay.bridgeSocket, resolve);
+  });
+}
+
+/** Copy mode: the relay's socket appears (and listens) once the controller has started the relay. */
+async function connectWhenListening(socketPath, waitMs) {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    try {
+      return await connect(socketPath);
+    } catch (error) {
+      if ((error.code !== "ENOENT" && error.code !== "ECONNREFUSED") || Date.now() > until) {
+        throw new Error(`the host's relay did not start within ${waitMs / 1000} s (${error.message})`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, RELAY_POLL_MS));
+    }
+  }
 }
 
 // Node keys its compile cache directory by version, V8 flags and uid
@@ -101,10 +159,24 @@ function enableBakedCompileCache(home) {
   }
 }
 
+if (config.deadlineMs) {
+  setTimeout(
+    () => fail(EXIT_DEADLINE_PASSED, `the run's deadline (${config.deadlineMs / 1000} s) passed; stopping`),
+    config.deadlineMs,
+  ).unref();
+}
+
 try {
+  // First: the controller's bridge exec is on its way.
+  if (config.relay) await startRelay(config.relay);
   if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
   await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
-  if (config.livenessSocket) await holdLiveness(config.livenessSocket);
+  if (config.livenessSocket) {
+    const socket = config.relayWaitMs
+      ? await connectWhenListening(config.livenessSocket, config.relayWaitMs)
+      : await connect(config.livenessSocket);
+    await holdLiveness(socket, Boolean(config.holdAfterPi));
+  }
   fs.mkdirSync(config.agentDir, { recursive: true, mode: 0o700 });
   fs.writeFileSync(`${config.agentDir}/models.json`, JSON.stringify(config.modelsJson), { mode: 0o600 });
 } catch (error) {

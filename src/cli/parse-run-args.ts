@@ -17,6 +17,7 @@ export interface RunFlags {
   env?: string[];
   timeout?: string;
   runtime?: string;
+  workspace?: string;
   image?: string;
   contextFiles?: boolean;
   maxTurns?: string;
@@ -51,6 +52,11 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
     if (flags.runtime !== "runc" && flags.runtime !== "runsc")
       throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
     options.runtime = flags.runtime;
+  }
+  if (flags.workspace) {
+    if (flags.workspace !== "bind" && flags.workspace !== "copy")
+      throw usageError(`--workspace must be bind or copy, not "${flags.workspace}".`);
+    options.workspaceMode = flags.workspace;
   }
   if (flags.contextFiles) options.contextFiles = true;
   if (flags.maxTurns !== undefined) {

@@ -42,6 +42,10 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
     .option("--timeout <seconds>", "wall-clock limit for the run")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option(
+      "--workspace <mode>",
+      "how the workspace reaches the sandbox: bind (mounted) or copy (copied in, changes checked then copied back)",
+    )
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("--engines <file>", ENGINES_FLAG_HELP)
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")

@@ -137,6 +137,12 @@ export const policySchema = z
         "Credentials by variable name: inside the sandbox the variable holds a per-run placeholder, and the egress proxy puts the host-side value into requests to the listed hosts only (network allowlist)",
       ),
     runtime: z.enum(["runc", "runsc"]).describe("Container runtime: runc (shared kernel) or runsc (gVisor)"),
+    workspaceMode: z
+      .enum(["bind", "copy"])
+      .optional()
+      .describe(
+        "How the workspace reaches the sandbox: bind (mounted; local engines' default) or copy (copied into a tmpfs and the changes checked, then copied back; no host path inside; forced on an engine that does not share this host's filesystem)",
+      ),
     image: z
       .string()
       .regex(/^[a-z0-9][a-z0-9._/:@-]*$/, "must be an image reference such as sandbox-run/pi-apt:<tag>")

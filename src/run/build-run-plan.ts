@@ -1,6 +1,8 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../agent.js";
+import { DEFAULT_RELAY_LIMITS } from "../relay/relay-protocol.js";
+import { copyModePlan } from "./copy-mode-plan.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../pi/pi-args.js";
 import type { Policy } from "../policy/policy-schema.js";
 import {
@@ -15,11 +17,14 @@ import {
   type Mount,
   PROXY_PORT,
   PROXY_SOCKET,
+  RELAY_BRIDGE_SOCKET,
   type RunPlan,
+  LAUNCHER_DEADLINE_GRACE_MS,
   SANDBOX_CA_BUNDLE,
   SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
   SYSTEM_CA_BUNDLE,
+  type WorkspaceMode,
 } from "../sandbox-contract.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 import { secretSandboxEnv } from "../proxy/secret-env.js";
@@ -57,13 +62,27 @@ export interface PlanInput {
   timeoutMs: number;
   owner: { pid: number; host: string };
   now: Date;
+  /** bind (default) or copy: see WorkspaceMode. */
+  workspaceMode?: WorkspaceMode;
+  /** Copy mode: the size of each copied tree's tmpfs, in MiB (the policy's disk limit). */
+  copyDiskMb?: number;
 }
+
+/** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
+export const RELAY_WAIT_MS = 60_000;
+/** Copy mode's tmpfs size when the plan is not given one. */
+export const DEFAULT_COPY_DISK_MB = 1024;
 
 export function buildRunPlan(input: PlanInput): RunPlan {
   const { policy } = input;
-  const asRoot = input.caller.uid === 0;
-  const uid = asRoot ? SANDBOX_UID : input.caller.uid;
-  const gid = asRoot ? SANDBOX_UID : input.caller.gid;
+  const copyMode = input.workspaceMode === "copy";
+  // A root caller's trees are lent to the sandbox uid for the run. Copy mode lends nothing: the
+  // sandbox's uid means nothing on the host (the controller writes the changes back as the
+  // caller), so it is always the fixed sandbox uid.
+  const lends = input.caller.uid === 0 && !copyMode;
+  const fixedUid = input.caller.uid === 0 || copyMode;
+  const uid = fixedUid ? SANDBOX_UID : input.caller.uid;
+  const gid = fixedUid ? SANDBOX_UID : input.caller.gid;
   const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
   const sandboxCwd = input.sandboxCwd ?? input.cwd;
   // A host path inside the workspace, as the sandbox sees it.
@@ -131,10 +150,31 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     });
   }
 
+  const copy = copyMode ? copyModePlan(mounts, input.copyDiskMb ?? DEFAULT_COPY_DISK_MB) : undefined;
+
   const agentDir = `${IMAGE_PATHS.home}/.pi/agent`;
   const launcherConfig = {
     forwards,
     livenessSocket: GATEWAY_SOCKET,
+    // Copy mode: wait for the relay's sockets; the controller answers the liveness request once
+    // the workspace is copied in, and the launcher then stays up (Pi's exit would stop the
+    // container) until the controller has read the workspace back and stops it.
+    ...(copyMode
+      ? {
+          relayWaitMs: RELAY_WAIT_MS,
+          holdAfterPi: true,
+          // The relay runs in the launcher; the controller's bridge exec reaches it on this socket.
+          relay: {
+            bridgeSocket: RELAY_BRIDGE_SOCKET,
+            socketDir: IMAGE_PATHS.socketDir,
+            sockets: forwards.map((f) => ({ name: f.port === PROXY_PORT ? "proxy" : "gateway", path: f.socketPath })),
+            windowBytes: DEFAULT_RELAY_LIMITS.windowBytes,
+            maxSessionMemoryMb: DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
+          },
+        }
+      : {}),
+    // A lost controller, host or link cannot leave the sandbox running past this.
+    deadlineMs: input.timeoutMs + LAUNCHER_DEADLINE_GRACE_MS,
     agentDir,
     modelsJson: input.containerModelsJson,
     piCli: IMAGE_PATHS.piCli,
@@ -167,7 +207,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     policyName: policy.name,
     model: input.model,
     user: `${uid}:${gid}`,
-    handBackTo: asRoot ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
+    handBackTo: lends ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
     workingDir: sandboxCwd,
     entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
     piArgs: buildPiArgs({
@@ -179,10 +219,13 @@ export function buildRunPlan(input: PlanInput): RunPlan {
       extraArgs: input.extraArgs,
     }),
     env,
-    mounts,
+    workspaceMode: copyMode ? "copy" : "bind",
+    mounts: copy ? [] : mounts,
+    copies: copy?.copies ?? [],
     tmpfs: {
       "/tmp": `rw,nosuid,nodev,size=${policy.limits.tmpMb}m,mode=1777`,
       [IMAGE_PATHS.home]: `rw,nosuid,nodev,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,
+      ...copy?.tmpfs,
     },
     network: policy.network === "open" ? "bridge" : "none",
     limits: policy.limits,
@@ -195,7 +238,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
         deadline: new Date(input.now.getTime() + input.timeoutMs),
       }),
       // Let `gc` hand every lent tree back (any mode) if this controller dies before it can.
-      ...(asRoot
+      ...(lends
         ? {
             [LABEL_HAND_BACK]: `${input.caller.uid}:${input.caller.gid}`,
             [LABEL_LENT_ROOTS]: JSON.stringify([input.cwd, ...input.writableRoots]),

@@ -21,6 +21,8 @@ import { DiskWatch } from "../workspace/disk-watch.js";
 import { containerFailure } from "./container-failure.js";
 import { limitHint } from "./failure-explanations.js";
 import { containerSpecOf } from "./container-spec.js";
+import { CopyModeWorkspace } from "./copy-mode.js";
+import { workspaceRulesCheck } from "./returned-tree-rules.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { EventThrottle } from "./event-throttle.js";
@@ -188,22 +190,43 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
           });
       });
     }
-    // After the lease (its chown moves ctimes), before anything can write.
-    const watch = await WorkspaceWatch.start({
-      workspace: run.cwd,
-      workspaceWritable: run.policy.workspace === "read-write",
-      writableRoots: run.writableRoots,
-      protectedPaths: run.policy.protectedPaths,
-      disabledProtections: run.policy.disableBuiltinProtections,
-      stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
-      ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
-    });
+    // After the lease (its chown moves ctimes), before anything can write. Copy mode walks the
+    // trees it sends instead, and judges what comes back, by the same rules, before anything
+    // reaches the host.
+    const copy =
+      plan.workspaceMode === "copy"
+        ? await CopyModeWorkspace.prepare({
+            plan,
+            runDir,
+            proxy: run.policy.network === "allowlist",
+            diskMb: planned.copyDiskMb,
+            check: workspaceRulesCheck({
+              disabled: run.policy.disableBuiltinProtections,
+              protectedPaths: run.policy.protectedPaths,
+            }),
+            timeline,
+            signal,
+          })
+        : undefined;
+    if (copy) cleanups.add(() => copy.dispose());
+    const watch = copy
+      ? undefined
+      : await WorkspaceWatch.start({
+          workspace: run.cwd,
+          workspaceWritable: run.policy.workspace === "read-write",
+          writableRoots: run.writableRoots,
+          protectedPaths: run.policy.protectedPaths,
+          disabledProtections: run.policy.disableBuiltinProtections,
+          stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
+          ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
+        });
 
     // The trees it may write live on the host's disks: their growth is watched while the run is live.
     const diskLimit = plan.limits.diskMb * 1024 * 1024;
     const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
+    // (Copy mode needs no watch: the trees live on tmpfs mounts the size of the limit.)
     const diskWatch =
-      writable.length > 0
+      watch && writable.length > 0
         ? await DiskWatch.start({
             roots: writable,
             limitBytes: diskLimit,
@@ -242,6 +265,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       evidence: ledger,
       signal,
       startedAt: started,
+      companion: copy?.companion(created),
     }).then(
       (details) => ({ details }),
       (error: unknown) => ({ error }),
@@ -258,10 +282,11 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         },
       );
     }
-    // Nothing of the sandbox runs any more: diff the trees it could write, and put back whatever
-    // it was not allowed to change (workspace/workspace-watch.ts).
+    // Nothing of the sandbox runs any more: diff the trees it could write and put back whatever it
+    // was not allowed to change (bind mode, workspace/workspace-watch.ts), or judge the returned
+    // trees and apply them only when every check passed (copy mode).
     diskWatch?.stop();
-    const workspace = await watch.finish();
+    const workspace = copy ? copyModeReport(await copy.finish()) : await watch!.finish();
     const changed = workspace.changedFiles;
     timeline.sandbox("workspace.changed", {
       ...(changed.truncated ?? {
@@ -281,13 +306,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       });
       if (!signal?.aborted) {
         const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-        throw protectedPathsChanged(workspace, { plan, containerId: created.id, exitCode, timeline });
+        throw protectedPathsChanged(workspace, { plan, containerId: created.id, exitCode, timeline, applied: !copy });
       }
     }
     if ("error" in settled) throw settled.error;
     // The exact answer, from the after-walk: a run that wrote past the limit fails even if the
     // watch did not catch it while it was live.
-    const overDisk = await diskWatch?.check(workspace.allocatedBytes.after);
+    const overDisk = workspace.allocatedBytes ? await diskWatch?.check(workspace.allocatedBytes.after) : undefined;
     if (overDisk) {
       const over = diskTrip(overDisk.grownBytes, plan.limits.diskMb);
       throw new SandboxRunError("limit", over.message, { limit: "disk", hint: limitHint("disk"), runId: plan.runId });
@@ -327,5 +352,17 @@ function diskTrip(grownBytes: number, diskMb: number): Trip {
     code: "limit",
     limit: "disk",
     message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
+}
+
+/** Copy mode's outcome in the shape the rest of the run reads (bind mode's WorkspaceReport). */
+function copyModeReport(finished: Awaited<ReturnType<CopyModeWorkspace["finish"]>>) {
+  return {
+    changedFiles: finished.changedFiles,
+    violations: finished.violations,
+    violationCount: finished.violations.length,
+    restore: undefined,
+    snapshotMs: finished.snapshotMs,
+    allocatedBytes: undefined as { before: number; after: number } | undefined,
   };
 }

@@ -60,6 +60,7 @@ export function crashReason(code: number, runtime: string): string {
     return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
   }
   if (code === LAUNCHER_EXIT.controllerGone) return " (the sandbox lost its connection to the host controller)";
+  if (code === LAUNCHER_EXIT.deadlinePassed) return " (the sandbox stopped itself at the run's deadline)";
   if (code === 137) return " (killed)";
   return "";
 }

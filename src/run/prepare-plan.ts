@@ -7,7 +7,8 @@ import os from "node:os";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { ReplayCall } from "../replay/replay-source.js";
 import { newPlaceholder } from "../proxy/secret-bindings.js";
-import type { RunPlan } from "../sandbox-contract.js";
+import type { RunPlan, WorkspaceMode } from "../sandbox-contract.js";
+import { usageError } from "../errors.js";
 import { scanGitDrivers } from "../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../workspace/protected-paths.js";
 import { buildRunPlan } from "./build-run-plan.js";
@@ -25,15 +26,30 @@ export interface PlannedRun {
   secretPlaceholders: Record<string, string>;
   /** Set when the model is answered from a recording instead of the provider. */
   replay?: ReplayCall;
+  /** Copy mode: the size of each copied tree's tmpfs, in MiB. */
+  copyDiskMb: number;
 }
 
 export function newRunId(): string {
   return crypto.randomBytes(6).toString("hex");
 }
 
-export function preparePlan(run: ResolvedRun, place: { image: string; runId?: string; now?: Date }): PlannedRun {
+export interface PlanPlace {
+  image: string;
+  runId?: string;
+  now?: Date;
+  /** Whether the engine sees this host's paths (bind mounts work); default true. */
+  sharesHostFilesystem?: boolean;
+  /** Its name, for the message when bind mode is asked of an engine that cannot do it. */
+  engineName?: string;
+}
+
+export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
+  // A copied tree's tmpfs is as big as the disk the run may add to it (limits.diskMb): the copy-mode
+  // disk limit is the filesystem's own, exact.
+  const copyDiskMb = run.policy.limits.diskMb;
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
   const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
@@ -60,6 +76,20 @@ export function preparePlan(run: ResolvedRun, place: { image: string; runId?: st
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
+    workspaceMode: workspaceModeOf(run.workspaceMode, place),
+    copyDiskMb,
   });
-  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders };
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders, copyDiskMb };
+}
+
+/** Bind mode needs an engine that sees this host's paths; copy mode works everywhere. */
+function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): WorkspaceMode {
+  const shares = place.sharesHostFilesystem ?? true;
+  if (asked === "bind" && !shares) {
+    throw usageError(
+      `The engine${place.engineName ? ` "${place.engineName}"` : ""} does not share this host's filesystem, so the workspace cannot be bind-mounted.`,
+      "Use --workspace copy (the default on such engines), or run on a local engine.",
+    );
+  }
+  return asked ?? (shares ? "bind" : "copy");
 }

@@ -1,16 +1,23 @@
-// The error for a run that changed protected paths: which paths and rules, what was restored, that
-// the result was withheld (the words are the workspace's: workspace/violation-message.ts).
+// The error for a run that changed protected paths: which paths and rules, what was restored (bind
+// mode) or that nothing was applied (copy mode), that the result was withheld. The words are the
+// workspace's: workspace/violation-message.ts.
 import { SandboxRunError } from "../errors.js";
 import type { RunPlan } from "../sandbox-contract.js";
-import { violationMessage } from "../workspace/violation-message.js";
-import type { WorkspaceReport } from "../workspace/workspace-watch.js";
+import { type ViolationSummary, violationMessage } from "../workspace/violation-message.js";
 import type { RunTimeline } from "./run-events.js";
 
 export function protectedPathsChanged(
-  workspace: WorkspaceReport,
-  context: { plan: RunPlan; containerId: string; exitCode?: number | null; timeline: RunTimeline },
+  summary: ViolationSummary,
+  context: {
+    plan: RunPlan;
+    containerId: string;
+    exitCode?: number | null;
+    timeline: RunTimeline;
+    /** false in copy mode: the changes were checked before they reached the host, and not applied. */
+    applied?: boolean;
+  },
 ): SandboxRunError {
-  const { message, hint } = violationMessage(workspace, context.plan.policyName);
+  const { message, hint } = violationMessage(summary, context.plan.policyName, { applied: context.applied });
   return new SandboxRunError("policy-violation", message, {
     hint,
     exitCode: context.exitCode,

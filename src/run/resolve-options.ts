@@ -9,7 +9,7 @@ import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.
 import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
-import { GATEWAY_PORT, SANDBOX_MODES } from "../sandbox-contract.js";
+import { GATEWAY_PORT, SANDBOX_MODES, WORKSPACE_MODES, type WorkspaceMode } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
@@ -27,6 +27,12 @@ export interface SandboxOptions {
   extraArgs?: string[];
   /** Container runtime; overrides the policy's. */
   runtime?: "runc" | "runsc";
+  /**
+   * How the workspace reaches the sandbox: "bind" (mounted) or "copy" (copied in, changes checked
+   * and copied back). Overrides the policy's, which overrides SANDBOX_RUN_WORKSPACE; default: bind
+   * where the engine shares this host's filesystem, copy where it does not.
+   */
+  workspaceMode?: WorkspaceMode;
   /**
    * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
    * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
@@ -81,6 +87,8 @@ export interface ResolvedRun {
   image?: string;
   /** Things the caller should know before trusting this run (e.g. a config file inside the workspace). */
   warnings: string[];
+  /** The workspace mode asked for (run > constructor > policy), if any; the engine decides otherwise. */
+  workspaceMode?: WorkspaceMode;
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
 }
@@ -213,6 +221,16 @@ export function resolveRun(
     gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
   });
   const image = run.image ?? config.image ?? policy.image ?? (hostEnv.SANDBOX_RUN_IMAGE || undefined);
+  const workspaceMode = (run.workspaceMode ??
+    config.workspaceMode ??
+    policy.workspaceMode ??
+    (hostEnv.SANDBOX_RUN_WORKSPACE || undefined)) as WorkspaceMode | undefined;
+  if (workspaceMode !== undefined && !WORKSPACE_MODES.includes(workspaceMode)) {
+    throw usageError(
+      `Unknown workspace mode "${workspaceMode}".`,
+      "Use bind or copy (--workspace, or SANDBOX_RUN_WORKSPACE).",
+    );
+  }
 
   return {
     prompt,
@@ -233,6 +251,7 @@ export function resolveRun(
     routing,
     image,
     warnings,
+    workspaceMode,
   };
 }
 

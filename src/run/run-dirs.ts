@@ -9,16 +9,18 @@ import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
 /**
  * The only names a run folder holds; removal takes these and nothing else. Files: the owner marker,
- * the gateway's and the proxy's sockets, the CA bundle a run with secrets hands the sandbox. One
+ * the gateway's and the proxy's sockets, the CA bundle a run with secrets hands the sandbox, copy
+ * mode's list of staging folders (removed first, by the reaper, from that list). One
  * folder: the workspace watch's state (snapshots, kept copies of protected files), which is ours
  * throughout, inside a parent only we can write, so it is removed as a whole.
  */
-const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE]);
+const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
 const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR]);
@@ -90,6 +92,8 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
     if (!lstatOrUndefined(dir)?.isDirectory()) continue;
     const owner = readMarker(dir);
     if (!owner || owner.host !== host || processAlive(owner.pid)) continue;
+    // Copy mode: what a controller that died mid copy-out staged next to a workspace.
+    removeListedStagingDirs(path.join(dir, STAGING_RECORD));
     if (removeRunDir(dir)) removed.push(dir);
   }
   return removed;

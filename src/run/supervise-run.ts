@@ -3,7 +3,7 @@
 // decide the outcome from what the host saw (decide-outcome.ts).
 import type { z } from "zod";
 import type { EngineContainer } from "../engine/engine.js";
-import type { SandboxRunError, SandboxRunErrorDetails } from "../errors.js";
+import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import type { RunPlan } from "../sandbox-contract.js";
 import { budgetTrip, type Budgets } from "./budget-tracker.js";
@@ -17,6 +17,17 @@ import type { RunTrip } from "./run-trip.js";
 
 /** How long to wait for the attach stream to drain after the container exited. */
 const DRAIN_GRACE_MS = 2_000;
+
+/**
+ * Work done beside a run while its container runs (copy mode: fill the workspace and start the
+ * relay once it started; read the workspace back once Pi settled, before the host stops it). A
+ * rejection stops the container and fails the run with that error, unless a limit, timeout or
+ * abort decided the run already.
+ */
+export interface RunCompanion {
+  afterStart(): Promise<void>;
+  beforeStop(): Promise<void>;
+}
 
 export interface SupervisedRun {
   plan: RunPlan;
@@ -34,6 +45,7 @@ export interface SupervisedRun {
   signal?: AbortSignal;
   /** performance clock of the run's start, for durations. */
   startedAt: number;
+  companion?: RunCompanion;
 }
 
 export interface SupervisedResult {
@@ -48,6 +60,11 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
   const { plan, container, timeline, trip, signal } = run;
   const collector = new ResultCollector({ finalToolName: plan.finalToolName });
   let piSettled = false;
+  let companionFailure: { error: unknown } | undefined;
+  const companionFailed = (error: unknown) => {
+    companionFailure ??= { error };
+    void container.kill().catch(() => {});
+  };
 
   trip.onTrip((t) => {
     timeline.sandbox("limit.tripped", { ...t });
@@ -63,7 +80,9 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
         // Pi's last record: everything the host needs has arrived. Stopping the container now
         // skips Node's and the runtime's exit (~25 ms on runc, ~60 ms on runsc per call).
         piSettled = true;
-        void container.kill().catch(() => {});
+        if (run.companion)
+          void run.companion.beforeStop().then(() => container.kill().catch(() => {}), companionFailed);
+        else void container.kill().catch(() => {});
       }
     },
     onInvalidRecord: (error, preview) => timeline.sandbox("pi.invalid-record", { error, preview }),
@@ -98,6 +117,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       throw containerFailure(error, plan, "start");
     });
     timeline.sandbox("container.started", { containerId: container.id });
+    run.companion?.afterStart().catch(companionFailed);
     streams.stdin.end(run.prompt);
     if (signal?.aborted) onAbort();
 
@@ -112,6 +132,15 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       ...(stoppedByHost ? { stoppedByHost } : {}),
     });
 
+    if (companionFailure && !trip.tripped) {
+      const error = companionFailure.error;
+      if (error instanceof SandboxRunError) {
+        error.containerId ??= container.id;
+        error.runId ??= plan.runId;
+        error.lastEvents ??= timeline.lastEvents();
+      }
+      throw error;
+    }
     const evidence: SandboxRunErrorDetails = {
       exitCode,
       stderrTail: stream.stderrTail,

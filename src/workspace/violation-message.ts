@@ -8,14 +8,25 @@ const list = (items: readonly string[], max = 10) => {
   return `${shown.join(", ")}${items.length > shown.length ? ` and ${items.length - shown.length} more` : ""}`;
 };
 
-export function violationMessage(report: WorkspaceReport, policyName: string): { message: string; hint: string } {
+/** What the message needs: the violations (each with its rule), how many, and what was restored. */
+export type ViolationSummary = Pick<WorkspaceReport, "violationCount" | "restore"> & {
+  violations: ReadonlyArray<{ path: string; change: string; rule?: string }>;
+};
+
+export function violationMessage(
+  report: ViolationSummary,
+  policyName: string,
+  options: { applied?: boolean } = {},
+): { message: string; hint: string } {
   const count = report.violationCount;
   const described = report.violations.map(
-    (v) => `${v.path || "."} (${v.change}${v.rule === "protectedPaths" ? "" : `, ${v.rule}`})`,
+    (v) => `${v.path || "."} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`})`,
   );
   const more = count > described.length ? ` and ${count - described.length} more` : "";
+  // Copy mode judges the returned tree before anything reaches the host: nothing was applied.
+  const notApplied = options.applied === false;
   const parts = [
-    `The agent changed protected paths of policy ${policyName}: ${list(described)}${more}. The result was withheld.`,
+    `The agent changed protected paths of policy ${policyName}: ${list(described)}${more}. The result was withheld${notApplied ? " and none of the run's changes were applied" : ""}.`,
   ];
   const r = report.restore;
   if (r) {
@@ -30,7 +41,7 @@ export function violationMessage(report: WorkspaceReport, policyName: string): {
     ];
     if (left.length) parts.push(`NOT restored: ${list(left)}.`);
   }
-  const rules = [...new Set(report.violations.map((v) => v.rule))];
+  const rules = [...new Set(report.violations.map((v) => v.rule ?? "protectedPaths"))];
   const policyWay = rules.includes("walk")
     ? "Entries the host cannot read or name were made in the tree; they cannot be allowed by a policy."
     : `If the task must change these paths, use a policy that allows it (${rules
@@ -39,8 +50,10 @@ export function violationMessage(report: WorkspaceReport, policyName: string): {
         )
         .join(", ")}).`;
   const clean = !r || r.clean;
-  const hint = clean
-    ? `Nothing of it is left in the workspace; there is nothing to undo by hand. ${policyWay}`
-    : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
+  const hint = notApplied
+    ? `The workspace is as it was before the run. ${policyWay}`
+    : clean
+      ? `Nothing of it is left in the workspace; there is nothing to undo by hand. ${policyWay}`
+      : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
   return { message: parts.join(" "), hint };
 }

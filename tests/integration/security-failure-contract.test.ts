@@ -13,7 +13,7 @@ import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { isSandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Script } from "../../src/scripted-model/scripted-model-server.js";
-import { builtCli, containersOfRuns, modelsFor, runProcess } from "../support/harness.js";
+import { builtCli, containersOfRuns, modelsFor, runProcess, workspaceMode } from "../support/harness.js";
 import {
   bash,
   DONE_SCHEMA,
@@ -164,7 +164,14 @@ describe.concurrent("the failure contract, through the CLI", () => {
       [],
       { policy: loadPolicy("workspace-write"), cwd: ws },
     );
-    expectCleanFailure(outcome, 1, /protected paths/, /nothing to undo by hand/);
+    if (workspaceMode() === "bind") {
+      // The hook directory was mounted read-only; the workflow landed and was put back.
+      expectCleanFailure(outcome, 1, /protected paths/, /nothing to undo by hand/);
+    } else {
+      // Copy mode checks the returned tree first: nothing of the run reached the workspace.
+      expectCleanFailure(outcome, 1, /none of the run's changes were applied/, /as it was before the run/);
+      expect(fs.existsSync(path.join(ws, ".github"))).toBe(false);
+    }
     expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(false);
     expect(fs.existsSync(path.join(ws, ".github/workflows/evil.yml"))).toBe(false);
   });

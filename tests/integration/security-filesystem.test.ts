@@ -19,6 +19,7 @@ import {
   writeFile,
   useHostileModelServer,
 } from "../support/hostile-model.js";
+import { workspaceMode } from "../support/harness.js";
 
 const server = useHostileModelServer();
 
@@ -169,9 +170,18 @@ describe.concurrent("filesystem escape", () => {
     );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     expect(outcome.toolResults[0]).toMatch(/ln-passwd rc=1/);
-    expect(outcome.toolResults[0]).toContain("append rc=1");
     expect(fs.existsSync(path.join(ws, "passwd-link"))).toBe(false);
     expect(treeSnapshot(outside)).toEqual(before);
+    if (workspaceMode() === "bind") {
+      // The linked file stayed the caller's: the sandbox could not even append to it.
+      expect(outcome.toolResults[0]).toContain("append rc=1");
+    } else {
+      // Copy mode: the sandbox changed its own copy; the host got a new file, never a write
+      // through the link.
+      expect(outcome.toolResults[0]).toContain("append rc=0");
+      expect(fs.readFileSync(path.join(ws, "linked.txt"), "utf8")).toBe("pwned\npwned\n");
+      expect(fs.statSync(path.join(ws, "linked.txt")).ino).not.toBe(fs.statSync(path.join(outside, "linked.txt")).ino);
+    }
   });
 
   it("a setuid/setgid binary the sandbox leaves in the workspace is not handed back as a root-owned setuid binary", async () => {

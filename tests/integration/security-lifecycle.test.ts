@@ -11,8 +11,8 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
-import type { RunPlan } from "../../src/sandbox-contract.js";
-import { containersOfRuns, docker, engine, lastToolResult, modelsFor } from "../support/harness.js";
+import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
+import { containersOfRuns, docker, engine, lastToolResult, modelsFor, workspaceMode } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -54,11 +54,25 @@ async function controllerMidRun(
   const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
   // Its exit status, however it ends (any controller's start-up reaping may remove it soon after).
   const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
-  // Wait until the sandbox has written into the (lent) workspace.
-  if (!(await eventually(async () => fs.existsSync(path.join(ws, "made/file.txt")), 30_000))) {
+  // Wait until the sandbox has written into its workspace (the lent host tree, or its copy).
+  const container = docker.getContainer(String(started.data.containerId));
+  if (!(await eventually(() => sandboxHasFile(container, path.join(ws, "made/file.txt")), 30_000))) {
     throw new Error(`the sandbox did not write into the workspace; controller stderr:\n${controller.stderr()}`);
   }
   return { controller, runId: started.runId, exit };
+}
+
+/** Whether a file exists inside the running container (in copy mode the host sees nothing yet). */
+async function sandboxHasFile(container: ReturnType<typeof docker.getContainer>, file: string): Promise<boolean> {
+  try {
+    const exec = await container.exec({ Cmd: ["test", "-f", file], AttachStdout: true, AttachStderr: true });
+    const stream = await exec.start({});
+    stream.resume();
+    await new Promise((resolve) => stream.once("end", resolve));
+    return (await exec.inspect()).ExitCode === 0;
+  } catch {
+    return false;
+  }
 }
 
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
@@ -82,6 +96,10 @@ function owners(dir: string): Record<string, string> {
   return out;
 }
 
+/** Staging folders copy mode left next to a workspace. */
+const siblingsOf = (ws: string) =>
+  fs.readdirSync(path.dirname(ws)).filter((name) => name.startsWith(`.sandbox-run-staging-${path.basename(ws)}-`));
+
 /** The run folders in `dir`'s private per-user parent (see src/run/run-dirs.ts). */
 const runDirsIn = (dir: string) => {
   const parent = runDirsParent(dir);
@@ -95,11 +113,13 @@ describe("a controller killed with SIGKILL", () => {
     const ws = hostileWorkspace({ "old.txt": "old\n" });
     const { controller, runId, exit } = await controllerMidRun(tmpdir, ws);
     expect(runDirsIn(tmpdir)).toHaveLength(1);
-    // Lent to the sandbox uid while the run is on.
-    expect(fs.statSync(path.join(ws, "made/file.txt")).uid).not.toBe(0);
+    // Bind mode: lent to the sandbox uid while the run is on. Copy mode: nothing reached the host.
+    if (workspaceMode() === "bind") expect(fs.statSync(path.join(ws, "made/file.txt")).uid).not.toBe(0);
+    else expect(fs.existsSync(path.join(ws, "made"))).toBe(false);
     controller.child.kill("SIGKILL");
     await controller.exited;
-    // The launcher's liveness connection to the gateway closed with the controller.
+    // The launcher's liveness connection closed with the controller (copy mode: the relay saw its
+    // stdin end and exited, which closed it).
     expect((await within(exit, 30_000, "the container's exit")).StatusCode).toBe(91);
 
     // Another controller's start-up reaping (other test files run alongside) may get to the
@@ -113,8 +133,14 @@ describe("a controller killed with SIGKILL", () => {
     }
     expect(await containersOfRuns([runId])).toEqual([]);
     expect(runDirsIn(tmpdir)).toEqual([]);
-    // The dead controller could not hand the workspace back; the reaper did.
-    expect(owners(ws)).toEqual({ ".": "0:0", "old.txt": "0:0", made: "0:0", "made/file.txt": "0:0" });
+    // Bind mode: the dead controller could not hand the workspace back; the reaper did. Copy mode:
+    // the run never settled, so nothing of it was applied.
+    expect(owners(ws)).toEqual(
+      workspaceMode() === "bind"
+        ? { ".": "0:0", "old.txt": "0:0", made: "0:0", "made/file.txt": "0:0" }
+        : { ".": "0:0", "old.txt": "0:0" },
+    );
+    expect(siblingsOf(ws)).toEqual([]);
   });
 
   it("in read-only mode too: `gc` hands every lent tree back, including a root-only file", async () => {
@@ -157,8 +183,39 @@ describe("a controller killed with SIGKILL", () => {
     if (orphanLeft) expect(reaped.find((r) => r.runId === runId)?.reason).toMatch(/owner process \d+ is gone/);
     expect(await containersOfRuns([runId])).toEqual([]);
     expect(runDirsIn(tmpdir)).toEqual([]);
-    expect(owners(ws)).toEqual({ ".": "0:0", made: "0:0", "made/file.txt": "0:0" });
+    expect(owners(ws)).toEqual(
+      workspaceMode() === "bind" ? { ".": "0:0", made: "0:0", "made/file.txt": "0:0" } : { ".": "0:0" },
+    );
   });
+});
+
+describe("a controller that stops answering (a lost host or link)", () => {
+  it("the sandbox stops itself at the run's deadline (launcher exit 92), without any word from the host", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace();
+    const controller = spawnController(
+      server,
+      [bash("sleep 3600"), finish()],
+      { cwd: ws, timeoutMs: 4_000, reportEvents: ["container.started", "gateway.request"] },
+      { env: { ...process.env, TMPDIR: tmpdir } },
+    );
+    const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+    const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+    // Pi is at work (it asked the model), then the controller freezes: not dead, so its sockets
+    // stay open, and neither an EOF nor the controller's own timer comes.
+    await within(controller.event("gateway.request"), 60_000, "the sandbox's first model request");
+    controller.child.kill("SIGSTOP");
+    try {
+      const status = await within(exit, 4_000 + LAUNCHER_DEADLINE_GRACE_MS + 30_000, "the sandbox's own stop");
+      expect(status.StatusCode).toBe(LAUNCHER_EXIT.deadlinePassed);
+    } finally {
+      controller.child.kill("SIGKILL");
+      await controller.exited;
+    }
+    await reapContainers(engine);
+    reapRunDirs(tmpdir);
+    expect(await containersOfRuns([started.runId])).toEqual([]);
+  }, 120_000);
 });
 
 interface CliResult {
@@ -264,7 +321,7 @@ describe.concurrent("isolation and ownership", () => {
     });
     expect(new Set(runs.map((r) => r.runId)).size).toBe(8);
     expect(new Set(runs.map((r) => r.details?.containerId)).size).toBe(8);
-    const sockets = [...plans.values()].map((p) => p.mounts.find((m) => m.kind === "socket")!.hostPath);
+    const sockets = [...plans.values()].map((p) => path.join(runDirsParent(), `run-${p.runId}`, "gateway.sock"));
     expect(new Set(sockets).size).toBe(8);
     expect(await containersOfRuns(runs.map((r) => r.runId))).toEqual([]);
     for (const socket of sockets) expect(fs.existsSync(path.dirname(socket)), socket).toBe(false);
@@ -307,7 +364,7 @@ describe.concurrent("isolation and ownership", () => {
     expect(fs.readFileSync(path.join(ws, "theirs.txt"), "utf8")).toBe("owned by someone else\nmore\n");
   });
 
-  it("as an unprivileged caller: the sandbox runs as the caller's uid and what it writes belongs to the caller", async () => {
+  it("as an unprivileged caller: what the sandbox writes belongs to the caller (bind mode: it runs as the caller's uid)", async () => {
     const uid = 1500;
     const gid = 1500;
     const dockerGid = fs.statSync("/var/run/docker.sock").gid;
@@ -324,7 +381,11 @@ describe.concurrent("isolation and ownership", () => {
     );
     const done = await controller.done;
     expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);
-    expect(lastToolResult(server, controller.modelId)).toMatch(/^1500\n1500\n/);
+    // Bind mode runs the sandbox as the caller; copy mode as the fixed sandbox uid (the host side
+    // writes the changes back as the caller).
+    expect(lastToolResult(server, controller.modelId)).toMatch(
+      workspaceMode() === "bind" ? /^1500\n1500\n/ : new RegExp(`^${SANDBOX_UID}\n${SANDBOX_UID}\n`),
+    );
     for (const entry of [".", "out dir", "out dir/fïle.txt"]) {
       const st = fs.lstatSync(path.join(ws, entry));
       expect(`${st.uid}:${st.gid}`, entry).toBe(`${uid}:${gid}`);

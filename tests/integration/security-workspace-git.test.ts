@@ -18,6 +18,7 @@ import {
   useHostileModelServer,
   type HostileOutcome,
 } from "../support/hostile-model.js";
+import { workspaceMode } from "../support/harness.js";
 
 const server = useHostileModelServer();
 
@@ -88,8 +89,14 @@ function expectUndone(outcome: HostileOutcome, marker: string, named: string[]):
   // ... the run failed, naming it and what was put back, with no command to run in the tree ...
   expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
   for (const p of named) expect(outcome.error?.message).toContain(p);
-  expect(outcome.error?.message).toMatch(/Restored: /);
-  expect(outcome.error?.message).not.toContain("NOT restored");
+  if (workspaceMode() === "bind") {
+    // Bind mode: the change reached the host tree and was put back.
+    expect(outcome.error?.message).toMatch(/Restored: /);
+    expect(outcome.error?.message).not.toContain("NOT restored");
+  } else {
+    // Copy mode: the returned tree was judged first and nothing of it was applied.
+    expect(outcome.error?.message).toMatch(/none of the run's changes were applied/);
+  }
   expect(`${outcome.error?.message}\n${outcome.error?.hint}`).not.toMatch(/`git |git (status|checkout|diff)\b/);
   // ... and the host's git ran nothing.
   expect(fs.existsSync(marker), "the marker command ran on the host").toBe(false);
@@ -192,7 +199,7 @@ echo 'gitdir: evil' > .git`,
 });
 
 describe.concurrent("built-in protected files", () => {
-  it(".envrc and a folderOpen task in an existing .vscode/ are undone; an ordinary change next to them stays", async () => {
+  it(".envrc and a folderOpen task in an existing .vscode/ are undone; an ordinary change next to them stays where the run was applied", async () => {
     const ws = repo({ files: { ".vscode/settings.json": '{"editor.tabSize": 2}\n' } });
     const vscodeBefore = state(path.join(ws, ".vscode"));
     const { outcome, marker } = await plant(
@@ -204,6 +211,7 @@ echo changed > src/a.ts`,
     expectUndone(outcome, marker, ["src/.envrc (created, .envrc)", ".vscode/tasks.json (created, .vscode/)"]);
     expect(fs.existsSync(path.join(ws, "src/.envrc"))).toBe(false);
     expect(state(path.join(ws, ".vscode"))).toEqual(vscodeBefore);
-    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("changed\n");
+    // Bind mode keeps the ordinary change; copy mode applies nothing of a run that failed a check.
+    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe(workspaceMode() === "bind" ? "changed\n" : "a\n");
   });
 });

@@ -23,6 +23,12 @@ export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";
 export const dockerAvailable = (): boolean => inject("dockerAvailable");
 /** The runtimes the core cases run on: runc, and gVisor where it is registered (always on CI). */
 export const runtimes = (): Array<"runc" | "runsc"> => (inject("runscAvailable") ? ["runc", "runsc"] : ["runc"]);
+/**
+ * The workspace mode every run of this test process uses unless a test picks one: the
+ * "integration-copy" project sets SANDBOX_RUN_WORKSPACE=copy (see vitest.config.ts), so the
+ * security suites prove their promises in both modes. Expectations that differ by mode ask this.
+ */
+export const workspaceMode = (): "bind" | "copy" => (process.env.SANDBOX_RUN_WORKSPACE === "copy" ? "copy" : "bind");
 /** dockerode, for tests that inspect what the engine holds; the library goes through `engine`. */
 export const docker = createDockerClient();
 export const engine = new DockerEngine(docker);

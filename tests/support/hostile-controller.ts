@@ -17,6 +17,8 @@ export interface ControllerSpec {
   prompt?: string;
   /** Sandbox event types to print as they happen (e.g. "container.started"). */
   reportEvents?: string[];
+  /** bind or copy; default: SANDBOX_RUN_WORKSPACE, then the engine's default. */
+  workspaceMode?: "bind" | "copy";
 }
 
 export interface ControllerDone {
@@ -50,6 +52,7 @@ try {
     policy: spec.policy,
     schema: spec.schema,
     timeoutMs: spec.timeoutMs,
+    workspaceMode: spec.workspaceMode,
     onEvent: (event) => {
       runId = event.runId;
       if (event.source === "sandbox" && report.has(event.type))

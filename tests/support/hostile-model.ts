@@ -25,7 +25,7 @@ import type {
 } from "../../src/scripted-model/scripted-model-server.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 import { afterAll, beforeAll } from "vitest";
-import { modelsFor, startModel } from "./harness.js";
+import { modelsFor, startModel, workspaceMode } from "./harness.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");
@@ -136,6 +136,10 @@ export async function runHostile(
       ...runOptions,
     });
     plan = planned.plan;
+    // The integration-copy project must really run in copy mode (and the other one in bind mode).
+    const expectedMode = runOptions.workspaceMode ?? workspaceMode();
+    if (plan.workspaceMode !== expectedMode)
+      throw new Error(`expected a ${expectedMode}-mode run, the plan says ${plan.workspaceMode}`);
     onPlan?.(planned.plan);
     outcome.details = await agent.runPlanned(planned, {
       signal,

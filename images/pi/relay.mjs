@@ -1,0 +1,352 @@
+// In-container relay (copy mode): the sandbox's way to the host without a shared filesystem.
+//
+// One HTTP/2 session to the host controller, over a byte stream the controller reaches with an
+// exec: normally the launcher runs this module in its own process and the exec is a tiny bridge
+// (bash and two cats) between its stdio and a loopback port the launcher listens on, so no second
+// Node starts on the run's critical path; `node relay.mjs` also runs it on the exec's stdio. This
+// side is the client: it opens every stream. It
+// 1. listens on the in-container unix sockets the launcher already uses (the model gateway's, the
+//    egress proxy's) and carries each connection as one stream (`POST /connect/<name>`); the
+//    controller hands the bytes to its gateway or proxy, and holds them until the workspace is
+//    copied in, which is also what keeps the launcher from starting Pi earlier;
+// 2. holds a control stream (`POST /control`): the controller's commands arrive as JSON lines in
+//    the response, replies go back as JSON lines in the request: `mark` (the copy-in is done) and
+//    `archive` (the tree of a writable root, sent as its own stream, `POST /archive/<id>`);
+// 3. ends when the session does (the controller died, or the link to it was lost): the listening
+//    sockets close with it, the launcher's liveness connection breaks and the sandbox stops.
+//
+// Everything here runs as the sandbox uid, next to code the sandbox controls: the controller treats
+// every byte of this session as hostile input and never relies on this script being what it is.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import http2 from "node:http2";
+import net from "node:net";
+import { Duplex, PassThrough, Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+
+const EXIT_SETUP_FAILED = 90;
+const EXIT_CONTROLLER_GONE = 91;
+/** The longest command line the controller may send; anything longer is a broken session. */
+const MAX_COMMAND_BYTES = 64 * 1024;
+const STDERR_TAIL_BYTES = 4096;
+const TAR = "/usr/bin/tar";
+
+let config;
+let session;
+/** Called once when the relay must stop: (exit code, why). */
+let fail;
+
+/**
+ * Runs the relay over `transport` (a socket, or a Duplex of pipes). `onEnd(code, message)` is
+ * called once the session is over or cannot start; the caller stops the process.
+ */
+export async function runRelay(relayConfig, transport, onEnd) {
+  config = relayConfig;
+  let ended = false;
+  fail = (code, message) => {
+    if (ended) return;
+    ended = true;
+    onEnd(code, message);
+  };
+  session = http2.connect("http://sandbox-run-relay", {
+    createConnection: () => transport,
+    // Large windows: a workspace archive is the bulk of this session's traffic.
+    settings: { enablePush: false, initialWindowSize: config.windowBytes },
+    maxSessionMemory: config.maxSessionMemoryMb,
+  });
+  session.on("error", (error) =>
+    fail(EXIT_CONTROLLER_GONE, `the session with the controller failed: ${error.message}`),
+  );
+  session.on("close", () => fail(EXIT_CONTROLLER_GONE, "the session with the controller closed"));
+  session.on("connect", () => session.setLocalWindowSize(config.windowBytes));
+  try {
+    fs.mkdirSync(config.socketDir, { recursive: true, mode: 0o700 });
+    const control = openControl();
+    await Promise.all(config.sockets.map((s) => listen(s.name, s.path)));
+    reply(control, { op: "ready" });
+  } catch (error) {
+    fail(EXIT_SETUP_FAILED, `could not start: ${error?.message ?? error}`);
+  }
+}
+
+// Node's HTTP/2 over pipes pays per chunk: hand it whatever arrived meanwhile as one chunk (read()
+// returns all that is buffered), with the 1 MiB buffer as the backpressure bound (see
+// src/relay/coalesce.ts).
+function coalesced(source) {
+  return Readable.from(source.pipe(new PassThrough({ highWaterMark: 1024 * 1024 })), { objectMode: false });
+}
+
+/** Listens under a temporary name, then renames: the socket appears only once it accepts. */
+function listen(name, socketPath) {
+  const temporary = `${socketPath}.${process.pid}`;
+  fs.rmSync(socketPath, { force: true });
+  fs.rmSync(temporary, { force: true });
+  const server = net.createServer((client) => bridge(name, client));
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(temporary, () => {
+      fs.renameSync(temporary, socketPath);
+      resolve();
+    });
+  });
+}
+
+/** One connection to an in-container socket becomes one stream to the controller. */
+function bridge(name, client) {
+  const stream = session.request({ ":method": "POST", ":path": `/connect/${name}` }, { endStream: false });
+  const close = () => {
+    client.destroy();
+    if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+  };
+  client.on("error", close);
+  stream.on("error", close);
+  client.on("close", close);
+  stream.on("close", close);
+  client.pipe(stream);
+  stream.pipe(client);
+}
+
+// ---- archive: the tree of one root as a tar, written here (no GNU tar) so that a file whose
+// status has not changed since the copy-in (ctime before the mark; user space cannot set a
+// ctime back) goes as a header only, marked SANDBOXRUN.unchanged. Believing that claim can only
+// make the host keep its own copy of a file, so it is safe to take from the sandbox.
+
+let markCtimeMs = Number.POSITIVE_INFINITY;
+
+function mark() {
+  const file = `${config.socketDir}/.copied-in`;
+  fs.writeFileSync(file, "");
+  // Nothing counts as unchanged until the mark exists.
+  markCtimeMs = fs.statSync(file).ctimeMs;
+}
+
+function octal(value, digits) {
+  return `${value.toString(8).padStart(digits, "0")}\0`;
+}
+
+function paxRecord(key, value) {
+  const rest = ` ${key}=${value}\n`;
+  const restBytes = Buffer.byteLength(rest);
+  let length = restBytes + 1;
+  while (String(length).length + restBytes !== length) length = String(length).length + restBytes;
+  return `${length}${rest}`;
+}
+
+function ustar(name, type, mode, size, mtimeMs, linkname) {
+  const block = Buffer.alloc(512);
+  block.write(name, 0, 100, "ascii");
+  block.write(octal(mode & 0o7777, 7), 100);
+  block.write(octal(0, 7), 108);
+  block.write(octal(0, 7), 116);
+  block.write(octal(size, 11), 124);
+  block.write(octal(Math.max(0, Math.floor(mtimeMs / 1000)), 11), 136);
+  block.write(type, 156);
+  block.write(linkname, 157, 100, "ascii");
+  block.write("ustar\0", 257);
+  block.write("00", 263);
+  block.fill(" ", 148, 156);
+  let sum = 0;
+  for (const byte of block) sum += byte;
+  block.write(`${octal(sum, 6)} `, 148);
+  return block;
+}
+
+const fitsUstar = (text) => text.length <= 100 && /^[\x20-\x7e]*$/.test(text);
+const padding = (size) => Buffer.alloc((512 - (size % 512)) % 512);
+
+/** The header block(s) of one entry, with a pax header for what ustar cannot hold. */
+function header(name, type, stat, { size = 0, linkname = "", pax = {} } = {}) {
+  const records = { ...pax };
+  if (!fitsUstar(name)) records.path = name;
+  if (!fitsUstar(linkname)) records.linkpath = linkname;
+  if (size >= 8 * 1024 ** 3) records.size = String(size);
+  const plain = (text) => text.replace(/[^\x20-\x7e]/g, "_").slice(0, 100);
+  const block = ustar(plain(name), type, stat.mode, size >= 8 * 1024 ** 3 ? 0 : size, stat.mtimeMs, plain(linkname));
+  if (Object.keys(records).length === 0) return [block];
+  const body = Buffer.from(
+    Object.entries(records)
+      .map(([k, v]) => paxRecord(k, v))
+      .join(""),
+    "utf8",
+  );
+  return [ustar("././@PaxHeader", "x", 0o644, body.length, stat.mtimeMs, ""), body, padding(body.length), block];
+}
+
+/** Writes buffers to `stream` in chunks of about 1 MiB, waiting when it is full. */
+function archiveWriter(stream) {
+  let parts = [];
+  let size = 0;
+  let closed = false;
+  stream.on("close", () => (closed = true));
+  const flush = async () => {
+    if (size === 0 || closed) return;
+    const chunk = Buffer.concat(parts, size);
+    parts = [];
+    size = 0;
+    if (!stream.write(chunk)) await new Promise((resolve) => stream.once("drain", resolve).once("close", resolve));
+  };
+  return {
+    get closed() {
+      return closed;
+    },
+    async write(buffers) {
+      for (const b of buffers) {
+        parts.push(b);
+        size += b.length;
+      }
+      if (size >= 1024 * 1024) await flush();
+    },
+    async end() {
+      await flush();
+      if (!closed) stream.end();
+    },
+  };
+}
+
+/** Depth first, pre-order, names sorted: what `tar -c -C root .` lists, minus sockets. */
+async function writeTree(out, root, problems) {
+  const stack = [""];
+  while (stack.length > 0 && !out.closed) {
+    const rel = stack.pop();
+    const file = rel ? `${root}/${rel}` : root;
+    const name = rel ? `./${rel}` : ".";
+    let stat;
+    try {
+      stat = fs.lstatSync(file);
+    } catch (error) {
+      problems.errors.push(`${name}: ${error.code}`);
+      continue;
+    }
+    if (stat.isDirectory()) {
+      await out.write(header(`${name}/`, "5", stat));
+      let names;
+      try {
+        names = fs.readdirSync(file).sort();
+      } catch (error) {
+        problems.errors.push(`${name}: Cannot open: ${error.code}`);
+        continue;
+      }
+      for (let i = names.length - 1; i >= 0; i--) stack.push(rel ? `${rel}/${names[i]}` : names[i]);
+    } else if (stat.isSymbolicLink()) {
+      await out.write(header(name, "2", stat, { linkname: fs.readlinkSync(file) }));
+    } else if (stat.isFile()) {
+      if (stat.ctimeMs < markCtimeMs)
+        await out.write(header(name, "0", stat, { pax: { "SANDBOXRUN.unchanged": "1" } }));
+      else await writeFile(out, file, name, stat, problems);
+    } else if (stat.isFIFO()) await out.write(header(name, "6", stat));
+    else if (stat.isCharacterDevice()) await out.write(header(name, "3", stat));
+    else if (stat.isBlockDevice()) await out.write(header(name, "4", stat));
+    // sockets: not carried, as GNU tar does
+  }
+}
+
+async function writeFile(out, file, name, stat, problems) {
+  let fd;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (error) {
+    problems.errors.push(`${name}: Cannot open: ${error.code === "EACCES" ? "Permission denied" : error.code}`);
+    return;
+  }
+  try {
+    await out.write(header(name, "0", stat, { size: stat.size }));
+    for (let offset = 0; offset < stat.size && !out.closed; ) {
+      const chunk = Buffer.allocUnsafe(Math.min(1024 * 1024, stat.size - offset));
+      let read = fs.readSync(fd, chunk, 0, chunk.length, offset);
+      // It shrank while read: the header promised stat.size bytes, so zeros make up the rest.
+      if (read === 0) {
+        chunk.fill(0);
+        read = chunk.length;
+        problems.changed = true;
+      }
+      offset += read;
+      await out.write([read === chunk.length ? chunk : chunk.subarray(0, read)]);
+    }
+    await out.write([padding(stat.size)]);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The archive of one root, streamed as `/archive/<id>`; its status follows on the control stream. */
+async function archive(control, command) {
+  const stream = session.request({ ":method": "POST", ":path": `/archive/${command.id}` }, { endStream: false });
+  stream.on("error", () => {});
+  const out = archiveWriter(stream);
+  const problems = { errors: [], changed: false };
+  try {
+    await writeTree(out, command.root, problems);
+    await out.write([Buffer.alloc(1024)]);
+    await out.end();
+    // As GNU tar's: 0 fine, 1 a file changed while read, 2 something could not be read.
+    const code = problems.errors.length > 0 ? 2 : problems.changed ? 1 : 0;
+    const stderr = problems.errors.join("\n").slice(-STDERR_TAIL_BYTES);
+    reply(control, { op: "archived", id: command.id, code, stderr });
+  } catch (error) {
+    stream.destroy();
+    reply(control, { op: "archived", id: command.id, code: 2, stderr: String(error?.message ?? error) });
+  }
+}
+
+/** `tar -x` into one root of what the controller sends as `/extract/<id>`; the status follows on the control stream. */
+function extract(control, command) {
+  const stream = session.request({ ":method": "POST", ":path": `/extract/${command.id}` }, { endStream: true });
+  const tar = spawn(TAR, ["-x", "-f", "-", "-C", command.root, "--no-same-owner", "-p"], {
+    stdio: ["pipe", "ignore", "pipe"],
+  });
+  let stderr = "";
+  tar.stderr.on("data", (chunk) => {
+    stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_BYTES);
+  });
+  stream.on("error", () => tar.kill("SIGKILL"));
+  tar.stdin.on("error", () => {});
+  stream.pipe(tar.stdin);
+  tar.on("error", (error) => reply(control, { op: "extracted", id: command.id, code: null, stderr: error.message }));
+  tar.on("close", (code) => reply(control, { op: "extracted", id: command.id, code, stderr }));
+}
+
+function reply(control, message) {
+  control.write(`${JSON.stringify(message)}\n`);
+}
+
+function openControl() {
+  const control = session.request({ ":method": "POST", ":path": "/control" }, { endStream: false });
+  control.on("error", (error) => fail(EXIT_CONTROLLER_GONE, `the control stream failed: ${error.message}`));
+  control.on("close", () => fail(EXIT_CONTROLLER_GONE, "the control stream closed"));
+  let pending = "";
+  control.setEncoding("utf8");
+  control.on("data", (text) => {
+    pending += text;
+    if (pending.length > MAX_COMMAND_BYTES && !pending.includes("\n")) fail(EXIT_SETUP_FAILED, "command too long");
+    let newline = pending.indexOf("\n");
+    while (newline >= 0) {
+      const line = pending.slice(0, newline);
+      pending = pending.slice(newline + 1);
+      const command = JSON.parse(line);
+      if (command.op === "archive") void archive(control, command);
+      else if (command.op === "extract") extract(control, command);
+      else if (command.op === "mark") {
+        mark();
+        reply(control, { op: "marked" });
+      }
+      newline = pending.indexOf("\n");
+    }
+  });
+  return control;
+}
+
+// `node relay.mjs`: the exec's own stdio is the transport.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const stop = (code, message) => {
+    process.stderr.write(`sandbox-run relay: ${message}\n`);
+    process.exit(code);
+  };
+  const raw = process.env.SANDBOX_RUN_RELAY;
+  delete process.env.SANDBOX_RUN_RELAY;
+  if (!raw) stop(EXIT_SETUP_FAILED, "SANDBOX_RUN_RELAY is not set; the relay is started by sandbox-run");
+  // The controller going away ends stdin: nothing in here may outlive it.
+  process.stdin.on("end", () => stop(EXIT_CONTROLLER_GONE, "the host controller went away; stopping"));
+  process.stdout.on("error", () => stop(EXIT_CONTROLLER_GONE, "the link to the host controller broke"));
+  const transport = Duplex.from({ readable: coalesced(process.stdin), writable: process.stdout });
+  await runRelay(JSON.parse(raw), transport, stop);
+}

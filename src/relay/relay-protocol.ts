@@ -1,0 +1,66 @@
+// What the controller and the in-container relay (images/pi/relay.mjs, plain JavaScript in the image
+// that keeps its own copy of these names) agree on: the stream paths, the relay's configuration and
+// the control messages. A unit test checks the relay script uses the same paths.
+
+export const RELAY_PATHS = {
+  control: "/control",
+  /** `/connect/<socket name>`: one connection to an in-container socket. */
+  connectPrefix: "/connect/",
+  /** `/archive/<id>`: the archive of one `archive` command (relay -> controller). */
+  archivePrefix: "/archive/",
+  /** `/extract/<id>`: the response carries the tar one `extract` command unpacks (controller -> relay). */
+  extractPrefix: "/extract/",
+} as const;
+
+/** The relay's configuration, passed in SANDBOX_RUN_RELAY (and removed from its environment). */
+export interface RelayConfig {
+  socketDir: string;
+  sockets: Array<{ name: string; path: string }>;
+  /** HTTP/2 flow-control window of each stream and of the session, in bytes. */
+  windowBytes: number;
+  maxSessionMemoryMb: number;
+}
+
+/** Controller -> relay, one JSON object per line of the control stream's response. */
+export type RelayCommand =
+  /** The copy-in is complete: files whose status changes after this are "changed". */
+  | { op: "mark" }
+  | {
+      op: "archive" | "extract";
+      id: number;
+      /** Absolute path inside the container. */
+      root: string;
+    };
+
+/** A pax record on a file entry: its status has not changed since the mark (header only, no content). */
+export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
+
+/** Relay -> controller, one JSON object per line of the control stream's request (claims, not facts). */
+export type RelayMessage =
+  | { op: "ready" }
+  | { op: "marked" }
+  | { op: "extracted"; id: number; code: number | null; stderr?: string }
+  | { op: "archived"; id: number; code: number | null; signal?: string | null; stderr?: string; error?: string };
+
+/** Exit codes of relay.mjs (the launcher's numbers: the same causes). */
+export const RELAY_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91 });
+
+export interface RelayLimits {
+  /** Streams open at once (each in-container connection is one). */
+  maxConcurrentStreams: number;
+  /** Streams over the whole session. */
+  maxStreams: number;
+  maxSessionMemoryMb: number;
+  maxHeaderListBytes: number;
+  maxControlLineBytes: number;
+  windowBytes: number;
+}
+
+export const DEFAULT_RELAY_LIMITS: RelayLimits = Object.freeze({
+  maxConcurrentStreams: 128,
+  maxStreams: 100_000,
+  maxSessionMemoryMb: 64,
+  maxHeaderListBytes: 8 * 1024,
+  maxControlLineBytes: 64 * 1024,
+  windowBytes: 4 * 1024 * 1024,
+});

@@ -1,0 +1,417 @@
+// The controller's end of the relay (copy mode): one HTTP/2 session over the stdio of an exec of
+// images/pi/relay.mjs. The relay is the client and opens every stream; this side is a server that
+// never listens on anything, fed the exec's streams as its one connection.
+//
+// The relay runs as the sandbox uid beside code the sandbox controls, so the whole session is
+// hostile input: Node's HTTP/2 enforces the protocol and its limits (concurrent streams, header
+// sizes, session memory, flow control), and on top of that only three kinds of stream are served
+// (one control stream, connections to the named host sockets, archives this side asked for), the
+// number of streams over the session is capped, and control lines are read with a length cap.
+// Connections are held, unread, until open() is called: that is how the launcher, whose liveness
+// connection comes through here, is kept from starting Pi before the workspace is copied in.
+import http2 from "node:http2";
+import net from "node:net";
+import { Duplex, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { z } from "zod";
+import type { EngineContainer, ExecSession } from "../engine/engine.js";
+import { SandboxRunError } from "../errors.js";
+import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
+import { coalesced } from "./coalesce.js";
+import {
+  DEFAULT_RELAY_LIMITS,
+  RELAY_PATHS,
+  type RelayCommand,
+  type RelayConfig,
+  type RelayLimits,
+  type RelayMessage,
+} from "./relay-protocol.js";
+
+export { DEFAULT_RELAY_LIMITS, type RelayLimits } from "./relay-protocol.js";
+
+export interface RelaySocket {
+  /** [a-z]+: the stream path names it. */
+  name: string;
+  /** Where the relay listens inside the container. */
+  containerPath: string;
+  /** The host-side server's unix socket (gateway, egress proxy) the connection is handed to. */
+  hostPath: string;
+}
+
+export interface RelayOptions {
+  container: EngineContainer;
+  /** "uid:gid" the relay runs as: the sandbox's. */
+  user: string;
+  socketDir: string;
+  sockets: RelaySocket[];
+  /**
+   * Where the relay runs. `bridgeSocket`: in the launcher, which listens on this unix socket; the
+   * exec is a bridge (a few lines of perl) from its stdio to it, so no second Node starts.
+   * `script`: `node <script>` on the exec's own stdio (another relay, e.g. one a test controls).
+   */
+  bridgeSocket?: string;
+  script?: string;
+  limits?: Partial<RelayLimits>;
+  signal?: AbortSignal;
+}
+
+export interface ArchiveResult {
+  /** The archive bytes as the relay sent them: hostile, unbounded unless the reader bounds it. */
+  stream: Readable;
+  /** tar's exit as the relay reports it (a claim). */
+  exit: Promise<{ code: number | null; signal?: string | null; stderr: string }>;
+}
+
+const relayMessage = z.union([
+  z.object({ op: z.literal("ready") }),
+  z.object({ op: z.literal("marked") }),
+  z.object({
+    op: z.literal("extracted"),
+    id: z.number().int(),
+    code: z.number().int().nullable(),
+    stderr: z.string().max(8192).optional(),
+  }),
+  z.object({
+    op: z.literal("archived"),
+    id: z.number().int(),
+    code: z.number().int().nullable(),
+    signal: z.string().max(32).nullable().optional(),
+    stderr: z.string().max(8192).optional(),
+    error: z.string().max(8192).optional(),
+  }),
+]);
+
+type ArchiveExit = Awaited<ArchiveResult["exit"]>;
+
+interface PendingArchive {
+  stream: Deferred<Readable>;
+  exit: Deferred<ArchiveExit>;
+  /** Its stream arrived. */
+  claimed: boolean;
+  /** Its exit arrived. */
+  exited?: boolean;
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (error: Error) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+const STDERR_TAIL_CHARS = 4000;
+
+/**
+ * The exec that reaches the launcher's relay: perl (in every Debian image), joining its stdio to
+ * the unix socket the launcher listens on once (then removes). A unix socket has no Nagle delay,
+ * and perl starts in milliseconds, unlike a second Node. When the controller goes away, stdin ends,
+ * the socket is shut down, and the relay, then the launcher, stop.
+ */
+export const BRIDGE_SCRIPT = `
+use IO::Socket::UNIX; use Socket;
+my ($path) = @ARGV; my $s;
+for (1 .. 3000) { $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $path) and last; select(undef, undef, undef, 0.02); }
+die "sandbox-run bridge: nothing listens on $path\n" unless $s;
+sub copy { my ($from, $to) = @_; my $buf;
+  while (my $n = sysread($from, $buf, 1 << 20)) { for (my $o = 0; $o < $n; ) { my $w = syswrite($to, $buf, $n - $o, $o); return unless defined $w; $o += $w } } }
+my $pid = fork(); die "sandbox-run bridge: fork: $!\n" unless defined $pid;
+if ($pid == 0) { copy($s, *STDOUT); exit 0 }
+copy(*STDIN, $s); shutdown($s, 1); kill "TERM", $pid; waitpid($pid, 0);
+`;
+
+export class Relay {
+  readonly #limits: RelayLimits;
+  readonly #server: http2.Http2Server;
+  readonly #pending = new Map<number, PendingArchive>();
+  readonly #gate: Promise<void>;
+  #openGate!: () => void;
+  #control?: http2.ServerHttp2Stream;
+  readonly #extracts = new Map<number, { archive: Readable; claimed: boolean; exit: Deferred<ArchiveExit> }>();
+  #session?: http2.ServerHttp2Session;
+  #streams = 0;
+  #nextArchive = 1;
+  #closing = false;
+  #stderr = "";
+  #failure?: SandboxRunError;
+  readonly #failureListeners: Array<(error: SandboxRunError) => void> = [];
+  #resolveReady!: () => void;
+  /** Resolves once the relay listens on every socket. */
+  readonly ready: Promise<void>;
+  /** Connections handed to the host servers so far. */
+  connections = 0;
+
+  private constructor(
+    private readonly options: RelayOptions,
+    private readonly exec: ExecSession,
+  ) {
+    this.#limits = { ...DEFAULT_RELAY_LIMITS, ...options.limits };
+    this.#gate = new Promise((resolve) => (this.#openGate = resolve));
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.#resolveReady = resolve;
+      this.onFailure(reject);
+    });
+    this.ready.catch(() => {});
+    exec.stderr.on("data", (chunk: Buffer) => {
+      this.#stderr = (this.#stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_CHARS);
+    });
+    void exec.exit.then(
+      (code) => this.#fail(`the relay exited (code ${code})`),
+      (error: unknown) => this.#fail(`the relay's exec failed: ${(error as Error)?.message ?? error}`),
+    );
+    this.#server = http2.createServer({
+      settings: {
+        enablePush: false,
+        maxConcurrentStreams: this.#limits.maxConcurrentStreams,
+        maxHeaderListSize: this.#limits.maxHeaderListBytes,
+        initialWindowSize: this.#limits.windowBytes,
+        maxFrameSize: 1024 * 1024,
+      },
+      maxSessionMemory: this.#limits.maxSessionMemoryMb,
+      maxHeaderListPairs: 16,
+      maxSessionInvalidFrames: 16,
+      maxSessionRejectedStreams: 64,
+    });
+    this.#server.on("session", (session) => {
+      this.#session = session;
+      session.on("connect", () => session.setLocalWindowSize(this.#limits.windowBytes));
+      session.on("error", (error) => this.#fail(`the relay session failed: ${error.message}`));
+      session.on("frameError", () => this.#fail("the relay sent a frame this side refused"));
+      session.on("goaway", () => this.#fail("the relay ended the session"));
+      session.on("close", () => this.#fail("the relay session closed"));
+    });
+    this.#server.on("stream", (stream, headers) => this.#route(stream, headers));
+    this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`));
+    // The exec's stdio is the connection: nothing listens anywhere.
+    this.#server.emit("connection", Duplex.from({ readable: coalesced(exec.stdout), writable: exec.stdin }));
+  }
+
+  /** Execs the relay in the running container and starts serving its session. */
+  static async start(options: RelayOptions): Promise<Relay> {
+    const config: RelayConfig = {
+      socketDir: options.socketDir,
+      sockets: options.sockets.map((s) => ({ name: s.name, path: s.containerPath })),
+      windowBytes: options.limits?.windowBytes ?? DEFAULT_RELAY_LIMITS.windowBytes,
+      maxSessionMemoryMb: options.limits?.maxSessionMemoryMb ?? DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
+    };
+    const cmd = options.script
+      ? [IMAGE_PATHS.node, options.script]
+      : ["/usr/bin/perl", "-e", BRIDGE_SCRIPT, options.bridgeSocket ?? RELAY_BRIDGE_SOCKET];
+    const exec = await options.container.exec(
+      { cmd, user: options.user, env: options.script ? { SANDBOX_RUN_RELAY: JSON.stringify(config) } : {} },
+      options.signal,
+    );
+    return new Relay(options, exec);
+  }
+
+  /** Lets the connections through that the relay carries (held until now). */
+  open(): void {
+    this.#openGate();
+  }
+
+  /** Calls `listener` once if the relay fails (its exec ends, the session breaks) before close(). */
+  onFailure(listener: (error: SandboxRunError) => void): void {
+    if (this.#failure) listener(this.#failure);
+    else this.#failureListeners.push(listener);
+  }
+
+  /** Asks the relay for a tar of `root` (a path inside the container). */
+  async archive(root: string): Promise<ArchiveResult> {
+    if (this.#failure) throw this.#failure;
+    const id = this.#nextArchive++;
+    const pending: PendingArchive = { stream: deferred(), exit: deferred(), claimed: false };
+    pending.exit.promise.catch(() => {});
+    this.#pending.set(id, pending);
+    this.#send({ op: "archive", id, root });
+    return { stream: await pending.stream.promise, exit: pending.exit.promise };
+  }
+
+  /** The container is about to be stopped: its relay ending is no longer a failure. */
+  expectEnd(): void {
+    this.#closing = true;
+  }
+
+  /**
+   * Has the relay unpack `archive` (a tar this side made) into `root` with `tar -x`, as the
+   * relay's uid: a copy-in without an exec of its own. Resolves with tar's status.
+   */
+  async extract(root: string, archive: Readable): Promise<{ code: number | null; stderr: string }> {
+    if (this.#failure) throw this.#failure;
+    const id = this.#nextArchive++;
+    const pending = { archive, claimed: false, exit: deferred<ArchiveExit>() };
+    this.#extracts.set(id, pending);
+    this.onFailure((error) => pending.exit.reject(error));
+    this.#send({ op: "extract", id, root });
+    try {
+      return await pending.exit.promise;
+    } finally {
+      this.#extracts.delete(id);
+    }
+  }
+
+  /**
+   * Tells the relay the copy-in is complete: a file whose status changes after this is sent back
+   * whole, any other as "unchanged" (a claim that can only make the host keep its own copy). No
+   * answer is awaited: the relay handles the session's frames in order, so the mark is made before
+   * anything open() lets through reaches the launcher.
+   */
+  mark(): void {
+    if (this.#failure) throw this.#failure;
+    this.#send({ op: "mark" });
+  }
+
+  #send(command: RelayCommand): void {
+    if (!this.#control) throw this.#error("it has no control stream yet");
+    this.#control.write(`${JSON.stringify(command)}\n`);
+  }
+
+  /** Stops serving: the exec ends with the container; nothing here reports that as a failure. */
+  close(): void {
+    this.#closing = true;
+    this.#openGate();
+    this.#session?.destroy();
+    this.exec.stdin.destroy();
+  }
+
+  #route(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    stream.on("error", () => {});
+    if (++this.#streams > this.#limits.maxStreams) {
+      this.#fail(`the relay opened more than ${this.#limits.maxStreams} streams`);
+      this.#session?.destroy();
+      return;
+    }
+    const path = String(headers[":path"] ?? "");
+    const served =
+      headers[":method"] === "POST" &&
+      (path === RELAY_PATHS.control
+        ? this.#serveControl(stream)
+        : path.startsWith(RELAY_PATHS.connectPrefix)
+          ? this.#serveConnection(stream, path.slice(RELAY_PATHS.connectPrefix.length))
+          : path.startsWith(RELAY_PATHS.archivePrefix)
+            ? this.#serveArchive(stream, Number(path.slice(RELAY_PATHS.archivePrefix.length)))
+            : path.startsWith(RELAY_PATHS.extractPrefix)
+              ? this.#serveExtract(stream, Number(path.slice(RELAY_PATHS.extractPrefix.length)))
+              : false);
+    if (!served && !stream.destroyed) stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+  }
+
+  /** The response to an `extract` is the archive this side made: it goes out at the pace the relay reads it. */
+  #serveExtract(stream: http2.ServerHttp2Stream, id: number): boolean {
+    const pending = this.#extracts.get(id);
+    if (!pending || pending.claimed) return false;
+    pending.claimed = true;
+    stream.respond({ ":status": 200 });
+    pipeline(pending.archive, stream).catch((error: Error) => pending.exit.reject(error));
+    return true;
+  }
+
+  #serveArchive(stream: http2.ServerHttp2Stream, id: number): boolean {
+    const pending = this.#pending.get(id);
+    if (!pending || pending.claimed) return false;
+    pending.claimed = true;
+    if (pending.exited) this.#pending.delete(id);
+    stream.respond({ ":status": 200 });
+    pending.stream.resolve(stream);
+    return true;
+  }
+
+  #serveControl(stream: http2.ServerHttp2Stream): boolean {
+    if (this.#control) return false;
+    this.#control = stream;
+    stream.respond({ ":status": 200 });
+    stream.on("close", () => this.#fail("the relay closed its control stream"));
+    let pending = "";
+    stream.setEncoding("utf8");
+    stream.on("data", (text: string) => {
+      pending += text;
+      for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
+        this.#onMessage(pending.slice(0, newline));
+        pending = pending.slice(newline + 1);
+      }
+      if (pending.length > this.#limits.maxControlLineBytes) {
+        this.#fail("the relay sent a control line over the length limit");
+        this.#session?.destroy();
+      }
+    });
+    return true;
+  }
+
+  #onMessage(line: string): void {
+    let parsed: RelayMessage;
+    try {
+      parsed = relayMessage.parse(JSON.parse(line));
+    } catch {
+      this.#fail("the relay sent a control message this side cannot read");
+      this.#session?.destroy();
+      return;
+    }
+    if (parsed.op === "ready") this.#resolveReady();
+    else if (parsed.op === "marked") return;
+    else if (parsed.op === "extracted") {
+      this.#extracts
+        .get(parsed.id)
+        ?.exit.resolve({ code: parsed.code, stderr: (parsed.stderr ?? "").slice(-STDERR_TAIL_CHARS) });
+    } else {
+      // The exit may overtake the archive's own stream (streams are not ordered with each other):
+      // the entry stays until both arrived.
+      const pending = this.#pending.get(parsed.id);
+      if (!pending) return;
+      if (pending.claimed) this.#pending.delete(parsed.id);
+      pending.exited = true;
+      const stderr = (parsed.stderr ?? parsed.error ?? "").slice(-STDERR_TAIL_CHARS);
+      pending.exit.resolve({ code: parsed.code, signal: parsed.signal, stderr });
+    }
+  }
+
+  /** A connection to a named host socket: held until open(), then piped both ways. */
+  #serveConnection(stream: http2.ServerHttp2Stream, name: string): boolean {
+    const socket = this.options.sockets.find((s) => s.name === name);
+    if (!socket) return false;
+    void this.#gate.then(() => {
+      if (this.#closing || stream.destroyed) return void stream.destroy();
+      const upstream = net.connect(socket.hostPath);
+      this.connections++;
+      const close = () => {
+        upstream.destroy();
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      };
+      upstream.on("error", close);
+      upstream.on("close", close);
+      stream.on("close", close);
+      upstream.once("connect", () => {
+        if (stream.destroyed) return close();
+        stream.respond({ ":status": 200 });
+        stream.pipe(upstream);
+        upstream.pipe(stream);
+      });
+    });
+    return true;
+  }
+
+  #fail(reason: string): void {
+    if (this.#closing || this.#failure) return;
+    this.#failure = this.#error(reason);
+    for (const pending of this.#pending.values()) {
+      pending.stream.reject(this.#failure);
+      pending.exit.reject(this.#failure);
+    }
+    this.#pending.clear();
+    for (const listener of this.#failureListeners.splice(0)) listener(this.#failure);
+  }
+
+  #error(reason: string): SandboxRunError {
+    const tail = this.#stderr.trim();
+    return new SandboxRunError("agent-crashed", `The sandbox's relay to the host stopped: ${reason}.`, {
+      hint: "Code in the sandbox may have stopped it, or the link to the engine broke; the run's events have the details.",
+      stderrTail: tail || undefined,
+    });
+  }
+}

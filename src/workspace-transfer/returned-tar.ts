@@ -1,0 +1,347 @@
+// Copy out, host side: reads the tar the sandbox returned as hostile input, one entry at a time,
+// never holding the archive. What honest GNU tar (`tar -c --hard-dereference -C root .`) cannot
+// produce fails the whole copy: absolute names, `..`, empty or `.` components, hard links, an entry
+// whose directory the archive did not create first (which is how "a symlink, then a file written
+// through it" shows up), duplicates, unknown entry types, oversize names or link targets. What
+// honest tar can produce but must not reach the host is left out and reported: FIFOs, devices,
+// names that are not UTF-8. Setuid and setgid bits are dropped.
+//
+// Nothing here writes to the host tree. Content that differs from the host's is written to a
+// private staging directory (one flat file per entry, created O_EXCL|O_NOFOLLOW, named by a
+// counter, so no name from the archive is ever used as a path); content equal to the host file is
+// compared on the fly and never written. Runs of zeros are left as holes, so a sparse file costs no
+// disk. The archive's bytes and entries are capped.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import tar from "tar-stream";
+import { SandboxRunError } from "../errors.js";
+import { UNCHANGED_PAX_KEY } from "../relay/relay-protocol.js";
+import type { HostTree, SkippedEntry } from "./host-tree.js";
+import { comparePaths, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
+
+export interface ReturnedTreeLimits {
+  /** Bytes of archive read (headers and content) before the copy fails. */
+  maxBytes: number;
+  maxEntries: number;
+  maxPathBytes: number;
+  maxDepth: number;
+  maxLinkTargetBytes: number;
+}
+
+export interface ReturnedTree {
+  /** Walk order; after[0] is the root (""). */
+  after: TreeEntry[];
+  /** Path -> staged file or symlink (absolute) for every entry whose content or target changed; EMPTY_FILE for an empty file. */
+  staged: Map<string, string>;
+  /** Entries left out, and why. */
+  refused: SkippedEntry[];
+  /** Paths whose setuid/setgid bits were dropped (the first 100). */
+  strippedModes: string[];
+  bytes: number;
+}
+
+export interface ReadReturnedOptions {
+  /** The tree sent in: what content is compared with. */
+  before: HostTree;
+  /** A private, empty directory on the host (next to the root, so staged files can be renamed into place). */
+  stagingDir: string;
+  limits: ReturnedTreeLimits;
+  /** What messages call the tree: "the workspace /path". */
+  what: string;
+}
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_RDONLY } = fs.constants;
+const COMPARE_BYTES = 1024 * 1024;
+
+/** `staged` value of a new empty file: created in place by the apply step, never staged. */
+export const EMPTY_FILE = "";
+
+class HostileArchive extends Error {}
+
+export async function readReturnedTar(archive: Readable, options: ReadReturnedOptions): Promise<ReturnedTree> {
+  const { limits } = options;
+  const extract = tar.extract();
+  const tree: ReturnedTree = { after: [], staged: new Map(), refused: [], strippedModes: [], bytes: 0 };
+  const seen = new Map<string, TreeEntryKind>();
+  const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));
+  let overLimit: SandboxRunError | undefined;
+  let staged = 0;
+  let stopped = false;
+  // streamx emits "close", not "error", when destroyed without a reason: wait for either.
+  const writable = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        extract.off("drain", done);
+        extract.off("close", done);
+        resolve();
+      };
+      extract.on("drain", done);
+      extract.on("close", done);
+    });
+
+  // Feeds the extractor with backpressure and the byte cap; the archive is never buffered whole.
+  const feeding = (async () => {
+    for await (const chunk of archive as AsyncIterable<Buffer>) {
+      tree.bytes += chunk.length;
+      if (tree.bytes > limits.maxBytes) {
+        overLimit = limitError(
+          options,
+          `more than ${mib(limits.maxBytes)} MiB (a sparse or runaway file, or far more than was copied in)`,
+        );
+        throw overLimit;
+      }
+      if (stopped) return;
+      if (!extract.write(chunk)) await writable();
+    }
+    if (!stopped) extract.end(undefined);
+  })();
+  feeding.catch((error: unknown) => extract.destroy(error as Error));
+
+  try {
+    let entries = 0;
+    for await (const entry of extract) {
+      if (++entries > limits.maxEntries) {
+        overLimit = limitError(options, `more than ${limits.maxEntries} entries`);
+        throw overLimit;
+      }
+      const header = entry.header;
+      const rel = entryPath(header.name, limits);
+      if (rel === undefined) {
+        tree.refused.push({ path: header.name.slice(0, 200), reason: "its name is not valid UTF-8" });
+        await drain(entry);
+        continue;
+      }
+      if (seen.has(rel)) throw new HostileArchive(`"${rel}" appears twice`);
+      if (rel === "" ? entries !== 1 : !seen.has("")) throw new HostileArchive("it does not start with its root");
+      const parent = rel === "" ? undefined : parentOf(rel);
+      if (parent !== undefined && seen.get(parent) !== "directory") {
+        throw new HostileArchive(
+          seen.get(parent) === "symlink"
+            ? `"${rel}" is written through the symbolic link "${parent}"`
+            : `"${rel}" comes before its directory`,
+        );
+      }
+      const kind = kindOf(header.type);
+      if (kind === "refused") {
+        tree.refused.push({ path: rel, reason: `it is a ${header.type}` });
+        await drain(entry);
+        continue;
+      }
+      if (kind === undefined) throw new HostileArchive(`"${rel}" is a ${header.type ?? "entry of no known type"}`);
+      if (rel === "" && kind !== "directory") throw new HostileArchive("its root is not a directory");
+      seen.set(rel, kind);
+
+      const mode = header.mode & (kind === "directory" ? 0o1777 : 0o777);
+      if (header.mode & 0o6000 && tree.strippedModes.length < 100) tree.strippedModes.push(rel);
+      const mtime = header.mtime?.getTime();
+      const after: TreeEntry = { path: rel, kind, mode, size: 0, mtimeMs: Number.isFinite(mtime) ? mtime! : 0 };
+      const before = beforeByPath.get(rel);
+      if (kind === "symlink") {
+        const target = header.linkname ?? "";
+        if (target === "" || target.includes("\0") || Buffer.byteLength(target) > limits.maxLinkTargetBytes) {
+          throw new HostileArchive(`the symbolic link "${rel}" has an invalid target`);
+        }
+        after.target = target;
+        after.hash = target;
+        if (before?.kind !== "symlink" || before.target !== target) {
+          const file = path.join(options.stagingDir, String(++staged));
+          fs.symlinkSync(target, file);
+          tree.staged.set(rel, file);
+        }
+        await drain(entry);
+      } else if (
+        kind === "file" &&
+        (header.pax as Record<string, string> | null | undefined)?.[UNCHANGED_PAX_KEY] !== undefined
+      ) {
+        // The relay says its status has not changed since the copy-in: believing that can only
+        // keep the host's own copy, so the claim needs no proof, only a file to refer to.
+        if (before?.kind !== "file" || header.size) {
+          throw new HostileArchive(`"${rel}" is claimed unchanged but was never sent as a file`);
+        }
+        Object.assign(after, { mode: before.mode, size: before.size, hash: before.hash, mtimeMs: before.mtimeMs });
+        await drain(entry);
+      } else if (kind === "file") {
+        const content = await stageContent(entry as AsyncIterable<Buffer>, {
+          size: header.size ?? 0,
+          stagePath: path.join(options.stagingDir, String(++staged)),
+          compareWith:
+            before?.kind === "file" && before.size === header.size ? path.join(options.before.root, rel) : undefined,
+          compareIno: options.before.facts.get(rel)?.ino,
+        });
+        after.size = header.size ?? 0;
+        after.hash = content.hash;
+        if (content.staged !== undefined) tree.staged.set(rel, content.staged);
+      } else {
+        await drain(entry);
+      }
+      tree.after.push(after);
+    }
+    await feeding;
+  } catch (error) {
+    stopped = true;
+    archive.destroy();
+    extract.destroy();
+    await feeding.catch(() => {});
+    if (overLimit) throw overLimit;
+    if (error instanceof SandboxRunError) throw error;
+    throw new SandboxRunError(
+      "policy-violation",
+      `The sandbox returned ${options.what} as an archive that cannot be applied: ${
+        error instanceof HostileArchive
+          ? error.message
+          : `it is not a complete tar archive (${(error as Error).message})`
+      }. Nothing was applied.`,
+      {
+        hint: "Honest tar never produces this: code in the sandbox tampered with the copy-out. Treat this run's output as hostile.",
+      },
+    );
+  }
+  if (!seen.has("")) {
+    throw new SandboxRunError(
+      "policy-violation",
+      `The sandbox returned ${options.what} without its root. Nothing was applied.`,
+      {
+        hint: "Code in the sandbox tampered with the copy-out; treat this run's output as hostile.",
+      },
+    );
+  }
+  tree.after.sort((a, b) => comparePaths(a.path, b.path));
+  return tree;
+}
+
+/** The entry's path relative to the root ("" for the root), undefined for a name that is not UTF-8; hostile names throw. */
+function entryPath(name: string, limits: ReturnedTreeLimits): string | undefined {
+  if (name.includes("\0")) throw new HostileArchive("a name contains a NUL byte");
+  if (Buffer.byteLength(name) > limits.maxPathBytes)
+    throw new HostileArchive(`a name is longer than ${limits.maxPathBytes} bytes`);
+  if (name.startsWith("/")) throw new HostileArchive(`"${name.slice(0, 200)}" is an absolute path`);
+  let rel = name.startsWith("./") ? name.slice(2) : name === "." ? "" : name;
+  if (rel.endsWith("/")) rel = rel.slice(0, -1);
+  if (rel === "") return "";
+  const parts = rel.split("/");
+  if (parts.length > limits.maxDepth) throw new HostileArchive(`a path is deeper than ${limits.maxDepth} levels`);
+  for (const part of parts) {
+    if (part === "..") throw new HostileArchive(`"${rel.slice(0, 200)}" climbs out with ".."`);
+    if (part === "" || part === ".") throw new HostileArchive(`"${rel.slice(0, 200)}" has an empty or "." component`);
+  }
+  return rel.includes("\uFFFD") ? undefined : rel;
+}
+
+function kindOf(type: string | null | undefined): TreeEntryKind | "refused" | undefined {
+  switch (type) {
+    case "file":
+    case "contiguous-file":
+      return "file";
+    case "directory":
+      return "directory";
+    case "symlink":
+      return "symlink";
+    case "fifo":
+    case "character-device":
+    case "block-device":
+      return "refused";
+    default:
+      return undefined; // "link" (a hard link: we asked tar for none) and anything else
+  }
+}
+
+function parentOf(rel: string): string {
+  const slash = rel.lastIndexOf("/");
+  return slash < 0 ? "" : rel.slice(0, slash);
+}
+
+async function drain(entry: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of entry) {
+    // discarded
+  }
+}
+
+/**
+ * Streams one file's content: hashed, compared with the host file while they agree, and written to
+ * the staging file from the first difference on (with the agreeing prefix copied from the host).
+ * A new empty file is not staged at all (EMPTY_FILE): creating files is the slow part here.
+ */
+async function stageContent(
+  entry: AsyncIterable<Buffer>,
+  options: { size: number; stagePath: string; compareWith?: string; compareIno?: number },
+): Promise<{ hash: string; staged?: string }> {
+  const hash = crypto.createHash("sha256");
+  const hostFd = openForCompare(options.compareWith, options.compareIno);
+  let stageFd: number | undefined;
+  let offset = 0;
+  let scratch: Buffer | undefined;
+  const startStaging = () => {
+    stageFd = fs.openSync(options.stagePath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    // The prefix read so far equals the host file's: copy it from there.
+    for (let at = 0; at < offset; ) {
+      const n = fs.readSync(hostFd!, scratch!, 0, Math.min(scratch!.length, offset - at), at);
+      if (n === 0) throw new Error("the host file shrank while the returned copy was compared");
+      writeSparse(stageFd, scratch!.subarray(0, n), at);
+      at += n;
+    }
+  };
+  try {
+    for await (const chunk of entry) {
+      hash.update(chunk);
+      if (stageFd === undefined) {
+        if (hostFd === undefined) startStaging();
+        else if (!sameAsHost(hostFd, chunk, offset, (scratch ??= Buffer.allocUnsafe(COMPARE_BYTES)))) startStaging();
+      }
+      if (stageFd !== undefined) writeSparse(stageFd, chunk, offset);
+      offset += chunk.length;
+    }
+    if (stageFd !== undefined) fs.ftruncateSync(stageFd, offset);
+    const staged = stageFd !== undefined ? options.stagePath : hostFd === undefined ? EMPTY_FILE : undefined;
+    return { hash: hash.digest("hex"), staged };
+  } finally {
+    if (stageFd !== undefined) fs.closeSync(stageFd);
+    if (hostFd !== undefined) fs.closeSync(hostFd);
+  }
+}
+
+function openForCompare(file: string | undefined, ino: number | undefined): number | undefined {
+  if (!file) return undefined;
+  try {
+    const fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW);
+    const stat = fs.fstatSync(fd);
+    if (stat.isFile() && stat.ino === ino) return fd;
+    fs.closeSync(fd);
+  } catch {
+    // gone or swapped: stage the returned content
+  }
+  return undefined;
+}
+
+function sameAsHost(hostFd: number, chunk: Buffer, offset: number, scratch: Buffer): boolean {
+  for (let at = 0; at < chunk.length; ) {
+    const want = Math.min(scratch.length, chunk.length - at);
+    const n = fs.readSync(hostFd, scratch, 0, want, offset + at);
+    if (n !== want || !scratch.subarray(0, n).equals(chunk.subarray(at, at + n))) return false;
+    at += n;
+  }
+  return true;
+}
+
+const ZEROS = Buffer.alloc(64 * 1024);
+
+/** Writes `chunk` at `offset`, leaving parts (up to 64 KiB) that are all zeros as holes. */
+function writeSparse(fd: number, chunk: Buffer, offset: number): void {
+  for (let at = 0; at < chunk.length; at += ZEROS.length) {
+    const part = chunk.subarray(at, Math.min(chunk.length, at + ZEROS.length));
+    if (part.equals(ZEROS.subarray(0, part.length))) continue;
+    fs.writeSync(fd, part, 0, part.length, offset + at);
+  }
+}
+
+function limitError(options: ReadReturnedOptions, what: string): SandboxRunError {
+  return new SandboxRunError("limit", `The sandbox returned ${options.what} with ${what}. Nothing was applied.`, {
+    limit: "disk",
+    hint: "Raise limits.diskMb in a policy file if the task really writes that much; otherwise treat this run's output as hostile.",
+  });
+}
+
+function mib(bytes: number): number {
+  return Math.round((bytes / 1048576) * 10) / 10;
+}

@@ -1,0 +1,69 @@
+// A tree as copy mode sees it: one entry per path, in walk order, with the facts a rule can judge
+// (kind, permission bits, size, content hash). The tree sent into the sandbox and the tree it
+// returned are both lists of these, so checks compare two lists without touching any filesystem.
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+
+export type TreeEntryKind = "file" | "directory" | "symlink";
+
+export interface TreeEntry {
+  /** Relative to the root, "/"-separated; "" is the root itself. */
+  path: string;
+  kind: TreeEntryKind;
+  /** Permission bits (0o1777 at most: setuid and setgid never travel either way). */
+  mode: number;
+  /** Bytes of a file's content; 0 otherwise. */
+  size: number;
+  /** sha256 (hex) of a file's content; a symlink's target. Absent for directories. */
+  hash?: string;
+  /** A symlink's target. */
+  target?: string;
+  mtimeMs: number;
+}
+
+/** A violation a check found in a returned tree; the run fails and nothing is applied. */
+export interface TreeViolation {
+  path: string;
+  change: "created" | "modified" | "deleted";
+  rule?: string;
+}
+
+/**
+ * The check copy mode runs on a returned tree before anything reaches the host: the tree that was
+ * sent (`before`) and the one that came back (`after`), both in walk order. The workspace's
+ * protected-path (and later git) rules plug in here.
+ */
+export type ReturnedTreeCheck = (
+  before: readonly TreeEntry[],
+  after: readonly TreeEntry[],
+  root: { hostPath: string; kind: "workspace" | "writable-root" },
+) => TreeViolation[];
+
+/** Permission bits that travel; setuid and setgid are dropped both ways. */
+export const TRAVELLING_MODE_BITS = 0o1777;
+
+/** Walk order: the host walk's (component by component, names by UTF-16 code units, parents first). */
+export { comparePaths } from "../workspace/fd-walk.js";
+
+/** Whether an entry present on both sides changed (kind, permission bits, content or target). */
+export function treeEntryChanged(before: TreeEntry, after: TreeEntry): boolean {
+  if (before.kind !== after.kind || before.mode !== after.mode) return true;
+  if (before.kind === "directory") return false;
+  return before.size !== after.size || before.hash !== after.hash;
+}
+
+/** Created, modified and deleted files and symlinks (directories are implied by their contents). */
+export function diffTrees(before: readonly TreeEntry[], after: readonly TreeEntry[]): ChangedFiles {
+  const nonDirectories = (entries: readonly TreeEntry[]) =>
+    new Map(entries.filter((e) => e.kind !== "directory").map((e) => [e.path, e]));
+  const old = nonDirectories(before);
+  const now = nonDirectories(after);
+  const created: string[] = [];
+  const modified: string[] = [];
+  for (const [path, entry] of now) {
+    const was = old.get(path);
+    if (!was) created.push(path);
+    else if (treeEntryChanged(was, entry)) modified.push(path);
+  }
+  const deleted = [...old.keys()].filter((path) => !now.has(path));
+  return { created: created.sort(), modified: modified.sort(), deleted: deleted.sort() };
+}

