@@ -29,6 +29,8 @@ const EXIT_CONTROLLER_GONE = 91;
 /** The longest command line the controller may send; anything longer is a broken session. */
 const MAX_COMMAND_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 4096;
+/** Free space under which a watched root counts as full (relay-protocol.ts FULL_FREE_BYTES). */
+const FULL_FREE_BYTES = 1048576;
 const TAR = "/usr/bin/tar";
 
 let config;
@@ -113,11 +115,64 @@ function bridge(name, client) {
 
 let markCtimeMs = Number.POSITIVE_INFINITY;
 
+/** Every root a copy-in was extracted into, and the files they held at the mark. */
+const extractedRoots = new Set();
+let filesAtMark = new Set();
+
 function mark() {
   const file = `${config.socketDir}/.copied-in`;
   fs.writeFileSync(file, "");
   // Nothing counts as unchanged until the mark exists.
   markCtimeMs = fs.statSync(file).ctimeMs;
+  // A renamed directory keeps its files' ctimes: only a path that held a file at the mark may be
+  // claimed unchanged (the host refuses a claim for a path it never sent).
+  filesAtMark = filesUnder(extractedRoots);
+}
+
+/**
+ * Copy mode's disk limit is the size of each writable tree's tmpfs: a root whose filesystem fills
+ * up is reported once, so the host can stop the run over its disk limit (not just leave ENOSPC).
+ */
+function watchFull(control, roots) {
+  const watched = new Set(roots);
+  if (watched.size === 0) return;
+  const timer = setInterval(() => {
+    for (const root of watched) {
+      let free;
+      try {
+        const s = fs.statfsSync(root);
+        free = s.bavail * s.bsize;
+      } catch {
+        continue;
+      }
+      if (free < FULL_FREE_BYTES) {
+        watched.delete(root);
+        reply(control, { op: "full", root });
+      }
+    }
+    if (watched.size === 0) clearInterval(timer);
+  }, 250);
+  timer.unref();
+}
+
+function filesUnder(roots) {
+  const files = new Set();
+  const stack = [...roots];
+  while (stack.length > 0) {
+    const dir = stack.pop();
+    let entries;
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      const full = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) stack.push(full);
+      else if (entry.isFile()) files.add(full);
+    }
+  }
+  return files;
 }
 
 function octal(value, digits) {
@@ -230,7 +285,7 @@ async function writeTree(out, root, problems) {
     } else if (stat.isSymbolicLink()) {
       await out.write(header(name, "2", stat, { linkname: fs.readlinkSync(file) }));
     } else if (stat.isFile()) {
-      if (stat.ctimeMs < markCtimeMs)
+      if (stat.ctimeMs < markCtimeMs && filesAtMark.has(file))
         await out.write(header(name, "0", stat, { pax: { "SANDBOXRUN.unchanged": "1" } }));
       else await writeFile(out, file, name, stat, problems);
     } else if (stat.isFIFO()) await out.write(header(name, "6", stat));
@@ -290,6 +345,7 @@ async function archive(control, command) {
 
 /** `tar -x` into one root of what the controller sends as `/extract/<id>`; the status follows on the control stream. */
 function extract(control, command) {
+  extractedRoots.add(command.root);
   const stream = session.request({ ":method": "POST", ":path": `/extract/${command.id}` }, { endStream: true });
   const tar = spawn(TAR, ["-x", "-f", "-", "-C", command.root, "--no-same-owner", "-p"], {
     stdio: ["pipe", "ignore", "pipe"],
@@ -328,6 +384,7 @@ function openControl() {
       else if (command.op === "mark") {
         mark();
         reply(control, { op: "marked" });
+        watchFull(control, command.watchFull ?? []);
       }
       newline = pending.indexOf("\n");
     }

@@ -23,14 +23,20 @@ export interface RelayConfig {
 
 /** Controller -> relay, one JSON object per line of the control stream's response. */
 export type RelayCommand =
-  /** The copy-in is complete: files whose status changes after this are "changed". */
-  | { op: "mark" }
+  /**
+   * The copy-in is complete: files whose status changes after this are "changed". `watchFull`:
+   * roots whose filesystem filling up the relay reports (copy mode's disk limit is their size).
+   */
+  | { op: "mark"; watchFull?: string[] }
   | {
       op: "archive" | "extract";
       id: number;
       /** Absolute path inside the container. */
       root: string;
     };
+
+/** Free space under which the relay calls a watched root's filesystem full. */
+export const FULL_FREE_BYTES = 1024 * 1024;
 
 /** A pax record on a file entry: its status has not changed since the mark (header only, no content). */
 export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
@@ -39,6 +45,8 @@ export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
 export type RelayMessage =
   | { op: "ready" }
   | { op: "marked" }
+  /** A watched root's filesystem has under FULL_FREE_BYTES left (once per root). */
+  | { op: "full"; root: string }
   | { op: "extracted"; id: number; code: number | null; stderr?: string }
   | { op: "archived"; id: number; code: number | null; signal?: string | null; stderr?: string; error?: string };
 

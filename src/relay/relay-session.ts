@@ -65,6 +65,7 @@ export interface ArchiveResult {
 const relayMessage = z.union([
   z.object({ op: z.literal("ready") }),
   z.object({ op: z.literal("marked") }),
+  z.object({ op: z.literal("full"), root: z.string().max(4096) }),
   z.object({
     op: z.literal("extracted"),
     id: z.number().int(),
@@ -143,6 +144,7 @@ export class Relay {
   #stderr = "";
   #failure?: SandboxRunError;
   readonly #failureListeners: Array<(error: SandboxRunError) => void> = [];
+  readonly #fullListeners: Array<(root: string) => void> = [];
   #resolveReady!: () => void;
   /** Resolves once the relay listens on every socket. */
   readonly ready: Promise<void>;
@@ -263,9 +265,14 @@ export class Relay {
    * answer is awaited: the relay handles the session's frames in order, so the mark is made before
    * anything open() lets through reaches the launcher.
    */
-  mark(): void {
+  mark(watchFull: readonly string[] = []): void {
     if (this.#failure) throw this.#failure;
-    this.#send({ op: "mark" });
+    this.#send({ op: "mark", watchFull: [...watchFull] });
+  }
+
+  /** Called when the relay says a root given to mark() filled its filesystem. */
+  onFull(listener: (root: string) => void): void {
+    this.#fullListeners.push(listener);
   }
 
   #send(command: RelayCommand): void {
@@ -355,7 +362,10 @@ export class Relay {
     }
     if (parsed.op === "ready") this.#resolveReady();
     else if (parsed.op === "marked") return;
-    else if (parsed.op === "extracted") {
+    else if (parsed.op === "full") {
+      // A claim: at worst the sandbox fails its own run over its disk limit.
+      for (const listener of this.#fullListeners) listener(parsed.root);
+    } else if (parsed.op === "extracted") {
       this.#extracts
         .get(parsed.id)
         ?.exit.resolve({ code: parsed.code, stderr: (parsed.stderr ?? "").slice(-STDERR_TAIL_CHARS) });

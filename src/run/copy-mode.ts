@@ -50,6 +50,8 @@ export interface CopyModeOptions {
   timeline: RunTimeline;
   /** The checks on returned trees (run/returned-tree-rules.ts: the same rules as bind mode's). */
   check: ReturnedTreeCheck;
+  /** A writable tree filled its tmpfs while the run was live (the relay's claim); called once. */
+  onFull?: (what: string) => void;
   signal?: AbortSignal;
 }
 
@@ -79,6 +81,7 @@ export class CopyModeWorkspace {
   #copiedOut = false;
   /** The run is over: a copy-out still under way makes no more staging directories. */
   #disposed = false;
+  #fullReported = false;
 
   private constructor(
     private readonly options: CopyModeOptions,
@@ -156,7 +159,15 @@ export class CopyModeWorkspace {
     });
     await Promise.all([relay, ...copies]);
     // Nothing of the sandbox has run yet: from here on, a changed file is one whose status changes.
-    this.#relay!.mark();
+    const writable = this.copied.filter((c) => c.copy.writable && c.tree);
+    this.#relay!.onFull((root) => {
+      const full = writable.find((c) => c.copy.containerPath === root);
+      if (full && !this.#fullReported) {
+        this.#fullReported = true;
+        this.options.onFull?.(describe(full.copy));
+      }
+    });
+    this.#relay!.mark(writable.map((c) => c.copy.containerPath));
     this.#relay!.open();
     timeline.sandbox("workspace.copied-in", {
       trees: this.copied.length,

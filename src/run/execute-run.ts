@@ -206,6 +206,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
             }),
             timeline,
             signal,
+            onFull: (what) => trip.fire(copyFullTrip(what, planned.copyDiskMb)),
           })
         : undefined;
     if (copy) cleanups.add(() => copy.dispose());
@@ -352,6 +353,14 @@ function diskTrip(grownBytes: number, diskMb: number): Trip {
     code: "limit",
     limit: "disk",
     message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
+}
+
+function copyFullTrip(what: string, diskMb: number): Trip {
+  return {
+    code: "limit",
+    limit: "disk",
+    message: `The sandbox filled its copy of ${what}: its writes went over the ${diskMb} MiB disk limit.`,
   };
 }
 

@@ -15,7 +15,7 @@ export function workspaceRulesCheck(config: RuleConfig): ReturnedTreeCheck {
     const rules = root.kind === "workspace" ? config : { ...config, protectedPaths: [] };
     return evaluateWorkspaceRules(pairsOf(before, after), rules).map(({ path, change, rule }) => ({
       path,
-      change: change === "created" || change === "deleted" ? change : "modified",
+      change,
       rule,
     }));
   };

@@ -23,7 +23,8 @@ export interface TreeEntry {
 /** A violation a check found in a returned tree; the run fails and nothing is applied. */
 export interface TreeViolation {
   path: string;
-  change: "created" | "modified" | "deleted";
+  /** `mode`: only permission bits changed; `unreadable`: the sandbox made an entry unreadable. */
+  change: "created" | "modified" | "deleted" | "mode" | "unreadable";
   rule?: string;
 }
 

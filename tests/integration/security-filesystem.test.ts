@@ -188,24 +188,35 @@ describe.concurrent("filesystem escape", () => {
     const ws = hostileWorkspace();
     const outcome = await runHostile(
       server,
-      [
-        bash(
-          "cp /bin/sh suid-sh && chmod 6755 suid-sh && mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a %U' suid-sh",
-        ),
-        finish(),
-      ],
+      [bash("cp /bin/sh suid-sh && chmod 6755 suid-sh && stat -c '%a %U' suid-sh"), finish()],
       { cwd: ws },
     );
-    // A setgid, group-writable directory is a violation of its own (directory-modes), set back.
-    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
-    expect(outcome.error?.message).toContain("sgid-dir (mode, directory-modes)");
-    expect(fs.statSync(path.join(ws, "sgid-dir")).mode & 0o7777).toBe(0o755);
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
     // Inside, the sandbox really made it setuid (to itself) ...
     expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
     // ... and the host got it back owned by the caller without the bits.
     const st = fs.statSync(path.join(ws, "suid-sh"));
     expect(st.uid).toBe(0);
     expect(st.mode & 0o6000).toBe(0);
+  });
+
+  it("a setgid, group-writable directory is a violation of its own (directory-modes)", async () => {
+    const ws = hostileWorkspace();
+    const outcome = await runHostile(
+      server,
+      [bash("mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a' sgid-dir"), finish()],
+      { cwd: ws },
+    );
+    expect(outcome.toolResults[0], describeOutcome(outcome)).toMatch(/^2775/);
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+    expect(outcome.error?.message).toContain("sgid-dir (mode, directory-modes)");
+    if (workspaceMode() === "bind") {
+      // Bind mode: the directory reached the host tree and its mode was set back.
+      expect(fs.statSync(path.join(ws, "sgid-dir")).mode & 0o7777).toBe(0o755);
+    } else {
+      // Copy mode: the returned tree was refused whole; nothing of it reached the host.
+      expect(fs.existsSync(path.join(ws, "sgid-dir"))).toBe(false);
+    }
   });
 
   it("after the run, handing files back never follows a symlink the sandbox planted", async () => {

@@ -143,7 +143,7 @@ describe("a controller killed with SIGKILL", () => {
     expect(siblingsOf(ws)).toEqual([]);
   });
 
-  it("in read-only mode too: `gc` hands every lent tree back, including a root-only file", async () => {
+  it("in read-only mode too: `gc` leaves every tree owned as before, including a root-only file", async () => {
     const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
     const ws = hostileWorkspace({ "secret.txt": "root only\n" });
     fs.chmodSync(path.join(ws, "secret.txt"), 0o600);
@@ -158,8 +158,9 @@ describe("a controller killed with SIGKILL", () => {
       { env: { ...process.env, TMPDIR: tmpdir } },
     );
     const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
-    // Lent to the sandbox uid while the run is on, so it can read the root-only file.
-    expect(fs.statSync(path.join(ws, "secret.txt")).uid).toBe(65532);
+    // Bind mode: lent to the sandbox uid while the run is on, so it can read the root-only file.
+    // Copy mode: the sandbox reads its own copy; the host tree is never lent.
+    expect(fs.statSync(path.join(ws, "secret.txt")).uid).toBe(workspaceMode() === "bind" ? 65532 : 0);
     controller.child.kill("SIGKILL");
     await controller.exited;
     const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });

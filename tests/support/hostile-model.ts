@@ -322,11 +322,14 @@ export function spawnController(
       };
       check();
     });
+  const done = find<ControllerDone>((r) => r.kind === "done", "a done record");
+  // A test that kills the controller never awaits it: that rejection is expected, not unhandled.
+  done.catch(() => {});
   return {
     child,
     modelId,
     event: (type) => find((r) => r.kind === "event" && r.type === type, `a ${type} event`),
-    done: find<ControllerDone>((r) => r.kind === "done", "a done record"),
+    done,
     exited,
     stderr: () => stderr,
   };

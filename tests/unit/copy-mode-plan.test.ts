@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
-import { RELAY_EXIT, RELAY_PATHS, UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
+import { RELAY_EXIT, RELAY_PATHS, FULL_FREE_BYTES, UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
 import { preparePlan } from "../../src/run/prepare-plan.js";
 import { resolveRun } from "../../src/run/resolve-options.js";
@@ -145,6 +145,7 @@ describe("the image's scripts keep the shared numbers", () => {
     expect(relay).toContain(`\`${RELAY_PATHS.connectPrefix}\${name}\``);
     expect(relay).toContain(`\`${RELAY_PATHS.archivePrefix}\${command.id}\``);
     expect(relay).toContain(`"${UNCHANGED_PAX_KEY}"`);
+    expect(relay).toContain(`FULL_FREE_BYTES = ${FULL_FREE_BYTES};`);
     expect(fs.readFileSync(`${IMAGE_DIR}/Dockerfile`, "utf8")).toMatch(
       /COPY [^\n]*relay\.mjs[^\n]* \/opt\/sandbox-run\//,
     );
