@@ -1,0 +1,103 @@
+// The host side a sandbox talks to during one run: the replay upstream when replaying, the model
+// gateway (keys added outside the sandbox; the turn budget kept where code inside cannot get around
+// it; every exchange checked against the conversation ledger), and the egress proxy for an
+// allow-list policy. Each piece registers its own close with the run's cleanups.
+import type { GatewayRoute } from "../gateway/gateway-routes.js";
+import { startModelGateway } from "../gateway/model-gateway.js";
+import type { ConversationLedger } from "../gateway/conversation-ledger.js";
+import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
+import { startRunEgress } from "../proxy/run-egress.js";
+import type { TrafficSink } from "../record/run-record.js";
+import type { Cleanups } from "./cleanups.js";
+import type { EventThrottle } from "./event-throttle.js";
+import type { PlannedRun } from "./prepare-plan.js";
+import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
+import type { RunTimeline } from "./run-events.js";
+import type { RunTrip } from "./run-trip.js";
+
+export interface RunServicesInput {
+  planned: PlannedRun;
+  /** The routes with their credentials resolved (route-credentials.ts). */
+  routes: GatewayRoute[];
+  runDir: string;
+  piVersion: string;
+  timeline: RunTimeline;
+  trip: RunTrip;
+  /** Events the sandbox causes on the host: throttled and paid for from the output budget. */
+  driven: EventThrottle;
+  /** The run's evidence: what the model said, as the gateway relayed it. */
+  ledger: ConversationLedger;
+  traffic?: TrafficSink;
+  cleanups: Cleanups;
+}
+
+export interface RunServices {
+  replay?: ReplayUpstream;
+}
+
+export async function startRunServices(input: RunServicesInput): Promise<RunServices> {
+  const { planned, runDir, timeline, trip, driven, ledger, traffic, cleanups } = input;
+  const { run, plan } = planned;
+  let routes = input.routes;
+
+  // Replay: the route's upstream is a host-side server answering from the recording; nothing leaves the host.
+  const replay = planned.replay
+    ? await startReplayUpstream(planned.replay, routes, { piVersion: input.piVersion, timeline, trip, driven })
+    : undefined;
+  if (replay) {
+    cleanups.add(() => replay.close());
+    routes = replay.routes;
+  }
+
+  const gateway = await startModelGateway({
+    socketPath: `${runDir}/gateway.sock`,
+    routes,
+    onRequest: (record) => {
+      const type = record.refused ? "gateway.refused" : "gateway.request";
+      driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
+    },
+    ...(traffic ? { recordExchanges: traffic.limits } : {}),
+    onExchange: (exchange) => {
+      traffic?.exchange(exchange);
+      const verdict = ledger.add(exchange);
+      const data = {
+        seq: exchange.seq,
+        status: exchange.status,
+        relay: exchange.relay,
+        toolCalls: exchange.reply?.toolCalls.length ?? 0,
+        ...(exchange.reply?.piStopReason ? { stopReason: exchange.reply.piStopReason } : {}),
+        ...(verdict.onChain ? { chain: verdict.as } : { chain: "off", reason: verdict.reason, detail: verdict.detail }),
+      };
+      // Pi's own exchanges are bounded by its turns; off-chain ones are the sandbox's doing.
+      if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
+      else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
+    },
+    maxGenerations: run.budgets.maxTurns,
+    onBudgetExceeded: (attempted) =>
+      trip.fire({
+        code: "limit",
+        limit: "turns",
+        message: `The sandbox asked for model response ${attempted}, over the budget of ${run.budgets.maxTurns} turns.`,
+      }),
+  });
+  cleanups.add(() => gateway.close());
+
+  if (run.policy.network === "allowlist") {
+    // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every
+    // connection and every decision lands in the run's events. With secrets, it also holds their
+    // values and the run's CA (both only in this process's memory).
+    const egress = await startRunEgress({
+      runId: plan.runId,
+      runDir,
+      policy: run.policy,
+      hostEnv: run.hostEnv,
+      placeholders: planned.secretPlaceholders,
+      hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+      timeoutMs: run.timeoutMs,
+      onDecision: ({ action, ...decision }) =>
+        driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
+    });
+    cleanups.add(() => egress.proxy.close());
+  }
+  return replay ? { replay } : {};
+}

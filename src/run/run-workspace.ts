@@ -1,0 +1,201 @@
+// The trees a run may write, from before its container exists until after it is gone.
+// Bind mode: lend them to the sandbox uid (as root), snapshot them, and watch their growth while
+// the run is live; afterwards diff them and put back whatever the sandbox was not allowed to change.
+// Copy mode: copy them into the sandbox, and judge what comes back by the same rules before
+// anything of it reaches the host.
+import type { EngineContainer } from "../engine/engine.js";
+import { SandboxRunError } from "../errors.js";
+import { SANDBOX_UID } from "../sandbox-contract.js";
+import { DiskWatch } from "../workspace/disk-watch.js";
+import { OwnershipLease } from "../workspace/ownership-lease.js";
+import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
+import type { Cleanups } from "./cleanups.js";
+import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode.js";
+import { limitHint } from "./failure-explanations.js";
+import type { PlannedRun } from "./prepare-plan.js";
+import { protectedPathsChanged } from "./protected-paths-error.js";
+import { workspaceRulesCheck } from "./returned-tree-rules.js";
+import { WORKSPACE_STATE_DIR } from "./run-dirs.js";
+import type { RunTimeline } from "./run-events.js";
+import type { RunTrip, Trip } from "./run-trip.js";
+import type { RunCompanion } from "./supervise-run.js";
+
+export interface RunWorkspaceInput {
+  planned: PlannedRun;
+  runDir: string;
+  timeline: RunTimeline;
+  trip: RunTrip;
+  cleanups: Cleanups;
+  /**
+   * Removes the container (once) and says whether that worked: a lent tree is handed back only
+   * once nothing of the sandbox can still write to it.
+   */
+  removeSandbox: () => Promise<boolean>;
+  signal?: AbortSignal;
+}
+
+/** What the run did to the trees, the same shape in both modes. */
+export interface WorkspaceOutcome {
+  changedFiles: WorkspaceReport["changedFiles"];
+  /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
+  violations: ReadonlyArray<{ path: string; change: string; rule?: string }>;
+  violationCount: number;
+  /** Bind mode: what was put back. */
+  restore?: WorkspaceReport["restore"];
+  /** Bind mode: the trees' allocated bytes before and after (for the exact disk check). */
+  allocatedBytes?: WorkspaceReport["allocatedBytes"];
+  snapshotMs: number;
+  /** false in copy mode: what came back was judged before anything reached the host. */
+  applied: boolean;
+}
+
+export class RunWorkspace {
+  private constructor(
+    private readonly input: RunWorkspaceInput,
+    private readonly copy: CopyModeWorkspace | undefined,
+    private readonly watch: WorkspaceWatch | undefined,
+    private readonly diskWatch: DiskWatch | undefined,
+  ) {}
+
+  static async prepare(input: RunWorkspaceInput): Promise<RunWorkspace> {
+    const { planned, runDir, timeline, trip, cleanups, removeSandbox, signal } = input;
+    const { run, plan } = planned;
+    const diskMb = plan.limits.diskMb;
+
+    let lease: OwnershipLease | undefined;
+    if (plan.handBackTo) {
+      const lent = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
+      lease = lent;
+      const handBackTo = plan.handBackTo;
+      cleanups.add(async () => {
+        if (await removeSandbox()) await lent.restore(handBackTo);
+        else
+          timeline.sandbox("workspace.still-lent", {
+            reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
+          });
+      });
+    }
+
+    if (plan.workspaceMode === "copy") {
+      // The trees it sends are walked now; what comes back is judged by the same rules.
+      const copy = await CopyModeWorkspace.prepare({
+        plan,
+        runDir,
+        proxy: run.policy.network === "allowlist",
+        diskMb: planned.copyDiskMb,
+        check: workspaceRulesCheck({
+          disabled: run.policy.disableBuiltinProtections,
+          protectedPaths: run.policy.protectedPaths,
+        }),
+        timeline,
+        signal,
+        // No disk watch: each tree is a tmpfs the size of the limit, and the relay says when one fills.
+        onFull: (what) => trip.fire(copyFullTrip(what, planned.copyDiskMb)),
+      });
+      cleanups.add(() => copy.dispose());
+      return new RunWorkspace(input, copy, undefined, undefined);
+    }
+
+    // After the lease (its chown moves ctimes), before anything can write.
+    const watch = await WorkspaceWatch.start({
+      workspace: run.cwd,
+      workspaceWritable: run.policy.workspace === "read-write",
+      writableRoots: run.writableRoots,
+      protectedPaths: run.policy.protectedPaths,
+      disabledProtections: run.policy.disableBuiltinProtections,
+      stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
+      ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
+    });
+    // The trees it may write live on the host's disks: their growth is watched while the run is live.
+    const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
+    const diskWatch =
+      writable.length > 0
+        ? await DiskWatch.start({
+            roots: writable,
+            limitBytes: diskMb * 1024 * 1024,
+            baselineBytes: watch.allocatedBytesBefore,
+            onExceeded: ({ grownBytes }) => trip.fire(diskTrip(grownBytes, diskMb)),
+          })
+        : undefined;
+    if (diskWatch) cleanups.add(() => diskWatch.stop());
+    return new RunWorkspace(input, undefined, watch, diskWatch);
+  }
+
+  /** The work done beside the run while its container runs (copy mode's copy-in and copy-out). */
+  companion(container: EngineContainer): RunCompanion | undefined {
+    return this.copy?.companion(container);
+  }
+
+  /**
+   * Called once nothing of the sandbox runs any more: diff the trees and put back what the
+   * sandbox was not allowed to change (bind mode), or judge the returned trees and apply them only
+   * when every check passed (copy mode).
+   */
+  async finish(): Promise<WorkspaceOutcome> {
+    this.diskWatch?.stop();
+    const outcome: WorkspaceOutcome = this.copy
+      ? copyModeOutcome(await this.copy.finish())
+      : { ...(await this.watch!.finish()), applied: true };
+    const changed = outcome.changedFiles;
+    this.input.timeline.sandbox("workspace.changed", {
+      ...(changed.truncated ?? {
+        created: changed.created.length,
+        modified: changed.modified.length,
+        deleted: changed.deleted.length,
+      }),
+      ...(changed.truncated ? { listed: "first 10,000 of each kind" } : {}),
+      snapshotMs: outcome.snapshotMs,
+    });
+    return outcome;
+  }
+
+  /**
+   * A protected path that changed fails the run whatever else happened (unless it was aborted: then
+   * the abort is the answer); the result is withheld.
+   */
+  refuseViolations(outcome: WorkspaceOutcome, context: { containerId: string; exitCode?: number | null }): void {
+    if (outcome.violationCount === 0) return;
+    const { timeline, signal, planned } = this.input;
+    timeline.sandbox("policy.violation", {
+      protectedPaths: outcome.violations.slice(0, 50).map(({ path, change, rule }) => ({ path, change, rule })),
+      count: outcome.violationCount,
+      restore: outcome.restore,
+    });
+    if (signal?.aborted) return;
+    throw protectedPathsChanged(outcome, { plan: planned.plan, ...context, timeline, applied: outcome.applied });
+  }
+
+  /**
+   * The exact answer, from the after-walk: a run that wrote past the limit fails even if the watch
+   * did not catch it while it was live.
+   */
+  async checkDisk(outcome: WorkspaceOutcome): Promise<void> {
+    const over = outcome.allocatedBytes ? await this.diskWatch?.check(outcome.allocatedBytes.after) : undefined;
+    if (!over) return;
+    const { plan } = this.input.planned;
+    const trip = diskTrip(over.grownBytes, plan.limits.diskMb);
+    throw new SandboxRunError("limit", trip.message, { limit: "disk", hint: limitHint("disk"), runId: plan.runId });
+  }
+}
+
+function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
+  const { changedFiles, violations, snapshotMs } = finished;
+  return { changedFiles, violations, violationCount: violations.length, snapshotMs, applied: false };
+}
+
+function diskTrip(grownBytes: number, diskMb: number): Trip {
+  const grownMb = Math.round(grownBytes / 1024 / 1024);
+  return {
+    code: "limit",
+    limit: "disk",
+    message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
+}
+
+function copyFullTrip(what: string, diskMb: number): Trip {
+  return {
+    code: "limit",
+    limit: "disk",
+    message: `The sandbox filled its copy of ${what}: its writes went over the ${diskMb} MiB disk limit.`,
+  };
+}
