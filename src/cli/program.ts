@@ -6,18 +6,24 @@ import { Command } from "commander";
 import { DockerEngine } from "../engine/docker-engine.js";
 import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { reapContainers } from "../run/reap-orphans.js";
-import { reapRunDirs } from "../run/run-dirs.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
+import { gcCommand } from "./gc-command.js";
 import { type ReplayCommandFlags, replayCommand } from "./replay-command.js";
 import { reportError } from "./report-error.js";
 import { runCommand, type RunCommandFlags } from "./run-command.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** What each command's action needs: the io, the signals to stop on, and where its exit code goes. */
+interface CommandContext {
+  io: CliIo;
+  signals?: NodeJS.EventEmitter;
+  exit(code: number): void;
+}
 
 export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
   let exitCode: number = EXIT.ok;
@@ -28,7 +34,33 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
     .showSuggestionAfterError()
     .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
+  const ctx: CommandContext = { io, signals, exit: (code) => (exitCode = code) };
+  for (const define of [defineRun, defineReplay, defineImage, defineDoctor, defineGc, defineDemo, definePolicy]) {
+    define(program, ctx);
+  }
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return exitCode;
+  } catch (error) {
+    return reportError(error, io);
+  }
+}
 
+function definedOnly<T extends object>(flags: T): T {
+  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
+}
+
+function versionLine(): string {
+  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
+  const image = runnerImageSpec();
+  return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
+}
+
+/** The run itself (the root command): flags in, one exit code out (run-command.ts). */
+function defineRun(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   program
     .argument("[prompt...]", "the task (read from stdin when omitted)")
     .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
@@ -68,9 +100,13 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
     .action(async (promptParts: string[], flags: RunCommandFlags) => {
-      exitCode = await runCommand(promptParts, flags, io, signals);
+      ctx.exit(await runCommand(promptParts, flags, io, ctx.signals));
     });
+}
 
+/** A recorded call again, the model answered from the recording (replay-command.ts). */
+function defineReplay(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   program
     .command("replay <record-dir>")
     .description(
@@ -103,9 +139,13 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
         ...definedOnly(flags),
         build: root.build !== false && flags.build !== false,
       };
-      exitCode = await replayCommand(recordDir, merged, io, signals);
+      ctx.exit(await replayCommand(recordDir, merged, io, ctx.signals));
     });
+}
 
+/** The runner image: build, tag, prune. */
+function defineImage(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   const image = program.command("image").description("manage the runner image");
   image
     .command("build")
@@ -149,7 +189,11 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
         `sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`,
       );
     });
+}
 
+/** What a run needs, checked one by one (doctor.ts). */
+function defineDoctor(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   program
     .command("doctor")
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
@@ -161,54 +205,29 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       const root = program.opts<{ policy?: string; engines?: string }>();
       const pool = enginePoolFor(flags.engines ?? root.engines, io.env);
       try {
-        exitCode = await runDoctor(io, flags.model, flags.policy ?? root.policy, pool.engines);
+        ctx.exit(await runDoctor(io, flags.model, flags.policy ?? root.policy, pool.engines));
       } finally {
         pool.close();
       }
     });
+}
 
+/** What dead controllers left behind (gc-command.ts). */
+function defineGc(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   program
     .command("gc")
     .description("remove containers a dead controller left behind (on every engine of --engines)")
     .option("--all", "remove every sandbox-run container, even of live controllers")
     .option("--engines <file>", "clean every engine of this engines file (or SANDBOX_RUN_ENGINES)")
     .action(async (flags: { all?: boolean; engines?: string }) => {
-      const pool = enginePoolFor(flags.engines ?? program.opts().engines, io.env);
-      let removed = 0;
-      const unreachable: string[] = [];
-      try {
-        for (const engine of pool.engines) {
-          const on = pool.engines.length > 1 || engine.name !== "local" ? ` on ${engine.name}` : "";
-          try {
-            await engine.ping();
-          } catch (error) {
-            // One engine that is down must not keep the others dirty; it is reported, and gc fails.
-            if (pool.engines.length === 1) throw error;
-            unreachable.push(engine.name);
-            io.stderr(`skipped ${engine.name}: ${(error as Error).message.split("\n")[0]}\n`);
-            continue;
-          }
-          const reaped = await reapContainers(engine, { all: flags.all });
-          for (const r of reaped) {
-            io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
-            for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
-          }
-          removed += reaped.length;
-        }
-      } finally {
-        pool.close();
-      }
-      const dirs = reapRunDirs();
-      for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
-      io.stderr(`${removed} container(s) and ${dirs.length} run folder(s) removed\n`);
-      if (unreachable.length > 0) {
-        io.stderr(
-          `sandbox-run: not cleaned (engine not reachable): ${unreachable.join(", ")}; run gc again once they answer\n`,
-        );
-        exitCode = EXIT.unavailable;
-      }
+      ctx.exit(await gcCommand({ all: flags.all, engines: flags.engines ?? program.opts().engines }, io));
     });
+}
 
+/** The whole pipeline against a bundled scripted model. */
+function defineDemo(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   program
     .command("demo")
     .description("run the whole pipeline against a bundled scripted model (no provider key needed)")
@@ -219,9 +238,13 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       const { runDemo } = await import("./demo.js");
       if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
         throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
-      exitCode = await runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined });
+      ctx.exit(await runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined }));
     });
+}
 
+/** The built-in policies and the effective one. */
+function definePolicy(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
   const policy = program.command("policy").description("inspect policies");
   policy
     .command("list")
@@ -242,23 +265,4 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
       const { stringify } = await import("yaml");
       io.stdout(`# sandbox-run policy (from ${name}); load it with --policy <file>.yaml\n${stringify(policy)}`);
     });
-
-  try {
-    await program.parseAsync(argv, { from: "user" });
-    return exitCode;
-  } catch (error) {
-    return reportError(error, io);
-  }
-}
-
-function definedOnly<T extends object>(flags: T): T {
-  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
-}
-
-function versionLine(): string {
-  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  };
-  const image = runnerImageSpec();
-  return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
 }

@@ -91,17 +91,7 @@ export async function runPlannedCommand(
     progress?.(event);
   };
 
-  const controller = new AbortController();
-  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
-  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
-    interruptedBy ??= name;
-    io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
-    controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
-  };
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  signals?.on("SIGINT", onInt);
-  signals?.on("SIGTERM", onTerm);
+  const interrupt = stopOnSignals(signals, io);
   // A record that cannot be completed is reported beside the run's outcome, never instead of it.
   const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {
     const notes = recorder ? await recorder.finish(outcome) : [];
@@ -110,7 +100,7 @@ export async function runPlannedCommand(
   };
 
   try {
-    const details = await agent.runPlanned(planned, { onEvent, signal: controller.signal, recorder });
+    const details = await agent.runPlanned(planned, { onEvent, signal: interrupt.signal, recorder });
     const result = details.result;
     live?.stop();
     const recordNotes = await finishRecord({ ok: true, result, meta: { ...details, result: undefined } });
@@ -120,24 +110,13 @@ export async function runPlannedCommand(
         ...replay?.envelope({ details }),
       };
       io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
-    } else if (typeof result === "string") {
-      // Piped, the text is data and passes as it is; on a terminal, its control characters are escaped.
-      const shown = io.stdoutIsTty ? terminalText(result) : result;
-      io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
-    } else {
-      io.stdout(`${JSON.stringify(result, null, 2)}\n`);
-    }
-    if (!flags.quiet) {
-      const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
-      const seconds = (details.durationMs / 1000).toFixed(2);
-      io.stderr(
-        `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}\n`,
-      );
-    }
+    } else printResult(result, io);
+    if (!flags.quiet) io.stderr(`${doneLine(details)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     return EXIT.ok;
   } catch (error) {
     live?.stop();
+    const interruptedBy = interrupt.by();
     const code = interruptedBy
       ? interruptedBy === "SIGTERM"
         ? EXIT.terminated
@@ -165,10 +144,46 @@ export async function runPlannedCommand(
     }
     throw error;
   } finally {
-    signals?.off("SIGINT", onInt);
-    signals?.off("SIGTERM", onTerm);
+    interrupt.dispose();
     if (events) await new Promise<void>((resolve) => events.end(resolve));
   }
+}
+
+/** SIGINT / SIGTERM abort the run (the sandbox is stopped and removed) and decide the exit code. */
+function stopOnSignals(signals: NodeJS.EventEmitter | undefined, io: CliIo) {
+  const controller = new AbortController();
+  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
+  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
+    interruptedBy ??= name;
+    io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
+    controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
+  };
+  const onInt = onSignal("SIGINT");
+  const onTerm = onSignal("SIGTERM");
+  signals?.on("SIGINT", onInt);
+  signals?.on("SIGTERM", onTerm);
+  return {
+    signal: controller.signal,
+    by: () => interruptedBy,
+    dispose: () => {
+      signals?.off("SIGINT", onInt);
+      signals?.off("SIGTERM", onTerm);
+    },
+  };
+}
+
+/** The bare result on stdout: text as it is when piped (escaped on a terminal), an object as JSON. */
+function printResult(result: unknown, io: CliIo): void {
+  if (typeof result === "string") {
+    const shown = io.stdoutIsTty ? terminalText(result) : result;
+    io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
+  } else io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+}
+
+function doneLine(details: RunDetails): string {
+  const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
+  const seconds = (details.durationMs / 1000).toFixed(2);
+  return `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}`;
 }
 
 function readPromptFile(file: string): string {

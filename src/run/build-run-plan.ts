@@ -73,6 +73,7 @@ export const RELAY_WAIT_MS = 60_000;
 /** Copy mode's tmpfs size when the plan is not given one. */
 export const DEFAULT_COPY_DISK_MB = 1024;
 
+// Its length is the plan literal at the end, field for field the RunPlan a reader compares it with.
 export function buildRunPlan(input: PlanInput): RunPlan {
   const { policy } = input;
   const copyMode = input.workspaceMode === "copy";
@@ -85,103 +86,23 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const gid = fixedUid ? SANDBOX_UID : input.caller.gid;
   const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
   const sandboxCwd = input.sandboxCwd ?? input.cwd;
-  // A host path inside the workspace, as the sandbox sees it.
-  const inSandbox = (hostPath: string) =>
-    hostPath === input.cwd ? sandboxCwd : `${sandboxCwd}${hostPath.slice(input.cwd.length)}`;
-
-  const mounts: Mount[] = [
-    { hostPath: input.cwd, containerPath: sandboxCwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
-    ...input.writableRoots.map(
-      (p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" }),
-    ),
-    ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
-    { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },
-  ];
-  // Read-only over the read-write workspace: writes there fail with EROFS (the post-run diff
-  // catches what a mount cannot). Pointless when the whole workspace is read-only.
-  if (policy.workspace === "read-write") {
-    for (const p of input.protectedMounts ?? [])
-      mounts.push({ hostPath: p, containerPath: inSandbox(p), readOnly: true, kind: "protected" });
-  }
-  const caEnv: Record<string, string> = {};
-  if (policy.trustHostCaBundle) {
-    mounts.push({
-      hostPath: input.hostCaBundle ?? HOST_CA_BUNDLE,
-      containerPath: SANDBOX_CA_BUNDLE,
-      readOnly: true,
-      kind: "ca-bundle",
-    });
-    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
-  }
-  // Secrets (allowlist only): placeholders in the environment, and the run's CA trusted through
-  // a bundle the egress proxy's run folder holds (see proxy/sandbox-trust.ts).
+  const mounts = treeMounts(input, sandboxCwd);
+  // Secrets (allowlist only): placeholders in the environment, the run's CA trusted (trustPlan).
   const secrets = policy.network === "allowlist" ? (policy.secrets ?? {}) : {};
   const gitEnv = withGitConfig(
     pickGitConfig(input.sandboxEnv),
     gitSafetyEntries(input.gitDrivers ?? { filters: [], diffs: [], merges: [], externalDiff: false }),
   );
   const secretEnv = secretSandboxEnv(secrets, input.secretPlaceholders ?? {}, { ...input.sandboxEnv, ...gitEnv });
-  if (Object.keys(secrets).length > 0) {
-    const hostPath = `${input.runDir}/${SANDBOX_TRUST_FILE}`;
-    for (const containerPath of [SANDBOX_TRUST_BUNDLE, SYSTEM_CA_BUNDLE])
-      mounts.push({ hostPath, containerPath, readOnly: true, kind: "ca-bundle" });
-    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_TRUST_BUNDLE;
-  }
-  const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
-  const proxyEnv: Record<string, string> = {};
-  if (policy.network === "allowlist") {
-    mounts.push({
-      hostPath: `${input.runDir}/proxy.sock`,
-      containerPath: PROXY_SOCKET,
-      readOnly: false,
-      kind: "socket",
-    });
-    forwards.push({ port: PROXY_PORT, socketPath: PROXY_SOCKET });
-    const proxyUrl = `http://127.0.0.1:${PROXY_PORT}`;
-    Object.assign(proxyEnv, {
-      HTTP_PROXY: proxyUrl,
-      HTTPS_PROXY: proxyUrl,
-      http_proxy: proxyUrl,
-      https_proxy: proxyUrl,
-      NO_PROXY: "127.0.0.1,localhost",
-      no_proxy: "127.0.0.1,localhost",
-      // Node (24) ignores HTTP(S)_PROXY for fetch and http unless told to honour them.
-      NODE_USE_ENV_PROXY: "1",
-    });
-  }
+  const { caMounts, caEnv } = trustPlan(input, Object.keys(secrets).length > 0);
+  mounts.push(...caMounts);
+  const { forwards, proxyEnv, proxyMounts } = egressPlan(input);
+  mounts.push(...proxyMounts);
 
   const copy = copyMode ? copyModePlan(mounts, input.copyDiskMb ?? DEFAULT_COPY_DISK_MB) : undefined;
 
   const agentDir = `${IMAGE_PATHS.home}/.pi/agent`;
-  const launcherConfig = {
-    forwards,
-    livenessSocket: GATEWAY_SOCKET,
-    // Copy mode: wait for the relay's sockets; the controller answers the liveness request once
-    // the workspace is copied in, and the launcher then stays up (Pi's exit would stop the
-    // container) until the controller has read the workspace back and stops it.
-    ...(copyMode
-      ? {
-          relayWaitMs: RELAY_WAIT_MS,
-          holdAfterPi: true,
-          // The relay runs in the launcher; the controller's bridge exec reaches it on this socket.
-          relay: {
-            bridgeSocket: RELAY_BRIDGE_SOCKET,
-            socketDir: IMAGE_PATHS.socketDir,
-            sockets: forwards.map((f) => ({ name: f.port === PROXY_PORT ? "proxy" : "gateway", path: f.socketPath })),
-            windowBytes: DEFAULT_RELAY_LIMITS.windowBytes,
-            maxSessionMemoryMb: DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
-          },
-        }
-      : {}),
-    // A lost controller, host or link cannot leave the sandbox running past this.
-    deadlineMs: input.timeoutMs + LAUNCHER_DEADLINE_GRACE_MS,
-    agentDir,
-    modelsJson: input.containerModelsJson,
-    piCli: IMAGE_PATHS.piCli,
-    finalTool: input.schema
-      ? { name: FINAL_TOOL_NAME, description: FINAL_TOOL_DESCRIPTION, parameters: input.schema }
-      : null,
-  };
+  const launcherConfig = launcherConfigOf(input, { forwards, agentDir, copyMode });
 
   const env: Record<string, string> = {
     ...input.sandboxEnv,
@@ -247,6 +168,117 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     },
     finalToolName,
     schema: input.schema,
+  };
+}
+
+/** The trees the sandbox sees (and, in copy mode, gets copies of) and the gateway's socket. */
+function treeMounts(input: PlanInput, sandboxCwd: string): Mount[] {
+  const { policy } = input;
+  // A host path inside the workspace, as the sandbox sees it.
+  const inSandbox = (hostPath: string) =>
+    hostPath === input.cwd ? sandboxCwd : `${sandboxCwd}${hostPath.slice(input.cwd.length)}`;
+
+  const mounts: Mount[] = [
+    { hostPath: input.cwd, containerPath: sandboxCwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
+    ...input.writableRoots.map(
+      (p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" }),
+    ),
+    ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
+    { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },
+  ];
+  // Read-only over the read-write workspace: writes there fail with EROFS (the post-run diff
+  // catches what a mount cannot). Pointless when the whole workspace is read-only.
+  if (policy.workspace === "read-write") {
+    for (const p of input.protectedMounts ?? [])
+      mounts.push({ hostPath: p, containerPath: inSandbox(p), readOnly: true, kind: "protected" });
+  }
+  return mounts;
+}
+
+/**
+ * The CA bundles the sandbox trusts: the host's (trustHostCaBundle), and with secrets the run's own
+ * CA through a bundle the egress proxy's run folder holds (see proxy/sandbox-trust.ts).
+ */
+function trustPlan(input: PlanInput, withSecrets: boolean): { caMounts: Mount[]; caEnv: Record<string, string> } {
+  const caMounts: Mount[] = [];
+  const caEnv: Record<string, string> = {};
+  if (input.policy.trustHostCaBundle) {
+    caMounts.push({
+      hostPath: input.hostCaBundle ?? HOST_CA_BUNDLE,
+      containerPath: SANDBOX_CA_BUNDLE,
+      readOnly: true,
+      kind: "ca-bundle",
+    });
+    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_CA_BUNDLE;
+  }
+  if (withSecrets) {
+    const hostPath = `${input.runDir}/${SANDBOX_TRUST_FILE}`;
+    for (const containerPath of [SANDBOX_TRUST_BUNDLE, SYSTEM_CA_BUNDLE])
+      caMounts.push({ hostPath, containerPath, readOnly: true, kind: "ca-bundle" });
+    for (const name of CA_BUNDLE_ENV_NAMES) caEnv[name] = SANDBOX_TRUST_BUNDLE;
+  }
+  return { caMounts, caEnv };
+}
+
+/** An allow-list policy's proxy: its socket, the port the launcher forwards, and the env that points at it. */
+function egressPlan(input: PlanInput) {
+  const forwards = [{ port: GATEWAY_PORT, socketPath: GATEWAY_SOCKET }];
+  if (input.policy.network !== "allowlist") return { forwards, proxyEnv: {}, proxyMounts: [] as Mount[] };
+  forwards.push({ port: PROXY_PORT, socketPath: PROXY_SOCKET });
+  const proxyUrl = `http://127.0.0.1:${PROXY_PORT}`;
+  const proxyEnv: Record<string, string> = {
+    HTTP_PROXY: proxyUrl,
+    HTTPS_PROXY: proxyUrl,
+    http_proxy: proxyUrl,
+    https_proxy: proxyUrl,
+    NO_PROXY: "127.0.0.1,localhost",
+    no_proxy: "127.0.0.1,localhost",
+    // Node (24) ignores HTTP(S)_PROXY for fetch and http unless told to honour them.
+    NODE_USE_ENV_PROXY: "1",
+  };
+  const proxyMounts: Mount[] = [
+    { hostPath: `${input.runDir}/proxy.sock`, containerPath: PROXY_SOCKET, readOnly: false, kind: "socket" },
+  ];
+  return { forwards, proxyEnv, proxyMounts };
+}
+
+/** What the launcher inside the image reads from SANDBOX_RUN_CONFIG (images/pi/launcher.mjs). */
+function launcherConfigOf(
+  input: PlanInput,
+  {
+    forwards,
+    agentDir,
+    copyMode,
+  }: { forwards: Array<{ port: number; socketPath: string }>; agentDir: string; copyMode: boolean },
+) {
+  return {
+    forwards,
+    livenessSocket: GATEWAY_SOCKET,
+    // Copy mode: wait for the relay's sockets; the controller answers the liveness request once
+    // the workspace is copied in, and the launcher then stays up (Pi's exit would stop the
+    // container) until the controller has read the workspace back and stops it.
+    ...(copyMode
+      ? {
+          relayWaitMs: RELAY_WAIT_MS,
+          holdAfterPi: true,
+          // The relay runs in the launcher; the controller's bridge exec reaches it on this socket.
+          relay: {
+            bridgeSocket: RELAY_BRIDGE_SOCKET,
+            socketDir: IMAGE_PATHS.socketDir,
+            sockets: forwards.map((f) => ({ name: f.port === PROXY_PORT ? "proxy" : "gateway", path: f.socketPath })),
+            windowBytes: DEFAULT_RELAY_LIMITS.windowBytes,
+            maxSessionMemoryMb: DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
+          },
+        }
+      : {}),
+    // A lost controller, host or link cannot leave the sandbox running past this.
+    deadlineMs: input.timeoutMs + LAUNCHER_DEADLINE_GRACE_MS,
+    agentDir,
+    modelsJson: input.containerModelsJson,
+    piCli: IMAGE_PATHS.piCli,
+    finalTool: input.schema
+      ? { name: FINAL_TOOL_NAME, description: FINAL_TOOL_DESCRIPTION, parameters: input.schema }
+      : null,
   };
 }
 
