@@ -1,10 +1,12 @@
 // ContainerPiAgent: the Agent seam, backed by one fresh hardened container per call.
+// (Over 300 lines because it is the public surface: plan, run, stream, records and engine choice
+// each have their method here; the work itself is in run/, image/, engine/ and replay/.)
 import path from "node:path";
 import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
-import { isSandboxRunError, SandboxRunError } from "./errors.js";
+import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
@@ -126,16 +128,7 @@ export class ContainerPiAgent implements Agent {
       const e = isSandboxRunError(error) ? error : undefined;
       await recorder.finish({
         ok: false,
-        error: e
-          ? {
-              code: e.code,
-              message: e.shortMessage,
-              hint: e.hint,
-              limit: e.limit,
-              exitCode: e.exitCode,
-              stderrTail: e.stderrTail,
-            }
-          : { code: "internal", message: (error as Error)?.message ?? String(error) },
+        error: errorSummary(error),
         meta: { runId: e?.runId ?? planned.plan.runId, usage: e?.usage, code: e?.code ?? "internal" },
       });
       throw error;

@@ -78,3 +78,21 @@ export const usageError = (message: string, hint?: string) => new SandboxRunErro
 export function isSandboxRunError(error: unknown): error is SandboxRunError {
   return error instanceof SandboxRunError;
 }
+
+/** An error's documented fields, as data (a run record, the CLI's --json envelope); never its stack. */
+export interface ErrorSummary {
+  code: string;
+  message: string;
+  hint?: string;
+  exitCode?: number | null;
+  stderrTail?: string;
+  limit?: string;
+}
+
+export function errorSummary(error: unknown): ErrorSummary {
+  if (isSandboxRunError(error)) {
+    const { code, shortMessage: message, hint, limit, exitCode, stderrTail } = error;
+    return { code, message, hint, limit, exitCode, stderrTail };
+  }
+  return { code: "internal", message: (error as Error)?.message ?? String(error) };
+}

@@ -2,7 +2,7 @@
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
 import fs from "node:fs";
 import { ContainerPiAgent } from "../container-pi-agent.js";
-import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
@@ -211,20 +211,6 @@ function openEventsFile(file: string): fs.WriteStream {
   const stream = fs.createWriteStream("", { fd });
   stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
   return stream;
-}
-
-function errorSummary(error: unknown) {
-  if (isSandboxRunError(error)) {
-    return {
-      code: error.code,
-      message: error.shortMessage,
-      hint: error.hint,
-      limit: error.limit,
-      exitCode: error.exitCode,
-      stderrTail: error.stderrTail,
-    };
-  }
-  return { code: "internal", message: (error as Error)?.message ?? String(error) };
 }
 
 /** The --json result envelope: the same shape whether the run succeeded or not. */

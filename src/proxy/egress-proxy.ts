@@ -69,6 +69,8 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 15_000;
 
 const defaultResolve: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true });
 
+// One closure on purpose: the server, its socket set and its close share one lifetime; the
+// decisions themselves live in egress-admission.ts and the interception in secret-interception.ts.
 export async function startEgressProxy(options: EgressProxyOptions): Promise<EgressProxy> {
   const { socketPath, interception } = options;
   if (!path.isAbsolute(socketPath))

@@ -31,6 +31,8 @@ export interface SecretInterceptionOptions {
 
 const canonical = (host: string) => canonicalHost(host).host;
 
+// One closure on purpose: the run's scrub list, certificates and upstreams are shared by every
+// terminated connection and closed together.
 export function createSecretInterception(options: SecretInterceptionOptions): Interception {
   const { bindings } = options;
   const certificates = new HostCertificates(options.ca);

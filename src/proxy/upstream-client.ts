@@ -37,6 +37,8 @@ export interface Upstream {
   close(): void;
 }
 
+// One closure on purpose: the HTTP/2 session (or HTTP/1.1 agent) and its closed flag are the
+// state every request shares.
 export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Upstream {
   const agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
   let session: Promise<http2.ClientHttp2Session | undefined> | undefined;

@@ -10,6 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { JsonSchema } from "../agent.js";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
+import type { ErrorSummary } from "../errors.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
@@ -45,14 +46,7 @@ export interface TrafficSink {
 export interface RecordFinish {
   ok: boolean;
   result?: unknown;
-  error?: {
-    code: string;
-    message: string;
-    hint?: string;
-    exitCode?: number | null;
-    stderrTail?: string;
-    limit?: string;
-  };
+  error?: ErrorSummary;
   meta: Record<string, unknown>;
 }
 

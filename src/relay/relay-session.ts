@@ -9,6 +9,8 @@
 // number of streams over the session is capped, and control lines are read with a length cap.
 // Connections are held, unread, until open() is called: that is how the launcher, whose liveness
 // connection comes through here, is kept from starting Pi before the workspace is copied in.
+// (Over 300 lines because each of those refusals is spelled out here; the wire format is in
+// relay-protocol.ts.)
 import http2 from "node:http2";
 import net from "node:net";
 import { Duplex, type Readable } from "node:stream";

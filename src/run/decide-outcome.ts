@@ -34,6 +34,8 @@ export interface OutcomeFacts {
 
 export type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
 
+// A decision table read top to bottom: the order is precedence (an abort beats a timeout beats a
+// limit beats what the exit code says beats the result), so it stays one function.
 /** `evidence` is attached to every error (exit code, stderr tail, container id, last events ...). */
 export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDetails): Decision {
   const fail = (error: unknown): Decision => ({ ok: false, error });

@@ -1,5 +1,6 @@
 // Merges the option layers (host environment < constructor config < per-run options),
 // canonicalises every host path and rejects bad input before anything is created.
+// (Over 300 lines because every option's rule and its usage error are kept side by side.)
 import fs from "node:fs";
 import path from "node:path";
 import { z } from "zod";
@@ -125,6 +126,8 @@ export function mergeEnv(...layers: Array<Env | undefined>): Record<string, stri
   return result;
 }
 
+// Long because it is a checklist read top to bottom: each option is merged, checked and explained
+// (its usage error next to its rule) in the order a caller would fix them; no side effects but reads.
 export function resolveRun(
   prompt: string,
   config: RunOptions,

@@ -91,19 +91,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
   const streams = await container.attach(signal).catch((error: unknown) => {
     throw containerFailure(error, plan, "start");
   });
-  const drained = Promise.all([
-    new Promise<void>((resolve) => {
-      streams.stdout.on("data", (chunk: Buffer) => stream.stdout(chunk));
-      streams.stdout.on("end", () => {
-        stream.endStdout();
-        resolve();
-      });
-    }),
-    new Promise<void>((resolve) => {
-      streams.stderr.on("data", (chunk: Buffer) => stream.stderr(chunk));
-      streams.stderr.on("end", resolve);
-    }),
-  ]);
+  const drained = drain(streams, stream);
 
   const onAbort = () => trip.fire({ code: "aborted", message: "The run was aborted." });
   signal?.addEventListener("abort", onAbort, { once: true });
@@ -141,49 +129,81 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       }
       throw error;
     }
-    const evidence: SandboxRunErrorDetails = {
-      exitCode,
-      stderrTail: stream.stderrTail,
-      containerId: container.id,
-      lastEvents: timeline.lastEvents(),
-      durationMs: Date.now() - run.startedAt,
-      runId: plan.runId,
-      usage: collector.usage,
-    };
-    const decision = decideOutcome(
-      {
-        trip: trip.tripped,
-        abortReason: signal?.aborted ? signal.reason : undefined,
-        exit: { exitCode, oomKilled: exit.oomKilled },
-        stderrTail: stream.stderrTail,
-        outcome: collector.outcome(),
-        badRecords: stream.badRecords,
-        runtime: plan.runtime,
-        validator: run.validator,
-        schema: plan.schema,
-        finalToolName: plan.finalToolName,
-        evidence: run.evidence,
-      },
-      evidence,
-    );
-    if (!decision.ok) {
-      const error = decision.error as SandboxRunError;
-      // The host's own record that the sandbox's output and the model disagreed, with both sides.
-      if (error?.code === "contradiction") timeline.sandbox("result.contradicted", { message: error.shortMessage });
-      throw decision.error;
-    }
-    timeline.sandbox("run.result", { kind: decision.kind });
-    return {
-      result: decision.result,
-      exitCode,
-      turns: collector.turns,
-      toolCalls: collector.toolCalls,
-      usage: collector.usage,
-    };
+    return settle(run, collector, stream, { exitCode, oomKilled: exit.oomKilled });
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** Pi is done and the container gone: the outcome from what arrived (decide-outcome.ts), as a result or a failure. */
+function settle(
+  run: SupervisedRun,
+  collector: ResultCollector,
+  stream: PiStream,
+  exit: { exitCode: number; oomKilled: boolean },
+): SupervisedResult {
+  const { plan, container, timeline, trip, signal } = run;
+  const exitCode = exit.exitCode;
+  const evidence: SandboxRunErrorDetails = {
+    exitCode,
+    stderrTail: stream.stderrTail,
+    containerId: container.id,
+    lastEvents: timeline.lastEvents(),
+    durationMs: Date.now() - run.startedAt,
+    runId: plan.runId,
+    usage: collector.usage,
+  };
+  const decision = decideOutcome(
+    {
+      trip: trip.tripped,
+      abortReason: signal?.aborted ? signal.reason : undefined,
+      exit,
+      stderrTail: stream.stderrTail,
+      outcome: collector.outcome(),
+      badRecords: stream.badRecords,
+      runtime: plan.runtime,
+      validator: run.validator,
+      schema: plan.schema,
+      finalToolName: plan.finalToolName,
+      evidence: run.evidence,
+    },
+    evidence,
+  );
+  if (!decision.ok) {
+    const error = decision.error as SandboxRunError;
+    // The host's own record that the sandbox's output and the model disagreed, with both sides.
+    if (error?.code === "contradiction") timeline.sandbox("result.contradicted", { message: error.shortMessage });
+    throw decision.error;
+  }
+  timeline.sandbox("run.result", { kind: decision.kind });
+  return {
+    result: decision.result,
+    exitCode,
+    turns: collector.turns,
+    toolCalls: collector.toolCalls,
+    usage: collector.usage,
+  };
+}
+
+/** Both of the container's streams into the Pi stream reader; resolves when both ended. */
+function drain(
+  streams: { stdout: NodeJS.ReadableStream; stderr: NodeJS.ReadableStream },
+  stream: PiStream,
+): Promise<unknown> {
+  return Promise.all([
+    new Promise<void>((resolve) => {
+      streams.stdout.on("data", (chunk: Buffer) => stream.stdout(chunk));
+      streams.stdout.on("end", () => {
+        stream.endStdout();
+        resolve();
+      });
+    }),
+    new Promise<void>((resolve) => {
+      streams.stderr.on("data", (chunk: Buffer) => stream.stderr(chunk));
+      streams.stderr.on("end", resolve);
+    }),
+  ]);
 }
 
 function delay(ms: number): Promise<void> {

@@ -5,6 +5,7 @@
 // through it" shows up), duplicates, unknown entry types, oversize names or link targets. What
 // honest tar can produce but must not reach the host is left out and reported: FIFOs, devices,
 // names that are not UTF-8. Setuid and setgid bits are dropped.
+// (Over 300 lines because each of those refusals sits beside the header field it checks.)
 //
 // Nothing here writes to the host tree. Content that differs from the host's is written to a
 // private staging directory (one flat file per entry, created O_EXCL|O_NOFOLLOW, named by a
@@ -60,6 +61,8 @@ export const EMPTY_FILE = "";
 
 class HostileArchive extends Error {}
 
+// One loop on purpose: a tar reader's state (pending pax records and long names, the byte and entry
+// caps, the directory stack) lives across headers, and each refusal sits beside the field it checks.
 export async function readReturnedTar(archive: Readable, options: ReadReturnedOptions): Promise<ReturnedTree> {
   const { limits } = options;
   const extract = tar.extract();

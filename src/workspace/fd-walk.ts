@@ -141,6 +141,8 @@ function readNames(fd: number): { names: string[]; raw?: Map<number, Buffer> } {
  * entry below it. Throws WalkError only when the root itself cannot be opened or the tree
  * moved under the walk (a climb back through ".." found another directory).
  */
+// One generator on purpose: its stack of open directory fds must live in one frame, so that its
+// finally closes every fd whether the caller finishes, breaks or throws.
 export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Generator<WalkEntry> {
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const descend = (entry: WalkEntry) => (options.descend ? options.descend(entry) : !entry.problem);

@@ -124,6 +124,7 @@ export class RuleEvaluator {
     this.callerProtected = globs.length > 0 ? compileGlobs(globs) : undefined;
   }
 
+  // The rule table for one entry, read top to bottom: the order is the rules' precedence.
   visit(pair: EntryPair): Violation[] {
     const { path, before: b, after: a } = pair;
     while (this.stack.length > 0 && !isInside(this.stack[this.stack.length - 1]!.path, path)) this.stack.pop();

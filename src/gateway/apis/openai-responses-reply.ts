@@ -34,6 +34,8 @@ function mapResponsesStatus(status: unknown, reason: string | undefined): { pi: 
 
 type Slot = { kind: "text"; handle: number } | { kind: "tool" | "custom"; handle: number } | { kind: "thinking" };
 
+// One closure on purpose: the stream's events update shared slots (text, tool calls, thinking) in
+// arrival order; splitting its switch would spread that state over functions that all need it.
 export function responsesReplyParser(contentType: string | undefined, limits?: Partial<ReplyLimits>): ReplyParser {
   return createReplyParser(contentType, limits, (reply) => {
     const slots = new Map<unknown, Slot>();
