@@ -2,7 +2,7 @@
 // the address the proxy checked, without hop-by-hop and proxy headers, the answer streamed back.
 import http from "node:http";
 import type net from "node:net";
-import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { refuseResponse } from "./http-refusal.js";
 
 export interface PlainRequestTarget {
@@ -64,15 +64,4 @@ export function withoutHopByHop(
     out[name] = value;
   }
   return { ...out, ...set };
-}
-
-function connectionTokens(headers: http.IncomingHttpHeaders): Set<string> {
-  const value = headers.connection;
-  const list = Array.isArray(value) ? value : value ? [value] : [];
-  return new Set(
-    list
-      .flatMap((v) => v.split(","))
-      .map((t) => t.trim().toLowerCase())
-      .filter(Boolean),
-  );
 }

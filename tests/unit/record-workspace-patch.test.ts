@@ -1,27 +1,14 @@
 // The record's workspace patch on hostile trees: a FIFO, a 2 GB sparse file, a path deeper than
 // PATH_MAX, a symlink to a secret. It never throws, never reads the sparse file, never follows
 // the link, and says in notes what it left out.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { WorkspaceBaseline } from "../../src/record/workspace-patch.js";
+import { tempTrees } from "../support/temp-trees.js";
 
-const dirs: string[] = [];
-function tree(files: Record<string, string> = {}): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-patch-")));
-  dirs.push(dir);
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  // rm -rf: fs.rmSync works by path and fails below PATH_MAX.
-  for (const d of dirs.splice(0)) spawnSync("rm", ["-rf", d]);
-});
+const { tree } = tempTrees("sandbox-run-patch-");
 
 describe("WorkspaceBaseline", () => {
   it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", () => {

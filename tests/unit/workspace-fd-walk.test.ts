@@ -6,28 +6,13 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { comparePaths, walkTree, WalkError } from "../../src/workspace/fd-walk.js";
+import { tempTrees } from "../support/temp-trees.js";
 
-const dirs: string[] = [];
 /** Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in). */
 const hostTmp = () => process.env.SANDBOX_RUN_TESTS_HOST_TMP ?? os.tmpdir();
-
-function tree(files: Record<string, string> = {}): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(hostTmp(), "sandbox-run-walk-")));
-  dirs.push(dir);
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) {
-    spawnSync("chmod", ["-R", "u+rwx", d]);
-    spawnSync("rm", ["-rf", d]);
-  }
-});
+const { tree } = tempTrees("sandbox-run-walk-", hostTmp);
 
 const paths = (root: string) =>
   [...walkTree(root)].map((e) => `${e.kind}:${e.path}${e.problem ? ` !${e.problem}` : ""}`);

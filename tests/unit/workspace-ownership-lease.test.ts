@@ -1,34 +1,17 @@
-// The ownership lease on real trees (chown needs root: these run as root, like CI). A "run"
-// is simulated by acting as the sandbox would between lend() and restore(), with chown to the
-// sandbox uid standing in for files it creates.
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   decodeLentRoots,
   encodeLentRoots,
   handBackOrphanedTree,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
+import { tempTrees } from "../support/temp-trees.js";
 
 const SANDBOX = { uid: 65532, gid: 65532 };
 const CALLER = { uid: 0, gid: 0 };
-const dirs: string[] = [];
-function tree(files: Record<string, string> = {}): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-lease-")));
-  dirs.push(dir);
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  // rm -rf: fs.rmSync works by path and fails below PATH_MAX.
-  for (const d of dirs.splice(0)) spawnSync("rm", ["-rf", d]);
-});
+const { tree } = tempTrees("sandbox-run-lease-");
 const owner = (p: string) => {
   const st = fs.lstatSync(p);
   return `${st.uid}:${st.gid}`;

@@ -1,9 +1,8 @@
 // Snapshot and diff on real directories: what counts as created, modified and deleted, the
 // cases metadata alone would get wrong, and a tree too big to list in full.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { protectedMountPaths } from "../../src/workspace/protected-paths.js";
 import { entryChanged, type EntryFacts, type EntryPair } from "../../src/workspace/workspace-rules.js";
 import {
@@ -12,20 +11,9 @@ import {
   takeSnapshot,
   type ChangedFiles,
 } from "../../src/workspace/workspace-snapshot.js";
+import { tempTrees } from "../support/temp-trees.js";
 
-const dirs: string[] = [];
-function tree(files: Record<string, string>): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-snap-")));
-  dirs.push(dir);
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
-});
+const { tree } = tempTrees("sandbox-run-snap-");
 
 /** Snapshot, change, diff: the changed files and every pair the merge produced. */
 async function diffAfter(

@@ -2,11 +2,10 @@
 // input (honest GNU tar output, and archives crafted to escape), and apply what came back.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
 import tar from "tar-stream";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
@@ -14,24 +13,9 @@ import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
+import { tempTrees } from "../support/temp-trees.js";
 
-const dirs: string[] = [];
-function tempDir(prefix = "sandbox-run-transfer-"): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
-  dirs.push(dir);
-  return dir;
-}
-function tree(files: Record<string, string>): string {
-  const dir = tempDir();
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
-});
+const { dir: tempDir, tree } = tempTrees("sandbox-run-transfer-");
 
 const LIMITS: ReturnedTreeLimits = {
   maxBytes: 64 * 1024 * 1024,

@@ -2,26 +2,14 @@
 // between start() and finish(). Violations must be found, put back exactly, and reported.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 import { WorkspaceWatch, type WorkspaceWatchInput } from "../../src/workspace/workspace-watch.js";
+import { tempTrees } from "../support/temp-trees.js";
 
-const dirs: string[] = [];
-function tree(files: Record<string, string> = {}): string {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-watch-")));
-  dirs.push(dir);
-  for (const [name, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    fs.writeFileSync(path.join(dir, name), content);
-  }
-  return dir;
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
-});
+const { tree } = tempTrees("sandbox-run-watch-");
 
 /** Every entry below `dir`: type, mode, content or target (objects left out when asked). */
 function state(dir: string, skip: RegExp = /^$/): Record<string, string> {

@@ -1,0 +1,36 @@
+// Temporary directory trees for tests, each removed after the test that made it.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach } from "vitest";
+
+/**
+ * `dir()` makes an empty directory, `tree(files)` one holding `files` (relative path -> content),
+ * both canonical paths under `parent` (default: the temp dir) named after `prefix`.
+ */
+export function tempTrees(prefix: string, parent: () => string = os.tmpdir) {
+  const made: string[] = [];
+  afterEach(() => {
+    // chmod, then rm -rf: a test may leave unreadable directories, or paths deeper than PATH_MAX
+    // (where fs.rmSync, which works by path, fails).
+    for (const d of made.splice(0)) {
+      spawnSync("chmod", ["-R", "u+rwx", d]);
+      spawnSync("rm", ["-rf", d]);
+    }
+  });
+  const dir = (name = prefix): string => {
+    const created = fs.realpathSync(fs.mkdtempSync(path.join(parent(), name)));
+    made.push(created);
+    return created;
+  };
+  const tree = (files: Record<string, string> = {}): string => {
+    const root = dir();
+    for (const [name, content] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(root, name)), { recursive: true });
+      fs.writeFileSync(path.join(root, name), content);
+    }
+    return root;
+  };
+  return { dir, tree };
+}
