@@ -32,6 +32,7 @@ import {
   parseSafely,
   requireRecord,
   serverFeatureRefusal,
+  serverToolRefusal,
   sha256Hex,
   stringOr,
   unreadable,
@@ -206,15 +207,9 @@ function anthropicRefusal(body: unknown, headers: RequestHeaders, policy: Reques
 }
 
 function toolsRefusal(tools: unknown[], policy: RequestPolicy): string | undefined {
-  for (const tool of tools) {
-    // Pi's tools carry no `type`; typed ones are Anthropic's own (web search/fetch, code
-    // execution, computer use, bash/text editor, memory, MCP toolsets, tool search).
-    const type = isRecord(tool) ? tool.type : "not an object";
-    if (type === undefined || type === "custom") continue;
-    const reason = serverFeatureRefusal(policy, String(type), "a server tool");
-    if (reason) return reason;
-  }
-  return undefined;
+  // Pi's tools carry no `type`; typed ones are Anthropic's own (web search/fetch, code execution,
+  // computer use, bash/text editor, memory, MCP toolsets, tool search).
+  return serverToolRefusal(tools, policy, (type) => type === "custom" || type === undefined);
 }
 
 function messagesRefusal(messages: unknown[], policy: RequestPolicy): string | undefined {

@@ -28,6 +28,7 @@ import {
   modelRefusal,
   requireRecord,
   serverFeatureRefusal,
+  serverToolRefusal,
   stringOr,
   unreadable,
 } from "./codec-support.js";
@@ -184,14 +185,8 @@ function fallbackModelsRefusal(models: unknown, policy: RequestPolicy): string |
 function chatToolsRefusal(tools: unknown, policy: RequestPolicy): string | undefined {
   if (tools === undefined || tools === null) return undefined;
   if (!Array.isArray(tools)) return "the request's tools field is not a list";
-  for (const tool of tools) {
-    const type = isRecord(tool) ? tool.type : undefined;
-    // function tools run in the sandbox (Pi executes them); custom ones are grammar-constrained function tools.
-    if (type === "function" || type === "custom") continue;
-    const reason = serverFeatureRefusal(policy, String(type), "a server tool");
-    if (reason) return reason;
-  }
-  return undefined;
+  // function tools run in the sandbox (Pi executes them); custom ones are grammar-constrained function tools.
+  return serverToolRefusal(tools, policy, (type) => type === "function" || type === "custom");
 }
 
 function chatContentRefusal(messages: unknown, policy: RequestPolicy): string | undefined {

@@ -121,6 +121,23 @@ export function serverFeatureRefusal(policy: RequestPolicy, feature: string, wha
   return `${what} ("${short(feature)}") runs on the provider's side and the policy does not allow it`;
 }
 
+/**
+ * The first tool the provider would run itself, refused unless the policy allows its type. A tool
+ * whose `type` passes `runsInSandbox` is one Pi executes; a tool that is not an object is refused.
+ */
+export function serverToolRefusal(
+  tools: readonly unknown[],
+  policy: RequestPolicy,
+  runsInSandbox: (type: unknown) => boolean,
+): string | undefined {
+  for (const tool of tools) {
+    if (isRecord(tool) && runsInSandbox(tool.type)) continue;
+    const reason = serverFeatureRefusal(policy, isRecord(tool) ? String(tool.type) : "not an object", "a server tool");
+    if (reason) return reason;
+  }
+  return undefined;
+}
+
 /** A refusal for beta flags outside Pi's own and the policy's. */
 export function betaRefusal(
   values: readonly string[],

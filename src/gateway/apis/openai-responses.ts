@@ -34,6 +34,7 @@ import {
   parseSafely,
   requireRecord,
   serverFeatureRefusal,
+  serverToolRefusal,
   stringOr,
   unreadable,
 } from "./codec-support.js";
@@ -190,14 +191,8 @@ function responsesRefusal(body: unknown, headers: RequestHeaders, policy: Reques
 }
 
 function toolsRefusal(tools: unknown[], policy: RequestPolicy): string | undefined {
-  for (const tool of tools) {
-    const type = isRecord(tool) ? tool.type : "not an object";
-    // function and custom (grammar) tools run in the sandbox; every other type is hosted by OpenAI.
-    if (type === "function" || type === "custom") continue;
-    const reason = serverFeatureRefusal(policy, String(type), "a server tool");
-    if (reason) return reason;
-  }
-  return undefined;
+  // function and custom (grammar) tools run in the sandbox; every other type is hosted by OpenAI.
+  return serverToolRefusal(tools, policy, (type) => type === "function" || type === "custom");
 }
 
 function itemsRefusal(items: unknown[], policy: RequestPolicy): string | undefined {
