@@ -153,7 +153,8 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
     const ws = hostileWorkspace({ "keep.txt": "original\n" });
     const outcome = await runHostile(
       server,
-      [bash("echo changed > keep.txt 2>&1; echo > new.txt 2>&1; echo status=$?"), finish()],
+      // One pipe for both streams: the shell's own redirection errors then come before the status line.
+      [bash("{ echo changed > keep.txt; echo > new.txt; echo status=$?; } 2>&1"), finish()],
       { ...onPodman, cwd: ws, sandbox: "read-only", policy: undefined },
     );
     runIds.push(outcome.runId);
