@@ -228,6 +228,23 @@ export function treeSnapshot(dir: string): Record<string, string> {
   return out;
 }
 
+/** Everything about every entry: type, owner, mode, size, inode, times and content (a byte-for-byte check). */
+export function fingerprint(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (p: string) => {
+    const st = fs.lstatSync(p);
+    const rel = path.relative(dir, p) || ".";
+    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}:${st.mtimeMs}:${st.ctimeMs}`;
+    if (st.isSymbolicLink()) out[rel] = `link:${facts}:${fs.readlinkSync(p)}`;
+    else if (st.isDirectory()) {
+      out[rel] = `dir:${facts}`;
+      for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
+    } else out[rel] = `file:${facts}:${fs.readFileSync(p, "base64")}`;
+  };
+  walk(dir);
+  return out;
+}
+
 /** What to print in a failed expectation: the run's error and tool output, briefly. */
 export function describeOutcome(outcome: HostileOutcome): string {
   const error = outcome.error
@@ -322,11 +339,14 @@ export function spawnController(
       };
       check();
     });
+  const done = find<ControllerDone>((r) => r.kind === "done", "a done record");
+  // A controller killed on purpose has no done record: that rejects only for a test awaiting it.
+  done.catch(() => {});
   return {
     child,
     modelId,
     event: (type) => find((r) => r.kind === "event" && r.type === type, `a ${type} event`),
-    done: find<ControllerDone>((r) => r.kind === "done", "a done record"),
+    done,
     exited,
     stderr: () => stderr,
   };
