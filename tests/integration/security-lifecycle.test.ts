@@ -12,7 +12,15 @@ import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
 import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
-import { containersOfRuns, docker, engine, lastToolResult, modelsFor, workspaceMode } from "../support/harness.js";
+import {
+  containersOfRuns,
+  docker,
+  engine,
+  enginesEnvFor,
+  lastToolResult,
+  modelsFor,
+  workspaceMode,
+} from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -158,8 +166,9 @@ describe("a controller killed with SIGKILL", () => {
       { env: { ...process.env, TMPDIR: tmpdir } },
     );
     const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
-    // Lent to the sandbox uid while the run is on, so it can read the root-only file.
-    expect(fs.statSync(path.join(ws, "secret.txt")).uid).toBe(65532);
+    // Bind mode lends the tree to the sandbox uid while the run is on, so it can read the root-only
+    // file; copy mode sends a copy and leaves the host's tree as it is.
+    expect(fs.statSync(path.join(ws, "secret.txt")).uid).toBe(workspaceMode() === "bind" ? 65532 : 0);
     controller.child.kill("SIGKILL");
     await controller.exited;
     const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
@@ -377,7 +386,10 @@ describe.concurrent("isolation and ownership", () => {
       server,
       [bash("id -u; id -g; mkdir -p 'out dir' && echo hi > 'out dir/fïle.txt'"), finish()],
       { cwd: ws },
-      { asUser: { uid, gid, groups: [dockerGid] }, env: { ...process.env, HOME: home, TMPDIR: home } },
+      {
+        asUser: { uid, gid, groups: [dockerGid] },
+        env: { ...process.env, HOME: home, TMPDIR: home, ...enginesEnvFor(home, { uid, gid }) },
+      },
     );
     const done = await controller.done;
     expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);

@@ -25,7 +25,7 @@ import type {
 } from "../../src/scripted-model/scripted-model-server.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 import { afterAll, beforeAll } from "vitest";
-import { modelsFor, startModel, workspaceMode } from "./harness.js";
+import { engine, modelsFor, startModel, workspaceMode } from "./harness.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");
@@ -152,6 +152,10 @@ export async function runHostile(
     if (!isSandboxRunError(error)) throw error;
     outcome.error = error;
   }
+  // The integration-remote project must really run on the remote engine (unless a test chose one).
+  const chosen = events.find((e) => e.type === "engine.chosen")?.data.engine;
+  if (!agentConfig?.engine && !agentConfig?.engines && chosen !== undefined && chosen !== engine.name)
+    throw new Error(`expected a run on engine "${engine.name}", it went to "${String(chosen)}"`);
   outcome.plan = plan;
   outcome.runId = events[0]?.runId ?? "";
   outcome.requests = server.requests.filter((r) => r.body.model === modelId);
