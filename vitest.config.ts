@@ -3,7 +3,8 @@ import { defineConfig } from "vitest/config";
 // Unit tests need no engine and run anywhere (`npm run test:unit`, also with the Docker engine
 // stopped); integration tests use the real engine, image and Pi, behind a global set-up that checks
 // the engine and builds the image when it is missing. "integration-copy" runs the security suites
-// again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts.
+// again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts;
+// "integration-remote" runs them with every run on an engine of another machine (mutual TLS).
 const integration = {
   testTimeout: 120_000,
   hookTimeout: 300_000,
@@ -38,9 +39,22 @@ export default defineConfig({
           // The security suites whose promises hold in both modes (the ones about the host walk,
           // local users, provenance and the gateway do not depend on how the workspace travels).
           include: [
-            "tests/integration/security-{filesystem,secrets,privilege,network,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
+            "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
           ],
           env: { SANDBOX_RUN_WORKSPACE: "copy" },
+          ...integration,
+        },
+      },
+      {
+        test: {
+          name: "integration-remote",
+          // The issue's security suites again, every run on the second engine (another machine, mutual
+          // TLS; tests/support/second-engine.ts), which forces copy mode: harness.ts points
+          // SANDBOX_RUN_ENGINES at an engines file naming only that engine.
+          include: [
+            "tests/integration/security-{filesystem,secrets,privilege,network,limits,repo-content,lifecycle}.test.ts",
+          ],
+          env: { SANDBOX_RUN_WORKSPACE: "copy", SANDBOX_RUN_TEST_ENGINE: "remote" },
           ...integration,
         },
       },

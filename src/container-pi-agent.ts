@@ -309,6 +309,8 @@ export class ContainerPiAgent implements Agent {
   }
 }
 
+const LINK_PING_TIMEOUT_MS = 5_000;
+
 /**
  * After a failed run: whether the engine itself stopped answering (the link broke, the machine
  * went away), and why. Failures that are the run's own (usage, validation, limits, the caller's
@@ -317,10 +319,13 @@ export class ContainerPiAgent implements Agent {
 async function linkLost(engine: Engine, error: unknown): Promise<string | undefined> {
   const own = ["usage", "validation", "limit", "aborted", "model-error", "policy-violation", "image-missing"];
   if (isSandboxRunError(error) && own.includes(error.code)) return undefined;
+  const timeout = AbortSignal.timeout(LINK_PING_TIMEOUT_MS);
   try {
-    await engine.ping(AbortSignal.timeout(5_000));
+    await engine.ping(timeout);
     return undefined;
   } catch (pingError) {
+    // A link gone silent answers nothing and closes nothing: say so, not "aborted".
+    if (timeout.aborted) return `no answer to its ping within ${LINK_PING_TIMEOUT_MS / 1000} s`;
     const e = pingError as SandboxRunError;
     return (e?.shortMessage ?? e?.message ?? "no answer").replace(/\.$/, "");
   }

@@ -32,6 +32,8 @@ const STDERR_TAIL_BYTES = 4096;
 /** Free space under which a watched root counts as full (relay-protocol.ts FULL_FREE_BYTES). */
 const FULL_FREE_BYTES = 1048576;
 const TAR = "/usr/bin/tar";
+/** How long a stream may stay open after its in-container connection closed (see bridge()). */
+const BRIDGE_CLOSE_GRACE_MS = 5_000;
 
 let config;
 let session;
@@ -93,17 +95,32 @@ function listen(name, socketPath) {
   });
 }
 
-/** One connection to an in-container socket becomes one stream to the controller. */
+/**
+ * One connection to an in-container socket becomes one stream to the controller. A connection that
+ * closes normally ends its stream (END_STREAM), and the stream closes once the controller's side has
+ * ended too; only an error, or a controller side still open after a grace period, resets it. Every
+ * reset counts against nghttp2's rapid-reset guard on the controller (about 1,000 in a burst, then
+ * 33 a second), which ends the whole session past it: a sandbox making many short connections (a
+ * test suite, a package manager, a flood of refused requests) would lose its relay, and its run.
+ */
 function bridge(name, client) {
+  // The session is over (the relay is stopping): nothing can carry this connection.
+  if (session.closed || session.destroyed) return void client.destroy();
   const stream = session.request({ ":method": "POST", ":path": `/connect/${name}` }, { endStream: false });
-  const close = () => {
+  const reset = () => {
     client.destroy();
     if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
   };
-  client.on("error", close);
-  stream.on("error", close);
-  client.on("close", close);
-  stream.on("close", close);
+  client.on("error", reset);
+  stream.on("error", reset);
+  stream.on("close", () => client.destroy());
+  client.on("close", () => {
+    if (stream.destroyed) return;
+    // Whatever the controller still sends has nowhere to go: read and drop it until its END_STREAM.
+    stream.resume();
+    if (!stream.writableEnded) stream.end();
+    setTimeout(reset, BRIDGE_CLOSE_GRACE_MS).unref();
+  });
   client.pipe(stream);
   stream.pipe(client);
 }

@@ -20,6 +20,14 @@ export interface DockerContainerOptions {
 
 /** A stop that gets no answer within this long means the engine is out of reach. */
 const KILL_TIMEOUT_MS = 15_000;
+/**
+ * A removal that gets no answer within this long fails (the caller says the container may be
+ * left; gc removes it later): a link gone silent never closes, and an unbounded wait would hold
+ * the run forever. Generous, because removing a container whose processes die slowly takes time;
+ * short once a stop already went unanswered.
+ */
+const REMOVE_TIMEOUT_MS = 60_000;
+const REMOVE_UNREACHABLE_TIMEOUT_MS = 5_000;
 
 export class DockerContainer implements EngineContainer {
   private removal?: Promise<void>;
@@ -99,9 +107,12 @@ export class DockerContainer implements EngineContainer {
   }
 
   remove(): Promise<void> {
-    this.removal ??= this.container.remove({ force: true, v: true }).catch((error: unknown) => {
-      if (!isGoneError(error)) throw error;
-    });
+    const timeoutMs = this.#unreachable.signal.aborted ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
+    this.removal ??= this.container
+      .remove({ force: true, v: true, abortSignal: AbortSignal.timeout(timeoutMs) } as object)
+      .catch((error: unknown) => {
+        if (!isGoneError(error)) throw error;
+      });
     return this.removal;
   }
 

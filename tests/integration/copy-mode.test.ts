@@ -13,6 +13,7 @@ import {
   bash,
   describeOutcome,
   finish,
+  fingerprint,
   hostilePolicy,
   hostileWorkspace,
   runHostile,
@@ -24,23 +25,6 @@ import {
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const server = useHostileModelServer();
 const copy = { workspaceMode: "copy" as const };
-
-/** Everything about every entry: type, owner, mode, size, inode, times and content. */
-function fingerprint(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const walk = (p: string) => {
-    const st = fs.lstatSync(p);
-    const rel = path.relative(dir, p) || ".";
-    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}:${st.mtimeMs}:${st.ctimeMs}`;
-    if (st.isSymbolicLink()) out[rel] = `link:${facts}:${fs.readlinkSync(p)}`;
-    else if (st.isDirectory()) {
-      out[rel] = `dir:${facts}`;
-      for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
-    } else out[rel] = `file:${facts}:${fs.readFileSync(p, "base64")}`;
-  };
-  walk(dir);
-  return out;
-}
 
 const stagingLeftNextTo = (ws: string) =>
   fs.readdirSync(path.dirname(ws)).filter((name) => name.startsWith(`.sandbox-run-staging-${path.basename(ws)}-`));

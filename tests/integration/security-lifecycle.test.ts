@@ -12,7 +12,15 @@ import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
 import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
-import { containersOfRuns, docker, engine, lastToolResult, modelsFor, workspaceMode } from "../support/harness.js";
+import {
+  containersOfRuns,
+  docker,
+  engine,
+  enginesEnvFor,
+  lastToolResult,
+  modelsFor,
+  workspaceMode,
+} from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -378,7 +386,10 @@ describe.concurrent("isolation and ownership", () => {
       server,
       [bash("id -u; id -g; mkdir -p 'out dir' && echo hi > 'out dir/fïle.txt'"), finish()],
       { cwd: ws },
-      { asUser: { uid, gid, groups: [dockerGid] }, env: { ...process.env, HOME: home, TMPDIR: home } },
+      {
+        asUser: { uid, gid, groups: [dockerGid] },
+        env: { ...process.env, HOME: home, TMPDIR: home, ...enginesEnvFor(home, { uid, gid }) },
+      },
     );
     const done = await controller.done;
     expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);

@@ -7,14 +7,7 @@ import net from "node:net";
 import os from "node:os";
 import { describe, expect, it } from "vitest";
 import type { ChatRequest, ScriptContext, ScriptStep } from "../../src/scripted-model/scripted-model-server.js";
-import {
-  bash,
-  describeOutcome,
-  finish,
-  hostilePolicy,
-  runHostile,
-  useHostileModelServer,
-} from "../support/hostile-model.js";
+import { bash, describeOutcome, finish, runHostile, useHostileModelServer } from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
 
@@ -159,26 +152,5 @@ describe.concurrent("network", () => {
     const refused = outcome.events.filter((e) => e.type === "gateway.refused");
     expect(refused.length).toBeGreaterThanOrEqual(1);
     for (const event of refused) expect(event.data).toMatchObject({ status: 429, reason: "turn-budget" });
-  });
-
-  it("20,000 refused requests from the sandbox become a few events with counts, not 20,000 events", async () => {
-    const flood = [
-      "node -e '",
-      'const http = require("http"); const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });',
-      'let done = 0; const n = 20000; const end = () => { if (++done === n) console.log("sent=" + done); };',
-      'for (let i = 0; i < n; i++) http.get({ host: "127.0.0.1", port: 18080, path: "/nope/" + i, agent }, (r) => { r.resume(); r.on("end", end); }).on("error", end);',
-      "'",
-    ].join(" ");
-    const outcome = await runHostile(server, [bash(flood), finish()], {
-      policy: hostilePolicy({ limits: { timeoutSeconds: 120 } }),
-    });
-    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
-    expect(outcome.toolResults[0]).toContain("sent=20000");
-    const refused = outcome.events.filter((e) => e.type === "gateway.refused");
-    const reported = refused.reduce((sum, e) => sum + 1 + Number(e.data.repeated ?? 0), 0);
-    // Every refusal is accounted for, but only a burst per second is written out one by one.
-    expect(reported).toBe(20000);
-    expect(refused.length).toBeLessThan(1000);
-    expect(Buffer.byteLength(JSON.stringify(outcome.events))).toBeLessThan(1024 * 1024);
   });
 });

@@ -6,7 +6,15 @@ import path from "node:path";
 import type { TestProject } from "vitest/node";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
+import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import {
+  engineFileEntry,
+  remoteEngine,
+  type SecondEngineState,
+  secondEngineExpected,
+  useSecondEngine,
+} from "./second-engine.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -14,10 +22,30 @@ declare module "vitest" {
     runnerImage: string;
     /** gVisor is registered with the engine: core integration cases run on it too. */
     runscAvailable: boolean;
+    /**
+     * The "integration-remote" project (SANDBOX_RUN_TEST_ENGINE=remote): the second engine every
+     * run goes to, and an engines file naming only it (harness.ts points SANDBOX_RUN_ENGINES at it).
+     */
+    remoteEngine: { state: SecondEngineState; enginesFile: string } | undefined;
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => void> {
+/** Runs of the project go to the second engine (tests/support/second-engine.ts) only. */
+async function useRemoteEngine(project: TestProject, local: DockerEngine, dir: string): Promise<() => Promise<void>> {
+  const { state, release } = await useSecondEngine();
+  // Loaded once here, before the files run, rather than by the first runs of every file at once.
+  await ensureRunnerImage(remoteEngine(state), {
+    sources: [local],
+    progress: (line) => console.warn(line),
+  });
+  const enginesFile = path.join(dir, "engines-remote.json");
+  // Capacity for every run the files start at once (the lifecycle suite starts 8 together).
+  fs.writeFileSync(enginesFile, JSON.stringify({ engines: [engineFileEntry(state, 16)] }));
+  project.provide("remoteEngine", { state, enginesFile });
+  return release;
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Everything the tests create under os.tmpdir() (workspaces, run folders, records) lands in one
   // folder of this test run, removed at the end: nothing is left in /tmp. Workers inherit TMPDIR.
   const hostTmp = os.tmpdir();
@@ -25,7 +53,11 @@ export default async function setup(project: TestProject): Promise<() => void> {
   process.env.TMPDIR = testTmp;
   // The adversarial tests need sibling folders directly in the host's temp dir (see hostile-model.ts).
   process.env.SANDBOX_RUN_TESTS_HOST_TMP = hostTmp;
-  const teardown = () => fs.rmSync(testTmp, { recursive: true, force: true });
+  let releaseRemote = async () => {};
+  const teardown = async () => {
+    await releaseRemote();
+    fs.rmSync(testTmp, { recursive: true, force: true });
+  };
   const engine = new DockerEngine();
   const tag = runnerImageSpec().tag;
   try {
@@ -36,6 +68,7 @@ export default async function setup(project: TestProject): Promise<() => void> {
     project.provide("dockerAvailable", false);
     project.provide("runnerImage", tag);
     project.provide("runscAvailable", false);
+    project.provide("remoteEngine", undefined);
     return teardown;
   }
   if (!(await engine.imageLabels(tag))) {
@@ -49,5 +82,16 @@ export default async function setup(project: TestProject): Promise<() => void> {
   project.provide("dockerAvailable", true);
   project.provide("runnerImage", tag);
   project.provide("runscAvailable", runsc);
+  project.provide("remoteEngine", undefined);
+  if (project.config.env?.SANDBOX_RUN_TEST_ENGINE === "remote") {
+    if (!secondEngineExpected()) {
+      // Off CI, on a machine that cannot start a second engine (not root, no dockerd): skipped like
+      // the engine tests. On CI this never happens: a missing engine fails in useSecondEngine.
+      console.warn("No second engine here; the integration-remote project's suites are skipped");
+      project.provide("dockerAvailable", false);
+      return teardown;
+    }
+    releaseRemote = await useRemoteEngine(project, engine, testTmp);
+  }
   return teardown;
 }

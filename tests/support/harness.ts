@@ -11,6 +11,7 @@ import { createDockerClient } from "../../src/engine/docker-connection.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { LABEL_RUN_ID } from "../../src/sandbox-contract.js";
 import type { RunEvent } from "../../src/run/run-events.js";
+import { engineFileEntry, remoteEngine } from "./second-engine.js";
 import {
   startScriptedModelServer,
   type Script,
@@ -29,9 +30,39 @@ export const runtimes = (): Array<"runc" | "runsc"> => (inject("runscAvailable")
  * security suites prove their promises in both modes. Expectations that differ by mode ask this.
  */
 export const workspaceMode = (): "bind" | "copy" => (process.env.SANDBOX_RUN_WORKSPACE === "copy" ? "copy" : "bind");
-/** dockerode, for tests that inspect what the engine holds; the library goes through `engine`. */
-export const docker = createDockerClient();
-export const engine = new DockerEngine(docker);
+/**
+ * The "integration-remote" project (SANDBOX_RUN_TEST_ENGINE=remote, see vitest.config.ts) runs the
+ * security suites on the second engine (tests/support/second-engine.ts: another machine reached over
+ * mutual TLS): every ContainerPiAgent, controller process and CLI of the test process reads the
+ * engines file naming only that engine, and `docker`/`engine` below are that engine's.
+ */
+const remote = process.env.SANDBOX_RUN_TEST_ENGINE === "remote" ? inject("remoteEngine") : undefined;
+if (remote) process.env.SANDBOX_RUN_ENGINES = remote.enginesFile;
+/** Where this test process's runs go. */
+export const testEngine = (): "local" | "remote" => (remote ? "remote" : "local");
+/** The engine runs go to (the library goes through it); its dockerode client for tests that inspect what it holds. */
+export const engine = remote ? remoteEngine(remote.state) : new DockerEngine(createDockerClient());
+export const docker = engine.docker;
+
+/**
+ * What a controller running as another user needs to reach the engine runs go to: nothing for the
+ * local socket (its group does), and for the remote engine an engines file and client certificates
+ * of its own in `dir` (the test run's are root's), as that user would have.
+ */
+export function enginesEnvFor(dir: string, owner: { uid: number; gid: number }): Record<string, string> {
+  if (!remote) return {};
+  const certs = path.join(dir, "engine-certs");
+  fs.mkdirSync(certs, { mode: 0o700 });
+  for (const name of ["ca.pem", "cert.pem", "key.pem"]) {
+    fs.copyFileSync(path.join(remote.state.clientCertDir, name), path.join(certs, name));
+    fs.chownSync(path.join(certs, name), owner.uid, owner.gid);
+  }
+  fs.chownSync(certs, owner.uid, owner.gid);
+  const file = path.join(dir, "engines.json");
+  fs.writeFileSync(file, JSON.stringify({ engines: [{ ...engineFileEntry(remote.state, 16), tls: certs }] }));
+  fs.chownSync(file, owner.uid, owner.gid);
+  return { SANDBOX_RUN_ENGINES: file };
+}
 
 export async function startModel(scripts: Record<string, Script> = {}): Promise<ScriptedModelServer> {
   return startScriptedModelServer({ scripts });

@@ -25,7 +25,7 @@ import type {
 } from "../../src/scripted-model/scripted-model-server.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 import { afterAll, beforeAll } from "vitest";
-import { modelsFor, startModel, workspaceMode } from "./harness.js";
+import { engine, modelsFor, startModel, workspaceMode } from "./harness.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");
@@ -152,6 +152,10 @@ export async function runHostile(
     if (!isSandboxRunError(error)) throw error;
     outcome.error = error;
   }
+  // The integration-remote project must really run on the remote engine (unless a test chose one).
+  const chosen = events.find((e) => e.type === "engine.chosen")?.data.engine;
+  if (!agentConfig?.engine && !agentConfig?.engines && chosen !== undefined && chosen !== engine.name)
+    throw new Error(`expected a run on engine "${engine.name}", it went to "${String(chosen)}"`);
   outcome.plan = plan;
   outcome.runId = events[0]?.runId ?? "";
   outcome.requests = server.requests.filter((r) => r.body.model === modelId);
@@ -223,6 +227,23 @@ export function treeSnapshot(dir: string): Record<string, string> {
       out[rel] = `dir:${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}`;
       for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
     } else out[rel] = `file:${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${fs.readFileSync(p, "utf8")}`;
+  };
+  walk(dir);
+  return out;
+}
+
+/** Everything about every entry: type, owner, mode, size, inode, times and content (a byte-for-byte check). */
+export function fingerprint(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (p: string) => {
+    const st = fs.lstatSync(p);
+    const rel = path.relative(dir, p) || ".";
+    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}:${st.mtimeMs}:${st.ctimeMs}`;
+    if (st.isSymbolicLink()) out[rel] = `link:${facts}:${fs.readlinkSync(p)}`;
+    else if (st.isDirectory()) {
+      out[rel] = `dir:${facts}`;
+      for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
+    } else out[rel] = `file:${facts}:${fs.readFileSync(p, "base64")}`;
   };
   walk(dir);
   return out;

@@ -1,0 +1,107 @@
+// The relay's two ends (images/pi/relay.mjs, the in-container side, and src/relay/relay-session.ts,
+// the controller's) joined by a unix socket pair on this host, as the exec's stdio joins them in a
+// run: many short connections through the relay must not end its session.
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { PassThrough } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
+import { Relay } from "../../src/relay/relay-session.js";
+// @ts-expect-error plain JavaScript shipped in the runner image
+import { runRelay } from "../../images/pi/relay.mjs";
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+/** Both ends of a relay for one in-container socket that leads to `upstream` on the host. */
+async function relayTo(upstream: string, dir: string) {
+  const listener = net.createServer();
+  await new Promise<void>((resolve) => listener.listen(path.join(dir, "bridge.sock"), resolve));
+  const accepted = new Promise<net.Socket>((resolve) => listener.once("connection", resolve));
+  const hostEnd = net.connect(path.join(dir, "bridge.sock"));
+  await new Promise((resolve) => hostEnd.once("connect", resolve));
+  const relayEnd = await accepted;
+  listener.close();
+  const exec: ExecSession = { stdin: hostEnd, stdout: hostEnd, stderr: new PassThrough(), exit: new Promise(() => {}) };
+  const container = { exec: async () => exec } as unknown as EngineContainer;
+  const inside = path.join(dir, "inside");
+  fs.mkdirSync(inside);
+  const socket = path.join(inside, "gateway.sock");
+  const relayEnded: string[] = [];
+  const starting = Relay.start({
+    container,
+    user: "0:0",
+    socketDir: inside,
+    sockets: [{ name: "gateway", containerPath: socket, hostPath: upstream }],
+  });
+  runRelay(
+    { socketDir: inside, sockets: [{ name: "gateway", path: socket }], windowBytes: 4 << 20, maxSessionMemoryMb: 64 },
+    relayEnd,
+    (code: number, message: string) => relayEnded.push(`${code}: ${message}`),
+  );
+  const relay = await starting;
+  const failures: string[] = [];
+  relay.onFailure((error) => failures.push(error.shortMessage));
+  await relay.ready;
+  relay.mark();
+  relay.open();
+  cleanups.push(() => {
+    relay.close();
+    relayEnd.destroy();
+  });
+  return { relay, socket, failures, relayEnded };
+}
+
+/** One HTTP request on a connection of its own, closed by the client once the answer is complete. */
+function oneShot(socket: string): Promise<string> {
+  return new Promise((resolve) => {
+    const client = net.connect(socket);
+    let received = "";
+    client.on("connect", () => client.write("GET /x HTTP/1.1\r\nHost: sandbox\r\n\r\n"));
+    client.on("data", (chunk) => {
+      received += chunk.toString();
+      if (received.endsWith("\r\n\r\nrefused")) client.end();
+    });
+    client.on("error", () => {});
+    client.on("close", () => resolve(received));
+  });
+}
+
+describe("the relay", () => {
+  it("carries 1,500 short connections (more than nghttp2's burst of ~1,000 stream resets) without losing its session", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    // A keep-alive server, like the gateway answering a request it refuses: the connection stays
+    // open on the host's side until the sandbox's client closes it.
+    const server = http.createServer((_request, response) => {
+      response.writeHead(403, { "content-length": "7" });
+      response.end("refused");
+    });
+    const upstream = path.join(dir, "upstream.sock");
+    await new Promise<void>((resolve) => server.listen(upstream, resolve));
+    cleanups.push(() => server.close());
+    const { relay, socket, failures, relayEnded } = await relayTo(upstream, dir);
+
+    const total = 1500;
+    const answers: string[] = [];
+    let started = 0;
+    // Eight clients at a time, each connection used once.
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (started < total && failures.length === 0 && relayEnded.length === 0) {
+          started++;
+          answers.push(await oneShot(socket));
+        }
+      }),
+    );
+    expect(answers.filter((a) => a.startsWith("HTTP/1.1 403 Forbidden") && a.endsWith("refused"))).toHaveLength(total);
+    expect(relay.connections).toBe(total);
+    expect(failures).toEqual([]);
+    expect(relayEnded).toEqual([]);
+  });
+});
