@@ -23,6 +23,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["tests/unit/**/*.test.ts"],
+          globalSetup: ["tests/support/unit-setup.ts"],
         },
       },
       {

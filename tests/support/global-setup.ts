@@ -8,6 +8,7 @@ import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { useTestTmp } from "./test-tmp.js";
 import {
   engineFileEntry,
   remoteEngine,
@@ -46,17 +47,12 @@ async function useRemoteEngine(project: TestProject, local: DockerEngine, dir: s
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // Everything the tests create under os.tmpdir() (workspaces, run folders, records) lands in one
-  // folder of this test run, removed at the end: nothing is left in /tmp. Workers inherit TMPDIR.
-  const hostTmp = os.tmpdir();
-  const testTmp = fs.mkdtempSync(path.join(hostTmp, "sandbox-run-tests-"));
-  process.env.TMPDIR = testTmp;
-  // The adversarial tests need sibling folders directly in the host's temp dir (see hostile-model.ts).
-  process.env.SANDBOX_RUN_TESTS_HOST_TMP = hostTmp;
+  const removeTestTmp = useTestTmp();
+  const testTmp = os.tmpdir(); // the folder useTestTmp made
   let releaseRemote = async () => {};
   const teardown = async () => {
     await releaseRemote();
-    fs.rmSync(testTmp, { recursive: true, force: true });
+    removeTestTmp();
   };
   const engine = new DockerEngine();
   const tag = runnerImageSpec().tag;
