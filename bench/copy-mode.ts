@@ -50,6 +50,8 @@ export function workspaceVariant(
       const data = (type: string) => events.find((e) => e.source === "sandbox" && e.type === type)?.data ?? {};
       const phases: Record<string, number> = { ...sandboxPhases(events, ms) };
       if (mode === "copy") {
+        // A run that silently fell back to bind mode must not be reported as copy mode's numbers.
+        if (!events.some((e) => e.type === "workspace.copied-in")) throw new Error(`${key}: the run did not copy`);
         phases.copyIn = Number(data("workspace.copied-in").ms);
         phases.copyOut = Number(data("workspace.copied-out").ms);
         phases.apply = Number(data("workspace.applied").ms);

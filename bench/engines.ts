@@ -9,7 +9,7 @@
 // where it is not available the variant's failures and first error are reported, not hidden.
 import fs from "node:fs";
 import path from "node:path";
-import { ContainerPiAgent, type RunCallOptions } from "../src/container-pi-agent.js";
+import { ContainerPiAgent } from "../src/container-pi-agent.js";
 import type { Engine } from "../src/engine/engine.js";
 import { EnginePool } from "../src/engine/engine-pool.js";
 import { ensureRunnerImage } from "../src/image/ensure-runner-image.js";
@@ -20,10 +20,11 @@ import {
   startSecondEngine,
   stopSecondEngine,
 } from "../tests/support/second-engine.js";
-import { benchModelsJson, PROVIDER, TASK_MODEL, TASK_PROMPT, TASK_RESULT, TASK_SCHEMA } from "./bench-task.js";
+import { benchModelsJson, PROVIDER, TASK_MODEL, TASK_SCHEMA } from "./bench-task.js";
+import { workspaceVariant } from "./copy-mode.js";
 import { interleave, type VariantResult } from "./interleave.js";
 import { round, seconds, table } from "./stats.js";
-import type { Scratch, Variant } from "./variants.js";
+import type { Scratch } from "./variants.js";
 
 export const ENGINE_TARGETS = { localCopyOverBindMs: 50, remoteCopyOverLocalBindMs: 250 };
 
@@ -84,30 +85,6 @@ function agentOn(engine: Engine, baseUrl: string, image: string): ContainerPiAge
   });
 }
 
-function variant(
-  key: string,
-  label: string,
-  agent: ContainerPiAgent,
-  workspace: string,
-  mode: "bind" | "copy",
-): Variant {
-  return {
-    key,
-    label,
-    async run() {
-      const started = performance.now();
-      // The workspace option is copy mode's (issue 12, item 2); passed as data so this harness
-      // builds before and after it lands.
-      const options = { cwd: workspace, workspace: mode } as RunCallOptions;
-      const details = await agent.runDetailed(TASK_PROMPT, options);
-      const ms = performance.now() - started;
-      if (JSON.stringify(details.result) !== JSON.stringify(TASK_RESULT))
-        throw new Error(`${key}: unexpected result ${JSON.stringify(details.result)}`);
-      return { ms };
-    },
-  };
-}
-
 export async function runEnginesSection(input: {
   local: Engine;
   baseUrl: string;
@@ -133,9 +110,9 @@ export async function runEnginesSection(input: {
       const runs = shape.key === "large" ? Math.max(1, Math.min(input.runs, 4)) : input.runs;
       const results = await interleave(
         [
-          variant("bind", "bind mount, local engine", localAgent, workspace, "bind"),
-          variant("copy-local", "copy mode, local engine", localAgent, workspace, "copy"),
-          variant(
+          workspaceVariant("bind", "bind mount, local engine", localAgent, workspace, "bind"),
+          workspaceVariant("copy-local", "copy mode, local engine", localAgent, workspace, "copy"),
+          workspaceVariant(
             "copy-remote",
             `copy mode, remote engine over TLS (${far.engine.name})`,
             remoteAgent,
@@ -166,12 +143,56 @@ function enginesTable(sections: Array<{ shape: WorkspaceShape; results: VariantR
         seconds(r.medianMs),
         seconds(r.p90Ms),
         over,
+        phase(r, "copyIn"),
+        phase(r, "copyOut"),
         r.failures ? `${r.failures}: ${r.errors[0]?.split("\n")[0]}` : 0,
       ]);
     }
   }
   return table(
-    ["workspace", "engines: where the run goes", "runs", "median s", "p90 s", "ms over bind", "failures"],
+    [
+      "workspace",
+      "engines: where the run goes",
+      "runs",
+      "median s",
+      "p90 s",
+      "ms over bind",
+      "copy in ms",
+      "copy out ms",
+      "failures",
+    ],
     rows,
   );
+}
+
+/** A copy mode phase's median, "-" for bind mode (which has none). */
+function phase(result: VariantResult, name: string): string | number {
+  const ms = result.phasesMedianMs?.[name];
+  return ms === undefined || Number.isNaN(ms) ? "-" : ms;
+}
+
+/** The engines targets (issue 12) against a run's results: each line's verdict and text. */
+export function engineTargets(results: unknown): Array<{ ok: boolean; text: string }> {
+  const small = (
+    results as { sections?: Array<{ shape: WorkspaceShape; results: VariantResult[] }> } | undefined
+  )?.sections?.find((s) => s.shape.key === "small")?.results;
+  const median = (key: string) => small?.find((r) => r.key === key && r.runs > 0)?.medianMs;
+  const [bind, local, far] = [median("bind"), median("copy-local"), median("copy-remote")];
+  if (bind === undefined) return [];
+  const lines: Array<{ ok: boolean; text: string }> = [];
+  if (local !== undefined) {
+    const over = round(local - bind);
+    lines.push({
+      ok: over <= ENGINE_TARGETS.localCopyOverBindMs,
+      text: `local copy mode over bind mode, 10 files <= ${ENGINE_TARGETS.localCopyOverBindMs} ms: ${over} ms`,
+    });
+  }
+  if (far !== undefined) {
+    const over = round(far - bind);
+    lines.push({
+      ok: over <= ENGINE_TARGETS.remoteCopyOverLocalBindMs,
+      text: `remote (TLS) copy mode over local bind mode, 10 files <= ${ENGINE_TARGETS.remoteCopyOverLocalBindMs} ms: ${over} ms`,
+    });
+  }
+  return lines;
 }

@@ -22,7 +22,7 @@ import { runnerImageSpec } from "../src/image/runner-image.js";
 import type { ContainerPiAgent } from "../src/container-pi-agent.js";
 import { type ScriptedModelServer, startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
 import { benchScripts, writePiHome } from "./bench-task.js";
-import { runEnginesSection } from "./engines.js";
+import { engineTargets, runEnginesSection } from "./engines.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
 import { BENCH_LABEL, dockerRunTrue } from "./docker-recipe.js";
 import { hardenedEngineTrue, hardenedTrueOptions, plainEngineTrue } from "./engine-floor.js";
@@ -471,6 +471,7 @@ function targetLines(results: Record<string, unknown>): string[] {
       `  ${mark(eight.failures === 0 && eight.containersLeft === 0 && eight.peakRssMb < TARGETS.peakRssMb)} 8 concurrent: 0 failures, 0 left, peak RSS < ${TARGETS.peakRssMb} MB: ${eight.failures} failures, ${eight.containersLeft} left, ${eight.peakRssMb} MB`,
     );
   }
+  for (const target of engineTargets(results.engines)) lines.push(`  ${mark(target.ok)} ${target.text}`);
   return lines;
 }
 

@@ -1,5 +1,6 @@
 // One Docker container's life: attach (before start, so no output is lost and the prompt reaches
 // stdin), start, wait, exec, and a removal that is idempotent and safe to call from every exit path.
+import type { Socket } from "node:net";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import { AttachDemuxer } from "./attach-demux.js";
@@ -53,6 +54,7 @@ export class DockerContainer implements EngineContainer {
       stderr: true,
       abortSignal: signal,
     } as Docker.ContainerAttachOptions)) as unknown as HijackedStream;
+    sendAtOnce(stream);
     return { stdin: stream, ...demuxed(stream) };
   }
 
@@ -129,6 +131,7 @@ export class DockerContainer implements EngineContainer {
       abortSignal: signal,
     } as Docker.ExecCreateOptions);
     const stream = (await exec.start({ hijack: true, stdin: true, abortSignal: signal } as object)) as HijackedStream;
+    sendAtOnce(stream);
     const { stdout, stderr } = demuxed(stream);
     // The process's output is over when the hijacked stream ends, whether or not anyone read it.
     const ended = new Promise<void>((resolve) => {
@@ -144,6 +147,16 @@ export class DockerContainer implements EngineContainer {
     exit.catch(() => {});
     return { stdin: stream, stdout, stderr, exit };
   }
+}
+
+/**
+ * Hijacked streams carry conversations (the relay's HTTP/2 frames, the prompt and Pi's events), many
+ * of them small writes that wait for an answer. Over TCP (a tcp:// or TLS engine) Nagle's algorithm
+ * holds a small write until the previous one is acknowledged, and the engine's delayed ACK makes that
+ * ~40 ms: every model request through the relay paid it, several times. Unix sockets ignore this.
+ */
+function sendAtOnce(stream: HijackedStream): void {
+  (stream as Partial<Pick<Socket, "setNoDelay">>).setNoDelay?.(true);
 }
 
 /** Splits an attach/exec stream into stdout and stderr, both ended when the stream ends. */

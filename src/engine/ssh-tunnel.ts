@@ -121,6 +121,9 @@ export class SshTunnel {
     });
     this.connections++;
     this.#client = client;
+    // Every API request, attach and exec shares this one TCP connection: small writes (the relay's
+    // frames, Pi's events) must not wait ~40 ms for the previous one's delayed ACK (Nagle).
+    client.setNoDelay(true);
     // A connection that ends is forgotten: the next request opens a new one.
     client.once("close", () => {
       if (this.#client === client) {
