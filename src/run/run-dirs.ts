@@ -3,7 +3,8 @@
 // (a real directory, owned by us, no access for anyone else) before every use. Other local users can
 // therefore neither plant a run folder nor swap anything inside one, and the reaper, which may run as
 // root, only ever looks inside that parent, removes only the names a run creates (never through a
-// symlink) and leaves anything else where it is.
+// symlink) and leaves anything else where it is. The parent itself stays, empty, between runs (like
+// a user's runtime folder): removing it could race a concurrent run making its folder there.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
