@@ -287,7 +287,9 @@ describe("copy mode and the controller's life", () => {
     const before = fingerprint(ws);
     const controller = spawnController(
       server,
-      [bash("head -c 300M /dev/urandom > big.bin"), finish()],
+      // Enough to take a while to copy back, and under the 256 MiB disk limit: a full copy would
+      // end the run as a disk trip (the relay's statfs watch) before the copy out begins.
+      [bash("head -c 200M /dev/urandom > big.bin"), finish()],
       { cwd: ws, workspaceMode: "copy", reportEvents: ["container.started", "workspace.copying-out"] },
       { env: { ...process.env, TMPDIR: tmpdir } },
     );
