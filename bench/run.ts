@@ -5,9 +5,10 @@
 //   3. streaming: event delivery delay, and JSONL parsing throughput on 200 MB;
 //   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files;
 //   5. copy: copy mode vs bind mode per call (10 files; 20,000 files / 200 MB, copy in and out
-//      timed apart), and a gateway round trip through the relay vs the bind-mounted socket.
+//      timed apart), and a gateway round trip through the relay vs the bind-mounted socket;
+//   6. replay: a CLI call live, live with --record, and replayed from a record.
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser,engines,copy (default all), --image=TAG (default: the runner
+// floor,concurrency,streaming,parser,engines,copy,replay (default all), --image=TAG (default: the runner
 // image), --remote=<engines file> (the engines section's remote engine; default: a second local
 // dockerd in its own namespaces, see tests/support/second-engine.ts), --large-runs=N (rounds on the
 // 200 MB workspace, default 3).
@@ -23,6 +24,7 @@ import type { ContainerPiAgent } from "../src/container-pi-agent.js";
 import { type ScriptedModelServer, startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
 import { benchScripts, writePiHome } from "./bench-task.js";
 import { engineTargets, runEnginesSection } from "./engines.js";
+import { runReplaySection } from "./replay.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
 import { BENCH_LABEL, dockerRunTrue } from "./docker-recipe.js";
 import { hardenedEngineTrue, hardenedTrueOptions, plainEngineTrue } from "./engine-floor.js";
@@ -34,7 +36,7 @@ import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
 
-const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines", "copy"] as const;
+const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines", "copy", "replay"] as const;
 const TARGETS = {
   runcOverheadMs: 200,
   runscOverheadMs: 400,
@@ -289,6 +291,12 @@ async function main() {
     }
 
     if (only.has("copy")) await copySection(runc, server, scratch, results, out);
+
+    if (only.has("replay")) {
+      const replay = await runReplaySection({ baseUrl: server.baseUrl, image, runs: RUNS, scratch, progress });
+      results.replay = replay.results;
+      out.push("", replay.text);
+    }
   } finally {
     await server.close();
     scratch.cleanup();
