@@ -1,12 +1,12 @@
 // The sandbox-run command line: the commands and their flags, each a thin call into the library
 // (the run itself: run-command.ts), and one exit code. No logic of its own beyond presenting
 // results (stdout) and progress/diagnostics (stderr).
-import fs from "node:fs";
 import { Command } from "commander";
 import { DockerEngine } from "../engine/docker-engine.js";
 import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
+import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
@@ -51,11 +51,8 @@ function definedOnly<T extends object>(flags: T): T {
 }
 
 function versionLine(): string {
-  const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  };
   const image = runnerImageSpec();
-  return `sandbox-run ${own.version} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
+  return `sandbox-run ${sandboxRunVersion()} (Pi ${image.piVersion}, Node ${image.nodeVersion} in ${image.tag})`;
 }
 
 /** The run itself (the root command): flags in, one exit code out (run-command.ts). */
