@@ -36,6 +36,7 @@ import {
   STAGING_RECORD,
 } from "../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../workspace-transfer/tree-entry.js";
+import { mib } from "../util/units.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunCompanion } from "./supervise-run.js";
 
@@ -290,8 +291,4 @@ function describe(copy: CopyRoot): string {
     case "ca-bundle":
       return "the host's CA bundle";
   }
-}
-
-function mib(bytes: number): number {
-  return Math.round((bytes / 1048576) * 10) / 10;
 }

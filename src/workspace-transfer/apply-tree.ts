@@ -17,7 +17,7 @@ import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
-import { comparePaths, type TreeEntry } from "./tree-entry.js";
+import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
 export interface ApplyResult {
   /** Directories that could not be removed because the host holds entries that were never sent. */
@@ -228,11 +228,6 @@ function writable(dir: string): boolean {
   } catch {
     return false;
   }
-}
-
-function parentOf(rel: string): string {
-  const slash = rel.lastIndexOf("/");
-  return slash < 0 ? "" : rel.slice(0, slash);
 }
 
 function lstatOrUndefined(file: string): fs.Stats | undefined {

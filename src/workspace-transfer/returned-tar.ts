@@ -20,7 +20,8 @@ import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
 import { UNCHANGED_PAX_KEY } from "../relay/relay-protocol.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
-import { comparePaths, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
+import { comparePaths, parentOf, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
+import { mib } from "../util/units.js";
 
 export interface ReturnedTreeLimits {
   /** Bytes of archive read (headers and content) before the copy fails. */
@@ -250,11 +251,6 @@ function kindOf(type: string | null | undefined): TreeEntryKind | "refused" | un
   }
 }
 
-function parentOf(rel: string): string {
-  const slash = rel.lastIndexOf("/");
-  return slash < 0 ? "" : rel.slice(0, slash);
-}
-
 async function drain(entry: AsyncIterable<unknown>): Promise<void> {
   for await (const _ of entry) {
     // discarded
@@ -343,8 +339,4 @@ function limitError(options: ReadReturnedOptions, what: string): SandboxRunError
     limit: "disk",
     hint: "Raise limits.diskMb in a policy file if the task really writes that much; otherwise treat this run's output as hostile.",
   });
-}
-
-function mib(bytes: number): number {
-  return Math.round((bytes / 1048576) * 10) / 10;
 }

@@ -45,6 +45,12 @@ export const TRAVELLING_MODE_BITS = 0o1777;
 /** Walk order: the host walk's (component by component, names by UTF-16 code units, parents first). */
 export { comparePaths } from "../workspace/fd-walk.js";
 
+/** The folder a tree path is in ("" for the root's children). */
+export function parentOf(rel: string): string {
+  const slash = rel.lastIndexOf("/");
+  return slash < 0 ? "" : rel.slice(0, slash);
+}
+
 /** Whether an entry present on both sides changed (kind, permission bits, content or target). */
 export function treeEntryChanged(before: TreeEntry, after: TreeEntry): boolean {
   if (before.kind !== after.kind || before.mode !== after.mode) return true;
