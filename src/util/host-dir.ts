@@ -1,0 +1,244 @@
+// Every file the controller writes on the host goes through a HostDir: a directory opened once,
+// checked to be the caller's, and written relative to its file descriptor. Node has no openat(2),
+// but "/proc/self/fd/<fd>/<name>" resolves <name> inside the directory the fd holds, whatever its
+// path is now; so after the open no path component can be swapped under a write. Files are created
+// with O_CREAT|O_EXCL|O_NOFOLLOW (a planted symlink or an existing file is an error, never written
+// through) and replaced by renaming a freshly created file over the name (rename replaces a
+// symlink, it does not follow it). A directory inside a tree the sandbox held (a lent workspace, a
+// writable root) is refused before anything is created there: `outside` names those trees.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_WRONLY, O_CREAT, O_EXCL } = fs.constants;
+const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+const NEW_FILE_FLAGS = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+
+export class HostDirError extends Error {
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface HostDirOptions {
+  /** Create missing folders (mode 0o755 for the caller's own folders, or `mode`). */
+  create?: boolean;
+  mode?: number;
+  /**
+   * Trees the sandbox holds or held (canonical paths): a directory at or inside one is refused,
+   * since the sandbox may have shaped any name in it.
+   */
+  outside?: readonly string[];
+}
+
+/** A single file name: no separator, not "." or "..", no NUL. */
+export function checkName(name: string): void {
+  if (name === "" || name === "." || name === ".." || name.includes("/") || name.includes("\0")) {
+    throw new HostDirError(`not a plain file name: ${JSON.stringify(name)}`);
+  }
+}
+
+/** Whether `inner` is `outer` or below it (both canonical, absolute). */
+export function isWithin(outer: string, inner: string): boolean {
+  return inner === outer || inner.startsWith(outer.endsWith("/") ? outer : `${outer}/`);
+}
+
+export class HostDir {
+  #fd: number | undefined;
+
+  private constructor(
+    /** The canonical path it had when opened (for messages; writes go through the fd). */
+    readonly path: string,
+    fd: number,
+  ) {
+    this.#fd = fd;
+  }
+
+  /**
+   * Opens `dir`: canonicalised (symlinks the caller made are theirs), then every component opened
+   * from "/" with O_NOFOLLOW, so nothing can turn into a link between the check and the open.
+   * The result must be a directory owned by this user (or root) that no one else may write to
+   * (sticky folders such as /tmp aside).
+   */
+  static open(dir: string, options: HostDirOptions = {}): HostDir {
+    const absolute = path.resolve(dir);
+    const { existing, missing } = splitExisting(absolute);
+    const canonical = path.join(existing, ...missing);
+    for (const tree of options.outside ?? []) {
+      if (isWithin(tree, canonical)) {
+        throw new HostDirError(`${canonical} lies inside ${tree}, which the sandbox held`, "INSIDE_SANDBOX_TREE");
+      }
+    }
+    if (missing.length > 0 && !options.create) throw new HostDirError(`${absolute} does not exist`, "ENOENT");
+    let fd = fs.openSync("/", DIR_FLAGS);
+    try {
+      for (const part of existing.split("/").filter(Boolean)) fd = stepInto(fd, part, false, options.mode);
+      for (const part of missing) fd = stepInto(fd, part, true, options.mode);
+      checkOwnedByCaller(fd, canonical);
+      return new HostDir(canonical, fd);
+    } catch (error) {
+      fs.closeSync(fd);
+      if (error instanceof HostDirError) throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new HostDirError(
+        code === "ELOOP" || code === "ENOTDIR"
+          ? `${canonical} changed while it was opened (a component is no longer a folder)`
+          : `${canonical}: ${(error as Error).message}`,
+        code,
+      );
+    }
+  }
+
+  get fd(): number {
+    if (this.#fd === undefined) throw new HostDirError(`${this.path} is closed`);
+    return this.#fd;
+  }
+
+  /** The path syscalls use for `name` inside this directory. */
+  at(name: string): string {
+    checkName(name);
+    return `/proc/self/fd/${this.fd}/${name}`;
+  }
+
+  /** A folder inside this one, created (mode 0o700 unless given) when `create` and missing. */
+  subdir(name: string, options: { create?: boolean; mode?: number } = {}): HostDir {
+    const fd = stepInto(
+      fs.openSync(`/proc/self/fd/${this.fd}/.`, DIR_FLAGS),
+      name,
+      options.create ?? false,
+      options.mode ?? 0o700,
+    );
+    return new HostDir(path.join(this.path, name), fd);
+  }
+
+  /** Makes a new folder `name` (it must not exist) and opens it. */
+  mkdir(name: string, mode = 0o700): HostDir {
+    fs.mkdirSync(this.at(name), { mode });
+    return this.subdir(name);
+  }
+
+  /** A new file's fd: the name must not exist (nor be a symlink). */
+  createFile(name: string, mode = 0o644): number {
+    return fs.openSync(this.at(name), NEW_FILE_FLAGS, mode);
+  }
+
+  /** Writes a new file (exclusive: an existing name, link or not, is an error). */
+  writeNew(name: string, data: string | Uint8Array, mode = 0o644): void {
+    const fd = this.createFile(name, mode);
+    try {
+      fs.writeFileSync(fd, data);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** A write stream on a new file (exclusive, as writeNew). */
+  newWriteStream(name: string, mode = 0o644): fs.WriteStream {
+    return fs.createWriteStream("", { fd: this.createFile(name, mode) });
+  }
+
+  /**
+   * Puts a new file at `name`, replacing what is there (a file or a symlink: the link itself is
+   * replaced, its target untouched). Returns the new file's fd, already in place, for writing.
+   */
+  replaceWith(name: string, mode = 0o644): number {
+    const temporary = `.${name.slice(0, 100)}.${crypto.randomBytes(6).toString("hex")}.tmp`;
+    const fd = this.createFile(temporary, mode);
+    try {
+      fs.renameSync(this.at(temporary), this.at(name));
+    } catch (error) {
+      fs.closeSync(fd);
+      fs.rmSync(this.at(temporary), { force: true });
+      throw error;
+    }
+    return fd;
+  }
+
+  /** Writes `data` as the new content of `name` (see replaceWith). */
+  replaceFile(name: string, data: string | Uint8Array, mode = 0o644): void {
+    const fd = this.replaceWith(name, mode);
+    try {
+      fs.writeFileSync(fd, data);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** lstat of `name`, or undefined when it does not exist. */
+  lstat(name: string): fs.Stats | undefined {
+    try {
+      return fs.lstatSync(this.at(name));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+  }
+
+  /** Names in this directory. */
+  list(): string[] {
+    return fs.readdirSync(`/proc/self/fd/${this.fd}/.`);
+  }
+
+  /** Moves `name` from this directory to `target`'s `newName` (same filesystem; replaces nothing). */
+  moveTo(name: string, target: HostDir, newName = name): void {
+    if (target.lstat(newName)) throw new HostDirError(`${path.join(target.path, newName)} already exists`, "EEXIST");
+    fs.renameSync(this.at(name), target.at(newName));
+  }
+
+  close(): void {
+    if (this.#fd === undefined) return;
+    fs.closeSync(this.#fd);
+    this.#fd = undefined;
+  }
+}
+
+/** The longest existing prefix of `absolute`, canonicalised, and the names below it that are missing. */
+function splitExisting(absolute: string): { existing: string; missing: string[] } {
+  const missing: string[] = [];
+  let current = absolute;
+  for (;;) {
+    try {
+      return { existing: fs.realpathSync(current), missing };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || current === "/") throw error;
+      missing.unshift(path.basename(current));
+      current = path.dirname(current);
+    }
+  }
+}
+
+/** Opens `name` under `parentFd` as a directory without following a link, closing `parentFd`. */
+function stepInto(parentFd: number, name: string, create: boolean, mode = 0o755): number {
+  try {
+    checkName(name);
+    const at = `/proc/self/fd/${parentFd}/${name}`;
+    if (create) {
+      try {
+        fs.mkdirSync(at, { mode });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      }
+    }
+    return fs.openSync(at, DIR_FLAGS);
+  } finally {
+    fs.closeSync(parentFd);
+  }
+}
+
+function checkOwnedByCaller(fd: number, shownAs: string): void {
+  const stat = fs.fstatSync(fd);
+  const uid = process.geteuid?.() ?? 0;
+  if (stat.uid !== uid && stat.uid !== 0) {
+    throw new HostDirError(`${shownAs} belongs to uid ${stat.uid}, not to this user (${uid})`, "NOT_OURS");
+  }
+  const othersMayWrite = (stat.mode & 0o022) !== 0 && (stat.mode & 0o1000) === 0;
+  if (othersMayWrite) {
+    throw new HostDirError(
+      `${shownAs} may be written by other users (mode ${(stat.mode & 0o7777).toString(8)})`,
+      "NOT_PRIVATE",
+    );
+  }
+}
