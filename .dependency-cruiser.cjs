@@ -7,8 +7,9 @@
 //   run       run/: one call from options to result, composed from the parts
 //   agent     container-pi-agent.ts, index.ts (and the public testing entry)
 //   cli       cli/: a thin shell over the library
+//   show/     (a part) a record as a page or a Markdown summary; reads records only, runs nothing
 const PARTS =
-  "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|relay|policy|http|image|record|replay|scripted-model|demo)/";
+  "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|relay|policy|http|image|record|replay|scripted-model|demo|show)/";
 const LEAF = "^src/((agent|errors|sandbox-contract)\.ts$|util/)";
 
 module.exports = {
@@ -60,6 +61,24 @@ module.exports = {
       severity: "error",
       from: { path: "^src/(proxy|gateway)/" },
       to: { path: "^src/(run|engine|image|workspace|record)/" },
+    },
+    {
+      name: "show-reads-records-only",
+      comment:
+        "show/ turns a record (hostile input) into a page: it reads the record's format and nothing that runs, contacts or mounts anything (no engine, gateway, proxy, run or workspace code).",
+      severity: "error",
+      from: { path: "^src/show/" },
+      to: {
+        path: "^src/",
+        pathNot: ["^src/show/", LEAF, "^src/record/record-format\\.ts$", "^src/replay/load-record\\.ts$"],
+      },
+    },
+    {
+      name: "only-the-cli-shows",
+      comment: "The page is a view of a finished record: nothing of a run depends on it.",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/(cli|show)/" },
+      to: { path: "^src/show/" },
     },
     {
       name: "run-never-imports-agent",

@@ -35,7 +35,16 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .showSuggestionAfterError()
     .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
   const ctx: CommandContext = { io, signals, exit: (code) => (exitCode = code) };
-  for (const define of [defineRun, defineReplay, defineImage, defineDoctor, defineGc, defineDemo, definePolicy]) {
+  for (const define of [
+    defineRun,
+    defineReplay,
+    defineShow,
+    defineImage,
+    defineDoctor,
+    defineGc,
+    defineDemo,
+    definePolicy,
+  ]) {
     define(program, ctx);
   }
   try {
@@ -137,6 +146,21 @@ function defineReplay(program: Command, ctx: CommandContext): void {
         build: root.build !== false && flags.build !== false,
       };
       ctx.exit(await replayCommand(recordDir, merged, io, ctx.signals));
+    });
+}
+
+/** A run record as one self-contained page, or a Markdown summary (show-command.ts, loaded when used). */
+function defineShow(program: Command, ctx: CommandContext): void {
+  const { io } = ctx;
+  program
+    .command("show <record-dir>")
+    .description("turn a run record into one self-contained HTML page (or a Markdown summary with --format md)")
+    .option("-o, --output <file>", "where to write it (default: run.html in the record's folder; - for stdout)")
+    .option("--open", "open the page in the system's browser")
+    .option("--format <format>", "html (default): the page; md: a Markdown summary on stdout, for CI logs")
+    .action(async (recordDir: string, flags: { output?: string; open?: boolean; format?: string }) => {
+      const { showCommand } = await import("./show-command.js");
+      ctx.exit(await showCommand(recordDir, flags, io));
     });
 }
 

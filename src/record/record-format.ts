@@ -21,6 +21,12 @@ export const RECORD_FILES = {
   sums: "SHA256SUMS",
 } as const;
 
+/**
+ * The page `sandbox-run show` writes into a record folder by default: made from the record, not
+ * part of it (not in SHA256SUMS), and never read back by replay or by show.
+ */
+export const RECORD_PAGE = "run.html";
+
 export interface RecordVersions {
   sandboxRun: string;
   /** The Pi version of the runner image the run was planned with. */

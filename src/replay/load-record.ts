@@ -11,6 +11,7 @@ import { usageError } from "../errors.js";
 import {
   RECORD_FILES,
   RECORD_FORMAT,
+  RECORD_PAGE,
   type RecordedCall,
   type RecordedExchange,
   type RecordVersions,
@@ -130,7 +131,8 @@ function verifiedFiles(root: string): Map<string, Buffer> {
   const problems: string[] = [];
   const contents = new Map<string, Buffer>();
   for (const entry of entries) {
-    if (entry.name === RECORD_FILES.sums) continue;
+    // The page `sandbox-run show` leaves in the folder is made from the record, not part of it.
+    if (entry.name === RECORD_FILES.sums || (entry.name === RECORD_PAGE && !sums.has(RECORD_PAGE))) continue;
     if (!sums.has(entry.name)) problems.push(`${entry.name} is not listed in ${RECORD_FILES.sums}`);
   }
   for (const [name, expected] of sums) {

@@ -1,0 +1,78 @@
+// `sandbox-run show <record>`: a run record as one self-contained page (default <record>/run.html,
+// or -o), or with --format md as a Markdown summary on stdout (for CI logs and job summaries). The
+// record is read as hostile input (show/record-reader.ts) and a record that fails its checksum
+// check is still shown, with a red banner on the page and a warning here.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { usageError } from "../errors.js";
+import { RECORD_PAGE } from "../record/record-format.js";
+import { buildRunView } from "../show/build-run-view.js";
+import { markdownSummary } from "../show/markdown-summary.js";
+import { renderPage } from "../show/page-html.js";
+import { writeOutput } from "../show/write-output.js";
+import { sandboxRunVersion } from "../util/package-version.js";
+import type { CliIo } from "./cli-io.js";
+import { EXIT } from "./exit-codes.js";
+import { terminalText } from "./terminal-text.js";
+
+export interface ShowCommandFlags {
+  output?: string;
+  open?: boolean;
+  format?: string;
+}
+
+export async function showCommand(recordDir: string, flags: ShowCommandFlags, io: CliIo): Promise<number> {
+  const format = flags.format ?? "html";
+  if (format !== "html" && format !== "md") {
+    throw usageError(`--format must be html or md, not "${format}".`, "html writes the page; md prints a summary.");
+  }
+  if (flags.open && (format !== "html" || flags.output === "-")) {
+    throw usageError(
+      "--open opens the page: it needs --format html and a file.",
+      "Drop --open, or write the page to a file.",
+    );
+  }
+  const { view, heldTrees } = await buildRunView(recordDir, {
+    madeBy: `sandbox-run ${sandboxRunVersion()}`,
+    shownAs: recordDir,
+  });
+  if (view.integrity.state !== "ok") {
+    const what = view.integrity.state === "mismatch" ? "does not match its SHA256SUMS" : "cannot be checked";
+    io.stderr(
+      `sandbox-run: warning: the record ${what}: ${terminalText(view.integrity.problems.slice(0, 3).join("; "))}\n`,
+    );
+  }
+  const content = format === "md" ? markdownSummary(view) : renderPage(view);
+  const target = flags.output ?? (format === "md" ? "-" : path.join(recordDir, RECORD_PAGE));
+  if (target === "-") {
+    io.stdout(content);
+    return EXIT.ok;
+  }
+  const written = writeOutput(target, content, heldTrees, `The default is ${RECORD_PAGE} in the record's folder.`);
+  io.stdout(`${written}\n`);
+  if (flags.open) await openInBrowser(written, io);
+  return EXIT.ok;
+}
+
+/** The system's opener (xdg-open, open, start) on the file; a missing one is a hint, not a failure. */
+async function openInBrowser(file: string, io: CliIo): Promise<void> {
+  const [command, args] =
+    process.platform === "darwin"
+      ? ["open", [file]]
+      : process.platform === "win32"
+        ? ["cmd", ["/c", "start", '""', file]]
+        : ["xdg-open", [file]];
+  await new Promise<void>((resolve) => {
+    const child = spawn(command, args as string[], { detached: true, stdio: "ignore" });
+    child.once("spawn", () => {
+      child.unref();
+      resolve();
+    });
+    child.once("error", (error: NodeJS.ErrnoException) => {
+      io.stderr(
+        `sandbox-run: cannot open a browser (${command}: ${error.code ?? error.message}); open ${file} yourself.\n`,
+      );
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,101 @@
+// The page's size cap. Every long text of the record goes through one budget: each kind of text
+// has its own cap (a tool's output, a request body, ...), and all of them together may take at
+// most `total` bytes of the page's embedded data (counted as they will be written: JSON-escaped,
+// UTF-8). Once that is spent, each further text keeps a short preview from a second, smaller
+// budget, and then nothing; the page says what it left out. So a record of any size makes a page
+// of bounded size, and the texts drawn first (header, result, diff, turns) are the ones kept.
+import type { Shown } from "./run-view.js";
+import { embeddedJson } from "./embedded-json.js";
+
+export const PAGE_TEXT_BYTES = 16 * 1024 * 1024;
+export const PAGE_PREVIEW_BYTES = 2 * 1024 * 1024;
+const PREVIEW_CHARS = 300;
+
+/** Caps per kind of text, in characters. */
+export const CAPS = {
+  label: 300,
+  line: 2_000,
+  prompt: 256 * 1024,
+  result: 1024 * 1024,
+  schema: 64 * 1024,
+  errorText: 16 * 1024,
+  modelText: 64 * 1024,
+  toolArgs: 16 * 1024,
+  toolOutput: 64 * 1024,
+  body: 128 * 1024,
+  fileDiff: 256 * 1024,
+  eventData: 4 * 1024,
+} as const;
+
+export class TextBudget {
+  private mainLeft: number;
+  private previewLeft: number;
+  /** Characters left out because of the caps, in all. */
+  omittedChars = 0;
+  /** Texts cut because the page's total was spent (not just their own cap). */
+  starved = 0;
+
+  constructor(total = PAGE_TEXT_BYTES, preview = PAGE_PREVIEW_BYTES) {
+    this.mainLeft = total;
+    this.previewLeft = preview;
+  }
+
+  /** `text` cut to `cap` characters and to what the budget has left. */
+  take(text: string, cap: number): Shown {
+    let shown = cut(text, cap);
+    let cost = bytesOf(shown);
+    if (cost > this.mainLeft) {
+      this.starved++;
+      shown = this.mainLeft > 0 ? cutToBytes(shown, this.mainLeft) : "";
+      if (shown === "" && this.previewLeft > 0) shown = cutToBytes(cut(text, PREVIEW_CHARS), this.previewLeft);
+      cost = bytesOf(shown);
+      if (this.mainLeft > 0) this.mainLeft = Math.max(0, this.mainLeft - cost);
+      else this.previewLeft = Math.max(0, this.previewLeft - cost);
+    } else this.mainLeft -= cost;
+    const omitted = text.length - shown.length;
+    this.omittedChars += omitted;
+    return omitted > 0 ? { text: shown, omitted } : { text: shown };
+  }
+
+  /** A short label (a name, a host, a reason): cut to CAPS.label, not charged (their number is capped). */
+  static label(value: unknown): string {
+    return cut(
+      typeof value === "string" ? value : value === undefined || value === null ? "" : String(value),
+      CAPS.label,
+    );
+  }
+
+  /** One line of text (a message, a preview): cut to CAPS.line, not charged. */
+  static line(value: unknown): string {
+    return cut(
+      typeof value === "string" ? value : value === undefined || value === null ? "" : String(value),
+      CAPS.line,
+    );
+  }
+}
+
+/** The first `max` UTF-16 units of `text`, never splitting a surrogate pair. */
+export function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = max;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return text.slice(0, end);
+}
+
+function bytesOf(text: string): number {
+  return Buffer.byteLength(embeddedJson(text));
+}
+
+/** The longest prefix of `text` whose embedded form fits in `bytes` (by halving: texts here are short). */
+function cutToBytes(text: string, bytes: number): string {
+  if (bytesOf(text) <= bytes) return text;
+  let low = 0;
+  let high = text.length;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (bytesOf(cut(text, mid)) <= bytes) low = mid;
+    else high = mid - 1;
+  }
+  return cut(text, low);
+}
