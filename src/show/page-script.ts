@@ -151,6 +151,7 @@ function pageMain(): void {
     let lines = 0;
     for (const t of texts) {
       if (!t) continue;
+      if (t.omitted) return false;
       chars += t.text.length;
       lines += t.text.split("\n").length;
     }

@@ -120,3 +120,70 @@ export function writeRecord(dir: string, parts: RecordParts): string {
 export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
+
+/**
+ * A record of about `megabytes` MB: many turns, each a bash call with a long output, and the model
+ * traffic of each (a request body that repeats the conversation's recent part, a streamed reply).
+ */
+export function writeLargeRecord(dir: string, megabytes = 50): { dir: string; turns: number; bytes: number } {
+  const outputBytes = 24 * 1024;
+  const turns = Math.max(1, Math.round((megabytes * 1024 * 1024) / (2 * outputBytes + 2048)));
+  const line = "0123456789abcdef ".repeat(4).concat("\n");
+  const output = (i: number) =>
+    `turn ${i} output\n${line.repeat(Math.ceil(outputBytes / line.length))}`.slice(0, outputBytes);
+  const events: unknown[] = [
+    event(0, 1, "sandbox", "run.planned", { model: "scripted/m", runtime: "runc", policy: "workspace-write" }),
+    event(1, 5, "sandbox", "container.created", {}),
+    event(2, 200, "sandbox", "container.started", {}),
+  ];
+  const exchanges: unknown[] = [];
+  let seq = 3;
+  for (let i = 1; i <= turns; i++) {
+    const time = 300 + i * 100;
+    events.push(
+      event(seq++, time + 5, "sandbox", "gateway.exchange", {
+        seq: i,
+        status: 200,
+        relay: "complete",
+        chain: "extension",
+      }),
+    );
+    const turn = turnEvents(
+      { seq, time },
+      {
+        text: `Step ${i}: looking further.`,
+        tools: [{ id: `call_${i}`, name: "bash", args: { command: `make step-${i}` }, output: output(i) }],
+      },
+    );
+    seq += turn.length;
+    events.push(...turn);
+    exchanges.push({
+      seq: i,
+      routeId: "scripted",
+      api: "openai-completions",
+      path: "/scripted/chat/completions",
+      status: 200,
+      relay: "complete",
+      startedMs: time,
+      durationMs: 4,
+      reply: { text: `Step ${i}`, toolCalls: [{ id: `call_${i}`, name: "bash", argumentsJson: "{}" }], complete: true },
+      request: {
+        method: "POST",
+        target: "/scripted/chat/completions",
+        headers: {},
+        body: { text: JSON.stringify({ messages: [output(i - 1)] }) },
+        bodyTruncated: false,
+      },
+      response: {
+        status: 200,
+        headers: {},
+        chunks: [{ atMs: 1, text: `data: {"step":${i}}\n\n` }],
+        bodyTruncated: false,
+      },
+    });
+  }
+  events.push(event(seq++, 300 + (turns + 1) * 100, "sandbox", "container.exited", { exitCode: 0 }));
+  writeRecord(dir, { events, exchanges, meta: { runId: "0123456789ab", turns, toolCalls: turns } });
+  const bytes = fs.readdirSync(dir).reduce((sum, name) => sum + fs.statSync(path.join(dir, name)).size, 0);
+  return { dir, turns, bytes };
+}
