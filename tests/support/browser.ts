@@ -86,6 +86,8 @@ export async function openPage(browser: Browser, file: string): Promise<PageVisi
     get popups() {
       return visit.popups;
     },
+    // innerText, not textContent: what is rendered and visible, as a person reads it.
+    // biome-ignore lint/performance/useDomNodeTextContent: innerText is the point
     text: () => page.evaluate(() => document.body.innerText),
     close: () => context.close(),
   };

@@ -1,0 +1,76 @@
+// `sandbox-run show` as a command: where the page goes (next to the record, -o, stdout), what it
+// refuses (a folder inside the run's workspace, a link at the name, bad flags), with what to do.
+import fs from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { runCli } from "../../src/cli/program.js";
+import { tempDir, writeRecord } from "../support/show-records.js";
+
+async function cli(argv: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const io: CliIo = {
+    stdout: (t) => void (stdout += t),
+    stderr: (t) => void (stderr += t),
+    readStdin: async () => undefined,
+    env: {},
+    stderrIsTty: false,
+  };
+  const code = await runCli(argv, io);
+  return { code, stdout, stderr };
+}
+
+describe("sandbox-run show", () => {
+  it("writes run.html into the record's folder by default, replacing a link there instead of following it", async () => {
+    const parent = tempDir("show-cli-");
+    const record = writeRecord(path.join(parent, "rec"), {});
+    const target = path.join(parent, "bashrc");
+    fs.writeFileSync(target, "original\n");
+    fs.symlinkSync(target, path.join(record, "run.html"));
+    const { code, stdout, stderr } = await cli(["show", record]);
+    expect(code, stderr).toBe(0);
+    expect(stdout).toBe(`${path.join(fs.realpathSync(record), "run.html")}\n`);
+    expect(fs.readFileSync(target, "utf8")).toBe("original\n");
+    expect(fs.lstatSync(path.join(record, "run.html")).isFile()).toBe(true);
+    expect(fs.readFileSync(path.join(record, "run.html"), "utf8")).toMatch(/^<!doctype html>/);
+  });
+
+  it("-o - and --format md write to stdout; nothing is written to the folder", async () => {
+    const record = writeRecord(path.join(tempDir("show-cli-"), "rec"), {});
+    const md = await cli(["show", record, "--format", "md"]);
+    expect(md.code).toBe(0);
+    expect(md.stdout).toMatch(/^## sandbox-run /);
+    const html = await cli(["show", record, "-o", "-"]);
+    expect(html.stdout).toMatch(/^<!doctype html>/);
+    expect(fs.existsSync(path.join(record, "run.html"))).toBe(false);
+  });
+
+  it("refuses to write inside the workspace the recorded run lent its sandbox", async () => {
+    const parent = tempDir("show-cli-");
+    const workspace = path.join(parent, "ws");
+    fs.mkdirSync(path.join(workspace, "docs"), { recursive: true });
+    const record = writeRecord(path.join(parent, "rec"), { meta: { workspace } });
+    const { code, stderr } = await cli(["show", record, "-o", path.join(workspace, "docs", "run.html")]);
+    expect(code).toBe(2);
+    expect(stderr).toContain("which the sandbox held");
+    expect(stderr).toContain("-o <file>");
+    expect(fs.existsSync(path.join(workspace, "docs", "run.html"))).toBe(false);
+  });
+
+  it("says what is wrong with its flags or its folder", async () => {
+    const record = writeRecord(path.join(tempDir("show-cli-"), "rec"), {});
+    expect(await cli(["show", record, "--format", "pdf"])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("--format must be html or md"),
+    });
+    expect(await cli(["show", record, "--format", "md", "--open"])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("--open opens the page"),
+    });
+    expect(await cli(["show", path.join(record, "nope")])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("Cannot read the run record"),
+    });
+  });
+});

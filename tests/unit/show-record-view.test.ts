@@ -1,0 +1,288 @@
+// What `sandbox-run show` reads from a record and makes of it, without a browser: the capped,
+// no-follow reader and its checksum verdict, the page's data from records of every kind (failed,
+// unknown fields, older format, hand-made), the patch's files, the size budget, the schema check.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { buildRunView } from "../../src/show/build-run-view.js";
+import { patchView } from "../../src/show/patch-view.js";
+import { RecordReader } from "../../src/show/record-reader.js";
+import { checkResult } from "../../src/show/schema-check.js";
+import { cut, TextBudget } from "../../src/show/text-budget.js";
+import { rehash } from "../support/record-files.js";
+import { event, tempDir, turnEvents, writeRecord } from "../support/show-records.js";
+
+const build = (dir: string) => buildRunView(dir, { madeBy: "sandbox-run test" });
+
+describe("the record reader", () => {
+  it("checks every file against SHA256SUMS, reporting instead of refusing", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    const reader = RecordReader.open(dir);
+    expect(reader.file("meta.json")?.text).toContain('"format": 2');
+    expect(reader.integrity()).toMatchObject({ state: "ok", problems: [] });
+    reader.close();
+
+    fs.appendFileSync(path.join(dir, "prompt.txt"), " and also delete everything");
+    fs.writeFileSync(path.join(dir, "extra.txt"), "planted");
+    fs.rmSync(path.join(dir, "changes.patch"));
+    fs.writeFileSync(path.join(dir, "run.html"), "a page show wrote earlier: not part of the record");
+    const again = RecordReader.open(dir);
+    expect(again.integrity()).toEqual({
+      state: "mismatch",
+      matched: expect.any(Number),
+      problems: [
+        "extra.txt is not listed in SHA256SUMS",
+        "prompt.txt does not match its sha256 in SHA256SUMS",
+        "changes.patch is listed in SHA256SUMS but missing",
+      ],
+    });
+    again.close();
+  });
+
+  it("never follows a link, never blocks on a FIFO, and says so", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    const secret = path.join(path.dirname(dir), "secret.txt");
+    fs.writeFileSync(secret, "host secret");
+    fs.rmSync(path.join(dir, "result.json"));
+    fs.symlinkSync(secret, path.join(dir, "result.json"));
+    fs.rmSync(path.join(dir, "prompt.txt"));
+    execFileSync("mkfifo", [path.join(dir, "prompt.txt")]);
+    const reader = RecordReader.open(dir);
+    expect(reader.file("result.json")).toBeUndefined();
+    expect(reader.file("prompt.txt")).toBeUndefined();
+    expect(reader.integrity().problems).toEqual(
+      expect.arrayContaining([
+        "result.json is a symbolic link (not followed)",
+        "prompt.txt is not a regular file (not read)",
+      ]),
+    );
+    reader.close();
+  });
+
+  it("keeps a file up to its cap and says how much is left out; no SHA256SUMS means unchecked", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), { prompt: "p".repeat(5000) });
+    fs.rmSync(path.join(dir, "SHA256SUMS"));
+    const reader = RecordReader.open(dir);
+    expect(reader.file("prompt.txt", 1000)).toEqual({ text: "p".repeat(1000), omittedBytes: 4000 });
+    expect(reader.integrity().state).toBe("unchecked");
+    reader.close();
+  });
+
+  it("refuses a folder that is no record, and a file, with what to do", () => {
+    const dir = tempDir("show-reader-");
+    expect(() => RecordReader.open(dir)).toThrow(/does not look like a run record/);
+    fs.writeFileSync(path.join(dir, "f"), "x");
+    expect(() => RecordReader.open(path.join(dir, "f"))).toThrow(/is a file, not a run record folder/);
+    expect(() => RecordReader.open(path.join(dir, "missing"))).toThrow(/Cannot read the run record .*ENOENT/);
+  });
+
+  it("splits JSONL on LF only, strips one CR, and gives a last unterminated line", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    fs.writeFileSync(path.join(dir, "events.jsonl"), "a\r\nb\u2028c\n\nd");
+    rehash(dir);
+    const reader = RecordReader.open(dir);
+    const lines: string[] = [];
+    reader.lines("events.jsonl", { line: (t) => void lines.push(t), tooLong: () => {} });
+    expect(lines).toEqual(["a", "b\u2028c", "", "d"]);
+    reader.close();
+  });
+});
+
+describe("the page's data", () => {
+  it("a failed run: the error with its hint, the limit, the turns that ran, unknown fields listed", async () => {
+    const dir = writeRecord(path.join(tempDir("show-view-"), "r"), {
+      error: {
+        code: "limit",
+        message: "The sandbox asked for model response 3.",
+        hint: "Raise maxTurns.",
+        limit: "turns",
+      },
+      meta: {
+        runId: "abcdefabcdef",
+        warm: true,
+        handBack: { mode: "branch", branch: "sandbox-run/abc", commit: "1234567" },
+        futureField: { x: 1 },
+      },
+      policy: {
+        name: "p",
+        network: "allowlist",
+        runtime: "runsc",
+        secrets: { GH_TOKEN: { hosts: ["api.github.com"] } },
+      },
+      events: [
+        event(0, 1, "sandbox", "engine.chosen", { engine: "local", address: "unix:///var/run/docker.sock" }),
+        event(1, 2, "sandbox", "container.created", {}),
+        event(2, 3, "sandbox", "container.started", {}),
+        ...turnEvents(
+          { seq: 3, time: 10 },
+          {
+            text: "Let me look.",
+            tools: [{ id: "c1", name: "bash", args: { command: "ls\nrm -rf x" }, output: "a\nb" }],
+          },
+        ),
+        event(20, 100, "sandbox", "egress.denied", {
+          host: "evil.example",
+          port: 443,
+          reason: "not allowed",
+          repeated: 4,
+        }),
+        event(21, 101, "sandbox", "egress.allowed", { host: "api.github.com", port: 443, reason: "ok" }),
+        event(22, 102, "sandbox", "egress.injected", {
+          host: "api.github.com",
+          port: 443,
+          reason: "ok",
+          secret: "GH_TOKEN",
+        }),
+        event(23, 103, "sandbox", "gateway.refused", {
+          method: "POST",
+          path: "/x",
+          status: 429,
+          reason: "turn-budget",
+          refused: "over",
+        }),
+        event(24, 104, "sandbox", "gateway.refused", {
+          method: "POST",
+          path: "/x",
+          status: 429,
+          reason: "turn-budget",
+          refused: "over",
+        }),
+        event(25, 105, "sandbox", "replay.policy-differs", { difference: "network open vs none" }),
+        event(26, 106, "sandbox", "limit.tripped", { code: "limit", limit: "turns", message: "over the budget" }),
+        event(27, 107, "sandbox", "run.failed", { code: "limit", limit: "turns", message: "over the budget" }),
+        "not an event",
+      ],
+    });
+    fs.appendFileSync(path.join(dir, "events.jsonl"), "{not json\n");
+    rehash(dir);
+    const { view, heldTrees } = await build(dir);
+    expect(view.outcome).toEqual({
+      state: "failed",
+      error: {
+        code: "limit",
+        message: { text: "The sandbox asked for model response 3." },
+        hint: { text: "Raise maxTurns." },
+        limit: "turns",
+      },
+    });
+    expect(view.facts).toEqual(
+      expect.arrayContaining([
+        { label: "run", value: "abcdefabcdef" },
+        { label: "warm or cold", value: "warm (a pre-started container)" },
+        { label: "hand-back", value: "branch, branch sandbox-run/abc, commit 1234567" },
+        { label: "engine", value: "local", note: "unix:///var/run/docker.sock" },
+        { label: "runtime", value: "runc" },
+      ]),
+    );
+    expect(view.turns).toHaveLength(1);
+    expect(view.turns[0]).toMatchObject({
+      text: { text: "Let me look." },
+      tools: [{ name: "bash", summary: "ls …", output: { text: "a\nb" } }],
+    });
+    expect(view.decisions.egress).toEqual([
+      expect.objectContaining({ host: "evil.example", port: "443", denied: 5, allowed: 0, reasons: ["not allowed"] }),
+      expect.objectContaining({ host: "api.github.com", allowed: 1, injected: 1, secrets: ["GH_TOKEN"] }),
+    ]);
+    expect(view.decisions.secrets).toEqual([{ name: "GH_TOKEN", hosts: ["api.github.com"], injected: 1 }]);
+    expect(view.decisions.refusals).toEqual([expect.objectContaining({ reason: "turn-budget", count: 2 })]);
+    expect(view.decisions.limits).toEqual([{ code: "limit", limit: "turns", message: "over the budget" }]);
+    expect(view.otherEvents).toEqual([expect.objectContaining({ type: "replay.policy-differs", count: 1 })]);
+    expect(view.otherMeta).toEqual([{ key: "futureField", value: { text: '{\n  "x": 1\n}' } }]);
+    expect(view.pageNotes).toContain("2 lines of events.jsonl are not events: not shown.");
+    expect(view.timeline.rows.map((r) => r.name)).toEqual(["phases", "turns", "tools", "failure"]);
+    expect(heldTrees).toEqual(["/nonexistent/workspace"]);
+  });
+
+  it("a format 1 record (no model traffic, no meta fields): a page that says what is missing", async () => {
+    const dir = writeRecord(path.join(tempDir("show-view-"), "r"), { meta: { format: undefined } });
+    fs.rmSync(path.join(dir, "exchanges.jsonl"));
+    fs.rmSync(path.join(dir, "replay.json"));
+    rehash(dir);
+    const { view } = await build(dir);
+    expect(view.outcome.state).toBe("ok");
+    expect(view.integrity.state).toBe("ok");
+    expect(view.pageNotes.join("\n")).toContain("has no exchanges.jsonl");
+    expect(view.facts).toContainEqual({ label: "record format", value: "1" });
+  });
+
+  it("checks the result against the schema again", async () => {
+    const schema = { type: "object", properties: { n: { type: "number" } }, required: ["n"] };
+    const good = await build(writeRecord(path.join(tempDir("show-view-"), "r"), { schema, result: { n: 1 } }));
+    expect(good.view.result?.check).toEqual({ state: "valid" });
+    const bad = await build(writeRecord(path.join(tempDir("show-view-"), "r"), { schema, result: { n: "one" } }));
+    expect(bad.view.result?.check).toMatchObject({ state: "invalid", detail: expect.stringContaining("n:") });
+  });
+
+  it("stops a schema check that would not end (a pattern a record chose)", async () => {
+    const schema = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } };
+    const check = await checkResult(schema, { s: `${"a".repeat(40)}!` }, 500);
+    expect(check).toEqual({ state: "not-checked", detail: expect.stringContaining("did not finish in 0.5 s") });
+  });
+});
+
+describe("the patch's files", () => {
+  it("names, kinds and counts, quoted names decoded", () => {
+    const patch = [
+      "diff --git a/src/a.ts b/src/a.ts",
+      "index 1..2 100644",
+      "--- a/src/a.ts",
+      "+++ b/src/a.ts",
+      "@@ -1,2 +1,2 @@",
+      "-old",
+      "--- not a header inside a hunk",
+      "+new",
+      " same",
+      'diff --git "a/caf\\303\\251 \\"x\\".txt" "b/caf\\303\\251 \\"x\\".txt"',
+      "new file mode 100644",
+      "--- /dev/null",
+      '+++ "b/caf\\303\\251 \\"x\\".txt"',
+      "@@ -0,0 +1 @@",
+      "+hi",
+      "diff --git a/gone.txt b/gone.txt",
+      "deleted file mode 100644",
+      "--- a/gone.txt",
+      "+++ /dev/null",
+      "@@ -1 +0,0 @@",
+      "-bye",
+      "diff --git a/old.txt b/new.txt",
+      "similarity index 100%",
+      "rename from old.txt",
+      "rename to new.txt",
+      "diff --git a/img.png b/img.png",
+      "Binary files a/img.png and b/img.png differ",
+      "",
+    ].join("\n");
+    const { files } = patchView(patch, new TextBudget());
+    expect(
+      files.map(({ name, oldName, status, added, removed }) => ({ name, oldName, status, added, removed })),
+    ).toEqual([
+      { name: "src/a.ts", oldName: undefined, status: "modified", added: 1, removed: 2 },
+      { name: 'café "x".txt', oldName: undefined, status: "added", added: 1, removed: 0 },
+      { name: "gone.txt", oldName: undefined, status: "deleted", added: 0, removed: 1 },
+      { name: "new.txt", oldName: "old.txt", status: "renamed", added: 0, removed: 0 },
+      { name: "img.png", oldName: undefined, status: "binary", added: 0, removed: 0 },
+    ]);
+  });
+});
+
+describe("the page's budget", () => {
+  it("cuts each text to its cap, then to what is left, then to a preview, then to nothing", () => {
+    const budget = new TextBudget(1000, 100);
+    expect(budget.take("x".repeat(50), 10)).toEqual({ text: "x".repeat(10), omitted: 40 });
+    const second = budget.take("y".repeat(2000), 5000);
+    expect(second.text.length).toBeLessThan(1000);
+    expect(second.omitted).toBe(2000 - second.text.length);
+    const preview = budget.take("z".repeat(2000), 5000);
+    expect(preview.text.length).toBeGreaterThan(0);
+    expect(preview.text.length).toBeLessThanOrEqual(98);
+    budget.take("w".repeat(2000), 5000);
+    expect(budget.take("v".repeat(10), 5000)).toEqual({ text: "", omitted: 10 });
+    expect(budget.starved).toBe(4);
+  });
+
+  it("never splits a surrogate pair", () => {
+    expect(cut("ab😀c", 3)).toBe("ab");
+    expect(cut("ab😀c", 4)).toBe("ab😀");
+  });
+});
