@@ -13,7 +13,7 @@ import { writeOutput } from "../show/write-output.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
-import { terminalText } from "./terminal-text.js";
+import { terminalLine } from "./terminal-text.js";
 
 export interface ShowCommandFlags {
   output?: string;
@@ -38,9 +38,10 @@ export async function showCommand(recordDir: string, flags: ShowCommandFlags, io
   });
   if (view.integrity.state !== "ok") {
     const what = view.integrity.state === "mismatch" ? "does not match its SHA256SUMS" : "cannot be checked";
-    io.stderr(
-      `sandbox-run: warning: the record ${what}: ${terminalText(view.integrity.problems.slice(0, 3).join("; "))}\n`,
-    );
+    // One line, every control character escaped: a file name in a record must not start a line of
+    // its own (a CI runner reads a line that starts with "::" as a command).
+    const problems = terminalLine(view.integrity.problems.slice(0, 3).join("; "));
+    io.stderr(`sandbox-run: warning: the record ${what}: ${problems}\n`);
   }
   const content = format === "md" ? markdownSummary(view) : renderPage(view);
   const target = flags.output ?? (format === "md" ? "-" : path.join(recordDir, RECORD_PAGE));

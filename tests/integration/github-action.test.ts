@@ -4,6 +4,8 @@
 // outputs of earlier steps) against the real engine, image and Pi. `uses:` steps (setup-node, the
 // cache, the artifact upload) belong to GitHub and are skipped.
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -62,9 +64,18 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
   };
 
   let recordDir = "";
+  let firstArtifact = "";
+
+  /** A runner's job summary file and job id. */
+  const runner = (job: string) => {
+    const summary = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-gh-summary-")), "step-summary.md");
+    fs.writeFileSync(summary, "");
+    return { summary, env: { GITHUB_JOB: job, GITHUB_STEP_SUMMARY: summary } };
+  };
 
   it("a review: the result is an output, the record is kept, the last step passes", async () => {
     const workspace = pullRequest();
+    const job = runner("review");
     const { outputs, code, log } = await runAction(
       {
         "prompt-file": path.join(trusted, "prompt.md"),
@@ -76,6 +87,7 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
         "working-directory": "pr",
       },
       workspace,
+      job.env,
     );
     expect(code, log).toBe(0);
     expect(outputs.install!["image-tag"]).toMatch(/^sandbox-run\/pi:/);
@@ -89,6 +101,16 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     expect(fs.readdirSync(recordDir)).toEqual(expect.arrayContaining(["SHA256SUMS", "exchanges.jsonl", "result.json"]));
     // The sandbox's progress was fenced off from the runner's workflow commands.
     expect(log).toMatch(/::stop-commands::[0-9a-f]{32}/);
+    // The run's page is in the record (so in the artifact), its summary in the job summary, and
+    // the artifact's name is this job's and this run's.
+    expect(outputs.show!.page).toBe(path.join(recordDir, "run.html"));
+    expect(fs.readFileSync(outputs.show!.page!, "utf8")).toMatch(/^<!doctype html>/);
+    const summary = fs.readFileSync(job.summary, "utf8");
+    expect(summary).toMatch(/^## sandbox-run `[0-9a-f]{12}` ✅ succeeded \(structured result\)/);
+    expect(summary).toContain("`cat change.txt`");
+    expect(summary).toBe(fs.readFileSync(outputs.show!.summary!, "utf8"));
+    firstArtifact = outputs.show!["artifact-name"]!;
+    expect(firstArtifact).toBe(`sandbox-run-record-review-${outputs.run!.id}`);
   });
 
   it("a prompt file from the change under review is refused, and the last step fails with the reason", async () => {
@@ -110,18 +132,91 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     expect(server.requests.filter((r) => r.body.model === "review")).toHaveLength(2); // only the first test's
   });
 
-  it("replay-record: the recorded review again, without the model", async () => {
+  /** A stand-in for GitHub's API: records each comment posted, answers with `status`. */
+  async function githubApi(status: number) {
+    const posted: Array<{ url: string; authorization: string; body: string }> = [];
+    const api = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        posted.push({ url: `${req.method} ${req.url}`, authorization: req.headers.authorization ?? "", body });
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify(
+            status === 201
+              ? { html_url: "https://github.example/o/r/pull/7#c1" }
+              : { message: "Resource not accessible by integration" },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    const event = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-gh-event-")), "event.json");
+    fs.writeFileSync(event, JSON.stringify({ pull_request: { number: 7 } }));
+    return {
+      posted,
+      env: {
+        GITHUB_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}`,
+        GITHUB_EVENT_PATH: event,
+        GITHUB_REPOSITORY: "o/r",
+      },
+      close: () => new Promise((resolve) => api.close(resolve)),
+    };
+  }
+
+  it("replay-record: the recorded review again, without the model; the summary posted on the pull request", async () => {
     expect(recordDir).not.toBe("");
     const workspace = pullRequest();
     await server.close();
+    const job = runner("review");
+    const api = await githubApi(201);
     const { outputs, code, log } = await runAction(
-      { "replay-record": recordDir, "working-directory": "pr" },
+      {
+        "replay-record": recordDir,
+        "working-directory": "pr",
+        "comment-on-pr": "true",
+        "github-token": "ghs_test_token",
+      },
       workspace,
+      { ...job.env, ...api.env },
     );
+    await api.close();
     expect(code, log).toBe(0);
+    // Another call in the same job (or another matrix entry of it): another artifact name.
+    expect(outputs.show!["artifact-name"]).toMatch(/^sandbox-run-record-review-[0-9a-f]{12}$/);
+    expect(outputs.show!["artifact-name"]).not.toBe(firstArtifact);
+    expect(api.posted).toEqual([
+      {
+        url: "POST /repos/o/r/issues/7/comments",
+        authorization: "Bearer ghs_test_token",
+        body: JSON.stringify({ body: fs.readFileSync(job.summary, "utf8") }),
+      },
+    ]);
+    expect(log).toContain("sandbox-run: commented on pull request #7");
     expect(JSON.parse(outputs.run!.result!)).toEqual(verdict);
     const envelope = JSON.parse(fs.readFileSync(outputs.run!.envelope!, "utf8"));
     runIds.push(envelope.runId);
     expect(envelope.replay).toMatchObject({ matchesRecording: true, answered: 2 });
+  });
+
+  it("comment-on-pr without the permission: a warning that names it, and the step passes", async () => {
+    const api = await githubApi(403);
+    const { outputs, code, log } = await runAction(
+      {
+        "replay-record": recordDir,
+        "working-directory": "pr",
+        "comment-on-pr": "true",
+        "github-token": "ghs_read_only",
+      },
+      pullRequest(),
+      { ...runner("review").env, ...api.env },
+    );
+    await api.close();
+    runIds.push(JSON.parse(fs.readFileSync(outputs.run!.envelope!, "utf8")).runId);
+    expect(code, log).toBe(0);
+    expect(api.posted).toHaveLength(1);
+    expect(log).toContain(
+      '::warning::sandbox-run: could not comment on pull request #7 (HTTP 403); the job needs "permissions: pull-requests: write"',
+    );
   });
 });

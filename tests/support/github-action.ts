@@ -27,8 +27,15 @@ export interface Action {
 
 export const action = parse(fs.readFileSync(path.join(repoRoot, "action.yml"), "utf8")) as Action;
 
-/** Runs the action's run steps; returns each step's outputs, the last exit code and the log. */
-export async function runAction(inputs: Record<string, string>, workspace: string) {
+/**
+ * Runs the action's run steps; returns each step's outputs, the last exit code and the log.
+ * `runnerEnv`: more of the runner's variables (GITHUB_JOB, GITHUB_STEP_SUMMARY, GITHUB_EVENT_PATH, ...).
+ */
+export async function runAction(
+  inputs: Record<string, string>,
+  workspace: string,
+  runnerEnv: Record<string, string> = {},
+) {
   const runnerTemp = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-runner-"));
   const outputs: Record<string, Record<string, string>> = {};
   const input = (name: string) => inputs[name] ?? action.inputs[name]?.default ?? "";
@@ -56,6 +63,7 @@ export async function runAction(inputs: Record<string, string>, workspace: strin
       GITHUB_OUTPUT: outputFile,
       GITHUB_WORKSPACE: workspace,
       RUNNER_TEMP: runnerTemp,
+      ...runnerEnv,
       ...Object.fromEntries(Object.entries(step.env ?? {}).map(([k, v]) => [k, evaluate(String(v))])),
     };
     const result = await bash(step.run!, workspace, env);
