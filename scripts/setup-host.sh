@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Gets a Debian-like machine from "no Docker engine" to "engine running, gVisor registered".
+# Gets a Debian-like machine from "no Docker engine" to "engine running, gVisor registered", and
+# installs Chromium for the page tests of `npm test` (`sandbox-run show`'s page in a real browser;
+# SANDBOX_RUN_NO_BROWSER=1 skips it: running agents does not need it).
 # Idempotent: does nothing that is already done. Needs root for the parts it has to install.
 set -euo pipefail
 
@@ -19,6 +21,8 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# Debian's package: the tests drive it with playwright-core, and no browser is downloaded from anywhere else.
+if [ -z "${SANDBOX_RUN_NO_BROWSER:-}" ] && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     engine_up && { log "engine is up; skipping installs (${missing[*]}) on a non-Debian host"; exit 0; }
