@@ -60,6 +60,12 @@ export function addBodies(view: ExchangeView, line: unknown, budget: TextBudget)
   if (!isObject(line)) return;
   const request = isObject(line.request) ? line.request : undefined;
   const response = isObject(line.response) ? line.response : undefined;
+  if (budget.spent) {
+    // Nothing of it would be kept: say how much there is without decoding it.
+    if (request && isObject(request.body)) view.requestBody = leftOut([request.body], budget);
+    if (response && Array.isArray(response.chunks)) view.responseBody = leftOut(response.chunks, budget);
+    return;
+  }
   if (request && isObject(request.body)) {
     view.requestBody = budget.take(prettyJson(bodyText([request.body])), CAPS.body);
     if (request.bodyTruncated === true) view.requestBodyCut = true;
@@ -68,6 +74,18 @@ export function addBodies(view: ExchangeView, line: unknown, budget: TextBudget)
     view.responseBody = budget.take(bodyText(response.chunks), CAPS.body);
     if (response.bodyTruncated === true) view.responseBodyCut = true;
   }
+}
+
+function leftOut(parts: unknown[], budget: TextBudget): { text: string; omitted: number } {
+  let omitted = 0;
+  for (const part of parts) {
+    if (!isObject(part)) continue;
+    if (typeof part.text === "string") omitted += part.text.length;
+    else if (typeof part.base64 === "string") omitted += Math.floor((part.base64.length * 3) / 4);
+  }
+  budget.starved++;
+  budget.omittedChars += omitted;
+  return { text: "", omitted };
 }
 
 function headers(value: unknown, hidden: string[]): HeaderLine[] {

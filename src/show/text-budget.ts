@@ -5,7 +5,6 @@
 // budget, and then nothing; the page says what it left out. So a record of any size makes a page
 // of bounded size, and the texts drawn first (header, result, diff, turns) are the ones kept.
 import type { Shown } from "./run-view.js";
-import { embeddedJson } from "./embedded-json.js";
 
 export const PAGE_TEXT_BYTES = 16 * 1024 * 1024;
 export const PAGE_PREVIEW_BYTES = 2 * 1024 * 1024;
@@ -57,6 +56,11 @@ export class TextBudget {
     return omitted > 0 ? { text: shown, omitted } : { text: shown };
   }
 
+  /** Nothing more can be taken: every further text comes out empty. */
+  get spent(): boolean {
+    return this.mainLeft <= 0 && this.previewLeft <= 0;
+  }
+
   /** A short label (a name, a host, a reason): cut to CAPS.label, not charged (their number is capped). */
   static label(value: unknown): string {
     return cut(
@@ -83,8 +87,26 @@ export function cut(text: string, max: number): string {
   return text.slice(0, end);
 }
 
-function bytesOf(text: string): number {
-  return Buffer.byteLength(embeddedJson(text));
+// What a character costs beyond its UTF-8 bytes once written into the page (embedded-json.ts):
+// "<", ">", "&" become \u003c (6 bytes for 1), U+2028/2029 \u2028 (6 for 3), a quote or backslash
+// gets a backslash, so do \b \f \n \r \t, another control character is \u001f (6 for 1), a lone surrogate \udXXX (6 for
+// the 3 of its replacement character).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const EXTRA =
+  /[<>&\u0000-\u001f]|[\u2028\u2029]|["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** Escaped with a backslash and one letter: 2 bytes for 1. */
+const SHORT_ESCAPES = '"\\\b\f\n\r\t';
+
+/** The bytes `text` takes in the page's data (exact for these escapes, without building the string). */
+export function bytesOf(text: string): number {
+  let extra = 0;
+  for (const match of text.matchAll(EXTRA)) {
+    const ch = match[0];
+    const code = ch.charCodeAt(0);
+    extra += SHORT_ESCAPES.includes(ch) ? 1 : code === 0x2028 || code === 0x2029 || code >= 0xd800 ? 3 : 5;
+  }
+  return Buffer.byteLength(text) + 2 + extra;
 }
 
 /** The longest prefix of `text` whose embedded form fits in `bytes` (by halving: texts here are short). */

@@ -7,6 +7,7 @@ import { code, fenced, MAX_CHARS, markdownSummary } from "../../src/show/markdow
 import { contentSecurityPolicy, renderPage } from "../../src/show/page-html.js";
 import { pageScript } from "../../src/show/page-script.js";
 import type { RunView } from "../../src/show/run-view.js";
+import { bytesOf } from "../../src/show/text-budget.js";
 import { INVISIBLE_SOURCE, visibleText } from "../../src/show/visible-chars.js";
 
 const HOSTILE = [
@@ -176,5 +177,23 @@ describe("the Markdown summary", () => {
     expect(md.length).toBeLessThanOrEqual(MAX_CHARS);
     // Cut between blocks: every fence it opened, it closed.
     expect((md.match(/^`{3,}/gm) ?? []).length % 2).toBe(0);
+  });
+});
+
+describe("the page's size accounting", () => {
+  it("counts exactly the bytes a text takes in the page's data", () => {
+    for (const text of [
+      ...HOSTILE,
+      "",
+      "plain",
+      "é😀",
+      "\ud800",
+      "a\udc00b",
+      "\u2028\u2029",
+      '"\\',
+      "\u0000\u001f\n",
+    ]) {
+      expect(bytesOf(text), JSON.stringify(text)).toBe(Buffer.byteLength(embeddedJson(text)));
+    }
   });
 });
