@@ -64,7 +64,7 @@ async function openInBrowser(file: string, io: CliIo): Promise<void> {
         ? ["cmd", ["/c", "start", '""', file]]
         : ["xdg-open", [file]];
   await new Promise<void>((resolve) => {
-    const child = spawn(command, args as string[], { detached: true, stdio: "ignore" });
+    const child = spawn(command, args as string[], { detached: true, stdio: "ignore", env: io.env });
     child.once("spawn", () => {
       child.unref();
       resolve();

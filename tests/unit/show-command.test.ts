@@ -7,14 +7,14 @@ import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
 import { tempDir, writeRecord } from "../support/show-records.js";
 
-async function cli(argv: string[]) {
+async function cli(argv: string[], env: Record<string, string> = {}) {
   let stdout = "";
   let stderr = "";
   const io: CliIo = {
     stdout: (t) => void (stdout += t),
     stderr: (t) => void (stderr += t),
     readStdin: async () => undefined,
-    env: {},
+    env,
     stderrIsTty: false,
   };
   const code = await runCli(argv, io);
@@ -56,6 +56,25 @@ describe("sandbox-run show", () => {
     expect(stderr).toContain("which the sandbox held");
     expect(stderr).toContain("-o <file>");
     expect(fs.existsSync(path.join(workspace, "docs", "run.html"))).toBe(false);
+  });
+
+  it("--open hands the page to the system's opener, and says so when there is none", async () => {
+    const parent = tempDir("show-cli-");
+    const record = writeRecord(path.join(parent, "rec"), {});
+    const bin = path.join(parent, "bin");
+    fs.mkdirSync(bin);
+    const opened = path.join(parent, "opened.txt");
+    fs.writeFileSync(path.join(bin, "xdg-open"), `#!/bin/sh\nprintf '%s' "$1" > ${JSON.stringify(opened)}\n`, {
+      mode: 0o755,
+    });
+    const shown = await cli(["show", record, "--open"], { PATH: bin });
+    expect(shown.code, shown.stderr).toBe(0);
+    const page = path.join(fs.realpathSync(record), "run.html");
+    for (let i = 0; i < 50 && !fs.existsSync(opened); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(fs.readFileSync(opened, "utf8")).toBe(page);
+    const none = await cli(["show", record, "--open"], { PATH: path.join(parent, "empty") });
+    expect(none.code).toBe(0);
+    expect(none.stderr).toContain(`cannot open a browser (xdg-open: ENOENT); open ${page} yourself`);
   });
 
   it("says what is wrong with its flags or its folder", async () => {
