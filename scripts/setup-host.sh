@@ -19,6 +19,16 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# What `npm test` needs besides the engine, so that the README's second command runs every part
+# after this one: Podman's Docker-compatible service (with catatonit for --init and uidmap for
+# rootless), sshd for the ssh:// engine tests. Only as root on Debian; elsewhere npm test says
+# which parts it could not run.
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
+  [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+  command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     engine_up && { log "engine is up; skipping installs (${missing[*]}) on a non-Debian host"; exit 0; }
