@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
-# Gets a Debian-like machine from "no Docker engine" to "engine running, gVisor registered", and
-# installs Chromium for the page tests of `npm test` (`sandbox-run show`'s page in a real browser;
-# SANDBOX_RUN_NO_BROWSER=1 skips it: running agents does not need it).
+# Gets a Debian-like machine from "no Docker engine" to "engine running, gVisor registered".
 # Idempotent: does nothing that is already done. Needs root for the parts it has to install.
 set -euo pipefail
 
@@ -21,8 +19,18 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
-# Debian's package: the tests drive it with playwright-core, and no browser is downloaded from anywhere else.
-if [ -z "${SANDBOX_RUN_NO_BROWSER:-}" ] && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
+# What `npm test` needs besides the engine, so that the README's second command runs every part
+# after this one: Podman's Docker-compatible service (with catatonit for --init and uidmap for
+# rootless), sshd for the ssh:// engine tests, and Chromium for the page tests of `sandbox-run
+# show` (Debian's package, driven by playwright-core: no browser is downloaded from anywhere
+# else). Only as root on Debian; elsewhere npm test says which parts it could not run.
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
+  [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+  command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     engine_up && { log "engine is up; skipping installs (${missing[*]}) on a non-Debian host"; exit 0; }

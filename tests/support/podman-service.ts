@@ -12,6 +12,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { daemonEnv } from "./second-engine.js";
 
 export const ROOTFUL_SOCKET = "/run/sandbox-run-test-podman/podman.sock";
 export const ROOTLESS_USER = "sandbox-run-podman";
@@ -67,7 +68,8 @@ export async function startRootfulService(): Promise<() => void> {
   const service = spawn("podman", ["--runtime", "runc", "system", "service", "--time=0", `unix://${ROOTFUL_SOCKET}`], {
     detached: true,
     stdio: ["ignore", log, log],
-    env: { ...process.env, CONTAINERS_CONF: conf },
+    // Its own environment, not the test run's (whose TMPDIR goes away with it): see daemonEnv.
+    env: { ...daemonEnv(), CONTAINERS_CONF: conf },
     // Its own folder as working directory: conmon writes an `oom` file where it runs.
     cwd: STATE_DIR,
   });

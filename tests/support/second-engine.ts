@@ -35,6 +35,20 @@ const ENGINE_PORT = 2376;
 const HIDDEN = ["/tmp", "/work", "/home", "/root"];
 const proxyScript = fileURLToPath(new URL("./netns-proxy.mjs", import.meta.url));
 
+/**
+ * The environment the engine's processes start with: their own, not the test run's. A test run
+ * points TMPDIR at a folder of its own, which does not exist in the engine's mount namespace
+ * (/tmp is hidden there); dockerd hands TMPDIR down to runc, which writes every exec's process
+ * file there, so every exec failed ("OCI runtime exec failed: open .../runc-process...").
+ */
+export function daemonEnv(): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    HOME: "/root",
+    LANG: "C.UTF-8",
+  };
+}
+
 /** Whether this machine can run a second engine (root, dockerd, nsenter). */
 export function canStartSecondEngine(): boolean {
   if (process.getuid?.() !== 0) return false;
@@ -138,7 +152,7 @@ export async function startSecondEngine(name = `e2e-${process.pid}`): Promise<Se
       "-c",
       `${hide} && exec ${dockerd}`,
     ],
-    { detached: true, stdio: ["ignore", log, log] },
+    { detached: true, stdio: ["ignore", log, log], env: daemonEnv() },
   );
   daemon.unref();
   fs.closeSync(log);
@@ -220,7 +234,7 @@ function startProxy(netns: string, dir: string): Promise<{ port: number; pid: nu
       const child: ChildProcess = spawn(
         "nsenter",
         [`--net=/run/netns/${netns}`, process.execPath, proxyScript, "127.0.0.1", String(ENGINE_PORT)],
-        { detached: true, stdio: ["ignore", log, log, "ipc"] },
+        { detached: true, stdio: ["ignore", log, log, "ipc"], env: daemonEnv() },
       );
       fs.closeSync(log);
       child.once("error", reject);

@@ -1,0 +1,204 @@
+// `npm test`: the whole suite from a machine where `./scripts/quickstart.sh` has run, with nothing
+// started by hand. It builds, starts the services the engine tests need and no one has started (a
+// second dockerd reached over mutual TLS, Podman's rootful and rootless services), runs the vitest
+// projects, stops what it started, and ends with one line per part that could not run here and
+// the command that would run it. On CI (CI=true) a part that cannot run is a failure, never a skip.
+//
+//   npm test                      everything
+//   npm test -- --only=unit,copy  some of the steps (names below)
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { stripVTControlCharacters } from "node:util";
+import { CHROMIUM } from "../tests/support/browser.js";
+import { podmanInstalled, startRootfulService, startRootlessService } from "../tests/support/podman-service.js";
+import {
+  canStartSecondEngine,
+  readSharedState,
+  SHARED_STATE_FILE,
+  startSecondEngine,
+  stopSecondEngine,
+} from "../tests/support/second-engine.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const LIFECYCLE = "tests/integration/security-lifecycle.test.ts";
+
+interface Step {
+  name: string;
+  /** vitest arguments after `run`. */
+  args: string[];
+  /** The services it needs beyond the local engine (and the browser the page tests drive). */
+  needs?: Array<"second-engine" | "podman" | "browser">;
+}
+
+// The lifecycle suite runs on its own: it SIGKILLs controllers and counts what every engine holds.
+const STEPS: Step[] = [
+  { name: "unit", args: ["--project", "unit"] },
+  {
+    name: "integration",
+    args: ["--project", "integration", "--exclude", LIFECYCLE],
+    needs: ["second-engine", "podman", "browser"],
+  },
+  { name: "lifecycle", args: ["--project", "integration", LIFECYCLE] },
+  { name: "copy", args: ["--project", "integration-copy", "--exclude", LIFECYCLE] },
+  { name: "copy-lifecycle", args: ["--project", "integration-copy", LIFECYCLE] },
+  { name: "remote", args: ["--project", "integration-remote", "--exclude", LIFECYCLE], needs: ["second-engine"] },
+  { name: "remote-lifecycle", args: ["--project", "integration-remote", LIFECYCLE], needs: ["second-engine"] },
+];
+
+interface Outcome {
+  step: string;
+  status: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+  seconds: number;
+}
+
+const ci = Boolean(process.env.CI);
+const notes: string[] = [];
+const stops: Array<() => Promise<void> | void> = [];
+
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ status: number; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      out += chunk.toString();
+      if (out.length > 4 * 1024 * 1024) out = out.slice(-1024 * 1024);
+    });
+    child.on("close", (code, signal) => resolve({ status: code ?? (signal ? 128 : 1), out }));
+  });
+}
+
+/** Adds up vitest's "Tests  3 passed | 1 failed | 2 skipped (6)" lines. */
+function countTests(out: string): { passed: number; failed: number; skipped: number } {
+  const plain = stripVTControlCharacters(out);
+  const counts = { passed: 0, failed: 0, skipped: 0 };
+  for (const line of plain.split("\n")) {
+    if (!/^\s+Tests\s+/.test(line)) continue;
+    for (const [, n, what] of line.matchAll(/(\d+) (passed|failed|skipped)/g))
+      counts[what as keyof typeof counts] += Number(n);
+  }
+  return counts;
+}
+
+/** Starts the services no one has started (stopped again at the end); says in `notes` what cannot run here. */
+async function startServices(needed: Set<string>): Promise<void> {
+  if (needed.has("second-engine")) {
+    if (readSharedState()) {
+      // Started by someone else (scripts/test-engines.sh start): used, and left running.
+    } else if (canStartSecondEngine()) {
+      console.error("npm test: starting a second Docker engine (mutual TLS, its own namespaces) ...");
+      const state = await startSecondEngine("ci");
+      fs.mkdirSync(path.dirname(SHARED_STATE_FILE), { recursive: true });
+      fs.writeFileSync(SHARED_STATE_FILE, JSON.stringify(state, null, 2));
+      stops.push(async () => {
+        await stopSecondEngine(state);
+        fs.rmSync(SHARED_STATE_FILE, { force: true });
+      });
+    } else {
+      notes.push(
+        "remote-engine tests did not run: a second dockerd needs root, dockerd, nsenter, unshare, openssl and ip (run: sudo npm test)",
+      );
+    }
+  }
+  if (needed.has("podman")) {
+    if (podmanInstalled()) {
+      console.error("npm test: starting Podman's services (rootful and rootless) ...");
+      stops.push(await startRootfulService());
+      stops.push(await startRootlessService());
+    } else {
+      notes.push(
+        process.getuid?.() === 0
+          ? "Podman tests did not run: podman is not installed (run: scripts/setup-host.sh, then npm test)"
+          : "Podman tests did not run: they need root (run: sudo npm test)",
+      );
+    }
+  }
+}
+
+/** The page tests (`sandbox-run show` in a real browser) skip themselves without Chromium; say so here. */
+function checkBrowser(needed: Set<string>): void {
+  if (needed.has("browser") && !fs.existsSync(CHROMIUM)) {
+    notes.push(
+      `page tests (sandbox-run show in Chromium) did not run: no ${CHROMIUM} (run: scripts/setup-host.sh as root, then npm test)`,
+    );
+  }
+}
+
+async function main(): Promise<number> {
+  const only = process.argv
+    .find((a) => a.startsWith("--only="))
+    ?.slice("--only=".length)
+    .split(",");
+  const steps = only ? STEPS.filter((s) => only.includes(s.name)) : STEPS;
+  if (only && steps.length !== only.length) {
+    console.error(`npm test: unknown step in --only (steps: ${STEPS.map((s) => s.name).join(", ")})`);
+    return 2;
+  }
+  const started = Date.now();
+  const build = await run("npm", ["run", "build", "--silent"]);
+  if (build.status !== 0) return build.status;
+
+  const needed = new Set(steps.flatMap((s) => s.needs ?? []));
+  await startServices(needed);
+  checkBrowser(needed);
+  if (ci && notes.length > 0) {
+    for (const note of notes) console.error(`npm test: ${note}`);
+    console.error("npm test: CI runs every part; set the machine up with scripts/setup-host.sh as root");
+    return 1;
+  }
+  const outcomes: Outcome[] = [];
+  for (const step of steps) {
+    const t0 = Date.now();
+    console.error(`\nnpm test: ${step.name} (vitest run ${step.args.join(" ")})`);
+    const { status, out } = await run(process.execPath, [
+      path.join(ROOT, "node_modules/vitest/vitest.mjs"),
+      "run",
+      ...step.args,
+    ]);
+    outcomes.push({ step: step.name, status, ...countTests(out), seconds: Math.round((Date.now() - t0) / 1000) });
+  }
+  await stopServices();
+
+  const total = { passed: 0, failed: 0, skipped: 0 };
+  console.error("\nnpm test: summary");
+  for (const o of outcomes) {
+    for (const k of ["passed", "failed", "skipped"] as const) total[k] += o[k];
+    console.error(
+      `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s)`,
+    );
+  }
+  for (const note of notes) console.error(`npm test: ${note}`);
+  const failedSteps = outcomes.filter((o) => o.status !== 0).map((o) => o.step);
+  console.log(
+    `npm test: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped in ${Math.round((Date.now() - started) / 1000)} s${failedSteps.length ? ` (failed: ${failedSteps.join(", ")})` : ""}`,
+  );
+  return failedSteps.length > 0 ? 1 : 0;
+}
+
+/** Stops what this run started, last first; each once. */
+async function stopServices(): Promise<void> {
+  for (let stop = stops.pop(); stop; stop = stops.pop()) await Promise.resolve(stop()).catch(() => {});
+}
+
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const) {
+  process.on(signal, () => void stopServices().finally(() => process.exit(code)));
+}
+let code = 1;
+try {
+  code = await main();
+} finally {
+  await stopServices();
+}
+process.exit(code);
