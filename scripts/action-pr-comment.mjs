@@ -56,7 +56,9 @@ try {
   });
   if (response.ok) {
     const posted = await response.json().catch(() => ({}));
-    process.stdout.write(`sandbox-run: commented on pull request #${number}${posted.html_url ? `: ${posted.html_url}` : ""}\n`);
+    process.stdout.write(
+      `sandbox-run: commented on pull request #${number}${posted.html_url ? `: ${posted.html_url}` : ""}\n`,
+    );
   } else {
     warn(
       `could not comment on pull request #${number} (HTTP ${response.status}); the job needs "permissions: pull-requests: write" (a fork's pull request gets a read-only token)`,

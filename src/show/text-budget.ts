@@ -91,8 +91,8 @@ export function cut(text: string, max: number): string {
 // "<", ">", "&" become \u003c (6 bytes for 1), U+2028/2029 \u2028 (6 for 3), a quote or backslash
 // gets a backslash, so do \b \f \n \r \t, another control character is \u001f (6 for 1), a lone surrogate \udXXX (6 for
 // the 3 of its replacement character).
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const EXTRA =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
   /[<>&\u0000-\u001f]|[\u2028\u2029]|["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Escaped with a backslash and one letter: 2 bytes for 1. */
