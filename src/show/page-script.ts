@@ -646,17 +646,13 @@ function pageMain(): void {
     return section("other", "More from the record", ...parts);
   }
 
-  function nav(): DomElement {
+  /** Buttons to the sections the page has (a failed run has no result). */
+  function nav(sections: Array<DomElement | undefined>): DomElement {
     const bar = el("nav");
-    for (const [id, label] of [
-      ["timeline", "Timeline"],
-      ["result", "Result"],
-      ["decisions", "Decisions"],
-      ["changes", "Changes"],
-      ["turns", "Turns"],
-    ]) {
-      const button = el("button", "", label!);
-      button.addEventListener("click", () => document.getElementById(id!)?.scrollIntoView());
+    for (const target of sections) {
+      if (!target) continue;
+      const button = el("button", "", target.id.charAt(0).toUpperCase() + target.id.slice(1));
+      button.addEventListener("click", () => target.scrollIntoView());
       bar.append(button);
     }
     return bar;
@@ -669,14 +665,17 @@ function pageMain(): void {
     if (view?.view !== 1) throw new Error("this page's data is not in a shape this page reads");
     const runFact = view.facts.find((f) => f.label === "run");
     document.title = `sandbox-run ${runFact ? runFact.value : "run"} · ${view.outcome.state}`;
-    root.replaceChildren(
-      header(view),
-      nav(),
+    const parts = [
       section("timeline", "Timeline", timeline(view.timeline)),
-      result(view) ?? "",
+      result(view),
       decisions(view),
       changes(view),
       turns(view),
+    ];
+    root.replaceChildren(
+      header(view),
+      nav(parts),
+      ...parts.filter((part): part is DomElement => part !== undefined),
       other(view) ?? "",
       el(
         "footer",
