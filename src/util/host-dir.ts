@@ -74,13 +74,25 @@ export class HostDir {
     }
     if (missing.length > 0 && !options.create) throw new HostDirError(`${absolute} does not exist`, "ENOENT");
     let fd = fs.openSync("/", DIR_FLAGS);
+    // stepInto closes the folder it steps out of, also when it fails: then there is nothing to close.
+    let held = true;
     try {
-      for (const part of existing.split("/").filter(Boolean)) fd = stepInto(fd, part, false, options.mode);
-      for (const part of missing) fd = stepInto(fd, part, true, options.mode);
+      const steps = [
+        ...existing
+          .split("/")
+          .filter(Boolean)
+          .map((part) => ({ part, create: false })),
+        ...missing.map((part) => ({ part, create: true })),
+      ];
+      for (const { part, create } of steps) {
+        held = false;
+        fd = stepInto(fd, part, create, options.mode);
+        held = true;
+      }
       checkOwnedByCaller(fd, canonical);
       return new HostDir(canonical, fd);
     } catch (error) {
-      fs.closeSync(fd);
+      if (held) fs.closeSync(fd);
       if (error instanceof HostDirError) throw error;
       const code = (error as NodeJS.ErrnoException).code;
       throw new HostDirError(
@@ -236,15 +248,18 @@ export class HostDir {
   ): HostDir {
     let fd = fs.openSync(`/proc/self/fd/${root.fd}/.`, DIR_FLAGS);
     let shown = root.path;
+    let held = true; // see open()
     try {
       for (const part of parts) {
         shown = path.join(shown, part);
+        held = false;
         fd = stepInto(fd, part, options.create ?? false, options.mode ?? 0o755);
+        held = true;
         checkOwnedByCaller(fd, shown);
       }
       return new HostDir(shown, fd);
     } catch (error) {
-      fs.closeSync(fd);
+      if (held) fs.closeSync(fd);
       if (error instanceof HostDirError) throw error;
       const code = (error as NodeJS.ErrnoException).code;
       throw new HostDirError(

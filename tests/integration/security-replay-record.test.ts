@@ -12,8 +12,11 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { isSandboxRunError } from "../../src/errors.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
+import { replayRecord } from "../../src/replay/replay-source.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 import { copyRecord, rehash } from "../support/record-files.js";
@@ -152,6 +155,21 @@ describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the 
       await replayRefused(copy, mode, /policy\.secrets\.TOKEN: recorded \{"hosts":\["example\.com"\]/);
     });
   }
+
+  it("the library (replayRecord) refuses the same record before anything starts", async () => {
+    const copy = tampered({ policy: { readOnlyMounts: [secretDir], workspaceMode: "copy" } });
+    const atime = armAccessTime(secretFile);
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const agent = new ContainerPiAgent({ replay: replayRecord(copy, { mode: "lenient" }) });
+    const error = await agent.run(PROMPT, { cwd: ws, schema: { type: "object" } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect((error as Error).message).toMatch(/asks for more .* policy\.readOnlyMounts/);
+    expect(fs.existsSync(path.join(ws, "stolen.txt"))).toBe(false);
+    expect(fs.statSync(secretFile).atimeMs).toBe(atime);
+  });
 
   it("a record naming another image runs under the caller's (default) image and reports the difference", async () => {
     const copy = tampered({

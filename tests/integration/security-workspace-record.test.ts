@@ -16,6 +16,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadRecord } from "../../src/replay/load-record.js";
+import { runDirsParent } from "../../src/run/run-dirs.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { containersOfRuns, makeWorkspace, modelsFor, runBuiltCli, startModel } from "../support/harness.js";
 
@@ -170,6 +171,7 @@ describe("--record and --events inside the workspace: the controller writes noth
       const kept = keptRecord(result.stderr, target);
       expect(result.stderr).toContain("did not exist before the run and does now: the sandbox made it");
       expect(result.envelope.recordNotes).toEqual([expect.stringContaining(`kept at ${kept}`)]);
+      expect(fs.existsSync(path.join(runDirsParent(), `run-${result.envelope.runId}-record`))).toBe(false);
       fs.rmSync(kept, { recursive: true });
     });
 
@@ -197,6 +199,8 @@ describe("--record and --events inside the workspace: the controller writes noth
       expect(loaded.outcome).toMatchObject({ ok: true, result: "done" });
       expect(fs.readFileSync(path.join(target, "changes.patch"), "utf8")).toContain("-original\n+changed\n");
       expect(fs.readFileSync(path.join(ws, "a.txt"), "utf8")).toBe("changed\n");
+      // Nothing of the staging is left behind.
+      expect(fs.existsSync(path.join(runDirsParent(), `run-${result.envelope.runId}-record`))).toBe(false);
     });
   }
 
