@@ -77,7 +77,15 @@ export async function runPlannedCommand(
     return EXIT.ok;
   }
 
-  const events = flags.events ? openEventsFile(flags.events, heldTrees(planned)) : undefined;
+  // Both are checked before anything starts; a refused --events drops the record it would sit beside.
+  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
+  let events: fs.WriteStream | undefined;
+  try {
+    events = flags.events ? openEventsFile(flags.events, heldTrees(planned)) : undefined;
+  } catch (error) {
+    await recorder?.abandon();
+    throw error;
+  }
   const live =
     !flags.quiet && io.stderrIsTty
       ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: io.stderrColumns })
@@ -85,7 +93,6 @@ export async function runPlannedCommand(
   const progress = flags.quiet
     ? undefined
     : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
-  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -149,7 +156,8 @@ export async function runPlannedCommand(
     throw error;
   } finally {
     interrupt.dispose();
-    if (events) await new Promise<void>((resolve) => events.end(resolve));
+    const stream = events;
+    if (stream) await new Promise<void>((resolve) => stream.end(resolve));
   }
 }
 

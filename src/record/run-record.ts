@@ -138,6 +138,13 @@ export class RunRecorder {
     return [...this.notes];
   }
 
+  /** Stops recording without completing the record (its folder is then removed by whoever made it). */
+  async discard(): Promise<void> {
+    await new Promise<void>((resolve) => this.events.end(resolve));
+    await this.trafficLog.end();
+    this.baseline.dispose();
+  }
+
   /** SHA256SUMS over every file, each hashed as a stream (records can hold files over 2 GB). */
   private async writeChecksums(): Promise<void> {
     const staging = this.start.staging;

@@ -43,6 +43,8 @@ export interface RunRecord {
    * to be (empty when all went well).
    */
   finish(outcome: RecordFinish): Promise<string[]>;
+  /** Drops the record before its run started (another input was refused): nothing is left. */
+  abandon(): Promise<void>;
   /** After finish(): where the record is. */
   readonly place: RecordPlace | undefined;
 }
@@ -103,6 +105,12 @@ export function openRunRecord(dir: string, planned: PlannedRun, trafficLimits?: 
     onEvent: recorder.onEvent,
     get place() {
       return place;
+    },
+    async abandon() {
+      await recorder.discard();
+      stagingFolder.close();
+      parent.close();
+      removeRunDir(stagingDir);
     },
     // Never throws: a record that cannot be put in place is reported beside the run's outcome.
     async finish(outcome) {

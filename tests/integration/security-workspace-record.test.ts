@@ -128,21 +128,24 @@ describe("--record and --events inside the workspace: the controller writes noth
     expect(fs.readFileSync(path.join(outside, "bashrc"), "utf8")).toBe(RC);
     expect(fs.statSync(path.join(outside, "root-only")).mode & 0o777).toBe(0o600);
   }
-  async function run(model: string, ws: string, mode: "bind" | "copy", extra: string[]) {
-    const result = await runBuiltCli([
-      "-q",
-      "--cwd",
-      ws,
-      "--workspace",
-      mode,
-      "--models",
-      modelsFile,
-      "--model",
-      `scripted/${model}`,
-      "--json",
-      ...extra,
-      "go",
-    ]);
+  async function run(model: string, ws: string, mode: "bind" | "copy", extra: string[], env?: NodeJS.ProcessEnv) {
+    const result = await runBuiltCli(
+      [
+        "-q",
+        "--cwd",
+        ws,
+        "--workspace",
+        mode,
+        "--models",
+        modelsFile,
+        "--model",
+        `scripted/${model}`,
+        "--json",
+        ...extra,
+        "go",
+      ],
+      env ? { env: { ...process.env, ...env } } : {},
+    );
     const envelope = result.stdout ? JSON.parse(result.stdout) : undefined;
     if (envelope?.runId) runIds.push(envelope.runId);
     return { ...result, envelope };
@@ -208,11 +211,18 @@ describe("--record and --events inside the workspace: the controller writes noth
     standIns();
     const ws = makeWorkspace({ "a.txt": "original\n" });
     fs.symlinkSync(path.join(outside, "bashrc"), path.join(ws, "events.jsonl"));
-    const result = await run("ordinary", ws, "bind", ["--events", path.join(ws, "events.jsonl")]);
+    // A TMPDIR of its own: the record this refusal drops must leave nothing in it.
+    const tmpdir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-events-tmp-"));
+    const record = path.join(outside, "record");
+    const result = await run("ordinary", ws, "bind", ["--events", path.join(ws, "events.jsonl"), "--record", record], {
+      TMPDIR: tmpdir,
+    });
     expect(result.status).toBe(2);
     expect(result.stderr).toContain(`Cannot write the events file ${path.join(ws, "events.jsonl")}`);
     expect(result.stderr).toContain("which the sandbox holds");
     expectStandInsUntouched();
     expect(fs.readFileSync(path.join(ws, "a.txt"), "utf8")).toBe("original\n");
+    expect(fs.existsSync(record)).toBe(false);
+    expect(fs.readdirSync(runDirsParent(tmpdir))).toEqual([]);
   });
 });
