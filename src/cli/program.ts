@@ -127,7 +127,7 @@ function defineReplay(program: Command, ctx: CommandContext): void {
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--writable <dir>", "extra writable directory (repeatable)", collect)
     .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
-    .option("--timeout <seconds>", "wall-clock limit (default: the recorded one)")
+    .option("--timeout <seconds>", "wall-clock limit (default: the policy's, or the recorded one when shorter)")
     .option("--events <file>", "write the run's events as JSONL while they arrive")
     .option("--json", "print one JSON result envelope on stdout, with a `replay` field")
     .option("--record <dir>", "write a run record of the replay to this new folder")

@@ -34,11 +34,11 @@ export async function replayCommand(
 ): Promise<number> {
   const mode = choice<ReplayMode>("--replay-mode", flags.replayMode ?? "strict", ["strict", "lenient"]);
   const speed = choice<ReplaySpeed>("--replay-speed", flags.replaySpeed ?? "fast", ["fast", "recorded"]);
-  for (const flag of ["schema", "promptFile", "model", "models", "sandbox"] as const) {
+  for (const flag of ["schema", "promptFile", "model", "models"] as const) {
     if (flags[flag] !== undefined) {
       throw usageError(
         `replay takes the prompt, schema and model from the record; --${kebab(flag)} cannot change them.`,
-        "Drop the flag (--policy, --image, --cwd, --env, --timeout and --runtime may differ from the recording).",
+        "Drop the flag (--policy or --sandbox, --image, --cwd, --writable, --env, --timeout and --runtime are yours to choose).",
       );
     }
   }

@@ -251,6 +251,19 @@ describe("sandbox-run replay: refused before anything starts", () => {
     expect(engineConnections).toBe(0);
   });
 
+  it("--sandbox picks the replay's policy like --policy: a record that needs more is refused, naming the difference", async () => {
+    const ok = await cli(["replay", path.join(recordings, "1"), "--cwd", ws, "--sandbox", "read-only", "--dry-run"]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).policyName).toBe("read-only");
+    const refused = await cli(["replay", path.join(recordings, "2"), "--cwd", ws, "--sandbox", "read-only"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(
+      "asks for more than this replay's policy (read-only) gives, so it is not replayed: policy.workspace: recorded read-write, now read-only",
+    );
+    expect(engineConnections).toBe(0);
+  });
+
   it("--dry-run prints the replay's plan: the recorded prompt and cwd, another policy when asked", async () => {
     const copy = copyRecord(path.join(recordings, "1"), dir);
     const run = await cli(["replay", copy, "--cwd", ws, "--policy", "workspace-write", "--dry-run"]);
