@@ -76,7 +76,11 @@ export class RecordTarget {
         throw new RecordTargetError(`${this.dir} did not exist before the run and does now: ${who}`);
       }
       try {
-        // One rename puts the whole folder in place (same filesystem).
+        // One rename puts the whole folder in place (same filesystem), as readable as a folder
+        // made there would be (it was private while staged).
+        const staged = stagingParent.subdir(name);
+        fs.fchmodSync(staged.fd, 0o755);
+        staged.close();
         fs.renameSync(stagingParent.at(name), parent.at(leaf));
         return;
       } catch (error) {

@@ -162,6 +162,7 @@ function covers(pattern: string, entry: string): boolean {
 const MAX_SHOWN = 160;
 
 function show(value: unknown): string {
+  if (value === undefined) return "(none)";
   const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
   return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN - 1)}…` : text;
 }

@@ -187,7 +187,7 @@ describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the 
     expect(envelope.replay.recordDifferences).toEqual(
       expect.arrayContaining([
         { field: "image", recorded: "sandbox-run/evil:latest", now: runnerImageSpec().tag },
-        { field: "policy.image", recorded: "sandbox-run/evil:latest", now: "undefined" },
+        { field: "policy.image", recorded: "sandbox-run/evil:latest", now: "(none)" },
       ]),
     );
     const differs = fs

@@ -35,6 +35,7 @@ describe("RecordTarget", () => {
     expect(fs.existsSync(path.join(home, "records"))).toBe(false); // nothing made before the run
     const parent = publish(target);
     expect(fs.readdirSync(path.join(home, "records", "review")).sort()).toEqual(["SHA256SUMS", "result.json"]);
+    expect(fs.statSync(path.join(home, "records", "review")).mode & 0o777).toBe(0o755);
     expect(parent.list()).toEqual([]);
   });
 
