@@ -14,6 +14,7 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { executeRun, type RunDetails } from "./run/execute-run.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
+import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
@@ -146,8 +147,9 @@ export class ContainerPiAgent implements Agent {
     const replay = source?.next();
     let planned: PlannedRun;
     try {
-      // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
-      const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
+      // A replayed call keeps the caller's prompt, schema, policy, image and folders; the model comes from the record.
+      const workspacePath = options.workspacePath ?? this.config.workspacePath;
+      const effective = replay ? { ...options, ...replayRunOptions(replay.record, workspacePath) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
       // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
       const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
@@ -156,6 +158,8 @@ export class ContainerPiAgent implements Agent {
         sharesHostFilesystem: !remote,
         engineName: remote?.name,
       });
+      // The record is compared with what this call runs under; one that asks for more is refused here.
+      if (replay) planned = { ...planned, replay: checkReplayedRecord(planned, replay) };
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();
@@ -165,7 +169,7 @@ export class ContainerPiAgent implements Agent {
     if (!replay) return planned;
     const drift = versionDrift(replay.record.versions, currentVersions());
     if (drift) planned.run.warnings.push(`${drift}: Pi's requests may differ from the recorded ones.`);
-    return { ...planned, replay };
+    return planned;
   }
 
   /** Runs a plan made by plan(); each plan runs once. */

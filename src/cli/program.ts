@@ -124,12 +124,19 @@ function defineReplay(program: Command, ctx: CommandContext): void {
     )
     .option("--replay-speed <speed>", "fast (default), or recorded: keep the recorded timing of the replies")
     .option("--cwd <dir>", "workspace directory (default: the current directory)")
-    .option("--policy <name|file>", "try another policy than the recorded one")
-    .option("--image <tag>", "try another runner image than the recorded one")
+    .option(
+      "--workspace-path <path>",
+      "where the workspace appears inside the sandbox (default: where the recording saw it)",
+    )
+    .option(
+      "--policy <name|file>",
+      "the policy to replay under (default: workspace-write); the record's is compared, never applied",
+    )
+    .option("--image <tag>", "the runner image to replay with (default: this version's); the record's is compared")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--writable <dir>", "extra writable directory (repeatable)", collect)
     .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
-    .option("--timeout <seconds>", "wall-clock limit (default: the recorded one)")
+    .option("--timeout <seconds>", "wall-clock limit (default: the policy's, or the recorded one when shorter)")
     .option("--events <file>", "write the run's events as JSONL while they arrive")
     .option("--json", "print one JSON result envelope on stdout, with a `replay` field")
     .option("--record <dir>", "write a run record of the replay to this new folder")

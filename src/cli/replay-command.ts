@@ -1,13 +1,15 @@
-// `sandbox-run replay <record>`: the recorded call again, in a fresh sandbox (same prompt, schema,
-// policy and image unless --policy/--image say otherwise), with the model answered from the
-// recording: no provider, no key. Says whether the outcome equals the recorded one; a request that
-// differs from the recording stops a strict replay with exit code 4.
+// `sandbox-run replay <record>`: the recorded call again, in a fresh sandbox (the recorded prompt,
+// schema and model), with the model answered from the recording: no provider, no key. A record is
+// untrusted input, never configuration: the replay runs under the caller's policy, image and
+// folders (--policy, --image, --cwd, --writable, or the defaults), and the record's are only
+// compared (a record that asks for more is refused). Says whether the outcome equals the recorded
+// one; a request that differs from the recording stops a strict replay with exit code 4.
 import path from "node:path";
 import type { RunDetails } from "../run/execute-run.js";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, usageError } from "../errors.js";
-import { parsePolicy } from "../policy/load-policy.js";
 import { compareOutcome } from "../replay/compare-outcome.js";
+import { describeDifference, type RecordDifference } from "../replay/compare-record.js";
 import { type LoadedRecord, loadRecord } from "../replay/load-record.js";
 import type { ReplayMode, ReplaySpeed } from "../replay/replay-server.js";
 import type { ReplaySource } from "../replay/replay-source.js";
@@ -20,6 +22,8 @@ import { type ReplayOutput, type RunCommandFlags, runPlannedCommand } from "./ru
 export interface ReplayCommandFlags extends RunCommandFlags {
   replayMode?: string;
   replaySpeed?: string;
+  /** Where the workspace appears inside the sandbox (default: where the recording saw it). */
+  workspacePath?: string;
 }
 
 export async function replayCommand(
@@ -30,11 +34,11 @@ export async function replayCommand(
 ): Promise<number> {
   const mode = choice<ReplayMode>("--replay-mode", flags.replayMode ?? "strict", ["strict", "lenient"]);
   const speed = choice<ReplaySpeed>("--replay-speed", flags.replaySpeed ?? "fast", ["fast", "recorded"]);
-  for (const flag of ["schema", "promptFile", "model", "models", "sandbox"] as const) {
+  for (const flag of ["schema", "promptFile", "model", "models"] as const) {
     if (flags[flag] !== undefined) {
       throw usageError(
         `replay takes the prompt, schema and model from the record; --${kebab(flag)} cannot change them.`,
-        "Drop the flag (--policy, --image, --cwd, --env, --timeout and --runtime may differ from the recording).",
+        "Drop the flag (--policy or --sandbox, --image, --cwd, --writable, --env, --timeout and --runtime are yours to choose).",
       );
     }
   }
@@ -43,16 +47,14 @@ export async function replayCommand(
   const options: RunOptions = {
     ...parseRunFlags({ ...flags, schema: undefined }, io.env),
     ...(record.schema ? { schema: record.schema } : {}),
-    policy: flags.policy ?? parsePolicy(record.policy, path.join(record.dir, RECORD_FILES.policy)),
     // The record's files are configuration too: inside the workspace, they are reported (or refused).
     configFiles: {
       prompt: path.join(record.dir, RECORD_FILES.prompt),
       ...(record.schema ? { schema: path.join(record.dir, RECORD_FILES.schema) } : {}),
     },
-    extraArgs: call.extraArgs,
   };
-  if (!flags.image && !call.defaultImage) options.image = call.image;
-  if (flags.timeout === undefined) options.timeoutMs = call.timeoutMs;
+  if (flags.workspacePath !== undefined) options.workspacePath = flags.workspacePath;
+  // Budgets only ever stop a run sooner: the recorded ones hold unless the caller sets their own.
   if (flags.maxTurns === undefined && call.budgets.maxTurns !== undefined) options.maxTurns = call.budgets.maxTurns;
   if (flags.maxCost === undefined && call.budgets.maxCostUsd !== undefined)
     options.maxCostUsd = call.budgets.maxCostUsd;
@@ -62,12 +64,17 @@ export async function replayCommand(
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
-  // Another policy offers other tools on purpose: then only the conversation's messages must match.
-  const compareContext = flags.policy === undefined;
-  const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed, compareContext }) };
-  const planned = agent.plan(record.prompt, { ...options, replay: source });
+  // compareContext left open: the model's context is compared when this policy gives Pi the same
+  // tools as the recorded one; under a policy with other tools only the messages must match.
+  const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed }) };
+  let planned = agent.plan(record.prompt, { ...options, replay: source });
+  // The recorded timeout holds when it is the shorter one (a limit only ever narrows a run).
+  if (flags.timeout === undefined && call.timeoutMs < planned.run.timeoutMs) {
+    planned = agent.plan(record.prompt, { ...options, timeoutMs: call.timeoutMs, replay: source });
+  }
   planned.run.warnings.push(...missingInputs(record, options));
-  return runPlannedCommand(agent, planned, flags, io, signals, replayOutput(record, mode, flags));
+  const differences = planned.replay?.differences ?? [];
+  return runPlannedCommand(agent, planned, flags, io, signals, replayOutput(record, mode, flags, differences));
 }
 
 /** What the recorded call had that this replay cannot give it (values the record never holds). */
@@ -80,15 +87,15 @@ function missingInputs(record: LoadedRecord, options: RunOptions): string[] {
       `the recorded run set ${absent.join(", ")} for the sandbox; their values are not recorded (pass them with --env)`,
     );
   }
-  if (record.call.writableRoots.length > 0 && !options.additionalWritableDirectories?.length) {
-    warnings.push(
-      `the recorded run had extra writable directories (${record.call.writableRoots.join(", ")}); pass them with --writable`,
-    );
-  }
   return warnings;
 }
 
-function replayOutput(record: LoadedRecord, mode: ReplayMode, flags: ReplayCommandFlags): ReplayOutput {
+function replayOutput(
+  record: LoadedRecord,
+  mode: ReplayMode,
+  flags: ReplayCommandFlags,
+  differences: readonly RecordDifference[],
+): ReplayOutput {
   const quiet = flags.quiet === true;
   const outcomeOf = ({ details, error }: { details?: RunDetails; error?: unknown }) =>
     details?.replay?.outcome ??
@@ -102,6 +109,11 @@ function replayOutput(record: LoadedRecord, mode: ReplayMode, flags: ReplayComma
     afterRun(outcome) {
       if (quiet) return [];
       const lines: string[] = [];
+      if (differences.length > 0) {
+        lines.push(
+          `replay: ran under this replay's policy, image and folders; the record's differ (compared, not applied): ${differences.map(describeDifference).join("; ")}`,
+        );
+      }
       const replay = outcome.details?.replay;
       if (replay) {
         lines.push(
@@ -146,6 +158,7 @@ function replayOutput(record: LoadedRecord, mode: ReplayMode, flags: ReplayComma
           ...(replay?.contextDifference ? { contextDifference: replay.contextDifference } : {}),
           matchesRecording: comparison.matches,
           differences: comparison.differences,
+          recordDifferences: differences.map(({ field, recorded, now }) => ({ field, recorded, now })),
           versions: replay?.versions ?? { recorded: record.versions },
         },
       };

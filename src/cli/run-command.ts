@@ -6,9 +6,10 @@ import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "..
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
-import { openRunRecord } from "../run/record-run.js";
+import { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } from "../run/record-run.js";
 import { redactPlan } from "../run/redact-plan.js";
 import type { RunEvent } from "../run/run-events.js";
+import { HostDirError, openOutputFile } from "../util/host-dir.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { createLiveStatus } from "./live-status.js";
@@ -76,7 +77,15 @@ export async function runPlannedCommand(
     return EXIT.ok;
   }
 
-  const events = flags.events ? openEventsFile(flags.events) : undefined;
+  // Both are checked before anything starts; a refused --events drops the record it would sit beside.
+  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
+  let events: fs.WriteStream | undefined;
+  try {
+    events = flags.events ? openEventsFile(flags.events, heldTrees(planned)) : undefined;
+  } catch (error) {
+    await recorder?.abandon();
+    throw error;
+  }
   const live =
     !flags.quiet && io.stderrIsTty
       ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: io.stderrColumns })
@@ -84,7 +93,6 @@ export async function runPlannedCommand(
   const progress = flags.quiet
     ? undefined
     : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
-  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -95,7 +103,10 @@ export async function runPlannedCommand(
   // A record that cannot be completed is reported beside the run's outcome, never instead of it.
   const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {
     const notes = recorder ? await recorder.finish(outcome) : [];
-    for (const note of notes) io.stderr(`sandbox-run: the run record is incomplete: ${note}\n`);
+    for (const note of notes) {
+      if (note.startsWith(RECORD_REFUSED_NOTE)) io.stderr(`sandbox-run: the run record was ${terminalText(note)}\n`);
+      else io.stderr(`sandbox-run: the run record is incomplete: ${terminalText(note)}\n`);
+    }
     return notes;
   };
 
@@ -145,7 +156,8 @@ export async function runPlannedCommand(
     throw error;
   } finally {
     interrupt.dispose();
-    if (events) await new Promise<void>((resolve) => events.end(resolve));
+    const stream = events;
+    if (stream) await new Promise<void>((resolve) => stream.end(resolve));
   }
 }
 
@@ -197,15 +209,22 @@ function readPromptFile(file: string): string {
   }
 }
 
-/** Opens the --events file now, so a bad path is a usage error before anything starts. */
-function openEventsFile(file: string): fs.WriteStream {
+/**
+ * Opens the --events file now, so a bad path is a usage error before anything starts. It is the
+ * host's output: never a path inside a tree the sandbox holds (a name there may be a link a
+ * sandbox planted, and the file would be lent with the tree), and never written through a link.
+ */
+function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
   let fd: number;
   try {
-    fd = fs.openSync(file, "w");
+    fd = openOutputFile(file, held);
   } catch (error) {
+    const inside = error instanceof HostDirError && error.code === "INSIDE_SANDBOX_TREE";
     throw usageError(
-      `Cannot write the events file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
-      "Pass --events a path in a writable folder.",
+      `Cannot write the events file ${file}: ${inside ? error.message : ((error as NodeJS.ErrnoException).code ?? (error as Error).message)}.`,
+      inside
+        ? "Write --events to a folder outside the workspace and the extra roots (e.g. the CI job's temp folder)."
+        : "Pass --events a path in a writable folder.",
     );
   }
   const stream = fs.createWriteStream("", { fd });

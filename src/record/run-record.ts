@@ -5,13 +5,17 @@
 // error, the workspace changes as a patch, and SHA256SUMS over all of it. Writing a record never
 // decides the run's outcome: a part that cannot be written is noted in meta.json (and returned),
 // next to the run's real result. The format is in record-format.ts and docs/records.md.
+//
+// The recorder writes into a staging folder the sandbox never holds (the run's private folder),
+// every file created exclusively and without following links relative to that folder's fd;
+// record-target.ts moves the finished record into place once the run is over.
 import crypto from "node:crypto";
 import fs from "node:fs";
-import path from "node:path";
 import type { JsonSchema } from "../agent.js";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { ErrorSummary } from "../errors.js";
 import type { Policy } from "../policy/policy-schema.js";
+import type { HostDir } from "../util/host-dir.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, TrafficLog, type TrafficLimits } from "./traffic-log.js";
@@ -20,7 +24,10 @@ import { WorkspaceBaseline } from "./workspace-patch.js";
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex");
 
 export interface RecordStart {
-  dir: string;
+  /** The folder the record is written into: new, empty, private to this process (a staging folder). */
+  staging: HostDir;
+  /** A private folder for the copy of the workspace the patch is made from (default: the temp dir). */
+  scratch?: string;
   prompt: string;
   schema?: JsonSchema;
   policy: Policy;
@@ -64,14 +71,12 @@ export class RunRecorder {
 
   /** Throws when the folder cannot be used (a usage error for the caller); nothing else does. */
   constructor(private readonly start: RecordStart) {
-    fs.mkdirSync(start.dir, { recursive: true });
-    const existing = fs.readdirSync(start.dir);
-    if (existing.length > 0) throw new Error(`the record folder ${start.dir} is not empty`);
-    this.baseline = WorkspaceBaseline.take(start.workspace);
-    this.events = fs.createWriteStream(path.join(start.dir, "events.jsonl"));
-    this.events.on("error", (error) => this.notes.push(`events.jsonl: ${error.message}`));
+    if (start.staging.list().length > 0) throw new Error(`the staging folder ${start.staging.path} is not empty`);
+    this.baseline = WorkspaceBaseline.take(start.workspace, start.scratch);
+    this.events = start.staging.newWriteStream(RECORD_FILES.events);
+    this.events.on("error", (error) => this.notes.push(`${RECORD_FILES.events}: ${error.message}`));
     const trafficLog = new TrafficLog(
-      path.join(start.dir, RECORD_FILES.exchanges),
+      start.staging.newWriteStream(RECORD_FILES.exchanges),
       start.trafficLimits ?? DEFAULT_TRAFFIC_LIMITS,
       this.scrubber,
     );
@@ -133,19 +138,27 @@ export class RunRecorder {
     return [...this.notes];
   }
 
+  /** Stops recording without completing the record (its folder is then removed by whoever made it). */
+  async discard(): Promise<void> {
+    await new Promise<void>((resolve) => this.events.end(resolve));
+    await this.trafficLog.end();
+    this.baseline.dispose();
+  }
+
   /** SHA256SUMS over every file, each hashed as a stream (records can hold files over 2 GB). */
   private async writeChecksums(): Promise<void> {
-    const names = fs
-      .readdirSync(this.start.dir)
+    const staging = this.start.staging;
+    const names = staging
+      .list()
       .filter((name) => name !== "SHA256SUMS")
       .sort();
     const lines: string[] = [];
-    for (const name of names) lines.push(`${await hashFile(path.join(this.start.dir, name))}  ${name}`);
+    for (const name of names) lines.push(`${await hashFile(staging.at(name))}  ${name}`);
     this.write("SHA256SUMS", `${lines.join("\n")}\n`);
   }
 
   private write(name: string, content: string): void {
-    this.attempt(name, () => fs.writeFileSync(path.join(this.start.dir, name), this.scrubber.text(content)));
+    this.attempt(name, () => this.start.staging.writeNew(name, this.scrubber.text(content)));
   }
 
   private attempt(what: string, step: () => void): void {
@@ -168,7 +181,7 @@ export class RunRecorder {
 function hashFile(file: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const hash = crypto.createHash("sha256");
-    fs.createReadStream(file)
+    fs.createReadStream("", { fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW) })
       .on("data", (chunk) => hash.update(chunk))
       .on("end", () => resolve(hash.digest("hex")))
       .on("error", reject);

@@ -4,7 +4,7 @@
 // record says so, and replay stops there). No credential is ever written: the gateway's records
 // carry none, and as a second line of defence every credential value the gateway adds is searched
 // for in the bytes (an upstream error may echo a key) and replaced.
-import fs from "node:fs";
+import type fs from "node:fs";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { type RecordedExchange, type StoredBytes, storeBytes } from "./record-format.js";
@@ -41,12 +41,13 @@ export class TrafficLog {
   #error: string | undefined;
 
   constructor(
-    file: string,
+    /** A stream on a new file the caller created (exclusively, without following links: HostDir.newWriteStream). */
+    stream: fs.WriteStream,
     readonly limits: TrafficLimits = DEFAULT_TRAFFIC_LIMITS,
     /** The record's credential values (see forbid); shared with the rest of the record. */
     readonly scrubber: CredentialScrubber = new CredentialScrubber(),
   ) {
-    this.#stream = fs.createWriteStream(file);
+    this.#stream = stream;
     this.#stream.on("error", (error) => {
       this.#error ??= error.message;
     });

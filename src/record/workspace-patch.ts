@@ -50,11 +50,14 @@ export class WorkspaceBaseline {
     private readonly scratch: string | undefined,
   ) {}
 
-  /** Copies the workspace as it is now. Never throws. */
-  static take(workspace: string): WorkspaceBaseline {
+  /**
+   * Copies the workspace as it is now, into a new folder inside `scratchParent` (a private folder;
+   * default: the temp dir). Never throws.
+   */
+  static take(workspace: string, scratchParent = os.tmpdir()): WorkspaceBaseline {
     let scratch: string | undefined;
     try {
-      scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-baseline-"));
+      scratch = fs.mkdtempSync(path.join(scratchParent, "baseline-"));
     } catch (error) {
       const baseline = new WorkspaceBaseline(workspace, undefined);
       baseline.notes.add(`no patch: cannot make a scratch folder (${(error as Error).message})`);
@@ -198,7 +201,8 @@ function copyEntry(entry: WalkEntry, dest: string, total: number, note: (line: s
       return 0;
     }
     // Keeps the execute bits (a patch shows mode changes), never setuid/setgid.
-    fs.writeFileSync(dest, content, { mode: (stat.mode & 0o755) | 0o600 });
+    // A new file (O_EXCL: never through a name that is already there, link or not).
+    fs.writeFileSync(dest, content, { mode: (stat.mode & 0o755) | 0o600, flag: "wx" });
     return content.length;
   }
   return 0;

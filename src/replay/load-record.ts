@@ -1,7 +1,12 @@
 // Reads a run record back for replay, and refuses one that does not check out: every file must be
 // listed in SHA256SUMS with the right hash and nothing else may be in the folder. A record is input
-// from elsewhere (a committed fixture, a CI artifact), so it is read with limits, through one file
-// descriptor per file (what is hashed is what is parsed), and every part is validated.
+// from elsewhere (a committed fixture, a CI artifact, a pull request), and SHA256SUMS proves nothing
+// against whoever wrote it (anyone can recompute it): so the folder is read through one descriptor,
+// every file through its own (no link followed; what is hashed is what is parsed), with caps on the
+// number of files, their sizes, the lines and the nesting of their JSON, and every part is
+// validated (record-schemas.ts; policy.json as a policy). Nothing read here is ever used as a host
+// path, a command or a credential source: replay compares the recorded policy, image and paths with
+// the caller's (compare-record.ts), it does not obey them.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -17,6 +22,7 @@ import {
   type RecordVersions,
 } from "../record/record-format.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { policySchema, type Policy } from "../policy/policy-schema.js";
 import { formatZodIssues } from "../util/config-file.js";
 import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
 
@@ -27,8 +33,8 @@ export interface LoadedRecord {
   versions: RecordVersions;
   prompt: string;
   schema?: JsonSchema;
-  /** policy.json as stored (the caller validates it as a policy). */
-  policy: unknown;
+  /** policy.json: the policy the run was recorded under (compared with the replay's, never applied). */
+  policy: Policy;
   call: RecordedCall;
   /** The generations, in the order the gateway forwarded them. */
   exchanges: RecordedExchange[];
@@ -42,7 +48,22 @@ export type RecordedOutcome =
 /** Largest file of a record that replay reads whole (exchanges.jsonl; the others are far smaller). */
 const MAX_READ_BYTES = 512 * 1024 * 1024;
 const MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024;
+/** Largest file replay only hashes (events.jsonl and the patch): bounded by the run's output cap. */
+const MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;
 const HASH_CHUNK = 1024 * 1024;
+/** A record has about a dozen files. */
+const MAX_ENTRIES = 64;
+const MAX_EXCHANGES = 100_000;
+/** How deeply JSON may nest, per file (a result follows the caller's schema, so it may nest deeper). */
+const MAX_DEPTH: Record<string, number> = {
+  [RECORD_FILES.policy]: 16,
+  [RECORD_FILES.call]: 32,
+  [RECORD_FILES.meta]: 32,
+  [RECORD_FILES.error]: 32,
+  [RECORD_FILES.exchanges]: 16,
+  [RECORD_FILES.schema]: 128,
+  [RECORD_FILES.result]: 256,
+};
 const NEEDED: ReadonlySet<string> = new Set([
   RECORD_FILES.prompt,
   RECORD_FILES.schema,
@@ -58,16 +79,18 @@ const HINT = "Replay the folder --record wrote, unchanged; if it was edited or d
 
 export function loadRecord(dir: string): LoadedRecord {
   const root = path.resolve(dir);
-  const files = verifiedFiles(root);
+  const folder = openFolder(root);
+  let files: Map<string, Buffer>;
+  try {
+    files = verifiedFiles(root, folder);
+  } finally {
+    fs.closeSync(folder);
+  }
   const text = (name: string) => files.get(name)?.toString("utf8");
   const json = (name: string) => {
     const content = text(name);
     if (content === undefined) return undefined;
-    try {
-      return JSON.parse(content) as unknown;
-    } catch (error) {
-      throw invalid(root, `${name} is not valid JSON (${(error as Error).message})`);
-    }
+    return parseJson(root, name, content, MAX_DEPTH[name] ?? 32);
   };
 
   const meta = parse(root, RECORD_FILES.meta, metaSchema, json(RECORD_FILES.meta) ?? missing(root, RECORD_FILES.meta));
@@ -86,7 +109,15 @@ export function loadRecord(dir: string): LoadedRecord {
   const call = parse(root, RECORD_FILES.call, callSchema, json(RECORD_FILES.call) ?? missing(root, RECORD_FILES.call));
   const prompt = text(RECORD_FILES.prompt) ?? missing(root, RECORD_FILES.prompt);
   const schema = json(RECORD_FILES.schema) as JsonSchema | undefined;
-  const policy = json(RECORD_FILES.policy) ?? missing(root, RECORD_FILES.policy);
+  if (schema !== undefined && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
+    throw invalid(root, `${RECORD_FILES.schema} is not a JSON Schema object`);
+  }
+  const policy = parse(
+    root,
+    RECORD_FILES.policy,
+    policySchema,
+    json(RECORD_FILES.policy) ?? missing(root, RECORD_FILES.policy),
+  );
   const exchanges = parseExchanges(root, text(RECORD_FILES.exchanges) ?? missing(root, RECORD_FILES.exchanges));
   const error = json(RECORD_FILES.error) as { code?: unknown; message?: unknown } | undefined;
   const outcome: RecordedOutcome = meta.ok
@@ -109,38 +140,57 @@ export function loadRecord(dir: string): LoadedRecord {
   };
 }
 
-/** Every file of the folder, checked against SHA256SUMS; the contents of the ones replay reads. */
-function verifiedFiles(root: string): Map<string, Buffer> {
-  let entries: fs.Dirent[];
+/** The record folder, opened once: every file is read relative to this descriptor. */
+function openFolder(root: string): number {
   try {
-    entries = fs.readdirSync(root, { withFileTypes: true });
+    return fs.openSync(root, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
   } catch (error) {
     throw usageError(
       `Cannot read the record ${root}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
       "Pass the folder a run wrote with --record.",
     );
   }
-  const names = new Set(entries.map((e) => e.name));
+}
+
+/** Every file of the folder, checked against SHA256SUMS; the contents of the ones replay reads. */
+function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(`/proc/self/fd/${folder}`);
+  } catch (error) {
+    throw usageError(
+      `Cannot read the record ${root}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+      "Pass the folder a run wrote with --record.",
+    );
+  }
+  if (entries.length > MAX_ENTRIES) {
+    throw usageError(`The record ${root} holds ${entries.length} entries; a record has at most ${MAX_ENTRIES}.`, HINT);
+  }
+  const names = new Set(entries);
+  const at = (name: string) => `/proc/self/fd/${folder}/${name}`;
   if (!names.has(RECORD_FILES.sums)) {
     throw usageError(
       `The record ${root} has no ${RECORD_FILES.sums}, so it cannot be checked.`,
       names.size === 0 ? "Pass the folder a run wrote with --record." : HINT,
     );
   }
-  const sums = parseSums(root, readVerbatim(root, RECORD_FILES.sums, 1024 * 1024).toString("utf8"));
+  const sums = parseSums(
+    root,
+    readVerbatim(root, at(RECORD_FILES.sums), RECORD_FILES.sums, 1024 * 1024).toString("utf8"),
+  );
   const problems: string[] = [];
   const contents = new Map<string, Buffer>();
   for (const entry of entries) {
     // The page `sandbox-run show` leaves in the folder is made from the record, not part of it.
-    if (entry.name === RECORD_FILES.sums || (entry.name === RECORD_PAGE && !sums.has(RECORD_PAGE))) continue;
-    if (!sums.has(entry.name)) problems.push(`${entry.name} is not listed in ${RECORD_FILES.sums}`);
+    if (entry === RECORD_FILES.sums || (entry === RECORD_PAGE && !sums.has(RECORD_PAGE))) continue;
+    if (!sums.has(entry)) problems.push(`${entry} is not listed in ${RECORD_FILES.sums}`);
   }
   for (const [name, expected] of sums) {
     if (!names.has(name)) {
       problems.push(`${name} is listed in ${RECORD_FILES.sums} but missing`);
       continue;
     }
-    const read = hashFile(root, name, NEEDED.has(name));
+    const read = hashFile(at(name), name, NEEDED.has(name));
     if ("problem" in read) problems.push(read.problem);
     else if (read.sha256 !== expected) problems.push(`${name} does not match its sha256 in ${RECORD_FILES.sums}`);
     else if (read.content) contents.set(name, read.content);
@@ -173,21 +223,21 @@ function parseSums(root: string, text: string): Map<string, string> {
 
 /** The file's sha256, read through one descriptor; its content too when `keep`. Never follows a link. */
 function hashFile(
-  root: string,
+  file: string,
   name: string,
   keep: boolean,
 ): { sha256: string; content?: Buffer } | { problem: string } {
   let fd: number;
   try {
-    fd = fs.openSync(path.join(root, name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (error) {
     return { problem: `${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` };
   }
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile()) return { problem: `${name} is not a regular file` };
-    const cap = name === RECORD_FILES.exchanges || name === RECORD_FILES.events ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
-    if (keep && stat.size > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+    const cap = !keep ? MAX_HASHED_BYTES : name === RECORD_FILES.exchanges ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
+    if (stat.size > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
     const hash = crypto.createHash("sha256");
     const parts: Buffer[] = [];
     const chunk = Buffer.alloc(HASH_CHUNK);
@@ -196,7 +246,7 @@ function hashFile(
       const n = fs.readSync(fd, chunk, 0, chunk.length, null);
       if (n === 0) break;
       total += n;
-      if (keep && total > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+      if (total > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
       hash.update(chunk.subarray(0, n));
       if (keep) parts.push(Buffer.from(chunk.subarray(0, n)));
     }
@@ -206,8 +256,8 @@ function hashFile(
   }
 }
 
-function readVerbatim(root: string, name: string, cap: number): Buffer {
-  const read = hashFile(root, name, true);
+function readVerbatim(root: string, file: string, name: string, cap: number): Buffer {
+  const read = hashFile(file, name, true);
   if ("problem" in read) throw usageError(`The record ${root}: ${read.problem}.`, HINT);
   if (read.content!.length > cap) throw usageError(`The record ${root}: ${name} is too large.`, HINT);
   return read.content!;
@@ -215,22 +265,59 @@ function readVerbatim(root: string, name: string, cap: number): Buffer {
 
 function parseExchanges(root: string, text: string): RecordedExchange[] {
   const exchanges: RecordedExchange[] = [];
-  for (const [index, line] of text.split("\n").entries()) {
+  const lines = text.split("\n");
+  if (lines.length > MAX_EXCHANGES + 1) {
+    throw invalid(root, `${RECORD_FILES.exchanges} has more than ${MAX_EXCHANGES} lines`);
+  }
+  for (const [index, line] of lines.entries()) {
     if (line.trim() === "") continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (error) {
-      throw invalid(
-        root,
-        `${RECORD_FILES.exchanges} line ${index + 1} is not valid JSON (${(error as Error).message})`,
-      );
-    }
+    const value = parseJson(
+      root,
+      `${RECORD_FILES.exchanges} line ${index + 1}`,
+      line,
+      MAX_DEPTH[RECORD_FILES.exchanges]!,
+    );
     exchanges.push(
       parse(root, `${RECORD_FILES.exchanges} line ${index + 1}`, exchangeSchema, value) as RecordedExchange,
     );
   }
   return exchanges.sort((a, b) => a.seq - b.seq);
+}
+
+/** JSON.parse, after a check that the text nests no deeper than `maxDepth` (deep nesting overflows the stack of what reads it next). */
+function parseJson(root: string, what: string, text: string, maxDepth: number): unknown {
+  const depth = jsonDepth(text, maxDepth);
+  if (depth > maxDepth) throw invalid(root, `${what} nests deeper than ${maxDepth} levels`);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw invalid(root, `${what} is not valid JSON (${(error as Error).message})`);
+  }
+}
+
+/** The deepest nesting of arrays and objects in JSON text (outside strings); stops counting past `stopAt`. */
+export function jsonDepth(text: string, stopAt: number): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      depth++;
+      if (depth > deepest) {
+        deepest = depth;
+        if (deepest > stopAt) return deepest;
+      }
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
 }
 
 function parse<T extends z.ZodType>(root: string, what: string, schema: T, value: unknown): z.infer<T> {

@@ -1,14 +1,17 @@
 // A replay source: recorded runs a ContainerPiAgent answers its calls from, instead of a live model
 // provider (`new ContainerPiAgent({ replay: replayRecord([...]) })`). The n-th call of the agent
 // (or of the run that names the source) takes the n-th record. A call then runs for real (fresh
-// sandbox, real Pi, the caller's prompt, schema and policy) with its model requests answered by a
-// replay server from that record, and the run's workspace mounted where the recording saw it.
+// sandbox, real Pi, the caller's prompt, schema, policy, image and writable roots) with its model
+// requests answered by a replay server from that record, and the run's workspace mounted where the
+// recording saw it unless the caller says where. A record is untrusted input: what it says about
+// its policy, image and paths is compared with the caller's (compare-record.ts), never obeyed.
 import fs from "node:fs";
 import path from "node:path";
 import { usageError } from "../errors.js";
 import { ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY } from "../gateway/provider-routes.js";
 import type { RecordVersions } from "../record/record-format.js";
 import { type LoadedRecord, loadRecord } from "./load-record.js";
+import type { RecordDifference } from "./compare-record.js";
 import type { ReplayMode, ReplaySpeed } from "./replay-server.js";
 
 export interface ReplayOptions {
@@ -28,7 +31,10 @@ export interface ReplayCall {
   record: LoadedRecord;
   mode: ReplayMode;
   speed: ReplaySpeed;
-  compareContext: boolean;
+  /** Undefined: compare the context when this replay's policy gives Pi the same tools as the recorded one. */
+  compareContext?: boolean;
+  /** How the record differs from what this replay runs under (set when the call is planned). */
+  differences?: RecordDifference[];
 }
 
 export interface ReplaySource {
@@ -98,10 +104,16 @@ const REPLAY_OAUTH_KEY = "sk-ant-oat01-sandbox-run-replay-no-key";
 /**
  * What a replayed call changes in the run's options: the recorded model, routed through a
  * models.json that gives Pi in the sandbox exactly what it got when the run was recorded (same
- * provider entry, the gateway's URL, the same kind of placeholder key), and the workspace where the
- * recording saw it. No credential is involved: the key is a fixed dummy the replay server ignores.
+ * provider entry, the gateway's URL, the same kind of placeholder key), and, unless the caller
+ * named one (`callerWorkspacePath`), the place inside the sandbox where the recording saw the
+ * workspace (a path in the container, checked like any workspacePath; it names nothing on the host).
+ * No credential is involved: the key is a fixed dummy the replay server ignores, and no header,
+ * URL or command of the record is used.
  */
-export function replayRunOptions(record: LoadedRecord): {
+export function replayRunOptions(
+  record: LoadedRecord,
+  callerWorkspacePath?: string,
+): {
   model: string;
   models: Record<string, unknown>;
   workspacePath: string;
@@ -145,7 +157,7 @@ export function replayRunOptions(record: LoadedRecord): {
   return {
     model: call.model,
     models: { providers: { [providerId]: provider } },
-    workspacePath: call.workspace.sandbox,
+    workspacePath: callerWorkspacePath ?? call.workspace.sandbox,
   };
 }
 

@@ -10,4 +10,6 @@ export interface ReplaySummary extends ReplayReport {
   /** Whether the run ended as the recorded one did (result and changed files). */
   outcome: OutcomeComparison;
   versions: { recorded: RecordVersions; now: RecordVersions };
+  /** How the record's policy, image, workspace and roots differ from what the replay ran under (reported, never applied). */
+  recordDifferences: Array<{ field: string; recorded: string; now: string }>;
 }

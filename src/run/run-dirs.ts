@@ -24,7 +24,15 @@ export const RUN_DIR_MARKER = ".sandbox-run-owner";
 const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
-const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR]);
+/**
+ * A run record's staging folders (run/record-run.ts): the record as it is written, and the copy of
+ * the workspace its patch is made from. They live in a run folder of their own,
+ * `run-<runId>-record`, since a record outlives the run's folder (it is moved into place after the
+ * run); a dead controller's are reaped like any run folder.
+ */
+export const RECORD_STAGING_DIR = "record";
+export const RECORD_SCRATCH_DIR = "baseline";
+const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, RECORD_STAGING_DIR, RECORD_SCRATCH_DIR]);
 
 export function runDirsParent(tmpDir = os.tmpdir()): string {
   return path.join(tmpDir, `sandbox-run-${process.geteuid?.() ?? process.getuid?.() ?? 0}`);

@@ -74,13 +74,25 @@ export class HostDir {
     }
     if (missing.length > 0 && !options.create) throw new HostDirError(`${absolute} does not exist`, "ENOENT");
     let fd = fs.openSync("/", DIR_FLAGS);
+    // stepInto closes the folder it steps out of, also when it fails: then there is nothing to close.
+    let held = true;
     try {
-      for (const part of existing.split("/").filter(Boolean)) fd = stepInto(fd, part, false, options.mode);
-      for (const part of missing) fd = stepInto(fd, part, true, options.mode);
+      const steps = [
+        ...existing
+          .split("/")
+          .filter(Boolean)
+          .map((part) => ({ part, create: false })),
+        ...missing.map((part) => ({ part, create: true })),
+      ];
+      for (const { part, create } of steps) {
+        held = false;
+        fd = stepInto(fd, part, create, options.mode);
+        held = true;
+      }
       checkOwnedByCaller(fd, canonical);
       return new HostDir(canonical, fd);
     } catch (error) {
-      fs.closeSync(fd);
+      if (held) fs.closeSync(fd);
       if (error instanceof HostDirError) throw error;
       const code = (error as NodeJS.ErrnoException).code;
       throw new HostDirError(
@@ -188,10 +200,139 @@ export class HostDir {
     fs.renameSync(this.at(name), target.at(newName));
   }
 
+  /**
+   * Moves the regular file `name` into `target` (a new name there, never replacing anything): a
+   * rename on the same filesystem, else a copy into a new file (O_EXCL|O_NOFOLLOW) and an unlink.
+   */
+  moveFileTo(name: string, target: HostDir, newName = name): void {
+    try {
+      this.moveTo(name, target, newName);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
+    }
+    const from = fs.openSync(this.at(name), fs.constants.O_RDONLY | O_NOFOLLOW);
+    try {
+      if (!fs.fstatSync(from).isFile()) throw new HostDirError(`${path.join(this.path, name)} is not a file`);
+      const to = target.createFile(newName, fs.fstatSync(from).mode & 0o777);
+      try {
+        const chunk = Buffer.alloc(1024 * 1024);
+        for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) {
+          fs.writeSync(to, chunk, 0, n);
+        }
+      } finally {
+        fs.closeSync(to);
+      }
+    } finally {
+      fs.closeSync(from);
+    }
+    fs.unlinkSync(this.at(name));
+  }
+
+  /** The directory's device and inode: which folder this is, whatever its name is now. */
+  identity(): DirIdentity {
+    const stat = fs.fstatSync(this.fd);
+    return { dev: stat.dev, ino: stat.ino };
+  }
+
+  /**
+   * Opens the folders `parts` below `root` one by one, never following a link and never
+   * canonicalising (for paths inside a tree the sandbox held, where any name may be a link it
+   * planted). Each must be a plain directory owned by this user (or root) that no one else may
+   * write to; missing ones are created (mode 0o755, or `mode`) when `create`.
+   */
+  static openBelow(
+    root: HostDir,
+    parts: readonly string[],
+    options: { create?: boolean; mode?: number } = {},
+  ): HostDir {
+    let fd = fs.openSync(`/proc/self/fd/${root.fd}/.`, DIR_FLAGS);
+    let shown = root.path;
+    let held = true; // see open()
+    try {
+      for (const part of parts) {
+        shown = path.join(shown, part);
+        held = false;
+        fd = stepInto(fd, part, options.create ?? false, options.mode ?? 0o755);
+        held = true;
+        checkOwnedByCaller(fd, shown);
+      }
+      return new HostDir(shown, fd);
+    } catch (error) {
+      if (held) fs.closeSync(fd);
+      if (error instanceof HostDirError) throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new HostDirError(
+        code === "ELOOP" || code === "ENOTDIR"
+          ? `${shown} is not a plain folder (a symbolic link, or not a directory)`
+          : `${shown}: ${(error as Error).message}`,
+        code,
+      );
+    }
+  }
+
   close(): void {
     if (this.#fd === undefined) return;
     fs.closeSync(this.#fd);
     this.#fd = undefined;
+  }
+}
+
+export interface DirIdentity {
+  dev: number;
+  ino: number;
+}
+
+/**
+ * Where a host path the caller named really is, resolved one component at a time: the caller's own
+ * symlinks outside the sandboxed trees are followed (they are the caller's), but once the path
+ * reaches one of `held` (trees the sandbox holds or held: canonical paths), nothing below is
+ * resolved, since any name there may be a link the sandbox planted. A path inside such a tree is
+ * then only ever opened with HostDir.openBelow, component by component, without following links.
+ */
+export type LocatedPath =
+  /** Outside every held tree: `existing` is canonical, `missing` the names below it that do not exist. */
+  | { kind: "host"; existing: string; missing: string[] }
+  /** At or inside the held tree `tree`: the names from it to the path, unresolved. */
+  | { kind: "held"; tree: string; parts: string[] };
+
+const MAX_LINK_HOPS = 40;
+
+export function locatePath(absolute: string, held: readonly string[]): LocatedPath {
+  const heldTree = (p: string) => held.find((tree) => isWithin(tree, p));
+  const queue = path.resolve(absolute).split("/").filter(Boolean);
+  let current = "/";
+  let hops = 0;
+  for (;;) {
+    const tree = heldTree(current);
+    if (tree) {
+      const inside = current === tree ? [] : current.slice(tree.length + (tree.endsWith("/") ? 0 : 1)).split("/");
+      return { kind: "held", tree, parts: [...inside, ...queue] };
+    }
+    const name = queue.shift();
+    if (name === undefined) return { kind: "host", existing: current, missing: [] };
+    if (name === ".") continue;
+    if (name === "..") {
+      current = path.dirname(current);
+      continue;
+    }
+    const next = path.join(current, name);
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(next);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return { kind: "host", existing: current, missing: [name, ...queue].filter((n) => n !== ".") };
+    }
+    if (stat.isSymbolicLink()) {
+      if (++hops > MAX_LINK_HOPS) throw new HostDirError(`${absolute}: too many levels of symbolic links`, "ELOOP");
+      const link = fs.readlinkSync(next, "utf8");
+      queue.unshift(...link.split("/").filter(Boolean));
+      if (link.startsWith("/")) current = "/";
+      continue;
+    }
+    if (!stat.isDirectory() && queue.length > 0) throw new HostDirError(`${next} is not a folder`, "ENOTDIR");
+    current = next;
   }
 }
 
@@ -240,5 +381,48 @@ function checkOwnedByCaller(fd: number, shownAs: string): void {
       `${shownAs} may be written by other users (mode ${(stat.mode & 0o7777).toString(8)})`,
       "NOT_PRIVATE",
     );
+  }
+}
+
+/**
+ * Opens a file the caller named for writing, as the host's own output (the CLI's --events): a
+ * pipe, terminal or other device is written as it is (`/dev/stderr`); anything else becomes a new
+ * regular file renamed over the name, created in a checked folder without following a link there.
+ * A path at or inside one of `held` (trees the sandbox holds or held), by its name or through a
+ * link, is refused (HostDirError "INSIDE_SANDBOX_TREE"): a name there may be a link the sandbox planted.
+ */
+export function openOutputFile(file: string, held: readonly string[]): number {
+  const absolute = path.resolve(file);
+  const inside = (p: string) => held.find((tree) => isWithin(tree, p));
+  const lexical = inside(absolute);
+  if (lexical)
+    throw new HostDirError(`${absolute} lies inside ${lexical}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
+  let followed: fs.Stats | undefined;
+  try {
+    followed = fs.statSync(absolute);
+  } catch {
+    followed = undefined;
+  }
+  const special = followed && (followed.isFIFO() || followed.isCharacterDevice() || followed.isSocket());
+  let located: LocatedPath | undefined;
+  try {
+    located = locatePath(absolute, held);
+  } catch (error) {
+    // /dev/stderr leads to /proc/self/fd/2, whose "pipe:[...]" names no path: fine for a device.
+    if (!special) throw error;
+  }
+  if (located?.kind === "held") {
+    throw new HostDirError(`${absolute} leads into ${located.tree}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
+  }
+  if (special || !located) return fs.openSync(absolute, fs.constants.O_WRONLY | fs.constants.O_APPEND);
+  const folder = located.missing.length === 0 ? path.dirname(located.existing) : located.existing;
+  const name = located.missing.length === 0 ? path.basename(located.existing) : located.missing[0]!;
+  if (located.missing.length > 1) throw new HostDirError(`${path.dirname(absolute)} does not exist`, "ENOENT");
+  if (followed?.isDirectory()) throw new HostDirError(`${absolute} is a folder`, "EISDIR");
+  const dir = HostDir.open(folder, { outside: held });
+  try {
+    return dir.replaceWith(name);
+  } finally {
+    dir.close();
   }
 }

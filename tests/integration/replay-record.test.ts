@@ -214,16 +214,35 @@ describe.skipIf(!dockerAvailable())("replay: a recorded run played back offline"
     expect(reported[0]!.data).toMatchObject({ generation: 2, mode: "lenient" });
   });
 
-  it("another policy (read-only): the recorded write now fails, and that is the divergence reported", async () => {
+  it("another policy (read-only) than the recorded writable one: refused before anything starts, naming the difference", async () => {
     const ws = makeWorkspace({ "notes.txt": NOTES });
     const run = await cli(["replay", record, "-q", "--cwd", ws, "--policy", "read-only", "--json"]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain("asks for more than this replay's policy (read-only) gives");
+    expect(run.stderr).toContain("policy.workspace: recorded read-write, now read-only");
+    expect(fs.existsSync(path.join(ws, "out.txt"))).toBe(false);
+  });
+
+  it("another policy that grants as much (a protected out.txt): the recorded write now fails, that is the divergence, and the differences are listed", async () => {
+    const ws = makeWorkspace({ "notes.txt": NOTES, "out.txt": "kept\n" });
+    const policyFile = path.join(dir, "protect-out.json");
+    const policy = JSON.parse(fs.readFileSync(path.join(record, "policy.json"), "utf8"));
+    fs.writeFileSync(policyFile, JSON.stringify({ ...policy, name: "protect-out", protectedPaths: ["out.txt"] }));
+    const run = await cli(["replay", record, "-q", "--cwd", ws, "--policy", policyFile, "--json"]);
     expect(run.code).toBe(4);
     const envelope = JSON.parse(run.stdout);
     runIds.push(envelope.runId);
     expect(envelope.error.message).toMatch(
       /model request 2: tool result of call 1 \(bash\) differs: recorded "hello notes\\n", now "hello notes\\n.*Read-only file syste/,
     );
-    expect(fs.existsSync(path.join(ws, "out.txt"))).toBe(false);
+    expect(envelope.replay.recordDifferences).toEqual(
+      expect.arrayContaining([
+        { field: "policy.name", recorded: "workspace-write", now: "protect-out" },
+        expect.objectContaining({ field: "policy.protectedPaths" }),
+      ]),
+    );
+    expect(fs.readFileSync(path.join(ws, "out.txt"), "utf8")).toBe("kept\n");
   });
 
   it("a record from other versions replays with a warning naming both, and a divergence says Pi may be why", async () => {

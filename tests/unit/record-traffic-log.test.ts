@@ -9,6 +9,17 @@ import type { GatewayExchange } from "../../src/gateway/model-gateway.js";
 import { SCRUBBED } from "../../src/record/credential-scrubber.js";
 import { loadBytes, type RecordedExchange } from "../../src/record/record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, TrafficLog } from "../../src/record/traffic-log.js";
+import { HostDir } from "../../src/util/host-dir.js";
+
+/** A stream on a new file, as the recorder makes them (exclusive, no link followed). */
+function newStream(file: string): fs.WriteStream {
+  const dir = HostDir.open(path.dirname(file));
+  try {
+    return dir.newWriteStream(path.basename(file));
+  } finally {
+    dir.close();
+  }
+}
 
 const CANARY = "sk-canary-7d1e0f9a3b5c4e2d";
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sr-traffic-"));
@@ -58,7 +69,7 @@ async function written(log: TrafficLog, file: string) {
 describe("record: model traffic (exchanges.jsonl)", () => {
   it("keeps every chunk's bytes and time; a chunk that is not whole UTF-8 is stored as base64", async () => {
     const file = path.join(dir, "bytes.jsonl");
-    const log = new TrafficLog(file);
+    const log = new TrafficLog(newStream(file));
     const euro = Buffer.from("data: €\n\n");
     // The euro sign's three bytes split across two chunks, as a socket may deliver them.
     const chunks = [euro.subarray(0, 7), euro.subarray(7), Buffer.from("data: [DONE]\n\n")];
@@ -75,7 +86,7 @@ describe("record: model traffic (exchanges.jsonl)", () => {
 
   it("never writes a credential value: not echoed in a split response, not in base64, not in the target", async () => {
     const file = path.join(dir, "canary.jsonl");
-    const log = new TrafficLog(file);
+    const log = new TrafficLog(newStream(file));
     log.forbid([`Bearer ${CANARY}`]);
     const body = Buffer.from(`{"error":{"message":"Incorrect API key provided: ${CANARY}"}}`);
     const cut = body.indexOf(CANARY) + 5;
@@ -105,7 +116,7 @@ describe("record: model traffic (exchanges.jsonl)", () => {
 
   it("past the total cap, exchanges are listed without their bytes and counted as omitted", async () => {
     const file = path.join(dir, "cap.jsonl");
-    const log = new TrafficLog(file, { ...DEFAULT_TRAFFIC_LIMITS, maxTotalBytes: 3000 });
+    const log = new TrafficLog(newStream(file), { ...DEFAULT_TRAFFIC_LIMITS, maxTotalBytes: 3000 });
     const big = Buffer.alloc(900, "x");
     for (let seq = 1; seq <= 4; seq++) log.add(exchange(seq, [big]));
     const { lines, summary } = await written(log, file);
@@ -123,7 +134,7 @@ describe("record: model traffic (exchanges.jsonl)", () => {
 
   it("an exchange the gateway kept no bytes of is listed as omitted", async () => {
     const file = path.join(dir, "none.jsonl");
-    const log = new TrafficLog(file);
+    const log = new TrafficLog(newStream(file));
     log.add(exchange(1, [], { recording: undefined }));
     const { lines } = await written(log, file);
     expect(lines[0]!.omitted).toContain("kept no bytes");

@@ -11,6 +11,7 @@ import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
+import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { compareOutcome } from "../../src/replay/compare-outcome.js";
 import { loadRecord } from "../../src/replay/load-record.js";
 import {
@@ -19,7 +20,7 @@ import {
   replayRunOptions,
   versionDrift,
 } from "../../src/replay/replay-source.js";
-import { copyRecord } from "../support/record-files.js";
+import { copyRecord, rehash } from "../support/record-files.js";
 
 const recordings = path.resolve(import.meta.dirname, "../../examples/workflow/recordings");
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sr-replay-plan-")));
@@ -120,6 +121,29 @@ describe("replay: what a replayed call runs with", () => {
     expect(engineConnections).toBe(0);
   });
 
+  it("replayRecord(): a record that asks for more than the caller's policy is refused before the engine; the caller's workspace path wins", () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    const policyFile = path.join(copy, "policy.json");
+    const policy = JSON.parse(fs.readFileSync(policyFile, "utf8"));
+    fs.writeFileSync(policyFile, JSON.stringify({ ...policy, network: "open", readOnlyMounts: ["/root"] }));
+    rehash(copy);
+    const agent = new ContainerPiAgent({ replay: replayRecord([copy, path.join(recordings, "1")]), hostEnv: {} });
+    expect(() => agent.plan("The test suite fails.", { cwd: ws, sandbox: "read-only" })).toThrow(
+      /asks for more than this replay's policy \(read-only\) gives, so it is not replayed: policy\.network: recorded open, now none; policy\.readOnlyMounts: recorded \["\/root"\], now \[\]/,
+    );
+    // The refused record stays the next one: the same call refused again, not skipped.
+    expect(() => agent.plan("The test suite fails.", { cwd: ws, sandbox: "read-only" })).toThrow(/asks for more/);
+    const other = new ContainerPiAgent({ replay: replayRecord(path.join(recordings, "1")), hostEnv: {} });
+    const planned = other.plan("x", { cwd: ws, sandbox: "read-only", workspacePath: "/workspace/mine" });
+    expect(planned.plan.workingDir).toBe("/workspace/mine");
+    expect(planned.replay?.differences).toEqual(
+      expect.arrayContaining([
+        { field: "workspacePath", recorded: "/workspace/demo-repo", now: "/workspace/mine", needsMore: false },
+      ]),
+    );
+    expect(engineConnections).toBe(0);
+  });
+
   it("a workspace path the sandbox needs for itself is refused", () => {
     const agent = new ContainerPiAgent({ hostEnv: {} });
     const models = {
@@ -210,6 +234,33 @@ describe("sandbox-run replay: refused before anything starts", () => {
     const run = await cli(["replay", copy, "--cwd", ws]);
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("prompt.txt does not match its sha256");
+    expect(engineConnections).toBe(0);
+  });
+
+  it("--dry-run: a record naming another image and policy is planned with the caller's (the defaults)", async () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    const callFile = path.join(copy, "replay.json");
+    const call = JSON.parse(fs.readFileSync(callFile, "utf8"));
+    fs.writeFileSync(callFile, JSON.stringify({ ...call, image: "evil/image:1", defaultImage: false }));
+    rehash(copy);
+    const run = await cli(["replay", copy, "--cwd", ws, "--policy", "read-only", "--dry-run"]);
+    expect(run.code, run.stderr).toBe(0);
+    const plan = JSON.parse(run.stdout);
+    expect(plan.image).toBe(runnerImageSpec().tag);
+    expect(plan.policyName).toBe("read-only");
+    expect(engineConnections).toBe(0);
+  });
+
+  it("--sandbox picks the replay's policy like --policy: a record that needs more is refused, naming the difference", async () => {
+    const ok = await cli(["replay", path.join(recordings, "1"), "--cwd", ws, "--sandbox", "read-only", "--dry-run"]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).policyName).toBe("read-only");
+    const refused = await cli(["replay", path.join(recordings, "2"), "--cwd", ws, "--sandbox", "read-only"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(
+      "asks for more than this replay's policy (read-only) gives, so it is not replayed: policy.workspace: recorded read-write, now read-only",
+    );
     expect(engineConnections).toBe(0);
   });
 

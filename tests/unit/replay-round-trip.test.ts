@@ -14,6 +14,7 @@ import { loadRecord } from "../../src/replay/load-record.js";
 import { type Divergence, startReplayServer } from "../../src/replay/replay-server.js";
 import { startScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
+import { HostDir } from "../../src/util/host-dir.js";
 import { request, waitFor } from "../support/gateway-client.js";
 import { rehash } from "../support/record-files.js";
 
@@ -69,8 +70,10 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
   });
   const dir = fs.mkdtempSync(path.join(root, "record-"));
   const workspace = fs.mkdtempSync(path.join(root, "ws-"));
+  const staging = HostDir.open(path.join(dir, "rec"), { create: true });
   const recorder = new RunRecorder({
-    dir: path.join(dir, "rec"),
+    staging,
+    scratch: dir,
     prompt: "list",
     policy: loadPolicy("read-only"),
     workspace,
@@ -108,6 +111,7 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
     result: "There is one file.",
     meta: { changedFiles: { created: [], modified: [], deleted: [] } },
   });
+  staging.close();
   return { dir: path.join(dir, "rec"), replies };
 }
 

@@ -8,6 +8,8 @@ import { isSandboxRunError } from "../../src/errors.js";
 import {
   createRunDir,
   privateRunDirsParent,
+  RECORD_SCRATCH_DIR,
+  RECORD_STAGING_DIR,
   RUN_DIR_MARKER,
   reapRunDirs,
   removeRunDir,
@@ -95,5 +97,23 @@ describe("run folders", () => {
     expect(fs.existsSync(live)).toBe(true);
     expect(fs.existsSync(otherHost)).toBe(true);
     expect(fs.existsSync(planted)).toBe(true);
+  });
+
+  it("a dead controller's record staging folder (run-<id>-record) is reaped with what it staged; a kept record is not", () => {
+    const base = tmp();
+    const staging = createRunDir("dead02-record", base);
+    fs.writeFileSync(path.join(staging, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n`);
+    const outside = tmp();
+    fs.writeFileSync(path.join(outside, "keep.txt"), "outside\n");
+    fs.mkdirSync(path.join(staging, RECORD_STAGING_DIR));
+    fs.writeFileSync(path.join(staging, RECORD_STAGING_DIR, "events.jsonl"), "{}\n");
+    fs.mkdirSync(path.join(staging, RECORD_SCRATCH_DIR, "baseline-x", "a"), { recursive: true });
+    fs.symlinkSync(outside, path.join(staging, RECORD_SCRATCH_DIR, "baseline-x", "a", "link"));
+    const kept = path.join(runDirsParent(base), "record-dead02");
+    fs.mkdirSync(kept);
+    expect(reapRunDirs(base)).toEqual([staging]);
+    expect(fs.existsSync(staging)).toBe(false);
+    expect(fs.existsSync(kept)).toBe(true);
+    expect(fs.readFileSync(path.join(outside, "keep.txt"), "utf8")).toBe("outside\n");
   });
 });

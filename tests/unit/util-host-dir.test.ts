@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { HostDir, HostDirError } from "../../src/util/host-dir.js";
+import { HostDir, HostDirError, locatePath, openOutputFile } from "../../src/util/host-dir.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir } = tempTrees("host-dir-");
@@ -77,5 +77,75 @@ describe("HostDir", () => {
     expect(() => stage.moveTo("b", target)).toThrow(/already exists/);
     expect(fs.readFileSync(path.join(target.path, "a"), "utf8")).toBe("1");
     expect(fs.readFileSync(path.join(target.path, "b"), "utf8")).toBe("keep");
+  });
+
+  it("opens folders below a held tree one by one: a planted link, a file or another user's folder is refused", () => {
+    const workspace = dir();
+    const outside = dir();
+    fs.mkdirSync(path.join(workspace, "a", "b"), { recursive: true });
+    fs.symlinkSync(outside, path.join(workspace, "link"));
+    fs.writeFileSync(path.join(workspace, "file"), "x");
+    const root = HostDir.open(workspace);
+    const b = HostDir.openBelow(root, ["a", "b"]);
+    expect(b.path).toBe(path.join(workspace, "a", "b"));
+    expect(b.identity()).toEqual({ dev: fs.statSync(b.path).dev, ino: fs.statSync(b.path).ino });
+    b.close();
+    expect(() => HostDir.openBelow(root, ["link", "x"], { create: true })).toThrow(/not a plain folder/);
+    expect(() => HostDir.openBelow(root, ["file"])).toThrow(/not a plain folder/);
+    fs.chmodSync(path.join(workspace, "a"), 0o777);
+    expect(() => HostDir.openBelow(root, ["a", "b"])).toThrow(/may be written by other users/);
+    expect(fs.readdirSync(outside)).toEqual([]);
+    root.close();
+  });
+
+  it("locatePath follows the caller's links outside held trees and stops resolving at a held tree", () => {
+    const home = dir();
+    const workspace = dir();
+    const elsewhere = dir();
+    fs.symlinkSync(workspace, path.join(home, "project")); // the caller's own link into the workspace
+    fs.mkdirSync(path.join(workspace, "test"));
+    fs.symlinkSync(elsewhere, path.join(workspace, "test", "records")); // planted by a sandbox
+    expect(locatePath(path.join(home, "project", "test", "records", "review"), [workspace])).toEqual({
+      kind: "held",
+      tree: workspace,
+      parts: ["test", "records", "review"],
+    });
+    expect(locatePath(path.join(home, "new", "rec"), [workspace])).toEqual({
+      kind: "host",
+      existing: home,
+      missing: ["new", "rec"],
+    });
+    fs.symlinkSync(elsewhere, path.join(home, "out"));
+    expect(locatePath(path.join(home, "out", "rec"), [workspace])).toEqual({
+      kind: "host",
+      existing: elsewhere,
+      missing: ["rec"],
+    });
+  });
+
+  it("openOutputFile: refuses a held tree by name or through a link, writes a pipe as it is, never writes through a link", () => {
+    const workspace = dir();
+    const home = dir();
+    const victim = path.join(dir(), "victim");
+    fs.writeFileSync(victim, "untouched\n");
+    fs.symlinkSync(victim, path.join(workspace, "events.jsonl"));
+    expect(() => openOutputFile(path.join(workspace, "events.jsonl"), [workspace])).toThrow(/which the sandbox holds/);
+    fs.symlinkSync(workspace, path.join(home, "ws"));
+    expect(() => openOutputFile(path.join(home, "ws", "events.jsonl"), [workspace])).toThrow(/leads into/);
+    // Outside held trees a link at the name is the caller's: followed, and the file it names
+    // replaced by a new one (a new inode), not written in place.
+    fs.symlinkSync(victim, path.join(home, "events.jsonl"));
+    const before = fs.statSync(victim).ino;
+    const fd = openOutputFile(path.join(home, "events.jsonl"), [workspace]);
+    fs.writeSync(fd, "event\n");
+    fs.closeSync(fd);
+    expect(fs.readFileSync(victim, "utf8")).toBe("event\n");
+    expect(fs.lstatSync(victim).isFile()).toBe(true);
+    expect(fs.statSync(victim).ino).not.toBe(before);
+    expect(() => openOutputFile(path.join(home, "missing", "events.jsonl"), [workspace])).toThrow(/does not exist/);
+    const pipe = openOutputFile("/dev/null", [workspace]);
+    fs.writeSync(pipe, "x");
+    fs.closeSync(pipe);
+    expect(fs.readFileSync(path.join(workspace, "events.jsonl"), "utf8")).toBe("event\n");
   });
 });

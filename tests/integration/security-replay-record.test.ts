@@ -1,0 +1,216 @@
+// A record is untrusted input, never configuration (issue 17, part 3). A run is recorded under the
+// default policy against the scripted model; then copies of the record are tampered with as a pull
+// request could (SHA256SUMS recomputed each time, as any forger would) and replayed with the real
+// engine, image and Pi, strict and lenient: a record whose policy asks for a host folder (read-only
+// mount + copy mode, so a root-only file would be copied in), an open network or a secret read from
+// a host file is refused before anything starts and the host file is never read; a record naming
+// another image runs under the caller's image and says how it differs. A replay from another folder
+// says so first when it diverges.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { runCli } from "../../src/cli/program.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { isSandboxRunError } from "../../src/errors.js";
+import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
+import { replayRecord } from "../../src/replay/replay-source.js";
+import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import { copyRecord, rehash } from "../support/record-files.js";
+
+const CANARY = `ROOT-ONLY-${Math.random().toString(16).slice(2)}`;
+const PROMPT = "List the folder and copy the secret.";
+
+async function cli(argv: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const io: CliIo = {
+    stdout: (t) => void (stdout += t),
+    stderr: (t) => void (stderr += t),
+    readStdin: async () => undefined,
+    env: { PATH: process.env.PATH ?? "" },
+    stderrIsTty: false,
+  };
+  const code = await runCli(argv, io);
+  return { code, stdout, stderr };
+}
+
+/** Sets a file's access time far in the past (its mtime stays): any read after this moves it (relatime). */
+function armAccessTime(file: string): number {
+  const old = new Date("2001-01-01T00:00:00Z");
+  fs.utimesSync(file, old, fs.statSync(file).mtime);
+  return fs.statSync(file).atimeMs;
+}
+
+describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the sandbox", () => {
+  let dir: string;
+  let secretDir: string;
+  let secretFile: string;
+  let server: ScriptedModelServer;
+  let record: string;
+  const runIds: string[] = [];
+
+  beforeAll(async () => {
+    dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-tamper-")));
+    // A root-only host file outside every tree a run may see.
+    secretDir = fs.mkdtempSync(path.join(dir, "host-secret-"));
+    secretFile = path.join(secretDir, "secret.txt");
+    fs.writeFileSync(secretFile, `${CANARY}\n`, { mode: 0o600 });
+    server = await startModel({
+      copier: [
+        {
+          toolCalls: [
+            {
+              name: "bash",
+              arguments: {
+                command: `ls -1; cp ${secretFile} stolen.txt 2>/dev/null; cat stolen.txt 2>/dev/null; echo end`,
+              },
+            },
+          ],
+        },
+        { toolCalls: [{ name: FINAL_TOOL_NAME, arguments: { done: true } }] },
+      ],
+    });
+    const modelsFile = path.join(dir, "models.json");
+    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["copier"])));
+    const schemaFile = path.join(dir, "schema.json");
+    fs.writeFileSync(schemaFile, JSON.stringify({ type: "object", properties: { done: { type: "boolean" } } }));
+    record = path.join(dir, "record");
+    const run = await cli([
+      "-q",
+      "--cwd",
+      makeWorkspace({ "notes.txt": "hello\n" }),
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/copier",
+      "--schema",
+      schemaFile,
+      "--record",
+      record,
+      "--json",
+      PROMPT,
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    runIds.push(JSON.parse(run.stdout).runId);
+    await server.close();
+  });
+
+  afterAll(async () => {
+    expect(await containersOfRuns(runIds)).toEqual([]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A copy of the record with its policy (and replay.json) changed, SHA256SUMS recomputed. */
+  function tampered(change: { policy?: Record<string, unknown>; call?: Record<string, unknown> }): string {
+    const copy = copyRecord(record, dir);
+    const policyFile = path.join(copy, "policy.json");
+    fs.writeFileSync(
+      policyFile,
+      JSON.stringify({ ...JSON.parse(fs.readFileSync(policyFile, "utf8")), ...change.policy }, null, 2),
+    );
+    const callFile = path.join(copy, "replay.json");
+    fs.writeFileSync(callFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(callFile, "utf8")), ...change.call }));
+    rehash(copy);
+    return copy;
+  }
+
+  async function replayRefused(copy: string, mode: "strict" | "lenient", field: RegExp) {
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const atime = armAccessTime(secretFile);
+    const run = await cli(["replay", copy, "-q", "--cwd", ws, "--replay-mode", mode, "--json"]);
+    const envelope = JSON.parse(run.stdout || "{}");
+    if (envelope.runId) runIds.push(envelope.runId);
+    // Refused as a usage error before anything started: no run, nothing copied, the file not read.
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain("asks for more than this replay's policy (workspace-write) gives");
+    expect(run.stderr).toMatch(field);
+    expect(run.stderr).toContain("A record is never configuration");
+    expect(fs.existsSync(path.join(ws, "stolen.txt"))).toBe(false);
+    expect(run.stdout + run.stderr).not.toContain(CANARY);
+    expect(fs.statSync(secretFile).atimeMs).toBe(atime);
+  }
+
+  for (const mode of ["strict", "lenient"] as const) {
+    it(`${mode}: a record whose policy mounts a host folder in copy mode is refused; the root-only file is never read`, async () => {
+      const copy = tampered({ policy: { readOnlyMounts: [secretDir], workspaceMode: "copy" } });
+      await replayRefused(copy, mode, /policy\.readOnlyMounts: recorded \[".*host-secret-.*"\], now \[\]/);
+    });
+
+    it(`${mode}: a record that asks for an open network is refused`, async () => {
+      await replayRefused(tampered({ policy: { network: "open" } }), mode, /policy\.network: recorded open, now none/);
+    });
+
+    it(`${mode}: a record with a secret read from a host file is refused; the file is never read`, async () => {
+      const copy = tampered({
+        policy: {
+          network: "allowlist",
+          allowedDomains: ["example.com"],
+          secrets: { TOKEN: { hosts: ["example.com"], inject: ["bearer"], from: { file: secretFile } } },
+        },
+      });
+      await replayRefused(copy, mode, /policy\.secrets\.TOKEN: recorded \{"hosts":\["example\.com"\]/);
+    });
+  }
+
+  it("the library (replayRecord) refuses the same record before anything starts", async () => {
+    const copy = tampered({ policy: { readOnlyMounts: [secretDir], workspaceMode: "copy" } });
+    const atime = armAccessTime(secretFile);
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const agent = new ContainerPiAgent({ replay: replayRecord(copy, { mode: "lenient" }) });
+    const error = await agent.run(PROMPT, { cwd: ws, schema: { type: "object" } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect((error as Error).message).toMatch(/asks for more .* policy\.readOnlyMounts/);
+    expect(fs.existsSync(path.join(ws, "stolen.txt"))).toBe(false);
+    expect(fs.statSync(secretFile).atimeMs).toBe(atime);
+  });
+
+  it("a record naming another image runs under the caller's (default) image and reports the difference", async () => {
+    const copy = tampered({
+      policy: { image: "sandbox-run/evil:latest" },
+      call: { image: "sandbox-run/evil:latest", defaultImage: false },
+    });
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const eventsFile = path.join(dir, "image-events.jsonl");
+    const run = await cli(["replay", copy, "-q", "--cwd", ws, "--json", "--events", eventsFile]);
+    const envelope = JSON.parse(run.stdout);
+    runIds.push(envelope.runId);
+    expect(run.code, run.stderr).toBe(0);
+    expect(envelope.image).toBe(runnerImageSpec().tag);
+    expect(envelope.replay.matchesRecording).toBe(true);
+    expect(envelope.replay.recordDifferences).toEqual(
+      expect.arrayContaining([
+        { field: "image", recorded: "sandbox-run/evil:latest", now: runnerImageSpec().tag },
+        { field: "policy.image", recorded: "sandbox-run/evil:latest", now: "(none)" },
+      ]),
+    );
+    const differs = fs
+      .readFileSync(eventsFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === "replay.record-differs");
+    expect(differs).toHaveLength(1);
+    expect(differs[0].data.differences).toEqual(expect.arrayContaining([expect.objectContaining({ field: "image" })]));
+  });
+
+  it("a replay from another folder that diverges says first that the workspace is not the recorded one", async () => {
+    const ws = makeWorkspace({ "other.txt": "hello\n" });
+    const run = await cli(["replay", record, "-q", "--cwd", ws, "--json"]);
+    const envelope = JSON.parse(run.stdout);
+    runIds.push(envelope.runId);
+    expect(run.code).toBe(4);
+    const recordedWs = JSON.parse(fs.readFileSync(path.join(record, "replay.json"), "utf8")).workspace.host;
+    expect(envelope.error.message).toMatch(
+      new RegExp(
+        `^This replay's workspace is not the recorded one \\(folder: recorded ${recordedWs}, now ${ws}\\)\\. The replay of .* diverged at model request 2: tool result of call 1 \\(bash\\) differs`,
+      ),
+    );
+  });
+});
