@@ -1,15 +1,23 @@
 // Copy out, last step: makes the host tree what the returned tree says, as the caller. It runs only
 // after the container is gone and the checks passed, so nothing of the sandbox can race it; the
 // tree on the host is still untrusted content (it may hold symlinks to anywhere), so no path is
-// ever resolved through a symlink:
+// ever resolved through a symlink. All or nothing:
 // 1. verify, writing nothing: the root and every directory a change happens in is still the real
 //    directory the walk saw (lstat, same inode); every path to change or delete is still what was
 //    sent (same inode, size, mtime); every new path is free; the caller may write there. Any
 //    mismatch (the caller changed the workspace during the run) fails before anything is touched;
-// 2. delete what is gone, deepest first (unlink never follows a symlink; rmdir only empty dirs);
+// 2. move aside, deepest first, every entry that is deleted or replaced: renamed into the
+//    `aside` folder of the staging directory (or, across a mount or out of a directory that
+//    cannot take a new `..`, to a fresh hidden name next to it), never unlinked yet;
 // 3. create and replace in walk order, parents first: directories are made, files and symlinks are
 //    renamed from the staging directory over their path, so a file is replaced by a new inode and
-//    never written through (a hard link to a file elsewhere keeps its content).
+//    never written through (a hard link to a file elsewhere keeps its content); directory modes
+//    last, deepest first (a directory made read-only still takes its new entries);
+// 4. any failure in 2-3 (an immutable file, a full disk, a directory changed under the apply) undoes
+//    every step in reverse: what was put in is removed, what went aside is renamed back (the same
+//    inodes, so content, modes and times are as they were), modes and the touched directories'
+//    times are set back; the error says nothing was changed. Only on success does what went aside
+//    go away.
 // A root caller gives replaced entries their original owner back; new ones are the caller's.
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -24,6 +32,15 @@ export interface ApplyResult {
   keptDirectories: string[];
 }
 
+export interface ApplyOptions {
+  /**
+   * A private directory on the tree's filesystem (the staging directory) where deleted and replaced
+   * entries wait until the apply has succeeded; without it they wait under hidden names next to
+   * where they were.
+   */
+  asideDir?: string;
+}
+
 interface Step {
   path: string;
   after?: TreeEntry;
@@ -32,7 +49,15 @@ interface Step {
   staged?: string;
 }
 
-export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what: string): ApplyResult {
+/** Prefix of the hidden names entries wait under next to their place, when the aside folder cannot take them. */
+export const ASIDE_PREFIX = ".sandbox-run-aside-";
+
+export function applyReturnedTree(
+  before: HostTree,
+  returned: ReturnedTree,
+  what: string,
+  options: ApplyOptions = {},
+): ApplyResult {
   const root = before.root;
   const beforeByPath = new Map(before.entries.map((e) => [e.path, e]));
   const afterByPath = new Map(returned.after.map((e) => [e.path, e]));
@@ -52,18 +77,26 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
   }
   verify(root, before, beforeByPath, removals, writes, what);
 
+  const journal = new ApplyJournal(root, options.asideDir);
+  try {
+    const keptDirectories = applySteps(root, before, removals, writes, journal);
+    journal.commit();
+    return { keptDirectories };
+  } catch (error) {
+    const unrestored = journal.undo();
+    throw applyFailed(what, error, unrestored, journal.keptAside());
+  }
+}
+
+/** Steps 2 and 3: every change goes through `journal`, so any failure can be undone. */
+function applySteps(root: string, before: HostTree, removals: Step[], writes: Step[], journal: ApplyJournal): string[] {
   const keptDirectories: string[] = [];
   for (const step of removals.sort((a, b) => comparePaths(b.path, a.path))) {
-    const file = path.join(root, step.path);
-    if (step.before!.kind !== "directory") fs.unlinkSync(file);
-    else {
-      try {
-        fs.rmdirSync(file);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOTEMPTY") throw error;
-        keptDirectories.push(step.path);
-      }
+    if (step.before!.kind === "directory" && journal.holdsEntries(step.path)) {
+      keptDirectories.push(step.path);
+      continue;
     }
+    journal.moveAside(step.path, step.before!.kind === "directory");
   }
   const asRoot = process.geteuid?.() === 0;
   // Defence in depth (the reader already refuses an entry below anything but a directory): every
@@ -78,6 +111,7 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
     }
     realDirectories.add(parent);
   };
+  const directoryModes: Step[] = [];
   for (const step of writes.sort((a, b) => comparePaths(a.path, b.path))) {
     const entry = step.after!;
     const file = path.join(root, step.path);
@@ -85,25 +119,223 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
     const kept = step.before && step.before.kind === entry.kind ? before.facts.get(step.path) : undefined;
     const staged = step.staged;
     if (entry.kind === "directory") {
-      if (!kept) fs.mkdirSync(file, { mode: 0o700 });
-      fs.chmodSync(file, entry.mode);
+      if (!kept) journal.mkdir(step.path);
+      directoryModes.push(step);
       realDirectories.add(step.path);
-    } else if (staged === EMPTY_FILE) {
-      createEmptyFile(file, entry);
-    } else if (staged) {
-      if (entry.kind === "file") {
-        fs.chmodSync(staged, entry.mode);
-        const mtime = new Date(entry.mtimeMs);
-        fs.utimesSync(staged, mtime, mtime);
+      continue;
+    }
+    if (staged !== undefined) {
+      // The host's entry waits aside until everything is in; the new one takes its path.
+      if (kept) journal.moveAside(step.path, false);
+      if (staged === EMPTY_FILE) journal.put(step.path, (to, temporary) => createEmptyFile(to, temporary, entry));
+      else {
+        if (entry.kind === "file") {
+          fs.chmodSync(staged, entry.mode);
+          const mtime = new Date(entry.mtimeMs);
+          fs.utimesSync(staged, mtime, mtime);
+        }
+        journal.put(step.path, (to, temporary) => moveIntoPlace(staged, to, temporary, entry));
       }
-      moveIntoPlace(staged, file, entry);
     } else {
       // Same content, other permission bits: the path is the regular file verify() saw.
-      fs.chmodSync(file, entry.mode);
+      journal.chmod(step.path, entry.mode);
     }
     if (asRoot && kept && (kept.uid !== 0 || kept.gid !== 0)) fs.lchownSync(file, kept.uid, kept.gid);
   }
-  return { keptDirectories };
+  // Deepest first, once their entries are in: a directory made read-only still took them.
+  for (const step of directoryModes.sort((a, b) => comparePaths(b.path, a.path))) {
+    journal.chmod(step.path, step.after!.mode);
+  }
+  return keptDirectories;
+}
+
+type Undo =
+  | { kind: "aside"; path: string; at: string }
+  | { kind: "created"; path: string; directory: boolean }
+  | { kind: "mode"; path: string; mode: number };
+
+/**
+ * Every change the apply makes, so that a failure can undo them in reverse. What is deleted or
+ * replaced is only renamed aside (same inode: content, mode, owner and times kept), and removed
+ * for good only by commit().
+ */
+class ApplyJournal {
+  readonly #undo: Undo[] = [];
+  /** Times of every directory the apply changes an entry in, taken before the first change. */
+  readonly #directoryTimes = new Map<string, { atime: number; mtime: number }>();
+  #aside: string | undefined;
+  /** Entries moved aside next to their place (see moveAside). */
+  readonly #besideNames = new Set<string>();
+  #count = 0;
+
+  constructor(
+    private readonly root: string,
+    private readonly asideParent: string | undefined,
+  ) {}
+
+  moveAside(rel: string, directory: boolean): void {
+    const file = path.join(this.root, rel);
+    this.#noteTimes(parentOf(rel), rel === "");
+    if (directory) this.#noteTimes(rel);
+    const aside = this.#asideDir();
+    if (aside) {
+      const at = path.join(aside, String(++this.#count));
+      try {
+        fs.renameSync(file, at);
+        this.#undo.push({ kind: "aside", path: rel, at });
+        return;
+      } catch (error) {
+        // Across a mount inside the tree; a directory that cannot take a new `..` (not writable):
+        // it waits next to where it was instead.
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code !== "EXDEV" && code !== "EACCES") throw error;
+      }
+    }
+    // Undo is in reverse order, so a directory moved aside later with this inside it is back in
+    // its place before this comes back from `at`.
+    const at = path.join(path.dirname(file), `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`);
+    if (lstatOrUndefined(at)) throw new Error(`${at} exists`);
+    fs.renameSync(file, at);
+    this.#besideNames.add(at);
+    this.#undo.push({ kind: "aside", path: rel, at });
+  }
+
+  /**
+   * Whether a directory holds anything but what this apply moved aside next to its place (that
+   * goes with the directory when it is moved aside, and comes back with it).
+   */
+  holdsEntries(rel: string): boolean {
+    const dir = path.join(this.root, rel);
+    return fs.readdirSync(dir).some((name) => !this.#besideNames.has(path.join(dir, name)));
+  }
+
+  mkdir(rel: string): void {
+    this.#noteTimes(parentOf(rel));
+    fs.mkdirSync(path.join(this.root, rel), { mode: 0o700 });
+    this.#undo.push({ kind: "created", path: rel, directory: true });
+  }
+
+  /** `make(file, temporary)` puts the new entry at `file`, free by now (`temporary`: a fresh name next to it). */
+  put(rel: string, make: (file: string, temporary: string) => void): void {
+    const file = path.join(this.root, rel);
+    this.#noteTimes(parentOf(rel));
+    make(file, path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`));
+    this.#undo.push({ kind: "created", path: rel, directory: false });
+  }
+
+  chmod(rel: string, mode: number): void {
+    const file = path.join(this.root, rel);
+    const was = fs.lstatSync(file).mode & 0o7777;
+    if (was === mode) return;
+    fs.chmodSync(file, mode);
+    this.#undo.push({ kind: "mode", path: rel, mode: was });
+  }
+
+  /** Everything went in: what waited aside goes for good. */
+  commit(): void {
+    for (const step of this.#undo) {
+      if (step.kind === "aside" && !step.at.startsWith(`${this.#aside}/`))
+        fs.rmSync(step.at, { recursive: true, force: true });
+    }
+    if (this.#aside) fs.rmSync(this.#aside, { recursive: true, force: true });
+  }
+
+  /** Undoes every change in reverse; returns the paths that could not be put back (and where they wait). */
+  undo(): Array<{ path: string; problem: string }> {
+    const unrestored: Array<{ path: string; problem: string }> = [];
+    for (const step of this.#undo.reverse()) {
+      const file = path.join(this.root, step.path);
+      try {
+        if (step.kind === "created") {
+          if (step.directory) fs.rmdirSync(file);
+          else fs.unlinkSync(file);
+        } else if (step.kind === "mode") fs.chmodSync(file, step.mode);
+        else fs.renameSync(step.at, file);
+      } catch (error) {
+        const where = step.kind === "aside" ? `; it waits at ${step.at}` : "";
+        unrestored.push({
+          path: step.path,
+          problem: `${(error as NodeJS.ErrnoException).code ?? (error as Error).message}${where}`,
+        });
+      }
+    }
+    this.#undo.length = 0;
+    // Deepest first, so that setting a child's times does not move its parent's again.
+    for (const rel of [...this.#directoryTimes.keys()].sort((a, b) => comparePaths(b, a))) {
+      const times = this.#directoryTimes.get(rel)!;
+      try {
+        fs.utimesSync(path.join(this.root, rel), times.atime, times.mtime);
+      } catch {
+        // gone or not ours to change: its entries are back, which is what matters
+      }
+    }
+    return unrestored;
+  }
+
+  /**
+   * After an undo that could not put everything back: the aside folder, kept out of the staging
+   * directory (which is removed when the run ends), so nothing of the caller's is lost.
+   */
+  keptAside(): string | undefined {
+    if (!this.#aside || fs.readdirSync(this.#aside).length === 0) return undefined;
+    const kept = path.join(
+      path.dirname(path.dirname(this.#aside)),
+      `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`,
+    );
+    try {
+      fs.renameSync(this.#aside, kept);
+      return kept;
+    } catch {
+      return this.#aside;
+    }
+  }
+
+  #asideDir(): string | undefined {
+    if (!this.asideParent) return undefined;
+    if (!this.#aside) {
+      this.#aside = path.join(this.asideParent, "aside");
+      fs.mkdirSync(this.#aside, { mode: 0o700 });
+    }
+    return this.#aside;
+  }
+
+  #noteTimes(rel: string, skip = false): void {
+    if (skip || this.#directoryTimes.has(rel)) return;
+    const stat = lstatOrUndefined(path.join(this.root, rel));
+    // In seconds, as precise as Node can set them (a double: to a fraction of a microsecond).
+    if (stat?.isDirectory()) this.#directoryTimes.set(rel, { atime: stat.atimeMs / 1000, mtime: stat.mtimeMs / 1000 });
+  }
+}
+
+function applyFailed(
+  what: string,
+  error: unknown,
+  unrestored: Array<{ path: string; problem: string }>,
+  keptAside: string | undefined,
+): SandboxRunError {
+  const cause = (error as NodeJS.ErrnoException)?.message ?? String(error);
+  if (unrestored.length === 0) {
+    return new SandboxRunError(
+      "usage",
+      `The run's changes to ${what} could not be applied (${cause}); every change made so far was undone. Nothing was changed.`,
+      {
+        hint: "Make the workspace writable for this user (no immutable or append-only files, room on the disk) and run again.",
+        cause: error,
+      },
+    );
+  }
+  const listed = unrestored
+    .slice(0, 10)
+    .map((u) => `${u.path} (${u.problem})`)
+    .join(", ");
+  return new SandboxRunError(
+    "usage",
+    `The run's changes to ${what} could not be applied (${cause}), and undoing them failed for ${unrestored.length} path(s): ${listed}.`,
+    {
+      hint: `Put those paths back by hand${keptAside ? `: the originals are in ${keptAside}` : ""}; everything else is as it was.`,
+      cause: error,
+    },
+  );
 }
 
 function verify(
@@ -173,9 +405,8 @@ function verify(
   );
 }
 
-/** An empty file: made under a fresh name in its directory, then renamed over its path. */
-function createEmptyFile(file: string, entry: TreeEntry): void {
-  const temporary = path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
+/** An empty file: made under `temporary` (a fresh name in its directory), then renamed to `file`. */
+function createEmptyFile(file: string, temporary: string, entry: TreeEntry): void {
   fs.closeSync(fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, entry.mode));
   fs.chmodSync(temporary, entry.mode);
   fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
@@ -183,24 +414,29 @@ function createEmptyFile(file: string, entry: TreeEntry): void {
 }
 
 /**
- * Renames a staged entry over `file`. Across filesystems (a mount inside the tree) it is copied to
- * a fresh name in the target's directory first, then renamed: still never written through.
+ * Renames a staged entry to `file` (free by now: what was there waits aside). Across filesystems (a
+ * mount inside the tree) it is copied to `temporary`, a fresh name in the target's directory,
+ * first, then renamed: still never written through.
  */
-function moveIntoPlace(staged: string, file: string, entry: TreeEntry): void {
+function moveIntoPlace(staged: string, file: string, temporary: string, entry: TreeEntry): void {
   try {
     fs.renameSync(staged, file);
     return;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
   }
-  const temporary = path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
-  if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(staged), temporary);
-  else {
-    fs.copyFileSync(staged, temporary, fs.constants.COPYFILE_EXCL);
-    fs.chmodSync(temporary, entry.mode);
-    fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+  try {
+    if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(staged), temporary);
+    else {
+      fs.copyFileSync(staged, temporary, fs.constants.COPYFILE_EXCL);
+      fs.chmodSync(temporary, entry.mode);
+      fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+    }
+    fs.renameSync(temporary, file);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true });
+    throw error;
   }
-  fs.renameSync(temporary, file);
   fs.rmSync(staged, { force: true });
 }
 
