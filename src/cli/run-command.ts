@@ -1,12 +1,14 @@
 // The run command: flags -> ContainerPiAgent call -> stdout (the result or the --json envelope),
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
 import fs from "node:fs";
+import path from "node:path";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
 import { openRunRecord } from "../run/record-run.js";
+import { handBackSummary, recordedSuccess } from "../run/recorded-success.js";
 import { redactPlan } from "../run/redact-plan.js";
 import type { RunEvent } from "../run/run-events.js";
 import type { CliIo } from "./cli-io.js";
@@ -15,9 +17,11 @@ import { createLiveStatus } from "./live-status.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
+import { HostDir, HostDirError } from "../util/host-dir.js";
 import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
+  patchFile?: string;
   events?: string;
   json?: boolean;
   record?: string;
@@ -71,6 +75,7 @@ export async function runPlannedCommand(
   replay?: ReplayOutput,
 ): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
+  checkPatchFlags(planned, flags);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
@@ -85,6 +90,7 @@ export async function runPlannedCommand(
     ? undefined
     : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
   const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
+  const patchFile = flags.patchFile ? openPatchFile(flags.patchFile, planned) : undefined;
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -103,15 +109,23 @@ export async function runPlannedCommand(
     const details = await agent.runPlanned(planned, { onEvent, signal: interrupt.signal, recorder });
     const result = details.result;
     live?.stop();
-    const recordNotes = await finishRecord({ ok: true, result, meta: { ...details, result: undefined } });
+    const patch = details.handBack?.mode === "patch" ? details.handBack : undefined;
+    // The patch is the run's only output in patch mode: written before anything else is said.
+    if (patch && patchFile) writePatchFile(patchFile, patch.patch);
+    const patchPath = patchFile ? path.resolve(patchFile.shown) : undefined;
+    const handBack = handBackSummary(details, patchPath);
+    const recordNotes = await finishRecord(recordedSuccess(details, patchPath));
     if (flags.json) {
       const shown = {
         ...envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }),
+        ...(handBack ? { handBack } : {}),
         ...replay?.envelope({ details }),
       };
       io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
     } else printResult(result, io);
-    if (!flags.quiet) io.stderr(`${doneLine(details)}\n`);
+    if (!flags.quiet)
+      io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
+    for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     return EXIT.ok;
   } catch (error) {
@@ -144,6 +158,7 @@ export async function runPlannedCommand(
     }
     throw error;
   } finally {
+    patchFile?.dir.close();
     interrupt.dispose();
     if (events) await new Promise<void>((resolve) => events.end(resolve));
   }
@@ -180,10 +195,86 @@ function printResult(result: unknown, io: CliIo): void {
   } else io.stdout(`${JSON.stringify(result, null, 2)}\n`);
 }
 
-function doneLine(details: RunDetails): string {
+function doneLine(details: RunDetails, patchTo: string | undefined): string {
   const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
   const seconds = (details.durationMs / 1000).toFixed(2);
-  return `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}`;
+  return `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}${handBackLine(details, patchTo)}`;
+}
+
+/** The done line's account of the hand-back: where the changes are when they were not applied. */
+function handBackLine(details: RunDetails, patchTo: string | undefined): string {
+  const handBack = details.handBack;
+  if (!handBack) return "";
+  if (handBack.mode === "patch") {
+    return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched`;
+  }
+  if (!handBack.commit) return "; nothing to commit, no branch made, workspace untouched";
+  const { files, insertions, deletions } = handBack.diffStat;
+  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s), +${insertions} -${deletions}, workspace untouched`;
+}
+
+/** --patch-file and the hand-back mode agree, and a patch has somewhere to go. */
+function checkPatchFlags(planned: PlannedRun, flags: RunCommandFlags): void {
+  const patchMode = planned.plan.handBack === "patch";
+  if (flags.patchFile && !patchMode) {
+    throw usageError(
+      "--patch-file is only used with --hand-back patch.",
+      "Add --hand-back patch, or drop --patch-file.",
+    );
+  }
+  if (patchMode && planned.run.policy.workspace === "read-write" && !flags.patchFile && !flags.record) {
+    throw usageError(
+      "With --hand-back patch the run's changes go only into a patch, and no place for it was given.",
+      "Pass --patch-file <file> (outside the workspace), or --record <dir> (the record's changes.patch).",
+    );
+  }
+}
+
+interface PatchTarget {
+  dir: HostDir;
+  name: string;
+  /** The path as the caller wrote it (for messages). */
+  shown: string;
+}
+
+/**
+ * Opens the --patch-file's folder now, so a bad path is a usage error before anything starts: a
+ * folder of the caller's, outside the workspace and the writable directories (the sandbox's copy
+ * of them never reaches the host in this mode, but a patch inside the tree it changes is a trap).
+ */
+function openPatchFile(file: string, planned: PlannedRun): PatchTarget {
+  const absolute = path.resolve(file);
+  const name = path.basename(absolute);
+  const refuse = (why: string) =>
+    usageError(
+      `Cannot write the patch file ${file}: ${why}.`,
+      "Pass --patch-file a new file in a folder of yours outside the workspace (e.g. $RUNNER_TEMP/changes.patch).",
+    );
+  let dir: HostDir;
+  try {
+    dir = HostDir.open(path.dirname(absolute), { outside: [planned.run.cwd, ...planned.run.writableRoots] });
+  } catch (error) {
+    throw refuse(error instanceof HostDirError ? error.message : (error as Error).message);
+  }
+  const existing = dir.lstat(name);
+  if (existing && !existing.isFile() && !existing.isSymbolicLink()) {
+    dir.close();
+    throw refuse("it is not a file");
+  }
+  return { dir, name, shown: file };
+}
+
+/** Replaces the patch file (a link there is replaced, never written through). */
+function writePatchFile(target: PatchTarget, patch: string): void {
+  try {
+    target.dir.replaceFile(target.name, patch);
+  } catch (error) {
+    throw new SandboxRunError(
+      "usage",
+      `The run succeeded, but its patch could not be written to ${target.shown}: ${(error as Error).message}.`,
+      { hint: "Its changes are lost with it (the workspace was not changed): free the path and run again." },
+    );
+  }
 }
 
 function readPromptFile(file: string): string {

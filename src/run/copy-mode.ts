@@ -9,6 +9,7 @@
 // 4. finish (the container is gone): run the checks on the returned trees; apply them only when
 //    every check passed, so a violation leaves the host trees as they were.
 // A run stopped before Pi settled (timeout, abort, limit, crash) brings nothing back.
+import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../engine/engine.js";
@@ -23,9 +24,14 @@ import {
   type RunPlan,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
+import { commitChanges } from "../hand-back/branch-commit.js";
+import { patchOfChanges } from "../hand-back/change-patch.js";
+import { findHandBackBase, type HandBackBase } from "../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../workspace-transfer/apply-tree.js";
 import { copyIn, copyInThroughRelay } from "../workspace-transfer/copy-in.js";
+import { judgedChanges } from "../workspace-transfer/judged-changes.js";
 import { type HostTree, walkHostTree } from "../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../workspace-transfer/returned-tar.js";
@@ -53,8 +59,13 @@ export interface CopyModeOptions {
   check: ReturnedTreeCheck;
   /** A writable tree filled its tmpfs while the run was live (the relay's claim); called once. */
   onFull?: (what: string) => void;
+  /** The task, for the branch hand-back's commit message. */
+  prompt?: string;
   signal?: AbortSignal;
 }
+
+/** The run folder's folder for the hand-back's private files (a git index, the patch's two sides). */
+export const HAND_BACK_DIR = "hand-back";
 
 interface Copied {
   copy: CopyRoot;
@@ -87,9 +98,19 @@ export class CopyModeWorkspace {
   private constructor(
     private readonly options: CopyModeOptions,
     private readonly copied: Copied[],
+    /** The branch hand-back: the repository and the commit the run starts from. */
+    private readonly base: HandBackBase | undefined,
   ) {}
 
   static async prepare(options: CopyModeOptions): Promise<CopyModeWorkspace> {
+    const workspace = options.plan.copies.find((c) => c.kind === "workspace" && c.writable);
+    const handingBack = options.plan.handBack !== "apply" && workspace !== undefined;
+    if (handingBack) fs.mkdirSync(path.join(options.runDir, HAND_BACK_DIR), { mode: 0o700 });
+    // Before anything is copied: HEAD now is the parent of the commit the run's changes become.
+    const base =
+      handingBack && options.plan.handBack === "branch"
+        ? await findHandBackBase(workspace.hostPath, path.join(options.runDir, HAND_BACK_DIR))
+        : undefined;
     const copied: Copied[] = [];
     for (const copy of options.plan.copies) {
       if (copy.kind === "ca-bundle") {
@@ -106,7 +127,7 @@ export class CopyModeWorkspace {
       }
       copied.push({ copy, tree });
     }
-    return new CopyModeWorkspace(options, copied);
+    return new CopyModeWorkspace(options, copied, base);
   }
 
   /** The work done beside the run while its container runs. */
@@ -249,9 +270,11 @@ export class CopyModeWorkspace {
       for (const change of ["created", "modified", "deleted"] as const)
         changedFiles[change].push(...diff[change].map((p) => prefix + p));
     }
-    if (violations.length === 0) {
-      for (const { copy, tree, returned: after } of returned) {
-        const result = applyReturnedTree(tree!, after!, describe(copy));
+    // branch and patch: the judged tree waits in the staging directory for handBack().
+    const applying = this.options.plan.handBack === "apply";
+    if (violations.length === 0 && applying) {
+      for (const { copy, tree, returned: after, stagingDir } of returned) {
+        const result = applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir });
         if (result.keptDirectories.length > 0) {
           this.options.timeline.sandbox("workspace.kept", {
             root: copy.hostPath,
@@ -268,8 +291,59 @@ export class CopyModeWorkspace {
       });
     else if (violations.length > 0)
       this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
+    else if (!applying) this.options.timeline.sandbox("workspace.judged", { trees: returned.length, ms });
     else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
     return { changedFiles, violations, snapshotMs: Math.round(performance.now() - started) };
+  }
+
+  /**
+   * After a successful run whose trees passed the checks, for hand-back "branch" or "patch": the
+   * judged workspace becomes a commit written by the host's own git, or a patch. Nothing is written
+   * into the working tree either way. Undefined in apply mode, or when nothing came back.
+   */
+  async handBack(): Promise<HandBackReport | undefined> {
+    const { plan, timeline } = this.options;
+    if (plan.handBack === "apply" || !this.#copiedOut) return undefined;
+    const workspace = this.copied.find((c) => c.copy.kind === "workspace" && c.copy.writable);
+    if (!workspace?.tree || !workspace.returned) return undefined;
+    const started = performance.now();
+    const changes = judgedChanges(workspace.tree, workspace.returned);
+    const privateDir = path.join(this.options.runDir, HAND_BACK_DIR);
+    const what = describe(workspace.copy);
+    let report: HandBackReport;
+    if (plan.handBack === "patch") {
+      report = patchOfChanges({ changes, sent: workspace.tree, privateDir, what });
+      timeline.sandbox("workspace.handed-back", {
+        mode: "patch",
+        files: report.files,
+        bytes: report.bytes,
+        notes: report.notes.slice(0, 20),
+        ms: Math.round(performance.now() - started),
+      });
+      return report;
+    }
+    report = await commitChanges({
+      base: this.base!,
+      changes,
+      sent: workspace.tree,
+      returnedPaths: workspace.returned.after.map((e) => e.path),
+      runId: plan.runId,
+      message: commitMessage(plan, this.options.prompt),
+      privateDir,
+      what,
+    });
+    timeline.sandbox("workspace.handed-back", {
+      mode: "branch",
+      branch: report.branch ?? null,
+      commit: report.commit ?? null,
+      base: report.base,
+      repository: report.repository,
+      ...report.diffStat,
+      leftOut: report.leftOut.slice(0, 20),
+      leftOutCount: report.leftOutCount,
+      ms: Math.round(performance.now() - started),
+    });
+    return report;
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */
@@ -278,6 +352,27 @@ export class CopyModeWorkspace {
     this.#relay?.close();
     for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
   }
+}
+
+/** The branch hand-back's commit message: the run, its model and policy, and the task's first line. */
+function commitMessage(plan: RunPlan, prompt: string | undefined): string {
+  const firstLine = (prompt ?? "").trim().split("\n")[0] ?? "";
+  // Control characters (C0, DEL, C1) become spaces: a commit message is shown on terminals.
+  const task = [...firstLine]
+    .map((c) => (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f) ? " " : c))
+    .join("")
+    .slice(0, 200);
+  return [
+    `sandbox-run: changes of run ${plan.runId}`,
+    "",
+    "The judged workspace of a sandbox-run run, committed by the host's git (no hooks, no filters).",
+    "",
+    `Run: ${plan.runId}`,
+    `Model: ${plan.model}`,
+    `Policy: ${plan.policyName}`,
+    ...(task ? [`Task: ${task}`] : []),
+    "",
+  ].join("\n");
 }
 
 function describe(copy: CopyRoot): string {

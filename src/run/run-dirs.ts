@@ -24,7 +24,9 @@ export const RUN_DIR_MARKER = ".sandbox-run-owner";
 const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
-const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR]);
+/** The hand-back's private files (copy-mode.ts: a git index, a patch's two sides). */
+const HAND_BACK_STATE_DIR = "hand-back";
+const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, HAND_BACK_STATE_DIR]);
 
 export function runDirsParent(tmpDir = os.tmpdir()): string {
   return path.join(tmpDir, `sandbox-run-${process.geteuid?.() ?? process.getuid?.() ?? 0}`);
