@@ -11,9 +11,11 @@
 // symlinks 120000, their target as content). Files the run did not touch stay as in the base
 // commit, even where the working tree had uncommitted changes when the run started (a file with
 // such changes that the run also changed goes in whole). Left out, and reported: git metadata (any
-// `.git` path), paths inside a submodule or a nested repository, new files the repository's ignore
-// rules exclude (its .gitignore files, .git/info/exclude and its own core.excludesFile: the rules
-// of the working tree, which the sandbox never wrote), and names git itself refuses.
+// `.git` path), paths inside a submodule or a nested repository, files the base commit does not
+// track that the repository's ignore rules exclude (its .gitignore files, .git/info/exclude and
+// its own core.excludesFile: the rules of the working tree, which the sandbox never wrote; so
+// `node_modules/` a run installed stays out, as `git add -A` would leave it), and names git
+// itself refuses.
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
@@ -195,7 +197,7 @@ async function selectChanges(
     if (reason) leftOut.push({ path: change.path, reason });
     else candidates.push(change);
   }
-  // New files the repository's ignore rules exclude stay out, as `git add` would leave them.
+  // Files the base does not track that the repository's ignore rules exclude stay out, as `git add -A` would leave them.
   const untracked = candidates.filter((c) => c.after && !tracked.has(c.path));
   const ignored = new Set<string>();
   if (untracked.length > 0) {
@@ -212,7 +214,7 @@ async function selectChanges(
   }
   return candidates.filter((change) => {
     if (!change.after || tracked.has(change.path) || !ignored.has(change.path)) return true;
-    leftOut.push({ path: change.path, reason: "new, and the repository's ignore rules exclude it" });
+    leftOut.push({ path: change.path, reason: "not tracked, and the repository's ignore rules exclude it" });
     return false;
   });
 }

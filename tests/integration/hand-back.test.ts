@@ -101,7 +101,7 @@ describe.skipIf(!dockerAvailable())("hand-back branch", () => {
     expect(committedTree(ws, handBack.commit!)).toEqual(EXPECTED_COMMIT);
     expect(handBack.leftOut).toEqual(
       expect.arrayContaining([
-        { path: "build/out.js", reason: "new, and the repository's ignore rules exclude it" },
+        { path: "build/out.js", reason: "not tracked, and the repository's ignore rules exclude it" },
         { path: ".git/config", reason: "git metadata" },
         { path: ".git/hooks/post-commit", reason: "git metadata" },
       ]),

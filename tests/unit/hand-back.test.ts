@@ -124,8 +124,8 @@ describe("branch hand-back", () => {
       expect.arrayContaining([
         { path: ".git/config", reason: "git metadata" },
         { path: ".git/hooks/post-commit", reason: "git metadata" },
-        { path: "build/out.js", reason: "new, and the repository's ignore rules exclude it" },
-        { path: "debug.log", reason: "new, and the repository's ignore rules exclude it" },
+        { path: "build/out.js", reason: "not tracked, and the repository's ignore rules exclude it" },
+        { path: "debug.log", reason: "not tracked, and the repository's ignore rules exclude it" },
         { path: "vendor/lib/code.js", reason: "inside the nested repository vendor/lib" },
       ]),
     );
