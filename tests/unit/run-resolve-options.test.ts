@@ -255,9 +255,7 @@ describe("resolveRun: hand-back", () => {
     expect(usageError(() => resolve({ handBack: "branch", workspaceMode: "bind" })).message).toMatch(
       /Hand-back "branch" cannot use the bind workspace mode[\s\S]*Drop --workspace bind/,
     );
-    expect(usageError(() => resolve({ handBack: "patch" }, {}, { SANDBOX_RUN_WORKSPACE: "bind" })).code).toBe(
-      "usage",
-    );
+    expect(usageError(() => resolve({ handBack: "patch" }, {}, { SANDBOX_RUN_WORKSPACE: "bind" })).code).toBe("usage");
     expect(
       usageError(() => resolve({ policy: policyWith({ handBack: "branch", workspaceMode: "bind" }) })).message,
     ).toMatch(/handBack: "branch" needs copy mode/);
