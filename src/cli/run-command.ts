@@ -15,9 +15,9 @@ import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { createLiveStatus } from "./live-status.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
 import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
-import { HostDir, HostDirError } from "../util/host-dir.js";
 import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
@@ -211,70 +211,6 @@ function handBackLine(details: RunDetails, patchTo: string | undefined): string 
   if (!handBack.commit) return "; nothing to commit, no branch made, workspace untouched";
   const { files, insertions, deletions } = handBack.diffStat;
   return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s), +${insertions} -${deletions}, workspace untouched`;
-}
-
-/** --patch-file and the hand-back mode agree, and a patch has somewhere to go. */
-function checkPatchFlags(planned: PlannedRun, flags: RunCommandFlags): void {
-  const patchMode = planned.plan.handBack === "patch";
-  if (flags.patchFile && !patchMode) {
-    throw usageError(
-      "--patch-file is only used with --hand-back patch.",
-      "Add --hand-back patch, or drop --patch-file.",
-    );
-  }
-  if (patchMode && planned.run.policy.workspace === "read-write" && !flags.patchFile && !flags.record) {
-    throw usageError(
-      "With --hand-back patch the run's changes go only into a patch, and no place for it was given.",
-      "Pass --patch-file <file> (outside the workspace), or --record <dir> (the record's changes.patch).",
-    );
-  }
-}
-
-interface PatchTarget {
-  dir: HostDir;
-  name: string;
-  /** The path as the caller wrote it (for messages). */
-  shown: string;
-}
-
-/**
- * Opens the --patch-file's folder now, so a bad path is a usage error before anything starts: a
- * folder of the caller's, outside the workspace and the writable directories (the sandbox's copy
- * of them never reaches the host in this mode, but a patch inside the tree it changes is a trap).
- */
-function openPatchFile(file: string, planned: PlannedRun): PatchTarget {
-  const absolute = path.resolve(file);
-  const name = path.basename(absolute);
-  const refuse = (why: string) =>
-    usageError(
-      `Cannot write the patch file ${file}: ${why}.`,
-      "Pass --patch-file a new file in a folder of yours outside the workspace (e.g. $RUNNER_TEMP/changes.patch).",
-    );
-  let dir: HostDir;
-  try {
-    dir = HostDir.open(path.dirname(absolute), { outside: [planned.run.cwd, ...planned.run.writableRoots] });
-  } catch (error) {
-    throw refuse(error instanceof HostDirError ? error.message : (error as Error).message);
-  }
-  const existing = dir.lstat(name);
-  if (existing && !existing.isFile() && !existing.isSymbolicLink()) {
-    dir.close();
-    throw refuse("it is not a file");
-  }
-  return { dir, name, shown: file };
-}
-
-/** Replaces the patch file (a link there is replaced, never written through). */
-function writePatchFile(target: PatchTarget, patch: string): void {
-  try {
-    target.dir.replaceFile(target.name, patch);
-  } catch (error) {
-    throw new SandboxRunError(
-      "usage",
-      `The run succeeded, but its patch could not be written to ${target.shown}: ${(error as Error).message}.`,
-      { hint: "Its changes are lost with it (the workspace was not changed): free the path and run again." },
-    );
-  }
 }
 
 function readPromptFile(file: string): string {

@@ -9,7 +9,6 @@
 // 4. finish (the container is gone): run the checks on the returned trees; apply them only when
 //    every check passed, so a violation leaves the host trees as they were.
 // A run stopped before Pi settled (timeout, abort, limit, crash) brings nothing back.
-import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../engine/engine.js";
@@ -24,14 +23,11 @@ import {
   type RunPlan,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
-import { commitChanges } from "../hand-back/branch-commit.js";
-import { patchOfChanges } from "../hand-back/change-patch.js";
-import { findHandBackBase, type HandBackBase } from "../hand-back/hand-back-base.js";
+import type { HandBackBase } from "../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../workspace-transfer/apply-tree.js";
 import { copyIn, copyInThroughRelay } from "../workspace-transfer/copy-in.js";
-import { judgedChanges } from "../workspace-transfer/judged-changes.js";
 import { type HostTree, walkHostTree } from "../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../workspace-transfer/returned-tar.js";
@@ -43,6 +39,7 @@ import {
 } from "../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../workspace-transfer/tree-entry.js";
 import { mib } from "../util/units.js";
+import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunCompanion } from "./supervise-run.js";
 
@@ -63,9 +60,6 @@ export interface CopyModeOptions {
   prompt?: string;
   signal?: AbortSignal;
 }
-
-/** The run folder's folder for the hand-back's private files (a git index, the patch's two sides). */
-export const HAND_BACK_DIR = "hand-back";
 
 interface Copied {
   copy: CopyRoot;
@@ -103,14 +97,8 @@ export class CopyModeWorkspace {
   ) {}
 
   static async prepare(options: CopyModeOptions): Promise<CopyModeWorkspace> {
-    const workspace = options.plan.copies.find((c) => c.kind === "workspace" && c.writable);
-    const handingBack = options.plan.handBack !== "apply" && workspace !== undefined;
-    if (handingBack) fs.mkdirSync(path.join(options.runDir, HAND_BACK_DIR), { mode: 0o700 });
     // Before anything is copied: HEAD now is the parent of the commit the run's changes become.
-    const base =
-      handingBack && options.plan.handBack === "branch"
-        ? await findHandBackBase(workspace.hostPath, path.join(options.runDir, HAND_BACK_DIR))
-        : undefined;
+    const base = await prepareHandBack(options.plan, options.runDir);
     const copied: Copied[] = [];
     for (const copy of options.plan.copies) {
       if (copy.kind === "ca-bundle") {
@@ -298,52 +286,16 @@ export class CopyModeWorkspace {
 
   /**
    * After a successful run whose trees passed the checks, for hand-back "branch" or "patch": the
-   * judged workspace becomes a commit written by the host's own git, or a patch. Nothing is written
-   * into the working tree either way. Undefined in apply mode, or when nothing came back.
+   * judged workspace becomes a commit or a patch (hand-back-run.ts); nothing is written into the
+   * working tree. Undefined in apply mode, or when nothing came back.
    */
   async handBack(): Promise<HandBackReport | undefined> {
-    const { plan, timeline } = this.options;
+    const { plan, runDir, prompt, timeline } = this.options;
     if (plan.handBack === "apply" || !this.#copiedOut) return undefined;
     const workspace = this.copied.find((c) => c.copy.kind === "workspace" && c.copy.writable);
     if (!workspace?.tree || !workspace.returned) return undefined;
-    const started = performance.now();
-    const changes = judgedChanges(workspace.tree, workspace.returned);
-    const privateDir = path.join(this.options.runDir, HAND_BACK_DIR);
-    const what = describe(workspace.copy);
-    let report: HandBackReport;
-    if (plan.handBack === "patch") {
-      report = patchOfChanges({ changes, sent: workspace.tree, privateDir, what });
-      timeline.sandbox("workspace.handed-back", {
-        mode: "patch",
-        files: report.files,
-        bytes: report.bytes,
-        notes: report.notes.slice(0, 20),
-        ms: Math.round(performance.now() - started),
-      });
-      return report;
-    }
-    report = await commitChanges({
-      base: this.base!,
-      changes,
-      sent: workspace.tree,
-      returnedPaths: workspace.returned.after.map((e) => e.path),
-      runId: plan.runId,
-      message: commitMessage(plan, this.options.prompt),
-      privateDir,
-      what,
-    });
-    timeline.sandbox("workspace.handed-back", {
-      mode: "branch",
-      branch: report.branch ?? null,
-      commit: report.commit ?? null,
-      base: report.base,
-      repository: report.repository,
-      ...report.diffStat,
-      leftOut: report.leftOut.slice(0, 20),
-      leftOutCount: report.leftOutCount,
-      ms: Math.round(performance.now() - started),
-    });
-    return report;
+    const judged = { tree: workspace.tree, returned: workspace.returned, what: describe(workspace.copy) };
+    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged });
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */
@@ -352,27 +304,6 @@ export class CopyModeWorkspace {
     this.#relay?.close();
     for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
   }
-}
-
-/** The branch hand-back's commit message: the run, its model and policy, and the task's first line. */
-function commitMessage(plan: RunPlan, prompt: string | undefined): string {
-  const firstLine = (prompt ?? "").trim().split("\n")[0] ?? "";
-  // Control characters (C0, DEL, C1) become spaces: a commit message is shown on terminals.
-  const task = [...firstLine]
-    .map((c) => (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f) ? " " : c))
-    .join("")
-    .slice(0, 200);
-  return [
-    `sandbox-run: changes of run ${plan.runId}`,
-    "",
-    "The judged workspace of a sandbox-run run, committed by the host's git (no hooks, no filters).",
-    "",
-    `Run: ${plan.runId}`,
-    `Model: ${plan.model}`,
-    `Policy: ${plan.policyName}`,
-    ...(task ? [`Task: ${task}`] : []),
-    "",
-  ].join("\n");
 }
 
 function describe(copy: CopyRoot): string {
