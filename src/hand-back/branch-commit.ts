@@ -14,8 +14,9 @@
 // `.git` path), paths inside a submodule or a nested repository, files the base commit does not
 // track that the repository's ignore rules exclude (its .gitignore files, .git/info/exclude and
 // its own core.excludesFile: the rules of the working tree, which the sandbox never wrote; so
-// `node_modules/` a run installed stays out, as `git add -A` would leave it), and names git
-// itself refuses.
+// `node_modules/` a run installed stays out, as `git add -A` would leave it; a path below a
+// symlink of the working tree, which git cannot judge, goes in), and names git itself refuses.
+// A git failure is a usage error that says nothing was written to the working tree.
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
@@ -83,77 +84,92 @@ export async function commitChanges(input: BranchCommitInput): Promise<BranchHan
     indexFile: path.join(work, "index"),
   };
   try {
-    const leftOut: Array<{ path: string; reason: string }> = [];
-    const kept = await selectChanges(input, git, leftOut);
-
-    await hostGitText(["read-tree", base.commit], git);
-    const blobs = await writeBlobs(kept, input, work, git);
-    const zero = "0".repeat(base.objectFormat === "sha256" ? 64 : 40);
-    const lines: string[] = [];
-    for (const change of kept) if (!change.after) lines.push(`0 ${zero}\t${base.prefix}${change.path}`);
-    kept.forEach((change, i) => {
-      if (!change.after) return;
-      const mode = change.after.kind === "symlink" ? "120000" : change.after.mode & 0o100 ? "100755" : "100644";
-      lines.push(`${mode} ${blobs[i]}\t${base.prefix}${change.path}`);
-    });
-    const updated = await hostGit(["update-index", "-z", "--index-info"], {
-      ...git,
-      input: lines.map((l) => `${l}\0`).join(""),
-    });
-    if (updated.status !== 0) throw new HostGitError(["update-index"], updated);
-    for (const line of updated.stderr.split("\n")) {
-      const refused = /^Ignoring path (.*)$/.exec(line);
-      if (refused) leftOut.push({ path: refused[1]!.slice(base.prefix.length), reason: "git refuses this path name" });
-    }
-    const tree = (await hostGitText(["write-tree"], git)).trim();
-    const baseTree = (await hostGitText(["rev-parse", "--verify", `${base.commit}^{tree}`], git)).trim();
-    const report: BranchHandBack = {
-      mode: "branch",
-      base: base.commit,
-      repository: base.top,
-      diffStat: { files: 0, insertions: 0, deletions: 0 },
-      files: [],
-      leftOut: leftOut.slice(0, LISTED_LEFT_OUT),
-      leftOutCount: leftOut.length,
-    };
-    if (tree === baseTree) return report;
-
-    const date = `@${Math.floor((input.now ?? new Date()).getTime() / 1000)} +0000`;
-    const identity = {
-      GIT_AUTHOR_NAME: HAND_BACK_IDENTITY.name,
-      GIT_AUTHOR_EMAIL: HAND_BACK_IDENTITY.email,
-      GIT_AUTHOR_DATE: date,
-      GIT_COMMITTER_NAME: HAND_BACK_IDENTITY.name,
-      GIT_COMMITTER_EMAIL: HAND_BACK_IDENTITY.email,
-      GIT_COMMITTER_DATE: date,
-    };
-    const commit = (
-      await hostGitText(["commit-tree", "--no-gpg-sign", "-p", base.commit, "-F", "-", tree], {
-        ...git,
-        env: identity,
-        input: input.message,
-      })
-    ).trim();
-    const branch = handBackBranch(input.runId);
-    // An empty old value: the ref must not exist yet, so no branch is ever overwritten.
-    const created = await hostGit(
-      ["update-ref", "-m", `sandbox-run: run ${input.runId}`, `refs/heads/${branch}`, commit, ""],
-      git,
+    return await commitWith(input, git, work);
+  } catch (error) {
+    if (!(error instanceof HostGitError)) throw error;
+    throw new SandboxRunError(
+      "usage",
+      `The run's changes to ${input.what} could not be committed: ${error.message}. Nothing was written to the working tree.`,
+      {
+        hint: "Fix what git reports in the repository (a lock, the disk, its permissions) and run again.",
+        cause: error,
+      },
     );
-    if (created.status !== 0) {
-      throw new SandboxRunError(
-        "usage",
-        `The run's changes were committed (${commit.slice(0, 12)}), but the branch ${branch} could not be created: ${created.stderr.trim().split("\n").pop()}.`,
-        {
-          hint: `Nothing was overwritten. Create it yourself with \`git branch ${branch} ${commit}\` once the problem is fixed.`,
-        },
-      );
-    }
-    const stat = await numstat(base.commit, commit, base.prefix, git);
-    return { ...report, branch, commit, ...stat };
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
+}
+
+async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: string): Promise<BranchHandBack> {
+  const { base } = input;
+  const leftOut: Array<{ path: string; reason: string }> = [];
+  const kept = await selectChanges(input, git, leftOut);
+
+  await hostGitText(["read-tree", base.commit], git);
+  const blobs = await writeBlobs(kept, input, work, git);
+  const zero = "0".repeat(base.objectFormat === "sha256" ? 64 : 40);
+  const lines: string[] = [];
+  for (const change of kept) if (!change.after) lines.push(`0 ${zero}\t${base.prefix}${change.path}`);
+  kept.forEach((change, i) => {
+    if (!change.after) return;
+    const mode = change.after.kind === "symlink" ? "120000" : change.after.mode & 0o100 ? "100755" : "100644";
+    lines.push(`${mode} ${blobs[i]}\t${base.prefix}${change.path}`);
+  });
+  const updated = await hostGit(["update-index", "-z", "--index-info"], {
+    ...git,
+    input: lines.map((l) => `${l}\0`).join(""),
+  });
+  if (updated.status !== 0) throw new HostGitError(["update-index"], updated);
+  for (const line of updated.stderr.split("\n")) {
+    const refused = /^Ignoring path (.*)$/.exec(line);
+    if (refused) leftOut.push({ path: refused[1]!.slice(base.prefix.length), reason: "git refuses this path name" });
+  }
+  const tree = (await hostGitText(["write-tree"], git)).trim();
+  const baseTree = (await hostGitText(["rev-parse", "--verify", `${base.commit}^{tree}`], git)).trim();
+  const report: BranchHandBack = {
+    mode: "branch",
+    base: base.commit,
+    repository: base.top,
+    diffStat: { files: 0, insertions: 0, deletions: 0 },
+    files: [],
+    leftOut: leftOut.slice(0, LISTED_LEFT_OUT),
+    leftOutCount: leftOut.length,
+  };
+  if (tree === baseTree) return report;
+
+  const date = `@${Math.floor((input.now ?? new Date()).getTime() / 1000)} +0000`;
+  const identity = {
+    GIT_AUTHOR_NAME: HAND_BACK_IDENTITY.name,
+    GIT_AUTHOR_EMAIL: HAND_BACK_IDENTITY.email,
+    GIT_AUTHOR_DATE: date,
+    GIT_COMMITTER_NAME: HAND_BACK_IDENTITY.name,
+    GIT_COMMITTER_EMAIL: HAND_BACK_IDENTITY.email,
+    GIT_COMMITTER_DATE: date,
+  };
+  const commit = (
+    await hostGitText(["commit-tree", "--no-gpg-sign", "-p", base.commit, "-F", "-", tree], {
+      ...git,
+      env: identity,
+      input: input.message,
+    })
+  ).trim();
+  const branch = handBackBranch(input.runId);
+  // An empty old value: the ref must not exist yet, so no branch is ever overwritten.
+  const created = await hostGit(
+    ["update-ref", "-m", `sandbox-run: run ${input.runId}`, `refs/heads/${branch}`, commit, ""],
+    git,
+  );
+  if (created.status !== 0) {
+    throw new SandboxRunError(
+      "usage",
+      `The run's changes were committed (${commit.slice(0, 12)}), but the branch ${branch} could not be created: ${created.stderr.trim().split("\n").pop()}.`,
+      {
+        hint: `Nothing was overwritten. Create it yourself with \`git branch ${branch} ${commit}\` once the problem is fixed.`,
+      },
+    );
+  }
+  const stat = await numstat(base.commit, commit, base.prefix, git);
+  return { ...report, branch, commit, ...stat };
 }
 
 /** The changes that go into the commit; the rest are added to `leftOut` with the reason. */
@@ -197,8 +213,11 @@ async function selectChanges(
     if (reason) leftOut.push({ path: change.path, reason });
     else candidates.push(change);
   }
-  // Files the base does not track that the repository's ignore rules exclude stay out, as `git add -A` would leave them.
-  const untracked = candidates.filter((c) => c.after && !tracked.has(c.path));
+  // Files the base does not track that the repository's ignore rules exclude stay out, as `git add -A`
+  // would leave them. git cannot judge a path below a symlink of the working tree (the run made a
+  // directory where the host has a link): those go in, visible in the commit.
+  const belowLink = belowWorkingTreeLink(base);
+  const untracked = candidates.filter((c) => c.after && !tracked.has(c.path) && !belowLink(c.path));
   const ignored = new Set<string>();
   if (untracked.length > 0) {
     const checked = await hostGit(["check-ignore", "-z", "--stdin", "--no-index"], {
@@ -217,6 +236,22 @@ async function selectChanges(
     leftOut.push({ path: change.path, reason: "not tracked, and the repository's ignore rules exclude it" });
     return false;
   });
+}
+
+/** Whether a workspace path lies below a symlink of the host's working tree (each folder lstat'ed once). */
+function belowWorkingTreeLink(base: HandBackBase): (rel: string) => boolean {
+  const isLink = new Map<string, boolean>();
+  const linked = (dir: string): boolean => {
+    if (dir === "") return false;
+    let known = isLink.get(dir);
+    if (known === undefined) {
+      const stat = fs.lstatSync(path.join(base.top, base.prefix, dir), { throwIfNoEntry: false });
+      known = linked(parentOf(dir)) || stat?.isSymbolicLink() === true;
+      isLink.set(dir, known);
+    }
+    return known;
+  };
+  return (rel) => linked(parentOf(rel));
 }
 
 /** The root in `roots` that `rel` lies inside (or at, when `orAt`), if any. */

@@ -149,6 +149,29 @@ describe("branch hand-back", () => {
     expect(report.files).toEqual([{ path: "src/main.txt", insertions: 1, deletions: 1 }]);
   });
 
+  it("a directory where the host has a symlink: its files go in (git cannot judge ignore rules below a link of the working tree)", async () => {
+    const repo = tree({ "real/keep.c": "keep\n", ".gitignore": "*.o\n" });
+    fs.symlinkSync("real", path.join(repo, "lib"));
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => {
+      fs.rmSync(path.join(copy, "lib"));
+      fs.mkdirSync(path.join(copy, "lib"));
+      fs.writeFileSync(path.join(copy, "lib/x.c"), "x\n");
+      fs.writeFileSync(path.join(copy, "lib/y.o"), "object\n");
+      fs.writeFileSync(path.join(copy, "top.o"), "object\n");
+    });
+    const report = await branchOf(repo, trip);
+    expect(committedTree(repo, report.commit!)).toEqual({
+      ".gitignore": "100644 *.o\n",
+      "lib/x.c": "100644 x\n",
+      "lib/y.o": "100644 object\n",
+      "real/keep.c": "100644 keep\n",
+    });
+    expect(report.leftOut).toEqual([
+      { path: "top.o", reason: "not tracked, and the repository's ignore rules exclude it" },
+    ]);
+  });
+
   it("changes nothing that goes into a commit: no commit, no branch", async () => {
     const repo = tree({ "a.txt": "a\n", ".gitignore": "*.log\n" });
     commitAll(repo);
