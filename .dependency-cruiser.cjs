@@ -2,14 +2,14 @@
 //
 //   leaf      agent.ts, errors.ts, sandbox-contract.ts, util/: shared types, constants and helpers;
 //             they import nothing of ours but each other
-//   parts     engine/ pi/ gateway/ proxy/ workspace/ workspace-transfer/ relay/ policy/ http/ image/ record/
-//             replay/ scripted-model/ demo/
+//   parts     engine/ pi/ gateway/ proxy/ workspace/ workspace-transfer/ hand-back/ relay/ policy/ http/ image/
+//             record/ replay/ scripted-model/ demo/
 //   run       run/: one call from options to result, composed from the parts
 //   agent     container-pi-agent.ts, index.ts (and the public testing entry)
 //   cli       cli/: a thin shell over the library
 //   show/     (a part) a record as a page or a Markdown summary; reads records only, runs nothing
 const PARTS =
-  "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|relay|policy|http|image|record|replay|scripted-model|demo|show)/";
+  "^src/(engine|pi|gateway|proxy|workspace|workspace-transfer|hand-back|relay|policy|http|image|record|replay|scripted-model|demo|show)/";
 const LEAF = "^src/((agent|errors|sandbox-contract)\.ts$|util/)";
 
 module.exports = {
@@ -79,6 +79,14 @@ module.exports = {
       severity: "error",
       from: { path: "^src/", pathNot: "^src/(cli|show)/" },
       to: { path: "^src/show/" },
+    },
+    {
+      name: "hand-back-knows-trees-not-sandboxes",
+      comment:
+        "hand-back/ turns a judged tree into a commit or a patch with the host's git: it knows trees (workspace-transfer/) and the patch format (record/), never containers, Pi, the relay or the model gateway.",
+      severity: "error",
+      from: { path: "^src/hand-back/" },
+      to: { path: "^src/(engine|pi|gateway|proxy|relay|replay|image|policy|scripted-model|demo)/" },
     },
     {
       name: "run-never-imports-agent",

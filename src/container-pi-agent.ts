@@ -14,6 +14,7 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { executeRun, type RunDetails } from "./run/execute-run.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
+import { recordedSuccess } from "./run/recorded-success.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
@@ -119,11 +120,7 @@ export class ContainerPiAgent implements Agent {
     };
     try {
       const details = await this.runPlanned<TOutput>(planned, { ...options, onEvent, recorder });
-      const notes = await recorder.finish({
-        ok: true,
-        result: details.result,
-        meta: { ...details, result: undefined },
-      });
+      const notes = await recorder.finish(recordedSuccess(details));
       return notes.length > 0 ? { ...details, recordNotes: notes } : details;
     } catch (error) {
       const e = isSandboxRunError(error) ? error : undefined;

@@ -18,6 +18,8 @@ export type { ReplaySummary } from "./replay/replay-summary.js";
 export { SandboxRunError, isSandboxRunError } from "./errors.js";
 export type { SandboxRunErrorCode } from "./errors.js";
 export type { RunDetails } from "./run/execute-run.js";
+export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/hand-back-report.js";
+export type { HandBackMode } from "./sandbox-contract.js";
 export type { RunEvent, RunEventListener } from "./run/run-events.js";
 export type { RunOptions, SandboxOptions } from "./run/resolve-options.js";
 export type { RunPlan } from "./sandbox-contract.js";

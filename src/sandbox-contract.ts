@@ -136,6 +136,15 @@ export interface Mount {
 export type WorkspaceMode = "bind" | "copy";
 export const WORKSPACE_MODES: readonly WorkspaceMode[] = Object.freeze(["bind", "copy"]);
 
+/**
+ * What becomes of a writable workspace's changes once they passed the checks: "apply" (written
+ * into the working tree), "branch" (committed by the host's own git onto `sandbox-run/<run-id>`,
+ * the working tree and `.git` untouched) or "patch" (only a patch file). branch and patch need
+ * copy mode: the sandbox never holds the host's tree.
+ */
+export type HandBackMode = "apply" | "branch" | "patch";
+export const HAND_BACK_MODES: readonly HandBackMode[] = Object.freeze(["apply", "branch", "patch"]);
+
 /** Copy mode: one host tree (or file) copied into the container's tmpfs at the same path. */
 export interface CopyRoot {
   hostPath: string;
@@ -181,6 +190,8 @@ export interface RunPlan {
   mounts: Mount[];
   /** Copy mode: what is copied in (each a tmpfs in `tmpfs`, except the CA bundle's file). */
   copies: CopyRoot[];
+  /** What becomes of the workspace's judged changes (not to be confused with `handBackTo`, an owner). */
+  handBack: HandBackMode;
   tmpfs: Record<string, string>;
   network: "none" | "bridge";
   limits: PlanLimits;

@@ -1,6 +1,6 @@
 import type { JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
-import { SANDBOX_MODES } from "../sandbox-contract.js";
+import { HAND_BACK_MODES, type HandBackMode, SANDBOX_MODES } from "../sandbox-contract.js";
 import type { RunOptions } from "../run/resolve-options.js";
 import { readConfigJson } from "../util/config-file.js";
 
@@ -18,6 +18,7 @@ export interface RunFlags {
   timeout?: string;
   runtime?: string;
   workspace?: string;
+  handBack?: string;
   image?: string;
   contextFiles?: boolean;
   maxTurns?: string;
@@ -57,6 +58,11 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
     if (flags.workspace !== "bind" && flags.workspace !== "copy")
       throw usageError(`--workspace must be bind or copy, not "${flags.workspace}".`);
     options.workspaceMode = flags.workspace;
+  }
+  if (flags.handBack) {
+    if (!(HAND_BACK_MODES as readonly string[]).includes(flags.handBack))
+      throw usageError(`--hand-back must be apply, branch or patch, not "${flags.handBack}".`);
+    options.handBack = flags.handBack as HandBackMode;
   }
   if (flags.contextFiles) options.contextFiles = true;
   if (flags.maxTurns !== undefined) {

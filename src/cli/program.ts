@@ -84,6 +84,11 @@ function defineRun(program: Command, ctx: CommandContext): void {
       "--workspace <mode>",
       "how the workspace reaches the sandbox: bind (mounted) or copy (copied in, changes checked then copied back)",
     )
+    .option(
+      "--hand-back <mode>",
+      "what becomes of the workspace's changes: apply (default: written into it), branch (committed by your git onto sandbox-run/<run-id>; working tree and .git untouched) or patch (only a patch file); branch and patch run in copy mode",
+    )
+    .option("--patch-file <file>", "with --hand-back patch: write the patch here (a path outside the workspace)")
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("--engines <file>", ENGINES_FLAG_HELP)
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")

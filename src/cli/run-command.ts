@@ -1,12 +1,14 @@
 // The run command: flags -> ContainerPiAgent call -> stdout (the result or the --json envelope),
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
 import fs from "node:fs";
+import path from "node:path";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
 import { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } from "../run/record-run.js";
+import { handBackSummary, recordedSuccess } from "../run/recorded-success.js";
 import { redactPlan } from "../run/redact-plan.js";
 import type { RunEvent } from "../run/run-events.js";
 import { HostDirError, openOutputFile } from "../util/host-dir.js";
@@ -14,11 +16,13 @@ import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { createLiveStatus } from "./live-status.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
 import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
 import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
+  patchFile?: string;
   events?: string;
   json?: boolean;
   record?: string;
@@ -72,6 +76,7 @@ export async function runPlannedCommand(
   replay?: ReplayOutput,
 ): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
+  checkPatchFlags(planned, flags);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
@@ -80,9 +85,12 @@ export async function runPlannedCommand(
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
   let events: fs.WriteStream | undefined;
+  let patchFile: ReturnType<typeof openPatchFile> | undefined;
   try {
     events = flags.events ? openEventsFile(flags.events, heldTrees(planned)) : undefined;
+    patchFile = flags.patchFile ? openPatchFile(flags.patchFile, planned) : undefined;
   } catch (error) {
+    events?.destroy();
     await recorder?.abandon();
     throw error;
   }
@@ -114,15 +122,23 @@ export async function runPlannedCommand(
     const details = await agent.runPlanned(planned, { onEvent, signal: interrupt.signal, recorder });
     const result = details.result;
     live?.stop();
-    const recordNotes = await finishRecord({ ok: true, result, meta: { ...details, result: undefined } });
+    const patch = details.handBack?.mode === "patch" ? details.handBack : undefined;
+    // The patch is the run's only output in patch mode: written before anything else is said.
+    if (patch && patchFile) writePatchFile(patchFile, patch.patch);
+    const patchPath = patchFile ? path.resolve(patchFile.shown) : undefined;
+    const handBack = handBackSummary(details, patchPath);
+    const recordNotes = await finishRecord(recordedSuccess(details, patchPath));
     if (flags.json) {
       const shown = {
         ...envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }),
+        ...(handBack ? { handBack } : {}),
         ...replay?.envelope({ details }),
       };
       io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
     } else printResult(result, io);
-    if (!flags.quiet) io.stderr(`${doneLine(details)}\n`);
+    if (!flags.quiet)
+      io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
+    for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     return EXIT.ok;
   } catch (error) {
@@ -155,6 +171,7 @@ export async function runPlannedCommand(
     }
     throw error;
   } finally {
+    patchFile?.dir.close();
     interrupt.dispose();
     const stream = events;
     if (stream) await new Promise<void>((resolve) => stream.end(resolve));
@@ -192,10 +209,22 @@ function printResult(result: unknown, io: CliIo): void {
   } else io.stdout(`${JSON.stringify(result, null, 2)}\n`);
 }
 
-function doneLine(details: RunDetails): string {
+function doneLine(details: RunDetails, patchTo: string | undefined): string {
   const cost = details.usage.cost ? `, $${details.usage.cost.toFixed(4)}` : "";
   const seconds = (details.durationMs / 1000).toFixed(2);
-  return `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}`;
+  return `sandbox-run: done in ${seconds}s, ${details.turns} turn(s), ${details.usage.totalTokens} tokens${cost}${handBackLine(details, patchTo)}`;
+}
+
+/** The done line's account of the hand-back: where the changes are when they were not applied. */
+function handBackLine(details: RunDetails, patchTo: string | undefined): string {
+  const handBack = details.handBack;
+  if (!handBack) return "";
+  if (handBack.mode === "patch") {
+    return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched`;
+  }
+  if (!handBack.commit) return "; nothing to commit, no branch made, workspace untouched";
+  const { files, insertions, deletions } = handBack.diffStat;
+  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s), +${insertions} -${deletions}, workspace untouched`;
 }
 
 function readPromptFile(file: string): string {

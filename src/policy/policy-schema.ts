@@ -143,6 +143,12 @@ export const policySchema = z
       .describe(
         "How the workspace reaches the sandbox: bind (mounted; local engines' default) or copy (copied into a tmpfs and the changes checked, then copied back; no host path inside; forced on an engine that does not share this host's filesystem)",
       ),
+    handBack: z
+      .enum(["apply", "branch", "patch"])
+      .optional()
+      .describe(
+        "What becomes of the workspace's changes once they passed the checks: apply (the default: written into the working tree), branch (committed by the host's own git, hooks and filters off, onto a new branch sandbox-run/<run-id> parented on the HEAD the run started from; the working tree and .git are never written by the sandbox) or patch (only a patch file; nothing else is written). branch and patch run in copy mode; no effect on a read-only workspace",
+      ),
     image: z
       .string()
       .regex(/^[a-z0-9][a-z0-9._/:@-]*$/, "must be an image reference such as sandbox-run/pi-apt:<tag>")
@@ -198,6 +204,13 @@ export const policySchema = z
         if (!malformed && !p.allowedDomains.some((pattern) => matchesDomain(host, pattern))) {
           ctx.addIssue({ code: "custom", path: ["secrets", name, "hosts", i], message: "is not in allowedDomains" });
         }
+      });
+    }
+    if (p.handBack && p.handBack !== "apply" && p.workspaceMode === "bind") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["handBack"],
+        message: `"${p.handBack}" needs copy mode (the sandbox must never hold the working tree): drop workspaceMode "bind"`,
       });
     }
     if (p.workspace === "read-only" && (p.tools.includes("edit") || p.tools.includes("write"))) {

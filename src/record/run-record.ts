@@ -55,6 +55,11 @@ export interface RecordFinish {
   result?: unknown;
   error?: ErrorSummary;
   meta: Record<string, unknown>;
+  /**
+   * The run's changes when they were handed back as a patch or a branch instead of applied (the
+   * workspace itself then did not change): stored as changes.patch instead of the workspace's diff.
+   */
+  changes?: { patch: string; notes: string[] };
 }
 
 export class RunRecorder {
@@ -109,7 +114,7 @@ export class RunRecorder {
     }
     this.attempt("changes.patch", () => {
       try {
-        const { patch, notes } = this.baseline.patch();
+        const { patch, notes } = outcome.changes ?? this.baseline.patch();
         this.write("changes.patch", patch);
         if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
       } finally {

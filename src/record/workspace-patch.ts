@@ -94,44 +94,52 @@ export class WorkspaceBaseline {
   }
 
   private diff(): string {
-    const scratch = this.scratch!;
-    // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
-    const env = {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: scratch,
-      LC_ALL: "C",
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_ATTR_NOSYSTEM: "1",
-      GIT_CEILING_DIRECTORIES: path.dirname(scratch),
-    };
-    const options = { cwd: scratch, env, encoding: "utf8" as const, maxBuffer: PATCH_OUTPUT_MAX_BYTES };
-    const git = spawnSync(
-      "git",
-      [
-        "-c",
-        "core.attributesFile=/dev/null",
-        "diff",
-        "--no-index",
-        "--binary",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "a",
-        "b",
-      ],
-      options,
-    );
-    if (!git.error && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout);
-    if ((git.error as NodeJS.ErrnoException)?.code === "ENOBUFS") {
-      this.notes.add(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
-      return "";
-    }
-    const diff = spawnSync("diff", ["-ruN", "--no-dereference", "a", "b"], options);
-    if (!diff.error && (diff.status === 0 || diff.status === 1)) return diff.stdout;
-    this.notes.add(`no patch: ${git.error?.message ?? git.stderr?.trim() ?? "git diff failed"}`);
+    return diffSides(this.scratch!, (line) => this.notes.add(line));
+  }
+}
+
+/**
+ * The patch from `scratch/a` to `scratch/b` (two folders the caller filled), in this format: git's
+ * binary-safe diff with paths as a/<file>, b/<file>, or `diff -ruN` where git is missing. What
+ * could not be made is noted; never throws. Also the hand-back's patch (hand-back/change-patch.ts).
+ */
+export function diffSides(scratch: string, note: (line: string) => void): string {
+  // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
+  const env = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: scratch,
+    LC_ALL: "C",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_ATTR_NOSYSTEM: "1",
+    GIT_CEILING_DIRECTORIES: path.dirname(scratch),
+  };
+  const options = { cwd: scratch, env, encoding: "utf8" as const, maxBuffer: PATCH_OUTPUT_MAX_BYTES };
+  const git = spawnSync(
+    "git",
+    [
+      "-c",
+      "core.attributesFile=/dev/null",
+      "diff",
+      "--no-index",
+      "--binary",
+      "--no-color",
+      "--no-ext-diff",
+      "--no-textconv",
+      "a",
+      "b",
+    ],
+    options,
+  );
+  if (!git.error && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout);
+  if ((git.error as NodeJS.ErrnoException)?.code === "ENOBUFS") {
+    note(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
     return "";
   }
+  const diff = spawnSync("diff", ["-ruN", "--no-dereference", "a", "b"], options);
+  if (!diff.error && (diff.status === 0 || diff.status === 1)) return diff.stdout;
+  note(`no patch: ${git.error?.message ?? git.stderr?.trim() ?? "git diff failed"}`);
+  return "";
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   containerLabels,
   GATEWAY_PORT,
   GATEWAY_SOCKET,
+  type HandBackMode,
   HOST_CA_BUNDLE,
   IMAGE_PATHS,
   LABEL_HAND_BACK,
@@ -66,6 +67,8 @@ export interface PlanInput {
   workspaceMode?: WorkspaceMode;
   /** Copy mode: the size of each copied tree's tmpfs, in MiB (the policy's disk limit). */
   copyDiskMb?: number;
+  /** What becomes of the workspace's judged changes; default apply. */
+  handBack?: HandBackMode;
 }
 
 /** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
@@ -143,6 +146,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     workspaceMode: copyMode ? "copy" : "bind",
     mounts: copy ? [] : mounts,
     copies: copy?.copies ?? [],
+    handBack: input.handBack ?? "apply",
     tmpfs: {
       "/tmp": `rw,nosuid,nodev,size=${policy.limits.tmpMb}m,mode=1777`,
       [IMAGE_PATHS.home]: `rw,nosuid,nodev,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,

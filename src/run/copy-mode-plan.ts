@@ -2,6 +2,7 @@
 // tmpfs mounts at the same paths, and no host path is mounted at all. The gateway and proxy
 // sockets come through the relay instead (on a tmpfs of their own), protected paths are enforced on
 // the returned tree instead of by read-only mounts, and the CA bundle is copied like a tree.
+import path from "node:path";
 import { type CopyRoot, IMAGE_PATHS, type Mount, READ_ONLY_OWNER_UID, SANDBOX_UID } from "../sandbox-contract.js";
 
 export interface CopyModePlan {
@@ -23,7 +24,17 @@ export function copyModePlan(mounts: readonly Mount[], diskMb: number): CopyMode
         ? mount.kind
         : "read-only";
     copies.push({ hostPath: mount.hostPath, containerPath: mount.containerPath, kind, writable });
-    if (kind === "ca-bundle") continue;
+    if (kind === "ca-bundle") {
+      // A bundle outside the relay's folder (a run with secrets replaces the system bundle,
+      // /etc/ssl/certs/ca-certificates.crt) needs a folder it can be copied into on the read-only
+      // root: a small tmpfs over its folder, which then holds that bundle only (the complete trust
+      // a run with secrets gets: the host's or Node's roots plus the run's CA).
+      const folder = path.posix.dirname(mount.containerPath);
+      if (folder !== IMAGE_PATHS.socketDir) {
+        tmpfs[folder] = `rw,nosuid,nodev,noexec,size=8m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0755`;
+      }
+      continue;
+    }
     // exec: the workspace's scripts run as they would from a bind mount. A read-only tree belongs
     // to another uid than the sandbox's, so permissions alone keep the sandbox from changing it.
     const owner = writable ? SANDBOX_UID : READ_ONLY_OWNER_UID;

@@ -23,6 +23,8 @@ import {
   type RunPlan,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
+import type { HandBackBase } from "../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../workspace-transfer/apply-tree.js";
 import { copyIn, copyInThroughRelay } from "../workspace-transfer/copy-in.js";
@@ -37,6 +39,7 @@ import {
 } from "../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../workspace-transfer/tree-entry.js";
 import { mib } from "../util/units.js";
+import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunCompanion } from "./supervise-run.js";
 
@@ -53,6 +56,8 @@ export interface CopyModeOptions {
   check: ReturnedTreeCheck;
   /** A writable tree filled its tmpfs while the run was live (the relay's claim); called once. */
   onFull?: (what: string) => void;
+  /** The task, for the branch hand-back's commit message. */
+  prompt?: string;
   signal?: AbortSignal;
 }
 
@@ -87,9 +92,13 @@ export class CopyModeWorkspace {
   private constructor(
     private readonly options: CopyModeOptions,
     private readonly copied: Copied[],
+    /** The branch hand-back: the repository and the commit the run starts from. */
+    private readonly base: HandBackBase | undefined,
   ) {}
 
   static async prepare(options: CopyModeOptions): Promise<CopyModeWorkspace> {
+    // Before anything is copied: HEAD now is the parent of the commit the run's changes become.
+    const base = await prepareHandBack(options.plan, options.runDir);
     const copied: Copied[] = [];
     for (const copy of options.plan.copies) {
       if (copy.kind === "ca-bundle") {
@@ -106,7 +115,7 @@ export class CopyModeWorkspace {
       }
       copied.push({ copy, tree });
     }
-    return new CopyModeWorkspace(options, copied);
+    return new CopyModeWorkspace(options, copied, base);
   }
 
   /** The work done beside the run while its container runs. */
@@ -249,9 +258,11 @@ export class CopyModeWorkspace {
       for (const change of ["created", "modified", "deleted"] as const)
         changedFiles[change].push(...diff[change].map((p) => prefix + p));
     }
-    if (violations.length === 0) {
-      for (const { copy, tree, returned: after } of returned) {
-        const result = applyReturnedTree(tree!, after!, describe(copy));
+    // branch and patch: the judged tree waits in the staging directory for handBack().
+    const applying = this.options.plan.handBack === "apply";
+    if (violations.length === 0 && applying) {
+      for (const { copy, tree, returned: after, stagingDir } of returned) {
+        const result = applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir });
         if (result.keptDirectories.length > 0) {
           this.options.timeline.sandbox("workspace.kept", {
             root: copy.hostPath,
@@ -268,8 +279,23 @@ export class CopyModeWorkspace {
       });
     else if (violations.length > 0)
       this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
+    else if (!applying) this.options.timeline.sandbox("workspace.judged", { trees: returned.length, ms });
     else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
     return { changedFiles, violations, snapshotMs: Math.round(performance.now() - started) };
+  }
+
+  /**
+   * After a successful run whose trees passed the checks, for hand-back "branch" or "patch": the
+   * judged workspace becomes a commit or a patch (hand-back-run.ts); nothing is written into the
+   * working tree. Undefined in apply mode, or when nothing came back.
+   */
+  async handBack(): Promise<HandBackReport | undefined> {
+    const { plan, runDir, prompt, timeline } = this.options;
+    if (plan.handBack === "apply" || !this.#copiedOut) return undefined;
+    const workspace = this.copied.find((c) => c.copy.kind === "workspace" && c.copy.writable);
+    if (!workspace?.tree || !workspace.returned) return undefined;
+    const judged = { tree: workspace.tree, returned: workspace.returned, what: describe(workspace.copy) };
+    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged });
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */

@@ -7,6 +7,7 @@ import type { Engine, EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
+import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-record.js";
@@ -41,6 +42,11 @@ export interface RunDetails<T = unknown> {
   usage: Usage;
   /** Files the run created, modified or deleted: workspace-relative, or absolute in extra writable roots. */
   changedFiles: ChangedFiles;
+  /**
+   * Hand-back "branch" or "patch" (a writable workspace): the branch the host committed the changes
+   * to (or why there is none), or the patch. Absent in apply mode.
+   */
+  handBack?: HandBackReport;
   /** For a replayed run: how it went against the recording. */
   replay?: ReplaySummary;
   /** With a run record: what could not be recorded (absent when everything was). */
@@ -159,6 +165,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     workspace.refuseViolations(outcome, { containerId: created.id, exitCode });
     if ("error" in settled) throw settled.error;
     await workspace.checkDisk(outcome);
+    // Only a run that succeeded hands its work back as a branch or a patch.
+    const handBack = await workspace.handBack();
     return {
       ...settled.details,
       runId: plan.runId,
@@ -169,6 +177,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       containerId: created.id,
       durationMs: Date.now() - started,
       changedFiles: outcome.changedFiles,
+      ...(handBack ? { handBack } : {}),
       ...(replay
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }
         : {}),

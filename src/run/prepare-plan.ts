@@ -78,6 +78,7 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     owner: { pid: process.pid, host: os.hostname() },
     workspaceMode: workspaceModeOf(run.workspaceMode, place),
     copyDiskMb,
+    handBack: run.handBack,
   });
   return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders, copyDiskMb };
 }

@@ -10,7 +10,14 @@ import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.
 import type { Policy } from "../policy/policy-schema.js";
 import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
 import { checkExtraArgs } from "../pi/pi-args.js";
-import { GATEWAY_PORT, SANDBOX_MODES, WORKSPACE_MODES, type WorkspaceMode } from "../sandbox-contract.js";
+import {
+  GATEWAY_PORT,
+  HAND_BACK_MODES,
+  type HandBackMode,
+  SANDBOX_MODES,
+  WORKSPACE_MODES,
+  type WorkspaceMode,
+} from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
@@ -34,6 +41,14 @@ export interface SandboxOptions {
    * where the engine shares this host's filesystem, copy where it does not.
    */
   workspaceMode?: WorkspaceMode;
+  /**
+   * What becomes of the workspace's changes once they passed the checks: "apply" (default: they are
+   * written into the working tree), "branch" (the host's own git commits them onto
+   * `sandbox-run/<run-id>`; the working tree and `.git` stay as they were; the workspace must be a
+   * git repository with a commit) or "patch" (`RunDetails.handBack.patch` only). branch and patch
+   * run in copy mode. Overrides the policy's `handBack`.
+   */
+  handBack?: HandBackMode;
   /**
    * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
    * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
@@ -90,6 +105,8 @@ export interface ResolvedRun {
   warnings: string[];
   /** The workspace mode asked for (run > constructor > policy), if any; the engine decides otherwise. */
   workspaceMode?: WorkspaceMode;
+  /** What becomes of the workspace's judged changes (run > constructor > policy > "apply"). */
+  handBack: HandBackMode;
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
 }
@@ -235,6 +252,15 @@ export function resolveRun(
     );
   }
 
+  const handBack = resolveHandBack(run.handBack ?? config.handBack ?? policy.handBack ?? "apply", {
+    policy,
+    writableRoots,
+    workspaceMode,
+  });
+  // branch and patch: the sandbox works on a copy, never on the working tree (a read-only
+  // workspace brings nothing back, so it keeps whatever mode it has).
+  const effectiveMode = handBack !== "apply" && policy.workspace === "read-write" ? "copy" : workspaceMode;
+
   return {
     prompt,
     cwd,
@@ -254,8 +280,34 @@ export function resolveRun(
     routing,
     image,
     warnings,
-    workspaceMode,
+    workspaceMode: effectiveMode,
+    handBack,
   };
+}
+
+/** The hand-back mode, checked against what else the run asks for. */
+function resolveHandBack(
+  mode: string,
+  context: { policy: Policy; writableRoots: string[]; workspaceMode?: WorkspaceMode },
+): HandBackMode {
+  if (!(HAND_BACK_MODES as readonly string[]).includes(mode)) {
+    throw usageError(`Unknown hand-back mode "${mode}".`, "Use apply, branch or patch (--hand-back).");
+  }
+  const handBack = mode as HandBackMode;
+  if (handBack === "apply" || context.policy.workspace === "read-only") return handBack;
+  if (context.workspaceMode === "bind") {
+    throw usageError(
+      `Hand-back "${handBack}" cannot use the bind workspace mode: the sandbox would write the working tree itself.`,
+      `Drop --workspace bind (or SANDBOX_RUN_WORKSPACE, or the policy's workspaceMode): "${handBack}" runs in copy mode.`,
+    );
+  }
+  if (context.writableRoots.length > 0) {
+    throw usageError(
+      `Hand-back "${handBack}" covers the workspace only, and extra writable directories were given (${context.writableRoots.join(", ")}).`,
+      'Drop the writable directories, or use hand-back "apply".',
+    );
+  }
+  return handBack;
 }
 
 /**

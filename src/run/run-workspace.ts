@@ -5,6 +5,7 @@
 // anything of it reaches the host.
 import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
+import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import { DiskWatch } from "../workspace/disk-watch.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
@@ -91,6 +92,7 @@ export class RunWorkspace {
         signal,
         // No disk watch: each tree is a tmpfs the size of the limit, and the relay says when one fills.
         onFull: (what) => trip.fire(copyFullTrip(what, planned.copyDiskMb)),
+        prompt: run.prompt,
       });
       cleanups.add(() => copy.dispose());
       return new RunWorkspace(input, copy, undefined, undefined);
@@ -147,6 +149,14 @@ export class RunWorkspace {
       snapshotMs: outcome.snapshotMs,
     });
     return outcome;
+  }
+
+  /**
+   * Once the run succeeded: hand-back "branch" commits the judged workspace onto a new branch (with
+   * the host's own git), "patch" makes it a patch; undefined in apply mode (finish() applied it).
+   */
+  async handBack(): Promise<HandBackReport | undefined> {
+    return this.copy?.handBack();
   }
 
   /**

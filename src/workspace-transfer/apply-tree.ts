@@ -1,27 +1,44 @@
 // Copy out, last step: makes the host tree what the returned tree says, as the caller. It runs only
 // after the container is gone and the checks passed, so nothing of the sandbox can race it; the
 // tree on the host is still untrusted content (it may hold symlinks to anywhere), so no path is
-// ever resolved through a symlink:
+// ever resolved through a symlink. All or nothing:
 // 1. verify, writing nothing: the root and every directory a change happens in is still the real
 //    directory the walk saw (lstat, same inode); every path to change or delete is still what was
 //    sent (same inode, size, mtime); every new path is free; the caller may write there. Any
 //    mismatch (the caller changed the workspace during the run) fails before anything is touched;
-// 2. delete what is gone, deepest first (unlink never follows a symlink; rmdir only empty dirs);
+// 2. move aside, deepest first, every entry that is deleted or replaced: renamed into the
+//    `aside` folder of the staging directory (or, across a mount or out of a directory that
+//    cannot take a new `..`, to a fresh hidden name next to it), never unlinked yet;
 // 3. create and replace in walk order, parents first: directories are made, files and symlinks are
 //    renamed from the staging directory over their path, so a file is replaced by a new inode and
-//    never written through (a hard link to a file elsewhere keeps its content).
+//    never written through (a hard link to a file elsewhere keeps its content); directory modes
+//    last, deepest first (a directory made read-only still takes its new entries);
+// 4. any failure in 2-3 (an immutable file, a full disk, a directory changed under the apply) undoes
+//    every step in reverse: what was put in is removed, what went aside is renamed back (the same
+//    inodes, so content, modes and times are as they were), modes and the touched directories'
+//    times are set back; the error says nothing was changed. Only on success does what went aside
+//    go away.
 // A root caller gives replaced entries their original owner back; new ones are the caller's.
-import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
+import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
 export interface ApplyResult {
   /** Directories that could not be removed because the host holds entries that were never sent. */
   keptDirectories: string[];
+}
+
+export interface ApplyOptions {
+  /**
+   * A private directory on the tree's filesystem (the staging directory) where deleted and replaced
+   * entries wait until the apply has succeeded; without it they wait under hidden names next to
+   * where they were.
+   */
+  asideDir?: string;
 }
 
 interface Step {
@@ -32,7 +49,12 @@ interface Step {
   staged?: string;
 }
 
-export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what: string): ApplyResult {
+export function applyReturnedTree(
+  before: HostTree,
+  returned: ReturnedTree,
+  what: string,
+  options: ApplyOptions = {},
+): ApplyResult {
   const root = before.root;
   const beforeByPath = new Map(before.entries.map((e) => [e.path, e]));
   const afterByPath = new Map(returned.after.map((e) => [e.path, e]));
@@ -52,18 +74,26 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
   }
   verify(root, before, beforeByPath, removals, writes, what);
 
+  const journal = new ApplyJournal(root, options.asideDir);
+  try {
+    const keptDirectories = applySteps(root, before, removals, writes, journal);
+    journal.commit();
+    return { keptDirectories };
+  } catch (error) {
+    const unrestored = journal.undo();
+    throw applyFailed(what, error, unrestored, journal.keptAside());
+  }
+}
+
+/** Steps 2 and 3: every change goes through `journal`, so any failure can be undone. */
+function applySteps(root: string, before: HostTree, removals: Step[], writes: Step[], journal: ApplyJournal): string[] {
   const keptDirectories: string[] = [];
   for (const step of removals.sort((a, b) => comparePaths(b.path, a.path))) {
-    const file = path.join(root, step.path);
-    if (step.before!.kind !== "directory") fs.unlinkSync(file);
-    else {
-      try {
-        fs.rmdirSync(file);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOTEMPTY") throw error;
-        keptDirectories.push(step.path);
-      }
+    if (step.before!.kind === "directory" && journal.holdsEntries(step.path)) {
+      keptDirectories.push(step.path);
+      continue;
     }
+    journal.moveAside(step.path, step.before!.kind === "directory");
   }
   const asRoot = process.geteuid?.() === 0;
   // Defence in depth (the reader already refuses an entry below anything but a directory): every
@@ -78,6 +108,7 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
     }
     realDirectories.add(parent);
   };
+  const directoryModes: Step[] = [];
   for (const step of writes.sort((a, b) => comparePaths(a.path, b.path))) {
     const entry = step.after!;
     const file = path.join(root, step.path);
@@ -85,25 +116,34 @@ export function applyReturnedTree(before: HostTree, returned: ReturnedTree, what
     const kept = step.before && step.before.kind === entry.kind ? before.facts.get(step.path) : undefined;
     const staged = step.staged;
     if (entry.kind === "directory") {
-      if (!kept) fs.mkdirSync(file, { mode: 0o700 });
-      fs.chmodSync(file, entry.mode);
+      if (!kept) journal.mkdir(step.path);
+      directoryModes.push(step);
       realDirectories.add(step.path);
-    } else if (staged === EMPTY_FILE) {
-      createEmptyFile(file, entry);
-    } else if (staged) {
-      if (entry.kind === "file") {
-        fs.chmodSync(staged, entry.mode);
-        const mtime = new Date(entry.mtimeMs);
-        fs.utimesSync(staged, mtime, mtime);
+      continue;
+    }
+    if (staged !== undefined) {
+      // The host's entry waits aside until everything is in; the new one takes its path.
+      if (kept) journal.moveAside(step.path, false);
+      if (staged === EMPTY_FILE) journal.put(step.path, (to, temporary) => createEmptyFile(to, temporary, entry));
+      else {
+        if (entry.kind === "file") {
+          fs.chmodSync(staged, entry.mode);
+          const mtime = new Date(entry.mtimeMs);
+          fs.utimesSync(staged, mtime, mtime);
+        }
+        journal.put(step.path, (to, temporary) => moveIntoPlace(staged, to, temporary, entry));
       }
-      moveIntoPlace(staged, file, entry);
     } else {
       // Same content, other permission bits: the path is the regular file verify() saw.
-      fs.chmodSync(file, entry.mode);
+      journal.chmod(step.path, entry.mode);
     }
     if (asRoot && kept && (kept.uid !== 0 || kept.gid !== 0)) fs.lchownSync(file, kept.uid, kept.gid);
   }
-  return { keptDirectories };
+  // Deepest first, once their entries are in: a directory made read-only still took them.
+  for (const step of directoryModes.sort((a, b) => comparePaths(b.path, a.path))) {
+    journal.chmod(step.path, step.after!.mode);
+  }
+  return keptDirectories;
 }
 
 function verify(
@@ -173,9 +213,8 @@ function verify(
   );
 }
 
-/** An empty file: made under a fresh name in its directory, then renamed over its path. */
-function createEmptyFile(file: string, entry: TreeEntry): void {
-  const temporary = path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
+/** An empty file: made under `temporary` (a fresh name in its directory), then renamed to `file`. */
+function createEmptyFile(file: string, temporary: string, entry: TreeEntry): void {
   fs.closeSync(fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, entry.mode));
   fs.chmodSync(temporary, entry.mode);
   fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
@@ -183,24 +222,29 @@ function createEmptyFile(file: string, entry: TreeEntry): void {
 }
 
 /**
- * Renames a staged entry over `file`. Across filesystems (a mount inside the tree) it is copied to
- * a fresh name in the target's directory first, then renamed: still never written through.
+ * Renames a staged entry to `file` (free by now: what was there waits aside). Across filesystems (a
+ * mount inside the tree) it is copied to `temporary`, a fresh name in the target's directory,
+ * first, then renamed: still never written through.
  */
-function moveIntoPlace(staged: string, file: string, entry: TreeEntry): void {
+function moveIntoPlace(staged: string, file: string, temporary: string, entry: TreeEntry): void {
   try {
     fs.renameSync(staged, file);
     return;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
   }
-  const temporary = path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
-  if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(staged), temporary);
-  else {
-    fs.copyFileSync(staged, temporary, fs.constants.COPYFILE_EXCL);
-    fs.chmodSync(temporary, entry.mode);
-    fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+  try {
+    if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(staged), temporary);
+    else {
+      fs.copyFileSync(staged, temporary, fs.constants.COPYFILE_EXCL);
+      fs.chmodSync(temporary, entry.mode);
+      fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+    }
+    fs.renameSync(temporary, file);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true });
+    throw error;
   }
-  fs.renameSync(temporary, file);
   fs.rmSync(staged, { force: true });
 }
 

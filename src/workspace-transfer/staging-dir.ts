@@ -1,7 +1,9 @@
 // Where a returned tree's changed content waits until it is checked and applied: a private (0700)
 // directory made with mkdtemp on the same filesystem as the tree, so applying is a rename. Next to
 // the tree when its parent is on the same filesystem and writable (the tree itself then stays
-// untouched until the apply), else inside the tree (a mount point: its parent is elsewhere).
+// untouched until the apply), else inside the tree (a mount point: its parent is elsewhere). The
+// apply also moves what it deletes or replaces into its `aside` folder until it has succeeded.
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -21,8 +23,26 @@ export function makeStagingDir(root: string): string {
   return fs.mkdtempSync(path.join(root, name));
 }
 
-/** Removes a staging directory and whatever is still in it (never following a symlink). */
+/**
+ * Removes a staging directory and whatever is still in it (never following a symlink). Entries an
+ * apply cut off half way (a controller killed mid apply) moved aside are the caller's originals:
+ * their folder is kept next to it, as `.sandbox-run-kept-<random>`.
+ */
 export function removeStagingDir(dir: string): void {
+  const aside = path.join(dir, "aside");
+  let held = false;
+  try {
+    held = fs.lstatSync(aside).isDirectory() && fs.readdirSync(aside).length > 0;
+  } catch {
+    // none: the usual case
+  }
+  if (held) {
+    try {
+      fs.renameSync(aside, path.join(path.dirname(dir), `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`));
+    } catch {
+      return; // then the whole staging directory stays
+    }
+  }
   fs.rmSync(dir, { recursive: true, force: true });
 }
 

@@ -1,7 +1,7 @@
 // Copy mode end to end, with the real engine, image and Pi: the workspace is copied into a tmpfs,
 // the gateway is reached through the relay, and what comes back is checked before it is applied.
 // (The security suites also run whole in copy mode: the "integration-copy" project.)
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -212,6 +212,47 @@ describe.concurrent("copy mode", () => {
     expect(outcome.events.some((e) => e.type === "workspace.not-applied")).toBe(true);
   });
 
+  it("an apply that fails half way (a file made immutable on the host, written last) is undone: the host workspace is byte for byte as it was", async () => {
+    expect(process.geteuid?.(), "chattr needs root (the integration tests run as root here and on CI)").toBe(0);
+    const ws = hostileWorkspace({
+      "a.txt": "a\n",
+      "b.txt": "b\n",
+      "gone/x.txt": "x\n",
+      "dir/keep.txt": "keep\n",
+      "z-locked.txt": "locked\n",
+    });
+    const locked = path.join(ws, "z-locked.txt");
+    const chattr = spawnSync("chattr", ["+i", locked]);
+    expect(chattr.status, `chattr +i in the host's temp folder: ${chattr.stderr}`).toBe(0);
+    try {
+      const before = exactly(ws);
+      const outcome = await runHostile(
+        server,
+        [
+          bash(
+            [
+              "echo changed > a.txt && rm b.txt && rm -r gone && mkdir new && echo n > new/n.txt",
+              "chmod 700 dir && echo 'changed too' > z-locked.txt && echo rc=$?",
+            ].join("\n"),
+          ),
+          finish(),
+        ],
+        { cwd: ws, ...copy },
+      );
+      // Not one entry deleted, replaced or added, and every inode, mode and content as it was.
+      expect(exactly(ws)).toEqual(before);
+      expect(outcome.toolResults[0]).toContain("rc=0");
+      expect(outcome.error?.code, describeOutcome(outcome)).toBe("usage");
+      expect(outcome.error?.message).toMatch(
+        /could not be applied \(EPERM.*z-locked\.txt.*\); every change made so far was undone\. Nothing was changed\./,
+      );
+      expect(stagingLeftNextTo(ws)).toEqual([]);
+      expect(fs.readdirSync(path.dirname(ws)).filter((n) => n.startsWith(`.sandbox-run-kept-`))).toEqual([]);
+    } finally {
+      spawnSync("chattr", ["-i", locked]);
+    }
+  });
+
   it("a file the sandbox made unreadable fails the copy-out; nothing is applied", async () => {
     const ws = hostileWorkspace({ "a.txt": "a\n" });
     const before = fingerprint(ws);
@@ -319,3 +360,24 @@ describe("copy mode and the controller's life", () => {
     expect(fingerprint(ws)).toEqual(before);
   });
 });
+
+/**
+ * Every entry with its kind, owner, mode, size, inode and content, and a file's mtime: what an
+ * apply that was undone must leave as it was. (Renames move ctimes, and a directory's mtime is put
+ * back only as precisely as Node sets times; fingerprint() checks those where nothing was touched.)
+ */
+function exactly(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (rel: string) => {
+    const file = path.join(dir, rel);
+    const st = fs.lstatSync(file);
+    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}`;
+    if (st.isDirectory()) {
+      out[rel || "."] = `dir:${facts}`;
+      for (const name of fs.readdirSync(file).sort()) walk(rel ? `${rel}/${name}` : name);
+    } else if (st.isSymbolicLink()) out[rel] = `link:${facts}:${fs.readlinkSync(file)}`;
+    else out[rel] = `file:${facts}:${st.mtimeMs}:${fs.readFileSync(file, "base64")}`;
+  };
+  walk("");
+  return out;
+}

@@ -15,6 +15,7 @@ import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { setEgressTestHooks } from "../../src/proxy/egress-test-hooks.js";
 import type { RunCa } from "../../src/proxy/run-ca.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { commitAll } from "../support/git-repo.js";
 import {
   containersOfRuns,
   dockerAvailable,
@@ -305,13 +306,19 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
       hostEnv: { ...hostEnv, GITHUB_TOKEN: GIT_TOKEN },
     });
     const log = eventLog();
+    // pr-fix hands the work back as a branch: the workspace is a repository with a commit.
+    const checkout = makeWorkspace({ "README.md": "the repository\n" });
+    commitAll(checkout);
     const details = await agent.runDetailed("fix it and open a pull request", {
-      cwd: makeWorkspace(),
+      cwd: checkout,
       model: "scripted/pr-fix",
       policy: path.resolve(import.meta.dirname, "../../policies/examples/pr-fix.yaml"),
       onEvent: log.onEvent,
     });
     expect(details.result).toBe("done");
+    // The sandbox pushed from its own clone; the checkout it was given did not change: no branch.
+    expect(details.handBack).toMatchObject({ mode: "branch", diffStat: { files: 0 } });
+    expect(details.handBack).not.toHaveProperty("branch");
     const out = lastToolResult(server, "pr-fix");
     expect(out).toContain("push rc=0");
     const pushed = execFileSync("git", ["--git-dir", hosts.bareRepo, "log", "-1", "--format=%s", "fix/pr-branch"], {

@@ -11,6 +11,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { action, runAction } from "../support/github-action.js";
+import { commitAll, git } from "../support/git-repo.js";
 import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 
 describe("action.yml, as written", () => {
@@ -35,6 +36,10 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
 
   beforeAll(async () => {
     server = await startModel({
+      fix: [
+        { toolCalls: [{ name: "bash", arguments: { command: "echo 'fixed by the agent' > change.txt" } }] },
+        { toolCalls: [{ name: "sandbox_run_final_result", arguments: verdict }] },
+      ],
       review: [
         { toolCalls: [{ name: "bash", arguments: { command: "cat change.txt" } }] },
         { toolCalls: [{ name: "sandbox_run_final_result", arguments: verdict }] },
@@ -51,7 +56,7 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
         required: ["verdict", "summary"],
       }),
     );
-    fs.writeFileSync(path.join(trusted, "models.json"), JSON.stringify(modelsFor(server, ["review"])));
+    fs.writeFileSync(path.join(trusted, "models.json"), JSON.stringify(modelsFor(server, ["review", "fix"])));
   });
   afterAll(async () => {
     await server?.close();
@@ -163,6 +168,37 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
       close: () => new Promise((resolve) => api.close(resolve)),
     };
   }
+
+  it("a fix (hand-back branch, the default): the checkout stays as it was, the changes are a branch of it (an output), pushed with push: true", async () => {
+    const workspace = pullRequest();
+    const checkout = path.join(workspace, "pr");
+    const base = commitAll(checkout);
+    const remote = path.join(workspace, "remote.git");
+    git(workspace, "init", "-q", "--bare", remote);
+    git(checkout, "remote", "add", "origin", remote);
+    const { outputs, code, log } = await runAction(
+      {
+        "prompt-file": path.join(trusted, "prompt.md"),
+        schema: path.join(trusted, "schema.json"),
+        models: path.join(trusted, "models.json"),
+        model: "scripted/fix",
+        sandbox: "workspace-write",
+        "working-directory": "pr",
+        push: "true",
+      },
+      workspace,
+    );
+    expect(code, log).toBe(0);
+    const envelope = JSON.parse(fs.readFileSync(outputs.run!.envelope!, "utf8"));
+    runIds.push(envelope.runId);
+    const branch = `sandbox-run/${envelope.runId}`;
+    expect(outputs.run).toMatchObject({ ok: "true", branch, commit: envelope.handBack.commit });
+    expect(fs.readFileSync(path.join(checkout, "change.txt"), "utf8")).toBe("one line changed\n");
+    expect(git(checkout, "rev-parse", "HEAD").trim()).toBe(base);
+    expect(git(remote, "show", `${branch}:change.txt`)).toBe("fixed by the agent\n");
+    expect(git(remote, "rev-parse", branch).trim()).toBe(envelope.handBack.commit);
+    expect(log).toContain(`sandbox-run: pushed ${branch} to origin`);
+  });
 
   it("replay-record: the recorded review again, without the model; the summary posted on the pull request", async () => {
     expect(recordDir).not.toBe("");

@@ -271,6 +271,20 @@ describe("--dry-run", () => {
     ]);
   });
 
+  it("--hand-back branch: the plan runs in copy mode with nothing mounted; --patch-file needs --hand-back patch, and patch needs a place for its patch", async () => {
+    const branch = JSON.parse((await dryRun(["--hand-back", "branch", "fix it"])).stdout);
+    expect(branch).toMatchObject({ handBack: "branch", workspaceMode: "copy", mounts: [] });
+    const patchFile = await dryRun(["--patch-file", path.join(dir, "x.patch"), "fix it"]);
+    expect(patchFile.code).toBe(2);
+    expect(patchFile.stderr).toContain("--patch-file is only used with --hand-back patch.");
+    const nowhere = await dryRun(["--hand-back", "patch", "fix it"]);
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toContain("no place for it was given");
+    const bad = await dryRun(["--hand-back", "merge", "fix it"]);
+    expect(bad.stderr).toContain('--hand-back must be apply, branch or patch, not "merge".');
+    expect(engineConnections).toBe(0);
+  });
+
   it("shows variable names, never values, and drops credential variables", async () => {
     const result = await dryRun(["fix it with password hunter2"]);
     const plan = JSON.parse(result.stdout);

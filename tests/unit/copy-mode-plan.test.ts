@@ -19,7 +19,9 @@ import {
   RELAY_BRIDGE_SOCKET,
   GATEWAY_SOCKET,
   SANDBOX_CA_BUNDLE,
+  SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
+  SYSTEM_CA_BUNDLE,
 } from "../../src/sandbox-contract.js";
 import { makeWorkspace } from "../support/harness.js";
 
@@ -71,6 +73,26 @@ describe("the copy-mode plan", () => {
     expect(plan.tmpfs["/opt/data"]).toContain(`uid=${READ_ONLY_OWNER_UID},gid=${READ_ONLY_OWNER_UID}`);
     expect(plan.tmpfs[IMAGE_PATHS.socketDir]).toContain(`uid=${SANDBOX_UID}`);
     for (const name of CA_BUNDLE_ENV_NAMES) expect(plan.env[name]).toBe(SANDBOX_CA_BUNDLE);
+  });
+
+  it("a run with secrets: the run's trust bundle replaces the system bundle through a small tmpfs over its folder (the read-only root takes no copy)", () => {
+    const policy = parsePolicy(
+      {
+        ...loadPolicy("workspace-write"),
+        network: "allowlist",
+        allowedDomains: ["github.com"],
+        secrets: { GITHUB_TOKEN: { hosts: ["github.com"], inject: ["bearer"] } },
+      },
+      "test",
+    );
+    const plan = buildRunPlan(input({ policy, secretPlaceholders: { GITHUB_TOKEN: "placeholder" } }));
+    expect(plan.copies.filter((c) => c.kind === "ca-bundle").map((c) => c.containerPath)).toEqual([
+      SANDBOX_TRUST_BUNDLE,
+      SYSTEM_CA_BUNDLE,
+    ]);
+    expect(plan.tmpfs["/etc/ssl/certs"]).toBe(
+      `rw,nosuid,nodev,noexec,size=8m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0755`,
+    );
   });
 
   it("a read-only workspace belongs to the read-only owner, not to the sandbox", () => {

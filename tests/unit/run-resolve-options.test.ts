@@ -235,3 +235,42 @@ describe("resolveRun: schema, prompt and the rest", () => {
     expect(usageError(() => resolve({ models: file })).shortMessage).toContain("is not valid JSON");
   });
 });
+
+describe("resolveRun: hand-back", () => {
+  const policyWith = (extra: Record<string, unknown>) => ({ ...loadPolicy("workspace-write"), ...extra });
+
+  it("is apply unless asked (run > constructor > policy); branch and patch force copy mode", () => {
+    expect(resolve({}).handBack).toBe("apply");
+    expect(resolve({}).workspaceMode).toBeUndefined();
+    expect(resolve({ handBack: "branch" })).toMatchObject({ handBack: "branch", workspaceMode: "copy" });
+    expect(resolve({}, { handBack: "patch" })).toMatchObject({ handBack: "patch", workspaceMode: "copy" });
+    expect(resolve({ policy: policyWith({ handBack: "branch" }) })).toMatchObject({
+      handBack: "branch",
+      workspaceMode: "copy",
+    });
+    expect(resolve({ handBack: "apply" }, { handBack: "branch" }).handBack).toBe("apply");
+  });
+
+  it("refuses the bind mode (from the option, SANDBOX_RUN_WORKSPACE or the policy file), extra writable directories and unknown modes", () => {
+    expect(usageError(() => resolve({ handBack: "branch", workspaceMode: "bind" })).message).toMatch(
+      /Hand-back "branch" cannot use the bind workspace mode[\s\S]*Drop --workspace bind/,
+    );
+    expect(usageError(() => resolve({ handBack: "patch" }, {}, { SANDBOX_RUN_WORKSPACE: "bind" })).code).toBe("usage");
+    expect(
+      usageError(() => resolve({ policy: policyWith({ handBack: "branch", workspaceMode: "bind" }) })).message,
+    ).toMatch(/handBack: "branch" needs copy mode/);
+    expect(usageError(() => resolve({ handBack: "branch", additionalWritableDirectories: [dir()] })).message).toMatch(
+      /covers the workspace only/,
+    );
+    expect(usageError(() => resolve({ handBack: "merge" as "apply" })).message).toMatch(
+      /Unknown hand-back mode "merge"/,
+    );
+  });
+
+  it("a read-only workspace brings nothing back: the mode is kept, the workspace mode is left alone", () => {
+    expect(resolve({ sandbox: "read-only", handBack: "branch", workspaceMode: "bind" })).toMatchObject({
+      handBack: "branch",
+      workspaceMode: "bind",
+    });
+  });
+});

@@ -11,6 +11,7 @@ import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
+import { removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
 import { tempTrees } from "../support/temp-trees.js";
@@ -428,5 +429,145 @@ describe("empty files", () => {
     );
     applyReturnedTree(before, returned, "the workspace");
     expect(listing(root)).toEqual({ "full.txt": "file:644:", "new-empty.txt": "file:644:" });
+  });
+});
+
+/**
+ * Every entry with its kind, owner, mode, size, inode, mtime and content: "byte for byte". Not the
+ * ctime (renames move it); a directory's mtime separately, in `directoryTimes`.
+ */
+function exactly(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (rel: string) => {
+    const file = path.join(dir, rel);
+    const st = fs.lstatSync(file);
+    const facts = `${st.uid}:${st.gid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.ino}`;
+    if (st.isSymbolicLink()) out[rel] = `link:${facts}:${st.mtimeMs}:${fs.readlinkSync(file)}`;
+    else if (st.isDirectory()) {
+      out[rel || "."] = `dir:${facts}`;
+      for (const name of fs.readdirSync(file).sort()) walk(rel ? `${rel}/${name}` : name);
+    } else out[rel] = `file:${facts}:${st.mtimeMs}:${fs.readFileSync(file, "base64")}`;
+  };
+  walk("");
+  return out;
+}
+
+/** Each directory's mtime (ms): put back as precisely as Node sets times (a double, about a microsecond). */
+function directoryTimes(dir: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const rel of ["", ...fs.readdirSync(dir, { recursive: true, encoding: "utf8" })]) {
+    const st = fs.lstatSync(path.join(dir, rel));
+    if (st.isDirectory()) out[rel || "."] = st.mtimeMs;
+  }
+  return out;
+}
+
+describe("apply is all or nothing", () => {
+  const changeEverything = (copy: string) => {
+    fs.writeFileSync(path.join(copy, "a.txt"), "a, changed");
+    fs.rmSync(path.join(copy, "b.txt"));
+    fs.rmSync(path.join(copy, "gone"), { recursive: true });
+    fs.chmodSync(path.join(copy, "mode.sh"), 0o755);
+    fs.chmodSync(path.join(copy, "dir"), 0o700);
+    fs.mkdirSync(path.join(copy, "new"));
+    fs.writeFileSync(path.join(copy, "new/n.txt"), "new");
+    fs.rmSync(path.join(copy, "link"));
+    fs.writeFileSync(path.join(copy, "link"), "a file now");
+    fs.writeFileSync(path.join(copy, "z-locked.txt"), "changed too");
+  };
+  const files = {
+    "a.txt": "a",
+    "b.txt": "b",
+    "gone/x.txt": "x",
+    "mode.sh": "echo",
+    "dir/keep.txt": "keep",
+    "z-locked.txt": "locked",
+  };
+
+  it("a failure half way (an immutable file, written last) undoes every step: the tree is byte for byte as it was", async () => {
+    expect(process.geteuid?.(), "chattr needs root (the unit tests run as root here and on CI)").toBe(0);
+    const root = tree(files);
+    fs.symlinkSync("a.txt", path.join(root, "link"));
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(before, sandboxRoundTrip(archive, changeEverything));
+    const locked = path.join(root, "z-locked.txt");
+    const chattr = spawnSync("chattr", ["+i", locked]);
+    expect(chattr.status, `chattr +i on the test's temp folder: ${chattr.stderr}`).toBe(0);
+    try {
+      const snapshot = exactly(root);
+      const times = directoryTimes(root);
+      let error: unknown;
+      try {
+        applyReturnedTree(before, returned, "the workspace", { asideDir: stagingDir });
+      } catch (e) {
+        error = e;
+      }
+      expect(isSandboxRunError(error), String(error)).toBe(true);
+      expect((error as SandboxRunError).message).toMatch(
+        /could not be applied \(EPERM.*z-locked\.txt.*\); every change made so far was undone\. Nothing was changed\./,
+      );
+      expect(exactly(root)).toEqual(snapshot);
+      const timesNow = directoryTimes(root);
+      expect(Object.keys(timesNow)).toEqual(Object.keys(times));
+      for (const [rel, mtimeMs] of Object.entries(times)) expect(timesNow[rel], rel).toBeCloseTo(mtimeMs, 2);
+      // Everything that went aside came back: the aside folder is empty.
+      expect(fs.readdirSync(path.join(stagingDir, "aside"))).toEqual([]);
+    } finally {
+      spawnSync("chattr", ["-i", locked]);
+    }
+  });
+
+  it("succeeds as a whole: what went aside is gone, and a directory made read-only still got its new entries", async () => {
+    const root = tree(files);
+    fs.symlinkSync("a.txt", path.join(root, "link"));
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        changeEverything(copy);
+        fs.writeFileSync(path.join(copy, "new/second.txt"), "2");
+        fs.chmodSync(path.join(copy, "new"), 0o555);
+      }),
+    );
+    applyReturnedTree(before, returned, "the workspace", { asideDir: stagingDir });
+    expect(listing(root)).toEqual({
+      "a.txt": "file:644:a, changed",
+      dir: "dir:700",
+      "dir/keep.txt": "file:644:keep",
+      link: "file:644:a file now",
+      "mode.sh": "file:755:echo",
+      new: "dir:555",
+      "new/n.txt": "file:644:new",
+      "new/second.txt": "file:644:2",
+      "z-locked.txt": "file:644:changed too",
+    });
+    expect(fs.existsSync(path.join(stagingDir, "aside"))).toBe(false);
+    expect(fs.readdirSync(root).filter((name) => name.startsWith(".sandbox-run-"))).toEqual([]);
+  });
+
+  it("without an aside folder (or across a mount) entries wait next to their place, and are gone after success", async () => {
+    const root = tree({ "sub/a.txt": "a", "sub/b.txt": "b" });
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "sub/a.txt"), "changed");
+        fs.rmSync(path.join(copy, "sub/b.txt"));
+      }),
+    );
+    applyReturnedTree(before, returned, "the workspace");
+    expect(listing(root)).toEqual({ sub: "dir:755", "sub/a.txt": "file:644:changed" });
+  });
+
+  it("a staging directory whose apply was cut off keeps the caller's originals next to it", () => {
+    const parent = tempDir("sandbox-run-transfer-parent-");
+    const staging = path.join(parent, ".sandbox-run-staging-ws-x");
+    fs.mkdirSync(path.join(staging, "aside"), { recursive: true });
+    fs.writeFileSync(path.join(staging, "aside", "1"), "the caller's original");
+    fs.writeFileSync(path.join(staging, "7"), "staged");
+    removeStagingDir(staging);
+    const kept = fs.readdirSync(parent);
+    expect(kept).toEqual([expect.stringMatching(/^\.sandbox-run-kept-[0-9a-f]{12}$/)]);
+    expect(fs.readFileSync(path.join(parent, kept[0]!, "1"), "utf8")).toBe("the caller's original");
   });
 });

@@ -1,0 +1,118 @@
+// The patch hand-back: the judged changes as a git-style patch, in the same format (and made by the
+// same code, record/workspace-patch.ts) as a run record's `changes.patch`. Two private folders are
+// filled with only the changed paths, the host's side as it was sent (checked by hash) and the
+// returned side from the staging directory, and diffed. Git metadata (any `.git` path) is never
+// part of it. Per file and in total the record's caps apply; what they leave out is noted.
+import fs from "node:fs";
+import path from "node:path";
+import {
+  diffSides,
+  PATCH_FILE_MAX_BYTES,
+  PATCH_PATH_MAX_BYTES,
+  PATCH_TOTAL_MAX_BYTES,
+} from "../record/workspace-patch.js";
+import type { HostTree } from "../workspace-transfer/host-tree.js";
+import { type ChangeContent, copySentContent, type JudgedChange } from "../workspace-transfer/judged-changes.js";
+import type { TreeEntry } from "../workspace-transfer/tree-entry.js";
+import { isGitMetadata } from "./git-paths.js";
+
+export interface PatchHandBack {
+  mode: "patch";
+  /** The git-style patch ("" when nothing changed). */
+  patch: string;
+  /** What the patch leaves out, and why (empty when it has everything). */
+  notes: string[];
+  /** Files and symlinks in it. */
+  files: number;
+  bytes: number;
+}
+
+export interface ChangePatchInput {
+  changes: readonly JudgedChange[];
+  /** The tree as sent (for the host's side of modified and deleted files). */
+  sent: HostTree;
+  /** A private folder of this run (the sides are made and removed in it). */
+  privateDir: string;
+  /** "the workspace /path", for messages. */
+  what: string;
+}
+
+export function patchOfChanges(input: ChangePatchInput): PatchHandBack {
+  const scratch = fs.mkdtempSync(path.join(input.privateDir, "patch-"));
+  const notes: string[] = [];
+  try {
+    const sides = { a: path.join(scratch, "a"), b: path.join(scratch, "b") };
+    fs.mkdirSync(sides.a, { mode: 0o700 });
+    fs.mkdirSync(sides.b, { mode: 0o700 });
+    let total = 0;
+    let files = 0;
+    for (const change of input.changes) {
+      if (isGitMetadata(change.path)) continue;
+      const skip = skipReason(change, total);
+      if (skip) {
+        notes.push(`${change.path} skipped: ${skip}`);
+        continue;
+      }
+      total += (change.before?.size ?? 0) + (change.after?.size ?? 0);
+      if (change.before) place(sides.a, change, change.before, { from: "sent-before" }, input);
+      if (change.after) place(sides.b, change, change.after, change.content!, input);
+      files++;
+    }
+    const patch = files > 0 ? diffSides(scratch, (line) => notes.push(line)) : "";
+    return { mode: "patch", patch, notes, files, bytes: Buffer.byteLength(patch) };
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+function skipReason(change: JudgedChange, total: number): string | undefined {
+  if (Buffer.byteLength(change.path) > PATCH_PATH_MAX_BYTES) return `path longer than ${PATCH_PATH_MAX_BYTES} bytes`;
+  const largest = Math.max(change.before?.size ?? 0, change.after?.size ?? 0);
+  if (largest > PATCH_FILE_MAX_BYTES) return `${largest} bytes (more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB)`;
+  const size = (change.before?.size ?? 0) + (change.after?.size ?? 0);
+  if (total + size > PATCH_TOTAL_MAX_BYTES) return `the patch reached ${PATCH_TOTAL_MAX_BYTES / 1048576} MiB`;
+  return undefined;
+}
+
+/** Puts one entry into a side: parents made one by one (never through a link), the entry created new. */
+function place(
+  side: string,
+  change: JudgedChange,
+  entry: TreeEntry,
+  content: ChangeContent | { from: "sent-before" },
+  input: ChangePatchInput,
+): void {
+  const rel = change.path;
+  const parts = rel.split("/");
+  let dir = side;
+  for (const part of parts.slice(0, -1)) {
+    dir = path.join(dir, part);
+    const stat = fs.lstatSync(dir, { throwIfNoEntry: false });
+    if (!stat) fs.mkdirSync(dir, { mode: 0o700 });
+    else if (!stat.isDirectory()) throw new Error(`${rel}: a parent in the patch's side is not a directory`);
+  }
+  const file = path.join(dir, parts[parts.length - 1]!);
+  // Keeps the execute bits (a patch shows mode changes), as the record's copies do.
+  const mode = (entry.mode & 0o755) | 0o600;
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  switch (content.from) {
+    case "target":
+      fs.symlinkSync(content.target, file);
+      return;
+    case "sent-before":
+      if (entry.kind === "symlink") fs.symlinkSync(entry.target ?? "", file);
+      else copySentContent(input.sent, entry, input.what, file);
+      break;
+    case "sent":
+      // Only the mode changed: the host's bytes as sent.
+      copySentContent(input.sent, change.before!, input.what, file);
+      break;
+    case "empty":
+      fs.closeSync(fs.openSync(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+      break;
+    case "staged":
+      fs.copyFileSync(content.file, file, fs.constants.COPYFILE_EXCL);
+      break;
+  }
+  fs.chmodSync(file, mode);
+}

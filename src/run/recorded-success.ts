@@ -1,0 +1,28 @@
+// A successful run as the CLI's envelope and a run record show it: the hand-back summarised (a
+// patch's text goes into its file and the record's changes.patch, not into JSON).
+import type { RecordFinish } from "../record/run-record.js";
+import type { RunDetails } from "./execute-run.js";
+
+/**
+ * A successful run as its record keeps it. A patch hand-back's text is the record's changes.patch
+ * (the workspace itself did not change), not a field of meta.json.
+ */
+export function recordedSuccess(details: RunDetails, patchFile?: string): RecordFinish {
+  const handBack = handBackSummary(details, patchFile);
+  const patch = details.handBack?.mode === "patch" ? details.handBack : undefined;
+  return {
+    ok: true,
+    result: details.result,
+    meta: { ...details, result: undefined, ...(handBack ? { handBack } : {}) },
+    ...(patch ? { changes: { patch: patch.patch, notes: patch.notes } } : {}),
+  };
+}
+
+/** The hand-back as an envelope or a record shows it: a patch's text stays in its file. */
+export function handBackSummary(details: RunDetails, patchFile?: string): Record<string, unknown> | undefined {
+  const handBack = details.handBack;
+  if (!handBack) return undefined;
+  if (handBack.mode === "branch") return { ...handBack };
+  const { patch: _text, ...rest } = handBack;
+  return { ...rest, patchFile: patchFile ?? null };
+}

@@ -1,0 +1,249 @@
+// The branch and patch hand-backs without an engine: a judged tree (sent, changed by "the sandbox"
+// with GNU tar on both ends, read back as copy-out does) becomes one commit written by the host's
+// own git, or a patch, and nothing else changes. The same with real Pi in the real image:
+// tests/integration/hand-back.test.ts.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
+import { patchOfChanges } from "../../src/hand-back/change-patch.js";
+import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
+import { judgedChanges } from "../../src/workspace-transfer/judged-changes.js";
+import { commitAll, committedTree, git, repoFingerprint, setTraps, sprungTraps } from "../support/git-repo.js";
+import { tempTrees } from "../support/temp-trees.js";
+import { type RoundTrip, roundTrip } from "../support/transfer-round-trip.js";
+
+const { dir, tree } = tempTrees("sandbox-run-hand-back-");
+
+const sandboxChanges = (copy: string) => {
+  fs.writeFileSync(path.join(copy, "a.txt"), "a, changed by the sandbox\n");
+  fs.rmSync(path.join(copy, "b.txt"));
+  fs.mkdirSync(path.join(copy, "new"));
+  fs.writeFileSync(path.join(copy, "new/d.txt"), "new file\n");
+  fs.writeFileSync(path.join(copy, "new/empty.txt"), "");
+  fs.chmodSync(path.join(copy, "run.sh"), 0o755);
+  fs.symlinkSync("a.txt", path.join(copy, "link"));
+  fs.writeFileSync(path.join(copy, "image.bin"), Buffer.from([0, 1, 2, 255, 0, 7]));
+  // Ignored by the repository's rules: left out.
+  fs.mkdirSync(path.join(copy, "build"));
+  fs.writeFileSync(path.join(copy, "build/out.js"), "built\n");
+  fs.writeFileSync(path.join(copy, "debug.log"), "log\n");
+  // Tracked although it matches an ignore rule: its change goes in.
+  fs.writeFileSync(path.join(copy, "keep.log"), "tracked log, changed\n");
+  // Git metadata and a nested repository: never handed back.
+  fs.appendFileSync(path.join(copy, ".git/config"), "[core]\n\tfsmonitor = touch /tmp/pwned-by-config\n");
+  fs.writeFileSync(path.join(copy, ".git/hooks/post-commit"), "#!/bin/sh\ntouch /tmp/pwned-by-hook\n", {
+    mode: 0o755,
+  });
+  fs.mkdirSync(path.join(copy, "vendor/lib/.git"), { recursive: true });
+  fs.writeFileSync(path.join(copy, "vendor/lib/.git/HEAD"), "ref: refs/heads/main\n");
+  fs.writeFileSync(path.join(copy, "vendor/lib/code.js"), "nested\n");
+  // A filter the host's config defines, asked for by a new .gitattributes: content, never run.
+  fs.writeFileSync(path.join(copy, ".gitattributes"), "* filter=probe\n");
+};
+
+function hostRepo(): { repo: string; base: string; markers: string } {
+  const repo = tree({
+    "a.txt": "a\n",
+    "b.txt": "b\n",
+    "run.sh": "#!/bin/sh\necho hi\n",
+    "keep.log": "tracked log\n",
+    ".gitignore": "build/\n*.log\n",
+  });
+  git(repo, "init", "-q", "-b", "main");
+  git(repo, "add", "-A");
+  git(repo, "add", "-f", "keep.log");
+  git(repo, "commit", "-qm", "base");
+  const base = git(repo, "rev-parse", "HEAD").trim();
+  const markers = dir("sandbox-run-hand-back-markers-");
+  setTraps(repo, markers);
+  return { repo, base, markers };
+}
+
+async function judged(root: string, change: (copy: string) => void): Promise<RoundTrip> {
+  return roundTrip(root, change, {
+    copy: dir("sandbox-run-hand-back-copy-"),
+    staging: dir("sandbox-run-hand-back-staging-"),
+  });
+}
+
+async function branchOf(root: string, trip: RoundTrip, runId = "0123456789ab") {
+  const privateDir = dir("sandbox-run-hand-back-private-");
+  const base = await findHandBackBase(root, privateDir);
+  return commitChanges({
+    base,
+    changes: judgedChanges(trip.before, trip.returned),
+    sent: trip.before,
+    returnedPaths: trip.returned.after.map((e) => e.path),
+    runId,
+    message: "sandbox-run: changes of run test\n",
+    privateDir,
+    what: "the workspace",
+  });
+}
+
+async function usageErrorOf(promise: Promise<unknown>): Promise<SandboxRunError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isSandboxRunError(error), String(error)).toBe(true);
+  expect((error as SandboxRunError).code).toBe("usage");
+  return error as SandboxRunError;
+}
+
+describe("branch hand-back", () => {
+  it("commits exactly the judged changes onto sandbox-run/<id>, parented on the base, as sandbox-run; the repository is otherwise byte for byte as it was and no hook, fsmonitor, filter or signing program ran", async () => {
+    const { repo, base, markers } = hostRepo();
+    const trip = await judged(repo, sandboxChanges);
+    const before = repoFingerprint(repo);
+    const report = await branchOf(repo, trip);
+
+    expect(report).toMatchObject({ mode: "branch", branch: "sandbox-run/0123456789ab", base, repository: repo });
+    expect(git(repo, "rev-parse", "refs/heads/sandbox-run/0123456789ab").trim()).toBe(report.commit);
+    expect(git(repo, "rev-parse", `${report.commit}^`).trim()).toBe(base);
+    expect(git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%G?", report.commit!).trim()).toBe(
+      `${HAND_BACK_IDENTITY.name} <${HAND_BACK_IDENTITY.email}>|${HAND_BACK_IDENTITY.name} <${HAND_BACK_IDENTITY.email}>|N`,
+    );
+    expect(committedTree(repo, report.commit!)).toEqual({
+      ".gitattributes": "100644 * filter=probe\n",
+      ".gitignore": "100644 build/\n*.log\n",
+      "a.txt": "100644 a, changed by the sandbox\n",
+      "image.bin": `100644 ${Buffer.from([0, 1, 2, 255, 0, 7]).toString("utf8")}`,
+      "keep.log": "100644 tracked log, changed\n",
+      link: "120000 a.txt",
+      "new/d.txt": "100644 new file\n",
+      "new/empty.txt": "100644 ",
+      "run.sh": "100755 #!/bin/sh\necho hi\n",
+    });
+    expect(report.diffStat).toEqual({ files: 9, insertions: 5, deletions: 3 });
+    expect(report.files).toContainEqual({ path: "image.bin" });
+    expect(report.leftOut).toEqual(
+      expect.arrayContaining([
+        { path: ".git/config", reason: "git metadata" },
+        { path: ".git/hooks/post-commit", reason: "git metadata" },
+        { path: "build/out.js", reason: "not tracked, and the repository's ignore rules exclude it" },
+        { path: "debug.log", reason: "not tracked, and the repository's ignore rules exclude it" },
+        { path: "vendor/lib/code.js", reason: "inside the nested repository vendor/lib" },
+      ]),
+    );
+    // HEAD, the index, the config, the hooks, every working-tree file: not touched at all.
+    expect(repoFingerprint(repo)).toEqual(before);
+    expect(sprungTraps(markers)).toEqual([]);
+    expect(fs.existsSync("/tmp/pwned-by-config") || fs.existsSync("/tmp/pwned-by-hook")).toBe(false);
+  });
+
+  it("a workspace below the repository's top: paths carry its prefix, the rest of the tree stays", async () => {
+    const repo = tree({ "top.txt": "top\n", "app/src/main.txt": "main\n" });
+    const base = commitAll(repo);
+    const workspace = path.join(repo, "app");
+    const trip = await judged(workspace, (copy) => fs.writeFileSync(path.join(copy, "src/main.txt"), "changed\n"));
+    const report = await branchOf(workspace, trip);
+    expect(report.base).toBe(base);
+    expect(committedTree(repo, report.commit!)).toEqual({
+      "app/src/main.txt": "100644 changed\n",
+      "top.txt": "100644 top\n",
+    });
+    expect(report.files).toEqual([{ path: "src/main.txt", insertions: 1, deletions: 1 }]);
+  });
+
+  it("a directory where the host has a symlink: its files go in (git cannot judge ignore rules below a link of the working tree)", async () => {
+    const repo = tree({ "real/keep.c": "keep\n", ".gitignore": "*.o\n" });
+    fs.symlinkSync("real", path.join(repo, "lib"));
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => {
+      fs.rmSync(path.join(copy, "lib"));
+      fs.mkdirSync(path.join(copy, "lib"));
+      fs.writeFileSync(path.join(copy, "lib/x.c"), "x\n");
+      fs.writeFileSync(path.join(copy, "lib/y.o"), "object\n");
+      fs.writeFileSync(path.join(copy, "top.o"), "object\n");
+    });
+    const report = await branchOf(repo, trip);
+    expect(committedTree(repo, report.commit!)).toEqual({
+      ".gitignore": "100644 *.o\n",
+      "lib/x.c": "100644 x\n",
+      "lib/y.o": "100644 object\n",
+      "real/keep.c": "100644 keep\n",
+    });
+    expect(report.leftOut).toEqual([
+      { path: "top.o", reason: "not tracked, and the repository's ignore rules exclude it" },
+    ]);
+  });
+
+  it("changes nothing that goes into a commit: no commit, no branch", async () => {
+    const repo = tree({ "a.txt": "a\n", ".gitignore": "*.log\n" });
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => fs.writeFileSync(path.join(copy, "x.log"), "ignored\n"));
+    const report = await branchOf(repo, trip);
+    expect(report.branch).toBeUndefined();
+    expect(report.commit).toBeUndefined();
+    expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe("refs/heads/main\n");
+  });
+
+  it("never overwrites a branch: an existing sandbox-run/<id> is refused and stays", async () => {
+    const repo = tree({ "a.txt": "a\n" });
+    const base = commitAll(repo);
+    git(repo, "branch", "sandbox-run/feedfeedfeed");
+    const trip = await judged(repo, (copy) => fs.writeFileSync(path.join(copy, "a.txt"), "b\n"));
+    const error = await usageErrorOf(branchOf(repo, trip, "feedfeedfeed"));
+    expect(error.message).toMatch(/the branch sandbox-run\/feedfeedfeed could not be created/);
+    expect(git(repo, "rev-parse", "sandbox-run/feedfeedfeed").trim()).toBe(base);
+  });
+
+  it("a workspace that is not a repository, or one without a commit, is a usage error", async () => {
+    const plain = tree({ "a.txt": "a\n" });
+    expect((await usageErrorOf(findHandBackBase(plain, dir()))).message).toMatch(/is not inside one/);
+    const unborn = tree({ "a.txt": "a\n" });
+    git(unborn, "init", "-q");
+    expect((await usageErrorOf(findHandBackBase(unborn, dir()))).message).toMatch(/HEAD names no commit yet/);
+  });
+
+  it("a mode-only change whose host file changed during the run is refused, nothing committed", async () => {
+    const repo = tree({ "run.sh": "echo\n" });
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => fs.chmodSync(path.join(copy, "run.sh"), 0o755));
+    fs.writeFileSync(path.join(repo, "run.sh"), "echo pwned\n");
+    const error = await usageErrorOf(branchOf(repo, trip));
+    expect(error.message).toMatch(/run\.sh changed on the host during the run/);
+    expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe("refs/heads/main\n");
+  });
+});
+
+describe("patch hand-back", () => {
+  it("is a git-style patch of exactly the judged changes (text, binary, link, mode, deletion), without git metadata; git apply turns the host tree into the returned one", async () => {
+    const { repo } = hostRepo();
+    const pristine = dir("sandbox-run-hand-back-pristine-");
+    execFileSync("cp", ["-a", `${repo}/.`, pristine]);
+    const trip = await judged(repo, sandboxChanges);
+    const before = repoFingerprint(repo);
+    const privateDir = dir("sandbox-run-hand-back-private-");
+    const report = patchOfChanges({
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      privateDir,
+      what: "the workspace",
+    });
+    expect(report.notes).toEqual([]);
+    expect(report.patch).toContain("diff --git a/a.txt b/a.txt");
+    expect(report.patch).toContain("deleted file mode 100644");
+    expect(report.patch).toContain("old mode 100644\nnew mode 100755");
+    expect(report.patch).toContain("GIT binary patch");
+    expect(report.patch).not.toMatch(/\.git\//);
+    expect(fs.readdirSync(privateDir)).toEqual([]);
+    expect(repoFingerprint(repo)).toEqual(before);
+
+    // Applied to the host tree as it was, the patch gives the judged tree (git metadata aside).
+    const patchFile = path.join(dir(), "changes.patch");
+    fs.writeFileSync(patchFile, report.patch);
+    git(pristine, "apply", "--binary", patchFile);
+    expect(fs.readFileSync(path.join(pristine, "a.txt"), "utf8")).toBe("a, changed by the sandbox\n");
+    expect(fs.existsSync(path.join(pristine, "b.txt"))).toBe(false);
+    expect(fs.readlinkSync(path.join(pristine, "link"))).toBe("a.txt");
+    expect(fs.statSync(path.join(pristine, "run.sh")).mode & 0o111).not.toBe(0);
+    expect([...fs.readFileSync(path.join(pristine, "image.bin"))]).toEqual([0, 1, 2, 255, 0, 7]);
+    expect(fs.readFileSync(path.join(pristine, "vendor/lib/code.js"), "utf8")).toBe("nested\n");
+    expect(fs.readFileSync(path.join(pristine, ".git/config"), "utf8")).not.toContain("pwned");
+  });
+});
