@@ -358,6 +358,18 @@ describe("injection on a secret's host", () => {
     }
   });
 
+  it("holds at most 16 TLS-terminated connections at once: the next CONNECT to a secret's host gets 503", async () => {
+    const { socketPath } = await start();
+    const held = await Promise.all(
+      Array.from({ length: 16 }, () => tunnel(socketPath, "api.test:443", trustRunCa("api.test"))),
+    );
+    await expect(tunnel(socketPath, "api.test:443", trustRunCa("api.test"))).rejects.toThrow(/CONNECT answered 503/);
+    held[0]!.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    const again = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    for (const socket of [...held, again]) socket.destroy();
+  });
+
   it("never puts the value into the URL or the body, where the placeholder stays as it is", async () => {
     const { socketPath } = await start();
     const from = seen.length;
