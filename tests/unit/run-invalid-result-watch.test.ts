@@ -13,7 +13,8 @@ const schema = {
   required: ["verdict"],
   additionalProperties: false,
 };
-const watch = () => new InvalidResultWatch({ finalToolName: FINAL, schema, validator: z.fromJSONSchema(schema) });
+const validator = () => z.fromJSONSchema(schema as unknown as Parameters<typeof z.fromJSONSchema>[0]);
+const watch = () => new InvalidResultWatch({ finalToolName: FINAL, schema, validator: validator() });
 
 function reply(calls: Array<{ name: string; args: string }>): ModelReply {
   return {
@@ -67,7 +68,7 @@ describe("InvalidResultWatch", () => {
   });
 
   it("keeps a long reason to one line of at most 400 characters", () => {
-    const w = new InvalidResultWatch({ finalToolName: FINAL, schema, validator: z.fromJSONSchema(schema) }, 1);
+    const w = new InvalidResultWatch({ finalToolName: FINAL, schema, validator: validator() }, 1);
     const seen = w.observe(final(`{"verdict":"${"x\\n".repeat(500)}"}`));
     expect(seen.trip).toBeDefined();
     expect(seen.invalid!.reason.length).toBeLessThanOrEqual(400);
