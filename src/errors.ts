@@ -12,6 +12,7 @@ export type SandboxRunErrorCode =
   | "model-error" // the provider failed (Pi still exits 0): exit 1
   | "no-result" // the agent ended without a text or final-tool result: exit 1
   | "validation" // the final object failed host-side validation: exit 1
+  | "invalid-result" // the model kept answering with a final result the schema refuses: exit 1
   | "limit" // a resource limit tripped (memory, pids, output, disk): exit 1
   | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
   | "policy-violation" // e.g. a protected path was modified: exit 1

@@ -164,6 +164,12 @@ export interface PlanLimits {
   maxOutputMb: number;
   maxLineMb: number;
   diskMb: number;
+  /** Files and folders the writable trees may gain. */
+  maxEntries: number;
+  /** The policy's turn budget (a call's maxTurns overrides it). */
+  maxTurns: number;
+  /** Output tokens one model response may use (the gateway's cap). */
+  maxOutputTokens: number;
 }
 
 /**

@@ -92,7 +92,7 @@ function defineRun(program: Command, ctx: CommandContext): void {
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("--engines <file>", ENGINES_FLAG_HELP)
     .option("--context-files", "load AGENTS.md/CLAUDE.md from the workspace (off by default: prompt injection)")
-    .option("--max-turns <n>", "stop the run when the agent starts more turns than this")
+    .option("--max-turns <n>", "stop the run after this many model responses (default: the policy's limits.maxTurns)")
     .option("--max-cost <usd>", "stop the run when the cost Pi reports passes this many US dollars")
     .option("--events <file>", "write the run's events (Pi's and the sandbox's) as JSONL while they arrive")
     .option(

@@ -22,6 +22,11 @@ export interface GatewayRequestRecord {
   refused?: string;
   /** The refusal's stable code: what to aggregate or rate-limit on. */
   reason?: RefusalCode;
+  /**
+   * A generation whose output limit the gateway changed: what it asked for (absent: none) and what
+   * was forwarded (the policy's limits.maxOutputTokens).
+   */
+  outputTokens?: { asked?: number; sent?: number };
 }
 
 export interface GatewayExchange {

@@ -24,7 +24,9 @@ export type RefusalCode =
   /** The liveness endpoint only answers GET. */
   | "liveness-method"
   /** The gateway is closing. */
-  | "closing";
+  | "closing"
+  /** The run's gateway holds as many requests, liveness requests or body bytes as it may (gateway-capacity.ts). */
+  | "busy";
 
 export interface Refusal {
   status: number;

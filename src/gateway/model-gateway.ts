@@ -3,15 +3,17 @@
 // forwards 127.0.0.1:18080 to it). Pi inside talks to `http://127.0.0.1:18080/<routeId>/...`
 // with a placeholder key. Each request passes, in order:
 //   admission   the route, the method and the path (admission.ts);
-//   body        read whole, up to a cap (request-body.ts);
-//   inspection  the api codec's view: the run's model only, no provider-side tools, no unknown
-//               beta flags; a generation must read as a conversation (request-inspection.ts);
+//   body        read whole, up to a cap, into the run's byte pool (request-body.ts);
+//   inspection  the JSON's shape, then the api codec's view: the run's model only, no provider-side
+//               tools, no unknown beta flags; a generation asks for one response of at most the
+//               output cap and must read as a conversation (request-inspection.ts);
 //   budget      a generation counts when it is forwarded (generation-budget.ts);
 //   forwarding  real credentials added on the host, the response relayed chunk by chunk while
 //               the codec's reply parser reads along (forward-request.ts, exchange-tap.ts).
 // request-handler.ts runs those steps for one request; this file owns the server.
 // Every request becomes a GatewayRequestRecord (refusals with a stable code), every forwarded
-// generation a GatewayExchange (gateway-records.ts).
+// generation a GatewayExchange (gateway-records.ts). What the gateway holds at once (connections,
+// requests in flight, liveness requests, body bytes) is bounded per run (gateway-capacity.ts).
 import http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
@@ -19,10 +21,12 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { usageError } from "../errors.js";
 import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
+import { DEFAULT_GATEWAY_CAPACITY, GatewayCapacity, type GatewayCapacityLimits } from "./gateway-capacity.js";
 import { GenerationBudget } from "./generation-budget.js";
 import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
 import { errorBody, safePath } from "./gateway-refusal.js";
 import { compileRoutes, type GatewayRoute } from "./gateway-routes.js";
+import { DEFAULT_JSON_SHAPE_LIMITS, type JsonShapeLimits } from "./json-shape.js";
 import { DEFAULT_MAX_REQUEST_BYTES } from "./request-body.js";
 import { createRequestHandler } from "./request-handler.js";
 import type { ProviderFeatures } from "./request-inspection.js";
@@ -41,6 +45,15 @@ export interface ModelGatewayOptions {
   providerFeatures?: ProviderFeatures;
   /** Largest request body in bytes (default 32 MiB); a larger one is answered 413 and refused. */
   maxRequestBytes?: number;
+  /** What the gateway holds at once (default DEFAULT_GATEWAY_CAPACITY); past it: closed connections, 503/429. */
+  capacity?: Partial<GatewayCapacityLimits>;
+  /** How much JSON one body may make the host parse (default DEFAULT_JSON_SHAPE_LIMITS). */
+  jsonShape?: JsonShapeLimits;
+  /**
+   * Output tokens one generation may ask for (the policy's limits.maxOutputTokens): a larger output
+   * limit is lowered to it, a request without one gets it written in. Absent: not capped.
+   */
+  maxOutputTokens?: number;
   /** Every request, forwarded or refused; never contains secrets. */
   onRequest?(record: GatewayRequestRecord): void;
   /** Every forwarded generation request, once its response has ended. */
@@ -86,10 +99,16 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     }
   };
   const report = (record: GatewayRequestRecord) => observe(options.onRequest, record);
+  const capacity = new GatewayCapacity({ ...DEFAULT_GATEWAY_CAPACITY, ...options.capacity });
   const handle = createRequestHandler({
     routes,
     maxRequestBytes: options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
     providerFeatures: options.providerFeatures,
+    inspection: {
+      json: options.jsonShape ?? DEFAULT_JSON_SHAPE_LIMITS,
+      ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    },
+    capacity,
     budget: new GenerationBudget(options.maxGenerations),
     agents,
     recordExchanges: options.recordExchanges,
@@ -104,6 +123,8 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   const server = http.createServer((req, res) => {
     handle(req, res).catch(() => res.destroy());
   });
+  // Past this, Node closes a new connection as it is accepted: one file descriptor for a moment.
+  server.maxConnections = capacity.limits.maxConnections;
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));

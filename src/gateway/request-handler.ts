@@ -7,6 +7,7 @@ import type { ModelRequest } from "./apis/api-codec.js";
 import { admitRequest } from "./admission.js";
 import { ExchangeTap } from "./exchange-tap.js";
 import { elapsed, type ForwardResult, forwardRequest, type UpstreamSettlement } from "./forward-request.js";
+import type { CapacityLease, GatewayCapacity } from "./gateway-capacity.js";
 import type { BudgetTicket, GenerationBudget } from "./generation-budget.js";
 import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
 import { errorBody, type Refusal, refusal, safePath, sendJson } from "./gateway-refusal.js";
@@ -14,12 +15,16 @@ import type { CompiledRoute } from "./gateway-routes.js";
 import { GATEWAY_LIVENESS_PATH, holdLiveness } from "./liveness.js";
 import { relayableRequestHeaders } from "./relay-headers.js";
 import { readRequestBody } from "./request-body.js";
-import { inspectRequest, type ProviderFeatures } from "./request-inspection.js";
+import { type InspectionLimits, inspectRequest, type ProviderFeatures } from "./request-inspection.js";
 
 export interface HandlerContext {
   routes: ReadonlyMap<string, CompiledRoute>;
   maxRequestBytes: number;
   providerFeatures?: ProviderFeatures;
+  /** The output cap and the JSON shape limits requests are inspected with. */
+  inspection: InspectionLimits;
+  /** What the run's gateway may hold at once: requests, liveness requests, body bytes. */
+  capacity: GatewayCapacity;
   budget: GenerationBudget;
   agents: { http: http.Agent; https: https.Agent };
   recordExchanges?: RecordLimits;
@@ -69,28 +74,31 @@ export function createRequestHandler(ctx: HandlerContext) {
       );
     };
 
+    const { limits } = ctx.capacity;
     if (base.path === GATEWAY_LIVENESS_PATH) {
       if (method !== "GET") return refuse(refusal(403, "liveness-method", "the liveness endpoint only answers GET"));
       if (ctx.closing()) return refuse(refusal(503, "closing", "the gateway is closing"));
-      holdLiveness(req, res, () =>
-        ctx.report({ ...base, status: 200, requestBytes, responseBytes: 0, durationMs: elapsed(started) }),
-      );
+      const held = ctx.capacity.liveness();
+      if (!held) return refuse(refusal(429, "busy", `${limits.maxLiveness} liveness requests are held already`));
+      holdLiveness(req, res, () => {
+        held.release();
+        ctx.report({ ...base, status: 200, requestBytes, responseBytes: 0, durationMs: elapsed(started) });
+      });
       return;
     }
 
+    const lease = ctx.capacity.request();
+    if (!lease) return refuse(refusal(503, "busy", `${limits.maxRequests} requests of this run are in flight already`));
+    res.once("close", () => lease.release());
     const admission = admitRequest(ctx.routes, method, rawUrl);
     if (!admission.ok) return refuse(admission, admission.routeId);
     const { route } = admission;
-    const read = await readRequestBody(req, ctx.maxRequestBytes);
-    if (!read.ok && read.problem === "too-large") {
-      return refuse(refusal(413, "body-too-large", `the body is larger than ${ctx.maxRequestBytes} bytes`), route.id);
-    }
-    if (!read.ok) {
+    const inspection = await readAndInspect(ctx, req, method, admission, lease);
+    if (!inspection.ok && inspection.code === "aborted") {
       res.destroy();
       const durationMs = elapsed(started);
       return ctx.report({ routeId: route.id, ...base, status: 499, requestBytes, responseBytes: 0, durationMs });
     }
-    const inspection = inspectRequest(admission, method, read.body, req.headers, ctx.providerFeatures);
     if (!inspection.ok) return refuse(inspection, route.id);
 
     const ticket = admission.generation ? ctx.budget.take() : undefined;
@@ -103,8 +111,31 @@ export function createRequestHandler(ctx: HandlerContext) {
       ...base,
       requestBytes,
       conversation: inspection.request,
+      outputTokens: inspection.outputTokens,
     }));
   };
+}
+
+/** The body, read into the run's byte pool, then inspected; "aborted" when the client left first. */
+async function readAndInspect(
+  ctx: HandlerContext,
+  req: http.IncomingMessage,
+  method: string,
+  admission: Extract<ReturnType<typeof admitRequest>, { ok: true }>,
+  lease: CapacityLease,
+): Promise<ReturnType<typeof inspectRequest> | { ok: false; code: "aborted" }> {
+  const read = await readRequestBody(req, ctx.maxRequestBytes, lease);
+  if (!read.ok && read.problem === "too-large")
+    return { ok: false, ...refusal(413, "body-too-large", `the body is larger than ${ctx.maxRequestBytes} bytes`) };
+  if (!read.ok && read.problem === "no-room") {
+    const mib = Math.round(ctx.capacity.limits.maxBufferedBytes / 1048576);
+    return {
+      ok: false,
+      ...refusal(503, "busy", `the bodies of this run's requests in flight fill the gateway's ${mib} MiB`),
+    };
+  }
+  if (!read.ok) return { ok: false, code: "aborted" };
+  return inspectRequest(admission, method, read.body, req.headers, ctx.providerFeatures, ctx.inspection);
 }
 
 interface Admitted {
@@ -121,10 +152,16 @@ interface Admitted {
 async function forwardAndReport(
   ctx: HandlerContext,
   { req, res, admitted, body, ticket, started }: Admitted,
-  facts: () => { method: string; path: string; requestBytes: number; conversation?: ModelRequest },
+  facts: () => {
+    method: string;
+    path: string;
+    requestBytes: number;
+    conversation?: ModelRequest;
+    outputTokens?: { asked?: number; sent?: number };
+  },
 ): Promise<void> {
   const { route } = admitted;
-  const { method, path, conversation } = facts();
+  const { method, path, conversation, outputTokens } = facts();
   const request = admitted.generation && ctx.exchange ? conversation : undefined;
   const seq = request ? ctx.nextGeneration() : 0;
   const tap = request ? new ExchangeTap(route.codec, ctx.recordExchanges) : undefined;
@@ -152,6 +189,8 @@ async function forwardAndReport(
     requestBytes: facts().requestBytes,
     responseBytes: result.responseBytes,
     durationMs: elapsed(started),
+    // Only when the gateway changed the request's output limit (lowered it, or wrote one in).
+    ...(outputTokens?.sent !== undefined && outputTokens.asked !== outputTokens.sent ? { outputTokens } : {}),
   });
   if (!request || !tap) return;
   const sent = { method, target: req.url ?? "", headers: relayable, body };

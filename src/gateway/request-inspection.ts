@@ -4,13 +4,32 @@
 // request must also read as a conversation, or it is not relayed at all.
 import type http from "node:http";
 import type { ModelRequest, RequestPolicy } from "./apis/api-codec.js";
+import type { JsonRecord } from "./apis/codec-support.js";
+import { capGeneration } from "./apis/generation-limits.js";
 import type { Admitted } from "./admission.js";
+import { jsonShapeProblem, type JsonShapeLimits } from "./json-shape.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
 
 /** What the policy allows beyond Pi's own requests (the model itself comes from the route). */
 export type ProviderFeatures = Omit<RequestPolicy, "model">;
 
-export type Inspection = { ok: true; body: Buffer; request?: ModelRequest } | ({ ok: false } & Refusal);
+/** What one generation may cost and how much JSON the gateway parses for it. */
+export interface InspectionLimits {
+  /** Output tokens one response may use (the policy's limits.maxOutputTokens); absent: not capped. */
+  maxOutputTokens?: number;
+  /** The JSON's shape: values and nesting, checked before it is parsed. */
+  json?: JsonShapeLimits;
+}
+
+export type Inspection =
+  | {
+      ok: true;
+      body: Buffer;
+      request?: ModelRequest;
+      /** A generation's output limit: what the request asked for and what was forwarded. */
+      outputTokens?: { asked?: number; sent?: number };
+    }
+  | ({ ok: false } & Refusal);
 
 export function inspectRequest(
   admitted: Admitted,
@@ -18,6 +37,7 @@ export function inspectRequest(
   body: Buffer,
   headers: http.IncomingHttpHeaders,
   features: ProviderFeatures = {},
+  limits: InspectionLimits = {},
 ): Inspection {
   const { route, rest } = admitted;
   if (method === "GET") {
@@ -25,6 +45,9 @@ export function inspectRequest(
       ? { ok: true, body }
       : { ok: false, ...refusal(400, "body-unreadable", "a GET request to a model API carries no body") };
   }
+  // JSON.parse of 32 MiB of `[{},{},...]` takes ~1 GB and 17 s of this process: count first.
+  const shape = jsonShapeProblem(body, limits.json);
+  if (shape) return { ok: false, ...refusal(413, "body-too-large", shape) };
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString("utf8"));
@@ -33,6 +56,9 @@ export function inspectRequest(
   }
   const reason = route.codec.refusal(rest, parsed, headers, { ...features, model: route.model });
   if (reason !== undefined) return { ok: false, ...refusal(403, "request-policy", reason) };
+  // One response per generation, of at most the run's output cap (lowered in place before it is serialised).
+  const cap = admitted.generation ? capGeneration(route.api, parsed as JsonRecord, limits.maxOutputTokens) : undefined;
+  if (cap && !cap.ok) return { ok: false, ...refusal(403, "request-policy", cap.reason) };
   // What was checked is what is sent: re-serialised, so that a duplicate key or another parser
   // difference between this host and the provider cannot carry a second model or tool past the check.
   const forwarded = Buffer.from(JSON.stringify(parsed), "utf8");
@@ -48,5 +74,11 @@ export function inspectRequest(
       ),
     };
   }
-  return { ok: true, body: forwarded, request: conversation.request };
+  const outputTokens = cap?.ok && (cap.asked !== undefined || cap.sent !== undefined) ? cap : undefined;
+  return {
+    ok: true,
+    body: forwarded,
+    request: conversation.request,
+    ...(outputTokens ? { outputTokens: { asked: outputTokens.asked, sent: outputTokens.sent } } : {}),
+  };
 }

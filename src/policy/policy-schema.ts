@@ -68,6 +68,24 @@ export const secretSchema = z
   })
   .strict();
 
+/**
+ * The default turn budget. SWE-bench-style repository tasks are run with a step limit of 250
+ * (mini-swe-agent's swebench config) and strong models finish most of them well inside it; a real
+ * turn takes seconds, so within the default 15-minute timeout few runs reach 250 at all. A broken
+ * model answering in milliseconds (4,369 turns in 15 minutes) stops after 250 instead.
+ */
+export const DEFAULT_MAX_TURNS = 250;
+/**
+ * The default output cap per model response: Pi asks for the model's maximum (16k-128k for its
+ * built-in models, 262k for some), an agent's reply is rarely more than a few thousand tokens, and
+ * 32,000 leaves room for a long file written in one tool call or a long reasoning phase.
+ */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
+/** Anthropic needs a thinking budget of at least 1,024 tokens below max_tokens. */
+export const MIN_OUTPUT_TOKENS = 2048;
+/** The default entry limit: copy mode's cap on a returned tree before it became a policy field. */
+export const DEFAULT_MAX_ENTRIES = 200_000;
+
 export const limitsSchema = z
   .object({
     memoryMb: z.number().int().min(64).describe("Memory limit of the container in MiB (swap included)"),
@@ -87,6 +105,31 @@ export const limitsSchema = z
       .min(1)
       .describe(
         "Disk the sandbox may add to the workspace and extra writable roots together, in MiB; also the largest file any process in the sandbox may write",
+      ),
+    // Issue 17 part 6: the limits below have defaults, so policy files written before them still load.
+    maxEntries: z
+      .number()
+      .int()
+      .min(1)
+      .default(DEFAULT_MAX_ENTRIES)
+      .describe(
+        "Files and folders the run may add to the workspace and extra writable roots together (net: created minus removed); counted while the run is live (inode use, then an exact count) and exactly after it. In copy mode each writable tree may come back with at most this many more entries than were copied in",
+      ),
+    maxTurns: z
+      .number()
+      .int()
+      .min(1)
+      .default(DEFAULT_MAX_TURNS)
+      .describe(
+        "Model responses the run may ask for, counted by the host-side gateway (also requests the sandbox sends itself); --max-turns / maxTurns override it for one run",
+      ),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .min(MIN_OUTPUT_TOKENS)
+      .default(DEFAULT_MAX_OUTPUT_TOKENS)
+      .describe(
+        "Output tokens one model response may use: the gateway lowers a larger max_tokens (max_completion_tokens, max_output_tokens, maxOutputTokens) to this, and sets it where a request names none",
       ),
   })
   .strict();

@@ -8,7 +8,9 @@
 // (the proxy holds no policy), resolve the name on the host (no DNS leaves the sandbox), refuse
 // when any resolved address is in a refused range (`guard`), and connect to the address that
 // was checked, so a second DNS answer cannot point the connection somewhere else (rebinding).
-// Every decision is reported.
+// Every decision is reported. What one run's proxy holds is bounded: connections (each holds at
+// most one upstream socket; tunnels and relays stream with backpressure, so no body is buffered
+// whole) and TLS-terminated connections, which cost more (a TLS and an HTTP/2 session each).
 import dns from "node:dns/promises";
 import http from "node:http";
 import net from "node:net";
@@ -58,6 +60,10 @@ export interface EgressProxyOptions {
   upstreamPort?: (host: string, port: number) => number;
   /** Secrets: TLS termination for their hosts; absent, every CONNECT is a plain tunnel. */
   interception?: Interception;
+  /** Connections from the sandbox open at once (default 128); more are closed as they arrive. */
+  maxConnections?: number;
+  /** Of those, TLS-terminated ones (default 16); more CONNECTs to a secret's host get 503. */
+  maxTerminated?: number;
 }
 
 export interface EgressProxy {
@@ -66,6 +72,13 @@ export interface EgressProxy {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 15_000;
+/**
+ * Package managers open a few dozen connections at most (npm's maxsockets 15, pip's pools of 10,
+ * yarn's 50); each connection here costs two file descriptors and two sockets' buffers.
+ */
+const DEFAULT_MAX_CONNECTIONS = 128;
+/** git and a registry client need one or two connections to a secret's host; each costs a TLS and an HTTP/2 session. */
+const DEFAULT_MAX_TERMINATED = 16;
 
 const defaultResolve: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true });
 
@@ -99,6 +112,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     report,
   });
 
+  const maxTerminated = options.maxTerminated ?? DEFAULT_MAX_TERMINATED;
+  let terminated = 0;
   const server = http.createServer((req, res) => {
     const method = req.method ?? "GET";
     let url: URL;
@@ -152,6 +167,10 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       // Bytes the client sent after the CONNECT head belong to the tunnel.
       if (head.length > 0) client.unshift(head);
       if (interception?.terminates(target.host, port)) {
+        if (terminated >= maxTerminated)
+          return refuseSocket(client, 503, `${maxTerminated} connections to secrets' hosts are open already`);
+        terminated++;
+        client.once("close", () => terminated--);
         client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
         return interception.terminate(client, { ...target, port: upstreamPort(target.host, port) }, (d) =>
           report({ ...d, port }),
@@ -187,6 +206,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   server.on("upgrade", (_req: http.IncomingMessage, socket: net.Socket) =>
     refuseSocket(socket, 403, "protocol upgrades over plain HTTP are not proxied"),
   );
+  // Past this, Node closes a new connection as it is accepted: one file descriptor for a moment.
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   server.on("connection", (socket: net.Socket) => track(socket));
   server.on("clientError", (_error, socket: net.Socket) => socket.destroy());
 

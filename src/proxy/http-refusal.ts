@@ -8,6 +8,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: "Forbidden",
   501: "Not Implemented",
   502: "Bad Gateway",
+  503: "Service Unavailable",
 };
 
 export function refusalBody(reason: string): string {

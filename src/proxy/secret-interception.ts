@@ -14,7 +14,7 @@ import { type HeaderValue, rewriteRequest } from "./header-rewriter.js";
 import { canonicalHost } from "./host-name.js";
 import { refusalBody } from "./http-refusal.js";
 import type { RunCa } from "./run-ca.js";
-import { type Replacement, ScrubStream, scrubText } from "./scrubber.js";
+import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "./scrubber.js";
 import type { SecretBinding } from "./secret-bindings.js";
 import { type TerminatedRequest, type TerminatedResponse, type TlsSession, terminateTls } from "./tls-terminator.js";
 import { createUpstream, type Upstream } from "./upstream-client.js";
@@ -37,11 +37,8 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
   const { bindings } = options;
   const certificates = new HostCertificates(options.ca);
   const upstreams = new Set<Upstream>();
-  // Whatever the request, no answer may carry a value (or its base64) back into the sandbox.
-  const runScrub: Replacement[] = bindings.flatMap((b) => [
-    { find: b.value, replace: b.placeholder },
-    { find: Buffer.from(b.value).toString("base64"), replace: Buffer.from(b.placeholder).toString("base64") },
-  ]);
+  // Whatever the request, no answer may carry a value (or its base64, at any alignment) back into the sandbox.
+  const runScrub: Replacement[] = bindings.flatMap((b) => secretForms(b.value, b.placeholder));
 
   return {
     terminates: (host, port) => port === SECRET_PORT && bindings.some((b) => b.hosts.includes(host)),
@@ -128,7 +125,8 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
     }
     // Ask for an uncompressed answer: the scrubber can only find the value where it is literal.
     const headers = { ...verdict.headers, "accept-encoding": "identity" };
-    const scrub = [...verdict.scrub, ...runScrub];
+    // Each header value the proxy produced, also without its scheme (a bare Basic credential).
+    const scrub = [...verdict.scrub.flatMap((r) => headerForms(r.find, r.replace)), ...runScrub];
     ctx.upstream.request({ method, path, authority: authority || target.host, headers, body: req }).then(
       (response) =>
         relayResponse(res, method, response, scrub, (reason) => ctx.report({ action: "failed", ...base, reason })),
@@ -159,27 +157,39 @@ function relayResponse(
     response.body.resume();
     return void res.end();
   }
-  const encoding = String(headers["content-encoding"] ?? "identity")
-    .trim()
-    .toLowerCase();
-  const decoder = decoderFor(encoding);
-  if (decoder === null) {
+  // What the body went through, outermost last: its content codings, then its transfer codings
+  // (HTTP/1.1 `Transfer-Encoding: gzip, chunked`: Node undoes `chunked` only, the gzip stays).
+  const content = codings(headers["content-encoding"]);
+  const transfer = codings(response.headers["transfer-encoding"]).filter((c) => c !== "chunked");
+  const decoders = [...transfer, ...content].reverse().map((coding) => ({ coding, decoder: decoderFor(coding) }));
+  const unknown = decoders.find((d) => d.decoder === null);
+  if (unknown) {
     response.body.destroy();
-    const reason = `the upstream answered with content-encoding ${encoding.slice(0, 40)}, which cannot be scrubbed of secrets`;
+    const which = transfer.includes(unknown.coding) ? "transfer-encoding" : "content-encoding";
+    const reason = `the upstream answered with ${which} ${unknown.coding.slice(0, 40)}, which cannot be scrubbed of secrets`;
     onFailure(reason);
     answer(res, 502, reason);
     return;
   }
   // Scrubbing may change the length; the framing is left to the HTTP layer (chunked or h2 frames).
   delete headers["content-length"];
-  if (decoder) delete headers["content-encoding"];
+  if (content.length > 0) delete headers["content-encoding"];
   (res as http.ServerResponse).writeHead(response.status, headers);
   const stages: Array<Readable | Transform | NodeJS.WritableStream> = [response.body];
-  if (decoder) stages.push(decoder);
+  for (const { decoder } of decoders) if (decoder) stages.push(decoder);
   stages.push(new ScrubStream(scrub), res as http.ServerResponse);
   pipeline(stages as unknown as [Readable, NodeJS.WritableStream], (error) => {
     if (error) res.destroy();
   });
+}
+
+/** The codings a Content-Encoding or Transfer-Encoding header lists, in the order they were applied. */
+function codings(header: HeaderValue | undefined): string[] {
+  const values = Array.isArray(header) ? header : header === undefined ? [] : [header];
+  return values
+    .flatMap((value) => value.split(","))
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== "" && coding !== "identity");
 }
 
 /** A decompressor for an encoding; undefined for identity; null when there is none. */

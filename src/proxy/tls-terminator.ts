@@ -27,9 +27,20 @@ export interface TerminatorOptions {
   onClose(): void;
 }
 
+const MAX_STREAMS = 32;
+const MAX_SESSION_MEMORY_MB = 4;
+
 export function terminateTls(client: net.Socket, options: TerminatorOptions): void {
   const server = http2.createSecureServer(
-    { ...options.certificate, allowHTTP1: true, minVersion: "TLSv1.2" },
+    {
+      ...options.certificate,
+      allowHTTP1: true,
+      minVersion: "TLSv1.2",
+      // Bounded per connection (the proxy bounds the connections): streams at once, and nghttp2's
+      // own buffers (Node's default is 10 MB per session; flow control keeps real use far below).
+      settings: { maxConcurrentStreams: MAX_STREAMS },
+      maxSessionMemory: MAX_SESSION_MEMORY_MB,
+    },
     (req: TerminatedRequest, res: TerminatedResponse) => {
       // For HTTP/2 this is a proxy to the session's TLS socket; either way it has the SNI.
       const socket = req.socket as tls.TLSSocket & { servername?: string | false };

@@ -112,6 +112,8 @@ function deferred<T>(): Deferred<T> {
 }
 
 const STDERR_TAIL_CHARS = 4000;
+/** How long a stream may stay open after its host-side connection closed (as relay.mjs's bridge). */
+const CLOSE_GRACE_MS = 5_000;
 
 /**
  * The exec that reaches the launcher's relay: perl (in every Debian image), joining its stdio to
@@ -396,7 +398,16 @@ export class Relay {
         if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
       };
       upstream.on("error", close);
-      upstream.on("close", close);
+      // The host's server ended the connection (Pi's keep-alive timeout, the gateway's connection
+      // cap): end the stream as a normal close, like the relay does for the sandbox's side (W8);
+      // a burst of resets would end the whole session. Cancel only if the relay never ends its side.
+      upstream.on("close", (hadError) => {
+        if (hadError || stream.destroyed) return close();
+        stream.resume();
+        if (!stream.headersSent) stream.respond({ ":status": 200 });
+        if (!stream.writableEnded) stream.end();
+        setTimeout(close, CLOSE_GRACE_MS).unref();
+      });
       stream.on("close", close);
       upstream.once("connect", () => {
         if (stream.destroyed) return close();

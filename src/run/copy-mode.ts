@@ -69,8 +69,6 @@ interface Copied {
   stagingDir?: string;
 }
 
-/** Entries a returned tree may have beyond the ones sent in. */
-const NEW_ENTRIES_ALLOWED = 200_000;
 /** Room for tar's headers in the byte cap of a returned tree. */
 const HEADER_ALLOWANCE_BYTES = 64 * 1024 * 1024;
 
@@ -206,7 +204,8 @@ export class CopyModeWorkspace {
         what: describe(copied.copy),
         limits: {
           maxBytes: this.options.diskMb * 1024 * 1024 + HEADER_ALLOWANCE_BYTES,
-          maxEntries: tree.entries.length + NEW_ENTRIES_ALLOWED,
+          // Entries a returned tree may have beyond the ones sent in: the policy's limits.maxEntries.
+          maxEntries: tree.entries.length + this.options.plan.limits.maxEntries,
           maxPathBytes: 4096,
           maxDepth: 1024,
           maxLinkTargetBytes: 4096,

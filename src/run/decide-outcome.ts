@@ -1,15 +1,15 @@
 // How a run ends, decided from what the host saw: a tripped limit, budget, timeout or abort; the
 // container's exit; and what the event stream claims the agent produced. A pure function, so the
 // failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
-// aborted > timeout > tripped limit > limit shown by the exit > crash > contradiction > result
-// (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
+// aborted > timeout > replay divergence > invalid results > tripped limit > limit shown by the exit
+// > crash > contradiction > result (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
 import type { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
 import { formatZodIssues } from "../util/config-file.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
-import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
+import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { Trip } from "./run-trip.js";
 
 export interface OutcomeFacts {
@@ -55,6 +55,14 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       new SandboxRunError("replay-divergence", trip.message, {
         ...evidence,
         hint: 'If the change is intended, record the run again; to see every difference, replay with --replay-mode lenient (or mode: "lenient").',
+      }),
+    );
+  }
+  if (trip?.code === "invalid-result") {
+    return fail(
+      new SandboxRunError("invalid-result", trip.message, {
+        ...evidence,
+        hint: invalidResultHint,
       }),
     );
   }

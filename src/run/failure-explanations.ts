@@ -24,6 +24,10 @@ export function limitFromExit(
   return undefined;
 }
 
+/** What to do when the model kept answering with a final result the schema refuses. */
+export const invalidResultHint =
+  "Check that the schema asks for what the prompt asks for (and can be satisfied), say in the prompt what each field must hold, or use a stronger model.";
+
 export function limitHint(limit?: string): string {
   switch (limit) {
     case "memory":
@@ -35,13 +39,15 @@ export function limitHint(limit?: string): string {
     case "output":
       return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
     case "turns":
-      return "Raise the turn budget (--max-turns / maxTurns), or give the agent a smaller task.";
+      return "Raise the turn budget (limits.maxTurns in a policy file, or --max-turns / maxTurns for one run), or give the agent a smaller task.";
     case "cost":
       return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
     case "line":
       return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
     case "disk":
       return "Raise limits.diskMb in a policy file, or keep what the task writes to the workspace smaller.";
+    case "entries":
+      return "Raise limits.maxEntries in a policy file if the task really creates that many files (a large node_modules can), or keep generated files out of the workspace.";
     case "records":
       return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
     case "events":

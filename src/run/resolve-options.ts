@@ -64,7 +64,7 @@ export interface SandboxOptions {
   contextFiles?: boolean;
   /** Stop the run when the cost Pi reports passes this many US dollars. */
   maxCostUsd?: number;
-  /** Stop the run when the agent starts more than this many turns. */
+  /** Stop the run after this many model responses; overrides the policy's limits.maxTurns. */
   maxTurns?: number;
   /**
    * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), so the
@@ -98,7 +98,8 @@ export interface ResolvedRun {
   modelsJson?: unknown;
   timeoutMs: number;
   extraArgs: string[];
-  budgets: { maxCostUsd?: number; maxTurns?: number };
+  /** maxTurns: the call's, else the policy's limits.maxTurns. */
+  budgets: { maxCostUsd?: number; maxTurns: number };
   /** The runner image asked for, if any (else this version's runner image). */
   image?: string;
   /** Things the caller should know before trusting this run (e.g. a config file inside the workspace). */
@@ -226,7 +227,11 @@ export function resolveRun(
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
 
-  const budgets = { maxCostUsd: run.maxCostUsd ?? config.maxCostUsd, maxTurns: run.maxTurns ?? config.maxTurns };
+  // The turn budget always has a value: the policy's (limits.maxTurns) unless the call names one.
+  const budgets = {
+    maxCostUsd: run.maxCostUsd ?? config.maxCostUsd,
+    maxTurns: run.maxTurns ?? config.maxTurns ?? policy.limits.maxTurns,
+  };
   if (budgets.maxCostUsd !== undefined && !(budgets.maxCostUsd > 0)) {
     throw usageError(`The cost budget must be a positive number of dollars, got ${budgets.maxCostUsd}.`);
   }

@@ -10,6 +10,7 @@ import { startRunEgress } from "../proxy/run-egress.js";
 import type { TrafficSink } from "../record/run-record.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
+import { InvalidResultWatch } from "./invalid-result-watch.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import type { RunTimeline } from "./run-events.js";
@@ -49,9 +50,15 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
     routes = replay.routes;
   }
 
+  // Schema mode: every final result the model gives in Pi's conversation is judged on the host.
+  const invalidResults =
+    run.validator && plan.schema && plan.finalToolName
+      ? new InvalidResultWatch({ finalToolName: plan.finalToolName, schema: plan.schema, validator: run.validator })
+      : undefined;
   const gateway = await startModelGateway({
     socketPath: `${runDir}/gateway.sock`,
     routes,
+    maxOutputTokens: run.policy.limits.maxOutputTokens,
     onRequest: (record) => {
       const type = record.refused ? "gateway.refused" : "gateway.request";
       driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
@@ -71,6 +78,10 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       // Pi's own exchanges are bounded by its turns; off-chain ones are the sandbox's doing.
       if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
       else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
+      const reply = verdict.onChain && ledger.last?.delivered ? exchange.reply : undefined;
+      const judged = reply ? invalidResults?.observe(reply) : undefined;
+      if (judged?.invalid) timeline.sandbox("result.invalid", { seq: exchange.seq, ...judged.invalid });
+      if (judged?.trip) trip.fire(judged.trip);
     },
     maxGenerations: run.budgets.maxTurns,
     onBudgetExceeded: (attempted) =>

@@ -1,10 +1,11 @@
 // One run's tripwire: the first limit, budget, timeout or abort that fires decides how the run
 // ends; later ones are ignored. Everything that can stop a run (the stream supervisor, the model
-// gateway's turn count, the disk watch, the timer, the caller's signal) fires the same object, and
+// gateway's turn count, the invalid-result watch, the disk watch, the timer, the caller's signal)
+// fires the same object, and
 // the supervisor listens once to stop the container.
 
 export interface Trip {
-  code: "timeout" | "aborted" | "limit" | "replay-divergence";
+  code: "timeout" | "aborted" | "limit" | "replay-divergence" | "invalid-result";
   /** Which limit, for code "limit": memory, pids, output, line, records, turns, cost, disk, ... */
   limit?: string;
   message: string;

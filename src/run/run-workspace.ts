@@ -7,7 +7,7 @@ import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
-import { DiskWatch } from "../workspace/disk-watch.js";
+import { type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
 import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
@@ -45,6 +45,8 @@ export interface WorkspaceOutcome {
   restore?: WorkspaceReport["restore"];
   /** Bind mode: the trees' allocated bytes before and after (for the exact disk check). */
   allocatedBytes?: WorkspaceReport["allocatedBytes"];
+  /** Bind mode: the trees' entries before and after (for the exact entry check). */
+  entries?: WorkspaceReport["entries"];
   snapshotMs: number;
   /** false in copy mode: what came back was judged before anything reached the host. */
   applied: boolean;
@@ -61,7 +63,7 @@ export class RunWorkspace {
   static async prepare(input: RunWorkspaceInput): Promise<RunWorkspace> {
     const { planned, runDir, timeline, trip, cleanups, removeSandbox, signal } = input;
     const { run, plan } = planned;
-    const diskMb = plan.limits.diskMb;
+    const { diskMb, maxEntries } = plan.limits;
 
     let lease: OwnershipLease | undefined;
     if (plan.handBackTo) {
@@ -115,8 +117,10 @@ export class RunWorkspace {
         ? await DiskWatch.start({
             roots: writable,
             limitBytes: diskMb * 1024 * 1024,
+            limitEntries: maxEntries,
             baselineBytes: watch.allocatedBytesBefore,
-            onExceeded: ({ grownBytes }) => trip.fire(diskTrip(grownBytes, diskMb)),
+            baselineEntries: watch.entriesBefore,
+            onExceeded: (over) => trip.fire(diskTrip(over)),
           })
         : undefined;
     if (diskWatch) cleanups.add(() => diskWatch.stop());
@@ -180,11 +184,19 @@ export class RunWorkspace {
    * did not catch it while it was live.
    */
   async checkDisk(outcome: WorkspaceOutcome): Promise<void> {
-    const over = outcome.allocatedBytes ? await this.diskWatch?.check(outcome.allocatedBytes.after) : undefined;
+    const after =
+      outcome.allocatedBytes && outcome.entries
+        ? { bytes: outcome.allocatedBytes.after, entries: outcome.entries.after }
+        : undefined;
+    const over = after ? await this.diskWatch?.check(after) : undefined;
     if (!over) return;
     const { plan } = this.input.planned;
-    const trip = diskTrip(over.grownBytes, plan.limits.diskMb);
-    throw new SandboxRunError("limit", trip.message, { limit: "disk", hint: limitHint("disk"), runId: plan.runId });
+    const trip = diskTrip(over);
+    throw new SandboxRunError("limit", trip.message, {
+      limit: trip.limit,
+      hint: limitHint(trip.limit),
+      runId: plan.runId,
+    });
   }
 }
 
@@ -193,8 +205,16 @@ function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
   return { changedFiles, violations, violationCount: violations.length, snapshotMs, applied: false };
 }
 
-function diskTrip(grownBytes: number, diskMb: number): Trip {
-  const grownMb = Math.round(grownBytes / 1024 / 1024);
+function diskTrip(over: DiskTrip): Trip {
+  if (over.limit === "entries") {
+    return {
+      code: "limit",
+      limit: "entries",
+      message: `The sandbox added ${over.grownEntries} files and folders to the workspace and writable roots, over the limit of ${over.limitEntries} (limits.maxEntries).`,
+    };
+  }
+  const grownMb = Math.round(over.grownBytes / 1024 / 1024);
+  const diskMb = Math.round(over.limitBytes / 1024 / 1024);
   return {
     code: "limit",
     limit: "disk",

@@ -107,7 +107,12 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
     let entries = 0;
     for await (const entry of extract) {
       if (++entries > limits.maxEntries) {
-        overLimit = limitError(options, `more than ${limits.maxEntries} entries`);
+        const sent = options.before.entries.length;
+        overLimit = limitError(
+          options,
+          `more than ${limits.maxEntries} entries (${sent} copied in and ${limits.maxEntries - sent} more, limits.maxEntries)`,
+          "entries",
+        );
         throw overLimit;
       }
       const header = entry.header;
@@ -334,9 +339,9 @@ function writeSparse(fd: number, chunk: Buffer, offset: number): void {
   }
 }
 
-function limitError(options: ReadReturnedOptions, what: string): SandboxRunError {
+function limitError(options: ReadReturnedOptions, what: string, limit: "disk" | "entries" = "disk"): SandboxRunError {
   return new SandboxRunError("limit", `The sandbox returned ${options.what} with ${what}. Nothing was applied.`, {
-    limit: "disk",
-    hint: "Raise limits.diskMb in a policy file if the task really writes that much; otherwise treat this run's output as hostile.",
+    limit,
+    hint: `Raise limits.${limit === "disk" ? "diskMb" : "maxEntries"} in a policy file if the task really writes that much; otherwise treat this run's output as hostile.`,
   });
 }

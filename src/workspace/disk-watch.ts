@@ -1,53 +1,84 @@
-// Disk accounting for the trees a run may write (the workspace and extra writable roots live
-// on the host's filesystems, outside every container limit). Exact, but not free: the
-// allocated size of a tree (st_blocks * 512, hard-linked inodes once) needs a walk. So while
-// the run is live the watch polls cheaply: every ~250 ms one statfs per filesystem. Only when
-// a filesystem's used bytes grew by more than the limit since the start (whoever wrote them)
-// does it walk the trees, and it trips when their allocated size grew past the limit. After the
-// run, `check` gives the exact answer (pass the after-walk's bytes to skip a walk).
+// Disk and entry accounting for the trees a run may write (the workspace and extra writable roots
+// live on the host's filesystems, outside every container limit). Exact, but not free: the
+// allocated size of a tree (st_blocks * 512, hard-linked inodes once) and its number of entries
+// need a walk. So while the run is live the watch polls cheaply: every ~250 ms one statfs per
+// filesystem, for its used bytes and used inodes. Only when a filesystem's used bytes grew by more
+// than the disk limit, or its used inodes by more than the entry limit, since the start (whoever
+// wrote them) does it walk the trees, and it trips when their allocated size or their entries grew
+// past the limit. A filesystem that keeps no inode count (statfs reports 0 files, e.g. btrfs) is
+// walked now and then instead. After the run, `check` gives the exact answer (pass the after-walk's
+// figures to skip a walk).
 //
 // How fast it trips: within one poll of the filesystem growing past the limit plus one walk of
 // the trees (about 1 s per 300,000 entries here); the sandbox can write faster than that, so a
-// fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one file).
+// fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one file). Hard links
+// add entries without inodes: those are found by the exact count after the run.
 import fs from "node:fs";
+import { performance } from "node:perf_hooks";
 import { walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { AllocatedBytes } from "./workspace-snapshot.js";
 
-/** Allocated bytes of a tree, streamed through the fd walk (never follows a symlink). */
-export async function measureTreeBytes(root: string, signal?: AbortSignal): Promise<number> {
+/** A tree's allocated bytes and entries (every name the walk sees, the root included). */
+export interface TreeSize {
+  bytes: number;
+  entries: number;
+}
+
+/** Allocated bytes and entries of a tree, streamed through the fd walk (never follows a symlink). */
+export async function measureTree(root: string, signal?: AbortSignal): Promise<TreeSize> {
   const bytes = new AllocatedBytes();
+  let entries = 0;
   let sinceYield = 0;
   for (const entry of walkTree(root, { descend: (e) => e.fd !== undefined })) {
     bytes.add(entry);
+    entries++;
     if (++sinceYield >= YIELD_EVERY) {
       sinceYield = 0;
       await yieldToEventLoop();
       signal?.throwIfAborted();
     }
   }
-  return bytes.total;
+  return { bytes: bytes.total, entries };
 }
 
-export interface DiskTrip {
-  grownBytes: number;
-  limitBytes: number;
+/** Allocated bytes of a tree (see measureTree). */
+export async function measureTreeBytes(root: string, signal?: AbortSignal): Promise<number> {
+  return (await measureTree(root, signal)).bytes;
 }
+
+export type DiskTrip =
+  | { limit: "disk"; grownBytes: number; limitBytes: number }
+  | { limit: "entries"; grownEntries: number; limitEntries: number };
 
 export interface DiskWatchOptions {
   /** The writable trees (canonical paths). */
   roots: readonly string[];
   limitBytes: number;
+  /** Entries the trees may gain (net); absent: not watched. */
+  limitEntries?: number;
   /** Their allocated bytes before the run, if already known (WorkspaceWatch.allocatedBytesBefore). */
   baselineBytes?: number;
+  /** Their entries before the run, if already known (WorkspaceWatch.entriesBefore). */
+  baselineEntries?: number;
   /** Poll interval; default 250 ms. */
   intervalMs?: number;
-  /** Called at most once, while the run is live, when the trees grew past the limit. */
+  /** Called at most once, while the run is live, when the trees grew past a limit. */
   onExceeded(trip: DiskTrip): void;
 }
 
-function usedBytes(root: string): number {
+interface Filesystem {
+  root: string;
+  used: number;
+  /** Used inodes at the start; undefined when the filesystem keeps no count. */
+  inodes?: number;
+}
+
+/** Between walks of trees on a filesystem without an inode count: at least this, or ten walks' time. */
+const BLIND_WALK_MS = 2_000;
+
+function usage(root: string): { used: number; inodes?: number } {
   const s = fs.statfsSync(root);
-  return (s.blocks - s.bfree) * s.bsize;
+  return { used: (s.blocks - s.bfree) * s.bsize, ...(s.files > 0 ? { inodes: s.files - s.ffree } : {}) };
 }
 
 export class DiskWatch {
@@ -57,24 +88,33 @@ export class DiskWatch {
   private stopped = false;
   /** Filesystem growth at which the next walk happens. */
   private nextWalkAt: number;
+  private nextWalkAtInodes: number;
+  /** For filesystems without an inode count: when to walk next (performance.now()). */
+  private nextBlindWalk = 0;
   private readonly abort = new AbortController();
 
   private constructor(
     private readonly options: DiskWatchOptions,
-    private readonly baselineBytes: number,
-    /** One root per filesystem, with that filesystem's used bytes at the start. */
-    private readonly filesystems: Array<{ root: string; used: number }>,
+    private readonly baseline: TreeSize,
+    /** One root per filesystem, with that filesystem's use at the start. */
+    private readonly filesystems: Filesystem[],
   ) {
     this.nextWalkAt = options.limitBytes;
+    this.nextWalkAtInodes = options.limitEntries ?? Number.POSITIVE_INFINITY;
   }
 
   static async start(options: DiskWatchOptions): Promise<DiskWatch> {
-    const byDevice = new Map<number, { root: string; used: number }>();
+    const byDevice = new Map<number, Filesystem>();
     for (const root of options.roots) {
       const dev = fs.statSync(root).dev;
-      if (!byDevice.has(dev)) byDevice.set(dev, { root, used: usedBytes(root) });
+      if (!byDevice.has(dev)) byDevice.set(dev, { root, ...usage(root) });
     }
-    const baseline = options.baselineBytes ?? (await sumTrees(options.roots));
+    const known = options.baselineBytes !== undefined && options.baselineEntries !== undefined;
+    const measured = known ? undefined : await sumTrees(options.roots);
+    const baseline = {
+      bytes: options.baselineBytes ?? measured!.bytes,
+      entries: options.baselineEntries ?? measured!.entries,
+    };
     const watch = new DiskWatch(options, baseline, [...byDevice.values()]);
     watch.timer = setInterval(() => void watch.poll(), options.intervalMs ?? 250);
     watch.timer.unref();
@@ -88,45 +128,65 @@ export class DiskWatch {
     this.abort.abort();
   }
 
-  /** The exact answer after the run: the trip if the trees grew past the limit. */
-  async check(afterBytes?: number): Promise<DiskTrip | undefined> {
-    const after = afterBytes ?? (await sumTrees(this.options.roots));
-    const grownBytes = after - this.baselineBytes;
-    return grownBytes > this.options.limitBytes ? { grownBytes, limitBytes: this.options.limitBytes } : undefined;
+  /** The exact answer after the run: the trip if the trees grew past a limit. */
+  async check(after?: TreeSize): Promise<DiskTrip | undefined> {
+    return this.judge(after ?? (await sumTrees(this.options.roots)));
   }
 
   private async poll(): Promise<void> {
     if (this.measuring || this.tripped || this.stopped) return;
     let grown = 0;
-    for (const fsys of this.filesystems) grown += Math.max(0, usedBytes(fsys.root) - fsys.used);
-    if (grown <= this.nextWalkAt) return;
+    let grownInodes = 0;
+    let blind = false;
+    for (const fsys of this.filesystems) {
+      const now = usage(fsys.root);
+      grown += Math.max(0, now.used - fsys.used);
+      if (fsys.inodes === undefined || now.inodes === undefined) blind = true;
+      else grownInodes += Math.max(0, now.inodes - fsys.inodes);
+    }
+    const watchEntries = this.options.limitEntries !== undefined;
+    const blindDue = watchEntries && blind && performance.now() >= this.nextBlindWalk;
+    if (grown <= this.nextWalkAt && grownInodes <= this.nextWalkAtInodes && !blindDue) return;
     this.measuring = true;
+    const started = performance.now();
     try {
-      const trip = await this.measure();
+      const trip = this.judge(await sumTrees(this.options.roots, this.abort.signal));
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
         this.options.onExceeded(trip);
       } else {
         // Others write to the same filesystem: walk again only after it grew by another quarter limit.
-        this.nextWalkAt = grown + Math.max(this.options.limitBytes / 4, 1024 * 1024);
+        if (grown > this.nextWalkAt) this.nextWalkAt = grown + Math.max(this.options.limitBytes / 4, 1024 * 1024);
+        if (grownInodes > this.nextWalkAtInodes)
+          this.nextWalkAtInodes = grownInodes + Math.max((this.options.limitEntries ?? 0) / 4, 1000);
       }
     } catch {
       // a walk of a tree that is changing under it may fail; the next poll tries again
     } finally {
       this.measuring = false;
+      const took = performance.now() - started;
+      if (blindDue) this.nextBlindWalk = performance.now() + Math.max(BLIND_WALK_MS, 10 * took);
     }
   }
 
-  private async measure(): Promise<DiskTrip | undefined> {
-    const after = await sumTrees(this.options.roots, this.abort.signal);
-    const grownBytes = after - this.baselineBytes;
-    return grownBytes > this.options.limitBytes ? { grownBytes, limitBytes: this.options.limitBytes } : undefined;
+  private judge(after: TreeSize): DiskTrip | undefined {
+    const grownBytes = after.bytes - this.baseline.bytes;
+    if (grownBytes > this.options.limitBytes) return { limit: "disk", grownBytes, limitBytes: this.options.limitBytes };
+    const limitEntries = this.options.limitEntries;
+    const grownEntries = after.entries - this.baseline.entries;
+    if (limitEntries !== undefined && grownEntries > limitEntries)
+      return { limit: "entries", grownEntries, limitEntries };
+    return undefined;
   }
 }
 
-async function sumTrees(roots: readonly string[], signal?: AbortSignal): Promise<number> {
-  let total = 0;
-  for (const root of roots) total += await measureTreeBytes(root, signal);
+async function sumTrees(roots: readonly string[], signal?: AbortSignal): Promise<TreeSize> {
+  const total = { bytes: 0, entries: 0 };
+  for (const root of roots) {
+    const size = await measureTree(root, signal);
+    total.bytes += size.bytes;
+    total.entries += size.entries;
+  }
   return total;
 }

@@ -46,6 +46,8 @@ export interface WorkspaceReport {
   clearedSetuid: string[];
   /** Allocated bytes (st_blocks * 512) of the watched trees before and after the run. */
   allocatedBytes: { before: number; after: number };
+  /** Entries (files, folders, links, ...) of the watched trees before and after the run. */
+  entries: { before: number; after: number };
   /** Time the walks took, for the event log. */
   snapshotMs: number;
 }
@@ -61,6 +63,7 @@ interface Watched {
   copy: ProtectedCopy;
   protectedPaths: readonly string[];
   allocatedBytes: number;
+  entries: number;
 }
 
 export class WorkspaceWatch {
@@ -102,7 +105,7 @@ export class WorkspaceWatch {
         copy.close();
       }
       if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
-      watched.push({ ...target, snapshot, copy, allocatedBytes: summary.allocatedBytes });
+      watched.push({ ...target, snapshot, copy, allocatedBytes: summary.allocatedBytes, entries: summary.entries });
     }
     return new WorkspaceWatch(input, watched, performance.now() - started);
   }
@@ -110,6 +113,11 @@ export class WorkspaceWatch {
   /** Allocated bytes of the watched trees before the run (a baseline for the disk limit). */
   get allocatedBytesBefore(): number {
     return this.watched.reduce((sum, w) => sum + w.allocatedBytes, 0);
+  }
+
+  /** Entries of the watched trees before the run (a baseline for the entry limit). */
+  get entriesBefore(): number {
+    return this.watched.reduce((sum, w) => sum + w.entries, 0);
   }
 
   /**
@@ -141,6 +149,7 @@ export class WorkspaceWatch {
       violationCount: 0,
       clearedSetuid: [],
       allocatedBytes: { before: this.allocatedBytesBefore, after: 0 },
+      entries: { before: this.entriesBefore, after: 0 },
       snapshotMs: 0,
     };
     const seen = new Set<string>();
@@ -155,6 +164,7 @@ export class WorkspaceWatch {
       const disabled = this.input.disabledProtections;
       const first = await judge(w, { disabled, changes, clearedSetuid: report.clearedSetuid });
       report.allocatedBytes.after += first.allocatedBytes;
+      report.entries.after += first.entries;
       // Counted in full; the listed ones are deduplicated against later walks.
       report.violationCount += Math.max(0, first.count - first.violations.length);
       for (const v of first.violations) note(v, w.prefix);
@@ -190,6 +200,8 @@ interface Judged {
   count: number;
   plan: RestorePlan;
   allocatedBytes: number;
+  /** Entries the walk saw. */
+  entries: number;
 }
 
 /** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and setuid bits. */
@@ -198,9 +210,10 @@ async function judge(
   options: { disabled?: readonly string[]; changes?: ChangeCollector; clearedSetuid?: string[] },
 ): Promise<Judged> {
   const evaluator = new RuleEvaluator({ disabled: options.disabled, protectedPaths: w.protectedPaths });
-  const out: Judged = { violations: [], count: 0, plan: new RestorePlan(), allocatedBytes: 0 };
+  const out: Judged = { violations: [], count: 0, plan: new RestorePlan(), allocatedBytes: 0, entries: 0 };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
     onPair: (pair, entry) => {
+      if (entry) out.entries++;
       const change = changeOf(pair);
       options.changes?.addPair(pair, change === "modified", w.prefix);
       if (options.clearedSetuid && change && entry) clearSetuid(pair, entry, w.prefix, options.clearedSetuid);

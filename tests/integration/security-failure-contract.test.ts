@@ -123,6 +123,34 @@ describe.concurrent("the failure contract, through the CLI", () => {
     expectCleanFailure(outcome, 1, /failed host-side schema validation: to/, /tighten the prompt or the schema/);
   });
 
+  it("invalid-result: a model that keeps returning a final result the schema refuses is stopped after five, naming the last failure", async () => {
+    // Pi refuses each call ("must be equal to one of the allowed values") and asks again; before
+    // the cap such a model ran until the timeout (4,369 turns in 15 minutes).
+    const schema = {
+      type: "object",
+      properties: { verdict: { type: "string", enum: ["approve", "reject"] } },
+      required: ["verdict"],
+    };
+    let asked = 0;
+    const outcome = await cli(
+      () => {
+        asked++;
+        return { toolCalls: [{ name: "sandbox_run_final_result", arguments: { verdict: `maybe-${asked}` } }] };
+      },
+      [],
+      { schema },
+    );
+    expectCleanFailure(
+      outcome,
+      1,
+      /The model returned 5 invalid final results in a row; the last: .*verdict/,
+      /the schema asks for what the prompt asks for/,
+    );
+    // The fifth reply stopped the run; Pi may have sent one more request while the container was stopped.
+    expect(asked).toBeGreaterThanOrEqual(5);
+    expect(asked).toBeLessThanOrEqual(6);
+  });
+
   it("contradiction: a final result forged inside the sandbox, past Pi's checks, is not the model's and fails the run", async () => {
     const schema = { type: "object", properties: { count: { type: "integer" } }, required: ["count"] };
     const outcome = await cli([bash(`echo '${FORGED_FINAL}' > /proc/1/fd/1`), { text: "done" }], [], { schema });

@@ -26,6 +26,7 @@ import {
   bash,
   describeOutcome,
   finish,
+  hostilePolicy,
   hostileWorkspace,
   runHostile,
   useHostileModelServer,
@@ -197,6 +198,48 @@ describe.concurrent("the gateway as a deputy", () => {
     const reached = server.requests.slice(before).filter((r) => r.body.messages?.[0]?.content === "fetch it");
     expect(reached).toEqual([]);
     expect(outcome.requests).toHaveLength(2);
+  });
+
+  it("one response per request, of at most the policy's output cap: n: 128 is refused, max_tokens lowered, a missing limit written in; Pi's own requests pass as sent", async () => {
+    const before = server.requests.length;
+    const outcome = await runHostile(
+      server,
+      withModelId((model) => {
+        const ask = (content: string, extra: Record<string, unknown> = {}) => ({
+          model,
+          messages: [{ role: "user", content }],
+          ...extra,
+        });
+        return probe([
+          { name: "n128", path: "/scripted/chat/completions", body: ask("many", { n: 128 }) },
+          {
+            name: "huge",
+            path: "/scripted/chat/completions",
+            body: ask("huge", { max_tokens: 1_000_000, max_completion_tokens: 500_000 }),
+          },
+          { name: "unbounded", path: "/scripted/chat/completions", body: ask("unbounded") },
+        ]);
+      }),
+      { modelsJson: modelsFor("openai-completions"), policy: hostilePolicy({ limits: { maxOutputTokens: 8192 } }) },
+    );
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    const printed = lastToolOutput(outcome.events);
+    expect(printed).toMatch(/^n128=403 .*asks for 128 responses \(n\)/m);
+    expect(printed).toMatch(/^huge=200 /m);
+    expect(printed).toMatch(/^unbounded=200 /m);
+    const reached = (content: string) =>
+      server.requests.slice(before).filter((r) => r.body.messages?.[0]?.content === content);
+    expect(reached("many")).toEqual([]);
+    const huge = reached("huge")[0]?.body as Record<string, unknown> | undefined;
+    expect(huge).toMatchObject({ max_tokens: 8192, max_completion_tokens: 8192 });
+    expect(huge?.n).toBeUndefined();
+    expect((reached("unbounded")[0]?.body as Record<string, unknown> | undefined)?.max_completion_tokens).toBe(8192);
+    // Pi asks for its model's maxTokens (4096 in this models.json), under the cap: forwarded as sent.
+    const pis = outcome.requests.filter((r) => r.body.messages?.[0]?.role === "system");
+    expect(pis).toHaveLength(2);
+    for (const request of pis) expect((request.body as Record<string, unknown>).max_completion_tokens).toBe(4096);
+    const lowered = outcome.events.filter((e) => e.type === "gateway.request" && e.data.outputTokens);
+    expect(lowered.map((e) => e.data.outputTokens)).toEqual([{ asked: 1_000_000, sent: 8192 }, { sent: 8192 }]);
   });
 
   it("a turn budget of 2: 20 direct requests that give up while the upstream holds its answer get 1 generation, then the run stops", async () => {

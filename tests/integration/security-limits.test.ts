@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { gatewayFloodCommand } from "../support/gateway-flood.js";
 import { containersOfRuns, workspaceMode } from "../support/harness.js";
 import {
   bash,
@@ -23,6 +24,26 @@ const FORK_UNTIL_REFUSED = `perl -e 'my @k; while (@k < 1000) { my $p = fork; if
 
 /** The controller, in its own process, may not grow with what the sandbox prints. */
 const CONTROLLER_RSS_LIMIT_MB = 200;
+/** Nor with what it sends the host's gateway (issue 17: 64 unfinished posts took it to 1.9 GB). */
+const GATEWAY_FLOOD_RSS_LIMIT_MB = 300;
+/** The controller's open files during a flood: its own few dozen plus the gateway's bounded connections. */
+const GATEWAY_FLOOD_FD_LIMIT = 400;
+
+/** The most file descriptors `pid` had open while `until` was pending, sampled every 50 ms. */
+async function peakFds(pid: number, until: Promise<unknown>): Promise<number> {
+  let peak = 0;
+  let done = false;
+  void until.finally(() => (done = true));
+  while (!done) {
+    try {
+      peak = Math.max(peak, fs.readdirSync(`/proc/${pid}/fd`).length);
+    } catch {
+      break; // the process is gone
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return peak;
+}
 
 describe.concurrent("resource exhaustion", () => {
   it("fork bomb: the pids limit stops it, and the run still ends with its result", async () => {
@@ -168,6 +189,36 @@ describe.concurrent("resource exhaustion", () => {
     expect(many.error?.hint).toMatch(/limits\.diskMb/);
   });
 
+  it("entries on the host: files and folders past limits.maxEntries end the run as limit entries (bind: while it is live; copy: nothing applied)", async () => {
+    const ws = hostileWorkspace({ "keep.txt": "before" });
+    // 3,000 empty files and 100 folders: a few blocks, so only an entry count sees them.
+    const make =
+      "mkdir many && cd many && seq 1 3000 | xargs touch && seq 1 100 | sed 's/^/d/' | xargs mkdir && echo made";
+    const bind = workspaceMode() === "bind";
+    const outcome = await runHostile(server, [bash(bind ? `${make}; sleep 30` : make), finish()], {
+      cwd: ws,
+      policy: hostilePolicy({ limits: { maxEntries: 1000 } }),
+    });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+    expect(outcome.error?.limit).toBe("entries");
+    expect(outcome.error?.hint).toMatch(/limits\.maxEntries/);
+    if (bind) {
+      // The disk watch saw the inodes grow and counted: the run was stopped while it was live.
+      expect(outcome.error?.shortMessage).toMatch(
+        /^The sandbox added \d{4} files and folders to the workspace and writable roots, over the limit of 1000/,
+      );
+      const tripped = outcome.events.filter((e) => e.type === "limit.tripped");
+      expect(tripped.map((e) => e.data.limit)).toEqual(["entries"]);
+    } else {
+      // The returned tree has more entries than were copied in plus the limit: nothing reaches the host.
+      expect(outcome.error?.shortMessage).toMatch(
+        /with more than 1002 entries \(2 copied in and 1000 more, limits\.maxEntries\)\. Nothing was applied\.$/,
+      );
+      expect(fs.existsSync(path.join(ws, "many"))).toBe(false);
+    }
+    expect(fs.readFileSync(path.join(ws, "keep.txt"), "utf8")).toBe("before");
+  });
+
   it("a model that streams forever: the run times out and says so", async () => {
     const outcome = await runHostile(server, [{ endless: true }], { timeoutMs: 3_000 });
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("timeout");
@@ -203,6 +254,26 @@ describe("controller memory", () => {
     expect(done.error?.limit).toBe("line");
     expect(done.error?.message).toMatch(/over the 1 MiB line limit/);
     expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(CONTROLLER_RSS_LIMIT_MB);
+  });
+
+  it(`64 unfinished 32 MiB posts, 3,000 connections and 200 liveness requests to the gateway: the controller stays under ${GATEWAY_FLOOD_RSS_LIMIT_MB} MB and ${GATEWAY_FLOOD_FD_LIMIT} open files, and the run completes`, async () => {
+    const controller = spawnController(server, [bash(gatewayFloodCommand()), finish()], {
+      cwd: hostileWorkspace(),
+      policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
+      timeoutMs: 110_000,
+      reportEvents: ["gateway.refused"],
+    });
+    const fds = peakFds(controller.child.pid!, controller.exited);
+    // The flood reached the gateway, which turned it away (requests past its capacity: 503/429 "busy").
+    const refused = await controller.event("gateway.refused");
+    expect(refused.data.reason).toBe("busy");
+    const done = await controller.done;
+    const peak = await fds;
+    const details = `${JSON.stringify(done)}\n${controller.stderr()}`;
+    expect(done.ok, details).toBe(true);
+    expect(done.result).toEqual({ done: true });
+    expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(GATEWAY_FLOOD_RSS_LIMIT_MB);
+    expect(peak, details).toBeLessThan(GATEWAY_FLOOD_FD_LIMIT);
   });
 
   it(`a sandbox printing ~1 GB of well-formed events into the stream: the run completes and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {

@@ -133,7 +133,8 @@ describe("scale", () => {
         ],
         {
           cwd: ws,
-          policy: hostilePolicy({ limits: { timeoutSeconds: 900, memoryMb: 4096 } }),
+          // The walk's scale is what is measured here, not the entry limit (R11): room for all of them.
+          policy: hostilePolicy({ limits: { timeoutSeconds: 900, memoryMb: 4096, maxEntries: 2_000_000 } }),
           reportEvents: ["workspace.changed"],
         },
       );

@@ -455,6 +455,31 @@ describe("plain HTTP requests", () => {
   });
 });
 
+describe("bounds", () => {
+  it("holds at most 128 connections from the sandbox: a flood of 300 leaves 128 open, and the proxy serves again once they go", async () => {
+    const { socketPath } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });
+    const flood = await Promise.all(
+      Array.from(
+        { length: 300 },
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const socket = net.connect(socketPath, () => resolve(socket));
+            socket.on("error", () => {});
+            socket.once("error", reject);
+          }),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const open = flood.filter((socket) => !socket.destroyed && !socket.readableEnded);
+    expect(open.length).toBe(128);
+    for (const socket of flood) socket.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    const reply = await connect(socketPath, `allowed.test:${echoPort}`);
+    expect(reply.status).toBe(200);
+    reply.socket!.destroy();
+  });
+});
+
 describe("lifecycle", () => {
   it("close() ends open tunnels and removes the socket file", async () => {
     const { socketPath } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });

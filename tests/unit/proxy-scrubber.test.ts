@@ -1,9 +1,11 @@
 // The response scrubber: exact sequences replaced wherever they fall in the stream, including
-// across chunk boundaries, the longest match first, nothing else touched.
+// across chunk boundaries, the longest match first, nothing else touched; a secret's base64 at
+// any of base64's three alignments (inside a Basic credential whatever the user name's length),
+// and a header value the proxy produced also without its scheme.
 import { Readable } from "node:stream";
 import { text } from "node:stream/consumers";
 import { describe, expect, it } from "vitest";
-import { ScrubStream, scrubText } from "../../src/proxy/scrubber.js";
+import { headerForms, ScrubStream, scrubText, secretForms } from "../../src/proxy/scrubber.js";
 
 const TOKEN = "ghp_REALtoken0123456789";
 const replacements = [
@@ -48,5 +50,54 @@ describe("scrubText", () => {
   it("replaces in header values", () => {
     expect(scrubText(`x ${TOKEN} y`, replacements)).toBe("x PLACEHOLDER y");
     expect(scrubText("unrelated", replacements)).toBe("unrelated");
+  });
+});
+
+describe("secretForms: a value's base64 wherever it sits", () => {
+  const VALUE = "QZX~WV!UTS%qpo^mlk*jih(gfe)dcbZY";
+  const PLACEHOLDER = "sandbox-run-placeholder-GITHUB_TOKEN-00112233445566778899aabbccddeeff";
+  const forms = secretForms(VALUE, PLACEHOLDER);
+  const b64 = (s: string) => Buffer.from(s, "latin1").toString("base64");
+  /** Every three-character piece of the value that survives in the decoded text. */
+  const leaks = (decoded: string) =>
+    Array.from({ length: VALUE.length - 2 }, (_, i) => VALUE.slice(i, i + 3)).filter((p) => decoded.includes(p));
+
+  it("takes the value out of a Basic credential for user names of every length, with text before and after", () => {
+    for (const user of ["x", "ab", "abc", "abcd", "x-access-token", "oauth2"]) {
+      for (const before of ["", "a", "ab"]) {
+        for (const after of ["", "z", "zz", ":more"]) {
+          const encoded = b64(`${before}${user}:${VALUE}${after}`);
+          const out = scrubText(`echo ${encoded} end`, forms);
+          const decoded = Buffer.from(out.split(" ")[1]!, "base64").toString("latin1");
+          expect(leaks(decoded), `${before}|${user}|${after}`).toEqual([]);
+          // Neighbours keep their own bits: what precedes the value still decodes as it was.
+          expect(decoded.startsWith(`${before}${user}:`), `${before}|${user}|${after}`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it("the same across chunk boundaries, one byte at a time", async () => {
+    const body = `x ${b64(`abcd:${VALUE}:tail`)} y ${b64(`u:${VALUE}`)} z`;
+    const whole = scrubText(body, forms);
+    const streamed = await text(
+      Readable.from([...Buffer.from(body)].map((b) => Buffer.from([b]))).pipe(new ScrubStream(forms)),
+    );
+    expect(streamed).toBe(whole);
+    for (const word of streamed.split(" ")) expect(leaks(Buffer.from(word, "base64").toString("latin1"))).toEqual([]);
+  });
+
+  it("keeps the whole base64 of the value exact (it decodes to the placeholder), and leaves unrelated base64 alone", () => {
+    expect(scrubText(b64(VALUE), forms)).toBe(b64(PLACEHOLDER));
+    const other = b64("nothing secret in here at all, just text");
+    expect(scrubText(other, forms)).toBe(other);
+  });
+
+  it("headerForms: the credential the proxy produced is also found without its scheme", () => {
+    const produced = `Basic ${b64(`x:${VALUE}`)}`;
+    const sent = `Basic ${b64(`x:${PLACEHOLDER}`)}`;
+    const replaced = scrubText(`cred=${b64(`x:${VALUE}`)} header=${produced}`, headerForms(produced, sent));
+    expect(replaced).toBe(`cred=${b64(`x:${PLACEHOLDER}`)} header=${sent}`);
+    expect(headerForms(VALUE, PLACEHOLDER)).toEqual([{ find: VALUE, replace: PLACEHOLDER }]);
   });
 });

@@ -89,6 +89,18 @@ function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, r
       res.writeHead(200, { "content-encoding": "gzip", "x-echo": echoed });
       return res.end(zlib.gzipSync(`${echoed} raw=${TOKEN}`));
     }
+    if (req.url === "/te-gzip") {
+      // A transfer coding (HTTP/1.1 only): Node's client undoes `chunked` and hands over the gzip.
+      res.writeHead(200, { "transfer-encoding": "gzip, chunked", "content-type": "text/plain" });
+      return res.end(zlib.gzipSync(`${echoed} raw=${TOKEN}`));
+    }
+    if (req.url === "/echo-credential") {
+      // The Basic credential without its scheme, and again re-encoded one byte further on.
+      const credential = String(req.headers.authorization ?? "").replace(/^Basic /, "");
+      const shifted = b64(`!${Buffer.from(credential, "base64").toString("latin1")}?`);
+      res.writeHead(200, { "content-type": "text/plain", "x-credential": credential });
+      return res.end(`credential=${credential} shifted=${shifted}`);
+    }
     res.writeHead(200, { "content-type": "text/plain", "x-echo": echoed });
     res.end(req.url === "/echo" ? `${echoed} raw=${TOKEN} b64=${b64(TOKEN)}` : "ok");
   });
@@ -309,6 +321,53 @@ describe("injection on a secret's host", () => {
     socket.destroy();
     expect(answer.headers["content-encoding"]).toBeUndefined();
     expect(answer.body).toBe(`authorization=Bearer ${PLACEHOLDER} x-api-key= raw=${PLACEHOLDER}`);
+  });
+
+  it("a body with a transfer coding (Transfer-Encoding: gzip, chunked) is decoded and scrubbed", async () => {
+    const { socketPath } = await start();
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(socket, {
+      path: "/te-gzip",
+      host: "api.test",
+      headers: { authorization: `Bearer ${PLACEHOLDER}`, te: "gzip" },
+    });
+    socket.destroy();
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe(`authorization=Bearer ${PLACEHOLDER} x-api-key= raw=${PLACEHOLDER}`);
+  });
+
+  it("a Basic credential echoed without its scheme, or at another base64 alignment, comes back scrubbed for every user name length", async () => {
+    const { socketPath } = await start();
+    for (const user of ["x", "ab", "abc", "abcd", "x-access-token"]) {
+      const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+      const sent = b64(`${user}:${PLACEHOLDER}`);
+      const answer = await http1Request(socket, {
+        path: "/echo-credential",
+        host: "api.test",
+        headers: { authorization: `Basic ${sent}` },
+      });
+      socket.destroy();
+      expect(answer.headers["x-credential"], user).toBe(sent);
+      expect(answer.body.startsWith(`credential=${sent} shifted=`), user).toBe(true);
+      for (const word of [answer.body, ...answer.body.split(/[= ]/)]) {
+        const decoded = Buffer.from(word, "base64").toString("latin1");
+        for (let i = 0; i + 6 <= TOKEN.length; i++)
+          expect(decoded, `${user}: ${word}`).not.toContain(TOKEN.slice(i, i + 6));
+      }
+      expect(answer.body, user).not.toContain(b64(`${user}:${TOKEN}`));
+    }
+  });
+
+  it("holds at most 16 TLS-terminated connections at once: the next CONNECT to a secret's host gets 503", async () => {
+    const { socketPath } = await start();
+    const held = await Promise.all(
+      Array.from({ length: 16 }, () => tunnel(socketPath, "api.test:443", trustRunCa("api.test"))),
+    );
+    await expect(tunnel(socketPath, "api.test:443", trustRunCa("api.test"))).rejects.toThrow(/CONNECT answered 503/);
+    held[0]!.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    const again = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    for (const socket of [...held, again]) socket.destroy();
   });
 
   it("never puts the value into the URL or the body, where the placeholder stays as it is", async () => {

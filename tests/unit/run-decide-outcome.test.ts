@@ -1,5 +1,6 @@
 // The failure contract as a pure decision: every way a run can end, in the order the host judges
-// them (aborted > timeout > tripped limit > limit shown by the exit > crash > result), without an engine.
+// them (aborted > timeout > invalid results > tripped limit > limit shown by the exit > crash > result),
+// without an engine.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
@@ -65,6 +66,26 @@ describe("decideOutcome", () => {
     );
     expect(error.code).toBe("timeout");
     expect(error.hint).toBe("Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.");
+  });
+
+  it("invalid results in a row are invalid-result, naming the last failure, over a limit the exit shows or a result", () => {
+    const message =
+      "The model returned 5 invalid final results in a row; the last: must have required property 'verdict'.";
+    const error = errorOf(
+      facts({
+        trip: { code: "invalid-result", message },
+        exit: { exitCode: 137, oomKilled: true },
+        validator,
+        outcome: { kind: "structured", value: { verdict: "approve" }, claims: [] },
+      }),
+    );
+    expect(error.code).toBe("invalid-result");
+    expect(error.shortMessage).toBe(message);
+    expect(error.hint).toMatch(/schema asks for what the prompt asks for/);
+    expect(error.runId).toBe("r1");
+    // A timeout still wins: it is the trip that fired first.
+    const timeout = errorOf(facts({ trip: { code: "timeout", message: "late" } }));
+    expect(timeout.code).toBe("timeout");
   });
 
   it("a tripped limit names the limit and its policy field", () => {

@@ -1,10 +1,10 @@
 // Disk accounting on real trees: allocated bytes (sparse files count what they use, hard links
-// once), and a watch that trips while a tree grows past its limit and stays quiet below it.
+// once) and entries, and a watch that trips while a tree grows past a limit and stays quiet below it.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { DiskWatch, measureTreeBytes, type DiskTrip } from "../../src/workspace/disk-watch.js";
+import { DiskWatch, measureTree, measureTreeBytes, type DiskTrip } from "../../src/workspace/disk-watch.js";
 
 const dirs: string[] = [];
 function tree(): string {
@@ -47,19 +47,71 @@ describe("DiskWatch", () => {
       fs.writeFileSync(path.join(root, "big.bin"), Buffer.alloc(6 * MB, 1));
       fs.fsyncSync(fs.openSync(path.join(root, "big.bin"), "r"));
       const seen = await trip;
-      expect(seen.limitBytes).toBe(4 * MB);
-      expect(seen.grownBytes).toBeGreaterThan(6 * MB);
+      expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
+      expect(seen.limit === "disk" && seen.grownBytes).toBeGreaterThan(6 * MB);
       expect(await watch.check()).toMatchObject({ limitBytes: 4 * MB });
     } finally {
       watch.stop();
     }
   });
 
-  it("check() after the run uses the after-walk's bytes when given", async () => {
+  it("check() after the run uses the after-walk's figures when given", async () => {
     const root = tree();
-    const watch = await DiskWatch.start({ roots: [root], limitBytes: MB, baselineBytes: 0, onExceeded: () => {} });
+    const watch = await DiskWatch.start({
+      roots: [root],
+      limitBytes: MB,
+      limitEntries: 10,
+      baselineBytes: 0,
+      baselineEntries: 1,
+      onExceeded: () => {},
+    });
     watch.stop();
-    expect(await watch.check(3 * MB)).toEqual({ grownBytes: 3 * MB, limitBytes: MB });
-    expect(await watch.check(MB)).toBeUndefined();
+    expect(await watch.check({ bytes: 3 * MB, entries: 1 })).toEqual({
+      limit: "disk",
+      grownBytes: 3 * MB,
+      limitBytes: MB,
+    });
+    expect(await watch.check({ bytes: MB, entries: 11 })).toBeUndefined();
+    expect(await watch.check({ bytes: MB, entries: 12 })).toEqual({
+      limit: "entries",
+      grownEntries: 11,
+      limitEntries: 10,
+    });
+  });
+
+  it("trips on entries while the run is live: inode use grew past the limit, then an exact count", async () => {
+    const root = tree();
+    fs.mkdirSync(path.join(root, "old"));
+    let tripped: (trip: DiskTrip) => void = () => {};
+    const trip = new Promise<DiskTrip>((resolve) => (tripped = resolve));
+    const watch = await DiskWatch.start({
+      roots: [root],
+      limitBytes: 1024 * MB,
+      limitEntries: 500,
+      intervalMs: 20,
+      onExceeded: tripped,
+    });
+    try {
+      // Empty files and folders: almost no blocks, so only the entry count can see them.
+      fs.mkdirSync(path.join(root, "many"));
+      for (let i = 0; i < 400; i++) fs.writeFileSync(path.join(root, "many", `f${i}`), "");
+      expect(await watch.check()).toBeUndefined();
+      for (let i = 0; i < 200; i++) fs.mkdirSync(path.join(root, "many", `d${i}`));
+      const seen = await trip;
+      expect(seen).toEqual({ limit: "entries", grownEntries: 601, limitEntries: 500 });
+    } finally {
+      watch.stop();
+    }
+  });
+});
+
+describe("measureTree", () => {
+  it("counts every entry once, the root included, and never through a symlink", async () => {
+    const root = tree();
+    fs.mkdirSync(path.join(root, "a/b"), { recursive: true });
+    fs.writeFileSync(path.join(root, "a/b/file"), "x");
+    fs.linkSync(path.join(root, "a/b/file"), path.join(root, "a/hard"));
+    fs.symlinkSync(tree(), path.join(root, "link"));
+    expect((await measureTree(root)).entries).toBe(6);
   });
 });

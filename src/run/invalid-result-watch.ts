@@ -1,0 +1,73 @@
+// A model that keeps answering with a final result the schema refuses: Pi sends the validation
+// error back and asks again, without end (a new user's first run did 4,369 turns in 15 minutes).
+// This watch judges each reply of Pi's conversation as the gateway relayed it (the host's evidence,
+// never Pi's stream): every call of the final tool is prepared as Pi prepares it and validated on
+// the host exactly as the run's result would be. After MAX_CONSECUTIVE_INVALID_RESULTS replies in a
+// row whose final result is invalid, the run stops with code "invalid-result", naming the last
+// failure. A reply that does other work (another tool call, text) starts the count again.
+import type { z } from "zod";
+import type { JsonSchema } from "../agent.js";
+import type { ModelReply } from "../gateway/apis/api-codec.js";
+import { prepareToolArguments } from "../pi/tool-arguments.js";
+import { formatZodIssues } from "../util/config-file.js";
+import type { Trip } from "./run-trip.js";
+
+/** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
+export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
+
+export interface ResultCheck {
+  finalToolName: string;
+  schema: JsonSchema;
+  validator: z.ZodType;
+}
+
+export interface InvalidResult {
+  /** 1, 2, ...: invalid final results in a row so far. */
+  consecutive: number;
+  reason: string;
+}
+
+export class InvalidResultWatch {
+  #consecutive = 0;
+
+  constructor(
+    private readonly check: ResultCheck,
+    private readonly limit = MAX_CONSECUTIVE_INVALID_RESULTS,
+  ) {}
+
+  /**
+   * One reply of Pi's conversation that reached Pi whole. Returns what was wrong with its final
+   * result (if it had an invalid one) and the trip once the cap is reached.
+   */
+  observe(reply: ModelReply): { invalid?: InvalidResult; trip?: Trip } {
+    const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
+    const problems = finals.map((call) => this.#problem(call.argumentsJson));
+    if (finals.length === 0 || problems.some((problem) => problem === undefined)) {
+      this.#consecutive = 0;
+      return {};
+    }
+    const invalid = { consecutive: ++this.#consecutive, reason: oneLine(problems[problems.length - 1]!) };
+    if (invalid.consecutive < this.limit) return { invalid };
+    return {
+      invalid,
+      trip: {
+        code: "invalid-result",
+        message: `The model returned ${invalid.consecutive} invalid final results in a row; the last: ${invalid.reason}.`,
+      },
+    };
+  }
+
+  /** Why a final-tool call's arguments are not a valid result, as the host judges the result. */
+  #problem(argumentsJson: string): string | undefined {
+    const prepared = prepareToolArguments(this.check.schema, argumentsJson);
+    if (!prepared.ok) return prepared.reason;
+    const checked = this.check.validator.safeParse(prepared.value);
+    return checked.success ? undefined : formatZodIssues(checked.error.issues, "; ");
+  }
+}
+
+/** A reason for a message: one line, at most 400 characters (Pi's reports list every failing field). */
+function oneLine(reason: string): string {
+  const line = reason.replace(/\s+/g, " ").trim();
+  return line.length > 400 ? `${line.slice(0, 399)}…` : line;
+}

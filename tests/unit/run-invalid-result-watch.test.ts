@@ -1,0 +1,77 @@
+// The cap on invalid final results (issue 17 part 6), judged from the model's replies as the
+// gateway relayed them: each final-tool call is prepared as Pi prepares it and validated on the
+// host as the result would be; five invalid ones in a row stop the run, other work resets the count.
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { ModelReply } from "../../src/gateway/apis/api-codec.js";
+import { InvalidResultWatch, MAX_CONSECUTIVE_INVALID_RESULTS } from "../../src/run/invalid-result-watch.js";
+
+const FINAL = "sandbox_run_final_result";
+const schema = {
+  type: "object",
+  properties: { verdict: { type: "string", enum: ["approve", "reject"] } },
+  required: ["verdict"],
+  additionalProperties: false,
+};
+const validator = () => z.fromJSONSchema(schema as unknown as Parameters<typeof z.fromJSONSchema>[0]);
+const watch = () => new InvalidResultWatch({ finalToolName: FINAL, schema, validator: validator() });
+
+function reply(calls: Array<{ name: string; args: string }>): ModelReply {
+  return {
+    text: "",
+    textBlocks: [],
+    toolCalls: calls.map((c, i) => ({ id: `call_${i}`, name: c.name, argumentsJson: c.args })),
+    complete: true,
+  };
+}
+const final = (args: string) => reply([{ name: FINAL, args }]);
+
+describe("InvalidResultWatch", () => {
+  it(`stops the run at the ${MAX_CONSECUTIVE_INVALID_RESULTS}th invalid final result in a row, naming the last failure`, () => {
+    const w = watch();
+    for (let i = 1; i < MAX_CONSECUTIVE_INVALID_RESULTS; i++) {
+      const seen = w.observe(final(`{"verdict":"maybe ${i}"}`));
+      expect(seen.invalid?.consecutive).toBe(i);
+      expect(seen.trip).toBeUndefined();
+    }
+    const last = w.observe(final("{}"));
+    expect(last.trip?.code).toBe("invalid-result");
+    expect(last.trip?.message).toMatch(/^The model returned 5 invalid final results in a row; the last: .*verdict/);
+  });
+
+  it("judges on the host: a value Pi's own check accepts but the schema refuses counts, a coerced valid one does not", () => {
+    const strict = new InvalidResultWatch({
+      finalToolName: FINAL,
+      schema: { type: "object", properties: { n: { type: "number" } }, required: ["n"] },
+      // The host's validator can be stricter than the schema Pi checks (e.g. a refinement).
+      validator: z.object({ n: z.number().max(10) }),
+    });
+    expect(strict.observe(final('{"n": 99}')).invalid?.reason).toMatch(/n: /);
+    // Pi coerces "3" to 3: valid, so the count starts again.
+    expect(strict.observe(final('{"n": "3"}'))).toEqual({});
+    expect(strict.observe(final("not json at all")).invalid).toMatchObject({ consecutive: 1 });
+  });
+
+  it("other work in between (another tool, text only) starts the count again; a valid result among several calls is no failure", () => {
+    const w = watch();
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < MAX_CONSECUTIVE_INVALID_RESULTS - 1; i++) expect(w.observe(final("{}")).trip).toBeUndefined();
+      expect(w.observe(reply([{ name: "bash", args: '{"command":"ls"}' }]))).toEqual({});
+    }
+    for (let i = 0; i < MAX_CONSECUTIVE_INVALID_RESULTS - 1; i++) w.observe(final("{}"));
+    expect(w.observe(reply([]))).toEqual({});
+    const mixed = reply([
+      { name: FINAL, args: "{}" },
+      { name: FINAL, args: '{"verdict":"approve"}' },
+    ]);
+    expect(w.observe(mixed)).toEqual({});
+  });
+
+  it("keeps a long reason to one line of at most 400 characters", () => {
+    const w = new InvalidResultWatch({ finalToolName: FINAL, schema, validator: validator() }, 1);
+    const seen = w.observe(final(`{"verdict":"${"x\\n".repeat(500)}"}`));
+    expect(seen.trip).toBeDefined();
+    expect(seen.invalid!.reason.length).toBeLessThanOrEqual(400);
+    expect(seen.invalid!.reason).not.toMatch(/\n/);
+  });
+});
