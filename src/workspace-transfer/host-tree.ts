@@ -22,6 +22,8 @@ export interface HostFacts {
 export interface SkippedEntry {
   path: string;
   reason: string;
+  /** A returned entry left out for its kind. */
+  kind?: "fifo" | "device";
 }
 
 export interface HostTree {
