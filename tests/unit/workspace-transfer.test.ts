@@ -378,7 +378,9 @@ describe("apply, whatever the returned list says", () => {
       ]),
       refused: [],
       strippedModes: [],
+      writeBitsCleared: [],
       bytes: 0,
+      contentOf: () => undefined,
     };
     expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/is not a directory; refusing/);
     expect(fs.readdirSync(outside)).toEqual([]);
