@@ -63,7 +63,9 @@ function state(dir: string): Record<string, string> {
     else if (st.isDirectory()) {
       out[rel] = `dir:${meta}`;
       for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
-    } else out[rel] = `file:${meta}:${crypto.createHash("sha256").update(fs.readFileSync(p)).digest("hex")}`;
+    } else if (!st.isFile())
+      out[rel] = `other:${meta}`; // a FIFO is never opened: that would block
+    else out[rel] = `file:${meta}:${st.nlink}:${crypto.createHash("sha256").update(fs.readFileSync(p)).digest("hex")}`;
   };
   walk(dir);
   return out;
@@ -279,7 +281,8 @@ function hostGitRound(ws: string, remote: string, marker: string): Record<string
 /** The victims are as they were, and sourcing each as a shell would runs nothing. */
 function expectVictimsUntouched(v: ReturnType<typeof victims>, marker: string): void {
   expect(state(v.dir)).toEqual(v.before);
-  for (const name of ["bashrc", "crontab", "profile", "notes"]) spawnSync("bash", ["-c", `. '${v.rc(name)}'`]);
+  for (const name of ["bashrc", "crontab", "profile", "notes"])
+    spawnSync("bash", ["-c", `. '${v.rc(name)}'`], { timeout: 10_000 });
   expect(fs.existsSync(marker), "a command from a victim file ran").toBe(false);
 }
 
