@@ -502,9 +502,8 @@ printf 'lint-cmd: touch MARKER\\n' > .aider.conf.yml`,
     expectUndone(outcome, marker, [".pre-commit-config.yaml (modified, .pre-commit-config.yaml)"]);
     // The message names the first ten; the event names them all, each with its rule.
     const event = outcome.events.find((e) => e.type === "policy.violation");
-    const named = (event?.data.protectedPaths as Array<{ path: string; change: string; rule: string }>).map(
-      (v) => `${v.path} (${v.change}, ${v.rule})`,
-    );
+    const listed = (event?.data.protectedPaths ?? []) as Array<{ path: string; change: string; rule: string }>;
+    const named = listed.map((v) => `${v.path} (${v.change}, ${v.rule})`);
     expect(named).toEqual(
       expect.arrayContaining([
         ".pre-commit-config.yaml (modified, .pre-commit-config.yaml)",
