@@ -114,10 +114,8 @@ function* pairsOf(
 ): Generator<EntryPair> {
   const b = [...before].sort((x, y) => comparePaths(x.path, y.path));
   // What the reader left out for its kind came back too: as a FIFO or a device.
-  const refused = (returned?.refused ?? []).filter((r) => r.kind !== undefined);
-  const a = [...after, ...refused.map((r) => ({ path: r.path, refusedKind: r.kind! }))].sort((x, y) =>
-    comparePaths(x.path, y.path),
-  );
+  const refused = [...(returned?.refusedKinds ?? [])].map(([path, kind]) => ({ path, refusedKind: kind }));
+  const a = [...after, ...refused].sort((x, y) => comparePaths(x.path, y.path));
   const gitLikeBefore = gitLikeDirectories(b);
   const gitLikeAfter = gitLikeDirectories(a);
   let i = 0;

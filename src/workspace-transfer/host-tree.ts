@@ -22,8 +22,6 @@ export interface HostFacts {
 export interface SkippedEntry {
   path: string;
   reason: string;
-  /** A returned entry left out for its kind. */
-  kind?: "fifo" | "device";
 }
 
 export interface HostTree {

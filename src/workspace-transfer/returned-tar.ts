@@ -41,6 +41,8 @@ export interface ReturnedTree {
   staged: Map<string, string>;
   /** Entries left out, and why. */
   refused: SkippedEntry[];
+  /** Entries left out for their kind, by path (the rules judge them as what they were). */
+  refusedKinds: Map<string, "fifo" | "device">;
   /** Paths whose setuid/setgid bits were dropped (the first 100). */
   strippedModes: string[];
   /** Files whose group/world-write bits the run added, dropped (the first 100). */
@@ -77,6 +79,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
     after: [],
     staged: new Map(),
     refused: [],
+    refusedKinds: new Map(),
     strippedModes: [],
     writeBitsCleared: [],
     bytes: 0,
@@ -143,11 +146,8 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       }
       const kind = kindOf(header.type);
       if (kind === "refused") {
-        tree.refused.push({
-          path: rel,
-          reason: `it is a ${header.type}`,
-          kind: header.type === "fifo" ? "fifo" : "device",
-        });
+        tree.refused.push({ path: rel, reason: `it is a ${header.type}` });
+        tree.refusedKinds.set(rel, header.type === "fifo" ? "fifo" : "device");
         await drain(entry);
         continue;
       }

@@ -38,8 +38,8 @@ export interface TreeViolation {
 
 /** What a check may read of a returned tree beyond its entry list (returned-tar.ts ReturnedTree has it). */
 export interface ReturnedTreeFacts {
-  /** Entries left out of the returned tree, with their kind where it is one (FIFOs, devices). */
-  refused: ReadonlyArray<{ path: string; reason: string; kind?: "fifo" | "device" }>;
+  /** Entries left out of the returned tree for their kind (FIFOs, devices), by path. */
+  refusedKinds: ReadonlyMap<string, "fifo" | "device">;
   /** A returned file's content, at most maxBytes; undefined when it cannot be read. */
   contentOf(path: string, maxBytes: number): Buffer | undefined;
 }

@@ -377,6 +377,7 @@ describe("apply, whatever the returned list says", () => {
         ["escape/pwned.txt", path.join(staging, "2")],
       ]),
       refused: [],
+      refusedKinds: new Map(),
       strippedModes: [],
       writeBitsCleared: [],
       bytes: 0,
