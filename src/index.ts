@@ -32,6 +32,7 @@ export type { PoolMember } from "./engine/engine-pool.js";
 export { redactPlan } from "./run/redact-plan.js";
 export type { Policy, Limits } from "./policy/policy-schema.js";
 export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
+export type { HostRunChange } from "./workspace/workspace-rules.js";
 export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";
 export { runnerImageSpec } from "./image/runner-image.js";

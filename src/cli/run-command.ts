@@ -285,6 +285,7 @@ function envelope(input: {
     image: d?.image ?? null,
     policy: d?.policy ?? null,
     changedFiles: d?.changedFiles ?? null,
+    ...(d?.hostRunFiles ? { hostRunFiles: d.hostRunFiles } : {}),
     ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
   };
 }

@@ -221,7 +221,7 @@ export const policySchema = z
       )
       .default([])
       .describe(
-        "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, new-repositories, directory-modes, or a protected name such as .envrc or .vscode/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
+        "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, git-entry-kinds, git-modes, git-pointers, git-config-paths, new-repositories, directory-modes, or a protected name such as .envrc, .vscode/ or .husky/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
       ),
     limits: limitsSchema,
   })

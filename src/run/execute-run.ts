@@ -13,6 +13,7 @@ import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-record.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import type { HostRunChange } from "../workspace/workspace-rules.js";
 import { containerFailure } from "./container-failure.js";
 import { containerSpecOf } from "./container-spec.js";
 import type { PlannedRun } from "./prepare-plan.js";
@@ -47,6 +48,12 @@ export interface RunDetails<T = unknown> {
    * to (or why there is none), or the patch. Absent in apply mode.
    */
   handBack?: HandBackReport;
+  /**
+   * Present when the run changed files a host tool reads when a person runs it (`.npmrc`,
+   * `.yarnrc.yml`, `.gitattributes`, ...; docs/security.md): "host-run file changed". Not a
+   * violation; a caller that hands the tree to such tools unreviewed can refuse the run here.
+   */
+  hostRunFiles?: HostRunChange[];
   /** For a replayed run: how it went against the recording. */
   replay?: ReplaySummary;
   /** With a run record: what could not be recorded (absent when everything was). */
@@ -178,6 +185,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       durationMs: Date.now() - started,
       changedFiles: outcome.changedFiles,
       ...(handBack ? { handBack } : {}),
+      ...(outcome.hostRunCount > 0 ? { hostRunFiles: outcome.hostRunFiles } : {}),
       ...(replay
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }
         : {}),

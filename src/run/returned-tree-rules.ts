@@ -1,30 +1,121 @@
 // Copy mode judges a returned tree with the same rules as bind mode's walk of the host tree
-// (workspace/workspace-rules.ts: git safety, the built-in protections, the policy's protectedPaths):
-// the tree sent in and the tree that came back become the rule engine's (before, after) pairs, so a
-// violation is found before anything reaches the host.
+// (workspace/workspace-rules.ts: git safety, the built-in protections, the policy's protectedPaths,
+// the paths the repositories' git config names): the tree sent in and the tree that came back
+// become the rule engine's (before, after) pairs, so a violation is found before anything reaches
+// the host. Entries the reader left out for their kind (FIFOs, devices) are judged as what they
+// were, and a pointer file is judged by the content that came back.
+//
+// What the repositories' config names is resolved here, when the check runs, from the host's
+// files: in copy mode the sandbox never wrote them, so they are still what they were before the
+// run (a change the caller made meanwhile fails the apply anyway).
+import path from "node:path";
 import type { RuleConfig } from "../workspace/workspace-rules.js";
-import { type EntryFacts, evaluateWorkspaceRules, type EntryPair } from "../workspace/workspace-rules.js";
+import {
+  type EntryFacts,
+  evaluateWorkspaceRules,
+  type EntryPair,
+  isGitDirectory,
+  isInside,
+} from "../workspace/workspace-rules.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
-import { comparePaths, type ReturnedTreeCheck, type TreeEntry } from "../workspace-transfer/tree-entry.js";
+import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import {
+  comparePaths,
+  type ReturnedTreeCheck,
+  type ReturnedTreeFacts,
+  type TreeEntry,
+} from "../workspace-transfer/tree-entry.js";
 
 const TYPE_BITS = { file: 0o100000, directory: 0o040000, symlink: 0o120000 } as const;
 
-export function workspaceRulesCheck(config: RuleConfig): ReturnedTreeCheck {
-  return (before, after, root) => {
+export interface ReturnedRulesConfig extends RuleConfig {
+  /** Every tree the run was lent (absolute): the repositories they are in count for each of them. */
+  lentRoots?: readonly string[];
+}
+
+export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCheck {
+  return (before, after, root, returned) => {
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
-    const rules = root.kind === "workspace" ? config : { ...config, protectedPaths: [] };
-    return evaluateWorkspaceRules(pairsOf(before, after), rules).map(({ path, change, rule }) => ({
+    const rules: RuleConfig = {
+      ...config,
+      ...gitConfigRules(before, root.hostPath, config),
+      ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
+    };
+    return evaluateWorkspaceRules(pairsOf(before, after, returned), rules).map(({ path, change, rule, detail }) => ({
       path,
       change,
       rule,
+      ...(detail !== undefined ? { detail } : {}),
     }));
   };
 }
 
+/** The git directories only a pointer names, and the paths the repositories' config names, in this tree. */
+function gitConfigRules(
+  before: readonly TreeEntry[],
+  hostPath: string,
+  config: ReturnedRulesConfig,
+): Pick<RuleConfig, "gitDirs" | "configPaths"> {
+  const found = gitDirectoriesOf(before);
+  const absolute = (rel: string) => (rel === "" ? hostPath : path.join(hostPath, rel));
+  const repositories = repositoriesOf({
+    roots: config.lentRoots ?? [hostPath],
+    gitDirs: found.gitDirs.map(absolute),
+    pointerFiles: found.pointerFiles.map(absolute),
+  });
+  const known = new Set(found.gitDirs);
+  const gitDirs: string[] = [];
+  for (const repo of repositories)
+    for (const dir of new Set([repo.gitDir, repo.commonDir])) {
+      const rel = dir === hostPath ? "" : dir.startsWith(`${hostPath}/`) ? dir.slice(hostPath.length + 1) : undefined;
+      if (rel !== undefined && !known.has(rel)) {
+        known.add(rel);
+        gitDirs.push(rel);
+      }
+    }
+  const disabled = config.disabled?.includes("git-config-paths") === true;
+  return {
+    gitDirs,
+    configPaths: disabled ? new Map() : targetsInTree(hostPath, configTargets(repositories)),
+  };
+}
+
+/** Git directories of a tree (by the same test as the walk's) and its `.git` files and `commondir` files. */
+function gitDirectoriesOf(entries: readonly TreeEntry[]): { gitDirs: string[]; pointerFiles: string[] } {
+  const sorted = [...entries].sort((x, y) => comparePaths(x.path, y.path));
+  const gitLike = gitLikeDirectories(sorted);
+  const stack: Array<{ path: string; gitRoot?: string }> = [];
+  const gitDirs: string[] = [];
+  const pointerFiles: string[] = [];
+  for (const entry of sorted) {
+    while (stack.length > 0 && !isInside(stack[stack.length - 1]!.path, entry.path)) stack.pop();
+    const parent = stack[stack.length - 1];
+    const name = entry.path.slice(entry.path.lastIndexOf("/") + 1).toLowerCase();
+    if (entry.kind === "directory") {
+      const facts: EntryFacts = { kind: "directory", mode: 0, size: 0, gitLike: gitLike.has(entry.path) };
+      const isGit = isGitDirectory(name, facts, parent?.path, parent?.gitRoot);
+      if (isGit) gitDirs.push(entry.path);
+      stack.push({ path: entry.path, gitRoot: isGit ? entry.path : parent?.gitRoot });
+    } else if (entry.kind === "file") {
+      if (name === ".git") pointerFiles.push(entry.path);
+      const root = parent?.gitRoot;
+      if (root !== undefined && entry.path === (root === "" ? "commondir" : `${root}/commondir`))
+        pointerFiles.push(entry.path);
+    }
+  }
+  return { gitDirs, pointerFiles };
+}
+
 /** Both lists merged in walk order into (path; before; after), unchanged entries included. */
-function* pairsOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): Generator<EntryPair> {
+function* pairsOf(
+  before: readonly TreeEntry[],
+  after: readonly TreeEntry[],
+  returned: ReturnedTreeFacts | undefined,
+): Generator<EntryPair> {
   const b = [...before].sort((x, y) => comparePaths(x.path, y.path));
-  const a = [...after].sort((x, y) => comparePaths(x.path, y.path));
+  // What the reader left out for its kind came back too: as a FIFO or a device.
+  const refused = [...(returned?.refusedKinds ?? [])].map(([path, kind]) => ({ path, refusedKind: kind }));
+  const a = [...after, ...refused].sort((x, y) => comparePaths(x.path, y.path));
   const gitLikeBefore = gitLikeDirectories(b);
   const gitLikeAfter = gitLikeDirectories(a);
   let i = 0;
@@ -32,18 +123,22 @@ function* pairsOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): Ge
   while (i < b.length || j < a.length) {
     const order = i >= b.length ? 1 : j >= a.length ? -1 : comparePaths(b[i]!.path, a[j]!.path);
     const path = order <= 0 ? b[i]!.path : a[j]!.path;
-    yield {
-      path,
-      ...(order <= 0 ? { before: factsOf(b[i++]!, gitLikeBefore) } : {}),
-      ...(order >= 0 ? { after: factsOf(a[j++]!, gitLikeAfter) } : {}),
-    };
+    const pair: EntryPair = { path };
+    if (order <= 0) pair.before = factsOf(b[i++]!, gitLikeBefore);
+    if (order >= 0) {
+      const entry = a[j++]!;
+      pair.after =
+        "refusedKind" in entry ? { kind: entry.refusedKind, mode: 0, size: 0 } : factsOf(entry, gitLikeAfter);
+      if (returned && pair.after.kind === "file") pair.content = (maxBytes) => returned.contentOf(path, maxBytes);
+    }
+    yield pair;
   }
 }
 
 function factsOf(entry: TreeEntry, gitLike: ReadonlySet<string>): EntryFacts {
   return {
     kind: entry.kind,
-    mode: TYPE_BITS[entry.kind] | entry.mode,
+    mode: TYPE_BITS[entry.kind] | (entry.modeAsReturned ?? entry.mode),
     size: entry.size,
     ...(entry.hash !== undefined ? { hash: entry.hash } : {}),
     mtimeMs: entry.mtimeMs,
@@ -52,7 +147,7 @@ function factsOf(entry: TreeEntry, gitLike: ReadonlySet<string>): EntryFacts {
 }
 
 /** Directories whose children look like a git directory (HEAD + objects + refs, or HEAD + commondir). */
-function gitLikeDirectories(entries: readonly TreeEntry[]): Set<string> {
+function gitLikeDirectories(entries: ReadonlyArray<{ path: string }>): Set<string> {
   const children = new Map<string, string[]>();
   for (const { path } of entries) {
     if (path === "") continue;

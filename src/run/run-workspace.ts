@@ -8,7 +8,10 @@ import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import { type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
+import { hostRunReportOf } from "../workspace/builtin-protections.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
+import type { HostRunChange } from "../workspace/workspace-rules.js";
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode.js";
@@ -39,8 +42,14 @@ export interface RunWorkspaceInput {
 export interface WorkspaceOutcome {
   changedFiles: WorkspaceReport["changedFiles"];
   /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
-  violations: ReadonlyArray<{ path: string; change: string; rule?: string }>;
+  violations: ReadonlyArray<{ path: string; change: string; rule?: string; detail?: string }>;
   violationCount: number;
+  /**
+   * Changed files that host tools read when a person runs them (.npmrc, .gitattributes, ...):
+   * not violations, reported so a caller can refuse the run's output (at most 100 listed).
+   */
+  hostRunFiles: HostRunChange[];
+  hostRunCount: number;
   /** Bind mode: what was put back. */
   restore?: WorkspaceReport["restore"];
   /** Bind mode: the trees' allocated bytes before and after (for the exact disk check). */
@@ -89,6 +98,7 @@ export class RunWorkspace {
         check: workspaceRulesCheck({
           disabled: run.policy.disableBuiltinProtections,
           protectedPaths: run.policy.protectedPaths,
+          lentRoots: [run.cwd, ...run.writableRoots],
         }),
         timeline,
         signal,
@@ -141,7 +151,7 @@ export class RunWorkspace {
     this.diskWatch?.stop();
     const outcome: WorkspaceOutcome = this.copy
       ? copyModeOutcome(await this.copy.finish())
-      : { ...(await this.watch!.finish()), applied: true };
+      : bindModeOutcome(await this.watch!.finish(), this.input.timeline);
     const changed = outcome.changedFiles;
     this.input.timeline.sandbox("workspace.changed", {
       ...(changed.truncated ?? {
@@ -152,6 +162,13 @@ export class RunWorkspace {
       ...(changed.truncated ? { listed: "first 10,000 of each kind" } : {}),
       snapshotMs: outcome.snapshotMs,
     });
+    if (outcome.hostRunCount > 0) {
+      this.input.timeline.sandbox("workspace.host-run-files", {
+        reason: "host-run file changed: a tool run on the host reads it (not refused; see hostRunFiles)",
+        count: outcome.hostRunCount,
+        files: outcome.hostRunFiles.slice(0, 50),
+      });
+    }
     return outcome;
   }
 
@@ -171,7 +188,9 @@ export class RunWorkspace {
     if (outcome.violationCount === 0) return;
     const { timeline, signal, planned } = this.input;
     timeline.sandbox("policy.violation", {
-      protectedPaths: outcome.violations.slice(0, 50).map(({ path, change, rule }) => ({ path, change, rule })),
+      protectedPaths: outcome.violations
+        .slice(0, 50)
+        .map(({ path, change, rule, detail }) => ({ path, change, rule, ...(detail ? { detail } : {}) })),
       count: outcome.violationCount,
       restore: outcome.restore,
     });
@@ -200,9 +219,43 @@ export class RunWorkspace {
   }
 }
 
+function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): WorkspaceOutcome {
+  if (report.clearedSetuid.length > 0 || report.clearedWriteBits.length > 0) {
+    timeline.sandbox("workspace.modes-cleared", {
+      setuid: report.clearedSetuid.slice(0, 20),
+      writeBits: report.clearedWriteBits.slice(0, 20),
+    });
+  }
+  return { ...report, applied: true };
+}
+
 function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
   const { changedFiles, violations, snapshotMs } = finished;
-  return { changedFiles, violations, violationCount: violations.length, snapshotMs, applied: false };
+  const hostRun = hostRunChangesOf(changedFiles);
+  return {
+    changedFiles,
+    violations,
+    violationCount: violations.length,
+    hostRunFiles: hostRun.slice(0, 100),
+    hostRunCount: hostRun.length,
+    snapshotMs,
+    applied: false,
+  };
+}
+
+/**
+ * Copy mode's changed-file lists are complete (bind mode's rule pass finds these itself, since
+ * its lists are capped): the host-run files among them, by name.
+ */
+function hostRunChangesOf(changed: ChangedFiles): HostRunChange[] {
+  const out: HostRunChange[] = [];
+  for (const change of ["created", "modified", "deleted"] as const) {
+    for (const reported of changed[change]) {
+      const report = hostRunReportOf(reported);
+      if (report) out.push({ path: reported, change, why: report.why });
+    }
+  }
+  return out;
 }
 
 function diskTrip(over: DiskTrip): Trip {

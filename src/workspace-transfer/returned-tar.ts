@@ -4,7 +4,9 @@
 // whose directory the archive did not create first (which is how "a symlink, then a file written
 // through it" shows up), duplicates, unknown entry types, oversize names or link targets. What
 // honest tar can produce but must not reach the host is left out and reported: FIFOs, devices,
-// names that are not UTF-8. Setuid and setgid bits are dropped.
+// names that are not UTF-8. Setuid and setgid bits are dropped, and so are group/world-write bits
+// the run added to a file (another local user could rewrite it); the rules still judge the mode
+// the archive gave (TreeEntry.modeAsReturned).
 // (Over 300 lines because each of those refusals sits beside the header field it checks.)
 //
 // Nothing here writes to the host tree. Content that differs from the host's is written to a
@@ -39,9 +41,15 @@ export interface ReturnedTree {
   staged: Map<string, string>;
   /** Entries left out, and why. */
   refused: SkippedEntry[];
+  /** Entries left out for their kind, by path (the rules judge them as what they were). */
+  refusedKinds: Map<string, "fifo" | "device">;
   /** Paths whose setuid/setgid bits were dropped (the first 100). */
   strippedModes: string[];
+  /** Files whose group/world-write bits the run added, dropped (the first 100). */
+  writeBitsCleared: string[];
   bytes: number;
+  /** A returned file's content (staged, or the host's when it came back unchanged), at most maxBytes. */
+  contentOf(path: string, maxBytes: number): Buffer | undefined;
 }
 
 export interface ReadReturnedOptions {
@@ -67,7 +75,16 @@ class HostileArchive extends Error {}
 export async function readReturnedTar(archive: Readable, options: ReadReturnedOptions): Promise<ReturnedTree> {
   const { limits } = options;
   const extract = tar.extract();
-  const tree: ReturnedTree = { after: [], staged: new Map(), refused: [], strippedModes: [], bytes: 0 };
+  const tree: ReturnedTree = {
+    after: [],
+    staged: new Map(),
+    refused: [],
+    refusedKinds: new Map(),
+    strippedModes: [],
+    writeBitsCleared: [],
+    bytes: 0,
+    contentOf: (rel, maxBytes) => contentOf(tree, options.before.root, rel, maxBytes),
+  };
   const seen = new Map<string, TreeEntryKind>();
   const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));
   let overLimit: SandboxRunError | undefined;
@@ -135,6 +152,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       const kind = kindOf(header.type);
       if (kind === "refused") {
         tree.refused.push({ path: rel, reason: `it is a ${header.type}` });
+        tree.refusedKinds.set(rel, header.type === "fifo" ? "fifo" : "device");
         await drain(entry);
         continue;
       }
@@ -142,11 +160,18 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       if (rel === "" && kind !== "directory") throw new HostileArchive("its root is not a directory");
       seen.set(rel, kind);
 
-      const mode = header.mode & (kind === "directory" ? 0o1777 : 0o777);
+      const before = beforeByPath.get(rel);
+      const returnedMode = (header.mode ?? 0) & 0o7777;
+      let mode = returnedMode & (kind === "directory" ? 0o1777 : 0o777);
       if (header.mode & 0o6000 && tree.strippedModes.length < 100) tree.strippedModes.push(rel);
+      const addedWriteBits = kind === "file" ? mode & 0o022 & ~(before?.kind === "file" ? before.mode : 0) : 0;
+      if (addedWriteBits) {
+        mode &= ~addedWriteBits;
+        if (tree.writeBitsCleared.length < 100) tree.writeBitsCleared.push(rel);
+      }
       const mtime = header.mtime?.getTime();
       const after: TreeEntry = { path: rel, kind, mode, size: 0, mtimeMs: Number.isFinite(mtime) ? mtime! : 0 };
-      const before = beforeByPath.get(rel);
+      if (kind !== "symlink" && mode !== returnedMode) after.modeAsReturned = returnedMode;
       if (kind === "symlink") {
         const target = header.linkname ?? "";
         if (target === "" || target.includes("\0") || Buffer.byteLength(target) > limits.maxLinkTargetBytes) {
@@ -218,6 +243,39 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
   }
   tree.after.sort((a, b) => comparePaths(a.path, b.path));
   return tree;
+}
+
+/**
+ * A returned file's content: its staged copy, or the host file when the content came back
+ * unchanged (copy mode never lets the sandbox write the host tree). Read without following a
+ * symlink, at most maxBytes.
+ */
+function contentOf(tree: ReturnedTree, root: string, rel: string, maxBytes: number): Buffer | undefined {
+  const staged = tree.staged.get(rel);
+  if (staged === EMPTY_FILE) return Buffer.alloc(0);
+  const file = staged ?? path.join(root, rel);
+  let fd: number;
+  try {
+    fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile() || stat.size > maxBytes) return undefined;
+    const buffer = Buffer.alloc(stat.size);
+    let length = 0;
+    while (length < buffer.length) {
+      const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
+      if (n === 0) break;
+      length += n;
+    }
+    return buffer.subarray(0, length);
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** The entry's path relative to the root ("" for the root), undefined for a name that is not UTF-8; hostile names throw. */

@@ -18,6 +18,12 @@ export interface TreeEntry {
   /** A symlink's target. */
   target?: string;
   mtimeMs: number;
+  /**
+   * Returned trees only: the permission bits the archive gave, where the reader cleared some of
+   * them (setuid, setgid, group/world-write the run added). The rules judge these; `mode` is
+   * what is applied.
+   */
+  modeAsReturned?: number;
 }
 
 /** A violation a check found in a returned tree; the run fails and nothing is applied. */
@@ -26,17 +32,29 @@ export interface TreeViolation {
   /** `mode`: only permission bits changed; `unreadable`: the sandbox made an entry unreadable. */
   change: "created" | "modified" | "deleted" | "mode" | "unreadable";
   rule?: string;
+  /** Why the entry breaks its rule, where a rule says (the git rules). */
+  detail?: string;
+}
+
+/** What a check may read of a returned tree beyond its entry list (returned-tar.ts ReturnedTree has it). */
+export interface ReturnedTreeFacts {
+  /** Entries left out of the returned tree for their kind (FIFOs, devices), by path. */
+  refusedKinds: ReadonlyMap<string, "fifo" | "device">;
+  /** A returned file's content, at most maxBytes; undefined when it cannot be read. */
+  contentOf(path: string, maxBytes: number): Buffer | undefined;
 }
 
 /**
  * The check copy mode runs on a returned tree before anything reaches the host: the tree that was
- * sent (`before`) and the one that came back (`after`), both in walk order. The workspace's
- * protected-path (and later git) rules plug in here.
+ * sent (`before`) and the one that came back (`after`), both in walk order, and what else the
+ * reader knows of it (`returned`: entries it left out, content). The workspace's rules (protected
+ * paths, git safety) plug in here.
  */
 export type ReturnedTreeCheck = (
   before: readonly TreeEntry[],
   after: readonly TreeEntry[],
   root: { hostPath: string; kind: "workspace" | "writable-root" },
+  returned?: ReturnedTreeFacts,
 ) => TreeViolation[];
 
 /** Permission bits that travel; setuid and setgid are dropped both ways. */

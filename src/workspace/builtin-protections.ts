@@ -5,7 +5,10 @@
 
 /**
  * Names (lower case) that a tool on the host executes or loads as configuration when it meets
- * them in a directory, each with why. A directory name protects everything below it.
+ * them in a directory, each with why. A directory name protects everything below it. The rule
+ * for choosing: what runs code on the host without being asked (a shell, git, an editor or an
+ * agent opening the folder, a hook manager's hook, a version manager on `cd`) is protected here;
+ * what only configures a tool a person runs on purpose is reported instead (HOST_RUN_REPORTED).
  */
 export const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".bashrc", "bash runs it in every interactive shell started with this directory as HOME"],
@@ -21,9 +24,73 @@ export const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".vscode/", "VS Code runs tasks.json tasks with runOn: folderOpen, and settings name executables"],
   [".idea/", "JetBrains IDEs run configured startup tasks and external tools from it"],
   [".pi/", "Pi loads extensions, settings and prompts from it when the project is trusted"],
+  [
+    ".claude/",
+    "Claude Code runs hooks (settings.json, and the scripts in .claude/hooks they name), loads commands, agents and skills",
+  ],
+  // Hook managers: their hook, installed once in .git/hooks or core.hooksPath, reads these on every commit.
+  [".husky/", "husky: core.hooksPath is .husky/_ (or .husky); the scripts in .husky run at the host's next git commit"],
+  [
+    ".pre-commit-config.yaml",
+    "pre-commit: its git hook runs the `entry` commands of `repo: local` hooks listed here at every commit",
+  ],
+  ["lefthook.yml", "lefthook: its git hook runs the commands listed here at every commit"],
+  ["lefthook.yaml", "lefthook: its git hook runs the commands listed here at every commit"],
+  [".lefthook.yml", "lefthook: its git hook runs the commands listed here at every commit"],
+  [".lefthook.yaml", "lefthook: its git hook runs the commands listed here at every commit"],
+  ["lefthook-local.yml", "lefthook: local overrides of the commands its git hook runs"],
+  ["lefthook-local.yaml", "lefthook: local overrides of the commands its git hook runs"],
+  [".lefthook-local.yml", "lefthook: local overrides of the commands its git hook runs"],
+  [".lefthook-local.yaml", "lefthook: local overrides of the commands its git hook runs"],
+  [".lefthook/", "lefthook: its git hook runs the scripts in this source_dir"],
+  [".lefthook-local/", "lefthook: its git hook runs the scripts in this source_dir_local"],
+  // Version managers activated in the shell act on `cd`, before anyone runs a project command.
+  [
+    "mise.toml",
+    "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd; trust is by path, not content",
+  ],
+  [".mise.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
+  ["mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
+  [".mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
+  [".mise/", "mise reads .mise/config.toml like mise.toml"],
+  [
+    ".tool-versions",
+    "asdf/mise put the named tool versions first on PATH on cd; a `path:` version puts a workspace folder there, so the commands a person types run from it",
+  ],
+  // Editors and agents that run what a folder says when it is opened.
+  [".devcontainer/", "Dev Containers run initializeCommand on the host when the folder is opened in a container"],
+  [".devcontainer.json", "Dev Containers run initializeCommand on the host when the folder is opened in a container"],
+  [".cursor/", "Cursor starts the MCP servers of .cursor/mcp.json (commands) and runs .cursor hooks"],
+  [".gemini/", "Gemini CLI starts the MCP servers and tool-discovery commands of .gemini/settings.json"],
+  [".codex/", "Codex CLI reads .codex/config.toml (MCP servers and notify: commands) for a trusted project"],
+  [
+    ".aider.conf.yml",
+    "aider runs its lint-cmd after every edit (auto-lint is on by default) and test-cmd with auto-test",
+  ],
 ]);
 
-/** `.claude/<name>`: Claude Code loads commands and agents, and settings with hooks (commands). */
+/** Names (lower case) ending with one of these are protected like PROTECTED_NAMES. */
+export const PROTECTED_SUFFIXES: ReadonlyMap<string, string> = new Map([
+  [
+    ".code-workspace",
+    "VS Code reads settings and runs tasks (runOn: folderOpen) of a .code-workspace file when it opens it, like .vscode/",
+  ],
+]);
+
+/**
+ * Two-level names (lower case, "parent/child"; a trailing "/" protects a directory): the child is
+ * protected, and so is the parent's kind (a parent swapped for a symlink would hand the host
+ * another child without the walk ever seeing it).
+ */
+export const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
+  [".config/mise.toml", "mise reads .config/mise.toml like mise.toml"],
+  [".config/mise/", "mise reads .config/mise/config.toml like mise.toml"],
+]);
+
+/**
+ * `.claude/<name>`: names an earlier release protected one by one (now .claude/ as a whole). A
+ * policy that turns one of them off still may change that part of .claude/.
+ */
 export const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
   ["commands", ".claude/commands/"],
   ["agents", ".claude/agents/"],
@@ -31,11 +98,54 @@ export const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
   ["settings.local.json", ".claude/settings.local.json"],
 ]);
 
+/**
+ * Files a host tool reads when a person runs that tool on purpose, in a tree whose other inputs
+ * (package.json scripts, sources, tests) the run may change anyway. A change is not a violation:
+ * it is reported as "host-run file changed" (an event and `hostRunFiles` in the result), so a
+ * caller can refuse the run's output.
+ */
+export const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
+  [
+    ".npmrc",
+    "npm reads it on every npm command (registry, node-options, script-shell): it changes what a later `npm install` or `npm run` does",
+  ],
+  [
+    ".yarnrc.yml",
+    "yarn runs the file yarnPath names instead of itself, and loads plugins, when a person runs yarn there",
+  ],
+  [".yarnrc", "yarn 1 runs the file yarn-path names instead of itself when a person runs yarn there"],
+  [".pnpmfile.cjs", "pnpm runs its hooks during a `pnpm install` a person starts"],
+  [
+    ".lfsconfig",
+    "git-lfs reads only URLs and fetch filters from it (no commands): a later `git lfs push` or fetch may go elsewhere",
+  ],
+  [
+    ".gitattributes",
+    "names the filter, diff and merge drivers (defined only in git config, which stays protected) host git applies to each path",
+  ],
+]);
+
 /** Rules about git (see gitPathAllowed) and directory modes, by the name a policy uses to turn one off. */
 export const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
   [
     "git-metadata",
     "inside a .git directory only what ordinary git work changes may change: config, hooks, info/attributes, commondir, config.worktree, modules/*/config ... make host git run code",
+  ],
+  [
+    "git-entry-kinds",
+    "inside a git directory only regular files and directories, each file with one link: host git writes through a symlink or hard link (COMMIT_EDITMSG, logs/HEAD, refs/) into whatever it names, and blocks on a FIFO",
+  ],
+  [
+    "git-modes",
+    "inside a git directory no file is setuid, setgid, group- or world-writable: another local user could rewrite what host git reads",
+  ],
+  [
+    "git-pointers",
+    "HEAD, refs/**, packed-refs and the *_HEAD files hold object ids and `ref: refs/...` with names git's check-ref-format accepts, and nothing else",
+  ],
+  [
+    "git-config-paths",
+    "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers",
   ],
   [
     "new-repositories",
@@ -50,7 +160,9 @@ export const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
 /** Every name disableBuiltinProtections accepts. */
 export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
   ...GIT_AND_MODE_RULES.keys(),
-  ...[...PROTECTED_NAMES.keys()],
+  ...PROTECTED_NAMES.keys(),
+  ...[...PROTECTED_SUFFIXES.keys()].map((suffix) => `*${suffix}`),
+  ...PROTECTED_NESTED.keys(),
   ...PROTECTED_CLAUDE_ENTRIES.values(),
 ];
 
@@ -136,15 +248,52 @@ export function builtinProtectionOf(
   const parts = path.split("/");
   for (let i = 0; i < parts.length; i++) {
     const lower = parts[i]!.toLowerCase();
+    const next = parts[i + 1]?.toLowerCase();
     let rule: string | undefined;
     let end = i;
     if (PROTECTED_NAMES.has(lower)) rule = lower;
     else if (PROTECTED_NAMES.has(`${lower}/`)) rule = `${lower}/`;
-    else if (lower === ".claude" && i + 1 < parts.length) {
-      rule = PROTECTED_CLAUDE_ENTRIES.get(parts[i + 1]!.toLowerCase());
-      end = i + 1;
+    else rule = suffixRule(lower);
+    if (rule === ".claude/" && next !== undefined) {
+      // A policy that turned off one of the older, narrower names keeps that part open.
+      const legacy = PROTECTED_CLAUDE_ENTRIES.get(next);
+      if (legacy && disabled.has(legacy)) continue;
+      if (legacy && disabled.has(rule)) {
+        rule = legacy;
+        end = i + 1;
+      }
+    }
+    if (!rule && next !== undefined) {
+      const nested = PROTECTED_NESTED.has(`${lower}/${next}`) ? `${lower}/${next}` : `${lower}/${next}/`;
+      if (PROTECTED_NESTED.has(nested)) {
+        rule = nested;
+        end = i + 1;
+      }
     }
     if (rule && !disabled.has(rule)) return { rule, scope: parts.slice(0, end + 1).join("/") };
   }
   return undefined;
+}
+
+function suffixRule(lowerName: string): string | undefined {
+  for (const suffix of PROTECTED_SUFFIXES.keys())
+    if (lowerName.endsWith(suffix) && lowerName.length > suffix.length) return `*${suffix}`;
+  return undefined;
+}
+
+/**
+ * Whether a directory name is the parent of a two-level protection (`.config` of
+ * `.config/mise.toml`): such a directory turned into anything else is judged like the protected
+ * child, whose name the walk then never meets.
+ */
+export function nestedProtectionParent(lowerName: string, disabled: ReadonlySet<string>): string | undefined {
+  for (const rule of PROTECTED_NESTED.keys()) if (rule.startsWith(`${lowerName}/`) && !disabled.has(rule)) return rule;
+  return undefined;
+}
+
+/** A file whose change is reported as "host-run file changed" (not a violation), with why. */
+export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
+  const name = path.slice(path.lastIndexOf("/") + 1).toLowerCase();
+  const why = HOST_RUN_REPORTED.get(name);
+  return why ? { name, why } : undefined;
 }

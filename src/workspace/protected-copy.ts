@@ -10,19 +10,26 @@
 // KEEP_TOTAL_MAX_BYTES in all. Past a cap a file is indexed (hash, size, times) but not copied;
 // if a run then changes or deletes it, the restore cannot bring it back: a git file that
 // ordinary git work writes (index, refs, logs) stays as the sandbox left it, anything else
-// is removed (a trap must not stay), and the error names it.
+// is removed (a trap must not stay), and the error names it. packed-refs, which host git reads
+// as pointers and which grows with the number of tags, is copied up to the total cap.
+// The walk also notes what the run's rules need beyond names: every git directory, every
+// `.git` file and `commondir` (pointers to more git directories), and each object store's
+// inode (to find it if the run moves it). What the repositories' config names is known only
+// after the walk (git-config-paths.ts): keepPaths keeps it in a second, targeted pass.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { builtinProtectionOf, gitObjectStorePath, gitPathAllowed } from "./builtin-protections.js";
-import type { WalkEntry } from "./fd-walk.js";
+import { atPath, errorCode, kindOf, openDirAt, openRoot, walkTree, type WalkEntry } from "./fd-walk.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";
 import { readFileAt } from "./workspace-snapshot.js";
 
 export const KEEP_FILE_MAX_BYTES = 1024 * 1024;
 export const KEEP_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
+/** Git directories and pointer files noted per tree (more are not followed). */
+const MAX_NOTED = 10_000;
 
 export interface Owner {
   uid: number;
@@ -59,6 +66,13 @@ interface Frame {
   gitRoot?: string;
 }
 
+/** Where an object store was before the run, to find it by inode if the run moves it. */
+export interface ObjectStoreIdentity {
+  path: string;
+  dev: number;
+  ino: number;
+}
+
 export interface ProtectedCopyOptions extends RuleConfig {
   /** The folder to keep the copy in (created, 0700). */
   dir: string;
@@ -77,6 +91,11 @@ export class ProtectedCopy {
   entries = 0;
   /** Files whose content was not copied, with why (at most 100 listed). */
   readonly notCopied: Array<{ path: string; why: string }> = [];
+  /** Every git directory met (relative), the root's included. */
+  readonly gitDirs: string[] = [];
+  /** `.git` entries that are files and `commondir` files of git directories (relative). */
+  readonly pointerFiles: string[] = [];
+  readonly objectStores: ObjectStoreIdentity[] = [];
 
   constructor(private readonly options: ProtectedCopyOptions) {
     fs.mkdirSync(options.dir, { mode: 0o700 });
@@ -101,21 +120,108 @@ export class ProtectedCopy {
       parent?.gitRoot,
     );
     if (entry.kind === "directory") this.stack.push({ path: p, gitRoot: isGit ? p : parent?.gitRoot });
+    if (isGit) note(this.gitDirs, p);
 
     const root = parent?.gitRoot;
     const relative = root === undefined ? undefined : root === "" ? p : p.slice(root.length + 1);
     let keep = isGit || (lower === ".git" && entry.kind !== "directory");
+    if (lower === ".git" && entry.kind === "file") note(this.pointerFiles, p);
     let objectStore = false;
     if (relative !== undefined) {
       if (gitObjectStorePath(relative)) return undefined;
       keep = true;
       objectStore = entry.kind === "directory" && (relative === "objects" || relative === "lfs");
+      if (objectStore) this.objectStores.push({ path: p, dev: stat.dev, ino: stat.ino });
+      if (relative === "commondir" && entry.kind === "file") note(this.pointerFiles, p);
     }
     keep ||= builtinProtectionOf(p, this.disabled) !== undefined;
     keep ||= entry.kind !== "directory" && this.callerProtected?.(p) === true;
     if (!keep || p === "") return undefined;
-    return this.keep(entry, stat, { objectStore, gitAllowed: relative !== undefined && gitPathAllowed(relative) });
+    return this.keep(entry, stat, {
+      objectStore,
+      gitAllowed: relative !== undefined && gitPathAllowed(relative),
+      large: relative === "packed-refs",
+    });
   }
+
+  /**
+   * Keeps what the walk could not know to keep when it passed: the paths the repositories'
+   * config names, and git directories only a pointer names (their metadata, as for any git
+   * directory). Each is reached from the root through directory fds, never through a symlink;
+   * a path that does not exist has nothing to keep (creating it will be removed).
+   */
+  keepPaths(root: string, paths: ReadonlyArray<{ path: string; gitDir?: boolean }>): void {
+    if (paths.length === 0) return;
+    const rootFd = openRoot(root);
+    try {
+      for (const target of paths) {
+        const parts = target.path === "" ? ["."] : target.path.split("/");
+        const parentFd = openBelow(rootFd, parts.slice(0, -1));
+        if (parentFd === undefined) continue;
+        try {
+          const at = atPath(parentFd, parts[parts.length - 1]!);
+          let top: fs.Stats;
+          try {
+            top = fs.lstatSync(at);
+          } catch {
+            continue;
+          }
+          if (!top.isDirectory()) {
+            if (!this.alreadyKept(target.path, false))
+              this.keep(
+                {
+                  path: target.path,
+                  name: lastName(target.path),
+                  depth: parts.length,
+                  kind: kindOf(top),
+                  stat: top,
+                  at,
+                },
+                top,
+                {
+                  objectStore: false,
+                  gitAllowed: false,
+                  large: false,
+                },
+              );
+            continue;
+          }
+          for (const entry of walkTree(at, { maxDepth: Number.POSITIVE_INFINITY })) {
+            const p =
+              entry.path === "" ? target.path : target.path === "" ? entry.path : `${target.path}/${entry.path}`;
+            if (p === "" || !entry.stat || this.alreadyKept(p, entry.kind === "directory")) continue;
+            let objectStore = false;
+            if (target.gitDir) {
+              if (gitObjectStorePath(entry.path)) continue;
+              objectStore = entry.kind === "directory" && (entry.path === "objects" || entry.path === "lfs");
+              if (objectStore) this.objectStores.push({ path: p, dev: entry.stat.dev, ino: entry.stat.ino });
+            }
+            this.keep({ ...entry, path: p }, entry.stat, {
+              objectStore,
+              gitAllowed: target.gitDir === true && gitPathAllowed(entry.path),
+              large: target.gitDir === true && entry.path === "packed-refs",
+            });
+          }
+        } finally {
+          fs.closeSync(parentFd);
+        }
+      }
+    } finally {
+      fs.closeSync(rootFd);
+    }
+  }
+
+  /** Whether the first pass kept this path already (a built-in scope, a caller glob, a git directory). */
+  private alreadyKept(p: string, isDirectory: boolean): boolean {
+    if (builtinProtectionOf(p, this.disabled)) return true;
+    if (!isDirectory && this.callerProtected?.(p)) return true;
+    if (this.gitDirSet === undefined) this.gitDirSet = new Set(this.gitDirs);
+    if (this.gitDirSet.has("")) return true;
+    for (let end = p.length; end > 0; end = p.lastIndexOf("/", end - 1))
+      if (this.gitDirSet.has(p.slice(0, end))) return true;
+    return false;
+  }
+  private gitDirSet?: Set<string>;
 
   close(): void {
     fs.closeSync(this.index);
@@ -124,7 +230,7 @@ export class ProtectedCopy {
   private keep(
     entry: WalkEntry,
     stat: fs.Stats,
-    flags: { objectStore: boolean; gitAllowed: boolean },
+    flags: { objectStore: boolean; gitAllowed: boolean; large: boolean },
   ): string | undefined {
     const owner = this.options.ownerOf?.(stat) ?? { uid: stat.uid, gid: stat.gid };
     const row: KeptEntry = {
@@ -143,18 +249,19 @@ export class ProtectedCopy {
     if (flags.objectStore) row.objectStore = true;
     if (flags.gitAllowed) row.gitAllowed = true;
     if (entry.kind === "symlink") row.hash = fs.readlinkSync(entry.at, "utf8");
-    else if (entry.kind === "file") this.copyContent(entry, stat, row);
+    else if (entry.kind === "file") this.copyContent(entry, stat, row, flags.large);
     fs.writeSync(this.index, `${JSON.stringify(row)}\n`);
     this.entries++;
     return row.hash;
   }
 
-  private copyContent(entry: WalkEntry, stat: fs.Stats, row: KeptEntry): void {
+  private copyContent(entry: WalkEntry, stat: fs.Stats, row: KeptEntry, large: boolean): void {
+    const fileMax = large ? KEEP_TOTAL_MAX_BYTES : KEEP_FILE_MAX_BYTES;
     let why: string | undefined;
-    if (stat.size > KEEP_FILE_MAX_BYTES) why = `larger than ${KEEP_FILE_MAX_BYTES / 1048576} MiB`;
+    if (stat.size > fileMax) why = `larger than ${fileMax / 1048576} MiB`;
     else if (this.bytes + stat.size > KEEP_TOTAL_MAX_BYTES)
       why = `the kept copy reached ${KEEP_TOTAL_MAX_BYTES / 1048576} MiB`;
-    const content = why ? undefined : readFileAt(entry.at, stat, KEEP_FILE_MAX_BYTES);
+    const content = why ? undefined : readFileAt(entry.at, stat, fileMax);
     if (!content) {
       row.notCopied = why ?? "unreadable";
       if (this.notCopied.length < 100) this.notCopied.push({ path: entry.path, why: row.notCopied });
@@ -197,6 +304,28 @@ export class ProtectedCopy {
     }
     return out;
   }
+}
+
+function note(list: string[], p: string): void {
+  if (list.length < MAX_NOTED) list.push(p);
+}
+
+/** An fd for the directory at `parts` below `rootFd` (no symlink followed), or undefined if there is none. */
+function openBelow(rootFd: number, parts: readonly string[]): number | undefined {
+  let fd = openDirAt(rootFd, ".");
+  for (const name of parts) {
+    let next: number;
+    try {
+      next = openDirAt(fd, name);
+    } catch (error) {
+      fs.closeSync(fd);
+      if (["ENOENT", "ENOTDIR", "ELOOP"].includes(errorCode(error))) return undefined;
+      throw error;
+    }
+    fs.closeSync(fd);
+    fd = next;
+  }
+  return fd;
 }
 
 function inScopes(scopes: ReadonlySet<string>, p: string): boolean {

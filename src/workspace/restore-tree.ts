@@ -23,14 +23,24 @@ export interface RestoreReport {
   notRestored: Array<{ path: string; why: string }>;
 }
 
-/** Applies the steps (parents first, see RestorePlan.ordered) to the tree at `root`. */
-export function applyRestore(root: string, steps: readonly RestoreStep[], copy: ProtectedCopy): RestoreReport {
+/**
+ * Applies the steps (parents first, see RestorePlan.ordered) to the tree at `root`.
+ * `movedStores`: object stores the walk found elsewhere than before the run (kept path ->
+ * where it is now), to be moved back if their git directory is reverted.
+ */
+export function applyRestore(
+  root: string,
+  steps: readonly RestoreStep[],
+  copy: ProtectedCopy,
+  movedStores: ReadonlyMap<string, string> = new Map(),
+): RestoreReport {
   const report: RestoreReport = { reverted: [], removed: [], modes: [], notRestored: [] };
   const kept = copy.load(steps.filter((s) => s.action === "revert").map((s) => s.path));
   const restorer = new Restorer(kept, copy, report);
   const rootFd = openRoot(root);
   try {
     restorer.rootFd = rootFd;
+    restorer.rescueMovedStores(rootFd, steps, movedStores);
     restorer.rescueObjectStores(rootFd, steps);
     for (const step of steps) {
       try {
@@ -49,8 +59,12 @@ export function applyRestore(root: string, steps: readonly RestoreStep[], copy: 
 class Restorer {
   private readonly children = new Map<string, string[]>();
   private readonly asRoot = process.geteuid?.() === 0;
-  /** Kept object-store path -> the name (in the root) it was moved aside to, to go back into place. */
-  private readonly rescued = new Map<string, string>();
+  /**
+   * Kept object-store path -> the name (in the root) it was moved aside to, to go back into
+   * place; `from`: where the run had put it (it goes back there if its git directory is not
+   * restored after all).
+   */
+  private readonly rescued = new Map<string, { aside: string; from?: string }>();
   rootFd?: number;
 
   constructor(
@@ -75,7 +89,7 @@ class Restorer {
   rescueObjectStores(rootFd: number, steps: readonly RestoreStep[]): void {
     const wanted = new Map<string, KeptEntry>();
     for (const row of this.kept.values()) {
-      if (!row.objectStore) continue;
+      if (!row.objectStore || this.rescued.has(row.path)) continue;
       const now = lstatBelow(rootFd, row.path);
       if (!now || now.ino !== row.ino) wanted.set(`${row.ino}`, row);
     }
@@ -103,7 +117,7 @@ class Restorer {
           if (fromFd === undefined) continue;
           try {
             fs.renameSync(atPath(fromFd, fromParts[fromParts.length - 1]!), atPath(rootFd, aside));
-            this.rescued.set(row.path, aside);
+            this.rescued.set(row.path, { aside });
           } finally {
             fs.closeSync(fromFd);
           }
@@ -114,26 +128,74 @@ class Restorer {
     }
   }
 
-  /** Object stores moved aside whose git directory was not restored: removed with the rest. */
+  /**
+   * An object store the run moved elsewhere in the tree (`mv .git/objects x`, then a symlink in
+   * its place, found by inode during the walk) goes aside first when its git directory is about
+   * to be reverted, and back into place with it.
+   */
+  rescueMovedStores(rootFd: number, steps: readonly RestoreStep[], moved: ReadonlyMap<string, string>): void {
+    const reverted = steps.filter((s) => s.action === "revert").map((s) => s.path);
+    for (const [keptPath, now] of moved) {
+      if (!reverted.some((r) => r === keptPath || r === "" || keptPath.startsWith(`${r}/`))) continue;
+      const parts = now.split("/");
+      const fromFd = this.openPath(rootFd, parts.slice(0, -1), false);
+      if (fromFd === undefined) continue;
+      try {
+        const aside = `.sandbox-run-rescue-${crypto.randomBytes(6).toString("hex")}`;
+        fs.renameSync(atPath(fromFd, parts[parts.length - 1]!), atPath(rootFd, aside));
+        this.rescued.set(keptPath, { aside, from: now });
+      } finally {
+        fs.closeSync(fromFd);
+      }
+    }
+  }
+
+  /**
+   * Object stores moved aside whose git directory was not restored: one the run moved goes back
+   * where the run put it; one found in a removed scope is removed with it.
+   */
   dropUnusedRescues(rootFd: number): void {
-    for (const aside of this.rescued.values()) removeAt(rootFd, aside);
+    for (const { aside, from } of this.rescued.values()) {
+      if (from !== undefined) {
+        const parts = from.split("/");
+        const parentFd = this.openPath(rootFd, parts.slice(0, -1), false);
+        if (parentFd !== undefined) {
+          try {
+            fs.renameSync(atPath(rootFd, aside), atPath(parentFd, parts[parts.length - 1]!));
+            continue;
+          } catch {
+            // its place is taken or gone: removed below
+          } finally {
+            fs.closeSync(parentFd);
+          }
+        }
+      }
+      removeAt(rootFd, aside);
+    }
     this.rescued.clear();
   }
 
   apply(rootFd: number, step: RestoreStep): void {
     const parts = step.path === "" ? [] : step.path.split("/");
     if (step.action === "mode") {
-      // Through the parent: a directory made unreadable (0311) cannot be opened to fchmod it.
-      const parentFd = parts.length === 0 ? undefined : this.openPath(rootFd, parts.slice(0, -1), false);
-      if (parts.length > 0 && parentFd === undefined) return; // gone: nothing left to be unsafe
-      try {
-        const at = parentFd === undefined ? `/proc/self/fd/${rootFd}` : atPath(parentFd, parts[parts.length - 1]!);
-        if (!lstatOrUndefined(at)?.isDirectory()) return;
-        fs.chmodSync(at, step.mode); // lstat: a directory, and nothing moves the tree now
-      } finally {
-        if (parentFd !== undefined) fs.closeSync(parentFd);
+      if (parts.length === 0) {
+        // The root itself: its fd is held (a lstat of /proc/self/fd/<fd> would see the magic link).
+        fs.fchmodSync(rootFd, step.mode);
+        this.report.modes.push(".");
+        return;
       }
-      this.report.modes.push(step.path || ".");
+      // Through the parent: a directory made unreadable (0311) cannot be opened to fchmod it.
+      const parentFd = this.openPath(rootFd, parts.slice(0, -1), false);
+      if (parentFd === undefined) return; // gone: nothing left to be unsafe
+      try {
+        const at = atPath(parentFd, parts[parts.length - 1]!);
+        const current = lstatOrUndefined(at);
+        if (!current?.isDirectory() && !current?.isFile()) return;
+        fs.chmodSync(at, step.mode); // lstat: a directory or a file, and nothing moves the tree now
+      } finally {
+        fs.closeSync(parentFd);
+      }
+      this.report.modes.push(step.path);
       return;
     }
     if (parts.length === 0) {
@@ -216,7 +278,7 @@ class Restorer {
 
   private restoreDirectory(dirFd: number, name: string, path: string, row: KeptEntry, current?: fs.Stats): void {
     const at = atPath(dirFd, name);
-    const aside = this.rescued.get(path);
+    const aside = this.rescued.get(path)?.aside;
     if (aside) {
       if (current) removeAt(dirFd, name);
       fs.renameSync(atPath(this.rootFd!, aside), at);
@@ -266,20 +328,24 @@ class Restorer {
 
   private restoreFile(dirFd: number, name: string, path: string, row: KeptEntry, current?: fs.Stats): void {
     const at = atPath(dirFd, name);
-    if (current?.isFile() && row.hash !== undefined && hashFileAt(at, current, row.size) === row.hash) {
+    // Same content is enough, unless another name links to it now (host git would write through both).
+    const sameFile = current?.isFile() && current.nlink === 1;
+    if (sameFile && row.hash !== undefined && hashFileAt(at, current!, row.size) === row.hash) {
       if (this.asRoot) fs.lchownSync(at, row.uid, row.gid);
       fs.chmodSync(at, row.mode & 0o7777); // lstat: a regular file; nothing moves it now
       return;
     }
     if (row.blob === undefined) {
       const unchanged =
-        current?.isFile() &&
-        current.size === row.size &&
-        current.mtimeMs === row.mtimeMs &&
-        current.ctimeMs === row.ctimeMs &&
-        current.ino === row.ino;
+        sameFile &&
+        current!.size === row.size &&
+        current!.mtimeMs === row.mtimeMs &&
+        current!.ctimeMs === row.ctimeMs &&
+        current!.ino === row.ino;
       if (unchanged) return;
-      if (row.gitAllowed) {
+      if (row.gitAllowed && current?.isFile()) {
+        // Ordinary git data (a large index or reflog): its content stays, but not a second link to it.
+        if (current.nlink > 1) this.unlinkByCopy(dirFd, name, current, row);
         this.report.notRestored.push({ path, why: `not kept (${row.notCopied}); left as the run left it` });
         return;
       }
@@ -303,6 +369,16 @@ class Restorer {
     }
     if (current?.isDirectory()) removeAt(dirFd, name);
     fs.renameSync(atPath(dirFd, temp), at);
+  }
+
+  /** Gives a hard-linked file a new inode of its own with the same content (renamed over its name). */
+  private unlinkByCopy(dirFd: number, name: string, current: fs.Stats, row: KeptEntry): void {
+    const temp = `.sandbox-run-restore-${crypto.randomBytes(6).toString("hex")}`;
+    // lstat said a regular file, and nothing moves the tree now; the copy is created exclusively.
+    fs.copyFileSync(atPath(dirFd, name), atPath(dirFd, temp), fs.constants.COPYFILE_EXCL);
+    if (this.asRoot) fs.lchownSync(atPath(dirFd, temp), row.uid, row.gid);
+    fs.chmodSync(atPath(dirFd, temp), current.mode & 0o777 & ~0o022);
+    fs.renameSync(atPath(dirFd, temp), atPath(dirFd, name));
   }
 }
 

@@ -10,7 +10,7 @@ const list = (items: readonly string[], max = 10) => {
 
 /** What the message needs: the violations (each with its rule), how many, and what was restored. */
 export type ViolationSummary = Pick<WorkspaceReport, "violationCount" | "restore"> & {
-  violations: ReadonlyArray<{ path: string; change: string; rule?: string }>;
+  violations: ReadonlyArray<{ path: string; change: string; rule?: string; detail?: string }>;
 };
 
 export function violationMessage(
@@ -20,7 +20,10 @@ export function violationMessage(
 ): { message: string; hint: string } {
   const count = report.violationCount;
   const described = report.violations.map(
-    (v) => `${v.path || "."} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`})`,
+    (v) =>
+      `${v.path || "."} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`}${
+        v.detail && v.rule !== "walk" ? `: ${v.detail}` : ""
+      })`,
   );
   const more = count > described.length ? ` and ${count - described.length} more` : "";
   // Copy mode judges the returned tree before anything reaches the host: nothing was applied.

@@ -8,8 +8,22 @@
 // directory, which protected scope existed before) with a stack as deep as the tree, never a
 // table as big as it.
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
-import { builtinProtectionOf, GIT_DIR_MARKERS, gitPathAllowed } from "./builtin-protections.js";
+import {
+  builtinProtectionOf,
+  GIT_DIR_MARKERS,
+  gitObjectStorePath,
+  gitPathAllowed,
+  hostRunReportOf,
+  nestedProtectionParent,
+} from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
+import {
+  gitEntryProblem,
+  POINTER_MAX_BYTES,
+  pointerFormatOf,
+  pointerProblem,
+  UNSAFE_GIT_FILE_BITS,
+} from "./git-plain-data.js";
 
 export interface EntryFacts {
   kind: EntryKind;
@@ -22,6 +36,8 @@ export interface EntryFacts {
   mtimeMs?: number;
   ctimeMs?: number;
   ino?: number;
+  /** Number of hard links (the after side of a walk; absent where unknown). */
+  nlink?: number;
   /** Directories: their names look like a git directory (HEAD + objects + refs, or HEAD + commondir). */
   gitLike?: boolean;
   /** The walk could not see this entry or below it (a violation). */
@@ -32,6 +48,11 @@ export interface EntryPair {
   path: string;
   before?: EntryFacts;
   after?: EntryFacts;
+  /**
+   * The after side's content, at most maxBytes (undefined when it cannot be read as the entry
+   * walked): rules that judge a file by what it says (git pointers) ask for it.
+   */
+  content?: (maxBytes: number) => Buffer | undefined;
 }
 
 export type Change = "created" | "modified" | "deleted";
@@ -42,7 +63,7 @@ export type RestoreStep =
   | { action: "remove"; path: string }
   /** The scope existed before: make it what the kept copy says (git: leave the object store alone). */
   | { action: "revert"; path: string }
-  /** Set a directory's permission bits. */
+  /** Set a directory's (or an object store file's) permission bits. */
   | { action: "mode"; path: string; mode: number };
 
 export interface Violation {
@@ -51,8 +72,15 @@ export interface Violation {
   /** A built-in protection's name, "protectedPaths", or "walk" (the walk could not see it). */
   rule: string;
   restore: RestoreStep;
-  /** For "unreadable": what the walk said. */
+  /** What the walk said ("unreadable"), or why the entry breaks its rule (the git rules). */
   detail?: string;
+}
+
+/** A change to a file a host tool reads when a person runs it (HOST_RUN_REPORTED): reported, not refused. */
+export interface HostRunChange {
+  path: string;
+  change: Change;
+  why: string;
 }
 
 export interface RuleConfig {
@@ -60,6 +88,16 @@ export interface RuleConfig {
   disabled?: readonly string[];
   /** The caller's protectedPaths globs; apply to the workspace, not to extra writable roots. */
   protectedPaths?: readonly string[];
+  /**
+   * Directories (relative) that are git directories because a `gitdir:` file or a `commondir`
+   * inside the lent trees names them, though their names do not look like one.
+   */
+  gitDirs?: readonly string[];
+  /**
+   * Paths (relative) that the repository's git configuration, as it was before the run, makes
+   * executable or configuration (git-config-paths.ts), each with why: protected as a whole.
+   */
+  configPaths?: ReadonlyMap<string, string>;
 }
 
 /** Bits that make a directory a place other local users can plant files in, or inherit a group from. */
@@ -109,6 +147,9 @@ export const lastName = (path: string) => path.slice(path.lastIndexOf("/") + 1);
 export const isInside = (ancestor: string, path: string) =>
   ancestor === "" ? path !== "" : path.startsWith(ancestor) && path.charCodeAt(ancestor.length) === 47;
 
+/** At most this many host-run file changes are listed (`hostRunCount` counts all). */
+export const MAX_LISTED_HOST_RUN = 100;
+
 /**
  * Judges pairs one at a time, in walk order. `visit` returns the violations of that entry
  * (usually none); it keeps only a stack of ancestors.
@@ -117,11 +158,22 @@ export class RuleEvaluator {
   private readonly stack: Frame[] = [];
   private readonly disabled: ReadonlySet<string>;
   private readonly callerProtected?: PathMatcher;
+  private readonly extraGitDirs: ReadonlySet<string>;
+  private readonly configPaths: ReadonlyMap<string, string>;
+  /** Proper ancestors of the config paths -> the config path below them. */
+  private readonly configAncestors = new Map<string, string>();
+  /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
+  readonly hostRun: HostRunChange[] = [];
+  hostRunCount = 0;
 
   constructor(config: RuleConfig = {}) {
     this.disabled = new Set(config.disabled ?? []);
     const globs = config.protectedPaths ?? [];
     this.callerProtected = globs.length > 0 ? compileGlobs(globs) : undefined;
+    this.extraGitDirs = new Set(config.gitDirs ?? []);
+    this.configPaths = config.configPaths ?? new Map();
+    for (const p of this.configPaths.keys())
+      for (let i = p.indexOf("/"); i > 0; i = p.indexOf("/", i + 1)) this.configAncestors.set(p.slice(0, i), p);
   }
 
   // The rule table for one entry, read top to bottom: the order is the rules' precedence.
@@ -140,7 +192,7 @@ export class RuleEvaluator {
     const lower = name.toLowerCase();
     const change = changeOf(pair);
     const on = (rule: string) => !this.disabled.has(rule);
-    const gitBefore = isDirBefore && this.isGitDir(lower, b!, parent);
+    const gitBefore = isDirBefore && (this.isGitDir(lower, b!, parent) || this.extraGitDirs.has(path));
     const gitAfter = isDirAfter && this.isGitDir(lower, a!, parent);
     const frame: Frame = { path, existedBefore: b !== undefined, gitRoot: gitBefore ? path : parent?.gitRoot };
 
@@ -177,13 +229,17 @@ export class RuleEvaluator {
         restore: b ? { action: "revert", path } : { action: "remove", path },
       });
     }
-    if (change && parent?.gitRoot !== undefined && on("git-metadata")) {
-      const root = parent.gitRoot;
-      const relative = root === "" ? path : path.slice(root.length + 1);
-      if (!gitPathAllowed(relative)) {
-        out.push({ path, change, rule: "git-metadata", restore: { action: "revert", path: root } });
-      }
+    // Any other git directory (bare, a submodule's, a worktree's) swapped for something else.
+    if (gitBefore && lower !== ".git" && a && !isDirAfter && on("git-entry-kinds")) {
+      out.push({
+        path,
+        change: "modified",
+        rule: "git-entry-kinds",
+        detail: `a git directory replaced by ${a.kind === "file" ? "a file" : `a ${a.kind}`}`,
+        restore: { action: "revert", path },
+      });
     }
+    if (parent?.gitRoot !== undefined) out.push(...this.gitData(pair, parent.gitRoot, change, on));
 
     if (isDirAfter && on("directory-modes")) {
       const added = a!.mode & UNSAFE_DIRECTORY_BITS & ~(isDirBefore ? b!.mode : 0);
@@ -206,6 +262,10 @@ export class RuleEvaluator {
             : { action: "remove", path: protection.scope },
         });
       }
+      // The parent of a two-level protection (.config of .config/mise.toml) swapped for a symlink.
+      const nested = a && !isDirAfter ? nestedProtectionParent(lower, this.disabled) : undefined;
+      if (nested) out.push({ path, change, rule: nested, restore: { action: "remove", path } });
+      out.push(...this.configPathViolations(pair, change, on));
       const nonDirectory = (a && !isDirAfter) || (b && !isDirBefore);
       if (this.callerProtected && nonDirectory && this.callerProtected(path)) {
         const wasFile = b !== undefined && !isDirBefore;
@@ -216,9 +276,90 @@ export class RuleEvaluator {
           restore: wasFile ? { action: "revert", path } : { action: "remove", path },
         });
       }
+      const report = (a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined;
+      if (report) {
+        this.hostRunCount++;
+        if (this.hostRun.length < MAX_LISTED_HOST_RUN) this.hostRun.push({ path, change, why: report.why });
+      }
     }
 
     if (isDirBefore || isDirAfter) this.stack.push(frame);
+    return out;
+  }
+
+  /**
+   * Inside a git directory: what ordinary git work may change (git-metadata), and that what the
+   * run created or changed is plain data (git-entry-kinds, git-modes) saying only what git
+   * writes there (git-pointers). The object store is not kept, so its entries are removed or
+   * get their mode back one by one; anything else reverts the whole git directory.
+   */
+  private gitData(
+    pair: EntryPair,
+    root: string,
+    change: Change | undefined,
+    on: (rule: string) => boolean,
+  ): Violation[] {
+    const { path, before: b, after: a } = pair;
+    const relative = root === "" ? path : path.slice(root.length + 1);
+    const revert: RestoreStep = { action: "revert", path: root };
+    const out: Violation[] = [];
+    if (change && on("git-metadata") && !gitPathAllowed(relative)) {
+      out.push({ path, change, rule: "git-metadata", restore: revert });
+    }
+    if (!a) return out;
+    const changed = change === "created" || change === "modified";
+    const touched = b !== undefined && !sameMetadata(b, a);
+    const problem = gitEntryProblem(relative, a, changed, touched);
+    if (problem && on(problem.rule)) {
+      const inStore = gitObjectStorePath(relative);
+      const restore: RestoreStep = !inStore
+        ? revert
+        : problem.rule === "git-modes"
+          ? { action: "mode", path, mode: a.mode & PERMISSION_BITS & ~UNSAFE_GIT_FILE_BITS }
+          : { action: "remove", path };
+      out.push({ path, change: change ?? "modified", rule: problem.rule, detail: problem.detail, restore });
+    }
+    const format = changed && a.kind === "file" ? pointerFormatOf(relative) : undefined;
+    if (format && on("git-pointers")) {
+      const content = pair.content?.(POINTER_MAX_BYTES);
+      const why =
+        content === undefined
+          ? `its content could not be read to check it (at most ${POINTER_MAX_BYTES / 1048576} MiB)`
+          : pointerProblem(format, content);
+      if (why) out.push({ path, change: change!, rule: "git-pointers", detail: why, restore: revert });
+    }
+    return out;
+  }
+
+  /** A path the repository's git config names (or a parent of one turned into a non-directory). */
+  private configPathViolations(pair: EntryPair, change: Change, on: (rule: string) => boolean): Violation[] {
+    if (this.configPaths.size === 0 || !on("git-config-paths")) return [];
+    const { path, before: b, after: a } = pair;
+    const out: Violation[] = [];
+    // The outermost named path wins: it is restored as a whole.
+    let scope: string | undefined;
+    for (let end = path.length; end > 0; end = path.lastIndexOf("/", end - 1))
+      if (this.configPaths.has(path.slice(0, end))) scope = path.slice(0, end);
+    if (scope !== undefined) {
+      const existed = scope === path ? b !== undefined : this.frameAt(scope)?.existedBefore;
+      out.push({
+        path,
+        change,
+        rule: "git-config-paths",
+        detail: this.configPaths.get(scope),
+        restore: existed ? { action: "revert", path: scope } : { action: "remove", path: scope },
+      });
+    }
+    const below = this.configAncestors.get(path);
+    if (below !== undefined && a && a.kind !== "directory") {
+      out.push({
+        path,
+        change,
+        rule: "git-config-paths",
+        detail: `a parent of ${below} (${this.configPaths.get(below)}) is no longer a directory`,
+        restore: { action: "remove", path },
+      });
+    }
     return out;
   }
 

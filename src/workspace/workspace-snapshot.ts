@@ -73,7 +73,15 @@ export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: nu
 export function baseFacts(entry: WalkEntry): EntryFacts {
   const s = entry.stat;
   const facts: EntryFacts = s
-    ? { kind: entry.kind, mode: s.mode, size: s.size, mtimeMs: s.mtimeMs, ctimeMs: s.ctimeMs, ino: s.ino }
+    ? {
+        kind: entry.kind,
+        mode: s.mode,
+        size: s.size,
+        mtimeMs: s.mtimeMs,
+        ctimeMs: s.ctimeMs,
+        ino: s.ino,
+        nlink: s.nlink,
+      }
     : { kind: "unknown", mode: 0, size: 0 };
   if (entry.gitLike) facts.gitLike = true;
   if (entry.problem) facts.problem = entry.problem;

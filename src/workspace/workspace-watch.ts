@@ -1,6 +1,7 @@
 // One run's view of the host trees it may write. Before the container starts: a snapshot of
-// the workspace and each extra writable root (streamed to the run's private folder) and a kept
-// copy of what a violation could poison (protected-copy.ts). After it stopped: a merge of each
+// the workspace and each extra writable root (streamed to the run's private folder), the paths
+// the repositories' git config makes executable or configuration (git-config-paths.ts), and a
+// kept copy of what a violation could poison (protected-copy.ts). After it stopped: a merge of each
 // tree with its snapshot gives the changed files and, through the pure rules
 // (workspace-rules.ts), the violations; violations are undone (restore-tree.ts) and the tree is
 // checked again. Workspace paths are reported relative to the workspace; paths in extra
@@ -11,10 +12,25 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
 import type { WalkEntry } from "./fd-walk.js";
+import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
 import { ProtectedCopy, type Owner } from "./protected-copy.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
-import { changeOf, RestorePlan, RuleEvaluator, type EntryPair, type Violation } from "./workspace-rules.js";
-import { ChangeCollector, diffAgainstSnapshot, takeSnapshot, type ChangedFiles } from "./workspace-snapshot.js";
+import {
+  changeOf,
+  type HostRunChange,
+  MAX_LISTED_HOST_RUN,
+  RestorePlan,
+  RuleEvaluator,
+  type EntryPair,
+  type Violation,
+} from "./workspace-rules.js";
+import {
+  ChangeCollector,
+  diffAgainstSnapshot,
+  readFileAt,
+  takeSnapshot,
+  type ChangedFiles,
+} from "./workspace-snapshot.js";
 
 export interface WorkspaceWatchInput {
   workspace: string;
@@ -44,6 +60,13 @@ export interface WorkspaceReport {
   };
   /** Files the run created or changed whose setuid/setgid bits were cleared (at most 100). */
   clearedSetuid: string[];
+  /** Files whose group/world-write bits the run added, cleared (at most 100). */
+  clearedWriteBits: string[];
+  /** Changes to files host tools read when a person runs them (not violations; at most 100 listed). */
+  hostRunFiles: HostRunChange[];
+  hostRunCount: number;
+  /** Paths the repositories' git config names, protected for the run (at most 100 listed). */
+  configPaths: Array<{ path: string; why: string }>;
   /** Allocated bytes (st_blocks * 512) of the watched trees before and after the run. */
   allocatedBytes: { before: number; after: number };
   /** Entries (files, folders, links, ...) of the watched trees before and after the run. */
@@ -64,6 +87,12 @@ interface Watched {
   protectedPaths: readonly string[];
   allocatedBytes: number;
   entries: number;
+  /** Paths the repositories' git config names (relative), with why. */
+  configPaths: Map<string, string>;
+  /** Git directories only a pointer names (relative). */
+  gitDirs: string[];
+  /** Object stores by "dev:ino" -> their path before the run. */
+  objectStores: Map<string, string>;
 }
 
 export class WorkspaceWatch {
@@ -81,33 +110,49 @@ export class WorkspaceWatch {
       ...input.writableRoots.map((root) => ({ root, prefix: `${root}/`, protectedPaths: [] as string[] })),
     ];
     const watched: Watched[] = [];
-    for (const [i, target] of targets.entries()) {
-      const copy = new ProtectedCopy({
-        dir: path.join(input.stateDir, `kept-${i}`),
-        disabled: input.disabledProtections,
-        protectedPaths: target.protectedPaths,
-        ownerOf: input.ownerOf,
-      });
-      const snapshot = path.join(input.stateDir, `snapshot-${i}.bin`);
-      let summary: Awaited<ReturnType<typeof takeSnapshot>>;
-      try {
-        summary = await takeSnapshot(target.root, snapshot, { onEntry: (entry) => copy.consider(entry) });
-      } catch (error) {
-        throw new SandboxRunError(
-          "usage",
-          `sandbox-run cannot take the snapshot of ${target.root} it needs to check the run afterwards: ${errorText(error)}. Nothing was started.`,
-          {
-            hint: "Check that the folder exists and is readable, and that the temp folder has free space.",
-            cause: error,
-          },
-        );
-      } finally {
-        copy.close();
+    const open: ProtectedCopy[] = [];
+    try {
+      for (const [i, target] of targets.entries()) {
+        const copy = new ProtectedCopy({
+          dir: path.join(input.stateDir, `kept-${i}`),
+          disabled: input.disabledProtections,
+          protectedPaths: target.protectedPaths,
+          ownerOf: input.ownerOf,
+        });
+        open.push(copy);
+        const snapshot = path.join(input.stateDir, `snapshot-${i}.bin`);
+        let summary: Awaited<ReturnType<typeof takeSnapshot>>;
+        try {
+          summary = await takeSnapshot(target.root, snapshot, { onEntry: (entry) => copy.consider(entry) });
+        } catch (error) {
+          throw cannotPrepare(target.root, "take the snapshot", error);
+        }
+        if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
+        watched.push({
+          ...target,
+          snapshot,
+          copy,
+          allocatedBytes: summary.allocatedBytes,
+          entries: summary.entries,
+          configPaths: new Map(),
+          gitDirs: [],
+          objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
+        });
       }
-      if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
-      watched.push({ ...target, snapshot, copy, allocatedBytes: summary.allocatedBytes, entries: summary.entries });
+      // Only now are all git directories known: what their config names is kept in a second pass.
+      protectConfigPaths(watched, input.disabledProtections);
+    } finally {
+      for (const copy of open) copy.close();
     }
     return new WorkspaceWatch(input, watched, performance.now() - started);
+  }
+
+  /** Paths the repositories' git config names, protected for this run (reported paths; at most 100). */
+  get configPaths(): Array<{ path: string; why: string }> {
+    const out: Array<{ path: string; why: string }> = [];
+    for (const w of this.watched)
+      for (const [p, why] of w.configPaths) if (out.length < 100) out.push({ path: w.prefix + p, why });
+    return out;
   }
 
   /** Allocated bytes of the watched trees before the run (a baseline for the disk limit). */
@@ -148,6 +193,10 @@ export class WorkspaceWatch {
       violations: [],
       violationCount: 0,
       clearedSetuid: [],
+      clearedWriteBits: [],
+      hostRunFiles: [],
+      hostRunCount: 0,
+      configPaths: this.configPaths,
       allocatedBytes: { before: this.allocatedBytesBefore, after: 0 },
       entries: { before: this.entriesBefore, after: 0 },
       snapshotMs: 0,
@@ -162,18 +211,27 @@ export class WorkspaceWatch {
     };
     for (const w of this.watched) {
       const disabled = this.input.disabledProtections;
-      const first = await judge(w, { disabled, changes, clearedSetuid: report.clearedSetuid });
+      const first = await judge(w, {
+        disabled,
+        changes,
+        cleared: { setuid: report.clearedSetuid, writeBits: report.clearedWriteBits },
+      });
       report.allocatedBytes.after += first.allocatedBytes;
       report.entries.after += first.entries;
+      report.hostRunCount += first.hostRunCount;
+      for (const h of first.hostRun)
+        if (report.hostRunFiles.length < MAX_LISTED_HOST_RUN)
+          report.hostRunFiles.push({ ...h, path: w.prefix + h.path });
       // Counted in full; the listed ones are deduplicated against later walks.
       report.violationCount += Math.max(0, first.count - first.violations.length);
       for (const v of first.violations) note(v, w.prefix);
       let steps = first.plan.ordered();
       let overflowed = first.plan.overflowed;
+      let moved = first.movedStores;
       // A restore can uncover more (a directory made unreadable hid what is in it): walk again,
       // until nothing is left, nothing new is found, or the rounds run out.
       for (let round = 0; steps.length > 0; round++) {
-        const applied = applyRestore(w.root, steps, w.copy);
+        const applied = applyRestore(w.root, steps, w.copy, moved);
         if (overflowed) applied.notRestored.push({ path: ".", why: "too many violations to restore them all" });
         mergeRestore((report.restore ??= emptyRestore()), applied, w.prefix);
         const again = await judge(w, { disabled });
@@ -187,6 +245,7 @@ export class WorkspaceWatch {
         for (const v of again.violations) note(v, w.prefix);
         steps = next;
         overflowed = again.plan.overflowed;
+        moved = again.movedStores;
       }
     }
     report.changedFiles = changes.result();
@@ -202,21 +261,49 @@ interface Judged {
   allocatedBytes: number;
   /** Entries the walk saw. */
   entries: number;
+  hostRun: HostRunChange[];
+  hostRunCount: number;
+  /** Object stores found elsewhere than before the run: kept path -> path now. */
+  movedStores: Map<string, string>;
 }
 
-/** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and setuid bits. */
+/** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and unsafe bits. */
 async function judge(
   w: Watched,
-  options: { disabled?: readonly string[]; changes?: ChangeCollector; clearedSetuid?: string[] },
+  options: {
+    disabled?: readonly string[];
+    changes?: ChangeCollector;
+    cleared?: { setuid: string[]; writeBits: string[] };
+  },
 ): Promise<Judged> {
-  const evaluator = new RuleEvaluator({ disabled: options.disabled, protectedPaths: w.protectedPaths });
-  const out: Judged = { violations: [], count: 0, plan: new RestorePlan(), allocatedBytes: 0, entries: 0 };
+  const evaluator = new RuleEvaluator({
+    disabled: options.disabled,
+    protectedPaths: w.protectedPaths,
+    gitDirs: w.gitDirs,
+    configPaths: w.configPaths,
+  });
+  const out: Judged = {
+    violations: [],
+    count: 0,
+    plan: new RestorePlan(),
+    allocatedBytes: 0,
+    entries: 0,
+    hostRun: evaluator.hostRun,
+    hostRunCount: 0,
+    movedStores: new Map(),
+  };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
     onPair: (pair, entry) => {
       if (entry) out.entries++;
       const change = changeOf(pair);
       options.changes?.addPair(pair, change === "modified", w.prefix);
-      if (options.clearedSetuid && change && entry) clearSetuid(pair, entry, w.prefix, options.clearedSetuid);
+      if (options.cleared && change && entry) clearUnsafeFileBits(pair, entry, w.prefix, options.cleared);
+      if (entry?.kind === "directory" && w.objectStores.size > 0) {
+        const was = w.objectStores.get(`${entry.stat!.dev}:${entry.stat!.ino}`);
+        if (was !== undefined && was !== pair.path) out.movedStores.set(was, pair.path);
+      }
+      // Read only if a rule asks (git pointers), during this visit, through the walked fd path.
+      if (entry?.kind === "file") pair.content = (maxBytes) => readFileAt(entry.at, entry.stat!, maxBytes);
       for (const v of evaluator.visit(pair)) {
         out.count++;
         pushCapped(out.violations, v);
@@ -224,16 +311,28 @@ async function judge(
       }
     },
   });
+  out.hostRunCount = evaluator.hostRunCount;
   return out;
 }
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
-/** A setuid/setgid file the run created or changed keeps its content and loses the bits. */
-function clearSetuid(pair: EntryPair, entry: WalkEntry, prefix: string, cleared: string[]): void {
+/**
+ * A file the run created or changed loses its setuid/setgid bits and the group/world-write bits
+ * the run added (other local users could rewrite it); its content stays.
+ */
+function clearUnsafeFileBits(
+  pair: EntryPair,
+  entry: WalkEntry,
+  prefix: string,
+  cleared: { setuid: string[]; writeBits: string[] },
+): void {
   const after = pair.after;
-  if (after?.kind !== "file" || (after.mode & 0o6000) === 0) return;
-  const mode = after.mode & 0o7777 & ~0o6000;
+  if (after?.kind !== "file") return;
+  const setuid = after.mode & 0o6000;
+  const writeBits = after.mode & 0o022 & ~(pair.before?.kind === "file" ? pair.before.mode : 0);
+  if (!setuid && !writeBits) return;
+  const mode = after.mode & 0o7777 & ~0o6000 & ~writeBits;
   try {
     const fd = fs.openSync(entry.at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     try {
@@ -245,7 +344,52 @@ function clearSetuid(pair: EntryPair, entry: WalkEntry, prefix: string, cleared:
   } catch {
     fs.chmodSync(entry.at, mode); // unreadable to us: lstat just said it is a regular file, and nothing moves now
   }
-  if (cleared.length < 100) cleared.push(prefix + pair.path);
+  if (setuid && cleared.setuid.length < 100) cleared.setuid.push(prefix + pair.path);
+  if (writeBits && cleared.writeBits.length < 100) cleared.writeBits.push(prefix + pair.path);
+}
+
+/**
+ * What the repositories' git config names in each tree (git-config-paths.ts), and the git
+ * directories only a pointer names: both join the rules, and the kept copy in a second pass.
+ */
+function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []): void {
+  const absolute = (w: Watched, rel: string) => (rel === "" ? w.root : `${w.root}/${rel}`);
+  const repositories = repositoriesOf({
+    roots: watched.map((w) => w.root),
+    gitDirs: watched.flatMap((w) => w.copy.gitDirs.map((rel) => absolute(w, rel))),
+    pointerFiles: watched.flatMap((w) => w.copy.pointerFiles.map((rel) => absolute(w, rel))),
+  });
+  const targets = disabled.includes("git-config-paths") ? [] : configTargets(repositories);
+  for (const w of watched) {
+    w.configPaths = targetsInTree(w.root, targets);
+    const known = new Set(w.copy.gitDirs);
+    for (const repo of repositories) {
+      for (const dir of new Set([repo.gitDir, repo.commonDir])) {
+        const real = realOr(dir);
+        const rel = real === w.root ? "" : real.startsWith(`${w.root}/`) ? real.slice(w.root.length + 1) : undefined;
+        if (rel !== undefined && !known.has(rel)) {
+          known.add(rel);
+          w.gitDirs.push(rel);
+        }
+      }
+    }
+    try {
+      w.copy.keepPaths(w.root, [
+        ...[...w.configPaths.keys()].map((p) => ({ path: p })),
+        ...w.gitDirs.map((p) => ({ path: p, gitDir: true })),
+      ]);
+    } catch (error) {
+      throw cannotPrepare(w.root, "keep a copy of what its git configuration names", error);
+    }
+  }
+}
+
+function realOr(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.normalize(p);
+  }
 }
 
 function pushCapped<T>(list: T[], item: T): void {
@@ -267,6 +411,17 @@ function mergeRestore(into: NonNullable<WorkspaceReport["restore"]>, from: Resto
   for (const s of from.modes) if (!into.modes.includes(p(s))) into.modes.push(p(s));
   for (const n of from.notRestored) into.notRestored.push({ path: p(n.path), why: n.why });
   if (from.notRestored.length > 0) into.clean = false;
+}
+
+function cannotPrepare(root: string, what: string, error: unknown): SandboxRunError {
+  return new SandboxRunError(
+    "usage",
+    `sandbox-run cannot ${what} of ${root} it needs to check the run afterwards: ${errorText(error)}. Nothing was started.`,
+    {
+      hint: "Check that the folder exists and is readable, and that the temp folder has free space.",
+      cause: error,
+    },
+  );
 }
 
 function uncheckableTree(root: string, problems: Array<{ path: string; problem: string }>, count: number) {

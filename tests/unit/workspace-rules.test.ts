@@ -7,6 +7,7 @@ import { comparePaths } from "../../src/workspace/fd-walk.js";
 import {
   evaluateWorkspaceRules,
   RestorePlan,
+  RuleEvaluator,
   type EntryFacts,
   type EntryPair,
   type RuleConfig,
@@ -45,11 +46,19 @@ const REPO: Tree = {
   "src/a.ts": file("a"),
 };
 
-/** The pairs of two trees in walk order. */
+/** The pairs of two trees in walk order; a file's content is its `hash` (these trees have no other). */
 function pairs(before: Tree, after: Tree): EntryPair[] {
   const paths = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort(comparePaths);
-  return paths.map((path) => ({ path, before: before[path], after: after[path] }));
+  return paths.map((path) => {
+    const a = after[path];
+    const pair: EntryPair = { path, before: before[path], after: a };
+    if (a?.kind === "file") pair.content = () => Buffer.from(a.hash ?? "");
+    return pair;
+  });
 }
+
+/** Object ids as git writes them. */
+const OID = (c: string) => c.repeat(40);
 
 function judge(after: Tree, config: RuleConfig = {}, before: Tree = REPO) {
   const violations = evaluateWorkspaceRules(pairs(before, after), config);
@@ -74,16 +83,18 @@ describe("git directories: only what ordinary git work writes may change", () =>
   it("allows a commit: objects, refs, logs, index, HEAD, ORIG_HEAD, COMMIT_EDITMSG, packed-refs", () => {
     const after = withChanges({
       ".git/objects/12": dir(),
-      ".git/objects/12/3456": file("new-object"),
-      ".git/refs/heads/main": file("main2"),
-      ".git/refs/heads/topic": file("topic"),
+      ".git/objects/12/3456": file("new-object", 0o444),
+      ".git/refs/heads/main": file(`${OID("a")}\n`),
+      ".git/refs/heads/topic": file(`${OID("b")}\n`),
       ".git/logs": dir(),
       ".git/logs/HEAD": file("log"),
       ".git/index": file("index2"),
-      ".git/HEAD": file("head2"),
-      ".git/ORIG_HEAD": file("orig"),
+      ".git/HEAD": file("ref: refs/heads/topic\n"),
+      ".git/ORIG_HEAD": file(`${OID("c")}\n`),
       ".git/COMMIT_EDITMSG": file("msg"),
-      ".git/packed-refs": file("packed"),
+      ".git/packed-refs": file(
+        `# pack-refs with: peeled fully-peeled sorted \n${OID("d")} refs/tags/v1\n^${OID("e")}\n`,
+      ),
       ".git/index.lock": file("lock"),
       "src/a.ts": file("a2"),
       "src/b.ts": file("b"),
@@ -121,7 +132,7 @@ describe("git directories: only what ordinary git work writes may change", () =>
       ".git/modules/x/refs": dir(),
     });
     // Ordinary work in the submodule: fine (relative to its own git dir, not to .git).
-    expect(judge(withChanges({ ".git/modules/x/HEAD": file("h2") }, before), {}, before).found).toEqual([]);
+    expect(judge(withChanges({ ".git/modules/x/HEAD": file(OID("f")) }, before), {}, before).found).toEqual([]);
     expect(judge(withChanges({ ".git/modules/x/config": file("evil") }, before), {}, before).found).toEqual([
       "git-metadata modified .git/modules/x/config",
     ]);
@@ -220,14 +231,16 @@ describe("built-in protections", () => {
       ".claude": dir(),
       ".claude/commands": dir(),
       ".claude/commands/x.md": file("x"),
-      ".claude/notes.md": file("fine"),
+      ".claude/notes.md": file("hooks name scripts here too"),
       ".gitmodules": file("[submodule]"),
       ".mcp.json": file("{}"),
     });
     const { found, steps } = judge(after);
     expect(found).toEqual([
-      ".claude/commands/ created .claude/commands",
-      ".claude/commands/ created .claude/commands/x.md",
+      ".claude/ created .claude",
+      ".claude/ created .claude/commands",
+      ".claude/ created .claude/commands/x.md",
+      ".claude/ created .claude/notes.md",
       ".envrc created .envrc",
       ".gitmodules created .gitmodules",
       ".mcp.json created .mcp.json",
@@ -236,7 +249,7 @@ describe("built-in protections", () => {
       ".bashrc created src/deep/.BashRC",
     ]);
     expect(steps.map((s) => `${s.action} ${s.path}`).sort()).toEqual([
-      "remove .claude/commands",
+      "remove .claude",
       "remove .envrc",
       "remove .gitmodules",
       "remove .mcp.json",
@@ -263,7 +276,15 @@ describe("built-in protections", () => {
       rule: ".envrc",
       scope: "a/.pi/b/.envrc",
     });
-    expect(builtinProtectionOf(".claude/settings.json", new Set())?.scope).toBe(".claude/settings.json");
+    expect(builtinProtectionOf(".claude/settings.json", new Set())?.scope).toBe(".claude");
+    // The older, narrower names still work: turning one off opens that part of .claude/ only.
+    expect(builtinProtectionOf(".claude/commands/x.md", new Set([".claude/commands/"]))).toBeUndefined();
+    expect(builtinProtectionOf(".claude/hooks/x.sh", new Set([".claude/commands/"]))?.rule).toBe(".claude/");
+    expect(builtinProtectionOf(".claude/settings.json", new Set([".claude/"]))).toEqual({
+      rule: ".claude/settings.json",
+      scope: ".claude/settings.json",
+    });
+    expect(builtinProtectionOf(".claude/notes.md", new Set([".claude/"]))).toBeUndefined();
     expect(builtinProtectionOf("src/profile", new Set())).toBeUndefined();
   });
 });
@@ -312,5 +333,259 @@ describe("the caller's protectedPaths and the walk", () => {
     expect(judge(withChanges({ ".envrc": link("/tmp/evil") }, before), {}, before).found).toEqual([
       ".envrc modified .envrc",
     ]);
+  });
+});
+
+const fifo: EntryFacts = { kind: "fifo", mode: 0o010644, size: 0 };
+const socket: EntryFacts = { kind: "socket", mode: 0o140755, size: 0 };
+const device: EntryFacts = { kind: "device", mode: 0o020644, size: 0 };
+/** A file as the walk sees it after the run: with its link count and status. */
+const walked = (hash: string, extra: Partial<EntryFacts> = {}): EntryFacts => ({
+  ...file(hash),
+  nlink: 1,
+  ctimeMs: 2,
+  ino: 9,
+  ...extra,
+});
+
+describe("git directories hold plain data: kinds, links, modes (git-entry-kinds, git-modes)", () => {
+  it.each([
+    [".git/logs/HEAD", link("/home/u/.bashrc"), "a symbolic link"],
+    [".git/COMMIT_EDITMSG", link("/etc/cron.d/x"), "a symbolic link"],
+    [".git/FETCH_HEAD", fifo, "a FIFO"],
+    [".git/MERGE_MSG", socket, "a socket"],
+    [".git/refs/heads/x", device, "a device"],
+    [".git/logs", link("/tmp"), "a symbolic link"],
+    [".git/refs", link("/tmp/refs"), "a symbolic link"],
+  ])("%s made %s: a violation that reverts .git", (path, facts, detail) => {
+    const before = withChanges({ ".git/logs": dir(), ".git/logs/HEAD": file("log") });
+    const after = withChanges({ [path]: facts }, before);
+    const violations = evaluateWorkspaceRules(pairs(before, after));
+    expect(violations).toContainEqual(
+      expect.objectContaining({ path, rule: "git-entry-kinds", detail, restore: { action: "revert", path: ".git" } }),
+    );
+  });
+
+  it("the object store made a symlink reverts .git; a symlink inside it is removed on its own (objects are not kept)", () => {
+    expect(judge(withChanges({ ".git/objects": link("../evil-objects") })).steps).toEqual([
+      { action: "revert", path: ".git" },
+    ]);
+    const inside = judge(withChanges({ ".git/objects/ab/link": link("/etc/shadow") }));
+    expect(inside.found).toEqual(["git-entry-kinds created .git/objects/ab/link"]);
+    expect(inside.steps).toEqual([{ action: "remove", path: ".git/objects/ab/link" }]);
+  });
+
+  it("an entry the run did not touch is not judged, whatever it is", () => {
+    const before = withChanges({ ".git/info/lfs": link("../../lfs-store"), ".git/packed-refs": file("garbage") });
+    expect(judge(before, {}, before).found).toEqual([]);
+  });
+
+  it("a hard link: a new name, or a new link to an existing file, in .git; objects may be hard-linked", () => {
+    const before = withChanges({ ".git/COMMIT_EDITMSG": file("msg") });
+    const created = withChanges({ ".git/MERGE_MSG": walked("x", { nlink: 2 }) }, before);
+    expect(judge(created, {}, before).found).toEqual(["git-entry-kinds created .git/MERGE_MSG"]);
+    // Same content, but the inode gained a link (its ctime moved): touched, so judged.
+    const linked = withChanges({ ".git/COMMIT_EDITMSG": walked("msg", { nlink: 2 }) }, before);
+    const found = evaluateWorkspaceRules(pairs(before, linked));
+    expect(found).toEqual([expect.objectContaining({ rule: "git-entry-kinds", detail: "a file with 2 hard links" })]);
+    // `git clone --local` hard-links objects; git never writes into one.
+    expect(judge(withChanges({ ".git/objects/ab/cdef": walked("obj", { nlink: 2 }) })).found).toEqual([]);
+  });
+
+  it("modes: setuid, setgid, group- or world-writable files (git-modes); an object gets its mode back on its own", () => {
+    const { found, steps } = judge(
+      withChanges({ ".git/index": file("i2", 0o666), ".git/logs": dir(), ".git/logs/HEAD": file("l", 0o4644) }),
+    );
+    expect(found).toEqual(["git-modes modified .git/index", "git-modes created .git/logs/HEAD"]);
+    expect(steps).toEqual([{ action: "revert", path: ".git" }]);
+    expect(judge(withChanges({ ".git/objects/ab/cdef": file("obj", 0o666) })).steps).toEqual([
+      { action: "mode", path: ".git/objects/ab/cdef", mode: 0o644 },
+    ]);
+  });
+
+  it("any git directory swapped for a symlink (a bare repository, a submodule's), not only .git", () => {
+    const before = withChanges({
+      "repo.git": dir(0o755, { gitLike: true }),
+      "repo.git/HEAD": file("h"),
+      ".git/modules": dir(),
+      ".git/modules/x": dir(0o755, { gitLike: true }),
+      ".git/modules/x/HEAD": file("h"),
+    });
+    const after = withChanges({ "repo.git": link("/srv/evil.git"), ".git/modules/x": link("/srv/evil.git") }, before);
+    const found = judge(after, {}, before).found;
+    expect(found).toContain("git-entry-kinds modified repo.git");
+    expect(found).toContain("git-entry-kinds modified .git/modules/x");
+  });
+
+  it("a git directory only a pointer names (RuleConfig.gitDirs) is judged like any other", () => {
+    const before = withChanges({ store: dir(), "store/HEAD": file("h"), "store/config": file("c") });
+    const after = withChanges({ "store/config": file("evil"), "store/logs": link("/tmp") }, before);
+    expect(judge(after, {}, before).found).toEqual([]);
+    expect(judge(after, { gitDirs: ["store"] }, before).found).toEqual([
+      "git-metadata modified store/config",
+      "git-entry-kinds created store/logs",
+    ]);
+  });
+});
+
+describe("git pointers hold what git writes there (git-pointers)", () => {
+  const pointer = (path: string, text: string) => {
+    const violations = evaluateWorkspaceRules(pairs(REPO, withChanges({ [path]: file(text) })));
+    return violations.filter((v) => v.rule === "git-pointers").map((v) => v.detail);
+  };
+
+  it.each([
+    [".git/HEAD", "ref: refs/heads/main\n"],
+    [".git/HEAD", `${OID("a")}\n`],
+    [".git/HEAD", `${"b".repeat(64)}\n`],
+    [".git/refs/heads/fix;touch${IFS}pwned;#", `${OID("a")}\n`],
+    [".git/HEAD", "ref: refs/heads/fix;touch${IFS}pwned;#\n"],
+    [".git/refs/remotes/origin/HEAD", "ref: refs/remotes/origin/main\n"],
+    [".git/ORIG_HEAD", OID("c")],
+    [".git/MERGE_HEAD", `${OID("a")}\n${OID("b")}\n`],
+    [".git/FETCH_HEAD", `${OID("a")}\t\tbranch 'main' of /srv/x\n${OID("b")}\tnot-for-merge\tbranch 'y' of /srv/x\n`],
+    [".git/packed-refs", `# pack-refs with: peeled fully-peeled sorted \n${OID("a")} refs/heads/main\n^${OID("b")}\n`],
+    [".git/packed-refs", ""],
+    [".git/refs/heads/main.lock", `${OID("a")}\n`],
+  ])("%s = %j is fine", (path, text) => {
+    expect(pointer(path, text)).toEqual([]);
+  });
+
+  it.each([
+    [".git/HEAD", "ref: ../../../../home/u/.bashrc\n", "outside refs/"],
+    [".git/HEAD", "ref: refs/heads/../../config\n", "not a valid ref name"],
+    [".git/HEAD", `${OID("a")} trailing words\n`, "neither an object id"],
+    [".git/HEAD", `${OID("a")}\n${OID("b")}\n`, "more than one line"],
+    [".git/refs/heads/main", "ref: refs/heads/a b\n", "not a valid ref name"],
+    [".git/refs/tags/v1", "ref: refs/heads/x.lock\n", "not a valid ref name"],
+    [".git/refs/heads/main", "[core]\n\tfsmonitor = touch /tmp/pwned\n", "more than one line"],
+    [".git/packed-refs", `${OID("a")} refs/heads/main\n[core]\n`, "line 2"],
+    [".git/packed-refs", `${OID("a")} refs/heads/.hidden\n`, "not a valid ref name"],
+    [".git/FETCH_HEAD", "hello\n", "a line git fetch does not write"],
+    [".git/MERGE_HEAD", "x\n", "not an object id"],
+    [".git/HEAD", "ref: refs/heads/m\0ain", "NUL"],
+  ])("%s = %j: a violation (%s)", (path, text, why) => {
+    const found = pointer(path, text);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toContain(why);
+  });
+
+  it("a pointer whose content cannot be read is a violation; other git files need no content", () => {
+    const after = withChanges({ ".git/HEAD": file("x"), ".git/index": file("i") });
+    const violations = evaluateWorkspaceRules(
+      pairs(REPO, after).map((p) => (p.after ? { ...p, content: () => undefined } : p)),
+    );
+    expect(violations.map((v) => `${v.rule} ${v.path}`)).toEqual(["git-pointers .git/HEAD"]);
+  });
+});
+
+describe("paths the repository's git config names (git-config-paths)", () => {
+  const configPaths = new Map([
+    [".githooks", "core.hooksPath in /ws/.git/config"],
+    ["team.gitconfig", "include.path in /ws/.git/config"],
+    ["tools/bin/fsmon", "core.fsmonitor in /ws/.git/config"],
+  ]);
+  const before = withChanges({
+    ".githooks": dir(),
+    ".githooks/pre-commit": file("exit 0"),
+    "team.gitconfig": file("[user]"),
+    tools: dir(),
+    "tools/bin": dir(),
+  });
+
+  it("a change below a named directory reverts it; a named file that did not exist is removed", () => {
+    const after = withChanges(
+      {
+        ".githooks/pre-commit": file("touch /tmp/pwned"),
+        ".githooks/post-checkout": file("x"),
+        "team.gitconfig": file("[core] fsmonitor = x"),
+        "tools/bin/fsmon": file("x"),
+        "src/a.ts": file("ordinary"),
+      },
+      before,
+    );
+    const violations = evaluateWorkspaceRules(pairs(before, after), { configPaths });
+    expect(violations.map((v) => `${v.rule} ${v.change} ${v.path}: ${v.detail}`)).toEqual([
+      "git-config-paths created .githooks/post-checkout: core.hooksPath in /ws/.git/config",
+      "git-config-paths modified .githooks/pre-commit: core.hooksPath in /ws/.git/config",
+      "git-config-paths modified team.gitconfig: include.path in /ws/.git/config",
+      "git-config-paths created tools/bin/fsmon: core.fsmonitor in /ws/.git/config",
+    ]);
+    const plan = new RestorePlan();
+    for (const v of violations) plan.add(v.restore);
+    expect(plan.ordered()).toEqual([
+      { action: "revert", path: ".githooks" },
+      { action: "revert", path: "team.gitconfig" },
+      { action: "remove", path: "tools/bin/fsmon" },
+    ]);
+  });
+
+  it("a parent of a named path turned into a symlink is a violation (git would follow it)", () => {
+    const after = withChanges({ tools: link("evil-tools"), "tools/bin": undefined }, before);
+    expect(judge(after, { configPaths }, before).found).toEqual(["git-config-paths modified tools"]);
+  });
+
+  it("off when the policy names git-config-paths", () => {
+    const after = withChanges({ ".githooks/pre-commit": file("x") }, before);
+    expect(judge(after, { configPaths, disabled: ["git-config-paths"] }, before).found).toEqual([]);
+  });
+});
+
+describe("host-run files: protected or reported", () => {
+  it.each([
+    ".husky/pre-commit",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook-local.yaml",
+    ".lefthook/pre-commit/x.sh",
+    "mise.toml",
+    "sub/.mise.toml",
+    ".tool-versions",
+    "app.code-workspace",
+    ".devcontainer/devcontainer.json",
+    ".devcontainer.json",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+    ".codex/config.toml",
+    ".claude/hooks/pre.sh",
+    ".aider.conf.yml",
+    ".config/mise.toml",
+    ".config/mise/config.toml",
+  ])("%s is protected", (path) => {
+    const parents: Tree = {};
+    for (let i = path.indexOf("/"); i > 0; i = path.indexOf("/", i + 1)) parents[path.slice(0, i)] = dir();
+    const { found } = judge(withChanges({ ...parents, [path]: file("evil") }));
+    expect(found.some((f) => f.endsWith(` created ${path}`))).toBe(true);
+  });
+
+  it("a .config swapped for a symlink (to a folder with mise.toml) is a violation of .config/mise.toml", () => {
+    const before = withChanges({ ".config": dir(), ".config/mise.toml": file("ok") });
+    expect(
+      judge(withChanges({ ".config": link("evil"), ".config/mise.toml": undefined }, before), {}, before).found,
+    ).toEqual([".config/mise.toml modified .config", ".config/mise.toml deleted .config/mise.toml"]);
+  });
+
+  it("reported, not refused: .npmrc, .yarnrc.yml, .yarnrc, .pnpmfile.cjs, .lfsconfig, .gitattributes", () => {
+    const evaluator = new RuleEvaluator();
+    const after = withChanges({
+      ".npmrc": file("node-options=--require ./x.js"),
+      ".yarnrc.yml": file("yarnPath: x.cjs"),
+      ".yarnrc": file("yarn-path x.js"),
+      ".pnpmfile.cjs": file("x"),
+      ".lfsconfig": file("[lfs] url = x"),
+      "src/.gitattributes": file("* filter=lfs"),
+    });
+    const violations = pairs(REPO, after).flatMap((p) => evaluator.visit(p));
+    expect(violations).toEqual([]);
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created .lfsconfig",
+      "created .npmrc",
+      "created .pnpmfile.cjs",
+      "created .yarnrc",
+      "created .yarnrc.yml",
+      "created src/.gitattributes",
+    ]);
+    expect(evaluator.hostRunCount).toBe(6);
+    expect(evaluator.hostRun[1]!.why).toMatch(/npm/);
   });
 });

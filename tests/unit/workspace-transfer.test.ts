@@ -378,8 +378,11 @@ describe("apply, whatever the returned list says", () => {
         ["escape/pwned.txt", path.join(staging, "2")],
       ]),
       refused: [],
+      refusedKinds: new Map(),
       strippedModes: [],
+      writeBitsCleared: [],
       bytes: 0,
+      contentOf: () => undefined,
     };
     expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/is not a directory; refusing/);
     expect(fs.readdirSync(outside)).toEqual([]);

@@ -222,3 +222,173 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(report.violations.map((v) => v.path)).toEqual([".bashrc"]);
   });
 });
+
+/** Host git with nothing of this host's configuration. */
+function git(ws: string, ...args: string[]): string {
+  return execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], {
+    cwd: ws,
+    encoding: "utf8",
+    env: { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1" },
+  });
+}
+
+describe("WorkspaceWatch: a git directory comes back as plain data", () => {
+  it("symlinks to files and folders outside (logs/HEAD, COMMIT_EDITMSG, refs/) are found and .git put back; host git then writes only inside", async () => {
+    const ws = gitRepo();
+    const outside = tree({ rc: "# a shell rc\n", "refs/heads/.keep": "" });
+    const rc = path.join(outside, "rc");
+    const before = state(path.join(ws, ".git"), OBJECTS);
+    const w = await watch(ws);
+    fs.rmSync(path.join(ws, ".git/logs/HEAD"));
+    fs.symlinkSync(rc, path.join(ws, ".git/logs/HEAD"));
+    fs.rmSync(path.join(ws, ".git/COMMIT_EDITMSG"));
+    fs.symlinkSync(rc, path.join(ws, ".git/COMMIT_EDITMSG"));
+    fs.renameSync(path.join(ws, ".git/refs"), path.join(ws, "old-refs"));
+    fs.symlinkSync(path.join(outside, "refs"), path.join(ws, ".git/refs"));
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}: ${v.detail}`).sort()).toEqual([
+      "git-entry-kinds modified .git/COMMIT_EDITMSG: a symbolic link",
+      "git-entry-kinds modified .git/logs/HEAD: a symbolic link",
+      "git-entry-kinds modified .git/refs: a symbolic link",
+    ]);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true, notRestored: [] });
+    expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    // The host's own git: a commit and a branch switch write reflogs and the message inside .git only.
+    git(ws, "checkout", "-q", "-b", "fix;touch${IFS}pwned;#");
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a3\n");
+    git(ws, "commit", "-qam", "host commit");
+    git(ws, "checkout", "-q", "-");
+    expect(fs.readFileSync(rc, "utf8")).toBe("# a shell rc\n");
+    expect(fs.readdirSync(path.join(outside, "refs/heads"))).toEqual([".keep"]);
+  });
+
+  it("an object store moved into the worktree and linked back (with info/alternates) goes back into place, history intact", async () => {
+    const ws = gitRepo();
+    const head = git(ws, "rev-parse", "HEAD");
+    const w = await watch(ws);
+    fs.renameSync(path.join(ws, ".git/objects"), path.join(ws, "evil-objects"));
+    fs.writeFileSync(path.join(ws, "evil-objects/info/alternates"), "/srv/elsewhere/objects\n");
+    fs.symlinkSync("../evil-objects", path.join(ws, ".git/objects"));
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual(["git-entry-kinds .git/objects"]);
+    expect(report.restore).toMatchObject({ clean: true, notRestored: [] });
+    expect(fs.lstatSync(path.join(ws, ".git/objects")).isDirectory()).toBe(true);
+    expect(fs.existsSync(path.join(ws, "evil-objects"))).toBe(false);
+    expect(fs.existsSync(path.join(ws, ".git/objects/info/alternates"))).toBe(false);
+    expect(git(ws, "rev-parse", "HEAD")).toBe(head);
+    expect(git(ws, "log", "--oneline")).toMatch(/ init\n$/);
+  });
+
+  it("a hard link (COMMIT_EDITMSG to .git/config), a FIFO and a bad HEAD: found and put back; a host commit leaves config alone", async () => {
+    const ws = gitRepo();
+    const config = fs.readFileSync(path.join(ws, ".git/config"), "utf8");
+    const before = state(path.join(ws, ".git"), OBJECTS);
+    const w = await watch(ws);
+    fs.rmSync(path.join(ws, ".git/COMMIT_EDITMSG"));
+    fs.linkSync(path.join(ws, ".git/config"), path.join(ws, ".git/COMMIT_EDITMSG"));
+    execFileSync("mkfifo", [path.join(ws, ".git/FETCH_HEAD")]);
+    fs.writeFileSync(path.join(ws, ".git/HEAD"), "ref: refs/heads/../../../config\n");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`).sort()).toEqual([
+      "git-entry-kinds .git/COMMIT_EDITMSG",
+      "git-entry-kinds .git/FETCH_HEAD",
+      "git-entry-kinds .git/config",
+      "git-pointers .git/HEAD",
+    ]);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true, notRestored: [] });
+    expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    expect(fs.statSync(path.join(ws, ".git/config")).nlink).toBe(1);
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a3\n");
+    git(ws, "commit", "-qam", "host commit");
+    expect(fs.readFileSync(path.join(ws, ".git/config"), "utf8")).toBe(config);
+  });
+
+  it("ordinary git work in the run is not a violation (commit, branch, tag, pack-refs, fetch from a local remote)", async () => {
+    const ws = gitRepo();
+    const remote = gitRepo();
+    const w = await watch(ws);
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a2\n");
+    git(ws, "commit", "-qam", "x");
+    git(ws, "branch", "topic");
+    git(ws, "tag", "-a", "v1", "-m", "v1");
+    git(ws, "fetch", "-q", remote, "+refs/heads/*:refs/remotes/r/*");
+    git(ws, "pack-refs", "--all");
+    git(ws, "checkout", "-q", "topic");
+    const report = await w.finish();
+    expect(report.violations).toEqual([]);
+  });
+});
+
+describe("WorkspaceWatch: what the repository's git config names is protected", () => {
+  it("core.hooksPath and include.path targets in the worktree: edits are undone", async () => {
+    const ws = gitRepo();
+    fs.mkdirSync(path.join(ws, ".githooks"));
+    fs.writeFileSync(path.join(ws, ".githooks/pre-commit"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+    fs.writeFileSync(path.join(ws, "team.gitconfig"), "[user]\n\tname = team\n");
+    fs.appendFileSync(
+      path.join(ws, ".git/config"),
+      "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../team.gitconfig\n",
+    );
+    const before = state(ws, /^\.git(\/|$)/);
+    const w = await watch(ws);
+    fs.appendFileSync(path.join(ws, ".githooks/pre-commit"), "touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, ".githooks/post-checkout"), "#!/bin/sh\ntouch /tmp/pwned\n");
+    fs.appendFileSync(path.join(ws, "team.gitconfig"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "ordinary\n");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual([
+      "git-config-paths created .githooks/post-checkout",
+      "git-config-paths modified .githooks/pre-commit",
+      "git-config-paths modified team.gitconfig",
+    ]);
+    expect(report.violations[0]!.detail).toBe(`core.hooksPath in ${ws}/.git/config`);
+    expect(report.configPaths.map((c) => c.path).sort()).toEqual([".githooks", "team.gitconfig"]);
+    expect(report.restore).toMatchObject({ reverted: [".githooks", "team.gitconfig"], clean: true });
+    expect(state(ws, /^\.git(\/|$)/)).toEqual({ ...before, "src/a.ts": expect.stringMatching(/^file:/) });
+    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("ordinary\n");
+  });
+});
+
+describe("WorkspaceWatch: modes and host-run files", () => {
+  it("chmod 0777 on the root is put back", async () => {
+    const ws = gitRepo();
+    fs.chmodSync(ws, 0o755);
+    const w = await watch(ws);
+    fs.chmodSync(ws, 0o777);
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path || "."}`)).toEqual(["directory-modes mode ."]);
+    expect(report.restore).toMatchObject({ modes: ["."], clean: true, remaining: [] });
+    expect(fs.statSync(ws).mode & 0o7777).toBe(0o755);
+  });
+
+  it("group/world-write bits the run added to files are cleared (and reported); bits a file already had stay", async () => {
+    const ws = tree({ "a.sh": "a\n", "shared.txt": "s\n" });
+    fs.chmodSync(path.join(ws, "shared.txt"), 0o664);
+    const w = await watch(ws);
+    fs.chmodSync(path.join(ws, "a.sh"), 0o777);
+    fs.writeFileSync(path.join(ws, "new.txt"), "n\n");
+    fs.chmodSync(path.join(ws, "new.txt"), 0o666);
+    fs.appendFileSync(path.join(ws, "shared.txt"), "more\n");
+    const report = await w.finish();
+    expect(report.violations).toEqual([]);
+    expect(report.clearedWriteBits.sort()).toEqual(["a.sh", "new.txt"]);
+    expect(fs.statSync(path.join(ws, "a.sh")).mode & 0o7777).toBe(0o755);
+    expect(fs.statSync(path.join(ws, "new.txt")).mode & 0o7777).toBe(0o644);
+    expect(fs.statSync(path.join(ws, "shared.txt")).mode & 0o7777).toBe(0o664);
+  });
+
+  it("host-run files are reported, not refused; protected hook-manager files are refused", async () => {
+    const ws = tree({ ".npmrc": "registry=https://registry.npmjs.org/\n" });
+    const w = await watch(ws);
+    fs.appendFileSync(path.join(ws, ".npmrc"), "node-options=--require ./x.js\n");
+    fs.writeFileSync(path.join(ws, ".gitattributes"), "* filter=lfs\n");
+    fs.writeFileSync(path.join(ws, "lefthook.yml"), "pre-commit:\n  commands:\n    x:\n      run: touch /tmp/pwned\n");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual(["lefthook.yml lefthook.yml"]);
+    expect(report.hostRunFiles.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created .gitattributes",
+      "modified .npmrc",
+    ]);
+    expect(report.hostRunCount).toBe(2);
+  });
+});

@@ -1,0 +1,114 @@
+// Copy mode's check of a returned tree by the same rules as bind mode's walk: a real repository
+// is sent (walk + pack), changed by GNU tar's round trip as the sandbox would change it, read
+// back as hostile input, and judged before anything is applied. The git rules see what the
+// reader left out (FIFOs), the content that came back (pointers), the mode the archive gave
+// (git-modes), and what the repository's config names.
+import { execFileSync, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { Readable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
+import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
+import { packTree } from "../../src/workspace-transfer/pack-tree.js";
+import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
+import { tempTrees } from "../support/temp-trees.js";
+
+const { dir: tempDir, tree } = tempTrees("sandbox-run-returned-");
+
+const env = { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1" };
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, env, encoding: "utf8" });
+
+function repo(files: Record<string, string> = {}, config = ""): string {
+  const root = tree({ "src/a.ts": "a\n", ...files });
+  git(root, "init", "-q");
+  if (config) fs.appendFileSync(path.join(root, ".git/config"), config);
+  git(root, "add", ".");
+  git(root, "commit", "-qm", "init");
+  return root;
+}
+
+/** Sends the tree, lets `change` work on the sandbox's copy, reads it back and judges it. */
+async function roundTrip(root: string, change: (copy: string) => void) {
+  const before: HostTree = await walkHostTree(root);
+  const chunks: Buffer[] = [];
+  for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
+  const copy = tempDir("sandbox-run-returned-copy-");
+  const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: Buffer.concat(chunks) });
+  expect(x.status, x.stderr.toString()).toBe(0);
+  change(copy);
+  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 28 });
+  expect(c.status, c.stderr.toString()).toBe(0);
+  const returned = await readReturnedTar(Readable.from([c.stdout]), {
+    before,
+    stagingDir: tempDir("sandbox-run-returned-staging-"),
+    limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
+    what: "the workspace",
+  });
+  const check = workspaceRulesCheck({ lentRoots: [root] });
+  const violations = check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  return { returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
+}
+
+describe("copy mode: the returned tree's git directories are judged as plain data", () => {
+  it("ordinary git work in the sandbox (commit, branch, pack-refs) passes", async () => {
+    const root = repo();
+    const { found } = await roundTrip(root, (copy) => {
+      fs.writeFileSync(path.join(copy, "src/a.ts"), "a2\n");
+      git(copy, "commit", "-qam", "x");
+      git(copy, "branch", "topic");
+      git(copy, "pack-refs", "--all");
+    });
+    expect(found).toEqual([]);
+  });
+
+  it("a symlinked logs/HEAD and refs/, a FIFO COMMIT_EDITMSG and a bad HEAD are violations before anything is applied", async () => {
+    const root = repo();
+    const { found, violations } = await roundTrip(root, (copy) => {
+      fs.rmSync(path.join(copy, ".git/logs/HEAD"));
+      fs.symlinkSync("/root/.bashrc", path.join(copy, ".git/logs/HEAD"));
+      fs.rmSync(path.join(copy, ".git/refs"), { recursive: true });
+      fs.symlinkSync("/tmp/refs", path.join(copy, ".git/refs"));
+      fs.rmSync(path.join(copy, ".git/COMMIT_EDITMSG"));
+      execFileSync("mkfifo", [path.join(copy, ".git/COMMIT_EDITMSG")]);
+      fs.writeFileSync(path.join(copy, ".git/HEAD"), "ref: ../../.bashrc\n");
+    });
+    expect(found).toEqual(
+      expect.arrayContaining([
+        "git-entry-kinds modified .git/COMMIT_EDITMSG",
+        "git-entry-kinds modified .git/logs/HEAD",
+        "git-entry-kinds modified .git/refs",
+        "git-pointers modified .git/HEAD",
+      ]),
+    );
+    expect(violations.find((v) => v.path === ".git/COMMIT_EDITMSG")?.detail).toBe("a FIFO");
+  });
+
+  it("modes: a world-writable file is applied without the bits the run added, but inside .git it is a violation", async () => {
+    const root = repo({ "run.sh": "echo\n" });
+    const { found, returned } = await roundTrip(root, (copy) => {
+      fs.chmodSync(path.join(copy, "run.sh"), 0o777);
+      fs.chmodSync(path.join(copy, ".git/HEAD"), 0o666);
+    });
+    expect(found).toEqual(["git-modes modified .git/HEAD"]);
+    expect(returned.writeBitsCleared.sort()).toEqual([".git/HEAD", "run.sh"]);
+    const runSh = returned.after.find((e) => e.path === "run.sh")!;
+    expect([runSh.mode.toString(8), runSh.modeAsReturned?.toString(8)]).toEqual(["755", "777"]);
+  });
+
+  it("paths the repository's config names (core.hooksPath, include.path) are protected", async () => {
+    const root = repo(
+      { ".githooks/pre-commit": "exit 0\n", "team.gitconfig": "[user]\n" },
+      "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../team.gitconfig\n",
+    );
+    const { violations } = await roundTrip(root, (copy) => {
+      fs.appendFileSync(path.join(copy, ".githooks/pre-commit"), "touch /tmp/pwned\n");
+      fs.appendFileSync(path.join(copy, "team.gitconfig"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    });
+    expect(violations.map((v) => `${v.rule} ${v.path}: ${v.detail}`)).toEqual([
+      `git-config-paths .githooks/pre-commit: core.hooksPath in ${root}/.git/config`,
+      `git-config-paths team.gitconfig: include.path in ${root}/.git/config`,
+    ]);
+  });
+});
