@@ -4,7 +4,8 @@
 import path from "node:path";
 import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
-import type { Engine } from "./engine/engine.js";
+import type { Engine, EngineInfo } from "./engine/engine.js";
+import { sharesHostPaths } from "./engine/engine-kind.js";
 import { EnginePool } from "./engine/engine-pool.js";
 import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
@@ -12,12 +13,15 @@ import { runnerImageSpec } from "./image/runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { executeRun, type RunDetails } from "./run/execute-run.js";
-import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
+import { type PlannedRun, type PlanPlace, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { placeOnEngine } from "./run/place-on-engine.js";
+import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { controllerHostProblem } from "./util/controller-host.js";
+import { hostPlatform, type RunnerPlatform } from "./util/platform.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -86,6 +90,10 @@ export class ContainerPiAgent implements Agent {
   private readonly images = new Map<string, Promise<ReadyImage>>();
   /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
   private calls = 0;
+  /** What each engine said of itself (docker info), asked once per agent: its platform, Docker Desktop. */
+  private readonly engineInfo = new Map<Engine, Promise<EngineInfo>>();
+  /** The same, once answered: what plan() (synchronous) can use. */
+  private readonly knownInfo = new Map<Engine, EngineInfo>();
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -107,6 +115,7 @@ export class ContainerPiAgent implements Agent {
 
   /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
   async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
+    await this.learnEngines();
     const planned = this.plan(prompt, options);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
@@ -149,13 +158,7 @@ export class ContainerPiAgent implements Agent {
       // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
       const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
-      const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
-      planned = preparePlan(run, {
-        image: run.image ?? runnerImageSpec().tag,
-        sharesHostFilesystem: !remote,
-        engineName: remote?.name,
-      });
+      planned = preparePlan(run, this.placeFor(run));
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();
@@ -168,12 +171,50 @@ export class ContainerPiAgent implements Agent {
     return { ...planned, replay };
   }
 
+  /**
+   * Where a run would go as far as the engines are known (learnEngines): bind mode only where every
+   * engine a run may go to sees this host's paths and sockets (not Docker Desktop's VM), copy mode
+   * elsewhere; the runner image of the caller's platform, else of the engine's own (runPlanned
+   * settles it on the engine the run gets).
+   */
+  private placeFor(run: ResolvedRun): PlanPlace {
+    const remote = this.pool.engines.find((e) => !sharesHostPaths(e, this.knownInfo.get(e)));
+    const desktop = remote && this.knownInfo.get(remote)?.dockerDesktop;
+    const platform = run.policy.platform ?? this.knownInfo.get(this.pool.engines[0]!)?.platform ?? hostPlatform();
+    return {
+      image: run.image ?? runnerImageSpec(platform).tag,
+      sharesHostFilesystem: !remote,
+      engineName: remote?.name,
+      ...(desktop
+        ? { engineReason: "is Docker Desktop (a VM: this host's unix sockets cannot be mounted there)" }
+        : {}),
+    };
+  }
+
+  /**
+   * A plan made before the engines said what they are (plan() asks none: a usage error or a dry run
+   * never touches an engine), made again once they have, when that changes it: copy mode on Docker
+   * Desktop, the engine's platform's runner image. The same run id; otherwise the same plan object.
+   * The CLI calls this between --dry-run and opening a record; run() plans after learnEngines().
+   */
+  async fitToEngines(planned: PlannedRun): Promise<PlannedRun> {
+    await this.learnEngines();
+    const place = this.placeFor(planned.run);
+    const mode = planned.run.workspaceMode ?? (place.sharesHostFilesystem ? "bind" : "copy");
+    if (mode === planned.plan.workspaceMode && place.image === planned.plan.image) return planned;
+    const fitted = preparePlan(planned.run, { ...place, runId: planned.plan.runId });
+    return planned.replay ? { ...fitted, replay: planned.replay } : fitted;
+  }
+
   /** Runs a plan made by plan(); each plan runs once. */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
     options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
+    // Before anything is created: a controller that cannot handle host files safely does not start.
+    const host = controllerHostProblem();
+    if (host) throw host;
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
@@ -186,11 +227,14 @@ export class ContainerPiAgent implements Agent {
     const engine = lease.engine;
     timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
     try {
-      // The plan names the image already (plan() resolved it); here it is checked, loaded or built.
-      const image = await this.prepare(engine, planned.run.image, options.signal, (line) =>
+      // The platform is settled on this engine (and refused when it cannot run it), then its image
+      // is checked, loaded or built.
+      const placed = placeOnEngine(planned, engine, await this.infoOf(engine, options.signal));
+      const platform = placed.planned.plan.platform;
+      const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
         timeline.sandbox("image.build", { line }),
       );
-      const details = await executeRun(planned, {
+      const details = await executeRun(placed.planned, {
         engine,
         piVersion: image.piVersion,
         timeline,
@@ -248,6 +292,43 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
+   * Asks every engine of the pool what it is (docker info: its platform, whether it is Docker
+   * Desktop), once per agent, so plans made afterwards fit them: copy mode on Docker Desktop, the
+   * engine's platform's runner image. Best effort and quick: an engine that does not answer within
+   * a few seconds is left to the run's own checks. run() does this itself; callers of plan() and
+   * runPlanned() (the CLI) call it first.
+   */
+  async learnEngines(): Promise<void> {
+    await Promise.all(
+      this.pool.engines.map((engine) =>
+        this.infoOf(engine, AbortSignal.timeout(LEARN_TIMEOUT_MS)).catch(() => undefined),
+      ),
+    );
+  }
+
+  /** An engine's docker info, asked once per agent (a failed ask is forgotten, so the next one retries). */
+  private async infoOf(engine: Engine, signal?: AbortSignal): Promise<EngineInfo> {
+    let asked = this.engineInfo.get(engine);
+    if (!asked) {
+      asked = engine.info(signal);
+      this.engineInfo.set(engine, asked);
+      asked.then(
+        (info) => this.knownInfo.set(engine, info),
+        () => this.engineInfo.delete(engine),
+      );
+    }
+    if (!signal) return asked;
+    // The ask goes on (and is kept) when this caller stops waiting.
+    return Promise.race([
+      asked,
+      new Promise<never>((_, reject) => {
+        signal.throwIfAborted();
+        signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+      }),
+    ]);
+  }
+
+  /**
    * What dead controllers left, on every engine of the pool (not only those this agent's runs
    * reach), and this host's run folders: once per agent, in the background, best effort. An
    * engine that does not answer is left for `sandbox-run gc`.
@@ -276,6 +357,7 @@ export class ContainerPiAgent implements Agent {
   private async prepare(
     engine: Engine,
     image: string | undefined,
+    platform: RunnerPlatform | undefined,
     signal: AbortSignal | undefined,
     onBuild: (line: string) => void,
   ) {
@@ -289,11 +371,12 @@ export class ContainerPiAgent implements Agent {
       engineReady.catch(() => this.enginesReady.delete(engine));
     }
     await engineReady;
-    const key = `${engine.name}\0${image ?? ""}`;
+    const key = `${engine.name}\0${image ?? ""}\0${platform ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
       ready = ensureRunnerImage(engine, {
         image,
+        platform,
         autoBuild: this.config.autoBuildImage,
         sources: this.pool.engines,
         signal,
@@ -310,6 +393,8 @@ export class ContainerPiAgent implements Agent {
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;
+/** How long learnEngines() waits for an engine's docker info. */
+const LEARN_TIMEOUT_MS = 3_000;
 
 /**
  * After a failed run: whether the engine itself stopped answering (the link broke, the machine

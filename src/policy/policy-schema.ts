@@ -5,6 +5,7 @@ import { matchesDomain } from "../proxy/domain-filter.js";
 import { hostPatternProblem } from "../proxy/host-name.js";
 import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
+import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 
 // One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
 // no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
@@ -142,6 +143,12 @@ export const policySchema = z
       .optional()
       .describe(
         "How the workspace reaches the sandbox: bind (mounted; local engines' default) or copy (copied into a tmpfs and the changes checked, then copied back; no host path inside; forced on an engine that does not share this host's filesystem)",
+      ),
+    platform: z
+      .enum(RUNNER_PLATFORMS as [RunnerPlatform, ...RunnerPlatform[]])
+      .optional()
+      .describe(
+        "Platform the sandbox runs on: linux/amd64 or linux/arm64 (the runner image of that platform; on another platform than the engine's own, under its emulator, runc only); --platform and SANDBOX_RUN_PLATFORM override it; default: the engine's own",
       ),
     image: z
       .string()

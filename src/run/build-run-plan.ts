@@ -124,6 +124,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   return {
     runId: input.runId,
     image: input.image,
+    ...(policy.platform ? { platform: policy.platform } : {}),
     runtime: policy.runtime,
     policyName: policy.name,
     model: input.model,
