@@ -227,8 +227,9 @@ export class ContainerPiAgent implements Agent {
     const engine = lease.engine;
     timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
     try {
-      // The platform is settled on this engine (and refused when it cannot run it), then its image
-      // is checked, loaded or built.
+      // The engine answers; the platform is settled on it (and refused when it cannot run it); then
+      // the image is checked, loaded or built.
+      await this.engineReady(engine, options.signal);
       const placed = placeOnEngine(planned, engine, await this.infoOf(engine, options.signal));
       const platform = placed.planned.plan.platform;
       const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
@@ -350,17 +351,10 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Checks each engine once per agent (and reaps every engine's orphans in the background), then the runner
-   * image a run asked for, once per engine and image: loaded from another engine of the pool that
-   * has it, or built. A failed check is forgotten, so the next run retries.
+   * Checks each engine once per agent (and reaps every engine's orphans in the background); a
+   * failed check is forgotten, so the next run retries.
    */
-  private async prepare(
-    engine: Engine,
-    image: string | undefined,
-    platform: RunnerPlatform | undefined,
-    signal: AbortSignal | undefined,
-    onBuild: (line: string) => void,
-  ) {
+  private async engineReady(engine: Engine, signal: AbortSignal | undefined): Promise<void> {
     let engineReady = this.enginesReady.get(engine);
     if (!engineReady) {
       engineReady = (async () => {
@@ -371,6 +365,19 @@ export class ContainerPiAgent implements Agent {
       engineReady.catch(() => this.enginesReady.delete(engine));
     }
     await engineReady;
+  }
+
+  /**
+   * The runner image a run asked for (or its platform's), once per engine, image and platform:
+   * loaded from another engine of the pool that has it, or built. A failed check is forgotten.
+   */
+  private async prepare(
+    engine: Engine,
+    image: string | undefined,
+    platform: RunnerPlatform | undefined,
+    signal: AbortSignal | undefined,
+    onBuild: (line: string) => void,
+  ) {
     const key = `${engine.name}\0${image ?? ""}\0${platform ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
