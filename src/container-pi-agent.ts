@@ -4,24 +4,23 @@
 import path from "node:path";
 import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
-import type { Engine, EngineInfo } from "./engine/engine.js";
-import { sharesHostPaths } from "./engine/engine-kind.js";
+import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
 import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
-import { runnerImageSpec } from "./image/runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { executeRun, type RunDetails } from "./run/execute-run.js";
-import { type PlannedRun, type PlanPlace, preparePlan } from "./run/prepare-plan.js";
+import { EngineFacts } from "./run/engine-facts.js";
+import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
-import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { resolveRun, type RunOptions } from "./run/resolve-options.js";
 import { controllerHostProblem } from "./util/controller-host.js";
-import { hostPlatform, type RunnerPlatform } from "./util/platform.js";
+import type { RunnerPlatform } from "./util/platform.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -91,9 +90,7 @@ export class ContainerPiAgent implements Agent {
   /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
   private calls = 0;
   /** What each engine said of itself (docker info), asked once per agent: its platform, Docker Desktop. */
-  private readonly engineInfo = new Map<Engine, Promise<EngineInfo>>();
-  /** The same, once answered: what plan() (synchronous) can use. */
-  private readonly knownInfo = new Map<Engine, EngineInfo>();
+  private readonly facts: EngineFacts;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -101,6 +98,7 @@ export class ContainerPiAgent implements Agent {
     if (typeof engines === "string") this.pool = EnginePool.fromFile(engines);
     else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
+    this.facts = new EngineFacts(this.pool.engines);
   }
 
   /** Lets go of held engine connections (ssh://) this agent opened; it may not run again afterwards. */
@@ -158,7 +156,7 @@ export class ContainerPiAgent implements Agent {
       // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
       const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      planned = preparePlan(run, this.placeFor(run));
+      planned = preparePlan(run, this.facts.placeFor(run));
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();
@@ -172,26 +170,6 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Where a run would go as far as the engines are known (learnEngines): bind mode only where every
-   * engine a run may go to sees this host's paths and sockets (not Docker Desktop's VM), copy mode
-   * elsewhere; the runner image of the caller's platform, else of the engine's own (runPlanned
-   * settles it on the engine the run gets).
-   */
-  private placeFor(run: ResolvedRun): PlanPlace {
-    const remote = this.pool.engines.find((e) => !sharesHostPaths(e, this.knownInfo.get(e)));
-    const desktop = remote && this.knownInfo.get(remote)?.dockerDesktop;
-    const platform = run.policy.platform ?? this.knownInfo.get(this.pool.engines[0]!)?.platform ?? hostPlatform();
-    return {
-      image: run.image ?? runnerImageSpec(platform).tag,
-      sharesHostFilesystem: !remote,
-      engineName: remote?.name,
-      ...(desktop
-        ? { engineReason: "is Docker Desktop (a VM: this host's unix sockets cannot be mounted there)" }
-        : {}),
-    };
-  }
-
-  /**
    * A plan made before the engines said what they are (plan() asks none: a usage error or a dry run
    * never touches an engine), made again once they have, when that changes it: copy mode on Docker
    * Desktop, the engine's platform's runner image. The same run id; otherwise the same plan object.
@@ -199,7 +177,7 @@ export class ContainerPiAgent implements Agent {
    */
   async fitToEngines(planned: PlannedRun): Promise<PlannedRun> {
     await this.learnEngines();
-    const place = this.placeFor(planned.run);
+    const place = this.facts.placeFor(planned.run);
     const mode = planned.run.workspaceMode ?? (place.sharesHostFilesystem ? "bind" : "copy");
     if (mode === planned.plan.workspaceMode && place.image === planned.plan.image) return planned;
     const fitted = preparePlan(planned.run, { ...place, runId: planned.plan.runId });
@@ -230,7 +208,7 @@ export class ContainerPiAgent implements Agent {
       // The engine answers; the platform is settled on it (and refused when it cannot run it); then
       // the image is checked, loaded or built.
       await this.engineReady(engine, options.signal);
-      const placed = placeOnEngine(planned, engine, await this.infoOf(engine, options.signal));
+      const placed = placeOnEngine(planned, engine, await this.facts.infoOf(engine, options.signal));
       const platform = placed.planned.plan.platform;
       const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
         timeline.sandbox("image.build", { line }),
@@ -296,37 +274,11 @@ export class ContainerPiAgent implements Agent {
    * Asks every engine of the pool what it is (docker info: its platform, whether it is Docker
    * Desktop), once per agent, so plans made afterwards fit them: copy mode on Docker Desktop, the
    * engine's platform's runner image. Best effort and quick: an engine that does not answer within
-   * a few seconds is left to the run's own checks. run() does this itself; callers of plan() and
-   * runPlanned() (the CLI) call it first.
+   * a few seconds is left to the run's own checks. run() does this before planning, fitToEngines()
+   * (what the CLI calls between planning and running) too; plan() alone never does.
    */
   async learnEngines(): Promise<void> {
-    await Promise.all(
-      this.pool.engines.map((engine) =>
-        this.infoOf(engine, AbortSignal.timeout(LEARN_TIMEOUT_MS)).catch(() => undefined),
-      ),
-    );
-  }
-
-  /** An engine's docker info, asked once per agent (a failed ask is forgotten, so the next one retries). */
-  private async infoOf(engine: Engine, signal?: AbortSignal): Promise<EngineInfo> {
-    let asked = this.engineInfo.get(engine);
-    if (!asked) {
-      asked = engine.info(signal);
-      this.engineInfo.set(engine, asked);
-      asked.then(
-        (info) => this.knownInfo.set(engine, info),
-        () => this.engineInfo.delete(engine),
-      );
-    }
-    if (!signal) return asked;
-    // The ask goes on (and is kept) when this caller stops waiting.
-    return Promise.race([
-      asked,
-      new Promise<never>((_, reject) => {
-        signal.throwIfAborted();
-        signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-      }),
-    ]);
+    await this.facts.learn(LEARN_TIMEOUT_MS);
   }
 
   /**

@@ -2,6 +2,7 @@
 // Desktop and what that changes), which platforms' runner images it holds, and whether it can run
 // the other platform (an emulator registered; a container of that image really starts).
 import type { Engine, EngineInfo } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
@@ -24,7 +25,8 @@ export function checkControllerHost(say: PlatformReport & { bad(what: string, fi
 
 /** The engine's kind, in words: Docker Desktop changes how runs reach it (copy mode). */
 export function describeEngineKind(info: EngineInfo, say: PlatformReport): void {
-  const platform = info.platform ?? `${info.architecture ?? "an unknown architecture"} (no runner image for it)`;
+  const own = ownPlatformOf(info);
+  const platform = own ?? `${info.architecture} (no runner image for it)`;
   if (info.dockerDesktop) {
     say.note(
       `engine is Docker Desktop (${info.operatingSystem || "?"}, kernel ${info.kernelVersion || "?"}, ${platform}): ` +
@@ -52,7 +54,7 @@ export async function checkPlatformImages(engine: Engine, info: EngineInfo, say:
     say.note(`no ${platform} runner image here (build it: sandbox-run image build --platform ${platform})`);
   }
   for (const platform of RUNNER_PLATFORMS) {
-    if (platform === info.platform) continue;
+    if (platform === ownPlatformOf(info)) continue;
     try {
       checkPlatformSupport(platform, info, { engineName: engine.name });
     } catch (error) {

@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import { DockerEngine } from "../engine/docker-engine.js";
 import type { Engine } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
@@ -107,7 +108,7 @@ async function checkEngine(
   await checkPlatformImages(engine, info, { ok, note });
   const spec = runnerImageSpec(platform);
   // SANDBOX_RUN_PLATFORM another than the engine's own: its containers start under emulation (runc only).
-  const emulated = platform !== undefined && platform !== info.platform;
+  const emulated = platform !== undefined && platform !== ownPlatformOf(info);
   const labels = await engine.imageLabels(chosen);
   const problem = labels && runnerImageProblem(chosen, labels);
   if (!labels) {

@@ -3,7 +3,7 @@
 // its engine in a VM of its own: host paths reach containers only through the VM's file sharing
 // (with other ownership semantics), and a unix socket on the host cannot be bind-mounted into a
 // container at all. Runs there use copy mode, whose workspace and gateway need neither.
-import { platformOfArch, type RunnerPlatform } from "../util/platform.js";
+import { hostPlatform, platformOfArch, type RunnerPlatform } from "../util/platform.js";
 import type { Engine, EngineInfo } from "./engine.js";
 
 /** The fields of the Engine API's /info answer read here (as Docker names them). */
@@ -24,8 +24,8 @@ export interface RawEngineVersion {
 export interface EngineKind {
   /** The engine's own platform, or undefined for an architecture no runner image is built for. */
   platform?: RunnerPlatform;
-  /** Architecture as the engine reports it ("x86_64", "aarch64"), for messages. */
-  architecture: string;
+  /** Architecture as the engine reports it ("x86_64", "aarch64"); absent when it does not say. */
+  architecture?: string;
   operatingSystem: string;
   kernelVersion: string;
   /** Docker Desktop, or another engine in a LinuxKit VM: no host sockets, shared paths through the VM. */
@@ -48,11 +48,21 @@ export function engineKindOf(info: RawEngineInfo, version: RawEngineVersion = {}
   const platform = (info.OSType ?? "linux") === "linux" ? platformOfArch(info.Architecture) : undefined;
   return {
     ...(platform ? { platform } : {}),
-    architecture: info.Architecture ?? "unknown",
+    ...(info.Architecture ? { architecture: info.Architecture } : {}),
     operatingSystem,
     kernelVersion,
     dockerDesktop,
   };
+}
+
+/**
+ * The engine's own platform. An engine that does not say its architecture is taken to be of this
+ * machine's (as every engine was before platforms existed); one that names another architecture
+ * (s390x ...) has none: undefined.
+ */
+export function ownPlatformOf(info: Pick<EngineInfo, "platform" | "architecture">): RunnerPlatform | undefined {
+  if (info.platform) return info.platform;
+  return info.architecture ? undefined : hostPlatform();
 }
 
 /**

@@ -10,6 +10,7 @@ import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { ARCH_NAMES, type RunnerPlatform } from "../util/platform.js";
 import type { EngineInfo } from "./engine.js";
+import { ownPlatformOf } from "./engine-kind.js";
 
 export const BINFMT_DIR = "/proc/sys/fs/binfmt_misc";
 
@@ -99,8 +100,9 @@ export function checkPlatformSupport(
 ): PlatformRun {
   const host = options.host ?? thisHost;
   const engine = `Engine "${options.engineName}"`;
-  if (info.platform === platform) return { platform, emulated: false };
-  const native = info.platform ?? `linux/${info.architecture ?? "unknown"}`;
+  const own = ownPlatformOf(info);
+  if (own === platform) return { platform, emulated: false };
+  const native = own ?? `linux/${info.architecture}`;
   if (options.runtime === "runsc") {
     throw new SandboxRunError(
       "usage",

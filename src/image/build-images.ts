@@ -2,6 +2,7 @@
 // it is already there and only an --apt image is asked for), then the derived image with the
 // extra Debian packages.
 import type { Engine } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import type { Progress } from "./base-image.js";
 import { buildRunnerImage } from "./build-runner-image.js";
@@ -21,7 +22,7 @@ export async function buildImages(
 ): Promise<BuiltImages> {
   // Bad package names are usage errors before any work starts.
   const packages = options.apt ? parseAptPackages(options.apt) : undefined;
-  const platform = options.platform ?? (await engine.info()).platform;
+  const platform = options.platform ?? ownPlatformOf(await engine.info());
   const runner = platform ? runnerImageSpec(platform).tag : undefined;
   const present = packages && runner ? (await engine.imageLabels(runner)) !== undefined : false;
   const built =

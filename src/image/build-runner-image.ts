@@ -17,6 +17,7 @@ import {
   IMAGE_LABEL_PI_VERSION,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkPlatformSupport, type HostKernel } from "../engine/platform-support.js";
 import { ARCH_NAMES, RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { resolveBaseImage, runLoggedProcess, type Progress } from "./base-image.js";
@@ -55,11 +56,11 @@ export async function buildRunnerImage(
 ): Promise<BuiltRunnerImage> {
   const progress = options.progress ?? (() => {});
   const info = await engine.info();
-  const platform = options.platform ?? info.platform;
+  const platform = options.platform ?? ownPlatformOf(info);
   if (!platform) {
     throw new SandboxRunError(
       "image-missing",
-      `Engine "${engine.name}" runs on ${info.architecture ?? "an unknown architecture"}, for which sandbox-run has no runner image.`,
+      `Engine "${engine.name}" runs on ${info.architecture}, for which sandbox-run has no runner image.`,
       { hint: `Build for ${RUNNER_PLATFORMS.join(" or ")} with --platform, on an engine that can run it (emulated).` },
     );
   }

@@ -3,7 +3,7 @@
 // that asked for no image gets that platform's runner image. A plan made before the engine said
 // what it is (a Docker Desktop engine found only now) cannot bind-mount there: refused, not tried.
 import type { Engine, EngineInfo } from "../engine/engine.js";
-import { sharesHostPaths } from "../engine/engine-kind.js";
+import { ownPlatformOf, sharesHostPaths } from "../engine/engine-kind.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
@@ -18,11 +18,11 @@ export interface PlacedRun {
 
 export function placeOnEngine(planned: PlannedRun, engine: Engine, info: EngineInfo): PlacedRun {
   const { run, plan } = planned;
-  const platform = run.policy.platform ?? info.platform;
+  const platform = run.policy.platform ?? ownPlatformOf(info);
   if (!platform) {
     throw new SandboxRunError(
       "docker-unavailable",
-      `Engine "${engine.name}" runs on ${info.architecture ?? "an unknown architecture"}, for which sandbox-run has no runner image.`,
+      `Engine "${engine.name}" runs on ${info.architecture}, for which sandbox-run has no runner image.`,
       { hint: `Choose ${RUNNER_PLATFORMS.join(" or ")} with --platform (it then runs under the engine's emulator).` },
     );
   }

@@ -100,6 +100,13 @@ describe("placeOnEngine", () => {
     expect(error.shortMessage).toContain("gVisor (runsc) cannot run linux/arm64 sandboxes");
   });
 
+  it("takes an engine that does not say its architecture to be of this machine's platform", () => {
+    const unsaid = { ...amd64, platform: undefined, architecture: undefined };
+    const placed = placeOnEngine(preparePlan(resolve({}), { image: "x" }), engine, unsaid);
+    expect(placed.planned.plan.platform).toBe(process.arch === "arm64" ? "linux/arm64" : "linux/amd64");
+    expect(placed.emulated).toBe(false);
+  });
+
   it("refuses an engine whose own architecture has no runner image, unless a platform is chosen", () => {
     const s390x = { ...amd64, platform: undefined, architecture: "s390x" };
     const error = caught(() => placeOnEngine(preparePlan(resolve({}), { image: "x" }), engine, s390x));
