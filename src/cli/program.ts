@@ -7,7 +7,6 @@ import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import { sandboxRunVersion } from "../util/package-version.js";
-import { RUNNER_PLATFORMS } from "../util/platform.js";
 import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
@@ -192,10 +191,7 @@ function defineImage(program: Command, ctx: CommandContext): void {
       await engine.ping();
       const { pruneRunnerImages } = await import("../image/prune-images.js");
       const current = runnerImageSpec().tag;
-      const { removed, kept } = await pruneRunnerImages(
-        engine,
-        RUNNER_PLATFORMS.map((platform) => runnerImageSpec(platform).tag),
-      );
+      const { removed, kept } = await pruneRunnerImages(engine, current);
       for (const tag of removed) io.stdout(`${tag}\n`);
       for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
       io.stderr(

@@ -4,6 +4,7 @@
 // used by a container is left alone (Docker refuses).
 import type { Engine } from "../engine/engine.js";
 import { DERIVED_REPOSITORY } from "./derived-image.js";
+import { platformArch, RUNNER_PLATFORMS } from "../util/platform.js";
 import { IMAGE_REPOSITORY } from "./runner-image.js";
 
 export interface PruneResult {
@@ -13,12 +14,13 @@ export interface PruneResult {
 }
 
 /**
- * Removes runner images of other versions. `currentTags`: this version's runner image of every
- * platform (`sandbox-run/pi:<v>` and `sandbox-run/pi:<v>-arm64`); the `--apt` images built on any of
- * them (`sandbox-run/pi-apt:<v>-...`, which also covers `<v>-arm64-...`) stay too.
+ * Removes runner images of other versions. `currentTags`: this version's runner image; its other
+ * platforms' images (`sandbox-run/pi:<v>-arm64` beside `sandbox-run/pi:<v>`) and the `--apt` images
+ * built on any of them (`sandbox-run/pi-apt:<v>-...`, which covers `<v>-arm64-...`) stay too.
  */
 export async function pruneRunnerImages(engine: Engine, currentTags: string | string[]): Promise<PruneResult> {
-  const current = typeof currentTags === "string" ? [currentTags] : currentTags;
+  const given = typeof currentTags === "string" ? [currentTags] : currentTags;
+  const current = given.flatMap((tag) => [tag, ...RUNNER_PLATFORMS.map((p) => `${tag}-${platformArch(p)}`)]);
   const versions = current.map((tag) => tag.slice(tag.indexOf(":") + 1));
   const keep = (tag: string) =>
     current.includes(tag) || versions.some((version) => tag.startsWith(`${DERIVED_REPOSITORY}:${version}-`));

@@ -54,6 +54,9 @@ describe("runner image tags", () => {
       "sandbox-run/pi:1.5.0-aaaaaaaaaaaa-arm64",
     ]);
     expect(removed).toEqual(result.removed);
+    // Given only the amd64 tag (as callers before platforms did), the arm64 image of the version stays too.
+    removed.length = 0;
+    expect((await pruneRunnerImages(engine, current[0]!)).removed).toEqual(result.removed);
   });
 });
 
