@@ -4,7 +4,8 @@ import { defineConfig } from "vitest/config";
 // stopped); integration tests use the real engine, image and Pi, behind a global set-up that checks
 // the engine and builds the image when it is missing. "integration-copy" runs the security suites
 // again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts;
-// "integration-remote" runs them with every run on an engine of another machine (mutual TLS).
+// "integration-remote" runs them with every run on an engine of another machine (mutual TLS);
+// "integration-arm64" runs a task and the core boundary checks on the linux/arm64 image, emulated.
 const integration = {
   testTimeout: 120_000,
   hookTimeout: 300_000,
@@ -44,6 +45,18 @@ export default defineConfig({
           ],
           env: { SANDBOX_RUN_WORKSPACE: "copy" },
           ...integration,
+        },
+      },
+      {
+        test: {
+          name: "integration-arm64",
+          // A real task and the core boundary checks on the linux/arm64 runner image, under qemu on an
+          // x86-64 machine (arm64-setup.ts builds the image when missing and checks the emulator).
+          include: ["tests/arm64/**/*.test.ts"],
+          ...integration,
+          globalSetup: ["tests/support/global-setup.ts", "tests/support/arm64-setup.ts"],
+          // Pi under emulation takes seconds to start; the runs of a file go one by one.
+          testTimeout: 600_000,
         },
       },
       {

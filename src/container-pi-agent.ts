@@ -8,10 +8,10 @@ import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
 import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
-import { runnerImageSpec } from "./image/runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { executeRun, type RunDetails } from "./run/execute-run.js";
+import { EngineFacts } from "./run/engine-facts.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { recordedSuccess } from "./run/recorded-success.js";
@@ -19,7 +19,10 @@ import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
+import { placeOnEngine } from "./run/place-on-engine.js";
 import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { controllerHostProblem } from "./util/controller-host.js";
+import type { RunnerPlatform } from "./util/platform.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -88,6 +91,8 @@ export class ContainerPiAgent implements Agent {
   private readonly images = new Map<string, Promise<ReadyImage>>();
   /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
   private calls = 0;
+  /** What each engine said of itself (docker info), asked once per agent: its platform, Docker Desktop. */
+  private readonly facts: EngineFacts;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -95,6 +100,7 @@ export class ContainerPiAgent implements Agent {
     if (typeof engines === "string") this.pool = EnginePool.fromFile(engines);
     else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
+    this.facts = new EngineFacts(this.pool.engines);
   }
 
   /** Lets go of held engine connections (ssh://) this agent opened; it may not run again afterwards. */
@@ -109,6 +115,7 @@ export class ContainerPiAgent implements Agent {
 
   /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
   async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
+    await this.learnEngines();
     const planned = this.plan(prompt, options);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
@@ -148,13 +155,7 @@ export class ContainerPiAgent implements Agent {
       const workspacePath = options.workspacePath ?? this.config.workspacePath;
       const effective = replay ? { ...options, ...replayRunOptions(replay.record, workspacePath) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
-      const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
-      planned = preparePlan(run, {
-        image: run.image ?? runnerImageSpec().tag,
-        sharesHostFilesystem: !remote,
-        engineName: remote?.name,
-      });
+      planned = preparePlan(run, this.facts.placeFor(run));
       // The record is compared with what this call runs under; one that asks for more is refused here.
       if (replay) planned = { ...planned, replay: checkReplayedRecord(planned, replay) };
     } catch (error) {
@@ -169,12 +170,30 @@ export class ContainerPiAgent implements Agent {
     return planned;
   }
 
+  /**
+   * A plan made before the engines said what they are (plan() asks none: a usage error or a dry run
+   * never touches an engine), made again once they have, when that changes it: copy mode on Docker
+   * Desktop, the engine's platform's runner image. The same run id; otherwise the same plan object.
+   * The CLI calls this between --dry-run and opening a record; run() plans after learnEngines().
+   */
+  async fitToEngines(planned: PlannedRun): Promise<PlannedRun> {
+    await this.learnEngines();
+    const place = this.facts.placeFor(planned.run);
+    const mode = planned.run.workspaceMode ?? (place.sharesHostFilesystem ? "bind" : "copy");
+    if (mode === planned.plan.workspaceMode && place.image === planned.plan.image) return planned;
+    const fitted = preparePlan(planned.run, { ...place, runId: planned.plan.runId });
+    return planned.replay ? { ...fitted, replay: planned.replay } : fitted;
+  }
+
   /** Runs a plan made by plan(); each plan runs once. */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
     options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
+    // Before anything is created: a controller that cannot handle host files safely does not start.
+    const host = controllerHostProblem();
+    if (host) throw host;
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
@@ -187,11 +206,15 @@ export class ContainerPiAgent implements Agent {
     const engine = lease.engine;
     timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
     try {
-      // The plan names the image already (plan() resolved it); here it is checked, loaded or built.
-      const image = await this.prepare(engine, planned.run.image, options.signal, (line) =>
+      // The engine answers; the platform is settled on it (and refused when it cannot run it); then
+      // the image is checked, loaded or built.
+      await this.engineReady(engine, options.signal);
+      const placed = placeOnEngine(planned, engine, await this.facts.infoOf(engine, options.signal));
+      const platform = placed.planned.plan.platform;
+      const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
         timeline.sandbox("image.build", { line }),
       );
-      const details = await executeRun(planned, {
+      const details = await executeRun(placed.planned, {
         engine,
         piVersion: image.piVersion,
         timeline,
@@ -249,6 +272,17 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
+   * Asks every engine of the pool what it is (docker info: its platform, whether it is Docker
+   * Desktop), once per agent, so plans made afterwards fit them: copy mode on Docker Desktop, the
+   * engine's platform's runner image. Best effort and quick: an engine that does not answer within
+   * a few seconds is left to the run's own checks. run() does this before planning, fitToEngines()
+   * (what the CLI calls between planning and running) too; plan() alone never does.
+   */
+  async learnEngines(): Promise<void> {
+    await this.facts.learn(LEARN_TIMEOUT_MS);
+  }
+
+  /**
    * What dead controllers left, on every engine of the pool (not only those this agent's runs
    * reach), and this host's run folders: once per agent, in the background, best effort. An
    * engine that does not answer is left for `sandbox-run gc`.
@@ -270,16 +304,10 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Checks each engine once per agent (and reaps every engine's orphans in the background), then the runner
-   * image a run asked for, once per engine and image: loaded from another engine of the pool that
-   * has it, or built. A failed check is forgotten, so the next run retries.
+   * Checks each engine once per agent (and reaps every engine's orphans in the background); a
+   * failed check is forgotten, so the next run retries.
    */
-  private async prepare(
-    engine: Engine,
-    image: string | undefined,
-    signal: AbortSignal | undefined,
-    onBuild: (line: string) => void,
-  ) {
+  private async engineReady(engine: Engine, signal: AbortSignal | undefined): Promise<void> {
     let engineReady = this.enginesReady.get(engine);
     if (!engineReady) {
       engineReady = (async () => {
@@ -290,11 +318,25 @@ export class ContainerPiAgent implements Agent {
       engineReady.catch(() => this.enginesReady.delete(engine));
     }
     await engineReady;
-    const key = `${engine.name}\0${image ?? ""}`;
+  }
+
+  /**
+   * The runner image a run asked for (or its platform's), once per engine, image and platform:
+   * loaded from another engine of the pool that has it, or built. A failed check is forgotten.
+   */
+  private async prepare(
+    engine: Engine,
+    image: string | undefined,
+    platform: RunnerPlatform | undefined,
+    signal: AbortSignal | undefined,
+    onBuild: (line: string) => void,
+  ) {
+    const key = `${engine.name}\0${image ?? ""}\0${platform ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
       ready = ensureRunnerImage(engine, {
         image,
+        platform,
         autoBuild: this.config.autoBuildImage,
         sources: this.pool.engines,
         signal,
@@ -311,6 +353,8 @@ export class ContainerPiAgent implements Agent {
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;
+/** How long learnEngines() waits for an engine's docker info. */
+const LEARN_TIMEOUT_MS = 3_000;
 
 /**
  * After a failed run: whether the engine itself stopped answering (the link broke, the machine

@@ -3,6 +3,7 @@
 // nothing of ours, so engine/, pi/, gateway/, proxy/, workspace/ and run/ can all depend on it
 // without depending on each other.
 import type { JsonSchema } from "./agent.js";
+import type { RunnerPlatform } from "./util/platform.js";
 
 export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access";
 export const SANDBOX_MODES: readonly SandboxMode[] = Object.freeze([
@@ -179,6 +180,11 @@ export interface PlanLimits {
 export interface RunPlan {
   runId: string;
   image: string;
+  /**
+   * The platform the sandbox runs on, passed to the engine at create. Set at plan time when the
+   * caller chose one; otherwise the engine's own, filled in once the run's engine is known.
+   */
+  platform?: RunnerPlatform;
   runtime: "runc" | "runsc";
   policyName: string;
   model: string;

@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import { DockerEngine } from "../engine/docker-engine.js";
 import type { Engine } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
@@ -11,8 +12,11 @@ import type { Policy } from "../policy/policy-schema.js";
 import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import type { RunnerPlatform } from "../util/platform.js";
 import type { CliIo } from "./cli-io.js";
+import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
 import { EXIT } from "./exit-codes.js";
+import { platformFlag } from "./platform-flag.js";
 
 export async function runDoctor(
   io: CliIo,
@@ -28,15 +32,16 @@ export async function runDoctor(
   };
   const note = (what: string) => io.stderr(`  note  ${what}\n`);
   const report = { ok, bad, note };
+  checkControllerHost(report);
 
   // Which engines hold the image runs use: an engine without it loads it from one of these.
-  const spec = runnerImageSpec();
-  const chosen = io.env.SANDBOX_RUN_IMAGE || spec.tag;
+  const platform = platformFlag(undefined, io.env);
+  const chosen = io.env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
   const holders: string[] = [];
   for (const engine of engines) {
     if (engines.length > 1 || engine.name !== "local") io.stderr(`engine ${engine.name} (${engine.address ?? "?"})\n`);
     try {
-      if (await checkEngine(engine, chosen, engines.length > 1, report)) holders.push(engine.name);
+      if (await checkEngine(engine, chosen, engines.length > 1, report, platform)) holders.push(engine.name);
     } catch (error) {
       bad(
         isSandboxRunError(error) ? error.shortMessage : String(error),
@@ -83,17 +88,27 @@ interface Report {
 }
 
 /** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
-async function checkEngine(engine: Engine, chosen: string, pooled: boolean, { ok, bad, note }: Report) {
+async function checkEngine(
+  engine: Engine,
+  chosen: string,
+  pooled: boolean,
+  { ok, bad, note }: Report,
+  platform?: RunnerPlatform,
+) {
   await engine.ping();
   const info = await engine.info();
   ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
+  describeEngineKind(info, { ok, note });
   if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
   const runsc = runscCheck(info.runtimes);
   if (runsc.level === "ok") ok(runsc.message);
   else note(`${runsc.message}\n        ${runsc.fix}`);
   if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
   else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
-  const spec = runnerImageSpec();
+  await checkPlatformImages(engine, info, { ok, note });
+  const spec = runnerImageSpec(platform);
+  // SANDBOX_RUN_PLATFORM another than the engine's own: its containers start under emulation (runc only).
+  const emulated = platform !== undefined && platform !== ownPlatformOf(info);
   const labels = await engine.imageLabels(chosen);
   const problem = labels && runnerImageProblem(chosen, labels);
   if (!labels) {
@@ -103,7 +118,7 @@ async function checkEngine(engine: Engine, chosen: string, pooled: boolean, { ok
       bad(
         `runner image ${chosen} is not built`,
         chosen === spec.tag
-          ? "Run `sandbox-run image build` (or let the first run build it)."
+          ? `Run \`sandbox-run image build${platform ? ` --platform ${platform}` : ""}\` (or let the first run build it).`
           : "Build it, or unset SANDBOX_RUN_IMAGE.",
       );
     return false;
@@ -114,8 +129,8 @@ async function checkEngine(engine: Engine, chosen: string, pooled: boolean, { ok
   }
   ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
   // Registered is not the same as working: start a container that only runs `true`.
-  for (const runtime of runsc.level === "ok" ? ["runc", "runsc"] : ["runc"]) {
-    const check = await checkContainerStart(engine, chosen, runtime);
+  for (const runtime of runsc.level === "ok" && !emulated ? ["runc", "runsc"] : ["runc"]) {
+    const check = await checkContainerStart(engine, chosen, runtime, undefined, platform);
     if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
     else if (runtime === "runc")
       bad(

@@ -3,6 +3,7 @@ import { usageError } from "../errors.js";
 import { HAND_BACK_MODES, type HandBackMode, SANDBOX_MODES } from "../sandbox-contract.js";
 import type { RunOptions } from "../run/resolve-options.js";
 import { readConfigJson } from "../util/config-file.js";
+import { parsePlatform } from "../util/parse-platform.js";
 
 export interface RunFlags {
   schema?: string;
@@ -17,6 +18,7 @@ export interface RunFlags {
   env?: string[];
   timeout?: string;
   runtime?: string;
+  platform?: string;
   workspace?: string;
   handBack?: string;
   image?: string;
@@ -54,6 +56,7 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
       throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
     options.runtime = flags.runtime;
   }
+  if (flags.platform) options.platform = parsePlatform(flags.platform, "--platform");
   if (flags.workspace) {
     if (flags.workspace !== "bind" && flags.workspace !== "copy")
       throw usageError(`--workspace must be bind or copy, not "${flags.workspace}".`);

@@ -11,6 +11,7 @@ import type { CliIo } from "./cli-io.js";
 import { runDoctor } from "./doctor.js";
 import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
+import { PLATFORM_FLAG, platformFlag, RUN_PLATFORM_HELP } from "./platform-flag.js";
 import { gcCommand } from "./gc-command.js";
 import { type ReplayCommandFlags, replayCommand } from "./replay-command.js";
 import { reportError } from "./report-error.js";
@@ -80,6 +81,7 @@ function defineRun(program: Command, ctx: CommandContext): void {
     .option("--env <KEY=VALUE>", "variable for the sandbox; KEY alone passes the host's value (repeatable)", collect)
     .option("--timeout <seconds>", "wall-clock limit for the run")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option(PLATFORM_FLAG, RUN_PLATFORM_HELP)
     .option(
       "--workspace <mode>",
       "how the workspace reaches the sandbox: bind (mounted) or copy (copied in, changes checked then copied back)",
@@ -189,13 +191,19 @@ function defineImage(program: Command, ctx: CommandContext): void {
       "also build an image with these Debian packages added (e.g. python3,make); prints its tag",
       collect,
     )
-    .action(async (flags: { base: string; apt?: string[] }) => {
+    .option(
+      PLATFORM_FLAG,
+      "linux/amd64 or linux/arm64 (default: the engine's own; another one is built under emulation)",
+    )
+    .action(async (flags: { base: string; apt?: string[]; platform?: string }) => {
       const { buildImages } = await import("../image/build-images.js");
       const engine = new DockerEngine();
       await engine.ping();
       const built = await buildImages(engine, {
         base: flags.base,
         apt: flags.apt,
+        // The root command's own --platform takes the flag wherever it is written.
+        platform: platformFlag(flags.platform ?? program.opts().platform, io.env),
         progress: (l) => io.stderr(`${l}\n`),
       });
       io.stdout(`${built.derived ?? built.runner}\n`);
@@ -206,7 +214,11 @@ function defineImage(program: Command, ctx: CommandContext): void {
   image
     .command("tag")
     .description("print the tag of the runner image this version uses")
-    .action(() => io.stdout(`${runnerImageSpec().tag}\n`));
+    .option(PLATFORM_FLAG, "the tag for this platform (default: this machine's)")
+    .action((flags: { platform?: string }) => {
+      const platform = platformFlag(flags.platform ?? program.opts().platform, io.env);
+      io.stdout(`${runnerImageSpec(platform).tag}\n`);
+    });
   image
     .command("prune")
     .description("remove runner images (and --apt images) of other sandbox-run versions; prints each removed tag")

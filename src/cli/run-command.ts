@@ -53,7 +53,8 @@ export async function runCommand(
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
-  // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
+  // Resolved and planned once, without an engine: --dry-run prints this plan; before a run it is
+  // fitted to what the engines say they are, then --record stores it and the run follows it.
   const planned = agent.plan(prompt, options);
   return runPlannedCommand(agent, planned, flags, io, signals);
 }
@@ -69,18 +70,21 @@ export interface ReplayOutput {
 /** Runs a planned call with the CLI's output, records, signals and exit code (run and replay share it). */
 export async function runPlannedCommand(
   agent: ContainerPiAgent,
-  planned: PlannedRun,
+  plannedBeforeEngines: PlannedRun,
   flags: RunCommandFlags,
   io: CliIo,
   signals?: NodeJS.EventEmitter,
   replay?: ReplayOutput,
 ): Promise<number> {
+  let planned = plannedBeforeEngines;
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   checkPatchFlags(planned, flags);
   if (flags.dryRun) {
     io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
     return EXIT.ok;
   }
+  // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
+  planned = await agent.fitToEngines(planned);
 
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;

@@ -31,6 +31,9 @@ export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant)
   }
   return {
     ...(spec.name ? { name: spec.name } : {}),
+    // A query parameter like `name` (dockerode puts the top-level keys there): the engine checks
+    // the image is of this platform.
+    ...(spec.platform ? { platform: spec.platform } : {}),
     Image: spec.image,
     Entrypoint: spec.entrypoint,
     Cmd: spec.cmd,

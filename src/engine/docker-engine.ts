@@ -15,8 +15,10 @@ import type {
   Engine,
   EngineContainer,
   EngineInfo,
+  ImageDetails,
   ImageSummary,
 } from "./engine.js";
+import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
 import {
   assertSafeEndpoint,
   describeEndpoint,
@@ -118,10 +120,15 @@ export class DockerEngine implements Engine {
 
   async info(): Promise<EngineInfo> {
     const [version, info, podman] = await Promise.all([this.api.version(), this.api.info(), this.podman()]);
-    const raw = info as { Runtimes?: EngineInfo["runtimes"]; SecurityOptions?: string[]; CgroupVersion?: string };
+    const raw = info as RawEngineInfo & {
+      Runtimes?: EngineInfo["runtimes"];
+      SecurityOptions?: string[];
+      CgroupVersion?: string;
+    };
     let runtimes = raw.Runtimes ?? {};
     // Podman lists every runtime it knows of, installed or not, and runs only its default.
     if (podman) runtimes = Object.fromEntries(podmanRuntimes(podman).map((name) => [name, runtimes[name] ?? {}]));
+    const kind = engineKindOf(raw, version as RawEngineVersion);
     return {
       version: version.Version,
       apiVersion: version.ApiVersion,
@@ -129,12 +136,27 @@ export class DockerEngine implements Engine {
       securityOptions: raw.SecurityOptions ?? [],
       cgroupVersion: raw.CgroupVersion,
       ...(podman ? { product: "podman" as const } : { product: "docker" as const }),
+      ...kind,
     };
   }
 
   async imageLabels(ref: string): Promise<Record<string, string> | undefined> {
     try {
       return (await this.api.getImage(ref).inspect()).Config?.Labels ?? {};
+    } catch (error) {
+      if (isGoneError(error)) return undefined;
+      throw this.unavailable(error);
+    }
+  }
+
+  async imageDetails(ref: string): Promise<ImageDetails | undefined> {
+    try {
+      const image = await this.api.getImage(ref).inspect();
+      return {
+        labels: image.Config?.Labels ?? {},
+        platform: `${image.Os}/${image.Architecture}`,
+        sizeBytes: image.Size,
+      };
     } catch (error) {
       if (isGoneError(error)) return undefined;
       throw this.unavailable(error);
@@ -162,6 +184,7 @@ export class DockerEngine implements Engine {
         t: options.tag,
         ...(options.buildArgs ? { buildargs: options.buildArgs } : {}),
         ...(options.labels ? { labels: options.labels } : {}),
+        ...(options.platform ? { platform: options.platform } : {}),
         rm: true,
         forcerm: true,
         abortSignal: options.signal,

@@ -44,10 +44,14 @@ export function describeEndpoint(endpoint: EngineEndpoint): string {
 
 /**
  * Whether a path on this machine names the same file on the engine's: true for a unix socket and
- * for tcp to loopback (Docker Desktop, a port-forwarded local engine), false for anything reached
- * over a network. Only such an engine can take bind mounts of the caller's paths.
+ * for tcp to loopback (a port-forwarded local engine), false for anything reached over a network.
+ * Only such an engine can take bind mounts of the caller's paths. On macOS and Windows every
+ * engine runs in a Linux VM (Docker Desktop, Colima, Podman machine ...), where host paths arrive
+ * through the VM's file sharing and host unix sockets not at all: never "shared" there. (On Linux,
+ * Docker Desktop is recognised from its docker info instead: engine-kind.ts.)
  */
-export function sharesHostFilesystemByDefault(endpoint: EngineEndpoint): boolean {
+export function sharesHostFilesystemByDefault(endpoint: EngineEndpoint, hostOs: string = process.platform): boolean {
+  if (hostOs !== "linux") return false;
   if (endpoint.kind === "unix") return true;
   return endpoint.kind === "tcp" && isLoopbackHost(endpoint.host);
 }

@@ -4,6 +4,7 @@
 // way whatever the caller asks (read-only root, no capabilities, no-new-privileges, private IPC and
 // cgroup namespaces, no core dumps, no logs), so no caller can forget a piece of the boundary.
 import type { Readable, Writable } from "node:stream";
+import type { RunnerPlatform } from "../util/platform.js";
 
 export interface EngineInfo {
   /** Engine version, e.g. "26.1.5" (Docker) or "4.3.1" (Podman). */
@@ -16,6 +17,23 @@ export interface EngineInfo {
   cgroupVersion?: string;
   /** Docker, or Podman's Docker-compatible service. */
   product?: "docker" | "podman";
+  /** The engine's own platform; undefined for an architecture no runner image is built for. */
+  platform?: RunnerPlatform;
+  /** Its architecture as it says it ("x86_64", "aarch64"). */
+  architecture?: string;
+  /** "Debian GNU/Linux 12 (bookworm)", "Docker Desktop" ... */
+  operatingSystem?: string;
+  kernelVersion?: string;
+  /** Docker Desktop (a VM of its own): no host unix sockets in containers, so runs use copy mode. */
+  dockerDesktop?: boolean;
+}
+
+/** What an engine says of one of its images. */
+export interface ImageDetails {
+  labels: Record<string, string>;
+  /** "linux/arm64": the image's own Os and Architecture. */
+  platform: string;
+  sizeBytes: number;
 }
 
 export interface ImageSummary {
@@ -63,6 +81,8 @@ export interface ContainerSpec {
   openStdin: boolean;
   /** Run an init as PID 1 that reaps orphans (the bash tool leaves many). */
   init: boolean;
+  /** The platform to run ("linux/arm64"): the engine refuses an image of another one. */
+  platform?: RunnerPlatform;
 }
 
 export interface ContainerStreams {
@@ -112,6 +132,8 @@ export interface BuildImageOptions {
   tag: string;
   labels?: Record<string, string>;
   buildArgs?: Record<string, string>;
+  /** The platform the build's steps run as (its FROM image must be of it). */
+  platform?: RunnerPlatform;
   /** One line of build output at a time. */
   onProgress?: (line: string) => void;
   signal?: AbortSignal;
@@ -132,6 +154,8 @@ export interface Engine {
   info(signal?: AbortSignal): Promise<EngineInfo>;
   /** The image's labels, or undefined when the engine has no such image. */
   imageLabels(ref: string, signal?: AbortSignal): Promise<Record<string, string> | undefined>;
+  /** The image's labels, platform and size, or undefined when the engine has no such image. */
+  imageDetails(ref: string): Promise<ImageDetails | undefined>;
   listImages(references: string[]): Promise<ImageSummary[]>;
   /** Removes an image tag; rejects with the engine's reason (e.g. a container still uses it). */
   removeImage(ref: string): Promise<void>;
@@ -139,7 +163,7 @@ export interface Engine {
   buildImage(context: Readable, options: BuildImageOptions): Promise<void>;
   /** Pulls an image; false when no registry answered within the time. */
   pullImage(ref: string, timeoutMs: number): Promise<boolean>;
-  /** Makes an image from a tar of a root filesystem (`docker import`). */
+  /** Makes an image from a tar of a root filesystem (`docker import`: of the engine's own platform). */
   importImage(rootfsTar: Readable, ref: string): Promise<void>;
   /** The image with its tags and labels as a tar stream (`docker save`), read as it is produced. */
   saveImage(ref: string, signal?: AbortSignal): Promise<Readable>;

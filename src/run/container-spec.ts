@@ -26,5 +26,6 @@ export function containerSpecOf(plan: RunPlan): ContainerSpec {
     },
     openStdin: true,
     init: true,
+    ...(plan.platform ? { platform: plan.platform } : {}),
   };
 }

@@ -34,6 +34,8 @@ export interface RunDetails<T = unknown> {
   piVersion: string;
   policy: string;
   image: string;
+  /** The platform the sandbox ran on ("linux/arm64"). */
+  platform?: string;
   containerId: string;
   /** 0 when Pi finished (the host then stops the container at once), else the container's exit code. */
   exitCode: number;
@@ -117,6 +119,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       policy: plan.policyName,
       image: plan.image,
       runtime: plan.runtime,
+      ...(plan.platform ? { platform: plan.platform } : {}),
     });
     const workspace = await RunWorkspace.prepare({
       planned,
@@ -181,6 +184,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       piVersion: ctx.piVersion,
       policy: plan.policyName,
       image: plan.image,
+      ...(plan.platform ? { platform: plan.platform } : {}),
       containerId: created.id,
       durationMs: Date.now() - started,
       changedFiles: outcome.changedFiles,

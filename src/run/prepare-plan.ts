@@ -42,6 +42,8 @@ export interface PlanPlace {
   sharesHostFilesystem?: boolean;
   /** Its name, for the message when bind mode is asked of an engine that cannot do it. */
   engineName?: string;
+  /** Why it cannot (default: it does not share this host's filesystem). */
+  engineReason?: string;
 }
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
@@ -88,7 +90,7 @@ function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): Wo
   const shares = place.sharesHostFilesystem ?? true;
   if (asked === "bind" && !shares) {
     throw usageError(
-      `The engine${place.engineName ? ` "${place.engineName}"` : ""} does not share this host's filesystem, so the workspace cannot be bind-mounted.`,
+      `The engine${place.engineName ? ` "${place.engineName}"` : ""} ${place.engineReason ?? "does not share this host's filesystem"}, so the workspace cannot be bind-mounted.`,
       "Use --workspace copy (the default on such engines), or run on a local engine.",
     );
   }

@@ -13,6 +13,7 @@ import { type RecordFinish, RunRecorder, type TrafficSink } from "../record/run-
 import type { TrafficLimits } from "../record/traffic-log.js";
 import { HostDir } from "../util/host-dir.js";
 import { sandboxRunVersion } from "../util/package-version.js";
+import { RUNNER_PLATFORMS } from "../util/platform.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { redactPlan } from "./redact-plan.js";
 import {
@@ -169,7 +170,7 @@ function recordedCall(planned: PlannedRun): RecordedCall {
     workspace: { host: run.cwd, sandbox: plan.workingDir },
     writableRoots: run.writableRoots,
     image: plan.image,
-    defaultImage: plan.image === runnerImageSpec().tag,
+    defaultImage: RUNNER_PLATFORMS.some((platform) => plan.image === runnerImageSpec(platform).tag),
     timeoutMs: run.timeoutMs,
     budgets: {
       ...(run.budgets.maxTurns !== undefined ? { maxTurns: run.budgets.maxTurns } : {}),

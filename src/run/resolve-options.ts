@@ -19,6 +19,8 @@ import {
   type WorkspaceMode,
 } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
+import { parsePlatform } from "../util/parse-platform.js";
+import type { RunnerPlatform } from "../util/platform.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
 export type Env = Record<string, string | undefined>;
@@ -35,6 +37,12 @@ export interface SandboxOptions {
   extraArgs?: string[];
   /** Container runtime; overrides the policy's. */
   runtime?: "runc" | "runsc";
+  /**
+   * The platform the sandbox runs on (linux/amd64, linux/arm64); overrides the policy's, which
+   * overrides SANDBOX_RUN_PLATFORM; default: the engine's own. Another platform runs under the
+   * engine's emulator (runc only).
+   */
+  platform?: RunnerPlatform;
   /**
    * How the workspace reaches the sandbox: "bind" (mounted) or "copy" (copied in, changes checked
    * and copied back). Overrides the policy's, which overrides SANDBOX_RUN_WORKSPACE; default: bind
@@ -190,6 +198,13 @@ export function resolveRun(
   if (runtime || contextFiles !== undefined) {
     policy = { ...policy, runtime: runtime ?? policy.runtime, contextFiles: contextFiles ?? policy.contextFiles };
   }
+  // Folded into the policy like the runtime, so a run record (and its replay) keeps it.
+  const platformAsked = run.platform ?? config.platform;
+  const platform = platformAsked
+    ? parsePlatform(platformAsked, "The platform option")
+    : (policy.platform ??
+      (hostEnv.SANDBOX_RUN_PLATFORM ? parsePlatform(hostEnv.SANDBOX_RUN_PLATFORM, "SANDBOX_RUN_PLATFORM") : undefined));
+  if (platform && platform !== policy.platform) policy = { ...policy, platform };
 
   const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), "cwd");
   const writableRoots = (run.additionalWritableDirectories ?? config.additionalWritableDirectories ?? []).map((d) =>
