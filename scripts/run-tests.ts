@@ -45,6 +45,8 @@ const STEPS: Step[] = [
   { name: "copy-lifecycle", args: ["--project", "integration-copy", LIFECYCLE] },
   { name: "remote", args: ["--project", "integration-remote", "--exclude", LIFECYCLE], needs: ["second-engine"] },
   { name: "remote-lifecycle", args: ["--project", "integration-remote", LIFECYCLE], needs: ["second-engine"] },
+  // The linux/arm64 image under qemu (its set-up builds the image when missing: minutes, once).
+  { name: "arm64", args: ["--project", "integration-arm64"] },
 ];
 
 interface Outcome {
