@@ -1,6 +1,6 @@
 // What replay checks in a record's JSON files (record/record-format.ts describes them): the fields
 // it relies on, with their types; other fields pass through (newer writers may add some).
-import { z } from "zod";
+import { z } from "../util/zod.js";
 
 const stringArray = z.array(z.string());
 const changedFilesSchema = z.object({ created: stringArray, modified: stringArray, deleted: stringArray });
