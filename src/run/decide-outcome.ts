@@ -3,13 +3,12 @@
 // failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
 // aborted > timeout > tripped limit > limit shown by the exit > crash > contradiction > result
 // (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
-import type { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
-import { formatZodIssues } from "../util/config-file.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
+import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
 
 export interface OutcomeFacts {
@@ -24,7 +23,7 @@ export interface OutcomeFacts {
   badRecords: number;
   runtime: string;
   /** Set in schema mode: the host-side validator of the final object. */
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   /** Set in schema mode: the schema and the final tool's name, to check the model's call. */
   schema?: JsonSchema;
   finalToolName?: string;
@@ -99,9 +98,9 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     case "text":
       return { ok: true, kind: "text", result: outcome.text };
     case "structured": {
-      const checked = facts.validator!.safeParse(outcome.value);
-      if (checked.success) return { ok: true, kind: "structured", result: checked.data };
-      const issues = formatZodIssues(checked.error.issues, "; ");
+      const checked = facts.validator!.validate(outcome.value);
+      if (checked.ok) return { ok: true, kind: "structured", result: checked.value };
+      const issues = checked.issues.join("; ");
       return fail(
         new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
           ...evidence,

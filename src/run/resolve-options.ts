@@ -3,7 +3,6 @@
 // (Over 300 lines because every option's rule and its usage error are kept side by side.)
 import fs from "node:fs";
 import path from "node:path";
-import { z } from "zod";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
 import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.js";
@@ -13,6 +12,7 @@ import { checkExtraArgs } from "../pi/pi-args.js";
 import { GATEWAY_PORT, SANDBOX_MODES, WORKSPACE_MODES, type WorkspaceMode } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
+import { compileResultSchema, type ResultValidator } from "./result-validator.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -75,7 +75,7 @@ export interface ResolvedRun {
   readOnlyMounts: string[];
   model: string;
   schema?: JsonSchema;
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   policy: Policy;
   hostEnv: Record<string, string>;
   /** Variables explicitly given for the sandbox (constructor + run), before credential filtering. */
@@ -189,7 +189,7 @@ export function resolveRun(
   if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
 
   const schema = run.schema ?? config.schema;
-  const validator = schema ? compileSchema(schema) : undefined;
+  const validator = schema ? compileResultSchema(schema) : undefined;
   const extraArgs = run.extraArgs ?? config.extraArgs ?? [];
   checkExtraArgs(extraArgs);
 
@@ -332,23 +332,6 @@ function checkOverlaps(paths: string[]): void {
         );
       }
     }
-  }
-}
-
-function compileSchema(schema: JsonSchema): z.ZodType {
-  if (typeof schema !== "object" || schema === null || schema.type !== "object") {
-    throw usageError(
-      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
-      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
-    );
-  }
-  try {
-    return z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
-  } catch (error) {
-    throw usageError(
-      `The schema cannot be used: ${(error as Error).message}`,
-      "Check it is valid JSON Schema (draft 2020-12 or 7).",
-    );
   }
 }
 

@@ -1,7 +1,6 @@
 // The live part of a run: attach to the container, start it, hand Pi the prompt, read its output as
 // it arrives (pi-stream.ts), stop the container when anything trips (run-trip.ts) or Pi settles, then
 // decide the outcome from what the host saw (decide-outcome.ts).
-import type { z } from "zod";
 import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
@@ -13,6 +12,7 @@ import { decideOutcome } from "./decide-outcome.js";
 import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
 import type { RunTimeline } from "./run-events.js";
+import type { ResultValidator } from "./result-validator.js";
 import type { RunTrip } from "./run-trip.js";
 
 /** How long to wait for the attach stream to drain after the container exited. */
@@ -34,7 +34,7 @@ export interface SupervisedRun {
   prompt: string;
   timeoutMs: number;
   budgets: Budgets;
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   container: EngineContainer;
   timeline: RunTimeline;
   trip: RunTrip;

@@ -1,12 +1,16 @@
 // The failure contract as a pure decision: every way a run can end, in the order the host judges
 // them (aborted > timeout > tripped limit > limit shown by the exit > crash > result), without an engine.
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { decideOutcome, type OutcomeFacts } from "../../src/run/decide-outcome.js";
+import { compileResultSchema } from "../../src/run/result-validator.js";
 
 const evidence = { runId: "r1", containerId: "c1", exitCode: 0 };
-const validator = z.object({ verdict: z.enum(["approve", "reject"]) });
+const validator = compileResultSchema({
+  type: "object",
+  properties: { verdict: { enum: ["approve", "reject"] } },
+  required: ["verdict"],
+});
 
 function facts(overrides: Partial<OutcomeFacts> = {}): OutcomeFacts {
   return {
