@@ -7,17 +7,16 @@ import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
 import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
-import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
-import { runnerImageSpec } from "./image/runner-image.js";
+import type { ReadyImage } from "./image/ensure-runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
-import { executeRun, type RunDetails } from "./run/execute-run.js";
-import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
+import type { RunDetails } from "./run/execute-run.js";
+import { planCall } from "./run/plan-call.js";
+import type { PlannedRun } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
-import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import type { RunOptions } from "./run/resolve-options.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -148,14 +147,11 @@ export class ContainerPiAgent implements Agent {
     try {
       // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
       const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
-      const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
-      const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
-      planned = preparePlan(run, {
-        image: run.image ?? runnerImageSpec().tag,
-        sharesHostFilesystem: !remote,
-        engineName: remote?.name,
-      });
+      planned = planCall(
+        prompt,
+        { config: this.config, run: effective, env: this.config.hostEnv ?? process.env },
+        this.pool.engines,
+      );
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();
@@ -190,6 +186,8 @@ export class ContainerPiAgent implements Agent {
       const image = await this.prepare(engine, planned.run.image, options.signal, (line) =>
         timeline.sandbox("image.build", { line }),
       );
+      // The servers, the engine's container and the stream readers load with the first run.
+      const { executeRun } = await import("./run/execute-run.js");
       const details = await executeRun(planned, {
         engine,
         piVersion: image.piVersion,
@@ -258,7 +256,7 @@ export class ContainerPiAgent implements Agent {
     for (const engine of this.pool.engines) {
       void engine
         .ping(AbortSignal.timeout(10_000))
-        .then(() => reapContainers(engine))
+        .then(async () => (await import("./run/reap-orphans.js")).reapContainers(engine))
         .catch(() => {});
     }
     try {
@@ -292,16 +290,18 @@ export class ContainerPiAgent implements Agent {
     const key = `${engine.name}\0${image ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
-      ready = ensureRunnerImage(engine, {
-        image,
-        autoBuild: this.config.autoBuildImage,
-        sources: this.pool.engines,
-        signal,
-        progress: (line) => {
-          onBuild(line);
-          this.config.onProgress?.(line);
-        },
-      });
+      ready = import("./image/ensure-runner-image.js").then(({ ensureRunnerImage }) =>
+        ensureRunnerImage(engine, {
+          image,
+          autoBuild: this.config.autoBuildImage,
+          sources: this.pool.engines,
+          signal,
+          progress: (line) => {
+            onBuild(line);
+            this.config.onProgress?.(line);
+          },
+        }),
+      );
       this.images.set(key, ready);
       ready.catch(() => this.images.delete(key));
     }

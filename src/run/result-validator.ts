@@ -92,3 +92,18 @@ function describeError(error: ErrorObject): string {
     return `${[...path, extra].join(".")}: is not allowed (additionalProperties)`;
   return `${path.length ? path.join(".") : "(root)"}: ${error.message ?? error.keyword}`;
 }
+
+/**
+ * Refuses (a usage error) a schema Ajv compiled but Pi cannot: checked before a run starts, and by
+ * --dry-run. pi-schema loads here, not when the run is planned: planning stays synchronous and cheap.
+ */
+export async function checkPiAcceptsSchema(schema: JsonSchema): Promise<void> {
+  const { piSchemaProblem } = await import("../pi/tool-arguments.js");
+  const problem = piSchemaProblem(schema);
+  if (problem) {
+    throw usageError(
+      `Pi cannot use the schema as its final tool's parameters: ${problem}.`,
+      "Pi validates draft 2020-12 with pi-schema, which supports every keyword but $vocabulary, $recursiveRef and content assertions: drop the keyword it names.",
+    );
+  }
+}
