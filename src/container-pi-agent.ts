@@ -2,12 +2,13 @@
 // (Over 300 lines because it is the public surface: plan, run, stream, records and engine choice
 // each have their method here; the work itself is in run/, image/, engine/ and replay/.)
 import path from "node:path";
-import type { Agent } from "./agent.js";
+import type { Agent, JsonSchema } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
-import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
+import { abortedError, errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
 import type { ReadyImage } from "./image/ensure-runner-image.js";
+import type { FromSchema } from "./util/from-schema.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import type { RunDetails } from "./run/execute-run.js";
@@ -17,6 +18,7 @@ import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import type { RunOptions } from "./run/resolve-options.js";
+import { checkPiAcceptsSchema } from "./run/result-validator.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -74,7 +76,10 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 
 export type { PlannedRun } from "./run/prepare-plan.js";
 
-export class ContainerPiAgent implements Agent {
+/** RunCallOptions with a schema written as a literal: the result is typed from it (FromSchema). */
+export type RunCallOptionsWithSchema<S extends JsonSchema> = RunCallOptions & { schema: S };
+
+export class ContainerPiAgent implements Agent<RunCallOptions> {
   private readonly pool: EnginePool;
   private reaped = false;
   /** The pool was made here (from a file or the environment), so close() may close it. */
@@ -99,24 +104,35 @@ export class ContainerPiAgent implements Agent {
     if (this.ownsPool) this.pool.close();
   }
 
-  async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
-    const details = await this.runDetailed<TOutput>(prompt, options);
+  /**
+   * Runs the prompt in a fresh sandbox: the agent's text, or with `schema` the validated object,
+   * typed from a literal schema (inline or `as const`) or by the type argument: `run<Review>(...)`.
+   */
+  run<const S extends JsonSchema>(prompt: string, options: RunCallOptionsWithSchema<S>): Promise<FromSchema<S>>;
+  run<TOutput = string>(prompt: string, options?: RunCallOptions): Promise<TOutput>;
+  async run(prompt: string, options: RunCallOptions = {}): Promise<unknown> {
+    const details = await this.runDetailed<unknown>(prompt, options);
     return details.result;
   }
 
   /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
-  async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
+  runDetailed<const S extends JsonSchema>(
+    prompt: string,
+    options: RunCallOptionsWithSchema<S>,
+  ): Promise<RunDetails<FromSchema<S>>>;
+  runDetailed<TOutput = unknown>(prompt: string, options?: RunCallOptions): Promise<RunDetails<TOutput>>;
+  async runDetailed(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<unknown>> {
     const planned = this.plan(prompt, options);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
-    if (!recordDir) return this.runPlanned<TOutput>(planned, options);
+    if (!recordDir) return this.runPlanned(planned, options);
     const recorder = openRunRecord(recordDir, planned);
     const onEvent = (event: RunEvent) => {
       recorder.onEvent(event);
       options.onEvent?.(event);
     };
     try {
-      const details = await this.runPlanned<TOutput>(planned, { ...options, onEvent, recorder });
+      const details = await this.runPlanned(planned, { ...options, onEvent, recorder });
       const notes = await recorder.finish({
         ok: true,
         result: details.result,
@@ -164,12 +180,28 @@ export class ContainerPiAgent implements Agent {
     return { ...planned, replay };
   }
 
-  /** Runs a plan made by plan(); each plan runs once. */
+  /**
+   * Runs a plan made by plan(); each plan runs once. Aborting through `signal` rejects with a
+   * SandboxRunError with code "aborted" (the signal's reason is its `cause`), whenever it happens.
+   */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
     options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
+    const { signal } = options;
+    try {
+      return await this.runPlannedOnce<TOutput>(planned, options);
+    } catch (error) {
+      if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted")) throw error;
+      // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
+      throw abortedError(signal.reason, { runId: planned.plan.runId });
+    }
+  }
+
+  private async runPlannedOnce<TOutput>(planned: PlannedRun, options: RunPlannedOptions): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
+    // A schema Pi cannot compile would only show as a run whose every result is refused.
+    if (planned.run.schema) await checkPiAcceptsSchema(planned.run.schema);
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
@@ -215,11 +247,13 @@ export class ContainerPiAgent implements Agent {
   }
 
   /** The async-iterable form: iterate the run's events as they arrive, then await `result`. */
-  stream<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): RunStream<TOutput> {
+  stream<const S extends JsonSchema>(prompt: string, options: RunCallOptionsWithSchema<S>): RunStream<FromSchema<S>>;
+  stream<TOutput = unknown>(prompt: string, options?: RunCallOptions): RunStream<TOutput>;
+  stream(prompt: string, options: RunCallOptions = {}): RunStream<unknown> {
     const queue: RunEvent[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
-    const result = this.runDetailed<TOutput>(prompt, {
+    const result = this.runDetailed<unknown>(prompt, {
       ...options,
       onEvent: (event) => {
         options.onEvent?.(event);

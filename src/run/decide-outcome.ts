@@ -4,7 +4,7 @@
 // aborted > timeout > tripped limit > limit shown by the exit > crash > contradiction > result
 // (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
 import type { JsonSchema } from "../agent.js";
-import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
+import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, limitFromExit, limitHint } from "./failure-explanations.js";
@@ -13,7 +13,7 @@ import type { Trip } from "./run-trip.js";
 
 export interface OutcomeFacts {
   trip?: Trip;
-  /** The caller's AbortSignal reason, rethrown as is when the run was aborted. */
+  /** The caller's AbortSignal reason, the cause of the "aborted" error. */
   abortReason?: unknown;
   /** The container's exit; exitCode is 0 when the host stopped it after Pi had settled. */
   exit: { exitCode: number; oomKilled: boolean };
@@ -39,8 +39,7 @@ export type Decision = { ok: true; kind: "text" | "structured"; result: unknown 
 export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDetails): Decision {
   const fail = (error: unknown): Decision => ({ ok: false, error });
   const { trip, exit } = facts;
-  if (trip?.code === "aborted")
-    return fail(facts.abortReason ?? new SandboxRunError("aborted", trip.message, evidence));
+  if (trip?.code === "aborted") return fail(abortedError(facts.abortReason, evidence));
   if (trip?.code === "timeout") {
     return fail(
       new SandboxRunError("timeout", trip.message, {

@@ -47,17 +47,29 @@ describe("decideOutcome", () => {
     expect(bad.runId).toBe("r1");
   });
 
-  it("an abort wins over everything and rethrows the caller's reason as it is", () => {
+  it("an abort wins over everything: a SandboxRunError (code aborted) with the caller's reason as its cause", () => {
     const reason = new Error("caller's reason");
-    const decision = decideOutcome(
+    const error = errorOf(
       facts({
         trip: { code: "aborted", message: "The run was aborted." },
         abortReason: reason,
         exit: { exitCode: 137, oomKilled: true },
       }),
-      evidence,
     );
-    expect(decision).toEqual({ ok: false, error: reason });
+    expect(error.code).toBe("aborted");
+    expect(error.isCanceled).toBe(true);
+    expect(error.cause).toBe(reason);
+    expect(error.shortMessage).toBe("The run was aborted: caller's reason.");
+    expect(error.hint).toBeTruthy();
+    expect(error.runId).toBe("r1");
+    // AbortSignal.timeout()'s reason and a plain abort() say what happened without DOMException's wording.
+    const timeoutReason = new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    const timedOut = errorOf(facts({ trip: { code: "aborted", message: "" }, abortReason: timeoutReason }));
+    expect(timedOut.shortMessage).toBe("The run was aborted: its AbortSignal timed out.");
+    const controller = new AbortController();
+    controller.abort();
+    const plain = errorOf(facts({ trip: { code: "aborted", message: "" }, abortReason: controller.signal.reason }));
+    expect(plain.shortMessage).toBe("The run was aborted.");
   });
 
   it("a timeout beats a limit the exit shows, and says how to raise it", () => {
