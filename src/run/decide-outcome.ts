@@ -44,7 +44,9 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     return fail(
       new SandboxRunError("timeout", trip.message, {
         ...evidence,
-        hint: "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+        hint: trip.waitingOnModel
+          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout / timeoutMs)."
+          : "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
       }),
     );
   }

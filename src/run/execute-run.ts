@@ -87,7 +87,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     cleanups.add(() => void removeRunDir(runDir));
 
     const ledger = new ConversationLedger();
-    const { replay } = await startRunServices({
+    const { replay, modelWait } = await startRunServices({
       planned,
       routes,
       runDir,
@@ -142,6 +142,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       trip,
       budget,
       evidence: ledger,
+      modelWait,
       signal,
       startedAt: started,
       companion: workspace.companion(created),

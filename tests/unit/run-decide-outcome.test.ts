@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { decideOutcome, type OutcomeFacts } from "../../src/run/decide-outcome.js";
 import { compileResultSchema } from "../../src/run/result-validator.js";
+import { timeoutMessage } from "../../src/run/supervise-run.js";
 
 const evidence = { runId: "r1", containerId: "c1", exitCode: 0 };
 const validator = compileResultSchema({
@@ -70,6 +71,20 @@ describe("decideOutcome", () => {
     controller.abort();
     const plain = errorOf(facts({ trip: { code: "aborted", message: "" }, abortReason: controller.signal.reason }));
     expect(plain.shortMessage).toBe("The run was aborted.");
+  });
+
+  it("a timeout while a model request was open says the run was waiting for the model, and what to check", () => {
+    const message = timeoutMessage(30_000, { requests: 1, upstream: "http://127.0.0.1:11434", forMs: 28_437 });
+    expect(message).toBe(
+      "The run did not finish within 30 s: it was waiting for the model's reply (a request to http://127.0.0.1:11434 open for 28.4 s).",
+    );
+    const error = errorOf(facts({ trip: { code: "timeout", message, waitingOnModel: true } }));
+    expect(error.code).toBe("timeout");
+    expect(error.shortMessage).toBe(message);
+    expect(error.hint).toMatch(/The model did not answer in time/);
+    // Without an open request: the plain message and the plain hint.
+    expect(timeoutMessage(5_000, undefined)).toBe("The run did not finish within 5 s.");
+    expect(errorOf(facts({ trip: { code: "timeout", message: "x" } })).hint).toMatch(/^Raise the timeout/);
   });
 
   it("a timeout beats a limit the exit shows, and says how to raise it", () => {
