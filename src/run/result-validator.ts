@@ -85,8 +85,11 @@ function describeError(error: ErrorObject): string {
     .split("/")
     .filter((segment) => segment !== "")
     .map((segment) => segment.replace(/~1/g, "/").replace(/~0/g, "~"));
-  const missing = (error.params as { missingProperty?: string }).missingProperty;
-  if (error.keyword === "required" && missing !== undefined) return `${[...path, missing].join(".")}: is required`;
+  const { missingProperty: missing, property: when } = error.params as { missingProperty?: string; property?: string };
+  if (missing !== undefined) {
+    const condition = error.keyword !== "required" && when !== undefined ? ` when ${when} is present` : "";
+    return `${[...path, missing].join(".")}: is required${condition}`;
+  }
   const extra = (error.params as { additionalProperty?: string }).additionalProperty;
   if (error.keyword === "additionalProperties" && extra !== undefined)
     return `${[...path, extra].join(".")}: is not allowed (additionalProperties)`;
