@@ -6,7 +6,9 @@
 //     .action(lazy(ctx, () => import("./show-command.js")));
 //
 // The module's default export (or the export named as the third argument) takes the context, then
-// commander's arguments (operands, the flags, the Command) and returns the exit code.
+// commander's arguments (operands, the flags, the Command) and returns the exit code. Write the
+// import with a literal path: the CLI is bundled (scripts/bundle-cli.mjs) and each such import
+// becomes a chunk that loads when its command runs.
 // tests/unit/cli-start-up.test.ts fails when a module that --help, --version or --dry-run do not
 // need is loaded again at start-up.
 import type { CliIo } from "./cli-io.js";
