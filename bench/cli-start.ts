@@ -2,8 +2,9 @@
 // work, in CPU time (user + system, of the process and its threads; wall time on a shared machine
 // says more about the neighbours), interleaved round by round with a bare `node -e 0`:
 //   --version, --help, --dry-run (built-in policy, no models file, no schema), --dry-run with a
-//   models.json and a schema (zod and Ajv load), and a run up to its first engine call (DOCKER_HOST
-//   names a socket that does not exist, so the run stops at its first request: exit 3).
+//   models.json (zod loads) and with a schema (Ajv and pi-schema load), and a run up to its first
+//   engine call (DOCKER_HOST names a socket that does not exist, so the run stops at its first
+//   request: exit 3).
 // Each sample is one process, measured by bash's `times` (children's CPU, ms resolution); the
 // output goes to /dev/null. Needs no engine.
 import { execFileSync } from "node:child_process";
@@ -78,9 +79,15 @@ export async function runCliStartSection(input: {
     { key: "help", label: "`sandbox-run --help`", args: [CLI, "--help"], status: 0 },
     { key: "dry-run", label: "`sandbox-run --dry-run` (built-in policy)", args: [CLI, ...dryRun], status: 0 },
     {
+      key: "dry-run-models",
+      label: "`--dry-run --models <file>` (zod for models.json)",
+      args: [CLI, "--dry-run", "--cwd", workspace, "--models", models, "--model", "local/m", "go"],
+      status: 0,
+    },
+    {
       key: "dry-run-schema",
-      label: "`--dry-run` with `--models` and `--schema` (zod, Ajv, pi-schema)",
-      args: [CLI, "--dry-run", "--cwd", workspace, "--models", models, "--model", "local/m", "--schema", schema, "go"],
+      label: "`--dry-run --schema <file>` (Ajv, ajv-formats, pi-schema)",
+      args: [CLI, ...dryRun.slice(0, -1), "--schema", schema, "go"],
       status: 0,
     },
     {

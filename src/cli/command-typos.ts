@@ -1,13 +1,16 @@
 // `sandbox-run doctr` is a mistyped command, not a task: taken as the prompt, it would start a run
 // (a paid one when SANDBOX_RUN_MODEL is set). A prompt given as separate words whose first word is
 // a command name in another case or one or two typos away from one, and that is either that one
-// word or followed by one of that command's own subcommands (`imag build`), is refused with the
-// command it probably meant. `sandbox-run -- doctr` always sends it as the prompt.
+// word, or followed by one of that command's own subcommands (`imag build`), or by the one operand
+// the command takes (`complition bash`), is refused with the command it probably meant.
+// `sandbox-run -- doctr` always sends it as the prompt.
 import { usageError } from "../errors.js";
 
 export interface CommandShape {
   name: string;
   subcommands: readonly string[];
+  /** The command takes an operand (`replay <record-dir>`, `completion <shell>`). */
+  takesOperand?: boolean;
 }
 
 /** Throws a usage error when the prompt's words look like a mistyped command. */
@@ -22,8 +25,9 @@ export function refuseCommandLikePrompt(
   if (!meant) return;
   const oneWord = second === undefined;
   const withSubcommand = second !== undefined && rest.length === 0 && meant.subcommands.includes(second);
-  if (!oneWord && !withSubcommand) return;
-  const command = [meant.name, ...(withSubcommand ? [second] : [])].join(" ");
+  const withOperand = second !== undefined && rest.length === 0 && meant.takesOperand === true;
+  if (!oneWord && !withSubcommand && !withOperand) return;
+  const command = [meant.name, ...(oneWord ? [] : [second])].join(" ");
   throw usageError(
     `"${promptParts.join(" ")}" looks like the command \`sandbox-run ${command}\`, not a task.`,
     `Run \`sandbox-run ${command}\` (\`sandbox-run help\` lists the commands); to send it to the agent as the prompt, write \`sandbox-run -- ${promptParts.join(" ")}\`.`,

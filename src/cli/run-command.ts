@@ -41,7 +41,13 @@ export default async function runAction(
   flags: RunCommandFlags,
   program: Command,
 ): Promise<number> {
-  const commands = program.commands.map((c) => ({ name: c.name(), subcommands: c.commands.map((s) => s.name()) }));
+  const commands = program.commands.map((c) => ({
+    name: c.name(),
+    subcommands: c.commands.map((s) => s.name()),
+    takesOperand: c.registeredArguments.length > 0,
+  }));
+  // commander's own help command is not among program.commands.
+  commands.push({ name: "help", subcommands: commands.map((c) => c.name), takesOperand: false });
   refuseCommandLikePrompt(promptParts, commands, ctx.argv);
   return runCommand(promptParts, flags, ctx.io, ctx.signals);
 }

@@ -40,6 +40,9 @@ describe("a mistyped command is not a prompt", () => {
     [["imag", "build"], "sandbox-run image build"],
     [["polcy", "list"], "sandbox-run policy list"],
     [["complition"], "sandbox-run completion"],
+    [["hlep"], "sandbox-run help"],
+    [["complition", "bash"], "sandbox-run completion bash"],
+    [["replai", "records/review"], "sandbox-run replay records/review"],
   ])("%j: exit 2 naming the command (and how to send it as a prompt), no run", async (args, command) => {
     const run = await cli(args);
     expect(run.status).toBe(2);
