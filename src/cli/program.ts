@@ -8,8 +8,7 @@
 //   .action(lazy(ctx, () => import("./show-command.js")))
 //
 // Shell completion (completion.ts) is generated from these definitions.
-import { createRequire } from "node:module";
-import type { Command as CommandClass } from "commander";
+import { Command } from "commander";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
@@ -17,11 +16,6 @@ import { EXIT } from "./exit-codes.js";
 import { type CommandContext, lazy } from "./lazy-command.js";
 import { reportError, usageErrorOf } from "./report-error.js";
 import { usageEnvelope } from "./result-envelope.js";
-
-// commander through require: as an ES module import, Node first runs its CommonJS export scanner
-// over it, which costs as much again as loading it (~10 ms of every call).
-const { Command } = createRequire(import.meta.url)("commander") as typeof import("commander");
-type Command = CommandClass;
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -55,7 +49,12 @@ export function cliProgram(ctx: CommandContext): Command {
     .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
     .showSuggestionAfterError()
     .helpCommand("help [command]", "show help for a command")
-    .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
+    // The line reads and hashes the image's files: made only when it is asked for.
+    .version(
+      asksForVersion(ctx.argv) ? versionLine() : "",
+      "-V, --version",
+      "print the versions of sandbox-run, its runner image's Pi and Node",
+    );
   for (const define of [
     defineRun,
     defineReplay,
@@ -75,6 +74,12 @@ export function cliProgram(ctx: CommandContext): Command {
 function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf("--");
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
+}
+
+/** -V or --version among the flags (also in a group of short flags, -qV), before any `--`. */
+function asksForVersion(argv: readonly string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).some((a) => a === "--version" || /^-[A-Za-z]*V[A-Za-z]*$/.test(a));
 }
 
 function versionLine(): string {
