@@ -28,6 +28,7 @@ import { type ScriptedModelServer, startScriptedModelServer } from "../src/scrip
 import { benchScripts, writePiHome } from "./bench-task.js";
 import { engineTargets, runEnginesSection } from "./engines.js";
 import { runEmulationSection } from "./emulation.js";
+import { runCliStartSection } from "./cli-start.js";
 import { runReplaySection } from "./replay.js";
 import { ownContainers, runConcurrency, vmHwmMb, type ConcurrencyResult } from "./concurrency.js";
 import { BENCH_LABEL, dockerRunTrue } from "./docker-recipe.js";
@@ -50,6 +51,7 @@ const SECTIONS = [
   "copy",
   "replay",
   "emulation",
+  "cli-start",
 ] as const;
 const TARGETS = {
   runcOverheadMs: 200,
@@ -116,7 +118,36 @@ async function ensureImage(engine: DockerEngine): Promise<string> {
   return tag;
 }
 
+/** The sections that need no engine, alone: `--only=cli-start`. */
+async function mainWithoutEngine() {
+  const scratch = new Scratch();
+  const results: Record<string, unknown> = {
+    machine: {
+      date: new Date().toISOString(),
+      nproc: os.availableParallelism(),
+      cpu: os.cpus()[0]?.model ?? "unknown",
+      controllerNode: process.version,
+      loadAverageAtStart: os.loadavg().map((l) => round(l, 2)),
+    },
+  };
+  try {
+    const section = await runCliStartSection({ runs: option("runs") ? RUNS : 10, scratch, progress });
+    results.cliStart = section.results;
+    results.loadAverageAtEnd = os.loadavg().map((l) => round(l, 2));
+    const lines = section.targets.map((t) => `  ${t.ok ? "met " : "MISS"} ${t.text}`);
+    const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "results.json");
+    fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+    console.log(
+      `\n${section.text}\n\nload average (1/5/15 min) at start ${(results.machine as { loadAverageAtStart: number[] }).loadAverageAtStart.join(" / ")}, at end ${(results.loadAverageAtEnd as number[]).join(" / ")}\n\ntargets:\n${lines.join("\n")}\n\nWrote ${path.relative(process.cwd(), file)}`,
+    );
+    if (section.targets.some((t) => !t.ok)) process.exitCode = 1;
+  } finally {
+    scratch.cleanup();
+  }
+}
+
 async function main() {
+  if ([...only].every((section) => section === "cli-start")) return mainWithoutEngine();
   const docker = createDockerClient();
   const engine = new DockerEngine(docker);
   await engine.ping();
@@ -318,6 +349,13 @@ async function main() {
       results.replay = replay.results;
       out.push("", replay.text);
     }
+
+    if (only.has("cli-start")) {
+      const cliStart = await runCliStartSection({ runs: option("runs") ? RUNS : 10, scratch, progress });
+      results.cliStart = cliStart.results;
+      results.cliStartTargets = cliStart.targets;
+      out.push("", cliStart.text);
+    }
   } finally {
     await server.close();
     scratch.cleanup();
@@ -501,6 +539,8 @@ function targetLines(results: Record<string, unknown>): string[] {
     );
   }
   for (const target of engineTargets(results.engines)) lines.push(`  ${mark(target.ok)} ${target.text}`);
+  for (const target of (results.cliStartTargets as Array<{ ok: boolean; text: string }> | undefined) ?? [])
+    lines.push(`  ${mark(target.ok)} ${target.text}`);
   return lines;
 }
 

@@ -2,25 +2,27 @@
 // (Over 300 lines because it is the public surface: plan, run, stream, records and engine choice
 // each have their method here; the work itself is in run/, image/, engine/ and replay/.)
 import path from "node:path";
-import type { Agent } from "./agent.js";
+import type { Agent, JsonSchema } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
-import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
-import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
+import { abortedError, errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
+import type { ReadyImage } from "./image/ensure-runner-image.js";
+import type { FromSchema } from "./util/from-schema.js";
 import type { RunRecorder } from "./record/run-record.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
-import { executeRun, type RunDetails } from "./run/execute-run.js";
 import { EngineFacts } from "./run/engine-facts.js";
+import type { RunDetails } from "./run/execute-run.js";
+import { placeOnEngine } from "./run/place-on-engine.js";
+import { planCall } from "./run/plan-call.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { recordedSuccess } from "./run/recorded-success.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
-import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { placeOnEngine } from "./run/place-on-engine.js";
-import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import type { RunOptions } from "./run/resolve-options.js";
+import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { RunnerPlatform } from "./util/platform.js";
 
@@ -80,7 +82,10 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 
 export type { PlannedRun } from "./run/prepare-plan.js";
 
-export class ContainerPiAgent implements Agent {
+/** RunCallOptions with a schema written as a literal: the result is typed from it (FromSchema). */
+export type RunCallOptionsWithSchema<S extends JsonSchema> = RunCallOptions & { schema: S };
+
+export class ContainerPiAgent implements Agent<RunCallOptions> {
   private readonly pool: EnginePool;
   private reaped = false;
   /** The pool was made here (from a file or the environment), so close() may close it. */
@@ -108,25 +113,36 @@ export class ContainerPiAgent implements Agent {
     if (this.ownsPool) this.pool.close();
   }
 
-  async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
-    const details = await this.runDetailed<TOutput>(prompt, options);
+  /**
+   * Runs the prompt in a fresh sandbox: the agent's text, or with `schema` the validated object,
+   * typed from a literal schema (inline or `as const`) or by the type argument: `run<Review>(...)`.
+   */
+  run<const S extends JsonSchema>(prompt: string, options: RunCallOptionsWithSchema<S>): Promise<FromSchema<S>>;
+  run<TOutput = string>(prompt: string, options?: RunCallOptions): Promise<TOutput>;
+  async run(prompt: string, options: RunCallOptions = {}): Promise<unknown> {
+    const details = await this.runDetailed<unknown>(prompt, options);
     return details.result;
   }
 
   /** Like run(), with the run's id, usage, duration, image, container id and changed files. */
-  async runDetailed<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<TOutput>> {
+  runDetailed<const S extends JsonSchema>(
+    prompt: string,
+    options: RunCallOptionsWithSchema<S>,
+  ): Promise<RunDetails<FromSchema<S>>>;
+  runDetailed<TOutput = unknown>(prompt: string, options?: RunCallOptions): Promise<RunDetails<TOutput>>;
+  async runDetailed(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<unknown>> {
     await this.learnEngines();
     const planned = this.plan(prompt, options);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
-    if (!recordDir) return this.runPlanned<TOutput>(planned, options);
+    if (!recordDir) return this.runPlanned(planned, options);
     const recorder = openRunRecord(recordDir, planned);
     const onEvent = (event: RunEvent) => {
       recorder.onEvent(event);
       options.onEvent?.(event);
     };
     try {
-      const details = await this.runPlanned<TOutput>(planned, { ...options, onEvent, recorder });
+      const details = await this.runPlanned(planned, { ...options, onEvent, recorder });
       const notes = await recorder.finish(recordedSuccess(details));
       return notes.length > 0 ? { ...details, recordNotes: notes } : details;
     } catch (error) {
@@ -154,8 +170,11 @@ export class ContainerPiAgent implements Agent {
       // A replayed call keeps the caller's prompt, schema, policy, image and folders; the model comes from the record.
       const workspacePath = options.workspacePath ?? this.config.workspacePath;
       const effective = replay ? { ...options, ...replayRunOptions(replay.record, workspacePath) } : options;
-      const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      planned = preparePlan(run, this.facts.placeFor(run));
+      planned = planCall(
+        prompt,
+        { config: this.config, run: effective, env: this.config.hostEnv ?? process.env },
+        this.facts,
+      );
       // The record is compared with what this call runs under; one that asks for more is refused here.
       if (replay) planned = { ...planned, replay: checkReplayedRecord(planned, replay) };
     } catch (error) {
@@ -185,15 +204,42 @@ export class ContainerPiAgent implements Agent {
     return planned.replay ? { ...fitted, replay: planned.replay } : fitted;
   }
 
-  /** Runs a plan made by plan(); each plan runs once. */
+  /**
+   * Asks every engine of the pool what it is (docker info: its platform, whether it is Docker
+   * Desktop), once per agent, so plans made afterwards fit them: copy mode on Docker Desktop, the
+   * engine's platform's runner image. Best effort and quick: an engine that does not answer within
+   * a few seconds is left to the run's own checks. run() does this before planning, fitToEngines()
+   * (what the CLI calls between planning and running) too; plan() alone never does.
+   */
+  async learnEngines(): Promise<void> {
+    await this.facts.learn(LEARN_TIMEOUT_MS);
+  }
+
+  /**
+   * Runs a plan made by plan(); each plan runs once. Aborting through `signal` rejects with a
+   * SandboxRunError with code "aborted" (the signal's reason is its `cause`), whenever it happens.
+   */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
     options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
+    const { signal } = options;
+    try {
+      return await this.runPlannedOnce<TOutput>(planned, options);
+    } catch (error) {
+      if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted")) throw error;
+      // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
+      throw abortedError(signal.reason, { runId: planned.plan.runId });
+    }
+  }
+
+  private async runPlannedOnce<TOutput>(planned: PlannedRun, options: RunPlannedOptions): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
     // Before anything is created: a controller that cannot handle host files safely does not start.
     const host = controllerHostProblem();
     if (host) throw host;
+    // A schema Pi cannot compile would only show as a run whose every result is refused.
+    if (planned.run.schema) await checkPiAcceptsSchema(planned.run.schema);
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
@@ -214,6 +260,8 @@ export class ContainerPiAgent implements Agent {
       const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
         timeline.sandbox("image.build", { line }),
       );
+      // The servers, the engine's container and the stream readers load with the first run.
+      const { executeRun } = await import("./run/execute-run.js");
       const details = await executeRun(placed.planned, {
         engine,
         piVersion: image.piVersion,
@@ -241,11 +289,13 @@ export class ContainerPiAgent implements Agent {
   }
 
   /** The async-iterable form: iterate the run's events as they arrive, then await `result`. */
-  stream<TOutput = unknown>(prompt: string, options: RunCallOptions = {}): RunStream<TOutput> {
+  stream<const S extends JsonSchema>(prompt: string, options: RunCallOptionsWithSchema<S>): RunStream<FromSchema<S>>;
+  stream<TOutput = unknown>(prompt: string, options?: RunCallOptions): RunStream<TOutput>;
+  stream(prompt: string, options: RunCallOptions = {}): RunStream<unknown> {
     const queue: RunEvent[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
-    const result = this.runDetailed<TOutput>(prompt, {
+    const result = this.runDetailed<unknown>(prompt, {
       ...options,
       onEvent: (event) => {
         options.onEvent?.(event);
@@ -272,17 +322,6 @@ export class ContainerPiAgent implements Agent {
   }
 
   /**
-   * Asks every engine of the pool what it is (docker info: its platform, whether it is Docker
-   * Desktop), once per agent, so plans made afterwards fit them: copy mode on Docker Desktop, the
-   * engine's platform's runner image. Best effort and quick: an engine that does not answer within
-   * a few seconds is left to the run's own checks. run() does this before planning, fitToEngines()
-   * (what the CLI calls between planning and running) too; plan() alone never does.
-   */
-  async learnEngines(): Promise<void> {
-    await this.facts.learn(LEARN_TIMEOUT_MS);
-  }
-
-  /**
    * What dead controllers left, on every engine of the pool (not only those this agent's runs
    * reach), and this host's run folders: once per agent, in the background, best effort. An
    * engine that does not answer is left for `sandbox-run gc`.
@@ -293,7 +332,7 @@ export class ContainerPiAgent implements Agent {
     for (const engine of this.pool.engines) {
       void engine
         .ping(AbortSignal.timeout(10_000))
-        .then(() => reapContainers(engine))
+        .then(async () => (await import("./run/reap-orphans.js")).reapContainers(engine))
         .catch(() => {});
     }
     try {
@@ -334,17 +373,19 @@ export class ContainerPiAgent implements Agent {
     const key = `${engine.name}\0${image ?? ""}\0${platform ?? ""}`;
     let ready = this.images.get(key);
     if (!ready) {
-      ready = ensureRunnerImage(engine, {
-        image,
-        platform,
-        autoBuild: this.config.autoBuildImage,
-        sources: this.pool.engines,
-        signal,
-        progress: (line) => {
-          onBuild(line);
-          this.config.onProgress?.(line);
-        },
-      });
+      ready = import("./image/ensure-runner-image.js").then(({ ensureRunnerImage }) =>
+        ensureRunnerImage(engine, {
+          image,
+          platform,
+          autoBuild: this.config.autoBuildImage,
+          sources: this.pool.engines,
+          signal,
+          progress: (line) => {
+            onBuild(line);
+            this.config.onProgress?.(line);
+          },
+        }),
+      );
       this.images.set(key, ready);
       ready.catch(() => this.images.delete(key));
     }

@@ -22,6 +22,10 @@ export type SandboxRunErrorCode =
 export interface SandboxRunErrorDetails {
   /** What to do next, in one sentence. */
   hint?: string;
+  /**
+   * The sandbox's exit code: the container's (Pi's own, or its launcher's), null when it never
+   * exited, absent when no container ran. Not the CLI's exit code.
+   */
   exitCode?: number | null;
   stderrTail?: string;
   containerId?: string;
@@ -42,6 +46,7 @@ export class SandboxRunError extends Error {
   /** The message without the hint. */
   readonly shortMessage: string;
   readonly hint?: string;
+  /** The sandbox's (the container's) exit code; see SandboxRunErrorDetails.exitCode. */
   exitCode?: number | null;
   stderrTail?: string;
   containerId?: string;
@@ -75,6 +80,27 @@ export class SandboxRunError extends Error {
 }
 
 export const usageError = (message: string, hint?: string) => new SandboxRunError("usage", message, { hint });
+
+/**
+ * How a run stopped by its caller's AbortSignal fails: a SandboxRunError with code "aborted" (like
+ * every other failure), the signal's reason as its `cause`. A reason that is such an error already
+ * (the CLI's SIGINT) gives its message and hint.
+ */
+export function abortedError(reason: unknown, details: SandboxRunErrorDetails = {}): SandboxRunError {
+  const own = isSandboxRunError(reason) && reason.code === "aborted" ? reason : undefined;
+  const name = (reason as { name?: unknown })?.name;
+  const why =
+    own || reason === undefined || name === "AbortError"
+      ? ""
+      : name === "TimeoutError"
+        ? ": its AbortSignal timed out"
+        : `: ${reason instanceof Error ? reason.message : String(reason)}`;
+  return new SandboxRunError("aborted", own?.shortMessage ?? `The run was aborted${why}.`, {
+    hint: own?.hint ?? "The caller's AbortSignal stopped it; the sandbox was stopped and removed.",
+    ...details,
+    cause: reason,
+  });
+}
 
 export function isSandboxRunError(error: unknown): error is SandboxRunError {
   return error instanceof SandboxRunError;

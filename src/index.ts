@@ -1,14 +1,23 @@
 // Public API of sandbox-run.
-import { bindAgent } from "./agent.js";
-import { ContainerPiAgent } from "./container-pi-agent.js";
+import { type AgentFunction, bindAgent } from "./agent.js";
+import { ContainerPiAgent, type RunCallOptions } from "./container-pi-agent.js";
 
 export { bindAgent } from "./agent.js";
-export type { Agent, AgentFunction, AgentOptions, JsonSchema, SandboxMode } from "./agent.js";
+export type {
+  Agent,
+  AgentFunction,
+  AgentOptions,
+  AgentRuntime,
+  FromSchema,
+  JsonSchema,
+  SandboxMode,
+} from "./agent.js";
 export { ContainerPiAgent } from "./container-pi-agent.js";
 export type {
   ContainerPiAgentConfig,
   PlannedRun,
   RunCallOptions,
+  RunCallOptionsWithSchema,
   RunPlannedOptions,
   RunStream,
 } from "./container-pi-agent.js";
@@ -39,7 +48,10 @@ export { runnerImageSpec } from "./image/runner-image.js";
 
 let defaultAgent: ContainerPiAgent | undefined;
 
-/** run() on a shared default ContainerPiAgent, created on first use. */
-export const agent = bindAgent({
+/**
+ * run() on a shared default ContainerPiAgent, created on first use: every per-run option of
+ * ContainerPiAgent.run() (models, policy, timeoutMs, onEvent, ...), and the same typed results.
+ */
+export const agent: AgentFunction<RunCallOptions> = bindAgent<RunCallOptions>({
   run: (prompt, options) => (defaultAgent ??= new ContainerPiAgent()).run(prompt, options),
 });

@@ -6,11 +6,20 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ContainerPiAgent } from "../container-pi-agent.js";
+import { usageError } from "../errors.js";
 import { DEMO_MODEL_ID, DEMO_PROVIDER, demoSchema, demoScript } from "../demo/demo-model.js";
 import { startScriptedModelServer } from "../scripted-model/scripted-model-server.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
+import type { CommandContext } from "./lazy-command.js";
 import { createProgressReporter } from "./progress-reporter.js";
+
+/** `sandbox-run demo`'s action. */
+export function demoCommand({ io }: CommandContext, flags: { runtime?: string; quiet?: boolean }): Promise<number> {
+  if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
+    throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
+  return runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined });
+}
 
 export async function runDemo(
   io: CliIo,

@@ -1,10 +1,14 @@
 // `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
 import fs from "node:fs";
-import { DockerEngine } from "../engine/docker-engine.js";
+import http from "node:http";
+import https from "node:https";
+import path from "node:path";
 import type { Engine } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
+import { configValueEnvNames, isCommandConfigValue, resolveConfigValue } from "../gateway/config-value.js";
+import { configValuesOf, parseModelsJson } from "../gateway/models-json-schema.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
 import { runnerImageProblem } from "../image/ensure-runner-image.js";
 import { loadPolicy } from "../policy/load-policy.js";
@@ -12,18 +16,26 @@ import type { Policy } from "../policy/policy-schema.js";
 import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import type { CliIo } from "./cli-io.js";
 import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
 import { EXIT } from "./exit-codes.js";
 import { platformFlag } from "./platform-flag.js";
 
-export async function runDoctor(
-  io: CliIo,
-  model?: string,
-  policyName?: string,
-  engines: Engine[] = [new DockerEngine()],
-): Promise<number> {
+export interface DoctorOptions {
+  /** The engines to check (the pool of --engines, or DOCKER_HOST's engine). */
+  engines: readonly Engine[];
+  /** Also check the credentials this model needs. */
+  model?: string;
+  /** Also check this Pi models.json's custom providers (reachable from the host, keys resolvable). */
+  models?: string;
+  /** Also check the secrets this policy gives its runs. */
+  policy?: string;
+}
+
+export async function runDoctor(io: CliIo, options: DoctorOptions): Promise<number> {
+  const { engines, model, models, policy: policyName } = options;
   let failed = false;
   const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
   const bad = (what: string, fix: string) => {
@@ -63,9 +75,11 @@ export async function runDoctor(
     if (io.env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
     else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
   }
+  let modelsJson: unknown;
+  if (models) modelsJson = await checkModelsFile(models, io.env, report);
   if (model) {
     try {
-      planProviderRouting({ model, env: io.env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+      planProviderRouting({ model, modelsJson, env: io.env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
       ok(`credentials for ${model} are available`);
     } catch (error) {
       bad(
@@ -143,6 +157,95 @@ async function checkEngine(
       );
   }
   return true;
+}
+
+const REACH_TIMEOUT_MS = 5_000;
+
+/**
+ * A models.json's custom providers: each baseUrl answers from this host (where the gateway calls it
+ * from; any HTTP status counts, no key is sent), and each key source resolves (a variable is set, a
+ * command prints something). Values are never printed. Like a run, doctor runs no `!command` of a
+ * models file inside the current directory (a run's workspace by default). Returns the parsed file.
+ */
+async function checkModelsFile(file: string, env: Record<string, string | undefined>, say: Report): Promise<unknown> {
+  let value: unknown;
+  let providers: ReturnType<typeof parseModelsJson>;
+  try {
+    value = readConfigJson(file, "models", "Pass the path of a Pi models.json file.");
+    providers = parseModelsJson(value);
+  } catch (error) {
+    say.bad(
+      isSandboxRunError(error) ? error.shortMessage : String(error),
+      isSandboxRunError(error) ? (error.hint ?? "") : "",
+    );
+    return undefined;
+  }
+  const insideCwd = isInside(file, process.cwd());
+  const custom = Object.entries(providers).filter(([, p]) => p.baseUrl !== undefined);
+  if (custom.length === 0) say.note(`${file} defines no custom provider (no baseUrl)`);
+  for (const [id, provider] of custom) {
+    const baseUrl = provider.baseUrl!;
+    const reached = await reach(baseUrl);
+    if (reached.ok) say.ok(`provider ${id}: ${baseUrl} answers from this host (HTTP ${reached.status})`);
+    else
+      say.bad(
+        `provider ${id}: ${baseUrl} does not answer from this host (${reached.reason})`,
+        "Start the model server or fix baseUrl; the model gateway calls it from this host, never from the sandbox.",
+      );
+    const values = configValuesOf({ [id]: provider });
+    if (!values.some((v) => v.where.endsWith(".apiKey")))
+      say.note(
+        `provider ${id}: no apiKey (Pi needs one for a custom provider; a placeholder works for a server that takes none)`,
+      );
+    for (const { where, value: config } of values) {
+      const names = configValueEnvNames(config);
+      const source = isCommandConfigValue(config)
+        ? "a command"
+        : names.length > 0
+          ? names.map((name) => `$${name}`).join(", ")
+          : "a literal in the file";
+      if (isCommandConfigValue(config) && insideCwd) {
+        say.bad(
+          `${where} comes from a command, and ${file} lies inside the current directory: runs here refuse it and doctor does not run it`,
+          "Keep the models file outside the workspace, or use $VARIABLE references instead of commands.",
+        );
+        continue;
+      }
+      const resolved = resolveConfigValue(config, { env, runCommands: true });
+      if (resolved.ok) say.ok(`${where} resolves (from ${source}; the value stays on the host and is not shown)`);
+      else
+        say.bad(`${where} does not resolve: ${resolved.reason}`, "Set the variable on the host, or fix the command.");
+    }
+  }
+  return value;
+}
+
+function isInside(file: string, dir: string): boolean {
+  const real = (p: string) => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  const relative = path.relative(real(dir), real(file));
+  return !relative.startsWith("..") && !path.isAbsolute(relative);
+}
+
+/** One GET of the URL without credentials: any HTTP answer means the server is there. */
+function reach(url: string): Promise<{ ok: true; status: number } | { ok: false; reason: string }> {
+  return new Promise((resolve) => {
+    const client = url.startsWith("https:") ? https : http;
+    const request = client.get(url, { timeout: REACH_TIMEOUT_MS }, (response) => {
+      response.resume();
+      resolve({ ok: true, status: response.statusCode ?? 0 });
+      request.destroy();
+    });
+    request.on("timeout", () =>
+      request.destroy(Object.assign(new Error("timeout"), { code: `no answer within ${REACH_TIMEOUT_MS / 1000} s` })),
+    );
+    request.on("error", (error: NodeJS.ErrnoException) => resolve({ ok: false, reason: error.code ?? error.message }));
+  });
 }
 
 /** The secrets a policy gives its runs: by name, hosts and source, and whether each is set; never a value. */

@@ -3,9 +3,6 @@
 import { DockerEngine } from "../engine/docker-engine.js";
 import { EnginePool } from "../engine/engine-pool.js";
 
-export const ENGINES_FLAG_HELP =
-  "engines file (JSON or YAML): runs go to the least-loaded engine (or set SANDBOX_RUN_ENGINES)";
-
 export function enginePoolFor(file: string | undefined, env: Record<string, string | undefined>): EnginePool {
   const chosen = file || env.SANDBOX_RUN_ENGINES;
   return chosen ? EnginePool.fromFile(chosen) : EnginePool.of(new DockerEngine());

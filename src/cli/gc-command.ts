@@ -3,9 +3,21 @@
 // must not keep the others dirty: it is reported, and gc fails.
 import { reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/run-dirs.js";
+import type { Command } from "commander";
 import type { CliIo } from "./cli-io.js";
 import { enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
+import type { CommandContext } from "./lazy-command.js";
+
+/** `sandbox-run gc`'s action (the root's --engines counts wherever it is written). */
+export default function gcAction(
+  { io }: CommandContext,
+  flags: { all?: boolean; engines?: string },
+  command: Command,
+): Promise<number> {
+  const engines = flags.engines ?? command.parent?.opts<{ engines?: string }>().engines;
+  return gcCommand({ all: flags.all, engines }, io);
+}
 
 export async function gcCommand(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
   const pool = enginePoolFor(flags.engines, io.env);

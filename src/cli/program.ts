@@ -1,41 +1,61 @@
-// The sandbox-run command line: the commands and their flags, each a thin call into the library
-// (the run itself: run-command.ts), and one exit code. No logic of its own beyond presenting
-// results (stdout) and progress/diagnostics (stderr).
+// The sandbox-run command line: the commands and their flags, each a thin call into the library,
+// and one exit code. No logic of its own beyond presenting results (stdout) and
+// progress/diagnostics (stderr).
+//
+// Start-up is paid by every call, so this file loads commander and what --help and --version
+// show, nothing more: each action is a module loaded when its command runs (lazy-command.ts):
+//
+//   .action(lazy(ctx, () => import("./show-command.js")))
+//
+// Shell completion (completion.ts) is generated from these definitions.
 import { Command } from "commander";
-import { DockerEngine } from "../engine/docker-engine.js";
-import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { BUILT_IN_POLICIES, loadPolicy } from "../policy/load-policy.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
-import { runDoctor } from "./doctor.js";
-import { ENGINES_FLAG_HELP, enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
+import { type CommandContext, lazy } from "./lazy-command.js";
 import { PLATFORM_FLAG, platformFlag, RUN_PLATFORM_HELP } from "./platform-flag.js";
-import { gcCommand } from "./gc-command.js";
-import { type ReplayCommandFlags, replayCommand } from "./replay-command.js";
-import { reportError } from "./report-error.js";
-import { runCommand, type RunCommandFlags } from "./run-command.js";
+import { reportError, usageErrorOf } from "./report-error.js";
+import { usageEnvelope } from "./result-envelope.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-/** What each command's action needs: the io, the signals to stop on, and where its exit code goes. */
-interface CommandContext {
-  io: CliIo;
-  signals?: NodeJS.EventEmitter;
-  exit(code: number): void;
-}
+const ENGINES_FLAG_HELP =
+  "engines file (JSON or YAML): runs go to the least-loaded engine (or set SANDBOX_RUN_ENGINES)";
 
 export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEmitter): Promise<number> {
   let exitCode: number = EXIT.ok;
+  const program = cliProgram({ io, signals, argv, exit: (code) => (exitCode = code) });
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return exitCode;
+  } catch (error) {
+    const code = reportError(error, io);
+    // --json promises one envelope on stdout, usage errors included (they print their message on stderr too).
+    const usage = code === EXIT.usage ? usageErrorOf(error) : undefined;
+    if (usage && wantsJson(argv)) {
+      io.stdout(`${JSON.stringify(usageEnvelope(usage.message, usage.hint, code), null, 2)}\n`);
+    }
+    return code;
+  }
+}
+
+/** The program with every command and flag defined (and no action run): what help and completion read. */
+export function cliProgram(ctx: CommandContext): Command {
+  const { io } = ctx;
   const program = new Command()
     .name("sandbox-run")
     .description("Run the Pi coding agent in a disposable, hardened container")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
     .showSuggestionAfterError()
-    .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
-  const ctx: CommandContext = { io, signals, exit: (code) => (exitCode = code) };
+    .helpCommand("help [command]", "show help for a command")
+    // The line reads and hashes the image's files: made only when it is asked for.
+    .version(
+      asksForVersion(ctx.argv) ? versionLine() : "",
+      "-V, --version",
+      "print the versions of sandbox-run, its runner image's Pi and Node",
+    );
   for (const define of [
     defineRun,
     defineReplay,
@@ -45,19 +65,23 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     defineGc,
     defineDemo,
     definePolicy,
+    defineCompletion,
   ]) {
     define(program, ctx);
   }
-  try {
-    await program.parseAsync(argv, { from: "user" });
-    return exitCode;
-  } catch (error) {
-    return reportError(error, io);
-  }
+  return program;
 }
 
-function definedOnly<T extends object>(flags: T): T {
-  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
+/** `--json` given as a flag (not inside the prompt after `--`). */
+function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
+}
+
+/** -V or --version among the flags (also in a group of short flags, -qV), before any `--`. */
+function asksForVersion(argv: readonly string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).some((a) => a === "--version" || /^-[A-Za-z]*V[A-Za-z]*$/.test(a));
 }
 
 function versionLine(): string {
@@ -67,7 +91,6 @@ function versionLine(): string {
 
 /** The run itself (the root command): flags in, one exit code out (run-command.ts). */
 function defineRun(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .argument("[prompt...]", "the task (read from stdin when omitted)")
     .option("--schema <file>", "JSON Schema file: print the validated JSON object instead of text")
@@ -112,14 +135,11 @@ function defineRun(program: Command, ctx: CommandContext): void {
     )
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
-    .action(async (promptParts: string[], flags: RunCommandFlags) => {
-      ctx.exit(await runCommand(promptParts, flags, io, ctx.signals));
-    });
+    .action(lazy(ctx, () => import("./run-command.js")));
 }
 
 /** A recorded call again, the model answered from the recording (replay-command.ts). */
 function defineReplay(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .command("replay <record-dir>")
     .description(
@@ -151,31 +171,18 @@ function defineReplay(program: Command, ctx: CommandContext): void {
     .option("--refuse-workspace-config", "refuse a record that lies inside the workspace (strict CI mode)")
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
-    .action(async (recordDir: string, flags: ReplayCommandFlags) => {
-      // commander gives the root command every flag it also has, wherever it is written.
-      const root = program.opts<ReplayCommandFlags>();
-      const merged = {
-        ...definedOnly(root),
-        ...definedOnly(flags),
-        build: root.build !== false && flags.build !== false,
-      };
-      ctx.exit(await replayCommand(recordDir, merged, io, ctx.signals));
-    });
+    .action(lazy(ctx, () => import("./replay-command.js")));
 }
 
-/** A run record as one self-contained page, or a Markdown summary (show-command.ts, loaded when used). */
+/** A run record as one self-contained page, or a Markdown summary (show-command.ts). */
 function defineShow(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .command("show <record-dir>")
     .description("turn a run record into one self-contained HTML page (or a Markdown summary with --format md)")
     .option("-o, --output <file>", "where to write it (default: run.html in the record's folder; - for stdout)")
     .option("--open", "open the page in the system's browser")
     .option("--format <format>", "html (default): the page; md: a Markdown summary on stdout, for CI logs")
-    .action(async (recordDir: string, flags: { output?: string; open?: boolean; format?: string }) => {
-      const { showCommand } = await import("./show-command.js");
-      ctx.exit(await showCommand(recordDir, flags, io));
-    });
+    .action(lazy(ctx, () => import("./show-command.js")));
 }
 
 /** The runner image: build, tag, prune. */
@@ -195,119 +202,76 @@ function defineImage(program: Command, ctx: CommandContext): void {
       PLATFORM_FLAG,
       "linux/amd64 or linux/arm64 (default: the engine's own; another one is built under emulation)",
     )
-    .action(async (flags: { base: string; apt?: string[]; platform?: string }) => {
-      const { buildImages } = await import("../image/build-images.js");
-      const engine = new DockerEngine();
-      await engine.ping();
-      const built = await buildImages(engine, {
-        base: flags.base,
-        apt: flags.apt,
-        // The root command's own --platform takes the flag wherever it is written.
-        platform: platformFlag(flags.platform ?? program.opts().platform, io.env),
-        progress: (l) => io.stderr(`${l}\n`),
-      });
-      io.stdout(`${built.derived ?? built.runner}\n`);
-      if (built.derived) {
-        io.stderr(`sandbox-run: run with --image ${built.derived} (or SANDBOX_RUN_IMAGE=${built.derived})\n`);
-      }
-    });
+    .action(lazy(ctx, () => import("./image-command.js"), "build"));
   image
     .command("tag")
     .description("print the tag of the runner image this version uses")
     .option(PLATFORM_FLAG, "the tag for this platform (default: this machine's)")
     .action((flags: { platform?: string }) => {
+      // The root command's own --platform takes the flag wherever it is written.
       const platform = platformFlag(flags.platform ?? program.opts().platform, io.env);
       io.stdout(`${runnerImageSpec(platform).tag}\n`);
     });
   image
     .command("prune")
     .description("remove runner images (and --apt images) of other sandbox-run versions; prints each removed tag")
-    .action(async () => {
-      const engine = new DockerEngine();
-      await engine.ping();
-      const { pruneRunnerImages } = await import("../image/prune-images.js");
-      const current = runnerImageSpec().tag;
-      const { removed, kept } = await pruneRunnerImages(engine, current);
-      for (const tag of removed) io.stdout(`${tag}\n`);
-      for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
-      io.stderr(
-        `sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`,
-      );
-    });
+    .action(lazy(ctx, () => import("./image-command.js"), "prune"));
 }
 
 /** What a run needs, checked one by one (doctor.ts). */
 function defineDoctor(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .command("doctor")
     .description("check the Docker engine, the runner image, runtimes and provider credentials")
     .option("--model <provider/id>", "also check the credentials this model needs")
+    .option(
+      "--models <file>",
+      "also check the custom providers of this Pi models.json: each baseUrl answers from this host, each key resolves (never printed)",
+    )
     .option("--policy <name|file>", "also check the secrets this policy gives its runs (names and hosts, never values)")
     .option("--engines <file>", "check every engine of this engines file (or SANDBOX_RUN_ENGINES)")
-    .action(async (flags: { model?: string; policy?: string; engines?: string }) => {
-      // The root command's own --policy and --engines take the flags wherever they are written.
-      const root = program.opts<{ policy?: string; engines?: string }>();
-      const pool = enginePoolFor(flags.engines ?? root.engines, io.env);
-      try {
-        ctx.exit(await runDoctor(io, flags.model, flags.policy ?? root.policy, pool.engines));
-      } finally {
-        pool.close();
-      }
-    });
+    .action(lazy(ctx, () => import("./doctor-command.js")));
 }
 
 /** What dead controllers left behind (gc-command.ts). */
 function defineGc(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .command("gc")
     .description("remove containers a dead controller left behind (on every engine of --engines)")
     .option("--all", "remove every sandbox-run container, even of live controllers")
     .option("--engines <file>", "clean every engine of this engines file (or SANDBOX_RUN_ENGINES)")
-    .action(async (flags: { all?: boolean; engines?: string }) => {
-      ctx.exit(await gcCommand({ all: flags.all, engines: flags.engines ?? program.opts().engines }, io));
-    });
+    .action(lazy(ctx, () => import("./gc-command.js")));
 }
 
 /** The whole pipeline against a bundled scripted model. */
 function defineDemo(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   program
     .command("demo")
     .description("run the whole pipeline against a bundled scripted model (no provider key needed)")
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("-q, --quiet", "no progress on stderr")
-    .action(async (flags: { runtime?: string; quiet?: boolean }) => {
-      const { runDemo } = await import("./demo.js");
-      if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
-        throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
-      ctx.exit(await runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined }));
-    });
+    .action(lazy(ctx, () => import("./demo.js"), "demoCommand"));
 }
 
 /** The built-in policies and the effective one. */
 function definePolicy(program: Command, ctx: CommandContext): void {
-  const { io } = ctx;
   const policy = program.command("policy").description("inspect policies");
   policy
     .command("list")
     .description("list the built-in policies and what each is for")
-    .action(() => {
-      const width = Math.max(...BUILT_IN_POLICIES.map((name) => name.length));
-      for (const name of BUILT_IN_POLICIES) {
-        io.stdout(`${name.padEnd(width)}  ${loadPolicy(name).description ?? ""}\n`);
-      }
-    });
+    .action(lazy(ctx, () => import("./policy-command.js"), "list"));
   policy
     .command("show <name|file>")
     .description("print the effective policy (built-in name or file)")
     .option("--yaml", "print it as YAML, a starting point for a policy file with comments")
-    .action(async (name: string, flags: { yaml?: boolean }) => {
-      const policy = loadPolicy(name);
-      if (!flags.yaml) return io.stdout(`${JSON.stringify(policy, null, 2)}\n`);
-      const { stringify } = await import("yaml");
-      io.stdout(`# sandbox-run policy (from ${name}); load it with --policy <file>.yaml\n${stringify(policy)}`);
-    });
+    .action(lazy(ctx, () => import("./policy-command.js"), "show"));
+}
+
+/** Shell completion, generated from the definitions above. */
+function defineCompletion(program: Command, ctx: CommandContext): void {
+  program
+    .command("completion <shell>")
+    .description("print a completion script for bash, zsh or fish (e.g. `source <(sandbox-run completion bash)`)")
+    .action(lazy(ctx, () => import("./completion.js")));
 }

@@ -5,6 +5,7 @@
 // compared (a record that asks for more is refused). Says whether the outcome equals the recorded
 // one; a request that differs from the recording stops a strict replay with exit code 4.
 import path from "node:path";
+import type { Command } from "commander";
 import type { RunDetails } from "../run/execute-run.js";
 import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, usageError } from "../errors.js";
@@ -16,6 +17,7 @@ import type { ReplaySource } from "../replay/replay-source.js";
 import { RECORD_FILES } from "../record/record-format.js";
 import type { RunOptions } from "../run/resolve-options.js";
 import type { CliIo } from "./cli-io.js";
+import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags } from "./parse-run-args.js";
 import { type ReplayOutput, type RunCommandFlags, runPlannedCommand } from "./run-command.js";
 
@@ -24,6 +26,27 @@ export interface ReplayCommandFlags extends RunCommandFlags {
   replaySpeed?: string;
   /** Where the workspace appears inside the sandbox (default: where the recording saw it). */
   workspacePath?: string;
+}
+
+/** `sandbox-run replay`'s action. */
+export default function replayAction(
+  ctx: CommandContext,
+  recordDir: string,
+  flags: ReplayCommandFlags,
+  command: Command,
+): Promise<number> {
+  // commander gives the root command every flag it also has, wherever it is written.
+  const root = command.parent?.opts<ReplayCommandFlags>() ?? {};
+  const merged = {
+    ...definedOnly(root),
+    ...definedOnly(flags),
+    build: root.build !== false && flags.build !== false,
+  };
+  return replayCommand(recordDir, merged, ctx.io, ctx.signals);
+}
+
+function definedOnly<T extends object>(flags: T): T {
+  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
 }
 
 export async function replayCommand(

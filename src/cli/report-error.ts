@@ -7,6 +7,15 @@ import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { terminalText } from "./terminal-text.js";
 
+/** The message and hint of a usage error (commander's own, or a SandboxRunError "usage"), else undefined. */
+export function usageErrorOf(error: unknown): { message: string; hint?: string } | undefined {
+  if (isSandboxRunError(error))
+    return error.code === "usage" ? { message: error.shortMessage, hint: error.hint } : undefined;
+  const commander = error as { code?: unknown; message?: unknown };
+  if (typeof commander?.code !== "string" || !commander.code.startsWith("commander.")) return undefined;
+  return { message: String(commander.message ?? "").replace(/^error: /, "") };
+}
+
 export function reportError(error: unknown, io: CliIo): number {
   const commanderCode = (error as { code?: string })?.code;
   if (typeof commanderCode === "string" && commanderCode.startsWith("commander.")) {

@@ -1,24 +1,30 @@
 // The run command: flags -> ContainerPiAgent call -> stdout (the result or the --json envelope),
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
+// --dry-run plans without loading the agent, its engines or its servers (run/plan-call.ts); a run
+// loads them once its plan is made.
 import fs from "node:fs";
 import path from "node:path";
-import { ContainerPiAgent } from "../container-pi-agent.js";
+import type { Command } from "commander";
+import type { ContainerPiAgent } from "../container-pi-agent.js";
+import type { Engine } from "../engine/engine.js";
+import { endpointFromEnv, sharesHostFilesystemByDefault } from "../engine/engine-endpoint.js";
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
+import { planCall } from "../run/plan-call.js";
 import type { PlannedRun } from "../run/prepare-plan.js";
-import { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } from "../run/record-run.js";
-import { handBackSummary, recordedSuccess } from "../run/recorded-success.js";
 import { redactPlan } from "../run/redact-plan.js";
+import { checkPiAcceptsSchema } from "../run/result-validator.js";
 import type { RunEvent } from "../run/run-events.js";
 import { HostDirError, openOutputFile } from "../util/host-dir.js";
 import type { CliIo } from "./cli-io.js";
+import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
-import { createLiveStatus } from "./live-status.js";
+import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
-import { createProgressReporter } from "./progress-reporter.js";
 import { reportError } from "./report-error.js";
+import { envelope } from "./result-envelope.js";
 import { terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
@@ -30,6 +36,24 @@ export interface RunCommandFlags extends RunFlags {
   build?: boolean;
   dryRun?: boolean;
   engines?: string;
+}
+
+/** The root command's action: a prompt that looks like a mistyped command is refused before anything. */
+export default async function runAction(
+  ctx: CommandContext,
+  promptParts: string[],
+  flags: RunCommandFlags,
+  program: Command,
+): Promise<number> {
+  const commands = program.commands.map((c) => ({
+    name: c.name(),
+    subcommands: c.commands.map((s) => s.name()),
+    takesOperand: c.registeredArguments.length > 0,
+  }));
+  // commander's own help command is not among program.commands.
+  commands.push({ name: "help", subcommands: commands.map((c) => c.name), takesOperand: false });
+  refuseCommandLikePrompt(promptParts, commands, ctx.argv);
+  return runCommand(promptParts, flags, ctx.io, ctx.signals);
 }
 
 export async function runCommand(
@@ -47,16 +71,49 @@ export async function runCommand(
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   }
   const options = parseRunFlags(flags, io.env);
+  if (flags.dryRun) {
+    const { EngineFacts } = await import("../run/engine-facts.js");
+    const engines = new EngineFacts(await enginesForPlan(flags, io.env));
+    const planned = planCall(prompt, { config: {}, run: options, env: io.env }, engines);
+    return printDryRun(planned, flags, io);
+  }
+  const { ContainerPiAgent } = await import("../container-pi-agent.js");
   const agent = new ContainerPiAgent({
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
-  // Resolved and planned once, without an engine: --dry-run prints this plan; before a run it is
-  // fitted to what the engines say they are, then --record stores it and the run follows it.
+  // Resolved and planned once, without an engine; before a run it is fitted to what the engines
+  // say they are, then --record stores it and the run follows it.
   const planned = agent.plan(prompt, options);
   return runPlannedCommand(agent, planned, flags, io, signals);
+}
+
+/**
+ * The engines a run could go to, as ContainerPiAgent would pick them (--engines, else
+ * SANDBOX_RUN_ENGINES, else the engine DOCKER_HOST names): all a plan needs of them is whether
+ * they see this host's paths.
+ */
+async function enginesForPlan(
+  flags: RunCommandFlags,
+  env: Record<string, string | undefined>,
+): Promise<Array<Pick<Engine, "name" | "sharesHostFilesystem">>> {
+  const file = flags.engines || env.SANDBOX_RUN_ENGINES;
+  if (!file) return [{ name: "local", sharesHostFilesystem: sharesHostFilesystemByDefault(endpointFromEnv()) }];
+  const { EnginePool } = await import("../engine/engine-pool.js");
+  const pool = EnginePool.fromFile(file);
+  pool.close();
+  return pool.engines;
+}
+
+/** --dry-run: the plan as data on stdout (credentials redacted), after the checks a run makes before it starts. */
+async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliIo): Promise<number> {
+  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
+  checkPatchFlags(planned, flags);
+  if (planned.run.schema) await checkPiAcceptsSchema(planned.run.schema);
+  io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
+  return EXIT.ok;
 }
 
 /** What the replay command adds to a run's output. */
@@ -76,16 +133,16 @@ export async function runPlannedCommand(
   signals?: NodeJS.EventEmitter,
   replay?: ReplayOutput,
 ): Promise<number> {
-  let planned = plannedBeforeEngines;
-  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
-  checkPatchFlags(planned, flags);
-  if (flags.dryRun) {
-    io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
-    return EXIT.ok;
+  if (flags.dryRun) return printDryRun(plannedBeforeEngines, flags, io);
+  for (const warning of plannedBeforeEngines.run.warnings) {
+    io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   }
+  checkPatchFlags(plannedBeforeEngines, flags);
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
-  planned = await agent.fitToEngines(planned);
+  const planned = await agent.fitToEngines(plannedBeforeEngines);
 
+  const { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } = await import("../run/record-run.js");
+  const { handBackSummary, recordedSuccess } = await import("../run/recorded-success.js");
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
   let events: fs.WriteStream | undefined;
@@ -100,11 +157,15 @@ export async function runPlannedCommand(
   }
   const live =
     !flags.quiet && io.stderrIsTty
-      ? createLiveStatus(io.stderr, { color: !io.env.NO_COLOR, columns: io.stderrColumns })
+      ? (await import("./live-status.js")).createLiveStatus(io.stderr, {
+          color: !io.env.NO_COLOR,
+          columns: io.stderrColumns,
+        })
       : undefined;
   const progress = flags.quiet
     ? undefined
-    : (live?.onEvent ?? createProgressReporter((line) => io.stderr(`${line}\n`)));
+    : (live?.onEvent ??
+      (await import("./progress-reporter.js")).createProgressReporter((line) => io.stderr(`${line}\n`)));
   const onEvent = (event: RunEvent) => {
     events?.write(`${JSON.stringify(event)}\n`);
     recorder?.onEvent(event);
@@ -263,33 +324,4 @@ function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
   const stream = fs.createWriteStream("", { fd });
   stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
   return stream;
-}
-
-/** The --json result envelope: the same shape whether the run succeeded or not. */
-function envelope(input: {
-  ok: boolean;
-  details?: RunDetails;
-  error?: unknown;
-  exitCode: number;
-  model?: string;
-  recordNotes?: string[];
-}) {
-  const d = input.details;
-  const e = isSandboxRunError(input.error) ? input.error : undefined;
-  return {
-    ok: input.ok,
-    result: d ? d.result : null,
-    error: input.ok ? null : errorSummary(input.error),
-    exitCode: input.exitCode,
-    runId: d?.runId ?? e?.runId ?? null,
-    usage: d?.usage ?? e?.usage ?? null,
-    durationMs: d?.durationMs ?? e?.durationMs ?? null,
-    model: d?.model ?? input.model ?? null,
-    piVersion: d?.piVersion ?? null,
-    image: d?.image ?? null,
-    policy: d?.policy ?? null,
-    changedFiles: d?.changedFiles ?? null,
-    ...(d?.hostRunFiles ? { hostRunFiles: d.hostRunFiles } : {}),
-    ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
-  };
 }

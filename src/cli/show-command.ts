@@ -12,6 +12,7 @@ import { renderPage } from "../show/page-html.js";
 import { writeOutput } from "../show/write-output.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
+import type { CommandContext } from "./lazy-command.js";
 import { EXIT } from "./exit-codes.js";
 import { terminalLine } from "./terminal-text.js";
 
@@ -76,4 +77,9 @@ async function openInBrowser(file: string, io: CliIo): Promise<void> {
       resolve();
     });
   });
+}
+
+/** The `show` command's action (program.ts loads this module when the command runs). */
+export default function show(ctx: CommandContext, recordDir: string, flags: ShowCommandFlags): Promise<number> {
+  return showCommand(recordDir, flags, ctx.io);
 }

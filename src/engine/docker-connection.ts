@@ -1,15 +1,31 @@
 // Connects to a Docker(-compatible) engine where an endpoint says, and turns "it is not there" into
 // an error that says how to fix it, instead of an ECONNREFUSED stack trace.
 import fs from "node:fs";
-import Docker from "dockerode";
+import { createRequire } from "node:module";
+import type Docker from "dockerode";
 import { SandboxRunError, usageError } from "../errors.js";
 import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
 import { SshTunnel } from "./ssh-tunnel.js";
 
 export type DockerClient = Docker;
 
+/**
+ * dockerode, loaded on the first client: it pulls in docker-modem, ssh2 and gRPC (~0.2 s of CPU),
+ * which `sandbox-run --help`, `--dry-run` and a run's planning never need.
+ */
+function dockerode(): typeof Docker {
+  return createRequire(import.meta.url)("dockerode") as typeof Docker;
+}
+
 export interface DockerConnection {
   docker: DockerClient;
+  /** The held ssh connection of an ssh:// engine. */
+  tunnel?: SshTunnel;
+}
+
+/** How to reach an engine, checked (TLS files read) but not connected: `client()` makes the dockerode client. */
+export interface DockerConnectionPlan {
+  client(): DockerClient;
   /** The held ssh connection of an ssh:// engine. */
   tunnel?: SshTunnel;
 }
@@ -20,6 +36,13 @@ export function createDockerClient(endpoint: EngineEndpoint = endpointFromEnv())
 }
 
 export function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection {
+  const plan = planDockerConnection(endpoint, name);
+  return { docker: plan.client(), ...(plan.tunnel ? { tunnel: plan.tunnel } : {}) };
+}
+
+/** Reads what the connection needs now (so a bad TLS file is a usage error at once); connects on `client()`. */
+export function planDockerConnection(endpoint: EngineEndpoint, name: string): DockerConnectionPlan {
+  const client = (options: Docker.DockerOptions) => () => new (dockerode())(options);
   // Every field is given, so dockerode's own reading of DOCKER_HOST never mixes in.
   const none = {
     socketPath: undefined,
@@ -29,12 +52,12 @@ export function connectDocker(endpoint: EngineEndpoint, name: string): DockerCon
     cert: undefined,
     key: undefined,
   };
-  if (endpoint.kind === "unix") return { docker: new Docker({ ...none, socketPath: endpoint.socketPath }) };
+  if (endpoint.kind === "unix") return { client: client({ ...none, socketPath: endpoint.socketPath }) };
   if (endpoint.kind === "tcp") {
     const host = endpoint.host.replace(/^\[|\]$/g, "");
-    if (!endpoint.tls) return { docker: new Docker({ ...none, host, port: endpoint.port, protocol: "http" }) };
+    if (!endpoint.tls) return { client: client({ ...none, host, port: endpoint.port, protocol: "http" }) };
     return {
-      docker: new Docker({
+      client: client({
         ...none,
         host,
         port: endpoint.port,
@@ -53,8 +76,7 @@ export function connectDocker(endpoint: EngineEndpoint, name: string): DockerCon
   // Plain http over the tunnel's streams; "localhost" only fills the Host header.
   // docker-modem passes `agent` on to http.request; @types/dockerode does not list it.
   const options = { ...none, host: "localhost", port: 80, protocol: "http", agent: tunnel.agent };
-  const docker = new Docker(options as Docker.DockerOptions);
-  return { docker, tunnel };
+  return { client: client(options as Docker.DockerOptions), tunnel };
 }
 
 function readTlsFiles(files: TlsFiles, name: string): { ca: Buffer; cert: Buffer; key: Buffer } {

@@ -3,9 +3,9 @@
 // TLS, ssh:// over one held connection). The only module that calls dockerode's API, with
 // docker-container.ts.
 import type { Readable } from "node:stream";
-import Docker from "dockerode";
+import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
-import { connectDocker, dockerUnavailable, isGoneError } from "./docker-connection.js";
+import { dockerUnavailable, isGoneError, planDockerConnection } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
 import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
 import type {
@@ -44,7 +44,10 @@ export interface DockerEngineOptions {
   endpoint?: EngineEndpoint;
   /** Default: true for a unix socket or tcp to loopback, false for anything over a network. */
   sharesHostFilesystem?: boolean;
-  /** A ready client (tests); its endpoint is read back from it. */
+  /**
+   * A ready dockerode client (tests); its endpoint is read back from it.
+   * @internal dockerode's types stay out of the published declarations (its @types are not a dependency).
+   */
   docker?: Docker;
 }
 
@@ -52,7 +55,8 @@ export class DockerEngine implements Engine {
   readonly name: string;
   readonly address: string;
   readonly sharesHostFilesystem: boolean;
-  readonly docker: Docker;
+  #docker?: Docker;
+  readonly #connect?: () => Docker;
   readonly #endpoint: EngineEndpoint;
   readonly #tunnel?: SshTunnel;
   /** Plain tcp to another machine: refused at the first request, before any byte is sent. */
@@ -60,16 +64,20 @@ export class DockerEngine implements Engine {
   #podman?: Promise<PodmanService | undefined>;
   #podmanUlimits?: Promise<Ulimit[]>;
 
+  constructor(options?: DockerEngineOptions);
+  /** @internal A ready dockerode client (tests). */
+  constructor(docker: Docker);
   constructor(options: DockerEngineOptions | Docker = {}) {
-    const given: DockerEngineOptions = options instanceof Docker ? { docker: options } : options;
+    const given: DockerEngineOptions = isDockerClient(options) ? { docker: options } : options;
     this.name = given.name ?? "local";
     if (given.docker) {
-      this.docker = given.docker;
+      this.#docker = given.docker;
       this.#endpoint = given.endpoint ?? endpointOfClient(given.docker);
     } else {
       this.#endpoint = given.endpoint ?? endpointFromEnv();
-      const connection = connectDocker(this.#endpoint, this.name);
-      this.docker = connection.docker;
+      // Checked now (a bad TLS file is a usage error here); dockerode is loaded at the first request.
+      const connection = planDockerConnection(this.#endpoint, this.name);
+      this.#connect = connection.client;
       this.#tunnel = connection.tunnel;
     }
     this.address = describeEndpoint(this.#endpoint);
@@ -79,6 +87,12 @@ export class DockerEngine implements Engine {
     } catch (error) {
       this.#refusal = error as SandboxRunError;
     }
+  }
+
+  /** @internal The dockerode client (made on first use). */
+  get docker(): Docker {
+    this.#docker ??= this.#connect!();
+    return this.#docker;
   }
 
   /** The dockerode client, unless this engine may not be used at all. */
@@ -105,7 +119,7 @@ export class DockerEngine implements Engine {
     this.#tunnel?.close();
   }
 
-  /** Podman's Docker-compatible service (it names itself in /version), or undefined for Docker; asked once. */
+  /** @internal Podman's Docker-compatible service (it names itself in /version), or undefined for Docker; asked once. */
   podman(): Promise<PodmanService | undefined> {
     this.#podman ??= detectPodman(this.api).catch((error: unknown) => {
       this.#podman = undefined;
@@ -302,6 +316,10 @@ export class DockerEngine implements Engine {
       ),
     );
   }
+}
+
+function isDockerClient(value: DockerEngineOptions | Docker): value is Docker {
+  return typeof (value as Docker).listContainers === "function";
 }
 
 /** The endpoint a ready dockerode client talks to, read back from its modem (for messages and defaults). */

@@ -69,6 +69,9 @@ export function ownPlatformOf(info: Pick<EngineInfo, "platform" | "architecture"
  * Whether bind mounts of this host's paths, and of its unix sockets (the model gateway's), reach
  * the engine's containers: the engine's own answer from its endpoint, and never on Docker Desktop.
  */
-export function sharesHostPaths(engine: Engine, info?: Pick<EngineInfo, "dockerDesktop">): boolean {
+export function sharesHostPaths(
+  engine: Pick<Engine, "sharesHostFilesystem">,
+  info?: Pick<EngineInfo, "dockerDesktop">,
+): boolean {
   return engine.sharesHostFilesystem && !info?.dockerDesktop;
 }

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { z } from "zod";
+import { z } from "../util/zod.js";
 import { usageError } from "../errors.js";
 import {
   DEFAULT_SOCKET,

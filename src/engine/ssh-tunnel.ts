@@ -5,10 +5,11 @@
 // The host key is checked against the configured key (or known_hosts) before anything is sent.
 import fs from "node:fs";
 import http from "node:http";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import type { Duplex } from "node:stream";
-import { Client, type ConnectConfig } from "ssh2";
+import type { Client, ConnectConfig } from "ssh2";
 import { SandboxRunError } from "../errors.js";
 import type { SshAccess } from "./engine-endpoint.js";
 import { type KnownHostKey, knownHostKeys, parsePublicKeyLine } from "./known-hosts.js";
@@ -88,7 +89,9 @@ export class SshTunnel {
     const { host, port, ssh } = this.options;
     const accepted = this.acceptedHostKeys();
     const auth = this.authentication();
-    const client = new Client();
+    // ssh2 is loaded with the first connection: only ssh:// engines need it.
+    const { Client: SshClient } = createRequire(import.meta.url)("ssh2") as typeof import("ssh2");
+    const client = new SshClient();
     let rejectedKey: string | undefined;
     const config: ConnectConfig = {
       host,

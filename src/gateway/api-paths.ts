@@ -9,6 +9,12 @@
 //   google-generative-ai   POST <base>/models/<id>:streamGenerateContent?alt=sse (x-goog-api-key)
 // The query string is not part of the match; it is forwarded unchanged.
 
+/**
+ * The path segment of the gateway's own endpoints; never a route. (Here rather than in
+ * gateway-routes.ts so that planning a route does not load the codecs.)
+ */
+export const RESERVED_ROUTE_ID = "__sandbox-run";
+
 interface AllowedRequest {
   method: "GET" | "POST";
   path: string | RegExp;

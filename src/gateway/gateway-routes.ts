@@ -3,7 +3,7 @@
 import { usageError } from "../errors.js";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { type ApiCodec, codecFor } from "./apis/api-codec.js";
-import { SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
+import { RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
 
 export interface GatewayRoute {
   /** First path segment, [a-z0-9_-]+. */
@@ -27,8 +27,7 @@ export interface CompiledRoute extends GatewayRoute {
   codec: ApiCodec;
 }
 
-/** The path segment of the gateway's own endpoints; never a route. */
-export const RESERVED_ROUTE_ID = "__sandbox-run";
+export { RESERVED_ROUTE_ID };
 const ROUTE_ID_RE = /^[a-z0-9_-]+$/;
 const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 

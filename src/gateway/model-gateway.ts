@@ -71,8 +71,19 @@ export interface ModelGatewayOptions {
   onBudgetExceeded?(attempted: number): void;
 }
 
+/** Requests the gateway forwarded whose responses have not ended: the run is waiting on the model. */
+export interface ModelWait {
+  requests: number;
+  /** The upstream of the oldest one (scheme, host and port only). */
+  upstream: string;
+  /** How long the oldest one has been open. */
+  forMs: number;
+}
+
 export interface ModelGateway {
   readonly socketPath: string;
+  /** What the run is waiting on the model for now, or undefined when no request is open. */
+  waiting(): ModelWait | undefined;
   close(): Promise<void>;
 }
 
@@ -90,6 +101,8 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
   let closing = false;
   let generations = 0;
+  // Forwarded requests whose responses have not ended, oldest first.
+  const open = new Set<{ upstream: string; since: number }>();
 
   const observe = <T>(callback: ((value: T) => void) | undefined, value: T) => {
     try {
@@ -115,6 +128,11 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     startedAt: performance.now(),
     closing: () => closing,
     nextGeneration: () => ++generations,
+    forwarding: (route) => {
+      const entry = { upstream: originOf(route.upstreamBaseUrl), since: performance.now() };
+      open.add(entry);
+      return () => open.delete(entry);
+    },
     report,
     exchange: options.onExchange ? (exchange) => observe(options.onExchange, exchange) : undefined,
     budgetExceeded: (attempted) => observe(options.onBudgetExceeded, attempted),
@@ -158,10 +176,24 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
 
   return {
     socketPath,
+    waiting: () => {
+      const oldest = open.values().next().value;
+      if (!oldest) return undefined;
+      return { requests: open.size, upstream: oldest.upstream, forMs: performance.now() - oldest.since };
+    },
     close: unixSocketCloser(server, sockets, socketPath, () => {
       closing = true;
       agents.http.destroy();
       agents.https.destroy();
     }),
   };
+}
+
+/** The scheme, host and port of an upstream URL: never its path or query, which may carry more than a name. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return "the upstream";
+  }
 }

@@ -1,42 +1,47 @@
 // The shape of Pi's models.json, as far as routing depends on it; every other field passes
 // through to the sandbox's copy untouched (Pi's docs/models-configuration.md describes them all).
-import { z } from "zod";
+// Built on first use (util/zod.ts): a run without a models.json never loads zod for it.
 import { usageError } from "../errors.js";
 import { formatZodIssues } from "../util/config-file.js";
+import { lazily, z } from "../util/zod.js";
 
-const httpUrl = z.string().refine((value) => {
-  try {
-    const url = new URL(value);
-    return (url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password;
-  } catch {
-    return false;
-  }
-}, "must be an absolute http(s) URL without credentials");
-const headerRecord = z.record(z.string(), z.string());
-const modelSchema = z.looseObject({
-  id: z.string().min(1),
-  api: z.string().min(1).optional(),
-  baseUrl: httpUrl.optional(),
-  headers: headerRecord.optional(),
+const schemas = lazily(() => {
+  const httpUrl = z.string().refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password;
+    } catch {
+      return false;
+    }
+  }, "must be an absolute http(s) URL without credentials");
+  const headerRecord = z.record(z.string(), z.string());
+  const modelSchema = z.looseObject({
+    id: z.string().min(1),
+    api: z.string().min(1).optional(),
+    baseUrl: httpUrl.optional(),
+    headers: headerRecord.optional(),
+  });
+  const providerSchema = z.looseObject({
+    baseUrl: httpUrl.optional(),
+    api: z.string().min(1).optional(),
+    apiKey: z.string().optional(),
+    headers: headerRecord.optional(),
+    authHeader: z.boolean().optional(),
+    models: z.array(modelSchema).optional(),
+    modelOverrides: z.record(z.string(), z.looseObject({ headers: headerRecord.optional() })).optional(),
+  });
+  const modelsJsonSchema = z.looseObject({ providers: z.record(z.string(), providerSchema).optional() });
+  return { modelSchema, providerSchema, modelsJsonSchema };
 });
-const providerSchema = z.looseObject({
-  baseUrl: httpUrl.optional(),
-  api: z.string().min(1).optional(),
-  apiKey: z.string().optional(),
-  headers: headerRecord.optional(),
-  authHeader: z.boolean().optional(),
-  models: z.array(modelSchema).optional(),
-  modelOverrides: z.record(z.string(), z.looseObject({ headers: headerRecord.optional() })).optional(),
-});
-const modelsJsonSchema = z.looseObject({ providers: z.record(z.string(), providerSchema).optional() });
 
-export type ModelsJsonProvider = z.infer<typeof providerSchema>;
-export type ModelsJsonModel = z.infer<typeof modelSchema>;
+type Schemas = ReturnType<typeof schemas>;
+export type ModelsJsonProvider = z.infer<Schemas["providerSchema"]>;
+export type ModelsJsonModel = z.infer<Schemas["modelSchema"]>;
 
 /** The providers of a parsed models.json (none when there is no file). */
 export function parseModelsJson(value: unknown): Record<string, ModelsJsonProvider> {
   if (value === undefined || value === null) return {};
-  const result = modelsJsonSchema.safeParse(value);
+  const result = schemas().modelsJsonSchema.safeParse(value);
   if (!result.success) {
     throw usageError(
       `Invalid models.json:\n${formatZodIssues(result.error.issues)}`,

@@ -17,9 +17,8 @@
 // a models.json entry `{ baseUrl, apiKey }` for a built-in provider keeps its built-in models
 // and moves all of them to the new base URL; `apiKey` there wins over environment variables.
 import { usageError } from "../errors.js";
-import { SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
+import { RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
 import { configValueEnvNames, resolveConfigValue, type ConfigEnv } from "./config-value.js";
-import { RESERVED_ROUTE_ID } from "./gateway-routes.js";
 import {
   checkNoModelOverrideHeaders,
   noKey,

@@ -34,6 +34,8 @@ export interface HandlerContext {
   /** The next generation's number (1, 2, ...). */
   nextGeneration(): number;
   report(record: GatewayRequestRecord): void;
+  /** A request goes to the upstream now; the returned function is called once its response has ended. */
+  forwarding(route: CompiledRoute): () => void;
   /** Undefined when nobody listens for exchanges (then no reply is parsed). */
   exchange?: (exchange: GatewayExchange) => void;
   budgetExceeded(attempted: number): void;
@@ -167,6 +169,7 @@ async function forwardAndReport(
   const tap = request ? new ExchangeTap(route.codec, ctx.recordExchanges) : undefined;
   const relayable = relayableRequestHeaders(req.headers);
   const startedMs = elapsed(ctx.startedAt);
+  const forwarded = ctx.forwarding(route);
   const result = await forwardRequest({
     res,
     route,
@@ -179,7 +182,7 @@ async function forwardAndReport(
     onUpstreamSettled: (settlement) => {
       if (nothingGenerated(settlement)) ticket?.refund();
     },
-  });
+  }).finally(forwarded);
   ctx.report({
     routeId: route.id,
     method,

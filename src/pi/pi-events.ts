@@ -2,7 +2,7 @@
 // Every record is kept as a plain object so unknown event types and fields reach logs and
 // `lastEvents` untouched; only the events the host acts on get a schema, and those are
 // loose objects so a newer Pi adding fields does not break parsing.
-import { z } from "zod";
+import { z } from "../util/zod.js";
 
 export type PiEvent = { type: string; [key: string]: unknown };
 

@@ -124,6 +124,21 @@ function validatorFor(schema: Record<string, unknown>): CoercingValidator<unknow
   return validator;
 }
 
+/**
+ * Why Pi could not use this schema as its final tool's parameters (pi-schema cannot compile it, with
+ * the options Pi uses), or undefined when it can. Pi compiles a tool's schema at its first call, so
+ * a schema it cannot compile would only show as a run whose every final result is refused.
+ */
+export function piSchemaProblem(schema: JsonSchema): string | undefined {
+  if (typeof schema !== "object" || schema === null) return "Pi cannot validate against a non-object schema";
+  try {
+    compile(schema as Parameters<typeof compile>[0], { formats, coerce: true, unresolvedRefs: "reject" });
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
 /** A JSON Pointer as the dotted path Pi shows the model: `/edits/0/oldText` -> `edits.0.oldText`. */
 function dottedPath(pointer: string): string {
   if (pointer === "") return "root";

@@ -16,6 +16,11 @@
 // Documentation ranges (192.0.2/24, 203.0.113/24, ...) are deliberately not in the list: they
 // are not the host's or its LAN's by definition, and some networks (this project's CI among
 // them) answer public names with them.
+//
+// Why by hand: the refusal has to look inside IPv6 forms that carry an IPv4 address. ipaddr.js
+// labels 6to4, Teredo and NAT64 addresses by range without judging the address inside, and Node's
+// net.BlockList matches IPv4-mapped addresses but not 6to4 or Teredo: either would let a name that
+// resolves to 2002:0a00:0001:: reach 10.0.0.1.
 import net from "node:net";
 import os from "node:os";
 

@@ -1,6 +1,11 @@
 // The few ASN.1 DER encodings an X.509 certificate needs, and nothing else. Node's crypto
 // makes the keys, the SubjectPublicKeyInfo and the signatures; only the certificate's own
 // structure is written here. Every function returns one complete TLV.
+//
+// Why by hand: this only writes (it never parses anything the sandbox sent), and a certificate
+// library costs more than what it would replace: node-forge alone takes ~45 ms of CPU to load (a run
+// with secrets makes its CA in less) and brings its own crypto and ASN.1 parser; @peculiar/x509
+// needs an ASN.1 schema stack and reflect-metadata.
 
 function tlv(tag: number, content: Buffer): Buffer {
   const n = content.length;

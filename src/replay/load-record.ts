@@ -22,7 +22,7 @@ import {
   type RecordVersions,
 } from "../record/record-format.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
-import { policySchema, type Policy } from "../policy/policy-schema.js";
+import { type Policy, policySchemas } from "../policy/policy-schema.js";
 import { formatZodIssues } from "../util/config-file.js";
 import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
 
@@ -115,7 +115,7 @@ export function loadRecord(dir: string): LoadedRecord {
   const policy = parse(
     root,
     RECORD_FILES.policy,
-    policySchema,
+    policySchemas().policySchema,
     json(RECORD_FILES.policy) ?? missing(root, RECORD_FILES.policy),
   );
   const exchanges = parseExchanges(root, text(RECORD_FILES.exchanges) ?? missing(root, RECORD_FILES.exchanges));

@@ -4,7 +4,7 @@
 // the host is checked for shape here and never used as a host path, command or credential source.
 // Other fields pass through (newer writers may add some), within the file's size and depth caps.
 import path from "node:path";
-import { z } from "zod";
+import { z } from "../util/zod.js";
 
 /** The most items of any list a record's replay.json or meta.json may hold. */
 export const MAX_LIST = 100_000;

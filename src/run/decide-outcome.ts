@@ -2,19 +2,19 @@
 // container's exit; and what the event stream claims the agent produced. A pure function, so the
 // failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
 // aborted > timeout > replay divergence > invalid results > tripped limit > limit shown by the exit
-// > crash > contradiction > result (validated) > failure. The result itself is the model's, as the gateway relayed it (confirm-outcome.ts).
-import type { z } from "zod";
+// > crash > contradiction > result (validated) > failure. The result itself is the model's, as the
+// gateway relayed it (confirm-outcome.ts).
 import type { JsonSchema } from "../agent.js";
-import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
+import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
-import { formatZodIssues } from "../util/config-file.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
+import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
 
 export interface OutcomeFacts {
   trip?: Trip;
-  /** The caller's AbortSignal reason, rethrown as is when the run was aborted. */
+  /** The caller's AbortSignal reason, the cause of the "aborted" error. */
   abortReason?: unknown;
   /** The container's exit; exitCode is 0 when the host stopped it after Pi had settled. */
   exit: { exitCode: number; oomKilled: boolean };
@@ -24,7 +24,7 @@ export interface OutcomeFacts {
   badRecords: number;
   runtime: string;
   /** Set in schema mode: the host-side validator of the final object. */
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   /** Set in schema mode: the schema and the final tool's name, to check the model's call. */
   schema?: JsonSchema;
   finalToolName?: string;
@@ -40,13 +40,14 @@ export type Decision = { ok: true; kind: "text" | "structured"; result: unknown 
 export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDetails): Decision {
   const fail = (error: unknown): Decision => ({ ok: false, error });
   const { trip, exit } = facts;
-  if (trip?.code === "aborted")
-    return fail(facts.abortReason ?? new SandboxRunError("aborted", trip.message, evidence));
+  if (trip?.code === "aborted") return fail(abortedError(facts.abortReason, evidence));
   if (trip?.code === "timeout") {
     return fail(
       new SandboxRunError("timeout", trip.message, {
         ...evidence,
-        hint: "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+        hint: trip.waitingOnModel
+          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout / timeoutMs)."
+          : "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
       }),
     );
   }
@@ -107,9 +108,9 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     case "text":
       return { ok: true, kind: "text", result: outcome.text };
     case "structured": {
-      const checked = facts.validator!.safeParse(outcome.value);
-      if (checked.success) return { ok: true, kind: "structured", result: checked.data };
-      const issues = formatZodIssues(checked.error.issues, "; ");
+      const checked = facts.validator!.validate(outcome.value);
+      if (checked.ok) return { ok: true, kind: "structured", result: checked.value };
+      const issues = checked.issues.join("; ");
       return fail(
         new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
           ...evidence,

@@ -10,12 +10,15 @@ import { hostPlatform } from "../util/platform.js";
 import type { PlanPlace } from "./prepare-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
 
-export class EngineFacts {
-  readonly #asked = new Map<Engine, Promise<EngineInfo>>();
-  /** The answers so far: what a synchronous plan can use. */
-  readonly #known = new Map<Engine, EngineInfo>();
+/** What a plan needs of an engine; learning its facts needs `info` too (a dry run's engines may lack it). */
+export type PlannedEngine = Pick<Engine, "name" | "sharesHostFilesystem"> & Partial<Pick<Engine, "info">>;
 
-  constructor(private readonly engines: readonly Engine[]) {}
+export class EngineFacts {
+  readonly #asked = new Map<PlannedEngine, Promise<EngineInfo>>();
+  /** The answers so far: what a synchronous plan can use. */
+  readonly #known = new Map<PlannedEngine, EngineInfo>();
+
+  constructor(private readonly engines: readonly PlannedEngine[]) {}
 
   /** Asks every engine (once), waiting at most `timeoutMs` for each; one that does not answer is left out. */
   async learn(timeoutMs: number): Promise<void> {
@@ -25,10 +28,10 @@ export class EngineFacts {
   }
 
   /** An engine's docker info, asked once (a failed ask is forgotten, so the next one retries). */
-  async infoOf(engine: Engine, signal?: AbortSignal): Promise<EngineInfo> {
+  async infoOf(engine: PlannedEngine, signal?: AbortSignal): Promise<EngineInfo> {
     let asked = this.#asked.get(engine);
     if (!asked) {
-      asked = engine.info(signal);
+      asked = engine.info ? engine.info(signal) : Promise.reject(new Error(`${engine.name}: not asked`));
       this.#asked.set(engine, asked);
       asked.then(
         (info) => this.#known.set(engine, info),

@@ -102,7 +102,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     cleanups.add(() => void removeRunDir(runDir));
 
     const ledger = new ConversationLedger();
-    const { replay } = await startRunServices({
+    const { replay, modelWait } = await startRunServices({
       planned,
       routes,
       runDir,
@@ -158,6 +158,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       trip,
       budget,
       evidence: ledger,
+      modelWait,
       signal,
       startedAt: started,
       companion: workspace.companion(created),

@@ -13,10 +13,8 @@ import type { RunPlan } from "../sandbox-contract.js";
 import type { HostTree } from "../workspace-transfer/host-tree.js";
 import { judgedChanges } from "../workspace-transfer/judged-changes.js";
 import type { ReturnedTree } from "../workspace-transfer/returned-tar.js";
+import { HAND_BACK_DIR } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
-
-/** The run folder's folder for the hand-back's private files (a git index, a patch's two sides). */
-export const HAND_BACK_DIR = "hand-back";
 
 /**
  * Makes the private folder when the plan hands a writable workspace back as a branch or a patch;

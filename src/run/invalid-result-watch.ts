@@ -5,11 +5,10 @@
 // the host exactly as the run's result would be. After MAX_CONSECUTIVE_INVALID_RESULTS replies in a
 // row whose final result is invalid, the run stops with code "invalid-result", naming the last
 // failure. A reply that does other work (another tool call, text) starts the count again.
-import type { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import type { ModelReply } from "../gateway/apis/api-codec.js";
 import { prepareToolArguments } from "../pi/tool-arguments.js";
-import { formatZodIssues } from "../util/config-file.js";
+import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
 
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
@@ -18,7 +17,7 @@ export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
 export interface ResultCheck {
   finalToolName: string;
   schema: JsonSchema;
-  validator: z.ZodType;
+  validator: ResultValidator;
 }
 
 export interface InvalidResult {
@@ -61,8 +60,8 @@ export class InvalidResultWatch {
   #problem(argumentsJson: string): string | undefined {
     const prepared = prepareToolArguments(this.check.schema, argumentsJson);
     if (!prepared.ok) return prepared.reason;
-    const checked = this.check.validator.safeParse(prepared.value);
-    return checked.success ? undefined : formatZodIssues(checked.error.issues, "; ");
+    const checked = this.check.validator.validate(prepared.value);
+    return checked.ok ? undefined : checked.issues.join("; ");
   }
 }
 

@@ -32,5 +32,16 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
       ({ problem, ...secret }) => ({ ...secret, available: problem === undefined }),
     ),
     prompt: { bytes: Buffer.byteLength(run.prompt) },
+    // The container's own `network` is "none" under an allow-list too (its way out is the egress
+    // proxy on the host, through a socket): what the proxy lets through is said here.
+    egress:
+      run.policy.network === "allowlist"
+        ? {
+            mode: "allowlist",
+            via: "egress proxy on the host",
+            ports: [80, 443],
+            allowedDomains: run.policy.allowedDomains,
+          }
+        : { mode: run.policy.network },
   };
 }

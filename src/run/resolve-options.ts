@@ -3,7 +3,6 @@
 // (Over 300 lines because every option's rule and its usage error are kept side by side.)
 import fs from "node:fs";
 import path from "node:path";
-import { z } from "zod";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
 import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.js";
@@ -22,6 +21,7 @@ import { readConfigJson } from "../util/config-file.js";
 import { parsePlatform } from "../util/parse-platform.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
+import { compileResultSchema, type ResultValidator } from "./result-validator.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -98,7 +98,7 @@ export interface ResolvedRun {
   readOnlyMounts: string[];
   model: string;
   schema?: JsonSchema;
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   policy: Policy;
   hostEnv: Record<string, string>;
   /** Variables explicitly given for the sandbox (constructor + run), before credential filtering. */
@@ -222,7 +222,7 @@ export function resolveRun(
   if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
 
   const schema = run.schema ?? config.schema;
-  const validator = schema ? compileSchema(schema) : undefined;
+  const validator = schema ? compileResultSchema(schema) : undefined;
   const extraArgs = run.extraArgs ?? config.extraArgs ?? [];
   checkExtraArgs(extraArgs);
 
@@ -404,23 +404,6 @@ function checkOverlaps(paths: string[]): void {
         );
       }
     }
-  }
-}
-
-function compileSchema(schema: JsonSchema): z.ZodType {
-  if (typeof schema !== "object" || schema === null || schema.type !== "object") {
-    throw usageError(
-      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
-      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
-    );
-  }
-  try {
-    return z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
-  } catch (error) {
-    throw usageError(
-      `The schema cannot be used: ${(error as Error).message}`,
-      "Check it is valid JSON Schema (draft 2020-12 or 7).",
-    );
   }
 }
 

@@ -11,7 +11,6 @@ import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
-import { HAND_BACK_DIR } from "./hand-back-run.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
@@ -33,7 +32,8 @@ export const WORKSPACE_STATE_DIR = "workspace";
  */
 export const RECORD_STAGING_DIR = "record";
 export const RECORD_SCRATCH_DIR = "baseline";
-/** And the hand-back's private files (hand-back-run.ts: a git index, a patch's two sides). */
+/** The hand-back's private files (hand-back-run.ts: a git index, a patch's two sides). */
+export const HAND_BACK_DIR = "hand-back";
 const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, RECORD_STAGING_DIR, RECORD_SCRATCH_DIR, HAND_BACK_DIR]);
 
 export function runDirsParent(tmpDir = os.tmpdir()): string {

@@ -3,7 +3,7 @@
 // it; every exchange checked against the conversation ledger), and the egress proxy for an
 // allow-list policy. Each piece registers its own close with the run's cleanups.
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
-import { startModelGateway } from "../gateway/model-gateway.js";
+import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "../proxy/run-egress.js";
@@ -34,6 +34,8 @@ export interface RunServicesInput {
 
 export interface RunServices {
   replay?: ReplayUpstream;
+  /** What the run waits on the model for now (the gateway's open requests), for a timeout's message. */
+  modelWait(): ModelWait | undefined;
 }
 
 export async function startRunServices(input: RunServicesInput): Promise<RunServices> {
@@ -110,5 +112,6 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
     });
     cleanups.add(() => egress.proxy.close());
   }
-  return replay ? { replay } : {};
+  const modelWait = () => gateway.waiting();
+  return replay ? { replay, modelWait } : { modelWait };
 }

@@ -9,6 +9,8 @@ export interface Trip {
   /** Which limit, for code "limit": memory, pids, output, line, records, turns, cost, disk, ... */
   limit?: string;
   message: string;
+  /** For code "timeout": the run was waiting for the model's reply when its time ran out. */
+  waitingOnModel?: boolean;
 }
 
 export class RunTrip {

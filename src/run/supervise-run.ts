@@ -1,8 +1,8 @@
 // The live part of a run: attach to the container, start it, hand Pi the prompt, read its output as
 // it arrives (pi-stream.ts), stop the container when anything trips (run-trip.ts) or Pi settles, then
 // decide the outcome from what the host saw (decide-outcome.ts).
-import type { z } from "zod";
 import type { EngineContainer } from "../engine/engine.js";
+import type { ModelWait } from "../gateway/model-gateway.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import type { RunPlan } from "../sandbox-contract.js";
@@ -13,6 +13,7 @@ import { decideOutcome } from "./decide-outcome.js";
 import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
 import type { RunTimeline } from "./run-events.js";
+import type { ResultValidator } from "./result-validator.js";
 import type { RunTrip } from "./run-trip.js";
 
 /** How long to wait for the attach stream to drain after the container exited. */
@@ -34,7 +35,7 @@ export interface SupervisedRun {
   prompt: string;
   timeoutMs: number;
   budgets: Budgets;
-  validator?: z.ZodType;
+  validator?: ResultValidator;
   container: EngineContainer;
   timeline: RunTimeline;
   trip: RunTrip;
@@ -42,6 +43,8 @@ export interface SupervisedRun {
   budget: OutputBudget;
   /** What the model said in Pi's conversation (the gateway's ledger): the result is taken from it. */
   evidence: ModelEvidence;
+  /** The gateway's open requests, so a timeout can say the run was waiting on the model. */
+  modelWait?: () => ModelWait | undefined;
   signal?: AbortSignal;
   /** performance clock of the run's start, for durations. */
   startedAt: number;
@@ -95,11 +98,14 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
 
   const onAbort = () => trip.fire({ code: "aborted", message: "The run was aborted." });
   signal?.addEventListener("abort", onAbort, { once: true });
-  const seconds = Math.round(run.timeoutMs / 100) / 10;
-  const timer = setTimeout(
-    () => trip.fire({ code: "timeout", message: `The run did not finish within ${seconds} s.` }),
-    run.timeoutMs,
-  );
+  const timer = setTimeout(() => {
+    const wait = run.modelWait?.();
+    trip.fire({
+      code: "timeout",
+      message: timeoutMessage(run.timeoutMs, wait),
+      ...(wait ? { waitingOnModel: true } : {}),
+    });
+  }, run.timeoutMs);
   try {
     await container.start(signal).catch((error: unknown) => {
       throw containerFailure(error, plan, "start");
@@ -134,6 +140,15 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** What a timeout says: where the time went, when the host knows (a model request still open). */
+export function timeoutMessage(timeoutMs: number, wait: ModelWait | undefined): string {
+  const seconds = (ms: number) => Math.round(ms / 100) / 10;
+  const base = `The run did not finish within ${seconds(timeoutMs)} s`;
+  if (!wait) return `${base}.`;
+  const more = wait.requests > 1 ? ` (and ${wait.requests - 1} more)` : "";
+  return `${base}: it was waiting for the model's reply (a request to ${wait.upstream} open for ${seconds(wait.forMs)} s${more}).`;
 }
 
 /** Pi is done and the container gone: the outcome from what arrived (decide-outcome.ts), as a result or a failure. */

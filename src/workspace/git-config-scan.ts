@@ -3,6 +3,12 @@
 // status`, `git diff` or `checkout` the model runs innocently). The run neutralises each one it finds
 // inside the sandbox (run/git-safety-env.ts). Reads only section headers and `diff.external`, from the
 // repository's config files inside the workspace, with a size cap; never runs git.
+//
+// Why by hand: this must find every driver git would find, in a file the sandbox may have written to
+// confuse parsers. It reads leniently, line by line, and errs towards reporting (neutralising a
+// driver git would not have used costs nothing). A config library (ini, parse-git-config) parses for
+// values and skips or rejects what it does not understand, and every section it misses is a
+// repository command the host's git would run.
 import fs from "node:fs";
 import path from "node:path";
 

@@ -7,6 +7,11 @@
 // Everything else is literal. Dot files are matched like any other name (a protection that
 // skipped ".github" would be no protection). A pattern is anchored at the workspace root: "*.pem"
 // matches only top-level files; write "**/*.pem" for every depth. A trailing "/" means "/**".
+//
+// Why by hand: protected paths are a security boundary written in policy files. picomatch and
+// minimatch add braces, classes, extglobs and negation, and skip dot files unless told; a pattern
+// that means something else in their syntax, or an option left at its default, protects less than
+// the policy says. This subset is small enough to read in full.
 
 export type PathMatcher = (relativePath: string) => boolean;
 

@@ -83,7 +83,7 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     if (ws) fs.rmSync(ws, { recursive: true, force: true });
   });
 
-  it("abort mid-run (while bash sleeps): rejects with the signal's reason and removes the container", async () => {
+  it("abort mid-run (while bash sleeps): rejects with a SandboxRunError (aborted, the signal's reason as cause) and removes the container", async () => {
     const controller = new AbortController();
     const reason = new Error("caller gave up");
     const log = eventLog();
@@ -98,7 +98,8 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
         },
       }),
     );
-    expect(error).toBe(reason);
+    expect(asRunError(error).code).toBe("aborted");
+    expect(asRunError(error).cause).toBe(reason);
     expect(log.ofType("tool_execution_end")).toEqual([]); // the sleep never finished
     expect(log.ofType("limit.tripped")[0]?.data).toMatchObject({ code: "aborted" });
     expect(log.ofType("container.removed")).toHaveLength(1);
@@ -173,14 +174,15 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
       expect(error.shortMessage).toBe("The prompt is empty.");
     });
 
-    it("an already-aborted signal rejects with its reason", async () => {
+    it("an already-aborted signal rejects with a SandboxRunError (aborted) whose cause is its reason", async () => {
       const reason = new Error("aborted before the call");
       const controller = new AbortController();
       controller.abort(reason);
       const error = await expectNothingStarted((onEvent) =>
         agent.run("Do it.", { cwd: ws, model: "scripted/never", signal: controller.signal, onEvent }),
       );
-      expect(error).toBe(reason);
+      expect(asRunError(error).code).toBe("aborted");
+      expect(asRunError(error).cause).toBe(reason);
     });
 
     it("a provider that is neither built in nor in models.json", async () => {

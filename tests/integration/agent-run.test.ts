@@ -39,7 +39,7 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
         final({ files: { oops: true } }),
         final({ files: ["a.txt", "b.txt"], count: 2 }),
       ],
-      // Pi's email format accepts a host without a dot; zod's does not (see the test below).
+      // Pi's email format accepts a host without a dot; the host's (ajv-formats) does not (see the test below).
       "schema-email": [final({ contact: "ops@localhost" })],
       events: bashThenFinal("echo working", { done: true }),
       stream: bashThenFinal("echo streaming", { done: true }),
@@ -104,11 +104,10 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("ContainerPiAgent results (
   it("schema mode: the host re-validates what Pi accepted and fails with code validation", async () => {
     // Pi 1.6.0 validates tool arguments with pi-schema (JSON Schema 2020-12 with formats, after
     // coercing "42" -> 42, "x" -> ["x"], null -> "null"), and the final tool returns the coerced
-    // value, which zod then accepts too: coercion alone never reaches the host check. What Pi
-    // accepts and zod rejects are laxer format checks: Pi's `email` takes `ops@localhost` (also
-    // `a@b.c`, quoted locals, IP literals), its `uuid` ignores the version/variant digits, its
-    // `date-time` takes a lowercase `t`/`z`, and its `integer` takes 1e300. Found by running
-    // both validators (pi-schema 1.6.0 and zod 4) over candidate values.
+    // value, which the host's Ajv then accepts too: coercion alone never reaches the host check.
+    // What Pi accepts and the host rejects are laxer format checks: Pi's `email` takes
+    // `ops@localhost` (ajv-formats' needs a dot in the domain), and formats only ajv-formats
+    // knows (int32, ...; tests/integration/result-schema.test.ts).
     const log = eventLog();
     const schema = {
       type: "object",

@@ -52,6 +52,9 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(envelope).toMatchObject({ ok: false, result: null, exitCode: 1, model: "scripted/down" });
     expect(envelope.error.code).toBe("model-error");
     expect(envelope.error.message).toContain("model scripted/down does not exist");
+    // Two exit codes, named apart: the CLI's (1) and the sandbox's (Pi exits 0 on a model error).
+    expect(envelope.error.sandboxExitCode).toBe(0);
+    expect(envelope.error).not.toHaveProperty("exitCode");
     expect(run.stderr).toContain("The model provider failed");
 
     expect(fs.existsSync(path.join(record, "result.json"))).toBe(false);

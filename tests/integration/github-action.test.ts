@@ -133,7 +133,10 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     expect(outputs.run).toMatchObject({ ok: "false", "exit-code": "2", result: "" });
     expect(code).toBe(2);
     expect(log).toContain("sandbox-run: Refusing configuration from inside the sandboxed trees: the prompt file");
-    expect(log).toContain("::error::sandbox-run failed (exit 2): see the log of the step above");
+    // The --json envelope of a usage error carries the reason into the failing step's annotation.
+    expect(log).toContain(
+      "::error::sandbox-run failed (exit 2): usage: Refusing configuration from inside the sandboxed trees: the prompt file",
+    );
     expect(server.requests.filter((r) => r.body.model === "review")).toHaveLength(2); // only the first test's
   });
 

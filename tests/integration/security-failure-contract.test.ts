@@ -283,7 +283,7 @@ describe.concurrent("the failure contract, through the library", () => {
     expect(outcome.error?.hint).toMatch(/sandbox-run image build/);
   });
 
-  it("aborted: the caller's signal stops the run, rejects with its reason and removes the container", async () => {
+  it("aborted: the caller's signal stops the run, rejects with a SandboxRunError (aborted, with a hint; the reason as cause) and removes the container", async () => {
     const controller = new AbortController();
     const reason = new Error("caller gave up");
     const agent = new ContainerPiAgent({ models: modelsFor(server, ["contract-abort"]), reapOrphans: false });
@@ -299,7 +299,13 @@ describe.concurrent("the failure contract, through the library", () => {
         if (event.type === "tool_execution_start") controller.abort(reason);
       },
     });
-    await expect(run).rejects.toBe(reason);
+    const error = await run.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isSandboxRunError(error) && error.code).toBe("aborted");
+    expect((error as Error).cause).toBe(reason);
+    expect((error as { hint?: string }).hint).toBeTruthy();
     expect(runId).not.toBe("");
     expect(await containersOfRuns([runId])).toEqual([]);
   });

@@ -75,6 +75,44 @@ describe("model gateway", () => {
     headers: { authorization: `Bearer ${REAL_KEY}` },
   });
 
+  it("knows when the run waits on the model: waiting() names the upstream of an open request until its response ends", async () => {
+    let answer: (() => void) | undefined;
+    const silent = http.createServer((req, res) => {
+      req.resume();
+      answer = () => res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: "late" } }] }));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const { port } = silent.address() as AddressInfo;
+    try {
+      const gw = await start([
+        {
+          id: "silent",
+          upstreamBaseUrl: `http://127.0.0.1:${port}/v1/some/path`,
+          api: "openai-completions",
+          model: "m",
+          headers: {},
+        },
+      ]);
+      expect(gw.waiting()).toBeUndefined();
+      const reply = request(gw.socketPath, {
+        method: "POST",
+        path: "/silent/chat/completions",
+        headers: { "content-type": "application/json" },
+        body: chatBody("m"),
+      });
+      await waitFor(() => answer !== undefined);
+      const wait = gw.waiting();
+      // The origin only: the base URL's path is not part of it.
+      expect(wait).toMatchObject({ requests: 1, upstream: `http://127.0.0.1:${port}` });
+      expect(wait!.forMs).toBeGreaterThanOrEqual(0);
+      answer!();
+      expect((await reply).status).toBe(200);
+      await waitFor(() => gw.waiting() === undefined);
+    } finally {
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it("forwards a model request with the real key instead of the placeholder", async () => {
     const gw = await start([scriptedRoute()]);
     expect(statSync(gw.socketPath).mode & 0o777).toBe(0o666);

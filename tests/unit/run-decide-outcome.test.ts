@@ -2,12 +2,17 @@
 // them (aborted > timeout > invalid results > tripped limit > limit shown by the exit > crash > result),
 // without an engine.
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { decideOutcome, type OutcomeFacts } from "../../src/run/decide-outcome.js";
+import { compileResultSchema } from "../../src/run/result-validator.js";
+import { timeoutMessage } from "../../src/run/supervise-run.js";
 
 const evidence = { runId: "r1", containerId: "c1", exitCode: 0 };
-const validator = z.object({ verdict: z.enum(["approve", "reject"]) });
+const validator = compileResultSchema({
+  type: "object",
+  properties: { verdict: { enum: ["approve", "reject"] } },
+  required: ["verdict"],
+});
 
 function facts(overrides: Partial<OutcomeFacts> = {}): OutcomeFacts {
   return {
@@ -44,17 +49,43 @@ describe("decideOutcome", () => {
     expect(bad.runId).toBe("r1");
   });
 
-  it("an abort wins over everything and rethrows the caller's reason as it is", () => {
+  it("an abort wins over everything: a SandboxRunError (code aborted) with the caller's reason as its cause", () => {
     const reason = new Error("caller's reason");
-    const decision = decideOutcome(
+    const error = errorOf(
       facts({
         trip: { code: "aborted", message: "The run was aborted." },
         abortReason: reason,
         exit: { exitCode: 137, oomKilled: true },
       }),
-      evidence,
     );
-    expect(decision).toEqual({ ok: false, error: reason });
+    expect(error.code).toBe("aborted");
+    expect(error.isCanceled).toBe(true);
+    expect(error.cause).toBe(reason);
+    expect(error.shortMessage).toBe("The run was aborted: caller's reason.");
+    expect(error.hint).toBeTruthy();
+    expect(error.runId).toBe("r1");
+    // AbortSignal.timeout()'s reason and a plain abort() say what happened without DOMException's wording.
+    const timeoutReason = new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    const timedOut = errorOf(facts({ trip: { code: "aborted", message: "" }, abortReason: timeoutReason }));
+    expect(timedOut.shortMessage).toBe("The run was aborted: its AbortSignal timed out.");
+    const controller = new AbortController();
+    controller.abort();
+    const plain = errorOf(facts({ trip: { code: "aborted", message: "" }, abortReason: controller.signal.reason }));
+    expect(plain.shortMessage).toBe("The run was aborted.");
+  });
+
+  it("a timeout while a model request was open says the run was waiting for the model, and what to check", () => {
+    const message = timeoutMessage(30_000, { requests: 1, upstream: "http://127.0.0.1:11434", forMs: 28_437 });
+    expect(message).toBe(
+      "The run did not finish within 30 s: it was waiting for the model's reply (a request to http://127.0.0.1:11434 open for 28.4 s).",
+    );
+    const error = errorOf(facts({ trip: { code: "timeout", message, waitingOnModel: true } }));
+    expect(error.code).toBe("timeout");
+    expect(error.shortMessage).toBe(message);
+    expect(error.hint).toMatch(/The model did not answer in time/);
+    // Without an open request: the plain message and the plain hint.
+    expect(timeoutMessage(5_000, undefined)).toBe("The run did not finish within 5 s.");
+    expect(errorOf(facts({ trip: { code: "timeout", message: "x" } })).hint).toMatch(/^Raise the timeout/);
   });
 
   it("a timeout beats a limit the exit shows, and says how to raise it", () => {

@@ -11,6 +11,12 @@
 // The upstream is trusted to be the provider, but its bytes also flow from a model the sandbox
 // can steer, so a line or event larger than its cap stops the parser (truncated) rather than
 // growing without limit.
+//
+// Why by hand: the reply read here is the evidence a result is checked against, so it must be read
+// as the SDKs inside Pi read it. The usual library (eventsource-parser 3, which has a buffer cap)
+// follows the spec and drops a last event that has no blank line after it ("data: x" then EOF),
+// where Pi's readers deliver it: a stream that parses one way here and another way in Pi is how a
+// forged reply would get past the check.
 
 export interface SseEvent {
   /** The `event:` field, or null when the event had none. */

@@ -1,0 +1,46 @@
+// `npm run build`, second step: bundles the CLI into dist/cli/main.js (and chunks next to it, one
+// per lazily loaded command), over the per-file output of tsc.
+//
+// Why: every `sandbox-run` call pays for the modules it loads before it does anything, and Node 20
+// spends about a millisecond of CPU on each ES module it resolves, reads and links. A `--dry-run`
+// loads ~50 of them; as one bundle it costs ~15 ms less, which keeps it within 2x a bare Node
+// (docs/performance.md, `npm run bench -- --only=cli-start`). commander, which every call loads, is
+// bundled in (Node would otherwise resolve and read its seven files and scan them for CommonJS
+// exports); the other dependencies stay external (loaded from node_modules, lazily where the code
+// says so). `import()` of a literal path becomes a chunk, so a command's work still loads only when
+// it runs. The chunks sit in dist/cli, two levels below the
+// package root like every module of dist, so paths made from import.meta.url (images/, policies/,
+// package.json) resolve as they do unbundled.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const dependencies = Object.keys(JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).dependencies);
+const outdir = path.join(root, "dist/cli");
+const CHUNK = /^bundle-.*\.js(\.map)?$/;
+
+// Chunks of an earlier build (their names carry a content hash).
+for (const name of fs.existsSync(outdir) ? fs.readdirSync(outdir) : []) {
+  if (CHUNK.test(name)) fs.rmSync(path.join(outdir, name));
+}
+
+await build({
+  absWorkingDir: root,
+  entryPoints: ["src/cli/main.ts"],
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  external: dependencies.filter((name) => name !== "commander"),
+  // commander is CommonJS: its require() of Node's modules needs a require in the ES module bundle.
+  banner: {
+    js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);',
+  },
+  chunkNames: "bundle-[name]-[hash]",
+  sourcemap: true,
+  logLevel: "warning",
+});

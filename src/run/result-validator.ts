@@ -1,0 +1,112 @@
+// The host's own check of a structured result against the caller's JSON Schema, with Ajv (draft
+// 2020-12, formats from ajv-formats): every keyword a JSON Schema validator knows (if/then/else,
+// dependentRequired, $defs and $ref, unevaluatedProperties, ...), no coercion, no defaults.
+//
+// The dialect is Pi's. Pi validates the final tool's arguments with pi-schema as draft 2020-12
+// whatever `$schema` says, and ignores keywords it does not know; so does this check (a `$schema`
+// naming an older draft is set aside, never used to pick other semantics). A schema the host cannot
+// compile (a `$ref` that resolves to nothing, an `items` array where 2020-12 wants `prefixItems`, a
+// pattern that is no valid regular expression) is refused here, before anything starts; the few
+// schemas Ajv compiles but Pi cannot are refused before the run by `checkPiCompiles`
+// (pi/tool-arguments.ts). The value checked is what Pi handed its tool (after Pi's coercion,
+// recomputed on the host from the model's own reply): Pi accepting it is not enough.
+//
+// Ajv and ajv-formats are loaded on the first schema (~60 ms of CPU): runs without a schema, and
+// the CLI's --help and --version, never load them.
+import { createRequire } from "node:module";
+import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
+import type { JsonSchema } from "../agent.js";
+import { usageError } from "../errors.js";
+
+export type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
+
+export interface ResultValidator {
+  /** Checks a final result; the value is never changed. */
+  validate(value: unknown): ResultCheck;
+}
+
+let ajv: Ajv2020 | undefined;
+
+function validatorFactory(): Ajv2020 {
+  if (ajv) return ajv;
+  const require = createRequire(import.meta.url);
+  const { Ajv2020: Ajv } = require("ajv/dist/2020.js") as { Ajv2020: typeof Ajv2020 };
+  const { default: addFormats } = require("ajv-formats") as { default: (ajv: Ajv2020) => Ajv2020 };
+  ajv = new Ajv({
+    allErrors: true,
+    // Unknown keywords are annotations, as the spec and Pi have it; everything else Ajv checks strictly.
+    strict: false,
+    validateFormats: true,
+    // Patterns are ECMAScript regular expressions with the u flag, as in Pi.
+    unicodeRegExp: true,
+    // One compiled validator per schema object; the caller's schema is never modified.
+    addUsedSchema: false,
+    logger: false,
+  });
+  addFormats(ajv);
+  return ajv;
+}
+
+/** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */
+export function compileResultSchema(schema: JsonSchema): ResultValidator {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema) || schema.type !== "object") {
+    throw usageError(
+      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
+      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
+    );
+  }
+  // Pi reads every schema as draft 2020-12; so does the host (see the header).
+  const { $schema: _dialect, ...rest } = schema;
+  const factory = validatorFactory();
+  let check: ReturnType<Ajv2020["compile"]>;
+  try {
+    check = factory.compile(rest);
+  } catch (error) {
+    throw usageError(
+      `The schema cannot be used: ${(error as Error).message}.`,
+      "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
+    );
+  } finally {
+    // The compiled check is kept by the caller; Ajv's own cache would keep every schema a long-lived process sees.
+    factory.removeSchema(rest);
+  }
+  return {
+    validate(value) {
+      if (check(value)) return { ok: true, value };
+      return { ok: false, issues: (check.errors ?? []).map(describeError) };
+    },
+  };
+}
+
+/** One Ajv error as `path: message`, the path dotted like the rest of sandbox-run's messages. */
+function describeError(error: ErrorObject): string {
+  const path = error.instancePath
+    .slice(1)
+    .split("/")
+    .filter((segment) => segment !== "")
+    .map((segment) => segment.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const { missingProperty: missing, property: when } = error.params as { missingProperty?: string; property?: string };
+  if (missing !== undefined) {
+    const condition = error.keyword !== "required" && when !== undefined ? ` when ${when} is present` : "";
+    return `${[...path, missing].join(".")}: is required${condition}`;
+  }
+  const extra = (error.params as { additionalProperty?: string }).additionalProperty;
+  if (error.keyword === "additionalProperties" && extra !== undefined)
+    return `${[...path, extra].join(".")}: is not allowed (additionalProperties)`;
+  return `${path.length ? path.join(".") : "(root)"}: ${error.message ?? error.keyword}`;
+}
+
+/**
+ * Refuses (a usage error) a schema Ajv compiled but Pi cannot: checked before a run starts, and by
+ * --dry-run. pi-schema loads here, not when the run is planned: planning stays synchronous and cheap.
+ */
+export async function checkPiAcceptsSchema(schema: JsonSchema): Promise<void> {
+  const { piSchemaProblem } = await import("../pi/tool-arguments.js");
+  const problem = piSchemaProblem(schema);
+  if (problem) {
+    throw usageError(
+      `Pi cannot use the schema as its final tool's parameters: ${problem}.`,
+      "Pi validates draft 2020-12 with pi-schema, which supports every keyword but $vocabulary, $recursiveRef and content assertions: drop the keyword it names.",
+    );
+  }
+}

@@ -1,0 +1,129 @@
+// What the CLI loads before it does anything: `--version` and `--help` load commander and the
+// program's own small modules; `--dry-run` with a built-in policy plans without the agent, the
+// engines (dockerode, ssh2), the gateway's servers and codecs, zod, Ajv or pi-schema. This is the
+// start-up cost every call pays (bench: `npm run bench -- --only=cli-start`); the test fails when an
+// eager import comes back. It runs the CLI from source (tsx) with a module tracer
+// (tests/support/module-trace.mjs) and reads which modules and packages were loaded: no timing.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { makeWorkspace, type ProcessResult, runSourceCli } from "../support/harness.js";
+
+const repo = path.resolve(import.meta.dirname, "../..");
+const tracer = pathToFileURL(path.join(repo, "tests/support/module-trace.mjs")).href;
+
+interface Loaded {
+  /** Our own modules, relative to the repository: "src/cli/program.ts". */
+  own: string[];
+  /** Packages: "commander", "zod", "@earendil-works/pi-schema". */
+  packages: string[];
+  run: ProcessResult;
+}
+
+async function loadedBy(args: string[], env: Record<string, string> = {}): Promise<Loaded> {
+  const trace = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-trace-")), "modules");
+  const run = await runSourceCli(args, {
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      // The tracer's hooks see what tsx's resolve to (the .ts files).
+      NODE_OPTIONS: `--import ${tracer}`,
+      SANDBOX_RUN_MODULE_TRACE: trace,
+      DOCKER_HOST: "unix:///nonexistent/docker.sock",
+      ...env,
+    },
+  });
+  const lines = fs.existsSync(trace) ? fs.readFileSync(trace, "utf8").trim().split("\n") : [];
+  const files = lines.map((line) => {
+    const [kind, where] = [line.slice(0, 3), line.slice(4)];
+    return kind === "esm" ? fileURLToPath(where) : where;
+  });
+  const own = new Set<string>();
+  const packages = new Set<string>();
+  for (const file of files) {
+    const inModules = file.split(`${path.sep}node_modules${path.sep}`);
+    if (inModules.length > 1) {
+      const parts = inModules.at(-1)!.split(path.sep);
+      packages.add(parts[0]!.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0]!);
+    } else if (file.startsWith(repo)) own.add(path.relative(repo, file));
+  }
+  // tsx (the source runner) and the tracer itself are the test's, not the CLI's.
+  for (const infrastructure of ["tsx", "get-tsconfig", "resolve-pkg-maps", "esbuild"]) packages.delete(infrastructure);
+  own.delete("tests/support/module-trace.mjs");
+  return { own: [...own].sort(), packages: [...packages].sort(), run };
+}
+
+/** The modules --version and --help may load: the program, its io and error reporting, the version facts. */
+const START_UP = /^src\/(cli\/[a-z-]+\.ts|errors\.ts|sandbox-contract\.ts|util\/[a-z-]+\.ts|image\/runner-image\.ts)$/;
+/** The commands' own modules, loaded when their command runs. */
+const ACTIONS = /^src\/cli\/((run|replay|gc|image|policy|doctor)-command|doctor|demo|completion)\.ts$/;
+/** What a plan never needs: running containers, the servers a run starts, records, replays. */
+const NOT_FOR_A_PLAN = [
+  /^src\/container-pi-agent\.ts$/,
+  // engine-endpoint (which engine DOCKER_HOST names) and engine-kind (what an engine's docker info
+  // says it is: a pure reading of data) are planning; the rest of engine/ talks to engines.
+  /^src\/engine\/(?!(engine-endpoint|engine-kind)\.ts$)/,
+  /^src\/gateway\/(apis\/|model-gateway|request-handler|forward-request|exchange-tap|conversation-ledger)/,
+  /^src\/proxy\/(egress-proxy|run-egress|tls-terminator|run-ca|tunnel|upstream-client|der)/,
+  /^src\/run\/(execute-run|supervise-run|run-services|run-workspace|pi-stream|copy-mode\.ts|record-run)/,
+  /^src\/(replay|record|relay\/relay-session|scripted-model|demo|image\/(build|ensure|copy|prune))/,
+  /^src\/(workspace-transfer\/(?!staging-dir\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
+];
+
+describe("what the CLI loads at start-up", () => {
+  it.each([["--version"], ["--help"], ["help"], ["image", "--help"]])(
+    "%s loads commander and the program's own start-up modules, nothing else",
+    async (...args) => {
+      const loaded = await loadedBy(args);
+      expect(loaded.run.status, loaded.run.stderr).toBe(0);
+      expect(loaded.own).toContain("src/cli/program.ts");
+      expect(loaded.packages).toEqual(["commander"]);
+      expect(loaded.own.filter((file) => !START_UP.test(file))).toEqual([]);
+      // No command's action module: they load when their command runs.
+      expect(loaded.own.filter((file) => ACTIONS.test(file))).toEqual([]);
+    },
+  );
+
+  it("--dry-run with a built-in policy plans without the agent, engines, servers, zod, Ajv or pi-schema", async () => {
+    const ws = makeWorkspace();
+    const loaded = await loadedBy(["--dry-run", "--cwd", ws, "--model", "anthropic/claude-sonnet-4-5", "task"], {
+      ANTHROPIC_API_KEY: "sk-not-a-key",
+    });
+    expect(loaded.run.status, loaded.run.stderr).toBe(0);
+    expect(JSON.parse(loaded.run.stdout).policyName).toBe("workspace-write");
+    expect(loaded.own).toContain("src/run/plan-call.ts");
+    expect(loaded.packages).toEqual(["commander"]);
+    expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
+  });
+
+  it("a models file and a schema load zod, Ajv and pi-schema for them, and still no engine", async () => {
+    const ws = makeWorkspace({
+      "m.json": JSON.stringify({
+        providers: {
+          local: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "m" }] },
+        },
+      }),
+      "s.json": JSON.stringify({ type: "object", properties: { a: { type: "string" } } }),
+    });
+    const loaded = await loadedBy([
+      "--dry-run",
+      "--cwd",
+      ws,
+      "--models",
+      path.join(ws, "m.json"),
+      "--model",
+      "local/m",
+      "--schema",
+      path.join(ws, "s.json"),
+      "task",
+    ]);
+    expect(loaded.run.status, loaded.run.stderr).toBe(0);
+    expect(loaded.packages).toEqual(expect.arrayContaining(["@earendil-works/pi-schema", "ajv", "commander", "zod"]));
+    for (const heavy of ["dockerode", "docker-modem", "ssh2", "yaml", "tar-fs", "tar-stream"]) {
+      expect(loaded.packages).not.toContain(heavy);
+    }
+    expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
+  });
+});

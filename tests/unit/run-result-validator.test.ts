@@ -1,0 +1,125 @@
+// The host-side result check (Ajv, draft 2020-12 with formats) in Pi's dialect: every keyword a
+// JSON Schema validator knows works (the zod translation it replaces refused if/then/else and
+// dependentRequired), nothing is coerced, and a schema that cannot be used is a usage error that
+// says why, before anything starts.
+import { describe, expect, it } from "vitest";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { checkPiAcceptsSchema, compileResultSchema } from "../../src/run/result-validator.js";
+
+function usageErrorOf(run: () => unknown): SandboxRunError {
+  try {
+    run();
+  } catch (error) {
+    if (isSandboxRunError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a usage error");
+}
+
+describe("compileResultSchema", () => {
+  it("if/then/else: a rejection needs a reason, an approval does not", () => {
+    const validator = compileResultSchema({
+      type: "object",
+      properties: { verdict: { enum: ["approve", "reject"] }, reason: { type: "string" } },
+      required: ["verdict"],
+      if: { properties: { verdict: { const: "reject" } } },
+      // biome-ignore lint/suspicious/noThenProperty: JSON Schema's own keyword.
+      then: { required: ["reason"] },
+      else: { not: { required: ["reason"] } },
+    });
+    expect(validator.validate({ verdict: "approve" })).toEqual({ ok: true, value: { verdict: "approve" } });
+    expect(validator.validate({ verdict: "reject", reason: "tests fail" }).ok).toBe(true);
+    const missing = validator.validate({ verdict: "reject" });
+    expect(missing).toEqual({ ok: false, issues: expect.arrayContaining(["reason: is required"]) });
+    expect(validator.validate({ verdict: "approve", reason: "why not" }).ok).toBe(false);
+  });
+
+  it("dependentRequired, unevaluatedProperties, $defs with $ref, prefixItems and formats", () => {
+    const validator = compileResultSchema({
+      type: "object",
+      $defs: { email: { type: "string", format: "email" } },
+      properties: {
+        card: { type: "string" },
+        billing: { type: "string" },
+        contact: { $ref: "#/$defs/email" },
+        pair: { type: "array", prefixItems: [{ type: "string" }, { type: "integer" }], items: false },
+      },
+      dependentRequired: { card: ["billing"] },
+      unevaluatedProperties: false,
+    });
+    expect(validator.validate({ card: "4111", billing: "Main St", contact: "a@example.com", pair: ["x", 1] }).ok).toBe(
+      true,
+    );
+    expect(validator.validate({ card: "4111" })).toEqual({
+      ok: false,
+      issues: ["billing: is required when card is present"],
+    });
+    expect(validator.validate({ contact: "ops@localhost" })).toEqual({
+      ok: false,
+      issues: ['contact: must match format "email"'],
+    });
+    expect(validator.validate({ pair: ["x", 1, 2] }).ok).toBe(false);
+    expect(validator.validate({ extra: 1 }).ok).toBe(false);
+  });
+
+  it("checks the value as it is: no coercion, no defaults, the value returned unchanged", () => {
+    const validator = compileResultSchema({
+      type: "object",
+      properties: { n: { type: "integer", default: 3 }, tags: { type: "array", items: { type: "string" } } },
+    });
+    expect(validator.validate({ n: "42" })).toEqual({ ok: false, issues: ["n: must be integer"] });
+    expect(validator.validate({ tags: "x" })).toEqual({ ok: false, issues: ["tags: must be array"] });
+    const value = { tags: ["x"] };
+    const checked = validator.validate(value);
+    expect(checked).toEqual({ ok: true, value });
+    expect(checked.ok && checked.value).toBe(value);
+  });
+
+  it("reads every schema as draft 2020-12, like Pi: a $schema naming draft-07 is set aside, unknown keywords are annotations", () => {
+    const validator = compileResultSchema({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      properties: { a: { type: "string", "x-order": 1, example: "abc" } },
+      required: ["a"],
+    });
+    expect(validator.validate({ a: "x" }).ok).toBe(true);
+    expect(validator.validate({}).ok).toBe(false);
+  });
+
+  it.each([
+    [
+      "an items array (draft-07 tuples)",
+      { type: "object", properties: { t: { type: "array", items: [{ type: "string" }] } } },
+      /items must be object,boolean/,
+    ],
+    ["a $ref that resolves to nothing", { type: "object", properties: { a: { $ref: "#/$defs/none" } } }, /resolve/],
+    ["a misspelt type", { type: "object", properties: { a: { type: "strin" } } }, /type must be equal to one of/],
+    [
+      "an invalid pattern",
+      { type: "object", properties: { a: { type: "string", pattern: "(" } } },
+      /regular expression/,
+    ],
+    ["a root that is not an object schema", { type: "array" }, /"type": "object"/],
+  ])("refuses %s with a usage error that says why", (_what, schema, reason) => {
+    const error = usageErrorOf(() => compileResultSchema(schema));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toMatch(reason);
+    expect(error.hint).toBeTruthy();
+  });
+});
+
+describe("checkPiAcceptsSchema", () => {
+  it("accepts what pi-schema compiles, refuses what it cannot, with Pi's reason", async () => {
+    await expect(checkPiAcceptsSchema({ type: "object", properties: { a: { type: "string" } } })).resolves.toBe(
+      undefined,
+    );
+    const error = await checkPiAcceptsSchema({ type: "object", patternProperties: { "(": {} } }).then(
+      () => undefined,
+      (e: unknown) => e as SandboxRunError,
+    );
+    expect(error?.code).toBe("usage");
+    expect(error?.shortMessage).toMatch(
+      /^Pi cannot use the schema as its final tool's parameters: .*regular expression/,
+    );
+  });
+});
