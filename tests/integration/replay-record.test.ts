@@ -218,7 +218,8 @@ describe.skipIf(!dockerAvailable())("replay: a recorded run played back offline"
     const ws = makeWorkspace({ "notes.txt": NOTES });
     const run = await cli(["replay", record, "-q", "--cwd", ws, "--policy", "read-only", "--json"]);
     expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
+    // --json: the usage error's envelope on stdout, the message on stderr too.
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: false, exitCode: 2, runId: null, error: { code: "usage" } });
     expect(run.stderr).toContain("asks for more than this replay's policy (read-only) gives");
     expect(run.stderr).toContain("policy.workspace: recorded read-write, now read-only");
     expect(fs.existsSync(path.join(ws, "out.txt"))).toBe(false);
