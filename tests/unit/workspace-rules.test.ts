@@ -1,6 +1,7 @@
 // The pure rule function: pairs of (path, facts before, facts after) in walk order in, violations
 // and restore steps out. The same function judges a returned tar in copy mode, so these cases
 // are written as entry lists, with no filesystem.
+import crypto from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { builtinProtectionOf, gitPathAllowed } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
@@ -46,13 +47,24 @@ const REPO: Tree = {
   "src/a.ts": file("a"),
 };
 
+/** Contents that are not text, by the `hash` that stands for them: an empty git index (version 2, sha1). */
+const BINARY = new Map<string, Buffer>([
+  [
+    "empty-index",
+    (() => {
+      const header = Buffer.from("DIRC\0\0\0\x02\0\0\0\0", "latin1");
+      return Buffer.concat([header, crypto.createHash("sha1").update(header).digest()]);
+    })(),
+  ],
+]);
+
 /** The pairs of two trees in walk order; a file's content is its `hash` (these trees have no other). */
 function pairs(before: Tree, after: Tree): EntryPair[] {
   const paths = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort(comparePaths);
   return paths.map((path) => {
     const a = after[path];
     const pair: EntryPair = { path, before: before[path], after: a };
-    if (a?.kind === "file") pair.content = () => Buffer.from(a.hash ?? "");
+    if (a?.kind === "file") pair.content = () => BINARY.get(a.hash ?? "") ?? Buffer.from(a.hash ?? "");
     return pair;
   });
 }
@@ -88,14 +100,14 @@ describe("git directories: only what ordinary git work writes may change", () =>
       ".git/refs/heads/topic": file(`${OID("b")}\n`),
       ".git/logs": dir(),
       ".git/logs/HEAD": file("log"),
-      ".git/index": file("index2"),
+      ".git/index": file("empty-index"),
       ".git/HEAD": file("ref: refs/heads/topic\n"),
       ".git/ORIG_HEAD": file(`${OID("c")}\n`),
       ".git/COMMIT_EDITMSG": file("msg"),
       ".git/packed-refs": file(
         `# pack-refs with: peeled fully-peeled sorted \n${OID("d")} refs/tags/v1\n^${OID("e")}\n`,
       ),
-      ".git/index.lock": file("lock"),
+      ".git/index.lock": file("empty-index"),
       "src/a.ts": file("a2"),
       "src/b.ts": file("b"),
     });
@@ -394,7 +406,11 @@ describe("git directories hold plain data: kinds, links, modes (git-entry-kinds,
 
   it("modes: setuid, setgid, group- or world-writable files (git-modes); an object gets its mode back on its own", () => {
     const { found, steps } = judge(
-      withChanges({ ".git/index": file("i2", 0o666), ".git/logs": dir(), ".git/logs/HEAD": file("l", 0o4644) }),
+      withChanges({
+        ".git/index": file("empty-index", 0o666),
+        ".git/logs": dir(),
+        ".git/logs/HEAD": file("l", 0o4644),
+      }),
     );
     expect(found).toEqual(["git-modes modified .git/index", "git-modes created .git/logs/HEAD"]);
     expect(steps).toEqual([{ action: "revert", path: ".git" }]);
@@ -471,7 +487,7 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
   });
 
   it("a pointer whose content cannot be read is a violation; other git files need no content", () => {
-    const after = withChanges({ ".git/HEAD": file("x"), ".git/index": file("i") });
+    const after = withChanges({ ".git/HEAD": file("x"), ".git/COMMIT_EDITMSG": file("i") });
     const violations = evaluateWorkspaceRules(
       pairs(REPO, after).map((p) => (p.after ? { ...p, content: () => undefined } : p)),
     );
