@@ -4,7 +4,7 @@
 // must be a regular file or a directory, a file must have one link and no setuid, setgid,
 // group- or world-write bit, and a pointer file must say only what git itself writes there.
 // Pure functions over entry facts; the rule engine (workspace-rules.ts) calls them.
-import { gitObjectStorePath } from "./builtin-protections.js";
+import { GIT_REPLACE_REFS, gitObjectStorePath } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
 import { indexProblem } from "./git-index-paths.js";
 
@@ -126,6 +126,7 @@ export function pointerProblem(format: PointerFormat, content: Buffer): string |
         if (!packed) return `line ${i + 1} is not "<object id> <refname>" or "^<object id>"`;
         const problem = refnameProblem(packed[1]!);
         if (problem) return `line ${i + 1}: ${problem}`;
+        if (GIT_REPLACE_REFS.test(packed[1]!)) return `line ${i + 1}: a replace ref (git reads another object for it)`;
       }
       return undefined;
     }

@@ -494,6 +494,25 @@ test -z "$(git status --porcelain)"`,
     expect(tree).not.toContain("backdoor");
   });
 
+  it("a replace ref for the blob of a tracked script: the host's next checkout writes the original", async () => {
+    // git reads through refs/replace/<oid> everywhere: a checkout (or a branch switch) would write the sandbox's blob.
+    const { ws } = repoWithRemote({ files: { "tool.sh": "echo original\n" } });
+    const marker = newMarker();
+    const { outcome } = await attack(
+      ws,
+      `evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+mkdir -p .git/refs/replace
+echo "$evil" > ".git/refs/replace/$(git rev-parse HEAD:tool.sh)"
+test "$(git show HEAD:tool.sh)" = "touch MARKER"`,
+      marker,
+    );
+    expectUndone(outcome, marker, [".git/refs/replace/"]);
+    expect(fs.existsSync(path.join(ws, ".git/refs/replace"))).toBe(false);
+    fs.rmSync(path.join(ws, "tool.sh"));
+    expect(hostGit(ws, "checkout", "-q", "--", "tool.sh").status).toBe(0);
+    expect(fs.readFileSync(path.join(ws, "tool.sh"), "utf8")).toBe("echo original\n");
+  });
+
   it("modes: a world-writable HEAD and a setgid ref", async () => {
     const { ws, remote } = repoWithRemote();
     const marker = newMarker();

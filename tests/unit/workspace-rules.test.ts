@@ -122,12 +122,14 @@ describe("git directories: only what ordinary git work writes may change", () =>
     [".git/info/exclude", file("evil.sh")],
     [".git/hooks/pre-commit", file("#!/bin/sh")],
     [".git/objects/info/alternates", file("/elsewhere")],
+    [`.git/refs/replace/${OID("b")}`, file(`${OID("c")}\n`)],
     [".git/rebase-merge", dir()],
     [".git/description", undefined],
   ])("%s changed: a git-metadata violation that reverts the whole .git", (path, facts) => {
     const after = withChanges({
       [path]: facts,
       ...(path.startsWith(".git/objects/info") ? { ".git/objects/info": dir() } : {}),
+      ...(path.startsWith(".git/refs/replace") ? { ".git/refs/replace": dir() } : {}),
     });
     const { found, steps } = judge(after);
     expect(found).toContain(`git-metadata ${REPO[path] ? (facts ? "modified" : "deleted") : "created"} ${path}`);
@@ -477,6 +479,7 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
     [".git/refs/heads/main", "[core]\n\tfsmonitor = touch /tmp/pwned\n", "more than one line"],
     [".git/packed-refs", `${OID("a")} refs/heads/main\n[core]\n`, "line 2"],
     [".git/packed-refs", `${OID("a")} refs/heads/.hidden\n`, "not a valid ref name"],
+    [".git/packed-refs", `${OID("a")} refs/replace/${OID("b")}\n`, "a replace ref"],
     [".git/FETCH_HEAD", "hello\n", "a line git fetch does not write"],
     [".git/MERGE_HEAD", "x\n", "not an object id"],
     [".git/HEAD", "ref: refs/heads/m\0ain", "NUL"],
