@@ -494,6 +494,26 @@ test -z "$(git status --porcelain)"`,
     expect(tree).not.toContain("backdoor");
   });
 
+  it("the indexes ordinary git work writes pass: commits, a resolved conflict, intent-to-add, version 4", async () => {
+    const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
+    const git = "git -c user.name=agent -c user.email=agent@example.com -c init.defaultBranch=master";
+    const { outcome } = await attack(
+      ws,
+      `${git} checkout -qb side
+echo side > src/a.ts && ${git} commit -qam side
+${git} checkout -q master
+echo main > src/a.ts && ${git} commit -qam main
+${git} merge -q side || true
+echo merged > src/a.ts && ${git} add src/a.ts && ${git} commit -qm merged
+echo new > lib/new.txt && ${git} add -N lib/new.txt
+${git} update-index --index-version 4`,
+      newMarker(),
+    );
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(hostGit(ws, "log", "--format=%s", "-1").stdout).toBe("merged\n");
+    expect(hostGit(ws, "status", "--porcelain").stdout).toContain("lib/new.txt");
+  });
+
   it("a replace ref for the blob of a tracked script: the host's next checkout writes the original", async () => {
     // git reads through refs/replace/<oid> everywhere: a checkout (or a branch switch) would write the sandbox's blob.
     const { ws } = repoWithRemote({ files: { "tool.sh": "echo original\n" } });
