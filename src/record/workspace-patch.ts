@@ -143,20 +143,37 @@ export function diffSides(scratch: string, note: (line: string) => void): string
 }
 
 /**
- * Paths come out as a/a/<file>, b/b/<file> (and a/b/<file> for new files): drop the folder,
- * in header lines only (a content line may well contain "a/a/").
+ * Paths come out as a/a/<file>, b/b/<file> (and a/b/<file> for new files): drop the side folder,
+ * in header lines only (a content line may well contain "a/a/"), and only where git put it: a
+ * file's own name may hold " a/b/" too (a name is the sandbox's choice), and dropping that would
+ * make the patch write another path than the one judged.
  */
 function stripSidePrefixes(patch: string): string {
   let header = false;
   return patch
     .split("\n")
     .map((line) => {
-      if (line.startsWith("diff --git ")) header = true;
-      else if (line.startsWith("@@") || line.startsWith("GIT binary patch") || line.startsWith("Binary files"))
+      if (line.startsWith("diff --git ")) {
+        header = true;
+        // "<left> <right>": both name the same file, so both halves have the same length.
+        const rest = line.slice("diff --git ".length);
+        const half = (rest.length - 1) / 2;
+        if (!Number.isInteger(half) || rest[half] !== " ") return line;
+        return `diff --git ${stripSide(rest.slice(0, half))} ${stripSide(rest.slice(half + 1))}`;
+      }
+      if (line.startsWith("@@") || line.startsWith("GIT binary patch") || line.startsWith("Binary files"))
         header = false;
-      return header ? line.replace(/(^|\s|")([ab])\/[ab]\//g, "$1$2/") : line;
+      if (header && (line.startsWith("--- ") || line.startsWith("+++ ")))
+        return line.slice(0, 4) + stripSide(line.slice(4));
+      return line;
     })
     .join("\n");
+}
+
+/** "a/b/<file>" -> "a/<file>" (also inside git's quotes); anything else (/dev/null) as it is. */
+function stripSide(name: string): string {
+  const quote = name.startsWith('"') ? 1 : 0;
+  return /^[ab]\/[ab]\//.test(name.slice(quote)) ? name.slice(0, quote + 2) + name.slice(quote + 4) : name;
 }
 
 /** Copies `from` to `to` (created) through the fd walk, within the caps. */

@@ -173,7 +173,10 @@ export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
  *   objects/**           content-addressed object store (loose objects, packs, commit-graph),
  *                        except objects/info/alternates and http-alternates (they point git's
  *                        object lookup at other directories)
- *   refs/**, packed-refs branch, tag and remote pointers; logs/** their reflogs
+ *   refs/**, packed-refs branch, tag and remote pointers; logs/** their reflogs (not
+ *                        refs/replace/**: git reads through a replace ref everywhere, so one
+ *                        for the blob of a tracked hook makes the host's next checkout write
+ *                        the sandbox's content there; ordinary git work never writes one)
  *   HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, MERGE_MODE, MERGE_MSG, CHERRY_PICK_HEAD,
  *   REVERT_HEAD, AUTO_MERGE, REBASE_HEAD, BISECT_LOG ... state files of the current operation
  *   COMMIT_EDITMSG, SQUASH_MSG, TAG_EDITMSG  message drafts
@@ -212,11 +215,13 @@ const GIT_ALLOWED_FILES = new Set([
 ]);
 const GIT_ALLOWED_TREES = new Set(["objects", "refs", "logs", "lfs"]);
 const GIT_ALTERNATES = /^objects\/info\/(http-)?alternates$/;
+/** Replace refs: git substitutes the object they name for another, in every command. */
+export const GIT_REPLACE_REFS = /^refs\/replace(\/|$)/;
 
 /** Whether ordinary git work may change this path (relative to its git directory). */
 export function gitPathAllowed(relative: string): boolean {
   const path = relative.endsWith(".lock") ? relative.slice(0, -5) : relative;
-  if (GIT_ALTERNATES.test(path)) return false;
+  if (GIT_ALTERNATES.test(path) || GIT_REPLACE_REFS.test(path)) return false;
   const slash = path.indexOf("/");
   const top = slash < 0 ? path : path.slice(0, slash);
   if (GIT_ALLOWED_TREES.has(top)) return true;

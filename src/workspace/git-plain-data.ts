@@ -4,8 +4,9 @@
 // must be a regular file or a directory, a file must have one link and no setuid, setgid,
 // group- or world-write bit, and a pointer file must say only what git itself writes there.
 // Pure functions over entry facts; the rule engine (workspace-rules.ts) calls them.
-import { gitObjectStorePath } from "./builtin-protections.js";
+import { GIT_REPLACE_REFS, gitObjectStorePath } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
+import { indexProblem } from "./git-index-paths.js";
 
 /** The facts of an entry these rules read (workspace-rules.ts EntryFacts has them). */
 interface DataFacts {
@@ -57,7 +58,7 @@ export function gitEntryProblem(
 }
 
 /** How git reads a file of a git directory as a pointer, by its path relative to that directory. */
-export type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs";
+export type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs" | "index";
 
 const SINGLE_REF_FILES = new Set([
   "HEAD",
@@ -77,6 +78,8 @@ export function pointerFormatOf(relative: string): PointerFormat | undefined {
   if (path === "MERGE_HEAD") return "oids";
   if (path === "FETCH_HEAD") return "fetch-head";
   if (path === "packed-refs") return "packed-refs";
+  // git checks out what an index names, to the path it names (git-index-paths.ts).
+  if (path === "index" || /^sharedindex\.[0-9a-f]+$/.test(path)) return "index";
   return undefined;
 }
 
@@ -92,6 +95,7 @@ const SYMREF = /^ref:[ \t]*(.*)$/;
 
 /** Whether the content is what git writes into a pointer file of this format; else why not. */
 export function pointerProblem(format: PointerFormat, content: Buffer): string | undefined {
+  if (format === "index") return indexProblem(content);
   if (content.includes(0)) return "it holds a NUL byte";
   const text = content.toString("utf8");
   if (Buffer.byteLength(text) !== content.length) return "it is not UTF-8";
@@ -122,6 +126,7 @@ export function pointerProblem(format: PointerFormat, content: Buffer): string |
         if (!packed) return `line ${i + 1} is not "<object id> <refname>" or "^<object id>"`;
         const problem = refnameProblem(packed[1]!);
         if (problem) return `line ${i + 1}: ${problem}`;
+        if (GIT_REPLACE_REFS.test(packed[1]!)) return `line ${i + 1}: a replace ref (git reads another object for it)`;
       }
       return undefined;
     }

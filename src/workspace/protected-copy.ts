@@ -9,7 +9,7 @@
 // mode, owner, times, hash and link target. Caps: KEEP_FILE_MAX_BYTES per file and
 // KEEP_TOTAL_MAX_BYTES in all. Past a cap a file is indexed (hash, size, times) but not copied;
 // if a run then changes or deletes it, the restore cannot bring it back: a git file that
-// ordinary git work writes (index, refs, logs) stays as the sandbox left it, anything else
+// ordinary git work writes (refs, logs) stays as the sandbox left it, anything else (an index too)
 // is removed (a trap must not stay), and the error names it. packed-refs, which host git reads
 // as pointers and which grows with the number of tags, is copied up to the total cap.
 // The walk also notes what the run's rules need beyond names: every git directory, every
@@ -22,6 +22,7 @@ import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { builtinProtectionOf, gitObjectStorePath, gitPathAllowed } from "./builtin-protections.js";
 import { atPath, errorCode, kindOf, openDirAt, openRoot, walkTree, type WalkEntry } from "./fd-walk.js";
+import { pointerFormatOf } from "./git-plain-data.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";
 import { readFileAt } from "./workspace-snapshot.js";
@@ -141,6 +142,7 @@ export class ProtectedCopy {
       objectStore,
       gitAllowed: relative !== undefined && gitPathAllowed(relative),
       large: relative === "packed-refs",
+      checkout: relative !== undefined && pointerFormatOf(relative) === "index",
     });
   }
 
@@ -182,6 +184,7 @@ export class ProtectedCopy {
                   objectStore: false,
                   gitAllowed: false,
                   large: false,
+                  checkout: false,
                 },
               );
             continue;
@@ -200,6 +203,7 @@ export class ProtectedCopy {
               objectStore,
               gitAllowed: target.gitDir === true && gitPathAllowed(entry.path),
               large: target.gitDir === true && entry.path === "packed-refs",
+              checkout: target.gitDir === true && pointerFormatOf(entry.path) === "index",
             });
           }
         } finally {
@@ -230,7 +234,11 @@ export class ProtectedCopy {
   private keep(
     entry: WalkEntry,
     stat: fs.Stats,
-    flags: { objectStore: boolean; gitAllowed: boolean; large: boolean },
+    /**
+     * `checkout`: an index, which git checks out to the paths it names: one the run changed that
+     * was not copied cannot be left as the run left it (it is removed; `git reset` makes it again).
+     */
+    flags: { objectStore: boolean; gitAllowed: boolean; large: boolean; checkout: boolean },
   ): string | undefined {
     const owner = this.options.ownerOf?.(stat) ?? { uid: stat.uid, gid: stat.gid };
     const row: KeptEntry = {
@@ -247,9 +255,9 @@ export class ProtectedCopy {
       ino: stat.ino,
     };
     if (flags.objectStore) row.objectStore = true;
-    if (flags.gitAllowed) row.gitAllowed = true;
     if (entry.kind === "symlink") row.hash = fs.readlinkSync(entry.at, "utf8");
     else if (entry.kind === "file") this.copyContent(entry, stat, row, flags.large);
+    if (flags.gitAllowed && !(flags.checkout && row.blob === undefined)) row.gitAllowed = true;
     fs.writeSync(this.index, `${JSON.stringify(row)}\n`);
     this.entries++;
     return row.hash;

@@ -412,6 +412,127 @@ printf '%s refs/heads/main\\n[core]\\n\\tfsmonitor = touch MARKER\\n' "$(cat .gi
     expect(hostGitRound(ws, remote, marker).commit).toBe(0);
   });
 
+  it("an index naming ../victim, an absolute path and .git/hooks: the host's git restore . and checkout -- . write nowhere", async () => {
+    // Host git checks out what an index names without checking the paths (git 2.39 writes all three).
+    const { ws, remote } = repoWithRemote();
+    const marker = newMarker();
+    const v = victims();
+    const absolute = path.join(v.dir, "absolute-target");
+    const entries = [path.relative(ws, v.rc("bashrc")), absolute, ".git/hooks/post-checkout"];
+    const { outcome, gitBefore, gitAfter } = await attack(
+      ws,
+      `cat > /tmp/index.js <<'EOF'
+const crypto = require("node:crypto"), fs = require("node:fs"), zlib = require("node:zlib");
+const content = Buffer.from("#!/bin/sh\\ntouch " + process.argv[2] + "\\n");
+const object = Buffer.concat([Buffer.from("blob " + content.length + "\\0"), content]);
+const oid = crypto.createHash("sha1").update(object).digest();
+const hex = oid.toString("hex");
+fs.mkdirSync(".git/objects/" + hex.slice(0, 2), { recursive: true });
+fs.writeFileSync(".git/objects/" + hex.slice(0, 2) + "/" + hex.slice(2), zlib.deflateSync(object));
+const parts = [Buffer.from("DIRC\\0\\0\\0\\x02", "latin1"), Buffer.alloc(4)];
+parts[1].writeUInt32BE(process.argv.length - 3);
+for (const name of process.argv.slice(3).map((n) => Buffer.from(n))) {
+  const fixed = Buffer.alloc(62);
+  fixed.writeUInt32BE(0o100755, 24);
+  oid.copy(fixed, 40);
+  fixed.writeUInt16BE(name.length, 60);
+  parts.push(fixed, name, Buffer.alloc(((62 + name.length + 8) & ~7) - 62 - name.length));
+}
+const body = Buffer.concat(parts);
+fs.writeFileSync(".git/index", Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]));
+EOF
+node /tmp/index.js MARKER ${entries.map((e) => `'${e}'`).join(" ")}`,
+      marker,
+    );
+    expectUndone(outcome, marker, [".git/index (modified, git-pointers"]);
+    expect(outcome.error?.message).toContain("../");
+    // Put back as it was, but for the blob the run added to the object store (which is left alone).
+    const withoutObjects = (s: Record<string, string>) =>
+      Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
+    expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
+    // What a person runs to throw the run's changes away, then a checkout that would run the hook.
+    hostGit(ws, "restore", ".");
+    hostGit(ws, "checkout", "--", ".");
+    expect(fs.existsSync(path.join(ws, ".git/hooks/post-checkout"))).toBe(false);
+    expect(fs.existsSync(absolute), "host git wrote to the index's absolute path").toBe(false);
+    expectVictimsUntouched(v, marker);
+    expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+    expect(fs.existsSync(marker), "a hook from the index ran").toBe(false);
+  });
+
+  it("an index whose cached tree of lib/ is a tree with a backdoor: the host's next commit does not carry it", async () => {
+    // git commits a valid cached tree as it is; git status and diff --cached compare entries only.
+    const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
+    const marker = newMarker();
+    const { outcome, gitBefore, gitAfter } = await attack(
+      ws,
+      `printf 'touch MARKER\\n' > /tmp/backdoor
+blob=$(git hash-object -w /tmp/backdoor)
+tree=$(printf '100644 blob %s\\tbackdoor.sh\\n100644 blob %s\\tl.txt\\n' "$blob" "$blob" | git mktree)
+cat > /tmp/tree.js <<'EOF'
+const crypto = require("node:crypto"), fs = require("node:fs");
+const index = fs.readFileSync(".git/index");
+const lib = index.indexOf("lib\\0", index.indexOf("TREE")) + 4;
+Buffer.from(process.argv[2], "hex").copy(index, index.indexOf(10, lib) + 1);
+const body = index.subarray(0, index.length - 20);
+crypto.createHash("sha1").update(body).digest().copy(index, index.length - 20);
+fs.writeFileSync(".git/index", index);
+EOF
+node /tmp/tree.js "$tree"
+test -z "$(git status --porcelain)"`,
+      marker,
+    );
+    expectUndone(outcome, marker, ['.git/index (modified, git-pointers: its cached tree of "lib"']);
+    const withoutObjects = (s: Record<string, string>) =>
+      Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
+    expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a user's change\n");
+    expect(hostGit(ws, "add", "src/a.ts").status).toBe(0);
+    expect(hostGit(ws, "commit", "-qm", "a user's commit").status).toBe(0);
+    const tree = hostGit(ws, "ls-tree", "-r", "--name-only", "HEAD").stdout;
+    expect(tree).toContain("lib/l.txt");
+    expect(tree).not.toContain("backdoor");
+  });
+
+  it("the indexes ordinary git work writes pass: commits, a resolved conflict, intent-to-add, version 4", async () => {
+    const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
+    const git = "git -c user.name=agent -c user.email=agent@example.com -c init.defaultBranch=master";
+    const { outcome } = await attack(
+      ws,
+      `${git} checkout -qb side
+echo side > src/a.ts && ${git} commit -qam side
+${git} checkout -q master
+echo main > src/a.ts && ${git} commit -qam main
+${git} merge -q side || true
+echo merged > src/a.ts && ${git} add src/a.ts && ${git} commit -qm merged
+echo new > lib/new.txt && ${git} add -N lib/new.txt
+${git} update-index --index-version 4`,
+      newMarker(),
+    );
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(hostGit(ws, "log", "--format=%s", "-1").stdout).toBe("merged\n");
+    expect(hostGit(ws, "status", "--porcelain").stdout).toContain("lib/new.txt");
+  });
+
+  it("a replace ref for the blob of a tracked script: the host's next checkout writes the original", async () => {
+    // git reads through refs/replace/<oid> everywhere: a checkout (or a branch switch) would write the sandbox's blob.
+    const { ws } = repoWithRemote({ files: { "tool.sh": "echo original\n" } });
+    const marker = newMarker();
+    const { outcome } = await attack(
+      ws,
+      `evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+mkdir -p .git/refs/replace
+echo "$evil" > ".git/refs/replace/$(git rev-parse HEAD:tool.sh)"
+test "$(git show HEAD:tool.sh)" = "touch MARKER"`,
+      marker,
+    );
+    expectUndone(outcome, marker, [".git/refs/replace/"]);
+    expect(fs.existsSync(path.join(ws, ".git/refs/replace"))).toBe(false);
+    fs.rmSync(path.join(ws, "tool.sh"));
+    expect(hostGit(ws, "checkout", "-q", "--", "tool.sh").status).toBe(0);
+    expect(fs.readFileSync(path.join(ws, "tool.sh"), "utf8")).toBe("echo original\n");
+  });
+
   it("modes: a world-writable HEAD and a setgid ref", async () => {
     const { ws, remote } = repoWithRemote();
     const marker = newMarker();

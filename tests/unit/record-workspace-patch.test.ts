@@ -51,6 +51,28 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
+  it("names every file as it is: a name holding ' a/b/' or '\"b/a/' applies to that path, not another", () => {
+    // The side folders a/ and b/ are stripped from the headers only where git put them.
+    const names = ["x a/b/y.txt", "q b/a/r.txt", 'w"a/b/z.txt', "tab\tname a/b/t.txt", "plain.txt"];
+    const ws = tree({ "keep.txt": "k\n" });
+    const baseline = WorkspaceBaseline.take(ws);
+    try {
+      for (const name of names) {
+        fs.mkdirSync(path.dirname(path.join(ws, name)), { recursive: true });
+        fs.writeFileSync(path.join(ws, name), `${name}\n`);
+      }
+      fs.rmSync(path.join(ws, "keep.txt"));
+      const { patch } = baseline.patch();
+      const target = tree({ "keep.txt": "k\n" });
+      execFileSync("git", ["apply", "-"], { cwd: target, input: patch });
+      for (const name of names) expect(fs.readFileSync(path.join(target, name), "utf8")).toBe(`${name}\n`);
+      expect(fs.existsSync(path.join(target, "keep.txt"))).toBe(false);
+      expect(fs.existsSync(path.join(target, "x a/y.txt"))).toBe(false);
+    } finally {
+      baseline.dispose();
+    }
+  });
+
   it("never throws: a workspace that is gone gives an empty patch and notes that say why", () => {
     const ws = tree({ "a.txt": "a" });
     const baseline = WorkspaceBaseline.take(ws);

@@ -1,6 +1,7 @@
 // The pure rule function: pairs of (path, facts before, facts after) in walk order in, violations
 // and restore steps out. The same function judges a returned tar in copy mode, so these cases
 // are written as entry lists, with no filesystem.
+import crypto from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { builtinProtectionOf, gitPathAllowed } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
@@ -46,13 +47,24 @@ const REPO: Tree = {
   "src/a.ts": file("a"),
 };
 
+/** Contents that are not text, by the `hash` that stands for them: an empty git index (version 2, sha1). */
+const BINARY = new Map<string, Buffer>([
+  [
+    "empty-index",
+    (() => {
+      const header = Buffer.from("DIRC\0\0\0\x02\0\0\0\0", "latin1");
+      return Buffer.concat([header, crypto.createHash("sha1").update(header).digest()]);
+    })(),
+  ],
+]);
+
 /** The pairs of two trees in walk order; a file's content is its `hash` (these trees have no other). */
 function pairs(before: Tree, after: Tree): EntryPair[] {
   const paths = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort(comparePaths);
   return paths.map((path) => {
     const a = after[path];
     const pair: EntryPair = { path, before: before[path], after: a };
-    if (a?.kind === "file") pair.content = () => Buffer.from(a.hash ?? "");
+    if (a?.kind === "file") pair.content = () => BINARY.get(a.hash ?? "") ?? Buffer.from(a.hash ?? "");
     return pair;
   });
 }
@@ -88,14 +100,14 @@ describe("git directories: only what ordinary git work writes may change", () =>
       ".git/refs/heads/topic": file(`${OID("b")}\n`),
       ".git/logs": dir(),
       ".git/logs/HEAD": file("log"),
-      ".git/index": file("index2"),
+      ".git/index": file("empty-index"),
       ".git/HEAD": file("ref: refs/heads/topic\n"),
       ".git/ORIG_HEAD": file(`${OID("c")}\n`),
       ".git/COMMIT_EDITMSG": file("msg"),
       ".git/packed-refs": file(
         `# pack-refs with: peeled fully-peeled sorted \n${OID("d")} refs/tags/v1\n^${OID("e")}\n`,
       ),
-      ".git/index.lock": file("lock"),
+      ".git/index.lock": file("empty-index"),
       "src/a.ts": file("a2"),
       "src/b.ts": file("b"),
     });
@@ -110,12 +122,14 @@ describe("git directories: only what ordinary git work writes may change", () =>
     [".git/info/exclude", file("evil.sh")],
     [".git/hooks/pre-commit", file("#!/bin/sh")],
     [".git/objects/info/alternates", file("/elsewhere")],
+    [`.git/refs/replace/${OID("b")}`, file(`${OID("c")}\n`)],
     [".git/rebase-merge", dir()],
     [".git/description", undefined],
   ])("%s changed: a git-metadata violation that reverts the whole .git", (path, facts) => {
     const after = withChanges({
       [path]: facts,
       ...(path.startsWith(".git/objects/info") ? { ".git/objects/info": dir() } : {}),
+      ...(path.startsWith(".git/refs/replace") ? { ".git/refs/replace": dir() } : {}),
     });
     const { found, steps } = judge(after);
     expect(found).toContain(`git-metadata ${REPO[path] ? (facts ? "modified" : "deleted") : "created"} ${path}`);
@@ -394,7 +408,11 @@ describe("git directories hold plain data: kinds, links, modes (git-entry-kinds,
 
   it("modes: setuid, setgid, group- or world-writable files (git-modes); an object gets its mode back on its own", () => {
     const { found, steps } = judge(
-      withChanges({ ".git/index": file("i2", 0o666), ".git/logs": dir(), ".git/logs/HEAD": file("l", 0o4644) }),
+      withChanges({
+        ".git/index": file("empty-index", 0o666),
+        ".git/logs": dir(),
+        ".git/logs/HEAD": file("l", 0o4644),
+      }),
     );
     expect(found).toEqual(["git-modes modified .git/index", "git-modes created .git/logs/HEAD"]);
     expect(steps).toEqual([{ action: "revert", path: ".git" }]);
@@ -461,6 +479,7 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
     [".git/refs/heads/main", "[core]\n\tfsmonitor = touch /tmp/pwned\n", "more than one line"],
     [".git/packed-refs", `${OID("a")} refs/heads/main\n[core]\n`, "line 2"],
     [".git/packed-refs", `${OID("a")} refs/heads/.hidden\n`, "not a valid ref name"],
+    [".git/packed-refs", `${OID("a")} refs/replace/${OID("b")}\n`, "a replace ref"],
     [".git/FETCH_HEAD", "hello\n", "a line git fetch does not write"],
     [".git/MERGE_HEAD", "x\n", "not an object id"],
     [".git/HEAD", "ref: refs/heads/m\0ain", "NUL"],
@@ -471,7 +490,7 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
   });
 
   it("a pointer whose content cannot be read is a violation; other git files need no content", () => {
-    const after = withChanges({ ".git/HEAD": file("x"), ".git/index": file("i") });
+    const after = withChanges({ ".git/HEAD": file("x"), ".git/COMMIT_EDITMSG": file("i") });
     const violations = evaluateWorkspaceRules(
       pairs(REPO, after).map((p) => (p.after ? { ...p, content: () => undefined } : p)),
     );

@@ -1,6 +1,7 @@
 // WorkspaceWatch on real trees (no container): a "run" is simulated by changing the tree
 // between start() and finish(). Violations must be found, put back exactly, and reported.
 import { execFileSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -261,6 +262,48 @@ describe("WorkspaceWatch: a git directory comes back as plain data", () => {
     expect(fs.readFileSync(rc, "utf8")).toBe("# a shell rc\n");
     expect(fs.readdirSync(path.join(outside, "refs/heads"))).toEqual([".keep"]);
   });
+
+  it("an index naming ../x: put back when it was kept; removed when it was too large to keep (never left as the run wrote it)", async () => {
+    const evilIndex = (ws: string) => {
+      // Another index, made by git from a file named like the victim but one "a/" deeper, then renamed.
+      const scratch = tree({ "aa/victim": "evil\n" });
+      git(scratch, "init", "-q");
+      git(scratch, "add", ".");
+      const bytes = fs.readFileSync(path.join(scratch, ".git/index"));
+      const at = bytes.indexOf("aa/victim");
+      bytes.write("../victim", at, "latin1");
+      const body = bytes.subarray(0, bytes.length - 20);
+      fs.writeFileSync(
+        path.join(ws, ".git/index"),
+        Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]),
+      );
+    };
+    const small = gitRepo();
+    const before = fs.readFileSync(path.join(small, ".git/index"));
+    let w = await watch(small);
+    evilIndex(small);
+    let report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual(["git-pointers .git/index"]);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+    expect(fs.readFileSync(path.join(small, ".git/index"))).toEqual(before);
+
+    const large = gitRepo();
+    // About 260 bytes an entry: 4,500 entries make an index past the 1 MiB a kept file may have.
+    for (let i = 0; i < 4500; i++) fs.writeFileSync(path.join(large, `f${"x".repeat(190)}${i}`), "");
+    git(large, "add", ".");
+    expect(fs.statSync(path.join(large, ".git/index")).size).toBeGreaterThan(1024 * 1024);
+    w = await watch(large);
+    evilIndex(large);
+    report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual(["git-pointers .git/index"]);
+    expect(fs.existsSync(path.join(large, ".git/index"))).toBe(false);
+    expect(report.restore?.notRestored).toEqual([
+      {
+        path: ".git/index",
+        why: expect.stringMatching(/changed by the run and not kept \(larger than 1 MiB\): removed/),
+      },
+    ]);
+  }, 60_000);
 
   it("an object store moved into the worktree and linked back (with info/alternates) goes back into place, history intact", async () => {
     const ws = gitRepo();
