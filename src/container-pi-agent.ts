@@ -6,7 +6,7 @@ import type { Agent } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
-import { errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
+import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "./errors.js";
 import { ensureRunnerImage, type ReadyImage } from "./image/ensure-runner-image.js";
 import { runnerImageSpec } from "./image/runner-image.js";
 import type { RunRecorder } from "./record/run-record.js";
@@ -17,7 +17,9 @@ import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { reapContainers } from "./run/reap-orphans.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
+import type { WarmPoolStats } from "./warm/warm-pool.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -51,6 +53,13 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * `sandbox-run/testing`): the n-th call takes the n-th record. A call's own `replay` wins.
    */
   replay?: ReplaySource;
+  /**
+   * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds }`): hardened containers
+   * of this agent's shape, started before any call with Pi loaded, each used for one call and
+   * removed after it. A call they can serve skips the container's and Pi's start; its workspace is
+   * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
+   */
+  warm?: number | WarmOptions;
 }
 
 export interface RunCallOptions extends RunOptions {
@@ -86,6 +95,8 @@ export class ContainerPiAgent implements Agent {
   private readonly images = new Map<string, Promise<ReadyImage>>();
   /** Calls planned so far (numbers `recordTo` folders; a call that cannot be planned gets none). */
   private calls = 0;
+  /** Warm sandboxes, when asked for. */
+  readonly #warm?: AgentWarmPool;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -93,11 +104,35 @@ export class ContainerPiAgent implements Agent {
     if (typeof engines === "string") this.pool = EnginePool.fromFile(engines);
     else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
+    const warm = warmOptionsOf(config.warm, (config.hostEnv ?? process.env).SANDBOX_RUN_WARM);
+    if (warm.size > 0) {
+      this.#warm = new AgentWarmPool({
+        options: warm,
+        engine: this.warmEngine(),
+        prepare: (engine, image) => this.prepare(engine, image, undefined, (line) => config.onProgress?.(line)),
+      });
+      const template = this.warmTemplate();
+      if (template) this.#warm.start(template);
+    }
   }
 
-  /** Lets go of held engine connections (ssh://) this agent opened; it may not run again afterwards. */
-  close(): void {
+  /**
+   * Removes this agent's warm sandboxes (claimed ones go with their runs) and lets go of held engine
+   * connections (ssh://) it opened; it may not run again afterwards.
+   */
+  async close(): Promise<void> {
+    await this.#warm?.close();
     if (this.ownsPool) this.pool.close();
+  }
+
+  /** Resolves once every warm sandbox is ready (rejects with why it cannot be); at once without `warm`. */
+  async warmUp(signal?: AbortSignal): Promise<void> {
+    await this.#warm?.whenFull(signal);
+  }
+
+  /** The warm pool's counts (made, claimed, discarded, ready ...), when the agent keeps one. */
+  warmStats(): WarmPoolStats | undefined {
+    return this.#warm?.pool?.stats();
   }
 
   async run<TOutput = string>(prompt: string, options: RunCallOptions = {}): Promise<TOutput> {
@@ -129,7 +164,12 @@ export class ContainerPiAgent implements Agent {
       await recorder.finish({
         ok: false,
         error: errorSummary(error),
-        meta: { runId: e?.runId ?? planned.plan.runId, usage: e?.usage, code: e?.code ?? "internal" },
+        meta: {
+          runId: e?.runId ?? planned.plan.runId,
+          usage: e?.usage,
+          code: e?.code ?? "internal",
+          warm: e?.warm ?? false,
+        },
       });
       throw error;
     }
@@ -149,13 +189,7 @@ export class ContainerPiAgent implements Agent {
       // A replayed call keeps the caller's prompt, schema and policy; the model comes from the record.
       const effective = replay ? { ...options, ...replayRunOptions(replay.record) } : options;
       const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
-      // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
-      const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
-      planned = preparePlan(run, {
-        image: run.image ?? runnerImageSpec().tag,
-        sharesHostFilesystem: !remote,
-        engineName: remote?.name,
-      });
+      planned = this.planResolved(run);
     } catch (error) {
       // A call that cannot be planned had no record when it was recorded either.
       if (replay) source?.rewind?.();
@@ -168,6 +202,45 @@ export class ContainerPiAgent implements Agent {
     return { ...planned, replay };
   }
 
+  /**
+   * A resolved call as a plan: for a warm sandbox when the agent keeps them and one can serve it
+   * (else cold, with the reason in `warmMiss`).
+   */
+  private planResolved(run: ResolvedRun, runId?: string): PlannedRun {
+    // Bind mode only where every engine a run may go to sees this host's paths; copy mode elsewhere.
+    const remote = this.pool.engines.find((e) => !e.sharesHostFilesystem);
+    const place = {
+      image: run.image ?? runnerImageSpec().tag,
+      sharesHostFilesystem: !remote,
+      engineName: remote?.name,
+      ...(runId ? { runId } : {}),
+    };
+    if (!this.#warm) return preparePlan(run, place);
+    if (run.workspaceMode === "bind")
+      return { ...preparePlan(run, place), warmMiss: "it asks for bind mode; a warm sandbox's trees are copied in" };
+    const warm = preparePlan(run, { ...place, warm: true });
+    const unfit = this.#warm.unfit(warm);
+    if (!unfit) return warm;
+    return { ...preparePlan(run, { ...place, runId: warm.plan.runId }), warmMiss: unfit };
+  }
+
+  /** The agent's own configuration as a call (no prompt of its own): the shape its warm pool keeps. */
+  private warmTemplate(): PlannedRun | undefined {
+    try {
+      const run = resolveRun("(the warm pool's shape)", this.config, {}, this.config.hostEnv ?? process.env);
+      return preparePlan(run, { image: run.image ?? runnerImageSpec().tag, warm: true });
+    } catch {
+      // Not plannable alone (e.g. the model comes with each call): the first call shapes the pool.
+      return undefined;
+    }
+  }
+
+  /** Warm sandboxes live on the pool's first engine that takes runs. */
+  private warmEngine(): Engine {
+    const load = this.pool.load();
+    return this.pool.engines.find((_, i) => (load[i]?.capacity ?? 0) > 0) ?? this.pool.engines[0]!;
+  }
+
   /** Runs a plan made by plan(); each plan runs once. */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
@@ -177,31 +250,40 @@ export class ContainerPiAgent implements Agent {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
-    const lease = await this.pool.acquire({
-      runtime: planned.plan.runtime,
-      signal: options.signal,
-      onSkipped: (skipped) => timeline.sandbox("engine.skipped", skipped),
-      onQueued: () => timeline.sandbox("engine.queued", { load: this.pool.load() }),
-    });
-    const engine = lease.engine;
+    const warm = await this.#warm?.claim(planned, timeline, options.signal);
+    const lease = warm
+      ? undefined
+      : await this.pool.acquire({
+          runtime: planned.plan.runtime,
+          signal: options.signal,
+          onSkipped: (skipped) => timeline.sandbox("engine.skipped", skipped),
+          onQueued: () => timeline.sandbox("engine.queued", { load: this.pool.load() }),
+        });
+    const engine = warm?.engine ?? lease!.engine;
     timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
     try {
-      // The plan names the image already (plan() resolved it); here it is checked, loaded or built.
-      const image = await this.prepare(engine, planned.run.image, options.signal, (line) =>
-        timeline.sandbox("image.build", { line }),
-      );
+      // The plan names the image already (plan() resolved it); here it is checked, loaded or built
+      // (a warm sandbox's pool did that before it made the sandbox).
+      const image =
+        warm ??
+        (await this.prepare(engine, planned.run.image, options.signal, (line) =>
+          timeline.sandbox("image.build", { line }),
+        ));
       const details = await executeRun(planned, {
         engine,
         piVersion: image.piVersion,
         timeline,
         signal: options.signal,
         ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
+        ...(warm ? { warm: warm.sandbox } : {}),
       });
-      lease.release();
+      lease?.release();
       return details as RunDetails<TOutput>;
     } catch (error) {
+      // A sandbox claimed but never handed to the run (its image check failed first) goes too.
+      if (warm) await warm.sandbox.destroy();
       const lost = await linkLost(engine, error);
-      lease.release(lost ? "broken" : "ok");
+      lease?.release(lost ? "broken" : "ok");
       if (!lost) throw error;
       throw new SandboxRunError(
         "docker-unavailable",
@@ -310,6 +392,17 @@ export class ContainerPiAgent implements Agent {
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;
+
+/** The `warm` option (or SANDBOX_RUN_WARM, a number) as options; size 0 keeps none. */
+function warmOptionsOf(warm: number | WarmOptions | undefined, fromEnv: string | undefined): WarmOptions {
+  const options = typeof warm === "number" ? { size: warm } : (warm ?? { size: Number(fromEnv ?? 0) });
+  const what = warm === undefined ? `SANDBOX_RUN_WARM ("${fromEnv}")` : `warm.size (${options.size})`;
+  if (!Number.isInteger(options.size) || options.size < 0)
+    throw usageError(`${what} must be a whole number of warm sandboxes.`, "Pass 0 for none, or e.g. 2.");
+  if (options.idleSeconds !== undefined && !(options.idleSeconds > 0))
+    throw usageError(`warm.idleSeconds must be positive, got ${options.idleSeconds}.`);
+  return options;
+}
 
 /**
  * After a failed run: whether the engine itself stopped answering (the link broke, the machine

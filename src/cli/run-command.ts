@@ -48,9 +48,14 @@ export async function runCommand(
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
-  // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
-  const planned = agent.plan(prompt, options);
-  return runPlannedCommand(agent, planned, flags, io, signals);
+  try {
+    // Resolved and planned once: --dry-run prints this plan, --record stores it, the run follows it.
+    const planned = agent.plan(prompt, options);
+    return await runPlannedCommand(agent, planned, flags, io, signals);
+  } finally {
+    // Warm sandboxes (SANDBOX_RUN_WARM) the call did not use go now.
+    await agent.close();
+  }
 }
 
 /** What the replay command adds to a run's output. */
@@ -128,7 +133,7 @@ export async function runPlannedCommand(
     const recordNotes = await finishRecord({
       ok: false,
       error: errorSummary(error),
-      meta: { exitCode: code, runId: e?.runId, usage: e?.usage },
+      meta: { exitCode: code, runId: e?.runId, usage: e?.usage, warm: e?.warm ?? false },
     });
     if (flags.json) {
       const shown = {
@@ -237,6 +242,7 @@ function envelope(input: {
     image: d?.image ?? null,
     policy: d?.policy ?? null,
     changedFiles: d?.changedFiles ?? null,
+    warm: d?.warm ?? e?.warm ?? false,
     ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
   };
 }

@@ -28,6 +28,8 @@ export interface PlannedRun {
   replay?: ReplayCall;
   /** Copy mode: the size of each copied tree's tmpfs, in MiB. */
   copyDiskMb: number;
+  /** The agent keeps warm sandboxes, but this call starts cold: why (its `warm.miss` event says so). */
+  warmMiss?: string;
 }
 
 export function newRunId(): string {
@@ -42,6 +44,8 @@ export interface PlanPlace {
   sharesHostFilesystem?: boolean;
   /** Its name, for the message when bind mode is asked of an engine that cannot do it. */
   engineName?: string;
+  /** Plan the call for a warm sandbox (copy mode, the trees at WARM_PATHS; see buildRunPlan). */
+  warm?: boolean;
 }
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
@@ -76,8 +80,9 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
-    workspaceMode: workspaceModeOf(run.workspaceMode, place),
+    workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
     copyDiskMb,
+    ...(place.warm ? { warm: true } : {}),
   });
   return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders, copyDiskMb };
 }
