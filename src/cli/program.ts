@@ -35,7 +35,16 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     .showSuggestionAfterError()
     .version(versionLine(), "-V, --version", "print the versions of sandbox-run, its runner image's Pi and Node");
   const ctx: CommandContext = { io, signals, exit: (code) => (exitCode = code) };
-  for (const define of [defineRun, defineReplay, defineImage, defineDoctor, defineGc, defineDemo, definePolicy]) {
+  for (const define of [
+    defineRun,
+    defineReplay,
+    defineBatch,
+    defineImage,
+    defineDoctor,
+    defineGc,
+    defineDemo,
+    definePolicy,
+  ]) {
     define(program, ctx);
   }
   try {
@@ -137,6 +146,42 @@ function defineReplay(program: Command, ctx: CommandContext): void {
         build: root.build !== false && flags.build !== false,
       };
       ctx.exit(await replayCommand(recordDir, merged, io, ctx.signals));
+    });
+}
+
+/** Many calls from a JSONL file, each in its own sandbox, warm sandboxes kept ready (batch-command.ts, loaded on use). */
+function defineBatch(program: Command, ctx: CommandContext): void {
+  program
+    .command("batch <tasks.jsonl>")
+    .description(
+      "run one call per line of a JSONL file ({id, prompt, cwd, schema?, policy?, model?, writable?, timeout?}), each in its own sandbox; one --json envelope per task on stdout",
+    )
+    .option("--model <provider/id>", "model of every task without its own (or set SANDBOX_RUN_MODEL)")
+    .option("--models <file>", "Pi models.json with custom providers (keys stay on the host)")
+    .option("--policy <name|file>", "policy of every task without its own")
+    .option("--concurrency <n>", "tasks running at once (default 1)")
+    .option(
+      "--warm <n>",
+      "warm sandboxes kept ready, made before the tasks need them (default: --concurrency; 0: none)",
+    )
+    .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--timeout <seconds>", "wall-clock limit of every task without its own")
+    .option("--image <tag>", "runner image to use (or set SANDBOX_RUN_IMAGE)")
+    .option("--env <KEY=VALUE>", "variable for every sandbox; KEY alone passes the host's value (repeatable)", collect)
+    .option("--engines <file>", ENGINES_FLAG_HELP)
+    .option("--record-dir <dir>", "write each task's run record to <dir>/<id>")
+    .option("--no-build", "fail instead of building the runner image when it is missing")
+    .option("-q, --quiet", "no progress on stderr")
+    .action(async (file: string, flags: Record<string, unknown>) => {
+      // commander gives the root command every flag it also has, wherever it is written.
+      const root = program.opts<Record<string, unknown>>();
+      const merged = {
+        ...definedOnly(root),
+        ...definedOnly(flags),
+        build: root.build !== false && flags.build !== false,
+      };
+      const { batchCommand } = await import("./batch-command.js");
+      ctx.exit(await batchCommand(file, merged, ctx.io, ctx.signals));
     });
 }
 

@@ -218,8 +218,8 @@ function openEventsFile(file: string): fs.WriteStream {
   return stream;
 }
 
-/** The --json result envelope: the same shape whether the run succeeded or not. */
-function envelope(input: {
+/** The --json result envelope: the same shape whether the run succeeded or not (batch prints one per task). */
+export function envelope(input: {
   ok: boolean;
   details?: RunDetails;
   error?: unknown;

@@ -9,7 +9,20 @@ import os from "node:os";
 import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
 import { type WarmShape, warmShapeKey } from "../run/warm-shape.js";
-import { WarmSandbox } from "./warm-sandbox.js";
+import type { ClaimedSandbox } from "../run/warm-claim.js";
+import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
+
+/** What the pool needs of a sandbox (WarmSandbox; tests give stand-ins). */
+export interface PoolSandbox extends ClaimedSandbox {
+  /** performance.now() when it was ready. */
+  readonly readyAt: number;
+  readonly makeMs: number;
+  readonly loadedMs: number;
+  readonly stderrTail: string;
+  onDeath(listener: (reason: string) => void): void;
+  check(timeoutMs: number): Promise<string | undefined>;
+  claim(facts: Record<string, number | string>): void;
+}
 
 /** What a warm pool is asked to keep. */
 export interface WarmPoolOptions {
@@ -27,6 +40,8 @@ export interface WarmPoolOptions {
   checkTimeoutMs?: number;
   /** Things worth knowing that happen outside any call (made, removed and why, failed to make). */
   onChange?: (change: WarmPoolChange) => void;
+  /** Makes one sandbox (default: WarmSandbox.make). */
+  make?: (input: MakeWarmSandbox) => Promise<PoolSandbox>;
 }
 
 export type WarmPoolChange =
@@ -34,7 +49,7 @@ export type WarmPoolChange =
   | { type: "warm.discarded"; warmId: string; containerId: string; reason: string; stderrTail?: string }
   | { type: "warm.make-failed"; reason: string; retryInMs: number };
 
-export type WarmClaim = { sandbox: WarmSandbox } | { reason: string };
+export type WarmClaim = { sandbox: PoolSandbox } | { reason: string };
 
 export interface WarmPoolStats {
   made: number;
@@ -52,9 +67,9 @@ const MAX_RETRY_MS = 30_000;
 export class WarmPool {
   readonly shapeKey: string;
   readonly #options: WarmPoolOptions;
-  readonly #ready: WarmSandbox[] = [];
+  readonly #ready: PoolSandbox[] = [];
   /** Claims waiting for a sandbox being made, first come first served. */
-  readonly #waiters: Array<(sandbox: WarmSandbox | undefined) => void> = [];
+  readonly #waiters: Array<(sandbox: PoolSandbox | undefined) => void> = [];
   readonly #making = new Set<AbortController>();
   readonly #stopping = new Set<Promise<unknown>>();
   #closed = false;
@@ -149,9 +164,9 @@ export class WarmPool {
   }
 
   /** Waits for the next sandbox made (undefined when the pool closed or making one failed). */
-  #next(signal?: AbortSignal): Promise<WarmSandbox | undefined> {
+  #next(signal?: AbortSignal): Promise<PoolSandbox | undefined> {
     return new Promise((resolve, reject) => {
-      const waiter = (sandbox: WarmSandbox | undefined) => {
+      const waiter = (sandbox: PoolSandbox | undefined) => {
         signal?.removeEventListener("abort", onAbort);
         resolve(sandbox);
       };
@@ -180,14 +195,15 @@ export class WarmPool {
       idleMs: this.#options.idleMs,
       maxRunMs: this.#options.maxRunMs,
     };
-    const making = WarmSandbox.make({
+    const make = this.#options.make ?? ((input: MakeWarmSandbox) => WarmSandbox.make(input));
+    const making = make({
       engine: this.#options.engine,
       shape: this.#options.shape,
       identity,
       loadTimeoutMs: this.#options.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS,
       signal: abort.signal,
     }).then(
-      (sandbox) => {
+      (sandbox: PoolSandbox) => {
         this.#making.delete(abort);
         this.#made(sandbox);
       },
@@ -199,7 +215,7 @@ export class WarmPool {
     this.#track(making.finally(() => this.#fill()));
   }
 
-  #made(sandbox: WarmSandbox): void {
+  #made(sandbox: PoolSandbox): void {
     if (this.#closed) {
       this.#track(sandbox.destroy());
       return;
@@ -249,7 +265,7 @@ export class WarmPool {
     if (excess > 0) for (const waiter of this.#waiters.splice(-excess)) waiter(undefined);
   }
 
-  #discard(sandbox: WarmSandbox, reason: string): void {
+  #discard(sandbox: PoolSandbox, reason: string): void {
     this.#stats.discarded++;
     this.#options.onChange?.({
       type: "warm.discarded",
