@@ -128,6 +128,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       container = warm.container;
       removeSandbox = () => warm.destroy();
       timeline.sandbox("warm.claimed", { containerId: container.id, warmId: warm.warmId, ...warm.facts });
+      // Started before the call; from here on it is this run's, as a cold run's is from its start.
+      timeline.sandbox("container.started", { containerId: container.id, warm: true });
     } else {
       container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
         throw containerFailure(error, plan);

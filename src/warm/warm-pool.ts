@@ -153,8 +153,9 @@ export class WarmPool {
     clearTimeout(this.#retryTimer);
     for (const making of this.#making) making.abort(new Error("the warm pool is closing"));
     for (const waiter of this.#waiters.splice(0)) waiter(undefined);
-    const ready = this.#ready.splice(0);
-    await Promise.all([...ready.map((s) => s.destroy()), ...this.#stopping]);
+    for (const sandbox of this.#ready.splice(0)) this.#track(sandbox.destroy());
+    // Sandboxes still being made end (and are removed) as they notice; wait for all of it.
+    while (this.#stopping.size > 0) await Promise.all([...this.#stopping]);
   }
 
   #emptyReason(): string {

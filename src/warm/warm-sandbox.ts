@@ -59,7 +59,9 @@ export class WarmSandbox implements ClaimedSandbox {
   static async make(options: MakeWarmSandbox): Promise<WarmSandbox> {
     const { engine, shape, identity, signal } = options;
     const started = performance.now();
-    const container = await engine.createContainer(warmContainerSpec(shape, identity), signal);
+    // Not aborted half-way: a create the engine carried out after all would leave a container
+    // this side never learnt the id of. A pool that closes meanwhile removes it just below.
+    const container = await engine.createContainer(warmContainerSpec(shape, identity));
     let relay: Relay | undefined;
     const readOnly = new Map<string, PendingCopyIn>();
     let stderr = "";
@@ -67,6 +69,7 @@ export class WarmSandbox implements ClaimedSandbox {
       stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_CHARS);
     };
     try {
+      signal?.throwIfAborted();
       const streams = await container.attach(signal);
       streams.stderr.on("data", keep);
       await container.start(signal);
@@ -85,7 +88,7 @@ export class WarmSandbox implements ClaimedSandbox {
         const target = { containerPath: copy.containerPath, user: owner, what: copy.containerPath, sizeMb: 0 };
         readOnly.set(copy.containerPath, await startCopyIn(container, target, signal));
       }
-      const loadedMs = await withTimeout(relay.loaded, options.loadTimeoutMs, "its launcher did not load Pi");
+      const loadedMs = await withTimeout(relay.loaded, options.loadTimeoutMs, "its launcher did not load Pi", signal);
       streams.stderr.off("data", keep);
       const sandbox = new WarmSandbox(
         container,
@@ -169,16 +172,29 @@ export class WarmSandbox implements ClaimedSandbox {
   }
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string, signal?: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} within ${Math.round(ms / 1000)} s`)), ms);
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      done();
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`${what} within ${Math.round(ms / 1000)} s`));
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort();
     promise.then(
       (value) => {
-        clearTimeout(timer);
+        done();
         resolve(value);
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        done();
         reject(error);
       },
     );
