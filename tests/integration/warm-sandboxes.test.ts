@@ -217,7 +217,7 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
       [
         "ls -A /workspace | wc -l",
         "ls -A /run/sandbox-run",
-        "for port in 18080 18081; do timeout 5 bash -c \"exec 3<>/dev/tcp/127.0.0.1/$port\" 2>/dev/null && echo open-$port || echo closed-$port; done",
+        'for port in 18080 18081; do timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && echo open-$port || echo closed-$port; done',
         "timeout 5 bash -c 'exec 3<>/dev/tcp/1.1.1.1/443' 2>/dev/null && echo internet || echo no-internet",
         "timeout 5 bash -c 'exec 3<>/dev/tcp/172.17.0.1/2375' 2>/dev/null && echo host || echo no-host",
         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c CALL_SECRET",
@@ -248,8 +248,8 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
         }),
       ),
     );
-    results.forEach((r, i) => expect(r.result).toEqual({ done: true, id: i }));
-    models.forEach((model, i) => expect(toolOutput(model)).toContain(`call ${i}`));
+    for (const [i, r] of results.entries()) expect(r.result).toEqual({ done: true, id: i });
+    for (const [i, model] of models.entries()) expect(toolOutput(model)).toContain(`call ${i}`);
     const containers = results.map((r) => r.containerId);
     expect(new Set(containers).size).toBe(5);
     const warmIds = logs.flatMap((l) => (claimed(l.list) ? [String(claimed(l.list)!.warmId)] : []));

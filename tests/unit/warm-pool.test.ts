@@ -117,7 +117,9 @@ describe("the warm pool", () => {
     await warm.whenFull();
     expect(m.made).toHaveLength(2);
     const claim = await warm.claim();
-    expect("sandbox" in claim && (claim.sandbox as StandIn).claimedWith).toMatchObject({ waitedMs: expect.any(Number) });
+    expect("sandbox" in claim && (claim.sandbox as StandIn).claimedWith).toMatchObject({
+      waitedMs: expect.any(Number),
+    });
     await warm.whenFull();
     expect(m.made).toHaveLength(3);
     expect(warm.stats()).toMatchObject({ made: 3, claimed: 1, ready: 2 });
