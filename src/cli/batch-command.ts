@@ -51,7 +51,7 @@ export async function batchCommand(
         total: tasks.length,
         tty: io.stderrIsTty,
         columns: io.stderrColumns,
-        color: !io.env.NO_COLOR,
+        color: io.stderrIsTty && !io.env.NO_COLOR,
       });
   const stop = new AbortController();
   let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
@@ -98,7 +98,8 @@ export async function batchCommand(
     });
   };
   const worker = async () => {
-    for (let task = queue.shift(); task && !stop.signal.aborted; task = queue.shift()) await runOne(task);
+    // Checked before taking one: a task not taken stays queued, and is answered as not started.
+    while (!stop.signal.aborted && queue.length > 0) await runOne(queue.shift()!);
   };
 
   try {
