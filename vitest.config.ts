@@ -4,7 +4,9 @@ import { defineConfig } from "vitest/config";
 // stopped); integration tests use the real engine, image and Pi, behind a global set-up that checks
 // the engine and builds the image when it is missing. "integration-copy" runs the security suites
 // again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts;
-// "integration-remote" runs them with every run on an engine of another machine (mutual TLS).
+// "integration-remote" runs them with every run on an engine of another machine (mutual TLS);
+// "integration-warm" runs them with every agent keeping a warm sandbox (SANDBOX_RUN_WARM=1): each
+// call is served by a sandbox made before it (copy mode, the workspace at /workspace).
 const integration = {
   testTimeout: 120_000,
   hookTimeout: 300_000,
@@ -43,6 +45,17 @@ export default defineConfig({
             "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
           ],
           env: { SANDBOX_RUN_WORKSPACE: "copy" },
+          ...integration,
+        },
+      },
+      {
+        test: {
+          name: "integration-warm",
+          // The copy project's suites: a warm call is a copy-mode call.
+          include: [
+            "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
+          ],
+          env: { SANDBOX_RUN_WORKSPACE: "copy", SANDBOX_RUN_WARM: "1" },
           ...integration,
         },
       },
