@@ -6,9 +6,11 @@
 //   4. engines: bind mode, local copy mode and remote (TLS) copy mode, 10 and 20,000 files;
 //   5. copy: copy mode vs bind mode per call (10 files; 20,000 files / 200 MB, copy in and out
 //      timed apart), and a gateway round trip through the relay vs the bind-mounted socket;
-//   6. replay: a CLI call live, live with --record, and replayed from a record.
+//   6. replay: a CLI call live, live with --record, and replayed from a record;
+//   7. warm: host Pi, cold and warm calls on runc and runsc interleaved, claim latency with 8 at
+//      once, pool refill, and `batch` against separate cold CLI calls (bench/warm.ts).
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser,engines,copy,replay (default all), --image=TAG (default: the runner
+// floor,concurrency,streaming,parser,engines,copy,replay,warm (default all), --image=TAG (default: the runner
 // image), --remote=<engines file> (the engines section's remote engine; default: a second local
 // dockerd in its own namespaces, see tests/support/second-engine.ts), --large-runs=N (rounds on the
 // 200 MB workspace, default 3).
@@ -35,8 +37,19 @@ import { fillWorkspace, gatewayRoundTrip, type RoundTrip, workspaceVariant } fro
 import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
+import { runWarmSection, warmTargetLines } from "./warm.js";
 
-const SECTIONS = ["per-call", "floor", "concurrency", "streaming", "parser", "engines", "copy", "replay"] as const;
+const SECTIONS = [
+  "per-call",
+  "floor",
+  "concurrency",
+  "streaming",
+  "parser",
+  "engines",
+  "copy",
+  "replay",
+  "warm",
+] as const;
 const TARGETS = {
   runcOverheadMs: 200,
   runscOverheadMs: 400,
@@ -297,6 +310,20 @@ async function main() {
       results.replay = replay.results;
       out.push("", replay.text);
     }
+
+    if (only.has("warm")) {
+      const warm = await runWarmSection({
+        hostPi,
+        baseUrl: server.baseUrl,
+        image,
+        runs: RUNS,
+        runtimes: hasRunsc ? ["runc", "runsc"] : ["runc"],
+        scratch,
+        progress,
+      });
+      results.warm = warm.results;
+      out.push("", warm.text);
+    }
   } finally {
     await server.close();
     scratch.cleanup();
@@ -319,8 +346,15 @@ async function main() {
   const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "results.json");
   fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`\n${out.join("\n")}\n\nWrote ${path.relative(process.cwd(), file)}`);
+  const warmResults = results.warm as { perCall?: VariantResult[]; batch?: { variants: VariantResult[] } } | undefined;
   const failures =
-    [results.perCall, results.floor, (results.copyMode as { perCall?: VariantResult[] } | undefined)?.perCall]
+    [
+      results.perCall,
+      results.floor,
+      (results.copyMode as { perCall?: VariantResult[] } | undefined)?.perCall,
+      warmResults?.perCall,
+      warmResults?.batch?.variants,
+    ]
       .flatMap((list) => (list as VariantResult[] | undefined) ?? [])
       .reduce((n, r) => n + r.failures, 0) +
     ((results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels ?? []).reduce(
@@ -480,6 +514,7 @@ function targetLines(results: Record<string, unknown>): string[] {
     );
   }
   for (const target of engineTargets(results.engines)) lines.push(`  ${mark(target.ok)} ${target.text}`);
+  for (const target of warmTargetLines(results.warm)) lines.push(`  ${mark(target.ok)} ${target.text}`);
   return lines;
 }
 

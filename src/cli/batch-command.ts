@@ -1,6 +1,6 @@
 // `sandbox-run batch <tasks.jsonl>`: many calls from one file, each in its own sandbox with its own
-// workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: as many as run
-// at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
+// workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: one more than
+// run at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
 // task, on one line, as each ends (with the task's id); stderr: progress. A failing task does not
 // stop the others; the exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the
 // running tasks (their sandboxes are removed), start no more, and remove the warm sandboxes.
@@ -34,7 +34,8 @@ export async function batchCommand(
 ): Promise<number> {
   const tasks = readBatchTasks(file);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
-  const warm = wholeNumber(flags.warm ?? String(concurrency), "--warm", 0);
+  // One more than run at once: the next task's sandbox is ready while a refill is being made.
+  const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
   const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
   const shared = parseRunFlags(flags, io.env);
   const agent = new ContainerPiAgent({

@@ -162,7 +162,7 @@ function defineBatch(program: Command, ctx: CommandContext): void {
     .option("--concurrency <n>", "tasks running at once (default 1)")
     .option(
       "--warm <n>",
-      "warm sandboxes kept ready, made before the tasks need them (default: --concurrency; 0: none)",
+      "warm sandboxes kept ready, made before the tasks need them (default: --concurrency + 1; 0: none)",
     )
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--timeout <seconds>", "wall-clock limit of every task without its own")

@@ -61,6 +61,11 @@ export interface WarmPoolStats {
 }
 
 const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
+/**
+ * A claim's refill starts this much later: making a sandbox (a container start, Pi loading) is CPU
+ * work that would otherwise compete with the claims of a burst, each of which needs only a few ms.
+ */
+const REFILL_DELAY_MS = 200;
 const DEFAULT_CHECK_TIMEOUT_MS = 2_000;
 const MAX_RETRY_MS = 30_000;
 
@@ -77,6 +82,9 @@ export class WarmPool {
   #lastFailure?: string;
   #retryAt = 0;
   #retryTimer?: NodeJS.Timeout;
+  /** Refills claims have asked for, made once the refill delay passed. */
+  #refillsDue = 0;
+  #refillTimer?: NodeJS.Timeout;
   readonly #stats = { made: 0, claimed: 0, discarded: 0, makeFailures: 0 };
 
   constructor(options: WarmPoolOptions) {
@@ -124,12 +132,12 @@ export class WarmPool {
       if (this.#closed) return { reason: "the warm pool is closed" };
       let sandbox = this.#ready.shift();
       if (!sandbox) {
-        if (this.#making.size <= this.#waiters.length) return { reason: this.#emptyReason() };
+        if (this.#making.size + this.#refillsDue <= this.#waiters.length) return { reason: this.#emptyReason() };
         sandbox = await this.#next(signal);
         if (!sandbox) continue;
       }
-      // One fewer kept: the next is on its way while this one is checked.
-      this.#fill();
+      // One fewer kept: the next is made shortly, in the background.
+      this.#refillLater();
       const checkStarted = performance.now();
       const problem = await sandbox.check(this.#options.checkTimeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS);
       if (problem) {
@@ -151,6 +159,7 @@ export class WarmPool {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retryTimer);
+    clearTimeout(this.#refillTimer);
     for (const making of this.#making) making.abort(new Error("the warm pool is closing"));
     for (const waiter of this.#waiters.splice(0)) waiter(undefined);
     for (const sandbox of this.#ready.splice(0)) this.#track(sandbox.destroy());
@@ -179,6 +188,15 @@ export class WarmPool {
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiters.push(waiter);
     });
+  }
+
+  #refillLater(): void {
+    this.#refillsDue++;
+    this.#refillTimer ??= setTimeout(() => {
+      this.#refillTimer = undefined;
+      this.#refillsDue = 0;
+      this.#fill();
+    }, REFILL_DELAY_MS);
   }
 
   #fill(): void {

@@ -96,8 +96,9 @@ describe("the warm pool", () => {
     m.finishAll();
     await warm.whenFull();
     const claims = Promise.all(Array.from({ length: 8 }, () => warm.claim()));
-    await tick();
-    m.finishAll(); // the three refills the first claims started
+    // The three refills the first claims asked for start after the refill delay (200 ms).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    m.finishAll();
     const outcomes = await claims;
     const served = outcomes.flatMap((o) => ("sandbox" in o ? [o.sandbox.warmId] : []));
     expect(served).toHaveLength(6);
@@ -123,6 +124,14 @@ describe("the warm pool", () => {
     await warm.whenFull();
     expect(m.made).toHaveLength(3);
     expect(warm.stats()).toMatchObject({ made: 3, claimed: 1, ready: 2 });
+    // Claimed sandboxes never come back: one claim after another, each gets one never handed out before.
+    const ids = ["sandbox" in claim ? claim.sandbox.warmId : ""];
+    for (let i = 0; i < 4; i++) {
+      const next = await warm.claim();
+      ids.push("sandbox" in next ? next.sandbox.warmId : "cold");
+      await warm.whenFull();
+    }
+    expect(new Set(ids).size).toBe(5);
     await warm.close();
   });
 
