@@ -177,10 +177,10 @@ function stopAfter(ms, code, message) {
   return timer;
 }
 
-// Lazily imported pieces of Pi a run needs (the extension loader, the common provider APIs):
-// loaded before the claim so the call does not wait for them. Names are esbuild's chunk names.
-const PRELOADED_CHUNKS =
-  /^(jiti-static-loader|virtual-modules|anthropic-messages|openai-completions|openai-responses|google-generative-ai|mistral-conversations)-[A-Z0-9]+\.js$/;
+// Lazily imported pieces of Pi every run needs (the extension loader, for the final tool): loaded
+// before the claim so the call does not wait for them. Names are esbuild's chunk names; the
+// controller adds the provider APIs its calls are likely to use (config.warm.preload).
+const PRELOADED_CHUNKS = ["jiti-static-loader", "virtual-modules"];
 
 /**
  * Pi's CLI without running it: the modules its entry (dist/bundle/cli-runtime.js, esbuild's output:
@@ -188,7 +188,7 @@ const PRELOADED_CHUNKS =
  * its order, and the bindings it calls. Fails when the entry no longer looks like that (another Pi
  * version): the pool then reports why it cannot warm a sandbox, and calls start cold.
  */
-async function loadPi(piCli) {
+async function loadPi(piCli, preload) {
   const bundle = path.dirname(piCli);
   const entry = fs.readFileSync(`${bundle}/cli-runtime.js`, "utf8");
   const bindings = {};
@@ -202,7 +202,9 @@ async function loadPi(piCli) {
   const { main, configureHttpDispatcher, APP_NAME } = bindings;
   if (typeof main !== "function" || typeof configureHttpDispatcher !== "function" || typeof APP_NAME !== "string")
     throw new Error(`Pi's CLI entry ${bundle}/cli-runtime.js is not the one this launcher knows`);
-  for (const name of fs.readdirSync(`${bundle}/chunks`).filter((n) => PRELOADED_CHUNKS.test(n))) {
+  const prefixes = [...PRELOADED_CHUNKS, ...preload.filter((name) => /^[a-z][a-z0-9-]*$/.test(name))];
+  const wanted = (name) => prefixes.some((prefix) => new RegExp(`^${prefix}-[A-Z0-9]+\\.js$`).test(name));
+  for (const name of fs.readdirSync(`${bundle}/chunks`).filter(wanted)) {
     const module = await import(`${bundle}/chunks/${name}`);
     // The extension loader requires jiti on its first use: once now, so the final tool's load is quick.
     try {
@@ -248,7 +250,7 @@ async function runWarm(warm) {
     // First: the controller's bridge exec is on its way. The relay listens on no socket until a claim.
     const relay = await startRelay(warm.relay, { onClaim: (run) => claimed(run) });
     if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
-    pi = await loadPi(warm.piCli);
+    pi = await loadPi(warm.piCli, warm.preload ?? []);
     relay.announceLoaded(Math.round(performance.now() - loadStarted));
   } catch (error) {
     fail(EXIT_SETUP_FAILED, `could not prepare the warm sandbox: ${error?.message ?? error}`);

@@ -139,6 +139,8 @@ export interface WarmSandboxIdentity {
   idleMs: number;
   /** The longest run a claim may bring (its timeout): with idleMs, the container's overall deadline. */
   maxRunMs: number;
+  /** Pi's provider APIs to load before the claim (e.g. "openai-completions"): the calls' likely ones. */
+  preloadApis?: string[];
 }
 
 /**
@@ -152,6 +154,7 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
     warm: {
       idleMs,
       piCli: IMAGE_PATHS.piCli,
+      preload: identity.preloadApis ?? [],
       relay: {
         bridgeSocket: RELAY_BRIDGE_SOCKET,
         socketDir: IMAGE_PATHS.socketDir,

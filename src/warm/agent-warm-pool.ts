@@ -33,6 +33,13 @@ export interface WarmClaimed {
   piVersion: string;
 }
 
+/** The provider API of the template's model (loaded in each sandbox before its claim). */
+function apisOf(template: PlannedRun): string[] {
+  const { routing } = template.run;
+  const route = routing.routes.find((r) => r.id === routing.selectedRouteId) ?? routing.routes[0];
+  return route?.api ? [route.api] : [];
+}
+
 export class AgentWarmPool {
   #pool?: WarmPool;
   #starting?: Promise<{ pool: WarmPool; piVersion: string }>;
@@ -123,6 +130,7 @@ export class AgentWarmPool {
         size: this.input.options.size,
         idleMs: (this.input.options.idleSeconds ?? DEFAULT_WARM_IDLE_SECONDS) * 1000,
         maxRunMs: template.run.timeoutMs,
+        preloadApis: apisOf(template),
         onChange: this.input.onChange,
       });
       this.#pool.start();

@@ -36,6 +36,8 @@ export interface WarmPoolOptions {
   maxRunMs: number;
   /** How long making one may wait for its launcher to load Pi. */
   loadTimeoutMs?: number;
+  /** Pi's provider APIs each sandbox loads before its claim (the calls' likely ones). */
+  preloadApis?: string[];
   /** How long a claim's check of a ready sandbox may take before that sandbox counts as broken. */
   checkTimeoutMs?: number;
   /** Things worth knowing that happen outside any call (made, removed and why, failed to make). */
@@ -213,6 +215,7 @@ export class WarmPool {
       now: new Date(),
       idleMs: this.#options.idleMs,
       maxRunMs: this.#options.maxRunMs,
+      ...(this.#options.preloadApis ? { preloadApis: this.#options.preloadApis } : {}),
     };
     const make = this.#options.make ?? ((input: MakeWarmSandbox) => WarmSandbox.make(input));
     const making = make({

@@ -135,6 +135,7 @@ describe("a warm sandbox's container", () => {
       warm: {
         idleMs: 600_000,
         piCli: expect.stringContaining("pi-coding-agent"),
+        preload: [],
         relay: expect.objectContaining({ sockets: [], claim: true }),
       },
     });
