@@ -83,6 +83,8 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 }
 
 export type { PlannedRun } from "./run/prepare-plan.js";
+export type { WarmOptions } from "./warm/agent-warm-pool.js";
+export type { WarmPoolChange, WarmPoolStats } from "./warm/warm-pool.js";
 
 export class ContainerPiAgent implements Agent {
   private readonly pool: EnginePool;

@@ -15,6 +15,8 @@ export interface WarmOptions {
   size: number;
   /** An unclaimed warm sandbox stops by itself after this long; default 600 (10 minutes). */
   idleSeconds?: number;
+  /** What happens to the pool outside any call: a sandbox made, one removed and why, one that could not be made. */
+  onChange?: (change: WarmPoolChange) => void;
 }
 
 export const DEFAULT_WARM_IDLE_SECONDS = 600;
@@ -131,7 +133,10 @@ export class AgentWarmPool {
         idleMs: (this.input.options.idleSeconds ?? DEFAULT_WARM_IDLE_SECONDS) * 1000,
         maxRunMs: template.run.timeoutMs,
         preloadApis: apisOf(template),
-        onChange: this.input.onChange,
+        onChange: (change) => {
+          this.input.onChange?.(change);
+          this.input.options.onChange?.(change);
+        },
       });
       this.#pool.start();
       return { pool: this.#pool, piVersion };

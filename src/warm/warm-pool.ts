@@ -40,6 +40,8 @@ export interface WarmPoolOptions {
   preloadApis?: string[];
   /** How long a claim's check of a ready sandbox may take before that sandbox counts as broken. */
   checkTimeoutMs?: number;
+  /** How long a claim waits for a sandbox being made before the call starts cold. */
+  waitMs?: number;
   /** Things worth knowing that happen outside any call (made, removed and why, failed to make). */
   onChange?: (change: WarmPoolChange) => void;
   /** Makes one sandbox (default: WarmSandbox.make). */
@@ -69,6 +71,8 @@ const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
  */
 const REFILL_DELAY_MS = 200;
 const DEFAULT_CHECK_TIMEOUT_MS = 2_000;
+/** A claim waits this long at most for a sandbox being made, then starts cold (a cold start is no slower). */
+const DEFAULT_WAIT_MS = 30_000;
 const MAX_RETRY_MS = 30_000;
 
 export class WarmPool {
@@ -135,8 +139,11 @@ export class WarmPool {
       let sandbox = this.#ready.shift();
       if (!sandbox) {
         if (this.#making.size + this.#refillsDue <= this.#waiters.length) return { reason: this.#emptyReason() };
-        sandbox = await this.#next(signal);
-        if (!sandbox) continue;
+        const waitMs = this.#options.waitMs ?? DEFAULT_WAIT_MS;
+        const next = await this.#next(signal, waitMs);
+        if (next === "timeout") return { reason: `no warm sandbox was ready within ${waitMs / 1000} s` };
+        if (!next) continue;
+        sandbox = next;
       }
       // One fewer kept: the next is made shortly, in the background.
       this.#refillLater();
@@ -176,17 +183,27 @@ export class WarmPool {
   }
 
   /** Waits for the next sandbox made (undefined when the pool closed or making one failed). */
-  #next(signal?: AbortSignal): Promise<PoolSandbox | undefined> {
+  #next(signal: AbortSignal | undefined, waitMs: number): Promise<PoolSandbox | undefined | "timeout"> {
     return new Promise((resolve, reject) => {
-      const waiter = (sandbox: PoolSandbox | undefined) => {
+      const stopWaiting = () => {
+        clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
+        const at = this.#waiters.indexOf(waiter);
+        if (at >= 0) this.#waiters.splice(at, 1);
+      };
+      const waiter = (sandbox: PoolSandbox | undefined) => {
+        stopWaiting();
         resolve(sandbox);
       };
       const onAbort = () => {
-        const at = this.#waiters.indexOf(waiter);
-        if (at >= 0) this.#waiters.splice(at, 1);
+        stopWaiting();
         reject(signal?.reason);
       };
+      // Given up on: the sandbox being made goes to the ready list (or the next claim) when it comes.
+      const timer = setTimeout(() => {
+        stopWaiting();
+        resolve("timeout");
+      }, waitMs);
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#waiters.push(waiter);
     });

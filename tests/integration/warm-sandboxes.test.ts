@@ -6,8 +6,8 @@
 // (A controller killed with warm sandboxes up: warm-lifecycle.test.ts.)
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { ContainerPiAgent, type WarmPoolChange } from "../../src/container-pi-agent.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import { LABEL_OWNER_PID, LABEL_WARM, SANDBOX_UID, WARM_PATHS } from "../../src/sandbox-contract.js";
 import { replayRecord } from "../../src/testing.js";
@@ -16,8 +16,11 @@ import { DONE_SCHEMA, hostilePolicy } from "../support/hostile-model.js";
 
 const server = await startModel();
 const agents: ContainerPiAgent[] = [];
+// Each test's agents go with it: their pools' sandboxes do not crowd the next test's.
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+});
 afterAll(async () => {
-  await Promise.all(agents.map((a) => a.close()));
   await server.close();
   // Nothing of this file's agents is left: no warm container of this process.
   const left = await warmContainersOfThisProcess();
@@ -36,7 +39,13 @@ function scripted(command: string, final: unknown = { done: true }): string {
   return id;
 }
 
-function warmAgent(runtime: "runc" | "runsc", size: number, models: string[], extra: object = {}): ContainerPiAgent {
+function warmAgent(
+  runtime: "runc" | "runsc",
+  size: number,
+  models: string[],
+  extra: object = {},
+  onChange?: (change: WarmPoolChange) => void,
+): ContainerPiAgent {
   const agent = new ContainerPiAgent({
     models: modelsFor(server, models),
     // The agent's own model shapes its pool before any call (each call names its own).
@@ -45,7 +54,7 @@ function warmAgent(runtime: "runc" | "runsc", size: number, models: string[], ex
     policy: hostilePolicy({ runtime, limits: { pids: 256 } }),
     schema: DONE_SCHEMA,
     reapOrphans: false,
-    warm: { size, idleSeconds: 120 },
+    warm: { size, idleSeconds: 120, onChange },
     ...extra,
   });
   agents.push(agent);
@@ -263,10 +272,12 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
 
   it("a warm sandbox whose launcher was killed while it waited is never used: the call gets another, or starts cold", async () => {
     const model = scripted("echo ok");
-    const before = new Set(await warmContainersOfThisProcess());
-    const agent = warmAgent(runtime, 1, [model]);
+    const made: string[] = [];
+    const agent = warmAgent(runtime, 1, [model], {}, (change) => {
+      if (change.type === "warm.made") made.push(change.containerId);
+    });
     await agent.warmUp();
-    const [victim] = (await warmContainersOfThisProcess()).filter((id) => !before.has(id));
+    const [victim] = made;
     // As the sandbox's uid, kill the waiting launcher (the process Pi would become).
     const killed = await execAsSandbox(
       victim!,

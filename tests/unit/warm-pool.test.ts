@@ -73,8 +73,14 @@ function maker(options: { immediate?: boolean; fail?: string } = {}) {
   };
 }
 
-function pool(size: number, make: WarmPoolOptions["make"], changes: WarmPoolChange[] = []): WarmPool {
+function pool(
+  size: number,
+  make: WarmPoolOptions["make"],
+  changes: WarmPoolChange[] = [],
+  extra: Partial<WarmPoolOptions> = {},
+): WarmPool {
   return new WarmPool({
+    ...extra,
     engine: { name: "test" } as Engine,
     shape: {} as WarmShape,
     size,
@@ -180,6 +186,18 @@ describe("the warm pool", () => {
     await tick();
     expect(m.made.length).toBe(made);
     expect(await warm.claim()).toEqual({ reason: "the warm pool is closed" });
+  });
+
+  it("a claim waits for a sandbox being made only so long, then the call starts cold", async () => {
+    const m = maker(); // never finishes on its own
+    const warm = pool(1, m.make, [], { waitMs: 50 });
+    warm.start();
+    expect(await warm.claim()).toEqual({ reason: "no warm sandbox was ready within 0.05 s" });
+    // The one being made still comes, for the next claim.
+    m.finishAll();
+    await warm.whenFull();
+    expect("sandbox" in (await warm.claim())).toBe(true);
+    await warm.close();
   });
 
   it("a pool that cannot make sandboxes sends calls cold with the reason, and backs off instead of spinning", async () => {
