@@ -20,6 +20,7 @@ import {
   useHostileModelServer,
 } from "../support/hostile-model.js";
 import { warmCalls, workspaceMode } from "../support/harness.js";
+import { WARM_PATHS } from "../../src/sandbox-contract.js";
 
 const server = useHostileModelServer();
 
@@ -128,7 +129,12 @@ describe.concurrent("filesystem escape", () => {
           ].join("\n"),
         ),
         writeFile(`${up}${outside.slice(1)}/traversal-write.txt`, "pwned"),
-        editFile(`../${path.basename(outside)}/canary.txt`, "original", "pwned"),
+        // `..` out of the workspace to the outside tree's copy (a warm sandbox's workspace is /workspace).
+        editFile(
+          path.relative(warmCalls() ? WARM_PATHS.workspace : ws, path.join(outside, "canary.txt")),
+          "original",
+          "pwned",
+        ),
         writeFile(`/proc/1/root${outside}/proc-root-write.txt`, "pwned"),
         bash(`cat ${outside}/canary.txt; ls ${outside}`),
         finish(),
