@@ -128,6 +128,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       container = warm.container;
       removeSandbox = () => warm.destroy();
       timeline.sandbox("warm.claimed", { containerId: container.id, warmId: warm.warmId, ...warm.facts });
+      // Its labels were set before the call (they cannot change); its name can: the run's, as a cold
+      // run's container has (`docker ps --filter name=<run id>`). Not waited for.
+      void container.rename?.(containerSpecOf(plan).name ?? `sandbox-run-${plan.runId}`).catch(() => {});
       // Started before the call; from here on it is this run's, as a cold run's is from its start.
       timeline.sandbox("container.started", { containerId: container.id, warm: true });
     } else {

@@ -11,7 +11,15 @@ import { ContainerPiAgent, type WarmPoolChange } from "../../src/container-pi-ag
 import type { RunEvent } from "../../src/run/run-events.js";
 import { LABEL_OWNER_PID, LABEL_WARM, SANDBOX_UID, WARM_PATHS } from "../../src/sandbox-contract.js";
 import { replayRecord } from "../../src/testing.js";
-import { bashThenFinal, docker, makeWorkspace, modelsFor, runtimes, startModel } from "../support/harness.js";
+import {
+  bashThenFinal,
+  containersOfRuns,
+  docker,
+  makeWorkspace,
+  modelsFor,
+  runtimes,
+  startModel,
+} from "../support/harness.js";
 import { DONE_SCHEMA, hostilePolicy } from "../support/hostile-model.js";
 
 const server = await startModel();
@@ -106,12 +114,19 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     const ws = makeWorkspace({ "input.txt": "from the host\n" });
     const record = path.join(makeWorkspace(), "record");
     const warm = events();
+    let named: Promise<string[]> | undefined;
     const details = await agent.runDetailed("Do the task.", {
       cwd: ws,
       model: `scripted/${model}`,
       record,
-      onEvent: warm.onEvent,
+      onEvent: (event) => {
+        warm.onEvent(event);
+        // While the run is on, its container carries the run's name (its labels, the pool's id).
+        if (event.type === "agent_end") named = containersOfRuns([event.runId]);
+      },
     });
+    expect(await named).toEqual([details.containerId]);
+    expect(await containersOfRuns([details.runId])).toEqual([]);
     expect(details.result).toEqual({ done: true });
     expect(details.warm).toBe(true);
     expect(claimed(warm.list)).toMatchObject({

@@ -145,7 +145,9 @@ export async function containersOfRuns(runIds: string[]): Promise<string[]> {
   const found: string[] = [];
   for (const runId of runIds) {
     const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } });
-    found.push(...list.map((c) => c.Id));
+    // A warm sandbox's labels carry the pool's id; it takes its run's name at the claim.
+    const named = await docker.listContainers({ all: true, filters: { name: [`^/sandbox-run-${runId}$`] } });
+    found.push(...new Set([...list, ...named].map((c) => c.Id)));
   }
   return found;
 }
