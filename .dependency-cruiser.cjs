@@ -5,6 +5,7 @@
 //   parts     engine/ pi/ gateway/ proxy/ workspace/ workspace-transfer/ hand-back/ relay/ policy/ http/ image/
 //             record/ replay/ scripted-model/ demo/
 //   run       run/: one call from options to result, composed from the parts
+//   warm      warm/: sandboxes made before any call and handed to runs (above run/, below the agent)
 //   agent     container-pi-agent.ts, index.ts (and the public testing entry)
 //   cli       cli/: a thin shell over the library
 //   show/     (a part) a record as a page or a Markdown summary; reads records only, runs nothing
@@ -92,6 +93,20 @@ module.exports = {
       name: "run-never-imports-agent",
       severity: "error",
       from: { path: "^src/run/" },
+      to: { path: "^src/(container-pi-agent|index|testing)\\.ts$" },
+    },
+    {
+      name: "warm-pool-sits-above-run",
+      comment:
+        "warm/ keeps sandboxes made before any call and hands one to a run: it uses run/ and the parts; run/ and the parts only know the claimed sandbox's interface (run/warm-claim.ts).",
+      severity: "error",
+      from: { path: ["^src/run/", PARTS, LEAF] },
+      to: { path: "^src/warm/" },
+    },
+    {
+      name: "warm-pool-never-imports-agent",
+      severity: "error",
+      from: { path: "^src/warm/" },
       to: { path: "^src/(container-pi-agent|index|testing)\\.ts$" },
     },
   ],

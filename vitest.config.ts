@@ -6,6 +6,8 @@ import { defineConfig } from "vitest/config";
 // again with every run in copy mode (SANDBOX_RUN_WORKSPACE=copy): the same promises, no bind mounts;
 // "integration-remote" runs them with every run on an engine of another machine (mutual TLS);
 // "integration-arm64" runs a task and the core boundary checks on the linux/arm64 image, emulated.
+// "integration-warm" runs them with every agent keeping a warm sandbox (SANDBOX_RUN_WARM=1): each
+// call is served by a sandbox made before it (copy mode, the workspace at /workspace).
 const integration = {
   testTimeout: 120_000,
   hookTimeout: 300_000,
@@ -57,6 +59,17 @@ export default defineConfig({
           globalSetup: ["tests/support/global-setup.ts", "tests/support/arm64-setup.ts"],
           // Pi under emulation takes seconds to start; the runs of a file go one by one.
           testTimeout: 600_000,
+        },
+      },
+      {
+        test: {
+          name: "integration-warm",
+          // The copy project's suites: a warm call is a copy-mode call.
+          include: [
+            "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
+          ],
+          env: { SANDBOX_RUN_WORKSPACE: "copy", SANDBOX_RUN_WARM: "1" },
+          ...integration,
         },
       },
       {

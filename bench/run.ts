@@ -8,10 +8,13 @@
 //      timed apart), and a gateway round trip through the relay vs the bind-mounted socket;
 //   6. replay: a CLI call live, live with --record, and replayed from a record;
 //   7. emulation: the per-call task on the other platform's image under qemu vs the engine's own
-//      (a ratio), and both images' sizes (builds the other image when missing: about 10 minutes).
+//      (a ratio), and both images' sizes (builds the other image when missing: about 10 minutes);
+//   8. cli-start: the CLI's start-up CPU against a bare Node (no engine needed);
+//   9. warm: host Pi, cold and warm calls on runc and runsc interleaved, claim latency with 8 at
+//      once, pool refill, and `batch` against separate cold CLI calls (bench/warm.ts).
 // Prints tables and writes bench/results.json. Options: --runs=N (default 12), --only=per-call,
-// floor,concurrency,streaming,parser,engines,copy,replay,emulation (default all), --emulation-runs=N
-// (default 5), --image=TAG (default: the runner
+// floor,concurrency,streaming,parser,engines,copy,replay,emulation,cli-start,warm (default all),
+// --emulation-runs=N (default 5), --image=TAG (default: the runner
 // image), --remote=<engines file> (the engines section's remote engine; default: a second local
 // dockerd in its own namespaces, see tests/support/second-engine.ts), --large-runs=N (rounds on the
 // 200 MB workspace, default 3).
@@ -40,6 +43,7 @@ import { fillWorkspace, gatewayRoundTrip, type RoundTrip, workspaceVariant } fro
 import { round, seconds, table } from "./stats.js";
 import { hostDelay, sandboxDelay, type DelayResult } from "./streaming.js";
 import { hostVariant, recipeVariant, sandboxAgent, sandboxVariant, Scratch, type Variant } from "./variants.js";
+import { runWarmSection, warmTargetLines } from "./warm.js";
 
 const SECTIONS = [
   "per-call",
@@ -52,6 +56,7 @@ const SECTIONS = [
   "replay",
   "emulation",
   "cli-start",
+  "warm",
 ] as const;
 const TARGETS = {
   runcOverheadMs: 200,
@@ -356,6 +361,20 @@ async function main() {
       results.cliStartTargets = cliStart.targets;
       out.push("", cliStart.text);
     }
+
+    if (only.has("warm")) {
+      const warm = await runWarmSection({
+        hostPi,
+        baseUrl: server.baseUrl,
+        image,
+        runs: RUNS,
+        runtimes: hasRunsc ? ["runc", "runsc"] : ["runc"],
+        scratch,
+        progress,
+      });
+      results.warm = warm.results;
+      out.push("", warm.text);
+    }
   } finally {
     await server.close();
     scratch.cleanup();
@@ -378,8 +397,15 @@ async function main() {
   const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "results.json");
   fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`\n${out.join("\n")}\n\nWrote ${path.relative(process.cwd(), file)}`);
+  const warmResults = results.warm as { perCall?: VariantResult[]; batch?: { variants: VariantResult[] } } | undefined;
   const failures =
-    [results.perCall, results.floor, (results.copyMode as { perCall?: VariantResult[] } | undefined)?.perCall]
+    [
+      results.perCall,
+      results.floor,
+      (results.copyMode as { perCall?: VariantResult[] } | undefined)?.perCall,
+      warmResults?.perCall,
+      warmResults?.batch?.variants,
+    ]
       .flatMap((list) => (list as VariantResult[] | undefined) ?? [])
       .reduce((n, r) => n + r.failures, 0) +
     ((results.concurrency as { levels: ConcurrencyResult[] } | undefined)?.levels ?? []).reduce(
@@ -541,6 +567,7 @@ function targetLines(results: Record<string, unknown>): string[] {
   for (const target of engineTargets(results.engines)) lines.push(`  ${mark(target.ok)} ${target.text}`);
   for (const target of (results.cliStartTargets as Array<{ ok: boolean; text: string }> | undefined) ?? [])
     lines.push(`  ${mark(target.ok)} ${target.text}`);
+  for (const target of warmTargetLines(results.warm)) lines.push(`  ${mark(target.ok)} ${target.text}`);
   return lines;
 }
 

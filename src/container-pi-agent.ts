@@ -6,7 +6,7 @@ import type { Agent, JsonSchema } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
 import { EnginePool } from "./engine/engine-pool.js";
-import { abortedError, errorSummary, isSandboxRunError, SandboxRunError } from "./errors.js";
+import { abortedError, errorSummary, isSandboxRunError, SandboxRunError, usageError } from "./errors.js";
 import type { ReadyImage } from "./image/ensure-runner-image.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunRecorder } from "./record/run-record.js";
@@ -14,17 +14,18 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
-import { planCall } from "./run/plan-call.js";
 import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { recordedSuccess } from "./run/recorded-success.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import type { RunOptions } from "./run/resolve-options.js";
+import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { RunnerPlatform } from "./util/platform.js";
+import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
+import type { WarmPoolStats } from "./warm/warm-pool.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -58,6 +59,13 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * `sandbox-run/testing`): the n-th call takes the n-th record. A call's own `replay` wins.
    */
   replay?: ReplaySource;
+  /**
+   * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds }`): hardened containers
+   * of this agent's shape, started before any call with Pi loaded, each used for one call and
+   * removed after it. A call they can serve skips the container's and Pi's start; its workspace is
+   * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
+   */
+  warm?: number | WarmOptions;
 }
 
 export interface RunCallOptions extends RunOptions {
@@ -81,6 +89,8 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
 }
 
 export type { PlannedRun } from "./run/prepare-plan.js";
+export type { WarmOptions } from "./warm/agent-warm-pool.js";
+export type { WarmPoolChange, WarmPoolStats } from "./warm/warm-pool.js";
 
 /** RunCallOptions with a schema written as a literal: the result is typed from it (FromSchema). */
 export type RunCallOptionsWithSchema<S extends JsonSchema> = RunCallOptions & { schema: S };
@@ -98,6 +108,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   private calls = 0;
   /** What each engine said of itself (docker info), asked once per agent: its platform, Docker Desktop. */
   private readonly facts: EngineFacts;
+  /** Warm sandboxes, when asked for. */
+  readonly #warm?: AgentWarmPool;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -106,11 +118,36 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
     this.facts = new EngineFacts(this.pool.engines);
+    const warm = warmOptionsOf(config.warm, (config.hostEnv ?? process.env).SANDBOX_RUN_WARM);
+    if (warm.size > 0) {
+      this.#warm = new AgentWarmPool({
+        options: warm,
+        engine: this.warmEngine(),
+        prepare: (engine, image) =>
+          this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line)),
+      });
+      const template = this.warmTemplate();
+      if (template) this.#warm.start(template);
+    }
   }
 
-  /** Lets go of held engine connections (ssh://) this agent opened; it may not run again afterwards. */
-  close(): void {
+  /**
+   * Removes this agent's warm sandboxes (claimed ones go with their runs) and lets go of held engine
+   * connections (ssh://) it opened; it may not run again afterwards.
+   */
+  async close(): Promise<void> {
+    await this.#warm?.close();
     if (this.ownsPool) this.pool.close();
+  }
+
+  /** Resolves once every warm sandbox is ready (rejects with why it cannot be); at once without `warm`. */
+  async warmUp(signal?: AbortSignal): Promise<void> {
+    await this.#warm?.whenFull(signal);
+  }
+
+  /** The warm pool's counts (made, claimed, discarded, ready ...), when the agent keeps one. */
+  warmStats(): WarmPoolStats | undefined {
+    return this.#warm?.pool?.stats();
   }
 
   /**
@@ -150,7 +187,12 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       await recorder.finish({
         ok: false,
         error: errorSummary(error),
-        meta: { runId: e?.runId ?? planned.plan.runId, usage: e?.usage, code: e?.code ?? "internal" },
+        meta: {
+          runId: e?.runId ?? planned.plan.runId,
+          usage: e?.usage,
+          code: e?.code ?? "internal",
+          warm: e?.warm ?? false,
+        },
       });
       throw error;
     }
@@ -170,11 +212,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // A replayed call keeps the caller's prompt, schema, policy, image and folders; the model comes from the record.
       const workspacePath = options.workspacePath ?? this.config.workspacePath;
       const effective = replay ? { ...options, ...replayRunOptions(replay.record, workspacePath) } : options;
-      planned = planCall(
-        prompt,
-        { config: this.config, run: effective, env: this.config.hostEnv ?? process.env },
-        this.facts,
-      );
+      const run = resolveRun(prompt, this.config, effective, this.config.hostEnv ?? process.env);
+      planned = this.planResolved(run);
       // The record is compared with what this call runs under; one that asks for more is refused here.
       if (replay) planned = { ...planned, replay: checkReplayedRecord(planned, replay) };
     } catch (error) {
@@ -200,8 +239,41 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const place = this.facts.placeFor(planned.run);
     const mode = planned.run.workspaceMode ?? (place.sharesHostFilesystem ? "bind" : "copy");
     if (mode === planned.plan.workspaceMode && place.image === planned.plan.image) return planned;
-    const fitted = preparePlan(planned.run, { ...place, runId: planned.plan.runId });
+    if (planned.plan.warmShaped) return planned; // a warm sandbox's plan is copy mode on the warm engine already
+    const fitted = this.planResolved(planned.run, planned.plan.runId);
     return planned.replay ? { ...fitted, replay: planned.replay } : fitted;
+  }
+
+  /**
+   * A resolved call as a plan, placed by what the engines are known to be: for a warm sandbox when
+   * the agent keeps them and one can serve it (else cold, with the reason in `warmMiss`).
+   */
+  private planResolved(run: ResolvedRun, runId?: string): PlannedRun {
+    const place = { ...this.facts.placeFor(run), ...(runId ? { runId } : {}) };
+    if (!this.#warm) return preparePlan(run, place);
+    if (run.workspaceMode === "bind")
+      return { ...preparePlan(run, place), warmMiss: "it asks for bind mode; a warm sandbox's trees are copied in" };
+    const warm = preparePlan(run, { ...place, warm: true });
+    const unfit = this.#warm.unfit(warm);
+    if (!unfit) return warm;
+    return { ...preparePlan(run, { ...place, runId: warm.plan.runId }), warmMiss: unfit };
+  }
+
+  /** The agent's own configuration as a call (no prompt of its own): the shape its warm pool keeps. */
+  private warmTemplate(): PlannedRun | undefined {
+    try {
+      const run = resolveRun("(the warm pool's shape)", this.config, {}, this.config.hostEnv ?? process.env);
+      return preparePlan(run, { ...this.facts.placeFor(run), warm: true });
+    } catch {
+      // Not plannable alone (e.g. the model comes with each call): the first call shapes the pool.
+      return undefined;
+    }
+  }
+
+  /** Warm sandboxes live on the pool's first engine that takes runs. */
+  private warmEngine(): Engine {
+    const load = this.pool.load();
+    return this.pool.engines.find((_, i) => (load[i]?.capacity ?? 0) > 0) ?? this.pool.engines[0]!;
   }
 
   /**
@@ -243,23 +315,28 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
-    const lease = await this.pool.acquire({
-      runtime: planned.plan.runtime,
-      signal: options.signal,
-      onSkipped: (skipped) => timeline.sandbox("engine.skipped", skipped),
-      onQueued: () => timeline.sandbox("engine.queued", { load: this.pool.load() }),
-    });
-    const engine = lease.engine;
+    const warm = await this.#warm?.claim(planned, timeline, options.signal);
+    const lease = warm
+      ? undefined
+      : await this.pool.acquire({
+          runtime: planned.plan.runtime,
+          signal: options.signal,
+          onSkipped: (skipped) => timeline.sandbox("engine.skipped", skipped),
+          onQueued: () => timeline.sandbox("engine.queued", { load: this.pool.load() }),
+        });
+    const engine = warm?.engine ?? lease!.engine;
     timeline.sandbox("engine.chosen", { engine: engine.name, address: engine.address });
     try {
       // The engine answers; the platform is settled on it (and refused when it cannot run it); then
-      // the image is checked, loaded or built.
+      // the image is checked, loaded or built (a warm sandbox's pool did that before it made it).
       await this.engineReady(engine, options.signal);
       const placed = placeOnEngine(planned, engine, await this.facts.infoOf(engine, options.signal));
       const platform = placed.planned.plan.platform;
-      const image = await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
-        timeline.sandbox("image.build", { line }),
-      );
+      const image =
+        warm ??
+        (await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
+          timeline.sandbox("image.build", { line }),
+        ));
       // The servers, the engine's container and the stream readers load with the first run.
       const { executeRun } = await import("./run/execute-run.js");
       const details = await executeRun(placed.planned, {
@@ -268,12 +345,15 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         timeline,
         signal: options.signal,
         ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
+        ...(warm ? { warm: warm.sandbox } : {}),
       });
-      lease.release();
+      lease?.release();
       return details as RunDetails<TOutput>;
     } catch (error) {
+      // A sandbox claimed but never handed to the run (its image check failed first) goes too.
+      if (warm) await warm.sandbox.destroy();
       const lost = await linkLost(engine, error);
-      lease.release(lost ? "broken" : "ok");
+      lease?.release(lost ? "broken" : "ok");
       if (!lost) throw error;
       throw new SandboxRunError(
         "docker-unavailable",
@@ -396,6 +476,17 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
 const LINK_PING_TIMEOUT_MS = 5_000;
 /** How long learnEngines() waits for an engine's docker info. */
 const LEARN_TIMEOUT_MS = 3_000;
+
+/** The `warm` option (or SANDBOX_RUN_WARM, a number) as options; size 0 keeps none. */
+function warmOptionsOf(warm: number | WarmOptions | undefined, fromEnv: string | undefined): WarmOptions {
+  const options = typeof warm === "number" ? { size: warm } : (warm ?? { size: Number(fromEnv ?? 0) });
+  const what = warm === undefined ? `SANDBOX_RUN_WARM ("${fromEnv}")` : `warm.size (${options.size})`;
+  if (!Number.isInteger(options.size) || options.size < 0)
+    throw usageError(`${what} must be a whole number of warm sandboxes.`, "Pass 0 for none, or e.g. 2.");
+  if (options.idleSeconds !== undefined && !(options.idleSeconds > 0))
+    throw usageError(`warm.idleSeconds must be positive, got ${options.idleSeconds}.`);
+  return options;
+}
 
 /**
  * After a failed run: whether the engine itself stopped answering (the link broke, the machine

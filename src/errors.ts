@@ -55,6 +55,8 @@ export class SandboxRunError extends Error {
   readonly limit?: string;
   runId?: string;
   usage?: SandboxRunErrorDetails["usage"];
+  /** Set by a run that got as far as choosing its sandbox: whether a warm sandbox served it. */
+  warm?: boolean;
 
   constructor(code: SandboxRunErrorCode, message: string, details: SandboxRunErrorDetails = {}) {
     super(details.hint ? `${message}\n${details.hint}` : message, { cause: details.cause });

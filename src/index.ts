@@ -20,6 +20,9 @@ export type {
   RunCallOptionsWithSchema,
   RunPlannedOptions,
   RunStream,
+  WarmOptions,
+  WarmPoolChange,
+  WarmPoolStats,
 } from "./container-pi-agent.js";
 // Replay sources are made by replayRecord() in sandbox-run/testing.
 export type { ReplayOptions, ReplaySource } from "./replay/replay-source.js";

@@ -64,7 +64,13 @@ export const CA_BUNDLE_ENV_NAMES = Object.freeze([
  * Exit codes of images/pi/launcher.mjs (plain JavaScript in the image, so it keeps its own copy
  * of these numbers; a unit test checks the two agree).
  */
-export const LAUNCHER_EXIT = Object.freeze({ setupFailed: 90, controllerGone: 91, deadlinePassed: 92 });
+export const LAUNCHER_EXIT = Object.freeze({
+  setupFailed: 90,
+  controllerGone: 91,
+  deadlinePassed: 92,
+  /** A warm sandbox no call claimed within its idle deadline. */
+  idleDeadlinePassed: 93,
+});
 
 /** How far past the run's timeout the launcher stops the sandbox by itself (a lost controller, host or link). */
 export const LAUNCHER_DEADLINE_GRACE_MS = 30_000;
@@ -81,6 +87,21 @@ export const LABEL_DEADLINE = "sandbox-run.deadline";
 export const LABEL_HAND_BACK = "sandbox-run.hand-back";
 /** JSON array of the host trees lent to the sandbox uid (workspace and writable roots, any mode). */
 export const LABEL_LENT_ROOTS = "sandbox-run.lent-roots";
+/** "true" on a warm sandbox: made before any call, for one claim (its run id label is the pool's `warm-...` id). */
+export const LABEL_WARM = "sandbox-run.warm";
+/** A warm sandbox: when it stops by itself if no call has claimed it (its launcher's idle deadline). */
+export const LABEL_IDLE_DEADLINE = "sandbox-run.idle-deadline";
+
+/**
+ * Where a warm sandbox holds the workspace and the extra writable roots: mount points are fixed when
+ * a container is created, before any call names its trees, so a warm call sees them here instead of
+ * at their host paths (a cold call sees them at their host paths, or the workspace at workspacePath).
+ */
+export const WARM_PATHS = Object.freeze({
+  workspace: "/workspace",
+  /** The n-th extra writable root (0-based) is `${writableRoot}/<n>`. */
+  writableRoot: "/writable",
+});
 
 export const IMAGE_LABEL_CONTENT_HASH = "sandbox-run.content-hash";
 export const IMAGE_LABEL_PI_VERSION = "sandbox-run.pi-version";
@@ -210,4 +231,9 @@ export interface RunPlan {
   labels: Record<string, string>;
   finalToolName?: string;
   schema?: JsonSchema;
+  /**
+   * Planned for a warm sandbox: copy mode, the workspace and writable roots at WARM_PATHS. Whether a
+   * warm sandbox actually served the call is the run's (`warm` in its details and record).
+   */
+  warmShaped?: boolean;
 }

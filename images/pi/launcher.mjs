@@ -19,6 +19,15 @@
 //    Pi's CLI in this same process: no second Node start-up.
 // 5. Points Node's compile cache at the one baked into the image at build time, so Pi starts
 //    from compiled code (see enableBakedCompileCache).
+//
+// A warm sandbox (`config.warm`) is started before any call: the launcher starts the relay, loads
+// Pi's modules (everything Pi's CLI imports, and the lazily imported pieces a run needs) and
+// waits. It holds no workspace, no run configuration and no socket to the host until a claim
+// arrives through the relay (one command carrying the run's configuration, with its trees); then
+// it writes the run's models.json, takes the run's environment, forwards the run's ports, changes
+// to the workspace and calls Pi's CLI entry (`main`) with the run's argv, in this same process, so
+// the host reads exactly the event stream of a cold call. A warm sandbox no call claims stops at
+// its idle deadline (exit 93); once claimed, the run's deadline applies.
 import fs from "node:fs";
 import { constants, enableCompileCache, getCompileCacheDir } from "node:module";
 import net from "node:net";
@@ -27,6 +36,7 @@ import path from "node:path";
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
 const EXIT_DEADLINE_PASSED = 92;
+const EXIT_IDLE_DEADLINE_PASSED = 93;
 const RELAY_POLL_MS = 5;
 const RELAY_MODULE = "/opt/sandbox-run/relay.mjs";
 const BAKED_COMPILE_CACHE = "/opt/sandbox-run/compile-cache";
@@ -105,18 +115,19 @@ function connect(socketPath) {
  * that joins its stdio to this unix socket; the first connection is the controller's (nothing of
  * the sandbox runs before Pi, and Pi waits for the relay), so the socket goes once it arrives.
  */
-async function startRelay(relay) {
-  const { runRelay } = await import(RELAY_MODULE);
+async function startRelay(relay, hooks = {}) {
+  const relayModule = await import(RELAY_MODULE);
   const server = net.createServer();
   server.once("connection", (socket) => {
     server.close();
-    void runRelay(relay, socket, (code, message) => fail(code, message));
+    void relayModule.runRelay(relay, socket, (code, message) => fail(code, message), hooks);
   });
   fs.rmSync(relay.bridgeSocket, { force: true });
   await new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(relay.bridgeSocket, resolve);
   });
+  return relayModule;
 }
 
 /** Copy mode: the relay's socket appears (and listens) once the controller has started the relay. */
@@ -159,32 +170,133 @@ function enableBakedCompileCache(home) {
   }
 }
 
-if (config.deadlineMs) {
-  setTimeout(
-    () => fail(EXIT_DEADLINE_PASSED, `the run's deadline (${config.deadlineMs / 1000} s) passed; stopping`),
-    config.deadlineMs,
-  ).unref();
+/** Stops the sandbox after `ms` (a lost controller, host or link cannot keep it past this). */
+function stopAfter(ms, code, message) {
+  const timer = setTimeout(() => fail(code, message), ms);
+  timer.unref();
+  return timer;
 }
 
-try {
-  // First: the controller's bridge exec is on its way.
-  if (config.relay) await startRelay(config.relay);
-  if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
-  await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
-  if (config.livenessSocket) {
-    const socket = config.relayWaitMs
-      ? await connectWhenListening(config.livenessSocket, config.relayWaitMs)
-      : await connect(config.livenessSocket);
-    await holdLiveness(socket, Boolean(config.holdAfterPi));
+// Lazily imported pieces of Pi every run needs (the extension loader, for the final tool): loaded
+// before the claim so the call does not wait for them. Names are esbuild's chunk names; the
+// controller adds the provider APIs its calls are likely to use (config.warm.preload).
+const PRELOADED_CHUNKS = ["jiti-static-loader", "virtual-modules"];
+
+/**
+ * Pi's CLI without running it: the modules its entry (dist/bundle/cli-runtime.js, esbuild's output:
+ * `import{configureHttpDispatcher,main}from"./chunks/...";import"./chunks/...";...`) imports, in
+ * its order, and the bindings it calls. Fails when the entry no longer looks like that (another Pi
+ * version): the pool then reports why it cannot warm a sandbox, and calls start cold.
+ */
+async function loadPi(piCli, preload) {
+  const bundle = path.dirname(piCli);
+  const entry = fs.readFileSync(`${bundle}/cli-runtime.js`, "utf8");
+  const bindings = {};
+  for (const [, names, spec] of entry.matchAll(/import\s*(?:\{([^}]*)\}\s*from\s*)?"(\.\/chunks\/[^"]+\.js)"/g)) {
+    const module = await import(`${bundle}/${spec.slice(2)}`);
+    for (const name of (names ?? "").split(",")) {
+      const [exported, local = exported] = name.split(" as ").map((part) => part.trim());
+      if (exported) bindings[local] = module[exported];
+    }
   }
-  fs.mkdirSync(config.agentDir, { recursive: true, mode: 0o700 });
-  fs.writeFileSync(`${config.agentDir}/models.json`, JSON.stringify(config.modelsJson), { mode: 0o600 });
-} catch (error) {
-  fail(EXIT_SETUP_FAILED, `could not prepare the sandbox: ${error?.message ?? error}`);
+  const { main, configureHttpDispatcher, APP_NAME } = bindings;
+  if (typeof main !== "function" || typeof configureHttpDispatcher !== "function" || typeof APP_NAME !== "string")
+    throw new Error(`Pi's CLI entry ${bundle}/cli-runtime.js is not the one this launcher knows`);
+  const prefixes = [...PRELOADED_CHUNKS, ...preload.filter((name) => /^[a-z][a-z0-9-]*$/.test(name))];
+  const wanted = (name) => prefixes.some((prefix) => new RegExp(`^${prefix}-[A-Z0-9]+\\.js$`).test(name));
+  for (const name of fs.readdirSync(`${bundle}/chunks`).filter(wanted)) {
+    const module = await import(`${bundle}/chunks/${name}`);
+    // The extension loader requires jiti on its first use: once now, so the final tool's load is quick.
+    try {
+      module.createJiti?.(import.meta.url);
+    } catch {
+      // Only a speed-up.
+    }
+  }
+  return {
+    /** What the entry does after its imports (setupCli, then main), with the run's argv. */
+    start(args) {
+      process.title = APP_NAME;
+      process.env.PI_CODING_AGENT = "true";
+      process.env.AI_AGENT = "pi";
+      process.emitWarning = () => {};
+      configureHttpDispatcher();
+      process.argv = [process.argv[0], piCli, ...args];
+      return main(args);
+    },
+  };
 }
 
-// The final-tool extension (loaded by Pi in this process) reads its definition from here.
-globalThis.__sandboxRunFinalTool = config.finalTool ?? null;
+/** Writes Pi's models.json (placeholders only) and hands the final tool's definition to its extension. */
+function writePiConfig(run) {
+  fs.mkdirSync(run.agentDir, { recursive: true, mode: 0o700 });
+  fs.writeFileSync(`${run.agentDir}/models.json`, JSON.stringify(run.modelsJson), { mode: 0o600 });
+  // The final-tool extension (loaded by Pi in this process) reads its definition from here.
+  globalThis.__sandboxRunFinalTool = run.finalTool ?? null;
+}
 
-process.argv = [process.argv[0], config.piCli, ...process.argv.slice(2)];
-await import(config.piCli);
+/** A warm sandbox: everything before the claim, then the claimed run. */
+async function runWarm(warm) {
+  const loadStarted = performance.now();
+  const idle = stopAfter(
+    warm.idleMs,
+    EXIT_IDLE_DEADLINE_PASSED,
+    `no call claimed this warm sandbox within ${warm.idleMs / 1000} s; stopping`,
+  );
+  let claimed;
+  const claim = new Promise((resolve) => (claimed = resolve));
+  let pi;
+  try {
+    // First: the controller's bridge exec is on its way. The relay listens on no socket until a claim.
+    const relay = await startRelay(warm.relay, { onClaim: (run) => claimed(run) });
+    if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
+    pi = await loadPi(warm.piCli, warm.preload ?? []);
+    relay.announceLoaded(Math.round(performance.now() - loadStarted));
+  } catch (error) {
+    fail(EXIT_SETUP_FAILED, `could not prepare the warm sandbox: ${error?.message ?? error}`);
+  }
+  const run = await claim;
+  clearTimeout(idle);
+  stopAfter(run.deadlineMs, EXIT_DEADLINE_PASSED, `the run's deadline (${run.deadlineMs / 1000} s) passed; stopping`);
+  try {
+    // The run's environment (its tools inherit it); the variables the sandbox started with stay.
+    for (const [name, value] of Object.entries(run.env)) process.env[name] = value;
+    writePiConfig(run);
+    await Promise.all(run.forwards.map((f) => forward(f.port, f.socketPath)));
+    process.chdir(run.cwd);
+  } catch (error) {
+    fail(EXIT_SETUP_FAILED, `could not prepare the claimed run: ${error?.message ?? error}`);
+  }
+  // The relay's session holds this process after Pi is done (the controller reads the trees back).
+  await pi.start(run.argv);
+}
+
+async function runCold() {
+  if (config.deadlineMs) {
+    stopAfter(
+      config.deadlineMs,
+      EXIT_DEADLINE_PASSED,
+      `the run's deadline (${config.deadlineMs / 1000} s) passed; stopping`,
+    );
+  }
+  try {
+    // First: the controller's bridge exec is on its way.
+    if (config.relay) await startRelay(config.relay);
+    if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
+    await Promise.all(config.forwards.map((f) => forward(f.port, f.socketPath)));
+    if (config.livenessSocket) {
+      const socket = config.relayWaitMs
+        ? await connectWhenListening(config.livenessSocket, config.relayWaitMs)
+        : await connect(config.livenessSocket);
+      await holdLiveness(socket, Boolean(config.holdAfterPi));
+    }
+    writePiConfig(config);
+  } catch (error) {
+    fail(EXIT_SETUP_FAILED, `could not prepare the sandbox: ${error?.message ?? error}`);
+  }
+  process.argv = [process.argv[0], config.piCli, ...process.argv.slice(2)];
+  await import(config.piCli);
+}
+
+if (config.warm) await runWarm(config.warm);
+else await runCold();

@@ -26,8 +26,8 @@ import { fileURLToPath } from "node:url";
 
 const EXIT_SETUP_FAILED = 90;
 const EXIT_CONTROLLER_GONE = 91;
-/** The longest command line the controller may send; anything longer is a broken session. */
-const MAX_COMMAND_BYTES = 64 * 1024;
+/** The longest command line the controller may send (a claim carries the run's schema and env). */
+const MAX_COMMAND_BYTES = 8 * 1024 * 1024;
 const STDERR_TAIL_BYTES = 4096;
 /** Free space under which a watched root counts as full (relay-protocol.ts FULL_FREE_BYTES). */
 const FULL_FREE_BYTES = 1048576;
@@ -37,15 +37,22 @@ const BRIDGE_CLOSE_GRACE_MS = 5_000;
 
 let config;
 let session;
+/** The control stream, once the session is up (the controller's bridge may connect after the launcher asks). */
+let resolveControl;
+const controlStream = new Promise((resolve) => (resolveControl = resolve));
 /** Called once when the relay must stop: (exit code, why). */
 let fail;
+/** A warm sandbox's launcher: called with the claimed run's configuration once its trees are in. */
+let onClaim;
 
 /**
  * Runs the relay over `transport` (a socket, or a Duplex of pipes). `onEnd(code, message)` is
- * called once the session is over or cannot start; the caller stops the process.
+ * called once the session is over or cannot start; the caller stops the process. `hooks.onClaim`
+ * (a warm sandbox): called once with the run's configuration when a claim's trees are in.
  */
-export async function runRelay(relayConfig, transport, onEnd) {
+export async function runRelay(relayConfig, transport, onEnd, hooks = {}) {
   config = relayConfig;
+  onClaim = hooks.onClaim;
   let ended = false;
   fail = (code, message) => {
     if (ended) return;
@@ -66,6 +73,8 @@ export async function runRelay(relayConfig, transport, onEnd) {
   try {
     fs.mkdirSync(config.socketDir, { recursive: true, mode: 0o700 });
     const control = openControl();
+    resolveControl(control);
+    if (config.claim) void awaitClaim(control);
     await Promise.all(config.sockets.map((s) => listen(s.name, s.path)));
     reply(control, { op: "ready" });
   } catch (error) {
@@ -360,7 +369,10 @@ async function archive(control, command) {
   }
 }
 
-/** `tar -x` into one root of what the controller sends as `/extract/<id>`; the status follows on the control stream. */
+/**
+ * `tar -x` into one root of what the controller sends as `/extract/<id>`; the status follows on the
+ * control stream. Resolves with tar's exit code (null when it could not run).
+ */
 function extract(control, command) {
   extractedRoots.add(command.root);
   const stream = session.request({ ":method": "POST", ":path": `/extract/${command.id}` }, { endStream: true });
@@ -374,12 +386,211 @@ function extract(control, command) {
   stream.on("error", () => tar.kill("SIGKILL"));
   tar.stdin.on("error", () => {});
   stream.pipe(tar.stdin);
-  tar.on("error", (error) => reply(control, { op: "extracted", id: command.id, code: null, stderr: error.message }));
-  tar.on("close", (code) => reply(control, { op: "extracted", id: command.id, code, stderr }));
+  return new Promise((resolve) => {
+    tar.on("error", (error) => {
+      reply(control, { op: "extracted", id: command.id, code: null, stderr: error.message });
+      resolve(null);
+    });
+    tar.on("close", (code) => {
+      reply(control, { op: "extracted", id: command.id, code, stderr });
+      resolve(code);
+    });
+  });
 }
 
-function reply(control, message) {
-  control.write(`${JSON.stringify(message)}\n`);
+/**
+ * One tree of a warm sandbox's claim, unpacked here rather than by a `tar` started from this
+ * process (which holds a loaded Pi: starting a process from it costs tens of milliseconds, more
+ * under gVisor). The archive is the controller's own (src/workspace-transfer/pack-tree.ts:
+ * directories, files and symlinks, ustar with pax records for long names), and nothing of the
+ * sandbox has run in here yet; names are still checked (no absolute path, no `..`) and files
+ * opened exclusively, without following links. Directories get their modes and times last, as
+ * `tar -p` does. write(chunk) returns the bytes after the archive's end once it ended.
+ */
+function tarSink(root) {
+  const dirs = [];
+  let pending = Buffer.alloc(0);
+  /** The entry whose content is being read: a file (fd) or a pax header's body. */
+  let entry;
+  let skip = 0;
+  let pax = {};
+  let zeroBlocks = 0;
+  const pathOf = (name) => {
+    const rel = name.replace(/^\.\/?/, "").replace(/\/+$/, "");
+    if (rel.startsWith("/") || rel.split("/").includes("..")) throw new Error(`${name}: refused path`);
+    return rel === "" ? root : `${root}/${rel}`;
+  };
+  const text = (header, start, length) => {
+    const raw = header.subarray(start, start + length);
+    const nul = raw.indexOf(0);
+    return (nul >= 0 ? raw.subarray(0, nul) : raw).toString("utf8");
+  };
+  const octal = (header, start, length) => Number.parseInt(text(header, start, length).trim() || "0", 8);
+  const closeFile = () => {
+    fs.fchmodSync(entry.fd, entry.mode & 0o7777);
+    fs.futimesSync(entry.fd, entry.mtime, entry.mtime);
+    fs.closeSync(entry.fd);
+    entry = undefined;
+  };
+  const onHeader = (header) => {
+    const type = String.fromCharCode(header[156]);
+    let size = octal(header, 124, 12);
+    if (type === "x") {
+      skip = (512 - (size % 512)) % 512;
+      entry = { body: [], remaining: size };
+      return;
+    }
+    const name = pax.path ?? text(header, 0, 100);
+    const linkname = pax.linkpath ?? text(header, 157, 100);
+    if (pax.size) size = Number(pax.size);
+    pax = {};
+    skip = (512 - (size % 512)) % 512;
+    const mode = octal(header, 100, 8);
+    const mtime = octal(header, 136, 12);
+    const target = pathOf(name);
+    if (type === "5") {
+      if (target !== root) fs.mkdirSync(target, { mode: 0o700 });
+      dirs.push({ target, mode, mtime });
+    } else if (type === "2") {
+      fs.symlinkSync(linkname, target);
+      fs.lutimesSync(target, mtime, mtime);
+    } else if (type === "0") {
+      const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+      const fd = fs.openSync(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      entry = { fd, mode, mtime, remaining: size };
+      if (size === 0) closeFile();
+    } else throw new Error(`${name}: entry type ${type} is not one the controller sends`);
+  };
+  return {
+    write(chunk) {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      for (;;) {
+        if (entry) {
+          if (pending.length === 0) return undefined;
+          const part = pending.subarray(0, Math.min(entry.remaining, pending.length));
+          pending = pending.subarray(part.length);
+          entry.remaining -= part.length;
+          if (entry.body) entry.body.push(part);
+          else fs.writeSync(entry.fd, part);
+          if (entry.remaining > 0) continue;
+          if (!entry.body) closeFile();
+          else {
+            for (const record of Buffer.concat(entry.body).toString("utf8").split("\n")) {
+              const match = /^\d+ ([^=]+)=(.*)$/s.exec(record);
+              if (match) pax[match[1]] = match[2];
+            }
+            entry = undefined;
+          }
+        } else if (skip > 0) {
+          const dropped = Math.min(skip, pending.length);
+          pending = pending.subarray(dropped);
+          skip -= dropped;
+          if (skip > 0) return undefined;
+        } else {
+          if (pending.length < 512) return undefined;
+          const header = pending.subarray(0, 512);
+          pending = pending.subarray(512);
+          if (header.every((byte) => byte === 0)) {
+            // The end of the archive: two zero blocks.
+            if (++zeroBlocks === 2) return pending;
+          } else onHeader(header);
+        }
+      }
+    },
+    finish() {
+      for (const dir of dirs.reverse()) {
+        fs.chmodSync(dir.target, dir.mode & 0o7777);
+        fs.utimesSync(dir.target, dir.mtime, dir.mtime);
+      }
+    },
+    abandon() {
+      if (entry?.fd !== undefined) fs.closeSync(entry.fd);
+    },
+  };
+}
+
+/**
+ * A warm sandbox waits for its claim on a stream it opens at once (`POST /claim`): the controller
+ * answers it only when a call claims the sandbox, with everything in one message: the claim as
+ * JSON (`<length>\n<json>`: the run's configuration, its sockets, its trees' roots, the roots whose
+ * filling up to report) and then each tree's tar, one after the other. Before that this relay
+ * listens on no socket and holds no tree. Then: listen on the run's sockets, unpack the trees,
+ * mark, answer `claimed`, and only then hand the run to the launcher, which starts Pi; a tree that
+ * cannot be unpacked leaves Pi unstarted (the controller stops the sandbox).
+ */
+async function awaitClaim(control) {
+  const stream = session.request({ ":method": "POST", ":path": "/claim" }, { endStream: true });
+  stream.on("error", () => {});
+  const chunks = stream[Symbol.asyncIterator]();
+  let rest = Buffer.alloc(0);
+  const more = async () => {
+    const { value, done } = await chunks.next();
+    if (done) throw new Error("the claim ended early");
+    rest = rest.length === 0 ? value : Buffer.concat([rest, value]);
+  };
+  let claim;
+  try {
+    while (rest.indexOf(10) < 0) await more();
+    const newline = rest.indexOf(10);
+    const length = Number(rest.subarray(0, newline).toString("ascii"));
+    if (!Number.isSafeInteger(length) || length > MAX_COMMAND_BYTES) throw new Error("the claim is too long");
+    rest = rest.subarray(newline + 1);
+    while (rest.length < length) await more();
+    claim = JSON.parse(rest.subarray(0, length).toString("utf8"));
+    rest = rest.subarray(length);
+  } catch (error) {
+    // The controller went away before it claimed the sandbox: it ends with the session.
+    return void stream.destroy(error);
+  }
+  const started = performance.now();
+  const ms = {};
+  const lap = (name) => (ms[name] = Math.round((performance.now() - started) * 10) / 10);
+  const listening = Promise.all(claim.sockets.map((s) => listen(s.name, s.path))).then(
+    () => lap("listening"),
+    (error) => error,
+  );
+  const trees = [];
+  for (const root of claim.trees) {
+    extractedRoots.add(root);
+    const sink = tarSink(root);
+    try {
+      let left = rest.length > 0 ? sink.write(rest) : undefined;
+      while (left === undefined) {
+        rest = Buffer.alloc(0);
+        await more();
+        left = sink.write(rest);
+      }
+      rest = left;
+      sink.finish();
+      trees.push({ code: 0, stderr: "" });
+    } catch (error) {
+      sink.abandon();
+      trees.push({ code: 2, stderr: String(error?.message ?? error).slice(-STDERR_TAIL_BYTES) });
+      stream.destroy();
+      break;
+    }
+  }
+  lap("unpacked");
+  const listenFailure = await listening;
+  if (listenFailure instanceof Error)
+    process.stderr.write(`sandbox-run relay: cannot listen for the claimed run: ${listenFailure.message}\n`);
+  const ok =
+    !(listenFailure instanceof Error) && trees.length === claim.trees.length && trees.every((t) => t.code === 0);
+  if (!ok) return reply(control, { op: "claimed", ok: false, trees });
+  mark();
+  watchFull(control, claim.watchFull ?? []);
+  lap("marked");
+  // Pi's start runs for a while before it yields: the answer goes out first.
+  reply(control, { op: "claimed", ok: true, trees, ms }, () => setImmediate(() => onClaim?.(claim.run)));
+}
+
+/** A warm sandbox's launcher has Pi loaded: the controller may now offer it to a call. */
+export function announceLoaded(ms) {
+  void controlStream.then((control) => reply(control, { op: "loaded", ms }));
+}
+
+function reply(control, message, written) {
+  control.write(`${JSON.stringify(message)}\n`, written);
 }
 
 function openControl() {
@@ -397,7 +608,8 @@ function openControl() {
       pending = pending.slice(newline + 1);
       const command = JSON.parse(line);
       if (command.op === "archive") void archive(control, command);
-      else if (command.op === "extract") extract(control, command);
+      else if (command.op === "extract") void extract(control, command);
+      else if (command.op === "ping") reply(control, { op: "pong", id: command.id });
       else if (command.op === "mark") {
         mark();
         reply(control, { op: "marked" });

@@ -60,6 +60,7 @@ export function cliProgram(ctx: CommandContext): Command {
     defineRun,
     defineReplay,
     defineShow,
+    defineBatch,
     defineImage,
     defineDoctor,
     defineGc,
@@ -183,6 +184,32 @@ function defineShow(program: Command, ctx: CommandContext): void {
     .option("--open", "open the page in the system's browser")
     .option("--format <format>", "html (default): the page; md: a Markdown summary on stdout, for CI logs")
     .action(lazy(ctx, () => import("./show-command.js")));
+}
+
+/** Many calls from a JSONL file, each in its own sandbox, warm sandboxes kept ready (batch-command.ts, loaded on use). */
+function defineBatch(program: Command, ctx: CommandContext): void {
+  program
+    .command("batch <tasks.jsonl>")
+    .description(
+      "run one call per line of a JSONL file ({id, prompt, cwd, schema?, policy?, model?, writable?, timeout?}), each in its own sandbox; one --json envelope per task on stdout",
+    )
+    .option("--model <provider/id>", "model of every task without its own (or set SANDBOX_RUN_MODEL)")
+    .option("--models <file>", "Pi models.json with custom providers (keys stay on the host)")
+    .option("--policy <name|file>", "policy of every task without its own")
+    .option("--concurrency <n>", "tasks running at once (default 1)")
+    .option(
+      "--warm <n>",
+      "warm sandboxes kept ready, made before the tasks need them (default: --concurrency + 1; 0: none)",
+    )
+    .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
+    .option("--timeout <seconds>", "wall-clock limit of every task without its own")
+    .option("--image <tag>", "runner image to use (or set SANDBOX_RUN_IMAGE)")
+    .option("--env <KEY=VALUE>", "variable for every sandbox; KEY alone passes the host's value (repeatable)", collect)
+    .option("--engines <file>", ENGINES_FLAG_HELP)
+    .option("--record-dir <dir>", "write each task's run record to <dir>/<id>")
+    .option("--no-build", "fail instead of building the runner image when it is missing")
+    .option("-q, --quiet", "no progress on stderr")
+    .action(lazy(ctx, () => import("./batch-command.js")));
 }
 
 /** The runner image: build, tag, prune. */

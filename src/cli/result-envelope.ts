@@ -27,6 +27,8 @@ export interface ResultEnvelope {
   image: string | null;
   policy: string | null;
   changedFiles: unknown;
+  /** Whether a warm sandbox (made before the call) ran it. */
+  warm: boolean;
   /** Changes to files host tools read when a person runs them ("host-run file changed"; not violations). */
   hostRunFiles?: unknown;
   recordNotes?: string[];
@@ -55,6 +57,7 @@ export function envelope(input: {
     image: d?.image ?? null,
     policy: d?.policy ?? null,
     changedFiles: d?.changedFiles ?? null,
+    warm: d?.warm ?? e?.warm ?? false,
     ...(d?.hostRunFiles ? { hostRunFiles: d.hostRunFiles } : {}),
     ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
   };

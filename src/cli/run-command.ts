@@ -84,10 +84,15 @@ export async function runCommand(
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
   });
-  // Resolved and planned once, without an engine; before a run it is fitted to what the engines
-  // say they are, then --record stores it and the run follows it.
-  const planned = agent.plan(prompt, options);
-  return runPlannedCommand(agent, planned, flags, io, signals);
+  try {
+    // Resolved and planned once, without an engine; before a run it is fitted to what the engines
+    // say they are, then --record stores it and the run follows it.
+    const planned = agent.plan(prompt, options);
+    return await runPlannedCommand(agent, planned, flags, io, signals);
+  } finally {
+    // Warm sandboxes (SANDBOX_RUN_WARM) the call did not use go now.
+    await agent.close();
+  }
 }
 
 /**
@@ -220,7 +225,7 @@ export async function runPlannedCommand(
     const recordNotes = await finishRecord({
       ok: false,
       error: errorSummary(error),
-      meta: { exitCode: code, runId: e?.runId, usage: e?.usage },
+      meta: { exitCode: code, runId: e?.runId, usage: e?.usage, warm: e?.warm ?? false },
     });
     if (flags.json) {
       const shown = {

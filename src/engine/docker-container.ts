@@ -108,6 +108,10 @@ export class DockerContainer implements EngineContainer {
     }
   }
 
+  async rename(name: string): Promise<void> {
+    await this.container.rename({ name });
+  }
+
   remove(): Promise<void> {
     const timeoutMs = this.#unreachable.signal.aborted ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
     this.removal ??= this.container

@@ -126,6 +126,8 @@ export interface EngineContainer {
   remove(): Promise<void>;
   /** Runs a command in the running container with its stdio attached. */
   exec(options: ExecOptions, signal?: AbortSignal): Promise<ExecSession>;
+  /** Gives the container another name (a warm sandbox takes its run's at the claim); optional. */
+  rename?(name: string): Promise<void>;
 }
 
 export interface BuildImageOptions {

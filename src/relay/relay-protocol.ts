@@ -10,11 +10,30 @@ export const RELAY_PATHS = {
   archivePrefix: "/archive/",
   /** `/extract/<id>`: the response carries the tar one `extract` command unpacks (controller -> relay). */
   extractPrefix: "/extract/",
+  /**
+   * A warm sandbox's claim, opened by its relay at once and answered only when a call claims it:
+   * `<length>\n<ClaimMessage as JSON>`, then each tree's tar in the order of `trees`.
+   */
+  claim: "/claim",
 } as const;
+
+/** The head of a warm sandbox's claim stream: everything of the call but its trees' bytes. */
+export interface ClaimMessage {
+  /** The in-container sockets to listen on from now on (the gateway's, the proxy's). */
+  sockets: Array<{ name: string; path: string }>;
+  /** Where each tree that follows goes, in order. */
+  trees: string[];
+  /** Roots whose filesystem filling up the relay reports (copy mode's disk limit). */
+  watchFull: string[];
+  /** The launcher's configuration of the call (src/run/warm-shape.ts ClaimedRunConfig). */
+  run: unknown;
+}
 
 /** The relay's configuration, passed in SANDBOX_RUN_RELAY (and removed from its environment). */
 export interface RelayConfig {
   socketDir: string;
+  /** A warm sandbox's relay: opens the claim stream (RELAY_PATHS.claim) at once. */
+  claim?: boolean;
   sockets: Array<{ name: string; path: string }>;
   /** HTTP/2 flow-control window of each stream and of the session, in bytes. */
   windowBytes: number;
@@ -33,7 +52,9 @@ export type RelayCommand =
       id: number;
       /** Absolute path inside the container. */
       root: string;
-    };
+    }
+  /** A warm sandbox: are you there? (answered by `pong` with the same id). */
+  | { op: "ping"; id: number };
 
 /** Free space under which the relay calls a watched root's filesystem full. */
 export const FULL_FREE_BYTES = 1024 * 1024;
@@ -44,6 +65,14 @@ export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
 /** Relay -> controller, one JSON object per line of the control stream's request (claims, not facts). */
 export type RelayMessage =
   | { op: "ready" }
+  /** A warm sandbox's launcher has Pi loaded and waits for its claim (`ms`: how long loading took). */
+  | { op: "loaded"; ms: number }
+  | { op: "pong"; id: number }
+  /**
+   * The claim's trees are in (each tree's status as tar's: 0 fine, else what failed), and how long
+   * the steps took in there; the launcher starts Pi only when ok.
+   */
+  | { op: "claimed"; ok: boolean; trees: Array<{ code: number | null; stderr: string }>; ms?: Record<string, number> }
   | { op: "marked" }
   /** A watched root's filesystem has under FULL_FREE_BYTES left (once per root). */
   | { op: "full"; root: string }

@@ -13,7 +13,7 @@
 // relay-protocol.ts.)
 import http2 from "node:http2";
 import net from "node:net";
-import { Duplex, type Readable } from "node:stream";
+import { Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { z } from "../util/zod.js";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
@@ -21,6 +21,7 @@ import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
 import { coalesced } from "./coalesce.js";
 import {
+  type ClaimMessage,
   DEFAULT_RELAY_LIMITS,
   RELAY_PATHS,
   type RelayCommand,
@@ -53,8 +54,26 @@ export interface RelayOptions {
    */
   bridgeSocket?: string;
   script?: string;
+  /**
+   * A warm sandbox's relay: it opens the claim stream, held unanswered until claim(). Any other
+   * relay's claim stream is refused.
+   */
+  warm?: boolean;
   limits?: Partial<RelayLimits>;
   signal?: AbortSignal;
+}
+
+/** One tree of a warm sandbox's claim: where it goes in the container, and the tar this side made. */
+export interface ClaimTree {
+  root: string;
+  archive: Readable;
+}
+
+/** What a claim did to each tree: tar's status as the relay reports it (a claim). */
+export interface ClaimStatus {
+  root: string;
+  code: number | null;
+  stderr: string;
 }
 
 export interface ArchiveResult {
@@ -66,6 +85,14 @@ export interface ArchiveResult {
 
 const relayMessage = z.union([
   z.object({ op: z.literal("ready") }),
+  z.object({ op: z.literal("loaded"), ms: z.number() }),
+  z.object({ op: z.literal("pong"), id: z.number().int() }),
+  z.object({
+    op: z.literal("claimed"),
+    ok: z.boolean(),
+    trees: z.array(z.object({ code: z.number().int().nullable(), stderr: z.string().max(8192) })).max(64),
+    ms: z.record(z.string().max(32), z.number()).optional(),
+  }),
   z.object({ op: z.literal("marked") }),
   z.object({ op: z.literal("full"), root: z.string().max(4096) }),
   z.object({
@@ -85,6 +112,7 @@ const relayMessage = z.union([
 ]);
 
 type ArchiveExit = Awaited<ArchiveResult["exit"]>;
+type ClaimStatusLine = { code: number | null; stderr: string };
 
 interface PendingArchive {
   stream: Deferred<Readable>;
@@ -133,6 +161,13 @@ if ($pid == 0) { copy($s, *STDOUT); exit 0 }
 copy(*STDIN, $s); shutdown($s, 1); kill "TERM", $pid; waitpid($pid, 0);
 `;
 
+/** ref()/unref() on the socket under a hijacked stream, where it has one (a unix or TCP socket). */
+export function holdProcess(stream: unknown, hold: boolean): void {
+  const socket = stream as { ref?: () => void; unref?: () => void };
+  if (hold) socket.ref?.();
+  else socket.unref?.();
+}
+
 export class Relay {
   readonly #limits: RelayLimits;
   readonly #server: http2.Http2Server;
@@ -142,6 +177,14 @@ export class Relay {
   #control?: http2.ServerHttp2Stream;
   readonly #extracts = new Map<number, { archive: Readable; claimed: boolean; exit: Deferred<ArchiveExit> }>();
   #session?: http2.ServerHttp2Session;
+  /** The host sockets connections may reach: none for a warm sandbox until its claim binds them. */
+  #sockets: RelaySocket[];
+  readonly #pings = new Map<number, Deferred<void>>();
+  /** A warm sandbox's claim stream, held until claim() answers it. */
+  #claimStream?: http2.ServerHttp2Stream;
+  #claimed = false;
+  readonly #claimAnswer = deferred<{ ok: boolean; trees: ClaimStatusLine[]; ms?: Record<string, number> }>();
+  readonly #loaded = deferred<number>();
   #streams = 0;
   #nextArchive = 1;
   #closing = false;
@@ -160,6 +203,9 @@ export class Relay {
     private readonly exec: ExecSession,
   ) {
     this.#limits = { ...DEFAULT_RELAY_LIMITS, ...options.limits };
+    this.#sockets = [...options.sockets];
+    this.#loaded.promise.catch(() => {});
+    this.#claimAnswer.promise.catch(() => {});
     this.#gate = new Promise((resolve) => (this.#openGate = resolve));
     this.ready = new Promise<void>((resolve, reject) => {
       this.#resolveReady = resolve;
@@ -205,6 +251,7 @@ export class Relay {
     const config: RelayConfig = {
       socketDir: options.socketDir,
       sockets: options.sockets.map((s) => ({ name: s.name, path: s.containerPath })),
+      ...(options.warm ? { claim: true } : {}),
       windowBytes: options.limits?.windowBytes ?? DEFAULT_RELAY_LIMITS.windowBytes,
       maxSessionMemoryMb: options.limits?.maxSessionMemoryMb ?? DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
     };
@@ -216,6 +263,87 @@ export class Relay {
       options.signal,
     );
     return new Relay(options, exec);
+  }
+
+  /**
+   * A warm sandbox's launcher has Pi loaded and waits for a claim: resolves with how long loading
+   * took inside (a claim), rejects if the relay fails first.
+   */
+  get loaded(): Promise<number> {
+    return this.#loaded.promise;
+  }
+
+  /** Asks the relay whether it still answers; rejects after `timeoutMs` or when the relay fails. */
+  async ping(timeoutMs: number): Promise<void> {
+    if (this.#failure) throw this.#failure;
+    const id = this.#nextArchive++;
+    const pong = deferred<void>();
+    this.#pings.set(id, pong);
+    const timer = setTimeout(() => pong.reject(this.#error(`no answer to a ping within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      this.#send({ op: "ping", id });
+      await pong.promise;
+    } finally {
+      clearTimeout(timer);
+      this.#pings.delete(id);
+    }
+  }
+
+  /**
+   * A warm sandbox's claim, as one message on the stream its relay has held open since it was made:
+   * the claim (the run's configuration, its sockets, where each tree goes) and the trees' tars.
+   * From now on connections may reach `sockets`. Resolves with each tree's status once the relay
+   * answers (it hands the run to the launcher, which starts Pi, only when every tree is in), with
+   * how long its steps took in there (a claim). Once per relay.
+   */
+  async claim(input: {
+    sockets: RelaySocket[];
+    trees: ClaimTree[];
+    watchFull: readonly string[];
+    run: unknown;
+  }): Promise<{ statuses: ClaimStatus[]; inSandboxMs?: Record<string, number> }> {
+    if (this.#failure) throw this.#failure;
+    const stream = this.#claimStream;
+    if (this.#claimed || !stream || stream.destroyed) throw this.#error("it offers no claim");
+    this.#claimed = true;
+    this.#sockets = [...input.sockets];
+    const message: ClaimMessage = {
+      sockets: input.sockets.map((s) => ({ name: s.name, path: s.containerPath })),
+      trees: input.trees.map((t) => t.root),
+      watchFull: [...input.watchFull],
+      run: input.run,
+    };
+    const head = JSON.stringify(message);
+    stream.respond({ ":status": 200 });
+    const sent = pipeline(
+      Readable.from(
+        (async function* () {
+          yield Buffer.from(`${Buffer.byteLength(head)}\n${head}`);
+          for (const tree of input.trees) yield* tree.archive;
+        })(),
+      ),
+      stream,
+    );
+    sent.catch(() => {});
+    const answer = await this.#claimAnswer.promise;
+    const statuses = input.trees.map(({ root }, i) => ({
+      root,
+      code: answer.trees[i]?.code ?? null,
+      stderr: (answer.trees[i]?.stderr ?? "the relay did not unpack it").slice(-STDERR_TAIL_CHARS),
+    }));
+    if (answer.ok && statuses.some((s) => s.code !== 0)) throw this.#error("it says a claim failed and succeeded");
+    if (!answer.ok && statuses.every((s) => s.code === 0))
+      throw this.#error("it could not listen on the run's sockets");
+    return answer.ok ? { statuses, inSandboxMs: answer.ms ?? {} } : { statuses };
+  }
+
+  /**
+   * Whether the link to the relay keeps this process alive (it does by default). A warm sandbox
+   * waiting for a claim must not: a caller that never closes its agent can still exit, and the
+   * sandbox then stops when its relay's exec sees the link close.
+   */
+  holdProcess(hold: boolean): void {
+    holdProcess(this.exec.stdin, hold);
   }
 
   /** Lets the connections through that the relay carries (held until now). */
@@ -310,8 +438,17 @@ export class Relay {
             ? this.#serveArchive(stream, Number(path.slice(RELAY_PATHS.archivePrefix.length)))
             : path.startsWith(RELAY_PATHS.extractPrefix)
               ? this.#serveExtract(stream, Number(path.slice(RELAY_PATHS.extractPrefix.length)))
-              : false);
+              : path === RELAY_PATHS.claim
+                ? this.#holdClaim(stream)
+                : false);
     if (!served && !stream.destroyed) stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+  }
+
+  /** A warm sandbox's claim stream: one, held unanswered until a call claims the sandbox. */
+  #holdClaim(stream: http2.ServerHttp2Stream): boolean {
+    if (!this.options.warm || this.#claimStream) return false;
+    this.#claimStream = stream;
+    return true;
   }
 
   /** The response to an `extract` is the archive this side made: it goes out at the pace the relay reads it. */
@@ -366,7 +503,12 @@ export class Relay {
     }
     if (parsed.op === "ready") this.#resolveReady();
     else if (parsed.op === "marked") return;
-    else if (parsed.op === "full") {
+    else if (parsed.op === "loaded") this.#loaded.resolve(parsed.ms);
+    else if (parsed.op === "pong") this.#pings.get(parsed.id)?.resolve();
+    else if (parsed.op === "claimed") {
+      // Only an answer to a claim this side sent counts (a claim about the relay's own doing).
+      if (this.#claimed) this.#claimAnswer.resolve(parsed);
+    } else if (parsed.op === "full") {
       // A claim: at worst the sandbox fails its own run over its disk limit.
       for (const listener of this.#fullListeners) listener(parsed.root);
     } else if (parsed.op === "extracted") {
@@ -387,7 +529,7 @@ export class Relay {
 
   /** A connection to a named host socket: held until open(), then piped both ways. */
   #serveConnection(stream: http2.ServerHttp2Stream, name: string): boolean {
-    const socket = this.options.sockets.find((s) => s.name === name);
+    const socket = this.#sockets.find((s) => s.name === name);
     if (!socket) return false;
     void this.#gate.then(() => {
       if (this.#closing || stream.destroyed) return void stream.destroy();
@@ -427,6 +569,7 @@ export class Relay {
       pending.exit.reject(this.#failure);
     }
     this.#pending.clear();
+    for (const waiting of [...this.#pings.values(), this.#loaded, this.#claimAnswer]) waiting.reject(this.#failure);
     for (const listener of this.#failureListeners.splice(0)) listener(this.#failure);
   }
 

@@ -25,6 +25,7 @@ import {
   SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
   SYSTEM_CA_BUNDLE,
+  WARM_PATHS,
   type WorkspaceMode,
 } from "../sandbox-contract.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
@@ -69,6 +70,11 @@ export interface PlanInput {
   copyDiskMb?: number;
   /** What becomes of the workspace's judged changes; default apply. */
   handBack?: HandBackMode;
+  /**
+   * Plan for a warm sandbox (made before the call): copy mode, the workspace at WARM_PATHS.workspace
+   * (unless sandboxCwd names another path) and the n-th writable root at WARM_PATHS.writableRoot/n.
+   */
+  warm?: boolean;
 }
 
 /** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
@@ -79,7 +85,8 @@ export const DEFAULT_COPY_DISK_MB = 1024;
 // Its length is the plan literal at the end, field for field the RunPlan a reader compares it with.
 export function buildRunPlan(input: PlanInput): RunPlan {
   const { policy } = input;
-  const copyMode = input.workspaceMode === "copy";
+  // A warm sandbox's mount points exist before the call: it is always a copy-mode run.
+  const copyMode = input.workspaceMode === "copy" || input.warm === true;
   // A root caller's trees are lent to the sandbox uid for the run. Copy mode lends nothing: the
   // sandbox's uid means nothing on the host (the controller writes the changes back as the
   // caller), so it is always the fixed sandbox uid.
@@ -88,7 +95,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const uid = fixedUid ? SANDBOX_UID : input.caller.uid;
   const gid = fixedUid ? SANDBOX_UID : input.caller.gid;
   const finalToolName = input.schema ? FINAL_TOOL_NAME : undefined;
-  const sandboxCwd = input.sandboxCwd ?? input.cwd;
+  const sandboxCwd = input.sandboxCwd ?? (input.warm ? WARM_PATHS.workspace : input.cwd);
   const mounts = treeMounts(input, sandboxCwd);
   // Secrets (allowlist only): placeholders in the environment, the run's CA trusted (trustPlan).
   const secrets = policy.network === "allowlist" ? (policy.secrets ?? {}) : {};
@@ -173,6 +180,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     },
     finalToolName,
     schema: input.schema,
+    ...(input.warm ? { warmShaped: true } : {}),
   };
 }
 
@@ -186,7 +194,12 @@ function treeMounts(input: PlanInput, sandboxCwd: string): Mount[] {
   const mounts: Mount[] = [
     { hostPath: input.cwd, containerPath: sandboxCwd, readOnly: policy.workspace === "read-only", kind: "workspace" },
     ...input.writableRoots.map(
-      (p): Mount => ({ hostPath: p, containerPath: p, readOnly: false, kind: "writable-root" }),
+      (p, i): Mount => ({
+        hostPath: p,
+        containerPath: input.warm ? `${WARM_PATHS.writableRoot}/${i}` : p,
+        readOnly: false,
+        kind: "writable-root",
+      }),
     ),
     ...input.readOnlyMounts.map((p): Mount => ({ hostPath: p, containerPath: p, readOnly: true, kind: "read-only" })),
     { hostPath: `${input.runDir}/gateway.sock`, containerPath: GATEWAY_SOCKET, readOnly: false, kind: "socket" },

@@ -42,6 +42,7 @@ import { mib } from "../util/units.js";
 import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunCompanion } from "./supervise-run.js";
+import { type ClaimedSandbox, claimSandbox } from "./warm-claim.js";
 
 export interface CopyModeOptions {
   plan: RunPlan;
@@ -116,23 +117,81 @@ export class CopyModeWorkspace {
     return new CopyModeWorkspace(options, copied, base);
   }
 
-  /** The work done beside the run while its container runs. */
-  companion(container: EngineContainer): RunCompanion {
+  /** The work done beside the run while its container runs (a warm sandbox: its claim instead of the copy-in). */
+  companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion {
     return {
-      afterStart: () => this.#copyIn(container),
+      afterStart: () => (warm ? this.#claim(warm) : this.#copyIn(container)),
       beforeStop: () => this.#copyOut(),
     };
   }
 
-  async #copyIn(container: EngineContainer): Promise<void> {
-    const { plan, signal, timeline } = this.options;
+  /** The same trees as #copyIn, for its claim: one exchange over the relay the sandbox has up already. */
+  async #claim(warm: ClaimedSandbox): Promise<void> {
+    const { plan, timeline } = this.options;
     const started = performance.now();
-    const sockets: RelaySocket[] = [
+    const relay = warm.relay;
+    this.#relay = relay;
+    relay.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+    const writable = this.copied.filter((c) => c.copy.writable && c.tree);
+    this.#watchFull(relay, writable);
+    // The host's servers run already: connections go through as soon as the relay serves them.
+    relay.open();
+    const { inSandboxMs } = await claimSandbox(warm, {
+      plan,
+      sockets: this.#sockets(),
+      watchFull: writable.map((c) => c.copy.containerPath),
+      trees: this.copied.map(({ copy, tree }) => {
+        const readOnly = !copy.writable && copy.kind !== "ca-bundle";
+        return {
+          containerPath: tree ? copy.containerPath : path.dirname(copy.containerPath),
+          what: describe(copy),
+          sizeMb: this.options.diskMb,
+          readOnly,
+          archive: () =>
+            tree
+              ? packTree(tree, readOnly ? { modeOf: readableByAll } : {})
+              : packSingleFile(copy.hostPath, path.basename(copy.containerPath)),
+        };
+      }),
+    });
+    this.#copiedInEvent(started, inSandboxMs ? { inSandboxMs } : {});
+  }
+
+  /** The gateway's socket (and the proxy's) the relay hands connections to. */
+  #sockets(): RelaySocket[] {
+    return [
       { name: "gateway", containerPath: GATEWAY_SOCKET, hostPath: path.join(this.options.runDir, "gateway.sock") },
       ...(this.options.proxy
         ? [{ name: "proxy", containerPath: PROXY_SOCKET, hostPath: path.join(this.options.runDir, "proxy.sock") }]
         : []),
     ];
+  }
+
+  #watchFull(relay: Relay, writable: Copied[]): void {
+    relay.onFull((root) => {
+      const full = writable.find((c) => c.copy.containerPath === root);
+      if (full && !this.#fullReported) {
+        this.#fullReported = true;
+        this.options.onFull?.(describe(full.copy));
+      }
+    });
+  }
+
+  #copiedInEvent(started: number, extra: Record<string, unknown> = {}): void {
+    this.options.timeline.sandbox("workspace.copied-in", {
+      ...extra,
+      trees: this.copied.length,
+      entries: this.copied.reduce((n, c) => n + (c.tree?.entries.length ?? 1), 0),
+      bytes: this.copied.reduce((n, c) => n + (c.tree?.bytes ?? 0), 0),
+      skipped: this.copied.flatMap((c) => c.tree?.skipped ?? []).slice(0, 20),
+      ms: Math.round(performance.now() - started),
+    });
+  }
+
+  async #copyIn(container: EngineContainer): Promise<void> {
+    const { plan, signal, timeline } = this.options;
+    const started = performance.now();
+    const sockets = this.#sockets();
     const relay = Relay.start({
       container,
       user: plan.user,
@@ -168,22 +227,10 @@ export class CopyModeWorkspace {
     await Promise.all([relay, ...copies]);
     // Nothing of the sandbox has run yet: from here on, a changed file is one whose status changes.
     const writable = this.copied.filter((c) => c.copy.writable && c.tree);
-    this.#relay!.onFull((root) => {
-      const full = writable.find((c) => c.copy.containerPath === root);
-      if (full && !this.#fullReported) {
-        this.#fullReported = true;
-        this.options.onFull?.(describe(full.copy));
-      }
-    });
+    this.#watchFull(this.#relay!, writable);
     this.#relay!.mark(writable.map((c) => c.copy.containerPath));
     this.#relay!.open();
-    timeline.sandbox("workspace.copied-in", {
-      trees: this.copied.length,
-      entries: this.copied.reduce((n, c) => n + (c.tree?.entries.length ?? 1), 0),
-      bytes: this.copied.reduce((n, c) => n + (c.tree?.bytes ?? 0), 0),
-      skipped: this.copied.flatMap((c) => c.tree?.skipped ?? []).slice(0, 20),
-      ms: Math.round(performance.now() - started),
-    });
+    this.#copiedInEvent(started);
   }
 
   async #copyOut(): Promise<void> {

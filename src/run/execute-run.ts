@@ -26,6 +26,7 @@ import { createRunDir, removeRunDir } from "./run-dirs.js";
 import { startRunServices } from "./run-services.js";
 import { RunTrip } from "./run-trip.js";
 import { RunWorkspace } from "./run-workspace.js";
+import type { ClaimedSandbox } from "./warm-claim.js";
 
 export interface RunDetails<T = unknown> {
   result: T;
@@ -60,6 +61,8 @@ export interface RunDetails<T = unknown> {
   replay?: ReplaySummary;
   /** With a run record: what could not be recorded (absent when everything was). */
   recordNotes?: string[];
+  /** A warm sandbox (made before the call) served it; false for a container made for the call. */
+  warm: boolean;
 }
 
 export interface ExecuteContext {
@@ -69,6 +72,8 @@ export interface ExecuteContext {
   signal?: AbortSignal;
   /** A run record's model-traffic sink: every exchange the gateway relayed, with its bytes. */
   traffic?: TrafficSink;
+  /** A warm sandbox the pool gave this run (claimed: no other run ever gets it); else a container is made. */
+  warm?: ClaimedSandbox;
 }
 
 // Longer than most on purpose: one straight sequence of setup steps, each registering its teardown
@@ -90,6 +95,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   // Removes the container (once) and says whether that worked: until it has, something of the
   // sandbox may still run, so nothing is handed back and no tree is read as final.
   let removeSandbox: () => Promise<boolean> = async () => true;
+  const warm = ctx.warm;
+  // Claimed, it is this run's alone: removed on every path out, whatever happens before it is used.
+  if (warm) cleanups.add(async () => void (await warm.destroy()));
 
   try {
     // A missing CA bundle is a usage error: find out before anything is started.
@@ -132,20 +140,32 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     });
 
     signal?.throwIfAborted();
-    container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
-      throw containerFailure(error, plan);
-    });
+    if (warm) {
+      container = warm.container;
+      removeSandbox = () => warm.destroy();
+      timeline.sandbox("warm.claimed", { containerId: container.id, warmId: warm.warmId, ...warm.facts });
+      // Its labels were set before the call (they cannot change); its name can: the run's, as a cold
+      // run's container has (`docker ps --filter name=<run id>`). Not waited for.
+      void container.rename?.(containerSpecOf(plan).name ?? `sandbox-run-${plan.runId}`).catch(() => {});
+      // Started before the call; from here on it is this run's, as a cold run's is from its start.
+      timeline.sandbox("container.started", { containerId: container.id, warm: true });
+    } else {
+      container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
+        throw containerFailure(error, plan);
+      });
+      const made = container;
+      let removal: Promise<boolean> | undefined;
+      removeSandbox = () =>
+        (removal ??= made.remove().then(
+          () => true,
+          () => false,
+        ));
+      timeline.sandbox("container.created", { containerId: container.id });
+    }
     const created = container;
-    let removal: Promise<boolean> | undefined;
-    removeSandbox = () =>
-      (removal ??= created.remove().then(
-        () => true,
-        () => false,
-      ));
     cleanups.add(async () => {
       await removeSandbox();
     });
-    timeline.sandbox("container.created", { containerId: container.id });
 
     const settled = await superviseRun({
       plan,
@@ -161,7 +181,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       modelWait,
       signal,
       startedAt: started,
-      companion: workspace.companion(created),
+      companion: workspace.companion(created, warm),
+      ...(warm ? { attached: warm.streams } : {}),
     }).then(
       (details) => ({ details }),
       (error: unknown) => ({ error }),
@@ -191,12 +212,14 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       changedFiles: outcome.changedFiles,
       ...(handBack ? { handBack } : {}),
       ...(outcome.hostRunCount > 0 ? { hostRunFiles: outcome.hostRunFiles } : {}),
+      warm: Boolean(warm),
       ...(replay
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }
         : {}),
     };
   } catch (error) {
     const e = error as SandboxRunError;
+    if (e instanceof SandboxRunError) e.warm ??= Boolean(warm);
     timeline.sandbox("run.failed", {
       code: e?.code ?? "internal",
       message: e?.shortMessage ?? e?.message ?? String(error),

@@ -28,6 +28,8 @@ export interface PlannedRun {
   replay?: ReplayCall;
   /** Copy mode: the size of each copied tree's tmpfs, in MiB. */
   copyDiskMb: number;
+  /** The agent keeps warm sandboxes, but this call starts cold: why (its `warm.miss` event says so). */
+  warmMiss?: string;
 }
 
 export function newRunId(): string {
@@ -44,6 +46,8 @@ export interface PlanPlace {
   engineName?: string;
   /** Why it cannot (default: it does not share this host's filesystem). */
   engineReason?: string;
+  /** Plan the call for a warm sandbox (copy mode, the trees at WARM_PATHS; see buildRunPlan). */
+  warm?: boolean;
 }
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
@@ -78,9 +82,10 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
-    workspaceMode: workspaceModeOf(run.workspaceMode, place),
+    workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
     copyDiskMb,
     handBack: run.handBack,
+    ...(place.warm ? { warm: true } : {}),
   });
   return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders, copyDiskMb };
 }

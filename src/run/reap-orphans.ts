@@ -2,6 +2,8 @@
 // and, for a root caller, the trees it lent to the sandbox uid (handed back to the caller), then
 // its run folders. A container is an orphan when its owner process on this host no longer exists,
 // or when it is past its deadline (plus grace) on any host; `gc --all` removes every container of ours.
+// A warm sandbox (made before any call) is one too once it stopped by itself after its idle deadline:
+// a live controller would have claimed it before, and never claims a stopped one.
 import fs from "node:fs";
 import os from "node:os";
 import type { Engine } from "../engine/engine.js";
@@ -9,11 +11,13 @@ import { SandboxRunError } from "../errors.js";
 import {
   LABEL_DEADLINE,
   LABEL_HAND_BACK,
+  LABEL_IDLE_DEADLINE,
   LABEL_LENT_ROOTS,
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
   LABEL_RUN_ID,
+  LABEL_WARM,
   SANDBOX_UID,
 } from "../sandbox-contract.js";
 import { handBackOrphanedTree } from "../workspace/ownership-lease.js";
@@ -33,13 +37,24 @@ export interface ReapedContainer {
 export function orphanReason(
   labels: Record<string, string>,
   context: { all?: boolean; host: string; now: number; alive: (pid: number) => boolean },
+  state?: string,
 ): string | undefined {
   if (context.all) return "gc --all";
+  const warm = labels[LABEL_WARM] === "true" ? "warm sandbox: " : "";
   const pid = Number(labels[LABEL_OWNER_PID]);
   if (labels[LABEL_OWNER_HOST] === context.host && pid > 0 && !context.alive(pid))
-    return `owner process ${pid} is gone`;
+    return `${warm}owner process ${pid} is gone`;
   const deadline = Date.parse(labels[LABEL_DEADLINE] ?? "");
-  if (Number.isFinite(deadline) && context.now > deadline + DEADLINE_GRACE_MS) return "past its deadline";
+  if (Number.isFinite(deadline) && context.now > deadline + DEADLINE_GRACE_MS) return `${warm}past its deadline`;
+  const idle = Date.parse(labels[LABEL_IDLE_DEADLINE] ?? "");
+  if (
+    warm &&
+    state !== undefined &&
+    state !== "running" &&
+    Number.isFinite(idle) &&
+    context.now > idle + DEADLINE_GRACE_MS
+  )
+    return `${warm}stopped at its idle deadline`;
   return undefined;
 }
 
@@ -48,8 +63,8 @@ export async function reapContainers(engine: Engine, options: { all?: boolean } 
   const context = { all: options.all, host: os.hostname(), now: Date.now(), alive: processAlive };
   const reaped: ReapedContainer[] = [];
   const failed: string[] = [];
-  for (const { id, labels } of containers) {
-    const reason = orphanReason(labels, context);
+  for (const { id, labels, state } of containers) {
+    const reason = orphanReason(labels, context, state);
     if (!reason) continue;
     try {
       await engine.removeContainer(id);

@@ -23,6 +23,7 @@ import { WORKSPACE_STATE_DIR } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip, Trip } from "./run-trip.js";
 import type { RunCompanion } from "./supervise-run.js";
+import type { ClaimedSandbox } from "./warm-claim.js";
 
 export interface RunWorkspaceInput {
   planned: PlannedRun;
@@ -137,9 +138,9 @@ export class RunWorkspace {
     return new RunWorkspace(input, undefined, watch, diskWatch);
   }
 
-  /** The work done beside the run while its container runs (copy mode's copy-in and copy-out). */
-  companion(container: EngineContainer): RunCompanion | undefined {
-    return this.copy?.companion(container);
+  /** The work done beside the run while its container runs (copy mode's copy-in, or a warm sandbox's claim, and copy-out). */
+  companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion | undefined {
+    return this.copy?.companion(container, warm);
   }
 
   /**

@@ -1,7 +1,7 @@
 // The live part of a run: attach to the container, start it, hand Pi the prompt, read its output as
 // it arrives (pi-stream.ts), stop the container when anything trips (run-trip.ts) or Pi settles, then
 // decide the outcome from what the host saw (decide-outcome.ts).
-import type { EngineContainer } from "../engine/engine.js";
+import type { ContainerStreams, EngineContainer } from "../engine/engine.js";
 import type { ModelWait } from "../gateway/model-gateway.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
@@ -49,6 +49,11 @@ export interface SupervisedRun {
   /** performance clock of the run's start, for durations. */
   startedAt: number;
   companion?: RunCompanion;
+  /**
+   * A warm sandbox: its container runs already and its streams were attached before it started;
+   * the companion's afterStart is its claim.
+   */
+  attached?: ContainerStreams;
 }
 
 export interface SupervisedResult {
@@ -91,9 +96,11 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     onInvalidRecord: (error, preview) => timeline.sandbox("pi.invalid-record", { error, preview }),
   });
 
-  const streams = await container.attach(signal).catch((error: unknown) => {
-    throw containerFailure(error, plan, "start");
-  });
+  const streams =
+    run.attached ??
+    (await container.attach(signal).catch((error: unknown) => {
+      throw containerFailure(error, plan, "start");
+    }));
   const drained = drain(streams, stream);
 
   const onAbort = () => trip.fire({ code: "aborted", message: "The run was aborted." });
@@ -107,10 +114,12 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     });
   }, run.timeoutMs);
   try {
-    await container.start(signal).catch((error: unknown) => {
-      throw containerFailure(error, plan, "start");
-    });
-    timeline.sandbox("container.started", { containerId: container.id });
+    if (!run.attached) {
+      await container.start(signal).catch((error: unknown) => {
+        throw containerFailure(error, plan, "start");
+      });
+      timeline.sandbox("container.started", { containerId: container.id });
+    }
     run.companion?.afterStart().catch(companionFailed);
     streams.stdin.end(run.prompt);
     if (signal?.aborted) onAbort();

@@ -28,6 +28,30 @@ export async function copyIn(
   target: CopyInTarget,
   signal?: AbortSignal,
 ): Promise<void> {
+  const pending = await startCopyIn(container, target, signal);
+  await pending.fill(archive);
+}
+
+/** A `tar -x` started in the container and waiting for its archive on stdin. */
+export interface PendingCopyIn {
+  /** Streams `archive` in; resolves once tar is done, rejects with a copy-in error. Once. */
+  fill(archive: Readable): Promise<void>;
+  /** Ends the exec without an archive (the sandbox is going away). */
+  cancel(): void;
+  /** Whether its link keeps this process alive (a warm sandbox's waiting copy must not). */
+  holdProcess(hold: boolean): void;
+}
+
+/**
+ * Starts the exec of `tar -x` now and streams the archive later: a warm sandbox's read-only trees
+ * (owned by another uid than the relay's) get their exec when the sandbox is made, so the claim
+ * only streams the tree. The exec reads nothing until then.
+ */
+export async function startCopyIn(
+  container: EngineContainer,
+  target: CopyInTarget,
+  signal?: AbortSignal,
+): Promise<PendingCopyIn> {
   const exec = await container.exec(
     {
       cmd: [IMAGE_PATHS.tar, "-x", "-f", "-", "-C", target.containerPath, "--no-same-owner", "-p"],
@@ -40,12 +64,24 @@ export async function copyIn(
     stderr = (stderr + chunk.toString("utf8")).slice(-STDERR_TAIL_CHARS);
   });
   exec.stdout.resume();
-  const sent = pipeline(archive, exec.stdin).then(
-    () => undefined,
-    (error: unknown) => error as Error,
-  );
-  const [failure, code] = await Promise.all([sent, exec.exit]);
-  if (code !== 0 || failure) throw copyInFailure(target, code, stderr, failure);
+  return {
+    async fill(archive) {
+      const sent = pipeline(archive, exec.stdin).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      const [failure, code] = await Promise.all([sent, exec.exit]);
+      if (code !== 0 || failure) throw copyInFailure(target, code, stderr, failure);
+    },
+    cancel() {
+      exec.stdin.destroy();
+    },
+    holdProcess(hold) {
+      const socket = exec.stdin as unknown as { ref?: () => void; unref?: () => void };
+      if (hold) socket.ref?.();
+      else socket.unref?.();
+    },
+  };
 }
 
 /**
@@ -58,6 +94,14 @@ export async function copyInThroughRelay(
   target: Omit<CopyInTarget, "user">,
 ): Promise<void> {
   const status = await relay.extract(target.containerPath, archive);
+  checkCopyInStatus(target, status);
+}
+
+/** Throws the copy-in error a tar status (as the relay reports it) means, if any. */
+export function checkCopyInStatus(
+  target: Omit<CopyInTarget, "user">,
+  status: { code: number | null; stderr: string },
+): void {
   if (status.code !== 0) throw copyInFailure(target, status.code, status.stderr);
 }
 

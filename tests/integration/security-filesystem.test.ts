@@ -19,7 +19,8 @@ import {
   writeFile,
   useHostileModelServer,
 } from "../support/hostile-model.js";
-import { workspaceMode } from "../support/harness.js";
+import { warmCalls, workspaceMode } from "../support/harness.js";
+import { WARM_PATHS } from "../../src/sandbox-contract.js";
 
 const server = useHostileModelServer();
 
@@ -128,7 +129,12 @@ describe.concurrent("filesystem escape", () => {
           ].join("\n"),
         ),
         writeFile(`${up}${outside.slice(1)}/traversal-write.txt`, "pwned"),
-        editFile(`../${path.basename(outside)}/canary.txt`, "original", "pwned"),
+        // `..` out of the workspace to the outside tree's copy (a warm sandbox's workspace is /workspace).
+        editFile(
+          path.relative(warmCalls() ? WARM_PATHS.workspace : ws, path.join(outside, "canary.txt")),
+          "original",
+          "pwned",
+        ),
         writeFile(`/proc/1/root${outside}/proc-root-write.txt`, "pwned"),
         bash(`cat ${outside}/canary.txt; ls ${outside}`),
         finish(),
@@ -137,7 +143,8 @@ describe.concurrent("filesystem escape", () => {
     );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     expect(outcome.toolResults[0]).toContain("proc-root rc=0");
-    expect(outcome.toolResults[0]).toContain("proc-cwd rc=0");
+    // A warm sandbox's workspace is /workspace, whose parent is the read-only root: refused there.
+    expect(outcome.toolResults[0]).toContain(warmCalls() ? "proc-cwd rc=1" : "proc-cwd rc=0");
     // Inside, the edit and writes "succeeded" on the sandbox's copy ...
     expect(outcome.toolResults[4]).toContain("pwned");
     expect(outcome.toolResults[4]).toContain("traversal-write.txt");

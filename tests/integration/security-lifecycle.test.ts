@@ -11,7 +11,13 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
-import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan, SANDBOX_UID } from "../../src/sandbox-contract.js";
+import {
+  LAUNCHER_DEADLINE_GRACE_MS,
+  LAUNCHER_EXIT,
+  type RunPlan,
+  SANDBOX_UID,
+  WARM_PATHS,
+} from "../../src/sandbox-contract.js";
 import {
   containersOfRuns,
   docker,
@@ -19,6 +25,7 @@ import {
   enginesEnvFor,
   lastToolResult,
   modelsFor,
+  warmCalls,
   workspaceMode,
 } from "../support/harness.js";
 import {
@@ -64,7 +71,9 @@ async function controllerMidRun(
   const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
   // Wait until the sandbox has written into its workspace (the lent host tree, or its copy).
   const container = docker.getContainer(String(started.data.containerId));
-  if (!(await eventually(() => sandboxHasFile(container, path.join(ws, "made/file.txt")), 30_000))) {
+  // (A warm sandbox holds the workspace at /workspace, a cold one at its host path.)
+  const made = path.join(warmCalls() ? WARM_PATHS.workspace : ws, "made/file.txt");
+  if (!(await eventually(() => sandboxHasFile(container, made), 30_000))) {
     throw new Error(`the sandbox did not write into the workspace; controller stderr:\n${controller.stderr()}`);
   }
   return { controller, runId: started.runId, exit };
@@ -315,7 +324,9 @@ describe.concurrent("isolation and ownership", () => {
         // Each run reports what it can see; a crossed wire shows up as another run's tag or files.
         const script = (_request: unknown, turn: number) =>
           turn === 0
-            ? bash('cat tag.txt; echo; ls /run/sandbox-run; cd "$(dirname "$PWD")" && ls -d sandbox-run-*')
+            ? bash(
+                'cat tag.txt; echo; ls /run/sandbox-run; cd "$(dirname "$PWD")" && { ls -d sandbox-run-* workspace 2>/dev/null || true; }',
+              )
             : { toolCalls: [{ name: "sandbox_run_final_result", arguments: { tag: `run-${i}`, seen: "checked" } }] };
         return runHostile(server, script, { cwd: ws, schema, onPlan: (plan) => plans.set(i, plan) });
       }),

@@ -31,6 +31,11 @@ export const runtimes = (): Array<"runc" | "runsc"> => (inject("runscAvailable")
  */
 export const workspaceMode = (): "bind" | "copy" => (process.env.SANDBOX_RUN_WORKSPACE === "copy" ? "copy" : "bind");
 /**
+ * The "integration-warm" project sets SANDBOX_RUN_WARM=1 (see vitest.config.ts): every agent keeps a
+ * warm sandbox and its calls are served by one (copy mode, the workspace at /workspace inside).
+ */
+export const warmCalls = (): boolean => Number(process.env.SANDBOX_RUN_WARM ?? 0) > 0;
+/**
  * The "integration-remote" project (SANDBOX_RUN_TEST_ENGINE=remote, see vitest.config.ts) runs the
  * security suites on the second engine (tests/support/second-engine.ts: another machine reached over
  * mutual TLS): every ContainerPiAgent, controller process and CLI of the test process reads the
@@ -109,18 +114,40 @@ export function eventLog() {
  */
 export function checkNoContainersLeftAfterEach(): { onEvent: (event: RunEvent) => void } {
   const runIds = new Set<string>();
+  // A warm sandbox's container carries the pool's id, not the run's: it is found by its own id.
+  const containerIds = new Set<string>();
   afterEach(async () => {
     expect(await containersOfRuns([...runIds])).toEqual([]);
+    const left = await Promise.all(
+      [...containerIds].map((id) =>
+        docker
+          .getContainer(id)
+          .inspect()
+          .then(
+            () => [id],
+            () => [],
+          ),
+      ),
+    );
+    expect(left.flat()).toEqual([]);
     runIds.clear();
+    containerIds.clear();
   });
-  return { onEvent: (event) => void runIds.add(event.runId) };
+  return {
+    onEvent: (event) => {
+      runIds.add(event.runId);
+      if (event.type === "warm.claimed") containerIds.add(String(event.data.containerId));
+    },
+  };
 }
 
 export async function containersOfRuns(runIds: string[]): Promise<string[]> {
   const found: string[] = [];
   for (const runId of runIds) {
     const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } });
-    found.push(...list.map((c) => c.Id));
+    // A warm sandbox's labels carry the pool's id; it takes its run's name at the claim.
+    const named = await docker.listContainers({ all: true, filters: { name: [`^/sandbox-run-${runId}$`] } });
+    found.push(...new Set([...list, ...named].map((c) => c.Id)));
   }
   return found;
 }

@@ -151,6 +151,14 @@ export async function runHostile(
   } catch (error) {
     if (!isSandboxRunError(error)) throw error;
     outcome.error = error;
+  } finally {
+    // Its warm sandboxes (the integration-warm project) go with it.
+    await agent.close();
+  }
+  // The integration-warm project must really run warm (unless the plan says why it could not).
+  if (process.env.SANDBOX_RUN_WARM && plan && !outcome.details?.warm && !outcome.error?.warm) {
+    const miss = events.find((e) => e.type === "warm.miss")?.data.reason;
+    if (!miss) throw new Error("expected a warm run: it was neither warm nor said why not");
   }
   // The integration-remote project must really run on the remote engine (unless a test chose one).
   const chosen = events.find((e) => e.type === "engine.chosen")?.data.engine;

@@ -1,0 +1,168 @@
+// `sandbox-run batch <tasks.jsonl>`: many calls from one file, each in its own sandbox with its own
+// workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: one more than
+// run at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
+// task, on one line, as each ends (with the task's id); stderr: progress. A failing task does not
+// stop the others; the exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the
+// running tasks (their sandboxes are removed), start no more, and remove the warm sandboxes.
+import fs from "node:fs";
+import type { Command } from "commander";
+import path from "node:path";
+import { ContainerPiAgent } from "../container-pi-agent.js";
+import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import type { RunDetails } from "../run/execute-run.js";
+import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
+import { createBatchProgress } from "./batch-progress.js";
+import type { CliIo } from "./cli-io.js";
+import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import type { CommandContext } from "./lazy-command.js";
+import { envelope, type ResultEnvelope } from "./result-envelope.js";
+
+export interface BatchFlags
+  extends Pick<RunFlags, "model" | "models" | "policy" | "runtime" | "image" | "env" | "timeout"> {
+  concurrency?: string;
+  warm?: string;
+  recordDir?: string;
+  engines?: string;
+  quiet?: boolean;
+  build?: boolean;
+}
+
+/** `sandbox-run batch`'s action (program.ts loads this module when the command runs). */
+export default function batchAction(
+  ctx: CommandContext,
+  file: string,
+  flags: BatchFlags,
+  command: Command,
+): Promise<number> {
+  // commander gives the root command every flag it also has, wherever it is written.
+  const root = command.parent?.opts<BatchFlags>() ?? {};
+  const merged = {
+    ...definedOnly(root),
+    ...definedOnly(flags),
+    build: (root as { build?: boolean }).build !== false && (flags as { build?: boolean }).build !== false,
+  };
+  return batchCommand(file, merged, ctx.io, ctx.signals);
+}
+
+function definedOnly<T extends object>(flags: T): T {
+  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
+}
+
+export async function batchCommand(
+  file: string,
+  flags: BatchFlags,
+  io: CliIo,
+  signals?: NodeJS.EventEmitter,
+): Promise<number> {
+  const tasks = readBatchTasks(file);
+  const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
+  // One more than run at once: the next task's sandbox is ready while a refill is being made.
+  const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
+  const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
+  const shared = parseRunFlags(flags, io.env);
+  const agent = new ContainerPiAgent({
+    ...shared,
+    hostEnv: io.env,
+    ...(flags.engines ? { engines: flags.engines } : {}),
+    autoBuildImage: flags.build !== false,
+    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    warm: { size: warm },
+  });
+  const progress = flags.quiet
+    ? undefined
+    : createBatchProgress(io.stderr, {
+        total: tasks.length,
+        tty: io.stderrIsTty,
+        columns: io.stderrColumns,
+        color: io.stderrIsTty && !io.env.NO_COLOR,
+      });
+  const stop = new AbortController();
+  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
+  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
+    interruptedBy ??= name;
+    io.stderr(`\nsandbox-run: ${name} received, stopping the running tasks and removing the sandboxes ...\n`);
+    stop.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the task's sandbox was stopped and removed.`));
+  };
+  const onInt = onSignal("SIGINT");
+  const onTerm = onSignal("SIGTERM");
+  signals?.on("SIGINT", onInt);
+  signals?.on("SIGTERM", onTerm);
+
+  let failed = 0;
+  const queue = [...tasks];
+  const runOne = async (task: BatchTask) => {
+    const started = Date.now();
+    progress?.started(task.id);
+    let line: ResultEnvelope;
+    let ok = false;
+    let warmCall: boolean | undefined;
+    try {
+      const details: RunDetails = await agent.runDetailed(task.prompt, {
+        ...task.options,
+        signal: stop.signal,
+        ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),
+      });
+      ok = true;
+      warmCall = details.warm;
+      line = envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes: details.recordNotes });
+    } catch (error) {
+      warmCall = isSandboxRunError(error) ? error.warm : undefined;
+      const exitCode = isSandboxRunError(error) ? exitCodeFor(error.code) : EXIT.agentFailed;
+      line = envelope({ ok: false, error, exitCode, model: task.options.model ?? shared.model });
+    }
+    if (!ok) failed++;
+    io.stdout(`${JSON.stringify({ id: task.id, ...line })}\n`);
+    const error = line.error as { code?: string; message?: string } | null;
+    progress?.finished(task.id, {
+      ok,
+      ms: Date.now() - started,
+      warm: warmCall,
+      error: error ? `${error.code}: ${error.message}` : undefined,
+    });
+  };
+  const worker = async () => {
+    // Checked before taking one: a task not taken stays queued, and is answered as not started.
+    while (!stop.signal.aborted && queue.length > 0) await runOne(queue.shift()!);
+  };
+
+  try {
+    await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker));
+  } finally {
+    signals?.off("SIGINT", onInt);
+    signals?.off("SIGTERM", onTerm);
+    await agent.close();
+  }
+  // Tasks never started (an interrupted batch) still get their line: every id is answered.
+  for (const task of queue) {
+    failed++;
+    const error = new SandboxRunError("aborted", "Not started: the batch was interrupted.");
+    io.stdout(`${JSON.stringify({ id: task.id, ...envelope({ ok: false, error, exitCode: EXIT.interrupted }) })}\n`);
+  }
+  const ran = tasks.length - queue.length;
+  progress?.stop(
+    `sandbox-run: ${tasks.length - failed} of ${tasks.length} task(s) succeeded, ${failed} failed${queue.length ? ` (${queue.length} not started)` : ""}; ${ran} run`,
+  );
+  if (interruptedBy) return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
+  return failed === 0 ? EXIT.ok : EXIT.agentFailed;
+}
+
+function wholeNumber(value: string, flag: string, min: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min)
+    throw usageError(`${flag} must be a whole number${min > 0 ? " of at least 1" : ""}, not "${value}".`);
+  return n;
+}
+
+/** The folder each task's record goes into (as `<dir>/<id>`): made now, so a bad path fails before any task. */
+function recordParent(dir: string): string {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    throw usageError(
+      `Cannot use ${dir} for the tasks' records: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+      "Pass --record-dir a folder you can write; each task's record goes into <folder>/<id>.",
+    );
+  }
+  return path.resolve(dir);
+}

@@ -1,0 +1,136 @@
+// `sandbox-run batch` as a user runs it (the built CLI, the real engine, real Pi, warm sandboxes):
+// one --json envelope per task on stdout as each ends, a failing task does not stop the others,
+// exit 0 only when all succeeded, records per task under --record-dir; SIGINT stops the running
+// tasks, answers every id, and leaves no container behind.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
+import { bashThenFinal, builtCli, docker, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+
+const server = await startModel();
+afterAll(() => server.close());
+
+/** The built CLI as a child process (its pid names its containers). */
+function batch(args: string[], options: { onStderr?: (text: string) => void } = {}) {
+  const child = spawn(process.execPath, [builtCli, "batch", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => {
+    stderr += c.toString();
+    options.onStderr?.(stderr);
+  });
+  const done = new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("close", (status) => resolve({ status, stdout, stderr })),
+  );
+  return { child, done };
+}
+
+async function containersOf(pid: number): Promise<string[]> {
+  const list = await docker.listContainers({
+    all: true,
+    filters: { label: [`${LABEL_MANAGED}=true`, `${LABEL_OWNER_PID}=${pid}`] },
+  });
+  return list.map((c) => c.Id);
+}
+
+function setup(tasks: Array<Record<string, unknown>>, models: string[]) {
+  const dir = makeWorkspace({}, "sandbox-run-batch-");
+  const file = path.join(dir, "tasks.jsonl");
+  fs.writeFileSync(file, `${tasks.map((t) => JSON.stringify(t)).join("\n")}\n`);
+  const modelsFile = path.join(dir, "models.json");
+  fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, models)));
+  return { dir, file, modelsFile };
+}
+
+describe("sandbox-run batch", () => {
+  it("runs every task in its own sandbox, prints one envelope per task as it ends, and exits 1 when one failed", async () => {
+    server.setScript("batch-ok", bashThenFinal("cat task.txt > seen.txt", { done: true }));
+    const { dir, file, modelsFile } = setup(
+      [
+        { id: "first", prompt: "Do it.", cwd: "ws-1", schema: { type: "object" } },
+        { id: "missing", prompt: "Do it.", cwd: "no-such-dir" },
+        { id: "third", prompt: "Do it.", cwd: "ws-3", schema: "schema.json", timeout: 90 },
+      ],
+      ["batch-ok"],
+    );
+    for (const n of [1, 3]) {
+      fs.mkdirSync(path.join(dir, `ws-${n}`));
+      fs.writeFileSync(path.join(dir, `ws-${n}`, "task.txt"), `task ${n}`);
+    }
+    fs.writeFileSync(path.join(dir, "schema.json"), JSON.stringify({ type: "object" }));
+    const records = path.join(dir, "records");
+    const run = batch([
+      file,
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/batch-ok",
+      "--concurrency",
+      "2",
+      "--warm",
+      "2",
+      "--record-dir",
+      records,
+    ]);
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(1);
+    const lines = stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.id).sort()).toEqual(["first", "missing", "third"]);
+    const byId = Object.fromEntries(lines.map((l) => [l.id, l]));
+    expect(byId.first).toMatchObject({ ok: true, result: { done: true }, exitCode: 0 });
+    expect(byId.third).toMatchObject({ ok: true, result: { done: true }, exitCode: 0 });
+    expect(byId.missing).toMatchObject({ ok: false, exitCode: 2, error: { code: "usage" } });
+    expect(byId.missing.error.message).toContain("no-such-dir");
+    expect(byId.first.warm || byId.third.warm).toBe(true);
+    for (const n of [1, 3]) expect(fs.readFileSync(path.join(dir, `ws-${n}`, "seen.txt"), "utf8")).toBe(`task ${n}`);
+    // stderr is not a terminal here: one plain line per start and end, and a summary.
+    expect(stderr).toMatch(/ok first in \d+\.\ds/);
+    expect(stderr).toMatch(/failed missing after \d+\.\ds: usage: /);
+    expect(stderr).toContain("2 of 3 task(s) succeeded, 1 failed");
+    const meta = JSON.parse(fs.readFileSync(path.join(records, "first", "meta.json"), "utf8"));
+    expect(meta.warm).toBe(byId.first.warm);
+    expect(await containersOf(run.child.pid!)).toEqual([]);
+  });
+
+  it("a malformed line is reported with its number and nothing starts (exit 2)", async () => {
+    const { file } = setup([{ id: "a", prompt: "p", cwd: "." }], []);
+    fs.appendFileSync(file, '{"id": "b", "prompt": 3, "cwd": "."}\n');
+    const { status, stdout, stderr } = await batch([file, "--model", "scripted/x"]).done;
+    expect(status).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toContain("line 2: prompt:");
+    expect(stderr).toContain("no task was started");
+  });
+
+  it("SIGINT stops the running tasks, answers every id, removes every sandbox (warm ones too), and exits 130", async () => {
+    server.setScript("batch-slow", bashThenFinal("sleep 300", { done: true }));
+    const tasks = ["a", "b", "c", "d"].map((id) => ({ id, prompt: "Wait.", cwd: "." }));
+    const { file, modelsFile } = setup(tasks, ["batch-slow"]);
+    let started: () => void;
+    const twoStarted = new Promise<void>((resolve) => (started = resolve));
+    const run = batch([file, "--models", modelsFile, "--model", "scripted/batch-slow", "--concurrency", "2"], {
+      onStderr: (text) => {
+        if ((text.match(/: started/g) ?? []).length >= 2) started();
+      },
+    });
+    await twoStarted;
+    // Both running tasks' sandboxes are up (and their pool refills behind them).
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    run.child.kill("SIGINT");
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(130);
+    const lines = stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.id).sort()).toEqual(["a", "b", "c", "d"]);
+    expect(lines.every((l) => l.ok === false && l.error.code === "aborted")).toBe(true);
+    expect(await containersOf(run.child.pid!)).toEqual([]);
+  });
+});

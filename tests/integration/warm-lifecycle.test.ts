@@ -1,0 +1,112 @@
+// Nothing left behind by warm sandboxes whose controller stops answering or dies: a frozen
+// controller's warm sandboxes stop by themselves at their idle deadline (launcher exit 93, made
+// short here); a controller killed with SIGKILL leaves sandboxes that stop at once (their relay's
+// link closes: exit 91); `sandbox-run gc` then removes every one of them.
+// Runs in its own vitest invocation, like security-lifecycle.test.ts: another file's start-up
+// reaping would remove a dead controller's containers before their exit codes are read.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { LABEL_OWNER_PID, LABEL_WARM, LAUNCHER_EXIT } from "../../src/sandbox-contract.js";
+import { docker, modelsFor, runBuiltCli, runtimes, startModel } from "../support/harness.js";
+import { hostilePolicy } from "../support/hostile-model.js";
+
+const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const CONTROLLER = path.join(REPO_ROOT, "tests/support/warm-controller.ts");
+
+/** A controller process keeping `size` warm sandboxes; resolves once they are ready, with their ids. */
+async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number) {
+  const server = await startModel();
+  const spec = {
+    models: modelsFor(server, ["idle"]),
+    model: "scripted/idle",
+    policy: hostilePolicy({ runtime, limits: { pids: 256 } }),
+    size,
+    idleSeconds,
+  };
+  const child = spawn(process.execPath, ["--import", "tsx", CONTROLLER, JSON.stringify(spec)], {
+    cwd: REPO_ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
+  const ready = await new Promise<{ containers: string[] }>((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => {
+      out += c.toString();
+      const line = out.split("\n").find((l) => l.startsWith("{"));
+      if (line) resolve(JSON.parse(line));
+    });
+    child.on("close", (code) =>
+      reject(new Error(`the controller exited (${code}) before its pool was ready:\n${stderr}`)),
+    );
+  });
+  return { child, containers: ready.containers, close: () => server.close() };
+}
+
+async function states(ids: string[]): Promise<Array<{ running: boolean; exitCode: number }>> {
+  return Promise.all(
+    ids.map(async (id) => {
+      const { State } = await docker.getContainer(id).inspect();
+      return { running: State.Running, exitCode: State.ExitCode };
+    }),
+  );
+}
+
+async function eventually(check: () => Promise<boolean>, limitMs: number): Promise<boolean> {
+  const end = Date.now() + limitMs;
+  while (Date.now() < end) {
+    if (await check()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return check();
+}
+
+const ofController = async (pid: number) =>
+  (
+    await docker.listContainers({ all: true, filters: { label: [`${LABEL_WARM}=true`, `${LABEL_OWNER_PID}=${pid}`] } })
+  ).map((c) => c.Id);
+
+describe.each(runtimes())("warm sandboxes of a controller that stops answering or dies (%s)", (runtime) => {
+  it("frozen controller: they stop by themselves at their idle deadline (exit 93); killed: gc removes them all", async () => {
+    const idleSeconds = 6;
+    const { child, containers, close } = await warmController(runtime, 2, idleSeconds);
+    expect(containers).toHaveLength(2);
+    expect((await states(containers)).every((s) => s.running)).toBe(true);
+    // Frozen, not dead: its links stay open, so only the launchers' own deadline can stop them.
+    child.kill("SIGSTOP");
+    const stopped = await eventually(
+      async () => (await states(containers)).every((s) => !s.running),
+      (idleSeconds + 20) * 1000,
+    );
+    expect(stopped).toBe(true);
+    expect((await states(containers)).map((s) => s.exitCode)).toEqual([
+      LAUNCHER_EXIT.idleDeadlinePassed,
+      LAUNCHER_EXIT.idleDeadlinePassed,
+    ]);
+    child.kill("SIGKILL");
+    await new Promise((resolve) => child.once("close", resolve));
+    const gc = await runBuiltCli(["gc"]);
+    expect(gc.status).toBe(0);
+    expect(gc.stderr).toMatch(/warm sandbox: owner process \d+ is gone/);
+    expect(await ofController(child.pid!)).toEqual([]);
+    await close();
+  });
+
+  it("killed controller: its warm sandboxes stop within seconds (their relay's link closed: exit 91), and gc leaves nothing", async () => {
+    const { child, containers, close } = await warmController(runtime, 2, 600);
+    child.kill("SIGKILL");
+    await new Promise((resolve) => child.once("close", resolve));
+    const stopped = await eventually(async () => (await states(containers)).every((s) => !s.running), 20_000);
+    expect(stopped).toBe(true);
+    expect((await states(containers)).map((s) => s.exitCode)).toEqual([
+      LAUNCHER_EXIT.controllerGone,
+      LAUNCHER_EXIT.controllerGone,
+    ]);
+    const gc = await runBuiltCli(["gc"]);
+    expect(gc.status).toBe(0);
+    expect(await ofController(child.pid!)).toEqual([]);
+    await close();
+  });
+});

@@ -1,0 +1,115 @@
+// `sandbox-run batch`'s tasks file and progress, without an engine: every bad line is reported
+// with its number before anything starts; paths in a line are relative to the file; the progress
+// is one bar on a terminal and plain lines elsewhere.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { createBatchProgress } from "../../src/cli/batch-progress.js";
+import { parseBatchTasks, readBatchTasks } from "../../src/cli/batch-tasks.js";
+
+describe("the batch tasks file", () => {
+  it("reads one task per line, paths relative to the file's folder, blank and // lines skipped", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-"));
+    fs.writeFileSync(path.join(dir, "review.schema.json"), JSON.stringify({ type: "object" }));
+    const file = path.join(dir, "tasks.jsonl");
+    fs.writeFileSync(
+      file,
+      [
+        '{"id": "a", "prompt": "fix it", "cwd": "repo-a"}',
+        "",
+        "// the second task",
+        '{"id": "b.2", "prompt": "review", "cwd": "/abs/repo-b", "schema": "review.schema.json", "policy": "read-only", "model": "p/m", "writable": ["out"], "timeout": 1.5}',
+        '{"id": "c", "prompt": "x", "cwd": "c", "schema": {"type": "object"}, "policy": "policies/mine.yaml"}\r',
+      ].join("\n"),
+    );
+    const tasks = readBatchTasks(file);
+    expect(tasks.map((t) => [t.id, t.line])).toEqual([
+      ["a", 1],
+      ["b.2", 4],
+      ["c", 5],
+    ]);
+    expect(tasks[0]!.options).toEqual({ cwd: path.join(dir, "repo-a") });
+    expect(tasks[1]!.options).toEqual({
+      cwd: "/abs/repo-b",
+      schema: { type: "object" },
+      configFiles: { schema: path.join(dir, "review.schema.json") },
+      policy: "read-only",
+      model: "p/m",
+      additionalWritableDirectories: [path.join(dir, "out")],
+      timeoutMs: 1500,
+    });
+    expect(tasks[2]!.options.policy).toBe(path.join(dir, "policies/mine.yaml"));
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reports every bad line with its number, and starts nothing", () => {
+    const text = [
+      '{"id": "a", "prompt": "p", "cwd": "."}',
+      "{not json",
+      '{"id": "a", "prompt": "p", "cwd": "."}',
+      '{"id": "b", "cwd": "."}',
+      '{"id": "-x", "prompt": "p", "cwd": ".", "colour": "red"}',
+      '{"id": "t", "prompt": "p", "cwd": ".", "timeout": -1}',
+    ].join("\n");
+    let message = "";
+    try {
+      parseBatchTasks(text, "/base", "tasks.jsonl");
+    } catch (error) {
+      message = (error as Error).message;
+      expect((error as { code?: string }).code).toBe("usage");
+    }
+    expect(message).toContain("5 line(s) of tasks.jsonl cannot be run");
+    expect(message).toContain("line 2: not JSON");
+    expect(message).toContain('line 3: the id "a" is the id of line 1 too');
+    expect(message).toContain("line 4: prompt:");
+    expect(message).toMatch(/line 5: id: letters, digits.*Unrecognized key/);
+    expect(message).toContain("line 6: timeout:");
+    expect(message).toContain("no task was started");
+  });
+
+  it("an empty file, or a schema file that cannot be read, is a usage error too", () => {
+    expect(() => parseBatchTasks("\n\n", "/base")).toThrow(/holds no task/);
+    expect(() =>
+      parseBatchTasks('{"id": "a", "prompt": "p", "cwd": ".", "schema": "missing.json"}', "/nowhere"),
+    ).toThrow(/line 1: .*missing\.json/);
+  });
+});
+
+describe("the batch progress", () => {
+  it("writes plain lines when stderr is not a terminal", () => {
+    const out: string[] = [];
+    let now = 0;
+    const progress = createBatchProgress((t) => out.push(t), { total: 2, tty: false, now: () => now });
+    progress.started("a");
+    now = 1500;
+    progress.finished("a", { ok: true, ms: 1500, warm: true });
+    progress.started("b\x1b[31m");
+    now = 3000;
+    progress.finished("b\x1b[31m", { ok: false, ms: 1500, error: "timeout: The run did not finish" });
+    progress.stop("sandbox-run: 1 of 2 task(s) succeeded");
+    expect(out.join("")).toBe(
+      [
+        "[   0.0s] a: started",
+        "[   1.5s] ok a in 1.5s, warm",
+        "[   1.5s] b\\x1b[31m: started",
+        "[   3.0s] failed b\\x1b[31m after 1.5s: timeout: The run did not finish",
+        "[   3.0s] sandbox-run: 1 of 2 task(s) succeeded",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("redraws one bar on a terminal: done, failed, running and an ETA", () => {
+    const out: string[] = [];
+    let now = 0;
+    const progress = createBatchProgress((t) => out.push(t), { total: 4, tty: true, columns: 100, now: () => now });
+    progress.started("a");
+    progress.started("b");
+    now = 2000;
+    progress.finished("a", { ok: true, ms: 2000 });
+    const last = out[out.length - 1]!;
+    expect(last).toContain("ok a in 2.0s\n");
+    expect(last).toContain("[########----------------------] 1/4 · 1 done · 0 failed · 1 running · ETA 6s");
+  });
+});
