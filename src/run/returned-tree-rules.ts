@@ -8,14 +8,26 @@
 // What the repositories' config names is resolved here, when the check runs, from the host's
 // files: in copy mode the sandbox never wrote them, so they are still what they were before the
 // run (a change the caller made meanwhile fails the apply anyway).
+//
+// Then the git checks that read content (workspace/git-checks.ts): the object-store files that came
+// back are read from their private staged copies and checked against their names, the refs and
+// index that came back are judged by what they make host git write (the host's git reading a
+// private repository whose stores are the host's own objects and links to the staged new ones), and
+// the caches derived from objects (commit-graph, ...) that came back new or changed are left out of
+// the apply (the host's own copy is removed with them). Nothing of it touches the host tree.
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
-import type { RuleConfig } from "../workspace/workspace-rules.js";
+import { GitChecks } from "../workspace/git-checks.js";
+import { objectFormatOf } from "../workspace/git-object-store.js";
+import type { GitAccess, WorktreeEntry } from "../workspace/git-work.js";
+import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
-  evaluateWorkspaceRules,
   type EntryPair,
   isGitDirectory,
   isInside,
+  RuleEvaluator,
 } from "../workspace/workspace-rules.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
@@ -31,23 +43,158 @@ const TYPE_BITS = { file: 0o100000, directory: 0o040000, symlink: 0o120000 } as 
 export interface ReturnedRulesConfig extends RuleConfig {
   /** Every tree the run was lent (absolute): the repositories they are in count for each of them. */
   lentRoots?: readonly string[];
+  /**
+   * A folder in the run's private folder for the git checks' scratch files (created when needed);
+   * without it the checks use one in the system's temp folder.
+   */
+  scratch?: string;
 }
 
 export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCheck {
-  return (before, after, root, returned) => {
+  return async (before, after, root, returned) => {
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
       ...config,
       ...gitConfigRules(before, root.hostPath, config),
       ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
     };
-    return evaluateWorkspaceRules(pairsOf(before, after, returned), rules).map(({ path, change, rule, detail }) => ({
+    const evaluator = new RuleEvaluator(rules);
+    const violations: Violation[] = [];
+    for (const pair of pairsOf(before, after, returned)) violations.push(...evaluator.visit(pair));
+    const work = evaluator.gitWork;
+    if (returned && (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0)) {
+      // What git objects and refs came back, checked before anything reaches the host.
+      const scratch = makeScratch(config.scratch);
+      try {
+        const refused = (gitRoot: string) => violations.some((v) => v.path === gitRoot || isInside(gitRoot, v.path));
+        const access = copyGitAccess(root.hostPath, before, after, returned, scratch.dir);
+        const checked = await new GitChecks(rules).run(work, access, refused);
+        violations.push(...checked.violations);
+        returned.leaveOut?.(checked.derived);
+      } finally {
+        scratch.remove();
+      }
+    }
+    return violations.map(({ path, change, rule, detail }) => ({
       path,
       change,
       rule,
       ...(detail !== undefined ? { detail } : {}),
     }));
   };
+}
+
+/** A private scratch folder for one check (removed after it). */
+function makeScratch(parent: string | undefined): { dir: string; remove(): void } {
+  if (parent) fs.mkdirSync(parent, { recursive: true, mode: 0o700 });
+  const dir = fs.mkdtempSync(path.join(parent ?? os.tmpdir(), "git-checks-"));
+  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+/** What a worktree file before the run may be read up to, to compare it with a commit's blob. */
+const WORKTREE_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Copy mode's way to the files the git checks read: the returned tree through its private staged
+ * copies (or the host's own file where it came back unchanged), the tree before the run from the
+ * host, which the sandbox never wrote.
+ */
+function copyGitAccess(
+  hostPath: string,
+  before: readonly TreeEntry[],
+  after: readonly TreeEntry[],
+  returned: ReturnedTreeFacts,
+  scratch: string,
+): GitAccess {
+  const beforeOf = new Map(before.map((e) => [e.path, e]));
+  const afterOf = new Map(after.map((e) => [e.path, e]));
+  const hostFile = (rel: string, maxBytes: number) => readNoFollow(path.join(hostPath, rel), maxBytes);
+  const access: GitAccess = {
+    scratch,
+    open(rel) {
+      const entry = afterOf.get(rel);
+      const file = entry?.kind === "file" ? returned.contentFile?.(rel) : undefined;
+      return file === undefined ? undefined : openNoFollow(file);
+    },
+    before(rel, maxBytes) {
+      const entry = beforeOf.get(rel);
+      if (!entry) return null;
+      return entry.kind === "file" && entry.size <= maxBytes ? hostFile(rel, maxBytes) : undefined;
+    },
+    beforeSize: (rel) => beforeOf.get(rel)?.size,
+    after(rel, maxBytes) {
+      const entry = afterOf.get(rel);
+      if (!entry) return null;
+      return entry.kind === "file" ? returned.contentOf(rel, maxBytes) : undefined;
+    },
+    worktreeBefore(rel): WorktreeEntry | null | undefined {
+      const entry = beforeOf.get(rel);
+      if (!entry || entry.kind === "directory") return null;
+      if (entry.kind === "symlink") return { mode: 0o120000, content: Buffer.from(entry.target ?? "") };
+      const content = hostFile(rel, WORKTREE_MAX_BYTES);
+      return content && { mode: entry.mode & 0o100 ? 0o100755 : 0o100644, content };
+    },
+    stores(gitRoot, changes) {
+      // The run's new objects and packs, linked by their names in a private folder, before the host's own.
+      const dir = fs.mkdtempSync(path.join(scratch, "new-objects-"));
+      const link = (relative: string) => {
+        const rel = gitRoot === "" ? relative : `${gitRoot}/${relative}`;
+        const file = afterOf.get(rel)?.kind === "file" ? returned.contentFile?.(rel) : undefined;
+        const at = path.join(dir, relative.slice("objects/".length));
+        if (file === undefined || fs.existsSync(at)) return;
+        fs.mkdirSync(path.dirname(at), { recursive: true, mode: 0o700 });
+        fs.symlinkSync(file, at);
+      };
+      for (const change of changes) {
+        const pack = /^(objects\/pack\/pack-[^/]+)\.(pack|idx)$/.exec(change.relative);
+        if (pack) for (const ext of ["pack", "idx"]) link(`${pack[1]}.${ext}`);
+        else if (/^objects\/[0-9a-f]{2}\/[0-9a-f]+$/.test(change.relative)) link(change.relative);
+      }
+      const own = path.join(hostPath, gitRoot, "objects");
+      return {
+        stores: [{ path: dir }, ...(fs.existsSync(own) ? [{ path: own }] : [])],
+        close: () => fs.rmSync(dir, { recursive: true, force: true }),
+      };
+    },
+    format: (gitRoot) => objectFormatOf(access.before(gitRoot === "" ? "config" : `${gitRoot}/config`, 1024 * 1024)),
+  };
+  return access;
+}
+
+function openNoFollow(file: string): number | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  if (fs.fstatSync(fd).isFile()) return fd;
+  fs.closeSync(fd);
+  return undefined;
+}
+
+function readNoFollow(file: string, maxBytes: number): Buffer | null | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT" ? null : undefined;
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile() || stat.size > maxBytes) return undefined;
+    const buffer = Buffer.alloc(stat.size);
+    let at = 0;
+    while (at < buffer.length) {
+      const n = fs.readSync(fd, buffer, at, buffer.length - at, at);
+      if (n === 0) break;
+      at += n;
+    }
+    return buffer.subarray(0, at);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** The git directories only a pointer names, and the paths the repositories' config names, in this tree. */

@@ -182,6 +182,7 @@ export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
  *   COMMIT_EDITMSG, SQUASH_MSG, TAG_EDITMSG  message drafts
  *   index, sharedindex.*  the staging area
  *   shallow              boundary commits of a shallow clone
+ *   info/refs            the ref list `git gc` writes for dumb-HTTP serving (read by nothing local)
  *   lfs/**               git-lfs's object store
  *   <any of these>.lock  git's lock files for them
  * Everything else is not: config, config.worktree, commondir, gitdir, hooks/**, info/**
@@ -214,6 +215,8 @@ const GIT_ALLOWED_FILES = new Set([
   "shallow",
 ]);
 const GIT_ALLOWED_TREES = new Set(["objects", "refs", "logs", "lfs"]);
+/** Written by `git gc` and `repack` (update-server-info) for dumb-HTTP serving; no local command reads it. */
+const GIT_SERVER_INFO = "info/refs";
 const GIT_ALTERNATES = /^objects\/info\/(http-)?alternates$/;
 /** Replace refs: git substitutes the object they name for another, in every command. */
 export const GIT_REPLACE_REFS = /^refs\/replace(\/|$)/;
@@ -224,7 +227,7 @@ export function gitPathAllowed(relative: string): boolean {
   if (GIT_ALTERNATES.test(path) || GIT_REPLACE_REFS.test(path)) return false;
   const slash = path.indexOf("/");
   const top = slash < 0 ? path : path.slice(0, slash);
-  if (GIT_ALLOWED_TREES.has(top)) return true;
+  if (GIT_ALLOWED_TREES.has(top) || path === GIT_SERVER_INFO) return true;
   return slash < 0 && (GIT_ALLOWED_FILES.has(path) || /^sharedindex\.[0-9a-f]+$/.test(path));
 }
 

@@ -1,0 +1,404 @@
+// What the run's refs and index make host git write later. A commit the sandbox made on the
+// current branch that changes `.husky/pre-commit` is written into the worktree by the host's next
+// `git reset --hard` (or `restore .`, which copies the index); the same with refs/stash and `git
+// stash pop`, a new branch later checked out, ORIG_HEAD and `reset --hard ORIG_HEAD`, a reflog
+// entry and `reset --hard HEAD@{1}`. So, per git directory whose pointers the run changed:
+// - every ref it created or moved (loose refs, packed-refs lines, HEAD and worktree HEADs), every
+//   new object id in a `*_HEAD` file and every reflog line it added names a commit (tags peeled,
+//   a tree taken as it is); its tree is compared with the tree of the commit the ref named before
+//   the run (for a new ref: HEAD's before the run) by the host's git (`diff-tree -r`, in a private
+//   repository: git-object-reader.ts), for refs/stash also its index and untracked commits;
+// - every entry of an index it wrote;
+// and each changed path is judged as the worktree's would be (path-protection.ts). A protected
+// path passes only when what the commit or index puts there is what the worktree held before the
+// run (committing the user's own file is no new content); otherwise the run fails naming the
+// pointer, and the git directory is reverted (the commits stay as unreachable objects: nothing
+// names them). A gitlink (submodule) that moves is refused: the commit it names lives in another
+// repository and is not checked. Bounded: targets, object sizes, diff output; past a bound, or
+// when git cannot answer, the git directory is refused as a whole.
+import crypto from "node:crypto";
+import { indexEntriesOf } from "./git-index-paths.js";
+import { type ObjectInfo, ObjectReadError, PrivateRepo } from "./git-object-reader.js";
+import { newReflogOids, oidsOf, parsePackedRefs, refOfReflog, resolveRef, type ReadFile } from "./git-ref-files.js";
+import { REF_RULE } from "./git-rule-names.js";
+import { type GitAccess, inGitDir, type PointerChange, type StoreChange, type WorktreeEntry } from "./git-work.js";
+import type { Protection, ProtectionOf } from "./path-protection.js";
+import type { Violation } from "./workspace-rules.js";
+
+/** Distinct (before, after) pairs of commits judged per git directory. */
+export const MAX_REF_TARGETS = 1000;
+/** Bytes of diff-tree output read per git directory. */
+export const MAX_DIFF_BYTES = 64 * 1024 * 1024;
+/** A commit or tag larger than this is not read (git writes them far smaller). */
+const MAX_COMMIT_BYTES = 1024 * 1024;
+/** Pointer files are read up to this size (git-plain-data.ts refuses larger ones). */
+const MAX_POINTER_BYTES = 64 * 1024 * 1024;
+const ZERO_MODE = 0;
+const GITLINK = 0o160000;
+
+export interface RefCheckInput {
+  /** The git directory whose refs these are (a linked worktree's own folder counts as part of it). */
+  root: string;
+  /** Its pointer changes, relative to `root` (a worktree's as `worktrees/<name>/HEAD`). */
+  changes: readonly PointerChange[];
+  /** Its object-store changes (all passed their checks). */
+  storeChanges: readonly StoreChange[];
+  /** The worktree's top (relative to the tree's root) when known: `.git`'s parent. */
+  worktree?: string;
+  access: GitAccess;
+  /** Protection of a tree path, all rules; and of a path whose worktree is not known (built-in names only). */
+  protection: ProtectionOf;
+  builtinProtection: ProtectionOf;
+}
+
+interface Target {
+  oid: string;
+  /** The commit it is compared with (undefined: the empty tree). */
+  base?: string;
+  /** What names it ("refs/heads/main", "HEAD@{new}", "ORIG_HEAD"). */
+  label: string;
+  /** The pointer file (tree path), and how it changed. */
+  path: string;
+  change: PointerChange["change"];
+  /** A stash commit: its index and untracked commits are applied too. */
+  stash: boolean;
+}
+
+export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
+  const { root, access } = input;
+  const refuse = (path: string, change: Violation["change"], rule: string, detail: string): Violation => ({
+    path,
+    change,
+    rule,
+    detail,
+    restore: { action: "revert", path: root },
+  });
+  const read = (side: "before" | "after"): ReadFile => {
+    const cache = new Map<string, Buffer | null | undefined>();
+    return (relative) => {
+      if (!cache.has(relative)) cache.set(relative, access[side](inGitDir(root, relative), MAX_POINTER_BYTES));
+      return cache.get(relative);
+    };
+  };
+  const before = read("before");
+  const after = read("after");
+  const format = access.format(root);
+  const judge = new PathJudge(input, format);
+  const out: Violation[] = [];
+
+  // The index: each entry for a protected path holds what the worktree (or the old index) held.
+  for (const change of input.changes) {
+    if (change.change === "deleted" || !/(^|\/)(index|sharedindex\.[0-9a-f]+)$/.test(change.relative)) continue;
+    const problem = judge.index(before(change.relative), after(change.relative), change.relative);
+    if (problem) out.push(refuse(change.path, change.change, problem.rule, problem.detail));
+  }
+
+  const targets = collectTargets(input, before, after);
+  if (typeof targets === "string") return [...out, refuse(inGitDir(root, "refs"), "modified", REF_RULE, targets)];
+  if (targets.length === 0) return out;
+  if (targets.length > MAX_REF_TARGETS)
+    return [
+      ...out,
+      refuse(
+        targets[0]!.path,
+        targets[0]!.change,
+        REF_RULE,
+        `not checked: more than ${MAX_REF_TARGETS} new commits on its refs, reflogs and *_HEAD files`,
+      ),
+    ];
+
+  const { stores, close } = access.stores(root, input.storeChanges);
+  const repo = PrivateRepo.create(access.scratch, format, stores);
+  try {
+    const trees = await treesOf(
+      repo,
+      targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])]),
+      new Set(targets.filter((t) => t.stash).map((t) => t.oid)),
+    );
+    const pairs = new Map<string, readonly [string, string]>();
+    const planned: Array<{ target: Target; pairs: Array<readonly [string, string]> }> = [];
+    for (const target of targets) {
+      const mine = trees.get(target.oid);
+      if (typeof mine === "string") {
+        out.push(refuse(target.path, target.change, REF_RULE, `${target.label} names ${short(target.oid)}: ${mine}`));
+        continue;
+      }
+      const baseTrees = target.base ? trees.get(target.base) : undefined;
+      const base = Array.isArray(baseTrees) && baseTrees.length > 0 ? baseTrees[0]! : repo.emptyTree;
+      const own = mine!.map((tree) => [base, tree] as const);
+      for (const pair of own) pairs.set(pair.join(" "), pair);
+      planned.push({ target, pairs: own });
+    }
+    const diffs = await repo.diff([...pairs.values()], MAX_DIFF_BYTES);
+    for (const { target, pairs: own } of planned) {
+      for (const pair of own) {
+        const problem = judge.diff(diffs.get(pair.join(" ")) ?? []);
+        if (!problem) continue;
+        out.push(
+          refuse(
+            target.path,
+            target.change,
+            problem.rule,
+            `${target.label} names ${short(target.oid)}, whose tree ${problem.detail}: host git writes it at a checkout, reset --hard or stash pop`,
+          ),
+        );
+        break;
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof ObjectReadError)) throw error;
+    out.push(refuse(targets[0]!.path, targets[0]!.change, REF_RULE, `not checked: ${error.message}`));
+  } finally {
+    repo.dispose();
+    close();
+  }
+  return out;
+}
+
+/** The commits the run's pointers name anew, each with what it is compared with; or why they cannot be read. */
+function collectTargets(input: RefCheckInput, before: ReadFile, after: ReadFile): Target[] | string {
+  const packedOf = (read: ReadFile) => {
+    const content = read("packed-refs");
+    return content === undefined ? undefined : content === null ? new Map<string, string>() : parsePackedRefs(content);
+  };
+  const packedBefore = packedOf(before);
+  const packedAfter = packedOf(after);
+  if (packedAfter === undefined) return "its packed-refs cannot be read";
+  const known = (value: string | undefined | "unknown") => (value === "unknown" ? undefined : value);
+  const headBefore = known(resolveRef(before, packedBefore, "HEAD"));
+  const out = new Map<string, Target>();
+  const add = (oid: string, base: string | undefined, label: string, change: PointerChange, stash = false) => {
+    if (oid === base) return;
+    const key = `${base ?? ""} ${oid} ${stash}`;
+    if (!out.has(key)) out.set(key, { oid, base, label, path: change.path, change: change.change, stash });
+  };
+
+  const names = new Map<string, PointerChange>();
+  const packedChange = input.changes.find((c) => c.relative === "packed-refs");
+  if (packedChange) {
+    for (const name of new Set([...(packedBefore?.keys() ?? []), ...packedAfter.keys()]))
+      if (packedBefore?.get(name) !== packedAfter.get(name)) names.set(name, packedChange);
+  }
+  for (const change of input.changes) {
+    const rel = change.relative;
+    if (rel.startsWith("refs/") || rel === "HEAD" || /^worktrees\/[^/]+\/HEAD$/.test(rel)) names.set(rel, change);
+  }
+  for (const [name, change] of names) {
+    const now = resolveRef(after, packedAfter, name);
+    if (now === "unknown") return `${name} cannot be read`;
+    if (now === undefined) continue;
+    const was = known(resolveRef(before, packedBefore, name));
+    add(now, was ?? headBefore, name, change, name === "refs/stash");
+  }
+
+  for (const change of input.changes) {
+    if (change.change === "deleted") continue;
+    const rel = change.relative;
+    const file = rel.replace(/^worktrees\/[^/]+\//, "");
+    if (
+      /^(ORIG_HEAD|FETCH_HEAD|MERGE_HEAD|CHERRY_PICK_HEAD|REVERT_HEAD|REBASE_HEAD|AUTO_MERGE|BISECT_EXPECTED_REV)$/.test(
+        file,
+      )
+    ) {
+      const now = after(rel);
+      if (now === undefined) return `${rel} cannot be read`;
+      const old = new Set(before(rel) ? oidsOf(before(rel)!) : []);
+      for (const oid of oidsOf(now ?? Buffer.alloc(0))) if (!old.has(oid)) add(oid, headBefore, file, change);
+    } else if (rel.startsWith("logs/") || /^worktrees\/[^/]+\/logs\//.test(rel)) {
+      const now = after(rel);
+      if (now === undefined) return `${rel} cannot be read`;
+      if (now === null) continue;
+      const ref = rel.startsWith("logs/") ? refOfReflog(rel) : rel.replace("/logs/", "/");
+      const base = known(resolveRef(before, packedBefore, ref)) ?? headBefore;
+      for (const oid of newReflogOids(before(rel), now, input.access.beforeSize(inGitDir(input.root, rel))))
+        add(oid, base, `${ref}@{...}`, change, ref === "refs/stash");
+    }
+  }
+  return [...out.values()];
+}
+
+/**
+ * The trees each object leads to (a tag to what it tags, a commit to its tree, a tree to itself, a
+ * blob to nothing; a stash commit also to its index and untracked commits' trees), or why not.
+ */
+async function treesOf(repo: PrivateRepo, oids: readonly string[], stash: ReadonlySet<string>) {
+  const info = new Map<string, ObjectInfo>();
+  const parsed = new Map<string, { tree?: string; parents: string[]; object?: string }>();
+  const learn = async (wanted: readonly string[]) => {
+    const unknown = [...new Set(wanted)].filter((oid) => !info.has(oid));
+    for (const [oid, facts] of await repo.info(unknown)) info.set(oid, facts);
+    const readable = unknown.filter((oid) => {
+      const facts = info.get(oid)!;
+      return "type" in facts && (facts.type === "commit" || facts.type === "tag") && facts.size <= MAX_COMMIT_BYTES;
+    });
+    for (const [oid, content] of await repo.contents(readable, readable.length * MAX_COMMIT_BYTES))
+      parsed.set(oid, parseCommitOrTag(content));
+  };
+  // Peel: tags (at most 5 deep), then a stash's parents.
+  let frontier = [...new Set(oids)];
+  const peeled = new Map<string, string>();
+  for (const oid of frontier) peeled.set(oid, oid);
+  for (let depth = 0; depth < 6 && frontier.length > 0; depth++) {
+    await learn(frontier);
+    const next: string[] = [];
+    for (const [start, current] of peeled) {
+      const facts = info.get(current);
+      if (facts && "type" in facts && facts.type === "tag" && parsed.get(current)?.object) {
+        peeled.set(start, parsed.get(current)!.object!);
+        next.push(parsed.get(current)!.object!);
+      }
+    }
+    frontier = next;
+  }
+  const stashParents = [...stash].flatMap((oid) => parsed.get(peeled.get(oid)!)?.parents.slice(1, 3) ?? []);
+  await learn(stashParents);
+
+  const out = new Map<string, string[] | string>();
+  const treeOf = (oid: string): string[] | string => {
+    const facts = info.get(oid);
+    if (!facts || "missing" in facts) return "an object that is not in the repository";
+    if (facts.type === "tree") return [oid];
+    if (facts.type === "blob") return [];
+    const commit = parsed.get(oid);
+    if (!commit) return `a ${facts.type} of ${facts.size} bytes, too large to read`;
+    if (facts.type === "tag") return "a tag chain too deep to follow";
+    return commit.tree ? [commit.tree] : "a commit without a tree";
+  };
+  for (const oid of new Set(oids)) {
+    const end = peeled.get(oid)!;
+    const own = treeOf(end);
+    if (typeof own === "string" || !stash.has(oid)) {
+      out.set(oid, own);
+      continue;
+    }
+    const more: string[] = [];
+    for (const parent of parsed.get(end)?.parents.slice(1, 3) ?? []) {
+      const trees = treeOf(parent);
+      if (typeof trees === "string") {
+        out.set(oid, `its stash parent ${short(parent)} is ${trees}`);
+        break;
+      }
+      more.push(...trees);
+    }
+    if (!out.has(oid)) out.set(oid, [...own, ...more]);
+  }
+  return out;
+}
+
+function parseCommitOrTag(content: Buffer): { tree?: string; parents: string[]; object?: string } {
+  const headerEnd = content.indexOf("\n\n");
+  const header = content.toString("utf8", 0, headerEnd < 0 ? content.length : headerEnd);
+  const out: { tree?: string; parents: string[]; object?: string } = { parents: [] };
+  for (const line of header.split("\n")) {
+    const space = line.indexOf(" ");
+    const key = line.slice(0, space);
+    const value = line.slice(space + 1);
+    if (key === "tree" && out.tree === undefined) out.tree = value;
+    else if (key === "parent") out.parents.push(value);
+    else if (key === "object" && out.object === undefined) out.object = value;
+  }
+  return out;
+}
+
+/** Judges the paths an index or a diff names against the protections and the worktree before the run. */
+class PathJudge {
+  private readonly blobOids = new Map<string, WorktreeEntry | null | undefined>();
+
+  constructor(
+    private readonly input: RefCheckInput,
+    private readonly format: "sha1" | "sha256",
+  ) {}
+
+  /** An index's entries for protected paths, against the old index's and the worktree's. */
+  index(
+    beforeContent: Buffer | null | undefined,
+    afterContent: Buffer | null | undefined,
+    relative: string,
+  ): { rule: string; detail: string } | undefined {
+    if (!afterContent) return undefined; // unreadable: git-pointers refuses it already
+    const hashBytes = this.format === "sha256" ? 32 : 20;
+    const entries = indexEntriesOf(afterContent, hashBytes);
+    if (!entries) return { rule: REF_RULE, detail: "an index that cannot be read" };
+    const old = new Map<string, string>();
+    for (const entry of (beforeContent && indexEntriesOf(beforeContent, hashBytes)) || [])
+      old.set(
+        `${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`,
+        `${entry.mode} ${entry.oid?.toString("hex")}`,
+      );
+    const worktreeKnown = !relative.startsWith("worktrees/");
+    for (const entry of entries) {
+      const name = entry.name.toString("utf8");
+      const protection = this.protectionOf(name, worktreeKnown);
+      if (!protection) continue;
+      const oid = entry.oid?.toString("hex") ?? "";
+      if (old.get(`${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`) === `${entry.mode} ${oid}`) continue;
+      if (worktreeKnown && this.sameAsWorktree(name, entry.mode, oid)) continue;
+      return {
+        rule: protection.rule,
+        detail: `it stages ${name}${why(protection)} with content the worktree did not hold: host git's restore . and checkout -- . would write it`,
+      };
+    }
+    return undefined;
+  }
+
+  /** The first protected path a diff changes to something the worktree did not hold. */
+  diff(records: ReadonlyArray<{ path: string; srcMode: number; dstMode: number; dstOid: string }>) {
+    let found: { rule: string; detail: string } | undefined;
+    let more = 0;
+    const worktreeKnown = this.input.worktree !== undefined;
+    for (const record of records) {
+      if (record.srcMode === GITLINK || record.dstMode === GITLINK) {
+        if (found) more++;
+        else
+          found = {
+            rule: REF_RULE,
+            detail: `moves the submodule ${record.path} (a commit in another repository is not checked)`,
+          };
+        continue;
+      }
+      const protection = this.protectionOf(record.path, worktreeKnown);
+      if (!protection) continue;
+      if (worktreeKnown) {
+        const held = this.worktree(record.path);
+        if (
+          record.dstMode === ZERO_MODE ? held === null : this.sameAsWorktree(record.path, record.dstMode, record.dstOid)
+        )
+          continue;
+      }
+      if (found) {
+        more++;
+        continue;
+      }
+      found = {
+        rule: protection.rule,
+        detail: `${record.dstMode === ZERO_MODE ? "deletes" : "changes"} ${record.path}${why(protection)}`,
+      };
+    }
+    if (found && more > 0) found.detail += ` (and ${more} more)`;
+    return found;
+  }
+
+  private protectionOf(path: string, worktreeKnown: boolean): Protection | undefined {
+    return worktreeKnown
+      ? this.input.protection(inGitDir(this.input.worktree ?? "", path))
+      : this.input.builtinProtection(path);
+  }
+
+  private worktree(path: string): WorktreeEntry | null | undefined {
+    const full = inGitDir(this.input.worktree ?? "", path);
+    if (!this.blobOids.has(full)) this.blobOids.set(full, this.input.access.worktreeBefore(full));
+    return this.blobOids.get(full);
+  }
+
+  /** Whether the worktree held exactly this (mode and content) at the path before the run. */
+  private sameAsWorktree(path: string, mode: number, oid: string): boolean {
+    const held = this.worktree(path);
+    if (!held || held.mode !== mode) return false;
+    const header = Buffer.from(`blob ${held.content.length}\0`);
+    return crypto.createHash(this.format).update(header).update(held.content).digest("hex") === oid;
+  }
+}
+
+const stageOf = (flags = 0) => (flags >> 12) & 3;
+const short = (oid: string) => oid.slice(0, 12);
+const why = (protection: Protection) => (protection.why ? ` (${protection.why})` : "");
