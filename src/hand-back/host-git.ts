@@ -5,8 +5,9 @@
 // signing program, no transport (a partial clone's lazy fetch would run the remote's commands),
 // no automatic gc. The environment is built from nothing, so no GIT_* variable of the caller's
 // redirects the repository or adds config. Callers use plumbing only (hash-object --no-filters,
-// read-tree/update-index on a private index, write-tree, commit-tree, update-ref): never `add`,
-// `commit` or `checkout`, which run filters and hooks.
+// read-tree/update-index on a private index, write-tree, commit-tree, update-ref; the workspace's
+// git checks: index-pack --verify outside any repository, cat-file and diff-tree in a private one):
+// never `add`, `commit` or `checkout`, which run filters and hooks.
 import { spawn } from "node:child_process";
 
 const SAFE_CONFIG = [

@@ -88,7 +88,8 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
 function makeScratch(parent: string | undefined): { dir: string; remove(): void } {
   if (parent) fs.mkdirSync(parent, { recursive: true, mode: 0o700 });
   const dir = fs.mkdtempSync(path.join(parent ?? os.tmpdir(), "git-checks-"));
-  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  // Removed in the background: its folder goes with the run's private folder anyway.
+  return { dir, remove: () => void fs.promises.rm(dir, { recursive: true, force: true }).catch(() => {}) };
 }
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
@@ -136,25 +137,34 @@ function copyGitAccess(
       return content && { mode: entry.mode & 0o100 ? 0o100755 : 0o100644, content };
     },
     stores(gitRoot, changes) {
-      // The run's new objects and packs, linked by their names in a private folder, before the host's own.
-      const dir = fs.mkdtempSync(path.join(scratch, "new-objects-"));
-      const link = (relative: string) => {
+      // The run's new packs, linked by their names in a private folder; its loose objects, to be
+      // added to the private repository; then the host's own store.
+      const fileOf = (relative: string) => {
         const rel = gitRoot === "" ? relative : `${gitRoot}/${relative}`;
-        const file = afterOf.get(rel)?.kind === "file" ? returned.contentFile?.(rel) : undefined;
-        const at = path.join(dir, relative.slice("objects/".length));
-        if (file === undefined || fs.existsSync(at)) return;
-        fs.mkdirSync(path.dirname(at), { recursive: true, mode: 0o700 });
-        fs.symlinkSync(file, at);
+        return afterOf.get(rel)?.kind === "file" ? returned.contentFile?.(rel) : undefined;
       };
+      const dir = fs.mkdtempSync(path.join(scratch, "new-packs-"));
+      const loose: Array<{ oid: string; file: string }> = [];
       for (const change of changes) {
-        const pack = /^(objects\/pack\/pack-[^/]+)\.(pack|idx)$/.exec(change.relative);
-        if (pack) for (const ext of ["pack", "idx"]) link(`${pack[1]}.${ext}`);
-        else if (/^objects\/[0-9a-f]{2}\/[0-9a-f]+$/.test(change.relative)) link(change.relative);
+        const pack = /^objects\/pack\/(pack-[^/]+)\.(pack|idx)$/.exec(change.relative);
+        const object = /^objects\/([0-9a-f]{2})\/([0-9a-f]{38}|[0-9a-f]{62})$/.exec(change.relative);
+        if (pack) {
+          fs.mkdirSync(path.join(dir, "pack"), { recursive: true, mode: 0o700 });
+          for (const ext of ["pack", "idx"]) {
+            const file = fileOf(`objects/pack/${pack[1]}.${ext}`);
+            const at = path.join(dir, "pack", `${pack[1]}.${ext}`);
+            if (file !== undefined && !fs.existsSync(at)) fs.symlinkSync(file, at);
+          }
+        } else if (object) {
+          const file = fileOf(change.relative);
+          if (file !== undefined) loose.push({ oid: object[1]! + object[2]!, file });
+        }
       }
       const own = path.join(hostPath, gitRoot, "objects");
       return {
         stores: [{ path: dir }, ...(fs.existsSync(own) ? [{ path: own }] : [])],
-        close: () => fs.rmSync(dir, { recursive: true, force: true }),
+        loose,
+        close: () => {},
       };
     },
     format: (gitRoot) => objectFormatOf(access.before(gitRoot === "" ? "config" : `${gitRoot}/config`, 1024 * 1024)),

@@ -228,6 +228,14 @@ function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): Worksp
       writeBits: report.clearedWriteBits.slice(0, 20),
     });
   }
+  if (report.gitChecks) {
+    const { ms, refMs, ...counts } = report.gitChecks;
+    timeline.sandbox("workspace.git-checked", {
+      ...counts,
+      ms: ms + refMs,
+      cachesRemoved: report.gitCachesRemoved.slice(0, 20),
+    });
+  }
   return { ...report, applied: true };
 }
 

@@ -51,9 +51,9 @@ export interface ReturnedTree {
   /** A returned file's content (staged, or the host's when it came back unchanged), at most maxBytes. */
   contentOf(path: string, maxBytes: number): Buffer | undefined;
   /** Where a returned file's content is: staged, or the host's file when unchanged; undefined when empty. */
-  contentFile(path: string): string | undefined;
+  contentFile?(path: string): string | undefined;
   /** Drops entries (and all below them): the apply then removes them from the host (checks use it). */
-  leaveOut(paths: readonly string[]): void;
+  leaveOut?(paths: readonly string[]): void;
 }
 
 export interface ReadReturnedOptions {

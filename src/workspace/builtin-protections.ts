@@ -144,6 +144,14 @@ export const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
     "HEAD, refs/**, packed-refs and the *_HEAD files hold object ids and `ref: refs/...` with names git's check-ref-format accepts, and nothing else",
   ],
   [
+    "git-objects",
+    "object-store files the run created or changed are what their names say: loose objects hash to their names, a new pack's .idx is what git index-pack makes of it (host git reads objects by name without checking); caches derived from them (commit-graph, multi-pack-index, .rev, .bitmap) are dropped, git rebuilds them",
+  ],
+  [
+    "git-refs",
+    "the commits the run's refs, reflogs and *_HEAD files name, and its index entries, change no protected path to content the worktree did not hold: host git writes them at a checkout, reset --hard, stash pop or restore",
+  ],
+  [
     "git-config-paths",
     "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers",
   ],

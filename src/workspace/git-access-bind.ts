@@ -7,7 +7,7 @@ import { openRoot } from "./fd-walk.js";
 import { objectFormatOf } from "./git-object-store.js";
 import { type GitAccess, inGitDir, type WorktreeEntry } from "./git-work.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
-import { lstatBelow, openDirBelow, openFileBelow } from "./remove-tree.js";
+import { lstatBelow, openDirBelow, openFileAt } from "./remove-tree.js";
 
 export interface BindGitAccess extends GitAccess {
   close(): void;
@@ -22,9 +22,20 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
   };
   const keptContent = (entry: KeptEntry): Buffer | undefined =>
     entry.blob === undefined ? undefined : fs.readFileSync(copy.blobPath(entry.blob));
+  // The folder of the last file opened stays open: object files come in walk order, a folder at a time.
+  let folder: { path: string; fd: number | undefined } | undefined;
+  const open = (path: string) => {
+    const slash = path.lastIndexOf("/");
+    const parent = slash < 0 ? "" : path.slice(0, slash);
+    if (folder?.path !== parent) {
+      if (folder?.fd !== undefined) fs.closeSync(folder.fd);
+      folder = { path: parent, fd: openDirBelow(rootFd, parent) };
+    }
+    return folder.fd === undefined ? undefined : openFileAt(folder.fd, path.slice(slash + 1));
+  };
   return {
     scratch,
-    open: (path) => openFileBelow(rootFd, path),
+    open,
     before(path, maxBytes) {
       const entry = row(path);
       if (!entry) return null;
@@ -33,7 +44,7 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
     },
     beforeSize: (path) => row(path)?.size,
     after(path, maxBytes) {
-      const fd = openFileBelow(rootFd, path);
+      const fd = open(path);
       if (fd === undefined) return lstatBelow(rootFd, path) ? undefined : null;
       try {
         const size = fs.fstatSync(fd).size;
@@ -62,6 +73,7 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
       const fd = openDirBelow(rootFd, inGitDir(gitRoot, "objects"));
       return {
         stores: fd === undefined ? [] : [{ fd }],
+        loose: [],
         close: () => {
           if (fd !== undefined) fs.closeSync(fd);
         },
@@ -71,6 +83,9 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
       const entry = row(inGitDir(gitRoot, "config"));
       return objectFormatOf(entry?.kind === "file" ? keptContent(entry) : undefined);
     },
-    close: () => fs.closeSync(rootFd),
+    close: () => {
+      if (folder?.fd !== undefined) fs.closeSync(folder.fd);
+      fs.closeSync(rootFd);
+    },
   };
 }

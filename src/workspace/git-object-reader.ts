@@ -7,8 +7,10 @@
 // (caches git trusts) are switched off; git's environment is scrubbed (hand-back/host-git.ts).
 // Only plumbing runs: cat-file (types, commits and tags) and diff-tree (which paths two trees
 // differ in). Objects read here were checked first (git-object-check.ts).
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import zlib from "node:zlib";
 import { hostGit } from "../hand-back/host-git.js";
 
 /** Where git finds objects: a directory fd of ours (passed to git) or a private path. */
@@ -26,6 +28,12 @@ export interface DiffRecord {
 
 /** A git command failed or went past its bounds: the ref check cannot conclude. */
 export class ObjectReadError extends Error {}
+
+/** Bytes of commits, trees and tags imported into the private repository per check. */
+const MAX_IMPORT_BYTES = 256 * 1024 * 1024;
+/** Files larger than this are inflated in part first, to learn their type (a blob is skipped). */
+const PEEK_ABOVE_BYTES = 1024 * 1024;
+const PACK_TYPES: Record<string, number> = { commit: 1, tree: 2, blob: 3, tag: 4 };
 
 const EXTRA_CONFIG = ["core.commitGraph=false", "core.multiPackIndex=false", "pack.useBitmaps=false"];
 const TIMEOUT_MS = 5 * 60 * 1000;
@@ -149,11 +157,39 @@ export class PrivateRepo {
     return out;
   }
 
+  /**
+   * Adds loose objects (files of ours: copy mode's staged copies, already checked against their
+   * names) to the private repository as one pack (`index-pack --stdin`, which hashes each again):
+   * two files instead of a link per object. Blobs are left out unless `wanted` names them: the
+   * checks read commits, tags and trees, and ask a blob only for its type when a ref names it.
+   */
+  async importLoose(objects: ReadonlyArray<{ oid: string; file: string }>, wanted: ReadonlySet<string>): Promise<void> {
+    const entries: Buffer[] = [];
+    let count = 0;
+    let bytes = 0;
+    for (const { oid, file } of objects) {
+      const object = readLoose(file, wanted.has(oid));
+      if (!object) continue;
+      bytes += object.content.length;
+      if (bytes > MAX_IMPORT_BYTES) throw new ObjectReadError("the run's new commits and trees are too large to read");
+      entries.push(packEntryHeader(object.type, object.content.length), zlib.deflateSync(object.content, { level: 1 }));
+      count++;
+    }
+    if (count === 0) return;
+    const header = Buffer.alloc(12);
+    header.write("PACK", 0, "latin1");
+    header.writeUInt32BE(2, 4);
+    header.writeUInt32BE(count, 8);
+    const body = Buffer.concat([header, ...entries]);
+    const pack = Buffer.concat([body, crypto.createHash(this.format).update(body).digest()]);
+    await this.git(["index-pack", "--stdin", "--no-rev-index"], pack, 1024 * 1024);
+  }
+
   dispose(): void {
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 
-  private async git(args: string[], input: string, maxBytes: number, quietStderr = false): Promise<Buffer> {
+  private async git(args: string[], input: string | Buffer, maxBytes: number, quietStderr = false): Promise<Buffer> {
     const result = await hostGit(args, {
       cwd: this.dir,
       home: path.join(this.dir, "home"),
@@ -174,4 +210,37 @@ export class PrivateRepo {
       );
     return result.stdout;
   }
+}
+
+/** A loose object file's type and content; undefined for a blob nobody asked for. */
+function readLoose(file: string, wanted: boolean): { type: string; content: Buffer } | undefined {
+  const data = fs.readFileSync(file);
+  const typeOf = (raw: Buffer) => raw.toString("latin1", 0, Math.max(0, raw.indexOf(32)));
+  if (!wanted && data.length > PEEK_ABOVE_BYTES) {
+    // Only the start, to learn the type: a large blob is not inflated at all.
+    const head = zlib.inflateSync(data.subarray(0, 4096), {
+      finishFlush: zlib.constants.Z_SYNC_FLUSH,
+      maxOutputLength: 8 * 1024 * 1024,
+    });
+    if (typeOf(head) === "blob") return undefined;
+  }
+  const raw = zlib.inflateSync(data, { maxOutputLength: MAX_IMPORT_BYTES });
+  const nul = raw.indexOf(0);
+  const type = typeOf(raw);
+  if (nul < 0 || PACK_TYPES[type] === undefined) throw new ObjectReadError("a loose object that does not read");
+  return type === "blob" && !wanted ? undefined : { type, content: raw.subarray(nul + 1) };
+}
+
+/** A pack entry's header: the type and size, 4 bits of size then 7 a byte, lowest first. */
+function packEntryHeader(type: string, size: number): Buffer {
+  const bytes: number[] = [];
+  let byte = (PACK_TYPES[type]! << 4) | (size & 0x0f);
+  let rest = Math.floor(size / 16);
+  while (rest > 0) {
+    bytes.push(byte | 0x80);
+    byte = rest & 0x7f;
+    rest = Math.floor(rest / 128);
+  }
+  bytes.push(byte);
+  return Buffer.from(bytes);
 }

@@ -190,8 +190,13 @@ export async function checkPack(files: PackFiles, options: PackCheckOptions): Pr
         timeoutMs: options.timeoutMs,
         maxOutputBytes: 1024 * 1024,
       },
-    ).catch((error: Error) => ({ status: -1, stderr: error.message }));
+    ).catch((error: NodeJS.ErrnoException) => ({
+      status: -1,
+      stderr:
+        error.code === "ENOENT" ? "the host's git is needed to verify a pack and is not installed" : error.message,
+    }));
     if (result.status === 0) return undefined;
+    if (result.status === -1) return `not checked: ${result.stderr}`;
     const last =
       result.stderr
         .trim()

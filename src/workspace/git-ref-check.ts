@@ -107,9 +107,10 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
       ),
     ];
 
-  const { stores, close } = access.stores(root, input.storeChanges);
+  const { stores, loose, close } = access.stores(root, input.storeChanges);
   const repo = PrivateRepo.create(access.scratch, format, stores);
   try {
+    await repo.importLoose(loose, new Set(targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])])));
     const trees = await treesOf(
       repo,
       targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])]),

@@ -84,9 +84,13 @@ export interface GitAccess {
   worktreeBefore(path: string): WorktreeEntry | null | undefined;
   /**
    * The object directories that make up a git directory's store as the run left it, for a private
-   * repository to read (the store's own new objects must have passed their checks).
+   * repository to read (its new objects have passed their checks), and loose objects to add to
+   * that repository (files of ours; copy mode's staged copies).
    */
-  stores(gitRoot: string, changes: readonly StoreChange[]): { stores: ObjectStore[]; close(): void };
+  stores(
+    gitRoot: string,
+    changes: readonly StoreChange[],
+  ): { stores: ObjectStore[]; loose: Array<{ oid: string; file: string }>; close(): void };
   /** The hash the repository uses (its config before the run). */
   format(gitRoot: string): "sha1" | "sha256";
 }

@@ -43,23 +43,15 @@ export function openDirBelow(rootFd: number, path: string): number | undefined {
   return fd;
 }
 
-/**
- * An fd for reading the regular file at `path` below the root (no symlink followed, a FIFO not
- * waited on); undefined if there is none or it is something else.
- */
-export function openFileBelow(rootFd: number, path: string): number | undefined {
-  const slash = path.lastIndexOf("/");
-  const dirFd = openDirBelow(rootFd, slash < 0 ? "" : path.slice(0, slash));
-  if (dirFd === undefined) return undefined;
+/** An fd for reading the regular file `name` in the directory `dirFd` (no symlink followed, no FIFO waited on); undefined if it is not one. */
+export function openFileAt(dirFd: number, name: string): number | undefined {
   try {
-    const fd = fs.openSync(atPath(dirFd, path.slice(slash + 1)), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    const fd = fs.openSync(atPath(dirFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     if (fs.fstatSync(fd).isFile()) return fd;
     fs.closeSync(fd);
     return undefined;
   } catch {
     return undefined;
-  } finally {
-    fs.closeSync(dirFd);
   }
 }
 

@@ -174,7 +174,7 @@ describe("a pack's .idx must be what git makes of the pack", () => {
     expect(await checkFreshenedPack({ pack: open("pack"), idx: open("idx") }, "sha1")).toBeUndefined();
 
     const idx = fs.readFileSync(path.join(packDir, `${stem}.idx`));
-    idx[8 + 1024] ^= 1; // the first object id
+    idx[8 + 1024] = idx[8 + 1024]! ^ 1; // the first object id
     crypto
       .createHash("sha1")
       .update(idx.subarray(0, idx.length - 20))
@@ -187,7 +187,7 @@ describe("a pack's .idx must be what git makes of the pack", () => {
     );
 
     const pack = fs.readFileSync(path.join(packDir, `${stem}.pack`));
-    pack[20] ^= 1; // inside the first object, same size, same trailer
+    pack[20] = pack[20]! ^ 1; // inside the first object, same size, same trailer
     const rewritten = path.join(scratch, "rewritten.pack");
     fs.writeFileSync(rewritten, pack);
     expect(await checkFreshenedPack({ pack: open("", rewritten), idx: open("idx") }, "sha1")).toMatch(
