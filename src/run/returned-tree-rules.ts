@@ -124,6 +124,10 @@ function copyGitAccess(
       return entry.kind === "file" && entry.size <= maxBytes ? hostFile(rel, maxBytes) : undefined;
     },
     beforeSize: (rel) => beforeOf.get(rel)?.size,
+    listBefore(treePath) {
+      const prefix = treePath === "" ? "" : `${treePath}/`;
+      return before.filter((e) => e.kind === "file" && e.path.startsWith(prefix)).map((e) => e.path);
+    },
     after(rel, maxBytes) {
       const entry = afterOf.get(rel);
       if (!entry) return null;

@@ -43,6 +43,11 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
       return keptContent(entry);
     },
     beforeSize: (path) => row(path)?.size,
+    listBefore(treePath) {
+      kept ??= copy.load([""]);
+      const prefix = treePath === "" ? "" : `${treePath}/`;
+      return [...kept.values()].filter((e) => e.kind === "file" && e.path.startsWith(prefix)).map((e) => e.path);
+    },
     after(path, maxBytes) {
       const fd = open(path);
       if (fd === undefined) return lstatBelow(rootFd, path) ? undefined : null;

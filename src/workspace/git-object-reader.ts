@@ -29,6 +29,8 @@ export interface DiffRecord {
 /** A git command failed or went past its bounds: the ref check cannot conclude. */
 export class ObjectReadError extends Error {}
 
+/** rev-list's answer: about 190,000 new commits. */
+const MAX_REV_LIST_BYTES = 16 * 1024 * 1024;
 /** Bytes of commits, trees and tags imported into the private repository per check. */
 const MAX_IMPORT_BYTES = 256 * 1024 * 1024;
 /** Files larger than this are inflated in part first, to learn their type (a blob is skipped). */
@@ -49,8 +51,16 @@ export class PrivateRepo {
     readonly format: "sha1" | "sha256",
   ) {}
 
-  /** Makes the private repository in a new folder below `scratch`. */
-  static create(scratch: string, format: "sha1" | "sha256", stores: readonly ObjectStore[]): PrivateRepo {
+  /**
+   * Makes the private repository in a new folder below `scratch`. `shallow`: the repository's
+   * shallow file before the run (commits whose parents it does not have).
+   */
+  static create(
+    scratch: string,
+    format: "sha1" | "sha256",
+    stores: readonly ObjectStore[],
+    shallow?: Buffer,
+  ): PrivateRepo {
     const dir = fs.mkdtempSync(path.join(scratch, "objects-"));
     const fds: number[] = [];
     const alternates = stores.map((store) => {
@@ -72,6 +82,7 @@ export class PrivateRepo {
     fs.writeFileSync(path.join(dir, "git", "objects", "info", "alternates"), `${alternates.join("\n")}\n`, {
       flag: "wx",
     });
+    if (shallow) fs.writeFileSync(path.join(dir, "git", "shallow"), shallow, { flag: "wx" });
     return new PrivateRepo(dir, fds, format);
   }
 
@@ -116,6 +127,28 @@ export class PrivateRepo {
       if (end + 1 > data.length) throw new ObjectReadError("git cat-file's answer ended early");
       out.set(oid, data.subarray(start, end));
       at = end + 1;
+    }
+    return out;
+  }
+
+  /**
+   * For each commit not reachable from `known` (and each of its first-parent ancestors that is
+   * not), its first parent (null for a root commit): `rev-list --first-parent --parents`. A commit
+   * reachable from `known` is not in the map.
+   */
+  async firstParents(commits: readonly string[], known: readonly string[]): Promise<Map<string, string | null>> {
+    const out = new Map<string, string | null>();
+    if (commits.length === 0) return out;
+    const input = `${[...commits, ...known.map((oid) => `^${oid}`)].join("\n")}\n`;
+    const data = await this.git(
+      ["rev-list", "--first-parent", "--parents", "--ignore-missing", "--stdin"],
+      input,
+      MAX_REV_LIST_BYTES,
+    );
+    for (const line of data.toString("latin1").split("\n")) {
+      if (line === "") continue;
+      const [commit, parent] = line.split(" ");
+      out.set(commit!, parent ?? null);
     }
     return out;
   }

@@ -4,18 +4,22 @@
 // stash pop`, a new branch later checked out, ORIG_HEAD and `reset --hard ORIG_HEAD`, a reflog
 // entry and `reset --hard HEAD@{1}`. So, per git directory whose pointers the run changed:
 // - every ref it created or moved (loose refs, packed-refs lines, HEAD and worktree HEADs), every
-//   new object id in a `*_HEAD` file and every reflog line it added names a commit (tags peeled,
-//   a tree taken as it is); its tree is compared with the tree of the commit the ref named before
-//   the run (for a new ref: HEAD's before the run) by the host's git (`diff-tree -r`, in a private
-//   repository: git-object-reader.ts), for refs/stash also its index and untracked commits;
-// - every entry of an index it wrote;
+//   new object id in a `*_HEAD` file and every reflog line it added names an object (tags peeled);
+//   a commit the history before the run already reached (from any ref, reflog or `*_HEAD` file it
+//   had) is nothing new; any other commit's tree is compared with the tree of the nearest commit
+//   on its first-parent line that history had (a branch made from another branch, commits on top
+//   of one), or, for a commit without one (and a tree), with what the ref named before the run
+//   (a new ref: HEAD's), by the host's git (`diff-tree -r` in a private repository:
+//   git-object-reader.ts); for refs/stash also its index and untracked commits' trees;
+// - every entry of an index it wrote, against the index before;
 // and each changed path is judged as the worktree's would be (path-protection.ts). A protected
 // path passes only when what the commit or index puts there is what the worktree held before the
 // run (committing the user's own file is no new content); otherwise the run fails naming the
 // pointer, and the git directory is reverted (the commits stay as unreachable objects: nothing
 // names them). A gitlink (submodule) that moves is refused: the commit it names lives in another
-// repository and is not checked. Bounded: targets, object sizes, diff output; past a bound, or
-// when git cannot answer, the git directory is refused as a whole.
+// repository and is not checked. Commits only reachable through parents are not judged (a checkout
+// of one is a deliberate look at history). Bounded: targets, object sizes, new commits, diff
+// output; past a bound, or when git cannot answer, the git directory is refused as a whole.
 import crypto from "node:crypto";
 import { indexEntriesOf } from "./git-index-paths.js";
 import { type ObjectInfo, ObjectReadError, PrivateRepo } from "./git-object-reader.js";
@@ -53,7 +57,10 @@ export interface RefCheckInput {
 
 interface Target {
   oid: string;
-  /** The commit it is compared with (undefined: the empty tree). */
+  /**
+   * What it is compared with when its first-parent line reaches nothing of the history before the
+   * run: what the ref named before the run, or HEAD's (undefined: the empty tree).
+   */
   base?: string;
   /** What names it ("refs/heads/main", "HEAD@{new}", "ORIG_HEAD"). */
   label: string;
@@ -108,30 +115,49 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     ];
 
   const { stores, loose, close } = access.stores(root, input.storeChanges);
-  const repo = PrivateRepo.create(access.scratch, format, stores);
+  const repo = PrivateRepo.create(access.scratch, format, stores, before("shallow") ?? undefined);
   try {
-    await repo.importLoose(loose, new Set(targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])])));
-    const trees = await treesOf(
-      repo,
-      targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])]),
-      new Set(targets.filter((t) => t.stash).map((t) => t.oid)),
-    );
-    const pairs = new Map<string, readonly [string, string]>();
-    const planned: Array<{ target: Target; pairs: Array<readonly [string, string]> }> = [];
+    const named = targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])]);
+    await repo.importLoose(loose, new Set(named));
+    const graph = new ObjectGraph(repo);
+    const finals = await graph.peel(named);
+    // Each commit is compared with the nearest commit on its first-parent line that the history
+    // before the run already had (a branch made from another branch, a commit on top of one).
+    const commits = [...new Set(targets.map((t) => finals.get(t.oid)).filter((f) => f && graph.isCommit(f)))];
+    const parents = await repo.firstParents(commits as string[], trustedOids(input, before));
+    const baseOf = (target: Target): string | undefined | "trusted" => {
+      const final = finals.get(target.oid);
+      if (!final || !graph.isCommit(final)) return target.base;
+      let at = final;
+      for (let steps = 0; parents.has(at); steps++) {
+        const parent = parents.get(at);
+        if (parent === null || steps > parents.size) return target.base; // a root: no older history
+        at = parent!;
+      }
+      return at === final ? "trusted" : at;
+    };
+    const planned: Array<{ target: Target; base: string | undefined; trees: string[] }> = [];
     for (const target of targets) {
-      const mine = trees.get(target.oid);
-      if (typeof mine === "string") {
-        out.push(refuse(target.path, target.change, REF_RULE, `${target.label} names ${short(target.oid)}: ${mine}`));
+      const base = baseOf(target);
+      if (base === "trusted") continue; // the history before the run named it: nothing new
+      const trees = await graph.treesOf(target.oid, target.stash);
+      if (typeof trees === "string") {
+        out.push(refuse(target.path, target.change, REF_RULE, `${target.label} names ${short(target.oid)}: ${trees}`));
         continue;
       }
-      const baseTrees = target.base ? trees.get(target.base) : undefined;
-      const base = Array.isArray(baseTrees) && baseTrees.length > 0 ? baseTrees[0]! : repo.emptyTree;
-      const own = mine!.map((tree) => [base, tree] as const);
+      planned.push({ target, base, trees });
+    }
+    const pairs = new Map<string, readonly [string, string]>();
+    const withBase: Array<{ target: Target; pairs: Array<readonly [string, string]> }> = [];
+    for (const { target, base, trees } of planned) {
+      const baseTrees = base ? await graph.treesOf(base, false) : undefined;
+      const baseTree = Array.isArray(baseTrees) && baseTrees.length > 0 ? baseTrees[0]! : repo.emptyTree;
+      const own = trees.map((tree) => [baseTree, tree] as const);
       for (const pair of own) pairs.set(pair.join(" "), pair);
-      planned.push({ target, pairs: own });
+      withBase.push({ target, pairs: own });
     }
     const diffs = await repo.diff([...pairs.values()], MAX_DIFF_BYTES);
-    for (const { target, pairs: own } of planned) {
+    for (const { target, pairs: own } of withBase) {
       for (const pair of own) {
         const problem = judge.diff(diffs.get(pair.join(" ")) ?? []);
         if (!problem) continue;
@@ -154,6 +180,28 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     close();
   }
   return out;
+}
+
+/**
+ * Every object id the git directory's pointers named before the run: HEAD, loose and packed refs,
+ * the `*_HEAD` files and the reflogs. What they reach is history the run did not write.
+ */
+function trustedOids(input: RefCheckInput, before: ReadFile): string[] {
+  const out = new Set<string>();
+  const packed = before("packed-refs");
+  if (packed) for (const oid of parsePackedRefs(packed).values()) out.add(oid);
+  const head = resolveRef(before, undefined, "HEAD");
+  if (head && head !== "unknown") out.add(head);
+  for (const path of input.access.listBefore(input.root)) {
+    const relative = input.root === "" ? path : path.slice(input.root.length + 1);
+    const file = relative.replace(/^worktrees\/[^/]+\//, "");
+    const log = file.startsWith("logs/");
+    if (relative.endsWith(".lock") || !(log || relative.startsWith("refs/") || /^[A-Z_]+HEAD$/.test(file))) continue;
+    const content = before(relative);
+    if (!content) continue;
+    for (const oid of log ? newReflogOids(null, content) : oidsOf(content)) out.add(oid);
+  }
+  return [...out];
 }
 
 /** The commits the run's pointers name anew, each with what it is compared with; or why they cannot be read. */
@@ -218,72 +266,81 @@ function collectTargets(input: RefCheckInput, before: ReadFile, after: ReadFile)
   return [...out.values()];
 }
 
-/**
- * The trees each object leads to (a tag to what it tags, a commit to its tree, a tree to itself, a
- * blob to nothing; a stash commit also to its index and untracked commits' trees), or why not.
- */
-async function treesOf(repo: PrivateRepo, oids: readonly string[], stash: ReadonlySet<string>) {
-  const info = new Map<string, ObjectInfo>();
-  const parsed = new Map<string, { tree?: string; parents: string[]; object?: string }>();
-  const learn = async (wanted: readonly string[]) => {
-    const unknown = [...new Set(wanted)].filter((oid) => !info.has(oid));
-    for (const [oid, facts] of await repo.info(unknown)) info.set(oid, facts);
+/** What the checks learn of objects through the private repository, a batch at a time. */
+class ObjectGraph {
+  private readonly info = new Map<string, ObjectInfo>();
+  private readonly parsed = new Map<string, { tree?: string; parents: string[]; object?: string }>();
+  private readonly peeled = new Map<string, string>();
+
+  constructor(private readonly repo: PrivateRepo) {}
+
+  isCommit(oid: string): boolean {
+    const facts = this.info.get(oid);
+    return facts !== undefined && "type" in facts && facts.type === "commit";
+  }
+
+  /** Types, and the content of commits and tags (small ones), of objects not known yet. */
+  async learn(oids: readonly string[]): Promise<void> {
+    const unknown = [...new Set(oids)].filter((oid) => !this.info.has(oid));
+    for (const [oid, facts] of await this.repo.info(unknown)) this.info.set(oid, facts);
     const readable = unknown.filter((oid) => {
-      const facts = info.get(oid)!;
+      const facts = this.info.get(oid)!;
       return "type" in facts && (facts.type === "commit" || facts.type === "tag") && facts.size <= MAX_COMMIT_BYTES;
     });
-    for (const [oid, content] of await repo.contents(readable, readable.length * MAX_COMMIT_BYTES))
-      parsed.set(oid, parseCommitOrTag(content));
-  };
-  // Peel: tags (at most 5 deep), then a stash's parents.
-  let frontier = [...new Set(oids)];
-  const peeled = new Map<string, string>();
-  for (const oid of frontier) peeled.set(oid, oid);
-  for (let depth = 0; depth < 6 && frontier.length > 0; depth++) {
-    await learn(frontier);
-    const next: string[] = [];
-    for (const [start, current] of peeled) {
-      const facts = info.get(current);
-      if (facts && "type" in facts && facts.type === "tag" && parsed.get(current)?.object) {
-        peeled.set(start, parsed.get(current)!.object!);
-        next.push(parsed.get(current)!.object!);
-      }
-    }
-    frontier = next;
+    for (const [oid, content] of await this.repo.contents(readable, readable.length * MAX_COMMIT_BYTES))
+      this.parsed.set(oid, parseCommitOrTag(content));
   }
-  const stashParents = [...stash].flatMap((oid) => parsed.get(peeled.get(oid)!)?.parents.slice(1, 3) ?? []);
-  await learn(stashParents);
 
-  const out = new Map<string, string[] | string>();
-  const treeOf = (oid: string): string[] | string => {
-    const facts = info.get(oid);
+  /** What each object names once its tags are peeled (at most 5 deep). */
+  async peel(oids: readonly string[]): Promise<Map<string, string>> {
+    for (const oid of oids) this.peeled.set(oid, oid);
+    let frontier = [...new Set(oids)];
+    for (let depth = 0; depth < 6 && frontier.length > 0; depth++) {
+      await this.learn(frontier);
+      const next: string[] = [];
+      for (const [start, current] of this.peeled) {
+        const object = this.parsed.get(current)?.object;
+        const facts = this.info.get(current);
+        if (facts && "type" in facts && facts.type === "tag" && object) {
+          this.peeled.set(start, object);
+          next.push(object);
+        }
+      }
+      frontier = next;
+    }
+    return this.peeled;
+  }
+
+  /**
+   * The trees an object leads to (a commit its tree, a tree itself, a blob none; a stash commit
+   * also its index and untracked commits' trees), or why not.
+   */
+  async treesOf(oid: string, stash: boolean): Promise<string[] | string> {
+    await this.peel([oid]);
+    const end = this.peeled.get(oid)!;
+    const own = this.treeOf(end);
+    if (typeof own === "string" || !stash) return own;
+    const parents = this.parsed.get(end)?.parents.slice(1, 3) ?? [];
+    await this.learn(parents);
+    const out = [...own];
+    for (const parent of parents) {
+      const trees = this.treeOf(parent);
+      if (typeof trees === "string") return `its stash parent ${short(parent)} is ${trees}`;
+      out.push(...trees);
+    }
+    return out;
+  }
+
+  private treeOf(oid: string): string[] | string {
+    const facts = this.info.get(oid);
     if (!facts || "missing" in facts) return "an object that is not in the repository";
     if (facts.type === "tree") return [oid];
     if (facts.type === "blob") return [];
-    const commit = parsed.get(oid);
-    if (!commit) return `a ${facts.type} of ${facts.size} bytes, too large to read`;
+    const parsed = this.parsed.get(oid);
+    if (!parsed) return `a ${facts.type} of ${facts.size} bytes, too large to read`;
     if (facts.type === "tag") return "a tag chain too deep to follow";
-    return commit.tree ? [commit.tree] : "a commit without a tree";
-  };
-  for (const oid of new Set(oids)) {
-    const end = peeled.get(oid)!;
-    const own = treeOf(end);
-    if (typeof own === "string" || !stash.has(oid)) {
-      out.set(oid, own);
-      continue;
-    }
-    const more: string[] = [];
-    for (const parent of parsed.get(end)?.parents.slice(1, 3) ?? []) {
-      const trees = treeOf(parent);
-      if (typeof trees === "string") {
-        out.set(oid, `its stash parent ${short(parent)} is ${trees}`);
-        break;
-      }
-      more.push(...trees);
-    }
-    if (!out.has(oid)) out.set(oid, [...own, ...more]);
+    return parsed.tree ? [parsed.tree] : "a commit without a tree";
   }
-  return out;
 }
 
 function parseCommitOrTag(content: Buffer): { tree?: string; parents: string[]; object?: string } {

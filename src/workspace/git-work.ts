@@ -76,6 +76,8 @@ export interface GitAccess {
   open(path: string): number | undefined;
   /** A file of the tree before the run, at most maxBytes: null when there was none, undefined when not known. */
   before(path: string, maxBytes: number): Buffer | null | undefined;
+  /** The files below a tree path before the run (tree paths; a git directory's refs, logs and pointer files). */
+  listBefore(treePath: string): string[];
   /** The size a file had before the run, when known (a reflog whose content was not kept). */
   beforeSize(path: string): number | undefined;
   /** A file of the tree as the run left it, at most maxBytes: null when there is none, undefined when unreadable. */

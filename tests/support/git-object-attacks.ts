@@ -95,10 +95,16 @@ ${GIT} commit -qam 'try'
 ${GIT} reset -q --hard HEAD~1
 git cat-file -p ORIG_HEAD >/dev/null`;
 
-/** What an agent does on its own: commits on a branch, a new branch, a stash, a gc (packs, commit-graph). */
+/**
+ * What an agent does on its own: commits on a branch, a new branch, a look at another branch and
+ * a branch made from it (whose hook differs from master's: history the repository already had), a
+ * stash, a gc (packs, commit-graph).
+ */
 export const ORDINARY_WORK = `echo b > src/b.ts && git add src/b.ts && ${GIT} commit -qm 'add b'
 ${GIT} checkout -qb topic
 echo c >> src/a.ts && ${GIT} commit -qam 'change a'
+${GIT} checkout -q other && ${GIT} checkout -qb from-other
+echo e > src/e.ts && git add src/e.ts && ${GIT} commit -qm 'add e'
 ${GIT} checkout -q master
 echo wip >> src/a.ts && ${GIT} stash -q
 echo d > src/d.ts && git add src/d.ts
