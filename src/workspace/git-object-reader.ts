@@ -37,7 +37,13 @@ const MAX_IMPORT_BYTES = 256 * 1024 * 1024;
 const PEEK_ABOVE_BYTES = 1024 * 1024;
 const PACK_TYPES: Record<string, number> = { commit: 1, tree: 2, blob: 3, tag: 4 };
 
-const EXTRA_CONFIG = ["core.commitGraph=false", "core.multiPackIndex=false", "pack.useBitmaps=false"];
+const EXTRA_CONFIG = [
+  "core.commitGraph=false",
+  "core.multiPackIndex=false",
+  "pack.useBitmaps=false",
+  "pack.readReverseIndex=false",
+  "pack.writeReverseIndex=false",
+];
 const TIMEOUT_MS = 5 * 60 * 1000;
 const EMPTY_TREE = {
   sha1: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
@@ -215,7 +221,7 @@ export class PrivateRepo {
     header.writeUInt32BE(count, 8);
     const body = Buffer.concat([header, ...entries]);
     const pack = Buffer.concat([body, crypto.createHash(this.format).update(body).digest()]);
-    await this.git(["index-pack", "--stdin", "--no-rev-index"], pack, 1024 * 1024);
+    await this.git(["index-pack", "--stdin"], pack, 1024 * 1024);
   }
 
   dispose(): void {

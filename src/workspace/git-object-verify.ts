@@ -179,18 +179,18 @@ export async function checkPack(files: PackFiles, options: PackCheckOptions): Pr
     fs.symlinkSync("/dev/fd/3", path.join(dir, "p.pack"));
     fs.symlinkSync("/dev/fd/4", path.join(dir, "p.idx"));
     fs.mkdirSync(path.join(dir, "home"), { mode: 0o700 });
-    const result = await hostGit(
-      ["index-pack", "--verify", "--no-rev-index", `--object-format=${options.format}`, "p.pack"],
-      {
-        cwd: dir,
-        home: path.join(dir, "home"),
-        // No repository is looked for above the private folder.
-        env: { GIT_CEILING_DIRECTORIES: path.dirname(dir) },
-        fds: [files.pack, files.idx],
-        timeoutMs: options.timeoutMs,
-        maxOutputBytes: 1024 * 1024,
-      },
-    ).catch((error: NodeJS.ErrnoException) => ({
+    // Options old gits know (a sha1 pack needs no --object-format); no reverse index is made or compared.
+    const format = options.format === "sha256" ? ["--object-format=sha256"] : [];
+    const result = await hostGit(["index-pack", "--verify", ...format, "p.pack"], {
+      config: ["pack.writeReverseIndex=false"],
+      cwd: dir,
+      home: path.join(dir, "home"),
+      // No repository is looked for above the private folder.
+      env: { GIT_CEILING_DIRECTORIES: path.dirname(dir) },
+      fds: [files.pack, files.idx],
+      timeoutMs: options.timeoutMs,
+      maxOutputBytes: 1024 * 1024,
+    }).catch((error: NodeJS.ErrnoException) => ({
       status: -1,
       stderr:
         error.code === "ENOENT" ? "the host's git is needed to verify a pack and is not installed" : error.message,

@@ -36,9 +36,9 @@ const sh = (cwd: string, script: string) => {
   if (r.status !== 0) throw new Error(`script failed: ${r.stderr}`);
 };
 
-function huskyRepo(): string {
+function huskyRepo(format: "sha1" | "sha256" = "sha1"): string {
   const ws = tree(HUSKY_REPO.files);
-  git(ws, "init", "-q", "-b", "master");
+  git(ws, "init", "-q", "-b", "master", `--object-format=${format}`);
   git(ws, "add", ".");
   git(ws, "commit", "-qm", "init");
   sh(ws, HUSKY_REPO.branch);
@@ -217,6 +217,38 @@ describe("bind mode: what the run left in the object store", () => {
     expect(fs.existsSync(hook) ? fs.readFileSync(hook, "utf8") : "").not.toContain("touch");
   });
 
+  it("a new loose object that is not what its name says is refused and removed; a real new one stays", async () => {
+    const ws = huskyRepo();
+    const fake = `.git/objects/ab/${"c".repeat(38)}`;
+    const report = await bindRun(
+      ws,
+      `mkdir -p .git/objects/ab && node -e 'require("fs").writeFileSync(process.argv[1], require("zlib").deflateSync(Buffer.from("blob 4\\0evil")))' ${fake}
+echo real > src/real.ts && git hash-object -w src/real.ts > /dev/null`,
+      marker(),
+    );
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual([`git-objects created ${fake}`]);
+    expect(report.violations[0]!.detail).toMatch(/hashes to [0-9a-f]{12}, not to its name/);
+    expect(fs.existsSync(path.join(ws, fake))).toBe(false);
+    expect(git(ws, "cat-file", "-p", git(ws, "hash-object", "src/real.ts").trim())).toBe("real\n");
+  });
+
+  it("git-lfs objects: one whose sha256 is its name stays, another is refused", async () => {
+    const ws = huskyRepo();
+    const good = crypto.createHash("sha256").update("lfs content\n").digest("hex");
+    const bad = crypto.createHash("sha256").update("what the pointer names\n").digest("hex");
+    const at = (oid: string) => `.git/lfs/objects/${oid.slice(0, 2)}/${oid.slice(2, 4)}/${oid}`;
+    fs.mkdirSync(path.join(ws, ".git/lfs/objects"), { recursive: true });
+    const report = await bindRun(
+      ws,
+      `mkdir -p $(dirname ${at(good)}) $(dirname ${at(bad)})
+printf 'lfs content\n' > ${at(good)} && printf 'touch MARKER\n' > ${at(bad)}`,
+      marker(),
+    );
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual([`git-objects created ${at(bad)}`]);
+    expect(fs.existsSync(path.join(ws, at(good)))).toBe(true);
+    expect(fs.existsSync(path.join(ws, at(bad)))).toBe(false);
+  });
+
   it("a new pack whose .idx claims master's hook is refused: pack and .idx removed, the checkout writes the real hook", async () => {
     const ws = huskyRepo();
     const report = await bindRun(ws, LYING_PACK, marker());
@@ -265,6 +297,20 @@ describe("bind mode: what the run left in the object store", () => {
     expect(report.violations).toEqual([]);
     // Checked all the same: the pack against its .idx's checksum, the loose object against its name.
     expect(report.gitChecks).toMatchObject({ packs: 1, loose: 1 });
+  });
+});
+
+describe("a sha256 repository", () => {
+  it("ordinary work passes (its index, packs and refs read with 32-byte ids); a rewritten loose object is refused", async () => {
+    const ok = await bindRun(huskyRepo("sha256"), ORDINARY_WORK, marker());
+    expect(ok.violations).toEqual([]);
+    expect(ok.gitChecks?.packs).toBeGreaterThan(0);
+    const bad = await bindRun(huskyRepo("sha256"), REWRITE_LOOSE_OBJECT, marker());
+    expect(bad.violations.map((v) => `${v.rule} ${v.detail}`)).toEqual([
+      "git-objects an existing object rewritten: git never rewrites one, and reads it by its name",
+    ]);
+    const copied = await copyRun(huskyRepo("sha256"), ORDINARY_WORK, marker());
+    expect(copied.found).toEqual([]);
   });
 });
 
