@@ -20,25 +20,21 @@
 // repository and is not checked. Commits only reachable through parents are not judged (a checkout
 // of one is a deliberate look at history). Bounded: targets, object sizes, new commits, diff
 // output; past a bound, or when git cannot answer, the git directory is refused as a whole.
-import crypto from "node:crypto";
-import { indexEntriesOf } from "./git-index-paths.js";
-import { type ObjectInfo, ObjectReadError, PrivateRepo } from "./git-object-reader.js";
+import { ObjectGraph } from "./git-object-graph.js";
+import { ObjectReadError, PrivateRepo } from "./git-object-reader.js";
+import { PathJudge } from "./git-path-judge.js";
 import { newReflogOids, oidsOf, parsePackedRefs, refOfReflog, resolveRef, type ReadFile } from "./git-ref-files.js";
 import { REF_RULE } from "./git-rule-names.js";
-import { type GitAccess, inGitDir, type PointerChange, type StoreChange, type WorktreeEntry } from "./git-work.js";
-import type { Protection, ProtectionOf } from "./path-protection.js";
+import { type GitAccess, inGitDir, type PointerChange, type StoreChange } from "./git-work.js";
+import type { ProtectionOf } from "./path-protection.js";
 import type { Violation } from "./workspace-rules.js";
 
 /** Distinct (before, after) pairs of commits judged per git directory. */
 export const MAX_REF_TARGETS = 1000;
 /** Bytes of diff-tree output read per git directory. */
 export const MAX_DIFF_BYTES = 64 * 1024 * 1024;
-/** A commit or tag larger than this is not read (git writes them far smaller). */
-const MAX_COMMIT_BYTES = 1024 * 1024;
 /** Pointer files are read up to this size (git-plain-data.ts refuses larger ones). */
 const MAX_POINTER_BYTES = 64 * 1024 * 1024;
-const ZERO_MODE = 0;
-const GITLINK = 0o160000;
 
 export interface RefCheckInput {
   /** The git directory whose refs these are (a linked worktree's own folder counts as part of it). */
@@ -266,197 +262,4 @@ function collectTargets(input: RefCheckInput, before: ReadFile, after: ReadFile)
   return [...out.values()];
 }
 
-/** What the checks learn of objects through the private repository, a batch at a time. */
-class ObjectGraph {
-  private readonly info = new Map<string, ObjectInfo>();
-  private readonly parsed = new Map<string, { tree?: string; parents: string[]; object?: string }>();
-  private readonly peeled = new Map<string, string>();
-
-  constructor(private readonly repo: PrivateRepo) {}
-
-  isCommit(oid: string): boolean {
-    const facts = this.info.get(oid);
-    return facts !== undefined && "type" in facts && facts.type === "commit";
-  }
-
-  /** Types, and the content of commits and tags (small ones), of objects not known yet. */
-  async learn(oids: readonly string[]): Promise<void> {
-    const unknown = [...new Set(oids)].filter((oid) => !this.info.has(oid));
-    for (const [oid, facts] of await this.repo.info(unknown)) this.info.set(oid, facts);
-    const readable = unknown.filter((oid) => {
-      const facts = this.info.get(oid)!;
-      return "type" in facts && (facts.type === "commit" || facts.type === "tag") && facts.size <= MAX_COMMIT_BYTES;
-    });
-    for (const [oid, content] of await this.repo.contents(readable, readable.length * MAX_COMMIT_BYTES))
-      this.parsed.set(oid, parseCommitOrTag(content));
-  }
-
-  /** What each object names once its tags are peeled (at most 5 deep). */
-  async peel(oids: readonly string[]): Promise<Map<string, string>> {
-    for (const oid of oids) this.peeled.set(oid, oid);
-    let frontier = [...new Set(oids)];
-    for (let depth = 0; depth < 6 && frontier.length > 0; depth++) {
-      await this.learn(frontier);
-      const next: string[] = [];
-      for (const [start, current] of this.peeled) {
-        const object = this.parsed.get(current)?.object;
-        const facts = this.info.get(current);
-        if (facts && "type" in facts && facts.type === "tag" && object) {
-          this.peeled.set(start, object);
-          next.push(object);
-        }
-      }
-      frontier = next;
-    }
-    return this.peeled;
-  }
-
-  /**
-   * The trees an object leads to (a commit its tree, a tree itself, a blob none; a stash commit
-   * also its index and untracked commits' trees), or why not.
-   */
-  async treesOf(oid: string, stash: boolean): Promise<string[] | string> {
-    await this.peel([oid]);
-    const end = this.peeled.get(oid)!;
-    const own = this.treeOf(end);
-    if (typeof own === "string" || !stash) return own;
-    const parents = this.parsed.get(end)?.parents.slice(1, 3) ?? [];
-    await this.learn(parents);
-    const out = [...own];
-    for (const parent of parents) {
-      const trees = this.treeOf(parent);
-      if (typeof trees === "string") return `its stash parent ${short(parent)} is ${trees}`;
-      out.push(...trees);
-    }
-    return out;
-  }
-
-  private treeOf(oid: string): string[] | string {
-    const facts = this.info.get(oid);
-    if (!facts || "missing" in facts) return "an object that is not in the repository";
-    if (facts.type === "tree") return [oid];
-    if (facts.type === "blob") return [];
-    const parsed = this.parsed.get(oid);
-    if (!parsed) return `a ${facts.type} of ${facts.size} bytes, too large to read`;
-    if (facts.type === "tag") return "a tag chain too deep to follow";
-    return parsed.tree ? [parsed.tree] : "a commit without a tree";
-  }
-}
-
-function parseCommitOrTag(content: Buffer): { tree?: string; parents: string[]; object?: string } {
-  const headerEnd = content.indexOf("\n\n");
-  const header = content.toString("utf8", 0, headerEnd < 0 ? content.length : headerEnd);
-  const out: { tree?: string; parents: string[]; object?: string } = { parents: [] };
-  for (const line of header.split("\n")) {
-    const space = line.indexOf(" ");
-    const key = line.slice(0, space);
-    const value = line.slice(space + 1);
-    if (key === "tree" && out.tree === undefined) out.tree = value;
-    else if (key === "parent") out.parents.push(value);
-    else if (key === "object" && out.object === undefined) out.object = value;
-  }
-  return out;
-}
-
-/** Judges the paths an index or a diff names against the protections and the worktree before the run. */
-class PathJudge {
-  private readonly blobOids = new Map<string, WorktreeEntry | null | undefined>();
-
-  constructor(
-    private readonly input: RefCheckInput,
-    private readonly format: "sha1" | "sha256",
-  ) {}
-
-  /** An index's entries for protected paths, against the old index's and the worktree's. */
-  index(
-    beforeContent: Buffer | null | undefined,
-    afterContent: Buffer | null | undefined,
-    relative: string,
-  ): { rule: string; detail: string } | undefined {
-    if (!afterContent) return undefined; // unreadable: git-pointers refuses it already
-    const hashBytes = this.format === "sha256" ? 32 : 20;
-    const entries = indexEntriesOf(afterContent, hashBytes);
-    if (!entries) return { rule: REF_RULE, detail: "an index that cannot be read" };
-    const old = new Map<string, string>();
-    for (const entry of (beforeContent && indexEntriesOf(beforeContent, hashBytes)) || [])
-      old.set(
-        `${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`,
-        `${entry.mode} ${entry.oid?.toString("hex")}`,
-      );
-    const worktreeKnown = !relative.startsWith("worktrees/");
-    for (const entry of entries) {
-      const name = entry.name.toString("utf8");
-      const protection = this.protectionOf(name, worktreeKnown);
-      if (!protection) continue;
-      const oid = entry.oid?.toString("hex") ?? "";
-      if (old.get(`${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`) === `${entry.mode} ${oid}`) continue;
-      if (worktreeKnown && this.sameAsWorktree(name, entry.mode, oid)) continue;
-      return {
-        rule: protection.rule,
-        detail: `it stages ${name}${why(protection)} with content the worktree did not hold: host git's restore . and checkout -- . would write it`,
-      };
-    }
-    return undefined;
-  }
-
-  /** The first protected path a diff changes to something the worktree did not hold. */
-  diff(records: ReadonlyArray<{ path: string; srcMode: number; dstMode: number; dstOid: string }>) {
-    let found: { rule: string; detail: string } | undefined;
-    let more = 0;
-    const worktreeKnown = this.input.worktree !== undefined;
-    for (const record of records) {
-      if (record.srcMode === GITLINK || record.dstMode === GITLINK) {
-        if (found) more++;
-        else
-          found = {
-            rule: REF_RULE,
-            detail: `moves the submodule ${record.path} (a commit in another repository is not checked)`,
-          };
-        continue;
-      }
-      const protection = this.protectionOf(record.path, worktreeKnown);
-      if (!protection) continue;
-      if (worktreeKnown) {
-        const held = this.worktree(record.path);
-        if (
-          record.dstMode === ZERO_MODE ? held === null : this.sameAsWorktree(record.path, record.dstMode, record.dstOid)
-        )
-          continue;
-      }
-      if (found) {
-        more++;
-        continue;
-      }
-      found = {
-        rule: protection.rule,
-        detail: `${record.dstMode === ZERO_MODE ? "deletes" : "changes"} ${record.path}${why(protection)}`,
-      };
-    }
-    if (found && more > 0) found.detail += ` (and ${more} more)`;
-    return found;
-  }
-
-  private protectionOf(path: string, worktreeKnown: boolean): Protection | undefined {
-    return worktreeKnown
-      ? this.input.protection(inGitDir(this.input.worktree ?? "", path))
-      : this.input.builtinProtection(path);
-  }
-
-  private worktree(path: string): WorktreeEntry | null | undefined {
-    const full = inGitDir(this.input.worktree ?? "", path);
-    if (!this.blobOids.has(full)) this.blobOids.set(full, this.input.access.worktreeBefore(full));
-    return this.blobOids.get(full);
-  }
-
-  /** Whether the worktree held exactly this (mode and content) at the path before the run. */
-  private sameAsWorktree(path: string, mode: number, oid: string): boolean {
-    const held = this.worktree(path);
-    if (!held || held.mode !== mode) return false;
-    const header = Buffer.from(`blob ${held.content.length}\0`);
-    return crypto.createHash(this.format).update(header).update(held.content).digest("hex") === oid;
-  }
-}
-
-const stageOf = (flags = 0) => (flags >> 12) & 3;
 const short = (oid: string) => oid.slice(0, 12);
-const why = (protection: Protection) => (protection.why ? ` (${protection.why})` : "");

@@ -82,7 +82,7 @@ async function copyRun(root: string, script: string, marker: string) {
 
 const marker = () => path.join(dir(), "PWNED");
 
-describe("object-store files by kind", () => {
+describe("object-store files by kind", { timeout: 60_000 }, () => {
   it("loose objects, packs and their indexes, derived caches, lfs objects, everything else", () => {
     const oid = "ab".repeat(20);
     expect(storeFileOf(`objects/ab/${oid.slice(2)}`)).toEqual({ kind: "loose", oid });
@@ -112,7 +112,7 @@ describe("object-store files by kind", () => {
   });
 });
 
-describe("a loose object must inflate to content whose hash is its name", () => {
+describe("a loose object must inflate to content whose hash is its name", { timeout: 60_000 }, () => {
   const loose = (raw: Buffer, trailing = Buffer.alloc(0)) => {
     const file = path.join(dir(), "object");
     fs.writeFileSync(file, Buffer.concat([zlib.deflateSync(raw), trailing]));
@@ -158,7 +158,7 @@ describe("a loose object must inflate to content whose hash is its name", () => 
   });
 });
 
-describe("a pack's .idx must be what git makes of the pack", () => {
+describe("a pack's .idx must be what git makes of the pack", { timeout: 60_000 }, () => {
   it("passes git's own pack; refuses an .idx that names another object; a freshened pack must hash to its checksum", async () => {
     const ws = huskyRepo();
     git(ws, "gc", "-q");
@@ -197,7 +197,7 @@ describe("a pack's .idx must be what git makes of the pack", () => {
   });
 });
 
-describe("bind mode: what the run left in the object store", () => {
+describe("bind mode: what the run left in the object store", { timeout: 60_000 }, () => {
   it("an existing loose object rewritten with a payload is refused and removed; the host's checkout never writes the payload", async () => {
     const ws = huskyRepo();
     const m = marker();
@@ -300,7 +300,7 @@ printf 'lfs content\n' > ${at(good)} && printf 'touch MARKER\n' > ${at(bad)}`,
   });
 });
 
-describe("a sha256 repository", () => {
+describe("a sha256 repository", { timeout: 60_000 }, () => {
   it("ordinary work passes (its index, packs and refs read with 32-byte ids); a rewritten loose object is refused", async () => {
     const ok = await bindRun(huskyRepo("sha256"), ORDINARY_WORK, marker());
     expect(ok.violations).toEqual([]);
@@ -314,7 +314,7 @@ describe("a sha256 repository", () => {
   });
 });
 
-describe("copy mode: the same, judged before anything is applied", () => {
+describe("copy mode: the same, judged before anything is applied", { timeout: 60_000 }, () => {
   it("a rewritten loose object and a lying pack are refused; a lying commit-graph is left out", async () => {
     const loose = await copyRun(huskyRepo(), REWRITE_LOOSE_OBJECT, marker());
     expect(loose.found).toEqual([expect.stringMatching(/^git-objects modified \.git\/objects\/[0-9a-f]{2}\//)]);

@@ -79,7 +79,7 @@ async function copyRun(root: string, script: string) {
   return { violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 
-describe("ref files read as data", () => {
+describe("ref files read as data", { timeout: 60_000 }, () => {
   it("loose refs through symbolic refs, then packed-refs; reflog lines the run added", () => {
     const files = new Map<string, Buffer | null>([
       ["HEAD", Buffer.from("ref: refs/heads/main\n")],
@@ -107,7 +107,7 @@ describe("ref files read as data", () => {
   });
 });
 
-describe("bind mode: commits on the refs the run moved change no protected path", () => {
+describe("bind mode: commits on the refs the run moved change no protected path", { timeout: 60_000 }, () => {
   it("a commit on the current branch changing .husky/pre-commit (worktree put back): refused, .git reverted; the host's reset --hard and restore . write the original", async () => {
     const ws = huskyRepo();
     const head = git(ws, "rev-parse", "HEAD");
@@ -216,7 +216,7 @@ git rm -q --cached vendor/lib`,
   });
 });
 
-describe("copy mode: the same, judged before anything is applied", () => {
+describe("copy mode: the same, judged before anything is applied", { timeout: 60_000 }, () => {
   it("the commit, the stash, the new branch, the index are refused; ordinary work passes", async () => {
     expect((await copyRun(huskyRepo(), COMMIT_ON_BRANCH)).found).toEqual(
       expect.arrayContaining([".husky/ modified .git/refs/heads/master"]),
