@@ -13,6 +13,7 @@ import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
 import type { WalkEntry } from "./fd-walk.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
+import { pathSourceTargets } from "./path-sources.js";
 import { ProtectedCopy, type Owner } from "./protected-copy.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
@@ -456,7 +457,11 @@ function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []
     gitDirs: watched.flatMap((w) => w.copy.gitDirs.map((rel) => absolute(w, rel))),
     pointerFiles: watched.flatMap((w) => w.copy.pointerFiles.map((rel) => absolute(w, rel))),
   });
-  const targets = disabled.includes("git-config-paths") ? [] : configTargets(repositories);
+  // With the folders the trees' .envrc and mise files put on PATH (the host's shell runs what is there).
+  const envDirs = [...watched.map((w) => w.root), ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))];
+  const targets = disabled.includes("git-config-paths")
+    ? []
+    : [...configTargets(repositories), ...pathSourceTargets(envDirs)];
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
     const known = new Set(w.copy.gitDirs);
