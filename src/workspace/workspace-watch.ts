@@ -114,6 +114,8 @@ export interface WorkspaceReport {
 
 export const MAX_LISTED_VIOLATIONS = 200;
 const MAX_LISTED_OVERFULL = 100;
+/** Rounds of trimming overfull folders and walking again (a kept folder inside one may be full too). */
+const TRIM_ROUNDS = 4;
 const RESTORE_ROUNDS = 3;
 
 interface Watched {
@@ -262,9 +264,11 @@ export class WorkspaceWatch {
       const cleared = { setuid: [] as string[], writeBits: [] as string[] };
       const firstWalk = () => judge(w, { disabled, maxHeldNames, changes: new ChangeCollector(), cleared });
       let first = await firstWalk();
-      if (first.overfull.length > 0) {
-        // Folders too full to walk: what the run added there goes, then the tree is judged again
-        // from the start (what the folders hold now, kept entries included, is judged like the rest).
+      // Folders too full to walk: what the run added there goes, then the tree is judged again from
+      // the start (what they hold now, kept entries included, is judged like the rest). A kept
+      // folder the run filled too is found by the next walk, a few levels deep.
+      let entriesSeen = first.entries;
+      for (let round = 0; first.overfull.length > 0 && round < TRIM_ROUNDS; round++) {
         for (const folder of first.overfull) {
           const keep = folder.existed ? recordedChildren(w.snapshot, folder.path) : undefined;
           const trimmed = await trimFolder(w.root, folder.path, keep);
@@ -276,19 +280,20 @@ export class WorkspaceWatch {
               ...(trimmed.failed ? { failed: trimmed.failed } : {}),
             });
         }
-        const entriesSeen = first.entries;
         first = await firstWalk();
-        // A folder still too full: its entries are not judged (they are counted at least).
-        first.entries = Math.max(first.entries, entriesSeen);
-        for (const folder of first.overfull)
-          if (report.overfull.length < MAX_LISTED_OVERFULL)
-            report.overfull.push({
-              path: reportedFolder(w, folder.path),
-              entries: folder.entries,
-              removed: 0,
-              failed: "still holds more entries than the walk can read",
-            });
+        entriesSeen = Math.max(entriesSeen, first.entries);
       }
+      // The entries the run made, at least (the limit check fails the run on them).
+      first.entries = entriesSeen;
+      // A folder still too full: its entries are not judged.
+      for (const folder of first.overfull)
+        if (report.overfull.length < MAX_LISTED_OVERFULL)
+          report.overfull.push({
+            path: reportedFolder(w, folder.path),
+            entries: folder.entries,
+            removed: 0,
+            failed: "still holds more entries than the walk can read",
+          });
       changes.absorb(first.changes!);
       for (const p of cleared.setuid) if (report.clearedSetuid.length < 100) report.clearedSetuid.push(p);
       for (const p of cleared.writeBits) if (report.clearedWriteBits.length < 100) report.clearedWriteBits.push(p);

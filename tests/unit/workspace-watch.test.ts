@@ -475,6 +475,32 @@ describe("WorkspaceWatch: folders filled past what the walk after the run holds 
     expect(fs.statSync(target).nlink).toBe(1);
   });
 
+  it("a kept folder inside a trimmed one, filled too, is found by the next walk and trimmed in turn; a kept file replaced by a full folder goes whole", async () => {
+    const ws = tree({
+      "data/keep.txt": "keep\n",
+      "data/sub/inner.txt": "inner\n",
+      "data/file.txt": "f\n",
+      "src/a.ts": "a\n",
+    });
+    const w = await watch(ws, { maxEntries: 50 });
+    const target = path.join(ws, "src/a.ts");
+    links(target, path.join(ws, "data"), 2_000);
+    links(target, path.join(ws, "data/sub"), 2_000);
+    fs.rmSync(path.join(ws, "data/file.txt"));
+    links(target, path.join(ws, "data/file.txt"), 2_000);
+    const report = await w.finish();
+    expect(report.overfull.map(({ path: p, removed }) => ({ path: p, removed }))).toEqual([
+      { path: "data", removed: 2_000 },
+      // A kept name, so the first round left it; the next walk found a folder where a file was.
+      { path: "data/file.txt", removed: 2_000 },
+      { path: "data/sub", removed: 2_000 },
+    ]);
+    expect(fs.readdirSync(path.join(ws, "data")).sort()).toEqual(["keep.txt", "sub"]);
+    expect(fs.readdirSync(path.join(ws, "data/sub"))).toEqual(["inner.txt"]);
+    expect(report.changedFiles.deleted).toEqual(["data/file.txt"]);
+    expect(fs.statSync(target).nlink).toBe(1);
+  });
+
   it("a folder the caller already had with many entries is no violation: the walk's bound starts from the tree before the run", async () => {
     const ws = tree({ "src/a.ts": "a\n" });
     links(path.join(ws, "src/a.ts"), path.join(ws, "vendor"), 3_000);
