@@ -28,6 +28,8 @@ export default defineConfig({
       {
         test: {
           name: "unit",
+          // Projects do not take the root's timeouts; four files at once on two cores need more than 5 s.
+          testTimeout: 30_000,
           include: ["tests/unit/**/*.test.ts"],
           globalSetup: ["tests/support/unit-setup.ts"],
         },
