@@ -1,8 +1,7 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 // Built on first use (util/zod.ts): a run with a built-in policy never loads zod for it.
-import { matchesDomain } from "../proxy/domain-filter.js";
-import { hostPatternProblem } from "../proxy/host-name.js";
+import { hostPatternProblem, matchesDomain } from "../util/host-pattern.js";
 import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
@@ -30,7 +29,7 @@ export const DEFAULT_MAX_ENTRIES = 200_000;
 export const policySchemas = lazily(buildPolicySchemas);
 
 function buildPolicySchemas() {
-  // One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
+  // One rule for what an entry may be, shared with the proxy that applies it (util/host-pattern.ts):
   // no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
   const domainPattern = z
     .string()

@@ -1,12 +1,12 @@
 // The checks every egress connection passes, in order, before any byte goes out: spell the host
-// canonically (host-name.ts), ask the policy's filter, resolve the name on the host, refuse when
+// canonically (util/host-name.ts), ask the policy's filter, resolve the name on the host, refuse when
 // any address is in a refused range, and hand back the address that was checked (the only one
 // the proxy will connect to). Every verdict is reported.
 import net from "node:net";
 import type { AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
 import type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
-import { canonicalHost } from "./host-name.js";
+import { canonicalHost } from "../util/host-name.js";
 
 export interface AdmissionOptions {
   filter: EgressFilter;

@@ -6,7 +6,7 @@ import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import { startRunEgress } from "../proxy/run-egress.js";
+import { startRunEgress } from "./run-egress.js";
 import type { TrafficSink } from "../record/run-record.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";

@@ -66,8 +66,8 @@ const NOT_FOR_A_PLAN = [
   // says it is: a pure reading of data) are planning; the rest of engine/ talks to engines.
   /^src\/engine\/(?!(engine-endpoint|engine-kind)\.ts$)/,
   /^src\/gateway\/(apis\/|model-gateway|request-handler|forward-request|exchange-tap|conversation-ledger)/,
-  /^src\/proxy\/(egress-proxy|run-egress|tls-terminator|run-ca|tunnel|upstream-client|der)/,
-  /^src\/run\/(execute-run|supervise-run|run-services|run-workspace|pi-stream|copy-mode\.ts|record-run)/,
+  /^src\/proxy\/(egress-proxy|tls-terminator|run-ca|tunnel|upstream-client|der)/,
+  /^src\/run\/(execute-run|supervise-run|run-services|run-egress|run-workspace|pi-stream|copy-mode\.ts|record-run)/,
   /^src\/(replay|record|relay\/relay-session|scripted-model|demo|image\/(build|ensure|copy|prune))/,
   /^src\/(workspace-transfer\/(?!staging-dir\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
 ];

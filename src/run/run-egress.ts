@@ -1,4 +1,5 @@
-// The egress side of one run in network mode "allowlist": the proxy on the run's socket, and,
+// The egress side of one run in network mode "allowlist", composed from the policy (the proxy
+// parts in proxy/ know nothing of policies): the proxy on the run's socket, and,
 // when the policy has secrets, their values read on the host, a fresh CA, the CA bundle the
 // sandbox will trust and the TLS interception for the secrets' hosts. The placeholders come from the
 // plan (made when the run was planned); the bundle sits in the run folder under a fixed name
@@ -6,13 +7,13 @@
 import path from "node:path";
 import tls from "node:tls";
 import type { Policy } from "../policy/policy-schema.js";
-import { createDomainFilter } from "./domain-filter.js";
-import { type EgressDecision, type EgressProxy, startEgressProxy } from "./egress-proxy.js";
-import { egressTestHooks } from "./egress-test-hooks.js";
-import { createRunCa } from "./run-ca.js";
-import { writeSandboxTrust, upstreamTrust } from "./sandbox-trust.js";
-import { resolveSecretBindings } from "./secret-bindings.js";
-import { createSecretInterception } from "./secret-interception.js";
+import { createDomainFilter } from "../proxy/domain-filter.js";
+import { type EgressDecision, type EgressProxy, startEgressProxy } from "../proxy/egress-proxy.js";
+import { egressTestHooks } from "../proxy/egress-test-hooks.js";
+import { createRunCa } from "../proxy/run-ca.js";
+import { writeSandboxTrust, upstreamTrust } from "../proxy/sandbox-trust.js";
+import { resolveSecretBindings } from "../proxy/secret-bindings.js";
+import { createSecretInterception } from "../proxy/secret-interception.js";
 
 export interface RunEgressOptions {
   runId: string;
