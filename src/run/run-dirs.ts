@@ -32,7 +32,7 @@ export const WORKSPACE_STATE_DIR = "workspace";
  */
 export const RECORD_STAGING_DIR = "record";
 export const RECORD_SCRATCH_DIR = "baseline";
-/** The hand-back's private files (hand-back-run.ts: a git index, a patch's two sides). */
+/** The hand-back's private files (copy-mode/hand-back-run.ts: a git index, a patch's two sides). */
 export const HAND_BACK_DIR = "hand-back";
 const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, RECORD_STAGING_DIR, RECORD_SCRATCH_DIR, HAND_BACK_DIR]);
 

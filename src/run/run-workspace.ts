@@ -14,7 +14,7 @@ import type { HostRunChange } from "../workspace/workspace-rules.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
-import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode.js";
+import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
 import type { PlannedRun } from "./prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";

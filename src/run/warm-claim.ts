@@ -7,7 +7,7 @@ import type { Readable } from "node:stream";
 import type { ContainerStreams, EngineContainer } from "../engine/engine.js";
 import type { Relay, RelaySocket } from "../relay/relay-session.js";
 import type { RunPlan } from "../sandbox-contract.js";
-import { checkCopyInStatus, type PendingCopyIn } from "../workspace-transfer/copy-in.js";
+import { checkCopyInStatus, type PendingCopyIn } from "./copy-mode/copy-in.js";
 import { claimedRunOf } from "./warm-shape.js";
 
 export interface ClaimedSandbox {

@@ -5,9 +5,9 @@
 // yet (the launcher waits for the copy to finish), and the archive is our own.
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { EngineContainer } from "../engine/engine.js";
-import { SandboxRunError } from "../errors.js";
-import { IMAGE_PATHS } from "../sandbox-contract.js";
+import type { EngineContainer } from "../../engine/engine.js";
+import { SandboxRunError } from "../../errors.js";
+import { IMAGE_PATHS } from "../../sandbox-contract.js";
 
 export interface CopyInTarget {
   /** Directory inside the container (a tmpfs at the tree's own path). */

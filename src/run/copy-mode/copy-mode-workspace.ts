@@ -9,10 +9,14 @@
 // 4. finish (the container is gone): run the checks on the returned trees; apply them only when
 //    every check passed, so a violation leaves the host trees as they were.
 // A run stopped before Pi settled (timeout, abort, limit, crash) brings nothing back.
+//
+// Copy mode's other places: its part of the plan (run/copy-mode-plan.ts), the trees as data
+// (workspace-transfer/), the link into the sandbox (relay/, and images/pi/relay.mjs inside), the
+// rules a returned tree is judged by (run/returned-tree-rules.ts); docs/architecture.md has the map.
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import type { EngineContainer } from "../engine/engine.js";
-import { Relay, type RelaySocket } from "../relay/relay-session.js";
+import type { EngineContainer } from "../../engine/engine.js";
+import { Relay, type RelaySocket } from "../../relay/relay-session.js";
 import {
   type CopyRoot,
   GATEWAY_SOCKET,
@@ -21,28 +25,28 @@ import {
   READ_ONLY_OWNER_UID,
   RELAY_BRIDGE_SOCKET,
   type RunPlan,
-} from "../sandbox-contract.js";
-import { SandboxRunError } from "../errors.js";
-import type { HandBackBase } from "../hand-back/hand-back-base.js";
-import type { HandBackReport } from "../hand-back/hand-back-report.js";
-import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
-import { applyReturnedTree } from "../workspace-transfer/apply-tree.js";
-import { copyIn, copyInThroughRelay } from "../workspace-transfer/copy-in.js";
-import { type HostTree, walkHostTree } from "../workspace-transfer/host-tree.js";
-import { packSingleFile, packTree, readableByAll } from "../workspace-transfer/pack-tree.js";
-import { type ReturnedTree, readReturnedTar } from "../workspace-transfer/returned-tar.js";
+} from "../../sandbox-contract.js";
+import { SandboxRunError } from "../../errors.js";
+import type { HandBackBase } from "../../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../../hand-back/hand-back-report.js";
+import type { ChangedFiles } from "../../workspace/workspace-snapshot.js";
+import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
+import { copyIn, copyInThroughRelay } from "./copy-in.js";
+import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
+import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
+import { type ReturnedTree, readReturnedTar } from "../../workspace-transfer/returned-tar.js";
 import {
   makeStagingDir,
   recordStagingDir,
   removeStagingDir,
   STAGING_RECORD,
-} from "../workspace-transfer/staging-dir.js";
-import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../workspace-transfer/tree-entry.js";
-import { mib } from "../util/units.js";
+} from "../../workspace-transfer/staging-dir.js";
+import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
+import { mib } from "../../util/units.js";
 import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
-import type { RunTimeline } from "./run-events.js";
-import type { RunCompanion } from "./supervise-run.js";
-import { type ClaimedSandbox, claimSandbox } from "./warm-claim.js";
+import type { RunTimeline } from "../run-events.js";
+import type { RunCompanion } from "../supervise-run.js";
+import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 
 export interface CopyModeOptions {
   plan: RunPlan;

@@ -5,16 +5,16 @@
 import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { commitChanges } from "../hand-back/branch-commit.js";
-import { patchOfChanges } from "../hand-back/change-patch.js";
-import { findHandBackBase, type HandBackBase } from "../hand-back/hand-back-base.js";
-import type { HandBackReport } from "../hand-back/hand-back-report.js";
-import type { RunPlan } from "../sandbox-contract.js";
-import type { HostTree } from "../workspace-transfer/host-tree.js";
-import { judgedChanges } from "../workspace-transfer/judged-changes.js";
-import type { ReturnedTree } from "../workspace-transfer/returned-tar.js";
-import { HAND_BACK_DIR } from "./run-dirs.js";
-import type { RunTimeline } from "./run-events.js";
+import { commitChanges } from "../../hand-back/branch-commit.js";
+import { patchOfChanges } from "../../hand-back/change-patch.js";
+import { findHandBackBase, type HandBackBase } from "../../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../../hand-back/hand-back-report.js";
+import type { RunPlan } from "../../sandbox-contract.js";
+import type { HostTree } from "../../workspace-transfer/host-tree.js";
+import { judgedChanges } from "../../workspace-transfer/judged-changes.js";
+import type { ReturnedTree } from "../../workspace-transfer/returned-tar.js";
+import { HAND_BACK_DIR } from "../run-dirs.js";
+import type { RunTimeline } from "../run-events.js";
 
 /**
  * Makes the private folder when the plan hands a writable workspace back as a branch or a patch;
