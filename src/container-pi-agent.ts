@@ -14,13 +14,13 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
-import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
+import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/record-run.js";
 import { recordedSuccess } from "./run/recorded-success.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { type ResolvedRun, resolveRun, type RunOptions } from "./run/plan/resolve-options.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { RunnerPlatform } from "./util/platform.js";
@@ -88,7 +88,7 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
   readonly result: Promise<RunDetails<T>>;
 }
 
-export type { PlannedRun } from "./run/prepare-plan.js";
+export type { PlannedRun } from "./run/plan/prepare-plan.js";
 export type { WarmOptions } from "./warm/agent-warm-pool.js";
 export type { WarmPoolChange, WarmPoolStats } from "./warm/warm-pool.js";
 

@@ -15,7 +15,7 @@ import { type LoadedRecord, loadRecord } from "../replay/load-record.js";
 import type { ReplayMode, ReplaySpeed } from "../replay/replay-server.js";
 import type { ReplaySource } from "../replay/replay-source.js";
 import { RECORD_FILES } from "../record/record-format.js";
-import type { RunOptions } from "../run/resolve-options.js";
+import type { RunOptions } from "../run/plan/resolve-options.js";
 import type { CliIo } from "./cli-io.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags } from "./parse-run-args.js";

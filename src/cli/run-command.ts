@@ -1,6 +1,6 @@
 // The run command: flags -> ContainerPiAgent call -> stdout (the result or the --json envelope),
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
-// --dry-run plans without loading the agent, its engines or its servers (run/plan-call.ts); a run
+// --dry-run plans without loading the agent, its engines or its servers (run/plan/plan-call.ts); a run
 // loads them once its plan is made.
 import fs from "node:fs";
 import path from "node:path";
@@ -11,9 +11,9 @@ import { endpointFromEnv, sharesHostFilesystemByDefault } from "../engine/engine
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RecordFinish } from "../record/run-record.js";
 import type { RunDetails } from "../run/execute-run.js";
-import { planCall } from "../run/plan-call.js";
-import type { PlannedRun } from "../run/prepare-plan.js";
-import { redactPlan } from "../run/redact-plan.js";
+import { planCall } from "../run/plan/plan-call.js";
+import type { PlannedRun } from "../run/plan/prepare-plan.js";
+import { redactPlan } from "../run/plan/redact-plan.js";
 import { checkPiAcceptsSchema } from "../run/result-validator.js";
 import type { RunEvent } from "../run/run-events.js";
 import { HostDirError, openOutputFile } from "../util/host-dir.js";

@@ -25,7 +25,7 @@ export interface ClaimMessage {
   trees: string[];
   /** Roots whose filesystem filling up the relay reports (copy mode's disk limit). */
   watchFull: string[];
-  /** The launcher's configuration of the call (src/run/warm-shape.ts ClaimedRunConfig). */
+  /** The launcher's configuration of the call (src/run/plan/warm-shape.ts ClaimedRunConfig). */
   run: unknown;
 }
 

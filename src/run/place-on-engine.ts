@@ -8,7 +8,7 @@ import { checkPlatformSupport } from "../engine/platform-support.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { RUNNER_PLATFORMS } from "../util/platform.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 
 export interface PlacedRun {
   planned: PlannedRun;

@@ -14,8 +14,8 @@ import type { TrafficLimits } from "../record/traffic-log.js";
 import { HostDir } from "../util/host-dir.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import { RUNNER_PLATFORMS } from "../util/platform.js";
-import type { PlannedRun } from "./prepare-plan.js";
-import { redactPlan } from "./redact-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
+import { redactPlan } from "./plan/redact-plan.js";
 import {
   createRunDir,
   privateRunDirsParent,

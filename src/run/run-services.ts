@@ -11,7 +11,7 @@ import type { TrafficSink } from "../record/run-record.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
 import { InvalidResultWatch } from "./invalid-result-watch.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";

@@ -16,7 +16,7 @@ import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-wat
 import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { workspaceRulesCheck } from "./returned-tree-rules.js";
 import { WORKSPACE_STATE_DIR } from "./run-dirs.js";

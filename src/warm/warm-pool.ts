@@ -8,7 +8,7 @@ import crypto from "node:crypto";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
-import { type WarmShape, warmShapeKey } from "../run/warm-shape.js";
+import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 

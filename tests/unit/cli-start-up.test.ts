@@ -93,7 +93,7 @@ describe("what the CLI loads at start-up", () => {
     });
     expect(loaded.run.status, loaded.run.stderr).toBe(0);
     expect(JSON.parse(loaded.run.stdout).policyName).toBe("workspace-write");
-    expect(loaded.own).toContain("src/run/plan-call.ts");
+    expect(loaded.own).toContain("src/run/plan/plan-call.ts");
     expect(loaded.packages).toEqual(["commander"]);
     expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
   });

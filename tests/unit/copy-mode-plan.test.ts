@@ -6,9 +6,9 @@ import { describe, expect, it } from "vitest";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import { RELAY_EXIT, RELAY_PATHS, FULL_FREE_BYTES } from "../../src/relay/relay-protocol.js";
 import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
-import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
-import { preparePlan } from "../../src/run/prepare-plan.js";
-import { resolveRun } from "../../src/run/resolve-options.js";
+import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
+import { preparePlan } from "../../src/run/plan/prepare-plan.js";
+import { resolveRun } from "../../src/run/plan/resolve-options.js";
 import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import {
   CA_BUNDLE_ENV_NAMES,

@@ -10,7 +10,7 @@
 //    every check passed, so a violation leaves the host trees as they were.
 // A run stopped before Pi settled (timeout, abort, limit, crash) brings nothing back.
 //
-// Copy mode's other places: its part of the plan (run/copy-mode-plan.ts), the trees as data
+// Copy mode's other places: its part of the plan (run/plan/copy-mode-plan.ts), the trees as data
 // (workspace-transfer/), the link into the sandbox (relay/, and images/pi/relay.mjs inside), the
 // rules a returned tree is judged by (run/returned-tree-rules.ts); docs/architecture.md has the map.
 import path from "node:path";

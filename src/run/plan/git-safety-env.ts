@@ -4,7 +4,7 @@
 // repository: no fsmonitor, no hooks, no pager, plain ssh, and every filter, diff and merge driver the
 // repository defines replaced by a harmless one. (The host never runs git in the workspace at all;
 // what the model's answer is comes from the gateway, not from anything git prints.)
-import type { GitDrivers } from "../workspace/git-config-scan.js";
+import type { GitDrivers } from "../../workspace/git-config-scan.js";
 
 /** A plain unified diff, called like an external diff driver (path old-file old-hex old-mode new-file ...). */
 const PLAIN_DIFF = `f() { diff -u --label "a/$1" --label "b/$1" "$2" "$5"; [ $? -le 1 ]; }; f`;

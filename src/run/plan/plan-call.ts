@@ -1,9 +1,8 @@
 // One call's plan from its option layers and the engines it may go to: what ContainerPiAgent.plan()
 // makes and what the CLI's --dry-run prints (the CLI plans through this without loading the agent,
 // its engines or its servers). Reads files (policy, models, schema), runs nothing.
-import type { EngineFacts } from "./engine-facts.js";
-import { type PlannedRun, preparePlan } from "./prepare-plan.js";
-import { type Env, resolveRun, type RunOptions } from "./resolve-options.js";
+import { type PlannedRun, type PlanPlace, preparePlan } from "./prepare-plan.js";
+import { type Env, type ResolvedRun, resolveRun, type RunOptions } from "./resolve-options.js";
 
 export interface CallLayers {
   /** The agent's own options (a ContainerPiAgent's config). */
@@ -14,8 +13,12 @@ export interface CallLayers {
   env: Env;
 }
 
-/** Where a run goes, as far as the engines are known (engine-facts.ts): bind or copy mode, the image. */
-export function planCall(prompt: string, layers: CallLayers, engines: Pick<EngineFacts, "placeFor">): PlannedRun {
+/** Where a resolved run would go, as far as the engines are known (run/engine-facts.ts): bind or copy mode, the image. */
+export interface PlanPlacer {
+  placeFor(run: ResolvedRun): PlanPlace;
+}
+
+export function planCall(prompt: string, layers: CallLayers, engines: PlanPlacer): PlannedRun {
   const run = resolveRun(prompt, layers.config, layers.run, layers.env);
   return preparePlan(run, engines.placeFor(run));
 }

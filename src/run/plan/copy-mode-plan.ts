@@ -3,7 +3,7 @@
 // sockets come through the relay instead (on a tmpfs of their own), protected paths are enforced on
 // the returned tree instead of by read-only mounts, and the CA bundle is copied like a tree.
 import path from "node:path";
-import { type CopyRoot, IMAGE_PATHS, type Mount, READ_ONLY_OWNER_UID, SANDBOX_UID } from "../sandbox-contract.js";
+import { type CopyRoot, IMAGE_PATHS, type Mount, READ_ONLY_OWNER_UID, SANDBOX_UID } from "../../sandbox-contract.js";
 
 export interface CopyModePlan {
   copies: CopyRoot[];

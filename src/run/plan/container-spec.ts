@@ -1,6 +1,6 @@
 // A run plan as the engine-neutral container description the engine seam takes.
-import type { ContainerSpec } from "../engine/engine.js";
-import type { RunPlan } from "../sandbox-contract.js";
+import type { ContainerSpec } from "../../engine/engine.js";
+import type { RunPlan } from "../../sandbox-contract.js";
 
 export function containerSpecOf(plan: RunPlan): ContainerSpec {
   return {

@@ -1,8 +1,8 @@
 // One view of a run plan that is safe to print or store (--dry-run, run records): the values of the
 // caller's variables are replaced by a marker (their names stay, so it shows what was set), the
 // launcher's configuration is shown parsed, and the gateway's routes appear without credentials.
-import { describeRouteCredentials } from "../gateway/route-credentials.js";
-import { summarizeSecrets } from "../proxy/secret-bindings.js";
+import { describeRouteCredentials } from "../../gateway/route-credentials.js";
+import { summarizeSecrets } from "../../proxy/secret-bindings.js";
 import type { PlannedRun } from "./prepare-plan.js";
 
 export const REDACTED = "<set by caller>";

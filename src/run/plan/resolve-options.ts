@@ -3,12 +3,12 @@
 // (Over 300 lines because every option's rule and its usage error are kept side by side.)
 import fs from "node:fs";
 import path from "node:path";
-import type { AgentOptions, JsonSchema, SandboxMode } from "../agent.js";
-import { usageError } from "../errors.js";
-import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../policy/load-policy.js";
-import type { Policy } from "../policy/policy-schema.js";
-import { planProviderRouting, type ProviderRouting } from "../gateway/provider-routes.js";
-import { checkExtraArgs } from "../pi/pi-args.js";
+import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
+import { usageError } from "../../errors.js";
+import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
+import type { Policy } from "../../policy/policy-schema.js";
+import { planProviderRouting, type ProviderRouting } from "../../gateway/provider-routes.js";
+import { checkExtraArgs } from "../../pi/pi-args.js";
 import {
   GATEWAY_PORT,
   HAND_BACK_MODES,
@@ -16,12 +16,12 @@ import {
   SANDBOX_MODES,
   WORKSPACE_MODES,
   type WorkspaceMode,
-} from "../sandbox-contract.js";
-import { readConfigJson } from "../util/config-file.js";
-import { parsePlatform } from "../util/parse-platform.js";
-import type { RunnerPlatform } from "../util/platform.js";
+} from "../../sandbox-contract.js";
+import { readConfigJson } from "../../util/config-file.js";
+import { parsePlatform } from "../../util/parse-platform.js";
+import type { RunnerPlatform } from "../../util/platform.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
-import { compileResultSchema, type ResultValidator } from "./result-validator.js";
+import { compileResultSchema, type ResultValidator } from "../result-validator.js";
 
 export type Env = Record<string, string | undefined>;
 

@@ -1,10 +1,10 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
-import type { JsonSchema } from "../agent.js";
-import { DEFAULT_RELAY_LIMITS } from "../relay/relay-protocol.js";
+import type { JsonSchema } from "../../agent.js";
+import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
 import { copyModePlan } from "./copy-mode-plan.js";
-import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../pi/pi-args.js";
-import type { Policy } from "../policy/policy-schema.js";
+import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../../pi/pi-args.js";
+import type { Policy } from "../../policy/policy-schema.js";
 import {
   CA_BUNDLE_ENV_NAMES,
   containerLabels,
@@ -27,13 +27,13 @@ import {
   SYSTEM_CA_BUNDLE,
   WARM_PATHS,
   type WorkspaceMode,
-} from "../sandbox-contract.js";
-import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
-import { secretSandboxEnv } from "../proxy/secret-env.js";
-import type { GitDrivers } from "../workspace/git-config-scan.js";
+} from "../../sandbox-contract.js";
+import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
+import { secretSandboxEnv } from "../../proxy/secret-env.js";
+import type { GitDrivers } from "../../workspace/git-config-scan.js";
 import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
 
-export type { Mount, RunPlan } from "../sandbox-contract.js";
+export type { Mount, RunPlan } from "../../sandbox-contract.js";
 
 export interface PlanInput {
   runId: string;

@@ -4,8 +4,8 @@
 // A call whose plan has the same shape can be served by a warm sandbox; everything else of the
 // plan (the trees' content, the model's route, the schema, the environment of the tools, Pi's
 // argv) reaches the sandbox at its claim. All pure: plans in, data out.
-import type { ContainerSpec } from "../engine/engine.js";
-import { DEFAULT_RELAY_LIMITS } from "../relay/relay-protocol.js";
+import type { ContainerSpec } from "../../engine/engine.js";
+import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
 import {
   containerLabels,
   type CopyRoot,
@@ -16,7 +16,7 @@ import {
   RELAY_BRIDGE_SOCKET,
   type RunPlan,
   WARM_PATHS,
-} from "../sandbox-contract.js";
+} from "../../sandbox-contract.js";
 import { containerSpecOf } from "./container-spec.js";
 
 /** Variables Pi's process needs from its start (the launcher adds the run's own at the claim). */
