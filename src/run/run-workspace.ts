@@ -95,7 +95,7 @@ export class RunWorkspace {
         plan,
         runDir,
         proxy: run.policy.network === "allowlist",
-        diskMb: planned.copyDiskMb,
+        diskMb,
         check: workspaceRulesCheck({
           disabled: run.policy.disableBuiltinProtections,
           protectedPaths: run.policy.protectedPaths,
@@ -104,7 +104,7 @@ export class RunWorkspace {
         timeline,
         signal,
         // No disk watch: each tree is a tmpfs the size of the limit, and the relay says when one fills.
-        onFull: (what) => trip.fire(copyFullTrip(what, planned.copyDiskMb)),
+        onFull: (what) => trip.fire(copyFullTrip(what, diskMb)),
         prompt: run.prompt,
       });
       cleanups.add(() => copy.dispose());

@@ -44,7 +44,6 @@ function input(overrides: Partial<PlanInput> = {}): PlanInput {
     owner: { pid: 42, host: "host" },
     now: new Date("2030-01-02T03:04:05.000Z"),
     workspaceMode: "copy",
-    copyDiskMb: 256,
     protectedMounts: ["/work/project/.git/hooks"],
     ...overrides,
   };
@@ -55,7 +54,13 @@ const launcherConfig = (env: Record<string, string>) => JSON.parse(env.SANDBOX_R
 describe("the copy-mode plan", () => {
   it("mounts no host path: the trees are tmpfs copies at their own paths, the sockets come through the relay", () => {
     const policy = parsePolicy(
-      { ...loadPolicy("workspace-write"), readOnlyMounts: [], trustHostCaBundle: true },
+      {
+        ...loadPolicy("workspace-write"),
+        readOnlyMounts: [],
+        trustHostCaBundle: true,
+        // Each copied tree's tmpfs is the size of the disk limit.
+        limits: { ...loadPolicy("workspace-write").limits, diskMb: 256 },
+      },
       "test",
     );
     const plan = buildRunPlan(input({ policy, readOnlyMounts: ["/opt/data"], hostCaBundle: "/etc/ca.crt" }));

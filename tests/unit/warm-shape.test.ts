@@ -44,7 +44,6 @@ function input(overrides: Partial<PlanInput> = {}): PlanInput {
     timeoutMs: 60_000,
     owner: { pid: 42, host: "host" },
     now: new Date("2030-01-02T03:04:05.000Z"),
-    copyDiskMb: 256,
     warm: true,
     ...overrides,
   };

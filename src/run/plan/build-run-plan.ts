@@ -66,8 +66,6 @@ export interface PlanInput {
   now: Date;
   /** bind (default) or copy: see WorkspaceMode. */
   workspaceMode?: WorkspaceMode;
-  /** Copy mode: the size of each copied tree's tmpfs, in MiB (the policy's disk limit). */
-  copyDiskMb?: number;
   /** What becomes of the workspace's judged changes; default apply. */
   handBack?: HandBackMode;
   /**
@@ -79,8 +77,6 @@ export interface PlanInput {
 
 /** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
 export const RELAY_WAIT_MS = 60_000;
-/** Copy mode's tmpfs size when the plan is not given one. */
-export const DEFAULT_COPY_DISK_MB = 1024;
 
 // Its length is the plan literal at the end, field for field the RunPlan a reader compares it with.
 export function buildRunPlan(input: PlanInput): RunPlan {
@@ -109,7 +105,9 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const { forwards, proxyEnv, proxyMounts } = egressPlan(input);
   mounts.push(...proxyMounts);
 
-  const copy = copyMode ? copyModePlan(mounts, input.copyDiskMb ?? DEFAULT_COPY_DISK_MB) : undefined;
+  // Each copied tree's tmpfs is as big as the disk the run may add to it (limits.diskMb): the
+  // copy-mode disk limit is the filesystem's own, exact.
+  const copy = copyMode ? copyModePlan(mounts, policy.limits.diskMb) : undefined;
 
   const agentDir = `${IMAGE_PATHS.home}/.pi/agent`;
   const launcherConfig = launcherConfigOf(input, { forwards, agentDir, copyMode });

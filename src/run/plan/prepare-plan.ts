@@ -26,8 +26,6 @@ export interface PlannedRun {
   secretPlaceholders: Record<string, string>;
   /** Set when the model is answered from a recording instead of the provider. */
   replay?: ReplayCall;
-  /** Copy mode: the size of each copied tree's tmpfs, in MiB. */
-  copyDiskMb: number;
   /** The agent keeps warm sandboxes, but this call starts cold: why (its `warm.miss` event says so). */
   warmMiss?: string;
 }
@@ -53,9 +51,6 @@ export interface PlanPlace {
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
-  // A copied tree's tmpfs is as big as the disk the run may add to it (limits.diskMb): the copy-mode
-  // disk limit is the filesystem's own, exact.
-  const copyDiskMb = run.policy.limits.diskMb;
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
   const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
@@ -83,11 +78,10 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname() },
     workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
-    copyDiskMb,
     handBack: run.handBack,
     ...(place.warm ? { warm: true } : {}),
   });
-  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders, copyDiskMb };
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders };
 }
 
 /** Bind mode needs an engine that sees this host's paths; copy mode works everywhere. */
