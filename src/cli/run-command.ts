@@ -9,7 +9,7 @@ import type { ContainerPiAgent } from "../container-pi-agent.js";
 import type { Engine } from "../engine/engine.js";
 import { endpointFromEnv, sharesHostFilesystemByDefault } from "../engine/engine-endpoint.js";
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { RecordFinish } from "../record/run-record.js";
+import type { RecordFinish } from "../record/run-recorder.js";
 import type { RunDetails } from "../run/execute-run.js";
 import { planCall } from "../run/plan/plan-call.js";
 import type { PlannedRun } from "../run/plan/prepare-plan.js";
@@ -146,7 +146,7 @@ export async function runPlannedCommand(
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
   const planned = await agent.fitToEngines(plannedBeforeEngines);
 
-  const { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } = await import("../run/record-run.js");
+  const { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } = await import("../run/open-run-record.js");
   const { handBackSummary, recordedSuccess } = await import("../run/recorded-success.js");
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;

@@ -10,7 +10,7 @@ import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import type { TrafficSink } from "../record/run-record.js";
+import type { TrafficSink } from "../record/run-recorder.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";

@@ -1,6 +1,6 @@
 // A successful run as the CLI's envelope and a run record show it: the hand-back summarised (a
 // patch's text goes into its file and the record's changes.patch, not into JSON).
-import type { RecordFinish } from "../record/run-record.js";
+import type { RecordFinish } from "../record/run-recorder.js";
 import type { RunDetails } from "./execute-run.js";
 
 /**

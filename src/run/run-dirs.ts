@@ -25,7 +25,7 @@ const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
 /**
- * A run record's staging folders (run/record-run.ts): the record as it is written, and the copy of
+ * A run record's staging folders (run/open-run-record.ts): the record as it is written, and the copy of
  * the workspace its patch is made from. They live in a run folder of their own,
  * `run-<runId>-record`, since a record outlives the run's folder (it is moved into place after the
  * run); a dead controller's are reaped like any run folder.

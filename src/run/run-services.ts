@@ -7,7 +7,7 @@ import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import { startRunEgress } from "./run-egress.js";
-import type { TrafficSink } from "../record/run-record.js";
+import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
 import { InvalidResultWatch } from "./invalid-result-watch.js";

@@ -67,7 +67,7 @@ const NOT_FOR_A_PLAN = [
   /^src\/engine\/(?!(engine-endpoint|engine-kind)\.ts$)/,
   /^src\/gateway\/(apis\/|model-gateway|request-handler|forward-request|exchange-tap|conversation-ledger)/,
   /^src\/proxy\/(egress-proxy|tls-terminator|run-ca|tunnel|upstream-client|der)/,
-  /^src\/run\/(execute-run|supervise-run|run-services|run-egress|run-workspace|pi-stream|copy-mode\/|record-run)/,
+  /^src\/run\/(execute-run|supervise-run|run-services|run-egress|run-workspace|pi-stream|copy-mode\/|open-run-record)/,
   /^src\/(replay|record|relay\/relay-session|scripted-model|demo|image\/(build|ensure|copy|prune))/,
   /^src\/(workspace-transfer\/(?!staging-dir\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
 ];

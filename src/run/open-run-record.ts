@@ -9,7 +9,7 @@ import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import type { RecordedCall, RecordVersions } from "../record/record-format.js";
 import { RecordTarget, RecordTargetError } from "../record/record-target.js";
-import { type RecordFinish, RunRecorder, type TrafficSink } from "../record/run-record.js";
+import { type RecordFinish, RunRecorder, type TrafficSink } from "../record/run-recorder.js";
 import type { TrafficLimits } from "../record/traffic-log.js";
 import { HostDir } from "../util/host-dir.js";
 import { sandboxRunVersion } from "../util/package-version.js";
