@@ -19,7 +19,7 @@ import { usageError } from "../errors.js";
 import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
-import { createAdmission } from "./admission.js";
+import { createEgressAdmission } from "./egress-admission.js";
 import { canonicalHost } from "../util/host-name.js";
 import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
@@ -104,7 +104,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     }
   };
 
-  const admit = createAdmission({
+  const admit = createEgressAdmission({
     filter: options.filter,
     resolve: options.resolve ?? defaultResolve,
     guard: options.guard ?? createAddressGuard(),

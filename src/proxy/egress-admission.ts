@@ -8,7 +8,7 @@ import type { EgressFilter } from "./domain-filter.js";
 import type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
 import { canonicalHost } from "../util/host-name.js";
 
-export interface AdmissionOptions {
+export interface EgressAdmissionOptions {
   filter: EgressFilter;
   resolve: Resolver;
   guard: AddressGuard;
@@ -17,10 +17,10 @@ export interface AdmissionOptions {
   report(decision: EgressDecision): void;
 }
 
-export type Admitted = { host: string; address: string } | { status: number; reason: string };
+export type ConnectionVerdict = { host: string; address: string } | { status: number; reason: string };
 
-export function createAdmission(options: AdmissionOptions) {
-  return async (rawHost: string, port: number, method: string): Promise<Admitted> => {
+export function createEgressAdmission(options: EgressAdmissionOptions) {
+  return async (rawHost: string, port: number, method: string): Promise<ConnectionVerdict> => {
     // One spelling from here on: what the filter judges is what is resolved and reported.
     const canonical = canonicalHost(rawHost);
     if (canonical.problem !== undefined) {

@@ -1,10 +1,10 @@
-// Admission: which route a request target names, and whether the method and path are a model
+// A request's admission: which route a request target names, and whether the method and path are a model
 // API call of that route's api. Pure; nothing is read from the body yet.
 import { describeAllowedRequests, isAllowedModelRequest, isGenerationRequest } from "./api-paths.js";
 import type { CompiledRoute } from "./gateway-routes.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
 
-export interface Admitted {
+export interface AdmittedRequest {
   ok: true;
   route: CompiledRoute;
   /** The path below the route's base URL, without the query string (what codecs see). */
@@ -16,9 +16,13 @@ export interface Admitted {
   generation: boolean;
 }
 
-export type Admission = Admitted | ({ ok: false; routeId?: string } & Refusal);
+export type RequestAdmission = AdmittedRequest | ({ ok: false; routeId?: string } & Refusal);
 
-export function admitRequest(routes: ReadonlyMap<string, CompiledRoute>, method: string, rawUrl: string): Admission {
+export function admitRequest(
+  routes: ReadonlyMap<string, CompiledRoute>,
+  method: string,
+  rawUrl: string,
+): RequestAdmission {
   if (!rawUrl.startsWith("/") || rawUrl.startsWith("//")) {
     return {
       ok: false,
