@@ -2,10 +2,9 @@
 // codes, the labels on containers and images, and the run plan's shape. A leaf module: it imports
 // nothing of ours, so engine/, pi/, gateway/, proxy/, workspace/ and run/ can all depend on it
 // without depending on each other.
-import type { JsonSchema } from "./agent.js";
+import type { JsonSchema, SandboxMode } from "./agent.js";
 import type { RunnerPlatform } from "./util/platform.js";
 
-export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access";
 export const SANDBOX_MODES: readonly SandboxMode[] = Object.freeze([
   "read-only",
   "workspace-write",
