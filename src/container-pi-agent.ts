@@ -13,6 +13,7 @@ import type { RunRecorder } from "./record/run-recorder.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
+import type { EgressOverrides } from "./run/run-egress.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
 import { currentVersions, openRunRecord } from "./run/open-run-record.js";
@@ -66,6 +67,12 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
    */
   warm?: number | WarmOptions;
+  /**
+   * Tests only: stand-ins for the egress proxy's resolver, address guard, ports and upstream trust
+   * (run/run-egress.ts). Left out of the published types.
+   * @internal
+   */
+  egressOverrides?: EgressOverrides;
 }
 
 export interface RunCallOptions extends RunOptions {
@@ -346,6 +353,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         signal: options.signal,
         ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
         ...(warm ? { warm: warm.sandbox } : {}),
+        ...(this.config.egressOverrides ? { egressOverrides: this.config.egressOverrides } : {}),
       });
       lease?.release();
       return details as RunDetails<TOutput>;

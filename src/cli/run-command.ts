@@ -83,6 +83,7 @@ export async function runCommand(
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
   });
   try {
     // Resolved and planned once, without an engine; before a run it is fitted to what the engines

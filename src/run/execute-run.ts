@@ -23,6 +23,7 @@ import type { RunTimeline } from "./run-events.js";
 import { superviseRun } from "./supervise-run.js";
 import { Cleanups } from "./cleanups.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
+import type { EgressOverrides } from "./run-egress.js";
 import { startRunServices } from "./run-services.js";
 import { RunTrip } from "./run-trip.js";
 import { RunWorkspace } from "./run-workspace.js";
@@ -74,6 +75,8 @@ export interface ExecuteContext {
   traffic?: TrafficSink;
   /** A warm sandbox the pool gave this run (claimed: no other run ever gets it); else a container is made. */
   warm?: ClaimedSandbox;
+  /** Tests only (run/run-egress.ts). */
+  egressOverrides?: EgressOverrides;
 }
 
 // Longer than most on purpose: one straight sequence of setup steps, each registering its teardown
@@ -121,6 +124,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       ledger,
       traffic: ctx.traffic,
       cleanups,
+      ...(ctx.egressOverrides ? { egressOverrides: ctx.egressOverrides } : {}),
     });
     timeline.sandbox("run.planned", {
       model: plan.model,

@@ -8,12 +8,29 @@ import path from "node:path";
 import tls from "node:tls";
 import type { Policy } from "../policy/policy-schema.js";
 import { createDomainFilter } from "../proxy/domain-filter.js";
-import { type EgressDecision, type EgressProxy, startEgressProxy } from "../proxy/egress-proxy.js";
-import { egressTestHooks } from "../proxy/egress-test-hooks.js";
-import { createRunCa } from "../proxy/run-ca.js";
+import type { AddressGuard } from "../proxy/address-guard.js";
+import { type EgressDecision, type EgressProxy, type Resolver, startEgressProxy } from "../proxy/egress-proxy.js";
+import { createRunCa, type RunCa } from "../proxy/run-ca.js";
 import { writeSandboxTrust, upstreamTrust } from "../proxy/sandbox-trust.js";
 import { resolveSecretBindings } from "../proxy/secret-bindings.js";
 import { createSecretInterception } from "../proxy/secret-interception.js";
+
+/**
+ * Tests only: lets the integration tests point a run's egress proxy at servers on loopback (a git
+ * server, a registry) that play the part of public hosts. An agent's (internal) constructor option
+ * carries it to its runs' proxies; no policy field, CLI flag or environment variable reaches it.
+ * Without it every run uses the real resolver, the real address guard, the real ports and the
+ * host's normal trust.
+ */
+export interface EgressOverrides {
+  resolve?: Resolver;
+  guard?: AddressGuard;
+  upstreamPort?: (host: string, port: number) => number;
+  /** Extra roots for upstream certificates (the test servers' CA). */
+  upstreamCa?: string[];
+  /** Sees each run's CA (to check its key never reaches the sandbox). */
+  onRunCa?: (ca: RunCa) => void;
+}
 
 export interface RunEgressOptions {
   runId: string;
@@ -28,6 +45,7 @@ export interface RunEgressOptions {
   /** How long the run may last: the CA's certificates are valid that long (plus a margin). */
   timeoutMs: number;
   onDecision(decision: EgressDecision): void;
+  overrides?: EgressOverrides;
 }
 
 export interface RunEgress {
@@ -38,7 +56,7 @@ const CERTIFICATE_MARGIN_MS = 60 * 60 * 1000;
 
 export async function startRunEgress(options: RunEgressOptions): Promise<RunEgress> {
   const { policy } = options;
-  const hooks = egressTestHooks();
+  const hooks = options.overrides;
   // Read first: a missing value is a usage error before the proxy or the CA exists.
   const bindings = resolveSecretBindings(policy.secrets, options.hostEnv, options.placeholders);
   let interception: ReturnType<typeof createSecretInterception> | undefined;

@@ -6,7 +6,7 @@ import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import { startRunEgress } from "./run-egress.js";
+import { type EgressOverrides, startRunEgress } from "./run-egress.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
@@ -30,6 +30,8 @@ export interface RunServicesInput {
   ledger: ConversationLedger;
   traffic?: TrafficSink;
   cleanups: Cleanups;
+  /** Tests only (run-egress.ts). */
+  egressOverrides?: EgressOverrides;
 }
 
 export interface RunServices {
@@ -109,6 +111,7 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       timeoutMs: run.timeoutMs,
       onDecision: ({ action, ...decision }) =>
         driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
+      ...(input.egressOverrides ? { overrides: input.egressOverrides } : {}),
     });
     cleanups.add(() => egress.proxy.close());
   }
