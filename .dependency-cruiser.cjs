@@ -24,6 +24,34 @@ module.exports = {
       to: { path: "node_modules/(dockerode|docker-modem|@types/dockerode)/" },
     },
     {
+      name: "cli-uses-the-public-face",
+      comment:
+        "The CLI is a client of the library's public face: the operations (operations.ts), the types of index.ts, and the leaf.",
+      severity: "error",
+      from: { path: "^src/cli/" },
+      to: { path: "^src/", pathNot: ["^src/cli/", "^src/(operations|index)\\.ts$", LEAF] },
+    },
+    {
+      name: "cli-takes-only-types-from-index",
+      comment: "index.ts loads the whole library; the CLI loads what a command needs through operations.ts.",
+      severity: "error",
+      from: { path: "^src/cli/" },
+      to: { path: "^src/index\\.ts$", dependencyTypesNot: ["type-only"] },
+    },
+    {
+      name: "operations-face-stays-light",
+      comment:
+        "Every CLI call loads operations.ts first: it imports types, the leaf and a few small pure modules; the rest it loads with import() when an operation runs.",
+      severity: "error",
+      from: { path: "^src/operations\\.ts$" },
+      to: {
+        path: "^src/",
+        pathNot: [LEAF, "^src/(image/runner-image|run/plan/held-trees|run/record-outcome)\\.ts$"],
+        dependencyTypesNot: ["type-only"],
+        dynamic: false,
+      },
+    },
+    {
       name: "library-never-imports-cli",
       severity: "error",
       from: { path: "^src/", pathNot: "^src/cli/" },
@@ -75,10 +103,10 @@ module.exports = {
       },
     },
     {
-      name: "only-the-cli-shows",
-      comment: "The page is a view of a finished record: nothing of a run depends on it.",
+      name: "only-the-show-operation-shows",
+      comment: "The page is a view of a finished record: nothing of a run depends on it; `sandbox-run show` is operations/show-record.ts.",
       severity: "error",
-      from: { path: "^src/", pathNot: "^src/(cli|show)/" },
+      from: { path: "^src/", pathNot: ["^src/show/", "^src/operations/show-record\\.ts$"] },
       to: { path: "^src/show/" },
     },
     {

@@ -34,6 +34,8 @@ export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/
 export type { HandBackMode } from "./sandbox-contract.js";
 export type { RunEvent, RunEventListener } from "./run/run-events.js";
 export type { RunOptions, SandboxOptions } from "./run/plan/resolve-options.js";
+export type { RecordFinish } from "./record/run-recorder.js";
+export type { ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
 export type { RunPlan } from "./sandbox-contract.js";
 export { DockerEngine } from "./engine/docker-engine.js";
 export type { DockerEngineOptions } from "./engine/docker-engine.js";
@@ -47,7 +49,8 @@ export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
 export type { HostRunChange } from "./workspace/workspace-rules.js";
 export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";
-export { runnerImageSpec } from "./image/runner-image.js";
+// The operations behind the sandbox-run command: doctor, gc, images, plans and dry runs, records, replay, show, demo.
+export * from "./operations.js";
 
 let defaultAgent: ContainerPiAgent | undefined;
 

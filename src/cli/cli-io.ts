@@ -1,5 +1,5 @@
 // What the CLI needs from its surroundings, injected so tests can run the program in-process.
-import type { ContainerPiAgentConfig } from "../container-pi-agent.js";
+import type { ContainerPiAgentConfig } from "../index.js";
 
 export interface CliIo {
   stdout: (text: string) => void;

@@ -3,7 +3,7 @@
 // written after it by renaming a new file over the name (a link there is replaced, never followed).
 import path from "node:path";
 import { SandboxRunError, usageError } from "../errors.js";
-import type { PlannedRun } from "../run/plan/prepare-plan.js";
+import type { PlannedRun } from "../index.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
 
 /** --patch-file and the hand-back mode agree, and a patch has somewhere to go. */

@@ -7,14 +7,16 @@
 import path from "node:path";
 import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import type { RecordedCall, RecordVersions } from "../record/record-format.js";
+import type { RecordedCall } from "../record/record-format.js";
 import { RecordTarget, RecordTargetError } from "../record/record-target.js";
 import { type RecordFinish, RunRecorder, type TrafficSink } from "../record/run-recorder.js";
 import type { TrafficLimits } from "../record/traffic-log.js";
 import { HostDir } from "../util/host-dir.js";
-import { sandboxRunVersion } from "../util/package-version.js";
 import { RUNNER_PLATFORMS } from "../util/platform.js";
+import { currentVersions } from "./current-versions.js";
+import { heldTrees } from "./plan/held-trees.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
+import { RECORD_REFUSED_NOTE } from "./record-outcome.js";
 import { redactPlan } from "./plan/redact-plan.js";
 import {
   createRunDir,
@@ -23,9 +25,6 @@ import {
   RECORD_STAGING_DIR,
   removeRunDir,
 } from "./run-dirs.js";
-
-/** How the note that says a record was refused at its target (and kept elsewhere) begins. */
-export const RECORD_REFUSED_NOTE = "not written to ";
 
 /** Where a finished record is. */
 export type RecordPlace =
@@ -48,12 +47,6 @@ export interface RunRecord {
   abandon(): Promise<void>;
   /** After finish(): where the record is. */
   readonly place: RecordPlace | undefined;
-}
-
-/** The trees the sandbox of this run holds: what a record target is judged against. */
-export function heldTrees(planned: PlannedRun): string[] {
-  const { run } = planned;
-  return [run.cwd, ...run.writableRoots, ...run.readOnlyMounts];
 }
 
 /** A usage error when the folder cannot be used (not empty, not a folder, a link inside the workspace). */
@@ -152,12 +145,6 @@ function putInPlace(target: RecordTarget, stagingParent: HostDir, runId: string)
       keptParent.close();
     }
   }
-}
-
-/** This sandbox-run and the Pi and Node of its runner image. */
-export function currentVersions(): RecordVersions {
-  const image = runnerImageSpec();
-  return { sandboxRun: sandboxRunVersion(), pi: image.piVersion, node: image.nodeVersion };
 }
 
 function recordedCall(planned: PlannedRun): RecordedCall {

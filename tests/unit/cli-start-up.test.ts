@@ -55,10 +55,15 @@ async function loadedBy(args: string[], env: Record<string, string> = {}): Promi
   return { own: [...own].sort(), packages: [...packages].sort(), run };
 }
 
-/** The modules --version and --help may load: the program, its io and error reporting, the version facts. */
-const START_UP = /^src\/(cli\/[a-z-]+\.ts|errors\.ts|sandbox-contract\.ts|util\/[a-z-]+\.ts|image\/runner-image\.ts)$/;
-/** The commands' own modules, loaded when their command runs. */
-const ACTIONS = /^src\/cli\/((run|replay|gc|image|policy|doctor)-command|doctor|demo|completion)\.ts$/;
+/**
+ * The modules --version and --help may load: the program, its io and error reporting, the version
+ * facts, and the library's operations face (operations.ts) with the few small modules it hands on.
+ */
+const START_UP =
+  /^src\/(cli\/[a-z-]+\.ts|errors\.ts|sandbox-contract\.ts|util\/[a-z-]+\.ts|operations\.ts|image\/runner-image\.ts|run\/plan\/held-trees\.ts|run\/record-outcome\.ts)$/;
+/** The commands' own modules, and the library operations they call, loaded when their command runs. */
+const ACTIONS =
+  /^src\/(cli\/((run|replay|gc|image|policy|doctor|demo|show|batch)-command|completion)\.ts$|operations\/)/;
 /** What a plan never needs: running containers, the servers a run starts, records, replays. */
 const NOT_FOR_A_PLAN = [
   /^src\/container-pi-agent\.ts$/,

@@ -1,7 +1,12 @@
-// A successful run as the CLI's envelope and a run record show it: the hand-back summarised (a
-// patch's text goes into its file and the record's changes.patch, not into JSON).
+// A finished call as its run record and the CLI's envelope show it: a success with the hand-back
+// summarised (a patch's text goes into its file and the record's changes.patch, not into JSON),
+// and the note that says a record was refused at its target. Pure and light (types only): the
+// public operations face (operations.ts) hands these on without loading anything.
 import type { RecordFinish } from "../record/run-recorder.js";
 import type { RunDetails } from "./execute-run.js";
+
+/** How the note that says a record was refused at its target (and kept elsewhere) begins. */
+export const RECORD_REFUSED_NOTE = "not written to ";
 
 /**
  * A successful run as its record keeps it. A patch hand-back's text is the record's changes.patch

@@ -6,25 +6,28 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ContainerPiAgent } from "../container-pi-agent.js";
-import { usageError } from "../errors.js";
 import { DEMO_MODEL_ID, DEMO_PROVIDER, demoSchema, demoScript } from "../demo/demo-model.js";
+import type { RunDetails } from "../run/execute-run.js";
+import type { RunEventListener } from "../run/run-events.js";
 import { startScriptedModelServer } from "../scripted-model/scripted-model-server.js";
-import type { CliIo } from "./cli-io.js";
-import { EXIT } from "./exit-codes.js";
-import type { CommandContext } from "./lazy-command.js";
-import { createProgressReporter } from "./progress-reporter.js";
 
-/** `sandbox-run demo`'s action. */
-export function demoCommand({ io }: CommandContext, flags: { runtime?: string; quiet?: boolean }): Promise<number> {
-  if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
-    throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
-  return runDemo(io, { quiet: flags.quiet, runtime: flags.runtime as "runc" | "runsc" | undefined });
+export interface DemoOptions {
+  runtime?: "runc" | "runsc";
+  /** Lines about what the demo does (where the scripted model and the workspace are). */
+  say?: (line: string) => void;
+  /** Image build progress, when the runner image has to be built first. */
+  onProgress?: (line: string) => void;
+  onEvent?: RunEventListener;
 }
 
-export async function runDemo(
-  io: CliIo,
-  options: { quiet?: boolean; runtime?: "runc" | "runsc" } = {},
-): Promise<number> {
+export interface DemoOutcome {
+  details: RunDetails;
+  /** The scripted model server got the real key on every request (the sandbox only held a placeholder). */
+  upstreamSawKey: boolean;
+}
+
+/** The demo run: a scratch workspace, the bundled scripted model, one sandboxed call; all removed after. */
+export async function runDemo(options: DemoOptions = {}): Promise<DemoOutcome> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-demo-"));
   const workspace = path.join(scratch, "workspace");
   const hostSecretPath = path.join(scratch, "host-secret.txt");
@@ -35,12 +38,11 @@ export async function runDemo(
   fs.writeFileSync(hostSecretPath, "this host file is outside the workspace and must stay unreadable\n");
 
   const server = await startScriptedModelServer({ scripts: { [DEMO_MODEL_ID]: demoScript({ hostSecretPath, key }) } });
-  const say = (line: string) => options.quiet || io.stderr(`${line}\n`);
   try {
-    say(`demo: scripted model at ${server.baseUrl}; workspace ${workspace}`);
+    options.say?.(`demo: scripted model at ${server.baseUrl}; workspace ${workspace}`);
     const agent = new ContainerPiAgent({
       autoBuildImage: true,
-      onProgress: options.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+      onProgress: options.onProgress,
       models: {
         providers: {
           [DEMO_PROVIDER]: {
@@ -57,15 +59,10 @@ export async function runDemo(
       model: `${DEMO_PROVIDER}/${DEMO_MODEL_ID}`,
       schema: demoSchema,
       runtime: options.runtime,
-      onEvent: options.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
+      onEvent: options.onEvent,
     });
     const upstreamSawKey = server.requests.every((r) => r.headers.authorization === `Bearer ${key}`);
-    io.stdout(`${JSON.stringify(details.result, null, 2)}\n`);
-    say(
-      `demo: done in ${(details.durationMs / 1000).toFixed(2)}s on ${details.image}; ` +
-        `the model server received the real key on every request: ${upstreamSawKey ? "yes" : "NO"}; the container is gone.`,
-    );
-    return EXIT.ok;
+    return { details, upstreamSawKey };
   } finally {
     await server.close();
     fs.rmSync(scratch, { recursive: true, force: true });

@@ -13,7 +13,7 @@ import { mib } from "../util/units.js";
 
 export interface PlatformReport {
   ok(what: string): void;
-  note(what: string): void;
+  note(what: string, advice?: string): void;
 }
 
 /** The controller's own machine: Linux, for its no-follow file handling (/proc/self/fd). */
@@ -59,7 +59,7 @@ export async function checkPlatformImages(engine: Engine, info: EngineInfo, say:
       checkPlatformSupport(platform, info, { engineName: engine.name });
     } catch (error) {
       const e = isSandboxRunError(error) ? error : undefined;
-      say.note(`--platform ${platform} is unavailable: ${e?.shortMessage ?? String(error)}\n        ${e?.hint ?? ""}`);
+      say.note(`--platform ${platform} is unavailable: ${e?.shortMessage ?? String(error)}`, e?.hint);
       continue;
     }
     if (missing.includes(platform)) {

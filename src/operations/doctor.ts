@@ -1,4 +1,6 @@
-// `sandbox-run doctor`: checks what a run needs and says how to fix what is missing.
+// `sandbox-run doctor` as a library operation: checks what a run needs, one by one, and says how to
+// fix what is missing. Each finding goes to the caller's report (the CLI prints it); values of
+// credentials are never reported.
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
@@ -18,40 +20,68 @@ import { runnerImageSpec } from "../image/runner-image.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
-import type { CliIo } from "./cli-io.js";
 import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
-import { EXIT } from "./exit-codes.js";
-import { platformFlag } from "./platform-flag.js";
+import { chosenEnginePool } from "./engine-choice.js";
+
+/** Where doctor's findings go, as they are made. */
+export interface DoctorReport {
+  /** A check that passed. */
+  ok(what: string): void;
+  /** A check that failed, and how to fix it. */
+  bad(what: string, fix: string): void;
+  /** Worth knowing, not a failure; with advice when there is some. */
+  note(what: string, advice?: string): void;
+  /** The findings that follow are of this engine (said when there are several, or it is not the local one). */
+  engine?(name: string, address: string | undefined): void;
+}
 
 export interface DoctorOptions {
-  /** The engines to check (the pool of --engines, or DOCKER_HOST's engine). */
-  engines: readonly Engine[];
+  /** An engines file: check each of its engines (default: SANDBOX_RUN_ENGINES, else DOCKER_HOST's engine). */
+  engines?: string;
+  /** The host environment (default process.env): provider keys, SANDBOX_RUN_IMAGE, the engines file. */
+  env?: Record<string, string | undefined>;
+  /** The platform runs will ask for (default: each engine's own). */
+  platform?: RunnerPlatform;
   /** Also check the credentials this model needs. */
   model?: string;
   /** Also check this Pi models.json's custom providers (reachable from the host, keys resolvable). */
   models?: string;
   /** Also check the secrets this policy gives its runs. */
   policy?: string;
+  report: DoctorReport;
 }
 
-export async function runDoctor(io: CliIo, options: DoctorOptions): Promise<number> {
-  const { engines, model, models, policy: policyName } = options;
+/** Runs every check; `ok` is false when one failed (the report says which and how to fix it). */
+export async function doctor(options: DoctorOptions): Promise<{ ok: boolean }> {
+  const env = options.env ?? process.env;
+  const pool = chosenEnginePool(options.engines, env);
+  try {
+    return await checkAll(pool.engines, env, options);
+  } finally {
+    pool.close();
+  }
+}
+
+async function checkAll(
+  engines: readonly Engine[],
+  env: Record<string, string | undefined>,
+  options: DoctorOptions,
+): Promise<{ ok: boolean }> {
+  const { model, models, policy: policyName, platform } = options;
   let failed = false;
-  const ok = (what: string) => io.stderr(`  ok    ${what}\n`);
+  const { ok, note } = options.report;
   const bad = (what: string, fix: string) => {
     failed = true;
-    io.stderr(`  FAIL  ${what}\n        ${fix}\n`);
+    options.report.bad(what, fix);
   };
-  const note = (what: string) => io.stderr(`  note  ${what}\n`);
   const report = { ok, bad, note };
   checkControllerHost(report);
 
   // Which engines hold the image runs use: an engine without it loads it from one of these.
-  const platform = platformFlag(undefined, io.env);
-  const chosen = io.env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
+  const chosen = env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
   const holders: string[] = [];
   for (const engine of engines) {
-    if (engines.length > 1 || engine.name !== "local") io.stderr(`engine ${engine.name} (${engine.address ?? "?"})\n`);
+    if (engines.length > 1 || engine.name !== "local") options.report.engine?.(engine.name, engine.address);
     try {
       if (await checkEngine(engine, chosen, engines.length > 1, report, platform)) holders.push(engine.name);
     } catch (error) {
@@ -72,14 +102,14 @@ export async function runDoctor(io: CliIo, options: DoctorOptions): Promise<numb
   }
 
   for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
-    if (io.env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
+    if (env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
     else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
   }
   let modelsJson: unknown;
-  if (models) modelsJson = await checkModelsFile(models, io.env, report);
+  if (models) modelsJson = await checkModelsFile(models, env, report);
   if (model) {
     try {
-      planProviderRouting({ model, modelsJson, env: io.env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+      planProviderRouting({ model, modelsJson, env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
       ok(`credentials for ${model} are available`);
     } catch (error) {
       bad(
@@ -88,18 +118,13 @@ export async function runDoctor(io: CliIo, options: DoctorOptions): Promise<numb
       );
     }
   }
-  if (policyName) checkPolicySecrets(policyName, io.env, { ok, bad, note });
+  if (policyName) checkPolicySecrets(policyName, env, report);
   if (fs.existsSync(HOST_CA_BUNDLE))
     ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
-  io.stderr(failed ? "Some checks failed; fix them and run `sandbox-run doctor` again.\n" : "Ready.\n");
-  return failed ? EXIT.unavailable : EXIT.ok;
+  return { ok: !failed };
 }
 
-interface Report {
-  ok(what: string): void;
-  bad(what: string, fix: string): void;
-  note(what: string): void;
-}
+type Report = Omit<DoctorReport, "engine">;
 
 /** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
 async function checkEngine(
@@ -116,7 +141,7 @@ async function checkEngine(
   if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
   const runsc = runscCheck(info.runtimes);
   if (runsc.level === "ok") ok(runsc.message);
-  else note(`${runsc.message}\n        ${runsc.fix}`);
+  else note(runsc.message, runsc.fix);
   if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
   else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
   await checkPlatformImages(engine, info, { ok, note });
@@ -153,7 +178,8 @@ async function checkEngine(
       );
     else
       note(
-        `--runtime runsc will fail: ${check.reason}\n        Check \`runsc --version\` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).`,
+        `--runtime runsc will fail: ${check.reason}`,
+        "Check `runsc --version` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).",
       );
   }
   return true;
@@ -249,11 +275,7 @@ function reach(url: string): Promise<{ ok: true; status: number } | { ok: false;
 }
 
 /** The secrets a policy gives its runs: by name, hosts and source, and whether each is set; never a value. */
-function checkPolicySecrets(
-  policyName: string,
-  env: Record<string, string | undefined>,
-  say: { ok(what: string): void; bad(what: string, fix: string): void; note(what: string): void },
-): void {
+function checkPolicySecrets(policyName: string, env: Record<string, string | undefined>, say: Report): void {
   let policy: Policy;
   try {
     policy = loadPolicy(policyName);

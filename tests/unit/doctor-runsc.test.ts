@@ -1,7 +1,7 @@
 // doctor's judgement of how gVisor is registered: runs on runsc need the gateway's unix socket
 // (--host-uds=open) and a seccomp filter inside the sandbox (--oci-seccomp).
 import { describe, expect, it } from "vitest";
-import { runscCheck } from "../../src/cli/doctor.js";
+import { runscCheck } from "../../src/operations/doctor.js";
 
 describe("runscCheck", () => {
   it("says how to register runsc when it is missing", () => {
