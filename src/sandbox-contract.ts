@@ -109,7 +109,7 @@ export const IMAGE_LABEL_BASE = "sandbox-run.base-image";
 /** On images built with `image build --apt`: the Debian packages added to the runner image. */
 export const IMAGE_LABEL_APT_PACKAGES = "sandbox-run.apt-packages";
 
-export interface ContainerOwner {
+interface ContainerOwner {
   runId: string;
   pid: number;
   host: string;

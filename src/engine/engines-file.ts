@@ -95,7 +95,7 @@ const engineSchema = z
       ctx.addIssue({ code: "custom", path: ["host"], message: "name the user: ssh://user@host" });
   });
 
-export const enginesFileSchema = z
+const enginesFileSchema = z
   .object({
     engines: z.array(engineSchema).min(1, "list at least one engine"),
   })

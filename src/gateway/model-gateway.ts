@@ -33,9 +33,6 @@ import type { ProviderFeatures } from "./request-inspection.js";
 
 export type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
 export type { GatewayRoute } from "./gateway-routes.js";
-export type { RefusalCode } from "./gateway-refusal.js";
-export { GATEWAY_LIVENESS_PATH } from "./liveness.js";
-export { CREDENTIAL_HEADER_NAMES } from "./credential-headers.js";
 
 export interface ModelGatewayOptions {
   socketPath: string;

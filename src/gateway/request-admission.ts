@@ -16,7 +16,7 @@ export interface AdmittedRequest {
   generation: boolean;
 }
 
-export type RequestAdmission = AdmittedRequest | ({ ok: false; routeId?: string } & Refusal);
+type RequestAdmission = AdmittedRequest | ({ ok: false; routeId?: string } & Refusal);
 
 export function admitRequest(
   routes: ReadonlyMap<string, CompiledRoute>,

@@ -17,7 +17,7 @@ import { relayableRequestHeaders } from "./relay-headers.js";
 import { readRequestBody } from "./request-body.js";
 import { type InspectionLimits, inspectRequest, type ProviderFeatures } from "./request-inspection.js";
 
-export interface HandlerContext {
+interface HandlerContext {
   routes: ReadonlyMap<string, CompiledRoute>;
   maxRequestBytes: number;
   providerFeatures?: ProviderFeatures;

@@ -21,7 +21,7 @@ export interface InspectionLimits {
   json?: JsonShapeLimits;
 }
 
-export type Inspection =
+type Inspection =
   | {
       ok: true;
       body: Buffer;

@@ -51,7 +51,7 @@ export interface BranchHandBack {
   leftOutCount: number;
 }
 
-export interface BranchCommitInput {
+interface BranchCommitInput {
   base: HandBackBase;
   changes: readonly JudgedChange[];
   /** The tree as sent, and every path the returned tree has (for nested repositories). */

@@ -43,7 +43,7 @@ export interface HostGitOptions {
   input?: string | Buffer;
 }
 
-export interface HostGitResult {
+interface HostGitResult {
   status: number | null;
   stdout: Buffer;
   stderr: string;

@@ -11,7 +11,7 @@ import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { controllerHostProblem } from "../util/controller-host.js";
 import { mib } from "../util/units.js";
 
-export interface PlatformReport {
+interface PlatformReport {
   ok(what: string): void;
   note(what: string, advice?: string): void;
 }

@@ -9,7 +9,7 @@ import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-
 import { type Policy, policySchemas } from "./policy-schema.js";
 
 export const BUILT_IN_POLICIES = ["read-only", "workspace-write", "danger-full-access"] as const;
-export type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
+type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
 
 const policiesDir = fileURLToPath(new URL("../../policies/", import.meta.url));
 
@@ -34,7 +34,7 @@ export function loadPolicy(nameOrFile: string): Policy {
  * exactly what the schema makes of it), so it is read without zod. Most runs use one, and loading
  * zod would cost them about as much CPU as Node's own start-up.
  */
-export function builtInPolicy(name: BuiltInPolicyName): Policy {
+function builtInPolicy(name: BuiltInPolicyName): Policy {
   return readJson(path.join(policiesDir, `${name}.json`)) as Policy;
 }
 

@@ -121,7 +121,7 @@ export function canonicalAddress(address: string): string {
 }
 
 /** Every address of this host's interfaces (a public address of the host is still the host). */
-export function hostInterfaceAddresses(): string[] {
+function hostInterfaceAddresses(): string[] {
   return Object.values(os.networkInterfaces())
     .flat()
     .filter((i): i is os.NetworkInterfaceInfo => Boolean(i))

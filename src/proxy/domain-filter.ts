@@ -10,7 +10,7 @@ import { matchesDomain } from "../util/host-pattern.js";
 // replay/compare-record.ts (changed on another branch this round) still imports it from here.
 export { matchesDomain };
 
-export interface FilterDecision {
+interface FilterDecision {
   allowed: boolean;
   /** Why, in words a person reading the event log understands. */
   reason: string;
@@ -18,12 +18,12 @@ export interface FilterDecision {
 
 export type EgressFilter = (host: string, port: number) => FilterDecision;
 
-export interface DomainFilterOptions {
+interface DomainFilterOptions {
   /** Ports a connection may use; default 80 and 443. */
   ports?: readonly number[];
 }
 
-export const DEFAULT_EGRESS_PORTS: readonly number[] = Object.freeze([80, 443]);
+const DEFAULT_EGRESS_PORTS: readonly number[] = Object.freeze([80, 443]);
 
 /** The canonical spelling of a host (see util/host-name.ts), or undefined when it has none. */
 export function normalizeHost(host: string): string | undefined {

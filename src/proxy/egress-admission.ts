@@ -8,7 +8,7 @@ import type { EgressFilter } from "./domain-filter.js";
 import type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
 import { canonicalHost } from "../util/host-name.js";
 
-export interface EgressAdmissionOptions {
+interface EgressAdmissionOptions {
   filter: EgressFilter;
   resolve: Resolver;
   guard: AddressGuard;
@@ -17,7 +17,7 @@ export interface EgressAdmissionOptions {
   report(decision: EgressDecision): void;
 }
 
-export type ConnectionVerdict = { host: string; address: string } | { status: number; reason: string };
+type ConnectionVerdict = { host: string; address: string } | { status: number; reason: string };
 
 export function createEgressAdmission(options: EgressAdmissionOptions) {
   return async (rawHost: string, port: number, method: string): Promise<ConnectionVerdict> => {

@@ -25,7 +25,7 @@ import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
 import { spliceTunnel } from "./tunnel.js";
 
-export type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
+export type { EgressDecision, Resolver } from "./egress-types.js";
 import type { EgressDecision, Resolver } from "./egress-types.js";
 
 /** Where an admitted tunnel goes. */
@@ -46,7 +46,7 @@ export interface Interception {
   close(): void;
 }
 
-export interface EgressProxyOptions {
+interface EgressProxyOptions {
   socketPath: string;
   filter: EgressFilter;
   onDecision?(decision: EgressDecision): void;

@@ -22,7 +22,7 @@ export interface ProxySecret {
   username?: string;
 }
 
-export type InjectRule = { kind: "bearer" } | { kind: "basic" } | { kind: "header"; header: string };
+type InjectRule = { kind: "bearer" } | { kind: "basic" } | { kind: "header"; header: string };
 
 export interface SecretBinding {
   /** The variable name, also the secret's name in events and plans. */
@@ -39,11 +39,11 @@ export interface SecretBinding {
 }
 
 /** Shorter values would make response scrubbing rewrite ordinary text. */
-export const MIN_SECRET_LENGTH = 8;
+const MIN_SECRET_LENGTH = 8;
 const MAX_SECRET_LENGTH = 8192;
 
 /** Where a secret's value comes from, in words (for errors, doctor and --dry-run). */
-export function secretSource(name: string, secret: ProxySecret): string {
+function secretSource(name: string, secret: ProxySecret): string {
   const from = secret.from ?? { env: name };
   return "env" in from ? `host variable ${from.env}` : `file ${from.file}`;
 }
@@ -113,7 +113,7 @@ function readSecretValue(name: string, secret: ProxySecret, env: Record<string, 
   return value;
 }
 
-export interface SecretSummary {
+interface SecretSummary {
   name: string;
   hosts: string[];
   inject: string[];

@@ -19,9 +19,9 @@ import type { SecretBinding } from "./secret-bindings.js";
 import { type TerminatedRequest, type TerminatedResponse, type TlsSession, terminateTls } from "./tls-terminator.js";
 import { createUpstream, type Upstream } from "./upstream-client.js";
 
-export const SECRET_PORT = 443;
+const SECRET_PORT = 443;
 
-export interface SecretInterceptionOptions {
+interface SecretInterceptionOptions {
   bindings: readonly SecretBinding[];
   ca: RunCa;
   /** Roots the upstream's certificate is checked against; undefined: Node's defaults. */

@@ -20,7 +20,7 @@ export interface TlsSession {
   protocol: "h2" | "http/1.1";
 }
 
-export interface TerminatorOptions {
+interface TerminatorOptions {
   certificate: HostCertificate;
   onRequest(req: TerminatedRequest, res: TerminatedResponse, session: TlsSession): void;
   /** The connection ended (or its handshake failed): release what belongs to the tunnel. */

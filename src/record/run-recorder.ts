@@ -23,7 +23,7 @@ import { WorkspaceBaseline } from "./workspace-patch.js";
 
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex");
 
-export interface RecordStart {
+interface RecordStart {
   /** The folder the record is written into: new, empty, private to this process (a staging folder). */
   staging: HostDir;
   /** A private folder for the copy of the workspace the patch is made from (default: the temp dir). */

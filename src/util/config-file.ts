@@ -8,7 +8,7 @@ import type { z } from "zod";
 import { usageError } from "../errors.js";
 
 /** The file's text; a usage error naming `what` ("policy", "models", "schema") when it cannot be read. */
-export function readConfigText(file: string, what: string, hint: string): string {
+function readConfigText(file: string, what: string, hint: string): string {
   try {
     return fs.readFileSync(file, "utf8");
   } catch (error) {
@@ -43,7 +43,7 @@ export function readConfigFile(file: string, what: string, hint: string): unknow
  * aliases are bounded (a billion laughs stays small). The yaml package is loaded on first use:
  * most runs never read YAML, and the CLI's start-up time matters.
  */
-export function readConfigYaml(file: string, what: string, hint: string): unknown {
+function readConfigYaml(file: string, what: string, hint: string): unknown {
   const text = readConfigText(file, what, hint);
   const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });

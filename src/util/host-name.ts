@@ -13,7 +13,7 @@
 import net from "node:net";
 import { formatIpv6, ipv6ToGroups } from "./ip-address.js";
 
-export type CanonicalHost =
+type CanonicalHost =
   | { kind: "name" | "ipv4" | "ipv6"; host: string; problem?: undefined }
   | { kind?: undefined; host?: undefined; problem: string };
 

@@ -19,9 +19,9 @@ export interface WarmOptions {
   onChange?: (change: WarmPoolChange) => void;
 }
 
-export const DEFAULT_WARM_IDLE_SECONDS = 600;
+const DEFAULT_WARM_IDLE_SECONDS = 600;
 
-export interface AgentWarmPoolInput {
+interface AgentWarmPoolInput {
   options: WarmOptions;
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
@@ -29,7 +29,7 @@ export interface AgentWarmPoolInput {
   onChange?: (change: WarmPoolChange) => void;
 }
 
-export interface WarmClaimed {
+interface WarmClaimed {
   sandbox: ClaimedSandbox;
   engine: Engine;
   piVersion: string;
