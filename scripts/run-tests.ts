@@ -34,7 +34,9 @@ interface Step {
   needs?: Array<"second-engine" | "podman" | "browser">;
 }
 
-// The lifecycle suite runs on its own: it SIGKILLs controllers and counts what every engine holds.
+// The lifecycle suites kill controllers and wait out deadlines: little CPU, much waiting. They judge
+// only their own runs (by run id and owner pid), so the local projects' lifecycle files run together,
+// apart from the CPU-heavy steps whose load would stretch their timings.
 const STEPS: Step[] = [
   { name: "unit", args: ["--project", "unit"] },
   {
@@ -42,13 +44,17 @@ const STEPS: Step[] = [
     args: ["--project", "integration", "--exclude", LIFECYCLE, "--exclude", WARM_LIFECYCLE],
     needs: ["second-engine", "podman", "browser"],
   },
-  { name: "lifecycle", args: ["--project", "integration", LIFECYCLE] },
-  { name: "warm-lifecycle", args: ["--project", "integration", WARM_LIFECYCLE] },
   { name: "copy", args: ["--project", "integration-copy", "--exclude", LIFECYCLE] },
-  { name: "copy-lifecycle", args: ["--project", "integration-copy", LIFECYCLE] },
   { name: "warm-security", args: ["--project", "integration-warm", "--exclude", LIFECYCLE] },
-  { name: "warm-security-lifecycle", args: ["--project", "integration-warm", LIFECYCLE] },
   { name: "remote", args: ["--project", "integration-remote", "--exclude", LIFECYCLE], needs: ["second-engine"] },
+  {
+    name: "lifecycle",
+    args: [
+      ...["integration", "integration-copy", "integration-warm"].flatMap((p) => ["--project", p]),
+      LIFECYCLE,
+      WARM_LIFECYCLE,
+    ],
+  },
   { name: "remote-lifecycle", args: ["--project", "integration-remote", LIFECYCLE], needs: ["second-engine"] },
   // The linux/arm64 image under qemu (its set-up builds the image when missing: minutes, once).
   { name: "arm64", args: ["--project", "integration-arm64"] },
@@ -61,6 +67,7 @@ interface Outcome {
   failed: number;
   skipped: number;
   seconds: number;
+  failures: string[];
 }
 
 const ci = Boolean(process.env.CI);
@@ -82,6 +89,15 @@ function run(
     });
     child.on("close", (code, signal) => resolve({ status: code ?? (signal ? 128 : 1), out }));
   });
+}
+
+/** The failed tests' lines of vitest's report ("FAIL  |project| file > suite > test"), so the summary names them. */
+function failedTests(out: string): string[] {
+  const lines = stripVTControlCharacters(out)
+    .split("\n")
+    .filter((line) => /^\s*FAIL\s/.test(line))
+    .map((line) => line.trim());
+  return [...new Set(lines)].slice(0, 20);
 }
 
 /** Adds up vitest's "Tests  3 passed | 1 failed | 2 skipped (6)" lines. */
@@ -171,7 +187,13 @@ async function main(): Promise<number> {
       "run",
       ...step.args,
     ]);
-    outcomes.push({ step: step.name, status, ...countTests(out), seconds: Math.round((Date.now() - t0) / 1000) });
+    outcomes.push({
+      step: step.name,
+      status,
+      ...countTests(out),
+      failures: failedTests(out),
+      seconds: Math.round((Date.now() - t0) / 1000),
+    });
   }
   await stopServices();
 
@@ -183,6 +205,7 @@ async function main(): Promise<number> {
       `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s)`,
     );
   }
+  for (const o of outcomes) for (const failure of o.failures) console.error(`  ${failure}`);
   for (const note of notes) console.error(`npm test: ${note}`);
   const failedSteps = outcomes.filter((o) => o.status !== 0).map((o) => o.step);
   console.log(

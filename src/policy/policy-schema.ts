@@ -232,7 +232,7 @@ function buildPolicySchemas() {
         )
         .default([])
         .describe(
-          "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, git-entry-kinds, git-modes, git-pointers, git-config-paths, new-repositories, directory-modes, or a protected name such as .envrc, .vscode/ or .husky/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
+          "Built-in protections of writable trees to turn off, each by its name (see docs/security.md): git-metadata, git-entry-kinds, git-modes, git-pointers, git-objects, git-refs, git-config-paths, new-repositories, directory-modes, or a protected name such as .envrc, .vscode/ or .husky/. They apply at any depth, case-insensitively; a violation fails the run and is put back",
         ),
       limits: limitsSchema,
     })

@@ -8,14 +8,25 @@
 // What the repositories' config names is resolved here, when the check runs, from the host's
 // files: in copy mode the sandbox never wrote them, so they are still what they were before the
 // run (a change the caller made meanwhile fails the apply anyway).
+//
+// Then the git checks that read content (workspace/git-checks.ts): the object-store files that came
+// back are read from their private staged copies and checked against their names, the refs and
+// index that came back are judged by what they make host git write (the host's git reading a
+// private repository whose stores are the host's own objects and links to the staged new ones), and
+// the caches derived from objects (commit-graph, ...) that came back new or changed are left out of
+// the apply (the host's own copy is removed with them). Nothing of it touches the host tree.
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
-import type { RuleConfig } from "../workspace/workspace-rules.js";
+import { GitChecks } from "../workspace/git-checks.js";
+import { copyGitAccess } from "./copy-mode/returned-git-access.js";
+import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
-  evaluateWorkspaceRules,
   type EntryPair,
   isGitDirectory,
   isInside,
+  RuleEvaluator,
 } from "../workspace/workspace-rules.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
@@ -31,23 +42,53 @@ const TYPE_BITS = { file: 0o100000, directory: 0o040000, symlink: 0o120000 } as 
 export interface ReturnedRulesConfig extends RuleConfig {
   /** Every tree the run was lent (absolute): the repositories they are in count for each of them. */
   lentRoots?: readonly string[];
+  /**
+   * A folder in the run's private folder for the git checks' scratch files (created when needed);
+   * without it the checks use one in the system's temp folder.
+   */
+  scratch?: string;
 }
 
 export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCheck {
-  return (before, after, root, returned) => {
+  return async (before, after, root, returned) => {
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
       ...config,
       ...gitConfigRules(before, root.hostPath, config),
       ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
     };
-    return evaluateWorkspaceRules(pairsOf(before, after, returned), rules).map(({ path, change, rule, detail }) => ({
+    const evaluator = new RuleEvaluator(rules);
+    const violations: Violation[] = [];
+    for (const pair of pairsOf(before, after, returned)) violations.push(...evaluator.visit(pair));
+    const work = evaluator.gitWork;
+    if (returned && (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0)) {
+      // What git objects and refs came back, checked before anything reaches the host.
+      const scratch = makeScratch(config.scratch);
+      try {
+        const refused = (gitRoot: string) => violations.some((v) => v.path === gitRoot || isInside(gitRoot, v.path));
+        const access = copyGitAccess(root.hostPath, before, after, returned, scratch.dir);
+        const checked = await new GitChecks(rules).run(work, access, refused);
+        violations.push(...checked.violations);
+        returned.leaveOut?.(checked.derived);
+      } finally {
+        scratch.remove();
+      }
+    }
+    return violations.map(({ path, change, rule, detail }) => ({
       path,
       change,
       rule,
       ...(detail !== undefined ? { detail } : {}),
     }));
   };
+}
+
+/** A private scratch folder for one check (removed after it). */
+function makeScratch(parent: string | undefined): { dir: string; remove(): void } {
+  if (parent) fs.mkdirSync(parent, { recursive: true, mode: 0o700 });
+  const dir = fs.mkdtempSync(path.join(parent ?? os.tmpdir(), "git-checks-"));
+  // Removed in the background: its folder goes with the run's private folder anyway.
+  return { dir, remove: () => void fs.promises.rm(dir, { recursive: true, force: true }).catch(() => {}) };
 }
 
 /** The git directories only a pointer names, and the paths the repositories' config names, in this tree. */

@@ -3,6 +3,7 @@
 // the run is live; afterwards diff them and put back whatever the sandbox was not allowed to change.
 // Copy mode: copy them into the sandbox, and judge what comes back by the same rules before
 // anything of it reaches the host.
+import path from "node:path";
 import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
@@ -100,6 +101,7 @@ export class RunWorkspace {
           disabled: run.policy.disableBuiltinProtections,
           protectedPaths: run.policy.protectedPaths,
           lentRoots: [run.cwd, ...run.writableRoots],
+          scratch: path.join(runDir, "git-checks"),
         }),
         timeline,
         signal,
@@ -225,6 +227,14 @@ function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): Worksp
     timeline.sandbox("workspace.modes-cleared", {
       setuid: report.clearedSetuid.slice(0, 20),
       writeBits: report.clearedWriteBits.slice(0, 20),
+    });
+  }
+  if (report.gitChecks) {
+    const { ms, refMs, ...counts } = report.gitChecks;
+    timeline.sandbox("workspace.git-checked", {
+      ...counts,
+      ms: ms + refMs,
+      cachesRemoved: report.gitCachesRemoved.slice(0, 20),
     });
   }
   return { ...report, applied: true };

@@ -50,6 +50,10 @@ export interface ReturnedTree {
   bytes: number;
   /** A returned file's content (staged, or the host's when it came back unchanged), at most maxBytes. */
   contentOf(path: string, maxBytes: number): Buffer | undefined;
+  /** Where a returned file's content is: staged, or the host's file when unchanged; undefined when empty. */
+  contentFile?(path: string): string | undefined;
+  /** Drops entries (and all below them): the apply then removes them from the host (checks use it). */
+  leaveOut?(paths: readonly string[]): void;
 }
 
 export interface ReadReturnedOptions {
@@ -84,6 +88,17 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
     writeBitsCleared: [],
     bytes: 0,
     contentOf: (rel, maxBytes) => contentOf(tree, options.before.root, rel, maxBytes),
+    contentFile: (rel) => {
+      const staged = tree.staged.get(rel);
+      return staged === EMPTY_FILE ? undefined : (staged ?? path.join(options.before.root, rel));
+    },
+    leaveOut: (paths) => {
+      const dropped = (p: string) => paths.some((x) => p === x || p.startsWith(`${x}/`));
+      let kept = 0;
+      for (const entry of tree.after) if (!dropped(entry.path)) tree.after[kept++] = entry;
+      tree.after.length = kept;
+      for (const rel of [...tree.staged.keys()]) if (dropped(rel)) tree.staged.delete(rel);
+    },
   };
   const seen = new Map<string, TreeEntryKind>();
   const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));

@@ -42,6 +42,13 @@ export interface ReturnedTreeFacts {
   refusedKinds: ReadonlyMap<string, "fifo" | "device">;
   /** A returned file's content, at most maxBytes; undefined when it cannot be read. */
   contentOf(path: string, maxBytes: number): Buffer | undefined;
+  /**
+   * Where a returned file's content is, for reading it in place: its private staged copy, or the
+   * host's own file when it came back unchanged; undefined for an empty file.
+   */
+  contentFile?(path: string): string | undefined;
+  /** Drops entries (and all below them) from the returned tree: the apply then removes them from the host. */
+  leaveOut?(paths: readonly string[]): void;
 }
 
 /**
@@ -55,7 +62,7 @@ export type ReturnedTreeCheck = (
   after: readonly TreeEntry[],
   root: { hostPath: string; kind: "workspace" | "writable-root" },
   returned?: ReturnedTreeFacts,
-) => TreeViolation[];
+) => TreeViolation[] | Promise<TreeViolation[]>;
 
 /** Permission bits that travel; setuid and setgid are dropped both ways. */
 export const TRAVELLING_MODE_BITS = 0o1777;

@@ -144,6 +144,14 @@ export const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
     "HEAD, refs/**, packed-refs and the *_HEAD files hold object ids and `ref: refs/...` with names git's check-ref-format accepts, and nothing else",
   ],
   [
+    "git-objects",
+    "object-store files the run created or changed are what their names say: loose objects hash to their names, a new pack's .idx is what git index-pack makes of it (host git reads objects by name without checking); caches derived from them (commit-graph, multi-pack-index, .rev, .bitmap) are dropped, git rebuilds them",
+  ],
+  [
+    "git-refs",
+    "the commits the run's refs, reflogs and *_HEAD files name, and its index entries, change no protected path to content the worktree did not hold: host git writes them at a checkout, reset --hard, stash pop or restore",
+  ],
+  [
     "git-config-paths",
     "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers",
   ],
@@ -182,6 +190,7 @@ export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
  *   COMMIT_EDITMSG, SQUASH_MSG, TAG_EDITMSG  message drafts
  *   index, sharedindex.*  the staging area
  *   shallow              boundary commits of a shallow clone
+ *   info/refs            the ref list `git gc` writes for dumb-HTTP serving (read by nothing local)
  *   lfs/**               git-lfs's object store
  *   <any of these>.lock  git's lock files for them
  * Everything else is not: config, config.worktree, commondir, gitdir, hooks/**, info/**
@@ -214,6 +223,8 @@ const GIT_ALLOWED_FILES = new Set([
   "shallow",
 ]);
 const GIT_ALLOWED_TREES = new Set(["objects", "refs", "logs", "lfs"]);
+/** Written by `git gc` and `repack` (update-server-info) for dumb-HTTP serving; no local command reads it. */
+const GIT_SERVER_INFO = "info/refs";
 const GIT_ALTERNATES = /^objects\/info\/(http-)?alternates$/;
 /** Replace refs: git substitutes the object they name for another, in every command. */
 export const GIT_REPLACE_REFS = /^refs\/replace(\/|$)/;
@@ -224,7 +235,7 @@ export function gitPathAllowed(relative: string): boolean {
   if (GIT_ALTERNATES.test(path) || GIT_REPLACE_REFS.test(path)) return false;
   const slash = path.indexOf("/");
   const top = slash < 0 ? path : path.slice(0, slash);
-  if (GIT_ALLOWED_TREES.has(top)) return true;
+  if (GIT_ALLOWED_TREES.has(top) || path === GIT_SERVER_INFO) return true;
   return slash < 0 && (GIT_ALLOWED_FILES.has(path) || /^sharedindex\.[0-9a-f]+$/.test(path));
 }
 

@@ -139,7 +139,12 @@ export class DiskWatch {
     let grownInodes = 0;
     let blind = false;
     for (const fsys of this.filesystems) {
-      const now = usage(fsys.root);
+      let now: { used: number; inodes?: number };
+      try {
+        now = usage(fsys.root);
+      } catch {
+        return; // the root went away (the run is ending, or its caller removed it): check() judges
+      }
       grown += Math.max(0, now.used - fsys.used);
       if (fsys.inodes === undefined || now.inodes === undefined) blind = true;
       else grownInodes += Math.max(0, now.inodes - fsys.inodes);

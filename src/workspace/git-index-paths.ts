@@ -72,6 +72,19 @@ export function indexProblem(content: Buffer): string | undefined {
   return parsed > 0 ? undefined : "an index git cannot read";
 }
 
+/**
+ * The entries of an index under the repository's hash size (a split index's main file: the
+ * entries it names), or undefined when it does not read as one.
+ */
+export function indexEntriesOf(content: Buffer, hashBytes: number): IndexEntry[] | undefined {
+  if (content.length < 12 || content.toString("latin1", 0, 4) !== "DIRC") return undefined;
+  const version = content.readUInt32BE(4);
+  const count = content.readUInt32BE(8);
+  if (version < 2 || version > 4 || count > MAX_ENTRIES) return undefined;
+  const read = readIndex(content, version, count, hashBytes);
+  return typeof read === "string" ? undefined : read.entries.filter((e) => e.name.length > 0);
+}
+
 /** The entries (and REUC paths) under one hash size, or why that layout does not read. */
 function readIndex(content: Buffer, version: number, count: number, hashBytes: number): ReadIndex | string {
   const end = content.length - hashBytes;

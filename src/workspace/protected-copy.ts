@@ -11,7 +11,8 @@
 // if a run then changes or deletes it, the restore cannot bring it back: a git file that
 // ordinary git work writes (refs, logs) stays as the sandbox left it, anything else (an index too)
 // is removed (a trap must not stay), and the error names it. packed-refs, which host git reads
-// as pointers and which grows with the number of tags, is copied up to the total cap.
+// as pointers and which grows with the number of tags, is copied up to the total cap; an index and
+// the reflogs, which the ref checks compare with what the run left, up to KEEP_POINTER_MAX_BYTES.
 // The walk also notes what the run's rules need beyond names: every git directory, every
 // `.git` file and `commondir` (pointers to more git directories), and each object store's
 // inode (to find it if the run moves it). What the repositories' config names is known only
@@ -29,6 +30,16 @@ import { readFileAt } from "./workspace-snapshot.js";
 
 export const KEEP_FILE_MAX_BYTES = 1024 * 1024;
 export const KEEP_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
+/** An index or a reflog: the ref checks compare it with what the run left (git-ref-check.ts). */
+export const KEEP_POINTER_MAX_BYTES = 8 * 1024 * 1024;
+
+/** How much of a git directory's file (relative to it) is kept: pointer files more than the rest. */
+function keepLimitOf(relative: string): number {
+  if (relative === "packed-refs") return KEEP_TOTAL_MAX_BYTES;
+  if (relative === "index" || /^sharedindex\.[0-9a-f]+$/.test(relative) || relative.startsWith("logs/"))
+    return KEEP_POINTER_MAX_BYTES;
+  return KEEP_FILE_MAX_BYTES;
+}
 /** Git directories and pointer files noted per tree (more are not followed). */
 const MAX_NOTED = 10_000;
 
@@ -141,7 +152,7 @@ export class ProtectedCopy {
     return this.keep(entry, stat, {
       objectStore,
       gitAllowed: relative !== undefined && gitPathAllowed(relative),
-      large: relative === "packed-refs",
+      maxBytes: relative === undefined ? KEEP_FILE_MAX_BYTES : keepLimitOf(relative),
       checkout: relative !== undefined && pointerFormatOf(relative) === "index",
     });
   }
@@ -183,7 +194,7 @@ export class ProtectedCopy {
                 {
                   objectStore: false,
                   gitAllowed: false,
-                  large: false,
+                  maxBytes: KEEP_FILE_MAX_BYTES,
                   checkout: false,
                 },
               );
@@ -202,7 +213,7 @@ export class ProtectedCopy {
             this.keep({ ...entry, path: p }, entry.stat, {
               objectStore,
               gitAllowed: target.gitDir === true && gitPathAllowed(entry.path),
-              large: target.gitDir === true && entry.path === "packed-refs",
+              maxBytes: target.gitDir === true ? keepLimitOf(entry.path) : KEEP_FILE_MAX_BYTES,
               checkout: target.gitDir === true && pointerFormatOf(entry.path) === "index",
             });
           }
@@ -238,7 +249,7 @@ export class ProtectedCopy {
      * `checkout`: an index, which git checks out to the paths it names: one the run changed that
      * was not copied cannot be left as the run left it (it is removed; `git reset` makes it again).
      */
-    flags: { objectStore: boolean; gitAllowed: boolean; large: boolean; checkout: boolean },
+    flags: { objectStore: boolean; gitAllowed: boolean; maxBytes: number; checkout: boolean },
   ): string | undefined {
     const owner = this.options.ownerOf?.(stat) ?? { uid: stat.uid, gid: stat.gid };
     const row: KeptEntry = {
@@ -256,15 +267,14 @@ export class ProtectedCopy {
     };
     if (flags.objectStore) row.objectStore = true;
     if (entry.kind === "symlink") row.hash = fs.readlinkSync(entry.at, "utf8");
-    else if (entry.kind === "file") this.copyContent(entry, stat, row, flags.large);
+    else if (entry.kind === "file") this.copyContent(entry, stat, row, flags.maxBytes);
     if (flags.gitAllowed && !(flags.checkout && row.blob === undefined)) row.gitAllowed = true;
     fs.writeSync(this.index, `${JSON.stringify(row)}\n`);
     this.entries++;
     return row.hash;
   }
 
-  private copyContent(entry: WalkEntry, stat: fs.Stats, row: KeptEntry, large: boolean): void {
-    const fileMax = large ? KEEP_TOTAL_MAX_BYTES : KEEP_FILE_MAX_BYTES;
+  private copyContent(entry: WalkEntry, stat: fs.Stats, row: KeptEntry, fileMax: number): void {
     let why: string | undefined;
     if (stat.size > fileMax) why = `larger than ${fileMax / 1048576} MiB`;
     else if (this.bytes + stat.size > KEEP_TOTAL_MAX_BYTES)

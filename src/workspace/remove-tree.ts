@@ -4,6 +4,8 @@
 import fs from "node:fs";
 import { atPath, errorCode, openDirAt, walkTree } from "./fd-walk.js";
 
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+
 /** lstat of a path below the root, resolved one directory fd at a time (no symlink followed). */
 export function lstatBelow(rootFd: number, path: string): fs.Stats | undefined {
   const parts = path.split("/");
@@ -19,6 +21,37 @@ export function lstatBelow(rootFd: number, path: string): fs.Stats | undefined {
     return undefined;
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/** An fd for the directory at `path` below the root ("" is the root), no symlink followed; undefined if there is none. */
+export function openDirBelow(rootFd: number, path: string): number | undefined {
+  let fd = openDirAt(rootFd, ".");
+  if (path === "") return fd;
+  for (const part of path.split("/")) {
+    let next: number;
+    try {
+      next = openDirAt(fd, part);
+    } catch (error) {
+      fs.closeSync(fd);
+      if (["ENOENT", "ENOTDIR", "ELOOP"].includes(errorCode(error))) return undefined;
+      throw error;
+    }
+    fs.closeSync(fd);
+    fd = next;
+  }
+  return fd;
+}
+
+/** An fd for reading the regular file `name` in the directory `dirFd` (no symlink followed, no FIFO waited on); undefined if it is not one. */
+export function openFileAt(dirFd: number, name: string): number | undefined {
+  try {
+    const fd = fs.openSync(atPath(dirFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (fs.fstatSync(fd).isFile()) return fd;
+    fs.closeSync(fd);
+    return undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -17,6 +17,11 @@ export interface RestoreReport {
   reverted: string[];
   /** Scopes the run created, removed. */
   removed: string[];
+  /**
+   * Object-store files that failed their check (or held a symlink), removed: git reports such an
+   * object missing instead of reading the run's content.
+   */
+  objects: string[];
   /** Directory modes set back. */
   modes: string[];
   /** What could not be put back, with why. */
@@ -34,7 +39,7 @@ export function applyRestore(
   copy: ProtectedCopy,
   movedStores: ReadonlyMap<string, string> = new Map(),
 ): RestoreReport {
-  const report: RestoreReport = { reverted: [], removed: [], modes: [], notRestored: [] };
+  const report: RestoreReport = { reverted: [], removed: [], objects: [], modes: [], notRestored: [] };
   const kept = copy.load(steps.filter((s) => s.action === "revert").map((s) => s.path));
   const restorer = new Restorer(kept, copy, report);
   const rootFd = openRoot(root);
@@ -209,7 +214,7 @@ class Restorer {
     try {
       const name = parts[parts.length - 1]!;
       if (step.action === "remove") {
-        if (removeAt(parentFd, name)) this.report.removed.push(step.path);
+        if (removeAt(parentFd, name)) (step.objectStore ? this.report.objects : this.report.removed).push(step.path);
       } else {
         this.restoreEntry(parentFd, name, step.path);
         this.report.reverted.push(step.path);

@@ -36,6 +36,10 @@ export function violationMessage(
     const done: string[] = [];
     if (r.reverted.length) done.push(`put back as before the run: ${list(r.reverted)}`);
     if (r.removed.length) done.push(`removed (the run created them): ${list(r.removed)}`);
+    if (r.objects?.length)
+      done.push(
+        `removed from the git object store (not what their names say; git now reports them missing instead of reading them, and a clone or backup has them): ${list(r.objects)}`,
+      );
     if (r.modes.length) done.push(`directory modes set back: ${list(r.modes)}`);
     if (done.length) parts.push(`Restored: ${done.join("; ")}.`);
     const left = [

@@ -17,6 +17,8 @@ import {
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
+import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
+import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
 import {
   gitEntryProblem,
   POINTER_MAX_BYTES,
@@ -59,8 +61,12 @@ export type Change = "created" | "modified" | "deleted";
 
 /** How a violation is undone on the host. */
 export type RestoreStep =
-  /** The scope did not exist before: remove it (and all below). */
-  | { action: "remove"; path: string }
+  /**
+   * The scope did not exist before: remove it (and all below). `objectStore`: a file of an object
+   * store that failed its check; a revert of its git directory (which leaves the store alone) does
+   * not cover it.
+   */
+  | { action: "remove"; path: string; objectStore?: boolean }
   /** The scope existed before: make it what the kept copy says (git: leave the object store alone). */
   | { action: "revert"; path: string }
   /** Set a directory's (or an object store file's) permission bits. */
@@ -162,6 +168,8 @@ export class RuleEvaluator {
   private readonly configPaths: ReadonlyMap<string, string>;
   /** Proper ancestors of the config paths -> the config path below them. */
   private readonly configAncestors = new Map<string, string>();
+  /** What the git checks beyond single entries look at (object-store files, pointers). */
+  readonly gitWork = new GitWork();
   /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
   readonly hostRun: HostRunChange[] = [];
   hostRunCount = 0;
@@ -195,6 +203,7 @@ export class RuleEvaluator {
     const gitBefore = isDirBefore && (this.isGitDir(lower, b!, parent) || this.extraGitDirs.has(path));
     const gitAfter = isDirAfter && this.isGitDir(lower, a!, parent);
     const frame: Frame = { path, existedBefore: b !== undefined, gitRoot: gitBefore ? path : parent?.gitRoot };
+    if (gitBefore) this.gitWork.gitRoots.add(path);
 
     if (a?.problem) {
       out.push({
@@ -306,6 +315,9 @@ export class RuleEvaluator {
     if (change && on("git-metadata") && !gitPathAllowed(relative)) {
       out.push({ path, change, rule: "git-metadata", restore: revert });
     }
+    const wasFile = b?.kind === "file" || a?.kind === "file";
+    if (change && wasFile && namesCommits(relative) && on(REF_RULE))
+      this.gitWork.addPointer({ path, gitRoot: root, relative, change });
     if (!a) return out;
     const changed = change === "created" || change === "modified";
     const touched = b !== undefined && !sameMetadata(b, a);
@@ -316,8 +328,19 @@ export class RuleEvaluator {
         ? revert
         : problem.rule === "git-modes"
           ? { action: "mode", path, mode: a.mode & PERMISSION_BITS & ~UNSAFE_GIT_FILE_BITS }
-          : { action: "remove", path };
+          : { action: "remove", path, objectStore: true };
       out.push({ path, change: change ?? "modified", rule: problem.rule, detail: problem.detail, restore });
+    }
+    if (changed && a.kind === "file" && gitObjectStorePath(relative) && on(OBJECT_RULE)) {
+      const listed = this.gitWork.addStore({ path, gitRoot: root, relative, change: change!, before: b, after: a });
+      if (!listed)
+        out.push({
+          path,
+          change: change!,
+          rule: OBJECT_RULE,
+          detail: `not checked: more than ${MAX_STORE_CHANGES} object files in one run`,
+          restore: { action: "remove", path, objectStore: true },
+        });
     }
     const format = changed && a.kind === "file" ? pointerFormatOf(relative) : undefined;
     if (format && on("git-pointers")) {
@@ -423,6 +446,18 @@ export class RestorePlan {
     return this.steps.size;
   }
 
+  /** Whether a step puts back or removes this path as a whole (or a folder above it). */
+  covers(path: string): boolean {
+    for (const step of this.steps.values())
+      if (
+        step.action !== "mode" &&
+        !(step.action === "remove" && step.objectStore) &&
+        (step.path === path || isInside(step.path, path))
+      )
+        return true;
+    return false;
+  }
+
   /**
    * Parents first (a directory's mode is put back before anything inside it is restored);
    * steps inside a scope that is removed or reverted as a whole are dropped.
@@ -432,10 +467,13 @@ export class RestorePlan {
       (x, y) => x.path.length - y.path.length || Number(x.action === "mode") - Number(y.action === "mode"),
     );
     const trees = new Set<string>();
+    const removed = new Set<string>();
     const out: RestoreStep[] = [];
     for (const step of all) {
-      if (coveredBy(trees, step.path)) continue;
+      const inStore = step.action === "remove" && step.objectStore === true;
+      if (coveredBy(inStore ? removed : trees, step.path)) continue;
       if (step.action !== "mode") trees.add(step.path);
+      if (step.action === "remove") removed.add(step.path);
       out.push(step);
     }
     return out;

@@ -11,9 +11,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
-import type { WalkEntry } from "./fd-walk.js";
+import { openRoot, type WalkEntry } from "./fd-walk.js";
+import { bindGitAccess } from "./git-access-bind.js";
+import { GitChecks, type GitCheckResult } from "./git-checks.js";
+import { ObjectChecker } from "./git-object-check.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
 import { ProtectedCopy, type Owner } from "./protected-copy.js";
+import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import {
   changeOf,
@@ -73,6 +77,13 @@ export interface WorkspaceReport {
   entries: { before: number; after: number };
   /** Time the walks took, for the event log. */
   snapshotMs: number;
+  /**
+   * Caches derived from git objects that the run wrote (commit-graph, multi-pack-index, *.rev,
+   * *.bitmap), removed: git trusts them without checking and rebuilds them (at most 100 listed).
+   */
+  gitCachesRemoved: string[];
+  /** What checking the run's git objects and refs cost (absent when there was nothing to check). */
+  gitChecks?: GitCheckResult["stats"];
 }
 
 export const MAX_LISTED_VIOLATIONS = 200;
@@ -93,6 +104,10 @@ interface Watched {
   gitDirs: string[];
   /** Object stores by "dev:ino" -> their path before the run. */
   objectStores: Map<string, string>;
+  /** Checks of the run's git objects (remembers results across the walks of one run). */
+  objectChecker: ObjectChecker;
+  /** A private folder for the git checks' scratch files. */
+  scratch: string;
 }
 
 export class WorkspaceWatch {
@@ -137,6 +152,8 @@ export class WorkspaceWatch {
           configPaths: new Map(),
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
+          objectChecker: new ObjectChecker(),
+          scratch: path.join(input.stateDir, `git-${i}`),
         });
       }
       // Only now are all git directories known: what their config names is kept in a second pass.
@@ -200,6 +217,7 @@ export class WorkspaceWatch {
       allocatedBytes: { before: this.allocatedBytesBefore, after: 0 },
       entries: { before: this.entriesBefore, after: 0 },
       snapshotMs: 0,
+      gitCachesRemoved: [],
     };
     const seen = new Set<string>();
     const note = (v: Violation, prefix: string) => {
@@ -217,6 +235,9 @@ export class WorkspaceWatch {
         cleared: { setuid: report.clearedSetuid, writeBits: report.clearedWriteBits },
       });
       report.allocatedBytes.after += first.allocatedBytes;
+      for (const c of first.gitCachesRemoved)
+        if (report.gitCachesRemoved.length < 100) report.gitCachesRemoved.push(w.prefix + c);
+      if (first.gitStats) report.gitChecks = sumStats(report.gitChecks, first.gitStats);
       report.entries.after += first.entries;
       report.hostRunCount += first.hostRunCount;
       for (const h of first.hostRun)
@@ -265,6 +286,9 @@ interface Judged {
   hostRunCount: number;
   /** Object stores found elsewhere than before the run: kept path -> path now. */
   movedStores: Map<string, string>;
+  /** Derived git caches the run wrote, removed. */
+  gitCachesRemoved: string[];
+  gitStats?: GitCheckResult["stats"];
 }
 
 /** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and unsafe bits. */
@@ -291,6 +315,7 @@ async function judge(
     hostRun: evaluator.hostRun,
     hostRunCount: 0,
     movedStores: new Map(),
+    gitCachesRemoved: [],
   };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
     onPair: (pair, entry) => {
@@ -312,6 +337,67 @@ async function judge(
     },
   });
   out.hostRunCount = evaluator.hostRunCount;
+  const work = evaluator.gitWork;
+  if (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0) {
+    const checked = await checkGit(w, work, out.plan, options.disabled);
+    out.gitStats = checked.stats;
+    for (const v of checked.violations) {
+      out.count++;
+      pushCapped(out.violations, v);
+      out.plan.add(v.restore);
+    }
+    for (const step of checked.steps) out.plan.add(step);
+    out.gitCachesRemoved = removeDerived(w.root, checked.derived);
+  }
+  return out;
+}
+
+/** The checks of the run's git objects and refs (git-checks.ts), through the tree's fds and the kept copy. */
+async function checkGit(
+  w: Watched,
+  work: RuleEvaluator["gitWork"],
+  plan: RestorePlan,
+  disabled: readonly string[] | undefined,
+): Promise<GitCheckResult> {
+  if (!fs.existsSync(w.scratch)) fs.mkdirSync(w.scratch, { mode: 0o700 });
+  const access = bindGitAccess(w.root, w.copy, w.scratch);
+  const checks = new GitChecks(
+    { disabled, protectedPaths: w.protectedPaths, configPaths: w.configPaths, gitDirs: w.gitDirs },
+    w.objectChecker,
+  );
+  try {
+    return await checks.run(work, access, (root) => plan.covers(root));
+  } finally {
+    access.close();
+  }
+}
+
+/** Removes the derived caches (through directory fds); returns what was there. */
+function removeDerived(root: string, paths: readonly string[]): string[] {
+  const removed: string[] = [];
+  if (paths.length === 0) return removed;
+  const rootFd = openRoot(root);
+  try {
+    for (const p of paths) {
+      const slash = p.lastIndexOf("/");
+      const dirFd = openDirBelow(rootFd, slash < 0 ? "" : p.slice(0, slash));
+      if (dirFd === undefined) continue;
+      try {
+        if (removeAt(dirFd, p.slice(slash + 1))) removed.push(p);
+      } finally {
+        fs.closeSync(dirFd);
+      }
+    }
+  } finally {
+    fs.closeSync(rootFd);
+  }
+  return removed;
+}
+
+function sumStats(a: GitCheckResult["stats"] | undefined, b: GitCheckResult["stats"]): GitCheckResult["stats"] {
+  if (!a) return { ...b };
+  const out = { ...a };
+  for (const key of Object.keys(b) as Array<keyof typeof b>) out[key] += b[key];
   return out;
 }
 
@@ -401,13 +487,14 @@ function prefixed(v: Violation, prefix: string): Violation {
 }
 
 function emptyRestore(): NonNullable<WorkspaceReport["restore"]> {
-  return { reverted: [], removed: [], modes: [], notRestored: [], clean: true, remaining: [] };
+  return { reverted: [], removed: [], objects: [], modes: [], notRestored: [], clean: true, remaining: [] };
 }
 
 function mergeRestore(into: NonNullable<WorkspaceReport["restore"]>, from: RestoreReport, prefix: string): void {
   const p = (s: string) => (prefix ? (s === "." ? prefix.slice(0, -1) : prefix + s) : s);
   for (const s of from.reverted) if (!into.reverted.includes(p(s))) into.reverted.push(p(s));
   for (const s of from.removed) into.removed.push(p(s));
+  for (const s of from.objects) into.objects.push(p(s));
   for (const s of from.modes) if (!into.modes.includes(p(s))) into.modes.push(p(s));
   for (const n of from.notRestored) into.notRestored.push({ path: p(n.path), why: n.why });
   if (from.notRestored.length > 0) into.clean = false;

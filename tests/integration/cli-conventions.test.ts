@@ -122,7 +122,7 @@ describe("shell completion", () => {
 
   it("bash: commands, subcommands, flags of the command being typed, files for flags that take one", () => {
     expect(complete(["sandbox-run", ""])).toEqual(
-      ["completion", "demo", "doctor", "gc", "help", "image", "policy", "replay", "show"].sort(),
+      ["batch", "completion", "demo", "doctor", "gc", "help", "image", "policy", "replay", "show"].sort(),
     );
     expect(complete(["sandbox-run", "doc"])).toEqual(["doctor"]);
     expect(complete(["sandbox-run", "image", ""])).toEqual(["build", "help", "prune", "tag"]);

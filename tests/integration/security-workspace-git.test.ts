@@ -18,6 +18,16 @@ import {
   useHostileModelServer,
   type HostileOutcome,
 } from "../support/hostile-model.js";
+import {
+  COMMIT_ON_BRANCH,
+  LYING_COMMIT_GRAPH,
+  LYING_PACK,
+  NEW_BRANCH,
+  ORDINARY_WORK,
+  REWRITE_LOOSE_OBJECT,
+  STASH_PROTECTED,
+  UNDONE_COMMIT,
+} from "../support/git-object-attacks.js";
 import { workspaceMode } from "../support/harness.js";
 
 const server = useHostileModelServer();
@@ -699,5 +709,123 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
     const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
     expect(event?.data).toMatchObject({ count: 2 });
     expect(String(event?.data.reason)).toContain("host-run file changed");
+  });
+});
+
+// Red-team findings after issue 17: git reads objects by name without checking them, and a commit
+// the sandbox leaves on a ref is written into the worktree by the host's next checkout, reset or
+// stash pop. Each repository uses husky (core.hooksPath=.husky/_, whose hook runs .husky/pre-commit)
+// and has a branch `other` whose hook differs, so a branch switch writes the file; after each run
+// the host does what a user does next, and its commit runs whatever .husky/pre-commit then says.
+
+/** A husky repository with a branch `other`, and a local remote. */
+function huskyRepo() {
+  const { ws, remote } = repoWithRemote({
+    files: {
+      ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
+      ".husky/pre-commit": "exit 0\n",
+    },
+  });
+  fs.chmodSync(path.join(ws, ".husky/_/pre-commit"), 0o755);
+  fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .husky/_\n");
+  const ok = (r: ReturnType<typeof hostGit>) => {
+    if (r.status !== 0) throw new Error(`git failed: ${r.stderr}`);
+  };
+  ok(hostGit(ws, "checkout", "-q", "-b", "other"));
+  fs.writeFileSync(path.join(ws, ".husky/pre-commit"), "exit 0 # other\n");
+  ok(hostGit(ws, "commit", "-qam", "other"));
+  ok(hostGit(ws, "checkout", "-q", "master"));
+  return { ws, remote };
+}
+
+/** The host's next steps: a branch switch and back, a reset, a restore, then a commit (which runs the hook). */
+function hostAfterwards(ws: string) {
+  hostGit(ws, "checkout", "-q", "other");
+  hostGit(ws, "checkout", "-q", "master");
+  hostGit(ws, "reset", "-q", "--hard");
+  hostGit(ws, "restore", ".");
+  const hook = path.join(ws, ".husky/pre-commit");
+  const content = fs.existsSync(hook) ? fs.readFileSync(hook, "utf8") : "";
+  fs.writeFileSync(path.join(ws, "host-change.txt"), "host\n");
+  hostGit(ws, "add", "host-change.txt");
+  const commit = hostGit(ws, "commit", "-qm", "a commit on the host").status;
+  return { content, commit };
+}
+
+describe.concurrent("the object store and the refs the run leaves (issue 17, red-team findings 1 and 2)", () => {
+  it("an existing loose object rewritten with a payload: refused; the host never reads it", async () => {
+    const { ws } = huskyRepo();
+    const marker = newMarker();
+    const { outcome } = await attack(ws, REWRITE_LOOSE_OBJECT, marker);
+    expectUndone(outcome, marker, ["(modified, git-objects: an existing object rewritten"]);
+    if (isCopy()) expect(outcome.error?.message).not.toContain("removed from the git object store");
+    else expect(outcome.error?.message).toMatch(/removed from the git object store .*\.git\/objects\//);
+    const { content } = hostAfterwards(ws);
+    expect(content).not.toContain("touch");
+    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+  });
+
+  it("a new pack whose .idx claims the hook's blob: refused, the host's checkout writes the real hook", async () => {
+    const { ws } = huskyRepo();
+    const marker = newMarker();
+    const { outcome } = await attack(ws, LYING_PACK, marker);
+    expectUndone(outcome, marker, ["(created, git-objects: the host's git index-pack --verify refused it"]);
+    expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+  });
+
+  it("a commit-graph naming another tree for other: dropped (the run passes); the host's cherry-pick writes other's real hook", async () => {
+    const { ws } = huskyRepo();
+    const marker = newMarker();
+    const { outcome } = await attack(ws, LYING_COMMIT_GRAPH, marker);
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(fs.existsSync(path.join(ws, ".git/objects/info/commit-graph"))).toBe(false);
+    expect(hostGit(ws, "cherry-pick", "other").status).toBe(0);
+    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0 # other\n");
+    expect(hostAfterwards(ws).commit).toBe(0);
+    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+  });
+
+  it("a commit on the current branch changing .husky/pre-commit, the worktree put back: refused; reset --hard and restore . write the original", async () => {
+    const { ws } = huskyRepo();
+    const head = hostGit(ws, "rev-parse", "HEAD").stdout;
+    const marker = newMarker();
+    const { outcome } = await attack(ws, COMMIT_ON_BRANCH, marker);
+    expectUndone(outcome, marker, [".git/refs/heads/master (modified, .husky/: refs/heads/master names"]);
+    expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
+    expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+  });
+
+  it("the same change in a stash, on a new branch, and in ORIG_HEAD after an undone commit: each refused", async () => {
+    const runs = await Promise.all(
+      [STASH_PROTECTED, NEW_BRANCH, UNDONE_COMMIT].map(async (script) => {
+        const { ws } = huskyRepo();
+        const marker = newMarker();
+        return { ws, marker, ...(await attack(ws, script, marker)) };
+      }),
+    );
+    const [stash, branch, undone] = runs;
+    expectUndone(stash!.outcome, stash!.marker, [".git/refs/stash (created, .husky/: refs/stash names"]);
+    expectUndone(branch!.outcome, branch!.marker, [".git/refs/heads/feature (created, .husky/"]);
+    expectUndone(undone!.outcome, undone!.marker, [".git/ORIG_HEAD (created, .husky/: ORIG_HEAD names"]);
+    // The host has nothing of it to pop, check out or reset to.
+    expect(hostGit(stash!.ws, "stash", "pop").status).not.toBe(0);
+    expect(hostGit(branch!.ws, "checkout", "-q", "feature").status).not.toBe(0);
+    expect(hostGit(undone!.ws, "reset", "-q", "--hard", "ORIG_HEAD").status).not.toBe(0);
+    for (const { ws, marker } of runs) {
+      expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+      expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+    }
+  });
+
+  it("ordinary agent work passes: commits on a branch, a new branch, a stash, gc", async () => {
+    const { ws } = huskyRepo();
+    const { outcome } = await attack(ws, ORDINARY_WORK, newMarker());
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(hostGit(ws, "log", "--format=%s", "topic").stdout).toBe("change a\nadd b\ninit\n");
+    expect(hostGit(ws, "stash", "list").stdout).toContain("stash@{0}");
+    expect(hostGit(ws, "fsck", "--strict").status).toBe(0);
+    expect(hostGit(ws, "stash", "pop").status).toBe(0);
   });
 });

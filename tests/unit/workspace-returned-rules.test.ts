@@ -47,7 +47,7 @@ async function roundTrip(root: string, change: (copy: string) => void) {
     what: "the workspace",
   });
   const check = workspaceRulesCheck({ lentRoots: [root] });
-  const violations = check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 

@@ -386,7 +386,7 @@ describe("git directories hold plain data: kinds, links, modes (git-entry-kinds,
     ]);
     const inside = judge(withChanges({ ".git/objects/ab/link": link("/etc/shadow") }));
     expect(inside.found).toEqual(["git-entry-kinds created .git/objects/ab/link"]);
-    expect(inside.steps).toEqual([{ action: "remove", path: ".git/objects/ab/link" }]);
+    expect(inside.steps).toEqual([{ action: "remove", path: ".git/objects/ab/link", objectStore: true }]);
   });
 
   it("an entry the run did not touch is not judged, whatever it is", () => {

@@ -303,7 +303,7 @@ export class CopyModeWorkspace {
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
-      violations.push(...check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after));
+      violations.push(...(await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after)));
       const diff = diffTrees(tree!.entries, after!.after);
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
       for (const change of ["created", "modified", "deleted"] as const)

@@ -1,12 +1,14 @@
-// The host's own git, for the branch hand-back: run with nothing of anyone's configuration that
-// executes. No system or global config (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, HOME and
-// XDG_CONFIG_HOME a private empty folder), and on the command line, which outranks the
-// repository's own config: no hooks (update-ref runs `reference-transaction`), no fsmonitor, no
-// signing program, no transport (a partial clone's lazy fetch would run the remote's commands),
-// no automatic gc. The environment is built from nothing, so no GIT_* variable of the caller's
-// redirects the repository or adds config. Callers use plumbing only (hash-object --no-filters,
-// read-tree/update-index on a private index, write-tree, commit-tree, update-ref): never `add`,
-// `commit` or `checkout`, which run filters and hooks.
+// The host's own git, for the branch hand-back and the workspace's git checks (a leaf, so both may
+// use it): run with nothing of anyone's configuration that executes. No system or global config
+// (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, HOME and XDG_CONFIG_HOME a private empty
+// folder), and on the command line, which outranks the repository's own config: no hooks
+// (update-ref runs `reference-transaction`), no fsmonitor, no signing program, no transport (a
+// partial clone's lazy fetch would run the remote's commands), no automatic gc. The environment is
+// built from nothing, so no GIT_* variable of the caller's redirects the repository or adds config.
+// Callers use plumbing only (hash-object --no-filters, read-tree/update-index on a private index,
+// write-tree, commit-tree, update-ref; the workspace's git checks: index-pack --verify outside any
+// repository, cat-file and diff-tree in a private one): never `add`, `commit` or `checkout`, which
+// run filters and hooks.
 import { spawn } from "node:child_process";
 
 const SAFE_CONFIG = [
@@ -41,6 +43,14 @@ export interface HostGitOptions {
   /** More variables (the commit's identity and dates). */
   env?: Record<string, string>;
   input?: string | Buffer;
+  /** More `-c` entries, after the safe ones (e.g. `core.commitGraph=false`). */
+  config?: readonly string[];
+  /** Open fds the child gets as fd 3, 4, ... (files reached through directory fds, named /dev/fd/N). */
+  fds?: readonly number[];
+  /** Default 10 minutes; the command is killed past it. */
+  timeoutMs?: number;
+  /** Default 512 MiB; the command is killed past it (and the call rejects). */
+  maxOutputBytes?: number;
 }
 
 interface HostGitResult {
@@ -68,25 +78,31 @@ export function hostGit(args: readonly string[], options: HostGitOptions): Promi
     ...(options.indexFile ? { GIT_INDEX_FILE: options.indexFile } : {}),
     ...options.env,
   };
-  const argv = [...SAFE_CONFIG.flatMap((entry) => ["-c", entry]), ...args];
+  const argv = [...[...SAFE_CONFIG, ...(options.config ?? [])].flatMap((entry) => ["-c", entry]), ...args];
+  const timeoutMs = options.timeoutMs ?? TIMEOUT_MS;
+  const maxOutput = options.maxOutputBytes ?? MAX_OUTPUT_BYTES;
   return new Promise((resolve, reject) => {
-    const child = spawn("git", argv, { cwd: options.cwd, env, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("git", argv, {
+      cwd: options.cwd,
+      env,
+      stdio: ["pipe", "pipe", "pipe", ...(options.fds ?? [])],
+    });
     const out: Buffer[] = [];
     let outBytes = 0;
     let stderr = "";
     let failure: Error | undefined;
     const timer = setTimeout(() => {
-      failure = new Error(`git ${args[0]} took longer than ${TIMEOUT_MS / 60_000} minutes`);
+      failure = new Error(`git ${args[0]} took longer than ${Math.round(timeoutMs / 1000)} s`);
       child.kill("SIGKILL");
-    }, TIMEOUT_MS);
-    child.stdout.on("data", (chunk: Buffer) => {
+    }, timeoutMs);
+    child.stdout!.on("data", (chunk: Buffer) => {
       outBytes += chunk.length;
-      if (outBytes > MAX_OUTPUT_BYTES) {
-        failure ??= new Error(`git ${args[0]} wrote more than ${MAX_OUTPUT_BYTES / 1048576} MiB`);
+      if (outBytes > maxOutput) {
+        failure ??= new Error(`git ${args[0]} wrote more than ${maxOutput / 1048576} MiB`);
         child.kill("SIGKILL");
       } else out.push(chunk);
     });
-    child.stderr.on("data", (chunk: Buffer) => {
+    child.stderr!.on("data", (chunk: Buffer) => {
       if (stderr.length < 64 * 1024) stderr += chunk.toString("utf8");
     });
     child.on("error", (error) => {
@@ -99,8 +115,8 @@ export function hostGit(args: readonly string[], options: HostGitOptions): Promi
       else resolve({ status, stdout: Buffer.concat(out), stderr });
     });
     // A command that exits before reading all of its input (an error) must not crash us with EPIPE.
-    child.stdin.on("error", () => {});
-    child.stdin.end(options.input ?? "");
+    child.stdin!.on("error", () => {});
+    child.stdin!.end(options.input ?? "");
   });
 }
 

@@ -1,0 +1,208 @@
+// The object-store files a run created or changed, each checked against what its name says
+// (git-object-verify.ts), because host git never does when it reads them:
+// - a loose object must inflate to content whose hash is its name; an existing one whose size or
+//   inode changed was rewritten, which git never does (it only touches the times of one it would
+//   write again: then its content is checked like a new one);
+// - a pack and its .idx the run made (or whose .idx changed) must be what the host's `git
+//   index-pack --verify` makes of the pack; an existing pack or .idx whose size or inode changed was
+//   rewritten (git names packs by their checksum and never rewrites one); an existing pack whose
+//   times alone changed (git's freshen) must still hash to the checksum its unchanged .idx records;
+// - a git-lfs object must hash to its name;
+// - caches derived from them (commit-graph, multi-pack-index, *.rev, *.bitmap) are not checked but
+//   dropped: git rebuilds them (gc, maintenance) and works without them meanwhile, only slower.
+//   Refusing them would fail every honest `git gc` (it writes a commit-graph by default).
+// What fails its check is removed after the run (restore step `remove`, kept even when the git
+// directory is reverted: a revert leaves the object store alone): git then reports a missing
+// object loudly where it would have read the run's content. The work is bounded: bytes inflated
+// and pack bytes verified per run; what is past a bound is refused (removed) unchecked.
+import fs from "node:fs";
+import { derivedRemovals, storeFileOf } from "./git-object-store.js";
+import { checkFreshenedPack, checkLfsObject, checkLooseObject, checkPack } from "./git-object-verify.js";
+import { type GitAccess, inGitDir, type StoreChange, type StoreFacts } from "./git-work.js";
+import type { RestoreStep, Violation } from "./workspace-rules.js";
+import { yieldToEventLoop } from "./fd-walk.js";
+
+import { OBJECT_RULE } from "./git-rule-names.js";
+/** Bytes of loose objects inflated per run (a zip bomb costs this much at most). */
+export const MAX_INFLATED_BYTES = 4 * 1024 ** 3;
+/** Bytes of packs verified per run. */
+export const MAX_PACK_BYTES = 8 * 1024 ** 3;
+/** Time one pack's verification may take. */
+const PACK_TIMEOUT_MS = 10 * 60 * 1000;
+
+export interface ObjectCheckStats {
+  loose: number;
+  inflatedBytes: number;
+  packs: number;
+  packBytes: number;
+  ms: number;
+}
+
+export interface ObjectCheckResult {
+  violations: Violation[];
+  /** Restore steps beyond the violations' own (the .idx of a refused pack). */
+  steps: RestoreStep[];
+  /** Derived caches to drop (tree paths; directories as a whole). */
+  derived: string[];
+  /** Git directories with a violation here (their refs are not trusted). */
+  refusedRoots: Set<string>;
+  stats: ObjectCheckStats;
+}
+
+/** One tree's checker; it remembers results by file identity, so a later walk of the same run pays nothing again. */
+export class ObjectChecker {
+  private readonly memo = new Map<string, string | null>();
+  private inflated = 0;
+  private packBytes = 0;
+
+  async check(changes: readonly StoreChange[], access: GitAccess): Promise<ObjectCheckResult> {
+    const started = performance.now();
+    const out: ObjectCheckResult = {
+      violations: [],
+      steps: [],
+      derived: [],
+      refusedRoots: new Set(),
+      stats: { loose: 0, inflatedBytes: 0, packs: 0, packBytes: 0, ms: 0 },
+    };
+    const refuse = (change: StoreChange, detail: string) => {
+      out.violations.push({
+        path: change.path,
+        change: change.change,
+        rule: OBJECT_RULE,
+        detail,
+        restore: { action: "remove", path: change.path, objectStore: true },
+      });
+      out.refusedRoots.add(change.gitRoot);
+    };
+    const derived = new Set<string>();
+    const packs = new Map<string, { gitRoot: string; stem: string; pack?: StoreChange; idx?: StoreChange }>();
+    let sinceYield = 0;
+    for (const change of changes) {
+      const file = storeFileOf(change.relative);
+      if (file.kind === "derived") {
+        for (const r of derivedRemovals(change.relative)) derived.add(inGitDir(change.gitRoot, r));
+      } else if (file.kind === "pack" || file.kind === "pack-index") {
+        const key = `${change.gitRoot}\0${file.stem}`;
+        const entry = packs.get(key) ?? { gitRoot: change.gitRoot, stem: file.stem };
+        entry[file.kind === "pack" ? "pack" : "idx"] = change;
+        packs.set(key, entry);
+      } else if (file.kind === "loose" || file.kind === "lfs") {
+        if (rewritten(change)) {
+          refuse(change, "an existing object rewritten: git never rewrites one, and reads it by its name");
+          continue;
+        }
+        const problem = await this.remembered(change, () =>
+          file.kind === "loose" ? this.loose(change, file.oid, access, out) : this.lfs(change, file.oid, access),
+        );
+        if (problem) refuse(change, problem);
+        if (++sinceYield >= 256) {
+          sinceYield = 0;
+          await yieldToEventLoop();
+        }
+      }
+    }
+    for (const { gitRoot, stem, pack, idx } of packs.values()) {
+      const problem = await this.pack(gitRoot, stem, pack, idx, access, out);
+      if (!problem) continue;
+      const first = pack ?? idx!;
+      refuse(first, problem);
+      // The pair goes together: git finds a pack only through its .idx.
+      const other = inGitDir(gitRoot, `objects/pack/${stem}.${first === pack ? "idx" : "pack"}`);
+      out.steps.push({ action: "remove", path: other, objectStore: true });
+    }
+    out.derived = [...derived];
+    out.stats.ms = Math.round(performance.now() - started);
+    return out;
+  }
+
+  private async loose(change: StoreChange, oid: string, access: GitAccess, out: ObjectCheckResult) {
+    const fd = access.open(change.path);
+    if (fd === undefined) return "it cannot be read as the file the walk saw";
+    try {
+      const result = await checkLooseObject(fd, oid, MAX_INFLATED_BYTES - this.inflated);
+      this.inflated += result.inflated;
+      out.stats.loose++;
+      out.stats.inflatedBytes += result.inflated;
+      return result.problem;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  private async lfs(change: StoreChange, oid: string, access: GitAccess) {
+    if (change.after.size > MAX_INFLATED_BYTES - this.inflated)
+      return "not checked: more git-lfs content than one run may have checked";
+    const fd = access.open(change.path);
+    if (fd === undefined) return "it cannot be read as the file the walk saw";
+    try {
+      this.inflated += change.after.size;
+      return await checkLfsObject(fd, oid);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  private async pack(
+    gitRoot: string,
+    stem: string,
+    pack: StoreChange | undefined,
+    idx: StoreChange | undefined,
+    access: GitAccess,
+    out: ObjectCheckResult,
+  ): Promise<string | undefined> {
+    if (pack && rewritten(pack))
+      return "an existing pack rewritten: git names a pack by its checksum and never rewrites one";
+    if (idx && rewritten(idx)) return "an existing pack index rewritten: git never rewrites one";
+    const packPath = pack?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.pack`);
+    const idxPath = idx?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.idx`);
+    const key = `pack\0${identity(packPath, pack?.after)}\0${identity(idxPath, idx?.after)}`;
+    const remembered = this.memo.get(key);
+    if (remembered !== undefined) return remembered ?? undefined;
+    const packFd = access.open(packPath);
+    const idxFd = packFd === undefined ? undefined : access.open(idxPath);
+    try {
+      // One without the other is never read: git finds packs through their .idx, and an .idx without its pack is skipped.
+      if (packFd === undefined || idxFd === undefined) return undefined;
+      const size = fs.fstatSync(packFd).size + fs.fstatSync(idxFd).size;
+      if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
+      this.packBytes += size;
+      out.stats.packs++;
+      out.stats.packBytes += size;
+      const format = access.format(gitRoot);
+      const freshened = pack?.before !== undefined && idx === undefined;
+      const problem = freshened
+        ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
+        : await checkPack(
+            { pack: packFd, idx: idxFd },
+            { format, scratch: access.scratch, timeoutMs: PACK_TIMEOUT_MS },
+          );
+      this.memo.set(key, problem ?? null);
+      return problem;
+    } finally {
+      if (packFd !== undefined) fs.closeSync(packFd);
+      if (idxFd !== undefined) fs.closeSync(idxFd);
+    }
+  }
+
+  private async remembered(change: StoreChange, run: () => Promise<string | undefined>): Promise<string | undefined> {
+    const key = identity(change.path, change.after);
+    const known = this.memo.get(key);
+    if (known !== undefined) return known ?? undefined;
+    const problem = await run();
+    this.memo.set(key, problem ?? null);
+    return problem;
+  }
+}
+
+/** An existing file whose size, inode or known content changed: written anew, not only touched. */
+function rewritten(change: StoreChange): boolean {
+  const { before, after } = change;
+  if (!before) return false;
+  if (before.kind !== after.kind || before.size !== after.size || before.ino !== after.ino) return true;
+  return before.hash !== undefined && after.hash !== undefined && before.hash !== after.hash;
+}
+
+function identity(path: string, facts: StoreFacts | undefined): string {
+  if (!facts) return `${path}\0unchanged`;
+  return [path, facts.ino, facts.size, facts.mtimeMs, facts.ctimeMs, facts.hash].join("\0");
+}

@@ -1,0 +1,34 @@
+// Whether a path is protected, by the same rules the worktree gets (workspace-rules.ts), for a
+// path that is not an entry of the tree but one a git pointer names: an index entry, or a path a
+// commit on a ref changes. Host git writes such a path when a person checks the ref out, resets
+// to it or pops the stash, so a protected path there is judged as if the run had written it.
+import { builtinProtectionOf } from "./builtin-protections.js";
+import { compileGlobs } from "./path-glob.js";
+import type { RuleConfig } from "./workspace-rules.js";
+
+export interface Protection {
+  /** The rule's name, as in a worktree violation (".husky/", "git-config-paths", "protectedPaths"). */
+  rule: string;
+  /** Why, where the rule says (the git config key that names the path). */
+  why?: string;
+}
+
+export type ProtectionOf = (path: string) => Protection | undefined;
+
+/** The protection of a tree path (relative to the lent tree's root), or undefined. */
+export function pathProtection(config: RuleConfig): ProtectionOf {
+  const disabled = new Set(config.disabled ?? []);
+  const globs = config.protectedPaths ?? [];
+  const caller = globs.length > 0 ? compileGlobs(globs) : undefined;
+  const configPaths = disabled.has("git-config-paths") ? new Map<string, string>() : (config.configPaths ?? new Map());
+  return (path) => {
+    const builtin = builtinProtectionOf(path, disabled);
+    if (builtin) return { rule: builtin.rule };
+    for (let end = path.length; end > 0; end = path.lastIndexOf("/", end - 1)) {
+      const why = configPaths.get(path.slice(0, end));
+      if (why !== undefined) return { rule: "git-config-paths", why };
+    }
+    if (caller?.(path)) return { rule: "protectedPaths" };
+    return undefined;
+  };
+}

@@ -1,0 +1,112 @@
+// Shell scripts that poison a repository's object store or leave commits on its refs, the way code
+// in the sandbox would: bash, git and node only, run in the repository's worktree. The unit tests
+// run them on the host between a watch's start and finish (or on copy mode's round trip); the
+// security suite runs them inside the sandbox. `MARKER` is replaced by a path the payload touches.
+//
+// Each repository they expect: a commit on master with `.husky/pre-commit` ("exit 0") and a
+// branch `other` whose `.husky/pre-commit` says "exit 0 # other" (so switching writes the file).
+
+/** git with an identity, as a model's commands would run it. */
+const GIT = "git -c user.name=agent -c user.email=agent@example.com";
+
+/** The files the scripts expect, and how to make the repository from them (host side). */
+export const HUSKY_REPO = {
+  files: { ".husky/pre-commit": "exit 0\n", "src/a.ts": "a\n" },
+  /** Run in the worktree after `git init` and a first commit of the files. */
+  branch: `${GIT} checkout -qb other && printf 'exit 0 # other\\n' > .husky/pre-commit && ${GIT} commit -qam other && ${GIT} checkout -q master`,
+};
+
+/** Rewrites the existing loose object of master's .husky/pre-commit with a payload (a valid zlib stream). */
+export const REWRITE_LOOSE_OBJECT = `oid=$(git rev-parse HEAD:.husky/pre-commit)
+f=.git/objects/\${oid:0:2}/\${oid:2}
+chmod u+w "$f"
+node -e 'const fs = require("fs"), z = require("zlib"); const c = Buffer.from("touch " + process.argv[2] + "\\n");
+fs.writeFileSync(process.argv[1], z.deflateSync(Buffer.concat([Buffer.from("blob " + c.length + "\\0"), c])));' "$f" MARKER
+test "$(git cat-file -p "$oid")" = "touch MARKER"`;
+
+/**
+ * A new pack holding the payload, whose .idx says it is master's .husky/pre-commit: git looks in
+ * packs first, so a checkout reads the payload under the real blob's name.
+ */
+export const LYING_PACK = `x=$(git rev-parse HEAD:.husky/pre-commit)
+evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+name=$(echo "$evil" | git pack-objects -q .git/objects/pack/pack)
+rm -f ".git/objects/\${evil:0:2}/\${evil:2}"
+idx=".git/objects/pack/pack-$name.idx"
+chmod u+w "$idx"
+node -e 'const fs = require("fs"), crypto = require("crypto"); const [f, x] = process.argv.slice(1);
+const b = fs.readFileSync(f); Buffer.from(x, "hex").copy(b, 8 + 1024);
+const first = parseInt(x.slice(0, 2), 16); for (let i = 0; i < 256; i++) b.writeUInt32BE(i >= first ? 1 : 0, 8 + 4 * i);
+crypto.createHash("sha1").update(b.subarray(0, b.length - 20)).digest().copy(b, b.length - 20); fs.writeFileSync(f, b);' "$idx" "$x"
+test "$(git cat-file -p "$x")" = "touch MARKER"`;
+
+/**
+ * A commit-graph that says branch other's commit has a tree whose .husky/pre-commit is the payload:
+ * git takes a commit's tree from the graph (a cherry-pick of other writes the payload).
+ */
+export const LYING_COMMIT_GRAPH = `evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+tree=$(GIT_INDEX_FILE=/tmp/lying-graph-index sh -c "git read-tree other && git update-index --cacheinfo 100755,$evil,.husky/pre-commit && git write-tree")
+rm -f /tmp/lying-graph-index
+git commit-graph write --reachable
+g=.git/objects/info/commit-graph
+chmod u+w "$g"
+node -e 'const fs = require("fs"), crypto = require("crypto"); const [f, commit, tree] = process.argv.slice(1);
+const b = fs.readFileSync(f); const chunks = {};
+for (let i = 0; i < b[6]; i++) { const at = 8 + 12 * i; chunks[b.toString("latin1", at, at + 4)] = Number(b.readBigUInt64BE(at + 4)); }
+const count = b.readUInt32BE(chunks.OIDF + 4 * 255);
+for (let i = 0; i < count; i++) if (b.subarray(chunks.OIDL + 20 * i, chunks.OIDL + 20 * i + 20).toString("hex") === commit)
+  Buffer.from(tree, "hex").copy(b, chunks.CDAT + 36 * i);
+crypto.createHash("sha1").update(b.subarray(0, b.length - 20)).digest().copy(b, b.length - 20); fs.writeFileSync(f, b);' "$g" "$(git rev-parse other)" "$tree"
+git log -1 --format= --name-only other | grep -q .husky/pre-commit`;
+
+/**
+ * A commit on the current branch that changes .husky/pre-commit, with the worktree file put back
+ * as it was (so only the commit carries it): the host's `git reset --hard` would write it.
+ */
+export const COMMIT_ON_BRANCH = `printf 'touch MARKER\\n' > .husky/pre-commit
+${GIT} commit -qam 'tidy hooks'
+git show HEAD~1:.husky/pre-commit > .husky/pre-commit
+git show HEAD:.husky/pre-commit | grep -q MARKER`;
+
+/** The same change in a stash: the host's `git stash pop` would write it. */
+export const STASH_PROTECTED = `printf 'touch MARKER\\n' > .husky/pre-commit
+echo changed > src/a.ts
+${GIT} stash -q
+git show stash@{0}:.husky/pre-commit | grep -q MARKER`;
+
+/** The same change on a new branch the host may check out later; HEAD stays where it was. */
+export const NEW_BRANCH = `${GIT} checkout -qb feature
+printf 'touch MARKER\\n' > .husky/pre-commit
+${GIT} commit -qam feature
+${GIT} checkout -q master`;
+
+/** The change staged in the index only, worktree as it was: the host's `git restore .` would write it. */
+export const STAGED_ONLY = `printf 'touch MARKER\\n' > .husky/pre-commit
+git add .husky/pre-commit
+git show HEAD:.husky/pre-commit > .husky/pre-commit
+git diff --cached --name-only | grep -q .husky/pre-commit`;
+
+/**
+ * A commit made and undone: the branch is back where it was, but ORIG_HEAD and the reflogs name
+ * the commit (the host's `git reset --hard ORIG_HEAD` or `HEAD@{1}` would write it).
+ */
+export const UNDONE_COMMIT = `printf 'touch MARKER\\n' > .husky/pre-commit
+${GIT} commit -qam 'try'
+${GIT} reset -q --hard HEAD~1
+git cat-file -p ORIG_HEAD >/dev/null`;
+
+/**
+ * What an agent does on its own: commits on a branch, a new branch, a look at another branch and
+ * a branch made from it (whose hook differs from master's: history the repository already had), a
+ * stash, a gc (packs, commit-graph).
+ */
+export const ORDINARY_WORK = `echo b > src/b.ts && git add src/b.ts && ${GIT} commit -qm 'add b'
+${GIT} checkout -qb topic
+echo c >> src/a.ts && ${GIT} commit -qam 'change a'
+${GIT} checkout -q other && ${GIT} checkout -qb from-other
+echo e > src/e.ts && git add src/e.ts && ${GIT} commit -qm 'add e'
+${GIT} checkout -q master
+echo wip >> src/a.ts && ${GIT} stash -q
+echo d > src/d.ts && git add src/d.ts
+${GIT} gc -q
+test -n "$(ls .git/objects/pack/*.pack)"`;

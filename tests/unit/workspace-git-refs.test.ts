@@ -1,0 +1,233 @@
+// Commits on the refs the run may move are judged by what they make host git write (issue 17,
+// red-team finding 2): a sandbox commit on the current branch that changes .husky/pre-commit was
+// written by the host's `git reset --hard`; the same with refs/stash and `git stash pop`, a new
+// branch later checked out, an index and `git restore .`, ORIG_HEAD and `reset --hard ORIG_HEAD`.
+// Real repositories, the host's real git; bind mode (a watch around a script) and copy mode (the
+// script on the returned tree's copy).
+import { execFileSync, spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { Readable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
+import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
+import { packTree } from "../../src/workspace-transfer/pack-tree.js";
+import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
+import { newReflogOids, parsePackedRefs, resolveRef } from "../../src/workspace/git-ref-files.js";
+import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
+import {
+  COMMIT_ON_BRANCH,
+  HUSKY_REPO,
+  NEW_BRANCH,
+  ORDINARY_WORK,
+  STAGED_ONLY,
+  STASH_PROTECTED,
+  UNDONE_COMMIT,
+} from "../support/git-object-attacks.js";
+import { tempTrees } from "../support/temp-trees.js";
+
+const { dir, tree } = tempTrees("sandbox-run-refs-");
+const env = { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", LC_ALL: "C" };
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, env, encoding: "utf8" });
+const sh = (cwd: string, script: string) => {
+  const r = spawnSync("bash", ["-c", `set -e\n${script}`], { cwd, env, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`script failed: ${r.stderr}`);
+};
+
+function huskyRepo(extra: Record<string, string> = {}): string {
+  const ws = tree({ ...HUSKY_REPO.files, ...extra });
+  git(ws, "init", "-q", "-b", "master");
+  git(ws, "add", ".");
+  git(ws, "commit", "-qm", "init");
+  sh(ws, HUSKY_REPO.branch);
+  return ws;
+}
+
+async function bindRun(ws: string, script: string, protectedPaths: string[] = []) {
+  const w = await WorkspaceWatch.start({
+    workspace: ws,
+    workspaceWritable: true,
+    writableRoots: [],
+    protectedPaths,
+    stateDir: path.join(dir(), "state"),
+  });
+  sh(ws, script.replaceAll("MARKER", path.join(dir(), "PWNED")));
+  const report = await w.finish();
+  return { report, found: report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
+}
+
+async function copyRun(root: string, script: string) {
+  const before: HostTree = await walkHostTree(root);
+  const chunks: Buffer[] = [];
+  for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
+  const copy = dir();
+  const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: Buffer.concat(chunks) });
+  expect(x.status, x.stderr.toString()).toBe(0);
+  sh(copy, script.replaceAll("MARKER", path.join(dir(), "PWNED")));
+  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 28 });
+  expect(c.status, c.stderr.toString()).toBe(0);
+  const returned = await readReturnedTar(Readable.from([c.stdout]), {
+    before,
+    stagingDir: dir(),
+    limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
+    what: "the workspace",
+  });
+  const check = workspaceRulesCheck({ lentRoots: [root], scratch: path.join(dir(), "scratch") });
+  const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  return { violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
+}
+
+describe("ref files read as data", { timeout: 60_000 }, () => {
+  it("loose refs through symbolic refs, then packed-refs; reflog lines the run added", () => {
+    const files = new Map<string, Buffer | null>([
+      ["HEAD", Buffer.from("ref: refs/heads/main\n")],
+      ["refs/heads/main", null],
+      ["refs/heads/loose", Buffer.from(`${"b".repeat(40)}\n`)],
+    ]);
+    const read = (rel: string) => (files.has(rel) ? files.get(rel)! : null);
+    const packed = parsePackedRefs(
+      Buffer.from(
+        `# pack-refs with: peeled\n${"a".repeat(40)} refs/heads/main\n${"c".repeat(40)} refs/tags/v1\n^${"d".repeat(40)}\n`,
+      ),
+    );
+    expect(resolveRef(read, packed, "HEAD")).toBe("a".repeat(40));
+    expect(resolveRef(read, packed, "refs/heads/loose")).toBe("b".repeat(40));
+    expect(resolveRef(read, packed, "refs/tags/v1")).toBe("c".repeat(40));
+    expect(resolveRef(read, packed, "refs/heads/none")).toBeUndefined();
+    expect(resolveRef(() => undefined, packed, "HEAD")).toBe("unknown");
+    const line = (oid: string) => `${"0".repeat(40)} ${oid} t <t@t> 1 +0000\tcommit: x\n`;
+    const old = Buffer.from(line("a".repeat(40)));
+    expect(newReflogOids(old, Buffer.from(line("a".repeat(40)) + line("e".repeat(40))))).toEqual(["e".repeat(40)]);
+    // Not kept: what lies past the old size is new.
+    expect(newReflogOids(undefined, Buffer.from(line("a".repeat(40)) + line("f".repeat(40))), old.length)).toEqual([
+      "f".repeat(40),
+    ]);
+  });
+});
+
+describe("bind mode: commits on the refs the run moved change no protected path", { timeout: 60_000 }, () => {
+  it("a commit on the current branch changing .husky/pre-commit (worktree put back): refused, .git reverted; the host's reset --hard and restore . write the original", async () => {
+    const ws = huskyRepo();
+    const head = git(ws, "rev-parse", "HEAD");
+    const { report, found } = await bindRun(ws, COMMIT_ON_BRANCH);
+    expect(found).toEqual(
+      expect.arrayContaining([".husky/ modified .git/refs/heads/master", ".husky/ modified .git/index"]),
+    );
+    const ref = report.violations.find((v) => v.path === ".git/refs/heads/master")!;
+    expect(ref.detail).toMatch(/^refs\/heads\/master names [0-9a-f]{12}, whose tree changes \.husky\/pre-commit/);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+    expect(git(ws, "rev-parse", "HEAD")).toBe(head);
+    git(ws, "reset", "-q", "--hard");
+    git(ws, "restore", ".");
+    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
+  });
+
+  it("a stash holding the change: refused on refs/stash; the host has no stash to pop", async () => {
+    const ws = huskyRepo();
+    const { found } = await bindRun(ws, STASH_PROTECTED);
+    expect(found).toEqual(expect.arrayContaining([".husky/ created .git/refs/stash"]));
+    expect(spawnSync("git", ["stash", "list"], { cwd: ws, env, encoding: "utf8" }).stdout).toBe("");
+  });
+
+  it("a new branch carrying it, HEAD back on master: refused on the new branch", async () => {
+    const ws = huskyRepo();
+    const { found } = await bindRun(ws, NEW_BRANCH);
+    expect(found).toEqual(expect.arrayContaining([".husky/ created .git/refs/heads/feature"]));
+    expect(spawnSync("git", ["rev-parse", "--verify", "-q", "feature"], { cwd: ws, env }).status).not.toBe(0);
+  });
+
+  it("the change staged in the index alone: refused on .git/index", async () => {
+    const ws = huskyRepo();
+    const { found } = await bindRun(ws, STAGED_ONLY);
+    expect(found).toEqual([".husky/ modified .git/index"]);
+    git(ws, "restore", ".");
+    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
+  });
+
+  it("a commit made and undone: ORIG_HEAD and the reflogs name it; refused", async () => {
+    const ws = huskyRepo();
+    const { found, report } = await bindRun(ws, UNDONE_COMMIT);
+    expect(found).toEqual(expect.arrayContaining([".husky/ created .git/ORIG_HEAD"]));
+    expect(report.restore).toMatchObject({ clean: true });
+    expect(fs.existsSync(path.join(ws, ".git/ORIG_HEAD"))).toBe(false);
+  });
+
+  it("the caller's protectedPaths and the paths the git config names count in commits too", async () => {
+    const ws = huskyRepo({ ".github/workflows/ci.yml": "on: push\n", ".githooks/pre-push": "exit 0\n" });
+    fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .githooks\n");
+    const { report } = await bindRun(
+      ws,
+      `echo 'run: curl evil' >> .github/workflows/ci.yml && echo 'touch x' >> .githooks/pre-push
+git -c user.name=a -c user.email=a@a commit -qam ci
+git checkout -q HEAD~1 -- .github .githooks && git reset -q`,
+      [".github/workflows/**"],
+    );
+    const details = report.violations.filter((v) => v.path === ".git/refs/heads/master").map((v) => v.rule);
+    expect(details).toEqual(["git-config-paths"]);
+    expect(report.violations.find((v) => v.path === ".git/refs/heads/master")!.detail).toMatch(
+      /changes \.githooks\/pre-push \(core\.hooksPath .*\) \(and 1 more\)/,
+    );
+  });
+
+  it("committing the worktree's own protected file as it was before the run passes", async () => {
+    const ws = huskyRepo();
+    // The user's uncommitted edit, there before the run: the agent commits it with its own work.
+    fs.writeFileSync(path.join(ws, ".husky/pre-commit"), "npm test\n");
+    const { found } = await bindRun(
+      ws,
+      "echo b > src/b.ts && git add -A && git -c user.name=a -c user.email=a@a commit -qm 'with the hook'",
+    );
+    expect(found).toEqual([]);
+  });
+
+  it("ordinary work passes: commits on a branch, a new branch, a stash, gc", async () => {
+    const ws = huskyRepo();
+    const { found, report } = await bindRun(ws, ORDINARY_WORK);
+    expect(found).toEqual([]);
+    expect(report.gitChecks?.refRoots).toBe(1);
+    expect(git(ws, "stash", "list")).toContain("stash@{0}");
+  });
+
+  it("past the bound (more than 1,000 new commits to judge) the git directory is refused as a whole", async () => {
+    const ws = huskyRepo();
+    const lines = Array.from(
+      { length: 1001 },
+      (_, i) => `${"0".repeat(40)} ${crypto.createHash("sha1").update(`${i}`).digest("hex")} a <a@a> 1 +0000\tx\n`,
+    ).join("");
+    const { report, found } = await bindRun(ws, `printf '%s' '${lines}' >> .git/logs/refs/heads/other`);
+    expect(found).toEqual(["git-refs modified .git/logs/refs/heads/other"]);
+    expect(report.violations[0]!.detail).toMatch(/not checked: more than 1000 new commits/);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+  });
+
+  it("a submodule moved to another commit is refused (its commit lives in another repository)", async () => {
+    const ws = huskyRepo();
+    const { found, report } = await bindRun(
+      ws,
+      `sub=$(git rev-parse HEAD)
+git update-index --add --cacheinfo "160000,$sub,vendor/lib"
+git -c user.name=a -c user.email=a@a commit -qm 'vendor lib'
+git rm -q --cached vendor/lib`,
+    );
+    expect(found).toEqual(expect.arrayContaining(["git-refs modified .git/refs/heads/master"]));
+    expect(report.violations.find((v) => v.rule === "git-refs")!.detail).toMatch(/moves the submodule vendor\/lib/);
+  });
+});
+
+describe("copy mode: the same, judged before anything is applied", { timeout: 60_000 }, () => {
+  it("the commit, the stash, the new branch, the index are refused; ordinary work passes", async () => {
+    expect((await copyRun(huskyRepo(), COMMIT_ON_BRANCH)).found).toEqual(
+      expect.arrayContaining([".husky/ modified .git/refs/heads/master"]),
+    );
+    expect((await copyRun(huskyRepo(), STASH_PROTECTED)).found).toEqual(
+      expect.arrayContaining([".husky/ created .git/refs/stash"]),
+    );
+    expect((await copyRun(huskyRepo(), NEW_BRANCH)).found).toEqual(
+      expect.arrayContaining([".husky/ created .git/refs/heads/feature"]),
+    );
+    expect((await copyRun(huskyRepo(), STAGED_ONLY)).found).toEqual([".husky/ modified .git/index"]);
+    expect((await copyRun(huskyRepo(), ORDINARY_WORK)).found).toEqual([]);
+  });
+});
