@@ -23,7 +23,7 @@ export function checkPatchFlags(planned: PlannedRun, flags: { patchFile?: string
   }
 }
 
-export interface PatchTarget {
+interface PatchTarget {
   dir: HostDir;
   name: string;
   /** The path as the caller wrote it (for messages). */

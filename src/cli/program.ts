@@ -41,7 +41,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
 }
 
 /** The program with every command and flag defined (and no action run): what help and completion read. */
-export function cliProgram(ctx: CommandContext): Command {
+function cliProgram(ctx: CommandContext): Command {
   const { io } = ctx;
   const program = new Command()
     .name("sandbox-run")

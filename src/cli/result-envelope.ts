@@ -8,7 +8,7 @@
 import { type ErrorSummary, errorSummary, isSandboxRunError, usageError } from "../errors.js";
 import type { RunDetails } from "../index.js";
 
-export interface EnvelopeError extends Omit<ErrorSummary, "exitCode"> {
+interface EnvelopeError extends Omit<ErrorSummary, "exitCode"> {
   /** The sandbox's (the container's) exit code; not the CLI's, which is the envelope's `exitCode`. */
   sandboxExitCode?: number | null;
 }

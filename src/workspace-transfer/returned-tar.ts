@@ -56,7 +56,7 @@ export interface ReturnedTree {
   leaveOut?(paths: readonly string[]): void;
 }
 
-export interface ReadReturnedOptions {
+interface ReadReturnedOptions {
   /** The tree sent in: what content is compared with. */
   before: HostTree;
   /** A private, empty directory on the host (next to the root, so staged files can be renamed into place). */

@@ -8,7 +8,7 @@
  */
 export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
 
-export interface TarHeader {
+interface TarHeader {
   name: string;
   type: "file" | "directory" | "symlink";
   mode: number;
