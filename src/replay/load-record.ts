@@ -45,8 +45,13 @@ export type RecordedOutcome =
   | { ok: true; result: unknown; changedFiles?: ChangedFiles }
   | { ok: false; error: { code: string; message: string } };
 
-/** Largest file of a record that replay reads whole (exchanges.jsonl; the others are far smaller). */
-const MAX_READ_BYTES = 512 * 1024 * 1024;
+/**
+ * Largest file of a record that replay reads whole (exchanges.jsonl; the others are far smaller).
+ * Twice what a recording keeps (128 MiB of bytes, a little more once escaped as JSON text), and
+ * well below V8's longest string (2^29 - 24 characters): the file is never made one string (its
+ * lines are decoded one by one), but a line as long as the file must still fit in one.
+ */
+export const MAX_READ_BYTES = 256 * 1024 * 1024;
 const MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024;
 /** Largest file replay only hashes (events.jsonl and the patch): bounded by the run's output cap. */
 const MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;
@@ -118,7 +123,7 @@ export function loadRecord(dir: string): LoadedRecord {
     policySchemas().policySchema,
     json(RECORD_FILES.policy) ?? missing(root, RECORD_FILES.policy),
   );
-  const exchanges = parseExchanges(root, text(RECORD_FILES.exchanges) ?? missing(root, RECORD_FILES.exchanges));
+  const exchanges = parseExchanges(root, files.get(RECORD_FILES.exchanges) ?? missing(root, RECORD_FILES.exchanges));
   const error = json(RECORD_FILES.error) as { code?: unknown; message?: unknown } | undefined;
   const outcome: RecordedOutcome = meta.ok
     ? {
@@ -237,7 +242,7 @@ function hashFile(
     const stat = fs.fstatSync(fd);
     if (!stat.isFile()) return { problem: `${name} is not a regular file` };
     const cap = !keep ? MAX_HASHED_BYTES : name === RECORD_FILES.exchanges ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
-    if (stat.size > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+    if (stat.size > cap) return { problem: tooLarge(name, cap) };
     const hash = crypto.createHash("sha256");
     const parts: Buffer[] = [];
     const chunk = Buffer.alloc(HASH_CHUNK);
@@ -246,7 +251,7 @@ function hashFile(
       const n = fs.readSync(fd, chunk, 0, chunk.length, null);
       if (n === 0) break;
       total += n;
-      if (total > cap) return { problem: `${name} is larger than replay reads (${cap} bytes)` };
+      if (total > cap) return { problem: tooLarge(name, cap) };
       hash.update(chunk.subarray(0, n));
       if (keep) parts.push(Buffer.from(chunk.subarray(0, n)));
     }
@@ -256,6 +261,11 @@ function hashFile(
   }
 }
 
+function tooLarge(name: string, cap: number): string {
+  const size = cap >= 1024 * 1024 ? `${cap / 1024 / 1024} MiB` : `${cap} bytes`;
+  return `${name} is larger than replay reads (${size})`;
+}
+
 function readVerbatim(root: string, file: string, name: string, cap: number): Buffer {
   const read = hashFile(file, name, true);
   if ("problem" in read) throw usageError(`The record ${root}: ${read.problem}.`, HINT);
@@ -263,13 +273,16 @@ function readVerbatim(root: string, file: string, name: string, cap: number): Bu
   return read.content!;
 }
 
-function parseExchanges(root: string, text: string): RecordedExchange[] {
+/** One exchange per line, each line decoded on its own (the file as one string could pass V8's longest). */
+function parseExchanges(root: string, bytes: Buffer): RecordedExchange[] {
   const exchanges: RecordedExchange[] = [];
-  const lines = text.split("\n");
-  if (lines.length > MAX_EXCHANGES + 1) {
-    throw invalid(root, `${RECORD_FILES.exchanges} has more than ${MAX_EXCHANGES} lines`);
-  }
-  for (const [index, line] of lines.entries()) {
+  let index = 0;
+  for (let start = 0; start <= bytes.length; index++) {
+    if (index > MAX_EXCHANGES) throw invalid(root, `${RECORD_FILES.exchanges} has more than ${MAX_EXCHANGES} lines`);
+    let end = bytes.indexOf(0x0a, start);
+    if (end < 0) end = bytes.length;
+    const line = bytes.toString("utf8", start, end);
+    start = end + 1;
     if (line.trim() === "") continue;
     const value = parseJson(
       root,

@@ -6,7 +6,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonSchema } from "../agent.js";
 import type { Outcome } from "../pi/result-collector.js";
-import { prepareToolArguments } from "../pi/tool-arguments.js";
+import { prepareGuarded } from "./guarded-arguments.js";
 
 /** The host's view of Pi's conversation with the model (the gateway's conversation ledger). */
 export interface ModelEvidence {
@@ -37,7 +37,8 @@ export function confirmOutcome(
           `Pi's output reports call ${quote(callId)} as the final result; the model called ${quote(call.name)}`,
         );
       }
-      const prepared = prepareToolArguments(context.schema ?? {}, call.argumentsJson);
+      // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
+      const prepared = prepareGuarded(context.schema ?? {}, call.argumentsJson);
       if (!prepared.ok) {
         return contradiction(
           `Pi's output reports call ${quote(callId)} as accepted; the model's arguments fail Pi's own check (${prepared.reason})`,

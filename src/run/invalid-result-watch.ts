@@ -7,7 +7,7 @@
 // failure. A reply that does other work (another tool call, text) starts the count again.
 import type { JsonSchema } from "../agent.js";
 import type { ModelReply } from "../gateway/apis/api-codec.js";
-import { prepareToolArguments } from "../pi/tool-arguments.js";
+import { prepareGuarded } from "./guarded-arguments.js";
 import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
 
@@ -58,7 +58,8 @@ export class InvalidResultWatch {
 
   /** Why a final-tool call's arguments are not a valid result, as the host judges the result. */
   #problem(argumentsJson: string): string | undefined {
-    const prepared = prepareToolArguments(this.check.schema, argumentsJson);
+    // The schema's patterns are tried in a worker with a time bound first (a replayed record chose both).
+    const prepared = prepareGuarded(this.check.schema, argumentsJson);
     if (!prepared.ok) return prepared.reason;
     const checked = this.check.validator.validate(prepared.value);
     return checked.ok ? undefined : checked.issues.join("; ");

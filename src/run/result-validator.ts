@@ -13,10 +13,16 @@
 //
 // Ajv and ajv-formats are loaded on the first schema (~60 ms of CPU): runs without a schema, and
 // the CLI's --help and --version, never load them.
+//
+// A schema's patterns are regular expressions its author chose (a replayed record's author, too),
+// tried on strings the model chose: before Ajv or pi-schema runs them here, on the controller's
+// main thread, a worker tries them all with a time bound (pattern-guard.ts). A value they cannot
+// check in time is invalid, with a reason naming the pattern; the main thread never runs it.
 import { createRequire } from "node:module";
 import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
+import { patternGuardFor } from "./pattern-guard.js";
 
 export type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
@@ -70,8 +76,11 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
     // The compiled check is kept by the caller; Ajv's own cache would keep every schema a long-lived process sees.
     factory.removeSchema(rest);
   }
+  const guard = patternGuardFor(rest);
   return {
     validate(value) {
+      const slow = guard?.check(value);
+      if (slow) return { ok: false, issues: [slow] };
       if (check(value)) return { ok: true, value };
       return { ok: false, issues: (check.errors ?? []).map(describeError) };
     },

@@ -30,6 +30,7 @@ import {
 } from "../workspace/workspace-rules.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import { pathSourceTargets } from "../workspace/path-sources.js";
 import {
   comparePaths,
   type ReturnedTreeCheck,
@@ -117,7 +118,13 @@ function gitConfigRules(
   const disabled = config.disabled?.includes("git-config-paths") === true;
   return {
     gitDirs,
-    configPaths: disabled ? new Map() : targetsInTree(hostPath, configTargets(repositories)),
+    // With the folders the tree's .envrc and mise files put on PATH, read from the host tree as it was.
+    configPaths: disabled
+      ? new Map()
+      : targetsInTree(hostPath, [
+          ...configTargets(repositories),
+          ...pathSourceTargets([hostPath, ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))]),
+        ]),
   };
 }
 

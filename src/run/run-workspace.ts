@@ -58,6 +58,8 @@ export interface WorkspaceOutcome {
   allocatedBytes?: WorkspaceReport["allocatedBytes"];
   /** Bind mode: the trees' entries before and after (for the exact entry check). */
   entries?: WorkspaceReport["entries"];
+  /** Bind mode: folders too full to walk (the run added more than limits.maxEntries there); what it added was removed. */
+  overfull?: WorkspaceReport["overfull"];
   snapshotMs: number;
   /** false in copy mode: what came back was judged before anything reached the host. */
   applied: boolean;
@@ -122,6 +124,7 @@ export class RunWorkspace {
       disabledProtections: run.policy.disableBuiltinProtections,
       stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
       ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
+      maxEntries,
     });
     // The trees it may write live on the host's disks: their growth is watched while the run is live.
     const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
@@ -206,6 +209,14 @@ export class RunWorkspace {
    * did not catch it while it was live.
    */
   async checkDisk(outcome: WorkspaceOutcome): Promise<void> {
+    if (outcome.overfull && outcome.overfull.length > 0) {
+      const { plan } = this.input.planned;
+      throw new SandboxRunError("limit", overfullMessage(outcome.overfull, plan.limits.maxEntries), {
+        limit: "entries",
+        hint: limitHint("entries"),
+        runId: plan.runId,
+      });
+    }
     const after =
       outcome.allocatedBytes && outcome.entries
         ? { bytes: outcome.allocatedBytes.after, entries: outcome.entries.after }
@@ -222,7 +233,24 @@ export class RunWorkspace {
   }
 }
 
+function overfullMessage(folders: NonNullable<WorkspaceOutcome["overfull"]>, maxEntries: number): string {
+  const first = folders[0]!;
+  const others = folders.length > 1 ? ` (and ${folders.length - 1} more folder${folders.length > 2 ? "s" : ""})` : "";
+  const failed = folders.filter((f) => f.failed);
+  const done =
+    failed.length === 0
+      ? "what it added there was removed"
+      : `what it added could NOT all be removed: ${failed.map((f) => `${f.path} (${f.failed})`).join(", ")}`;
+  return `The sandbox filled ${first.path}${others} with at least ${first.entries} entries (hard links count: each name is an entry), over the limit of ${maxEntries} new files and folders (limits.maxEntries); ${done}.`;
+}
+
 function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): WorkspaceOutcome {
+  if (report.overfull.length > 0) {
+    timeline.sandbox("workspace.overfull", {
+      reason: "folders held more entries than the walk after the run reads; what the run added there was removed",
+      folders: report.overfull.slice(0, 20),
+    });
+  }
   if (report.clearedSetuid.length > 0 || report.clearedWriteBits.length > 0) {
     timeline.sandbox("workspace.modes-cleared", {
       setuid: report.clearedSetuid.slice(0, 20),
@@ -274,7 +302,7 @@ function diskTrip(over: DiskTrip): Trip {
     return {
       code: "limit",
       limit: "entries",
-      message: `The sandbox added ${over.grownEntries} files and folders to the workspace and writable roots, over the limit of ${over.limitEntries} (limits.maxEntries).`,
+      message: `The sandbox added ${over.atLeast ? `more than ${over.limitEntries}` : over.grownEntries} files and folders (hard links count: each name is an entry) to the workspace and writable roots, over the limit of ${over.limitEntries} (limits.maxEntries).`,
     };
   }
   const grownMb = Math.round(over.grownBytes / 1024 / 1024);

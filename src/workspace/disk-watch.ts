@@ -2,17 +2,21 @@
 // live on the host's filesystems, outside every container limit). Exact, but not free: the
 // allocated size of a tree (st_blocks * 512, hard-linked inodes once) and its number of entries
 // need a walk. So while the run is live the watch polls cheaply: every ~250 ms one statfs per
-// filesystem, for its used bytes and used inodes. Only when a filesystem's used bytes grew by more
+// filesystem, for its used bytes and used inodes. When a filesystem's used bytes grew by more
 // than the disk limit, or its used inodes by more than the entry limit, since the start (whoever
-// wrote them) does it walk the trees, and it trips when their allocated size or their entries grew
-// past the limit. A filesystem that keeps no inode count (statfs reports 0 files, e.g. btrfs) is
-// walked now and then instead. After the run, `check` gives the exact answer (pass the after-walk's
-// figures to skip a walk).
+// wrote them), it walks the trees, and it trips when their allocated size or their entries grew
+// past the limit. Entries are also counted now and then whatever statfs says (every
+// COUNT_EVERY_MS, or ten times the last walk's duration if that is longer): hard links add
+// names without inodes (and a filesystem may keep no inode count at all, e.g. btrfs), so only a
+// count sees them. A count stops as soon as the trees have more entries than the limit allows,
+// and reads a folder too large to hold as a stream (fd-walk.ts, order "any"): its time and memory
+// stay bounded whatever the sandbox made. After the run, `check` gives the exact answer (pass the
+// after-walk's figures to skip a walk).
 //
-// How fast it trips: within one poll of the filesystem growing past the limit plus one walk of
-// the trees (about 1 s per 300,000 entries here); the sandbox can write faster than that, so a
-// fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one file). Hard links
-// add entries without inodes: those are found by the exact count after the run.
+// How fast it trips: within one poll (or one count interval, for hard links) of the trees growing
+// past the limit, plus one walk (about 1 s per 300,000 entries here); the sandbox can write faster
+// than that, so a fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one
+// file; the after-run walk removes what it added to a folder too full to walk).
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
 import { walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
@@ -22,16 +26,27 @@ import { AllocatedBytes } from "./workspace-snapshot.js";
 export interface TreeSize {
   bytes: number;
   entries: number;
+  /** The walk stopped once it had seen more entries than asked (`stopAfter`): both are lower bounds. */
+  stopped?: boolean;
 }
 
-/** Allocated bytes and entries of a tree, streamed through the fd walk (never follows a symlink). */
-export async function measureTree(root: string, signal?: AbortSignal): Promise<TreeSize> {
+/**
+ * Allocated bytes and entries of a tree, streamed through the fd walk (never follows a symlink, in
+ * any order, so a folder of any size is counted in bounded memory). `stopAfter`: stop once more
+ * entries than this were seen.
+ */
+export async function measureTree(
+  root: string,
+  signal?: AbortSignal,
+  stopAfter = Number.POSITIVE_INFINITY,
+): Promise<TreeSize> {
   const bytes = new AllocatedBytes();
   let entries = 0;
   let sinceYield = 0;
-  for (const entry of walkTree(root, { descend: (e) => e.fd !== undefined })) {
+  for (const entry of walkTree(root, { descend: (e) => e.fd !== undefined, order: "any" })) {
     bytes.add(entry);
     entries++;
+    if (entries > stopAfter) return { bytes: bytes.total, entries, stopped: true };
     if (++sinceYield >= YIELD_EVERY) {
       sinceYield = 0;
       await yieldToEventLoop();
@@ -48,7 +63,13 @@ export async function measureTreeBytes(root: string, signal?: AbortSignal): Prom
 
 export type DiskTrip =
   | { limit: "disk"; grownBytes: number; limitBytes: number }
-  | { limit: "entries"; grownEntries: number; limitEntries: number };
+  | {
+      limit: "entries";
+      grownEntries: number;
+      limitEntries: number;
+      /** The count stopped once past the limit: the trees grew by at least grownEntries. */
+      atLeast?: true;
+    };
 
 export interface DiskWatchOptions {
   /** The writable trees (canonical paths). */
@@ -73,8 +94,8 @@ interface Filesystem {
   inodes?: number;
 }
 
-/** Between walks of trees on a filesystem without an inode count: at least this, or ten walks' time. */
-const BLIND_WALK_MS = 2_000;
+/** Between counts of the trees' entries: at least this, or ten walks' time. */
+export const COUNT_EVERY_MS = 2_000;
 
 function usage(root: string): { used: number; inodes?: number } {
   const s = fs.statfsSync(root);
@@ -89,8 +110,8 @@ export class DiskWatch {
   /** Filesystem growth at which the next walk happens. */
   private nextWalkAt: number;
   private nextWalkAtInodes: number;
-  /** For filesystems without an inode count: when to walk next (performance.now()). */
-  private nextBlindWalk = 0;
+  /** When to count the trees' entries next (performance.now()). */
+  private nextCount = 0;
   private readonly abort = new AbortController();
 
   private constructor(
@@ -137,7 +158,6 @@ export class DiskWatch {
     if (this.measuring || this.tripped || this.stopped) return;
     let grown = 0;
     let grownInodes = 0;
-    let blind = false;
     for (const fsys of this.filesystems) {
       let now: { used: number; inodes?: number };
       try {
@@ -146,16 +166,21 @@ export class DiskWatch {
         return; // the root went away (the run is ending, or its caller removed it): check() judges
       }
       grown += Math.max(0, now.used - fsys.used);
-      if (fsys.inodes === undefined || now.inodes === undefined) blind = true;
-      else grownInodes += Math.max(0, now.inodes - fsys.inodes);
+      if (fsys.inodes !== undefined && now.inodes !== undefined) grownInodes += Math.max(0, now.inodes - fsys.inodes);
     }
-    const watchEntries = this.options.limitEntries !== undefined;
-    const blindDue = watchEntries && blind && performance.now() >= this.nextBlindWalk;
-    if (grown <= this.nextWalkAt && grownInodes <= this.nextWalkAtInodes && !blindDue) return;
+    const limitEntries = this.options.limitEntries;
+    // Hard links use no inode, and some filesystems keep no count: entries are counted now and then anyway.
+    const countDue = limitEntries !== undefined && performance.now() >= this.nextCount;
+    const grewPast = grown > this.nextWalkAt || grownInodes > this.nextWalkAtInodes;
+    if (!grewPast && !countDue) return;
     this.measuring = true;
     const started = performance.now();
     try {
-      const trip = this.judge(await sumTrees(this.options.roots, this.abort.signal));
+      // Past this many entries the trip is certain: the walk stops there.
+      const stopAfter = limitEntries === undefined ? undefined : this.baseline.entries + limitEntries;
+      // A count that is only due judges entries: the bytes of a file being written (delayed
+      // allocation) may pass the limit for a moment; a byte trip waits for statfs to see it.
+      const trip = this.judge(await sumTrees(this.options.roots, this.abort.signal, stopAfter), grewPast);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -164,34 +189,40 @@ export class DiskWatch {
         // Others write to the same filesystem: walk again only after it grew by another quarter limit.
         if (grown > this.nextWalkAt) this.nextWalkAt = grown + Math.max(this.options.limitBytes / 4, 1024 * 1024);
         if (grownInodes > this.nextWalkAtInodes)
-          this.nextWalkAtInodes = grownInodes + Math.max((this.options.limitEntries ?? 0) / 4, 1000);
+          this.nextWalkAtInodes = grownInodes + Math.max((limitEntries ?? 0) / 4, 1000);
       }
     } catch {
       // a walk of a tree that is changing under it may fail; the next poll tries again
     } finally {
       this.measuring = false;
       const took = performance.now() - started;
-      if (blindDue) this.nextBlindWalk = performance.now() + Math.max(BLIND_WALK_MS, 10 * took);
+      this.nextCount = performance.now() + Math.max(COUNT_EVERY_MS, 10 * took);
     }
   }
 
-  private judge(after: TreeSize): DiskTrip | undefined {
+  private judge(after: TreeSize, bytes = true): DiskTrip | undefined {
     const grownBytes = after.bytes - this.baseline.bytes;
-    if (grownBytes > this.options.limitBytes) return { limit: "disk", grownBytes, limitBytes: this.options.limitBytes };
+    if (bytes && grownBytes > this.options.limitBytes)
+      return { limit: "disk", grownBytes, limitBytes: this.options.limitBytes };
     const limitEntries = this.options.limitEntries;
     const grownEntries = after.entries - this.baseline.entries;
     if (limitEntries !== undefined && grownEntries > limitEntries)
-      return { limit: "entries", grownEntries, limitEntries };
+      return { limit: "entries", grownEntries, limitEntries, ...(after.stopped ? { atLeast: true as const } : {}) };
     return undefined;
   }
 }
 
-async function sumTrees(roots: readonly string[], signal?: AbortSignal): Promise<TreeSize> {
-  const total = { bytes: 0, entries: 0 };
+async function sumTrees(
+  roots: readonly string[],
+  signal?: AbortSignal,
+  stopAfter = Number.POSITIVE_INFINITY,
+): Promise<TreeSize> {
+  const total: TreeSize = { bytes: 0, entries: 0 };
   for (const root of roots) {
-    const size = await measureTree(root, signal);
+    const size = await measureTree(root, signal, stopAfter - total.entries);
     total.bytes += size.bytes;
     total.entries += size.entries;
+    if (size.stopped) return { ...total, stopped: true };
   }
   return total;
 }

@@ -8,7 +8,14 @@
 // - the walk is depth-first, pre-order, children sorted by name (UTF-16 code units), so two
 //   walks of the same tree yield entries in the same order (`comparePaths`), and a walk can be
 //   merged with a recorded one;
-// - memory is bounded by the depth times the widest directory: nothing is kept per entry;
+// - memory is bounded: nothing is kept per entry, and the names of the directories open at once
+//   (the path from the root to where the walk is) are held up to `maxHeldNames` in all. A
+//   directory whose names would pass that is read as a stream and never held: the sandbox can make
+//   millions of names for free (hard links use no inode; only their directory's blocks count
+//   against the disk limit), and one such folder read whole and sorted used to take the controller
+//   past Node's heap. In the sorted order (the default) such a directory is yielded with
+//   `overfull` and a problem, and not walked; in order "any" its entries are visited as the
+//   filesystem lists them;
 // - an entry the walk cannot see through (unreadable directory, a name that is not UTF-8, a tree
 //   deeper than `maxDepth`) is yielded with a `problem`, never skipped.
 // At most OPEN_FD_WINDOW directory fds are held; deeper ones are reopened through ".." when the
@@ -19,6 +26,18 @@ const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 const OPEN_FD_WINDOW = 64;
 export const DEFAULT_MAX_DEPTH = 4096;
+/**
+ * Names a walk holds at once unless told otherwise: about 140 MB with the longest names (255
+ * bytes), a tenth of that with ordinary ones. Walks of the caller's own tree before a run pass
+ * Infinity (its size is the caller's); walks of what a sandbox left pass a bound derived from it.
+ */
+export const DEFAULT_MAX_HELD_NAMES = 500_000;
+/** The same for walks in any order: they stream what they cannot hold, so they hold little. */
+export const DEFAULT_MAX_HELD_NAMES_ANY_ORDER = 65_536;
+/** Directories read as a stream at once (each keeps its fd open); past it one is a problem. */
+const MAX_STREAMED = 256;
+/** Directory entries read per getdents call. */
+const DIR_BUFFER = 256;
 
 export type EntryKind = "file" | "directory" | "symlink" | "fifo" | "socket" | "device" | "unknown";
 
@@ -38,6 +57,17 @@ export interface WalkEntry {
   gitLike?: boolean;
   /** Why the walk cannot see this entry (or what is below it). */
   problem?: string;
+  /**
+   * Directories: it holds more names than the walk could hold (at least this many). In the
+   * sorted order it is not walked (and has a problem); in order "any" its entries are streamed.
+   */
+  overfull?: number;
+}
+
+/** What a walk saw, filled in as it goes. */
+export interface WalkStats {
+  /** The most names the walk held at once (the open directories' listings together). */
+  peakHeldNames: number;
 }
 
 export interface WalkOptions {
@@ -52,6 +82,20 @@ export interface WalkOptions {
    * (for removing a tree the sandbox made unreadable; it is about to go).
    */
   repairAccess?: boolean;
+  /**
+   * Names held at once, all open directories together (default DEFAULT_MAX_HELD_NAMES, in any
+   * order DEFAULT_MAX_HELD_NAMES_ANY_ORDER). A directory whose names would pass it is `overfull`.
+   */
+  maxHeldNames?: number;
+  /**
+   * "sorted" (default): children by name, the order comparePaths defines (what a merge with a
+   * snapshot needs); an overfull directory is yielded with a problem and not walked. "any": an
+   * overfull directory's entries come as the filesystem lists them, none held (for walks that
+   * visit every entry and need no order: hand-back, removal, counting).
+   */
+  order?: "sorted" | "any";
+  /** Filled in as the walk goes. */
+  stats?: WalkStats;
 }
 
 interface Frame {
@@ -63,6 +107,8 @@ interface Frame {
   names: string[];
   /** Raw names of entries whose name is not valid UTF-8, by index in `names`. */
   raw?: Map<number, Buffer>;
+  /** An overfull directory read as a stream (order "any"): its fd stays open, no names are held. */
+  stream?: fs.Dir;
   index: number;
   dev: number;
   ino: number;
@@ -119,21 +165,95 @@ export function comparePaths(a: string, b: string): number {
   return a.length - b.length;
 }
 
-function readNames(fd: number): { names: string[]; raw?: Map<number, Buffer> } {
-  const dir = `/proc/self/fd/${fd}`;
-  const names = fs.readdirSync(dir);
+type Listing = { names: string[]; raw?: Map<number, Buffer> } | { overfull: number };
+
+/**
+ * A directory's names, sorted, read as a stream that stops past `cap` names (then only how many
+ * were read is returned: the directory is overfull). A large directory is counted before its names
+ * are kept: the names of one the walk cannot hold are never all in memory at once.
+ */
+function readNames(fd: number, cap: number): Listing {
+  const first = listNames(fd, Math.min(cap, KEEP_WHILE_COUNTING));
+  if (first.complete) return sortedListing(fd, first.names, first.undecodable, cap);
+  if (cap <= KEEP_WHILE_COUNTING) return { overfull: cap + 1 };
+  // More than a few thousand: count first, then read them again only if they fit.
+  const counted = countNames(fd, cap);
+  if (counted > cap) return { overfull: counted };
+  const again = listNames(fd, cap);
+  if (!again.complete) return { overfull: cap + 1 };
+  return sortedListing(fd, again.names, again.undecodable, cap);
+}
+
+/** Names kept while a directory is read the first time; past this it is counted before it is kept. */
+const KEEP_WHILE_COUNTING = 4096;
+
+/** Up to `max` names (complete: the directory has no more). */
+function listNames(fd: number, max: number): { names: string[]; complete: boolean; undecodable: boolean } {
+  const names: string[] = [];
+  let undecodable = false;
+  const dir = fs.opendirSync(`/proc/self/fd/${fd}`, { bufferSize: DIR_BUFFER });
+  try {
+    for (let entry = dir.readSync(); entry !== null; entry = dir.readSync()) {
+      if (names.length >= max) return { names, complete: false, undecodable };
+      names.push(entry.name);
+      // Node decodes names as UTF-8 and replaces what is not with U+FFFD: only then read raw bytes.
+      if (!undecodable && entry.name.includes("\uFFFD")) undecodable = true;
+    }
+  } finally {
+    dir.closeSync();
+  }
+  return { names, complete: true, undecodable };
+}
+
+/** How many entries a directory has, up to cap + 1. */
+function countNames(fd: number, cap: number): number {
+  let count = 0;
+  const dir = fs.opendirSync(`/proc/self/fd/${fd}`, { bufferSize: DIR_BUFFER });
+  try {
+    while (count <= cap && dir.readSync() !== null) count++;
+  } finally {
+    dir.closeSync();
+  }
+  return count;
+}
+
+function sortedListing(fd: number, names: string[], undecodable: boolean, cap: number): Listing {
   names.sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
-  // Node decodes names as UTF-8 and replaces what is not with U+FFFD: only then read raw bytes.
-  if (!names.some((n) => n.includes("\uFFFD"))) return { names };
-  const decoded = fs
-    .readdirSync(dir, { encoding: "buffer" })
-    .map((raw) => ({ name: raw.toString("utf8"), raw }))
-    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  if (!undecodable) return { names };
+  const decoded: Array<{ name: string; raw: Buffer }> = [];
+  const rawDir = fs.opendirSync(`/proc/self/fd/${fd}`, {
+    bufferSize: DIR_BUFFER,
+    encoding: "buffer" as BufferEncoding,
+  });
+  try {
+    for (let entry = rawDir.readSync(); entry !== null; entry = rawDir.readSync()) {
+      if (decoded.length >= cap) return { overfull: decoded.length + 1 };
+      const raw = entry.name as unknown as Buffer;
+      decoded.push({ name: raw.toString("utf8"), raw });
+    }
+  } finally {
+    rawDir.closeSync();
+  }
+  decoded.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   const raw = new Map<number, Buffer>();
   decoded.forEach((d, i) => {
     if (d.name.includes("\uFFFD") && !Buffer.from(d.name, "utf8").equals(d.raw)) raw.set(i, d.raw);
   });
   return { names: decoded.map((d) => d.name), raw };
+}
+
+/** A directory's entries as a stream, raw names (an overfull directory, order "any"). */
+function openStream(fd: number): fs.Dir {
+  return fs.opendirSync(`/proc/self/fd/${fd}`, { bufferSize: DIR_BUFFER, encoding: "buffer" as BufferEncoding });
+}
+
+/** The next name of a streamed directory, and its raw bytes when they are not UTF-8. */
+function nextStreamed(dir: fs.Dir): { name: string; raw?: Buffer } | undefined {
+  const entry = dir.readSync();
+  if (entry === null) return undefined;
+  const raw = entry.name as unknown as Buffer;
+  const name = raw.toString("utf8");
+  return name.includes("\uFFFD") && !Buffer.from(name, "utf8").equals(raw) ? { name, raw } : { name };
 }
 
 /**
@@ -145,6 +265,8 @@ function readNames(fd: number): { names: string[]; raw?: Map<number, Buffer> } {
 // finally closes every fd whether the caller finishes, breaks or throws.
 export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Generator<WalkEntry> {
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
+  const streaming = options.order === "any";
+  const maxHeld = options.maxHeldNames ?? (streaming ? DEFAULT_MAX_HELD_NAMES_ANY_ORDER : DEFAULT_MAX_HELD_NAMES);
   const descend = (entry: WalkEntry) => (options.descend ? options.descend(entry) : !entry.problem);
   let rootFd: number;
   try {
@@ -153,11 +275,27 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
     throw new WalkError(`cannot open ${String(root)} as a directory: ${errorCode(error)}`);
   }
   const stack: Frame[] = [];
-  /** Frames below this index have their fd closed (the window). */
+  /** Frames below this index have their fd closed (the window), streamed ones excepted. */
   let firstOpen = 0;
+  /** Names the frames hold, and how many frames stream. */
+  const load: Load = { held: 0, streams: 0 };
+  /** Lists a directory within what the walk may still hold; overfull in order "any": as a stream. */
+  const list = (fd: number, entry: WalkEntry): ListResult => {
+    const listed = tryList(fd, Math.max(0, maxHeld - load.held), options.repairAccess);
+    if (!("overfull" in listed)) return listed;
+    entry.overfull = listed.overfull;
+    if (streaming && load.streams < MAX_STREAMED) {
+      try {
+        return { stream: openStream(fd) };
+      } catch (error) {
+        return { problem: `cannot list the directory: ${errorCode(error)}` };
+      }
+    }
+    const why = streaming ? `while ${MAX_STREAMED} others are read` : "more than a walk holds at once";
+    return { problem: `it holds more entries than the walk can read (over ${listed.overfull - 1}, ${why})` };
+  };
   try {
     const rootStat = fs.fstatSync(rootFd);
-    const listed = tryList(rootFd, options.repairAccess);
     const rootEntry: WalkEntry = {
       path: "",
       name: "",
@@ -166,22 +304,22 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       stat: rootStat,
       at: root,
       fd: rootFd,
-      gitLike: listed.names ? looksLikeGitDir(listed.names) : undefined,
-      problem: listed.problem,
     };
-    stack.push(frameOf(rootFd, "", 0, root, listed, rootStat));
+    const listed = list(rootFd, rootEntry);
+    rootEntry.gitLike = listed.names ? looksLikeGitDir(listed.names) : undefined;
+    rootEntry.problem = listed.problem;
+    stack.push(frameOf(rootFd, "", 0, root, listed, rootStat, load, options.stats));
     yield rootEntry;
-    if (!listed.names || !descend(rootEntry)) stack[0]!.descended = false;
+    if (!canDescend(listed) || !descend(rootEntry)) stack[0]!.descended = false;
 
     while (stack.length > 0) {
       const top = stack[stack.length - 1]!;
-      if (!top.descended || top.index >= top.names.length) {
-        firstOpen = climb(stack, firstOpen, options);
+      const next = top.descended ? nextName(top) : undefined;
+      if (!next) {
+        firstOpen = climb(stack, firstOpen, options, load);
         continue;
       }
-      const i = top.index++;
-      const name = top.names[i]!;
-      const rawName = top.raw?.get(i);
+      const { name, raw: rawName } = next;
       const path = top.path === "" ? name : `${top.path}/${name}`;
       const at = atPath(top.fd, rawName ?? name);
       let stat: fs.Stats;
@@ -221,24 +359,46 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       }
       // Removing needs to list (r), reach (x) and unlink in (w) the directory.
       if (options.repairAccess && (opened.mode & 0o700) !== 0o700) fs.fchmodSync(fd, 0o700);
-      const childListed = tryList(fd, options.repairAccess);
+      const childListed = list(fd, entry);
       entry.fd = fd;
       entry.gitLike = childListed.names ? looksLikeGitDir(childListed.names) : undefined;
       entry.problem ??= childListed.problem;
       // Pushed before the yield, so the fd is closed even if the consumer stops here.
-      stack.push(frameOf(fd, path, entry.depth, rawName ?? name, childListed, opened));
+      stack.push(frameOf(fd, path, entry.depth, rawName ?? name, childListed, opened, load, options.stats));
       yield entry;
-      if (!childListed.names || !descend(entry)) stack[stack.length - 1]!.descended = false;
+      if (!canDescend(childListed) || !descend(entry)) stack[stack.length - 1]!.descended = false;
       if (stack.length - firstOpen > OPEN_FD_WINDOW) {
+        // A streamed directory keeps its fd: its place in the stream could not be found again.
         const oldest = stack[firstOpen]!;
-        fs.closeSync(oldest.fd);
-        oldest.fd = -1;
+        if (!oldest.stream) {
+          fs.closeSync(oldest.fd);
+          oldest.fd = -1;
+        }
         firstOpen++;
       }
     }
   } finally {
-    for (const frame of stack) if (frame.fd >= 0) fs.closeSync(frame.fd);
+    for (const frame of stack) {
+      frame.stream?.closeSync();
+      if (frame.fd >= 0) fs.closeSync(frame.fd);
+    }
   }
+}
+
+interface Load {
+  held: number;
+  streams: number;
+}
+
+type ListResult = { names?: string[]; raw?: Map<number, Buffer>; stream?: fs.Dir; problem?: string };
+
+const canDescend = (listed: ListResult) => listed.names !== undefined || listed.stream !== undefined;
+
+function nextName(frame: Frame): { name: string; raw?: Buffer } | undefined {
+  if (frame.stream) return nextStreamed(frame.stream);
+  if (frame.index >= frame.names.length) return undefined;
+  const i = frame.index++;
+  return { name: frame.names[i]!, raw: frame.raw?.get(i) };
 }
 
 function frameOf(
@@ -246,21 +406,38 @@ function frameOf(
   path: string,
   depth: number,
   name: string | Buffer,
-  listed: { names?: string[]; raw?: Map<number, Buffer> },
+  listed: ListResult,
   stat: fs.Stats,
+  load: Load,
+  stats: WalkStats | undefined,
 ): Frame {
   const names = listed.names ?? [];
-  return { fd, path, depth, name, names, raw: listed.raw, index: 0, dev: stat.dev, ino: stat.ino, descended: true };
+  load.held += names.length;
+  if (listed.stream) load.streams++;
+  if (stats && load.held > stats.peakHeldNames) stats.peakHeldNames = load.held;
+  return {
+    fd,
+    path,
+    depth,
+    name,
+    names,
+    raw: listed.raw,
+    stream: listed.stream,
+    index: 0,
+    dev: stat.dev,
+    ino: stat.ino,
+    descended: true,
+  };
 }
 
-function tryList(fd: number, repair = false): { names?: string[]; raw?: Map<number, Buffer>; problem?: string } {
+function tryList(fd: number, cap: number, repair = false): Listing | { problem: string } {
   try {
-    return readNames(fd);
+    return readNames(fd, cap);
   } catch (error) {
     if (repair && errorCode(error) === "EACCES") {
       try {
         fs.fchmodSync(fd, 0o700);
-        return readNames(fd);
+        return readNames(fd, cap);
       } catch {}
     }
     return { problem: `cannot list the directory: ${errorCode(error)}` };
@@ -282,8 +459,14 @@ function openDirectory(at: string | Buffer, repair = false): number {
  * Pops the top frame: reopens its parent through ".." if the window closed it (checked by
  * dev/ino), calls leave, closes it. Returns the new first open index.
  */
-function climb(stack: Frame[], firstOpen: number, options: WalkOptions): number {
+function climb(stack: Frame[], firstOpen: number, options: WalkOptions, load: Load): number {
   const done = stack.pop()!;
+  load.held -= done.names.length;
+  if (done.stream) {
+    load.streams--;
+    done.stream.closeSync();
+    done.stream = undefined;
+  }
   const parentIndex = stack.length - 1;
   const parent = stack[parentIndex];
   try {
@@ -303,7 +486,7 @@ function climb(stack: Frame[], firstOpen: number, options: WalkOptions): number 
     fs.closeSync(done.fd);
     done.fd = -1;
   }
-  return firstOpen;
+  return Math.min(firstOpen, stack.length);
 }
 
 export function errorCode(error: unknown): string {

@@ -159,7 +159,10 @@ export class OwnershipLease {
 /** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */
 async function forEachEntry(root: string, visit: (entry: WalkEntry, stat: fs.Stats) => void): Promise<void> {
   let sinceYield = 0;
-  for (const entry of walkTree(root, { maxDepth: Number.POSITIVE_INFINITY, descend: (e) => e.fd !== undefined })) {
+  // In any order: a folder of more names than a walk holds (hard links cost the sandbox nothing) is
+  // streamed, so every entry is handed back whatever one folder holds.
+  const walk = walkTree(root, { maxDepth: Number.POSITIVE_INFINITY, descend: (e) => e.fd !== undefined, order: "any" });
+  for (const entry of walk) {
     if (entry.stat) visit(entry, entry.stat);
     if (++sinceYield >= YIELD_EVERY) {
       sinceYield = 0;

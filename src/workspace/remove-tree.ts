@@ -2,7 +2,7 @@
 // tree is what the sandbox made it (any name may be a symlink, any directory unreadable), so
 // nothing here follows a link or resolves a long path as a string.
 import fs from "node:fs";
-import { atPath, errorCode, openDirAt, walkTree } from "./fd-walk.js";
+import { atPath, errorCode, openDirAt, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
@@ -69,6 +69,31 @@ export function lstatOrUndefined(at: string | Buffer): fs.Stats | undefined {
  * it, at any depth, including what the run made unreadable. Returns whether anything was there.
  */
 export function removeAt(dirFd: number, name: string | Buffer): boolean {
+  const steps = removing(dirFd, name);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * removeAt for trees of any size: the event loop gets a turn every YIELD_EVERY entries (a folder
+ * the sandbox filled with millions of hard links takes seconds to empty).
+ */
+export async function removeAtYielding(dirFd: number, name: string | Buffer): Promise<boolean> {
+  const steps = removing(dirFd, name);
+  for (let sinceYield = 0; ; sinceYield++) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    if (sinceYield >= YIELD_EVERY) {
+      sinceYield = 0;
+      await yieldToEventLoop();
+    }
+  }
+}
+
+/** The removal, one step per entry removed below `name` (the caller decides when to pause). */
+function* removing(dirFd: number, name: string | Buffer): Generator<void, boolean> {
   const at = atPath(dirFd, name);
   const stat = lstatOrUndefined(at);
   if (!stat) return false;
@@ -77,13 +102,16 @@ export function removeAt(dirFd: number, name: string | Buffer): boolean {
     return true;
   }
   if ((stat.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // lstat: a directory; nothing moves it now
+  // In any order: a folder of more names than a walk holds is streamed (and emptied as it goes).
   for (const entry of walkTree(at, {
     maxDepth: Number.POSITIVE_INFINITY,
     descend: () => true,
     repairAccess: true,
+    order: "any",
     leave: ({ at: child }) => fs.rmdirSync(child),
   })) {
     if (entry.path !== "" && entry.kind !== "directory") fs.unlinkSync(entry.at);
+    yield;
   }
   fs.rmdirSync(at);
   return true;

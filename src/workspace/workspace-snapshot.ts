@@ -12,7 +12,7 @@
 // are compared by metadata only: hashing them on every run would cost seconds for nothing.
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { comparePaths, walkTree, YIELD_EVERY, yieldToEventLoop, type WalkEntry } from "./fd-walk.js";
+import { comparePaths, walkTree, type WalkEntry, type WalkStats, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { SnapshotReader, SnapshotWriter } from "./snapshot-record.js";
 import { sameMetadata, type EntryFacts, type EntryPair } from "./workspace-rules.js";
 
@@ -25,6 +25,12 @@ export interface ChangedFiles {
 }
 
 export const DEFAULT_HASH_MAX_BYTES = 1024 * 1024;
+/**
+ * Names the walk before the run may hold at once (the caller's own tree: a folder of two million
+ * entries is walked; a larger one stops the run from starting, with a message, instead of taking
+ * the controller's memory).
+ */
+export const SNAPSHOT_MAX_HELD_NAMES = 2_000_000;
 /** Each changedFiles list names at most this many paths; the counts stay exact. */
 export const MAX_LISTED_CHANGES = 10_000;
 
@@ -115,6 +121,8 @@ export interface SnapshotSummary {
   /** Entries the walk could not see (at most 100 listed; `problemCount` counts all). */
   problems: Array<{ path: string; problem: string }>;
   problemCount: number;
+  /** The most names the walk held at once (along one path of the tree): the after-walk's budget starts there. */
+  peakHeldNames: number;
 }
 
 /** Walks `root` and writes its snapshot to `file` (created, 0600). */
@@ -126,11 +134,12 @@ export async function takeSnapshot(
   const hashMaxBytes = options.hashMaxBytes ?? DEFAULT_HASH_MAX_BYTES;
   const skipHash = options.skipHash ?? defaultSkipHash;
   const writer = new SnapshotWriter(file);
-  const summary: SnapshotSummary = { entries: 0, allocatedBytes: 0, problems: [], problemCount: 0 };
+  const summary: SnapshotSummary = { entries: 0, allocatedBytes: 0, problems: [], problemCount: 0, peakHeldNames: 0 };
   const bytes = new AllocatedBytes();
+  const stats: WalkStats = { peakHeldNames: 0 };
   try {
     let sinceYield = 0;
-    for (const entry of walkTree(root)) {
+    for (const entry of walkTree(root, { maxHeldNames: SNAPSHOT_MAX_HELD_NAMES, stats })) {
       const facts = baseFacts(entry);
       const supplied = options.onEntry?.(entry);
       if (supplied !== undefined) facts.hash = supplied;
@@ -153,6 +162,7 @@ export async function takeSnapshot(
     writer.close();
   }
   summary.allocatedBytes = bytes.total;
+  summary.peakHeldNames = stats.peakHeldNames;
   return summary;
 }
 
@@ -198,6 +208,14 @@ export class ChangeCollector {
     return this.counts.created + this.counts.modified + this.counts.deleted;
   }
 
+  /** Adds what another collector holds (its lists as far as this one's caps allow, its counts whole). */
+  absorb(other: ChangeCollector): void {
+    for (const kind of ["created", "modified", "deleted"] as const) {
+      this.counts[kind] += other.counts[kind];
+      for (const path of other.lists[kind]) if (this.lists[kind].length < this.max) this.lists[kind].push(path);
+    }
+  }
+
   result(): ChangedFiles {
     const out: ChangedFiles = {
       created: [...this.lists.created].sort(),
@@ -213,6 +231,11 @@ export class ChangeCollector {
 
 export interface DiffOptions {
   hashMaxBytes?: number;
+  /**
+   * Names the after-walk may hold at once: a directory that would take more is `overfull` (not
+   * walked; its recorded entries are not reported as deleted). Default: the walk's default.
+   */
+  maxHeldNames?: number;
   /** Every pair in walk order, unchanged ones included (the rules need ancestors). */
   onPair(pair: EntryPair, entry: WalkEntry | undefined): void;
 }
@@ -233,7 +256,7 @@ export async function diffAgainstSnapshot(root: string, file: string, options: D
   try {
     let recorded = reader.next();
     let sinceYield = 0;
-    for (const entry of walkTree(root)) {
+    for (const entry of walkTree(root, { maxHeldNames: options.maxHeldNames })) {
       while (recorded && comparePaths(recorded.path, entry.path) < 0) {
         options.onPair({ path: recorded.path, before: recorded.facts }, undefined);
         recorded = reader.next();
@@ -260,6 +283,25 @@ export async function diffAgainstSnapshot(root: string, file: string, options: D
     reader.close();
   }
   return bytes.total;
+}
+
+/** The names of a directory's entries as the snapshot recorded them (undefined: the directory was not there). */
+export function recordedChildren(file: string, dir: string): Set<string> | undefined {
+  const reader = new SnapshotReader(file);
+  try {
+    let found = false;
+    const names = new Set<string>();
+    for (let recorded = reader.next(); recorded; recorded = reader.next()) {
+      if (recorded.path === dir) found = recorded.facts.kind === "directory";
+      else if (found && isInside(dir, recorded.path)) {
+        const rest = recorded.path.slice(dir === "" ? 0 : dir.length + 1);
+        if (!rest.includes("/")) names.add(rest);
+      } else if (found) break;
+    }
+    return found ? names : undefined;
+  } finally {
+    reader.close();
+  }
 }
 
 /** The after side: a hash only where the before side has one to compare with. */

@@ -16,9 +16,11 @@ import { bindGitAccess } from "./git-access-bind.js";
 import { GitChecks, type GitCheckResult } from "./git-checks.js";
 import { ObjectChecker } from "./git-object-check.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
+import { pathSourceTargets } from "./path-sources.js";
 import { ProtectedCopy, type Owner } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
+import { trimFolder } from "./trim-folder.js";
 import {
   changeOf,
   type HostRunChange,
@@ -32,6 +34,7 @@ import {
   ChangeCollector,
   diffAgainstSnapshot,
   readFileAt,
+  recordedChildren,
   takeSnapshot,
   type ChangedFiles,
 } from "./workspace-snapshot.js";
@@ -48,6 +51,34 @@ export interface WorkspaceWatchInput {
   stateDir: string;
   /** An entry's owner before the run, when the ownership lease lent it to the sandbox uid. */
   ownerOf?: (stat: fs.Stats) => Owner;
+  /**
+   * Entries the trees may gain (limits.maxEntries; default DEFAULT_MAX_ENTRIES). With the most
+   * names the walk before the run held at once, it bounds the names the walk after it holds: a
+   * folder past that is `overfull`, and what the run added there is removed.
+   */
+  maxEntries?: number;
+}
+
+/** The policies' default limits.maxEntries. */
+export const DEFAULT_MAX_ENTRIES = 200_000;
+/** Names the after-walk may hold beyond the walk before the run and the entry limit. */
+const HELD_SLACK = 1_000;
+/**
+ * Never more than this (about 560 MB of the longest names) because of a large limits.maxEntries:
+ * past it a folder is overfull whatever the limit (the caller's own tree is always walkable).
+ */
+const MAX_AFTER_WALK_HELD = 2_000_000;
+
+/** A folder that held more names than the after-walk may hold: what the run added there was removed. */
+export interface OverfullFolder {
+  /** As reported (relative to the workspace; absolute in extra roots; "." for the workspace itself). */
+  path: string;
+  /** Names read before the walk stopped: the folder held at least this many. */
+  entries: number;
+  /** Entries removed from it (a directory with all below it counts once). */
+  removed: number;
+  /** Why it could not be put back within bounds (its entries were not walked). */
+  failed?: string;
 }
 
 export interface WorkspaceReport {
@@ -73,8 +104,14 @@ export interface WorkspaceReport {
   configPaths: Array<{ path: string; why: string }>;
   /** Allocated bytes (st_blocks * 512) of the watched trees before and after the run. */
   allocatedBytes: { before: number; after: number };
-  /** Entries (files, folders, links, ...) of the watched trees before and after the run. */
+  /** Entries (files, folders, links, ...) of the watched trees before and after the run (after: at least, with overfull folders). */
   entries: { before: number; after: number };
+  /**
+   * Folders that held more names than the after-walk may hold (the run added more than
+   * limits.maxEntries entries along one path, hard links included): what the run added there was
+   * removed, and the trees were walked again. Non-empty fails the run with limit "entries".
+   */
+  overfull: OverfullFolder[];
   /** Time the walks took, for the event log. */
   snapshotMs: number;
   /**
@@ -87,6 +124,9 @@ export interface WorkspaceReport {
 }
 
 export const MAX_LISTED_VIOLATIONS = 200;
+const MAX_LISTED_OVERFULL = 100;
+/** Rounds of trimming overfull folders and walking again (a kept folder inside one may be full too). */
+const TRIM_ROUNDS = 4;
 const RESTORE_ROUNDS = 3;
 
 interface Watched {
@@ -98,6 +138,8 @@ interface Watched {
   protectedPaths: readonly string[];
   allocatedBytes: number;
   entries: number;
+  /** The most names the walk before the run held at once. */
+  peakHeldNames: number;
   /** Paths the repositories' git config names (relative), with why. */
   configPaths: Map<string, string>;
   /** Git directories only a pointer names (relative). */
@@ -149,6 +191,7 @@ export class WorkspaceWatch {
           copy,
           allocatedBytes: summary.allocatedBytes,
           entries: summary.entries,
+          peakHeldNames: summary.peakHeldNames,
           configPaths: new Map(),
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
@@ -216,6 +259,7 @@ export class WorkspaceWatch {
       configPaths: this.configPaths,
       allocatedBytes: { before: this.allocatedBytesBefore, after: 0 },
       entries: { before: this.entriesBefore, after: 0 },
+      overfull: [],
       snapshotMs: 0,
       gitCachesRemoved: [],
     };
@@ -227,13 +271,50 @@ export class WorkspaceWatch {
       report.violationCount++;
       pushCapped(report.violations, prefixed(v, prefix));
     };
+    const maxEntries = this.input.maxEntries ?? DEFAULT_MAX_ENTRIES;
     for (const w of this.watched) {
       const disabled = this.input.disabledProtections;
-      const first = await judge(w, {
-        disabled,
-        changes,
-        cleared: { setuid: report.clearedSetuid, writeBits: report.clearedWriteBits },
-      });
+      const maxHeldNames = Math.min(
+        w.peakHeldNames + maxEntries + HELD_SLACK,
+        Math.max(MAX_AFTER_WALK_HELD, w.peakHeldNames + HELD_SLACK),
+      );
+      // Bits the first walk cleared are not there for a second walk to see: one list for both.
+      const cleared = { setuid: [] as string[], writeBits: [] as string[] };
+      const firstWalk = () => judge(w, { disabled, maxHeldNames, changes: new ChangeCollector(), cleared });
+      let first = await firstWalk();
+      // Folders too full to walk: what the run added there goes, then the tree is judged again from
+      // the start (what they hold now, kept entries included, is judged like the rest). A kept
+      // folder the run filled too is found by the next walk, a few levels deep.
+      let entriesSeen = first.entries;
+      for (let round = 0; first.overfull.length > 0 && round < TRIM_ROUNDS; round++) {
+        for (const folder of first.overfull) {
+          const keep = folder.existed ? recordedChildren(w.snapshot, folder.path) : undefined;
+          const trimmed = await trimFolder(w.root, folder.path, keep);
+          if (report.overfull.length < MAX_LISTED_OVERFULL)
+            report.overfull.push({
+              path: reportedFolder(w, folder.path),
+              entries: folder.entries,
+              removed: trimmed.removed,
+              ...(trimmed.failed ? { failed: trimmed.failed } : {}),
+            });
+        }
+        first = await firstWalk();
+        entriesSeen = Math.max(entriesSeen, first.entries);
+      }
+      // The entries the run made, at least (the limit check fails the run on them).
+      first.entries = entriesSeen;
+      // A folder still too full: its entries are not judged.
+      for (const folder of first.overfull)
+        if (report.overfull.length < MAX_LISTED_OVERFULL)
+          report.overfull.push({
+            path: reportedFolder(w, folder.path),
+            entries: folder.entries,
+            removed: 0,
+            failed: "still holds more entries than the walk can read",
+          });
+      changes.absorb(first.changes!);
+      for (const p of cleared.setuid) if (report.clearedSetuid.length < 100) report.clearedSetuid.push(p);
+      for (const p of cleared.writeBits) if (report.clearedWriteBits.length < 100) report.clearedWriteBits.push(p);
       report.allocatedBytes.after += first.allocatedBytes;
       for (const c of first.gitCachesRemoved)
         if (report.gitCachesRemoved.length < 100) report.gitCachesRemoved.push(w.prefix + c);
@@ -255,7 +336,7 @@ export class WorkspaceWatch {
         const applied = applyRestore(w.root, steps, w.copy, moved);
         if (overflowed) applied.notRestored.push({ path: ".", why: "too many violations to restore them all" });
         mergeRestore((report.restore ??= emptyRestore()), applied, w.prefix);
-        const again = await judge(w, { disabled });
+        const again = await judge(w, { disabled, maxHeldNames });
         const next = again.plan.ordered();
         const stuck = JSON.stringify(next) === JSON.stringify(steps);
         if (next.length > 0 && (stuck || round === RESTORE_ROUNDS - 1)) {
@@ -289,6 +370,16 @@ interface Judged {
   /** Derived git caches the run wrote, removed. */
   gitCachesRemoved: string[];
   gitStats?: GitCheckResult["stats"];
+  /** Folders too full to walk (relative), whether they existed before, and how many names were read. */
+  overfull: Array<{ path: string; existed: boolean; entries: number }>;
+  /** The collector judge() was given (first walk). */
+  changes?: ChangeCollector;
+}
+
+/** A folder as reports name it: relative in the workspace ("." for itself), absolute in extra roots. */
+function reportedFolder(w: Watched, relative: string): string {
+  if (!w.prefix) return relative || ".";
+  return relative === "" ? w.root : w.prefix + relative;
 }
 
 /** One walk of a tree against its snapshot: rules, restore plan, and (first walk) changes and unsafe bits. */
@@ -296,6 +387,8 @@ async function judge(
   w: Watched,
   options: {
     disabled?: readonly string[];
+    /** Names the walk may hold at once (a folder past it is overfull). */
+    maxHeldNames: number;
     changes?: ChangeCollector;
     cleared?: { setuid: string[]; writeBits: string[] };
   },
@@ -316,10 +409,20 @@ async function judge(
     hostRunCount: 0,
     movedStores: new Map(),
     gitCachesRemoved: [],
+    overfull: [],
+    changes: options.changes,
   };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
+    maxHeldNames: options.maxHeldNames,
     onPair: (pair, entry) => {
       if (entry) out.entries++;
+      if (entry?.overfull !== undefined && entry.kind === "directory") {
+        // Not a walk violation (nothing is hidden from the host on purpose): the entry limit's.
+        // The directory itself is judged; what is in it is trimmed and judged on the next walk.
+        out.overfull.push({ path: pair.path, existed: pair.before?.kind === "directory", entries: entry.overfull });
+        out.entries += entry.overfull;
+        if (pair.after) delete pair.after.problem;
+      }
       const change = changeOf(pair);
       options.changes?.addPair(pair, change === "modified", w.prefix);
       if (options.cleared && change && entry) clearUnsafeFileBits(pair, entry, w.prefix, options.cleared);
@@ -445,7 +548,11 @@ function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []
     gitDirs: watched.flatMap((w) => w.copy.gitDirs.map((rel) => absolute(w, rel))),
     pointerFiles: watched.flatMap((w) => w.copy.pointerFiles.map((rel) => absolute(w, rel))),
   });
-  const targets = disabled.includes("git-config-paths") ? [] : configTargets(repositories);
+  // With the folders the trees' .envrc and mise files put on PATH (the host's shell runs what is there).
+  const envDirs = [...watched.map((w) => w.root), ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))];
+  const targets = disabled.includes("git-config-paths")
+    ? []
+    : [...configTargets(repositories), ...pathSourceTargets(envDirs)];
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
     const known = new Set(w.copy.gitDirs);
@@ -518,7 +625,7 @@ function uncheckableTree(root: string, problems: Array<{ path: string; problem: 
     "usage",
     `sandbox-run cannot check ${count} entr${count === 1 ? "y" : "ies"} of ${root} before the run: ${shown.join(", ")}${more}. Changes there could not be told apart after the run, so nothing was started.`,
     {
-      hint: "Make these entries readable and searchable by the user running sandbox-run, or rename entries whose names are not UTF-8, then run again.",
+      hint: "Make these entries readable and searchable by the user running sandbox-run, rename entries whose names are not UTF-8, or move a folder of millions of entries out of the tree, then run again.",
     },
   );
 }

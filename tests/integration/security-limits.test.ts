@@ -205,7 +205,7 @@ describe.concurrent("resource exhaustion", () => {
     if (bind) {
       // The disk watch saw the inodes grow and counted: the run was stopped while it was live.
       expect(outcome.error?.shortMessage).toMatch(
-        /^The sandbox added \d{4} files and folders to the workspace and writable roots, over the limit of 1000/,
+        /^The sandbox added (more than 1000|\d{4}) files and folders \(hard links count: each name is an entry\) to the workspace and writable roots, over the limit of 1000/,
       );
       const tripped = outcome.events.filter((e) => e.type === "limit.tripped");
       expect(tripped.map((e) => e.data.limit)).toEqual(["entries"]);
@@ -215,6 +215,39 @@ describe.concurrent("resource exhaustion", () => {
         /with more than 1002 entries \(2 copied in and 1000 more, limits\.maxEntries\)\. Nothing was applied\.$/,
       );
       expect(fs.existsSync(path.join(ws, "many"))).toBe(false);
+    }
+    expect(fs.readFileSync(path.join(ws, "keep.txt"), "utf8")).toBe("before");
+  });
+
+  it("entries on the host: hard links (names without inodes) past limits.maxEntries end the run as limit entries (bind: the live count, then what they added is removed; copy: nothing applied)", async () => {
+    const ws = hostileWorkspace({ "keep.txt": "before" });
+    // 5,000 hard links of one file: no inode and hardly a block each, so neither statfs figure moves.
+    const make = `mkdir big && echo x > t && node -e 'const fs=require("fs");for(let i=0;i<5000;i++)fs.linkSync("t","big/"+"l".repeat(200)+i)' && echo made`;
+    const bind = workspaceMode() === "bind";
+    const outcome = await runHostile(server, [bash(bind ? `${make}; sleep 30` : make), finish()], {
+      cwd: ws,
+      policy: hostilePolicy({ limits: { maxEntries: 1000 } }),
+    });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+    expect(outcome.error?.limit).toBe("entries");
+    expect(outcome.error?.hint).toMatch(/limits\.maxEntries/);
+    if (bind) {
+      // The live count saw them (statfs did not): the run was stopped while it was live.
+      const tripped = outcome.events.filter((e) => e.type === "limit.tripped");
+      expect(tripped.map((e) => e.data.limit)).toEqual(["entries"]);
+      expect(outcome.error?.shortMessage).toMatch(
+        /^The sandbox added (more than 1000|\d{4}) files and folders \(hard links count/,
+      );
+      // The walk after the run could not hold the folder: what the run added there was removed.
+      const overfull = outcome.events.find((e) => e.type === "workspace.overfull");
+      expect(overfull?.data.folders).toEqual([expect.objectContaining({ path: "big", removed: 5000 })]);
+      expect(fs.existsSync(path.join(ws, "big"))).toBe(false);
+    } else {
+      // The relay dereferences hard links: each comes back as a file, and the returned tree is capped.
+      expect(outcome.error?.shortMessage).toMatch(
+        /with more than 1002 entries \(2 copied in and 1000 more, limits\.maxEntries\)/,
+      );
+      expect(fs.existsSync(path.join(ws, "big"))).toBe(false);
     }
     expect(fs.readFileSync(path.join(ws, "keep.txt"), "utf8")).toBe("before");
   });

@@ -6,9 +6,12 @@
 // a host file is refused before anything starts and the host file is never read; a record naming
 // another image runs under the caller's image and says how it differs. A replay from another folder
 // says so first when it diverges.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
@@ -213,4 +216,116 @@ describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the 
       ),
     );
   });
+});
+
+/** The CLI from source in a process of its own, killed after `killAfterMs`: a controller that hangs cannot hang the test. */
+function cliProcess(argv: string[], killAfterMs: number) {
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
+  const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
+  const child = spawn(process.execPath, ["--import", tsx, main, ...argv], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  const killer = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  return new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>(
+    (resolve) =>
+      child.on("close", (code, signal) => {
+        clearTimeout(killer);
+        resolve({ code, signal, stdout, stderr });
+      }),
+  );
+}
+
+describe.skipIf(!dockerAvailable())("replay: a record's schema cannot stall the controller", () => {
+  let dir: string;
+  let record: string;
+  const runIds: string[] = [];
+  const evil = `${"a".repeat(40)}!`;
+
+  beforeAll(async () => {
+    dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-redos-")));
+    // Recorded under a schema without a pattern: the model's final call carries a string that
+    // `^(a|a)*$` needs about 2^40 steps to refuse.
+    const server = await startModel({
+      stringer: [{ toolCalls: [{ name: FINAL_TOOL_NAME, arguments: { done: true, v: evil } }] }],
+    });
+    const modelsFile = path.join(dir, "models.json");
+    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["stringer"])));
+    const schemaFile = path.join(dir, "schema.json");
+    fs.writeFileSync(schemaFile, JSON.stringify({ type: "object", properties: { done: { type: "boolean" } } }));
+    record = path.join(dir, "record");
+    const run = await cli([
+      "-q",
+      "--cwd",
+      makeWorkspace({ "notes.txt": "hello\n" }),
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/stringer",
+      "--schema",
+      schemaFile,
+      "--record",
+      record,
+      "--json",
+      "Say done.",
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    runIds.push(JSON.parse(run.stdout).runId);
+    await server.close();
+  });
+
+  afterAll(async () => {
+    expect(await containersOfRuns(runIds)).toEqual([]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a pattern the record's schema gained that backtracks on the recorded reply: the host judges it in a worker, and the run ends at its timeout", async () => {
+    const copy = copyRecord(record, dir);
+    fs.writeFileSync(
+      path.join(copy, "schema.json"),
+      JSON.stringify({
+        type: "object",
+        properties: { done: { type: "boolean" }, v: { type: "string", pattern: "^(a|a)*$" } },
+      }),
+    );
+    rehash(copy);
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const eventsFile = path.join(dir, "redos-events.jsonl");
+    const started = Date.now();
+    // Lenient: the schema is part of Pi's tool list, which now differs from the recording.
+    // Pi in the sandbox runs the pattern too and never finishes: the run's timeout ends it. A
+    // controller whose main thread ran the pattern would never get there (killed at 150 s).
+    const run = await cliProcess(
+      [
+        "replay",
+        copy,
+        "-q",
+        "--cwd",
+        ws,
+        "--replay-mode",
+        "lenient",
+        "--timeout",
+        "20",
+        "--json",
+        "--events",
+        eventsFile,
+      ],
+      150_000,
+    );
+    const seconds = (Date.now() - started) / 1000;
+    expect(run.signal, `the controller hung (killed after ${seconds.toFixed(0)} s)\n${run.stderr}`).toBeNull();
+    const envelope = JSON.parse(run.stdout);
+    if (envelope.runId) runIds.push(envelope.runId);
+    expect(envelope.error?.code, run.stderr).toBe("timeout");
+    expect(run.code).toBe(124);
+    const invalid = fs
+      .readFileSync(eventsFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === "result.invalid");
+    expect(invalid).toHaveLength(1);
+    expect(invalid[0].data.reason).toMatch(/the schema's pattern "\^\(a\|a\)\*\$" did not finish within 1 s/);
+  }, 200_000);
 });

@@ -227,6 +227,44 @@ echo changed > src/a.ts`,
     // Bind mode keeps the ordinary change; copy mode applies nothing of a run that failed a check.
     expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe(workspaceMode() === "bind" ? "changed\n" : "a\n");
   });
+
+  it("folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm", async () => {
+    const ws = repo({
+      files: {
+        ".envrc": "PATH_add bin\nlayout node\n",
+        "mise.toml": '[env]\n_.path = ["{{config_root}}/tools"]\n',
+        "bin/build": "#!/bin/sh\necho build\n",
+        "tools/README": "tools\n",
+      },
+    });
+    fs.chmodSync(path.join(ws, "bin/build"), 0o755);
+    const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
+    const evil = "printf '#!/bin/sh\\ntouch MARKER\\n'";
+    const { outcome, marker } = await plant(
+      ws,
+      `${evil} > bin/git && chmod +x bin/git
+echo 'touch MARKER' >> bin/build
+mkdir -p node_modules/.bin && ${evil} > node_modules/.bin/ls && chmod +x node_modules/.bin/ls
+${evil} > tools/npm && chmod +x tools/npm`,
+    );
+    expectUndone(outcome, marker, [
+      `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+      `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+      `node_modules/.bin (created, git-config-paths: direnv layout node in ${ws}/.envrc)`,
+      `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
+    ]);
+    expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
+    expect(fs.existsSync(path.join(ws, "node_modules/.bin"))).toBe(false);
+    // The host's shell with the folders first on PATH, as direnv and mise put them.
+    const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
+    const shell = spawnSync("sh", ["-c", "build; git --version; ls >/dev/null; npm --version; true"], {
+      cwd: ws,
+      env: { ...process.env, PATH: [...pathDirs, process.env.PATH].join(":") },
+      encoding: "utf8",
+    });
+    expect(shell.stdout).toMatch(/^build\ngit version/);
+    expect(fs.existsSync(marker), "the host's shell ran the sandbox's executable").toBe(false);
+  });
 });
 
 // Issue 17: the host writes through nothing the sandbox shaped. Each attack below is planted in

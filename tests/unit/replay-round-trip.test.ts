@@ -278,6 +278,41 @@ describe("replay: records that do not check out are refused", () => {
     expect(refusal(malformed).message).toContain("malformed SHA256SUMS line");
   });
 
+  it("an exchanges.jsonl longer than V8's longest string (under the old 512 MiB cap) is refused by its size, not with a raw ERR_STRING_TOO_LONG", () => {
+    const dir = copy();
+    const file = path.join(dir, "exchanges.jsonl");
+    // 2^29 - 24 characters is the longest string V8 makes; this file is just past it (sparse: no disk used).
+    const size = 2 ** 29 - 16;
+    fs.truncateSync(file, 0);
+    fs.truncateSync(file, size);
+    const hash = crypto.createHash("sha256");
+    const zeros = Buffer.alloc(16 * 1024 * 1024);
+    for (let left = size; left > 0; left -= zeros.length) hash.update(zeros.subarray(0, Math.min(left, zeros.length)));
+    const sums = path.join(dir, "SHA256SUMS");
+    const lines = fs.readFileSync(sums, "utf8").split("\n");
+    fs.writeFileSync(
+      sums,
+      lines
+        .map((line) => (line.endsWith(" exchanges.jsonl") ? `${hash.digest("hex")}  exchanges.jsonl` : line))
+        .join("\n"),
+    );
+    const error = refusal(dir);
+    expect(error.code, String(error)).toBe("usage");
+    expect(error.message).toContain("exchanges.jsonl is larger than replay reads (256 MiB)");
+  });
+
+  it("exchanges.jsonl is read line by line: blank lines and a last line without LF are fine, a line past the exchange count is refused", () => {
+    const dir = copy();
+    const file = path.join(dir, "exchanges.jsonl");
+    const text = fs.readFileSync(file, "utf8").trimEnd();
+    fs.writeFileSync(file, `\n\n${text.split("\n").join("\n\n")}`);
+    rehash(dir);
+    expect(loadRecord(dir).exchanges.map((e) => e.seq)).toEqual(loadRecord(pristine).exchanges.map((e) => e.seq));
+    fs.writeFileSync(file, "\n".repeat(100_001));
+    rehash(dir);
+    expect(refusal(dir).message).toContain("exchanges.jsonl has more than 100000 lines");
+  });
+
   it("a record of format 1 (no model traffic), re-hashed so its sums match, is refused with what to do", () => {
     const dir = copy();
     const metaFile = path.join(dir, "meta.json");

@@ -2,6 +2,9 @@
 // JSON Schema validator knows works (the zod translation it replaces refused if/then/else and
 // dependentRequired), nothing is coerced, and a schema that cannot be used is a usage error that
 // says why, before anything starts.
+import { spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { checkPiAcceptsSchema, compileResultSchema } from "../../src/run/result-validator.js";
@@ -122,4 +125,25 @@ describe("checkPiAcceptsSchema", () => {
       /^Pi cannot use the schema as its final tool's parameters: .*regular expression/,
     );
   });
+});
+
+describe("a schema's patterns cannot stall the host (issue 17: a replayed record chooses the schema and the model's reply)", () => {
+  it("validate, Pi's preparation, the invalid-result watch and confirmOutcome each refuse `^(a|a)*$` on 'a'×40+'!' within about a second", () => {
+    const probe = fileURLToPath(new URL("../support/redos-probe.ts", import.meta.url));
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
+    // Its own process: a check that ran the pattern on this thread would hang the test runner itself.
+    const child = spawnSync(process.execPath, ["--import", tsx, probe], { encoding: "utf8", timeout: 60_000 });
+    expect(child.status, `the probe did not finish (signal ${child.signal}): ${child.stderr}`).toBe(0);
+    const out = JSON.parse(child.stdout);
+    const slow = /the schema's pattern "\^\(a\|a\)\*\$" did not finish within 1 s on a string of the result/;
+    expect(out.validate.answer).toEqual({ ok: false, issues: [expect.stringMatching(slow)] });
+    expect(out.validateKey.answer.issues[0]).toMatch(/pattern "\^\(b\|b\)\*\$" did not finish/);
+    expect(out.prepare.answer).toEqual({ ok: false, reason: expect.stringMatching(slow) });
+    expect(out.watch.answer.invalid).toEqual({ consecutive: 1, reason: expect.stringMatching(slow) });
+    expect(out.confirm.answer).toEqual({ ok: false, contradiction: expect.stringMatching(slow) });
+    expect(out.fine.answer).toEqual({ ok: true, value: { v: "aaaa" } });
+    // About the bound each (a loaded machine may add some), never the pattern's hours.
+    for (const key of ["validate", "validateKey", "prepare", "watch", "confirm"])
+      expect(out[key].ms, key).toBeLessThan(5_000);
+  }, 90_000);
 });

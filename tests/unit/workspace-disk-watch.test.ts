@@ -98,11 +98,39 @@ describe("DiskWatch", () => {
       expect(await watch.check()).toBeUndefined();
       for (let i = 0; i < 200; i++) fs.mkdirSync(path.join(root, "many", `d${i}`));
       const seen = await trip;
-      expect(seen).toEqual({ limit: "entries", grownEntries: 601, limitEntries: 500 });
+      // The count stops once past the limit: the trip is certain there.
+      expect(seen).toEqual({ limit: "entries", grownEntries: 501, limitEntries: 500, atLeast: true });
     } finally {
       watch.stop();
     }
   });
+});
+
+describe("DiskWatch: hard links", () => {
+  it("names without inodes (hard links) trip the entry limit while the run is live: the trees are counted now and then whatever statfs says", async () => {
+    const root = tree();
+    fs.writeFileSync(path.join(root, "target"), "x");
+    let tripped: (trip: DiskTrip) => void = () => {};
+    const trip = new Promise<DiskTrip>((resolve) => (tripped = resolve));
+    const watch = await DiskWatch.start({
+      roots: [root],
+      limitBytes: 1024 * MB,
+      limitEntries: 500,
+      intervalMs: 20,
+      onExceeded: tripped,
+    });
+    try {
+      // Let the first count pass with nothing new; then links, which use no inode and hardly a block.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      fs.mkdirSync(path.join(root, "links"));
+      for (let i = 0; i < 3_000; i++) fs.linkSync(path.join(root, "target"), path.join(root, "links", `l${i}`));
+      const deadline = new Promise<"none">((resolve) => setTimeout(() => resolve("none"), 8_000).unref());
+      const seen = await Promise.race([trip, deadline]);
+      expect(seen).toEqual({ limit: "entries", grownEntries: 501, limitEntries: 500, atLeast: true });
+    } finally {
+      watch.stop();
+    }
+  }, 20_000);
 });
 
 describe("measureTree", () => {

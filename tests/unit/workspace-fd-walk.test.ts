@@ -145,3 +145,59 @@ describe("walkTree", () => {
     expect(fs.readdirSync(root)).toEqual([]);
   });
 });
+
+describe("walkTree: folders of more names than the walk holds (hard links cost the sandbox no inode)", () => {
+  /** `count` hard links of one file in `dir`, with names of `width` characters. */
+  const links = (dir: string, count: number, width = 20) => {
+    fs.mkdirSync(dir, { recursive: true });
+    const target = path.join(dir, "..", `target-${path.basename(dir)}`);
+    fs.writeFileSync(target, "x");
+    for (let i = 0; i < count; i++) fs.linkSync(target, path.join(dir, String(i).padStart(width, "0")));
+  };
+
+  it("sorted: a folder past maxHeldNames is yielded overfull with a problem and not walked; the rest is walked, and the stats say what was held", () => {
+    const root = tree({ "a/one": "1", "z/two": "2" });
+    links(path.join(root, "m/big"), 300);
+    const stats = { peakHeldNames: 0 };
+    const entries = [...walkTree(root, { maxHeldNames: 100, stats })];
+    const big = entries.find((e) => e.path === "m/big")!;
+    // The root and m hold 5 names when m/big is read: it may add 95, and the 96th stops the read.
+    expect(big.overfull).toBe(96);
+    expect(big.problem).toMatch(
+      /holds more entries than the walk can read \(over 95, more than a walk holds at once\)/,
+    );
+    expect(entries.filter((e) => e.path.startsWith("m/big/"))).toEqual([]);
+    expect(entries.map((e) => e.path).filter((p) => !p.startsWith("m/big"))).toEqual([
+      "",
+      "a",
+      "a/one",
+      "m",
+      "m/target-big",
+      "z",
+      "z/two",
+    ]);
+    expect(stats.peakHeldNames).toBeLessThanOrEqual(100);
+    // Without the bound the folder is walked whole, and the stats say how many names that held.
+    const whole = { peakHeldNames: 0 };
+    expect([...walkTree(root, { stats: whole })].filter((e) => e.path.startsWith("m/big/"))).toHaveLength(300);
+    expect(whole.peakHeldNames).toBe(3 + 2 + 300);
+  });
+
+  it("any order: every entry of an overfull folder is visited as a stream (nested ones too), none held, and leave sees each folder", () => {
+    const root = tree({ "a/one": "1" });
+    links(path.join(root, "big"), 250);
+    links(path.join(root, "big2/inner"), 250);
+    const left: string[] = [];
+    const entries = [...walkTree(root, { maxHeldNames: 50, order: "any", leave: ({ path: p }) => void left.push(p) })];
+    expect(
+      entries
+        .filter((e) => e.path.startsWith("big/"))
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual(Array.from({ length: 250 }, (_, i) => String(i).padStart(20, "0")));
+    expect(entries.filter((e) => e.path.startsWith("big2/inner/"))).toHaveLength(250);
+    expect(entries.find((e) => e.path === "big")).toMatchObject({ overfull: expect.any(Number) });
+    expect(entries.every((e) => !e.problem)).toBe(true);
+    expect(left.sort()).toEqual(["a", "big", "big2", "big2/inner"]);
+  });
+});

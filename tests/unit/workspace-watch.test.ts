@@ -443,3 +443,79 @@ describe("WorkspaceWatch: modes and host-run files", () => {
     expect(report.hostRunCount).toBe(2);
   });
 });
+
+describe("WorkspaceWatch: folders filled past what the walk after the run holds (hard links)", () => {
+  /** `count` hard links of `target` in `dir`, with 200-character names. */
+  const links = (target: string, dir: string, count: number) => {
+    fs.mkdirSync(dir, { recursive: true });
+    for (let i = 0; i < count; i++) fs.linkSync(target, path.join(dir, `${String(i).padStart(200, "l")}`));
+  };
+
+  it("what the run added to an existing folder and a new one is removed, what the folder held stays and is judged", async () => {
+    const ws = tree({ "data/keep.txt": "keep\n", "data/.envrc": "export A=1\n", "src/a.ts": "a\n" });
+    const w = await watch(ws, { maxEntries: 50 });
+    // The run: 2,000 hard links into data/ and into a new folder; an edit to a protected file in
+    // data/ that only a walk of data/ can see; an ordinary change elsewhere.
+    const target = path.join(ws, "src/a.ts");
+    links(target, path.join(ws, "data"), 2_000);
+    links(target, path.join(ws, "fresh/deep"), 2_000);
+    fs.writeFileSync(path.join(ws, "data/.envrc"), "PATH_add evil\n");
+    fs.writeFileSync(path.join(ws, "src/b.ts"), "b\n");
+    fs.writeFileSync(path.join(ws, "src/run.sh"), "#!/bin/sh\n", { mode: 0o755 });
+    fs.chmodSync(path.join(ws, "src/run.sh"), 0o4777);
+    const report = await w.finish();
+    expect(report.overfull).toEqual([
+      { path: "data", entries: expect.any(Number), removed: 2_000 },
+      { path: "fresh/deep", entries: expect.any(Number), removed: 2_000 },
+    ]);
+    for (const folder of report.overfull) expect(folder.entries).toBeGreaterThan(50);
+    // The folders as they were; the new one's parent (an ordinary new folder) stays.
+    expect(fs.readdirSync(path.join(ws, "data")).sort()).toEqual([".envrc", "keep.txt"]);
+    expect(fs.readdirSync(path.join(ws, "fresh"))).toEqual([]);
+    // The second walk judged what data/ held: the edited .envrc is a violation, put back.
+    expect(report.violations.map((v) => `${v.path} ${v.rule}`)).toEqual(["data/.envrc .envrc"]);
+    expect(fs.readFileSync(path.join(ws, "data/.envrc"), "utf8")).toBe("export A=1\n");
+    expect(report.changedFiles.created).toEqual(["src/b.ts", "src/run.sh"]);
+    // The first walk cleared the bits (the second saw none left): still reported.
+    expect(report.clearedSetuid).toEqual(["src/run.sh"]);
+    expect(report.clearedWriteBits).toEqual(["src/run.sh"]);
+    expect(fs.statSync(path.join(ws, "src/run.sh")).mode & 0o7777).toBe(0o755);
+    expect(fs.statSync(target).nlink).toBe(1);
+  });
+
+  it("a kept folder inside a trimmed one, filled too, is found by the next walk and trimmed in turn; a kept file replaced by a full folder goes whole", async () => {
+    const ws = tree({
+      "data/keep.txt": "keep\n",
+      "data/sub/inner.txt": "inner\n",
+      "data/file.txt": "f\n",
+      "src/a.ts": "a\n",
+    });
+    const w = await watch(ws, { maxEntries: 50 });
+    const target = path.join(ws, "src/a.ts");
+    links(target, path.join(ws, "data"), 2_000);
+    links(target, path.join(ws, "data/sub"), 2_000);
+    fs.rmSync(path.join(ws, "data/file.txt"));
+    links(target, path.join(ws, "data/file.txt"), 2_000);
+    const report = await w.finish();
+    expect(report.overfull.map(({ path: p, removed }) => ({ path: p, removed }))).toEqual([
+      { path: "data", removed: 2_000 },
+      // A kept name, so the first round left it; the next walk found a folder where a file was.
+      { path: "data/file.txt", removed: 2_000 },
+      { path: "data/sub", removed: 2_000 },
+    ]);
+    expect(fs.readdirSync(path.join(ws, "data")).sort()).toEqual(["keep.txt", "sub"]);
+    expect(fs.readdirSync(path.join(ws, "data/sub"))).toEqual(["inner.txt"]);
+    expect(report.changedFiles.deleted).toEqual(["data/file.txt"]);
+    expect(fs.statSync(target).nlink).toBe(1);
+  });
+
+  it("a folder the caller already had with many entries is no violation: the walk's bound starts from the tree before the run", async () => {
+    const ws = tree({ "src/a.ts": "a\n" });
+    links(path.join(ws, "src/a.ts"), path.join(ws, "vendor"), 3_000);
+    const w = await watch(ws, { maxEntries: 50 });
+    fs.writeFileSync(path.join(ws, "vendor/new.txt"), "n\n");
+    const report = await w.finish();
+    expect(report.overfull).toEqual([]);
+    expect(report.changedFiles.created).toEqual(["vendor/new.txt"]);
+  });
+});
