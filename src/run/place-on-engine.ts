@@ -10,7 +10,7 @@ import { runnerImageSpec } from "../image/runner-image.js";
 import { RUNNER_PLATFORMS } from "../util/platform.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 
-export interface PlacedRun {
+interface PlacedRun {
   planned: PlannedRun;
   /** The sandbox runs under the engine's emulator (another platform than the engine's own). */
   emulated: boolean;

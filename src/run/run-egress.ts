@@ -32,7 +32,7 @@ export interface EgressOverrides {
   onRunCa?: (ca: RunCa) => void;
 }
 
-export interface RunEgressOptions {
+interface RunEgressOptions {
   runId: string;
   runDir: string;
   policy: Policy;
@@ -48,7 +48,7 @@ export interface RunEgressOptions {
   overrides?: EgressOverrides;
 }
 
-export interface RunEgress {
+interface RunEgress {
   proxy: EgressProxy;
 }
 

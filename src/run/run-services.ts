@@ -16,7 +16,7 @@ import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 
-export interface RunServicesInput {
+interface RunServicesInput {
   planned: PlannedRun;
   /** The routes with their credentials resolved (route-credentials.ts). */
   routes: GatewayRoute[];
@@ -34,7 +34,7 @@ export interface RunServicesInput {
   egressOverrides?: EgressOverrides;
 }
 
-export interface RunServices {
+interface RunServices {
   replay?: ReplayUpstream;
   /** What the run waits on the model for now (the gateway's open requests), for a timeout's message. */
   modelWait(): ModelWait | undefined;

@@ -26,7 +26,7 @@ import type { RunTrip, Trip } from "./run-trip.js";
 import type { RunCompanion } from "./supervise-run.js";
 import type { ClaimedSandbox } from "./warm-claim.js";
 
-export interface RunWorkspaceInput {
+interface RunWorkspaceInput {
   planned: PlannedRun;
   runDir: string;
   timeline: RunTimeline;
@@ -41,7 +41,7 @@ export interface RunWorkspaceInput {
 }
 
 /** What the run did to the trees, the same shape in both modes. */
-export interface WorkspaceOutcome {
+interface WorkspaceOutcome {
   changedFiles: WorkspaceReport["changedFiles"];
   /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
   violations: ReadonlyArray<{ path: string; change: string; rule?: string; detail?: string }>;

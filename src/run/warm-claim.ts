@@ -26,7 +26,7 @@ export interface ClaimedSandbox {
   destroy(): Promise<boolean>;
 }
 
-export interface ClaimTreeInput {
+interface ClaimTreeInput {
   containerPath: string;
   /** What messages call it ("the workspace /path"). */
   what: string;

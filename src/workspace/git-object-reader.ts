@@ -18,7 +18,7 @@ export type ObjectStore = { fd: number } | { path: string };
 
 export type ObjectInfo = { type: "commit" | "tree" | "blob" | "tag"; size: number } | { missing: true };
 
-export interface DiffRecord {
+interface DiffRecord {
   path: string;
   srcMode: number;
   dstMode: number;

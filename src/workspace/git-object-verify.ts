@@ -28,7 +28,7 @@ const SMALL_FILE_BYTES = 64 * 1024;
 const SMALL_INFLATED_BYTES = 1024 * 1024;
 const CHUNK_BYTES = 1024 * 1024;
 
-export interface LooseCheck {
+interface LooseCheck {
   /** Why the object is not what its name says; undefined when it is. */
   problem?: string;
   /** Bytes inflated (what the check cost). */
@@ -154,14 +154,14 @@ export async function checkLfsObject(fd: number, oid: string): Promise<string | 
   return digest === oid ? undefined : `its content hashes to ${digest.slice(0, 12)}, not to its name`;
 }
 
-export interface PackFiles {
+interface PackFiles {
   /** The pack, open for reading. */
   pack: number;
   /** Its .idx, open for reading. */
   idx: number;
 }
 
-export interface PackCheckOptions {
+interface PackCheckOptions {
   /** The repository's hash. */
   format: "sha1" | "sha256";
   /** A private, empty folder of the run (removed by the caller). */

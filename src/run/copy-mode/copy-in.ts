@@ -9,7 +9,7 @@ import type { EngineContainer } from "../../engine/engine.js";
 import { SandboxRunError } from "../../errors.js";
 import { IMAGE_PATHS } from "../../sandbox-contract.js";
 
-export interface CopyInTarget {
+interface CopyInTarget {
   /** Directory inside the container (a tmpfs at the tree's own path). */
   containerPath: string;
   /** "uid:gid" the files are created as. */

@@ -48,7 +48,7 @@ import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 
-export interface CopyModeOptions {
+interface CopyModeOptions {
   plan: RunPlan;
   /** The run folder holding the gateway's (and the proxy's) host sockets. */
   runDir: string;

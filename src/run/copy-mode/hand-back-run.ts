@@ -28,7 +28,7 @@ export async function prepareHandBack(plan: RunPlan, runDir: string): Promise<Ha
   return plan.handBack === "branch" ? findHandBackBase(workspace.hostPath, privateDir) : undefined;
 }
 
-export interface HandBackInput {
+interface HandBackInput {
   plan: RunPlan;
   runDir: string;
   /** The task, for the commit message. */

@@ -33,8 +33,6 @@ import { secretSandboxEnv } from "../../proxy/secret-env.js";
 import type { GitDrivers } from "../../workspace/git-config-scan.js";
 import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
 
-export type { Mount, RunPlan } from "../../sandbox-contract.js";
-
 export interface PlanInput {
   runId: string;
   image: string;
@@ -76,7 +74,7 @@ export interface PlanInput {
 }
 
 /** Copy mode: how long the launcher waits for the relay's sockets to appear before it gives up. */
-export const RELAY_WAIT_MS = 60_000;
+const RELAY_WAIT_MS = 60_000;
 
 // Its length is the plan literal at the end, field for field the RunPlan a reader compares it with.
 export function buildRunPlan(input: PlanInput): RunPlan {

@@ -13,7 +13,7 @@ export interface ConfigFiles {
   prompt?: string;
 }
 
-export interface InsideFile {
+interface InsideFile {
   what: keyof ConfigFiles;
   file: string;
   /** The workspace or writable root it lies in. */

@@ -5,7 +5,7 @@
 import path from "node:path";
 import { type CopyRoot, IMAGE_PATHS, type Mount, READ_ONLY_OWNER_UID, SANDBOX_UID } from "../../sandbox-contract.js";
 
-export interface CopyModePlan {
+interface CopyModePlan {
   copies: CopyRoot[];
   tmpfs: Record<string, string>;
 }

@@ -4,7 +4,7 @@
 import { type PlannedRun, type PlanPlace, preparePlan } from "./prepare-plan.js";
 import { type Env, type ResolvedRun, resolveRun, type RunOptions } from "./resolve-options.js";
 
-export interface CallLayers {
+interface CallLayers {
   /** The agent's own options (a ContainerPiAgent's config). */
   config: RunOptions;
   /** This call's options. */
@@ -14,7 +14,7 @@ export interface CallLayers {
 }
 
 /** Where a resolved run would go, as far as the engines are known (run/engine-facts.ts): bind or copy mode, the image. */
-export interface PlanPlacer {
+interface PlanPlacer {
   placeFor(run: ResolvedRun): PlanPlace;
 }
 

@@ -30,7 +30,7 @@ export interface PlannedRun {
   warmMiss?: string;
 }
 
-export function newRunId(): string {
+function newRunId(): string {
   return crypto.randomBytes(6).toString("hex");
 }
 

@@ -5,7 +5,7 @@ import { describeRouteCredentials } from "../../gateway/route-credentials.js";
 import { summarizeSecrets } from "../../proxy/secret-bindings.js";
 import type { PlannedRun } from "./prepare-plan.js";
 
-export const REDACTED = "<set by caller>";
+const REDACTED = "<set by caller>";
 
 export function redactPlan(planned: PlannedRun): Record<string, unknown> {
   const { plan, run } = planned;

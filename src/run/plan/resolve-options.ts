@@ -141,7 +141,7 @@ const FORBIDDEN_EXACT = [
 ];
 const FORBIDDEN_TREES = ["/proc", "/sys", "/dev", "/opt/sandbox-run", "/run/sandbox-run", "/home/sandbox"];
 
-export function mergeEnv(...layers: Array<Env | undefined>): Record<string, string> {
+function mergeEnv(...layers: Array<Env | undefined>): Record<string, string> {
   const merged: Env = {};
   for (const layer of layers) {
     if (!layer) continue;

@@ -196,7 +196,7 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
 }
 
 /** What the claim hands the launcher: the run's part of its configuration (images/pi/launcher.mjs). */
-export interface ClaimedRunConfig {
+interface ClaimedRunConfig {
   argv: string[];
   cwd: string;
   /** The run's environment (its tools inherit it), without the launcher's configuration. */
@@ -210,7 +210,7 @@ export interface ClaimedRunConfig {
 }
 
 /** The in-container sockets the relay listens on for this run (the gateway's, the proxy's). */
-export interface ClaimedSockets {
+interface ClaimedSockets {
   sockets: Array<{ name: string; path: string }>;
 }
 
