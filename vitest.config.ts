@@ -13,7 +13,6 @@ const integration = {
   hookTimeout: 300_000,
   // Files start real containers: they run in parallel, tests inside a file in order.
   fileParallelism: true,
-  maxWorkers: 4,
   globalSetup: ["tests/support/global-setup.ts"],
 };
 
@@ -21,6 +20,10 @@ export default defineConfig({
   test: {
     testTimeout: 120_000,
     hookTimeout: 300_000,
+    // The pool's size is the root's (a project's maxWorkers is not read): without it vitest runs
+    // cores - 1 files at once, one on a 2-core machine, and the engine tests, which mostly wait on
+    // containers, would run one file after another.
+    maxWorkers: 4,
     projects: [
       {
         test: {

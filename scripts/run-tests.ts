@@ -5,7 +5,7 @@
 // the command that would run it. On CI (CI=true) a part that cannot run is a failure, never a skip.
 //
 //   npm test                      everything
-//   npm test -- --only=unit,copy  some of the steps (names below)
+//   npm test -- --only=unit,modes  some of the steps (names below)
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -34,9 +34,12 @@ interface Step {
   needs?: Array<"second-engine" | "podman" | "browser">;
 }
 
-// The lifecycle suites kill controllers and wait out deadlines: little CPU, much waiting. They judge
-// only their own runs (by run id and owner pid), so the local projects' lifecycle files run together,
-// apart from the CPU-heavy steps whose load would stretch their timings.
+// Files run four at a time (vitest.config.ts). The security suites' second, third and fourth runs
+// (copy mode, warm calls, a remote engine) go in one step; the lifecycle suites, which kill
+// controllers and wait out deadlines (little CPU, much waiting) and judge only their own runs (by
+// run id and owner pid), go together in another, apart from the CPU-heavy steps whose load would
+// stretch their timings.
+const MODES = ["integration-copy", "integration-warm", "integration-remote"].flatMap((p) => ["--project", p]);
 const STEPS: Step[] = [
   { name: "unit", args: ["--project", "unit"] },
   {
@@ -44,18 +47,12 @@ const STEPS: Step[] = [
     args: ["--project", "integration", "--exclude", LIFECYCLE, "--exclude", WARM_LIFECYCLE],
     needs: ["second-engine", "podman", "browser"],
   },
-  { name: "copy", args: ["--project", "integration-copy", "--exclude", LIFECYCLE] },
-  { name: "warm-security", args: ["--project", "integration-warm", "--exclude", LIFECYCLE] },
-  { name: "remote", args: ["--project", "integration-remote", "--exclude", LIFECYCLE], needs: ["second-engine"] },
+  { name: "modes", args: [...MODES, "--exclude", LIFECYCLE], needs: ["second-engine"] },
   {
     name: "lifecycle",
-    args: [
-      ...["integration", "integration-copy", "integration-warm"].flatMap((p) => ["--project", p]),
-      LIFECYCLE,
-      WARM_LIFECYCLE,
-    ],
+    args: ["--project", "integration", ...MODES, LIFECYCLE, WARM_LIFECYCLE],
+    needs: ["second-engine"],
   },
-  { name: "remote-lifecycle", args: ["--project", "integration-remote", LIFECYCLE], needs: ["second-engine"] },
   // The linux/arm64 image under qemu (its set-up builds the image when missing: minutes, once).
   { name: "arm64", args: ["--project", "integration-arm64"] },
 ];

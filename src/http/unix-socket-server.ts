@@ -6,7 +6,16 @@ import fs from "node:fs/promises";
 import type net from "node:net";
 import { SandboxRunError, usageError } from "../errors.js";
 
+/** sun_path holds 108 bytes with its NUL; Node listens on a longer path cut short, silently. */
+const MAX_SOCKET_PATH_BYTES = 107;
+
 export async function listenOnUnixSocket(server: net.Server, socketPath: string, what: string): Promise<void> {
+  if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH_BYTES) {
+    throw usageError(
+      `The ${what} socket path ${socketPath} is ${Buffer.byteLength(socketPath)} bytes: unix socket paths hold at most ${MAX_SOCKET_PATH_BYTES}.`,
+      "Use a shorter temp directory: set TMPDIR to a short folder (e.g. /tmp).",
+    );
+  }
   const stat = await fs.lstat(socketPath).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return undefined;
     throw error;
@@ -24,10 +33,7 @@ export async function listenOnUnixSocket(server: net.Server, socketPath: string,
       server.off("listening", onListening);
       reject(
         new SandboxRunError("usage", `The ${what} could not listen on ${socketPath}: ${error.message}`, {
-          hint:
-            Buffer.byteLength(socketPath) > 100
-              ? "Unix socket paths are limited to about 100 bytes; use a shorter temp directory (TMPDIR)."
-              : "Check that the directory exists and is writable.",
+          hint: "Check that the directory exists and is writable.",
           cause: error,
         }),
       );

@@ -166,7 +166,8 @@ describe("scale", () => {
         [bash(`(${linker(0)}) & (${linker(1)}) & wait; echo made`), finish()],
         {
           cwd: ws,
-          policy: hostilePolicy({ limits: { timeoutSeconds: 600, diskMb: 4096 } }),
+          // A lower entry limit than the default: the live count trips sooner (the suite's time), the bound is the same code.
+          policy: hostilePolicy({ limits: { timeoutSeconds: 600, diskMb: 4096, maxEntries: 50_000 } }),
           reportEvents: ["workspace.overfull", "limit.tripped"],
         },
       );
@@ -182,7 +183,7 @@ describe("scale", () => {
         `hard links in a real run: stopped with ${removed + left} in the folder (${removed} removed after the run), controller max RSS ${done.maxRssMb.toFixed(0)} MB`,
       );
       // What is left is within the bound the walk after the run holds (the limit and a little).
-      expect(left).toBeLessThanOrEqual(201_100);
+      expect(left).toBeLessThanOrEqual(51_100);
       for (const name of fs.readdirSync(ws)) expect(owner(path.join(ws, name)), name).toBe("0:0");
       if (left > 0) expect(owner(path.join(ws, "big", fs.readdirSync(path.join(ws, "big"))[0]!))).toBe("0:0");
       expect(fs.readFileSync(path.join(ws, "keep.txt"), "utf8")).toBe("keep\n");
@@ -191,7 +192,7 @@ describe("scale", () => {
     }
   }, 900_000);
 
-  it("2,600,000 hard links with 250-byte names in one folder (the host side in its own process): the walk stops reading it, what the sandbox added is removed, everything is handed back, under 300 MB RSS", async () => {
+  it("1,200,000 hard links with 250-byte names in one folder (the host side in its own process): the walk stops reading it, what the sandbox added is removed, everything is handed back, under 300 MB RSS", async () => {
     // The host side of a bind-mode run (lease, snapshot, disk watch, judge, trim, hand-back) in a
     // process of its own; "the sandbox" is two processes as uid 65532 that add the links while it
     // watches. A real run's live count stops a sandbox long before this (security-limits); this is
@@ -228,7 +229,8 @@ describe("scale", () => {
       const ready = line("ready");
       const done = line("done");
       await ready;
-      const total = 2_600_000;
+      // Past where the earlier walk peaked at 1.6 GB (1,000,000); bench/hard-links.ts measures 2,600,000.
+      const total = 1_200_000;
       const linker = (from: number, to: number) =>
         `const fs=require("fs");const d=${JSON.stringify(path.join(ws, "big"))};fs.mkdirSync(d,{recursive:true});let t;` +
         `for(let i=${from};i<${to};i++){if((i-${from})%60000===0){t=${JSON.stringify(ws)}+"/target-"+i;fs.writeFileSync(t,"x")}` +
@@ -261,7 +263,7 @@ describe("scale", () => {
         peaks: Record<string, number>;
       };
       console.info(
-        `2,600,000 hard links: judged, trimmed and handed back in ${(report.finishMs / 1000).toFixed(1)} s, host side max RSS ${report.maxRssMb.toFixed(0)} MB`,
+        `${total} hard links: judged, trimmed and handed back in ${(report.finishMs / 1000).toFixed(1)} s, host side max RSS ${report.maxRssMb.toFixed(0)} MB`,
       );
       expect(report.maxRssMb, `peaks in MB: ${JSON.stringify(report.peaks)}`).toBeLessThan(300);
       // The live count saw the links (no inodes on most filesystems) while "the sandbox" wrote.

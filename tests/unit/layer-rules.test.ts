@@ -103,7 +103,8 @@ afterAll(() => {
   if (copy) fs.rmSync(copy, { recursive: true, force: true });
 });
 
-describe("the layer rules", () => {
+// Each test runs dependency-cruiser in its own process: seconds alone, more on a loaded machine.
+describe("the layer rules", { timeout: 60_000 }, () => {
   it("has one rule per row of docs/architecture.md's table, show/, warm/ and hand-back/ among them", () => {
     const config = createRequire(import.meta.url)(path.join(root, ".dependency-cruiser.cjs")) as {
       forbidden: Array<{ name: string }>;
