@@ -9,8 +9,8 @@ import path from "node:path";
 import type { DockerClient } from "../src/engine/docker-connection.js";
 import type { ContainerSpec, Engine } from "../src/engine/engine.js";
 import { loadPolicy } from "../src/policy/load-policy.js";
-import { buildRunPlan } from "../src/run/build-run-plan.js";
-import { containerSpecOf } from "../src/run/container-spec.js";
+import { buildRunPlan } from "../src/run/plan/build-run-plan.js";
+import { containerSpecOf } from "../src/run/plan/container-spec.js";
 import { BENCH_LABEL } from "./docker-recipe.js";
 
 async function drained(stream: NodeJS.ReadableStream): Promise<void> {

@@ -1,5 +1,6 @@
-// Lists functions over 80 lines and files over 300 lines in a tree (default src/): the size rule of
-// docs/architecture.md, checked by eye where a longer one needs its reason written down.
+// Lists functions over 80 lines and files over 300 lines in a tree (default src/): where to look for
+// a module doing more than one job (STYLE.md: small modules, one job each). A report read by eye,
+// not a rule: a longer function or file may be right, with its reason written down.
 import ts from "typescript";
 import fs from "node:fs";
 import path from "node:path";

@@ -9,18 +9,20 @@ import { EnginePool } from "./engine/engine-pool.js";
 import { abortedError, errorSummary, isSandboxRunError, SandboxRunError, usageError } from "./errors.js";
 import type { ReadyImage } from "./image/ensure-runner-image.js";
 import type { FromSchema } from "./util/from-schema.js";
-import type { RunRecorder } from "./record/run-record.js";
+import type { RunRecorder } from "./record/run-recorder.js";
 import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/replay-source.js";
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
+import type { EgressOverrides } from "./run/run-egress.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
-import { type PlannedRun, preparePlan } from "./run/prepare-plan.js";
-import { currentVersions, openRunRecord } from "./run/record-run.js";
-import { recordedSuccess } from "./run/recorded-success.js";
+import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
+import { currentVersions } from "./run/current-versions.js";
+import { openRunRecord } from "./run/open-run-record.js";
+import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { type ResolvedRun, resolveRun, type RunOptions } from "./run/resolve-options.js";
+import { type ResolvedRun, resolveRun, type RunOptions } from "./run/plan/resolve-options.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { RunnerPlatform } from "./util/platform.js";
@@ -66,6 +68,12 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
    */
   warm?: number | WarmOptions;
+  /**
+   * Tests only: stand-ins for the egress proxy's resolver, address guard, ports and upstream trust
+   * (run/run-egress.ts). Left out of the published types.
+   * @internal
+   */
+  egressOverrides?: EgressOverrides;
 }
 
 export interface RunCallOptions extends RunOptions {
@@ -88,7 +96,7 @@ export interface RunStream<T> extends AsyncIterable<RunEvent> {
   readonly result: Promise<RunDetails<T>>;
 }
 
-export type { PlannedRun } from "./run/prepare-plan.js";
+export type { PlannedRun } from "./run/plan/prepare-plan.js";
 export type { WarmOptions } from "./warm/agent-warm-pool.js";
 export type { WarmPoolChange, WarmPoolStats } from "./warm/warm-pool.js";
 
@@ -346,6 +354,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         signal: options.signal,
         ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
         ...(warm ? { warm: warm.sandbox } : {}),
+        ...(this.config.egressOverrides ? { egressOverrides: this.config.egressOverrides } : {}),
       });
       lease?.release();
       return details as RunDetails<TOutput>;

@@ -33,7 +33,9 @@ export type { RunDetails } from "./run/execute-run.js";
 export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/hand-back-report.js";
 export type { HandBackMode } from "./sandbox-contract.js";
 export type { RunEvent, RunEventListener } from "./run/run-events.js";
-export type { RunOptions, SandboxOptions } from "./run/resolve-options.js";
+export type { RunOptions, SandboxOptions } from "./run/plan/resolve-options.js";
+export type { RecordFinish } from "./record/run-recorder.js";
+export type { ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
 export type { RunPlan } from "./sandbox-contract.js";
 export { DockerEngine } from "./engine/docker-engine.js";
 export type { DockerEngineOptions } from "./engine/docker-engine.js";
@@ -41,13 +43,14 @@ export type { Engine } from "./engine/engine.js";
 export type { EngineEndpoint } from "./engine/engine-endpoint.js";
 export { EnginePool } from "./engine/engine-pool.js";
 export type { PoolMember } from "./engine/engine-pool.js";
-export { redactPlan } from "./run/redact-plan.js";
+export { redactPlan } from "./run/plan/redact-plan.js";
 export type { Policy, Limits } from "./policy/policy-schema.js";
 export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
 export type { HostRunChange } from "./workspace/workspace-rules.js";
 export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";
-export { runnerImageSpec } from "./image/runner-image.js";
+// The operations behind the sandbox-run command: doctor, gc, images, plans and dry runs, records, replay, show, demo.
+export * from "./operations.js";
 
 let defaultAgent: ContainerPiAgent | undefined;
 

@@ -2,10 +2,9 @@
 // codes, the labels on containers and images, and the run plan's shape. A leaf module: it imports
 // nothing of ours, so engine/, pi/, gateway/, proxy/, workspace/ and run/ can all depend on it
 // without depending on each other.
-import type { JsonSchema } from "./agent.js";
+import type { JsonSchema, SandboxMode } from "./agent.js";
 import type { RunnerPlatform } from "./util/platform.js";
 
-export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access";
 export const SANDBOX_MODES: readonly SandboxMode[] = Object.freeze([
   "read-only",
   "workspace-write",
@@ -110,7 +109,7 @@ export const IMAGE_LABEL_BASE = "sandbox-run.base-image";
 /** On images built with `image build --apt`: the Debian packages added to the runner image. */
 export const IMAGE_LABEL_APT_PACKAGES = "sandbox-run.apt-packages";
 
-export interface ContainerOwner {
+interface ContainerOwner {
   runId: string;
   pid: number;
   host: string;

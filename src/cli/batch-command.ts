@@ -7,9 +7,9 @@
 import fs from "node:fs";
 import type { Command } from "commander";
 import path from "node:path";
-import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { RunDetails } from "../run/execute-run.js";
+import type { RunDetails } from "../index.js";
+import { createAgent } from "../operations.js";
 import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
 import { createBatchProgress } from "./batch-progress.js";
 import type { CliIo } from "./cli-io.js";
@@ -61,7 +61,7 @@ export async function batchCommand(
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
   const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
   const shared = parseRunFlags(flags, io.env);
-  const agent = new ContainerPiAgent({
+  const agent = await createAgent({
     ...shared,
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),

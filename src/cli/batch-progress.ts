@@ -4,7 +4,7 @@
 // terminalLine.
 import { terminalLine as t } from "./terminal-text.js";
 
-export interface BatchProgress {
+interface BatchProgress {
   started(id: string): void;
   finished(id: string, outcome: { ok: boolean; ms: number; warm?: boolean; error?: string }): void;
   /** Clears the bar (a terminal) and writes the summary line. */

@@ -7,7 +7,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
-import type { RunOptions } from "../run/resolve-options.js";
+import type { RunOptions } from "../index.js";
 import { readConfigJson } from "../util/config-file.js";
 
 const taskLine = z

@@ -1,4 +1,6 @@
 // What the CLI needs from its surroundings, injected so tests can run the program in-process.
+import type { ContainerPiAgentConfig } from "../index.js";
+
 export interface CliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
@@ -10,6 +12,11 @@ export interface CliIo {
   stdoutIsTty?: boolean;
   /** Width of the terminal on stderr, when it is one. */
   stderrColumns?: number;
+  /**
+   * Tests only, for a program run in-process: passed to the agent a run makes (the egress proxy's
+   * stand-ins, run/run-egress.ts). processIo() never sets it; no flag or variable reaches it.
+   */
+  egressOverrides?: ContainerPiAgentConfig["egressOverrides"];
 }
 
 export function processIo(): CliIo {

@@ -6,7 +6,7 @@
 // `sandbox-run -- doctr` always sends it as the prompt.
 import { usageError } from "../errors.js";
 
-export interface CommandShape {
+interface CommandShape {
   name: string;
   subcommands: readonly string[];
   /** The command takes an operand (`replay <record-dir>`, `completion <shell>`). */
@@ -44,7 +44,7 @@ function looksLike(word: string, name: string): boolean {
 }
 
 /** Damerau-Levenshtein (optimal string alignment): insertions, deletions, substitutions, swaps of neighbours. */
-export function editDistance(a: string, b: string): number {
+function editDistance(a: string, b: string): number {
   const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
     Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
   );

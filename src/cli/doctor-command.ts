@@ -1,9 +1,10 @@
-// `sandbox-run doctor`: the engines of --engines (or SANDBOX_RUN_ENGINES, or DOCKER_HOST's), then
-// doctor.ts's checks.
+// `sandbox-run doctor`: the checks of the library's doctor() on the engines of --engines (or
+// SANDBOX_RUN_ENGINES, or DOCKER_HOST's), printed one per line on stderr; exit 3 when one failed.
 import type { Command } from "commander";
-import { runDoctor } from "./doctor.js";
-import { enginePoolFor } from "./engines-option.js";
+import { doctor } from "../operations.js";
+import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
+import { platformFlag } from "./platform-flag.js";
 
 interface DoctorFlags {
   model?: string;
@@ -19,15 +20,20 @@ export default async function doctorAction(
 ): Promise<number> {
   // The root command's own --policy, --models and --engines take the flags wherever they are written.
   const root = command.parent?.opts<DoctorFlags>() ?? {};
-  const pool = enginePoolFor(flags.engines ?? root.engines, io.env);
-  try {
-    return await runDoctor(io, {
-      model: flags.model ?? root.model,
-      models: flags.models ?? root.models,
-      policy: flags.policy ?? root.policy,
-      engines: pool.engines,
-    });
-  } finally {
-    pool.close();
-  }
+  const { ok } = await doctor({
+    engines: flags.engines ?? root.engines,
+    env: io.env,
+    platform: platformFlag(undefined, io.env),
+    model: flags.model ?? root.model,
+    models: flags.models ?? root.models,
+    policy: flags.policy ?? root.policy,
+    report: {
+      ok: (what) => io.stderr(`  ok    ${what}\n`),
+      bad: (what, fix) => io.stderr(`  FAIL  ${what}\n        ${fix}\n`),
+      note: (what, advice) => io.stderr(`  note  ${what}\n${advice ? `        ${advice}\n` : ""}`),
+      engine: (name, address) => io.stderr(`engine ${name} (${address ?? "?"})\n`),
+    },
+  });
+  io.stderr(ok ? "Ready.\n" : "Some checks failed; fix them and run `sandbox-run doctor` again.\n");
+  return ok ? EXIT.ok : EXIT.unavailable;
 }

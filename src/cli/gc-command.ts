@@ -1,11 +1,9 @@
 // `sandbox-run gc`: remove what dead controllers left behind on every engine of the pool (their
-// containers, handing lent trees back) and the run folders of this host. One engine that is down
-// must not keep the others dirty: it is reported, and gc fails.
-import { reapContainers } from "../run/reap-orphans.js";
-import { reapRunDirs } from "../run/run-dirs.js";
+// containers, handing lent trees back) and the run folders of this host (collectGarbage). One
+// engine that is down must not keep the others dirty: it is reported, and gc fails.
 import type { Command } from "commander";
+import { collectGarbage } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
-import { enginePoolFor } from "./engines-option.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 
@@ -20,33 +18,24 @@ export default function gcAction(
 }
 
 export async function gcCommand(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
-  const pool = enginePoolFor(flags.engines, io.env);
+  const collected = await collectGarbage({ all: flags.all, engines: flags.engines, env: io.env });
   let removed = 0;
   const unreachable: string[] = [];
-  try {
-    for (const engine of pool.engines) {
-      const on = pool.engines.length > 1 || engine.name !== "local" ? ` on ${engine.name}` : "";
-      try {
-        await engine.ping();
-      } catch (error) {
-        if (pool.engines.length === 1) throw error;
-        unreachable.push(engine.name);
-        io.stderr(`skipped ${engine.name}: ${(error as Error).message.split("\n")[0]}\n`);
-        continue;
-      }
-      const reaped = await reapContainers(engine, { all: flags.all });
-      for (const r of reaped) {
-        io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
-        for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
-      }
-      removed += reaped.length;
+  for (const engine of collected.engines) {
+    if (engine.unreachable !== undefined) {
+      unreachable.push(engine.name);
+      io.stderr(`skipped ${engine.name}: ${engine.unreachable}\n`);
+      continue;
     }
-  } finally {
-    pool.close();
+    const on = collected.engines.length > 1 || engine.name !== "local" ? ` on ${engine.name}` : "";
+    for (const r of engine.removed) {
+      io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
+      for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+    }
+    removed += engine.removed.length;
   }
-  const dirs = reapRunDirs();
-  for (const dir of dirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
-  io.stderr(`${removed} container(s) and ${dirs.length} run folder(s) removed\n`);
+  for (const dir of collected.runDirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
+  io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(
     `sandbox-run: not cleaned (engine not reachable): ${unreachable.join(", ")}; run gc again once they answer\n`,

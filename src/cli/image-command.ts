@@ -1,7 +1,7 @@
-// `sandbox-run image build` and `image prune`: the runner image on the engine DOCKER_HOST names.
-import { DockerEngine } from "../engine/docker-engine.js";
-import { runnerImageSpec } from "../image/runner-image.js";
+// `sandbox-run image build` and `image prune`: the runner image on the engine DOCKER_HOST names
+// (buildImages and pruneImages of the library).
 import type { Command } from "commander";
+import { buildImages, pruneImages } from "../operations.js";
 import type { CommandContext } from "./lazy-command.js";
 import { platformFlag } from "./platform-flag.js";
 
@@ -10,15 +10,12 @@ export async function build(
   flags: { base: string; apt?: string[]; platform?: string },
   command: Command,
 ): Promise<undefined> {
-  const { buildImages } = await import("../image/build-images.js");
-  const engine = new DockerEngine();
-  await engine.ping();
-  const built = await buildImages(engine, {
+  const built = await buildImages({
     base: flags.base,
     apt: flags.apt,
     // The root command's own --platform takes the flag wherever it is written.
     platform: platformFlag(flags.platform ?? command.optsWithGlobals().platform, io.env),
-    progress: (l) => io.stderr(`${l}\n`),
+    onProgress: (l) => io.stderr(`${l}\n`),
   });
   io.stdout(`${built.derived ?? built.runner}\n`);
   if (built.derived) {
@@ -28,11 +25,7 @@ export async function build(
 }
 
 export async function prune({ io }: CommandContext): Promise<undefined> {
-  const engine = new DockerEngine();
-  await engine.ping();
-  const { pruneRunnerImages } = await import("../image/prune-images.js");
-  const current = runnerImageSpec().tag;
-  const { removed, kept } = await pruneRunnerImages(engine, current);
+  const { removed, kept, current } = await pruneImages();
   for (const tag of removed) io.stdout(`${tag}\n`);
   for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
   io.stderr(

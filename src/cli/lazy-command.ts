@@ -24,7 +24,7 @@ export interface CommandContext {
 
 /** A command's action: the context, then commander's arguments; returns the exit code (0 when nothing). */
 // biome-ignore lint/suspicious/noExplicitAny: each module declares the commander arguments it takes.
-export type CommandAction = (ctx: CommandContext, ...args: any[]) => Promise<number | undefined> | number | undefined;
+type CommandAction = (ctx: CommandContext, ...args: any[]) => Promise<number | undefined> | number | undefined;
 
 /** A commander action that loads `load()`'s module when the command runs, and calls its `name` export. */
 export function lazy<M>(

@@ -2,7 +2,7 @@
 // redrawn in place (elapsed time, turn, the tool running now, tokens, cost). Colour unless
 // NO_COLOR is set. CI logs get the plain line-per-event reporter instead. Everything the model or
 // the sandbox chose goes through terminalLine before it reaches the terminal.
-import type { RunEvent } from "../run/run-events.js";
+import type { RunEvent } from "../index.js";
 import { terminalLine as t } from "./terminal-text.js";
 
 interface Style {

@@ -3,7 +3,7 @@
 // written after it by renaming a new file over the name (a link there is replaced, never followed).
 import path from "node:path";
 import { SandboxRunError, usageError } from "../errors.js";
-import type { PlannedRun } from "../run/prepare-plan.js";
+import type { PlannedRun } from "../index.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
 
 /** --patch-file and the hand-back mode agree, and a patch has somewhere to go. */
@@ -23,7 +23,7 @@ export function checkPatchFlags(planned: PlannedRun, flags: { patchFile?: string
   }
 }
 
-export interface PatchTarget {
+interface PatchTarget {
   dir: HostDir;
   name: string;
   /** The path as the caller wrote it (for messages). */

@@ -9,7 +9,7 @@
 //
 // Shell completion (completion.ts) is generated from these definitions.
 import { Command } from "commander";
-import { runnerImageSpec } from "../image/runner-image.js";
+import { runnerImageSpec } from "../operations.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
@@ -41,7 +41,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
 }
 
 /** The program with every command and flag defined (and no action run): what help and completion read. */
-export function cliProgram(ctx: CommandContext): Command {
+function cliProgram(ctx: CommandContext): Command {
   const { io } = ctx;
   const program = new Command()
     .name("sandbox-run")
@@ -245,7 +245,7 @@ function defineImage(program: Command, ctx: CommandContext): void {
     .action(lazy(ctx, () => import("./image-command.js"), "prune"));
 }
 
-/** What a run needs, checked one by one (doctor.ts). */
+/** What a run needs, checked one by one (doctor-command.ts). */
 function defineDoctor(program: Command, ctx: CommandContext): void {
   program
     .command("doctor")
@@ -278,7 +278,7 @@ function defineDemo(program: Command, ctx: CommandContext): void {
     .option("--runtime <runtime>", "container runtime: runc or runsc (gVisor)")
     .option("--image <tag>", "runner image to use, e.g. one from `image build --apt` (or set SANDBOX_RUN_IMAGE)")
     .option("-q, --quiet", "no progress on stderr")
-    .action(lazy(ctx, () => import("./demo.js"), "demoCommand"));
+    .action(lazy(ctx, () => import("./demo-command.js")));
 }
 
 /** The built-in policies and the effective one. */

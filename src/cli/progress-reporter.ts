@@ -1,7 +1,7 @@
 // Plain one-line-per-step progress on stderr, readable in a CI log: the normalised steps of the run
 // (event.progress) and the sandbox's own events. Everything shown that the model or the sandbox
 // chose (tool names, arguments, paths, hosts, messages) goes through terminalLine.
-import type { RunEvent } from "../run/run-events.js";
+import type { RunEvent } from "../index.js";
 import { terminalLine as t } from "./terminal-text.js";
 
 export function createProgressReporter(write: (line: string) => void): (event: RunEvent) => void {

@@ -4,18 +4,10 @@
 // folders (--policy, --image, --cwd, --writable, or the defaults), and the record's are only
 // compared (a record that asks for more is refused). Says whether the outcome equals the recorded
 // one; a request that differs from the recording stops a strict replay with exit code 4.
-import path from "node:path";
 import type { Command } from "commander";
-import type { RunDetails } from "../run/execute-run.js";
-import { ContainerPiAgent } from "../container-pi-agent.js";
 import { isSandboxRunError, usageError } from "../errors.js";
-import { compareOutcome } from "../replay/compare-outcome.js";
-import { describeDifference, type RecordDifference } from "../replay/compare-record.js";
-import { type LoadedRecord, loadRecord } from "../replay/load-record.js";
-import type { ReplayMode, ReplaySpeed } from "../replay/replay-server.js";
-import type { ReplaySource } from "../replay/replay-source.js";
-import { RECORD_FILES } from "../record/record-format.js";
-import type { RunOptions } from "../run/resolve-options.js";
+import type { ReplayMode, ReplaySpeed } from "../index.js";
+import { type PlannedReplay, planReplay } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags } from "./parse-run-args.js";
@@ -65,89 +57,49 @@ export async function replayCommand(
       );
     }
   }
-  const record = loadRecord(recordDir);
-  const { call } = record;
-  const options: RunOptions = {
-    ...parseRunFlags({ ...flags, schema: undefined }, io.env),
-    ...(record.schema ? { schema: record.schema } : {}),
-    // The record's files are configuration too: inside the workspace, they are reported (or refused).
-    configFiles: {
-      prompt: path.join(record.dir, RECORD_FILES.prompt),
-      ...(record.schema ? { schema: path.join(record.dir, RECORD_FILES.schema) } : {}),
-    },
-  };
+  const options = parseRunFlags({ ...flags, schema: undefined }, io.env);
   if (flags.workspacePath !== undefined) options.workspacePath = flags.workspacePath;
-  // Budgets only ever stop a run sooner: the recorded ones hold unless the caller sets their own.
-  if (flags.maxTurns === undefined && call.budgets.maxTurns !== undefined) options.maxTurns = call.budgets.maxTurns;
-  if (flags.maxCost === undefined && call.budgets.maxCostUsd !== undefined)
-    options.maxCostUsd = call.budgets.maxCostUsd;
-
-  const agent = new ContainerPiAgent({
-    hostEnv: io.env,
-    autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+  const replay = await planReplay(recordDir, {
+    options,
+    mode,
+    speed,
+    agent: {
+      hostEnv: io.env,
+      autoBuildImage: flags.build !== false,
+      onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+      ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
+    },
   });
-  // compareContext left open: the model's context is compared when this policy gives Pi the same
-  // tools as the recorded one; under a policy with other tools only the messages must match.
-  const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed }) };
-  let planned = agent.plan(record.prompt, { ...options, replay: source });
-  // The recorded timeout holds when it is the shorter one (a limit only ever narrows a run).
-  if (flags.timeout === undefined && call.timeoutMs < planned.run.timeoutMs) {
-    planned = agent.plan(record.prompt, { ...options, timeoutMs: call.timeoutMs, replay: source });
+  try {
+    return await runPlannedCommand(replay.agent, replay.planned, flags, io, signals, replayOutput(replay, flags));
+  } finally {
+    await replay.agent.close();
   }
-  planned.run.warnings.push(...missingInputs(record, options));
-  const differences = planned.replay?.differences ?? [];
-  return runPlannedCommand(agent, planned, flags, io, signals, replayOutput(record, mode, flags, differences));
 }
 
-/** What the recorded call had that this replay cannot give it (values the record never holds). */
-function missingInputs(record: LoadedRecord, options: RunOptions): string[] {
-  const warnings: string[] = [];
-  const given = new Set(Object.keys(options.env ?? {}));
-  const absent = record.call.sandboxEnvNames.filter((name) => !given.has(name));
-  if (absent.length > 0) {
-    warnings.push(
-      `the recorded run set ${absent.join(", ")} for the sandbox; their values are not recorded (pass them with --env)`,
-    );
-  }
-  return warnings;
-}
-
-function replayOutput(
-  record: LoadedRecord,
-  mode: ReplayMode,
-  flags: ReplayCommandFlags,
-  differences: readonly RecordDifference[],
-): ReplayOutput {
+function replayOutput(replay: PlannedReplay, flags: ReplayCommandFlags): ReplayOutput {
+  const { recorded, differences, mode } = replay;
   const quiet = flags.quiet === true;
-  const outcomeOf = ({ details, error }: { details?: RunDetails; error?: unknown }) =>
-    details?.replay?.outcome ??
-    compareOutcome(
-      record.outcome,
-      details
-        ? { ok: true, result: details.result, changedFiles: details.changedFiles }
-        : { ok: false, code: isSandboxRunError(error) ? error.code : "internal" },
-    );
   return {
     afterRun(outcome) {
       if (quiet) return [];
       const lines: string[] = [];
       if (differences.length > 0) {
         lines.push(
-          `replay: ran under this replay's policy, image and folders; the record's differ (compared, not applied): ${differences.map(describeDifference).join("; ")}`,
+          `replay: ran under this replay's policy, image and folders; the record's differ (compared, not applied): ${differences.map((d) => d.text).join("; ")}`,
         );
       }
-      const replay = outcome.details?.replay;
-      if (replay) {
+      const ran = outcome.details?.replay;
+      if (ran) {
         lines.push(
-          `replay (${mode}): ${replay.answered} of ${replay.recorded} recorded model replies given back from ${record.dir}`,
+          `replay (${mode}): ${ran.answered} of ${ran.recorded} recorded model replies given back from ${replay.recordDir}`,
         );
-        if (replay.contextDifference) {
+        if (ran.contextDifference) {
           lines.push(
-            `replay: under ${flags.policy ?? "this policy"} the model's context differs (not compared): ${replay.contextDifference}`,
+            `replay: under ${flags.policy ?? "this policy"} the model's context differs (not compared): ${ran.contextDifference}`,
           );
         }
-        const differed = replay.divergences.filter((d) => !d.fatal);
+        const differed = ran.divergences.filter((d) => !d.fatal);
         if (differed.length > 0) {
           lines.push(
             `replay: ${differed.length} request(s) differed from the recording; the first: ${differed[0]!.difference}`,
@@ -155,12 +107,12 @@ function replayOutput(
         }
       }
       if (isSandboxRunError(outcome.error) && outcome.error.code === "replay-divergence") return lines;
-      const comparison = outcomeOf(outcome);
+      const comparison = replay.compareOutcome(outcome);
       if (comparison.matches) {
         lines.push(
-          record.outcome.ok
+          recorded.ok
             ? "replay: the result and the changed files equal the recorded ones"
-            : `replay: the recorded run failed the same way (${record.outcome.error.code})`,
+            : `replay: the recorded run failed the same way (${recorded.errorCode})`,
         );
       } else {
         lines.push("replay: the outcome differs from the recorded one:");
@@ -169,20 +121,20 @@ function replayOutput(
       return lines;
     },
     envelope(outcome) {
-      const replay = outcome.details?.replay;
-      const comparison = outcomeOf(outcome);
+      const ran = outcome.details?.replay;
+      const comparison = replay.compareOutcome(outcome);
       return {
         replay: {
-          record: record.dir,
+          record: replay.recordDir,
           mode,
-          answered: replay?.answered ?? null,
-          recorded: record.exchanges.length,
-          divergences: replay?.divergences ?? [],
-          ...(replay?.contextDifference ? { contextDifference: replay.contextDifference } : {}),
+          answered: ran?.answered ?? null,
+          recorded: recorded.exchanges,
+          divergences: ran?.divergences ?? [],
+          ...(ran?.contextDifference ? { contextDifference: ran.contextDifference } : {}),
           matchesRecording: comparison.matches,
           differences: comparison.differences,
           recordDifferences: differences.map(({ field, recorded, now }) => ({ field, recorded, now })),
-          versions: replay?.versions ?? { recorded: record.versions },
+          versions: ran?.versions ?? { recorded: recorded.versions },
         },
       };
     },

@@ -6,9 +6,9 @@
 // or its launcher's), absent when no container ran. They differ by design: Pi exits 0 when the
 // model provider fails, and the CLI then exits 1.
 import { type ErrorSummary, errorSummary, isSandboxRunError, usageError } from "../errors.js";
-import type { RunDetails } from "../run/execute-run.js";
+import type { RunDetails } from "../index.js";
 
-export interface EnvelopeError extends Omit<ErrorSummary, "exitCode"> {
+interface EnvelopeError extends Omit<ErrorSummary, "exitCode"> {
   /** The sandbox's (the container's) exit code; not the CLI's, which is the envelope's `exitCode`. */
   sandboxExitCode?: number | null;
 }

@@ -1,21 +1,22 @@
 // The run command: flags -> ContainerPiAgent call -> stdout (the result or the --json envelope),
 // progress on stderr, --events and --record files, and the exit code. Signals stop the sandbox.
-// --dry-run plans without loading the agent, its engines or its servers (run/plan-call.ts); a run
-// loads them once its plan is made.
+// --dry-run plans without loading the agent, its engines or its servers (planCall of
+// operations.ts); a run loads them once its plan is made (createAgent).
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
-import type { ContainerPiAgent } from "../container-pi-agent.js";
-import type { Engine } from "../engine/engine.js";
-import { endpointFromEnv, sharesHostFilesystemByDefault } from "../engine/engine-endpoint.js";
 import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { RecordFinish } from "../record/run-record.js";
-import type { RunDetails } from "../run/execute-run.js";
-import { planCall } from "../run/plan-call.js";
-import type { PlannedRun } from "../run/prepare-plan.js";
-import { redactPlan } from "../run/redact-plan.js";
-import { checkPiAcceptsSchema } from "../run/result-validator.js";
-import type { RunEvent } from "../run/run-events.js";
+import type { ContainerPiAgent, PlannedRun, RecordFinish, RunDetails, RunEvent } from "../index.js";
+import {
+  createAgent,
+  dryRunView,
+  handBackSummary,
+  heldTrees,
+  openRunRecord,
+  planCall,
+  RECORD_REFUSED_NOTE,
+  recordedSuccess,
+} from "../operations.js";
 import { HostDirError, openOutputFile } from "../util/host-dir.js";
 import type { CliIo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
@@ -72,17 +73,15 @@ export async function runCommand(
   }
   const options = parseRunFlags(flags, io.env);
   if (flags.dryRun) {
-    const { EngineFacts } = await import("../run/engine-facts.js");
-    const engines = new EngineFacts(await enginesForPlan(flags, io.env));
-    const planned = planCall(prompt, { config: {}, run: options, env: io.env }, engines);
+    const planned = await planCall(prompt, { options, env: io.env, engines: flags.engines });
     return printDryRun(planned, flags, io);
   }
-  const { ContainerPiAgent } = await import("../container-pi-agent.js");
-  const agent = new ContainerPiAgent({
+  const agent = await createAgent({
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
   });
   try {
     // Resolved and planned once, without an engine; before a run it is fitted to what the engines
@@ -95,29 +94,11 @@ export async function runCommand(
   }
 }
 
-/**
- * The engines a run could go to, as ContainerPiAgent would pick them (--engines, else
- * SANDBOX_RUN_ENGINES, else the engine DOCKER_HOST names): all a plan needs of them is whether
- * they see this host's paths.
- */
-async function enginesForPlan(
-  flags: RunCommandFlags,
-  env: Record<string, string | undefined>,
-): Promise<Array<Pick<Engine, "name" | "sharesHostFilesystem">>> {
-  const file = flags.engines || env.SANDBOX_RUN_ENGINES;
-  if (!file) return [{ name: "local", sharesHostFilesystem: sharesHostFilesystemByDefault(endpointFromEnv()) }];
-  const { EnginePool } = await import("../engine/engine-pool.js");
-  const pool = EnginePool.fromFile(file);
-  pool.close();
-  return pool.engines;
-}
-
 /** --dry-run: the plan as data on stdout (credentials redacted), after the checks a run makes before it starts. */
 async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliIo): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   checkPatchFlags(planned, flags);
-  if (planned.run.schema) await checkPiAcceptsSchema(planned.run.schema);
-  io.stdout(`${JSON.stringify(redactPlan(planned), null, 2)}\n`);
+  io.stdout(`${JSON.stringify(await dryRunView(planned), null, 2)}\n`);
   return EXIT.ok;
 }
 
@@ -146,10 +127,8 @@ export async function runPlannedCommand(
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
   const planned = await agent.fitToEngines(plannedBeforeEngines);
 
-  const { heldTrees, openRunRecord, RECORD_REFUSED_NOTE } = await import("../run/record-run.js");
-  const { handBackSummary, recordedSuccess } = await import("../run/recorded-success.js");
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
-  const recorder = flags.record ? openRunRecord(flags.record, planned) : undefined;
+  const recorder = flags.record ? await openRunRecord(flags.record, planned) : undefined;
   let events: fs.WriteStream | undefined;
   let patchFile: ReturnType<typeof openPatchFile> | undefined;
   try {

@@ -1,16 +1,10 @@
 // `sandbox-run show <record>`: a run record as one self-contained page (default <record>/run.html,
 // or -o), or with --format md as a Markdown summary on stdout (for CI logs and job summaries). The
-// record is read as hostile input (show/record-reader.ts) and a record that fails its checksum
+// record is read as hostile input (the library's showRecord) and a record that fails its checksum
 // check is still shown, with a red banner on the page and a warning here.
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { usageError } from "../errors.js";
-import { RECORD_PAGE } from "../record/record-format.js";
-import { buildRunView } from "../show/build-run-view.js";
-import { markdownSummary } from "../show/markdown-summary.js";
-import { renderPage } from "../show/page-html.js";
-import { writeOutput } from "../show/write-output.js";
-import { sandboxRunVersion } from "../util/package-version.js";
+import { showRecord } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
 import type { CommandContext } from "./lazy-command.js";
 import { EXIT } from "./exit-codes.js";
@@ -33,24 +27,23 @@ export async function showCommand(recordDir: string, flags: ShowCommandFlags, io
       "Drop --open, or write the page to a file.",
     );
   }
-  const { view, heldTrees } = await buildRunView(recordDir, {
-    madeBy: `sandbox-run ${sandboxRunVersion()}`,
-    shownAs: recordDir,
+  const shown = await showRecord(recordDir, {
+    format,
+    ...(flags.output !== undefined ? { output: flags.output } : {}),
   });
-  if (view.integrity.state !== "ok") {
-    const what = view.integrity.state === "mismatch" ? "does not match its SHA256SUMS" : "cannot be checked";
+  const { integrity } = shown;
+  if (integrity.state !== "ok") {
+    const what = integrity.state === "mismatch" ? "does not match its SHA256SUMS" : "cannot be checked";
     // One line, every control character escaped: a file name in a record must not start a line of
     // its own (a CI runner reads a line that starts with "::" as a command).
-    const problems = terminalLine(view.integrity.problems.slice(0, 3).join("; "));
+    const problems = terminalLine(integrity.problems.slice(0, 3).join("; "));
     io.stderr(`sandbox-run: warning: the record ${what}: ${problems}\n`);
   }
-  const content = format === "md" ? markdownSummary(view) : renderPage(view);
-  const target = flags.output ?? (format === "md" ? "-" : path.join(recordDir, RECORD_PAGE));
-  if (target === "-") {
-    io.stdout(content);
+  if (shown.written === undefined) {
+    io.stdout(shown.content);
     return EXIT.ok;
   }
-  const written = writeOutput(target, content, heldTrees, `The default is ${RECORD_PAGE} in the record's folder.`);
+  const written = shown.written;
   io.stdout(`${written}\n`);
   if (flags.open) await openInBrowser(written, io);
   return EXIT.ok;

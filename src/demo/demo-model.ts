@@ -31,7 +31,7 @@ export const demoSchema: JsonSchema = {
   additionalProperties: false,
 };
 
-export interface DemoAttempts {
+interface DemoAttempts {
   /** A host file outside the workspace the agent tries to read. */
   hostSecretPath: string;
   /** The provider key the gateway holds; the agent looks for it. */

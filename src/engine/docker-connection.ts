@@ -17,14 +17,14 @@ function dockerode(): typeof Docker {
   return createRequire(import.meta.url)("dockerode") as typeof Docker;
 }
 
-export interface DockerConnection {
+interface DockerConnection {
   docker: DockerClient;
   /** The held ssh connection of an ssh:// engine. */
   tunnel?: SshTunnel;
 }
 
 /** How to reach an engine, checked (TLS files read) but not connected: `client()` makes the dockerode client. */
-export interface DockerConnectionPlan {
+interface DockerConnectionPlan {
   client(): DockerClient;
   /** The held ssh connection of an ssh:// engine. */
   tunnel?: SshTunnel;
@@ -35,7 +35,7 @@ export function createDockerClient(endpoint: EngineEndpoint = endpointFromEnv())
   return connectDocker(endpoint, "local").docker;
 }
 
-export function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection {
+function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection {
   const plan = planDockerConnection(endpoint, name);
   return { docker: plan.client(), ...(plan.tunnel ? { tunnel: plan.tunnel } : {}) };
 }

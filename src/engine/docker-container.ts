@@ -10,7 +10,7 @@ import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, Exe
 
 type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
 
-export interface DockerContainerOptions {
+interface DockerContainerOptions {
   /**
    * Podman reports OOMKilled only when the container's own first process was killed, never for a
    * tool the sandbox ran (Docker reports any OOM kill in the container's cgroup). So before the

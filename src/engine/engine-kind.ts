@@ -21,7 +21,7 @@ export interface RawEngineVersion {
   Platform?: { Name?: string };
 }
 
-export interface EngineKind {
+interface EngineKind {
   /** The engine's own platform, or undefined for an architecture no runner image is built for. */
   platform?: RunnerPlatform;
   /** Architecture as the engine reports it ("x86_64", "aarch64"); absent when it does not say. */

@@ -48,7 +48,7 @@ export interface ContainerSummary {
   state: string;
 }
 
-export interface BindMount {
+interface BindMount {
   hostPath: string;
   containerPath: string;
   readOnly: boolean;

@@ -3,12 +3,11 @@
 // mistake is reported as a `path: message` line, like policy files. Relative paths in it (TLS
 // files, ssh keys) are relative to the file, so a folder with the file and its certificates can
 // be moved as one.
-import fs from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { z } from "../util/zod.js";
 import { usageError } from "../errors.js";
+import { formatZodIssues, readConfigFile } from "../util/config-file.js";
 import {
   DEFAULT_SOCKET,
   type EngineEndpoint,
@@ -96,7 +95,7 @@ const engineSchema = z
       ctx.addIssue({ code: "custom", path: ["host"], message: "name the user: ssh://user@host" });
   });
 
-export const enginesFileSchema = z
+const enginesFileSchema = z
   .object({
     engines: z.array(engineSchema).min(1, "list at least one engine"),
   })
@@ -122,17 +121,19 @@ export interface EngineEntry {
 
 /** Reads, validates and resolves an engines file. */
 export function loadEnginesFile(file: string): EngineEntry[] {
-  const text = readText(file);
-  const value = /\.ya?ml$/i.test(file) ? parseYaml(text, file) : parseJson(text, file);
+  const value = readConfigFile(
+    file,
+    "engines",
+    "Pass --engines (or SANDBOX_RUN_ENGINES) the path of a JSON or YAML engines file.",
+  );
   return parseEnginesFile(value, file);
 }
 
 export function parseEnginesFile(value: unknown, file: string): EngineEntry[] {
   const parsed = enginesFileSchema.safeParse(value);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
     throw usageError(
-      `Engines file ${file} is invalid:\n${lines.join("\n")}`,
+      `Engines file ${file} is invalid:\n${formatZodIssues(parsed.error.issues)}`,
       'Fix the fields above; each engine needs a name, a host (unix://, tcp:// with tls, or ssh://user@host) and a capacity, e.g. {"engines":[{"name":"local","host":"unix:///var/run/docker.sock","capacity":4}]}.',
     );
   }
@@ -181,45 +182,5 @@ function hostOf(address: string): string | undefined {
     return new URL(address).hostname;
   } catch {
     return undefined;
-  }
-}
-
-function readText(file: string): string {
-  try {
-    return fs.readFileSync(file, "utf8");
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw usageError(
-      `Cannot read the engines file ${file}: ${code === "EISDIR" ? "it is a folder" : (code ?? (error as Error).message)}.`,
-      "Pass --engines (or SANDBOX_RUN_ENGINES) the path of a JSON or YAML engines file.",
-    );
-  }
-}
-
-function parseJson(text: string, file: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw usageError(`Engines file ${file} is not valid JSON: ${(error as Error).message}`, "Check the file's syntax.");
-  }
-}
-
-function parseYaml(text: string, file: string): unknown {
-  // As for policies: YAML 1.2 core schema, duplicate keys are errors, aliases bounded.
-  const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
-  const error = doc.errors[0];
-  if (error)
-    throw usageError(
-      `Engines file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`,
-      "Check the file's syntax at that line.",
-    );
-  try {
-    return doc.toJS({ maxAliasCount: 100 });
-  } catch (e) {
-    throw usageError(
-      `Engines file ${file} could not be read as YAML: ${(e as Error).message}`,
-      "Check the file's syntax.",
-    );
   }
 }

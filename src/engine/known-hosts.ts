@@ -15,7 +15,7 @@ export interface KnownHostKey {
   blob: Buffer;
 }
 
-export interface KnownHostsMatch {
+interface KnownHostsMatch {
   accepted: KnownHostKey[];
   revoked: KnownHostKey[];
 }

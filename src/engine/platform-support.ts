@@ -12,7 +12,7 @@ import { ARCH_NAMES, type RunnerPlatform } from "../util/platform.js";
 import type { EngineInfo } from "./engine.js";
 import { ownPlatformOf } from "./engine-kind.js";
 
-export const BINFMT_DIR = "/proc/sys/fs/binfmt_misc";
+const BINFMT_DIR = "/proc/sys/fs/binfmt_misc";
 
 /** What is known of the machine the controller runs on. */
 export interface HostKernel {
@@ -48,7 +48,7 @@ export const thisHost: HostKernel = {
 /** ELF e_machine of each platform, as a binfmt magic spells it (little-endian, at byte 18). */
 const ELF_MACHINE: Record<RunnerPlatform, string> = { "linux/amd64": "3e00", "linux/arm64": "b700" };
 
-export interface Emulator {
+interface Emulator {
   name: string;
   interpreter: string;
   flags: string;
@@ -81,7 +81,7 @@ export function registerEmulatorHint(platform: RunnerPlatform): string {
   );
 }
 
-export interface PlatformRun {
+interface PlatformRun {
   platform: RunnerPlatform;
   /** Not the engine's own platform: every program in the sandbox runs under an emulator. */
   emulated: boolean;

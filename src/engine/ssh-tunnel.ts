@@ -14,7 +14,7 @@ import { SandboxRunError } from "../errors.js";
 import type { SshAccess } from "./engine-endpoint.js";
 import { type KnownHostKey, knownHostKeys, parsePublicKeyLine } from "./known-hosts.js";
 
-export interface SshTunnelOptions {
+interface SshTunnelOptions {
   /** The engine's name, for messages. */
   name: string;
   host: string;

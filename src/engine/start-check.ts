@@ -8,7 +8,7 @@ import { containerLabels, SANDBOX_UID } from "../sandbox-contract.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import type { Engine, EngineContainer } from "./engine.js";
 
-export type StartCheck = { ok: true; seconds: number } | { ok: false; reason: string };
+type StartCheck = { ok: true; seconds: number } | { ok: false; reason: string };
 
 export async function checkContainerStart(
   engine: Engine,

@@ -18,7 +18,7 @@ const ENV_VAR_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const ENV_VAR_NAME_PREFIX_RE = /^[A-Za-z_][A-Za-z0-9_]*/;
 
 /** Pi's timeout for `!command` values. */
-export const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
+const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
 
 function appendLiteral(parts: TemplatePart[], value: string): void {
   if (!value) return;
@@ -88,7 +88,7 @@ function envValue(name: string, env: ConfigEnv): string | undefined {
 
 export type ConfigValueResult = { ok: true; value: string } | { ok: false; reason: string; missingEnv?: string[] };
 
-export interface ResolveOptions {
+interface ResolveOptions {
   env: ConfigEnv;
   /** Run `!command` values (on the host). When false they resolve to an error. */
   runCommands: boolean;

@@ -45,7 +45,7 @@ export interface LedgerExchange {
   relay: string;
 }
 
-export type OffChainReason =
+type OffChainReason =
   /** Another model, system prompt or tool list than Pi's conversation. */
   | "other-context"
   /** The same messages as a request whose reply already reached Pi. */
@@ -53,11 +53,11 @@ export type OffChainReason =
   /** Messages that do not continue Pi's conversation. */
   | "not-an-extension";
 
-export type ChainVerdict =
+type ChainVerdict =
   | { onChain: true; as: "first" | "extension" | "retry" }
   | { onChain: false; reason: OffChainReason; detail: string };
 
-export interface OnChainExchange {
+interface OnChainExchange {
   seq: number;
   status: number;
   /** The whole reply reached Pi: 2xx, relayed to the end, complete, no error. */
@@ -65,7 +65,7 @@ export interface OnChainExchange {
   reply?: ModelReply;
 }
 
-export interface LedgerToolCall extends ModelReplyToolCall {
+interface LedgerToolCall extends ModelReplyToolCall {
   /** The exchange whose reply made the call. */
   seq: number;
   /** Its position among that reply's tool calls. */

@@ -3,7 +3,7 @@
 // sends under these names (it holds a placeholder at best) before it adds the real ones, and
 // keeps them out of every record.
 
-export const CREDENTIAL_HEADER_NAMES: readonly string[] = Object.freeze([
+const CREDENTIAL_HEADER_NAMES: readonly string[] = Object.freeze([
   "authorization",
   "proxy-authorization",
   "x-api-key",

@@ -16,7 +16,7 @@ export interface ResponseTap {
 /** How the upstream side ended, as far as a budget cares: it answered, it could not, or the client left first. */
 export type UpstreamSettlement = { answered: number } | { unreachable: string } | { clientLeft: true };
 
-export interface ForwardInput {
+interface ForwardInput {
   res: http.ServerResponse;
   route: CompiledRoute;
   target: URL;

@@ -27,7 +27,6 @@ export interface CompiledRoute extends GatewayRoute {
   codec: ApiCodec;
 }
 
-export { RESERVED_ROUTE_ID };
 const ROUTE_ID_RE = /^[a-z0-9_-]+$/;
 const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 

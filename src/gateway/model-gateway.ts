@@ -2,7 +2,7 @@
 // server on a unix socket that is bind-mounted into the container (an in-container launcher
 // forwards 127.0.0.1:18080 to it). Pi inside talks to `http://127.0.0.1:18080/<routeId>/...`
 // with a placeholder key. Each request passes, in order:
-//   admission   the route, the method and the path (admission.ts);
+//   admission   the route, the method and the path (request-admission.ts);
 //   body        read whole, up to a cap, into the run's byte pool (request-body.ts);
 //   inspection  the JSON's shape, then the api codec's view: the run's model only, no provider-side
 //               tools, no unknown beta flags; a generation asks for one response of at most the
@@ -33,9 +33,6 @@ import type { ProviderFeatures } from "./request-inspection.js";
 
 export type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
 export type { GatewayRoute } from "./gateway-routes.js";
-export type { RefusalCode } from "./gateway-refusal.js";
-export { GATEWAY_LIVENESS_PATH } from "./liveness.js";
-export { CREDENTIAL_HEADER_NAMES } from "./credential-headers.js";
 
 export interface ModelGatewayOptions {
   socketPath: string;

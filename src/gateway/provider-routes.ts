@@ -129,7 +129,7 @@ export function planProviderRouting(input: ProviderRoutingInput): ProviderRoutin
 }
 
 /** Route ids are the first path segment: [a-z0-9_-]+. */
-export function sanitizeRouteId(value: string): string {
+function sanitizeRouteId(value: string): string {
   const cleaned = value
     .toLowerCase()
     .replace(/[^a-z0-9_-]+/g, "-")
@@ -258,5 +258,4 @@ function credentialEnvNames(providers: Record<string, ModelsJsonProvider>): stri
   return [...names].sort();
 }
 
-export { BUILTIN_PROVIDERS, PI_CREDENTIAL_ENV_NAMES } from "./provider-catalog.js";
-export { resolveRouteCredentials } from "./route-credentials.js";
+export { PI_CREDENTIAL_ENV_NAMES } from "./provider-catalog.js";

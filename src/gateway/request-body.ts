@@ -8,7 +8,7 @@ import type { CapacityLease } from "./gateway-capacity.js";
 /** Default cap on a request body: far above what Pi sends (a long conversation with images). */
 export const DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
-export type BodyRead =
+type BodyRead =
   | { ok: true; body: Buffer }
   | { ok: false; problem: "too-large"; bytes: number }
   /** The run's byte pool is held by other requests. */

@@ -4,7 +4,7 @@ import type http from "node:http";
 import type https from "node:https";
 import { performance } from "node:perf_hooks";
 import type { ModelRequest } from "./apis/api-codec.js";
-import { admitRequest } from "./admission.js";
+import { admitRequest } from "./request-admission.js";
 import { ExchangeTap } from "./exchange-tap.js";
 import { elapsed, type ForwardResult, forwardRequest, type UpstreamSettlement } from "./forward-request.js";
 import type { CapacityLease, GatewayCapacity } from "./gateway-capacity.js";
@@ -17,7 +17,7 @@ import { relayableRequestHeaders } from "./relay-headers.js";
 import { readRequestBody } from "./request-body.js";
 import { type InspectionLimits, inspectRequest, type ProviderFeatures } from "./request-inspection.js";
 
-export interface HandlerContext {
+interface HandlerContext {
   routes: ReadonlyMap<string, CompiledRoute>;
   maxRequestBytes: number;
   providerFeatures?: ProviderFeatures;
@@ -140,7 +140,7 @@ async function readAndInspect(
   return inspectRequest(admission, method, read.body, req.headers, ctx.providerFeatures, ctx.inspection);
 }
 
-interface Admitted {
+interface CheckedRequest {
   req: http.IncomingMessage;
   res: http.ServerResponse;
   admitted: Extract<ReturnType<typeof admitRequest>, { ok: true }>;
@@ -153,7 +153,7 @@ interface Admitted {
 /** Forwards an admitted request, then reports it and, for a generation, its exchange. */
 async function forwardAndReport(
   ctx: HandlerContext,
-  { req, res, admitted, body, ticket, started }: Admitted,
+  { req, res, admitted, body, ticket, started }: CheckedRequest,
   facts: () => {
     method: string;
     path: string;

@@ -6,7 +6,7 @@ import type http from "node:http";
 import type { ModelRequest, RequestPolicy } from "./apis/api-codec.js";
 import type { JsonRecord } from "./apis/codec-support.js";
 import { capGeneration } from "./apis/generation-limits.js";
-import type { Admitted } from "./admission.js";
+import type { AdmittedRequest } from "./request-admission.js";
 import { jsonShapeProblem, type JsonShapeLimits } from "./json-shape.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
 
@@ -21,7 +21,7 @@ export interface InspectionLimits {
   json?: JsonShapeLimits;
 }
 
-export type Inspection =
+type Inspection =
   | {
       ok: true;
       body: Buffer;
@@ -32,7 +32,7 @@ export type Inspection =
   | ({ ok: false } & Refusal);
 
 export function inspectRequest(
-  admitted: Admitted,
+  admitted: AdmittedRequest,
   method: string,
   body: Buffer,
   headers: http.IncomingHttpHeaders,

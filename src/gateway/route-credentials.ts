@@ -27,7 +27,7 @@ export interface CredentialHeader {
 }
 
 /** How the route's api sends a key; "anthropic" depends on the key (OAuth tokens go as Bearer). */
-export type KeyStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "anthropic";
+type KeyStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "anthropic";
 
 export interface RouteCredentials {
   apiKey?: { source: CredentialSource; style: KeyStyle };
@@ -54,7 +54,7 @@ export interface PlannedRoute {
   credentials: RouteCredentials;
 }
 
-export interface CredentialResolution {
+interface CredentialResolution {
   /** The host environment the run resolves variables in (and runs commands with). */
   env: ConfigEnv;
   /** Timeout for models.json `!command` values; Pi's own is 10 s. */
@@ -70,7 +70,7 @@ export function keyStyleFor(api: string): KeyStyle {
 }
 
 /** Every source of a route's credentials. */
-export function credentialSources(credentials: RouteCredentials): CredentialSource[] {
+function credentialSources(credentials: RouteCredentials): CredentialSource[] {
   return [...(credentials.apiKey ? [credentials.apiKey.source] : []), ...credentials.headers.map((h) => h.source)];
 }
 

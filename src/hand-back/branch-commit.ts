@@ -3,7 +3,7 @@
 // sandbox is run or obeyed: its `.git` never comes back, content comes from the private staging
 // directory (or the host's own file, checked by hash), blobs are written with
 // `hash-object --no-filters`, the tree is built on a private index (read-tree of the base, then
-// update-index --index-info), and commit-tree and update-ref do the rest, all with host-git.ts's
+// update-index --index-info), and commit-tree and update-ref do the rest, all with util/host-git.ts's
 // configuration (no hooks, no fsmonitor, no signing program, no system or global config).
 //
 // What goes in: the base commit's tree, with every file and symlink the run created, changed or
@@ -25,7 +25,7 @@ import { copySentContent, type JudgedChange } from "../workspace-transfer/judged
 import { parentOf } from "../workspace-transfer/tree-entry.js";
 import { isGitMetadata, isGitName } from "./git-paths.js";
 import { type HandBackBase, handBackBranch } from "./hand-back-base.js";
-import { hostGit, HostGitError, hostGitText, type HostGitOptions } from "./host-git.js";
+import { hostGit, HostGitError, hostGitText, type HostGitOptions } from "../util/host-git.js";
 
 /** The identity of every hand-back commit: it is the host's commit of the sandbox's work, not the user's. */
 export const HAND_BACK_IDENTITY = { name: "sandbox-run", email: "sandbox-run@localhost" } as const;
@@ -51,7 +51,7 @@ export interface BranchHandBack {
   leftOutCount: number;
 }
 
-export interface BranchCommitInput {
+interface BranchCommitInput {
   base: HandBackBase;
   changes: readonly JudgedChange[];
   /** The tree as sent, and every path the returned tree has (for nested repositories). */

@@ -27,7 +27,7 @@ export interface PatchHandBack {
   bytes: number;
 }
 
-export interface ChangePatchInput {
+interface ChangePatchInput {
   changes: readonly JudgedChange[];
   /** The tree as sent (for the host's side of modified and deleted files). */
   sent: HostTree;

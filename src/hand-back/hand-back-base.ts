@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError, usageError } from "../errors.js";
-import { hostGit } from "./host-git.js";
+import { hostGit } from "../util/host-git.js";
 
 export interface HandBackBase {
   /** The repository's git directory (absolute), as git names it for this working tree. */
@@ -19,7 +19,7 @@ export interface HandBackBase {
   objectFormat: "sha1" | "sha256";
 }
 
-/** `home`: a private empty folder (see host-git.ts). */
+/** `home`: a private empty folder (see util/host-git.ts). */
 export async function findHandBackBase(workspace: string, home: string): Promise<HandBackBase> {
   const notRepository = (detail: string) =>
     usageError(

@@ -13,8 +13,8 @@ import { SandboxRunError, usageError } from "../errors.js";
 import { ARCH_NAMES, hostPlatform, platformArch, type RunnerPlatform } from "../util/platform.js";
 import { loadRootfsImage } from "./rootfs-image.js";
 
-export const REGISTRY_BASE = "node:24-bookworm-slim";
-export const OFFLINE_BASE = "sandbox-run/base:bookworm";
+const REGISTRY_BASE = "node:24-bookworm-slim";
+const OFFLINE_BASE = "sandbox-run/base:bookworm";
 /** The emulated second stage took about 2 minutes here (2 cores); far past that something hangs. */
 const EMULATED_SECOND_STAGE_MS = 30 * 60_000;
 
@@ -25,7 +25,7 @@ export function offlineBaseTag(platform: RunnerPlatform): string {
   return platform === "linux/amd64" ? OFFLINE_BASE : `${OFFLINE_BASE}-${platformArch(platform)}`;
 }
 
-export interface BaseTarget {
+interface BaseTarget {
   platform: RunnerPlatform;
   /** The engine's own platform: a registry base may be pulled (the pull gives the engine's own). */
   native: boolean;

@@ -23,7 +23,7 @@ import { ARCH_NAMES, RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platf
 import { resolveBaseImage, runLoggedProcess, type Progress } from "./base-image.js";
 import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
 
-export interface BuildRunnerImageOptions {
+interface BuildRunnerImageOptions {
   /** "auto" (default): a local or pulled node:24-bookworm-slim, else an offline debootstrap base. */
   base?: string;
   /** The platform to build for; default: the engine's own. */
@@ -36,7 +36,7 @@ export interface BuildRunnerImageOptions {
   host?: HostKernel;
 }
 
-export interface BuiltRunnerImage {
+interface BuiltRunnerImage {
   tag: string;
   base: string;
   platform: RunnerPlatform;

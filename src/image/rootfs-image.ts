@@ -16,7 +16,7 @@ import { ARCH_NAMES, type RunnerPlatform } from "../util/platform.js";
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-export interface ImageConfigInput {
+interface ImageConfigInput {
   platform: RunnerPlatform;
   /** sha256 of the uncompressed layer tar, hex. */
   layerDigest: string;

@@ -11,7 +11,7 @@ import { ARCH_NAMES, hostPlatform, platformArch, type RunnerPlatform } from "../
 export const IMAGE_DIR = fileURLToPath(new URL("../../images/pi/", import.meta.url));
 export const IMAGE_REPOSITORY = "sandbox-run/pi";
 /** Every file of images/pi defines the image (the base image is a build argument, not part of it). */
-export function imageInputFiles(): string[] {
+function imageInputFiles(): string[] {
   return fs
     .readdirSync(IMAGE_DIR)
     .filter((name) => name !== "node_modules")
@@ -31,7 +31,7 @@ export interface RunnerImageSpec {
 const cached = new Map<RunnerPlatform, RunnerImageSpec>();
 
 /** The npm package of a platform's Node, pinned in images/pi/package.json. */
-export function nodePackageOf(platform: RunnerPlatform): string {
+function nodePackageOf(platform: RunnerPlatform): string {
   return `node-linux-${ARCH_NAMES[platform].node}`;
 }
 

@@ -5,7 +5,7 @@
 // the moment it passes the limit and then skipped instead of buffered, so a runaway record
 // can neither exhaust host memory nor keep the host reading it.
 
-export interface JsonlReaderOptions {
+interface JsonlReaderOptions {
   /** Longest record kept, counting every byte before the LF (a trailing CR included). */
   maxLineBytes: number;
   /** One record's text: trailing CR stripped, no LF. Empty lines are skipped. */

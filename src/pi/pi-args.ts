@@ -90,7 +90,7 @@ export function checkExtraArgs(extraArgs: readonly string[]): void {
   });
 }
 
-export interface PiArgsInput {
+interface PiArgsInput {
   /** Where the final-tool extension lives in the image. */
   finalToolExtension: string;
   model: string;

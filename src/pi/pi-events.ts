@@ -6,7 +6,7 @@ import { z } from "../util/zod.js";
 
 export type PiEvent = { type: string; [key: string]: unknown };
 
-export type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string };
+type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string };
 
 export function parsePiRecord(line: string): ParsedPiRecord {
   let value: unknown;
@@ -47,14 +47,14 @@ const assistantMessageSchema = z.looseObject({
   model: z.string(),
 });
 
-export const toolExecutionStartSchema = z.looseObject({
+const toolExecutionStartSchema = z.looseObject({
   type: z.literal("tool_execution_start"),
   toolCallId: z.string(),
   toolName: z.string(),
   args: z.unknown(),
 });
 
-export const toolExecutionEndSchema = z.looseObject({
+const toolExecutionEndSchema = z.looseObject({
   type: z.literal("tool_execution_end"),
   toolCallId: z.string(),
   toolName: z.string(),
@@ -65,31 +65,31 @@ export const toolExecutionEndSchema = z.looseObject({
 });
 
 /** Only assistant messages match; user, system and tool-result message_end records do not. */
-export const assistantMessageEndSchema = z.looseObject({
+const assistantMessageEndSchema = z.looseObject({
   type: z.literal("message_end"),
   message: assistantMessageSchema,
 });
 
-export const turnStartSchema = z.looseObject({ type: z.literal("turn_start") });
+const turnStartSchema = z.looseObject({ type: z.literal("turn_start") });
 
-export const turnEndSchema = z.looseObject({
+const turnEndSchema = z.looseObject({
   type: z.literal("turn_end"),
   message: z.unknown(),
   toolResults: z.array(z.unknown()),
 });
 
-export const agentEndSchema = z.looseObject({
+const agentEndSchema = z.looseObject({
   type: z.literal("agent_end"),
   messages: z.array(z.unknown()),
   willRetry: z.boolean().optional(),
 });
 
-export const agentSettledSchema = z.looseObject({
+const agentSettledSchema = z.looseObject({
   type: z.literal("agent_settled"),
   aborted: z.boolean(),
 });
 
-export const autoRetryStartSchema = z.looseObject({
+const autoRetryStartSchema = z.looseObject({
   type: z.literal("auto_retry_start"),
   attempt: z.number(),
   maxAttempts: z.number(),
@@ -97,23 +97,15 @@ export const autoRetryStartSchema = z.looseObject({
   errorMessage: z.string().optional(),
 });
 
-export const autoRetryEndSchema = z.looseObject({
+const autoRetryEndSchema = z.looseObject({
   type: z.literal("auto_retry_end"),
   success: z.boolean(),
   attempt: z.number().optional(),
   finalError: z.string().optional(),
 });
 
-export type ToolExecutionStart = z.infer<typeof toolExecutionStartSchema>;
-export type ToolExecutionEnd = z.infer<typeof toolExecutionEndSchema>;
-export type AssistantMessageEnd = z.infer<typeof assistantMessageEndSchema>;
+type AssistantMessageEnd = z.infer<typeof assistantMessageEndSchema>;
 export type AssistantMessage = AssistantMessageEnd["message"];
-export type TurnStart = z.infer<typeof turnStartSchema>;
-export type TurnEnd = z.infer<typeof turnEndSchema>;
-export type AgentEnd = z.infer<typeof agentEndSchema>;
-export type AgentSettled = z.infer<typeof agentSettledSchema>;
-export type AutoRetryStart = z.infer<typeof autoRetryStartSchema>;
-export type AutoRetryEnd = z.infer<typeof autoRetryEndSchema>;
 
 // The type check comes first so the hot path (message_update, thousands per run) never
 // reaches zod.

@@ -14,7 +14,7 @@ import {
 export type { Usage };
 
 /** A final-tool call Pi's stream says it accepted: a claim, until the model's reply confirms it. */
-export interface FinalCallClaim {
+interface FinalCallClaim {
   callId: string;
   value: unknown;
 }
@@ -27,7 +27,7 @@ export type Outcome =
   | { kind: "model-error"; message: string }
   | { kind: "no-result"; reason: string };
 
-export interface ResultCollectorOptions {
+interface ResultCollectorOptions {
   /** The tool that delivers the structured result; set means schema mode. */
   finalToolName?: string;
 }

@@ -17,7 +17,8 @@
 import { type CoercingValidator, compile } from "@earendil-works/pi-schema";
 import { formats } from "@earendil-works/pi-schema/formats";
 
-export type JsonSchema = Record<string, unknown> | boolean;
+/** A JSON Schema as pi-schema takes it: an object, or `true`/`false` (a schema too, unlike the caller's result schema, agent.ts JsonSchema). */
+export type PiSchema = Record<string, unknown> | boolean;
 
 export type PreparedArguments = { ok: true; value: unknown } | { ok: false; reason: string };
 
@@ -129,7 +130,7 @@ function validatorFor(schema: Record<string, unknown>): CoercingValidator<unknow
  * the options Pi uses), or undefined when it can. Pi compiles a tool's schema at its first call, so
  * a schema it cannot compile would only show as a run whose every final result is refused.
  */
-export function piSchemaProblem(schema: JsonSchema): string | undefined {
+export function piSchemaProblem(schema: PiSchema): string | undefined {
   if (typeof schema !== "object" || schema === null) return "Pi cannot validate against a non-object schema";
   try {
     compile(schema as Parameters<typeof compile>[0], { formats, coerce: true, unresolvedRefs: "reject" });
@@ -154,7 +155,7 @@ function dottedPath(pointer: string): string {
  * the reason Pi refuses them. `rawArgumentsJson` is the arguments text as the model streamed it
  * (ModelReply.toolCalls[].argumentsJson).
  */
-export function prepareToolArguments(schema: JsonSchema, rawArgumentsJson: string): PreparedArguments {
+export function prepareToolArguments(schema: PiSchema, rawArgumentsJson: string): PreparedArguments {
   const parsed = parseToolCallArguments(rawArgumentsJson);
   if (!parsed.ok) return { ok: false, reason: `invalid arguments: ${parsed.reason}` };
   // Pi keys its validator cache by the schema object, so a boolean schema makes every call fail

@@ -3,14 +3,13 @@
 // are JSON, or YAML when named *.yaml / *.yml (for comments next to a policy's choices).
 import fs from "node:fs";
 import path from "node:path";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { usageError } from "../errors.js";
-import { formatZodIssues, readConfigJson, readConfigText } from "../util/config-file.js";
+import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-file.js";
 import { type Policy, policySchemas } from "./policy-schema.js";
 
 export const BUILT_IN_POLICIES = ["read-only", "workspace-write", "danger-full-access"] as const;
-export type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
+type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
 
 const policiesDir = fileURLToPath(new URL("../../policies/", import.meta.url));
 
@@ -27,7 +26,7 @@ export function loadPolicy(nameOrFile: string): Policy {
       `Use one of ${BUILT_IN_POLICIES.join(", ")}, or pass the path of a policy file (.json, .yaml or .yml).`,
     );
   }
-  return parsePolicy(/\.ya?ml$/i.test(nameOrFile) ? readYaml(nameOrFile) : readJson(nameOrFile), nameOrFile);
+  return parsePolicy(readConfigFile(nameOrFile, "policy", POLICY_HINT), nameOrFile);
 }
 
 /**
@@ -35,7 +34,7 @@ export function loadPolicy(nameOrFile: string): Policy {
  * exactly what the schema makes of it), so it is read without zod. Most runs use one, and loading
  * zod would cost them about as much CPU as Node's own start-up.
  */
-export function builtInPolicy(name: BuiltInPolicyName): Policy {
+function builtInPolicy(name: BuiltInPolicyName): Policy {
   return readJson(path.join(policiesDir, `${name}.json`)) as Policy;
 }
 
@@ -49,27 +48,4 @@ export function parsePolicy(value: unknown, source: string): Policy {
 }
 
 const POLICY_HINT = "Pass the path of a readable policy file.";
-const readPolicyFile = (file: string) => readConfigText(file, "policy", POLICY_HINT);
 const readJson = (file: string) => readConfigJson(file, "policy", POLICY_HINT);
-
-function readYaml(file: string): unknown {
-  // YAML 1.2 core schema: no custom tags and no `<<` merge keys; duplicate keys are errors
-  // (JSON.parse would silently keep the last one, YAML users expect to be told).
-  // Loaded on first use: most runs never read YAML, and the CLI's start-up time matters.
-  const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
-  const doc = parseDocument(readPolicyFile(file), { uniqueKeys: true, prettyErrors: true });
-  const error = doc.errors[0];
-  if (error)
-    throw usageError(
-      `Policy file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`,
-      "Check the file's syntax at that line.",
-    );
-  try {
-    return doc.toJS({ maxAliasCount: 100 });
-  } catch (e) {
-    throw usageError(
-      `Policy file ${file} could not be read as YAML: ${(e as Error).message}`,
-      "Check the file's syntax.",
-    );
-  }
-}

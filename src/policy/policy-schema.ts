@@ -1,8 +1,7 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 // Built on first use (util/zod.ts): a run with a built-in policy never loads zod for it.
-import { matchesDomain } from "../proxy/domain-filter.js";
-import { hostPatternProblem } from "../proxy/host-name.js";
+import { hostPatternProblem, matchesDomain } from "../util/host-pattern.js";
 import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
 import { globProblem } from "../workspace/path-glob.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
@@ -14,7 +13,7 @@ import { lazily, z } from "../util/zod.js";
  * turn takes seconds, so within the default 15-minute timeout few runs reach 250 at all. A broken
  * model answering in milliseconds (4,369 turns in 15 minutes) stops after 250 instead.
  */
-export const DEFAULT_MAX_TURNS = 250;
+const DEFAULT_MAX_TURNS = 250;
 /**
  * The default output cap per model response: Pi asks for the model's maximum (16k-128k for its
  * built-in models, 262k for some), an agent's reply is rarely more than a few thousand tokens, and
@@ -22,15 +21,15 @@ export const DEFAULT_MAX_TURNS = 250;
  */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
 /** Anthropic needs a thinking budget of at least 1,024 tokens below max_tokens. */
-export const MIN_OUTPUT_TOKENS = 2048;
+const MIN_OUTPUT_TOKENS = 2048;
 /** The default entry limit: copy mode's cap on a returned tree before it became a policy field. */
-export const DEFAULT_MAX_ENTRIES = 200_000;
+const DEFAULT_MAX_ENTRIES = 200_000;
 
 /** The policy's zod schemas, built on first use. */
 export const policySchemas = lazily(buildPolicySchemas);
 
 function buildPolicySchemas() {
-  // One rule for what an entry may be, shared with the proxy that applies it (host-name.ts):
+  // One rule for what an entry may be, shared with the proxy that applies it (util/host-pattern.ts):
   // no empty labels, at most 253 characters, no wildcard over IP literals (*.0.0.1), no *.com.
   const domainPattern = z
     .string()
@@ -279,4 +278,3 @@ function buildPolicySchemas() {
 type PolicySchemas = ReturnType<typeof buildPolicySchemas>;
 export type Policy = z.infer<PolicySchemas["policySchema"]>;
 export type Limits = z.infer<PolicySchemas["limitsSchema"]>;
-export type PolicySecret = z.infer<PolicySchemas["secretSchema"]>;

@@ -23,6 +23,7 @@
 // resolves to 2002:0a00:0001:: reach 10.0.0.1.
 import net from "node:net";
 import os from "node:os";
+import { ipv4ToInt, ipv6ToGroups } from "../util/ip-address.js";
 
 /** Returns why an address is refused, or undefined when it may be connected to. */
 export type AddressGuard = (address: string) => string | undefined;
@@ -47,33 +48,6 @@ const IPV4_RANGES: Range4[] = [
   ["224.0.0.0", 4, "multicast"],
   ["240.0.0.0", 4, "reserved / broadcast"],
 ].map(([base, bits, name]) => ({ base: ipv4ToInt(base as string)!, bits: bits as number, name: name as string }));
-
-/** Parses dotted-quad IPv4 into an unsigned 32-bit number; undefined when it is not one. */
-export function ipv4ToInt(address: string): number | undefined {
-  if (!net.isIPv4(address)) return undefined;
-  return address.split(".").reduce((acc, part) => acc * 256 + Number(part), 0);
-}
-
-/** Parses IPv6 (with `::` and an optional dotted-quad tail) into eight 16-bit groups. */
-export function ipv6ToGroups(address: string): number[] | undefined {
-  const bare = address.replace(/^\[|\]$/g, "").replace(/%.*$/, ""); // brackets, zone id
-  if (!net.isIPv6(bare)) return undefined;
-  let text = bare;
-  const lastColon = text.lastIndexOf(":");
-  const tail = text.slice(lastColon + 1);
-  if (tail.includes(".")) {
-    const v4 = ipv4ToInt(tail);
-    if (v4 === undefined) return undefined;
-    text = `${text.slice(0, lastColon + 1)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`;
-  }
-  const [head, rest] = text.includes("::") ? text.split("::") : [text, undefined];
-  const parse = (s: string | undefined) => (s ? s.split(":").map((g) => parseInt(g, 16)) : []);
-  const left = parse(head);
-  const right = parse(rest);
-  const fill = rest === undefined ? [] : new Array<number>(8 - left.length - right.length).fill(0);
-  const groups = [...left, ...fill, ...right];
-  return groups.length === 8 ? groups : undefined;
-}
 
 function inRange4(value: number, range: Range4): boolean {
   const size = 2 ** (32 - range.bits);
@@ -147,7 +121,7 @@ export function canonicalAddress(address: string): string {
 }
 
 /** Every address of this host's interfaces (a public address of the host is still the host). */
-export function hostInterfaceAddresses(): string[] {
+function hostInterfaceAddresses(): string[] {
   return Object.values(os.networkInterfaces())
     .flat()
     .filter((i): i is os.NetworkInterfaceInfo => Boolean(i))

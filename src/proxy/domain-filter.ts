@@ -1,15 +1,16 @@
-// Turns a policy's allowedDomains into the `filter(host, port)` callback the egress proxy
-// asks about every connection. The proxy itself holds no policy; this is the only place
-// that knows what an allow-list entry means:
-//   registry.npmjs.org  -> exactly that host
-//   *.npmjs.org         -> any host below npmjs.org (a.npmjs.org, a.b.npmjs.org), not npmjs.org itself
-//   93.184.215.14       -> exactly that address (IP literals only ever match exactly)
+// Turns an allow-list (a policy's allowedDomains) into the `filter(host, port)` callback the
+// egress proxy asks about every connection. The proxy itself holds no policy; what an entry
+// matches is util/host-pattern.ts's rule, the one the policy's schema checks entries with.
 // An empty list allows nothing. Only the web ports are allowed by default: an allowed name
 // is not a licence to reach every service that host runs. Hosts are judged in their canonical
-// spelling (host-name.ts); one that has none (empty labels, IP literals in disguise) is refused.
-import { canonicalHost } from "./host-name.js";
+// spelling (util/host-name.ts); one that has none (empty labels, IP literals in disguise) is refused.
+import { canonicalHost } from "../util/host-name.js";
+import { matchesDomain } from "../util/host-pattern.js";
 
-export interface FilterDecision {
+// replay/compare-record.ts (changed on another branch this round) still imports it from here.
+export { matchesDomain };
+
+interface FilterDecision {
   allowed: boolean;
   /** Why, in words a person reading the event log understands. */
   reason: string;
@@ -17,28 +18,16 @@ export interface FilterDecision {
 
 export type EgressFilter = (host: string, port: number) => FilterDecision;
 
-export interface DomainFilterOptions {
+interface DomainFilterOptions {
   /** Ports a connection may use; default 80 and 443. */
   ports?: readonly number[];
 }
 
-export const DEFAULT_EGRESS_PORTS: readonly number[] = Object.freeze([80, 443]);
+const DEFAULT_EGRESS_PORTS: readonly number[] = Object.freeze([80, 443]);
 
-/** The canonical spelling of a host (see host-name.ts), or undefined when it has none. */
+/** The canonical spelling of a host (see util/host-name.ts), or undefined when it has none. */
 export function normalizeHost(host: string): string | undefined {
   return canonicalHost(host).host;
-}
-
-/** Whether `host` is matched by one allow-list entry. */
-export function matchesDomain(host: string, pattern: string): boolean {
-  const h = canonicalHost(host);
-  if (h.problem !== undefined) return false;
-  const wildcard = pattern.startsWith("*.");
-  const p = canonicalHost(wildcard ? pattern.slice(2) : pattern);
-  if (p.problem !== undefined) return false;
-  // A wildcard names a DNS subtree; an address is not in one, whatever it looks like.
-  if (wildcard) return h.kind === "name" && p.kind === "name" && h.host.endsWith(`.${p.host}`);
-  return h.host === p.host;
 }
 
 export function createDomainFilter(patterns: readonly string[], options: DomainFilterOptions = {}): EgressFilter {

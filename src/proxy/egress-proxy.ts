@@ -4,7 +4,7 @@
 //   CONNECT host:port            -> a byte tunnel (HTTPS stays end-to-end), or, for the hosts
 //                                   of the run's secrets only, TLS terminated here (`interception`)
 //   GET http://host/path (etc.)  -> a forwarded plain-HTTP request
-// For each, in this order: spell the host canonically (host-name.ts), ask `filter(host, port)`
+// For each, in this order: spell the host canonically (util/host-name.ts), ask `filter(host, port)`
 // (the proxy holds no policy), resolve the name on the host (no DNS leaves the sandbox), refuse
 // when any resolved address is in a refused range (`guard`), and connect to the address that
 // was checked, so a second DNS answer cannot point the connection somewhere else (rebinding).
@@ -19,13 +19,13 @@ import { usageError } from "../errors.js";
 import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
 import { createAddressGuard, type AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
-import { createAdmission } from "./admission.js";
-import { canonicalHost } from "./host-name.js";
+import { createEgressAdmission } from "./egress-admission.js";
+import { canonicalHost } from "../util/host-name.js";
 import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
 import { spliceTunnel } from "./tunnel.js";
 
-export type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
+export type { EgressDecision, Resolver } from "./egress-types.js";
 import type { EgressDecision, Resolver } from "./egress-types.js";
 
 /** Where an admitted tunnel goes. */
@@ -46,7 +46,7 @@ export interface Interception {
   close(): void;
 }
 
-export interface EgressProxyOptions {
+interface EgressProxyOptions {
   socketPath: string;
   filter: EgressFilter;
   onDecision?(decision: EgressDecision): void;
@@ -104,7 +104,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     }
   };
 
-  const admit = createAdmission({
+  const admit = createEgressAdmission({
     filter: options.filter,
     resolve: options.resolve ?? defaultResolve,
     guard: options.guard ?? createAddressGuard(),

@@ -27,7 +27,7 @@ export interface RequestOrigin {
 
 export type HeaderValue = string | string[];
 
-export type Rewrite =
+type Rewrite =
   | { refused?: undefined; headers: Record<string, HeaderValue>; injected: string[]; scrub: Replacement[] }
   | { refused: { secret: string; reason: string }; headers?: undefined; injected?: undefined; scrub?: undefined };
 
@@ -154,7 +154,7 @@ function mentions(target: string, headers: Record<string, HeaderValue | undefine
   return false;
 }
 
-export function parseAuthorityHeader(
+function parseAuthorityHeader(
   authority: string | undefined,
   canonical: (host: string) => string | undefined,
 ): { host: string; port?: number } | undefined {

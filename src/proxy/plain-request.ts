@@ -5,7 +5,7 @@ import type net from "node:net";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { refuseResponse } from "./http-refusal.js";
 
-export interface PlainRequestTarget {
+interface PlainRequestTarget {
   url: URL;
   host: string;
   port: number;
@@ -53,7 +53,7 @@ export function forwardPlainRequest(
 }
 
 /** Headers minus hop-by-hop ones and those the Connection header names; `set` replaces entries. */
-export function withoutHopByHop(
+function withoutHopByHop(
   incoming: http.IncomingHttpHeaders,
   set: Record<string, string> = {},
 ): http.OutgoingHttpHeaders {

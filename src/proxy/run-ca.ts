@@ -24,7 +24,7 @@ export interface RunCa {
   readonly leafKeyPem: string;
 }
 
-export interface RunCaOptions {
+interface RunCaOptions {
   /** Shown in the CA's subject, e.g. the run id. */
   label: string;
   /** The only names the CA may vouch for (its nameConstraints). */

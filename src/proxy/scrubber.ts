@@ -13,7 +13,7 @@ import { Transform, type TransformCallback } from "node:stream";
  * A base64 character that encodes bits of the text next to the match as well as bits of the
  * secret: the secret's bits (`~keep`) are checked against `expect` and replaced by `bits`.
  */
-export interface EdgeChar {
+interface EdgeChar {
   /** Bits (of the character's 6) that belong to the neighbouring text: kept. */
   keep: number;
   /** The secret's bits in that character, as the value puts them there. */

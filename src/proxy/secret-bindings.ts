@@ -6,10 +6,23 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { usageError } from "../errors.js";
-import type { PolicySecret } from "../policy/policy-schema.js";
-import { canonicalHost } from "./host-name.js";
+import { canonicalHost } from "../util/host-name.js";
 
-export type InjectRule = { kind: "bearer" } | { kind: "basic" } | { kind: "header"; header: string };
+/**
+ * A secret as the proxy takes it: where its value comes from, the hosts it may go to, and where a
+ * request carries it. Structurally a policy's `secrets` entry (the policy's schema checks that
+ * entry; the proxy knows nothing of policies).
+ */
+export interface ProxySecret {
+  hosts: readonly string[];
+  inject: ReadonlyArray<"bearer" | "basic" | { header: string }>;
+  /** Default: the host variable named like the secret. */
+  from?: { env: string } | { file: string };
+  /** User name git's credential helper answers with for "basic" (default x-access-token). */
+  username?: string;
+}
+
+type InjectRule = { kind: "bearer" } | { kind: "basic" } | { kind: "header"; header: string };
 
 export interface SecretBinding {
   /** The variable name, also the secret's name in events and plans. */
@@ -26,11 +39,11 @@ export interface SecretBinding {
 }
 
 /** Shorter values would make response scrubbing rewrite ordinary text. */
-export const MIN_SECRET_LENGTH = 8;
+const MIN_SECRET_LENGTH = 8;
 const MAX_SECRET_LENGTH = 8192;
 
 /** Where a secret's value comes from, in words (for errors, doctor and --dry-run). */
-export function secretSource(name: string, secret: PolicySecret): string {
+function secretSource(name: string, secret: ProxySecret): string {
   const from = secret.from ?? { env: name };
   return "env" in from ? `host variable ${from.env}` : `file ${from.file}`;
 }
@@ -44,7 +57,7 @@ export function newPlaceholder(name: string): string {
  * starts: a run that would silently go without its credential fails later and less clearly.
  */
 export function resolveSecretBindings(
-  secrets: Record<string, PolicySecret> | undefined,
+  secrets: Record<string, ProxySecret> | undefined,
   env: Record<string, string | undefined>,
   placeholders: Record<string, string> = {},
 ): SecretBinding[] {
@@ -60,7 +73,7 @@ export function resolveSecretBindings(
   }));
 }
 
-function readSecretValue(name: string, secret: PolicySecret, env: Record<string, string | undefined>): string {
+function readSecretValue(name: string, secret: ProxySecret, env: Record<string, string | undefined>): string {
   const from = secret.from ?? { env: name };
   const where = secretSource(name, secret);
   let value: string | undefined;
@@ -100,7 +113,7 @@ function readSecretValue(name: string, secret: PolicySecret, env: Record<string,
   return value;
 }
 
-export interface SecretSummary {
+interface SecretSummary {
   name: string;
   hosts: string[];
   inject: string[];
@@ -112,7 +125,7 @@ export interface SecretSummary {
 
 /** Each secret by name, hosts and source, with whether its value is usable: never the value. */
 export function summarizeSecrets(
-  secrets: Record<string, PolicySecret> | undefined,
+  secrets: Record<string, ProxySecret> | undefined,
   env: Record<string, string | undefined>,
 ): SecretSummary[] {
   return Object.entries(secrets ?? {}).map(([name, secret]) => {

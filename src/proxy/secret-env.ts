@@ -3,10 +3,10 @@
 // answers with that variable, so `git push` to the host works without any set-up in the sandbox
 // (git's environment-only configuration: GIT_CONFIG_COUNT / _KEY_n / _VALUE_n, appended after
 // any the caller passed).
-import type { PolicySecret } from "../policy/policy-schema.js";
+import type { ProxySecret } from "./secret-bindings.js";
 
 export function secretSandboxEnv(
-  secrets: Record<string, PolicySecret>,
+  secrets: Record<string, ProxySecret>,
   placeholders: Record<string, string>,
   callerEnv: Record<string, string>,
 ): Record<string, string> {

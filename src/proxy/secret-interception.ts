@@ -11,7 +11,7 @@ import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { HostCertificates } from "./cert-cache.js";
 import type { EgressDecision, Interception, TunnelTarget } from "./egress-proxy.js";
 import { type HeaderValue, rewriteRequest } from "./header-rewriter.js";
-import { canonicalHost } from "./host-name.js";
+import { canonicalHost } from "../util/host-name.js";
 import { refusalBody } from "./http-refusal.js";
 import type { RunCa } from "./run-ca.js";
 import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "./scrubber.js";
@@ -19,9 +19,9 @@ import type { SecretBinding } from "./secret-bindings.js";
 import { type TerminatedRequest, type TerminatedResponse, type TlsSession, terminateTls } from "./tls-terminator.js";
 import { createUpstream, type Upstream } from "./upstream-client.js";
 
-export const SECRET_PORT = 443;
+const SECRET_PORT = 443;
 
-export interface SecretInterceptionOptions {
+interface SecretInterceptionOptions {
   bindings: readonly SecretBinding[];
   ca: RunCa;
   /** Roots the upstream's certificate is checked against; undefined: Node's defaults. */

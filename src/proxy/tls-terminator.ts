@@ -9,7 +9,7 @@ import http2 from "node:http2";
 import type net from "node:net";
 import type tls from "node:tls";
 import type { HostCertificate } from "./cert-cache.js";
-import { canonicalHost } from "./host-name.js";
+import { canonicalHost } from "../util/host-name.js";
 
 export type TerminatedRequest = http.IncomingMessage | http2.Http2ServerRequest;
 export type TerminatedResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -20,7 +20,7 @@ export interface TlsSession {
   protocol: "h2" | "http/1.1";
 }
 
-export interface TerminatorOptions {
+interface TerminatorOptions {
   certificate: HostCertificate;
   onRequest(req: TerminatedRequest, res: TerminatedResponse, session: TlsSession): void;
   /** The connection ended (or its handshake failed): release what belongs to the tunnel. */

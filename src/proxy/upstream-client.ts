@@ -9,7 +9,7 @@ import { pipeline } from "node:stream";
 import tls from "node:tls";
 import type { HeaderValue } from "./header-rewriter.js";
 
-export interface UpstreamTarget {
+interface UpstreamTarget {
   host: string;
   port: number;
   address: string;
@@ -18,7 +18,7 @@ export interface UpstreamTarget {
   connectTimeoutMs: number;
 }
 
-export interface UpstreamRequest {
+interface UpstreamRequest {
   method: string;
   path: string;
   authority: string;
@@ -26,7 +26,7 @@ export interface UpstreamRequest {
   body: Readable;
 }
 
-export interface UpstreamResponse {
+interface UpstreamResponse {
   status: number;
   headers: Record<string, HeaderValue>;
   body: Readable;

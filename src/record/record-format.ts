@@ -1,5 +1,5 @@
 // The shape of a run record's files that replay reads back (docs/records.md documents all of
-// them). Shared by the writer (run-record.ts, traffic-log.ts) and the reader (replay/), so the
+// them). Shared by the writer (run-recorder.ts, traffic-log.ts) and the reader (replay/), so the
 // two cannot drift apart. Bump RECORD_FORMAT when a change would make an older reader misread
 // a record; readers refuse formats they do not know.
 

@@ -24,7 +24,7 @@ export const DEFAULT_TRAFFIC_LIMITS: TrafficLimits = Object.freeze({
   maxTotalBytes: 128 * 1024 * 1024,
 });
 
-export interface TrafficSummary {
+interface TrafficSummary {
   exchanges: number;
   /** Exchanges listed without their bytes (over the total cap, or not kept by the gateway). */
   omitted: number;

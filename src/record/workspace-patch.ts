@@ -22,7 +22,7 @@ export const PATCH_PATH_MAX_BYTES = 3000;
 const PATCH_OUTPUT_MAX_BYTES = 256 * 1024 * 1024;
 const MAX_NOTES = 100;
 
-export interface WorkspacePatch {
+interface WorkspacePatch {
   /** The unified diff ("" when nothing changed or it could not be made). */
   patch: string;
   /** What was left out of it, and why. */

@@ -25,7 +25,7 @@ export interface ClaimMessage {
   trees: string[];
   /** Roots whose filesystem filling up the relay reports (copy mode's disk limit). */
   watchFull: string[];
-  /** The launcher's configuration of the call (src/run/warm-shape.ts ClaimedRunConfig). */
+  /** The launcher's configuration of the call (src/run/plan/warm-shape.ts ClaimedRunConfig). */
   run: unknown;
 }
 
@@ -59,8 +59,8 @@ export type RelayCommand =
 /** Free space under which the relay calls a watched root's filesystem full. */
 export const FULL_FREE_BYTES = 1024 * 1024;
 
-/** A pax record on a file entry: its status has not changed since the mark (header only, no content). */
-export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
+// The archives the relay sends back are tar; a file entry whose status has not changed since the
+// mark carries workspace-transfer/tar-header.ts' UNCHANGED_PAX_KEY (header only, no content).
 
 /** Relay -> controller, one JSON object per line of the control stream's request (claims, not facts). */
 export type RelayMessage =

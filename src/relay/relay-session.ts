@@ -30,8 +30,6 @@ import {
   type RelayMessage,
 } from "./relay-protocol.js";
 
-export { DEFAULT_RELAY_LIMITS, type RelayLimits } from "./relay-protocol.js";
-
 export interface RelaySocket {
   /** [a-z]+: the stream path names it. */
   name: string;
@@ -41,7 +39,7 @@ export interface RelaySocket {
   hostPath: string;
 }
 
-export interface RelayOptions {
+interface RelayOptions {
   container: EngineContainer;
   /** "uid:gid" the relay runs as: the sandbox's. */
   user: string;
@@ -64,19 +62,19 @@ export interface RelayOptions {
 }
 
 /** One tree of a warm sandbox's claim: where it goes in the container, and the tar this side made. */
-export interface ClaimTree {
+interface ClaimTree {
   root: string;
   archive: Readable;
 }
 
 /** What a claim did to each tree: tar's status as the relay reports it (a claim). */
-export interface ClaimStatus {
+interface ClaimStatus {
   root: string;
   code: number | null;
   stderr: string;
 }
 
-export interface ArchiveResult {
+interface ArchiveResult {
   /** The archive bytes as the relay sent them: hostile, unbounded unless the reader bounds it. */
   stream: Readable;
   /** tar's exit as the relay reports it (a claim). */
@@ -149,7 +147,7 @@ const CLOSE_GRACE_MS = 5_000;
  * and perl starts in milliseconds, unlike a second Node. When the controller goes away, stdin ends,
  * the socket is shut down, and the relay, then the launcher, stop.
  */
-export const BRIDGE_SCRIPT = `
+const BRIDGE_SCRIPT = `
 use IO::Socket::UNIX; use Socket;
 my ($path) = @ARGV; my $s;
 for (1 .. 3000) { $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $path) and last; select(undef, undef, undef, 0.02); }

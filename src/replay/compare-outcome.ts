@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { RecordedOutcome } from "./load-record.js";
 
-export type ReplayedOutcome = { ok: true; result: unknown; changedFiles: ChangedFiles } | { ok: false; code: string };
+type ReplayedOutcome = { ok: true; result: unknown; changedFiles: ChangedFiles } | { ok: false; code: string };
 
 export interface OutcomeComparison {
   /** The replay ended as the recording did. */

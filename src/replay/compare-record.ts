@@ -19,7 +19,7 @@ export interface RecordDifference {
 }
 
 /** What the record says about the recorded run (all of it untrusted). */
-export interface RecordedSide {
+interface RecordedSide {
   policy: Policy;
   image: string;
   workspace: { host: string; sandbox: string };

@@ -51,7 +51,7 @@ export type RecordedOutcome =
  * well below V8's longest string (2^29 - 24 characters): the file is never made one string (its
  * lines are decoded one by one), but a line as long as the file must still fit in one.
  */
-export const MAX_READ_BYTES = 256 * 1024 * 1024;
+const MAX_READ_BYTES = 256 * 1024 * 1024;
 const MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024;
 /** Largest file replay only hashes (events.jsonl and the patch): bounded by the run's output cap. */
 const MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;

@@ -7,7 +7,7 @@ import path from "node:path";
 import { z } from "../util/zod.js";
 
 /** The most items of any list a record's replay.json or meta.json may hold. */
-export const MAX_LIST = 100_000;
+const MAX_LIST = 100_000;
 const MAX_NAME = 256;
 const MAX_PATH = 4096;
 

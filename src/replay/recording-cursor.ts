@@ -30,7 +30,7 @@ export interface ReplayReport {
   contextDifference?: string;
 }
 
-export interface CursorOptions {
+interface CursorOptions {
   exchanges: readonly RecordedExchange[];
   codec: ApiCodec;
   mode: ReplayMode;
@@ -39,7 +39,7 @@ export interface CursorOptions {
   onContextDifference?(difference: string): void;
 }
 
-export type Answer =
+type Answer =
   | { kind: "play"; exchange: RecordedExchange }
   /** The recorded upstream never answered. */
   | { kind: "no-response" }

@@ -21,7 +21,7 @@ import {
 
 export type { Divergence, ReplayMode, ReplayReport, ReplaySpeed } from "./recording-cursor.js";
 
-export interface ReplayServerOptions {
+interface ReplayServerOptions {
   /** The recorded generations, in the order the gateway forwarded them. */
   exchanges: readonly RecordedExchange[];
   /** The Pi api of the run's route (what the requests are parsed as). */
@@ -39,7 +39,7 @@ export interface ReplayServerOptions {
   onContextDifference?(difference: string): void;
 }
 
-export interface ReplayServer {
+interface ReplayServer {
   /** The upstream base URL for the run's gateway route. */
   readonly baseUrl: string;
   report(): ReplayReport;

@@ -16,7 +16,7 @@ export interface ModelEvidence {
   lastReply(): { text: string; toolCallCount: number; complete: boolean } | undefined;
 }
 
-export type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
+type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
 
 export function confirmOutcome(
   claim: Outcome,

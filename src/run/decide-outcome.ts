@@ -32,7 +32,7 @@ export interface OutcomeFacts {
   evidence?: ModelEvidence;
 }
 
-export type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
+type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
 
 // A decision table read top to bottom: the order is precedence (an abort beats a timeout beats a
 // limit beats what the exit code says beats the result), so it stays one function.

@@ -7,11 +7,11 @@ import type { Engine, EngineInfo } from "../engine/engine.js";
 import { sharesHostPaths } from "../engine/engine-kind.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { hostPlatform } from "../util/platform.js";
-import type { PlanPlace } from "./prepare-plan.js";
-import type { ResolvedRun } from "./resolve-options.js";
+import type { PlanPlace } from "./plan/prepare-plan.js";
+import type { ResolvedRun } from "./plan/resolve-options.js";
 
 /** What a plan needs of an engine; learning its facts needs `info` too (a dry run's engines may lack it). */
-export type PlannedEngine = Pick<Engine, "name" | "sharesHostFilesystem"> & Partial<Pick<Engine, "info">>;
+type PlannedEngine = Pick<Engine, "name" | "sharesHostFilesystem"> & Partial<Pick<Engine, "info">>;
 
 export class EngineFacts {
   readonly #asked = new Map<PlannedEngine, Promise<EngineInfo>>();

@@ -9,7 +9,7 @@ export interface ThrottledEvent {
   data: Record<string, unknown>;
 }
 
-export interface EventThrottleOptions {
+interface EventThrottleOptions {
   /** Events per key that pass in one window; default 10. */
   burst?: number;
   windowMs?: number;

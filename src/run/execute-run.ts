@@ -10,19 +10,20 @@ import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import type { TrafficSink } from "../record/run-record.js";
+import type { TrafficSink } from "../record/run-recorder.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";
 import { containerFailure } from "./container-failure.js";
-import { containerSpecOf } from "./container-spec.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import { containerSpecOf } from "./plan/container-spec.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { EventThrottle } from "./event-throttle.js";
 import { OutputBudget } from "./output-budget.js";
 import type { RunTimeline } from "./run-events.js";
 import { superviseRun } from "./supervise-run.js";
 import { Cleanups } from "./cleanups.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
+import type { EgressOverrides } from "./run-egress.js";
 import { startRunServices } from "./run-services.js";
 import { RunTrip } from "./run-trip.js";
 import { RunWorkspace } from "./run-workspace.js";
@@ -74,6 +75,8 @@ export interface ExecuteContext {
   traffic?: TrafficSink;
   /** A warm sandbox the pool gave this run (claimed: no other run ever gets it); else a container is made. */
   warm?: ClaimedSandbox;
+  /** Tests only (run/run-egress.ts). */
+  egressOverrides?: EgressOverrides;
 }
 
 // Longer than most on purpose: one straight sequence of setup steps, each registering its teardown
@@ -121,6 +124,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       ledger,
       traffic: ctx.traffic,
       cleanups,
+      ...(ctx.egressOverrides ? { egressOverrides: ctx.egressOverrides } : {}),
     });
     timeline.sandbox("run.planned", {
       model: plan.model,

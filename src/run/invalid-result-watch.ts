@@ -14,13 +14,13 @@ import type { Trip } from "./run-trip.js";
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
 export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
 
-export interface ResultCheck {
+interface ResultCheck {
   finalToolName: string;
   schema: JsonSchema;
   validator: ResultValidator;
 }
 
-export interface InvalidResult {
+interface InvalidResult {
   /** 1, 2, ...: invalid final results in a row so far. */
   consecutive: number;
   reason: string;

@@ -20,7 +20,7 @@
 import { Worker } from "node:worker_threads";
 
 /** How long the main thread waits for one value's patterns. */
-export const PATTERN_TIME_MS = 1_000;
+const PATTERN_TIME_MS = 1_000;
 /** Waits that ran out, per schema, before its values are refused without trying. */
 const MAX_SLOW_CHECKS = 3;
 /** How long the worker may take to start (a loaded machine); past it the value is refused. */
@@ -126,7 +126,7 @@ function tryPatterns(patterns: readonly string[], strings: readonly string[]): s
 }
 
 /** Every `pattern` string and `patternProperties` key anywhere in a schema (a superset: data that looks like one counts too). */
-export function patternsOf(schema: unknown): string[] {
+function patternsOf(schema: unknown): string[] {
   const found = new Set<string>();
   const seen = new Set<object>();
   const visit = (node: unknown, depth: number) => {

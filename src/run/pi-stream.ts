@@ -14,9 +14,9 @@ const STDERR_TAIL_BYTES = 16 * 1024;
  * writing into Pi's stdout. Stopping there also bounds the controller's heap: every failed
  * JSON.parse of a long line leaves garbage V8 is slow to collect.
  */
-export const MAX_BAD_RECORDS = 20;
+const MAX_BAD_RECORDS = 20;
 
-export interface PiStreamHandlers {
+interface PiStreamHandlers {
   onEvent(event: PiEvent): void;
   onInvalidRecord(error: string, preview: string): void;
 }

@@ -8,9 +8,9 @@ import { checkPlatformSupport } from "../engine/platform-support.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { RUNNER_PLATFORMS } from "../util/platform.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 
-export interface PlacedRun {
+interface PlacedRun {
   planned: PlannedRun;
   /** The sandbox runs under the engine's emulator (another platform than the engine's own). */
   emulated: boolean;

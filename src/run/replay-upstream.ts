@@ -18,8 +18,8 @@ import type { ReplaySummary } from "../replay/replay-summary.js";
 import { versionDrift } from "../replay/replay-source.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { EventThrottle } from "./event-throttle.js";
-import type { PlannedRun } from "./prepare-plan.js";
-import { currentVersions } from "./record-run.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
+import { currentVersions } from "./current-versions.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 

@@ -24,7 +24,7 @@ import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import { patternGuardFor } from "./pattern-guard.js";
 
-export type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
+type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
 export interface ResultValidator {
   /** Checks a final result; the value is never changed. */

@@ -19,7 +19,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { GitChecks } from "../workspace/git-checks.js";
-import { copyGitAccess } from "./returned-git-access.js";
+import { copyGitAccess } from "./copy-mode/returned-git-access.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
@@ -40,7 +40,7 @@ import {
 
 const TYPE_BITS = { file: 0o100000, directory: 0o040000, symlink: 0o120000 } as const;
 
-export interface ReturnedRulesConfig extends RuleConfig {
+interface ReturnedRulesConfig extends RuleConfig {
   /** Every tree the run was lent (absolute): the repositories they are in count for each of them. */
   lentRoots?: readonly string[];
   /**

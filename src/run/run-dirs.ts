@@ -25,14 +25,14 @@ const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
 /**
- * A run record's staging folders (run/record-run.ts): the record as it is written, and the copy of
+ * A run record's staging folders (run/open-run-record.ts): the record as it is written, and the copy of
  * the workspace its patch is made from. They live in a run folder of their own,
  * `run-<runId>-record`, since a record outlives the run's folder (it is moved into place after the
  * run); a dead controller's are reaped like any run folder.
  */
 export const RECORD_STAGING_DIR = "record";
 export const RECORD_SCRATCH_DIR = "baseline";
-/** The hand-back's private files (hand-back-run.ts: a git index, a patch's two sides). */
+/** The hand-back's private files (copy-mode/hand-back-run.ts: a git index, a patch's two sides). */
 export const HAND_BACK_DIR = "hand-back";
 const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, RECORD_STAGING_DIR, RECORD_SCRATCH_DIR, HAND_BACK_DIR]);
 

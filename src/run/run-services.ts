@@ -6,17 +6,17 @@ import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import { startRunEgress } from "../proxy/run-egress.js";
-import type { TrafficSink } from "../record/run-record.js";
+import { type EgressOverrides, startRunEgress } from "./run-egress.js";
+import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
 import { InvalidResultWatch } from "./invalid-result-watch.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 
-export interface RunServicesInput {
+interface RunServicesInput {
   planned: PlannedRun;
   /** The routes with their credentials resolved (route-credentials.ts). */
   routes: GatewayRoute[];
@@ -30,9 +30,11 @@ export interface RunServicesInput {
   ledger: ConversationLedger;
   traffic?: TrafficSink;
   cleanups: Cleanups;
+  /** Tests only (run-egress.ts). */
+  egressOverrides?: EgressOverrides;
 }
 
-export interface RunServices {
+interface RunServices {
   replay?: ReplayUpstream;
   /** What the run waits on the model for now (the gateway's open requests), for a timeout's message. */
   modelWait(): ModelWait | undefined;
@@ -109,6 +111,7 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       timeoutMs: run.timeoutMs,
       onDecision: ({ action, ...decision }) =>
         driven.offer(`egress.${action} ${decision.host}`, { type: `egress.${action}`, data: { ...decision } }),
+      ...(input.egressOverrides ? { overrides: input.egressOverrides } : {}),
     });
     cleanups.add(() => egress.proxy.close());
   }

@@ -15,9 +15,9 @@ import type { HostRunChange } from "../workspace/workspace-rules.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
-import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode.js";
+import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
-import type { PlannedRun } from "./prepare-plan.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { workspaceRulesCheck } from "./returned-tree-rules.js";
 import { WORKSPACE_STATE_DIR } from "./run-dirs.js";
@@ -26,7 +26,7 @@ import type { RunTrip, Trip } from "./run-trip.js";
 import type { RunCompanion } from "./supervise-run.js";
 import type { ClaimedSandbox } from "./warm-claim.js";
 
-export interface RunWorkspaceInput {
+interface RunWorkspaceInput {
   planned: PlannedRun;
   runDir: string;
   timeline: RunTimeline;
@@ -41,7 +41,7 @@ export interface RunWorkspaceInput {
 }
 
 /** What the run did to the trees, the same shape in both modes. */
-export interface WorkspaceOutcome {
+interface WorkspaceOutcome {
   changedFiles: WorkspaceReport["changedFiles"];
   /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
   violations: ReadonlyArray<{ path: string; change: string; rule?: string; detail?: string }>;
@@ -98,7 +98,7 @@ export class RunWorkspace {
         plan,
         runDir,
         proxy: run.policy.network === "allowlist",
-        diskMb: planned.copyDiskMb,
+        diskMb,
         check: workspaceRulesCheck({
           disabled: run.policy.disableBuiltinProtections,
           protectedPaths: run.policy.protectedPaths,
@@ -108,7 +108,7 @@ export class RunWorkspace {
         timeline,
         signal,
         // No disk watch: each tree is a tmpfs the size of the limit, and the relay says when one fills.
-        onFull: (what) => trip.fire(copyFullTrip(what, planned.copyDiskMb)),
+        onFull: (what) => trip.fire(copyFullTrip(what, diskMb)),
         prompt: run.prompt,
       });
       cleanups.add(() => copy.dispose());

@@ -30,7 +30,7 @@ export interface RunCompanion {
   beforeStop(): Promise<void>;
 }
 
-export interface SupervisedRun {
+interface SupervisedRun {
   plan: RunPlan;
   prompt: string;
   timeoutMs: number;
@@ -56,7 +56,7 @@ export interface SupervisedRun {
   attached?: ContainerStreams;
 }
 
-export interface SupervisedResult {
+interface SupervisedResult {
   result: unknown;
   exitCode: number;
   turns: number;

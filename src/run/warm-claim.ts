@@ -7,8 +7,8 @@ import type { Readable } from "node:stream";
 import type { ContainerStreams, EngineContainer } from "../engine/engine.js";
 import type { Relay, RelaySocket } from "../relay/relay-session.js";
 import type { RunPlan } from "../sandbox-contract.js";
-import { checkCopyInStatus, type PendingCopyIn } from "../workspace-transfer/copy-in.js";
-import { claimedRunOf } from "./warm-shape.js";
+import { checkCopyInStatus, type PendingCopyIn } from "./copy-mode/copy-in.js";
+import { claimedRunOf } from "./plan/warm-shape.js";
 
 export interface ClaimedSandbox {
   /** The sandbox's own id (its container's run-id label: `warm-...`). */
@@ -26,7 +26,7 @@ export interface ClaimedSandbox {
   destroy(): Promise<boolean>;
 }
 
-export interface ClaimTreeInput {
+interface ClaimTreeInput {
   containerPath: string;
   /** What messages call it ("the workspace /path"). */
   what: string;

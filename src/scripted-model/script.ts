@@ -23,7 +23,7 @@ export interface TextStep {
   text: string;
 }
 /** Fail the request with an HTTP status (the provider is "down"); `body` is the error message. */
-export interface ErrorStep {
+interface ErrorStep {
   httpStatus: number;
   body?: string;
 }
@@ -34,7 +34,7 @@ export interface EndlessStep {
 export type ScriptStep = ToolCallStep | TextStep | ErrorStep | EndlessStep;
 
 /** The parsed body of an openai-completions request (other APIs' bodies have their own shapes). */
-export interface ChatMessage {
+interface ChatMessage {
   role: string;
   content?: unknown;
   tool_calls?: unknown;

@@ -18,24 +18,13 @@ import { openAiResponsesWire } from "./openai-responses-wire.js";
 import { type ChatRequest, pickStep, type Script, type ScriptedApi } from "./script.js";
 import { sendJson, type WireFormat } from "./wire-format.js";
 
-export type {
-  ChatMessage,
-  ChatRequest,
-  EndlessStep,
-  ErrorStep,
-  Script,
-  ScriptContext,
-  ScriptedApi,
-  ScriptStep,
-  TextStep,
-  ToolCallStep,
-} from "./script.js";
+export type { ChatRequest, Script, ScriptContext, ScriptedApi, ScriptStep } from "./script.js";
 export { SCRIPTED_APIS } from "./script.js";
 
 /** Most response bytes kept per request (an endless reply would grow without end). */
 const MAX_RECORDED_RESPONSE_BYTES = 1024 * 1024;
 
-export interface RecordedResponse {
+interface RecordedResponse {
   status: number;
   headers: http.OutgoingHttpHeaders;
   /** The body as written, chunk by chunk (at most 1 MiB; see `bodyTruncated`). */
@@ -69,7 +58,7 @@ export interface ScriptedModelServer {
   close(): Promise<void>;
 }
 
-export interface ScriptedModelServerOptions {
+interface ScriptedModelServerOptions {
   scripts?: Record<string, Script>;
   host?: string;
   port?: number;
@@ -206,9 +195,4 @@ function recordResponse(res: http.ServerResponse, into: RecordedResponse): void 
     into.ended = true;
     return end(chunk, ...rest);
   }) as typeof res.end;
-}
-
-/** The body bytes of a recorded response, in one buffer. */
-export function responseBytes(recorded: RecordedRequest): Buffer {
-  return Buffer.concat(recorded.response.chunks);
 }

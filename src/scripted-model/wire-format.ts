@@ -4,7 +4,7 @@
 import type http from "node:http";
 import type { EndlessStep, ScriptedApi, TextStep, ToolCallStep } from "./script.js";
 
-export type ReplyStep = TextStep | ToolCallStep | EndlessStep;
+type ReplyStep = TextStep | ToolCallStep | EndlessStep;
 
 export interface ReplyContext {
   model: string;

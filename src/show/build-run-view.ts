@@ -22,7 +22,7 @@ import { checkResult } from "./schema-check.js";
 import { CAPS, TextBudget } from "./text-budget.js";
 
 /** The model traffic's bodies have a budget of their own, so they never crowd out the rest. */
-export const PAGE_BODY_BYTES = 4 * 1024 * 1024;
+const PAGE_BODY_BYTES = 4 * 1024 * 1024;
 const JSON_FILE_CAP = 4 * 1024 * 1024;
 const MAX_LOOSE_EXCHANGES = 500;
 const MAX_LISTED_FILES = 2_000;
@@ -66,7 +66,7 @@ const num = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isFinite(value) ? value : undefined;
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined);
 
-export interface BuildOptions {
+interface BuildOptions {
   /** "sandbox-run x.y.z". */
   madeBy: string;
   /** The record as the caller named it (shown on the page). */
@@ -75,7 +75,7 @@ export interface BuildOptions {
   bodyBytes?: number;
 }
 
-export interface BuiltView {
+interface BuiltView {
   view: RunView;
   /**
    * The trees the recorded run lent its sandbox (workspace, extra writable roots), as the record

@@ -24,7 +24,7 @@ const num = (value: unknown): number | undefined =>
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined);
 
 /** The times (ms since the run started) of the events that bound the run's phases. */
-export interface PhaseMarks {
+interface PhaseMarks {
   first?: number;
   last?: number;
   containerCreated?: number;

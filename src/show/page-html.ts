@@ -22,7 +22,7 @@ export function contentSecurityPolicy(nonce: string): string {
   ].join("; ");
 }
 
-export function newNonce(): string {
+function newNonce(): string {
   return crypto.randomBytes(18).toString("base64url");
 }
 

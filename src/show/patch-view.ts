@@ -95,7 +95,7 @@ function namesFromDiffLine(line: string): string | undefined {
 }
 
 /** git's C-style quoted path ("a\tb\303\251") decoded; other text as it is. */
-export function unquote(text: string): string {
+function unquote(text: string): string {
   if (!(text.length >= 2 && text.startsWith('"') && text.endsWith('"'))) return text;
   const bytes: number[] = [];
   const body = text.slice(1, -1);

@@ -15,13 +15,13 @@ import { RECORD_FILES, RECORD_PAGE } from "../record/record-format.js";
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 const CHUNK = 1024 * 1024;
 /** The largest whole file kept in memory (policy, plan, result, patch, ...); larger ones are cut. */
-export const MAX_KEPT_FILE_BYTES = 16 * 1024 * 1024;
+const MAX_KEPT_FILE_BYTES = 16 * 1024 * 1024;
 /** The longest line of events.jsonl or exchanges.jsonl that is parsed; longer ones are skipped. */
 export const MAX_LINE_BYTES = 96 * 1024 * 1024;
 const MAX_SUMS_BYTES = 1024 * 1024;
 const MAX_PROBLEMS = 50;
 
-export interface Integrity {
+interface Integrity {
   /** ok: every file listed with the right hash and nothing else; mismatch: something is not; unchecked: no SHA256SUMS. */
   state: "ok" | "mismatch" | "unchecked";
   /** Files whose hash matched. */
@@ -35,7 +35,7 @@ export interface KeptFile {
   omittedBytes: number;
 }
 
-export interface LineHandler {
+interface LineHandler {
   /** One line (without its newline); `tooLong` when it was over MAX_LINE_BYTES and is not given. */
   line(text: string, lineNumber: number): void;
   tooLong(lineNumber: number, bytes: number): void;

@@ -65,7 +65,7 @@ export interface TimelineView {
   rows: Array<{ name: string; spans: TimelineSpan[] }>;
 }
 
-export interface TimelineSpan {
+interface TimelineSpan {
   startMs: number;
   endMs: number;
   label: string;

@@ -1,5 +1,5 @@
 // Checks a record's result against its schema again, the way the run did (zod's JSON Schema
-// reader, as run/resolve-options.ts compiles it). Both come from the record: a schema's
+// reader, as run/plan/resolve-options.ts compiles it). Both come from the record: a schema's
 // `pattern` is a regular expression the record chose, and some take exponential time on a
 // chosen string. So the check runs in a worker thread that is stopped after a few seconds; the
 // page then says the check did not finish instead of never appearing.

@@ -6,8 +6,8 @@
 // of bounded size, and the texts drawn first (header, result, diff, turns) are the ones kept.
 import type { Shown } from "./run-view.js";
 
-export const PAGE_TEXT_BYTES = 16 * 1024 * 1024;
-export const PAGE_PREVIEW_BYTES = 2 * 1024 * 1024;
+const PAGE_TEXT_BYTES = 16 * 1024 * 1024;
+const PAGE_PREVIEW_BYTES = 2 * 1024 * 1024;
 const PREVIEW_CHARS = 300;
 
 /** Caps per kind of text, in characters. */

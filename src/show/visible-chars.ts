@@ -11,7 +11,7 @@ export const INVISIBLE_SOURCE =
   "[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u180e\\u200b\\u200e\\u200f\\u2028-\\u202e\\u2060-\\u2069\\ufeff\\ufff9-\\ufffb]";
 
 /** `\x1b`, `\u202e`: how one such character is shown. */
-export function escapeChar(ch: string): string {
+function escapeChar(ch: string): string {
   const code = ch.charCodeAt(0);
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
 }

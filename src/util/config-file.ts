@@ -1,11 +1,14 @@
-// Reading the caller's configuration files (policy, models.json, schema, prompt) and reporting what
-// is wrong with them the same way everywhere: a usage error that names the file and says what to do.
+// Reading the caller's configuration files (policy, engines, models.json, schema, prompt) and
+// reporting what is wrong with them the same way everywhere: a usage error that names the file and
+// says what to do. Policy and engines files are JSON, or YAML when named *.yaml / *.yml
+// (readConfigFile): one reader, so both take the same YAML and refuse the same mistakes.
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
 
 /** The file's text; a usage error naming `what` ("policy", "models", "schema") when it cannot be read. */
-export function readConfigText(file: string, what: string, hint: string): string {
+function readConfigText(file: string, what: string, hint: string): string {
   try {
     return fs.readFileSync(file, "utf8");
   } catch (error) {
@@ -24,6 +27,37 @@ export function readConfigJson(file: string, what: string, hint: string): unknow
   } catch (error) {
     throw usageError(
       `The ${what} file ${file} is not valid JSON: ${(error as Error).message}`,
+      "Check the file's syntax.",
+    );
+  }
+}
+
+/** The file parsed as YAML when named *.yaml / *.yml, else as JSON; usage errors as above. */
+export function readConfigFile(file: string, what: string, hint: string): unknown {
+  return /\.ya?ml$/i.test(file) ? readConfigYaml(file, what, hint) : readConfigJson(file, what, hint);
+}
+
+/**
+ * The file parsed as YAML 1.2 (core schema: no custom tags, no `<<` merge keys). Duplicate keys
+ * are errors (JSON.parse would silently keep the last one; YAML users expect to be told), and
+ * aliases are bounded (a billion laughs stays small). The yaml package is loaded on first use:
+ * most runs never read YAML, and the CLI's start-up time matters.
+ */
+function readConfigYaml(file: string, what: string, hint: string): unknown {
+  const text = readConfigText(file, what, hint);
+  const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
+  const error = doc.errors[0];
+  if (error)
+    throw usageError(
+      `The ${what} file ${file} is not valid YAML: ${error.message.split("\n")[0]!.replace(/:$/, "")}`,
+      "Check the file's syntax at that line.",
+    );
+  try {
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    throw usageError(
+      `The ${what} file ${file} could not be read as YAML: ${(e as Error).message}`,
       "Check the file's syntax.",
     );
   }

@@ -23,7 +23,7 @@ export class HostDirError extends Error {
   }
 }
 
-export interface HostDirOptions {
+interface HostDirOptions {
   /** Create missing folders (mode 0o755 for the caller's own folders, or `mode`). */
   create?: boolean;
   mode?: number;
@@ -35,14 +35,14 @@ export interface HostDirOptions {
 }
 
 /** A single file name: no separator, not "." or "..", no NUL. */
-export function checkName(name: string): void {
+function checkName(name: string): void {
   if (name === "" || name === "." || name === ".." || name.includes("/") || name.includes("\0")) {
     throw new HostDirError(`not a plain file name: ${JSON.stringify(name)}`);
   }
 }
 
 /** Whether `inner` is `outer` or below it (both canonical, absolute). */
-export function isWithin(outer: string, inner: string): boolean {
+function isWithin(outer: string, inner: string): boolean {
   return inner === outer || inner.startsWith(outer.endsWith("/") ? outer : `${outer}/`);
 }
 

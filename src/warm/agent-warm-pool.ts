@@ -4,10 +4,10 @@
 // and hands the run a claimed sandbox or nothing. Its start (engine check, runner image) runs in
 // the background; a failure there is the reason calls start cold, and the next call tries again.
 import type { Engine } from "../engine/engine.js";
-import type { PlannedRun } from "../run/prepare-plan.js";
+import type { PlannedRun } from "../run/plan/prepare-plan.js";
 import type { RunTimeline } from "../run/run-events.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
-import { warmIneligible, warmShapeDifference, warmShapeOf } from "../run/warm-shape.js";
+import { warmIneligible, warmShapeDifference, warmShapeOf } from "../run/plan/warm-shape.js";
 import { WarmPool, type WarmPoolChange } from "./warm-pool.js";
 
 export interface WarmOptions {
@@ -19,9 +19,9 @@ export interface WarmOptions {
   onChange?: (change: WarmPoolChange) => void;
 }
 
-export const DEFAULT_WARM_IDLE_SECONDS = 600;
+const DEFAULT_WARM_IDLE_SECONDS = 600;
 
-export interface AgentWarmPoolInput {
+interface AgentWarmPoolInput {
   options: WarmOptions;
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
@@ -29,7 +29,7 @@ export interface AgentWarmPoolInput {
   onChange?: (change: WarmPoolChange) => void;
 }
 
-export interface WarmClaimed {
+interface WarmClaimed {
   sandbox: ClaimedSandbox;
   engine: Engine;
   piVersion: string;

@@ -8,7 +8,7 @@ import crypto from "node:crypto";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
-import { type WarmShape, warmShapeKey } from "../run/warm-shape.js";
+import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 
@@ -25,7 +25,7 @@ export interface PoolSandbox extends ClaimedSandbox {
 }
 
 /** What a warm pool is asked to keep. */
-export interface WarmPoolOptions {
+interface WarmPoolOptions {
   engine: Engine;
   shape: WarmShape;
   /** Sandboxes ready or being made at all times. */
@@ -53,7 +53,7 @@ export type WarmPoolChange =
   | { type: "warm.discarded"; warmId: string; containerId: string; reason: string; stderrTail?: string }
   | { type: "warm.make-failed"; reason: string; retryInMs: number };
 
-export type WarmClaim = { sandbox: PoolSandbox } | { reason: string };
+type WarmClaim = { sandbox: PoolSandbox } | { reason: string };
 
 export interface WarmPoolStats {
   made: number;

@@ -10,7 +10,7 @@ import { SandboxRunError } from "../errors.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
 
 /** Prefix of the hidden names entries wait under next to their place, when the aside folder cannot take them. */
-export const ASIDE_PREFIX = ".sandbox-run-aside-";
+const ASIDE_PREFIX = ".sandbox-run-aside-";
 
 type Undo =
   | { kind: "aside"; path: string; at: string }

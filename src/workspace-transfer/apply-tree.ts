@@ -27,12 +27,12 @@ import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
 import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
-export interface ApplyResult {
+interface ApplyResult {
   /** Directories that could not be removed because the host holds entries that were never sent. */
   keptDirectories: string[];
 }
 
-export interface ApplyOptions {
+interface ApplyOptions {
   /**
    * A private directory on the tree's filesystem (the staging directory) where deleted and replaced
    * entries wait until the apply has succeeded; without it they wait under hidden names next to

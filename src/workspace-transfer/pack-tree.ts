@@ -13,7 +13,7 @@ import type { TreeEntry } from "./tree-entry.js";
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 const CHUNK_BYTES = 1024 * 1024;
 
-export interface PackOptions {
+interface PackOptions {
   /**
    * The permission bits an entry gets inside the sandbox. Default: its own. Read-only trees give
    * everyone the owner's read and search bits (they are owned by another uid in there).

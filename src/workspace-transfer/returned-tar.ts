@@ -20,8 +20,8 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
-import { UNCHANGED_PAX_KEY } from "../relay/relay-protocol.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
+import { UNCHANGED_PAX_KEY } from "./tar-header.js";
 import { comparePaths, parentOf, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
 import { mib } from "../util/units.js";
 
@@ -56,7 +56,7 @@ export interface ReturnedTree {
   leaveOut?(paths: readonly string[]): void;
 }
 
-export interface ReadReturnedOptions {
+interface ReadReturnedOptions {
   /** The tree sent in: what content is compared with. */
   before: HostTree;
   /** A private, empty directory on the host (next to the root, so staged files can be renamed into place). */

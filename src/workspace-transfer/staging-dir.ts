@@ -7,7 +7,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-export const STAGING_PREFIX = ".sandbox-run-staging-";
+const STAGING_PREFIX = ".sandbox-run-staging-";
 /** The file in a run folder that lists the run's staging directories, for the reaper. */
 export const STAGING_RECORD = "staging.json";
 

@@ -2,14 +2,20 @@
 // non-ASCII names and link targets, sizes of 8 GiB and more, our own records). A few buffer
 // writes per entry: packing a tree costs its reads, not a stream machinery per file.
 
-export interface TarHeader {
+/**
+ * The pax record on a returned file entry that says its status has not changed since the copy-in
+ * (header only, no content): images/pi/relay.mjs writes it, returned-tar.ts reads it.
+ */
+export const UNCHANGED_PAX_KEY = "SANDBOXRUN.unchanged";
+
+interface TarHeader {
   name: string;
   type: "file" | "directory" | "symlink";
   mode: number;
   size?: number;
   mtimeMs?: number;
   linkname?: string;
-  /** Extra pax records (e.g. SANDBOXRUN.unchanged). */
+  /** Extra pax records (e.g. UNCHANGED_PAX_KEY). */
   pax?: Record<string, string>;
 }
 

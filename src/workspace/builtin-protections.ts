@@ -10,7 +10,7 @@
  * agent opening the folder, a hook manager's hook, a version manager on `cd`) is protected here;
  * what only configures a tool a person runs on purpose is reported instead (HOST_RUN_REPORTED).
  */
-export const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
+const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".bashrc", "bash runs it in every interactive shell started with this directory as HOME"],
   [".bash_profile", "bash runs it in login shells with this directory as HOME"],
   [".zshrc", "zsh runs it in interactive shells with this directory as ZDOTDIR/HOME"],
@@ -70,7 +70,7 @@ export const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** Names (lower case) ending with one of these are protected like PROTECTED_NAMES. */
-export const PROTECTED_SUFFIXES: ReadonlyMap<string, string> = new Map([
+const PROTECTED_SUFFIXES: ReadonlyMap<string, string> = new Map([
   [
     ".code-workspace",
     "VS Code reads settings and runs tasks (runOn: folderOpen) of a .code-workspace file when it opens it, like .vscode/",
@@ -82,7 +82,7 @@ export const PROTECTED_SUFFIXES: ReadonlyMap<string, string> = new Map([
  * protected, and so is the parent's kind (a parent swapped for a symlink would hand the host
  * another child without the walk ever seeing it).
  */
-export const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
+const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
   [".config/mise.toml", "mise reads .config/mise.toml like mise.toml"],
   [".config/mise/", "mise reads .config/mise/config.toml like mise.toml"],
 ]);
@@ -91,7 +91,7 @@ export const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
  * `.claude/<name>`: names an earlier release protected one by one (now .claude/ as a whole). A
  * policy that turns one of them off still may change that part of .claude/.
  */
-export const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
+const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
   ["commands", ".claude/commands/"],
   ["agents", ".claude/agents/"],
   ["settings.json", ".claude/settings.json"],
@@ -104,7 +104,7 @@ export const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
  * it is reported as "host-run file changed" (an event and `hostRunFiles` in the result), so a
  * caller can refuse the run's output.
  */
-export const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
+const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
   [
     ".npmrc",
     "npm reads it on every npm command (registry, node-options, script-shell): it changes what a later `npm install` or `npm run` does",
@@ -126,7 +126,7 @@ export const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** Rules about git (see gitPathAllowed) and directory modes, by the name a policy uses to turn one off. */
-export const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
+const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
   [
     "git-metadata",
     "inside a .git directory only what ordinary git work changes may change: config, hooks, info/attributes, commondir, config.worktree, modules/*/config ... make host git run code",

@@ -23,7 +23,7 @@ import { walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { AllocatedBytes } from "./workspace-snapshot.js";
 
 /** A tree's allocated bytes and entries (every name the walk sees, the root included). */
-export interface TreeSize {
+interface TreeSize {
   bytes: number;
   entries: number;
   /** The walk stopped once it had seen more entries than asked (`stopAfter`): both are lower bounds. */
@@ -71,7 +71,7 @@ export type DiskTrip =
       atLeast?: true;
     };
 
-export interface DiskWatchOptions {
+interface DiskWatchOptions {
   /** The writable trees (canonical paths). */
   roots: readonly string[];
   limitBytes: number;
@@ -95,7 +95,7 @@ interface Filesystem {
 }
 
 /** Between counts of the trees' entries: at least this, or ten walks' time. */
-export const COUNT_EVERY_MS = 2_000;
+const COUNT_EVERY_MS = 2_000;
 
 function usage(root: string): { used: number; inodes?: number } {
   const s = fs.statfsSync(root);

@@ -25,15 +25,15 @@ import fs from "node:fs";
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 const OPEN_FD_WINDOW = 64;
-export const DEFAULT_MAX_DEPTH = 4096;
+const DEFAULT_MAX_DEPTH = 4096;
 /**
  * Names a walk holds at once unless told otherwise: about 140 MB with the longest names (255
  * bytes), a tenth of that with ordinary ones. Walks of the caller's own tree before a run pass
  * Infinity (its size is the caller's); walks of what a sandbox left pass a bound derived from it.
  */
-export const DEFAULT_MAX_HELD_NAMES = 500_000;
+const DEFAULT_MAX_HELD_NAMES = 500_000;
 /** The same for walks in any order: they stream what they cannot hold, so they hold little. */
-export const DEFAULT_MAX_HELD_NAMES_ANY_ORDER = 65_536;
+const DEFAULT_MAX_HELD_NAMES_ANY_ORDER = 65_536;
 /** Directories read as a stream at once (each keeps its fd open); past it one is a problem. */
 const MAX_STREAMED = 256;
 /** Directory entries read per getdents call. */
@@ -70,7 +70,7 @@ export interface WalkStats {
   peakHeldNames: number;
 }
 
-export interface WalkOptions {
+interface WalkOptions {
   /** Return false to not descend into a directory (its fd is closed). */
   descend?: (entry: WalkEntry) => boolean;
   /** Called post-order for every directory descended into, with a path valid for the call. */

@@ -9,7 +9,7 @@ import { type GitAccess, inGitDir, type WorktreeEntry } from "./git-work.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import { lstatBelow, openDirBelow, openFileAt } from "./remove-tree.js";
 
-export interface BindGitAccess extends GitAccess {
+interface BindGitAccess extends GitAccess {
   close(): void;
 }
 

@@ -18,8 +18,8 @@ import os from "node:os";
 import path from "node:path";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
-export const MAX_CONFIG_BYTES = 1024 * 1024;
-export const MAX_CONFIG_FILES = 256;
+const MAX_CONFIG_BYTES = 1024 * 1024;
+const MAX_CONFIG_FILES = 256;
 const MAX_POINTER_BYTES = 4096;
 const MAX_TARGETS = 10_000;
 
@@ -34,7 +34,7 @@ export interface ConfigTarget {
 }
 
 /** One repository: its git directory, the common directory it shares objects and config with, and its worktree. */
-export interface GitRepository {
+interface GitRepository {
   gitDir: string;
   commonDir: string;
   /** Absent for a bare repository. */
@@ -233,7 +233,7 @@ function worktreeOf(gitDir: string, commonDir: string): string | undefined {
 }
 
 /** The host's own configuration files (global and system), which apply to every repository. */
-export function hostConfigFiles(env: NodeJS.ProcessEnv = process.env): string[] {
+function hostConfigFiles(env: NodeJS.ProcessEnv = process.env): string[] {
   const home = env.HOME ?? os.homedir();
   const xdg = env.XDG_CONFIG_HOME || path.join(home, ".config");
   return [

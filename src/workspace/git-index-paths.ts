@@ -26,7 +26,7 @@ const S_IFDIR = 0o040000;
 /** Names and extensions past this many entries are not read: the index is refused instead. */
 const MAX_ENTRIES = 10_000_000;
 
-export interface IndexEntry {
+interface IndexEntry {
   name: Buffer;
   mode: number;
   /** The object id (resolve-undo records: absent). */
@@ -36,7 +36,7 @@ export interface IndexEntry {
 }
 
 /** One layout's reading of an index. */
-export interface ReadIndex {
+interface ReadIndex {
   entries: IndexEntry[];
   /** Paths of the resolve-undo records. */
   resolveUndo: IndexEntry[];
@@ -206,7 +206,7 @@ const HFS_IGNORED = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g;
  * the forms NTFS and HFS+ read as `.git`, a `.gitmodules` that is a symbolic link. A trailing `/`
  * only on a sparse index's directory entry.
  */
-export function entryPathProblem(entry: IndexEntry): string | undefined {
+function entryPathProblem(entry: IndexEntry): string | undefined {
   const name = entry.name.toString("utf8");
   const shown = JSON.stringify(name.slice(0, 200));
   if (!Buffer.from(name, "utf8").equals(entry.name)) return `an entry whose name is not UTF-8 (${shown})`;

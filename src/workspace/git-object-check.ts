@@ -24,9 +24,9 @@ import { yieldToEventLoop } from "./fd-walk.js";
 
 import { OBJECT_RULE } from "./git-rule-names.js";
 /** Bytes of loose objects inflated per run (a zip bomb costs this much at most). */
-export const MAX_INFLATED_BYTES = 4 * 1024 ** 3;
+const MAX_INFLATED_BYTES = 4 * 1024 ** 3;
 /** Bytes of packs verified per run. */
-export const MAX_PACK_BYTES = 8 * 1024 ** 3;
+const MAX_PACK_BYTES = 8 * 1024 ** 3;
 /** Time one pack's verification may take. */
 const PACK_TIMEOUT_MS = 10 * 60 * 1000;
 
@@ -38,7 +38,7 @@ export interface ObjectCheckStats {
   ms: number;
 }
 
-export interface ObjectCheckResult {
+interface ObjectCheckResult {
   violations: Violation[];
   /** Restore steps beyond the violations' own (the .idx of a refused pack). */
   steps: RestoreStep[];

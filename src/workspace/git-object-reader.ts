@@ -4,21 +4,21 @@
 // the tree, reached as /proc/self/fd/N of an fd the walk opened; copy mode: the host's own, and a
 // private folder of links to the staged new objects). So no config, hook, attribute, graft,
 // replace ref or shallow file of the sandbox's is read; the commit-graph and multi-pack-index
-// (caches git trusts) are switched off; git's environment is scrubbed (hand-back/host-git.ts).
+// (caches git trusts) are switched off; git's environment is scrubbed (util/host-git.ts).
 // Only plumbing runs: cat-file (types, commits and tags) and diff-tree (which paths two trees
 // differ in). Objects read here were checked first (git-object-check.ts).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
-import { hostGit } from "../hand-back/host-git.js";
+import { hostGit } from "../util/host-git.js";
 
 /** Where git finds objects: a directory fd of ours (passed to git) or a private path. */
 export type ObjectStore = { fd: number } | { path: string };
 
 export type ObjectInfo = { type: "commit" | "tree" | "blob" | "tag"; size: number } | { missing: true };
 
-export interface DiffRecord {
+interface DiffRecord {
   path: string;
   srcMode: number;
   dstMode: number;

@@ -13,7 +13,7 @@
 
 import { parseGitConfig } from "./git-config-parse.js";
 
-export type StoreFile =
+type StoreFile =
   | { kind: "loose"; oid: string }
   | { kind: "pack"; stem: string }
   | { kind: "pack-index"; stem: string }

@@ -9,7 +9,7 @@
 // - a pack and its .idx are checked by the host's git: `index-pack --verify` reads every object
 //   of the pack, hashes it, builds the .idx git would write and compares it byte for byte with
 //   the given one (outside any repository, in a private folder, with git's environment scrubbed:
-//   hand-back/host-git.ts); the files reach it as /dev/fd/N, so no path in the tree is resolved;
+//   util/host-git.ts); the files reach it as /dev/fd/N, so no path in the tree is resolved;
 // - a pack only "freshened" (git touches an existing pack's times instead of writing an object
 //   it already has) is hashed and compared with the pack checksum its unchanged .idx recorded;
 // - a git-lfs object's sha256 must be its name.
@@ -17,7 +17,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
-import { hostGit } from "../hand-back/host-git.js";
+import { hostGit } from "../util/host-git.js";
 import { hashOfOid } from "./git-object-store.js";
 
 const HEADER = /^(blob|tree|commit|tag) (0|[1-9][0-9]{0,18})$/;
@@ -28,7 +28,7 @@ const SMALL_FILE_BYTES = 64 * 1024;
 const SMALL_INFLATED_BYTES = 1024 * 1024;
 const CHUNK_BYTES = 1024 * 1024;
 
-export interface LooseCheck {
+interface LooseCheck {
   /** Why the object is not what its name says; undefined when it is. */
   problem?: string;
   /** Bytes inflated (what the check cost). */
@@ -154,14 +154,14 @@ export async function checkLfsObject(fd: number, oid: string): Promise<string | 
   return digest === oid ? undefined : `its content hashes to ${digest.slice(0, 12)}, not to its name`;
 }
 
-export interface PackFiles {
+interface PackFiles {
   /** The pack, open for reading. */
   pack: number;
   /** Its .idx, open for reading. */
   idx: number;
 }
 
-export interface PackCheckOptions {
+interface PackCheckOptions {
   /** The repository's hash. */
   format: "sha1" | "sha256";
   /** A private, empty folder of the run (removed by the caller). */

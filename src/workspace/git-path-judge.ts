@@ -12,7 +12,7 @@ import type { Protection, ProtectionOf } from "./path-protection.js";
 const ZERO_MODE = 0;
 const GITLINK = 0o160000;
 
-export interface PathJudgeInput {
+interface PathJudgeInput {
   /** The worktree's top (relative to the tree's root) when known. */
   worktree?: string;
   access: GitAccess;

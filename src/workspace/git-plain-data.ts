@@ -15,9 +15,9 @@ interface DataFacts {
   nlink?: number;
 }
 
-export type GitDataRule = "git-entry-kinds" | "git-modes" | "git-pointers";
+type GitDataRule = "git-entry-kinds" | "git-modes" | "git-pointers";
 
-export interface GitDataProblem {
+interface GitDataProblem {
   rule: GitDataRule;
   /** Why, in words: "a symbolic link", "2 hard links", "mode 0666", "not an object id ...". */
   detail: string;
@@ -58,7 +58,7 @@ export function gitEntryProblem(
 }
 
 /** How git reads a file of a git directory as a pointer, by its path relative to that directory. */
-export type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs" | "index";
+type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs" | "index";
 
 const SINGLE_REF_FILES = new Set([
   "HEAD",
@@ -138,7 +138,7 @@ export function pointerProblem(format: PointerFormat, content: Buffer): string |
  * ending with ".lock", no "..", no control character, space, ~ ^ : ? * [ or backslash, no "@{",
  * no empty component, no trailing "." or "/", not "@".
  */
-export function refnameProblem(name: string): string | undefined {
+function refnameProblem(name: string): string | undefined {
   const bad = () => `"${printable(name)}" is not a valid ref name`;
   if (name === "@" || name.includes("..") || name.includes("@{") || name.endsWith(".")) return bad();
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects

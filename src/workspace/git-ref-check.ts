@@ -30,13 +30,13 @@ import type { ProtectionOf } from "./path-protection.js";
 import type { Violation } from "./workspace-rules.js";
 
 /** Distinct (before, after) pairs of commits judged per git directory. */
-export const MAX_REF_TARGETS = 1000;
+const MAX_REF_TARGETS = 1000;
 /** Bytes of diff-tree output read per git directory. */
-export const MAX_DIFF_BYTES = 64 * 1024 * 1024;
+const MAX_DIFF_BYTES = 64 * 1024 * 1024;
 /** Pointer files are read up to this size (git-plain-data.ts refuses larger ones). */
 const MAX_POINTER_BYTES = 64 * 1024 * 1024;
 
-export interface RefCheckInput {
+interface RefCheckInput {
   /** The git directory whose refs these are (a linked worktree's own folder counts as part of it). */
   root: string;
   /** Its pointer changes, relative to `root` (a worktree's as `worktrees/<name>/HEAD`). */

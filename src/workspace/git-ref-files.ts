@@ -12,9 +12,9 @@ const OID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 const ZERO = /^0+$/;
 
 /** A loose ref or HEAD: an object id, or the name a symbolic ref points to. */
-export type RefValue = { oid: string } | { symref: string };
+type RefValue = { oid: string } | { symref: string };
 
-export function parseRefFile(content: Buffer): RefValue | undefined {
+function parseRefFile(content: Buffer): RefValue | undefined {
   const text = content.toString("utf8").trim();
   if (text.startsWith("ref:")) return { symref: text.slice(4).trim() };
   const oid = text.toLowerCase();

@@ -39,7 +39,7 @@ export interface PointerChange {
 /** Object-store files listed for checking; past this each is a violation of its own (removed unchecked). */
 export const MAX_STORE_CHANGES = 250_000;
 /** Pointer files listed per tree; past this the git directories with more are refused as a whole. */
-export const MAX_POINTER_CHANGES = 50_000;
+const MAX_POINTER_CHANGES = 50_000;
 
 export class GitWork {
   readonly store: StoreChange[] = [];

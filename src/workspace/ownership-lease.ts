@@ -17,7 +17,7 @@
 import fs from "node:fs";
 import { walkTree, YIELD_EVERY, yieldToEventLoop, type WalkEntry } from "./fd-walk.js";
 
-export interface Owner {
+interface Owner {
   uid: number;
   gid: number;
 }
@@ -64,7 +64,7 @@ class InodeTable {
   }
 }
 
-export interface HandBackReport {
+interface HandBackReport {
   /** Inodes given back to their original owner. */
   restored: number;
   /** Inodes the sandbox created, given to the caller. */

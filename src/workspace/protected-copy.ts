@@ -28,10 +28,10 @@ import { compileGlobs, type PathMatcher } from "./path-glob.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";
 import { readFileAt } from "./workspace-snapshot.js";
 
-export const KEEP_FILE_MAX_BYTES = 1024 * 1024;
-export const KEEP_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
+const KEEP_FILE_MAX_BYTES = 1024 * 1024;
+const KEEP_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
 /** An index or a reflog: the ref checks compare it with what the run left (git-ref-check.ts). */
-export const KEEP_POINTER_MAX_BYTES = 8 * 1024 * 1024;
+const KEEP_POINTER_MAX_BYTES = 8 * 1024 * 1024;
 
 /** How much of a git directory's file (relative to it) is kept: pointer files more than the rest. */
 function keepLimitOf(relative: string): number {
@@ -79,13 +79,13 @@ interface Frame {
 }
 
 /** Where an object store was before the run, to find it by inode if the run moves it. */
-export interface ObjectStoreIdentity {
+interface ObjectStoreIdentity {
   path: string;
   dev: number;
   ino: number;
 }
 
-export interface ProtectedCopyOptions extends RuleConfig {
+interface ProtectedCopyOptions extends RuleConfig {
   /** The folder to keep the copy in (created, 0700). */
   dir: string;
   /** An entry's owner before the run (the ownership lease knows the owners of lent inodes). */

@@ -17,7 +17,7 @@ const HAS_TARGET = 0x40;
 const CHUNK = 1 << 20;
 const FIXED = 1 + 2 + 2 + 4 + 8 * 4;
 
-export interface RecordedEntry {
+interface RecordedEntry {
   path: string;
   facts: EntryFacts;
 }

@@ -9,7 +9,7 @@ import fs from "node:fs";
 import { errorCode, openDirAt, openRoot, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { removeAtYielding } from "./remove-tree.js";
 
-export interface TrimReport {
+interface TrimReport {
   /** Entries removed from the folder (a directory counts once, with all below it). */
   removed: number;
   /** Set when the folder could not be put back within bounds. */

@@ -57,7 +57,7 @@ export interface EntryPair {
   content?: (maxBytes: number) => Buffer | undefined;
 }
 
-export type Change = "created" | "modified" | "deleted";
+type Change = "created" | "modified" | "deleted";
 
 /** How a violation is undone on the host. */
 export type RestoreStep =
@@ -107,7 +107,7 @@ export interface RuleConfig {
 }
 
 /** Bits that make a directory a place other local users can plant files in, or inherit a group from. */
-export const UNSAFE_DIRECTORY_BITS = 0o2000 | 0o020 | 0o002;
+const UNSAFE_DIRECTORY_BITS = 0o2000 | 0o020 | 0o002;
 const PERMISSION_BITS = 0o7777;
 
 /** Whether an entry that exists on both sides changed. Directories change only by kind or permissions. */

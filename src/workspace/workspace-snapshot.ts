@@ -24,18 +24,18 @@ export interface ChangedFiles {
   truncated?: { created: number; modified: number; deleted: number };
 }
 
-export const DEFAULT_HASH_MAX_BYTES = 1024 * 1024;
+const DEFAULT_HASH_MAX_BYTES = 1024 * 1024;
 /**
  * Names the walk before the run may hold at once (the caller's own tree: a folder of two million
  * entries is walked; a larger one stops the run from starting, with a message, instead of taking
  * the controller's memory).
  */
-export const SNAPSHOT_MAX_HELD_NAMES = 2_000_000;
+const SNAPSHOT_MAX_HELD_NAMES = 2_000_000;
 /** Each changedFiles list names at most this many paths; the counts stay exact. */
-export const MAX_LISTED_CHANGES = 10_000;
+const MAX_LISTED_CHANGES = 10_000;
 
 /** .git/objects, .git/lfs and node_modules anywhere: metadata is enough there. */
-export function defaultSkipHash(relativePath: string): boolean {
+function defaultSkipHash(relativePath: string): boolean {
   return /(^|\/)\.git\/(objects|lfs)\//.test(relativePath) || /(^|\/)node_modules\//.test(relativePath);
 }
 
@@ -76,7 +76,7 @@ export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: nu
 }
 
 /** Facts of a walked entry, without a content hash. */
-export function baseFacts(entry: WalkEntry): EntryFacts {
+function baseFacts(entry: WalkEntry): EntryFacts {
   const s = entry.stat;
   const facts: EntryFacts = s
     ? {
@@ -102,7 +102,7 @@ function linkTarget(entry: WalkEntry): string | undefined {
   }
 }
 
-export interface SnapshotOptions {
+interface SnapshotOptions {
   /** Regular files up to this size get a content hash; default 1 MiB. */
   hashMaxBytes?: number;
   /** Relative paths whose content is never hashed (metadata only). */
@@ -114,7 +114,7 @@ export interface SnapshotOptions {
   onEntry?: (entry: WalkEntry) => string | undefined;
 }
 
-export interface SnapshotSummary {
+interface SnapshotSummary {
   entries: number;
   /** st_blocks * 512 over the tree, hard-linked inodes once. */
   allocatedBytes: number;
@@ -229,7 +229,7 @@ export class ChangeCollector {
   }
 }
 
-export interface DiffOptions {
+interface DiffOptions {
   hashMaxBytes?: number;
   /**
    * Names the after-walk may hold at once: a directory that would take more is `overfull` (not

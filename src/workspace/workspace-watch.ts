@@ -60,7 +60,7 @@ export interface WorkspaceWatchInput {
 }
 
 /** The policies' default limits.maxEntries. */
-export const DEFAULT_MAX_ENTRIES = 200_000;
+const DEFAULT_MAX_ENTRIES = 200_000;
 /** Names the after-walk may hold beyond the walk before the run and the entry limit. */
 const HELD_SLACK = 1_000;
 /**
@@ -70,7 +70,7 @@ const HELD_SLACK = 1_000;
 const MAX_AFTER_WALK_HELD = 2_000_000;
 
 /** A folder that held more names than the after-walk may hold: what the run added there was removed. */
-export interface OverfullFolder {
+interface OverfullFolder {
   /** As reported (relative to the workspace; absolute in extra roots; "." for the workspace itself). */
   path: string;
   /** Names read before the walk stopped: the folder held at least this many. */
@@ -123,7 +123,7 @@ export interface WorkspaceReport {
   gitChecks?: GitCheckResult["stats"];
 }
 
-export const MAX_LISTED_VIOLATIONS = 200;
+const MAX_LISTED_VIOLATIONS = 200;
 const MAX_LISTED_OVERFULL = 100;
 /** Rounds of trimming overfull folders and walking again (a kept folder inside one may be full too). */
 const TRIM_ROUNDS = 4;

@@ -13,7 +13,7 @@ import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { Relay } from "../../src/relay/relay-session.js";
 import { containerLabels, IMAGE_PATHS, SANDBOX_UID } from "../../src/sandbox-contract.js";
 import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
-import { copyIn } from "../../src/workspace-transfer/copy-in.js";
+import { copyIn } from "../../src/run/copy-mode/copy-in.js";
 import { walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packSingleFile } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";

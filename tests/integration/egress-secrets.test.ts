@@ -2,7 +2,7 @@
 // agent clones from and pushes to an HTTPS git server and installs from a private npm registry,
 // with the tokens injected by the egress proxy on the host, and tries what hostile code would:
 // send the placeholder elsewhere, front another host, read the token from anywhere in the
-// sandbox. The hosts are loopback servers behind names that only the test-only egress hooks
+// sandbox. The hosts are loopback servers behind names that only the agent's test-only egress overrides
 // resolve (tests/support/secret-hosts.ts).
 import crypto from "node:crypto";
 import { execFileSync } from "node:child_process";
@@ -12,7 +12,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { setEgressTestHooks } from "../../src/proxy/egress-test-hooks.js";
+import type { EgressOverrides } from "../../src/run/run-egress.js";
 import type { RunCa } from "../../src/proxy/run-ca.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { commitAll } from "../support/git-repo.js";
@@ -119,7 +119,7 @@ const scanLine = `node probe/scan.mjs ${leakForms.map(hex).join(" ")}`;
 describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
   let server: ScriptedModelServer;
   let hosts: SecretHosts;
-  let removeHooks: () => void;
+  let overrides: EgressOverrides;
   const runCas: RunCa[] = [];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-secrets-"));
   const hostEnv = { ...process.env, GIT_TOKEN, NPM_TOKEN };
@@ -127,7 +127,7 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
 
   beforeAll(async () => {
     hosts = await startSecretHosts({ git: GIT_TOKEN, npm: NPM_TOKEN });
-    removeHooks = setEgressTestHooks(hosts.hooks({ onRunCa: (ca) => runCas.push(ca) }));
+    overrides = hosts.hooks({ onRunCa: (ca) => runCas.push(ca) });
     const main = [
       "exec 2>&1",
       'echo "placeholder=$GIT_TOKEN"',
@@ -172,7 +172,6 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
     fs.writeFileSync(path.join(dir, "policy.json"), JSON.stringify(policy));
   });
   afterAll(async () => {
-    removeHooks?.();
     await server?.close();
     await hosts?.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -207,6 +206,7 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
         readStdin: async () => undefined,
         env: hostEnv,
         stderrIsTty: false,
+        egressOverrides: overrides,
       },
     );
     const out = lastToolResult(server, "main");
@@ -304,6 +304,7 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
     const agent = new ContainerPiAgent({
       models: modelsFor(server, ["pr-fix"]),
       hostEnv: { ...hostEnv, GITHUB_TOKEN: GIT_TOKEN },
+      egressOverrides: overrides,
     });
     const log = eventLog();
     // pr-fix hands the work back as a branch: the workspace is a repository with a commit.
@@ -337,7 +338,11 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
   });
 
   it("every run has its own CA; its key never enters the sandbox (runc, and gVisor where registered)", async () => {
-    const agent = new ContainerPiAgent({ models: modelsFor(server, ["second", "second-runsc"]), hostEnv });
+    const agent = new ContainerPiAgent({
+      models: modelsFor(server, ["second", "second-runsc"]),
+      hostEnv,
+      egressOverrides: overrides,
+    });
     const before = runCas.length;
     const fingerprints: string[] = [];
     for (const runtime of runtimes()) {

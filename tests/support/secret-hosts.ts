@@ -7,7 +7,7 @@
 //   github.com, api.github.com: the same git server, and a REST endpoint (GET /user) that needs
 //              Bearer/token <git token>, so the shipped pr-fix policy can run as it is; these
 //              real names are never resolved or contacted, every other name is (real DNS)
-// The egress proxy reaches them through the test-only hooks (egress-test-hooks.ts): names
+// The egress proxy reaches them through the agent's test-only egress overrides (run/run-egress.ts): names
 // resolve to 127.0.0.1, which the guard lets through, port 443 maps to the servers' ports, and
 // the upstream check trusts this CA.
 import { execFileSync, spawn } from "node:child_process";
@@ -21,7 +21,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { createAddressGuard } from "../../src/proxy/address-guard.js";
-import type { EgressTestHooks } from "../../src/proxy/egress-test-hooks.js";
+import type { EgressOverrides } from "../../src/run/run-egress.js";
 
 /** The names these servers play; everything else is the real internet. */
 const played = (host: string) => host.endsWith(".test") || host === "github.com" || host === "api.github.com";
@@ -43,7 +43,7 @@ export interface SecretHosts {
   /** The bare repository behind https://git.test/repo.git. */
   bareRepo: string;
   seen: SeenRequest[];
-  hooks(extra?: Partial<EgressTestHooks>): EgressTestHooks;
+  hooks(extra?: Partial<EgressOverrides>): EgressOverrides;
   close(): Promise<void>;
 }
 

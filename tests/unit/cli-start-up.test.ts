@@ -55,10 +55,15 @@ async function loadedBy(args: string[], env: Record<string, string> = {}): Promi
   return { own: [...own].sort(), packages: [...packages].sort(), run };
 }
 
-/** The modules --version and --help may load: the program, its io and error reporting, the version facts. */
-const START_UP = /^src\/(cli\/[a-z-]+\.ts|errors\.ts|sandbox-contract\.ts|util\/[a-z-]+\.ts|image\/runner-image\.ts)$/;
-/** The commands' own modules, loaded when their command runs. */
-const ACTIONS = /^src\/cli\/((run|replay|gc|image|policy|doctor)-command|doctor|demo|completion)\.ts$/;
+/**
+ * The modules --version and --help may load: the program, its io and error reporting, the version
+ * facts, and the library's operations face (operations.ts) with the few small modules it hands on.
+ */
+const START_UP =
+  /^src\/(cli\/[a-z-]+\.ts|errors\.ts|sandbox-contract\.ts|util\/[a-z-]+\.ts|operations\.ts|image\/runner-image\.ts|run\/plan\/held-trees\.ts|run\/record-outcome\.ts)$/;
+/** The commands' own modules, and the library operations they call, loaded when their command runs. */
+const ACTIONS =
+  /^src\/(cli\/((run|replay|gc|image|policy|doctor|demo|show|batch)-command|completion)\.ts$|operations\/)/;
 /** What a plan never needs: running containers, the servers a run starts, records, replays. */
 const NOT_FOR_A_PLAN = [
   /^src\/container-pi-agent\.ts$/,
@@ -66,8 +71,8 @@ const NOT_FOR_A_PLAN = [
   // says it is: a pure reading of data) are planning; the rest of engine/ talks to engines.
   /^src\/engine\/(?!(engine-endpoint|engine-kind)\.ts$)/,
   /^src\/gateway\/(apis\/|model-gateway|request-handler|forward-request|exchange-tap|conversation-ledger)/,
-  /^src\/proxy\/(egress-proxy|run-egress|tls-terminator|run-ca|tunnel|upstream-client|der)/,
-  /^src\/run\/(execute-run|supervise-run|run-services|run-workspace|pi-stream|copy-mode\.ts|record-run)/,
+  /^src\/proxy\/(egress-proxy|tls-terminator|run-ca|tunnel|upstream-client|der)/,
+  /^src\/run\/(execute-run|supervise-run|run-services|run-egress|run-workspace|pi-stream|copy-mode\/|open-run-record)/,
   /^src\/(replay|record|relay\/relay-session|scripted-model|demo|image\/(build|ensure|copy|prune))/,
   /^src\/(workspace-transfer\/(?!staging-dir\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
 ];
@@ -93,7 +98,7 @@ describe("what the CLI loads at start-up", () => {
     });
     expect(loaded.run.status, loaded.run.stderr).toBe(0);
     expect(JSON.parse(loaded.run.stdout).policyName).toBe("workspace-write");
-    expect(loaded.own).toContain("src/run/plan-call.ts");
+    expect(loaded.own).toContain("src/run/plan/plan-call.ts");
     expect(loaded.packages).toEqual(["commander"]);
     expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
   });

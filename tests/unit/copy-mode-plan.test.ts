@@ -4,10 +4,11 @@
 import fs from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
-import { RELAY_EXIT, RELAY_PATHS, FULL_FREE_BYTES, UNCHANGED_PAX_KEY } from "../../src/relay/relay-protocol.js";
-import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
-import { preparePlan } from "../../src/run/prepare-plan.js";
-import { resolveRun } from "../../src/run/resolve-options.js";
+import { RELAY_EXIT, RELAY_PATHS, FULL_FREE_BYTES } from "../../src/relay/relay-protocol.js";
+import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
+import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
+import { preparePlan } from "../../src/run/plan/prepare-plan.js";
+import { resolveRun } from "../../src/run/plan/resolve-options.js";
 import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import {
   CA_BUNDLE_ENV_NAMES,
@@ -43,7 +44,6 @@ function input(overrides: Partial<PlanInput> = {}): PlanInput {
     owner: { pid: 42, host: "host" },
     now: new Date("2030-01-02T03:04:05.000Z"),
     workspaceMode: "copy",
-    copyDiskMb: 256,
     protectedMounts: ["/work/project/.git/hooks"],
     ...overrides,
   };
@@ -54,7 +54,13 @@ const launcherConfig = (env: Record<string, string>) => JSON.parse(env.SANDBOX_R
 describe("the copy-mode plan", () => {
   it("mounts no host path: the trees are tmpfs copies at their own paths, the sockets come through the relay", () => {
     const policy = parsePolicy(
-      { ...loadPolicy("workspace-write"), readOnlyMounts: [], trustHostCaBundle: true },
+      {
+        ...loadPolicy("workspace-write"),
+        readOnlyMounts: [],
+        trustHostCaBundle: true,
+        // Each copied tree's tmpfs is the size of the disk limit.
+        limits: { ...loadPolicy("workspace-write").limits, diskMb: 256 },
+      },
       "test",
     );
     const plan = buildRunPlan(input({ policy, readOnlyMounts: ["/opt/data"], hostCaBundle: "/etc/ca.crt" }));

@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { dockerCreateOptions } from "../../src/engine/docker-create-options.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
-import { buildRunPlan } from "../../src/run/build-run-plan.js";
-import { containerSpecOf } from "../../src/run/container-spec.js";
+import { buildRunPlan } from "../../src/run/plan/build-run-plan.js";
+import { containerSpecOf } from "../../src/run/plan/container-spec.js";
 
 function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
   const plan = buildRunPlan({

@@ -120,7 +120,9 @@ describe("engines file", () => {
   });
 
   it("says when the file cannot be read or parsed", () => {
-    expect(() => loadEnginesFile(path.join(dir, "missing.json"))).toThrow(/Cannot read the engines file .*ENOENT/);
+    expect(() => loadEnginesFile(path.join(dir, "missing.json"))).toThrow(
+      /Cannot read the engines file .*: it does not exist\./,
+    );
     const bad = path.join(dir, "bad.json");
     fs.writeFileSync(bad, "{");
     expect(() => loadEnginesFile(bad)).toThrow(/is not valid JSON/);

@@ -4,11 +4,11 @@
 // with Pi's Node 24 (see the file's header for the command).
 import fs from "node:fs";
 import { describe, expect, it } from "vitest";
-import { type JsonSchema, parseJsonWithRepair, prepareToolArguments, repairJson } from "../../src/pi/tool-arguments.js";
+import { type PiSchema, parseJsonWithRepair, prepareToolArguments, repairJson } from "../../src/pi/tool-arguments.js";
 
 interface PiCase {
   name: string;
-  schema: JsonSchema;
+  schema: PiSchema;
   raw: string;
   pi: { ok: true; value: unknown } | { ok: false; message: string };
 }

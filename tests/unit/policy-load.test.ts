@@ -153,7 +153,7 @@ describe("user policy files with mistakes", () => {
 
   it("reports YAML mistakes: bad syntax with its line, duplicate keys, and schema errors as path: message", () => {
     const syntax = loadError(writePolicy("syntax.yaml", "name: mine\ntools: [read, bash\nnetwork: none\n"));
-    expect(syntax.shortMessage).toMatch(/^Policy file .*syntax\.yaml is not valid YAML: .* at line 3, column 1:?$/);
+    expect(syntax.shortMessage).toMatch(/^The policy file .*syntax\.yaml is not valid YAML: .* at line 3, column 1:?$/);
     const duplicate = loadError(writePolicy("dup.yml", `${toYaml(valid())}network: allowlist\n`));
     expect(duplicate.shortMessage).toMatch(/is not valid YAML: Map keys must be unique at line \d+/);
     const schema = loadError(

@@ -1,7 +1,8 @@
 // The address ranges the egress proxy refuses after resolving a name, in both IP families
 // and the IPv6 forms that smuggle an IPv4 address.
 import { describe, expect, it } from "vitest";
-import { canonicalAddress, classifyAddress, createAddressGuard, ipv6ToGroups } from "../../src/proxy/address-guard.js";
+import { canonicalAddress, classifyAddress, createAddressGuard } from "../../src/proxy/address-guard.js";
+import { ipv6ToGroups } from "../../src/util/ip-address.js";
 
 describe("classifyAddress", () => {
   it.each([

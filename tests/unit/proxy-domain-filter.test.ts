@@ -1,7 +1,8 @@
 // The allow-list semantics: exact names, *.suffix patterns, ports, and the look-alike names
 // an attacker would try.
 import { describe, expect, it } from "vitest";
-import { createDomainFilter, matchesDomain, normalizeHost } from "../../src/proxy/domain-filter.js";
+import { createDomainFilter, normalizeHost } from "../../src/proxy/domain-filter.js";
+import { matchesDomain } from "../../src/util/host-pattern.js";
 
 describe("matchesDomain", () => {
   it("matches exact names case-insensitively and ignores one trailing dot", () => {

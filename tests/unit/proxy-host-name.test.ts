@@ -3,7 +3,9 @@
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
-import { canonicalHost, formatIpv6, hostPatternProblem } from "../../src/proxy/host-name.js";
+import { canonicalHost } from "../../src/util/host-name.js";
+import { hostPatternProblem } from "../../src/util/host-pattern.js";
+import { formatIpv6 } from "../../src/util/ip-address.js";
 
 describe("canonicalHost", () => {
   it.each([

@@ -8,7 +8,7 @@ import type { SandboxRunError } from "../../src/errors.js";
 import { hostCaBundleFile } from "../../src/proxy/host-ca-bundle.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
-import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
+import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
 import { CA_BUNDLE_ENV_NAMES, HOST_CA_BUNDLE, SANDBOX_CA_BUNDLE } from "../../src/sandbox-contract.js";
 
 const allowlist: Policy = {

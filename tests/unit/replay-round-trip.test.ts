@@ -9,7 +9,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayExchange, startModelGateway } from "../../src/gateway/model-gateway.js";
 import { loadBytes } from "../../src/record/record-format.js";
-import { RunRecorder } from "../../src/record/run-record.js";
+import { RunRecorder } from "../../src/record/run-recorder.js";
 import { loadRecord } from "../../src/replay/load-record.js";
 import { type Divergence, startReplayServer } from "../../src/replay/replay-server.js";
 import { startScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";

@@ -5,7 +5,7 @@ import { isSandboxRunError } from "../../src/errors.js";
 import { IMAGE_PATHS } from "../../src/sandbox-contract.js";
 import { buildPiArgs, checkExtraArgs, FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import { buildRunPlan } from "../../src/run/build-run-plan.js";
+import { buildRunPlan } from "../../src/run/plan/build-run-plan.js";
 
 const base = {
   model: "scripted/x",

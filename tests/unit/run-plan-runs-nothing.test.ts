@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import type { Engine } from "../../src/engine/engine.js";
 import { resolveRouteCredentials } from "../../src/gateway/route-credentials.js";
-import { redactPlan } from "../../src/run/redact-plan.js";
+import { redactPlan } from "../../src/run/plan/redact-plan.js";
 
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-plan-")));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

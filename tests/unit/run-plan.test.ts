@@ -20,7 +20,7 @@ import {
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
-import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
+import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
 
 const SECRET = "sk-unit-SECRET-9d1e";
 const NOW = new Date("2030-01-02T03:04:05.000Z");

@@ -4,7 +4,7 @@
 // died or does not answer is removed, never handed out; close() removes every unclaimed one.
 import { describe, expect, it } from "vitest";
 import type { Engine, EngineContainer } from "../../src/engine/engine.js";
-import type { WarmShape } from "../../src/run/warm-shape.js";
+import type { WarmShape } from "../../src/run/plan/warm-shape.js";
 import { type PoolSandbox, WarmPool, type WarmPoolChange } from "../../src/warm/warm-pool.js";
 import type { MakeWarmSandbox } from "../../src/warm/warm-sandbox.js";
 

@@ -5,7 +5,7 @@
 // sandbox carries nothing of any call, and labels that let gc and reaping find it.
 import { describe, expect, it } from "vitest";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
-import { buildRunPlan, type PlanInput } from "../../src/run/build-run-plan.js";
+import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
 import { orphanReason } from "../../src/run/reap-orphans.js";
 import {
   claimedRunOf,
@@ -14,7 +14,7 @@ import {
   warmShapeDifference,
   warmShapeKey,
   warmShapeOf,
-} from "../../src/run/warm-shape.js";
+} from "../../src/run/plan/warm-shape.js";
 import {
   LABEL_DEADLINE,
   LABEL_IDLE_DEADLINE,
@@ -44,7 +44,6 @@ function input(overrides: Partial<PlanInput> = {}): PlanInput {
     timeoutMs: 60_000,
     owner: { pid: 42, host: "host" },
     now: new Date("2030-01-02T03:04:05.000Z"),
-    copyDiskMb: 256,
     warm: true,
     ...overrides,
   };

@@ -4,7 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { gitSafetyEntries, withGitConfig } from "../../src/run/git-safety-env.js";
+import { gitSafetyEntries, withGitConfig } from "../../src/run/plan/git-safety-env.js";
 import { scanGitDrivers } from "../../src/workspace/git-config-scan.js";
 
 function repo(files: Record<string, string>): string {

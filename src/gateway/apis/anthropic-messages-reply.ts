@@ -19,7 +19,7 @@ const MESSAGE_EVENTS = new Set([
   "content_block_stop",
 ]);
 
-export function mapAnthropicStop(reason: string, details?: unknown): { pi: PiStopReason; error?: string } {
+function mapAnthropicStop(reason: string, details?: unknown): { pi: PiStopReason; error?: string } {
   switch (reason) {
     case "end_turn":
     case "pause_turn":

@@ -10,7 +10,6 @@ import { mistralConversationsCodec } from "./mistral-conversations.js";
 import { openAiCompletionsCodec } from "./openai-completions.js";
 import { openAiResponsesCodec } from "./openai-responses.js";
 
-export { DEFAULT_REPLY_LIMITS } from "./reply-support.js";
 export type * from "./codec-types.js";
 import type { ApiCodec } from "./codec-types.js";
 

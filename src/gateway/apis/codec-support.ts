@@ -20,7 +20,7 @@ export function stringOr(value: unknown, fallback = ""): string {
 }
 
 /** A request the codec cannot read; parseRequest turns it into `{ ok: false, reason }`. */
-export class UnreadableRequest extends Error {}
+class UnreadableRequest extends Error {}
 
 export function unreadable(reason: string): never {
   throw new UnreadableRequest(reason);
@@ -111,7 +111,7 @@ export function modelRefusal(model: unknown, policy: RequestPolicy, where = "mod
   return `the request asks for model "${short(model)}" (${where}); this run uses "${policy.model}"`;
 }
 
-export function featureAllowed(policy: RequestPolicy, feature: string): boolean {
+function featureAllowed(policy: RequestPolicy, feature: string): boolean {
   return policy.allowServerTools?.includes(feature) === true;
 }
 

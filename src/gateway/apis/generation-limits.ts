@@ -35,7 +35,7 @@ const FIELDS: Record<string, OutputLimitFields> = {
 /** Room Pi itself leaves for the answer when thinking shares the output limit (MIN_ANSWER_TOKENS). */
 const ANSWER_ROOM_TOKENS = 1024;
 
-export type GenerationCap =
+type GenerationCap =
   /** `asked`: the largest output limit the request named (absent: none); `sent`: what goes upstream (with a cap). */
   { ok: true; asked?: number; sent?: number } | { ok: false; reason: string };
 

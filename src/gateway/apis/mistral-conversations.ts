@@ -42,7 +42,7 @@ function mapMistralStop(reason: string): { pi: PiStopReason; error?: string } {
 }
 
 /** Pi's `shortHash` (utils/hash.js). */
-export function piShortHash(text: string): string {
+function piShortHash(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
   for (let i = 0; i < text.length; i++) {

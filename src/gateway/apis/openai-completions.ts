@@ -23,7 +23,7 @@ export const openAiCompletionsCodec: ApiCodec = {
   replyParser: (contentType, limits) => completionsReplyParser(contentType, limits),
 };
 
-export function mapCompletionsStop(reason: string): { pi: PiStopReason; error?: string } {
+function mapCompletionsStop(reason: string): { pi: PiStopReason; error?: string } {
   switch (reason) {
     case "stop":
     case "end":

@@ -3,13 +3,13 @@
 import type { ModelReply, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { SseParser, type SseEvent } from "./sse-parser.js";
 
-export const DEFAULT_REPLY_LIMITS: ReplyLimits = {
+const DEFAULT_REPLY_LIMITS: ReplyLimits = {
   maxEventBytes: 16 * 1024 * 1024,
   maxJsonBytes: 64 * 1024 * 1024,
   maxContentChars: 32 * 1024 * 1024,
 };
 
-export interface ReplyHandlers {
+interface ReplyHandlers {
   /** One server-sent event. */
   onEvent(event: SseEvent): void;
   /** The whole body of a non-streamed (JSON) reply, parsed. */

@@ -25,14 +25,14 @@ export interface SseEvent {
   data: string;
 }
 
-export interface SseParserOptions {
+interface SseParserOptions {
   /** Largest line, in bytes. */
   maxLineBytes: number;
   /** Largest event (the sum of its data lines), in bytes. */
   maxEventBytes: number;
 }
 
-export const DEFAULT_SSE_LIMITS: SseParserOptions = { maxLineBytes: 16 * 1024 * 1024, maxEventBytes: 16 * 1024 * 1024 };
+const DEFAULT_SSE_LIMITS: SseParserOptions = { maxLineBytes: 16 * 1024 * 1024, maxEventBytes: 16 * 1024 * 1024 };
 
 const LF = 0x0a;
 const CR = 0x0d;

@@ -1,0 +1,344 @@
+// `sandbox-run doctor` as a library operation: checks what a run needs, one by one, and says how to
+// fix what is missing. Each finding goes to the caller's report (the CLI prints it); values of
+// credentials are never reported.
+import fs from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import path from "node:path";
+import type { Engine } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
+import { checkContainerStart } from "../engine/start-check.js";
+import { isSandboxRunError } from "../errors.js";
+import { configValueEnvNames, isCommandConfigValue, resolveConfigValue } from "../gateway/config-value.js";
+import { configValuesOf, parseModelsJson } from "../gateway/models-json-schema.js";
+import { planProviderRouting } from "../gateway/provider-routes.js";
+import { runnerImageProblem } from "../image/ensure-runner-image.js";
+import { loadPolicy } from "../policy/load-policy.js";
+import type { Policy } from "../policy/policy-schema.js";
+import { summarizeSecrets } from "../proxy/secret-bindings.js";
+import { runnerImageSpec } from "../image/runner-image.js";
+import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import { readConfigJson } from "../util/config-file.js";
+import type { RunnerPlatform } from "../util/platform.js";
+import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
+import { chosenEnginePool } from "./engine-choice.js";
+
+/** Where doctor's findings go, as they are made. */
+export interface DoctorReport {
+  /** A check that passed. */
+  ok(what: string): void;
+  /** A check that failed, and how to fix it. */
+  bad(what: string, fix: string): void;
+  /** Worth knowing, not a failure; with advice when there is some. */
+  note(what: string, advice?: string): void;
+  /** The findings that follow are of this engine (said when there are several, or it is not the local one). */
+  engine?(name: string, address: string | undefined): void;
+}
+
+export interface DoctorOptions {
+  /** An engines file: check each of its engines (default: SANDBOX_RUN_ENGINES, else DOCKER_HOST's engine). */
+  engines?: string;
+  /** The host environment (default process.env): provider keys, SANDBOX_RUN_IMAGE, the engines file. */
+  env?: Record<string, string | undefined>;
+  /** The platform runs will ask for (default: each engine's own). */
+  platform?: RunnerPlatform;
+  /** Also check the credentials this model needs. */
+  model?: string;
+  /** Also check this Pi models.json's custom providers (reachable from the host, keys resolvable). */
+  models?: string;
+  /** Also check the secrets this policy gives its runs. */
+  policy?: string;
+  report: DoctorReport;
+}
+
+/** Runs every check; `ok` is false when one failed (the report says which and how to fix it). */
+export async function doctor(options: DoctorOptions): Promise<{ ok: boolean }> {
+  const env = options.env ?? process.env;
+  const pool = chosenEnginePool(options.engines, env);
+  try {
+    return await checkAll(pool.engines, env, options);
+  } finally {
+    pool.close();
+  }
+}
+
+async function checkAll(
+  engines: readonly Engine[],
+  env: Record<string, string | undefined>,
+  options: DoctorOptions,
+): Promise<{ ok: boolean }> {
+  const { model, models, policy: policyName, platform } = options;
+  let failed = false;
+  const { ok, note } = options.report;
+  const bad = (what: string, fix: string) => {
+    failed = true;
+    options.report.bad(what, fix);
+  };
+  const report = { ok, bad, note };
+  checkControllerHost(report);
+
+  // Which engines hold the image runs use: an engine without it loads it from one of these.
+  const chosen = env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
+  const holders: string[] = [];
+  for (const engine of engines) {
+    if (engines.length > 1 || engine.name !== "local") options.report.engine?.(engine.name, engine.address);
+    try {
+      if (await checkEngine(engine, chosen, engines.length > 1, report, platform)) holders.push(engine.name);
+    } catch (error) {
+      bad(
+        isSandboxRunError(error) ? error.shortMessage : String(error),
+        isSandboxRunError(error) ? (error.hint ?? "") : "",
+      );
+    }
+  }
+  if (engines.length > 1) {
+    if (holders.length > 0)
+      ok(`runner image ${chosen} is on ${holders.join(", ")}; the others load it from there on first use`);
+    else
+      bad(
+        `no engine has the runner image ${chosen}`,
+        "Build it on one of them (`sandbox-run image build`); runs load it onto the others.",
+      );
+  }
+
+  for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
+    if (env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
+    else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
+  }
+  let modelsJson: unknown;
+  if (models) modelsJson = await checkModelsFile(models, env, report);
+  if (model) {
+    try {
+      planProviderRouting({ model, modelsJson, env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
+      ok(`credentials for ${model} are available`);
+    } catch (error) {
+      bad(
+        isSandboxRunError(error) ? error.shortMessage : String(error),
+        isSandboxRunError(error) ? (error.hint ?? "") : "",
+      );
+    }
+  }
+  if (policyName) checkPolicySecrets(policyName, env, report);
+  if (fs.existsSync(HOST_CA_BUNDLE))
+    ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
+  return { ok: !failed };
+}
+
+type Report = Omit<DoctorReport, "engine">;
+
+/** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
+async function checkEngine(
+  engine: Engine,
+  chosen: string,
+  pooled: boolean,
+  { ok, bad, note }: Report,
+  platform?: RunnerPlatform,
+) {
+  await engine.ping();
+  const info = await engine.info();
+  ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
+  describeEngineKind(info, { ok, note });
+  if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
+  const runsc = runscCheck(info.runtimes);
+  if (runsc.level === "ok") ok(runsc.message);
+  else note(runsc.message, runsc.fix);
+  if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
+  else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
+  await checkPlatformImages(engine, info, { ok, note });
+  const spec = runnerImageSpec(platform);
+  // SANDBOX_RUN_PLATFORM another than the engine's own: its containers start under emulation (runc only).
+  const emulated = platform !== undefined && platform !== ownPlatformOf(info);
+  const labels = await engine.imageLabels(chosen);
+  const problem = labels && runnerImageProblem(chosen, labels);
+  if (!labels) {
+    // In a pool, another engine may hold it (judged once all are checked).
+    if (pooled) note(`runner image ${chosen} is not on this engine`);
+    else
+      bad(
+        `runner image ${chosen} is not built`,
+        chosen === spec.tag
+          ? `Run \`sandbox-run image build${platform ? ` --platform ${platform}` : ""}\` (or let the first run build it).`
+          : "Build it, or unset SANDBOX_RUN_IMAGE.",
+      );
+    return false;
+  }
+  if (problem) {
+    bad(problem.shortMessage, problem.hint ?? "");
+    return false;
+  }
+  ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
+  // Registered is not the same as working: start a container that only runs `true`.
+  for (const runtime of runsc.level === "ok" && !emulated ? ["runc", "runsc"] : ["runc"]) {
+    const check = await checkContainerStart(engine, chosen, runtime, undefined, platform);
+    if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
+    else if (runtime === "runc")
+      bad(
+        `containers do not start on runc: ${check.reason}`,
+        "See the engine's log (journalctl -u docker, or /var/log/dockerd.log).",
+      );
+    else
+      note(
+        `--runtime runsc will fail: ${check.reason}`,
+        "Check `runsc --version` and the runsc runtimeArgs in /etc/docker/daemon.json (a --platform that does not work on this machine hangs).",
+      );
+  }
+  return true;
+}
+
+const REACH_TIMEOUT_MS = 5_000;
+
+/**
+ * A models.json's custom providers: each baseUrl answers from this host (where the gateway calls it
+ * from; any HTTP status counts, no key is sent), and each key source resolves (a variable is set, a
+ * command prints something). Values are never printed. Like a run, doctor runs no `!command` of a
+ * models file inside the current directory (a run's workspace by default). Returns the parsed file.
+ */
+async function checkModelsFile(file: string, env: Record<string, string | undefined>, say: Report): Promise<unknown> {
+  let value: unknown;
+  let providers: ReturnType<typeof parseModelsJson>;
+  try {
+    value = readConfigJson(file, "models", "Pass the path of a Pi models.json file.");
+    providers = parseModelsJson(value);
+  } catch (error) {
+    say.bad(
+      isSandboxRunError(error) ? error.shortMessage : String(error),
+      isSandboxRunError(error) ? (error.hint ?? "") : "",
+    );
+    return undefined;
+  }
+  const insideCwd = isInside(file, process.cwd());
+  const custom = Object.entries(providers).filter(([, p]) => p.baseUrl !== undefined);
+  if (custom.length === 0) say.note(`${file} defines no custom provider (no baseUrl)`);
+  for (const [id, provider] of custom) {
+    const baseUrl = provider.baseUrl!;
+    const reached = await reach(baseUrl);
+    if (reached.ok) say.ok(`provider ${id}: ${baseUrl} answers from this host (HTTP ${reached.status})`);
+    else
+      say.bad(
+        `provider ${id}: ${baseUrl} does not answer from this host (${reached.reason})`,
+        "Start the model server or fix baseUrl; the model gateway calls it from this host, never from the sandbox.",
+      );
+    const values = configValuesOf({ [id]: provider });
+    if (!values.some((v) => v.where.endsWith(".apiKey")))
+      say.note(
+        `provider ${id}: no apiKey (Pi needs one for a custom provider; a placeholder works for a server that takes none)`,
+      );
+    for (const { where, value: config } of values) {
+      const names = configValueEnvNames(config);
+      const source = isCommandConfigValue(config)
+        ? "a command"
+        : names.length > 0
+          ? names.map((name) => `$${name}`).join(", ")
+          : "a literal in the file";
+      if (isCommandConfigValue(config) && insideCwd) {
+        say.bad(
+          `${where} comes from a command, and ${file} lies inside the current directory: runs here refuse it and doctor does not run it`,
+          "Keep the models file outside the workspace, or use $VARIABLE references instead of commands.",
+        );
+        continue;
+      }
+      const resolved = resolveConfigValue(config, { env, runCommands: true });
+      if (resolved.ok) say.ok(`${where} resolves (from ${source}; the value stays on the host and is not shown)`);
+      else
+        say.bad(`${where} does not resolve: ${resolved.reason}`, "Set the variable on the host, or fix the command.");
+    }
+  }
+  return value;
+}
+
+function isInside(file: string, dir: string): boolean {
+  const real = (p: string) => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  const relative = path.relative(real(dir), real(file));
+  return !relative.startsWith("..") && !path.isAbsolute(relative);
+}
+
+/** One GET of the URL without credentials: any HTTP answer means the server is there. */
+function reach(url: string): Promise<{ ok: true; status: number } | { ok: false; reason: string }> {
+  return new Promise((resolve) => {
+    const client = url.startsWith("https:") ? https : http;
+    const request = client.get(url, { timeout: REACH_TIMEOUT_MS }, (response) => {
+      response.resume();
+      resolve({ ok: true, status: response.statusCode ?? 0 });
+      request.destroy();
+    });
+    request.on("timeout", () =>
+      request.destroy(Object.assign(new Error("timeout"), { code: `no answer within ${REACH_TIMEOUT_MS / 1000} s` })),
+    );
+    request.on("error", (error: NodeJS.ErrnoException) => resolve({ ok: false, reason: error.code ?? error.message }));
+  });
+}
+
+/** The secrets a policy gives its runs: by name, hosts and source, and whether each is set; never a value. */
+function checkPolicySecrets(policyName: string, env: Record<string, string | undefined>, say: Report): void {
+  let policy: Policy;
+  try {
+    policy = loadPolicy(policyName);
+  } catch (error) {
+    say.bad(
+      isSandboxRunError(error) ? error.shortMessage : String(error),
+      isSandboxRunError(error) ? (error.hint ?? "") : "",
+    );
+    return;
+  }
+  const secrets = summarizeSecrets(policy.secrets, env);
+  if (secrets.length === 0) say.note(`policy ${policy.name} gives its runs no secrets`);
+  for (const s of secrets) {
+    const what = `secret ${s.name} for ${s.hosts.join(", ")} (${s.inject.join(", ")}), from the ${s.source}`;
+    if (s.problem) say.bad(`${what}: ${s.problem}`, "Set it on the host; the sandbox only ever sees a placeholder.");
+    else say.ok(`${what}: set (the sandbox gets a placeholder; the egress proxy adds the value for these hosts)`);
+  }
+}
+
+interface RuntimeInfo {
+  path?: string;
+  runtimeArgs?: string[];
+}
+
+/** The runtime arguments sandbox-run registers runsc with (scripts/setup-host.sh). */
+export const RUNSC_ARGS = ["--network=none", "--host-uds=open", "--oci-seccomp"];
+const RUNSC_REGISTRATION = JSON.stringify({ runtimes: { runsc: { path: "/usr/bin/runsc", runtimeArgs: RUNSC_ARGS } } });
+
+/**
+ * Whether gVisor is registered the way sandbox-run needs it: the sandbox reaches the model gateway
+ * (and the egress proxy) through host unix sockets bind-mounted in, which gVisor only allows with
+ * --host-uds=open (or all); --network=none keeps gVisor's own network stack off; --oci-seccomp makes
+ * gVisor apply Docker's seccomp profile inside the sandbox, which it ignores otherwise.
+ */
+export function runscCheck(runtimes: Record<string, RuntimeInfo>): {
+  level: "ok" | "note";
+  message: string;
+  fix?: string;
+} {
+  const runsc = runtimes.runsc;
+  const register = `apt-get install runsc (Debian/Ubuntu), add ${RUNSC_REGISTRATION} to /etc/docker/daemon.json and restart dockerd (scripts/setup-host.sh does this)`;
+  if (!runsc) {
+    return {
+      level: "note",
+      message: "gVisor (runsc) is not registered: --runtime runsc is unavailable",
+      fix: `For a stronger boundary: ${register}.`,
+    };
+  }
+  const args = runsc.runtimeArgs ?? [];
+  const fix = `Set "runtimeArgs": ${JSON.stringify(RUNSC_ARGS)} for runsc in /etc/docker/daemon.json and restart dockerd (scripts/setup-host.sh does this).`;
+  if (!args.some((a) => /^--host-uds=(open|all)$/.test(a))) {
+    return {
+      level: "note",
+      message: `gVisor (runsc) is registered without --host-uds=open (args: ${args.join(" ") || "none"}): runs with --runtime runsc cannot reach the model gateway and will fail`,
+      fix,
+    };
+  }
+  if (!args.some((a) => /^--oci-seccomp(=true)?$/.test(a))) {
+    return {
+      level: "note",
+      message: `gVisor (runsc) is registered without --oci-seccomp (args: ${args.join(" ")}): runs on runsc get no seccomp filter inside the sandbox`,
+      fix,
+    };
+  }
+  return { level: "ok", message: `gVisor runtime runsc is registered (${runsc.path ?? "runsc"} ${args.join(" ")})` };
+}

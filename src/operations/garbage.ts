@@ -1,0 +1,45 @@
+// `sandbox-run gc` as a library operation: what dead controllers left behind, removed from every
+// engine of the pool (their containers, handing lent trees back) and this host's run folders. One
+// engine that does not answer must not keep the others dirty: it is reported and the others are
+// cleaned (a pool of one engine that does not answer is an error).
+import { type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
+import { reapRunDirs } from "../run/run-dirs.js";
+import { chosenEnginePool } from "./engine-choice.js";
+
+export interface GarbageOptions {
+  /** An engines file: clean each of its engines (default: SANDBOX_RUN_ENGINES, else DOCKER_HOST's engine). */
+  engines?: string;
+  /** The host environment (default process.env). */
+  env?: Record<string, string | undefined>;
+  /** Every sandbox-run container, even of live controllers. */
+  all?: boolean;
+}
+
+export interface CollectedGarbage {
+  /** Per engine, in the pool's order: what was removed there, or why it was not reached. */
+  engines: Array<{ name: string; removed: ReapedContainer[]; unreachable?: string }>;
+  /** This host's run folders whose controller is gone. */
+  runDirs: string[];
+}
+
+export type { ReapedContainer } from "../run/reap-orphans.js";
+
+export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
+  const pool = chosenEnginePool(options.engines, options.env ?? process.env);
+  const engines: CollectedGarbage["engines"] = [];
+  try {
+    for (const engine of pool.engines) {
+      try {
+        await engine.ping();
+      } catch (error) {
+        if (pool.engines.length === 1) throw error;
+        engines.push({ name: engine.name, removed: [], unreachable: (error as Error).message.split("\n")[0]! });
+        continue;
+      }
+      engines.push({ name: engine.name, removed: await reapContainers(engine, { all: options.all }) });
+    }
+  } finally {
+    pool.close();
+  }
+  return { engines, runDirs: reapRunDirs() };
+}

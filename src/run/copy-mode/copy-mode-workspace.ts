@@ -1,0 +1,371 @@
+// One copy-mode run's workspace, from walk to apply:
+// 1. prepare (before the container exists): walk every tree the plan copies, fail early when one
+//    does not fit its tmpfs;
+// 2. afterStart (the container runs, the launcher waits): copy each tree in with its own exec of
+//    `tar -x` (as the sandbox uid, or the read-only owner), start the relay, and open it once all
+//    copies are in; that answers the launcher's liveness request and Pi starts;
+// 3. beforeStop (Pi settled, the container still runs): read each writable tree back through the
+//    relay as a hostile archive (capped, staged next to the tree, nothing applied);
+// 4. finish (the container is gone): run the checks on the returned trees; apply them only when
+//    every check passed, so a violation leaves the host trees as they were.
+// A run stopped before Pi settled (timeout, abort, limit, crash) brings nothing back.
+//
+// Copy mode's other places: its part of the plan (run/plan/copy-mode-plan.ts), the trees as data
+// (workspace-transfer/), the link into the sandbox (relay/, and images/pi/relay.mjs inside), the
+// rules a returned tree is judged by (run/returned-tree-rules.ts); docs/architecture.md has the map.
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import type { EngineContainer } from "../../engine/engine.js";
+import { Relay, type RelaySocket } from "../../relay/relay-session.js";
+import {
+  type CopyRoot,
+  GATEWAY_SOCKET,
+  IMAGE_PATHS,
+  PROXY_SOCKET,
+  READ_ONLY_OWNER_UID,
+  RELAY_BRIDGE_SOCKET,
+  type RunPlan,
+} from "../../sandbox-contract.js";
+import { SandboxRunError } from "../../errors.js";
+import type { HandBackBase } from "../../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../../hand-back/hand-back-report.js";
+import type { ChangedFiles } from "../../workspace/workspace-snapshot.js";
+import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
+import { copyIn, copyInThroughRelay } from "./copy-in.js";
+import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
+import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
+import { type ReturnedTree, readReturnedTar } from "../../workspace-transfer/returned-tar.js";
+import {
+  makeStagingDir,
+  recordStagingDir,
+  removeStagingDir,
+  STAGING_RECORD,
+} from "../../workspace-transfer/staging-dir.js";
+import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
+import { mib } from "../../util/units.js";
+import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
+import type { RunTimeline } from "../run-events.js";
+import type { RunCompanion } from "../supervise-run.js";
+import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
+
+interface CopyModeOptions {
+  plan: RunPlan;
+  /** The run folder holding the gateway's (and the proxy's) host sockets. */
+  runDir: string;
+  /** Whether the egress proxy runs (its socket is relayed too). */
+  proxy: boolean;
+  /** The tmpfs size of each tree, in MiB. */
+  diskMb: number;
+  timeline: RunTimeline;
+  /** The checks on returned trees (run/returned-tree-rules.ts: the same rules as bind mode's). */
+  check: ReturnedTreeCheck;
+  /** A writable tree filled its tmpfs while the run was live (the relay's claim); called once. */
+  onFull?: (what: string) => void;
+  /** The task, for the branch hand-back's commit message. */
+  prompt?: string;
+  signal?: AbortSignal;
+}
+
+interface Copied {
+  copy: CopyRoot;
+  /** Absent for the CA bundle (a file). */
+  tree?: HostTree;
+  returned?: ReturnedTree;
+  stagingDir?: string;
+}
+
+/** Room for tar's headers in the byte cap of a returned tree. */
+const HEADER_ALLOWANCE_BYTES = 64 * 1024 * 1024;
+
+/** What came back: the changes, and the violations that kept them from being applied. */
+export interface CopyModeOutcome {
+  changedFiles: ChangedFiles;
+  violations: TreeViolation[];
+  snapshotMs: number;
+}
+
+export class CopyModeWorkspace {
+  #relay?: Relay;
+  /** Every writable tree came back whole and readable: only then is anything applied. */
+  #copiedOut = false;
+  /** The run is over: a copy-out still under way makes no more staging directories. */
+  #disposed = false;
+  #fullReported = false;
+
+  private constructor(
+    private readonly options: CopyModeOptions,
+    private readonly copied: Copied[],
+    /** The branch hand-back: the repository and the commit the run starts from. */
+    private readonly base: HandBackBase | undefined,
+  ) {}
+
+  static async prepare(options: CopyModeOptions): Promise<CopyModeWorkspace> {
+    // Before anything is copied: HEAD now is the parent of the commit the run's changes become.
+    const base = await prepareHandBack(options.plan, options.runDir);
+    const copied: Copied[] = [];
+    for (const copy of options.plan.copies) {
+      if (copy.kind === "ca-bundle") {
+        copied.push({ copy });
+        continue;
+      }
+      const tree = await walkHostTree(copy.hostPath);
+      if (tree.bytes > options.diskMb * 1024 * 1024) {
+        throw new SandboxRunError(
+          "limit",
+          `${describe(copy)} holds ${mib(tree.bytes)} MiB, more than the sandbox's copy of it may hold (${options.diskMb} MiB).`,
+          { limit: "disk", hint: "Raise limits.diskMb in a policy file, or use bind mode on a local engine." },
+        );
+      }
+      copied.push({ copy, tree });
+    }
+    return new CopyModeWorkspace(options, copied, base);
+  }
+
+  /** The work done beside the run while its container runs (a warm sandbox: its claim instead of the copy-in). */
+  companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion {
+    return {
+      afterStart: () => (warm ? this.#claim(warm) : this.#copyIn(container)),
+      beforeStop: () => this.#copyOut(),
+    };
+  }
+
+  /** The same trees as #copyIn, for its claim: one exchange over the relay the sandbox has up already. */
+  async #claim(warm: ClaimedSandbox): Promise<void> {
+    const { plan, timeline } = this.options;
+    const started = performance.now();
+    const relay = warm.relay;
+    this.#relay = relay;
+    relay.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+    const writable = this.copied.filter((c) => c.copy.writable && c.tree);
+    this.#watchFull(relay, writable);
+    // The host's servers run already: connections go through as soon as the relay serves them.
+    relay.open();
+    const { inSandboxMs } = await claimSandbox(warm, {
+      plan,
+      sockets: this.#sockets(),
+      watchFull: writable.map((c) => c.copy.containerPath),
+      trees: this.copied.map(({ copy, tree }) => {
+        const readOnly = !copy.writable && copy.kind !== "ca-bundle";
+        return {
+          containerPath: tree ? copy.containerPath : path.dirname(copy.containerPath),
+          what: describe(copy),
+          sizeMb: this.options.diskMb,
+          readOnly,
+          archive: () =>
+            tree
+              ? packTree(tree, readOnly ? { modeOf: readableByAll } : {})
+              : packSingleFile(copy.hostPath, path.basename(copy.containerPath)),
+        };
+      }),
+    });
+    this.#copiedInEvent(started, inSandboxMs ? { inSandboxMs } : {});
+  }
+
+  /** The gateway's socket (and the proxy's) the relay hands connections to. */
+  #sockets(): RelaySocket[] {
+    return [
+      { name: "gateway", containerPath: GATEWAY_SOCKET, hostPath: path.join(this.options.runDir, "gateway.sock") },
+      ...(this.options.proxy
+        ? [{ name: "proxy", containerPath: PROXY_SOCKET, hostPath: path.join(this.options.runDir, "proxy.sock") }]
+        : []),
+    ];
+  }
+
+  #watchFull(relay: Relay, writable: Copied[]): void {
+    relay.onFull((root) => {
+      const full = writable.find((c) => c.copy.containerPath === root);
+      if (full && !this.#fullReported) {
+        this.#fullReported = true;
+        this.options.onFull?.(describe(full.copy));
+      }
+    });
+  }
+
+  #copiedInEvent(started: number, extra: Record<string, unknown> = {}): void {
+    this.options.timeline.sandbox("workspace.copied-in", {
+      ...extra,
+      trees: this.copied.length,
+      entries: this.copied.reduce((n, c) => n + (c.tree?.entries.length ?? 1), 0),
+      bytes: this.copied.reduce((n, c) => n + (c.tree?.bytes ?? 0), 0),
+      skipped: this.copied.flatMap((c) => c.tree?.skipped ?? []).slice(0, 20),
+      ms: Math.round(performance.now() - started),
+    });
+  }
+
+  async #copyIn(container: EngineContainer): Promise<void> {
+    const { plan, signal, timeline } = this.options;
+    const started = performance.now();
+    const sockets = this.#sockets();
+    const relay = Relay.start({
+      container,
+      user: plan.user,
+      bridgeSocket: RELAY_BRIDGE_SOCKET,
+      socketDir: IMAGE_PATHS.socketDir,
+      sockets,
+      signal,
+    }).then(async (started) => {
+      this.#relay = started;
+      started.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+      await started.ready;
+      return started;
+    });
+    // Read-only trees belong to another uid than the relay's: each gets an exec of its own, started
+    // at once. Writable trees (and the CA bundle) go through the relay as soon as it is up.
+    const copies = this.copied.map(({ copy, tree }) => {
+      const readOnly = !copy.writable && copy.kind !== "ca-bundle";
+      const archive = () =>
+        tree
+          ? packTree(tree, readOnly ? { modeOf: readableByAll } : {})
+          : packSingleFile(copy.hostPath, path.basename(copy.containerPath));
+      const target = {
+        containerPath: tree ? copy.containerPath : path.dirname(copy.containerPath),
+        what: describe(copy),
+        sizeMb: this.options.diskMb,
+      };
+      if (readOnly) {
+        const user = `${READ_ONLY_OWNER_UID}:${READ_ONLY_OWNER_UID}`;
+        return copyIn(container, archive(), { ...target, user }, signal);
+      }
+      return relay.then((ready) => copyInThroughRelay(ready, archive(), target));
+    });
+    await Promise.all([relay, ...copies]);
+    // Nothing of the sandbox has run yet: from here on, a changed file is one whose status changes.
+    const writable = this.copied.filter((c) => c.copy.writable && c.tree);
+    this.#watchFull(this.#relay!, writable);
+    this.#relay!.mark(writable.map((c) => c.copy.containerPath));
+    this.#relay!.open();
+    this.#copiedInEvent(started);
+  }
+
+  async #copyOut(): Promise<void> {
+    const relay = this.#relay;
+    if (!relay) throw new SandboxRunError("agent-crashed", "The relay to the sandbox never started.");
+    for (const copied of this.copied) {
+      if (!copied.copy.writable || !copied.tree) continue;
+      const started = performance.now();
+      const tree = copied.tree;
+      if (this.#disposed) throw new SandboxRunError("aborted", "The run ended while its workspace was read back.");
+      copied.stagingDir = makeStagingDir(tree.root);
+      recordStagingDir(path.join(this.options.runDir, STAGING_RECORD), copied.stagingDir);
+      this.options.timeline.sandbox("workspace.copying-out", { root: copied.copy.hostPath });
+      const { stream, exit } = await relay.archive(copied.copy.containerPath);
+      copied.returned = await readReturnedTar(stream, {
+        before: tree,
+        stagingDir: copied.stagingDir,
+        what: describe(copied.copy),
+        limits: {
+          maxBytes: this.options.diskMb * 1024 * 1024 + HEADER_ALLOWANCE_BYTES,
+          // Entries a returned tree may have beyond the ones sent in: the policy's limits.maxEntries.
+          maxEntries: tree.entries.length + this.options.plan.limits.maxEntries,
+          maxPathBytes: 4096,
+          maxDepth: 1024,
+          maxLinkTargetBytes: 4096,
+        },
+      });
+      const status = await exit;
+      // As GNU tar's: 1, a file changed while it was read (something in the sandbox still runs);
+      // what was read is judged like everything else. Anything else: the tree was not read whole.
+      if (status.code !== 0 && status.code !== 1) {
+        throw new SandboxRunError(
+          "agent-crashed",
+          `Reading ${describe(copied.copy)} back from the sandbox failed: the relay could not read all of it (status ${status.code ?? status.signal}). Nothing was applied.`,
+          {
+            hint: "A file or directory the sandbox made unreadable cannot be copied back; the stderr tail says which.",
+            stderrTail: status.stderr || undefined,
+          },
+        );
+      }
+      this.options.timeline.sandbox("workspace.copied-out", {
+        root: copied.copy.hostPath,
+        entries: copied.returned.after.length,
+        bytes: copied.returned.bytes,
+        changed: copied.returned.staged.size,
+        refused: copied.returned.refused.slice(0, 20),
+        setuidDropped: copied.returned.strippedModes.slice(0, 20),
+        writeBitsCleared: copied.returned.writeBitsCleared.slice(0, 20),
+        ms: Math.round(performance.now() - started),
+      });
+    }
+    this.#copiedOut = true;
+    // The host stops the container next, and the relay with it.
+    relay.expectEnd();
+  }
+
+  /**
+   * After the container is gone: the checks on every returned tree, then (only when all passed)
+   * the apply. A run whose trees never came back changes nothing.
+   */
+  async finish(): Promise<CopyModeOutcome> {
+    const started = performance.now();
+    const check = this.options.check;
+    const changedFiles: ChangedFiles = { created: [], modified: [], deleted: [] };
+    const violations: TreeViolation[] = [];
+    const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
+    for (const { copy, tree, returned: after } of returned) {
+      const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
+      violations.push(...(await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after)));
+      const diff = diffTrees(tree!.entries, after!.after);
+      const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
+      for (const change of ["created", "modified", "deleted"] as const)
+        changedFiles[change].push(...diff[change].map((p) => prefix + p));
+    }
+    // branch and patch: the judged tree waits in the staging directory for handBack().
+    const applying = this.options.plan.handBack === "apply";
+    if (violations.length === 0 && applying) {
+      for (const { copy, tree, returned: after, stagingDir } of returned) {
+        const result = applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir });
+        if (result.keptDirectories.length > 0) {
+          this.options.timeline.sandbox("workspace.kept", {
+            root: copy.hostPath,
+            reason: "deleted in the sandbox, but they hold files that were never copied in",
+            directories: result.keptDirectories.slice(0, 20),
+          });
+        }
+      }
+    }
+    const ms = Math.round(performance.now() - started);
+    if (!this.#copiedOut)
+      this.options.timeline.sandbox("workspace.not-applied", {
+        reason: "the run ended before the workspace came back",
+      });
+    else if (violations.length > 0)
+      this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
+    else if (!applying) this.options.timeline.sandbox("workspace.judged", { trees: returned.length, ms });
+    else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
+    return { changedFiles, violations, snapshotMs: Math.round(performance.now() - started) };
+  }
+
+  /**
+   * After a successful run whose trees passed the checks, for hand-back "branch" or "patch": the
+   * judged workspace becomes a commit or a patch (hand-back-run.ts); nothing is written into the
+   * working tree. Undefined in apply mode, or when nothing came back.
+   */
+  async handBack(): Promise<HandBackReport | undefined> {
+    const { plan, runDir, prompt, timeline } = this.options;
+    if (plan.handBack === "apply" || !this.#copiedOut) return undefined;
+    const workspace = this.copied.find((c) => c.copy.kind === "workspace" && c.copy.writable);
+    if (!workspace?.tree || !workspace.returned) return undefined;
+    const judged = { tree: workspace.tree, returned: workspace.returned, what: describe(workspace.copy) };
+    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged });
+  }
+
+  /** Removes the staging directories and stops serving the relay (the container is gone by now). */
+  dispose(): void {
+    this.#disposed = true;
+    this.#relay?.close();
+    for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
+  }
+}
+
+function describe(copy: CopyRoot): string {
+  switch (copy.kind) {
+    case "workspace":
+      return `the workspace ${copy.hostPath}`;
+    case "writable-root":
+      return `the writable directory ${copy.hostPath}`;
+    case "read-only":
+      return `the read-only directory ${copy.hostPath}`;
+    case "ca-bundle":
+      return "the host's CA bundle";
+  }
+}

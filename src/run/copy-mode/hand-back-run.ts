@@ -1,0 +1,102 @@
+// The run's side of hand-back "branch" and "patch" (copy mode): when the run starts, a private
+// folder in the run folder and, for a branch, the repository and the commit HEAD names (before
+// anything is copied, so that commit is what the sandbox saw); after a successful run, the judged
+// workspace handed to hand-back/ as a commit or a patch, and the `workspace.handed-back` event.
+import fs from "node:fs";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { commitChanges } from "../../hand-back/branch-commit.js";
+import { patchOfChanges } from "../../hand-back/change-patch.js";
+import { findHandBackBase, type HandBackBase } from "../../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../../hand-back/hand-back-report.js";
+import type { RunPlan } from "../../sandbox-contract.js";
+import type { HostTree } from "../../workspace-transfer/host-tree.js";
+import { judgedChanges } from "../../workspace-transfer/judged-changes.js";
+import type { ReturnedTree } from "../../workspace-transfer/returned-tar.js";
+import { HAND_BACK_DIR } from "../run-dirs.js";
+import type { RunTimeline } from "../run-events.js";
+
+/**
+ * Makes the private folder when the plan hands a writable workspace back as a branch or a patch;
+ * for a branch, finds the repository and its HEAD commit (a usage error when there is none).
+ */
+export async function prepareHandBack(plan: RunPlan, runDir: string): Promise<HandBackBase | undefined> {
+  const workspace = plan.copies.find((c) => c.kind === "workspace" && c.writable);
+  if (plan.handBack === "apply" || !workspace) return undefined;
+  const privateDir = path.join(runDir, HAND_BACK_DIR);
+  fs.mkdirSync(privateDir, { mode: 0o700 });
+  return plan.handBack === "branch" ? findHandBackBase(workspace.hostPath, privateDir) : undefined;
+}
+
+interface HandBackInput {
+  plan: RunPlan;
+  runDir: string;
+  /** The task, for the commit message. */
+  prompt?: string;
+  /** From prepareHandBack (a branch). */
+  base: HandBackBase | undefined;
+  timeline: RunTimeline;
+  /** The workspace as it was sent and as it came back, judged. */
+  judged: { tree: HostTree; returned: ReturnedTree; what: string };
+}
+
+export async function handBackJudged(input: HandBackInput): Promise<HandBackReport> {
+  const { plan, timeline, judged } = input;
+  const started = performance.now();
+  const changes = judgedChanges(judged.tree, judged.returned);
+  const privateDir = path.join(input.runDir, HAND_BACK_DIR);
+  if (plan.handBack === "patch") {
+    const report = patchOfChanges({ changes, sent: judged.tree, privateDir, what: judged.what });
+    timeline.sandbox("workspace.handed-back", {
+      mode: "patch",
+      files: report.files,
+      bytes: report.bytes,
+      notes: report.notes.slice(0, 20),
+      ms: Math.round(performance.now() - started),
+    });
+    return report;
+  }
+  const report = await commitChanges({
+    base: input.base!,
+    changes,
+    sent: judged.tree,
+    returnedPaths: judged.returned.after.map((e) => e.path),
+    runId: plan.runId,
+    message: commitMessage(plan, input.prompt),
+    privateDir,
+    what: judged.what,
+  });
+  timeline.sandbox("workspace.handed-back", {
+    mode: "branch",
+    branch: report.branch ?? null,
+    commit: report.commit ?? null,
+    base: report.base,
+    repository: report.repository,
+    ...report.diffStat,
+    leftOut: report.leftOut.slice(0, 20),
+    leftOutCount: report.leftOutCount,
+    ms: Math.round(performance.now() - started),
+  });
+  return report;
+}
+
+/** The branch hand-back's commit message: the run, its model and policy, and the task's first line. */
+function commitMessage(plan: RunPlan, prompt: string | undefined): string {
+  const firstLine = (prompt ?? "").trim().split("\n")[0] ?? "";
+  // Control characters (C0, DEL, C1) become spaces: a commit message is shown on terminals.
+  const task = [...firstLine]
+    .map((c) => (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f) ? " " : c))
+    .join("")
+    .slice(0, 200);
+  return [
+    `sandbox-run: changes of run ${plan.runId}`,
+    "",
+    "The judged workspace of a sandbox-run run, committed by the host's git (no hooks, no filters).",
+    "",
+    `Run: ${plan.runId}`,
+    `Model: ${plan.model}`,
+    `Policy: ${plan.policyName}`,
+    ...(task ? [`Task: ${task}`] : []),
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,97 @@
+// The one place a call becomes a run plan, for real runs, --dry-run and --record alike: options are
+// resolved (resolve-options.ts), the host facts the pure builder needs are gathered (caller ids,
+// protected paths that exist, the CA bundle), credential variables are dropped from what the
+// sandbox receives, and the plan is built once. No side effect beyond reading files.
+import crypto from "node:crypto";
+import os from "node:os";
+import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
+import type { ReplayCall } from "../../replay/replay-source.js";
+import { newPlaceholder } from "../../proxy/secret-bindings.js";
+import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
+import { usageError } from "../../errors.js";
+import { scanGitDrivers } from "../../workspace/git-config-scan.js";
+import { protectedMountPaths } from "../../workspace/protected-paths.js";
+import { buildRunPlan } from "./build-run-plan.js";
+import type { ResolvedRun } from "./resolve-options.js";
+import { runDirPath } from "../run-dirs.js";
+
+export interface PlannedRun {
+  run: ResolvedRun;
+  plan: RunPlan;
+  /** Host folder of the run's sockets (made when the run starts). */
+  runDir: string;
+  /** Names of the variables the caller set for the sandbox (their values are in the plan's env). */
+  callerEnvNames: string[];
+  /** Per-run placeholders of the policy's secrets, by name: in the sandbox's env, swapped by the egress proxy. */
+  secretPlaceholders: Record<string, string>;
+  /** Set when the model is answered from a recording instead of the provider. */
+  replay?: ReplayCall;
+  /** The agent keeps warm sandboxes, but this call starts cold: why (its `warm.miss` event says so). */
+  warmMiss?: string;
+}
+
+function newRunId(): string {
+  return crypto.randomBytes(6).toString("hex");
+}
+
+export interface PlanPlace {
+  image: string;
+  runId?: string;
+  now?: Date;
+  /** Whether the engine sees this host's paths (bind mounts work); default true. */
+  sharesHostFilesystem?: boolean;
+  /** Its name, for the message when bind mode is asked of an engine that cannot do it. */
+  engineName?: string;
+  /** Why it cannot (default: it does not share this host's filesystem). */
+  engineReason?: string;
+  /** Plan the call for a warm sandbox (copy mode, the trees at WARM_PATHS; see buildRunPlan). */
+  warm?: boolean;
+}
+
+export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
+  const runId = place.runId ?? newRunId();
+  const runDir = runDirPath(runId);
+  const sandboxEnv = { ...run.sandboxEnv };
+  for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
+  const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
+  const secretPlaceholders = Object.fromEntries(secretNames.map((name) => [name, newPlaceholder(name)]));
+  const plan = buildRunPlan({
+    runId,
+    image: place.image,
+    runDir,
+    now: place.now ?? new Date(),
+    policy: run.policy,
+    model: run.model,
+    schema: run.schema,
+    cwd: run.cwd,
+    ...(run.workspacePath ? { sandboxCwd: run.workspacePath } : {}),
+    writableRoots: run.writableRoots,
+    readOnlyMounts: run.readOnlyMounts,
+    protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
+    hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
+    secretPlaceholders,
+    gitDrivers: scanGitDrivers(run.cwd),
+    caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
+    sandboxEnv,
+    containerModelsJson: run.routing.containerModelsJson,
+    extraArgs: run.extraArgs,
+    timeoutMs: run.timeoutMs,
+    owner: { pid: process.pid, host: os.hostname() },
+    workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
+    handBack: run.handBack,
+    ...(place.warm ? { warm: true } : {}),
+  });
+  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders };
+}
+
+/** Bind mode needs an engine that sees this host's paths; copy mode works everywhere. */
+function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): WorkspaceMode {
+  const shares = place.sharesHostFilesystem ?? true;
+  if (asked === "bind" && !shares) {
+    throw usageError(
+      `The engine${place.engineName ? ` "${place.engineName}"` : ""} ${place.engineReason ?? "does not share this host's filesystem"}, so the workspace cannot be bind-mounted.`,
+      "Use --workspace copy (the default on such engines), or run on a local engine.",
+    );
+  }
+  return asked ?? (shares ? "bind" : "copy");
+}

@@ -1,0 +1,412 @@
+// Merges the option layers (host environment < constructor config < per-run options),
+// canonicalises every host path and rejects bad input before anything is created.
+// (Over 300 lines because every option's rule and its usage error are kept side by side.)
+import fs from "node:fs";
+import path from "node:path";
+import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
+import { usageError } from "../../errors.js";
+import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
+import type { Policy } from "../../policy/policy-schema.js";
+import { planProviderRouting, type ProviderRouting } from "../../gateway/provider-routes.js";
+import { checkExtraArgs } from "../../pi/pi-args.js";
+import {
+  GATEWAY_PORT,
+  HAND_BACK_MODES,
+  type HandBackMode,
+  SANDBOX_MODES,
+  WORKSPACE_MODES,
+  type WorkspaceMode,
+} from "../../sandbox-contract.js";
+import { readConfigJson } from "../../util/config-file.js";
+import { parsePlatform } from "../../util/parse-platform.js";
+import type { RunnerPlatform } from "../../util/platform.js";
+import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
+import { compileResultSchema, type ResultValidator } from "../result-validator.js";
+
+export type Env = Record<string, string | undefined>;
+
+/** Options beyond the seam that a ContainerPiAgent (or one run) accepts. */
+export interface SandboxOptions {
+  /** A built-in policy name, a policy file path, or a policy object; defaults to the sandbox mode's policy. */
+  policy?: string | Policy;
+  /** Pi models.json for custom providers: a file path or the parsed object. */
+  models?: string | Record<string, unknown>;
+  /** Wall-clock limit in milliseconds; defaults to the policy's timeoutSeconds. */
+  timeoutMs?: number;
+  /** Extra Pi flags (never ones that change the protocol or the boundary). */
+  extraArgs?: string[];
+  /** Container runtime; overrides the policy's. */
+  runtime?: "runc" | "runsc";
+  /**
+   * The platform the sandbox runs on (linux/amd64, linux/arm64); overrides the policy's, which
+   * overrides SANDBOX_RUN_PLATFORM; default: the engine's own. Another platform runs under the
+   * engine's emulator (runc only).
+   */
+  platform?: RunnerPlatform;
+  /**
+   * How the workspace reaches the sandbox: "bind" (mounted) or "copy" (copied in, changes checked
+   * and copied back). Overrides the policy's, which overrides SANDBOX_RUN_WORKSPACE; default: bind
+   * where the engine shares this host's filesystem, copy where it does not.
+   */
+  workspaceMode?: WorkspaceMode;
+  /**
+   * What becomes of the workspace's changes once they passed the checks: "apply" (default: they are
+   * written into the working tree), "branch" (the host's own git commits them onto
+   * `sandbox-run/<run-id>`; the working tree and `.git` stay as they were; the workspace must be a
+   * git repository with a commit) or "patch" (`RunDetails.handBack.patch` only). branch and patch
+   * run in copy mode. Overrides the policy's `handBack`.
+   */
+  handBack?: HandBackMode;
+  /**
+   * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
+   * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
+   */
+  image?: string;
+  /**
+   * Where the workspace appears inside the sandbox (Pi's working directory, named in its system
+   * prompt); default: its host path. A fixed path makes a run's requests independent of where the
+   * checkout lives: replay mounts the workspace where the recorded run saw it.
+   */
+  workspacePath?: string;
+  /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
+  contextFiles?: boolean;
+  /** Stop the run when the cost Pi reports passes this many US dollars. */
+  maxCostUsd?: number;
+  /** Stop the run after this many model responses; overrides the policy's limits.maxTurns. */
+  maxTurns?: number;
+  /**
+   * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), so the
+   * run can tell when they lie inside the trees it sandboxes (policy and models files it knows).
+   */
+  configFiles?: { schema?: string; prompt?: string };
+  /**
+   * Refuse (instead of warn about) a policy, models, schema or prompt file that lies inside the
+   * workspace or an extra writable root: for CI, where that tree is the change under test.
+   * Default: the SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1 variable, else false.
+   */
+  refuseWorkspaceConfig?: boolean;
+}
+
+export type RunOptions = AgentOptions & SandboxOptions;
+
+export interface ResolvedRun {
+  prompt: string;
+  cwd: string;
+  /** Where the workspace appears inside the sandbox, when not at its host path. */
+  workspacePath?: string;
+  writableRoots: string[];
+  readOnlyMounts: string[];
+  model: string;
+  schema?: JsonSchema;
+  validator?: ResultValidator;
+  policy: Policy;
+  hostEnv: Record<string, string>;
+  /** Variables explicitly given for the sandbox (constructor + run), before credential filtering. */
+  sandboxEnv: Record<string, string>;
+  modelsJson?: unknown;
+  timeoutMs: number;
+  extraArgs: string[];
+  /** maxTurns: the call's, else the policy's limits.maxTurns. */
+  budgets: { maxCostUsd?: number; maxTurns: number };
+  /** The runner image asked for, if any (else this version's runner image). */
+  image?: string;
+  /** Things the caller should know before trusting this run (e.g. a config file inside the workspace). */
+  warnings: string[];
+  /** The workspace mode asked for (run > constructor > policy), if any; the engine decides otherwise. */
+  workspaceMode?: WorkspaceMode;
+  /** What becomes of the workspace's judged changes (run > constructor > policy > "apply"). */
+  handBack: HandBackMode;
+  /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
+  routing: ProviderRouting;
+}
+
+/** Variables the sandbox relies on; a caller may not set them. */
+const RESERVED_ENV = /^(SANDBOX_RUN_.*|PI_CODING_AGENT_DIR|PI_OFFLINE|HOME|TMPDIR|NODE_COMPILE_CACHE)$/;
+
+/** Container paths we own or that would break the container if shadowed. */
+const FORBIDDEN_EXACT = [
+  "/",
+  "/tmp",
+  "/home",
+  "/home/sandbox",
+  "/usr",
+  "/etc",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib64",
+  "/var",
+  "/run",
+  "/opt",
+];
+const FORBIDDEN_TREES = ["/proc", "/sys", "/dev", "/opt/sandbox-run", "/run/sandbox-run", "/home/sandbox"];
+
+function mergeEnv(...layers: Array<Env | undefined>): Record<string, string> {
+  const merged: Env = {};
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [key, value] of Object.entries(layer)) merged[key] = value;
+  }
+  const result: Record<string, string> = {};
+  for (const [key, value] of Object.entries(merged)) if (value !== undefined) result[key] = value;
+  return result;
+}
+
+// Long because it is a checklist read top to bottom: each option is merged, checked and explained
+// (its usage error next to its rule) in the order a caller would fix them; no side effects but reads.
+export function resolveRun(
+  prompt: string,
+  config: RunOptions,
+  run: RunOptions,
+  processEnv: Env = process.env,
+): ResolvedRun {
+  if (typeof prompt !== "string" || prompt.trim() === "") {
+    throw usageError("The prompt is empty.", "Pass the task as the prompt argument (or on stdin for the CLI).");
+  }
+  const hostEnv = mergeEnv(processEnv, config.env, run.env);
+  const sandboxEnv = mergeEnv(config.env, run.env);
+  // Drop variables an earlier layer set and a later layer removed with `undefined`.
+  for (const layer of [config.env, run.env]) {
+    for (const [key, value] of Object.entries(layer ?? {})) if (value === undefined) delete sandboxEnv[key];
+  }
+  for (const key of Object.keys(sandboxEnv)) {
+    if (RESERVED_ENV.test(key))
+      throw usageError(`env may not set ${key}: sandbox-run sets it inside the sandbox.`, `Remove ${key} from env.`);
+  }
+
+  const model = run.model ?? config.model ?? hostEnv.SANDBOX_RUN_MODEL;
+  if (!model?.includes("/")) {
+    throw usageError(
+      model ? `Model "${model}" is not of the form provider/id.` : "No model was given.",
+      "Pass a model as provider/id (e.g. --model anthropic/claude-sonnet-4-5), or set SANDBOX_RUN_MODEL.",
+    );
+  }
+
+  const mode: SandboxMode = run.sandbox ?? config.sandbox ?? "workspace-write";
+  if (!SANDBOX_MODES.includes(mode)) {
+    throw usageError(`Unknown sandbox mode "${mode}".`, "Use read-only, workspace-write or danger-full-access.");
+  }
+  const policySource = run.policy ?? config.policy ?? mode;
+  // A policy object gets the same validation as a policy file: a typo must not silently drop
+  // a limit (Docker reads a NaN memory or a negative pids limit as "unlimited").
+  let policy =
+    typeof policySource === "string"
+      ? loadPolicy(policySource)
+      : parsePolicy(policySource, "object (the policy option)");
+  const runtime = run.runtime ?? config.runtime;
+  const contextFiles = run.contextFiles ?? config.contextFiles;
+  if (runtime || contextFiles !== undefined) {
+    policy = { ...policy, runtime: runtime ?? policy.runtime, contextFiles: contextFiles ?? policy.contextFiles };
+  }
+  // Folded into the policy like the runtime, so a run record (and its replay) keeps it.
+  const platformAsked = run.platform ?? config.platform;
+  const platform = platformAsked
+    ? parsePlatform(platformAsked, "The platform option")
+    : (policy.platform ??
+      (hostEnv.SANDBOX_RUN_PLATFORM ? parsePlatform(hostEnv.SANDBOX_RUN_PLATFORM, "SANDBOX_RUN_PLATFORM") : undefined));
+  if (platform && platform !== policy.platform) policy = { ...policy, platform };
+
+  const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), "cwd");
+  const writableRoots = (run.additionalWritableDirectories ?? config.additionalWritableDirectories ?? []).map((d) =>
+    canonicalDirectory(d, "writable directory"),
+  );
+  if (writableRoots.length > 0 && !policy.writableRoots) {
+    throw usageError(
+      `Policy ${policy.name} does not allow extra writable directories.`,
+      "Drop the writable directories, or use workspace-write (or a policy with writableRoots: true).",
+    );
+  }
+  const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, "read-only mount"));
+  checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts]);
+  const workspacePath = sandboxWorkspacePath(run.workspacePath ?? config.workspacePath, cwd);
+  if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
+
+  const schema = run.schema ?? config.schema;
+  const validator = schema ? compileResultSchema(schema) : undefined;
+  const extraArgs = run.extraArgs ?? config.extraArgs ?? [];
+  checkExtraArgs(extraArgs);
+
+  const modelsSource = run.models ?? config.models;
+  const modelsJson = typeof modelsSource === "string" ? readModelsFile(modelsSource) : modelsSource;
+  const warnings = checkConfigOrigins(
+    {
+      policy: typeof policySource === "string" && !isBuiltInPolicy(policySource) ? policySource : undefined,
+      models: typeof modelsSource === "string" ? modelsSource : undefined,
+      ...(run.configFiles ?? config.configFiles),
+    },
+    [cwd, ...writableRoots],
+    modelsJson,
+    run.refuseWorkspaceConfig ?? config.refuseWorkspaceConfig ?? hostEnv.SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG === "1",
+  );
+
+  const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
+  if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
+
+  // The turn budget always has a value: the policy's (limits.maxTurns) unless the call names one.
+  const budgets = {
+    maxCostUsd: run.maxCostUsd ?? config.maxCostUsd,
+    maxTurns: run.maxTurns ?? config.maxTurns ?? policy.limits.maxTurns,
+  };
+  if (budgets.maxCostUsd !== undefined && !(budgets.maxCostUsd > 0)) {
+    throw usageError(`The cost budget must be a positive number of dollars, got ${budgets.maxCostUsd}.`);
+  }
+  if (budgets.maxTurns !== undefined && !(Number.isInteger(budgets.maxTurns) && budgets.maxTurns > 0)) {
+    throw usageError(`The turn budget must be a positive whole number, got ${budgets.maxTurns}.`);
+  }
+
+  const routing = planProviderRouting({
+    model,
+    modelsJson,
+    env: hostEnv,
+    gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}`,
+  });
+  const image = run.image ?? config.image ?? policy.image ?? (hostEnv.SANDBOX_RUN_IMAGE || undefined);
+  const workspaceMode = (run.workspaceMode ??
+    config.workspaceMode ??
+    policy.workspaceMode ??
+    (hostEnv.SANDBOX_RUN_WORKSPACE || undefined)) as WorkspaceMode | undefined;
+  if (workspaceMode !== undefined && !WORKSPACE_MODES.includes(workspaceMode)) {
+    throw usageError(
+      `Unknown workspace mode "${workspaceMode}".`,
+      "Use bind or copy (--workspace, or SANDBOX_RUN_WORKSPACE).",
+    );
+  }
+
+  const handBack = resolveHandBack(run.handBack ?? config.handBack ?? policy.handBack ?? "apply", {
+    policy,
+    writableRoots,
+    workspaceMode,
+  });
+  // branch and patch: the sandbox works on a copy, never on the working tree (a read-only
+  // workspace brings nothing back, so it keeps whatever mode it has).
+  const effectiveMode = handBack !== "apply" && policy.workspace === "read-write" ? "copy" : workspaceMode;
+
+  return {
+    prompt,
+    cwd,
+    ...(workspacePath ? { workspacePath } : {}),
+    writableRoots,
+    readOnlyMounts,
+    model,
+    schema,
+    validator,
+    policy,
+    hostEnv,
+    sandboxEnv,
+    modelsJson,
+    timeoutMs,
+    extraArgs,
+    budgets,
+    routing,
+    image,
+    warnings,
+    workspaceMode: effectiveMode,
+    handBack,
+  };
+}
+
+/** The hand-back mode, checked against what else the run asks for. */
+function resolveHandBack(
+  mode: string,
+  context: { policy: Policy; writableRoots: string[]; workspaceMode?: WorkspaceMode },
+): HandBackMode {
+  if (!(HAND_BACK_MODES as readonly string[]).includes(mode)) {
+    throw usageError(`Unknown hand-back mode "${mode}".`, "Use apply, branch or patch (--hand-back).");
+  }
+  const handBack = mode as HandBackMode;
+  if (handBack === "apply" || context.policy.workspace === "read-only") return handBack;
+  if (context.workspaceMode === "bind") {
+    throw usageError(
+      `Hand-back "${handBack}" cannot use the bind workspace mode: the sandbox would write the working tree itself.`,
+      `Drop --workspace bind (or SANDBOX_RUN_WORKSPACE, or the policy's workspaceMode): "${handBack}" runs in copy mode.`,
+    );
+  }
+  if (context.writableRoots.length > 0) {
+    throw usageError(
+      `Hand-back "${handBack}" covers the workspace only, and extra writable directories were given (${context.writableRoots.join(", ")}).`,
+      'Drop the writable directories, or use hand-back "apply".',
+    );
+  }
+  return handBack;
+}
+
+/**
+ * Config files inside the trees the run sandboxes: warnings, or a usage error in strict mode. A
+ * models file in there may never run a command on the host, strict or not.
+ */
+function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unknown, strict: boolean): string[] {
+  const inside = configInsideRoots(files, roots);
+  const models = inside.find((i) => i.what === "models");
+  if (models && modelsJsonHasCommands(modelsJson)) {
+    throw usageError(
+      `The models file ${models.file} lies inside ${models.root}, which this run sandboxes, and holds "!command" values: sandbox-run never runs commands from such a file.`,
+      "Keep the models file outside the workspace (e.g. in the CI job's own checkout), or use $VARIABLE references instead of commands.",
+    );
+  }
+  if (inside.length > 0 && strict) {
+    throw usageError(
+      `Refusing configuration from inside the sandboxed trees: ${inside.map(describeInside).join("; ")}.`,
+      "Read the policy, models, schema and prompt from a trusted place (the base branch, the CI job's own files), not from the change under test.",
+    );
+  }
+  return inside.map(describeInside);
+}
+
+function canonicalDirectory(input: string, what: string): string {
+  const absolute = path.resolve(input);
+  let real: string;
+  try {
+    real = fs.realpathSync(absolute);
+  } catch {
+    throw usageError(`The ${what} ${absolute} does not exist.`, "Create it first, or pass an existing directory.");
+  }
+  if (!fs.statSync(real).isDirectory()) {
+    throw usageError(`The ${what} ${real} is not a directory.`, "Pass a directory, not a file.");
+  }
+  if (FORBIDDEN_EXACT.includes(real) || FORBIDDEN_TREES.some((t) => real === t || real.startsWith(`${t}/`))) {
+    throw usageError(
+      `The ${what} ${real} cannot be mounted: it is ${real === "/" ? "the root of the host" : "a system path the sandbox needs for itself"}.`,
+      "Pass a project directory instead.",
+    );
+  }
+  return real;
+}
+
+/** The sandbox-side workspace path, checked like a mount target; undefined when it is the host path. */
+function sandboxWorkspacePath(requested: string | undefined, cwd: string): string | undefined {
+  if (requested === undefined || requested === cwd) return undefined;
+  if (!path.posix.isAbsolute(requested) || path.posix.normalize(requested).replace(/\/+$/, "") !== requested) {
+    throw usageError(
+      `The workspace path ${JSON.stringify(requested)} is not an absolute, normalised path.`,
+      'Pass a path such as "/workspace" (no "..", no trailing slash).',
+    );
+  }
+  // Besides the sandbox's own paths, none of the image's system trees: a record (replay) names this path.
+  const trees = [...FORBIDDEN_TREES, "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"];
+  if (FORBIDDEN_EXACT.includes(requested) || trees.some((t) => requested === t || requested.startsWith(`${t}/`))) {
+    throw usageError(
+      `The workspace cannot appear at ${requested} inside the sandbox: the sandbox needs that path for itself.`,
+      'Pass a project path such as "/workspace" instead.',
+    );
+  }
+  return requested;
+}
+
+function checkOverlaps(paths: string[]): void {
+  for (let i = 0; i < paths.length; i++) {
+    for (let j = i + 1; j < paths.length; j++) {
+      const a = paths[i]!;
+      const b = paths[j]!;
+      if (a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`)) {
+        throw usageError(
+          `The mounted directories ${a} and ${b} overlap.`,
+          "Pass directories that are neither equal nor inside one another (the workspace is mounted already).",
+        );
+      }
+    }
+  }
+}
+
+function readModelsFile(file: string): unknown {
+  return readConfigJson(file, "models", "Pass the path of a Pi models.json file.");
+}
