@@ -4,9 +4,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { JsonSchema } from "../src/agent.js";
-import { IMAGE_PATHS } from "../src/sandbox-contract.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../src/pi/pi-args.js";
 import { loadPolicy } from "../src/policy/load-policy.js";
+import { IMAGE_PATHS } from "../src/sandbox-contract.js";
 import type { Script } from "../src/scripted-model/scripted-model-server.js";
 
 export const PROVIDER = "scripted";

@@ -3,8 +3,8 @@
 // agent dir as a volume, network on, root), and the floor of any container call,
 // `docker run --rm <image> true`. Both use the docker CLI, as a user following the docs would.
 import { spawn } from "node:child_process";
-import { IMAGE_PATHS } from "../src/sandbox-contract.js";
 import type { Outcome } from "../src/pi/result-collector.js";
+import { IMAGE_PATHS } from "../src/sandbox-contract.js";
 import { directPiArgs, PI_ENV, TASK_PROMPT } from "./bench-task.js";
 import { collectPiOutput } from "./pi-output.js";
 

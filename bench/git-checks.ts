@@ -14,10 +14,10 @@ import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { workspaceRulesCheck } from "../src/run/returned-tree-rules.js";
+import { WorkspaceWatch } from "../src/workspace/workspace-watch.js";
 import { walkHostTree } from "../src/workspace-transfer/host-tree.js";
 import { packTree } from "../src/workspace-transfer/pack-tree.js";
 import { readReturnedTar } from "../src/workspace-transfer/returned-tar.js";
-import { WorkspaceWatch } from "../src/workspace/workspace-watch.js";
 import { median, round, table } from "./stats.js";
 
 const args = process.argv.slice(2);

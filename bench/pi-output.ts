@@ -3,9 +3,9 @@
 // really delivered the final tool's result.
 import type { Readable } from "node:stream";
 import { JsonlReader } from "../src/pi/jsonl-reader.js";
-import { parsePiRecord, type PiEvent } from "../src/pi/pi-events.js";
-import { ResultCollector, type Outcome } from "../src/pi/result-collector.js";
 import { FINAL_TOOL_NAME } from "../src/pi/pi-args.js";
+import { type PiEvent, parsePiRecord } from "../src/pi/pi-events.js";
+import { type Outcome, ResultCollector } from "../src/pi/result-collector.js";
 
 export function collectPiOutput(stdout: Readable, onEvent?: (event: PiEvent) => void): Promise<Outcome> {
   const collector = new ResultCollector({ finalToolName: FINAL_TOOL_NAME });

@@ -6,7 +6,7 @@
 // is the baseline: its delay is Pi's own.
 import type { ContainerPiAgent } from "../src/container-pi-agent.js";
 import { STREAM_MODEL, TASK_PROMPT } from "./bench-task.js";
-import { runPiOnHost, type HostPi } from "./host-pi.js";
+import { type HostPi, runPiOnHost } from "./host-pi.js";
 import { median, p90, round } from "./stats.js";
 
 export interface DelayResult {

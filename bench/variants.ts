@@ -16,7 +16,7 @@ import {
   writePiHome,
 } from "./bench-task.js";
 import { runDockerRecipe } from "./docker-recipe.js";
-import { runPiOnHost, type HostPi } from "./host-pi.js";
+import { type HostPi, runPiOnHost } from "./host-pi.js";
 import { expectResult } from "./pi-output.js";
 
 export interface Sample {

@@ -12,7 +12,7 @@ import { benchModelsJson, PROVIDER, TASK_MODEL, TASK_PROMPT, TASK_RESULT, TASK_S
 import type { HostPi } from "./host-pi.js";
 import { interleave, type VariantResult } from "./interleave.js";
 import { median, percentile, round, seconds, table } from "./stats.js";
-import { hostVariant, sandboxPhases, type Scratch, type Variant } from "./variants.js";
+import { hostVariant, type Scratch, sandboxPhases, type Variant } from "./variants.js";
 
 export const WARM_TARGETS = {
   warmRuncRatio: 1.0,

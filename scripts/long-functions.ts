@@ -1,9 +1,11 @@
 // Lists functions over 80 lines and files over 300 lines in a tree (default src/): where to look for
 // a module doing more than one job (STYLE.md: small modules, one job each). A report read by eye,
 // not a rule: a longer function or file may be right, with its reason written down.
-import ts from "typescript";
+
 import fs from "node:fs";
 import path from "node:path";
+import ts from "typescript";
+
 const files: string[] = [];
 const walk = (d: string) => {
   for (const e of fs.readdirSync(d, { withFileTypes: true })) {

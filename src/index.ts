@@ -2,7 +2,6 @@
 import { type AgentFunction, bindAgent } from "./agent.js";
 import { ContainerPiAgent, type RunCallOptions } from "./container-pi-agent.js";
 
-export { bindAgent } from "./agent.js";
 export type {
   Agent,
   AgentFunction,
@@ -12,7 +11,7 @@ export type {
   JsonSchema,
   SandboxMode,
 } from "./agent.js";
-export { ContainerPiAgent } from "./container-pi-agent.js";
+export { bindAgent } from "./agent.js";
 export type {
   ContainerPiAgentConfig,
   PlannedRun,
@@ -24,33 +23,33 @@ export type {
   WarmPoolChange,
   WarmPoolStats,
 } from "./container-pi-agent.js";
-// Replay sources are made by replayRecord() in sandbox-run/testing.
-export type { ReplayOptions, ReplaySource } from "./replay/replay-source.js";
-export type { ReplaySummary } from "./replay/replay-summary.js";
-export { SandboxRunError, isSandboxRunError } from "./errors.js";
-export type { SandboxRunErrorCode } from "./errors.js";
-export type { RunDetails } from "./run/execute-run.js";
-export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/hand-back-report.js";
-export type { HandBackMode } from "./sandbox-contract.js";
-export type { RunEvent, RunEventListener } from "./run/run-events.js";
-export type { RunOptions, SandboxOptions } from "./run/plan/resolve-options.js";
-export type { RecordFinish } from "./record/run-recorder.js";
-export type { ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
-export type { RunPlan } from "./sandbox-contract.js";
-export { DockerEngine } from "./engine/docker-engine.js";
+export { ContainerPiAgent } from "./container-pi-agent.js";
 export type { DockerEngineOptions } from "./engine/docker-engine.js";
+export { DockerEngine } from "./engine/docker-engine.js";
 export type { Engine } from "./engine/engine.js";
 export type { EngineEndpoint } from "./engine/engine-endpoint.js";
-export { EnginePool } from "./engine/engine-pool.js";
 export type { PoolMember } from "./engine/engine-pool.js";
-export { redactPlan } from "./run/plan/redact-plan.js";
-export type { Policy, Limits } from "./policy/policy-schema.js";
-export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
-export type { HostRunChange } from "./workspace/workspace-rules.js";
-export { loadPolicy, BUILT_IN_POLICIES } from "./policy/load-policy.js";
+export { EnginePool } from "./engine/engine-pool.js";
+export type { SandboxRunErrorCode } from "./errors.js";
+export { isSandboxRunError, SandboxRunError } from "./errors.js";
+export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/hand-back-report.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";
 // The operations behind the sandbox-run command: doctor, gc, images, plans and dry runs, records, replay, show, demo.
 export * from "./operations.js";
+export { BUILT_IN_POLICIES, loadPolicy } from "./policy/load-policy.js";
+export type { Limits, Policy } from "./policy/policy-schema.js";
+export type { RecordFinish } from "./record/run-recorder.js";
+export type { ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
+// Replay sources are made by replayRecord() in sandbox-run/testing.
+export type { ReplayOptions, ReplaySource } from "./replay/replay-source.js";
+export type { ReplaySummary } from "./replay/replay-summary.js";
+export type { RunDetails } from "./run/execute-run.js";
+export { redactPlan } from "./run/plan/redact-plan.js";
+export type { RunOptions, SandboxOptions } from "./run/plan/resolve-options.js";
+export type { RunEvent, RunEventListener } from "./run/run-events.js";
+export type { HandBackMode, RunPlan } from "./sandbox-contract.js";
+export type { HostRunChange } from "./workspace/workspace-rules.js";
+export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
 
 let defaultAgent: ContainerPiAgent | undefined;
 

@@ -8,29 +8,29 @@
 // (scripts/bundle-cli.mjs), and tests/unit/cli-start-up.test.ts checks what start-up loads.
 // .dependency-cruiser.cjs keeps its static imports to that short list (`operations-face-stays-light`).
 import type { ContainerPiAgent, ContainerPiAgentConfig } from "./container-pi-agent.js";
-import type { CollectedGarbage, GarbageOptions } from "./operations/garbage.js";
 import type { DemoOptions, DemoOutcome } from "./operations/demo.js";
 import type { DoctorOptions } from "./operations/doctor.js";
 import type { PlanCallOptions } from "./operations/dry-run.js";
+import type { CollectedGarbage, GarbageOptions } from "./operations/garbage.js";
 import type { BuildImagesOptions, BuiltImages, PruneResult } from "./operations/images.js";
 import type { PlannedReplay, ReplayCallOptions } from "./operations/replay-call.js";
-import type { ShowRecordOptions, ShownRecord } from "./operations/show-record.js";
+import type { ShownRecord, ShowRecordOptions } from "./operations/show-record.js";
 import type { Policy } from "./policy/policy-schema.js";
 import type { RunRecord } from "./run/open-run-record.js";
 import type { PlannedRun } from "./run/plan/prepare-plan.js";
 
-export { runnerImageSpec } from "./image/runner-image.js";
 export type { RunnerImageSpec } from "./image/runner-image.js";
-export { heldTrees } from "./run/plan/held-trees.js";
-export { handBackSummary, RECORD_REFUSED_NOTE, recordedSuccess } from "./run/record-outcome.js";
-export type { CollectedGarbage, GarbageOptions, ReapedContainer } from "./operations/garbage.js";
+export { runnerImageSpec } from "./image/runner-image.js";
 export type { DemoOptions, DemoOutcome } from "./operations/demo.js";
 export type { DoctorOptions, DoctorReport } from "./operations/doctor.js";
 export type { PlanCallOptions } from "./operations/dry-run.js";
+export type { CollectedGarbage, GarbageOptions, ReapedContainer } from "./operations/garbage.js";
 export type { BuildImagesOptions, BuiltImages, PruneResult } from "./operations/images.js";
 export type { PlannedReplay, ReplayCallOptions } from "./operations/replay-call.js";
-export type { ShowRecordOptions, ShownRecord } from "./operations/show-record.js";
+export type { ShownRecord, ShowRecordOptions } from "./operations/show-record.js";
 export type { RecordPlace, RunRecord } from "./run/open-run-record.js";
+export { heldTrees } from "./run/plan/held-trees.js";
+export { handBackSummary, RECORD_REFUSED_NOTE, recordedSuccess } from "./run/record-outcome.js";
 
 /** A ContainerPiAgent, its module (the engines' clients, the servers) loaded now. */
 export async function createAgent(config?: ContainerPiAgentConfig): Promise<ContainerPiAgent> {

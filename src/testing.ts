@@ -4,20 +4,21 @@
 //   scriptedModel([...steps])   a model that does exactly what the test says (a local server
 //                               speaking a provider's wire format); pass `model.options` to an agent
 //   replayRecord(dir)           a model that answers from recorded runs (--record / recordTo)
-import { FINAL_TOOL_NAME } from "./pi/pi-args.js";
+
 import type { ModelRequest } from "./gateway/apis/api-codec.js";
+import { FINAL_TOOL_NAME } from "./pi/pi-args.js";
 import {
+  SCRIPTED_APIS,
   type ScriptedApi,
   type ScriptStep,
   startScriptedModelServer,
-  SCRIPTED_APIS,
 } from "./scripted-model/scripted-model-server.js";
 
-export { replayRecord } from "./replay/replay-source.js";
-export type { ReplayCall, ReplayOptions, ReplaySource } from "./replay/replay-source.js";
-export type { ReplayMode, ReplaySpeed, Divergence } from "./replay/replay-server.js";
-export type { ReplaySummary } from "./replay/replay-summary.js";
 export type { ConversationMessage, ConversationPart, ModelRequest } from "./gateway/apis/api-codec.js";
+export type { Divergence, ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
+export type { ReplayCall, ReplayOptions, ReplaySource } from "./replay/replay-source.js";
+export { replayRecord } from "./replay/replay-source.js";
+export type { ReplaySummary } from "./replay/replay-summary.js";
 export type { ScriptedApi } from "./scripted-model/scripted-model-server.js";
 export { SCRIPTED_APIS } from "./scripted-model/scripted-model-server.js";
 

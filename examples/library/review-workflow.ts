@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { bindAgent, ContainerPiAgent, type AgentFunction, type JsonSchema } from "sandbox-run";
+import { type AgentFunction, bindAgent, ContainerPiAgent, type JsonSchema } from "sandbox-run";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const schema = JSON.parse(fs.readFileSync(path.join(here, "../review-pr/review.schema.json"), "utf8")) as JsonSchema;

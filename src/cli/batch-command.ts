@@ -5,17 +5,17 @@
 // stop the others; the exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the
 // running tasks (their sandboxes are removed), start no more, and remove the warm sandboxes.
 import fs from "node:fs";
-import type { Command } from "commander";
 import path from "node:path";
+import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails } from "../index.js";
 import { createAgent } from "../operations.js";
-import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
 import { createBatchProgress } from "./batch-progress.js";
+import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
-import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import type { CommandContext } from "./lazy-command.js";
+import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 
 export interface BatchFlags

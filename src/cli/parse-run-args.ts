@@ -1,7 +1,7 @@
 import type { JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
-import { HAND_BACK_MODES, type HandBackMode, SANDBOX_MODES } from "../sandbox-contract.js";
 import type { RunOptions } from "../index.js";
+import { HAND_BACK_MODES, type HandBackMode, SANDBOX_MODES } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { parsePlatform } from "../util/parse-platform.js";
 

@@ -6,8 +6,8 @@ import { spawn } from "node:child_process";
 import { usageError } from "../errors.js";
 import { showRecord } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
-import type { CommandContext } from "./lazy-command.js";
 import { EXIT } from "./exit-codes.js";
+import type { CommandContext } from "./lazy-command.js";
 import { terminalLine } from "./terminal-text.js";
 
 export interface ShowCommandFlags {

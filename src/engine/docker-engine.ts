@@ -18,7 +18,6 @@ import type {
   ImageDetails,
   ImageSummary,
 } from "./engine.js";
-import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
 import {
   assertSafeEndpoint,
   describeEndpoint,
@@ -26,6 +25,7 @@ import {
   endpointFromEnv,
   sharesHostFilesystemByDefault,
 } from "./engine-endpoint.js";
+import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
 import {
   assertPodmanLimits,
   assertPodmanRuntime,

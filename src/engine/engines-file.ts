@@ -5,9 +5,9 @@
 // be moved as one.
 import os from "node:os";
 import path from "node:path";
-import { z } from "../util/zod.js";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile } from "../util/config-file.js";
+import { z } from "../util/zod.js";
 import {
   DEFAULT_SOCKET,
   type EngineEndpoint,

@@ -23,6 +23,8 @@
 // - Anthropic puts images of failed tool results in a user message after the results.
 // Not absorbed (the chain breaks and later requests are off-chain): Pi's context compaction,
 // which rewrites the history, and a second branch racing Pi's own request (first one wins).
+
+import { parseToolCallArguments } from "../pi/tool-arguments.js";
 import type {
   ConversationMessage,
   ConversationPart,
@@ -33,7 +35,6 @@ import type {
 import { short } from "./apis/codec-support.js";
 import { canonicalJson } from "./apis/conversation-diff.js";
 import { sanitizeSurrogates } from "./apis/reply-support.js";
-import { parseToolCallArguments } from "../pi/tool-arguments.js";
 
 /** The parts of a GatewayExchange the ledger reads. */
 export interface LedgerExchange {

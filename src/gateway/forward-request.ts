@@ -4,8 +4,8 @@
 import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
-import type { CompiledRoute } from "./gateway-routes.js";
 import { errorBody, sendJson } from "./gateway-refusal.js";
+import type { CompiledRoute } from "./gateway-routes.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./relay-headers.js";
 
 export interface ResponseTap {

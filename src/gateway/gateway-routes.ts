@@ -2,8 +2,8 @@
 // route; each route is one upstream, one Pi api and the one model the run may use.
 import { usageError } from "../errors.js";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { isSupportedGatewayApi, RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS } from "./api-paths.js";
 import { type ApiCodec, codecFor } from "./apis/api-codec.js";
-import { RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
 
 export interface GatewayRoute {
   /** First path segment, [a-z0-9_-]+. */

@@ -17,8 +17,32 @@
 // a models.json entry `{ baseUrl, apiKey }` for a built-in provider keeps its built-in models
 // and moves all of them to the new base URL; `apiKey` there wins over environment variables.
 import { usageError } from "../errors.js";
-import { RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS, isSupportedGatewayApi } from "./api-paths.js";
-import { configValueEnvNames, resolveConfigValue, type ConfigEnv } from "./config-value.js";
+import { isSupportedGatewayApi, RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS } from "./api-paths.js";
+import { type ConfigEnv, configValueEnvNames, resolveConfigValue } from "./config-value.js";
+import {
+  configValuesOf,
+  type ModelsJsonModel,
+  type ModelsJsonProvider,
+  parseModelsJson,
+} from "./models-json-schema.js";
+import {
+  ANTHROPIC_AUTH_TOKEN_ENV,
+  type BuiltinProvider,
+  builtinProvider,
+  OTHER_BUILTIN_KEY_ENV,
+  PI_CREDENTIAL_ENV_NAMES,
+} from "./provider-catalog.js";
+import {
+  ANTHROPIC_OAUTH_MARKER,
+  assertNoCredentialIn,
+  type CredentialHeader,
+  type CredentialSource,
+  checkResolvableWithoutCommands,
+  hasCredential,
+  keyStyleFor,
+  type PlannedRoute,
+  type RouteCredentials,
+} from "./route-credentials.js";
 import {
   checkNoModelOverrideHeaders,
   noKey,
@@ -28,30 +52,6 @@ import {
   undefinedModel,
   unknownProvider,
 } from "./routing-checks.js";
-import {
-  configValuesOf,
-  parseModelsJson,
-  type ModelsJsonModel,
-  type ModelsJsonProvider,
-} from "./models-json-schema.js";
-import {
-  ANTHROPIC_AUTH_TOKEN_ENV,
-  type BuiltinProvider,
-  OTHER_BUILTIN_KEY_ENV,
-  PI_CREDENTIAL_ENV_NAMES,
-  builtinProvider,
-} from "./provider-catalog.js";
-import {
-  ANTHROPIC_OAUTH_MARKER,
-  type CredentialHeader,
-  type CredentialSource,
-  type PlannedRoute,
-  type RouteCredentials,
-  assertNoCredentialIn,
-  checkResolvableWithoutCommands,
-  hasCredential,
-  keyStyleFor,
-} from "./route-credentials.js";
 
 export interface ProviderRoutingInput {
   /** "provider/id" selected for the run. */

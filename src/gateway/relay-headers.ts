@@ -3,7 +3,7 @@
 // another account of the key's owner, no hop-by-hop ones. Towards the sandbox: no hop-by-hop
 // ones and no cookies.
 import type http from "node:http";
-import { HOP_BY_HOP_HEADERS, connectionTokens } from "../http/hop-by-hop-headers.js";
+import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { isCredentialHeader } from "./credential-headers.js";
 
 // "expect": Node's server already answered any "100-continue"; the body is read before forwarding.

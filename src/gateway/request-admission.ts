@@ -1,8 +1,8 @@
 // A request's admission: which route a request target names, and whether the method and path are a model
 // API call of that route's api. Pure; nothing is read from the body yet.
 import { describeAllowedRequests, isAllowedModelRequest, isGenerationRequest } from "./api-paths.js";
-import type { CompiledRoute } from "./gateway-routes.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
+import type { CompiledRoute } from "./gateway-routes.js";
 
 export interface AdmittedRequest {
   ok: true;

@@ -4,16 +4,16 @@ import type http from "node:http";
 import type https from "node:https";
 import { performance } from "node:perf_hooks";
 import type { ModelRequest } from "./apis/api-codec.js";
-import { admitRequest } from "./request-admission.js";
 import { ExchangeTap } from "./exchange-tap.js";
 import { elapsed, type ForwardResult, forwardRequest, type UpstreamSettlement } from "./forward-request.js";
 import type { CapacityLease, GatewayCapacity } from "./gateway-capacity.js";
-import type { BudgetTicket, GenerationBudget } from "./generation-budget.js";
 import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gateway-records.js";
 import { errorBody, type Refusal, refusal, safePath, sendJson } from "./gateway-refusal.js";
 import type { CompiledRoute } from "./gateway-routes.js";
+import type { BudgetTicket, GenerationBudget } from "./generation-budget.js";
 import { GATEWAY_LIVENESS_PATH, holdLiveness } from "./liveness.js";
 import { relayableRequestHeaders } from "./relay-headers.js";
+import { admitRequest } from "./request-admission.js";
 import { readRequestBody } from "./request-body.js";
 import { type InspectionLimits, inspectRequest, type ProviderFeatures } from "./request-inspection.js";
 

@@ -6,9 +6,9 @@ import type http from "node:http";
 import type { ModelRequest, RequestPolicy } from "./apis/api-codec.js";
 import type { JsonRecord } from "./apis/codec-support.js";
 import { capGeneration } from "./apis/generation-limits.js";
-import type { AdmittedRequest } from "./request-admission.js";
-import { jsonShapeProblem, type JsonShapeLimits } from "./json-shape.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
+import { type JsonShapeLimits, jsonShapeProblem } from "./json-shape.js";
+import type { AdmittedRequest } from "./request-admission.js";
 
 /** What the policy allows beyond Pi's own requests (the model itself comes from the route). */
 export type ProviderFeatures = Omit<RequestPolicy, "model">;

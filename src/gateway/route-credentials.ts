@@ -8,7 +8,7 @@
 // credential source's own headers, then models.json headers (provider, then model), then
 // `authHeader: true` (Authorization: Bearer <key>).
 import { usageError } from "../errors.js";
-import { type ConfigEnv, isCommandConfigValue, resolveConfigValue, type ConfigValueResult } from "./config-value.js";
+import { type ConfigEnv, type ConfigValueResult, isCommandConfigValue, resolveConfigValue } from "./config-value.js";
 import { isCredentialHeader } from "./credential-headers.js";
 import type { GatewayRoute } from "./gateway-routes.js";
 

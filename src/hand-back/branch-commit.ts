@@ -20,12 +20,12 @@
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { HostGitError, type HostGitOptions, hostGit, hostGitText } from "../util/host-git.js";
 import type { HostTree } from "../workspace-transfer/host-tree.js";
 import { copySentContent, type JudgedChange } from "../workspace-transfer/judged-changes.js";
 import { parentOf } from "../workspace-transfer/tree-entry.js";
 import { isGitMetadata, isGitName } from "./git-paths.js";
 import { type HandBackBase, handBackBranch } from "./hand-back-base.js";
-import { hostGit, HostGitError, hostGitText, type HostGitOptions } from "../util/host-git.js";
 
 /** The identity of every hand-back commit: it is the host's commit of the sandbox's work, not the user's. */
 export const HAND_BACK_IDENTITY = { name: "sandbox-run", email: "sandbox-run@localhost" } as const;

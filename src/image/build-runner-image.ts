@@ -7,20 +7,20 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import tar from "tar-fs";
 import type { Readable } from "node:stream";
+import tar from "tar-fs";
 import type { Engine } from "../engine/engine.js";
+import { ownPlatformOf } from "../engine/engine-kind.js";
+import { checkPlatformSupport, type HostKernel } from "../engine/platform-support.js";
+import { SandboxRunError } from "../errors.js";
 import {
   IMAGE_LABEL_BASE,
   IMAGE_LABEL_CONTENT_HASH,
   IMAGE_LABEL_NODE_VERSION,
   IMAGE_LABEL_PI_VERSION,
 } from "../sandbox-contract.js";
-import { SandboxRunError } from "../errors.js";
-import { ownPlatformOf } from "../engine/engine-kind.js";
-import { checkPlatformSupport, type HostKernel } from "../engine/platform-support.js";
 import { ARCH_NAMES, RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
-import { resolveBaseImage, runLoggedProcess, type Progress } from "./base-image.js";
+import { type Progress, resolveBaseImage, runLoggedProcess } from "./base-image.js";
 import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
 
 interface BuildRunnerImageOptions {

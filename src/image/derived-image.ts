@@ -7,13 +7,13 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import tar from "tar-fs";
 import type { Readable } from "node:stream";
+import tar from "tar-fs";
 import type { Engine } from "../engine/engine.js";
-import { IMAGE_LABEL_APT_PACKAGES, SANDBOX_UID } from "../sandbox-contract.js";
 import { usageError } from "../errors.js";
-import type { Progress } from "./base-image.js";
+import { IMAGE_LABEL_APT_PACKAGES, SANDBOX_UID } from "../sandbox-contract.js";
 import type { RunnerPlatform } from "../util/platform.js";
+import type { Progress } from "./base-image.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export const DERIVED_REPOSITORY = "sandbox-run/pi-apt";

@@ -4,10 +4,10 @@
 import type { Engine, ImageDetails } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import { hostPlatform, type RunnerPlatform } from "../util/platform.js";
 import type { Progress } from "./base-image.js";
 import { buildRunnerImage } from "./build-runner-image.js";
 import { copyImage } from "./copy-image.js";
-import { hostPlatform, type RunnerPlatform } from "../util/platform.js";
 import { runnerImageSpec } from "./runner-image.js";
 
 export interface ReadyImage {

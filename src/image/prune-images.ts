@@ -3,8 +3,8 @@
 // version uses (one per platform), and the `--apt` images derived from those; an image still
 // used by a container is left alone (Docker refuses).
 import type { Engine } from "../engine/engine.js";
-import { DERIVED_REPOSITORY } from "./derived-image.js";
 import { platformArch, RUNNER_PLATFORMS } from "../util/platform.js";
+import { DERIVED_REPOSITORY } from "./derived-image.js";
 import { IMAGE_REPOSITORY } from "./runner-image.js";
 
 export interface PruneResult {

@@ -7,8 +7,8 @@ import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { controllerHostProblem } from "../util/controller-host.js";
+import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { mib } from "../util/units.js";
 
 interface PlatformReport {

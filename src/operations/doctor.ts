@@ -13,10 +13,10 @@ import { configValueEnvNames, isCommandConfigValue, resolveConfigValue } from ".
 import { configValuesOf, parseModelsJson } from "../gateway/models-json-schema.js";
 import { planProviderRouting } from "../gateway/provider-routes.js";
 import { runnerImageProblem } from "../image/ensure-runner-image.js";
+import { runnerImageSpec } from "../image/runner-image.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { summarizeSecrets } from "../proxy/secret-bindings.js";
-import { runnerImageSpec } from "../image/runner-image.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";

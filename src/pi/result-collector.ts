@@ -2,13 +2,13 @@
 // the few facts it needs (never the events), so memory stays flat however long the run is.
 import type { Usage } from "../sandbox-contract.js";
 import {
+  type AssistantMessage,
   asAgentSettled,
   asAssistantMessageEnd,
   asAutoRetryEnd,
   asToolExecutionEnd,
-  textBlocksOf,
-  type AssistantMessage,
   type PiEvent,
+  textBlocksOf,
 } from "./pi-events.js";
 
 export type { Usage };

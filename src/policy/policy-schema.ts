@@ -2,10 +2,10 @@
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 // Built on first use (util/zod.ts): a run with a built-in policy never loads zod for it.
 import { hostPatternProblem, matchesDomain } from "../util/host-pattern.js";
-import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
-import { globProblem } from "../workspace/path-glob.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { lazily, z } from "../util/zod.js";
+import { BUILTIN_PROTECTION_NAMES } from "../workspace/builtin-protections.js";
+import { globProblem } from "../workspace/path-glob.js";
 
 /**
  * The default turn budget. SWE-bench-style repository tasks are run with a step limit of 250

@@ -3,10 +3,10 @@
 // any address is in a refused range, and hand back the address that was checked (the only one
 // the proxy will connect to). Every verdict is reported.
 import net from "node:net";
+import { canonicalHost } from "../util/host-name.js";
 import type { AddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
 import type { EgressDecision, ResolvedAddress, Resolver } from "./egress-types.js";
-import { canonicalHost } from "../util/host-name.js";
 
 interface EgressAdmissionOptions {
   filter: EgressFilter;

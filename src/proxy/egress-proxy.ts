@@ -17,15 +17,16 @@ import net from "node:net";
 import path from "node:path";
 import { usageError } from "../errors.js";
 import { listenOnUnixSocket, unixSocketCloser } from "../http/unix-socket-server.js";
-import { createAddressGuard, type AddressGuard } from "./address-guard.js";
+import { canonicalHost } from "../util/host-name.js";
+import { type AddressGuard, createAddressGuard } from "./address-guard.js";
 import type { EgressFilter } from "./domain-filter.js";
 import { createEgressAdmission } from "./egress-admission.js";
-import { canonicalHost } from "../util/host-name.js";
 import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
 import { spliceTunnel } from "./tunnel.js";
 
 export type { EgressDecision, Resolver } from "./egress-types.js";
+
 import type { EgressDecision, Resolver } from "./egress-types.js";
 
 /** Where an admitted tunnel goes. */

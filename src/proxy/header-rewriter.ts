@@ -9,8 +9,9 @@
 // that is not allowed to receive the value refuses the whole request, so the attempt is
 // visible; where the destination is allowed but the place is not, it travels as it is (a
 // placeholder is worth nothing). What was put in is also what responses are scrubbed of.
-import type { SecretBinding } from "./secret-bindings.js";
+
 import type { Replacement } from "./scrubber.js";
+import type { SecretBinding } from "./secret-bindings.js";
 
 export interface RequestOrigin {
   /** Whether the proxy terminated TLS for this request (false for plain-HTTP proxy requests). */

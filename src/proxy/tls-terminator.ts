@@ -8,8 +8,8 @@ import type http from "node:http";
 import http2 from "node:http2";
 import type net from "node:net";
 import type tls from "node:tls";
-import type { HostCertificate } from "./cert-cache.js";
 import { canonicalHost } from "../util/host-name.js";
+import type { HostCertificate } from "./cert-cache.js";
 
 export type TerminatedRequest = http.IncomingMessage | http2.Http2ServerRequest;
 export type TerminatedResponse = http.ServerResponse | http2.Http2ServerResponse;

@@ -12,13 +12,13 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import type { JsonSchema } from "../agent.js";
-import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { ErrorSummary } from "../errors.js";
+import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { Policy } from "../policy/policy-schema.js";
 import type { HostDir } from "../util/host-dir.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
-import { DEFAULT_TRAFFIC_LIMITS, TrafficLog, type TrafficLimits } from "./traffic-log.js";
+import { DEFAULT_TRAFFIC_LIMITS, type TrafficLimits, TrafficLog } from "./traffic-log.js";
 import { WorkspaceBaseline } from "./workspace-patch.js";
 
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex");

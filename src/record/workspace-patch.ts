@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { walkTree, type WalkEntry } from "../workspace/fd-walk.js";
+import { type WalkEntry, walkTree } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
 export const PATCH_FILE_MAX_BYTES = 4 * 1024 * 1024;

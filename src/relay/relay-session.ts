@@ -15,10 +15,10 @@ import http2 from "node:http2";
 import net from "node:net";
 import { Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { z } from "../util/zod.js";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
+import { z } from "../util/zod.js";
 import { coalesced } from "./coalesce.js";
 import {
   type ClaimMessage,

@@ -13,6 +13,7 @@ import path from "node:path";
 import type { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
+import { type Policy, policySchemas } from "../policy/policy-schema.js";
 import {
   RECORD_FILES,
   RECORD_FORMAT,
@@ -21,9 +22,8 @@ import {
   type RecordedExchange,
   type RecordVersions,
 } from "../record/record-format.js";
-import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
-import { type Policy, policySchemas } from "../policy/policy-schema.js";
 import { formatZodIssues } from "../util/config-file.js";
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
 
 export interface LoadedRecord {

@@ -7,8 +7,8 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import { codecFor } from "../gateway/apis/api-codec.js";
 import { isGenerationRequest } from "../gateway/api-paths.js";
+import { codecFor } from "../gateway/apis/api-codec.js";
 import { readRequestBody } from "../gateway/request-body.js";
 import { loadBytes, type RecordedExchange } from "../record/record-format.js";
 import {

@@ -10,8 +10,8 @@ import path from "node:path";
 import { usageError } from "../errors.js";
 import { ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY } from "../gateway/provider-routes.js";
 import type { RecordVersions } from "../record/record-format.js";
-import { type LoadedRecord, loadRecord } from "./load-record.js";
 import type { RecordDifference } from "./compare-record.js";
+import { type LoadedRecord, loadRecord } from "./load-record.js";
 import type { ReplayMode, ReplaySpeed } from "./replay-server.js";
 
 export interface ReplayOptions {

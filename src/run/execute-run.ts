@@ -12,21 +12,21 @@ import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
-import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";
+import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { Cleanups } from "./cleanups.js";
 import { containerFailure } from "./container-failure.js";
-import { containerSpecOf } from "./plan/container-spec.js";
-import type { PlannedRun } from "./plan/prepare-plan.js";
 import { EventThrottle } from "./event-throttle.js";
 import { OutputBudget } from "./output-budget.js";
-import type { RunTimeline } from "./run-events.js";
-import { superviseRun } from "./supervise-run.js";
-import { Cleanups } from "./cleanups.js";
+import { containerSpecOf } from "./plan/container-spec.js";
+import type { PlannedRun } from "./plan/prepare-plan.js";
 import { createRunDir, removeRunDir } from "./run-dirs.js";
 import type { EgressOverrides } from "./run-egress.js";
+import type { RunTimeline } from "./run-events.js";
 import { startRunServices } from "./run-services.js";
 import { RunTrip } from "./run-trip.js";
 import { RunWorkspace } from "./run-workspace.js";
+import { superviseRun } from "./supervise-run.js";
 import type { ClaimedSandbox } from "./warm-claim.js";
 
 export interface RunDetails<T = unknown> {

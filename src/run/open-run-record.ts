@@ -16,8 +16,8 @@ import { RUNNER_PLATFORMS } from "../util/platform.js";
 import { currentVersions } from "./current-versions.js";
 import { heldTrees } from "./plan/held-trees.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
-import { RECORD_REFUSED_NOTE } from "./record-outcome.js";
 import { redactPlan } from "./plan/redact-plan.js";
+import { RECORD_REFUSED_NOTE } from "./record-outcome.js";
 import {
   createRunDir,
   privateRunDirsParent,

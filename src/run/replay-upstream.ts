@@ -14,12 +14,12 @@ import {
 } from "../replay/compare-record.js";
 import { type Divergence, startReplayServer } from "../replay/replay-server.js";
 import type { ReplayCall } from "../replay/replay-source.js";
-import type { ReplaySummary } from "../replay/replay-summary.js";
 import { versionDrift } from "../replay/replay-source.js";
+import type { ReplaySummary } from "../replay/replay-summary.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { currentVersions } from "./current-versions.js";
 import type { EventThrottle } from "./event-throttle.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
-import { currentVersions } from "./current-versions.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 

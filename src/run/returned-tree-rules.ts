@@ -18,8 +18,10 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
-import { copyGitAccess } from "./copy-mode/returned-git-access.js";
+import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import { pathSourceTargets } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
@@ -28,15 +30,13 @@ import {
   isInside,
   RuleEvaluator,
 } from "../workspace/workspace-rules.js";
-import { looksLikeGitDir } from "../workspace/fd-walk.js";
-import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
-import { pathSourceTargets } from "../workspace/path-sources.js";
 import {
   comparePaths,
   type ReturnedTreeCheck,
   type ReturnedTreeFacts,
   type TreeEntry,
 } from "../workspace-transfer/tree-entry.js";
+import { copyGitAccess } from "./copy-mode/returned-git-access.js";
 
 const TYPE_BITS = { file: 0o100000, directory: 0o040000, symlink: 0o120000 } as const;
 

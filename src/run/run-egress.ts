@@ -7,11 +7,11 @@
 import path from "node:path";
 import tls from "node:tls";
 import type { Policy } from "../policy/policy-schema.js";
-import { createDomainFilter } from "../proxy/domain-filter.js";
 import type { AddressGuard } from "../proxy/address-guard.js";
+import { createDomainFilter } from "../proxy/domain-filter.js";
 import { type EgressDecision, type EgressProxy, type Resolver, startEgressProxy } from "../proxy/egress-proxy.js";
 import { createRunCa, type RunCa } from "../proxy/run-ca.js";
-import { writeSandboxTrust, upstreamTrust } from "../proxy/sandbox-trust.js";
+import { upstreamTrust, writeSandboxTrust } from "../proxy/sandbox-trust.js";
 import { resolveSecretBindings } from "../proxy/secret-bindings.js";
 import { createSecretInterception } from "../proxy/secret-interception.js";
 

@@ -2,17 +2,18 @@
 // gateway (keys added outside the sandbox; the turn budget kept where code inside cannot get around
 // it; every exchange checked against the conversation ledger), and the egress proxy for an
 // allow-list policy. Each piece registers its own close with the run's cleanups.
+
+import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
-import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
-import { type EgressOverrides, startRunEgress } from "./run-egress.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
 import { InvalidResultWatch } from "./invalid-result-watch.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
+import { type EgressOverrides, startRunEgress } from "./run-egress.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 

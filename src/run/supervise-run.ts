@@ -2,18 +2,18 @@
 // it arrives (pi-stream.ts), stop the container when anything trips (run-trip.ts) or Pi settles, then
 // decide the outcome from what the host saw (decide-outcome.ts).
 import type { ContainerStreams, EngineContainer } from "../engine/engine.js";
-import type { ModelWait } from "../gateway/model-gateway.js";
 import { SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
+import type { ModelWait } from "../gateway/model-gateway.js";
 import { ResultCollector, type Usage } from "../pi/result-collector.js";
 import type { RunPlan } from "../sandbox-contract.js";
-import { budgetTrip, type Budgets } from "./budget-tracker.js";
-import { containerFailure } from "./container-failure.js";
+import { type Budgets, budgetTrip } from "./budget-tracker.js";
 import type { ModelEvidence } from "./confirm-outcome.js";
+import { containerFailure } from "./container-failure.js";
 import { decideOutcome } from "./decide-outcome.js";
 import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
-import type { RunTimeline } from "./run-events.js";
 import type { ResultValidator } from "./result-validator.js";
+import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
 
 /** How long to wait for the attach stream to drain after the container exited. */

@@ -4,7 +4,7 @@
 // get cut. Any field may be missing, malformed or unknown: records of older and newer versions,
 // failed runs and hand-made folders all make a page, with what is missing said.
 import { RECORD_FILES } from "../record/record-format.js";
-import { EventDigest, compact, pretty } from "./event-digest.js";
+import { compact, EventDigest, pretty } from "./event-digest.js";
 import { addBodies, exchangeView } from "./exchange-view.js";
 import { patchView } from "./patch-view.js";
 import { type KeptFile, MAX_LINE_BYTES, RecordReader } from "./record-reader.js";

@@ -7,9 +7,9 @@
 // <base> that could move relative URLs. The policy is in a <meta> element before anything else.
 import crypto from "node:crypto";
 import { embeddedJson } from "./embedded-json.js";
-import type { RunView } from "./run-view.js";
 import { pageScript } from "./page-script.js";
 import { PAGE_STYLE } from "./page-style.js";
+import type { RunView } from "./run-view.js";
 
 export function contentSecurityPolicy(nonce: string): string {
   return [

@@ -5,9 +5,9 @@
 // the background; a failure there is the reason calls start cold, and the next call tries again.
 import type { Engine } from "../engine/engine.js";
 import type { PlannedRun } from "../run/plan/prepare-plan.js";
+import { warmIneligible, warmShapeDifference, warmShapeOf } from "../run/plan/warm-shape.js";
 import type { RunTimeline } from "../run/run-events.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
-import { warmIneligible, warmShapeDifference, warmShapeOf } from "../run/plan/warm-shape.js";
 import { WarmPool, type WarmPoolChange } from "./warm-pool.js";
 
 export interface WarmOptions {

@@ -6,10 +6,10 @@
 import { performance } from "node:perf_hooks";
 import type { ContainerStreams, Engine, EngineContainer } from "../engine/engine.js";
 import { holdProcess, Relay } from "../relay/relay-session.js";
-import type { ClaimedSandbox } from "../run/warm-claim.js";
-import { type WarmSandboxIdentity, type WarmShape, warmContainerSpec } from "../run/plan/warm-shape.js";
-import { IMAGE_PATHS, READ_ONLY_OWNER_UID, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
 import { type PendingCopyIn, startCopyIn } from "../run/copy-mode/copy-in.js";
+import { type WarmSandboxIdentity, type WarmShape, warmContainerSpec } from "../run/plan/warm-shape.js";
+import type { ClaimedSandbox } from "../run/warm-claim.js";
+import { IMAGE_PATHS, READ_ONLY_OWNER_UID, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
 
 const STDERR_TAIL_CHARS = 2000;
 

@@ -22,9 +22,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
-import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
 interface ApplyResult {

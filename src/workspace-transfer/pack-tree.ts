@@ -6,8 +6,8 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { Readable } from "node:stream";
-import { END_OF_ARCHIVE, padding, tarHeader } from "./tar-header.js";
 import type { HostTree } from "./host-tree.js";
+import { END_OF_ARCHIVE, padding, tarHeader } from "./tar-header.js";
 import type { TreeEntry } from "./tree-entry.js";
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;

@@ -20,10 +20,10 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
+import { mib } from "../util/units.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
 import { UNCHANGED_PAX_KEY } from "./tar-header.js";
 import { comparePaths, parentOf, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
-import { mib } from "../util/units.js";
 
 export interface ReturnedTreeLimits {
   /** Bytes of archive read (headers and content) before the copy fails. */

@@ -16,13 +16,13 @@
 // object loudly where it would have read the run's content. The work is bounded: bytes inflated
 // and pack bytes verified per run; what is past a bound is refused (removed) unchecked.
 import fs from "node:fs";
+import { yieldToEventLoop } from "./fd-walk.js";
 import { derivedRemovals, storeFileOf } from "./git-object-store.js";
 import { checkFreshenedPack, checkLfsObject, checkLooseObject, checkPack } from "./git-object-verify.js";
+import { OBJECT_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type StoreChange, type StoreFacts } from "./git-work.js";
 import type { RestoreStep, Violation } from "./workspace-rules.js";
-import { yieldToEventLoop } from "./fd-walk.js";
 
-import { OBJECT_RULE } from "./git-rule-names.js";
 /** Bytes of loose objects inflated per run (a zip bomb costs this much at most). */
 const MAX_INFLATED_BYTES = 4 * 1024 ** 3;
 /** Bytes of packs verified per run. */

@@ -23,7 +23,7 @@
 import { ObjectGraph } from "./git-object-graph.js";
 import { ObjectReadError, PrivateRepo } from "./git-object-reader.js";
 import { PathJudge } from "./git-path-judge.js";
-import { newReflogOids, oidsOf, parsePackedRefs, refOfReflog, resolveRef, type ReadFile } from "./git-ref-files.js";
+import { newReflogOids, oidsOf, parsePackedRefs, type ReadFile, refOfReflog, resolveRef } from "./git-ref-files.js";
 import { REF_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type PointerChange, type StoreChange } from "./git-work.js";
 import type { ProtectionOf } from "./path-protection.js";

@@ -15,7 +15,7 @@
 // Memory: one 64-bit word per lent inode (ino << 16 | owner class) per device, sorted; owners
 // are a small table of distinct (uid, gid) pairs.
 import fs from "node:fs";
-import { walkTree, YIELD_EVERY, yieldToEventLoop, type WalkEntry } from "./fd-walk.js";
+import { type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
 interface Owner {
   uid: number;

@@ -22,7 +22,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { builtinProtectionOf, gitObjectStorePath, gitPathAllowed } from "./builtin-protections.js";
-import { atPath, errorCode, kindOf, openDirAt, openRoot, walkTree, type WalkEntry } from "./fd-walk.js";
+import { atPath, errorCode, kindOf, openDirAt, openRoot, type WalkEntry, walkTree } from "./fd-walk.js";
 import { pointerFormatOf } from "./git-plain-data.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";

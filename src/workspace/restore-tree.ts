@@ -5,8 +5,8 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { atPath, errorCode, openDirAt, openRoot, walkTree } from "./fd-walk.js";
-import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
+import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
 import type { RestoreStep } from "./workspace-rules.js";
 import { hashFileAt } from "./workspace-snapshot.js";
 

@@ -7,7 +7,7 @@
 // unchanged entries, so the evaluator knows each path's ancestors (which directory is a git
 // directory, which protected scope existed before) with a stack as deep as the tree, never a
 // table as big as it.
-import { compileGlobs, type PathMatcher } from "./path-glob.js";
+
 import {
   builtinProtectionOf,
   GIT_DIR_MARKERS,
@@ -17,8 +17,6 @@ import {
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
-import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
-import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
 import {
   gitEntryProblem,
   POINTER_MAX_BYTES,
@@ -26,6 +24,9 @@ import {
   pointerProblem,
   UNSAFE_GIT_FILE_BITS,
 } from "./git-plain-data.js";
+import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
+import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
+import { compileGlobs, type PathMatcher } from "./path-glob.js";
 
 export interface EntryFacts {
   kind: EntryKind;

@@ -12,9 +12,9 @@
 // are compared by metadata only: hashing them on every run would cost seconds for nothing.
 import crypto from "node:crypto";
 import fs from "node:fs";
-import { comparePaths, walkTree, type WalkEntry, type WalkStats, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { comparePaths, type WalkEntry, type WalkStats, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { SnapshotReader, SnapshotWriter } from "./snapshot-record.js";
-import { sameMetadata, type EntryFacts, type EntryPair } from "./workspace-rules.js";
+import { type EntryFacts, type EntryPair, sameMetadata } from "./workspace-rules.js";
 
 export interface ChangedFiles {
   created: string[];

@@ -13,30 +13,30 @@ import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
 import { openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
-import { GitChecks, type GitCheckResult } from "./git-checks.js";
-import { ObjectChecker } from "./git-object-check.js";
+import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
+import { ObjectChecker } from "./git-object-check.js";
 import { pathSourceTargets } from "./path-sources.js";
-import { ProtectedCopy, type Owner } from "./protected-copy.js";
+import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
 import {
   changeOf,
+  type EntryPair,
   type HostRunChange,
   MAX_LISTED_HOST_RUN,
   RestorePlan,
   RuleEvaluator,
-  type EntryPair,
   type Violation,
 } from "./workspace-rules.js";
 import {
   ChangeCollector,
+  type ChangedFiles,
   diffAgainstSnapshot,
   readFileAt,
   recordedChildren,
   takeSnapshot,
-  type ChangedFiles,
 } from "./workspace-snapshot.js";
 
 export interface WorkspaceWatchInput {

@@ -1,13 +1,14 @@
 // Every way a run can fail on the real engine ends in one SandboxRunError (or the caller's
 // abort reason) and leaves no container behind: abort, timeout, an unreachable or failing
 // provider, and bad input that must fail before any container exists.
-import net from "node:net";
+
 import fs from "node:fs";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/run/run-events.js";
+import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
   checkNoContainersLeftAfterEach,

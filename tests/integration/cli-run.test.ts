@@ -1,7 +1,7 @@
 // The built CLI as a user runs it (`node dist/cli/main.js`, after `npm run build`), on the real
 // engine with the scripted model: stdout carries only the result, --events gets JSONL, and
 // each kind of failure has its exit code.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";

@@ -12,8 +12,8 @@ import { containersOfRuns, docker } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
-  finish,
   fingerprint,
+  finish,
   hostilePolicy,
   hostileWorkspace,
   runHostile,

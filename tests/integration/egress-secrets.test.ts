@@ -4,16 +4,17 @@
 // send the placeholder elsewhere, front another host, read the token from anywhere in the
 // sandbox. The hosts are loopback servers behind names that only the agent's test-only egress overrides
 // resolve (tests/support/secret-hosts.ts).
-import crypto from "node:crypto";
+
 import { execFileSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import type { EgressOverrides } from "../../src/run/run-egress.js";
 import type { RunCa } from "../../src/proxy/run-ca.js";
+import type { EgressOverrides } from "../../src/run/run-egress.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { commitAll } from "../support/git-repo.js";
 import {

@@ -12,7 +12,7 @@ import { EnginePool } from "../../src/engine/engine-pool.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { runDirsParent } from "../../src/run/run-dirs.js";
-import { LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, LABEL_RUN_ID, type RunPlan } from "../../src/sandbox-contract.js";
+import { LABEL_RUN_ID, LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan } from "../../src/sandbox-contract.js";
 import { docker, engine as localEngine, runBuiltCli } from "../support/harness.js";
 import {
   bash,
@@ -22,8 +22,8 @@ import {
   hostilePolicy,
   hostileWorkspace,
   runHostile,
-  spawnController,
   type SpawnedController,
+  spawnController,
   treeSnapshot,
   useHostileModelServer,
 } from "../support/hostile-model.js";

@@ -10,8 +10,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { action, runAction } from "../support/github-action.js";
 import { commitAll, git } from "../support/git-repo.js";
+import { action, runAction } from "../support/github-action.js";
 import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 
 describe("action.yml, as written", () => {

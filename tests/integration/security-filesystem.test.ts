@@ -7,20 +7,20 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { WARM_PATHS } from "../../src/sandbox-contract.js";
+import { warmCalls, workspaceMode } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
   editFile,
   finish,
-  hostTmp,
   hostileWorkspace,
+  hostTmp,
   runHostile,
   treeSnapshot,
-  writeFile,
   useHostileModelServer,
+  writeFile,
 } from "../support/hostile-model.js";
-import { warmCalls, workspaceMode } from "../support/harness.js";
-import { WARM_PATHS } from "../../src/sandbox-contract.js";
 
 const server = useHostileModelServer();
 

@@ -35,8 +35,8 @@ import {
   hostilePolicy,
   hostileWorkspace,
   runHostile,
-  spawnController,
   type SpawnedController,
+  spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
 

@@ -6,8 +6,8 @@ import dgram from "node:dgram";
 import net from "node:net";
 import os from "node:os";
 import { describe, expect, it } from "vitest";
-import type { ChatRequest, ScriptContext, ScriptStep } from "../../src/scripted-model/scripted-model-server.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
+import type { ChatRequest, ScriptContext, ScriptStep } from "../../src/scripted-model/scripted-model-server.js";
 import {
   bash,
   describeOutcome,

@@ -10,15 +10,6 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
-  bash,
-  describeOutcome,
-  finish,
-  hostileWorkspace,
-  runHostile,
-  useHostileModelServer,
-  type HostileOutcome,
-} from "../support/hostile-model.js";
-import {
   COMMIT_ON_BRANCH,
   LYING_COMMIT_GRAPH,
   LYING_PACK,
@@ -29,6 +20,15 @@ import {
   UNDONE_COMMIT,
 } from "../support/git-object-attacks.js";
 import { workspaceMode } from "../support/harness.js";
+import {
+  bash,
+  describeOutcome,
+  finish,
+  type HostileOutcome,
+  hostileWorkspace,
+  runHostile,
+  useHostileModelServer,
+} from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
 

@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadRecord } from "../../src/replay/load-record.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import { chromiumAvailable, expandAll, launchBrowser, openPage } from "../support/browser.js";
-import { copyRecord } from "../support/record-files.js";
 import {
   containersOfRuns,
   dockerAvailable,
@@ -20,6 +19,7 @@ import {
   runBuiltCli,
   startModel,
 } from "../support/harness.js";
+import { copyRecord } from "../support/record-files.js";
 import { tempDir } from "../support/show-records.js";
 
 const npmPolicy = path.resolve(import.meta.dirname, "../../policies/examples/npm-install.json");

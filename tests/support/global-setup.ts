@@ -8,7 +8,6 @@ import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
-import { useTestTmp } from "./test-tmp.js";
 import {
   engineFileEntry,
   remoteEngine,
@@ -16,6 +15,7 @@ import {
   secondEngineExpected,
   useSecondEngine,
 } from "./second-engine.js";
+import { useTestTmp } from "./test-tmp.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

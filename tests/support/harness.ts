@@ -2,21 +2,21 @@
 // points at it, throw-away workspaces, and a check that no container of a run survives.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, expect, inject } from "vitest";
 import { createDockerClient } from "../../src/engine/docker-connection.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
-import { LABEL_RUN_ID } from "../../src/sandbox-contract.js";
 import type { RunEvent } from "../../src/run/run-events.js";
-import { engineFileEntry, remoteEngine } from "./second-engine.js";
+import { LABEL_RUN_ID } from "../../src/sandbox-contract.js";
 import {
-  startScriptedModelServer,
   type Script,
   type ScriptedModelServer,
+  startScriptedModelServer,
 } from "../../src/scripted-model/scripted-model-server.js";
+import { engineFileEntry, remoteEngine } from "./second-engine.js";
 
 /** The key the scripted provider "needs": it must reach the upstream and never the sandbox. */
 export const SECRET_KEY = "sk-scripted-SECRET-4f9a2c";

@@ -3,12 +3,13 @@
 // image. A run never throws here; the test gets the result or the SandboxRunError, the events,
 // what every tool printed (as the model saw it) and the requests the model server recorded,
 // and judges them itself.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
 import { ContainerPiAgent, type ContainerPiAgentConfig, type RunCallOptions } from "../../src/container-pi-agent.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
@@ -20,12 +21,11 @@ import type { RunPlan } from "../../src/sandbox-contract.js";
 import type {
   RecordedRequest,
   Script,
-  ScriptStep,
   ScriptedModelServer,
+  ScriptStep,
 } from "../../src/scripted-model/scripted-model-server.js";
-import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
-import { afterAll, beforeAll } from "vitest";
 import { engine, modelsFor, startModel, workspaceMode } from "./harness.js";
+import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");

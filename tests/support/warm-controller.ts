@@ -3,9 +3,9 @@
 // `node --import tsx tests/support/warm-controller.ts '<spec json>'`; it prints one JSON line
 // once its pool is full ({"kind":"ready","containers":[...]}) and then waits to be stopped.
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { createDockerClient } from "../../src/engine/docker-connection.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
 import { LABEL_OWNER_PID, LABEL_WARM } from "../../src/sandbox-contract.js";
-import { createDockerClient } from "../../src/engine/docker-connection.js";
 
 interface WarmControllerSpec {
   models: Record<string, unknown>;

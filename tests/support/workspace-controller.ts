@@ -8,7 +8,7 @@
 // once the sandbox may write, waits for a line on stdin, then prints {"kind":"done", ...}.
 import readline from "node:readline";
 import { SANDBOX_UID } from "../../src/sandbox-contract.js";
-import { DiskWatch, type DiskTrip } from "../../src/workspace/disk-watch.js";
+import { type DiskTrip, DiskWatch } from "../../src/workspace/disk-watch.js";
 import { OwnershipLease } from "../../src/workspace/ownership-lease.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 

@@ -3,27 +3,27 @@
 // engine. Also: the launcher's and the relay's own copies of the shared numbers and paths agree.
 import fs from "node:fs";
 import { describe, expect, it } from "vitest";
+import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
-import { RELAY_EXIT, RELAY_PATHS, FULL_FREE_BYTES } from "../../src/relay/relay-protocol.js";
-import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
+import { FULL_FREE_BYTES, RELAY_EXIT, RELAY_PATHS } from "../../src/relay/relay-protocol.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
 import { preparePlan } from "../../src/run/plan/prepare-plan.js";
 import { resolveRun } from "../../src/run/plan/resolve-options.js";
-import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import {
   CA_BUNDLE_ENV_NAMES,
+  GATEWAY_SOCKET,
   IMAGE_PATHS,
   LABEL_HAND_BACK,
   LAUNCHER_DEADLINE_GRACE_MS,
   LAUNCHER_EXIT,
   READ_ONLY_OWNER_UID,
   RELAY_BRIDGE_SOCKET,
-  GATEWAY_SOCKET,
   SANDBOX_CA_BUNDLE,
   SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
   SYSTEM_CA_BUNDLE,
 } from "../../src/sandbox-contract.js";
+import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { makeWorkspace } from "../support/harness.js";
 
 function input(overrides: Partial<PlanInput> = {}): PlanInput {

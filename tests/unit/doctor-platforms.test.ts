@@ -1,9 +1,9 @@
 // doctor's platform lines: what the engine is (Docker Desktop and what it changes), which
 // platforms' runner images it holds, whether the other platform can run; and the controller's host.
 import { describe, expect, it } from "vitest";
-import { checkPlatformImages, describeEngineKind } from "../../src/operations/doctor-platforms.js";
 import type { Engine, EngineInfo, ImageDetails } from "../../src/engine/engine.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { checkPlatformImages, describeEngineKind } from "../../src/operations/doctor-platforms.js";
 import { controllerHostProblem } from "../../src/util/controller-host.js";
 
 function collect() {

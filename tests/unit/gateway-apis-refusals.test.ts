@@ -3,8 +3,8 @@
 // server tool, an MCP connector, content fetched from a URL or a file store, stored state, or a
 // beta flag Pi never sends. The unchanged requests pass (gateway-apis-requests.test.ts).
 import { describe, expect, it } from "vitest";
-import { codecFor, type RequestPolicy } from "../../src/gateway/apis/api-codec.js";
 import { PI_ANTHROPIC_BETAS } from "../../src/gateway/apis/anthropic-messages.js";
+import { codecFor, type RequestPolicy } from "../../src/gateway/apis/api-codec.js";
 import { captured, subpath } from "../support/api-codec-fixtures.js";
 
 type Body = Record<string, unknown>;

@@ -3,23 +3,23 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import http from "node:http";
+import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { AddressInfo } from "node:net";
-import { chatBody, rawRequest, request, startCapture, waitFor } from "../support/gateway-client.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import {
-  startModelGateway,
   type GatewayRequestRecord,
   type GatewayRoute,
   type ModelGateway,
   type ModelGatewayOptions,
+  startModelGateway,
 } from "../../src/gateway/model-gateway.js";
 import { planProviderRouting, SANDBOX_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
 import { resolveRouteCredentials } from "../../src/gateway/route-credentials.js";
-import { startScriptedModelServer, type ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { type ScriptedModelServer, startScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { chatBody, rawRequest, request, startCapture, waitFor } from "../support/gateway-client.js";
 
 const REAL_KEY = "sk-REAL-upstream-key-0123456789";
 const PLACEHOLDER = SANDBOX_PLACEHOLDER_API_KEY;

@@ -1,6 +1,5 @@
 // The gateway's pure parts, one by one: admission, header rules, inspection, the exchange tap.
 import { describe, expect, it } from "vitest";
-import { admitRequest } from "../../src/gateway/request-admission.js";
 import type { ApiCodec, ModelReply } from "../../src/gateway/apis/api-codec.js";
 import { isCredentialHeader } from "../../src/gateway/credential-headers.js";
 import { ExchangeTap } from "../../src/gateway/exchange-tap.js";
@@ -10,6 +9,7 @@ import {
   relayableRequestHeaders,
   upstreamRequestHeaders,
 } from "../../src/gateway/relay-headers.js";
+import { admitRequest } from "../../src/gateway/request-admission.js";
 import { inspectRequest } from "../../src/gateway/request-inspection.js";
 
 const routes = compileRoutes([

@@ -5,10 +5,10 @@ import { describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import {
   ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY,
-  SANDBOX_PLACEHOLDER_API_KEY,
-  planProviderRouting,
   type ProviderRouting,
   type ProviderRoutingInput,
+  planProviderRouting,
+  SANDBOX_PLACEHOLDER_API_KEY,
 } from "../../src/gateway/provider-routes.js";
 import { describeRouteCredentials, resolveRouteCredentials } from "../../src/gateway/route-credentials.js";
 

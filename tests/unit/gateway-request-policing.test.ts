@@ -3,9 +3,9 @@
 // provider is refused (or normalised) before it reaches the upstream. Real HTTP on a unix
 // socket, a capturing upstream; no Docker.
 import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import http from "node:http";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   type GatewayRequestRecord,

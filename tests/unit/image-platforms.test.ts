@@ -2,12 +2,12 @@
 // its plain tag), every consumer asks runnerImageSpec, and the offline arm64 base is debootstrapped in
 // two stages (the second under the emulator) and loaded as an arm64 image.
 import { describe, expect, it } from "vitest";
+import type { Engine } from "../../src/engine/engine.js";
 import { debootstrapSteps, offlineBaseTag } from "../../src/image/base-image.js";
 import { derivedImageTag } from "../../src/image/derived-image.js";
 import { pruneRunnerImages } from "../../src/image/prune-images.js";
 import { rootfsImageConfig, saveLayout } from "../../src/image/rootfs-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
-import type { Engine } from "../../src/engine/engine.js";
 
 describe("runner image tags", () => {
   it("are sandbox-run/pi:<pi>-<hash> for linux/amd64 and the same with -arm64 for linux/arm64", () => {

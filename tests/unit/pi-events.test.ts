@@ -10,9 +10,9 @@ import {
   asToolExecutionStart,
   asTurnEnd,
   asTurnStart,
+  type PiEvent,
   parsePiRecord,
   textBlocksOf,
-  type PiEvent,
 } from "../../src/pi/pi-events.js";
 
 function fixtureEvents(name: string): PiEvent[] {

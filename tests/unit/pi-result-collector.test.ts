@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { JsonlReader } from "../../src/pi/jsonl-reader.js";
-import { parsePiRecord, type PiEvent } from "../../src/pi/pi-events.js";
+import { type PiEvent, parsePiRecord } from "../../src/pi/pi-events.js";
 import { ResultCollector } from "../../src/pi/result-collector.js";
 
 // Real Pi 1.6.0 runs against the scripted model server, read the way the host reads them.

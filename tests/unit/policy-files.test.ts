@@ -5,8 +5,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadPolicy } from "../../src/policy/load-policy.js";
 import { DOCS_FILE, withReference } from "../../scripts/policy-reference.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import { makeWorkspace, type ProcessResult, runSourceCli } from "../support/harness.js";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");

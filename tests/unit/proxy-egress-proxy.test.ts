@@ -4,19 +4,19 @@
 // that lets 127.0.0.1 through and keeps every other refusal of the default guard.
 import fs from "node:fs";
 import http from "node:http";
+import type { AddressInfo } from "node:net";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createAddressGuard } from "../../src/proxy/address-guard.js";
 import { createDomainFilter } from "../../src/proxy/domain-filter.js";
 import {
-  startEgressProxy,
-  parseAuthority,
   type EgressDecision,
   type EgressProxy,
+  parseAuthority,
   type Resolver,
+  startEgressProxy,
 } from "../../src/proxy/egress-proxy.js";
 
 const defaultGuard = createAddressGuard();

@@ -2,8 +2,8 @@
 // Host; the places the secret's inject rules name; nowhere else.
 import { describe, expect, it } from "vitest";
 import { type RequestOrigin, rewriteRequest } from "../../src/proxy/header-rewriter.js";
-import { canonicalHost } from "../../src/util/host-name.js";
 import type { SecretBinding } from "../../src/proxy/secret-bindings.js";
+import { canonicalHost } from "../../src/util/host-name.js";
 
 const P = "sandbox-run-placeholder-T-0123456789abcdef0123456789abcdef";
 const V = "real-value-1234567890";

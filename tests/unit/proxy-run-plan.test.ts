@@ -5,9 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { SandboxRunError } from "../../src/errors.js";
-import { hostCaBundleFile } from "../../src/proxy/host-ca-bundle.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
+import { hostCaBundleFile } from "../../src/proxy/host-ca-bundle.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
 import { CA_BUNDLE_ENV_NAMES, HOST_CA_BUNDLE, SANDBOX_CA_BUNDLE } from "../../src/sandbox-contract.js";
 

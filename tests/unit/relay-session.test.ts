@@ -8,10 +8,10 @@ import os from "node:os";
 import path from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
-import { Relay } from "../../src/relay/relay-session.js";
 // @ts-expect-error plain JavaScript shipped in the runner image
 import { runRelay } from "../../images/pi/relay.mjs";
+import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
+import { Relay } from "../../src/relay/relay-session.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

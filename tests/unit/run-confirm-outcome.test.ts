@@ -2,10 +2,10 @@
 // answer. Forged final events (an id the model never produced, other arguments, a second claim, a
 // text the model never sent) are contradictions, whatever Pi's stream says.
 import { describe, expect, it } from "vitest";
+import { isSandboxRunError } from "../../src/errors.js";
 import { confirmOutcome, type ModelEvidence } from "../../src/run/confirm-outcome.js";
 import { decideOutcome } from "../../src/run/decide-outcome.js";
 import { compileResultSchema } from "../../src/run/result-validator.js";
-import { isSandboxRunError } from "../../src/errors.js";
 
 const FINAL = "sandbox_run_final_result";
 const schema = {

@@ -2,10 +2,10 @@
 // a caller's extra flags can never change the protocol or the boundary.
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
-import { IMAGE_PATHS } from "../../src/sandbox-contract.js";
 import { buildPiArgs, checkExtraArgs, FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { buildRunPlan } from "../../src/run/plan/build-run-plan.js";
+import { IMAGE_PATHS } from "../../src/sandbox-contract.js";
 
 const base = {
   model: "scripted/x",

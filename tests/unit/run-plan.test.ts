@@ -2,17 +2,6 @@
 // may reach and what it carries in its environment, without Docker.
 import { describe, expect, it } from "vitest";
 import {
-  LABEL_CREATED_AT,
-  LABEL_DEADLINE,
-  LABEL_MANAGED,
-  LABEL_OWNER_HOST,
-  LABEL_OWNER_PID,
-  LABEL_RUN_ID,
-  GATEWAY_SOCKET,
-  PROXY_SOCKET,
-  SANDBOX_UID,
-} from "../../src/sandbox-contract.js";
-import {
   PI_CREDENTIAL_ENV_NAMES,
   planProviderRouting,
   SANDBOX_PLACEHOLDER_API_KEY,
@@ -21,6 +10,17 @@ import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
+import {
+  GATEWAY_SOCKET,
+  LABEL_CREATED_AT,
+  LABEL_DEADLINE,
+  LABEL_MANAGED,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+  LABEL_RUN_ID,
+  PROXY_SOCKET,
+  SANDBOX_UID,
+} from "../../src/sandbox-contract.js";
 
 const SECRET = "sk-unit-SECRET-9d1e";
 const NOW = new Date("2030-01-02T03:04:05.000Z");

@@ -14,10 +14,10 @@ import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import { containerFailure } from "../../src/run/container-failure.js";
-import { containerSpecOf } from "../../src/run/plan/container-spec.js";
 import { placeOnEngine } from "../../src/run/place-on-engine.js";
+import { containerSpecOf } from "../../src/run/plan/container-spec.js";
 import { preparePlan } from "../../src/run/plan/prepare-plan.js";
-import { resolveRun, type RunOptions } from "../../src/run/plan/resolve-options.js";
+import { type RunOptions, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { IMAGE_LABEL_PI_VERSION } from "../../src/sandbox-contract.js";
 
 const ws = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-platform-")));

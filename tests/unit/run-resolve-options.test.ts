@@ -6,7 +6,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import { resolveRun, type RunOptions } from "../../src/run/plan/resolve-options.js";
+import { type RunOptions, resolveRun } from "../../src/run/plan/resolve-options.js";
 
 const temp: string[] = [];
 function dir(prefix = "sandbox-run-resolve-"): string {

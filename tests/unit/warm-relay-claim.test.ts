@@ -11,12 +11,12 @@ import os from "node:os";
 import path from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
-import { Relay } from "../../src/relay/relay-session.js";
-import { packSingleFile, packTree } from "../../src/workspace-transfer/pack-tree.js";
-import { walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 // @ts-expect-error plain JavaScript shipped in the runner image
 import { runRelay } from "../../images/pi/relay.mjs";
+import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
+import { Relay } from "../../src/relay/relay-session.js";
+import { walkHostTree } from "../../src/workspace-transfer/host-tree.js";
+import { packSingleFile, packTree } from "../../src/workspace-transfer/pack-tree.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

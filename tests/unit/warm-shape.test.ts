@@ -6,7 +6,6 @@
 import { describe, expect, it } from "vitest";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
-import { orphanReason } from "../../src/run/reap-orphans.js";
 import {
   claimedRunOf,
   warmContainerSpec,
@@ -15,6 +14,7 @@ import {
   warmShapeKey,
   warmShapeOf,
 } from "../../src/run/plan/warm-shape.js";
+import { orphanReason } from "../../src/run/reap-orphans.js";
 import {
   LABEL_DEADLINE,
   LABEL_IDLE_DEADLINE,

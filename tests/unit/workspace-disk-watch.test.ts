@@ -4,7 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { DiskWatch, measureTree, measureTreeBytes, type DiskTrip } from "../../src/workspace/disk-watch.js";
+import { type DiskTrip, DiskWatch, measureTree, measureTreeBytes } from "../../src/workspace/disk-watch.js";
 
 const dirs: string[] = [];
 function tree(): string {

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { comparePaths, walkTree, WalkError } from "../../src/workspace/fd-walk.js";
+import { comparePaths, WalkError, walkTree } from "../../src/workspace/fd-walk.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 /** Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in). */

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { indexProblem } from "../../src/workspace/git-index-paths.js";
-import { evaluateWorkspaceRules, type EntryPair } from "../../src/workspace/workspace-rules.js";
+import { type EntryPair, evaluateWorkspaceRules } from "../../src/workspace/workspace-rules.js";
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-git-index-"));
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));

@@ -7,17 +7,17 @@ import { execFileSync, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import zlib from "node:zlib";
 import { Readable } from "node:stream";
+import zlib from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
-import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
-import { packTree } from "../../src/workspace-transfer/pack-tree.js";
-import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import { derivedRemovals, storeFileOf } from "../../src/workspace/git-object-store.js";
 import { checkFreshenedPack, checkLooseObject, checkPack } from "../../src/workspace/git-object-verify.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
+import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
+import { packTree } from "../../src/workspace-transfer/pack-tree.js";
+import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import {
   HUSKY_REPO,
   LYING_COMMIT_GRAPH,

@@ -11,11 +11,11 @@ import path from "node:path";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
+import { newReflogOids, parsePackedRefs, resolveRef } from "../../src/workspace/git-ref-files.js";
+import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packTree } from "../../src/workspace-transfer/pack-tree.js";
 import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
-import { newReflogOids, parsePackedRefs, resolveRef } from "../../src/workspace/git-ref-files.js";
-import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 import {
   COMMIT_ON_BRANCH,
   HUSKY_REPO,

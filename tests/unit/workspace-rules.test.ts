@@ -6,12 +6,12 @@ import { describe, expect, it } from "vitest";
 import { builtinProtectionOf, gitPathAllowed } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
 import {
-  evaluateWorkspaceRules,
-  RestorePlan,
-  RuleEvaluator,
   type EntryFacts,
   type EntryPair,
+  evaluateWorkspaceRules,
+  RestorePlan,
   type RuleConfig,
+  RuleEvaluator,
 } from "../../src/workspace/workspace-rules.js";
 
 const dir = (mode = 0o755, extra: Partial<EntryFacts> = {}): EntryFacts => ({

@@ -4,12 +4,12 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { protectedMountPaths } from "../../src/workspace/protected-paths.js";
-import { entryChanged, type EntryFacts, type EntryPair } from "../../src/workspace/workspace-rules.js";
+import { type EntryFacts, type EntryPair, entryChanged } from "../../src/workspace/workspace-rules.js";
 import {
   ChangeCollector,
+  type ChangedFiles,
   diffAgainstSnapshot,
   takeSnapshot,
-  type ChangedFiles,
 } from "../../src/workspace/workspace-snapshot.js";
 import { tempTrees } from "../support/temp-trees.js";
 

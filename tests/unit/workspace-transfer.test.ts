@@ -12,8 +12,8 @@ import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-t
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import { removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
-import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
+import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir: tempDir, tree } = tempTrees("sandbox-run-transfer-");

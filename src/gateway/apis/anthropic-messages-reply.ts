@@ -6,8 +6,8 @@
 // content_block_start's `input` when streaming). A stop reason is required, and once
 // message_start was seen, message_stop too.
 import { parseJsonWithRepair } from "../../pi/tool-arguments.js";
-import type { PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { isRecord, type JsonRecord, stringOr } from "./codec-support.js";
+import type { PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { createReplyParser, type ReplyAccumulator } from "./reply-support.js";
 
 const MESSAGE_EVENTS = new Set([

@@ -8,15 +8,8 @@
 // `{ name, description, input_schema, eager_input_streaming?, strict?, cache_control? }`.
 //
 // Replies: anthropic-messages-reply.ts.
-import type {
-  ApiCodec,
-  ConversationMessage,
-  ConversationPart,
-  ModelRequest,
-  ModelTool,
-  RequestHeaders,
-  RequestPolicy,
-} from "./codec-types.js";
+
+import { anthropicReplyParser } from "./anthropic-messages-reply.js";
 import {
   appendParts,
   arrayOrEmpty,
@@ -37,7 +30,15 @@ import {
   stringOr,
   unreadable,
 } from "./codec-support.js";
-import { anthropicReplyParser } from "./anthropic-messages-reply.js";
+import type {
+  ApiCodec,
+  ConversationMessage,
+  ConversationPart,
+  ModelRequest,
+  ModelTool,
+  RequestHeaders,
+  RequestPolicy,
+} from "./codec-types.js";
 
 const API = "anthropic-messages";
 

@@ -11,6 +11,7 @@ import { openAiCompletionsCodec } from "./openai-completions.js";
 import { openAiResponsesCodec } from "./openai-responses.js";
 
 export type * from "./codec-types.js";
+
 import type { ApiCodec } from "./codec-types.js";
 
 const CODECS: Record<string, ApiCodec> = {

@@ -6,14 +6,7 @@
 //   assistant         { role, content: string | null | [text | thinking], tool_calls: [...] }
 //   tool              { role, tool_call_id, content: string | [text | image_url], name? }
 // OpenAI writes `image_url: { url }`, Mistral `image_url: "data:..."`.
-import type {
-  ConversationMessage,
-  ConversationPart,
-  ModelRequest,
-  ModelTool,
-  RequestHeaders,
-  RequestPolicy,
-} from "./codec-types.js";
+
 import {
   argumentsValue,
   arrayOrEmpty,
@@ -32,6 +25,14 @@ import {
   stringOr,
   unreadable,
 } from "./codec-support.js";
+import type {
+  ConversationMessage,
+  ConversationPart,
+  ModelRequest,
+  ModelTool,
+  RequestHeaders,
+  RequestPolicy,
+} from "./codec-types.js";
 
 export function parseChatRequest(api: string, body: unknown): ModelRequest {
   const request = requireRecord(body, "the request body");

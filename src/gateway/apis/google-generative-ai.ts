@@ -13,18 +13,7 @@
 // `args` object. Pi keeps the model's call id, or makes one from the clock when there is none
 // (or a repeat): then the id here is "". finishReason is required: STOP -> stop (toolUse with
 // tool calls), MAX_TOKENS/CONTINUATION -> length, the safety/other reasons -> error.
-import type {
-  ApiCodec,
-  ConversationMessage,
-  ConversationPart,
-  ModelRequest,
-  ModelTool,
-  PiStopReason,
-  ReplyLimits,
-  ReplyParser,
-  RequestHeaders,
-  RequestPolicy,
-} from "./codec-types.js";
+
 import {
   appendParts,
   arrayOrEmpty,
@@ -40,6 +29,18 @@ import {
   stringOr,
   unreadable,
 } from "./codec-support.js";
+import type {
+  ApiCodec,
+  ConversationMessage,
+  ConversationPart,
+  ModelRequest,
+  ModelTool,
+  PiStopReason,
+  ReplyLimits,
+  ReplyParser,
+  RequestHeaders,
+  RequestPolicy,
+} from "./codec-types.js";
 import { createReplyParser, parseEventJson, type ReplyAccumulator } from "./reply-support.js";
 
 const API = "google-generative-ai";

@@ -11,9 +11,10 @@
 //   from the index the way Pi does; `function.arguments` is text or an object (stringified).
 // - `finish_reason` is required: stop -> stop, length/model_length -> length,
 //   tool_calls -> toolUse, anything else -> error.
-import type { ApiCodec, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
+
 import { chatRefusal, parseChatRequest } from "./chat-request.js";
 import { isRecord, type JsonRecord, parseSafely, stringOr } from "./codec-support.js";
+import type { ApiCodec, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { createReplyParser, type ReplyAccumulator, sanitizeSurrogates } from "./reply-support.js";
 
 const API = "mistral-conversations";

@@ -9,9 +9,10 @@
 //   name stick; `function.arguments` pieces are concatenated.
 // - `finish_reason` is required (Pi: "Stream ended without finish_reason"); stop/end -> stop,
 //   length -> length, tool_calls/function_call -> toolUse, anything else -> error.
-import type { ApiCodec, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
+
 import { chatRefusal, parseChatRequest } from "./chat-request.js";
 import { isRecord, type JsonRecord, parseSafely, stringOr } from "./codec-support.js";
+import type { ApiCodec, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { createReplyParser, parseEventJson, type ReplyAccumulator } from "./reply-support.js";
 
 const API = "openai-completions";

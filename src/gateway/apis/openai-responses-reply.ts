@@ -6,8 +6,9 @@
 // (output_item.done, else function_call_arguments.done, else the deltas).
 // response.completed/incomplete is required; status completed -> stop (toolUse when the reply
 // has tool calls), incomplete -> length for max_output_tokens, else error.
-import type { PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
+
 import { isRecord, type JsonRecord, stringOr } from "./codec-support.js";
+import type { PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { errorText } from "./openai-completions.js";
 import { createReplyParser, parseEventJson } from "./reply-support.js";
 

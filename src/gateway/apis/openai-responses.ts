@@ -9,15 +9,7 @@
 // and results by `call_id`.
 //
 // Replies: openai-responses-reply.ts.
-import type {
-  ApiCodec,
-  ConversationMessage,
-  ConversationPart,
-  ModelRequest,
-  ModelTool,
-  RequestHeaders,
-  RequestPolicy,
-} from "./codec-types.js";
+
 import {
   appendParts,
   argumentsValue,
@@ -38,6 +30,15 @@ import {
   stringOr,
   unreadable,
 } from "./codec-support.js";
+import type {
+  ApiCodec,
+  ConversationMessage,
+  ConversationPart,
+  ModelRequest,
+  ModelTool,
+  RequestHeaders,
+  RequestPolicy,
+} from "./codec-types.js";
 import { responsesReplyParser } from "./openai-responses-reply.js";
 
 const API = "openai-responses";

@@ -1,7 +1,7 @@
 // Pieces every codec's reply parser shares: the body reader that tells SSE from JSON and keeps
 // memory bounded, and an accumulator for text blocks and tool calls with a total size cap.
 import type { ModelReply, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
-import { SseParser, type SseEvent } from "./sse-parser.js";
+import { type SseEvent, SseParser } from "./sse-parser.js";
 
 const DEFAULT_REPLY_LIMITS: ReplyLimits = {
   maxEventBytes: 16 * 1024 * 1024,

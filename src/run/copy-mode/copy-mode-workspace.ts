@@ -16,6 +16,9 @@
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../../engine/engine.js";
+import { SandboxRunError } from "../../errors.js";
+import type { HandBackBase } from "../../hand-back/hand-back-base.js";
+import type { HandBackReport } from "../../hand-back/hand-back-report.js";
 import { Relay, type RelaySocket } from "../../relay/relay-session.js";
 import {
   type CopyRoot,
@@ -26,12 +29,9 @@ import {
   RELAY_BRIDGE_SOCKET,
   type RunPlan,
 } from "../../sandbox-contract.js";
-import { SandboxRunError } from "../../errors.js";
-import type { HandBackBase } from "../../hand-back/hand-back-base.js";
-import type { HandBackReport } from "../../hand-back/hand-back-report.js";
+import { mib } from "../../util/units.js";
 import type { ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
-import { copyIn, copyInThroughRelay } from "./copy-in.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../../workspace-transfer/returned-tar.js";
@@ -42,11 +42,11 @@ import {
   STAGING_RECORD,
 } from "../../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
-import { mib } from "../../util/units.js";
-import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
+import { copyIn, copyInThroughRelay } from "./copy-in.js";
+import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 
 interface CopyModeOptions {
   plan: RunPlan;

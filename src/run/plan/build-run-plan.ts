@@ -1,10 +1,11 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../../agent.js";
-import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
-import { copyModePlan } from "./copy-mode-plan.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../../pi/pi-args.js";
 import type { Policy } from "../../policy/policy-schema.js";
+import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
+import { secretSandboxEnv } from "../../proxy/secret-env.js";
+import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
 import {
   CA_BUNDLE_ENV_NAMES,
   containerLabels,
@@ -15,12 +16,12 @@ import {
   IMAGE_PATHS,
   LABEL_HAND_BACK,
   LABEL_LENT_ROOTS,
+  LAUNCHER_DEADLINE_GRACE_MS,
   type Mount,
   PROXY_PORT,
   PROXY_SOCKET,
   RELAY_BRIDGE_SOCKET,
   type RunPlan,
-  LAUNCHER_DEADLINE_GRACE_MS,
   SANDBOX_CA_BUNDLE,
   SANDBOX_TRUST_BUNDLE,
   SANDBOX_UID,
@@ -28,9 +29,8 @@ import {
   WARM_PATHS,
   type WorkspaceMode,
 } from "../../sandbox-contract.js";
-import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
-import { secretSandboxEnv } from "../../proxy/secret-env.js";
 import type { GitDrivers } from "../../workspace/git-config-scan.js";
+import { copyModePlan } from "./copy-mode-plan.js";
 import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
 
 export interface PlanInput {

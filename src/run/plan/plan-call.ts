@@ -2,7 +2,7 @@
 // makes and what the CLI's --dry-run prints (the CLI plans through this without loading the agent,
 // its engines or its servers). Reads files (policy, models, schema), runs nothing.
 import { type PlannedRun, type PlanPlace, preparePlan } from "./prepare-plan.js";
-import { type Env, type ResolvedRun, resolveRun, type RunOptions } from "./resolve-options.js";
+import { type Env, type ResolvedRun, type RunOptions, resolveRun } from "./resolve-options.js";
 
 interface CallLayers {
   /** The agent's own options (a ContainerPiAgent's config). */

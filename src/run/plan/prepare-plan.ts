@@ -4,16 +4,16 @@
 // sandbox receives, and the plan is built once. No side effect beyond reading files.
 import crypto from "node:crypto";
 import os from "node:os";
-import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
-import type { ReplayCall } from "../../replay/replay-source.js";
-import { newPlaceholder } from "../../proxy/secret-bindings.js";
-import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
 import { usageError } from "../../errors.js";
+import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
+import { newPlaceholder } from "../../proxy/secret-bindings.js";
+import type { ReplayCall } from "../../replay/replay-source.js";
+import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
 import { scanGitDrivers } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../../workspace/protected-paths.js";
+import { runDirPath } from "../run-dirs.js";
 import { buildRunPlan } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
-import { runDirPath } from "../run-dirs.js";
 
 export interface PlannedRun {
   run: ResolvedRun;

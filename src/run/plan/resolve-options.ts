@@ -5,10 +5,10 @@ import fs from "node:fs";
 import path from "node:path";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
 import { usageError } from "../../errors.js";
+import { type ProviderRouting, planProviderRouting } from "../../gateway/provider-routes.js";
+import { checkExtraArgs } from "../../pi/pi-args.js";
 import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
 import type { Policy } from "../../policy/policy-schema.js";
-import { planProviderRouting, type ProviderRouting } from "../../gateway/provider-routes.js";
-import { checkExtraArgs } from "../../pi/pi-args.js";
 import {
   GATEWAY_PORT,
   HAND_BACK_MODES,
@@ -20,8 +20,8 @@ import {
 import { readConfigJson } from "../../util/config-file.js";
 import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
-import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
+import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 
 export type Env = Record<string, string | undefined>;
 

@@ -7,8 +7,8 @@
 import type { ContainerSpec } from "../../engine/engine.js";
 import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
 import {
-  containerLabels,
   type CopyRoot,
+  containerLabels,
   IMAGE_PATHS,
   LABEL_IDLE_DEADLINE,
   LABEL_WARM,
