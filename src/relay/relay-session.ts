@@ -539,7 +539,7 @@ export class Relay {
       };
       upstream.on("error", close);
       // The host's server ended the connection (Pi's keep-alive timeout, the gateway's connection
-      // cap): end the stream as a normal close, like the relay does for the sandbox's side (W8);
+      // cap): end the stream as a normal close, like the relay does for the sandbox's side (docs/security.md CM8);
       // a burst of resets would end the whole session. Cancel only if the relay never ends its side.
       upstream.on("close", (hadError) => {
         if (hadError || stream.destroyed) return close();
