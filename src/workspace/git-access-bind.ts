@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import { openRoot } from "./fd-walk.js";
 import { objectFormatOf } from "./git-object-store.js";
+import { readAll } from "./git-object-verify.js";
 import { type GitAccess, inGitDir, type WorktreeEntry } from "./git-work.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import { lstatBelow, openDirBelow, openFileAt } from "./remove-tree.js";
@@ -54,14 +55,7 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
       try {
         const size = fs.fstatSync(fd).size;
         if (size > maxBytes) return undefined;
-        const buffer = Buffer.alloc(size);
-        let at = 0;
-        while (at < size) {
-          const n = fs.readSync(fd, buffer, at, size - at, at);
-          if (n === 0) break;
-          at += n;
-        }
-        return buffer.subarray(0, at);
+        return readAll(fd, size);
       } finally {
         fs.closeSync(fd);
       }

@@ -246,7 +246,8 @@ async function hashRange(fd: number, algorithm: string, length: number): Promise
   return hash.digest("hex");
 }
 
-function readAll(fd: number, size: number): Buffer {
+/** The first `size` bytes of an open file (fewer if it is shorter). */
+export function readAll(fd: number, size: number): Buffer {
   const buffer = Buffer.alloc(size);
   let at = 0;
   while (at < size) {

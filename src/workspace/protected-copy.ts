@@ -22,9 +22,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { builtinProtectionOf, gitObjectStorePath, gitPathAllowed } from "./builtin-protections.js";
-import { atPath, errorCode, kindOf, openDirAt, openRoot, type WalkEntry, walkTree } from "./fd-walk.js";
+import { atPath, kindOf, openRoot, type WalkEntry, walkTree } from "./fd-walk.js";
 import { pointerFormatOf } from "./git-plain-data.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
+import { openDirBelow } from "./remove-tree.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";
 import { readFileAt } from "./workspace-snapshot.js";
 
@@ -169,7 +170,7 @@ export class ProtectedCopy {
     try {
       for (const target of paths) {
         const parts = target.path === "" ? ["."] : target.path.split("/");
-        const parentFd = openBelow(rootFd, parts.slice(0, -1));
+        const parentFd = openDirBelow(rootFd, parts.slice(0, -1).join("/"));
         if (parentFd === undefined) continue;
         try {
           const at = atPath(parentFd, parts[parts.length - 1]!);
@@ -326,24 +327,6 @@ export class ProtectedCopy {
 
 function note(list: string[], p: string): void {
   if (list.length < MAX_NOTED) list.push(p);
-}
-
-/** An fd for the directory at `parts` below `rootFd` (no symlink followed), or undefined if there is none. */
-function openBelow(rootFd: number, parts: readonly string[]): number | undefined {
-  let fd = openDirAt(rootFd, ".");
-  for (const name of parts) {
-    let next: number;
-    try {
-      next = openDirAt(fd, name);
-    } catch (error) {
-      fs.closeSync(fd);
-      if (["ENOENT", "ENOTDIR", "ELOOP"].includes(errorCode(error))) return undefined;
-      throw error;
-    }
-    fs.closeSync(fd);
-    fd = next;
-  }
-  return fd;
 }
 
 function inScopes(scopes: ReadonlySet<string>, p: string): boolean {
