@@ -76,16 +76,20 @@ function run(
   command: string,
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
-): Promise<{ status: number; out: string }> {
+): Promise<{ status: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      process.stdout.write(chunk);
-      out += chunk.toString();
-      if (out.length > 4 * 1024 * 1024) out = out.slice(-1024 * 1024);
-    });
-    child.on("close", (code, signal) => resolve({ status: code ?? (signal ? 128 : 1), out }));
+    const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    // Both are passed through as they come and kept (the end of each): vitest writes its counts to
+    // stdout and the failed tests to stderr.
+    const kept = { out: "", err: "" };
+    const keep = (stream: "out" | "err", to: NodeJS.WriteStream) => (chunk: Buffer) => {
+      to.write(chunk);
+      kept[stream] += chunk.toString();
+      if (kept[stream].length > 4 * 1024 * 1024) kept[stream] = kept[stream].slice(-1024 * 1024);
+    };
+    child.stdout.on("data", keep("out", process.stdout));
+    child.stderr.on("data", keep("err", process.stderr));
+    child.on("close", (code, signal) => resolve({ status: code ?? (signal ? 128 : 1), ...kept }));
   });
 }
 
@@ -180,7 +184,7 @@ async function main(): Promise<number> {
   for (const step of steps) {
     const t0 = Date.now();
     console.error(`\nnpm test: ${step.name} (vitest run ${step.args.join(" ")})`);
-    const { status, out } = await run(process.execPath, [
+    const { status, out, err } = await run(process.execPath, [
       path.join(ROOT, "node_modules/vitest/vitest.mjs"),
       "run",
       ...step.args,
@@ -189,7 +193,7 @@ async function main(): Promise<number> {
       step: step.name,
       status,
       ...countTests(out),
-      failures: failedTests(out),
+      failures: failedTests(`${out}\n${err}`),
       seconds: Math.round((Date.now() - t0) / 1000),
     });
   }
