@@ -70,8 +70,10 @@ describe("sandbox-run show", () => {
     const shown = await cli(["show", record, "--open"], { PATH: bin });
     expect(shown.code, shown.stderr).toBe(0);
     const page = path.join(fs.realpathSync(record), "run.html");
-    for (let i = 0; i < 50 && !fs.existsSync(opened); i++) await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(fs.readFileSync(opened, "utf8")).toBe(page);
+    // The opener runs detached: its file may exist before printf has written to it.
+    await expect
+      .poll(() => (fs.existsSync(opened) ? fs.readFileSync(opened, "utf8") : ""), { timeout: 10_000 })
+      .toBe(page);
     const none = await cli(["show", record, "--open"], { PATH: path.join(parent, "empty") });
     expect(none.code).toBe(0);
     expect(none.stderr).toContain(`cannot open a browser (xdg-open: ENOENT); open ${page} yourself`);
