@@ -162,19 +162,22 @@ describe.concurrent("resource exhaustion", () => {
       ],
       { cwd: ws, policy },
     );
-    // SIGXFSZ ("File size limit exceeded") or EFBIG ("File too large"), never success. In copy mode
-    // the second file fills the copy's tmpfs, and the disk limit may end the run before the tool's
-    // output reaches the model: then there is no output to read (the limit is checked below).
+    // SIGXFSZ ("File size limit exceeded") or EFBIG ("File too large"), never success. The second
+    // file may take the tree to the disk limit, which can end the run before the tool's output
+    // reaches the model: then there is no output to read (the limit is checked below).
     const output = one.toolResults[0];
-    if (workspaceMode() === "bind" || output !== undefined) {
+    if (one.details !== undefined || output !== undefined) {
       expect(output, describeOutcome(one)).not.toMatch(/fallocate=0/);
       expect(output).toMatch(/File size limit exceeded|File too large/);
     }
     expect(fs.existsSync(path.join(ws, "big.bin")) ? fs.statSync(path.join(ws, "big.bin")).size : 0).toBe(0);
     if (workspaceMode() === "bind") {
-      // The second file stops at the file-size limit: within the limit, so the run succeeds.
-      expect(one.details, describeOutcome(one)).toBeDefined();
-      expect(fs.statSync(path.join(ws, "big2.bin")).size).toBeLessThanOrEqual(64 * 1024 * 1024);
+      // The second file stops at the file-size limit, the limit's size: the run succeeds, or, when
+      // what else the tree allocates (folder blocks, the file system's preallocation while it is
+      // written) puts the tree a few blocks past the limit, ends as the disk limit. Never more.
+      if (one.details === undefined) expect(one.error?.limit, describeOutcome(one)).toBe("disk");
+      const big2 = path.join(ws, "big2.bin");
+      expect(fs.existsSync(big2) ? fs.statSync(big2).size : 0).toBeLessThanOrEqual(64 * 1024 * 1024);
     } else {
       // Copy mode: the tree's copy is a tmpfs of the limit's size; filling it is the disk limit,
       // and nothing of the run comes back.
