@@ -21,6 +21,8 @@ export type RefusalCode =
   | "request-policy"
   /** The run's budget of model responses is spent. */
   | "turn-budget"
+  /** The run has stopped (a limit, an invalid result, a timeout): nothing more is forwarded. */
+  | "run-stopped"
   /** The liveness endpoint only answers GET. */
   | "liveness-method"
   /** The gateway is closing. */

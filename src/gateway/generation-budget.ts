@@ -11,8 +11,19 @@ export interface BudgetTicket {
 
 export class GenerationBudget {
   #spent = 0;
+  #stopped: string | undefined;
 
   constructor(readonly limit: number | undefined) {}
+
+  /** Why no generation is given any more (the run has stopped), or undefined. */
+  get stopped(): string | undefined {
+    return this.#stopped;
+  }
+
+  /** No generation after this: the run stopped, and what its sandbox still asks would be paid for nothing. */
+  stop(reason: string): void {
+    this.#stopped ??= reason;
+  }
 
   /** Generations forwarded and not refunded. */
   get spent(): number {
@@ -21,6 +32,7 @@ export class GenerationBudget {
 
   /** Counts one generation, or returns undefined when the budget is spent. */
   take(): BudgetTicket | undefined {
+    if (this.#stopped !== undefined) return undefined;
     if (this.limit !== undefined && this.#spent >= this.limit) return undefined;
     this.#spent++;
     let refunded = false;

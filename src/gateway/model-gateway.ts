@@ -81,6 +81,8 @@ export interface ModelGateway {
   readonly socketPath: string;
   /** What the run is waiting on the model for now, or undefined when no request is open. */
   waiting(): ModelWait | undefined;
+  /** Forwards no more model requests (each is refused, naming `reason`): the run has stopped. */
+  stopForwarding(reason: string): void;
   close(): Promise<void>;
 }
 
@@ -110,6 +112,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   };
   const report = (record: GatewayRequestRecord) => observe(options.onRequest, record);
   const capacity = new GatewayCapacity({ ...DEFAULT_GATEWAY_CAPACITY, ...options.capacity });
+  const budget = new GenerationBudget(options.maxGenerations);
   const handle = createRequestHandler({
     routes,
     maxRequestBytes: options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
@@ -119,7 +122,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
       ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
     },
     capacity,
-    budget: new GenerationBudget(options.maxGenerations),
+    budget,
     agents,
     recordExchanges: options.recordExchanges,
     startedAt: performance.now(),
@@ -173,6 +176,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
 
   return {
     socketPath,
+    stopForwarding: (reason) => budget.stop(reason),
     waiting: () => {
       const oldest = open.values().next().value;
       if (!oldest) return undefined;

@@ -103,6 +103,10 @@ export function createRequestHandler(ctx: HandlerContext) {
     }
     if (!inspection.ok) return refuse(inspection, route.id);
 
+    if (admission.generation && ctx.budget.stopped !== undefined) {
+      const detail = `the run has stopped (${ctx.budget.stopped}): no more model requests are forwarded`;
+      return refuse(refusal(429, "run-stopped", detail), route.id);
+    }
     const ticket = admission.generation ? ctx.budget.take() : undefined;
     if (admission.generation && !ticket) {
       ctx.budgetExceeded(ctx.budget.spent + 1);

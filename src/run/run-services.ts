@@ -97,6 +97,9 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       }),
   });
   cleanups.add(() => gateway.close());
+  // From the trip on, the sandbox's further model requests are refused: stopping the container
+  // takes a moment (seconds on a loaded machine) and Pi asks again meanwhile.
+  trip.onTrip((t) => gateway.stopForwarding(t.code === "limit" && t.limit ? `limit ${t.limit}` : t.code));
 
   if (run.policy.network === "allowlist") {
     // The sandbox's only way to the internet: the proxy asks the policy's allow-list about every

@@ -26,6 +26,15 @@ describe("GenerationBudget", () => {
     expect(budget.take()).toBeUndefined();
     expect(new GenerationBudget(undefined).take()).toBeDefined();
   });
+
+  it("gives nothing once stopped, whatever is left of the limit", () => {
+    const budget = new GenerationBudget(undefined);
+    expect(budget.take()).toBeDefined();
+    budget.stop("timeout");
+    budget.stop("limit turns");
+    expect(budget.stopped).toBe("timeout");
+    expect(budget.take()).toBeUndefined();
+  });
 });
 
 describe("model gateway: turn budget", () => {
@@ -110,6 +119,43 @@ describe("model gateway: turn budget", () => {
       await waitFor(() => records.length === 20);
       expect(records.filter((r) => r.reason === "turn-budget")).toHaveLength(18);
       expect(records.filter((r) => r.status === 499)).toHaveLength(2);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("after stopForwarding (the run tripped) refuses every model request, naming why, and none reaches the upstream", async () => {
+    const upstream = await startHoldingUpstream();
+    const exceeded: number[] = [];
+    const records: GatewayRequestRecord[] = [];
+    try {
+      gateway = await startModelGateway({
+        socketPath: path.join(dir, "stopped.sock"),
+        routes: [{ id: "r", upstreamBaseUrl: upstream.baseUrl, api: "openai-completions", model: "m", headers: {} }],
+        maxGenerations: 100,
+        onBudgetExceeded: (attempted) => exceeded.push(attempted),
+        onRequest: (record) => records.push(record),
+      });
+      gateway.stopForwarding("invalid-result");
+      const replies = await Promise.all(
+        Array.from({ length: 3 }, () =>
+          request(gateway!.socketPath, {
+            method: "POST",
+            path: "/r/chat/completions",
+            headers: { "content-type": "application/json" },
+            body: chatBody("m", true),
+          }),
+        ),
+      );
+      for (const reply of replies) {
+        expect(reply.status).toBe(429);
+        expect(reply.body).toContain("the run has stopped (invalid-result)");
+      }
+      expect(upstream.arrived()).toBe(0);
+      // Not a budget overrun: the run already has its outcome.
+      expect(exceeded).toEqual([]);
+      await waitFor(() => records.length === 3);
+      expect(records.map((r) => r.reason)).toEqual(["run-stopped", "run-stopped", "run-stopped"]);
     } finally {
       await upstream.close();
     }
