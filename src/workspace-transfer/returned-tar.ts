@@ -20,6 +20,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
+import { readAll } from "../util/read-fd.js";
 import { mib } from "../util/units.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
 import { UNCHANGED_PAX_KEY } from "./tar-header.js";
@@ -278,14 +279,7 @@ function contentOf(tree: ReturnedTree, root: string, rel: string, maxBytes: numb
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile() || stat.size > maxBytes) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    let length = 0;
-    while (length < buffer.length) {
-      const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
-      if (n === 0) break;
-      length += n;
-    }
-    return buffer.subarray(0, length);
+    return readAll(fd, stat.size);
   } catch {
     return undefined;
   } finally {

@@ -3,9 +3,9 @@
 // name may be a symlink, so none is followed), and the tree before the run from the kept copy
 // (protected-copy.ts: every git directory's metadata and every protected path, with content).
 import fs from "node:fs";
+import { readAll } from "../util/read-fd.js";
 import { openRoot } from "./fd-walk.js";
 import { objectFormatOf } from "./git-object-store.js";
-import { readAll } from "./git-object-verify.js";
 import { type GitAccess, inGitDir, type WorktreeEntry } from "./git-work.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import { lstatBelow, openDirBelow, openFileAt } from "./remove-tree.js";

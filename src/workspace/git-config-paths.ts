@@ -16,6 +16,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { readAll } from "../util/read-fd.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -411,14 +412,7 @@ function readSmall(file: string, max = MAX_POINTER_BYTES): string | undefined {
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile() || stat.size > max) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    let length = 0;
-    while (length < buffer.length) {
-      const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
-      if (n === 0) break;
-      length += n;
-    }
-    return buffer.subarray(0, length).toString("utf8");
+    return readAll(fd, stat.size).toString("utf8");
   } catch {
     return undefined;
   } finally {

@@ -18,6 +18,7 @@ import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
 import { hostGit } from "../util/host-git.js";
+import { readAll } from "../util/read-fd.js";
 import { hashOfOid } from "./git-object-store.js";
 
 const HEADER = /^(blob|tree|commit|tag) (0|[1-9][0-9]{0,18})$/;
@@ -244,16 +245,4 @@ async function hashRange(fd: number, algorithm: string, length: number): Promise
     at += n;
   }
   return hash.digest("hex");
-}
-
-/** The first `size` bytes of an open file (fewer if it is shorter). */
-export function readAll(fd: number, size: number): Buffer {
-  const buffer = Buffer.alloc(size);
-  let at = 0;
-  while (at < size) {
-    const n = fs.readSync(fd, buffer, at, size - at, at);
-    if (n === 0) break;
-    at += n;
-  }
-  return buffer.subarray(0, at);
 }
