@@ -229,13 +229,29 @@ describe.concurrent("resource exhaustion", () => {
 
   it("entries on the host: hard links (names without inodes) past limits.maxEntries end the run as limit entries (bind: the live count, then what they added is removed; copy: nothing applied)", async () => {
     const ws = hostileWorkspace({ "keep.txt": "before" });
-    // 5,000 hard links of one file: no inode and hardly a block each, so neither statfs figure moves.
-    const make = `mkdir big && echo x > t && node -e 'const fs=require("fs");for(let i=0;i<5000;i++)fs.linkSync("t","big/"+"l".repeat(200)+i)' && echo made`;
     const bind = workspaceMode() === "bind";
-    const outcome = await runHostile(server, [bash(bind ? `${make}; sleep 30` : make), finish()], {
-      cwd: ws,
-      policy: hostilePolicy({ limits: { maxEntries: 1000 } }),
-    });
+    const policy = hostilePolicy({ limits: { maxEntries: 1000 } });
+    let outcome: Awaited<ReturnType<typeof runHostile>>;
+    if (bind) {
+      // 5,000 hard links of one file: no inode and hardly a block each, so neither statfs figure
+      // moves. They must appear at once: a live count that lands in the middle of a sandbox's
+      // link loop trips below the after-walk's bound (then nothing is overfull, and the removal
+      // is not what this shows). So, standing in for a sandbox faster than one count, the test
+      // makes them beside the workspace, on its filesystem, and renames them in while the run is live.
+      const stage = fs.mkdtempSync(path.join(path.dirname(ws), "sandbox-run-links-"));
+      fs.writeFileSync(path.join(stage, "t"), "x\n");
+      fs.mkdirSync(path.join(stage, "big"));
+      for (let i = 0; i < 5000; i++) fs.linkSync(path.join(stage, "t"), path.join(stage, "big", "l".repeat(200) + i));
+      const running = runHostile(server, [bash("touch ready; sleep 30"), finish()], { cwd: ws, policy });
+      await expect.poll(() => fs.existsSync(path.join(ws, "ready")), { timeout: 60_000, interval: 100 }).toBe(true);
+      fs.renameSync(path.join(stage, "t"), path.join(ws, "t"));
+      fs.renameSync(path.join(stage, "big"), path.join(ws, "big"));
+      fs.rmdirSync(stage);
+      outcome = await running;
+    } else {
+      const make = `mkdir big && echo x > t && node -e 'const fs=require("fs");for(let i=0;i<5000;i++)fs.linkSync("t","big/"+"l".repeat(200)+i)' && echo made`;
+      outcome = await runHostile(server, [bash(make), finish()], { cwd: ws, policy });
+    }
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
     expect(outcome.error?.limit).toBe("entries");
     expect(outcome.error?.hint).toMatch(/limits\.maxEntries/);
