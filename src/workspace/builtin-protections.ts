@@ -153,7 +153,7 @@ const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
   ],
   [
     "git-config-paths",
-    "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers; and the folders the trees' .envrc (PATH_add, layout node) and mise files (_.path) put on PATH",
+    "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers; and the folders the trees' .envrc (PATH_add; for layout node, the host command names in node_modules/.bin) and mise files (_.path) put on PATH",
   ],
   [
     "new-repositories",

@@ -5,6 +5,13 @@
 // executable the run dropped into such a folder shadows `git`, `ls` or `npm`. The run protects
 // these folders like the paths a repository's git config names (rule git-config-paths).
 //
+// `layout node`'s folder is the exception: `npm install` rewrites node_modules/.bin, and what its
+// entries run (node_modules/<package>/...) is the repository's own code, which the run may change
+// anyway. What a person does not expect there is a command of the host's: so in that folder only
+// the names of the host's commands (every name in the folders of the controller's PATH and the
+// standard system folders, none inside the lent trees) are protected, and the folder itself stays
+// a folder (a parent of a protected path that turns into something else is a violation).
+//
 // Only the files at the top of each folder given (the lent trees and the repositories' worktrees)
 // are read, as they were before the run: regular files only, no symlink followed, small ones.
 import fs from "node:fs";
@@ -12,6 +19,10 @@ import path from "node:path";
 import type { ConfigTarget } from "./git-config-paths.js";
 
 const MAX_FILE_BYTES = 256 * 1024;
+/** Where a login shell finds commands whatever the controller's PATH says. */
+const SYSTEM_COMMAND_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+/** A folder with more names than this is read only this far (a name is all that is taken). */
+const MAX_NAMES_PER_DIR = 20_000;
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 /** A folder's mise files: their `{{config_root}}` and relative paths mean that folder. */
@@ -25,13 +36,26 @@ const MISE_FILES = [
   ".config/mise/config.toml",
 ];
 
-/** Folders the environment files at the top of `dirs` put on PATH (absolute), with the key and file that say so. */
-export function pathSourceTargets(dirs: readonly string[]): ConfigTarget[] {
+/**
+ * Folders the environment files at the top of `dirs` put on PATH (absolute), with the key and file
+ * that say so; for a folder only its host-command names guard (layout node), those names in it.
+ * `commands`: the host's command names (default: read from PATH and the system folders, once per call).
+ */
+export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySet<string>): ConfigTarget[] {
   const out: ConfigTarget[] = [];
+  let hostCommands = commands;
   for (const dir of new Set(dirs)) {
     const envrc = path.join(dir, ".envrc");
-    for (const { key, folder } of envrcPathFolders(readSmallFile(envrc)))
-      out.push({ path: path.resolve(dir, folder), key, source: envrc });
+    for (const { key, folder, commandsOnly } of envrcPathFolders(readSmallFile(envrc))) {
+      const target = path.resolve(dir, folder);
+      if (!commandsOnly) {
+        out.push({ path: target, key, source: envrc });
+        continue;
+      }
+      hostCommands ??= hostCommandNames(process.env.PATH, dirs);
+      const why = `${key} (a host command's name)`;
+      for (const name of hostCommands) out.push({ path: path.join(target, name), key: why, source: envrc });
+    }
     for (const mise of MISE_FILES) {
       const file = path.join(dir, mise);
       for (const folder of misePathFolders(readSmallFile(file)))
@@ -41,10 +65,17 @@ export function pathSourceTargets(dirs: readonly string[]): ConfigTarget[] {
   return out;
 }
 
+interface PathFolder {
+  key: string;
+  folder: string;
+  /** Only the names of the host's commands in it are guarded (layout node's node_modules/.bin). */
+  commandsOnly?: true;
+}
+
 /** direnv: the folders an .envrc adds to PATH (relative to its folder, or absolute). */
-export function envrcPathFolders(text: string | undefined): Array<{ key: string; folder: string }> {
+export function envrcPathFolders(text: string | undefined): PathFolder[] {
   if (text === undefined) return [];
-  const out: Array<{ key: string; folder: string }> = [];
+  const out: PathFolder[] = [];
   for (const raw of text.split("\n")) {
     const words = shellWords(raw);
     const [command, ...args] = words;
@@ -52,7 +83,7 @@ export function envrcPathFolders(text: string | undefined): Array<{ key: string;
     else if (command === "path_add" && args[0] === "PATH")
       for (const a of args.slice(1)) pushFolder(out, "direnv path_add PATH", a);
     else if (command === "layout" && args[0] === "node")
-      out.push({ key: "direnv layout node", folder: "node_modules/.bin" });
+      out.push({ key: "direnv layout node", folder: "node_modules/.bin", commandsOnly: true });
     else if (command === "layout" && /^(python\d*|pipenv|pyenv|anaconda|uv|poetry)$/.test(args[0] ?? ""))
       out.push({ key: `direnv layout ${args[0]}`, folder: ".direnv" });
   }
@@ -87,7 +118,7 @@ export function misePathFolders(text: string | undefined): string[] {
   return out;
 }
 
-function pushFolder(out: Array<{ key: string; folder: string }>, key: string, arg: string): void {
+function pushFolder(out: PathFolder[], key: string, arg: string): void {
   // $PWD and ${PWD} are the .envrc's folder; any other expansion is not resolved here.
   const folder = arg.replace(/^\$\{?PWD\}?(\/|$)/, "") || ".";
   if (!folder.includes("$") && !folder.includes("`")) out.push({ key, folder });
@@ -101,6 +132,36 @@ function shellWords(line: string): string[] {
     words.push(m[1] ?? m[2] ?? m[4] ?? "");
   }
   return words;
+}
+
+/**
+ * The names a shell on this host finds as commands: every entry of the absolute folders of `pathVar`
+ * and the system folders (a name is enough: more names only guard more), leaving out folders inside
+ * `lentTrees` (a controller started by `npm run` has the repository's own node_modules/.bin on PATH).
+ */
+export function hostCommandNames(pathVar: string | undefined, lentTrees: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  const inside = (dir: string) => lentTrees.some((tree) => dir === tree || dir.startsWith(`${tree}/`));
+  const dirs = [...(pathVar ?? "").split(":"), ...SYSTEM_COMMAND_DIRS].filter(
+    (dir) => path.isAbsolute(dir) && !inside(path.resolve(dir)),
+  );
+  for (const dir of new Set(dirs.map((d) => path.resolve(d)))) {
+    let listing: fs.Dir;
+    try {
+      listing = fs.opendirSync(dir);
+    } catch {
+      continue;
+    }
+    try {
+      for (let n = 0, entry = listing.readSync(); entry && n < MAX_NAMES_PER_DIR; n++, entry = listing.readSync())
+        if (!entry.name.includes("/")) names.add(entry.name);
+    } catch {
+      // A folder that cannot be read on: its names so far count.
+    } finally {
+      listing.closeSync();
+    }
+  }
+  return names;
 }
 
 function readSmallFile(file: string): string | undefined {

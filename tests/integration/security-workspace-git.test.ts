@@ -228,7 +228,7 @@ echo changed > src/a.ts`,
     expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe(workspaceMode() === "bind" ? "changed\n" : "a\n");
   });
 
-  it("folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm", async () => {
+  it("folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm; in node_modules/.bin only the host's command names are guarded", async () => {
     const ws = repo({
       files: {
         ".envrc": "PATH_add bin\nlayout node\n",
@@ -244,17 +244,22 @@ echo changed > src/a.ts`,
       ws,
       `${evil} > bin/git && chmod +x bin/git
 echo 'touch MARKER' >> bin/build
-mkdir -p node_modules/.bin && ${evil} > node_modules/.bin/ls && chmod +x node_modules/.bin/ls
+mkdir -p node_modules/.bin node_modules/left-pad && ${evil} > node_modules/.bin/ls && chmod +x node_modules/.bin/ls
+echo 'console.log(1)' > node_modules/left-pad/cli.js && ln -s ../left-pad/cli.js node_modules/.bin/left-pad
 ${evil} > tools/npm && chmod +x tools/npm`,
     );
     expectUndone(outcome, marker, [
       `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
       `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
-      `node_modules/.bin (created, git-config-paths: direnv layout node in ${ws}/.envrc)`,
+      `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
       `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
     ]);
     expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
-    expect(fs.existsSync(path.join(ws, "node_modules/.bin"))).toBe(false);
+    expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
+    // A package's own command is no host command's name: bind mode keeps it (copy mode applies
+    // nothing of a run that failed a check).
+    const bind = workspaceMode() === "bind";
+    expect(fs.existsSync(path.join(ws, "node_modules/.bin/left-pad"))).toBe(bind);
     // The host's shell with the folders first on PATH, as direnv and mise put them.
     const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
     const shell = spawnSync("sh", ["-c", "build; git --version; ls >/dev/null; npm --version; true"], {
@@ -264,6 +269,22 @@ ${evil} > tools/npm && chmod +x tools/npm`,
     });
     expect(shell.stdout).toMatch(/^build\ngit version/);
     expect(fs.existsSync(marker), "the host's shell ran the sandbox's executable").toBe(false);
+  });
+
+  it("layout node: a run that installs packages (node_modules/.bin written, none named like a host command) succeeds", async () => {
+    const ws = repo({ files: { ".envrc": "layout node\n", "package.json": '{"name":"x","version":"1.0.0"}\n' } });
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          "mkdir -p node_modules/tool/bin node_modules/.bin && echo 'console.log(1)' > node_modules/tool/bin/t.js && ln -s ../tool/bin/t.js node_modules/.bin/tool-x && echo installed",
+        ),
+        finish(),
+      ],
+      { cwd: ws },
+    );
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(fs.readlinkSync(path.join(ws, "node_modules/.bin/tool-x"))).toBe("../tool/bin/t.js");
   });
 });
 

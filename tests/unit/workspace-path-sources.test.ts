@@ -2,7 +2,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { envrcPathFolders, misePathFolders, pathSourceTargets } from "../../src/workspace/path-sources.js";
+import {
+  envrcPathFolders,
+  hostCommandNames,
+  misePathFolders,
+  pathSourceTargets,
+} from "../../src/workspace/path-sources.js";
 
 describe("envrcPathFolders", () => {
   it("reads PATH_add, path_add PATH and the layouts that put a folder on PATH; comments and other expansions are left out", () => {
@@ -21,7 +26,7 @@ describe("envrcPathFolders", () => {
       { key: "direnv PATH_add", folder: "scripts" },
       { key: "direnv PATH_add", folder: "tools" },
       { key: "direnv path_add PATH", folder: "vendor/bin" },
-      { key: "direnv layout node", folder: "node_modules/.bin" },
+      { key: "direnv layout node", folder: "node_modules/.bin", commandsOnly: true },
       { key: "direnv layout python3", folder: ".direnv" },
     ]);
   });
@@ -52,5 +57,32 @@ describe("pathSourceTargets", () => {
       { path: path.join(dir, "bin"), key: "direnv PATH_add", source: path.join(dir, ".envrc") },
       { path: path.join(dir, "tools"), key: "mise [env] _.path", source: path.join(dir, ".mise/config.toml") },
     ]);
+  });
+});
+
+describe("layout node: only the host's command names in node_modules/.bin", () => {
+  it("guards node_modules/.bin/<name> for each host command, not the folder, so npm install may write the rest", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(dir, ".envrc"), "layout node\nPATH_add bin\n");
+    const envrc = path.join(dir, ".envrc");
+    const key = "direnv layout node (a host command's name)";
+    expect(pathSourceTargets([dir], new Set(["git", "ls"]))).toEqual([
+      { path: path.join(dir, "node_modules/.bin/git"), key, source: envrc },
+      { path: path.join(dir, "node_modules/.bin/ls"), key, source: envrc },
+      { path: path.join(dir, "bin"), key: "direnv PATH_add", source: envrc },
+    ]);
+  });
+
+  it("reads the names of PATH's absolute folders and the system folders, never of a folder inside a lent tree", () => {
+    const tree = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-tree-"));
+    fs.mkdirSync(path.join(tree, "node_modules/.bin"), { recursive: true });
+    fs.writeFileSync(path.join(tree, "node_modules/.bin/repo-tool"), "");
+    const tools = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-tools-"));
+    fs.writeFileSync(path.join(tools, "my-host-tool"), "");
+    const names = hostCommandNames(`${tools}:relative/bin:${path.join(tree, "node_modules/.bin")}`, [tree]);
+    expect(names.has("my-host-tool")).toBe(true);
+    expect(names.has("repo-tool")).toBe(false);
+    // /bin/sh is there on every Linux host, whatever PATH says.
+    expect(hostCommandNames("", []).has("sh")).toBe(true);
   });
 });
