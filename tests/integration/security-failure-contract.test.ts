@@ -299,10 +299,13 @@ describe.concurrent("the failure contract, through the library", () => {
         if (event.type === "tool_execution_start") controller.abort(reason);
       },
     });
-    const error = await run.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    // Closed whatever happens: in the integration-warm project it keeps a warm sandbox (a refill).
+    const error = await run
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      .finally(() => agent.close());
     expect(isSandboxRunError(error) && error.code).toBe("aborted");
     expect((error as Error).cause).toBe(reason);
     expect((error as { hint?: string }).hint).toBeTruthy();
