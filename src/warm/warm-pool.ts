@@ -10,6 +10,7 @@ import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
 import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
+import { closeAtExit } from "./close-at-exit.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 
 /** What the pool needs of a sandbox (WarmSandbox; tests give stand-ins). */
@@ -91,6 +92,8 @@ export class WarmPool {
   /** Refills claims have asked for, made once the refill delay passed. */
   #refillsDue = 0;
   #refillTimer?: NodeJS.Timeout;
+  /** Forgets the close registered for a program that ends without closing (close-at-exit.ts). */
+  #forgetAtExit?: () => void;
   readonly #stats = { made: 0, claimed: 0, discarded: 0, makeFailures: 0 };
 
   constructor(options: WarmPoolOptions) {
@@ -116,6 +119,7 @@ export class WarmPool {
 
   /** Starts making sandboxes (and keeps the pool full from then on). */
   start(): void {
+    this.#forgetAtExit ??= closeAtExit(() => this.close());
     this.#fill();
   }
 
@@ -167,6 +171,7 @@ export class WarmPool {
   /** Stops making sandboxes and removes every one not claimed yet (claimed ones are their runs'). */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#forgetAtExit?.();
     clearTimeout(this.#retryTimer);
     clearTimeout(this.#refillTimer);
     for (const making of this.#making) making.abort(new Error("the warm pool is closing"));

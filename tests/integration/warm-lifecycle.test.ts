@@ -16,7 +16,7 @@ const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER = path.join(REPO_ROOT, "tests/support/warm-controller.ts");
 
 /** A controller process keeping `size` warm sandboxes; resolves once they are ready, with their ids. */
-async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number) {
+async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number, end?: "return") {
   const server = await startModel();
   const spec = {
     models: modelsFor(server, ["idle"]),
@@ -24,6 +24,7 @@ async function warmController(runtime: "runc" | "runsc", size: number, idleSecon
     policy: hostilePolicy({ runtime, limits: { pids: 256 } }),
     size,
     idleSeconds,
+    ...(end ? { end } : {}),
   };
   const child = spawn(process.execPath, ["--import", "tsx", CONTROLLER, JSON.stringify(spec)], {
     cwd: REPO_ROOT,
@@ -106,6 +107,17 @@ describe.each(runtimes())("warm sandboxes of a controller that stops answering o
     ]);
     const gc = await runBuiltCli(["gc"]);
     expect(gc.status).toBe(0);
+    expect(await ofController(child.pid!)).toEqual([]);
+    await close();
+  });
+
+  it("a program that ends without agent.close(): its warm sandboxes are removed before it exits", async () => {
+    const { child, containers, close } = await warmController(runtime, 2, 600, "return");
+    expect(containers).toHaveLength(2);
+    // It may have ended already (its pool was full before the ready line was read).
+    const code = child.exitCode ?? (await new Promise<number | null>((resolve) => child.once("exit", resolve)));
+    expect(code).toBe(0);
+    // Gone when the process is: not stopped containers left for gc (launcher exit 91).
     expect(await ofController(child.pid!)).toEqual([]);
     await close();
   });

@@ -1,7 +1,8 @@
 // A controller in its own process that keeps warm sandboxes and does nothing else, for the tests
 // that freeze or kill it (tests/integration/warm-lifecycle.test.ts). Run as
 // `node --import tsx tests/support/warm-controller.ts '<spec json>'`; it prints one JSON line
-// once its pool is full ({"kind":"ready","containers":[...]}) and then waits to be stopped.
+// once its pool is full ({"kind":"ready","containers":[...]}) and then waits to be stopped, or
+// (`end: "return"`) simply ends, as a program that forgot `agent.close()` does.
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { createDockerClient } from "../../src/engine/docker-connection.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
@@ -13,6 +14,7 @@ interface WarmControllerSpec {
   policy: Policy;
   size: number;
   idleSeconds: number;
+  end?: "wait" | "return";
 }
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as WarmControllerSpec;
@@ -29,4 +31,4 @@ const containers = await createDockerClient().listContainers({
   filters: { label: [`${LABEL_WARM}=true`, `${LABEL_OWNER_PID}=${process.pid}`] },
 });
 process.stdout.write(`${JSON.stringify({ kind: "ready", containers: containers.map((c) => c.Id) })}\n`);
-setInterval(() => {}, 60_000);
+if (spec.end !== "return") setInterval(() => {}, 60_000);
