@@ -1,10 +1,11 @@
-// Resource exhaustion: every limit of the policy holds against a hostile tool or model, the
-// run fails with a SandboxRunError that names the limit, and the controller's own memory stays
-// bounded whatever the sandbox prints. Small custom limits keep these runs quick.
+// Resource exhaustion: every limit of the policy holds against a hostile tool or model, and the
+// run fails with a SandboxRunError that names the limit. Small custom limits keep these runs quick.
+// The controller's own memory is measured in security-stream-memory (what the sandbox prints) and
+// security-gateway-memory (what it sends the gateway), each in a file of its own so the long
+// measurements run beside these.
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { gatewayFloodCommand } from "../support/gateway-flood.js";
 import { containersOfRuns, workspaceMode } from "../support/harness.js";
 import {
   bash,
@@ -13,7 +14,6 @@ import {
   hostilePolicy,
   hostileWorkspace,
   runHostile,
-  spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
 
@@ -21,29 +21,6 @@ const server = useHostileModelServer();
 
 /** Forks children until the kernel refuses, without bash's fork retries; kills them after. */
 const FORK_UNTIL_REFUSED = `perl -e 'my @k; while (@k < 1000) { my $p = fork; if (!defined $p) { print "refused-after=", scalar(@k), " $!\\n"; last } if ($p == 0) { sleep 60; exit 0 } push @k, $p } print "forked=", scalar(@k), "\\n"; kill "KILL", @k; waitpid($_, 0) for @k;'`;
-
-/** The controller, in its own process, may not grow with what the sandbox prints. */
-const CONTROLLER_RSS_LIMIT_MB = 200;
-/** Nor with what it sends the host's gateway (issue 17: 64 unfinished posts took it to 1.9 GB). */
-const GATEWAY_FLOOD_RSS_LIMIT_MB = 300;
-/** The controller's open files during a flood: its own few dozen plus the gateway's bounded connections. */
-const GATEWAY_FLOOD_FD_LIMIT = 400;
-
-/** The most file descriptors `pid` had open while `until` was pending, sampled every 50 ms. */
-async function peakFds(pid: number, until: Promise<unknown>): Promise<number> {
-  let peak = 0;
-  let done = false;
-  void until.finally(() => (done = true));
-  while (!done) {
-    try {
-      peak = Math.max(peak, fs.readdirSync(`/proc/${pid}/fd`).length);
-    } catch {
-      break; // the process is gone
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return peak;
-}
 
 describe.concurrent("resource exhaustion", () => {
   it("fork bomb: the pids limit stops it, and the run still ends with its result", async () => {
@@ -290,64 +267,5 @@ describe.concurrent("resource exhaustion", () => {
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("timeout");
     expect(outcome.error?.shortMessage).toMatch(/did not finish within 3 s/);
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
-  });
-});
-
-// These two measure the controller's peak RSS, so each runs alone in a child process.
-describe("controller memory", () => {
-  it(`a JSONL line of 300 MB fails the run naming the line limit before the line ends, and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
-    // No LF ever follows, and the sandbox then sleeps past the 60 s timeout: only a line limit
-    // that trips while the line is still arriving ends this run with code "limit".
-    const controller = spawnController(
-      server,
-      [bash("head -c 300M /dev/zero | tr '\\0' x > /proc/1/fd/1; sleep 120"), finish()],
-      {
-        cwd: hostileWorkspace(),
-        policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
-      },
-    );
-    const done = await controller.done;
-    expect(done.error?.code, controller.stderr()).toBe("limit");
-    expect(done.error?.limit).toBe("line");
-    expect(done.error?.message).toMatch(/over the 1 MiB line limit/);
-    expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(CONTROLLER_RSS_LIMIT_MB);
-  });
-
-  it(`64 unfinished 32 MiB posts, 3,000 connections and 200 liveness requests to the gateway: the controller stays under ${GATEWAY_FLOOD_RSS_LIMIT_MB} MB and ${GATEWAY_FLOOD_FD_LIMIT} open files, and the run completes`, async () => {
-    const controller = spawnController(server, [bash(gatewayFloodCommand()), finish()], {
-      cwd: hostileWorkspace(),
-      policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
-      timeoutMs: 110_000,
-      reportEvents: ["gateway.refused"],
-    });
-    const fds = peakFds(controller.child.pid!, controller.exited);
-    // The flood reached the gateway, which turned it away (requests past its capacity: 503/429 "busy").
-    const refused = await controller.event("gateway.refused");
-    expect(refused.data.reason).toBe("busy");
-    const done = await controller.done;
-    const peak = await fds;
-    const details = `${JSON.stringify(done)}\n${controller.stderr()}`;
-    expect(done.ok, details).toBe(true);
-    expect(done.result).toEqual({ done: true });
-    expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(GATEWAY_FLOOD_RSS_LIMIT_MB);
-    expect(peak, details).toBeLessThan(GATEWAY_FLOOD_FD_LIMIT);
-  });
-
-  it(`a sandbox printing ~1 GB of well-formed events into the stream: the run completes and the controller stays under ${CONTROLLER_RSS_LIMIT_MB} MB`, async () => {
-    // 64 KiB records, parsed and delivered as events one by one; none of it may accumulate.
-    const record = `'{"type":"noise","pad":"'"$(head -c 65500 /dev/zero | tr '\\0' x)"'"}'`;
-    const controller = spawnController(
-      server,
-      [bash(`yes ${record} | head -c 1G > /proc/1/fd/1; echo printed`), finish()],
-      {
-        cwd: hostileWorkspace(),
-        policy: hostilePolicy({ limits: { maxOutputMb: 2048, maxLineMb: 1 } }),
-        timeoutMs: 110_000,
-      },
-    );
-    const done = await controller.done;
-    expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);
-    expect(done.result).toEqual({ done: true });
-    expect(done.maxRssMb, `peaks in MB: ${JSON.stringify(done.memoryPeakMb)}`).toBeLessThan(CONTROLLER_RSS_LIMIT_MB);
   });
 });
