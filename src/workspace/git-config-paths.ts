@@ -16,7 +16,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { readAll } from "../util/read-fd.js";
+import { readSmallFile } from "../util/read-fd.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -403,19 +403,9 @@ function lstatOrUndefined(p: string): fs.Stats | undefined {
  * FIFO cannot hang the read, and capped.
  */
 function readSmall(file: string, max = MAX_POINTER_BYTES): string | undefined {
-  let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    return readSmallFile(file, max, true)?.toString("utf8");
   } catch {
     return undefined;
-  }
-  try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.size > max) return undefined;
-    return readAll(fd, stat.size).toString("utf8");
-  } catch {
-    return undefined;
-  } finally {
-    fs.closeSync(fd);
   }
 }

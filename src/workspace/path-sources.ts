@@ -16,6 +16,7 @@
 // are read, as they were before the run: regular files only, no symlink followed, small ones.
 import fs from "node:fs";
 import path from "node:path";
+import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import type { ConfigTarget } from "./git-config-paths.js";
 
 const MAX_FILE_BYTES = 256 * 1024;
@@ -23,7 +24,6 @@ const MAX_FILE_BYTES = 256 * 1024;
 const SYSTEM_COMMAND_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 /** A folder with more names than this is read only this far (a name is all that is taken). */
 const MAX_NAMES_PER_DIR = 20_000;
-const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 /** A folder's mise files: their `{{config_root}}` and relative paths mean that folder. */
 const MISE_FILES = [
@@ -164,22 +164,11 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
   return names;
 }
 
+/** A small regular file's text (not through a symlink), or undefined. */
 function readSmallFile(file: string): string | undefined {
-  let fd: number;
   try {
-    fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    return readSmallFileBytes(file, MAX_FILE_BYTES)?.toString("utf8");
   } catch {
     return undefined;
-  }
-  try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.size > MAX_FILE_BYTES) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    const read = fs.readSync(fd, buffer, 0, stat.size, 0);
-    return buffer.subarray(0, read).toString("utf8");
-  } catch {
-    return undefined;
-  } finally {
-    fs.closeSync(fd);
   }
 }

@@ -5,6 +5,7 @@
 // loose objects are added to it as one pack (git-object-reader.ts).
 import fs from "node:fs";
 import path from "node:path";
+import { readSmallFile } from "../../util/read-fd.js";
 import { objectFormatOf } from "../../workspace/git-object-store.js";
 import type { GitAccess, WorktreeEntry } from "../../workspace/git-work.js";
 import type { ReturnedTreeFacts, TreeEntry } from "../../workspace-transfer/tree-entry.js";
@@ -23,7 +24,7 @@ export function copyGitAccess(
 ): GitAccess {
   const beforeOf = new Map(before.map((e) => [e.path, e]));
   const afterOf = new Map(after.map((e) => [e.path, e]));
-  const hostFile = (rel: string, maxBytes: number) => readNoFollow(path.join(hostPath, rel), maxBytes);
+  const hostFile = (rel: string, maxBytes: number) => readSmallFile(path.join(hostPath, rel), maxBytes);
   const access: GitAccess = {
     scratch,
     open(rel) {
@@ -99,27 +100,4 @@ function openNoFollow(file: string): number | undefined {
   if (fs.fstatSync(fd).isFile()) return fd;
   fs.closeSync(fd);
   return undefined;
-}
-
-function readNoFollow(file: string, maxBytes: number): Buffer | null | undefined {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ENOENT" ? null : undefined;
-  }
-  try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.size > maxBytes) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    let at = 0;
-    while (at < buffer.length) {
-      const n = fs.readSync(fd, buffer, at, buffer.length - at, at);
-      if (n === 0) break;
-      at += n;
-    }
-    return buffer.subarray(0, at);
-  } finally {
-    fs.closeSync(fd);
-  }
 }
