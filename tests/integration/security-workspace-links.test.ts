@@ -15,16 +15,9 @@ import {
   spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
+import { owner, removeTree } from "../support/temp-trees.js";
 
 const server = useHostileModelServer();
-
-/** rm -rf: fs.rmSync works by path and fails below PATH_MAX. */
-const removeTree = (dir: string) => spawnSync("rm", ["-rf", dir]);
-
-const owner = (p: string) => {
-  const st = fs.lstatSync(p);
-  return `${st.uid}:${st.gid}`;
-};
 
 describe("scale", () => {
   it("a real run: hard links with 250-byte names as fast as two processes in the sandbox make them: stopped while live (limit entries), what one folder gained past the bound removed, nothing left lent, the controller under 300 MB RSS", async () => {

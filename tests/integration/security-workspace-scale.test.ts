@@ -1,7 +1,6 @@
 // The host's walk at scale (real engine, image, Pi, hostile model): a million new files end in a
 // clear result, every count right, with the controller's memory bounded.
 import { spawnSync } from "node:child_process";
-import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -12,16 +11,9 @@ import {
   spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
+import { owner, removeTree } from "../support/temp-trees.js";
 
 const server = useHostileModelServer();
-
-/** rm -rf: fs.rmSync works by path and fails below PATH_MAX. */
-const removeTree = (dir: string) => spawnSync("rm", ["-rf", dir]);
-
-const owner = (p: string) => {
-  const st = fs.lstatSync(p);
-  return `${st.uid}:${st.gid}`;
-};
 
 describe("scale", () => {
   it("1,000,000 new files: a clear result, every count right, the controller under 300 MB RSS", async () => {

@@ -18,16 +18,9 @@ import {
   spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
+import { owner, removeTree } from "../support/temp-trees.js";
 
 const server = useHostileModelServer();
-
-/** rm -rf: fs.rmSync works by path and fails below PATH_MAX. */
-const removeTree = (dir: string) => spawnSync("rm", ["-rf", dir]);
-
-const owner = (p: string) => {
-  const st = fs.lstatSync(p);
-  return `${st.uid}:${st.gid}`;
-};
 
 describe.concurrent("the walk", () => {
   it("as a non-root caller: directories made unreadable (chmod 311) hide nothing; their modes and contents are put back", async () => {

@@ -34,3 +34,12 @@ export function tempTrees(prefix: string, parent: () => string = os.tmpdir) {
   };
   return { dir, tree };
 }
+
+/** rm -rf: fs.rmSync works by path and fails below PATH_MAX. */
+export const removeTree = (dir: string) => spawnSync("rm", ["-rf", dir]);
+
+/** An entry's owner as "uid:gid" (the entry itself, never a symlink's target). */
+export const owner = (p: string) => {
+  const st = fs.lstatSync(p);
+  return `${st.uid}:${st.gid}`;
+};

@@ -7,15 +7,11 @@ import {
   handBackOrphanedTree,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
-import { tempTrees } from "../support/temp-trees.js";
+import { owner, tempTrees } from "../support/temp-trees.js";
 
 const SANDBOX = { uid: 65532, gid: 65532 };
 const CALLER = { uid: 0, gid: 0 };
 const { tree } = tempTrees("sandbox-run-lease-");
-const owner = (p: string) => {
-  const st = fs.lstatSync(p);
-  return `${st.uid}:${st.gid}`;
-};
 
 describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
   it("lends everything, hands lent inodes back to their original owners and created ones to the caller", async () => {
