@@ -17,6 +17,7 @@ import { EXIT, exitCodeFor } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
+import { withRootFlags } from "./subcommand-flags.js";
 
 export interface BatchFlags
   extends Pick<RunFlags, "model" | "models" | "policy" | "runtime" | "image" | "env" | "timeout"> {
@@ -35,18 +36,7 @@ export default function batchAction(
   flags: BatchFlags,
   command: Command,
 ): Promise<number> {
-  // commander gives the root command every flag it also has, wherever it is written.
-  const root = command.parent?.opts<BatchFlags>() ?? {};
-  const merged = {
-    ...definedOnly(root),
-    ...definedOnly(flags),
-    build: (root as { build?: boolean }).build !== false && (flags as { build?: boolean }).build !== false,
-  };
-  return batchCommand(file, merged, ctx.io, ctx.signals);
-}
-
-function definedOnly<T extends object>(flags: T): T {
-  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
+  return batchCommand(file, withRootFlags(flags, command), ctx.io, ctx.signals);
 }
 
 export async function batchCommand(

@@ -12,6 +12,7 @@ import type { CliIo } from "./cli-io.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags } from "./parse-run-args.js";
 import { type ReplayOutput, type RunCommandFlags, runPlannedCommand } from "./run-command.js";
+import { withRootFlags } from "./subcommand-flags.js";
 
 export interface ReplayCommandFlags extends RunCommandFlags {
   replayMode?: string;
@@ -27,18 +28,7 @@ export default function replayAction(
   flags: ReplayCommandFlags,
   command: Command,
 ): Promise<number> {
-  // commander gives the root command every flag it also has, wherever it is written.
-  const root = command.parent?.opts<ReplayCommandFlags>() ?? {};
-  const merged = {
-    ...definedOnly(root),
-    ...definedOnly(flags),
-    build: root.build !== false && flags.build !== false,
-  };
-  return replayCommand(recordDir, merged, ctx.io, ctx.signals);
-}
-
-function definedOnly<T extends object>(flags: T): T {
-  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined)) as T;
+  return replayCommand(recordDir, withRootFlags(flags, command), ctx.io, ctx.signals);
 }
 
 export async function replayCommand(
