@@ -158,6 +158,21 @@ function checkBrowser(needed: Set<string>): void {
   }
 }
 
+/**
+ * As root, the first folder on the way to `dir` that other users cannot enter (no o+x), if any:
+ * the tests that run as an unprivileged caller execute code from the checkout as those users.
+ */
+function closedToOthers(dir: string): { dir: string; mode: string } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const parts = fs.realpathSync(dir).split(path.sep).filter(Boolean);
+  for (let i = 0; i <= parts.length; i++) {
+    const at = `${path.sep}${parts.slice(0, i).join(path.sep)}`;
+    const mode = fs.statSync(at).mode & 0o777;
+    if ((mode & 0o001) === 0) return { dir: at, mode: `0${mode.toString(8)}` };
+  }
+  return undefined;
+}
+
 async function main(): Promise<number> {
   const only = process.argv
     .find((a) => a.startsWith("--only="))
@@ -166,6 +181,13 @@ async function main(): Promise<number> {
   const steps = only ? STEPS.filter((s) => only.includes(s.name)) : STEPS;
   if (only && steps.length !== only.length) {
     console.error(`npm test: unknown step in --only (steps: ${STEPS.map((s) => s.name).join(", ")})`);
+    return 2;
+  }
+  const closed = closedToOthers(ROOT);
+  if (closed) {
+    console.error(
+      `npm test: other users cannot enter ${closed.dir} (mode ${closed.mode}), and as root the suite runs parts of itself as other users (an unprivileged caller, uid 1500 and more) that must reach this checkout at ${path.resolve(ROOT)}. Clone it under a folder others can enter, or run \`chmod o+x ${closed.dir}\`; then run npm test again.`,
+    );
     return 2;
   }
   const started = Date.now();
