@@ -93,13 +93,23 @@ function run(
   });
 }
 
-/** The failed tests' lines of vitest's report ("FAIL  |project| file > suite > test"), so the summary names them. */
+/**
+ * The failed tests' lines of vitest's report ("FAIL  |project| file > suite > test"), each with the
+ * first lines of its error, so the summary (the end of a CI log) names them and says why.
+ */
 function failedTests(out: string): string[] {
-  const lines = stripVTControlCharacters(out)
-    .split("\n")
-    .filter((line) => /^\s*FAIL\s/.test(line))
-    .map((line) => line.trim());
-  return [...new Set(lines)].slice(0, 20);
+  const lines = stripVTControlCharacters(out).split("\n");
+  const failures = new Map<string, string>();
+  lines.forEach((line, i) => {
+    if (!/^\s*FAIL\s/.test(line) || failures.has(line.trim())) return;
+    const why: string[] = [];
+    for (const next of lines.slice(i + 1, i + 40)) {
+      if (/^\s*(FAIL\s|⎯)/.test(next) || /^\s*❯/.test(next) || why.length === 3) break;
+      if (next.trim()) why.push(`      ${next.trim().slice(0, 240)}`);
+    }
+    failures.set(line.trim(), [line.trim(), ...why].join("\n"));
+  });
+  return [...failures.values()].slice(0, 20);
 }
 
 /** Adds up vitest's "Tests  3 passed | 1 failed | 2 skipped (6)" lines. */

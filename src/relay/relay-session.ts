@@ -20,6 +20,7 @@ import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
 import { z } from "../util/zod.js";
 import { coalesced } from "./coalesce.js";
+import { watchOutgoingGoaway } from "./goaway-watch.js";
 import {
   type ClaimMessage,
   DEFAULT_RELAY_LIMITS,
@@ -240,8 +241,13 @@ export class Relay {
     });
     this.#server.on("stream", (stream, headers) => this.#route(stream, headers));
     this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`));
-    // The exec's stdio is the connection: nothing listens anywhere.
-    this.#server.emit("connection", Duplex.from({ readable: coalesced(exec.stdout), writable: exec.stdin }));
+    // The exec's stdio is the connection: nothing listens anywhere. This side ending the session over
+    // bytes it could not read is a failure at once, not when (or if) the relay hangs up.
+    const outgoing = watchOutgoingGoaway((code) =>
+      this.#fail(`this side could not read what the relay sent (HTTP/2 error code ${code}) and ended the session`),
+    );
+    pipeline(outgoing, exec.stdin).catch(() => {});
+    this.#server.emit("connection", Duplex.from({ readable: coalesced(exec.stdout), writable: outgoing }));
   }
 
   /** Execs the relay in the running container and starts serving its session. */

@@ -295,7 +295,11 @@ describe.concurrent("copy mode", () => {
     // launcher, stopped: the run fails at once (not at its timeout), naming the lost connection.
     expect(outcome.error?.code).toBe("agent-crashed");
     expect(outcome.error?.message).toMatch(/lost its connection to the host controller/);
-    expect(outcome.events.some((e) => e.type === "relay.stopped")).toBe(true);
+    // This side named the garbage itself, before the container's exit (not when the exec ended).
+    const types = outcome.events.map((e) => e.type);
+    const stopped = outcome.events.find((e) => e.type === "relay.stopped");
+    expect(String(stopped?.data?.reason), describeOutcome(outcome)).toMatch(/could not read what the relay sent/);
+    expect(types.indexOf("relay.stopped")).toBeLessThan(types.indexOf("container.exited"));
     expect(fingerprint(ws)).toEqual(before);
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });

@@ -54,7 +54,7 @@ async function relayTo(upstream: string, dir: string) {
     relay.close();
     relayEnd.destroy();
   });
-  return { relay, socket, failures, relayEnded };
+  return { relay, socket, failures, relayEnded, relayEnd };
 }
 
 /** One HTTP request on a connection of its own, closed by the client once the answer is complete. */
@@ -103,5 +103,18 @@ describe("the relay", () => {
     expect(relay.connections).toBe(total);
     expect(failures).toEqual([]);
     expect(relayEnded).toEqual([]);
+  });
+
+  it("bytes it cannot read end the session at once, named on this side, while the relay's exec still runs", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const { failures, relayEnd } = await relayTo(path.join(dir, "nothing.sock"), dir);
+    expect(failures).toEqual([]);
+    // What code in the sandbox writing into the exec's stdout puts on the link: a frame header
+    // claiming 16 MiB (over the session's frame size), then noise.
+    relayEnd.write(Buffer.concat([Buffer.from([0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0, 1]), Buffer.alloc(4096, 0x5a)]));
+    // The exec's exit never comes here (its promise never settles): only this side's own GOAWAY can name it.
+    await expect.poll(() => failures, { timeout: 5_000 }).toHaveLength(1);
+    expect(failures[0]).toMatch(/could not read what the relay sent \(HTTP\/2 error code 6\)/);
   });
 });
