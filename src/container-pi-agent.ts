@@ -62,7 +62,7 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    */
   replay?: ReplaySource;
   /**
-   * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds }`): hardened containers
+   * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds, calls }`): hardened containers
    * of this agent's shape, started before any call with Pi loaded, each used for one call and
    * removed after it. A call they can serve skips the container's and Pi's start; its workspace is
    * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
@@ -494,6 +494,8 @@ function warmOptionsOf(warm: number | WarmOptions | undefined, fromEnv: string |
     throw usageError(`${what} must be a whole number of warm sandboxes.`, "Pass 0 for none, or e.g. 2.");
   if (options.idleSeconds !== undefined && !(options.idleSeconds > 0))
     throw usageError(`warm.idleSeconds must be positive, got ${options.idleSeconds}.`);
+  if (options.calls !== undefined && !(Number.isInteger(options.calls) && options.calls >= 0))
+    throw usageError(`warm.calls must be a whole number of calls, got ${options.calls}.`, "Leave it out for no end.");
   return options;
 }
 

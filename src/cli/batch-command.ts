@@ -57,7 +57,8 @@ export async function batchCommand(
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
-    warm: { size: warm },
+    // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
+    warm: { size: warm, calls: tasks.length },
   });
   const progress = flags.quiet
     ? undefined

@@ -13,6 +13,11 @@ import { WarmPool, type WarmPoolChange } from "./warm-pool.js";
 export interface WarmOptions {
   /** Warm sandboxes kept ready (made before any call, one per call, refilled in the background). */
   size: number;
+  /**
+   * How many calls will use the pool at most (e.g. a batch's tasks): no sandbox is made beyond
+   * them. Default: no end.
+   */
+  calls?: number;
   /** An unclaimed warm sandbox stops by itself after this long; default 600 (10 minutes). */
   idleSeconds?: number;
   /** What happens to the pool outside any call: a sandbox made, one removed and why, one that could not be made. */
@@ -130,6 +135,7 @@ export class AgentWarmPool {
         engine: this.input.engine,
         shape: warmShapeOf(template.plan),
         size: this.input.options.size,
+        ...(this.input.options.calls !== undefined ? { claims: this.input.options.calls } : {}),
         idleMs: (this.input.options.idleSeconds ?? DEFAULT_WARM_IDLE_SECONDS) * 1000,
         maxRunMs: template.run.timeoutMs,
         preloadApis: apisOf(template),

@@ -31,6 +31,11 @@ interface WarmPoolOptions {
   shape: WarmShape;
   /** Sandboxes ready or being made at all times. */
   size: number;
+  /**
+   * How many claims will ever come (a batch knows its tasks): the pool keeps no more sandboxes
+   * than claims still to come, so none is made only to be removed at close. Default: no end.
+   */
+  claims?: number;
   /** An unclaimed sandbox stops by itself after this long (its launcher's idle deadline). */
   idleMs: number;
   /** The longest timeout a claim may bring (with idleMs, the deadline on the containers' labels). */
@@ -95,6 +100,8 @@ export class WarmPool {
   /** Forgets the close registered for a program that ends without closing (close-at-exit.ts). */
   #forgetAtExit?: () => void;
   readonly #stats = { made: 0, claimed: 0, discarded: 0, makeFailures: 0 };
+  /** Sandboxes taken by claims: claimed, or being checked for one. */
+  #taken = 0;
 
   constructor(options: WarmPoolOptions) {
     this.#options = options;
@@ -125,7 +132,7 @@ export class WarmPool {
 
   /** Resolves once `size` sandboxes are ready (or the pool closes, or one cannot be made). */
   async whenFull(signal?: AbortSignal): Promise<void> {
-    while (!this.#closed && this.#ready.length < this.#options.size) {
+    while (!this.#closed && this.#ready.length < this.#wanted()) {
       signal?.throwIfAborted();
       if (this.#lastFailure && this.#making.size === 0) throw new Error(this.#lastFailure);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -150,10 +157,12 @@ export class WarmPool {
         sandbox = next;
       }
       // One fewer kept: the next is made shortly, in the background.
+      this.#taken++;
       this.#refillLater();
       const checkStarted = performance.now();
       const problem = await sandbox.check(this.#options.checkTimeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS);
       if (problem) {
+        this.#taken--;
         this.#discard(sandbox, problem);
         continue;
       }
@@ -223,9 +232,15 @@ export class WarmPool {
     }, REFILL_DELAY_MS);
   }
 
+  /** How many sandboxes to keep ready or being made: the size, or fewer when fewer claims are to come. */
+  #wanted(): number {
+    const left = (this.#options.claims ?? Number.POSITIVE_INFINITY) - this.#taken;
+    return Math.max(0, Math.min(this.#options.size, left));
+  }
+
   #fill(): void {
     if (this.#closed || Date.now() < this.#retryAt) return;
-    while (this.#ready.length + this.#making.size < this.#options.size) this.#makeOne();
+    while (this.#ready.length + this.#making.size < this.#wanted()) this.#makeOne();
   }
 
   #makeOne(): void {

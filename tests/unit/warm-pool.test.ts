@@ -141,6 +141,27 @@ describe("the warm pool", () => {
     await warm.close();
   });
 
+  it("with a number of claims to come (a batch's tasks), makes no sandbox beyond them; one that fails its check is still replaced", async () => {
+    const m = maker({ immediate: true });
+    const warm = pool(2, m.make, [], { claims: 4 });
+    warm.start();
+    await warm.whenFull();
+    m.made[0]!.answer = "no answer to a ping within 2000 ms";
+    const served: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const claim = await warm.claim();
+      served.push("sandbox" in claim ? claim.sandbox.warmId : claim.reason);
+      // Past the refill delay: every refill the claims asked for has started.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      await warm.whenFull();
+    }
+    expect(served).toEqual(["warm-2", "warm-3", "warm-4", "warm-5"]);
+    // Four claimed, one discarded at its check, none made to be removed at close.
+    expect(m.made).toHaveLength(5);
+    expect(warm.stats()).toMatchObject({ made: 5, claimed: 4, discarded: 1, ready: 0, making: 0 });
+    await warm.close();
+  });
+
   it("removes a sandbox that died while it waited, and makes another; no claim gets the dead one", async () => {
     const m = maker({ immediate: true });
     const changes: WarmPoolChange[] = [];
