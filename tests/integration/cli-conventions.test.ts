@@ -263,8 +263,10 @@ describe.skipIf(!dockerAvailable())("a model server that hangs", () => {
       );
       const ws = makeWorkspace();
       const env = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" };
+      // 20 s: the container's and Pi's start must fit in it before the request is open, and in a
+      // full suite on two cores they once took over 8 s (the message then had no request to name).
       const run = await runBuiltCli(
-        ["-q", "--json", "--cwd", ws, "--models", models, "--model", "stuck/m", "--timeout", "8", "Say hello."],
+        ["-q", "--json", "--cwd", ws, "--models", models, "--model", "stuck/m", "--timeout", "20", "Say hello."],
         { env: { ...process.env, ...env } },
       );
       expect(run.status, run.stderr).toBe(124);
@@ -273,7 +275,7 @@ describe.skipIf(!dockerAvailable())("a model server that hangs", () => {
       expect(envelope.error.code).toBe("timeout");
       expect(envelope.error.message).toMatch(
         new RegExp(
-          `^The run did not finish within 8 s: it was waiting for the model's reply \\(a request to ${origin.replace(/\./g, "\\.")} open for [\\d.]+ s\\)\\.$`,
+          `^The run did not finish within 20 s: it was waiting for the model's reply \\(a request to ${origin.replace(/\./g, "\\.")} open for [\\d.]+ s\\)\\.$`,
         ),
       );
       expect(envelope.error.hint).toMatch(/model did not answer in time/);
