@@ -219,7 +219,9 @@ describe("a controller that stops answering (a lost host or link)", () => {
     const controller = spawnController(
       server,
       [bash("sleep 3600"), finish()],
-      { cwd: ws, timeoutMs: 4_000, reportEvents: ["container.started", "gateway.request"] },
+      // 10 s: Pi's first request must come before the controller's own timer (under a full suite's
+      // load on two cores a start has taken over 8 s), or the controller stops the run itself.
+      { cwd: ws, timeoutMs: 10_000, reportEvents: ["container.started", "gateway.request"] },
       { env: { ...process.env, TMPDIR: tmpdir } },
     );
     const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
@@ -229,7 +231,7 @@ describe("a controller that stops answering (a lost host or link)", () => {
     await within(controller.event("gateway.request"), 60_000, "the sandbox's first model request");
     controller.child.kill("SIGSTOP");
     try {
-      const status = await within(exit, 4_000 + LAUNCHER_DEADLINE_GRACE_MS + 30_000, "the sandbox's own stop");
+      const status = await within(exit, 10_000 + LAUNCHER_DEADLINE_GRACE_MS + 30_000, "the sandbox's own stop");
       expect(status.StatusCode).toBe(LAUNCHER_EXIT.deadlinePassed);
     } finally {
       controller.child.kill("SIGKILL");
