@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
+import { LABEL_MANAGED, LABEL_OWNER_PID, LABEL_WARM } from "../../src/sandbox-contract.js";
 import { bashThenFinal, builtCli, docker, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 
 const server = await startModel();
@@ -36,6 +36,22 @@ async function containersOf(pid: number): Promise<string[]> {
   return list.map((c) => c.Id);
 }
 
+/** Warm sandboxes the engine created for `pid` from `since` (seconds) until now: docker's event log. */
+async function warmSandboxesMadeBy(pid: number, since: number): Promise<number> {
+  const stream = (await docker.getEvents({
+    since,
+    until: Math.ceil(Date.now() / 1000) + 1,
+    filters: {
+      type: ["container"],
+      event: ["create"],
+      label: [`${LABEL_MANAGED}=true`, `${LABEL_OWNER_PID}=${pid}`, LABEL_WARM],
+    },
+  })) as NodeJS.ReadableStream;
+  let text = "";
+  for await (const chunk of stream) text += chunk.toString();
+  return text.split("\n").filter((line) => line.trim()).length;
+}
+
 function setup(tasks: Array<Record<string, unknown>>, models: string[]) {
   const dir = makeWorkspace({}, "sandbox-run-batch-");
   const file = path.join(dir, "tasks.jsonl");
@@ -62,6 +78,7 @@ describe("sandbox-run batch", () => {
     }
     fs.writeFileSync(path.join(dir, "schema.json"), JSON.stringify({ type: "object" }));
     const records = path.join(dir, "records");
+    const since = Math.floor(Date.now() / 1000) - 1;
     const run = batch([
       file,
       "--models",
@@ -96,6 +113,11 @@ describe("sandbox-run batch", () => {
     const meta = JSON.parse(fs.readFileSync(path.join(records, "first", "meta.json"), "utf8"));
     expect(meta.warm).toBe(byId.first.warm);
     expect(await containersOf(run.child.pid!)).toEqual([]);
+    // Three tasks: the pool (2) made no sandbox beyond them (before warm.calls it made one per
+    // claim more, 4 here, and removed the unclaimed ones at the end).
+    const made = await warmSandboxesMadeBy(run.child.pid!, since);
+    expect(made).toBeGreaterThanOrEqual(1);
+    expect(made).toBeLessThanOrEqual(3);
   });
 
   it("a malformed line is reported with its number and nothing starts (exit 2)", async () => {
