@@ -191,6 +191,8 @@ export class WarmPool {
   }
 
   #emptyReason(): string {
+    if (this.#options.claims !== undefined && this.#taken >= this.#options.claims)
+      return `the pool was told to expect ${this.#options.claims} call(s) (warm.calls), and that many have claimed a sandbox`;
     if (this.#lastFailure && this.#ready.length === 0)
       return `the pool could not make a warm sandbox: ${this.#lastFailure}`;
     return `every one of the pool's ${this.#options.size} warm sandbox(es) is taken`;

@@ -159,6 +159,11 @@ describe("the warm pool", () => {
     // Four claimed, one discarded at its check, none made to be removed at close.
     expect(m.made).toHaveLength(5);
     expect(warm.stats()).toMatchObject({ made: 5, claimed: 4, discarded: 1, ready: 0, making: 0 });
+    // A call past them starts cold, and says why.
+    const extra = await warm.claim();
+    expect("reason" in extra && extra.reason).toBe(
+      "the pool was told to expect 4 call(s) (warm.calls), and that many have claimed a sandbox",
+    );
     await warm.close();
   });
 
