@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { RunDetails } from "../index.js";
+import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
@@ -51,15 +51,6 @@ export async function batchCommand(
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
   const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
   const shared = parseRunFlags(flags, io.env);
-  const agent = await createAgent({
-    ...shared,
-    hostEnv: io.env,
-    ...(flags.engines ? { engines: flags.engines } : {}),
-    autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
-    // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
-    warm: { size: warm, calls: tasks.length },
-  });
   const progress = flags.quiet
     ? undefined
     : createBatchProgress(io.stderr, {
@@ -68,6 +59,23 @@ export async function batchCommand(
         columns: io.stderrColumns,
         color: io.stderrIsTty && !io.env.NO_COLOR,
       });
+  const agent = await createAgent({
+    ...shared,
+    hostEnv: io.env,
+    ...(flags.engines ? { engines: flags.engines } : {}),
+    autoBuildImage: flags.build !== false,
+    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
+    // Trouble in the pool is worth a line: its tasks then start cold (slower) and nothing else says why.
+    warm: {
+      size: warm,
+      calls: tasks.length,
+      onChange: (change) => {
+        const trouble = warmTrouble(change);
+        if (trouble) progress?.note(trouble);
+      },
+    },
+  });
   const stop = new AbortController();
   let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
   const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
@@ -156,4 +164,12 @@ function recordParent(dir: string): string {
     );
   }
   return path.resolve(dir);
+}
+
+/** What a batch says of its warm pool: only trouble, after which tasks start cold (slower) until it passes. */
+function warmTrouble(change: WarmPoolChange): string | undefined {
+  if (change.type === "warm.discarded") return `a warm sandbox was discarded, and another is made: ${change.reason}`;
+  if (change.type === "warm.make-failed")
+    return `a warm sandbox could not be made (tasks start cold meanwhile; next try in ${Math.round(change.retryInMs / 1000)} s): ${change.reason}`;
+  return undefined;
 }

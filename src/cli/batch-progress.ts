@@ -7,6 +7,8 @@ import { terminalLine as t } from "./terminal-text.js";
 interface BatchProgress {
   started(id: string): void;
   finished(id: string, outcome: { ok: boolean; ms: number; warm?: boolean; error?: string }): void;
+  /** A line about the batch as a whole (e.g. a warm sandbox discarded), above the bar on a terminal. */
+  note(text: string): void;
   /** Clears the bar (a terminal) and writes the summary line. */
   stop(summary: string): void;
 }
@@ -59,6 +61,9 @@ export function createBatchProgress(
           ? `${paint(32, "ok")} ${t(id)} in ${seconds(outcome.ms)}${warm}`
           : `${paint(31, "failed")} ${t(id)} after ${seconds(outcome.ms)}${warm}: ${t(outcome.error ?? "")}`,
       );
+    },
+    note(text) {
+      line(paint(33, t(text)));
     },
     stop(summary) {
       write(options.tty ? `\r\x1b[K${summary}\n` : `${stamp()} ${summary}\n`);

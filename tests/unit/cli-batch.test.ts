@@ -84,6 +84,7 @@ describe("the batch progress", () => {
     progress.started("a");
     now = 1500;
     progress.finished("a", { ok: true, ms: 1500, warm: true });
+    progress.note("a warm sandbox was discarded, and another is made: no answer to a ping within 2000 ms");
     progress.started("b\x1b[31m");
     now = 3000;
     progress.finished("b\x1b[31m", { ok: false, ms: 1500, error: "timeout: The run did not finish" });
@@ -92,6 +93,7 @@ describe("the batch progress", () => {
       [
         "[   0.0s] a: started",
         "[   1.5s] ok a in 1.5s, warm",
+        "[   1.5s] a warm sandbox was discarded, and another is made: no answer to a ping within 2000 ms",
         "[   1.5s] b\\x1b[31m: started",
         "[   3.0s] failed b\\x1b[31m after 1.5s: timeout: The run did not finish",
         "[   3.0s] sandbox-run: 1 of 2 task(s) succeeded",
