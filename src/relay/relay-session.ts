@@ -228,7 +228,12 @@ export class Relay {
       },
       maxSessionMemory: this.#limits.maxSessionMemoryMb,
       maxHeaderListPairs: 16,
-      maxSessionInvalidFrames: 16,
+      // Node counts as invalid the DATA a peer had in flight on a stream this side reset, and past
+      // this many ends the whole session (INTERNAL_ERROR). The gateway closes connections past its
+      // cap as they arrive, so a flood of 32 MiB posts from the sandbox made dozens: at 16 the
+      // session, and the run, died under load. Each costs one frame's read; memory stays bounded
+      // by maxSessionMemory and the window.
+      maxSessionInvalidFrames: 100_000,
       maxSessionRejectedStreams: 64,
     });
     this.#server.on("session", (session) => {
