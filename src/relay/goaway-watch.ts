@@ -15,27 +15,30 @@ const GOAWAY_CODE_END = 8;
  * of each GOAWAY this side sends.
  */
 export function watchOutgoingGoaway(onGoaway: (errorCode: number) => void): Transform {
-  let header = Buffer.alloc(0);
+  // On the copy-in's path, frame after frame: two fixed buffers, nothing allocated per frame.
+  const header = Buffer.alloc(HEADER_BYTES);
+  const goaway = Buffer.alloc(GOAWAY_CODE_END);
+  let headerHave = 0;
   let payloadLeft = 0;
-  /** The GOAWAY payload's first bytes, while one is being read. */
-  let goaway: Buffer | undefined;
+  /** Bytes of a GOAWAY's payload start still to read; -1 when the frame is no GOAWAY. */
+  let goawayHave = -1;
   const read = (chunk: Buffer) => {
     let at = 0;
     while (at < chunk.length) {
-      if (payloadLeft === 0) {
-        const take = Math.min(HEADER_BYTES - header.length, chunk.length - at);
-        header = Buffer.concat([header, chunk.subarray(at, at + take)]);
-        at += take;
-        if (header.length < HEADER_BYTES) return;
+      if (payloadLeft === 0 && headerHave < HEADER_BYTES) {
+        const took = chunk.copy(header, headerHave, at, at + HEADER_BYTES - headerHave);
+        headerHave += took;
+        at += took;
+        if (headerHave < HEADER_BYTES) return;
+        headerHave = 0;
         payloadLeft = header.readUIntBE(0, 3);
-        goaway = header[3] === GOAWAY ? Buffer.alloc(0) : undefined;
-        header = Buffer.alloc(0);
+        goawayHave = header[3] === GOAWAY ? 0 : -1;
         continue;
       }
       const take = Math.min(payloadLeft, chunk.length - at);
-      if (goaway && goaway.length < GOAWAY_CODE_END) {
-        goaway = Buffer.concat([goaway, chunk.subarray(at, at + Math.min(take, GOAWAY_CODE_END - goaway.length))]);
-        if (goaway.length === GOAWAY_CODE_END) onGoaway(goaway.readUInt32BE(4));
+      if (goawayHave >= 0 && goawayHave < GOAWAY_CODE_END) {
+        goawayHave += chunk.copy(goaway, goawayHave, at, at + Math.min(take, GOAWAY_CODE_END - goawayHave));
+        if (goawayHave === GOAWAY_CODE_END) onGoaway(goaway.readUInt32BE(4));
       }
       payloadLeft -= take;
       at += take;

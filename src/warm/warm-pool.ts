@@ -130,7 +130,7 @@ export class WarmPool {
     this.#fill();
   }
 
-  /** Resolves once `size` sandboxes are ready (or the pool closes, or one cannot be made). */
+  /** Resolves once `size` sandboxes are ready, or as many as calls are still to come (or the pool closes, or one cannot be made). */
   async whenFull(signal?: AbortSignal): Promise<void> {
     while (!this.#closed && this.#ready.length < this.#wanted()) {
       signal?.throwIfAborted();
