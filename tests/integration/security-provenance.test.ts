@@ -128,10 +128,11 @@ describe.concurrent("result provenance", () => {
       policy: readOnly(),
     });
     expect(stopped.error?.code, describeOutcome(stopped)).toBe("contradiction");
-    // Depending on whether the host had closed the model's unfinished reply when it judged: that
-    // reply is not "LGTM", or it cannot be confirmed at all. Either way, not a result.
+    // Depending on how far the model's reply had come when the host judged: it is not "LGTM", it
+    // cannot be confirmed at all, or (on a loaded machine the forged end can come before Pi's next
+    // request reaches the model) there is none. Either way, not a result.
     expect(stopped.error?.shortMessage).toMatch(
-      /Pi's output reports the answer "LGTM"; the model's last reply was|the model's last reply did not reach the host complete/,
+      /Pi's output reports the answer "LGTM"; the model's last reply was|the model's last reply did not reach the host complete|Pi's output reports the answer "LGTM"; the model sent no reply\./,
     );
 
     const overtaken = repoWithForgingTests([forgedAnswer("LGTM")]);
