@@ -1,21 +1,13 @@
 // Connects to a Docker(-compatible) engine where an endpoint says, and turns "it is not there" into
 // an error that says how to fix it, instead of an ECONNREFUSED stack trace.
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import type Docker from "dockerode";
 import { SandboxRunError, usageError } from "../errors.js";
 import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
+import { loadDockerode } from "./load-dockerode.js";
 import { SshTunnel } from "./ssh-tunnel.js";
 
 export type DockerClient = Docker;
-
-/**
- * dockerode, loaded on the first client: it pulls in docker-modem, ssh2 and gRPC (~0.2 s of CPU),
- * which `sandbox-run --help`, `--dry-run` and a run's planning never need.
- */
-function dockerode(): typeof Docker {
-  return createRequire(import.meta.url)("dockerode") as typeof Docker;
-}
 
 interface DockerConnection {
   docker: DockerClient;
@@ -42,7 +34,8 @@ function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection
 
 /** Reads what the connection needs now (so a bad TLS file is a usage error at once); connects on `client()`. */
 export function planDockerConnection(endpoint: EngineEndpoint, name: string): DockerConnectionPlan {
-  const client = (options: Docker.DockerOptions) => () => new (dockerode())(options);
+  // dockerode loads on the first client: `--help`, `--dry-run` and a run's planning never need it.
+  const client = (options: Docker.DockerOptions) => () => new (loadDockerode())(options);
   // Every field is given, so dockerode's own reading of DOCKER_HOST never mixes in.
   const none = {
     socketPath: undefined,
