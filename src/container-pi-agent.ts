@@ -133,6 +133,9 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         engine: this.warmEngine(),
         prepare: (engine, image) =>
           this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line)),
+        // A warm agent's first call should find the run's code loaded: loaded while the pool's
+        // first containers boot, after the pool's own start (which it would only delay).
+        onStarted: () => void loadRunModule().catch(() => {}),
       });
       const template = this.warmTemplate();
       if (template) this.#warm.start(template);
@@ -323,6 +326,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
+    // The servers, the engine's container and the stream readers load with the first run: started
+    // now, the loading overlaps the waits below (a warm sandbox being made, the engine's answers).
+    const runModule = loadRunModule();
+    runModule.catch(() => {}); // awaited below, where a failure to load surfaces
     const warm = await this.#warm?.claim(planned, timeline, options.signal);
     const lease = warm
       ? undefined
@@ -345,8 +352,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         (await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
           timeline.sandbox("image.build", { line }),
         ));
-      // The servers, the engine's container and the stream readers load with the first run.
-      const { executeRun } = await import("./run/execute-run.js");
+      const { executeRun } = await runModule;
       const details = await executeRun(placed.planned, {
         engine,
         piVersion: image.piVersion,
@@ -480,6 +486,11 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     }
     return ready;
   }
+}
+
+/** The run's own code (servers, the engine's container, the stream readers), loaded once, when first needed. */
+function loadRunModule(): Promise<typeof import("./run/execute-run.js")> {
+  return import("./run/execute-run.js");
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;

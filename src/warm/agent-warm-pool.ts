@@ -32,6 +32,8 @@ interface AgentWarmPoolInput {
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
   prepare(engine: Engine, image: string): Promise<{ piVersion: string }>;
   onChange?: (change: WarmPoolChange) => void;
+  /** Called once the pool has started making its sandboxes (their containers boot for a while). */
+  onStarted?: () => void;
 }
 
 interface WarmClaimed {
@@ -145,6 +147,7 @@ export class AgentWarmPool {
         },
       });
       this.#pool.start();
+      this.input.onStarted?.();
       return { pool: this.#pool, piVersion };
     })();
     this.#starting.catch((error: unknown) => {
