@@ -326,10 +326,11 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
-    // The servers, the engine's container and the stream readers load with the first run: started
-    // now, the loading overlaps the waits below (a warm sandbox being made, the engine's answers).
-    const runModule = loadRunModule();
-    runModule.catch(() => {}); // awaited below, where a failure to load surfaces
+    // The servers, the engine's container and the stream readers load with the first run, while
+    // it waits: for a warm sandbox being made, or (cold) for the engine's answers once it is
+    // known to answer (a run whose engine is down ends without loading them).
+    let runModule = planned.plan.warmShaped && this.#warm ? loadRunModule() : undefined;
+    runModule?.catch(() => {}); // awaited below, where a failure to load surfaces
     const warm = await this.#warm?.claim(planned, timeline, options.signal);
     const lease = warm
       ? undefined
@@ -345,6 +346,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // The engine answers; the platform is settled on it (and refused when it cannot run it); then
       // the image is checked, loaded or built (a warm sandbox's pool did that before it made it).
       await this.engineReady(engine, options.signal);
+      runModule ??= loadRunModule();
+      runModule.catch(() => {});
       const placed = placeOnEngine(planned, engine, await this.facts.infoOf(engine, options.signal));
       const platform = placed.planned.plan.platform;
       const image =
