@@ -34,6 +34,13 @@ const FULL_FREE_BYTES = 1048576;
 const TAR = "/usr/bin/tar";
 /** How long a stream may stay open after its in-container connection closed (see bridge()). */
 const BRIDGE_CLOSE_GRACE_MS = 5_000;
+/**
+ * The stream resets this side sends at once, then per second (see resetStream()): under nghttp2's
+ * rapid-reset guard on the controller (1,000 at once, then 33 a second), which ends the whole
+ * session past it.
+ */
+const RESET_BURST = 800;
+const RESETS_PER_SECOND = 25;
 
 let config;
 let session;
@@ -111,6 +118,7 @@ function listen(name, socketPath) {
  * reset counts against nghttp2's rapid-reset guard on the controller (about 1,000 in a burst, then
  * 33 a second), which ends the whole session past it: a sandbox making many short connections (a
  * test suite, a package manager, a flood of refused requests) would lose its relay, and its run.
+ * So resets are also paced below that guard (resetStream()).
  */
 function bridge(name, client) {
   // The session is over (the relay is stopping): nothing can carry this connection.
@@ -118,7 +126,7 @@ function bridge(name, client) {
   const stream = session.request({ ":method": "POST", ":path": `/connect/${name}` }, { endStream: false });
   const reset = () => {
     client.destroy();
-    if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    resetStream(stream);
   };
   client.on("error", reset);
   stream.on("error", reset);
@@ -128,10 +136,47 @@ function bridge(name, client) {
     // Whatever the controller still sends has nowhere to go: read and drop it until its END_STREAM.
     stream.resume();
     if (!stream.writableEnded) stream.end();
-    setTimeout(reset, BRIDGE_CLOSE_GRACE_MS).unref();
+    setTimeout(reset, config.bridgeCloseGraceMs ?? BRIDGE_CLOSE_GRACE_MS).unref();
   });
   client.pipe(stream);
   stream.pipe(client);
+}
+
+// Resets go out at most RESET_BURST at once and RESETS_PER_SECOND after that; the others wait their
+// turn, their data read and dropped meanwhile, so however a flood of connections in the sandbox ends
+// (errors, or controller sides that stay open past the grace under load), it never trips the
+// controller's guard, which would end the session and the run. A stream the controller closes
+// meanwhile needs no reset.
+let resetTokens = RESET_BURST;
+let tokensAt = performance.now();
+const waitingResets = [];
+let resetTimer;
+
+function resetStream(stream) {
+  if (stream.destroyed) return;
+  if (waitingResets.length === 0 && takeResetToken()) return void stream.close(http2.constants.NGHTTP2_CANCEL);
+  stream.resume();
+  waitingResets.push(stream);
+  resetTimer ??= setInterval(() => {
+    while (waitingResets.length > 0 && (waitingResets[0].destroyed || takeResetToken())) {
+      const waiting = waitingResets.shift();
+      if (!waiting.destroyed) waiting.close(http2.constants.NGHTTP2_CANCEL);
+    }
+    if (waitingResets.length === 0) {
+      clearInterval(resetTimer);
+      resetTimer = undefined;
+    }
+  }, 1000 / RESETS_PER_SECOND);
+  resetTimer.unref();
+}
+
+function takeResetToken() {
+  const now = performance.now();
+  resetTokens = Math.min(RESET_BURST, resetTokens + ((now - tokensAt) / 1000) * RESETS_PER_SECOND);
+  tokensAt = now;
+  if (resetTokens < 1) return false;
+  resetTokens -= 1;
+  return true;
 }
 
 // ---- archive: the tree of one root as a tar, written here (no GNU tar) so that a file whose

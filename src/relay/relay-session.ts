@@ -249,7 +249,12 @@ export class Relay {
     // The exec's stdio is the connection: nothing listens anywhere. This side ending the session over
     // bytes it could not read is a failure at once, not when (or if) the relay hangs up.
     const outgoing = watchOutgoingGoaway((code) =>
-      this.#fail(`this side could not read what the relay sent (HTTP/2 error code ${code}) and ended the session`),
+      this.#fail(
+        code === http2.constants.NGHTTP2_INTERNAL_ERROR
+          ? // What nghttp2 sends when the peer trips its flood guards (stream resets, invalid frames).
+            "this side ended the session (HTTP/2 error code 2): the relay sent more stream resets or invalid frames than HTTP/2's flood guard allows"
+          : `this side could not read what the relay sent (HTTP/2 error code ${code}) and ended the session`,
+      ),
     );
     pipeline(outgoing, exec.stdin).catch(() => {});
     this.#server.emit("connection", Duplex.from({ readable: coalesced(exec.stdout), writable: outgoing }));

@@ -26,7 +26,8 @@ export interface ControllerDone {
   ok: boolean;
   result?: unknown;
   runId?: string;
-  error?: { code: string; limit?: string; message: string; name: string };
+  /** stderrTail: the end of the sandbox's stderr (the launcher says there why it stopped). */
+  error?: { code: string; limit?: string; message: string; name: string; stderrTail?: string };
   maxRssMb: number;
   /** Peaks of process.memoryUsage() sampled every 20 ms, in MB: where the RSS went, for failure messages. */
   memoryPeakMb: Record<string, number>;
@@ -66,7 +67,13 @@ try {
     ok: false,
     runId,
     error: isSandboxRunError(error)
-      ? { code: error.code, limit: error.limit, message: error.message, name: error.name }
+      ? {
+          code: error.code,
+          limit: error.limit,
+          message: error.message,
+          name: error.name,
+          ...(error.stderrTail ? { stderrTail: error.stderrTail.slice(-2000) } : {}),
+        }
       : {
           code: "not-a-sandbox-run-error",
           message: String((error as Error)?.stack ?? error),
