@@ -93,7 +93,7 @@ describe("the relay", () => {
     });
     const upstream = path.join(dir, "upstream.sock");
     await new Promise<void>((resolve) => server.listen(upstream, resolve));
-    cleanups.push(() => server.close());
+    cleanups.push(() => void server.close());
     const { relay, socket, failures, relayEnded } = await relayTo(upstream, dir);
 
     const total = 1500;
