@@ -7,7 +7,15 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { LABEL_MANAGED, LABEL_OWNER_PID, LABEL_WARM } from "../../src/sandbox-contract.js";
-import { bashThenFinal, builtCli, docker, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import {
+  bashThenFinal,
+  builtCli,
+  containerEvents,
+  docker,
+  makeWorkspace,
+  modelsFor,
+  startModel,
+} from "../support/harness.js";
 
 const server = await startModel();
 afterAll(() => server.close());
@@ -38,18 +46,11 @@ async function containersOf(pid: number): Promise<string[]> {
 
 /** Warm sandboxes the engine created for `pid` from `since` (seconds) until now: docker's event log. */
 async function warmSandboxesMadeBy(pid: number, since: number): Promise<number> {
-  const stream = (await docker.getEvents({
-    since,
-    until: Math.ceil(Date.now() / 1000) + 1,
-    filters: {
-      type: ["container"],
-      event: ["create"],
-      label: [`${LABEL_MANAGED}=true`, `${LABEL_OWNER_PID}=${pid}`, LABEL_WARM],
-    },
-  })) as NodeJS.ReadableStream;
-  let text = "";
-  for await (const chunk of stream) text += chunk.toString();
-  return text.split("\n").filter((line) => line.trim()).length;
+  const created = await containerEvents(since, {
+    event: ["create"],
+    label: [`${LABEL_MANAGED}=true`, `${LABEL_OWNER_PID}=${pid}`, LABEL_WARM],
+  });
+  return created.length;
 }
 
 function setup(tasks: Array<Record<string, unknown>>, models: string[]) {

@@ -13,7 +13,7 @@ import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { runDirsParent } from "../../src/run/run-dirs.js";
 import { LABEL_RUN_ID, LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan } from "../../src/sandbox-contract.js";
-import { docker, engine as localEngine, runBuiltCli } from "../support/harness.js";
+import { containerEvents, docker, engine as localEngine, runBuiltCli } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -460,13 +460,9 @@ describe.skipIf(!secondEngineExpected())("runs on a remote engine (TCP, mutual T
 
 /** Whether the local engine logged a kill for this container in the last 10 minutes (a removal by force, not its own exit). */
 async function killedThroughEngine(containerId: string): Promise<boolean> {
-  const now = Math.floor(Date.now() / 1000);
-  const stream = (await docker.getEvents({
-    since: now - 600,
-    until: now + 1,
-    filters: { type: ["container"], event: ["kill"], container: [containerId] },
-  })) as NodeJS.ReadableStream;
-  let text = "";
-  for await (const chunk of stream) text += chunk.toString();
-  return text.trim().length > 0;
+  const kills = await containerEvents(Math.floor(Date.now() / 1000) - 600, {
+    event: ["kill"],
+    container: [containerId],
+  });
+  return kills.length > 0;
 }

@@ -49,6 +49,21 @@ export const testEngine = (): "local" | "remote" => (remote ? "remote" : "local"
 export const engine = remote ? remoteEngine(remote.state) : new DockerEngine(createDockerClient());
 export const docker = engine.docker;
 
+/** The container events `docker` logged from `since` (seconds since the epoch) until now that match `filters`. */
+export async function containerEvents(since: number, filters: Record<string, string[]>): Promise<unknown[]> {
+  const stream = (await docker.getEvents({
+    since,
+    until: Math.ceil(Date.now() / 1000) + 1,
+    filters: { type: ["container"], ...filters },
+  })) as NodeJS.ReadableStream;
+  let text = "";
+  for await (const chunk of stream) text += chunk.toString();
+  return text
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line) => JSON.parse(line));
+}
+
 /**
  * What a controller running as another user needs to reach the engine runs go to: nothing for the
  * local socket (its group does), and for the remote engine an engines file and client certificates
