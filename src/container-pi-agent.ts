@@ -135,7 +135,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
           this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line)),
         // A warm agent's first call should find the run's code loaded: loaded while the pool's
         // first containers boot, after the pool's own start (which it would only delay).
-        onStarted: () => void loadRunModule().catch(() => {}),
+        onStarted: () => void loadRunModule(),
       });
       const template = this.warmTemplate();
       if (template) this.#warm.start(template);
@@ -330,7 +330,6 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // it waits: for a warm sandbox being made, or (cold) for the engine's answers once it is
     // known to answer (a run whose engine is down ends without loading them).
     let runModule = planned.plan.warmShaped && this.#warm ? loadRunModule() : undefined;
-    runModule?.catch(() => {}); // awaited below, where a failure to load surfaces
     const warm = await this.#warm?.claim(planned, timeline, options.signal);
     const lease = warm
       ? undefined
@@ -347,7 +346,6 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // the image is checked, loaded or built (a warm sandbox's pool did that before it made it).
       await this.engineReady(engine, options.signal);
       runModule ??= loadRunModule();
-      runModule.catch(() => {});
       const placed = placeOnEngine(planned, engine, await this.facts.infoOf(engine, options.signal));
       const platform = placed.planned.plan.platform;
       const image =
@@ -491,9 +489,14 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   }
 }
 
-/** The run's own code (servers, the engine's container, the stream readers), loaded once, when first needed. */
+/**
+ * The run's own code (servers, the engine's container, the stream readers), loaded once, ahead of
+ * its use: a failure to load surfaces where the promise is awaited, never as an unhandled rejection.
+ */
 function loadRunModule(): Promise<typeof import("./run/execute-run.js")> {
-  return import("./run/execute-run.js");
+  const loading = import("./run/execute-run.js");
+  loading.catch(() => {});
+  return loading;
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;
