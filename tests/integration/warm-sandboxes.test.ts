@@ -293,12 +293,23 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     });
     await agent.warmUp();
     const [victim] = made;
-    // As the sandbox's uid, kill the waiting launcher (the process Pi would become).
-    const killed = await execAsSandbox(
+    // As the sandbox's uid, find the waiting launcher (the process Pi would become), then kill it
+    // from an exec nobody waits on: the container ends with it, and on gVisor an exec the
+    // container's end cuts short may never close its output stream.
+    const launcher = await execAsSandbox(
       victim!,
-      "for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; if [ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = '/opt/sandbox-run/node/bin/node /opt/sandbox-run/launcher.mjs ' ]; then kill -9 ${p#/proc/} && echo killed; fi; done",
+      "for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; if [ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = '/opt/sandbox-run/node/bin/node /opt/sandbox-run/launcher.mjs ' ]; then echo ${p#/proc/}; fi; done",
     );
-    expect(killed.trim()).toBe("killed");
+    expect(launcher.trim()).toMatch(/^\d+$/);
+    const kill = await docker.getContainer(victim!).exec({
+      Cmd: ["/bin/bash", "-c", `kill -9 ${launcher.trim()}`],
+      User: `${SANDBOX_UID}:${SANDBOX_UID}`,
+    });
+    await kill.start({ Detach: true });
+    // The call comes once the launcher is gone (its container stopped with it), so the sandbox
+    // it finds has certainly died while it waited.
+    while ((await docker.getContainer(victim!).inspect().catch(() => undefined))?.State.Running)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     const log = events();
     const details = await agent.runDetailed("Do the task.", {
       cwd: makeWorkspace(),
