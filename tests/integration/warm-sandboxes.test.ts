@@ -308,8 +308,15 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     await kill.start({ Detach: true });
     // The call comes once the launcher is gone (its container stopped with it), so the sandbox
     // it finds has certainly died while it waited.
-    while ((await docker.getContainer(victim!).inspect().catch(() => undefined))?.State.Running)
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    const running = () =>
+      docker
+        .getContainer(victim!)
+        .inspect()
+        .then(
+          (i) => i.State.Running,
+          () => false,
+        );
+    while (await running()) await new Promise((resolve) => setTimeout(resolve, 50));
     const log = events();
     const details = await agent.runDetailed("Do the task.", {
       cwd: makeWorkspace(),
