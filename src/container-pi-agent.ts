@@ -65,7 +65,8 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds, calls }`): hardened containers
    * of this agent's shape, started before any call with Pi loaded, each used for one call and
    * removed after it. A call they can serve skips the container's and Pi's start; its workspace is
-   * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none. `close()` removes them.
+   * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none (also when `size` is left out,
+   * e.g. `{ calls: 1 }` for an agent that makes one call). `close()` removes them.
    */
   warm?: number | WarmOptions;
   /**
@@ -503,10 +504,14 @@ const LINK_PING_TIMEOUT_MS = 5_000;
 /** How long learnEngines() waits for an engine's docker info. */
 const LEARN_TIMEOUT_MS = 3_000;
 
-/** The `warm` option (or SANDBOX_RUN_WARM, a number) as options; size 0 keeps none. */
-function warmOptionsOf(warm: number | WarmOptions | undefined, fromEnv: string | undefined): WarmOptions {
-  const options = typeof warm === "number" ? { size: warm } : (warm ?? { size: Number(fromEnv ?? 0) });
-  const what = warm === undefined ? `SANDBOX_RUN_WARM ("${fromEnv}")` : `warm.size (${options.size})`;
+/** The `warm` option (its size, when not given, SANDBOX_RUN_WARM's number) as options; size 0 keeps none. */
+function warmOptionsOf(
+  warm: number | WarmOptions | undefined,
+  fromEnv: string | undefined,
+): WarmOptions & { size: number } {
+  const given = typeof warm === "number" ? { size: warm } : (warm ?? {});
+  const options = { ...given, size: given.size ?? Number(fromEnv ?? 0) };
+  const what = given.size === undefined ? `SANDBOX_RUN_WARM ("${fromEnv}")` : `warm.size (${options.size})`;
   if (!Number.isInteger(options.size) || options.size < 0)
     throw usageError(`${what} must be a whole number of warm sandboxes.`, "Pass 0 for none, or e.g. 2.");
   if (options.idleSeconds !== undefined && !(options.idleSeconds > 0))

@@ -82,6 +82,9 @@ export async function runCommand(
     autoBuildImage: flags.build !== false,
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
     ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
+    // One call: with SANDBOX_RUN_WARM its sandbox is made while the call is prepared, and no
+    // refill after its claim (one would only be made to be removed when the command ends).
+    warm: { calls: 1 },
   });
   try {
     // Resolved and planned once, without an engine; before a run it is fitted to what the engines

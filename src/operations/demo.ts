@@ -42,6 +42,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoOutcome> {
     options.say?.(`demo: scripted model at ${server.baseUrl}; workspace ${workspace}`);
     const agent = new ContainerPiAgent({
       autoBuildImage: true,
+      // One call (SANDBOX_RUN_WARM makes its sandbox, and no refill after it).
+      warm: { calls: 1 },
       onProgress: options.onProgress,
       models: {
         providers: {

@@ -66,7 +66,8 @@ export function planReplay(recordDir: string, call: ReplayCallOptions): PlannedR
   if (given.maxTurns === undefined && budgets.maxTurns !== undefined) options.maxTurns = budgets.maxTurns;
   if (given.maxCostUsd === undefined && budgets.maxCostUsd !== undefined) options.maxCostUsd = budgets.maxCostUsd;
 
-  const agent = new ContainerPiAgent(call.agent);
+  // One call: with SANDBOX_RUN_WARM, no refill after its claim (it would only be removed at the end).
+  const agent = new ContainerPiAgent({ warm: { calls: 1 }, ...call.agent });
   // compareContext left open: the model's context is compared when this policy gives Pi the same
   // tools as the recorded one; under a policy with other tools only the messages must match.
   const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed }) };

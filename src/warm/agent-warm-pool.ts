@@ -11,8 +11,11 @@ import type { ClaimedSandbox } from "../run/warm-claim.js";
 import { WarmPool, type WarmPoolChange } from "./warm-pool.js";
 
 export interface WarmOptions {
-  /** Warm sandboxes kept ready (made before any call, one per call, refilled in the background). */
-  size: number;
+  /**
+   * Warm sandboxes kept ready (made before any call, one per call, refilled in the background).
+   * Default: SANDBOX_RUN_WARM, else none (so `{ calls: 1 }` says "one call, warm if the environment asks").
+   */
+  size?: number;
   /**
    * How many calls will use the pool at most (e.g. a batch's tasks): no sandbox is made beyond
    * them. Default: no end.
@@ -27,7 +30,7 @@ export interface WarmOptions {
 const DEFAULT_WARM_IDLE_SECONDS = 600;
 
 interface AgentWarmPoolInput {
-  options: WarmOptions;
+  options: WarmOptions & { size: number };
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
   prepare(engine: Engine, image: string): Promise<{ piVersion: string }>;

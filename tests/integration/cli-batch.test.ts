@@ -22,7 +22,14 @@ afterAll(() => server.close());
 
 /** The built CLI as a child process (its pid names its containers). */
 function batch(args: string[], options: { onStderr?: (text: string) => void } = {}) {
-  const child = spawn(process.execPath, [builtCli, "batch", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  return cli(["batch", ...args], options);
+}
+
+function cli(args: string[], options: { onStderr?: (text: string) => void; env?: NodeJS.ProcessEnv } = {}) {
+  const child = spawn(process.execPath, [builtCli, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...options.env },
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -156,6 +163,39 @@ describe("sandbox-run batch", () => {
       .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.id).sort()).toEqual(["a", "b", "c", "d"]);
     expect(lines.every((l) => l.ok === false && l.error.code === "aborted")).toBe(true);
+    expect(await containersOf(run.child.pid!)).toEqual([]);
+  });
+});
+
+describe("one sandbox-run call with SANDBOX_RUN_WARM", () => {
+  it("runs warm, and its pool makes the call's sandbox and no other (no refill only to be removed at exit)", async () => {
+    server.setScript("single-warm", bashThenFinal("cat task.txt > seen.txt", { done: true }));
+    const { dir, modelsFile } = setup([], ["single-warm"]);
+    fs.writeFileSync(path.join(dir, "task.txt"), "single");
+    const schema = path.join(dir, "schema.json");
+    fs.writeFileSync(schema, JSON.stringify({ type: "object" }));
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const run = cli(
+      [
+        "--models",
+        modelsFile,
+        "--model",
+        "scripted/single-warm",
+        "--schema",
+        schema,
+        "--cwd",
+        dir,
+        "--json",
+        "--quiet",
+        "Do it.",
+      ],
+      { env: { SANDBOX_RUN_WARM: "1" } },
+    );
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ ok: true, result: { done: true }, warm: true });
+    expect(fs.readFileSync(path.join(dir, "seen.txt"), "utf8")).toBe("single");
+    expect(await warmSandboxesMadeBy(run.child.pid!, since)).toBe(1);
     expect(await containersOf(run.child.pid!)).toEqual([]);
   });
 });

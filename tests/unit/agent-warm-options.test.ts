@@ -1,0 +1,51 @@
+// The `warm` option's size: given, or else SANDBOX_RUN_WARM's (so `{ calls: 1 }`, what a single
+// CLI call passes, keeps a warm sandbox only when the environment asks); a bad value names where
+// it came from. (The pool itself: warm-pool.test.ts; on the real engine: warm-sandboxes.test.ts.)
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { ContainerPiAgent, type ContainerPiAgentConfig } from "../../src/container-pi-agent.js";
+import type { Engine } from "../../src/engine/engine.js";
+
+const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-warm-options-")));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+const agents: ContainerPiAgent[] = [];
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+});
+
+const models = {
+  providers: { p: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "m" }] } },
+};
+
+/** An agent on an engine that never answers (nothing here may need one), planning one call. */
+function planWith(config: Partial<ContainerPiAgentConfig>) {
+  const engine = { name: "none", ping: () => new Promise(() => {}) } as unknown as Engine;
+  const agent = new ContainerPiAgent({ engine, models, reapOrphans: false, ...config });
+  agents.push(agent);
+  return agent.plan("do it", { model: "p/m", cwd: dir });
+}
+
+describe("the warm option's size", () => {
+  it("left out: SANDBOX_RUN_WARM decides, and without it the call is planned cold with no pool", () => {
+    expect(planWith({ warm: { calls: 1 }, hostEnv: { SANDBOX_RUN_WARM: "1" } }).plan.warmShaped).toBe(true);
+    const cold = planWith({ warm: { calls: 1 }, hostEnv: {} });
+    expect(cold.plan.warmShaped).toBeFalsy();
+    expect(planWith({ warm: { calls: 1 }, hostEnv: { SANDBOX_RUN_WARM: "0" } }).plan.warmShaped).toBeFalsy();
+  });
+
+  it("given: it wins over SANDBOX_RUN_WARM", () => {
+    expect(planWith({ warm: { size: 0, calls: 1 }, hostEnv: { SANDBOX_RUN_WARM: "3" } }).plan.warmShaped).toBeFalsy();
+    expect(planWith({ warm: 1, hostEnv: {} }).plan.warmShaped).toBe(true);
+  });
+
+  it("a bad value is a usage error naming where it came from", () => {
+    expect(() => planWith({ warm: { calls: 1 }, hostEnv: { SANDBOX_RUN_WARM: "two" } })).toThrow(
+      /SANDBOX_RUN_WARM \("two"\) must be a whole number/,
+    );
+    expect(() => planWith({ warm: { size: -1 }, hostEnv: { SANDBOX_RUN_WARM: "1" } })).toThrow(
+      /warm\.size \(-1\) must be a whole number/,
+    );
+  });
+});
