@@ -124,6 +124,9 @@ export async function runHostile(
   const agent = new ContainerPiAgent({
     models: modelsJson ? modelsJson(modelId) : modelsFor(server, [modelId]),
     reapOrphans: false,
+    // One call: in the integration-warm project (SANDBOX_RUN_WARM) no refill is made after it
+    // only to be removed at close (~0.6 CPU-s of a container and Pi's loading per run).
+    warm: { calls: 1 },
     ...agentConfig,
   });
   const outcome: HostileOutcome = { runId: "", events, toolResults: [], requests: [], modelId };
