@@ -42,7 +42,8 @@ setInterval(() => {
 }, 20).unref();
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as ControllerSpec;
-const agent = new ContainerPiAgent({ models: spec.models, reapOrphans: false });
+// One call: with SANDBOX_RUN_WARM (the integration-warm project) its sandbox and no refill.
+const agent = new ContainerPiAgent({ models: spec.models, reapOrphans: false, warm: { calls: 1 } });
 const report = new Set(spec.reportEvents ?? []);
 let runId: string | undefined;
 let done: ControllerDone;
