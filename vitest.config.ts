@@ -9,7 +9,9 @@ import { defineConfig } from "vitest/config";
 // "integration-warm" runs them with every agent keeping a warm sandbox (SANDBOX_RUN_WARM=1): each
 // call is served by a sandbox made before it (copy mode, the workspace at /workspace).
 const integration = {
-  testTimeout: 120_000,
+  // A test's runs take seconds; the margin is for a slower or loaded machine (the hostile runs'
+  // own timeout is 180 s), where a test that passes must not be cut short.
+  testTimeout: 300_000,
   hookTimeout: 300_000,
   // Files start real containers: they run in parallel, tests inside a file in order.
   fileParallelism: true,

@@ -72,7 +72,10 @@ export function hostilePolicy(overrides: Partial<Omit<Policy, "limits">> & { lim
         pids: 128,
         tmpMb: 64,
         homeMb: 32,
-        timeoutSeconds: 60,
+        // Runs here take seconds, but on a loaded or slower machine a heavy one (hundreds of MB
+        // through Pi's bash tool, eight runs at once, gVisor) took more than a minute: the
+        // tests are about limits and results, not speed (tests about the timeout set their own).
+        timeoutSeconds: 180,
         maxOutputMb: 64,
         maxLineMb: 4,
         diskMb: 256,
