@@ -281,6 +281,8 @@ export interface SpawnedController {
   /** Resolves with the exit code or signal once the process has ended. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stderr(): string;
+  /** Every event reported so far, of the types asked for (for failure messages). */
+  reported(): Array<Record<string, unknown>>;
 }
 
 /**
@@ -367,6 +369,7 @@ export function spawnController(
     done,
     exited,
     stderr: () => stderr,
+    reported: () => records.filter((r) => r.kind === "event"),
   };
 }
 
