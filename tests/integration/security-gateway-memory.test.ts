@@ -43,9 +43,9 @@ describe("controller memory", () => {
       cwd: hostileWorkspace(),
       policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
       timeoutMs: 110_000,
-      // relay.stopped and limit.tripped: when the run fails, the host's side of the story (a
+      // relay.stopped, limit.tripped, container.exited (oomKilled): when the run fails, the host's side (a
       // session that failed in a full run's copy mode ended with the sandbox's exit 91 alone).
-      reportEvents: ["gateway.refused", "relay.stopped", "limit.tripped"],
+      reportEvents: ["gateway.refused", "relay.stopped", "limit.tripped", "container.exited"],
     });
     const fds = peakFds(controller.child.pid!, controller.exited);
     // The flood reached the gateway, which turned it away (requests past its capacity: 503/429 "busy").
