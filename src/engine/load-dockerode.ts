@@ -2,8 +2,9 @@
 // BuildKit's session support (gRPC and protobuf, for `buildImage` with a session) and docker-modem
 // requires its ssh:// transport (ssh2) at load time: ~85 and ~50 ms of CPU that every CLI run paid
 // before its first engine call (our ssh:// engines go through ssh-tunnel.ts, and our image builds
-// use the classic builder, without a session). Each of the two modules is put in Node's module cache as a stand-in
-// that loads the real one on its first call, so nothing changes for a caller that does use them.
+// use the classic builder, without a session). Each of the two modules is put in Node's module
+// cache as a stand-in that loads the real one on its first call, so nothing changes for a caller
+// that does use them.
 // Only a speed-up: when a file is not where this dockerode version keeps it, dockerode loads as is.
 import { createRequire, Module } from "node:module";
 import type Docker from "dockerode";

@@ -43,8 +43,8 @@ describe("controller memory", () => {
       cwd: hostileWorkspace(),
       policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),
       timeoutMs: 110_000,
-      // relay.stopped, limit.tripped, container.exited (oomKilled): when the run fails, the host's side (a
-      // session that failed in a full run's copy mode ended with the sandbox's exit 91 alone).
+      // relay.stopped, limit.tripped, container.exited (oomKilled): when the run fails, the host's
+      // side (a session that failed in a full run's copy mode ended with the sandbox's exit 91 alone).
       reportEvents: ["gateway.refused", "relay.stopped", "limit.tripped", "container.exited"],
     });
     const fds = peakFds(controller.child.pid!, controller.exited);

@@ -83,8 +83,8 @@ describe.concurrent("resource exhaustion", () => {
     expect(printed).toContain("last-line");
     expect(printed).toMatch(/\[Showing lines \d+-\d+ of \d+/);
     expect(printed.length).toBeLessThan(100 * 1024);
-    // No event carries the 200 MB, only Pi's truncated tail (the largest, ~1.2 MB, is the tool's
-    // end and the conversation at agent_end). How many updates Pi sends while the tool runs
+    // No event carries the 200 MB, only Pi's truncated tail (the largest was ~1.2 MB in every
+    // mode). How many updates Pi sends while the tool runs
     // depends on the machine's speed (36 MB of events in all in a 105 s run on a slow one), so the
     // bound is per event; the total is bounded by maxOutputMb, or the run had failed.
     const largest = Math.max(...outcome.events.map((e) => JSON.stringify(e).length));
