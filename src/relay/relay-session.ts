@@ -234,7 +234,13 @@ export class Relay {
       // session, and the run, died under load. Each costs one frame's read; memory stays bounded
       // by maxSessionMemory and the window.
       maxSessionInvalidFrames: 100_000,
-      maxSessionRejectedStreams: 64,
+      // A stream Node cannot take yet (its table of 128 streams frees closed streams later than
+      // the relay counts them closed) is refused with ENHANCE_YOUR_CALM, and past this many
+      // refusals in a row Node ends the whole session. The relay opens its next queued connection
+      // at once, so a gateway flood on a loaded host refused dozens in a row and the run died with
+      // exit 91 (at 0 here, every flood run died so). A refusal costs one RST frame and fails only
+      // that connection; the session must not end over them.
+      maxSessionRejectedStreams: 1_000_000,
     });
     this.#server.on("session", (session) => {
       this.#session = session;
@@ -489,7 +495,9 @@ export class Relay {
     if (this.#control) return false;
     this.#control = stream;
     stream.respond({ ":status": 200 });
-    stream.on("close", () => this.#fail("the relay closed its control stream"));
+    // When the session ends, Node closes its streams before it reports the session's error: wait
+    // a turn, so the failure names the cause (the session's error) rather than this consequence.
+    stream.on("close", () => setImmediate(() => this.#fail("the relay closed its control stream")));
     let pending = "";
     stream.setEncoding("utf8");
     stream.on("data", (text: string) => {
