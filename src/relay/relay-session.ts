@@ -495,9 +495,14 @@ export class Relay {
     if (this.#control) return false;
     this.#control = stream;
     stream.respond({ ":status": 200 });
-    // When the session ends, Node closes its streams before it reports the session's error: wait
-    // a turn, so the failure names the cause (the session's error) rather than this consequence.
-    stream.on("close", () => setImmediate(() => this.#fail("the relay closed its control stream")));
+    stream.on("close", () => {
+      const closed = () => this.#fail("the relay closed its control stream");
+      // A session that ends closes its streams before it reports its error (a turn or, under
+      // load, a few hundred ms later): the failure waits for the session's end, so it names the cause.
+      if (!this.#session?.destroyed) return closed();
+      this.#session.once("close", closed);
+      setTimeout(closed, 2_000).unref();
+    });
     let pending = "";
     stream.setEncoding("utf8");
     stream.on("data", (text: string) => {

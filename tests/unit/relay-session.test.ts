@@ -165,6 +165,18 @@ describe("the relay", () => {
     expect(relayEnded).toEqual([]);
   }, 60_000);
 
+  it("a session Node ends over a protocol error is named by that error, not by the control stream it closed first", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const { failures, relayEnd } = await relayTo(path.join(dir, "nothing.sock"), dir);
+    expect(failures).toEqual([]);
+    // A WINDOW_UPDATE for a stream the relay never opened (65,537): a connection error that Node
+    // reports as the session's "Protocol error", after it has closed the session's streams.
+    relayEnd.write(Buffer.from([0, 0, 4, 0x08, 0, 0, 1, 0, 1, 0, 0, 0, 1]));
+    await expect.poll(() => failures, { timeout: 5_000 }).toHaveLength(1);
+    expect(failures[0]).toMatch(/the relay session failed: Protocol error/);
+  });
+
   it("bytes it cannot read end the session at once, named on this side, while the relay's exec still runs", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
