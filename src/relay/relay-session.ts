@@ -238,8 +238,8 @@ export class Relay {
       // the relay counts them closed) is refused with ENHANCE_YOUR_CALM, and past this many
       // refusals in a row Node ends the whole session. The relay opens its next queued connection
       // at once, so a gateway flood on a loaded host refused dozens in a row and the run died with
-      // exit 91 (at 0 here, every flood run died so). A refusal costs one RST frame and fails only
-      // that connection; the session must not end over them.
+      // exit 91 (with this set to 0, every flood run did). A refusal costs one RST frame and fails
+      // only that connection; the session must not end over them.
       maxSessionRejectedStreams: 1_000_000,
     });
     this.#server.on("session", (session) => {

@@ -84,9 +84,9 @@ describe.concurrent("resource exhaustion", () => {
     expect(printed).toMatch(/\[Showing lines \d+-\d+ of \d+/);
     expect(printed.length).toBeLessThan(100 * 1024);
     // No event carries the 200 MB, only Pi's truncated tail (the largest was ~1.2 MB in every
-    // mode). How many updates Pi sends while the tool runs
-    // depends on the machine's speed (36 MB of events in all in a 105 s run on a slow one), so the
-    // bound is per event; the total is bounded by maxOutputMb, or the run had failed.
+    // mode). How many updates Pi sends while the tool runs depends on the machine's speed (36 MB
+    // of events in all in a 105 s run on a slow one), so the bound is per event; the total is
+    // bounded by maxOutputMb, or the run had failed.
     const largest = Math.max(...outcome.events.map((e) => JSON.stringify(e).length));
     expect(largest).toBeLessThan(2 * 1024 * 1024);
   });
