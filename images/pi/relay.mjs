@@ -6,7 +6,8 @@
 // Node starts on the run's critical path; `node relay.mjs` also runs it on the exec's stdio. This
 // side is the client: it opens every stream. It
 // 1. listens on the in-container unix sockets the launcher already uses (the model gateway's, the
-//    egress proxy's) and carries each connection as one stream (`POST /connect/<name>`); the
+//    egress proxy's) and carries each connection as one stream (`POST /connect/<name>`, at most
+//    MAX_OPEN_CONNECTIONS at once, the others waiting their turn); the
 //    controller hands the bytes to its gateway or proxy, and holds them until the workspace is
 //    copied in, which is also what keeps the launcher from starting Pi earlier;
 // 2. holds a control stream (`POST /control`): the controller's commands arrive as JSON lines in
@@ -41,6 +42,14 @@ const BRIDGE_CLOSE_GRACE_MS = 5_000;
  */
 const RESET_BURST = 800;
 const RESETS_PER_SECOND = 25;
+/**
+ * Connection streams open at once; more connections wait here, unread (see bridge()). Under the
+ * controller's 128 (relay-protocol.ts maxConcurrentStreams), with room for the control, claim,
+ * archive and extract streams.
+ */
+const MAX_OPEN_CONNECTIONS = 96;
+/** Connections waiting for a stream; past this, a new one is closed at once. */
+const MAX_WAITING_CONNECTIONS = 16_384;
 
 let config;
 let session;
@@ -123,6 +132,8 @@ function listen(name, socketPath) {
 function bridge(name, client) {
   // The session is over (the relay is stopping): nothing can carry this connection.
   if (session.closed || session.destroyed) return void client.destroy();
+  if (openConnections >= MAX_OPEN_CONNECTIONS) return void waitForStream(name, client);
+  openConnections++;
   const stream = session.request({ ":method": "POST", ":path": `/connect/${name}` }, { endStream: false });
   const reset = () => {
     client.destroy();
@@ -130,7 +141,11 @@ function bridge(name, client) {
   };
   client.on("error", reset);
   stream.on("error", reset);
-  stream.on("close", () => client.destroy());
+  stream.on("close", () => {
+    client.destroy();
+    openConnections--;
+    bridgeNextWaiting();
+  });
   client.on("close", () => {
     if (stream.destroyed) return;
     // Whatever the controller still sends has nowhere to go: read and drop it until its END_STREAM.
@@ -140,6 +155,37 @@ function bridge(name, client) {
   });
   client.pipe(stream);
   stream.pipe(client);
+}
+
+// The relay never asks for more streams than the controller takes. Past the controller's limit,
+// nghttp2 here would queue the requests itself, and the controller's Node, whose table of streams
+// frees a closed stream later than this side counts it closed, refuses some of them: under a flood
+// of connections (a hostile step, or a test suite's) the session then ended on a protocol error
+// now and then, and the run with it. A connection waiting here is paused (its bytes wait, past a
+// socket buffer's worth, in the kernel) and is bridged when a stream closes; one that closes while
+// it waits is dropped.
+let openConnections = 0;
+/** Waiting connections in arrival order (a Set keeps it, and drops one that closes meanwhile). */
+const waitingConnections = new Set();
+
+function waitForStream(name, client) {
+  if (waitingConnections.size >= MAX_WAITING_CONNECTIONS) return void client.destroy();
+  client.pause();
+  const waiting = { name, client, gone: () => waitingConnections.delete(waiting) };
+  client.on("error", waiting.gone);
+  client.on("close", waiting.gone);
+  waitingConnections.add(waiting);
+}
+
+function bridgeNextWaiting() {
+  for (const waiting of waitingConnections) {
+    if (openConnections >= MAX_OPEN_CONNECTIONS) return;
+    waitingConnections.delete(waiting);
+    waiting.client.off("error", waiting.gone);
+    waiting.client.off("close", waiting.gone);
+    if (waiting.client.destroyed) continue;
+    bridge(waiting.name, waiting.client);
+  }
 }
 
 // Resets go out at most RESET_BURST at once and RESETS_PER_SECOND after that; the others wait their

@@ -38,13 +38,7 @@ async function peakFds(pid: number, until: Promise<unknown>): Promise<number> {
 }
 
 describe("controller memory", () => {
-  // One retry, for one known failure: under this flood on a loaded host, Node's HTTP/2 server can
-  // end the relay's session on a protocol error (2 of ~35 relay runs with three floods at once and
-  // two busy loops on two cores; the cause inside Node is not found). The run then fails cleanly
-  // (exit 91, the relay.stopped event names the error); the bounds below are checked on every try.
-  it(`64 unfinished 32 MiB posts, 3,000 connections and 200 liveness requests to the gateway: the controller stays under ${GATEWAY_FLOOD_RSS_LIMIT_MB} MB and ${GATEWAY_FLOOD_FD_LIMIT} open files, and the run completes`, {
-    retry: 1,
-  }, async () => {
+  it(`64 unfinished 32 MiB posts, 3,000 connections and 200 liveness requests to the gateway: the controller stays under ${GATEWAY_FLOOD_RSS_LIMIT_MB} MB and ${GATEWAY_FLOOD_FD_LIMIT} open files, and the run completes`, async () => {
     const controller = spawnController(server, [bash(gatewayFloodCommand()), finish()], {
       cwd: hostileWorkspace(),
       policy: hostilePolicy({ limits: { maxOutputMb: 256 } }),

@@ -165,6 +165,100 @@ describe("the relay", () => {
     expect(relayEnded).toEqual([]);
   }, 60_000);
 
+  it("400 connections at once: the relay opens at most 96 streams (the controller takes 128), the rest wait their turn, and every one is carried", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    // An upstream that holds the connections it gets until 96 are open at once (or none came for
+    // 300 ms), then answers them all, and counts how many were open at once.
+    let mostOpen = 0;
+    const held = new Set<net.Socket>();
+    let idle: NodeJS.Timeout | undefined;
+    const answerAll = () => {
+      for (const socket of held) socket.end("pong");
+      held.clear();
+    };
+    let open = 0;
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      held.add(socket);
+      mostOpen = Math.max(mostOpen, ++open);
+      socket.on("close", () => {
+        open--;
+        held.delete(socket);
+      });
+      clearTimeout(idle);
+      if (held.size >= 96) answerAll();
+      else idle = setTimeout(answerAll, 300);
+    });
+    const upstream = path.join(dir, "upstream.sock");
+    await new Promise<void>((resolve) => server.listen(upstream, resolve));
+    cleanups.push(() => {
+      clearTimeout(idle);
+      server.close();
+    });
+    const { relay, socket, failures, relayEnded } = await relayTo(upstream, dir);
+
+    const answer = (): Promise<string> =>
+      new Promise((resolve) => {
+        const client = net.connect(socket);
+        let received = "";
+        client.on("data", (chunk) => (received += chunk.toString()));
+        client.on("error", () => {});
+        client.on("close", () => resolve(received));
+      });
+    const answers = await Promise.all(Array.from({ length: 400 }, answer));
+    expect(answers.filter((a) => a === "pong")).toHaveLength(400);
+    expect(mostOpen).toBe(96);
+    expect(relay.connections).toBe(400);
+    expect(failures).toEqual([]);
+    expect(relayEnded).toEqual([]);
+  }, 60_000);
+
+  it("a connection that closes while it waits for a stream is dropped: it never reaches the host", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    // An upstream that holds every connection until told, then answers them all.
+    const held: net.Socket[] = [];
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      held.push(socket);
+    });
+    const upstream = path.join(dir, "upstream.sock");
+    await new Promise<void>((resolve) => server.listen(upstream, resolve));
+    cleanups.push(() => {
+      for (const socket of held) socket.destroy();
+      server.close();
+    });
+    const { relay, socket, failures } = await relayTo(upstream, dir);
+
+    const connect = () => {
+      const client = net.connect(socket);
+      client.on("error", () => {});
+      return client;
+    };
+    const answered = (client: net.Socket): Promise<string> =>
+      new Promise((resolve) => {
+        let received = "";
+        client.on("data", (chunk) => (received += chunk.toString()));
+        client.on("close", () => resolve(received));
+      });
+    const first = Array.from({ length: 96 }, () => answered(connect()));
+    await expect.poll(() => held.length, { timeout: 10_000 }).toBe(96);
+    // These wait (every stream is taken) and close before their turn.
+    const gone = Array.from({ length: 20 }, connect);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    for (const client of gone) client.destroy();
+    const waiting = Array.from({ length: 5 }, () => answered(connect()));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(held).toHaveLength(96);
+    for (const upstreamSide of held.splice(0)) upstreamSide.end("pong");
+    await expect.poll(() => held.length, { timeout: 10_000 }).toBe(5);
+    for (const upstreamSide of held.splice(0)) upstreamSide.end("pong");
+    expect(await Promise.all([...first, ...waiting])).toEqual(Array.from({ length: 101 }, () => "pong"));
+    expect(relay.connections).toBe(101);
+    expect(failures).toEqual([]);
+  }, 60_000);
+
   it("a session Node ends over a protocol error is named by that error, not by the control stream it closed first", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
