@@ -35,6 +35,7 @@ import {
   podmanRuntimes,
   type Ulimit,
 } from "./podman-compat.js";
+import { spawnRemovalHelper } from "./remove-after-exit.js";
 import type { SshTunnel } from "./ssh-tunnel.js";
 
 export interface DockerEngineOptions {
@@ -293,6 +294,11 @@ export class DockerEngine implements Engine {
       .catch((error: unknown) => {
         if (!isGoneError(error)) throw error;
       });
+  }
+
+  removeAfterExit(labels: string[]): void {
+    // Only where the engine's socket is a file on this host: a helper reaches it with no client.
+    if (this.#endpoint.kind === "unix" && !this.#refusal) spawnRemovalHelper(this.#endpoint.socketPath, labels);
   }
 
   /** Follows a progress stream (build, pull, import) to its end; a failed step rejects with its message. */

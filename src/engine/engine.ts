@@ -178,4 +178,11 @@ export interface Engine {
   removeContainer(id: string): Promise<void>;
   /** Lets go of held connections (an ssh link); the engine may not be used afterwards. */
   close?(): void;
+  /**
+   * Removes the containers that carry every one of `labels` from a process of its own, which
+   * outlives this one: for `process.exit()`, when nothing asynchronous can run here any more.
+   * Synchronous and best effort; an engine that cannot (one reached over tcp or ssh) leaves them
+   * to stop by themselves and to `gc`.
+   */
+  removeAfterExit?(labels: string[]): void;
 }

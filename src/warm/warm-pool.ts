@@ -126,7 +126,7 @@ export class WarmPool {
 
   /** Starts making sandboxes (and keeps the pool full from then on). */
   start(): void {
-    this.#forgetAtExit ??= closeAtExit(() => this.close());
+    this.#forgetAtExit ??= closeAtExit(() => this.close(), this.#options.engine);
     this.#fill();
   }
 
@@ -180,7 +180,6 @@ export class WarmPool {
   /** Stops making sandboxes and removes every one not claimed yet (claimed ones are their runs'). */
   async close(): Promise<void> {
     this.#closed = true;
-    this.#forgetAtExit?.();
     clearTimeout(this.#retryTimer);
     clearTimeout(this.#refillTimer);
     for (const making of this.#making) making.abort(new Error("the warm pool is closing"));
@@ -188,6 +187,8 @@ export class WarmPool {
     for (const sandbox of this.#ready.splice(0)) this.#track(sandbox.destroy());
     // Sandboxes still being made end (and are removed) as they notice; wait for all of it.
     while (this.#stopping.size > 0) await Promise.all([...this.#stopping]);
+    // Only now: a process.exit() while they were being removed still has a helper remove them.
+    this.#forgetAtExit?.();
   }
 
   #emptyReason(): string {

@@ -16,7 +16,7 @@ const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONTROLLER = path.join(REPO_ROOT, "tests/support/warm-controller.ts");
 
 /** A controller process keeping `size` warm sandboxes; resolves once they are ready, with their ids. */
-async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number, end?: "return") {
+async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number, end?: "return" | "exit") {
   const server = await startModel();
   const spec = {
     models: modelsFor(server, ["idle"]),
@@ -119,6 +119,17 @@ describe.each(runtimes())("warm sandboxes of a controller that stops answering o
     expect(code).toBe(0);
     // Gone when the process is: not stopped containers left for gc (launcher exit 91).
     expect(await ofController(child.pid!)).toEqual([]);
+    await close();
+  });
+
+  it("a program that calls process.exit() with its warm sandboxes up: a helper process removes them once it is gone", async () => {
+    const { child, containers, close } = await warmController(runtime, 2, 600, "exit");
+    expect(containers).toHaveLength(2);
+    const code = child.exitCode ?? (await new Promise<number | null>((resolve) => child.once("exit", resolve)));
+    expect(code).toBe(0);
+    // Removed, not stopped and left for gc (launcher exit 91) as before.
+    const removed = await eventually(async () => (await ofController(child.pid!)).length === 0, 20_000);
+    expect(removed, `left: ${JSON.stringify(await ofController(child.pid!))}`).toBe(true);
     await close();
   });
 });

@@ -2,7 +2,8 @@
 // that freeze or kill it (tests/integration/warm-lifecycle.test.ts). Run as
 // `node --import tsx tests/support/warm-controller.ts '<spec json>'`; it prints one JSON line
 // once its pool is full ({"kind":"ready","containers":[...]}) and then waits to be stopped, or
-// (`end: "return"`) simply ends, as a program that forgot `agent.close()` does.
+// (`end: "return"`) simply ends, as a program that forgot `agent.close()` does, or (`end: "exit"`)
+// calls process.exit(0) at once, with its pool still open.
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { createDockerClient } from "../../src/engine/docker-connection.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
@@ -14,7 +15,7 @@ interface WarmControllerSpec {
   policy: Policy;
   size: number;
   idleSeconds: number;
-  end?: "wait" | "return";
+  end?: "wait" | "return" | "exit";
 }
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as WarmControllerSpec;
@@ -31,4 +32,5 @@ const containers = await createDockerClient().listContainers({
   filters: { label: [`${LABEL_WARM}=true`, `${LABEL_OWNER_PID}=${process.pid}`] },
 });
 process.stdout.write(`${JSON.stringify({ kind: "ready", containers: containers.map((c) => c.Id) })}\n`);
+if (spec.end === "exit") process.exit(0);
 if (spec.end !== "return") setInterval(() => {}, 60_000);
