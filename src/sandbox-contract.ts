@@ -90,6 +90,12 @@ export const LABEL_LENT_ROOTS = "sandbox-run.lent-roots";
 export const LABEL_WARM = "sandbox-run.warm";
 /** A warm sandbox: when it stops by itself if no call has claimed it (its launcher's idle deadline). */
 export const LABEL_IDLE_DEADLINE = "sandbox-run.idle-deadline";
+/**
+ * A warm sandbox: a random token of the process that made it, so the helper that removes a
+ * process's warm containers after its `process.exit()` finds only that process's (a pid is not
+ * unique on a host where programs run in PID namespaces of their own).
+ */
+export const LABEL_OWNER_TOKEN = "sandbox-run.owner-token";
 
 /**
  * Where a warm sandbox holds the workspace and the extra writable roots: mount points are fixed when

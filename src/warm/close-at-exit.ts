@@ -5,11 +5,15 @@
 // - The event loop ran empty: Node's `beforeExit` lets asynchronous work run, so the pools close
 //   as `agent.close()` would; once they are closed the loop empties again and the program ends.
 // - `process.exit()`: only synchronous code runs ('exit'), so each engine with an open pool starts
-//   a helper process that removes this process's warm containers after it is gone (an engine on a
-//   unix socket; over tcp or ssh they stop by themselves and wait for gc).
-import os from "node:os";
+//   a helper process that removes this process's warm containers (by the random token on their
+//   labels) after it is gone (an engine on a unix socket; over tcp or ssh they stop by themselves
+//   and wait for gc).
+import crypto from "node:crypto";
 import type { Engine } from "../engine/engine.js";
-import { LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_WARM } from "../sandbox-contract.js";
+import { LABEL_MANAGED, LABEL_OWNER_TOKEN, LABEL_WARM } from "../sandbox-contract.js";
+
+/** This process's token on its warm containers (LABEL_OWNER_TOKEN): what the helper looks for. */
+export const OWNER_TOKEN = crypto.randomBytes(12).toString("hex");
 
 interface OpenPool {
   close: () => Promise<void>;
@@ -49,12 +53,7 @@ function closeAll(): void {
 }
 
 function removeAfterExit(): void {
-  const labels = [
-    `${LABEL_MANAGED}=true`,
-    `${LABEL_WARM}=true`,
-    `${LABEL_OWNER_PID}=${process.pid}`,
-    `${LABEL_OWNER_HOST}=${os.hostname()}`,
-  ];
+  const labels = [`${LABEL_MANAGED}=true`, `${LABEL_WARM}=true`, `${LABEL_OWNER_TOKEN}=${OWNER_TOKEN}`];
   // One helper per engine, however many pools use it.
   for (const engine of new Set([...toRemoveAfterExit].map((pool) => pool.engine))) engine.removeAfterExit?.(labels);
   toRemoveAfterExit.clear();

@@ -10,7 +10,7 @@ import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
 import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
-import { closeAtExit } from "./close-at-exit.js";
+import { closeAtExit, OWNER_TOKEN } from "./close-at-exit.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 
 /** What the pool needs of a sandbox (WarmSandbox; tests give stand-ins). */
@@ -251,7 +251,7 @@ export class WarmPool {
     this.#making.add(abort);
     const identity = {
       warmId: `warm-${crypto.randomBytes(6).toString("hex")}`,
-      owner: { pid: process.pid, host: os.hostname() },
+      owner: { pid: process.pid, host: os.hostname(), token: OWNER_TOKEN },
       now: new Date(),
       idleMs: this.#options.idleMs,
       maxRunMs: this.#options.maxRunMs,

@@ -21,6 +21,7 @@ import {
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
+  LABEL_OWNER_TOKEN,
   LABEL_RUN_ID,
   LABEL_WARM,
   LAUNCHER_DEADLINE_GRACE_MS,
@@ -122,7 +123,7 @@ describe("a warm sandbox's container", () => {
   const now = new Date("2030-01-02T03:04:05.000Z");
   const spec = warmContainerSpec(shape, {
     warmId: "warm-0123456789ab",
-    owner: { pid: 4242, host: "ci-7" },
+    owner: { pid: 4242, host: "ci-7", token: "0f1e2d3c4b5a" },
     now,
     idleMs: 600_000,
     maxRunMs: 900_000,
@@ -155,13 +156,14 @@ describe("a warm sandbox's container", () => {
     );
   });
 
-  it("is labelled ours and warm, with its idle deadline and an overall deadline of idle + longest run + grace", () => {
+  it("is labelled ours and warm, with its owner's token, its idle deadline and an overall deadline of idle + longest run + grace", () => {
     expect(spec.labels).toMatchObject({
       [LABEL_MANAGED]: "true",
       [LABEL_WARM]: "true",
       [LABEL_RUN_ID]: "warm-0123456789ab",
       [LABEL_OWNER_PID]: "4242",
       [LABEL_OWNER_HOST]: "ci-7",
+      [LABEL_OWNER_TOKEN]: "0f1e2d3c4b5a",
       [LABEL_IDLE_DEADLINE]: new Date(now.getTime() + 600_000).toISOString(),
       [LABEL_DEADLINE]: new Date(now.getTime() + 600_000 + 900_000 + LAUNCHER_DEADLINE_GRACE_MS).toISOString(),
     });

@@ -11,6 +11,7 @@ import {
   containerLabels,
   IMAGE_PATHS,
   LABEL_IDLE_DEADLINE,
+  LABEL_OWNER_TOKEN,
   LABEL_WARM,
   LAUNCHER_DEADLINE_GRACE_MS,
   RELAY_BRIDGE_SOCKET,
@@ -133,7 +134,8 @@ export function warmShapeDifference(shape: WarmShape, pool: WarmShape): string |
 export interface WarmSandboxIdentity {
   /** The sandbox's own id (`warm-...`): its container's run-id label and name until a call claims it. */
   warmId: string;
-  owner: { pid: number; host: string };
+  /** `token`: random per process (LABEL_OWNER_TOKEN). */
+  owner: { pid: number; host: string; token: string };
   now: Date;
   /** Unclaimed for this long, it stops by itself. */
   idleMs: number;
@@ -183,6 +185,7 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
         deadline,
       }),
       [LABEL_WARM]: "true",
+      [LABEL_OWNER_TOKEN]: identity.owner.token,
       [LABEL_IDLE_DEADLINE]: new Date(now.getTime() + idleMs).toISOString(),
     },
     runtime: shape.runtime,
