@@ -18,6 +18,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
+/** A folder of its own for one test, removed after it. */
+function scratchDir(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** Both ends of a relay for one in-container socket that leads to `upstream` on the host. */
 async function relayTo(upstream: string, dir: string, relayConfig: Record<string, unknown> = {}) {
   const listener = net.createServer();
@@ -83,8 +90,7 @@ function oneShot(socket: string): Promise<string> {
 
 describe("the relay", () => {
   it("carries 1,500 short connections (more than nghttp2's burst of ~1,000 stream resets) without losing its session", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     // A keep-alive server, like the gateway answering a request it refuses: the connection stays
     // open on the host's side until the sandbox's client closes it.
     const server = http.createServer((_request, response) => {
@@ -115,8 +121,7 @@ describe("the relay", () => {
   });
 
   it("1,100 connections that end while the host's side stays open: their streams' resets are paced under nghttp2's rapid-reset guard, and the session lives", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     // An upstream that greets every connection and never closes one, not even after the relay ends
     // its side: every stream stays open on the host's side, and the relay resets it after the grace
     // (20 ms here; under load in a run, the host can be that slow for many connections at once).
@@ -166,8 +171,7 @@ describe("the relay", () => {
   }, 60_000);
 
   it("400 connections at once: the relay opens at most 96 streams (the controller takes 128), the rest wait their turn, and every one is carried", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     // An upstream that holds the connections it gets until 96 are open at once (or none came for
     // 2 s: a loaded machine may be slow to bring the next), then answers them all, and counts how
     // many were open at once.
@@ -216,8 +220,7 @@ describe("the relay", () => {
   }, 60_000);
 
   it("a connection that closes while it waits for a stream is dropped: it never reaches the host", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     // An upstream that holds every connection until told, then answers them all.
     const held: net.Socket[] = [];
     const server = net.createServer((socket) => {
@@ -261,8 +264,7 @@ describe("the relay", () => {
   }, 60_000);
 
   it("a session Node ends over a protocol error is named by that error, not by the control stream it closed first", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     const { failures, relayEnd } = await relayTo(path.join(dir, "nothing.sock"), dir);
     expect(failures).toEqual([]);
     // A WINDOW_UPDATE for a stream the relay never opened (65,537): a connection error that Node
@@ -273,8 +275,7 @@ describe("the relay", () => {
   });
 
   it("bytes it cannot read end the session at once, named on this side, while the relay's exec still runs", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-relay-"));
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = scratchDir();
     const { failures, relayEnd } = await relayTo(path.join(dir, "nothing.sock"), dir);
     expect(failures).toEqual([]);
     // What code in the sandbox writing into the exec's stdout puts on the link: a frame header
