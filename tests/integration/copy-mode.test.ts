@@ -281,7 +281,10 @@ describe.concurrent("copy mode", () => {
             // its stdout goes straight to the controller.
             "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/usr/bin/perl -e' && relay=${p#/proc/}; done",
             'echo "relay=$relay"',
-            "head -c 200000 /dev/urandom > /proc/$relay/fd/1; echo wrote",
+            // A frame header claiming 16 MiB (past the session's frame size) first: random bytes alone
+            // can read as a header whose payload is still to come (about 1 in 20), and the
+            // controller then waits for it, up to the run's timeout.
+            "{ printf '\\377\\377\\377\\376\\0\\0\\0\\0\\1'; head -c 200000 /dev/urandom; } > /proc/$relay/fd/1; echo wrote",
           ].join("\n"),
         ),
         bash("echo still-here"),
