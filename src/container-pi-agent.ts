@@ -185,7 +185,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
     if (!recordDir) return this.runPlanned(planned, options);
-    const recorder = openRunRecord(recordDir, planned);
+    const recorder = await openRunRecord(recordDir, planned);
     const onEvent = (event: RunEvent) => {
       recorder.onEvent(event);
       options.onEvent?.(event);

@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import {
+  COPY_YIELD_EVERY,
   diffSides,
   PATCH_FILE_MAX_BYTES,
   PATCH_PATH_MAX_BYTES,
@@ -37,7 +38,7 @@ interface ChangePatchInput {
   what: string;
 }
 
-export function patchOfChanges(input: ChangePatchInput): PatchHandBack {
+export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHandBack> {
   const scratch = fs.mkdtempSync(path.join(input.privateDir, "patch-"));
   const notes: string[] = [];
   try {
@@ -46,7 +47,9 @@ export function patchOfChanges(input: ChangePatchInput): PatchHandBack {
     fs.mkdirSync(sides.b, { mode: 0o700 });
     let total = 0;
     let files = 0;
-    for (const change of input.changes) {
+    for (const [i, change] of input.changes.entries()) {
+      // Filling the sides is file work in this process: other runs' streams get their turn.
+      if (i > 0 && i % COPY_YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       if (isGitMetadata(change.path)) continue;
       const skip = skipReason(change, total);
       if (skip) {
@@ -58,7 +61,7 @@ export function patchOfChanges(input: ChangePatchInput): PatchHandBack {
       if (change.after) place(sides.b, change, change.after, change.content!, input);
       files++;
     }
-    const patch = files > 0 ? diffSides(scratch, (line) => notes.push(line)) : "";
+    const patch = files > 0 ? await diffSides(scratch, (line) => notes.push(line)) : "";
     return { mode: "patch", patch, notes, files, bytes: Buffer.byteLength(patch) };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });

@@ -69,15 +69,20 @@ export class RunRecorder {
   private readonly scrubber = new CredentialScrubber();
   /** The gateway's exchanges go here (see TrafficSink). */
   readonly traffic: TrafficSink;
-  private readonly baseline: WorkspaceBaseline;
   private readonly startedAt = new Date();
   /** What could not be recorded, in words; stored in meta.json. */
   private readonly notes: string[] = [];
 
   /** Throws when the folder cannot be used (a usage error for the caller); nothing else does. */
-  constructor(private readonly start: RecordStart) {
+  static async open(start: RecordStart): Promise<RunRecorder> {
     if (start.staging.list().length > 0) throw new Error(`the staging folder ${start.staging.path} is not empty`);
-    this.baseline = WorkspaceBaseline.take(start.workspace, start.scratch);
+    return new RunRecorder(start, await WorkspaceBaseline.take(start.workspace, start.scratch));
+  }
+
+  private constructor(
+    private readonly start: RecordStart,
+    private readonly baseline: WorkspaceBaseline,
+  ) {
     this.events = start.staging.newWriteStream(RECORD_FILES.events);
     this.events.on("error", (error) => this.notes.push(`${RECORD_FILES.events}: ${error.message}`));
     const trafficLog = new TrafficLog(
@@ -112,9 +117,9 @@ export class RunRecorder {
         `${RECORD_FILES.exchanges}: ${traffic.summary.omitted} of ${traffic.summary.exchanges} model exchanges are listed without their bytes (over the record's size cap); a replay stops at the first of them`,
       );
     }
-    this.attempt("changes.patch", () => {
+    await this.attemptAsync("changes.patch", async () => {
       try {
-        const { patch, notes } = outcome.changes ?? this.baseline.patch();
+        const { patch, notes } = outcome.changes ?? (await this.baseline.patch());
         this.write("changes.patch", patch);
         if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
       } finally {

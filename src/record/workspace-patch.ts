@@ -8,11 +8,15 @@
 // a sparse 2 GB file is skipped without being read; FIFOs, sockets and devices are skipped;
 // paths too long for git are skipped. Every skip becomes a note. Nothing here throws: a record
 // must not lose the run's outcome because its patch could not be made.
-import { spawnSync } from "node:child_process";
+//
+// The copies and the diff never hold the event loop: the controller (a batch, an agent running
+// calls side by side) streams other runs' model replies and events meanwhile. The copy yields
+// every COPY_YIELD_EVERY entries, and git runs as a child process that is waited for, not blocked on.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { type WalkEntry, walkTree } from "../workspace/fd-walk.js";
+import { type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
 export const PATCH_FILE_MAX_BYTES = 4 * 1024 * 1024;
@@ -21,6 +25,8 @@ export const PATCH_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
 export const PATCH_PATH_MAX_BYTES = 3000;
 const PATCH_OUTPUT_MAX_BYTES = 256 * 1024 * 1024;
 const MAX_NOTES = 100;
+/** Entries copied between two turns of the event loop: each is a file written, ~0.1-1 ms on a slow disk. */
+export const COPY_YIELD_EVERY = 64;
 
 interface WorkspacePatch {
   /** The unified diff ("" when nothing changed or it could not be made). */
@@ -54,7 +60,7 @@ export class WorkspaceBaseline {
    * Copies the workspace as it is now, into a new folder inside `scratchParent` (a private folder;
    * default: the temp dir). Never throws.
    */
-  static take(workspace: string, scratchParent = os.tmpdir()): WorkspaceBaseline {
+  static async take(workspace: string, scratchParent = os.tmpdir()): Promise<WorkspaceBaseline> {
     let scratch: string | undefined;
     try {
       scratch = fs.mkdtempSync(path.join(scratchParent, "baseline-"));
@@ -64,17 +70,17 @@ export class WorkspaceBaseline {
       return baseline;
     }
     const baseline = new WorkspaceBaseline(workspace, scratch);
-    baseline.copy("a", "before");
+    await baseline.copy("a", "before");
     return baseline;
   }
 
   /** The diff from the baseline to the workspace now, and what was left out. Never throws. */
-  patch(): WorkspacePatch {
+  async patch(): Promise<WorkspacePatch> {
     if (!this.scratch) return { patch: "", notes: this.notes.done() };
-    if (!this.copy("b", "after")) this.notes.add("no patch: the workspace could not be copied after the run");
+    if (!(await this.copy("b", "after"))) this.notes.add("no patch: the workspace could not be copied after the run");
     else if (!fs.existsSync(path.join(this.scratch, "a")))
       this.notes.add("no patch: there is no copy from before the run");
-    else return { patch: this.diff(), notes: this.notes.done() };
+    else return { patch: await this.diff(), notes: this.notes.done() };
     return { patch: "", notes: this.notes.done() };
   }
 
@@ -83,17 +89,17 @@ export class WorkspaceBaseline {
   }
 
   /** Whether the copy was made (perhaps in part: its notes say what is missing). */
-  private copy(side: "a" | "b", when: string): boolean {
+  private async copy(side: "a" | "b", when: string): Promise<boolean> {
     const to = path.join(this.scratch!, side);
     try {
-      copyTree(this.workspace, to, (note) => this.notes.add(`${when}: ${note}`));
+      await copyTree(this.workspace, to, (note) => this.notes.add(`${when}: ${note}`));
     } catch (error) {
       this.notes.add(`${when}: the copy stopped early (${(error as Error).message})`);
     }
     return fs.existsSync(to);
   }
 
-  private diff(): string {
+  private diff(): Promise<string> {
     return diffSides(this.scratch!, (line) => this.notes.add(line));
   }
 }
@@ -103,7 +109,7 @@ export class WorkspaceBaseline {
  * binary-safe diff with paths as a/<file>, b/<file>, or `diff -ruN` where git is missing. What
  * could not be made is noted; never throws. Also the hand-back's patch (hand-back/change-patch.ts).
  */
-export function diffSides(scratch: string, note: (line: string) => void): string {
+export async function diffSides(scratch: string, note: (line: string) => void): Promise<string> {
   // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
   const env = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
@@ -114,8 +120,8 @@ export function diffSides(scratch: string, note: (line: string) => void): string
     GIT_ATTR_NOSYSTEM: "1",
     GIT_CEILING_DIRECTORIES: path.dirname(scratch),
   };
-  const options = { cwd: scratch, env, encoding: "utf8" as const, maxBuffer: PATCH_OUTPUT_MAX_BYTES };
-  const git = spawnSync(
+  const options = { cwd: scratch, env };
+  const git = await runCapped(
     "git",
     [
       "-c",
@@ -132,14 +138,49 @@ export function diffSides(scratch: string, note: (line: string) => void): string
     options,
   );
   if (!git.error && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout);
-  if ((git.error as NodeJS.ErrnoException)?.code === "ENOBUFS") {
+  if (git.error === "too-large") {
     note(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
     return "";
   }
-  const diff = spawnSync("diff", ["-ruN", "--no-dereference", "a", "b"], options);
+  const diff = await runCapped("diff", ["-ruN", "--no-dereference", "a", "b"], options);
   if (!diff.error && (diff.status === 0 || diff.status === 1)) return diff.stdout;
-  note(`no patch: ${git.error?.message ?? git.stderr?.trim() ?? "git diff failed"}`);
+  note(`no patch: ${git.error ?? (git.stderr.trim() || "git diff failed")}`);
   return "";
+}
+
+interface CappedRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  /** "too-large" when stdout passed PATCH_OUTPUT_MAX_BYTES (the child is killed), or why it did not start. */
+  error?: string;
+}
+
+/** A child process waited for without blocking the event loop; its stdout kept up to the patch's cap. */
+function runCapped(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<CappedRun> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    const out: Buffer[] = [];
+    let outBytes = 0;
+    let stderr = "";
+    let error: string | undefined;
+    child.stdout.on("data", (chunk: Buffer) => {
+      outBytes += chunk.length;
+      if (outBytes > PATCH_OUTPUT_MAX_BYTES) {
+        error ??= "too-large";
+        child.kill("SIGKILL");
+      } else out.push(chunk);
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString("utf8")).slice(-4000);
+    });
+    child.on("error", (e) => (error ??= e.message));
+    child.on("close", (status) => resolve({ status, stdout: Buffer.concat(out).toString("utf8"), stderr, error }));
+  });
 }
 
 /**
@@ -176,9 +217,10 @@ function stripSide(name: string): string {
   return /^[ab]\/[ab]\//.test(name.slice(quote)) ? name.slice(0, quote + 2) + name.slice(quote + 4) : name;
 }
 
-/** Copies `from` to `to` (created) through the fd walk, within the caps. */
-function copyTree(from: string, to: string, note: (line: string) => void): void {
+/** Copies `from` to `to` (created) through the fd walk, within the caps, yielding to the event loop as it goes. */
+async function copyTree(from: string, to: string, note: (line: string) => void): Promise<void> {
   let total = 0;
+  let seen = 0;
   const descend = (e: WalkEntry) => {
     if (e.depth === 1 && e.name === ".git") return false;
     if (Buffer.byteLength(e.path) > PATCH_PATH_MAX_BYTES) {
@@ -188,6 +230,8 @@ function copyTree(from: string, to: string, note: (line: string) => void): void 
     return e.fd !== undefined && !e.problem;
   };
   for (const entry of walkTree(from, { descend, maxDepth: Number.POSITIVE_INFINITY })) {
+    // The walk holds its open folders between entries, so pausing here is safe.
+    if (++seen % COPY_YIELD_EVERY === 0) await yieldToEventLoop();
     if (entry.depth === 1 && entry.name === ".git") continue;
     if (Buffer.byteLength(entry.path) > PATCH_PATH_MAX_BYTES) continue; // noted by descend, or below a noted one
     if (entry.problem) {

@@ -50,7 +50,11 @@ export interface RunRecord {
 }
 
 /** A usage error when the folder cannot be used (not empty, not a folder, a link inside the workspace). */
-export function openRunRecord(dir: string, planned: PlannedRun, trafficLimits?: TrafficLimits): RunRecord {
+export async function openRunRecord(
+  dir: string,
+  planned: PlannedRun,
+  trafficLimits?: TrafficLimits,
+): Promise<RunRecord> {
   const { run, plan } = planned;
   let target: RecordTarget;
   try {
@@ -70,7 +74,7 @@ export function openRunRecord(dir: string, planned: PlannedRun, trafficLimits?: 
     staging = stagingParent.mkdir(RECORD_STAGING_DIR);
     const scratch = stagingParent.mkdir(RECORD_SCRATCH_DIR);
     scratch.close();
-    recorder = new RunRecorder({
+    recorder = await RunRecorder.open({
       staging,
       scratch: path.join(stagingDir, RECORD_SCRATCH_DIR),
       prompt: run.prompt,

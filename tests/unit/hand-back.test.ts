@@ -219,7 +219,7 @@ describe("patch hand-back", () => {
     const trip = await judged(repo, sandboxChanges);
     const before = repoFingerprint(repo);
     const privateDir = dir("sandbox-run-hand-back-private-");
-    const report = patchOfChanges({
+    const report = await patchOfChanges({
       changes: judgedChanges(trip.before, trip.returned),
       sent: trip.before,
       privateDir,

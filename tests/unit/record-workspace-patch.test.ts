@@ -11,9 +11,9 @@ import { tempTrees } from "../support/temp-trees.js";
 const { tree } = tempTrees("sandbox-run-patch-");
 
 describe("WorkspaceBaseline", () => {
-  it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", () => {
+  it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", async () => {
     const ws = tree({ "a.txt": "one\n", "content.txt": "a/a/ stays in content\n" });
-    const baseline = WorkspaceBaseline.take(ws);
+    const baseline = await WorkspaceBaseline.take(ws);
     try {
       fs.writeFileSync(path.join(ws, "a.txt"), "two\n");
       fs.writeFileSync(path.join(ws, "content.txt"), "a/a/ stays in content\nb/b/ too\n");
@@ -32,7 +32,7 @@ describe("WorkspaceBaseline", () => {
       fs.closeSync(fd);
       fs.symlinkSync("/etc/shadow", path.join(ws, "secret-link"));
 
-      const { patch, notes } = baseline.patch();
+      const { patch, notes } = await baseline.patch();
       expect(patch).toContain("diff --git a/a.txt b/a.txt");
       expect(patch).toContain("-one\n+two\n");
       expect(patch).toContain(" a/a/ stays in content\n+b/b/ too\n");
@@ -51,18 +51,18 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
-  it("names every file as it is: a name holding ' a/b/' or '\"b/a/' applies to that path, not another", () => {
+  it("names every file as it is: a name holding ' a/b/' or '\"b/a/' applies to that path, not another", async () => {
     // The side folders a/ and b/ are stripped from the headers only where git put them.
     const names = ["x a/b/y.txt", "q b/a/r.txt", 'w"a/b/z.txt', "tab\tname a/b/t.txt", "plain.txt"];
     const ws = tree({ "keep.txt": "k\n" });
-    const baseline = WorkspaceBaseline.take(ws);
+    const baseline = await WorkspaceBaseline.take(ws);
     try {
       for (const name of names) {
         fs.mkdirSync(path.dirname(path.join(ws, name)), { recursive: true });
         fs.writeFileSync(path.join(ws, name), `${name}\n`);
       }
       fs.rmSync(path.join(ws, "keep.txt"));
-      const { patch } = baseline.patch();
+      const { patch } = await baseline.patch();
       const target = tree({ "keep.txt": "k\n" });
       execFileSync("git", ["apply", "-"], { cwd: target, input: patch });
       for (const name of names) expect(fs.readFileSync(path.join(target, name), "utf8")).toBe(`${name}\n`);
@@ -73,11 +73,43 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
-  it("never throws: a workspace that is gone gives an empty patch and notes that say why", () => {
+  it("never holds the event loop: the copies yield as they go and the diff is waited for (other runs stream meanwhile)", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 3000; i++) files[`d${i % 30}/f${i}.txt`] = `${i}\n`;
+    const ws = tree(files);
+    /** How many turns the event loop took while `work` ran: 0 for work that holds it throughout. */
+    const turnsDuring = async <T>(work: () => Promise<T>): Promise<{ value: T; turns: number }> => {
+      let turns = 0;
+      let running = true;
+      const tick = () => {
+        if (!running) return;
+        turns++;
+        setImmediate(tick);
+      };
+      setImmediate(tick);
+      const value = await work();
+      running = false;
+      return { value, turns };
+    };
+    const taken = await turnsDuring(() => WorkspaceBaseline.take(ws));
+    const baseline = taken.value;
+    try {
+      fs.writeFileSync(path.join(ws, "d1/f1.txt"), "changed\n");
+      const patched = await turnsDuring(() => baseline.patch());
+      expect(patched.value.patch).toContain("-1\n+changed\n");
+      // 3,000 files and their folders: at least five pauses in each copy, more while git runs.
+      expect(taken.turns).toBeGreaterThanOrEqual(5);
+      expect(patched.turns).toBeGreaterThanOrEqual(6);
+    } finally {
+      baseline.dispose();
+    }
+  });
+
+  it("never throws: a workspace that is gone gives an empty patch and notes that say why", async () => {
     const ws = tree({ "a.txt": "a" });
-    const baseline = WorkspaceBaseline.take(ws);
+    const baseline = await WorkspaceBaseline.take(ws);
     fs.rmSync(ws, { recursive: true });
-    const { patch, notes } = baseline.patch();
+    const { patch, notes } = await baseline.patch();
     baseline.dispose();
     expect(patch).toBe("");
     expect(notes[0]).toMatch(/^after: the copy stopped early \(cannot open .* as a directory: ENOENT\)$/);

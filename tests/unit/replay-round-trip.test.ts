@@ -71,7 +71,7 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
   const dir = fs.mkdtempSync(path.join(root, "record-"));
   const workspace = fs.mkdtempSync(path.join(root, "ws-"));
   const staging = HostDir.open(path.join(dir, "rec"), { create: true });
-  const recorder = new RunRecorder({
+  const recorder = await RunRecorder.open({
     staging,
     scratch: dir,
     prompt: "list",

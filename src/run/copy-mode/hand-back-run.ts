@@ -46,7 +46,7 @@ export async function handBackJudged(input: HandBackInput): Promise<HandBackRepo
   const changes = judgedChanges(judged.tree, judged.returned);
   const privateDir = path.join(input.runDir, HAND_BACK_DIR);
   if (plan.handBack === "patch") {
-    const report = patchOfChanges({ changes, sent: judged.tree, privateDir, what: judged.what });
+    const report = await patchOfChanges({ changes, sent: judged.tree, privateDir, what: judged.what });
     timeline.sandbox("workspace.handed-back", {
       mode: "patch",
       files: report.files,
