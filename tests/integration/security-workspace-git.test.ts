@@ -19,7 +19,7 @@ import {
   STASH_PROTECTED,
   UNDONE_COMMIT,
 } from "../support/git-object-attacks.js";
-import { workspaceMode } from "../support/harness.js";
+import { warmCalls, workspaceMode } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -31,6 +31,16 @@ import {
 } from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
+
+/**
+ * A warm call is a copy-mode call whose trees went in with its claim: what it leaves comes back
+ * through the same relay copy-out and is judged by the same code as a cold copy-mode call's
+ * (run/copy-mode/copy-mode-workspace.ts). So the warm project (integration-warm) runs one or two
+ * tests of each group below, the ones where the tree as the claim delivered it matters (a .git
+ * sent in, the root's mode, the objects sent), and the copy project runs them all. `notInWarm`
+ * leaves a test unregistered there, rather than skipped: the rest run in bind and copy mode.
+ */
+const notInWarm = (warmCalls() ? () => undefined : it) as typeof it;
 
 /** Host git with nothing of the host user's configuration (a FIFO the run left cannot hang it for long). */
 function hostGit(cwd: string, ...args: string[]) {
@@ -128,7 +138,7 @@ echo ../evil-common > .git/commondir`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it(".git/config.worktree with extensions.worktreeConfig", async () => {
+  notInWarm(".git/config.worktree with extensions.worktreeConfig", async () => {
     const ws = repo();
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -139,7 +149,7 @@ printf '[core]\\n\\tfsmonitor = touch MARKER\\n' > .git/config.worktree`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it(".git/modules/x/config of a submodule", async () => {
+  notInWarm(".git/modules/x/config of a submodule", async () => {
     const ws = repo({ submodule: true });
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -150,7 +160,7 @@ printf '[core]\\n\\tfsmonitor = touch MARKER\\n' > .git/config.worktree`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it("a new nested repository sub/.git with a core.fsmonitor config", async () => {
+  notInWarm("a new nested repository sub/.git with a core.fsmonitor config", async () => {
     const ws = repo();
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -162,7 +172,7 @@ printf '[core]\\n\\tfsmonitor = touch MARKER\\n' > .git/config.worktree`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it(".git/info/attributes with a filter driver", async () => {
+  notInWarm(".git/info/attributes with a filter driver", async () => {
     const ws = repo();
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -174,7 +184,7 @@ touch -d '2001-01-01' README.md`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it(".gitmodules", async () => {
+  notInWarm(".gitmodules", async () => {
     const ws = repo();
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -185,7 +195,7 @@ touch -d '2001-01-01' README.md`,
     expect(gitAfter).toEqual(gitBefore);
   });
 
-  it(".git replaced by a gitdir: file pointing at a planted repository", async () => {
+  notInWarm(".git replaced by a gitdir: file pointing at a planted repository", async () => {
     const ws = repo();
     const { outcome, marker, gitBefore, gitAfter } = await plant(
       ws,
@@ -201,7 +211,7 @@ echo 'gitdir: evil' > .git`,
     expect(hostGit(ws, "log", "--oneline").stdout).toMatch(/ init\n$/);
   });
 
-  it("chmod 0777 .git and a setgid directory", async () => {
+  notInWarm("chmod 0777 .git and a setgid directory", async () => {
     const ws = repo();
     const srcMode = fs.statSync(path.join(ws, "src")).mode & 0o7777;
     const { outcome, marker, gitBefore, gitAfter } = await plant(ws, "chmod 0777 .git && chmod g+ws src");
@@ -228,64 +238,70 @@ echo changed > src/a.ts`,
     expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe(workspaceMode() === "bind" ? "changed\n" : "a\n");
   });
 
-  it("folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm; in node_modules/.bin only the host's command names are guarded", async () => {
-    const ws = repo({
-      files: {
-        ".envrc": "PATH_add bin\nlayout node\n",
-        "mise.toml": '[env]\n_.path = ["{{config_root}}/tools"]\n',
-        "bin/build": "#!/bin/sh\necho build\n",
-        "tools/README": "tools\n",
-      },
-    });
-    fs.chmodSync(path.join(ws, "bin/build"), 0o755);
-    const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
-    const evil = "printf '#!/bin/sh\\ntouch MARKER\\n'";
-    const { outcome, marker } = await plant(
-      ws,
-      `${evil} > bin/git && chmod +x bin/git
+  notInWarm(
+    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm; in node_modules/.bin only the host's command names are guarded",
+    async () => {
+      const ws = repo({
+        files: {
+          ".envrc": "PATH_add bin\nlayout node\n",
+          "mise.toml": '[env]\n_.path = ["{{config_root}}/tools"]\n',
+          "bin/build": "#!/bin/sh\necho build\n",
+          "tools/README": "tools\n",
+        },
+      });
+      fs.chmodSync(path.join(ws, "bin/build"), 0o755);
+      const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
+      const evil = "printf '#!/bin/sh\\ntouch MARKER\\n'";
+      const { outcome, marker } = await plant(
+        ws,
+        `${evil} > bin/git && chmod +x bin/git
 echo 'touch MARKER' >> bin/build
 mkdir -p node_modules/.bin node_modules/left-pad && ${evil} > node_modules/.bin/ls && chmod +x node_modules/.bin/ls
 echo 'console.log(1)' > node_modules/left-pad/cli.js && ln -s ../left-pad/cli.js node_modules/.bin/left-pad
 ${evil} > tools/npm && chmod +x tools/npm`,
-    );
-    expectUndone(outcome, marker, [
-      `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
-      `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
-      `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
-      `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
-    ]);
-    expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
-    expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
-    // A package's own command is no host command's name: bind mode keeps it (copy mode applies
-    // nothing of a run that failed a check).
-    const bind = workspaceMode() === "bind";
-    expect(fs.existsSync(path.join(ws, "node_modules/.bin/left-pad"))).toBe(bind);
-    // The host's shell with the folders first on PATH, as direnv and mise put them.
-    const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
-    const shell = spawnSync("sh", ["-c", "build; git --version; ls >/dev/null; npm --version; true"], {
-      cwd: ws,
-      env: { ...process.env, PATH: [...pathDirs, process.env.PATH].join(":") },
-      encoding: "utf8",
-    });
-    expect(shell.stdout).toMatch(/^build\ngit version/);
-    expect(fs.existsSync(marker), "the host's shell ran the sandbox's executable").toBe(false);
-  });
+      );
+      expectUndone(outcome, marker, [
+        `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+        `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+        `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
+        `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
+      ]);
+      expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
+      expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
+      // A package's own command is no host command's name: bind mode keeps it (copy mode applies
+      // nothing of a run that failed a check).
+      const bind = workspaceMode() === "bind";
+      expect(fs.existsSync(path.join(ws, "node_modules/.bin/left-pad"))).toBe(bind);
+      // The host's shell with the folders first on PATH, as direnv and mise put them.
+      const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
+      const shell = spawnSync("sh", ["-c", "build; git --version; ls >/dev/null; npm --version; true"], {
+        cwd: ws,
+        env: { ...process.env, PATH: [...pathDirs, process.env.PATH].join(":") },
+        encoding: "utf8",
+      });
+      expect(shell.stdout).toMatch(/^build\ngit version/);
+      expect(fs.existsSync(marker), "the host's shell ran the sandbox's executable").toBe(false);
+    },
+  );
 
-  it("layout node: a run that installs packages (node_modules/.bin written, none named like a host command) succeeds", async () => {
-    const ws = repo({ files: { ".envrc": "layout node\n", "package.json": '{"name":"x","version":"1.0.0"}\n' } });
-    const outcome = await runHostile(
-      server,
-      [
-        bash(
-          "mkdir -p node_modules/tool/bin node_modules/.bin && echo 'console.log(1)' > node_modules/tool/bin/t.js && ln -s ../tool/bin/t.js node_modules/.bin/tool-x && echo installed",
-        ),
-        finish(),
-      ],
-      { cwd: ws },
-    );
-    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    expect(fs.readlinkSync(path.join(ws, "node_modules/.bin/tool-x"))).toBe("../tool/bin/t.js");
-  });
+  notInWarm(
+    "layout node: a run that installs packages (node_modules/.bin written, none named like a host command) succeeds",
+    async () => {
+      const ws = repo({ files: { ".envrc": "layout node\n", "package.json": '{"name":"x","version":"1.0.0"}\n' } });
+      const outcome = await runHostile(
+        server,
+        [
+          bash(
+            "mkdir -p node_modules/tool/bin node_modules/.bin && echo 'console.log(1)' > node_modules/tool/bin/t.js && ln -s ../tool/bin/t.js node_modules/.bin/tool-x && echo installed",
+          ),
+          finish(),
+        ],
+        { cwd: ws },
+      );
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(fs.readlinkSync(path.join(ws, "node_modules/.bin/tool-x"))).toBe("../tool/bin/t.js");
+    },
+  );
 });
 
 // Issue 17: the host writes through nothing the sandbox shaped. Each attack below is planted in
@@ -389,7 +405,7 @@ ln -sfn ${v.rc("notes")} .git/MERGE_MSG`,
     expectVictimsUntouched(v, marker);
   });
 
-  it("the logs/ and refs/ folders as symlinks to folders outside", async () => {
+  notInWarm("the logs/ and refs/ folders as symlinks to folders outside", async () => {
     const { ws, remote } = repoWithRemote();
     const v = victims();
     const marker = newMarker();
@@ -409,29 +425,32 @@ ln -s ${path.join(v.dir, "refs")} .git/refs`,
     expectVictimsUntouched(v, marker);
   });
 
-  it("objects/ moved into the worktree, given an info/alternates, and symlinked back: found, put back whole", async () => {
-    const { ws, remote } = repoWithRemote();
-    const v = victims();
-    const marker = newMarker();
-    const head = hostGit(ws, "rev-parse", "HEAD").stdout;
-    const { outcome, gitBefore, gitAfter } = await attack(
-      ws,
-      `mv .git/objects evil-objects
+  notInWarm(
+    "objects/ moved into the worktree, given an info/alternates, and symlinked back: found, put back whole",
+    async () => {
+      const { ws, remote } = repoWithRemote();
+      const v = victims();
+      const marker = newMarker();
+      const head = hostGit(ws, "rev-parse", "HEAD").stdout;
+      const { outcome, gitBefore, gitAfter } = await attack(
+        ws,
+        `mv .git/objects evil-objects
 mkdir -p evil-objects/info
 echo ${v.dir} > evil-objects/info/alternates
 ln -s ../evil-objects .git/objects`,
-      marker,
-    );
-    expectUndone(outcome, marker, [".git/objects (modified, git-entry-kinds: a symbolic link)"]);
-    // The object store itself, found by its inode in the worktree, is back in place (bind mode).
-    expect(gitAfter).toEqual(gitBefore);
-    expect(fs.existsSync(path.join(ws, "evil-objects"))).toBe(false);
-    expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
-    expect(hostGitRound(ws, remote, marker).commit).toBe(0);
-    expectVictimsUntouched(v, marker);
-  });
+        marker,
+      );
+      expectUndone(outcome, marker, [".git/objects (modified, git-entry-kinds: a symbolic link)"]);
+      // The object store itself, found by its inode in the worktree, is back in place (bind mode).
+      expect(gitAfter).toEqual(gitBefore);
+      expect(fs.existsSync(path.join(ws, "evil-objects"))).toBe(false);
+      expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
+      expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+      expectVictimsUntouched(v, marker);
+    },
+  );
 
-  it("a FIFO for COMMIT_EDITMSG (the host's next commit would block on it)", async () => {
+  notInWarm("a FIFO for COMMIT_EDITMSG (the host's next commit would block on it)", async () => {
     const { ws, remote } = repoWithRemote();
     const marker = newMarker();
     const { outcome, gitBefore, gitAfter } = await attack(
@@ -444,25 +463,28 @@ ln -s ../evil-objects .git/objects`,
     expect(hostGitRound(ws, remote, marker).commit).toBe(0);
   });
 
-  it("COMMIT_EDITMSG hard-linked to .git/config: the host's next commit would overwrite its config", async () => {
-    const { ws, remote } = repoWithRemote();
-    const marker = newMarker();
-    const config = fs.readFileSync(path.join(ws, ".git/config"), "utf8");
-    const { outcome, gitBefore, gitAfter } = await attack(ws, "ln -f .git/config .git/COMMIT_EDITMSG", marker);
-    if (isCopy()) {
-      // Copy mode: the relay's tar dereferences hard links, so what comes back is a file of its own.
-      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-      expect(fs.statSync(path.join(ws, ".git/COMMIT_EDITMSG")).nlink).toBe(1);
-    } else {
-      expectUndone(outcome, marker, [".git/COMMIT_EDITMSG (modified, git-entry-kinds: a file with 2 hard links)"]);
-      expect(gitAfter).toEqual(gitBefore);
-    }
-    expect(fs.statSync(path.join(ws, ".git/config")).nlink).toBe(1);
-    expect(hostGitRound(ws, remote, marker).commit).toBe(0);
-    expect(fs.readFileSync(path.join(ws, ".git/config"), "utf8")).toBe(config);
-  });
+  notInWarm(
+    "COMMIT_EDITMSG hard-linked to .git/config: the host's next commit would overwrite its config",
+    async () => {
+      const { ws, remote } = repoWithRemote();
+      const marker = newMarker();
+      const config = fs.readFileSync(path.join(ws, ".git/config"), "utf8");
+      const { outcome, gitBefore, gitAfter } = await attack(ws, "ln -f .git/config .git/COMMIT_EDITMSG", marker);
+      if (isCopy()) {
+        // Copy mode: the relay's tar dereferences hard links, so what comes back is a file of its own.
+        expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+        expect(fs.statSync(path.join(ws, ".git/COMMIT_EDITMSG")).nlink).toBe(1);
+      } else {
+        expectUndone(outcome, marker, [".git/COMMIT_EDITMSG (modified, git-entry-kinds: a file with 2 hard links)"]);
+        expect(gitAfter).toEqual(gitBefore);
+      }
+      expect(fs.statSync(path.join(ws, ".git/config")).nlink).toBe(1);
+      expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+      expect(fs.readFileSync(path.join(ws, ".git/config"), "utf8")).toBe(config);
+    },
+  );
 
-  it("pointers that say more than git writes: HEAD, a branch, packed-refs", async () => {
+  notInWarm("pointers that say more than git writes: HEAD, a branch, packed-refs", async () => {
     const { ws, remote } = repoWithRemote();
     const marker = newMarker();
     const { outcome, gitBefore, gitAfter } = await attack(
@@ -481,16 +503,18 @@ printf '%s refs/heads/main\\n[core]\\n\\tfsmonitor = touch MARKER\\n' "$(cat .gi
     expect(hostGitRound(ws, remote, marker).commit).toBe(0);
   });
 
-  it("an index naming ../victim, an absolute path and .git/hooks: the host's git restore . and checkout -- . write nowhere", async () => {
-    // Host git checks out what an index names without checking the paths (git 2.39 writes all three).
-    const { ws, remote } = repoWithRemote();
-    const marker = newMarker();
-    const v = victims();
-    const absolute = path.join(v.dir, "absolute-target");
-    const entries = [path.relative(ws, v.rc("bashrc")), absolute, ".git/hooks/post-checkout"];
-    const { outcome, gitBefore, gitAfter } = await attack(
-      ws,
-      `cat > /tmp/index.js <<'EOF'
+  notInWarm(
+    "an index naming ../victim, an absolute path and .git/hooks: the host's git restore . and checkout -- . write nowhere",
+    async () => {
+      // Host git checks out what an index names without checking the paths (git 2.39 writes all three).
+      const { ws, remote } = repoWithRemote();
+      const marker = newMarker();
+      const v = victims();
+      const absolute = path.join(v.dir, "absolute-target");
+      const entries = [path.relative(ws, v.rc("bashrc")), absolute, ".git/hooks/post-checkout"];
+      const { outcome, gitBefore, gitAfter } = await attack(
+        ws,
+        `cat > /tmp/index.js <<'EOF'
 const crypto = require("node:crypto"), fs = require("node:fs"), zlib = require("node:zlib");
 const content = Buffer.from("#!/bin/sh\\ntouch " + process.argv[2] + "\\n");
 const object = Buffer.concat([Buffer.from("blob " + content.length + "\\0"), content]);
@@ -511,31 +535,34 @@ const body = Buffer.concat(parts);
 fs.writeFileSync(".git/index", Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]));
 EOF
 node /tmp/index.js MARKER ${entries.map((e) => `'${e}'`).join(" ")}`,
-      marker,
-    );
-    expectUndone(outcome, marker, [".git/index (modified, git-pointers"]);
-    expect(outcome.error?.message).toContain("../");
-    // Put back as it was, but for the blob the run added to the object store (which is left alone).
-    const withoutObjects = (s: Record<string, string>) =>
-      Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
-    expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
-    // What a person runs to throw the run's changes away, then a checkout that would run the hook.
-    hostGit(ws, "restore", ".");
-    hostGit(ws, "checkout", "--", ".");
-    expect(fs.existsSync(path.join(ws, ".git/hooks/post-checkout"))).toBe(false);
-    expect(fs.existsSync(absolute), "host git wrote to the index's absolute path").toBe(false);
-    expectVictimsUntouched(v, marker);
-    expect(hostGitRound(ws, remote, marker).commit).toBe(0);
-    expect(fs.existsSync(marker), "a hook from the index ran").toBe(false);
-  });
+        marker,
+      );
+      expectUndone(outcome, marker, [".git/index (modified, git-pointers"]);
+      expect(outcome.error?.message).toContain("../");
+      // Put back as it was, but for the blob the run added to the object store (which is left alone).
+      const withoutObjects = (s: Record<string, string>) =>
+        Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
+      expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
+      // What a person runs to throw the run's changes away, then a checkout that would run the hook.
+      hostGit(ws, "restore", ".");
+      hostGit(ws, "checkout", "--", ".");
+      expect(fs.existsSync(path.join(ws, ".git/hooks/post-checkout"))).toBe(false);
+      expect(fs.existsSync(absolute), "host git wrote to the index's absolute path").toBe(false);
+      expectVictimsUntouched(v, marker);
+      expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+      expect(fs.existsSync(marker), "a hook from the index ran").toBe(false);
+    },
+  );
 
-  it("an index whose cached tree of lib/ is a tree with a backdoor: the host's next commit does not carry it", async () => {
-    // git commits a valid cached tree as it is; git status and diff --cached compare entries only.
-    const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
-    const marker = newMarker();
-    const { outcome, gitBefore, gitAfter } = await attack(
-      ws,
-      `printf 'touch MARKER\\n' > /tmp/backdoor
+  notInWarm(
+    "an index whose cached tree of lib/ is a tree with a backdoor: the host's next commit does not carry it",
+    async () => {
+      // git commits a valid cached tree as it is; git status and diff --cached compare entries only.
+      const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
+      const marker = newMarker();
+      const { outcome, gitBefore, gitAfter } = await attack(
+        ws,
+        `printf 'touch MARKER\\n' > /tmp/backdoor
 blob=$(git hash-object -w /tmp/backdoor)
 tree=$(printf '100644 blob %s\\tbackdoor.sh\\n100644 blob %s\\tl.txt\\n' "$blob" "$blob" | git mktree)
 cat > /tmp/tree.js <<'EOF'
@@ -549,26 +576,29 @@ fs.writeFileSync(".git/index", index);
 EOF
 node /tmp/tree.js "$tree"
 test -z "$(git status --porcelain)"`,
-      marker,
-    );
-    expectUndone(outcome, marker, ['.git/index (modified, git-pointers: its cached tree of "lib"']);
-    const withoutObjects = (s: Record<string, string>) =>
-      Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
-    expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
-    fs.writeFileSync(path.join(ws, "src/a.ts"), "a user's change\n");
-    expect(hostGit(ws, "add", "src/a.ts").status).toBe(0);
-    expect(hostGit(ws, "commit", "-qm", "a user's commit").status).toBe(0);
-    const tree = hostGit(ws, "ls-tree", "-r", "--name-only", "HEAD").stdout;
-    expect(tree).toContain("lib/l.txt");
-    expect(tree).not.toContain("backdoor");
-  });
+        marker,
+      );
+      expectUndone(outcome, marker, ['.git/index (modified, git-pointers: its cached tree of "lib"']);
+      const withoutObjects = (s: Record<string, string>) =>
+        Object.fromEntries(Object.entries(s).filter(([p]) => !p.startsWith("objects/")));
+      expect(withoutObjects(gitAfter)).toEqual(withoutObjects(gitBefore));
+      fs.writeFileSync(path.join(ws, "src/a.ts"), "a user's change\n");
+      expect(hostGit(ws, "add", "src/a.ts").status).toBe(0);
+      expect(hostGit(ws, "commit", "-qm", "a user's commit").status).toBe(0);
+      const tree = hostGit(ws, "ls-tree", "-r", "--name-only", "HEAD").stdout;
+      expect(tree).toContain("lib/l.txt");
+      expect(tree).not.toContain("backdoor");
+    },
+  );
 
-  it("the indexes ordinary git work writes pass: commits, a resolved conflict, intent-to-add, version 4", async () => {
-    const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
-    const git = "git -c user.name=agent -c user.email=agent@example.com -c init.defaultBranch=master";
-    const { outcome } = await attack(
-      ws,
-      `${git} checkout -qb side
+  notInWarm(
+    "the indexes ordinary git work writes pass: commits, a resolved conflict, intent-to-add, version 4",
+    async () => {
+      const { ws } = repoWithRemote({ files: { "lib/l.txt": "good\n" } });
+      const git = "git -c user.name=agent -c user.email=agent@example.com -c init.defaultBranch=master";
+      const { outcome } = await attack(
+        ws,
+        `${git} checkout -qb side
 echo side > src/a.ts && ${git} commit -qam side
 ${git} checkout -q master
 echo main > src/a.ts && ${git} commit -qam main
@@ -576,33 +606,37 @@ ${git} merge -q side || true
 echo merged > src/a.ts && ${git} add src/a.ts && ${git} commit -qm merged
 echo new > lib/new.txt && ${git} add -N lib/new.txt
 ${git} update-index --index-version 4`,
-      newMarker(),
-    );
-    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    expect(hostGit(ws, "log", "--format=%s", "-1").stdout).toBe("merged\n");
-    expect(hostGit(ws, "status", "--porcelain").stdout).toContain("lib/new.txt");
-  });
+        newMarker(),
+      );
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(hostGit(ws, "log", "--format=%s", "-1").stdout).toBe("merged\n");
+      expect(hostGit(ws, "status", "--porcelain").stdout).toContain("lib/new.txt");
+    },
+  );
 
-  it("a replace ref for the blob of a tracked script: the host's next checkout writes the original", async () => {
-    // git reads through refs/replace/<oid> everywhere: a checkout (or a branch switch) would write the sandbox's blob.
-    const { ws } = repoWithRemote({ files: { "tool.sh": "echo original\n" } });
-    const marker = newMarker();
-    const { outcome } = await attack(
-      ws,
-      `evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+  notInWarm(
+    "a replace ref for the blob of a tracked script: the host's next checkout writes the original",
+    async () => {
+      // git reads through refs/replace/<oid> everywhere: a checkout (or a branch switch) would write the sandbox's blob.
+      const { ws } = repoWithRemote({ files: { "tool.sh": "echo original\n" } });
+      const marker = newMarker();
+      const { outcome } = await attack(
+        ws,
+        `evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
 mkdir -p .git/refs/replace
 echo "$evil" > ".git/refs/replace/$(git rev-parse HEAD:tool.sh)"
 test "$(git show HEAD:tool.sh)" = "touch MARKER"`,
-      marker,
-    );
-    expectUndone(outcome, marker, [".git/refs/replace/"]);
-    expect(fs.existsSync(path.join(ws, ".git/refs/replace"))).toBe(false);
-    fs.rmSync(path.join(ws, "tool.sh"));
-    expect(hostGit(ws, "checkout", "-q", "--", "tool.sh").status).toBe(0);
-    expect(fs.readFileSync(path.join(ws, "tool.sh"), "utf8")).toBe("echo original\n");
-  });
+        marker,
+      );
+      expectUndone(outcome, marker, [".git/refs/replace/"]);
+      expect(fs.existsSync(path.join(ws, ".git/refs/replace"))).toBe(false);
+      fs.rmSync(path.join(ws, "tool.sh"));
+      expect(hostGit(ws, "checkout", "-q", "--", "tool.sh").status).toBe(0);
+      expect(fs.readFileSync(path.join(ws, "tool.sh"), "utf8")).toBe("echo original\n");
+    },
+  );
 
-  it("modes: a world-writable HEAD and a setgid ref", async () => {
+  notInWarm("modes: a world-writable HEAD and a setgid ref", async () => {
     const { ws, remote } = repoWithRemote();
     const marker = newMarker();
     const { outcome, gitBefore, gitAfter } = await attack(
@@ -638,7 +672,7 @@ describe.concurrent("what the repository's git config points into the worktree (
     expect(fs.existsSync(marker), "the hook the sandbox edited ran").toBe(false);
   });
 
-  it("husky (core.hooksPath=.husky/_): an edited .husky/pre-commit is put back", async () => {
+  notInWarm("husky (core.hooksPath=.husky/_): an edited .husky/pre-commit is put back", async () => {
     const { ws, remote } = repoWithRemote({
       files: {
         ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
@@ -656,28 +690,33 @@ describe.concurrent("what the repository's git config points into the worktree (
     expect(fs.existsSync(marker), "the hook the sandbox edited ran").toBe(false);
   });
 
-  it("include.path=../team.gitconfig: a core.fsmonitor appended to it is put back before the host's git status", async () => {
-    const { ws, remote } = repoWithRemote({ files: { "team.gitconfig": "[user]\n\tname = team\n" } });
-    fs.appendFileSync(path.join(ws, ".git/config"), "[include]\n\tpath = ../team.gitconfig\n");
-    const marker = newMarker();
-    const { outcome, gitBefore, gitAfter } = await attack(
-      ws,
-      "printf '[core]\\n\\tfsmonitor = touch MARKER\\n' >> team.gitconfig",
-      marker,
-    );
-    expectUndone(outcome, marker, [`team.gitconfig (modified, git-config-paths: include.path in ${ws}/.git/config)`]);
-    expect(gitAfter).toEqual(gitBefore);
-    expect(fs.readFileSync(path.join(ws, "team.gitconfig"), "utf8")).toBe("[user]\n\tname = team\n");
-    expect(hostGitRound(ws, remote, marker).status).toBe(0);
-    expect(fs.existsSync(marker), "the fsmonitor the sandbox added ran").toBe(false);
-  });
+  notInWarm(
+    "include.path=../team.gitconfig: a core.fsmonitor appended to it is put back before the host's git status",
+    async () => {
+      const { ws, remote } = repoWithRemote({ files: { "team.gitconfig": "[user]\n\tname = team\n" } });
+      fs.appendFileSync(path.join(ws, ".git/config"), "[include]\n\tpath = ../team.gitconfig\n");
+      const marker = newMarker();
+      const { outcome, gitBefore, gitAfter } = await attack(
+        ws,
+        "printf '[core]\\n\\tfsmonitor = touch MARKER\\n' >> team.gitconfig",
+        marker,
+      );
+      expectUndone(outcome, marker, [`team.gitconfig (modified, git-config-paths: include.path in ${ws}/.git/config)`]);
+      expect(gitAfter).toEqual(gitBefore);
+      expect(fs.readFileSync(path.join(ws, "team.gitconfig"), "utf8")).toBe("[user]\n\tname = team\n");
+      expect(hostGitRound(ws, remote, marker).status).toBe(0);
+      expect(fs.existsSync(marker), "the fsmonitor the sandbox added ran").toBe(false);
+    },
+  );
 
-  it("hook managers and tools that run code on their own: pre-commit, lefthook, mise, .tool-versions, dev containers, editor and agent folders", async () => {
-    const ws = repo({ files: { ".pre-commit-config.yaml": "repos: []\n" } });
-    const marker = newMarker();
-    const { outcome } = await attack(
-      ws,
-      `printf 'repos:\\n- repo: local\\n  hooks:\\n  - {id: x, name: x, entry: touch MARKER, language: system}\\n' > .pre-commit-config.yaml
+  notInWarm(
+    "hook managers and tools that run code on their own: pre-commit, lefthook, mise, .tool-versions, dev containers, editor and agent folders",
+    async () => {
+      const ws = repo({ files: { ".pre-commit-config.yaml": "repos: []\n" } });
+      const marker = newMarker();
+      const { outcome } = await attack(
+        ws,
+        `printf 'repos:\\n- repo: local\\n  hooks:\\n  - {id: x, name: x, entry: touch MARKER, language: system}\\n' > .pre-commit-config.yaml
 printf 'pre-commit:\\n  commands:\\n    x:\\n      run: touch MARKER\\n' > lefthook.yml
 printf '[hooks]\\nenter = "touch MARKER"\\n' > mise.toml
 printf 'nodejs path:./evil\\n' > .tool-versions
@@ -687,39 +726,40 @@ printf '{"mcpServers": {"x": {"command": "touch", "args": ["MARKER"]}}}\\n' > .c
 printf 'touch MARKER\\n' > .claude/hooks/pre.sh
 printf '{"tasks": {"tasks": [{"label": "x", "command": "touch MARKER", "runOptions": {"runOn": "folderOpen"}}]}}\\n' > app.code-workspace
 printf 'lint-cmd: touch MARKER\\n' > .aider.conf.yml`,
-      marker,
-    );
-    expectUndone(outcome, marker, [".pre-commit-config.yaml (modified, .pre-commit-config.yaml)"]);
-    // The message names the first ten; the event names them all, each with its rule.
-    const event = outcome.events.find((e) => e.type === "policy.violation");
-    const listed = (event?.data.protectedPaths ?? []) as Array<{ path: string; change: string; rule: string }>;
-    const named = listed.map((v) => `${v.path} (${v.change}, ${v.rule})`);
-    expect(named).toEqual(
-      expect.arrayContaining([
-        ".pre-commit-config.yaml (modified, .pre-commit-config.yaml)",
-        "lefthook.yml (created, lefthook.yml)",
-        "mise.toml (created, mise.toml)",
-        ".tool-versions (created, .tool-versions)",
-        ".devcontainer/devcontainer.json (created, .devcontainer/)",
-        ".cursor/mcp.json (created, .cursor/)",
-        ".claude/hooks/pre.sh (created, .claude/)",
-        "app.code-workspace (created, *.code-workspace)",
-        ".aider.conf.yml (created, .aider.conf.yml)",
-      ]),
-    );
-    expect(fs.readFileSync(path.join(ws, ".pre-commit-config.yaml"), "utf8")).toBe("repos: []\n");
-    for (const p of [
-      "lefthook.yml",
-      "mise.toml",
-      ".tool-versions",
-      ".devcontainer",
-      ".cursor",
-      ".claude",
-      "app.code-workspace",
-      ".aider.conf.yml",
-    ])
-      expect(fs.existsSync(path.join(ws, p)), p).toBe(false);
-  });
+        marker,
+      );
+      expectUndone(outcome, marker, [".pre-commit-config.yaml (modified, .pre-commit-config.yaml)"]);
+      // The message names the first ten; the event names them all, each with its rule.
+      const event = outcome.events.find((e) => e.type === "policy.violation");
+      const listed = (event?.data.protectedPaths ?? []) as Array<{ path: string; change: string; rule: string }>;
+      const named = listed.map((v) => `${v.path} (${v.change}, ${v.rule})`);
+      expect(named).toEqual(
+        expect.arrayContaining([
+          ".pre-commit-config.yaml (modified, .pre-commit-config.yaml)",
+          "lefthook.yml (created, lefthook.yml)",
+          "mise.toml (created, mise.toml)",
+          ".tool-versions (created, .tool-versions)",
+          ".devcontainer/devcontainer.json (created, .devcontainer/)",
+          ".cursor/mcp.json (created, .cursor/)",
+          ".claude/hooks/pre.sh (created, .claude/)",
+          "app.code-workspace (created, *.code-workspace)",
+          ".aider.conf.yml (created, .aider.conf.yml)",
+        ]),
+      );
+      expect(fs.readFileSync(path.join(ws, ".pre-commit-config.yaml"), "utf8")).toBe("repos: []\n");
+      for (const p of [
+        "lefthook.yml",
+        "mise.toml",
+        ".tool-versions",
+        ".devcontainer",
+        ".cursor",
+        ".claude",
+        "app.code-workspace",
+        ".aider.conf.yml",
+      ])
+        expect(fs.existsSync(path.join(ws, p)), p).toBe(false);
+    },
+  );
 });
 
 describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
@@ -732,43 +772,49 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
     expect(fs.statSync(ws).mode & 0o7777).toBe(0o755);
   });
 
-  it("group/world-write bits the run added to files are cleared at hand-back and reported; the run succeeds", async () => {
-    const ws = repo({ files: { "run.sh": "echo\n" } });
-    const { outcome } = await attack(
-      ws,
-      "chmod 0777 run.sh && printf 'x\\n' > new.txt && chmod 0666 new.txt && chmod 0666 README.md",
-      newMarker(),
-    );
-    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    expect(fs.statSync(path.join(ws, "run.sh")).mode & 0o7777).toBe(0o755);
-    expect(fs.statSync(path.join(ws, "new.txt")).mode & 0o7777).toBe(0o644);
-    expect(fs.statSync(path.join(ws, "README.md")).mode & 0o7777).toBe(0o644);
-    const reported = outcome.events.find((e) =>
-      isCopy() ? e.type === "workspace.copied-out" : e.type === "workspace.modes-cleared",
-    )?.data as { writeBits?: string[]; writeBitsCleared?: string[] } | undefined;
-    expect([...(reported?.writeBits ?? reported?.writeBitsCleared ?? [])].sort()).toEqual([
-      "README.md",
-      "new.txt",
-      "run.sh",
-    ]);
-  });
+  notInWarm(
+    "group/world-write bits the run added to files are cleared at hand-back and reported; the run succeeds",
+    async () => {
+      const ws = repo({ files: { "run.sh": "echo\n" } });
+      const { outcome } = await attack(
+        ws,
+        "chmod 0777 run.sh && printf 'x\\n' > new.txt && chmod 0666 new.txt && chmod 0666 README.md",
+        newMarker(),
+      );
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(fs.statSync(path.join(ws, "run.sh")).mode & 0o7777).toBe(0o755);
+      expect(fs.statSync(path.join(ws, "new.txt")).mode & 0o7777).toBe(0o644);
+      expect(fs.statSync(path.join(ws, "README.md")).mode & 0o7777).toBe(0o644);
+      const reported = outcome.events.find((e) =>
+        isCopy() ? e.type === "workspace.copied-out" : e.type === "workspace.modes-cleared",
+      )?.data as { writeBits?: string[]; writeBitsCleared?: string[] } | undefined;
+      expect([...(reported?.writeBits ?? reported?.writeBitsCleared ?? [])].sort()).toEqual([
+        "README.md",
+        "new.txt",
+        "run.sh",
+      ]);
+    },
+  );
 
-  it("host-run files (.npmrc, .gitattributes) are reported in the result and an event, not refused", async () => {
-    const ws = repo({ files: { ".npmrc": "fund=false\n" } });
-    const { outcome } = await attack(
-      ws,
-      "printf 'node-options=--require ./x.js\\n' >> .npmrc && printf '* filter=lfs\\n' > .gitattributes",
-      newMarker(),
-    );
-    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    expect(outcome.details?.hostRunFiles?.map((h) => `${h.change} ${h.path}`).sort()).toEqual([
-      "created .gitattributes",
-      "modified .npmrc",
-    ]);
-    const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
-    expect(event?.data).toMatchObject({ count: 2 });
-    expect(String(event?.data.reason)).toContain("host-run file changed");
-  });
+  notInWarm(
+    "host-run files (.npmrc, .gitattributes) are reported in the result and an event, not refused",
+    async () => {
+      const ws = repo({ files: { ".npmrc": "fund=false\n" } });
+      const { outcome } = await attack(
+        ws,
+        "printf 'node-options=--require ./x.js\\n' >> .npmrc && printf '* filter=lfs\\n' > .gitattributes",
+        newMarker(),
+      );
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(outcome.details?.hostRunFiles?.map((h) => `${h.change} ${h.path}`).sort()).toEqual([
+        "created .gitattributes",
+        "modified .npmrc",
+      ]);
+      const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
+      expect(event?.data).toMatchObject({ count: 2 });
+      expect(String(event?.data.reason)).toContain("host-run file changed");
+    },
+  );
 });
 
 // Red-team findings after issue 17: git reads objects by name without checking them, and a commit
@@ -824,59 +870,71 @@ describe.concurrent("the object store and the refs the run leaves (issue 17, red
     expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
   });
 
-  it("a new pack whose .idx claims the hook's blob: refused, the host's checkout writes the real hook", async () => {
-    const { ws } = huskyRepo();
-    const marker = newMarker();
-    const { outcome } = await attack(ws, LYING_PACK, marker);
-    expectUndone(outcome, marker, ["(created, git-objects: the host's git index-pack --verify refused it"]);
-    expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
-    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
-  });
-
-  it("a commit-graph naming another tree for other: dropped (the run passes); the host's cherry-pick writes other's real hook", async () => {
-    const { ws } = huskyRepo();
-    const marker = newMarker();
-    const { outcome } = await attack(ws, LYING_COMMIT_GRAPH, marker);
-    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    expect(fs.existsSync(path.join(ws, ".git/objects/info/commit-graph"))).toBe(false);
-    expect(hostGit(ws, "cherry-pick", "other").status).toBe(0);
-    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0 # other\n");
-    expect(hostAfterwards(ws).commit).toBe(0);
-    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
-  });
-
-  it("a commit on the current branch changing .husky/pre-commit, the worktree put back: refused; reset --hard and restore . write the original", async () => {
-    const { ws } = huskyRepo();
-    const head = hostGit(ws, "rev-parse", "HEAD").stdout;
-    const marker = newMarker();
-    const { outcome } = await attack(ws, COMMIT_ON_BRANCH, marker);
-    expectUndone(outcome, marker, [".git/refs/heads/master (modified, .husky/: refs/heads/master names"]);
-    expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
-    expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
-    expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
-  });
-
-  it("the same change in a stash, on a new branch, and in ORIG_HEAD after an undone commit: each refused", async () => {
-    const runs = await Promise.all(
-      [STASH_PROTECTED, NEW_BRANCH, UNDONE_COMMIT].map(async (script) => {
-        const { ws } = huskyRepo();
-        const marker = newMarker();
-        return { ws, marker, ...(await attack(ws, script, marker)) };
-      }),
-    );
-    const [stash, branch, undone] = runs;
-    expectUndone(stash!.outcome, stash!.marker, [".git/refs/stash (created, .husky/: refs/stash names"]);
-    expectUndone(branch!.outcome, branch!.marker, [".git/refs/heads/feature (created, .husky/"]);
-    expectUndone(undone!.outcome, undone!.marker, [".git/ORIG_HEAD (created, .husky/: ORIG_HEAD names"]);
-    // The host has nothing of it to pop, check out or reset to.
-    expect(hostGit(stash!.ws, "stash", "pop").status).not.toBe(0);
-    expect(hostGit(branch!.ws, "checkout", "-q", "feature").status).not.toBe(0);
-    expect(hostGit(undone!.ws, "reset", "-q", "--hard", "ORIG_HEAD").status).not.toBe(0);
-    for (const { ws, marker } of runs) {
+  notInWarm(
+    "a new pack whose .idx claims the hook's blob: refused, the host's checkout writes the real hook",
+    async () => {
+      const { ws } = huskyRepo();
+      const marker = newMarker();
+      const { outcome } = await attack(ws, LYING_PACK, marker);
+      expectUndone(outcome, marker, ["(created, git-objects: the host's git index-pack --verify refused it"]);
       expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
       expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
-    }
-  });
+    },
+  );
+
+  notInWarm(
+    "a commit-graph naming another tree for other: dropped (the run passes); the host's cherry-pick writes other's real hook",
+    async () => {
+      const { ws } = huskyRepo();
+      const marker = newMarker();
+      const { outcome } = await attack(ws, LYING_COMMIT_GRAPH, marker);
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(fs.existsSync(path.join(ws, ".git/objects/info/commit-graph"))).toBe(false);
+      expect(hostGit(ws, "cherry-pick", "other").status).toBe(0);
+      expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0 # other\n");
+      expect(hostAfterwards(ws).commit).toBe(0);
+      expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+    },
+  );
+
+  notInWarm(
+    "a commit on the current branch changing .husky/pre-commit, the worktree put back: refused; reset --hard and restore . write the original",
+    async () => {
+      const { ws } = huskyRepo();
+      const head = hostGit(ws, "rev-parse", "HEAD").stdout;
+      const marker = newMarker();
+      const { outcome } = await attack(ws, COMMIT_ON_BRANCH, marker);
+      expectUndone(outcome, marker, [".git/refs/heads/master (modified, .husky/: refs/heads/master names"]);
+      expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
+      expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+      expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+    },
+  );
+
+  notInWarm(
+    "the same change in a stash, on a new branch, and in ORIG_HEAD after an undone commit: each refused",
+    async () => {
+      const runs = await Promise.all(
+        [STASH_PROTECTED, NEW_BRANCH, UNDONE_COMMIT].map(async (script) => {
+          const { ws } = huskyRepo();
+          const marker = newMarker();
+          return { ws, marker, ...(await attack(ws, script, marker)) };
+        }),
+      );
+      const [stash, branch, undone] = runs;
+      expectUndone(stash!.outcome, stash!.marker, [".git/refs/stash (created, .husky/: refs/stash names"]);
+      expectUndone(branch!.outcome, branch!.marker, [".git/refs/heads/feature (created, .husky/"]);
+      expectUndone(undone!.outcome, undone!.marker, [".git/ORIG_HEAD (created, .husky/: ORIG_HEAD names"]);
+      // The host has nothing of it to pop, check out or reset to.
+      expect(hostGit(stash!.ws, "stash", "pop").status).not.toBe(0);
+      expect(hostGit(branch!.ws, "checkout", "-q", "feature").status).not.toBe(0);
+      expect(hostGit(undone!.ws, "reset", "-q", "--hard", "ORIG_HEAD").status).not.toBe(0);
+      for (const { ws, marker } of runs) {
+        expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+        expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+      }
+    },
+  );
 
   it("ordinary agent work passes: commits on a branch, a new branch, a stash, gc", async () => {
     const { ws } = huskyRepo();
