@@ -88,7 +88,12 @@ export class WarmSandbox implements ClaimedSandbox {
         const target = { containerPath: copy.containerPath, user: owner, what: copy.containerPath, sizeMb: 0 };
         readOnly.set(copy.containerPath, await startCopyIn(container, target, signal));
       }
-      const loadedMs = await withTimeout(relay.loaded, options.loadTimeoutMs, "its launcher did not load Pi", signal);
+      const loadedMs = await withTimeout(
+        untilStopped(container, relay.loaded, signal),
+        options.loadTimeoutMs,
+        "its launcher did not load Pi",
+        signal,
+      );
       streams.stderr.off("data", keep);
       const sandbox = new WarmSandbox(
         container,
@@ -105,8 +110,10 @@ export class WarmSandbox implements ClaimedSandbox {
       relay?.close();
       await container.remove().catch(() => {});
       const tail = stderr.trim().split("\n").slice(-3).join(" / ");
-      if (tail && error instanceof Error) error.message += ` (its stderr: ${tail})`;
-      throw error;
+      if (!tail) throw error;
+      // The pool reports the short message (a SandboxRunError's, without its hint): the launcher's words go there.
+      const why = (error as { shortMessage?: string })?.shortMessage ?? (error as Error)?.message ?? String(error);
+      throw new Error(`${why.replace(/\.$/, "")} (its stderr: ${tail})`, { cause: error });
     }
   }
 
@@ -199,4 +206,24 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string, signal?: 
       },
     );
   });
+}
+
+/**
+ * `loaded`, or a failure as soon as the container stops while it is made (the launcher's idle
+ * deadline, a crash). The relay's end says so too, mostly; but under gVisor an exec's streams can
+ * stay open after the sandbox they ran in stopped, and the pool then waited out the whole load
+ * timeout (120 s) for a sandbox that was gone in a second.
+ */
+async function untilStopped<T>(container: EngineContainer, loaded: Promise<T>, signal?: AbortSignal): Promise<T> {
+  const waiting = new AbortController();
+  const stop = signal ? AbortSignal.any([signal, waiting.signal]) : waiting.signal;
+  const stopped = container.wait(stop).then((exit) => {
+    throw new Error(`its container stopped while it was made (exit ${exit.exitCode})`);
+  });
+  try {
+    return await Promise.race([loaded, stopped]);
+  } finally {
+    waiting.abort();
+    stopped.catch(() => {});
+  }
 }

@@ -329,6 +329,23 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     await expect(docker.getContainer(victim!).inspect()).rejects.toThrow(/no such container/i);
   });
 
+  it("a warm sandbox that stops while it is made says why (here its idle deadline passes before Pi is loaded), and is removed", async () => {
+    const changes: WarmPoolChange[] = [];
+    const agent = warmAgent(runtime, 1, [scripted("true")], {
+      warm: { size: 1, idleSeconds: 0.2, onChange: (change: WarmPoolChange) => changes.push(change) },
+    });
+    const launcherSaid = /its stderr: sandbox-run launcher: no call claimed this warm sandbox within 0\.2 s; stopping/;
+    await expect(agent.warmUp()).rejects.toThrow(launcherSaid);
+    const failed = changes.find((change) => change.type === "warm.make-failed");
+    const reason = failed && "reason" in failed ? failed.reason : undefined;
+    expect(reason).toMatch(launcherSaid);
+    // Found when it stopped, not at the end of the load timeout (under gVisor its relay's exec
+    // could stay open after the sandbox stopped, and the pool waited 120 s to say so).
+    expect(reason).not.toMatch(/did not load Pi/);
+    await agent.close();
+    expect(await warmContainersOfThisProcess()).toEqual([]);
+  });
+
   it("a call the pool cannot serve starts cold and says why (another runtime's limits, bind mode asked)", async () => {
     const model = scripted("true");
     const agent = warmAgent(runtime, 1, [model]);
