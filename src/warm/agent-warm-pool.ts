@@ -21,7 +21,10 @@ export interface WarmOptions {
    * them. Default: no end.
    */
   calls?: number;
-  /** An unclaimed warm sandbox stops by itself after this long; default 600 (10 minutes). */
+  /**
+   * An unclaimed warm sandbox stops by itself after this long, counted from its container's start
+   * (Pi's loading included, ~1-3 s); default 600 (10 minutes).
+   */
   idleSeconds?: number;
   /** What happens to the pool outside any call: a sandbox made, one removed and why, one that could not be made. */
   onChange?: (change: WarmPoolChange) => void;
