@@ -12,10 +12,10 @@
 // The copies and the diff never hold the event loop: the controller (a batch, an agent running
 // calls side by side) streams other runs' model replies and events meanwhile. The copy yields
 // every COPY_YIELD_EVERY entries, and git runs as a child process that is waited for, not blocked on.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { type CappedProcessResult, OutputCapError, runCappedProcess } from "../util/capped-process.js";
 import { type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
@@ -120,67 +120,39 @@ export async function diffSides(scratch: string, note: (line: string) => void): 
     GIT_ATTR_NOSYSTEM: "1",
     GIT_CEILING_DIRECTORIES: path.dirname(scratch),
   };
-  const options = { cwd: scratch, env };
-  const git = await runCapped(
-    "git",
-    [
-      "-c",
-      "core.attributesFile=/dev/null",
-      "diff",
-      "--no-index",
-      "--binary",
-      "--no-color",
-      "--no-ext-diff",
-      "--no-textconv",
-      "a",
-      "b",
-    ],
-    options,
+  const options = { cwd: scratch, env, maxOutputBytes: PATCH_OUTPUT_MAX_BYTES };
+  const git = await settled(
+    runCappedProcess(
+      "git",
+      [
+        "-c",
+        "core.attributesFile=/dev/null",
+        "diff",
+        "--no-index",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "a",
+        "b",
+      ],
+      options,
+    ),
   );
-  if (!git.error && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout);
-  if (git.error === "too-large") {
+  if ("status" in git && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout.toString("utf8"));
+  if ("error" in git && git.error instanceof OutputCapError) {
     note(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
     return "";
   }
-  const diff = await runCapped("diff", ["-ruN", "--no-dereference", "a", "b"], options);
-  if (!diff.error && (diff.status === 0 || diff.status === 1)) return diff.stdout;
-  note(`no patch: ${git.error ?? (git.stderr.trim() || "git diff failed")}`);
+  const diff = await settled(runCappedProcess("diff", ["-ruN", "--no-dereference", "a", "b"], options));
+  if ("status" in diff && (diff.status === 0 || diff.status === 1)) return diff.stdout.toString("utf8");
+  note(`no patch: ${"error" in git ? (git.error as Error).message : git.stderr.trim() || "git diff failed"}`);
   return "";
 }
 
-interface CappedRun {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  /** "too-large" when stdout passed PATCH_OUTPUT_MAX_BYTES (the child is killed), or why it did not start. */
-  error?: string;
-}
-
-/** A child process waited for without blocking the event loop; its stdout kept up to the patch's cap. */
-function runCapped(
-  command: string,
-  args: string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv },
-): Promise<CappedRun> {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
-    const out: Buffer[] = [];
-    let outBytes = 0;
-    let stderr = "";
-    let error: string | undefined;
-    child.stdout.on("data", (chunk: Buffer) => {
-      outBytes += chunk.length;
-      if (outBytes > PATCH_OUTPUT_MAX_BYTES) {
-        error ??= "too-large";
-        child.kill("SIGKILL");
-      } else out.push(chunk);
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr = (stderr + chunk.toString("utf8")).slice(-4000);
-    });
-    child.on("error", (e) => (error ??= e.message));
-    child.on("close", (status) => resolve({ status, stdout: Buffer.concat(out).toString("utf8"), stderr, error }));
-  });
+/** The process's result, or why it failed to give one. */
+function settled(run: Promise<CappedProcessResult>): Promise<CappedProcessResult | { error: unknown }> {
+  return run.catch((error: unknown) => ({ error }));
 }
 
 /**

@@ -9,7 +9,7 @@
 // write-tree, commit-tree, update-ref; the workspace's git checks: index-pack --verify outside any
 // repository, cat-file and diff-tree in a private one): never `add`, `commit` or `checkout`, which
 // run filters and hooks.
-import { spawn } from "node:child_process";
+import { type CappedProcessResult, runCappedProcess } from "./capped-process.js";
 
 const SAFE_CONFIG = [
   "core.hooksPath=/dev/null",
@@ -53,11 +53,7 @@ export interface HostGitOptions {
   maxOutputBytes?: number;
 }
 
-interface HostGitResult {
-  status: number | null;
-  stdout: Buffer;
-  stderr: string;
-}
+type HostGitResult = CappedProcessResult;
 
 /** Runs `git <args>` as described above; never throws for a non-zero exit (the caller judges it). */
 export function hostGit(args: readonly string[], options: HostGitOptions): Promise<HostGitResult> {
@@ -79,45 +75,19 @@ export function hostGit(args: readonly string[], options: HostGitOptions): Promi
     ...options.env,
   };
   const argv = [...[...SAFE_CONFIG, ...(options.config ?? [])].flatMap((entry) => ["-c", entry]), ...args];
-  const timeoutMs = options.timeoutMs ?? TIMEOUT_MS;
-  const maxOutput = options.maxOutputBytes ?? MAX_OUTPUT_BYTES;
-  return new Promise((resolve, reject) => {
-    const child = spawn("git", argv, {
+  return runCappedProcess(
+    "git",
+    argv,
+    {
       cwd: options.cwd,
       env,
-      stdio: ["pipe", "pipe", "pipe", ...(options.fds ?? [])],
-    });
-    const out: Buffer[] = [];
-    let outBytes = 0;
-    let stderr = "";
-    let failure: Error | undefined;
-    const timer = setTimeout(() => {
-      failure = new Error(`git ${args[0]} took longer than ${Math.round(timeoutMs / 1000)} s`);
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      outBytes += chunk.length;
-      if (outBytes > maxOutput) {
-        failure ??= new Error(`git ${args[0]} wrote more than ${maxOutput / 1048576} MiB`);
-        child.kill("SIGKILL");
-      } else out.push(chunk);
-    });
-    child.stderr!.on("data", (chunk: Buffer) => {
-      if (stderr.length < 64 * 1024) stderr += chunk.toString("utf8");
-    });
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (status) => {
-      clearTimeout(timer);
-      if (failure) reject(failure);
-      else resolve({ status, stdout: Buffer.concat(out), stderr });
-    });
-    // A command that exits before reading all of its input (an error) must not crash us with EPIPE.
-    child.stdin!.on("error", () => {});
-    child.stdin!.end(options.input ?? "");
-  });
+      input: options.input,
+      fds: options.fds,
+      timeoutMs: options.timeoutMs ?? TIMEOUT_MS,
+      maxOutputBytes: options.maxOutputBytes ?? MAX_OUTPUT_BYTES,
+    },
+    `git ${args[0]}`,
+  );
 }
 
 /** The command's stdout as text; a non-zero exit throws with git's own message. */
