@@ -5,7 +5,8 @@
 // measure the walk on trees far larger than a real run creates before its live watch stops it.
 //
 // Protocol: argv[2] is JSON { root, stateDir, maxEntries, diskMb }; it prints {"kind":"ready"}
-// once the sandbox may write, waits for a line on stdin, then prints {"kind":"done", ...}.
+// once the sandbox may write, {"kind":"tripped"} when the live watch trips, waits for a line on
+// stdin, then prints {"kind":"done", ...}.
 import readline from "node:readline";
 import { SANDBOX_UID } from "../../src/sandbox-contract.js";
 import { type DiskTrip, DiskWatch } from "../../src/workspace/disk-watch.js";
@@ -47,6 +48,7 @@ const disk = await DiskWatch.start({
   onExceeded: (trip) => {
     liveTrip = trip;
     trippedAfterMs = Math.round(performance.now() - started);
+    print({ kind: "tripped" });
   },
 });
 print({ kind: "ready" });
