@@ -1,15 +1,17 @@
 // `sandbox-run batch <tasks.jsonl>`: many calls from one file, each in its own sandbox with its own
 // workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: one more than
 // run at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
-// task, on one line, as each ends (with the task's id); stderr: progress. A failing task does not
-// stop the others; the exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the
-// running tasks (their sandboxes are removed), start no more, and remove the warm sandboxes.
+// task, on one line, as each ends (with the task's id); stderr: progress. Nothing starts when no
+// task can be planned (batch-preflight.ts); otherwise a failing task does not stop the others; the
+// exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the running tasks (their
+// sandboxes are removed), start no more, and remove the warm sandboxes.
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
+import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
@@ -51,6 +53,7 @@ export async function batchCommand(
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
   const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
   const shared = parseRunFlags(flags, io.env);
+  await refuseUnrunnableBatch(tasks, { shared, env: io.env, engines: flags.engines, what: file });
   const progress = flags.quiet
     ? undefined
     : createBatchProgress(io.stderr, {

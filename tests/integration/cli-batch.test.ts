@@ -140,6 +140,25 @@ describe("sandbox-run batch", () => {
     expect(stderr).toContain("no task was started");
   });
 
+  it("a shared option that fails every task (a typo in --model) is refused whole: exit 2, nothing started", async () => {
+    const { dir, file, modelsFile } = setup(
+      ["a", "b", "c"].map((id) => ({ id, prompt: "p", cwd: "." })),
+      ["batch-ok"],
+    );
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const run = batch([file, "--models", modelsFile, "--model", "scriptd/batch-ok", "--warm", "2"]);
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toContain("No task of");
+    expect(stderr).toContain('Unknown model provider "scriptd" (model "scriptd/batch-ok") (every task)');
+    expect(stderr).toContain("no task was started");
+    expect(stderr).not.toMatch(/\] [abc]: started/);
+    // Before, each task failed in its turn (exit 1, three envelopes); no sandbox is made for it now.
+    expect(await warmSandboxesMadeBy(run.child.pid!, since)).toBe(0);
+    expect(fs.readdirSync(dir).sort()).toEqual(["models.json", "tasks.jsonl"]);
+  });
+
   it("SIGINT stops the running tasks, answers every id, removes every sandbox (warm ones too), and exits 130", async () => {
     server.setScript("batch-slow", bashThenFinal("sleep 300", { done: true }));
     const tasks = ["a", "b", "c", "d"].map((id) => ({ id, prompt: "Wait.", cwd: "." }));

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { refuseUnrunnableBatch } from "../../src/cli/batch-preflight.js";
 import { createBatchProgress } from "../../src/cli/batch-progress.js";
 import { parseBatchTasks, readBatchTasks } from "../../src/cli/batch-tasks.js";
 
@@ -73,6 +74,51 @@ describe("the batch tasks file", () => {
     expect(() =>
       parseBatchTasks('{"id": "a", "prompt": "p", "cwd": ".", "schema": "missing.json"}', "/nowhere"),
     ).toThrow(/line 1: .*missing\.json/);
+  });
+});
+
+describe("a batch none of whose tasks can run", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-"));
+  fs.mkdirSync(path.join(dir, "repo"));
+  const tasksOf = (...lines: Array<Record<string, unknown>>) =>
+    parseBatchTasks(lines.map((l) => JSON.stringify({ prompt: "p", cwd: "repo", ...l })).join("\n"), dir);
+  const preflight = (shared: Record<string, unknown>) => ({
+    shared,
+    env: { ANTHROPIC_API_KEY: "sk-test" },
+    what: "tasks.jsonl",
+  });
+  const refusal = async (promise: Promise<void>) => {
+    const error = await promise.then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; shortMessage?: string; hint?: string },
+    );
+    expect(error?.code).toBe("usage");
+    return error!;
+  };
+
+  it("is refused whole when a shared option fails every task: the reason once, its hint, nothing started", async () => {
+    const tasks = tasksOf({ id: "a" }, { id: "b" }, { id: "c", policy: "read-only" });
+    const error = await refusal(refuseUnrunnableBatch(tasks, preflight({ model: "no-slash" })));
+    expect(error.shortMessage).toBe(
+      'No task of tasks.jsonl can run: Model "no-slash" is not of the form provider/id (every task).',
+    );
+    expect(error.hint).toMatch(/^Pass a model as provider\/id.*no task was started\.$/);
+    const models = await refusal(
+      refuseUnrunnableBatch(tasks, preflight({ model: "p/m", models: path.join(dir, "none.json") })),
+    );
+    expect(models.shortMessage).toMatch(/^No task of tasks\.jsonl can run: Cannot read the models file .*none\.json/);
+  });
+
+  it("says each line's own reason when they differ", async () => {
+    const tasks = tasksOf({ id: "a", model: "zz" }, { id: "b", cwd: "gone" }, { id: "c", cwd: "gone" });
+    const error = await refusal(refuseUnrunnableBatch(tasks, preflight({ model: "anthropic/m" })));
+    expect(error.shortMessage).toContain('line 1: Model "zz" is not of the form provider/id; lines 2, 3: The cwd ');
+    expect(error.hint).toBe("Fix the shared options or the lines; no task was started.");
+  });
+
+  it("runs when one task can: the others fail in their turn and do not stop it", async () => {
+    const tasks = tasksOf({ id: "a", cwd: "gone" }, { id: "b" });
+    await expect(refuseUnrunnableBatch(tasks, preflight({ model: "anthropic/m" }))).resolves.toBeUndefined();
   });
 });
 
