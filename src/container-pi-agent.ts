@@ -15,6 +15,7 @@ import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
 import { openRunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
+import { treesByAccess } from "./run/plan/held-trees.js";
 import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, resolveRun } from "./run/plan/resolve-options.js";
 import { recordedSuccess } from "./run/record-outcome.js";
@@ -23,6 +24,7 @@ import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import type { EgressOverrides } from "./run/run-egress.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
+import { holdTrees } from "./run/tree-holds.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
@@ -327,6 +329,24 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
+    // Another run of this process over the same trees goes first: its sandbox must be gone before
+    // this one holds them (and before the host judges and writes them for it).
+    const trees = await holdTrees(
+      { runId: planned.plan.runId, ...treesByAccess(planned) },
+      { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
+    );
+    try {
+      return await this.runHoldingTrees<TOutput>(planned, options, timeline);
+    } finally {
+      trees.release();
+    }
+  }
+
+  private async runHoldingTrees<TOutput>(
+    planned: PlannedRun,
+    options: RunPlannedOptions,
+    timeline: RunTimeline,
+  ): Promise<RunDetails<TOutput>> {
     // The servers, the engine's container and the stream readers load with the first run, while
     // it waits: for a warm sandbox being made, or (cold) for the engine's answers once it is
     // known to answer (a run whose engine is down ends without loading them).

@@ -308,6 +308,7 @@ export class EventDigest {
         return void (d.warnings.length < MAX_LISTED && d.warnings.push(TextBudget.line(data.warning)));
       case "engine.skipped":
       case "engine.queued":
+      case "workspace.waiting":
         return void (d.warnings.length < MAX_LISTED && d.warnings.push(`${type}: ${TextBudget.line(compact(data))}`));
       case "workspace.applied":
       case "workspace.not-applied":
