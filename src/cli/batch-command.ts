@@ -123,9 +123,17 @@ export async function batchCommand(
       error: error ? `${error.code}: ${error.message}` : undefined,
     });
   };
+  const running = new Set<BatchTask>();
   const worker = async () => {
     // Checked before taking one: a task not taken stays queued, and is answered as not started.
-    while (!stop.signal.aborted && queue.length > 0) await runOne(queue.shift()!);
+    while (!stop.signal.aborted && queue.length > 0) {
+      // A task over a folder a running task holds would only wait for it (docs/security.md W8):
+      // the first one that would not goes first.
+      const free = queue.findIndex((task) => ![...running].some((other) => shareFolders(task, other)));
+      const task = queue.splice(Math.max(free, 0), 1)[0]!;
+      running.add(task);
+      await runOne(task).finally(() => running.delete(task));
+    }
   };
 
   try {
@@ -147,6 +155,22 @@ export async function batchCommand(
   );
   if (interruptedBy) return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
+}
+
+/** Whether two tasks' folders (workspace, writable ones) are the same or one inside the other. */
+function shareFolders(a: BatchTask, b: BatchTask): boolean {
+  const folders = (t: BatchTask) =>
+    [t.options.cwd, ...(t.options.additionalWritableDirectories ?? [])].map((d) => `${canonical(d!)}${path.sep}`);
+  const theirs = folders(b);
+  return folders(a).some((x) => theirs.some((y) => x.startsWith(y) || y.startsWith(x)));
+}
+
+function canonical(dir: string): string {
+  try {
+    return fs.realpathSync(dir);
+  } catch {
+    return path.resolve(dir);
+  }
 }
 
 function wholeNumber(value: string, flag: string, min: number): number {

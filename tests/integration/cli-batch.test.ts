@@ -159,6 +159,31 @@ describe("sandbox-run batch", () => {
     expect(fs.readdirSync(dir).sort()).toEqual(["models.json", "tasks.jsonl"]);
   });
 
+  it("tasks over one folder never run at once: a task over another folder goes first, and both changes arrive", async () => {
+    server.setScript("batch-slow-write", bashThenFinal("sleep 4; echo slow >> log.txt", { done: true }));
+    server.setScript("batch-quick-write", bashThenFinal("echo quick >> log.txt", { done: true }));
+    const { dir, file, modelsFile } = setup(
+      [
+        { id: "slow", prompt: "p", cwd: "shared", model: "scripted/batch-slow-write" },
+        { id: "same", prompt: "p", cwd: "shared" },
+        { id: "other", prompt: "p", cwd: "other" },
+      ],
+      ["batch-slow-write", "batch-quick-write"],
+    );
+    for (const d of ["shared", "other"]) fs.mkdirSync(path.join(dir, d));
+    const run = batch([file, "--models", modelsFile, "--model", "scripted/batch-quick-write", "--concurrency", "2"]);
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(0);
+    // The second worker skipped "same" (it would only wait for "slow") and took "other".
+    const startedAt = (id: string) => stderr.indexOf(`] ${id}: started`);
+    expect(startedAt("other"), stderr).toBeGreaterThan(-1);
+    expect(startedAt("other"), stderr).toBeLessThan(startedAt("same"));
+    expect(stdout.trim().split("\n").length).toBe(3);
+    // One after the other on the shared folder: both writes arrived, in order.
+    expect(fs.readFileSync(path.join(dir, "shared", "log.txt"), "utf8")).toBe("slow\nquick\n");
+    expect(fs.readFileSync(path.join(dir, "other", "log.txt"), "utf8")).toBe("quick\n");
+  });
+
   it("SIGINT stops the running tasks, answers every id, removes every sandbox (warm ones too), and exits 130", async () => {
     server.setScript("batch-slow", bashThenFinal("sleep 300", { done: true }));
     const tasks = ["a", "b", "c", "d"].map((id) => ({ id, prompt: "Wait.", cwd: "." }));
