@@ -24,7 +24,7 @@ import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import type { EgressOverrides } from "./run/run-egress.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
-import { holdTrees } from "./run/tree-holds.js";
+import { holdTreesOnHost } from "./run/tree-hold-files.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
@@ -329,9 +329,9 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const listeners = [this.config.onEvent, options.onEvent].filter((l): l is RunEventListener => Boolean(l));
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
-    // Another run of this process over the same trees goes first: its sandbox must be gone before
-    // this one holds them (and before the host judges and writes them for it).
-    const trees = await holdTrees(
+    // Another run over the same trees (of this process, or another of this user's) goes first: its
+    // sandbox must be gone before this one holds them (and the host has judged and written them).
+    const trees = await holdTreesOnHost(
       { runId: planned.plan.runId, ...treesByAccess(planned) },
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );

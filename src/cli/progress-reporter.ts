@@ -43,6 +43,8 @@ export function createProgressReporter(write: (line: string) => void): (event: R
 export function sandboxLine(type: string, d: Record<string, unknown>): string | undefined {
   const times = d.repeated ? ` (and ${Number(d.repeated)} more like it)` : "";
   switch (type) {
+    case "workspace.waiting":
+      return `waiting: run ${t(d.heldBy)} holds ${t(d.tree)}; this run starts once that one is over`;
     case "container.started":
       return `sandbox started (${t(d.containerId).slice(0, 12)})`;
     case "limit.tripped":

@@ -22,6 +22,8 @@ export const RUN_DIR_MARKER = ".sandbox-run-owner";
  * throughout, inside a parent only we can write, so it is removed as a whole.
  */
 const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
+/** A run's published trees (run/tree-hold-files.ts), `hold-<runId>` in the parent; reaped with their process. */
+export const HOLD_FILE_PREFIX = "hold-";
 /** The folder in a run folder where the workspace watch keeps its state. */
 export const WORKSPACE_STATE_DIR = "workspace";
 /**
@@ -90,7 +92,7 @@ export function removeRunDir(dir: string): boolean {
   }
 }
 
-/** Removes the run folders whose owner process on this host is gone; returns the ones removed. */
+/** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
 export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
   const parent = runDirsParent(tmpDir);
   // Only a parent that passes the same checks as at creation is looked into.
@@ -98,6 +100,15 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
   const removed: string[] = [];
   const host = os.hostname();
   for (const name of fs.readdirSync(parent)) {
+    if (name.startsWith(HOLD_FILE_PREFIX)) {
+      const hold = path.join(parent, name);
+      const owner = readHoldOwner(hold);
+      if (owner && owner.host === host && !processAlive(owner.pid)) {
+        fs.rmSync(hold, { force: true });
+        removed.push(hold);
+      }
+      continue;
+    }
     if (!name.startsWith("run-")) continue;
     const dir = path.join(parent, name);
     if (!lstatOrUndefined(dir)?.isDirectory()) continue;
@@ -136,6 +147,17 @@ function readMarker(dir: string): { pid: number; host: string } | undefined {
   if (!lstatOrUndefined(marker)?.isFile()) return undefined;
   const [pid, host] = fs.readFileSync(marker, "utf8").split("\n");
   return { pid: Number(pid), host: host ?? "" };
+}
+
+function readHoldOwner(file: string): { pid: number; host: string } | undefined {
+  try {
+    const stat = fs.lstatSync(file);
+    if (!stat.isFile() || stat.size > 1024 * 1024) return undefined;
+    const { pid, host } = JSON.parse(fs.readFileSync(file, "utf8")) as { pid?: unknown; host?: unknown };
+    return Number.isInteger(pid) && typeof host === "string" ? { pid: pid as number, host } : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function lstatOrUndefined(file: string): fs.Stats | undefined {

@@ -8,7 +8,7 @@
 // that run is over, in the order the calls came; read-only trees may be shared.
 //
 // Process-wide on purpose: the trees are the host's, and two agents of one program (or the tasks
-// of one batch) share them. Another process's runs are not seen here (docs/security.md W8).
+// of one batch) share them. Other processes' runs: tree-hold-files.ts.
 import path from "node:path";
 
 export interface HeldTrees {

@@ -2,7 +2,8 @@
 // the earlier run is over (its container gone, its tree judged and handed back), so each sandbox
 // holds the tree alone and the host never judges or writes it while another sandbox is live.
 // Before, both ran at once: the first run's hand-back took the tree back from under the second
-// sandbox, whose writes then failed unseen.
+// sandbox, whose writes then failed unseen. Two sandbox-run processes of one user are kept apart too.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +13,7 @@ import type { RunEvent } from "../../src/run/run-events.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
   bashThenFinal,
+  builtCli,
   checkNoContainersLeftAfterEach,
   dockerAvailable,
   makeWorkspace,
@@ -19,7 +21,7 @@ import {
   startModel,
 } from "../support/harness.js";
 
-describe.skipIf(!dockerAvailable())("two calls of one process over one workspace", () => {
+describe.skipIf(!dockerAvailable())("runs over one workspace", () => {
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
   const runs = checkNoContainersLeftAfterEach();
@@ -101,5 +103,31 @@ describe.skipIf(!dockerAvailable())("two calls of one process over one workspace
     expect(fs.existsSync(path.join(ws, "quick.txt"))).toBe(false);
     expect(fs.readFileSync(path.join(ws, "slow.txt"), "utf8")).toBe("slow\n");
     fs.rmSync(ws, { recursive: true, force: true });
+  });
+
+  it("two sandbox-run processes on one workspace: the later one waits for the earlier run (its progress says so), and both changes arrive", async () => {
+    const ws = makeWorkspace({ "keep.txt": "keep\n" });
+    const models = path.join(path.dirname(ws), `${path.basename(ws)}-models.json`);
+    fs.writeFileSync(models, JSON.stringify(modelsFor(server, ["quick", "slow"])));
+    const cli = (model: string) => {
+      const child = spawn(process.execPath, [builtCli, "--models", models, "--model", model, "--cwd", ws, "Go."], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      const status = new Promise<number | null>((resolve) => child.on("close", resolve));
+      return { stderr: () => stderr, status };
+    };
+    const slow = cli("scripted/slow");
+    await expect.poll(() => slow.stderr(), { timeout: 120_000, interval: 100 }).toContain("sandbox started");
+    const quick = cli("scripted/quick");
+    expect(await quick.status, quick.stderr()).toBe(0);
+    expect(await slow.status, slow.stderr()).toBe(0);
+    expect(fs.readFileSync(path.join(ws, "slow.txt"), "utf8")).toBe("slow\n");
+    expect(fs.readFileSync(path.join(ws, "quick.txt"), "utf8")).toBe("quick\n");
+    expect(fs.readFileSync(path.join(ws, "seen-by-slow.txt"), "utf8")).not.toContain("quick.txt");
+    expect(quick.stderr()).toMatch(/waiting: run [0-9a-f]{12} holds .*; this run starts once that one is over/);
+    fs.rmSync(ws, { recursive: true, force: true });
+    fs.rmSync(models, { force: true });
   });
 });

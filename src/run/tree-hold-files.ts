@@ -1,0 +1,133 @@
+// Tree holds across processes: the runs of other sandbox-run processes of this user on this host
+// (two `sandbox-run` calls on one workspace from two terminals, two CI steps on one checkout) are
+// kept apart like the runs of one process (tree-holds.ts). Each run that holds trees publishes a
+// file `hold-<runId>` in the private run-folder parent (run-dirs.ts: 0700, this user's, checked
+// before every use), and waits for the overlapping runs published before it: Lamport's bakery
+// algorithm, between the runs that share a tree. A run first publishes that it is choosing, then
+// takes a ticket one above every ticket it sees and publishes it (each write a rename, so a reader
+// sees a whole file or the previous one); it then waits while an overlapping run is choosing, and
+// while one holds a lower ticket (the run id breaks a tie). A file whose process is gone is ignored
+// and removed. Runs of another user, or with another TMPDIR, are not seen (docs/security.md W8).
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { HOLD_FILE_PREFIX, privateRunDirsParent, processAlive } from "./run-dirs.js";
+import { type HeldTrees, holdTrees, sharedTree, type TreeHold, type TreeWait } from "./tree-holds.js";
+
+/** How often a waiting run looks again. */
+const POLL_MS = 200;
+/** A hold file is a few paths; a larger one is not ours. */
+const MAX_HOLD_BYTES = 1024 * 1024;
+
+interface HoldFile extends HeldTrees {
+  pid: number;
+  host: string;
+  /** Absent while the run is choosing its ticket. */
+  ticket?: number;
+}
+
+export interface HoldOptions {
+  signal?: AbortSignal;
+  onWaiting?: (wait: TreeWait) => void;
+  /** The run-folder parent's own parent (default: the temp dir), for tests. */
+  tmpDir?: string;
+}
+
+/**
+ * Holds the run's trees against the other runs of this process, then against those of other
+ * processes of this user on this host; the hold is given back by release(), once.
+ */
+export async function holdTreesOnHost(trees: HeldTrees, options: HoldOptions = {}): Promise<TreeHold> {
+  let waitingSaid = false;
+  const onWaiting = (wait: TreeWait) => {
+    if (!waitingSaid) options.onWaiting?.(wait);
+    waitingSaid = true;
+  };
+  const inProcess = await holdTrees(trees, { signal: options.signal, onWaiting });
+  if (trees.writable.length === 0 && trees.readOnly.length === 0) return inProcess;
+  const parent = privateRunDirsParent(options.tmpDir);
+  const file = path.join(parent, `${HOLD_FILE_PREFIX}${trees.runId}`);
+  const mine: HoldFile = { ...trees, pid: process.pid, host: os.hostname() };
+  const release = () => {
+    fs.rmSync(file, { force: true });
+    inProcess.release();
+  };
+  try {
+    publish(file, mine);
+    const ticket = 1 + Math.max(0, ...others(parent, mine).map((o) => o.ticket ?? 0));
+    publish(file, { ...mine, ticket });
+    for (;;) {
+      const before = others(parent, mine).find(
+        (o) => sharedTree(mine, o) && (o.ticket === undefined || earlier(o, ticket, mine.runId)),
+      );
+      if (!before) break;
+      onWaiting({ heldBy: before.runId, tree: sharedTree(mine, before)! });
+      await pause(POLL_MS, options.signal);
+    }
+  } catch (error) {
+    release();
+    throw error;
+  }
+  let released = false;
+  return {
+    release: () => {
+      if (!released) release();
+      released = true;
+    },
+  };
+}
+
+function earlier(other: HoldFile, ticket: number, runId: string): boolean {
+  return other.ticket! < ticket || (other.ticket === ticket && other.runId < runId);
+}
+
+/** Writes the run's hold file whole (a reader sees this version or the one before). */
+function publish(file: string, hold: HoldFile): void {
+  const next = `${file}.next`;
+  fs.writeFileSync(next, JSON.stringify(hold), { mode: 0o600, flag: "wx" });
+  fs.renameSync(next, file);
+}
+
+/** The live hold files of other runs on this host; the files of processes that are gone are removed. */
+function others(parent: string, mine: HoldFile): HoldFile[] {
+  const found: HoldFile[] = [];
+  for (const name of fs.readdirSync(parent)) {
+    if (!name.startsWith(HOLD_FILE_PREFIX) || name.startsWith(`${HOLD_FILE_PREFIX}${mine.runId}`)) continue;
+    const hold = readHold(path.join(parent, name));
+    if (!hold || hold.host !== mine.host) continue;
+    // A file being published (.next) is not a hold yet; one left by a process that is gone goes.
+    if (!processAlive(hold.pid)) fs.rmSync(path.join(parent, name), { force: true });
+    else if (!name.endsWith(".next")) found.push(hold);
+  }
+  return found;
+}
+
+function readHold(file: string): HoldFile | undefined {
+  try {
+    const stat = fs.lstatSync(file);
+    if (!stat.isFile() || stat.size > MAX_HOLD_BYTES) return undefined;
+    const hold = JSON.parse(fs.readFileSync(file, "utf8")) as HoldFile;
+    const paths = (v: unknown) => Array.isArray(v) && v.every((p) => typeof p === "string");
+    if (typeof hold.runId !== "string" || !Number.isInteger(hold.pid) || !paths(hold.writable) || !paths(hold.readOnly))
+      return undefined;
+    return hold;
+  } catch {
+    // Gone meanwhile (its run ended), or not a hold file.
+    return undefined;
+  }
+}
+
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
