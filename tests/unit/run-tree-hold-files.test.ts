@@ -26,6 +26,13 @@ function otherHold(runId: string, writable: string[], ticket?: number, pid = oth
   return file;
 }
 
+/** The pid of a process that has ended. */
+async function goneProcess(): Promise<number> {
+  const child = spawn("true");
+  await new Promise((resolve) => child.on("exit", resolve));
+  return child.pid!;
+}
+
 /** Whether the promise settled once pending callbacks and a few polls have run. */
 async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
   let done = false;
@@ -66,9 +73,8 @@ describe("tree holds across processes", () => {
   });
 
   it("ignores (and removes) the file of a process that is gone, and runs over other trees at once", async () => {
-    const dead = spawn("true");
-    await new Promise((resolve) => dead.on("exit", resolve));
-    const stale = otherHold("eeeeeeeeeeee", ["/w/y"], 1, dead.pid!);
+    const dead = await goneProcess();
+    const stale = otherHold("eeeeeeeeeeee", ["/w/y"], 1, dead);
     const elsewhere = otherHold("ffffffffffff", ["/w/elsewhere"], 1);
     const hold = await holdTreesOnHost(mine("111111111111", ["/w/y"]), { tmpDir });
     expect(fs.existsSync(stale)).toBe(false);
@@ -79,9 +85,8 @@ describe("tree holds across processes", () => {
   });
 
   it("gc's reaping removes the hold file of a controller that is gone, and keeps a live one's", async () => {
-    const dead = spawn("true");
-    await new Promise((resolve) => dead.on("exit", resolve));
-    const stale = otherHold("555555555555", ["/w/v"], 3, dead.pid!);
+    const dead = await goneProcess();
+    const stale = otherHold("555555555555", ["/w/v"], 3, dead);
     const live = otherHold("666666666666", ["/w/v"], 4);
     expect(reapRunDirs(tmpDir)).toEqual([stale]);
     expect(fs.existsSync(live)).toBe(true);
