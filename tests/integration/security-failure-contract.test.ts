@@ -208,10 +208,13 @@ describe.concurrent("the failure contract, through the CLI", () => {
   });
 
   it("docker-unavailable: no engine where DOCKER_HOST points (the real binary, in its own process)", async () => {
+    // A workspace of its own: the copy and warm projects run this file at once, and two runs over
+    // one folder take turns (security W8), which would put a "waiting" line first.
+    const cli = [path.join(REPO_ROOT, "src/cli/main.ts"), "--cwd", hostileWorkspace()];
     const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", path.join(REPO_ROOT, "src/cli/main.ts"), "--model", "openai/gpt-4o-mini", "Do the task."],
+        ["--import", "tsx", ...cli, "--model", "openai/gpt-4o-mini", "Do the task."],
         {
           cwd: REPO_ROOT,
           env: { ...process.env, OPENAI_API_KEY: "sk-test-not-used", DOCKER_HOST: "unix:///nonexistent/docker.sock" },
