@@ -2,9 +2,11 @@
 // workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: one more than
 // run at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
 // task, on one line, as each ends (with the task's id); stderr: progress. Nothing starts when no
-// task can be planned (batch-preflight.ts); otherwise a failing task does not stop the others; the
-// exit code is 0 only when every task succeeded. SIGINT / SIGTERM stop the running tasks (their
-// sandboxes are removed), start no more, and remove the warm sandboxes.
+// task can be planned (batch-preflight.ts); otherwise a failing task does not stop the others
+// (unless `--max-failures` have failed: then no more start); the exit code is 0 only when every
+// task succeeded. `--resume` skips the tasks an earlier batch's stdout reports as succeeded
+// (batch-resume.ts). SIGINT / SIGTERM stop the running tasks (their sandboxes are removed), start
+// no more, and remove the warm sandboxes.
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
@@ -13,6 +15,7 @@ import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
+import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
@@ -29,6 +32,8 @@ export interface BatchFlags
   engines?: string;
   quiet?: boolean;
   build?: boolean;
+  resume?: string;
+  maxFailures?: string;
 }
 
 /** `sandbox-run batch`'s action (program.ts loads this module when the command runs). */
@@ -47,12 +52,16 @@ export async function batchCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
-  const tasks = readBatchTasks(file);
+  const listed = readBatchTasks(file);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
+  const maxFailures = flags.maxFailures === undefined ? undefined : wholeNumber(flags.maxFailures, "--max-failures", 1);
   const recordDir = flags.recordDir ? recordParent(flags.recordDir) : undefined;
   const shared = parseRunFlags(flags, io.env);
+  const tasks = await tasksToRun(listed, flags, io);
+  if (tasks.length === 0) return EXIT.ok;
+  if (recordDir) refuseUsedRecordFolders(tasks, recordDir);
   await refuseUnrunnableBatch(tasks, { shared, env: io.env, engines: flags.engines, what: file });
   const progress = flags.quiet
     ? undefined
@@ -124,9 +133,11 @@ export async function batchCommand(
     });
   };
   const running = new Set<BatchTask>();
+  // Enough failures (a revoked key, an engine gone) and the rest would most likely fail the same way.
+  const tooManyFailed = () => maxFailures !== undefined && failed >= maxFailures;
   const worker = async () => {
     // Checked before taking one: a task not taken stays queued, and is answered as not started.
-    while (!stop.signal.aborted && queue.length > 0) {
+    while (!stop.signal.aborted && !tooManyFailed() && queue.length > 0) {
       // A task over a folder a running task holds would only wait for it (docs/security.md W8):
       // the first one that would not goes first.
       const free = queue.findIndex((task) => ![...running].some((other) => shareFolders(task, other)));
@@ -143,18 +154,42 @@ export async function batchCommand(
     signals?.off("SIGTERM", onTerm);
     await agent.close();
   }
-  // Tasks never started (an interrupted batch) still get their line: every id is answered.
-  for (const task of queue) {
-    failed++;
-    const error = new SandboxRunError("aborted", "Not started: the batch was interrupted.");
-    io.stdout(`${JSON.stringify({ id: task.id, ...envelope({ ok: false, error, exitCode: EXIT.interrupted }) })}\n`);
-  }
+  answerNotStarted(queue, interruptedBy ? undefined : failed, io);
+  failed += queue.length;
   const ran = tasks.length - queue.length;
   progress?.stop(
     `sandbox-run: ${tasks.length - failed} of ${tasks.length} task(s) succeeded, ${failed} failed${queue.length ? ` (${queue.length} not started)` : ""}; ${ran} run`,
   );
   if (interruptedBy) return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
+}
+
+/**
+ * Tasks never started (an interrupted batch; `failedBefore` tasks failed, the most --max-failures
+ * allows) still get their line: every id is answered.
+ */
+function answerNotStarted(queue: BatchTask[], failedBefore: number | undefined, io: CliIo): void {
+  const [why, exitCode] =
+    failedBefore === undefined
+      ? ["the batch was interrupted.", EXIT.interrupted]
+      : [`${failedBefore} task(s) failed, the most --max-failures allows.`, EXIT.agentFailed];
+  for (const task of queue) {
+    const error = new SandboxRunError("aborted", `Not started: ${why}`);
+    io.stdout(`${JSON.stringify({ id: task.id, ...envelope({ ok: false, error, exitCode }) })}\n`);
+  }
+}
+
+/** The tasks not yet done: with --resume, those the earlier results do not report as succeeded. */
+async function tasksToRun(listed: BatchTask[], flags: BatchFlags, io: CliIo): Promise<BatchTask[]> {
+  if (!flags.resume) return listed;
+  const succeeded = await succeededTaskIds(flags.resume);
+  const tasks = listed.filter((task) => !succeeded.has(task.id));
+  const skipped = listed.length - tasks.length;
+  if (skipped > 0 && !flags.quiet) {
+    const rest = tasks.length > 0 ? `${tasks.length} left to run` : "nothing left to run";
+    io.stderr(`sandbox-run: ${skipped} of ${listed.length} task(s) already succeeded in ${flags.resume}; ${rest}\n`);
+  }
+  return tasks;
 }
 
 /** Whether two tasks' folders (workspace, writable ones) are the same or one inside the other. */
@@ -179,6 +214,31 @@ function wholeNumber(value: string, flag: string, min: number): number {
     throw usageError(`${flag} must be a whole number${min > 0 ? " of at least 1" : ""}, not "${value}".`);
   return n;
 }
+
+/**
+ * A task's record needs a new or empty `<dir>/<id>` (a record is never written over). Refused before
+ * anything starts, instead of each such task failing in its turn: the usual cause is a rerun
+ * (`--resume`) with the first run's --record-dir, whose failed tasks left their records there.
+ */
+function refuseUsedRecordFolders(tasks: BatchTask[], dir: string): void {
+  const used = tasks.filter((task) => {
+    try {
+      return fs.readdirSync(path.join(dir, task.id)).length > 0;
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code !== "ENOENT";
+    }
+  });
+  if (used.length === 0) return;
+  const shown = used.slice(0, LISTED_RECORD_FOLDERS).map((task) => task.id);
+  const more = used.length > shown.length ? ` and ${used.length - shown.length} more` : "";
+  throw usageError(
+    `${used.length} task(s) would write their record where one already is: ${shown.map((id) => path.join(dir, id)).join(", ")}${more}.`,
+    "Pass another --record-dir, or move those folders away (they hold earlier runs' records); no task was started.",
+  );
+}
+
+/** The most record folders one refusal names. */
+const LISTED_RECORD_FOLDERS = 8;
 
 /** The folder each task's record goes into (as `<dir>/<id>`): made now, so a bad path fails before any task. */
 function recordParent(dir: string): string {

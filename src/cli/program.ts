@@ -207,6 +207,11 @@ function defineBatch(program: Command, ctx: CommandContext): void {
     .option("--env <KEY=VALUE>", "variable for every sandbox; KEY alone passes the host's value (repeatable)", collect)
     .option("--engines <file>", ENGINES_FLAG_HELP)
     .option("--record-dir <dir>", "write each task's run record to <dir>/<id>")
+    .option(
+      "--resume <results.jsonl>",
+      "skip the tasks an earlier batch's stdout (appended to this file: >> results.jsonl) reports as succeeded",
+    )
+    .option("--max-failures <n>", "start no more tasks once this many have failed (the running ones finish)")
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
     .action(lazy(ctx, () => import("./batch-command.js")));

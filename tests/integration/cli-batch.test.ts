@@ -184,6 +184,90 @@ describe("sandbox-run batch", () => {
     expect(fs.readFileSync(path.join(dir, "other", "log.txt"), "utf8")).toBe("quick\n");
   });
 
+  it("--resume runs only what an earlier batch left, never over an earlier record; then nothing is left", async () => {
+    server.setScript("batch-count", bashThenFinal("echo run >> runs.txt", { done: true }));
+    const { dir, file, modelsFile } = setup(
+      ["a", "b", "c"].map((id) => ({ id, prompt: "p", cwd: `ws-${id}` })),
+      ["batch-count"],
+    );
+    for (const id of ["a", "c"]) fs.mkdirSync(path.join(dir, `ws-${id}`));
+    const results = path.join(dir, "results.jsonl");
+    const records = path.join(dir, "records");
+    const shared = ["--models", modelsFile, "--model", "scripted/batch-count", "--warm", "0", "--record-dir", records];
+    const runs = (id: string) => fs.readFileSync(path.join(dir, `ws-${id}`, "runs.txt"), "utf8");
+    // First run: b's folder is missing, so b fails; its stdout is appended to results.jsonl.
+    const first = await batch([file, ...shared, "--resume", results]).done;
+    expect(first.status, first.stderr).toBe(1);
+    fs.appendFileSync(results, first.stdout);
+    expect(runs("a")).toBe("run\n");
+    fs.mkdirSync(path.join(dir, "ws-b"));
+    // A rerun whose task would write over a record is refused before anything starts.
+    fs.mkdirSync(path.join(records, "b"));
+    fs.writeFileSync(path.join(records, "b", "earlier.txt"), "an earlier run's record");
+    const refused = await batch([file, ...shared, "--resume", results]).done;
+    expect(refused.status, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain(
+      `1 task(s) would write their record where one already is: ${path.join(records, "b")}.`,
+    );
+    expect(refused.stderr).toContain("no task was started");
+    expect(fs.existsSync(path.join(dir, "ws-b", "runs.txt"))).toBe(false);
+    fs.rmSync(path.join(records, "b"), { recursive: true });
+    // Only b runs again: a and c succeeded in the first run.
+    const second = await batch([file, ...shared, "--resume", results]).done;
+    expect(second.status, second.stderr).toBe(0);
+    expect(second.stderr).toContain(`2 of 3 task(s) already succeeded in ${results}; 1 left to run`);
+    const lines = second.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ id: "b", ok: true, exitCode: 0 });
+    expect([runs("a"), runs("b"), runs("c")]).toEqual(["run\n", "run\n", "run\n"]);
+    fs.appendFileSync(results, second.stdout);
+    const third = await batch([file, ...shared, "--resume", results]).done;
+    expect(third.status, third.stderr).toBe(0);
+    expect(third.stdout).toBe("");
+    expect(third.stderr).toContain("3 of 3 task(s) already succeeded");
+    expect(third.stderr).toContain("nothing left to run");
+  });
+
+  it("--max-failures: once that many tasks have failed no more start, and each one not started is answered", async () => {
+    server.setScript("batch-never", bashThenFinal("echo run >> runs.txt", { done: true }));
+    const { dir, file, modelsFile } = setup(
+      [
+        { id: "gone-1", prompt: "p", cwd: "no-such-1" },
+        { id: "gone-2", prompt: "p", cwd: "no-such-2" },
+        { id: "fine-1", prompt: "p", cwd: "ws" },
+        { id: "fine-2", prompt: "p", cwd: "ws" },
+      ],
+      ["batch-never"],
+    );
+    fs.mkdirSync(path.join(dir, "ws"));
+    const shared = ["--models", modelsFile, "--model", "scripted/batch-never", "--warm", "0"];
+    const zero = await batch([file, ...shared, "--max-failures", "0"]).done;
+    expect(zero.status).toBe(2);
+    expect(zero.stderr).toContain('--max-failures must be a whole number of at least 1, not "0"');
+    const run = batch([file, ...shared, "--max-failures", "2"]);
+    const { status, stdout, stderr } = await run.done;
+    expect(status, stderr).toBe(1);
+    const byId = Object.fromEntries(
+      stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
+        .map((l) => [l.id, l]),
+    );
+    expect(Object.keys(byId).sort()).toEqual(["fine-1", "fine-2", "gone-1", "gone-2"]);
+    expect(byId["gone-1"]).toMatchObject({ ok: false, exitCode: 2, error: { code: "usage" } });
+    for (const id of ["fine-1", "fine-2"]) {
+      expect(byId[id]).toMatchObject({ ok: false, exitCode: 1, error: { code: "aborted" } });
+      expect(byId[id].error.message).toContain("Not started: 2 task(s) failed, the most --max-failures allows.");
+    }
+    expect(stderr).toContain("0 of 4 task(s) succeeded, 4 failed (2 not started); 2 run");
+    expect(fs.existsSync(path.join(dir, "ws", "runs.txt"))).toBe(false);
+    expect(await containersOf(run.child.pid!)).toEqual([]);
+  });
+
   it("SIGINT stops the running tasks, answers every id, removes every sandbox (warm ones too), and exits 130", async () => {
     server.setScript("batch-slow", bashThenFinal("sleep 300", { done: true }));
     const tasks = ["a", "b", "c", "d"].map((id) => ({ id, prompt: "Wait.", cwd: "." }));

@@ -7,6 +7,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { refuseUnrunnableBatch } from "../../src/cli/batch-preflight.js";
 import { createBatchProgress } from "../../src/cli/batch-progress.js";
+import { succeededId, succeededTaskIds } from "../../src/cli/batch-resume.js";
 import { parseBatchTasks, readBatchTasks } from "../../src/cli/batch-tasks.js";
 
 describe("the batch tasks file", () => {
@@ -159,5 +160,39 @@ describe("the batch progress", () => {
     const last = out[out.length - 1]!;
     expect(last).toContain("ok a in 2.0s\n");
     expect(last).toContain("[########----------------------] 1/4 · 1 done · 0 failed · 1 running · ETA 6s");
+  });
+});
+
+describe("batch --resume: what an earlier batch's stdout says succeeded", () => {
+  it("takes the ids of lines with ok: true, and nothing from a failure, a cut-short line or another line", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-resume-"));
+    const file = path.join(dir, "results.jsonl");
+    fs.writeFileSync(
+      file,
+      [
+        JSON.stringify({ id: "a", ok: true, result: { done: true }, exitCode: 0 }),
+        JSON.stringify({ id: "b", ok: false, error: { code: "timeout" }, exitCode: 124 }),
+        JSON.stringify({ id: "c", ok: true, result: "x" }).slice(0, 20),
+        "sandbox-run: 1 of 3 task(s) succeeded",
+        JSON.stringify({ id: 7, ok: true }),
+        JSON.stringify({ id: "d", ok: "true" }),
+        `${JSON.stringify({ id: "e", ok: true, result: null })}\r`,
+        "",
+      ].join("\n"),
+    );
+    expect([...(await succeededTaskIds(file))].sort()).toEqual(["a", "e"]);
+    expect(succeededId(JSON.stringify({ id: "b", ok: false }))).toBeUndefined();
+  });
+
+  it("counts a file that does not exist yet as no task done, and refuses one it cannot read", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-resume-"));
+    expect((await succeededTaskIds(path.join(dir, "first-run.jsonl"))).size).toBe(0);
+    const error = await succeededTaskIds(dir).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; shortMessage?: string; hint?: string },
+    );
+    expect(error?.code).toBe("usage");
+    expect(error?.shortMessage).toBe(`The --resume file ${dir} cannot be read (EISDIR).`);
+    expect(error?.hint).toContain(">> results.jsonl");
   });
 });
