@@ -1,12 +1,12 @@
-// `sandbox-run batch <tasks.jsonl>`: many calls from one file, each in its own sandbox with its own
-// workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default: one more than
-// run at once) so each call skips the container's and Pi's start. Stdout: one `--json` envelope per
-// task, on one line, as each ends (with the task's id); stderr: progress. Nothing starts when no
-// task can be planned (batch-preflight.ts); otherwise a failing task does not stop the others
-// (unless `--max-failures` have failed: then no more start); the exit code is 0 only when every
-// task succeeded. `--resume` skips the tasks an earlier batch's stdout reports as succeeded
-// (batch-resume.ts). SIGINT / SIGTERM stop the running tasks (their sandboxes are removed), start
-// no more, and remove the warm sandboxes.
+// `sandbox-run batch <tasks.jsonl>`: many calls from one file (`-`: stdin), each in its own sandbox
+// with its own workspace, `--concurrency` at a time, with `--warm` sandboxes kept ready (default:
+// one more than run at once) so each call skips the container's and Pi's start. Stdout: one
+// `--json` envelope per task, on one line, as each ends (with the task's id); stderr: progress.
+// Nothing starts when no task can be planned (batch-preflight.ts); otherwise a failing task does
+// not stop the others (unless `--max-failures` have failed: then no more start); the exit code is 0
+// only when every task succeeded. `--resume` skips the tasks an earlier batch's stdout reports as
+// succeeded (batch-resume.ts). SIGINT / SIGTERM stop the running tasks (their sandboxes are
+// removed), start no more, and remove the warm sandboxes.
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
@@ -16,7 +16,7 @@ import { createAgent } from "../operations.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
-import { type BatchTask, readBatchTasks } from "./batch-tasks.js";
+import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
@@ -52,7 +52,7 @@ export async function batchCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
-  const listed = readBatchTasks(file);
+  const listed = file === "-" ? await tasksFromStdin(io) : readBatchTasks(file);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
@@ -62,7 +62,7 @@ export async function batchCommand(
   const tasks = await tasksToRun(listed, flags, io);
   if (tasks.length === 0) return EXIT.ok;
   if (recordDir) refuseUsedRecordFolders(tasks, recordDir);
-  await refuseUnrunnableBatch(tasks, { shared, env: io.env, engines: flags.engines, what: file });
+  await refuseUnrunnableBatch(tasks, { shared, env: io.env, engines: flags.engines, what: tasksSource(file) });
   const progress = flags.quiet
     ? undefined
     : createBatchProgress(io.stderr, {
@@ -177,6 +177,22 @@ function answerNotStarted(queue: BatchTask[], failedBefore: number | undefined, 
     const error = new SandboxRunError("aborted", `Not started: ${why}`);
     io.stdout(`${JSON.stringify({ id: task.id, ...envelope({ ok: false, error, exitCode }) })}\n`);
   }
+}
+
+/** `batch -`: the tasks piped in (`jq -c ... | sandbox-run batch -`), relative paths from the current folder. */
+async function tasksFromStdin(io: CliIo): Promise<BatchTask[]> {
+  const text = await io.readStdin();
+  if (text === undefined)
+    throw usageError(
+      "`sandbox-run batch -` reads its tasks from stdin, which is a terminal here.",
+      "Pipe the tasks in (one JSON object per line), or pass the tasks file.",
+    );
+  return parseBatchTasks(text, process.cwd(), tasksSource("-"));
+}
+
+/** How the tasks' source is named in messages. */
+function tasksSource(file: string): string {
+  return file === "-" ? "stdin" : file;
 }
 
 /** The tasks not yet done: with --resume, those the earlier results do not report as succeeded. */

@@ -191,7 +191,7 @@ function defineBatch(program: Command, ctx: CommandContext): void {
   program
     .command("batch <tasks.jsonl>")
     .description(
-      "run one call per line of a JSONL file ({id, prompt, cwd, schema?, policy?, model?, writable?, timeout?}), each in its own sandbox; one --json envelope per task on stdout",
+      "run one call per line of a JSONL file (- reads stdin) ({id, prompt, cwd, schema?, policy?, model?, writable?, timeout?}), each in its own sandbox; one --json envelope per task on stdout",
     )
     .option("--model <provider/id>", "model of every task without its own (or set SANDBOX_RUN_MODEL)")
     .option("--models <file>", "Pi models.json with custom providers (keys stay on the host)")

@@ -21,15 +21,20 @@ const server = await startModel();
 afterAll(() => server.close());
 
 /** The built CLI as a child process (its pid names its containers). */
-function batch(args: string[], options: { onStderr?: (text: string) => void } = {}) {
+function batch(args: string[], options: { onStderr?: (text: string) => void; cwd?: string; input?: string } = {}) {
   return cli(["batch", ...args], options);
 }
 
-function cli(args: string[], options: { onStderr?: (text: string) => void; env?: NodeJS.ProcessEnv } = {}) {
+function cli(
+  args: string[],
+  options: { onStderr?: (text: string) => void; env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {},
+) {
   const child = spawn(process.execPath, [builtCli, ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     env: { ...process.env, ...options.env },
+    ...(options.cwd ? { cwd: options.cwd } : {}),
   });
+  child.stdin?.end(options.input);
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -266,6 +271,22 @@ describe("sandbox-run batch", () => {
     expect(stderr).toContain("0 of 4 task(s) succeeded, 4 failed (2 not started); 2 run");
     expect(fs.existsSync(path.join(dir, "ws", "runs.txt"))).toBe(false);
     expect(await containersOf(run.child.pid!)).toEqual([]);
+  });
+
+  it("`batch -` reads the tasks from stdin, their paths from the current folder", async () => {
+    server.setScript("batch-piped", bashThenFinal("cat task.txt > seen.txt", { done: true }));
+    const { dir, modelsFile } = setup([], ["batch-piped"]);
+    fs.mkdirSync(path.join(dir, "ws"));
+    fs.writeFileSync(path.join(dir, "ws", "task.txt"), "piped task");
+    const shared = ["-", "--models", modelsFile, "--model", "scripted/batch-piped", "--warm", "0"];
+    const input = `${JSON.stringify({ id: "piped", prompt: "p", cwd: "ws" })}\n`;
+    const { status, stdout, stderr } = await batch(shared, { cwd: dir, input }).done;
+    expect(status, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ id: "piped", ok: true, exitCode: 0 });
+    expect(fs.readFileSync(path.join(dir, "ws", "seen.txt"), "utf8")).toBe("piped task");
+    const bad = await batch(shared, { cwd: dir, input: "not a task\n" }).done;
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("1 line(s) of stdin cannot be run: line 1: not JSON");
   });
 
   it("SIGINT stops the running tasks, answers every id, removes every sandbox (warm ones too), and exits 130", async () => {
