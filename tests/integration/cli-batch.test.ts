@@ -37,8 +37,8 @@ function cli(
   child.stdin?.end(options.input);
   let stdout = "";
   let stderr = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on("data", (c: Buffer) => {
+  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => {
     stderr += c.toString();
     options.onStderr?.(stderr);
   });

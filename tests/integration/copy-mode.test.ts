@@ -4,11 +4,10 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runDirsParent } from "../../src/run/run-dirs.js";
 import type { RunPlan } from "../../src/sandbox-contract.js";
-import { containersOfRuns, docker } from "../support/harness.js";
+import { builtCli, containersOfRuns, docker } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -22,7 +21,6 @@ import {
   useHostileModelServer,
 } from "../support/hostile-model.js";
 
-const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const server = useHostileModelServer();
 const copy = { workspaceMode: "copy" as const };
 
@@ -350,8 +348,7 @@ describe("copy mode and the controller's life", () => {
     // The relay saw its stdin end and exited; the launcher's liveness connection broke with it.
     expect((await exit).StatusCode).toBe(91);
     const gc = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", path.join(REPO_ROOT, "src/cli/main.ts"), "gc"], {
-        cwd: REPO_ROOT,
+      const child = spawn(process.execPath, [builtCli, "gc"], {
         env: { ...process.env, TMPDIR: tmpdir },
         stdio: ["ignore", "ignore", "pipe"],
       });

@@ -5,7 +5,6 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
@@ -24,7 +23,6 @@ import {
   useHostileModelServer,
 } from "../support/hostile-model.js";
 
-const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** A line of a JavaScript stack trace. */
 const STACK_LINE = /^\s+at .+(\(.*:\d+:\d+\)|:\d+:\d+)$/m;
 
@@ -210,17 +208,12 @@ describe.concurrent("the failure contract, through the CLI", () => {
   it("docker-unavailable: no engine where DOCKER_HOST points (the real binary, in its own process)", async () => {
     // A workspace of its own: the copy and warm projects run this file at once, and two runs over
     // one folder take turns (security W8), which would put a "waiting" line first.
-    const cli = [path.join(REPO_ROOT, "src/cli/main.ts"), "--cwd", hostileWorkspace()];
+    const cli = [builtCli, "--cwd", hostileWorkspace()];
     const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(
-        process.execPath,
-        ["--import", "tsx", ...cli, "--model", "openai/gpt-4o-mini", "Do the task."],
-        {
-          cwd: REPO_ROOT,
-          env: { ...process.env, OPENAI_API_KEY: "sk-test-not-used", DOCKER_HOST: "unix:///nonexistent/docker.sock" },
-          stdio: ["ignore", "pipe", "pipe"],
-        },
-      );
+      const child = spawn(process.execPath, [...cli, "--model", "openai/gpt-4o-mini", "Do the task."], {
+        env: { ...process.env, OPENAI_API_KEY: "sk-test-not-used", DOCKER_HOST: "unix:///nonexistent/docker.sock" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let stdout = "";
       let stderr = "";
       child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));

@@ -7,7 +7,6 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
@@ -19,6 +18,7 @@ import {
   WARM_PATHS,
 } from "../../src/sandbox-contract.js";
 import {
+  builtCli,
   containersOfRuns,
   docker,
   engine,
@@ -39,9 +39,6 @@ import {
   spawnController,
   useHostileModelServer,
 } from "../support/hostile-model.js";
-
-const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const CLI = path.join(REPO_ROOT, "src/cli/main.ts");
 
 const server = useHostileModelServer();
 
@@ -256,8 +253,7 @@ function runCliProcess(
   onSpawn?: (child: ReturnType<typeof spawn>) => void,
 ): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
-      cwd: REPO_ROOT,
+    const child = spawn(process.execPath, [builtCli, ...args], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

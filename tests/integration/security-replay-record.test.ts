@@ -8,10 +8,8 @@
 // says so first when it diverges.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
@@ -21,7 +19,14 @@ import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { replayRecord } from "../../src/replay/replay-source.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import {
+  builtCli,
+  containersOfRuns,
+  dockerAvailable,
+  makeWorkspace,
+  modelsFor,
+  startModel,
+} from "../support/harness.js";
 import { copyRecord, rehash } from "../support/record-files.js";
 
 const CANARY = `ROOT-ONLY-${Math.random().toString(16).slice(2)}`;
@@ -218,11 +223,9 @@ describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the 
   });
 });
 
-/** The CLI from source in a process of its own, killed after `killAfterMs`: a controller that hangs cannot hang the test. */
+/** The built CLI in a process of its own, killed after `killAfterMs`: a controller that hangs cannot hang the test. */
 function cliProcess(argv: string[], killAfterMs: number) {
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
-  const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
-  const child = spawn(process.execPath, ["--import", tsx, main, ...argv], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [builtCli, ...argv], { stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));

@@ -3,10 +3,9 @@
 // trims and hands back 1,200,000 of them with its memory bounded.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
+import { testScript } from "../support/harness.js";
 import {
   bash,
   finish,
@@ -69,10 +68,8 @@ describe("scale", () => {
     const state = hostileWorkspace({}, "sandbox-run-links-state-");
     try {
       fs.writeFileSync(path.join(ws, "keep.txt"), "keep\n");
-      const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm")).href;
-      const script = fileURLToPath(new URL("../support/workspace-controller.ts", import.meta.url));
       const spec = { root: ws, stateDir: path.join(state, "state"), maxEntries: 200_000, diskMb: 4096 };
-      const host = spawn(process.execPath, ["--import", tsx, script, JSON.stringify(spec)], {
+      const host = spawn(process.execPath, [testScript("workspaceController"), JSON.stringify(spec)], {
         stdio: ["pipe", "pipe", "pipe"],
       });
       let out = "";

@@ -5,15 +5,21 @@
 // Runs in its own vitest invocation, like security-lifecycle.test.ts: another file's start-up
 // reaping would remove a dead controller's containers before their exit codes are read.
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { LABEL_OWNER_PID, LABEL_WARM, LAUNCHER_EXIT } from "../../src/sandbox-contract.js";
-import { docker, modelsFor, runBuiltCli, runtimes, startModel } from "../support/harness.js";
+import {
+  containerEvents,
+  docker,
+  modelsFor,
+  runBuiltCli,
+  runtimes,
+  startModel,
+  testScript,
+} from "../support/harness.js";
 import { hostilePolicy } from "../support/hostile-model.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const CONTROLLER = path.join(REPO_ROOT, "tests/support/warm-controller.ts");
 
 /** A controller process keeping `size` warm sandboxes; resolves once they are ready, with their ids. */
 async function warmController(runtime: "runc" | "runsc", size: number, idleSeconds: number, end?: "return" | "exit") {
@@ -26,7 +32,7 @@ async function warmController(runtime: "runc" | "runsc", size: number, idleSecon
     idleSeconds,
     ...(end ? { end } : {}),
   };
-  const child = spawn(process.execPath, ["--import", "tsx", CONTROLLER, JSON.stringify(spec)], {
+  const child = spawn(process.execPath, [testScript("warmController"), JSON.stringify(spec)], {
     cwd: REPO_ROOT,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -88,11 +94,20 @@ describe.each(runtimes())("warm sandboxes of a controller that stops answering o
       LAUNCHER_EXIT.idleDeadlinePassed,
       LAUNCHER_EXIT.idleDeadlinePassed,
     ]);
+    const stoppedBy = Math.floor(Date.now() / 1000);
     child.kill("SIGKILL");
     await new Promise((resolve) => child.once("close", resolve));
     const gc = await runBuiltCli(["gc"]);
     expect(gc.status).toBe(0);
-    expect(gc.stderr).toMatch(/warm sandbox: owner process \d+ is gone/);
+    // Every CLI process reaps the orphans it finds as it starts, and other files of the step start
+    // some: one that started in the moment between the kill and this gc may have removed them first
+    // (seen once, with copy-mode, failure-contract and replay-record beside it). Then docker's log
+    // must show them removed after the kill.
+    const removedHere = gc.stderr.match(/warm sandbox: owner process \d+ is gone/g)?.length ?? 0;
+    if (removedHere < containers.length) {
+      const destroyed = await containerEvents(stoppedBy, { event: ["destroy"], container: containers });
+      expect(destroyed, gc.stderr).toHaveLength(containers.length);
+    }
     expect(await ofController(child.pid!)).toEqual([]);
     await close();
   });

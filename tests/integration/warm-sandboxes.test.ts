@@ -257,33 +257,41 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     expect(secret).toBe("0");
   });
 
-  it("more calls at once than warm sandboxes: each its own sandbox, each its own result, nothing left", async () => {
-    const models = Array.from({ length: 5 }, (_, i) => scripted(`cat id.txt`, { done: true, id: i }));
-    const agent = warmAgent(runtime, 2, models, { schema: undefined });
-    await agent.warmUp();
-    const logs = models.map(() => events());
-    const results = await Promise.all(
-      models.map((model, i) =>
-        agent.runDetailed("Do the task.", {
-          cwd: makeWorkspace({ "id.txt": `call ${i}\n` }),
-          model: `scripted/${model}`,
-          schema: { type: "object", properties: { done: { type: "boolean" }, id: { type: "number" } } },
-          onEvent: logs[i]!.onEvent,
-        }),
-      ),
-    );
-    for (const [i, r] of results.entries()) expect(r.result).toEqual({ done: true, id: i });
-    for (const [i, model] of models.entries()) expect(toolOutput(model)).toContain(`call ${i}`);
-    const containers = results.map((r) => r.containerId);
-    expect(new Set(containers).size).toBe(5);
-    const warmIds = logs.flatMap((l) => (claimed(l.list) ? [String(claimed(l.list)!.warmId)] : []));
-    expect(new Set(warmIds).size).toBe(warmIds.length);
-    expect(warmIds.length).toBeGreaterThanOrEqual(2);
-    // The others waited for a sandbox being made, or started cold and said why.
-    for (const log of logs.filter((l) => !claimed(l.list)))
-      expect(log.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/taken|could not/);
-    for (const id of containers) await expect(docker.getContainer(id).inspect()).rejects.toThrow(/no such container/i);
-  });
+  // The pool's own logic (claims racing for fewer sandboxes, a call it cannot serve) is the same
+  // whatever runs the containers: on runc only (on gVisor: 84 s of the file's 362 s).
+  const poolLogic = runtime === "runc" ? it : undefined;
+
+  poolLogic?.(
+    "more calls at once than warm sandboxes: each its own sandbox, each its own result, nothing left",
+    async () => {
+      const models = Array.from({ length: 5 }, (_, i) => scripted(`cat id.txt`, { done: true, id: i }));
+      const agent = warmAgent(runtime, 2, models, { schema: undefined });
+      await agent.warmUp();
+      const logs = models.map(() => events());
+      const results = await Promise.all(
+        models.map((model, i) =>
+          agent.runDetailed("Do the task.", {
+            cwd: makeWorkspace({ "id.txt": `call ${i}\n` }),
+            model: `scripted/${model}`,
+            schema: { type: "object", properties: { done: { type: "boolean" }, id: { type: "number" } } },
+            onEvent: logs[i]!.onEvent,
+          }),
+        ),
+      );
+      for (const [i, r] of results.entries()) expect(r.result).toEqual({ done: true, id: i });
+      for (const [i, model] of models.entries()) expect(toolOutput(model)).toContain(`call ${i}`);
+      const containers = results.map((r) => r.containerId);
+      expect(new Set(containers).size).toBe(5);
+      const warmIds = logs.flatMap((l) => (claimed(l.list) ? [String(claimed(l.list)!.warmId)] : []));
+      expect(new Set(warmIds).size).toBe(warmIds.length);
+      expect(warmIds.length).toBeGreaterThanOrEqual(2);
+      // The others waited for a sandbox being made, or started cold and said why.
+      for (const log of logs.filter((l) => !claimed(l.list)))
+        expect(log.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/taken|could not/);
+      for (const id of containers)
+        await expect(docker.getContainer(id).inspect()).rejects.toThrow(/no such container/i);
+    },
+  );
 
   it("a warm sandbox whose launcher was killed while it waited is never used: the call gets another, or starts cold", async () => {
     const model = scripted("echo ok");
@@ -346,28 +354,31 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     expect(await warmContainersOfThisProcess()).toEqual([]);
   });
 
-  it("a call the pool cannot serve starts cold and says why (another runtime's limits, bind mode asked)", async () => {
-    const model = scripted("true");
-    const agent = warmAgent(runtime, 1, [model]);
-    const log = events();
-    const details = await agent.runDetailed("Do the task.", {
-      cwd: makeWorkspace(),
-      model: `scripted/${model}`,
-      policy: hostilePolicy({ runtime, limits: { pids: 256, memoryMb: 640 } }),
-      onEvent: log.onEvent,
-    });
-    expect(details.warm).toBe(false);
-    expect(log.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/limit memoryMb 640/);
-    expect(log.list.some((e) => e.type === "container.created")).toBe(true);
-    const bind = events();
-    await agent.runDetailed("Do the task.", {
-      cwd: makeWorkspace(),
-      model: `scripted/${model}`,
-      workspaceMode: "bind",
-      onEvent: bind.onEvent,
-    });
-    expect(bind.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/bind mode/);
-  });
+  poolLogic?.(
+    "a call the pool cannot serve starts cold and says why (another runtime's limits, bind mode asked)",
+    async () => {
+      const model = scripted("true");
+      const agent = warmAgent(runtime, 1, [model]);
+      const log = events();
+      const details = await agent.runDetailed("Do the task.", {
+        cwd: makeWorkspace(),
+        model: `scripted/${model}`,
+        policy: hostilePolicy({ runtime, limits: { pids: 256, memoryMb: 640 } }),
+        onEvent: log.onEvent,
+      });
+      expect(details.warm).toBe(false);
+      expect(log.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/limit memoryMb 640/);
+      expect(log.list.some((e) => e.type === "container.created")).toBe(true);
+      const bind = events();
+      await agent.runDetailed("Do the task.", {
+        cwd: makeWorkspace(),
+        model: `scripted/${model}`,
+        workspaceMode: "bind",
+        onEvent: bind.onEvent,
+      });
+      expect(bind.list.find((e) => e.type === "warm.miss")?.data.reason).toMatch(/bind mode/);
+    },
+  );
 });
 
 /** What the sandbox's bash printed for `model`'s run (the last tool result the model was sent). */

@@ -8,6 +8,7 @@ import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { buildRunnerImage } from "../../src/image/build-runner-image.js";
 import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { bundleTestScripts } from "./bundle-test-scripts.js";
 import {
   engineFileEntry,
   remoteEngine,
@@ -28,6 +29,8 @@ declare module "vitest" {
      * run goes to, and an engines file naming only it (harness.ts points SANDBOX_RUN_ENGINES at it).
      */
     remoteEngine: { state: SecondEngineState; enginesFile: string } | undefined;
+    /** The folder of the helper programs tests start as processes, bundled (bundle-test-scripts.ts). */
+    testScriptsDir: string;
   }
 }
 
@@ -50,8 +53,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const removeTestTmp = useTestTmp();
   const testTmp = os.tmpdir(); // the folder useTestTmp made
   let releaseRemote = async () => {};
+  const scripts = await bundleTestScripts(project.name);
+  project.provide("testScriptsDir", scripts.dir);
   const teardown = async () => {
     await releaseRemote();
+    scripts.remove();
     removeTestTmp();
   };
   const engine = new DockerEngine();

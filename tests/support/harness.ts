@@ -16,6 +16,7 @@ import {
   type ScriptedModelServer,
   startScriptedModelServer,
 } from "../../src/scripted-model/scripted-model-server.js";
+import type { TestScript } from "./bundle-test-scripts.js";
 import { engineFileEntry, remoteEngine } from "./second-engine.js";
 
 /** The key the scripted provider "needs": it must reach the upstream and never the sandbox. */
@@ -208,6 +209,11 @@ export function runProcess(
     child.on("error", reject);
     child.on("close", (status) => resolve({ status, stdout, stderr }));
   });
+}
+
+/** A helper program the global set-up bundled (bundle-test-scripts.ts), to run with `node <path>`. */
+export function testScript(name: TestScript): string {
+  return path.join(inject("testScriptsDir"), `${name}.mjs`);
 }
 
 /** The built CLI (dist/cli/main.js, made by `npm run build`). */

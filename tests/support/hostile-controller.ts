@@ -1,6 +1,6 @@
 // A controller in its own process, for the tests that must measure or kill it: its peak RSS
 // is its own (not the test runner's), and SIGKILL takes it down like a crashed host program.
-// Run as `node --import tsx tests/support/hostile-controller.ts '<spec json>'`; it prints JSON
+// Run as `node <its bundle> '<spec json>'` (harness.ts testScript("hostileController")); it prints JSON
 // lines on stdout: {"kind":"event",...} for the sandbox events asked for, then one
 // {"kind":"done",...} with the outcome and process.resourceUsage().maxRSS.
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";

@@ -24,11 +24,10 @@ import type {
   ScriptedModelServer,
   ScriptStep,
 } from "../../src/scripted-model/scripted-model-server.js";
-import { engine, modelsFor, startModel, workspaceMode } from "./harness.js";
+import { engine, modelsFor, startModel, testScript, workspaceMode } from "./harness.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const CONTROLLER_SCRIPT = path.join(REPO_ROOT, "tests/support/hostile-controller.ts");
 
 /** The schema every hostile run ends with, so "the run finished normally" is unambiguous. */
 export const DONE_SCHEMA = {
@@ -286,8 +285,8 @@ export interface SpawnedController {
 }
 
 /**
- * Starts tests/support/hostile-controller.ts in a child Node process running `steps` as a fresh
- * model on `server`. The child runs the TypeScript sources through tsx, like vitest does.
+ * Starts tests/support/hostile-controller.ts (bundled by the global set-up) in a child Node process
+ * running `steps` as a fresh model on `server`.
  */
 export function spawnController(
   server: ScriptedModelServer,
@@ -308,7 +307,7 @@ export function spawnController(
     schema: { ...DONE_SCHEMA },
     ...spec,
   };
-  const node = [process.execPath, "--import", "tsx", CONTROLLER_SCRIPT, JSON.stringify(full)];
+  const node = [process.execPath, testScript("hostileController"), JSON.stringify(full)];
   const user = spawnOptions.asUser;
   const argv = user
     ? [

@@ -1,6 +1,6 @@
 // A controller in its own process that keeps warm sandboxes and does nothing else, for the tests
 // that freeze or kill it (tests/integration/warm-lifecycle.test.ts). Run as
-// `node --import tsx tests/support/warm-controller.ts '<spec json>'`; it prints one JSON line
+// `node <its bundle> '<spec json>'` (harness.ts testScript("warmController")); it prints one JSON line
 // once its pool is full ({"kind":"ready","containers":[...]}) and then waits to be stopped, or
 // (`end: "return"`) simply ends, as a program that forgot `agent.close()` does, or (`end: "exit"`)
 // calls process.exit(0) at once, with its pool still open.
