@@ -45,7 +45,16 @@ export async function bundleTestScripts(project: string): Promise<{ dir: string;
     },
     logLevel: "warning",
   });
-  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  const remove = () => {
+    fs.rmSync(dir, { recursive: true, force: true });
+    // The shared parent too once no other run's folder is in it (no empty folder left in the clone).
+    try {
+      fs.rmdirSync(BUILD_ROOT);
+    } catch {
+      // Another project's or test run's folder is still in it.
+    }
+  };
+  return { dir, remove };
 }
 
 /** Folders of test runs whose process is gone (killed before their teardown). */
