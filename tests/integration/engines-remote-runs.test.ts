@@ -13,7 +13,7 @@ import { ensureRunnerImage } from "../../src/image/ensure-runner-image.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
 import { runDirsParent } from "../../src/run/run-dirs.js";
 import { LABEL_RUN_ID, LAUNCHER_DEADLINE_GRACE_MS, LAUNCHER_EXIT, type RunPlan } from "../../src/sandbox-contract.js";
-import { containerEvents, docker, engine as localEngine, runBuiltCli } from "../support/harness.js";
+import { docker, killedThroughEngine, engine as localEngine, runBuiltCli } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -457,12 +457,3 @@ describe.skipIf(!secondEngineExpected())("runs on a remote engine (TCP, mutual T
     }, 240_000);
   });
 });
-
-/** Whether the local engine logged a kill for this container in the last 10 minutes (a removal by force, not its own exit). */
-async function killedThroughEngine(containerId: string): Promise<boolean> {
-  const kills = await containerEvents(Math.floor(Date.now() / 1000) - 600, {
-    event: ["kill"],
-    container: [containerId],
-  });
-  return kills.length > 0;
-}

@@ -66,6 +66,26 @@ export async function containerEvents(since: number, filters: Record<string, str
 }
 
 /**
+ * A sandbox whose controller died stops by itself within a second or two (its launcher's link to the
+ * controller closes). A start-up reaper that stopped it instead did so within this long, or the
+ * sandbox's own stop would have come first; a later kill means the sandbox did not stop itself.
+ */
+export const REAPED_FIRST_WITHIN_MS = 10_000;
+
+/**
+ * Whether the local engine logged a kill for this container in the last 10 minutes: it was stopped
+ * by force (`docker kill`, as the start-up reaping of any CLI or controller does for a container
+ * whose owner is gone), not by its own exit.
+ */
+export async function killedThroughEngine(containerId: string): Promise<boolean> {
+  const kills = await containerEvents(Math.floor(Date.now() / 1000) - 600, {
+    event: ["kill"],
+    container: [containerId],
+  });
+  return kills.length > 0;
+}
+
+/**
  * What a controller running as another user needs to reach the engine runs go to: nothing for the
  * local socket (its group does), and for the remote engine an engines file and client certificates
  * of its own in `dir` (the test run's are root's), as that user would have.
