@@ -10,6 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { processAlive } from "../../src/run/run-dirs.js";
 
 /** Each script's entry point, from the repository's root. */
 const ENTRY_POINTS = {
@@ -61,16 +62,7 @@ export async function bundleTestScripts(project: string): Promise<{ dir: string;
 function removeAbandoned(): void {
   for (const name of fs.existsSync(BUILD_ROOT) ? fs.readdirSync(BUILD_ROOT) : []) {
     const pid = Number(name.split("-")[0]);
-    if (Number.isInteger(pid) && pid > 0 && !alive(pid))
+    if (Number.isInteger(pid) && !processAlive(pid))
       fs.rmSync(path.join(BUILD_ROOT, name), { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

@@ -10,7 +10,7 @@ import { afterEach, expect, inject } from "vitest";
 import { createDockerClient } from "../../src/engine/docker-connection.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import type { RunEvent } from "../../src/run/run-events.js";
-import { LABEL_RUN_ID } from "../../src/sandbox-contract.js";
+import { LABEL_RUN_ID, LAUNCHER_EXIT } from "../../src/sandbox-contract.js";
 import {
   type Script,
   type ScriptedModelServer,
@@ -70,7 +70,25 @@ export async function containerEvents(since: number, filters: Record<string, str
  * controller closes). A start-up reaper that stopped it instead did so within this long, or the
  * sandbox's own stop would have come first; a later kill means the sandbox did not stop itself.
  */
-export const REAPED_FIRST_WITHIN_MS = 10_000;
+const REAPED_FIRST_WITHIN_MS = 10_000;
+
+/**
+ * A sandbox whose controller died at `diedAt` (ms) and that ended with `status` (undefined: already
+ * removed) at `stoppedAt`: its launcher stopped it (exit 91), or, before the launcher saw the link
+ * close, another process's start-up reaping did (its owner is gone; other test files start CLIs and
+ * controllers all the time). Then the engine logged a kill, which a sandbox's own exit never has,
+ * and it came soon.
+ */
+export async function expectStoppedByItselfOrReaped(
+  containerId: string,
+  status: number | undefined,
+  diedAt: number,
+  stoppedAt = Date.now(),
+): Promise<void> {
+  if (status === LAUNCHER_EXIT.controllerGone) return;
+  expect(await killedThroughEngine(containerId), `exit ${status} and no kill through the engine`).toBe(true);
+  expect(stoppedAt - diedAt).toBeLessThan(REAPED_FIRST_WITHIN_MS);
+}
 
 /**
  * Whether the local engine logged a kill for this container in the last 10 minutes: it was stopped
