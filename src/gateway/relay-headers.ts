@@ -1,7 +1,10 @@
-// Which headers cross the gateway. Towards the upstream: none that carry credentials (the
-// sandbox holds a placeholder at best; the route's real ones are added here), none that pick
-// another account of the key's owner, no hop-by-hop ones. Towards the sandbox: no hop-by-hop
-// ones and no cookies.
+// Which headers cross the gateway. Towards the upstream: only the ones Pi's own provider code
+// sends (an allow-list), so none that carry credentials (the sandbox holds a placeholder at best;
+// the route's real ones, and every models.json header, are added here), none that pick another
+// account of the key's owner, and none that steer a provider-side proxy (Portkey's
+// `x-portkey-custom-host`, Helicone's `helicone-target-url`, `x-forwarded-host`, a Cloudflare AI
+// Gateway's cache key) to send the key elsewhere or serve another caller's data. Towards the
+// sandbox: no hop-by-hop ones and no cookies.
 import type http from "node:http";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { isCredentialHeader } from "./credential-headers.js";
@@ -9,8 +12,57 @@ import { isCredentialHeader } from "./credential-headers.js";
 // "expect": Node's server already answered any "100-continue"; the body is read before forwarding.
 const NOT_FORWARDED = new Set([...HOP_BY_HOP_HEADERS, "expect", "host", "content-length"]);
 
-/** Headers that choose which organisation/project of the key's owner pays and holds the data. */
-const ACCOUNT_HEADERS = new Set(["openai-organization", "openai-project", "anthropic-workspace-id"]);
+/**
+ * The request headers Pi 1.6.0's providers set (@earendil-works/pi-ai's api/, utils/identity.js
+ * and the SDKs it uses: OpenAI's and Anthropic's `x-stainless-*`, Google's `x-goog-api-client`),
+ * lower-case. Whatever else the sandbox sends is dropped: a header Pi never sends is one the
+ * sandbox chose, and the gateway does not know what a provider (or a proxy in front of one) does
+ * with it. Values of the beta headers are checked by the route's codec.
+ */
+const PI_REQUEST_HEADERS = new Set([
+  "accept",
+  "accept-language",
+  "content-type",
+  "user-agent",
+  "sec-fetch-mode",
+  // Anthropic
+  "anthropic-version",
+  "anthropic-beta",
+  "anthropic-dangerous-direct-browser-access",
+  "x-app",
+  // OpenAI and compatible servers
+  "openai-beta",
+  "openai-intent",
+  "session-id",
+  "x-client-request-id",
+  "x-session-id",
+  "x-session-affinity",
+  // Google, Mistral
+  "x-goog-api-client",
+  "x-affinity",
+  // Providers' identification and routing hints Pi sends (GitHub Copilot, OpenRouter, opencode)
+  "copilot-integration-id",
+  "copilot-vision-request",
+  "editor-version",
+  "editor-plugin-version",
+  "x-initiator",
+  "x-interaction-type",
+  "x-github-api-version",
+  "http-referer",
+  "x-title",
+  "x-openrouter-title",
+  "x-openrouter-categories",
+  "x-opencode-session",
+  "x-opencode-client",
+  "x-billing-invoke-origin",
+]);
+
+/** The SDKs' platform headers (`x-stainless-lang`, `-os`, `-retry-count`, ...). */
+const PI_REQUEST_HEADER_PREFIXES = ["x-stainless-"];
+
+function piSends(name: string): boolean {
+  return PI_REQUEST_HEADERS.has(name) || PI_REQUEST_HEADER_PREFIXES.some((prefix) => name.startsWith(prefix));
+}
 
 /**
  * The headers the sandbox sent that may reach the upstream: the gateway's own record of the
@@ -21,9 +73,10 @@ export function relayableRequestHeaders(incoming: http.IncomingHttpHeaders): Rec
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(incoming)) {
     if (value === undefined || NOT_FORWARDED.has(name) || dropped.has(name)) continue;
-    if (isCredentialHeader(name) || ACCOUNT_HEADERS.has(name)) continue;
-    // Decoding a compressed reply would need a copy; ask for the plain one (providers honour it).
-    if (name === "accept-encoding") continue;
+    // Credentials and account headers are not on the list; the check stays as a second guard.
+    // accept-encoding is not either: decoding a compressed reply would need a copy, so the
+    // gateway asks for the plain one (providers honour it).
+    if (!piSends(name) || isCredentialHeader(name)) continue;
     out[name] = value;
   }
   return out;

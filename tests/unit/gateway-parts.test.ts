@@ -1,4 +1,5 @@
 // The gateway's pure parts, one by one: admission, header rules, inspection, the exchange tap.
+import fs from "node:fs";
 import { describe, expect, it } from "vitest";
 import type { ApiCodec, ModelReply } from "../../src/gateway/apis/api-codec.js";
 import { isCredentialHeader } from "../../src/gateway/credential-headers.js";
@@ -84,7 +85,42 @@ describe("header rules", () => {
     expect(["Authorization", "x-goog-api-key", "cf-aig-authorization"].every(isCredentialHeader)).toBe(true);
     expect(isCredentialHeader("x-team")).toBe(false);
   });
+  it("relays only the headers Pi's providers send: a proxy's routing, cache or account headers stay behind", () => {
+    const steering = {
+      "x-portkey-custom-host": "https://attacker.example",
+      "x-portkey-provider": "openai",
+      "helicone-target-url": "https://attacker.example",
+      "x-forwarded-host": "attacker.example",
+      forwarded: "host=attacker.example",
+      "cf-aig-cache-key": "someone-elses-entry",
+      "x-goog-user-project": "another-project",
+      "openai-project": "proj-other",
+      "chatgpt-account-id": "another-account",
+    };
+    expect(relayableRequestHeaders({ ...steering, "content-type": "application/json" })).toEqual({
+      "content-type": "application/json",
+    });
+    // Every header real Pi sent in the five captured requests (tests/fixtures/pi-requests) goes
+    // through but its credential and accept-encoding.
+    for (const api of PI_REQUEST_FIXTURES) {
+      const sent = JSON.parse(fs.readFileSync(new URL(`../fixtures/pi-requests/${api}.json`, import.meta.url), "utf8"))
+        .headers as Record<string, string>;
+      const expected = Object.fromEntries(
+        Object.entries(sent).filter(([name]) => !isCredentialHeader(name) && name !== "accept-encoding"),
+      );
+      expect(Object.keys(expected).length, api).toBeGreaterThan(3);
+      expect(relayableRequestHeaders(sent), api).toEqual(expected);
+    }
+  });
 });
+
+const PI_REQUEST_FIXTURES = [
+  "anthropic-messages",
+  "google-generative-ai",
+  "mistral-conversations",
+  "openai-completions",
+  "openai-responses",
+];
 
 describe("inspectRequest", () => {
   const admitted = (url: string, method = "POST") => {
