@@ -233,6 +233,70 @@ describe("google-generative-ai refusals", () => {
       codecFor(API)!.refusal("/models/gemini-pro:streamGenerateContent", body, headers, { model: `m-${API}` }),
     ).toMatch(/"gemini-pro" \(the URL path\)/);
   });
+
+  // Google reads protobuf JSON: each field under its snake_case name too. Checks that look for
+  // the camelCase names would let the twin through to the provider, with the real key.
+  it.each([
+    [
+      "a response count",
+      (b: Body) => void (b.generationConfig = { ...(b.generationConfig as Body), candidate_count: 8 }),
+      "generationConfig.candidate_count",
+    ],
+    ["cached content", (b: Body) => void (b.cached_content = "cachedContents/x"), "cached_content"],
+    [
+      "a file by URI in the system instruction",
+      (b: Body) =>
+        void (b.system_instruction = {
+          parts: [{ file_data: { file_uri: "https://attacker.example/a.pdf", mime_type: "application/pdf" } }],
+        }),
+      "system_instruction",
+    ],
+    [
+      "a file by URI in a part",
+      (b: Body) => void (b.contents as Body[]).push({ role: "user", parts: [{ file_data: { file_uri: "x" } }] }),
+      "parts[0].file_data",
+    ],
+    [
+      "a second generation config",
+      (b: Body) => void (b.generation_config = { candidate_count: 8 }),
+      "generation_config",
+    ],
+    ["a server tool", addTool({ google_search: {} }), "google_search"],
+  ])("%s under its snake_case name", (_name, change, field) => {
+    expect(refusal(API, change)).toMatch(new RegExp(`"[^"]*${field.replace(/[.[\]]/g, "\\$&")}" in snake_case`));
+    // Not a server feature a policy may allow: the name is what is refused.
+    expect(
+      refusal(API, change, {
+        policy: {
+          allowServerTools: [
+            "cachedContent",
+            "fileData",
+            "googleSearch",
+            "google_search",
+            "cached_content",
+            "file_data",
+          ],
+        },
+      }),
+    ).toMatch(/snake_case/);
+  });
+
+  it("keys of arguments, tool results and JSON Schemas are the caller's data: snake_case there passes", () => {
+    expect(
+      refusal(API, (b) => {
+        const declaration = ((b.tools as Body[])[0]!.functionDeclarations as Body[])[0]!;
+        declaration.parametersJsonSchema = {
+          type: "object",
+          properties: { file_path: { type: "string" } },
+          required: ["file_path"],
+        };
+        (b.contents as Body[]).push(
+          { role: "model", parts: [{ functionCall: { name: "read", args: { file_path: "a_b.txt" } } }] },
+          { role: "user", parts: [{ functionResponse: { name: "read", response: { output: { line_count: 3 } } } }] },
+        );
+      }),
+    ).toBeUndefined();
+  });
 });
 
 describe("mistral-conversations refusals", () => {

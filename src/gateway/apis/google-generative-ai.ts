@@ -26,6 +26,7 @@ import {
   parseSafely,
   requireRecord,
   serverFeatureRefusal,
+  short,
   stringOr,
   unreadable,
 } from "./codec-support.js";
@@ -155,6 +156,7 @@ function googleRefusal(
   if (bodyProblem) return bodyProblem;
   const request = body as JsonRecord;
   return firstRefusal(
+    () => snakeCaseRefusal(request),
     () => modelRefusal(route?.[1], policy, "the URL path"),
     () =>
       request.cachedContent !== undefined
@@ -195,6 +197,44 @@ function googleRefusal(
       return undefined;
     },
   );
+}
+
+/**
+ * Values whose keys are the caller's data, not field names of Google's API: a call's arguments, a
+ * tool's result, JSON Schemas. Their keys may have any spelling.
+ */
+const FREE_FORM_FIELDS = new Set([
+  "args",
+  "response",
+  "parameters",
+  "parametersJsonSchema",
+  "responseSchema",
+  "responseJsonSchema",
+]);
+
+/**
+ * Google reads a request's JSON by protobuf's rules, which take each field under its snake_case
+ * name too (`generation_config`, `candidate_count`, `cached_content`, `file_data`): every check
+ * here looks for the camelCase names Pi writes, so a snake_case twin would pass them unseen. Pi
+ * never writes one; any field name with an underscore outside the free-form values is refused.
+ */
+function snakeCaseRefusal(request: JsonRecord): string | undefined {
+  const pending: Array<{ value: unknown; at: string }> = [{ value: request, at: "" }];
+  while (pending.length > 0) {
+    const { value, at } = pending.pop()!;
+    if (Array.isArray(value)) {
+      for (const [i, item] of value.entries()) pending.push({ value: item, at: `${at}[${i}]` });
+      continue;
+    }
+    if (!isRecord(value)) continue;
+    for (const [key, child] of Object.entries(value)) {
+      const where = at ? `${at}.${key}` : key;
+      if (key.includes("_"))
+        return `the request names the field "${short(where)}" in snake_case, which Google reads as its camelCase twin; Pi writes camelCase only, the name the gateway checks`;
+      if (!FREE_FORM_FIELDS.has(key)) pending.push({ value: child, at: where });
+    }
+  }
+  return undefined;
 }
 
 function arrayOrEmptySafe(value: unknown): unknown[] {
