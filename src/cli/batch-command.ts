@@ -23,6 +23,7 @@ import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 import { withRootFlags } from "./subcommand-flags.js";
+import { jsonText } from "./terminal-text.js";
 
 export interface BatchFlags
   extends Pick<RunFlags, "model" | "models" | "policy" | "runtime" | "image" | "env" | "timeout"> {
@@ -123,7 +124,7 @@ export async function batchCommand(
       line = envelope({ ok: false, error, exitCode, model: task.options.model ?? shared.model });
     }
     if (!ok) failed++;
-    io.stdout(`${JSON.stringify({ id: task.id, ...line })}\n`);
+    io.stdout(`${jsonText({ id: task.id, ...line })}\n`);
     const error = line.error as { code?: string; message?: string } | null;
     progress?.finished(task.id, {
       ok,
@@ -175,7 +176,7 @@ function answerNotStarted(queue: BatchTask[], failedBefore: number | undefined, 
       : [`${failedBefore} task(s) failed, the most --max-failures allows.`, EXIT.agentFailed];
   for (const task of queue) {
     const error = new SandboxRunError("aborted", `Not started: ${why}`);
-    io.stdout(`${JSON.stringify({ id: task.id, ...envelope({ ok: false, error, exitCode }) })}\n`);
+    io.stdout(`${jsonText({ id: task.id, ...envelope({ ok: false, error, exitCode }) })}\n`);
   }
 }
 

@@ -6,6 +6,7 @@ import { runDemo } from "../operations.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { createProgressReporter } from "./progress-reporter.js";
+import { jsonText } from "./terminal-text.js";
 
 /** `sandbox-run demo`'s action. */
 export default async function demoAction(
@@ -21,7 +22,7 @@ export default async function demoAction(
     onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
     onEvent: flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
   });
-  io.stdout(`${JSON.stringify(details.result, null, 2)}\n`);
+  io.stdout(`${jsonText(details.result, 2)}\n`);
   say(
     `demo: done in ${(details.durationMs / 1000).toFixed(2)}s on ${details.image}; ` +
       `the model server received the real key on every request: ${upstreamSawKey ? "yes" : "NO"}; the container is gone.`,

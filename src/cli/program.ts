@@ -17,6 +17,7 @@ import { type CommandContext, lazy } from "./lazy-command.js";
 import { PLATFORM_FLAG, platformFlag, RUN_PLATFORM_HELP } from "./platform-flag.js";
 import { reportError, usageErrorOf } from "./report-error.js";
 import { usageEnvelope } from "./result-envelope.js";
+import { jsonText } from "./terminal-text.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -34,7 +35,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     // --json promises one envelope on stdout, usage errors included (they print their message on stderr too).
     const usage = code === EXIT.usage ? usageErrorOf(error) : undefined;
     if (usage && wantsJson(argv)) {
-      io.stdout(`${JSON.stringify(usageEnvelope(usage.message, usage.hint, code), null, 2)}\n`);
+      io.stdout(`${jsonText(usageEnvelope(usage.message, usage.hint, code), 2)}\n`);
     }
     return code;
   }

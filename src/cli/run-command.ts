@@ -26,7 +26,7 @@ import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
 import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
-import { terminalText } from "./terminal-text.js";
+import { jsonText, terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;
@@ -154,7 +154,7 @@ export async function runPlannedCommand(
     : (live?.onEvent ??
       (await import("./progress-reporter.js")).createProgressReporter((line) => io.stderr(`${line}\n`)));
   const onEvent = (event: RunEvent) => {
-    events?.write(`${JSON.stringify(event)}\n`);
+    events?.write(`${jsonText(event)}\n`);
     recorder?.onEvent(event);
     progress?.(event);
   };
@@ -186,7 +186,7 @@ export async function runPlannedCommand(
         ...(handBack ? { handBack } : {}),
         ...replay?.envelope({ details }),
       };
-      io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
+      io.stdout(`${jsonText(shown, 2)}\n`);
     } else printResult(result, io);
     if (!flags.quiet)
       io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
@@ -214,7 +214,7 @@ export async function runPlannedCommand(
         ...envelope({ ok: false, error, exitCode: code, model: planned.run.model, recordNotes }),
         ...replay?.envelope({ error }),
       };
-      io.stdout(`${JSON.stringify(shown, null, 2)}\n`);
+      io.stdout(`${jsonText(shown, 2)}\n`);
     }
     for (const line of replay?.afterRun({ error }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
     if (interruptedBy || flags.json) {
@@ -258,7 +258,7 @@ function printResult(result: unknown, io: CliIo): void {
   if (typeof result === "string") {
     const shown = io.stdoutIsTty ? terminalText(result) : result;
     io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
-  } else io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+  } else io.stdout(`${jsonText(result, 2)}\n`);
 }
 
 function doneLine(details: RunDetails, patchTo: string | undefined): string {

@@ -24,3 +24,19 @@ export function terminalLine(value: unknown): string {
 export function terminalText(value: unknown): string {
   return String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar);
 }
+
+// What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls
+// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way) and the bidi marks.
+const UNSAFE_IN_JSON = /[\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * JSON for stdout (a result object, a `--json` envelope, a batch line): every character that could
+ * act on a terminal written as a `\uXXXX` escape. Such characters occur only inside strings, where
+ * the escape is the same value: `JSON.parse` gives back exactly what `JSON.stringify` was given.
+ */
+export function jsonText(value: unknown, indent?: number): string {
+  return (JSON.stringify(value, null, indent) ?? "null").replace(
+    UNSAFE_IN_JSON,
+    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
