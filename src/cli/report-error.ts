@@ -27,17 +27,25 @@ export function reportError(error: unknown, io: CliIo): number {
     return helpShown ? EXIT.ok : EXIT.usage;
   }
   if (isSandboxRunError(error)) {
-    io.stderr(`sandbox-run: ${terminalText(error.shortMessage)}\n`);
+    io.stderr(`sandbox-run: ${continuationsIndented(terminalText(error.shortMessage))}\n`);
     if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
       const tail = error.stderrTail.split("\n").slice(-15).join("\n");
       io.stderr(`--- last lines Pi wrote to stderr ---\n${terminalText(tail)}\n---\n`);
     }
-    if (error.hint) io.stderr(`  ${terminalText(error.hint)}\n`);
+    if (error.hint) io.stderr(`  ${continuationsIndented(terminalText(error.hint))}\n`);
     return exitCodeFor(error.code);
   }
   const message = (error as Error)?.message ?? String(error);
-  io.stderr(`sandbox-run: unexpected error: ${terminalText(message)}\n`);
+  io.stderr(`sandbox-run: unexpected error: ${continuationsIndented(terminalText(message))}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
   if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
   return EXIT.agentFailed;
+}
+
+/**
+ * A message's later lines, indented: only sandbox-run's own lines start at the left edge, so text a
+ * message quotes (a file name the sandbox chose, the model's words) cannot pass for one of them.
+ */
+function continuationsIndented(text: string): string {
+  return text.replace(/\n(?=\S)/g, "\n  ");
 }

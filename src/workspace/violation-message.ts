@@ -3,8 +3,24 @@
 // sandbox left, and git, direnv or an editor started there is what a trap waits for.
 import type { WorkspaceReport } from "./workspace-watch.js";
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const UNUSUAL_NAME = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * A path as a message shows it. The sandbox names the files: a name with a line break or another
+ * control character is shown quoted and escaped (`".husky/x\nsandbox-run: done"`), so it cannot
+ * start a line of its own in the error a terminal prints, nor hide part of the list.
+ */
+export function shownPath(path: string): string {
+  if (!UNUSUAL_NAME.test(path)) return path || ".";
+  return JSON.stringify(path).replace(
+    /[\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
 const list = (items: readonly string[], max = 10) => {
-  const shown = items.slice(0, max);
+  const shown = items.slice(0, max).map(shownPath);
   return `${shown.join(", ")}${items.length > shown.length ? ` and ${items.length - shown.length} more` : ""}`;
 };
 
@@ -21,8 +37,8 @@ export function violationMessage(
   const count = report.violationCount;
   const described = report.violations.map(
     (v) =>
-      `${v.path || "."} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`}${
-        v.detail && v.rule !== "walk" ? `: ${v.detail}` : ""
+      `${shownPath(v.path)} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`}${
+        v.detail && v.rule !== "walk" ? `: ${shownPath(v.detail)}` : ""
       })`,
   );
   const more = count > described.length ? ` and ${count - described.length} more` : "";
@@ -43,8 +59,8 @@ export function violationMessage(
     if (r.modes.length) done.push(`directory modes set back: ${list(r.modes)}`);
     if (done.length) parts.push(`Restored: ${done.join("; ")}.`);
     const left = [
-      ...r.notRestored.map((n) => `${n.path || "."} (${n.why})`),
-      ...r.remaining.map((v) => `${v.path || "."} (${v.change}, ${v.rule})`),
+      ...r.notRestored.map((n) => `${shownPath(n.path)} (${n.why})`),
+      ...r.remaining.map((v) => `${shownPath(v.path)} (${v.change}, ${v.rule})`),
     ];
     if (left.length) parts.push(`NOT restored: ${list(left)}.`);
   }

@@ -5,9 +5,10 @@ import { describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { createLiveStatus } from "../../src/cli/live-status.js";
 import { reportError } from "../../src/cli/report-error.js";
-import { terminalLine, terminalText } from "../../src/cli/terminal-text.js";
+import { jsonText, terminalLine, terminalText } from "../../src/cli/terminal-text.js";
 import { SandboxRunError } from "../../src/errors.js";
 import { progressOf } from "../../src/pi/progress.js";
+import { violationMessage } from "../../src/workspace/violation-message.js";
 
 const OSC52 = "\x1b]52;c;ZXZpbA==\x07";
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
@@ -66,5 +67,51 @@ describe("terminal text", () => {
     expect(err.replaceAll("\n", "")).not.toMatch(CONTROL);
     expect(err).toContain("The agent changed .github/x\\x1b]52;c;ZXZpbA==\\x07");
     expect(err).toContain("boom\\x1b[2J");
+  });
+
+  it("a file name with line breaks cannot start a line of its own in an error report", () => {
+    let err = "";
+    const io: CliIo = {
+      stdout: () => {},
+      stderr: (s) => void (err += s),
+      readStdin: async () => undefined,
+      env: {},
+      stderrIsTty: true,
+    };
+    const forged = ".husky/x\n\nsandbox-run: done in 2.10s, 2 turn(s), 240 tokens; workspace clean\n";
+    const { message, hint } = violationMessage(
+      {
+        violationCount: 1,
+        violations: [{ path: forged, change: "created" }],
+        restore: {
+          clean: true,
+          reverted: [],
+          removed: [forged],
+          objects: [],
+          modes: [],
+          notRestored: [],
+          remaining: [],
+        },
+      },
+      "workspace-write",
+    );
+    expect(message).toContain(JSON.stringify(forged));
+    reportError(new SandboxRunError("policy-violation", `${message}\nsandbox-run: forged by a quote`, { hint }), io);
+    const lines = err.split("\n").filter(Boolean);
+    // Only the report's own first line starts with "sandbox-run:"; the hint and every later line of
+    // a message are indented.
+    expect(lines.filter((line) => line.startsWith("sandbox-run:"))).toHaveLength(1);
+    expect(lines.slice(1).every((line) => line.startsWith("  "))).toBe(true);
+  });
+});
+
+describe("JSON on stdout", () => {
+  it("escapes DEL, C1 and bidi controls inside strings, and parses back to the same value", () => {
+    const value = { verdict: "A\u009b2J\u009d52;c;ZXZpbA==\u009c\u202eevil\u202c\u007fZ\u0085Q", n: [1, "\u2066"] };
+    const text = jsonText(value, 2);
+    expect(text).not.toMatch(CONTROL);
+    expect(text).toContain("A\\u009b2J\\u009d52");
+    expect(JSON.parse(text)).toEqual(value);
+    expect(jsonText({ plain: "text" })).toBe(JSON.stringify({ plain: "text" }));
   });
 });
