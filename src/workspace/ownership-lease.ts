@@ -171,17 +171,44 @@ async function forEachEntry(root: string, visit: (entry: WalkEntry, stat: fs.Sta
   }
 }
 
-function handBack(entry: WalkEntry, stat: fs.Stats, owner: Owner, report: HandBackReport): void {
+/** One entry back to `owner` (`stat` is the walk's lstat of it); exported for its unit test. */
+export function handBack(
+  entry: Pick<WalkEntry, "at" | "kind" | "path">,
+  stat: fs.Stats,
+  owner: Owner,
+  report: HandBackReport,
+): void {
   try {
-    if (stat.uid !== owner.uid || stat.gid !== owner.gid) fs.lchownSync(entry.at, owner.uid, owner.gid);
     // chown by root clears setuid on most kernels, setgid only with group-execute: clear both.
-    if (entry.kind === "file" && (stat.mode & 0o6000) !== 0) {
-      fs.chmodSync(entry.at, stat.mode & 0o1777); // lstat: a regular file, and nothing moves the tree now
-      report.setuidCleared++;
-    }
+    if (entry.kind === "file" && (stat.mode & 0o6000) !== 0) handBackSetuidFile(entry.at, stat, owner, report);
+    else if (stat.uid !== owner.uid || stat.gid !== owner.gid) fs.lchownSync(entry.at, owner.uid, owner.gid);
   } catch (error) {
     if (report.failed.length < 20)
       report.failed.push({ path: entry.path || ".", why: (error as NodeJS.ErrnoException).code ?? String(error) });
+  }
+}
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = fs.constants;
+
+/**
+ * A setuid or setgid file, through its own fd: the tree is handed back folder by folder, so a
+ * folder's owner (another local user, for a root controller) may already rename names in it while
+ * the walk goes on below. A chmod by name would follow a symlink swapped in for the file (and make
+ * a root-owned file 0777); the fd is opened without following one and must be the inode judged.
+ */
+function handBackSetuidFile(at: string | Buffer, judged: fs.Stats, owner: Owner, report: HandBackReport): void {
+  const fd = fs.openSync(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile() || stat.ino !== judged.ino || stat.dev !== judged.dev)
+      throw Object.assign(new Error("replaced while it was handed back"), { code: "replaced" });
+    if ((stat.mode & 0o6000) !== 0) {
+      fs.fchmodSync(fd, stat.mode & 0o1777);
+      report.setuidCleared++;
+    }
+    if (stat.uid !== owner.uid || stat.gid !== owner.gid) fs.fchownSync(fd, owner.uid, owner.gid);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

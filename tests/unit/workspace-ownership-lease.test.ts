@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import {
   decodeLentRoots,
   encodeLentRoots,
+  handBack,
   handBackOrphanedTree,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
@@ -71,6 +72,26 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     fs.closeSync(fd);
     expect(owner(path.join(outside, "target.txt"))).toBe("4242:4242");
     expect(report.setuidCleared).toBe(1);
+  });
+
+  it("a setuid file swapped for a symlink after the walk judged it: the symlink's target keeps its mode and owner", () => {
+    // The hand-back goes folder by folder, so the owner of a folder already handed back (another
+    // local user, when the controller is root) can swap names in it while the walk goes on below.
+    const outside = tree({ "victim.txt": "root only" });
+    const victim = path.join(outside, "victim.txt");
+    fs.chmodSync(victim, 0o600);
+    const ws = tree({ suid: "x" });
+    const file = path.join(ws, "suid");
+    fs.chownSync(file, SANDBOX.uid, SANDBOX.gid);
+    fs.chmodSync(file, 0o4777);
+    const judged = fs.lstatSync(file);
+    fs.rmSync(file);
+    fs.symlinkSync(victim, file);
+    const report = { restored: 0, created: 0, setuidCleared: 0, failed: [] as Array<{ path: string; why: string }> };
+    handBack({ at: file, kind: "file", path: "suid" }, judged, { uid: 1500, gid: 1500 }, report);
+    const st = fs.statSync(victim);
+    expect(`${st.uid}:${(st.mode & 0o7777).toString(8)}`).toBe("0:600");
+    expect(report).toMatchObject({ setuidCleared: 0, failed: [{ path: "suid", why: "ELOOP" }] });
   });
 
   it("handBackOrphanedTree (a crashed controller's reaper): everything the sandbox uid owns goes to the caller", async () => {
