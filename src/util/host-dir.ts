@@ -326,6 +326,7 @@ export function locatePath(absolute: string, held: readonly string[]): LocatedPa
     }
     if (stat.isSymbolicLink()) {
       if (++hops > MAX_LINK_HOPS) throw new HostDirError(`${absolute}: too many levels of symbolic links`, "ELOOP");
+      checkLinkOwner(next, stat);
       const link = fs.readlinkSync(next, "utf8");
       queue.unshift(...link.split("/").filter(Boolean));
       if (link.startsWith("/")) current = "/";
@@ -336,19 +337,26 @@ export function locatePath(absolute: string, held: readonly string[]): LocatedPa
   }
 }
 
+/**
+ * A link on the way to a place the host writes is followed only when this user or root made it.
+ * Another local user's link (in /tmp, in a folder of theirs) would choose where a root controller
+ * writes; the kernel's own guard (fs.protected_symlinks) does not apply, since the links are
+ * resolved here, one component at a time, not by the kernel.
+ */
+function checkLinkOwner(link: string, stat: fs.Stats): void {
+  const uid = process.geteuid?.() ?? 0;
+  if (stat.uid === uid || stat.uid === 0) return;
+  throw new HostDirError(
+    `${link} is a symbolic link made by uid ${stat.uid}, not by this user (${uid}) or root: sandbox-run does not follow it to write`,
+    "NOT_OURS",
+  );
+}
+
 /** The longest existing prefix of `absolute`, canonicalised, and the names below it that are missing. */
 function splitExisting(absolute: string): { existing: string; missing: string[] } {
-  const missing: string[] = [];
-  let current = absolute;
-  for (;;) {
-    try {
-      return { existing: fs.realpathSync(current), missing };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || current === "/") throw error;
-      missing.unshift(path.basename(current));
-      current = path.dirname(current);
-    }
-  }
+  const located = locatePath(absolute, []);
+  if (located.kind !== "host") throw new Error("unreachable: no held trees");
+  return { existing: located.existing, missing: located.missing };
 }
 
 /** Opens `name` under `parentFd` as a directory without following a link, closing `parentFd`. */
@@ -408,13 +416,14 @@ export function openOutputFile(file: string, held: readonly string[]): number {
   try {
     located = locatePath(absolute, held);
   } catch (error) {
-    // /dev/stderr leads to /proc/self/fd/2, whose "pipe:[...]" names no path: fine for a device.
-    if (!special) throw error;
+    // /dev/stderr leads to /proc/self/fd/2, whose "pipe:[...]" names no path: fine for a device,
+    // but not through another user's link.
+    if (!special || (error instanceof HostDirError && error.code === "NOT_OURS")) throw error;
   }
   if (located?.kind === "held") {
     throw new HostDirError(`${absolute} leads into ${located.tree}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
   }
-  if (special || !located) return fs.openSync(absolute, fs.constants.O_WRONLY | fs.constants.O_APPEND);
+  if (special || !located) return openSpecialFile(absolute);
   const folder = located.missing.length === 0 ? path.dirname(located.existing) : located.existing;
   const name = located.missing.length === 0 ? path.basename(located.existing) : located.missing[0]!;
   if (located.missing.length > 1) throw new HostDirError(`${path.dirname(absolute)} does not exist`, "ENOENT");
@@ -424,5 +433,25 @@ export function openOutputFile(file: string, held: readonly string[]): number {
     return dir.replaceWith(name);
   } finally {
     dir.close();
+  }
+}
+
+/**
+ * A pipe, terminal or device the caller named, opened as it is; it must be this user's or root's:
+ * another user's FIFO planted at the name would read the run's events.
+ */
+function openSpecialFile(absolute: string): number {
+  const fd = fs.openSync(absolute, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_NOCTTY);
+  try {
+    const stat = fs.fstatSync(fd);
+    const uid = process.geteuid?.() ?? 0;
+    if (stat.isFile() || stat.isDirectory())
+      throw new HostDirError(`${absolute} changed while it was opened`, "CHANGED");
+    if (stat.uid !== uid && stat.uid !== 0)
+      throw new HostDirError(`${absolute} belongs to uid ${stat.uid}, not to this user (${uid})`, "NOT_OURS");
+    return fd;
+  } catch (error) {
+    fs.closeSync(fd);
+    throw error;
   }
 }

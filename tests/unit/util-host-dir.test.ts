@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -148,4 +149,49 @@ describe("HostDir", () => {
     fs.closeSync(pipe);
     expect(fs.readFileSync(path.join(workspace, "events.jsonl"), "utf8")).toBe("event\n");
   });
+
+  // L6: when the controller runs as root (CI), other local users can plant links and FIFOs in /tmp
+  // or in folders of theirs. The links on the way to a place the host writes are resolved here,
+  // not by the kernel, so fs.protected_symlinks does not guard them.
+  it.runIf(process.getuid?.() === 0)(
+    "as root: another user's link is never followed to write (an output file, a record folder, a folder to open), nor their FIFO written",
+    () => {
+      const shared = dir();
+      fs.chmodSync(shared, 0o1777);
+      const rootOnly = dir();
+      fs.chmodSync(rootOnly, 0o700);
+      const victim = path.join(rootOnly, ".bashrc");
+      fs.writeFileSync(victim, "untouched\n");
+      const planted = (name: string, target: string) => {
+        const link = path.join(shared, name);
+        fs.symlinkSync(target, link);
+        fs.lchownSync(link, 1500, 1500);
+        return link;
+      };
+      expect(() => openOutputFile(planted("events.jsonl", victim), [])).toThrow(/made by uid 1500/);
+      expect(() => HostDir.open(planted("records", rootOnly))).toThrow(/made by uid 1500/);
+      expect(() => locatePath(path.join(planted("rec", rootOnly), "new"), [])).toThrow(
+        expect.objectContaining({ code: "NOT_OURS" }),
+      );
+      // A link further up the path counts the same as one at the name.
+      expect(() => openOutputFile(path.join(shared, "records", "events.jsonl"), [])).toThrow(/made by uid 1500/);
+      expect(fs.readFileSync(victim, "utf8")).toBe("untouched\n");
+      expect(fs.readdirSync(rootOnly)).toEqual([".bashrc"]);
+      // A link root made is root's own: followed.
+      const own = path.join(shared, "own.jsonl");
+      fs.symlinkSync(path.join(rootOnly, "own-target.jsonl"), own);
+      fs.closeSync(openOutputFile(own, []));
+      expect(fs.existsSync(path.join(rootOnly, "own-target.jsonl"))).toBe(true);
+      // Another user's FIFO at the name would read the run's events.
+      const fifo = path.join(shared, "fifo.jsonl");
+      execFileSync("mkfifo", [fifo]);
+      fs.chownSync(fifo, 1500, 1500);
+      const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+      try {
+        expect(() => openOutputFile(fifo, [])).toThrow(/belongs to uid 1500/);
+      } finally {
+        fs.closeSync(reader);
+      }
+    },
+  );
 });
