@@ -54,6 +54,7 @@ export async function batchCommand(
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
   const listed = file === "-" ? await tasksFromStdin(io) : readBatchTasks(file);
+  refuseHostFilesInTaskFolders(listed, flags);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
@@ -217,11 +218,44 @@ function shareFolders(a: BatchTask, b: BatchTask): boolean {
   return folders(a).some((x) => theirs.some((y) => x.startsWith(y) || y.startsWith(x)));
 }
 
+/** `dir` canonicalised as far as it exists (the rest of its names appended). */
 function canonical(dir: string): string {
-  try {
-    return fs.realpathSync(dir);
-  } catch {
-    return path.resolve(dir);
+  const missing: string[] = [];
+  let current = path.resolve(dir);
+  for (;;) {
+    try {
+      return path.join(fs.realpathSync(current), ...missing);
+    } catch {
+      if (current === path.dirname(current)) return path.resolve(dir);
+      missing.unshift(path.basename(current));
+      current = path.dirname(current);
+    }
+  }
+}
+
+/**
+ * The batch's own files stay out of every task's folders (its workspace and writable folders, any
+ * task's, skipped ones too): a task's sandbox can write there, and the batch trusts both. In a
+ * record folder it could plant `<id>` as a link for a later task's record to be moved through; in
+ * the results file an earlier batch appended to, a line saying that a failed task succeeded.
+ */
+function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): void {
+  const files = [
+    ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
+    ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
+  ];
+  for (const { flag, at } of files) {
+    const where = `${canonical(at)}${path.sep}`;
+    for (const task of tasks) {
+      for (const folder of [task.options.cwd, ...(task.options.additionalWritableDirectories ?? [])]) {
+        const theirs = `${canonical(folder!)}${path.sep}`;
+        if (!where.startsWith(theirs)) continue;
+        throw usageError(
+          `${flag} ${at} lies inside ${folder}, a folder task "${task.id}" runs in: its sandbox can write there, and the batch would trust what it finds.`,
+          `Give ${flag} a path outside every task's folders (e.g. next to the tasks file).`,
+        );
+      }
+    }
   }
 }
 

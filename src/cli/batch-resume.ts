@@ -9,20 +9,24 @@ import fs from "node:fs";
 import readline from "node:readline";
 import { usageError } from "../errors.js";
 
-/** The ids `file` answers with `"ok": true`; none when the file does not exist yet (a first run). */
+/**
+ * The ids whose last answer in `file` is `"ok": true` (a task that failed after it once succeeded,
+ * in a rerun, runs again); none when the file does not exist yet (a first run). The file must be a
+ * regular file, not reached through a link at its name.
+ */
 export async function succeededTaskIds(file: string): Promise<Set<string>> {
-  const done = new Set<string>();
+  const last = new Map<string, boolean>();
   try {
-    const stream = await openForReading(file);
+    const stream = openForReading(file);
     const lines = readline.createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
     for await (const line of lines) {
-      const id = succeededId(line);
-      if (id !== undefined) done.add(id);
+      const answer = answerOf(line);
+      if (answer) last.set(answer.id, answer.ok);
     }
-    return done;
+    return new Set([...last].filter(([, ok]) => ok).map(([id]) => id));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return done;
+    if (code === "ENOENT") return new Set();
     throw usageError(
       `The --resume file ${file} cannot be read (${code ?? (error as Error).message}).`,
       "Pass the file an earlier batch's stdout was appended to (`>> results.jsonl`), or a path that does not exist yet.",
@@ -32,6 +36,12 @@ export async function succeededTaskIds(file: string): Promise<Set<string>> {
 
 /** The id of one stdout line that reports a success, else undefined. */
 export function succeededId(line: string): string | undefined {
+  const answer = answerOf(line);
+  return answer?.ok ? answer.id : undefined;
+}
+
+/** A task's answer on one stdout line (an envelope with its id), else undefined. */
+function answerOf(line: string): { id: string; ok: boolean } | undefined {
   if (!line.startsWith("{")) return undefined;
   let value: unknown;
   try {
@@ -40,17 +50,18 @@ export function succeededId(line: string): string | undefined {
     return undefined;
   }
   const envelope = value as { id?: unknown; ok?: unknown };
-  return typeof envelope.id === "string" && envelope.ok === true ? envelope.id : undefined;
+  return typeof envelope.id === "string" && typeof envelope.ok === "boolean"
+    ? { id: envelope.id, ok: envelope.ok }
+    : undefined;
 }
 
-/** A read stream once the file is open (so a missing or unreadable file is an error here, not mid-read). */
-function openForReading(file: string): Promise<fs.ReadStream> {
-  return new Promise((resolve, reject) => {
-    const stream = fs.createReadStream(file, { encoding: "utf8" });
-    stream.once("open", () => {
-      stream.off("error", reject);
-      resolve(stream);
-    });
-    stream.once("error", reject);
-  });
+/** A read stream of the file, opened now (a missing or unreadable file is an error here, not mid-read). */
+function openForReading(file: string): fs.ReadStream {
+  const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+  const fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  if (!fs.fstatSync(fd).isFile()) {
+    fs.closeSync(fd);
+    throw Object.assign(new Error("not a regular file"), { code: "not a regular file" });
+  }
+  return fs.createReadStream("", { fd, encoding: "utf8" });
 }

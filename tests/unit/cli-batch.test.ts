@@ -5,6 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { batchCommand } from "../../src/cli/batch-command.js";
 import { refuseUnrunnableBatch } from "../../src/cli/batch-preflight.js";
 import { createBatchProgress } from "../../src/cli/batch-progress.js";
 import { succeededId, succeededTaskIds } from "../../src/cli/batch-resume.js";
@@ -192,7 +193,58 @@ describe("batch --resume: what an earlier batch's stdout says succeeded", () => 
       (e: unknown) => e as { code?: string; shortMessage?: string; hint?: string },
     );
     expect(error?.code).toBe("usage");
-    expect(error?.shortMessage).toBe(`The --resume file ${dir} cannot be read (EISDIR).`);
+    expect(error?.shortMessage).toBe(`The --resume file ${dir} cannot be read (not a regular file).`);
     expect(error?.hint).toContain(">> results.jsonl");
+  });
+});
+
+describe("batch: its own files stay out of the tasks' folders", () => {
+  it("the last answer for an id decides, and the results file is read only as a regular file at its name", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-resume-"));
+    const file = path.join(dir, "results.jsonl");
+    fs.writeFileSync(
+      file,
+      `${[
+        JSON.stringify({ id: "a", ok: true }),
+        JSON.stringify({ id: "b", ok: true }),
+        JSON.stringify({ id: "a", ok: false, exitCode: 1 }),
+      ].join("\n")}\n`,
+    );
+    expect([...(await succeededTaskIds(file))]).toEqual(["b"]);
+    fs.symlinkSync(file, path.join(dir, "link.jsonl"));
+    await expect(succeededTaskIds(path.join(dir, "link.jsonl"))).rejects.toThrow(/cannot be read \(ELOOP\)/);
+  });
+
+  it("refuses --record-dir or --resume inside any task's workspace or writable folder, before anything is made", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-files-"));
+    fs.mkdirSync(path.join(root, "proj", "sub"), { recursive: true });
+    fs.mkdirSync(path.join(root, "out"));
+    const tasksFile = path.join(root, "tasks.jsonl");
+    fs.writeFileSync(
+      tasksFile,
+      `${[
+        JSON.stringify({ id: "a", prompt: "p", cwd: "proj/sub" }),
+        JSON.stringify({ id: "b", prompt: "p", cwd: "out", writable: ["proj"] }),
+      ].join("\n")}\n`,
+    );
+    const io = { stdout: () => {}, stderr: () => {}, readStdin: async () => undefined, env: {}, stderrIsTty: false };
+    const refused = (flags: Record<string, string>) =>
+      batchCommand(tasksFile, { model: "scripted/x", ...flags }, io).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; shortMessage?: string },
+      );
+    const records = path.join(root, "proj", "records");
+    expect(await refused({ recordDir: records })).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(/^--record-dir .* lies inside .*proj, a folder task "b" runs in/),
+    });
+    expect(fs.existsSync(records)).toBe(false);
+    expect(await refused({ resume: path.join(root, "proj", "sub", "results.jsonl") })).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(/^--resume .* lies inside .*sub, a folder task "a" runs in/),
+    });
+    // Through a link of the caller's to the same place: the same refusal.
+    fs.symlinkSync(path.join(root, "proj"), path.join(root, "alias"));
+    expect(await refused({ recordDir: path.join(root, "alias", "records") })).toMatchObject({ code: "usage" });
   });
 });
