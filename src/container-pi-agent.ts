@@ -90,8 +90,11 @@ export interface RunCallOptions extends RunOptions {
 
 /** What runPlanned() takes besides the plan. */
 export interface RunPlannedOptions extends Pick<RunCallOptions, "onEvent" | "signal"> {
-  /** A record the caller opened and completes itself (the CLI's --record): it gets the model traffic. */
-  recorder?: Pick<RunRecorder, "traffic">;
+  /**
+   * A record the caller opened and completes itself (the CLI's --record): it gets the model traffic,
+   * and takes the workspace's state before and after the run while the run holds its trees.
+   */
+  recorder?: Pick<RunRecorder, "traffic" | "captureBefore" | "captureAfter">;
 }
 
 export interface RunStream<T> extends AsyncIterable<RunEvent> {
@@ -336,9 +339,14 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );
     try {
+      await options.recorder?.captureBefore();
       return await this.runHoldingTrees<TOutput>(planned, options, timeline);
     } finally {
-      trees.release();
+      try {
+        await options.recorder?.captureAfter();
+      } finally {
+        trees.release();
+      }
     }
   }
 

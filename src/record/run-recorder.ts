@@ -73,16 +73,20 @@ export class RunRecorder {
   /** What could not be recorded, in words; stored in meta.json. */
   private readonly notes: string[] = [];
 
+  /**
+   * The workspace as the run found it, and what the run changed: taken while the run holds its
+   * trees (captureBefore, captureAfter), so another run over the same workspace cannot show in it.
+   */
+  private baseline: WorkspaceBaseline | undefined;
+  private changes: { patch: string; notes: string[] } | undefined;
+
   /** Throws when the folder cannot be used (a usage error for the caller); nothing else does. */
   static async open(start: RecordStart): Promise<RunRecorder> {
     if (start.staging.list().length > 0) throw new Error(`the staging folder ${start.staging.path} is not empty`);
-    return new RunRecorder(start, await WorkspaceBaseline.take(start.workspace, start.scratch));
+    return new RunRecorder(start);
   }
 
-  private constructor(
-    private readonly start: RecordStart,
-    private readonly baseline: WorkspaceBaseline,
-  ) {
+  private constructor(private readonly start: RecordStart) {
     this.events = start.staging.newWriteStream(RECORD_FILES.events);
     this.events.on("error", (error) => this.notes.push(`${RECORD_FILES.events}: ${error.message}`));
     const trafficLog = new TrafficLog(
@@ -103,6 +107,29 @@ export class RunRecorder {
     this.write(RECORD_FILES.call, `${JSON.stringify(start.call, null, 2)}\n`);
   }
 
+  /** The workspace before the run: call once the run holds its trees, before its sandbox starts. */
+  async captureBefore(): Promise<void> {
+    this.baseline?.dispose();
+    this.baseline = undefined;
+    await this.attemptAsync("changes.patch", async () => {
+      this.baseline = await WorkspaceBaseline.take(this.start.workspace, this.start.scratch);
+    });
+  }
+
+  /** What the run changed: call once the host has judged and written the trees, before it lets them go. */
+  async captureAfter(): Promise<void> {
+    const baseline = this.baseline;
+    if (!baseline) return;
+    this.baseline = undefined;
+    await this.attemptAsync("changes.patch", async () => {
+      try {
+        this.changes = await baseline.patch();
+      } finally {
+        baseline.dispose();
+      }
+    });
+  }
+
   readonly onEvent = (event: unknown): void => {
     this.events.write(`${this.scrubber.text(JSON.stringify(event))}\n`);
   };
@@ -117,15 +144,11 @@ export class RunRecorder {
         `${RECORD_FILES.exchanges}: ${traffic.summary.omitted} of ${traffic.summary.exchanges} model exchanges are listed without their bytes (over the record's size cap); a replay stops at the first of them`,
       );
     }
-    await this.attemptAsync("changes.patch", async () => {
-      try {
-        const { patch, notes } = outcome.changes ?? (await this.baseline.patch());
-        this.write("changes.patch", patch);
-        if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
-      } finally {
-        this.baseline.dispose();
-      }
-    });
+    // Without a capture the run never held the workspace (it ended before its sandbox): no change.
+    await this.captureAfter();
+    const { patch, notes } = outcome.changes ?? this.changes ?? { patch: "", notes: [] };
+    this.write("changes.patch", patch);
+    if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
     this.write(
       outcome.ok ? "result.json" : "error.json",
       `${JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2)}\n`,
@@ -152,7 +175,7 @@ export class RunRecorder {
   async discard(): Promise<void> {
     await new Promise<void>((resolve) => this.events.end(resolve));
     await this.trafficLog.end();
-    this.baseline.dispose();
+    this.baseline?.dispose();
   }
 
   /** SHA256SUMS over every file, each hashed as a stream (records can hold files over 2 GB). */

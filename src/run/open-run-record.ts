@@ -26,6 +26,9 @@ import {
   removeRunDir,
 } from "./run-dirs.js";
 
+/** What the run calls while it holds its trees (RunRecorder's captureBefore and captureAfter). */
+export type RecordCaptures = Pick<RunRecorder, "captureBefore" | "captureAfter">;
+
 /** Where a finished record is. */
 export type RecordPlace =
   /** In the folder the caller named. */
@@ -33,7 +36,7 @@ export type RecordPlace =
   /** Refused there (why); the complete record is at `kept` instead. */
   | { dir: string; kept: string; why: string };
 
-export interface RunRecord {
+export interface RunRecord extends RecordCaptures {
   /** The gateway's exchanges go here. */
   readonly traffic: TrafficSink;
   onEvent(event: unknown): void;
@@ -101,6 +104,8 @@ export async function openRunRecord(
   return {
     traffic: recorder.traffic,
     onEvent: recorder.onEvent,
+    captureBefore: () => recorder.captureBefore(),
+    captureAfter: () => recorder.captureAfter(),
     get place() {
       return place;
     },

@@ -50,13 +50,15 @@ describe.skipIf(!dockerAvailable())("runs over one workspace", () => {
       if (e.type === "container.started") slowStarted();
     };
     const slow = agent.runDetailed("Slow.", { cwd: ws, model: "scripted/slow", schema: { type: "object" }, onEvent });
-    // The quick call comes while the slow run's sandbox is up.
+    // The quick call comes while the slow run's sandbox is up; it records its run.
     await started;
+    const record = path.join(makeWorkspace(), "record");
     const quick = agent.runDetailed("Quick.", {
       cwd: ws,
       model: "scripted/quick",
       schema: { type: "object" },
       onEvent,
+      record,
     });
     const [s, q] = await Promise.all([slow, quick]);
     expect(s.result).toEqual({ done: "slow" });
@@ -71,6 +73,11 @@ describe.skipIf(!dockerAvailable())("runs over one workspace", () => {
     // The quick run's container was made only after the slow run's was gone.
     const at = (type: string, runId: string) => events.findIndex((e) => e.type === type && e.runId === runId);
     expect(at("container.created", q.runId)).toBeGreaterThan(at("container.exited", s.runId));
+    // The record's changes are the quick run's alone: the workspace before and after it were taken
+    // while the quick run held the tree (before, the slow run's files showed in it as the quick's).
+    const patch = fs.readFileSync(path.join(record, "changes.patch"), "utf8");
+    expect(patch).toContain("quick.txt");
+    expect(patch).not.toMatch(/slow\.txt|seen-by-slow/);
     fs.rmSync(ws, { recursive: true, force: true });
   });
 
