@@ -28,6 +28,7 @@ import { spliceTunnel } from "./tunnel.js";
 export type { EgressDecision, Resolver } from "./egress-types.js";
 
 import type { EgressDecision, Resolver } from "./egress-types.js";
+import { limitedResolver } from "./limited-resolver.js";
 
 /** Where an admitted tunnel goes. */
 export interface TunnelTarget {
@@ -107,7 +108,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
   const admit = createEgressAdmission({
     filter: options.filter,
-    resolve: options.resolve ?? defaultResolve,
+    resolve: limitedResolver(options.resolve ?? defaultResolve),
     guard: options.guard ?? createAddressGuard(),
     terminates: (host, port) => interception?.terminates(host, port) ?? false,
     report,
