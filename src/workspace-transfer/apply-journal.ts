@@ -3,19 +3,27 @@
 // renamed aside (the same inode: content, mode, owner and times kept) and removed for good only
 // once everything is in; the times of every directory touched are taken before its first change
 // and set back by an undo (as precisely as Node sets times: about a microsecond).
+// Every step, and every undo, reaches its entry through the folder fds of `dirs` (tree-dirs.ts),
+// never by a path the host could swap: a mode is set on an O_PATH fd whose kind and inode fstat
+// confirmed, never by chmod(path), which follows a symlink put there since.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { removeAt } from "../workspace/remove-tree.js";
+import { type Identity, O_PATH, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
 
 /** Prefix of the hidden names entries wait under next to their place, when the aside folder cannot take them. */
 const ASIDE_PREFIX = ".sandbox-run-aside-";
 
 type Undo =
+  /** Waits in the aside folder at `at` (a path in the private staging directory). */
   | { kind: "aside"; path: string; at: string }
+  /** Waits next to its place, as `name` in the same folder. */
+  | { kind: "beside"; path: string; name: string }
   | { kind: "created"; path: string; directory: boolean }
-  | { kind: "mode"; path: string; mode: number };
+  | { kind: "mode"; path: string; mode: number; directory: boolean; identity: Identity };
 
 /** Every change the apply makes, so that a failure can undo them in reverse (see the top of this file). */
 export class ApplyJournal {
@@ -23,26 +31,29 @@ export class ApplyJournal {
   /** Times of every directory the apply changes an entry in, taken before the first change. */
   readonly #directoryTimes = new Map<string, { atime: number; mtime: number }>();
   #aside: string | undefined;
-  /** Entries moved aside next to their place (see moveAside). */
+  /** Entries moved aside next to their place (see moveAside), as tree paths. */
   readonly #besideNames = new Set<string>();
   #count = 0;
 
   constructor(
-    private readonly root: string,
+    private readonly dirs: TreeDirs,
     private readonly asideParent: string | undefined,
   ) {}
 
-  moveAside(rel: string, directory: boolean): void {
-    const file = path.join(this.root, rel);
-    this.#noteTimes(parentOf(rel), rel === "");
+  /** Moves the entry `rel` aside; `identity`: the inode it must be (the walk's), else the step fails. */
+  moveAside(rel: string, directory: boolean, identity?: Identity): void {
+    const parent = parentOf(rel);
+    const name = path.posix.basename(rel);
+    this.#noteTimes(parent);
     if (directory) this.#noteTimes(rel);
     const aside = this.#asideDir();
+    let moved: string | undefined;
     if (aside) {
       const at = path.join(aside, String(++this.#count));
       try {
-        fs.renameSync(file, at);
+        fs.renameSync(this.dirs.at(rel), at);
         this.#undo.push({ kind: "aside", path: rel, at });
-        return;
+        moved = at;
       } catch (error) {
         // Across a mount inside the tree; a directory that cannot take a new `..` (not writable):
         // it waits next to where it was instead.
@@ -50,13 +61,24 @@ export class ApplyJournal {
         if (code !== "EXDEV" && code !== "EACCES") throw error;
       }
     }
-    // Undo is in reverse order, so a directory moved aside later with this inside it is back in
-    // its place before this comes back from `at`.
-    const at = path.join(path.dirname(file), `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`);
-    if (lstatOrUndefined(at)) throw new Error(`${at} exists`);
-    fs.renameSync(file, at);
-    this.#besideNames.add(at);
-    this.#undo.push({ kind: "aside", path: rel, at });
+    if (moved === undefined) {
+      // Undo is in reverse order, so a directory moved aside later with this inside it is back in
+      // its place before this comes back from `at`.
+      const besideName = `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`;
+      const fd = this.dirs.dir(parent);
+      if (lstatOrUndefined(`/proc/self/fd/${fd}/${besideName}`)) throw new Error(`${besideName} exists in ${parent}`);
+      fs.renameSync(`/proc/self/fd/${fd}/${name}`, `/proc/self/fd/${fd}/${besideName}`);
+      this.#besideNames.add(parent ? `${parent}/${besideName}` : besideName);
+      this.#undo.push({ kind: "beside", path: rel, name: besideName });
+      moved = `/proc/self/fd/${fd}/${besideName}`;
+    }
+    // Its fds (and those below it) point where it went now; an undo opens them again.
+    if (directory) this.dirs.forget(rel);
+    // What went is what the walk saw, or the host changed it since the check: undone.
+    const stat = identity ? lstatOrUndefined(moved) : undefined;
+    if (identity && (!stat || !sameInode(stat, identity) || stat.isDirectory() !== directory)) {
+      throw new TreeDirError(`${rel} changed on the host while the apply ran`);
+    }
   }
 
   /**
@@ -64,54 +86,90 @@ export class ApplyJournal {
    * goes with the directory when it is moved aside, and comes back with it).
    */
   holdsEntries(rel: string): boolean {
-    const dir = path.join(this.root, rel);
-    return fs.readdirSync(dir).some((name) => !this.#besideNames.has(path.join(dir, name)));
+    const prefix = rel ? `${rel}/` : "";
+    return fs.readdirSync(`/proc/self/fd/${this.dirs.dir(rel)}`).some((name) => !this.#besideNames.has(prefix + name));
   }
 
   mkdir(rel: string): void {
     this.#noteTimes(parentOf(rel));
-    fs.mkdirSync(path.join(this.root, rel), { mode: 0o700 });
+    fs.mkdirSync(this.dirs.at(rel), { mode: 0o700 });
     this.#undo.push({ kind: "created", path: rel, directory: true });
+    this.dirs.made(rel);
   }
 
-  /** `make(file, temporary)` puts the new entry at `file`, free by now (`temporary`: a fresh name next to it). */
+  /**
+   * `make(file, temporary)` puts the new entry at `file`, free by now (`temporary`: a fresh name
+   * next to it); both are named through the fd of their folder, valid during the call.
+   */
   put(rel: string, make: (file: string, temporary: string) => void): void {
-    const file = path.join(this.root, rel);
     this.#noteTimes(parentOf(rel));
-    make(file, path.join(path.dirname(file), `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`));
+    const fd = this.dirs.dir(parentOf(rel));
+    const folder = `/proc/self/fd/${fd}`;
+    make(`${folder}/${path.posix.basename(rel)}`, `${folder}/.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
     this.#undo.push({ kind: "created", path: rel, directory: false });
   }
 
-  chmod(rel: string, mode: number): void {
-    const file = path.join(this.root, rel);
-    const was = fs.lstatSync(file).mode & 0o7777;
-    if (was === mode) return;
-    fs.chmodSync(file, mode);
-    this.#undo.push({ kind: "mode", path: rel, mode: was });
+  /**
+   * Sets the permission bits of the file or directory `rel` (`identity`: the inode it must be):
+   * on an O_PATH fd fstat judged, so a symlink put in its place is never followed.
+   */
+  chmod(rel: string, mode: number, directory: boolean, identity?: Identity): void {
+    this.#withEntry(rel, directory, identity, (fd, stat) => {
+      const was = stat.mode & 0o7777;
+      if (was === mode) return;
+      fs.chmodSync(pinned(fd), mode);
+      this.#undo.push({ kind: "mode", path: rel, mode: was, directory, identity: { dev: stat.dev, ino: stat.ino } });
+    });
   }
 
-  /** Everything went in: what waited aside goes for good. */
+  /** Everything went in: what waited aside goes for good (through fds: no symlink below is followed). */
   commit(): void {
+    // One that waits inside a folder that went aside itself goes with that folder.
+    const gone = new Set(this.#undo.filter((u) => u.kind === "aside" || u.kind === "beside").map((u) => u.path));
+    const inGone = (rel: string) => {
+      for (let p = parentOf(rel); p !== ""; p = parentOf(p)) if (gone.has(p)) return true;
+      return false;
+    };
     for (const step of this.#undo) {
-      if (step.kind === "aside" && !step.at.startsWith(`${this.#aside}/`))
-        fs.rmSync(step.at, { recursive: true, force: true });
+      if (step.kind === "beside" && !inGone(step.path)) removeAt(this.dirs.dir(parentOf(step.path)), step.name);
     }
-    if (this.#aside) fs.rmSync(this.#aside, { recursive: true, force: true });
+    if (this.#aside) {
+      const parent = fs.openSync(
+        path.dirname(this.#aside),
+        O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW,
+      );
+      try {
+        removeAt(parent, path.basename(this.#aside));
+      } finally {
+        fs.closeSync(parent);
+      }
+    }
   }
 
   /** Undoes every change in reverse; returns the paths that could not be put back (and where they wait). */
   undo(): Array<{ path: string; problem: string }> {
     const unrestored: Array<{ path: string; problem: string }> = [];
     for (const step of this.#undo.reverse()) {
-      const file = path.join(this.root, step.path);
       try {
         if (step.kind === "created") {
-          if (step.directory) fs.rmdirSync(file);
-          else fs.unlinkSync(file);
-        } else if (step.kind === "mode") fs.chmodSync(file, step.mode);
-        else fs.renameSync(step.at, file);
+          if (step.directory) {
+            this.dirs.forget(step.path);
+            fs.rmdirSync(this.dirs.at(step.path));
+          } else fs.unlinkSync(this.dirs.at(step.path));
+        } else if (step.kind === "mode") {
+          this.#withEntry(step.path, step.directory, step.identity, (fd) => fs.chmodSync(pinned(fd), step.mode));
+        } else if (step.kind === "aside") fs.renameSync(step.at, this.dirs.at(step.path));
+        else {
+          const fd = this.dirs.dir(parentOf(step.path));
+          fs.renameSync(`/proc/self/fd/${fd}/${step.name}`, `/proc/self/fd/${fd}/${path.posix.basename(step.path)}`);
+        }
       } catch (error) {
-        const where = step.kind === "aside" ? `; it waits at ${step.at}` : "";
+        const where =
+          step.kind === "aside"
+            ? `; it waits at ${step.at}`
+            : step.kind === "beside"
+              ? `; it waits at ${path.join(this.dirs.root, parentOf(step.path), step.name)}`
+              : "";
         unrestored.push({
           path: step.path,
           problem: `${(error as NodeJS.ErrnoException).code ?? (error as Error).message}${where}`,
@@ -123,7 +181,7 @@ export class ApplyJournal {
     for (const rel of [...this.#directoryTimes.keys()].sort((a, b) => comparePaths(b, a))) {
       const times = this.#directoryTimes.get(rel)!;
       try {
-        fs.utimesSync(path.join(this.root, rel), times.atime, times.mtime);
+        fs.utimesSync(pinned(this.dirs.dir(rel)), times.atime, times.mtime);
       } catch {
         // gone or not ours to change: its entries are back, which is what matters
       }
@@ -158,11 +216,44 @@ export class ApplyJournal {
     return this.#aside;
   }
 
-  #noteTimes(rel: string, skip = false): void {
-    if (skip || this.#directoryTimes.has(rel)) return;
-    const stat = lstatOrUndefined(path.join(this.root, rel));
+  /**
+   * Runs `change` on an O_PATH fd of the entry `rel`, of the kind (and inode) it must be: a folder's
+   * own fd from `dirs` (checked when opened), a file's opened for the call.
+   */
+  #withEntry<T>(
+    rel: string,
+    directory: boolean,
+    identity: Identity | undefined,
+    change: (fd: number, stat: fs.Stats) => T,
+  ): T {
+    if (directory) {
+      const fd = this.dirs.dir(rel);
+      const stat = fs.fstatSync(fd);
+      if (identity && !sameInode(stat, identity))
+        throw new TreeDirError(
+          `${path.join(this.dirs.root, rel)} is no longer the directory the apply checked (changed on the host)`,
+        );
+      return change(fd, stat);
+    }
+    const shown = path.join(this.dirs.root, rel);
+    const { fd, stat } = openEntry(this.dirs.dir(parentOf(rel)), path.posix.basename(rel), "file", shown, identity);
+    try {
+      return change(fd, stat);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  #noteTimes(rel: string): void {
+    if (this.#directoryTimes.has(rel)) return;
+    let stat: fs.Stats;
+    try {
+      stat = fs.fstatSync(this.dirs.dir(rel));
+    } catch {
+      return; // not a folder the apply may write in: the step itself fails
+    }
     // In seconds, as precise as Node can set them (a double: to a fraction of a microsecond).
-    if (stat?.isDirectory()) this.#directoryTimes.set(rel, { atime: stat.atimeMs / 1000, mtime: stat.mtimeMs / 1000 });
+    this.#directoryTimes.set(rel, { atime: stat.atimeMs / 1000, mtime: stat.mtimeMs / 1000 });
   }
 }
 

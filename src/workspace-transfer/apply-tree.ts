@@ -3,9 +3,10 @@
 // tree on the host is still untrusted content (it may hold symlinks to anywhere), so no path is
 // ever resolved through a symlink. All or nothing:
 // 1. verify, writing nothing: the root and every directory a change happens in is still the real
-//    directory the walk saw (lstat, same inode); every path to change or delete is still what was
-//    sent (same inode, size, mtime); every new path is free; the caller may write there. Any
-//    mismatch (the caller changed the workspace during the run) fails before anything is touched;
+//    directory the walk saw (opened without following a link, same inode); every path to change
+//    or delete is still what was sent (same inode, size, mtime); every new path is free; the
+//    caller may write there. Any mismatch (the caller changed the workspace during the run) fails
+//    before anything is touched;
 // 2. move aside, deepest first, every entry that is deleted or replaced: renamed into the
 //    `aside` folder of the staging directory (or, across a mount or out of a directory that
 //    cannot take a new `..`, to a fresh hidden name next to it), never unlinked yet;
@@ -19,13 +20,20 @@
 //    times are set back; the error says nothing was changed. Only on success does what went aside
 //    go away.
 // A root caller gives replaced entries their original owner back; new ones are the caller's.
+// Nothing here is reached by a path from the root: another local user who owns a folder in the
+// tree could swap it (or a file) for a symlink between a check and a write. Every step goes through
+// folder fds opened without following a link and checked against the walk's inodes (tree-dirs.ts,
+// the journal); a folder swapped anyway keeps what is written inside the real one, and the check
+// after the last step (every folder written in still in its place) undoes the apply.
 import fs from "node:fs";
-import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
+import { type Identity, O_PATH, pinned, sameInode, TreeDirError, TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 
 interface ApplyResult {
   /** Directories that could not be removed because the host holds entries that were never sent. */
@@ -39,6 +47,11 @@ interface ApplyOptions {
    * where they were.
    */
   asideDir?: string;
+  /**
+   * Tests only: called before each step of step 3 writes (its folder already reached and checked),
+   * to change the host tree exactly there.
+   */
+  beforeWrite?: (rel: string) => void;
 }
 
 interface Step {
@@ -72,82 +85,116 @@ export function applyReturnedTree(
     if (!was || replaced || contentChanged || modeChanged)
       writes.push({ path: entry.path, after: entry, before: was, staged: returned.staged.get(entry.path) });
   }
-  verify(root, before, beforeByPath, removals, writes, what);
-
-  const journal = new ApplyJournal(root, options.asideDir);
+  let dirs: TreeDirs;
   try {
-    const keptDirectories = applySteps(root, before, removals, writes, journal);
-    journal.commit();
-    return { keptDirectories };
+    dirs = TreeDirs.open(root, directoryIdentities(before));
   } catch (error) {
-    const unrestored = journal.undo();
-    throw applyFailed(what, error, unrestored, journal.keptAside());
+    const code = (error as NodeJS.ErrnoException).code;
+    if (error instanceof TreeDirError || code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP")
+      throw conflictError(what, ["(the root) (changed on the host)"]);
+    throw error;
+  }
+  try {
+    verify(dirs, before, beforeByPath, removals, writes, what);
+    const journal = new ApplyJournal(dirs, options.asideDir);
+    try {
+      const keptDirectories = applySteps(dirs, before, removals, writes, journal, options.beforeWrite);
+      // Every write went into the folder its fd held; one swapped meanwhile moved those writes
+      // away from where the tree says: undone.
+      const moved = dirs.moved();
+      if (moved.length > 0) {
+        throw new TreeDirError(
+          `${moved.map((rel) => rel || "(the root)").join(", ")} changed on the host while the apply ran`,
+        );
+      }
+      journal.commit();
+      return { keptDirectories };
+    } catch (error) {
+      const unrestored = journal.undo();
+      throw applyFailed(what, error, unrestored, journal.keptAside());
+    }
+  } finally {
+    dirs.close();
   }
 }
 
+/** The inode of every directory the walk saw: the apply writes only into these, or those it makes. */
+function directoryIdentities(before: HostTree): Array<[string, Identity]> {
+  const out: Array<[string, Identity]> = [];
+  for (const entry of before.entries) {
+    const facts = before.facts.get(entry.path);
+    if (entry.kind === "directory" && facts) out.push([entry.path, { dev: facts.dev, ino: facts.ino }]);
+  }
+  return out;
+}
+
 /** Steps 2 and 3: every change goes through `journal`, so any failure can be undone. */
-function applySteps(root: string, before: HostTree, removals: Step[], writes: Step[], journal: ApplyJournal): string[] {
+function applySteps(
+  dirs: TreeDirs,
+  before: HostTree,
+  removals: Step[],
+  writes: Step[],
+  journal: ApplyJournal,
+  beforeWrite: ((rel: string) => void) | undefined,
+): string[] {
   const keptDirectories: string[] = [];
   for (const step of removals.sort((a, b) => comparePaths(b.path, a.path))) {
     if (step.before!.kind === "directory" && journal.holdsEntries(step.path)) {
       keptDirectories.push(step.path);
       continue;
     }
-    journal.moveAside(step.path, step.before!.kind === "directory");
+    journal.moveAside(step.path, step.before!.kind === "directory", identityOf(before.facts.get(step.path)));
   }
   const asRoot = process.geteuid?.() === 0;
   // Defence in depth (the reader already refuses an entry below anything but a directory): every
-  // parent is lstat'ed once before anything is put in it, so no path ever resolves through a
-  // symlink, whatever the returned list says.
-  const realDirectories = new Set<string>();
-  const inRealDirectory = (rel: string) => {
-    const parent = parentOf(rel);
-    if (realDirectories.has(parent)) return;
-    if (!lstatOrUndefined(path.join(root, parent))?.isDirectory()) {
-      throw new Error(`${path.join(root, parent)} is not a directory; refusing to write below it`);
-    }
-    realDirectories.add(parent);
-  };
+  // parent is reached through fds that never follow a symlink, whatever the returned list says.
   const directoryModes: Step[] = [];
   for (const step of writes.sort((a, b) => comparePaths(a.path, b.path))) {
     const entry = step.after!;
-    const file = path.join(root, step.path);
-    if (step.path !== "") inRealDirectory(step.path);
+    if (step.path !== "") dirs.dir(parentOf(step.path));
+    beforeWrite?.(step.path);
     const kept = step.before && step.before.kind === entry.kind ? before.facts.get(step.path) : undefined;
     const staged = step.staged;
     if (entry.kind === "directory") {
       if (!kept) journal.mkdir(step.path);
       directoryModes.push(step);
-      realDirectories.add(step.path);
       continue;
     }
     if (staged !== undefined) {
+      // The new entry is the original owner's before it takes its path (never chown a path).
+      const owner = asRoot && kept && (kept.uid !== 0 || kept.gid !== 0) ? { uid: kept.uid, gid: kept.gid } : undefined;
       // The host's entry waits aside until everything is in; the new one takes its path.
-      if (kept) journal.moveAside(step.path, false);
-      if (staged === EMPTY_FILE) journal.put(step.path, (to, temporary) => createEmptyFile(to, temporary, entry));
+      if (kept) journal.moveAside(step.path, false, identityOf(kept));
+      if (staged === EMPTY_FILE)
+        journal.put(step.path, (to, temporary) => createEmptyFile(to, temporary, entry, owner));
       else {
+        // The staging directory is private: its paths are the controller's own.
         if (entry.kind === "file") {
           fs.chmodSync(staged, entry.mode);
           const mtime = new Date(entry.mtimeMs);
           fs.utimesSync(staged, mtime, mtime);
         }
-        journal.put(step.path, (to, temporary) => moveIntoPlace(staged, to, temporary, entry));
+        if (owner) fs.lchownSync(staged, owner.uid, owner.gid);
+        journal.put(step.path, (to, temporary) => moveIntoPlace(staged, to, temporary, entry, owner));
       }
     } else {
-      // Same content, other permission bits: the path is the regular file verify() saw.
-      journal.chmod(step.path, entry.mode);
+      // Same content, other permission bits: the regular file verify() saw (same inode, same owner).
+      journal.chmod(step.path, entry.mode, false, identityOf(kept));
     }
-    if (asRoot && kept && (kept.uid !== 0 || kept.gid !== 0)) fs.lchownSync(file, kept.uid, kept.gid);
   }
   // Deepest first, once their entries are in: a directory made read-only still took them.
   for (const step of directoryModes.sort((a, b) => comparePaths(b.path, a.path))) {
-    journal.chmod(step.path, step.after!.mode);
+    journal.chmod(step.path, step.after!.mode, true);
   }
   return keptDirectories;
 }
 
+function identityOf(facts: HostFacts | undefined): Identity | undefined {
+  return facts && { dev: facts.dev, ino: facts.ino };
+}
+
 function verify(
-  root: string,
+  dirs: TreeDirs,
   before: HostTree,
   beforeByPath: ReadonlyMap<string, TreeEntry>,
   removals: Step[],
@@ -166,20 +213,20 @@ function verify(
     const facts = before.facts.get(rel);
     // Made (or re-made) by this apply: its own step is checked.
     if (!facts || beforeByPath.get(rel)?.kind !== "directory" || removed.has(rel)) return;
-    const file = path.join(root, rel);
-    const stat = lstatOrUndefined(file);
-    if (!stat?.isDirectory() || stat.ino !== facts.ino || stat.dev !== facts.dev) {
+    let fd: number;
+    try {
+      fd = dirs.dir(rel); // the walk's inode, reached without following a link
+    } catch {
       conflicts.push(`${rel || "(the root)"} (changed on the host)`);
-    } else if (!writable(file)) {
-      conflicts.push(`${rel || "(the root)"} (not writable by this user)`);
+      return;
     }
+    if (!writable(fd)) conflicts.push(`${rel || "(the root)"} (not writable by this user)`);
   };
   for (const step of removals) {
     if (step.path !== "") checkDirectory(parentOf(step.path));
-    const file = path.join(root, step.path);
-    if (!sameAsSent(lstatOrUndefined(file), step.before!, before.facts.get(step.path))) {
+    if (!sameAsSent(lstatIn(dirs, step.path), step.before!, before.facts.get(step.path))) {
       conflicts.push(`${step.path} (changed on the host)`);
-    } else if (step.before!.kind === "directory" && holdsUnsent(file, step.path, before)) {
+    } else if (step.before!.kind === "directory" && holdsUnsent(dirs, step.path, before)) {
       // The sandbox removed a directory that holds what never went in: keep it, unless the
       // returned tree needs something else at its path.
       if (writes.some((w) => w.path === step.path))
@@ -188,7 +235,7 @@ function verify(
   }
   for (const step of writes) {
     if (step.path !== "") checkDirectory(parentOf(step.path));
-    const stat = lstatOrUndefined(path.join(root, step.path));
+    const stat = step.path === "" ? fs.fstatSync(dirs.dir("")) : lstatIn(dirs, step.path);
     if (!step.before || removed.has(step.path)) {
       // New here: nothing may be in the way (what was there is removed first, and was checked above).
       if (stat && !removed.has(step.path)) conflicts.push(`${step.path} (appeared on the host)`);
@@ -196,15 +243,18 @@ function verify(
     }
     const facts = before.facts.get(step.path);
     if (!sameAsSent(stat, step.before, facts)) conflicts.push(`${step.path} (changed on the host)`);
-    else if (step.path === "" && !writable(root)) conflicts.push("(the root) (not writable by this user)");
+    else if (step.path === "" && !writable(dirs.dir(""))) conflicts.push("(the root) (not writable by this user)");
     // A rename needs only the directory; changing permission bits in place needs the entry itself.
     else if (step.staged === undefined && euid !== 0 && facts!.uid !== euid)
       conflicts.push(`${step.path} (another user's)`);
   }
-  if (conflicts.length === 0) return;
+  if (conflicts.length > 0) throw conflictError(what, conflicts);
+}
+
+function conflictError(what: string, conflicts: string[]): SandboxRunError {
   const shown = conflicts.slice(0, 10).join(", ");
   const more = conflicts.length > 10 ? ` and ${conflicts.length - 10} more` : "";
-  throw new SandboxRunError(
+  return new SandboxRunError(
     "usage",
     `The run's changes to ${what} were not applied: ${shown}${more}. Nothing was changed.`,
     {
@@ -213,20 +263,44 @@ function verify(
   );
 }
 
-/** An empty file: made under `temporary` (a fresh name in its directory), then renamed to `file`. */
-function createEmptyFile(file: string, temporary: string, entry: TreeEntry): void {
-  fs.closeSync(fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, entry.mode));
-  fs.chmodSync(temporary, entry.mode);
-  fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+/**
+ * An empty file: made under `temporary` (a fresh name in its folder, O_EXCL|O_NOFOLLOW), its mode,
+ * times and owner set on its fd, then renamed to `file`.
+ */
+function createEmptyFile(
+  file: string,
+  temporary: string,
+  entry: TreeEntry,
+  owner?: { uid: number; gid: number },
+): void {
+  const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode);
+  try {
+    finishFile(fd, entry, owner);
+  } finally {
+    fs.closeSync(fd);
+  }
   fs.renameSync(temporary, file);
+}
+
+function finishFile(fd: number, entry: TreeEntry, owner?: { uid: number; gid: number }): void {
+  if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
+  fs.fchmodSync(fd, entry.mode);
+  fs.futimesSync(fd, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
 }
 
 /**
  * Renames a staged entry to `file` (free by now: what was there waits aside). Across filesystems (a
- * mount inside the tree) it is copied to `temporary`, a fresh name in the target's directory,
- * first, then renamed: still never written through.
+ * mount inside the tree) it is copied to `temporary`, a fresh name in the target's folder, first,
+ * then renamed: still never written through. `file` and `temporary` are named through their
+ * folder's fd; the staged entry is already the original owner's (`owner`: for the copy).
  */
-function moveIntoPlace(staged: string, file: string, temporary: string, entry: TreeEntry): void {
+function moveIntoPlace(
+  staged: string,
+  file: string,
+  temporary: string,
+  entry: TreeEntry,
+  owner?: { uid: number; gid: number },
+): void {
   try {
     fs.renameSync(staged, file);
     return;
@@ -234,50 +308,87 @@ function moveIntoPlace(staged: string, file: string, temporary: string, entry: T
     if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
   }
   try {
-    if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(staged), temporary);
-    else {
-      fs.copyFileSync(staged, temporary, fs.constants.COPYFILE_EXCL);
-      fs.chmodSync(temporary, entry.mode);
-      fs.utimesSync(temporary, new Date(entry.mtimeMs), new Date(entry.mtimeMs));
+    if (entry.kind === "symlink") {
+      fs.symlinkSync(fs.readlinkSync(staged), temporary);
+      if (owner) {
+        // No lchown by name: the link itself, through an O_PATH fd fstat shows is still ours.
+        const fd = fs.openSync(temporary, O_PATH | O_NOFOLLOW);
+        try {
+          const stat = fs.fstatSync(fd);
+          if (!stat.isSymbolicLink() || stat.uid !== process.geteuid?.())
+            throw new TreeDirError(`${temporary} changed on the host while the apply made it`);
+          fs.chownSync(pinned(fd), owner.uid, owner.gid);
+        } finally {
+          fs.closeSync(fd);
+        }
+      }
+    } else {
+      const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      try {
+        copyInto(staged, fd);
+        finishFile(fd, entry, owner);
+      } finally {
+        fs.closeSync(fd);
+      }
     }
     fs.renameSync(temporary, file);
   } catch (error) {
-    fs.rmSync(temporary, { force: true });
+    try {
+      fs.unlinkSync(temporary);
+    } catch {
+      // never made, or already gone
+    }
     throw error;
   }
   fs.rmSync(staged, { force: true });
 }
 
+/** Copies the staged file (private: read by path) into the new file `to`. */
+function copyInto(staged: string, to: number): void {
+  const from = fs.openSync(staged, fs.constants.O_RDONLY | O_NOFOLLOW);
+  try {
+    const chunk = Buffer.alloc(1024 * 1024);
+    for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) {
+      for (let off = 0; off < n; ) off += fs.writeSync(to, chunk, off, n - off);
+    }
+  } finally {
+    fs.closeSync(from);
+  }
+}
+
 /** Still the entry that was sent: same kind and inode; files and links also same size and mtime. */
 function sameAsSent(stat: fs.Stats | undefined, sent: TreeEntry, facts: HostFacts | undefined): boolean {
-  if (!stat || !facts || stat.ino !== facts.ino || stat.dev !== facts.dev) return false;
+  if (!stat || !facts || !sameInode(stat, facts)) return false;
   if (sent.kind === "directory") return stat.isDirectory();
   if (sent.kind === "symlink" ? !stat.isSymbolicLink() : !stat.isFile()) return false;
   return stat.size === facts.size && stat.mtimeMs === facts.mtimeMs;
 }
 
-/** Whether a host directory holds names the walk did not send (unreadable, special or new files). */
-function holdsUnsent(dir: string, rel: string, before: HostTree): boolean {
+/** lstat of the entry `rel` through its folder's fd; undefined if it is not there (or its folder is not). */
+function lstatIn(dirs: TreeDirs, rel: string): fs.Stats | undefined {
   try {
-    return fs.readdirSync(dir).some((name) => !before.facts.has(rel ? `${rel}/${name}` : name));
+    return fs.lstatSync(dirs.at(rel));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a host directory holds names the walk did not send (unreadable, special or new files). */
+function holdsUnsent(dirs: TreeDirs, rel: string, before: HostTree): boolean {
+  try {
+    // Read through its parent's fd: only names, judged by the walk's list.
+    return fs.readdirSync(dirs.at(rel)).some((name) => !before.facts.has(rel ? `${rel}/${name}` : name));
   } catch {
     return true;
   }
 }
 
-function writable(dir: string): boolean {
+/** Whether this user may make and remove entries in the folder an fd holds. */
+function writable(dirFd: number): boolean {
   try {
-    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+    fs.accessSync(pinned(dirFd), fs.constants.W_OK | fs.constants.X_OK);
     return true;
   } catch {
     return false;
-  }
-}
-
-function lstatOrUndefined(file: string): fs.Stats | undefined {
-  try {
-    return fs.lstatSync(file);
-  } catch {
-    return undefined;
   }
 }

@@ -574,3 +574,133 @@ describe("apply is all or nothing", () => {
     expect(fs.readFileSync(path.join(parent, kept[0]!, "1"), "utf8")).toBe("the caller's original");
   });
 });
+
+/**
+ * Another local user who owns a folder in the workspace swaps a folder or a file for a symlink
+ * between the apply's check and its write (`beforeWrite` runs exactly there). A root caller must
+ * then write and chmod nothing outside the tree: every step goes through folder fds that never
+ * follow a link, and the apply is undone.
+ */
+describe("apply, whatever the host does meanwhile", () => {
+  const swapForLink = (file: string, target: string) => {
+    fs.renameSync(file, `${file}-away`);
+    fs.symlinkSync(target, file);
+  };
+
+  it("a folder swapped for a symlink after its check: nothing lands outside, and the apply is undone", async () => {
+    const outside = tempDir("sandbox-run-transfer-outside-");
+    const root = tree({ "d/a.txt": "a" });
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "d/n1.txt"), "* * * * * root id > /tmp/pwned\n");
+        fs.writeFileSync(path.join(copy, "d/n2.txt"), "* * * * * root id > /tmp/pwned\n");
+      }),
+    );
+    const error = applyError(() =>
+      applyReturnedTree(before, returned, "the workspace", {
+        asideDir: stagingDir,
+        beforeWrite: (rel) => rel === "d/n1.txt" && swapForLink(path.join(root, "d"), outside),
+      }),
+    );
+    expect(error.message).toMatch(/d changed on the host while the apply ran\); every change made so far was undone/);
+    expect(fs.readdirSync(outside)).toEqual([]);
+    // What went into the real folder (its fd held it) was taken out again.
+    expect(fs.readdirSync(path.join(root, "d-away"))).toEqual(["a.txt"]);
+  });
+
+  it("a file swapped for a symlink before its mode changes: the file outside keeps its mode", async () => {
+    const outside = tree({ "victim.txt": "root's" });
+    const victim = path.join(outside, "victim.txt");
+    fs.chmodSync(victim, 0o600);
+    const root = tree({ "f.txt": "same" });
+    fs.chmodSync(path.join(root, "f.txt"), 0o602);
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => fs.chmodSync(path.join(copy, "f.txt"), 0o606)),
+    );
+    const error = applyError(() =>
+      applyReturnedTree(before, returned, "the workspace", {
+        asideDir: stagingDir,
+        beforeWrite: (rel) => rel === "f.txt" && swapForLink(path.join(root, "f.txt"), victim),
+      }),
+    );
+    expect(error.message).toMatch(/f\.txt is no longer the file the apply checked \(changed on the host\)/);
+    expect(fs.statSync(victim).mode & 0o7777).toBe(0o600);
+  });
+
+  it("a folder swapped for a symlink before its mode changes: the folder outside keeps its mode", async () => {
+    const outside = tempDir("sandbox-run-transfer-outside-");
+    fs.chmodSync(outside, 0o755);
+    const root = tree({ "d/a.txt": "a" });
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => fs.chmodSync(path.join(copy, "d"), 0o700)),
+    );
+    const error = applyError(() =>
+      applyReturnedTree(before, returned, "the workspace", {
+        asideDir: stagingDir,
+        beforeWrite: (rel) => rel === "d" && swapForLink(path.join(root, "d"), outside),
+      }),
+    );
+    expect(error.message).toMatch(/d is not a directory; refusing to write below it/);
+    expect(fs.statSync(outside).mode & 0o7777).toBe(0o755);
+  });
+
+  it("an undo after such a swap puts nothing outside and chmods nothing there either", async () => {
+    expect(process.geteuid?.(), "chattr needs root (the unit tests run as root here and on CI)").toBe(0);
+    const outside = tempDir("sandbox-run-transfer-outside-");
+    const victimDir = tree({ "victim.txt": "root's" });
+    const victim = path.join(victimDir, "victim.txt");
+    fs.chmodSync(victim, 0o600);
+    const root = tree({ "d/x.txt": "x", "f.txt": "f", "z-locked.txt": "locked" });
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "d/x.txt"), "x, changed");
+        fs.chmodSync(path.join(copy, "f.txt"), 0o640);
+        fs.writeFileSync(path.join(copy, "z-locked.txt"), "changed");
+      }),
+    );
+    const locked = path.join(root, "z-locked.txt");
+    const chattr = spawnSync("chattr", ["+i", locked]);
+    expect(chattr.status, `chattr +i on the test's temp folder: ${chattr.stderr}`).toBe(0);
+    const outsideTimes = fs.statSync(outside).mtimeMs;
+    try {
+      // d/x.txt and f.txt are done; before the last step (which fails) both are swapped.
+      const error = applyError(() =>
+        applyReturnedTree(before, returned, "the workspace", {
+          asideDir: stagingDir,
+          beforeWrite: (rel) => {
+            if (rel !== "z-locked.txt") return;
+            swapForLink(path.join(root, "d"), outside);
+            swapForLink(path.join(root, "f.txt"), victim);
+          },
+        }),
+      );
+      expect(error.message).toMatch(/undoing them failed for 1 path\(s\): f\.txt \(.*changed on the host/);
+      expect(fs.statSync(victim).mode & 0o7777).toBe(0o600);
+      expect(fs.readdirSync(outside)).toEqual([]);
+      expect(fs.statSync(outside).mtimeMs).toBe(outsideTimes);
+      // The real folder got its own file back (the same one: content "x").
+      expect(fs.readFileSync(path.join(root, "d-away/x.txt"), "utf8")).toBe("x");
+    } finally {
+      spawnSync("chattr", ["-i", locked]);
+    }
+  });
+});
+
+function applyError(apply: () => unknown): SandboxRunError {
+  let error: unknown;
+  try {
+    apply();
+  } catch (e) {
+    error = e;
+  }
+  expect(isSandboxRunError(error), String(error)).toBe(true);
+  return error as SandboxRunError;
+}
