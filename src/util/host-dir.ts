@@ -408,7 +408,10 @@ export function openOutputFile(file: string, held: readonly string[]): number {
   let followed: fs.Stats | undefined;
   try {
     followed = fs.statSync(absolute);
-  } catch {
+  } catch (error) {
+    // Only a missing file is a new one: on any other error (EMFILE, EACCES) a device named here
+    // would be taken for a file and replaced.
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     followed = undefined;
   }
   const special = followed && (followed.isFIFO() || followed.isCharacterDevice() || followed.isSocket());
