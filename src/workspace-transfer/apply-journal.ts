@@ -11,6 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { removeAt } from "../workspace/remove-tree.js";
+import { realStagingPath } from "./staging-dir.js";
 import { type Identity, O_PATH, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
 
@@ -122,8 +123,12 @@ export class ApplyJournal {
     });
   }
 
-  /** Everything went in: what waited aside goes for good (through fds: no symlink below is followed). */
-  commit(): void {
+  /**
+   * Everything went in: what waited aside goes for good (through fds: no symlink below is followed).
+   * Never throws: the apply is final by now. Returns where what could not be removed waits.
+   */
+  commit(): string[] {
+    const left: string[] = [];
     // One that waits inside a folder that went aside itself goes with that folder.
     const gone = new Set(this.#undo.filter((u) => u.kind === "aside" || u.kind === "beside").map((u) => u.path));
     const inGone = (rel: string) => {
@@ -131,19 +136,30 @@ export class ApplyJournal {
       return false;
     };
     for (const step of this.#undo) {
-      if (step.kind === "beside" && !inGone(step.path)) removeAt(this.dirs.dir(parentOf(step.path)), step.name);
-    }
-    if (this.#aside) {
-      const parent = fs.openSync(
-        path.dirname(this.#aside),
-        O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW,
-      );
+      if (step.kind !== "beside" || inGone(step.path)) continue;
       try {
-        removeAt(parent, path.basename(this.#aside));
-      } finally {
-        fs.closeSync(parent);
+        removeAt(this.dirs.dir(parentOf(step.path)), step.name);
+      } catch {
+        left.push(path.join(this.dirs.root, parentOf(step.path), step.name));
       }
     }
+    if (this.#aside) {
+      try {
+        const parent = fs.openSync(
+          path.dirname(this.#aside),
+          O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW,
+        );
+        try {
+          removeAt(parent, path.basename(this.#aside));
+        } finally {
+          fs.closeSync(parent);
+        }
+      } catch {
+        left.push(this.#aside); // in the staging directory, removed with it when the run ends
+      }
+    }
+    this.#undo.length = 0;
+    return left;
   }
 
   /** Undoes every change in reverse; returns the paths that could not be put back (and where they wait). */
@@ -196,7 +212,7 @@ export class ApplyJournal {
   keptAside(): string | undefined {
     if (!this.#aside || fs.readdirSync(this.#aside).length === 0) return undefined;
     const kept = path.join(
-      path.dirname(path.dirname(this.#aside)),
+      path.dirname(realStagingPath(path.dirname(this.#aside))),
       `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`,
     );
     try {

@@ -38,6 +38,8 @@ const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 interface ApplyResult {
   /** Directories that could not be removed because the host holds entries that were never sent. */
   keptDirectories: string[];
+  /** The host's old entries that could not be removed once the apply was done (where they wait). */
+  leftAside: string[];
 }
 
 interface ApplyOptions {
@@ -97,8 +99,9 @@ export function applyReturnedTree(
   try {
     verify(dirs, before, beforeByPath, removals, writes, what);
     const journal = new ApplyJournal(dirs, options.asideDir);
+    let keptDirectories: string[];
     try {
-      const keptDirectories = applySteps(dirs, before, removals, writes, journal, options.beforeWrite);
+      keptDirectories = applySteps(dirs, before, removals, writes, journal, options.beforeWrite);
       // Every write went into the folder its fd held; one swapped meanwhile moved those writes
       // away from where the tree says: undone.
       const moved = dirs.moved();
@@ -107,12 +110,13 @@ export function applyReturnedTree(
           `${moved.map((rel) => rel || "(the root)").join(", ")} changed on the host while the apply ran`,
         );
       }
-      journal.commit();
-      return { keptDirectories };
     } catch (error) {
       const unrestored = journal.undo();
-      throw applyFailed(what, error, unrestored, journal.keptAside());
+      throw applyFailed(what, dirs.shown(error), unrestored, journal.keptAside());
     }
+    // The apply is final from here: what waited aside goes, as far as it can (never an undo now,
+    // which could no longer bring back what already went).
+    return { keptDirectories, leftAside: journal.commit() };
   } finally {
     dirs.close();
   }
@@ -275,11 +279,16 @@ function createEmptyFile(
 ): void {
   const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode);
   try {
-    finishFile(fd, entry, owner);
-  } finally {
-    fs.closeSync(fd);
+    try {
+      finishFile(fd, entry, owner);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(temporary, file);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true }); // the temporary name is a plain file of ours, in a checked folder
+    throw error;
   }
-  fs.renameSync(temporary, file);
 }
 
 function finishFile(fd: number, entry: TreeEntry, owner?: { uid: number; gid: number }): void {

@@ -3,24 +3,53 @@
 // the tree when its parent is on the same filesystem and writable (the tree itself then stays
 // untouched until the apply), else inside the tree (a mount point: its parent is elsewhere). The
 // apply also moves what it deletes or replaces into its `aside` folder until it has succeeded.
+//
+// The directory is used through a path pinned to its fd ("/proc/self/fd/<fd>"), never by its name:
+// its parent (next to the tree, or the tree itself) may be another local user's folder, and that
+// user could rename the directory away and put a symlink in its place; a root controller writing
+// staged content by name would then write it wherever the link points.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { removeAt } from "../workspace/remove-tree.js";
+import { O_PATH } from "./tree-dirs.js";
+
+/** Staging directories in use: the pinned path handed out -> the directory's name and fd. */
+const pinnedDirs = new Map<string, { real: string; fd: number }>();
 
 const STAGING_PREFIX = ".sandbox-run-staging-";
 /** The file in a run folder that lists the run's staging directories, for the reaper. */
 export const STAGING_RECORD = "staging.json";
 
-/** `.sandbox-run-staging-<tree's name>-<random>`: says whose it is to anyone who finds it. */
+/**
+ * `.sandbox-run-staging-<tree's name>-<random>`: says whose it is to anyone who finds it. Returns
+ * the path to use it by, pinned to its fd (see the top); realStagingPath() gives its name.
+ */
 export function makeStagingDir(root: string): string {
   const parent = path.dirname(root);
   const name = `${STAGING_PREFIX}${path.basename(root).slice(0, 60)}-`;
+  let real: string | undefined;
   try {
-    if (fs.statSync(parent).dev === fs.statSync(root).dev) return fs.mkdtempSync(path.join(parent, name));
+    if (fs.statSync(parent).dev === fs.statSync(root).dev) real = fs.mkdtempSync(path.join(parent, name));
   } catch {
     // parent not writable (or not visible): fall back to inside the tree
   }
-  return fs.mkdtempSync(path.join(root, name));
+  real ??= fs.mkdtempSync(path.join(root, name));
+  const fd = fs.openSync(real, O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+  const stat = fs.fstatSync(fd);
+  // What mkdtemp made (0700, ours), not something put at its name in the moment since.
+  if (stat.uid !== process.geteuid?.() || (stat.mode & 0o077) !== 0) {
+    fs.closeSync(fd);
+    throw new Error(`${real} changed while it was made (another user's folder holds it)`);
+  }
+  const pinned = `/proc/self/fd/${fd}`;
+  pinnedDirs.set(pinned, { real, fd });
+  return pinned;
+}
+
+/** The name of a staging directory makeStagingDir() handed out (for records and messages). */
+export function realStagingPath(dir: string): string {
+  return pinnedDirs.get(dir)?.real ?? dir;
 }
 
 /**
@@ -29,21 +58,43 @@ export function makeStagingDir(root: string): string {
  * their folder is kept next to it, as `.sandbox-run-kept-<random>`.
  */
 export function removeStagingDir(dir: string): void {
-  const aside = path.join(dir, "aside");
-  let held = false;
+  const pinned = pinnedDirs.get(dir);
+  const real = pinned?.real ?? dir;
   try {
-    held = fs.lstatSync(aside).isDirectory() && fs.readdirSync(aside).length > 0;
-  } catch {
-    // none: the usual case
-  }
-  if (held) {
+    const aside = path.join(dir, "aside");
+    let held = false;
     try {
-      fs.renameSync(aside, path.join(path.dirname(dir), `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`));
+      held = fs.lstatSync(aside).isDirectory() && fs.readdirSync(aside).length > 0;
     } catch {
-      return; // then the whole staging directory stays
+      // none: the usual case
+    }
+    if (held) {
+      try {
+        fs.renameSync(
+          aside,
+          path.join(path.dirname(real), `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`),
+        );
+      } catch {
+        return; // then the whole staging directory stays
+      }
+    }
+    if (!pinned) {
+      fs.rmSync(dir, { recursive: true, force: true });
+      return;
+    }
+    // Emptied through its fd; the folder itself by name only while that name is still it.
+    for (const name of fs.readdirSync(dir)) removeAt(pinned.fd, name);
+    const now = fs.lstatSync(real);
+    const same = fs.fstatSync(pinned.fd);
+    if (now.isDirectory() && now.ino === same.ino && now.dev === same.dev) fs.rmdirSync(real);
+  } catch {
+    // what is left stays: a crash reaper or the user removes it
+  } finally {
+    if (pinned) {
+      fs.closeSync(pinned.fd);
+      pinnedDirs.delete(dir);
     }
   }
-  fs.rmSync(dir, { recursive: true, force: true });
 }
 
 /**
@@ -78,5 +129,5 @@ export function recordStagingDir(record: string, dir: string): void {
   } catch {
     // first one
   }
-  fs.writeFileSync(record, JSON.stringify([...listed, dir]), { mode: 0o600 });
+  fs.writeFileSync(record, JSON.stringify([...listed, realStagingPath(dir)]), { mode: 0o600 });
 }

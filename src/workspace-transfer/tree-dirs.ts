@@ -90,7 +90,9 @@ export class TreeDirs {
     const fd = openDirectory(parentFd, rel, this.root);
     const stat = fs.fstatSync(fd);
     // A folder this apply made is the caller's; another user's swapped in is not written into.
-    if (stat.uid !== process.geteuid?.()) {
+    // (Or its parent's owner: filesystems that force ownership, vfat or cifs with uid=, sshfs,
+    // root_squash NFS, give every folder the mount's owner; another user's folder is its own.)
+    if (stat.uid !== process.geteuid?.() && stat.uid !== fs.fstatSync(parentFd).uid) {
       fs.closeSync(fd);
       throw new TreeDirError(`${path.join(this.root, rel)} changed on the host while the apply made it`);
     }
@@ -137,6 +139,23 @@ export class TreeDirs {
       }
     }
     return moved;
+  }
+
+  /**
+   * An error whose message names entries as "/proc/self/fd/<fd>/<name>" (Node puts the syscall's
+   * paths in it), with those names turned back into paths under the root, for the user to read.
+   */
+  shown(error: unknown): unknown {
+    if (!(error instanceof Error)) return error;
+    const folders = new Map<string, string>();
+    if (this.#rootFd !== undefined) folders.set(String(this.#rootFd), this.root);
+    for (const [rel, fd] of this.#open) folders.set(String(fd), path.join(this.root, rel));
+    const message = error.message.replace(
+      /\/proc\/self\/fd\/(\d+)(?=\/|'|$)/g,
+      (text, fd: string) => folders.get(fd) ?? text,
+    );
+    if (message === error.message) return error;
+    return Object.assign(new Error(message, { cause: error }), { code: (error as NodeJS.ErrnoException).code });
   }
 
   close(): void {

@@ -11,7 +11,7 @@ import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
-import { removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
+import { makeStagingDir, realStagingPath, removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
 import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { tempTrees } from "../support/temp-trees.js";
@@ -704,3 +704,78 @@ function applyError(apply: () => unknown): SandboxRunError {
   expect(isSandboxRunError(error), String(error)).toBe(true);
   return error as SandboxRunError;
 }
+
+/**
+ * The staging directory sits next to the tree, or inside it: either may be another local user's
+ * folder, who can rename the directory away and put a symlink at its name. It is used through a
+ * path pinned to its fd, so what is staged (and later moved aside) never follows that link.
+ */
+describe("the staging directory, whatever its parent's owner does", () => {
+  it("swapped for a symlink after it was made: staged files land in it, not where the link points; removed whole", () => {
+    const parent = tempDir("sandbox-run-transfer-parent-");
+    const root = path.join(parent, "ws");
+    fs.mkdirSync(root);
+    const outside = tempDir("sandbox-run-transfer-outside-");
+    const staging = makeStagingDir(root);
+    const real = realStagingPath(staging);
+    expect(path.dirname(real)).toBe(parent);
+    expect(staging).toMatch(/^\/proc\/self\/fd\/\d+$/);
+    fs.renameSync(real, `${real}-away`);
+    fs.symlinkSync(outside, real);
+    fs.writeFileSync(path.join(staging, "1"), "* * * * * root id > /tmp/pwned\n", { flag: "wx" });
+    fs.mkdirSync(path.join(staging, "aside"));
+    expect(fs.readdirSync(outside)).toEqual([]);
+    expect(fs.readdirSync(`${real}-away`).sort()).toEqual(["1", "aside"]);
+    removeStagingDir(staging);
+    // Emptied through its fd; the name (now the link) is not the folder, so it stays as it is.
+    expect(fs.readdirSync(`${real}-away`)).toEqual([]);
+    expect(fs.lstatSync(real).isSymbolicLink()).toBe(true);
+    expect(fs.readdirSync(outside)).toEqual([]);
+  });
+
+  it("an ordinary staging directory is removed by its name once emptied", () => {
+    const root = tree({ "a.txt": "a" });
+    const staging = makeStagingDir(root);
+    const real = realStagingPath(staging);
+    fs.writeFileSync(path.join(staging, "1"), "x");
+    removeStagingDir(staging);
+    expect(fs.existsSync(real)).toBe(false);
+  });
+});
+
+describe("the apply, once done", () => {
+  it("is final: an old entry that cannot be removed afterwards is reported where it waits, and nothing is undone", async () => {
+    expect(process.geteuid?.(), "chattr needs root (the unit tests run as root here and on CI)").toBe(0);
+    const root = tree({ "d/old.txt": "old", "keep.txt": "k" });
+    const { before, archive } = await sendTree(root);
+    const { returned, stagingDir } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.rmSync(path.join(copy, "d"), { recursive: true });
+        fs.writeFileSync(path.join(copy, "new.txt"), "new");
+      }),
+    );
+    // The deleted folder waits aside while the new file goes in; made immutable there, it cannot
+    // be removed once the apply is done (before, that failure undid the finished apply).
+    let locked: string | undefined;
+    try {
+      const result = applyReturnedTree(before, returned, "the workspace", {
+        asideDir: stagingDir,
+        beforeWrite: (rel) => {
+          if (rel !== "new.txt") return;
+          const aside = path.join(stagingDir, "aside");
+          const waiting = fs.readdirSync(aside).find((name) => fs.lstatSync(path.join(aside, name)).isFile());
+          locked = path.join(aside, waiting!);
+          expect(fs.readFileSync(locked, "utf8")).toBe("old");
+          const chattr = spawnSync("chattr", ["+i", locked]);
+          expect(chattr.status, `chattr +i: ${chattr.stderr}`).toBe(0);
+        },
+      });
+      expect(fs.readFileSync(path.join(root, "new.txt"), "utf8")).toBe("new");
+      expect(fs.existsSync(path.join(root, "d"))).toBe(false);
+      expect(result.leftAside).toEqual([path.join(stagingDir, "aside")]);
+    } finally {
+      if (locked) spawnSync("chattr", ["-i", locked]);
+    }
+  });
+});

@@ -321,6 +321,13 @@ export class CopyModeWorkspace {
             directories: result.keptDirectories.slice(0, 20),
           });
         }
+        if (result.leftAside.length > 0) {
+          this.options.timeline.sandbox("workspace.kept", {
+            root: copy.hostPath,
+            reason: "the host's old entries that the apply replaced or deleted could not be removed; they wait here",
+            directories: result.leftAside.slice(0, 20),
+          });
+        }
       }
     }
     const ms = Math.round(performance.now() - started);
