@@ -440,8 +440,9 @@ export function openOutputFile(file: string, held: readonly string[]): number {
 }
 
 /**
- * A pipe, terminal or device the caller named, opened as it is; it must be this user's or root's:
- * another user's FIFO planted at the name would read the run's events.
+ * A pipe, terminal or device the caller named, opened as it is. A FIFO must be this user's or
+ * root's, or one of this process's own stdio (`/dev/stderr` piped by the user who ran sudo):
+ * another user's FIFO planted at the name would read the run's events. Devices only root makes.
  */
 function openSpecialFile(absolute: string): number {
   const fd = fs.openSync(absolute, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_NOCTTY);
@@ -450,11 +451,22 @@ function openSpecialFile(absolute: string): number {
     const uid = process.geteuid?.() ?? 0;
     if (stat.isFile() || stat.isDirectory())
       throw new HostDirError(`${absolute} changed while it was opened`, "CHANGED");
-    if (stat.uid !== uid && stat.uid !== 0)
+    if (stat.isFIFO() && stat.uid !== uid && stat.uid !== 0 && !isOwnStdio(stat))
       throw new HostDirError(`${absolute} belongs to uid ${stat.uid}, not to this user (${uid})`, "NOT_OURS");
     return fd;
   } catch (error) {
     fs.closeSync(fd);
     throw error;
   }
+}
+
+function isOwnStdio(stat: fs.Stats): boolean {
+  return [0, 1, 2].some((fd) => {
+    try {
+      const own = fs.fstatSync(fd);
+      return own.ino === stat.ino && own.dev === stat.dev;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -6,6 +6,7 @@ import { HostDir, HostDirError, locatePath, openOutputFile } from "../../src/uti
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir } = tempTrees("host-dir-");
+const HOST_DIR_MODULE = new URL("../../src/util/host-dir.ts", import.meta.url).pathname;
 
 describe("HostDir", () => {
   it("creates missing folders and new files, and refuses to write through a planted symlink", () => {
@@ -189,6 +190,25 @@ describe("HostDir", () => {
       const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
       try {
         expect(() => openOutputFile(fifo, [])).toThrow(/belongs to uid 1500/);
+        // The same FIFO as this process's own stderr (`sudo sandbox-run … --events /dev/stderr 2>&1 | tee`,
+        // the pipe the invoking user's shell made): the caller's own output, written as it is.
+        const writer = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+        const child = spawnSync(
+          process.execPath,
+          [
+            "--import",
+            "tsx",
+            "-e",
+            `import { openOutputFile } from ${JSON.stringify(HOST_DIR_MODULE)};
+             const fd = openOutputFile("/dev/stderr", []);
+             (await import("node:fs")).writeSync(fd, "events\\n");
+             console.log("opened");`,
+          ],
+          { stdio: ["ignore", "pipe", writer], encoding: "utf8", cwd: process.cwd() },
+        );
+        fs.closeSync(writer);
+        expect(child.stdout.trim(), child.error?.message).toBe("opened");
+        expect(fs.readFileSync(reader, "utf8")).toContain("events");
       } finally {
         fs.closeSync(reader);
       }
