@@ -1,29 +1,41 @@
-// The egress proxy's DNS lookups go a few at a time (libuv's worker threads are the controller's
-// too): however many the sandbox asks for at once, and however slowly they answer.
+// The egress proxies' DNS lookups go a few at a time (libuv's worker threads are the controller's
+// too): one per run, three for the whole process, however many a sandbox asks for and however
+// slowly they answer.
 import { describe, expect, it } from "vitest";
-import { limitedResolver, MAX_CONCURRENT_LOOKUPS } from "../../src/proxy/limited-resolver.js";
+import { LOOKUPS_PER_PROCESS, limitedResolver, Slots } from "../../src/proxy/limited-resolver.js";
+
+function slowResolver() {
+  const counts = { inFlight: 0, most: 0 };
+  const resolve = async (host: string) => {
+    counts.inFlight++;
+    counts.most = Math.max(counts.most, counts.inFlight);
+    await new Promise((r) => setTimeout(r, 5));
+    counts.inFlight--;
+    if (host === "fails.example") throw Object.assign(new Error("no such name"), { code: "ENOTFOUND" });
+    return [{ address: "192.0.2.1", family: 4 }];
+  };
+  return { counts, resolve };
+}
 
 describe("limitedResolver", () => {
-  it("runs at most MAX_CONCURRENT_LOOKUPS lookups at once, answers every one, and passes failures on", async () => {
-    let inFlight = 0;
-    let most = 0;
-    const slow = async (host: string) => {
-      inFlight++;
-      most = Math.max(most, inFlight);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      inFlight--;
-      if (host === "fails.example") throw Object.assign(new Error("no such name"), { code: "ENOTFOUND" });
-      return [{ address: "192.0.2.1", family: 4 }];
-    };
-    const resolve = limitedResolver(slow);
-    const hosts = Array.from({ length: 40 }, (_, i) => (i === 7 ? "fails.example" : `h${i}.example`));
-    const results = await Promise.allSettled(hosts.map((host) => resolve(host)));
-    expect(most).toBe(MAX_CONCURRENT_LOOKUPS);
-    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(39);
+  it("one run looks up one name at a time, answers every one, and passes failures on", async () => {
+    const { counts, resolve } = slowResolver();
+    const run = limitedResolver(resolve, new Slots(LOOKUPS_PER_PROCESS));
+    const hosts = Array.from({ length: 20 }, (_, i) => (i === 7 ? "fails.example" : `h${i}.example`));
+    const results = await Promise.allSettled(hosts.map((host) => run(host)));
+    expect(counts.most).toBe(1);
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(19);
     expect(results[7]).toMatchObject({ status: "rejected", reason: { code: "ENOTFOUND" } });
-    // Calls that come while slots change hands never take one more than the limit.
-    const again = await Promise.all(hosts.slice(10).map((host) => resolve(host)));
-    expect(again).toHaveLength(30);
-    expect(most).toBe(MAX_CONCURRENT_LOOKUPS);
+  });
+
+  it("all runs of the process together hold at most LOOKUPS_PER_PROCESS, and every run gets its turn", async () => {
+    const { counts, resolve } = slowResolver();
+    const shared = new Slots(LOOKUPS_PER_PROCESS);
+    const runs = Array.from({ length: 8 }, () => limitedResolver(resolve, shared));
+    const answered = await Promise.all(
+      runs.flatMap((run, r) => Array.from({ length: 5 }, (_, i) => run(`r${r}-${i}.example`))),
+    );
+    expect(answered).toHaveLength(40);
+    expect(counts.most).toBe(LOOKUPS_PER_PROCESS);
   });
 });
