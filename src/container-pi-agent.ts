@@ -94,7 +94,7 @@ export interface RunPlannedOptions extends Pick<RunCallOptions, "onEvent" | "sig
    * A record the caller opened and completes itself (the CLI's --record): it gets the model traffic,
    * and takes the workspace's state before and after the run while the run holds its trees.
    */
-  recorder?: Pick<RunRecorder, "traffic" | "captureBefore" | "captureAfter">;
+  recorder?: Pick<RunRecorder, "traffic"> & Partial<Pick<RunRecorder, "captureBefore" | "captureAfter">>;
 }
 
 export interface RunStream<T> extends AsyncIterable<RunEvent> {
@@ -339,11 +339,11 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );
     try {
-      await options.recorder?.captureBefore();
+      await options.recorder?.captureBefore?.();
       return await this.runHoldingTrees<TOutput>(planned, options, timeline);
     } finally {
       try {
-        await options.recorder?.captureAfter();
+        await options.recorder?.captureAfter?.();
       } finally {
         trees.release();
       }

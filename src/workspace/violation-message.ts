@@ -19,8 +19,9 @@ export function shownPath(path: string): string {
   );
 }
 
-const list = (items: readonly string[], max = 10) => {
-  const shown = items.slice(0, max).map(shownPath);
+/** The first items, each shown by `show` (paths: shownPath; descriptions already hold shown paths). */
+const list = (items: readonly string[], show: (item: string) => string = (item) => item, max = 10) => {
+  const shown = items.slice(0, max).map(show);
   return `${shown.join(", ")}${items.length > shown.length ? ` and ${items.length - shown.length} more` : ""}`;
 };
 
@@ -50,13 +51,13 @@ export function violationMessage(
   const r = report.restore;
   if (r) {
     const done: string[] = [];
-    if (r.reverted.length) done.push(`put back as before the run: ${list(r.reverted)}`);
-    if (r.removed.length) done.push(`removed (the run created them): ${list(r.removed)}`);
+    if (r.reverted.length) done.push(`put back as before the run: ${list(r.reverted, shownPath)}`);
+    if (r.removed.length) done.push(`removed (the run created them): ${list(r.removed, shownPath)}`);
     if (r.objects?.length)
       done.push(
-        `removed from the git object store (not what their names say; git now reports them missing instead of reading them, and a clone or backup has them): ${list(r.objects)}`,
+        `removed from the git object store (not what their names say; git now reports them missing instead of reading them, and a clone or backup has them): ${list(r.objects, shownPath)}`,
       );
-    if (r.modes.length) done.push(`directory modes set back: ${list(r.modes)}`);
+    if (r.modes.length) done.push(`directory modes set back: ${list(r.modes, shownPath)}`);
     if (done.length) parts.push(`Restored: ${done.join("; ")}.`);
     const left = [
       ...r.notRestored.map((n) => `${shownPath(n.path)} (${n.why})`),
