@@ -10,9 +10,10 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
+import { O_PATH } from "../util/o-path.js";
 import { removeAt } from "../workspace/remove-tree.js";
 import { realStagingPath } from "./staging-dir.js";
-import { type Identity, O_PATH, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
+import { type Identity, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
 
 /** Prefix of the hidden names entries wait under next to their place, when the aside folder cannot take them. */

@@ -27,10 +27,11 @@
 // after the last step (every folder written in still in its place) undoes the apply.
 import fs from "node:fs";
 import { SandboxRunError } from "../errors.js";
+import { O_PATH } from "../util/o-path.js";
 import { ApplyJournal, applyFailed } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
-import { type Identity, O_PATH, pinned, sameInode, TreeDirError, TreeDirs } from "./tree-dirs.js";
+import { type Identity, pinned, sameInode, TreeDirError, TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;

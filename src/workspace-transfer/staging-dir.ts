@@ -11,8 +11,8 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { O_PATH } from "../util/o-path.js";
 import { removeAt } from "../workspace/remove-tree.js";
-import { O_PATH } from "./tree-dirs.js";
 
 /** Staging directories in use: the pinned path handed out -> the directory's name and fd. */
 const pinnedDirs = new Map<string, { real: string; fd: number }>();

@@ -13,11 +13,10 @@
 // An fd from `dir()` is valid until the next call into this class: one folder per syscall.
 import fs from "node:fs";
 import path from "node:path";
+import { O_PATH } from "../util/o-path.js";
 import { parentOf } from "./tree-entry.js";
 
 const { O_DIRECTORY, O_NOFOLLOW } = fs.constants;
-/** Linux's O_PATH (the same on every architecture Node runs on but alpha, parisc and sparc); Node does not export it. */
-export const O_PATH = 0o10000000;
 const DIR_FLAGS = O_PATH | O_DIRECTORY | O_NOFOLLOW;
 const MAX_OPEN = 128;
 
