@@ -146,10 +146,9 @@ export class ApplyJournal {
     }
     if (this.#aside) {
       try {
-        const parent = fs.openSync(
-          path.dirname(this.#aside),
-          O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW,
-        );
+        // The staging directory: a path pinned to its fd ("/proc/<pid>/fd/<fd>", itself a link
+        // that must be followed), so opening it cannot reach anywhere else.
+        const parent = fs.openSync(path.dirname(this.#aside), O_PATH | fs.constants.O_DIRECTORY);
         try {
           removeAt(parent, path.basename(this.#aside));
         } finally {

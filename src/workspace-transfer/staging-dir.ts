@@ -42,7 +42,8 @@ export function makeStagingDir(root: string): string {
     fs.closeSync(fd);
     throw new Error(`${real} changed while it was made (another user's folder holds it)`);
   }
-  const pinned = `/proc/self/fd/${fd}`;
+  // By this process's pid, not "self": git and other children read staged files by this path too.
+  const pinned = `/proc/${process.pid}/fd/${fd}`;
   pinnedDirs.set(pinned, { real, fd });
   return pinned;
 }

@@ -719,7 +719,7 @@ describe("the staging directory, whatever its parent's owner does", () => {
     const staging = makeStagingDir(root);
     const real = realStagingPath(staging);
     expect(path.dirname(real)).toBe(parent);
-    expect(staging).toMatch(/^\/proc\/self\/fd\/\d+$/);
+    expect(staging).toBe(`/proc/${process.pid}/fd/${staging.split("/").pop()}`);
     fs.renameSync(real, `${real}-away`);
     fs.symlinkSync(outside, real);
     fs.writeFileSync(path.join(staging, "1"), "* * * * * root id > /tmp/pwned\n", { flag: "wx" });
@@ -731,6 +731,32 @@ describe("the staging directory, whatever its parent's owner does", () => {
     expect(fs.readdirSync(`${real}-away`)).toEqual([]);
     expect(fs.lstatSync(real).isSymbolicLink()).toBe(true);
     expect(fs.readdirSync(outside)).toEqual([]);
+  });
+
+  it("an apply through a pinned staging directory: what went aside is gone after it, and nothing is kept next to the tree", async () => {
+    const parent = tempDir("sandbox-run-transfer-parent-");
+    const root = path.join(parent, "ws");
+    fs.mkdirSync(root);
+    fs.writeFileSync(path.join(root, "old.txt"), "old");
+    fs.writeFileSync(path.join(root, "keep.txt"), "keep");
+    const { before, archive } = await sendTree(root);
+    const staging = makeStagingDir(root);
+    const archiveBack = sandboxRoundTrip(archive, (copy) => {
+      fs.rmSync(path.join(copy, "old.txt"));
+      fs.writeFileSync(path.join(copy, "keep.txt"), "changed");
+    });
+    const returned = await readReturnedTar(Buffer.isBuffer(archiveBack) ? Readable.from([archiveBack]) : archiveBack, {
+      before,
+      stagingDir: staging,
+      limits: LIMITS,
+      what: "the workspace",
+    });
+    const result = applyReturnedTree(before, returned, "the workspace", { asideDir: staging });
+    expect(result.leftAside).toEqual([]);
+    expect(fs.readdirSync(staging)).not.toContain("aside");
+    removeStagingDir(staging);
+    expect(fs.readdirSync(parent)).toEqual(["ws"]);
+    expect(fs.readdirSync(root).sort()).toEqual(["keep.txt"]);
   });
 
   it("an ordinary staging directory is removed by its name once emptied", () => {
