@@ -14,6 +14,19 @@ const OSC52 = "\x1b]52;c;ZXZpbA==\x07";
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
+/** A CLI io whose stderr is a terminal, and what was written to it. */
+function terminalStderr(): { io: CliIo; err: () => string } {
+  let err = "";
+  const io: CliIo = {
+    stdout: () => {},
+    stderr: (s) => void (err += s),
+    readStdin: async () => undefined,
+    env: {},
+    stderrIsTty: true,
+  };
+  return { io, err: () => err };
+}
+
 describe("terminal text", () => {
   it("escapes C0, C1, DEL and bidi controls; keeps line feeds and tabs only in multi-line text", () => {
     expect(terminalLine(`a${OSC52}b\u009b\u007f\u202ec\nd\te`)).toBe(
@@ -52,32 +65,18 @@ describe("terminal text", () => {
   });
 
   it("error reports escape paths the sandbox created, its stderr and the provider's message", () => {
-    let err = "";
-    const io: CliIo = {
-      stdout: () => {},
-      stderr: (s) => void (err += s),
-      readStdin: async () => undefined,
-      env: {},
-      stderrIsTty: true,
-    };
+    const { io, err } = terminalStderr();
     reportError(
       new SandboxRunError("limit", `The agent changed .github/x${OSC52}`, { stderrTail: `boom\x1b[2J`, hint: "h" }),
       io,
     );
-    expect(err.replaceAll("\n", "")).not.toMatch(CONTROL);
-    expect(err).toContain("The agent changed .github/x\\x1b]52;c;ZXZpbA==\\x07");
-    expect(err).toContain("boom\\x1b[2J");
+    expect(err().replaceAll("\n", "")).not.toMatch(CONTROL);
+    expect(err()).toContain("The agent changed .github/x\\x1b]52;c;ZXZpbA==\\x07");
+    expect(err()).toContain("boom\\x1b[2J");
   });
 
   it("a file name with line breaks cannot start a line of its own in an error report", () => {
-    let err = "";
-    const io: CliIo = {
-      stdout: () => {},
-      stderr: (s) => void (err += s),
-      readStdin: async () => undefined,
-      env: {},
-      stderrIsTty: true,
-    };
+    const { io, err } = terminalStderr();
     const forged = ".husky/x\n\nsandbox-run: done in 2.10s, 2 turn(s), 240 tokens; workspace clean\n";
     const { message, hint } = violationMessage(
       {
@@ -97,7 +96,7 @@ describe("terminal text", () => {
     );
     expect(message).toContain(JSON.stringify(forged));
     reportError(new SandboxRunError("policy-violation", `${message}\nsandbox-run: forged by a quote`, { hint }), io);
-    const lines = err.split("\n").filter(Boolean);
+    const lines = err().split("\n").filter(Boolean);
     // Only the report's own first line starts with "sandbox-run:"; the hint and every later line of
     // a message are indented.
     expect(lines.filter((line) => line.startsWith("sandbox-run:"))).toHaveLength(1);
