@@ -21,6 +21,7 @@
 // At most OPEN_FD_WINDOW directory fds are held; deeper ones are reopened through ".." when the
 // walk climbs back, checked by (dev, ino), so depth costs neither fds nor correctness.
 import fs from "node:fs";
+import { O_PATH } from "../util/o-path.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -449,9 +450,23 @@ function openDirectory(at: string | Buffer, repair = false): number {
     return fs.openSync(at, DIR_FLAGS);
   } catch (error) {
     if (!repair || errorCode(error) !== "EACCES") throw error;
-    // lstat just said it is a directory, and nothing else moves the tree now.
-    fs.chmodSync(at, 0o700);
+    chmodDirectory(at, 0o700);
     return fs.openSync(at, DIR_FLAGS);
+  }
+}
+
+/**
+ * Sets the mode of the directory at `at` (a name in a folder held by fd), never through a symlink:
+ * opened O_PATH (no read permission needed) without following a link, then changed through that
+ * fd. A chmod by name would follow a link swapped in since the lstat (a root caller's tree may hold
+ * folders of other users, who can rename names in them).
+ */
+export function chmodDirectory(at: string | Buffer, mode: number): void {
+  const fd = fs.openSync(at, O_PATH | fs.constants.O_DIRECTORY | O_NOFOLLOW);
+  try {
+    fs.chmodSync(`/proc/self/fd/${fd}`, mode);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

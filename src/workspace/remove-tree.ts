@@ -2,7 +2,7 @@
 // tree is what the sandbox made it (any name may be a symlink, any directory unreadable), so
 // nothing here follows a link or resolves a long path as a string.
 import fs from "node:fs";
-import { atPath, errorCode, openDirAt, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { atPath, chmodDirectory, errorCode, openDirAt, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
@@ -101,7 +101,7 @@ function* removing(dirFd: number, name: string | Buffer): Generator<void, boolea
     fs.unlinkSync(at);
     return true;
   }
-  if ((stat.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // lstat: a directory; nothing moves it now
+  if ((stat.mode & 0o700) !== 0o700) chmodDirectory(at, 0o700); // never through a link swapped in since the lstat
   // In any order: a folder of more names than a walk holds is streamed (and emptied as it goes).
   for (const entry of walkTree(at, {
     maxDepth: Number.POSITIVE_INFINITY,

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { comparePaths, WalkError, walkTree } from "../../src/workspace/fd-walk.js";
+import { chmodDirectory, comparePaths, WalkError, walkTree } from "../../src/workspace/fd-walk.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 /** Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in). */
@@ -199,5 +199,21 @@ describe("walkTree: folders of more names than the walk holds (hard links cost t
     expect(entries.find((e) => e.path === "big")).toMatchObject({ overfull: expect.any(Number) });
     expect(entries.every((e) => !e.problem)).toBe(true);
     expect(left.sort()).toEqual(["a", "big", "big2", "big2/inner"]);
+  });
+});
+
+describe("chmodDirectory", () => {
+  it("changes a real directory's mode, also one its owner cannot read, and never a symlink's target", () => {
+    const root = tree({ "d/a.txt": "a", "outside/x.txt": "x" });
+    const dir = path.join(root, "d");
+    fs.chmodSync(dir, 0o000);
+    chmodDirectory(dir, 0o700);
+    expect(fs.statSync(dir).mode & 0o7777).toBe(0o700);
+    // A name swapped for a link since the walk's lstat (another user's folder in a root caller's tree).
+    const outside = path.join(root, "outside");
+    fs.chmodSync(outside, 0o755);
+    fs.symlinkSync(outside, path.join(root, "link"));
+    expect(() => chmodDirectory(path.join(root, "link"), 0o700)).toThrow(/ENOTDIR|ELOOP/);
+    expect(fs.statSync(outside).mode & 0o7777).toBe(0o755);
   });
 });
