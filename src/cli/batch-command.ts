@@ -13,6 +13,7 @@ import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
+import { resolvedPath } from "../util/resolved-path.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
@@ -218,19 +219,9 @@ function shareFolders(a: BatchTask, b: BatchTask): boolean {
   return folders(a).some((x) => theirs.some((y) => x.startsWith(y) || y.startsWith(x)));
 }
 
-/** `dir` canonicalised as far as it exists (the rest of its names appended). */
+/** `dir` from the current folder, canonicalised as far as it exists. */
 function canonical(dir: string): string {
-  const missing: string[] = [];
-  let current = path.resolve(dir);
-  for (;;) {
-    try {
-      return path.join(fs.realpathSync(current), ...missing);
-    } catch {
-      if (current === path.dirname(current)) return path.resolve(dir);
-      missing.unshift(path.basename(current));
-      current = path.dirname(current);
-    }
-  }
+  return resolvedPath(path.resolve(dir));
 }
 
 /**

@@ -17,6 +17,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { readSmallFile } from "../util/read-fd.js";
+import { resolvedPath } from "../util/resolved-path.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -353,20 +354,6 @@ export function targetsInTree(root: string, targets: readonly ConfigTarget[]): M
     }
   }
   return out;
-}
-
-/** A path with symlinks resolved as far as it exists (the rest appended as written). */
-function resolvedPath(p: string): string {
-  const normal = path.normalize(p);
-  const rest: string[] = [];
-  for (let current = normal; ; current = path.dirname(current)) {
-    try {
-      return path.join(fs.realpathSync(current), ...rest.reverse());
-    } catch {
-      if (current === path.dirname(current)) return normal;
-      rest.push(path.basename(current));
-    }
-  }
 }
 
 function isAbove(ancestor: string, p: string): boolean {
