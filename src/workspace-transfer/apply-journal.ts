@@ -11,6 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
+import { atPath } from "../workspace/fd-walk.js";
 import { removeAt } from "../workspace/remove-tree.js";
 import { realStagingPath } from "./staging-dir.js";
 import { type Identity, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
@@ -68,11 +69,11 @@ export class ApplyJournal {
       // its place before this comes back from `at`.
       const besideName = `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`;
       const fd = this.dirs.dir(parent);
-      if (lstatOrUndefined(`/proc/self/fd/${fd}/${besideName}`)) throw new Error(`${besideName} exists in ${parent}`);
-      fs.renameSync(`/proc/self/fd/${fd}/${name}`, `/proc/self/fd/${fd}/${besideName}`);
+      if (lstatOrUndefined(atPath(fd, besideName))) throw new Error(`${besideName} exists in ${parent}`);
+      fs.renameSync(atPath(fd, name), atPath(fd, besideName));
       this.#besideNames.add(parent ? `${parent}/${besideName}` : besideName);
       this.#undo.push({ kind: "beside", path: rel, name: besideName });
-      moved = `/proc/self/fd/${fd}/${besideName}`;
+      moved = atPath(fd, besideName);
     }
     // Its fds (and those below it) point where it went now; an undo opens them again.
     if (directory) this.dirs.forget(rel);
@@ -89,7 +90,7 @@ export class ApplyJournal {
    */
   holdsEntries(rel: string): boolean {
     const prefix = rel ? `${rel}/` : "";
-    return fs.readdirSync(`/proc/self/fd/${this.dirs.dir(rel)}`).some((name) => !this.#besideNames.has(prefix + name));
+    return fs.readdirSync(pinned(this.dirs.dir(rel))).some((name) => !this.#besideNames.has(prefix + name));
   }
 
   mkdir(rel: string): void {
@@ -106,8 +107,7 @@ export class ApplyJournal {
   put(rel: string, make: (file: string, temporary: string) => void): void {
     this.#noteTimes(parentOf(rel));
     const fd = this.dirs.dir(parentOf(rel));
-    const folder = `/proc/self/fd/${fd}`;
-    make(`${folder}/${path.posix.basename(rel)}`, `${folder}/.sandbox-run-${crypto.randomBytes(6).toString("hex")}`);
+    make(atPath(fd, path.posix.basename(rel)), atPath(fd, `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`));
     this.#undo.push({ kind: "created", path: rel, directory: false });
   }
 
@@ -177,7 +177,7 @@ export class ApplyJournal {
         } else if (step.kind === "aside") fs.renameSync(step.at, this.dirs.at(step.path));
         else {
           const fd = this.dirs.dir(parentOf(step.path));
-          fs.renameSync(`/proc/self/fd/${fd}/${step.name}`, `/proc/self/fd/${fd}/${path.posix.basename(step.path)}`);
+          fs.renameSync(atPath(fd, step.name), atPath(fd, path.posix.basename(step.path)));
         }
       } catch (error) {
         const where =

@@ -4,7 +4,7 @@
 // untouched until the apply), else inside the tree (a mount point: its parent is elsewhere). The
 // apply also moves what it deletes or replaces into its `aside` folder until it has succeeded.
 //
-// The directory is used through a path pinned to its fd ("/proc/self/fd/<fd>"), never by its name:
+// The directory is used through a path pinned to its fd ("/proc/<pid>/fd/<fd>"), never by its name:
 // its parent (next to the tree, or the tree itself) may be another local user's folder, and that
 // user could rename the directory away and put a symlink in its place; a root controller writing
 // staged content by name would then write it wherever the link points.

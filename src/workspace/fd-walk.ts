@@ -128,6 +128,8 @@ export function kindOf(stat: fs.Stats): EntryKind {
 }
 
 /** "/proc/self/fd/<fd>/<name>" as a string, or a Buffer when the raw name is not UTF-8. */
+export function atPath(dirFd: number, name: string): string;
+export function atPath(dirFd: number, name: string | Buffer): string | Buffer;
 export function atPath(dirFd: number, name: string | Buffer): string | Buffer {
   if (typeof name === "string") return `/proc/self/fd/${dirFd}/${name}`;
   return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), name]);
