@@ -25,7 +25,9 @@ function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
     owner: { pid: 1, host: "h" },
     now: new Date(0),
   });
-  return dockerCreateOptions(containerSpecOf(plan));
+  // The container is made a minute after its plan (a call can wait for trees, the engine, an image):
+  // its labels' times count from then, so no reaper takes a live run for one past its deadline.
+  return dockerCreateOptions(containerSpecOf(plan, new Date(60_000)));
 }
 
 describe("dockerCreateOptions of a run plan", () => {
@@ -77,8 +79,8 @@ describe("dockerCreateOptions of a run plan", () => {
       "sandbox-run.run-id": "run42",
       "sandbox-run.owner-pid": "1",
       "sandbox-run.owner-host": "h",
-      "sandbox-run.created-at": "1970-01-01T00:00:00.000Z",
-      "sandbox-run.deadline": "1970-01-01T00:00:01.000Z",
+      "sandbox-run.created-at": "1970-01-01T00:01:00.000Z",
+      "sandbox-run.deadline": "1970-01-01T00:01:01.000Z",
     });
     expect(host.Tmpfs).toEqual({
       "/tmp": "rw,nosuid,nodev,size=512m,mode=1777",

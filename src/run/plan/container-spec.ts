@@ -1,8 +1,13 @@
 // A run plan as the engine-neutral container description the engine seam takes.
 import type { ContainerSpec } from "../../engine/engine.js";
-import type { RunPlan } from "../../sandbox-contract.js";
+import { LABEL_CREATED_AT, LABEL_DEADLINE, type RunPlan } from "../../sandbox-contract.js";
 
-export function containerSpecOf(plan: RunPlan): ContainerSpec {
+/**
+ * `now`: when the container is made. The plan's owner labels were counted from the plan, but a call
+ * can wait long after it (for another run on the same trees, the engine's queue, an image build);
+ * a deadline counted from the plan would let `gc` or any controller's reaping remove a live run.
+ */
+export function containerSpecOf(plan: RunPlan, now = new Date()): ContainerSpec {
   return {
     name: `sandbox-run-${plan.runId}`,
     image: plan.image,
@@ -11,7 +16,7 @@ export function containerSpecOf(plan: RunPlan): ContainerSpec {
     env: plan.env,
     user: plan.user,
     workingDir: plan.workingDir,
-    labels: plan.labels,
+    labels: labelsAsOf(plan.labels, now),
     runtime: plan.runtime,
     network: plan.network,
     mounts: plan.mounts.map(({ hostPath, containerPath, readOnly }) => ({ hostPath, containerPath, readOnly })),
@@ -28,4 +33,14 @@ export function containerSpecOf(plan: RunPlan): ContainerSpec {
     init: true,
     ...(plan.platform ? { platform: plan.platform } : {}),
   };
+}
+
+/** The labels with the created-at and deadline labels moved to `now`, the run's timeout kept. */
+function labelsAsOf(labels: Record<string, string>, now: Date): Record<string, string> {
+  const planned = Date.parse(labels[LABEL_CREATED_AT] ?? "");
+  const deadline = Date.parse(labels[LABEL_DEADLINE] ?? "");
+  if (!Number.isFinite(planned)) return labels;
+  const moved = { ...labels, [LABEL_CREATED_AT]: now.toISOString() };
+  if (Number.isFinite(deadline)) moved[LABEL_DEADLINE] = new Date(now.getTime() + deadline - planned).toISOString();
+  return moved;
 }
