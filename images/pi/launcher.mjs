@@ -248,7 +248,19 @@ async function runWarm(warm) {
   let pi;
   try {
     // First: the controller's bridge exec is on its way. The relay listens on no socket until a claim.
-    const relay = await startRelay(warm.relay, { onClaim: (run) => claimed(run) });
+    // The idle deadline ends when a claim is read, not once its trees are in: a claim that came
+    // just before it must not be cut off while its workspace is unpacked.
+    const relay = await startRelay(warm.relay, {
+      onClaimRead: (run) => {
+        clearTimeout(idle);
+        stopAfter(
+          run.deadlineMs,
+          EXIT_DEADLINE_PASSED,
+          `the run's deadline (${run.deadlineMs / 1000} s) passed; stopping`,
+        );
+      },
+      onClaim: (run) => claimed(run),
+    });
     if (process.env.HOME) enableBakedCompileCache(process.env.HOME);
     pi = await loadPi(warm.piCli, warm.preload ?? []);
     relay.announceLoaded(Math.round(performance.now() - loadStarted));
@@ -256,8 +268,6 @@ async function runWarm(warm) {
     fail(EXIT_SETUP_FAILED, `could not prepare the warm sandbox: ${error?.message ?? error}`);
   }
   const run = await claim;
-  clearTimeout(idle);
-  stopAfter(run.deadlineMs, EXIT_DEADLINE_PASSED, `the run's deadline (${run.deadlineMs / 1000} s) passed; stopping`);
   try {
     // The run's environment (its tools inherit it); the variables the sandbox started with stay.
     for (const [name, value] of Object.entries(run.env)) process.env[name] = value;

@@ -60,15 +60,19 @@ const controlStream = new Promise((resolve) => (resolveControl = resolve));
 let fail;
 /** A warm sandbox's launcher: called with the claimed run's configuration once its trees are in. */
 let onClaim;
+/** A warm sandbox's launcher: called with the claimed run's configuration as soon as the claim is read. */
+let onClaimRead;
 
 /**
  * Runs the relay over `transport` (a socket, or a Duplex of pipes). `onEnd(code, message)` is
  * called once the session is over or cannot start; the caller stops the process. `hooks.onClaim`
- * (a warm sandbox): called once with the run's configuration when a claim's trees are in.
+ * (a warm sandbox): called once with the run's configuration when a claim's trees are in;
+ * `hooks.onClaimRead` before that, as soon as the claim itself is read (its trees may take long).
  */
 export async function runRelay(relayConfig, transport, onEnd, hooks = {}) {
   config = relayConfig;
   onClaim = hooks.onClaim;
+  onClaimRead = hooks.onClaimRead;
   let ended = false;
   fail = (code, message) => {
     if (ended) return;
@@ -633,6 +637,8 @@ async function awaitClaim(control) {
     // The controller went away before it claimed the sandbox: it ends with the session.
     return void stream.destroy(error);
   }
+  // From here on the sandbox is the run's: the launcher trades its idle deadline for the run's.
+  onClaimRead?.(claim.run);
   const started = performance.now();
   const ms = {};
   const lap = (name) => (ms[name] = Math.round((performance.now() - started) * 10) / 10);

@@ -80,6 +80,14 @@ const DEFAULT_CHECK_TIMEOUT_MS = 2_000;
 /** A claim waits this long at most for a sandbox being made, then starts cold (a cold start is no slower). */
 const DEFAULT_WAIT_MS = 30_000;
 const MAX_RETRY_MS = 30_000;
+/**
+ * A ready sandbox this close to its idle deadline is not given to a call: between the claim and the
+ * moment its launcher reads the claim (and drops the idle deadline) the call prepares its gateway
+ * and walks its workspace, and a sandbox that stopped itself meanwhile would fail the call.
+ */
+function idleMarginMs(idleMs: number): number {
+  return Math.min(30_000, idleMs / 4);
+}
 
 export class WarmPool {
   readonly shapeKey: string;
@@ -102,6 +110,8 @@ export class WarmPool {
   readonly #stats = { made: 0, claimed: 0, discarded: 0, makeFailures: 0 };
   /** Sandboxes taken by claims: claimed, or being checked for one. */
   #taken = 0;
+  /** When each sandbox made stops by itself unclaimed (ms since the epoch; counted from before its create, so early). */
+  readonly #idleDeadlines = new WeakMap<PoolSandbox, number>();
 
   constructor(options: WarmPoolOptions) {
     this.#options = options;
@@ -155,6 +165,15 @@ export class WarmPool {
         if (next === "timeout") return { reason: `no warm sandbox was ready within ${waitMs / 1000} s` };
         if (!next) continue;
         sandbox = next;
+      }
+      const idleLeftMs = (this.#idleDeadlines.get(sandbox) ?? Number.POSITIVE_INFINITY) - Date.now();
+      if (idleLeftMs < idleMarginMs(this.#options.idleMs)) {
+        this.#discard(
+          sandbox,
+          `its idle deadline is ${Math.max(0, Math.round(idleLeftMs / 1000))} s away: too near to serve a call`,
+        );
+        this.#fill();
+        continue;
       }
       // One fewer kept: the next is made shortly, in the background.
       this.#taken++;
@@ -267,6 +286,7 @@ export class WarmPool {
     }).then(
       (sandbox: PoolSandbox) => {
         this.#making.delete(abort);
+        this.#idleDeadlines.set(sandbox, identity.now.getTime() + identity.idleMs);
         this.#made(sandbox);
       },
       (error: unknown) => {

@@ -241,4 +241,35 @@ describe("the warm pool", () => {
     expect(failures[0]).toMatchObject({ retryInMs: 1000 });
     await warm.close();
   });
+
+  it("never gives a call a sandbox close to its idle deadline: it is removed and the next one made serves the claim", async () => {
+    const m = maker({ immediate: true });
+    const changes: WarmPoolChange[] = [];
+    // idle 400 ms: a sandbox with less than a quarter of that left (100 ms) would stop itself while
+    // the call prepares; its claim would fail the call instead of starting it.
+    const warm = new WarmPool({
+      engine: { name: "test" } as Engine,
+      shape: {} as WarmShape,
+      size: 1,
+      idleMs: 400,
+      maxRunMs: 60_000,
+      make: m.make,
+      onChange: (change) => changes.push(change),
+    });
+    warm.start();
+    await warm.whenFull();
+    await new Promise((resolve) => setTimeout(resolve, 320));
+    const claim = await warm.claim();
+    expect("sandbox" in claim && claim.sandbox.warmId).toBe("warm-2");
+    expect(m.made[0]!.destroyed).toBe(true);
+    expect(m.made[0]!.claimedWith).toBeUndefined();
+    expect(changes).toContainEqual(
+      expect.objectContaining({
+        type: "warm.discarded",
+        warmId: "warm-1",
+        reason: expect.stringMatching(/too near to serve a call/),
+      }),
+    );
+    await warm.close();
+  });
 });
