@@ -43,6 +43,7 @@ export async function runAction(
     value.replace(/\$\{\{\s*([^}]+?)\s*\}\}/g, (_all, expression: string) => {
       if (expression === "github.action_path") return repoRoot;
       if (expression === "runner.temp") return runnerTemp;
+      if (expression === "github.server_url") return "https://github.com";
       const ref = /^inputs\.([\w-]+)$/.exec(expression);
       if (ref) return input(ref[1]!);
       const out = /^steps\.([\w-]+)\.outputs\.([\w-]+)$/.exec(expression);
@@ -73,6 +74,18 @@ export async function runAction(
     if (code !== 0) break;
   }
   return { outputs, code, log };
+}
+
+/** One `run:` step of a workflow (action.yml's, or an example's) by its name, with the given env. */
+export function runStep(
+  steps: Step[],
+  name: string,
+  env: Record<string, string>,
+  cwd: string = os.tmpdir(),
+): Promise<{ code: number; output: string }> {
+  const step = steps.find((s) => s.name === name);
+  if (!step?.run) throw new Error(`no run step named ${name}`);
+  return bash(step.run, cwd, { PATH: `${path.dirname(process.execPath)}:${process.env.PATH}`, ...env });
 }
 
 function bash(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
