@@ -6,7 +6,9 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
+import { lentFolderProblem } from "../../src/run/plan/host-folders.js";
 import { type RunOptions, resolveRun } from "../../src/run/plan/resolve-options.js";
+import { privateRunDirsParent } from "../../src/run/run-dirs.js";
 
 const temp: string[] = [];
 function dir(prefix = "sandbox-run-resolve-"): string {
@@ -117,10 +119,74 @@ describe("resolveRun: runner image", () => {
 });
 
 describe("resolveRun: directories", () => {
-  it("canonicalises the workspace through symlinks", () => {
-    const link = path.join(dir(), "link");
-    fs.symlinkSync(ws, link);
-    expect(resolve({ cwd: link }).cwd).toBe(ws);
+  it("canonicalises the workspace through symlinks that stay inside their folder", () => {
+    const parent = dir();
+    fs.mkdirSync(path.join(parent, "app-v2/src"), { recursive: true });
+    fs.symlinkSync("./app-v2", path.join(parent, "app"));
+    fs.symlinkSync("app", path.join(parent, "current")); // a chain, all inside
+    expect(resolve({ cwd: path.join(parent, "app") }).cwd).toBe(path.join(parent, "app-v2"));
+    expect(resolve({ cwd: path.join(parent, "current/src") }).cwd).toBe(path.join(parent, "app-v2/src"));
+  });
+
+  it("refuses a link on the way that leads out of the folder it sits in (a repository's packages/app -> /root), naming it and the real folder", () => {
+    const outside = dir();
+    fs.mkdirSync(path.join(outside, "sub"));
+    const repo = dir();
+    fs.mkdirSync(path.join(repo, "packages"));
+    fs.mkdirSync(path.join(repo, "shared"));
+    fs.symlinkSync(outside, path.join(repo, "packages/app"));
+    fs.symlinkSync("../shared", path.join(repo, "packages/up"));
+    fs.symlinkSync("app", path.join(repo, "packages/chain")); // inside, but on to a link that leads out
+    for (const cwd of ["packages/app", "packages/app/sub", "packages/chain"]) {
+      const error = usageError(() => resolve({ cwd: path.join(repo, cwd) }));
+      expect(error.code).toBe("usage");
+      expect(error.shortMessage).toContain(`through the symbolic link ${repo}/packages/`);
+      expect(error.shortMessage).toContain(`outside the folder ${repo}/packages it sits in`);
+      expect(error.hint).toBe(
+        `Name the real folder if that is what you mean: --cwd ${cwd === "packages/app/sub" ? `${outside}/sub` : outside}.`,
+      );
+    }
+    expect(usageError(() => resolve({ cwd: path.join(repo, "packages/up") })).shortMessage).toContain(
+      `which points to ../shared (${repo}/shared), outside`,
+    );
+    const writable = usageError(() => resolve({ additionalWritableDirectories: [path.join(repo, "packages/app")] }));
+    expect(writable.hint).toBe(`Name the real folder if that is what you mean: --writable ${outside}.`);
+    const policy = { ...loadPolicy("read-only"), readOnlyMounts: [path.join(repo, "packages/app")] };
+    expect(usageError(() => resolve({ policy })).shortMessage).toMatch(/^The read-only mount .* goes through/);
+    // Named by its real path, the same folder is fine.
+    expect(resolve({ cwd: outside }).cwd).toBe(outside);
+  });
+
+  it("refuses the caller's home folder and any folder holding it as the workspace or a writable directory, not a folder inside it", () => {
+    const parent = dir();
+    const home = path.join(parent, "me");
+    fs.mkdirSync(path.join(home, "project"), { recursive: true });
+    const saved = process.env.HOME;
+    process.env.HOME = home;
+    try {
+      const error = usageError(() => resolve({ cwd: home }));
+      expect(error.shortMessage).toBe(
+        `The cwd ${home} is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config.`,
+      );
+      expect(error.hint).toBe("Pass a project directory instead.");
+      expect(usageError(() => resolve({ additionalWritableDirectories: [parent] })).shortMessage).toContain(
+        `holds your home folder ${home}`,
+      );
+      expect(resolve({ cwd: path.join(home, "project") }).cwd).toBe(path.join(home, "project"));
+      // A read-only mount is not lent (policies are the caller's).
+      expect(resolve({ policy: { ...loadPolicy("read-only"), readOnlyMounts: [home] } }).readOnlyMounts).toEqual([
+        home,
+      ]);
+    } finally {
+      process.env.HOME = saved;
+    }
+  });
+
+  it("refuses sandbox-run's own run folders as a writable directory", () => {
+    const parent = privateRunDirsParent();
+    expect(usageError(() => resolve({ additionalWritableDirectories: [parent] })).shortMessage).toContain(
+      "sandbox-run's own run folders",
+    );
   });
 
   it("rejects a missing cwd", () => {
@@ -137,7 +203,7 @@ describe("resolveRun: directories", () => {
     expect(error.shortMessage).toContain("is not a directory");
   });
 
-  it.each(["/", "/etc", "/usr", "/proc/self"])("rejects %s as cwd", (cwd) => {
+  it.each(["/", "/etc", "/usr", "/proc/self", "/usr/bin", "/run"])("rejects %s as cwd", (cwd) => {
     const error = usageError(() => resolve({ cwd }));
     expect(error.code).toBe("usage");
     expect(error.hint).toBe("Pass a project directory instead.");
@@ -160,9 +226,11 @@ describe("resolveRun: directories", () => {
   });
 
   it("rejects two writable directories that are the same through a symlink", () => {
-    const extra = dir();
-    const link = path.join(dir(), "alias");
-    fs.symlinkSync(extra, link);
+    const parent = dir();
+    const extra = path.join(parent, "extra");
+    fs.mkdirSync(extra);
+    const link = path.join(parent, "alias");
+    fs.symlinkSync("extra", link);
     expect(usageError(() => resolve({ additionalWritableDirectories: [extra, link] })).shortMessage).toContain(
       "overlap",
     );
@@ -178,6 +246,34 @@ describe("resolveRun: directories", () => {
     expect(error.code).toBe("usage");
     expect(error.shortMessage).toContain("read-only does not allow extra writable directories");
   });
+});
+
+describe("lentFolderProblem", () => {
+  it.each([
+    ["/var/lib/docker/volumes/x", "lies in /var/lib/docker, the container engine's state"],
+    ["/var/lib/containerd", "lies in /var/lib/containerd"],
+    ["/var/lib", "holds the container engine's state"],
+    ["/run/docker", "lies in /run, host services' sockets"],
+    ["/var/run/docker.sock.d", "lies in /var/run"],
+    ["/etc/cron.d", "lies in /etc, the host's configuration"],
+    ["/usr/local/bin", "lies in /usr, the host's programs"],
+    ["/lib64/x", "lies in /lib64"],
+    ["/boot/grub", "lies in /boot"],
+    ["/h/me", "is your home folder"],
+    ["/h", "holds your home folder /h/me"],
+    ["/t/sandbox-run-0", "sandbox-run's own run folders"],
+    ["/t/sandbox-run-0/run-x", "sandbox-run's own run folders"],
+  ])("refuses %s", (folder, why) => {
+    const problem = lentFolderProblem(folder, "/h/me", "/t")?.replace(/sandbox-run-\d+/g, "sandbox-run-0");
+    expect(problem).toContain(why);
+  });
+
+  it.each(["/h/me/project", "/t/project", "/srv/work", "/var/tmp/x", "/library", "/usrlocal"])(
+    "accepts %s",
+    (folder) => {
+      expect(lentFolderProblem(folder, "/h/me", "/t")).toBeUndefined();
+    },
+  );
 });
 
 describe("resolveRun: schema, prompt and the rest", () => {

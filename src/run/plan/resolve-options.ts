@@ -22,6 +22,7 @@ import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
+import { type FolderRole, lentFolderProblem, realFolder } from "./host-folders.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -206,9 +207,9 @@ export function resolveRun(
       (hostEnv.SANDBOX_RUN_PLATFORM ? parsePlatform(hostEnv.SANDBOX_RUN_PLATFORM, "SANDBOX_RUN_PLATFORM") : undefined));
   if (platform && platform !== policy.platform) policy = { ...policy, platform };
 
-  const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), "cwd");
+  const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), ROLES.cwd, true);
   const writableRoots = (run.additionalWritableDirectories ?? config.additionalWritableDirectories ?? []).map((d) =>
-    canonicalDirectory(d, "writable directory"),
+    canonicalDirectory(d, ROLES.writable, true),
   );
   if (writableRoots.length > 0 && !policy.writableRoots) {
     throw usageError(
@@ -216,7 +217,7 @@ export function resolveRun(
       "Drop the writable directories, or use workspace-write (or a policy with writableRoots: true).",
     );
   }
-  const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, "read-only mount"));
+  const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, ROLES.readOnly, false));
   checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts]);
   const workspacePath = sandboxWorkspacePath(run.workspacePath ?? config.workspacePath, cwd);
   if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
@@ -352,14 +353,20 @@ function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unk
   return inside.map(describeInside);
 }
 
-function canonicalDirectory(input: string, what: string): string {
-  const absolute = path.resolve(input);
-  let real: string;
-  try {
-    real = fs.realpathSync(absolute);
-  } catch {
-    throw usageError(`The ${what} ${absolute} does not exist.`, "Create it first, or pass an existing directory.");
-  }
+/** How each kind of folder is named, for the hint of a link that leads out of its folder. */
+const ROLES = {
+  cwd: { what: "cwd", nameIt: (f: string) => `--cwd ${f}` },
+  writable: { what: "writable directory", nameIt: (f: string) => `--writable ${f}` },
+  readOnly: { what: "read-only mount", nameIt: (f: string) => `${f} in the policy's readOnlyMounts` },
+} satisfies Record<string, FolderRole>;
+
+/**
+ * The real path of a folder to mount: links on the way must stay inside their folder; trees the
+ * sandbox may hold (`lent`: the workspace, writable directories) are never the host's own.
+ */
+function canonicalDirectory(input: string, role: FolderRole, lent: boolean): string {
+  const what = role.what;
+  const real = realFolder(path.resolve(input), role);
   if (!fs.statSync(real).isDirectory()) {
     throw usageError(`The ${what} ${real} is not a directory.`, "Pass a directory, not a file.");
   }
@@ -369,6 +376,8 @@ function canonicalDirectory(input: string, what: string): string {
       "Pass a project directory instead.",
     );
   }
+  const problem = lent ? lentFolderProblem(real) : undefined;
+  if (problem) throw usageError(`The ${what} ${real} ${problem}.`, "Pass a project directory instead.");
   return real;
 }
 

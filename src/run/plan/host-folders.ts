@@ -1,0 +1,102 @@
+// Which host folder a workspace, writable directory or read-only mount names, and whether the
+// sandbox may have it. The repository is hostile and ships symbolic links: with `packages/app ->
+// /root`, `--cwd packages/app` (a batch task's cwd, the Action's working-directory) mounted /root,
+// and a root caller's lease then lent all of it to the sandbox uid. So a link on the way may not
+// lead out of the folder it sits in (`packages/app -> ./app-v2` is followed), and folders the host
+// runs from or keeps its secrets in are never lent, whatever path named them.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { usageError } from "../../errors.js";
+import { resolvedPath } from "../../util/resolved-path.js";
+import { runDirsParent } from "../run-dirs.js";
+
+/** How a folder was named, for messages: "cwd", "writable directory", "read-only mount". */
+export interface FolderRole {
+  what: string;
+  /** How the caller names a folder in this role, e.g. `--cwd /x`. */
+  nameIt: (folder: string) => string;
+}
+
+/**
+ * The real path of `absolute`, following only links that stay inside the folder holding them;
+ * a usage error naming the first link that leads out, or when the path does not exist.
+ */
+export function realFolder(absolute: string, role: FolderRole): string {
+  let real = "/";
+  let named = "";
+  for (const name of absolute.split("/").filter((n) => n !== "")) {
+    const next = path.join(real, name);
+    named = `${named}/${name}`;
+    let stat: fs.Stats;
+    let target: string | undefined;
+    try {
+      stat = fs.lstatSync(next);
+      if (stat.isSymbolicLink()) target = fs.realpathSync(next);
+    } catch {
+      throw usageError(
+        `The ${role.what} ${absolute} does not exist.`,
+        "Create it first, or pass an existing directory.",
+      );
+    }
+    if (target === undefined) {
+      real = next;
+      continue;
+    }
+    if (!isInside(target, real)) {
+      const meant = resolvedPath(absolute);
+      throw usageError(
+        `The ${role.what} ${absolute} goes through the symbolic link ${named}, which points to ${pointsTo(next, target)}, outside the folder ${real} it sits in: a link (a repository ships its own) may not choose which host folder the sandbox gets.`,
+        `Name the real folder if that is what you mean: ${role.nameIt(meant)}.`,
+      );
+    }
+    real = target;
+  }
+  return real;
+}
+
+const ENGINE_STATE = "the container engine's state: a sandbox could change every container's files";
+/**
+ * Folders never lent to the sandbox (a lent tree is chowned to its uid when the caller is root):
+ * what the host runs and is configured by, host services' sockets, the container engine's state.
+ */
+const HOST_TREES: ReadonlyArray<[RegExp, string]> = [
+  [/^\/(etc)(\/|$)/, "the host's configuration: a sandbox could change what the host runs and who may log in"],
+  [/^\/(usr|bin|sbin|lib(?:32|64|x32)?|boot)(\/|$)/, "the host's programs: a sandbox could change what the host runs"],
+  [/^\/(run|var\/run)(\/|$)/, "host services' sockets and state: a sandbox could talk to services only root may use"],
+  [/^\/(var\/lib\/(?:docker|containerd|containers))(\/|$)/, ENGINE_STATE],
+];
+/** Parents of HOST_TREES: lending one lends the tree inside it. */
+const HOLDS_HOST_TREE = new Set(["/var", "/var/lib"]);
+
+/**
+ * Why `real` (a real path) may not be a tree the sandbox holds (the workspace, a writable
+ * directory), or undefined. `home` and `tmpDir` are the caller's (tests pass their own).
+ */
+export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os.tmpdir()): string | undefined {
+  const homeReal = resolvedPath(home);
+  if (real === homeReal)
+    return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
+  if (isInside(homeReal, real))
+    return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
+  const runDirs = resolvedPath(runDirsParent(tmpDir));
+  if (isInside(runDirs, real) || isInside(real, runDirs))
+    return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  for (const [tree, what] of HOST_TREES) {
+    const top = tree.exec(real)?.[1];
+    if (top) return `lies in /${top}, ${what}`;
+  }
+  if (HOLDS_HOST_TREE.has(real)) return `holds ${ENGINE_STATE}`;
+  return undefined;
+}
+
+/** A link's text, and where it leads when that reads differently. */
+function pointsTo(link: string, target: string): string {
+  const text = fs.readlinkSync(link);
+  return text === target ? target : `${text} (${target})`;
+}
+
+/** `inner` is `outer` or lies below it (both real, absolute). */
+function isInside(inner: string, outer: string): boolean {
+  return inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
+}
