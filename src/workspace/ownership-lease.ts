@@ -6,8 +6,8 @@
 // so a path names nothing reliable after the run. The lease records each lent inode by
 // (dev, ino) with its original owner, and hands back only inodes the sandbox uid owns now, found
 // by a walk through directory fds that never follows a symlink (fd-walk.ts). An inode that had
-// other hard links when the run started (a file that is also outside the tree) is never lent and
-// never touched. Setuid/setgid bits of files the sandbox owned are cleared at any depth.
+// other hard links when the run started (a file that is also outside the tree), and a socket, FIFO
+// or device node, is never lent and never touched. Setuid/setgid bits of files the sandbox owned are cleared at any depth.
 //
 // The container is stopped (and gone) before the hand-back runs; the lchown through
 // /proc/self/fd/<dir fd>/<name> right after an lstat cannot then be raced by the sandbox.
@@ -15,7 +15,7 @@
 // Memory: one 64-bit word per lent inode (ino << 16 | owner class) per device, sorted; owners
 // are a small table of distinct (uid, gid) pairs.
 import fs from "node:fs";
-import { type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { type EntryKind, type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
 interface Owner {
   uid: number;
@@ -24,6 +24,7 @@ interface Owner {
 
 /** Owner class of inodes that must never be chowned (they had other links: they are also elsewhere). */
 const NEVER_TOUCH = 0xffff;
+const NEVER_LENT_KINDS: ReadonlySet<EntryKind> = new Set(["socket", "fifo", "device"]);
 
 class InodeTable {
   private words = new BigUint64Array(1024);
@@ -133,8 +134,9 @@ export class OwnershipLease {
       let table = this.inodes.get(stat.dev);
       if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
       // A file with another hard link is also a file outside the tree (`git clone --local`
-      // objects, a planted link): lending it would let the sandbox write there.
-      if (entry.kind !== "directory" && stat.nlink > 1) {
+      // objects, a planted link): lending it would let the sandbox write there. A socket, FIFO or
+      // device node is a door to something else (a root-only service's socket, a disk): never lent.
+      if ((entry.kind !== "directory" && stat.nlink > 1) || NEVER_LENT_KINDS.has(entry.kind)) {
         table.add(stat.ino, NEVER_TOUCH);
         return;
       }

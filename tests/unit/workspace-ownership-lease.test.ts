@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -92,6 +94,32 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     const st = fs.statSync(victim);
     expect(`${st.uid}:${(st.mode & 0o7777).toString(8)}`).toBe("0:600");
     expect(report).toMatchObject({ setuidCleared: 0, failed: [{ path: "suid", why: "ELOOP" }] });
+  });
+
+  it("never lends a unix socket or a FIFO: a root-only service's socket in a lent tree stays root's", async () => {
+    const ws = tree({ "file.txt": "f" });
+    const socket = path.join(ws, "ctl.sock");
+    const server = net.createServer((c) => c.end());
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    try {
+      fs.chmodSync(socket, 0o600);
+      expect(spawnSync("mkfifo", ["-m", "0600", path.join(ws, "pipe")]).status).toBe(0);
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      expect([owner(socket), owner(path.join(ws, "pipe")), owner(path.join(ws, "file.txt"))]).toEqual([
+        "0:0",
+        "0:0",
+        "65532:65532",
+      ]);
+      const report = await lease.restore(CALLER);
+      expect([owner(socket), owner(path.join(ws, "pipe")), owner(path.join(ws, "file.txt"))]).toEqual([
+        "0:0",
+        "0:0",
+        "0:0",
+      ]);
+      expect(report.failed).toEqual([]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("handBackOrphanedTree (a crashed controller's reaper): everything the sandbox uid owns goes to the caller", async () => {
