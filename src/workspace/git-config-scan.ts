@@ -2,7 +2,8 @@
 // commands the repository chose whenever git touches a path whose attributes name them (a `git
 // status`, `git diff` or `checkout` the model runs innocently). The run neutralises each one it finds
 // inside the sandbox (run/git-safety-env.ts). Reads only section headers and `diff.external`, from the
-// repository's config files inside the workspace, with a size cap; never runs git.
+// repository's config files inside the workspace (also behind a `.git` file's `gitdir:`), with a size
+// cap; never runs git.
 //
 // Why by hand: this must find every driver git would find, in a file the sandbox may have written to
 // confuse parsers. It reads leniently, line by line, and errs towards reporting (neutralising a
@@ -34,7 +35,7 @@ export function scanGitDrivers(workspace: string): GitDrivers {
     merges: new Set<string>(),
     externalDiff: false,
   };
-  const gitDir = path.join(workspace, ".git");
+  const gitDir = gitDirOf(workspace);
   const queue = [path.join(gitDir, "config"), path.join(gitDir, "config.worktree")];
   const common = readInside(workspace, path.join(gitDir, "commondir"))?.trim();
   if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
@@ -47,10 +48,12 @@ export function scanGitDrivers(workspace: string): GitDrivers {
     if (text === undefined) continue;
     let section = "";
     for (const line of text.split("\n")) {
-      const named = SECTION.exec(line) ?? OLD_SECTION.exec(line);
+      const quoted = SECTION.exec(line);
+      const named = quoted ?? OLD_SECTION.exec(line);
       if (named) {
         const kind = named[1]!.toLowerCase();
-        const name = named[2]!.replace(/\\(.)/g, "$1");
+        // git lower-cases the old form's subsection ([filter.Evil] is filter.evil), not a quoted one.
+        const name = quoted ? named[2]!.replace(/\\(.)/g, "$1") : named[2]!.toLowerCase();
         (kind === "filter" ? found.filters : kind === "diff" ? found.diffs : found.merges).add(name);
         section = `${kind}.${name}`;
         continue;
@@ -76,6 +79,17 @@ export function scanGitDrivers(workspace: string): GitDrivers {
     merges: [...found.merges].sort(),
     externalDiff: found.externalDiff,
   };
+}
+
+/**
+ * The workspace's git directory: `.git`, or where a `.git` file's `gitdir:` line points (a linked
+ * worktree, a submodule, `git init --separate-git-dir`), git follows it. A target outside the
+ * workspace is not the sandbox's to read: its files are not read (readInside).
+ */
+function gitDirOf(workspace: string): string {
+  const dotGit = path.join(workspace, ".git");
+  const target = /^gitdir:\s*(.+)$/.exec(readInside(workspace, dotGit)?.trim() ?? "")?.[1];
+  return target ? path.resolve(workspace, target.trim()) : dotGit;
 }
 
 /** A regular file's text, when its real path lies inside the workspace and it is small; else undefined. */

@@ -38,6 +38,29 @@ describe("scanGitDrivers", () => {
     expect(scanGitDrivers(ws)).toEqual({ filters: [], diffs: [], merges: [], externalDiff: false });
   });
 
+  it("names an old-form [filter.Evil] subsection as git does (lower case), a quoted one as written", () => {
+    const ws = repo({
+      ".git/config": '[filter.Evil]\n\tclean = x\n[diff.Evil]\n\ttextconv = y\n[merge "Keep"]\n\tdriver = z\n',
+    });
+    expect(scanGitDrivers(ws)).toEqual({ filters: ["evil"], diffs: ["evil"], merges: ["Keep"], externalDiff: false });
+  });
+
+  it("follows a .git file's gitdir: (and its commondir) inside the workspace, never outside it", () => {
+    const ws = repo({
+      ".git": "gitdir: meta/worktrees/w\n",
+      "meta/worktrees/w/commondir": "../..\n",
+      "meta/worktrees/w/config.worktree": '[diff "wt"]\n\ttextconv = y\n',
+      "meta/config": '[filter "evil"]\n\tclean = x\n',
+    });
+    expect(scanGitDrivers(ws)).toMatchObject({ filters: ["evil"], diffs: ["wt"] });
+    const absolute = repo({ "meta/config": '[filter "abs"]\n\tclean = x\n' });
+    fs.writeFileSync(path.join(absolute, ".git"), `gitdir: ${absolute}/meta\n`);
+    expect(scanGitDrivers(absolute).filters).toEqual(["abs"]);
+    const outside = repo({ config: '[filter "outside"]\n\tclean = x\n' });
+    const pointing = repo({ ".git": `gitdir: ${outside}\n` });
+    expect(scanGitDrivers(pointing)).toEqual({ filters: [], diffs: [], merges: [], externalDiff: false });
+  });
+
   it("neutralises each driver after the caller's own git settings, and always turns off fsmonitor, hooks and the pager", () => {
     const env = withGitConfig(
       { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "user.name", GIT_CONFIG_VALUE_0: "bot" },
