@@ -146,9 +146,17 @@ function buildPolicySchemas() {
       workspace: z.enum(["read-only", "read-write"]).describe("How the workspace (cwd) is mounted"),
       writableRoots: z.boolean().describe("Whether additionalWritableDirectories are allowed (mounted read-write)"),
       readOnlyMounts: z
-        .array(z.string().min(1))
+        // Absolute: a relative entry would be read from wherever sandbox-run runs, often the workspace.
+        .array(
+          z
+            .string()
+            .regex(
+              /^\//,
+              "must be an absolute path (such as /opt/cache); a relative one would be read from the current folder",
+            ),
+        )
         .default([])
-        .describe("Extra host directories mounted read-only at the same path"),
+        .describe("Extra host directories, by absolute path, mounted read-only at the same path"),
       tools: z
         .array(z.enum(["read", "bash", "edit", "write", "grep", "find", "ls"]))
         .min(1)

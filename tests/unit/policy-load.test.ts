@@ -138,6 +138,16 @@ describe("user policy files with mistakes", () => {
       expect(line).toMatch(new RegExp(`^allowedDomains\\.${i}: must be a host name`));
   });
 
+  it("refuses a relative or ~/ read-only mount (it would be read from the current folder, often the workspace)", () => {
+    const lines = issueLines(
+      loadError(writePolicy("mounts.json", { ...valid(), readOnlyMounts: ["~/.m2", "cache", "/opt/ok"] })),
+    );
+    expect(lines).toEqual([
+      "readOnlyMounts.0: must be an absolute path (such as /opt/cache); a relative one would be read from the current folder",
+      "readOnlyMounts.1: must be an absolute path (such as /opt/cache); a relative one would be read from the current folder",
+    ]);
+  });
+
   it("explains inconsistent combinations", () => {
     const lines = (value: unknown) => issueLines(loadError(writePolicy("combo.json", value)));
     expect(lines({ ...valid(), network: "allowlist", allowedDomains: [] })).toEqual([
