@@ -74,6 +74,12 @@ export const LAUNCHER_EXIT = Object.freeze({
 /** How far past the run's timeout the launcher stops the sandbox by itself (a lost controller, host or link). */
 export const LAUNCHER_DEADLINE_GRACE_MS = 30_000;
 
+/**
+ * The longest run, a day (the policy's timeoutSeconds, --timeout, timeoutMs): past 2^31 ms (24.8
+ * days) Node's timers fire at once, and `--timeout 1e20` made no deadline date ("Invalid time value").
+ */
+export const MAX_TIMEOUT_SECONDS = 24 * 60 * 60;
+
 // Every container we create carries these labels, so `gc` and start-up reaping can find what a
 // dead controller left behind without any state file.
 export const LABEL_MANAGED = "sandbox-run.managed";

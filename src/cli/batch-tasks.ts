@@ -8,6 +8,7 @@ import { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
+import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 
 const taskLine = z
@@ -28,7 +29,12 @@ const taskLine = z
     policy: z.string().min(1).optional().describe("A built-in policy name or a policy file (overrides --policy)."),
     model: z.string().min(1).optional().describe("provider/id (overrides --model)."),
     writable: z.array(z.string().min(1)).optional().describe("Extra writable directories."),
-    timeout: z.number().positive().optional().describe("Wall-clock limit in seconds."),
+    timeout: z
+      .number()
+      .positive()
+      .max(MAX_TIMEOUT_SECONDS, `is longer than a run may last (${MAX_TIMEOUT_SECONDS} seconds, a day)`)
+      .optional()
+      .describe("Wall-clock limit in seconds."),
   })
   .strict();
 

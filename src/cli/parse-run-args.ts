@@ -1,7 +1,7 @@
 import type { JsonSchema, SandboxMode } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
-import { HAND_BACK_MODES, type HandBackMode, SANDBOX_MODES } from "../sandbox-contract.js";
+import { HAND_BACK_MODES, type HandBackMode, MAX_TIMEOUT_SECONDS, SANDBOX_MODES } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { parsePlatform } from "../util/parse-platform.js";
 
@@ -49,6 +49,11 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
     const seconds = Number(flags.timeout);
     if (!Number.isFinite(seconds) || seconds <= 0)
       throw usageError(`--timeout must be a positive number of seconds, not "${flags.timeout}".`);
+    if (seconds > MAX_TIMEOUT_SECONDS)
+      throw usageError(
+        `--timeout ${flags.timeout} is longer than a run may last (${MAX_TIMEOUT_SECONDS} seconds, a day).`,
+        "Pass at most 86400; split longer work into several runs.",
+      );
     options.timeoutMs = Math.round(seconds * 1000);
   }
   if (flags.runtime) {

@@ -1,6 +1,7 @@
 // A policy says what one run may touch: mounts, tools, network, limits, runtime.
 // Every field is described so `sandbox-run policy show` and error messages can explain it.
 // Built on first use (util/zod.ts): a run with a built-in policy never loads zod for it.
+import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
 import { hostPatternProblem, matchesDomain } from "../util/host-pattern.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { lazily, z } from "../util/zod.js";
@@ -24,6 +25,21 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
 const MIN_OUTPUT_TOKENS = 2048;
 /** The default entry limit: copy mode's cap on a returned tree before it became a policy field. */
 const DEFAULT_MAX_ENTRIES = 200_000;
+/**
+ * The largest size a limit may name, 1 TiB in MiB: the engine takes bytes as a 64-bit integer (1e20
+ * MiB is none), and no sandbox needs more.
+ */
+const MAX_MB = 1024 * 1024;
+/** Linux's largest pid_max: more processes than a kernel can number. */
+const MAX_PIDS = 4_194_304;
+/** One event line is one string in the controller; V8's strings end below 512 MiB. */
+const MAX_LINE_MB = 256;
+const TOO_BIG = {
+  mb: `is more than 1 TiB (${MAX_MB} MiB)`,
+  pids: `is more than a Linux kernel can number (pid_max ${MAX_PIDS})`,
+  line: `is more than ${MAX_LINE_MB} MiB, past what one line in the controller may be`,
+  timeout: `is longer than a run may last (${MAX_TIMEOUT_SECONDS} seconds, a day)`,
+};
 
 /** The policy's zod schemas, built on first use. */
 export const policySchemas = lazily(buildPolicySchemas);
@@ -93,21 +109,51 @@ function buildPolicySchemas() {
 
   const limitsSchema = z
     .object({
-      memoryMb: z.number().int().min(64).describe("Memory limit of the container in MiB (swap included)"),
+      memoryMb: z
+        .number()
+        .int()
+        .min(64)
+        .max(MAX_MB, TOO_BIG.mb)
+        .describe("Memory limit of the container in MiB (swap included)"),
       cpus: z.number().positive().max(256).describe("CPU limit, in cores (fractions allowed)"),
-      pids: z.number().int().min(16).describe("Maximum number of processes and threads in the container"),
-      tmpMb: z.number().int().min(1).describe("Size of the /tmp tmpfs in MiB (Pi's bash logs land here)"),
-      homeMb: z.number().int().min(1).describe("Size of the home directory tmpfs in MiB (Pi's config dir)"),
-      timeoutSeconds: z.number().positive().describe("Wall-clock limit for the whole run, in seconds"),
+      pids: z
+        .number()
+        .int()
+        .min(16)
+        .max(MAX_PIDS, TOO_BIG.pids)
+        .describe("Maximum number of processes and threads in the container"),
+      tmpMb: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_MB, TOO_BIG.mb)
+        .describe("Size of the /tmp tmpfs in MiB (Pi's bash logs land here)"),
+      homeMb: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_MB, TOO_BIG.mb)
+        .describe("Size of the home directory tmpfs in MiB (Pi's config dir)"),
+      timeoutSeconds: z
+        .number()
+        .positive()
+        .max(MAX_TIMEOUT_SECONDS, TOO_BIG.timeout)
+        .describe("Wall-clock limit for the whole run, in seconds"),
       maxOutputMb: z
         .number()
         .positive()
+        .max(MAX_MB, TOO_BIG.mb)
         .describe("Maximum bytes the sandbox may write to stdout (the event stream) and stderr together, in MiB"),
-      maxLineMb: z.number().positive().describe("Maximum size of one JSONL event line, in MiB"),
+      maxLineMb: z
+        .number()
+        .positive()
+        .max(MAX_LINE_MB, TOO_BIG.line)
+        .describe("Maximum size of one JSONL event line, in MiB"),
       diskMb: z
         .number()
         .int()
         .min(1)
+        .max(MAX_MB, TOO_BIG.mb)
         .describe(
           "Disk the sandbox may add to the workspace and extra writable roots together, in MiB; also the largest file any process in the sandbox may write",
         ),

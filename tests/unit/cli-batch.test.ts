@@ -54,6 +54,7 @@ describe("the batch tasks file", () => {
       '{"id": "b", "cwd": "."}',
       '{"id": "-x", "prompt": "p", "cwd": ".", "colour": "red"}',
       '{"id": "t", "prompt": "p", "cwd": ".", "timeout": -1}',
+      '{"id": "u", "prompt": "p", "cwd": ".", "timeout": 1e20}',
     ].join("\n");
     let message = "";
     try {
@@ -62,12 +63,13 @@ describe("the batch tasks file", () => {
       message = (error as Error).message;
       expect((error as { code?: string }).code).toBe("usage");
     }
-    expect(message).toContain("5 line(s) of tasks.jsonl cannot be run");
+    expect(message).toContain("6 line(s) of tasks.jsonl cannot be run");
     expect(message).toContain("line 2: not JSON");
     expect(message).toContain('line 3: the id "a" is the id of line 1 too');
     expect(message).toContain("line 4: prompt:");
     expect(message).toMatch(/line 5: id: letters, digits.*Unrecognized key/);
     expect(message).toContain("line 6: timeout:");
+    expect(message).toContain("line 7: timeout: is longer than a run may last (86400 seconds, a day)");
     expect(message).toContain("no task was started");
   });
 

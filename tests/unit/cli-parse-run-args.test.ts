@@ -64,6 +64,7 @@ describe("parseRunFlags", () => {
     [{ timeout: "abc" }, '--timeout must be a positive number of seconds, not "abc"'],
     [{ timeout: "0" }, "--timeout must be a positive number"],
     [{ timeout: "-3" }, "--timeout must be a positive number"],
+    [{ timeout: "1e20" }, "--timeout 1e20 is longer than a run may last (86400 seconds, a day)"],
     [{ runtime: "kata" }, '--runtime must be runc or runsc, not "kata"'],
     [
       { schema: "/nonexistent/schema.json" },

@@ -148,6 +148,29 @@ describe("user policy files with mistakes", () => {
     ]);
   });
 
+  it("refuses limits past their maxima (a day of timeout, 1 TiB, Linux's pid_max), naming each", () => {
+    const limits = {
+      ...valid().limits,
+      timeoutSeconds: 1e20,
+      memoryMb: 2 ** 21,
+      pids: 1e9,
+      tmpMb: 2 ** 21,
+      diskMb: 2 ** 40,
+      maxLineMb: 1024,
+    };
+    const lines = issueLines(loadError(writePolicy("huge.json", { ...valid(), limits })));
+    expect(lines.map((l) => l.split(":")[0])).toEqual([
+      "limits.memoryMb",
+      "limits.pids",
+      "limits.tmpMb",
+      "limits.timeoutSeconds",
+      "limits.maxLineMb",
+      "limits.diskMb",
+    ]);
+    expect(lines[3]).toBe("limits.timeoutSeconds: is longer than a run may last (86400 seconds, a day)");
+    expect(lines[0]).toBe("limits.memoryMb: is more than 1 TiB (1048576 MiB)");
+  });
+
   it("explains inconsistent combinations", () => {
     const lines = (value: unknown) => issueLines(loadError(writePolicy("combo.json", value)));
     expect(lines({ ...valid(), network: "allowlist", allowedDomains: [] })).toEqual([

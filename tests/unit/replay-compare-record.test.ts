@@ -90,7 +90,7 @@ describe("compareRecord: what a record may not ask for", () => {
   it("limits, tools, protections, the image, paths and Pi flags are reported, never refused", () => {
     const recorded = side(
       policy({
-        limits: { ...base.limits, memoryMb: 99_999, timeoutSeconds: 99_999 },
+        limits: { ...base.limits, memoryMb: 99_999, timeoutSeconds: 9_999 },
         protectedPaths: [],
         disableBuiltinProtections: ["git-metadata"],
         tools: ["read"],

@@ -311,10 +311,14 @@ describe("resolveRun: schema, prompt and the rest", () => {
     expect(usageError(() => resolve({ extraArgs: ["--tools", "bash"] })).shortMessage).toContain("--tools");
   });
 
-  it("takes the timeout from the policy unless given, and rejects a non-positive one", () => {
+  it("takes the timeout from the policy unless given, and rejects a non-positive one or one past a day", () => {
     expect(resolve({ sandbox: "read-only" }).timeoutMs).toBe(900_000);
     expect(resolve({ timeoutMs: 1234 }).timeoutMs).toBe(1234);
     expect(usageError(() => resolve({ timeoutMs: 0 })).code).toBe("usage");
+    expect(resolve({ timeoutMs: 86_400_000 }).timeoutMs).toBe(86_400_000);
+    expect(usageError(() => resolve({ timeoutMs: 1e23 })).shortMessage).toBe(
+      "Timeout 1e+23 ms is longer than a run may last (86400 s, a day).",
+    );
   });
 
   it("lets runtime and contextFiles override the policy", () => {

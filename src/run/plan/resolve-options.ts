@@ -13,6 +13,7 @@ import {
   GATEWAY_PORT,
   HAND_BACK_MODES,
   type HandBackMode,
+  MAX_TIMEOUT_SECONDS,
   SANDBOX_MODES,
   WORKSPACE_MODES,
   type WorkspaceMode,
@@ -242,6 +243,12 @@ export function resolveRun(
 
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
+  if (timeoutMs > MAX_TIMEOUT_SECONDS * 1000) {
+    throw usageError(
+      `Timeout ${timeoutMs} ms is longer than a run may last (${MAX_TIMEOUT_SECONDS} s, a day).`,
+      "Pass a timeout of at most a day; split longer work into several runs.",
+    );
+  }
 
   // The turn budget always has a value: the policy's (limits.maxTurns) unless the call names one.
   const budgets = {
