@@ -40,7 +40,7 @@ function labelsAsOf(labels: Record<string, string>, now: Date): Record<string, s
   const planned = Date.parse(labels[LABEL_CREATED_AT] ?? "");
   const deadline = Date.parse(labels[LABEL_DEADLINE] ?? "");
   if (!Number.isFinite(planned)) return labels;
-  const moved = { ...labels, [LABEL_CREATED_AT]: now.toISOString() };
+  const moved: Record<string, string> = { ...labels, [LABEL_CREATED_AT]: now.toISOString() };
   if (Number.isFinite(deadline)) moved[LABEL_DEADLINE] = new Date(now.getTime() + deadline - planned).toISOString();
   return moved;
 }
