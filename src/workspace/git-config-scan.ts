@@ -1,7 +1,10 @@
-// Which git drivers a repository's own configuration defines: filter, diff and merge drivers run
+// What a repository's own configuration holds that matters to the run. Drivers: filter, diff and merge drivers run
 // commands the repository chose whenever git touches a path whose attributes name them (a `git
 // status`, `git diff` or `checkout` the model runs innocently). The run neutralises each one it finds
-// inside the sandbox (run/git-safety-env.ts). Reads only section headers and `diff.external`, from the
+// inside the sandbox (run/git-safety-env.ts). Credentials: a token `actions/checkout` keeps as
+// `http.<url>.extraheader`, or a URL with a password (a remote, a `url.<base>`), is a secret the
+// sandbox could read; the run refuses to start (prepare-plan.ts). Reads only section headers, `diff.external`,
+// `extraheader` and URLs, from the
 // repository's config files inside the workspace (also behind a `.git` file's `gitdir:`), with a size
 // cap; never runs git.
 //
@@ -12,6 +15,13 @@
 // repository command the host's git would run.
 import fs from "node:fs";
 import path from "node:path";
+
+/** What scanGitConfig finds. */
+export interface GitConfigFacts {
+  drivers: GitDrivers;
+  /** Config keys (never their values) that hold a credential, e.g. `http.https://github.com/.extraheader`. */
+  credentials: string[];
+}
 
 export interface GitDrivers {
   filters: string[];
@@ -26,9 +36,18 @@ const MAX_FILES = 16;
 const SECTION = /^\s*\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
 const OLD_SECTION = /^\s*\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]/i;
 const PLAIN_SECTION = /^\s*\[\s*([a-z0-9.-]+)\s*\]/i;
+/** Any other section with a subsection, e.g. `[http "https://github.com/"]`, `[remote "origin"]`. */
+const OTHER_SECTION = /^\s*\[\s*([a-z0-9-]+)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
+/** A URL with a password in it: `https://user:token@host/`. */
+const URL_WITH_PASSWORD = /[a-z][a-z0-9+.-]*:\/\/[^/\s@:]*:[^/\s@]+@/i;
 const KEY = /^\s*([a-z][a-z0-9-]*)\s*(=|$)\s*(.*)$/i;
 
 export function scanGitDrivers(workspace: string): GitDrivers {
+  return scanGitConfig(workspace).drivers;
+}
+
+export function scanGitConfig(workspace: string): GitConfigFacts {
+  const credentials = new Set<string>();
   const found = {
     filters: new Set<string>(),
     diffs: new Set<string>(),
@@ -63,9 +82,19 @@ export function scanGitDrivers(workspace: string): GitDrivers {
         section = plain[1]!.toLowerCase();
         continue;
       }
+      const other = OTHER_SECTION.exec(line);
+      if (other) {
+        section = `${other[1]!.toLowerCase()}.${other[2]!.replace(/\\(.)/g, "$1")}`;
+        // `[url "https://user:token@host/"]`: the token is in the section's name.
+        if (URL_WITH_PASSWORD.test(other[2]!)) credentials.add(`${other[1]!.toLowerCase()}."<a URL with a password>"`);
+        continue;
+      }
       const key = KEY.exec(line);
       if (!key) continue;
       const name = key[1]!.toLowerCase();
+      if ((section === "http" || section.startsWith("http.")) && name === "extraheader")
+        credentials.add(`${section}.extraheader`);
+      if (URL_WITH_PASSWORD.test(key[3]!)) credentials.add(`${section}.${name}`);
       if (section === "diff" && name === "external") found.externalDiff = true;
       // Included files may define drivers too; only those inside the workspace are read.
       if ((section === "include" || section.startsWith("includeif")) && name === "path") {
@@ -74,10 +103,13 @@ export function scanGitDrivers(workspace: string): GitDrivers {
     }
   }
   return {
-    filters: [...found.filters].sort(),
-    diffs: [...found.diffs].sort(),
-    merges: [...found.merges].sort(),
-    externalDiff: found.externalDiff,
+    drivers: {
+      filters: [...found.filters].sort(),
+      diffs: [...found.diffs].sort(),
+      merges: [...found.merges].sort(),
+      externalDiff: found.externalDiff,
+    },
+    credentials: [...credentials].sort(),
   };
 }
 

@@ -251,6 +251,33 @@ describe("--dry-run", () => {
     );
   }
 
+  it("refuses a workspace whose git config holds a credential, naming the key and not its value, before anything starts", async () => {
+    const repoDir = fs.mkdtempSync(path.join(dir, "checkout-"));
+    fs.mkdirSync(path.join(repoDir, ".git"));
+    fs.writeFileSync(
+      path.join(repoDir, ".git", "config"),
+      '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n',
+    );
+    const result = await cli([
+      "--dry-run",
+      "--model",
+      "scripted/x",
+      "--models",
+      modelsFile,
+      "--cwd",
+      repoDir,
+      "fix it",
+    ]);
+    expect(result.code).toBe(2);
+    expect(engineConnections).toBe(0);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toContain(
+      "sandbox-run: The workspace's git config holds a credential the sandbox could read: http.https://github.com/.extraheader",
+    );
+    expect(result.stderr).toContain("persist-credentials: false");
+    expect(result.stderr).not.toContain("c2VjcmV0LXRva2Vu");
+  });
+
   it("prints the plan as JSON and starts nothing", async () => {
     const result = await dryRun(["fix it"]);
     expect(result.code).toBe(0);

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { gitSafetyEntries, withGitConfig } from "../../src/run/plan/git-safety-env.js";
-import { scanGitDrivers } from "../../src/workspace/git-config-scan.js";
+import { scanGitConfig, scanGitDrivers } from "../../src/workspace/git-config-scan.js";
 
 function repo(files: Record<string, string>): string {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-gitscan-")));
@@ -76,5 +76,50 @@ describe("scanGitDrivers", () => {
       GIT_CONFIG_VALUE_5: "cat",
       GIT_PAGER: "cat",
     });
+  });
+});
+
+describe("scanGitConfig's credentials", () => {
+  it("names every key that holds a credential (never its value): a checkout's extraheader, a URL with a password, also in an includeIf file", () => {
+    const ws = repo({
+      ".git/config": [
+        '[http "https://github.com/"]',
+        "\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX1NFQ1JFVA==",
+        "[http]",
+        "\tExtraHeader = Authorization: Bearer SECRET",
+        '[remote "origin"]',
+        "\turl = https://x-access-token:ghs_SECRET@github.com/o/r.git",
+        '[url "https://bot:SECRET2@example.com/"]',
+        "\tinsteadOf = https://example.com/",
+        '[includeIf "gitdir:/"]',
+        "\tpath = ../more.cfg",
+        "",
+      ].join("\n"),
+      "more.cfg": '[remote "mirror"]\n\tpushurl = ssh://git:hunter2@mirror.example/r\n',
+    });
+    const { credentials } = scanGitConfig(ws);
+    expect(credentials).toEqual([
+      "http.extraheader",
+      "http.https://github.com/.extraheader",
+      "remote.mirror.pushurl",
+      "remote.origin.url",
+      'url."<a URL with a password>"',
+    ]);
+    expect(JSON.stringify(credentials)).not.toMatch(/SECRET|hunter2|eC1h/);
+  });
+
+  it("finds none in an ordinary clone's config (URLs with a user and no password, ssh remotes)", () => {
+    const ws = repo({
+      ".git/config": [
+        "[core]\n\tbare = false",
+        '[remote "origin"]\n\turl = https://github.com/o/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*',
+        '[remote "fork"]\n\turl = git@github.com:me/r.git',
+        '[remote "ssh"]\n\turl = ssh://git@host.example:2222/r.git',
+        '[url "https://user@example.com/"]\n\tinsteadOf = https://example.com/',
+        '[branch "main"]\n\tremote = origin',
+        "",
+      ].join("\n"),
+    });
+    expect(scanGitConfig(ws).credentials).toEqual([]);
   });
 });

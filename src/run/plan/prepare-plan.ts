@@ -9,7 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
-import { scanGitDrivers } from "../../workspace/git-config-scan.js";
+import { scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
 import { buildRunPlan } from "./build-run-plan.js";
@@ -48,7 +48,21 @@ export interface PlanPlace {
   warm?: boolean;
 }
 
+/**
+ * A credential in the workspace's git config is a file the sandbox reads like any other (bind or
+ * copy mode): refused before anything starts, naming the keys, never their values.
+ */
+function refuseGitCredentials(cwd: string, credentials: string[]): void {
+  if (credentials.length === 0) return;
+  throw usageError(
+    `The workspace's git config holds a credential the sandbox could read: ${credentials.join(", ")} (in ${cwd}/.git).`,
+    `Remove it before the run (git -C ${cwd} config --unset-all '<key>'; in GitHub Actions check out with persist-credentials: false). To let the agent push, give it the token through the policy's secrets, which the egress proxy adds on the host (README: "Let the agent push a branch without holding the token").`,
+  );
+}
+
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
+  const gitConfig = scanGitConfig(run.cwd);
+  refuseGitCredentials(run.cwd, gitConfig.credentials);
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
   const sandboxEnv = { ...run.sandboxEnv };
@@ -70,7 +84,7 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
     hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
     secretPlaceholders,
-    gitDrivers: scanGitDrivers(run.cwd),
+    gitDrivers: gitConfig.drivers,
     caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
     sandboxEnv,
     containerModelsJson: run.routing.containerModelsJson,
