@@ -454,17 +454,24 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   private reapEveryEngineOnce(): void {
     if (this.reaped) return;
     this.reaped = true;
-    for (const engine of this.pool.engines) {
-      void engine
+    const engines = this.pool.engines.map((engine) =>
+      engine
         .ping(AbortSignal.timeout(10_000))
-        .then(async () => (await import("./run/reap-orphans.js")).reapContainers(engine))
-        .catch(() => {});
-    }
-    try {
-      reapRunDirs();
-    } catch {
-      // Best effort: a folder we cannot read is not ours to remove.
-    }
+        .then(async () => {
+          const { handBackGoneRuns, reapContainers } = await import("./run/reap-orphans.js");
+          await reapContainers(engine);
+          await handBackGoneRuns(engine);
+        })
+        .catch(() => {}),
+    );
+    // After the containers: a dead run's folder holds the record its lent trees are handed back from.
+    void Promise.all(engines).then(() => {
+      try {
+        reapRunDirs();
+      } catch {
+        // Best effort: a folder we cannot read is not ours to remove.
+      }
+    });
   }
 
   /**

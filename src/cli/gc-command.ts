@@ -6,6 +6,7 @@ import { collectGarbage } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
+import { terminalLine } from "./terminal-text.js";
 
 /** `sandbox-run gc`'s action (the root's --engines counts wherever it is written). */
 export default function gcAction(
@@ -31,6 +32,10 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
     for (const r of engine.removed) {
       io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
       for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+    }
+    for (const run of engine.handedBack ?? []) {
+      io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
+      for (const problem of run.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     removed += engine.removed.length;
   }

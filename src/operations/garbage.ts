@@ -2,7 +2,7 @@
 // engine of the pool (their containers, handing lent trees back) and this host's run folders. One
 // engine that does not answer must not keep the others dirty: it is reported and the others are
 // cleaned (a pool of one engine that does not answer is an error).
-import { type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
+import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/run-dirs.js";
 import { chosenEnginePool } from "./engine-choice.js";
 
@@ -17,12 +17,12 @@ export interface GarbageOptions {
 
 export interface CollectedGarbage {
   /** Per engine, in the pool's order: what was removed there, or why it was not reached. */
-  engines: Array<{ name: string; removed: ReapedContainer[]; unreachable?: string }>;
+  engines: Array<{ name: string; removed: ReapedContainer[]; handedBack?: HandedBackRun[]; unreachable?: string }>;
   /** This host's run folders whose controller is gone. */
   runDirs: string[];
 }
 
-export type { ReapedContainer } from "../run/reap-orphans.js";
+export type { HandedBackRun, ReapedContainer } from "../run/reap-orphans.js";
 
 export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
   const pool = chosenEnginePool(options.engines, options.env ?? process.env);
@@ -36,7 +36,10 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
         engines.push({ name: engine.name, removed: [], unreachable: (error as Error).message.split("\n")[0]! });
         continue;
       }
-      engines.push({ name: engine.name, removed: await reapContainers(engine, { all: options.all }) });
+      const removed = await reapContainers(engine, { all: options.all });
+      // Dead runs whose container is already gone from this engine: their trees, from their records.
+      const handedBack = await handBackGoneRuns(engine);
+      engines.push({ name: engine.name, removed, ...(handedBack.length ? { handedBack } : {}) });
     }
   } finally {
     pool.close();

@@ -17,6 +17,7 @@ import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { Cleanups } from "./cleanups.js";
 import { containerFailure } from "./container-failure.js";
 import { EventThrottle } from "./event-throttle.js";
+import { engineIdentity } from "./lease-record.js";
 import { OutputBudget } from "./output-budget.js";
 import { containerSpecOf } from "./plan/container-spec.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
@@ -140,6 +141,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       trip,
       cleanups,
       removeSandbox: () => removeSandbox(),
+      engine: engineIdentity(ctx.engine),
       signal,
     });
 

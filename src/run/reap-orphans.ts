@@ -1,6 +1,6 @@
 // Finds and removes what a dead controller left behind: its containers (on any engine, by label)
-// and, for a root caller, the trees it lent to the sandbox uid (handed back to the caller), then
-// its run folders. A container is an orphan when its owner process on this host no longer exists,
+// and, for a root caller, the trees it lent to the sandbox uid (handed back to the caller, from the
+// lease record in its run folder: never from labels), then its run folders. A container is an orphan when its owner process on this host no longer exists,
 // or when it is past its deadline (plus grace) on any host; `gc --all` removes every container of ours.
 // A warm sandbox (made before any call) is one too once it stopped by itself after its idle deadline:
 // a live controller would have claimed it before, and never claims a stopped one.
@@ -10,7 +10,6 @@ import type { Engine } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import {
   LABEL_DEADLINE,
-  LABEL_HAND_BACK,
   LABEL_IDLE_DEADLINE,
   LABEL_LENT_ROOTS,
   LABEL_MANAGED,
@@ -20,8 +19,15 @@ import {
   LABEL_WARM,
   SANDBOX_UID,
 } from "../sandbox-contract.js";
-import { handBackOrphanedTree } from "../workspace/ownership-lease.js";
-import { processAlive } from "./run-dirs.js";
+import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
+import {
+  deadRunLease,
+  deadRunsWithLeases,
+  engineIdentity,
+  type LeaseRecord,
+  removeLeaseRecord,
+} from "./lease-record.js";
+import { processAlive, runDirPath } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -58,7 +64,14 @@ export function orphanReason(
   return undefined;
 }
 
-export async function reapContainers(engine: Engine, options: { all?: boolean } = {}): Promise<ReapedContainer[]> {
+export interface ReapOptions {
+  /** Every container of ours, even of live controllers (`gc --all`). */
+  all?: boolean;
+  /** Where this host's run folders are (default: the temp dir, as the runs had it). */
+  tmpDir?: string;
+}
+
+export async function reapContainers(engine: Engine, options: ReapOptions = {}): Promise<ReapedContainer[]> {
   const containers = await engine.listContainers([`${LABEL_MANAGED}=true`]);
   const context = { all: options.all, host: os.hostname(), now: Date.now(), alive: processAlive };
   const reaped: ReapedContainer[] = [];
@@ -75,7 +88,7 @@ export async function reapContainers(engine: Engine, options: { all?: boolean } 
       failed.push(`${id.slice(0, 12)}: ${(error as Error)?.message ?? String(error)}`);
       continue;
     }
-    const notHandedBack = engine.sharesHostFilesystem ? await handBackLentTrees(labels) : [];
+    const notHandedBack = engine.sharesHostFilesystem ? await handBackRecorded(engine, labels, options.tmpDir) : [];
     reaped.push({ id, runId: labels[LABEL_RUN_ID], reason, ...(notHandedBack.length ? { notHandedBack } : {}) });
   }
   if (failed.length > 0) {
@@ -90,31 +103,67 @@ export async function reapContainers(engine: Engine, options: { all?: boolean } 
   return reaped;
 }
 
+export interface HandedBackRun {
+  runId: string;
+  roots: string[];
+  /** Lent trees that could not be handed back (path: why). */
+  notHandedBack?: string[];
+}
+
+/**
+ * The trees of this host's dead runs whose container is gone from the engine they recorded (removed
+ * by another reaper, by hand, or by the controller itself just before it died): handed back from
+ * the run's lease record. Only that engine is asked: another one's "not here" says nothing.
+ */
+export async function handBackGoneRuns(engine: Engine, options: ReapOptions = {}): Promise<HandedBackRun[]> {
+  if (!engine.sharesHostFilesystem) return [];
+  const runIds = deadRunsWithLeases(options.tmpDir);
+  if (runIds.length === 0) return [];
+  const listed = new Set(
+    (await engine.listContainers([`${LABEL_MANAGED}=true`])).map(({ labels }) => labels[LABEL_RUN_ID]),
+  );
+  const handed: HandedBackRun[] = [];
+  for (const runId of runIds) {
+    const record = deadRunLease(runId, options.tmpDir);
+    if (!record || record.engine !== engineIdentity(engine) || listed.has(runId)) continue;
+    const notHandedBack = await handBackLease(runId, record, options.tmpDir);
+    handed.push({ runId, roots: record.roots, ...(notHandedBack.length ? { notHandedBack } : {}) });
+  }
+  return handed;
+}
+
 /**
  * What a dead controller could not do itself for a root caller: hand every tree it lent to the
- * sandbox uid (workspace and writable roots, whatever the mode) back to the caller.
+ * sandbox uid (workspace and writable roots, whatever the mode) back to the caller. Only what this
+ * host recorded in the run's folder counts: the roots and the owner the labels name are the
+ * engine's word, and one that disagrees is reported and left as it is.
  */
-async function handBackLentTrees(labels: Record<string, string>): Promise<string[]> {
-  const handBack = /^(\d+):(\d+)$/.exec(labels[LABEL_HAND_BACK] ?? "");
-  if (!handBack) return [];
+async function handBackRecorded(engine: Engine, labels: Record<string, string>, tmpDir?: string): Promise<string[]> {
+  const runId = labels[LABEL_RUN_ID] ?? "";
+  const record = deadRunLease(runId, tmpDir);
+  const recorded = record && record.engine === engineIdentity(engine) ? record : undefined;
+  const claimed = decodeLentRoots(labels[LABEL_LENT_ROOTS]);
+  const unrecorded = claimed
+    .filter((root) => !recorded?.roots.includes(root))
+    .map(
+      (root) =>
+        `${root}: this host recorded no lease of it for run ${runId || "?"} on this engine (only the container's labels name it)`,
+    );
+  if (!recorded) return unrecorded;
+  return [...unrecorded, ...(await handBackLease(runId, recorded, tmpDir))];
+}
+
+async function handBackLease(runId: string, record: LeaseRecord, tmpDir?: string): Promise<string[]> {
   const failed: string[] = [];
-  const to = { uid: Number(handBack[1]), gid: Number(handBack[2]) };
-  for (const root of lentRootsOf(labels)) {
+  for (const root of record.roots) {
     // A tree deleted since (a temporary workspace) has nothing to hand back; a tree that cannot be
     // walked must not keep the reaper from the others.
     if (!fs.existsSync(root)) continue;
-    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, to).catch((error: Error) =>
+    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, record.handBackTo).catch((error: Error) =>
       failed.push(`${root}: ${error.message}`),
     );
   }
+  // Kept while a tree failed: the next gc tries again; then its run folder goes as any other.
+  if (failed.length === 0) removeLeaseRecord(runDirPath(runId, tmpDir));
   return failed;
-}
-
-function lentRootsOf(labels: Record<string, string>): string[] {
-  try {
-    const roots: unknown = JSON.parse(labels[LABEL_LENT_ROOTS] ?? "[]");
-    return Array.isArray(roots) ? roots.filter((r): r is string => typeof r === "string" && r.startsWith("/")) : [];
-  } catch {
-    return [];
-  }
 }

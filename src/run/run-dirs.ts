@@ -15,6 +15,11 @@ import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/s
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
 /**
+ * A root run's lease record (run/lease-record.ts): what it lent and to whom it goes back. Never
+ * removed with the folder: a folder holding one is kept until its trees are handed back.
+ */
+export const LEASE_RECORD = "lease.json";
+/**
  * The only names a run folder holds; removal takes these and nothing else. Files: the owner marker,
  * the gateway's and the proxy's sockets, the CA bundle a run with secrets hands the sandbox, copy
  * mode's list of staging folders (removed first, by the reaper, from that list). One
@@ -76,10 +81,12 @@ export function removeRunDir(dir: string): boolean {
   } catch {
     return false;
   }
+  // Trees still lent: the marker stays with the record, so a reaper can tell when its owner is gone.
+  const leased = names.includes(LEASE_RECORD);
   for (const name of names) {
     const file = path.join(dir, name);
     const stat = lstatOrUndefined(file);
-    if (!stat) continue;
+    if (!stat || (leased && name === RUN_DIR_MARKER)) continue;
     // unlink never follows a symlink; rm of a real directory does not follow the links inside it.
     if (RUN_FILES.has(name) && !stat.isDirectory()) fs.rmSync(file, { force: true });
     else if (RUN_STATE_DIRS.has(name) && stat.isDirectory()) fs.rmSync(file, { recursive: true, force: true });
@@ -95,8 +102,7 @@ export function removeRunDir(dir: string): boolean {
 /** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
 export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
   const parent = runDirsParent(tmpDir);
-  // Only a parent that passes the same checks as at creation is looked into.
-  if (!lstatOrUndefined(parent) || privacyProblem(parent)) return [];
+  if (!runDirsParentPrivate(tmpDir)) return [];
   const removed: string[] = [];
   const host = os.hostname();
   for (const name of fs.readdirSync(parent)) {
@@ -112,8 +118,11 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
     if (!name.startsWith("run-")) continue;
     const dir = path.join(parent, name);
     if (!lstatOrUndefined(dir)?.isDirectory()) continue;
-    const owner = readMarker(dir);
+    const owner = readRunDirOwner(dir);
     if (!owner || owner.host !== host || processAlive(owner.pid)) continue;
+    // Its trees are still lent: the record is what hands them back (reapContainers, once its
+    // container is gone), so the folder stays until then.
+    if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
     // Copy mode: what a controller that died mid copy-out staged next to a workspace.
     removeListedStagingDirs(path.join(dir, STAGING_RECORD));
     if (removeRunDir(dir)) removed.push(dir);
@@ -131,6 +140,12 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/** Whether the parent exists and passes the same checks as at creation (only then is it looked into). */
+export function runDirsParentPrivate(tmpDir = os.tmpdir()): boolean {
+  const parent = runDirsParent(tmpDir);
+  return lstatOrUndefined(parent) !== undefined && privacyProblem(parent) === undefined;
+}
+
 function privacyProblem(dir: string): string | undefined {
   const stat = lstatOrUndefined(dir);
   const uid = process.geteuid?.() ?? process.getuid?.();
@@ -142,7 +157,9 @@ function privacyProblem(dir: string): string | undefined {
   return undefined;
 }
 
-function readMarker(dir: string): { pid: number; host: string } | undefined {
+/** A run folder's owner, from its marker (undefined when the folder or the marker is not a plain one). */
+export function readRunDirOwner(dir: string): { pid: number; host: string } | undefined {
+  if (!lstatOrUndefined(dir)?.isDirectory()) return undefined;
   const marker = path.join(dir, RUN_DIR_MARKER);
   if (!lstatOrUndefined(marker)?.isFile()) return undefined;
   const [pid, host] = fs.readFileSync(marker, "utf8").split("\n");

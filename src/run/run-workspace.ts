@@ -17,6 +17,7 @@ import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-wat
 import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
+import { removeLeaseRecord, writeLeaseRecord } from "./lease-record.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { workspaceRulesCheck } from "./returned-tree-rules.js";
@@ -37,6 +38,8 @@ interface RunWorkspaceInput {
    * once nothing of the sandbox can still write to it.
    */
   removeSandbox: () => Promise<boolean>;
+  /** The engine the container runs on (lease-record.ts engineIdentity), for the lease record. */
+  engine: string;
   signal?: AbortSignal;
 }
 
@@ -80,12 +83,20 @@ export class RunWorkspace {
 
     let lease: OwnershipLease | undefined;
     if (plan.handBackTo) {
-      const lent = await OwnershipLease.lend([run.cwd, ...run.writableRoots], { uid: SANDBOX_UID, gid: SANDBOX_UID });
-      lease = lent;
+      const roots = [run.cwd, ...run.writableRoots];
       const handBackTo = plan.handBackTo;
+      // Before anything is lent: a reaper hands back what this record says, never what labels say.
+      writeLeaseRecord(runDir, { roots, handBackTo, engine: input.engine });
+      const lent = await OwnershipLease.lend(roots, { uid: SANDBOX_UID, gid: SANDBOX_UID }).catch((error: unknown) => {
+        removeLeaseRecord(runDir);
+        throw error;
+      });
+      lease = lent;
       cleanups.add(async () => {
-        if (await removeSandbox()) await lent.restore(handBackTo);
-        else
+        if (await removeSandbox()) {
+          await lent.restore(handBackTo);
+          removeLeaseRecord(runDir);
+        } else
           timeline.sandbox("workspace.still-lent", {
             reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
           });

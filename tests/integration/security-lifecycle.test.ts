@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { reapContainers } from "../../src/run/reap-orphans.js";
+import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
 import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
 import {
   LAUNCHER_DEADLINE_GRACE_MS,
@@ -201,11 +201,14 @@ describe("a controller killed with SIGKILL", () => {
     await controller.exited;
     await within(exit, 30_000, "the container's exit");
     const orphanLeft = (await containersOfRuns([runId])).length > 0;
-    // What a ContainerPiAgent does before its first run (there with the default temp dir).
-    const reaped = await reapContainers(engine);
+    // What a ContainerPiAgent does before its first run (there with the default temp dir, here with
+    // the dead controller's: its run folder holds the lease record the trees are handed back from).
+    const reaped = await reapContainers(engine, { tmpDir: tmpdir });
+    await handBackGoneRuns(engine, { tmpDir: tmpdir });
     reapRunDirs(tmpdir);
     // Files run in parallel: another controller's start-up reaping may take the orphan first (then
-    // it is gone all the same, checked below); when this reaping took it, it says why.
+    // it is gone all the same, checked below, and handBackGoneRuns hands the trees back from the
+    // record, which only this temp dir holds); when this reaping took it, it says why.
     const mine = reaped.find((r) => r.runId === runId);
     if (orphanLeft && mine) expect(mine.reason).toMatch(/owner process \d+ is gone/);
     // A removal another reaper started is in progress (the engine's 409 counts as gone): it ends.
@@ -243,7 +246,7 @@ describe("a controller that stops answering (a lost host or link)", () => {
       controller.child.kill("SIGKILL");
       await controller.exited;
     }
-    await reapContainers(engine);
+    await reapContainers(engine, { tmpDir: tmpdir });
     reapRunDirs(tmpdir);
     expect(await containersOfRuns([started.runId])).toEqual([]);
   }, 120_000);

@@ -1,0 +1,175 @@
+// Reaping hands lent trees back from the lease record this host wrote in the run's own folder,
+// never from a container's labels: whoever answers on the engine's address (a local user on a
+// loopback port) chooses those. The engine here is a real DockerEngine talking HTTP to a stand-in
+// on a unix socket that answers like a hostile engine.
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
+import { writeLeaseRecord } from "../../src/run/lease-record.js";
+import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
+import { createRunDir, LEASE_RECORD, RUN_DIR_MARKER, reapRunDirs, removeRunDir } from "../../src/run/run-dirs.js";
+import {
+  LABEL_HAND_BACK,
+  LABEL_LENT_ROOTS,
+  LABEL_MANAGED,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+  LABEL_RUN_ID,
+} from "../../src/sandbox-contract.js";
+import { owner, tempTrees } from "../support/temp-trees.js";
+
+const { dir, tree } = tempTrees("sandbox-run-reap-");
+const servers: http.Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
+});
+
+/** The pid of a process that has exited. */
+function deadPid(): number {
+  let pid = 999_999;
+  while (fs.existsSync(`/proc/${pid}`)) pid--;
+  return pid;
+}
+
+/** An "engine" on a unix socket listing `containers` (labels) until one is deleted. */
+async function hostileEngine(containers: Array<Record<string, string>>): Promise<DockerEngine> {
+  const listed = containers.map((labels, i) => ({ Id: `${i}`.padStart(64, "a"), State: "exited", Labels: labels }));
+  const server = http.createServer((req, res) => {
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method === "GET" && req.url?.includes("/containers/json")) return json(200, listed);
+    if (req.method === "DELETE") {
+      const id = req.url?.split("/containers/")[1]?.split("?")[0];
+      listed.splice(
+        listed.findIndex((c) => c.Id === id),
+        1,
+      );
+      res.writeHead(204);
+      return res.end();
+    }
+    json(404, { message: "no such thing" });
+  });
+  servers.push(server);
+  const socketPath = path.join(dir(), "engine.sock");
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  return new DockerEngine({ name: "local", endpoint: { kind: "unix", socketPath } });
+}
+
+/** A dead controller's run folder (its marker names a gone pid) in `tmpDir`. */
+function deadRunDir(runId: string, tmpDir: string): string {
+  const runDir = createRunDir(runId, tmpDir);
+  fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n`);
+  return runDir;
+}
+
+const orphanLabels = (runId: string, extra: Record<string, string> = {}) => ({
+  [LABEL_MANAGED]: "true",
+  [LABEL_RUN_ID]: runId,
+  [LABEL_OWNER_HOST]: os.hostname(),
+  [LABEL_OWNER_PID]: String(deadPid()),
+  ...extra,
+});
+
+/** A tree as the sandbox uid holds it while lent. */
+function lentTree(): string {
+  const root = tree({ "sub/file": "secret\n" });
+  for (const p of ["", "sub", "sub/file"]) fs.chownSync(path.join(root, p), 65532, 65532);
+  return root;
+}
+
+describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as root)", () => {
+  it("labels alone hand nothing back: the container goes, the tree they name stays as it is, and gc says why", async () => {
+    const tmpDir = dir();
+    const victim = lentTree();
+    const engine = await hostileEngine([
+      orphanLabels("labelonly", {
+        [LABEL_HAND_BACK]: "4242:4242",
+        [LABEL_LENT_ROOTS]: JSON.stringify([victim]),
+      }),
+    ]);
+    const reaped = await reapContainers(engine, { tmpDir });
+    expect(reaped).toHaveLength(1);
+    expect(await engine.listContainers([])).toEqual([]);
+    expect(owner(path.join(victim, "sub/file"))).toBe("65532:65532");
+    expect(reaped[0]!.notHandedBack).toEqual([expect.stringContaining(`${victim}: this host recorded no lease of it`)]);
+  });
+
+  it("a run folder's record decides what goes back and to whom, whatever the labels say; then the folder is reaped", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const victim = lentTree();
+    const runDir = deadRunDir("recorded", tmpDir);
+    const engine = await hostileEngine([
+      orphanLabels("recorded", {
+        [LABEL_HAND_BACK]: "4242:4242",
+        [LABEL_LENT_ROOTS]: JSON.stringify([lent, victim]),
+      }),
+    ]);
+    writeLeaseRecord(runDir, { roots: [lent], handBackTo: { uid: 1234, gid: 4321 }, engine: engine.address });
+    // Before the containers, a run folder holding a record stays: it is what hands the trees back.
+    expect(reapRunDirs(tmpDir)).toEqual([]);
+    const reaped = await reapContainers(engine, { tmpDir });
+    expect(owner(path.join(lent, "sub/file"))).toBe("1234:4321");
+    expect(owner(path.join(victim, "sub/file"))).toBe("65532:65532");
+    expect(reaped[0]!.notHandedBack).toEqual([expect.stringContaining(`${victim}: this host recorded no lease`)]);
+    expect(fs.existsSync(path.join(runDir, LEASE_RECORD))).toBe(false);
+    expect(reapRunDirs(tmpDir)).toEqual([runDir]);
+  });
+
+  it("a record of a live controller, or of another engine, hands nothing back", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const live = createRunDir("live", tmpDir);
+    const elsewhere = deadRunDir("elsewhere", tmpDir);
+    const engine = await hostileEngine([orphanLabels("live"), orphanLabels("elsewhere")]);
+    writeLeaseRecord(live, { roots: [lent], handBackTo: { uid: 1234, gid: 1234 }, engine: engine.address });
+    writeLeaseRecord(elsewhere, { roots: [lent], handBackTo: { uid: 1234, gid: 1234 }, engine: "unix:///other.sock" });
+    await reapContainers(engine, { tmpDir });
+    expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([]);
+    expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+  });
+
+  it("a dead run whose container is already gone from its engine: handed back from the record; still listed: not", async () => {
+    const tmpDir = dir();
+    const gone = lentTree();
+    const listed = lentTree();
+    const goneDir = deadRunDir("gone", tmpDir);
+    const listedDir = deadRunDir("listed", tmpDir);
+    // "listed" is a live controller's container as far as its labels go: not an orphan, so it stays.
+    const engine = await hostileEngine([{ [LABEL_MANAGED]: "true", [LABEL_RUN_ID]: "listed" }]);
+    writeLeaseRecord(goneDir, { roots: [gone], handBackTo: { uid: 1234, gid: 1234 }, engine: engine.address });
+    writeLeaseRecord(listedDir, { roots: [listed], handBackTo: { uid: 1234, gid: 1234 }, engine: engine.address });
+    expect(await reapContainers(engine, { tmpDir })).toEqual([]);
+    expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([{ runId: "gone", roots: [gone] }]);
+    expect(owner(path.join(gone, "sub/file"))).toBe("1234:1234");
+    expect(owner(path.join(listed, "sub/file"))).toBe("65532:65532");
+    expect(reapRunDirs(tmpDir)).toEqual([goneDir]);
+  });
+});
+
+describe("the lease record", () => {
+  it("is a new file in the run folder: a name already there (a planted link) is an error, never written through", () => {
+    const tmpDir = dir();
+    const runDir = createRunDir("planted", tmpDir);
+    const target = path.join(dir(), "target");
+    fs.symlinkSync(target, path.join(runDir, LEASE_RECORD));
+    expect(() => writeLeaseRecord(runDir, { roots: ["/x"], handBackTo: { uid: 0, gid: 0 }, engine: "e" })).toThrow(
+      /EEXIST/,
+    );
+    expect(fs.existsSync(target)).toBe(false);
+  });
+
+  it("keeps its run folder and the folder's owner marker when the run's own clean-up could not hand back", () => {
+    const tmpDir = dir();
+    const runDir = createRunDir("kept", tmpDir);
+    writeLeaseRecord(runDir, { roots: ["/x"], handBackTo: { uid: 0, gid: 0 }, engine: "e" });
+    fs.writeFileSync(path.join(runDir, "gateway.sock"), "");
+    expect(removeRunDir(runDir)).toBe(false);
+    expect(fs.readdirSync(runDir).sort()).toEqual([RUN_DIR_MARKER, LEASE_RECORD].sort());
+  });
+});
