@@ -58,10 +58,22 @@ export function sharesHostFilesystemByDefault(endpoint: EngineEndpoint, hostOs: 
 
 /**
  * Plain tcp carries the Engine API, which is root on the engine's machine, unauthenticated and in
- * clear text: never to another machine. Loopback stays allowed (nothing crosses a network).
+ * clear text: never to another machine. Loopback stays allowed for an unprivileged controller
+ * (nothing crosses a network), not for root: any local user can listen on a free loopback port and
+ * answer as the engine, and root acts on the host on what the engine says (gc, reaping).
  */
-export function assertSafeEndpoint(endpoint: EngineEndpoint, name: string): void {
-  if (endpoint.kind !== "tcp" || endpoint.tls || isLoopbackHost(endpoint.host)) return;
+export function assertSafeEndpoint(endpoint: EngineEndpoint, name: string, euid = process.geteuid?.()): void {
+  if (endpoint.kind !== "tcp" || endpoint.tls) return;
+  if (isLoopbackHost(endpoint.host)) {
+    if (euid !== 0) return;
+    throw new SandboxRunError(
+      "docker-unavailable",
+      `Engine "${name}" at tcp://${endpoint.host}:${endpoint.port} would be reached without TLS, and this controller runs as root: any local user could listen on that port and answer as the engine.`,
+      {
+        hint: "Use the engine's unix socket (DOCKER_HOST=unix:///var/run/docker.sock, or unset), mutual TLS (DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH, or `tls` in the engines file), or ssh://.",
+      },
+    );
+  }
   throw new SandboxRunError(
     "docker-unavailable",
     `Engine "${name}" at tcp://${endpoint.host}:${endpoint.port} would be reached without TLS: anyone on the network could read and drive it.`,

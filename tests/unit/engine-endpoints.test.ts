@@ -5,7 +5,11 @@ import { describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { dockerUnavailable } from "../../src/engine/docker-connection.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
-import { endpointFromEnv, sharesHostFilesystemByDefault } from "../../src/engine/engine-endpoint.js";
+import {
+  assertSafeEndpoint,
+  endpointFromEnv,
+  sharesHostFilesystemByDefault,
+} from "../../src/engine/engine-endpoint.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 
 const MODELS = {
@@ -89,6 +93,34 @@ describe("plain tcp to another machine", () => {
       `Engine "local" at tcp://0.0.0.0:${listener.port} would be reached without TLS: anyone on the network could read and drive it.`,
     );
     expect((error as SandboxRunError).hint).toMatch(/DOCKER_TLS_VERIFY=1/);
+    expect(listener.connections()).toBe(0);
+  });
+
+  it("to loopback: allowed for an unprivileged controller, refused for root (any local user can take the port)", () => {
+    const loopback = { kind: "tcp", host: "127.0.0.1", port: 2375 } as const;
+    expect(() => assertSafeEndpoint(loopback, "local", 1000)).not.toThrow();
+    expect(() => assertSafeEndpoint({ ...loopback, tls: { ca: "", cert: "", key: "" } }, "local", 0)).not.toThrow();
+    expect(() => assertSafeEndpoint({ kind: "unix", socketPath: "/var/run/docker.sock" }, "local", 0)).not.toThrow();
+    const refused = (() => {
+      try {
+        assertSafeEndpoint(loopback, "local", 0);
+      } catch (error) {
+        return error as SandboxRunError;
+      }
+    })();
+    expect(refused?.code).toBe("docker-unavailable");
+    expect(refused?.shortMessage).toBe(
+      'Engine "local" at tcp://127.0.0.1:2375 would be reached without TLS, and this controller runs as root: any local user could listen on that port and answer as the engine.',
+    );
+    expect(refused?.hint).toMatch(/unix socket.*DOCKER_TLS_VERIFY=1.*`tls` in the engines file.*ssh:\/\//);
+  });
+
+  it.runIf(process.geteuid?.() === 0)("to loopback as root: gc's engine sends nothing to the port", async () => {
+    const listener = await countingListener();
+    const engine = new DockerEngine({ endpoint: { kind: "tcp", host: "127.0.0.1", port: listener.port } });
+    const error = await engine.listContainers([]).catch((e: unknown) => e);
+    await listener.close();
+    expect((error as SandboxRunError).shortMessage).toMatch(/this controller runs as root/);
     expect(listener.connections()).toBe(0);
   });
 
