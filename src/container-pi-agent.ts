@@ -128,8 +128,11 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
     const engines = config.engines ?? (config.engine ? undefined : enginesFile || undefined);
-    if (typeof engines === "string") this.pool = EnginePool.fromFile(engines);
-    else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
+    if (typeof engines === "string") {
+      this.pool = EnginePool.fromFile(engines);
+      // Configuration too: one inside a run's workspace is warned about or refused (E5).
+      this.config = { ...config, configFiles: { ...config.configFiles, engines } };
+    } else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
     this.facts = new EngineFacts(this.pool.engines);
     const warm = warmOptionsOf(config.warm, (config.hostEnv ?? process.env).SANDBOX_RUN_WARM);

@@ -128,6 +128,11 @@ export function endpointFromEnv(env: Record<string, string | undefined> = proces
   };
 }
 
+/** A path an engines file names, as it is read: relative to the file's folder, `~` the home folder. */
+export function enginesFilePath(enginesFile: string, named: string): string {
+  return path.resolve(path.dirname(path.resolve(enginesFile)), named.replace(/^~(?=\/|$)/, os.homedir()));
+}
+
 /** ca.pem, cert.pem and key.pem in a folder, as DOCKER_CERT_PATH holds them. */
 export function tlsFilesIn(dir: string): TlsFiles {
   return { ca: path.join(dir, "ca.pem"), cert: path.join(dir, "cert.pem"), key: path.join(dir, "key.pem") };

@@ -3,14 +3,13 @@
 // mistake is reported as a `path: message` line, like policy files. Relative paths in it (TLS
 // files, ssh keys) are relative to the file, so a folder with the file and its certificates can
 // be moved as one.
-import os from "node:os";
-import path from "node:path";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile } from "../util/config-file.js";
 import { z } from "../util/zod.js";
 import {
   DEFAULT_SOCKET,
   type EngineEndpoint,
+  enginesFilePath,
   isLoopbackHost,
   sharesHostFilesystemByDefault,
   type TlsFiles,
@@ -137,9 +136,8 @@ export function parseEnginesFile(value: unknown, file: string): EngineEntry[] {
       'Fix the fields above; each engine needs a name, a host (unix://, tcp:// with tls, or ssh://user@host) and a capacity, e.g. {"engines":[{"name":"local","host":"unix:///var/run/docker.sock","capacity":4}]}.',
     );
   }
-  const base = path.dirname(path.resolve(file));
   return parsed.data.engines.map((engine) => {
-    const endpoint = endpointOf(engine, base);
+    const endpoint = endpointOf(engine, file);
     return {
       name: engine.name,
       endpoint,
@@ -150,8 +148,8 @@ export function parseEnginesFile(value: unknown, file: string): EngineEntry[] {
   });
 }
 
-function endpointOf(engine: z.infer<typeof engineSchema>, base: string): EngineEndpoint {
-  const resolve = (p: string) => path.resolve(base, p.replace(/^~(?=\/|$)/, os.homedir()));
+function endpointOf(engine: z.infer<typeof engineSchema>, file: string): EngineEndpoint {
+  const resolve = (p: string) => enginesFilePath(file, p);
   if (engine.host.startsWith("unix://")) return { kind: "unix", socketPath: engine.host.slice("unix://".length) };
   const url = new URL(engine.host);
   const host = url.hostname;

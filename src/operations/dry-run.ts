@@ -28,7 +28,12 @@ export interface PlanCallOptions {
 export async function planCall(prompt: string, call: PlanCallOptions): Promise<PlannedRun> {
   const env = call.env ?? process.env;
   const engines = new EngineFacts(await enginesForPlan(call.engines, env));
-  return planFromLayers(prompt, { config: call.config ?? {}, run: call.options, env }, engines);
+  // The engines file is configuration too: one inside the workspace is warned about or refused (E5).
+  const enginesFile = call.engines || env.SANDBOX_RUN_ENGINES;
+  const config = enginesFile
+    ? { ...call.config, configFiles: { ...call.config?.configFiles, engines: enginesFile } }
+    : (call.config ?? {});
+  return planFromLayers(prompt, { config, run: call.options, env }, engines);
 }
 
 /** The plan as it may be shown or stored (credentials redacted), once Pi is known to take its schema. */

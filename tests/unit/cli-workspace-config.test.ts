@@ -7,6 +7,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { runCli } from "../../src/cli/program.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-wsconf-")));
 const ws = path.join(dir, "checkout");
@@ -23,6 +24,18 @@ fs.writeFileSync(path.join(dir, "trusted-models.json"), models("sk-literal-key-0
 fs.writeFileSync(path.join(ws, "policy.json"), fs.readFileSync("policies/workspace-write.json"));
 fs.writeFileSync(path.join(ws, "schema.json"), JSON.stringify({ type: "object", properties: {} }));
 fs.writeFileSync(path.join(ws, "prompt.md"), "Review this change.\n");
+// An engines file in the workspace, its TLS files beside it (relative paths: resolved against it).
+fs.mkdirSync(path.join(ws, "certs"));
+for (const pem of ["ca.pem", "cert.pem", "key.pem"]) fs.writeFileSync(path.join(ws, "certs", pem), "not a real PEM\n");
+fs.writeFileSync(
+  path.join(ws, "engines.json"),
+  JSON.stringify({ engines: [{ name: "far", host: "tcp://10.0.0.5:2376", tls: "certs", capacity: 1 }] }),
+);
+// One outside that names a socket inside: whoever answers there is the run's engine.
+fs.writeFileSync(
+  path.join(dir, "engines.json"),
+  JSON.stringify({ engines: [{ name: "near", host: `unix://${ws}/docker.sock`, capacity: 1 }] }),
+);
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 async function cli(argv: string[], env: Record<string, string> = {}) {
@@ -85,6 +98,45 @@ describe("configuration from inside the workspace", () => {
       },
     );
     expect(env.code).toBe(2);
+  });
+
+  it("an engines file in the workspace, and the files it names, are warned about; strict mode refuses them", async () => {
+    const models = ["--models", path.join(dir, "trusted-models.json")];
+    const run = await cli([...base, ...models, "--engines", path.join(ws, "engines.json"), "review"]);
+    expect(run.code, run.stderr).toBe(0);
+    const warnings = run.stderr.split("\n").filter((l) => l.startsWith("sandbox-run: warning: "));
+    const named = (pem: string) =>
+      `sandbox-run: warning: the file ${ws}/certs/${pem}, which the engines file ${ws}/engines.json names, lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's engine`;
+    expect(warnings).toEqual([
+      `sandbox-run: warning: the engines file ${ws}/engines.json lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's engine`,
+      named("ca.pem"),
+      named("cert.pem"),
+      named("key.pem"),
+    ]);
+    const strict = await cli([...base, ...models, "--refuse-workspace-config", "review"], {
+      SANDBOX_RUN_ENGINES: path.join(dir, "engines.json"),
+    });
+    expect(strict.code).toBe(2);
+    expect(strict.stderr).toContain(
+      `sandbox-run: Refusing configuration from inside the sandboxed trees: the file ${ws}/docker.sock, which the engines file ${dir}/engines.json names, lies inside ${ws}`,
+    );
+  });
+
+  it("the library's agent: an engines file in the workspace is refused in strict mode too", () => {
+    const agent = new ContainerPiAgent({
+      engines: path.join(ws, "engines.json"),
+      model: "scripted/x",
+      models: path.join(dir, "trusted-models.json"),
+      refuseWorkspaceConfig: true,
+      reapOrphans: false,
+    });
+    try {
+      expect(() => agent.plan("review", { cwd: ws })).toThrow(
+        `Refusing configuration from inside the sandboxed trees: the engines file ${ws}/engines.json lies inside ${ws}`,
+      );
+    } finally {
+      void agent.close();
+    }
   });
 
   it("a models file inside the workspace never runs its !command, strict or not", async () => {

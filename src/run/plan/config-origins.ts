@@ -1,16 +1,20 @@
-// In CI the workspace is usually the checkout of the change under review. A policy, models, schema or
-// prompt file that lies inside it (or inside an extra writable root) is written by that change: it
+// In CI the workspace is usually the checkout of the change under review. A policy, models, schema,
+// prompt or engines file (or a file an engines file names: its TLS files, ssh key, known_hosts,
+// a unix socket) that lies inside it (or inside an extra writable root) is written by that change: it
 // chooses its own boundary, and a `!command` in such a models.json would run on the host before any
 // container exists. This finds such files so the run can warn, refuse (strict mode), and never run
 // their commands.
 import fs from "node:fs";
 import path from "node:path";
+import { enginesFilePath, tlsFilesIn } from "../../engine/engine-endpoint.js";
+import { readConfigFile } from "../../util/config-file.js";
 
 export interface ConfigFiles {
   policy?: string;
   models?: string;
   schema?: string;
   prompt?: string;
+  engines?: string;
 }
 
 interface InsideFile {
@@ -18,6 +22,8 @@ interface InsideFile {
   file: string;
   /** The workspace or writable root it lies in. */
   root: string;
+  /** The engines file that names it (a TLS file, a key, a socket), when it is not a config file itself. */
+  namedBy?: string;
 }
 
 /** The config files that lie inside one of `roots` (all canonical paths), by their real path. */
@@ -29,11 +35,54 @@ export function configInsideRoots(files: ConfigFiles, roots: readonly string[]):
     const root = roots.find((r) => real === r || real.startsWith(`${r}/`));
     if (root) inside.push({ what, file: real, root });
   }
+  if (files.engines) {
+    // Whoever chooses these chooses which engine the run goes to (who answers as it), wherever the
+    // engines file itself is.
+    for (const named of enginesFileNames(files.engines)) {
+      const real = realOrResolved(named);
+      const root = roots.find((r) => real === r || real.startsWith(`${r}/`));
+      if (root) inside.push({ what: "engines", file: real, root, namedBy: realOrResolved(files.engines) });
+    }
+  }
   return inside;
 }
 
-export function describeInside({ what, file, root }: InsideFile): string {
-  return `the ${what} file ${file} lies inside ${root}, which this run sandboxes: whoever can change that tree chooses this run's ${what === "policy" ? "boundary" : what}`;
+/**
+ * The files an engines file names, resolved as engines-file.ts resolves them; none when it cannot
+ * be read (the pool reports that). Read without its schema: a plan loads no engine module and no zod.
+ */
+function enginesFileNames(file: string): string[] {
+  let engines: unknown;
+  try {
+    engines = (readConfigFile(file, "engines", "") as { engines?: unknown })?.engines;
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(engines)) return [];
+  const text = (v: unknown): v is string => typeof v === "string" && v !== "";
+  return engines.flatMap((engine: { host?: unknown; tls?: unknown; ssh?: Record<string, unknown> }) => {
+    const named: string[] = [];
+    if (text(engine?.host) && engine.host.startsWith("unix://")) named.push(engine.host.slice("unix://".length));
+    const tls = engine?.tls;
+    if (text(tls)) named.push(...Object.values(tlsFilesIn(enginesFilePath(file, tls))));
+    else if (tls && typeof tls === "object")
+      named.push(
+        ...Object.values(tls)
+          .filter(text)
+          .map((p) => enginesFilePath(file, p)),
+      );
+    for (const key of ["privateKey", "knownHosts"]) {
+      const value = engine?.ssh?.[key];
+      if (text(value)) named.push(enginesFilePath(file, value));
+    }
+    return named;
+  });
+}
+
+export function describeInside({ what, file, root, namedBy }: InsideFile): string {
+  const chosen = what === "policy" ? "boundary" : what === "engines" ? "engine" : what;
+  const which = namedBy ? `the file ${file}, which the engines file ${namedBy} names,` : `the ${what} file ${file}`;
+  return `${which} lies inside ${root}, which this run sandboxes: whoever can change that tree chooses this run's ${chosen}`;
 }
 
 /** Whether a parsed models.json holds a `!command` value anywhere (keys, headers, per model). */

@@ -77,10 +77,11 @@ export interface SandboxOptions {
   /** Stop the run after this many model responses; overrides the policy's limits.maxTurns. */
   maxTurns?: number;
   /**
-   * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), so the
-   * run can tell when they lie inside the trees it sandboxes (policy and models files it knows).
+   * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), and
+   * the engines file the agent's pool came from, so the run can tell when they lie inside the trees
+   * it sandboxes (policy and models files it knows).
    */
-  configFiles?: { schema?: string; prompt?: string };
+  configFiles?: { schema?: string; prompt?: string; engines?: string };
   /**
    * Refuse (instead of warn about) a policy, models, schema or prompt file that lies inside the
    * workspace or an extra writable root: for CI, where that tree is the change under test.
@@ -234,7 +235,8 @@ export function resolveRun(
     {
       policy: typeof policySource === "string" && !isBuiltInPolicy(policySource) ? policySource : undefined,
       models: typeof modelsSource === "string" ? modelsSource : undefined,
-      ...(run.configFiles ?? config.configFiles),
+      ...config.configFiles,
+      ...run.configFiles,
     },
     [cwd, ...writableRoots],
     modelsJson,
@@ -354,7 +356,7 @@ function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unk
   if (inside.length > 0 && strict) {
     throw usageError(
       `Refusing configuration from inside the sandboxed trees: ${inside.map(describeInside).join("; ")}.`,
-      "Read the policy, models, schema and prompt from a trusted place (the base branch, the CI job's own files), not from the change under test.",
+      "Read the policy, models, schema, prompt and engines file from a trusted place (the base branch, the CI job's own files), not from the change under test.",
     );
   }
   return inside.map(describeInside);
