@@ -88,24 +88,48 @@ function readAptSources(): string[] {
   return files.filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, "utf8"));
 }
 
-/** debootstrap's runs for a platform: one for this host's own, first and second stage for another. */
+/** The Debian archive's keys (debian-archive-keyring), which every Release file must be signed with. */
+export const DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/**
+ * debootstrap's runs for a platform: one for this host's own, first and second stage for another.
+ * The mirror is usually plain http: without a keyring debootstrap only warns and installs whatever
+ * the network served, so the signature check is forced, against the archive's keyring by name.
+ */
 export function debootstrapSteps(
   platform: RunnerPlatform,
   rootfs: string,
   mirror: string,
   host: RunnerPlatform = hostPlatform(),
+  keyring = DEBIAN_KEYRING,
 ): Array<{ command: string; args: string[]; timeoutMs?: number }> {
   const arch = `--arch=${ARCH_NAMES[platform].docker}`;
+  const signed = ["--force-check-gpg", `--keyring=${keyring}`];
   if (platform === host)
-    return [{ command: "/usr/sbin/debootstrap", args: ["--variant=minbase", arch, "bookworm", rootfs, mirror] }];
+    return [
+      { command: "/usr/sbin/debootstrap", args: ["--variant=minbase", ...signed, arch, "bookworm", rootfs, mirror] },
+    ];
   return [
-    { command: "/usr/sbin/debootstrap", args: ["--variant=minbase", arch, "--foreign", "bookworm", rootfs, mirror] },
+    {
+      command: "/usr/sbin/debootstrap",
+      args: ["--variant=minbase", ...signed, arch, "--foreign", "bookworm", rootfs, mirror],
+    },
     {
       command: "/usr/sbin/chroot",
       args: [rootfs, "/debootstrap/debootstrap", "--second-stage"],
       timeoutMs: EMULATED_SECOND_STAGE_MS,
     },
   ];
+}
+
+/** The keyring debootstrap checks the mirror's Release against must be there: without it nothing is checked. */
+export function assertDebianKeyring(keyring = DEBIAN_KEYRING): void {
+  if (fs.existsSync(keyring)) return;
+  throw new SandboxRunError(
+    "image-missing",
+    `Debian's archive keyring ${keyring} is missing: the offline base's packages could not be checked against Debian's signatures.`,
+    { hint: "Install it (`apt-get install debian-archive-keyring`) or pass --base <image>." },
+  );
 }
 
 async function buildOfflineBase(engine: Engine, platform: RunnerPlatform, progress: Progress): Promise<void> {
@@ -119,6 +143,7 @@ async function buildOfflineBase(engine: Engine, platform: RunnerPlatform, progre
       hint: "Install it (`apt-get install debootstrap`) or pass --base <image>.",
     });
   }
+  assertDebianKeyring();
   if (platform !== hostPlatform() && !emulatorFor(platform, thisHost.binfmtEntries())) {
     throw new SandboxRunError(
       "image-missing",

@@ -1,5 +1,31 @@
 import { describe, expect, it } from "vitest";
-import { debianMirror } from "../../src/image/base-image.js";
+import { isSandboxRunError } from "../../src/errors.js";
+import { assertDebianKeyring, DEBIAN_KEYRING, debianMirror, debootstrapSteps } from "../../src/image/base-image.js";
+
+describe("debootstrap", () => {
+  it("forces the Release signature check against Debian's keyring, on the host's platform and in a foreign first stage", () => {
+    const own = debootstrapSteps("linux/amd64", "/r", "http://m/debian", "linux/amd64");
+    const foreign = debootstrapSteps("linux/arm64", "/r", "http://m/debian", "linux/amd64");
+    for (const step of [own[0]!, foreign[0]!]) {
+      expect(step.command).toBe("/usr/sbin/debootstrap");
+      expect(step.args).toContain("--force-check-gpg");
+      expect(step.args).toContain(`--keyring=${DEBIAN_KEYRING}`);
+    }
+  });
+
+  it("without the keyring, refuses before anything runs, saying what to install", () => {
+    const error = (() => {
+      try {
+        assertDebianKeyring("/nonexistent/debian-archive-keyring.gpg");
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isSandboxRunError(error) && error.code).toBe("image-missing");
+    expect((error as Error).message).toMatch(/keyring \/nonexistent\/debian-archive-keyring.gpg is missing/);
+    expect(isSandboxRunError(error) && error.hint).toMatch(/apt-get install debian-archive-keyring/);
+  });
+});
 
 describe("debianMirror", () => {
   it("takes the active URIs of a deb822 source and skips commented snapshot lines", () => {

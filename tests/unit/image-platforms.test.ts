@@ -3,7 +3,7 @@
 // two stages (the second under the emulator) and loaded as an arm64 image.
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
-import { debootstrapSteps, offlineBaseTag } from "../../src/image/base-image.js";
+import { DEBIAN_KEYRING, debootstrapSteps, offlineBaseTag } from "../../src/image/base-image.js";
 import { derivedImageTag } from "../../src/image/derived-image.js";
 import { pruneRunnerImages } from "../../src/image/prune-images.js";
 import { rootfsImageConfig, saveLayout } from "../../src/image/rootfs-image.js";
@@ -70,12 +70,30 @@ describe("the offline base of a platform", () => {
     expect(debootstrapSteps("linux/amd64", "/r", "http://m/debian", "linux/amd64")).toEqual([
       {
         command: "/usr/sbin/debootstrap",
-        args: ["--variant=minbase", "--arch=amd64", "bookworm", "/r", "http://m/debian"],
+        args: [
+          "--variant=minbase",
+          "--force-check-gpg",
+          `--keyring=${DEBIAN_KEYRING}`,
+          "--arch=amd64",
+          "bookworm",
+          "/r",
+          "http://m/debian",
+        ],
       },
     ]);
     const steps = debootstrapSteps("linux/arm64", "/r", "http://m/debian", "linux/amd64");
     expect(steps.map((s) => [s.command, ...s.args])).toEqual([
-      ["/usr/sbin/debootstrap", "--variant=minbase", "--arch=arm64", "--foreign", "bookworm", "/r", "http://m/debian"],
+      [
+        "/usr/sbin/debootstrap",
+        "--variant=minbase",
+        "--force-check-gpg",
+        `--keyring=${DEBIAN_KEYRING}`,
+        "--arch=arm64",
+        "--foreign",
+        "bookworm",
+        "/r",
+        "http://m/debian",
+      ],
       ["/usr/sbin/chroot", "/r", "/debootstrap/debootstrap", "--second-stage"],
     ]);
     expect(steps[1]?.timeoutMs).toBeGreaterThan(0);
