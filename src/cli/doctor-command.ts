@@ -5,6 +5,7 @@ import { doctor } from "../operations.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { platformFlag } from "./platform-flag.js";
+import { terminalLine } from "./terminal-text.js";
 
 interface DoctorFlags {
   model?: string;
@@ -27,11 +28,13 @@ export default async function doctorAction(
     model: flags.model ?? root.model,
     models: flags.models ?? root.models,
     policy: flags.policy ?? root.policy,
+    // Checks quote what engines answered (versions, paths, errors): control characters escaped.
     report: {
-      ok: (what) => io.stderr(`  ok    ${what}\n`),
-      bad: (what, fix) => io.stderr(`  FAIL  ${what}\n        ${fix}\n`),
-      note: (what, advice) => io.stderr(`  note  ${what}\n${advice ? `        ${advice}\n` : ""}`),
-      engine: (name, address) => io.stderr(`engine ${name} (${address ?? "?"})\n`),
+      ok: (what) => io.stderr(`  ok    ${terminalLine(what)}\n`),
+      bad: (what, fix) => io.stderr(`  FAIL  ${terminalLine(what)}\n        ${terminalLine(fix)}\n`),
+      note: (what, advice) =>
+        io.stderr(`  note  ${terminalLine(what)}\n${advice ? `        ${terminalLine(advice)}\n` : ""}`),
+      engine: (name, address) => io.stderr(`engine ${terminalLine(name)} (${terminalLine(address ?? "?")})\n`),
     },
   });
   io.stderr(ok ? "Ready.\n" : "Some checks failed; fix them and run `sandbox-run doctor` again.\n");

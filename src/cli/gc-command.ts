@@ -1,6 +1,7 @@
 // `sandbox-run gc`: remove what dead controllers left behind on every engine of the pool (their
 // containers, handing lent trees back) and the run folders of this host (collectGarbage). One
-// engine that is down must not keep the others dirty: it is reported, and gc fails.
+// engine that is down must not keep the others dirty: it is reported, and gc fails. What the engine
+// said (ids, run ids from labels, its errors) reaches the terminal with control characters escaped.
 import type { Command } from "commander";
 import { collectGarbage } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
@@ -25,13 +26,15 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
   for (const engine of collected.engines) {
     if (engine.unreachable !== undefined) {
       unreachable.push(engine.name);
-      io.stderr(`skipped ${engine.name}: ${engine.unreachable}\n`);
+      io.stderr(`skipped ${terminalLine(engine.name)}: ${terminalLine(engine.unreachable)}\n`);
       continue;
     }
-    const on = collected.engines.length > 1 || engine.name !== "local" ? ` on ${engine.name}` : "";
+    const on = collected.engines.length > 1 || engine.name !== "local" ? ` on ${terminalLine(engine.name)}` : "";
     for (const r of engine.removed) {
-      io.stderr(`removed ${r.id.slice(0, 12)}${on} (run ${r.runId ?? "?"}): ${r.reason}\n`);
-      for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${problem}\n`);
+      io.stderr(
+        `removed ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}\n`,
+      );
+      for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     for (const run of engine.handedBack ?? []) {
       io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
@@ -39,11 +42,11 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
     }
     removed += engine.removed.length;
   }
-  for (const dir of collected.runDirs) io.stderr(`removed ${dir} (its controller is gone)\n`);
+  for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(
-    `sandbox-run: not cleaned (engine not reachable): ${unreachable.join(", ")}; run gc again once they answer\n`,
+    `sandbox-run: not cleaned (engine not reachable): ${terminalLine(unreachable.join(", "))}; run gc again once they answer\n`,
   );
   return EXIT.unavailable;
 }

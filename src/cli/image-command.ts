@@ -4,6 +4,7 @@ import type { Command } from "commander";
 import { buildImages, pruneImages } from "../operations.js";
 import type { CommandContext } from "./lazy-command.js";
 import { platformFlag } from "./platform-flag.js";
+import { terminalLine } from "./terminal-text.js";
 
 export async function build(
   { io }: CommandContext,
@@ -15,7 +16,8 @@ export async function build(
     apt: flags.apt,
     // The root command's own --platform takes the flag wherever it is written.
     platform: platformFlag(flags.platform ?? command.optsWithGlobals().platform, io.env),
-    onProgress: (l) => io.stderr(`${l}\n`),
+    // Build output is the engine's: control characters escaped.
+    onProgress: (l) => io.stderr(`${terminalLine(l)}\n`),
   });
   io.stdout(`${built.derived ?? built.runner}\n`);
   if (built.derived) {
@@ -26,8 +28,9 @@ export async function build(
 
 export async function prune({ io }: CommandContext): Promise<undefined> {
   const { removed, kept, current } = await pruneImages();
-  for (const tag of removed) io.stdout(`${tag}\n`);
-  for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${tag}: ${reason}\n`);
+  // Tags and refusals are the engine's answers.
+  for (const tag of removed) io.stdout(`${terminalLine(tag)}\n`);
+  for (const { tag, reason } of kept) io.stderr(`sandbox-run: kept ${terminalLine(tag)}: ${terminalLine(reason)}\n`);
   io.stderr(
     `sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`,
   );

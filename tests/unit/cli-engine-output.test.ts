@@ -1,0 +1,98 @@
+// What an engine answers (container labels, image tags, its error messages) reaches the terminal
+// with control characters escaped, like everything the sandbox chose (E4): `gc` and `image prune`
+// against a stand-in engine on a unix socket that answers with escape sequences.
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { gcCommand } from "../../src/cli/gc-command.js";
+import { prune } from "../../src/cli/image-command.js";
+import type { CommandContext } from "../../src/cli/lazy-command.js";
+import { IMAGE_REPOSITORY } from "../../src/image/runner-image.js";
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const RAW_CONTROLS = /[\u001b\u0007\r]/;
+const ESC = "\u001b]0;PWNED\u0007\u001b[2K\rsandbox-run: all clean\u001b[31m";
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-engine-output-"));
+const socketPath = path.join(dir, "engine.sock");
+const server = http.createServer((req, res) => {
+  const json = (status: number, body: unknown) => {
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(JSON.stringify(body));
+  };
+  if (req.url?.includes("/_ping")) return res.end("OK");
+  if (req.method === "GET" && req.url?.includes("/containers/json"))
+    return json(200, [
+      {
+        Id: "a".repeat(64),
+        State: "exited",
+        Labels: {
+          "sandbox-run.managed": "true",
+          "sandbox-run.run-id": `x${ESC}`,
+          "sandbox-run.deadline": "2000-01-01T00:00:00Z",
+        },
+      },
+    ]);
+  if (req.method === "GET" && req.url?.includes("/images/json"))
+    return json(200, [{ Id: "sha256:1", RepoTags: [`${IMAGE_REPOSITORY}:old${ESC}`], Labels: {} }]);
+  if (req.method === "DELETE" && req.url?.includes("/images/")) return json(409, { message: `in use${ESC}` });
+  if (req.method === "DELETE") {
+    res.writeHead(204);
+    return res.end();
+  }
+  json(404, { message: "no such thing" });
+});
+// Every engine here is the stand-in: an engines file for gc, DOCKER_HOST for prune (it reads the
+// process's), so nothing reaches a real engine.
+const enginesFile = path.join(dir, "engines.json");
+fs.writeFileSync(
+  enginesFile,
+  JSON.stringify({ engines: [{ name: "local", host: `unix://${socketPath}`, capacity: 1 }] }),
+);
+const { DOCKER_HOST: dockerHost, TMPDIR: tmpDir } = process.env;
+beforeAll(async () => {
+  process.env.DOCKER_HOST = `unix://${socketPath}`;
+  // gc's run folders: this test's own, not the host's.
+  process.env.TMPDIR = dir;
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+});
+afterAll(async () => {
+  if (dockerHost === undefined) delete process.env.DOCKER_HOST;
+  else process.env.DOCKER_HOST = dockerHost;
+  if (tmpDir === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = tmpDir;
+  await new Promise((resolve) => server.close(resolve));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function io(env: Record<string, string>) {
+  const out = { stdout: "", stderr: "" };
+  const cliIo: CliIo = {
+    stdout: (text) => void (out.stdout += text),
+    stderr: (text) => void (out.stderr += text),
+    readStdin: async () => undefined,
+    env,
+    stderrIsTty: true,
+  };
+  return { cliIo, out };
+}
+
+describe("engine answers on the terminal", () => {
+  it("gc: a run id from a container's labels is shown escaped", async () => {
+    const { cliIo, out } = io({});
+    await gcCommand({ engines: enginesFile }, cliIo);
+    expect(out.stderr).toContain(
+      "(run x\\x1b]0;PWNED\\x07\\x1b[2K\\x0dsandbox-run: all clean\\x1b[31m): past its deadline",
+    );
+    expect(out.stderr).not.toMatch(RAW_CONTROLS);
+  });
+
+  it("image prune: the engine's tags and refusals are shown escaped", async () => {
+    const { cliIo, out } = io({});
+    await prune({ io: cliIo } as CommandContext);
+    expect(out.stderr).toContain(`kept ${IMAGE_REPOSITORY}:old\\x1b]0;PWNED`);
+    expect(out.stdout + out.stderr).not.toMatch(RAW_CONTROLS);
+  });
+});
