@@ -21,7 +21,7 @@ import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
-import { chosenEnginePool } from "./engine-choice.js";
+import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 /** Where doctor's findings go, as they are made. */
 export interface DoctorReport {
@@ -134,7 +134,7 @@ async function checkEngine(
   { ok, bad, note }: Report,
   platform?: RunnerPlatform,
 ) {
-  await engine.ping();
+  await pingWithin(engine);
   const info = await engine.info();
   ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
   describeEngineKind(info, { ok, note });

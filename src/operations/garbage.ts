@@ -4,7 +4,7 @@
 // cleaned (a pool of one engine that does not answer is an error).
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/run-dirs.js";
-import { chosenEnginePool } from "./engine-choice.js";
+import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 export interface GarbageOptions {
   /** An engines file: clean each of its engines (default: SANDBOX_RUN_ENGINES, else DOCKER_HOST's engine). */
@@ -30,7 +30,7 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
   try {
     for (const engine of pool.engines) {
       try {
-        await engine.ping();
+        await pingWithin(engine);
       } catch (error) {
         if (pool.engines.length === 1) throw error;
         engines.push({ name: engine.name, removed: [], unreachable: (error as Error).message.split("\n")[0]! });

@@ -96,3 +96,22 @@ describe("engine answers on the terminal", () => {
     expect(out.stdout + out.stderr).not.toMatch(RAW_CONTROLS);
   });
 });
+
+describe("an engine that accepts and never answers", () => {
+  it("gc and doctor give up on its ping after the timeout, naming it", async () => {
+    const { pingWithin } = await import("../../src/operations/engine-choice.js");
+    const { DockerEngine } = await import("../../src/engine/docker-engine.js");
+    const silentPath = path.join(dir, "silent.sock");
+    const silent = http.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(silentPath, resolve));
+    try {
+      const engine = new DockerEngine({ name: "mute", endpoint: { kind: "unix", socketPath: silentPath } });
+      await expect(pingWithin(engine, 300)).rejects.toThrow(
+        `Engine "mute" at unix://${silentPath} did not answer its ping within 0.3 s.`,
+      );
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+});
