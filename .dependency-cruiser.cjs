@@ -113,6 +113,8 @@ module.exports = {
           "^src/replay/replay-server\\.ts$",
           "^src/run/(execute-run|supervise-run|run-services|run-workspace)\\.ts$",
         ],
+        // Where an engine is (its address, an engines file's paths): pure rules, no client.
+        pathNot: "^src/engine/engine-endpoint\\.ts$",
         dependencyTypesNot: ["type-only"],
       },
     },
