@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { LongestFirstSequencer } from "./tests/support/longest-first-sequencer.js";
 
 // Unit tests need no engine and run anywhere (`npm run test:unit`, also with the Docker engine
 // stopped); integration tests use the real engine, image and Pi, behind a global set-up that checks
@@ -26,6 +27,8 @@ export default defineConfig({
     // cores - 1 files at once, one on a 2-core machine, and the engine tests, which mostly wait on
     // containers, would run one file after another.
     maxWorkers: 4,
+    // A step's longest files start first, so its end is short files on every worker.
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       {
         test: {
