@@ -17,7 +17,7 @@ import { openRunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { treesByAccess } from "./run/plan/held-trees.js";
 import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
-import { type ResolvedRun, type RunOptions, resolveRun } from "./run/plan/resolve-options.js";
+import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
@@ -342,6 +342,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );
     try {
+      recheckFolders(planned.run);
       await options.recorder?.captureBefore?.();
       return await this.runHoldingTrees<TOutput>(planned, options, timeline);
     } finally {

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { lentFolderProblem } from "../../src/run/plan/host-folders.js";
-import { type RunOptions, resolveRun } from "../../src/run/plan/resolve-options.js";
+import { type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { privateRunDirsParent } from "../../src/run/run-dirs.js";
 
 const temp: string[] = [];
@@ -119,6 +119,29 @@ describe("resolveRun: runner image", () => {
 });
 
 describe("resolveRun: directories", () => {
+  it("checks the folders again once the run holds its trees: one an earlier run turned into a link is refused, an unchanged one passes", () => {
+    const outside = dir();
+    fs.mkdirSync(path.join(outside, "lib"));
+    const repo = dir();
+    fs.mkdirSync(path.join(repo, "services/lib"), { recursive: true });
+    // Planned while another task's sandbox still works on `repo` ...
+    const planned = resolve({ cwd: path.join(repo, "services/lib") });
+    expect(planned.cwd).toBe(path.join(repo, "services/lib"));
+    recheckFolders(planned);
+    // ... which then puts a link where services/ was (a batch's earlier task on ".").
+    fs.renameSync(path.join(repo, "services"), path.join(repo, "services.old"));
+    fs.symlinkSync(outside, path.join(repo, "services"));
+    const error = usageError(() => recheckFolders(planned));
+    expect(error.code).toBe("usage");
+    expect(error.message).toContain(`goes through the symbolic link ${repo}/services, which points to ${outside}`);
+    // A link that stays inside still changes which folder the run would get: refused too.
+    fs.unlinkSync(path.join(repo, "services"));
+    fs.symlinkSync("./services.old", path.join(repo, "services"));
+    expect(usageError(() => recheckFolders(planned)).shortMessage).toBe(
+      `The cwd ${repo}/services/lib changed while this run waited for another run on the same trees: it now leads to ${repo}/services.old/lib.`,
+    );
+  });
+
   it("canonicalises the workspace through symlinks that stay inside their folder", () => {
     const parent = dir();
     fs.mkdirSync(path.join(parent, "app-v2/src"), { recursive: true });

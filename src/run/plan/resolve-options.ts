@@ -370,6 +370,28 @@ const ROLES = {
 } satisfies Record<string, FolderRole>;
 
 /**
+ * The folders a run mounts, checked again once it holds its trees (container-pi-agent.ts): between
+ * its plan and that moment another run's sandbox may have changed a tree they lie in (a batch's
+ * task on `.` put a link where `services/` was, and the next task's `services/lib` led to /usr/lib).
+ * Each must still be the folder planned, reached through no link.
+ */
+export function recheckFolders(run: Pick<ResolvedRun, "cwd" | "writableRoots" | "readOnlyMounts">): void {
+  const folders: Array<[string, FolderRole]> = [
+    [run.cwd, ROLES.cwd],
+    ...run.writableRoots.map((d): [string, FolderRole] => [d, ROLES.writable]),
+    ...run.readOnlyMounts.map((d): [string, FolderRole] => [d, ROLES.readOnly]),
+  ];
+  for (const [planned, role] of folders) {
+    const now = realFolder(planned, role);
+    if (now !== planned)
+      throw usageError(
+        `The ${role.what} ${planned} changed while this run waited for another run on the same trees: it now leads to ${now}.`,
+        "Check what the earlier run left in that tree, then run this one again.",
+      );
+  }
+}
+
+/**
  * The real path of a folder to mount: links on the way must stay inside their folder; trees the
  * sandbox may hold (`lent`: the workspace, writable directories) are never the host's own.
  */
