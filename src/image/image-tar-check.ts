@@ -64,11 +64,20 @@ export function onlyTagging(tar: Readable, ref: string, source: string): Readabl
  */
 export function otherTags(name: string, text: string, ref: string): string[] {
   let value: unknown;
+  const oddKeys = new Set<string>();
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(text, (key, v) => {
+      if (oddKeys.size < 8 && isOddKey(key)) oddKeys.add(key);
+      return v;
+    });
   } catch {
     return ["unreadable JSON"];
   }
+  // manifest.json's and index.json's fields are Go struct fields: the engine's JSON reader matches
+  // their names whatever their case (and folds ſ to s, K to k), and the last of two wins. A
+  // `repotags` beside `RepoTags` would tag what this check never read.
+  if (name !== "repositories" && oddKeys.size > 0)
+    return [...oddKeys].map((key) => `a field named ${JSON.stringify(key)}`);
   const wanted = imageName(ref);
   const others = (tags: string[]) => tags.filter((tag) => imageName(tag) !== wanted);
   if (name === "manifest.json") {
@@ -148,4 +157,36 @@ function packEntry(
       sink.end(undefined);
     })().catch(reject);
   });
+}
+
+/** Field names of manifest.json and index.json (and the descriptors in it), as docker writes them. */
+const FIELDS = new Set([
+  "Config",
+  "RepoTags",
+  "Layers",
+  "Parent",
+  "LayerSources",
+  "schemaVersion",
+  "mediaType",
+  "manifests",
+  "annotations",
+  "digest",
+  "size",
+  "platform",
+  "urls",
+  "artifactType",
+  "subject",
+  "data",
+  "architecture",
+  "os",
+  "os.version",
+  "os.features",
+  "variant",
+]);
+const FIELDS_FOLDED = new Set([...FIELDS].map((f) => f.toLowerCase()));
+
+/** A key that is one of FIELDS in another case, or not plain ASCII: the engine may read it as a field. */
+function isOddKey(key: string): boolean {
+  if (/[^\x20-\x7e]/.test(key)) return true;
+  return FIELDS_FOLDED.has(key.toLowerCase()) && !FIELDS.has(key);
 }

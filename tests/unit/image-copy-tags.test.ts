@@ -95,6 +95,20 @@ describe("an image tar from another engine", () => {
     expect(String(await passed(honest().filter((e) => e.name !== "manifest.json")))).toContain("with no manifest.json");
   });
 
+  it("with a field spelled in another case (the engine's JSON reader folds case, the last one wins) is refused", async () => {
+    const folded = JSON.stringify([{ Config: "c.json", RepoTags: [REF], repotags: [REF, "node:20"], Layers: [] }]);
+    const withManifest = (content: string) => honest().map((e) => (e.name === "manifest.json" ? { ...e, content } : e));
+    expect(String(await passed(withManifest(folded)))).toContain('with manifest.json naming a field named "repotags"');
+    const kelvin = JSON.stringify([{ Config: "c.json", RepoTags: [REF], "Layers\u212a": [] }]);
+    expect(String(await passed(withManifest(kelvin)))).toContain("a field named");
+    const index = JSON.stringify({
+      Manifests: [{ annotations: { "io.containerd.image.name": "docker.io/library/node:20" } }],
+    });
+    expect(String(await passed([...honest(), { name: "index.json", content: index }]))).toContain(
+      'with index.json naming a field named "Manifests"',
+    );
+  });
+
   it("with a tag file that is a link, or reached through one, is refused", async () => {
     const linked = [
       ...honest().filter((e) => e.name !== "manifest.json"),
