@@ -32,18 +32,92 @@ export interface GitDrivers {
 }
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
-const MAX_FILES = 16;
+/** Config files read at most (config, config.worktree, the common dir's, includes, submodules'). */
+const MAX_FILES = 64;
 const SECTION = /^\s*\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
 const OLD_SECTION = /^\s*\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]/i;
 const PLAIN_SECTION = /^\s*\[\s*([a-z0-9.-]+)\s*\]/i;
 /** Any other section with a subsection, e.g. `[http "https://github.com/"]`, `[remote "origin"]`. */
 const OTHER_SECTION = /^\s*\[\s*([a-z0-9-]+)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
-/** A URL with a password in it: `https://user:token@host/`. */
-const URL_WITH_PASSWORD = /[a-z][a-z0-9+.-]*:\/\/[^/\s@:]*:[^/\s@]+@/i;
 const KEY = /^\s*([a-z][a-z0-9-]*)\s*(=|$)\s*(.*)$/i;
+/** A URL's user and password: `https://user:token@host/`. */
+const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/([^/\s@]*)@/gi;
+/** A user name that is a token (GitHub's and GitLab's prefixes, CI token users, or long and random). */
+const TOKEN_USER =
+  /^(gh[pousr]_|github_pat_|glpat-|gldt-|x-access-token$|gitlab-ci-token$|oauth2$|x-token-auth$|[\w-]{32,}$)/i;
 
 export function scanGitDrivers(workspace: string): GitDrivers {
   return scanGitConfig(workspace).drivers;
+}
+
+/** A value (or a section's name) that holds a credential: a URL with a password or a token as its user. */
+function holdsSecretUrl(text: string): boolean {
+  for (const [, userinfo] of text.matchAll(URL_USERINFO)) {
+    const colon = userinfo!.indexOf(":");
+    if (colon >= 0 && colon < userinfo!.length - 1) return true;
+    if (TOKEN_USER.test(decodeURIComponentSafe(colon >= 0 ? userinfo!.slice(0, colon) : userinfo!))) return true;
+  }
+  return false;
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The file's logical lines: git joins a line ending in a backslash with the next. */
+function logicalLines(text: string): string[] {
+  const lines: string[] = [];
+  let pending = "";
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/\r$/, "");
+    const trailing = /\\+$/.exec(line)?.[0].length ?? 0;
+    if (trailing % 2 === 1) pending += line.slice(0, -1);
+    else {
+      lines.push(pending + line);
+      pending = "";
+    }
+  }
+  if (pending) lines.push(pending);
+  return lines;
+}
+
+function isFile(file: string): boolean {
+  try {
+    return fs.lstatSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** The config files of a repository's submodules (`<git dir>/modules/<name>/config`, nested ones too). */
+function submoduleConfigs(workspace: string, gitDir: string, limit: number): string[] {
+  const found: string[] = [];
+  const walk = (modules: string, depth: number) => {
+    if (depth > 4 || found.length >= limit) return;
+    let names: string[];
+    try {
+      if (!fs.realpathSync(modules).startsWith(`${workspace}/`)) return;
+      names = fs.readdirSync(modules);
+    } catch {
+      return;
+    }
+    for (const name of names.slice(0, limit)) {
+      const dir = path.join(modules, name);
+      if (isFile(path.join(dir, "config"))) {
+        found.push(path.join(dir, "config"));
+        walk(path.join(dir, "modules"), depth + 1);
+      } else {
+        // A submodule named a/b lives at modules/a/b.
+        walk(dir, depth + 1);
+      }
+    }
+  };
+  walk(path.join(gitDir, "modules"), 0);
+  return found.slice(0, limit);
 }
 
 export function scanGitConfig(workspace: string): GitConfigFacts {
@@ -58,6 +132,7 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
   const queue = [path.join(gitDir, "config"), path.join(gitDir, "config.worktree")];
   const common = readInside(workspace, path.join(gitDir, "commondir"))?.trim();
   if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
+  queue.push(...submoduleConfigs(workspace, gitDir, MAX_FILES));
   const seen = new Set<string>();
   while (queue.length > 0 && seen.size < MAX_FILES) {
     const file = queue.shift()!;
@@ -66,39 +141,41 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
     const text = readInside(workspace, file);
     if (text === undefined) continue;
     let section = "";
-    for (const line of text.split("\n")) {
+    for (const whole of logicalLines(text)) {
+      let line = whole;
       const quoted = SECTION.exec(line);
       const named = quoted ?? OLD_SECTION.exec(line);
+      const plain = named ? undefined : PLAIN_SECTION.exec(line);
+      const other = named || plain ? undefined : OTHER_SECTION.exec(line);
       if (named) {
         const kind = named[1]!.toLowerCase();
         // git lower-cases the old form's subsection ([filter.Evil] is filter.evil), not a quoted one.
         const name = quoted ? named[2]!.replace(/\\(.)/g, "$1") : named[2]!.toLowerCase();
         (kind === "filter" ? found.filters : kind === "diff" ? found.diffs : found.merges).add(name);
         section = `${kind}.${name}`;
-        continue;
-      }
-      const plain = PLAIN_SECTION.exec(line);
-      if (plain) {
+      } else if (plain) {
         section = plain[1]!.toLowerCase();
-        continue;
-      }
-      const other = OTHER_SECTION.exec(line);
-      if (other) {
+      } else if (other) {
         section = `${other[1]!.toLowerCase()}.${other[2]!.replace(/\\(.)/g, "$1")}`;
         // `[url "https://user:token@host/"]`: the token is in the section's name.
-        if (URL_WITH_PASSWORD.test(other[2]!)) credentials.add(`${other[1]!.toLowerCase()}."<a URL with a password>"`);
-        continue;
+        if (holdsSecretUrl(other[2]!)) credentials.add(`${other[1]!.toLowerCase()}."<a URL with a credential>"`);
       }
+      // A key may follow its section's header on the same line (`[diff] external = x`).
+      const header = named ?? plain ?? other;
+      if (header) line = line.slice(header[0].length);
       const key = KEY.exec(line);
       if (!key) continue;
       const name = key[1]!.toLowerCase();
+      const value = key[3]!;
       if ((section === "http" || section.startsWith("http.")) && name === "extraheader")
         credentials.add(`${section}.extraheader`);
-      if (URL_WITH_PASSWORD.test(key[3]!)) credentials.add(`${section}.${name}`);
+      else if ((section === "credential" || section.startsWith("credential.")) && /password\s*=/i.test(value))
+        credentials.add(`${section}.${name}`);
+      else if (holdsSecretUrl(value)) credentials.add(`${section}.${name}`);
       if (section === "diff" && name === "external") found.externalDiff = true;
       // Included files may define drivers too; only those inside the workspace are read.
       if ((section === "include" || section.startsWith("includeif")) && name === "path") {
-        queue.push(path.resolve(path.dirname(file), key[3]!.trim().replace(/^"|"$/g, "")));
+        queue.push(path.resolve(path.dirname(file), value.trim().replace(/^"|"$/g, "")));
       }
     }
   }

@@ -272,10 +272,27 @@ describe("--dry-run", () => {
     expect(engineConnections).toBe(0);
     expect(result.stdout).toBe("");
     expect(result.stderr).toContain(
-      "sandbox-run: The workspace's git config holds a credential the sandbox could read: http.https://github.com/.extraheader",
+      `sandbox-run: The git config of ${repoDir} holds a credential the sandbox could read: http.https://github.com/.extraheader.`,
     );
     expect(result.stderr).toContain("persist-credentials: false");
     expect(result.stderr).not.toContain("c2VjcmV0LXRva2Vu");
+    // The same repository as a writable directory beside a clean workspace.
+    const writable = await cli([
+      "--dry-run",
+      "--model",
+      "scripted/x",
+      "--models",
+      modelsFile,
+      "--sandbox",
+      "workspace-write",
+      "--cwd",
+      ws,
+      "--writable",
+      repoDir,
+      "fix it",
+    ]);
+    expect(writable.code).toBe(2);
+    expect(writable.stderr).toContain(`sandbox-run: The git config of ${repoDir} holds a credential`);
   });
 
   it("prints the plan as JSON and starts nothing", async () => {

@@ -103,7 +103,7 @@ describe("scanGitConfig's credentials", () => {
       "http.https://github.com/.extraheader",
       "remote.mirror.pushurl",
       "remote.origin.url",
-      'url."<a URL with a password>"',
+      'url."<a URL with a credential>"',
     ]);
     expect(JSON.stringify(credentials)).not.toMatch(/SECRET|hunter2|eC1h/);
   });
@@ -120,6 +120,39 @@ describe("scanGitConfig's credentials", () => {
         "",
       ].join("\n"),
     });
+    expect(scanGitConfig(ws).credentials).toEqual([]);
+  });
+
+  it("also finds a token as a URL's user, an inline helper's password, keys after a header or over continued lines, and submodules' configs", () => {
+    const ws = repo({
+      ".git/config": [
+        '[remote "origin"]',
+        "\turl = https://ghp_abcdefSECRET@github.com/o/r",
+        "[credential]",
+        '\thelper = "!f() { echo username=x; echo password=SECRET; }; f"',
+        '[http "https://a.example/"] extraheader = Authorization: Bearer SECRET',
+        '[remote "split"]',
+        "\turl = https://bot:\\",
+        "SECRET@example.com/r",
+        "[diff] external = /bin/echo",
+        "",
+      ].join("\n"),
+      ".git/modules/lib/config": '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic SECRET\n',
+      ".git/modules/nested/name/config": '[remote "origin"]\n\turl = https://x-access-token:SECRET@github.com/o/n\n',
+    });
+    const { credentials, drivers } = scanGitConfig(ws);
+    expect(credentials).toEqual([
+      "credential.helper",
+      "http.https://a.example/.extraheader",
+      "http.https://github.com/.extraheader",
+      "remote.origin.url",
+      "remote.split.url",
+    ]);
+    expect(drivers.externalDiff).toBe(true);
+  });
+
+  it("finds none for a user name that is a person's (a Bitbucket clone URL)", () => {
+    const ws = repo({ ".git/config": '[remote "origin"]\n\turl = https://jane@bitbucket.org/team/repo.git\n' });
     expect(scanGitConfig(ws).credentials).toEqual([]);
   });
 });

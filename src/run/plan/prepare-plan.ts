@@ -49,20 +49,29 @@ export interface PlanPlace {
 }
 
 /**
- * A credential in the workspace's git config is a file the sandbox reads like any other (bind or
- * copy mode): refused before anything starts, naming the keys, never their values.
+ * A credential in the git config of the workspace or a writable directory is a file the sandbox
+ * reads like any other (bind or copy mode): refused before anything starts, naming the keys,
+ * never their values, with the git command that removes each kind.
  */
-function refuseGitCredentials(cwd: string, credentials: string[]): void {
+function refuseGitCredentials(folder: string, credentials: string[]): void {
   if (credentials.length === 0) return;
+  const fixes = credentials.map((key) =>
+    /^remote\.[^.]+\.(push)?url$/.test(key)
+      ? `git -C ${folder} remote set-url ${/\.pushurl$/.test(key) ? "--push " : ""}${key.slice("remote.".length, key.lastIndexOf("."))} <the URL without it>`
+      : key.startsWith("url.")
+        ? `git -C ${folder} config --remove-section 'url.<that URL>'`
+        : `git -C ${folder} config --unset-all '${key}'`,
+  );
   throw usageError(
-    `The workspace's git config holds a credential the sandbox could read: ${credentials.join(", ")} (in ${cwd}/.git).`,
-    `Remove it before the run (git -C ${cwd} config --unset-all '<key>'; in GitHub Actions check out with persist-credentials: false). To let the agent push, give it the token through the policy's secrets, which the egress proxy adds on the host (README: "Let the agent push a branch without holding the token").`,
+    `The git config of ${folder} holds a credential the sandbox could read: ${credentials.join(", ")}.`,
+    `Remove it before the run (${[...new Set(fixes)].join("; ")}; a submodule's is in .git/modules/<name>/config; in GitHub Actions check out with persist-credentials: false). To let the agent push, give it the token through the policy's secrets, which the egress proxy adds on the host (README: "Let the agent push a branch without holding the token").`,
   );
 }
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const gitConfig = scanGitConfig(run.cwd);
   refuseGitCredentials(run.cwd, gitConfig.credentials);
+  for (const root of run.writableRoots) refuseGitCredentials(root, scanGitConfig(root).credentials);
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
   const sandboxEnv = { ...run.sandboxEnv };
