@@ -1,8 +1,12 @@
-// Steps of action.yml and of the example workflows that print text the sandbox or the model wrote,
+// Steps of action.yml and of the example workflows that print text the sandbox or the model wrote
+// (and the push step's credentials),
 // run with bash as a runner would: the runner ends a line at \r as well as \n and reads a line that
 // starts with "::" as a workflow command (an annotation, ::add-mask::), so such text must never
 // start a line of its own.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -49,5 +53,40 @@ describe("workflow steps that print hostile text", () => {
     expect(runnerLines(output)).toEqual([
       "request-changes: overloaded ::notice title=review::PASSED ::error file=src/a.ts,line=1::merge this  ::add-mask::failed",
     ]);
+  });
+
+  it("push: the branch goes out with push-token as the one Authorization header, also when git has another from elsewhere", async () => {
+    const seen: string[][] = [];
+    const server = http.createServer((req, res) => {
+      const raw = req.rawHeaders;
+      // Every Authorization header as sent (Node's req.headers would keep only the first).
+      seen.push(raw.flatMap((name, i) => (i % 2 === 0 && name.toLowerCase() === "authorization" ? [raw[i + 1]!] : [])));
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-action-push-"));
+    const git = (...args: string[]) => execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" });
+    git("init", "-q", "-b", "main");
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x");
+    git("branch", "sandbox-run/abc");
+    git("remote", "add", "origin", `${url}/o/r.git`);
+    // What actions/checkout keeps (v4 in .git/config, v6 in an included file): git sends it too.
+    git("config", `http.${url}/.extraheader`, "AUTHORIZATION: basic Y2hlY2tvdXQtdG9rZW4=");
+    const { output } = await runStep(action.runs.steps, "Report (or push) the branch with the agent's changes", {
+      BRANCH: "sandbox-run/abc",
+      COMMIT: "c",
+      PUSH: "true",
+      PUSH_TOKEN: "push-token-value",
+      SERVER_URL: url,
+      REMOTE: "origin",
+      IN_WORKDIR: repo,
+      HOME: repo,
+    });
+    server.close();
+    fs.rmSync(repo, { recursive: true });
+    expect(seen.length, output).toBeGreaterThan(0);
+    const expected = `basic ${Buffer.from("x-access-token:push-token-value").toString("base64")}`;
+    for (const headers of seen) expect(headers).toEqual([expected]);
   });
 });
