@@ -233,6 +233,10 @@ describe.concurrent("the failure contract, through the CLI", () => {
     // In the host's temp dir: this test run's own TMPDIR is private to root.
     const home = fs.mkdtempSync(path.join(hostTmp(), "sandbox-run-noaccess-"));
     fs.chownSync(home, 1502, 1502);
+    // A project in that home (the home itself is never a workspace).
+    const project = path.join(home, "project");
+    fs.mkdirSync(project);
+    fs.chownSync(project, 1502, 1502);
     try {
       const result = await runProcess(
         "setpriv",
@@ -247,7 +251,7 @@ describe.concurrent("the failure contract, through the CLI", () => {
           "Do the task.",
         ],
         {
-          cwd: home,
+          cwd: project,
           env: { ...withoutDockerHost(process.env), HOME: home, TMPDIR: home, OPENAI_API_KEY: "sk-test-not-used" },
         },
       );
