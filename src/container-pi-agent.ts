@@ -25,6 +25,7 @@ import { reapRunDirs } from "./run/run-dirs.js";
 import type { EgressOverrides } from "./run/run-egress.js";
 import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { holdTreesOnHost } from "./run/tree-hold-files.js";
+import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
@@ -553,8 +554,11 @@ function warmOptionsOf(
   const what = given.size === undefined ? `SANDBOX_RUN_WARM ("${fromEnv}")` : `warm.size (${options.size})`;
   if (!Number.isInteger(options.size) || options.size < 0)
     throw usageError(`${what} must be a whole number of warm sandboxes.`, "Pass 0 for none, or e.g. 2.");
-  if (options.idleSeconds !== undefined && !(options.idleSeconds > 0))
-    throw usageError(`warm.idleSeconds must be positive, got ${options.idleSeconds}.`);
+  // A day at most, like a run's timeout: past 2^31 ms Node's timers fire at once.
+  if (options.idleSeconds !== undefined && !(options.idleSeconds > 0 && options.idleSeconds <= MAX_TIMEOUT_SECONDS))
+    throw usageError(
+      `warm.idleSeconds must be positive and at most ${MAX_TIMEOUT_SECONDS} (a day), got ${options.idleSeconds}.`,
+    );
   if (options.calls !== undefined && !(Number.isInteger(options.calls) && options.calls >= 0))
     throw usageError(`warm.calls must be a whole number of calls, got ${options.calls}.`, "Leave it out for no end.");
   return options;

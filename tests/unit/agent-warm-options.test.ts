@@ -47,5 +47,9 @@ describe("the warm option's size", () => {
     expect(() => planWith({ warm: { size: -1 }, hostEnv: { SANDBOX_RUN_WARM: "1" } })).toThrow(
       /warm\.size \(-1\) must be a whole number/,
     );
+    // Past 2^31 ms (~24.8 days) Node's timer fires at once: the sandbox would stop as soon as it is made.
+    expect(() => planWith({ warm: { size: 1, idleSeconds: 30 * 24 * 3600 } })).toThrow(
+      /warm\.idleSeconds must be positive and at most 86400 \(a day\), got 2592000/,
+    );
   });
 });
