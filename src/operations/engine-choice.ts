@@ -1,6 +1,7 @@
 // The engines an operation works on: an engines file (the CLI's --engines), else the one
 // SANDBOX_RUN_ENGINES names, else the one engine DOCKER_HOST (or the local socket) names.
 import { DockerEngine } from "../engine/docker-engine.js";
+import { endpointFromEnv } from "../engine/engine-endpoint.js";
 import type { Engine } from "../engine/engine.js";
 import { EnginePool } from "../engine/engine-pool.js";
 import { SandboxRunError } from "../errors.js";
@@ -25,5 +26,5 @@ export async function pingWithin(engine: Engine, ms = PING_TIMEOUT_MS): Promise<
 
 export function chosenEnginePool(file: string | undefined, env: Record<string, string | undefined>): EnginePool {
   const chosen = file || env.SANDBOX_RUN_ENGINES;
-  return chosen ? EnginePool.fromFile(chosen) : EnginePool.of(new DockerEngine());
+  return chosen ? EnginePool.fromFile(chosen) : EnginePool.of(new DockerEngine({ endpoint: endpointFromEnv(env) }));
 }

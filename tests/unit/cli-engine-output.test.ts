@@ -115,3 +115,16 @@ describe("an engine that accepts and never answers", () => {
     }
   });
 });
+
+describe("the environment an operation is given", () => {
+  it("chooses its engine: DOCKER_HOST from options.env, not the process's", async () => {
+    const { chosenEnginePool } = await import("../../src/operations/engine-choice.js");
+    // The process's DOCKER_HOST is the stand-in (beforeAll); the given env names another socket.
+    const pool = chosenEnginePool(undefined, { DOCKER_HOST: "unix:///nonexistent/given.sock" });
+    try {
+      expect(pool.engines.map((e) => e.address)).toEqual(["unix:///nonexistent/given.sock"]);
+    } finally {
+      pool.close();
+    }
+  });
+});
