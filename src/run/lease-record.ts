@@ -25,9 +25,19 @@ export interface LeaseRecord {
   engine: string;
 }
 
-/** How a record names an engine: its address (where it is), else its name. */
+/**
+ * How a record names an engine: its address (where it is), else its name; a local socket by its real
+ * path, so a gc reaching the engine as unix:///run/docker.sock finds a run's record made through
+ * unix:///var/run/docker.sock.
+ */
 export function engineIdentity(engine: Pick<Engine, "name" | "address">): string {
-  return engine.address ?? engine.name;
+  const address = engine.address ?? engine.name;
+  if (!address.startsWith("unix://")) return address;
+  try {
+    return `unix://${fs.realpathSync(address.slice("unix://".length))}`;
+  } catch {
+    return address;
+  }
 }
 
 /** Writes the record into the run's folder (a new file, never through a link), before the lease is taken. */

@@ -141,13 +141,15 @@ export async function handBackGoneRuns(engine: Engine, options: ReapOptions = {}
 async function handBackRecorded(engine: Engine, labels: Record<string, string>, tmpDir?: string): Promise<string[]> {
   const runId = labels[LABEL_RUN_ID] ?? "";
   const record = deadRunLease(runId, tmpDir);
-  const recorded = record && record.engine === engineIdentity(engine) ? record : undefined;
+  const here = engineIdentity(engine);
+  const recorded = record && record.engine === here ? record : undefined;
   const claimed = decodeLentRoots(labels[LABEL_LENT_ROOTS]);
   const unrecorded = claimed
     .filter((root) => !recorded?.roots.includes(root))
-    .map(
-      (root) =>
-        `${root}: this host recorded no lease of it for run ${runId || "?"} on this engine (only the container's labels name it)`,
+    .map((root) =>
+      record && record.engine !== here && record.roots.includes(root)
+        ? `${root}: this host recorded its lease for run ${runId} on the engine at ${record.engine}, not ${here} (run gc with that engine to hand it back)`
+        : `${root}: this host recorded no lease of it for run ${runId || "?"} (only the container's labels name it)`,
     );
   if (!recorded) return unrecorded;
   return [...unrecorded, ...(await handBackLease(runId, recorded, tmpDir))];

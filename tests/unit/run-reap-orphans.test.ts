@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
-import { writeLeaseRecord } from "../../src/run/lease-record.js";
+import { engineIdentity, writeLeaseRecord } from "../../src/run/lease-record.js";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
 import { createRunDir, LEASE_RECORD, RUN_DIR_MARKER, reapRunDirs, removeRunDir } from "../../src/run/run-dirs.js";
 import {
@@ -153,6 +153,21 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
 });
 
 describe("the lease record", () => {
+  it("names a local engine by its socket's real path, so /var/run/docker.sock and /run/docker.sock are one engine", () => {
+    const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-engine-id-")));
+    fs.mkdirSync(path.join(dir, "run"));
+    fs.writeFileSync(path.join(dir, "run/docker.sock"), "");
+    fs.symlinkSync("run", path.join(dir, "var-run"));
+    try {
+      const viaLink = engineIdentity({ name: "local", address: `unix://${dir}/var-run/docker.sock` });
+      expect(viaLink).toBe(`unix://${dir}/run/docker.sock`);
+      expect(engineIdentity({ name: "local", address: `unix://${dir}/run/docker.sock` })).toBe(viaLink);
+      expect(engineIdentity({ name: "remote", address: "tcp://10.0.0.2:2376" })).toBe("tcp://10.0.0.2:2376");
+    } finally {
+      fs.rmSync(dir, { recursive: true });
+    }
+  });
+
   it("is a new file in the run folder: a name already there (a planted link) is an error, never written through", () => {
     const tmpDir = dir();
     const runDir = createRunDir("planted", tmpDir);
