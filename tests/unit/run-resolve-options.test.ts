@@ -280,6 +280,7 @@ describe("lentFolderProblem", () => {
     ["/var/run/docker.sock.d", "lies in /var/run"],
     ["/etc/cron.d", "lies in /etc, the host's configuration"],
     ["/usr/local/bin", "lies in /usr, the host's programs"],
+    ["/usr/src", "lies in /usr, the host's programs"],
     ["/lib64/x", "lies in /lib64"],
     ["/boot/grub", "lies in /boot"],
     ["/h/me", "is your home folder"],
@@ -290,6 +291,13 @@ describe("lentFolderProblem", () => {
     const problem = lentFolderProblem(folder, "/h/me", "/t")?.replace(/sandbox-run-\d+/g, "sandbox-run-0");
     expect(problem).toContain(why);
   });
+
+  it.each(["/usr/src/app", "/usr/local/src/project", "/h/me/project", "/srv/repo"])(
+    "lends %s (a project folder)",
+    (folder) => {
+      expect(lentFolderProblem(folder, "/h/me", "/t")).toBeUndefined();
+    },
+  );
 
   it.each(["/h/me/project", "/t/project", "/srv/work", "/var/tmp/x", "/library", "/usrlocal"])(
     "accepts %s",

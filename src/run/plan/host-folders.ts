@@ -82,6 +82,8 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
   const runDirs = resolvedPath(runDirsParent(tmpDir));
   if (isInside(runDirs, real) || isInside(real, runDirs))
     return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
+  if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
   for (const [tree, what] of HOST_TREES) {
     const top = tree.exec(real)?.[1];
     if (top) return `lies in /${top}, ${what}`;
