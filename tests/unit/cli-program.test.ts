@@ -258,16 +258,9 @@ describe("--dry-run", () => {
       path.join(repoDir, ".git", "config"),
       '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n',
     );
-    const result = await cli([
-      "--dry-run",
-      "--model",
-      "scripted/x",
-      "--models",
-      modelsFile,
-      "--cwd",
-      repoDir,
-      "fix it",
-    ]);
+    const plan = (...args: string[]) =>
+      cli(["--dry-run", "--model", "scripted/x", "--models", modelsFile, ...args, "fix it"]);
+    const result = await plan("--cwd", repoDir);
     expect(result.code).toBe(2);
     expect(engineConnections).toBe(0);
     expect(result.stdout).toBe("");
@@ -277,20 +270,7 @@ describe("--dry-run", () => {
     expect(result.stderr).toContain("persist-credentials: false");
     expect(result.stderr).not.toContain("c2VjcmV0LXRva2Vu");
     // The same repository as a writable directory beside a clean workspace.
-    const writable = await cli([
-      "--dry-run",
-      "--model",
-      "scripted/x",
-      "--models",
-      modelsFile,
-      "--sandbox",
-      "workspace-write",
-      "--cwd",
-      ws,
-      "--writable",
-      repoDir,
-      "fix it",
-    ]);
+    const writable = await plan("--sandbox", "workspace-write", "--cwd", ws, "--writable", repoDir);
     expect(writable.code).toBe(2);
     expect(writable.stderr).toContain(`sandbox-run: The git config of ${repoDir} holds a credential`);
   });
