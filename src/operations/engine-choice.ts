@@ -1,8 +1,8 @@
 // The engines an operation works on: an engines file (the CLI's --engines), else the one
 // SANDBOX_RUN_ENGINES names, else the one engine DOCKER_HOST (or the local socket) names.
 import { DockerEngine } from "../engine/docker-engine.js";
-import { endpointFromEnv } from "../engine/engine-endpoint.js";
 import type { Engine } from "../engine/engine.js";
+import { endpointFromEnv } from "../engine/engine-endpoint.js";
 import { EnginePool } from "../engine/engine-pool.js";
 import { SandboxRunError } from "../errors.js";
 
