@@ -275,6 +275,9 @@ describe("lentFolderProblem", () => {
   it.each([
     ["/var/lib/docker/volumes/x", "lies in /var/lib/docker, the container engine's state"],
     ["/var/lib/containerd", "lies in /var/lib/containerd"],
+    ["/var/lib/kubelet/pods", "lies in /var/lib/kubelet"],
+    ["/var/snap/docker/common", "lies in /var/snap/docker"],
+    ["/var/snap", "holds the container engine's state"],
     ["/var/lib", "holds the container engine's state"],
     ["/run/docker", "lies in /run, host services' sockets"],
     ["/var/run/docker.sock.d", "lies in /var/run"],

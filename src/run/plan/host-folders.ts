@@ -64,10 +64,10 @@ const HOST_TREES: ReadonlyArray<[RegExp, string]> = [
   [/^\/(etc)(\/|$)/, "the host's configuration: a sandbox could change what the host runs and who may log in"],
   [/^\/(usr|bin|sbin|lib(?:32|64|x32)?|boot)(\/|$)/, "the host's programs: a sandbox could change what the host runs"],
   [/^\/(run|var\/run)(\/|$)/, "host services' sockets and state: a sandbox could talk to services only root may use"],
-  [/^\/(var\/lib\/(?:docker|containerd|containers))(\/|$)/, ENGINE_STATE],
+  [/^\/(var\/lib\/(?:docker|containerd|containers|rancher|kubelet)|var\/snap\/docker)(\/|$)/, ENGINE_STATE],
 ];
 /** Parents of HOST_TREES: lending one lends the tree inside it. */
-const HOLDS_HOST_TREE = new Set(["/var", "/var/lib"]);
+const HOLDS_HOST_TREE = new Set(["/var", "/var/lib", "/var/snap"]);
 
 /**
  * Why `real` (a real path) may not be a tree the sandbox holds (the workspace, a writable
