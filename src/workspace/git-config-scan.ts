@@ -21,6 +21,8 @@ export interface GitConfigFacts {
   drivers: GitDrivers;
   /** Config keys (never their values) that hold a credential, e.g. `http.https://github.com/.extraheader`. */
   credentials: string[];
+  /** Config files left unread past MAX_FILES (the run refuses to start: what they define is unknown). */
+  unread: number;
 }
 
 export interface GitDrivers {
@@ -33,7 +35,7 @@ export interface GitDrivers {
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
 /** Config files read at most (config, config.worktree, the common dir's, includes, submodules'). */
-const MAX_FILES = 64;
+export const MAX_FILES = 64;
 const SECTION = /^\s*\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
 const OLD_SECTION = /^\s*\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]/i;
 const PLAIN_SECTION = /^\s*\[\s*([a-z0-9.-]+)\s*\]/i;
@@ -187,6 +189,7 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
       externalDiff: found.externalDiff,
     },
     credentials: [...credentials].sort(),
+    unread: queue.filter((file) => !seen.has(file) && readInside(workspace, file) !== undefined).length,
   };
 }
 

@@ -155,4 +155,15 @@ describe("scanGitConfig's credentials", () => {
     const ws = repo({ ".git/config": '[remote "origin"]\n\turl = https://jane@bitbucket.org/team/repo.git\n' });
     expect(scanGitConfig(ws).credentials).toEqual([]);
   });
+
+  it("counts the config files it leaves unread past its cap, so a run can refuse rather than miss what they hold", () => {
+    const files: Record<string, string> = {
+      ".git/config": Array.from({ length: 70 }, (_, n) => `[include]\n\tpath = ../inc/${n}.cfg\n`).join(""),
+    };
+    for (let n = 0; n < 70; n++)
+      files[`inc/${n}.cfg`] = n === 69 ? '[http "https://x/"]\n\textraheader = SECRET\n' : "";
+    const { unread } = scanGitConfig(repo(files));
+    expect(unread).toBeGreaterThan(0);
+    expect(scanGitConfig(repo({ ".git/config": "[core]\n\tbare = false\n" })).unread).toBe(0);
+  });
 });

@@ -9,7 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
-import { scanGitConfig } from "../../workspace/git-config-scan.js";
+import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
 import { buildRunPlan } from "./build-run-plan.js";
@@ -53,7 +53,12 @@ export interface PlanPlace {
  * reads like any other (bind or copy mode): refused before anything starts, naming the keys,
  * never their values, with the git command that removes each kind.
  */
-function refuseGitCredentials(folder: string, credentials: string[]): void {
+function refuseGitCredentials(folder: string, { credentials, unread }: GitConfigFacts): void {
+  if (unread > 0)
+    throw usageError(
+      `The git config of ${folder} reaches more than ${MAX_CONFIG_FILES} files (includes, submodules): sandbox-run reads that many to find the drivers it neutralises and any credential, and does not start with ${unread} more unread.`,
+      "Remove the extra include.path entries (or submodules) from that checkout, or run on a fresh clone.",
+    );
   if (credentials.length === 0) return;
   const fixes = credentials.map((key) =>
     /^remote\.[^.]+\.(push)?url$/.test(key)
@@ -70,8 +75,8 @@ function refuseGitCredentials(folder: string, credentials: string[]): void {
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const gitConfig = scanGitConfig(run.cwd);
-  refuseGitCredentials(run.cwd, gitConfig.credentials);
-  for (const root of run.writableRoots) refuseGitCredentials(root, scanGitConfig(root).credentials);
+  refuseGitCredentials(run.cwd, gitConfig);
+  for (const root of run.writableRoots) refuseGitCredentials(root, scanGitConfig(root));
   const runId = place.runId ?? newRunId();
   const runDir = runDirPath(runId);
   const sandboxEnv = { ...run.sandboxEnv };
