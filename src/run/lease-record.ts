@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Engine } from "../engine/engine.js";
 import { HostDir } from "../util/host-dir.js";
+import { readSmallFile } from "../util/read-fd.js";
 import {
   LEASE_RECORD,
   processAlive,
@@ -78,16 +79,10 @@ export function deadRunsWithLeases(tmpDir = os.tmpdir()): string[] {
 }
 
 function readLeaseRecord(dir: string): LeaseRecord | undefined {
-  let fd: number;
   try {
-    fd = fs.openSync(path.join(dir, LEASE_RECORD), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
-  try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.size > 1024 * 1024) return undefined;
-    const value = JSON.parse(fs.readFileSync(fd, "utf8")) as Partial<LeaseRecord>;
+    const bytes = readSmallFile(path.join(dir, LEASE_RECORD), 1024 * 1024);
+    if (!bytes) return undefined;
+    const value = JSON.parse(bytes.toString("utf8")) as Partial<LeaseRecord>;
     const to = value.handBackTo;
     const roots = value.roots;
     if (!Array.isArray(roots) || typeof value.engine !== "string" || !to) return undefined;
@@ -96,7 +91,5 @@ function readLeaseRecord(dir: string): LeaseRecord | undefined {
     return { roots: absolute, handBackTo: { uid: to.uid, gid: to.gid }, engine: value.engine };
   } catch {
     return undefined;
-  } finally {
-    fs.closeSync(fd);
   }
 }

@@ -1,12 +1,12 @@
-// What a repository's own configuration holds that matters to the run. Drivers: filter, diff and merge drivers run
-// commands the repository chose whenever git touches a path whose attributes name them (a `git
-// status`, `git diff` or `checkout` the model runs innocently). The run neutralises each one it finds
-// inside the sandbox (run/git-safety-env.ts). Credentials: a token `actions/checkout` keeps as
-// `http.<url>.extraheader`, or a URL with a password (a remote, a `url.<base>`), is a secret the
-// sandbox could read; the run refuses to start (prepare-plan.ts). Reads only section headers, `diff.external`,
-// `extraheader` and URLs, from the
-// repository's config files inside the workspace (also behind a `.git` file's `gitdir:`), with a size
-// cap; never runs git.
+// What a repository's own configuration holds that matters to the run. Drivers: filter, diff and
+// merge drivers run commands the repository chose whenever git touches a path whose attributes name
+// them (a `git status`, `git diff` or `checkout` the model runs innocently); the run neutralises
+// each one it finds inside the sandbox (run/git-safety-env.ts). Credentials: a token
+// `actions/checkout` keeps as `http.<url>.extraheader`, a URL with a password or a token as its
+// user, a helper with a password in it, are secrets the sandbox could read; the run refuses to start
+// (prepare-plan.ts). Reads section headers, keys and values from the repository's config files
+// inside the workspace (also behind a `.git` file's `gitdir:`, includes, submodules'), with a size
+// and a file cap; never runs git.
 //
 // Why by hand: this must find every driver git would find, in a file the sandbox may have written to
 // confuse parsers. It reads leniently, line by line, and errs towards reporting (neutralising a
