@@ -155,6 +155,11 @@ describe("replay: what a replayed call runs with", () => {
       "/tmp",
       "/usr/local/bin",
       "/etc/x",
+      // Through the image's links: /var/run is /run, where the run's sockets are.
+      "/var/run/sandbox-run",
+      "/var/run",
+      "/var/lock/x",
+      "/run/x",
       "relative/path",
       "/a/../b",
       "/a/",
@@ -165,6 +170,9 @@ describe("replay: what a replayed call runs with", () => {
     }
     const planned = agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath: "/workspace" });
     expect(planned.plan.workingDir).toBe("/workspace");
+    // A CI runner's own folders under /var stay usable (Jenkins: /var/lib/jenkins/workspace/<job>).
+    const jenkins = agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath: "/var/lib/jenkins/workspace/job" });
+    expect(jenkins.plan.workingDir).toBe("/var/lib/jenkins/workspace/job");
   });
 
   it("outcomes and versions are compared in words", () => {

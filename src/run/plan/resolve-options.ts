@@ -421,15 +421,38 @@ function sandboxWorkspacePath(requested: string | undefined, cwd: string): strin
       'Pass a path such as "/workspace" (no "..", no trailing slash).',
     );
   }
-  // Besides the sandbox's own paths, none of the image's system trees: a record (replay) names this path.
-  const trees = [...FORBIDDEN_TREES, "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"];
-  if (FORBIDDEN_EXACT.includes(requested) || trees.some((t) => requested === t || requested.startsWith(`${t}/`))) {
+  // Besides the sandbox's own paths, none of the image's system trees: a record (replay) names this
+  // path. Judged as the image resolves it too: its links (/var/run -> /run) would otherwise carry a
+  // name past the list, onto the folder of the run's sockets.
+  const trees = [...FORBIDDEN_TREES, "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/run", "/boot"];
+  const inImage = throughImageLinks(requested);
+  if (
+    [requested, inImage].some((p) => FORBIDDEN_EXACT.includes(p) || trees.some((t) => p === t || p.startsWith(`${t}/`)))
+  ) {
     throw usageError(
       `The workspace cannot appear at ${requested} inside the sandbox: the sandbox needs that path for itself.`,
       'Pass a project path such as "/workspace" instead.',
     );
   }
   return requested;
+}
+
+/** Links at the top of the runner image's tree (Debian's: usr-merge, and /var/run, /var/lock into /run). */
+const IMAGE_LINKS: ReadonlyArray<[string, string]> = [
+  ["/var/run", "/run"],
+  ["/var/lock", "/run/lock"],
+  ["/bin", "/usr/bin"],
+  ["/sbin", "/usr/sbin"],
+  ["/lib", "/usr/lib"],
+  ["/lib64", "/usr/lib64"],
+];
+
+/** `p` with a leading image link replaced by its target (absolute, normalised input). */
+function throughImageLinks(p: string): string {
+  for (const [link, target] of IMAGE_LINKS) {
+    if (p === link || p.startsWith(`${link}/`)) return target + p.slice(link.length);
+  }
+  return p;
 }
 
 function checkOverlaps(paths: string[]): void {
