@@ -18,7 +18,7 @@ import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
-import type { CliIo } from "./cli-io.js";
+import { type CliIo, progressTo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
@@ -79,7 +79,7 @@ export async function batchCommand(
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    onProgress: progressTo(io, flags.quiet),
     // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
     // Trouble in the pool is worth a line: its tasks then start cold (slower) and nothing else says why.
     warm: {

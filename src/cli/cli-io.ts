@@ -1,5 +1,6 @@
 // What the CLI needs from its surroundings, injected so tests can run the program in-process.
 import type { ContainerPiAgentConfig } from "../index.js";
+import { terminalLine } from "./terminal-text.js";
 
 export interface CliIo {
   stdout: (text: string) => void;
@@ -34,4 +35,12 @@ export function processIo(): CliIo {
     stdoutIsTty: Boolean(process.stdout.isTTY),
     stderrColumns: process.stderr.columns,
   };
+}
+
+/**
+ * The agent's progress lines (image builds, the engine's output among them) for stderr, each escaped
+ * as one line: they carry an engine's and a Dockerfile's words, never a terminal's commands.
+ */
+export function progressTo(io: CliIo, quiet?: boolean): ((line: string) => void) | undefined {
+  return quiet ? undefined : (line) => io.stderr(`${terminalLine(line)}\n`);
 }

@@ -3,6 +3,7 @@
 // runDemo), so a new user sees it work before having any provider key.
 import { usageError } from "../errors.js";
 import { runDemo } from "../operations.js";
+import { progressTo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { createProgressReporter } from "./progress-reporter.js";
@@ -19,7 +20,7 @@ export default async function demoAction(
   const { details, upstreamSawKey } = await runDemo({
     runtime: flags.runtime as "runc" | "runsc" | undefined,
     say,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    onProgress: progressTo(io, flags.quiet),
     onEvent: flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
   });
   io.stdout(`${jsonText(details.result, 2)}\n`);

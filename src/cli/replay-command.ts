@@ -8,7 +8,7 @@ import type { Command } from "commander";
 import { isSandboxRunError, usageError } from "../errors.js";
 import type { ReplayMode, ReplaySpeed } from "../index.js";
 import { type PlannedReplay, planReplay } from "../operations.js";
-import type { CliIo } from "./cli-io.js";
+import { type CliIo, progressTo } from "./cli-io.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags } from "./parse-run-args.js";
 import { type ReplayOutput, type RunCommandFlags, runPlannedCommand } from "./run-command.js";
@@ -56,7 +56,7 @@ export async function replayCommand(
     agent: {
       hostEnv: io.env,
       autoBuildImage: flags.build !== false,
-      onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+      onProgress: progressTo(io, flags.quiet),
       ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
     },
   });

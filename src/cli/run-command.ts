@@ -18,7 +18,7 @@ import {
   recordedSuccess,
 } from "../operations.js";
 import { HostDirError, openOutputFile } from "../util/host-dir.js";
-import type { CliIo } from "./cli-io.js";
+import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
@@ -26,7 +26,7 @@ import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
 import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
-import { jsonText, terminalText } from "./terminal-text.js";
+import { jsonText, terminalLine, terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;
@@ -80,7 +80,7 @@ export async function runCommand(
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),
     autoBuildImage: flags.build !== false,
-    onProgress: flags.quiet ? undefined : (line) => io.stderr(`${line}\n`),
+    onProgress: progressTo(io, flags.quiet),
     ...(io.egressOverrides ? { egressOverrides: io.egressOverrides } : {}),
     // One call: with SANDBOX_RUN_WARM its sandbox is made while the call is prepared, and no
     // refill after its claim (one would only be made to be removed when the command ends).
@@ -191,7 +191,7 @@ export async function runPlannedCommand(
     if (!flags.quiet)
       io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
     for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
-    for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
+    for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     return EXIT.ok;
   } catch (error) {
     live?.stop();
@@ -216,7 +216,7 @@ export async function runPlannedCommand(
       };
       io.stdout(`${jsonText(shown, 2)}\n`);
     }
-    for (const line of replay?.afterRun({ error }) ?? []) io.stderr(`sandbox-run: ${terminalText(line)}\n`);
+    for (const line of replay?.afterRun({ error }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     if (interruptedBy || flags.json) {
       reportError(error, io);
       return code;

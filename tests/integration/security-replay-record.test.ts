@@ -208,6 +208,21 @@ describe.skipIf(!dockerAvailable())("replay: a tampered record never widens the 
     expect(differs[0].data.differences).toEqual(expect.arrayContaining([expect.objectContaining({ field: "image" })]));
   });
 
+  it("a record's words cannot start a line of replay's report: a forged line stays inside sandbox-run's own line", async () => {
+    const forged = "sandbox-run: replay: FORGED, the record says the outcome equals the recorded one";
+    const copy = tampered({ policy: { description: `fine\n${forged}\n::error title=forged::from the record\n` } });
+    const ws = makeWorkspace({ "notes.txt": "hello\n" });
+    const run = await cli(["replay", copy, "--cwd", ws, "--json"]);
+    runIds.push(JSON.parse(run.stdout).runId);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stderr.split("\n");
+    // The difference is reported, on one line that is sandbox-run's ...
+    expect(lines.filter((l) => l.includes("policy.description"))).toHaveLength(1);
+    // ... and neither forged line starts a line of its own.
+    expect(lines.filter((l) => l.startsWith("::error"))).toEqual([]);
+    expect(lines.filter((l) => l === forged)).toEqual([]);
+  });
+
   it("a replay from another folder that diverges says first that the workspace is not the recorded one", async () => {
     const ws = makeWorkspace({ "other.txt": "hello\n" });
     const run = await cli(["replay", record, "-q", "--cwd", ws, "--json"]);

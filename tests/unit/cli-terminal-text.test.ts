@@ -2,7 +2,7 @@
 // the live status line, error reports and a result printed to a terminal show control characters
 // escaped.
 import { describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
+import { type CliIo, progressTo } from "../../src/cli/cli-io.js";
 import { createLiveStatus } from "../../src/cli/live-status.js";
 import { reportError } from "../../src/cli/report-error.js";
 import { jsonText, terminalLine, terminalText } from "../../src/cli/terminal-text.js";
@@ -101,6 +101,15 @@ describe("terminal text", () => {
     // a message are indented.
     expect(lines.filter((line) => line.startsWith("sandbox-run:"))).toHaveLength(1);
     expect(lines.slice(1).every((line) => line.startsWith("  "))).toBe(true);
+  });
+});
+
+describe("progress lines", () => {
+  it("an engine's or a Dockerfile's output is one escaped line each: no terminal command, no line of its own", () => {
+    const { io, err } = terminalStderr();
+    progressTo(io)?.(`Step 3/9 ${OSC52}\nsandbox-run: image built`);
+    expect(err()).toBe("Step 3/9 \\x1b]52;c;ZXZpbA==\\x07 sandbox-run: image built\n");
+    expect(progressTo(io, true)).toBeUndefined();
   });
 });
 
