@@ -13,6 +13,7 @@ import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
+import { HostDir, HostDirError } from "../util/host-dir.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
@@ -282,17 +283,22 @@ function refuseUsedRecordFolders(tasks: BatchTask[], dir: string): void {
 /** The most record folders one refusal names. */
 const LISTED_RECORD_FOLDERS = 8;
 
-/** The folder each task's record goes into (as `<dir>/<id>`): made now, so a bad path fails before any task. */
+/**
+ * The folder each task's record goes into (as `<dir>/<id>`): made now, so a bad path fails before
+ * any task. Made as the records are written (HostDir): through no other user's link, and only in
+ * folders of this user's or root's that no one else may write to.
+ */
 function recordParent(dir: string): string {
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    const opened = HostDir.open(dir, { create: true });
+    opened.close();
+    return opened.path;
   } catch (error) {
     throw usageError(
-      `Cannot use ${dir} for the tasks' records: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
-      "Pass --record-dir a folder you can write; each task's record goes into <folder>/<id>.",
+      `Cannot use ${dir} for the tasks' records: ${error instanceof HostDirError ? error.message : ((error as NodeJS.ErrnoException).code ?? (error as Error).message)}.`,
+      "Pass --record-dir a folder of yours that you can write; each task's record goes into <folder>/<id>.",
     );
   }
-  return path.resolve(dir);
 }
 
 /** What a batch says of its warm pool: only trouble, after which tasks start cold (slower) until it passes. */

@@ -6,13 +6,15 @@
 // A task's result cannot forge another task's line: the batch writes each envelope with
 // JSON.stringify, which escapes every line break inside it, and lines are split on line breaks only.
 import fs from "node:fs";
+import path from "node:path";
 import readline from "node:readline";
 import { usageError } from "../errors.js";
+import { HostDir, HostDirError } from "../util/host-dir.js";
 
 /**
  * The ids whose last answer in `file` is `"ok": true` (a task that failed after it once succeeded,
  * in a rerun, runs again); none when the file does not exist yet (a first run). The file must be a
- * regular file, not reached through a link at its name.
+ * regular file of this user's, not reached through a link at its name (see openForReading).
  */
 export async function succeededTaskIds(file: string): Promise<Set<string>> {
   const last = new Map<string, boolean>();
@@ -27,8 +29,9 @@ export async function succeededTaskIds(file: string): Promise<Set<string>> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return new Set();
+    const why = error instanceof HostDirError ? error.message : (code ?? (error as Error).message);
     throw usageError(
-      `The --resume file ${file} cannot be read (${code ?? (error as Error).message}).`,
+      `The --resume file ${file} cannot be read (${why}).`,
       "Pass the file an earlier batch's stdout was appended to (`>> results.jsonl`), or a path that does not exist yet.",
     );
   }
@@ -55,13 +58,35 @@ function answerOf(line: string): { id: string; ok: boolean } | undefined {
     : undefined;
 }
 
-/** A read stream of the file, opened now (a missing or unreadable file is an error here, not mid-read). */
+/**
+ * A read stream of the file, opened now (a missing or unreadable file is an error here, not
+ * mid-read). What it says decides which tasks are skipped, so it must be this user's (or root's)
+ * and writable by no one else, in a folder that is too, reached through no other user's link:
+ * another local user's `results.jsonl`, or one they planted where the first run's will be, would
+ * choose tasks that never run.
+ */
 function openForReading(file: string): fs.ReadStream {
   const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
-  const fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  if (!fs.fstatSync(fd).isFile()) {
+  const absolute = path.resolve(file);
+  const dir = HostDir.open(path.dirname(absolute));
+  let fd: number;
+  try {
+    fd = fs.openSync(dir.at(path.basename(absolute)), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } finally {
+    dir.close();
+  }
+  const stat = fs.fstatSync(fd);
+  const uid = process.geteuid?.() ?? 0;
+  const problem = !stat.isFile()
+    ? "not a regular file"
+    : stat.uid !== uid && stat.uid !== 0
+      ? `it belongs to uid ${stat.uid}, not to this user (${uid})`
+      : (stat.mode & 0o022) !== 0
+        ? `other users may write it (mode ${(stat.mode & 0o777).toString(8)})`
+        : undefined;
+  if (problem) {
     fs.closeSync(fd);
-    throw Object.assign(new Error("not a regular file"), { code: "not a regular file" });
+    throw Object.assign(new Error(problem), { code: problem });
   }
   return fs.createReadStream("", { fd, encoding: "utf8" });
 }

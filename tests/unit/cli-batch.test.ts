@@ -217,6 +217,44 @@ describe("batch: its own files stay out of the tasks' folders", () => {
     await expect(succeededTaskIds(path.join(dir, "link.jsonl"))).rejects.toThrow(/cannot be read \(ELOOP\)/);
   });
 
+  it("another local user's results file or link is not obeyed: no task skipped, no folder made through the link", async () => {
+    expect(process.geteuid?.(), "chown needs root (the unit tests run as root here and on CI)").toBe(0);
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-others-"));
+    const shared = path.join(root, "shared");
+    fs.mkdirSync(shared, { mode: 0o1777 });
+    fs.chmodSync(shared, 0o1777);
+    // Their results file, saying task a already succeeded (mode 0666, or theirs at 0644).
+    const planted = path.join(shared, "results.jsonl");
+    fs.writeFileSync(planted, `${JSON.stringify({ id: "a", ok: true })}\n`, { mode: 0o666 });
+    fs.chmodSync(planted, 0o666);
+    fs.chownSync(planted, 1500, 1500);
+    await expect(succeededTaskIds(planted)).rejects.toThrow(/cannot be read \(it belongs to uid 1500/);
+    fs.chownSync(planted, 0, 0);
+    await expect(succeededTaskIds(planted)).rejects.toThrow(/other users may write it \(mode 666\)/);
+    fs.chmodSync(planted, 0o644);
+    expect([...(await succeededTaskIds(planted))]).toEqual(["a"]);
+    // Their link to a folder only root may enter: --record-dir through it makes nothing there.
+    const victim = path.join(root, "victim");
+    fs.mkdirSync(victim, { mode: 0o700 });
+    const link = path.join(shared, "recs");
+    fs.symlinkSync(victim, link);
+    fs.lchownSync(link, 1500, 1500);
+    const tasksFile = path.join(root, "tasks.jsonl");
+    fs.mkdirSync(path.join(root, "proj"));
+    fs.writeFileSync(tasksFile, `${JSON.stringify({ id: "a", prompt: "p", cwd: "proj" })}\n`);
+    const io = { stdout: () => {}, stderr: () => {}, readStdin: async () => undefined, env: {}, stderrIsTty: false };
+    const error = await batchCommand(
+      tasksFile,
+      { model: "scripted/x", recordDir: path.join(link, "run1", "x") },
+      io,
+    ).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; shortMessage?: string },
+    );
+    expect(error).toMatchObject({ code: "usage", shortMessage: expect.stringMatching(/made by uid 1500/) });
+    expect(fs.readdirSync(victim)).toEqual([]);
+  });
+
   it("refuses --record-dir or --resume inside any task's workspace or writable folder, before anything is made", async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-files-"));
     fs.mkdirSync(path.join(root, "proj", "sub"), { recursive: true });
