@@ -23,6 +23,7 @@ import {
   type RecordVersions,
 } from "../record/record-format.js";
 import { formatZodIssues } from "../util/config-file.js";
+import { openRegularFile } from "../util/read-fd.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
 
@@ -232,15 +233,17 @@ function hashFile(
   name: string,
   keep: boolean,
 ): { sha256: string; content?: Buffer } | { problem: string } {
-  let fd: number;
+  let opened: { fd: number; stat: fs.Stats };
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    // Its kind is checked before anything is opened: a record extracted as root may hold a device.
+    opened = openRegularFile(file);
   } catch (error) {
-    return { problem: `${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` };
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "not a regular file") return { problem: `${name} is not a regular file` };
+    return { problem: `${name} cannot be read (${code ?? (error as Error).message})` };
   }
+  const { fd, stat } = opened;
   try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile()) return { problem: `${name} is not a regular file` };
     const cap = !keep ? MAX_HASHED_BYTES : name === RECORD_FILES.exchanges ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
     if (stat.size > cap) return { problem: tooLarge(name, cap) };
     const hash = crypto.createHash("sha256");
