@@ -60,7 +60,7 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
     };
     const evaluator = new RuleEvaluator(rules);
     const violations: Violation[] = [];
-    for (const pair of pairsOf(before, after, returned)) violations.push(...evaluator.visit(pair));
+    for (const pair of pairsOf(before, after, returned)) for (const v of evaluator.visit(pair)) violations.push(v);
     const work = evaluator.gitWork;
     if (returned && (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0)) {
       // What git objects and refs came back, checked before anything reaches the host.
@@ -69,7 +69,7 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
         const refused = (gitRoot: string) => violations.some((v) => v.path === gitRoot || isInside(gitRoot, v.path));
         const access = copyGitAccess(root.hostPath, before, after, returned, scratch.dir);
         const checked = await new GitChecks(rules).run(work, access, refused);
-        violations.push(...checked.violations);
+        for (const v of checked.violations) violations.push(v);
         returned.leaveOut?.(checked.derived);
       } finally {
         scratch.remove();

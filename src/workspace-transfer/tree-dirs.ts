@@ -114,7 +114,7 @@ export class TreeDirs {
         fs.closeSync(fd);
       }
       const below = this.#children.get(next);
-      if (below) stack.push(...below);
+      if (below) for (const child of below) stack.push(child); // a spread of a huge folder overflows the stack
       this.#children.delete(next);
     }
   }

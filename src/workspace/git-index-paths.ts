@@ -145,7 +145,7 @@ function readIndex(content: Buffer, version: number, count: number, hashBytes: n
     if (signature === "REUC") {
       const reuc = readResolveUndo(content.subarray(data, data + size), hashBytes);
       if (typeof reuc === "string") return reuc;
-      read.resolveUndo.push(...reuc);
+      for (const entry of reuc) read.resolveUndo.push(entry); // as many as the index says: no spread
     }
     at = data + size;
   }

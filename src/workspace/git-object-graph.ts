@@ -66,7 +66,7 @@ class ObjectGraph {
     for (const parent of parents) {
       const trees = this.treeOf(parent);
       if (typeof trees === "string") return `its stash parent ${short(parent)} is ${trees}`;
-      out.push(...trees);
+      for (const tree of trees) out.push(tree);
     }
     return out;
   }

@@ -251,6 +251,24 @@ describe.concurrent("copy mode", () => {
     }
   });
 
+  it("130,000 new files in one folder (a large npm install's worth) come back and are applied, the changed files listed up to the cap", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const outcome = await runHostile(
+      server,
+      [
+        bash(`mkdir many && cd many && perl -e 'for (1..130000) { open(my $f, ">", "f$_") or die $! }' && echo made`),
+        finish(),
+      ],
+      { cwd: ws, ...copy },
+    );
+    // Before: "Maximum call stack size exceeded" (an internal error), nothing applied.
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(fs.readdirSync(path.join(ws, "many"))).toHaveLength(130_000);
+    const changed = outcome.details!.changedFiles;
+    expect(changed.created).toHaveLength(10_000);
+    expect(changed.truncated).toEqual({ created: 130_000, modified: 0, deleted: 0 });
+  });
+
   it("a file the sandbox made unreadable fails the copy-out; nothing is applied", async () => {
     const ws = hostileWorkspace({ "a.txt": "a\n" });
     const before = fingerprint(ws);

@@ -30,7 +30,7 @@ import {
   type RunPlan,
 } from "../../sandbox-contract.js";
 import { mib } from "../../util/units.js";
-import type { ChangedFiles } from "../../workspace/workspace-snapshot.js";
+import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
@@ -298,17 +298,21 @@ export class CopyModeWorkspace {
   async finish(): Promise<CopyModeOutcome> {
     const started = performance.now();
     const check = this.options.check;
-    const changedFiles: ChangedFiles = { created: [], modified: [], deleted: [] };
+    // Lists as long as the sandbox makes them: appended one by one (a spread of 130,000 paths
+    // overflows the stack), and the changed files capped per kind as bind mode's are.
+    const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
-      violations.push(...(await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after)));
+      for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after))
+        violations.push(v);
       const diff = diffTrees(tree!.entries, after!.after);
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
       for (const change of ["created", "modified", "deleted"] as const)
-        changedFiles[change].push(...diff[change].map((p) => prefix + p));
+        for (const p of diff[change]) changes.add(change, prefix + p);
     }
+    const changedFiles: ChangedFiles = changes.result();
     // branch and patch: the judged tree waits in the staging directory for handBack().
     const applying = this.options.plan.handBack === "apply";
     if (violations.length === 0 && applying) {
