@@ -3,6 +3,7 @@
 import fs from "node:fs";
 import type Docker from "dockerode";
 import { SandboxRunError, usageError } from "../errors.js";
+import { type AnswerLimits, boundAnswers } from "./bounded-answers.js";
 import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
 import { loadDockerode } from "./load-dockerode.js";
 import { SshTunnel } from "./ssh-tunnel.js";
@@ -32,10 +33,18 @@ function connectDocker(endpoint: EngineEndpoint, name: string): DockerConnection
   return { docker: plan.client(), ...(plan.tunnel ? { tunnel: plan.tunnel } : {}) };
 }
 
-/** Reads what the connection needs now (so a bad TLS file is a usage error at once); connects on `client()`. */
-export function planDockerConnection(endpoint: EngineEndpoint, name: string): DockerConnectionPlan {
+/**
+ * Reads what the connection needs now (so a bad TLS file is a usage error at once); connects on
+ * `client()`. The client's non-stream answers are bounded in bytes and time (bounded-answers.ts).
+ */
+export function planDockerConnection(
+  endpoint: EngineEndpoint,
+  name: string,
+  answers?: AnswerLimits,
+): DockerConnectionPlan {
   // dockerode loads on the first client: `--help`, `--dry-run` and a run's planning never need it.
-  const client = (options: Docker.DockerOptions) => () => new (loadDockerode())(options);
+  const engine = { name, address: describeEndpoint(endpoint) };
+  const client = (options: Docker.DockerOptions) => () => boundAnswers(new (loadDockerode())(options), engine, answers);
   // Every field is given, so dockerode's own reading of DOCKER_HOST never mixes in.
   const none = {
     socketPath: undefined,

@@ -5,6 +5,7 @@
 import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
+import type { AnswerLimits } from "./bounded-answers.js";
 import { dockerUnavailable, isGoneError, planDockerConnection } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
 import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
@@ -46,6 +47,11 @@ export interface DockerEngineOptions {
   /** Default: true for a unix socket or tcp to loopback, false for anything over a network. */
   sharesHostFilesystem?: boolean;
   /**
+   * What the host takes in answer to a request that is not a stream: at most 16 MiB, within 30 s
+   * unless the call has a deadline of its own. An engine past either is an error that names it.
+   */
+  answers?: AnswerLimits;
+  /**
    * A ready dockerode client (tests); its endpoint is read back from it.
    * @internal dockerode's types stay out of the published declarations (its @types are not a dependency).
    */
@@ -77,7 +83,7 @@ export class DockerEngine implements Engine {
     } else {
       this.#endpoint = given.endpoint ?? endpointFromEnv();
       // Checked now (a bad TLS file is a usage error here); dockerode is loaded at the first request.
-      const connection = planDockerConnection(this.#endpoint, this.name);
+      const connection = planDockerConnection(this.#endpoint, this.name, given.answers);
       this.#connect = connection.client;
       this.#tunnel = connection.tunnel;
     }
