@@ -5,6 +5,7 @@
 // synchronously before any await, so concurrent runs of one controller spread instead of piling
 // onto the same engine.
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import type { AnswerLimits } from "./bounded-answers.js";
 import { DockerEngine } from "./docker-engine.js";
 import type { Engine } from "./engine.js";
 import { type EngineEntry, loadEnginesFile } from "./engines-file.js";
@@ -65,13 +66,14 @@ export class EnginePool {
     return new EnginePool([{ engine, capacity: Number.POSITIVE_INFINITY }]);
   }
 
-  static fromEntries(entries: EngineEntry[]): EnginePool {
+  static fromEntries(entries: EngineEntry[], answers?: AnswerLimits): EnginePool {
     return new EnginePool(
       entries.map((entry) => ({
         engine: new DockerEngine({
           name: entry.name,
           endpoint: entry.endpoint,
           sharesHostFilesystem: entry.sharesHostFilesystem,
+          ...(answers ? { answers } : {}),
         }),
         capacity: entry.capacity,
         ...(entry.runtimes ? { runtimes: entry.runtimes } : {}),
@@ -80,8 +82,8 @@ export class EnginePool {
   }
 
   /** The pool an engines file describes (`--engines <file>` / SANDBOX_RUN_ENGINES). */
-  static fromFile(file: string): EnginePool {
-    return EnginePool.fromEntries(loadEnginesFile(file));
+  static fromFile(file: string, answers?: AnswerLimits): EnginePool {
+    return EnginePool.fromEntries(loadEnginesFile(file), answers);
   }
 
   /** Every engine, in the file's order (those with capacity 0 too): gc, doctor, image sources. */

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import path from "node:path";
+import type { AnswerLimits } from "../engine/bounded-answers.js";
 import type { Engine } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkContainerStart } from "../engine/start-check.js";
@@ -49,12 +50,14 @@ export interface DoctorOptions {
   /** Also check the secrets this policy gives its runs. */
   policy?: string;
   report: DoctorReport;
+  /** @internal What each engine request may take (tests make the deadline short). */
+  answers?: AnswerLimits;
 }
 
 /** Runs every check; `ok` is false when one failed (the report says which and how to fix it). */
 export async function doctor(options: DoctorOptions): Promise<{ ok: boolean }> {
   const env = options.env ?? process.env;
-  const pool = chosenEnginePool(options.engines, env);
+  const pool = chosenEnginePool(options.engines, env, options.answers);
   try {
     return await checkAll(pool.engines, env, options);
   } finally {

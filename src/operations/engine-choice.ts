@@ -1,5 +1,6 @@
 // The engines an operation works on: an engines file (the CLI's --engines), else the one
 // SANDBOX_RUN_ENGINES names, else the one engine DOCKER_HOST (or the local socket) names.
+import type { AnswerLimits } from "../engine/bounded-answers.js";
 import { DockerEngine } from "../engine/docker-engine.js";
 import type { Engine } from "../engine/engine.js";
 import { endpointFromEnv } from "../engine/engine-endpoint.js";
@@ -24,7 +25,14 @@ export async function pingWithin(engine: Engine, ms = PING_TIMEOUT_MS): Promise<
   }
 }
 
-export function chosenEnginePool(file: string | undefined, env: Record<string, string | undefined>): EnginePool {
+/** `answers`: what each engine request may take (default: 16 MiB, 30 s; tests make it short). */
+export function chosenEnginePool(
+  file: string | undefined,
+  env: Record<string, string | undefined>,
+  answers?: AnswerLimits,
+): EnginePool {
   const chosen = file || env.SANDBOX_RUN_ENGINES;
-  return chosen ? EnginePool.fromFile(chosen) : EnginePool.of(new DockerEngine({ endpoint: endpointFromEnv(env) }));
+  return chosen
+    ? EnginePool.fromFile(chosen, answers)
+    : EnginePool.of(new DockerEngine({ endpoint: endpointFromEnv(env), ...(answers ? { answers } : {}) }));
 }

@@ -1,7 +1,9 @@
 // `sandbox-run gc` as a library operation: what dead controllers left behind, removed from every
 // engine of the pool (their containers, handing lent trees back) and this host's run folders. One
-// engine that does not answer must not keep the others dirty: it is reported and the others are
-// cleaned (a pool of one engine that does not answer is an error).
+// engine that does not answer (its ping, or a request after it: every one has a deadline) must not
+// keep the others dirty: it is reported and the others are cleaned (a pool of one engine that does
+// not answer is an error).
+import { type AnswerLimits, EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/run-dirs.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
@@ -13,6 +15,8 @@ export interface GarbageOptions {
   env?: Record<string, string | undefined>;
   /** Every sandbox-run container, even of live controllers. */
   all?: boolean;
+  /** @internal What each engine request may take (tests make the deadline short). */
+  answers?: AnswerLimits;
 }
 
 export interface CollectedGarbage {
@@ -25,21 +29,29 @@ export interface CollectedGarbage {
 export type { HandedBackRun, ReapedContainer } from "../run/reap-orphans.js";
 
 export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
-  const pool = chosenEnginePool(options.engines, options.env ?? process.env);
+  const pool = chosenEnginePool(options.engines, options.env ?? process.env, options.answers);
   const engines: CollectedGarbage["engines"] = [];
   try {
     for (const engine of pool.engines) {
+      const unreachable = (error: unknown) => {
+        if (pool.engines.length === 1) throw error;
+        engines.push({ name: engine.name, removed: [], unreachable: (error as Error).message.split("\n")[0]! });
+      };
       try {
         await pingWithin(engine);
       } catch (error) {
-        if (pool.engines.length === 1) throw error;
-        engines.push({ name: engine.name, removed: [], unreachable: (error as Error).message.split("\n")[0]! });
+        unreachable(error);
         continue;
       }
-      const removed = await reapContainers(engine, { all: options.all });
-      // Dead runs whose container is already gone from this engine: their trees, from their records.
-      const handedBack = await handBackGoneRuns(engine);
-      engines.push({ name: engine.name, removed, ...(handedBack.length ? { handedBack } : {}) });
+      try {
+        const removed = await reapContainers(engine, { all: options.all });
+        // Dead runs whose container is already gone from this engine: their trees, from their records.
+        const handedBack = await handBackGoneRuns(engine);
+        engines.push({ name: engine.name, removed, ...(handedBack.length ? { handedBack } : {}) });
+      } catch (error) {
+        if (!(error instanceof EngineAnswerError)) throw error;
+        unreachable(error);
+      }
     }
   } finally {
     pool.close();

@@ -6,6 +6,7 @@
 // a live controller would have claimed it before, and never claims a stopped one.
 import fs from "node:fs";
 import os from "node:os";
+import { EngineAnswerError } from "../engine/bounded-answers.js";
 import type { Engine } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import {
@@ -82,6 +83,8 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
     try {
       await engine.removeContainer(id);
     } catch (error) {
+      // An engine that stopped answering would make each of the others wait out the deadline too.
+      if (error instanceof EngineAnswerError) throw error;
       // One container the engine cannot kill yet (a fork bomb takes a while to die) must not stop
       // the others; it is reported below, and the next gc gets it. Its trees stay lent until then:
       // handing them back while its processes live would let them write as the caller.

@@ -2,14 +2,20 @@
 // byte at a time) cannot keep gc or doctor waiting, and one that answers with hundreds of MB cannot
 // make the controller hold them. The engines here are stand-ins on unix sockets in a private
 // folder, reached through the real DockerEngine (dockerode and docker-modem).
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import type { Socket } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { reportError } from "../../src/cli/report-error.js";
 import { MAX_ENGINE_ANSWER_BYTES } from "../../src/engine/bounded-answers.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
+import { doctor } from "../../src/operations/doctor.js";
+import { collectGarbage } from "../../src/operations/garbage.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir } = tempTrees("sandbox-run-bounded-answers-");
@@ -92,6 +98,124 @@ describe("an engine that answers its ping and nothing after", () => {
       /did not answer GET \/containers\/json within 0\.3 s/,
     );
     expect(await until(() => engine.openConnections() === 0)).toBe(true);
+  });
+
+  it("gc fails with the CLI's message, hint and exit code 3, no stack trace", async () => {
+    const engine = await standIn(silent);
+    const error = await collectGarbage({ engines: engine.enginesFile, env: {}, answers: { timeoutMs: 300 } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    let stderr = "";
+    const io = { stderr: (text: string) => void (stderr += text), env: {} } as unknown as CliIo;
+    expect(reportError(error, io)).toBe(3);
+    expect(stderr).toBe(
+      `sandbox-run: Engine "mute" at unix://${engine.socketPath} did not answer GET /containers/json within 0.3 s.\n` +
+        "  Check that the engine runs and answers (`docker version`), then run the command again.\n",
+    );
+  });
+
+  it("gc over a pool: the engine that stops answering is reported, the other one is cleaned", async () => {
+    const mute = await standIn(silent);
+    // One orphan (past its deadline), listed until it is removed.
+    let orphans = [
+      {
+        Id: "b".repeat(64),
+        State: "exited",
+        Labels: { "sandbox-run.managed": "true", "sandbox-run.deadline": "2000-01-01T00:00:00Z" },
+      },
+    ];
+    const good = await standIn((req, res) => {
+      if (req.method === "DELETE") {
+        orphans = [];
+        res.writeHead(204);
+        return res.end();
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(orphans));
+    });
+    const enginesFile = path.join(dir(), "engines.json");
+    fs.writeFileSync(
+      enginesFile,
+      JSON.stringify({
+        engines: [
+          { name: "mute", host: `unix://${mute.socketPath}`, capacity: 1 },
+          { name: "good", host: `unix://${good.socketPath}`, capacity: 1 },
+        ],
+      }),
+    );
+    const collected = await collectGarbage({ engines: enginesFile, env: {}, answers: { timeoutMs: 300 } });
+    expect(collected.engines).toEqual([
+      {
+        name: "mute",
+        removed: [],
+        unreachable: `Engine "mute" at unix://${mute.socketPath} did not answer GET /containers/json within 0.3 s.`,
+      },
+      { name: "good", removed: [{ id: "b".repeat(64), reason: "past its deadline" }] },
+    ]);
+    expect(orphans).toEqual([]);
+  });
+
+  it("gc stops at the first removal it never answers, instead of waiting out the deadline once per container", async () => {
+    const listed = ["c", "d", "e"].map((c) => ({
+      Id: c.repeat(64),
+      State: "exited",
+      Labels: { "sandbox-run.managed": "true", "sandbox-run.deadline": "2000-01-01T00:00:00Z" },
+    }));
+    let removals = 0;
+    const engine = await standIn((req, res) => {
+      if (req.method === "DELETE") return void removals++;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(listed));
+    });
+    await expect(collectGarbage({ engines: engine.enginesFile, env: {}, answers: { timeoutMs: 300 } })).rejects.toThrow(
+      /did not answer DELETE \/containers\/c{64} within 0\.3 s/,
+    );
+    expect(removals).toBe(1);
+  });
+
+  it("doctor reports the engine that never answers /version as a failed check and goes on", async () => {
+    const engine = await standIn(silent);
+    const bad: string[] = [];
+    const result = await doctor({
+      engines: engine.enginesFile,
+      env: {},
+      answers: { timeoutMs: 300 },
+      report: { ok: () => {}, note: () => {}, bad: (what) => void bad.push(what) },
+    });
+    expect(result.ok).toBe(false);
+    expect(bad[0]).toMatch(/^Engine "mute" at unix:\/\/.* did not answer GET \/(version|info) within 0\.3 s\.$/);
+  });
+
+  it("a process running gc against it ends by itself: no socket or timer is left open", async () => {
+    const engine = await standIn(silent);
+    const garbage = fileURLToPath(new URL("../../src/operations/garbage.ts", import.meta.url));
+    const script = `
+      const { collectGarbage } = await import(${JSON.stringify(garbage)});
+      await collectGarbage({ engines: process.argv[1], answers: { timeoutMs: 300 } })
+        .catch((error) => process.stdout.write(error.message));`;
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script, engine.enginesFile],
+      {
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          TMPDIR: dir(),
+          DOCKER_HOST: `unix://${engine.socketPath}`,
+        },
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => void (stdout += chunk));
+    const guard = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) =>
+      child.on("exit", (c, s) => resolve([c, s])),
+    );
+    clearTimeout(guard);
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(stdout).toContain("did not answer GET /containers/json within 0.3 s");
   });
 });
 
