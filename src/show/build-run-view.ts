@@ -19,10 +19,15 @@ import type {
   TurnView,
 } from "./run-view.js";
 import { checkResult } from "./schema-check.js";
-import { CAPS, TextBudget } from "./text-budget.js";
+import { CAPS, FRAME, PAGE_OUTLINE_BYTES, TextBudget } from "./text-budget.js";
 
 /** The model traffic's bodies have a budget of their own, so they never crowd out the rest. */
 const PAGE_BODY_BYTES = 4 * 1024 * 1024;
+/**
+ * The header's short texts (facts, record notes, integrity problems, meta's other keys, secrets)
+ * have a pool of their own, drawn after the events but read first.
+ */
+const PAGE_HEADER_BYTES = 256 * 1024;
 const JSON_FILE_CAP = 4 * 1024 * 1024;
 const MAX_LOOSE_EXCHANGES = 500;
 const MAX_LISTED_FILES = 2_000;
@@ -73,6 +78,10 @@ interface BuildOptions {
   shownAs?: string;
   textBytes?: number;
   bodyBytes?: number;
+  /** The pools of text-budget.ts (previews, the outline) and the header's, when not the page's. */
+  previewBytes?: number;
+  outlineBytes?: number;
+  headerBytes?: number;
 }
 
 interface BuiltView {
@@ -94,8 +103,9 @@ export async function buildRunView(dir: string, options: BuildOptions): Promise<
 }
 
 async function build(reader: RecordReader, options: BuildOptions): Promise<BuiltView> {
-  const budget = new TextBudget(options.textBytes);
-  const bodies = new TextBudget(options.bodyBytes ?? PAGE_BODY_BYTES, 0);
+  const budget = new TextBudget(options.textBytes, options.previewBytes, options.outlineBytes);
+  const bodies = new TextBudget(options.bodyBytes ?? PAGE_BODY_BYTES, 0, 0);
+  const header = new TextBudget(0, 0, options.headerBytes ?? PAGE_HEADER_BYTES);
   const pageNotes: string[] = [];
   const jsonFile = (name: string): unknown => {
     const file = reader.file(name, JSON_FILE_CAP);
@@ -149,8 +159,9 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     ...(patchFile ? patchView(patchFile.text, budget) : { files: [], omittedFiles: [] }),
     missing: !patchFile,
     ...(notesFile ? { notes: budget.take(notesFile.text, CAPS.errorText) } : {}),
-    ...(changedFilesOf(meta?.changedFiles) ? { changedFiles: changedFilesOf(meta?.changedFiles) } : {}),
   };
+  const changedFiles = changedFilesOf(meta?.changedFiles, budget);
+  if (changedFiles) Object.assign(changes, { changedFiles });
 
   // The turns, and the decisions, from the event timeline.
   const digest = new EventDigest(budget, str(plan?.finalToolName) ?? DEFAULT_FINAL_TOOL);
@@ -165,8 +176,16 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
   if (longLines > 0) {
     pageNotes.push(`${longLines} lines of the record are longer than ${MAX_LINE_BYTES / 1024 / 1024} MiB: not shown.`);
   }
-  if (digest.droppedTurns > 0) pageNotes.push(`Only the first 10,000 turns are drawn (${digest.droppedTurns} more).`);
-  if (digest.droppedTools > 0) pageNotes.push(`${digest.droppedTools} tool calls past 500 in one turn are not drawn.`);
+  if (digest.droppedTurns > 0) {
+    pageNotes.push(
+      `Only the first ${digest.turns.length} turns are drawn (${digest.droppedTurns} more; at most 10,000, and as many as the page's outline holds).`,
+    );
+  }
+  if (digest.droppedTools > 0) {
+    pageNotes.push(
+      `${digest.droppedTools} tool calls are not drawn (past 500 in one turn, or past what the page's outline holds).`,
+    );
+  }
 
   // The model traffic: each exchange under the turn it belongs to.
   const looseExchanges: ExchangeView[] = [];
@@ -182,18 +201,23 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
         longLines++;
         return;
       }
-      const view = exchangeView(line, budget);
-      if (!view) return;
-      addBodies(view, line, bodies);
-      const seen = digest.exchangeTurns.get(view.seq);
-      if (seen) {
-        view.endMs = seen.timeMs;
-        if (seen.chain) view.chain = seen.chain;
-      }
+      if (!isObject(line) || typeof line.seq !== "number") return;
+      const seen = digest.exchangeTurns.get(line.seq);
       const turn = seen?.turn !== undefined ? turnsByIndex.get(seen.turn) : undefined;
-      if (turn && turn.exchanges.length < 50) turn.exchanges.push(view);
-      else if (looseExchanges.length < MAX_LOOSE_EXCHANGES) looseExchanges.push(view);
-      else droppedExchanges++;
+      const list =
+        turn && turn.exchanges.length < 50
+          ? turn.exchanges
+          : looseExchanges.length < MAX_LOOSE_EXCHANGES
+            ? looseExchanges
+            : undefined;
+      const view = list && exchangeView(line, budget, TextBudget.label(seen?.chain));
+      if (!list || !view) {
+        droppedExchanges++;
+        return;
+      }
+      addBodies(view, line, bodies);
+      if (seen) view.endMs = seen.timeMs;
+      list.push(view);
     },
     tooLong: () => void longLines++,
   });
@@ -202,15 +226,17 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
       `The record has no ${RECORD_FILES.exchanges} (a format 1 record, or it could not be written): the model traffic is not shown.`,
     );
   }
-  if (droppedExchanges > 0) pageNotes.push(`${droppedExchanges} further model exchanges are not drawn.`);
+  if (droppedExchanges > 0) {
+    pageNotes.push(
+      `${droppedExchanges} further model exchanges are not drawn (past the caps, or what the page's outline holds).`,
+    );
+  }
   looseExchanges.sort((a, b) => a.seq - b.seq);
   if (bodies.starved > 0) {
     pageNotes.push(
       `The model traffic's bodies take at most ${mib(options.bodyBytes ?? PAGE_BODY_BYTES)} of this page: ${bodies.starved} bodies are cut short (whole in ${RECORD_FILES.exchanges}).`,
     );
   }
-
-  const integrity = reader.integrity();
 
   if (resultView && resultView.check.state === "not-checked" && isObject(result)) {
     const check = await checkResult(schema, result);
@@ -223,10 +249,24 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     count: e.count,
     data: budget.take(pretty(e.data), CAPS.eventData),
   }));
+  // The header's short texts, in the order they are read; each charged to the header's pool.
+  const facts = factsOf({ meta, policy, plan, call, digest }).filter((f) =>
+    header.admit(FRAME.entry, f.label, f.value, f.note),
+  );
+  const recordNotes = (Array.isArray(meta?.recordNotes) ? meta.recordNotes : [])
+    .slice(0, 100)
+    .map((n) => TextBudget.line(n))
+    .filter((n) => header.admit(FRAME.part, n));
+  const integrity = reader.integrity();
+  const problems = integrity.problems.map((p) => TextBudget.line(p)).filter((p) => header.admit(FRAME.part, p));
   const otherMeta = Object.entries(meta ?? {})
     .filter(([key]) => !SHOWN_META.has(key))
     .slice(0, 100)
+    .filter(([key]) => header.admit(FRAME.entry, TextBudget.label(key)))
     .map(([key, value]) => ({ key: TextBudget.label(key), value: budget.take(pretty(value), CAPS.eventData) }));
+  const decisions = digest.decisions;
+  decisions.secrets = secretsOf(policy, digest.injectedSecrets(), header);
+  const timeline = timelineOf(digest, budget);
 
   if (budget.starved > 0) {
     pageNotes.push(
@@ -234,8 +274,11 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     );
   }
 
-  const decisions = digest.decisions;
-  decisions.secrets = secretsOf(policy, digest.injectedSecrets());
+  if (budget.undrawn + header.undrawn > 0) {
+    pageNotes.push(
+      `This page draws at most ${mib(options.outlineBytes ?? PAGE_OUTLINE_BYTES)} of turns, tool calls, timeline spans, exchanges, files and decisions (their names and one-line texts): ${budget.undrawn + header.undrawn} more are not drawn (the record's files hold everything).`,
+    );
+  }
 
   const heldTrees = [
     meta?.workspace,
@@ -246,15 +289,13 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     view: 1,
     madeBy: options.madeBy,
     record: TextBudget.line(options.shownAs ?? reader.dir),
-    integrity: { ...integrity, problems: integrity.problems.map((p) => TextBudget.line(p)) },
+    integrity: { ...integrity, problems },
     outcome,
-    facts: factsOf({ meta, policy, plan, call, digest }),
-    recordNotes: (Array.isArray(meta?.recordNotes) ? meta.recordNotes : [])
-      .slice(0, 100)
-      .map((n) => TextBudget.line(n)),
+    facts,
+    recordNotes,
     pageNotes,
     ...(prompt ? { prompt } : {}),
-    timeline: timelineOf(digest),
+    timeline,
     turns: digest.turns,
     looseExchanges,
     decisions,
@@ -302,22 +343,37 @@ function outcomeOf(
   };
 }
 
-function changedFilesOf(value: unknown): { created: string[]; modified: string[]; deleted: string[] } | undefined {
+function changedFilesOf(
+  value: unknown,
+  budget: TextBudget,
+): { created: string[]; modified: string[]; deleted: string[] } | undefined {
   if (!isObject(value)) return undefined;
-  const list = (v: unknown) => (Array.isArray(v) ? v : []).slice(0, MAX_LISTED_FILES).map((n) => TextBudget.line(n));
+  const list = (v: unknown) =>
+    (Array.isArray(v) ? v : [])
+      .slice(0, MAX_LISTED_FILES)
+      .map((n) => TextBudget.line(n))
+      .filter((n) => budget.admit(FRAME.part, n));
   return { created: list(value.created), modified: list(value.modified), deleted: list(value.deleted) };
 }
 
-function secretsOf(policy: Json | undefined, injected: Map<string, number>): RunView["decisions"]["secrets"] {
+function secretsOf(
+  policy: Json | undefined,
+  injected: Map<string, number>,
+  budget: TextBudget,
+): RunView["decisions"]["secrets"] {
   const secrets: RunView["decisions"]["secrets"] = [];
   const declared = isObject(policy?.secrets) ? policy.secrets : {};
-  for (const [name, secret] of Object.entries(declared).slice(0, 100)) {
-    const hosts =
-      isObject(secret) && Array.isArray(secret.hosts) ? secret.hosts.slice(0, 50).map((h) => TextBudget.label(h)) : [];
-    secrets.push({ name: TextBudget.label(name), hosts, injected: injected.get(TextBudget.label(name)) ?? 0 });
+  for (const [key, secret] of Object.entries(declared).slice(0, 100)) {
+    const name = TextBudget.label(key);
+    if (!budget.admit(FRAME.entry, name)) continue;
+    const hosts = (isObject(secret) && Array.isArray(secret.hosts) ? secret.hosts.slice(0, 50) : [])
+      .map((h) => TextBudget.label(h))
+      .filter((h) => budget.admit(FRAME.part, h));
+    secrets.push({ name, hosts, injected: injected.get(name) ?? 0 });
   }
   for (const [name, count] of injected) {
-    if (!secrets.some((s) => s.name === name)) secrets.push({ name, hosts: [], injected: count });
+    if (!secrets.some((s) => s.name === name) && budget.admit(FRAME.entry, name))
+      secrets.push({ name, hosts: [], injected: count });
   }
   return secrets;
 }
@@ -462,7 +518,8 @@ function seconds(ms: number): string {
       : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
-function timelineOf(digest: EventDigest): TimelineView {
+/** The timeline's rows; each turn's and tool's span charged to the page's outline (past it: not drawn). */
+function timelineOf(digest: EventDigest, budget: TextBudget): TimelineView {
   const m = digest.marks;
   const turns = digest.turns;
   const firstTurn = turns[0]?.startMs;
@@ -482,12 +539,14 @@ function timelineOf(digest: EventDigest): TimelineView {
   const rows: TimelineView["rows"] = [{ name: "phases", spans: phases }];
   rows.push({
     name: "turns",
-    spans: turns.map((t: TurnView, i) => ({
-      startMs: t.startMs,
-      endMs: t.endMs ?? turns[i + 1]?.startMs ?? end,
-      label: `turn ${t.index}`,
-      kind: "turn" as const,
-    })),
+    spans: turns
+      .map((t: TurnView, i) => ({
+        startMs: t.startMs,
+        endMs: t.endMs ?? turns[i + 1]?.startMs ?? end,
+        label: `turn ${t.index}`,
+        kind: "turn" as const,
+      }))
+      .filter((span) => budget.admit(FRAME.span, span.label)),
   });
   rows.push({ name: "model", spans: digest.modelSpans.map((s) => ({ ...s, kind: "model" as const })) });
   rows.push({
@@ -500,7 +559,8 @@ function timelineOf(digest: EventDigest): TimelineView {
           endMs: tool.endMs ?? tool.startMs!,
           label: `${tool.name}: ${tool.summary}`,
           kind: tool.isError ? ("tool-error" as const) : ("tool" as const),
-        })),
+        }))
+        .filter((span) => budget.admit(FRAME.span, span.label)),
     ),
   });
   if (digest.failedAtMs !== undefined) {

@@ -5,7 +5,7 @@
 // tool_execution_update) and Pi's end-of-run copies of the conversation (turn_end, agent_end) hold
 // nothing the final events do not, and are skipped before they are parsed.
 import type { DecisionsView, EgressHostView, ToolView, TurnView } from "./run-view.js";
-import { CAPS, TextBudget } from "./text-budget.js";
+import { CAPS, FRAME, TextBudget } from "./text-budget.js";
 
 const MAX_TURNS = 10_000;
 const MAX_TOOLS_PER_TURN = 500;
@@ -60,6 +60,7 @@ export class EventDigest {
   readonly otherEvents = new Map<string, { timeMs: number; type: string; data: unknown; count: number }>();
   /** Events that could not be read, by line. */
   unreadable = 0;
+  /** Turns and tool calls not drawn: past their caps, or past the page's outline (TextBudget.admit). */
   droppedTurns = 0;
   droppedTools = 0;
   failedAtMs?: number;
@@ -134,7 +135,7 @@ export class EventDigest {
 
   private startTurn(time: number): TurnView | undefined {
     if (this.current && this.current.endMs === undefined) this.current.endMs = time;
-    if (this.turns.length >= MAX_TURNS) {
+    if (this.turns.length >= MAX_TURNS || !this.budget.admit(FRAME.turn)) {
       this.droppedTurns++;
       this.current = undefined;
       return undefined;
@@ -163,7 +164,7 @@ export class EventDigest {
     if (texts.length > 0) turn.text = this.budget.take(texts.join("\n\n"), CAPS.modelText);
     if (thinking.length > 0) turn.thinking = this.budget.take(thinking.join("\n\n"), CAPS.modelText);
     const stop = str(message.stopReason);
-    if (stop) turn.stopReason = TextBudget.label(stop);
+    if (stop && this.budget.admit(FRAME.part, TextBudget.label(stop))) turn.stopReason = TextBudget.label(stop);
     const error = str(message.errorMessage);
     if (error) turn.error = this.budget.take(error, CAPS.errorText);
     if (isObject(message.usage)) {
@@ -180,16 +181,17 @@ export class EventDigest {
     const key = TextBudget.label(id);
     const known = this.tools.get(key);
     if (known) return known;
-    if (turn.tools.length >= MAX_TOOLS_PER_TURN) {
+    const toolName = TextBudget.label(name);
+    const summary = summaryOf(toolName, args);
+    if (turn.tools.length >= MAX_TOOLS_PER_TURN || !this.budget.admit(FRAME.tool, key, toolName, summary)) {
       this.droppedTools++;
       return undefined;
     }
-    const toolName = TextBudget.label(name);
     const tool: ToolView = {
       id: key,
       name: toolName,
       args: this.budget.take(pretty(args), CAPS.toolArgs),
-      summary: summaryOf(toolName, args),
+      summary,
       ...(toolName === this.finalTool ? { final: true } : {}),
     };
     turn.tools.push(tool);
@@ -212,7 +214,8 @@ export class EventDigest {
     if (data.isError === true) tool.isError = true;
     const { text, other } = toolOutput(data.result);
     tool.output = this.budget.take(text, CAPS.toolOutput);
-    if (other.length > 0) tool.otherParts = other;
+    const parts = other.filter((kind) => this.budget.admit(FRAME.part, kind));
+    if (parts.length > 0) tool.otherParts = parts;
   }
 
   private sandbox(type: string, data: Json, time: number): void {
@@ -243,11 +246,9 @@ export class EventDigest {
         const path = str(data.path) ?? "";
         const duration = num(data.durationMs);
         if (!path.startsWith("/__sandbox-run/") && duration !== undefined && this.modelSpans.length < MAX_TURNS) {
-          this.modelSpans.push({
-            startMs: Math.max(0, time - duration),
-            endMs: time,
-            label: `${TextBudget.label(data.method)} ${TextBudget.label(path)} ${TextBudget.label(data.status)}`,
-          });
+          const label = `${TextBudget.label(data.method)} ${TextBudget.label(path)} ${TextBudget.label(data.status)}`;
+          if (this.budget.admit(FRAME.span, label))
+            this.modelSpans.push({ startMs: Math.max(0, time - duration), endMs: time, label });
         }
         return;
       }
@@ -277,14 +278,15 @@ export class EventDigest {
         d.violationCount = Math.max(d.violationCount, num(data.count) ?? 0);
         for (const v of Array.isArray(data.protectedPaths) ? data.protectedPaths : []) {
           if (!isObject(v) || d.violations.length >= MAX_LISTED) continue;
-          d.violations.push({
+          const violation = {
             path: TextBudget.line(v.path),
             change: TextBudget.label(v.change),
             ...(v.rule !== undefined ? { rule: TextBudget.label(v.rule) } : {}),
-          });
+          };
+          if (this.fits(violation.path, violation.change, violation.rule)) d.violations.push(violation);
         }
         d.violationCount = Math.max(d.violationCount, d.violations.length);
-        if (isObject(data.restore)) d.restore = restoreOf(data.restore);
+        if (isObject(data.restore)) d.restore = restoreOf(data.restore, this.budget);
         return;
       case "limit.tripped":
         this.failedAtMs ??= time;
@@ -298,29 +300,27 @@ export class EventDigest {
         this.facts.resultKind = str(data.kind);
         return;
       case "result.contradicted":
-        if (d.contradictions.length < MAX_LISTED) d.contradictions.push(TextBudget.line(data.message));
-        return;
+        return void this.listed(d.contradictions, MAX_LISTED, TextBudget.line(data.message));
       case "pi.invalid-record":
         d.invalidRecords.count += repeated;
-        if (d.invalidRecords.previews.length < 20) d.invalidRecords.previews.push(TextBudget.line(data.preview));
-        return;
+        return void this.listed(d.invalidRecords.previews, 20, TextBudget.line(data.preview));
       case "config.untrusted":
-        return void (d.warnings.length < MAX_LISTED && d.warnings.push(TextBudget.line(data.warning)));
+        return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(data.warning));
       case "engine.skipped":
       case "engine.queued":
       case "workspace.waiting":
-        return void (d.warnings.length < MAX_LISTED && d.warnings.push(`${type}: ${TextBudget.line(compact(data))}`));
+        return void this.listed(d.warnings, MAX_LISTED, `${type}: ${TextBudget.line(compact(data))}`);
       case "workspace.applied":
       case "workspace.not-applied":
       case "workspace.kept":
       case "workspace.still-lent":
-        return void (d.handBack.length < MAX_LISTED && d.handBack.push(`${type}: ${TextBudget.line(compact(data))}`));
+        return void this.listed(d.handBack, MAX_LISTED, `${type}: ${TextBudget.line(compact(data))}`);
       case "replay.divergence":
-      case "replay.context-differs":
-        if (d.replay.length < MAX_LISTED) {
-          d.replay.push({ type, text: TextBudget.line(str(data.difference) ?? compact(data)) });
-        }
+      case "replay.context-differs": {
+        const text = TextBudget.line(str(data.difference) ?? compact(data));
+        if (d.replay.length < MAX_LISTED && this.fits(type, text)) d.replay.push({ type, text });
         return;
+      }
       case "workspace.changed":
       case "image.build":
       case "workspace.copied-in":
@@ -330,6 +330,16 @@ export class EventDigest {
       default:
         this.other(type, data, time);
     }
+  }
+
+  /** Room in the page's outline for one listed entry with these texts. */
+  private fits(...texts: Array<string | undefined>): boolean {
+    return this.budget.admit(FRAME.entry, ...texts);
+  }
+
+  /** `text` added to `list` while it has fewer than `max` entries and the outline has room. */
+  private listed(list: string[], max: number, text: string): void {
+    if (list.length < max && this.fits(text)) list.push(text);
   }
 
   private refusal(data: Json, count: number): void {
@@ -348,6 +358,7 @@ export class EventDigest {
         status: TextBudget.label(data.status),
         count,
       };
+      if (!this.fits(entry.reason, entry.text, entry.method, entry.path, entry.status)) return;
       this.refusals.set(key, entry);
       this.decisions.refusals.push(entry);
     }
@@ -359,7 +370,7 @@ export class EventDigest {
     const key = `${host}\0${port}`;
     let entry = this.egress.get(key);
     if (!entry) {
-      if (this.egress.size >= MAX_LISTED) return;
+      if (this.egress.size >= MAX_LISTED || !this.fits(host, port)) return;
       entry = { host, port, allowed: 0, denied: 0, failed: 0, injected: 0, reasons: [], secrets: [] };
       this.egress.set(key, entry);
       this.decisions.egress.push(entry);
@@ -368,30 +379,32 @@ export class EventDigest {
       entry[action] += count;
     const reason = TextBudget.line(data.reason);
     if (action !== "allowed" && reason && entry.reasons.length < 10 && !entry.reasons.includes(reason)) {
-      entry.reasons.push(reason);
+      if (this.budget.admit(FRAME.part, reason)) entry.reasons.push(reason);
     }
     const secret = str(data.secret);
     if (action === "injected" && secret) {
       const name = TextBudget.label(secret);
-      if (!entry.secrets.includes(name) && entry.secrets.length < 50) entry.secrets.push(name);
+      if (!entry.secrets.includes(name) && entry.secrets.length < 50 && this.budget.admit(FRAME.part, name))
+        entry.secrets.push(name);
       this.injected.set(name, (this.injected.get(name) ?? 0) + count);
     }
   }
 
   private limit(data: Json): void {
     if (this.decisions.limits.length >= MAX_LISTED) return;
-    this.decisions.limits.push({
+    const limit = {
       code: TextBudget.label(data.code),
       ...(data.limit !== undefined ? { limit: TextBudget.label(data.limit) } : {}),
       message: TextBudget.line(data.message),
-    });
+    };
+    if (this.fits(limit.code, limit.limit, limit.message)) this.decisions.limits.push(limit);
   }
 
   private other(type: string, data: Json, time: number): void {
     const key = TextBudget.label(type);
     const known = this.otherEvents.get(key);
     if (known) known.count++;
-    else if (this.otherEvents.size < MAX_OTHER_TYPES)
+    else if (this.otherEvents.size < MAX_OTHER_TYPES && this.fits(key))
       this.otherEvents.set(key, { timeMs: time, type: key, data, count: 1 });
   }
 
@@ -407,11 +420,12 @@ function pick(data: Json, keys: string[]): Json {
   return out;
 }
 
-function restoreOf(restore: Json): NonNullable<DecisionsView["restore"]> {
+function restoreOf(restore: Json, budget: TextBudget): NonNullable<DecisionsView["restore"]> {
   const names = (value: unknown) =>
     (Array.isArray(value) ? value : [])
       .slice(0, MAX_LISTED)
-      .map((v) => (isObject(v) ? `${TextBudget.line(v.path)}: ${TextBudget.line(v.why)}` : TextBudget.line(v)));
+      .map((v) => (isObject(v) ? `${TextBudget.line(v.path)}: ${TextBudget.line(v.why)}` : TextBudget.line(v)))
+      .filter((name) => budget.admit(FRAME.part, name));
   return {
     reverted: names(restore.reverted),
     removed: names(restore.removed),

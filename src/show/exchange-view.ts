@@ -3,7 +3,7 @@
 // (a record never holds one: the gateway drops them before anything is written; a hand-made or
 // tampered record might, so the page names such a header and leaves its value out).
 import type { ExchangeView, HeaderLine } from "./run-view.js";
-import { CAPS, TextBudget } from "./text-budget.js";
+import { CAPS, FRAME, TextBudget } from "./text-budget.js";
 
 type Json = Record<string, unknown>;
 
@@ -16,38 +16,58 @@ const MAX_HEADERS = 200;
 /** Bodies up to this size are pretty-printed when they are JSON. */
 const PRETTY_MAX = 1024 * 1024;
 
-export function exchangeView(line: unknown, budget: TextBudget): ExchangeView | undefined {
+/**
+ * The exchange's view, its short texts charged to the page's outline (`budget.admit`); undefined
+ * when it is no exchange or the outline has no room for it. `chain`: Pi's conversation, from events.
+ */
+export function exchangeView(line: unknown, budget: TextBudget, chain = ""): ExchangeView | undefined {
   if (!isObject(line) || typeof line.seq !== "number") return undefined;
-  const hiddenHeaders: string[] = [];
   const request = isObject(line.request) ? line.request : undefined;
   const response = isObject(line.response) ? line.response : undefined;
+  const method = TextBudget.label(request?.method ?? "POST");
+  const target = TextBudget.line(request?.target ?? line.path);
+  const relay = TextBudget.label(line.relay);
+  if (!budget.admit(FRAME.exchange, method, target, relay, chain)) return undefined;
+  const hiddenHeaders: string[] = [];
   const view: ExchangeView = {
     seq: line.seq,
-    method: TextBudget.label(request?.method ?? "POST"),
-    target: TextBudget.line(request?.target ?? line.path),
+    method,
+    target,
     status: num(line.status),
-    relay: TextBudget.label(line.relay),
+    relay,
     durationMs: num(line.durationMs),
-    requestHeaders: headers(request?.headers, hiddenHeaders),
-    responseHeaders: headers(response?.headers, hiddenHeaders),
+    ...(chain ? { chain } : {}),
+    requestHeaders: headers(request?.headers, hiddenHeaders, budget),
+    responseHeaders: headers(response?.headers, hiddenHeaders, budget),
     hiddenHeaders,
   };
   if (isObject(line.reply)) {
     const reply = line.reply;
     view.reply = {
       text: budget.take(typeof reply.text === "string" ? reply.text : "", CAPS.modelText),
-      toolCalls: (Array.isArray(reply.toolCalls) ? reply.toolCalls : []).slice(0, 100).map((call) => ({
-        name: TextBudget.label(isObject(call) ? call.name : ""),
-        args: budget.take(
-          prettyJson(isObject(call) && typeof call.argumentsJson === "string" ? call.argumentsJson : ""),
-          CAPS.toolArgs,
-        ),
-      })),
+      toolCalls: (Array.isArray(reply.toolCalls) ? reply.toolCalls : [])
+        .slice(0, 100)
+        .map((call) => ({ call, name: TextBudget.label(isObject(call) ? call.name : "") }))
+        .filter(({ name }) => budget.admit(FRAME.part, name))
+        .map(({ call, name }) => ({
+          name,
+          args: budget.take(
+            prettyJson(isObject(call) && typeof call.argumentsJson === "string" ? call.argumentsJson : ""),
+            CAPS.toolArgs,
+          ),
+        })),
       ...(typeof reply.stopReason === "string" ? { stopReason: TextBudget.label(reply.stopReason) } : {}),
       ...(typeof reply.error === "string" ? { error: TextBudget.line(reply.error) } : {}),
     };
+    if (!budget.admit(FRAME.part, view.reply.stopReason, view.reply.error)) {
+      delete view.reply.stopReason;
+      delete view.reply.error;
+    }
   }
-  if (typeof line.omitted === "string") view.omitted = TextBudget.line(line.omitted);
+  if (typeof line.omitted === "string") {
+    const omitted = TextBudget.line(line.omitted);
+    view.omitted = budget.admit(FRAME.part, omitted) ? omitted : "";
+  }
   if (line.scrubbed === true) view.scrubbed = true;
   return view;
 }
@@ -88,17 +108,20 @@ function leftOut(parts: unknown[], budget: TextBudget): { text: string; omitted:
   return { text: "", omitted };
 }
 
-function headers(value: unknown, hidden: string[]): HeaderLine[] {
+/** Header lines, each charged to the page's outline; those past it are left out. */
+function headers(value: unknown, hidden: string[], budget: TextBudget): HeaderLine[] {
   if (!isObject(value)) return [];
   const lines: HeaderLine[] = [];
   for (const [name, raw] of Object.entries(value).slice(0, MAX_HEADERS)) {
     const label = TextBudget.label(name);
     if (CREDENTIAL_HEADER.test(name)) {
-      if (!hidden.includes(label)) hidden.push(label);
+      if (!hidden.includes(label) && budget.admit(FRAME.part, label)) hidden.push(label);
       continue;
     }
-    for (const v of Array.isArray(raw) ? raw.slice(0, 20) : [raw])
-      lines.push({ name: label, value: TextBudget.line(v) });
+    for (const v of Array.isArray(raw) ? raw.slice(0, 20) : [raw]) {
+      const line = { name: label, value: TextBudget.line(v) };
+      if (budget.admit(FRAME.part, line.name, line.value)) lines.push(line);
+    }
   }
   return lines;
 }

@@ -3,7 +3,7 @@
 // line counts. Names are taken from the patch as text: git quotes unusual ones C-style
 // ("a/\303\251"), which is decoded for display; nothing here touches a file system.
 import type { ChangesView, FileDiffView } from "./run-view.js";
-import { CAPS, type TextBudget } from "./text-budget.js";
+import { CAPS, FRAME, type TextBudget } from "./text-budget.js";
 
 const MAX_FILES = 2_000;
 
@@ -11,9 +11,11 @@ export function patchView(patch: string, budget: TextBudget): Pick<ChangesView, 
   const files: FileDiffView[] = [];
   const omittedFiles: string[] = [];
   for (const part of splitFiles(patch)) {
-    const view = fileView(part, budget, files.length < MAX_FILES);
-    if (files.length < MAX_FILES) files.push(view);
-    else if (omittedFiles.length < MAX_FILES) omittedFiles.push(view.name);
+    const drawn = files.length < MAX_FILES;
+    const view = fileView(part, budget, drawn);
+    if (!view) continue; // past the page's outline (the budget counts it)
+    if (drawn) files.push(view);
+    else if (omittedFiles.length < MAX_FILES && budget.admit(FRAME.part, view.name)) omittedFiles.push(view.name);
   }
   return { files, omittedFiles };
 }
@@ -37,7 +39,8 @@ function splitFiles(patch: string): string[] {
   return parts;
 }
 
-function fileView(part: string, budget: TextBudget, draw: boolean): FileDiffView {
+/** One file's part; undefined when it is to be drawn and the page's outline has no room for it. */
+function fileView(part: string, budget: TextBudget, draw: boolean): FileDiffView | undefined {
   const lines = part.split("\n");
   let oldName: string | undefined;
   let newName: string | undefined;
@@ -71,9 +74,11 @@ function fileView(part: string, budget: TextBudget, draw: boolean): FileDiffView
     status = status === "binary" ? status : "added";
   }
   const name = newName ?? oldName ?? namesFromDiffLine(lines[0] ?? "") ?? "(unnamed)";
+  const shownOld = status === "renamed" && oldName && oldName !== name ? cutName(oldName) : undefined;
+  if (draw && !budget.admit(FRAME.entry, cutName(name), shownOld)) return undefined;
   return {
     name: cutName(name),
-    ...(status === "renamed" && oldName && oldName !== name ? { oldName: cutName(oldName) } : {}),
+    ...(shownOld !== undefined ? { oldName: shownOld } : {}),
     status,
     added,
     removed,

@@ -2,13 +2,31 @@
 // has its own cap (a tool's output, a request body, ...), and all of them together may take at
 // most `total` bytes of the page's embedded data (counted as they will be written: JSON-escaped,
 // UTF-8). Once that is spent, each further text keeps a short preview from a second, smaller
-// budget, and then nothing; the page says what it left out. So a record of any size makes a page
-// of bounded size, and the texts drawn first (header, result, diff, turns) are the ones kept.
+// budget, and then nothing; the page says what it left out. The page's outline (each drawn item:
+// a turn, a tool call, a timeline span, an exchange, a listed decision or file, with its names and
+// labels) has a pool of its own, since their number grows with the record too: an item that does
+// not fit is not drawn, and counted. So a record of any size makes a page of bounded size, and
+// what is drawn first (header, result, diff, turns) is what is kept.
 import type { Shown } from "./run-view.js";
 
 const PAGE_TEXT_BYTES = 16 * 1024 * 1024;
-const PAGE_PREVIEW_BYTES = 2 * 1024 * 1024;
+const PAGE_PREVIEW_BYTES = 1536 * 1024;
+export const PAGE_OUTLINE_BYTES = 2 * 1024 * 1024;
 const PREVIEW_CHARS = 300;
+
+/**
+ * What one drawn item takes in the page's data besides its texts: its keys, numbers (up to 24
+ * characters each) and punctuation, an upper bound, so the outline's pool bounds the page.
+ */
+export const FRAME = {
+  turn: 384,
+  tool: 256,
+  span: 128,
+  exchange: 512,
+  entry: 192,
+  /** A name or line inside an item (a header line, a reason, a file of a list). */
+  part: 32,
+} as const;
 
 /** Caps per kind of text, in characters. */
 export const CAPS = {
@@ -34,9 +52,29 @@ export class TextBudget {
   /** Texts cut because the page's total was spent (not just their own cap). */
   starved = 0;
 
-  constructor(total = PAGE_TEXT_BYTES, preview = PAGE_PREVIEW_BYTES) {
+  private outlineLeft: number;
+  /** Items of the outline not drawn because its pool was spent. */
+  undrawn = 0;
+
+  constructor(total = PAGE_TEXT_BYTES, preview = PAGE_PREVIEW_BYTES, outline = PAGE_OUTLINE_BYTES) {
     this.mainLeft = total;
     this.previewLeft = preview;
+    this.outlineLeft = outline;
+  }
+
+  /**
+   * Room in the outline for one item: its frame (FRAME) and its short texts (names, labels, lines,
+   * already cut), as they will be written. Charged when it fits; otherwise the item is not drawn.
+   */
+  admit(frame: number, ...texts: Array<string | undefined>): boolean {
+    let cost = frame;
+    for (const text of texts) if (text !== undefined) cost += bytesOf(text);
+    if (cost > this.outlineLeft) {
+      this.undrawn++;
+      return false;
+    }
+    this.outlineLeft -= cost;
+    return true;
   }
 
   /** `text` cut to `cap` characters and to what the budget has left. */
@@ -61,7 +99,7 @@ export class TextBudget {
     return this.mainLeft <= 0 && this.previewLeft <= 0;
   }
 
-  /** A short label (a name, a host, a reason): cut to CAPS.label, not charged (their number is capped). */
+  /** A short label (a name, a host, a reason): cut to CAPS.label; charged with its item (`admit`). */
   static label(value: unknown): string {
     return cut(
       typeof value === "string" ? value : value === undefined || value === null ? "" : String(value),
@@ -69,7 +107,7 @@ export class TextBudget {
     );
   }
 
-  /** One line of text (a message, a preview): cut to CAPS.line, not charged. */
+  /** One line of text (a message, a preview): cut to CAPS.line; charged with its item (`admit`). */
   static line(value: unknown): string {
     return cut(
       typeof value === "string" ? value : value === undefined || value === null ? "" : String(value),

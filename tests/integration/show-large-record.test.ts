@@ -10,7 +10,7 @@ import { runCli } from "../../src/cli/program.js";
 import { chromiumAvailable, launchBrowser, openPage } from "../support/browser.js";
 import { tempDir, writeLargeRecord } from "../support/show-records.js";
 
-/** The page's budgets (16 MiB of text, 4 MiB of bodies, 2 MiB of previews) and the page's frame. */
+/** The page's pools (16 MiB of text, 1.5 MiB of previews, 4 MiB of bodies, 2 MiB of outline, 256 KiB of header) and its frame. */
 const PAGE_MAX_BYTES = 24 * 1024 * 1024;
 
 describe.skipIf(!chromiumAvailable())("show: a 50 MB record", () => {

@@ -6,6 +6,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildRunView } from "../../src/show/build-run-view.js";
+import { embeddedJson } from "../../src/show/embedded-json.js";
+import { renderPage } from "../../src/show/page-html.js";
 import { patchView } from "../../src/show/patch-view.js";
 import { RecordReader } from "../../src/show/record-reader.js";
 import { checkResult } from "../../src/show/schema-check.js";
@@ -281,8 +283,62 @@ describe("the page's budget", () => {
     expect(budget.starved).toBe(4);
   });
 
+  it("bounds the page whatever the number of turns, tool calls, spans and decisions (labels of 300 '<')", async () => {
+    // Each item's names are short texts of their own (not the budget's long texts): a flood of
+    // items with long labels once made a 73 MB page of a 50 MB record. With the pools scaled down
+    // (text, previews, bodies, outline, header: 576 KiB in all), the page's data from a 5 MB record
+    // must stay within them (and a few KiB of its own fields); a larger record costs no more, since
+    // every drawn item is charged. The page is that data in a constant frame.
+    const pools = { textBytes: 256 << 10, previewBytes: 64 << 10, bodyBytes: 64 << 10, outlineBytes: 160 << 10 };
+    const headerBytes = 32 << 10;
+    const dir = writeRecord(path.join(tempDir("show-flood-"), "r"), { events: floodEvents(4, 250) });
+    expect(fs.statSync(path.join(dir, "events.jsonl")).size).toBeGreaterThan(5_000_000);
+    const { view } = await buildRunView(dir, { madeBy: "sandbox-run test", ...pools, headerBytes });
+    const data = Buffer.byteLength(embeddedJson(view));
+    expect(data).toBeLessThan(Object.values(pools).reduce((a, b) => a + b, headerBytes) + 16 * 1024);
+    expect(data).toBeGreaterThan(pools.outlineBytes); // real content, not an empty page
+    expect(renderPage(view)).toContain(embeddedJson(view));
+    expect(view.turns.length).toBeGreaterThan(0);
+    expect(view.turns[0]!.tools[0]!.name).toBe("<".repeat(300));
+    expect(view.pageNotes.join("\n")).toMatch(
+      /This page draws at most 160 KiB of turns, tool calls.*: \d+ more are not drawn/,
+    );
+    expect(view.pageNotes.join("\n")).toMatch(/tool calls are not drawn/);
+  });
+
   it("never splits a surrogate pair", () => {
     expect(cut("ab😀c", 3)).toBe("ab");
     expect(cut("ab😀c", 4)).toBe("ab😀");
   });
 });
+
+/** `turns` turns of `tools` tool calls each, every name, id and path 300 '<', and decisions as long. */
+function floodEvents(turns: number, tools: number): unknown[] {
+  const long = (c: string) => c.repeat(300);
+  const events: unknown[] = [];
+  let seq = 0;
+  for (let t = 0; t < turns; t++) {
+    const calls = Array.from({ length: tools }, (_, i) => ({
+      id: `${t}-${i}${long("<")}`.slice(0, 300),
+      name: long("<"),
+      args: { path: long("<") },
+      output: "",
+    }));
+    const turn = turnEvents({ seq, time: t * 1e6 }, { tools: calls });
+    seq += turn.length;
+    events.push(...turn);
+    for (let i = 0; i < tools; i++) {
+      const at = t * 1e6 + i;
+      events.push(
+        event(seq++, at, "sandbox", "gateway.request", { method: long("<"), path: `/${long("<")}`, durationMs: 1 }),
+        event(seq++, at, "sandbox", "gateway.refused", {
+          reason: long("<"),
+          path: `${i}${long("<")}`,
+          refused: long("<"),
+        }),
+        event(seq++, at, "sandbox", "egress.denied", { host: `${t}.${i}${long("<")}`, port: 443, reason: long("<") }),
+      );
+    }
+  }
+  return events;
+}
