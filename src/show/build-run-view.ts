@@ -4,6 +4,7 @@
 // get cut. Any field may be missing, malformed or unknown: records of older and newer versions,
 // failed runs and hand-made folders all make a page, with what is missing said.
 import { RECORD_FILES } from "../record/record-format.js";
+import { jsonDepth } from "../replay/load-record.js";
 import { compact, EventDigest, pretty } from "./event-digest.js";
 import { addBodies, exchangeView } from "./exchange-view.js";
 import { patchView } from "./patch-view.js";
@@ -29,6 +30,8 @@ const PAGE_BODY_BYTES = 4 * 1024 * 1024;
  */
 const PAGE_HEADER_BYTES = 256 * 1024;
 const JSON_FILE_CAP = 4 * 1024 * 1024;
+/** Deeper JSON is not parsed: what reads it next (stringify, the schema check) would overflow the stack. */
+const JSON_MAX_DEPTH = 256;
 const MAX_LOOSE_EXCHANGES = 500;
 const MAX_LISTED_FILES = 2_000;
 const DEFAULT_FINAL_TOOL = "sandbox_run_final_result";
@@ -107,19 +110,28 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
   const bodies = new TextBudget(options.bodyBytes ?? PAGE_BODY_BYTES, 0, 0);
   const header = new TextBudget(0, 0, options.headerBytes ?? PAGE_HEADER_BYTES);
   const pageNotes: string[] = [];
+  /** Why a JSON file the record has is not shown, by name. */
+  const unread = new Map<string, string>();
   const jsonFile = (name: string): unknown => {
     const file = reader.file(name, JSON_FILE_CAP);
     if (!file) return undefined;
-    if (file.omittedBytes > 0) {
-      pageNotes.push(`${name} is larger than ${JSON_FILE_CAP / 1024 / 1024} MiB: not read.`);
-      return undefined;
+    const why =
+      file.omittedBytes > 0
+        ? `is larger than ${JSON_FILE_CAP / 1024 / 1024} MiB: not read`
+        : jsonDepth(file.text, JSON_MAX_DEPTH) > JSON_MAX_DEPTH
+          ? `nests deeper than ${JSON_MAX_DEPTH} levels: not shown`
+          : undefined;
+    if (why === undefined) {
+      try {
+        return JSON.parse(file.text) as unknown;
+      } catch {
+        // not JSON: said below
+      }
     }
-    try {
-      return JSON.parse(file.text) as unknown;
-    } catch {
-      pageNotes.push(`${name} is not valid JSON: not shown.`);
-      return undefined;
-    }
+    const said = `${name} ${why ?? "is not valid JSON: not shown"}`;
+    unread.set(name, said);
+    pageNotes.push(`${said}.`);
+    return undefined;
   };
   const cutNote = (name: string, file: KeptFile | undefined) => {
     if (file && file.omittedBytes > 0) {
@@ -146,9 +158,12 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     hasResult && outcome.state !== "failed"
       ? {
           kind: typeof result === "string" ? "text" : "structured",
-          value: budget.take(pretty(result ?? null), CAPS.result),
+          value: budget.take(unread.get(RECORD_FILES.result) ?? pretty(result ?? null), CAPS.result),
           ...(schema !== undefined ? { schema: budget.take(pretty(schema), CAPS.schema) } : {}),
-          check: { state: schema === undefined || typeof result === "string" ? "no-schema" : "not-checked" },
+          check:
+            unread.has(RECORD_FILES.result) || unread.has(RECORD_FILES.schema)
+              ? { state: "not-checked", detail: (unread.get(RECORD_FILES.result) ?? unread.get(RECORD_FILES.schema))! }
+              : { state: schema === undefined || typeof result === "string" ? "no-schema" : "not-checked" },
         }
       : undefined;
 

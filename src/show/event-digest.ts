@@ -435,13 +435,19 @@ function restoreOf(restore: Json, budget: TextBudget): NonNullable<DecisionsView
   };
 }
 
+/**
+ * What is shown for a value JSON.stringify cannot write: one parsed from the record only fails by
+ * nesting too deeply, and String() of such an array recurses as deep, so it is not tried.
+ */
+const UNWRITABLE = "(a value nested too deeply to show)";
+
 /** JSON, pretty-printed; strings as they are. */
 export function pretty(value: unknown): string {
   if (typeof value === "string") return value;
   try {
     return JSON.stringify(value, null, 2) ?? String(value);
   } catch {
-    return String(value);
+    return UNWRITABLE;
   }
 }
 
@@ -449,7 +455,7 @@ export function compact(value: unknown): string {
   try {
     return JSON.stringify(value) ?? String(value);
   } catch {
-    return String(value);
+    return UNWRITABLE;
   }
 }
 

@@ -37,9 +37,16 @@ export async function checkResult(
   timeoutMs = TIMEOUT_MS,
 ): Promise<ResultView["check"]> {
   const zod = createRequire(import.meta.url).resolve("zod");
+  let texts: { schema: string; result: string };
+  try {
+    texts = { schema: JSON.stringify(schema), result: JSON.stringify(result ?? null) };
+  } catch (error) {
+    // Only nesting too deep for the stack gets here (values parsed from JSON): say so, not crash.
+    return { state: "not-checked", detail: `the result or schema cannot be written out: ${(error as Error).message}` };
+  }
   const worker = new Worker(WORKER, {
     eval: true,
-    workerData: { zod, schema: JSON.stringify(schema), result: JSON.stringify(result ?? null) },
+    workerData: { zod, ...texts },
     resourceLimits: { maxOldGenerationSizeMb: 256 },
   });
   let timer: NodeJS.Timeout | undefined;

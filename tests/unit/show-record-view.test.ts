@@ -7,6 +7,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildRunView } from "../../src/show/build-run-view.js";
 import { embeddedJson } from "../../src/show/embedded-json.js";
+import { markdownSummary } from "../../src/show/markdown-summary.js";
 import { renderPage } from "../../src/show/page-html.js";
 import { patchView } from "../../src/show/patch-view.js";
 import { RecordReader } from "../../src/show/record-reader.js";
@@ -214,6 +215,47 @@ describe("the page's data", () => {
     expect(good.view.result?.check).toEqual({ state: "valid" });
     const bad = await build(writeRecord(path.join(tempDir("show-view-"), "r"), { schema, result: { n: "one" } }));
     expect(bad.view.result?.check).toMatchObject({ state: "invalid", detail: expect.stringContaining("n:") });
+  });
+
+  it("JSON nested too deeply for the stack (result, schema, an event): a page that says so, never a crash", async () => {
+    const deep = (open: string, leaf: string, close: string) =>
+      `${open.repeat(100_000)}${leaf}${close.repeat(100_000)}`;
+    const arrays = await build(
+      writeRecord(path.join(tempDir("show-deep-"), "r"), { extra: { "result.json": deep("[", "", "]") } }),
+    );
+    expect(arrays.view.result?.value.text).toBe("result.json nests deeper than 256 levels: not shown");
+    expect(arrays.view.pageNotes).toContain("result.json nests deeper than 256 levels: not shown.");
+    expect(renderPage(arrays.view)).toContain("nests deeper than 256 levels");
+    expect(markdownSummary(arrays.view)).toContain("nests deeper than 256 levels");
+
+    const objects = await build(
+      writeRecord(path.join(tempDir("show-deep-"), "r"), {
+        schema: { type: "object" },
+        extra: { "result.json": deep('{"a":', "1", "}") },
+      }),
+    );
+    expect(objects.view.result?.check).toEqual({
+      state: "not-checked",
+      detail: "result.json nests deeper than 256 levels: not shown",
+    });
+
+    // Events are not read as whole files: a deep line is parsed, and shown as a note where it is drawn.
+    const lines = [
+      ...turnEvents({ seq: 0, time: 0 }, { tools: [{ id: "c1", name: "bash", args: "DEEP", output: "ok" }] }),
+      event(9, 100, "sandbox", "newer.event", { nested: "DEEP" }),
+    ].map((e) => JSON.stringify(e).replaceAll('"DEEP"', deep('{"a":', "1", "}")));
+    const events = await build(
+      writeRecord(path.join(tempDir("show-deep-"), "r"), { extra: { "events.jsonl": `${lines.join("\n")}\n` } }),
+    );
+    const deepArgs = JSON.parse(deep('{"a":', "1", "}")) as unknown;
+    expect(events.view.turns[0]!.tools[0]!.args.text).toBe("(a value nested too deeply to show)");
+    expect(events.view.otherEvents[0]!.data.text).toBe("(a value nested too deeply to show)");
+    expect(() => renderPage(events.view)).not.toThrow();
+
+    expect(await checkResult({ type: "object" }, deepArgs)).toEqual({
+      state: "not-checked",
+      detail: expect.stringMatching(/^the result or schema cannot be written out: Maximum call stack size exceeded/),
+    });
   });
 
   it("stops a schema check that would not end (a pattern a record chose)", async () => {
