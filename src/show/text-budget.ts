@@ -126,12 +126,13 @@ export function cut(text: string, max: number): string {
 }
 
 // What a character costs beyond its UTF-8 bytes once written into the page (embedded-json.ts):
-// "<", ">", "&" become \u003c (6 bytes for 1), U+2028/2029 \u2028 (6 for 3), a quote or backslash
-// gets a backslash, so do \b \f \n \r \t, another control character is \u001f (6 for 1), a lone surrogate \udXXX (6 for
-// the 3 of its replacement character).
+// "<", ">", "&", DEL and the C0 controls but the short ones become \u003c (6 bytes for 1), a C1
+// control \u009b (6 for 2), U+2028/2029 and the bidi controls \u202e (6 for 3), a quote or
+// backslash gets a backslash, so do \b \f \n \r \t, a lone surrogate is \udXXX (6 for the 3 of its
+// replacement character).
 const EXTRA =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[<>&\u0000-\u001f]|[\u2028\u2029]|["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+  /[<>&\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]|["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Escaped with a backslash and one letter: 2 bytes for 1. */
 const SHORT_ESCAPES = '"\\\b\f\n\r\t';
@@ -142,7 +143,7 @@ export function bytesOf(text: string): number {
   for (const match of text.matchAll(EXTRA)) {
     const ch = match[0];
     const code = ch.charCodeAt(0);
-    extra += SHORT_ESCAPES.includes(ch) ? 1 : code === 0x2028 || code === 0x2029 || code >= 0xd800 ? 3 : 5;
+    extra += SHORT_ESCAPES.includes(ch) ? 1 : code < 0x80 ? 5 : code < 0x800 ? 4 : 3;
   }
   return Buffer.byteLength(text) + 2 + extra;
 }

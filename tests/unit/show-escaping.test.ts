@@ -22,6 +22,7 @@ const HOSTILE = [
   "```\n# heading\n```",
   "\u001b]52;c;ZWNobyBwd25lZA==\u0007 \u202e \ud800 lone",
   "`code` ``two`` ```three```",
+  "\u009b31m C1 CSI \u009d0;title\u009c \u007f \u061c \u200e \u2066 \u2069",
 ];
 
 function view(text: string): RunView {
@@ -83,10 +84,12 @@ function view(text: string): RunView {
 }
 
 describe("the page's data element", () => {
-  it("holds no '<', '>' or '&' and no U+2028/2029, and reads back unchanged", () => {
+  it("holds no '<', '>' or '&', no U+2028/2029, DEL, C1 or bidi control, and reads back unchanged", () => {
     for (const text of HOSTILE) {
       const json = embeddedJson({ text, nested: [text] });
       expect(json).not.toMatch(/[<>&\u2028\u2029]/);
+      // Nor what acts on a terminal (`show -o -`) or reorders text: DEL, C1, bidi controls.
+      expect(json).not.toMatch(/[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
       expect(JSON.parse(json)).toEqual({ text, nested: [text] });
     }
   });
