@@ -58,7 +58,7 @@ export function gitEntryProblem(
 }
 
 /** How git reads a file of a git directory as a pointer, by its path relative to that directory. */
-type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs" | "index";
+type PointerFormat = "ref" | "oids" | "fetch-head" | "packed-refs" | "index" | "bisect-start";
 
 const SINGLE_REF_FILES = new Set([
   "HEAD",
@@ -78,6 +78,8 @@ export function pointerFormatOf(relative: string): PointerFormat | undefined {
   if (path === "MERGE_HEAD") return "oids";
   if (path === "FETCH_HEAD") return "fetch-head";
   if (path === "packed-refs") return "packed-refs";
+  // `git bisect reset` runs `git checkout <its content> --`.
+  if (path === "BISECT_START") return "bisect-start";
   // git checks out what an index names, to the path it names (git-index-paths.ts).
   if (path === "index" || /^sharedindex\.[0-9a-f]+$/.test(path)) return "index";
   return undefined;
@@ -111,6 +113,8 @@ export function pointerProblem(format: PointerFormat, content: Buffer): string |
       if (!target.startsWith("refs/")) return `a symbolic ref to "${printable(target)}", outside refs/`;
       return refnameProblem(target);
     }
+    case "bisect-start":
+      return bisectStartProblem(lines);
     case "oids":
       return lines.every((l) => OID_LINE.test(l.trimEnd())) ? undefined : "a line that is not an object id";
     case "fetch-head":
@@ -131,6 +135,27 @@ export function pointerProblem(format: PointerFormat, content: Buffer): string |
       return undefined;
     }
   }
+}
+
+/**
+ * BISECT_START: what `git bisect start` writes, the branch it started on (its short name) or, on
+ * a detached HEAD, the commit id. `git bisect reset` passes the content (trailing white space
+ * trimmed) to `git checkout` as one argument, so a leading "-" would be an option there (`-f`
+ * throws away the user's uncommitted changes). Empty: git takes it as no bisect.
+ */
+function bisectStartProblem(lines: string[]): string | undefined {
+  if (lines.length !== 1) return "more than one line where git keeps the branch or commit a bisect started from";
+  const line = lines[0]!;
+  if (line === "" || OID_LINE.test(line)) return undefined;
+  if (line.startsWith("-"))
+    return `"${printable(line)}" starts with "-": the host's bisect reset would pass it to its checkout as an option`;
+  if (!isBranchName(line)) return `"${printable(line)}" is neither an object id nor a valid branch name`;
+  return undefined;
+}
+
+/** Whether git takes a short name for a branch's (check-ref-format --branch): no leading "-", not HEAD, refs/heads/<name> valid. */
+export function isBranchName(name: string): boolean {
+  return !name.startsWith("-") && name !== "HEAD" && refnameProblem(`refs/heads/${name}`) === undefined;
 }
 
 /**

@@ -2,9 +2,9 @@
 // current branch that changes `.husky/pre-commit` is written into the worktree by the host's next
 // `git reset --hard` (or `restore .`, which copies the index); the same with refs/stash and `git
 // stash pop`, a new branch later checked out, ORIG_HEAD and `reset --hard ORIG_HEAD`, a reflog
-// entry and `reset --hard HEAD@{1}`. So, per git directory whose pointers the run changed:
+// entry and `reset --hard HEAD@{1}`, BISECT_START and `git bisect reset`. So, per git directory whose pointers the run changed:
 // - every ref it created or moved (loose refs, packed-refs lines, HEAD and worktree HEADs), every
-//   new object id in a `*_HEAD` file and every reflog line it added names an object (tags peeled);
+//   new object id in a `*_HEAD` file or BISECT_START and every reflog line it added names an object (tags peeled);
 //   a commit the history before the run already reached (from any ref, reflog or `*_HEAD` file it
 //   had) is nothing new; any other commit's tree is compared with the tree of the nearest commit
 //   on its first-parent line that history had (a branch made from another branch, commits on top
@@ -23,6 +23,7 @@
 import { ObjectGraph } from "./git-object-graph.js";
 import { ObjectReadError, PrivateRepo } from "./git-object-reader.js";
 import { PathJudge } from "./git-path-judge.js";
+import { isBranchName } from "./git-plain-data.js";
 import { newReflogOids, oidsOf, parsePackedRefs, type ReadFile, refOfReflog, resolveRef } from "./git-ref-files.js";
 import { REF_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type PointerChange, type StoreChange } from "./git-work.js";
@@ -94,6 +95,11 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     if (change.change === "deleted" || !/(^|\/)(index|sharedindex\.[0-9a-f]+)$/.test(change.relative)) continue;
     const problem = judge.index(before(change.relative), after(change.relative), change.relative);
     if (problem) out.push(refuse(change.path, change.change, problem.rule, problem.detail));
+  }
+
+  for (const change of input.changes) {
+    const problem = bisectStartProblem(change, after);
+    if (problem) out.push(refuse(change.path, change.change, REF_RULE, problem));
   }
 
   const targets = collectTargets(input, before, after);
@@ -241,7 +247,7 @@ function collectTargets(input: RefCheckInput, before: ReadFile, after: ReadFile)
     const rel = change.relative;
     const file = rel.replace(/^worktrees\/[^/]+\//, "");
     if (
-      /^(ORIG_HEAD|FETCH_HEAD|MERGE_HEAD|CHERRY_PICK_HEAD|REVERT_HEAD|REBASE_HEAD|AUTO_MERGE|BISECT_EXPECTED_REV)$/.test(
+      /^(ORIG_HEAD|FETCH_HEAD|MERGE_HEAD|CHERRY_PICK_HEAD|REVERT_HEAD|REBASE_HEAD|AUTO_MERGE|BISECT_EXPECTED_REV|BISECT_START)$/.test(
         file,
       )
     ) {
@@ -260,6 +266,29 @@ function collectTargets(input: RefCheckInput, before: ReadFile, after: ReadFile)
     }
   }
   return [...out.values()];
+}
+
+/**
+ * A BISECT_START the run wrote that names a branch (git-plain-data.ts has checked its form; an
+ * object id there is judged with the `*_HEAD` files) must name one the git directory has after the
+ * run: `git bisect reset` checks it out, and `git checkout` takes any other name for whatever
+ * revision it resolves to (a tag, a remote branch, an abbreviated id of a commit no ref names,
+ * `<name>-g<hex>`), which nothing here judged.
+ */
+function bisectStartProblem(change: PointerChange, after: ReadFile): string | undefined {
+  if (change.change === "deleted" || change.relative.replace(/^worktrees\/[^/]+\//, "") !== "BISECT_START") return;
+  const content = after(change.relative);
+  if (content === undefined) return `${change.relative} cannot be read`;
+  const name = (content ?? Buffer.alloc(0)).toString("utf8").trim();
+  if (name === "" || /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/i.test(name)) return;
+  if (!isBranchName(name)) return `BISECT_START names ${JSON.stringify(name.slice(0, 80))}, which is no branch name`;
+  const packed = after("packed-refs");
+  if (packed === undefined) return "its packed-refs cannot be read";
+  const branch = resolveRef(after, packed === null ? new Map() : parsePackedRefs(packed), `refs/heads/${name}`);
+  if (branch === "unknown") return `refs/heads/${name} cannot be read`;
+  if (branch === undefined)
+    return `BISECT_START names ${JSON.stringify(name)}, which is no branch: the host's bisect reset would check out whatever revision that name resolves to`;
+  return;
 }
 
 const short = (oid: string) => oid.slice(0, 12);

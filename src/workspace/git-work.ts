@@ -108,13 +108,14 @@ const POINTER_FILES = new Set([
   "REBASE_HEAD",
   "AUTO_MERGE",
   "BISECT_EXPECTED_REV",
+  "BISECT_START",
   "index",
 ]);
 
 /**
  * Files of a git directory (relative to it) that name commits, trees or blobs host git may write
  * into the worktree later: HEAD and the refs (checkout, reset --hard, stash pop), the `*_HEAD`
- * files (reset --hard ORIG_HEAD, merge FETCH_HEAD), reflogs (HEAD@{1}, stash@{1}) and the index
+ * files (reset --hard ORIG_HEAD, merge FETCH_HEAD), BISECT_START (bisect reset), reflogs (HEAD@{1}, stash@{1}) and the index
  * (restore ., checkout -- .). Lock files are not read by git.
  */
 export function namesCommits(relative: string): boolean {

@@ -10,10 +10,14 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  BISECT_START_ABBREVIATED,
+  BISECT_START_COMMIT,
+  BISECT_START_OPTION,
   COMMIT_ON_BRANCH,
   LYING_COMMIT_GRAPH,
   LYING_PACK,
   NEW_BRANCH,
+  ORDINARY_BISECT,
   ORDINARY_WORK,
   REWRITE_LOOSE_OBJECT,
   STASH_PROTECTED,
@@ -935,6 +939,39 @@ describe.concurrent("the object store and the refs the run leaves (issue 17, red
       }
     },
   );
+
+  notInWarm(
+    "BISECT_START holding -f, or naming a commit no ref names (full or abbreviated id): refused; the host's git bisect reset keeps the user's change and writes no payload",
+    async () => {
+      const runs = await Promise.all(
+        [BISECT_START_OPTION, BISECT_START_COMMIT, BISECT_START_ABBREVIATED].map(async (script) => {
+          const { ws } = huskyRepo();
+          fs.writeFileSync(path.join(ws, "src/a.ts"), "the user's uncommitted change\n");
+          const marker = newMarker();
+          return { ws, marker, ...(await attack(ws, script, marker)) };
+        }),
+      );
+      const [option, full, abbreviated] = runs;
+      expectUndone(option!.outcome, option!.marker, [".git/BISECT_START (created, git-pointers", 'starts with "-"']);
+      expectUndone(full!.outcome, full!.marker, [".git/BISECT_START (created, .husky/: BISECT_START names"]);
+      expectUndone(abbreviated!.outcome, abbreviated!.marker, [".git/BISECT_START (created, git-refs", "no branch"]);
+      for (const { ws, marker } of runs) {
+        expect(fs.existsSync(path.join(ws, ".git/BISECT_START"))).toBe(false);
+        hostGit(ws, "bisect", "reset");
+        expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("the user's uncommitted change\n");
+        expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+        expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+      }
+    },
+  );
+
+  notInWarm("an ordinary bisect left under way passes; the host's git bisect reset goes back to master", async () => {
+    const { ws } = huskyRepo();
+    const { outcome } = await attack(ws, ORDINARY_BISECT, newMarker());
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(hostGit(ws, "bisect", "reset").status).toBe(0);
+    expect(hostGit(ws, "symbolic-ref", "HEAD").stdout).toBe("refs/heads/master\n");
+  });
 
   it("ordinary agent work passes: commits on a branch, a new branch, a stash, gc", async () => {
     const { ws } = huskyRepo();

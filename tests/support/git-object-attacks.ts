@@ -110,3 +110,34 @@ echo wip >> src/a.ts && ${GIT} stash -q
 echo d > src/d.ts && git add src/d.ts
 ${GIT} gc -q
 test -n "$(ls .git/objects/pack/*.pack)"`;
+
+/**
+ * BISECT_START holding an option: the host's `git bisect reset` runs `git checkout -f --`, which
+ * throws away the user's uncommitted changes.
+ */
+export const BISECT_START_OPTION = `printf -- '-f\\n' > .git/BISECT_START`;
+
+/** A commit no ref names whose tree changes .husky/pre-commit; prints its id. */
+const HIDDEN_COMMIT = `index=$(mktemp)
+evil=$(printf 'touch MARKER\\n' | git hash-object -w --stdin)
+GIT_INDEX_FILE=$index git read-tree HEAD
+GIT_INDEX_FILE=$index git update-index --cacheinfo 100755,$evil,.husky/pre-commit
+tree=$(GIT_INDEX_FILE=$index git write-tree)
+rm -f "$index"
+hidden=$(echo hidden | ${GIT} commit-tree "$tree" -p HEAD)`;
+
+/** BISECT_START naming that commit by its full id: `git bisect reset` checks it out. */
+export const BISECT_START_COMMIT = `${HIDDEN_COMMIT}
+echo "$hidden" > .git/BISECT_START`;
+
+/**
+ * BISECT_START naming it by an abbreviated id, which has the form of a branch name: no branch has
+ * that name, so `git checkout` resolves it as a revision.
+ */
+export const BISECT_START_ABBREVIATED = `${HIDDEN_COMMIT}
+echo "\${hidden:0:12}" > .git/BISECT_START
+git rev-parse --verify -q "\${hidden:0:12}^{commit}" >/dev/null`;
+
+/** An ordinary bisect between master and other, left under way: BISECT_START says "master". */
+export const ORDINARY_BISECT = `${GIT} bisect start other master >/dev/null
+test "$(cat .git/BISECT_START)" = master`;

@@ -17,9 +17,13 @@ import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-t
 import { packTree } from "../../src/workspace-transfer/pack-tree.js";
 import { readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import {
+  BISECT_START_ABBREVIATED,
+  BISECT_START_COMMIT,
+  BISECT_START_OPTION,
   COMMIT_ON_BRANCH,
   HUSKY_REPO,
   NEW_BRANCH,
+  ORDINARY_BISECT,
   ORDINARY_WORK,
   STAGED_ONLY,
   STASH_PROTECTED,
@@ -154,6 +158,33 @@ describe("bind mode: commits on the refs the run moved change no protected path"
     expect(fs.existsSync(path.join(ws, ".git/ORIG_HEAD"))).toBe(false);
   });
 
+  it("BISECT_START holding -f: refused, .git reverted; the host's git bisect reset keeps the user's uncommitted change", async () => {
+    const ws = huskyRepo();
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "the user's uncommitted change\n");
+    const { found, report } = await bindRun(ws, BISECT_START_OPTION);
+    expect(found).toEqual(["git-pointers created .git/BISECT_START"]);
+    expect(report.violations.find((v) => v.rule === "git-pointers")!.detail).toMatch(/starts with "-"/);
+    expect(report.restore).toMatchObject({ clean: true });
+    expect(fs.existsSync(path.join(ws, ".git/BISECT_START"))).toBe(false);
+    git(ws, "bisect", "reset");
+    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("the user's uncommitted change\n");
+  });
+
+  it("BISECT_START naming a commit no ref names (full id, or abbreviated like a branch name): refused", async () => {
+    const full = await bindRun(huskyRepo(), BISECT_START_COMMIT);
+    expect(full.found).toEqual([".husky/ created .git/BISECT_START"]);
+    const abbreviated = await bindRun(huskyRepo(), BISECT_START_ABBREVIATED);
+    expect(abbreviated.found).toEqual(["git-refs created .git/BISECT_START"]);
+    expect(abbreviated.report.violations[0]!.detail).toMatch(/which is no branch/);
+  });
+
+  it("an ordinary bisect left under way passes (BISECT_START names the branch it started on)", async () => {
+    const ws = huskyRepo();
+    const { found } = await bindRun(ws, ORDINARY_BISECT);
+    expect(found).toEqual([]);
+    expect(fs.readFileSync(path.join(ws, ".git/BISECT_START"), "utf8")).toBe("master\n");
+  });
+
   it("the caller's protectedPaths and the paths the git config names count in commits too", async () => {
     const ws = huskyRepo({ ".github/workflows/ci.yml": "on: push\n", ".githooks/pre-push": "exit 0\n" });
     fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .githooks\n");
@@ -229,5 +260,14 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
     );
     expect((await copyRun(huskyRepo(), STAGED_ONLY)).found).toEqual([".husky/ modified .git/index"]);
     expect((await copyRun(huskyRepo(), ORDINARY_WORK)).found).toEqual([]);
+  });
+
+  it("BISECT_START: an option, a hidden commit, a name that is no branch are refused; an ordinary bisect passes", async () => {
+    expect((await copyRun(huskyRepo(), BISECT_START_OPTION)).found).toEqual(["git-pointers created .git/BISECT_START"]);
+    expect((await copyRun(huskyRepo(), BISECT_START_COMMIT)).found).toEqual([".husky/ created .git/BISECT_START"]);
+    expect((await copyRun(huskyRepo(), BISECT_START_ABBREVIATED)).found).toEqual([
+      "git-refs created .git/BISECT_START",
+    ]);
+    expect((await copyRun(huskyRepo(), ORDINARY_BISECT)).found).toEqual([]);
   });
 });

@@ -465,6 +465,10 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
     [".git/packed-refs", `# pack-refs with: peeled fully-peeled sorted \n${OID("a")} refs/heads/main\n^${OID("b")}\n`],
     [".git/packed-refs", ""],
     [".git/refs/heads/main.lock", `${OID("a")}\n`],
+    [".git/BISECT_START", "main\n"],
+    [".git/BISECT_START", "feature/x-1"],
+    [".git/BISECT_START", `${OID("a")}\n`],
+    [".git/BISECT_START", ""],
   ])("%s = %j is fine", (path, text) => {
     expect(pointer(path, text)).toEqual([]);
   });
@@ -483,6 +487,13 @@ describe("git pointers hold what git writes there (git-pointers)", () => {
     [".git/FETCH_HEAD", "hello\n", "a line git fetch does not write"],
     [".git/MERGE_HEAD", "x\n", "not an object id"],
     [".git/HEAD", "ref: refs/heads/m\0ain", "NUL"],
+    [".git/BISECT_START", "-f\n", 'starts with "-"'],
+    [".git/BISECT_START", "--orphan=x\n", 'starts with "-"'],
+    [".git/BISECT_START", "main\n-f\n", "more than one line"],
+    [".git/BISECT_START", "HEAD@{1}\n", "neither an object id nor a valid branch name"],
+    [".git/BISECT_START", "main~1\n", "neither an object id nor a valid branch name"],
+    [".git/BISECT_START", "a b\n", "neither an object id nor a valid branch name"],
+    [".git/BISECT_START", "HEAD\n", "neither an object id nor a valid branch name"],
   ])("%s = %j: a violation (%s)", (path, text, why) => {
     const found = pointer(path, text);
     expect(found).toHaveLength(1);
