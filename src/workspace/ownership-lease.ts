@@ -9,11 +9,18 @@
 // other hard links when the run started (a file that is also outside the tree), and a socket, FIFO
 // or device node, is never lent and never touched. Setuid/setgid bits of files the sandbox owned are cleared at any depth.
 //
+// An inode number is reused: the sandbox deletes a lent file and its next new file gets the number
+// (ext4 hands it out at once), which would give the new file the lent file's owner (another local
+// user, who could then write a folder the sandbox shaped). So an inode counts as lent only when its
+// birth time (statx btime, which nothing but the inode's creation sets) is also the one it had when
+// lent. Residual: where the file system keeps no birth time (older kernels' tmpfs, NFS, FAT, ext4
+// inodes of 128 bytes), Node reports 0 for every inode and a reused number still matches.
+//
 // The container is stopped (and gone) before the hand-back runs; the lchown through
 // /proc/self/fd/<dir fd>/<name> right after an lstat cannot then be raced by the sandbox.
 //
-// Memory: one 64-bit word per lent inode (ino << 16 | owner class) per device, sorted; owners
-// are a small table of distinct (uid, gid) pairs.
+// Memory: two 64-bit words per lent inode per device, each array sorted: ino << 16 | owner class,
+// and a fingerprint of (ino, birth time); owners are a small table of distinct (uid, gid) pairs.
 import fs from "node:fs";
 import { type EntryKind, type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
@@ -27,42 +34,92 @@ const NEVER_TOUCH = 0xffff;
 const NEVER_LENT_KINDS: ReadonlySet<EntryKind> = new Set(["socket", "fifo", "device"]);
 
 class InodeTable {
+  /** ino << 16 | owner class. */
   private words = new BigUint64Array(1024);
+  /** incarnation(ino, birth time) of the same inodes, sorted on their own. */
+  private births = new BigUint64Array(1024);
   private length = 0;
   private sorted = true;
 
-  add(ino: number, ownerClass: number): void {
+  add(stat: fs.Stats, ownerClass: number): void {
     if (this.length === this.words.length) {
-      const bigger = new BigUint64Array(Math.max(1024, this.words.length * 2));
-      bigger.set(this.words);
-      this.words = bigger;
+      const size = Math.max(1024, this.words.length * 2);
+      const words = new BigUint64Array(size);
+      const births = new BigUint64Array(size);
+      words.set(this.words);
+      births.set(this.births);
+      this.words = words;
+      this.births = births;
     }
-    this.words[this.length++] = (BigInt(ino) << 16n) | BigInt(ownerClass);
+    this.words[this.length] = (BigInt(stat.ino) << 16n) | BigInt(ownerClass);
+    this.births[this.length++] = incarnation(stat);
     this.sorted = false;
   }
 
   seal(): void {
     this.words = this.words.slice(0, this.length);
+    this.births = this.births.slice(0, this.length);
     this.words.sort();
+    this.births.sort();
     this.sorted = true;
   }
 
-  /** The owner class recorded for an inode, or undefined. */
-  get(ino: number): number | undefined {
+  /** The owner class recorded for an inode, or undefined (also when its number was reused since). */
+  get(stat: fs.Stats): number | undefined {
     if (!this.sorted) this.seal();
-    const key = BigInt(ino) << 16n;
-    let lo = 0;
-    let hi = this.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      const word = this.words[mid]!;
-      const midKey = word & ~0xffffn;
-      if (midKey === key) return Number(word & 0xffffn);
-      if (midKey < key) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return undefined;
+    const key = BigInt(stat.ino) << 16n;
+    const at = search(this.words, this.length, key, ~0xffffn);
+    if (at === undefined) return undefined;
+    if (search(this.births, this.length, incarnation(stat), ~0n) === undefined) return undefined;
+    return Number(this.words[at]! & 0xffffn);
   }
+}
+
+/** The index of a word of a sorted array whose masked bits are `key`, or undefined. */
+function search(words: BigUint64Array, length: number, key: bigint, mask: bigint): number | undefined {
+  let lo = 0;
+  let hi = length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const midKey = words[mid]! & mask;
+    if (midKey === key) return mid;
+    if (midKey < key) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return undefined;
+}
+
+const incarnationBytes = new DataView(new ArrayBuffer(16));
+
+/**
+ * A 64-bit fingerprint of an inode's number and birth time: which incarnation of the number it
+ * is. Neither input is the sandbox's to choose (the kernel picks both), so a fast mix is enough:
+ * a new inode passes for a lent one only if its fingerprint equals one of the n recorded (n/2^64).
+ */
+function incarnation(stat: fs.Stats): bigint {
+  incarnationBytes.setFloat64(0, stat.ino);
+  incarnationBytes.setFloat64(8, stat.birthtimeMs);
+  let h1 = 0x9e3779b9;
+  let h2 = 0x85ebca6b;
+  for (let i = 0; i < 16; i += 4) {
+    const k = incarnationBytes.getUint32(i);
+    h1 = Math.imul(rotate(h1 ^ Math.imul(k, 0xcc9e2d51), 13), 5) + 0xe6546b64;
+    h2 = Math.imul(rotate(h2 ^ Math.imul(k, 0x1b873593), 17), 5) + 0x561ccd1b;
+    h1 = (h1 + h2) | 0;
+    h2 = (h2 + h1) | 0;
+  }
+  return (BigInt(finalMix(h1) >>> 0) << 32n) | BigInt(finalMix(h2 ^ h1) >>> 0);
+}
+
+const rotate = (x: number, r: number) => (x << r) | (x >>> (32 - r));
+
+/** murmur3's finaliser: every input bit reaches every output bit. */
+function finalMix(h: number): number {
+  let x = h ^ (h >>> 16);
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  return x ^ (x >>> 16);
 }
 
 interface HandBackReport {
@@ -104,7 +161,7 @@ export class OwnershipLease {
 
   /** The owner an entry had before the lease (for entries the sandbox uid owns now). */
   originalOwner(stat: fs.Stats): Owner {
-    const ownerClass = this.inodes.get(stat.dev)?.get(stat.ino);
+    const ownerClass = this.inodes.get(stat.dev)?.get(stat);
     if (ownerClass === undefined || ownerClass === NEVER_TOUCH) return { uid: stat.uid, gid: stat.gid };
     return this.owners[ownerClass]!;
   }
@@ -118,7 +175,8 @@ export class OwnershipLease {
     for (const root of this.roots) {
       await forEachEntry(root, (entry, stat) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
-        const ownerClass = this.inodes.get(stat.dev)?.get(stat.ino);
+        // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
+        const ownerClass = this.inodes.get(stat.dev)?.get(stat);
         if (ownerClass === NEVER_TOUCH) return;
         const owner = ownerClass === undefined ? caller : this.owners[ownerClass]!;
         handBack(entry, stat, owner, report);
@@ -137,10 +195,10 @@ export class OwnershipLease {
       // objects, a planted link): lending it would let the sandbox write there. A socket, FIFO or
       // device node is a door to something else (a root-only service's socket, a disk): never lent.
       if ((entry.kind !== "directory" && stat.nlink > 1) || NEVER_LENT_KINDS.has(entry.kind)) {
-        table.add(stat.ino, NEVER_TOUCH);
+        table.add(stat, NEVER_TOUCH);
         return;
       }
-      table.add(stat.ino, this.classOf(stat));
+      table.add(stat, this.classOf(stat));
       if (stat.uid !== this.to.uid || stat.gid !== this.to.gid) fs.lchownSync(entry.at, this.to.uid, this.to.gid);
     });
   }

@@ -35,6 +35,29 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     expect(report).toMatchObject({ created: 1, failed: [] });
   });
 
+  it("a lent file deleted and its inode number reused by a file the sandbox made: the new file goes to the caller, not the lent file's owner", async () => {
+    const ws = tree({ "theirs.txt": "t", "sub/x": "x" });
+    fs.chownSync(path.join(ws, "theirs.txt"), 1234, 4321);
+    fs.chownSync(path.join(ws, "sub"), 1234, 4321);
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    const lent = fs.lstatSync(path.join(ws, "theirs.txt"));
+    expect(lent.birthtimeMs, "this test needs a file system that keeps birth times").toBeGreaterThan(0);
+    // The sandbox deletes the lent file and makes new ones until one gets its inode number.
+    fs.unlinkSync(path.join(ws, "theirs.txt"));
+    let reused: string | undefined;
+    for (let i = 0; i < 1000 && !reused; i++) {
+      const p = path.join(ws, `new-${i}`);
+      fs.writeFileSync(p, "planted");
+      fs.chownSync(p, SANDBOX.uid, SANDBOX.gid);
+      if (fs.lstatSync(p).ino === lent.ino) reused = p;
+    }
+    expect(reused, "no new file reused the inode number").toBeDefined();
+    expect(lease.originalOwner(fs.lstatSync(reused!))).toEqual({ uid: SANDBOX.uid, gid: SANDBOX.gid });
+    await lease.restore(CALLER);
+    expect(owner(reused!)).toBe("0:0");
+    expect(owner(path.join(ws, "sub"))).toBe("1234:4321"); // the lent folder still goes back by identity
+  });
+
   it("the hard-link rename: a file linked in from outside is never lent, and after it is renamed over a lent file nothing outside changes owner", async () => {
     const outside = tree({ "victim.txt": "v" });
     fs.chownSync(path.join(outside, "victim.txt"), 4242, 4242);
