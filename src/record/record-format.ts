@@ -21,6 +21,15 @@ export const RECORD_FILES = {
   sums: "SHA256SUMS",
 } as const;
 
+/** A record holds about a dozen files: a reader looks at no more names than this. */
+export const RECORD_MAX_ENTRIES = 64;
+
+/**
+ * The most a reader hashes of a record (replay: of one file; show: of the whole folder). The files
+ * that grow with the run (events.jsonl, within the run's output limit) are far smaller.
+ */
+export const RECORD_MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;
+
 /**
  * The page `sandbox-run show` writes into a record folder by default: made from the record, not
  * part of it (not in SHA256SUMS), and never read back by replay or by show.

@@ -17,6 +17,8 @@ import { type Policy, policySchemas } from "../policy/policy-schema.js";
 import {
   RECORD_FILES,
   RECORD_FORMAT,
+  RECORD_MAX_ENTRIES,
+  RECORD_MAX_HASHED_BYTES,
   RECORD_PAGE,
   type RecordedCall,
   type RecordedExchange,
@@ -55,10 +57,9 @@ export type RecordedOutcome =
 const MAX_READ_BYTES = 256 * 1024 * 1024;
 const MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024;
 /** Largest file replay only hashes (events.jsonl and the patch): bounded by the run's output cap. */
-const MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;
+const MAX_HASHED_BYTES = RECORD_MAX_HASHED_BYTES;
 const HASH_CHUNK = 1024 * 1024;
-/** A record has about a dozen files. */
-const MAX_ENTRIES = 64;
+const MAX_ENTRIES = RECORD_MAX_ENTRIES;
 const MAX_EXCHANGES = 100_000;
 /** How deeply JSON may nest, per file (a result follows the caller's schema, so it may nest deeper). */
 const MAX_DEPTH: Record<string, number> = {

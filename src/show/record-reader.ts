@@ -5,12 +5,14 @@
 // folder's descriptor, without following a link and without blocking on a FIFO, hashed and parsed
 // from the same bytes, and kept only up to a cap. The two files that grow with the run (events,
 // exchanges) are handed over line by line while they are hashed, so a record of gigabytes costs
-// one line at a time.
+// one line at a time. What is read is bounded too: at most RECORD_MAX_ENTRIES names of the folder,
+// and RECORD_MAX_HASHED_BYTES of its files in all (a file cut there is shown up to the cut and
+// named as not checked).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { usageError } from "../errors.js";
-import { RECORD_FILES, RECORD_PAGE } from "../record/record-format.js";
+import { RECORD_FILES, RECORD_MAX_ENTRIES, RECORD_MAX_HASHED_BYTES, RECORD_PAGE } from "../record/record-format.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 const CHUNK = 1024 * 1024;
@@ -35,6 +37,18 @@ export interface KeptFile {
   omittedBytes: number;
 }
 
+/** What a reader reads of one folder at most. */
+interface ReadLimits {
+  /** Names of the folder looked at. */
+  maxEntries: number;
+  /** Bytes read (and hashed) of all its files together. */
+  maxReadBytes: number;
+}
+
+const DEFAULT_LIMITS: ReadLimits = { maxEntries: RECORD_MAX_ENTRIES, maxReadBytes: RECORD_MAX_HASHED_BYTES };
+
+type ReadOutcome = "read" | "cut" | "unreadable";
+
 interface LineHandler {
   /** One line (without its newline); `tooLong` when it was over MAX_LINE_BYTES and is not given. */
   line(text: string, lineNumber: number): void;
@@ -44,21 +58,26 @@ interface LineHandler {
 export class RecordReader {
   readonly dir: string;
   private readonly dirFd: number;
-  private readonly entries: Map<string, fs.Dirent>;
+  private readonly entries: Set<string>;
   private readonly sums: Map<string, string> | undefined;
   private readonly problems: string[] = [];
   private matched = 0;
   private readonly seen = new Set<string>();
+  private bytesRead = 0;
 
-  private constructor(dir: string, dirFd: number) {
+  private constructor(
+    dir: string,
+    dirFd: number,
+    private readonly limits: ReadLimits,
+  ) {
     this.dir = dir;
     this.dirFd = dirFd;
-    this.entries = new Map(fs.readdirSync(this.at("."), { withFileTypes: true }).map((e) => [e.name, e]));
+    this.entries = this.listEntries();
     this.sums = this.readSums();
   }
 
   /** Opens the folder (a link the caller names is followed: it is theirs). A usage error when it is not one. */
-  static open(dir: string): RecordReader {
+  static open(dir: string, limits: ReadLimits = DEFAULT_LIMITS): RecordReader {
     const absolute = path.resolve(dir);
     let fd: number;
     try {
@@ -72,7 +91,7 @@ export class RecordReader {
         "Pass the folder a run wrote with --record.",
       );
     }
-    const reader = new RecordReader(absolute, fd);
+    const reader = new RecordReader(absolute, fd, limits);
     if (![RECORD_FILES.meta, RECORD_FILES.events, RECORD_FILES.sums].some((name) => reader.entries.has(name))) {
       reader.close();
       throw usageError(
@@ -150,7 +169,7 @@ export class RecordReader {
    */
   integrity(): Integrity {
     if (!this.sums) return { state: "unchecked", matched: 0, problems: [...this.problems] };
-    for (const name of [...this.entries.keys()].sort()) {
+    for (const name of [...this.entries].sort()) {
       if (!this.seen.has(name) && name !== RECORD_FILES.sums && !this.isPage(name)) this.read(name, () => {});
     }
     for (const name of this.sums.keys()) {
@@ -178,19 +197,51 @@ export class RecordReader {
     else if (this.problems.length === MAX_PROBLEMS) this.problems.push("... and more");
   }
 
+  /**
+   * The folder's names, at most maxEntries of them: past that the folder is not a record as a run
+   * writes one, and only the names a record has are looked up.
+   */
+  private listEntries(): Set<string> {
+    const names = new Set<string>();
+    const dir = fs.opendirSync(this.at("."));
+    try {
+      for (let entry = dir.readSync(); entry; entry = dir.readSync()) {
+        if (names.size === this.limits.maxEntries) {
+          this.problem(
+            `the folder holds more than ${this.limits.maxEntries} entries (a record has about a dozen): only the files a record has are read`,
+          );
+          return this.knownEntries();
+        }
+        names.add(entry.name);
+      }
+    } finally {
+      dir.closeSync();
+    }
+    return names;
+  }
+
+  private knownEntries(): Set<string> {
+    const names = new Set<string>();
+    for (const name of [...Object.values(RECORD_FILES), RECORD_PAGE]) {
+      try {
+        fs.lstatSync(this.at(name));
+        names.add(name);
+      } catch {
+        // absent (or unreachable: reading it reports that)
+      }
+    }
+    return names;
+  }
+
   private readSums(): Map<string, string> | undefined {
     if (!this.entries.has(RECORD_FILES.sums)) {
       this.problems.push(`the record has no ${RECORD_FILES.sums}: nothing in it can be checked`);
       return undefined;
     }
     const parts: Buffer[] = [];
-    let size = 0;
-    const ok = this.readRaw(RECORD_FILES.sums, (chunk) => {
-      size += chunk.length;
-      if (size <= MAX_SUMS_BYTES) parts.push(Buffer.from(chunk));
-    });
-    if (!ok || size > MAX_SUMS_BYTES) {
-      this.problems.push(`${RECORD_FILES.sums} cannot be read${ok ? " (too large)" : ""}`);
+    const outcome = this.readRaw(RECORD_FILES.sums, (chunk) => parts.push(Buffer.from(chunk)), MAX_SUMS_BYTES);
+    if (outcome !== "read") {
+      this.problems.push(`${RECORD_FILES.sums} cannot be read${outcome === "cut" ? " (too large)" : ""}`);
       return new Map();
     }
     const sums = new Map<string, string>();
@@ -212,10 +263,19 @@ export class RecordReader {
     if (this.seen.has(name)) throw new Error(`${name} read twice`);
     this.seen.add(name);
     const hash = crypto.createHash("sha256");
-    const ok = this.readRaw(name, (chunk) => {
+    const before = this.bytesRead;
+    const outcome = this.readRaw(name, (chunk) => {
       hash.update(chunk);
       onChunk(chunk);
     });
+    if (outcome === "cut") {
+      const shown = this.bytesRead - before;
+      this.problem(
+        `${name} ${shown > 0 ? `was cut after ${bytesText(shown)}` : "was not read"}: show reads at most ${bytesText(this.limits.maxReadBytes)} of a record, so it is not checked against ${RECORD_FILES.sums}`,
+      );
+      return true;
+    }
+    const ok = outcome === "read";
     if (!this.sums) return ok;
     const expected = this.sums.get(name);
     if (expected === undefined) this.problem(`${name} is not listed in ${RECORD_FILES.sums}`);
@@ -225,7 +285,11 @@ export class RecordReader {
     return ok;
   }
 
-  private readRaw(name: string, onChunk: (chunk: Buffer) => void): boolean {
+  /**
+   * Reads `name` from its start, at most `limit` bytes and what is left of the folder's read
+   * budget: "cut" when there was more.
+   */
+  private readRaw(name: string, onChunk: (chunk: Buffer) => void, limit = Number.POSITIVE_INFINITY): ReadOutcome {
     let fd: number;
     try {
       // O_NONBLOCK: a FIFO planted in the folder must not hang the open.
@@ -233,24 +297,36 @@ export class RecordReader {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       this.problem(code === "ELOOP" ? `${name} is a symbolic link (not followed)` : `${name} cannot be read (${code})`);
-      return false;
+      return "unreadable";
     }
     try {
       if (!fs.fstatSync(fd).isFile()) {
         this.problem(`${name} is not a regular file (not read)`);
-        return false;
+        return "unreadable";
       }
       const buffer = Buffer.alloc(CHUNK);
+      let left = Math.max(0, Math.min(limit, this.limits.maxReadBytes - this.bytesRead));
       for (;;) {
-        const n = fs.readSync(fd, buffer, 0, buffer.length, null);
-        if (n === 0) return true;
+        // With nothing left, one byte more tells a file that ends there from one that goes on.
+        const n = fs.readSync(fd, buffer, 0, Math.max(1, Math.min(buffer.length, left)), null);
+        if (n === 0) return "read";
+        if (left === 0) return "cut";
+        this.bytesRead += n;
+        left -= n;
         onChunk(buffer.subarray(0, n));
       }
     } catch (error) {
       this.problem(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
-      return false;
+      return "unreadable";
     } finally {
       fs.closeSync(fd);
     }
   }
+}
+
+function bytesText(bytes: number): string {
+  if (bytes >= 1024 * 1024 * 1024) return `${+(bytes / 1024 / 1024 / 1024).toFixed(1)} GiB`;
+  if (bytes >= 1024 * 1024) return `${+(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  if (bytes >= 1024) return `${+(bytes / 1024).toFixed(1)} KiB`;
+  return `${bytes} bytes`;
 }

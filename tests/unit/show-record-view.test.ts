@@ -43,6 +43,43 @@ describe("the record reader", () => {
     again.close();
   });
 
+  it("reads at most its budget of a record: a file past it is shown up to the cut and named as not checked", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    fs.writeFileSync(path.join(dir, "result.json"), `"${"x".repeat(300 * 1024)}"`);
+    fs.writeFileSync(path.join(dir, "huge.bin"), Buffer.alloc(2 * 1024 * 1024));
+    rehash(dir);
+    const budget = 256 * 1024;
+    const reader = RecordReader.open(dir, { maxEntries: 64, maxReadBytes: budget });
+    expect(reader.file("meta.json")?.text).toContain('"format": 2');
+    const result = reader.file("result.json");
+    expect(result!.text.length).toBeGreaterThan(0);
+    expect(result!.text.length).toBeLessThan(budget);
+    const { state, problems } = reader.integrity();
+    expect(state).toBe("mismatch");
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^result\.json was cut after [\d.]+ KiB: show reads at most 256 KiB of a record, so it is not checked against SHA256SUMS$/,
+        ),
+        "huge.bin was not read: show reads at most 256 KiB of a record, so it is not checked against SHA256SUMS",
+      ]),
+    );
+    reader.close();
+  });
+
+  it("looks at no more names than a record has room for: past that only a record's own files are read", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(dir, `planted-${i}`), "x");
+    const reader = RecordReader.open(dir, { maxEntries: 30, maxReadBytes: 1 << 30 });
+    expect(reader.file("meta.json")?.text).toContain('"format": 2');
+    const { problems } = reader.integrity();
+    expect(problems).toContain(
+      "the folder holds more than 30 entries (a record has about a dozen): only the files a record has are read",
+    );
+    expect(problems.some((p) => p.startsWith("planted-"))).toBe(false);
+    reader.close();
+  });
+
   it("never follows a link, never blocks on a FIFO, and says so", () => {
     const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
     const secret = path.join(path.dirname(dir), "secret.txt");
