@@ -13,7 +13,7 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { currentVersions } from "./run/current-versions.js";
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
-import { openRunRecord } from "./run/open-run-record.js";
+import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { treesByAccess } from "./run/plan/held-trees.js";
 import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
@@ -93,9 +93,12 @@ export interface RunCallOptions extends RunOptions {
 export interface RunPlannedOptions extends Pick<RunCallOptions, "onEvent" | "signal"> {
   /**
    * A record the caller opened and completes itself (the CLI's --record): it gets the model traffic,
-   * and takes the workspace's state before and after the run while the run holds its trees.
+   * and takes the workspace's state before and after the run while the run holds its trees. A
+   * RunRecord also has the run hold the folder it goes into, and keeps the run's hold until it is
+   * finished (or abandoned).
    */
-  recorder?: Pick<RunRecorder, "traffic"> & Partial<Pick<RunRecorder, "captureBefore" | "captureAfter">>;
+  recorder?: Pick<RunRecorder, "traffic"> &
+    Partial<Pick<RunRecorder, "captureBefore" | "captureAfter"> & Pick<RunRecord, "heldFolder" | "keepHold">>;
 }
 
 export interface RunStream<T> extends AsyncIterable<RunEvent> {
@@ -337,9 +340,12 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // The timeline starts here so an image build on first use shows up in the run's events.
     const timeline = new RunTimeline(planned.plan.runId, listeners);
     // Another run over the same trees (of this process, or another of this user's) goes first: its
-    // sandbox must be gone before this one holds them (and the host has judged and written them).
+    // sandbox must be gone before this one holds them (and the host has judged and written them,
+    // its record included: the folder a record goes into is held too, until the record is there).
+    const { writable, readOnly } = treesByAccess(planned);
+    const recordFolder = options.recorder?.heldFolder;
     const trees = await holdTreesOnHost(
-      { runId: planned.plan.runId, ...treesByAccess(planned) },
+      { runId: planned.plan.runId, writable: recordFolder ? [...writable, recordFolder] : writable, readOnly },
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );
     try {
@@ -350,7 +356,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       try {
         await options.recorder?.captureAfter?.();
       } finally {
-        trees.release();
+        if (options.recorder?.keepHold) options.recorder.keepHold(trees);
+        else trees.release();
       }
     }
   }

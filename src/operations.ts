@@ -53,7 +53,8 @@ export async function dryRunView(planned: PlannedRun): Promise<Record<string, un
 
 /**
  * Opens a run record for a planned call (a usage error when the folder cannot be used): pass it to
- * runPlanned() as `recorder`, and finish() it once the run is over, whatever its outcome.
+ * runPlanned() as `recorder`, and finish() it once the run is over, whatever its outcome: the run
+ * holds its trees and the record's folder until then (a later run over them waits).
  */
 export async function openRunRecord(dir: string, planned: PlannedRun): Promise<RunRecord> {
   return (await import("./run/open-run-record.js")).openRunRecord(dir, planned);

@@ -52,6 +52,17 @@ export class RecordTarget {
     return new RecordTarget(absolute, located, before, held);
   }
 
+  /**
+   * The folder the record goes into, as the host resolves it (the caller's links followed up to a
+   * held tree): the run holds it too, so no other run's sandbox can shape it until it is published.
+   */
+  get folder(): string {
+    const located = this.located;
+    return located.kind === "host"
+      ? path.join(located.existing, ...located.missing)
+      : path.join(located.tree, ...located.parts);
+  }
+
   /** Whether the target lies inside a tree the sandbox holds (and is written only if left alone). */
   get insideSandboxTree(): string | undefined {
     return this.located.kind === "held" ? this.located.tree : undefined;

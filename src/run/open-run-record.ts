@@ -4,6 +4,9 @@
 // `run-<runId>-record`, reaped like any run folder if the controller dies) and moved to the folder
 // the caller named only after the run, once the workspace has been judged and handed back
 // (record/record-target.ts says when a folder inside the workspace is written and when refused).
+// The run holds that folder with its trees (run/tree-holds.ts), and its hold lasts until the record
+// is in place: released earlier, the next run over a tree holding the folder would have its sandbox
+// live (and its walks going) while the record is moved there.
 import path from "node:path";
 import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
@@ -50,6 +53,10 @@ export interface RunRecord extends RecordCaptures {
   abandon(): Promise<void>;
   /** After finish(): where the record is. */
   readonly place: RecordPlace | undefined;
+  /** The folder the record goes into: the run holds it with its trees. */
+  readonly heldFolder: string;
+  /** Takes the run's hold on its trees, given back once finish() or abandon() is done. */
+  keepHold(hold: { release(): void }): void;
 }
 
 /** A usage error when the folder cannot be used (not empty, not a folder, a link inside the workspace). */
@@ -101,6 +108,11 @@ export async function openRunRecord(
   const parent = stagingParent;
   const stagingFolder = staging;
   let place: RecordPlace | undefined;
+  let hold: { release(): void } | undefined;
+  const releaseHold = () => {
+    hold?.release();
+    hold = undefined;
+  };
   return {
     traffic: recorder.traffic,
     onEvent: recorder.onEvent,
@@ -109,32 +121,48 @@ export async function openRunRecord(
     get place() {
       return place;
     },
+    heldFolder: target.folder,
+    keepHold(taken) {
+      hold = taken;
+    },
     async abandon() {
-      await recorder.discard();
-      stagingFolder.close();
-      parent.close();
-      removeRunDir(stagingDir);
+      try {
+        await recorder.discard();
+        stagingFolder.close();
+        parent.close();
+        removeRunDir(stagingDir);
+      } finally {
+        releaseHold();
+      }
     },
     // Never throws: a record that cannot be put in place is reported beside the run's outcome.
     async finish(outcome) {
-      const notes = await recorder.finish(outcome);
-      stagingFolder.close();
       try {
-        place = putInPlace(target, parent, planned.plan.runId);
-        if (place.kept) {
-          notes.push(
-            `${RECORD_REFUSED_NOTE}${place.dir}: ${place.why}. The complete record is kept at ${place.kept}; check it, then move it where you want it (a folder outside the workspace is best)`,
-          );
-        }
-      } catch (error) {
-        notes.push(`${RECORD_REFUSED_NOTE}${target.dir}, and it could not be kept either: ${(error as Error).message}`);
+        return await finishAndPlace(outcome);
       } finally {
-        parent.close();
-        removeRunDir(stagingDir);
+        releaseHold();
       }
-      return notes;
     },
   };
+
+  async function finishAndPlace(outcome: RecordFinish): Promise<string[]> {
+    const notes = await recorder.finish(outcome);
+    stagingFolder.close();
+    try {
+      place = putInPlace(target, parent, planned.plan.runId);
+      if (place.kept) {
+        notes.push(
+          `${RECORD_REFUSED_NOTE}${place.dir}: ${place.why}. The complete record is kept at ${place.kept}; check it, then move it where you want it (a folder outside the workspace is best)`,
+        );
+      }
+    } catch (error) {
+      notes.push(`${RECORD_REFUSED_NOTE}${target.dir}, and it could not be kept either: ${(error as Error).message}`);
+    } finally {
+      parent.close();
+      removeRunDir(stagingDir);
+    }
+    return notes;
+  }
 }
 
 /** Moves the staged record to its target, or, when refused, to a folder of its own next to the run folders. */
