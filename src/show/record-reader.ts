@@ -13,8 +13,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { usageError } from "../errors.js";
 import { RECORD_FILES, RECORD_MAX_ENTRIES, RECORD_MAX_HASHED_BYTES, RECORD_PAGE } from "../record/record-format.js";
+import { openRegularFile } from "../util/read-fd.js";
 
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+const { O_RDONLY, O_DIRECTORY } = fs.constants;
 const CHUNK = 1024 * 1024;
 /** The largest whole file kept in memory (policy, plan, result, patch, ...); larger ones are cut. */
 const MAX_KEPT_FILE_BYTES = 16 * 1024 * 1024;
@@ -292,18 +293,21 @@ export class RecordReader {
   private readRaw(name: string, onChunk: (chunk: Buffer) => void, limit = Number.POSITIVE_INFINITY): ReadOutcome {
     let fd: number;
     try {
-      // O_NONBLOCK: a FIFO planted in the folder must not hang the open.
-      fd = fs.openSync(this.at(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+      // Its kind is known before it is opened: a FIFO must not hang the open, and a device in a
+      // record extracted as root must not be opened at all.
+      fd = openRegularFile(this.at(name)).fd;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      this.problem(code === "ELOOP" ? `${name} is a symbolic link (not followed)` : `${name} cannot be read (${code})`);
+      this.problem(
+        code === "ELOOP"
+          ? `${name} is a symbolic link (not followed)`
+          : code === "not a regular file"
+            ? `${name} is not a regular file (not read)`
+            : `${name} cannot be read (${code})`,
+      );
       return "unreadable";
     }
     try {
-      if (!fs.fstatSync(fd).isFile()) {
-        this.problem(`${name} is not a regular file (not read)`);
-        return "unreadable";
-      }
       const buffer = Buffer.alloc(CHUNK);
       let left = Math.max(0, Math.min(limit, this.limits.maxReadBytes - this.bytesRead));
       for (;;) {

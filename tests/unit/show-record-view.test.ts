@@ -88,13 +88,19 @@ describe("the record reader", () => {
     fs.symlinkSync(secret, path.join(dir, "result.json"));
     fs.rmSync(path.join(dir, "prompt.txt"));
     execFileSync("mkfifo", [path.join(dir, "prompt.txt")]);
+    // A device (a record extracted as root may hold one) is never opened: this one has no driver,
+    // so an open would have failed with ENXIO and said "cannot be read".
+    fs.rmSync(path.join(dir, "schema.json"), { force: true });
+    execFileSync("mknod", [path.join(dir, "schema.json"), "c", "240", "7"]);
     const reader = RecordReader.open(dir);
     expect(reader.file("result.json")).toBeUndefined();
     expect(reader.file("prompt.txt")).toBeUndefined();
+    expect(reader.file("schema.json")).toBeUndefined();
     expect(reader.integrity().problems).toEqual(
       expect.arrayContaining([
         "result.json is a symbolic link (not followed)",
         "prompt.txt is not a regular file (not read)",
+        "schema.json is not a regular file (not read)",
       ]),
     );
     reader.close();
