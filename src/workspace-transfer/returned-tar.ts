@@ -1,12 +1,13 @@
 // Copy out, host side: reads the tar the sandbox returned as hostile input, one entry at a time,
-// never holding the archive. What honest GNU tar (`tar -c --hard-dereference -C root .`) cannot
-// produce fails the whole copy: absolute names, `..`, empty or `.` components, hard links, an entry
-// whose directory the archive did not create first (which is how "a symlink, then a file written
-// through it" shows up), duplicates, unknown entry types, oversize names or link targets. What
-// honest tar can produce but must not reach the host is left out and reported: FIFOs, devices,
-// names that are not UTF-8. Setuid and setgid bits are dropped, and so are group/world-write bits
-// the run added to a file (another local user could rewrite it); the rules still judge the mode
-// the archive gave (TreeEntry.modeAsReturned).
+// never holding the archive (tar-entries.ts parses it; it refuses pax global and GNU long-name
+// headers and pax headers over 64 KiB). What the relay's honest writer (images/pi/relay.mjs, a
+// depth-first walk like `tar -c -C root .`) cannot produce fails the whole copy: absolute names,
+// `..`, empty or `.` components, hard links, an entry whose directory the archive did not create
+// first (which is how "a symlink, then a file written through it" shows up), duplicates, unknown
+// entry types, oversize names or link targets. What honest tar can produce but must not reach the
+// host is left out and reported: FIFOs, devices, names that are not UTF-8. Setuid and setgid bits
+// are dropped, and so are group/world-write bits the run added to a file (another local user could
+// rewrite it); the rules still judge the mode the archive gave (TreeEntry.modeAsReturned).
 // (Over 300 lines because each of those refusals sits beside the header field it checks.)
 //
 // Nothing here writes to the host tree. Content that differs from the host's is written to a
@@ -18,11 +19,11 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import tar from "tar-stream";
 import { SandboxRunError } from "../errors.js";
 import { readAll } from "../util/read-fd.js";
 import { mib } from "../util/units.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
+import { readTarEntries, TarRefusal } from "./tar-entries.js";
 import { UNCHANGED_PAX_KEY } from "./tar-header.js";
 import { comparePaths, parentOf, type TreeEntry, type TreeEntryKind } from "./tree-entry.js";
 
@@ -75,11 +76,10 @@ export const EMPTY_FILE = "";
 
 class HostileArchive extends Error {}
 
-// One loop on purpose: a tar reader's state (pending pax records and long names, the byte and entry
-// caps, the directory stack) lives across headers, and each refusal sits beside the field it checks.
+// One loop on purpose: the reader's state (the caps, the directory stack) lives across entries, and
+// each refusal sits beside the field it checks.
 export async function readReturnedTar(archive: Readable, options: ReadReturnedOptions): Promise<ReturnedTree> {
   const { limits } = options;
-  const extract = tar.extract();
   const tree: ReturnedTree = {
     after: [],
     staged: new Map(),
@@ -105,21 +105,9 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
   const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));
   let overLimit: SandboxRunError | undefined;
   let staged = 0;
-  let stopped = false;
-  // streamx emits "close", not "error", when destroyed without a reason: wait for either.
-  const writable = () =>
-    new Promise<void>((resolve) => {
-      const done = () => {
-        extract.off("drain", done);
-        extract.off("close", done);
-        resolve();
-      };
-      extract.on("drain", done);
-      extract.on("close", done);
-    });
 
-  // Feeds the extractor with backpressure and the byte cap; the archive is never buffered whole.
-  const feeding = (async () => {
+  // The byte cap, as the archive is pulled: it is never buffered whole.
+  async function* capped(): AsyncGenerator<Buffer> {
     for await (const chunk of archive as AsyncIterable<Buffer>) {
       tree.bytes += chunk.length;
       if (tree.bytes > limits.maxBytes) {
@@ -129,16 +117,13 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         );
         throw overLimit;
       }
-      if (stopped) return;
-      if (!extract.write(chunk)) await writable();
+      yield chunk;
     }
-    if (!stopped) extract.end(undefined);
-  })();
-  feeding.catch((error: unknown) => extract.destroy(error as Error));
+  }
 
   try {
     let entries = 0;
-    for await (const entry of extract) {
+    for await (const { header, content } of readTarEntries(capped())) {
       if (++entries > limits.maxEntries) {
         const sent = options.before.entries.length;
         overLimit = limitError(
@@ -148,11 +133,9 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         );
         throw overLimit;
       }
-      const header = entry.header;
       const rel = entryPath(header.name, limits);
       if (rel === undefined) {
         tree.refused.push({ path: header.name.slice(0, 200), reason: "its name is not valid UTF-8" });
-        await drain(entry);
         continue;
       }
       if (seen.has(rel)) throw new HostileArchive(`"${rel}" appears twice`);
@@ -169,7 +152,6 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       if (kind === "refused") {
         tree.refused.push({ path: rel, reason: `it is a ${header.type}` });
         tree.refusedKinds.set(rel, header.type === "fifo" ? "fifo" : "device");
-        await drain(entry);
         continue;
       }
       if (kind === undefined) throw new HostileArchive(`"${rel}" is a ${header.type ?? "entry of no known type"}`);
@@ -177,7 +159,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       seen.set(rel, kind);
 
       const before = beforeByPath.get(rel);
-      const returnedMode = (header.mode ?? 0) & 0o7777;
+      const returnedMode = header.mode & 0o7777;
       let mode = returnedMode & (kind === "directory" ? 0o1777 : 0o777);
       if (header.mode & 0o6000 && tree.strippedModes.length < 100) tree.strippedModes.push(rel);
       const addedWriteBits = kind === "file" ? mode & 0o022 & ~(before?.kind === "file" ? before.mode : 0) : 0;
@@ -185,11 +167,10 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         mode &= ~addedWriteBits;
         if (tree.writeBitsCleared.length < 100) tree.writeBitsCleared.push(rel);
       }
-      const mtime = header.mtime?.getTime();
-      const after: TreeEntry = { path: rel, kind, mode, size: 0, mtimeMs: Number.isFinite(mtime) ? mtime! : 0 };
+      const after: TreeEntry = { path: rel, kind, mode, size: 0, mtimeMs: header.mtimeMs };
       if (kind !== "symlink" && mode !== returnedMode) after.modeAsReturned = returnedMode;
       if (kind === "symlink") {
-        const target = header.linkname ?? "";
+        const target = header.linkname;
         if (target === "" || target.includes("\0") || Buffer.byteLength(target) > limits.maxLinkTargetBytes) {
           throw new HostileArchive(`the symbolic link "${rel}" has an invalid target`);
         }
@@ -200,46 +181,36 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
           fs.symlinkSync(target, file);
           tree.staged.set(rel, file);
         }
-        await drain(entry);
-      } else if (
-        kind === "file" &&
-        (header.pax as Record<string, string> | null | undefined)?.[UNCHANGED_PAX_KEY] !== undefined
-      ) {
+      } else if (kind === "file" && header.pax[UNCHANGED_PAX_KEY] !== undefined) {
         // The relay says its status has not changed since the copy-in: believing that can only
         // keep the host's own copy, so the claim needs no proof, only a file to refer to.
         if (before?.kind !== "file" || header.size) {
           throw new HostileArchive(`"${rel}" is claimed unchanged but was never sent as a file`);
         }
         Object.assign(after, { mode: before.mode, size: before.size, hash: before.hash, mtimeMs: before.mtimeMs });
-        await drain(entry);
       } else if (kind === "file") {
-        const content = await stageContent(entry as AsyncIterable<Buffer>, {
-          size: header.size ?? 0,
+        const result = await stageContent(content, {
+          size: header.size,
           stagePath: path.join(options.stagingDir, String(++staged)),
           compareWith:
             before?.kind === "file" && before.size === header.size ? path.join(options.before.root, rel) : undefined,
           compareIno: options.before.facts.get(rel)?.ino,
         });
-        after.size = header.size ?? 0;
-        after.hash = content.hash;
-        if (content.staged !== undefined) tree.staged.set(rel, content.staged);
-      } else {
-        await drain(entry);
+        after.size = header.size;
+        after.hash = result.hash;
+        if (result.staged !== undefined) tree.staged.set(rel, result.staged);
       }
+      // Content left unread (a directory's, a symlink's) is skipped by the reader.
       tree.after.push(after);
     }
-    await feeding;
   } catch (error) {
-    stopped = true;
     archive.destroy();
-    extract.destroy();
-    await feeding.catch(() => {});
     if (overLimit) throw overLimit;
     if (error instanceof SandboxRunError) throw error;
     throw new SandboxRunError(
       "policy-violation",
       `The sandbox returned ${options.what} as an archive that cannot be applied: ${
-        error instanceof HostileArchive
+        error instanceof HostileArchive || error instanceof TarRefusal
           ? error.message
           : `it is not a complete tar archive (${(error as Error).message})`
       }. Nothing was applied.`,
@@ -320,12 +291,6 @@ function kindOf(type: string | null | undefined): TreeEntryKind | "refused" | un
       return "refused";
     default:
       return undefined; // "link" (a hard link: we asked tar for none) and anything else
-  }
-}
-
-async function drain(entry: AsyncIterable<unknown>): Promise<void> {
-  for await (const _ of entry) {
-    // discarded
   }
 }
 

@@ -1,6 +1,6 @@
 // Copy mode's host side as a unit test drives it, without an engine: walk and pack a host tree (as
 // copy-in does), let "the sandbox" change an extracted copy with GNU tar on both ends, and read the
-// returned tar into a staging directory (as copy-out does).
+// returned tar (pax, as the relay writes it) into a staging directory (as copy-out does).
 import { spawnSync } from "node:child_process";
 import { Readable } from "node:stream";
 import { expect } from "vitest";
@@ -28,7 +28,9 @@ export async function roundTrip(
   });
   expect(x.status, x.stderr.toString()).toBe(0);
   change(dirs.copy);
-  const c = spawnSync("tar", ["-c", "-f", "-", "-C", dirs.copy, "--hard-dereference", "."], { maxBuffer: 1 << 30 });
+  const c = spawnSync("tar", ["-c", "--format=posix", "-f", "-", "-C", dirs.copy, "--hard-dereference", "."], {
+    maxBuffer: 1 << 30,
+  });
   expect(c.status, c.stderr.toString()).toBe(0);
   const returned = await readReturnedTar(Readable.from([c.stdout]), {
     before,

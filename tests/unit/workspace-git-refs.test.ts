@@ -70,7 +70,9 @@ async function copyRun(root: string, script: string) {
   const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: Buffer.concat(chunks) });
   expect(x.status, x.stderr.toString()).toBe(0);
   sh(copy, script.replaceAll("MARKER", path.join(dir(), "PWNED")));
-  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 28 });
+  const c = spawnSync("tar", ["-c", "--format=posix", "-f", "-", "-C", copy, "--hard-dereference", "."], {
+    maxBuffer: 1 << 28,
+  });
   expect(c.status, c.stderr.toString()).toBe(0);
   const returned = await readReturnedTar(Readable.from([c.stdout]), {
     before,

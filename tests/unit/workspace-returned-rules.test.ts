@@ -38,7 +38,9 @@ async function roundTrip(root: string, change: (copy: string) => void) {
   const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: Buffer.concat(chunks) });
   expect(x.status, x.stderr.toString()).toBe(0);
   change(copy);
-  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 28 });
+  const c = spawnSync("tar", ["-c", "--format=posix", "-f", "-", "-C", copy, "--hard-dereference", "."], {
+    maxBuffer: 1 << 28,
+  });
   expect(c.status, c.stderr.toString()).toBe(0);
   const returned = await readReturnedTar(Readable.from([c.stdout]), {
     before,

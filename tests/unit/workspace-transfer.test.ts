@@ -12,7 +12,7 @@ import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-t
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
 import { makeStagingDir, realStagingPath, removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
-import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
+import { END_OF_ARCHIVE, padding, tarHeader, UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { tempTrees } from "../support/temp-trees.js";
 
@@ -34,13 +34,15 @@ async function sendTree(root: string): Promise<{ before: HostTree; archive: Buff
   return { before, archive: Buffer.concat(chunks) };
 }
 
-/** What the sandbox does: extract the tar with GNU tar, change the copy, return `tar -c` of it. */
+/** What the sandbox does: extract the tar with GNU tar, change the copy, return `tar -c` of it (pax, as the relay writes: GNU long-name headers are refused). */
 function sandboxRoundTrip(archive: Buffer, change: (copy: string) => void): Buffer {
   const copy = tempDir("sandbox-run-transfer-copy-");
   const x = spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: archive });
   expect(x.status, x.stderr.toString()).toBe(0);
   change(copy);
-  const c = spawnSync("tar", ["-c", "-f", "-", "-C", copy, "--hard-dereference", "."], { maxBuffer: 1 << 30 });
+  const c = spawnSync("tar", ["-c", "--format=posix", "-f", "-", "-C", copy, "--hard-dereference", "."], {
+    maxBuffer: 1 << 30,
+  });
   expect(c.status, c.stderr.toString()).toBe(0);
   return c.stdout;
 }
@@ -325,6 +327,57 @@ describe("hostile archives", () => {
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150 * 1024 * 1024);
   }, 120_000);
 
+  // tar-stream took these of up to 4 MiB and merged a global header's records into every later
+  // entry, seconds of CPU each on the controller's one event loop; the relay writes none of them.
+  const extensions: Array<[string, string, number, RegExp]> = [
+    ["a pax global header", "g", 4 * 1024 * 1024 - 1024, /a pax global header \('g'\), which the relay never writes/],
+    ["a GNU long name header", "L", 4 * 1024 * 1024 - 1024, /a GNU long name header \('L'\)/],
+    ["a GNU long link name header", "K", 4 * 1024 * 1024 - 1024, /a GNU long link name header \('K'\)/],
+    ["an old GNU long names header", "N", 1024, /an old GNU long names header \('N'\)/],
+    ["a pax header over 64 KiB", "x", 64 * 1024 + 1, /a pax header of 655\d\d bytes \(at most 65536 are read\)/],
+  ];
+  for (const [what, flag, size, message] of extensions) {
+    it(`${what} is refused before its body is read`, async () => {
+      const root = tree({ "a.txt": "a" });
+      const { before } = await sendTree(root);
+      const body = Buffer.from(paxBody(size));
+      const entries = Array.from({ length: 3 }, (_, i) =>
+        tarHeader({ name: `./f${i}`, type: "file", mode: 0o644, size: 0, pax: { comment: "x" } }),
+      );
+      const archive = Buffer.concat([
+        tarHeader({ name: "./", type: "directory", mode: 0o755 }),
+        withType(fileHeader(`././@${flag}`, body.length), flag),
+        body,
+        padding(body.length),
+        ...entries,
+        END_OF_ARCHIVE,
+      ]);
+      const started = performance.now();
+      const error = await readError(before, archive);
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(error.code).toBe("policy-violation");
+      expect(error.message).toMatch(message);
+      expect(error.message).toContain("Nothing was applied");
+    });
+  }
+
+  it("a pax header of 64 KiB (unknown records and all) is read", async () => {
+    const root = tree({});
+    const { before } = await sendTree(root);
+    const body = Buffer.from(`${paxBody(64 * 1024 - 24)}${paxRecord("path", "./long")}`);
+    expect(body.length).toBeLessThanOrEqual(64 * 1024);
+    const archive = Buffer.concat([
+      tarHeader({ name: "./", type: "directory", mode: 0o755 }),
+      withType(fileHeader("././@PaxHeader", body.length), "x"),
+      body,
+      padding(body.length),
+      tarHeader({ name: "./short", type: "file", mode: 0o644, size: 0 }),
+      END_OF_ARCHIVE,
+    ]);
+    const { returned } = await read(before, archive);
+    expect(returned.after.map((e) => e.path)).toEqual(["", "long"]);
+  });
+
   it("a truncated archive is refused", async () => {
     const root = tree({ "a.txt": "a" });
     const { before, archive } = await sendTree(root);
@@ -333,6 +386,35 @@ describe("hostile archives", () => {
     expect(error.message).toMatch(/not a complete tar archive/);
   });
 });
+
+/** `block` (a ustar header) with another type flag, its checksum made right again. */
+function withType(block: Buffer, flag: string): Buffer {
+  block.write(flag, 156, "latin1");
+  block.fill(" ", 148, 156);
+  let sum = 0;
+  for (const byte of block) sum += byte;
+  block.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+  return block;
+}
+
+/** "<length> <key>=<value>\n", where the length counts itself. */
+function paxRecord(key: string, value: string): string {
+  const rest = ` ${key}=${value}\n`;
+  let length = rest.length + 1;
+  while (String(length).length + rest.length !== length) length = String(length).length + rest.length;
+  return `${length}${rest}`;
+}
+
+/** Tiny pax records (the cheapest way to make a big record set): `size` bytes, or up to 8 more. */
+function paxBody(size: number): string {
+  const records: string[] = [];
+  for (let bytes = 0, i = 0; bytes < size; i++) {
+    const record = paxRecord(i.toString(36), "");
+    records.push(record);
+    bytes += record.length;
+  }
+  return records.join("");
+}
 
 /** A ustar header for a regular file of `size` bytes (content not included). */
 function fileHeader(name: string, size: number): Buffer {
