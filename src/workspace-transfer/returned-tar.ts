@@ -2,19 +2,21 @@
 // never holding the archive (tar-entries.ts parses it; it refuses pax global and GNU long-name
 // headers and pax headers over 64 KiB). What the relay's honest writer (images/pi/relay.mjs, a
 // depth-first walk like `tar -c -C root .`) cannot produce fails the whole copy: absolute names,
-// `..`, empty or `.` components, hard links, an entry whose directory the archive did not create
-// first (which is how "a symlink, then a file written through it" shows up), duplicates, unknown
-// entry types, oversize names or link targets. What honest tar can produce but must not reach the
-// host is left out and reported: FIFOs, devices, names that are not UTF-8. Setuid and setgid bits
-// are dropped, and so are group/world-write bits the run added to a file (another local user could
-// rewrite it); the rules still judge the mode the archive gave (TreeEntry.modeAsReturned).
+// `..`, empty or `.` components, a component longer than NAME_MAX, hard links, an entry whose
+// directory the archive did not create first (which is how "a symlink, then a file written through
+// it" shows up), duplicates, unknown entry types, oversize names or link targets. What honest tar
+// can produce but must not reach the host is left out and reported: FIFOs, devices, names that are
+// not UTF-8. Setuid and setgid bits are dropped, and so are group/world-write bits the run added to
+// a file (another local user could rewrite it); the rules still judge the mode the archive gave
+// (TreeEntry.modeAsReturned).
 // (Over 300 lines because each of those refusals sits beside the header field it checks.)
 //
 // Nothing here writes to the host tree. Content that differs from the host's is written to a
 // private staging directory (one flat file per entry, created O_EXCL|O_NOFOLLOW, named by a
 // counter, so no name from the archive is ever used as a path); content equal to the host file is
 // compared on the fly and never written. Runs of zeros are left as holes, so a sparse file costs no
-// disk. The archive's bytes and entries are capped.
+// disk. The archive's bytes and entries are capped, and so are the bytes of names and link targets
+// the host keeps (NEW_METADATA_BYTES beyond those sent in): they bound the controller's memory.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -34,6 +36,8 @@ export interface ReturnedTreeLimits {
   maxPathBytes: number;
   maxDepth: number;
   maxLinkTargetBytes: number;
+  /** Bytes of names and link targets beyond those sent in (default NEW_METADATA_BYTES). */
+  maxNewMetadataBytes?: number;
 }
 
 export interface ReturnedTree {
@@ -70,14 +74,26 @@ interface ReadReturnedOptions {
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_RDONLY } = fs.constants;
 const COMPARE_BYTES = 1024 * 1024;
+/** NAME_MAX: the longest name of one path component on Linux filesystems. */
+const NAME_MAX_BYTES = 255;
+
+/**
+ * Names and link targets a returned tree may hold beyond those sent in, in UTF-8 bytes: what the
+ * host keeps of each entry until the apply, so what bounds its memory besides the entry cap (a run
+ * of 200,000 new entries with 4 KiB paths and 4 KiB targets took the controller to 1.8 GB). 64 MiB
+ * is 200,000 new entries (the default limits.maxEntries) of 335 bytes each, paths of a deep
+ * node_modules average under 50 bytes (this repository's do); V8 holds them in at most twice as
+ * many bytes (two a character once one is outside Latin-1).
+ */
+export const NEW_METADATA_BYTES = 64 * 1024 * 1024;
 
 /** `staged` value of a new empty file: created in place by the apply step, never staged. */
 export const EMPTY_FILE = "";
 
 class HostileArchive extends Error {}
 
-// One loop on purpose: the reader's state (the caps, the directory stack) lives across entries, and
-// each refusal sits beside the field it checks.
+// One loop on purpose: the reader's state (the caps, the directory stack, the metadata budget) lives
+// across entries, and each refusal sits beside the field it checks.
 export async function readReturnedTar(archive: Readable, options: ReadReturnedOptions): Promise<ReturnedTree> {
   const { limits } = options;
   const tree: ReturnedTree = {
@@ -103,6 +119,9 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
   };
   const seen = new Map<string, TreeEntryKind>();
   const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));
+  const newMetadataBytes = limits.maxNewMetadataBytes ?? NEW_METADATA_BYTES;
+  const metadataBudget = metadataBytesOf(options.before) + newMetadataBytes;
+  let metadataBytes = 0;
   let overLimit: SandboxRunError | undefined;
   let staged = 0;
 
@@ -130,6 +149,18 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
           options,
           `more than ${limits.maxEntries} entries (${sent} copied in and ${limits.maxEntries - sent} more, limits.maxEntries)`,
           "entries",
+        );
+        throw overLimit;
+      }
+      // What the host keeps of every entry until the apply: its path and (a symlink's) target.
+      metadataBytes +=
+        Buffer.byteLength(header.name) + (header.type === "symlink" ? Buffer.byteLength(header.linkname) : 0);
+      if (metadataBytes > metadataBudget) {
+        overLimit = limitError(
+          options,
+          `more than ${mib(metadataBudget)} MiB of names and link targets (those copied in and ${mib(newMetadataBytes)} MiB more)`,
+          "entries",
+          "Keep generated trees of very long paths out of the workspace if the task really makes them; otherwise treat this run's output as hostile.",
         );
         throw overLimit;
       }
@@ -270,6 +301,10 @@ function entryPath(name: string, limits: ReturnedTreeLimits): string | undefined
   const parts = rel.split("/");
   if (parts.length > limits.maxDepth) throw new HostileArchive(`a path is deeper than ${limits.maxDepth} levels`);
   for (const part of parts) {
+    // No Linux filesystem holds a longer name, so an honest relay never sends one.
+    if (Buffer.byteLength(part) > NAME_MAX_BYTES) {
+      throw new HostileArchive(`"${rel.slice(0, 200)}" has a name longer than ${NAME_MAX_BYTES} bytes`);
+    }
     if (part === "..") throw new HostileArchive(`"${rel.slice(0, 200)}" climbs out with ".."`);
     if (part === "" || part === ".") throw new HostileArchive(`"${rel.slice(0, 200)}" has an empty or "." component`);
   }
@@ -371,9 +406,21 @@ function writeSparse(fd: number, chunk: Buffer, offset: number): void {
   }
 }
 
-function limitError(options: ReadReturnedOptions, what: string, limit: "disk" | "entries" = "disk"): SandboxRunError {
+function limitError(
+  options: ReadReturnedOptions,
+  what: string,
+  limit: "disk" | "entries" = "disk",
+  hint = `Raise limits.${limit === "disk" ? "diskMb" : "maxEntries"} in a policy file if the task really writes that much; otherwise treat this run's output as hostile.`,
+): SandboxRunError {
   return new SandboxRunError("limit", `The sandbox returned ${options.what} with ${what}. Nothing was applied.`, {
     limit,
-    hint: `Raise limits.${limit === "disk" ? "diskMb" : "maxEntries"} in a policy file if the task really writes that much; otherwise treat this run's output as hostile.`,
+    hint,
   });
+}
+
+/** The path and link-target bytes of the tree sent in: a returned tree may hold those and NEW_METADATA_BYTES more. */
+function metadataBytesOf(tree: HostTree): number {
+  let bytes = 0;
+  for (const entry of tree.entries) bytes += Buffer.byteLength(entry.path) + Buffer.byteLength(entry.target ?? "");
+  return bytes;
 }

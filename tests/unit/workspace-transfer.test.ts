@@ -242,6 +242,8 @@ describe("hostile archives", () => {
     ["a duplicate", [ROOT, { name: "./a.txt", content: "1" }, { name: "./a.txt", content: "2" }], /appears twice/],
     ["no root first", [{ name: "./a.txt", content: "1" }, ROOT], /does not start with its root/],
     ["an empty component", [ROOT, { name: "./a//b", content: "1" }], /empty or "\." component/],
+    // NAME_MAX: no Linux filesystem holds such a name, so the relay cannot have read one.
+    ["a 256-byte name", [ROOT, { name: `./${"n".repeat(256)}`, content: "1" }], /name longer than 255 bytes/],
   ];
   for (const [what, entries, message] of cases) {
     it(`${what}: the copy fails and nothing lands anywhere`, async () => {
@@ -326,6 +328,51 @@ describe("hostile archives", () => {
     expect(produced).toBeLessThan(200_000);
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150 * 1024 * 1024);
   }, 120_000);
+
+  it("names and link targets past the metadata budget stop the copy-out, the controller's memory bounded", async () => {
+    // What the host keeps of each entry is its path and link target: 4 KiB of each, 200,000
+    // times, took the controller to 1.8 GB. Here the budget beyond what was sent in is 4 MiB.
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    let produced = 0;
+    async function* archive() {
+      let dir = ".";
+      const headers = [tarHeader({ name: "./", type: "directory", mode: 0o755 })];
+      for (let i = 0; i < 14; i++) {
+        dir += `/${"d".repeat(250)}${String(i).padStart(4, "0")}`;
+        headers.push(tarHeader({ name: `${dir}/`, type: "directory", mode: 0o755 }));
+      }
+      yield Buffer.concat(headers.splice(0));
+      for (let i = 0; i < 20_000; i++) {
+        const name = `${dir}/${String(i).padStart(8, "0")}${"n".repeat(240)}`;
+        headers.push(tarHeader({ name, type: "symlink", mode: 0o777, linkname: `${"t".repeat(3990)}${i}` }));
+        produced++;
+        if (headers.length === 64) yield Buffer.concat(headers.splice(0));
+      }
+      yield Buffer.concat([...headers, END_OF_ARCHIVE]);
+    }
+    const rssBefore = process.memoryUsage().rss;
+    const error = await readError(before, Readable.from(archive()), {
+      maxEntries: 100_000,
+      maxBytes: 1024 ** 3,
+      maxNewMetadataBytes: 4 * 1024 * 1024,
+    });
+    expect(error.code).toBe("limit");
+    expect(error.limit).toBe("entries");
+    expect(error.message).toMatch(/more than 4 MiB of names and link targets \(those copied in and 4 MiB more\)/);
+    expect(error.hint).toMatch(/long paths/);
+    // About 500 entries fit; the reader stops within a chunk of them.
+    expect(produced).toBeLessThan(1_000);
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it("a 255-byte name (NAME_MAX) is read", async () => {
+    const root = tree({});
+    const { before } = await sendTree(root);
+    const name = "n".repeat(255);
+    const { returned } = await read(before, await crafted([ROOT, { name: `./${name}`, content: "1" }]));
+    expect(returned.after.map((e) => e.path)).toEqual(["", name]);
+  });
 
   // tar-stream took these of up to 4 MiB and merged a global header's records into every later
   // entry, seconds of CPU each on the controller's one event loop; the relay writes none of them.
