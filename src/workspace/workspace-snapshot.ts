@@ -216,11 +216,13 @@ export class ChangeCollector {
     }
   }
 
-  result(): ChangedFiles {
+  /** The lists, sorted unless `sorted` is false (then in the order added: copy mode lists tree by tree). */
+  result(sorted = true): ChangedFiles {
+    const list = (paths: string[]) => (sorted ? [...paths].sort() : [...paths]);
     const out: ChangedFiles = {
-      created: [...this.lists.created].sort(),
-      modified: [...this.lists.modified].sort(),
-      deleted: [...this.lists.deleted].sort(),
+      created: list(this.lists.created),
+      modified: list(this.lists.modified),
+      deleted: list(this.lists.deleted),
     };
     const { created, modified, deleted } = this.counts;
     if (created > out.created.length || modified > out.modified.length || deleted > out.deleted.length)

@@ -312,7 +312,8 @@ export class CopyModeWorkspace {
       for (const change of ["created", "modified", "deleted"] as const)
         for (const p of diff[change]) changes.add(change, prefix + p);
     }
-    const changedFiles: ChangedFiles = changes.result();
+    // The workspace's changes first, then each writable directory's, as the trees were returned.
+    const changedFiles: ChangedFiles = changes.result(false);
     // branch and patch: the judged tree waits in the staging directory for handBack().
     const applying = this.options.plan.handBack === "apply";
     if (violations.length === 0 && applying) {
