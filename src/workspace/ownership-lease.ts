@@ -64,13 +64,16 @@ class InodeTable {
     this.sorted = true;
   }
 
-  /** The owner class recorded for an inode, or undefined (also when its number was reused since). */
-  get(stat: fs.Stats): number | undefined {
+  /**
+   * The owner class recorded for an inode, or undefined (also when its number was reused since,
+   * where `byBirth`: the file system's birth times are real, see OwnershipLease.birthTimesKept).
+   */
+  get(stat: fs.Stats, byBirth = true): number | undefined {
     if (!this.sorted) this.seal();
     const key = BigInt(stat.ino) << 16n;
     const at = search(this.words, this.length, key, ~0xffffn);
     if (at === undefined) return undefined;
-    if (search(this.births, this.length, incarnation(stat), ~0n) === undefined) return undefined;
+    if (byBirth && search(this.births, this.length, incarnation(stat), ~0n) === undefined) return undefined;
     return Number(this.words[at]! & 0xffffn);
   }
 }
@@ -137,6 +140,14 @@ export class OwnershipLease {
   private readonly owners: Owner[] = [];
   private readonly ownerIndex = new Map<string, number>();
   private readonly inodes = new Map<number, InodeTable>();
+  /**
+   * Whether stat's birth times are the file system's own, learnt at the first chown of a lend: where
+   * statx is unavailable (ENOSYS, or an old seccomp filter around the controller), libuv reports
+   * ctime as the birth time, which the lease's own chown moves; then every lent inode would look
+   * reborn and go to the caller. Without real birth times inodes match by number alone, as before
+   * (a reused number can then still match; docs/security.md, what is not promised).
+   */
+  private birthTimesKept: boolean | undefined;
 
   private constructor(
     private readonly roots: readonly string[],
@@ -161,7 +172,7 @@ export class OwnershipLease {
 
   /** The owner an entry had before the lease (for entries the sandbox uid owns now). */
   originalOwner(stat: fs.Stats): Owner {
-    const ownerClass = this.inodes.get(stat.dev)?.get(stat);
+    const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);
     if (ownerClass === undefined || ownerClass === NEVER_TOUCH) return { uid: stat.uid, gid: stat.gid };
     return this.owners[ownerClass]!;
   }
@@ -176,7 +187,7 @@ export class OwnershipLease {
       await forEachEntry(root, (entry, stat) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
         // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
-        const ownerClass = this.inodes.get(stat.dev)?.get(stat);
+        const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);
         if (ownerClass === NEVER_TOUCH) return;
         const owner = ownerClass === undefined ? caller : this.owners[ownerClass]!;
         handBack(entry, stat, owner, report);
@@ -199,7 +210,10 @@ export class OwnershipLease {
         return;
       }
       table.add(stat, this.classOf(stat));
-      if (stat.uid !== this.to.uid || stat.gid !== this.to.gid) fs.lchownSync(entry.at, this.to.uid, this.to.gid);
+      if (stat.uid !== this.to.uid || stat.gid !== this.to.gid) {
+        fs.lchownSync(entry.at, this.to.uid, this.to.gid);
+        this.birthTimesKept ??= fs.lstatSync(entry.at).birthtimeMs === stat.birthtimeMs && stat.birthtimeMs !== 0;
+      }
     });
   }
 

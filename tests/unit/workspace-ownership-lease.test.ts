@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   decodeLentRoots,
   encodeLentRoots,
@@ -56,6 +56,38 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     await lease.restore(CALLER);
     expect(owner(reused!)).toBe("0:0");
     expect(owner(path.join(ws, "sub"))).toBe("1234:4321"); // the lent folder still goes back by identity
+  });
+
+  it("where stat reports ctime as the birth time (no statx: libuv's fallback), lent files still go back to their owners", async () => {
+    const ws = tree({ "theirs.txt": "t", "sub/x": "x" });
+    fs.chownSync(path.join(ws, "theirs.txt"), 1234, 4321);
+    fs.chownSync(path.join(ws, "sub"), 1234, 4321);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the lend's chown then moves ctime
+    const asWithoutStatx = (stat: unknown) =>
+      stat instanceof fs.Stats
+        ? Object.assign(Object.create(Object.getPrototypeOf(stat)), stat, { birthtimeMs: stat.ctimeMs })
+        : stat;
+    const lstat = fs.lstatSync;
+    const fstat = fs.fstatSync;
+    const spies = [
+      vi
+        .spyOn(fs, "lstatSync")
+        .mockImplementation(((...args: Parameters<typeof lstat>) => asWithoutStatx(lstat(...args))) as typeof lstat),
+      vi
+        .spyOn(fs, "fstatSync")
+        .mockImplementation(((...args: Parameters<typeof fstat>) => asWithoutStatx(fstat(...args))) as typeof fstat),
+    ];
+    try {
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      // The sandbox writes both (ctime moves again).
+      fs.appendFileSync(path.join(ws, "theirs.txt"), "more");
+      fs.chmodSync(path.join(ws, "sub"), 0o700);
+      await lease.restore(CALLER);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    expect(owner(path.join(ws, "theirs.txt"))).toBe("1234:4321");
+    expect(owner(path.join(ws, "sub"))).toBe("1234:4321");
   });
 
   it("the hard-link rename: a file linked in from outside is never lent, and after it is renamed over a lent file nothing outside changes owner", async () => {
