@@ -30,6 +30,8 @@ export interface AnswerLimits {
   maxBytes?: number;
   /** Default ENGINE_ANSWER_TIMEOUT_MS; a request given an AbortSignal by its caller has that instead. */
   timeoutMs?: number;
+  /** How long an orphan's removal may take (DockerEngine.removeContainer); default 60 s. */
+  removalTimeoutMs?: number;
 }
 
 /** An engine that did not answer in time, or answered too much: it cannot be used as it is. */
@@ -112,7 +114,13 @@ async function bounded(
         error ? reject(error) : resolve(res as IncomingMessage),
       ),
     );
-    const body = await readCapped(response, maxBytes, signal, tooLarge);
+    const closedEarly = () =>
+      new EngineAnswerError(
+        "docker-unavailable",
+        `Engine "${engine.name}" at ${engine.address} closed the connection before its answer to ${request} was complete.`,
+        { hint: "Check that the engine runs and answers (`docker version`), then run the command again." },
+      );
+    const body = await readCapped(response, maxBytes, signal, tooLarge, closedEarly);
     return payload(options.statusCodes, response.statusCode ?? 0, body);
   } catch (error) {
     if (deadline?.signal.aborted) throw deadline.signal.reason;
@@ -128,6 +136,7 @@ function readCapped(
   maxBytes: number,
   signal: AbortSignal,
   tooLarge: () => Error,
+  closedEarly: () => Error,
 ): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -152,7 +161,7 @@ function readCapped(
     });
     response.on("error", fail);
     response.on("close", () => {
-      if (!response.complete) fail(new Error("the engine closed the connection before its answer was complete"));
+      if (!response.complete) fail(closedEarly());
     });
   });
 }

@@ -68,6 +68,7 @@ export class DockerEngine implements Engine {
   readonly #tunnel?: SshTunnel;
   /** Plain tcp to another machine: refused at the first request, before any byte is sent. */
   #refusal?: SandboxRunError;
+  readonly #removalTimeoutMs: number;
   #podman?: Promise<PodmanService | undefined>;
   #podmanUlimits?: Promise<Ulimit[]>;
 
@@ -77,6 +78,7 @@ export class DockerEngine implements Engine {
   constructor(options: DockerEngineOptions | Docker = {}) {
     const given: DockerEngineOptions = isDockerClient(options) ? { docker: options } : options;
     this.name = given.name ?? "local";
+    this.#removalTimeoutMs = given.answers?.removalTimeoutMs ?? REMOVAL_TIMEOUT_MS;
     if (given.docker) {
       this.#docker = given.docker;
       this.#endpoint = given.endpoint ?? endpointOfClient(given.docker);
@@ -295,7 +297,15 @@ export class DockerEngine implements Engine {
 
   async removeContainer(id: string): Promise<void> {
     const container = this.api.getContainer(id);
-    await container.remove({ force: true, v: true }).catch(async (error: unknown) => {
+    // Its own deadline, longer than an ordinary answer's: a container whose processes die slowly
+    // (a fork bomb, gVisor under load) keeps a working engine busy with its removal for a while.
+    const timeoutMs = this.#removalTimeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    await container.remove({ force: true, v: true, abortSignal: signal } as object).catch(async (error: unknown) => {
+      if (signal.aborted)
+        throw Object.assign(new Error(`the engine did not finish removing it within ${timeoutMs / 1000} s`), {
+          removalTimedOut: true,
+        });
       if (!isGoneError(error)) throw error;
       // 409: another remover (a reaper, gc, the run itself) has it in hand, and the engine lists it
       // until that is done. Wait for it to be gone, so a caller that goes on to list containers
@@ -338,6 +348,8 @@ function isDockerClient(value: DockerEngineOptions | Docker): value is Docker {
 
 /** How long removeContainer waits for a container another remover has in hand. */
 const REMOVAL_WAIT_MS = 10_000;
+/** How long one orphan's removal may take (as a run's own removal: docker-container.ts). */
+const REMOVAL_TIMEOUT_MS = 60_000;
 
 /**
  * Resolves once the engine no longer knows the container; rejects when it still does after `ms`

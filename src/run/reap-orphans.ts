@@ -65,6 +65,17 @@ export function orphanReason(
   return undefined;
 }
 
+/** How soon an engine must answer a ping after one removal failed, for the reaping to go on. */
+const PING_AFTER_FAILURE_MS = 10_000;
+
+function stoppedAnswering(engine: Engine, id: string, why: string): EngineAnswerError {
+  return new EngineAnswerError(
+    "docker-unavailable",
+    `Engine "${engine.name}" stopped removing orphaned containers at ${id.slice(0, 12)}: ${why}.`,
+    { hint: "Check that the engine runs and answers (`docker version`), then run `sandbox-run gc` again." },
+  );
+}
+
 export interface ReapOptions {
   /** Every container of ours, even of live controllers (`gc --all`). */
   all?: boolean;
@@ -77,14 +88,23 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
   const context = { all: options.all, host: os.hostname(), now: Date.now(), alive: processAlive };
   const reaped: ReapedContainer[] = [];
   const failed: string[] = [];
+  let removalsTimedOut = 0;
   for (const { id, labels, state } of containers) {
     const reason = orphanReason(labels, context, state);
     if (!reason) continue;
     try {
       await engine.removeContainer(id);
     } catch (error) {
-      // An engine that stopped answering would make each of the others wait out the deadline too.
+      // An engine that stopped answering would make each of the others wait out the deadline too:
+      // after a failed removal it must still answer a ping at once, or the reaping of it ends here.
+      // A removal that ran out of time once may be a slow death (below); twice, the engine is not
+      // getting on with them, and each one more would wait as long.
       if (error instanceof EngineAnswerError) throw error;
+      const timedOut = (error as { removalTimedOut?: boolean }).removalTimedOut === true;
+      if (timedOut && ++removalsTimedOut >= 2) throw stoppedAnswering(engine, id, "two removals ran out of time");
+      await engine.ping(AbortSignal.timeout(PING_AFTER_FAILURE_MS)).catch(() => {
+        throw stoppedAnswering(engine, id, "it does not answer its ping since");
+      });
       // One container the engine cannot kill yet (a fork bomb takes a while to die) must not stop
       // the others; it is reported below, and the next gc gets it. Its trees stay lent until then:
       // handing them back while its processes live would let them write as the caller.

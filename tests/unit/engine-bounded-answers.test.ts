@@ -156,7 +156,7 @@ describe("an engine that answers its ping and nothing after", () => {
     expect(orphans).toEqual([]);
   });
 
-  it("gc stops at the first removal it never answers, instead of waiting out the deadline once per container", async () => {
+  it("gc stops at the second removal that runs out of time, instead of waiting out the deadline once per container", async () => {
     const listed = ["c", "d", "e"].map((c) => ({
       Id: c.repeat(64),
       State: "exited",
@@ -168,10 +168,41 @@ describe("an engine that answers its ping and nothing after", () => {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(listed));
     });
-    await expect(collectGarbage({ engines: engine.enginesFile, env: {}, answers: { timeoutMs: 300 } })).rejects.toThrow(
-      /did not answer DELETE \/containers\/c{64} within 0\.3 s/,
+    await expect(
+      collectGarbage({ engines: engine.enginesFile, env: {}, answers: { timeoutMs: 300, removalTimeoutMs: 300 } }),
+    ).rejects.toThrow(/stopped removing orphaned containers at d{12}: two removals ran out of time/);
+    expect(removals).toBe(2);
+  });
+
+  it("one slow removal (a fork bomb dying) does not stop gc: the engine still answers, the others are removed", async () => {
+    let listed = ["f", "a"].map((c) => ({
+      Id: c.repeat(64),
+      State: "exited",
+      Labels: { "sandbox-run.managed": "true", "sandbox-run.deadline": "2000-01-01T00:00:00Z" },
+    }));
+    const engine = await standIn((req, res) => {
+      if (req.method === "DELETE") {
+        // The first removal takes longer than its deadline; the second is quick.
+        if (req.url?.includes("f".repeat(64))) return void setTimeout(() => res.writeHead(204).end(), 1_000);
+        listed = listed.filter((c) => !req.url?.includes(c.Id));
+        return void res.writeHead(204).end();
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(listed));
+    });
+    const error = await collectGarbage({
+      engines: engine.enginesFile,
+      env: {},
+      answers: { timeoutMs: 300, removalTimeoutMs: 300 },
+    }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
     );
-    expect(removals).toBe(1);
+    // Reported as the one container not removed yet, with the others done.
+    expect(error?.message).toMatch(
+      /could not remove 1 orphaned container\(s\): ffffffffffff: the engine did not finish removing it within 0\.3 s/,
+    );
+    expect(listed.map((c) => c.Id)).toEqual(["f".repeat(64)]);
   });
 
   it("doctor reports the engine that never answers /version as a failed check and goes on", async () => {
