@@ -109,7 +109,11 @@ export async function openRunRecord(
   const stagingFolder = staging;
   let place: RecordPlace | undefined;
   let hold: { release(): void } | undefined;
+  // Once the record is finished or abandoned, a hold handed over late (a run still unwinding) is
+  // released at once: kept, it would make every later run over those trees wait for ever.
+  let done = false;
   const releaseHold = () => {
+    done = true;
     hold?.release();
     hold = undefined;
   };
@@ -123,6 +127,9 @@ export async function openRunRecord(
     },
     heldFolder: target.folder,
     keepHold(taken) {
+      // A second hold (one record passed to two runs: a caller's mistake) is given back at once
+      // too, never dropped unreleased.
+      if (done || hold) return taken.release();
       hold = taken;
     },
     async abandon() {

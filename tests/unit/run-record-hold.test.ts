@@ -59,4 +59,23 @@ describe("a run's record and its hold on the trees", () => {
     expect(started).toEqual(["over-the-workspace", "over-the-record-folder"]);
     for (const hold of holds) hold.release();
   });
+
+  it("a hold handed over after the record is finished is given back at once: later runs do not wait for ever", async () => {
+    const ws = tree({ "a.txt": "a\n" });
+    const agent = new ContainerPiAgent({ engine: deadEngine, models, hostEnv: { PATH: "/usr/bin:/bin" } });
+    const planned = agent.plan("do it", { model: "p/m", cwd: ws });
+    const recorder = await openRunRecord(path.join(dir(), "record"), planned);
+    await recorder.abandon();
+    // A run still unwinding hands its hold over now.
+    recorder.keepHold(await holdTrees({ runId: "late", writable: [ws], readOnly: [] }));
+    const next = holdTrees({ runId: "next", writable: [ws], readOnly: [] });
+    const started = await Promise.race([
+      next.then((hold) => {
+        hold.release();
+        return true;
+      }),
+      new Promise((resolve) => setTimeout(() => resolve(false), 2_000)),
+    ]);
+    expect(started).toBe(true);
+  });
 });
