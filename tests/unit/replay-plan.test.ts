@@ -170,6 +170,24 @@ describe("replay: what a replayed call runs with", () => {
     }
     const planned = agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath: "/workspace" });
     expect(planned.plan.workingDir).toBe("/workspace");
+    // Overlaps are judged where the mounts land in the image: /var/spool/mail is a link to /var/mail
+    // there, so a workspace at /var/spool/mail/<dir>/ws lands inside a mount of the host's /var/mail/<dir>.
+    const mail = fs.mkdtempSync("/var/mail/sandbox-run-test-");
+    try {
+      const onMail = (workspacePath: string) => () =>
+        agent.plan("x", {
+          cwd: ws,
+          model: "p/m",
+          models,
+          policy: "workspace-write",
+          additionalWritableDirectories: [mail],
+          workspacePath,
+        });
+      expect(onMail(`/var/spool/mail/${path.basename(mail)}/ws`)).toThrow(/overlap/);
+      expect(onMail("/workspace")).not.toThrow();
+    } finally {
+      fs.rmSync(mail, { recursive: true, force: true });
+    }
     // A CI runner's own folders under /var stay usable (Jenkins: /var/lib/jenkins/workspace/<job>).
     const jenkins = agent.plan("x", { cwd: ws, model: "p/m", models, workspacePath: "/var/lib/jenkins/workspace/job" });
     expect(jenkins.plan.workingDir).toBe("/var/lib/jenkins/workspace/job");

@@ -220,9 +220,10 @@ export function resolveRun(
     );
   }
   const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, ROLES.readOnly, false));
-  checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts]);
+  // Judged as they land in the image too: a target through one of its links lands at the link's target.
+  checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts].map(throughImageLinks));
   const workspacePath = sandboxWorkspacePath(run.workspacePath ?? config.workspacePath, cwd);
-  if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts]);
+  if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts].map(throughImageLinks));
 
   const schema = run.schema ?? config.schema;
   const validator = schema ? compileResultSchema(schema) : undefined;
@@ -437,10 +438,11 @@ function sandboxWorkspacePath(requested: string | undefined, cwd: string): strin
   return requested;
 }
 
-/** Links at the top of the runner image's tree (Debian's: usr-merge, and /var/run, /var/lock into /run). */
+/** Links in the runner image's tree (Debian's: usr-merge, /var/run and /var/lock into /run, the mail spool). */
 const IMAGE_LINKS: ReadonlyArray<[string, string]> = [
   ["/var/run", "/run"],
   ["/var/lock", "/run/lock"],
+  ["/var/spool/mail", "/var/mail"],
   ["/bin", "/usr/bin"],
   ["/sbin", "/usr/sbin"],
   ["/lib", "/usr/lib"],
