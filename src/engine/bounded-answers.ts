@@ -9,6 +9,7 @@
 import type { IncomingMessage } from "node:http";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
+import type { AnswerLimits } from "./answer-limits.js";
 
 /**
  * The most the host reads of one answer. The largest real ones are the lists gc and image prune
@@ -24,15 +25,6 @@ export const MAX_ENGINE_ANSWER_BYTES = 16 * 1024 * 1024;
  * container whose processes die slowly) in seconds.
  */
 export const ENGINE_ANSWER_TIMEOUT_MS = 30_000;
-
-export interface AnswerLimits {
-  /** Default MAX_ENGINE_ANSWER_BYTES. */
-  maxBytes?: number;
-  /** Default ENGINE_ANSWER_TIMEOUT_MS; a request given an AbortSignal by its caller has that instead. */
-  timeoutMs?: number;
-  /** How long an orphan's removal may take (DockerEngine.removeContainer); default 60 s. */
-  removalTimeoutMs?: number;
-}
 
 /** An engine that did not answer in time, or answered too much: it cannot be used as it is. */
 export class EngineAnswerError extends SandboxRunError {}

@@ -3,7 +3,8 @@
 import fs from "node:fs";
 import type Docker from "dockerode";
 import { SandboxRunError, usageError } from "../errors.js";
-import { type AnswerLimits, boundAnswers } from "./bounded-answers.js";
+import type { AnswerLimits } from "./answer-limits.js";
+import { boundAnswers } from "./bounded-answers.js";
 import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
 import { loadDockerode } from "./load-dockerode.js";
 import { SshTunnel } from "./ssh-tunnel.js";

@@ -5,7 +5,7 @@
 import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
-import type { AnswerLimits } from "./bounded-answers.js";
+import type { AnswerLimits } from "./answer-limits.js";
 import { dockerUnavailable, isGoneError, planDockerConnection } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
 import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";

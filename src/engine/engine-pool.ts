@@ -5,7 +5,7 @@
 // synchronously before any await, so concurrent runs of one controller spread instead of piling
 // onto the same engine.
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { AnswerLimits } from "./bounded-answers.js";
+import type { AnswerLimits } from "./answer-limits.js";
 import { DockerEngine } from "./docker-engine.js";
 import type { Engine } from "./engine.js";
 import { type EngineEntry, loadEnginesFile } from "./engines-file.js";

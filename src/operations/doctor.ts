@@ -5,7 +5,7 @@ import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import path from "node:path";
-import type { AnswerLimits } from "../engine/bounded-answers.js";
+import type { AnswerLimits } from "../engine/answer-limits.js";
 import type { Engine } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
 import { checkContainerStart } from "../engine/start-check.js";

@@ -1,6 +1,6 @@
 // The engines an operation works on: an engines file (the CLI's --engines), else the one
 // SANDBOX_RUN_ENGINES names, else the one engine DOCKER_HOST (or the local socket) names.
-import type { AnswerLimits } from "../engine/bounded-answers.js";
+import type { AnswerLimits } from "../engine/answer-limits.js";
 import { DockerEngine } from "../engine/docker-engine.js";
 import type { Engine } from "../engine/engine.js";
 import { endpointFromEnv } from "../engine/engine-endpoint.js";

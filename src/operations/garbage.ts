@@ -3,7 +3,8 @@
 // engine that does not answer (its ping, or a request after it: every one has a deadline) must not
 // keep the others dirty: it is reported and the others are cleaned (a pool of one engine that does
 // not answer is an error).
-import { type AnswerLimits, EngineAnswerError } from "../engine/bounded-answers.js";
+import type { AnswerLimits } from "../engine/answer-limits.js";
+import { EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/run-dirs.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
