@@ -58,7 +58,9 @@ export function boundAnswers(
   const modem = docker.modem as unknown as { dial: Dial };
   const dial: Dial = modem.dial.bind(modem);
   modem.dial = (options, callback) => {
-    if (options.isStream || options.hijack || options.openStdin) return dial(options, callback);
+    // A wait is answered when the container exits, however long it runs: not an answer to bound by
+    // time (the product's own waits are streams read to a cap: container-wait.ts).
+    if (options.isStream || options.hijack || options.openStdin || isWait(options)) return dial(options, callback);
     bounded(dial, options, engine, limits).then(
       (data) => callback(null, data),
       (error: unknown) => callback(error),
@@ -66,6 +68,9 @@ export function boundAnswers(
   };
   return docker;
 }
+
+const isWait = (options: DialOptions) =>
+  options.method === "POST" && /^\/containers\/[^/?]+\/wait(\?|$)/.test(options.path);
 
 async function bounded(
   dial: Dial,

@@ -205,6 +205,15 @@ describe("an engine that answers its ping and nothing after", () => {
     expect(listed.map((c) => c.Id)).toEqual(["f".repeat(64)]);
   });
 
+  it("a wait is not cut at the answer deadline: it is answered when the container exits, however long it runs", async () => {
+    const engine = await standIn((req, res) => {
+      if (req.url?.includes("/wait")) return void setTimeout(() => res.writeHead(200).end('{"StatusCode":7}'), 800);
+      res.writeHead(404).end();
+    });
+    const exit = await engineAt(engine.socketPath, 300).docker.getContainer("c0ffee").wait();
+    expect(exit).toEqual({ StatusCode: 7 });
+  });
+
   it("doctor reports the engine that never answers /version as a failed check and goes on", async () => {
     const engine = await standIn(silent);
     const bad: string[] = [];
