@@ -10,6 +10,7 @@ import path from "node:path";
 import readline from "node:readline";
 import { usageError } from "../errors.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
+import { openRegularFile } from "../util/read-fd.js";
 
 /**
  * The ids whose last answer in `file` is `"ok": true` (a task that failed after it once succeeded,
@@ -66,20 +67,18 @@ function answerOf(line: string): { id: string; ok: boolean } | undefined {
  * choose tasks that never run.
  */
 function openForReading(file: string): fs.ReadStream {
-  const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
   const absolute = path.resolve(file);
   const dir = HostDir.open(path.dirname(absolute));
-  let fd: number;
+  let opened: { fd: number; stat: fs.Stats };
   try {
-    fd = fs.openSync(dir.at(path.basename(absolute)), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    opened = openRegularFile(dir.at(path.basename(absolute)));
   } finally {
     dir.close();
   }
-  const stat = fs.fstatSync(fd);
+  const { fd, stat } = opened;
   const uid = process.geteuid?.() ?? 0;
-  const problem = !stat.isFile()
-    ? "not a regular file"
-    : stat.uid !== uid && stat.uid !== 0
+  const problem =
+    stat.uid !== uid && stat.uid !== 0
       ? `it belongs to uid ${stat.uid}, not to this user (${uid})`
       : (stat.mode & 0o022) !== 0
         ? `other users may write it (mode ${(stat.mode & 0o777).toString(8)})`
