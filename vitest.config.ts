@@ -52,8 +52,9 @@ export default defineConfig({
           name: "integration-copy",
           // The security suites whose promises hold in both modes (the ones about the host walk,
           // local users, provenance and the gateway do not depend on how the workspace travels,
-          // nor does the event stream's reader: security-stream-memory runs in bind mode and over
-          // the remote engine's link; the gateway's bounds, reached through the relay here, run again).
+          // nor does the event stream's reader: security-stream-memory and security-output-limits
+          // run in bind mode and over the remote engine's link; the gateway's bounds, reached
+          // through the relay here, run again).
           include: [
             "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,gateway-memory,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
           ],
@@ -76,9 +77,12 @@ export default defineConfig({
       {
         test: {
           name: "integration-warm",
-          // The copy project's suites: a warm call is a copy-mode call.
+          // The copy project's suites: a warm call is a copy-mode call. Not the two floods of the
+          // gateway (network-flood, gateway-memory): they load the relay and the controller's
+          // gateway, which a warm call reaches exactly as a cold copy-mode call does (the same relay
+          // in the launcher, the same exec), and they run in the copy project.
           include: [
-            "tests/integration/security-{filesystem,secrets,privilege,network,network-flood,limits,gateway-memory,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
+            "tests/integration/security-{filesystem,secrets,privilege,network,limits,repo-content,lifecycle,failure-contract,workspace-git}.test.ts",
           ],
           env: { SANDBOX_RUN_WORKSPACE: "copy", SANDBOX_RUN_WARM: "1" },
           ...integration,
@@ -91,7 +95,7 @@ export default defineConfig({
           // TLS; tests/support/second-engine.ts), which forces copy mode: harness.ts points
           // SANDBOX_RUN_ENGINES at an engines file naming only that engine.
           include: [
-            "tests/integration/security-{filesystem,secrets,privilege,network,limits,stream-memory,gateway-memory,repo-content,lifecycle}.test.ts",
+            "tests/integration/security-{filesystem,secrets,privilege,network,limits,output-limits,stream-memory,gateway-memory,repo-content,lifecycle}.test.ts",
           ],
           env: { SANDBOX_RUN_WORKSPACE: "copy", SANDBOX_RUN_TEST_ENGINE: "remote" },
           ...integration,

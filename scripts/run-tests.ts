@@ -65,7 +65,21 @@ interface Outcome {
   failed: number;
   skipped: number;
   seconds: number;
+  /** How busy the machine's cores were during the step (all processes: containers, engines, vitest). */
+  cpuShare?: number;
   failures: string[];
+}
+
+/** The machine's busy and total jiffies from /proc/stat (undefined where there is none). */
+function machineJiffies(): { busy: number; total: number } | undefined {
+  try {
+    const fields = fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    // idle and iowait are not work.
+    return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total };
+  } catch {
+    return undefined;
+  }
 }
 
 const ci = Boolean(process.env.CI);
@@ -215,15 +229,20 @@ async function main(): Promise<number> {
   const outcomes: Outcome[] = [];
   for (const step of steps) {
     const t0 = Date.now();
+    const cpu0 = machineJiffies();
     console.error(`\nnpm test: ${step.name} (vitest run ${step.args.join(" ")})`);
     const { status, out, err } = await run(process.execPath, [
       path.join(ROOT, "node_modules/vitest/vitest.mjs"),
       "run",
       ...step.args,
     ]);
+    const cpu1 = machineJiffies();
     outcomes.push({
       step: step.name,
       status,
+      ...(cpu0 && cpu1 && cpu1.total > cpu0.total
+        ? { cpuShare: (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) }
+        : {}),
       ...countTests(out),
       failures: failedTests(`${out}\n${err}`),
       seconds: Math.round((Date.now() - t0) / 1000),
@@ -236,7 +255,7 @@ async function main(): Promise<number> {
   for (const o of outcomes) {
     for (const k of ["passed", "failed", "skipped"] as const) total[k] += o[k];
     console.error(
-      `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s)`,
+      `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s${o.cpuShare === undefined ? "" : `, cores ${Math.round(o.cpuShare * 100)}% busy`})`,
     );
   }
   for (const o of outcomes) for (const failure of o.failures) console.error(`  ${failure}`);
