@@ -1,28 +1,49 @@
 // dockerode loaded with its BuildKit session (gRPC, protobuf) and docker-modem's ssh:// transport
 // (ssh2) deferred to their first call (src/engine/load-dockerode.ts): not loaded with it, and each
-// stand-in hands its calls to the real module once loaded.
+// stand-in hands its calls to the real module once loaded. Checked in a Node process of its own,
+// whose module cache holds only what this check loads (the test worker's may hold other files').
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { expect, it } from "vitest";
+
+const LOADER = fileURLToPath(new URL("../../src/engine/load-dockerode.ts", import.meta.url));
+
+const CHECK = `
 import http from "node:http";
 import { createRequire } from "node:module";
-import { expect, it } from "vitest";
-import { loadDockerode } from "../../src/engine/load-dockerode.js";
-
 const require = createRequire(import.meta.url);
-const loaded = (pattern: RegExp) => Object.keys(require.cache).filter((file) => pattern.test(file));
-const DEFERRED = /node_modules\/(@grpc\/|protobufjs\/|ssh2\/)/;
+const loaded = (pattern) => Object.keys(require.cache).filter((file) => pattern.test(file));
+const DEFERRED = /node_modules\\/(@grpc\\/|protobufjs\\/|ssh2\\/)/;
+const seen = { before: loaded(/node_modules\\/dockerode\\//).length };
+const { loadDockerode } = await import(${JSON.stringify(LOADER)});
+const Docker = loadDockerode();
+seen.isFunction = typeof Docker === "function";
+seen.hasModem = new Docker({ socketPath: "/nonexistent.sock" }).modem !== undefined;
+seen.dockerode = loaded(/node_modules\\/dockerode\\//).length;
+seen.deferred = loaded(DEFERRED);
+const ssh = createRequire(require.resolve("dockerode"))("docker-modem/lib/ssh.js");
+seen.sshAgent = ssh({ host: "127.0.0.1", port: 9 }) instanceof http.Agent;
+seen.ssh2 = loaded(/node_modules\\/ssh2\\//).length;
+seen.grpc = loaded(/node_modules\\/@grpc\\//);
+seen.sameOnSecondCall = loadDockerode() === Docker;
+console.log(JSON.stringify(seen));
+`;
 
 it("loads dockerode without gRPC, protobuf or ssh2; the ssh transport's stand-in loads ssh2 on its first call and returns its agent", () => {
-  expect(loaded(/node_modules\/dockerode\//)).toEqual([]);
-  const Docker = loadDockerode();
-  expect(typeof Docker).toBe("function");
-  expect(new Docker({ socketPath: "/nonexistent.sock" }).modem).toBeDefined();
-  expect(loaded(/node_modules\/dockerode\//).length).toBeGreaterThan(0);
-  expect(loaded(DEFERRED)).toEqual([]);
-
-  const ssh = createRequire(require.resolve("dockerode"))("docker-modem/lib/ssh.js") as (opt: object) => unknown;
-  const agent = ssh({ host: "127.0.0.1", port: 9 });
-  expect(agent).toBeInstanceOf(http.Agent);
-  expect(loaded(/node_modules\/ssh2\//).length).toBeGreaterThan(0);
-  expect(loaded(/node_modules\/@grpc\//)).toEqual([]);
+  const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", CHECK], {
+    cwd: fileURLToPath(new URL("../..", import.meta.url)),
+    encoding: "utf8",
+  });
+  expect(child.status, child.stderr).toBe(0);
+  const seen = JSON.parse(child.stdout.trim().split("\n").at(-1)!);
+  expect(seen.before).toBe(0);
+  expect(seen.isFunction).toBe(true);
+  expect(seen.hasModem).toBe(true);
+  expect(seen.dockerode).toBeGreaterThan(0);
+  expect(seen.deferred).toEqual([]);
+  expect(seen.sshAgent).toBe(true);
+  expect(seen.ssh2).toBeGreaterThan(0);
+  expect(seen.grpc).toEqual([]);
   // Loaded once: the same dockerode on every call.
-  expect(loadDockerode()).toBe(Docker);
+  expect(seen.sameOnSecondCall).toBe(true);
 });
