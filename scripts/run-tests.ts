@@ -36,9 +36,11 @@ interface Step {
 
 // Files run four at a time (vitest.config.ts). The security suites' second, third and fourth runs
 // (copy mode, warm calls, a remote engine) go in one step; the lifecycle suites, which kill
-// controllers and wait out deadlines (little CPU, much waiting) and judge only their own runs (by
-// run id and owner pid), go together in another, apart from the CPU-heavy steps whose load would
-// stretch their timings.
+// controllers and wait out deadlines and judge only their own runs (by run id and owner pid), go
+// together in another, apart from the other steps' runs, whose load would stretch their timings
+// (a frozen controller's run must reach the model before its 10 s timer) and whose start-up
+// reaping would race their launchers' own exits. Every step keeps both cores busy (the summary
+// says how busy): the suite's time is its CPU, mostly containers and Pi.
 const MODES = ["integration-copy", "integration-warm", "integration-remote"].flatMap((p) => ["--project", p]);
 const STEPS: Step[] = [
   // Unit files are CPU-bound: two at a time on two cores, and the files of a worker share its
