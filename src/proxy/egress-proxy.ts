@@ -9,8 +9,9 @@
 // when any resolved address is in a refused range (`guard`), and connect to the address that
 // was checked, so a second DNS answer cannot point the connection somewhere else (rebinding).
 // Every decision is reported. What one run's proxy holds is bounded: connections (each holds at
-// most one upstream socket; tunnels and relays stream with backpressure, so no body is buffered
-// whole) and TLS-terminated connections, which cost more (a TLS and an HTTP/2 session each).
+// most one upstream socket: a connection's pipelined requests go one at a time; tunnels and
+// relays stream with backpressure, so no body is buffered whole) and TLS-terminated connections,
+// which cost more (a TLS and an HTTP/2 session each).
 import dns from "node:dns/promises";
 import http from "node:http";
 import net from "node:net";
@@ -23,6 +24,7 @@ import type { EgressFilter } from "./domain-filter.js";
 import { createEgressAdmission } from "./egress-admission.js";
 import { refuseResponse, refuseSocket } from "./http-refusal.js";
 import { forwardPlainRequest } from "./plain-request.js";
+import { createRequestTurns } from "./request-turns.js";
 import { spliceTunnel } from "./tunnel.js";
 
 export type { EgressDecision, Resolver } from "./egress-types.js";
@@ -116,7 +118,14 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
   const maxTerminated = options.maxTerminated ?? DEFAULT_MAX_TERMINATED;
   let terminated = 0;
-  const server = http.createServer((req, res) => {
+  // A connection's pipelined requests are handled one after another (request-turns.ts).
+  const inTurn = createRequestTurns();
+  const server = http.createServer((req, res) => inTurn(req.socket, (done) => forward(req, res, done)));
+
+  /** One plain-HTTP proxy request; `done` once its answer and its upstream socket are closed. */
+  const forward = (req: http.IncomingMessage, res: http.ServerResponse, done: () => void) => {
+    let upstreamClosed: Promise<void> = Promise.resolve();
+    res.once("close", () => void upstreamClosed.then(done));
     const method = req.method ?? "GET";
     let url: URL;
     try {
@@ -143,8 +152,10 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     req.pause();
     void admit(url.hostname, port, method).then((admitted) => {
       if ("status" in admitted) return refuseResponse(res, admitted.status, admitted.reason);
+      // The client went away while the name was checked: nothing goes out for it.
+      if (res.destroyed) return;
       const { host, address } = admitted;
-      forwardPlainRequest(req, res, {
+      upstreamClosed = forwardPlainRequest(req, res, {
         url,
         host,
         port: upstreamPort(host, port),
@@ -154,7 +165,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         onUpstreamError: (reason) => report({ action: "failed", host, port, method, reason, address }),
       });
     });
-  });
+  };
 
   server.on("connect", (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     client.on("error", () => client.destroy());

@@ -15,11 +15,12 @@ interface PlainRequestTarget {
   onUpstreamError(reason: string): void;
 }
 
+/** Resolves once the upstream request and its socket are closed (the connection's next request waits for it). */
 export function forwardPlainRequest(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   target: PlainRequestTarget,
-): void {
+): Promise<void> {
   const { url, port } = target;
   const upstream = http.request({
     host: target.address,
@@ -50,6 +51,14 @@ export function forwardPlainRequest(
   });
   req.pipe(upstream);
   req.resume();
+  return new Promise((resolve) =>
+    upstream.once("close", () => {
+      // The request closes before its socket does (without an agent the socket is ended after it).
+      const socket = upstream.socket;
+      if (!socket || socket.destroyed) resolve();
+      else socket.once("close", () => resolve());
+    }),
+  );
 }
 
 /** Headers minus hop-by-hop ones and those the Connection header names; `set` replaces entries. */

@@ -455,7 +455,91 @@ describe("plain HTTP requests", () => {
   });
 });
 
+/** An HTTP upstream that holds each answer for a moment and counts the requests it holds at once. */
+async function holdingUpstream(holdMs: number | undefined) {
+  const state = { connections: 0, inFlight: 0, maxInFlight: 0, paths: [] as string[] };
+  const server = http.createServer((req, res) => {
+    state.paths.push(req.url ?? "");
+    state.inFlight++;
+    state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+    res.once("close", () => state.inFlight--);
+    req.resume();
+    // Without holdMs the answer never comes.
+    if (holdMs !== undefined) setTimeout(() => res.end(`answer to ${req.url}`), holdMs);
+  });
+  server.on("connection", () => state.connections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const close = () => {
+    server.closeAllConnections();
+    server.close();
+  };
+  return { state, port: (server.address() as AddressInfo).port, close };
+}
+
+/** Writes `count` pipelined proxy requests on one connection; collects what comes back. */
+function pipelined(socketPath: string, urls: string[]) {
+  const client = net.connect(socketPath);
+  const received: Buffer[] = [];
+  client.on("data", (c: Buffer) => received.push(c));
+  client.on("error", () => {});
+  const closed = new Promise<void>((resolve) => client.once("close", () => resolve()));
+  client.write(urls.map((url) => `GET ${url} HTTP/1.1\r\nHost: ${new URL(url).host}\r\n\r\n`).join(""));
+  return { client, closed, text: () => Buffer.concat(received).toString() };
+}
+
 describe("bounds", () => {
+  it("forwards a connection's pipelined plain-HTTP requests one at a time, answering each in order", async () => {
+    const upstream = await holdingUpstream(20);
+    try {
+      const { socketPath } = await start({
+        allowed: ["web.test"],
+        answers: { "web.test": ["127.0.0.1"] },
+        ports: [upstream.port],
+      });
+      const urls = Array.from({ length: 10 }, (_, i) => `http://web.test:${upstream.port}/${i}`);
+      const flow = pipelined(socketPath, urls);
+      await new Promise<void>((resolve) =>
+        flow.client.on("data", () => flow.text().split("answer to").length > urls.length && resolve()),
+      );
+      flow.client.destroy();
+      expect([...flow.text().matchAll(/answer to (\/\d+)/g)].map((m) => m[1])).toEqual(
+        urls.map((u) => new URL(u).pathname),
+      );
+      // One request, and one upstream connection, at a time.
+      expect(upstream.state.maxInFlight).toBe(1);
+      expect(upstream.state.connections).toBe(urls.length);
+    } finally {
+      upstream.close();
+    }
+  });
+
+  it("closes a connection that pipelines more than 16 requests ahead of its answers; the upstream got at most one of them", async () => {
+    const upstream = await holdingUpstream(undefined);
+    try {
+      const { socketPath } = await start({
+        allowed: ["web.test"],
+        answers: { "web.test": ["127.0.0.1"] },
+        ports: [upstream.port],
+      });
+      const flow = pipelined(
+        socketPath,
+        Array.from({ length: 2_000 }, () => `http://web.test:${upstream.port}/`),
+      );
+      // Before, each request opened an upstream connection of its own: stop at the second.
+      await Promise.race([
+        flow.closed,
+        new Promise<void>((resolve) => {
+          const poll = setInterval(() => upstream.state.connections > 1 && resolve(), 10);
+          void flow.closed.then(() => clearInterval(poll));
+        }),
+      ]);
+      expect(upstream.state.connections).toBeLessThanOrEqual(1);
+      await flow.closed;
+    } finally {
+      upstream.close();
+    }
+  });
+
   it("holds at most 128 connections from the sandbox: a flood of 300 leaves 128 open, and the proxy serves again once they go", async () => {
     const { socketPath } = await start({ allowed: ["allowed.test"], answers: { "allowed.test": ["127.0.0.1"] } });
     const flood = await Promise.all(
