@@ -131,9 +131,13 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
       (response) =>
         relayResponse(res, method, response, scrub, (reason) => ctx.report({ action: "failed", ...base, reason })),
       (error: NodeJS.ErrnoException) => {
-        const reason = `could not reach ${target.host}:${SECRET_PORT} (${error.code ?? error.message})`;
+        // EBUSY: the tunnel's own bound on requests in flight (upstream-client.ts).
+        const busy = error.code === "EBUSY";
+        const reason = busy
+          ? error.message
+          : `could not reach ${target.host}:${SECRET_PORT} (${error.code ?? error.message})`;
         ctx.report({ action: "failed", ...base, reason, address: target.address });
-        answer(res, 502, reason);
+        answer(res, busy ? 503 : 502, reason);
       },
     );
   }

@@ -3,13 +3,16 @@
 // different SNI then fails the client's own check, and the header rewriter refuses to inject),
 // and its requests are handed over one by one, over HTTP/2 or HTTP/1.1 as ALPN decided. Node's
 // HTTP/2 server (with HTTP/1.1 allowed) does the TLS handshake itself: a socket upgraded to TLS
-// by hand loses the bytes read before the HTTP/2 session takes over its handle.
+// by hand loses the bytes read before the HTTP/2 session takes over its handle. What one
+// connection holds is bounded either way: HTTP/2 by its streams, HTTP/1.1 by handing over one
+// request at a time (request-turns.ts), however many the client pipelines.
 import type http from "node:http";
 import http2 from "node:http2";
 import type net from "node:net";
 import type tls from "node:tls";
 import { canonicalHost } from "../util/host-name.js";
 import type { HostCertificate } from "./cert-cache.js";
+import { createRequestTurns } from "./request-turns.js";
 
 export type TerminatedRequest = http.IncomingMessage | http2.Http2ServerRequest;
 export type TerminatedResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -31,6 +34,7 @@ const MAX_STREAMS = 32;
 const MAX_SESSION_MEMORY_MB = 4;
 
 export function terminateTls(client: net.Socket, options: TerminatorOptions): void {
+  const inTurn = createRequestTurns();
   const server = http2.createSecureServer(
     {
       ...options.certificate,
@@ -45,9 +49,15 @@ export function terminateTls(client: net.Socket, options: TerminatorOptions): vo
       // For HTTP/2 this is a proxy to the session's TLS socket; either way it has the SNI.
       const socket = req.socket as tls.TLSSocket & { servername?: string | false };
       const servername = socket.servername;
-      options.onRequest(req, res, {
+      const session: TlsSession = {
         sni: typeof servername === "string" ? canonicalHost(servername).host : undefined,
         protocol: req.httpVersionMajor === 2 ? "h2" : "http/1.1",
+      };
+      if (session.protocol === "h2") return options.onRequest(req, res, session);
+      // The next pipelined request is handed over once this one's answer is closed.
+      inTurn(socket, (done) => {
+        res.once("close", done);
+        options.onRequest(req, res, session);
       });
     },
   );

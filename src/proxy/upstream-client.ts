@@ -1,7 +1,9 @@
 // The proxy's own HTTPS client for one terminated tunnel: it talks to the address that was
 // checked (never re-resolving the name), verifies the upstream's certificate for the host name
 // with the host's normal trust (plus the host CA bundle where the policy says so), and speaks
-// HTTP/2 when the sandbox's client did and the upstream offers it, HTTP/1.1 otherwise.
+// HTTP/2 when the sandbox's client did and the upstream offers it, HTTP/1.1 otherwise. Requests
+// in flight are bounded: the agent's 8 sockets carry HTTP/1.1, and Node's agent queues the rest
+// without limit, so past MAX_IN_FLIGHT a request is refused (`EBUSY`) instead of queued.
 import http2 from "node:http2";
 import https from "node:https";
 import type { Readable } from "node:stream";
@@ -32,6 +34,10 @@ interface UpstreamResponse {
   body: Readable;
 }
 
+/** The terminator's HTTP/2 streams per connection (an HTTP/1.1 connection sends one at a time). */
+const MAX_IN_FLIGHT = 32;
+const MAX_SOCKETS = 8;
+
 export interface Upstream {
   request(request: UpstreamRequest): Promise<UpstreamResponse>;
   close(): void;
@@ -40,9 +46,10 @@ export interface Upstream {
 // One closure on purpose: the HTTP/2 session (or HTTP/1.1 agent) and its closed flag are the
 // state every request shares.
 export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Upstream {
-  const agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
+  const agent = new https.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS });
   let session: Promise<http2.ClientHttp2Session | undefined> | undefined;
   let closed = false;
+  let inFlight = 0;
 
   const tlsOptions = () => ({
     host: target.address,
@@ -76,7 +83,8 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
       });
     });
 
-  const viaHttp1 = (request: UpstreamRequest): Promise<UpstreamResponse> =>
+  /** `onClose`: the exchange is over (answer read to its end, or failed). */
+  const viaHttp1 = (request: UpstreamRequest, onClose: () => void): Promise<UpstreamResponse> =>
     new Promise((resolve, reject) => {
       const req = https.request({
         ...tlsOptions(),
@@ -87,6 +95,7 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
         setHost: false,
         timeout: target.connectTimeoutMs,
       });
+      req.once("close", onClose);
       req.once("timeout", () => req.destroy(new Error("upstream timeout")));
       req.once("response", (res) => {
         req.setTimeout(0);
@@ -96,7 +105,11 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
       pipeline(request.body, req, () => {});
     });
 
-  const viaHttp2 = (s: http2.ClientHttp2Session, request: UpstreamRequest): Promise<UpstreamResponse> =>
+  const viaHttp2 = (
+    s: http2.ClientHttp2Session,
+    request: UpstreamRequest,
+    onClose: () => void,
+  ): Promise<UpstreamResponse> =>
     new Promise((resolve, reject) => {
       const stream = s.request({
         ...request.headers,
@@ -105,6 +118,7 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
         ":authority": request.authority,
         ":scheme": "https",
       });
+      stream.once("close", onClose);
       stream.once("response", (headers) => {
         const status = Number(headers[":status"] ?? 502);
         const plain: Record<string, HeaderValue> = {};
@@ -120,15 +134,31 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
   return {
     async request(request) {
       if (closed) throw new Error("the tunnel is closed");
-      if (preferHttp2) {
-        session ??= http2Session().catch((error) => {
-          session = undefined;
-          throw error;
+      if (inFlight >= MAX_IN_FLIGHT) {
+        throw Object.assign(new Error(`${MAX_IN_FLIGHT} requests to ${target.host} are in flight already`), {
+          code: "EBUSY",
         });
-        const s = await session;
-        if (s && !s.closed && !s.destroyed) return viaHttp2(s, request);
       }
-      return viaHttp1(request);
+      inFlight++;
+      let released = false;
+      const release = () => {
+        if (!released) inFlight--;
+        released = true;
+      };
+      try {
+        if (preferHttp2) {
+          session ??= http2Session().catch((error) => {
+            session = undefined;
+            throw error;
+          });
+          const s = await session;
+          if (s && !s.closed && !s.destroyed) return await viaHttp2(s, request, release);
+        }
+        return await viaHttp1(request, release);
+      } catch (error) {
+        release();
+        throw error;
+      }
     },
     close() {
       closed = true;

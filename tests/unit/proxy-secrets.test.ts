@@ -69,6 +69,8 @@ let h1Server: https.Server;
 let h1Port: number;
 let proxy: EgressProxy | undefined;
 let runCa: RunCa;
+/** Requests to /hold: never answered while the test runs. */
+const held: http.ServerResponse[] = [];
 
 /** Answers every request; /echo reflects the credentials, /gzip does so compressed. */
 function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse) {
@@ -84,6 +86,7 @@ function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, r
       headers: req.headers,
       body: Buffer.concat(chunks).toString(),
     });
+    if (req.url === "/hold") return void held.push(res);
     const echoed = `authorization=${req.headers.authorization ?? ""} x-api-key=${req.headers["x-api-key"] ?? ""}`;
     if (req.url === "/gzip") {
       res.writeHead(200, { "content-encoding": "gzip", "x-echo": echoed });
@@ -124,6 +127,7 @@ afterEach(async () => {
 });
 
 afterAll(() => {
+  for (const res of held) res.destroy();
   h2Server.close();
   h1Server.closeAllConnections();
   h1Server.close();
@@ -535,5 +539,44 @@ describe("no secret where the destination is not the listed host", () => {
     expect(answer.body).toBe("ok");
     expect(seen[from]!.headers.authorization).toBe("Bearer mine");
     expect(decisions.map((d) => d.action)).toEqual(["allowed"]);
+  });
+});
+
+describe("what one terminated connection can make the proxy do", () => {
+  it("HTTP/1.1: pipelined requests go upstream one at a time, answered in order", async () => {
+    const { socketPath } = await start();
+    const from = seen.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const received: Buffer[] = [];
+    socket.on("data", (c: Buffer) => received.push(c));
+    const paths = ["/one", "/two", "/three"];
+    socket.write(paths.map((p) => `GET ${p} HTTP/1.1\r\nHost: api.test\r\n\r\n`).join(""));
+    await new Promise<void>((resolve) =>
+      socket.on(
+        "data",
+        () => Buffer.concat(received).toString().split("HTTP/1.1 200").length > paths.length && resolve(),
+      ),
+    );
+    socket.destroy();
+    expect(seen.slice(from).map((r) => r.path)).toEqual(paths);
+  });
+
+  it("HTTP/1.1: a connection pipelining more than 16 requests ahead of its answers is closed; the upstream got one of them", async () => {
+    const { socketPath } = await start();
+    const from = held.length;
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    socket.on("error", () => {});
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write("GET /hold HTTP/1.1\r\nHost: api.test\r\n\r\n".repeat(2_000));
+    // Before, every request went upstream (8 at once, the rest queued in the agent): stop at the second.
+    await Promise.race([
+      closed,
+      new Promise<void>((resolve) => {
+        const poll = setInterval(() => held.length - from > 1 && resolve(), 10);
+        void closed.then(() => clearInterval(poll));
+      }),
+    ]);
+    expect(held.length - from).toBeLessThanOrEqual(1);
+    await closed;
   });
 });
