@@ -7,7 +7,7 @@ import type http from "node:http";
 import type net from "node:net";
 import { pipeline, type Readable, type Transform } from "node:stream";
 import zlib from "node:zlib";
-import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { canonicalHost } from "../util/host-name.js";
 import { HostCertificates } from "./cert-cache.js";
 import type { EgressDecision, Interception, TunnelTarget } from "./egress-proxy.js";
@@ -127,9 +127,24 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
     const headers = { ...verdict.headers, "accept-encoding": "identity" };
     // Each header value the proxy produced, also without its scheme (a bare Basic credential).
     const scrub = [...verdict.scrub.flatMap((r) => headerForms(r.find, r.replace)), ...runScrub];
+    const failed = (reason: string) => ctx.report({ action: "failed", ...base, reason });
     ctx.upstream.request({ method, path, authority: authority || target.host, headers, body: req }).then(
-      (response) =>
-        relayResponse(res, method, response, scrub, (reason) => ctx.report({ action: "failed", ...base, reason })),
+      (response) => {
+        // Inside a promise's callback a throw would be an unhandled rejection, which ends the process.
+        try {
+          relayResponse(res, method, response, scrub, failed);
+        } catch (error) {
+          response.body.destroy();
+          const reason = `the answer of ${target.host} could not be relayed (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+          failed(reason);
+          // A response keeps the headers its writeHead refused: then only a reset is left.
+          try {
+            answer(res, 502, reason);
+          } catch {
+            res.destroy();
+          }
+        }
+      },
       (error: NodeJS.ErrnoException) => {
         // EBUSY: the tunnel's own bound on requests in flight (upstream-client.ts).
         const busy = error.code === "EBUSY";
@@ -150,9 +165,19 @@ function relayResponse(
   scrub: Replacement[],
   onFailure: (reason: string) => void,
 ): void {
+  // Only a final status an HTTP/1.1 and an HTTP/2 response can both carry (HTTP/2 refuses the rest).
+  if (response.status < 200 || response.status > 599) {
+    response.body.destroy();
+    const reason = `the upstream answered with status ${response.status}, which is not relayed`;
+    onFailure(reason);
+    answer(res, 502, reason);
+    return;
+  }
+  // Connection-specific headers are the upstream connection's own (and HTTP/2 refuses them).
+  const connection = connectionTokens(response.headers);
   const headers: Record<string, HeaderValue> = {};
   for (const [name, value] of Object.entries(response.headers)) {
-    if (HOP_BY_HOP_HEADERS.has(name)) continue;
+    if (HOP_BY_HOP_HEADERS.has(name) || connection.has(name)) continue;
     headers[name] = Array.isArray(value) ? value.map((v) => scrubText(v, scrub)) : scrubText(value, scrub);
   }
   const bodiless = method === "HEAD" || response.status === 204 || response.status === 304;

@@ -71,6 +71,14 @@ let proxy: EgressProxy | undefined;
 let runCa: RunCa;
 /** Requests to /hold: never answered while the test runs. */
 const held: http.ServerResponse[] = [];
+/** A raw HTTP/1.1 upstream: answers /<name> with ANSWERS[name], byte for byte. */
+let rawServer: tls.Server;
+let rawPort: number;
+const ANSWERS: Record<string, string> = {
+  "status-999": "HTTP/1.1 999 Whatever\r\ncontent-length: 2\r\n\r\nok",
+  "http2-settings": "HTTP/1.1 200 OK\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\ncontent-length: 2\r\n\r\nok",
+  "connection-named": "HTTP/1.1 200 OK\r\nconnection: x-hop\r\nx-hop: 1\r\ncontent-length: 2\r\n\r\nok",
+};
 
 /** Answers every request; /echo reflects the credentials, /gzip does so compressed. */
 function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse) {
@@ -119,6 +127,17 @@ beforeAll(async () => {
   h1Server = https.createServer({ SNICallback: (name, cb) => cb(null, upstreamContext(name)) }, upstreamHandler);
   await new Promise<void>((resolve) => h1Server.listen(0, "127.0.0.1", resolve));
   h1Port = (h1Server.address() as AddressInfo).port;
+  rawServer = tls.createServer({ SNICallback: (name, cb) => cb(null, upstreamContext(name)) }, (socket) => {
+    let head = "";
+    socket.on("error", () => {});
+    socket.on("data", (d: Buffer) => {
+      head += d.toString("latin1");
+      const path = /^\S+ \/(\S*) /.exec(head)?.[1];
+      if (head.includes("\r\n\r\n") && path !== undefined) socket.end(ANSWERS[path] ?? "HTTP/1.1 404 No\r\n\r\n");
+    });
+  });
+  await new Promise<void>((resolve) => rawServer.listen(0, "127.0.0.1", resolve));
+  rawPort = (rawServer.address() as AddressInfo).port;
 });
 
 afterEach(async () => {
@@ -128,6 +147,7 @@ afterEach(async () => {
 
 afterAll(() => {
   for (const res of held) res.destroy();
+  rawServer.close();
   h2Server.close();
   h1Server.closeAllConnections();
   h1Server.close();
@@ -136,7 +156,7 @@ afterAll(() => {
 
 const guard = createAddressGuard();
 
-async function start(options: { trustUpstream?: boolean } = {}) {
+async function start(options: { trustUpstream?: boolean; upstreamPort?: number } = {}) {
   const decisions: EgressDecision[] = [];
   runCa = createRunCa({ label: "unit", hosts: ["api.test", "h1only.test"], validForMs: 3_600_000 });
   const socketPath = path.join(dir, `p-${Math.random().toString(16).slice(2)}.sock`);
@@ -146,7 +166,8 @@ async function start(options: { trustUpstream?: boolean } = {}) {
     onDecision: (d) => decisions.push(d),
     resolve: async () => [{ address: "127.0.0.1", family: 4 }],
     guard: (address) => (address === "127.0.0.1" ? undefined : guard(address)),
-    upstreamPort: (host, port) => (port === 80 ? port : host === "h1only.test" ? h1Port : h2Port),
+    upstreamPort: (host, port) =>
+      port === 80 ? port : (options.upstreamPort ?? (host === "h1only.test" ? h1Port : h2Port)),
     interception: createSecretInterception({
       bindings,
       ca: runCa,
@@ -578,5 +599,38 @@ describe("what one terminated connection can make the proxy do", () => {
     ]);
     expect(held.length - from).toBeLessThanOrEqual(1);
     await closed;
+  });
+
+  it("an upstream answer HTTP/2 cannot carry becomes a 502 (status 999) or loses the header (HTTP2-Settings, Connection-named), and the proxy lives on", async () => {
+    const { socketPath, decisions } = await start({ upstreamPort: rawPort });
+    const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2"]));
+    const session = http2.connect("https://api.test", { createConnection: () => socket });
+    const ask = (path: string) =>
+      new Promise<Answer>((resolve, reject) => {
+        const stream = session.request({ ":path": path, authorization: `Bearer ${PLACEHOLDER}` });
+        stream.on("response", (h) => {
+          const chunks: Buffer[] = [];
+          stream.on("data", (c: Buffer) => chunks.push(c));
+          stream.on("end", () =>
+            resolve({ status: Number(h[":status"]), headers: h, body: Buffer.concat(chunks).toString() }),
+          );
+        });
+        stream.on("error", reject);
+        stream.end();
+      });
+    const status = await ask("/status-999");
+    expect(status.status).toBe(502);
+    expect(status.body).toContain("the upstream answered with status 999");
+    const settings = await ask("/http2-settings");
+    expect([settings.status, settings.body, settings.headers["http2-settings"]]).toEqual([200, "ok", undefined]);
+    const named = await ask("/connection-named");
+    expect([named.status, named.headers["x-hop"]]).toEqual([200, undefined]);
+    session.close();
+    expect(decisions.filter((d) => d.action === "failed")).toEqual([
+      expect.objectContaining({
+        host: "api.test",
+        reason: "the upstream answered with status 999, which is not relayed",
+      }),
+    ]);
   });
 });
