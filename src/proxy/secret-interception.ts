@@ -101,10 +101,20 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
   ): void {
     const { target } = ctx;
     const method = req.method ?? "GET";
-    const path = req.url ?? "/";
+    const path = req.url ?? "";
     const authority = String(req.headers[":authority"] ?? req.headers.host ?? "");
     // `port` is the port the sandbox asked for (443); report() fills it in.
     const base = { host: target.host, port: SECRET_PORT, method };
+    // An absolute-form target (`GET https://elsewhere/ HTTP/1.1`) names an authority of its own,
+    // which a front end may route by instead of Host (RFC 9112 §3.2.2), and the checks below
+    // judge Host: only origin-form targets go on.
+    if (!isOriginForm(method, path)) {
+      const reason = `only origin-form request targets (/path) are forwarded to ${target.host}, not ${JSON.stringify(path.slice(0, 100))}`;
+      ctx.report({ action: "denied", ...base, reason });
+      req.resume();
+      answer(res, 400, reason);
+      return;
+    }
     const verdict = rewriteRequest(
       path,
       forwardableHeaders(req.headers),
@@ -240,6 +250,11 @@ function forwardableHeaders(incoming: http.IncomingHttpHeaders): Record<string, 
     out[name] = value;
   }
   return out;
+}
+
+/** Origin-form (`/path?query`), or `*` for a server-wide OPTIONS. */
+function isOriginForm(method: string, target: string): boolean {
+  return target.startsWith("/") || (target === "*" && method === "OPTIONS");
 }
 
 function answer(res: TerminatedResponse, status: number, reason: string): void {

