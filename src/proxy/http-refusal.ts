@@ -26,9 +26,18 @@ export function refuseResponse(res: http.ServerResponse, status: number, reason:
   res.end(body);
 }
 
+/** How long a refused raw socket stays open for its answer to be read before it is closed. */
+const REFUSED_SOCKET_LINGER_MS = 1_000;
+
 export function refuseSocket(socket: net.Socket, status: number, reason: string): void {
   if (socket.destroyed) return;
   const body = refusalBody(reason);
+  // Whatever the client still sends is read and dropped, and the socket is closed soon whether
+  // or not the client closes its end: a refused socket must not stay open, unread, for as long
+  // as the sandbox holds it (Node's server keeps its half open after our end()).
+  socket.resume();
+  const timer = setTimeout(() => socket.destroy(), REFUSED_SOCKET_LINGER_MS);
+  socket.once("close", () => clearTimeout(timer));
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,

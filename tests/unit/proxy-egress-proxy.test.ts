@@ -280,6 +280,25 @@ describe("CONNECT tunnels", () => {
     expect((await connect(socketPath, "allowed.test")).status).toBe(400);
     expect((await connect(socketPath, "user@allowed.test:443")).status).toBe(400);
   });
+
+  it("closes a refused CONNECT's socket after its answer, also when the client keeps its end open and goes on sending", async () => {
+    const { socketPath } = await start({ allowed: ["allowed.test"], answers: {} });
+    // allowHalfOpen: the client does not end its side when the proxy ends its own.
+    const client = net.connect({ path: socketPath, allowHalfOpen: true });
+    const chunks: Buffer[] = [];
+    client.on("data", (c: Buffer) => chunks.push(c));
+    client.on("error", () => {});
+    const closed = new Promise<void>((resolve) => client.once("close", () => resolve()));
+    client.write(`CONNECT other.test:${echoPort} HTTP/1.1\r\nHost: other.test:${echoPort}\r\n\r\n`);
+    // After the answer the client goes on writing: that fails (and closes it) only once the proxy
+    // has closed its socket; before, the proxy only ended its half and left the rest unread.
+    client.once("end", () => {
+      const more = setInterval(() => client.write(Buffer.alloc(64 * 1024, "x")), 20);
+      void closed.then(() => clearInterval(more));
+    });
+    await closed;
+    expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
+  });
 });
 
 describe("CONNECT targets in other spellings", () => {
