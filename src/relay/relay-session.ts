@@ -223,7 +223,9 @@ export class Relay {
         enablePush: false,
         maxConcurrentStreams: this.#limits.maxConcurrentStreams,
         maxHeaderListSize: this.#limits.maxHeaderListBytes,
-        initialWindowSize: this.#limits.windowBytes,
+        // Small: a stream whose host side stops reading holds at most this (relay-protocol.ts
+        // streamWindowBytes); the session's window stays windowBytes.
+        initialWindowSize: this.#limits.streamWindowBytes,
         maxFrameSize: 1024 * 1024,
       },
       maxSessionMemory: this.#limits.maxSessionMemoryMb,
