@@ -56,6 +56,22 @@ export type RelayCommand =
   /** A warm sandbox: are you there? (answered by `pong` with the same id). */
   | { op: "ping"; id: number };
 
+/**
+ * Control messages the relay sends unasked (`ready`, a warm sandbox's `loaded`), with room to
+ * spare: every other one answers a command or a claim, and the controller refuses more than it
+ * asked for (each line costs it a JSON parse and a schema check).
+ */
+export const UNASKED_RELAY_MESSAGES = 8;
+
+/**
+ * The control messages one command may get back: its answer (an `extract` whose tar cannot start
+ * is answered twice: its spawn error, then its close), and a `mark` one `full` per watched root.
+ */
+export function repliesTo(command: RelayCommand): number {
+  if (command.op === "mark") return 1 + (command.watchFull?.length ?? 0);
+  return command.op === "extract" ? 2 : 1;
+}
+
 /** Free space under which the relay calls a watched root's filesystem full. */
 export const FULL_FREE_BYTES = 1024 * 1024;
 

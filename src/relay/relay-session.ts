@@ -6,7 +6,8 @@
 // hostile input: Node's HTTP/2 enforces the protocol and its limits (concurrent streams, header
 // sizes, session memory, flow control), and on top of that only three kinds of stream are served
 // (one control stream, connections to the named host sockets, archives this side asked for), the
-// number of streams over the session is capped, and control lines are read with a length cap.
+// number of streams over the session is capped, and control lines are read with a length cap, and
+// only as many as this side asked for.
 // Connections are held, unread, until open() is called: that is how the launcher, whose liveness
 // connection comes through here, is kept from starting Pi before the workspace is copied in.
 // (Over 300 lines because each of those refusals is spelled out here; the wire format is in
@@ -29,6 +30,8 @@ import {
   type RelayConfig,
   type RelayLimits,
   type RelayMessage,
+  repliesTo,
+  UNASKED_RELAY_MESSAGES,
 } from "./relay-protocol.js";
 
 export interface RelaySocket {
@@ -185,6 +188,8 @@ export class Relay {
   readonly #claimAnswer = deferred<{ ok: boolean; trees: ClaimStatusLine[]; ms?: Record<string, number> }>();
   readonly #loaded = deferred<number>();
   #streams = 0;
+  /** Control messages the relay may still send: its own few, then the answers this side asked for. */
+  #controlBudget = UNASKED_RELAY_MESSAGES;
   #nextArchive = 1;
   #closing = false;
   #stderr = "";
@@ -328,6 +333,8 @@ export class Relay {
     const stream = this.#claimStream;
     if (this.#claimed || !stream || stream.destroyed) throw this.#error("it offers no claim");
     this.#claimed = true;
+    // Its answer, and a `full` per watched root.
+    this.#controlBudget += 1 + input.watchFull.length;
     this.#sockets = [...input.sockets];
     const message: ClaimMessage = {
       sockets: input.sockets.map((s) => ({ name: s.name, path: s.containerPath })),
@@ -431,6 +438,7 @@ export class Relay {
 
   #send(command: RelayCommand): void {
     if (!this.#control) throw this.#error("it has no control stream yet");
+    this.#controlBudget += repliesTo(command);
     this.#control.write(`${JSON.stringify(command)}\n`);
   }
 
@@ -510,7 +518,13 @@ export class Relay {
     stream.on("data", (text: string) => {
       pending += text;
       for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
+        if (--this.#controlBudget < 0) {
+          this.#fail("the relay sent more control messages than this side asked for");
+          this.#session?.destroy();
+          return;
+        }
         this.#onMessage(pending.slice(0, newline));
+        if (stream.destroyed) return;
         pending = pending.slice(newline + 1);
       }
       if (pending.length > this.#limits.maxControlLineBytes) {

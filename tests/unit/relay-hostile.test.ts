@@ -9,7 +9,7 @@ import path from "node:path";
 import { PassThrough, Transform } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
-import { DEFAULT_RELAY_LIMITS } from "../../src/relay/relay-protocol.js";
+import { DEFAULT_RELAY_LIMITS, repliesTo, UNASKED_RELAY_MESSAGES } from "../../src/relay/relay-protocol.js";
 import { Relay, type RelaySocket } from "../../src/relay/relay-session.js";
 
 const cleanups: Array<() => void> = [];
@@ -136,4 +136,19 @@ describe("a hostile relay", () => {
     await expect.poll(() => received, { timeout: 30_000 }).toEqual(Array.from({ length: streams }, () => perStream));
     expect(failures).toEqual([]);
   }, 60_000);
+
+  it("is read for as many control messages as the controller asked for: 10,000 valid lines end the session after a handful", async () => {
+    const dir = tempDir();
+    const { relay, control, failures } = await hostileRelay(dir);
+    // Each `full` the controller reads reaches its listeners: the count of lines it acted on.
+    const full: string[] = [];
+    relay.onFull((root) => full.push(root));
+    relay.mark(["/workspace"]);
+    const lines = Array.from({ length: 10_000 }, (_, i) => `${JSON.stringify({ op: "full", root: `/r${i}` })}\n`);
+    control.write(lines.join(""));
+    await expect.poll(() => failures, { timeout: 10_000 }).toHaveLength(1);
+    expect(failures[0]).toMatch(/the relay sent more control messages than this side asked for/);
+    // Its `ready` was one of its own; the rest of its allowance, and no more, went to these lines.
+    expect(full.length).toBe(UNASKED_RELAY_MESSAGES - 1 + repliesTo({ op: "mark", watchFull: ["/workspace"] }));
+  });
 });

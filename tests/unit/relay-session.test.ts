@@ -263,6 +263,14 @@ describe("the relay", () => {
     expect(failures).toEqual([]);
   }, 60_000);
 
+  it("answers 300 pings in a row: the controller's cap on control messages grows with what it asks", async () => {
+    const dir = scratchDir();
+    const { relay, failures, relayEnded } = await relayTo(path.join(dir, "nothing.sock"), dir);
+    for (let i = 0; i < 300; i++) await relay.ping(10_000);
+    expect(failures).toEqual([]);
+    expect(relayEnded).toEqual([]);
+  });
+
   it("a session Node ends over a protocol error is named by that error, not by the control stream it closed first", async () => {
     const dir = scratchDir();
     const { failures, relayEnd } = await relayTo(path.join(dir, "nothing.sock"), dir);
