@@ -18,7 +18,10 @@ export function createRequestTurns(maxWaiting = MAX_WAITING_REQUESTS) {
 
   const startNext = (socket: net.Socket, turns: { waiting: RequestStart[] }) => {
     const start = turns.waiting[0];
-    if (!start || socket.destroyed) return;
+    // An answer that ends the connection (a refusal's `connection: close`) ends the socket's
+    // writing before it is destroyed: a request parsed behind it must not start then, or its
+    // upstream socket would answer into a response with no socket, open until the run ends.
+    if (!start || socket.destroyed || socket.writableEnded) return;
     let finished = false;
     start(() => {
       if (finished) return;

@@ -532,6 +532,27 @@ describe("bounds", () => {
     }
   });
 
+  it("a request pipelined behind a refused one (whose answer ends the connection) never goes upstream, so no upstream socket outlives the connection", async () => {
+    const upstream = await holdingUpstream(undefined);
+    try {
+      const { socketPath } = await start({
+        allowed: ["web.test"],
+        answers: { "web.test": ["127.0.0.1"] },
+        ports: [upstream.port],
+      });
+      const flow = pipelined(socketPath, ["http://denied.test/", `http://web.test:${upstream.port}/held`]);
+      await flow.closed;
+      expect(flow.text()).toMatch(/^HTTP\/1\.1 403/);
+      // Before, the second request started while the closing socket was not yet destroyed: its
+      // upstream connection stayed open, answering into a response with no socket, until the run ended.
+      for (const until = Date.now() + 500; upstream.state.connections === 0 && Date.now() < until; )
+        await new Promise((r) => setTimeout(r, 20));
+      expect(upstream.state.connections).toBe(0);
+    } finally {
+      upstream.close();
+    }
+  });
+
   it("closes a connection that pipelines more than 16 requests ahead of its answers; the upstream got at most one of them", async () => {
     const upstream = await holdingUpstream(undefined);
     try {
