@@ -33,7 +33,10 @@ it("loads dockerode without gRPC, protobuf or ssh2; the ssh transport's stand-in
   const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", CHECK], {
     cwd: fileURLToPath(new URL("../..", import.meta.url)),
     encoding: "utf8",
+    // Synchronous: vitest's own timeout cannot interrupt it, and the worker's other files wait.
+    timeout: 60_000,
   });
+  expect(child.signal, child.stderr).toBeNull();
   expect(child.status, child.stderr).toBe(0);
   const seen = JSON.parse(child.stdout.trim().split("\n").at(-1)!);
   expect(seen.before).toBe(0);
