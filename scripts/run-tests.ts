@@ -39,8 +39,9 @@ interface Step {
 // controllers and wait out deadlines and judge only their own runs (by run id and owner pid), go
 // together in another, apart from the other steps' runs, whose load would stretch their timings
 // (a frozen controller's run must reach the model before its 10 s timer) and whose start-up
-// reaping would race their launchers' own exits. Every step keeps both cores busy (the summary
-// says how busy): the suite's time is its CPU, mostly containers and Pi.
+// reaping would race their launchers' own exits. The summary says how busy the cores were: in a
+// fresh clone the integration and modes steps 99-100 % (their time is their CPU, mostly
+// containers and Pi), the lifecycle step ~60 % (its frozen and killed controllers wait).
 const MODES = ["integration-copy", "integration-warm", "integration-remote"].flatMap((p) => ["--project", p]);
 const STEPS: Step[] = [
   // Unit files are CPU-bound: two at a time on two cores, and the files of a worker share its
