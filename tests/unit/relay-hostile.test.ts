@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
 import { DEFAULT_RELAY_LIMITS, repliesTo, UNASKED_RELAY_MESSAGES } from "../../src/relay/relay-protocol.js";
 import { Relay, type RelaySocket } from "../../src/relay/relay-session.js";
+import { socketPair } from "../support/socket-pair.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
@@ -26,13 +27,7 @@ function tempDir(): string {
 
 /** The controller's end, the hostile relay's session, and the bytes the relay has put on the link. */
 async function hostileRelay(dir: string, sockets: RelaySocket[] = []) {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(path.join(dir, "bridge.sock"), resolve));
-  const accepted = new Promise<net.Socket>((resolve) => listener.once("connection", resolve));
-  const hostEnd = net.connect(path.join(dir, "bridge.sock"));
-  await new Promise((resolve) => hostEnd.once("connect", resolve));
-  const relayEnd = await accepted;
-  listener.close();
+  const { hostEnd, relayEnd } = await socketPair(dir);
   cleanups.push(() => {
     hostEnd.destroy();
     relayEnd.destroy();

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runRelay } from "../../images/pi/relay.mjs";
 import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
 import { Relay } from "../../src/relay/relay-session.js";
+import { socketPair } from "../support/socket-pair.js";
 
 const cleanups: Array<() => void | Promise<void>> = [];
 afterEach(async () => {
@@ -27,13 +28,7 @@ function scratchDir(): string {
 
 /** Both ends of a relay for one in-container socket that leads to `upstream` on the host. */
 async function relayTo(upstream: string, dir: string, relayConfig: Record<string, unknown> = {}) {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(path.join(dir, "bridge.sock"), resolve));
-  const accepted = new Promise<net.Socket>((resolve) => listener.once("connection", resolve));
-  const hostEnd = net.connect(path.join(dir, "bridge.sock"));
-  await new Promise((resolve) => hostEnd.once("connect", resolve));
-  const relayEnd = await accepted;
-  listener.close();
+  const { hostEnd, relayEnd } = await socketPair(dir);
   const exec: ExecSession = { stdin: hostEnd, stdout: hostEnd, stderr: new PassThrough(), exit: new Promise(() => {}) };
   const container = { exec: async () => exec } as unknown as EngineContainer;
   const inside = path.join(dir, "inside");

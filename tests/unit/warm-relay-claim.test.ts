@@ -6,7 +6,7 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http2 from "node:http2";
-import net from "node:net";
+import type net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { PassThrough } from "node:stream";
@@ -17,6 +17,7 @@ import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
 import { Relay } from "../../src/relay/relay-session.js";
 import { walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packSingleFile, packTree } from "../../src/workspace-transfer/pack-tree.js";
+import { socketPair } from "../support/socket-pair.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
@@ -30,15 +31,9 @@ function tempDir(prefix: string): string {
   return dir;
 }
 
-/** The two ends of a socket pair: the controller's (an exec's stdio) and the relay's. */
-async function socketPair(dir: string): Promise<{ hostEnd: net.Socket; relayEnd: net.Socket }> {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(path.join(dir, "bridge.sock"), resolve));
-  const accepted = new Promise<net.Socket>((resolve) => listener.once("connection", resolve));
-  const hostEnd = net.connect(path.join(dir, "bridge.sock"));
-  await new Promise((resolve) => hostEnd.once("connect", resolve));
-  const relayEnd = await accepted;
-  listener.close();
+/** The two ends of a socket pair (the controller's: an exec's stdio; the relay's), closed after the test. */
+async function closedAfter(dir: string): Promise<{ hostEnd: net.Socket; relayEnd: net.Socket }> {
+  const { hostEnd, relayEnd } = await socketPair(dir);
   cleanups.push(() => {
     hostEnd.destroy();
     relayEnd.destroy();
@@ -57,7 +52,7 @@ async function warmRelay() {
   const dir = tempDir("sandbox-run-warm-relay-");
   const inside = path.join(dir, "inside");
   fs.mkdirSync(inside);
-  const { hostEnd, relayEnd } = await socketPair(dir);
+  const { hostEnd, relayEnd } = await closedAfter(dir);
   const starting = controllerEnd(hostEnd, true, inside);
   const claims: unknown[] = [];
   let claimedAt = 0;
@@ -151,10 +146,10 @@ describe("the controller's end of a relay before any claim", () => {
   /** Plays a relay (as code in a sandbox could) against the controller's end: which streams does it get? */
   async function hostileRelay(warm: boolean) {
     const dir = tempDir("sandbox-run-hostile-relay-");
-    const { hostEnd, relayEnd } = await socketPair(dir);
+    const { hostEnd, relayEnd } = await closedAfter(dir);
     const starting = controllerEnd(hostEnd, warm, dir);
     const session = http2.connect("http://hostile", { createConnection: () => relayEnd });
-    // Ends with its socket (socketPair's cleanup): destroying a client session from here spins on Node 20.
+    // Ends with its socket (closedAfter's cleanup): destroying a client session from here spins on Node 20.
     session.on("error", () => {});
     const relay = await starting;
     cleanups.push(() => relay.close());
