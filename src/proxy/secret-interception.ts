@@ -109,7 +109,7 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
     // which a front end may route by instead of Host (RFC 9112 §3.2.2), and the checks below
     // judge Host: only origin-form targets go on.
     if (!isOriginForm(method, path)) {
-      const reason = `only origin-form request targets (/path) are forwarded to ${target.host}, not ${JSON.stringify(path.slice(0, 100))}`;
+      const reason = `only origin-form request targets (/path, not //path) are forwarded to ${target.host}, not ${JSON.stringify(path.slice(0, 100))}`;
       ctx.report({ action: "denied", ...base, reason });
       req.resume();
       answer(res, 400, reason);
@@ -252,9 +252,14 @@ function forwardableHeaders(incoming: http.IncomingHttpHeaders): Record<string, 
   return out;
 }
 
-/** Origin-form (`/path?query`), or `*` for a server-wide OPTIONS. */
+/**
+ * Origin-form (`/path?query`), or `*` for a server-wide OPTIONS. `//host/x` and `/\host/x` are valid
+ * paths, but a front end that parses a target as a URL (a WHATWG parser reads `\` as `/`) takes them
+ * for scheme-relative references naming another authority: refused as well.
+ */
 function isOriginForm(method: string, target: string): boolean {
-  return target.startsWith("/") || (target === "*" && method === "OPTIONS");
+  if (target === "*") return method === "OPTIONS";
+  return target.startsWith("/") && !/^.[/\\]/.test(target);
 }
 
 function answer(res: TerminatedResponse, status: number, reason: string): void {

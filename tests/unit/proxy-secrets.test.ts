@@ -631,7 +631,7 @@ describe("what one terminated connection can make the proxy do", () => {
         port: 443,
         method: "GET",
         reason:
-          'only origin-form request targets (/path) are forwarded to api.test, not "https://attacker.example/collect"',
+          'only origin-form request targets (/path, not //path) are forwarded to api.test, not "https://attacker.example/collect"',
       },
     ]);
     // Origin-form, and `*` for OPTIONS, still go through.
@@ -639,6 +639,30 @@ describe("what one terminated connection can make the proxy do", () => {
     expect((await http1Request(options, { method: "OPTIONS", path: "*", host: "api.test" })).status).toBe(200);
     options.destroy();
     expect(seen.at(-1)).toMatchObject({ method: "OPTIONS", path: "*" });
+  });
+
+  it("a target a URL parser reads as scheme-relative (//host/…, /\\host/…) is refused (400) over HTTP/1.1 and HTTP/2; /a//b still goes", async () => {
+    const { socketPath, decisions } = await start();
+    const from = seen.length;
+    const headers = { authorization: `Bearer ${PLACEHOLDER}` };
+    for (const path of ["//attacker.example/collect", "/\\attacker.example/collect"]) {
+      const h1 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+      expect((await http1Request(h1, { path, host: "api.test", headers })).status).toBe(400);
+      h1.destroy();
+      const h2 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2"]));
+      expect((await http2Request(h2, { path, authority: "api.test", headers })).status).toBe(400);
+      h2.destroy();
+    }
+    expect(seen.length).toBe(from);
+    const denied = decisions.filter((d) => d.action === "denied");
+    expect(denied).toHaveLength(4);
+    expect(denied[0]?.reason).toBe(
+      'only origin-form request targets (/path, not //path) are forwarded to api.test, not "//attacker.example/collect"',
+    );
+    const ok = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    expect((await http1Request(ok, { path: "/a//b", host: "api.test", headers })).status).toBe(200);
+    ok.destroy();
+    expect(seen.at(-1)).toMatchObject({ method: "GET", path: "/a//b" });
   });
 
   it("an upstream answer HTTP/2 cannot carry becomes a 502 (status 999) or loses the header (HTTP2-Settings, Connection-named), and the proxy lives on", async () => {
