@@ -5,7 +5,7 @@
 export interface AnswerLimits {
   /** Default MAX_ENGINE_ANSWER_BYTES (bounded-answers.ts). */
   maxBytes?: number;
-  /** Default ENGINE_ANSWER_TIMEOUT_MS (bounded-answers.ts); a request given an AbortSignal by its caller has that instead. */
+  /** Default ENGINE_ANSWER_TIMEOUT_MS (bounded-answers.ts); it also bounds requests a caller can cancel, except those with a deadline of their own (removal, kill). */
   timeoutMs?: number;
   /** How long an orphan's removal may take (DockerEngine.removeContainer); default 60 s. */
   removalTimeoutMs?: number;

@@ -3,7 +3,8 @@
 // docker-modem reads each of them whole before it hands it on (a ~300 MB `/containers/json` took
 // `gc` to 1.3 GB) and waits for it without end (an engine that answers its ping and nothing after
 // kept `gc` waiting forever). Here every such request of a dockerode client is made as a stream,
-// read up to a byte cap as it arrives, and given a deadline when its caller set none; callers get
+// read up to a byte cap as it arrives, and given a deadline unless its caller set one of its own
+// (`engineDeadline`; a caller's cancel signal does not lift the default); callers get
 // the results and errors docker-modem gives. Streams (attach, exec, build, pull, save, wait) are
 // their callers' to read and bound.
 import type { IncomingMessage } from "node:http";
@@ -25,6 +26,20 @@ export const MAX_ENGINE_ANSWER_BYTES = 16 * 1024 * 1024;
  * container whose processes die slowly) in seconds.
  */
 export const ENGINE_ANSWER_TIMEOUT_MS = 30_000;
+
+/** Signals made by `engineDeadline`: a request carrying one has that deadline instead of the default. */
+const OWN_DEADLINES = new WeakSet<AbortSignal>();
+
+/**
+ * A deadline of a request's own, longer or shorter than ENGINE_ANSWER_TIMEOUT_MS (a removal that
+ * waits on dying processes, a kill). Any other signal a caller passes is a cancel, not a deadline:
+ * the default still applies beside it (a run's cancel signal may never fire).
+ */
+export function engineDeadline(ms: number): AbortSignal {
+  const signal = AbortSignal.timeout(ms);
+  OWN_DEADLINES.add(signal);
+  return signal;
+}
 
 /** An engine that did not answer in time, or answered too much: it cannot be used as it is. */
 export class EngineAnswerError extends SandboxRunError {}
@@ -81,7 +96,7 @@ async function bounded(
   const request = `${options.method} ${options.path.split("?")[0]}`;
   const ownSignal = options.abortSignal ?? options.options?.abortSignal;
   const timeoutMs = limits.timeoutMs ?? ENGINE_ANSWER_TIMEOUT_MS;
-  const deadline = ownSignal ? undefined : new AbortController();
+  const deadline = ownSignal && OWN_DEADLINES.has(ownSignal) ? undefined : new AbortController();
   const timer =
     deadline &&
     setTimeout(
@@ -95,7 +110,7 @@ async function bounded(
         ),
       timeoutMs,
     );
-  const signal = ownSignal ?? deadline!.signal;
+  const signal = !deadline ? ownSignal! : ownSignal ? AbortSignal.any([ownSignal, deadline.signal]) : deadline.signal;
   const maxBytes = limits.maxBytes ?? MAX_ENGINE_ANSWER_BYTES;
   const tooLarge = () =>
     new EngineAnswerError(

@@ -4,6 +4,7 @@ import type { Socket } from "node:net";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import { AttachDemuxer } from "./attach-demux.js";
+import { engineDeadline } from "./bounded-answers.js";
 import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
@@ -71,17 +72,15 @@ export class DockerContainer implements EngineContainer {
 
   async kill(): Promise<void> {
     if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
-    await this.container
-      .kill({ abortSignal: AbortSignal.timeout(KILL_TIMEOUT_MS) } as object)
-      .catch((error: unknown) => {
-        if (isGoneError(error) || String(error).includes("is not running")) return;
-        // An answer with a status (Podman: "can only kill running containers") means the engine
-        // is there. No answer at all (a broken link, a silent network) means it cannot be told to
-        // stop the container, and waiting for the exit would never end: the wait fails with this
-        // error; the container's own deadline and gc take care of it on the far side.
-        if ((error as { statusCode?: number })?.statusCode === undefined) this.#unreachable.abort(error);
-        throw error;
-      });
+    await this.container.kill({ abortSignal: engineDeadline(KILL_TIMEOUT_MS) } as object).catch((error: unknown) => {
+      if (isGoneError(error) || String(error).includes("is not running")) return;
+      // An answer with a status (Podman: "can only kill running containers") means the engine
+      // is there. No answer at all (a broken link, a silent network) means it cannot be told to
+      // stop the container, and waiting for the exit would never end: the wait fails with this
+      // error; the container's own deadline and gc take care of it on the far side.
+      if ((error as { statusCode?: number })?.statusCode === undefined) this.#unreachable.abort(error);
+      throw error;
+    });
   }
 
   /**
@@ -115,7 +114,7 @@ export class DockerContainer implements EngineContainer {
   remove(): Promise<void> {
     const timeoutMs = this.#unreachable.signal.aborted ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
     this.removal ??= this.container
-      .remove({ force: true, v: true, abortSignal: AbortSignal.timeout(timeoutMs) } as object)
+      .remove({ force: true, v: true, abortSignal: engineDeadline(timeoutMs) } as object)
       .catch((error: unknown) => {
         if (!isGoneError(error)) throw error;
       });

@@ -6,6 +6,7 @@ import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
 import type { AnswerLimits } from "./answer-limits.js";
+import { engineDeadline } from "./bounded-answers.js";
 import { dockerUnavailable, isGoneError, planDockerConnection } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
 import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
@@ -300,7 +301,7 @@ export class DockerEngine implements Engine {
     // Its own deadline, longer than an ordinary answer's: a container whose processes die slowly
     // (a fork bomb, gVisor under load) keeps a working engine busy with its removal for a while.
     const timeoutMs = this.#removalTimeoutMs;
-    const signal = AbortSignal.timeout(timeoutMs);
+    const signal = engineDeadline(timeoutMs);
     await container.remove({ force: true, v: true, abortSignal: signal } as object).catch(async (error: unknown) => {
       if (signal.aborted)
         throw Object.assign(new Error(`the engine did not finish removing it within ${timeoutMs / 1000} s`), {

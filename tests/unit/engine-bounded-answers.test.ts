@@ -92,6 +92,35 @@ describe("an engine that answers its ping and nothing after", () => {
     expect(await until(() => engine.openConnections() === 0)).toBe(true);
   });
 
+  it("a request its caller can cancel (a run's signal that never fires) still fails at the deadline: a create never answered", async () => {
+    // Answers /version (Docker, not Podman), then nothing: the create waits on the engine alone.
+    const engine = await standIn((req, res) => {
+      if (req.url?.includes("/version")) return res.end(JSON.stringify({ Version: "27.0.0", Components: [] }));
+    });
+    const cancel = new AbortController();
+    const create = engineAt(engine.socketPath, 300).createContainer(
+      {
+        image: "x",
+        entrypoint: ["true"],
+        cmd: [],
+        env: {},
+        user: "65532:65532",
+        labels: {},
+        runtime: "runc",
+        network: "none",
+        mounts: [],
+        tmpfs: {},
+        limits: { memoryMb: 64, pids: 16 },
+        openStdin: false,
+        init: false,
+      },
+      cancel.signal,
+    );
+    await expect(create).rejects.toThrow(/did not answer POST \/containers\/create within 0\.3 s/);
+    expect(cancel.signal.aborted).toBe(false);
+    expect(await until(() => engine.openConnections() === 0)).toBe(true);
+  });
+
   it("an answer that trickles in a byte at a time fails at the same deadline", async () => {
     const engine = await standIn(trickle);
     await expect(engineAt(engine.socketPath, 300).listContainers([])).rejects.toThrow(
