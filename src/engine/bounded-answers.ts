@@ -6,7 +6,7 @@
 // read up to a byte cap as it arrives, and given a deadline unless its caller set one of its own
 // (`engineDeadline`; a caller's cancel signal does not lift the default); callers get
 // the results and errors docker-modem gives. Streams (attach, exec, build, pull, save, wait) are
-// their callers' to read and bound.
+// their callers' to read and bound (progress: progress-stream.ts).
 import type { IncomingMessage } from "node:http";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";

@@ -37,6 +37,7 @@ import {
   podmanRuntimes,
   type Ulimit,
 } from "./podman-compat.js";
+import { followProgress } from "./progress-stream.js";
 import { spawnRemovalHelper } from "./remove-after-exit.js";
 import type { SshTunnel } from "./ssh-tunnel.js";
 
@@ -320,26 +321,16 @@ export class DockerEngine implements Engine {
     if (this.#endpoint.kind === "unix" && !this.#refusal) spawnRemovalHelper(this.#endpoint.socketPath, labels);
   }
 
-  /** Follows a progress stream (build, pull, import) to its end; a failed step rejects with its message. */
-  private follow(stream: NodeJS.ReadableStream, onLine: ((line: string) => void) | undefined, what: string) {
-    return new Promise<void>((resolve, reject) =>
-      this.docker.modem.followProgress(
-        stream,
-        (error: Error | null, output: Array<{ error?: string }>) => {
-          const failed = error?.message ?? output.find((o) => o.error)?.error;
-          if (!failed) return resolve();
-          reject(
-            new SandboxRunError("image-missing", `${what} failed: ${failed}`, {
-              hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
-            }),
-          );
-        },
-        (event: { stream?: string; status?: string }) => {
-          const line = (event.stream ?? event.status ?? "").trimEnd();
-          if (line) onLine?.(line);
-        },
-      ),
-    );
+  /** Follows a progress stream (build, pull, import, load) to its end; a failed step rejects with its message. */
+  private async follow(stream: NodeJS.ReadableStream, onLine: ((line: string) => void) | undefined, what: string) {
+    const failed = await followProgress(stream, (event) => {
+      const line = (event.stream ?? event.status ?? "").trimEnd();
+      if (line) onLine?.(line);
+    }).catch((error: Error) => `${error.message} (engine "${this.name}")`);
+    if (failed === undefined) return;
+    throw new SandboxRunError("image-missing", `${what} failed: ${failed}`, {
+      hint: "Read the build output above; `sandbox-run doctor` checks the engine and network.",
+    });
   }
 }
 
