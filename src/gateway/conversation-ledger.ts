@@ -31,6 +31,7 @@ import type {
   ModelReply,
   ModelReplyToolCall,
   ModelRequest,
+  PiStopReason,
 } from "./apis/api-codec.js";
 import { short } from "./apis/codec-support.js";
 import { canonicalJson } from "./apis/conversation-diff.js";
@@ -129,10 +130,19 @@ export class ConversationLedger {
   }
 
   /** The model's last reply in Pi's conversation, as run outcomes check it (confirm-outcome.ts). */
-  lastReply(): { text: string; toolCallCount: number; complete: boolean } | undefined {
+  lastReply():
+    | { seq: number; text: string; toolCallCount: number; complete: boolean; stopReason?: PiStopReason }
+    | undefined {
     const head = this.#head;
     if (!head?.reply) return undefined;
-    return { text: head.reply.text, toolCallCount: head.reply.toolCalls.length, complete: head.delivered };
+    const { text, toolCalls, piStopReason } = head.reply;
+    return {
+      seq: head.seq,
+      text,
+      toolCallCount: toolCalls.length,
+      complete: head.delivered,
+      ...(piStopReason ? { stopReason: piStopReason } : {}),
+    };
   }
 
   get onChainCount(): number {

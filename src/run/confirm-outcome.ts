@@ -12,8 +12,8 @@ import { prepareGuarded } from "./guarded-arguments.js";
 export interface ModelEvidence {
   /** A tool call the model made in Pi's conversation, by id. */
   toolCall(id: string): { name: string; argumentsJson: string } | undefined;
-  /** The model's last reply in Pi's conversation. */
-  lastReply(): { text: string; toolCallCount: number; complete: boolean } | undefined;
+  /** The model's last reply in Pi's conversation (`stopReason`: the one Pi would record, when the reply says). */
+  lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
 }
 
 type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
@@ -63,7 +63,29 @@ export function confirmOutcome(
         `Pi's output reports the answer ${excerpt(claim.text)}; the model's last reply was ${excerpt(reply.text)}`,
       );
     }
+    // Pi answers with a reply that ends the conversation. One that called tools was a step (Pi ran
+    // them and would have asked again), and one cut at the token limit Pi reports as no result.
+    if (reply.toolCallCount > 0) {
+      return contradiction(
+        `Pi's output reports the answer ${excerpt(claim.text)}; the model's last reply with that text also called ${reply.toolCallCount} tool(s), so it was a step, not the answer`,
+      );
+    }
+    if (reply.stopReason !== undefined && reply.stopReason !== "stop") {
+      return contradiction(
+        `Pi's output reports the answer ${excerpt(claim.text)}; the model's last reply ended with stop reason ${quote(reply.stopReason)}, not an answer`,
+      );
+    }
     return { ok: true, outcome: { kind: "text", text: reply.text } };
+  }
+  if (claim.kind === "model-error") {
+    // After a reply that reached Pi whole and ended the conversation (no tool call, an ordinary
+    // stop), Pi asks the model nothing more: no request is left to fail.
+    const reply = evidence.lastReply();
+    if (reply?.complete && reply.toolCallCount === 0 && (reply.stopReason ?? "stop") === "stop") {
+      return contradiction(
+        "Pi's output reports a model error, but the model's last reply reached Pi whole and ended the conversation",
+      );
+    }
   }
   // A failure cannot be forged into a success: model errors and missing results pass as claimed.
   return { ok: true, outcome: claim };

@@ -1,9 +1,11 @@
 // How a run ends, decided from what the host saw: a tripped limit, budget, timeout or abort; the
 // container's exit; and what the event stream claims the agent produced. A pure function, so the
 // failure contract (docs/security.md E1) is unit-tested without an engine. The order is fixed:
-// aborted > timeout > replay divergence > invalid results > tripped limit > limit shown by the exit
-// > crash > contradiction > result (validated) > failure. The result itself is the model's, as the
-// gateway relayed it (confirm-outcome.ts).
+// aborted > replay divergence > contradiction > timeout > invalid results > tripped limit > limit
+// shown by the exit > crash > result (validated) > failure. The result itself is the model's, as
+// the gateway relayed it (confirm-outcome.ts); a contradiction comes before every failure the
+// sandbox can bring about (a timeout, a limit, words on its stderr), so it cannot hide a forgery
+// it was caught at behind another kind of failure.
 import type { JsonSchema } from "../agent.js";
 import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import type { Outcome } from "../pi/result-collector.js";
@@ -34,23 +36,14 @@ export interface OutcomeFacts {
 
 type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
 
-// A decision table read top to bottom: the order is precedence (an abort beats a timeout beats a
-// limit beats what the exit code says beats the result), so it stays one function.
+// A decision table read top to bottom: the order is precedence (an abort beats a contradiction
+// beats a timeout beats a limit beats what the exit code says beats the result), so it stays one
+// function.
 /** `evidence` is attached to every error (exit code, stderr tail, container id, last events ...). */
 export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDetails): Decision {
   const fail = (error: unknown): Decision => ({ ok: false, error });
   const { trip, exit } = facts;
   if (trip?.code === "aborted") return fail(abortedError(facts.abortReason, evidence));
-  if (trip?.code === "timeout") {
-    return fail(
-      new SandboxRunError("timeout", trip.message, {
-        ...evidence,
-        hint: trip.waitingOnModel
-          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout / timeoutMs)."
-          : "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
-      }),
-    );
-  }
   if (trip?.code === "replay-divergence") {
     return fail(
       new SandboxRunError("replay-divergence", trip.message, {
@@ -59,34 +52,9 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       }),
     );
   }
-  if (trip?.code === "invalid-result") {
-    return fail(
-      new SandboxRunError("invalid-result", trip.message, {
-        ...evidence,
-        hint: invalidResultHint,
-      }),
-    );
-  }
-  if (trip) return fail(limitError(trip.message, trip.limit, evidence));
-  const fromExit = limitFromExit(exit, facts.stderrTail);
-  if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));
-
-  const claimed = facts.outcome;
-  if (exit.exitCode !== 0 && claimed.kind !== "structured" && claimed.kind !== "text") {
-    return fail(
-      new SandboxRunError(
-        "agent-crashed",
-        `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, facts.runtime)}.`,
-        {
-          ...evidence,
-          hint: "See the stderr tail on this error (or --events) for what Pi reported.",
-        },
-      ),
-    );
-  }
-  let outcome = claimed;
+  let outcome = facts.outcome;
   if (facts.evidence) {
-    const confirmed = confirmOutcome(claimed, facts.evidence, {
+    const confirmed = confirmOutcome(outcome, facts.evidence, {
       finalToolName: facts.finalToolName,
       schema: facts.schema,
     });
@@ -103,6 +71,40 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       );
     }
     outcome = confirmed.outcome;
+  }
+  if (trip?.code === "timeout") {
+    return fail(
+      new SandboxRunError("timeout", trip.message, {
+        ...evidence,
+        hint: trip.waitingOnModel
+          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout / timeoutMs)."
+          : "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+      }),
+    );
+  }
+  if (trip?.code === "invalid-result") {
+    return fail(
+      new SandboxRunError("invalid-result", trip.message, {
+        ...evidence,
+        hint: invalidResultHint,
+      }),
+    );
+  }
+  if (trip) return fail(limitError(trip.message, trip.limit, evidence));
+  const fromExit = limitFromExit(exit, facts.stderrTail);
+  if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));
+
+  if (exit.exitCode !== 0 && outcome.kind !== "structured" && outcome.kind !== "text") {
+    return fail(
+      new SandboxRunError(
+        "agent-crashed",
+        `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, facts.runtime)}.`,
+        {
+          ...evidence,
+          hint: "See the stderr tail on this error (or --events) for what Pi reported.",
+        },
+      ),
+    );
   }
   switch (outcome.kind) {
     case "text":

@@ -38,7 +38,7 @@ function writeReply(res: http.ServerResponse, { model, step, stream, seq }: Repl
       "text" in step
         ? { role: "assistant", content: step.text }
         : "toolCalls" in step
-          ? { role: "assistant", content: null, tool_calls: toolCallsOf(step, seq) }
+          ? { role: "assistant", content: step.preamble ?? null, tool_calls: toolCallsOf(step, seq) }
           : { role: "assistant", content: "" };
     sendJson(res, 200, {
       id,
@@ -67,6 +67,7 @@ function writeReply(res: http.ServerResponse, { model, step, stream, seq }: Repl
     for (const piece of inTwo(step.text)) send(chunk({ content: piece }, null));
     send(chunk({}, "stop"));
   } else {
+    if (step.preamble) for (const piece of inTwo(step.preamble)) send(chunk({ content: piece }, null));
     toolCallsOf(step, seq).forEach((call, index) => {
       const [head, tail] = inTwo(call.function.arguments);
       send(chunk({ tool_calls: [{ index, ...call, function: { ...call.function, arguments: head } }] }, null));

@@ -17,6 +17,8 @@ export type ScriptedApi = (typeof SCRIPTED_APIS)[number];
 export interface ToolCallStep {
   /** `id`: the call's id where the test needs to know it (openai-completions); default call_<seq>_<i>. */
   toolCalls: Array<{ name: string; arguments: unknown; id?: string }>;
+  /** Text the reply carries before its calls ("Let me run the tests."); openai-completions only. */
+  preamble?: string;
 }
 /** Answer with text and end the turn. */
 export interface TextStep {

@@ -94,11 +94,46 @@ describe("confirmOutcome", () => {
     });
   });
 
+  it("a text answer must come from a reply that ended the conversation: one that also called tools, or stopped at the token limit, is a contradiction", () => {
+    const text = "VERDICT: approve. Before I finalise, let me run the tests.";
+    const reply = (toolCallCount: number, stopReason?: string) => ({
+      toolCall: () => undefined,
+      lastReply: () => ({ text, toolCallCount, complete: true, ...(stopReason ? { stopReason } : {}) }),
+    });
+    expect(confirmOutcome({ kind: "text", text }, reply(1, "toolUse"), {})).toEqual({
+      ok: false,
+      contradiction: `Pi's output reports the answer "VERDICT: approve. Before I finalise, let me run the tests."; the model's last reply with that text also called 1 tool(s), so it was a step, not the answer`,
+    });
+    expect(confirmOutcome({ kind: "text", text }, reply(0, "length"), {})).toMatchObject({
+      ok: false,
+      contradiction: expect.stringContaining('ended with stop reason "length", not an answer'),
+    });
+    expect(confirmOutcome({ kind: "text", text }, reply(0, "stop"), {})).toEqual({
+      ok: true,
+      outcome: { kind: "text", text },
+    });
+  });
+
   it("failures pass as claimed: a forger can fail a run, not fake a success", () => {
     expect(confirmOutcome({ kind: "no-result", reason: "x" }, evidence(), context)).toEqual({
       ok: true,
       outcome: { kind: "no-result", reason: "x" },
     });
+  });
+
+  it("a model error claimed after the model's last reply reached Pi whole and ended the conversation is a contradiction; after a reply that failed or called tools it passes", () => {
+    const claim = { kind: "model-error" as const, message: "401 Incorrect API key provided: sk-...; rotate the key" };
+    expect(confirmOutcome(claim, evidence(), context)).toEqual({
+      ok: false,
+      contradiction:
+        "Pi's output reports a model error, but the model's last reply reached Pi whole and ended the conversation",
+    });
+    const failed = { toolCall: () => undefined, lastReply: () => ({ text: "", toolCallCount: 0, complete: false }) };
+    expect(confirmOutcome(claim, failed, context)).toEqual({ ok: true, outcome: claim });
+    const step = { toolCall: () => undefined, lastReply: () => ({ text: "", toolCallCount: 1, complete: true }) };
+    expect(confirmOutcome(claim, step, context)).toEqual({ ok: true, outcome: claim });
+    const none = { toolCall: () => undefined, lastReply: () => undefined };
+    expect(confirmOutcome(claim, none, context)).toEqual({ ok: true, outcome: claim });
   });
 });
 
@@ -122,5 +157,36 @@ describe("decideOutcome with the model's evidence", () => {
     const error = (decision as { error: unknown }).error;
     expect(isSandboxRunError(error) && error.code).toBe("contradiction");
     expect((error as Error).message).toMatch(/^The sandbox's output contradicted the model: .*call_forged/);
+  });
+
+  it("a caught forgery stays a contradiction whatever else the sandbox brings about: ENOSPC on its stderr, an OOM kill, a timeout, a tripped limit", () => {
+    const forged = (extra: Partial<Parameters<typeof decideOutcome>[0]>) =>
+      decideOutcome(
+        {
+          exit: { exitCode: 0, oomKilled: false },
+          stderrTail: "",
+          outcome: structured({ callId: "call_forged", value: { verdict: "approve" } }),
+          badRecords: 0,
+          runtime: "runc",
+          validator: compileResultSchema({ type: "object", properties: { verdict: { type: "string" } } }),
+          schema,
+          finalToolName: FINAL,
+          evidence: evidence(),
+          ...extra,
+        },
+        { runId: "r" },
+      );
+    const codeOf = (decision: ReturnType<typeof decideOutcome>) =>
+      decision.ok ? "ok" : (decision.error as { code?: string }).code;
+    expect(codeOf(forged({ stderrTail: "ENOSPC: no space left on device\n" }))).toBe("contradiction");
+    expect(codeOf(forged({ exit: { exitCode: 137, oomKilled: true } }))).toBe("contradiction");
+    expect(codeOf(forged({ trip: { code: "timeout", message: "timed out" } }))).toBe("contradiction");
+    expect(codeOf(forged({ trip: { code: "limit", limit: "output", message: "too much output" } }))).toBe(
+      "contradiction",
+    );
+    // Without a forgery the same facts keep their own kinds.
+    const honest = structured({ callId: "call_7", value: { verdict: "reject", count: 3 } });
+    expect(codeOf(forged({ outcome: honest, stderrTail: "ENOSPC\n" }))).toBe("limit");
+    expect(codeOf(forged({ outcome: honest, trip: { code: "timeout", message: "timed out" } }))).toBe("timeout");
   });
 });
