@@ -95,7 +95,16 @@ interface ResolveOptions {
   commandTimeoutMs?: number;
 }
 
-/** Resolves one value. Reasons never contain the value itself. */
+/**
+ * A command's program, for messages (" (vault)"): never the rest of its text, which may carry a
+ * token of its own (`curl -H 'X-Vault-Token: …'`) and would reach stderr and the --json envelope.
+ */
+function programOf(command: string): string {
+  const program = /^\s*([\w./-]{1,64})(\s|$)/.exec(command)?.[1];
+  return program ? ` (${program.split("/").at(-1)})` : "";
+}
+
+/** Resolves one value. Reasons never contain the value itself, nor a command's arguments. */
 export function resolveConfigValue(config: string, options: ResolveOptions): ConfigValueResult {
   if (isCommandConfigValue(config)) {
     if (!options.runCommands) return { ok: false, reason: "the command was not run" };
@@ -107,7 +116,9 @@ export function resolveConfigValue(config: string, options: ResolveOptions): Con
         stdio: ["ignore", "pipe", "ignore"],
         env: definedEnv(options.env),
       }).trim();
-      return output ? { ok: true, value: output } : { ok: false, reason: `the command printed nothing: ${command}` };
+      return output
+        ? { ok: true, value: output }
+        : { ok: false, reason: `the command${programOf(command)} printed nothing` };
     } catch (error) {
       const e = error as { code?: string; status?: number | null; signal?: string | null };
       const why =
@@ -116,7 +127,7 @@ export function resolveConfigValue(config: string, options: ResolveOptions): Con
           : e.status != null
             ? `exited with status ${e.status}`
             : "could not be run";
-      return { ok: false, reason: `the command ${why}: ${command}` };
+      return { ok: false, reason: `the command${programOf(command)} ${why}` };
     }
   }
   let resolved = "";

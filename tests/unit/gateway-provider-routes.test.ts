@@ -447,7 +447,25 @@ describe("planProviderRouting: custom providers from models.json", () => {
     });
     const atStart = usageErrorOf(() => resolved(failing, { PATH: process.env.PATH }));
     expect(atStart.shortMessage).toContain("providers.c.apiKey");
-    expect(atStart.shortMessage).toContain("exited with status 3");
+    expect(atStart.shortMessage).toContain("the command (exit) exited with status 3");
+    // A command's text can carry a token of its own: only its program is named.
+    const quoted = plan({
+      model: "c/m",
+      modelsJson: {
+        providers: {
+          c: {
+            baseUrl: "https://c.example",
+            api: "openai-completions",
+            apiKey: "!/bin/sh -c 'exit 6' --header X-Vault-Token:hvs.REALVAULTTOKEN0123",
+            models: [{ id: "m" }],
+          },
+        },
+      },
+    });
+    const failed = usageErrorOf(() => resolved(quoted, { PATH: process.env.PATH }));
+    expect(failed.shortMessage).toContain("the command (sh) exited with status 6");
+    expect(JSON.stringify(failed)).not.toContain("REALVAULTTOKEN");
+    expect(`${failed.shortMessage} ${failed.hint}`).not.toContain("REALVAULTTOKEN");
   });
 
   it("refuses a command's credential that also appears in the sandbox's models.json, and an OAuth token the plan did not expect", () => {

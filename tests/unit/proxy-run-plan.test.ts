@@ -9,7 +9,10 @@ import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { Policy } from "../../src/policy/policy-schema.js";
 import { hostCaBundleFile } from "../../src/proxy/host-ca-bundle.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
+import { preparePlan } from "../../src/run/plan/prepare-plan.js";
+import { resolveRun } from "../../src/run/plan/resolve-options.js";
 import { CA_BUNDLE_ENV_NAMES, HOST_CA_BUNDLE, SANDBOX_CA_BUNDLE } from "../../src/sandbox-contract.js";
+import { makeWorkspace } from "../support/harness.js";
 
 const allowlist: Policy = {
   ...loadPolicy("workspace-write"),
@@ -193,5 +196,29 @@ describe("secrets in the plan", () => {
     // Only the git-safety settings, no credential helper.
     expect(Object.values(plan.env).filter((v) => v.startsWith("credential."))).toEqual([]);
     expect(plan.env.GIT_CONFIG_COUNT).toBe("4");
+  });
+});
+
+describe("a policy secret's variables in the caller's env", () => {
+  it("are dropped from the sandbox's environment: the secret's source variable, and its own name gets its placeholder", () => {
+    const policy: Policy = {
+      ...allowlist,
+      trustHostCaBundle: false,
+      allowedDomains: ["api.github.com", "npm.example.com"],
+      secrets: {
+        GITHUB_TOKEN: { hosts: ["api.github.com"], inject: ["bearer"], from: { env: "GH_PAT" } },
+        NPM_TOKEN: { hosts: ["npm.example.com"], inject: ["bearer"] },
+      },
+    };
+    const env = { GH_PAT: "ghp_REAL0123456789", NPM_TOKEN: "npm_REAL0123456789", KEPT: "as given" };
+    const { plan } = preparePlan(
+      resolveRun("go", {}, { model: "anthropic/x", cwd: makeWorkspace(), policy, env }, { ANTHROPIC_API_KEY: "k" }),
+      { image: "i" },
+    );
+    expect(plan.env.GH_PAT).toBeUndefined();
+    expect(JSON.stringify(plan)).not.toContain("REAL0123456789");
+    expect(plan.env.NPM_TOKEN).not.toBe(env.NPM_TOKEN);
+    expect(plan.env.GITHUB_TOKEN).toBeDefined();
+    expect(plan.env.KEPT).toBe("as given");
   });
 });

@@ -81,6 +81,13 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const runDir = runDirPath(runId);
   const sandboxEnv = { ...run.sandboxEnv };
   for (const name of run.routing.credentialEnvNames) delete sandboxEnv[name];
+  // A policy secret's value is read on the host (from its variable, by default the one named like
+  // the secret): passed in `env` too, it would reach the sandbox as it is. With an allow-list the
+  // secret's own name is given its placeholder below.
+  for (const [name, secret] of Object.entries(run.policy.secrets ?? {})) {
+    delete sandboxEnv[name];
+    if (secret.from && "env" in secret.from) delete sandboxEnv[secret.from.env];
+  }
   const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
   const secretPlaceholders = Object.fromEntries(secretNames.map((name) => [name, newPlaceholder(name)]));
   const plan = buildRunPlan({
