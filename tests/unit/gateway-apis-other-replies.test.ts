@@ -43,6 +43,8 @@ describe("anthropic-messages replies", () => {
       text: "I'll look.\n",
       textBlocks: ["I'll look.", ""],
       toolCalls: [{ id: "toolu_1", name: "bash", argumentsJson: '{"command":"ls"}' }],
+      // No signature: Pi sends it back as a text block before "I'll look." (conversation-ledger.ts).
+      thinkingAsText: [{ text: "hmm", at: 0 }],
       stopReason: "tool_use",
       piStopReason: "toolUse",
       complete: true,

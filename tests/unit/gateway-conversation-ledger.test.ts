@@ -165,6 +165,7 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
       system: "sys",
       tools: [{ name: "bash", description: "run", parameters: { type: "object" } }],
       messages: [{ role: "user", parts: [{ kind: "text", text: "go" }] }],
+      settings: { max_tokens: 100 },
     };
     const answer = reply({
       textBlocks: ["", "Let me ", "look.", "  "],

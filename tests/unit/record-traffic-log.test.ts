@@ -31,7 +31,7 @@ function exchange(seq: number, chunks: Buffer[], extra: Partial<GatewayExchange>
     routeId: "p",
     api: "openai-completions",
     path: "/p/chat/completions",
-    request: { api: "openai-completions", model: "m", stream: true, system: "", messages: [], tools: [] },
+    request: { api: "openai-completions", model: "m", stream: true, system: "", messages: [], tools: [], settings: {} },
     status: 200,
     relay: "complete",
     startedMs: 10 * seq,

@@ -3,8 +3,9 @@
 // message_delta, message_stop, content_block_start/_delta/_stop count (ping is skipped);
 // `event: error` fails; data is parsed with Pi's JSON repair. Each text or tool_use content
 // block is one block; a tool call's arguments are its input_json_delta pieces (Pi ignores
-// content_block_start's `input` when streaming). A stop reason is required, and once
-// message_start was seen, message_stop too.
+// content_block_start's `input` when streaming). A thinking block is kept with whether its
+// signature is blank: Pi sends unsigned thinking back as a text block in its place (redacted
+// thinking never). A stop reason is required, and once message_start was seen, message_stop too.
 import { parseJsonWithRepair } from "../../pi/tool-arguments.js";
 import { isRecord, type JsonRecord, stringOr } from "./codec-support.js";
 import type { PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
@@ -43,7 +44,7 @@ function mapAnthropicStop(reason: string, details?: unknown): { pi: PiStopReason
 
 export function anthropicReplyParser(contentType: string | undefined, limits?: Partial<ReplyLimits>): ReplyParser {
   return createReplyParser(contentType, limits, (reply) => {
-    const open = new Map<unknown, { kind: "text" | "tool" | "other"; handle: number }>();
+    const open = new Map<unknown, { kind: "text" | "tool" | "thinking" | "other"; handle: number }>();
     let sawStart = false;
     let sawStop = false;
     let blocks = 0;
@@ -60,7 +61,13 @@ export function anthropicReplyParser(contentType: string | undefined, limits?: P
         } else if (block.type === "tool_use") {
           open.set(event.index, { kind: "tool", handle: reply.openToolCall(stringOr(block.id), stringOr(block.name)) });
           blocks++;
-        } else if (block.type === "thinking" || block.type === "redacted_thinking") {
+        } else if (block.type === "thinking") {
+          const handle = reply.openThinking();
+          reply.appendThinking(handle, stringOr(block.thinking));
+          reply.appendSignature(handle, stringOr(block.signature));
+          open.set(event.index, { kind: "thinking", handle });
+          blocks++;
+        } else if (block.type === "redacted_thinking") {
           open.set(event.index, { kind: "other", handle: -1 });
           blocks++;
         }
@@ -71,6 +78,10 @@ export function anthropicReplyParser(contentType: string | undefined, limits?: P
           reply.appendText(target.handle, stringOr(delta.text));
         if (target?.kind === "tool" && delta.type === "input_json_delta")
           reply.appendArgs(target.handle, stringOr(delta.partial_json));
+        if (target?.kind === "thinking" && delta.type === "thinking_delta")
+          reply.appendThinking(target.handle, stringOr(delta.thinking));
+        if (target?.kind === "thinking" && delta.type === "signature_delta")
+          reply.appendSignature(target.handle, stringOr(delta.signature));
       } else if (event.type === "content_block_stop") {
         open.delete(event.index);
       } else if (event.type === "message_delta") {
@@ -96,7 +107,11 @@ export function anthropicReplyParser(contentType: string | undefined, limits?: P
         for (const block of Array.isArray(value.content) ? value.content : []) {
           if (!isRecord(block)) continue;
           if (block.type === "text") reply.openText(stringOr(block.text));
-          else if (block.type === "tool_use")
+          else if (block.type === "thinking") {
+            const handle = reply.openThinking();
+            reply.appendThinking(handle, stringOr(block.thinking));
+            reply.appendSignature(handle, stringOr(block.signature));
+          } else if (block.type === "tool_use")
             reply.openToolCall(stringOr(block.id), stringOr(block.name), JSON.stringify(block.input ?? {}));
         }
         sawStart = sawStop = true;

@@ -23,6 +23,7 @@ import {
   type JsonRecord,
   modelRefusal,
   parseSafely,
+  requestSettings,
   requireRecord,
   serverFeatureRefusal,
   serverToolRefusal,
@@ -105,6 +106,7 @@ function parseAnthropicRequest(body: unknown): ModelRequest {
     system: system.join("\n\n"),
     messages,
     tools,
+    settings: requestSettings(request, ["model", "system", "messages", "tools", "stream"]),
   };
 }
 

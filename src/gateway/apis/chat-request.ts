@@ -19,6 +19,7 @@ import {
   isRecord,
   type JsonRecord,
   modelRefusal,
+  requestSettings,
   requireRecord,
   serverFeatureRefusal,
   serverToolRefusal,
@@ -78,6 +79,7 @@ export function parseChatRequest(api: string, body: unknown): ModelRequest {
     system: system.join("\n\n"),
     messages,
     tools,
+    settings: requestSettings(request, ["model", "messages", "tools", "stream"]),
   };
 }
 

@@ -75,6 +75,42 @@ export function isDataUrl(url: unknown): boolean {
   return typeof url === "string" && /^data:/i.test(url);
 }
 
+/**
+ * Output limits and thinking budgets: Pi fits them to the room left in the context window on
+ * every request (clampMaxTokensToContext, clampThinkingBudgetToAnswerRoom), so they shrink as a
+ * conversation grows, and the gateway lowers output limits to the run's cap. Dropped at any depth.
+ */
+const PER_REQUEST_KEY = /budget|^max_(completion_|output_)?tokens$|^maxOutputTokens$/i;
+/** The prompt-cache key (a session id) is dropped as well: Pi's, and never the model's business. */
+const PROMPT_CACHE_KEY = "prompt_cache_key";
+
+/**
+ * A request's top-level fields other than `modelled` (the ones the neutral form reads: model,
+ * messages, system, tools, stream), without those Pi changes between the requests of one
+ * conversation (PER_REQUEST_KEY, prompt_cache_key). What is left must stay the same along Pi's
+ * conversation (conversation-ledger.ts): tool_choice, sampling settings, logit_bias, stop, ...
+ */
+export function requestSettings(request: JsonRecord, modelled: readonly string[]): Record<string, unknown> {
+  const settings: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(request)) {
+    if (modelled.includes(key) || key === PROMPT_CACHE_KEY || PER_REQUEST_KEY.test(key)) continue;
+    // defineProperty: a "__proto__" key stays an own property.
+    Object.defineProperty(settings, key, { value: withoutPerRequest(value), enumerable: true, writable: true });
+  }
+  return settings;
+}
+
+function withoutPerRequest(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutPerRequest);
+  if (!isRecord(value)) return value;
+  const kept: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(value)) {
+    if (PER_REQUEST_KEY.test(key)) continue;
+    Object.defineProperty(kept, key, { value: withoutPerRequest(inner), enumerable: true, writable: true });
+  }
+  return kept;
+}
+
 /** Appends parts to the last message when it has `role`, or starts a new message. */
 export function appendParts(
   messages: ConversationMessage[],

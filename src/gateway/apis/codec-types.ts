@@ -22,7 +22,7 @@ export interface ModelTool {
 
 /**
  * A request in neutral form. Volatile fields (cache markers, prompt-cache keys, session ids,
- * message item ids, reasoning and thinking blocks, sampling settings) are dropped.
+ * message item ids, reasoning and thinking blocks) are dropped.
  */
 export interface ModelRequest {
   api: string;
@@ -32,6 +32,12 @@ export interface ModelRequest {
   system: string;
   messages: ConversationMessage[];
   tools: ModelTool[];
+  /**
+   * Every other top-level field of the body, as sent (sampling settings, tool_choice, logit_bias,
+   * response_format, stop, reasoning, ...), without the ones Pi changes from one request of a
+   * conversation to the next (see requestSettings in codec-support.ts). Keys in the body's order.
+   */
+  settings: Record<string, unknown>;
 }
 
 /** What Pi records as the assistant message's `stopReason` for a reply. */
@@ -52,12 +58,27 @@ export interface ModelReplyToolCall {
   argumentsJson: string;
 }
 
+/** Thinking that Pi may send back as plain text in the next request (see ModelReply.thinkingAsText). */
+export interface ModelReplyThinking {
+  /** The thinking text, as the model streamed it. */
+  text: string;
+  /** How many of the reply's text blocks (`textBlocks`, empty ones included) Pi sends back before it. */
+  at: number;
+}
+
 export interface ModelReply {
   /** The reply's text blocks joined with "\n", as Pi prints its final text. */
   text: string;
   /** The text blocks as Pi splits them into content blocks (empty ones included). */
   textBlocks: string[];
   toolCalls: ModelReplyToolCall[];
+  /**
+   * The reply's non-blank thinking that Pi sends back as text when the model's compat settings
+   * say so (conversation-ledger.ts): anthropic-messages thinking blocks without a signature (as
+   * text blocks in place, unless allowEmptySignature), openai-completions reasoning fields (one
+   * text part first, with requiresThinkingAsText). Absent when there is none.
+   */
+  thinkingAsText?: ModelReplyThinking[];
   /** The provider's own stop/finish reason (for openai-responses the status, `incomplete.<reason>`). */
   stopReason?: string;
   /** The stop reason Pi would record for this reply, when the reply says. */

@@ -24,6 +24,7 @@ import {
   type JsonRecord,
   modelRefusal,
   parseSafely,
+  requestSettings,
   requireRecord,
   serverFeatureRefusal,
   short,
@@ -102,6 +103,8 @@ function parseGoogleRequest(pathname: string, body: unknown): ModelRequest {
     system: system.join("\n\n"),
     messages,
     tools,
+    // The model and streaming are in the path.
+    settings: requestSettings(request, ["contents", "systemInstruction", "tools"]),
   };
 }
 

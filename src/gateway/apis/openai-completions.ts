@@ -4,7 +4,9 @@
 // - SSE; `data: [DONE]` ends it; an `event: error`, or a chunk with an `error` member, is an
 //   error; other chunks are JSON (`thread.*` events carry no choices and change nothing).
 // - Only choices[0] counts. All non-empty `delta.content` strings go into ONE text block,
-//   however they interleave with tool calls.
+//   however they interleave with tool calls. The first non-empty of `reasoning_content`,
+//   `reasoning`, `reasoning_text` in a delta goes into ONE thinking block (kept: Pi may send it
+//   back as text, see ModelReply.thinkingAsText).
 // - `delta.tool_calls[]` find their call by `index` (else by `id`); the first non-empty id and
 //   name stick; `function.arguments` pieces are concatenated.
 // - `finish_reason` is required (Pi: "Stream ended without finish_reason"); stop/end -> stop,
@@ -16,6 +18,8 @@ import type { ApiCodec, PiStopReason, ReplyLimits, ReplyParser } from "./codec-t
 import { createReplyParser, parseEventJson, type ReplyAccumulator } from "./reply-support.js";
 
 const API = "openai-completions";
+/** The delta fields Pi reads reasoning from, in its order. */
+const REASONING_FIELDS = ["reasoning_content", "reasoning", "reasoning_text"] as const;
 
 export const openAiCompletionsCodec: ApiCodec = {
   api: API,
@@ -43,6 +47,7 @@ function completionsReplyParser(contentType: string | undefined, limits?: Partia
   return createReplyParser(contentType, limits, (reply) => {
     let done = false;
     let textBlock: number | undefined;
+    let thinkingBlock: number | undefined;
     const byIndex = new Map<number, number>();
     const byId = new Map<string, number>();
     // Custom (grammar) tool input is raw text; Pi keeps it as `{ input: text }`.
@@ -87,6 +92,15 @@ function completionsReplyParser(contentType: string | undefined, limits?: Partia
       finishReason(choice.finish_reason);
       const delta = choice.delta;
       if (!isRecord(delta)) return;
+      // Pi: the first non-empty reasoning field of each delta goes into one thinking block, which
+      // it sends back first as text with the requiresThinkingAsText compat flag.
+      const reasoning = REASONING_FIELDS.map((field) => delta[field]).find(
+        (value): value is string => typeof value === "string" && value.length > 0,
+      );
+      if (reasoning !== undefined) {
+        thinkingBlock ??= reply.openThinking(0);
+        reply.appendThinking(thinkingBlock, reasoning);
+      }
       if (typeof delta.content === "string" && delta.content.length > 0) {
         textBlock ??= reply.openText();
         reply.appendText(textBlock, delta.content);

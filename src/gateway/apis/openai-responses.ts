@@ -24,6 +24,7 @@ import {
   type JsonRecord,
   modelRefusal,
   parseSafely,
+  requestSettings,
   requireRecord,
   serverFeatureRefusal,
   serverToolRefusal,
@@ -115,6 +116,7 @@ function parseResponsesRequest(body: unknown): ModelRequest {
     system: system.join("\n\n"),
     messages,
     tools,
+    settings: requestSettings(request, ["model", "instructions", "input", "tools", "stream"]),
   };
 }
 

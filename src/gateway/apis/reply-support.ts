@@ -1,6 +1,6 @@
 // Pieces every codec's reply parser shares: the body reader that tells SSE from JSON and keeps
 // memory bounded, and an accumulator for text blocks and tool calls with a total size cap.
-import type { ModelReply, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
+import type { ModelReply, ModelReplyThinking, PiStopReason, ReplyLimits, ReplyParser } from "./codec-types.js";
 import { type SseEvent, SseParser } from "./sse-parser.js";
 
 const DEFAULT_REPLY_LIMITS: ReplyLimits = {
@@ -120,6 +120,14 @@ interface ToolCallState {
   args: string;
 }
 
+interface ThinkingState {
+  text: string;
+  /** Text blocks Pi sends back before it (see ModelReplyThinking.at). */
+  at: number;
+  /** A non-blank signature was seen: Pi sends it back as thinking, never as text. */
+  signed: boolean;
+}
+
 /**
  * Text blocks and tool calls of one reply, in Pi's content order, with a cap on the characters
  * kept. Past the cap (or after an error) everything else is ignored and the reply is incomplete.
@@ -130,6 +138,7 @@ export class ReplyAccumulator {
   readonly #order: Array<{ kind: "text"; index: number } | { kind: "tool"; index: number }> = [];
   readonly #texts: string[] = [];
   readonly #tools: ToolCallState[] = [];
+  readonly #thinking: ThinkingState[] = [];
   #truncated: string | undefined;
   #error: string | undefined;
   #fatal = false;
@@ -170,6 +179,27 @@ export class ReplyAccumulator {
 
   textOf(index: number): string {
     return this.#texts[index] ?? "";
+  }
+
+  /**
+   * Opens a thinking block that Pi may send back as text; returns its handle. `at`: how many text
+   * blocks Pi sends back before it (default: the text blocks opened so far, i.e. in place).
+   */
+  openThinking(at = this.#texts.length): number {
+    this.#thinking.push({ text: "", at, signed: false });
+    return this.#thinking.length - 1;
+  }
+
+  appendThinking(index: number, text: string): void {
+    const block = this.#thinking[index];
+    if (block && this.#spend(text.length)) block.text += text;
+  }
+
+  /** A piece of the block's signature: once the signature is not blank, Pi sends the block back as thinking. */
+  appendSignature(index: number, signature: string): void {
+    const block = this.#thinking[index];
+    // The pieces joined are blank only when every piece is.
+    if (block && signature.trim() !== "") block.signed = true;
   }
 
   /** Opens a tool call; returns its handle. */
@@ -234,6 +264,10 @@ export class ReplyAccumulator {
       toolCalls: this.#tools.map((call) => ({ id: call.id, name: call.name, argumentsJson: call.args })),
       complete: this.complete && !this.stopped,
     };
+    const thinkingAsText: ModelReplyThinking[] = this.#thinking
+      .filter((block) => block.text.trim() !== "" && !block.signed)
+      .map(({ text, at }) => ({ text, at }));
+    if (thinkingAsText.length > 0) reply.thinkingAsText = thinkingAsText;
     if (this.stopReason !== undefined) reply.stopReason = this.stopReason;
     if (this.piStopReason !== undefined) reply.piStopReason = this.piStopReason;
     if (this.#error !== undefined) reply.error = this.#error;
