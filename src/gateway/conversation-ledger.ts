@@ -5,25 +5,45 @@
 // The chain: the run's first generation request comes from Pi (nothing else runs before its
 // first tool call). A later request is Pi's ("on-chain") when it
 //   - extends the previous on-chain request: the same messages, then the model's reply to it
-//     (its text and tool calls), then one result for each of those tool calls; or
+//     (its text and tool calls, exactly), then one result for each of those tool calls and
+//     nothing else Pi would not send; or
 //   - repeats the previous on-chain request whose reply did not reach Pi whole (a retry).
 // Anything else, e.g. code in the sandbox calling the gateway itself, is off-chain: relayed,
-// counted and reported, but never evidence. Model, system prompt and tools must stay as they were.
+// counted and reported, but never evidence. Model, system prompt, tools, streaming and every
+// other request field that reaches the upstream (tool_choice, sampling settings, logit_bias,
+// response_format, stop, ...: the neutral form's `settings`) must stay as they were.
 //
 // What Pi legitimately changes between two requests of one conversation, and how it is absorbed:
 // - cache markers, thinking blocks and signatures, item ids, prompt-cache keys: dropped by the
 //   api codecs' neutral form (api-codec.ts);
+// - output limits and thinking budgets: Pi fits them to the room left in the context window, and
+//   the gateway caps output limits; left out of `settings` (requestSettings in codec-support.ts);
 // - whitespace-only text blocks are not sent back, text blocks may be joined into one string,
-//   and thinking without a signature may come back as text before the reply's text: the
-//   assistant message's text must contain the reply's non-blank text, not equal it;
+//   and unpaired surrogates are dropped: the assistant message's non-blank text parts, joined,
+//   must EQUAL the reply's non-blank text blocks, each without unpaired surrogates, joined;
+// - thinking Pi sends back as text (ModelReply.thinkingAsText: Anthropic thinking without a
+//   signature, as a text block in its place; openai-completions reasoning with the
+//   requiresThinkingAsText compat flag, first): the text may instead equal the reply's own text
+//   blocks and thinking, in that order, joined the same way. Nothing else may be added;
 // - call ids: openai-responses replies carry "call_id|item_id" while requests carry call_id;
 //   Google requests carry none (Pi makes ids up): ids are compared where both sides have one,
 //   calls and results are otherwise matched by order and name;
 // - tool arguments are sent back as the parsed object: compared as parsed JSON (Pi's parse);
-// - Anthropic puts images of failed tool results in a user message after the results.
+// - images of tool results where Pi cannot put them in the result, after the results, each
+//   with Pi's own caption and nothing else (PI_IMAGE_CAPTIONS): openai-completions, one user
+//   message "Attached image(s) from tool result:" (with requiresAssistantAfterToolResult after
+//   an assistant message "I have processed the tool results."); anthropic-messages, for each
+//   error result with images, "Images from the error result of tool call <id> (<tool>):"; Google
+//   (Gemini before 3), a user message "Tool result image:" after that result. A message with a
+//   tool result carries that one result and its images, nothing else (openai-completions: no
+//   images either).
 // Not absorbed (the chain breaks and later requests are off-chain): Pi's context compaction,
-// which rewrites the history, and a second branch racing Pi's own request (first one wins).
+// which rewrites the history. Two different continuations of one on-chain request (a second
+// branch racing Pi's own request): the first to end stays on-chain, the other is off-chain
+// ("forked") and the ledger records the fork (fork()): which one was Pi's cannot be told, so
+// the run's outcome must not be taken from either.
 
+import { createHash } from "node:crypto";
 import { parseToolCallArguments } from "../pi/tool-arguments.js";
 import type {
   ConversationMessage,
@@ -48,12 +68,14 @@ export interface LedgerExchange {
 }
 
 type OffChainReason =
-  /** Another model, system prompt or tool list than Pi's conversation. */
+  /** Another model, system prompt, tool list or request setting than Pi's conversation. */
   | "other-context"
   /** The same messages as a request whose reply already reached Pi. */
   | "repeat"
   /** Messages that do not continue Pi's conversation. */
-  | "not-an-extension";
+  | "not-an-extension"
+  /** Another continuation of an on-chain request that an on-chain exchange already continued. */
+  | "forked";
 
 type ChainVerdict =
   | { onChain: true; as: "first" | "extension" | "retry" }
@@ -67,6 +89,16 @@ interface OnChainExchange {
   reply?: ModelReply;
 }
 
+/** Two different continuations of one on-chain request: the conversation forked. */
+export interface ConversationFork {
+  /** The on-chain exchange that continued it first. */
+  seq: number;
+  /** The exchange that continued it differently (off-chain, reason "forked"). */
+  other: number;
+  /** The on-chain exchange both continue. */
+  continues: number;
+}
+
 interface LedgerToolCall extends ModelReplyToolCall {
   /** The exchange whose reply made the call. */
   seq: number;
@@ -74,8 +106,24 @@ interface LedgerToolCall extends ModelReplyToolCall {
   index: number;
 }
 
+/**
+ * One on-chain request, kept small (its messages' digest, not the messages): enough to tell
+ * whether a later request continues it. Retries of it update `seq` and `reply`.
+ */
+interface ChainLink {
+  seq: number;
+  count: number;
+  digest: string;
+  reply?: ModelReply;
+  /** The on-chain exchange that continued it, and the digest of that exchange's messages. */
+  continuedBy?: { seq: number; digest: string };
+}
+
 export class ConversationLedger {
   #head: (OnChainExchange & { request: ModelRequest }) | undefined;
+  /** Every on-chain request, oldest first; the last is the head's. */
+  readonly #links: ChainLink[] = [];
+  #fork: ConversationFork | undefined;
   #onChain = 0;
   #offChain = 0;
   readonly #toolCalls = new Map<string, LedgerToolCall>();
@@ -85,7 +133,8 @@ export class ConversationLedger {
 
   /** Classifies an exchange and, when it is on-chain, makes it the conversation's latest. */
   add(exchange: LedgerExchange): ChainVerdict {
-    const verdict = this.#classify(exchange);
+    const digests = prefixDigests(exchange.request.messages);
+    const verdict = this.#classify(exchange, digests);
     if (!verdict.onChain) {
       this.#offChain++;
       return verdict;
@@ -100,6 +149,18 @@ export class ConversationLedger {
       ...(exchange.reply ? { reply: exchange.reply } : {}),
       request: exchange.request,
     };
+    const link: ChainLink = {
+      seq: exchange.seq,
+      count: exchange.request.messages.length,
+      digest: digests.at(-1)!,
+      ...(exchange.reply ? { reply: exchange.reply } : {}),
+    };
+    if (verdict.as === "retry") this.#links[this.#links.length - 1] = link;
+    else {
+      const previous = this.#links.at(-1);
+      if (previous) previous.continuedBy = { seq: exchange.seq, digest: link.digest };
+      this.#links.push(link);
+    }
     if (this.#head.delivered) this.#index(this.#head);
     return verdict;
   }
@@ -109,6 +170,15 @@ export class ConversationLedger {
     if (!this.#head) return undefined;
     const { request: _request, ...last } = this.#head;
     return last;
+  }
+
+  /**
+   * The first fork of Pi's conversation, if any: an exchange that continued an on-chain request
+   * in another way than the on-chain exchange that continued it. One of the two was not Pi's
+   * and either may be the one on-chain, so the run's outcome cannot be taken from the chain.
+   */
+  fork(): ConversationFork | undefined {
+    return this.#fork ? { ...this.#fork } : undefined;
   }
 
   /**
@@ -154,21 +224,49 @@ export class ConversationLedger {
     return this.#offChain;
   }
 
-  #classify(exchange: LedgerExchange): ChainVerdict {
+  #classify(exchange: LedgerExchange, digests: readonly string[]): ChainVerdict {
     const head = this.#head;
-    if (!head) return { onChain: true, as: "first" };
+    const headLink = this.#links.at(-1);
+    if (!head || !headLink) return { onChain: true, as: "first" };
     const { request } = exchange;
     const context = contextDifference(head.request, request);
     if (context) return { onChain: false, reason: "other-context", detail: context };
-    if (sameMessages(request.messages, head.request.messages)) {
+    const count = request.messages.length;
+    if (count === headLink.count && digests[count] === headLink.digest) {
       return head.delivered
         ? { onChain: false, reason: "repeat", detail: `repeats exchange ${head.seq}, whose reply reached the client` }
         : { onChain: true, as: "retry" };
     }
-    const why = extensionProblem(head.request.messages, head.reply, request.messages);
-    if (why)
-      return { onChain: false, reason: "not-an-extension", detail: `does not continue exchange ${head.seq}: ${why}` };
-    return { onChain: true, as: "extension" };
+    const why = continuationProblem(request.api, headLink, head.reply, request.messages, digests);
+    if (!why) return { onChain: true, as: "extension" };
+    const fork = this.#forkOf(exchange, digests);
+    if (fork) return fork;
+    return { onChain: false, reason: "not-an-extension", detail: `does not continue exchange ${head.seq}: ${why}` };
+  }
+
+  /** An exchange that continues an earlier on-chain request than the head, as its on-chain continuation did not. */
+  #forkOf(exchange: LedgerExchange, digests: readonly string[]): ChainVerdict | undefined {
+    const { request } = exchange;
+    for (const link of this.#links.slice(0, -1).reverse()) {
+      const continuedBy = link.continuedBy;
+      if (!continuedBy) continue;
+      if (continuationProblem(request.api, link, link.reply, request.messages, digests)) continue;
+      // The same messages as the on-chain continuation: a late copy of it, not another branch.
+      if (digests.at(-1) === continuedBy.digest) {
+        return {
+          onChain: false,
+          reason: "repeat",
+          detail: `repeats exchange ${continuedBy.seq}, which the conversation went past`,
+        };
+      }
+      this.#fork ??= { seq: continuedBy.seq, other: exchange.seq, continues: link.seq };
+      return {
+        onChain: false,
+        reason: "forked",
+        detail: `continues exchange ${link.seq}, which exchange ${continuedBy.seq} continued differently: the conversation forked`,
+      };
+    }
+    return undefined;
   }
 
   #index(head: OnChainExchange): void {
@@ -193,37 +291,75 @@ function contextDifference(before: ModelRequest, now: ModelRequest): string | un
   if (before.api !== now.api || before.model !== now.model) return `another model (${short(now.model)})`;
   if (before.system !== now.system) return "another system prompt";
   if (canonicalJson(before.tools) !== canonicalJson(now.tools)) return "other tools";
+  if (before.stream !== now.stream) return now.stream ? "streamed where Pi's requests are not" : "not streamed";
+  const keys = new Set([...Object.keys(before.settings), ...Object.keys(now.settings)]);
+  for (const key of keys) {
+    const was = Object.hasOwn(before.settings, key) ? canonicalJson(before.settings[key]) : undefined;
+    const is = Object.hasOwn(now.settings, key) ? canonicalJson(now.settings[key]) : undefined;
+    if (was !== is) return `another ${short(key, 40)} setting`;
+  }
   return undefined;
 }
 
-function sameMessages(a: readonly ConversationMessage[], b: readonly ConversationMessage[]): boolean {
-  return a.length === b.length && canonicalJson(a) === canonicalJson(b);
+/**
+ * digests[k]: a digest of the first k messages (canonical JSON, so key order does not count),
+ * each from the one before, so that every prefix of a request is compared in one pass.
+ */
+function prefixDigests(messages: readonly ConversationMessage[]): string[] {
+  const digests = [""];
+  for (const message of messages) {
+    digests.push(
+      createHash("sha256").update(digests.at(-1)!).update("\n").update(canonicalJson(message)).digest("hex"),
+    );
+  }
+  return digests;
 }
 
-/** Why `now` is not `before` + the reply + its tool results, or undefined when it is. */
-function extensionProblem(
-  before: readonly ConversationMessage[],
+/** Why `now` is not the link's messages + its reply + the reply's tool results, or undefined when it is. */
+function continuationProblem(
+  api: string,
+  link: ChainLink,
   reply: ModelReply | undefined,
   now: readonly ConversationMessage[],
+  digests: readonly string[],
 ): string | undefined {
   if (!reply || reply.toolCalls.length === 0) return "that reply called no tool, so Pi had nothing to continue with";
-  if (now.length < before.length + 2) return "too few messages";
-  if (canonicalJson(now.slice(0, before.length)) !== canonicalJson(before)) return "an earlier message differs";
-  const assistant = now[before.length]!;
-  if (assistant.role !== "assistant") return `message ${before.length + 1} is not the model's reply`;
+  const before = link.count;
+  if (now.length < before + 2) return "too few messages";
+  if (digests[before] !== link.digest) return "an earlier message differs";
+  const assistant = now[before]!;
+  if (assistant.role !== "assistant") return `message ${before + 1} is not the model's reply`;
+  if (assistant.parts.some((p) => p.kind !== "text" && p.kind !== "tool-call"))
+    return "the model's message carries more than text and tool calls";
   const calls = assistant.parts.filter(
     (p): p is Extract<ConversationPart, { kind: "tool-call" }> => p.kind === "tool-call",
   );
   const callProblem = callsProblem(reply.toolCalls, calls);
   if (callProblem) return callProblem;
-  if (
-    !visibleText(assistant.parts.flatMap((p) => (p.kind === "text" ? [p.text] : []))).includes(
-      visibleText(reply.textBlocks),
-    )
-  ) {
-    return "the model's text differs";
-  }
-  return resultsProblem(calls, now.slice(before.length + 1));
+  const sentText = assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
+  if (!echoes(reply).includes(sentText)) return "the model's text differs";
+  return resultsProblem(api, calls, now.slice(before + 1));
+}
+
+/**
+ * The text Pi sends back for a reply: its non-blank text blocks, each without unpaired
+ * surrogates, joined; or, when the reply has thinking Pi may send back as text, the same with
+ * that thinking in its place.
+ */
+function echoes(reply: ModelReply): string[] {
+  const visible = (blocks: readonly string[]) =>
+    blocks
+      .filter((b) => b.trim() !== "")
+      .map(sanitizeSurrogates)
+      .join("");
+  const plain = visible(reply.textBlocks);
+  const thinking = reply.thinkingAsText ?? [];
+  if (thinking.length === 0) return [plain];
+  const blocks = [...reply.textBlocks];
+  // From the last: each goes in before the text block it preceded (blocks after it move on).
+  for (const block of [...thinking].reverse())
+    blocks.splice(Math.min(block.at, reply.textBlocks.length), 0, block.text);
+  return [plain, visible(blocks)];
 }
 
 /** The reply's calls, in order, as the request carries them back. */
@@ -248,37 +384,120 @@ function callsProblem(
   return undefined;
 }
 
-/** One result per call (by id where there are ids, else in order), and nothing else but images. */
+/** The captions Pi puts before images of tool results it sends outside the results (pi-ai 1.6.0). */
+export const PI_IMAGE_CAPTIONS = {
+  /** openai-completions.js convertMessages: one user message after all results. */
+  completions: "Attached image(s) from tool result:",
+  /** ...with the requiresAssistantAfterToolResult compat flag, after this assistant message. */
+  completionsBridge: "I have processed the tool results.",
+  /** google-shared.js convertMessages (Gemini before 3): a user message after that result. */
+  google: "Tool result image:",
+  /** transform-messages.js splitErrorToolResultImages (Anthropic): per error result, after all results. */
+  anthropic: (callId: string, toolName: string) => `Images from the error result of tool call ${callId} (${toolName}):`,
+} as const;
+
+type ToolCallPart = Extract<ConversationPart, { kind: "tool-call" }>;
+type ToolResultPart = Extract<ConversationPart, { kind: "tool-result" }>;
+
+/**
+ * One result per call (by id where there are ids, else in order), and nothing else but the
+ * images Pi sends after results, with its captions (PI_IMAGE_CAPTIONS), per api.
+ */
 function resultsProblem(
-  calls: ReadonlyArray<Extract<ConversationPart, { kind: "tool-call" }>>,
+  api: string,
+  calls: readonly ToolCallPart[],
   after: readonly ConversationMessage[],
 ): string | undefined {
   const answered = new Array<boolean>(calls.length).fill(false);
+  /** Error results of this turn, in order, with the call each answers: Anthropic captions name them. */
+  const errors: Array<{ result: ToolResultPart; call: ToolCallPart }> = [];
   let next = 0;
-  for (const message of after) {
-    const results = message.parts.filter((p) => p.kind === "tool-result");
-    if (message.role === "user" && results.length === 0) {
-      // Anthropic: images of failed results follow them in a user message, with a caption.
-      if (message.parts.some((p) => p.kind === "image")) continue;
-      return "a user message follows the tool results";
+  for (const [i, message] of after.entries()) {
+    if (message.role === "assistant") {
+      // openai-completions, requiresAssistantAfterToolResult: Pi's own line before the images.
+      const bridge =
+        api === "openai-completions" &&
+        i === after.length - 2 &&
+        onlyText(message, PI_IMAGE_CAPTIONS.completionsBridge) &&
+        after[i + 1]!.role === "user";
+      if (bridge) continue;
+      return "another model message follows the tool results";
     }
-    if (message.role === "assistant") return "another model message follows the tool results";
-    for (const part of results) {
-      if (part.kind !== "tool-result") continue;
-      let at = part.callId === "" ? -1 : calls.findIndex((c, i) => !answered[i] && c.id === part.callId);
-      if (at < 0 && (part.callId === "" || calls.every((c) => c.id === ""))) {
-        while (next < calls.length && answered[next]) next++;
-        at = next < calls.length && (part.name === undefined || part.name === calls[next]!.name) ? next : -1;
-      }
-      if (at < 0) return `a tool result answers no call of the model's reply (${part.callId || "no id"})`;
-      answered[at] = true;
+    if (message.role === "user") {
+      const problem = imagesProblem(api, message, after, i, errors);
+      if (problem) return problem;
+      continue;
     }
+    const [result, ...rest] = message.parts;
+    if (result?.kind !== "tool-result") return "a tool message carries no tool result";
+    if (rest.some((p) => p.kind !== "image") || (api === "openai-completions" && rest.length > 0))
+      return "a tool result carries more than Pi sends with one";
+    let at = result.callId === "" ? -1 : calls.findIndex((c, j) => !answered[j] && c.id === result.callId);
+    if (at < 0 && (result.callId === "" || calls.every((c) => c.id === ""))) {
+      while (next < calls.length && answered[next]) next++;
+      at = next < calls.length && (result.name === undefined || result.name === calls[next]!.name) ? next : -1;
+    }
+    if (at < 0) return `a tool result answers no call of the model's reply (${result.callId || "no id"})`;
+    answered[at] = true;
+    if (result.isError) errors.push({ result, call: calls[at]! });
   }
   const missing = answered.indexOf(false);
   return missing < 0 ? undefined : `tool call ${missing + 1} (${calls[missing]!.name}) has no result`;
 }
 
-/** Non-blank text blocks, joined, without unpaired surrogates (Pi drops those). */
-function visibleText(blocks: readonly string[]): string {
-  return sanitizeSurrogates(blocks.filter((b) => b.trim() !== "").join(""));
+/** Why a user message among the tool results is not images of results as Pi sends them. */
+function imagesProblem(
+  api: string,
+  message: ConversationMessage,
+  after: readonly ConversationMessage[],
+  index: number,
+  errors: ReadonlyArray<{ result: ToolResultPart; call: ToolCallPart }>,
+): string | undefined {
+  const refused = "a user message follows the tool results";
+  const last = index === after.length - 1;
+  switch (api) {
+    case "openai-completions":
+      return last && captioned(message.parts, PI_IMAGE_CAPTIONS.completions) ? undefined : refused;
+    case "google-generative-ai":
+      return after[index - 1]?.role === "tool" && captioned(message.parts, PI_IMAGE_CAPTIONS.google)
+        ? undefined
+        : refused;
+    case "anthropic-messages": {
+      if (!last) return refused;
+      // Caption, images; caption, images; ...: one group per error result with images, in order.
+      let parts = message.parts;
+      let from = 0;
+      while (parts.length > 0) {
+        const at = errors
+          .slice(from)
+          .findIndex(({ result, call }) =>
+            [call.name, call.name.toLowerCase()].some((name) =>
+              captionedGroup(parts, PI_IMAGE_CAPTIONS.anthropic(result.callId, name)),
+            ),
+          );
+        if (at < 0) return refused;
+        from += at + 1;
+        const images = parts.slice(1).findIndex((p) => p.kind !== "image");
+        parts = images < 0 ? [] : parts.slice(1 + images);
+      }
+      return undefined;
+    }
+    default:
+      return refused;
+  }
+}
+
+/** The caption, then one or more images, and nothing else. */
+function captioned(parts: readonly ConversationPart[], caption: string): boolean {
+  return captionedGroup(parts, caption) && parts.slice(1).every((p) => p.kind === "image");
+}
+
+/** Starts with the caption and at least one image. */
+function captionedGroup(parts: readonly ConversationPart[], caption: string): boolean {
+  const [first, second] = parts;
+  return first?.kind === "text" && first.text === caption && second?.kind === "image";
+}
+
+function onlyText(message: ConversationMessage, text: string): boolean {
+  return message.parts.length === 1 && message.parts[0]!.kind === "text" && message.parts[0]!.text === text;
 }

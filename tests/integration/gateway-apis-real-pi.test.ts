@@ -8,6 +8,7 @@ import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { codecFor, type ModelReply, type ModelRequest } from "../../src/gateway/apis/api-codec.js";
+import { ConversationLedger } from "../../src/gateway/conversation-ledger.js";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import { parseToolCallArguments, prepareToolArguments } from "../../src/pi/tool-arguments.js";
 import type { RunEvent } from "../../src/run/run-events.js";
@@ -99,6 +100,22 @@ function expectAgreement(api: ScriptedApi, replies: ModelReply[], pi: PiAssistan
   });
 }
 
+/** Pi's requests, as the model server got them, are one chain: each on-chain, no fork. */
+function expectOneChain(server: ScriptedModelServer, api: ScriptedApi, recorded: RecordedRequest[]) {
+  const ledger = new ConversationLedger();
+  recorded.forEach((r, i) => {
+    const verdict = ledger.add({
+      seq: i + 1,
+      request: requestOf(server, api, r),
+      status: 200,
+      relay: "complete",
+      reply: replyOf(api, r),
+    });
+    expect(verdict, `request ${i + 1}`).toEqual({ onChain: true, as: i === 0 ? "first" : "extension" });
+  });
+  expect(ledger.fork()).toBeUndefined();
+}
+
 describe.skipIf(!dockerAvailable())("gateway API codecs on real Pi traffic", () => {
   let server: ScriptedModelServer;
   let agent: ContainerPiAgent;
@@ -145,6 +162,7 @@ describe.skipIf(!dockerAvailable())("gateway API codecs on real Pi traffic", () 
     expect(recorded.map((r) => r.api)).toEqual([api, api]);
     const replies = recorded.map((r) => replyOf(api, r));
     expectAgreement(api, replies, piAssistantMessages(log.events));
+    expectOneChain(server, api, recorded);
 
     // The final tool's value, prepared on the host from the model's own arguments, is what Pi
     // accepted and what the run returned.
@@ -183,7 +201,9 @@ describe.skipIf(!dockerAvailable())("gateway API codecs on real Pi traffic", () 
       model: `scripted-${api}/text-${api}`,
       onEvent: log.onEvent,
     });
-    const replies = server.requests.filter((r) => r.model === `text-${api}`).map((r) => replyOf(api, r));
+    const recorded = server.requests.filter((r) => r.model === `text-${api}`);
+    expectOneChain(server, api, recorded);
+    const replies = recorded.map((r) => replyOf(api, r));
     const pi = piAssistantMessages(log.events);
     expectAgreement(api, replies, pi);
     expect(replies.at(-1)!.text).toBe(TEXT);
