@@ -14,6 +14,8 @@ export interface ModelEvidence {
   toolCall(id: string): { name: string; argumentsJson: string } | undefined;
   /** The model's last reply in Pi's conversation (`stopReason`: the one Pi would record, when the reply says). */
   lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
+  /** Two different continuations of one exchange of Pi's conversation (one was not Pi's), if any. */
+  fork?(): { seq: number; other: number; continues: number } | undefined;
 }
 
 type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
@@ -24,6 +26,13 @@ export function confirmOutcome(
   context: { finalToolName?: string; schema?: JsonSchema },
 ): Confirmation {
   const contradiction = (why: string): Confirmation => ({ ok: false, contradiction: why });
+  // Which branch was Pi's cannot be told, so neither is evidence, whatever the claim.
+  const fork = evidence.fork?.();
+  if (fork) {
+    return contradiction(
+      `two different requests continued the model's reply of exchange ${fork.continues} (exchanges ${fork.seq} and ${fork.other}): one came from inside the sandbox, not from Pi`,
+    );
+  }
   if (claim.kind === "structured") {
     let confirmed: unknown;
     for (const [index, { callId, value }] of claim.claims.entries()) {

@@ -114,6 +114,19 @@ describe("confirmOutcome", () => {
     });
   });
 
+  it("a conversation that forked (a second continuation of one of Pi's exchanges) confirms nothing, not even a failure", () => {
+    const forked: ModelEvidence = { ...evidence(), fork: () => ({ seq: 3, other: 4, continues: 2 }) };
+    const why =
+      "two different requests continued the model's reply of exchange 2 (exchanges 3 and 4): one came from inside the sandbox, not from Pi";
+    expect(
+      confirmOutcome(structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }), forked, context),
+    ).toEqual({ ok: false, contradiction: why });
+    expect(confirmOutcome({ kind: "no-result", reason: "x" }, forked, context)).toEqual({
+      ok: false,
+      contradiction: why,
+    });
+  });
+
   it("failures pass as claimed: a forger can fail a run, not fake a success", () => {
     expect(confirmOutcome({ kind: "no-result", reason: "x" }, evidence(), context)).toEqual({
       ok: true,
