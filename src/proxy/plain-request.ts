@@ -35,7 +35,23 @@ export function forwardPlainRequest(
   upstream.once("socket", (s: net.Socket) => target.track(s));
   upstream.once("timeout", () => upstream.destroy(new Error("connect timeout")));
   upstream.on("response", (upstreamRes) => {
-    res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, withoutHopByHop(upstreamRes.headers));
+    // The answer is the upstream's (a server the sandbox may pick under an allowed wildcard): a
+    // status or header Node's client takes and writeHead refuses (000, control bytes) would throw
+    // out of this listener and end the controller, every run in it. No reason phrase is relayed.
+    const status = upstreamRes.statusCode ?? 0;
+    const unrelayable = (why: string) => {
+      upstreamRes.resume();
+      upstream.destroy();
+      const reason = `${target.host}:${port} answered with ${why}, which the proxy does not relay`;
+      target.onUpstreamError(reason);
+      refuseResponse(res, 502, reason);
+    };
+    if (status < 200 || status > 599) return unrelayable(`status ${status}`);
+    try {
+      res.writeHead(status, withoutHopByHop(upstreamRes.headers));
+    } catch (error) {
+      return unrelayable(`a header HTTP cannot carry (${(error as NodeJS.ErrnoException).code ?? "invalid"})`);
+    }
     upstream.setTimeout(0);
     upstreamRes.pipe(res);
     upstreamRes.on("error", () => res.destroy());

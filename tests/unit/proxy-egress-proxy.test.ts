@@ -451,6 +451,38 @@ describe("plain HTTP requests", () => {
     ]);
   });
 
+  it("an upstream answer writeHead would refuse (status 000 or 099; a control byte in the reason phrase) becomes a 502 or loses its reason phrase, and the proxy lives on", async () => {
+    let statusLine = "";
+    const raw = net.createServer((socket) =>
+      socket.once("data", () => socket.end(`${statusLine}\r\ncontent-length: 2\r\n\r\nok`)),
+    );
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    const rawPort = (raw.address() as AddressInfo).port;
+    try {
+      const { socketPath, decisions } = await start({
+        allowed: ["evil.test"],
+        answers: { "evil.test": ["127.0.0.1"] },
+        ports: [rawPort],
+      });
+      for (const line of ["HTTP/1.1 000 X", "HTTP/1.1 099 X"]) {
+        statusLine = line;
+        const reply = await proxiedGet(socketPath, `http://evil.test:${rawPort}/`);
+        expect(reply.status, line).toBe(502);
+        expect(reply.body).toContain("which the proxy does not relay");
+      }
+      expect(decisions.filter((d) => d.action === "failed")).toHaveLength(2);
+      // The upstream's reason phrase is never relayed, so control bytes in it do no harm.
+      for (const line of ["HTTP/1.1 200 A\x01B", "HTTP/1.1 201 A\x7fB"]) {
+        statusLine = line;
+        const reply = await proxiedGet(socketPath, `http://evil.test:${rawPort}/`);
+        expect(reply.status, line).toBe(line.includes("201") ? 201 : 200);
+        expect(reply.body).toBe("ok");
+      }
+    } finally {
+      raw.close();
+    }
+  });
+
   it("denies a host that is not allowed with 403 and never reaches the upstream", async () => {
     const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "evil.test": ["127.0.0.1"] } });
     const seen = webRequests.length;
