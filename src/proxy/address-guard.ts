@@ -4,8 +4,8 @@
 // here, and connects to the address it checked, never to the name.
 //
 // Refused: unspecified, loopback, private (RFC 1918 / unique-local), shared CGNAT space,
-// link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, and the
-// host's own interface addresses. Cloud metadata endpoints outside 169.254/16: Azure's
+// link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, the
+// host's own interface addresses, and every address on the networks those interfaces are on. Cloud metadata endpoints outside 169.254/16: Azure's
 // WireServer 168.63.129.16 is listed on its own; Alibaba's 100.100.100.200 (CGNAT), AWS's IPv6
 // fd00:ec2::254 (unique-local) and Oracle's 192.0.0.192 (IETF protocol assignments) fall in
 // refused ranges already. IPv6 forms that embed an IPv4 address are judged by that address:
@@ -128,13 +128,57 @@ function hostInterfaceAddresses(): string[] {
     .map((i) => i.address);
 }
 
-/** The default guard: refused ranges plus this host's own addresses. */
-export function createAddressGuard(options: { hostAddresses?: readonly string[] } = {}): AddressGuard {
+/**
+ * The networks this host's interfaces are on (`192.0.2.0/24`, a docker bridge's global IPv6
+ * /64): their other addresses are the host's LAN, VPC neighbours, its router and its containers,
+ * public or not. Loopback is refused as a range already.
+ */
+function hostInterfaceNetworks(): string[] {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .filter((i): i is os.NetworkInterfaceInfo => Boolean(i) && !i!.internal && Boolean(i!.cidr))
+    .map((i) => i.cidr!);
+}
+
+/** The address as 128 bits (IPv4 as IPv4-mapped), or undefined. */
+function bitsOf(address: string): bigint | undefined {
+  const v4 = ipv4ToInt(address);
+  if (v4 !== undefined) return (0xffffn << 32n) | BigInt(v4);
+  const groups = ipv6ToGroups(address);
+  return groups?.reduce((acc, g) => (acc << 16n) | BigInt(g), 0n);
+}
+
+interface Network {
+  cidr: string;
+  base: bigint;
+  mask: bigint;
+}
+
+function networkOf(cidr: string): Network | undefined {
+  const [address = "", length = ""] = cidr.split("/");
+  const bits = bitsOf(address);
+  const prefix = Number(length) + (net.isIPv4(address) ? 96 : 0);
+  if (bits === undefined || !Number.isInteger(prefix) || prefix < 0 || prefix > 128) return undefined;
+  const mask = prefix === 0 ? 0n : ((1n << 128n) - 1n) ^ ((1n << BigInt(128 - prefix)) - 1n);
+  return { cidr, base: bits & mask, mask };
+}
+
+/** The default guard: refused ranges, this host's own addresses, and the networks it is on. */
+export function createAddressGuard(
+  options: { hostAddresses?: readonly string[]; hostNetworks?: readonly string[] } = {},
+): AddressGuard {
   const own = new Set((options.hostAddresses ?? hostInterfaceAddresses()).map(canonicalAddress));
+  const networks = (options.hostNetworks ?? hostInterfaceNetworks())
+    .map(networkOf)
+    .filter((n): n is Network => n !== undefined);
   return (address) => {
     const range = classifyAddress(address);
     if (range) return range;
-    if (own.has(canonicalAddress(address))) return "an address of this host";
+    const canonical = canonicalAddress(address);
+    if (own.has(canonical)) return "an address of this host";
+    const bits = bitsOf(canonical);
+    const onLink = bits === undefined ? undefined : networks.find((n) => (bits & n.mask) === n.base);
+    if (onLink) return `on a network of this host (${onLink.cidr})`;
     return undefined;
   };
 }

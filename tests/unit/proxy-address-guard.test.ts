@@ -67,6 +67,19 @@ describe("ipv6 parsing", () => {
 });
 
 describe("createAddressGuard", () => {
+  it("refuses the networks this host is on, public ones too: LAN and VPC neighbours, the router, a docker bridge's global IPv6 prefix", () => {
+    const guard = createAddressGuard({
+      hostAddresses: ["198.51.100.7", "2001:db8:1::1"],
+      hostNetworks: ["198.51.100.7/24", "2001:db8:1::1/64"],
+    });
+    expect(guard("198.51.100.1")).toBe("on a network of this host (198.51.100.7/24)");
+    expect(guard("::ffff:198.51.100.200")).toBe("on a network of this host (198.51.100.7/24)");
+    expect(guard("2001:db8:1::242:ac11:3")).toBe("on a network of this host (2001:db8:1::1/64)");
+    expect(guard("198.51.100.7")).toBe("an address of this host");
+    expect(guard("198.51.101.1")).toBeUndefined();
+    expect(guard("2001:db8:2::1")).toBeUndefined();
+  });
+
   it("also refuses the host's own public addresses, in either notation", () => {
     const guard = createAddressGuard({ hostAddresses: ["198.51.100.7", "2001:db8::7"] });
     expect(guard("198.51.100.7")).toBe("an address of this host");
