@@ -20,7 +20,8 @@ interface EgressAdmissionOptions {
 type ConnectionVerdict = { host: string; address: string } | { status: number; reason: string };
 
 export function createEgressAdmission(options: EgressAdmissionOptions) {
-  return async (rawHost: string, port: number, method: string): Promise<ConnectionVerdict> => {
+  /** `signal`: the client left or the proxy closed; a lookup still queued is dropped, nothing reported. */
+  return async (rawHost: string, port: number, method: string, signal?: AbortSignal): Promise<ConnectionVerdict> => {
     // One spelling from here on: what the filter judges is what is resolved and reported.
     const canonical = canonicalHost(rawHost);
     if (canonical.problem !== undefined) {
@@ -37,8 +38,9 @@ export function createEgressAdmission(options: EgressAdmissionOptions) {
     if (canonical.kind !== "name") addresses = [{ address: host, family: net.isIP(host) }];
     else {
       try {
-        addresses = await options.resolve(host);
+        addresses = await options.resolve(host, signal);
       } catch (error) {
+        if (signal?.aborted) return { status: 502, reason: `${host}: the lookup was dropped (its client left)` };
         const reason = `${host} did not resolve (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
         options.report({ action: "failed", host, port, method, reason });
         return { status: 502, reason };

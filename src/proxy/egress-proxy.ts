@@ -108,6 +108,14 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     }
   };
 
+  // Aborted at close(): lookups of this proxy still waiting for a slot are dropped.
+  const closing = new AbortController();
+  /** Aborts when `emitter` (the client's response or socket) closes, or the proxy does. */
+  const lookupSignal = (emitter: NodeJS.EventEmitter) => {
+    const left = new AbortController();
+    emitter.once("close", () => left.abort(new Error("the client left")));
+    return AbortSignal.any([left.signal, closing.signal]);
+  };
   const admit = createEgressAdmission({
     filter: options.filter,
     resolve: limitedResolver(options.resolve ?? defaultResolve),
@@ -150,7 +158,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       return refuseResponse(res, 403, carries.reason);
     }
     req.pause();
-    void admit(url.hostname, port, method).then((admitted) => {
+    void admit(url.hostname, port, method, lookupSignal(res)).then((admitted) => {
       if ("status" in admitted) return refuseResponse(res, admitted.status, admitted.reason);
       // The client went away while the name was checked: nothing goes out for it.
       if (res.destroyed) return;
@@ -173,7 +181,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     if (!parsed)
       return refuseSocket(client, 400, `CONNECT needs host:port, got ${JSON.stringify((req.url ?? "").slice(0, 100))}`);
     const { port } = parsed;
-    void admit(parsed.host, port, "CONNECT").then((admitted) => {
+    void admit(parsed.host, port, "CONNECT", lookupSignal(client)).then((admitted) => {
       if ("status" in admitted) return refuseSocket(client, admitted.status, admitted.reason);
       if (client.destroyed) return;
       const target = { host: admitted.host, port, address: admitted.address };
@@ -226,7 +234,13 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
   await listenOnUnixSocket(server, socketPath, "egress proxy");
 
-  return { socketPath, close: unixSocketCloser(server, sockets, socketPath, () => interception?.close()) };
+  return {
+    socketPath,
+    close: unixSocketCloser(server, sockets, socketPath, () => {
+      closing.abort(new Error("the egress proxy closed"));
+      interception?.close();
+    }),
+  };
 }
 
 /** "host:port" or "[v6]:port" -> parts; undefined when malformed. */

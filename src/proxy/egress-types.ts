@@ -5,7 +5,8 @@ export interface ResolvedAddress {
   family: number;
 }
 
-export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
+/** `signal`: the lookup is no longer wanted (its client left, the proxy closed); one still queued is dropped. */
+export type Resolver = (host: string, signal?: AbortSignal) => Promise<ResolvedAddress[]>;
 
 export interface EgressDecision {
   /** allowed: the checks passed and a connection is being made; denied: a check refused it;

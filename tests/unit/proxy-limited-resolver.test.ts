@@ -38,4 +38,28 @@ describe("limitedResolver", () => {
     expect(answered).toHaveLength(40);
     expect(counts.most).toBe(LOOKUPS_PER_PROCESS);
   });
+
+  it("drops a lookup whose client left while it waited for a slot: it never runs, and frees the queue", async () => {
+    const started: string[] = [];
+    let release = () => {};
+    const blocked = new Promise<void>((r) => (release = r));
+    const resolve = async (host: string) => {
+      started.push(host);
+      await blocked;
+      return [{ address: "192.0.2.1", family: 4 }];
+    };
+    const shared = new Slots(LOOKUPS_PER_PROCESS);
+    const run = limitedResolver(resolve, shared);
+    const first = run("first.example");
+    const gone = Array.from({ length: 50 }, () => new AbortController());
+    const queued = gone.map((c, i) => run(`gone-${i}.example`, c.signal));
+    const kept = run("kept.example");
+    for (const c of gone) c.abort(new Error("the client left"));
+    const settled = await Promise.allSettled(queued);
+    expect(settled.every((r) => r.status === "rejected")).toBe(true);
+    release();
+    await Promise.all([first, kept]);
+    expect(started).toEqual(["first.example", "kept.example"]);
+    expect(shared.waiting).toBe(0);
+  });
 });
