@@ -10,7 +10,7 @@
 // visible; where the destination is allowed but the place is not, it travels as it is (a
 // placeholder is worth nothing). What was put in is also what responses are scrubbed of.
 
-import type { Replacement } from "./scrubber.js";
+import type { Replacement } from "../util/scrubber.js";
 import type { SecretBinding } from "./secret-bindings.js";
 
 export interface RequestOrigin {

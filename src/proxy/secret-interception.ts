@@ -2,19 +2,19 @@
 // with the run's CA (tls-terminator.ts), each request's headers get the value in place of the
 // placeholder where header-rewriter.ts allows it, the request goes on over the proxy's own
 // verified HTTPS connection to the checked address (upstream-client.ts), and the answer comes
-// back scrubbed of every secret's value (scrubber.ts). Other hosts keep plain tunnels.
+// back scrubbed of every secret's value (util/scrubber.ts). Other hosts keep plain tunnels.
 import type http from "node:http";
 import type net from "node:net";
 import { pipeline, type Readable, type Transform } from "node:stream";
 import zlib from "node:zlib";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
 import { canonicalHost } from "../util/host-name.js";
+import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "../util/scrubber.js";
 import { HostCertificates } from "./cert-cache.js";
 import type { EgressDecision, Interception, TunnelTarget } from "./egress-proxy.js";
 import { type HeaderValue, rewriteRequest } from "./header-rewriter.js";
 import { refusalBody } from "./http-refusal.js";
 import type { RunCa } from "./run-ca.js";
-import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "./scrubber.js";
 import type { SecretBinding } from "./secret-bindings.js";
 import { type TerminatedRequest, type TerminatedResponse, type TlsSession, terminateTls } from "./tls-terminator.js";
 import { createUpstream, type Upstream } from "./upstream-client.js";
@@ -133,7 +133,7 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
         ctx.report({ action: "injected", ...base, reason: `${name} put into the request's headers`, secret: name });
       }
     }
-    // Ask for an uncompressed answer: the scrubber can only find the value where it is literal.
+    // Ask for an uncompressed answer: the scrubber finds the value only in the forms it knows (literal, escaped, base64), not compressed.
     const headers = { ...verdict.headers, "accept-encoding": "identity" };
     // Each header value the proxy produced, also without its scheme (a bare Basic credential).
     const scrub = [...verdict.scrub.flatMap((r) => headerForms(r.find, r.replace)), ...runScrub];

@@ -24,6 +24,21 @@ const PLACEHOLDER = "sandbox-run-placeholder-GITHUB_TOKEN-00112233445566778899aa
 const KEY = "key-REAL-5f3c9a1e7d";
 const KEY_PLACEHOLDER = "sandbox-run-placeholder-ACME_KEY-ffeeddccbbaa99887766554433221100";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
+/** A token with the characters JSON, URLs and HTML escape (secret-bindings.ts accepts any printable ASCII). */
+const ODD = String.raw`Pa"ss\w0<rd>&'REAL-0123456789`;
+const ODD_PLACEHOLDER = "sandbox-run-placeholder-ODD_TOKEN-0123456789abcdef0123456789abcdef";
+/** How an httpbin-style host reflects a header: JSON (Python/Node, then Go's), HTML, URL-encoded. */
+const reflect = (v: string) => {
+  const json = JSON.stringify({ headers: { "X-Odd-Key": v } });
+  const go = json.replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+  const html = v
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#x27;");
+  return `${json}\n${go}\n<p>${html}</p>\n?k=${encodeURIComponent(v)}\n`;
+};
 
 const bindings: SecretBinding[] = [
   {
@@ -42,6 +57,14 @@ const bindings: SecretBinding[] = [
     value: KEY,
     username: "x-access-token",
   },
+  {
+    name: "ODD_TOKEN",
+    hosts: ["odd.test"],
+    inject: [{ kind: "header", header: "X-Odd-Key" }],
+    placeholder: ODD_PLACEHOLDER,
+    value: ODD,
+    username: "x-access-token",
+  },
 ];
 
 interface Seen {
@@ -57,7 +80,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-secrets-test-"));
 // The upstream servers' CA: made here, trusted by the proxy only through `upstreamCa`.
 const upstreamCa = createRunCa({
   label: "upstream test",
-  hosts: ["api.test", "other.test", "h1only.test"],
+  hosts: ["api.test", "other.test", "h1only.test", "odd.test"],
   validForMs: 3_600_000,
 });
 const upstreamContext = (host: string) =>
@@ -104,6 +127,13 @@ function upstreamHandler(req: http.IncomingMessage | http2.Http2ServerRequest, r
       // A transfer coding (HTTP/1.1 only): Node's client undoes `chunked` and hands over the gzip.
       res.writeHead(200, { "transfer-encoding": "gzip, chunked", "content-type": "text/plain" });
       return res.end(zlib.gzipSync(`${echoed} raw=${TOKEN}`));
+    }
+    if (req.url === "/reflect") {
+      // httpbin's /headers: the header's value escaped as encoders write it, a few bytes a write.
+      const body = reflect(String(req.headers["x-odd-key"] ?? ""));
+      res.writeHead(200, { "content-type": "application/json", "x-echo": JSON.stringify(req.headers["x-odd-key"]) });
+      for (let i = 0; i < body.length; i += 5) res.write(body.slice(i, i + 5));
+      return res.end();
     }
     if (req.url === "/echo-credential") {
       // The Basic credential without its scheme, and again re-encoded one byte further on.
@@ -158,11 +188,11 @@ const guard = createAddressGuard();
 
 async function start(options: { trustUpstream?: boolean; upstreamPort?: number } = {}) {
   const decisions: EgressDecision[] = [];
-  runCa = createRunCa({ label: "unit", hosts: ["api.test", "h1only.test"], validForMs: 3_600_000 });
+  runCa = createRunCa({ label: "unit", hosts: ["api.test", "h1only.test", "odd.test"], validForMs: 3_600_000 });
   const socketPath = path.join(dir, `p-${Math.random().toString(16).slice(2)}.sock`);
   proxy = await startEgressProxy({
     socketPath,
-    filter: createDomainFilter(["api.test", "other.test", "h1only.test"], { ports: [80, 443] }),
+    filter: createDomainFilter(["api.test", "other.test", "h1only.test", "odd.test"], { ports: [80, 443] }),
     onDecision: (d) => decisions.push(d),
     resolve: async () => [{ address: "127.0.0.1", family: 4 }],
     guard: (address) => (address === "127.0.0.1" ? undefined : guard(address)),
@@ -359,6 +389,33 @@ describe("injection on a secret's host", () => {
     socket.destroy();
     expect(answer.status).toBe(200);
     expect(answer.body).toBe(`authorization=Bearer ${PLACEHOLDER} x-api-key= raw=${PLACEHOLDER}`);
+  });
+
+  it("a value with \" \\ < > & ' reflected JSON-escaped (Python/Node and Go), HTML-escaped and URL-encoded comes back scrubbed in each form", async () => {
+    const { socketPath } = await start();
+    const from = seen.length;
+    for (const alpn of [["http/1.1"], ["h2"]]) {
+      const socket = await tunnel(socketPath, "odd.test:443", trustRunCa("odd.test", alpn));
+      const answer =
+        alpn[0] === "h2"
+          ? await http2Request(socket, {
+              path: "/reflect",
+              authority: "odd.test",
+              headers: { "x-odd-key": ODD_PLACEHOLDER },
+            })
+          : await http1Request(socket, {
+              path: "/reflect",
+              host: "odd.test",
+              headers: { "x-odd-key": ODD_PLACEHOLDER },
+            });
+      socket.destroy();
+      expect(answer.status).toBe(200);
+      // The placeholder has nothing to escape: each form is replaced by the placeholder itself.
+      expect(answer.body).toBe(reflect(ODD_PLACEHOLDER));
+      expect(answer.headers["x-echo"]).toBe(JSON.stringify(ODD_PLACEHOLDER));
+      expect(JSON.stringify(answer)).not.toContain("REAL-0123456789");
+    }
+    expect(seen.slice(from).map((s) => s.headers["x-odd-key"])).toEqual([ODD, ODD]);
   });
 
   it("a Basic credential echoed without its scheme, or at another base64 alignment, comes back scrubbed for every user name length", async () => {
