@@ -1,9 +1,16 @@
 // Forwarding and relay: one admitted, inspected request goes to the route's upstream with the
 // real credentials, and the response streams back to the sandbox chunk by chunk, as it arrives,
-// while a tap (reply parser, recorder) sees the same chunks.
+// while a tap (reply parser, recorder) sees the upstream's own chunks. What goes to the sandbox is
+// scrubbed of every credential value the route added (an upstream that quotes the key in an error,
+// or echoes the request's headers, must not hand it over): headers and the streamed body, a
+// compressed body decoded first. The tap reads the upstream's real bytes on the host side: the
+// reply parser and the recorder (which scrubs what it writes) see what the upstream said.
 import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
+import type { Transform } from "node:stream";
+import { codings, decoderFor } from "../util/content-codings.js";
+import { ScrubStream, TextScrubber } from "../util/scrubber.js";
 import { errorBody, sendJson } from "./gateway-refusal.js";
 import type { CompiledRoute } from "./gateway-routes.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./relay-headers.js";
@@ -93,7 +100,7 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
   });
   upstreamReq.on("response", (upstreamRes) => {
     state.headersMs = elapsed(started);
-    relayResponse(upstreamRes, res, state, input.tap);
+    relayResponse(upstreamRes, res, state, input.tap, route);
   });
   upstreamReq.on("error", (error: NodeJS.ErrnoException) => {
     if (state.clientLeft) return; // our own abort
@@ -133,12 +140,16 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
   });
 }
 
-/** Streams the upstream's response to the client as it arrives; the tap sees the same chunks. */
+/**
+ * Streams the upstream's response to the client as it arrives, scrubbed of the route's credential
+ * values; the tap sees the upstream's chunks.
+ */
 function relayResponse(
   upstreamRes: http.IncomingMessage,
   res: http.ServerResponse,
   state: RelayState,
   tap: ResponseTap | undefined,
+  route: CompiledRoute,
 ): void {
   state.status = upstreamRes.statusCode ?? 502;
   state.settle({ answered: state.status });
@@ -150,15 +161,50 @@ function relayResponse(
   upstreamRes.on("end", () => {
     state.upstreamEnded = true;
   });
+  // The gateway asks for identity; a body compressed anyway is decoded, so it can be scrubbed.
+  const transfer = codings(upstreamRes.headers["transfer-encoding"]).filter((c) => c !== "chunked");
+  const content = codings(upstreamRes.headers["content-encoding"]);
+  const decoders = [...transfer, ...content].reverse().map(decoderFor);
+  if (route.scrub.length > 0 && decoders.includes(null)) {
+    // A coding nothing here can undo could hide the key: the sandbox gets none of it.
+    state.failure ??= "upstream-aborted";
+    state.status = 502;
+    upstreamRes.on("error", () => {});
+    upstreamRes.destroy();
+    const message = `sandbox-run model gateway: the upstream of route ${route.id} answered in a coding (${[...transfer, ...content].join(", ").slice(0, 80)}) that cannot be checked for credentials`;
+    sendJson(res, 502, errorBody(message));
+    return;
+  }
   const broke = () => {
     state.failure ??= "upstream-aborted";
     res.destroy();
   };
   upstreamRes.on("error", broke);
   upstreamRes.on("aborted", broke);
-  res.writeHead(state.status, upstreamRes.statusMessage, downstreamResponseHeaders(upstreamRes.headers));
+  const headers = downstreamResponseHeaders(upstreamRes.headers);
+  if (route.scrub.length === 0) {
+    res.writeHead(state.status, upstreamRes.statusMessage, headers);
+    res.flushHeaders();
+    upstreamRes.pipe(res);
+    return;
+  }
+  const scrubber = new TextScrubber(route.scrub);
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === "string") headers[name] = scrubber.latin1(value);
+    else if (Array.isArray(value)) headers[name] = value.map((v) => scrubber.latin1(v));
+  }
+  // Scrubbing may change the length: the framing is left to HTTP (chunked).
+  delete headers["content-length"];
+  if (content.length > 0) delete headers["content-encoding"];
+  res.writeHead(state.status, upstreamRes.statusMessage, headers);
   res.flushHeaders();
-  upstreamRes.pipe(res);
+  let body: NodeJS.ReadableStream = upstreamRes;
+  for (const decoder of decoders as Array<Transform | undefined>) {
+    if (!decoder) continue;
+    decoder.on("error", broke);
+    body = body.pipe(decoder);
+  }
+  body.pipe(new ScrubStream(route.scrub)).pipe(res);
 }
 
 export function elapsed(started: number): number {

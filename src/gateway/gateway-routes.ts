@@ -2,6 +2,7 @@
 // route; each route is one upstream, one Pi api and the one model the run may use.
 import { usageError } from "../errors.js";
 import { HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { credentialForms, type Replacement } from "../util/scrubber.js";
 import { isSupportedGatewayApi, RESERVED_ROUTE_ID, SUPPORTED_GATEWAY_APIS } from "./api-paths.js";
 import { type ApiCodec, codecFor } from "./apis/api-codec.js";
 
@@ -24,6 +25,8 @@ export interface CompiledRoute extends GatewayRoute {
   baseText: string;
   /** Lower-cased credential headers to set. */
   headerEntries: Array<[string, string]>;
+  /** What the route's replies lose before they reach the sandbox: every value it adds, in every form. */
+  scrub: Replacement[];
   codec: ApiCodec;
 }
 
@@ -57,6 +60,7 @@ export function compileRoutes(routes: readonly GatewayRoute[]): Map<string, Comp
       base: upstreamBase(route),
       baseText: route.upstreamBaseUrl.replace(/\/+$/, ""),
       headerEntries: headerEntries(route),
+      scrub: credentialForms(Object.values(route.headers)),
       codec,
     });
   }

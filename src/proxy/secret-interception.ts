@@ -6,8 +6,8 @@
 import type http from "node:http";
 import type net from "node:net";
 import { pipeline, type Readable, type Transform } from "node:stream";
-import zlib from "node:zlib";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { codings, decoderFor } from "../util/content-codings.js";
 import { canonicalHost } from "../util/host-name.js";
 import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "../util/scrubber.js";
 import { HostCertificates } from "./cert-cache.js";
@@ -220,23 +220,6 @@ function relayResponse(
   pipeline(stages as unknown as [Readable, NodeJS.WritableStream], (error) => {
     if (error) res.destroy();
   });
-}
-
-/** The codings a Content-Encoding or Transfer-Encoding header lists, in the order they were applied. */
-function codings(header: HeaderValue | undefined): string[] {
-  const values = Array.isArray(header) ? header : header === undefined ? [] : [header];
-  return values
-    .flatMap((value) => value.split(","))
-    .map((coding) => coding.trim().toLowerCase())
-    .filter((coding) => coding !== "" && coding !== "identity");
-}
-
-/** A decompressor for an encoding; undefined for identity; null when there is none. */
-function decoderFor(encoding: string): Transform | undefined | null {
-  if (encoding === "identity" || encoding === "") return undefined;
-  if (encoding === "gzip" || encoding === "x-gzip" || encoding === "deflate") return zlib.createUnzip();
-  if (encoding === "br") return zlib.createBrotliDecompress();
-  return null;
 }
 
 /**

@@ -215,35 +215,60 @@ export function scrubText(text: string, replacements: readonly Replacement[]): s
 }
 
 /**
- * The replacements made once, for many texts: latin1 ones (header values) and JavaScript strings
- * of any characters (messages, events), the latter as their UTF-8 bytes, where an ASCII match
- * cannot fall inside a character. A text with no match is returned as it is, after one search
- * per form.
+ * The replacements made once, for many texts: latin1 ones (header values), bytes, and JavaScript
+ * strings of any characters (messages, events), the latter as their UTF-8 bytes, where an ASCII
+ * match cannot fall inside a character. A text with no match is returned as it is (the same
+ * object), after one search per form.
  */
 export class TextScrubber {
   readonly #scanner: Scanner;
-  readonly #finds: string[];
+  /** The forms that are ASCII: searched for in a string as they are. */
+  readonly #ascii: string[] = [];
+  /** The rest (UTF-8 bytes as latin1): searched for in a string's UTF-8. */
+  readonly #other: Buffer[] = [];
 
   constructor(replacements: readonly Replacement[]) {
     this.#scanner = new Scanner(replacements);
-    this.#finds = [...new Set(replacements.map((r) => r.find).filter((f) => f !== ""))];
+    for (const find of new Set(replacements.map((r) => r.find))) {
+      if (find === "") continue;
+      if (isAscii(find)) this.#ascii.push(find);
+      else this.#other.push(Buffer.from(find, "latin1"));
+    }
   }
 
   get active(): boolean {
-    return this.#finds.length > 0;
+    return this.#ascii.length + this.#other.length > 0;
   }
 
   latin1(text: string): string {
-    if (!this.#finds.some((find) => text.includes(find))) return text;
+    if (
+      !this.#ascii.some((find) => text.includes(find)) &&
+      !this.#other.some((find) => text.includes(find.toString("latin1")))
+    )
+      return text;
     return this.#run(Buffer.from(text, "latin1")).toString("latin1");
   }
 
   /** A string of any characters: matched as UTF-8 (the forms are latin1 byte strings). */
   string(text: string): string {
-    if (this.#finds.length === 0) return text;
-    const bytes = Buffer.from(text, "utf8");
-    if (!this.#finds.some((find) => bytes.includes(find, 0, "latin1"))) return text;
-    return this.#run(bytes).toString("utf8");
+    let bytes: Buffer | undefined;
+    const hit =
+      this.#ascii.some((find) => text.includes(find)) ||
+      (this.#other.length > 0 &&
+        !isAscii(text) &&
+        this.#other.some((find) => (bytes ??= Buffer.from(text, "utf8")).includes(find)));
+    if (!hit) return text;
+    return this.#run(bytes ?? Buffer.from(text, "utf8")).toString("utf8");
+  }
+
+  /** The bytes with every form replaced; the same Buffer when none was found. */
+  bytes(bytes: Buffer): Buffer {
+    if (
+      !this.#ascii.some((find) => bytes.includes(find, 0, "latin1")) &&
+      !this.#other.some((find) => bytes.includes(find))
+    )
+      return bytes;
+    return this.#run(bytes);
   }
 
   #run(bytes: Buffer): Buffer {
@@ -251,6 +276,28 @@ export class TextScrubber {
     this.#scanner.scan(bytes, true, (part) => out.push(part));
     return Buffer.concat(out);
   }
+}
+
+function isAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
+  return true;
+}
+
+/** Credential values shorter than this are not secrets worth searching for (e.g. "ollama"). */
+export const MIN_CREDENTIAL_LENGTH = 8;
+
+/**
+ * What to take out wherever credential values (header values a gateway adds, a policy secret's
+ * value) may turn up: each value, and a header value also without its scheme ("Bearer ", "Basic ",
+ * "token "), in all of secretForms' forms, replaced by CREDENTIAL_REMOVED (written the same way).
+ */
+export function credentialForms(values: readonly string[], replace = CREDENTIAL_REMOVED): Replacement[] {
+  const seen = new Set<string>();
+  for (const value of values) {
+    const bare = value.replace(/^(Bearer|Basic|token)\s+/i, "");
+    for (const v of [value, bare]) if (v.length >= MIN_CREDENTIAL_LENGTH) seen.add(v);
+  }
+  return [...seen].flatMap((v) => secretForms(v, replace));
 }
 
 /** A byte stream with every occurrence of each `find` replaced; the longest match wins. */

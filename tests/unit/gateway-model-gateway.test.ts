@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import zlib from "node:zlib";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import {
@@ -528,5 +529,87 @@ describe("model gateway", () => {
     const seen = scripted.requests.slice(before);
     expect(seen[0]?.headers.authorization).toBe(`Bearer ${REAL_KEY}`);
     expect(JSON.stringify(seen[0]?.headers)).not.toContain(PLACEHOLDER);
+  });
+  it("an upstream that echoes the key (a 401 quoting it, a header, JSON-escaped, base64, gzip) hands the sandbox none of it", async () => {
+    /** A models.json header value with characters JSON (Node's, Go's) escapes. */
+    const ODD_KEY = String.raw`odd"key\<&>-REAL-0123456789`;
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    const go = (s: string) => JSON.stringify(s).replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+    const echo = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        const auth = String(req.headers.authorization);
+        const odd = String(req.headers["x-odd-key"]);
+        const body = Buffer.from(
+          `{"error":{"message":"Incorrect API key provided: ${auth}","key":${JSON.stringify(odd)},"go":${go(odd)},"b64":"${b64(`user:${REAL_KEY}`)}"}}`,
+        );
+        const headers = {
+          "content-type": "application/json",
+          "x-echo-auth": auth,
+          "www-authenticate": `Bearer realm="${REAL_KEY}"`,
+        };
+        if (req.url?.includes("gzip")) {
+          res.writeHead(401, { ...headers, "content-encoding": "gzip" });
+          return res.end(zlib.gzipSync(body));
+        }
+        if (req.url?.includes("zstd")) {
+          res.writeHead(401, { ...headers, "content-encoding": "zstd" });
+          return res.end(body);
+        }
+        res.writeHead(401, { ...headers, "content-length": body.length });
+        // A few bytes a write: the key falls across chunks.
+        for (let i = 0; i < body.length; i += 7) res.write(body.subarray(i, i + 7));
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    const { port } = echo.address() as AddressInfo;
+    const exchanges: Buffer[] = [];
+    try {
+      const gw = await start(
+        [
+          {
+            id: "echo",
+            upstreamBaseUrl: `http://127.0.0.1:${port}/v1`,
+            api: "openai-completions",
+            model: "m",
+            headers: { authorization: `Bearer ${REAL_KEY}`, "x-odd-key": ODD_KEY },
+          },
+        ],
+        "gw.sock",
+        {
+          recordExchanges: {},
+          onExchange: (exchange) => exchanges.push(...(exchange.recording?.response?.chunks.map((c) => c.data) ?? [])),
+        },
+      );
+      const ask = (query: string) =>
+        request(gw.socketPath, {
+          method: "POST",
+          path: `/echo/chat/completions${query}`,
+          headers: { "content-type": "application/json", authorization: `Bearer ${PLACEHOLDER}` },
+          body: chatBody("m"),
+        });
+      for (const reply of [await ask(""), await ask("?gzip")]) {
+        expect(reply.status).toBe(401);
+        const seen = JSON.stringify(reply);
+        expect(seen).not.toContain("REAL");
+        expect(seen).not.toContain(b64(REAL_KEY).slice(4, -4));
+        expect(reply.headers["x-echo-auth"]).toBe("<credential removed by sandbox-run>");
+        expect(reply.headers["content-encoding"]).toBeUndefined();
+        const body = JSON.parse(reply.body);
+        expect(body.error.message).toBe("Incorrect API key provided: <credential removed by sandbox-run>");
+        expect(body.error.key).toBe("<credential removed by sandbox-run>");
+        expect(body.error.go).toBe("<credential removed by sandbox-run>");
+      }
+      // A coding the gateway cannot undo: nothing of the answer reaches the sandbox.
+      const zstd = await ask("?zstd");
+      expect(zstd.status).toBe(502);
+      expect(JSON.stringify(zstd)).not.toContain("REAL");
+      // The host side (reply parser, recorder) reads what the upstream really said.
+      await waitFor(() => exchanges.length > 0);
+      expect(Buffer.concat(exchanges).toString()).toContain(REAL_KEY);
+    } finally {
+      await new Promise((resolve) => echo.close(resolve));
+    }
   });
 });
