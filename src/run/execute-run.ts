@@ -108,8 +108,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     if (run.policy.trustHostCaBundle) hostCaBundleFile();
     // The one place models.json `!command` values run: when the run starts, never when it is planned.
     const routes = resolveRouteCredentials(run.routing, { env: run.hostEnv });
-    // What the gateway adds must never reach a record, whatever an upstream echoes back.
-    ctx.traffic?.forbid(routes.flatMap((route) => Object.values(route.headers)));
+    // What the gateway adds, and the policy's secrets, must never leave the run (events, errors,
+    // the record), whatever an upstream echoes back.
+    const forbid = (values: readonly string[]) => {
+      timeline.forbid(values);
+      ctx.traffic?.forbid(values);
+    };
+    forbid(routes.flatMap((route) => Object.values(route.headers)));
     const runDir = createRunDir(plan.runId);
     cleanups.add(() => void removeRunDir(runDir));
 
@@ -124,6 +129,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       driven,
       ledger,
       traffic: ctx.traffic,
+      forbid,
       cleanups,
       ...(ctx.egressOverrides ? { egressOverrides: ctx.egressOverrides } : {}),
     });
@@ -207,6 +213,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const handBack = await workspace.handBack();
     return {
       ...settled.details,
+      // Pi never got a credential (the gateway and the proxy scrub what reaches it); a second line all the same.
+      result: timeline.scrub(settled.details.result),
       runId: plan.runId,
       model: plan.model,
       piVersion: ctx.piVersion,
@@ -224,6 +232,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         : {}),
     };
   } catch (error) {
+    // The one way out for a run's failure: it leaves without a credential in it.
+    timeline.scrubError(error);
     const e = error as SandboxRunError;
     if (e instanceof SandboxRunError) e.warm ??= Boolean(warm);
     timeline.sandbox("run.failed", {

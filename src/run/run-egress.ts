@@ -50,6 +50,8 @@ interface RunEgressOptions {
 
 interface RunEgress {
   proxy: EgressProxy;
+  /** The policy's secrets' values (read on the host): for the run's scrubbers. */
+  secretValues: string[];
 }
 
 const CERTIFICATE_MARGIN_MS = 60 * 60 * 1000;
@@ -84,5 +86,5 @@ export async function startRunEgress(options: RunEgressOptions): Promise<RunEgre
     upstreamPort: hooks?.upstreamPort,
     interception,
   });
-  return { proxy };
+  return { proxy, secretValues: bindings.map((b) => b.value) };
 }

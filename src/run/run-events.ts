@@ -1,8 +1,12 @@
 // One ordered timeline per run: Pi's events and the sandbox's own (container lifecycle,
 // gateway requests, limit trips, the result), each with the run id, a sequence number and
-// a monotonic time since the run started.
+// a monotonic time since the run started. Every event, and every error the run ends with, leaves
+// the run here scrubbed of the run's credential values (the gateway's, the policy's secrets: see
+// forbid), whatever carries it on (the caller's onEvent, --events, the library's stream, the
+// record, the --json envelope, stderr).
 import { performance } from "node:perf_hooks";
 import { type Progress, progressOf } from "../pi/progress.js";
+import { credentialForms, TextScrubber } from "../util/scrubber.js";
 
 export interface RunEvent {
   runId: string;
@@ -24,6 +28,8 @@ export class RunTimeline {
   private seq = 0;
   private readonly recent: RunEvent[] = [];
   private readonly started = performance.now();
+  #forbidden: string[] = [];
+  #scrubber: TextScrubber | undefined;
 
   constructor(
     readonly runId: string,
@@ -35,12 +41,48 @@ export class RunTimeline {
     return Math.round((performance.now() - this.started) * 1000) / 1000;
   }
 
+  /**
+   * Credential values that must not leave the run (header values the gateway adds, policy
+   * secrets): from now on every event, and scrub()'s and scrubError()'s inputs, lose them in
+   * every form util/scrubber.ts knows. Called when the run resolves them, before the sandbox starts.
+   */
+  forbid(values: readonly string[]): void {
+    this.#forbidden = [...new Set([...this.#forbidden, ...values])];
+    const forms = credentialForms(this.#forbidden);
+    this.#scrubber = forms.length > 0 ? new TextScrubber(forms) : undefined;
+  }
+
+  /** The value with the forbidden credentials taken out of its strings; the same value when none was in it. */
+  scrub<T>(value: T): T {
+    return this.#scrubber ? (scrubbedValue(value, this.#scrubber, 0) as T) : value;
+  }
+
+  /** Takes the forbidden credentials out of an error the run ends with (its texts, its cause's), in place. */
+  scrubError(error: unknown): void {
+    const scrubber = this.#scrubber;
+    if (!scrubber) return;
+    let e: unknown = error;
+    for (let depth = 0; depth < 4 && e instanceof Error; depth++) {
+      const fields = e as unknown as Record<string, unknown>;
+      for (const name of ["message", "stack", "shortMessage", "hint", "stderrTail"]) {
+        const value = fields[name];
+        if (typeof value === "string") {
+          const clean = scrubber.string(value);
+          if (clean !== value) fields[name] = clean;
+        }
+      }
+      if (Array.isArray(fields.lastEvents)) fields.lastEvents = scrubbedValue(fields.lastEvents, scrubber, 0);
+      e = e.cause;
+    }
+  }
+
   pi(event: { type: string } & Record<string, unknown>): void {
-    this.emit("pi", event.type, event, progressOf(event));
+    const clean = this.scrub(event);
+    this.emit("pi", clean.type, clean, progressOf(clean));
   }
 
   sandbox(type: string, data: Record<string, unknown> = {}): void {
-    this.emit("sandbox", type, data);
+    this.emit("sandbox", type, this.scrub(data));
   }
 
   /** The last few events, newest last: evidence attached to errors. */
@@ -61,4 +103,29 @@ export class RunTimeline {
       }
     }
   }
+}
+
+/**
+ * Strings with the credentials replaced, walking arrays and plain objects (what events are: JSON
+ * values); anything else is kept as it is. A part with nothing to replace is the same object.
+ */
+function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): unknown {
+  if (typeof value === "string") return scrubber.string(value);
+  if (depth > 64 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    value.forEach((item, i) => {
+      const clean = scrubbedValue(item, scrubber, depth + 1);
+      if (clean !== item) (out ??= [...value])[i] = clean;
+    });
+    return out ?? value;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  let out: Record<string, unknown> | undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const clean = scrubbedValue(item, scrubber, depth + 1);
+    if (clean !== item) (out ??= { ...value })[key] = clean;
+  }
+  return out ?? value;
 }

@@ -30,6 +30,8 @@ interface RunServicesInput {
   /** The run's evidence: what the model said, as the gateway relayed it. */
   ledger: ConversationLedger;
   traffic?: TrafficSink;
+  /** Values that must not leave the run (the policy's secrets, once read). */
+  forbid(values: readonly string[]): void;
   cleanups: Cleanups;
   /** Tests only (run-egress.ts). */
   egressOverrides?: EgressOverrides;
@@ -118,6 +120,7 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       ...(input.egressOverrides ? { overrides: input.egressOverrides } : {}),
     });
     cleanups.add(() => egress.proxy.close());
+    input.forbid(egress.secretValues);
   }
   const modelWait = () => gateway.waiting();
   return replay ? { replay, modelWait } : { modelWait };

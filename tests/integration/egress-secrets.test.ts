@@ -35,6 +35,16 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 /** Every form of a token that would count as a leak. */
 const leakForms = [GIT_TOKEN, b64(GIT_TOKEN), b64(`x-access-token:${GIT_TOKEN}`), NPM_TOKEN, b64(NPM_TOKEN)];
 const hex = (s: string) => Buffer.from(s).toString("hex");
+/** A token with the characters JSON (Python's, Node's, Go's) escapes. */
+const ODD_TOKEN = `Pa"ss\\w0<rd>&${crypto.randomBytes(8).toString("hex")}`;
+const oddForms = [
+  ODD_TOKEN,
+  JSON.stringify(ODD_TOKEN).slice(1, -1),
+  JSON.stringify(ODD_TOKEN)
+    .slice(1, -1)
+    .replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`),
+  b64(ODD_TOKEN),
+];
 
 const policy = {
   name: "secrets-test",
@@ -123,7 +133,7 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
   let overrides: EgressOverrides;
   const runCas: RunCa[] = [];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-secrets-"));
-  const hostEnv = { ...process.env, GIT_TOKEN, NPM_TOKEN };
+  const hostEnv = { ...process.env, GIT_TOKEN, NPM_TOKEN, ODD_TOKEN };
   const script = (command: string) => [{ toolCalls: [{ name: "bash", arguments: { command } }] }, { text: "done" }];
 
   beforeAll(async () => {
@@ -165,10 +175,18 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
       second: script(second),
       "second-runsc": script(second),
       "pr-fix": script(prFix),
+      odd: script(
+        [
+          "exec 2>&1",
+          `node -e 'fetch("https://npm.test/headers",{headers:{"x-odd-key":process.env.ODD_TOKEN}}).then(async r=>console.log("headers:",r.status,(await r.text()).trim()))'`,
+          // The value reaching the sandbox another way (a file the caller left in the workspace).
+          "cat odd.txt",
+        ].join("\n"),
+      ),
     });
     fs.writeFileSync(
       path.join(dir, "models.json"),
-      JSON.stringify(modelsFor(server, ["main", "second", "second-runsc", "pr-fix"])),
+      JSON.stringify(modelsFor(server, ["main", "second", "second-runsc", "pr-fix", "odd"])),
     );
     fs.writeFileSync(path.join(dir, "policy.json"), JSON.stringify(policy));
   });
@@ -370,5 +388,38 @@ describe.skipIf(!dockerAvailable())("secrets for allowed hosts", () => {
     const all = runCas.map((ca) => new crypto.X509Certificate(ca.certificatePem).fingerprint256);
     expect(new Set(all).size).toBe(all.length);
     expect(fingerprints.length).toBe(runtimes().length);
+  });
+  it("a value with \" \\ < > & that the host reflects JSON-escaped (Python's, Go's) comes back as the placeholder; one that reaches the sandbox otherwise is in no event or record file", async () => {
+    const agent = new ContainerPiAgent({ models: modelsFor(server, ["odd"]), hostEnv, egressOverrides: overrides });
+    const log = eventLog();
+    const record = path.join(dir, "odd-record");
+    const details = await agent.runDetailed("call the api", {
+      cwd: makeWorkspace({ "odd.txt": `left here: ${ODD_TOKEN}\n` }),
+      model: "scripted/odd",
+      policy: {
+        ...policy,
+        secrets: { ...policy.secrets, ODD_TOKEN: { hosts: ["npm.test"], inject: [{ header: "X-Odd-Key" }] } },
+      } as never,
+      onEvent: log.onEvent,
+      record,
+    });
+    expect(details.result).toBe("done");
+    const out = lastToolResult(server, "odd");
+    const placeholder = /sandbox-run-placeholder-ODD_TOKEN-[0-9a-f]{32}/.exec(out)?.[0];
+    expect(placeholder, out).toBeDefined();
+    const reflected = JSON.stringify({ headers: { "X-Odd-Key": placeholder } });
+    expect(out).toContain(`headers: 200 ${reflected} ${reflected}`);
+    expect(out).toContain(`left here: ${ODD_TOKEN}`);
+    const headersOut = out.slice(0, out.indexOf("left here"));
+    for (const form of oddForms) expect(headersOut.includes(form), form).toBe(false);
+    // The events and every file of the record, though the sandbox printed the value itself.
+    const recordFiles = fs.readdirSync(record, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+    const everything = [
+      JSON.stringify(log.events),
+      ...recordFiles.map((e) => fs.readFileSync(path.join(e.parentPath, e.name), "utf8")),
+    ].join("\n");
+    expect(everything).toContain("left here: <credential removed by sandbox-run>");
+    for (const form of oddForms) expect(everything.includes(form), form).toBe(false);
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 });

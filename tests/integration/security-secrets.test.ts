@@ -6,7 +6,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { SECRET_KEY } from "../support/harness.js";
+import type { CliIo } from "../../src/cli/cli-io.js";
+import { runCli } from "../../src/cli/program.js";
+import { errorSummary } from "../../src/errors.js";
+import { SCRUBBED } from "../../src/record/credential-scrubber.js";
+import { makeWorkspace, SECRET_KEY } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -139,5 +143,89 @@ describe.concurrent("secrets", () => {
     } finally {
       delete process.env[hostOnly];
     }
+  });
+  it("a provider that quotes the key back (401) hands it to nobody: the sandbox, Pi's events, the error, the CLI's --json envelope, stderr and --events", async () => {
+    const b64 = Buffer.from(SECRET_KEY).toString("base64");
+    const quoted = `Incorrect API key provided: ${SECRET_KEY} (as JSON ${JSON.stringify(JSON.stringify(SECRET_KEY))}, base64 ${b64})`;
+    const forms = [SECRET_KEY, b64.slice(2, -2)];
+    const leaks = (text: string) => forms.filter((form) => text.includes(form));
+    // The sandbox asks the gateway itself (as any code in it could; one assistant turn in, so the
+    // scripted server answers with its second step) and prints what came back; then Pi's own next
+    // request is answered the same way.
+    const ask = [
+      "const m = require('/home/sandbox/.pi/agent/models.json');",
+      "const p = Object.values(m.providers)[0];",
+      "fetch(p.baseUrl + '/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ' + p.apiKey },",
+      "  body: JSON.stringify({ model: p.models[0].id, messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'again' }] }) })",
+      "  .then(async (r) => console.log('status=' + r.status + ' headers=' + JSON.stringify([...r.headers]) + ' body=' + await r.text()));",
+    ].join(" ");
+    const outcome = await runHostile(server, [
+      bash(`node -e "${ask.replace(/"/g, '\\"')}"`),
+      { httpStatus: 401, body: quoted },
+      { httpStatus: 401, body: quoted },
+      { httpStatus: 401, body: quoted },
+    ]);
+    // The upstream did quote it, to the gateway.
+    expect(outcome.requests.length).toBeGreaterThanOrEqual(3);
+    for (const request of outcome.requests) expect(request.headers.authorization).toBe(`Bearer ${SECRET_KEY}`);
+    // What the sandbox got (its tool result, as Pi sent it on to the model).
+    const sandboxSaw = outcome.toolResults.join("\n");
+    expect(sandboxSaw).toContain("status=401");
+    expect(sandboxSaw).toContain(`Incorrect API key provided: ${SCRUBBED}`);
+    expect(leaks(sandboxSaw)).toEqual([]);
+    // What the run reported: Pi's events, the sandbox's, the error.
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("model-error");
+    expect(leaks(JSON.stringify(outcome.events))).toEqual([]);
+    const error = outcome.error!;
+    const reported = [
+      error.message,
+      error.stack ?? "",
+      JSON.stringify(errorSummary(error)),
+      JSON.stringify(error.lastEvents),
+    ];
+    expect(leaks(reported.join("\n"))).toEqual([]);
+
+    // The same through the CLI: --json envelope, stderr, --events.
+    const modelId = `quoting-${crypto.randomBytes(5).toString("hex")}`;
+    server.setScript(modelId, [
+      { httpStatus: 401, body: quoted },
+      { httpStatus: 401, body: quoted },
+    ]);
+    const dir = hostileWorkspace({}, "sandbox-run-quoting-");
+    const modelsFile = path.join(dir, "models.json");
+    fs.writeFileSync(
+      modelsFile,
+      JSON.stringify({
+        providers: {
+          scripted: {
+            baseUrl: server.baseUrl,
+            api: "openai-completions",
+            apiKey: SECRET_KEY,
+            models: [{ id: modelId }],
+          },
+        },
+      }),
+    );
+    const eventsFile = path.join(dir, "events.jsonl");
+    let stdout = "";
+    let stderr = "";
+    const io: CliIo = {
+      stdout: (t) => void (stdout += t),
+      stderr: (t) => void (stderr += t),
+      readStdin: async () => undefined,
+      env: { PATH: process.env.PATH ?? "" },
+      stderrIsTty: false,
+    };
+    const argv = ["--cwd", makeWorkspace(), "--models", modelsFile, "--model", `scripted/${modelId}`];
+    const code = await runCli([...argv, "--json", "--events", eventsFile, "hi"], io);
+    expect(code, stderr).not.toBe(0);
+    const envelope = JSON.parse(stdout);
+    expect(envelope.error.code).toBe("model-error");
+    expect(stdout).toContain(SCRUBBED);
+    expect(leaks(stdout)).toEqual([]);
+    expect(leaks(stderr)).toEqual([]);
+    const events = fs.readFileSync(eventsFile, "utf8");
+    expect(events).toContain('"source":"pi"');
+    expect(leaks(events)).toEqual([]);
   });
 });

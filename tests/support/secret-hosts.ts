@@ -2,7 +2,8 @@
 // CA made here by the openssl CLI (an implementation independent of sandbox-run's own CA):
 //   git.test   git's smart HTTP (git http-backend as CGI); every request needs HTTP basic with
 //              the git token as password; /echo reflects the Authorization header and the token
-//   npm.test   a private npm registry serving one package; every request needs Bearer <npm token>
+//   npm.test   a private npm registry serving one package; every request needs Bearer <npm token>;
+//              /headers reflects X-Odd-Key as httpbin (Python's JSON) and go-httpbin (Go's) do
 //   other.test an allowed host that is listed for no secret: records what it is sent
 //   github.com, api.github.com: the same git server, and a REST endpoint (GET /user) that needs
 //              Bearer/token <git token>, so the shipped pr-fix policy can run as it is; these
@@ -88,6 +89,12 @@ export async function startSecretHosts(tokens: { git: string; npm: string }): Pr
       return gitHttpBackend(req, res, dir);
     }
     if (host === "npm.test") {
+      if (req.url === "/headers") {
+        const json = JSON.stringify({ headers: { "X-Odd-Key": req.headers["x-odd-key"] } });
+        const go = json.replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+        res.writeHead(200, { "content-type": "application/json" });
+        return res.end(`${json} ${go}\n`);
+      }
       if (auth !== `Bearer ${tokens.npm}`) {
         res.writeHead(401, { "content-type": "application/json" });
         return res.end('{"error":"auth required"}');

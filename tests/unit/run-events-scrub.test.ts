@@ -1,0 +1,61 @@
+// The run's timeline is where events and the failure leave a run: once the run's credential values
+// are forbidden, no listener, no lastEvents() and no error carries them, in any form the scrubber
+// knows (literal, without the header's scheme, JSON-escaped, base64).
+import { describe, expect, it } from "vitest";
+import { SandboxRunError } from "../../src/errors.js";
+import { type RunEvent, RunTimeline } from "../../src/run/run-events.js";
+import { CREDENTIAL_REMOVED } from "../../src/util/scrubber.js";
+
+const KEY = "sk-REAL-provider-key-0123456789";
+const SECRET = String.raw`Pa"ss\w0<rd>&REAL-0123`;
+const forms = [KEY, SECRET, JSON.stringify(SECRET).slice(1, -1), Buffer.from(KEY).toString("base64")];
+const leaks = (value: unknown) =>
+  forms.filter((form) => JSON.stringify(value).includes(form) || String(value).includes(form));
+
+describe("RunTimeline: forbidden credentials", () => {
+  it("are taken out of Pi's and the sandbox's events, for every listener and lastEvents()", () => {
+    const seen: RunEvent[] = [];
+    const timeline = new RunTimeline("r", [(e) => seen.push(e)]);
+    timeline.forbid([`Bearer ${KEY}`, SECRET]);
+    const message = `401 {"message":"Incorrect API key provided: ${KEY}","secret":${JSON.stringify(SECRET)},"b64":"${Buffer.from(KEY).toString("base64")}"}`;
+    timeline.pi({
+      type: "message_end",
+      message: { role: "assistant", errorMessage: message, content: [{ text: SECRET }] },
+    });
+    timeline.sandbox("run.failed", { code: "model-error", message, nested: [{ deep: [KEY] }] });
+    expect(seen).toHaveLength(2);
+    expect(leaks(seen)).toEqual([]);
+    expect(leaks(timeline.lastEvents())).toEqual([]);
+    expect(JSON.stringify(seen)).toContain(`Incorrect API key provided: ${CREDENTIAL_REMOVED}`);
+    // Events without a credential are passed on as they are.
+    const plain = { type: "turn_start", n: 1 };
+    timeline.pi(plain);
+    expect(seen[2]!.data).toBe(plain);
+  });
+
+  it("are taken out of the error the run ends with: message, hint, stderr tail, last events, its cause", () => {
+    const timeline = new RunTimeline("r", []);
+    timeline.forbid([`Bearer ${KEY}`, SECRET]);
+    const cause = new Error(`upstream said ${KEY}`);
+    const error = new SandboxRunError("model-error", `The model failed: Incorrect API key provided: ${KEY}`, {
+      hint: `check ${SECRET}`,
+      stderrTail: `key=${KEY}`,
+      lastEvents: [{ data: { message: KEY } }],
+      cause,
+    });
+    timeline.scrubError(error);
+    expect(
+      leaks([
+        error.message,
+        error.shortMessage,
+        error.hint,
+        error.stderrTail,
+        error.stack,
+        error.lastEvents,
+        cause.message,
+      ]),
+    ).toEqual([]);
+    expect(error.shortMessage).toBe(`The model failed: Incorrect API key provided: ${CREDENTIAL_REMOVED}`);
+    expect(error.code).toBe("model-error");
+  });
+});
