@@ -151,7 +151,22 @@ function relayResponse(
   tap: ResponseTap | undefined,
   route: CompiledRoute,
 ): void {
-  state.status = upstreamRes.statusCode ?? 502;
+  // The upstream is the caller's provider or a replay server reading a record: a status or header
+  // writeHead refuses is answered 502 rather than thrown out of this listener (which would end the
+  // controller), and its reason phrase, which could quote anything, is not relayed.
+  const unrelayable = (why: string) => {
+    state.failure ??= "upstream-aborted";
+    state.status = 502;
+    upstreamRes.on("error", () => {});
+    upstreamRes.destroy();
+    sendJson(res, 502, errorBody(`sandbox-run model gateway: the upstream of route ${route.id} answered with ${why}`));
+  };
+  const upstreamStatus = upstreamRes.statusCode ?? 0;
+  if (upstreamStatus < 200 || upstreamStatus > 599) {
+    state.settle({ unreachable: `status ${upstreamStatus}` });
+    return unrelayable(`status ${upstreamStatus}`);
+  }
+  state.status = upstreamStatus;
   state.settle({ answered: state.status });
   tap?.onHeaders(state.status, upstreamRes.headers);
   upstreamRes.on("data", (chunk: Buffer) => {
@@ -182,8 +197,17 @@ function relayResponse(
   upstreamRes.on("error", broke);
   upstreamRes.on("aborted", broke);
   const headers = downstreamResponseHeaders(upstreamRes.headers);
+  const writeHead = () => {
+    try {
+      res.writeHead(state.status, headers);
+      return true;
+    } catch (error) {
+      unrelayable(`a header HTTP cannot carry (${(error as NodeJS.ErrnoException).code ?? "invalid"})`);
+      return false;
+    }
+  };
   if (route.scrub.length === 0) {
-    res.writeHead(state.status, upstreamRes.statusMessage, headers);
+    if (!writeHead()) return;
     res.flushHeaders();
     upstreamRes.pipe(res);
     return;
@@ -196,7 +220,7 @@ function relayResponse(
   // Scrubbing may change the length: the framing is left to HTTP (chunked).
   delete headers["content-length"];
   if (content.length > 0) delete headers["content-encoding"];
-  res.writeHead(state.status, upstreamRes.statusMessage, headers);
+  if (!writeHead()) return;
   res.flushHeaders();
   let body: NodeJS.ReadableStream = upstreamRes;
   for (const decoder of decoders as Array<Transform | undefined>) {

@@ -53,6 +53,7 @@ export async function startCapture(
 
 export interface Reply {
   status: number;
+  statusMessage?: string;
   headers: http.IncomingHttpHeaders;
   body: string;
 }
@@ -68,7 +69,12 @@ export function request(
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
+          resolve({
+            status: res.statusCode ?? 0,
+            statusMessage: res.statusMessage,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString("utf8"),
+          }),
         );
         res.on("error", reject);
       },

@@ -370,6 +370,47 @@ describe("model gateway", () => {
     }
   });
 
+  it("an upstream status writeHead refuses (000, 099) is answered 502, a reason phrase is never relayed, and the gateway lives on", async () => {
+    let statusLine = "";
+    const raw = net.createServer((socket) =>
+      socket.once("data", () =>
+        socket.end(`${statusLine}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`),
+      ),
+    );
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    const { port } = raw.address() as AddressInfo;
+    try {
+      const gw = await start([
+        {
+          id: "odd",
+          upstreamBaseUrl: `http://127.0.0.1:${port}/v1`,
+          api: "openai-completions",
+          model: "text-model",
+          headers: { authorization: `Bearer ${REAL_KEY}` },
+        },
+      ]);
+      const ask = () =>
+        request(gw.socketPath, {
+          method: "POST",
+          path: "/odd/chat/completions",
+          headers: { "content-type": "application/json" },
+          body: chatBody("text-model"),
+        });
+      for (const line of ["HTTP/1.1 000 X", "HTTP/1.1 099 X"]) {
+        statusLine = line;
+        const reply = await ask();
+        expect(reply.status, line).toBe(502);
+        expect(reply.body).toContain("answered with status");
+      }
+      statusLine = `HTTP/1.1 401 Bad key ${REAL_KEY}\x01`;
+      const reply = await ask();
+      expect(reply.status).toBe(401);
+      expect(reply.statusMessage).toBe("Unauthorized");
+    } finally {
+      raw.close();
+    }
+  });
+
   it("answers 502 with a JSON error when the upstream is down", async () => {
     const closedPort = await new Promise<number>((resolve) => {
       const probe = net.createServer();
