@@ -164,7 +164,8 @@ function relayResponse(
   const upstreamStatus = upstreamRes.statusCode ?? 0;
   if (upstreamStatus < 200 || upstreamStatus > 599) {
     state.settle({ unreachable: `status ${upstreamStatus}` });
-    return unrelayable(`status ${upstreamStatus}`);
+    unrelayable(`status ${upstreamStatus}`);
+    return;
   }
   state.status = upstreamStatus;
   state.settle({ answered: state.status });
