@@ -16,7 +16,7 @@ import type { RunDetails } from "./run/execute-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { treesByAccess } from "./run/plan/held-trees.js";
-import { type PlannedRun, preparePlan } from "./run/plan/prepare-plan.js";
+import { type PlannedRun, preparePlan, recheckProtectedMounts } from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
@@ -350,6 +350,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     );
     try {
       recheckFolders(planned.run);
+      recheckProtectedMounts(planned);
       await options.recorder?.captureBefore?.();
       return await this.runHoldingTrees<TOutput>(planned, options, timeline);
     } finally {

@@ -36,3 +36,20 @@ export function protectedMountPaths(workspace: string, patterns: readonly string
   const unique = [...new Set(found)].sort();
   return unique.filter((d) => !unique.some((o) => o !== d && d.startsWith(`${o}/`)));
 }
+
+/**
+ * The planned protected mounts that are no longer real entries inside the workspace: a run that
+ * waited for another run on the same trees may find one swapped for a symlink (the other run's
+ * rules may allow that), and the engine would mount whatever the link leads to.
+ */
+export function staleProtectedMounts(workspace: string, planned: readonly string[]): string[] {
+  return planned.filter((entry) => {
+    try {
+      const real = fs.realpathSync(entry);
+      const stat = fs.statSync(real);
+      return real !== entry || !real.startsWith(`${workspace}/`) || !(stat.isDirectory() || stat.isFile());
+    } catch {
+      return true;
+    }
+  });
+}

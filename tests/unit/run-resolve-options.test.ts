@@ -180,6 +180,30 @@ describe("resolveRun: directories", () => {
     expect(resolve({ cwd: outside }).cwd).toBe(outside);
   });
 
+  it("refuses as read-only mounts what a sandbox must not read or connect to: the home folder and its parents, /etc, /run (services' sockets), the engine's state; a folder inside home and /usr are fine", () => {
+    const parent = dir();
+    const home = path.join(parent, "me");
+    fs.mkdirSync(path.join(home, "datasets"), { recursive: true });
+    const saved = process.env.HOME;
+    process.env.HOME = home;
+    try {
+      const mount = (folder: string) => resolve({ policy: { ...loadPolicy("read-only"), readOnlyMounts: [folder] } });
+      expect(usageError(() => mount(home)).shortMessage).toBe(
+        `The read-only mount ${home} is your home folder: a sandbox could read your ssh keys, tokens and shell history.`,
+      );
+      expect(usageError(() => mount(parent)).shortMessage).toContain("holds your home folder");
+      expect(usageError(() => mount("/etc/ssl")).shortMessage).toContain("lies in /etc");
+      expect(usageError(() => mount("/run/docker")).shortMessage).toContain(
+        "can connect to a socket through a read-only mount",
+      );
+      expect(usageError(() => mount("/var/lib")).shortMessage).toContain("the container engine's state");
+      expect(mount(path.join(home, "datasets")).readOnlyMounts).toEqual([path.join(home, "datasets")]);
+      expect(mount("/usr/share").readOnlyMounts).toEqual(["/usr/share"]);
+    } finally {
+      process.env.HOME = saved;
+    }
+  });
+
   it("refuses the caller's home folder and any folder holding it as the workspace or a writable directory, not a folder inside it", () => {
     const parent = dir();
     const home = path.join(parent, "me");
@@ -196,10 +220,6 @@ describe("resolveRun: directories", () => {
         `holds your home folder ${home}`,
       );
       expect(resolve({ cwd: path.join(home, "project") }).cwd).toBe(path.join(home, "project"));
-      // A read-only mount is not lent (policies are the caller's).
-      expect(resolve({ policy: { ...loadPolicy("read-only"), readOnlyMounts: [home] } }).readOnlyMounts).toEqual([
-        home,
-      ]);
     } finally {
       process.env.HOME = saved;
     }

@@ -92,6 +92,30 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
   return undefined;
 }
 
+/**
+ * Why `real` may not be mounted read-only, or undefined. Reading is what a read-only mount gives,
+ * and connecting: a unix socket in a read-only mount still accepts connections. So never the home
+ * folder or one holding it (keys, tokens), sandbox-run's run folders (other runs' sockets), /root,
+ * /etc (host keys), /run (services' sockets: the engine's, an ssh agent's) or the engine's state;
+ * the host's programs (/usr, /lib, ...) may be read.
+ */
+export function readOnlyFolderProblem(real: string, home = os.homedir(), tmpDir = os.tmpdir()): string | undefined {
+  const homeReal = resolvedPath(home);
+  if (isInside(homeReal, real))
+    return `${real === homeReal ? "is" : "holds"} your home folder: a sandbox could read your ssh keys, tokens and shell history`;
+  const runDirs = resolvedPath(runDirsParent(tmpDir));
+  if (isInside(runDirs, real) || isInside(real, runDirs))
+    return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  if (isInside(real, "/root")) return "lies in /root, the root user's home: a sandbox could read its keys and tokens";
+  if (/^\/etc(\/|$)/.test(real))
+    return "lies in /etc, the host's configuration: a sandbox could read host keys and secrets";
+  if (/^\/(run|var\/run)(\/|$)/.test(real))
+    return "lies in /run, host services' sockets: a sandbox can connect to a socket through a read-only mount";
+  const engine = HOST_TREES.find(([tree, what]) => what === ENGINE_STATE && tree.test(real));
+  if (engine || HOLDS_HOST_TREE.has(real)) return `is or holds ${ENGINE_STATE.replace("change", "read")}`;
+  return undefined;
+}
+
 /** A link's text, and where it leads when that reads differently. */
 function pointsTo(link: string, target: string): string {
   const text = fs.readlinkSync(link);

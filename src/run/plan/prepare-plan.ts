@@ -10,7 +10,7 @@ import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
-import { protectedMountPaths } from "../../workspace/protected-paths.js";
+import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
 import { buildRunPlan } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
@@ -71,6 +71,21 @@ function refuseGitCredentials(folder: string, { credentials, unread }: GitConfig
     `The git config of ${folder} holds a credential the sandbox could read: ${credentials.join(", ")}.`,
     `Remove it before the run (${[...new Set(fixes)].join("; ")}; a submodule's is in .git/modules/<name>/config; in GitHub Actions check out with persist-credentials: false). To let the agent push, give it the token through the policy's secrets, which the egress proxy adds on the host (README: "Let the agent push a branch without holding the token").`,
   );
+}
+
+/**
+ * After the run waited for the trees it holds: every protected read-only mount is still a real
+ * directory or file inside the workspace. Another run over the same workspace may have swapped one
+ * for a symlink (its own rules may allow that), and the engine would mount what the link leads to.
+ */
+export function recheckProtectedMounts(planned: PlannedRun): void {
+  const mounts = planned.plan.mounts.filter((m) => m.kind === "protected").map((m) => m.hostPath);
+  const stale = staleProtectedMounts(planned.run.cwd, mounts);
+  if (stale.length > 0)
+    throw usageError(
+      `The protected ${stale.length === 1 ? "path" : "paths"} ${stale.join(", ")} changed while this run waited for another run on the same workspace: no longer a real folder or file inside it (a symlink now?).`,
+      "Check what the earlier run left there (a protected path replaced by a link is not mounted), then run this one again.",
+    );
 }
 
 export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {

@@ -23,7 +23,7 @@ import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
-import { type FolderRole, lentFolderProblem, realFolder } from "./host-folders.js";
+import { type FolderRole, lentFolderProblem, readOnlyFolderProblem, realFolder } from "./host-folders.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -408,7 +408,7 @@ function canonicalDirectory(input: string, role: FolderRole, lent: boolean): str
       "Pass a project directory instead.",
     );
   }
-  const problem = lent ? lentFolderProblem(real) : undefined;
+  const problem = lent ? lentFolderProblem(real) : readOnlyFolderProblem(real);
   if (problem) throw usageError(`The ${what} ${real} ${problem}.`, "Pass a project directory instead.");
   return real;
 }
