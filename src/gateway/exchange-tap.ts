@@ -1,6 +1,7 @@
 // Watches one generation's response as it is relayed: feeds the api codec's reply parser (so
 // the host knows what the model said, in bounded memory) and, when asked, keeps the chunks with
-// their timing for a record. It never changes what the sandbox receives.
+// their timing for a record. It reads what the sandbox receives (scrubbed of the route's
+// credentials, forward-request.ts) and never changes it.
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
 import type { ApiCodec, ModelReply, ReplyParser } from "./apis/api-codec.js";

@@ -142,7 +142,7 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
 
 /**
  * Streams the upstream's response to the client as it arrives, scrubbed of the route's credential
- * values; the tap sees the upstream's chunks.
+ * values; the tap sees what the sandbox gets.
  */
 function relayResponse(
   upstreamRes: http.IncomingMessage,
@@ -169,10 +169,8 @@ function relayResponse(
   }
   state.status = upstreamStatus;
   state.settle({ answered: state.status });
-  tap?.onHeaders(state.status, upstreamRes.headers);
   upstreamRes.on("data", (chunk: Buffer) => {
     state.responseBytes += chunk.length;
-    tap?.onChunk(chunk);
   });
   upstreamRes.on("end", () => {
     state.upstreamEnded = true;
@@ -183,6 +181,7 @@ function relayResponse(
   const decoders = [...transfer, ...content].reverse().map(decoderFor);
   if (route.scrub.length > 0 && decoders.includes(null)) {
     // A coding nothing here can undo could hide the key: the sandbox gets none of it.
+    tap?.onHeaders(state.status, upstreamRes.headers);
     state.failure ??= "upstream-aborted";
     state.status = 502;
     upstreamRes.on("error", () => {});
@@ -207,7 +206,11 @@ function relayResponse(
       return false;
     }
   };
+  // The tap (the reply parser the result is confirmed from, and a record's copy) reads exactly
+  // what the sandbox gets: scrubbed, Pi's next request echoes the scrubbed reply.
   if (route.scrub.length === 0) {
+    tap?.onHeaders(state.status, upstreamRes.headers);
+    upstreamRes.on("data", (chunk: Buffer) => tap?.onChunk(chunk));
     if (!writeHead()) return;
     res.flushHeaders();
     upstreamRes.pipe(res);
@@ -229,7 +232,10 @@ function relayResponse(
     decoder.on("error", broke);
     body = body.pipe(decoder);
   }
-  body.pipe(new ScrubStream(route.scrub)).pipe(res);
+  const scrubbed = body.pipe(new ScrubStream(route.scrub));
+  tap?.onHeaders(state.status, headers as http.IncomingHttpHeaders);
+  scrubbed.on("data", (chunk: Buffer) => tap?.onChunk(chunk));
+  scrubbed.pipe(res);
 }
 
 export function elapsed(started: number): number {

@@ -144,6 +144,21 @@ describe.concurrent("secrets", () => {
       delete process.env[hostOnly];
     }
   });
+  it("a model reply quoting the key (a tool call whose arguments hold it) reaches Pi scrubbed, the conversation stays one chain, and the result is the model's", async () => {
+    // The scripted server streams the arguments in two halves: the key sits in the first, whole.
+    const command = `printf '%s' "looking for ${SECRET_KEY}" | wc -c; : ${"x".repeat(400)}`;
+    const outcome = await runHostile(server, [bash(command), finish()]);
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    // Pi ran what it received: the marker in the key's place.
+    expect(outcome.toolResults[0]?.trim()).toBe(String(`looking for ${SCRUBBED}`.length));
+    // The host's reply parser read the same scrubbed reply, so Pi's next request continues it.
+    const chain = outcome.events
+      .filter((e) => e.type === "gateway.exchange")
+      .map((e) => (e.data as { chain?: string }).chain);
+    expect(chain).toEqual(["first", "extension"]);
+    expect(JSON.stringify(outcome.events)).not.toContain(SECRET_KEY);
+  });
+
   it("a provider that quotes the key back (401) hands it to nobody: the sandbox, Pi's events, the error, the CLI's --json envelope, stderr and --events", async () => {
     const b64 = Buffer.from(SECRET_KEY).toString("base64");
     const quoted = `Incorrect API key provided: ${SECRET_KEY} (as JSON ${JSON.stringify(JSON.stringify(SECRET_KEY))}, base64 ${b64})`;

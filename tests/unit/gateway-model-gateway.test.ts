@@ -646,9 +646,13 @@ describe("model gateway", () => {
       const zstd = await ask("?zstd");
       expect(zstd.status).toBe(502);
       expect(JSON.stringify(zstd)).not.toContain("REAL");
-      // The host side (reply parser, recorder) reads what the upstream really said.
+      // The host side (reply parser, recorder) reads what the sandbox got: Pi's next request
+      // echoes the scrubbed reply, and the conversation ledger must find it the same.
       await waitFor(() => exchanges.length > 0);
-      expect(Buffer.concat(exchanges).toString()).toContain(REAL_KEY);
+      expect(Buffer.concat(exchanges).toString()).not.toContain(REAL_KEY);
+      expect(Buffer.concat(exchanges).toString()).toContain(
+        "Incorrect API key provided: <credential removed by sandbox-run>",
+      );
     } finally {
       await new Promise((resolve) => echo.close(resolve));
     }
