@@ -202,7 +202,9 @@ function buildPolicySchemas() {
             ),
         )
         .default([])
-        .describe("Extra host directories, by absolute path, mounted read-only at the same path"),
+        .describe(
+          "Extra host directories, by absolute path, mounted read-only at the same path (never the home folder or one holding it, `/root`, `/etc`, `/run`, the engine's state: a sandbox could read keys there, or connect to a socket)",
+        ),
       tools: z
         .array(z.enum(["read", "bash", "edit", "write", "grep", "find", "ls"]))
         .min(1)
