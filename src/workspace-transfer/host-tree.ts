@@ -2,11 +2,17 @@
 // symlink is ever followed), in walk order. Each entry keeps what a later step needs: the facts a
 // rule judges (TreeEntry; the content hash is filled in while the tree is packed) and the host
 // facts the apply step checks before it touches a path (inode, owner, times).
+// The walk goes through directory fds (workspace/fd-walk.ts): each folder is opened relative to its
+// parent's fd with O_NOFOLLOW, checked against its lstat, and listed through that fd, so a folder
+// swapped for a symlink meanwhile (by another process writing in the tree) is never followed; one
+// whose identity changed fails the walk (workspaceChanged). The pack opens files the same way.
 // What cannot travel is left out and said so: sockets, FIFOs, devices, names that are not UTF-8,
 // files this user cannot read. Anything the sandbox later puts at such a path is a conflict, never
 // an overwrite.
 import fs from "node:fs";
 import path from "node:path";
+import { SandboxRunError } from "../errors.js";
+import { NOT_UTF8, WalkError, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { comparePaths, TRAVELLING_MODE_BITS, type TreeEntry } from "./tree-entry.js";
 
 export interface HostFacts {
@@ -39,63 +45,68 @@ export interface HostTree {
 /** Entries handled between yields to the event loop. */
 const YIELD_EVERY = 256;
 
+/** The hint of every "the workspace changed while it was copied in" error. */
+const CHANGED_HINT =
+  "The workspace changed while it was being copied into the sandbox; run again when nothing else writes there.";
+
+/** A folder or file of the tree is no longer the one the walk saw: nothing from it is sent. */
+export function workspaceChanged(root: string, rel: string, cause?: unknown): SandboxRunError {
+  return new SandboxRunError("usage", `${path.join(root, rel)} changed while the workspace was being copied in.`, {
+    hint: CHANGED_HINT,
+    cause,
+  });
+}
+
 export async function walkHostTree(root: string): Promise<HostTree> {
   const rootStat = fs.lstatSync(root);
   if (!rootStat.isDirectory()) throw new Error(`${root} is not a directory`);
   const tree: HostTree = { root, entries: [], facts: new Map(), skipped: [], bytes: 0 };
-  record(tree, "", rootStat);
-  // Directories still to list; the entries are put in walk order once all are known.
-  const stack: string[] = [""];
   let sinceYield = 0;
-  while (stack.length > 0) {
-    const dir = stack.pop()!;
-    let names: Buffer[];
-    try {
-      names = fs.readdirSync(path.join(root, dir), { encoding: "buffer" });
-    } catch (error) {
-      tree.skipped.push({
-        path: dir,
-        reason: `its contents cannot be read (${(error as NodeJS.ErrnoException).code})`,
-      });
-      continue;
-    }
-    const children: Array<{ rel: string; stat: fs.Stats }> = [];
-    // (Listing order does not matter: the entries are sorted into walk order at the end.)
-    for (const raw of names) {
-      const name = raw.toString("utf8");
-      const rel = dir ? `${dir}/${name}` : name;
-      if (!Buffer.from(name, "utf8").equals(raw)) {
-        tree.skipped.push({ path: rel, reason: "its name is not valid UTF-8" });
+  let rootSeen = false;
+  try {
+    // The caller's own tree: every name is held (its size is the caller's), so no folder is overfull.
+    for (const entry of walkTree(root, { maxHeldNames: Number.POSITIVE_INFINITY })) {
+      rootSeen = true;
+      if (entry.path === "") {
+        // The root as opened (O_NOFOLLOW): the folder the path named when the walk looked.
+        if (!entry.stat || entry.stat.dev !== rootStat.dev || entry.stat.ino !== rootStat.ino) {
+          throw workspaceChanged(root, "");
+        }
+      } else if (entry.changed) {
+        throw workspaceChanged(root, entry.path);
+      }
+      if (entry.kind === "unknown") continue; // could not be lstat'ed: as good as gone
+      if (entry.problem === NOT_UTF8 || (entry.problem && entry.kind !== "directory")) {
+        tree.skipped.push({ path: entry.path, reason: entry.problem });
         continue;
       }
-      let stat: fs.Stats;
-      try {
-        stat = fs.lstatSync(path.join(root, rel));
-      } catch {
-        continue; // gone since the listing
-      }
-      if (!stat.isFile() && !stat.isDirectory() && !stat.isSymbolicLink()) {
-        tree.skipped.push({ path: rel, reason: "it is not a file, directory or symbolic link" });
+      if (entry.kind !== "file" && entry.kind !== "directory" && entry.kind !== "symlink") {
+        tree.skipped.push({ path: entry.path, reason: "it is not a file, directory or symbolic link" });
         continue;
       }
-      children.push({ rel, stat });
-    }
-    for (const { rel, stat } of children) {
-      record(tree, rel, stat);
-      if (stat.isDirectory()) stack.push(rel);
+      record(tree, entry.path, entry.stat!, entry.at);
+      // A folder the walk could not open or list travels empty.
+      if (entry.problem)
+        tree.skipped.push({ path: entry.path, reason: `its contents cannot be read (${entry.problem})` });
       // Synchronous calls are much cheaper per file; yielding now and then keeps other runs in
-      // this process (their event streams) flowing.
+      // this process (their event streams) flowing. The walk's fds pin what it stands in.
       if (++sinceYield >= YIELD_EVERY) {
         sinceYield = 0;
-        await new Promise((resolve) => setImmediate(resolve));
+        await yieldToEventLoop();
       }
     }
+  } catch (error) {
+    // Past the root, a WalkError is a folder that was not where the walk left it (climbing back).
+    if (rootSeen && error instanceof WalkError) throw workspaceChanged(root, "", error);
+    throw error;
   }
+  // The walk's order already (sorted pre-order); kept for callers that rely on it.
   tree.entries.sort((a, b) => comparePaths(a.path, b.path));
   return tree;
 }
 
-function record(tree: HostTree, rel: string, stat: fs.Stats): void {
+/** `at`: a path to the entry valid now ("/proc/self/fd/<its folder's fd>/<name>"). */
+function record(tree: HostTree, rel: string, stat: fs.Stats, at: string | Buffer): void {
   const kind = stat.isDirectory() ? "directory" : stat.isSymbolicLink() ? "symlink" : "file";
   const entry: TreeEntry = {
     path: rel,
@@ -106,7 +117,7 @@ function record(tree: HostTree, rel: string, stat: fs.Stats): void {
   };
   if (kind === "symlink") {
     try {
-      entry.target = fs.readlinkSync(path.join(tree.root, rel));
+      entry.target = fs.readlinkSync(at);
       entry.hash = entry.target;
     } catch {
       tree.skipped.push({ path: rel, reason: "its target cannot be read" });

@@ -59,6 +59,11 @@ export interface WalkEntry {
   /** Why the walk cannot see this entry (or what is below it). */
   problem?: string;
   /**
+   * Directories: it was swapped between its lstat and its open (now a symlink, not a directory,
+   * or another inode): it has a problem and is not walked.
+   */
+  changed?: boolean;
+  /**
    * Directories: it holds more names than the walk could hold (at least this many). In the
    * sorted order it is not walked (and has a problem); in order "any" its entries are streamed.
    */
@@ -117,6 +122,9 @@ interface Frame {
 }
 
 export class WalkError extends Error {}
+
+/** The problem of an entry whose name is not valid UTF-8 (its `path` holds U+FFFD instead). */
+export const NOT_UTF8 = "its name is not valid UTF-8";
 
 export function kindOf(stat: fs.Stats): EntryKind {
   if (stat.isFile()) return "file";
@@ -335,7 +343,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       }
       const kind = kindOf(stat);
       const entry: WalkEntry = { path, name, depth: top.depth + 1, kind, stat, at };
-      if (rawName) entry.problem = "its name is not valid UTF-8";
+      if (rawName) entry.problem = NOT_UTF8;
       if (kind !== "directory") {
         yield entry;
         continue;
@@ -349,13 +357,16 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       try {
         fd = openDirectory(at, options.repairAccess);
       } catch (error) {
-        entry.problem ??= `cannot open the directory: ${errorCode(error)}`;
+        const code = errorCode(error);
+        if (code === "ELOOP" || code === "ENOTDIR") entry.changed = true;
+        entry.problem ??= `cannot open the directory: ${code}`;
         yield entry;
         continue;
       }
       const opened = fs.fstatSync(fd);
       if (opened.ino !== stat.ino || opened.dev !== stat.dev) {
         fs.closeSync(fd);
+        entry.changed = true;
         entry.problem ??= "it changed while being walked";
         yield entry;
         continue;

@@ -123,6 +123,90 @@ describe("walk and pack", () => {
   });
 });
 
+/** Packs `before`; the bytes sent until the pack stopped, and the error it stopped with (if any). */
+async function packUntilError(before: HostTree): Promise<{ sent: Buffer; error: unknown }> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
+    return { sent: Buffer.concat(chunks), error: undefined };
+  } catch (error) {
+    return { sent: Buffer.concat(chunks), error };
+  }
+}
+
+function expectChangedError(error: unknown, shown: string): void {
+  expect(isSandboxRunError(error), String(error)).toBe(true);
+  const e = error as SandboxRunError;
+  expect(e.code).toBe("usage");
+  expect(e.shortMessage).toBe(`${shown} changed while the workspace was being copied in.`);
+  expect(e.hint).toMatch(
+    /changed while it was being copied into the sandbox; run again when nothing else writes there/,
+  );
+}
+
+describe("walk and pack while another process swaps a folder (never sends what is outside the tree)", () => {
+  const SECRET = "HOST-SECRET-outside-the-tree";
+
+  it("a folder swapped for a symlink after the walk looked at it, before its listing: not followed, the copy-in fails", async () => {
+    const outside = tree({ id_rsa: SECRET });
+    const files: Record<string, string> = { "a-sub/harmless": "ok" };
+    // More entries than the walk handles between yields to the event loop: it yields with a-sub seen.
+    for (let i = 0; i < 300; i++) files[`f${String(i).padStart(3, "0")}`] = "x";
+    const root = tree(files);
+    const moved = tempDir("sandbox-run-transfer-moved-");
+    // The concurrent writer, at the walk's first yield to the event loop.
+    let swapped = false;
+    setImmediate(() => {
+      fs.renameSync(path.join(root, "a-sub"), path.join(moved, "a-sub"));
+      fs.symlinkSync(outside, path.join(root, "a-sub"));
+      swapped = true;
+    });
+    const before = await walkHostTree(root);
+    expect(swapped).toBe(true);
+    // The walk listed the folder it looked at (through its fd), not the symlink's target.
+    expect(before.entries.filter((e) => e.path.startsWith("a-sub")).map((e) => e.path)).toEqual([
+      "a-sub",
+      "a-sub/harmless",
+    ]);
+    const { sent, error } = await packUntilError(before);
+    expect(sent.includes(SECRET)).toBe(false);
+    expectChangedError(error, path.join(root, "a-sub"));
+  });
+
+  it("a file's folder swapped for a symlink between the walk and the pack: the copy-in fails, nothing of the target is sent", async () => {
+    const outside = tree({ "key.pem": SECRET });
+    const root = tree({ "a.txt": "a", "sub/key.pem": "the tree's own" });
+    const before = await walkHostTree(root);
+    fs.renameSync(path.join(root, "sub"), path.join(tempDir("sandbox-run-transfer-moved-"), "sub"));
+    fs.symlinkSync(outside, path.join(root, "sub"));
+    const { sent, error } = await packUntilError(before);
+    expect(sent.includes(SECRET)).toBe(false);
+    expectChangedError(error, path.join(root, "sub"));
+  });
+
+  it("a file's folder replaced by another folder (the same file hard-linked in it): refused, the folder is not the walk's", async () => {
+    const root = tree({ "sub/a.txt": "the tree's own" });
+    const before = await walkHostTree(root);
+    const moved = tempDir("sandbox-run-transfer-moved-");
+    fs.renameSync(path.join(root, "sub"), path.join(moved, "sub"));
+    fs.mkdirSync(path.join(root, "sub"));
+    fs.linkSync(path.join(moved, "sub", "a.txt"), path.join(root, "sub", "a.txt"));
+    const { error } = await packUntilError(before);
+    expectChangedError(error, path.join(root, "sub"));
+  });
+
+  it("a walked file replaced by a symlink: the copy-in fails with the same error", async () => {
+    const outside = tree({ "key.pem": SECRET });
+    const root = tree({ "sub/key.pem": "the tree's own" });
+    const before = await walkHostTree(root);
+    fs.rmSync(path.join(root, "sub", "key.pem"));
+    fs.symlinkSync(path.join(outside, "key.pem"), path.join(root, "sub", "key.pem"));
+    const { sent, error } = await packUntilError(before);
+    expect(sent.includes(SECRET)).toBe(false);
+    expectChangedError(error, path.join(root, "sub", "key.pem"));
+  });
+});
+
 describe("honest round trips", () => {
   it("an untouched tree comes back unchanged: nothing staged, nothing applied", async () => {
     const root = tree({ "a.txt": "a", "dir/b.txt": "b".repeat(300_000), "empty.txt": "" });
