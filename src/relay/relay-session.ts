@@ -353,8 +353,16 @@ export class Relay {
       ),
       stream,
     );
-    sent.catch(() => {});
-    const answer = await this.#claimAnswer.promise;
+    // An archive that failed with an error of ours (the workspace changed while it was packed) ends
+    // the claim with that error; the relay's answer would only say tar saw a truncated archive.
+    const archiveFailed = sent.then(
+      () => new Promise<never>(() => {}),
+      (error: unknown) => {
+        if (error instanceof SandboxRunError) throw error;
+        return new Promise<never>(() => {});
+      },
+    );
+    const answer = await Promise.race([this.#claimAnswer.promise, archiveFailed]);
     const statuses = input.trees.map(({ root }, i) => ({
       root,
       code: answer.trees[i]?.code ?? null,

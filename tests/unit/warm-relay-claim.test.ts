@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runRelay } from "../../images/pi/relay.mjs";
 import type { EngineContainer, ExecSession } from "../../src/engine/engine.js";
 import { Relay } from "../../src/relay/relay-session.js";
+import { copyIn } from "../../src/run/copy-mode/copy-in.js";
 import { walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packSingleFile, packTree } from "../../src/workspace-transfer/pack-tree.js";
 import { socketPair } from "../support/socket-pair.js";
@@ -139,6 +140,63 @@ describe("a warm sandbox's claim", () => {
     expect(statuses[0]!.stderr).toMatch(/ENOENT/);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(claims).toEqual([]);
+  });
+});
+
+describe("a workspace that changed between the walk and the pack", () => {
+  /** A walked tree whose folder `sub` is then swapped for a symlink to a folder outside it. */
+  async function swappedAfterWalk(dir: string) {
+    const source = path.join(dir, "source");
+    fs.mkdirSync(path.join(source, "sub"), { recursive: true });
+    fs.writeFileSync(path.join(source, "sub", "key.pem"), "the tree's own");
+    const outside = path.join(dir, "outside");
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, "key.pem"), "HOST-SECRET");
+    const tree = await walkHostTree(source);
+    fs.renameSync(path.join(source, "sub"), path.join(dir, "sub-moved"));
+    fs.symlinkSync(outside, path.join(source, "sub"));
+    return { tree, changed: path.join(source, "sub") };
+  }
+
+  it("a claim fails with the workspace-changed error (not tar's), and the launcher never gets the run", async () => {
+    const { relay, dir, claims } = await warmRelay();
+    const { tree, changed } = await swappedAfterWalk(dir);
+    const workspace = path.join(dir, "workspace");
+    fs.mkdirSync(workspace);
+    const claim = relay.claim({
+      sockets: [],
+      trees: [{ root: workspace, archive: packTree(tree) }],
+      watchFull: [],
+      run: {},
+    });
+    await expect(claim).rejects.toMatchObject({
+      name: "SandboxRunError",
+      code: "usage",
+      shortMessage: `${changed} changed while the workspace was being copied in.`,
+      hint: expect.stringMatching(/run again when nothing else writes there/),
+    });
+    expect(fs.existsSync(path.join(workspace, "sub", "key.pem"))).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(claims).toEqual([]);
+  });
+
+  it("a copy-in through an exec of tar fails with the same error", async () => {
+    const dir = tempDir("sandbox-run-copy-in-changed-");
+    const { tree, changed } = await swappedAfterWalk(dir);
+    const received: Buffer[] = [];
+    const stdin = new PassThrough();
+    stdin.on("data", (chunk: Buffer) => received.push(chunk));
+    // tar in the container: a truncated archive is an error (exit 2).
+    const exit = new Promise<number>((resolve) => stdin.on("close", () => resolve(2)));
+    const exec = { stdin, stdout: new PassThrough(), stderr: new PassThrough(), exit };
+    const container = { exec: async () => exec } as unknown as EngineContainer;
+    const target = { containerPath: "/workspace", user: "1000:1000", what: "the workspace", sizeMb: 64 };
+    await expect(copyIn(container, packTree(tree), target)).rejects.toMatchObject({
+      name: "SandboxRunError",
+      code: "usage",
+      shortMessage: `${changed} changed while the workspace was being copied in.`,
+    });
+    expect(Buffer.concat(received).includes("HOST-SECRET")).toBe(false);
   });
 });
 

@@ -111,6 +111,8 @@ function copyInFailure(
   stderr: string,
   failure?: Error,
 ): SandboxRunError {
+  // The archive itself failed with an error of ours (the workspace changed while it was packed): that one.
+  if (failure instanceof SandboxRunError) return failure;
   if (/No space left on device/i.test(stderr)) {
     return new SandboxRunError(
       "limit",
