@@ -151,8 +151,9 @@ describe("confirmOutcome", () => {
 });
 
 describe("decideOutcome with the model's evidence", () => {
-  it("fails a forged result with the contradiction code, naming both sides", () => {
-    const decision = decideOutcome(
+  /** A forged final result, decided with `extra` facts on top. */
+  const forged = (extra: Partial<Parameters<typeof decideOutcome>[0]> = {}) =>
+    decideOutcome(
       {
         exit: { exitCode: 0, oomKilled: false },
         stderrTail: "",
@@ -163,9 +164,13 @@ describe("decideOutcome with the model's evidence", () => {
         schema,
         finalToolName: FINAL,
         evidence: evidence(),
+        ...extra,
       },
       { runId: "r" },
     );
+
+  it("fails a forged result with the contradiction code, naming both sides", () => {
+    const decision = forged();
     expect(decision.ok).toBe(false);
     const error = (decision as { error: unknown }).error;
     expect(isSandboxRunError(error) && error.code).toBe("contradiction");
@@ -173,22 +178,6 @@ describe("decideOutcome with the model's evidence", () => {
   });
 
   it("a caught forgery stays a contradiction whatever else the sandbox brings about: ENOSPC on its stderr, an OOM kill, a timeout, a tripped limit", () => {
-    const forged = (extra: Partial<Parameters<typeof decideOutcome>[0]>) =>
-      decideOutcome(
-        {
-          exit: { exitCode: 0, oomKilled: false },
-          stderrTail: "",
-          outcome: structured({ callId: "call_forged", value: { verdict: "approve" } }),
-          badRecords: 0,
-          runtime: "runc",
-          validator: compileResultSchema({ type: "object", properties: { verdict: { type: "string" } } }),
-          schema,
-          finalToolName: FINAL,
-          evidence: evidence(),
-          ...extra,
-        },
-        { runId: "r" },
-      );
     const codeOf = (decision: ReturnType<typeof decideOutcome>) =>
       decision.ok ? "ok" : (decision.error as { code?: string }).code;
     expect(codeOf(forged({ stderrTail: "ENOSPC: no space left on device\n" }))).toBe("contradiction");
