@@ -65,6 +65,8 @@ export interface LedgerExchange {
   reply?: ModelReply;
   /** How the relay ended ("complete" when the whole response reached the client). */
   relay: string;
+  /** When the gateway answered 502 itself: what it told the client. */
+  gatewayError?: string;
 }
 
 type OffChainReason =
@@ -130,11 +132,14 @@ export class ConversationLedger {
   /** Calls without an id, per exchange, in the order their replies were indexed. */
   readonly #idless = new Map<number, LedgerToolCall[]>();
   readonly #indexed = new Set<number>();
+  /** The host's account of the latest model request that failed since a reply last reached Pi whole. */
+  #failure: string | undefined;
 
   /** Classifies an exchange and, when it is on-chain, makes it the conversation's latest. */
   add(exchange: LedgerExchange): ChainVerdict {
     const digests = prefixDigests(exchange.request.messages);
     const verdict = this.#classify(exchange, digests);
+    this.#failure = failureOf(exchange) ?? this.#failure;
     if (!verdict.onChain) {
       this.#offChain++;
       return verdict;
@@ -161,8 +166,25 @@ export class ConversationLedger {
       if (previous) previous.continuedBy = { seq: exchange.seq, digest: link.digest };
       this.#links.push(link);
     }
-    if (this.#head.delivered) this.#index(this.#head);
+    if (this.#head.delivered) {
+      this.#index(this.#head);
+      this.#failure = undefined;
+    }
     return verdict;
+  }
+
+  /** A model request the gateway refused (it never reached the model), in the gateway's words. */
+  refused(detail: string): void {
+    this.#failure = `the gateway refused a model request: ${short(detail, 300)}`;
+  }
+
+  /**
+   * What the host saw fail since the model's last reply reached Pi whole: the latest failed or
+   * refused model request, in the host's words. A model error Pi reports is told in these, never in
+   * Pi's (its stdout is the sandbox's to write); undefined when nothing failed.
+   */
+  failureSinceLastReply(): string | undefined {
+    return this.#failure;
   }
 
   /** The latest on-chain exchange: the reply the run's outcome is decided from. */
@@ -279,6 +301,20 @@ export class ConversationLedger {
     }
     if (idless.length > 0) this.#idless.set(head.seq, idless);
   }
+}
+
+/** Why an exchange's reply did not reach Pi whole, in the host's words; undefined when it did. */
+function failureOf(exchange: LedgerExchange): string | undefined {
+  if (delivered(exchange)) return undefined;
+  const { status, reply, relay, gatewayError } = exchange;
+  const said = reply?.error !== undefined ? `: ${short(reply.error, 300)}` : "";
+  if (gatewayError !== undefined) return short(gatewayError, 400);
+  if (relay === "client-gone") return "the request was given up before its reply was complete (the client left)";
+  if (status < 200 || status > 299) return `the provider answered HTTP ${status}${said}`;
+  if (relay === "upstream-aborted") return "the provider's reply broke off";
+  if (reply?.error !== undefined) return `the provider's reply carried an error${said}`;
+  if (reply?.truncated) return `the reply was too large to read (${reply.truncation ?? "a cap"})`;
+  return "the provider's reply ended before it was complete";
 }
 
 function delivered(exchange: LedgerExchange): boolean {

@@ -57,6 +57,8 @@ export interface ForwardResult {
   responseBytes: number;
   /** The upstream URL without the query string. */
   upstreamUrl: string;
+  /** When the gateway answered 502 itself: what it told the client (its own words, never the sandbox's). */
+  gatewayError?: string;
 }
 
 /** What one exchange has seen so far. */
@@ -66,6 +68,8 @@ interface RelayState {
   responseBytes: number;
   upstreamEnded: boolean;
   failure?: "upstream-aborted" | "upstream-unreachable";
+  /** The message of a 502 the gateway sent itself. */
+  gatewayError?: string;
   clientLeft: boolean;
   settle(settlement: UpstreamSettlement): void;
 }
@@ -114,6 +118,7 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
     state.failure ??= "upstream-unreachable";
     state.status = 502;
     const message = `sandbox-run model gateway could not reach the upstream for route ${route.id} (${upstreamUrl}): ${reason}`;
+    state.gatewayError = message;
     sendJson(res, 502, errorBody(message));
   });
   upstreamReq.end(body);
@@ -135,6 +140,7 @@ export function forwardRequest(input: ForwardInput): Promise<ForwardResult> {
         durationMs: elapsed(started),
         responseBytes: state.responseBytes,
         upstreamUrl,
+        ...(state.gatewayError !== undefined ? { gatewayError: state.gatewayError } : {}),
       });
     });
   });
@@ -159,7 +165,8 @@ function relayResponse(
     state.status = 502;
     upstreamRes.on("error", () => {});
     upstreamRes.destroy();
-    sendJson(res, 502, errorBody(`sandbox-run model gateway: the upstream of route ${route.id} answered with ${why}`));
+    state.gatewayError = `sandbox-run model gateway: the upstream of route ${route.id} answered with ${why}`;
+    sendJson(res, 502, errorBody(state.gatewayError));
   };
   const upstreamStatus = upstreamRes.statusCode ?? 0;
   if (upstreamStatus < 200 || upstreamStatus > 599) {
@@ -187,6 +194,7 @@ function relayResponse(
     upstreamRes.on("error", () => {});
     upstreamRes.destroy();
     const message = `sandbox-run model gateway: the upstream of route ${route.id} answered in a coding (${[...transfer, ...content].join(", ").slice(0, 80)}) that cannot be checked for credentials`;
+    state.gatewayError = message;
     sendJson(res, 502, errorBody(message));
     return;
   }

@@ -45,6 +45,8 @@ export interface GatewayExchange {
   /** Why there is no reply, when there is none. */
   replyProblem?: string;
   relay: RelayEnd;
+  /** When the gateway answered 502 itself (unreachable, unrelayable): what it told the client. */
+  gatewayError?: string;
   /** Milliseconds since the gateway started (monotonic) when the request was forwarded. */
   startedMs: number;
   headersMs?: number;

@@ -233,6 +233,7 @@ function exchangeOf(
     ...(seen.reply ? { reply: seen.reply } : {}),
     ...(seen.replyProblem ? { replyProblem: seen.replyProblem } : {}),
     relay: result.relay,
+    ...(result.gatewayError !== undefined ? { gatewayError: result.gatewayError } : {}),
     startedMs,
     ...(result.headersMs !== undefined ? { headersMs: result.headersMs } : {}),
     durationMs: result.durationMs,

@@ -16,6 +16,8 @@ export interface ModelEvidence {
   lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
   /** Two different continuations of one exchange of Pi's conversation (one was not Pi's), if any. */
   fork?(): { seq: number; other: number; continues: number } | undefined;
+  /** The latest model request that failed or was refused since a reply last reached Pi whole, in the host's words. */
+  failureSinceLastReply(): string | undefined;
 }
 
 type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
@@ -95,8 +97,20 @@ export function confirmOutcome(
         "Pi's output reports a model error, but the model's last reply reached Pi whole and ended the conversation",
       );
     }
+    // The kind passes as claimed (the sandbox can make a request fail for real anyway); the words
+    // are the host's, never Pi's, which the sandbox could have written ("rotate the key at ...").
+    const failure = evidence.failureSinceLastReply();
+    return {
+      ok: true,
+      outcome: {
+        kind: "model-error",
+        message:
+          failure ??
+          "Pi reported a model error, but no model request failed after the model's last reply reached it (the report came from inside the sandbox; its words are in the run's events)",
+      },
+    };
   }
-  // A failure cannot be forged into a success: model errors and missing results pass as claimed.
+  // A failure cannot be forged into a success: missing results pass as claimed.
   return { ok: true, outcome: claim };
 }
 

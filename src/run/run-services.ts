@@ -5,6 +5,7 @@
 
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
+import { GATEWAY_LIVENESS_PATH } from "../gateway/liveness.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
@@ -68,6 +69,8 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
     maxOutputTokens: run.policy.limits.maxOutputTokens,
     onRequest: (record) => {
       const type = record.refused ? "gateway.refused" : "gateway.request";
+      // A refused model request is a failure Pi may report as a model error (told in these words).
+      if (record.refused && record.path !== GATEWAY_LIVENESS_PATH) ledger.refused(record.refused);
       driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
     },
     ...(traffic ? { recordExchanges: traffic.limits } : {}),

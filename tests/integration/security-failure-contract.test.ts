@@ -104,7 +104,12 @@ describe.concurrent("the failure contract, through the CLI", () => {
   it("model-error: the provider fails", async () => {
     // 401: not retried by Pi, so the failure is immediate.
     const outcome = await cli([{ httpStatus: 401, body: "invalid api key" }], []);
-    expectCleanFailure(outcome, 1, /The model provider failed: 401/, /sandbox-run doctor/);
+    expectCleanFailure(
+      outcome,
+      1,
+      /The model provider failed: the provider answered HTTP 401: invalid api key/,
+      /sandbox-run doctor/,
+    );
   });
 
   it("no-result: the model never delivers the result", async () => {

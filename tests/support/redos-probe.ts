@@ -39,7 +39,11 @@ const out = {
   confirm: timed(() =>
     confirmOutcome(
       { kind: "structured", value: { v: evil }, claims: [{ callId: "call_0", value: { v: evil } }] },
-      { toolCall: () => ({ name: FINAL, argumentsJson: args }), lastReply: () => undefined },
+      {
+        toolCall: () => ({ name: FINAL, argumentsJson: args }),
+        lastReply: () => undefined,
+        failureSinceLastReply: () => undefined,
+      },
       { finalToolName: FINAL, schema },
     ),
   ),

@@ -157,6 +157,37 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
     expect(ledger.offChainCount).toBe(1);
   });
 
+  it("failureSinceLastReply(): the latest failed or refused model request since a reply last reached Pi whole, in the host's words", () => {
+    const full = fixtureRequest("openai-completions");
+    const ledger = new ConversationLedger();
+    ledger.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0)));
+    // The reply called tools and reached Pi whole: nothing failed since.
+    expect(ledger.failureSinceLastReply()).toBeUndefined();
+    const second = requestAt(full, 1);
+    ledger.add(exchange(second, reply({ error: "overloaded", complete: false }), 529));
+    expect(ledger.failureSinceLastReply()).toBe("the provider answered HTTP 529: overloaded");
+    ledger.add(exchange(second, reply({ complete: false }), 200, "upstream-aborted"));
+    expect(ledger.failureSinceLastReply()).toBe("the provider's reply broke off");
+    ledger.add({
+      ...exchange(second, undefined, 502, "upstream-unreachable"),
+      gatewayError:
+        "sandbox-run model gateway could not reach the upstream for route p (http://127.0.0.1:9/v1): ECONNREFUSED",
+    });
+    expect(ledger.failureSinceLastReply()).toContain("ECONNREFUSED");
+    ledger.refused("the run's budget of 2 model responses is spent");
+    expect(ledger.failureSinceLastReply()).toBe(
+      "the gateway refused a model request: the run's budget of 2 model responses is spent",
+    );
+    // A retry that reached Pi whole: what failed before it is over.
+    ledger.add(exchange(second, replyAt("openai-completions", full, 1)));
+    expect(ledger.failureSinceLastReply()).toBeUndefined();
+    // An off-chain success does not clear a failure; an off-chain failure counts.
+    expect(ledger.add(exchange({ ...full, system: "other" }, undefined, 500))).toMatchObject({ onChain: false });
+    expect(ledger.failureSinceLastReply()).toBe("the provider answered HTTP 500");
+    ledger.add(exchange({ ...full, system: "other" }, reply({ text: "Forged." })));
+    expect(ledger.failureSinceLastReply()).toBe("the provider answered HTTP 500");
+  });
+
   it("absorbs what Pi changes when it sends a reply back: blank blocks, joined text, thinking as text, parsed arguments", () => {
     const base: ModelRequest = {
       api: "anthropic-messages",

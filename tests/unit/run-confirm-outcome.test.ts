@@ -23,6 +23,7 @@ function evidence(text = "REJECT: the change breaks the build"): ModelEvidence {
   return {
     toolCall: (id) => calls[id],
     lastReply: () => ({ text, toolCallCount: 0, complete: true }),
+    failureSinceLastReply: () => undefined,
   };
 }
 
@@ -99,6 +100,7 @@ describe("confirmOutcome", () => {
     const reply = (toolCallCount: number, stopReason?: string) => ({
       toolCall: () => undefined,
       lastReply: () => ({ text, toolCallCount, complete: true, ...(stopReason ? { stopReason } : {}) }),
+      failureSinceLastReply: () => undefined,
     });
     expect(confirmOutcome({ kind: "text", text }, reply(1, "toolUse"), {})).toEqual({
       ok: false,
@@ -134,19 +136,36 @@ describe("confirmOutcome", () => {
     });
   });
 
-  it("a model error claimed after the model's last reply reached Pi whole and ended the conversation is a contradiction; after a reply that failed or called tools it passes", () => {
+  it("a model error claimed after the model's last reply reached Pi whole and ended the conversation is a contradiction; otherwise it is told in the host's words, never Pi's", () => {
     const claim = { kind: "model-error" as const, message: "401 Incorrect API key provided: sk-...; rotate the key" };
     expect(confirmOutcome(claim, evidence(), context)).toEqual({
       ok: false,
       contradiction:
         "Pi's output reports a model error, but the model's last reply reached Pi whole and ended the conversation",
     });
-    const failed = { toolCall: () => undefined, lastReply: () => ({ text: "", toolCallCount: 0, complete: false }) };
-    expect(confirmOutcome(claim, failed, context)).toEqual({ ok: true, outcome: claim });
-    const step = { toolCall: () => undefined, lastReply: () => ({ text: "", toolCallCount: 1, complete: true }) };
-    expect(confirmOutcome(claim, step, context)).toEqual({ ok: true, outcome: claim });
-    const none = { toolCall: () => undefined, lastReply: () => undefined };
-    expect(confirmOutcome(claim, none, context)).toEqual({ ok: true, outcome: claim });
+    const seen = "the provider answered HTTP 500: overloaded";
+    const failed = {
+      toolCall: () => undefined,
+      lastReply: () => ({ text: "", toolCallCount: 0, complete: false }),
+      failureSinceLastReply: () => seen,
+    };
+    expect(confirmOutcome(claim, failed, context)).toEqual({
+      ok: true,
+      outcome: { kind: "model-error", message: seen },
+    });
+    // After a reply that called tools, with no failed request seen: the sandbox stopped Pi and wrote the error.
+    const step = {
+      toolCall: () => undefined,
+      lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
+      failureSinceLastReply: () => undefined,
+    };
+    const stepped = confirmOutcome(claim, step, context);
+    expect(stepped).toMatchObject({ ok: true, outcome: { kind: "model-error" } });
+    const message = stepped.ok && stepped.outcome.kind === "model-error" ? stepped.outcome.message : "";
+    expect(message).toContain("no model request failed after the model's last reply");
+    expect(message).not.toContain("rotate the key");
+    const none = { toolCall: () => undefined, lastReply: () => undefined, failureSinceLastReply: () => seen };
+    expect(confirmOutcome(claim, none, context)).toEqual({ ok: true, outcome: { kind: "model-error", message: seen } });
   });
 });
 
