@@ -13,7 +13,7 @@ import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
-import { HostDir, HostDirError } from "../util/host-dir.js";
+import { HostDir, HostDirError, locatePath } from "../util/host-dir.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
@@ -236,18 +236,29 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): vo
     ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
     ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
   ];
+  const folders = tasks.flatMap((task) =>
+    [task.options.cwd, ...(task.options.additionalWritableDirectories ?? [])].map((folder) => ({
+      task,
+      folder: folder!,
+      tree: canonical(folder!),
+    })),
+  );
   for (const { flag, at } of files) {
-    const where = `${canonical(at)}${path.sep}`;
-    for (const task of tasks) {
-      for (const folder of [task.options.cwd, ...(task.options.additionalWritableDirectories ?? [])]) {
-        const theirs = `${canonical(folder!)}${path.sep}`;
-        if (!where.startsWith(theirs)) continue;
-        throw usageError(
-          `${flag} ${at} lies inside ${folder}, a folder task "${task.id}" runs in: its sandbox can write there, and the batch would trust what it finds.`,
-          `Give ${flag} a path outside every task's folders (e.g. next to the tasks file).`,
-        );
-      }
+    // Resolved only up to a task's folder: a link inside one (which its sandbox may have planted
+    // in an earlier run) must not decide where the batch's files go.
+    let located: ReturnType<typeof locatePath>;
+    try {
+      located = locatePath(path.resolve(at), [...new Set(folders.map((f) => f.tree))]);
+    } catch (error) {
+      if (!(error instanceof HostDirError)) throw error;
+      throw usageError(`Cannot use ${flag} ${at}: ${error.message}.`, `Give ${flag} a path in a folder of yours.`);
     }
+    if (located.kind !== "held") continue;
+    const { task, folder } = folders.find((f) => f.tree === located.tree)!;
+    throw usageError(
+      `${flag} ${at} lies inside ${folder}, a folder task "${task.id}" runs in: its sandbox can write there, and the batch would trust what it finds.`,
+      `Give ${flag} a path outside every task's folders (e.g. next to the tasks file).`,
+    );
   }
 }
 

@@ -65,7 +65,13 @@ export class HostDir {
    */
   static open(dir: string, options: HostDirOptions = {}): HostDir {
     const absolute = path.resolve(dir);
-    const { existing, missing } = splitExisting(absolute);
+    // Resolved only up to a held tree: a link inside one (a folder the sandbox swapped for a link
+    // to anywhere) must not decide where the host writes, so reaching the tree is the refusal.
+    const located = locatePath(absolute, options.outside ?? []);
+    if (located.kind === "held") {
+      throw new HostDirError(`${absolute} lies inside ${located.tree}, which the sandbox held`, "INSIDE_SANDBOX_TREE");
+    }
+    const { existing, missing } = located;
     const canonical = path.join(existing, ...missing);
     for (const tree of options.outside ?? []) {
       if (isWithin(tree, canonical)) {
@@ -350,13 +356,6 @@ function checkLinkOwner(link: string, stat: fs.Stats): void {
     `${link} is a symbolic link made by uid ${stat.uid}, not by this user (${uid}) or root: sandbox-run does not follow it to write`,
     "NOT_OURS",
   );
-}
-
-/** The longest existing prefix of `absolute`, canonicalised, and the names below it that are missing. */
-function splitExisting(absolute: string): { existing: string; missing: string[] } {
-  const located = locatePath(absolute, []);
-  if (located.kind !== "host") throw new Error("unreachable: no held trees");
-  return { existing: located.existing, missing: located.missing };
 }
 
 /** Opens `name` under `parentFd` as a directory without following a link, closing `parentFd`. */

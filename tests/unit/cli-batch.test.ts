@@ -281,10 +281,20 @@ describe("batch: its own files stay out of the tasks' folders", () => {
     expect(fs.existsSync(records)).toBe(false);
     expect(await refused({ resume: path.join(root, "proj", "sub", "results.jsonl") })).toMatchObject({
       code: "usage",
-      shortMessage: expect.stringMatching(/^--resume .* lies inside .*sub, a folder task "a" runs in/),
+      // proj/sub is task a's workspace, inside task b's writable proj: the outer one is named.
+      shortMessage: expect.stringMatching(/^--resume .* lies inside .*proj, a folder task "b" runs in/),
     });
     // Through a link of the caller's to the same place: the same refusal.
     fs.symlinkSync(path.join(root, "proj"), path.join(root, "alias"));
     expect(await refused({ recordDir: path.join(root, "alias", "records") })).toMatchObject({ code: "usage" });
+    // Through a link inside a task's folder (an earlier run's sandbox swapped a folder for it),
+    // wherever it points: the same refusal, and nothing is made where it points.
+    const victim = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-victim-"));
+    fs.symlinkSync(victim, path.join(root, "proj", "docs"));
+    expect(await refused({ recordDir: path.join(root, "proj", "docs", "records") })).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(/^--record-dir .* lies inside .*proj, a folder task "b" runs in/),
+    });
+    expect(fs.readdirSync(victim)).toEqual([]);
   });
 });

@@ -57,6 +57,32 @@ describe("HostDir", () => {
     expect(fs.readdirSync(workspace)).toEqual([]);
   });
 
+  it("refuses a folder reached through a link inside a held tree, wherever the link points (review: show -o, --patch-file, batch --record-dir)", () => {
+    const workspace = dir();
+    const victim = dir();
+    // The sandbox replaced a folder of the workspace with a link to a folder of the caller's.
+    fs.symlinkSync(victim, path.join(workspace, "docs"));
+    for (const target of [path.join(workspace, "docs"), path.join(workspace, "docs", "new", "deeper")]) {
+      let thrown: unknown;
+      try {
+        HostDir.open(target, { create: true, outside: [workspace] }).close();
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(HostDirError);
+      expect((thrown as HostDirError).code).toBe("INSIDE_SANDBOX_TREE");
+    }
+    expect(fs.readdirSync(victim)).toEqual([]);
+    // The caller's own link to the held tree leads into it as well.
+    const alias = path.join(dir(), "ws");
+    fs.symlinkSync(workspace, alias);
+    expect(() => HostDir.open(path.join(alias, "x"), { create: true, outside: [workspace] })).toThrow(
+      /which the sandbox held/,
+    );
+    // Without held trees the caller's links are the caller's.
+    HostDir.open(path.join(workspace, "docs")).close();
+  });
+
   it("refuses a folder other users may write to", () => {
     const root = dir();
     fs.chmodSync(root, 0o777);
