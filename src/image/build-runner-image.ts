@@ -5,7 +5,6 @@
 // bounded compile-cache warm-up; never npm (Node under old qemu crashes now and then in heavy steps).
 import crypto from "node:crypto";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import tar from "tar-fs";
@@ -19,6 +18,8 @@ import {
   IMAGE_LABEL_NODE_VERSION,
   IMAGE_LABEL_PI_VERSION,
 } from "../sandbox-contract.js";
+import { buildCacheDir } from "../util/build-cache.js";
+import { HostDir, HostDirError } from "../util/host-dir.js";
 import { ARCH_NAMES, RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { type Progress, resolveBaseImage, runLoggedProcess } from "./base-image.js";
 import { IMAGE_DIR, runnerImageSpec } from "./runner-image.js";
@@ -70,7 +71,7 @@ export async function buildRunnerImage(
     platform,
     native: !target.emulated,
   });
-  const context = await prepareContext(options.cacheDir ?? defaultCacheDir(), platform, progress);
+  const context = await prepareContext(options.cacheDir ?? buildCacheDir(), platform, progress);
   try {
     const warmUp: Record<string, string> = target.emulated
       ? {
@@ -95,8 +96,14 @@ async function buildFromContext(
 ): Promise<string> {
   const spec = runnerImageSpec(platform);
   progress(`Building ${spec.tag} (${platform}: Pi ${spec.piVersion}, Node ${spec.nodeVersion}) on ${base} ...`);
-  // The context links to the shared dependency cache; pack what the links point at.
-  await engine.buildImage(tar.pack(context, { dereference: true }) as unknown as Readable, {
+  // The context links to the shared dependency cache: those two links are followed, and nothing
+  // else is (a link inside the cache is packed as a link, never as the host file it names).
+  const contextLinks = new Set(["app", "node"].map((name) => path.join(context, name)));
+  const stat = (file: string, done: (error: NodeJS.ErrnoException | null, stats: fs.Stats) => void) =>
+    (contextLinks.has(path.resolve(file)) ? fs.stat : fs.lstat)(file, done);
+  // tar-fs takes its own `fs` (its types leave the option out).
+  const packed = tar.pack(context, { dereference: true, fs: { ...fs, stat } } as tar.PackOptions);
+  await engine.buildImage(packed as unknown as Readable, {
     tag: spec.tag,
     platform,
     buildArgs: { BASE_IMAGE: base, ...warmUp },
@@ -121,11 +128,6 @@ async function buildFromContext(
   return spec.tag;
 }
 
-function defaultCacheDir(): string {
-  const root = process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache");
-  return path.join(root, "sandbox-run", "build");
-}
-
 /**
  * The build context: Dockerfile, launcher, extension, node/bin/node and app/node_modules. The npm
  * install depends only on images/pi's package files, so it is cached by their hash and shared by
@@ -144,6 +146,7 @@ async function prepareContext(
   const suffix = platform === "linux/amd64" ? "" : `-${arch.docker}`;
   const deps = path.join(cacheDir, `deps-${lock.digest("hex").slice(0, 16)}${suffix}`);
   const nodePackageName = runnerImageSpec(platform).nodePackage;
+  checkCacheFolder(cacheDir);
   if (!fs.existsSync(path.join(deps, ".ready"))) {
     fs.mkdirSync(cacheDir, { recursive: true });
     const staging = fs.mkdtempSync(path.join(cacheDir, "staging-"));
@@ -208,6 +211,22 @@ async function prepareContext(
     fs.copyFileSync(path.join(IMAGE_DIR, file), path.join(dir, file));
   }
   return { dir, dispose: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The cache is baked into every image: it must be the caller's (or root's), writable by no one
+ * else, reached through no other user's link (HostDir's checks). No sandbox may have held it
+ * either: lending it, or a folder holding it, is refused (lentFolderProblem).
+ */
+function checkCacheFolder(cacheDir: string): void {
+  try {
+    HostDir.open(cacheDir, { create: true }).close();
+  } catch (error) {
+    if (!(error instanceof HostDirError)) throw error;
+    throw new SandboxRunError("image-missing", `Cannot use ${cacheDir} as the image build's cache: ${error.message}.`, {
+      hint: "Point XDG_CACHE_HOME at a folder of yours that no one else can write, or remove that folder and build again.",
+    });
+  }
 }
 
 function makeWorldReadable(dir: string): void {

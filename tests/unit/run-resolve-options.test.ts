@@ -315,6 +315,22 @@ describe("lentFolderProblem", () => {
     expect(problem).toContain(why);
   });
 
+  it("refuses sandbox-run's cache (what every runner image is built from) and any folder holding it, where XDG_CACHE_HOME puts it too", () => {
+    const saved = process.env.XDG_CACHE_HOME;
+    try {
+      delete process.env.XDG_CACHE_HOME;
+      for (const folder of ["/h/me/.cache", "/h/me/.cache/sandbox-run", "/h/me/.cache/sandbox-run/build/deps-1"])
+        expect(lentFolderProblem(folder, "/h/me", "/t")).toContain("sandbox-run's cache (/h/me/.cache/sandbox-run)");
+      expect(lentFolderProblem("/h/me/.cache/pip", "/h/me", "/t")).toBeUndefined();
+      process.env.XDG_CACHE_HOME = "/srv/cache";
+      expect(lentFolderProblem("/srv", "/h/me", "/t")).toContain("sandbox-run's cache (/srv/cache/sandbox-run)");
+      expect(lentFolderProblem("/h/me/.cache", "/h/me", "/t")).toBeUndefined();
+    } finally {
+      if (saved === undefined) delete process.env.XDG_CACHE_HOME;
+      else process.env.XDG_CACHE_HOME = saved;
+    }
+  });
+
   it.each(["/usr/src/app", "/usr/local/src/project", "/h/me/project", "/srv/repo"])(
     "lends %s (a project folder)",
     (folder) => {

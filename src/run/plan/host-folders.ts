@@ -8,6 +8,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { usageError } from "../../errors.js";
+import { sandboxRunCacheDir } from "../../util/build-cache.js";
 import { resolvedPath } from "../../util/resolved-path.js";
 import { runDirsParent } from "../run-dirs.js";
 
@@ -82,6 +83,9 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
   const runDirs = resolvedPath(runDirsParent(tmpDir));
   if (isInside(runDirs, real) || isInside(real, runDirs))
     return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  const cache = resolvedPath(sandboxRunCacheDir(process.env, home));
+  if (isInside(cache, real) || isInside(real, cache))
+    return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
   // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
   if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
   for (const [tree, what] of HOST_TREES) {
