@@ -94,6 +94,25 @@ function classifyIpv6(g: number[]): string | undefined {
   return undefined;
 }
 
+/**
+ * The IPv4 addresses an IPv6 address carries for a translator or relay to reach (the forms
+ * classifyIpv6 judges by them), as dotted text; none for other addresses.
+ */
+function embeddedIpv4Addresses(address: string): string[] {
+  const g = ipv6ToGroups(address);
+  if (!g) return [];
+  const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
+  const found: number[] = [];
+  const upperZero = g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0;
+  if ((upperZero && g4 === 0 && g5 === 0xffff) || (upperZero && g4 === 0xffff && g5 === 0)) {
+    found.push(groupsToIpv4(g6, g7));
+  }
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) found.push(groupsToIpv4(g6, g7));
+  if (g0 === 0x2002) found.push(groupsToIpv4(g1, g2));
+  if (g0 === 0x2001 && g1 === 0) found.push(~groupsToIpv4(g6, g7) >>> 0, groupsToIpv4(g2, g3));
+  return found.map((v4) => [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join("."));
+}
+
 function embedded(v4: number, form: string): string | undefined {
   const inner = classifyIpv4(v4);
   return inner ? `${inner} (${form})` : undefined;
@@ -171,14 +190,22 @@ export function createAddressGuard(
   const networks = (options.hostNetworks ?? hostInterfaceNetworks())
     .map(networkOf)
     .filter((n): n is Network => n !== undefined);
-  return (address) => {
-    const range = classifyAddress(address);
-    if (range) return range;
-    const canonical = canonicalAddress(address);
+  const ownOrOnLink = (canonical: string): string | undefined => {
     if (own.has(canonical)) return "an address of this host";
     const bits = bitsOf(canonical);
     const onLink = bits === undefined ? undefined : networks.find((n) => (bits & n.mask) === n.base);
-    if (onLink) return `on a network of this host (${onLink.cidr})`;
+    return onLink ? `on a network of this host (${onLink.cidr})` : undefined;
+  };
+  return (address) => {
+    const range = classifyAddress(address);
+    if (range) return range;
+    const direct = ownOrOnLink(canonicalAddress(address));
+    if (direct) return direct;
+    // A form that carries an IPv4 address (NAT64, 6to4, SIIT, Teredo) is judged by it as well.
+    for (const v4 of embeddedIpv4Addresses(address)) {
+      const why = ownOrOnLink(v4);
+      if (why) return `${why}, inside ${address}`;
+    }
     return undefined;
   };
 }

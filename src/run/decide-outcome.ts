@@ -32,6 +32,8 @@ export interface OutcomeFacts {
   finalToolName?: string;
   /** What the model actually said in Pi's conversation (the gateway's ledger); the outcome must agree. */
   evidence?: ModelEvidence;
+  /** Takes the run's credentials out of a result, before it is validated (what is validated is what is returned). */
+  scrub?: <T>(value: T) => T;
 }
 
 type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
@@ -72,6 +74,8 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     }
     outcome = confirmed.outcome;
   }
+  if (facts.scrub && outcome.kind === "structured") outcome = { ...outcome, value: facts.scrub(outcome.value) };
+  if (facts.scrub && outcome.kind === "text") outcome = { ...outcome, text: facts.scrub(outcome.text) };
   if (trip?.code === "timeout") {
     return fail(
       new SandboxRunError("timeout", trip.message, {

@@ -213,7 +213,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const handBack = await workspace.handBack();
     return {
       ...settled.details,
-      // Pi never got a credential (the gateway and the proxy scrub what reaches it); a second line all the same.
+      // Scrubbed before it was validated (supervise-run.ts); whatever changed since, a second line.
       result: timeline.scrub(settled.details.result),
       runId: plan.runId,
       model: plan.model,

@@ -107,11 +107,20 @@ export class RunTimeline {
 
 /**
  * Strings with the credentials replaced, walking arrays and plain objects (what events are: JSON
- * values); anything else is kept as it is. A part with nothing to replace is the same object.
+ * values), their keys too; anything else is kept as it is. A part with nothing to replace is the
+ * same object. Past MAX_SCRUB_DEPTH (the sandbox chooses how deep its JSON goes) the rest is
+ * written out as JSON text and scrubbed as one string.
  */
 function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): unknown {
   if (typeof value === "string") return scrubber.string(value);
-  if (depth > 64 || value === null || typeof value !== "object") return value;
+  if (value === null || typeof value !== "object") return value;
+  const proto = Object.getPrototypeOf(value);
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return value;
+  if (depth > MAX_SCRUB_DEPTH) {
+    const text = JSON.stringify(value);
+    const clean = scrubber.string(text);
+    return clean === text ? value : clean;
+  }
   if (Array.isArray(value)) {
     let out: unknown[] | undefined;
     value.forEach((item, i) => {
@@ -120,12 +129,14 @@ function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): u
     });
     return out ?? value;
   }
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return value;
-  let out: Record<string, unknown> | undefined;
-  for (const [key, item] of Object.entries(value)) {
+  let changed = false;
+  const entries = Object.entries(value).map(([key, item]): [string, unknown] => {
+    const cleanKey = scrubber.string(key);
     const clean = scrubbedValue(item, scrubber, depth + 1);
-    if (clean !== item) (out ??= { ...value })[key] = clean;
-  }
-  return out ?? value;
+    if (cleanKey !== key || clean !== item) changed = true;
+    return [cleanKey, clean];
+  });
+  return changed ? Object.fromEntries(entries) : value;
 }
+
+const MAX_SCRUB_DEPTH = 64;

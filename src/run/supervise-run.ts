@@ -191,6 +191,7 @@ function settle(
       schema: plan.schema,
       finalToolName: plan.finalToolName,
       evidence: run.evidence,
+      scrub: (value) => timeline.scrub(value),
     },
     evidence,
   );

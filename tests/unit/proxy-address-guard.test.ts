@@ -78,6 +78,14 @@ describe("createAddressGuard", () => {
     expect(guard("198.51.100.7")).toBe("an address of this host");
     expect(guard("198.51.101.1")).toBeUndefined();
     expect(guard("2001:db8:2::1")).toBeUndefined();
+    // Forms that carry an IPv4 address for a translator to reach are judged by it (review).
+    expect(guard("64:ff9b::c633:6407")).toBe("an address of this host, inside 64:ff9b::c633:6407");
+    expect(guard("2002:c633:6407::")).toBe("an address of this host, inside 2002:c633:6407::");
+    expect(guard("::ffff:0:198.51.100.7")).toContain("an address of this host, inside");
+    expect(guard("64:ff9b::c633:6401")).toBe("on a network of this host (198.51.100.7/24), inside 64:ff9b::c633:6401");
+    expect(guard("2002:c633:6401::")).toContain("on a network of this host (198.51.100.7/24)");
+    expect(guard("::ffff:0:c633:6401")).toContain("on a network of this host (198.51.100.7/24)");
+    expect(guard("64:ff9b::c633:6501")).toBeUndefined();
   });
 
   it("also refuses the host's own public addresses, in either notation", () => {

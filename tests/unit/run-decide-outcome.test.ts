@@ -49,6 +49,23 @@ describe("decideOutcome", () => {
     expect(bad.runId).toBe("r1");
   });
 
+  it("validates the result with the run's credentials taken out, so what passed the schema is what is returned (review)", () => {
+    const keyed = compileResultSchema({
+      type: "object",
+      properties: { token: { type: "string", pattern: "^sk-" } },
+      required: ["token"],
+    });
+    const scrub = <T>(value: T): T => JSON.parse(JSON.stringify(value).replaceAll("sk-REAL", "<removed>")) as T;
+    const structured = { kind: "structured" as const, value: { token: "sk-REAL" }, claims: [] };
+    expect(errorOf(facts({ validator: keyed, scrub, outcome: structured })).code).toBe("validation");
+    expect(decideOutcome(facts({ validator: keyed, outcome: structured }), evidence)).toMatchObject({ ok: true });
+    expect(decideOutcome(facts({ scrub, outcome: { kind: "text", text: "key sk-REAL" } }), evidence)).toEqual({
+      ok: true,
+      kind: "text",
+      result: "key <removed>",
+    });
+  });
+
   it("an abort wins over everything: a SandboxRunError (code aborted) with the caller's reason as its cause", () => {
     const reason = new Error("caller's reason");
     const error = errorOf(

@@ -33,6 +33,19 @@ describe("RunTimeline: forbidden credentials", () => {
     expect(seen[2]!.data).toBe(plain);
   });
 
+  it("are taken out of object keys and of JSON nested deeper than the walk goes (review: the sandbox writes the events)", () => {
+    const seen: RunEvent[] = [];
+    const timeline = new RunTimeline("r", [(e) => seen.push(e)]);
+    timeline.forbid([`Bearer ${KEY}`]);
+    let deep: unknown = { message: KEY };
+    for (let i = 0; i < 70; i++) deep = { next: deep };
+    timeline.pi({ type: "message_update", [KEY]: 1, nested: { [`x-${KEY}`]: [KEY] } });
+    timeline.pi({ type: "tool_execution_end", deep });
+    expect(leaks(seen)).toEqual([]);
+    expect(leaks(timeline.lastEvents())).toEqual([]);
+    expect(Object.keys(seen[0]!.data as object)).toContain(CREDENTIAL_REMOVED);
+  });
+
   it("are taken out of the error the run ends with: message, hint, stderr tail, last events, its cause", () => {
     const timeline = new RunTimeline("r", []);
     timeline.forbid([`Bearer ${KEY}`, SECRET]);
