@@ -64,7 +64,7 @@ export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant)
       ...(limits.cpus !== undefined ? { NanoCpus: Math.round(limits.cpus * 1e9) } : {}),
       PidsLimit: limits.pids,
       OomScoreAdj: OOM_SCORE_ADJ,
-      Tmpfs: podman ? podmanTmpfs(spec.tmpfs, spec.user) : spec.tmpfs,
+      Tmpfs: podman ? podmanTmpfs({ ...PODMAN_READ_ONLY_ROOT_TMPFS, ...spec.tmpfs }, spec.user) : spec.tmpfs,
       Mounts: spec.mounts.map((m) => ({
         Type: "bind" as const,
         Source: m.hostPath,
@@ -84,11 +84,23 @@ export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant)
 }
 
 /**
+ * Podman puts a writable tmpfs of its own, as large as half the host's memory and not noexec, on
+ * /var/tmp and /run whenever the root file system is read-only (its --read-only-tmpfs, on by
+ * default and out of reach of the Docker API): a way around the policy's tmpMb and homeMb and the
+ * read-only root. Naming the folders here puts ours there instead: /var/tmp read-only and empty as
+ * on Docker, /run the image's folders (the sockets' mount point) in 1 MiB, noexec.
+ */
+export const PODMAN_READ_ONLY_ROOT_TMPFS: Readonly<Record<string, string>> = Object.freeze({
+  "/var/tmp": "ro,nosuid,nodev,noexec,size=64k,mode=0755",
+  "/run": "rw,nosuid,nodev,noexec,size=1m,mode=0755,tmpcopyup",
+});
+
+/**
  * The same tmpfs mounts on Podman (4.3, checked on Debian's 4.3.1): its option parser rejects the
  * kernel's `uid=`/`gid=` ("unknown mount option"), so the mount is given to the container's user
  * with Podman's `U` instead (the same uid:gid, the one the container runs as); and unlike Docker it
- * copies the image's folder into the tmpfs and mounts it noexec unless told otherwise, so
- * `notmpcopyup` and `exec` keep what Docker does.
+ * copies the image's folder into the tmpfs unless told otherwise, so `notmpcopyup` keeps what
+ * Docker does. Like Docker's, a mount that says neither exec nor noexec is noexec.
  */
 export function podmanTmpfs(tmpfs: Record<string, string>, user: string): Record<string, string> {
   const result: Record<string, string> = {};
@@ -104,7 +116,7 @@ export function podmanTmpfs(tmpfs: Record<string, string>, user: string): Record
         );
       kept.push("U");
     }
-    if (!kept.some((p) => p === "exec" || p === "noexec")) kept.push("exec");
+    if (!kept.some((p) => p === "exec" || p === "noexec")) kept.push("noexec");
     if (!kept.some((p) => p.endsWith("tmpcopyup"))) kept.push("notmpcopyup");
     result[target] = kept.join(",");
   }

@@ -28,6 +28,7 @@ import {
   sharesHostFilesystemByDefault,
 } from "./engine-endpoint.js";
 import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
+import { assertEngineLimits, type EngineLimitSupport, limitSupportOf } from "./engine-limits.js";
 import {
   assertPodmanLimits,
   assertPodmanRuntime,
@@ -72,6 +73,8 @@ export class DockerEngine implements Engine {
   #refusal?: SandboxRunError;
   readonly #removalTimeoutMs: number;
   #podman?: Promise<PodmanService | undefined>;
+  /** What a Docker engine's /info says it can enforce; asked once. */
+  #limitSupport?: Promise<EngineLimitSupport>;
   #podmanUlimits?: Promise<Ulimit[]>;
 
   constructor(options?: DockerEngineOptions);
@@ -149,6 +152,9 @@ export class DockerEngine implements Engine {
       Runtimes?: EngineInfo["runtimes"];
       SecurityOptions?: string[];
       CgroupVersion?: string;
+      MemoryLimit?: boolean;
+      PidsLimit?: boolean;
+      CpuCfsQuota?: boolean;
     };
     let runtimes = raw.Runtimes ?? {};
     // Podman lists every runtime it knows of, installed or not, and runs only its default.
@@ -160,6 +166,8 @@ export class DockerEngine implements Engine {
       runtimes,
       securityOptions: raw.SecurityOptions ?? [],
       cgroupVersion: raw.CgroupVersion,
+      // Podman's flags describe its host, not what it can do for a container (assertPodmanLimits).
+      ...(podman ? {} : { limits: limitSupportOf(raw) }),
       ...(podman ? { product: "podman" as const } : { product: "docker" as const }),
       ...kind,
     };
@@ -277,8 +285,20 @@ export class DockerEngine implements Engine {
       );
     }
     const podman = await this.podmanVariant(spec);
+    if (!podman) assertEngineLimits(await this.limitSupport(), this.name, spec.limits.cpus !== undefined);
     const options = { ...dockerCreateOptions(spec, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
     return new DockerContainer(await this.api.createContainer(options), { readOomCounterBeforeKill: Boolean(podman) });
+  }
+
+  private limitSupport(): Promise<EngineLimitSupport> {
+    this.#limitSupport ??= this.api.info().then(
+      (info) => limitSupportOf(info as { MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean }),
+      (error: unknown) => {
+        this.#limitSupport = undefined;
+        throw this.unavailable(error);
+      },
+    );
+    return this.#limitSupport;
   }
 
   /** For Podman: refuses a runtime the service does not run, and learns its default ulimits once. */

@@ -3,11 +3,11 @@
 // as MCP connectors or web fetch, beta flags outside Pi's own and the policy's); a generation
 // request must also read as a conversation, or it is not relayed at all.
 import type http from "node:http";
+import { type JsonShapeLimits, jsonShapeProblem } from "../util/json-shape.js";
 import type { ModelRequest, RequestPolicy } from "./apis/api-codec.js";
 import type { JsonRecord } from "./apis/codec-support.js";
 import { capGeneration } from "./apis/generation-limits.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
-import { type JsonShapeLimits, jsonShapeProblem } from "./json-shape.js";
 import type { AdmittedRequest } from "./request-admission.js";
 
 /** What the policy allows beyond Pi's own requests (the model itself comes from the route). */

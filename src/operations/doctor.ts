@@ -8,6 +8,7 @@ import path from "node:path";
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import type { Engine } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
+import { missingLimits } from "../engine/engine-limits.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { configValueEnvNames, isCommandConfigValue, resolveConfigValue } from "../gateway/config-value.js";
@@ -145,6 +146,15 @@ async function checkEngine(
   const runsc = runscCheck(info.runtimes);
   if (runsc.level === "ok") ok(runsc.message);
   else note(runsc.message, runsc.fix);
+  const unenforced = info.limits ? missingLimits(info.limits, false) : [];
+  if (unenforced.length > 0)
+    bad(
+      `the engine cannot enforce the sandbox's ${unenforced.join(", ")} limits (runs there are refused: it would drop them)`,
+      "Enable those cgroup controllers on the engine's host (for memory on some kernels: cgroup_enable=memory on the kernel command line), or use another engine.",
+    );
+  else if (info.limits) ok("the engine enforces the sandbox's memory and pids limits");
+  if (info.limits && !info.limits.cpu)
+    note("the engine cannot enforce CPU limits: runs whose policy sets limits.cpus are refused there");
   if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
   else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
   await checkPlatformImages(engine, info, { ok, note });

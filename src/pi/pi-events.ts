@@ -2,13 +2,28 @@
 // Every record is kept as a plain object so unknown event types and fields reach logs and
 // `lastEvents` untouched; only the events the host acts on get a schema, and those are
 // loose objects so a newer Pi adding fields does not break parsing.
+import { type JsonShapeLimits, jsonShapeProblem } from "../util/json-shape.js";
 import { z } from "../util/zod.js";
 
 export type PiEvent = { type: string; [key: string]: unknown };
 
 type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string };
 
+/**
+ * The most structure one line may hold: the sandbox can write Pi-shaped lines (up to the policy's
+ * maxLineMb), and JSON.parse of 16 MiB of `[{},{},...]` took ~5 s and ~400 MB of the controller
+ * that every concurrent run shares. Pi's own lines are far inside it (its largest, `agent_end`,
+ * carries the conversation: some tens of values a message).
+ */
+export const PI_RECORD_SHAPE: JsonShapeLimits = Object.freeze({ maxValues: 200_000, maxDepth: 128 });
+/** Lines shorter than this cannot hold enough values to matter, and are not counted. */
+const COUNTED_LINE_CHARS = 64 * 1024;
+
 export function parsePiRecord(line: string): ParsedPiRecord {
+  if (line.length > COUNTED_LINE_CHARS) {
+    const problem = jsonShapeProblem(Buffer.from(line, "utf8"), PI_RECORD_SHAPE);
+    if (problem) return { ok: false, error: `too large a structure: ${problem}` };
+  }
   let value: unknown;
   try {
     value = JSON.parse(line);

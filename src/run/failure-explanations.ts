@@ -63,7 +63,7 @@ export function crashReason(code: number, runtime: string): string {
   // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
   // usually because the pids limit also counts its threads (google/gvisor#2490).
   if (code === 2 && runtime === "runsc") {
-    return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads; raise limits.pids)";
+    return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads, and a burst of processes or memory in the sandbox can exhaust them; below the built-in policies' 256, raise limits.pids)";
   }
   if (code === LAUNCHER_EXIT.controllerGone) return " (the sandbox lost its connection to the host controller)";
   if (code === LAUNCHER_EXIT.deadlinePassed) return " (the sandbox stopped itself at the run's deadline)";

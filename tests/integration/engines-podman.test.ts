@@ -94,7 +94,11 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
             "echo core=$(ulimit -c)",
             // Podman gives a tmpfs root the mode of the image's folder (755), not the `mode=` asked for.
             'echo home=$(stat -c "%u" $HOME) tmp=$(stat -c "%a" /tmp)',
-            "printf '#!/bin/sh\\necho tmp-exec\\n' > /tmp/x && chmod +x /tmp/x && /tmp/x",
+            "printf '#!/bin/sh\\necho tmp-exec\\n' > /tmp/x && chmod +x /tmp/x && { /tmp/x 2>/dev/null || echo tmp-noexec; }",
+            // Podman's own tmpfs on /var/tmp and /run (writable, unbounded) is replaced by ours.
+            "touch /var/tmp/x 2>/dev/null && echo var-tmp=writable || echo var-tmp=read-only",
+            "echo run-kb=$(df -k /run | tail -1 | awk '{print $2}')",
+            "dd if=/dev/zero of=/run/fill bs=1M count=4 2>/dev/null && echo run=4m-written || echo run=full",
           ].join("\n"),
         ),
         finish(),
@@ -112,9 +116,12 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
       `memory=${512 * 1024 * 1024}`,
       "pids=96",
       "core=0",
-      // The home tmpfs is the sandbox user's (Podman's `U`), /tmp is shared and executable as on Docker.
+      // The home tmpfs is the sandbox user's (Podman's `U`), /tmp is shared and noexec as on Docker.
       `home=${uid} tmp=1777`,
-      "tmp-exec",
+      "tmp-noexec",
+      "var-tmp=read-only",
+      "run-kb=1024",
+      "run=full",
     ]);
   });
 

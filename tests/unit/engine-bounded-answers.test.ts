@@ -93,9 +93,10 @@ describe("an engine that answers its ping and nothing after", () => {
   });
 
   it("a request its caller can cancel (a run's signal that never fires) still fails at the deadline: a create never answered", async () => {
-    // Answers /version (Docker, not Podman), then nothing: the create waits on the engine alone.
+    // Answers /version (Docker, not Podman) and /info (its limits), then nothing: the create waits on the engine alone.
     const engine = await standIn((req, res) => {
       if (req.url?.includes("/version")) return res.end(JSON.stringify({ Version: "27.0.0", Components: [] }));
+      if (req.url?.includes("/info")) return res.end(JSON.stringify({ MemoryLimit: true, PidsLimit: true }));
     });
     const cancel = new AbortController();
     const create = engineAt(engine.socketPath, 300).createContainer(

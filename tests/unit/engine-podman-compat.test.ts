@@ -33,11 +33,12 @@ const service = (over: Partial<PodmanService> = {}): PodmanService => ({
 });
 
 describe("Podman's create options", () => {
-  it("tmpfs: the owner becomes `U`, and Docker's exec and no copy-up are spelled out", () => {
+  it("tmpfs: the owner becomes `U`, and Docker's noexec and no copy-up are spelled out", () => {
     expect(podmanTmpfs(spec.tmpfs, spec.user)).toEqual({
-      "/tmp": "rw,nosuid,nodev,size=512m,mode=1777,exec,notmpcopyup",
-      "/home/sandbox": "rw,nosuid,nodev,size=64m,mode=0700,U,exec,notmpcopyup",
+      "/tmp": "rw,nosuid,nodev,size=512m,mode=1777,noexec,notmpcopyup",
+      "/home/sandbox": "rw,nosuid,nodev,size=64m,mode=0700,U,noexec,notmpcopyup",
     });
+    expect(podmanTmpfs({ "/w": "rw,exec,size=8m" }, spec.user)).toEqual({ "/w": "rw,exec,size=8m,notmpcopyup" });
     expect(() => podmanTmpfs({ "/x": "uid=1,gid=1" }, "65532:65532")).toThrow(/only give it to the container's user/);
   });
 
@@ -56,6 +57,10 @@ describe("Podman's create options", () => {
     ]);
     expect((options.HostConfig as { UsernsMode?: string }).UsernsMode).toBe("keep-id");
     expect(options.HostConfig?.Tmpfs?.["/home/sandbox"]).toContain(",U,");
+    // Podman's own writable, unbounded tmpfs on /var/tmp and /run (read-only root) is replaced by
+    // ours (review: 180 MiB written to /var/tmp past a 16 MiB tmpMb, and executed there).
+    expect(options.HostConfig?.Tmpfs?.["/var/tmp"]).toBe("ro,nosuid,nodev,noexec,size=64k,mode=0755,notmpcopyup");
+    expect(options.HostConfig?.Tmpfs?.["/run"]).toBe("rw,nosuid,nodev,noexec,size=1m,mode=0755,tmpcopyup");
     // Docker's options are untouched.
     const docker = dockerCreateOptions(spec);
     expect((docker.HostConfig as { UsernsMode?: string }).UsernsMode).toBeUndefined();

@@ -8,9 +8,9 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { codecFor } from "../../src/gateway/apis/api-codec.js";
 import { capGeneration } from "../../src/gateway/apis/generation-limits.js";
 import { GatewayCapacity } from "../../src/gateway/gateway-capacity.js";
-import { DEFAULT_JSON_SHAPE_LIMITS, jsonShapeProblem } from "../../src/gateway/json-shape.js";
 import {
   type GatewayRequestRecord,
   type ModelGateway,
@@ -18,6 +18,7 @@ import {
   startModelGateway,
 } from "../../src/gateway/model-gateway.js";
 import { DEFAULT_MAX_OUTPUT_TOKENS } from "../../src/policy/policy-schema.js";
+import { DEFAULT_JSON_SHAPE_LIMITS, jsonShapeProblem } from "../../src/util/json-shape.js";
 import { type CaptureServer, chatBody, request, startCapture, waitFor } from "../support/gateway-client.js";
 
 const FIXTURES = new URL("../fixtures/pi-requests/", import.meta.url);
@@ -127,6 +128,42 @@ describe("jsonShapeProblem", () => {
     for (const api of API_OF_FIXTURE)
       expect(jsonShapeProblem(Buffer.from(JSON.stringify(fixture(api).body))), api).toBeUndefined();
     expect(DEFAULT_JSON_SHAPE_LIMITS.maxValues).toBeGreaterThan(100_000);
+  });
+});
+
+describe("tool-call arguments inside a request", () => {
+  const request = (argumentTexts: string[]) => ({
+    model: "m",
+    messages: [
+      { role: "user", content: "hi" },
+      ...argumentTexts.map((text, i) => ({
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: `c${i}`, type: "function", function: { name: "bash", arguments: text } }],
+      })),
+    ],
+  });
+  const flood = (count: number) => `[${Array(count).fill("{}").join(",")}]`;
+
+  it("are counted against one budget of values per request before they are parsed (review: 30 MB of [{},...] as arguments took ~1 GB and 8-10 s)", () => {
+    for (const api of ["openai-completions", "mistral-conversations"]) {
+      const codec = codecFor(api)!;
+      const path = api === "openai-completions" ? "chat/completions" : "chat/completions";
+      const one = codec.parseRequest(path, request([flood(1_100_000)]));
+      expect(one, api).toMatchObject({
+        ok: false,
+        reason: expect.stringContaining("the tool-call arguments: its JSON holds more than"),
+      });
+      // Two calls under the budget each, over it together.
+      const two = codec.parseRequest(path, request([flood(600_000), flood(600_000)]));
+      expect(two, api).toMatchObject({ ok: false });
+      expect(codec.parseRequest(path, request(['{"command":"ls"}', flood(1000)])), api).toMatchObject({ ok: true });
+    }
+    const responses = codecFor("openai-responses")!.parseRequest("responses", {
+      model: "m",
+      input: [{ type: "function_call", call_id: "c", name: "bash", arguments: flood(1_100_000) }],
+    });
+    expect(responses).toMatchObject({ ok: false, reason: expect.stringContaining("the tool-call arguments") });
   });
 });
 

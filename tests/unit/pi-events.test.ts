@@ -27,6 +27,19 @@ function fixtureEvents(name: string): PiEvent[] {
 }
 
 describe("parsePiRecord", () => {
+  it("refuses a line whose structure would cost the controller far more than its bytes, before parsing it (review: 16 MiB of [{},{},...] took ~5 s and ~400 MB)", () => {
+    const flood = `{"type":"message_update","a":[${Array(250_000).fill("{}").join(",")}]}`;
+    expect(parsePiRecord(flood)).toEqual({
+      ok: false,
+      error: "too large a structure: its JSON holds more than 200000 values",
+    });
+    const deep = `{"type":"x","a":${"[".repeat(200)}${"]".repeat(200)},"pad":"${"p".repeat(70_000)}"}`;
+    expect(parsePiRecord(deep)).toMatchObject({ ok: false, error: expect.stringContaining("deeper than 128") });
+    // Large Pi lines are long strings (a file read, a command's output): passed whole.
+    const output = `{"type":"tool_execution_end","result":{"content":[{"type":"text","text":"${"x,{[".repeat(2_000_000)}"}]}}`;
+    expect(parsePiRecord(output)).toMatchObject({ ok: true, event: { type: "tool_execution_end" } });
+  });
+
   it("accepts an object with a string type and keeps every field", () => {
     expect(parsePiRecord('{"type":"future_event","x":[1,{"y":2}]}')).toEqual({
       ok: true,

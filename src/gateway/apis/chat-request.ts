@@ -8,7 +8,7 @@
 // OpenAI writes `image_url: { url }`, Mistral `image_url: "data:..."`.
 
 import {
-  argumentsValue,
+  ArgumentsParser,
   arrayOrEmpty,
   betaRefusal,
   bodyRefusal,
@@ -40,6 +40,7 @@ export function parseChatRequest(api: string, body: unknown): ModelRequest {
   if (typeof request.model !== "string") unreadable("the request names no model");
   const system: string[] = [];
   const messages: ConversationMessage[] = [];
+  const args = new ArgumentsParser();
   const tools: ModelTool[] = arrayOrEmpty(request.tools, "tools").map((tool, i) => chatTool(tool, `tools[${i}]`));
   arrayOrEmpty(request.messages, "messages").forEach((raw, index) => {
     const message = requireRecord(raw, `messages[${index}]`);
@@ -58,7 +59,7 @@ export function parseChatRequest(api: string, body: unknown): ModelRequest {
         messages.push({ role: "user", parts: contentParts(message.content, where) });
         return;
       case "assistant":
-        messages.push({ role: "assistant", parts: assistantParts(message, where) });
+        messages.push({ role: "assistant", parts: assistantParts(message, where, args) });
         return;
       case "tool": {
         const parts = contentParts(message.content, where);
@@ -120,7 +121,7 @@ function imageUrlOf(part: JsonRecord): string {
   return typeof image === "string" ? image : isRecord(image) ? stringOr(image.url) : "";
 }
 
-function assistantParts(message: JsonRecord, where: string): ConversationPart[] {
+function assistantParts(message: JsonRecord, where: string, args: ArgumentsParser): ConversationPart[] {
   const parts: ConversationPart[] = contentParts(message.content, where).filter((part) => part.kind === "text");
   for (const [i, raw] of arrayOrEmpty(message.tool_calls, `${where}.tool_calls`).entries()) {
     const call = requireRecord(raw, `${where}.tool_calls[${i}]`);
@@ -138,7 +139,7 @@ function assistantParts(message: JsonRecord, where: string): ConversationPart[] 
       kind: "tool-call",
       id: stringOr(call.id),
       name: stringOr(fn.name),
-      arguments: argumentsValue(fn.arguments),
+      arguments: args.value(fn.arguments),
     });
   }
   return parts;

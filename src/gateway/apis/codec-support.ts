@@ -1,6 +1,7 @@
 // Helpers the request side of every codec shares: reading loosely typed JSON, image digests,
 // header lists, and the refusal rules that are the same for every API.
 import { createHash } from "node:crypto";
+import { DEFAULT_JSON_SHAPE_LIMITS, jsonShape } from "../../util/json-shape.js";
 import type {
   ConversationMessage,
   ConversationPart,
@@ -46,13 +47,29 @@ export function arrayOrEmpty(value: unknown, what: string): unknown[] {
   return Array.isArray(value) ? value : unreadable(`${what} is not an array`);
 }
 
-/** Tool-call arguments as they appear in a request: JSON text is parsed, anything else kept. */
-export function argumentsValue(value: unknown): unknown {
-  if (typeof value !== "string") return value ?? {};
-  try {
-    return JSON.parse(value);
-  } catch {
-    return value;
+/**
+ * Tool-call arguments as they appear in a request: JSON text is parsed, anything else kept. The
+ * body's shape check (request-inspection.ts) does not look inside strings, so the values of every
+ * arguments text one request carries are counted against one budget before they are parsed: 30 MB
+ * of `"[{},{},...]"` as one call's arguments once took ~1 GB and 8-10 s of the controller.
+ */
+export class ArgumentsParser {
+  #left: number;
+
+  constructor(maxValues = DEFAULT_JSON_SHAPE_LIMITS.maxValues) {
+    this.#left = maxValues;
+  }
+
+  value(value: unknown): unknown {
+    if (typeof value !== "string") return value ?? {};
+    const shape = jsonShape(Buffer.from(value, "utf8"), { ...DEFAULT_JSON_SHAPE_LIMITS, maxValues: this.#left });
+    if (shape.problem) unreadable(`the tool-call arguments: ${shape.problem}`);
+    this.#left -= shape.values;
+    try {
+      return JSON.parse(value);
+    } catch {
+      return value;
+    }
   }
 }
 

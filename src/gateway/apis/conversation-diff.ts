@@ -44,16 +44,24 @@ interface Numbering {
 
 function numberCalls(messages: ConversationMessage[]): Numbering {
   const numbering: Numbering = { calls: [], resultCall: new Map(), callNumber: new Map() };
+  // Linear in the calls and results (a request the sandbox shapes can carry 100,000 of each):
+  // the first call of each id, and a cursor to the first call not yet answered.
+  const firstById = new Map<string, number>();
   const answered = new Set<number>();
+  let unanswered = 0;
   for (const message of messages) {
     for (const part of message.parts) {
       if (part.kind === "tool-call") {
         numbering.calls.push({ id: part.id, name: part.name });
         numbering.callNumber.set(part, numbering.calls.length);
+        if (!firstById.has(part.id)) firstById.set(part.id, numbering.calls.length - 1);
       } else if (part.kind === "tool-result") {
         // By id where ids exist, else the first call not yet answered.
-        let index = part.callId ? numbering.calls.findIndex((call) => call.id === part.callId) : -1;
-        if (index === -1) index = numbering.calls.findIndex((_, i) => !answered.has(i));
+        let index = part.callId ? (firstById.get(part.callId) ?? -1) : -1;
+        if (index === -1) {
+          while (unanswered < numbering.calls.length && answered.has(unanswered)) unanswered++;
+          index = unanswered < numbering.calls.length ? unanswered : -1;
+        }
         if (index !== -1) {
           answered.add(index);
           numbering.resultCall.set(part, index + 1);

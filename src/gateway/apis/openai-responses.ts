@@ -11,8 +11,8 @@
 // Replies: openai-responses-reply.ts.
 
 import {
+  ArgumentsParser,
   appendParts,
-  argumentsValue,
   arrayOrEmpty,
   betaRefusal,
   bodyRefusal,
@@ -57,6 +57,7 @@ function parseResponsesRequest(body: unknown): ModelRequest {
   const system: string[] = typeof request.instructions === "string" ? [request.instructions] : [];
   const tools = arrayOrEmpty(request.tools, "tools").map((tool, i) => responsesTool(tool, `tools[${i}]`));
   const messages: ConversationMessage[] = [];
+  const args = new ArgumentsParser();
   const input =
     typeof request.input === "string"
       ? [{ role: "user", content: request.input }]
@@ -77,7 +78,7 @@ function parseResponsesRequest(body: unknown): ModelRequest {
             kind: "tool-call",
             id: stringOr(item.call_id),
             name: stringOr(item.name),
-            arguments: argumentsValue(item.arguments),
+            arguments: args.value(item.arguments),
           },
         ]);
         break;

@@ -1,4 +1,5 @@
-// How much work a request body's JSON would make the host do, counted before it is parsed. The
+// How much work a JSON text from the sandbox would make the host do, counted before it is parsed
+// (a model request's body, the tool-call arguments inside it, a line of Pi's event stream). The
 // byte cap alone does not bound it: JSON.parse of 32 MiB of `[{},{},...]` (11 million empty
 // objects) took ~1 GB and 17 s of the controller's single thread here, 32 MiB of `[[],[],...]`
 // 750 MB and 6 s. One pass over the bytes counts values (commas and containers outside strings)
@@ -27,6 +28,11 @@ export function jsonShapeProblem(
   body: Uint8Array,
   limits: JsonShapeLimits = DEFAULT_JSON_SHAPE_LIMITS,
 ): string | undefined {
+  return jsonShape(body, limits).problem;
+}
+
+/** The values the body's JSON holds (counted up to the first limit it passes), and the problem if it passes one. */
+export function jsonShape(body: Uint8Array, limits: JsonShapeLimits): { values: number; problem?: string } {
   let values = 0;
   let depth = 0;
   for (let i = 0; i < body.length; i++) {
@@ -38,12 +44,12 @@ export function jsonShapeProblem(
     if (byte === COMMA) values++;
     else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
       values++;
-      if (++depth > limits.maxDepth) return `its JSON nests deeper than ${limits.maxDepth} levels`;
+      if (++depth > limits.maxDepth) return { values, problem: `its JSON nests deeper than ${limits.maxDepth} levels` };
     } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) depth--;
     else continue;
-    if (values > limits.maxValues) return `its JSON holds more than ${limits.maxValues} values`;
+    if (values > limits.maxValues) return { values, problem: `its JSON holds more than ${limits.maxValues} values` };
   }
-  return undefined;
+  return { values };
 }
 
 /** The index of the quote that ends the string opening at `start` (or the end of the body). */

@@ -1,0 +1,43 @@
+// Whether a Docker engine can enforce the limits a sandbox is created with. An engine without the
+// memory or pids cgroup (rootless Docker on cgroup v1, a kernel booted without
+// cgroup_enable=memory) accepts HostConfig.Memory and PidsLimit, answers the create with a
+// "Limitation discarded" warning, and runs the container without them. Its /info says so
+// (MemoryLimit, PidsLimit, CpuCfsQuota: false): such an engine is refused, never used silently.
+// Podman reports its controllers differently (podman-compat.ts, assertPodmanLimits).
+import { SandboxRunError } from "../errors.js";
+
+/** What the engine's /info says it can enforce (absent flags count as yes: older engines always could). */
+export interface EngineLimitSupport {
+  memory: boolean;
+  pids: boolean;
+  cpu: boolean;
+}
+
+export function limitSupportOf(info: { MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean }) {
+  return {
+    memory: info.MemoryLimit !== false,
+    pids: info.PidsLimit !== false,
+    cpu: info.CpuCfsQuota !== false,
+  } satisfies EngineLimitSupport;
+}
+
+/** The limits a sandbox needs that the engine cannot enforce, by name. */
+export function missingLimits(support: EngineLimitSupport, needsCpu: boolean): string[] {
+  return [
+    ...(support.memory ? [] : ["memory"]),
+    ...(support.pids ? [] : ["pids"]),
+    ...(needsCpu && !support.cpu ? ["cpu"] : []),
+  ];
+}
+
+export function assertEngineLimits(support: EngineLimitSupport, engineName: string, needsCpu: boolean): void {
+  const missing = missingLimits(support, needsCpu);
+  if (missing.length === 0) return;
+  throw new SandboxRunError(
+    "docker-unavailable",
+    `Engine "${engineName}" cannot enforce the sandbox's ${missing.join(", ")} limits (its /info says so; it would run the container without them).`,
+    {
+      hint: "Enable those cgroup controllers on the engine's host (for memory on some kernels: cgroup_enable=memory on the kernel command line; rootless Docker needs cgroup v2 with them delegated), or use another engine.",
+    },
+  );
+}
