@@ -155,6 +155,7 @@ export class DockerEngine implements Engine {
       MemoryLimit?: boolean;
       PidsLimit?: boolean;
       CpuCfsQuota?: boolean;
+      SwapLimit?: boolean;
     };
     let runtimes = raw.Runtimes ?? {};
     // Podman lists every runtime it knows of, installed or not, and runs only its default.
@@ -292,7 +293,7 @@ export class DockerEngine implements Engine {
 
   private limitSupport(): Promise<EngineLimitSupport> {
     this.#limitSupport ??= this.api.info().then(
-      (info) => limitSupportOf(info as { MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean }),
+      (info) => limitSupportOf(info as Parameters<typeof limitSupportOf>[0]),
       (error: unknown) => {
         this.#limitSupport = undefined;
         throw this.unavailable(error);

@@ -11,14 +11,22 @@ export interface EngineLimitSupport {
   memory: boolean;
   pids: boolean;
   cpu: boolean;
+  /** Swap accounting (cgroup v1 without it drops MemorySwap: memory past the limit may go to swap). Not refused: doctor says so. */
+  swap: boolean;
 }
 
-export function limitSupportOf(info: { MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean }) {
+export function limitSupportOf(info: {
+  MemoryLimit?: boolean;
+  PidsLimit?: boolean;
+  CpuCfsQuota?: boolean;
+  SwapLimit?: boolean;
+}): EngineLimitSupport {
   return {
     memory: info.MemoryLimit !== false,
     pids: info.PidsLimit !== false,
     cpu: info.CpuCfsQuota !== false,
-  } satisfies EngineLimitSupport;
+    swap: info.SwapLimit !== false,
+  };
 }
 
 /** The limits a sandbox needs that the engine cannot enforce, by name. */

@@ -18,7 +18,7 @@ export interface EngineInfo {
   /** Docker, or Podman's Docker-compatible service. */
   product?: "docker" | "podman";
   /** What a Docker engine says it can enforce on a container (its /info); absent for Podman. */
-  limits?: { memory: boolean; pids: boolean; cpu: boolean };
+  limits?: { memory: boolean; pids: boolean; cpu: boolean; swap: boolean };
   /** The engine's own platform; undefined for an architecture no runner image is built for. */
   platform?: RunnerPlatform;
   /** Its architecture as it says it ("x86_64", "aarch64"). */

@@ -173,9 +173,9 @@ export class ConversationLedger {
     return verdict;
   }
 
-  /** A model request the gateway refused (it never reached the model), in the gateway's words. */
-  refused(detail: string): void {
-    this.#failure = `the gateway refused a model request: ${short(detail, 300)}`;
+  /** A model request the gateway refused (it never reached the model): its refusal code and status. */
+  refused(what: string): void {
+    this.#failure = `the gateway refused a model request (${short(what, 80)})`;
   }
 
   /**

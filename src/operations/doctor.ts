@@ -153,6 +153,11 @@ async function checkEngine(
       "Enable those cgroup controllers on the engine's host (for memory on some kernels: cgroup_enable=memory on the kernel command line), or use another engine.",
     );
   else if (info.limits) ok("the engine enforces the sandbox's memory and pids limits");
+  if (info.limits && !info.limits.swap)
+    note(
+      "the engine has no swap accounting: a sandbox's memory past limits.memoryMb may go to the host's swap",
+      "On cgroup v1, boot the host with swapaccount=1 (or use cgroup v2).",
+    );
   if (info.limits && !info.limits.cpu)
     note("the engine cannot enforce CPU limits: runs whose policy sets limits.cpus are refused there");
   if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");

@@ -117,7 +117,13 @@ function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): u
   const proto = Object.getPrototypeOf(value);
   if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return value;
   if (depth > MAX_SCRUB_DEPTH) {
-    const text = JSON.stringify(value);
+    // Pi's lines are at most 128 levels deep (pi-events.ts); anything deeper is not written out.
+    let text: string;
+    try {
+      text = JSON.stringify(value);
+    } catch {
+      return TOO_DEEP;
+    }
     const clean = scrubber.string(text);
     return clean === text ? value : clean;
   }
@@ -140,3 +146,4 @@ function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): u
 }
 
 const MAX_SCRUB_DEPTH = 64;
+const TOO_DEEP = "[a structure too deep to check for credentials, left out]";

@@ -4,8 +4,9 @@
 // allow-list policy. Each piece registers its own close with the run's cleanups.
 
 import type { ConversationLedger } from "../gateway/conversation-ledger.js";
+import type { GatewayRequestRecord } from "../gateway/gateway-records.js";
+import type { RefusalCode } from "../gateway/gateway-refusal.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
-import { GATEWAY_LIVENESS_PATH } from "../gateway/liveness.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
@@ -44,6 +45,24 @@ interface RunServices {
   modelWait(): ModelWait | undefined;
 }
 
+/** Refusals of a request Pi itself may send (not of a path, route or method Pi never uses). */
+const MODEL_REQUEST_REFUSALS: ReadonlySet<RefusalCode> = new Set<RefusalCode>([
+  "body-too-large",
+  "body-unreadable",
+  "request-policy",
+  "turn-budget",
+  "run-stopped",
+  "closing",
+  "busy",
+]);
+
+/** A refused request Pi may have sent, as its code and status (never the detail); undefined for any other request. */
+export function modelRequestRefusal(record: Pick<GatewayRequestRecord, "reason" | "status">): string | undefined {
+  return record.reason && MODEL_REQUEST_REFUSALS.has(record.reason)
+    ? `${record.reason}, HTTP ${record.status}`
+    : undefined;
+}
+
 export async function startRunServices(input: RunServicesInput): Promise<RunServices> {
   const { planned, runDir, timeline, trip, driven, ledger, traffic, cleanups } = input;
   const { run, plan } = planned;
@@ -69,8 +88,10 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
     maxOutputTokens: run.policy.limits.maxOutputTokens,
     onRequest: (record) => {
       const type = record.refused ? "gateway.refused" : "gateway.request";
-      // A refused model request is a failure Pi may report as a model error (told in these words).
-      if (record.refused && record.path !== GATEWAY_LIVENESS_PATH) ledger.refused(record.refused);
+      // A refused model request is a failure Pi may report as a model error; told by its code and
+      // status only (the detail can quote what the sandbox sent, e.g. a route name it chose).
+      const refused = modelRequestRefusal(record);
+      if (refused) ledger.refused(refused);
       driven.offer(`${type} ${record.reason ?? record.status} ${record.method}`, { type, data: { ...record } });
     },
     ...(traffic ? { recordExchanges: traffic.limits } : {}),

@@ -68,7 +68,7 @@ describe("an engine that cannot enforce the sandbox's limits", () => {
     );
     expect(isSandboxRunError(error) && error.hint).toContain("cgroup_enable=memory");
     expect(requests).not.toContain("POST /containers/create");
-    expect((await engine.info()).limits).toEqual({ memory: false, pids: false, cpu: true });
+    expect((await engine.info()).limits).toEqual({ memory: false, pids: false, cpu: true, swap: true });
   });
 
   it("creates where the engine enforces them; a CPU limit only matters when the policy sets one", async () => {
@@ -79,7 +79,8 @@ describe("an engine that cannot enforce the sandbox's limits", () => {
   });
 
   it("reads the engine's flags; an engine that says nothing (older ones) counts as enforcing", () => {
-    expect(limitSupportOf({})).toEqual({ memory: true, pids: true, cpu: true });
+    expect(limitSupportOf({})).toEqual({ memory: true, pids: true, cpu: true, swap: true });
+    expect(limitSupportOf({ SwapLimit: false }).swap).toBe(false);
     expect(missingLimits(limitSupportOf({ PidsLimit: false }), false)).toEqual(["pids"]);
     expect(missingLimits(limitSupportOf({ CpuCfsQuota: false }), false)).toEqual([]);
     expect(() => assertEngineLimits(limitSupportOf({ MemoryLimit: false }), "e", false)).toThrow(/memory limits/);

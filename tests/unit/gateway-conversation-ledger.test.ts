@@ -174,10 +174,8 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
         "sandbox-run model gateway could not reach the upstream for route p (http://127.0.0.1:9/v1): ECONNREFUSED",
     });
     expect(ledger.failureSinceLastReply()).toContain("ECONNREFUSED");
-    ledger.refused("the run's budget of 2 model responses is spent");
-    expect(ledger.failureSinceLastReply()).toBe(
-      "the gateway refused a model request: the run's budget of 2 model responses is spent",
-    );
+    ledger.refused("turn-budget, HTTP 429");
+    expect(ledger.failureSinceLastReply()).toBe("the gateway refused a model request (turn-budget, HTTP 429)");
     // A retry that reached Pi whole: what failed before it is over.
     ledger.add(exchange(second, replyAt("openai-completions", full, 1)));
     expect(ledger.failureSinceLastReply()).toBeUndefined();

@@ -35,6 +35,9 @@ describe("parsePiRecord", () => {
     });
     const deep = `{"type":"x","a":${"[".repeat(200)}${"]".repeat(200)},"pad":"${"p".repeat(70_000)}"}`;
     expect(parsePiRecord(deep)).toMatchObject({ ok: false, error: expect.stringContaining("deeper than 128") });
+    // Short lines too: 9 KB of nesting parses, then breaks what walks it (whole-change review).
+    const short = `{"type":"x","a":${"[".repeat(4500)}${"]".repeat(4500)}}`;
+    expect(parsePiRecord(short)).toMatchObject({ ok: false, error: expect.stringContaining("deeper than 128") });
     // Large Pi lines are long strings (a file read, a command's output): passed whole.
     const output = `{"type":"tool_execution_end","result":{"content":[{"type":"text","text":"${"x,{[".repeat(2_000_000)}"}]}}`;
     expect(parsePiRecord(output)).toMatchObject({ ok: true, event: { type: "tool_execution_end" } });

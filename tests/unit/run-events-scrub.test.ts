@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { SandboxRunError } from "../../src/errors.js";
 import { type RunEvent, RunTimeline } from "../../src/run/run-events.js";
+import { modelRequestRefusal } from "../../src/run/run-services.js";
 import { CREDENTIAL_REMOVED } from "../../src/util/scrubber.js";
 
 const KEY = "sk-REAL-provider-key-0123456789";
@@ -46,6 +47,17 @@ describe("RunTimeline: forbidden credentials", () => {
     expect(Object.keys(seen[0]!.data as object)).toContain(CREDENTIAL_REMOVED);
   });
 
+  it("a structure too deep to write out is left out, never thrown out of the timeline (whole-change review: 10,000 levels ended the controller)", () => {
+    const seen: RunEvent[] = [];
+    const timeline = new RunTimeline("r", [(e) => seen.push(e)]);
+    timeline.forbid([`Bearer ${KEY}`]);
+    let deep: unknown = [KEY];
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    expect(() => timeline.pi({ type: "tool_execution_end", deep })).not.toThrow();
+    expect(leaks(seen)).toEqual([]);
+    expect(JSON.stringify(seen[0]!.data)).toContain("too deep to check for credentials");
+  });
+
   it("are taken out of the error the run ends with: message, hint, stderr tail, last events, its cause", () => {
     const timeline = new RunTimeline("r", []);
     timeline.forbid([`Bearer ${KEY}`, SECRET]);
@@ -70,5 +82,16 @@ describe("RunTimeline: forbidden credentials", () => {
     ).toEqual([]);
     expect(error.shortMessage).toBe(`The model failed: Incorrect API key provided: ${CREDENTIAL_REMOVED}`);
     expect(error.code).toBe("model-error");
+  });
+});
+
+describe("modelRequestRefusal", () => {
+  it("counts refusals of requests Pi may send, told by code and status only; never a route, path or method Pi does not use (whole-change review: a route named as a lure became the model error's words)", () => {
+    expect(modelRequestRefusal({ reason: "turn-budget", status: 429 })).toBe("turn-budget, HTTP 429");
+    expect(modelRequestRefusal({ reason: "request-policy", status: 403 })).toBe("request-policy, HTTP 403");
+    expect(modelRequestRefusal({ reason: "unknown-route", status: 404 })).toBeUndefined();
+    expect(modelRequestRefusal({ reason: "not-model-api", status: 404 })).toBeUndefined();
+    expect(modelRequestRefusal({ reason: "liveness-method", status: 403 })).toBeUndefined();
+    expect(modelRequestRefusal({ status: 200 })).toBeUndefined();
   });
 });
