@@ -28,7 +28,7 @@ import {
   sharesHostFilesystemByDefault,
 } from "./engine-endpoint.js";
 import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
-import { assertEngineLimits, type EngineLimitSupport, limitSupportOf } from "./engine-limits.js";
+import { assertEngineLimits, type EngineLimitSupport, limitSupportOf, type RawLimitFlags } from "./engine-limits.js";
 import {
   assertPodmanLimits,
   assertPodmanRuntime,
@@ -148,15 +148,12 @@ export class DockerEngine implements Engine {
 
   async info(): Promise<EngineInfo> {
     const [version, info, podman] = await Promise.all([this.api.version(), this.api.info(), this.podman()]);
-    const raw = info as RawEngineInfo & {
-      Runtimes?: EngineInfo["runtimes"];
-      SecurityOptions?: string[];
-      CgroupVersion?: string;
-      MemoryLimit?: boolean;
-      PidsLimit?: boolean;
-      CpuCfsQuota?: boolean;
-      SwapLimit?: boolean;
-    };
+    const raw = info as RawEngineInfo &
+      RawLimitFlags & {
+        Runtimes?: EngineInfo["runtimes"];
+        SecurityOptions?: string[];
+        CgroupVersion?: string;
+      };
     let runtimes = raw.Runtimes ?? {};
     // Podman lists every runtime it knows of, installed or not, and runs only its default.
     if (podman) runtimes = Object.fromEntries(podmanRuntimes(podman).map((name) => [name, runtimes[name] ?? {}]));
@@ -293,7 +290,7 @@ export class DockerEngine implements Engine {
 
   private limitSupport(): Promise<EngineLimitSupport> {
     this.#limitSupport ??= this.api.info().then(
-      (info) => limitSupportOf(info as Parameters<typeof limitSupportOf>[0]),
+      (info) => limitSupportOf(info as RawLimitFlags),
       (error: unknown) => {
         this.#limitSupport = undefined;
         throw this.unavailable(error);

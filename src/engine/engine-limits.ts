@@ -15,12 +15,15 @@ export interface EngineLimitSupport {
   swap: boolean;
 }
 
-export function limitSupportOf(info: {
+/** The flags of a Docker engine's /info that say what it can enforce. */
+export interface RawLimitFlags {
   MemoryLimit?: boolean;
   PidsLimit?: boolean;
   CpuCfsQuota?: boolean;
   SwapLimit?: boolean;
-}): EngineLimitSupport {
+}
+
+export function limitSupportOf(info: RawLimitFlags): EngineLimitSupport {
   return {
     memory: info.MemoryLimit !== false,
     pids: info.PidsLimit !== false,

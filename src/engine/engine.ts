@@ -5,6 +5,7 @@
 // cgroup namespaces, no core dumps, no logs), so no caller can forget a piece of the boundary.
 import type { Readable, Writable } from "node:stream";
 import type { RunnerPlatform } from "../util/platform.js";
+import type { EngineLimitSupport } from "./engine-limits.js";
 
 export interface EngineInfo {
   /** Engine version, e.g. "26.1.5" (Docker) or "4.3.1" (Podman). */
@@ -18,7 +19,7 @@ export interface EngineInfo {
   /** Docker, or Podman's Docker-compatible service. */
   product?: "docker" | "podman";
   /** What a Docker engine says it can enforce on a container (its /info); absent for Podman. */
-  limits?: { memory: boolean; pids: boolean; cpu: boolean; swap: boolean };
+  limits?: EngineLimitSupport;
   /** The engine's own platform; undefined for an architecture no runner image is built for. */
   platform?: RunnerPlatform;
   /** Its architecture as it says it ("x86_64", "aarch64"). */

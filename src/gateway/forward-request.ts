@@ -160,14 +160,16 @@ function relayResponse(
   // The upstream is the caller's provider or a replay server reading a record: a status or header
   // writeHead refuses is answered 502 rather than thrown out of this listener (which would end the
   // controller), and its reason phrase, which could quote anything, is not relayed.
-  const unrelayable = (why: string) => {
+  const answerItself = (message: string) => {
     state.failure ??= "upstream-aborted";
     state.status = 502;
     upstreamRes.on("error", () => {});
     upstreamRes.destroy();
-    state.gatewayError = `sandbox-run model gateway: the upstream of route ${route.id} answered with ${why}`;
-    sendJson(res, 502, errorBody(state.gatewayError));
+    state.gatewayError = message;
+    sendJson(res, 502, errorBody(message));
   };
+  const unrelayable = (why: string) =>
+    answerItself(`sandbox-run model gateway: the upstream of route ${route.id} answered with ${why}`);
   const upstreamStatus = upstreamRes.statusCode ?? 0;
   if (upstreamStatus < 200 || upstreamStatus > 599) {
     state.settle({ unreachable: `status ${upstreamStatus}` });
@@ -189,13 +191,9 @@ function relayResponse(
   if (route.scrub.length > 0 && decoders.includes(null)) {
     // A coding nothing here can undo could hide the key: the sandbox gets none of it.
     tap?.onHeaders(state.status, upstreamRes.headers);
-    state.failure ??= "upstream-aborted";
-    state.status = 502;
-    upstreamRes.on("error", () => {});
-    upstreamRes.destroy();
-    const message = `sandbox-run model gateway: the upstream of route ${route.id} answered in a coding (${[...transfer, ...content].join(", ").slice(0, 80)}) that cannot be checked for credentials`;
-    state.gatewayError = message;
-    sendJson(res, 502, errorBody(message));
+    answerItself(
+      `sandbox-run model gateway: the upstream of route ${route.id} answered in a coding (${[...transfer, ...content].join(", ").slice(0, 80)}) that cannot be checked for credentials`,
+    );
     return;
   }
   const broke = () => {

@@ -148,7 +148,6 @@ async function prepareContext(
   const nodePackageName = runnerImageSpec(platform).nodePackage;
   checkCacheFolder(cacheDir);
   if (!fs.existsSync(path.join(deps, ".ready"))) {
-    fs.mkdirSync(cacheDir, { recursive: true });
     const staging = fs.mkdtempSync(path.join(cacheDir, "staging-"));
     try {
       const app = path.join(staging, "app");
@@ -215,7 +214,7 @@ async function prepareContext(
 
 /**
  * The cache is baked into every image: it must be the caller's (or root's), writable by no one
- * else, reached through no other user's link (HostDir's checks). No sandbox may have held it
+ * else, reached through no other user's link (HostDir's checks; a missing one is made here). No sandbox may have held it
  * either: lending it, or a folder holding it, is refused (lentFolderProblem).
  */
 function checkCacheFolder(cacheDir: string): void {

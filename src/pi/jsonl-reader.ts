@@ -8,8 +8,11 @@
 interface JsonlReaderOptions {
   /** Longest record kept, counting every byte before the LF (a trailing CR included). */
   maxLineBytes: number;
-  /** One record's text: trailing CR stripped, no LF. Empty lines are skipped. */
-  onLine(line: string): void;
+  /**
+   * One record's text: trailing CR stripped, no LF. Empty lines are skipped. `bytes` are the same
+   * record undecoded, valid only during the call (the reader reuses its buffer).
+   */
+  onLine(line: string, bytes: Uint8Array): void;
   /**
    * Called once per over-long line, as soon as it passes maxLineBytes, with the bytes seen so
    * far (more than maxLineBytes); the rest of that line, up to its LF, is skipped unseen.
@@ -119,9 +122,15 @@ export class JsonlReader {
       end = length;
     }
     if (end > start && line[end - 1] === CR) end--;
-    const text = end > start ? line.toString("utf8", start, end) : undefined;
-    // Released before onLine so a listener that throws leaves the reader ready for the next line.
+    if (end <= start) {
+      if (line === this.#scratch) this.#release();
+      return;
+    }
+    const bytes = line.subarray(start, end);
+    const text = bytes.toString("utf8");
+    // Released before onLine so a listener that throws leaves the reader ready for the next line
+    // (`bytes` still holds the released buffer until onLine returns).
     if (line === this.#scratch) this.#release();
-    if (text !== undefined) this.#options.onLine(text);
+    this.#options.onLine(text, bytes);
   }
 }

@@ -16,9 +16,10 @@ type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string 
  * carries the conversation: some tens of values a message).
  */
 export const PI_RECORD_SHAPE: JsonShapeLimits = Object.freeze({ maxValues: 200_000, maxDepth: 128 });
-export function parsePiRecord(line: string): ParsedPiRecord {
+/** `bytes`: the line undecoded, when the reader has them (counting then copies nothing). */
+export function parsePiRecord(line: string, bytes: Uint8Array = Buffer.from(line, "utf8")): ParsedPiRecord {
   // Every line, short ones too: 9 KB of nesting parses, and then breaks whatever walks it recursively.
-  const problem = jsonShapeProblem(Buffer.from(line, "utf8"), PI_RECORD_SHAPE);
+  const problem = jsonShapeProblem(bytes, PI_RECORD_SHAPE);
   if (problem) return { ok: false, error: `too large a structure: ${problem}` };
   let value: unknown;
   try {

@@ -33,8 +33,8 @@ export class PiStream {
     this.#budget = budget;
     this.#reader = new JsonlReader({
       maxLineBytes: limits.maxLineMb * 1024 * 1024,
-      onLine: (line) => {
-        const parsed = parsePiRecord(line);
+      onLine: (line, bytes) => {
+        const parsed = parsePiRecord(line, bytes);
         if (parsed.ok) {
           handlers.onEvent(parsed.event);
           return;
