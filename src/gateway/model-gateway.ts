@@ -27,6 +27,7 @@ import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gate
 import { errorBody, safePath } from "./gateway-refusal.js";
 import { compileRoutes, type GatewayRoute } from "./gateway-routes.js";
 import { GenerationBudget } from "./generation-budget.js";
+import { DEFAULT_MAX_REFUSED_BYTES, RefusedBytes } from "./refused-bytes.js";
 import { DEFAULT_MAX_REQUEST_BYTES } from "./request-body.js";
 import { createRequestHandler } from "./request-handler.js";
 import type { ProviderFeatures } from "./request-inspection.js";
@@ -66,6 +67,12 @@ export interface ModelGatewayOptions {
    */
   maxGenerations?: number;
   onBudgetExceeded?(attempted: number): void;
+  /**
+   * Bytes of bodies the gateway may read and then refuse for the run (default
+   * DEFAULT_MAX_REFUSED_BYTES); onRefusalsExceeded is called once when they pass it.
+   */
+  maxRefusedBytes?: number;
+  onRefusalsExceeded?(facts: { bytes: number; requests: number }): void;
 }
 
 /** Requests the gateway forwarded whose responses have not ended: the run is waiting on the model. */
@@ -113,6 +120,9 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   const report = (record: GatewayRequestRecord) => observe(options.onRequest, record);
   const capacity = new GatewayCapacity({ ...DEFAULT_GATEWAY_CAPACITY, ...options.capacity });
   const budget = new GenerationBudget(options.maxGenerations);
+  const refusedBytes = new RefusedBytes(options.maxRefusedBytes ?? DEFAULT_MAX_REFUSED_BYTES, (facts) =>
+    observe(options.onRefusalsExceeded, facts),
+  );
   const handle = createRequestHandler({
     routes,
     maxRequestBytes: options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
@@ -136,6 +146,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     report,
     exchange: options.onExchange ? (exchange) => observe(options.onExchange, exchange) : undefined,
     budgetExceeded: (attempted) => observe(options.onBudgetExceeded, attempted),
+    refused: (bytes) => refusedBytes.add(bytes),
   });
 
   const server = http.createServer((req, res) => {

@@ -39,6 +39,8 @@ interface HandlerContext {
   /** Undefined when nobody listens for exchanges (then no reply is parsed). */
   exchange?: (exchange: GatewayExchange) => void;
   budgetExceeded(attempted: number): void;
+  /** A request was refused after the gateway read `bytes` of its body. */
+  refused(bytes: number): void;
 }
 
 const DEFAULT_MAX_RECORDED_REQUEST_BYTES = 8 * 1024 * 1024;
@@ -56,7 +58,8 @@ export function createRequestHandler(ctx: HandlerContext) {
     const refuse = (r: Refusal, routeId?: string) => {
       // Drain what is left of the body (so the answer can be read), but not without end.
       const close = drainBounded(req, ctx.maxRequestBytes);
-      res.once("close", () =>
+      res.once("close", () => {
+        ctx.refused(requestBytes);
         ctx.report({
           ...(routeId !== undefined ? { routeId } : {}),
           ...base,
@@ -66,8 +69,8 @@ export function createRequestHandler(ctx: HandlerContext) {
           durationMs: elapsed(started),
           refused: r.detail,
           reason: r.code,
-        }),
-      );
+        });
+      });
       sendJson(
         res,
         r.status,
@@ -95,6 +98,12 @@ export function createRequestHandler(ctx: HandlerContext) {
     const admission = admitRequest(ctx.routes, method, rawUrl);
     if (!admission.ok) return refuse(admission, admission.routeId);
     const { route } = admission;
+    // A stopped run's generations are refused before their bodies are read: what the sandbox
+    // still sends while its container stops costs the host no parsing.
+    if (admission.generation && ctx.budget.stopped !== undefined) {
+      const detail = `the run has stopped (${ctx.budget.stopped}): no more model requests are forwarded`;
+      return refuse(refusal(429, "run-stopped", detail), route.id);
+    }
     const inspection = await readAndInspect(ctx, req, method, admission, lease);
     if (!inspection.ok && inspection.code === "aborted") {
       res.destroy();

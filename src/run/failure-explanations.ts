@@ -50,8 +50,8 @@ export function limitHint(limit?: string): string {
       return "Raise limits.maxEntries in a policy file if the task really creates that many files (a large node_modules can), or keep generated files out of the workspace.";
     case "records":
       return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
-    case "events":
-      return "Code in the sandbox made the host report too many events (e.g. refused requests); treat this run as hostile.";
+    case "refusals":
+      return "Code in the sandbox kept sending model requests the gateway refuses (Pi sends none such); treat this run's output as untrusted.";
     default:
       return "See the policy's limits (`sandbox-run policy show`).";
   }

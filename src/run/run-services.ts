@@ -8,6 +8,7 @@ import type { GatewayRequestRecord } from "../gateway/gateway-records.js";
 import type { RefusalCode } from "../gateway/gateway-refusal.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
+import { DEFAULT_MAX_REFUSED_BYTES } from "../gateway/refused-bytes.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
@@ -120,6 +121,13 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
         code: "limit",
         limit: "turns",
         message: `The sandbox asked for model response ${attempted}, over the budget of ${run.budgets.maxTurns} turns.`,
+      }),
+    // Pi sends nothing the gateway refuses: bodies read only to be refused are the sandbox's doing.
+    onRefusalsExceeded: ({ bytes, requests }) =>
+      trip.fire({
+        code: "limit",
+        limit: "refusals",
+        message: `The sandbox sent ${requests} model requests the gateway refused, ${Math.round(bytes / 1048576)} MiB of bodies in all: more than the ${DEFAULT_MAX_REFUSED_BYTES / 1048576} MiB a run may make the host read and refuse.`,
       }),
   });
   cleanups.add(() => gateway.close());

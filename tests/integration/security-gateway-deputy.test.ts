@@ -200,6 +200,32 @@ describe.concurrent("the gateway as a deputy", () => {
     expect(outcome.requests).toHaveLength(2);
   });
 
+  it("a sandbox that keeps sending bodies the gateway reads and refuses ends its run (limit refusals), and nothing of them reaches the upstream", async () => {
+    const before = server.requests.length;
+    // 24 MB each, for another model than the run's: read, parsed and refused (each ~0.3 s of the
+    // controller's event loop). Past 64 MiB of them the run ends; what follows is refused unread.
+    const flood = [
+      "cat > /tmp/flood.mjs <<'FLOOD_EOF'",
+      'const body = JSON.stringify({ model: "claude-opus-other", max_tokens: 64, messages: [{ role: "user", content: "x".repeat(24 * 1024 * 1024) }] });',
+      "for (let i = 1; i <= 6; i++) {",
+      "  try {",
+      '    const res = await fetch("http://127.0.0.1:18080/scripted/v1/messages", { method: "POST", headers: { "content-type": "application/json" }, body });',
+      '    console.log("big" + i + "=" + res.status); await res.text();',
+      '  } catch (error) { console.log("big" + i + "=gave-up " + error.name); }',
+      "}",
+      "FLOOD_EOF",
+      "node /tmp/flood.mjs",
+    ].join("\n");
+    const outcome = await runHostile(server, [bash(flood), finish()], { modelsJson: modelsFor("anthropic-messages") });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+    expect(outcome.error?.limit).toBe("refusals");
+    expect(outcome.error?.message).toMatch(/refused, 7\d MiB of bodies/);
+    const refused = outcome.events.filter((e) => e.type === "gateway.refused").map((e) => e.data.reason);
+    expect(refused.slice(0, 3)).toEqual(Array(3).fill("request-policy"));
+    const bigOnes = server.requests.slice(before).filter((r) => JSON.stringify(r.body).length > 1024 * 1024);
+    expect(bigOnes).toEqual([]);
+  });
+
   it("one response per request, of at most the policy's output cap: n: 128 is refused, max_tokens lowered, a missing limit written in; Pi's own requests pass as sent", async () => {
     const before = server.requests.length;
     const outcome = await runHostile(

@@ -293,6 +293,37 @@ describe("model gateway: one run's bounds", () => {
     expect(records[0]!.refused).toMatch(/more than 1000000 values/);
   });
 
+  it("ends the run once refused bodies pass maxRefusedBytes (review: 29 MB bodies refused after ~0.4 s of parsing each, without end), and a stopped run's bodies are not read", async () => {
+    const MiB = 1024 * 1024;
+    const exceeded: Array<{ bytes: number; requests: number }> = [];
+    const gw = await start("openai-completions", {
+      maxRefusedBytes: 2 * MiB,
+      onRefusalsExceeded: (facts) => exceeded.push(facts),
+    });
+    // Another model than the run's: read whole, parsed, refused (403 request-policy). Bodyless
+    // refusals (an unknown route) cost nothing to speak of and count no bytes.
+    const padded = { ...JSON.parse(chatBody("other")), user: "x".repeat(900 * 1024) };
+    for (let i = 0; i < 20; i++) expect((await post(gw, "/nope/chat/completions", {})).status).toBe(403);
+    expect(exceeded).toEqual([]);
+    expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
+    expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
+    expect(exceeded).toEqual([]);
+    expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
+    await waitFor(() => exceeded.length === 1);
+    expect(exceeded[0]!.requests).toBe(23);
+    expect(exceeded[0]!.bytes).toBeGreaterThan(2 * MiB);
+    expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
+    expect(exceeded).toHaveLength(1);
+
+    // Once the run has stopped, a generation is refused before its body is read: not JSON is
+    // not even noticed.
+    gw.stopForwarding("limit refusals");
+    const head = `POST /p/chat/completions HTTP/1.1\r\nhost: g\r\ncontent-length: 9\r\n\r\n`;
+    const { answer } = await hold(gw, head, "not json!");
+    expect(await answer).toMatch(/^HTTP\/1.1 429/);
+    await waitFor(() => records.at(-1)?.reason === "run-stopped");
+  });
+
   it("holds at most maxBufferedBytes of bodies: unfinished posts past the pool are answered 503 at once", async () => {
     const MiB = 1024 * 1024;
     const gw = await start("openai-completions", {

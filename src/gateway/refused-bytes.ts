@@ -1,0 +1,28 @@
+// What refused requests may cost the host. Pi sends none the gateway refuses (a request it
+// refuses ends Pi's turn with an error), so refusals are the sandbox's own doing: cheap ones
+// (an unknown route, a GET) are only counted in events (event-throttle.ts), but a refused body
+// has been read and, most often, parsed first (~0.4 s of the shared event loop for 29 MB). A run
+// may make the gateway read this many bytes of bodies it then refuses; past it the run ends.
+
+/** Bytes of refused request bodies one run may make the gateway read (64 MiB: about a second of parsing). */
+export const DEFAULT_MAX_REFUSED_BYTES = 64 * 1024 * 1024;
+
+export class RefusedBytes {
+  #bytes = 0;
+  #requests = 0;
+  #over = false;
+
+  constructor(
+    readonly limit: number,
+    private readonly exceeded: (facts: { bytes: number; requests: number }) => void,
+  ) {}
+
+  /** Counts one refused request and the body bytes the gateway read of it. */
+  add(bytes: number): void {
+    this.#requests++;
+    this.#bytes += bytes;
+    if (this.#over || this.#bytes <= this.limit) return;
+    this.#over = true;
+    this.exceeded({ bytes: this.#bytes, requests: this.#requests });
+  }
+}
