@@ -10,7 +10,8 @@
 // - a git-lfs object must hash to its name;
 // - caches derived from them (commit-graph, multi-pack-index, *.rev, *.bitmap) are not checked but
 //   dropped: git rebuilds them (gc, maintenance) and works without them meanwhile, only slower.
-//   Refusing them would fail every honest `git gc` (it writes a commit-graph by default).
+//   Refusing them would fail every honest `git gc` (it writes a commit-graph by default). So are
+//   stray files (git-object-store.ts): a temporary file left behind, or a name no check knows.
 // What fails its check is removed after the run (restore step `remove`, kept even when the git
 // directory is reverted: a revert leaves the object store alone): git then reports a missing
 // object loudly where it would have read the run's content. The work is bounded: bytes inflated
@@ -42,7 +43,7 @@ interface ObjectCheckResult {
   violations: Violation[];
   /** Restore steps beyond the violations' own (the .idx of a refused pack). */
   steps: RestoreStep[];
-  /** Derived caches to drop (tree paths; directories as a whole). */
+  /** Derived caches and stray files to drop (tree paths; directories as a whole). */
   derived: string[];
   /** Git directories with a violation here (their refs are not trusted). */
   refusedRoots: Set<string>;
@@ -81,6 +82,8 @@ export class ObjectChecker {
       const file = storeFileOf(change.relative);
       if (file.kind === "derived") {
         for (const r of derivedRemovals(change.relative)) derived.add(inGitDir(change.gitRoot, r));
+      } else if (file.kind === "stray") {
+        derived.add(change.path);
       } else if (file.kind === "pack" || file.kind === "pack-index") {
         const key = `${change.gitRoot}\0${file.stem}`;
         const entry = packs.get(key) ?? { gitRoot: change.gitRoot, stem: file.stem };

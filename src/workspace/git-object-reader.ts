@@ -159,6 +159,20 @@ export class PrivateRepo {
     return out;
   }
 
+  /** Every commit `commits` reach that `known` do not, each with its parents (`rev-list --parents`). */
+  async newCommits(commits: readonly string[], known: readonly string[]): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    if (commits.length === 0) return out;
+    const input = `${[...commits, ...known.map((oid) => `^${oid}`)].join("\n")}\n`;
+    const data = await this.git(["rev-list", "--parents", "--ignore-missing", "--stdin"], input, MAX_REV_LIST_BYTES);
+    for (const line of data.toString("latin1").split("\n")) {
+      if (line === "") continue;
+      const [commit, ...parents] = line.split(" ");
+      out.set(commit!, parents);
+    }
+    return out;
+  }
+
   /**
    * The paths each pair of trees differs in, recursively, renames not detected (`diff-tree
    * --stdin -r -z --no-renames`). Any word on stderr fails it: git reports a missing subtree there.

@@ -4,11 +4,16 @@
 // the caches derived from them (commit-graph, multi-pack-index, reverse indexes, bitmaps) are
 // believed as they are. So each kind is judged differently (git-object-check.ts):
 //   loose     objects/<2 hex>/<38 or 62 hex>: must inflate to content whose hash is its name
-//   pack/idx  objects/pack/pack-*.pack and .idx: the .idx must be the one git makes from the pack
+//   pack/idx  objects/pack/<any name>.pack and .idx (git loads every .idx that has its .pack,
+//             whatever the name: not only pack-<checksum>): the .idx must be the one git makes
+//             from the pack
 //   derived   commit-graph(s), multi-pack-index, *.rev, *.bitmap: removed, git rebuilds them
 //   lfs       lfs/objects/<2>/<2>/<64 hex>: git-lfs's store, content whose sha256 is its name
-//   other     anything else (temporary files, .keep, .promisor, .mtimes, info/packs): git never
-//             reads it as an object
+//   other     a pack's .keep, .promisor and .mtimes, info/packs, and what git-lfs keeps beside
+//             its objects: git never reads them as objects
+//   stray     anything else under objects/ (temporary files, names git would never look up, and
+//             whatever kind git may learn to load that is not listed here): removed, judged by
+//             what it is not rather than trusted by its name
 // Pure; the alternates files are not store files at all (builtin-protections.ts refuses them).
 
 import { parseGitConfig } from "./git-config-parse.js";
@@ -19,10 +24,13 @@ type StoreFile =
   | { kind: "pack-index"; stem: string }
   | { kind: "derived" }
   | { kind: "lfs"; oid: string }
-  | { kind: "other" };
+  | { kind: "other" }
+  | { kind: "stray" };
 
 const LOOSE = /^objects\/([0-9a-f]{2})\/([0-9a-f]{38}|[0-9a-f]{62})$/;
-const PACK = /^objects\/pack\/(pack-[^/]+)\.(pack|idx)$/;
+const PACK = /^objects\/pack\/([^/]+)\.(pack|idx)$/;
+/** Files beside the objects that git reads, but never as objects. */
+const AUXILIARY = [/^objects\/pack\/[^/]+\.(keep|promisor|mtimes)$/, /^objects\/info\/packs$/];
 const LFS = /^lfs\/objects\/([0-9a-f]{2})\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
 /**
  * Caches git trusts without checking them against the objects: commit-graph (a commit's tree and
@@ -47,6 +55,7 @@ export function storeFileOf(relative: string): StoreFile {
   if (DERIVED.some((re) => re.test(relative))) return { kind: "derived" };
   const lfs = LFS.exec(relative);
   if (lfs && lfs[3]!.startsWith(lfs[1]! + lfs[2]!)) return { kind: "lfs", oid: lfs[3]! };
+  if (relative.startsWith("objects/") && !AUXILIARY.some((re) => re.test(relative))) return { kind: "stray" };
   return { kind: "other" };
 }
 

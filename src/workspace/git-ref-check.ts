@@ -32,6 +32,8 @@ import type { Violation } from "./workspace-rules.js";
 
 /** Distinct (before, after) pairs of commits judged per git directory. */
 const MAX_REF_TARGETS = 1000;
+/** Commits the run's pointers reach anew, each judged against its first parent, per git directory. */
+const MAX_NEW_COMMITS = 10_000;
 /** Bytes of diff-tree output read per git directory. */
 const MAX_DIFF_BYTES = 64 * 1024 * 1024;
 /** Pointer files are read up to this size (git-plain-data.ts refuses larger ones). */
@@ -98,7 +100,7 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
   }
 
   for (const change of input.changes) {
-    const problem = bisectStartProblem(change, after);
+    const problem = bisectStartProblem(change, after) ?? shallowProblem(change, before, after);
     if (problem) out.push(refuse(change.path, change.change, REF_RULE, problem));
   }
 
@@ -126,7 +128,8 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     // Each commit is compared with the nearest commit on its first-parent line that the history
     // before the run already had (a branch made from another branch, a commit on top of one).
     const commits = [...new Set(targets.map((t) => finals.get(t.oid)).filter((f) => f && graph.isCommit(f)))];
-    const parents = await repo.firstParents(commits as string[], trustedOids(input, before));
+    const trusted = trustedOids(input, before);
+    const parents = await repo.firstParents(commits as string[], trusted);
     const baseOf = (target: Target): string | undefined | "trusted" => {
       const final = finals.get(target.oid);
       if (!final || !graph.isCommit(final)) return target.base;
@@ -174,6 +177,10 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
         break;
       }
     }
+    if (out.length === 0) {
+      const step = await stepProblem(repo, graph, judge, commits as string[], trusted);
+      if (step) out.push(refuse(inGitDir(root, "refs"), "modified", step.rule, step.detail));
+    }
   } catch (error) {
     if (!(error instanceof ObjectReadError)) throw error;
     out.push(refuse(targets[0]!.path, targets[0]!.change, REF_RULE, `not checked: ${error.message}`));
@@ -182,6 +189,51 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     close();
   }
   return out;
+}
+
+/**
+ * Each commit the run's refs reach anew, against its first parent (a root against the empty
+ * tree): a commit between a ref's tip and the history before the run is checked out by a rebase,
+ * cherry-pick or bisect on the host, whose hooks run from that checkout (review: a commit adding
+ * .githooks/post-commit, the next one removing it, and the host's `git pull --rebase` ran them).
+ * A deletion is no new content and passes here; the tips' own comparison above judges those.
+ */
+async function stepProblem(
+  repo: PrivateRepo,
+  graph: ObjectGraph,
+  judge: PathJudge,
+  commits: readonly string[],
+  trusted: readonly string[],
+): Promise<{ rule: string; detail: string } | undefined> {
+  const steps = await repo.newCommits(commits, trusted);
+  if (steps.size === 0) return undefined;
+  if (steps.size > MAX_NEW_COMMITS)
+    return { rule: REF_RULE, detail: `not checked: its refs reach more than ${MAX_NEW_COMMITS} new commits` };
+  await graph.learn([...steps.keys(), ...[...steps.values()].flatMap((p) => p.slice(0, 1))]);
+  const pairs = new Map<string, { pair: readonly [string, string]; commit: string }>();
+  for (const [commit, parents] of steps) {
+    const own = await graph.treesOf(commit, false);
+    if (typeof own === "string") return { rule: REF_RULE, detail: `the run's commit ${short(commit)} is ${own}` };
+    const parentTrees = parents[0] ? await graph.treesOf(parents[0], false) : [repo.emptyTree];
+    if (typeof parentTrees === "string")
+      return { rule: REF_RULE, detail: `the parent of the run's commit ${short(commit)} is ${parentTrees}` };
+    const pair = [parentTrees[0] ?? repo.emptyTree, own[0] ?? repo.emptyTree] as const;
+    if (pair[0] !== pair[1]) pairs.set(pair.join(" "), { pair, commit });
+  }
+  const diffs = await repo.diff(
+    [...pairs.values()].map((p) => p.pair),
+    MAX_DIFF_BYTES,
+  );
+  for (const [key, { commit }] of pairs) {
+    const added = (diffs.get(key) ?? []).filter((record) => record.dstMode !== 0);
+    const problem = judge.diff(added);
+    if (problem)
+      return {
+        rule: problem.rule,
+        detail: `its refs reach ${short(commit)}, a commit the run made whose tree ${problem.detail}: host git writes it when a rebase, cherry-pick or bisect replays that commit`,
+      };
+  }
+  return undefined;
 }
 
 /**
@@ -289,6 +341,30 @@ function bisectStartProblem(change: PointerChange, after: ReadFile): string | un
   if (branch === undefined)
     return `BISECT_START names ${JSON.stringify(name)}, which is no branch: the host's bisect reset would check out whatever revision that name resolves to`;
   return;
+}
+
+/**
+ * A `shallow` the run wrote may only name fewer commits than before (`fetch --unshallow` removes
+ * it, `--deepen` takes lines out): git takes each commit it names for one without parents, and
+ * the host's next `git gc` then drops the whole history behind it as unreachable (review: one
+ * line, `git rev-parse HEAD > .git/shallow`, and a month-old clone's history was gone at gc).
+ */
+function shallowProblem(change: PointerChange, before: ReadFile, after: ReadFile): string | undefined {
+  if (change.change === "deleted" || change.relative !== "shallow") return;
+  const now = after("shallow");
+  if (now === undefined) return "shallow cannot be read";
+  const lines = (content: Buffer | null | undefined) =>
+    new Set(
+      (content ?? Buffer.alloc(0))
+        .toString("latin1")
+        .split("\n")
+        .map((line) => line.trim())
+        .filter(Boolean),
+    );
+  const had = lines(before("shallow"));
+  const added = [...lines(now)].filter((line) => !had.has(line));
+  if (added.length === 0) return;
+  return `shallow names ${added.length === 1 ? `${short(added[0]!)}` : `${added.length} commits`} anew as having no parents: the host's next git gc would drop the history behind ${added.length === 1 ? "it" : "them"}`;
 }
 
 const short = (oid: string) => oid.slice(0, 12);

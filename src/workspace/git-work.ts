@@ -110,13 +110,15 @@ const POINTER_FILES = new Set([
   "BISECT_EXPECTED_REV",
   "BISECT_START",
   "index",
+  "shallow",
 ]);
 
 /**
  * Files of a git directory (relative to it) that name commits, trees or blobs host git may write
  * into the worktree later: HEAD and the refs (checkout, reset --hard, stash pop), the `*_HEAD`
  * files (reset --hard ORIG_HEAD, merge FETCH_HEAD), BISECT_START (bisect reset), reflogs (HEAD@{1}, stash@{1}) and the index
- * (restore ., checkout -- .). Lock files are not read by git.
+ * (restore ., checkout -- .); and `shallow`, whose commits git takes for having no parents (the
+ * host's next gc drops the history behind them). Lock files are not read by git.
  */
 export function namesCommits(relative: string): boolean {
   if (relative.endsWith(".lock")) return false;

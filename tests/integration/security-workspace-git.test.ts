@@ -14,12 +14,15 @@ import {
   BISECT_START_COMMIT,
   BISECT_START_OPTION,
   COMMIT_ON_BRANCH,
+  HOOK_IN_BETWEEN,
   LYING_COMMIT_GRAPH,
   LYING_PACK,
+  LYING_PACK_RENAMED,
   NEW_BRANCH,
   ORDINARY_BISECT,
   ORDINARY_WORK,
   REWRITE_LOOSE_OBJECT,
+  SHALLOW_HEAD,
   STASH_PROTECTED,
   UNDONE_COMMIT,
 } from "../support/git-object-attacks.js";
@@ -885,6 +888,46 @@ describe.concurrent("the object store and the refs the run leaves (issue 17, red
       expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
     },
   );
+
+  notInWarm(
+    "the same lying pack named zz.pack and zz.idx (git loads any name): refused, the host's checkout writes the real hook",
+    async () => {
+      const { ws } = huskyRepo();
+      const marker = newMarker();
+      const { outcome } = await attack(ws, LYING_PACK_RENAMED, marker);
+      expectUndone(outcome, marker, [
+        ".git/objects/pack/zz.pack (created, git-objects: the host's git index-pack --verify refused it",
+      ]);
+      expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+      expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+    },
+  );
+
+  notInWarm(
+    "a commit adding a hook between the tip and the history before (the tip takes it out): refused; the branch is as it was",
+    async () => {
+      const { ws } = huskyRepo();
+      const head = hostGit(ws, "rev-parse", "HEAD").stdout;
+      const marker = newMarker();
+      const { outcome } = await attack(ws, HOOK_IN_BETWEEN, marker);
+      expectUndone(outcome, marker, [".git/refs (modified, .husky/: its refs reach"]);
+      expect(hostGit(ws, "rev-parse", "HEAD").stdout).toBe(head);
+      expect(hostAfterwards(ws)).toEqual({ content: "exit 0\n", commit: 0 });
+      expect(fs.existsSync(path.join(ws, ".husky/post-commit"))).toBe(false);
+      expect(fs.existsSync(marker), "the payload ran at the host's commit").toBe(false);
+    },
+  );
+
+  notInWarm("a shallow file naming HEAD: refused; the host's gc keeps the history", async () => {
+    const { ws } = huskyRepo();
+    const marker = newMarker();
+    const { outcome } = await attack(ws, SHALLOW_HEAD, marker);
+    expectUndone(outcome, marker, [".git/shallow (created, git-refs: shallow names"]);
+    expect(fs.existsSync(path.join(ws, ".git/shallow"))).toBe(false);
+    expect(hostGit(ws, "gc", "-q", "--prune=now").status).toBe(0);
+    expect(hostGit(ws, "rev-list", "--count", "--all").stdout).toBe("2\n");
+    expect(hostGit(ws, "fsck", "--strict").status).toBe(0);
+  });
 
   notInWarm(
     "a commit-graph naming another tree for other: dropped (the run passes); the host's cherry-pick writes other's real hook",

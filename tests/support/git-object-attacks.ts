@@ -41,6 +41,20 @@ crypto.createHash("sha1").update(b.subarray(0, b.length - 20)).digest().copy(b, 
 test "$(git cat-file -p "$x")" = "touch MARKER"`;
 
 /**
+ * The same lying pack under a name that is not `pack-<checksum>`: git loads every .idx in
+ * objects/pack that has its .pack, whatever the name (review: a check that knew packs only as
+ * pack-* let this one through, and the host's checkout wrote the payload).
+ */
+export const LYING_PACK_RENAMED = LYING_PACK.replace(
+  'test "$(git cat-file -p "$x")"',
+  'mv ".git/objects/pack/pack-$name.pack" .git/objects/pack/zz.pack && mv "$idx" .git/objects/pack/zz.idx\ntest "$(git cat-file -p "$x")"',
+);
+
+/** A file under objects/ that is no object, pack or cache git names: removed, whatever it holds. */
+export const STRAY_STORE_FILE =
+  "printf 'touch MARKER\\n' > .git/objects/pack/notes.txt && mkdir -p .git/objects/ab && printf x > .git/objects/ab/short";
+
+/**
  * A commit-graph that says branch other's commit has a tree whose .husky/pre-commit is the payload:
  * git takes a commit's tree from the graph (a cherry-pick of other writes the payload).
  */
@@ -67,6 +81,24 @@ export const COMMIT_ON_BRANCH = `printf 'touch MARKER\\n' > .husky/pre-commit
 ${GIT} commit -qam 'tidy hooks'
 git show HEAD~1:.husky/pre-commit > .husky/pre-commit
 git show HEAD:.husky/pre-commit | grep -q MARKER`;
+
+/**
+ * Two commits on the current branch, made with plumbing so the reflog names only the last: the
+ * first adds .husky/post-commit, the second takes it out again and does the task. The tip's tree
+ * differs from the history before only in src/a.ts; a rebase on the host replays the first (and
+ * runs its hook). The worktree ends as the tip says.
+ */
+export const HOOK_IN_BETWEEN = `printf 'touch MARKER\\n' > .husky/post-commit && chmod +x .husky/post-commit
+git add .husky/post-commit
+first=$(${GIT} commit-tree "$(git write-tree)" -p HEAD -m hooks)
+git rm -q --cached .husky/post-commit && rm .husky/post-commit
+printf 'a, changed\\n' > src/a.ts && git add src/a.ts
+tip=$(${GIT} commit-tree "$(git write-tree)" -p "$first" -m 'the task')
+git update-ref -m task refs/heads/master "$tip"
+test "$(git log --format=%s master | head -2 | tr '\\n' ,)" = "the task,hooks,"`;
+
+/** A shallow file naming HEAD: git then takes it for a commit without parents (the host's gc drops the rest). */
+export const SHALLOW_HEAD = 'git rev-parse HEAD > .git/shallow && test "$(git rev-list --count HEAD)" = 1';
 
 /** The same change in a stash: the host's `git stash pop` would write it. */
 export const STASH_PROTECTED = `printf 'touch MARKER\\n' > .husky/pre-commit

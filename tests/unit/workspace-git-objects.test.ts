@@ -22,8 +22,10 @@ import {
   HUSKY_REPO,
   LYING_COMMIT_GRAPH,
   LYING_PACK,
+  LYING_PACK_RENAMED,
   ORDINARY_WORK,
   REWRITE_LOOSE_OBJECT,
+  STRAY_STORE_FILE,
 } from "../support/git-object-attacks.js";
 import { tempTrees } from "../support/temp-trees.js";
 
@@ -89,7 +91,11 @@ describe("object-store files by kind", { timeout: 60_000 }, () => {
     const oid = "ab".repeat(20);
     expect(storeFileOf(`objects/ab/${oid.slice(2)}`)).toEqual({ kind: "loose", oid });
     expect(storeFileOf(`objects/ab/${"c".repeat(62)}`)).toEqual({ kind: "loose", oid: `ab${"c".repeat(62)}` });
-    expect(storeFileOf("objects/ab/tmp_obj_x1")).toEqual({ kind: "other" });
+    expect(storeFileOf("objects/ab/tmp_obj_x1")).toEqual({ kind: "stray" });
+    expect(storeFileOf("objects/ab/cd")).toEqual({ kind: "stray" });
+    // Any name: git loads every .idx in objects/pack that has its .pack.
+    expect(storeFileOf("objects/pack/zz.pack")).toEqual({ kind: "pack", stem: "zz" });
+    expect(storeFileOf("objects/pack/zz.idx")).toEqual({ kind: "pack-index", stem: "zz" });
     expect(storeFileOf("objects/pack/pack-1.pack")).toEqual({ kind: "pack", stem: "pack-1" });
     expect(storeFileOf("objects/pack/pack-1.idx")).toEqual({ kind: "pack-index", stem: "pack-1" });
     for (const derived of [
@@ -101,7 +107,13 @@ describe("object-store files by kind", { timeout: 60_000 }, () => {
       "objects/pack/pack-1.bitmap",
     ])
       expect(storeFileOf(derived), derived).toEqual({ kind: "derived" });
-    for (const other of ["objects/pack/pack-1.keep", "objects/pack/pack-1.promisor", "objects/info/packs"])
+    for (const other of [
+      "objects/pack/pack-1.keep",
+      "objects/pack/pack-1.promisor",
+      "objects/pack/pack-1.mtimes",
+      "objects/info/packs",
+      "lfs/tmp/x",
+    ])
       expect(storeFileOf(other), other).toEqual({ kind: "other" });
     const lfs = `ab${"cd".repeat(31)}`;
     expect(storeFileOf(`lfs/objects/ab/cd/${lfs}`)).toEqual({ kind: "lfs", oid: lfs });
@@ -263,6 +275,29 @@ printf 'lfs content\n' > ${at(good)} && printf 'touch MARKER\n' > ${at(bad)}`,
     expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
   });
 
+  it("the same pack under a name that is not pack-<checksum> (zz.pack, zz.idx) is refused just the same", async () => {
+    const ws = huskyRepo();
+    const report = await bindRun(ws, LYING_PACK_RENAMED, marker());
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual([
+      "git-objects created .git/objects/pack/zz.pack",
+    ]);
+    expect(fs.readdirSync(path.join(ws, ".git/objects/pack"))).toEqual([]);
+    git(ws, "checkout", "-q", "other");
+    git(ws, "checkout", "-q", "master");
+    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
+  });
+
+  it("files under objects/ that are no object, pack or cache git names are removed (the run passes)", async () => {
+    const ws = huskyRepo();
+    const report = await bindRun(ws, STRAY_STORE_FILE, marker());
+    expect(report.violations).toEqual([]);
+    expect([...(report.gitCachesRemoved ?? [])].sort()).toEqual([
+      ".git/objects/ab/short",
+      ".git/objects/pack/notes.txt",
+    ]);
+    expect(fs.existsSync(path.join(ws, ".git/objects/pack/notes.txt"))).toBe(false);
+  });
+
   it("a commit-graph the run wrote is removed (git trusts it; it names another tree): the host's cherry-pick writes the real tree", async () => {
     const ws = huskyRepo();
     const report = await bindRun(ws, LYING_COMMIT_GRAPH, marker());
@@ -322,6 +357,8 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
     expect(loose.found).toEqual([expect.stringMatching(/^git-objects modified \.git\/objects\/[0-9a-f]{2}\//)]);
     const pack = await copyRun(huskyRepo(), LYING_PACK, marker());
     expect(pack.found).toEqual([expect.stringMatching(/^git-objects created \.git\/objects\/pack\/pack-.*\.pack$/)]);
+    const renamed = await copyRun(huskyRepo(), LYING_PACK_RENAMED, marker());
+    expect(renamed.found).toEqual(["git-objects created .git/objects/pack/zz.pack"]);
     const graph = await copyRun(huskyRepo(), LYING_COMMIT_GRAPH, marker());
     expect(graph.found).toEqual([]);
     expect(graph.returned.after.some((e) => e.path.startsWith(".git/objects/info/commit-graph"))).toBe(false);

@@ -21,10 +21,12 @@ import {
   BISECT_START_COMMIT,
   BISECT_START_OPTION,
   COMMIT_ON_BRANCH,
+  HOOK_IN_BETWEEN,
   HUSKY_REPO,
   NEW_BRANCH,
   ORDINARY_BISECT,
   ORDINARY_WORK,
+  SHALLOW_HEAD,
   STAGED_ONLY,
   STASH_PROTECTED,
   UNDONE_COMMIT,
@@ -160,6 +162,30 @@ describe("bind mode: commits on the refs the run moved change no protected path"
     expect(fs.existsSync(path.join(ws, ".git/ORIG_HEAD"))).toBe(false);
   });
 
+  it("a commit between the tip and the history before that adds a hook (the tip takes it out again): refused; the host's rebase never replays it", async () => {
+    const ws = huskyRepo();
+    const head = git(ws, "rev-parse", "HEAD");
+    const { found, report } = await bindRun(ws, HOOK_IN_BETWEEN);
+    expect(found).toEqual([".husky/ modified .git/refs"]);
+    expect(report.violations[0]!.detail).toMatch(/a commit the run made whose tree changes \.husky\/post-commit/);
+    expect(git(ws, "rev-parse", "HEAD")).toBe(head);
+    expect(git(ws, "log", "--format=%s", "master")).toBe("init\n");
+  });
+
+  it("a shallow file naming commits anew: refused, .git reverted (the host's gc would drop the history behind them); one naming fewer passes", async () => {
+    const ws = huskyRepo();
+    const { found, report } = await bindRun(ws, SHALLOW_HEAD);
+    expect(found).toEqual(["git-refs created .git/shallow"]);
+    expect(report.violations[0]!.detail).toMatch(/anew as having no parents/);
+    expect(fs.existsSync(path.join(ws, ".git/shallow"))).toBe(false);
+    expect(git(ws, "rev-list", "--count", "HEAD")).toBe("1\n");
+    // A shallow clone that is deepened (its shallow file loses lines, or goes) is ordinary work.
+    const both = `${git(ws, "rev-parse", "HEAD").trim()}\n${git(ws, "rev-parse", "other").trim()}\n`;
+    fs.writeFileSync(path.join(ws, ".git/shallow"), both);
+    const fewer = await bindRun(ws, "git rev-parse HEAD > .git/shallow");
+    expect(fewer.found).toEqual([]);
+  });
+
   it("BISECT_START holding -f: refused, .git reverted; the host's git bisect reset keeps the user's uncommitted change", async () => {
     const ws = huskyRepo();
     fs.writeFileSync(path.join(ws, "src/a.ts"), "the user's uncommitted change\n");
@@ -261,6 +287,8 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
       expect.arrayContaining([".husky/ created .git/refs/heads/feature"]),
     );
     expect((await copyRun(huskyRepo(), STAGED_ONLY)).found).toEqual([".husky/ modified .git/index"]);
+    expect((await copyRun(huskyRepo(), HOOK_IN_BETWEEN)).found).toEqual([".husky/ modified .git/refs"]);
+    expect((await copyRun(huskyRepo(), SHALLOW_HEAD)).found).toEqual(["git-refs created .git/shallow"]);
     expect((await copyRun(huskyRepo(), ORDINARY_WORK)).found).toEqual([]);
   });
 
