@@ -25,10 +25,21 @@ import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 import { withRootFlags } from "./subcommand-flags.js";
-import { jsonText } from "./terminal-text.js";
+import { jsonText, terminalText } from "./terminal-text.js";
 
 export interface BatchFlags
-  extends Pick<RunFlags, "model" | "models" | "policy" | "runtime" | "image" | "env" | "timeout"> {
+  extends Pick<
+    RunFlags,
+    | "model"
+    | "models"
+    | "policy"
+    | "runtime"
+    | "image"
+    | "env"
+    | "timeout"
+    | "allowWorkspaceConfig"
+    | "refuseWorkspaceConfig"
+  > {
   concurrency?: string;
   warm?: string;
   recordDir?: string;
@@ -116,6 +127,13 @@ export async function batchCommand(
       const details: RunDetails = await agent.runDetailed(task.prompt, {
         ...task.options,
         signal: stop.signal,
+        // A file the task's own tree holds chooses part of its run: said, as for a single run.
+        onEvent: (event) => {
+          if (event.type === "config.untrusted" && !flags.quiet)
+            io.stderr(
+              `sandbox-run: warning: task ${terminalText(task.id)}: ${terminalText(String(event.data.warning))}\n`,
+            );
+        },
         ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),
       });
       ok = true;

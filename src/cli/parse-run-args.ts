@@ -9,6 +9,7 @@ export interface RunFlags {
   schema?: string;
   promptFile?: string;
   refuseWorkspaceConfig?: boolean;
+  allowWorkspaceConfig?: boolean;
   cwd?: string;
   sandbox?: string;
   policy?: string;
@@ -32,6 +33,7 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
   if (flags.schema) options.schema = readSchema(flags.schema);
   if (flags.schema || flags.promptFile) options.configFiles = { schema: flags.schema, prompt: flags.promptFile };
   if (flags.refuseWorkspaceConfig) options.refuseWorkspaceConfig = true;
+  if (flags.allowWorkspaceConfig) options.allowWorkspaceConfig = true;
   if (flags.cwd) options.cwd = flags.cwd;
   if (flags.sandbox) {
     if (!(SANDBOX_MODES as readonly string[]).includes(flags.sandbox)) {

@@ -133,7 +133,11 @@ function defineRun(program: Command, ctx: CommandContext): void {
     .option("--dry-run", "print the run plan (mounts, argv, env names, limits) and start nothing")
     .option(
       "--refuse-workspace-config",
-      "refuse a policy, models, schema or prompt file inside the workspace or a writable root (strict CI mode; or SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1)",
+      "refuse a schema or prompt file inside the workspace or a writable root too (strict CI mode; or SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1)",
+    )
+    .option(
+      "--allow-workspace-config",
+      "accept a policy, models or engines file inside the workspace or a writable root, with a warning (refused by default: the tree under test would choose the boundary; or SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1)",
     )
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
@@ -213,6 +217,11 @@ function defineBatch(program: Command, ctx: CommandContext): void {
       "skip the tasks an earlier batch's stdout (appended to this file: >> results.jsonl) reports as succeeded",
     )
     .option("--max-failures <n>", "start no more tasks once this many have failed (the running ones finish)")
+    .option(
+      "--allow-workspace-config",
+      "accept a policy, models or engines file inside a task's workspace, with a warning (refused by default)",
+    )
+    .option("--refuse-workspace-config", "refuse a schema or prompt file inside a task's workspace too")
     .option("--no-build", "fail instead of building the runner image when it is missing")
     .option("-q, --quiet", "no progress on stderr")
     .action(lazy(ctx, () => import("./batch-command.js")));

@@ -13,17 +13,36 @@ type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
 
 const policiesDir = fileURLToPath(new URL("../../policies/", import.meta.url));
 
+/**
+ * The example policies that ship with the package, by name: `--policy npm-install` reads the
+ * package's own file wherever the command runs. A relative path would be read from the current
+ * folder, which is the untrusted workspace in `cd repo && sandbox-run`.
+ */
+export const EXAMPLE_POLICIES: Readonly<Record<string, string>> = {
+  "npm-install": "examples/npm-install.json",
+  "pr-fix": "examples/pr-fix.yaml",
+};
+
 export function isBuiltInPolicy(name: string): name is BuiltInPolicyName {
   return (BUILT_IN_POLICIES as readonly string[]).includes(name);
 }
 
-/** Loads a built-in policy by name, or a user policy from a JSON or YAML file. */
+/** A policy named rather than read from a path the caller chose: built in, or a shipped example. */
+export function isNamedPolicy(name: string): boolean {
+  return isBuiltInPolicy(name) || Object.hasOwn(EXAMPLE_POLICIES, name);
+}
+
+/** Loads a built-in or example policy by name, or a user policy from a JSON or YAML file. */
 export function loadPolicy(nameOrFile: string): Policy {
   if (isBuiltInPolicy(nameOrFile)) return builtInPolicy(nameOrFile);
+  if (Object.hasOwn(EXAMPLE_POLICIES, nameOrFile)) {
+    const file = path.join(policiesDir, EXAMPLE_POLICIES[nameOrFile]!);
+    return parsePolicy(readConfigFile(file, "policy", POLICY_HINT), nameOrFile);
+  }
   if (!fs.existsSync(nameOrFile)) {
     throw usageError(
       `Policy "${nameOrFile}" is neither a built-in policy nor an existing file.`,
-      `Use one of ${BUILT_IN_POLICIES.join(", ")}, or pass the path of a policy file (.json, .yaml or .yml).`,
+      `Use one of ${[...BUILT_IN_POLICIES, ...Object.keys(EXAMPLE_POLICIES)].join(", ")}, or pass the path of a policy file (.json, .yaml or .yml).`,
     );
   }
   return parsePolicy(readConfigFile(nameOrFile, "policy", POLICY_HINT), nameOrFile);

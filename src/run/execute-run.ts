@@ -140,6 +140,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       runtime: plan.runtime,
       ...(plan.platform ? { platform: plan.platform } : {}),
     });
+    for (const warning of planned.run.untrustedConfig) timeline.sandbox("config.untrusted", { warning });
     const workspace = await RunWorkspace.prepare({
       planned,
       runDir,

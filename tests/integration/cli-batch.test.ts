@@ -69,7 +69,8 @@ function setup(tasks: Array<Record<string, unknown>>, models: string[]) {
   const dir = makeWorkspace({}, "sandbox-run-batch-");
   const file = path.join(dir, "tasks.jsonl");
   fs.writeFileSync(file, `${tasks.map((t) => JSON.stringify(t)).join("\n")}\n`);
-  const modelsFile = path.join(dir, "models.json");
+  // Outside every task's folder (some tasks run in "."): a models file there would be refused.
+  const modelsFile = path.join(makeWorkspace({}, "sandbox-run-batch-models-"), "models.json");
   fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, models)));
   return { dir, file, modelsFile };
 }
@@ -161,7 +162,7 @@ describe("sandbox-run batch", () => {
     expect(stderr).not.toMatch(/\] [abc]: started/);
     // Before, each task failed in its turn (exit 1, three envelopes); no sandbox is made for it now.
     expect(await warmSandboxesMadeBy(run.child.pid!, since)).toBe(0);
-    expect(fs.readdirSync(dir).sort()).toEqual(["models.json", "tasks.jsonl"]);
+    expect(fs.readdirSync(dir).sort()).toEqual(["tasks.jsonl"]);
   });
 
   it("tasks over one folder never run at once: a task over another folder goes first, and both changes arrive", async () => {

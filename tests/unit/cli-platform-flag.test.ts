@@ -44,7 +44,10 @@ async function cli(argv: string[], env: Record<string, string> = {}) {
   return { code, stdout, stderr };
 }
 
-const run = ["--model", "scripted/x", "--models", modelsFile, "--cwd", dir, "--dry-run"];
+// The workspace beside the models file, not around it (a models file inside it would be refused).
+const ws = path.join(dir, "ws");
+fs.mkdirSync(ws);
+const run = ["--model", "scripted/x", "--models", modelsFile, "--cwd", ws, "--dry-run"];
 
 describe("--platform on the command line", () => {
   it("plans the platform and its runner image, without asking any engine", async () => {

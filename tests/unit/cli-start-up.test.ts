@@ -115,7 +115,7 @@ describe("what the CLI loads at start-up", () => {
     const loaded = await loadedBy([
       "--dry-run",
       "--cwd",
-      ws,
+      makeWorkspace({}),
       "--models",
       path.join(ws, "m.json"),
       "--model",

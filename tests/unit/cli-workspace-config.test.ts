@@ -55,9 +55,41 @@ async function cli(argv: string[], env: Record<string, string> = {}) {
 const base = ["--dry-run", "--cwd", ws, "--model", "scripted/x"];
 
 describe("configuration from inside the workspace", () => {
-  it("a policy, schema and prompt file in the workspace are warned about, naming each", async () => {
+  it("a policy or models file in the workspace is refused by default (review: `cd repo && sandbox-run --policy policies/examples/npm-install.json` read the repository's file); a shipped example is named instead", async () => {
+    const inside = await cli([
+      ...base,
+      "--models",
+      path.join(dir, "trusted-models.json"),
+      "--policy",
+      path.join(ws, "policy.json"),
+      "t",
+    ]);
+    expect(inside.code).toBe(2);
+    expect(inside.stderr).toContain(
+      `sandbox-run: Refusing configuration from inside the sandboxed trees: the policy file ${ws}/policy.json lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's boundary (mounts, network, secrets).`,
+    );
+    expect(inside.stderr).toMatch(/--allow-workspace-config/);
+    expect(inside.stdout).toBe("");
+    fs.writeFileSync(path.join(ws, "plain-models.json"), models("$SOME_KEY"));
+    const modelsInside = await cli([...base, "--models", path.join(ws, "plain-models.json"), "t"]);
+    expect(modelsInside.code).toBe(2);
+    expect(modelsInside.stderr).toMatch(/chooses this run's models, and where your provider keys are sent/);
+    const example = await cli([
+      ...base,
+      "--models",
+      path.join(dir, "trusted-models.json"),
+      "--policy",
+      "npm-install",
+      "t",
+    ]);
+    expect(example.code, example.stderr).toBe(0);
+    expect(JSON.parse(example.stdout).policyName).toBe("npm-install");
+  });
+
+  it("with --allow-workspace-config (or the variable) a policy, schema and prompt file in the workspace are warned about, naming each", async () => {
     const run = await cli([
       ...base,
+      "--allow-workspace-config",
       "--models",
       path.join(dir, "trusted-models.json"),
       "--policy",
@@ -70,7 +102,7 @@ describe("configuration from inside the workspace", () => {
     expect(run.code, run.stderr).toBe(0);
     const warnings = run.stderr.split("\n").filter((l) => l.startsWith("sandbox-run: warning: "));
     expect(warnings).toEqual([
-      `sandbox-run: warning: the policy file ${ws}/policy.json lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's boundary`,
+      `sandbox-run: warning: the policy file ${ws}/policy.json lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's boundary (mounts, network, secrets)`,
       `sandbox-run: warning: the schema file ${ws}/schema.json lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's schema`,
       `sandbox-run: warning: the prompt file ${ws}/prompt.md lies inside ${ws}, which this run sandboxes: whoever can change that tree chooses this run's prompt`,
     ]);
@@ -102,7 +134,11 @@ describe("configuration from inside the workspace", () => {
 
   it("an engines file in the workspace, and the files it names, are warned about; strict mode refuses them", async () => {
     const models = ["--models", path.join(dir, "trusted-models.json")];
-    const run = await cli([...base, ...models, "--engines", path.join(ws, "engines.json"), "review"]);
+    const refused = await cli([...base, ...models, "--engines", path.join(ws, "engines.json"), "review"]);
+    expect(refused.code).toBe(2);
+    const run = await cli([...base, ...models, "--engines", path.join(ws, "engines.json"), "review"], {
+      SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG: "1",
+    });
     expect(run.code, run.stderr).toBe(0);
     const warnings = run.stderr.split("\n").filter((l) => l.startsWith("sandbox-run: warning: "));
     const named = (pem: string) =>

@@ -80,7 +80,14 @@ function enginesFileNames(file: string): string[] {
 }
 
 export function describeInside({ what, file, root, namedBy }: InsideFile): string {
-  const chosen = what === "policy" ? "boundary" : what === "engines" ? "engine" : what;
+  const chosen =
+    what === "policy"
+      ? "boundary (mounts, network, secrets)"
+      : what === "engines"
+        ? "engine"
+        : what === "models"
+          ? "models, and where your provider keys are sent"
+          : what;
   const which = namedBy ? `the file ${file}, which the engines file ${namedBy} names,` : `the ${what} file ${file}`;
   return `${which} lies inside ${root}, which this run sandboxes: whoever can change that tree chooses this run's ${chosen}`;
 }

@@ -7,7 +7,7 @@ import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
 import { usageError } from "../../errors.js";
 import { type ProviderRouting, planProviderRouting } from "../../gateway/provider-routes.js";
 import { checkExtraArgs } from "../../pi/pi-args.js";
-import { isBuiltInPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
+import { isNamedPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
 import type { Policy } from "../../policy/policy-schema.js";
 import {
   GATEWAY_PORT,
@@ -88,6 +88,13 @@ export interface SandboxOptions {
    * Default: the SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1 variable, else false.
    */
   refuseWorkspaceConfig?: boolean;
+  /**
+   * Accept (with a warning) a policy, models or engines file inside the workspace or an extra
+   * writable root. Such a file chooses the run's boundary and where the provider key goes, and
+   * the tree is the one under test, so it is refused unless the caller says the tree is theirs.
+   * Default: the SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1 variable, else false.
+   */
+  allowWorkspaceConfig?: boolean;
 }
 
 export type RunOptions = AgentOptions & SandboxOptions;
@@ -115,6 +122,8 @@ export interface ResolvedRun {
   image?: string;
   /** Things the caller should know before trusting this run (e.g. a config file inside the workspace). */
   warnings: string[];
+  /** Of those, the config files inside the sandboxed trees (event `config.untrusted`). */
+  untrustedConfig: string[];
   /** The workspace mode asked for (run > constructor > policy), if any; the engine decides otherwise. */
   workspaceMode?: WorkspaceMode;
   /** What becomes of the workspace's judged changes (run > constructor > policy > "apply"). */
@@ -232,17 +241,25 @@ export function resolveRun(
 
   const modelsSource = run.models ?? config.models;
   const modelsJson = typeof modelsSource === "string" ? readModelsFile(modelsSource) : modelsSource;
-  const warnings = checkConfigOrigins(
+  const untrustedConfig = checkConfigOrigins(
     {
-      policy: typeof policySource === "string" && !isBuiltInPolicy(policySource) ? policySource : undefined,
+      policy: typeof policySource === "string" && !isNamedPolicy(policySource) ? policySource : undefined,
       models: typeof modelsSource === "string" ? modelsSource : undefined,
       ...config.configFiles,
       ...run.configFiles,
     },
     [cwd, ...writableRoots],
     modelsJson,
-    run.refuseWorkspaceConfig ?? config.refuseWorkspaceConfig ?? hostEnv.SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG === "1",
+    {
+      strict:
+        run.refuseWorkspaceConfig ??
+        config.refuseWorkspaceConfig ??
+        hostEnv.SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG === "1",
+      allow:
+        run.allowWorkspaceConfig ?? config.allowWorkspaceConfig ?? hostEnv.SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG === "1",
+    },
   );
+  const warnings = [...untrustedConfig];
 
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
@@ -311,6 +328,7 @@ export function resolveRun(
     routing,
     image,
     warnings,
+    untrustedConfig,
     workspaceMode: effectiveMode,
     handBack,
   };
@@ -342,10 +360,18 @@ function resolveHandBack(
 }
 
 /**
- * Config files inside the trees the run sandboxes: warnings, or a usage error in strict mode. A
- * models file in there may never run a command on the host, strict or not.
+ * Config files inside the trees the run sandboxes. A policy, models or engines file there (or a
+ * file an engines file names) is refused unless the caller allows it: it sets the boundary and
+ * where the keys go. A schema or prompt file is a warning. Strict mode refuses every one. A
+ * models file in there may never run a command on the host, allowed or not.
  */
-function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unknown, strict: boolean): string[] {
+function checkConfigOrigins(
+  files: ConfigFiles,
+  roots: string[],
+  modelsJson: unknown,
+  mode: { strict: boolean; allow: boolean },
+): string[] {
+  const { strict } = mode;
   const inside = configInsideRoots(files, roots);
   const models = inside.find((i) => i.what === "models");
   if (models && modelsJsonHasCommands(modelsJson)) {
@@ -358,6 +384,13 @@ function checkConfigOrigins(files: ConfigFiles, roots: string[], modelsJson: unk
     throw usageError(
       `Refusing configuration from inside the sandboxed trees: ${inside.map(describeInside).join("; ")}.`,
       "Read the policy, models, schema, prompt and engines file from a trusted place (the base branch, the CI job's own files), not from the change under test.",
+    );
+  }
+  const boundary = inside.filter((i) => i.what === "policy" || i.what === "models" || i.what === "engines");
+  if (boundary.length > 0 && !mode.allow) {
+    throw usageError(
+      `Refusing configuration from inside the sandboxed trees: ${boundary.map(describeInside).join("; ")}.`,
+      "Name a policy that ships with sandbox-run (--policy read-only, workspace-write, npm-install, pr-fix) or read the file from a place the tree under test cannot change (your home, the CI job's own checkout); if you wrote that tree yourself and trust it, pass --allow-workspace-config (or SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1).",
     );
   }
   return inside.map(describeInside);
