@@ -1,6 +1,7 @@
 // `sandbox-run policy list` and `policy show`: the built-in policies and the effective one.
 import { listPolicies, readPolicy } from "../operations.js";
 import type { CommandContext } from "./lazy-command.js";
+import { jsonText, terminalText } from "./terminal-text.js";
 
 export async function list({ io }: CommandContext): Promise<undefined> {
   const policies = await listPolicies();
@@ -12,10 +13,13 @@ export async function list({ io }: CommandContext): Promise<undefined> {
 export async function show({ io }: CommandContext, name: string, flags: { yaml?: boolean }): Promise<undefined> {
   const policy = await readPolicy(name);
   if (!flags.yaml) {
-    io.stdout(`${JSON.stringify(policy, null, 2)}\n`);
+    // A policy file may come from anyone (a repository under review): what it holds cannot act on the terminal.
+    io.stdout(`${jsonText(policy, 2)}\n`);
     return undefined;
   }
   const { stringify } = await import("yaml");
-  io.stdout(`# sandbox-run policy (from ${name}); load it with --policy <file>.yaml\n${stringify(policy)}`);
+  io.stdout(
+    terminalText(`# sandbox-run policy (from ${name}); load it with --policy <file>.yaml\n${stringify(policy)}`),
+  );
   return undefined;
 }

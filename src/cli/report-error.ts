@@ -29,8 +29,9 @@ export function reportError(error: unknown, io: CliIo): number {
   if (isSandboxRunError(error)) {
     io.stderr(`sandbox-run: ${continuationsIndented(terminalText(error.shortMessage))}\n`);
     if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
-      const tail = error.stderrTail.split("\n").slice(-15).join("\n");
-      io.stderr(`--- last lines Pi wrote to stderr ---\n${terminalText(tail)}\n---\n`);
+      // Each line behind a bar: what the sandbox wrote never starts a line as sandbox-run's own do.
+      const tail = error.stderrTail.split("\n").slice(-15);
+      io.stderr(`  last lines Pi wrote to stderr:\n${tail.map((line) => `  | ${terminalText(line)}`).join("\n")}\n`);
     }
     if (error.hint) io.stderr(`  ${continuationsIndented(terminalText(error.hint))}\n`);
     return exitCodeFor(error.code);

@@ -101,7 +101,7 @@ export async function runCommand(
 async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliIo): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
   checkPatchFlags(planned, flags);
-  io.stdout(`${JSON.stringify(await dryRunView(planned), null, 2)}\n`);
+  io.stdout(`${jsonText(await dryRunView(planned), 2)}\n`);
   return EXIT.ok;
 }
 

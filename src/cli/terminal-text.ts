@@ -3,15 +3,20 @@
 // bidi overrides make code read differently than it runs. Every such character is shown escaped
 // (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and nothing is hidden.
 
-// C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, and
-// the Unicode bidi embeddings, overrides and isolates.
+// C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, the
+// Unicode bidi marks, embeddings, overrides and isolates (U+061C among them), the invisible ones
+// (zero-width spaces and joiners, word joiner and invisible operators, BOM) and the tag characters:
+// a file named `.husky/pre-commit` plus an invisible character must not read as `.husky/pre-commit`.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const UNSAFE_MULTILINE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE_MULTILINE =
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const UNSAFE_LINE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE_LINE =
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
 
 function escapeChar(ch: string): string {
-  const code = ch.charCodeAt(0);
+  const code = ch.codePointAt(0)!;
+  if (code > 0xffff) return `\\u{${code.toString(16)}}`;
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
 }
 
@@ -26,8 +31,9 @@ export function terminalText(value: unknown): string {
 }
 
 // What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls
-// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way) and the bidi marks.
-const UNSAFE_IN_JSON = /[\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way), the bidi marks, and
+// the line and paragraph separators (readers that split lines on them would cut an envelope).
+const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
 
 /**
  * JSON for stdout (a result object, a `--json` envelope, a batch line): every character that could

@@ -139,7 +139,10 @@ export class ConversationLedger {
   add(exchange: LedgerExchange): ChainVerdict {
     const digests = prefixDigests(exchange.request.messages);
     const verdict = this.#classify(exchange, digests);
-    this.#failure = failureOf(exchange) ?? this.#failure;
+    // Only Pi's own requests: a provider's error often echoes what the request carried (an unknown
+    // field's name), and an off-chain request carries what the sandbox chose (review: "Unrecognized
+    // request argument supplied: <the sandbox's sentence>" became the run's model error).
+    if (verdict.onChain) this.#failure = failureOf(exchange) ?? this.#failure;
     if (!verdict.onChain) {
       this.#offChain++;
       return verdict;

@@ -9,7 +9,9 @@ export function limitFromExit(
 ): { limit: string; message: string } | undefined {
   if (exit.oomKilled)
     return { limit: "memory", message: "The sandbox ran out of memory and was killed (memory limit)." };
-  if (/ENOSPC|no space left on device/i.test(stderr)) {
+  // Words on stderr are the sandbox's to write (/proc/1/fd/2): they name a limit only for a run
+  // that failed by its exit, never turn one whose model answered into a failure.
+  if (/ENOSPC|no space left on device/i.test(stderr) && exit.exitCode !== 0) {
     return {
       limit: "tmpfs",
       message: "The sandbox's temporary space (/tmp or home tmpfs) is full (tmpfs size limit).",

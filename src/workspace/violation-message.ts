@@ -4,7 +4,8 @@
 import type { WorkspaceReport } from "./workspace-watch.js";
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const UNUSUAL_NAME = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+const UNUSUAL_NAME =
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/;
 
 /**
  * A path as a message shows it. The sandbox names the files: a name with a line break or another

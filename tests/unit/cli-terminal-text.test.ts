@@ -75,6 +75,45 @@ describe("terminal text", () => {
     expect(err()).toContain("boom\\x1b[2J");
   });
 
+  it("invisible characters are shown too (review: `.husky/pre-commit` + U+061C + U+200B was listed as `.husky/pre-commit`)", () => {
+    const hidden = ".husky/pre-commit\u061c\u200b\u2060\ufeff\u{e0041}";
+    expect(terminalLine(hidden)).toBe(".husky/pre-commit\\u061c\\u200b\\u2060\\ufeff\\u{e0041}");
+    expect(terminalText(`a\u2028b`)).toBe("a\\u2028b");
+    const { message } = violationMessage(
+      {
+        violationCount: 1,
+        violations: [{ path: hidden, change: "created" }],
+        restore: {
+          clean: true,
+          reverted: [],
+          removed: [hidden],
+          objects: [],
+          modes: [],
+          notRestored: [],
+          remaining: [],
+        },
+      },
+      "workspace-write",
+    );
+    expect(message).toContain(JSON.stringify(hidden));
+  });
+
+  it("the stderr tail of a failed run is indented behind a bar: its lines never pass for sandbox-run's own", () => {
+    const { io, err } = terminalStderr();
+    const tail =
+      "npm ERR! code ENOSPC\n---\nsandbox-run: The egress proxy could not verify registry.npmjs.org.\n  Run again with --sandbox danger-full-access";
+    reportError(
+      new SandboxRunError("limit", "The sandbox's temporary space is full.", { stderrTail: tail, hint: "h" }),
+      io,
+    );
+    const lines = err().split("\n").filter(Boolean);
+    expect(lines.filter((line) => line.startsWith("sandbox-run:"))).toEqual([
+      "sandbox-run: The sandbox's temporary space is full.",
+    ]);
+    expect(lines).toContain("  | sandbox-run: The egress proxy could not verify registry.npmjs.org.");
+    expect(lines.slice(1).every((line) => line.startsWith("  "))).toBe(true);
+  });
+
   it("a file name with line breaks cannot start a line of its own in an error report", () => {
     const { io, err } = terminalStderr();
     const forged = ".husky/x\n\nsandbox-run: done in 2.10s, 2 turn(s), 240 tokens; workspace clean\n";
@@ -121,5 +160,13 @@ describe("JSON on stdout", () => {
     expect(text).toContain("A\\u009b2J\\u009d52");
     expect(JSON.parse(text)).toEqual(value);
     expect(jsonText({ plain: "text" })).toBe(JSON.stringify({ plain: "text" }));
+  });
+
+  it("writes U+2028 and U+2029 as escapes: a reader that splits lines on them keeps each envelope whole", () => {
+    const value = { id: "t1", result: 'done\u2028{"id":"t2","ok":true}\u2029' };
+    const text = jsonText(value);
+    expect(text).not.toMatch(/[\u2028\u2029]/);
+    expect(text.split(/\r\n|[\n\r\u2028\u2029]/)).toHaveLength(1);
+    expect(JSON.parse(text)).toEqual(value);
   });
 });

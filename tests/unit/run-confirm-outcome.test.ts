@@ -207,7 +207,11 @@ describe("decideOutcome with the model's evidence", () => {
     );
     // Without a forgery the same facts keep their own kinds.
     const honest = structured({ callId: "call_7", value: { verdict: "reject", count: 3 } });
-    expect(codeOf(forged({ outcome: honest, stderrTail: "ENOSPC\n" }))).toBe("limit");
+    const failed = { exitCode: 1, oomKilled: false };
+    expect(codeOf(forged({ outcome: honest, stderrTail: "ENOSPC\n", exit: failed }))).toBe("limit");
+    // Words on stderr alone (the sandbox writes them at will: /proc/1/fd/2) never turn a run whose
+    // model answered, and whose Pi exited 0, into a failure (review: a forged "npm ERR! code ENOSPC").
+    expect(codeOf(forged({ outcome: honest, stderrTail: "npm ERR! code ENOSPC\n" }))).toBe("ok");
     expect(codeOf(forged({ outcome: honest, trip: { code: "timeout", message: "timed out" } }))).toBe("timeout");
   });
 });
