@@ -7,11 +7,11 @@
 // Unicode bidi marks, embeddings, overrides and isolates (U+061C among them), the invisible ones
 // (zero-width spaces and joiners, word joiner and invisible operators, BOM) and the tag characters:
 // a file named `.husky/pre-commit` plus an invisible character must not read as `.husky/pre-commit`.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const UNSAFE_MULTILINE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
   /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const UNSAFE_LINE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
   /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
 
 function escapeChar(ch: string): string {

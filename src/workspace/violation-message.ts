@@ -3,8 +3,8 @@
 // sandbox left, and git, direnv or an editor started there is what a trap waits for.
 import type { WorkspaceReport } from "./workspace-watch.js";
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const UNUSUAL_NAME =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
   /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/;
 
 /**
