@@ -86,6 +86,12 @@ export const LABEL_MANAGED = "sandbox-run.managed";
 export const LABEL_RUN_ID = "sandbox-run.run-id";
 export const LABEL_OWNER_PID = "sandbox-run.owner-pid";
 export const LABEL_OWNER_HOST = "sandbox-run.owner-host";
+/**
+ * The owner's PID namespace (`/proc/self/ns/pid`, e.g. "pid:[4026531836]"): its pid means that
+ * process only there. Two controllers on one host name in PID namespaces of their own (containers
+ * sharing an engine socket and the host's name) would otherwise judge each other's pids.
+ */
+export const LABEL_OWNER_PIDNS = "sandbox-run.owner-pidns";
 export const LABEL_CREATED_AT = "sandbox-run.created-at";
 export const LABEL_DEADLINE = "sandbox-run.deadline";
 /** "uid:gid" the lent trees go back to when a root caller lent them to the sandbox uid. */
@@ -125,6 +131,8 @@ interface ContainerOwner {
   runId: string;
   pid: number;
   host: string;
+  /** The owner's PID namespace, where it can be read (run-dirs.ts ownPidNamespace). */
+  pidns?: string;
   createdAt: Date;
   /** When the container is overdue and any reaper may remove it. */
   deadline?: Date;
@@ -137,6 +145,7 @@ export function containerLabels(owner: ContainerOwner): Record<string, string> {
     [LABEL_RUN_ID]: owner.runId,
     [LABEL_OWNER_PID]: String(owner.pid),
     [LABEL_OWNER_HOST]: owner.host,
+    ...(owner.pidns ? { [LABEL_OWNER_PIDNS]: owner.pidns } : {}),
     [LABEL_CREATED_AT]: owner.createdAt.toISOString(),
     ...(owner.deadline ? { [LABEL_DEADLINE]: owner.deadline.toISOString() } : {}),
   };

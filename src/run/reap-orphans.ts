@@ -16,10 +16,12 @@ import {
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
+  LABEL_OWNER_PIDNS,
   LABEL_RUN_ID,
   LABEL_WARM,
   SANDBOX_UID,
 } from "../sandbox-contract.js";
+import { ownPidNamespace } from "../util/own-pid-namespace.js";
 import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
 import {
   deadRunLease,
@@ -43,13 +45,18 @@ export interface ReapedContainer {
 /** Why a container with these labels is an orphan, or undefined while its controller may still need it. */
 export function orphanReason(
   labels: Record<string, string>,
-  context: { all?: boolean; host: string; now: number; alive: (pid: number) => boolean },
+  context: { all?: boolean; host: string; pidns?: string; now: number; alive: (pid: number) => boolean },
   state?: string,
 ): string | undefined {
   if (context.all) return "gc --all";
   const warm = labels[LABEL_WARM] === "true" ? "warm sandbox: " : "";
   const pid = Number(labels[LABEL_OWNER_PID]);
-  if (labels[LABEL_OWNER_HOST] === context.host && pid > 0 && !context.alive(pid))
+  // A pid is judged only in the namespace it was taken in: another controller's, in a PID namespace
+  // of its own on a host of the same name, is no process here (review: its live sandboxes were
+  // removed). Containers labelled before the namespace was recorded are judged as before.
+  const pidns = labels[LABEL_OWNER_PIDNS];
+  const samePidns = pidns === undefined || pidns === context.pidns;
+  if (labels[LABEL_OWNER_HOST] === context.host && samePidns && pid > 0 && !context.alive(pid))
     return `${warm}owner process ${pid} is gone`;
   const deadline = Date.parse(labels[LABEL_DEADLINE] ?? "");
   if (Number.isFinite(deadline) && context.now > deadline + DEADLINE_GRACE_MS) return `${warm}past its deadline`;
@@ -85,7 +92,13 @@ export interface ReapOptions {
 
 export async function reapContainers(engine: Engine, options: ReapOptions = {}): Promise<ReapedContainer[]> {
   const containers = await engine.listContainers([`${LABEL_MANAGED}=true`]);
-  const context = { all: options.all, host: os.hostname(), now: Date.now(), alive: processAlive };
+  const context = {
+    all: options.all,
+    host: os.hostname(),
+    ...(ownPidNamespace() ? { pidns: ownPidNamespace() } : {}),
+    now: Date.now(),
+    alive: processAlive,
+  };
   const reaped: ReapedContainer[] = [];
   const failed: string[] = [];
   let removalsTimedOut = 0;

@@ -10,6 +10,7 @@ import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
 import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
+import { ownPidNamespace } from "../util/own-pid-namespace.js";
 import { closeAtExit, OWNER_TOKEN } from "./close-at-exit.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 
@@ -36,6 +37,12 @@ interface WarmPoolOptions {
    * than claims still to come, so none is made only to be removed at close. Default: no end.
    */
   claims?: number;
+  /**
+   * How many sandboxes are made at once (default: as many as the pool lacks). Making one is CPU
+   * work (a container's start, Pi's loading): two made side by side are each ready later than one
+   * made alone, and the first claim waits for the first.
+   */
+  makeAtOnce?: number;
   /** An unclaimed sandbox stops by itself after this long (its launcher's idle deadline). */
   idleMs: number;
   /** The longest timeout a claim may bring (with idleMs, the deadline on the containers' labels). */
@@ -262,7 +269,8 @@ export class WarmPool {
 
   #fill(): void {
     if (this.#closed || Date.now() < this.#retryAt) return;
-    while (this.#ready.length + this.#making.size < this.#wanted()) this.#makeOne();
+    const atOnce = this.#options.makeAtOnce ?? Number.POSITIVE_INFINITY;
+    while (this.#ready.length + this.#making.size < this.#wanted() && this.#making.size < atOnce) this.#makeOne();
   }
 
   #makeOne(): void {
@@ -270,7 +278,12 @@ export class WarmPool {
     this.#making.add(abort);
     const identity = {
       warmId: `warm-${crypto.randomBytes(6).toString("hex")}`,
-      owner: { pid: process.pid, host: os.hostname(), token: OWNER_TOKEN },
+      owner: {
+        pid: process.pid,
+        host: os.hostname(),
+        token: OWNER_TOKEN,
+        ...(ownPidNamespace() ? { pidns: ownPidNamespace() } : {}),
+      },
       now: new Date(),
       idleMs: this.#options.idleMs,
       maxRunMs: this.#options.maxRunMs,

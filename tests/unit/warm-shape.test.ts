@@ -21,6 +21,7 @@ import {
   LABEL_MANAGED,
   LABEL_OWNER_HOST,
   LABEL_OWNER_PID,
+  LABEL_OWNER_PIDNS,
   LABEL_OWNER_TOKEN,
   LABEL_RUN_ID,
   LABEL_WARM,
@@ -116,6 +117,16 @@ describe("a warm-shaped plan", () => {
     expect(warmIneligible(buildRunPlan(input({ warm: false, workspaceMode: "copy" })), [])).toMatch(/not planned/);
     expect(warmIneligible(buildRunPlan(input()), [])).toBeUndefined();
   });
+
+  it("is refused when its trees would meet in the warm layout (review: a workspace at /writable/0 beside a writable root, each host folder got the other's files)", () => {
+    for (const sandboxCwd of ["/writable/0", "/writable"]) {
+      const plan = buildRunPlan(input({ sandboxCwd, writableRoots: ["/work/cache"] }));
+      expect(warmIneligible(plan, []), sandboxCwd).toMatch(/would meet in a warm sandbox's layout/);
+    }
+    expect(
+      warmIneligible(buildRunPlan(input({ sandboxCwd: "/srv/app", writableRoots: ["/work/cache"] })), []),
+    ).toBeUndefined();
+  });
 });
 
 describe("a warm sandbox's container", () => {
@@ -182,6 +193,25 @@ describe("a warm sandbox's container", () => {
     expect(orphanReason(spec.labels, { ...context(1), alive: () => false }, "running")).toBe(
       "warm sandbox: owner process 4242 is gone",
     );
+  });
+
+  it("judges its owner's pid only in the owner's PID namespace (review: a live controller in a namespace of its own, on a host of the same name, had its sandboxes removed)", () => {
+    const labelled = warmContainerSpec(shape, {
+      warmId: "warm-0123456789ab",
+      owner: { pid: 4242, host: "ci-7", token: "0f1e2d3c4b5a", pidns: "pid:[4026532999]" },
+      now,
+      idleMs: 600_000,
+      maxRunMs: 900_000,
+    }).labels;
+    expect(labelled[LABEL_OWNER_PIDNS]).toBe("pid:[4026532999]");
+    const gone = { host: "ci-7", now: now.getTime() + 60_000, alive: () => false };
+    expect(orphanReason(labelled, { ...gone, pidns: "pid:[4026531836]" }, "running")).toBeUndefined();
+    expect(orphanReason(labelled, { ...gone, pidns: "pid:[4026532999]" }, "running")).toBe(
+      "warm sandbox: owner process 4242 is gone",
+    );
+    // Past its deadline it goes whatever namespace made it.
+    const late = { ...gone, pidns: "pid:[4026531836]", now: now.getTime() + 40 * 60_000 };
+    expect(orphanReason(labelled, late, "running")).toBe("warm sandbox: past its deadline");
   });
 });
 

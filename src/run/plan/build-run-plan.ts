@@ -60,7 +60,7 @@ export interface PlanInput {
   containerModelsJson: unknown;
   extraArgs: string[];
   timeoutMs: number;
-  owner: { pid: number; host: string };
+  owner: { pid: number; host: string; pidns?: string };
   now: Date;
   /** bind (default) or copy: see WorkspaceMode. */
   workspaceMode?: WorkspaceMode;
@@ -163,6 +163,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
         runId: input.runId,
         pid: input.owner.pid,
         host: input.owner.host,
+        ...(input.owner.pidns ? { pidns: input.owner.pidns } : {}),
         createdAt: input.now,
         deadline: new Date(input.now.getTime() + input.timeoutMs),
       }),

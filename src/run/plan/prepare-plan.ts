@@ -9,6 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
+import { ownPidNamespace } from "../../util/own-pid-namespace.js";
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
@@ -126,7 +127,7 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     containerModelsJson: run.routing.containerModelsJson,
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
-    owner: { pid: process.pid, host: os.hostname() },
+    owner: { pid: process.pid, host: os.hostname(), ...pidnsField() },
     workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
     handBack: run.handBack,
     ...(place.warm ? { warm: true } : {}),
@@ -144,4 +145,10 @@ function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): Wo
     );
   }
   return asked ?? (shares ? "bind" : "copy");
+}
+
+/** The owner's PID namespace for its containers' labels, where /proc says. */
+function pidnsField(): { pidns?: string } {
+  const pidns = ownPidNamespace();
+  return pidns ? { pidns } : {};
 }

@@ -104,6 +104,14 @@ export function warmIneligible(plan: RunPlan, callerEnvNames: readonly string[])
     (c) => c.kind === "read-only" && fixed.some((p) => c.containerPath === p || c.containerPath.startsWith(`${p}/`)),
   );
   if (clash) return `the read-only mount ${clash.containerPath} is where a warm sandbox keeps the workspace`;
+  // The warm layout puts writable roots at /writable/<n>: a workspace path there (the caller's, or
+  // a replayed record's) would share a place with one, and each host tree would get the other's
+  // files back (review). Trees that meet are never served warm; the cold plan keeps them apart.
+  const trees = plan.copies.filter((c) => c.kind !== "ca-bundle").map((c) => c.containerPath);
+  for (const [i, a] of trees.entries()) {
+    const other = trees.find((b, j) => j !== i && (a === b || b.startsWith(`${a}/`)));
+    if (other !== undefined) return `its trees ${a} and ${other} would meet in a warm sandbox's layout`;
+  }
   return undefined;
 }
 
@@ -135,7 +143,7 @@ export interface WarmSandboxIdentity {
   /** The sandbox's own id (`warm-...`): its container's run-id label and name until a call claims it. */
   warmId: string;
   /** `token`: random per process (LABEL_OWNER_TOKEN). */
-  owner: { pid: number; host: string; token: string };
+  owner: { pid: number; host: string; token: string; pidns?: string };
   now: Date;
   /** Unclaimed for this long, it stops by itself. */
   idleMs: number;
@@ -181,6 +189,7 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
         runId: identity.warmId,
         pid: identity.owner.pid,
         host: identity.owner.host,
+        ...(identity.owner.pidns ? { pidns: identity.owner.pidns } : {}),
         createdAt: now,
         deadline,
       }),
