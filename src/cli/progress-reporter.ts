@@ -55,6 +55,12 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
       return `gateway refused ${t(d.method)} ${t(d.path)}: ${t(d.refused)}${times}`;
     case "container.exited":
       return d.stoppedByHost ? "sandbox stopped: Pi had finished" : `sandbox exited (code ${t(d.exitCode)})`;
+    case "workspace.host-run-files": {
+      // Allowed, but a tool run on this machine reads them (npm reads .npmrc on every command): said.
+      const files = Array.isArray(d.files) ? d.files.map((f) => t((f as { path?: unknown })?.path ?? f)) : [];
+      const more = Number(d.count) > files.length ? ` and ${Number(d.count) - files.length} more` : "";
+      return `note: the run changed files a tool on this machine reads and may run from: ${files.join(", ")}${more}; review them before running that tool here`;
+    }
     default:
       return undefined;
   }

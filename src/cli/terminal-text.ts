@@ -22,7 +22,9 @@ function escapeChar(ch: string): string {
 
 /** For one line of progress: every control character escaped, line breaks and tabs too. */
 export function terminalLine(value: unknown): string {
-  return String(value).replace(UNSAFE_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapeChar(ch)));
+  return String(value)
+    .replace(UNSAFE_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapeChar(ch)))
+    .replace(/##\[/g, "#\\x23["); // GitHub's runner reads `##[command]` anywhere in a log line
 }
 
 /** For multi-line text (a result, a stderr tail): tabs and line feeds kept, every other control escaped. */

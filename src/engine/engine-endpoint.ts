@@ -119,6 +119,14 @@ export function endpointFromEnv(env: Record<string, string | undefined> = proces
     );
   }
   const tlsOn = Boolean(env.DOCKER_TLS_VERIFY) || url.protocol === "https:";
+  // A relative folder would be read from the current one, which is often the repository under test:
+  // whoever writes it would choose the CA the engine's link trusts and the client key.
+  if (tlsOn && env.DOCKER_CERT_PATH && !path.isAbsolute(env.DOCKER_CERT_PATH)) {
+    throw usageError(
+      `DOCKER_CERT_PATH=${env.DOCKER_CERT_PATH} is a relative path: it would be read from the current folder.`,
+      "Give the absolute path of the folder holding ca.pem, cert.pem and key.pem (outside any workspace).",
+    );
+  }
   const certDir = env.DOCKER_CERT_PATH || path.join(home, ".docker");
   return {
     kind: "tcp",

@@ -307,6 +307,11 @@ export function nestedProtectionParent(lowerName: string, disabled: ReadonlySet<
   return undefined;
 }
 
+/** Why a built-in protection (by its rule name, e.g. ".husky/") exists: what on the host runs it. */
+export function protectionWhy(rule: string): string | undefined {
+  return PROTECTED_NAMES.get(rule.toLowerCase());
+}
+
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
   const name = path.slice(path.lastIndexOf("/") + 1).toLowerCase();

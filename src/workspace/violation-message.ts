@@ -1,6 +1,7 @@
 // The words of a policy violation: which paths, which rule, what was put back, and what to do.
 // The hint never tells the user to run a command in the workspace: the tree is what the
 // sandbox left, and git, direnv or an editor started there is what a trap waits for.
+import { protectionWhy } from "./builtin-protections.js";
 import type { WorkspaceReport } from "./workspace-watch.js";
 
 const UNUSUAL_NAME =
@@ -73,7 +74,7 @@ export function violationMessage(
         .map((rule) =>
           rule === "protectedPaths" ? "protectedPaths without them" : `disableBuiltinProtections: ["${rule}"]`,
         )
-        .join(", ")}).`;
+        .join(", ")})${runsOnHost(rules)}.`;
   const clean = !r || r.clean;
   const hint = notApplied
     ? `The workspace is as it was before the run. ${policyWay}`
@@ -81,4 +82,16 @@ export function violationMessage(
       ? `Nothing of it is left in the workspace; there is nothing to undo by hand. ${policyWay}`
       : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
   return { message: parts.join(" "), hint };
+}
+
+/**
+ * What allowing the rules would let the sandbox do, in the rules' own words: the sandbox chooses
+ * which protection it trips, and a hint to turn one off must say that the file runs on this machine.
+ */
+function runsOnHost(rules: readonly string[]): string {
+  const whys = rules.flatMap((rule) => {
+    const why = protectionWhy(rule);
+    return why ? [`${rule} ${why}`] : [];
+  });
+  return whys.length === 0 ? "" : `; only if you trust what this run wrote to run on this machine: ${whys.join("; ")}`;
 }

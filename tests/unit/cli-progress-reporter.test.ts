@@ -1,6 +1,6 @@
 // The plain progress lines a CI log shows, one per event that matters.
 import { describe, expect, it } from "vitest";
-import { createProgressReporter } from "../../src/cli/progress-reporter.js";
+import { createProgressReporter, sandboxLine } from "../../src/cli/progress-reporter.js";
 import { progressOf, summarizeArgs } from "../../src/pi/progress.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 
@@ -102,5 +102,17 @@ describe("progress reporter", () => {
     ]);
     // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
     for (const line of lines) expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
+  });
+});
+
+describe("a host-run file the run changed", () => {
+  it("gets a line of its own (review: a planted .npmrc with node-options was in --json only)", () => {
+    const line = sandboxLine("workspace.host-run-files", {
+      count: 2,
+      files: [{ path: ".npmrc", change: "created", why: "npm reads it" }],
+    });
+    expect(line).toBe(
+      "note: the run changed files a tool on this machine reads and may run from: .npmrc and 1 more; review them before running that tool here",
+    );
   });
 });

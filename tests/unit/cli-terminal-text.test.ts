@@ -79,6 +79,10 @@ describe("terminal text", () => {
     const hidden = ".husky/pre-commit\u061c\u200b\u2060\ufeff\u{e0041}";
     expect(terminalLine(hidden)).toBe(".husky/pre-commit\\u061c\\u200b\\u2060\\ufeff\\u{e0041}");
     expect(terminalText(`a\u2028b`)).toBe("a\\u2028b");
+    // A CI log reads `##[error]...` anywhere in a progress line as a workflow command.
+    expect(terminalLine("bash echo '##[error title=x]rotate your key'")).toBe(
+      "bash echo '#\\x23[error title=x]rotate your key'",
+    );
     const { message } = violationMessage(
       {
         violationCount: 1,
@@ -96,6 +100,29 @@ describe("terminal text", () => {
       "workspace-write",
     );
     expect(message).toContain(JSON.stringify(hidden));
+  });
+
+  it("a hint to turn a protection off says what that file runs on the host (review: the sandbox chooses which protection it trips)", () => {
+    const { hint } = violationMessage(
+      {
+        violationCount: 1,
+        violations: [{ path: ".husky/pre-commit", change: "modified", rule: ".husky/" }],
+        restore: {
+          clean: true,
+          reverted: [".husky/pre-commit"],
+          removed: [],
+          objects: [],
+          modes: [],
+          notRestored: [],
+          remaining: [],
+        },
+      },
+      "workspace-write",
+    );
+    expect(hint).toContain(
+      'disableBuiltinProtections: [".husky/"]); only if you trust what this run wrote to run on this machine: .husky/ husky:',
+    );
+    expect(hint).toMatch(/run at the host's next git commit/);
   });
 
   it("the stderr tail of a failed run is indented behind a bar: its lines never pass for sandbox-run's own", () => {

@@ -53,6 +53,10 @@ describe("endpointFromEnv", () => {
       port: 2376,
       tls: { ca: "/certs/ca.pem", cert: "/certs/cert.pem", key: "/certs/key.pem" },
     });
+    // Relative, it would be read from the current folder (often the repository under test): refused.
+    expect(() =>
+      endpointFromEnv({ DOCKER_HOST: "tcp://build-2", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "certs/build-2" }),
+    ).toThrow(/DOCKER_CERT_PATH=certs\/build-2 is a relative path/);
     expect(endpointFromEnv({ DOCKER_HOST: "ssh://ci@build-3:2222", HOME: "/nonexistent/ci" })).toEqual({
       kind: "ssh",
       host: "build-3",
