@@ -25,7 +25,7 @@ import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 import { withRootFlags } from "./subcommand-flags.js";
-import { jsonText, terminalText } from "./terminal-text.js";
+import { jsonText, terminalLine } from "./terminal-text.js";
 
 export interface BatchFlags
   extends Pick<
@@ -131,7 +131,7 @@ export async function batchCommand(
         onEvent: (event) => {
           if (event.type === "config.untrusted" && !flags.quiet)
             io.stderr(
-              `sandbox-run: warning: task ${terminalText(task.id)}: ${terminalText(String(event.data.warning))}\n`,
+              `sandbox-run: warning: task ${terminalLine(task.id)}: ${terminalLine(String(event.data.warning))}\n`,
             );
         },
         ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),

@@ -99,7 +99,7 @@ export async function runCommand(
 
 /** --dry-run: the plan as data on stdout (credentials redacted), after the checks a run makes before it starts. */
 async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliIo): Promise<number> {
-  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
+  for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
   checkPatchFlags(planned, flags);
   io.stdout(`${jsonText(await dryRunView(planned), 2)}\n`);
   return EXIT.ok;
@@ -124,7 +124,7 @@ export async function runPlannedCommand(
 ): Promise<number> {
   if (flags.dryRun) return printDryRun(plannedBeforeEngines, flags, io);
   for (const warning of plannedBeforeEngines.run.warnings) {
-    io.stderr(`sandbox-run: warning: ${terminalText(warning)}\n`);
+    io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
   }
   checkPatchFlags(plannedBeforeEngines, flags);
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.

@@ -61,9 +61,9 @@ export function planReplay(recordDir: string, call: ReplayCallOptions): PlannedR
     },
   };
   if (!record.schema) delete options.schema;
-  // Budgets only ever stop a run sooner: the recorded ones hold unless the caller sets their own.
+  // Budgets only ever stop a run sooner: the recorded ones hold unless the caller sets their own,
+  // and the turn budget only where it is below the caller's policy's (below, once that is known).
   const { budgets } = record.call;
-  if (given.maxTurns === undefined && budgets.maxTurns !== undefined) options.maxTurns = budgets.maxTurns;
   if (given.maxCostUsd === undefined && budgets.maxCostUsd !== undefined) options.maxCostUsd = budgets.maxCostUsd;
 
   // One call: with SANDBOX_RUN_WARM, no refill after its claim (it would only be removed at the end).
@@ -72,10 +72,15 @@ export function planReplay(recordDir: string, call: ReplayCallOptions): PlannedR
   // tools as the recorded one; under a policy with other tools only the messages must match.
   const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed }) };
   let planned = agent.plan(record.prompt, { ...options, replay: source });
-  // The recorded timeout holds when it is the shorter one (a limit only ever narrows a run).
-  if (given.timeoutMs === undefined && record.call.timeoutMs < planned.run.timeoutMs) {
-    planned = agent.plan(record.prompt, { ...options, timeoutMs: record.call.timeoutMs, replay: source });
-  }
+  // The recorded timeout and turn budget hold when they are the smaller ones (a limit only ever
+  // narrows a run: review, a record's 250 turns replaced a policy's 1).
+  const narrower: RunOptions = {};
+  if (given.timeoutMs === undefined && record.call.timeoutMs < planned.run.timeoutMs)
+    narrower.timeoutMs = record.call.timeoutMs;
+  if (given.maxTurns === undefined && budgets.maxTurns !== undefined && budgets.maxTurns < planned.run.budgets.maxTurns)
+    narrower.maxTurns = budgets.maxTurns;
+  if (Object.keys(narrower).length > 0)
+    planned = agent.plan(record.prompt, { ...options, ...narrower, replay: source });
   planned.run.warnings.push(...missingInputs(record, options));
   const differences = (planned.replay?.differences ?? []).map((d) => ({
     field: d.field,

@@ -25,8 +25,10 @@ import {
   type RecordVersions,
 } from "../record/record-format.js";
 import { formatZodIssues } from "../util/config-file.js";
+import { jsonShape } from "../util/json-shape.js";
 import { openRegularFile } from "../util/read-fd.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
+import { recordSchemaCostProblem } from "./record-schema-cost.js";
 import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
 
 export interface LoadedRecord {
@@ -61,6 +63,10 @@ const MAX_HASHED_BYTES = RECORD_MAX_HASHED_BYTES;
 const HASH_CHUNK = 1024 * 1024;
 const MAX_ENTRIES = RECORD_MAX_ENTRIES;
 const MAX_EXCHANGES = 100_000;
+/** JSON values (containers and list items) one line of exchanges.jsonl, and all its lines, may hold. */
+const MAX_LINE_VALUES = 2_000_000;
+const MAX_EXCHANGE_VALUES = 8_000_000;
+
 /** How deeply JSON may nest, per file (a result follows the caller's schema, so it may nest deeper). */
 const MAX_DEPTH: Record<string, number> = {
   [RECORD_FILES.policy]: 16,
@@ -119,6 +125,8 @@ export function loadRecord(dir: string): LoadedRecord {
   if (schema !== undefined && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
     throw invalid(root, `${RECORD_FILES.schema} is not a JSON Schema object`);
   }
+  const costly = schema === undefined ? undefined : recordSchemaCostProblem(schema);
+  if (costly) throw invalid(root, `${RECORD_FILES.schema} cannot be checked at a bounded cost: ${costly}`);
   const policy = parse(
     root,
     RECORD_FILES.policy,
@@ -281,10 +289,23 @@ function readVerbatim(root: string, file: string, name: string, cap: number): Bu
 function parseExchanges(root: string, bytes: Buffer): RecordedExchange[] {
   const exchanges: RecordedExchange[] = [];
   let index = 0;
+  let valuesLeft = MAX_EXCHANGE_VALUES;
   for (let start = 0; start <= bytes.length; index++) {
     if (index > MAX_EXCHANGES) throw invalid(root, `${RECORD_FILES.exchanges} has more than ${MAX_EXCHANGES} lines`);
     let end = bytes.indexOf(0x0a, start);
     if (end < 0) end = bytes.length;
+    // Values are counted before a line is parsed: bytes alone do not bound what parsing costs (a
+    // 240 MB line of `{}` took 14 minutes and ended replay out of memory).
+    const shape = jsonShape(bytes.subarray(start, end), {
+      maxValues: Math.min(MAX_LINE_VALUES, valuesLeft),
+      maxDepth: MAX_DEPTH[RECORD_FILES.exchanges]!,
+    });
+    if (shape.problem)
+      throw invalid(
+        root,
+        `${RECORD_FILES.exchanges} line ${index + 1} cannot be parsed at a bounded cost: ${shape.problem} (replay parses at most ${MAX_LINE_VALUES} values a line, ${MAX_EXCHANGE_VALUES} in all)`,
+      );
+    valuesLeft -= shape.values;
     const line = bytes.toString("utf8", start, end);
     start = end + 1;
     if (line.trim() === "") continue;

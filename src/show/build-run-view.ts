@@ -189,7 +189,9 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
   if (digest.unreadable > 0)
     pageNotes.push(`${digest.unreadable} lines of ${RECORD_FILES.events} are not events: not shown.`);
   if (longLines > 0) {
-    pageNotes.push(`${longLines} lines of the record are longer than ${MAX_LINE_BYTES / 1024 / 1024} MiB: not shown.`);
+    pageNotes.push(
+      `${longLines} lines of the record are longer than ${MAX_LINE_BYTES / 1024 / 1024} MiB or hold more than 2,000,000 JSON values: not shown.`,
+    );
   }
   if (digest.droppedTurns > 0) {
     pageNotes.push(

@@ -12,8 +12,11 @@ import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { ANTHROPIC_OAUTH_PLACEHOLDER_API_KEY } from "../../src/gateway/provider-routes.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { planReplay } from "../../src/operations/replay-call.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import { compareOutcome } from "../../src/replay/compare-outcome.js";
 import { loadRecord } from "../../src/replay/load-record.js";
+import { recordSchemaCostProblem } from "../../src/replay/record-schema-cost.js";
 import {
   REPLAY_UPSTREAM_PLACEHOLDER,
   replayRecord,
@@ -261,6 +264,80 @@ describe("sandbox-run replay: refused before anything starts", () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("prompt.txt does not match its sha256");
     expect(engineConnections).toBe(0);
+  });
+
+  it("a record whose schema costs a validator far more than its size is refused before anything runs (review: a 26-level anyOf froze the controller and Pi)", async () => {
+    const levels = 26;
+    const $defs: Record<string, unknown> = { l0: { type: "object", required: ["never"] } };
+    for (let i = 1; i <= levels; i++)
+      $defs[`l${i}`] = { anyOf: [{ $ref: `#/$defs/l${i - 1}` }, { $ref: `#/$defs/l${i - 1}` }] };
+    const costly = [
+      { $ref: `#/$defs/l${levels}`, $defs },
+      { type: "object", properties: { list: { type: "array", uniqueItems: true, items: { type: "array" } } } },
+      {
+        $defs: {
+          node: { anyOf: [{ type: "null" }, { type: "object", properties: { next: { $ref: "#/$defs/node" } } }] },
+        },
+        $ref: "#/$defs/node",
+      },
+    ];
+    for (const schema of costly) {
+      const copy = copyRecord(path.join(recordings, "1"), dir);
+      fs.writeFileSync(path.join(copy, "schema.json"), JSON.stringify(schema));
+      rehash(copy);
+      const run = await cli(["replay", copy, "--cwd", ws, "--dry-run"]);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toContain("schema.json cannot be checked at a bounded cost");
+    }
+    expect(engineConnections).toBe(0);
+  });
+
+  it("an exchanges line of more JSON values than replay parses is refused before it is parsed (review: 240 MB of {} ended replay out of memory)", async () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    const flood = `{"seq":99,"x":[${"{},".repeat(2_100_000)}{}]}\n`;
+    fs.appendFileSync(path.join(copy, "exchanges.jsonl"), flood);
+    rehash(copy);
+    const run = await cli(["replay", copy, "--cwd", ws, "--dry-run"]);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toMatch(
+      /exchanges\.jsonl line \d+ cannot be parsed at a bounded cost: its JSON holds more than 2000000 values/,
+    );
+  });
+
+  it("a record's turn budget only narrows the caller's policy (review: a record's 250 turns replaced a policy's 1)", () => {
+    const copy = copyRecord(path.join(recordings, "1"), dir);
+    const replayFile = path.join(copy, "replay.json");
+    const call = JSON.parse(fs.readFileSync(replayFile, "utf8"));
+    fs.writeFileSync(replayFile, JSON.stringify({ ...call, budgets: { maxTurns: 250 } }));
+    rehash(copy);
+    const tight = {
+      ...loadPolicy("workspace-write"),
+      limits: { ...loadPolicy("workspace-write").limits, maxTurns: 1 },
+    };
+    const wide = planReplay(copy, { options: { cwd: ws, policy: tight } });
+    expect(wide.planned.run.budgets.maxTurns).toBe(1);
+    fs.writeFileSync(replayFile, JSON.stringify({ ...call, budgets: { maxTurns: 3 } }));
+    rehash(copy);
+    expect(planReplay(copy, { options: { cwd: ws } }).planned.run.budgets.maxTurns).toBe(3);
+  });
+
+  it("record schemas of ordinary shapes pass the cost check (nesting, $refs, a recursive tree, uniqueItems over strings)", () => {
+    expect(
+      recordSchemaCostProblem(JSON.parse(fs.readFileSync(path.join(recordings, "1", "schema.json"), "utf8"))),
+    ).toBeUndefined();
+    const tree = {
+      $defs: { node: { type: "object", properties: { children: { type: "array", items: { $ref: "#/$defs/node" } } } } },
+      $ref: "#/$defs/node",
+    };
+    expect(recordSchemaCostProblem(tree)).toBeUndefined();
+    expect(recordSchemaCostProblem({ type: "array", uniqueItems: true, items: { type: "string" } })).toBeUndefined();
+    const shallow = {
+      anyOf: [
+        { oneOf: [{ type: "string" }, { type: "number" }] },
+        { type: "object", properties: { a: { anyOf: [{ type: "null" }, { type: "boolean" }] } } },
+      ],
+    };
+    expect(recordSchemaCostProblem(shallow)).toBeUndefined();
   });
 
   it("--dry-run: a record naming another image and policy is planned with the caller's (the defaults)", async () => {

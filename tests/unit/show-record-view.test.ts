@@ -43,6 +43,21 @@ describe("the record reader", () => {
     again.close();
   });
 
+  it("a line of more JSON values than it parses is left out like an over-long one (review: 93 MB of {} took 3.2 GB)", () => {
+    const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
+    fs.appendFileSync(path.join(dir, "events.jsonl"), `{"type":"x","a":[${"{},".repeat(2_100_000)}{}]}\n`);
+    rehash(dir);
+    const reader = RecordReader.open(dir);
+    const seen: string[] = [];
+    reader.lines("events.jsonl", {
+      line: (text, n) => void seen.push(`line ${n}: ${text.length}`),
+      tooLong: (n, bytes) => void seen.push(`too long ${n}: ${bytes}`),
+    });
+    reader.close();
+    expect(seen.at(-1)).toMatch(/^too long \d+: \d{7}$/);
+    expect(seen.slice(0, -1).every((line) => line.startsWith("line "))).toBe(true);
+  });
+
   it("reads at most its budget of a record: a file past it is shown up to the cut and named as not checked", () => {
     const dir = writeRecord(path.join(tempDir("show-reader-"), "r"), {});
     fs.writeFileSync(path.join(dir, "result.json"), `"${"x".repeat(300 * 1024)}"`);
