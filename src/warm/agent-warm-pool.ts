@@ -22,12 +22,6 @@ export interface WarmOptions {
    */
   calls?: number;
   /**
-   * How many sandboxes are made at once (default: as many as the pool lacks). A batch that runs
-   * one task at a time gains from one: its first task waits for the first sandbox, which is ready
-   * sooner made alone than beside a second.
-   */
-  makeAtOnce?: number;
-  /**
    * An unclaimed warm sandbox stops by itself after this long, counted from its container's start
    * (Pi's loading included, ~1-3 s); default 600 (10 minutes).
    */
@@ -150,7 +144,6 @@ export class AgentWarmPool {
         shape: warmShapeOf(template.plan),
         size: this.input.options.size,
         ...(this.input.options.calls !== undefined ? { claims: this.input.options.calls } : {}),
-        ...(this.input.options.makeAtOnce !== undefined ? { makeAtOnce: this.input.options.makeAtOnce } : {}),
         idleMs: (this.input.options.idleSeconds ?? DEFAULT_WARM_IDLE_SECONDS) * 1000,
         maxRunMs: template.run.timeoutMs,
         preloadApis: apisOf(template),

@@ -37,12 +37,6 @@ interface WarmPoolOptions {
    * than claims still to come, so none is made only to be removed at close. Default: no end.
    */
   claims?: number;
-  /**
-   * How many sandboxes are made at once (default: as many as the pool lacks). Making one is CPU
-   * work (a container's start, Pi's loading): two made side by side are each ready later than one
-   * made alone, and the first claim waits for the first.
-   */
-  makeAtOnce?: number;
   /** An unclaimed sandbox stops by itself after this long (its launcher's idle deadline). */
   idleMs: number;
   /** The longest timeout a claim may bring (with idleMs, the deadline on the containers' labels). */
@@ -269,8 +263,7 @@ export class WarmPool {
 
   #fill(): void {
     if (this.#closed || Date.now() < this.#retryAt) return;
-    const atOnce = this.#options.makeAtOnce ?? Number.POSITIVE_INFINITY;
-    while (this.#ready.length + this.#making.size < this.#wanted() && this.#making.size < atOnce) this.#makeOne();
+    while (this.#ready.length + this.#making.size < this.#wanted()) this.#makeOne();
   }
 
   #makeOne(): void {

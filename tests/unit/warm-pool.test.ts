@@ -167,29 +167,6 @@ describe("the warm pool", () => {
     await warm.close();
   });
 
-  it("with makeAtOnce, makes that many at a time: the first sandbox is made alone, the next once it is ready", async () => {
-    const m = maker();
-    const warm = pool(3, m.make, [], { makeAtOnce: 1 });
-    warm.start();
-    await tick();
-    expect(warm.stats()).toMatchObject({ making: 1, ready: 0 });
-    const first = warm.claim();
-    m.finishAll();
-    const claim = await first;
-    expect("sandbox" in claim && claim.sandbox.warmId).toBe("warm-1");
-    // Made one by one from then on, never two at once.
-    for (let made = 2; made <= 4; made++) {
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      expect(warm.stats().making).toBe(1);
-      m.finishAll();
-      await tick();
-      expect(m.made).toHaveLength(made);
-    }
-    await warm.whenFull();
-    expect(warm.stats()).toMatchObject({ ready: 3, making: 0 });
-    await warm.close();
-  });
-
   it("removes a sandbox that died while it waited, and makes another; no claim gets the dead one", async () => {
     const m = maker({ immediate: true });
     const changes: WarmPoolChange[] = [];
