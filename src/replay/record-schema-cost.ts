@@ -8,6 +8,8 @@
 /** Subschemas a schema may expand to, its $refs followed (each visit counts, as a validator's would). */
 const MAX_EXPANDED = 20_000;
 const SCALAR_TYPES = new Set(["string", "number", "integer", "boolean", "null"]);
+const DATA_OR_DEFINITIONS = new Set(["$defs", "definitions", "$ref", "enum", "const", "examples", "default"]);
+const SCHEMA_MAPS = new Set(["properties", "patternProperties", "dependentSchemas"]);
 
 /** Why validating against this schema could cost the host far more than its size, or undefined. */
 export function recordSchemaCostProblem(schema: unknown): string | undefined {
@@ -42,6 +44,10 @@ export function recordSchemaCostProblem(schema: unknown): string | undefined {
       return "it asks for uniqueItems over items that are not all of one scalar type (a validator compares every pair)";
     const branching = Array.isArray(object.anyOf) || Array.isArray(object.oneOf);
     if (branching) for (let i = 0; i < branchedSince.length; i++) branchedSince[i] = true;
+    for (const key of ["$dynamicRef", "$recursiveRef"])
+      if (key in object) return `it uses ${key}, which this check does not follow`;
+    if (typeof object.$ref === "string" && resolve(object.$ref) === undefined)
+      return `its $ref ${JSON.stringify(String(object.$ref).slice(0, 80))} is not a local JSON pointer to a subschema (an $anchor or $id reference is not followed here)`;
     if (typeof object.$ref === "string") {
       const at = refStack.indexOf(object.$ref);
       if (at >= 0) {
@@ -58,10 +64,13 @@ export function recordSchemaCostProblem(schema: unknown): string | undefined {
       }
     }
     for (const [key, value] of Object.entries(object)) {
-      // Definitions count where a $ref reaches them, as a validator meets them.
-      if (key === "$defs" || key === "definitions" || key === "$ref" || key === "enum" || key === "const") continue;
-      if (key === "examples" || key === "default") continue;
-      const problem = walk(value);
+      // Definitions count where a $ref reaches them, as a validator meets them; data is no schema.
+      if (DATA_OR_DEFINITIONS.has(key)) continue;
+      // A map of names to subschemas: every value is a schema, whatever its name ("default" too).
+      const problem =
+        SCHEMA_MAPS.has(key) && value !== null && typeof value === "object" && !Array.isArray(value)
+          ? walk(Object.values(value))
+          : walk(value);
       if (problem) return problem;
     }
     return undefined;

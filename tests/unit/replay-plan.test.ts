@@ -338,6 +338,18 @@ describe("sandbox-run replay: refused before anything starts", () => {
       ],
     };
     expect(recordSchemaCostProblem(shallow)).toBeUndefined();
+    // References this check cannot follow are refused, not skipped: an $anchor chain would hide the expansion.
+    const anchored = {
+      $defs: { l0: { $anchor: "l0", type: "object" }, l1: { anyOf: [{ $ref: "#l0" }, { $ref: "#l0" }] } },
+      $ref: "#/$defs/l1",
+    };
+    expect(recordSchemaCostProblem(anchored)).toMatch(/is not a local JSON pointer/);
+    expect(recordSchemaCostProblem({ $dynamicRef: "#meta" })).toMatch(/\$dynamicRef/);
+    // A property named like a keyword is a schema all the same.
+    expect(
+      recordSchemaCostProblem({ type: "object", properties: { default: { type: "array", uniqueItems: true } } }),
+    ).toMatch(/uniqueItems/);
+    expect(recordSchemaCostProblem({ type: "object", properties: { $ref: { type: "string" } } })).toBeUndefined();
   });
 
   it("--dry-run: a record naming another image and policy is planned with the caller's (the defaults)", async () => {
