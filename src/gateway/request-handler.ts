@@ -39,11 +39,17 @@ interface HandlerContext {
   /** Undefined when nobody listens for exchanges (then no reply is parsed). */
   exchange?: (exchange: GatewayExchange) => void;
   budgetExceeded(attempted: number): void;
-  /** A request was refused after the gateway read `bytes` of its body. */
+  /** A request was refused after the gateway parsed its body of `bytes` (PARSED_THEN_REFUSED). */
   refused(bytes: number): void;
 }
 
 const DEFAULT_MAX_RECORDED_REQUEST_BYTES = 8 * 1024 * 1024;
+/**
+ * Refusals that come after the body was parsed: what they cost the host is the parse. A body over
+ * the cap (413) is never parsed, and Pi may send one honestly (a very long conversation): it is
+ * Pi's to report, not a reason to end the run.
+ */
+const PARSED_THEN_REFUSED: ReadonlySet<string> = new Set(["request-policy", "body-unreadable"]);
 
 export function createRequestHandler(ctx: HandlerContext) {
   return async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
@@ -59,7 +65,7 @@ export function createRequestHandler(ctx: HandlerContext) {
       // Drain what is left of the body (so the answer can be read), but not without end.
       const close = drainBounded(req, ctx.maxRequestBytes);
       res.once("close", () => {
-        ctx.refused(requestBytes);
+        if (PARSED_THEN_REFUSED.has(r.code)) ctx.refused(requestBytes);
         ctx.report({
           ...(routeId !== undefined ? { routeId } : {}),
           ...base,

@@ -297,6 +297,7 @@ describe("model gateway: one run's bounds", () => {
     const MiB = 1024 * 1024;
     const exceeded: Array<{ bytes: number; requests: number }> = [];
     const gw = await start("openai-completions", {
+      maxRequestBytes: 1 * MiB,
       maxRefusedBytes: 2 * MiB,
       onRefusalsExceeded: (facts) => exceeded.push(facts),
     });
@@ -304,13 +305,16 @@ describe("model gateway: one run's bounds", () => {
     // refusals (an unknown route) cost nothing to speak of and count no bytes.
     const padded = { ...JSON.parse(chatBody("other")), user: "x".repeat(900 * 1024) };
     for (let i = 0; i < 20; i++) expect((await post(gw, "/nope/chat/completions", {})).status).toBe(403);
+    // Nor does a body over the cap (413, never parsed): Pi may send one honestly, and reports it.
+    const huge = { ...JSON.parse(chatBody("m")), user: "x".repeat(1.5 * MiB) };
+    for (let i = 0; i < 3; i++) expect((await post(gw, "/p/chat/completions", huge)).status).toBe(413);
     expect(exceeded).toEqual([]);
     expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
     expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
     expect(exceeded).toEqual([]);
     expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
     await waitFor(() => exceeded.length === 1);
-    expect(exceeded[0]!.requests).toBe(23);
+    expect(exceeded[0]!.requests).toBe(3);
     expect(exceeded[0]!.bytes).toBeGreaterThan(2 * MiB);
     expect((await post(gw, "/p/chat/completions", padded)).status).toBe(403);
     expect(exceeded).toHaveLength(1);
