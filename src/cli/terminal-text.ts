@@ -35,7 +35,8 @@ export function terminalText(value: unknown): string {
 // What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls
 // (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way), the bidi marks, and
 // the line and paragraph separators (readers that split lines on them would cut an envelope).
-const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+const UNSAFE_IN_JSON =
+  /[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
 
 /**
  * JSON for stdout (a result object, a `--json` envelope, a batch line): every character that could
@@ -45,6 +46,8 @@ const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u20
 export function jsonText(value: unknown, indent?: number): string {
   return (JSON.stringify(value, null, indent) ?? "null").replace(
     UNSAFE_IN_JSON,
-    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    // Each UTF-16 unit (a tag character is two): JSON's \uXXXX escapes read back to the same text.
+    (ch) =>
+      Array.from({ length: ch.length }, (_, i) => `\\u${ch.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
   );
 }

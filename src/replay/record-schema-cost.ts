@@ -10,6 +10,7 @@ const MAX_EXPANDED = 20_000;
 const SCALAR_TYPES = new Set(["string", "number", "integer", "boolean", "null"]);
 const DATA_OR_DEFINITIONS = new Set(["$defs", "definitions", "$ref", "enum", "const", "examples", "default"]);
 const SCHEMA_MAPS = new Set(["properties", "patternProperties", "dependentSchemas"]);
+const SAME_VALUE_KEYWORDS = ["anyOf", "oneOf", "allOf", "if", "then", "else", "not", "dependentSchemas"];
 
 /** Why validating against this schema could cost the host far more than its size, or undefined. */
 export function recordSchemaCostProblem(schema: unknown): string | undefined {
@@ -22,7 +23,12 @@ export function recordSchemaCostProblem(schema: unknown): string | undefined {
     if (!ref.startsWith("#/")) return undefined;
     let at: unknown = schema;
     for (const raw of ref.slice(2).split("/")) {
-      const key = decodeURIComponent(raw).replace(/~1/g, "/").replace(/~0/g, "~");
+      let key: string;
+      try {
+        key = decodeURIComponent(raw).replace(/~1/g, "/").replace(/~0/g, "~");
+      } catch {
+        return undefined; // a malformed escape resolves to nothing (refused below)
+      }
       if (at === null || typeof at !== "object") return undefined;
       at = (at as Record<string, unknown>)[key];
     }
@@ -42,7 +48,11 @@ export function recordSchemaCostProblem(schema: unknown): string | undefined {
     const object = node as Record<string, unknown>;
     if (object.uniqueItems === true && !scalarItems(object.items))
       return "it asks for uniqueItems over items that are not all of one scalar type (a validator compares every pair)";
-    const branching = Array.isArray(object.anyOf) || Array.isArray(object.oneOf);
+    // Keywords that apply more subschemas to the same value: on a recursive cycle through one of
+    // them the work multiplies with every level (allOf of the same $ref four times: 4^depth).
+    const branching = SAME_VALUE_KEYWORDS.some((key) => key in object);
+    if (node !== schema && ("$id" in object || "id" in object || "$anchor" in object))
+      return "it gives a subschema its own $id or $anchor, which moves where its $refs resolve (not followed here)";
     if (branching) for (let i = 0; i < branchedSince.length; i++) branchedSince[i] = true;
     for (const key of ["$dynamicRef", "$recursiveRef"])
       if (key in object) return `it uses ${key}, which this check does not follow`;
@@ -53,7 +63,7 @@ export function recordSchemaCostProblem(schema: unknown): string | undefined {
       if (at >= 0) {
         // Recursion: linear in the value's depth, unless a branch lies on the cycle.
         if (branchedSince.slice(at).some(Boolean) || branching)
-          return `its $ref ${JSON.stringify(object.$ref.slice(0, 80))} recurses through anyOf/oneOf (a validator's time grows exponentially with the value's depth)`;
+          return `its $ref ${JSON.stringify(object.$ref.slice(0, 80))} recurses through anyOf, oneOf, allOf, if/then/else or not (a validator's time can grow exponentially with the value's depth)`;
       } else {
         refStack.push(object.$ref);
         branchedSince.push(false);

@@ -14,6 +14,11 @@ class ObjectGraph {
 
   constructor(private readonly repo: PrivateRepo) {}
 
+  /** A learned commit's parents (undefined when it is no commit read here). */
+  parentsOf(oid: string): string[] | undefined {
+    return this.isCommit(oid) ? this.parsed.get(oid)?.parents : undefined;
+  }
+
   isCommit(oid: string): boolean {
     const facts = this.info.get(oid);
     return facts !== undefined && "type" in facts && facts.type === "commit";

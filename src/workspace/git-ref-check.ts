@@ -100,11 +100,18 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
   }
 
   for (const change of input.changes) {
-    const problem = bisectStartProblem(change, after) ?? shallowProblem(change, before, after);
+    const problem = bisectStartProblem(change, after);
     if (problem) out.push(refuse(change.path, change.change, REF_RULE, problem));
   }
+  const shallowChange = input.changes.find((c) => c.relative === "shallow" && c.change !== "deleted");
+  const shallow = shallowChange ? shallowAdded(before, after) : [];
+  if (typeof shallow === "string") out.push(refuse(shallowChange!.path, shallowChange!.change, REF_RULE, shallow));
 
   const targets = collectTargets(input, before, after);
+  // New lines in shallow are fetched history's boundary (`fetch --depth` brings new refs); with no
+  // ref moved they can only name what was there before.
+  if (Array.isArray(shallow) && shallow.length > 0 && (typeof targets === "string" || targets.length === 0))
+    out.push(refuse(shallowChange!.path, shallowChange!.change, REF_RULE, shallowWords(shallow)));
   if (typeof targets === "string") return [...out, refuse(inGitDir(root, "refs"), "modified", REF_RULE, targets)];
   if (targets.length === 0) return out;
   if (targets.length > MAX_REF_TARGETS)
@@ -176,6 +183,19 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
         );
         break;
       }
+    }
+    if (Array.isArray(shallow) && shallow.length > 0) {
+      // Each new boundary must hide nothing: its parents are absent, or boundaries themselves (what
+      // `fetch --depth` marks in a shallow clone), never history behind it (the run's own commit on
+      // HEAD named there would make gc drop everything behind HEAD).
+      await graph.learn(shallow);
+      const boundaries = new Set([...shallowLines(before("shallow")), ...shallow]);
+      const parents = shallow.map((oid) => graph.parentsOf(oid));
+      const present = await repo.info(parents.flatMap((p) => p ?? []));
+      const hides = (p: string) => !boundaries.has(p) && !("missing" in (present.get(p) ?? { missing: true }));
+      const hiding = shallow.filter((_, i) => parents[i] === undefined || parents[i]!.some(hides));
+      if (hiding.length > 0)
+        out.push(refuse(shallowChange!.path, shallowChange!.change, REF_RULE, shallowWords(hiding)));
     }
     if (out.length === 0) {
       const step = await stepProblem(repo, graph, judge, commits as string[], trusted);
@@ -344,27 +364,34 @@ function bisectStartProblem(change: PointerChange, after: ReadFile): string | un
 }
 
 /**
- * A `shallow` the run wrote may only name fewer commits than before (`fetch --unshallow` removes
- * it, `--deepen` takes lines out): git takes each commit it names for one without parents, and
- * the host's next `git gc` then drops the whole history behind it as unreachable (review: one
- * line, `git rev-parse HEAD > .git/shallow`, and a month-old clone's history was gone at gc).
+ * The commits a `shallow` the run wrote names anew (undefined problem: a string). Git takes each
+ * for a commit without parents, and the host's next `git gc` drops the history behind it as
+ * unreachable (review: `git rev-parse HEAD > .git/shallow` and a month-old clone's history was
+ * gone at gc). Lines may go (`--deepen`, `--unshallow`); a new one must be the boundary of history
+ * the run fetched (`fetch --depth` in a shallow clone): a commit whose parents are not there.
  */
-function shallowProblem(change: PointerChange, before: ReadFile, after: ReadFile): string | undefined {
-  if (change.change === "deleted" || change.relative !== "shallow") return;
+function shallowAdded(before: ReadFile, after: ReadFile): string[] | string {
   const now = after("shallow");
   if (now === undefined) return "shallow cannot be read";
-  const lines = (content: Buffer | null | undefined) =>
-    new Set(
-      (content ?? Buffer.alloc(0))
-        .toString("latin1")
-        .split("\n")
-        .map((line) => line.trim())
-        .filter(Boolean),
-    );
-  const had = lines(before("shallow"));
-  const added = [...lines(now)].filter((line) => !had.has(line));
-  if (added.length === 0) return;
-  return `shallow names ${added.length === 1 ? `${short(added[0]!)}` : `${added.length} commits`} anew as having no parents: the host's next git gc would drop the history behind ${added.length === 1 ? "it" : "them"}`;
+  const had = shallowLines(before("shallow"));
+  const added = [...shallowLines(now)].filter((line) => !had.has(line));
+  const odd = added.find((line) => !/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(line));
+  return odd === undefined ? added : `shallow holds ${JSON.stringify(odd.slice(0, 80))}, which is no commit id`;
+}
+
+function shallowLines(content: Buffer | null | undefined): Set<string> {
+  return new Set(
+    (content ?? Buffer.alloc(0))
+      .toString("latin1")
+      .split("\n")
+      .map((line) => line.trim())
+      .filter(Boolean),
+  );
+}
+
+function shallowWords(oids: readonly string[]): string {
+  const which = oids.length === 1 ? short(oids[0]!) : `${oids.length} commits`;
+  return `shallow names ${which} anew as having no parents, though the repository holds history behind ${oids.length === 1 ? "it" : "them"}: the host's next git gc would drop that history`;
 }
 
 const short = (oid: string) => oid.slice(0, 12);

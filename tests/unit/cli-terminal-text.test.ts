@@ -195,5 +195,9 @@ describe("JSON on stdout", () => {
     expect(text).not.toMatch(/[\u2028\u2029]/);
     expect(text.split(/\r\n|[\n\r\u2028\u2029]/)).toHaveLength(1);
     expect(JSON.parse(text)).toEqual(value);
+    // Invisible characters too, as on a terminal (review: a zero-width space after a hook's name).
+    const hidden = { path: ".husky/pre-commit\u200b\u2060\ufeff\u{e0041}" };
+    expect(jsonText(hidden)).toBe('{"path":".husky/pre-commit\\u200b\\u2060\\ufeff\\udb40\\udc41"}');
+    expect(JSON.parse(jsonText(hidden))).toEqual(hidden);
   });
 });

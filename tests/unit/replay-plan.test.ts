@@ -350,6 +350,15 @@ describe("sandbox-run replay: refused before anything starts", () => {
       recordSchemaCostProblem({ type: "object", properties: { default: { type: "array", uniqueItems: true } } }),
     ).toMatch(/uniqueItems/);
     expect(recordSchemaCostProblem({ type: "object", properties: { $ref: { type: "string" } } })).toBeUndefined();
+    // Review of this change: recursion through allOf multiplies too; a nested $id moves where refs
+    // resolve; a malformed escape is no reference.
+    const allOf = {
+      $defs: { n: { type: "object", properties: { a: { allOf: [{ $ref: "#/$defs/n" }, { $ref: "#/$defs/n" }] } } } },
+      $ref: "#/$defs/n",
+    };
+    expect(recordSchemaCostProblem(allOf)).toMatch(/recurses through anyOf, oneOf, allOf/);
+    expect(recordSchemaCostProblem({ $defs: { a: { $id: "x", $defs: {} } }, $ref: "#/$defs/a" })).toMatch(/own \$id/);
+    expect(recordSchemaCostProblem({ $ref: "#/%E0" })).toMatch(/not a local JSON pointer/);
   });
 
   it("--dry-run: a record naming another image and policy is planned with the caller's (the defaults)", async () => {

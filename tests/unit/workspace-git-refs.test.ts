@@ -186,6 +186,34 @@ describe("bind mode: commits on the refs the run moved change no protected path"
     expect(fewer.found).toEqual([]);
   });
 
+  it("a shallow clone's `fetch --depth 1` after upstream moved passes (its new boundary is fetched history), a boundary on older history does not", async () => {
+    const upstream = huskyRepo();
+    const ws = path.join(dir(), "shallow-clone");
+    git(path.dirname(ws), "clone", "-q", "--depth", "1", `file://${upstream}`, ws);
+    sh(upstream, "printf 'b\\n' > src/b.ts && git add src/b.ts && git -c user.name=t -c user.email=t@t commit -qm b");
+    const fetched = await bindRun(ws, "git fetch -q --depth 1 origin master");
+    expect(fetched.found).toEqual([]);
+    expect(fs.readFileSync(path.join(ws, ".git/shallow"), "utf8").trim().split("\n")).toHaveLength(2);
+    // A commit of the run's own named as a boundary, with another of its own behind it: that one
+    // would go at gc. (In a full clone, the run's commit on HEAD hides all of HEAD's history.)
+    const own = await bindRun(
+      ws,
+      "for m in x y; do git -c user.name=t -c user.email=t@t commit -q --allow-empty -m $m; done && git rev-parse HEAD >> .git/shallow",
+    );
+    expect(own.found).toContain("git-refs modified .git/shallow");
+    expect(own.report.violations.find((v) => v.path === ".git/shallow")!.detail).toMatch(/holds history behind it/);
+  });
+
+  it("in a full clone, a commit of the run's own on HEAD named in shallow is refused (it would hide HEAD's history)", async () => {
+    const ws = huskyRepo();
+    const { found } = await bindRun(
+      ws,
+      "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && git rev-parse HEAD > .git/shallow",
+    );
+    expect(found).toContain("git-refs created .git/shallow");
+    expect(git(ws, "rev-list", "--count", "HEAD")).toBe("1\n");
+  });
+
   it("BISECT_START holding -f: refused, .git reverted; the host's git bisect reset keeps the user's uncommitted change", async () => {
     const ws = huskyRepo();
     fs.writeFileSync(path.join(ws, "src/a.ts"), "the user's uncommitted change\n");
