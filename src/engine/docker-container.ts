@@ -3,6 +3,7 @@
 import type { Socket } from "node:net";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
+import { SandboxRunError } from "../errors.js";
 import { AttachDemuxer } from "./attach-demux.js";
 import { engineDeadline } from "./bounded-answers.js";
 import { waitForExit } from "./container-wait.js";
@@ -20,8 +21,11 @@ interface DockerContainerOptions {
   readOomCounterBeforeKill?: boolean;
 }
 
-/** A stop that gets no answer within this long means the engine is out of reach. */
-const KILL_TIMEOUT_MS = 15_000;
+/**
+ * A stop that gets no answer within this long means the engine is out of reach. Generous: a busy
+ * engine on two busy cores once took over 15 s to kill a copy-mode sandbox it was still serving.
+ */
+const KILL_TIMEOUT_MS = 30_000;
 /**
  * A removal that gets no answer within this long fails (the caller says the container may be
  * left; gc removes it later): a link gone silent never closes, and an unbounded wait would hold
@@ -78,7 +82,19 @@ export class DockerContainer implements EngineContainer {
       // is there. No answer at all (a broken link, a silent network) means it cannot be told to
       // stop the container, and waiting for the exit would never end: the wait fails with this
       // error; the container's own deadline and gc take care of it on the far side.
-      if ((error as { statusCode?: number })?.statusCode === undefined) this.#unreachable.abort(error);
+      if ((error as { statusCode?: number })?.statusCode === undefined) {
+        // Said in words, never a bare AbortError out of the run (the wait fails with it too).
+        const failed = new SandboxRunError(
+          "docker-unavailable",
+          `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${KILL_TIMEOUT_MS / 1000} s.`,
+          {
+            hint: "The engine is overloaded or out of reach; `sandbox-run gc` removes the container once it answers.",
+            cause: error,
+          },
+        );
+        this.#unreachable.abort(failed);
+        throw failed;
+      }
       throw error;
     });
   }
