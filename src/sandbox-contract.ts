@@ -131,7 +131,7 @@ interface ContainerOwner {
   runId: string;
   pid: number;
   host: string;
-  /** The owner's PID namespace, where it can be read (run-dirs.ts ownPidNamespace). */
+  /** The owner's PID namespace, where it can be read (util/own-pid-namespace.ts). */
   pidns?: string;
   createdAt: Date;
   /** When the container is overdue and any reaper may remove it. */

@@ -5,7 +5,7 @@
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import { containerLabels, SANDBOX_UID } from "../sandbox-contract.js";
-import { ownPidNamespace } from "../util/own-pid-namespace.js";
+import { pidnsField } from "../util/own-pid-namespace.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import type { Engine, EngineContainer } from "./engine.js";
 
@@ -33,7 +33,7 @@ export async function checkContainerStart(
         runId: `doctor-${runtime}-${process.pid}`,
         pid: process.pid,
         host: os.hostname(),
-        ...(ownPidNamespace() ? { pidns: ownPidNamespace() } : {}),
+        ...pidnsField(),
         createdAt: new Date(),
       }),
       runtime,

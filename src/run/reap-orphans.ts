@@ -21,7 +21,7 @@ import {
   LABEL_WARM,
   SANDBOX_UID,
 } from "../sandbox-contract.js";
-import { ownPidNamespace } from "../util/own-pid-namespace.js";
+import { pidnsField } from "../util/own-pid-namespace.js";
 import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
 import {
   deadRunLease,
@@ -95,7 +95,7 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
   const context = {
     all: options.all,
     host: os.hostname(),
-    ...(ownPidNamespace() ? { pidns: ownPidNamespace() } : {}),
+    ...pidnsField(),
     now: Date.now(),
     alive: processAlive,
   };

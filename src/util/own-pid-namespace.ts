@@ -18,3 +18,9 @@ export function ownPidNamespace(): string | undefined {
   }
   return pidNamespace ?? undefined;
 }
+
+/** The field an owner's identity carries for it (nothing where /proc does not say). */
+export function pidnsField(): { pidns?: string } {
+  const pidns = ownPidNamespace();
+  return pidns ? { pidns } : {};
+}

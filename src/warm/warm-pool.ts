@@ -10,7 +10,7 @@ import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
 import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
-import { ownPidNamespace } from "../util/own-pid-namespace.js";
+import { pidnsField } from "../util/own-pid-namespace.js";
 import { closeAtExit, OWNER_TOKEN } from "./close-at-exit.js";
 import { type MakeWarmSandbox, WarmSandbox } from "./warm-sandbox.js";
 
@@ -275,7 +275,7 @@ export class WarmPool {
         pid: process.pid,
         host: os.hostname(),
         token: OWNER_TOKEN,
-        ...(ownPidNamespace() ? { pidns: ownPidNamespace() } : {}),
+        ...pidnsField(),
       },
       now: new Date(),
       idleMs: this.#options.idleMs,

@@ -9,7 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
-import { ownPidNamespace } from "../../util/own-pid-namespace.js";
+import { pidnsField } from "../../util/own-pid-namespace.js";
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
@@ -145,10 +145,4 @@ function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): Wo
     );
   }
   return asked ?? (shares ? "bind" : "copy");
-}
-
-/** The owner's PID namespace for its containers' labels, where /proc says. */
-function pidnsField(): { pidns?: string } {
-  const pidns = ownPidNamespace();
-  return pidns ? { pidns } : {};
 }
