@@ -62,6 +62,29 @@ if command -v runsc >/dev/null 2>&1 && ! grep -q -- '--oci-seccomp' /etc/docker/
   fi
 fi
 
+# Per-user kernel limits a sandbox shares with every process of its uid (a non-root caller's
+# bind-mode sandbox runs as the caller): raised far above what any container's memory limit can
+# buy (each epoll watch and inotify instance is charged to its memory cgroup), so no sandbox can use
+# up what the controller and the caller's own programs need (src/engine/per-user-limits.ts keeps
+# the same numbers; a run on a host without them goes to copy mode and says why).
+SYSCTLS="fs.epoll.max_user_watches = 1099511627776
+fs.inotify.max_user_instances = 2147483647
+fs.inotify.max_user_watches = 2147483647"
+if [ "$(cat /etc/sysctl.d/90-sandbox-run.conf 2>/dev/null)" != "$SYSCTLS" ] ||
+  [ "$(cat /proc/sys/fs/epoll/max_user_watches 2>/dev/null)" != "1099511627776" ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    mkdir -p /etc/sysctl.d
+    printf '%s\n' "$SYSCTLS" >/etc/sysctl.d/90-sandbox-run.conf
+    if sysctl -q -p /etc/sysctl.d/90-sandbox-run.conf >/dev/null; then
+      log "raised the per-user epoll and inotify limits (/etc/sysctl.d/90-sandbox-run.conf)"
+    else
+      log "could not raise the per-user epoll and inotify limits here: bind-mode runs of non-root callers go to copy mode"
+    fi
+  else
+    log "the per-user epoll and inotify limits are this kernel's defaults: bind-mode runs go to copy mode (as root: $0 raises them)"
+  fi
+fi
+
 if ! engine_up; then
   need_root "starting dockerd"
   if command -v systemctl >/dev/null 2>&1 && systemctl start docker 2>/dev/null; then :

@@ -100,6 +100,7 @@ export async function runCommand(
 /** --dry-run: the plan as data on stdout (credentials redacted), after the checks a run makes before it starts. */
 async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliIo): Promise<number> {
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
+  if (planned.copyModeReason) io.stderr(`sandbox-run: note: ${terminalLine(planned.copyModeReason)}\n`);
   checkPatchFlags(planned, flags);
   io.stdout(`${jsonText(await dryRunView(planned), 2)}\n`);
   return EXIT.ok;
@@ -126,6 +127,8 @@ export async function runPlannedCommand(
   for (const warning of plannedBeforeEngines.run.warnings) {
     io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
   }
+  if (plannedBeforeEngines.copyModeReason)
+    io.stderr(`sandbox-run: note: ${terminalLine(plannedBeforeEngines.copyModeReason)}\n`);
   checkPatchFlags(plannedBeforeEngines, flags);
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
   const planned = await agent.fitToEngines(plannedBeforeEngines);

@@ -3,6 +3,7 @@
 // the other platform (an emulator registered; a container of that image really starts).
 import type { Engine, EngineInfo } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
+import { raiseLimitsCommand, readPerUserLimits, sharedUidProblem } from "../engine/per-user-limits.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
@@ -21,6 +22,20 @@ export function checkControllerHost(say: PlatformReport & { bad(what: string, fi
   const problem = controllerHostProblem();
   if (problem) say.bad(problem.shortMessage, problem.hint ?? "");
   else say.ok(`controller on ${process.platform}/${process.arch} (Node ${process.version})`);
+}
+
+/**
+ * This host's per-uid kernel limits against a sandbox of the default policy running as the caller's
+ * uid (a non-root caller's bind mode): where it could use them up, bind-mode runs go to copy mode.
+ */
+export function checkPerUserLimits(say: PlatformReport, memoryMb: number, uid = process.getuid?.()): void {
+  const limits = readPerUserLimits();
+  if (!limits) return;
+  const problem = sharedUidProblem(limits, memoryMb);
+  if (!problem) say.ok("per-user kernel limits (epoll watches): a sandbox's memory limit binds first");
+  else if (uid === 0)
+    say.ok("per-user kernel limits are the kernel's defaults (your sandboxes run as another uid than root)");
+  else say.note(`bind-mode runs go to copy mode: ${problem}`, `Raise the limits once: ${raiseLimitsCommand()}`);
 }
 
 /** The engine's kind, in words: Docker Desktop changes how runs reach it (copy mode). */

@@ -22,7 +22,12 @@ import { summarizeSecrets } from "../proxy/secret-bindings.js";
 import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
-import { checkControllerHost, checkPlatformImages, describeEngineKind } from "./doctor-platforms.js";
+import {
+  checkControllerHost,
+  checkPerUserLimits,
+  checkPlatformImages,
+  describeEngineKind,
+} from "./doctor-platforms.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 /** Where doctor's findings go, as they are made. */
@@ -80,6 +85,7 @@ async function checkAll(
   };
   const report = { ok, bad, note };
   checkControllerHost(report);
+  checkPerUserLimits(report, policyMemoryMb(policyName));
 
   // Which engines hold the image runs use: an engine without it loads it from one of these.
   const chosen = env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
@@ -129,6 +135,15 @@ async function checkAll(
 }
 
 type Report = Omit<DoctorReport, "engine">;
+
+/** The memory limit of the policy doctor checks for (the default policy's when that one cannot be read: said below). */
+function policyMemoryMb(policyName: string | undefined): number {
+  try {
+    return loadPolicy(policyName ?? "workspace-write").limits.memoryMb;
+  } catch {
+    return loadPolicy("workspace-write").limits.memoryMb;
+  }
+}
 
 /** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
 async function checkEngine(

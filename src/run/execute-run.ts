@@ -141,6 +141,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       ...(plan.platform ? { platform: plan.platform } : {}),
     });
     for (const warning of planned.run.untrustedConfig) timeline.sandbox("config.untrusted", { warning });
+    if (planned.copyModeReason) timeline.sandbox("workspace.copy-mode", { reason: planned.copyModeReason });
     const workspace = await RunWorkspace.prepare({
       planned,
       runDir,

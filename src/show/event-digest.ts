@@ -309,6 +309,7 @@ export class EventDigest {
       case "engine.skipped":
       case "engine.queued":
       case "workspace.waiting":
+      case "workspace.copy-mode":
         return void this.listed(d.warnings, MAX_LISTED, `${type}: ${TextBudget.line(compact(data))}`);
       case "workspace.applied":
       case "workspace.not-applied":

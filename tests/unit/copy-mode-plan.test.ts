@@ -2,12 +2,18 @@
 // launcher waits for the relay and holds on after Pi; the mode is chosen by option, policy and
 // engine. Also: the launcher's and the relay's own copies of the shared numbers and paths agree.
 import fs from "node:fs";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  type PerUserLimits,
+  readPerUserLimits,
+  SAFE_PER_USER_SYSCTLS,
+  sharedUidProblem,
+} from "../../src/engine/per-user-limits.js";
 import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import { FULL_FREE_BYTES, RELAY_EXIT, RELAY_PATHS } from "../../src/relay/relay-protocol.js";
 import { buildRunPlan, type PlanInput } from "../../src/run/plan/build-run-plan.js";
-import { preparePlan } from "../../src/run/plan/prepare-plan.js";
+import { type PlanPlace, preparePlan } from "../../src/run/plan/prepare-plan.js";
 import { resolveRun } from "../../src/run/plan/resolve-options.js";
 import {
   CA_BUNDLE_ENV_NAMES,
@@ -138,11 +144,17 @@ describe("the copy-mode plan", () => {
 });
 
 describe("choosing the mode", () => {
-  const plan = (options: Record<string, unknown>, place: { sharesHostFilesystem?: boolean } = {}) =>
+  // Per-uid limits no sandbox can use up, unless a test says otherwise (see the last tests).
+  const roomy: PerUserLimits = { epollWatches: Number(SAFE_PER_USER_SYSCTLS["fs.epoll.max_user_watches"]) };
+  const planned = (options: Record<string, unknown>, place: Partial<PlanPlace> = {}) =>
     preparePlan(
       resolveRun("go", {}, { model: "anthropic/x", cwd: makeWorkspace(), ...options }, { ANTHROPIC_API_KEY: "k" }),
-      { image: "i", ...place },
-    ).plan;
+      { image: "i", perUserLimits: roomy, ...place },
+    );
+  const plan = (options: Record<string, unknown>, place: Partial<PlanPlace> = {}) => planned(options, place).plan;
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
 
   it("local engines default to bind; --workspace and the policy choose copy", () => {
     expect(plan({}).workspaceMode).toBe("bind");
@@ -156,6 +168,55 @@ describe("choosing the mode", () => {
     expect(plan({}, { sharesHostFilesystem: false }).workspaceMode).toBe("copy");
     expect(() => plan({ workspaceMode: "bind" }, { sharesHostFilesystem: false })).toThrow(/cannot be bind-mounted/);
     expect(() => plan({ workspaceMode: "mirror" })).toThrow(/Unknown workspace mode "mirror"/);
+  });
+
+  // This host's default (4 % of its memory): one 2 GiB sandbox holds more watches than that.
+  const tight: PerUserLimits = { epollWatches: 5_491_667 };
+
+  it("a non-root caller's bind-mode sandbox, which runs as the caller's uid, goes to copy mode where it could use up the caller's epoll watches", () => {
+    vi.spyOn(process, "getuid").mockReturnValue(1500);
+    const chosen = planned({}, { perUserLimits: tight });
+    expect(chosen.plan.workspaceMode).toBe("copy");
+    expect(chosen.plan.user).toBe(`${SANDBOX_UID}:${SANDBOX_UID}`);
+    expect(chosen.copyModeReason).toMatch(/5,491,667 epoll watches .*2048 MiB can hold 13,421,772/);
+    expect(chosen.copyModeReason).toContain("fs.epoll.max_user_watches = 1099511627776");
+    // Asked for by name, bind mode is refused, saying how to get it.
+    expect(() => plan({ workspaceMode: "bind" }, { perUserLimits: tight })).toThrow(
+      /Bind mode runs the sandbox as your own uid/,
+    );
+    // Where the memory limit binds first, or the sandbox is not the caller's uid, or runs under gVisor: bind mode.
+    const small = {
+      ...loadPolicy("workspace-write"),
+      limits: { ...loadPolicy("workspace-write").limits, memoryMb: 512 },
+    };
+    expect(plan({ policy: small }, { perUserLimits: tight }).workspaceMode).toBe("bind");
+    expect(plan({}, { perUserLimits: roomy }).workspaceMode).toBe("bind");
+    expect(planned({}, { perUserLimits: roomy }).copyModeReason).toBeUndefined();
+    expect(plan({ runtime: "runsc" }, { perUserLimits: tight }).workspaceMode).toBe("bind");
+    vi.spyOn(process, "getuid").mockReturnValue(0);
+    expect(plan({}, { perUserLimits: tight }).workspaceMode).toBe("bind");
+  });
+
+  it("reads the host's limits from /proc, and a limit it cannot read judges nothing", () => {
+    const files: Record<string, string> = {
+      "/proc/sys/fs/epoll/max_user_watches": "5491667\n",
+      "/proc/sys/fs/inotify/max_user_instances": "128\n",
+    };
+    const read = (file: string) => {
+      if (!(file in files)) throw new Error("ENOENT");
+      return files[file]!;
+    };
+    expect(readPerUserLimits(read)).toEqual({ epollWatches: 5_491_667, inotifyInstances: 128 });
+    expect(sharedUidProblem(readPerUserLimits(read), 2048)).toBeDefined();
+    expect(sharedUidProblem(readPerUserLimits(read), 512)).toBeUndefined();
+    expect(readPerUserLimits(() => "junk")).toBeUndefined();
+    expect(sharedUidProblem(undefined, 2048)).toBeUndefined();
+    // scripts/setup-host.sh raises the limits to these numbers, which no memory limit can reach.
+    const setup = fs.readFileSync("scripts/setup-host.sh", "utf8");
+    for (const [key, value] of Object.entries(SAFE_PER_USER_SYSCTLS)) expect(setup).toContain(`${key} = ${value}`);
+    expect(
+      sharedUidProblem({ epollWatches: Number(SAFE_PER_USER_SYSCTLS["fs.epoll.max_user_watches"]) }, 1024 * 1024),
+    ).toBeUndefined();
   });
 });
 

@@ -4,6 +4,12 @@
 // sandbox receives, and the plan is built once. No side effect beyond reading files.
 import crypto from "node:crypto";
 import os from "node:os";
+import {
+  type PerUserLimits,
+  raiseLimitsCommand,
+  readPerUserLimits,
+  sharedUidProblem,
+} from "../../engine/per-user-limits.js";
 import { usageError } from "../../errors.js";
 import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
@@ -29,6 +35,8 @@ export interface PlannedRun {
   replay?: ReplayCall;
   /** The agent keeps warm sandboxes, but this call starts cold: why (its `warm.miss` event says so). */
   warmMiss?: string;
+  /** Why the call runs in copy mode where it would have been bind mode (its `workspace.copy-mode` event). */
+  copyModeReason?: string;
 }
 
 function newRunId(): string {
@@ -47,6 +55,8 @@ export interface PlanPlace {
   engineReason?: string;
   /** Plan the call for a warm sandbox (copy mode, the trees at WARM_PATHS; see buildRunPlan). */
   warm?: boolean;
+  /** This host's per-uid kernel limits (default: read from /proc; tests give their own). */
+  perUserLimits?: PerUserLimits;
 }
 
 /**
@@ -106,6 +116,8 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   }
   const secretNames = run.policy.network === "allowlist" ? Object.keys(run.policy.secrets ?? {}) : [];
   const secretPlaceholders = Object.fromEntries(secretNames.map((name) => [name, newPlaceholder(name)]));
+  const caller = { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
+  const mode = place.warm ? { mode: "copy" as const } : workspaceModeOf(run, place, caller.uid);
   const plan = buildRunPlan({
     runId,
     image: place.image,
@@ -122,21 +134,38 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
     secretPlaceholders,
     gitDrivers: gitConfig.drivers,
-    caller: { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 },
+    caller,
     sandboxEnv,
     containerModelsJson: run.routing.containerModelsJson,
     extraArgs: run.extraArgs,
     timeoutMs: run.timeoutMs,
     owner: { pid: process.pid, host: os.hostname(), ...pidnsField() },
-    workspaceMode: place.warm ? "copy" : workspaceModeOf(run.workspaceMode, place),
+    workspaceMode: mode.mode,
     handBack: run.handBack,
     ...(place.warm ? { warm: true } : {}),
   });
-  return { run, plan, runDir, callerEnvNames: Object.keys(sandboxEnv), secretPlaceholders };
+  return {
+    run,
+    plan,
+    runDir,
+    callerEnvNames: Object.keys(sandboxEnv),
+    secretPlaceholders,
+    ...(mode.copyModeReason ? { copyModeReason: mode.copyModeReason } : {}),
+  };
 }
 
-/** Bind mode needs an engine that sees this host's paths; copy mode works everywhere. */
-function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): WorkspaceMode {
+/**
+ * Bind mode needs an engine that sees this host's paths; copy mode works everywhere. And a bind-mode
+ * sandbox runs as a non-root caller's own uid (its files must be the caller's): where this host's
+ * per-uid kernel limits let it use up what the controller needs, it runs in copy mode instead, as
+ * another uid (per-user-limits.ts), or, asked for bind mode by name, not at all.
+ */
+function workspaceModeOf(
+  run: ResolvedRun,
+  place: PlanPlace,
+  callerUid: number,
+): { mode: WorkspaceMode; copyModeReason?: string } {
+  const asked = run.workspaceMode;
   const shares = place.sharesHostFilesystem ?? true;
   if (asked === "bind" && !shares) {
     throw usageError(
@@ -144,5 +173,17 @@ function workspaceModeOf(asked: WorkspaceMode | undefined, place: PlanPlace): Wo
       "Use --workspace copy (the default on such engines), or run on a local engine.",
     );
   }
-  return asked ?? (shares ? "bind" : "copy");
+  const mode = asked ?? (shares ? "bind" : "copy");
+  if (mode !== "bind" || callerUid === 0 || run.policy.runtime === "runsc") return { mode };
+  const problem = sharedUidProblem(place.perUserLimits ?? readPerUserLimits(), run.policy.limits.memoryMb);
+  if (!problem) return { mode };
+  if (asked === "bind")
+    throw usageError(
+      `Bind mode runs the sandbox as your own uid, and ${problem}.`,
+      `Raise the limits once (${raiseLimitsCommand()}), or use copy mode (drop --workspace bind or SANDBOX_RUN_WORKSPACE=bind: the sandbox then runs as another uid), or --runtime runsc.`,
+    );
+  return {
+    mode: "copy",
+    copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: bind mode would run the sandbox as your own uid, and ${problem}. Raise the limits once to get bind mode back: ${raiseLimitsCommand()}`,
+  };
 }
