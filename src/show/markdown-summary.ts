@@ -161,6 +161,28 @@ function decisionsBlock(view: RunView): string {
 
 function changesBlock(view: RunView): string {
   const c = view.changes;
+  if (c.files.length === 0 && c.changedFiles) {
+    // No patch of the changes (hand-back branch: the checkout did not change, the branch holds
+    // them), but the run's own list of what it changed.
+    const listed = [
+      ...c.changedFiles.created.map((name) => ({ name, status: "added" })),
+      ...c.changedFiles.modified.map((name) => ({ name, status: "modified" })),
+      ...c.changedFiles.deleted.map((name) => ({ name, status: "deleted" })),
+    ];
+    if (listed.length > 0) {
+      const rows = listed.slice(0, MAX_ROWS).map((f) => `| ${code(f.name, true)} | ${f.status} |`);
+      return [
+        `### Changed files (${listed.length})`,
+        "",
+        "Not in the record's patch (with hand-back branch, the branch holds them): the run's own list.",
+        "",
+        "| file | change |",
+        "|---|---|",
+        ...rows,
+        ...(listed.length > rows.length ? ["", `… and ${listed.length - rows.length} more files.`] : []),
+      ].join("\n");
+    }
+  }
   if (c.missing) return "### Changed files\n\nThe record has no changes.patch.";
   if (c.files.length === 0) return "### Changed files\n\nThe workspace did not change.";
   const rows = c.files

@@ -93,7 +93,7 @@ describe("user policy files through the CLI", () => {
       trustHostCaBundle: true,
       contextFiles: false,
     });
-    expect(policy.protectedPaths).toEqual(expect.arrayContaining([".git/hooks/**", ".github/workflows/**"]));
+    expect(policy.protectedPaths).toEqual(expect.arrayContaining([".git/hooks/**", ".github/**"]));
     // The docs show the file verbatim.
     const docs = fs.readFileSync(DOCS_FILE, "utf8");
     const block = /<!-- example-policy:start -->\n```json\n([\s\S]*?)```\n<!-- example-policy:end -->/.exec(docs)?.[1];

@@ -101,7 +101,7 @@ describe("the shipped example", () => {
         from: { env: "GITHUB_TOKEN" },
       },
     });
-    expect(pr.protectedPaths).toContain(".github/workflows/**");
+    expect(pr.protectedPaths).toContain(".github/**");
   });
 });
 

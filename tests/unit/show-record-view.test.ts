@@ -267,6 +267,28 @@ describe("the page's data", () => {
     expect(view.facts).toContainEqual({ label: "record format", value: "1" });
   });
 
+  it("the job summary lists the run's changed files when the patch is empty (hand-back branch: the branch holds them)", async () => {
+    const dir = writeRecord(path.join(tempDir("show-branch-"), "r"), {
+      meta: {
+        handBack: "branch",
+        changedFiles: {
+          created: ["src/new.ts"],
+          modified: [".github/actions/setup/action.yml", "package.json"],
+          deleted: ["old.txt"],
+        },
+      },
+    });
+    const summary = markdownSummary((await build(dir)).view);
+    expect(summary).toContain("### Changed files (4)");
+    expect(summary).toContain("| `.github/actions/setup/action.yml` | modified |");
+    expect(summary).toContain("| `src/new.ts` | added |");
+    expect(summary).toContain("| `old.txt` | deleted |");
+    expect(summary).not.toContain("did not change");
+    // Nothing changed, nothing listed: as before.
+    const none = markdownSummary((await build(writeRecord(path.join(tempDir("show-branch-"), "r"), {}))).view);
+    expect(none).toContain("The workspace did not change.");
+  });
+
   it("checks the result against the schema again", async () => {
     const schema = { type: "object", properties: { n: { type: "number" } }, required: ["n"] };
     const good = await build(writeRecord(path.join(tempDir("show-view-"), "r"), { schema, result: { n: 1 } }));
