@@ -65,7 +65,7 @@ fi
 # Per-user kernel limits a sandbox shares with every process of its uid (a non-root caller's
 # bind-mode sandbox runs as the caller): raised far above what any container's memory limit can
 # buy (each epoll watch and inotify instance is charged to its memory cgroup), so no sandbox can use
-# up what the controller and the caller's own programs need (src/engine/per-user-limits.ts keeps
+# up what the controller and the caller's own programs need (src/util/per-user-limits.ts keeps
 # the same numbers; a run on a host without them goes to copy mode and says why).
 SYSCTLS="fs.epoll.max_user_watches = 1099511627776
 fs.inotify.max_user_instances = 2147483647

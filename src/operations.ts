@@ -85,6 +85,11 @@ export async function buildImages(options?: BuildImagesOptions): Promise<BuiltIm
   return (await import("./operations/images.js")).buildImages(options);
 }
 
+/** Loads a `docker save` tar file that tags only `tag` (default: this version's runner image); anything else loads nothing. */
+export async function loadImageTar(file: string, tag?: string): Promise<void> {
+  return (await import("./operations/images.js")).loadImageTar(file, tag);
+}
+
 /** Removes the runner images of other sandbox-run versions; `current` is this version's, kept. */
 export async function pruneImages(): Promise<PruneResult & { current: string }> {
   return (await import("./operations/images.js")).pruneImages();

@@ -247,13 +247,28 @@ function canonical(dir: string): string {
  * The batch's own files stay out of every task's folders (its workspace and writable folders, any
  * task's, skipped ones too): a task's sandbox can write there, and the batch trusts both. In a
  * record folder it could plant `<id>` as a link for a later task's record to be moved through; in
- * the results file an earlier batch appended to, a line saying that a failed task succeeded.
+ * the results file an earlier batch appended to, a line saying that a failed task succeeded. So do
+ * the policy, models and engines files read as each task starts: one inside another task's folder
+ * would be that task's sandbox's choice of this task's boundary (a file in a task's own folders is
+ * the workspace-config rule's, checked when the task starts, before its sandbox runs).
  */
 function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): void {
-  const files = [
+  const isFile = (value: string | undefined): value is string => value !== undefined && /[/\\.]/.test(value);
+  const files: Array<{ flag: string; at: string; readFor?: BatchTask }> = [
     ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
     ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
   ];
+  // Shared files are read for every task: with more than one, some task's sandbox runs first.
+  if (tasks.length > 1) {
+    if (isFile(flags.policy)) files.push({ flag: "--policy", at: flags.policy });
+    if (flags.models) files.push({ flag: "--models", at: flags.models });
+    if (flags.engines) files.push({ flag: "--engines", at: flags.engines });
+  }
+  for (const task of tasks) {
+    const policy = task.options.policy;
+    if (typeof policy === "string" && isFile(policy))
+      files.push({ flag: `the policy of task "${task.id}"`, at: policy, readFor: task });
+  }
   const folders = tasks.flatMap((task) =>
     [task.options.cwd, ...(task.options.additionalWritableDirectories ?? [])].map((folder) => ({
       task,
@@ -261,7 +276,7 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): vo
       tree: canonical(folder!),
     })),
   );
-  for (const { flag, at } of files) {
+  for (const { flag, at, readFor } of files) {
     // Resolved only up to a task's folder: a link inside one (which its sandbox may have planted
     // in an earlier run) must not decide where the batch's files go.
     let located: ReturnType<typeof locatePath>;
@@ -272,10 +287,17 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): vo
       throw usageError(`Cannot use ${flag} ${at}: ${error.message}.`, `Give ${flag} a path in a folder of yours.`);
     }
     if (located.kind !== "held") continue;
-    const { task, folder } = folders.find((f) => f.tree === located.tree)!;
+    // Task folders may nest: any task folder holding the path (or the tree it was found in) counts.
+    const place = path.join(located.tree, ...located.parts);
+    const inside = (tree: string) =>
+      [place, located.tree].some((p) => p === tree || p.startsWith(`${tree}${path.sep}`));
+    const others = folders.filter((f) => f.task !== readFor);
+    const held = others.find((f) => f.tree === located.tree) ?? others.find((f) => inside(f.tree));
+    if (!held) continue;
+    const { task, folder } = held;
     throw usageError(
       `${flag} ${at} lies inside ${folder}, a folder task "${task.id}" runs in: its sandbox can write there, and the batch would trust what it finds.`,
-      `Give ${flag} a path outside every task's folders (e.g. next to the tasks file).`,
+      `Give ${flag === "--record-dir" || flag === "--resume" ? flag : "that file"} a path outside every task's folders (e.g. next to the tasks file).`,
     );
   }
 }

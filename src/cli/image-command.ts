@@ -1,7 +1,7 @@
 // `sandbox-run image build` and `image prune`: the runner image on the engine DOCKER_HOST names
 // (buildImages and pruneImages of the library).
 import type { Command } from "commander";
-import { buildImages, pruneImages } from "../operations.js";
+import { buildImages, loadImageTar, pruneImages } from "../operations.js";
 import type { CommandContext } from "./lazy-command.js";
 import { platformFlag } from "./platform-flag.js";
 import { terminalLine } from "./terminal-text.js";
@@ -34,5 +34,11 @@ export async function prune({ io }: CommandContext): Promise<undefined> {
   io.stderr(
     `sandbox-run: removed ${removed.length} old runner image tag(s); kept ${current} (this version's)${kept.length ? ` and ${kept.length} in use` : ""}.\n`,
   );
+  return undefined;
+}
+
+export async function load({ io }: CommandContext, file: string, flags: { tag?: string }): Promise<undefined> {
+  await loadImageTar(file, flags.tag);
+  io.stderr(`sandbox-run: loaded ${terminalLine(flags.tag ?? "the runner image")} from ${terminalLine(file)}\n`);
   return undefined;
 }

@@ -255,6 +255,11 @@ function defineImage(program: Command, ctx: CommandContext): void {
       io.stdout(`${runnerImageSpec(platform).tag}\n`);
     });
   image
+    .command("load <tar>")
+    .description("load the runner image from a `docker save` tar (a cache's), refusing one that tags anything else")
+    .option("--tag <tag>", "the one tag the tar may carry (default: this version's runner image)")
+    .action(lazy(ctx, () => import("./image-command.js"), "load"));
+  image
     .command("prune")
     .description("remove runner images (and --apt images) of other sandbox-run versions; prints each removed tag")
     .action(lazy(ctx, () => import("./image-command.js"), "prune"));

@@ -14,13 +14,13 @@ const TAG_FILES = new Set(["manifest.json", "repositories", "index.json"]);
 const MAX_TAG_FILE_BYTES = 1024 * 1024;
 const ENTRY_TYPES = new Set(["file", "directory", "symlink", "link"]);
 
-/** `tar` re-packed, failing (before a refused file is passed on) unless it tags only `ref`. */
+/** `tar` re-packed, failing (before a refused file is passed on) unless it tags only `ref`; `source` says who sent it. */
 export function onlyTagging(tar: Readable, ref: string, source: string): Readable {
   const extract = tarStream.extract();
   const pack = tarStream.pack();
   const refuse = (what: string) =>
-    new SandboxRunError("image-missing", `Engine "${source}" sent ${ref} with ${what}: nothing was loaded.`, {
-      hint: "Remove the other tags from the image on that engine (`docker rmi`), or build the runner image on this one (`sandbox-run image build`).",
+    new SandboxRunError("image-missing", `${source} sent ${ref} with ${what}: nothing was loaded.`, {
+      hint: "Build the runner image here (`sandbox-run image build`), or save one that carries no other tag (`docker rmi` the others before `docker save`).",
     });
   const relay = async () => {
     const links = new Set<string>();

@@ -3,12 +3,12 @@
 // the other platform (an emulator registered; a container of that image really starts).
 import type { Engine, EngineInfo } from "../engine/engine.js";
 import { ownPlatformOf } from "../engine/engine-kind.js";
-import { raiseLimitsCommand, readPerUserLimits, sharedUidProblem } from "../engine/per-user-limits.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { controllerHostProblem } from "../util/controller-host.js";
+import { raiseLimitsCommand, readPerUserLimits, sharedUidProblem } from "../util/per-user-limits.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { mib } from "../util/units.js";
 

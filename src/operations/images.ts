@@ -1,8 +1,11 @@
 // `sandbox-run image build` and `image prune` as library operations, on the engine DOCKER_HOST
 // names: the runner image (and an --apt image derived from it) built, or the runner images of other
 // sandbox-run versions removed.
+import fs from "node:fs";
 import { DockerEngine } from "../engine/docker-engine.js";
+import { usageError } from "../errors.js";
 import { type BuiltImages, buildImages as build } from "../image/build-images.js";
+import { loadTagging } from "../image/copy-image.js";
 import { type PruneResult, pruneRunnerImages } from "../image/prune-images.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import type { RunnerPlatform } from "../util/platform.js";
@@ -37,4 +40,24 @@ export async function pruneImages(): Promise<PruneResult & { current: string }> 
   await engine.ping();
   const current = runnerImageSpec().tag;
   return { ...(await pruneRunnerImages(engine, current)), current };
+}
+
+/**
+ * Loads an image from a `docker save` tar file (a cache's, a CI artifact's) onto the engine, if it
+ * tags `tag` (default: this version's runner image) and nothing else: `docker load` would apply
+ * every tag the file names, retagging any image later steps run. Nothing is loaded otherwise.
+ */
+export async function loadImageTar(file: string, tag: string = runnerImageSpec().tag): Promise<void> {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  } catch (error) {
+    throw usageError(
+      `Cannot read the image tar ${file}: ${(error as Error).message}.`,
+      "Give the file `docker save` wrote.",
+    );
+  }
+  const engine = new DockerEngine();
+  await engine.ping();
+  await loadTagging(engine, fs.createReadStream("", { fd }), tag, `The file ${file}`);
 }

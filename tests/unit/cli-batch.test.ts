@@ -297,4 +297,50 @@ describe("batch: its own files stay out of the tasks' folders", () => {
     });
     expect(fs.readdirSync(victim)).toEqual([]);
   });
+
+  it("refuses a policy, models or engines file inside another task's folder: that task's sandbox could rewrite it before it is read (review of isolation between runs)", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-config-"));
+    for (const dir of ["repo/policies", "other", "own"]) fs.mkdirSync(path.join(root, dir), { recursive: true });
+    const policy = JSON.stringify({ extends: "read-only" });
+    fs.writeFileSync(path.join(root, "repo/policies/review.json"), policy);
+    fs.writeFileSync(path.join(root, "own/policy.json"), policy);
+    fs.writeFileSync(path.join(root, "repo/models.json"), "{}");
+    const io = { stdout: () => {}, stderr: () => {}, readStdin: async () => undefined, env: {}, stderrIsTty: false };
+    const batch = (lines: object[], flags: Record<string, string> = {}) => {
+      const file = path.join(root, "tasks.jsonl");
+      fs.writeFileSync(file, `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`);
+      return batchCommand(file, { model: "scripted/x", ...flags }, io).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; shortMessage?: string },
+      );
+    };
+    const fixRepo = { id: "fix-repo", prompt: "p", cwd: "repo" };
+    expect(
+      await batch([fixRepo, { id: "review", prompt: "p", cwd: "other", policy: "repo/policies/review.json" }]),
+    ).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(
+        /^the policy of task "review" .*review\.json lies inside .*repo, a folder task "fix-repo" runs in/,
+      ),
+    });
+    expect(
+      await batch([fixRepo, { id: "b", prompt: "p", cwd: "other" }], { models: path.join(root, "repo/models.json") }),
+    ).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(
+        /^--models .*models\.json lies inside .*repo, a folder task "fix-repo" runs in/,
+      ),
+    });
+    expect(
+      await batch([fixRepo, { id: "b", prompt: "p", cwd: "other" }], {
+        policy: path.join(root, "repo/policies/review.json"),
+      }),
+    ).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(/^--policy /),
+    });
+    // A task's policy in its own folder is the workspace-config rule's (refused when the task starts, unless allowed), not this one's.
+    const own = await batch([fixRepo, { id: "own", prompt: "p", cwd: "own", policy: "own/policy.json" }]);
+    expect(own?.shortMessage ?? "").not.toMatch(/a folder task .* runs in/);
+  });
 });

@@ -3,12 +3,6 @@
 // engine. Also: the launcher's and the relay's own copies of the shared numbers and paths agree.
 import fs from "node:fs";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import {
-  type PerUserLimits,
-  readPerUserLimits,
-  SAFE_PER_USER_SYSCTLS,
-  sharedUidProblem,
-} from "../../src/engine/per-user-limits.js";
 import { IMAGE_DIR } from "../../src/image/runner-image.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
 import { FULL_FREE_BYTES, RELAY_EXIT, RELAY_PATHS } from "../../src/relay/relay-protocol.js";
@@ -29,6 +23,12 @@ import {
   SANDBOX_UID,
   SYSTEM_CA_BUNDLE,
 } from "../../src/sandbox-contract.js";
+import {
+  type PerUserLimits,
+  readPerUserLimits,
+  SAFE_PER_USER_SYSCTLS,
+  sharedUidProblem,
+} from "../../src/util/per-user-limits.js";
 import { UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { makeWorkspace } from "../support/harness.js";
 

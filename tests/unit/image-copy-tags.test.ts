@@ -40,7 +40,7 @@ async function passed(entries: Entry[]): Promise<{ names: string[]; bytes: numbe
   const names: string[] = [];
   let bytes = 0;
   try {
-    const checked = onlyTagging(imageTar(entries), REF, "source");
+    const checked = onlyTagging(imageTar(entries), REF, 'Engine "source"');
     const reading = (async () => {
       for await (const entry of extract) {
         names.push(entry.header.name);

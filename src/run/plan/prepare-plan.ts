@@ -4,18 +4,18 @@
 // sandbox receives, and the plan is built once. No side effect beyond reading files.
 import crypto from "node:crypto";
 import os from "node:os";
-import {
-  type PerUserLimits,
-  raiseLimitsCommand,
-  readPerUserLimits,
-  sharedUidProblem,
-} from "../../engine/per-user-limits.js";
 import { usageError } from "../../errors.js";
 import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
 import { pidnsField } from "../../util/own-pid-namespace.js";
+import {
+  type PerUserLimits,
+  raiseLimitsCommand,
+  readPerUserLimits,
+  sharedUidProblem,
+} from "../../util/per-user-limits.js";
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
