@@ -15,7 +15,7 @@ import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
-import { treesByAccess } from "./run/plan/held-trees.js";
+import { refuseRecordToInsideTrees, treesByAccess } from "./run/plan/held-trees.js";
 import { type PlannedRun, preparePlan, recheckProtectedMounts } from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
 import { recordedSuccess } from "./run/record-outcome.js";
@@ -194,6 +194,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   async runDetailed(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<unknown>> {
     await this.learnEngines();
     const planned = this.plan(prompt, options);
+    if (options.record === undefined && this.config.recordTo) refuseRecordToInsideTrees(this.config.recordTo, planned);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
     if (!recordDir) return this.runPlanned(planned, options);
