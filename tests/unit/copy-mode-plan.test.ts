@@ -174,7 +174,7 @@ describe("choosing the mode", () => {
   const tight: PerUserLimits = { epollWatches: 5_491_667 };
 
   it("a non-root caller's bind-mode sandbox, which runs as the caller's uid, goes to copy mode where it could use up the caller's epoll watches", () => {
-    vi.spyOn(process, "getuid").mockReturnValue(1500);
+    vi.spyOn(process as { getuid(): number }, "getuid").mockReturnValue(1500);
     const chosen = planned({}, { perUserLimits: tight });
     expect(chosen.plan.workspaceMode).toBe("copy");
     expect(chosen.plan.user).toBe(`${SANDBOX_UID}:${SANDBOX_UID}`);
@@ -193,7 +193,7 @@ describe("choosing the mode", () => {
     expect(plan({}, { perUserLimits: roomy }).workspaceMode).toBe("bind");
     expect(planned({}, { perUserLimits: roomy }).copyModeReason).toBeUndefined();
     expect(plan({ runtime: "runsc" }, { perUserLimits: tight }).workspaceMode).toBe("bind");
-    vi.spyOn(process, "getuid").mockReturnValue(0);
+    vi.spyOn(process as { getuid(): number }, "getuid").mockReturnValue(0);
     expect(plan({}, { perUserLimits: tight }).workspaceMode).toBe("bind");
   });
 

@@ -12,7 +12,8 @@ import { tempTrees } from "../support/temp-trees.js";
 const { tree } = tempTrees("sandbox-run-protected-mounts-");
 
 function planned(workspace: string) {
-  const policy = loadPolicy("workspace-write");
+  // A protected folder below another folder (the built-in policies protect all of .github).
+  const policy = { ...loadPolicy("workspace-write"), protectedPaths: [".github/workflows/**"] };
   return preparePlan(
     resolveRun("go", {}, { model: "anthropic/x", cwd: workspace, policy }, { ANTHROPIC_API_KEY: "k" }),
     { image: "i" },

@@ -35,7 +35,10 @@ export function refuseRecordToInsideTrees(recordTo: string, planned: PlannedRun)
     const located = locatePath(path.resolve(recordTo), treesByAccess(planned).writable);
     tree = located.kind === "held" ? located.tree : undefined;
   } catch (error) {
-    throw usageError(`Cannot use recordTo ${recordTo}: ${(error as Error).message}.`, "Give recordTo a folder of yours.");
+    throw usageError(
+      `Cannot use recordTo ${recordTo}: ${(error as Error).message}.`,
+      "Give recordTo a folder of yours.",
+    );
   }
   if (tree)
     throw usageError(
