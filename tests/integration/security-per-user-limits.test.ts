@@ -5,6 +5,7 @@
 // what any sandbox's memory can buy, so the sandbox's own memory limit is what stops it. Bind mode
 // only: the count is the kernel's, whatever way the workspace travels.
 import { describe, expect, it } from "vitest";
+import { readPerUserLimits, sharedUidProblem } from "../../src/util/per-user-limits.js";
 import {
   bash,
   describeOutcome,
