@@ -194,7 +194,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   async runDetailed(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<unknown>> {
     await this.learnEngines();
     const planned = this.plan(prompt, options);
-    if (options.record === undefined && this.config.recordTo) refuseRecordToInsideTrees(this.config.recordTo, planned);
+    // Also when this call records elsewhere: its sandbox could still plant a later call's folder.
+    if (this.config.recordTo) refuseRecordToInsideTrees(this.config.recordTo, planned);
     const recordDir =
       options.record ?? (this.config.recordTo ? path.join(this.config.recordTo, String(this.calls)) : undefined);
     if (!recordDir) return this.runPlanned(planned, options);

@@ -13,6 +13,7 @@ import type { Command } from "commander";
 import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
 import type { RunDetails, WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
+import { isNamedPolicy } from "../policy/load-policy.js";
 import { HostDir, HostDirError, locatePath } from "../util/host-dir.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
@@ -67,7 +68,7 @@ export async function batchCommand(
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
   const listed = file === "-" ? await tasksFromStdin(io) : readBatchTasks(file);
-  refuseHostFilesInTaskFolders(listed, flags);
+  refuseHostFilesInTaskFolders(listed, flags, file === "-" ? undefined : file);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
@@ -250,24 +251,28 @@ function canonical(dir: string): string {
  * the results file an earlier batch appended to, a line saying that a failed task succeeded. So do
  * the policy, models and engines files read as each task starts: one inside another task's folder
  * would be that task's sandbox's choice of this task's boundary (a file in a task's own folders is
- * the workspace-config rule's, checked when the task starts, before its sandbox runs).
+ * the workspace-config rule's, checked when the task starts, before its sandbox runs), and the
+ * tasks file itself, which a rerun reads again.
  */
-function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags): void {
-  const isFile = (value: string | undefined): value is string => value !== undefined && /[/\\.]/.test(value);
+function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tasksFile?: string): void {
+  // Any policy that is not one sandbox-run ships is a file (a bare "review" is ./review).
+  const isFile = (value: string | undefined): value is string => value !== undefined && !isNamedPolicy(value);
   const files: Array<{ flag: string; at: string; readFor?: BatchTask }> = [
     ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
     ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
   ];
+  // A rerun (--resume) reads the tasks file again, after every task's sandbox ran.
+  if (tasksFile) files.push({ flag: "the tasks file", at: path.resolve(tasksFile) });
   // Shared files are read for every task: with more than one, some task's sandbox runs first.
   if (tasks.length > 1) {
-    if (isFile(flags.policy)) files.push({ flag: "--policy", at: flags.policy });
+    if (isFile(flags.policy)) files.push({ flag: "--policy", at: path.resolve(flags.policy) });
     if (flags.models) files.push({ flag: "--models", at: flags.models });
     if (flags.engines) files.push({ flag: "--engines", at: flags.engines });
   }
   for (const task of tasks) {
     const policy = task.options.policy;
     if (typeof policy === "string" && isFile(policy))
-      files.push({ flag: `the policy of task "${task.id}"`, at: policy, readFor: task });
+      files.push({ flag: `the policy of task "${task.id}"`, at: path.resolve(policy), readFor: task });
   }
   const folders = tasks.flatMap((task) =>
     [task.options.cwd, ...(task.options.additionalWritableDirectories ?? [])].map((folder) => ({

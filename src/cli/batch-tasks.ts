@@ -8,6 +8,7 @@ import { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
+import { isNamedPolicy } from "../policy/load-policy.js";
 import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 
@@ -121,7 +122,8 @@ function taskOptions(task: z.infer<typeof taskLine>, base: string): RunOptions {
         : (task.schema as JsonSchema);
     if (typeof task.schema === "string") options.configFiles = { schema: resolve(task.schema) };
   }
-  if (task.policy !== undefined) options.policy = /[/\\.]/.test(task.policy) ? resolve(task.policy) : task.policy;
+  // A policy sandbox-run ships by name; anything else is a file, from the tasks file's folder.
+  if (task.policy !== undefined) options.policy = isNamedPolicy(task.policy) ? task.policy : resolve(task.policy);
   if (task.model !== undefined) options.model = task.model;
   if (task.writable !== undefined) options.additionalWritableDirectories = task.writable.map(resolve);
   if (task.timeout !== undefined) options.timeoutMs = Math.round(task.timeout * 1000);

@@ -29,6 +29,10 @@ export function onlyTagging(tar: Readable, ref: string, source: string): Readabl
       const { header } = entry;
       const name = normalName(header.name);
       if (!ENTRY_TYPES.has(header.type ?? "")) throw refuse(`an entry of type ${header.type} (${name})`);
+      // The engine's tar reader obeys PAX records this one ignores (GNU.sparse.name renames an
+      // entry: a harmless name became manifest.json). None is passed on; GNU's are refused.
+      const gnu = Object.keys(header.pax ?? {}).find((key) => !PAX_KEYS.has(key));
+      if (gnu) throw refuse(`a PAX record ${JSON.stringify(gnu)} on ${name}`);
       // docker load untars before it reads: a name below a link may land anywhere, the tag files too.
       if (parentsOf(name).some((p) => links.has(p))) throw refuse(`${name} below a link`);
       if (header.type === "symlink" || header.type === "link") links.add(name);
@@ -143,13 +147,19 @@ function parentsOf(name: string): string[] {
 }
 
 /** Writes one entry into the pack with backpressure; resolves once the pack has it. */
+/** PAX records that only say what the entry's own header fields say (tar-stream has read them into it). */
+const PAX_KEYS = new Set(["path", "linkpath", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname"]);
+
 function packEntry(
   pack: tarStream.Pack,
   header: tarStream.Header,
   content: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
 ): Promise<void> {
+  // Only the fields read here go on: the packer writes its own PAX records where a name needs one.
+  const { name, size, mode, mtime, type, linkname, uid, gid } = header;
+  const clean = { name, size, mode, mtime, type, linkname, uid, gid } as tarStream.Header;
   return new Promise<void>((resolve, reject) => {
-    const sink = pack.entry(header, (error) => (error ? reject(error) : resolve()));
+    const sink = pack.entry(clean, (error) => (error ? reject(error) : resolve()));
     (async () => {
       for await (const chunk of content) {
         if (!sink.write(chunk)) await new Promise<void>((drained) => sink.once("drain", () => drained()));

@@ -25,14 +25,15 @@ export function checkControllerHost(say: PlatformReport & { bad(what: string, fi
 }
 
 /**
- * This host's per-uid kernel limits against a sandbox of the default policy running as the caller's
- * uid (a non-root caller's bind mode): where it could use them up, bind-mode runs go to copy mode.
+ * This host's per-uid kernel limits against sandboxes running as the caller's uid (a non-root
+ * caller's bind mode): where they could use them up, bind-mode runs go to copy mode.
  */
-export function checkPerUserLimits(say: PlatformReport, memoryMb: number, uid = process.getuid?.()): void {
+export function checkPerUserLimits(say: PlatformReport, uid = process.getuid?.()): void {
   const limits = readPerUserLimits();
   if (!limits) return;
-  const problem = sharedUidProblem(limits, memoryMb);
-  if (!problem) say.ok("per-user kernel limits (epoll watches): a sandbox's memory limit binds first");
+  const problem = sharedUidProblem(limits);
+  if (!problem)
+    say.ok("per-user kernel limits (epoll watches, inotify instances): above what this host's memory can buy");
   else if (uid === 0)
     say.ok("per-user kernel limits are the kernel's defaults (your sandboxes run as another uid than root)");
   else say.note(`bind-mode runs go to copy mode: ${problem}`, `Raise the limits once: ${raiseLimitsCommand()}`);

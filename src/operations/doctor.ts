@@ -85,7 +85,7 @@ async function checkAll(
   };
   const report = { ok, bad, note };
   checkControllerHost(report);
-  checkPerUserLimits(report, policyMemoryMb(policyName));
+  checkPerUserLimits(report);
 
   // Which engines hold the image runs use: an engine without it loads it from one of these.
   const chosen = env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
@@ -135,15 +135,6 @@ async function checkAll(
 }
 
 type Report = Omit<DoctorReport, "engine">;
-
-/** The memory limit of the policy doctor checks for (the default policy's when that one cannot be read: said below). */
-function policyMemoryMb(policyName: string | undefined): number {
-  try {
-    return loadPolicy(policyName ?? "workspace-write").limits.memoryMb;
-  } catch {
-    return loadPolicy("workspace-write").limits.memoryMb;
-  }
-}
 
 /** One engine: ping, runtimes, seccomp, the image, and a container that starts. True when it holds the image. */
 async function checkEngine(

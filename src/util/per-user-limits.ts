@@ -9,9 +9,14 @@
 // a limit is above what the sandbox's memory limit can buy, the memory limit binds first and the
 // per-uid count can never run out. Under gVisor the sandbox's epoll and inotify live in its own kernel.
 import fs from "node:fs";
+import os from "node:os";
 
-/** The smallest kernel memory an epoll watch costs (an epitem and its poll entry): fewer bytes, more watches. */
-const EPOLL_WATCH_BYTES = 160;
+/**
+ * Less kernel memory than an epoll watch (an epitem, ~128 bytes, and its poll entry) or an inotify
+ * instance (~1 KiB) costs: fewer bytes, more of them within a memory budget.
+ */
+const EPOLL_WATCH_BYTES = 100;
+const INOTIFY_INSTANCE_BYTES = 512;
 
 /** What scripts/setup-host.sh writes to /etc/sysctl.d: far above what any memory limit can buy. */
 export const SAFE_PER_USER_SYSCTLS: Readonly<Record<string, string>> = {
@@ -45,23 +50,34 @@ export function readPerUserLimits(
   return { epollWatches, ...(inotifyInstances === undefined ? {} : { inotifyInstances }) };
 }
 
-/** How many epoll watches a sandbox with this memory limit can hold at most. */
-export function epollWatchesWithin(memoryMb: number): number {
-  return Math.floor((memoryMb * 1024 * 1024) / EPOLL_WATCH_BYTES);
-}
-
 /**
- * Why a sandbox with this memory limit, running as the caller's own uid, could use up the
- * caller's epoll watches; undefined when its memory limit binds first.
+ * Why sandboxes running as the caller's own uid could use up the caller's epoll watches or inotify
+ * instances; undefined when the host's memory runs out first. The whole host's memory, not one
+ * sandbox's limit: several sandboxes of one uid (calls at once, other programs' runs) count together.
  */
-export function sharedUidProblem(limits: PerUserLimits | undefined, memoryMb: number): string | undefined {
+export function sharedUidProblem(
+  limits: PerUserLimits | undefined,
+  hostMemoryBytes = os.totalmem(),
+): string | undefined {
   if (!limits) return undefined;
-  const within = epollWatchesWithin(memoryMb);
-  if (limits.epollWatches >= within) return undefined;
+  const counts = [
+    {
+      what: "epoll watches (fs.epoll.max_user_watches)",
+      limit: limits.epollWatches,
+      within: hostMemoryBytes / EPOLL_WATCH_BYTES,
+    },
+    {
+      what: "inotify instances (fs.inotify.max_user_instances)",
+      limit: limits.inotifyInstances,
+      within: hostMemoryBytes / INOTIFY_INSTANCE_BYTES,
+    },
+  ];
+  const low = counts.filter((c) => c.limit !== undefined && c.limit < c.within);
+  if (low.length === 0) return undefined;
   return (
-    `this host lets one user hold ${limits.epollWatches.toLocaleString("en-US")} epoll watches (fs.epoll.max_user_watches) ` +
-    `and a sandbox with ${memoryMb} MiB can hold ${within.toLocaleString("en-US")}: running as your uid, it could use them ` +
-    "all up and end this controller (Node aborts when it cannot add one) before the run is checked"
+    `this host lets one user hold ${low.map((c) => `${c.limit!.toLocaleString("en-US")} ${c.what}`).join(" and ")}, ` +
+    "fewer than its memory can buy: sandboxes running as your uid could use them all up and end this controller " +
+    "(Node aborts when it cannot add an epoll watch) before the run is checked"
   );
 }
 

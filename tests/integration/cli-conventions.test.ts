@@ -125,7 +125,7 @@ describe("shell completion", () => {
       ["batch", "completion", "demo", "doctor", "gc", "help", "image", "policy", "replay", "show"].sort(),
     );
     expect(complete(["sandbox-run", "doc"])).toEqual(["doctor"]);
-    expect(complete(["sandbox-run", "image", ""])).toEqual(["build", "help", "prune", "tag"]);
+    expect(complete(["sandbox-run", "image", ""])).toEqual(["build", "help", "load", "prune", "tag"]);
     expect(complete(["sandbox-run", "--sch"])).toEqual(["--schema"]);
     expect(complete(["sandbox-run", "doctor", "--mod"])).toEqual(["--model", "--models"]);
     expect(complete(["sandbox-run", "image", "build", "--b"])).toEqual(["--base"]);

@@ -212,6 +212,8 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     const { outputs, code, log } = await runAction(
       {
         "replay-record": recordDir,
+        // As recorded (a replay hands back like a run: a writable one needs a git checkout).
+        sandbox: "read-only",
         "working-directory": "pr",
         "comment-on-pr": "true",
         "github-token": "ghs_test_token",
@@ -243,6 +245,8 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     const { outputs, code, log } = await runAction(
       {
         "replay-record": recordDir,
+        // As recorded (a replay hands back like a run: a writable one needs a git checkout).
+        sandbox: "read-only",
         "working-directory": "pr",
         "comment-on-pr": "true",
         "github-token": "ghs_read_only",

@@ -9,6 +9,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { SandboxRunError } from "../../src/errors.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
   containersOfRuns,
@@ -98,8 +99,15 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
   it("fails the run naming .github/workflows/ci.yml when it is modified around the mount", async () => {
     const cwd = makeWorkspace({ ".github/workflows/ci.yml": CI_YML });
     const log = eventLog();
+    // The built-in policy mounts all of .github read-only (a mount cannot be renamed): a policy that
+    // protects only the workflows folder leaves its parent to rename, which the diff catches.
+    const base = loadPolicy("workspace-write");
+    const policy = {
+      ...base,
+      protectedPaths: base.protectedPaths.map((p) => (p === ".github/**" ? ".github/workflows/**" : p)),
+    };
     const error = await agent
-      .runDetailed("work", { cwd, model: "scripted/rename", onEvent: log.onEvent })
+      .runDetailed("work", { cwd, model: "scripted/rename", onEvent: log.onEvent, policy })
       .catch((e: unknown) => e);
     expect(lastToolResult(server, "rename")).toContain("moved"); // the kernel allowed the rename; the diff catches it
     expect(error).toBeInstanceOf(SandboxRunError);

@@ -40,7 +40,7 @@ describe("per-user kernel limits (P6)", () => {
   it("a sandbox holding 6 million epoll watches and 200 inotify instances leaves its uid's count unexhausted: another process of that uid still adds both", async () => {
     // The promise is the host's set-up (the README's first command raises the limits).
     expect(
-      sharedUidProblem(readPerUserLimits(), 2048),
+      sharedUidProblem(readPerUserLimits()),
       "this host's per-user limits are the kernel's defaults: run scripts/setup-host.sh as root",
     ).toBeUndefined();
     const outcome = await runHostile(

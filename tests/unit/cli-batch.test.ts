@@ -339,6 +339,13 @@ describe("batch: its own files stay out of the tasks' folders", () => {
       code: "usage",
       shortMessage: expect.stringMatching(/^--policy /),
     });
+    // The tasks file itself, which a rerun reads again: not inside a task's folder either.
+    expect(await batch([{ id: "fix-root", prompt: "p", cwd: "." }])).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(
+        /^the tasks file .*tasks\.jsonl lies inside .*, a folder task "fix-root" runs in/,
+      ),
+    });
     // A task's policy in its own folder is the workspace-config rule's (refused when the task starts, unless allowed), not this one's.
     const own = await batch([fixRepo, { id: "own", prompt: "p", cwd: "own", policy: "own/policy.json" }]);
     expect(own?.shortMessage ?? "").not.toMatch(/a folder task .* runs in/);

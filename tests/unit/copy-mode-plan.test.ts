@@ -178,18 +178,15 @@ describe("choosing the mode", () => {
     const chosen = planned({}, { perUserLimits: tight });
     expect(chosen.plan.workspaceMode).toBe("copy");
     expect(chosen.plan.user).toBe(`${SANDBOX_UID}:${SANDBOX_UID}`);
-    expect(chosen.copyModeReason).toMatch(/5,491,667 epoll watches .*2048 MiB can hold 13,421,772/);
+    expect(chosen.copyModeReason).toMatch(
+      /lets one user hold 5,491,667 epoll watches \(fs.epoll.max_user_watches\), fewer than its memory can buy/,
+    );
     expect(chosen.copyModeReason).toContain("fs.epoll.max_user_watches = 1099511627776");
     // Asked for by name, bind mode is refused, saying how to get it.
     expect(() => plan({ workspaceMode: "bind" }, { perUserLimits: tight })).toThrow(
       /Bind mode runs the sandbox as your own uid/,
     );
-    // Where the memory limit binds first, or the sandbox is not the caller's uid, or runs under gVisor: bind mode.
-    const small = {
-      ...loadPolicy("workspace-write"),
-      limits: { ...loadPolicy("workspace-write").limits, memoryMb: 512 },
-    };
-    expect(plan({ policy: small }, { perUserLimits: tight }).workspaceMode).toBe("bind");
+    // Where the host's memory runs out first, or the sandbox is not the caller's uid, or runs under gVisor: bind mode.
     expect(plan({}, { perUserLimits: roomy }).workspaceMode).toBe("bind");
     expect(planned({}, { perUserLimits: roomy }).copyModeReason).toBeUndefined();
     expect(plan({ runtime: "runsc" }, { perUserLimits: tight }).workspaceMode).toBe("bind");
@@ -207,15 +204,28 @@ describe("choosing the mode", () => {
       return files[file]!;
     };
     expect(readPerUserLimits(read)).toEqual({ epollWatches: 5_491_667, inotifyInstances: 128 });
-    expect(sharedUidProblem(readPerUserLimits(read), 2048)).toBeDefined();
-    expect(sharedUidProblem(readPerUserLimits(read), 512)).toBeUndefined();
+    // Judged against the host's whole memory (sandboxes of one uid count together): 24 GiB here.
+    const host = 24 * 1024 ** 3;
+    expect(sharedUidProblem(readPerUserLimits(read), host)).toMatch(
+      /5,491,667 epoll watches .* and 128 inotify instances/,
+    );
+    expect(sharedUidProblem({ epollWatches: 5_491_667 }, 512 * 1024 ** 2)).toBeUndefined();
+    expect(sharedUidProblem({ epollWatches: 1e12, inotifyInstances: 128 }, host)).toMatch(
+      /^this host lets one user hold 128 inotify instances/,
+    );
     expect(readPerUserLimits(() => "junk")).toBeUndefined();
-    expect(sharedUidProblem(undefined, 2048)).toBeUndefined();
+    expect(sharedUidProblem(undefined)).toBeUndefined();
     // scripts/setup-host.sh raises the limits to these numbers, which no memory limit can reach.
     const setup = fs.readFileSync("scripts/setup-host.sh", "utf8");
     for (const [key, value] of Object.entries(SAFE_PER_USER_SYSCTLS)) expect(setup).toContain(`${key} = ${value}`);
     expect(
-      sharedUidProblem({ epollWatches: Number(SAFE_PER_USER_SYSCTLS["fs.epoll.max_user_watches"]) }, 1024 * 1024),
+      sharedUidProblem(
+        {
+          epollWatches: Number(SAFE_PER_USER_SYSCTLS["fs.epoll.max_user_watches"]),
+          inotifyInstances: Number(SAFE_PER_USER_SYSCTLS["fs.inotify.max_user_instances"]),
+        },
+        512 * 1024 ** 3,
+      ),
     ).toBeUndefined();
   });
 });

@@ -11,14 +11,20 @@ import { imageName, onlyTagging } from "../../src/image/image-tar-check.js";
 const REF = "sandbox-run/pi:1.2.3-abc";
 const LAYER = Buffer.alloc(3 * 1024 * 1024, 7);
 
-type Entry = { name: string; content?: string | Buffer; type?: "file" | "symlink" | "directory"; linkname?: string };
+type Entry = {
+  name: string;
+  content?: string | Buffer;
+  type?: "file" | "symlink" | "directory";
+  linkname?: string;
+  pax?: Record<string, string>;
+};
 
 function imageTar(entries: Entry[]): Readable {
   const pack = tarStream.pack();
-  for (const { name, content, type, linkname } of entries) {
+  for (const { name, content, type, linkname, pax } of entries) {
     if (type === "symlink") pack.entry({ name, type, linkname });
     else if (type === "directory") pack.entry({ name, type });
-    else pack.entry({ name }, content ?? "");
+    else pack.entry({ name, ...(pax ? { pax } : {}) }, content ?? "");
   }
   pack.finalize();
   return Readable.from(pack);
@@ -57,6 +63,19 @@ async function passed(entries: Entry[]): Promise<{ names: string[]; bytes: numbe
 }
 
 describe("an image tar from another engine", () => {
+  it("with a PAX record the engine's tar reader obeys and this one does not (GNU.sparse.name renaming an entry to manifest.json) is refused", async () => {
+    const planted = [
+      ...honest(),
+      { name: "zz-notes.json", content: manifest([REF, "victim:latest"]), pax: { "GNU.sparse.name": "manifest.json" } },
+    ];
+    const result = await passed(planted);
+    expect(result).toBeInstanceOf(Error);
+    expect((result as Error).message).toContain('a PAX record "GNU.sparse.name" on zz-notes.json');
+    // The records a header's own fields carry pass, and none is passed on as it came.
+    const plain = await passed([...honest(), { name: "notes.txt", content: "x", pax: { mtime: "1700000000" } }]);
+    expect(plain).not.toBeInstanceOf(Error);
+  });
+
   it("that tags only the requested ref passes whole, layers included", async () => {
     const result = await passed(honest());
     expect(result).toEqual({

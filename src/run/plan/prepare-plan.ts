@@ -175,7 +175,7 @@ function workspaceModeOf(
   }
   const mode = asked ?? (shares ? "bind" : "copy");
   if (mode !== "bind" || callerUid === 0 || run.policy.runtime === "runsc") return { mode };
-  const problem = sharedUidProblem(place.perUserLimits ?? readPerUserLimits(), run.policy.limits.memoryMb);
+  const problem = sharedUidProblem(place.perUserLimits ?? readPerUserLimits());
   if (!problem) return { mode };
   if (asked === "bind")
     throw usageError(
