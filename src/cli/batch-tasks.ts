@@ -8,9 +8,9 @@ import { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
-import { isNamedPolicy } from "../policy/load-policy.js";
 import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
+import { isNamedPolicy } from "../util/policy-names.js";
 
 const taskLine = z
   .object({

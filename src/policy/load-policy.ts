@@ -6,31 +6,18 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-file.js";
+import {
+  BUILT_IN_POLICIES,
+  type BuiltInPolicyName,
+  EXAMPLE_POLICIES,
+  isBuiltInPolicy,
+  isNamedPolicy,
+} from "../util/policy-names.js";
 import { type Policy, policySchemas } from "./policy-schema.js";
 
-export const BUILT_IN_POLICIES = ["read-only", "workspace-write", "danger-full-access"] as const;
-type BuiltInPolicyName = (typeof BUILT_IN_POLICIES)[number];
+export { BUILT_IN_POLICIES, EXAMPLE_POLICIES, isBuiltInPolicy, isNamedPolicy };
 
 const policiesDir = fileURLToPath(new URL("../../policies/", import.meta.url));
-
-/**
- * The example policies that ship with the package, by name: `--policy npm-install` reads the
- * package's own file wherever the command runs. A relative path would be read from the current
- * folder, which is the untrusted workspace in `cd repo && sandbox-run`.
- */
-export const EXAMPLE_POLICIES: Readonly<Record<string, string>> = {
-  "npm-install": "examples/npm-install.json",
-  "pr-fix": "examples/pr-fix.yaml",
-};
-
-export function isBuiltInPolicy(name: string): name is BuiltInPolicyName {
-  return (BUILT_IN_POLICIES as readonly string[]).includes(name);
-}
-
-/** A policy named rather than read from a path the caller chose: built in, or a shipped example. */
-export function isNamedPolicy(name: string): boolean {
-  return isBuiltInPolicy(name) || Object.hasOwn(EXAMPLE_POLICIES, name);
-}
 
 /** Loads a built-in or example policy by name, or a user policy from a JSON or YAML file. */
 export function loadPolicy(nameOrFile: string): Policy {
