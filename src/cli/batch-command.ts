@@ -251,8 +251,8 @@ function canonical(dir: string): string {
  * the results file an earlier batch appended to, a line saying that a failed task succeeded. So do
  * the policy, models and engines files read as each task starts: one inside another task's folder
  * would be that task's sandbox's choice of this task's boundary (a file in a task's own folders is
- * the workspace-config rule's, checked when the task starts, before its sandbox runs), and the
- * tasks file itself, which a rerun reads again.
+ * the workspace-config rule's, checked when the task starts, before its sandbox runs), and, in a
+ * rerun (--resume), the tasks file itself.
  */
 function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tasksFile?: string): void {
   // Any policy that is not one sandbox-run ships is a file (a bare "review" is ./review).
@@ -261,8 +261,9 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
     ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
     ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
   ];
-  // A rerun (--resume) reads the tasks file again, after every task's sandbox ran.
-  if (tasksFile) files.push({ flag: "the tasks file", at: path.resolve(tasksFile) });
+  // A rerun (--resume) reads the tasks file again, after the first run's sandboxes ran (a first
+  // run reads it before any task starts).
+  if (tasksFile && flags.resume) files.push({ flag: "the tasks file", at: path.resolve(tasksFile) });
   // Shared files are read for every task: with more than one, some task's sandbox runs first.
   if (tasks.length > 1) {
     if (isFile(flags.policy)) files.push({ flag: "--policy", at: path.resolve(flags.policy) });

@@ -339,8 +339,10 @@ describe("batch: its own files stay out of the tasks' folders", () => {
       code: "usage",
       shortMessage: expect.stringMatching(/^--policy /),
     });
-    // The tasks file itself, which a rerun reads again: not inside a task's folder either.
-    expect(await batch([{ id: "fix-root", prompt: "p", cwd: "." }])).toMatchObject({
+    // The tasks file itself, which a rerun reads again after the first run's sandboxes ran.
+    expect(
+      await batch([{ id: "fix-root", prompt: "p", cwd: "." }], { resume: path.join(root, "..", "results.jsonl") }),
+    ).toMatchObject({
       code: "usage",
       shortMessage: expect.stringMatching(
         /^the tasks file .*tasks\.jsonl lies inside .*, a folder task "fix-root" runs in/,
