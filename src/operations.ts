@@ -13,7 +13,6 @@ import type { DoctorOptions } from "./operations/doctor.js";
 import type { PlanCallOptions } from "./operations/dry-run.js";
 import type { CollectedGarbage, GarbageOptions } from "./operations/garbage.js";
 import type { BuildImagesOptions, BuiltImages, PruneResult } from "./operations/images.js";
-
 import type { PlannedReplay, ReplayCallOptions } from "./operations/replay-call.js";
 import type { ShownRecord, ShowRecordOptions } from "./operations/show-record.js";
 import type { Policy } from "./policy/policy-schema.js";

@@ -30,9 +30,10 @@ export function onlyTagging(tar: Readable, ref: string, source: string): Readabl
       const name = normalName(header.name);
       if (!ENTRY_TYPES.has(header.type ?? "")) throw refuse(`an entry of type ${header.type} (${name})`);
       // The engine's tar reader obeys PAX records this one ignores (GNU.sparse.name renames an
-      // entry: a harmless name became manifest.json). None is passed on; GNU's are refused.
-      const gnu = Object.keys(header.pax ?? {}).find((key) => !PAX_KEYS.has(key));
-      if (gnu) throw refuse(`a PAX record ${JSON.stringify(gnu)} on ${name}`);
+      // entry: a harmless name became manifest.json). Any record beyond the header's own fields is
+      // refused, and none is passed on (packEntry).
+      const odd = Object.keys(header.pax ?? {}).find((key) => !PAX_KEYS.has(key));
+      if (odd) throw refuse(`a PAX record ${JSON.stringify(odd)} on ${name}`);
       // docker load untars before it reads: a name below a link may land anywhere, the tag files too.
       if (parentsOf(name).some((p) => links.has(p))) throw refuse(`${name} below a link`);
       if (header.type === "symlink" || header.type === "link") links.add(name);
@@ -146,10 +147,10 @@ function parentsOf(name: string): string[] {
   return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join("/"));
 }
 
-/** Writes one entry into the pack with backpressure; resolves once the pack has it. */
 /** PAX records that only say what the entry's own header fields say (tar-stream has read them into it). */
 const PAX_KEYS = new Set(["path", "linkpath", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname"]);
 
+/** Writes one entry into the pack with backpressure; resolves once the pack has it. */
 function packEntry(
   pack: tarStream.Pack,
   header: tarStream.Header,

@@ -9,6 +9,7 @@ import { loadTagging } from "../image/copy-image.js";
 import { type PruneResult, pruneRunnerImages } from "../image/prune-images.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import type { RunnerPlatform } from "../util/platform.js";
+import { openRegularFile } from "../util/read-fd.js";
 
 export interface BuildImagesOptions {
   /** Base image: "auto" (default), node:24-bookworm-slim, or any Debian bookworm image. */
@@ -50,7 +51,7 @@ export async function pruneImages(): Promise<PruneResult & { current: string }> 
 export async function loadImageTar(file: string, tag: string = runnerImageSpec().tag): Promise<void> {
   let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    ({ fd } = openRegularFile(file));
   } catch (error) {
     throw usageError(
       `Cannot read the image tar ${file}: ${(error as Error).message}.`,
