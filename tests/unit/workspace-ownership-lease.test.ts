@@ -36,22 +36,29 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
   });
 
   it("a lent file deleted and its inode number reused by a file the sandbox made: the new file goes to the caller, not the lent file's owner", async () => {
-    const ws = tree({ "theirs.txt": "t", "sub/x": "x" });
-    fs.chownSync(path.join(ws, "theirs.txt"), 1234, 4321);
+    // Many lent files, so that other processes allocating inodes at the same time (the suite runs
+    // in parallel) cannot take every freed number before the sandbox's new files do.
+    const lentNames = Array.from({ length: 64 }, (_, i) => `theirs-${i}.txt`);
+    const ws = tree({ ...Object.fromEntries(lentNames.map((n) => [n, "t"])), "sub/x": "x" });
+    for (const n of lentNames) fs.chownSync(path.join(ws, n), 1234, 4321);
     fs.chownSync(path.join(ws, "sub"), 1234, 4321);
     const lease = await OwnershipLease.lend([ws], SANDBOX);
-    const lent = fs.lstatSync(path.join(ws, "theirs.txt"));
-    expect(lent.birthtimeMs, "this test needs a file system that keeps birth times").toBeGreaterThan(0);
-    // The sandbox deletes the lent file and makes new ones until one gets its inode number.
-    fs.unlinkSync(path.join(ws, "theirs.txt"));
+    const lentInodes = new Set<number>();
+    for (const n of lentNames) {
+      const lent = fs.lstatSync(path.join(ws, n));
+      expect(lent.birthtimeMs, "this test needs a file system that keeps birth times").toBeGreaterThan(0);
+      lentInodes.add(lent.ino);
+    }
+    // The sandbox deletes the lent files and makes new ones until one gets a lent inode number.
+    for (const n of lentNames) fs.unlinkSync(path.join(ws, n));
     let reused: string | undefined;
-    for (let i = 0; i < 1000 && !reused; i++) {
+    for (let i = 0; i < 5000 && !reused; i++) {
       const p = path.join(ws, `new-${i}`);
       fs.writeFileSync(p, "planted");
       fs.chownSync(p, SANDBOX.uid, SANDBOX.gid);
-      if (fs.lstatSync(p).ino === lent.ino) reused = p;
+      if (lentInodes.has(fs.lstatSync(p).ino)) reused = p;
     }
-    expect(reused, "no new file reused the inode number").toBeDefined();
+    expect(reused, "no new file reused a lent inode number").toBeDefined();
     expect(lease.originalOwner(fs.lstatSync(reused!))).toEqual({ uid: SANDBOX.uid, gid: SANDBOX.gid });
     await lease.restore(CALLER);
     expect(owner(reused!)).toBe("0:0");
