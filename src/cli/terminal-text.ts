@@ -4,15 +4,18 @@
 // (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and nothing is hidden.
 
 // C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, the
-// Unicode bidi marks, embeddings, overrides and isolates (U+061C among them), the invisible ones
-// (zero-width spaces and joiners, word joiner and invisible operators, BOM) and the tag characters:
-// a file named `.husky/pre-commit` plus an invisible character must not read as `.husky/pre-commit`.
+// line and paragraph separators, the interlinear annotation marks, and every character Unicode
+// calls default-ignorable (terminals draw it as nothing): the bidi marks, embeddings, overrides and
+// isolates, zero-width spaces and joiners, the word joiner and invisible operators, the BOM, the
+// soft hyphen, Hangul fillers, variation selectors and tag characters. A file named
+// `.husky/pre-commit` plus an invisible character must not read as `.husky/pre-commit`, and a payload
+// in variation selectors must not read as nothing.
 const UNSAFE_MULTILINE =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
 const UNSAFE_LINE =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
+  /[\u0000-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
 
 function escapeChar(ch: string): string {
   const code = ch.codePointAt(0)!;

@@ -8,9 +8,11 @@ import path from "node:path";
 import {
   COPY_YIELD_EVERY,
   diffSides,
+  notedPath,
   PATCH_FILE_MAX_BYTES,
   PATCH_PATH_MAX_BYTES,
   PATCH_TOTAL_MAX_BYTES,
+  patchNameProblem,
 } from "../record/workspace-patch.js";
 import type { HostTree } from "../workspace-transfer/host-tree.js";
 import { type ChangeContent, copySentContent, type JudgedChange } from "../workspace-transfer/judged-changes.js";
@@ -53,7 +55,7 @@ export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHand
       if (isGitMetadata(change.path)) continue;
       const skip = skipReason(change, total);
       if (skip) {
-        notes.push(`${change.path} skipped: ${skip}`);
+        notes.push(`${notedPath(change.path)} skipped: ${skip}`);
         continue;
       }
       total += (change.before?.size ?? 0) + (change.after?.size ?? 0);
@@ -70,6 +72,8 @@ export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHand
 
 function skipReason(change: JudgedChange, total: number): string | undefined {
   if (Buffer.byteLength(change.path) > PATCH_PATH_MAX_BYTES) return `path longer than ${PATCH_PATH_MAX_BYTES} bytes`;
+  const nameProblem = change.path.split("/").map(patchNameProblem).find(Boolean);
+  if (nameProblem) return nameProblem;
   const largest = Math.max(change.before?.size ?? 0, change.after?.size ?? 0);
   if (largest > PATCH_FILE_MAX_BYTES) return `${largest} bytes (more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB)`;
   const size = (change.before?.size ?? 0) + (change.after?.size ?? 0);

@@ -28,6 +28,26 @@ const MAX_NOTES = 100;
 /** Entries copied between two turns of the event loop: each is a file written, ~0.1-1 ms on a slow disk. */
 export const COPY_YIELD_EVERY = 64;
 
+/**
+ * Why a path cannot go into a patch as it is, if it cannot: `git apply` refuses a whole patch where
+ * a line break in a name makes it read as a `.git` path (so none of the run's other changes would
+ * apply), control characters make the patch read differently than it applies, and GNU `patch` drops a name's trailing spaces and tabs, writing another file than
+ * the one judged (`.pre-commit-config.yaml ` would become the protected `.pre-commit-config.yaml`).
+ */
+export function patchNameProblem(name: string): string | undefined {
+  if (CONTROL.test(name)) return "a name with a line break or control character (git apply may refuse the whole patch)";
+  if (/[ \t]$/.test(name)) return "a name ending in a space or tab (patch -p1 would write it without them)";
+  return undefined;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/; // a tab inside a name applies as it is
+
+/** A path for a note: JSON-quoted when it holds the line break that left it out. */
+export function notedPath(rel: string): string {
+  return CONTROL.test(rel) ? JSON.stringify(rel) : rel;
+}
+
 interface WorkspacePatch {
   /** The unified diff ("" when nothing changed or it could not be made). */
   patch: string;
@@ -50,6 +70,8 @@ class Notes {
 
 export class WorkspaceBaseline {
   private readonly notes = new Notes();
+  /** Paths either copy left out: left out of the other as well. */
+  private readonly skipped = new Set<string>();
 
   private constructor(
     private readonly workspace: string,
@@ -80,7 +102,10 @@ export class WorkspaceBaseline {
     if (!(await this.copy("b", "after"))) this.notes.add("no patch: the workspace could not be copied after the run");
     else if (!fs.existsSync(path.join(this.scratch, "a")))
       this.notes.add("no patch: there is no copy from before the run");
-    else return { patch: await this.diff(), notes: this.notes.done() };
+    else {
+      this.dropSkippedFromBothSides();
+      return { patch: await this.diff(), notes: this.notes.done() };
+    }
     return { patch: "", notes: this.notes.done() };
   }
 
@@ -92,11 +117,34 @@ export class WorkspaceBaseline {
   private async copy(side: "a" | "b", when: string): Promise<boolean> {
     const to = path.join(this.scratch!, side);
     try {
-      await copyTree(this.workspace, to, (note) => this.notes.add(`${when}: ${note}`));
+      await copyTree(
+        this.workspace,
+        to,
+        (note) => this.notes.add(`${when}: ${note}`),
+        (rel) => this.skipped.add(rel),
+      );
     } catch (error) {
       this.notes.add(`${when}: the copy stopped early (${(error as Error).message})`);
     }
     return fs.existsSync(to);
+  }
+
+  /**
+   * A file one copy left out (over 4 MiB, past the total, unreadable, a FIFO) and the other holds
+   * would read as deleted or as new: a sandbox pads a changed file past the cap and the patch, and
+   * every view made from it, says "deleted". Both sides leave it out, and the notes say why.
+   */
+  private dropSkippedFromBothSides(): void {
+    for (const rel of this.skipped) {
+      for (const side of ["a", "b"]) {
+        const at = path.join(this.scratch!, side, rel);
+        try {
+          if (!fs.lstatSync(at).isDirectory()) fs.unlinkSync(at);
+        } catch {
+          // not on this side
+        }
+      }
+    }
   }
 
   private diff(): Promise<string> {
@@ -133,6 +181,9 @@ export async function diffSides(scratch: string, note: (line: string) => void): 
         "--no-color",
         "--no-ext-diff",
         "--no-textconv",
+        // A rename would be written as `rename from a/<old>`, lines the side folders cannot be
+        // taken out of safely: a delete and an add apply everywhere (git apply, patch -p1).
+        "--no-renames",
         "a",
         "b",
       ],
@@ -190,11 +241,17 @@ function stripSide(name: string): string {
 }
 
 /** Copies `from` to `to` (created) through the fd walk, within the caps, yielding to the event loop as it goes. */
-async function copyTree(from: string, to: string, note: (line: string) => void): Promise<void> {
+async function copyTree(
+  from: string,
+  to: string,
+  note: (line: string) => void,
+  skipped: (rel: string) => void,
+): Promise<void> {
   let total = 0;
   let seen = 0;
   const descend = (e: WalkEntry) => {
     if (e.depth === 1 && e.name === ".git") return false;
+    if (e.path !== "" && patchNameProblem(e.name)) return false; // noted with the entry itself
     if (Buffer.byteLength(e.path) > PATCH_PATH_MAX_BYTES) {
       note(`${e.path.slice(0, 80)}... skipped: path longer than ${PATCH_PATH_MAX_BYTES} bytes`);
       return false;
@@ -208,38 +265,50 @@ async function copyTree(from: string, to: string, note: (line: string) => void):
     if (Buffer.byteLength(entry.path) > PATCH_PATH_MAX_BYTES) continue; // noted by descend, or below a noted one
     if (entry.problem) {
       note(`${entry.path} skipped: ${entry.problem}`);
+      skipped(entry.path);
+      continue;
+    }
+    const nameProblem = entry.path === "" ? undefined : patchNameProblem(entry.name);
+    if (nameProblem) {
+      note(`${notedPath(entry.path)} skipped: ${nameProblem}`);
+      skipped(entry.path);
       continue;
     }
     try {
-      total += copyEntry(entry, entry.path === "" ? to : path.join(to, entry.path), total, note);
+      const copied = copyEntry(entry, entry.path === "" ? to : path.join(to, entry.path), total, note);
+      if (copied === undefined) skipped(entry.path);
+      else total += copied;
     } catch (error) {
       note(`${entry.path} skipped: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      skipped(entry.path);
     }
   }
 }
 
-/** Copies one entry; returns the bytes of content copied. */
-function copyEntry(entry: WalkEntry, dest: string, total: number, note: (line: string) => void): number {
+/** Copies one entry; returns the bytes of content copied, or undefined when it was left out (noted). */
+function copyEntry(entry: WalkEntry, dest: string, total: number, note: (line: string) => void): number | undefined {
   const rel = entry.path;
   const stat = entry.stat!;
   if (entry.kind === "directory") fs.mkdirSync(dest, { mode: 0o700 });
   else if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(entry.at, "utf8"), dest);
-  else if (entry.kind !== "file") note(`${rel} skipped: a ${entry.kind}`);
-  else {
+  else if (entry.kind !== "file") {
+    note(`${rel} skipped: a ${entry.kind}`);
+    return undefined;
+  } else {
     const allocated = stat.blocks * 512;
     const sparse = allocated < stat.size / 2 ? `, sparse: ${allocated} bytes allocated` : "";
     if (stat.size > PATCH_FILE_MAX_BYTES) {
       note(`${rel} skipped: ${stat.size} bytes${sparse} (more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB)`);
-      return 0;
+      return undefined;
     }
     if (total + stat.size > PATCH_TOTAL_MAX_BYTES) {
       note(`${rel} skipped: the copy reached ${PATCH_TOTAL_MAX_BYTES / 1048576} MiB`);
-      return 0;
+      return undefined;
     }
     const content = readFileAt(entry.at, stat, PATCH_FILE_MAX_BYTES);
     if (!content) {
       note(`${rel} skipped: unreadable`);
-      return 0;
+      return undefined;
     }
     // Keeps the execute bits (a patch shows mode changes), never setuid/setgid.
     // A new file (O_EXCL: never through a name that is already there, link or not).

@@ -10,6 +10,7 @@ import { addBodies, exchangeView } from "./exchange-view.js";
 import { patchView } from "./patch-view.js";
 import { type KeptFile, MAX_LINE_BYTES, RecordReader } from "./record-reader.js";
 import type {
+  ChangesView,
   ExchangeView,
   Fact,
   OutcomeView,
@@ -171,7 +172,7 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
   cutNote(RECORD_FILES.patch, patchFile);
   const notesFile = reader.file("changes-notes.txt", 256 * 1024);
   const changes = {
-    ...(patchFile ? patchView(patchFile.text, budget) : { files: [], omittedFiles: [] }),
+    ...(patchFile ? patchView(patchFile.text, budget) : { files: [], omittedFiles: [], totalFiles: 0 }),
     missing: !patchFile,
     ...(notesFile ? { notes: budget.take(notesFile.text, CAPS.errorText) } : {}),
   };
@@ -360,17 +361,26 @@ function outcomeOf(
   };
 }
 
-function changedFilesOf(
-  value: unknown,
-  budget: TextBudget,
-): { created: string[]; modified: string[]; deleted: string[] } | undefined {
+function changedFilesOf(value: unknown, budget: TextBudget): ChangesView["changedFiles"] {
   if (!isObject(value)) return undefined;
   const list = (v: unknown) =>
     (Array.isArray(v) ? v : [])
       .slice(0, MAX_LISTED_FILES)
       .map((n) => TextBudget.line(n))
       .filter((n) => budget.admit(FRAME.part, n));
-  return { created: list(value.created), modified: list(value.modified), deleted: list(value.deleted) };
+  // The run's own counts where it cut its lists (meta's `truncated`), never fewer than it names.
+  const truncated = isObject(value.truncated) ? value.truncated : {};
+  const count = (kind: "created" | "modified" | "deleted") => {
+    const named = Array.isArray(value[kind]) ? (value[kind] as unknown[]).length : 0;
+    const said = truncated[kind];
+    return typeof said === "number" && Number.isSafeInteger(said) && said > named ? said : named;
+  };
+  return {
+    created: list(value.created),
+    modified: list(value.modified),
+    deleted: list(value.deleted),
+    counts: { created: count("created"), modified: count("modified"), deleted: count("deleted") },
+  };
 }
 
 function secretsOf(

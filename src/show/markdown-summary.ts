@@ -161,42 +161,68 @@ function decisionsBlock(view: RunView): string {
 
 function changesBlock(view: RunView): string {
   const c = view.changes;
+  const left = leftOutBlock(c.notes);
   if (c.files.length === 0 && c.changedFiles) {
     // No patch of the changes (hand-back branch: the checkout did not change, the branch holds
     // them), but the run's own list of what it changed.
+    const f = c.changedFiles;
     const listed = [
-      ...c.changedFiles.created.map((name) => ({ name, status: "added" })),
-      ...c.changedFiles.modified.map((name) => ({ name, status: "modified" })),
-      ...c.changedFiles.deleted.map((name) => ({ name, status: "deleted" })),
+      ...f.created.map((name) => ({ name, status: "added" })),
+      ...f.modified.map((name) => ({ name, status: "modified" })),
+      ...f.deleted.map((name) => ({ name, status: "deleted" })),
     ];
-    if (listed.length > 0) {
+    const total = f.counts.created + f.counts.modified + f.counts.deleted;
+    if (total > 0) {
       const rows = listed.slice(0, MAX_ROWS).map((f) => `| ${code(f.name, true)} | ${f.status} |`);
       return [
-        `### Changed files (${listed.length})`,
+        `### Changed files (${total})`,
         "",
         "Not in the record's patch (with hand-back branch, the branch holds them): the run's own list.",
         "",
         "| file | change |",
         "|---|---|",
         ...rows,
-        ...(listed.length > rows.length ? ["", `… and ${listed.length - rows.length} more files.`] : []),
+        ...(total > rows.length ? ["", `… and ${total - rows.length} more files.`] : []),
+        ...left,
       ].join("\n");
     }
   }
   if (c.missing) return "### Changed files\n\nThe record has no changes.patch.";
-  if (c.files.length === 0) return "### Changed files\n\nThe workspace did not change.";
+  if (c.totalFiles === 0)
+    return [
+      "### Changed files",
+      "",
+      left.length > 0 ? "The patch holds no change." : "The workspace did not change.",
+      ...left,
+    ].join("\n");
   const rows = c.files
     .slice(0, MAX_ROWS)
     .map((f) => `| ${code(f.name, true)} | ${f.status} | +${f.added} | −${f.removed} |`);
-  const more = c.files.length + c.omittedFiles.length - rows.length;
+  const more = c.totalFiles - rows.length;
   return [
-    `### Changed files (${c.files.length + c.omittedFiles.length})`,
+    `### Changed files (${c.totalFiles})`,
     "",
     "| file | change | added | removed |",
     "|---|---|---|---|",
     ...rows,
-    ...(more > 0 ? ["", `… and ${more} more files.`] : []),
+    ...(more > 0 ? ["", `… and ${more} more files (the page and changes.patch have them).`] : []),
+    ...left,
   ].join("\n");
+}
+
+/** changes-notes.txt: what the patch left out (a file over its cap, a FIFO), which no row shows. */
+function leftOutBlock(notes: Shown | undefined): string[] {
+  if (!notes || notes.text.trim() === "") return [];
+  const lines = notes.text.split("\n").filter((l) => l.trim() !== "");
+  const shown = lines.slice(0, 10).map((l) => `- ${code(l, false, 300)}`);
+  const more = lines.length - shown.length;
+  return [
+    "",
+    "**Not in the patch** (changes-notes.txt; these files may have changed):",
+    "",
+    ...shown,
+    ...(more > 0 || notes.omitted ? [`- … and more (the record's changes-notes.txt)`] : []),
+  ];
 }
 
 /** Whole blocks, in order, while they fit: a cut never leaves a code fence open. */

@@ -49,7 +49,9 @@ export function pageScript(): string {
 function pageMain(): void {
   const INVISIBLE =
     // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
+    /(?![\u200c\u200d])[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
+  /** A run of invisible characters longer than this shows its first few and a count, not a badge each. */
+  const INVISIBLE_RUN_SHOWN = 8;
   const TURNS_PER_PAGE = 50;
   const PREVIEW_CHARS = 3000;
   const SMALL_CHARS = 600;
@@ -75,24 +77,42 @@ function pageMain(): void {
     const out = document.createElement("span");
     const source = text.replace(/\r\n/g, "\n");
     let last = 0;
+    let run = 0; // invisible characters in a row so far
     INVISIBLE.lastIndex = 0;
     for (let match = INVISIBLE.exec(source); match; match = INVISIBLE.exec(source)) {
-      if (match.index > last) out.append(document.createTextNode(source.slice(last, match.index)));
-      const code = match[0].charCodeAt(0);
-      const shownAs =
-        code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-      const badge = document.createElement("span");
-      badge.className = "cc";
-      badge.textContent = shownAs;
-      badge.setAttribute(
-        "title",
-        `invisible character U+${code.toString(16).toUpperCase().padStart(4, "0")} from the record`,
-      );
-      out.append(badge);
+      if (match.index > last) {
+        out.append(document.createTextNode(source.slice(last, match.index)));
+        run = 0;
+      }
       last = match.index + match[0].length;
+      if (++run > INVISIBLE_RUN_SHOWN) {
+        // The rest of the run: one badge with its length (a payload in variation selectors can be
+        // thousands of characters long).
+        let more = 1;
+        for (let next = INVISIBLE.exec(source); next && next.index === last; next = INVISIBLE.exec(source)) {
+          more++;
+          last = next.index + next[0].length;
+        }
+        INVISIBLE.lastIndex = last;
+        out.append(badge(`…+${more}`, `${more} more invisible characters from the record`));
+        continue;
+      }
+      const code = match[0].codePointAt(0)!;
+      const hex = code.toString(16);
+      const shownAs =
+        code > 0xffff ? `\\u{${hex}}` : code <= 0xff ? `\\x${hex.padStart(2, "0")}` : `\\u${hex.padStart(4, "0")}`;
+      out.append(badge(shownAs, `invisible character U+${hex.toUpperCase().padStart(4, "0")} from the record`));
     }
     if (last < source.length) out.append(document.createTextNode(source.slice(last)));
     return out;
+  }
+
+  function badge(text: string, title: string): DomElement {
+    const node = document.createElement("span");
+    node.className = "cc";
+    node.textContent = text;
+    node.setAttribute("title", title);
+    return node;
   }
 
   function plural(n: number, word: string): string {
@@ -439,8 +459,21 @@ function pageMain(): void {
   function changes(view: RunView): DomElement {
     const c = view.changes;
     const parts: Child[] = [];
+    const f = c.changedFiles;
+    const listedTotal = f ? f.counts.created + f.counts.modified + f.counts.deleted : 0;
     if (c.missing) parts.push(el("p", "", "The record has no changes.patch."));
-    else if (c.files.length === 0) parts.push(el("p", "", "The workspace did not change."));
+    else if (c.totalFiles === 0)
+      parts.push(
+        el(
+          "p",
+          "",
+          listedTotal > 0
+            ? "The record's patch holds no change (with hand-back branch the branch holds them): the run's own list is below."
+            : c.notes
+              ? "The patch holds no change; what it left out is below."
+              : "The workspace did not change.",
+        ),
+      );
     for (const [index, file] of c.files.entries()) {
       parts.push(
         fold(
@@ -459,17 +492,37 @@ function pageMain(): void {
     }
     if (c.omittedFiles.length > 0)
       parts.push(el("p", "", `Not drawn (over the page's cap): `), list(c.omittedFiles, "mono"));
+    const unnamed = c.totalFiles - c.files.length - c.omittedFiles.length;
+    if (unnamed > 0)
+      parts.push(
+        el(
+          "p",
+          "cut",
+          `… and ${plural(unnamed, "more file")} of the patch, neither drawn nor named here: changes.patch has them.`,
+        ),
+      );
     if (c.notes)
       parts.push(fold(["what the patch left out (changes-notes.txt)"], () => block(c.notes!, "changes-notes.txt")));
-    if (c.changedFiles) {
-      const f = c.changedFiles;
+    if (f) {
       const all = [
         ...f.created.map((n) => `created  ${n}`),
         ...f.modified.map((n) => `modified ${n}`),
         ...f.deleted.map((n) => `deleted  ${n}`),
       ];
-      if (all.length > 0)
-        parts.push(fold([`changed files as the run reported them (${all.length})`], () => list(all, "mono")));
+      const unlisted = listedTotal - all.length;
+      if (listedTotal > 0)
+        parts.push(
+          fold([`changed files as the run reported them (${listedTotal})`], () =>
+            el(
+              "div",
+              "",
+              list(all, "mono"),
+              unlisted > 0
+                ? el("p", "cut", `… and ${plural(unlisted, "more file")} the record does not name.`)
+                : undefined,
+            ),
+          ),
+        );
     }
     return section("changes", "Workspace changes", ...parts);
   }

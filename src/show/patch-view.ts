@@ -7,17 +7,22 @@ import { CAPS, FRAME, type TextBudget } from "./text-budget.js";
 
 const MAX_FILES = 2_000;
 
-export function patchView(patch: string, budget: TextBudget): Pick<ChangesView, "files" | "omittedFiles"> {
+export function patchView(
+  patch: string,
+  budget: TextBudget,
+): Pick<ChangesView, "files" | "omittedFiles" | "totalFiles"> {
   const files: FileDiffView[] = [];
   const omittedFiles: string[] = [];
-  for (const part of splitFiles(patch)) {
+  const parts = splitFiles(patch);
+  for (const part of parts) {
     const drawn = files.length < MAX_FILES;
     const view = fileView(part, budget, drawn);
     if (!view) continue; // past the page's outline (the budget counts it)
     if (drawn) files.push(view);
     else if (omittedFiles.length < MAX_FILES && budget.admit(FRAME.part, view.name)) omittedFiles.push(view.name);
   }
-  return { files, omittedFiles };
+  // Every file counts, drawn, named or neither: the views say how many they leave out.
+  return { files, omittedFiles, totalFiles: parts.length };
 }
 
 /** The patch's parts, each starting at a "diff " line (git: "diff --git", diff -ruN: "diff -ruN"). */

@@ -169,12 +169,20 @@ export interface ChangesView {
   files: FileDiffView[];
   /** Files of the patch past the page's cap (named, not drawn). */
   omittedFiles: string[];
+  /** Every file of the patch, also those neither drawn nor named (past both caps). */
+  totalFiles: number;
   /** changes-notes.txt: what the patch left out. */
   notes?: Shown;
   /** No changes.patch in the record (e.g. a run that failed before it could be made). */
   missing: boolean;
   /** meta.json's changedFiles, which a patch may not cover (extra writable roots). */
-  changedFiles?: { created: string[]; modified: string[]; deleted: string[] };
+  changedFiles?: {
+    created: string[];
+    modified: string[];
+    deleted: string[];
+    /** How many the run changed of each kind (the lists above may name fewer). */
+    counts: { created: number; modified: number; deleted: number };
+  };
 }
 
 export interface FileDiffView {

@@ -263,8 +263,8 @@ export function builtinProtectionOf(
   if (path === "") return undefined;
   const parts = path.split("/");
   for (let i = 0; i < parts.length; i++) {
-    const lower = parts[i]!.toLowerCase();
-    const next = parts[i + 1]?.toLowerCase();
+    const lower = comparable(parts[i]!);
+    const next = parts[i + 1] === undefined ? undefined : comparable(parts[i + 1]!);
     let rule: string | undefined;
     let end = i;
     if (PROTECTED_NAMES.has(lower)) rule = lower;
@@ -289,6 +289,15 @@ export function builtinProtectionOf(
     if (rule && !disabled.has(rule)) return { rule, scope: parts.slice(0, end + 1).join("/") };
   }
   return undefined;
+}
+
+/**
+ * A name as the tools that read it may take it: case aside (case-insensitive file systems), and
+ * without trailing spaces, tabs and dots, which GNU `patch` drops from a patch's file names and
+ * Windows from every name (`.pre-commit-config.yaml ` becomes the protected file when applied).
+ */
+function comparable(name: string): string {
+  return name.toLowerCase().replace(/[ \t.]+$/, "");
 }
 
 function suffixRule(lowerName: string): string | undefined {

@@ -44,6 +44,8 @@ describe.skipIf(!chromiumAvailable())(
     const BIDI = "access\u202e gnp.exe\u2066 zero\u200bwidth";
     const OSC52 = "\u001b]52;c;ZWNobyBwd25lZA==\u0007";
     const SEPARATORS = "line\u2028sep\u2029para";
+    // A payload in variation selectors (one per byte), as a decoder in plain sight would run it.
+    const SELECTORS = `eval(d("${[...Buffer.from("run me")].map((b) => String.fromCodePoint(0xe0100 + b - 16)).join("")}"))`;
     const dir = tempDir("sandbox-run-show-hostile-");
 
     beforeAll(async () => {
@@ -130,9 +132,11 @@ describe.skipIf(!chromiumAvailable())(
           "new file mode 100644",
           "--- /dev/null",
           `+++ b/${file}`,
-          "@@ -0,0 +1,2 @@",
+          "@@ -0,0 +1,4 @@",
           `+${payloads[1]}`,
           `+${BIDI}`,
+          `+${SELECTORS}`,
+          `+run:${"\u{e0141}".repeat(20)}:end`,
           "",
         ].join("\n"),
         events: [
@@ -247,6 +251,9 @@ describe.skipIf(!chromiumAvailable())(
         expect(text).toContain("access\\u202e gnp.exe\\u2066 zero\\u200bwidth");
         expect(text).toContain("\\x1b]52;c;ZWNobyBwd25lZA==\\x07");
         expect(text).toContain("line\\u2028sep\\u2029para");
+        // Default-ignorable characters too; a long run shows its first eight and a count.
+        expect(text).toContain('eval(d("\\u{e0162}\\u{e0165}\\u{e015e}\\u{e0110}\\u{e015d}\\u{e0155}"))');
+        expect(text).toContain(`run:${"\\u{e0141}".repeat(8)}…+12:end`);
         // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
         expect(text).not.toMatch(/[\u202e\u2066\u200b\u2028\u2029\u001b\u0007]/);
         // A credential header a (hand-made) record holds is named, never shown.

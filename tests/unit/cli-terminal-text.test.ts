@@ -75,6 +75,15 @@ describe("terminal text", () => {
     expect(err()).toContain("boom\\x1b[2J");
   });
 
+  it("every default-ignorable character is shown (review: a payload in variation selectors read as nothing)", () => {
+    // Variation selectors 1-16 and 17-256, a tag character, Hangul fillers (valid in JavaScript
+    // names), the soft hyphen, the combining grapheme joiner.
+    const hidden = 'eval(d("\ufe0f\u{e0141}\u{e0020}"));const {a,\u3164}=q;\u00ad\u034f\uffa0\u115f';
+    const shown = 'eval(d("\\ufe0f\\u{e0141}\\u{e0020}"));const {a,\\u3164}=q;\\xad\\u034f\\uffa0\\u115f';
+    expect(terminalLine(hidden)).toBe(shown);
+    expect(terminalText(hidden)).toBe(shown);
+  });
+
   it("invisible characters are shown too (review: `.husky/pre-commit` + U+061C + U+200B was listed as `.husky/pre-commit`)", () => {
     const hidden = ".husky/pre-commit\u061c\u200b\u2060\ufeff\u{e0041}";
     expect(terminalLine(hidden)).toBe(".husky/pre-commit\\u061c\\u200b\\u2060\\ufeff\\u{e0041}");

@@ -246,4 +246,35 @@ describe("patch hand-back", () => {
     expect(fs.readFileSync(path.join(pristine, "vendor/lib/code.js"), "utf8")).toBe("nested\n");
     expect(fs.readFileSync(path.join(pristine, ".git/config"), "utf8")).not.toContain("pwned");
   });
+
+  it("leaves out names a patch cannot carry, with a note: a line break (git apply refused the whole patch) and a trailing space (patch -p1 wrote the protected name)", async () => {
+    const repo = tree({ "README.md": "r\n" });
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => {
+      fs.writeFileSync(path.join(copy, "README.md"), "r\nchanged\n");
+      fs.writeFileSync(path.join(copy, ".pre-commit-config.yaml "), "repos: [{repo: local}]\n");
+      fs.writeFileSync(path.join(copy, "nl\n+++ b\\.git\\hooks"), "n\n");
+    });
+    const report = await patchOfChanges({
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      privateDir: dir("sandbox-run-hand-back-private-"),
+      what: "the workspace",
+    });
+    expect([...report.notes].sort()).toEqual(
+      [
+        '"nl\\n+++ b\\\\.git\\\\hooks" skipped: a name with a line break or control character (git apply may refuse the whole patch)',
+        ".pre-commit-config.yaml  skipped: a name ending in a space or tab (patch -p1 would write it without them)",
+      ].sort(),
+    );
+    for (const [tool, args] of [
+      ["git", ["apply", "-"]],
+      ["patch", ["-p1", "-s"]],
+    ] as const) {
+      const target = tree({ "README.md": "r\n" });
+      execFileSync(tool, [...args], { cwd: target, input: report.patch });
+      expect(fs.readdirSync(target).sort(), tool).toEqual(["README.md"]);
+      expect(fs.readFileSync(path.join(target, "README.md"), "utf8"), tool).toBe("r\nchanged\n");
+    }
+  });
 });

@@ -73,6 +73,47 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
+  it("a renamed file applies as the run left it (review: the rename lines kept the side folders, and `git apply` moved a/<old> to b/<new>)", async () => {
+    const body = "a file long enough that git would call the move a rename\n".repeat(20);
+    const ws = tree({ "notes.txt": body, "a/notes.txt": "an unrelated file\n", "keep.txt": "k\n" });
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      fs.renameSync(path.join(ws, "notes.txt"), path.join(ws, "notes-renamed.txt"));
+      const { patch } = await baseline.patch();
+      expect(patch).not.toMatch(/^rename (from|to) /m);
+      for (const apply of [
+        ["git", ["apply", "-"]],
+        ["patch", ["-p1", "-s"]],
+      ] as const) {
+        const target = tree({ "notes.txt": body, "a/notes.txt": "an unrelated file\n", "keep.txt": "k\n" });
+        execFileSync(apply[0], [...apply[1]], { cwd: target, input: patch });
+        expect(fs.readFileSync(path.join(target, "notes-renamed.txt"), "utf8"), apply[0]).toBe(body);
+        expect(fs.existsSync(path.join(target, "notes.txt")), apply[0]).toBe(false);
+        expect(fs.readFileSync(path.join(target, "a/notes.txt"), "utf8"), apply[0]).toBe("an unrelated file\n");
+      }
+    } finally {
+      baseline.dispose();
+    }
+  });
+
+  it("a file over the cap on one side is left out of both (review: a changed file padded past 4 MiB read as deleted)", async () => {
+    const ws = tree({ "dist/index.js": "console.log('ok')\n", "README.md": "r\n" });
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      fs.writeFileSync(path.join(ws, "dist/index.js"), `evil()\n${"/".repeat(5 * 1024 * 1024)}\n`);
+      fs.writeFileSync(path.join(ws, "big-new.js"), "x".repeat(5 * 1024 * 1024));
+      fs.writeFileSync(path.join(ws, "README.md"), "r\nchanged\n");
+      const { patch, notes } = await baseline.patch();
+      expect(patch).toContain("diff --git a/README.md b/README.md");
+      expect(patch).not.toContain("dist/index.js");
+      expect(patch).not.toContain("big-new.js");
+      expect(notes.join("\n")).toMatch(/after: dist\/index\.js skipped: \d+ bytes \(more than 4 MiB\)/);
+      expect(notes.join("\n")).toMatch(/after: big-new\.js skipped/);
+    } finally {
+      baseline.dispose();
+    }
+  });
+
   it("never holds the event loop: the copies yield as they go and the diff is waited for (other runs stream meanwhile)", async () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 3000; i++) files[`d${i % 30}/f${i}.txt`] = `${i}\n`;

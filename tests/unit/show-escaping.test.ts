@@ -127,7 +127,7 @@ describe("the page's frame", () => {
     expect(script).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/);
     expect(script).not.toMatch(/\bhref\b|\bsrc\b|setAttribute\("style"/);
     // The page draws the same characters as escapes as the Markdown summary does.
-    expect(script).toContain(`/${INVISIBLE_SOURCE}/g`);
+    expect(script).toContain(`/${INVISIBLE_SOURCE}/gu`);
     // It runs alone: parsing it defines nothing it does not bring.
     expect(() => new Function(script)).not.toThrow();
   });
@@ -139,6 +139,16 @@ describe("characters that hide or reorder text", () => {
       "a\\u202eb\\u2066c\\u200bd\\x1b[31me\\x07\nf\tg\u200dh\\ufeffi\\u2028j\\x85k",
     );
     expect(visibleText("lone\rCR")).toBe("lone\\x0dCR");
+  });
+
+  it('every default-ignorable character too, astral ones whole (review: a payload in variation selectors read as `""`)', () => {
+    const payload = [...Buffer.from("run")].map((b) => String.fromCodePoint(0xe0100 + b - 16)).join("");
+    expect(visibleText(`eval(d("${payload}"))`)).toBe('eval(d("\\u{e0162}\\u{e0165}\\u{e015e}"))');
+    expect(visibleText("const {a,\u3164}=q;\u00ad\u034f\ufe0f\u{e0041}\u180b\u{1d173}")).toBe(
+      "const {a,\\u3164}=q;\\xad\\u034f\\ufe0f\\u{e0041}\\u180b\\u{1d173}",
+    );
+    // Joiners stay: emoji sequences and several scripts need them.
+    expect(visibleText("\u{1f469}\u200d\u{1f4bb}")).toBe("\u{1f469}\u200d\u{1f4bb}");
   });
 });
 

@@ -289,6 +289,43 @@ describe("the page's data", () => {
     expect(none).toContain("The workspace did not change.");
   });
 
+  it("counts every changed file and shows what the patch left out (review: files past the caps, or over 4 MiB, vanished from the page and the summary)", async () => {
+    const part = (name: string) =>
+      `diff --git a/${name} b/${name}\nnew file mode 100644\n--- /dev/null\n+++ b/${name}\n@@ -0,0 +1 @@\n+x\n`;
+    const names = [
+      ...Array.from({ length: 4499 }, (_, i) => `gen/f${String(i).padStart(4, "0")}.txt`),
+      "zzz-backdoor.sh",
+    ];
+    const dir = writeRecord(path.join(tempDir("show-caps-"), "r"), {
+      patch: names.map(part).join(""),
+      extra: { "changes-notes.txt": "after: dist/index.js skipped: 4718695 bytes (more than 4 MiB)\n" },
+    });
+    const { view } = await build(dir);
+    expect(view.changes.totalFiles).toBe(4500);
+    expect(view.changes.files.length + view.changes.omittedFiles.length).toBeLessThan(4500);
+    const summary = markdownSummary(view);
+    expect(summary).toContain("### Changed files (4500)");
+    expect(summary).toContain(`… and ${4500 - 50} more files`);
+    expect(summary).toContain("**Not in the patch**");
+    expect(summary).toContain("`after: dist/index.js skipped: 4718695 bytes (more than 4 MiB)`");
+    // The run's own lists, cut at 10,000 by the run: the counts it gave are what the views say.
+    const branch = writeRecord(path.join(tempDir("show-caps-"), "r"), {
+      meta: {
+        handBack: "branch",
+        changedFiles: {
+          created: Array.from({ length: 2500 }, (_, i) => `c${i}`),
+          modified: [],
+          deleted: [],
+          truncated: { created: 12_345, modified: 0, deleted: 0 },
+        },
+      },
+    });
+    const branchView = (await build(branch)).view;
+    expect(branchView.changes.changedFiles?.counts).toEqual({ created: 12_345, modified: 0, deleted: 0 });
+    expect(markdownSummary(branchView)).toContain("### Changed files (12345)");
+    expect(markdownSummary(branchView)).toContain(`… and ${12_345 - 50} more files.`);
+  });
+
   it("checks the result against the schema again", async () => {
     const schema = { type: "object", properties: { n: { type: "number" } }, required: ["n"] };
     const good = await build(writeRecord(path.join(tempDir("show-view-"), "r"), { schema, result: { n: 1 } }));

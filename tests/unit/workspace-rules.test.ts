@@ -284,6 +284,18 @@ describe("built-in protections", () => {
     expect(judge(withChanges({ ".git/config": file("x") }), { disabled: ["git-metadata"] }).found).toEqual([]);
   });
 
+  it("a protected name with trailing spaces, tabs or dots is protected (review: patch -p1 applied `.pre-commit-config.yaml ` as the protected file)", () => {
+    for (const name of [
+      ".pre-commit-config.yaml ",
+      ".pre-commit-config.yaml\t",
+      ".envrc.",
+      "lefthook.yml  .",
+      ".husky /pre-commit",
+    ])
+      expect(builtinProtectionOf(name, new Set()), JSON.stringify(name)).toBeDefined();
+    expect(builtinProtectionOf("notes.txt ", new Set())).toBeUndefined();
+  });
+
   it("builtinProtectionOf names the outermost scope", () => {
     expect(builtinProtectionOf("a/.pi/b/.envrc", new Set())).toEqual({ rule: ".pi/", scope: "a/.pi" });
     expect(builtinProtectionOf("a/.pi/b/.envrc", new Set([".pi/"]))).toEqual({
