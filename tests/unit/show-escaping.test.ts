@@ -75,6 +75,7 @@ function view(text: string): RunView {
     changes: {
       files: [{ name: text, oldName: text, status: "renamed", added: 1, removed: 0, body: shown }],
       omittedFiles: [text],
+      totalFiles: 2,
       missing: false,
     },
     result: { kind: "structured", value: shown, check: { state: "invalid", detail: text } },
