@@ -18,6 +18,8 @@ export const IMAGE_PATHS = {
   /** Copy mode: the relay the controller execs (images/pi/relay.mjs). */
   relay: "/opt/sandbox-run/relay.mjs",
   tar: "/usr/bin/tar",
+  /** Bind mode: installs the no-setuid filter before the launcher (run/plan/no-setuid-filter.ts). */
+  perl: "/usr/bin/perl",
   finalToolExtension: "/opt/sandbox-run/final-tool.mjs",
   piCli: "/opt/sandbox-run/app/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js",
   home: "/home/sandbox",

@@ -191,36 +191,55 @@ describe.concurrent("filesystem escape", () => {
     }
   });
 
-  it("a setuid/setgid binary the sandbox leaves in the workspace is not handed back as a root-owned setuid binary", async () => {
+  it("a setuid/setgid binary: a bind-mode sandbox cannot make one (another local user would run it as the sandbox's uid), and none is handed back", async () => {
     const ws = hostileWorkspace();
     const outcome = await runHostile(
       server,
-      [bash("cp /bin/sh suid-sh && chmod 6755 suid-sh && stat -c '%a %U' suid-sh"), finish()],
+      [
+        bash(
+          "cp /bin/sh suid-sh && chmod 6755 suid-sh; stat -c '%a %U' suid-sh; " +
+            "node -e \"require('fs').writeFileSync('made-suid', '#!/bin/sh', { mode: 0o4755 })\" 2>&1 | grep -o EPERM; " +
+            "chmod 755 suid-sh && echo plain-chmod-ok",
+        ),
+        finish(),
+      ],
       { cwd: ws },
     );
     expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
-    // Inside, the sandbox really made it setuid (to itself) ...
-    expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
-    // ... and the host got it back owned by the caller without the bits.
+    if (workspaceMode() === "bind") {
+      // The workspace is the host's own folder: the no-setuid filter refused every way to set the
+      // bits (chmod, and open with the mode), and left ordinary modes alone.
+      expect(outcome.toolResults[0]).toMatch(/Operation not permitted/);
+      expect(outcome.toolResults[0]).toMatch(/^755 sandbox$/m);
+      expect(outcome.toolResults[0]).toMatch(/^EPERM$/m);
+      expect(outcome.toolResults[0]).toContain("plain-chmod-ok");
+      expect(fs.existsSync(path.join(ws, "made-suid"))).toBe(false);
+    } else {
+      // Copy mode: the tree lives in the sandbox, where the bits do nothing for anyone outside.
+      expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
+    }
+    // The host got it back owned by the caller without the bits.
     const st = fs.statSync(path.join(ws, "suid-sh"));
     expect(st.uid).toBe(0);
     expect(st.mode & 0o6000).toBe(0);
   });
 
-  it("a setgid, group-writable directory is a violation of its own (directory-modes)", async () => {
+  it("a setgid, group-writable directory is a violation of its own (directory-modes), where one can be made", async () => {
     const ws = hostileWorkspace();
     const outcome = await runHostile(
       server,
-      [bash("mkdir sgid-dir && chmod 2775 sgid-dir && stat -c '%a' sgid-dir"), finish()],
+      [bash("mkdir sgid-dir && chmod 2775 sgid-dir; stat -c '%a' sgid-dir"), finish()],
       { cwd: ws },
     );
-    expect(outcome.toolResults[0], describeOutcome(outcome)).toMatch(/^2775/);
-    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
-    expect(outcome.error?.message).toContain("sgid-dir (mode, directory-modes)");
     if (workspaceMode() === "bind") {
-      // Bind mode: the directory reached the host tree and its mode was set back.
-      expect(fs.statSync(path.join(ws, "sgid-dir")).mode & 0o7777).toBe(0o755);
+      // The no-setuid filter refuses the setgid bit in bind mode: nothing to judge.
+      expect(outcome.toolResults[0], describeOutcome(outcome)).toMatch(/Operation not permitted/);
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(fs.statSync(path.join(ws, "sgid-dir")).mode & 0o7000).toBe(0);
     } else {
+      expect(outcome.toolResults[0], describeOutcome(outcome)).toMatch(/^2775/);
+      expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+      expect(outcome.error?.message).toContain("sgid-dir (mode, directory-modes)");
       // Copy mode: the returned tree was refused whole; nothing of it reached the host.
       expect(fs.existsSync(path.join(ws, "sgid-dir"))).toBe(false);
     }

@@ -90,7 +90,9 @@ describe("buildPiArgs", () => {
       now: new Date(0),
     });
     expect(flagValue(plan.piArgs, "--tools")).toBe([...policy.tools, FINAL_TOOL_NAME].join(","));
-    expect(plan.entrypoint).toEqual([IMAGE_PATHS.node, IMAGE_PATHS.launcher]);
+    // Bind mode: perl installs the no-setuid filter, then execs the launcher (no-setuid-filter.test.ts).
+    expect(plan.entrypoint[0]).toBe(IMAGE_PATHS.perl);
+    expect(plan.entrypoint.slice(-2)).toEqual([IMAGE_PATHS.node, IMAGE_PATHS.launcher]);
   });
 });
 

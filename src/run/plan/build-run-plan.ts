@@ -31,6 +31,7 @@ import {
 } from "../../sandbox-contract.js";
 import type { GitDrivers } from "../../workspace/git-config-scan.js";
 import { copyModePlan } from "./copy-mode-plan.js";
+import { bindModeEntrypoint } from "./no-setuid-filter.js";
 import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
 
 export interface PlanInput {
@@ -137,7 +138,9 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     user: `${uid}:${gid}`,
     handBackTo: lends ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
     workingDir: sandboxCwd,
-    entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
+    entrypoint: copyMode
+      ? [IMAGE_PATHS.node, IMAGE_PATHS.launcher]
+      : bindModeEntrypoint(policy.platform, [IMAGE_PATHS.node, IMAGE_PATHS.launcher]),
     piArgs: buildPiArgs({
       finalToolExtension: IMAGE_PATHS.finalToolExtension,
       model: input.model,

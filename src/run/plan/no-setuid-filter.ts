@@ -1,0 +1,164 @@
+// Nothing in a bind-mode sandbox may make a setuid or setgid file. The workspace and the writable
+// roots are the host's own folders: a `chmod 6755` copy of bash left there during the run runs, for
+// any local user who can reach the path, as the sandbox's uid (65532 for a root caller, shared by
+// every root caller's sandbox) or as a non-root caller's own uid (a docker-group member: root).
+// The after-run judgement clears such bits, but only after the run; an attacker runs it at once.
+// Docker's default profile allows those calls, and it is the only profile a container takes, so the
+// container's first process adds a filter of its own before it starts the launcher: filters stack,
+// every process of the sandbox inherits it, and none can remove it. perl (in the image) installs it
+// through `syscall`, so the image does not change; the program is made here, on the host.
+//
+// Refused with EPERM: chmod, fchmod, fchmodat and fchmodat2 with S_ISUID or S_ISGID in the mode;
+// open, openat, creat, mknod and mknodat creating one (the mode argument); io_uring (its requests
+// bypass seccomp); openat2 answers ENOSYS (its mode is behind a pointer; callers fall back to
+// openat); any other architecture's calls (i386's int 0x80, x32), whose numbers this filter does
+// not judge.
+import { IMAGE_PATHS } from "../../sandbox-contract.js";
+import { hostPlatform, normalizePlatform, platformArch } from "../../util/platform.js";
+
+const SETUID_BITS = 0o6000;
+const EPERM = 1;
+const ENOSYS = 38;
+
+type Check = { nr: number; modeArg: number } | { nr: number; errno: number };
+
+interface Arch {
+  auditArch: number;
+  prctl: number;
+  seccomp: number;
+  /** Numbers at or above this are another ABI's (x86-64's x32). */
+  foreignFrom?: number;
+  checks: Check[];
+}
+
+const IO_URING = [425, 426, 427].map((nr) => ({ nr, errno: EPERM }));
+
+const ARCHES: Record<"amd64" | "arm64", Arch> = {
+  amd64: {
+    auditArch: 0xc000003e,
+    prctl: 157,
+    seccomp: 317,
+    foreignFrom: 0x40000000,
+    checks: [
+      { nr: 90, modeArg: 1 }, // chmod
+      { nr: 91, modeArg: 1 }, // fchmod
+      { nr: 268, modeArg: 2 }, // fchmodat
+      { nr: 452, modeArg: 2 }, // fchmodat2
+      { nr: 2, modeArg: 2 }, // open
+      { nr: 85, modeArg: 1 }, // creat
+      { nr: 257, modeArg: 3 }, // openat
+      { nr: 133, modeArg: 1 }, // mknod
+      { nr: 259, modeArg: 2 }, // mknodat
+      { nr: 437, errno: ENOSYS }, // openat2
+      ...IO_URING,
+    ],
+  },
+  arm64: {
+    auditArch: 0xc00000b7,
+    prctl: 167,
+    seccomp: 277,
+    checks: [
+      { nr: 52, modeArg: 1 }, // fchmod
+      { nr: 53, modeArg: 2 }, // fchmodat
+      { nr: 452, modeArg: 2 }, // fchmodat2
+      { nr: 56, modeArg: 3 }, // openat
+      { nr: 33, modeArg: 2 }, // mknodat
+      { nr: 437, errno: ENOSYS }, // openat2
+      ...IO_URING,
+    ],
+  },
+};
+
+// Classic BPF, as seccomp reads it: struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6] }.
+const LD_ABS = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JEQ = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const JSET = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+const RET = 0x06; // BPF_RET | BPF_K
+const ALLOW = 0x7fff0000;
+const errno = (n: number) => 0x00050000 | n;
+
+type Insn = [code: number, jt: number, jf: number, k: number];
+
+/** The filter for one architecture, as the bytes of its `struct sock_filter` array (little-endian). */
+export function noSetuidProgram(arch: "amd64" | "arm64"): Buffer {
+  const a = ARCHES[arch];
+  const modeArgs = [...new Set(a.checks.flatMap((c) => ("modeArg" in c ? [c.modeArg] : [])))];
+  const errnos = [...new Set([EPERM, ...a.checks.flatMap((c) => ("errno" in c ? [c.errno] : []))])];
+  // Layout: head, one jump per checked call, ALLOW, then one block per mode argument (load it,
+  // test the bits), then one RET per errno. Jumps go forward only, so targets are laid out first.
+  const head: Insn[] = [
+    [LD_ABS, 0, 0, 4],
+    [JEQ, 1, 0, a.auditArch],
+    [RET, 0, 0, errno(EPERM)],
+    [LD_ABS, 0, 0, 0],
+  ];
+  if (a.foreignFrom !== undefined) head.push([JGE, 0, 1, a.foreignFrom], [RET, 0, 0, errno(EPERM)]);
+  const jumpsAt = head.length;
+  const allowAt = jumpsAt + a.checks.length;
+  const modeBlockAt = (arg: number) => allowAt + 1 + modeArgs.indexOf(arg) * 3;
+  const errnoAt = (n: number) => allowAt + 1 + modeArgs.length * 3 + errnos.indexOf(n);
+  const program: Insn[] = [...head];
+  for (const [i, check] of a.checks.entries()) {
+    const at = jumpsAt + i;
+    const target = "modeArg" in check ? modeBlockAt(check.modeArg) : errnoAt(check.errno);
+    program.push([JEQ, target - at - 1, 0, check.nr]);
+  }
+  program.push([RET, 0, 0, ALLOW]);
+  for (const arg of modeArgs) {
+    const at = program.length;
+    program.push([LD_ABS, 0, 0, 16 + 8 * arg]); // the low half of the argument (little-endian)
+    program.push([JSET, errnoAt(EPERM) - (at + 1) - 1, 0, SETUID_BITS]);
+    program.push([RET, 0, 0, ALLOW]);
+  }
+  for (const n of errnos) program.push([RET, 0, 0, errno(n)]);
+  for (const [code, jt, jf] of program)
+    if (jt > 255 || jf > 255 || jt < 0 || jf < 0) throw new Error(`no-setuid filter: a jump out of range (${code})`);
+  const bytes = Buffer.alloc(program.length * 8);
+  for (const [i, [code, jt, jf, k]] of program.entries()) {
+    bytes.writeUInt16LE(code, i * 8);
+    bytes.writeUInt8(jt, i * 8 + 2);
+    bytes.writeUInt8(jf, i * 8 + 3);
+    bytes.writeUInt32LE(k >>> 0, i * 8 + 4);
+  }
+  return bytes;
+}
+
+/**
+ * perl: no_new_privs (already set by the engine; seccomp requires it), the filter, then exec of the
+ * rest of its arguments. Any failure ends the container before the launcher starts (exit 255).
+ */
+const INSTALL_SCRIPT = [
+  "my ($prog, $prctl, $seccomp) = (pack('H*', shift), shift, shift);",
+  "syscall($prctl + 0, 38, 1, 0, 0, 0) == 0 or die qq(sandbox-run: no_new_privs: $!\\n);",
+  "my $fprog = pack('S x6 p', length($prog) / 8, $prog);",
+  "syscall($seccomp + 0, 1, 0, $fprog) == 0 or die qq(sandbox-run: the no-setuid filter: $!\\n);",
+  "exec { $ARGV[0] } @ARGV or die qq(sandbox-run: exec $ARGV[0]: $!\\n);",
+].join(" ");
+
+/** The entrypoint that installs the filter for `arch`, then runs `entrypoint`. */
+export function withNoSetuidFilter(arch: "amd64" | "arm64", entrypoint: string[]): string[] {
+  const a = ARCHES[arch];
+  return [
+    IMAGE_PATHS.perl,
+    "-e",
+    INSTALL_SCRIPT,
+    noSetuidProgram(arch).toString("hex"),
+    String(a.prctl),
+    String(a.seccomp),
+    ...entrypoint,
+  ];
+}
+
+/**
+ * A bind-mode sandbox's entrypoint: the filter first, for the platform the sandbox runs on. Under
+ * emulation (an arm64 image on an x86-64 host) it is left out: qemu-user does not implement seccomp
+ * (the install fails with ENOSYS), and the host's filter cannot be installed from inside it.
+ * docs/security.md says so.
+ */
+export function bindModeEntrypoint(platform: string | undefined, entrypoint: string[]): string[] {
+  const native = hostPlatform();
+  const runsOn = platform === undefined ? native : (normalizePlatform(platform) ?? native);
+  if (runsOn !== native) return entrypoint;
+  return withNoSetuidFilter(platformArch(runsOn) as "amd64" | "arm64", entrypoint);
+}
