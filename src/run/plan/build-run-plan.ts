@@ -31,8 +31,8 @@ import {
 } from "../../sandbox-contract.js";
 import type { GitDrivers } from "../../workspace/git-config-scan.js";
 import { copyModePlan } from "./copy-mode-plan.js";
-import { bindModeEntrypoint } from "./no-setuid-filter.js";
 import { gitSafetyEntries, withGitConfig } from "./git-safety-env.js";
+import { bindModeEntrypoint } from "./no-setuid-filter.js";
 
 export interface PlanInput {
   runId: string;
