@@ -11,6 +11,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { type DirIdentity, HostDir, HostDirError, type LocatedPath, locatePath } from "../util/host-dir.js";
 
+/** A record folder sandbox-run makes: readable by its owner only. */
+const RECORD_DIR_MODE = 0o700;
+
 /** What the path to a target inside a held tree looked like before the run. */
 interface HeldBefore {
   tree: string;
@@ -87,17 +90,18 @@ export class RecordTarget {
         throw new RecordTargetError(`${this.dir} did not exist before the run and does now: ${who}`);
       }
       try {
-        // One rename puts the whole folder in place (same filesystem), as readable as a folder
-        // made there would be (it was private while staged).
+        // One rename puts the whole folder in place (same filesystem). It stays the caller's alone:
+        // a record holds what the tools printed, the workspace's secrets among them, and other
+        // local users read it when it was 0755 (review, session 22).
         const staged = stagingParent.subdir(name);
-        fs.fchmodSync(staged.fd, 0o755);
+        fs.fchmodSync(staged.fd, RECORD_DIR_MODE);
         staged.close();
         fs.renameSync(stagingParent.at(name), parent.at(leaf));
         return;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
       }
-      const target = parent.mkdir(leaf, 0o755);
+      const target = parent.mkdir(leaf, RECORD_DIR_MODE);
       try {
         moveFiles(stagingParent, name, target);
       } finally {

@@ -4,6 +4,7 @@
 // (the gateway's policing, budgets, exchange records, the result's provenance) is exactly as in a
 // live run, and no request leaves the host. Which answer a request gets (and whether it diverges from
 // the recording) is decided by the RecordingCursor; this module speaks HTTP.
+import crypto from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
@@ -46,12 +47,18 @@ interface ReplayServer {
   close(): Promise<void>;
 }
 
-const BASE_PATH = "/replay";
+/**
+ * The server listens on 127.0.0.1, where every local user can connect: its base path carries a
+ * secret of this server's, so only the run's gateway, which is given it, takes recorded answers
+ * (another local user consumed them before, failing the replay or, lenient, skipping a recorded step).
+ */
+const basePath = () => `/replay-${crypto.randomBytes(16).toString("hex")}`;
 const MAX_REQUEST_BYTES = 64 * 1024 * 1024;
 /** Response headers not replayed: the body is re-framed here (and was never compressed). */
 const NOT_REPLAYED = new Set(["content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"]);
 
 export async function startReplayServer(options: ReplayServerOptions): Promise<ReplayServer> {
+  const BASE_PATH = basePath();
   const codec = codecFor(options.api);
   if (!codec) throw new Error(`replay: no codec for api ${options.api}`);
   const cursor = new RecordingCursor({ ...options, codec });
@@ -62,7 +69,8 @@ export async function startReplayServer(options: ReplayServerOptions): Promise<R
     const read = await readRequestBody(req, MAX_REQUEST_BYTES);
     if (!read.ok) return res.destroy();
     const url = new URL(req.url ?? "/", "http://replay");
-    const subpath = url.pathname.startsWith(`${BASE_PATH}/`) ? url.pathname.slice(BASE_PATH.length) : url.pathname;
+    if (!url.pathname.startsWith(`${BASE_PATH}/`)) return sendError(res, 404, "not a path of this replay");
+    const subpath = url.pathname.slice(BASE_PATH.length);
     if (!isGenerationRequest(options.api, req.method ?? "", subpath)) {
       return sendError(res, 404, `sandbox-run replay answers only generation requests, not ${req.method} ${subpath}`);
     }

@@ -35,7 +35,8 @@ describe("RecordTarget", () => {
     expect(fs.existsSync(path.join(home, "records"))).toBe(false); // nothing made before the run
     const parent = publish(target);
     expect(fs.readdirSync(path.join(home, "records", "review")).sort()).toEqual(["SHA256SUMS", "result.json"]);
-    expect(fs.statSync(path.join(home, "records", "review")).mode & 0o777).toBe(0o755);
+    // The caller's alone: it holds what the tools printed (another local user read it at 0755).
+    expect(fs.statSync(path.join(home, "records", "review")).mode & 0o777).toBe(0o700);
     expect(parent.list()).toEqual([]);
   });
 

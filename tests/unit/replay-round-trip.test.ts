@@ -168,6 +168,22 @@ describe("replay: a record played back through the real gateway", () => {
     await close();
   });
 
+  it("answers only at its secret base path: another local user's request takes no recorded answer (review, session 22)", async () => {
+    const { server, gateway, divergences, close } = await replay("strict");
+    const base = new URL(server.baseUrl);
+    expect(base.pathname).toMatch(/^\/replay-[0-9a-f]{32}$/);
+    for (const guess of ["/v1/chat/completions", "/replay/v1/chat/completions", "/chat/completions"]) {
+      const res = await fetch(`${base.origin}${guess}`, { method: "POST", body: JSON.stringify(body("list")) });
+      expect(res.status, guess).toBe(404);
+    }
+    expect(server.report()).toMatchObject({ answered: 0 });
+    // The run's gateway, which has the path, still gets every recorded reply.
+    const first = await post(gateway.socketPath, body("list"));
+    expect(first.body).toBe(recordedReplies[0]);
+    expect(divergences).toEqual([]);
+    await close();
+  });
+
   it("--replay-speed recorded gives the same bytes, in order", async () => {
     const { gateway, close } = await replay("strict", { speed: "recorded" });
     expect((await post(gateway.socketPath, body("list"))).body).toBe(recordedReplies[0]);
