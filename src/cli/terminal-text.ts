@@ -36,10 +36,11 @@ export function terminalText(value: unknown): string {
 }
 
 // What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls
-// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way), the bidi marks, and
-// the line and paragraph separators (readers that split lines on them would cut an envelope).
-const UNSAFE_IN_JSON =
-  /[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
+// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way), the line and paragraph
+// separators (readers that split lines on them would cut an envelope), the interlinear annotation
+// marks and every default-ignorable character (bidi marks, variation selectors, tag characters...),
+// as on the terminal.
+const UNSAFE_IN_JSON = /[\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
 
 /**
  * JSON for stdout (a result object, a `--json` envelope, a batch line): every character that could

@@ -132,18 +132,14 @@ export class WorkspaceBaseline {
   /**
    * A file one copy left out (over 4 MiB, past the total, unreadable, a FIFO) and the other holds
    * would read as deleted or as new: a sandbox pads a changed file past the cap and the patch, and
-   * every view made from it, says "deleted". Both sides leave it out, and the notes say why.
+   * every view made from it, says "deleted". Both sides leave it out, and the notes say why; a
+   * folder one side could not read (chmod 000, too many entries) with all it holds.
    */
   private dropSkippedFromBothSides(): void {
     for (const rel of this.skipped) {
-      for (const side of ["a", "b"]) {
-        const at = path.join(this.scratch!, side, rel);
-        try {
-          if (!fs.lstatSync(at).isDirectory()) fs.unlinkSync(at);
-        } catch {
-          // not on this side
-        }
-      }
+      if (rel === "") continue;
+      // The copies are this process's own private folders: nothing there is the sandbox's link.
+      for (const side of ["a", "b"]) fs.rmSync(path.join(this.scratch!, side, rel), { recursive: true, force: true });
     }
   }
 

@@ -49,7 +49,7 @@ export function pageScript(): string {
 function pageMain(): void {
   const INVISIBLE =
     // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-    /(?![\u200c\u200d])[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
+    /(?![\u200c\u200d])[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]|(?<![^\u0000-\u007f\u200c\u200d])[\u200c\u200d]|[\u200c\u200d](?![^\u0000-\u007f\u200c\u200d])/gu;
   /** A run of invisible characters longer than this shows its first few and a count, not a badge each. */
   const INVISIBLE_RUN_SHOWN = 8;
   const TURNS_PER_PAGE = 50;

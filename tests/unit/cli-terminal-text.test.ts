@@ -82,6 +82,11 @@ describe("terminal text", () => {
     const shown = 'eval(d("\\ufe0f\\u{e0141}\\u{e0020}"));const {a,\\u3164}=q;\\xad\\u034f\\uffa0\\u115f';
     expect(terminalLine(hidden)).toBe(shown);
     expect(terminalText(hidden)).toBe(shown);
+    // JSON on stdout too (a result, a --json envelope), as \uXXXX escapes that read back the same.
+    const json = jsonText({ summary: hidden });
+    expect(json).not.toMatch(/[\ufe0f\u3164\u00ad\u034f\uffa0\u115f]|\udb40/);
+    expect(json).toContain("\\ufe0f\\udb40\\udd41");
+    expect(JSON.parse(json)).toEqual({ summary: hidden });
   });
 
   it("invisible characters are shown too (review: `.husky/pre-commit` + U+061C + U+200B was listed as `.husky/pre-commit`)", () => {

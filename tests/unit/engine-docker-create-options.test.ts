@@ -35,13 +35,15 @@ describe("dockerCreateOptions of a run plan", () => {
   const options = optionsFor(loadPolicy("workspace-write"));
   const host = options.HostConfig!;
 
-  it("hardens the container: read-only root, no capabilities, no-new-privileges, init, private IPC and cgroup namespaces", () => {
+  it("hardens the container: read-only root, no capabilities, no-new-privileges, the filter's init, private IPC and cgroup namespaces", () => {
     expect(host.ReadonlyRootfs).toBe(true);
     expect(host.CapDrop).toEqual(["ALL"]);
     expect(host.CapAdd).toBeUndefined();
     expect(host.Privileged).toBeUndefined();
     expect(host.SecurityOpt).toEqual(["no-new-privileges:true"]);
-    expect(host.Init).toBe(true);
+    // Bind mode: the no-setuid filter's perl is the init (the engine's would run outside the filter).
+    expect(host.Init).toBe(false);
+    expect(options.Entrypoint?.[0]).toBe("/usr/bin/perl");
     expect(host.IpcMode).toBe("private");
     expect((host as { CgroupnsMode?: string }).CgroupnsMode).toBe("private");
     expect(host.OomScoreAdj).toBe(1000);
@@ -87,7 +89,7 @@ describe("dockerCreateOptions of a run plan", () => {
       "/home/sandbox": "rw,nosuid,nodev,size=64m,uid=1000,gid=1000,mode=0700",
     });
     expect(options.Env).toContain("A=1");
-    expect(options.Entrypoint).toEqual(["/opt/sandbox-run/node/bin/node", "/opt/sandbox-run/launcher.mjs"]);
+    expect(options.Entrypoint?.slice(-2)).toEqual(["/opt/sandbox-run/node/bin/node", "/opt/sandbox-run/launcher.mjs"]);
     expect((options as { name?: string }).name).toBe("sandbox-run-run42");
   });
 

@@ -114,6 +114,23 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
+  it("a folder one side could not copy is left out of both, with all it holds (review: its files read as deleted)", async () => {
+    const ws = tree({ "src/app.js": "app\n", "src/util.js": "util\n", "README.md": "r\n" });
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      // Not a folder the walk can copy any more (as a folder chmod 000 is, for a caller who is not root).
+      fs.rmSync(path.join(ws, "src"), { recursive: true });
+      execFileSync("mkfifo", [path.join(ws, "src")]);
+      fs.writeFileSync(path.join(ws, "README.md"), "r\nchanged\n");
+      const { patch, notes } = await baseline.patch();
+      expect(patch).toContain("diff --git a/README.md b/README.md");
+      expect(patch).not.toContain("src/");
+      expect(notes.join("\n")).toMatch(/after: src skipped/);
+    } finally {
+      baseline.dispose();
+    }
+  });
+
   it("never holds the event loop: the copies yield as they go and the diff is waited for (other runs stream meanwhile)", async () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 3000; i++) files[`d${i % 30}/f${i}.txt`] = `${i}\n`;

@@ -135,9 +135,9 @@ describe("the page's frame", () => {
 });
 
 describe("characters that hide or reorder text", () => {
-  it("are shown as their escapes; line breaks, tabs and joiners stay", () => {
+  it("are shown as their escapes; line breaks and tabs stay, a joiner between ASCII letters does not", () => {
     expect(visibleText("a\u202eb\u2066c\u200bd\u001b[31me\u0007\r\nf\tg\u200dh\ufeffi\u2028j\u0085k")).toBe(
-      "a\\u202eb\\u2066c\\u200bd\\x1b[31me\\x07\nf\tg\u200dh\\ufeffi\\u2028j\\x85k",
+      "a\\u202eb\\u2066c\\u200bd\\x1b[31me\\x07\nf\tg\\u200dh\\ufeffi\\u2028j\\x85k",
     );
     expect(visibleText("lone\rCR")).toBe("lone\\x0dCR");
   });
@@ -148,8 +148,11 @@ describe("characters that hide or reorder text", () => {
     expect(visibleText("const {a,\u3164}=q;\u00ad\u034f\ufe0f\u{e0041}\u180b\u{1d173}")).toBe(
       "const {a,\\u3164}=q;\\xad\\u034f\\ufe0f\\u{e0041}\\u180b\\u{1d173}",
     );
-    // Joiners stay: emoji sequences and several scripts need them.
+    // Joiners stay between two characters outside ASCII (emoji sequences and several scripts need
+    // them), and are shown elsewhere: a run of them carries a payload two characters at a time.
     expect(visibleText("\u{1f469}\u200d\u{1f4bb}")).toBe("\u{1f469}\u200d\u{1f4bb}");
+    expect(visibleText('decode("\u200c\u200d\u200c")')).toBe('decode("\\u200c\\u200d\\u200c")');
+    expect(visibleText("a\u200db\u{1f469}\u200d")).toBe("a\\u200db\u{1f469}\\u200d");
   });
 });
 

@@ -1,6 +1,7 @@
 // A run plan as the engine-neutral container description the engine seam takes.
 import type { ContainerSpec } from "../../engine/engine.js";
 import { LABEL_CREATED_AT, LABEL_DEADLINE, type RunPlan } from "../../sandbox-contract.js";
+import { isOwnInit } from "./no-setuid-filter.js";
 
 /**
  * `now`: when the container is made. The plan's owner labels were counted from the plan, but a call
@@ -30,7 +31,8 @@ export function containerSpecOf(plan: RunPlan, now = new Date()): ContainerSpec 
       fileSizeMb: plan.limits.diskMb,
     },
     openStdin: true,
-    init: true,
+    // The engine's init, unless the no-setuid filter's perl is the init (it must come first).
+    init: !isOwnInit(plan.entrypoint),
     ...(plan.platform ? { platform: plan.platform } : {}),
   };
 }

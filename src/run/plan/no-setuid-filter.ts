@@ -8,6 +8,11 @@
 // every process of the sandbox inherits it, and none can remove it. perl (in the image) installs it
 // through `syscall`, so the image does not change; the program is made here, on the host.
 //
+// perl is also the container's init (pid 1: reaps orphans, passes signals on, exits as the launcher
+// did), in place of the engine's docker-init: an init started before the filter would be a process
+// of the sandbox's uid outside it, which a sandbox process can drive through ptrace or /proc/1/mem
+// to make the call for it (review, session 22: tini chmod'ed 6755 that way).
+//
 // Refused with EPERM: chmod, fchmod, fchmodat and fchmodat2 with S_ISUID or S_ISGID in the mode;
 // open, openat, creat, mknod and mknodat creating one (the mode argument); io_uring (its requests
 // bypass seccomp); openat2 answers ENOSYS (its mode is behind a pointer; callers fall back to
@@ -125,18 +130,30 @@ export function noSetuidProgram(arch: "amd64" | "arm64"): Buffer {
 }
 
 /**
- * perl: no_new_privs (already set by the engine; seccomp requires it), the filter, then exec of the
- * rest of its arguments. Any failure ends the container before the launcher starts (exit 255).
+ * perl, as pid 1: no_new_privs (already set by the engine; seccomp requires it), the filter, then a
+ * child that execs the rest of its arguments, while this process reaps every child and passes
+ * signals on to that one, and exits with its status (128 + the signal when one ended it, as an init
+ * does). Any failure ends the container before the launcher starts (exit 255).
  */
 const INSTALL_SCRIPT = [
   "my ($prog, $prctl, $seccomp) = (pack('H*', shift), shift, shift);",
   "syscall($prctl + 0, 38, 1, 0, 0, 0) == 0 or die qq(sandbox-run: no_new_privs: $!\\n);",
   "my $fprog = pack('S x6 p', length($prog) / 8, $prog);",
   "syscall($seccomp + 0, 1, 0, $fprog) == 0 or die qq(sandbox-run: the no-setuid filter: $!\\n);",
-  "exec { $ARGV[0] } @ARGV or die qq(sandbox-run: exec $ARGV[0]: $!\\n);",
+  "my $child = fork; defined $child or die qq(sandbox-run: fork: $!\\n);",
+  "if (!$child) { exec { $ARGV[0] } @ARGV; die qq(sandbox-run: exec $ARGV[0]: $!\\n) }",
+  "for my $s (qw(TERM INT HUP QUIT USR1 USR2 WINCH)) { $SIG{$s} = sub { kill $s, $child } }",
+  "while (1) { my $pid = waitpid(-1, 0);",
+  "if ($pid == $child) { my $st = $?; exit(($st & 127) ? 128 + ($st & 127) : $st >> 8) }",
+  "if ($pid < 0 && !$!{EINTR}) { exit 255 } }",
 ].join(" ");
 
-/** The entrypoint that installs the filter for `arch`, then runs `entrypoint`. */
+/** Whether this entrypoint is the filter's perl, which is then the container's init as well. */
+export function isOwnInit(entrypoint: readonly string[]): boolean {
+  return entrypoint[0] === IMAGE_PATHS.perl && entrypoint[2] === INSTALL_SCRIPT;
+}
+
+/** The entrypoint that installs the filter for `arch`, then runs `entrypoint` under it. */
 export function withNoSetuidFilter(arch: "amd64" | "arm64", entrypoint: string[]): string[] {
   const a = ARCHES[arch];
   return [
