@@ -1,6 +1,7 @@
 // Turns an engine-neutral ContainerSpec into the Engine API's create options, adding the hardening
 // every sandbox gets whatever the spec says (DESIGN.md section 5): read-only root, no capabilities,
-// no-new-privileges, private IPC and cgroup namespaces, an init to reap the bash tool's orphans,
+// no-new-privileges, private IPC and cgroup namespaces, an init to reap the bash tool's orphans
+// (the engine's, unless the spec's entrypoint is its own: run/plan/no-setuid-filter.ts),
 // no core dumps, no log driver (output is read through attach), and the OOM killer's first choice.
 import type Docker from "dockerode";
 import type { ContainerSpec } from "./engine.js";
