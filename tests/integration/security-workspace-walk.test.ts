@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { lastToolResult } from "../support/harness.js";
+import { lastToolResult, workspaceMode } from "../support/harness.js";
 import {
   bash,
   describeOutcome,
@@ -58,21 +58,24 @@ describe.concurrent("the walk", () => {
     expect(fs.existsSync(path.join(ws, ".hidden"))).toBe(false);
   });
 
-  it("a 300-level tree (paths far past PATH_MAX) with a setuid file at the bottom: reported, handed back, bits cleared", async () => {
+  it("a 300-level tree (paths far past PATH_MAX) with a file made setuid at the bottom (bind mode: refused): reported, handed back, no bits", async () => {
     const ws = hostileWorkspace();
     try {
       const outcome = await runHostile(
         server,
         [
           bash(
-            "d=$(printf 'd%.0s' $(seq 200)); for i in $(seq 300); do mkdir $d && cd $d || exit 1; done; cp /bin/sh suid && chmod 6755 suid && stat -c '%a %U' suid",
+            "d=$(printf 'd%.0s' $(seq 200)); for i in $(seq 300); do mkdir $d && cd $d || exit 1; done; cp /bin/sh suid && chmod 6755 suid; stat -c '%a %U' suid",
           ),
           finish(),
         ],
         { cwd: ws },
       );
       expect(outcome.details, describeOutcome(outcome)).toBeDefined();
-      expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
+      // Bind mode's no-setuid filter refuses the bits (docs/security.md F6); copy mode sets them inside.
+      expect(outcome.toolResults[0]).toMatch(
+        workspaceMode() === "bind" ? /not permitted[\s\S]*^755 sandbox/m : /^6755 sandbox/m,
+      );
       const created = outcome.details!.changedFiles.created;
       expect(created).toHaveLength(1);
       expect(created[0]).toMatch(/^(d{200}\/){300}suid$/);
