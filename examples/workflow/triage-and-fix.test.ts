@@ -34,7 +34,8 @@ describe.skipIf(!inject("dockerAvailable"))("triage-and-fix, replayed from its r
       e.type === "gateway.request" && e.data.upstreamUrl !== undefined ? [String(e.data.upstreamUrl)] : [],
     );
     expect(upstreams.length).toBeGreaterThan(0);
-    for (const url of upstreams) expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/replay\//);
+    // The replay's own server, at its secret base path.
+    for (const url of upstreams) expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/replay-[0-9a-f]{32}\//);
   });
 
   it("a regression in the repository stops the replay at the tool result that differs", async () => {
