@@ -16,6 +16,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type CappedProcessResult, OutputCapError, runCappedProcess } from "../util/capped-process.js";
+import { HostDir, HostDirError } from "../util/host-dir.js";
 import { type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
@@ -136,10 +137,13 @@ export class WorkspaceBaseline {
    * folder one side could not read (chmod 000, too many entries) with all it holds.
    */
   private dropSkippedFromBothSides(): void {
-    for (const rel of this.skipped) {
-      if (rel === "") continue;
-      // The copies are this process's own private folders: nothing there is the sandbox's link.
-      for (const side of ["a", "b"]) fs.rmSync(path.join(this.scratch!, side, rel), { recursive: true, force: true });
+    for (const side of ["a", "b"]) {
+      const copy = HostDir.open(path.join(this.scratch!, side));
+      try {
+        for (const rel of this.skipped) if (rel !== "") removeFromCopy(copy, rel);
+      } finally {
+        copy.close();
+      }
     }
   }
 
@@ -234,6 +238,27 @@ function stripSidePrefixes(patch: string): string {
 function stripSide(name: string): string {
   const quote = name.startsWith('"') ? 1 : 0;
   return /^[ab]\/[ab]\//.test(name.slice(quote)) ? name.slice(0, quote + 2) + name.slice(quote + 4) : name;
+}
+
+/**
+ * Removes `rel` from a copy, never through a link on the way: the copies hold the workspace's links
+ * as they were (a folder on one side can be a link to a host folder on the other, and the same
+ * path removed through it deleted the host's file).
+ */
+function removeFromCopy(copy: HostDir, rel: string): void {
+  const parts = rel.split("/");
+  let parent: HostDir;
+  try {
+    parent = HostDir.openBelow(copy, parts.slice(0, -1));
+  } catch (error) {
+    if (error instanceof HostDirError) return; // a link or nothing there: this copy holds nothing at rel
+    throw error;
+  }
+  try {
+    fs.rmSync(parent.at(parts.at(-1)!), { recursive: true, force: true });
+  } finally {
+    parent.close();
+  }
 }
 
 /** Copies `from` to `to` (created) through the fd walk, within the caps, yielding to the event loop as it goes. */

@@ -114,6 +114,29 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
+  it("leaving a path out of both copies never goes through a link the other copy holds there (a folder swapped for a link to a host folder)", async () => {
+    const outside = tree({ "big.bin": "host file\n", "d/big.bin": "host file\n" });
+    const ws = tree({ "d/big.bin": "x".repeat(5 * 1024 * 1024), e: "e\n" });
+    fs.rmSync(path.join(ws, "e"));
+    fs.symlinkSync(path.join(outside, "d"), path.join(ws, "e"));
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      // Before: d/ a folder holding a file over the cap, e a link. After: the other way round.
+      fs.rmSync(path.join(ws, "d"), { recursive: true });
+      fs.symlinkSync(outside, path.join(ws, "d"));
+      fs.rmSync(path.join(ws, "e"));
+      fs.mkdirSync(path.join(ws, "e"));
+      fs.writeFileSync(path.join(ws, "e/big.bin"), "y".repeat(5 * 1024 * 1024));
+      const { notes } = await baseline.patch();
+      expect(notes.join("\n")).toMatch(/before: d\/big\.bin skipped/);
+      expect(notes.join("\n")).toMatch(/after: e\/big\.bin skipped/);
+      expect(fs.readFileSync(path.join(outside, "big.bin"), "utf8")).toBe("host file\n");
+      expect(fs.readFileSync(path.join(outside, "d/big.bin"), "utf8")).toBe("host file\n");
+    } finally {
+      baseline.dispose();
+    }
+  });
+
   it("a folder one side could not copy is left out of both, with all it holds (review: its files read as deleted)", async () => {
     const ws = tree({ "src/app.js": "app\n", "src/util.js": "util\n", "README.md": "r\n" });
     const baseline = await WorkspaceBaseline.take(ws);
