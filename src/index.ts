@@ -36,7 +36,7 @@ export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/
 export { buildRunnerImage } from "./image/build-runner-image.js";
 // The operations behind the sandbox-run command: doctor, gc, images, plans and dry runs, records, replay, show, demo.
 export * from "./operations.js";
-export { BUILT_IN_POLICIES, loadPolicy } from "./policy/load-policy.js";
+export { loadPolicy } from "./policy/load-policy.js";
 export type { Limits, Policy } from "./policy/policy-schema.js";
 export type { RecordFinish } from "./record/run-recorder.js";
 export type { ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
@@ -48,6 +48,7 @@ export { redactPlan } from "./run/plan/redact-plan.js";
 export type { RunOptions, SandboxOptions } from "./run/plan/resolve-options.js";
 export type { RunEvent, RunEventListener } from "./run/run-events.js";
 export type { HandBackMode, RunPlan } from "./sandbox-contract.js";
+export { BUILT_IN_POLICIES } from "./util/policy-names.js";
 export type { HostRunChange } from "./workspace/workspace-rules.js";
 export type { ChangedFiles } from "./workspace/workspace-snapshot.js";
 

@@ -6,16 +6,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-file.js";
-import {
-  BUILT_IN_POLICIES,
-  type BuiltInPolicyName,
-  EXAMPLE_POLICIES,
-  isBuiltInPolicy,
-  isNamedPolicy,
-} from "../util/policy-names.js";
+import { BUILT_IN_POLICIES, type BuiltInPolicyName, EXAMPLE_POLICIES, isBuiltInPolicy } from "../util/policy-names.js";
 import { type Policy, policySchemas } from "./policy-schema.js";
-
-export { BUILT_IN_POLICIES, EXAMPLE_POLICIES, isBuiltInPolicy, isNamedPolicy };
 
 const policiesDir = fileURLToPath(new URL("../../policies/", import.meta.url));
 

@@ -6,7 +6,8 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { stringify as toYaml } from "yaml";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
-import { BUILT_IN_POLICIES, loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
+import { loadPolicy, parsePolicy } from "../../src/policy/load-policy.js";
+import { BUILT_IN_POLICIES } from "../../src/util/policy-names.js";
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-policy-"));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -7,7 +7,7 @@ import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
 import { usageError } from "../../errors.js";
 import { type ProviderRouting, planProviderRouting } from "../../gateway/provider-routes.js";
 import { checkExtraArgs } from "../../pi/pi-args.js";
-import { isNamedPolicy, loadPolicy, parsePolicy } from "../../policy/load-policy.js";
+import { loadPolicy, parsePolicy } from "../../policy/load-policy.js";
 import type { Policy } from "../../policy/policy-schema.js";
 import {
   GATEWAY_PORT,
@@ -21,6 +21,7 @@ import {
 import { readConfigJson } from "../../util/config-file.js";
 import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
+import { isNamedPolicy } from "../../util/policy-names.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
 import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
 import { type FolderRole, lentFolderProblem, readOnlyFolderProblem, realFolder } from "./host-folders.js";
