@@ -13,6 +13,7 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { currentVersions } from "./run/current-versions.js";
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
+import { unjudgedRunOver } from "./run/judge-dead-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { refuseRecordToInsideTrees, treesByAccess } from "./run/plan/held-trees.js";
@@ -345,6 +346,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // sandbox must be gone before this one holds them (and the host has judged and written them,
     // its record included: the folder a record goes into is held too, until the record is there).
     const { writable, readOnly } = treesByAccess(planned);
+    refuseUnjudgedTrees([...writable, ...readOnly]);
     const recordFolder = options.recorder?.heldFolder;
     const trees = await holdTreesOnHost(
       { runId: planned.plan.runId, writable: recordFolder ? [...writable, recordFolder] : writable, readOnly },
@@ -592,4 +594,21 @@ async function linkLost(engine: Engine, error: unknown): Promise<string | undefi
     const e = pingError as SandboxRunError;
     return (e?.shortMessage ?? e?.message ?? "no answer").replace(/\.$/, "");
   }
+}
+
+/**
+ * A run over a tree whose earlier bind-mode run was never judged (its controller died first) would
+ * start from what that sandbox left, protected files included, and its own judgement would take
+ * that as the tree before it: refused until `sandbox-run gc` has judged the earlier run.
+ */
+function refuseUnjudgedTrees(trees: readonly string[]): void {
+  const unjudged = unjudgedRunOver(trees);
+  if (!unjudged) return;
+  throw new SandboxRunError(
+    "usage",
+    `Run ${unjudged.runId} wrote ${unjudged.tree} and its controller died before judging it: what that sandbox left there, protected files included, was never checked or put back.`,
+    {
+      hint: "Run `sandbox-run gc`: it judges that run as its controller would have and puts back what it was not allowed to change; then run again. Until then, do not run git, direnv or an editor in that tree.",
+    },
+  );
 }

@@ -24,7 +24,13 @@ export { runnerImageSpec } from "./image/runner-image.js";
 export type { DemoOptions, DemoOutcome } from "./operations/demo.js";
 export type { DoctorOptions, DoctorReport } from "./operations/doctor.js";
 export type { PlanCallOptions } from "./operations/dry-run.js";
-export type { CollectedGarbage, GarbageOptions, ReapedContainer } from "./operations/garbage.js";
+export type {
+  CollectedGarbage,
+  GarbageOptions,
+  HandedBackRun,
+  JudgedDeadRun,
+  ReapedContainer,
+} from "./operations/garbage.js";
 export type { BuildImagesOptions, BuiltImages, PruneResult } from "./operations/images.js";
 export type { PlannedReplay, ReplayCallOptions } from "./operations/replay-call.js";
 export type { ShownRecord, ShowRecordOptions } from "./operations/show-record.js";

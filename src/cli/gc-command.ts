@@ -3,7 +3,7 @@
 // engine that is down must not keep the others dirty: it is reported, and gc fails. What the engine
 // said (ids, run ids from labels, its errors) reaches the terminal with control characters escaped.
 import type { Command } from "commander";
-import { collectGarbage } from "../operations.js";
+import { collectGarbage, type JudgedDeadRun } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
@@ -22,6 +22,8 @@ export default function gcAction(
 export async function gcCommand(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
   const collected = await collectGarbage({ all: flags.all, engines: flags.engines, env: io.env });
   let removed = 0;
+  /** Judged runs whose trees still hold something the sandbox was not allowed to leave. */
+  let unsafe = 0;
   const unreachable: string[] = [];
   for (const engine of collected.engines) {
     if (engine.unreachable !== undefined) {
@@ -34,19 +36,48 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
       io.stderr(
         `removed ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}\n`,
       );
+      if (r.judged) judgedLines(r.judged, io);
       for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     for (const run of engine.handedBack ?? []) {
-      io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
+      if (run.judged) judgedLines(run.judged, io);
+      if (run.roots.length > 0)
+        io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
       for (const problem of run.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
+    for (const judged of [
+      ...engine.removed.flatMap((r) => r.judged ?? []),
+      ...(engine.handedBack ?? []).flatMap((r) => r.judged ?? []),
+    ])
+      if (judged.failed !== undefined || judged.notRestored.length > 0) unsafe++;
     removed += engine.removed.length;
   }
   for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
-  if (unreachable.length === 0) return EXIT.ok;
+  if (unsafe > 0)
+    io.stderr(
+      "sandbox-run: a judged run left what could not be put back (above): until you have looked at those paths from outside (ls with full paths, a file manager), do not run git, direnv or an editor in that tree\n",
+    );
+  if (unreachable.length === 0) return unsafe > 0 ? EXIT.agentFailed : EXIT.ok;
   io.stderr(
     `sandbox-run: not cleaned (engine not reachable): ${terminalLine(unreachable.join(", "))}; run gc again once they answer\n`,
   );
   return EXIT.unavailable;
+}
+
+/** What judging a run its controller died before judging found and did. */
+function judgedLines(judged: JudgedDeadRun, io: CliIo): void {
+  const trees = judged.trees.map(terminalLine).join(", ") || "(no writable tree)";
+  io.stderr(`judged run ${terminalLine(judged.runId)} (its controller died before judging it): ${trees}\n`);
+  for (const why of judged.gone) io.stderr(`  nothing left to judge: ${terminalLine(why)}\n`);
+  if (judged.failed !== undefined) {
+    io.stderr(`  could not judge it: ${terminalLine(judged.failed)}\n`);
+    return;
+  }
+  if (judged.gone.length === judged.trees.length) return;
+  if (judged.violationCount === 0) io.stderr("  nothing it was not allowed to change\n");
+  else io.stderr(`  ${judged.violationCount} change(s) it was not allowed to make\n`);
+  for (const v of judged.violations) io.stderr(`  refused ${terminalLine(v)}\n`);
+  for (const p of judged.restored) io.stderr(`  put back ${terminalLine(p)}\n`);
+  for (const p of judged.notRestored) io.stderr(`  NOT put back ${terminalLine(p)}\n`);
 }

@@ -284,7 +284,9 @@ function defineDoctor(program: Command, ctx: CommandContext): void {
 function defineGc(program: Command, ctx: CommandContext): void {
   program
     .command("gc")
-    .description("remove containers a dead controller left behind (on every engine of --engines)")
+    .description(
+      "remove containers a dead controller left behind (on every engine of --engines); judge a bind-mode run it died before judging",
+    )
     .option("--all", "remove every sandbox-run container, even of live controllers")
     .option("--engines <file>", "clean every engine of this engines file (or SANDBOX_RUN_ENGINES)")
     .action(lazy(ctx, () => import("./gc-command.js")));

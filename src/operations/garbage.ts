@@ -1,5 +1,6 @@
 // `sandbox-run gc` as a library operation: what dead controllers left behind, removed from every
-// engine of the pool (their containers, handing lent trees back) and this host's run folders. One
+// engine of the pool (their containers; a bind-mode run that was never judged is judged, as its
+// controller would have, then lent trees are handed back) and this host's run folders. One
 // engine that does not answer (its ping, or a request after it: every one has a deadline) must not
 // keep the others dirty: it is reported and the others are cleaned (a pool of one engine that does
 // not answer is an error).
@@ -27,6 +28,7 @@ export interface CollectedGarbage {
   runDirs: string[];
 }
 
+export type { JudgedDeadRun } from "../run/judge-dead-run.js";
 export type { HandedBackRun, ReapedContainer } from "../run/reap-orphans.js";
 
 export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
@@ -45,9 +47,10 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
         continue;
       }
       try {
-        const removed = await reapContainers(engine, { all: options.all });
+        // Bind-mode runs whose controller died before judging them are judged here, before their trees go back.
+        const removed = await reapContainers(engine, { all: options.all, judge: true });
         // Dead runs whose container is already gone from this engine: their trees, from their records.
-        const handedBack = await handBackGoneRuns(engine);
+        const handedBack = await handBackGoneRuns(engine, { judge: true });
         engines.push({ name: engine.name, removed, ...(handedBack.length ? { handedBack } : {}) });
       } catch (error) {
         if (!(error instanceof EngineAnswerError)) throw error;

@@ -23,6 +23,7 @@ import {
 } from "../sandbox-contract.js";
 import { pidnsField } from "../util/own-pid-namespace.js";
 import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
+import { awaitsJudgement, deadRunsAwaitingJudgement, type JudgedDeadRun, judgeDeadRun } from "./judge-dead-run.js";
 import {
   deadRunLease,
   deadRunsWithLeases,
@@ -40,6 +41,8 @@ export interface ReapedContainer {
   reason: string;
   /** Lent trees that could not be handed back (path: why). */
   notHandedBack?: string[];
+  /** A bind-mode run its controller died before judging: judged now (judge-dead-run.ts). */
+  judged?: JudgedDeadRun;
 }
 
 /** Why a container with these labels is an orphan, or undefined while its controller may still need it. */
@@ -88,6 +91,11 @@ export interface ReapOptions {
   all?: boolean;
   /** Where this host's run folders are (default: the temp dir, as the runs had it). */
   tmpDir?: string;
+  /**
+   * Judge the bind-mode runs whose controller died before judging them (`sandbox-run gc`). Without
+   * it such a run's lent trees and folder are left for a reaper that does.
+   */
+  judge?: boolean;
 }
 
 export async function reapContainers(engine: Engine, options: ReapOptions = {}): Promise<ReapedContainer[]> {
@@ -124,8 +132,24 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
       failed.push(`${id.slice(0, 12)}: ${(error as Error)?.message ?? String(error)}`);
       continue;
     }
-    const notHandedBack = engine.sharesHostFilesystem ? await handBackRecorded(engine, labels, options.tmpDir) : [];
-    reaped.push({ id, runId: labels[LABEL_RUN_ID], reason, ...(notHandedBack.length ? { notHandedBack } : {}) });
+    const runId = labels[LABEL_RUN_ID] ?? "";
+    // A bind-mode run its controller died before judging is judged now, before its trees go back;
+    // a reaper that does not judge (a run's start-up) leaves both to `sandbox-run gc`.
+    const judged =
+      engine.sharesHostFilesystem && options.judge
+        ? await judgeDeadRun(runId, engineIdentity(engine), options.tmpDir)
+        : undefined;
+    const notHandedBack =
+      engine.sharesHostFilesystem && !awaitsJudgement(runId, options.tmpDir)
+        ? await handBackRecorded(engine, labels, options.tmpDir)
+        : [];
+    reaped.push({
+      id,
+      runId: labels[LABEL_RUN_ID],
+      reason,
+      ...(notHandedBack.length ? { notHandedBack } : {}),
+      ...(judged ? { judged } : {}),
+    });
   }
   if (failed.length > 0) {
     throw new SandboxRunError(
@@ -141,9 +165,12 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
 
 export interface HandedBackRun {
   runId: string;
+  /** The trees handed back (none for a run that lent nothing). */
   roots: string[];
   /** Lent trees that could not be handed back (path: why). */
   notHandedBack?: string[];
+  /** A bind-mode run its controller died before judging: judged now, before its trees were handed back. */
+  judged?: JudgedDeadRun;
 }
 
 /**
@@ -153,17 +180,27 @@ export interface HandedBackRun {
  */
 export async function handBackGoneRuns(engine: Engine, options: ReapOptions = {}): Promise<HandedBackRun[]> {
   if (!engine.sharesHostFilesystem) return [];
-  const runIds = deadRunsWithLeases(options.tmpDir);
+  const runIds = [...new Set([...deadRunsWithLeases(options.tmpDir), ...deadRunsAwaitingJudgement(options.tmpDir)])];
   if (runIds.length === 0) return [];
   const listed = new Set(
     (await engine.listContainers([`${LABEL_MANAGED}=true`])).map(({ labels }) => labels[LABEL_RUN_ID]),
   );
+  const here = engineIdentity(engine);
   const handed: HandedBackRun[] = [];
   for (const runId of runIds) {
+    if (listed.has(runId)) continue;
+    // Judged first, while the trees are as the sandbox left them (judgeDeadRun asks only for runs on this engine).
+    const judged = options.judge ? await judgeDeadRun(runId, here, options.tmpDir) : undefined;
     const record = deadRunLease(runId, options.tmpDir);
-    if (!record || record.engine !== engineIdentity(engine) || listed.has(runId)) continue;
-    const notHandedBack = await handBackLease(runId, record, options.tmpDir);
-    handed.push({ runId, roots: record.roots, ...(notHandedBack.length ? { notHandedBack } : {}) });
+    const lent = record !== undefined && record.engine === here && !awaitsJudgement(runId, options.tmpDir);
+    const notHandedBack = lent ? await handBackLease(runId, record, options.tmpDir) : [];
+    if (!lent && !judged) continue;
+    handed.push({
+      runId,
+      roots: lent ? record.roots : [],
+      ...(notHandedBack.length ? { notHandedBack } : {}),
+      ...(judged ? { judged } : {}),
+    });
   }
   return handed;
 }

@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { WATCH_STATE_FILE } from "../workspace/watch-state.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
@@ -123,11 +124,24 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
     // Its trees are still lent: the record is what hands them back (reapContainers, once its
     // container is gone), so the folder stays until then.
     if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
+    // Its trees were never judged (its controller died first): the state is what judges them.
+    if (holdsUnjudgedState(dir)) continue;
     // Copy mode: what a controller that died mid copy-out staged next to a workspace.
     removeListedStagingDirs(path.join(dir, STAGING_RECORD));
     if (removeRunDir(dir)) removed.push(dir);
   }
   return removed;
+}
+
+/** Whether a run folder still holds a watch's state (run/judge-dead-run.ts), or a reaper's claim of it. */
+function holdsUnjudgedState(dir: string): boolean {
+  try {
+    return fs
+      .readdirSync(path.join(dir, WORKSPACE_STATE_DIR))
+      .some((name) => name === WATCH_STATE_FILE || name.startsWith(`${WATCH_STATE_FILE}.judging-`));
+  } catch {
+    return false;
+  }
 }
 
 export function processAlive(pid: number): boolean {

@@ -139,6 +139,21 @@ export class RunWorkspace {
     });
     // The trees it may write live on the host's disks: their growth is watched while the run is live.
     const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];
+    // From now until the run is judged, a controller that dies leaves the run to `sandbox-run gc`
+    // (judge-dead-run.ts), which judges it from this state on the engine the run was on.
+    if (writable.length > 0) {
+      try {
+        watch.save({ engine: input.engine });
+      } catch (error) {
+        throw new SandboxRunError(
+          "usage",
+          `The run's folder ${runDir} could not be written: ${(error as Error).message}.`,
+          {
+            hint: "Check the free space of the temp folder (TMPDIR), then run again.",
+          },
+        );
+      }
+    }
     const diskWatch =
       writable.length > 0
         ? await DiskWatch.start({
@@ -168,7 +183,7 @@ export class RunWorkspace {
     this.diskWatch?.stop();
     const outcome: WorkspaceOutcome = this.copy
       ? copyModeOutcome(await this.copy.finish())
-      : bindModeOutcome(await this.watch!.finish(), this.input.timeline);
+      : bindModeOutcome(await this.judgeBindMode(this.watch!), this.input.timeline);
     const changed = outcome.changedFiles;
     this.input.timeline.sandbox("workspace.changed", {
       ...(changed.truncated ?? {
@@ -187,6 +202,15 @@ export class RunWorkspace {
       });
     }
     return outcome;
+  }
+
+  /** The watch's judgement; judged or failed, the run is no longer left to a reaper (the caller hears of it). */
+  private async judgeBindMode(watch: WorkspaceWatch): Promise<WorkspaceReport> {
+    try {
+      return await watch.finish();
+    } finally {
+      watch.forget();
+    }
   }
 
   /**

@@ -98,6 +98,7 @@ export class ProtectedCopy {
   private readonly stack: Frame[] = [];
   private readonly disabled: ReadonlySet<string>;
   private readonly callerProtected?: PathMatcher;
+  /** The index's fd while keeping; -1 in a copy reopened to be read. */
   private readonly index: number;
   private blobs = 0;
   bytes = 0;
@@ -110,9 +111,15 @@ export class ProtectedCopy {
   readonly pointerFiles: string[] = [];
   readonly objectStores: ObjectStoreIdentity[] = [];
 
-  constructor(private readonly options: ProtectedCopyOptions) {
-    fs.mkdirSync(options.dir, { mode: 0o700 });
-    this.index = fs.openSync(path.join(options.dir, "index.jsonl"), "wx", 0o600);
+  constructor(
+    private readonly options: ProtectedCopyOptions,
+    reopened = false,
+  ) {
+    if (reopened) this.index = -1;
+    else {
+      fs.mkdirSync(options.dir, { mode: 0o700 });
+      this.index = fs.openSync(path.join(options.dir, "index.jsonl"), "wx", 0o600);
+    }
     this.disabled = new Set(options.disabled ?? []);
     const globs = options.protectedPaths ?? [];
     this.callerProtected = globs.length > 0 ? compileGlobs(globs) : undefined;
@@ -240,7 +247,17 @@ export class ProtectedCopy {
   private gitDirSet?: Set<string>;
 
   close(): void {
-    fs.closeSync(this.index);
+    if (this.index >= 0) fs.closeSync(this.index);
+  }
+
+  /**
+   * The copy a watch kept in `dir` (its index and contents), read back to judge the run after its
+   * controller died (workspace-watch.ts, resume): it loads and finds contents, and keeps nothing more.
+   */
+  static reopen(dir: string, gitDirs: readonly string[]): ProtectedCopy {
+    const copy = new ProtectedCopy({ dir }, true);
+    copy.gitDirs.push(...gitDirs);
+    return copy;
   }
 
   private keep(

@@ -21,6 +21,7 @@ import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
+import { type SavedWatch, WATCH_STATE_FILE, writeWatchState } from "./watch-state.js";
 import {
   changeOf,
   type EntryPair,
@@ -205,6 +206,92 @@ export class WorkspaceWatch {
       for (const copy of open) copy.close();
     }
     return new WorkspaceWatch(input, watched, performance.now() - started);
+  }
+
+  /**
+   * Saves what finish() needs beside the snapshots and the kept copy (watch-state.ts), with the
+   * caller's `about`: until forget(), a controller that dies leaves the run to be judged by a reaper.
+   */
+  save(about: Record<string, string>): void {
+    const { input } = this;
+    writeWatchState(input.stateDir, {
+      version: 1,
+      workspace: input.workspace,
+      workspaceWritable: input.workspaceWritable,
+      writableRoots: [...input.writableRoots],
+      protectedPaths: [...input.protectedPaths],
+      disabledProtections: [...(input.disabledProtections ?? [])],
+      ...(input.maxEntries !== undefined ? { maxEntries: input.maxEntries } : {}),
+      firstPassMs: this.firstPassMs,
+      trees: this.watched.map((w) => ({
+        root: w.root,
+        rootIdentity: identityOf(w.root),
+        prefix: w.prefix,
+        protectedPaths: [...w.protectedPaths],
+        allocatedBytes: w.allocatedBytes,
+        entries: w.entries,
+        peakHeldNames: w.peakHeldNames,
+        configPaths: [...w.configPaths],
+        gitDirs: [...w.gitDirs],
+        keptGitDirs: [...w.copy.gitDirs],
+        objectStores: [...w.objectStores],
+      })),
+      about,
+    });
+  }
+
+  /** The run is judged (or its judgement failed and was reported): nothing is left for a reaper. */
+  forget(): void {
+    fs.rmSync(path.join(this.input.stateDir, WATCH_STATE_FILE), { force: true });
+  }
+
+  /**
+   * The watch a controller that died left in `stateDir`, from its saved state: finish() judges the
+   * trees as that controller would have (the owners the kept copy recorded are the ones it restores).
+   * A tree gone since, or removed and made again at its path (a new checkout), is left out (`gone`):
+   * judged against the old tree's snapshot, its own state would be "put back" to the old tree's.
+   */
+  static resume(stateDir: string, saved: SavedWatch): { watch: WorkspaceWatch; gone: string[] } {
+    const gone: string[] = [];
+    const watched: Watched[] = [];
+    for (const [i, tree] of saved.trees.entries()) {
+      let now: string | undefined;
+      try {
+        now = identityOf(tree.root);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      }
+      if (now !== tree.rootIdentity) {
+        gone.push(now === undefined ? `${tree.root} is gone` : `${tree.root} was removed and made again since`);
+        continue;
+      }
+      watched.push({
+        root: tree.root,
+        prefix: tree.prefix,
+        // The state folder's own files, by the names start() gave them (never paths read from the file).
+        snapshot: path.join(stateDir, `snapshot-${i}.bin`),
+        copy: ProtectedCopy.reopen(path.join(stateDir, `kept-${i}`), tree.keptGitDirs),
+        protectedPaths: tree.protectedPaths,
+        allocatedBytes: tree.allocatedBytes,
+        entries: tree.entries,
+        peakHeldNames: tree.peakHeldNames,
+        configPaths: new Map(tree.configPaths),
+        gitDirs: tree.gitDirs,
+        objectStores: new Map(tree.objectStores),
+        objectChecker: new ObjectChecker(),
+        scratch: path.join(stateDir, `git-${i}`),
+      });
+    }
+    const input: WorkspaceWatchInput = {
+      workspace: saved.workspace,
+      workspaceWritable: saved.workspaceWritable,
+      writableRoots: saved.writableRoots,
+      protectedPaths: saved.protectedPaths,
+      disabledProtections: saved.disabledProtections,
+      stateDir,
+      ...(saved.maxEntries !== undefined ? { maxEntries: saved.maxEntries } : {}),
+    };
+    return { watch: new WorkspaceWatch(input, watched, saved.firstPassMs), gone };
   }
 
   /** Paths the repositories' git config names, protected for this run (reported paths; at most 100). */
@@ -575,6 +662,12 @@ function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []
       throw cannotPrepare(w.root, "keep a copy of what its git configuration names", error);
     }
   }
+}
+
+/** A directory's device and inode, read without following a link. */
+function identityOf(dir: string): string {
+  const stat = fs.lstatSync(dir);
+  return `${stat.dev}:${stat.ino}`;
 }
 
 function realOr(p: string): string {

@@ -4,7 +4,7 @@
 // 130/143; concurrent runs stay apart; files the sandbox writes belong to the caller.
 // Runs in its own vitest invocation (see package.json "test"): its controllers are killed on
 // purpose, and another file's start-up reaping would race the launcher's own exit.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -193,7 +193,7 @@ describe("a controller killed with SIGKILL", () => {
     expect(fs.statSync(path.join(ws, "secret.txt")).mode & 0o777).toBe(0o600);
   });
 
-  it("start-up reaping of the next controller removes its container, its run directory, and hands the workspace back", async () => {
+  it("start-up reaping of the next controller removes its container, and its run directory and lent workspace once nothing is left to judge", async () => {
     const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
     const ws = hostileWorkspace();
     const { controller, runId, exit } = await controllerMidRun(tmpdir, ws);
@@ -214,11 +214,89 @@ describe("a controller killed with SIGKILL", () => {
     // A removal another reaper started is in progress (the engine's 409 counts as gone): it ends.
     const gone = await eventually(async () => (await containersOfRuns([runId])).length === 0, 15_000);
     expect(gone, `still listed: ${JSON.stringify(await containersOfRuns([runId]))}`).toBe(true);
+    if (workspaceMode() === "bind") {
+      // The sandbox wrote the host's tree and nothing judged it: start-up reaping leaves the run's
+      // folder and its lent trees to `gc`, which judges the run first (here: nothing to put back).
+      expect(runDirsIn(tmpdir)).toEqual([`run-${runId}`]);
+      expect(fs.statSync(path.join(ws, "made/file.txt")).uid).toBe(SANDBOX_UID);
+      const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
+      expect(gc.code, gc.stderr).toBe(0);
+      expect(gc.stderr).toContain(
+        `judged run ${runId} (its controller died before judging it): ${ws}\n  nothing it was not allowed to change\n`,
+      );
+    }
     expect(runDirsIn(tmpdir)).toEqual([]);
     expect(owners(ws)).toEqual(
       workspaceMode() === "bind" ? { ".": "0:0", made: "0:0", "made/file.txt": "0:0" } : { ".": "0:0" },
     );
   });
+});
+
+// Bind mode only (in copy mode nothing of a run reaches the host before the host has judged it):
+// left unregistered in the other projects rather than skipped.
+const bindOnly = (workspaceMode() === "bind" && !warmCalls() ? it : () => undefined) as typeof it;
+
+describe("a bind-mode run whose controller was killed before it judged the workspace", () => {
+  bindOnly(
+    "a new run over the tree is refused until `sandbox-run gc` has judged it: the planted hook and .envrc are put back, the run's own work stays",
+    async () => {
+      const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+      const ws = hostileWorkspace({ "src/a.ts": "a\n" });
+      const git = (...args: string[]) =>
+        execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
+      git("init", "-q");
+      git("add", ".");
+      git("commit", "-qm", "init");
+      const hooksBefore = fs.readdirSync(path.join(ws, ".git/hooks")).sort();
+      const env = { ...process.env, TMPDIR: tmpdir };
+      const plant = [
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+        "echo 'touch /tmp/pwned' > .envrc",
+        "echo work > src/b.ts",
+        "touch planted-all",
+        "sleep 3600",
+      ].join(" && ");
+      const controller = spawnController(
+        server,
+        [bash(plant), finish()],
+        { cwd: ws, reportEvents: ["container.started"] },
+        { env },
+      );
+      const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+      const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+      const planted = await eventually(async () => fs.existsSync(path.join(ws, "planted-all")), 30_000);
+      expect(planted, controller.stderr()).toBe(true);
+      controller.child.kill("SIGKILL");
+      await controller.exited;
+      await within(exit, 30_000, "the container's exit");
+
+      // The next run over the tree (another controller, the same user and temp folder) is refused, saying what to do.
+      const next = spawnController(server, [bash("echo hello"), finish()], { cwd: ws }, { env });
+      const refused = await next.done;
+      expect(refused.ok).toBe(false);
+      expect(refused.error?.code).toBe("usage");
+      expect(refused.error?.message).toContain(
+        `Run ${started.runId} wrote ${ws} and its controller died before judging it`,
+      );
+      expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(true);
+
+      const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
+      expect(gc.code, gc.stderr).toBe(0);
+      expect(gc.stderr).toContain(`judged run ${started.runId} (its controller died before judging it): ${ws}\n`);
+      expect(gc.stderr).toContain("  refused .envrc: created\n");
+      expect(gc.stderr).toContain("  refused .git/hooks/pre-commit: created\n");
+      expect(fs.readdirSync(path.join(ws, ".git/hooks")).sort()).toEqual(hooksBefore);
+      expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+      expect(fs.readFileSync(path.join(ws, "src/b.ts"), "utf8")).toBe("work\n");
+      expect(runDirsIn(tmpdir)).toEqual([]);
+      // Handed back to the caller (root here) once judged.
+      expect(fs.statSync(path.join(ws, "src/b.ts")).uid).toBe(process.getuid?.());
+
+      const after = spawnController(server, [bash("echo hello"), finish()], { cwd: ws }, { env });
+      const done = await after.done;
+      expect(done.ok, JSON.stringify(done.error)).toBe(true);
+    },
+  );
 });
 
 describe("a controller that stops answering (a lost host or link)", () => {

@@ -2,15 +2,24 @@
 // never from a container's labels: whoever answers on the engine's address (a local user on a
 // loopback port) chooses those. The engine here is a real DockerEngine talking HTTP to a stand-in
 // on a unix socket that answers like a hostile engine.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
+import { judgeDeadRun, unjudgedRunOver } from "../../src/run/judge-dead-run.js";
 import { engineIdentity, writeLeaseRecord } from "../../src/run/lease-record.js";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
-import { createRunDir, LEASE_RECORD, RUN_DIR_MARKER, reapRunDirs, removeRunDir } from "../../src/run/run-dirs.js";
+import {
+  createRunDir,
+  LEASE_RECORD,
+  RUN_DIR_MARKER,
+  reapRunDirs,
+  removeRunDir,
+  WORKSPACE_STATE_DIR,
+} from "../../src/run/run-dirs.js";
 import {
   LABEL_HAND_BACK,
   LABEL_LENT_ROOTS,
@@ -19,6 +28,8 @@ import {
   LABEL_OWNER_PID,
   LABEL_RUN_ID,
 } from "../../src/sandbox-contract.js";
+import { WATCH_STATE_FILE } from "../../src/workspace/watch-state.js";
+import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 import { owner, tempTrees } from "../support/temp-trees.js";
 
 const { dir, tree } = tempTrees("sandbox-run-reap-");
@@ -186,5 +197,139 @@ describe("the lease record", () => {
     fs.writeFileSync(path.join(runDir, "gateway.sock"), "");
     expect(removeRunDir(runDir)).toBe(false);
     expect(fs.readdirSync(runDir).sort()).toEqual([RUN_DIR_MARKER, LEASE_RECORD].sort());
+  });
+});
+
+describe("a bind-mode run its controller died before judging", () => {
+  /** A repository with a commit, watched as a dead controller's run left it: the state saved, then the "sandbox" writes. */
+  async function abandonedRun(runId: string, tmpDir: string, engine: string) {
+    const ws = tree({ "src/a.ts": "a\n" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
+    git("init", "-q");
+    git("add", ".");
+    git("commit", "-qm", "init");
+    const gitBefore = listing(path.join(ws, ".git"));
+    const runDir = deadRunDir(runId, tmpDir);
+    const watch = await WorkspaceWatch.start({
+      workspace: ws,
+      workspaceWritable: true,
+      writableRoots: [],
+      protectedPaths: [],
+      stateDir: path.join(runDir, WORKSPACE_STATE_DIR),
+    });
+    watch.save({ engine });
+    // What the sandbox leaves: a hook and an .envrc the host's git and shell would run, and ordinary work.
+    fs.writeFileSync(path.join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
+    fs.writeFileSync(path.join(ws, ".envrc"), "touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "a2\n");
+    return { ws, runDir, gitBefore };
+  }
+
+  /** Every entry below `dir` with its content (objects left out: new ones are harmless and stay). */
+  function listing(dir: string): Record<string, string> {
+    const out: Record<string, string> = {};
+    const walk = (p: string) => {
+      const rel = path.relative(dir, p) || ".";
+      if (/^objects\/[0-9a-f]{2}/.test(rel)) return;
+      const st = fs.lstatSync(p);
+      if (st.isDirectory()) {
+        out[rel] = `dir:${(st.mode & 0o7777).toString(8)}`;
+        for (const name of fs.readdirSync(p).sort()) walk(path.join(p, name));
+      } else out[rel] = `file:${(st.mode & 0o7777).toString(8)}:${fs.readFileSync(p, "base64")}`;
+    };
+    walk(dir);
+    return out;
+  }
+
+  it("gc removes its container, then judges the tree as the controller would have: what it planted goes, its work stays", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([orphanLabels("crashed")]);
+    const { ws, runDir, gitBefore } = await abandonedRun("crashed", tmpDir, engineIdentity(engine));
+    // Until it is judged, a run over the tree is refused, and the folder is not reaped with the others.
+    expect(unjudgedRunOver([path.join(ws, "src")], tmpDir)).toEqual({ runId: "crashed", tree: ws });
+    expect(reapRunDirs(tmpDir)).toEqual([]);
+
+    const reaped = await reapContainers(engine, { tmpDir, judge: true });
+    expect(reaped).toHaveLength(1);
+    const judged = reaped[0]!.judged!;
+    expect(judged).toMatchObject({ runId: "crashed", trees: [ws], gone: [], violationCount: 2, notRestored: [] });
+    expect(judged.failed).toBeUndefined();
+    expect(judged.violations.sort()).toEqual([".envrc: created", ".git/hooks/pre-commit: created"]);
+    expect(listing(path.join(ws, ".git"))).toEqual(gitBefore);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("a2\n");
+    // Judged once: nothing is left to judge or refuse, and the folder goes.
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true })).toEqual([]);
+    expect(reapRunDirs(tmpDir)).toEqual([runDir]);
+  });
+
+  it("a reaper that does not judge (a run's start-up) removes the container and leaves the run to gc, which judges it once its container is gone", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([orphanLabels("later")]);
+    const { ws, runDir } = await abandonedRun("later", tmpDir, engineIdentity(engine));
+    const reaped = await reapContainers(engine, { tmpDir });
+    expect(reaped.map((r) => r.judged)).toEqual([undefined]);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+    expect(reapRunDirs(tmpDir)).toEqual([]);
+    expect(unjudgedRunOver([ws], tmpDir)?.runId).toBe("later");
+
+    const handed = await handBackGoneRuns(engine, { tmpDir, judge: true });
+    expect(handed).toMatchObject([{ runId: "later", roots: [], judged: { violationCount: 2, notRestored: [] } }]);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(false);
+    expect(reapRunDirs(tmpDir)).toEqual([runDir]);
+  });
+
+  it("is judged only on the engine it ran on, only once its container is gone there, and by one reaper at a time", async () => {
+    const tmpDir = dir();
+    // Still listed (a container of a live controller, as far as its labels go): not judged yet.
+    const engine = await hostileEngine([{ [LABEL_MANAGED]: "true", [LABEL_RUN_ID]: "once" }]);
+    const { ws } = await abandonedRun("once", tmpDir, engineIdentity(engine));
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true })).toEqual([]);
+    expect(await judgeDeadRun("once", "unix:///another/engine.sock", tmpDir)).toBeUndefined();
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+    // Two reapers at once: the one that claims the state judges; the other finds nothing to do.
+    const [first, second] = await Promise.all([
+      judgeDeadRun("once", engineIdentity(engine), tmpDir),
+      judgeDeadRun("once", engineIdentity(engine), tmpDir),
+    ]);
+    expect([first?.violationCount, second?.violationCount].sort()).toEqual([2, undefined]);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+  });
+
+  it("a tree removed and made again at its path since (a new checkout) is not judged against the old one's snapshot", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws } = await abandonedRun("replaced", tmpDir, engineIdentity(engine));
+    const moved = `${ws}-old`;
+    fs.renameSync(ws, moved);
+    fs.mkdirSync(ws);
+    fs.writeFileSync(path.join(ws, ".envrc"), "the new checkout's own\n");
+    const judged = await judgeDeadRun("replaced", engineIdentity(engine), tmpDir);
+    expect(judged).toMatchObject({ gone: [`${ws} was removed and made again since`], violationCount: 0, restored: [] });
+    expect(judged?.failed).toBeUndefined();
+    expect(fs.readFileSync(path.join(ws, ".envrc"), "utf8")).toBe("the new checkout's own\n");
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
+    fs.rmSync(moved, { recursive: true, force: true });
+  });
+
+  it("a state that cannot be read still refuses runs over every tree, and gc says it could not judge", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws, runDir } = await abandonedRun("torn", tmpDir, engineIdentity(engine));
+    fs.writeFileSync(path.join(runDir, WORKSPACE_STATE_DIR, WATCH_STATE_FILE), '{"version":1,"trees":');
+    const elsewhere = tree();
+    expect(unjudgedRunOver([elsewhere], tmpDir)).toEqual({ runId: "torn", tree: elsewhere });
+    // A reaper that died mid-judgement left its claim: the next one takes it over.
+    fs.renameSync(
+      path.join(runDir, WORKSPACE_STATE_DIR, WATCH_STATE_FILE),
+      path.join(runDir, WORKSPACE_STATE_DIR, `${WATCH_STATE_FILE}.judging-${deadPid()}`),
+    );
+    const judged = await judgeDeadRun("torn", engineIdentity(engine), tmpDir);
+    expect(judged?.failed).toBe("its saved state could not be read");
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
   });
 });

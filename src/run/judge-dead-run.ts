@@ -1,0 +1,172 @@
+// A bind-mode run whose controller died before it judged the trees (SIGKILL, the kernel's OOM killer,
+// a crash): the sandbox's writes are in the host's workspace, protected files included, and nothing
+// put them back. Its run folder keeps the watch's state (workspace-watch.ts, save), so a reaper
+// judges the run as the controller would have, once the run's container is gone from the engine it
+// ran on: `sandbox-run gc` does, before it hands a root run's lent trees back. Until then a run over
+// one of those trees is refused (unjudgedRunOver), so the next run neither starts from nor hides
+// what the dead one left. The state file is claimed by renaming it (one reaper judges a run; one
+// that dies mid-judgement leaves its claim to the next); judged or not, the claim goes afterwards.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { readWatchState, type SavedWatch, WATCH_STATE_FILE } from "../workspace/watch-state.js";
+import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import {
+  processAlive,
+  readRunDirOwner,
+  runDirPath,
+  runDirsParent,
+  runDirsParentPrivate,
+  WORKSPACE_STATE_DIR,
+} from "./run-dirs.js";
+
+const CLAIM_PREFIX = `${WATCH_STATE_FILE}.judging-`;
+const RUN_ID = /^[A-Za-z0-9_-]{1,128}$/;
+/** Paths listed per kind in a judged run's summary. */
+const MAX_LISTED = 50;
+
+export interface JudgedDeadRun {
+  runId: string;
+  /** The trees judged: the workspace (when the run could write it) and the extra writable roots. */
+  trees: string[];
+  violationCount: number;
+  /** What the run was not allowed to change ("path: change", at most 50). */
+  violations: string[];
+  /** Put back, removed, or set back to its mode (at most 50). */
+  restored: string[];
+  /** What could not be put back, with why: it stays as the sandbox left it. */
+  notRestored: string[];
+  /** The trees could not be judged (why): they stay as the sandbox left them. */
+  failed?: string;
+  /** Trees the run wrote that are gone, or were made again since (why): nothing of the run is left there to judge. */
+  gone: string[];
+}
+
+interface AwaitingRun {
+  runId: string;
+  stateDir: string;
+  /** The state file, or a dead reaper's claim of it. */
+  file: string;
+}
+
+/** A dead controller's run on this host whose trees were never judged (its state file, or a claim of a reaper that is gone). */
+function awaitingRun(runId: string, tmpDir?: string): AwaitingRun | undefined {
+  if (!RUN_ID.test(runId) || !runDirsParentPrivate(tmpDir)) return undefined;
+  const dir = runDirPath(runId, tmpDir);
+  const owner = readRunDirOwner(dir);
+  if (!owner || owner.host !== os.hostname() || processAlive(owner.pid)) return undefined;
+  const stateDir = path.join(dir, WORKSPACE_STATE_DIR);
+  let names: string[];
+  try {
+    if (!fs.lstatSync(stateDir).isDirectory()) return undefined;
+    names = fs.readdirSync(stateDir);
+  } catch {
+    return undefined;
+  }
+  const name = names.find(
+    (n) =>
+      n === WATCH_STATE_FILE || (n.startsWith(CLAIM_PREFIX) && !processAlive(Number(n.slice(CLAIM_PREFIX.length)))),
+  );
+  // A live reaper's claim: it is being judged now.
+  const claimed = names.some((n) => n.startsWith(CLAIM_PREFIX));
+  if (!name && !claimed) return undefined;
+  return { runId, stateDir, file: path.join(stateDir, name ?? WATCH_STATE_FILE) };
+}
+
+/** The ids of this host's dead runs whose trees wait to be judged. */
+export function deadRunsAwaitingJudgement(tmpDir?: string): string[] {
+  if (!runDirsParentPrivate(tmpDir)) return [];
+  return fs
+    .readdirSync(runDirsParent(tmpDir))
+    .filter((name) => name.startsWith("run-") && !name.endsWith("-record"))
+    .map((name) => name.slice("run-".length))
+    .filter((runId) => awaitingRun(runId, tmpDir) !== undefined);
+}
+
+/** Whether run `runId` (of a dead controller) still waits to be judged: its lent trees stay lent and its folder stays until then. */
+export function awaitsJudgement(runId: string, tmpDir?: string): boolean {
+  return awaitingRun(runId, tmpDir) !== undefined;
+}
+
+/**
+ * A dead run that left one of `trees` (canonical paths) unjudged: the tree it shares with them.
+ * Its own trees are read from its state; one that cannot be read is taken to share them all.
+ */
+export function unjudgedRunOver(
+  trees: readonly string[],
+  tmpDir?: string,
+): { runId: string; tree: string } | undefined {
+  if (trees.length === 0) return undefined;
+  for (const runId of deadRunsAwaitingJudgement(tmpDir)) {
+    const run = awaitingRun(runId, tmpDir);
+    const state = run ? readWatchState(run.file) : undefined;
+    if (!state) return { runId, tree: trees[0]! };
+    for (const theirs of writableTrees(state))
+      for (const ours of trees) if (overlaps(theirs, ours)) return { runId, tree: theirs };
+  }
+  return undefined;
+}
+
+/**
+ * Judges run `runId`'s trees from its saved state, when its controller is gone and the run was on
+ * `engine` (lease-record.ts engineIdentity): the caller has made sure its container is gone from
+ * there. Undefined when there is nothing to judge (or another reaper is judging it now).
+ */
+export async function judgeDeadRun(runId: string, engine: string, tmpDir?: string): Promise<JudgedDeadRun | undefined> {
+  const run = awaitingRun(runId, tmpDir);
+  if (!run) return undefined;
+  const before = readWatchState(run.file);
+  if (before && before.about.engine !== engine) return undefined;
+  // One reaper judges a run: the rename succeeds for one of them.
+  const claim = path.join(run.stateDir, `${CLAIM_PREFIX}${process.pid}`);
+  try {
+    if (run.file !== claim) fs.renameSync(run.file, claim);
+  } catch {
+    return undefined;
+  }
+  try {
+    const state = readWatchState(claim);
+    if (!state) return { runId, trees: [], gone: [], ...empty(), failed: "its saved state could not be read" };
+    const trees = writableTrees(state);
+    let gone: string[] = [];
+    try {
+      const resumed = WorkspaceWatch.resume(run.stateDir, state);
+      gone = resumed.gone;
+      const report = await resumed.watch.finish();
+      const restore = report.restore;
+      return {
+        runId,
+        trees,
+        gone,
+        violationCount: report.violationCount,
+        violations: report.violations.slice(0, MAX_LISTED).map((v) => `${v.path}: ${v.change}`),
+        restored: [
+          ...(restore?.reverted ?? []),
+          ...(restore?.removed ?? []),
+          ...(restore?.objects ?? []),
+          ...(restore?.modes ?? []),
+        ].slice(0, MAX_LISTED),
+        notRestored: [
+          ...(restore?.notRestored ?? []).map((n) => `${n.path}: ${n.why}`),
+          ...(restore?.remaining ?? []).map((v) => `${v.path}: still ${v.change} after the restore`),
+        ].slice(0, MAX_LISTED),
+      };
+    } catch (error) {
+      return { runId, trees, gone, ...empty(), failed: (error as Error).message };
+    }
+  } finally {
+    fs.rmSync(claim, { force: true });
+  }
+}
+
+function empty(): Pick<JudgedDeadRun, "violationCount" | "violations" | "restored" | "notRestored"> {
+  return { violationCount: 0, violations: [], restored: [], notRestored: [] };
+}
+
+function writableTrees(state: SavedWatch): string[] {
+  return [...(state.workspaceWritable ? [state.workspace] : []), ...state.writableRoots];
+}
+
+function overlaps(a: string, b: string): boolean {
+  return a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === "/" || b === "/";
+}
