@@ -21,7 +21,7 @@ import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
 import { type CliIo, progressTo } from "./cli-io.js";
-import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { EXIT, exitCodeFor, exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
@@ -105,16 +105,16 @@ export async function batchCommand(
     },
   });
   const stop = new AbortController();
-  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
-  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
-    interruptedBy ??= name;
-    io.stderr(`\nsandbox-run: ${name} received, stopping the running tasks and removing the sandboxes ...\n`);
-    stop.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the task's sandbox was stopped and removed.`));
-  };
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  signals?.on("SIGINT", onInt);
-  signals?.on("SIGTERM", onTerm);
+  let interruptedBy: StopSignal | undefined;
+  const handlers = STOP_SIGNALS.map((name) => {
+    const handler = () => {
+      interruptedBy ??= name;
+      io.stderr(`\nsandbox-run: ${name} received, stopping the running tasks and removing the sandboxes ...\n`);
+      stop.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the task's sandbox was stopped and removed.`));
+    };
+    signals?.on(name, handler);
+    return { name, handler };
+  });
 
   let failed = 0;
   const queue = [...tasks];
@@ -173,8 +173,7 @@ export async function batchCommand(
   try {
     await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker));
   } finally {
-    signals?.off("SIGINT", onInt);
-    signals?.off("SIGTERM", onTerm);
+    for (const { name, handler } of handlers) signals?.off(name, handler);
     await agent.close();
   }
   answerNotStarted(queue, interruptedBy ? undefined : failed, io);
@@ -183,7 +182,7 @@ export async function batchCommand(
   progress?.stop(
     `sandbox-run: ${tasks.length - failed} of ${tasks.length} task(s) succeeded, ${failed} failed${queue.length ? ` (${queue.length} not started)` : ""}; ${ran} run`,
   );
-  if (interruptedBy) return interruptedBy === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
+  if (interruptedBy) return exitCodeForSignal(interruptedBy);
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
 }
 

@@ -21,6 +21,9 @@ export interface CliIo {
 }
 
 export function processIo(): CliIo {
+  // A reader that went away (`| head`, a closed terminal) must not end the program mid-run with
+  // EPIPE, between the sandbox's writes and their judgement: what cannot be shown is dropped.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   return {
     stdout: (text) => void process.stdout.write(text),
     stderr: (text) => void process.stderr.write(text),

@@ -9,9 +9,20 @@ export const EXIT = {
   /** A replay's request differed from the recording (`sandbox-run replay`). */
   replayDivergence: 4,
   timeout: 124,
+  /** SIGHUP: the terminal or session closed. */
+  hungUp: 129,
   interrupted: 130,
   terminated: 143,
 } as const;
+
+/** The signals that stop a run (or a batch) the way Ctrl-C does: its sandbox stopped, judged and removed. */
+export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+export type StopSignal = (typeof STOP_SIGNALS)[number];
+
+/** The exit code of a run a signal stopped: 128 + the signal's number, as a shell reports it. */
+export function exitCodeForSignal(name: StopSignal): number {
+  return name === "SIGHUP" ? EXIT.hungUp : name === "SIGTERM" ? EXIT.terminated : EXIT.interrupted;
+}
 
 export function exitCodeFor(code: SandboxRunErrorCode): number {
   switch (code) {

@@ -20,7 +20,7 @@ import {
 import { HostDirError, openOutputFile } from "../util/host-dir.js";
 import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
-import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { EXIT, exitCodeFor, exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
@@ -200,9 +200,7 @@ export async function runPlannedCommand(
     live?.stop();
     const interruptedBy = interrupt.by();
     const code = interruptedBy
-      ? interruptedBy === "SIGTERM"
-        ? EXIT.terminated
-        : EXIT.interrupted
+      ? exitCodeForSignal(interruptedBy)
       : isSandboxRunError(error)
         ? exitCodeFor(error.code)
         : EXIT.agentFailed;
@@ -233,25 +231,28 @@ export async function runPlannedCommand(
   }
 }
 
-/** SIGINT / SIGTERM abort the run (the sandbox is stopped and removed) and decide the exit code. */
+/**
+ * SIGINT / SIGTERM / SIGHUP abort the run (the sandbox is stopped, the workspace judged, the
+ * container removed) and decide the exit code. SIGHUP too: a closed terminal or ssh session must not
+ * end the controller between the sandbox's writes and their judgement.
+ */
 function stopOnSignals(signals: NodeJS.EventEmitter | undefined, io: CliIo) {
   const controller = new AbortController();
-  let interruptedBy: "SIGINT" | "SIGTERM" | undefined;
-  const onSignal = (name: "SIGINT" | "SIGTERM") => () => {
-    interruptedBy ??= name;
-    io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
-    controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
-  };
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  signals?.on("SIGINT", onInt);
-  signals?.on("SIGTERM", onTerm);
+  let interruptedBy: StopSignal | undefined;
+  const handlers = STOP_SIGNALS.map((name) => {
+    const handler = () => {
+      interruptedBy ??= name;
+      io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
+      controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
+    };
+    signals?.on(name, handler);
+    return { name, handler };
+  });
   return {
     signal: controller.signal,
     by: () => interruptedBy,
     dispose: () => {
-      signals?.off("SIGINT", onInt);
-      signals?.off("SIGTERM", onTerm);
+      for (const { name, handler } of handlers) signals?.off(name, handler);
     },
   };
 }

@@ -14,6 +14,9 @@ interface BindGitAccess extends GitAccess {
   close(): void;
 }
 
+/** Files above this size are read only when most of their bytes are on disk. */
+const SPARSE_CHECK_ABOVE_BYTES = 1024 * 1024;
+
 export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string): BindGitAccess {
   const rootFd = openRoot(root);
   let kept: Map<string, KeptEntry> | undefined;
@@ -53,8 +56,11 @@ export function bindGitAccess(root: string, copy: ProtectedCopy, scratch: string
       const fd = open(path);
       if (fd === undefined) return lstatBelow(rootFd, path) ? undefined : null;
       try {
-        const size = fs.fstatSync(fd).size;
+        const { size, blocks } = fs.fstatSync(fd);
         if (size > maxBytes) return undefined;
+        // Git never writes a file with holes: a sparse one costs the sandbox no disk and the
+        // controller its whole size in memory (a 64 MiB reflog of nothing): it cannot be read.
+        if (size > SPARSE_CHECK_ABOVE_BYTES && blocks * 512 < size / 2) return undefined;
         return readAll(fd, size);
       } finally {
         fs.closeSync(fd);

@@ -38,6 +38,8 @@ const MAX_NEW_COMMITS = 10_000;
 const MAX_DIFF_BYTES = 64 * 1024 * 1024;
 /** Pointer files are read up to this size (git-plain-data.ts refuses larger ones). */
 const MAX_POINTER_BYTES = 64 * 1024 * 1024;
+/** Bytes of pointer files one ref check reads in all, per side: past it a file "cannot be read" and its git directory is refused. */
+const MAX_POINTER_BYTES_IN_ALL = 256 * 1024 * 1024;
 
 interface RefCheckInput {
   /** The git directory whose refs these are (a linked worktree's own folder counts as part of it). */
@@ -81,8 +83,15 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
   });
   const read = (side: "before" | "after"): ReadFile => {
     const cache = new Map<string, Buffer | null | undefined>();
+    // Every file read stays cached for the check: all of them together are bounded, not only each
+    // (sparse 64 MiB reflogs cost the sandbox no disk and held 64 MiB of the controller's memory each).
+    let left = MAX_POINTER_BYTES_IN_ALL;
     return (relative) => {
-      if (!cache.has(relative)) cache.set(relative, access[side](inGitDir(root, relative), MAX_POINTER_BYTES));
+      if (!cache.has(relative)) {
+        const content = access[side](inGitDir(root, relative), Math.min(MAX_POINTER_BYTES, left));
+        if (content) left -= content.length;
+        cache.set(relative, content);
+      }
       return cache.get(relative);
     };
   };

@@ -360,6 +360,8 @@ describe.concurrent("the CLI interrupted", () => {
   for (const [signal, exitCode] of [
     ["SIGINT", 130],
     ["SIGTERM", 143],
+    // A closed terminal or ssh session: not an end between the sandbox's writes and their judgement.
+    ["SIGHUP", 129],
   ] as const) {
     it(`${signal} mid-run removes the container and exits ${exitCode}`, async () => {
       const modelId = `hostile-cli-${signal.toLowerCase()}`;
@@ -401,6 +403,37 @@ describe.concurrent("the CLI interrupted", () => {
       expect(runDirsIn(tmpdir)).toEqual([]);
     });
   }
+});
+
+describe("the CLI's reader goes away", () => {
+  it("stderr closed by its reader (`2>&1 | head -1`): the CLI does not die of EPIPE mid-run; the run is judged and nothing is left", async () => {
+    const modelId = "hostile-cli-epipe";
+    server.setScript(modelId, [
+      bash("echo 'touch /tmp/pwned' > .envrc"),
+      ...Array.from({ length: 5 }, (_, i) => bash(`echo step ${i}`)),
+      finish(),
+    ]);
+    const dir = hostileWorkspace({ "models.json": JSON.stringify(modelsFor(server, [modelId])) }, "sandbox-run-cli-");
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const eventsFile = path.join(dir, "events.jsonl");
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const args = ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws];
+    const result = await runCliProcess([...args, "--events", eventsFile, "Do the task."], { TMPDIR: tmpdir }, (child) =>
+      // Every progress line after this fails with EPIPE in the CLI.
+      child.stderr?.destroy(),
+    );
+    // Judged: the .envrc was refused (bind mode: put back; copy mode: never applied), exit 1.
+    expect(result.code).toBe(1);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    const events = fs
+      .readFileSync(eventsFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { runId: string; type: string; data: { code?: string } });
+    expect(events.find((e) => e.type === "run.failed")).toMatchObject({ data: { code: "policy-violation" } });
+    expect(await containersOfRuns([events[0]!.runId])).toEqual([]);
+    expect(runDirsIn(tmpdir)).toEqual([]);
+  });
 });
 
 describe.concurrent("isolation and ownership", () => {

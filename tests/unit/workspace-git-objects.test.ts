@@ -11,8 +11,10 @@ import { Readable } from "node:stream";
 import zlib from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
+import { ObjectChecker } from "../../src/workspace/git-object-check.js";
 import { derivedRemovals, storeFileOf } from "../../src/workspace/git-object-store.js";
 import { checkFreshenedPack, checkLooseObject, checkPack } from "../../src/workspace/git-object-verify.js";
+import type { GitAccess, StoreChange } from "../../src/workspace/git-work.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
@@ -368,5 +370,59 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
     const { found, returned } = await copyRun(huskyRepo(), ORDINARY_WORK, marker());
     expect(found).toEqual([]);
     expect(returned.after.some((e) => e.path.endsWith(".pack"))).toBe(true);
+  });
+});
+
+describe("the time verifying packs is bounded per run, not per pack", { timeout: 60_000 }, () => {
+  it("past the run's budget every further pack is refused unchecked (a thousand tiny delta-bomb packs held the judgement for days)", async () => {
+    const ws = huskyRepo();
+    git(ws, "gc", "-q");
+    sh(
+      ws,
+      "echo more > more.txt && git -c user.name=t -c user.email=t@t add more.txt && git -c user.name=t -c user.email=t@t commit -qm more && git repack -q",
+    );
+    const packs = fs
+      .readdirSync(path.join(ws, ".git/objects/pack"))
+      .filter((name) => name.endsWith(".pack"))
+      .map((name) => name.slice(0, -".pack".length));
+    expect(packs.length).toBe(2);
+    const changes: StoreChange[] = packs.flatMap((stem) =>
+      ["pack", "idx"].map((ext) => {
+        const relative = `objects/pack/${stem}.${ext}`;
+        const stat = fs.statSync(path.join(ws, ".git", relative));
+        return {
+          path: `.git/${relative}`,
+          gitRoot: ".git",
+          relative,
+          change: "created" as const,
+          after: {
+            kind: "file" as const,
+            size: stat.size,
+            ino: stat.ino,
+            mtimeMs: stat.mtimeMs,
+            ctimeMs: stat.ctimeMs,
+          },
+        };
+      }),
+    );
+    const access = {
+      scratch: dir(),
+      open: (p: string) => fs.openSync(path.join(ws, p), "r"),
+      format: () => "sha1" as const,
+    } as unknown as GitAccess;
+    // Within the budget (the default: ten minutes for all of a run's packs) git's own packs pass.
+    expect((await new ObjectChecker().check(changes, access)).violations).toEqual([]);
+    // Spent: each further pack is refused, pack and .idx removed, without running git.
+    const spent = await new ObjectChecker(0).check(changes, access);
+    expect(spent.violations.map((v) => `${v.path}: ${v.detail}`).sort()).toEqual(
+      packs
+        .map(
+          (stem) =>
+            `.git/objects/pack/${stem}.pack: not checked: its packs took longer to verify than one run may take`,
+        )
+        .sort(),
+    );
+    expect(spent.steps.map((s) => s.path).sort()).toEqual(packs.map((stem) => `.git/objects/pack/${stem}.idx`).sort());
+    expect(spent.stats.packs).toBe(0);
   });
 });

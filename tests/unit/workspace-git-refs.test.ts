@@ -289,6 +289,16 @@ git checkout -q HEAD~1 -- .github .githooks && git reset -q`,
     expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
   });
 
+  it("a sparse reflog (64 MiB of nothing, no disk) cannot be read: refused at once, not held in the controller's memory", async () => {
+    const ws = huskyRepo();
+    // (Before, it was read whole and parsed, ~2.4 s of blocked event loop and 64 MiB held each, and passed.)
+    const { report, found } = await bindRun(ws, "truncate -s 67108863 .git/logs/refs/heads/other");
+    expect(found).toEqual(["git-refs modified .git/refs"]);
+    expect(report.violations[0]!.detail).toMatch(/logs\/refs\/heads\/other cannot be read/);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+    expect(fs.statSync(path.join(ws, ".git/logs/refs/heads/other")).size).toBeLessThan(4096);
+  });
+
   it("a submodule moved to another commit is refused (its commit lives in another repository)", async () => {
     const ws = huskyRepo();
     const { found, report } = await bindRun(
