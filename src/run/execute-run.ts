@@ -116,7 +116,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     };
     forbid(routes.flatMap((route) => Object.values(route.headers)));
     const runDir = createRunDir(plan.runId);
-    cleanups.add(() => void removeRunDir(runDir));
+    // A sandbox that ran but was never judged (its container could not be removed): the watch's
+    // state stays with the folder for `gc`, which judges the trees once the container is gone.
+    cleanups.add(() => void removeRunDir(runDir, { keepUnjudged: container !== undefined }));
 
     const ledger = new ConversationLedger();
     const { replay, modelWait } = await startRunServices({
@@ -256,7 +258,7 @@ function notRemoved(containerId: string, runId: string): SandboxRunError {
     "docker-unavailable",
     `The engine could not remove the container ${containerId.slice(0, 12)}.`,
     {
-      hint: "Its trees stay lent to the sandbox uid until it is gone: run `sandbox-run gc` (or `docker rm -f <id>`).",
+      hint: "Its trees stay as the sandbox left them, unjudged (and lent to the sandbox uid) until it is gone: run `sandbox-run gc`, which removes it and then judges them.",
       runId,
     },
   );

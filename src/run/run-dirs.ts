@@ -74,20 +74,25 @@ export function createRunDir(runId: string, tmpDir = os.tmpdir()): string {
   return dir;
 }
 
-/** Removes a run folder's known files, then the folder; anything unexpected stays (and keeps the folder). */
-export function removeRunDir(dir: string): boolean {
+/**
+ * Removes a run folder's known files, then the folder; anything unexpected stays (and keeps the folder).
+ * `keepUnjudged`: a sandbox ran, so a watch's state still there (its trees were never judged) stays
+ * for `gc`, with the marker.
+ */
+export function removeRunDir(dir: string, options: { keepUnjudged?: boolean } = {}): boolean {
   let names: string[];
   try {
     names = fs.readdirSync(dir);
   } catch {
     return false;
   }
-  // Trees still lent: the marker stays with the record, so a reaper can tell when its owner is gone.
-  const leased = names.includes(LEASE_RECORD);
+  const unjudged = options.keepUnjudged === true && holdsUnjudgedState(dir);
+  // Trees still lent, or never judged: the marker stays with the record, so a reaper can tell when its owner is gone.
+  const leased = names.includes(LEASE_RECORD) || unjudged;
   for (const name of names) {
     const file = path.join(dir, name);
     const stat = lstatOrUndefined(file);
-    if (!stat || (leased && name === RUN_DIR_MARKER)) continue;
+    if (!stat || (leased && name === RUN_DIR_MARKER) || (unjudged && name === WORKSPACE_STATE_DIR)) continue;
     // unlink never follows a symlink; rm of a real directory does not follow the links inside it.
     if (RUN_FILES.has(name) && !stat.isDirectory()) fs.rmSync(file, { force: true });
     else if (RUN_STATE_DIRS.has(name) && stat.isDirectory()) fs.rmSync(file, { recursive: true, force: true });

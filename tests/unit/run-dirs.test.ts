@@ -15,6 +15,7 @@ import {
   removeRunDir,
   runDirsParent,
 } from "../../src/run/run-dirs.js";
+import { WATCH_STATE_FILE } from "../../src/workspace/watch-state.js";
 
 const scratch: string[] = [];
 function tmp(): string {
@@ -80,6 +81,24 @@ describe("run folders", () => {
     fs.rmdirSync(path.join(dir, "gateway.sock.d"));
     expect(removeRunDir(dir)).toBe(true);
     expect(fs.existsSync(dir)).toBe(false);
+  });
+
+  it("keep a watch's state that was never judged, with the marker, when a sandbox ran (its container could not be removed); otherwise it goes", () => {
+    const base = tmp();
+    const ran = createRunDir("ran001", base);
+    const never = createRunDir("never1", base);
+    for (const dir of [ran, never]) {
+      fs.mkdirSync(path.join(dir, "workspace/kept-0"), { recursive: true });
+      fs.writeFileSync(path.join(dir, "workspace", WATCH_STATE_FILE), "{}");
+      fs.writeFileSync(path.join(dir, "gateway.sock"), "");
+    }
+    expect(removeRunDir(ran, { keepUnjudged: true })).toBe(false);
+    expect(fs.readdirSync(ran).sort()).toEqual([RUN_DIR_MARKER, "workspace"].sort());
+    // No sandbox ran (the run failed before its container was made): nothing to judge.
+    expect(removeRunDir(never, { keepUnjudged: false })).toBe(true);
+    // Judged (the state is gone): the folder goes whatever the caller says.
+    fs.rmSync(path.join(ran, "workspace", WATCH_STATE_FILE));
+    expect(removeRunDir(ran, { keepUnjudged: true })).toBe(true);
   });
 
   it("are reaped only when their owner process on this host is gone, and only inside the private parent", () => {
