@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
-import { WATCH_STATE_FILE } from "../workspace/watch-state.js";
+import { WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */

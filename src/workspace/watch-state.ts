@@ -4,14 +4,16 @@
 // in between leaves it, and a reaper (`sandbox-run gc`) judges the run from it as the controller
 // would have (workspace-watch.ts, resume). The folder is the host's own (run-dirs.ts: inside a 0700
 // parent, never mounted into a sandbox), so the file is read as ours, but still checked field by
-// field: a file that is not whole (a crash mid-write cannot make one, the write is a rename) or not
-// of this version is not judged from.
+// field: one that is not whole (a controller that died while writing it) or not of this version is
+// not judged from (`gc` says so, and runs over every tree stay refused until then).
 import { z } from "zod";
 import { HostDir } from "../util/host-dir.js";
 import { readSmallFile } from "../util/read-fd.js";
 
-/** The file's name in the watch's state folder. */
-export const WATCH_STATE_FILE = "watch.json";
+import { WATCH_STATE_FILE } from "./watch-state-file.js";
+
+export { WATCH_STATE_FILE };
+
 /** Paths and pointers of up to 10,000 git directories per tree, and what their config names: well below this. */
 const MAX_STATE_BYTES = 64 * 1024 * 1024;
 
