@@ -136,6 +136,7 @@ export class RunWorkspace {
       stateDir: `${runDir}/${WORKSPACE_STATE_DIR}`,
       ownerOf: lease ? (stat) => lease.originalOwner(stat) : undefined,
       maxEntries,
+      ...(signal ? { signal } : {}),
     });
     // The trees it may write live on the host's disks: their growth is watched while the run is live.
     const writable = [...(run.policy.workspace === "read-write" ? [run.cwd] : []), ...run.writableRoots];

@@ -13,6 +13,8 @@ export interface CappedProcessOptions {
   timeoutMs?: number;
   /** The command is killed past it (and the call rejects with OutputCapError). */
   maxOutputBytes: number;
+  /** The command is killed once it aborts (and the call rejects). */
+  signal?: AbortSignal;
 }
 
 export interface CappedProcessResult {
@@ -35,6 +37,7 @@ export function runCappedProcess(
   what = command,
 ): Promise<CappedProcessResult> {
   return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) return reject(new Error(`${what} was stopped before it started`));
     const child = spawn(command, args, {
       cwd: options.cwd,
       env: options.env,
@@ -62,12 +65,19 @@ export function runCappedProcess(
     child.stderr!.on("data", (chunk: Buffer) => {
       if (stderr.length < 64 * 1024) stderr += chunk.toString("utf8");
     });
+    const onAbort = () => {
+      failure ??= new Error(`${what} was stopped`);
+      child.kill("SIGKILL");
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
     child.on("error", (error) => {
       clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
       reject(error);
     });
     child.on("close", (status) => {
       clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
       if (failure) reject(failure);
       else resolve({ status, stdout: Buffer.concat(out), stderr });
     });

@@ -51,6 +51,8 @@ export interface HostGitOptions {
   timeoutMs?: number;
   /** Default 512 MiB; the command is killed past it (and the call rejects). */
   maxOutputBytes?: number;
+  /** The command is killed once it aborts (and the call rejects). */
+  signal?: AbortSignal;
 }
 
 type HostGitResult = CappedProcessResult;
@@ -85,6 +87,7 @@ export function hostGit(args: readonly string[], options: HostGitOptions): Promi
       fds: options.fds,
       timeoutMs: options.timeoutMs ?? TIMEOUT_MS,
       maxOutputBytes: options.maxOutputBytes ?? MAX_OUTPUT_BYTES,
+      ...(options.signal ? { signal: options.signal } : {}),
     },
     `git ${args[0]}`,
   );

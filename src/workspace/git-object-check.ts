@@ -62,7 +62,15 @@ export class ObjectChecker {
   private packBytes = 0;
   private packMs = 0;
 
-  constructor(private readonly packTimeBudgetMs = PACK_TIME_BUDGET_MS) {}
+  /**
+   * `stop`: the run's own stop (the caller's signal: Ctrl-C, a CI cancel): from then on no pack is
+   * verified and each not yet verified is refused unchecked, so the restore behind the checks comes
+   * within moments, before a cancel's SIGKILL.
+   */
+  constructor(
+    private readonly packTimeBudgetMs = PACK_TIME_BUDGET_MS,
+    private readonly stop?: AbortSignal,
+  ) {}
 
   async check(changes: readonly StoreChange[], access: GitAccess): Promise<ObjectCheckResult> {
     const started = performance.now();
@@ -178,6 +186,7 @@ export class ObjectChecker {
       if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
       const timeLeft = this.packTimeBudgetMs - this.packMs;
       if (timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
+      if (this.stop?.aborted) return "not checked: the run was stopped before its packs were verified";
       this.packBytes += size;
       out.stats.packs++;
       out.stats.packBytes += size;
@@ -186,7 +195,10 @@ export class ObjectChecker {
       const started = performance.now();
       const problem = freshened
         ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
-        : await checkPack({ pack: packFd, idx: idxFd }, { format, scratch: access.scratch, timeoutMs: timeLeft });
+        : await checkPack(
+            { pack: packFd, idx: idxFd },
+            { format, scratch: access.scratch, timeoutMs: timeLeft, ...(this.stop ? { signal: this.stop } : {}) },
+          );
       this.packMs += performance.now() - started;
       this.memo.set(key, problem ?? null);
       return problem;

@@ -168,6 +168,8 @@ interface PackCheckOptions {
   /** A private, empty folder of the run (removed by the caller). */
   scratch: string;
   timeoutMs: number;
+  /** The run's stop: git is killed and the pack is not checked. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -191,6 +193,7 @@ export async function checkPack(files: PackFiles, options: PackCheckOptions): Pr
       fds: [files.pack, files.idx],
       timeoutMs: options.timeoutMs,
       maxOutputBytes: 1024 * 1024,
+      ...(options.signal ? { signal: options.signal } : {}),
     }).catch((error: NodeJS.ErrnoException) => ({
       status: -1,
       stderr:

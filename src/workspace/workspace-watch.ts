@@ -58,6 +58,11 @@ export interface WorkspaceWatchInput {
    * folder past that is `overfull`, and what the run added there is removed.
    */
   maxEntries?: number;
+  /**
+   * The run's stop (the caller's signal): past it the judgement verifies no more packs and refuses
+   * the rest unchecked (git-object-check.ts), so a stopped run is judged and restored in moments.
+   */
+  signal?: AbortSignal;
 }
 
 /** The policies' default limits.maxEntries. */
@@ -196,7 +201,7 @@ export class WorkspaceWatch {
           configPaths: new Map(),
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
-          objectChecker: new ObjectChecker(),
+          objectChecker: new ObjectChecker(undefined, input.signal),
           scratch: path.join(input.stateDir, `git-${i}`),
         });
       }

@@ -424,5 +424,11 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     );
     expect(spent.steps.map((s) => s.path).sort()).toEqual(packs.map((stem) => `.git/objects/pack/${stem}.idx`).sort());
     expect(spent.stats.packs).toBe(0);
+    // The run stopped (Ctrl-C, a CI cancel): no more verification either, so the restore comes at once.
+    const stopped = await new ObjectChecker(undefined, AbortSignal.abort()).check(changes, access);
+    expect(stopped.violations.map((v) => v.detail)).toEqual([
+      "not checked: the run was stopped before its packs were verified",
+      "not checked: the run was stopped before its packs were verified",
+    ]);
   });
 });
