@@ -210,7 +210,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const outcome = await workspace.finish();
     // A protected path that changed fails the run whatever else happened; the result is withheld.
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-    workspace.refuseViolations(outcome, { containerId: created.id, exitCode });
+    workspace.refuseViolations(outcome, { containerId: created.id, exitCode, runFailed: "error" in settled });
     if ("error" in settled) throw settled.error;
     await workspace.checkDisk(outcome);
     // Only a run that succeeded hands its work back as a branch or a patch.

@@ -226,7 +226,10 @@ export class RunWorkspace {
    * A protected path that changed fails the run whatever else happened (unless it was aborted: then
    * the abort is the answer); the result is withheld.
    */
-  refuseViolations(outcome: WorkspaceOutcome, context: { containerId: string; exitCode?: number | null }): void {
+  refuseViolations(
+    outcome: WorkspaceOutcome,
+    context: { containerId: string; exitCode?: number | null; runFailed: boolean },
+  ): void {
     if (outcome.violationCount === 0) return;
     const { timeline, signal, planned } = this.input;
     timeline.sandbox("policy.violation", {
@@ -236,8 +239,11 @@ export class RunWorkspace {
       count: outcome.violationCount,
       restore: outcome.restore,
     });
-    if (signal?.aborted) return;
-    throw protectedPathsChanged(outcome, { plan: planned.plan, ...context, timeline, applied: outcome.applied });
+    // An abort that stopped the run is what the caller hears (its error follows); one that came
+    // after the run had its result must not let that result through past the violation.
+    if (signal?.aborted && context.runFailed) return;
+    const { runFailed: _, ...facts } = context;
+    throw protectedPathsChanged(outcome, { plan: planned.plan, ...facts, timeline, applied: outcome.applied });
   }
 
   /**

@@ -299,6 +299,56 @@ describe("a bind-mode run whose controller was killed before it judged the works
   );
 });
 
+describe("a bind-mode run stopped while its workspace is judged", () => {
+  bindOnly(
+    "packs that take the host's git minutes to verify: SIGINT (a CI cancel's first signal) ends their verification, the run is judged and restored at once, exit 130",
+    async () => {
+      const ws = hostileWorkspace({
+        "bomb.mjs": fs.readFileSync(path.join(import.meta.dirname, "../support/delta-bomb-packs.mjs"), "utf8"),
+      });
+      execFileSync("git", ["init", "-q"], { cwd: ws });
+      const modelId = "hostile-cli-packs";
+      // 40 packs of 20 deltas of 64 MiB: ~10 s of the host's index-pack each, past the test's own timeout in all.
+      server.setScript(modelId, [
+        bash("node bomb.mjs .git/objects/pack 40 20 64 && echo 'touch /tmp/pwned' > .envrc"),
+        finish(),
+      ]);
+      const dir = hostileWorkspace({ "models.json": JSON.stringify(modelsFor(server, [modelId])) }, "sandbox-run-cli-");
+      const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+      const eventsFile = path.join(dir, "events.jsonl");
+      const args = ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws];
+      const result = await runCliProcess(
+        [...args, "--events", eventsFile, "Do the task."],
+        { TMPDIR: tmpdir },
+        (child) => {
+          let seen = "";
+          child.stderr?.on("data", (chunk: Buffer) => {
+            seen += chunk.toString();
+            // The container is gone and the judgement under way: stop it the way a CI cancel starts to.
+            if (seen.includes("sandbox stopped")) {
+              seen = "";
+              setTimeout(() => child.kill("SIGINT"), 1000);
+            }
+          });
+        },
+      );
+      expect(result.code, `${result.stderr}\n${fs.readFileSync(eventsFile, "utf8").slice(-3000)}`).toBe(130);
+      expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+      expect(fs.readdirSync(path.join(ws, ".git/objects/pack"))).toEqual([]);
+      const events = fs
+        .readFileSync(eventsFile, "utf8")
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as { runId: string; type: string; data: { code?: string; message?: string } });
+      expect(events.find((e) => e.type === "run.failed")?.data.message).toContain(
+        "not checked: the run was stopped before its packs were verified",
+      );
+      expect(await containersOfRuns([events[0]!.runId])).toEqual([]);
+      expect(runDirsIn(tmpdir)).toEqual([]);
+    },
+  );
+});
+
 describe("a controller that stops answering (a lost host or link)", () => {
   it("the sandbox stops itself at the run's deadline (launcher exit 92), without any word from the host", async () => {
     const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
