@@ -353,6 +353,9 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       { signal: options.signal, onWaiting: (wait) => timeline.sandbox("workspace.waiting", { ...wait }) },
     );
     try {
+      // Again once the trees are held: a run that waited behind one whose controller then died
+      // would otherwise start from what that sandbox left.
+      refuseUnjudgedTrees([...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
       await options.recorder?.captureBefore?.();

@@ -20,10 +20,22 @@ export interface CliIo {
   egressOverrides?: ContainerPiAgentConfig["egressOverrides"];
 }
 
+/** Set when the program's own output could not be written for another reason than a reader gone (a full disk). */
+let outputFailed = false;
+
+/** Whether some of the program's output could not be written (main.ts then exits non-zero). */
+export function outputWasLost(): boolean {
+  return outputFailed;
+}
+
 export function processIo(): CliIo {
-  // A reader that went away (`| head`, a closed terminal) must not end the program mid-run with
-  // EPIPE, between the sandbox's writes and their judgement: what cannot be shown is dropped.
-  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
+  // A reader that went away (`| head`, a closed terminal: EPIPE, EIO) must not end the program
+  // mid-run, between the sandbox's writes and their judgement: what cannot be shown is dropped.
+  // Any other failure (ENOSPC on `> file`) is dropped too, then makes the exit code non-zero.
+  for (const stream of [process.stdout, process.stderr])
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EPIPE" && error.code !== "EIO") outputFailed = true;
+    });
   return {
     stdout: (text) => void process.stdout.write(text),
     stderr: (text) => void process.stderr.write(text),

@@ -9,8 +9,10 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { resolvedPath } from "../util/resolved-path.js";
 import { readWatchState, type SavedWatch, WATCH_STATE_FILE } from "../workspace/watch-state.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { lentFolderProblem } from "./plan/host-folders.js";
 import {
   processAlive,
   readRunDirOwner,
@@ -128,6 +130,13 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
     const state = readWatchState(claim);
     if (!state) return { runId, trees: [], gone: [], ...empty(), failed: "its saved state could not be read" };
     const trees = writableTrees(state);
+    // The state is the host's own, in a folder only this user can write; still, a tree no run may
+    // write (the host's configuration, a home folder, another temp folder's run folders) was never
+    // lent by a run, whatever a folder claims: nothing of it is judged or written.
+    for (const tree of trees) {
+      const problem = lentFolderProblem(resolvedPath(tree));
+      if (problem) return { runId, trees, gone: [], ...empty(), failed: `its state names ${tree}, which ${problem}` };
+    }
     let gone: string[] = [];
     try {
       const resumed = WorkspaceWatch.resume(run.stateDir, state);

@@ -22,6 +22,7 @@ import {
   SANDBOX_UID,
 } from "../sandbox-contract.js";
 import { pidnsField } from "../util/own-pid-namespace.js";
+import { resolvedPath } from "../util/resolved-path.js";
 import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
 import { awaitsJudgement, deadRunsAwaitingJudgement, type JudgedDeadRun, judgeDeadRun } from "./judge-dead-run.js";
 import {
@@ -31,6 +32,7 @@ import {
   type LeaseRecord,
   removeLeaseRecord,
 } from "./lease-record.js";
+import { lentFolderProblem } from "./plan/host-folders.js";
 import { processAlive, runDirPath } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;
@@ -234,6 +236,12 @@ async function handBackLease(runId: string, record: LeaseRecord, tmpDir?: string
     // A tree deleted since (a temporary workspace) has nothing to hand back; a tree that cannot be
     // walked must not keep the reaper from the others.
     if (!fs.existsSync(root)) continue;
+    // No run lends such a tree, whatever a record says (judge-dead-run.ts likewise).
+    const problem = lentFolderProblem(resolvedPath(root));
+    if (problem) {
+      failed.push(`${root}: the record names a tree that ${problem}`);
+      continue;
+    }
     await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, record.handBackTo).catch((error: Error) =>
       failed.push(`${root}: ${error.message}`),
     );

@@ -55,20 +55,25 @@ interface ObjectCheckResult {
   stats: ObjectCheckStats;
 }
 
+/** The time one run may spend verifying packs, over all its trees (PACK_TIME_BUDGET_MS by default). */
+export class PackTimeBudget {
+  constructor(public leftMs = PACK_TIME_BUDGET_MS) {}
+}
+
 /** One tree's checker; it remembers results by file identity, so a later walk of the same run pays nothing again. */
 export class ObjectChecker {
   private readonly memo = new Map<string, string | null>();
   private inflated = 0;
   private packBytes = 0;
-  private packMs = 0;
 
   /**
+   * `packTime`: the run's budget for verifying packs, shared by the checkers of all its trees.
    * `stop`: the run's own stop (the caller's signal: Ctrl-C, a CI cancel): from then on no pack is
    * verified and each not yet verified is refused unchecked, so the restore behind the checks comes
    * within moments, before a cancel's SIGKILL.
    */
   constructor(
-    private readonly packTimeBudgetMs = PACK_TIME_BUDGET_MS,
+    private readonly packTime: PackTimeBudget = new PackTimeBudget(),
     private readonly stop?: AbortSignal,
   ) {}
 
@@ -184,7 +189,7 @@ export class ObjectChecker {
       if (packFd === undefined || idxFd === undefined) return undefined;
       const size = fs.fstatSync(packFd).size + fs.fstatSync(idxFd).size;
       if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
-      const timeLeft = this.packTimeBudgetMs - this.packMs;
+      const timeLeft = this.packTime.leftMs;
       if (timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
       if (this.stop?.aborted) return "not checked: the run was stopped before its packs were verified";
       this.packBytes += size;
@@ -199,7 +204,7 @@ export class ObjectChecker {
             { pack: packFd, idx: idxFd },
             { format, scratch: access.scratch, timeoutMs: timeLeft, ...(this.stop ? { signal: this.stop } : {}) },
           );
-      this.packMs += performance.now() - started;
+      this.packTime.leftMs -= performance.now() - started;
       this.memo.set(key, problem ?? null);
       return problem;
     } finally {

@@ -15,7 +15,7 @@ import { openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
-import { ObjectChecker } from "./git-object-check.js";
+import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { pathSourceTargets } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
@@ -174,6 +174,8 @@ export class WorkspaceWatch {
     ];
     const watched: Watched[] = [];
     const open: ProtectedCopy[] = [];
+    // One budget for verifying packs, whichever of the run's trees they are in.
+    const packTime = new PackTimeBudget();
     try {
       for (const [i, target] of targets.entries()) {
         const copy = new ProtectedCopy({
@@ -201,7 +203,7 @@ export class WorkspaceWatch {
           configPaths: new Map(),
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
-          objectChecker: new ObjectChecker(undefined, input.signal),
+          objectChecker: new ObjectChecker(packTime, input.signal),
           scratch: path.join(input.stateDir, `git-${i}`),
         });
       }
@@ -259,6 +261,7 @@ export class WorkspaceWatch {
   static resume(stateDir: string, saved: SavedWatch): { watch: WorkspaceWatch; gone: string[] } {
     const gone: string[] = [];
     const watched: Watched[] = [];
+    const packTime = new PackTimeBudget();
     for (const [i, tree] of saved.trees.entries()) {
       let now: string | undefined;
       try {
@@ -283,7 +286,7 @@ export class WorkspaceWatch {
         configPaths: new Map(tree.configPaths),
         gitDirs: tree.gitDirs,
         objectStores: new Map(tree.objectStores),
-        objectChecker: new ObjectChecker(),
+        objectChecker: new ObjectChecker(packTime),
         scratch: path.join(stateDir, `git-${i}`),
       });
     }

@@ -266,12 +266,19 @@ describe("a bind-mode run whose controller was killed before it judged the works
       const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
       const planted = await eventually(async () => fs.existsSync(path.join(ws, "planted-all")), 30_000);
       expect(planted, controller.stderr()).toBe(true);
+      // The next run over the tree (another controller, the same user and temp folder) waits for it ...
+      const next = spawnController(
+        server,
+        [bash("echo hello"), finish()],
+        { cwd: ws, reportEvents: ["workspace.waiting"] },
+        { env },
+      );
+      await within(next.event("workspace.waiting"), 60_000, "the next run's wait for the tree");
       controller.child.kill("SIGKILL");
       await controller.exited;
       await within(exit, 30_000, "the container's exit");
 
-      // The next run over the tree (another controller, the same user and temp folder) is refused, saying what to do.
-      const next = spawnController(server, [bash("echo hello"), finish()], { cwd: ws }, { env });
+      // ... and once that controller is gone, it is refused, saying what to do (it does not start from what that sandbox left).
       const refused = await next.done;
       expect(refused.ok).toBe(false);
       expect(refused.error?.code).toBe("usage");

@@ -315,6 +315,20 @@ describe("a bind-mode run its controller died before judging", () => {
     fs.rmSync(moved, { recursive: true, force: true });
   });
 
+  it("a state naming a tree no run may write (the host's configuration) is not judged there, whatever the folder says", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { runDir } = await abandonedRun("forged", tmpDir, engineIdentity(engine));
+    const file = path.join(runDir, WORKSPACE_STATE_DIR, WATCH_STATE_FILE);
+    const state = JSON.parse(fs.readFileSync(file, "utf8")) as { workspace: string; trees: Array<{ root: string }> };
+    state.workspace = "/etc";
+    state.trees[0]!.root = "/etc";
+    fs.writeFileSync(file, JSON.stringify(state));
+    const judged = await judgeDeadRun("forged", engineIdentity(engine), tmpDir);
+    expect(judged?.failed).toMatch(/^its state names \/etc, which lies in \/etc, the host's configuration/);
+    expect(judged?.restored).toEqual([]);
+  });
+
   it("a state that cannot be read still refuses runs over every tree, and gc says it could not judge", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([]);

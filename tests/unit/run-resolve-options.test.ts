@@ -310,6 +310,11 @@ describe("lentFolderProblem", () => {
     ["/h", "holds your home folder /h/me"],
     ["/t/sandbox-run-0", "sandbox-run's own run folders"],
     ["/t/sandbox-run-0/run-x", "sandbox-run's own run folders"],
+    // Another temp folder's, whatever TMPDIR is now: a sandbox lent /tmp could make a run folder
+    // there that a later reaper with TMPDIR=/tmp took for its own (and judged or handed back as root).
+    ["/tmp", "sandbox-run's own run folders (/tmp/sandbox-run-0)"],
+    ["/var/tmp", "sandbox-run's own run folders (/var/tmp/sandbox-run-0)"],
+    ["/dev/shm", "sandbox-run's own run folders (/dev/shm/sandbox-run-0)"],
   ])("refuses %s", (folder, why) => {
     const problem = lentFolderProblem(folder, "/h/me", "/t")?.replace(/sandbox-run-\d+/g, "sandbox-run-0");
     expect(problem).toContain(why);

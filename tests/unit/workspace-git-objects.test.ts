@@ -11,7 +11,7 @@ import { Readable } from "node:stream";
 import zlib from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
-import { ObjectChecker } from "../../src/workspace/git-object-check.js";
+import { ObjectChecker, PackTimeBudget } from "../../src/workspace/git-object-check.js";
 import { derivedRemovals, storeFileOf } from "../../src/workspace/git-object-store.js";
 import { checkFreshenedPack, checkLooseObject, checkPack } from "../../src/workspace/git-object-verify.js";
 import type { GitAccess, StoreChange } from "../../src/workspace/git-work.js";
@@ -413,7 +413,7 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     // Within the budget (the default: ten minutes for all of a run's packs) git's own packs pass.
     expect((await new ObjectChecker().check(changes, access)).violations).toEqual([]);
     // Spent: each further pack is refused, pack and .idx removed, without running git.
-    const spent = await new ObjectChecker(0).check(changes, access);
+    const spent = await new ObjectChecker(new PackTimeBudget(0)).check(changes, access);
     expect(spent.violations.map((v) => `${v.path}: ${v.detail}`).sort()).toEqual(
       packs
         .map(
@@ -424,6 +424,15 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     );
     expect(spent.steps.map((s) => s.path).sort()).toEqual(packs.map((stem) => `.git/objects/pack/${stem}.idx`).sort());
     expect(spent.stats.packs).toBe(0);
+    // The time a pack took counts against the run's budget, and the budget is the run's, not a
+    // tree's: a checker of another tree sharing it finds it spent (1 ms: git cannot answer within it).
+    const shared = new PackTimeBudget(1);
+    const first = await new ObjectChecker(shared).check(changes.slice(0, 2), access);
+    expect(first.violations.map((v) => v.detail)).toEqual(["not checked: git index-pack took longer than 0 s"]);
+    const second = await new ObjectChecker(shared).check(changes.slice(2), access);
+    expect(second.violations.map((v) => v.detail)).toEqual([
+      "not checked: its packs took longer to verify than one run may take",
+    ]);
     // The run stopped (Ctrl-C, a CI cancel): no more verification either, so the restore comes at once.
     const stopped = await new ObjectChecker(undefined, AbortSignal.abort()).check(changes, access);
     expect(stopped.violations.map((v) => v.detail)).toEqual([

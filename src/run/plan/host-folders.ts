@@ -80,9 +80,9 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
     return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
   if (isInside(homeReal, real))
     return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
-  const runDirs = resolvedPath(runDirsParent(tmpDir));
-  if (isInside(runDirs, real) || isInside(real, runDirs))
-    return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  for (const runDirs of runDirsParentsOf(tmpDir))
+    if (isInside(runDirs, real) || isInside(real, runDirs))
+      return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets and state`;
   const cache = resolvedPath(sandboxRunCacheDir(process.env, home));
   if (isInside(cache, real) || isInside(real, cache))
     return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
@@ -107,9 +107,9 @@ export function readOnlyFolderProblem(real: string, home = os.homedir(), tmpDir 
   const homeReal = resolvedPath(home);
   if (isInside(homeReal, real))
     return `${real === homeReal ? "is" : "holds"} your home folder: a sandbox could read your ssh keys, tokens and shell history`;
-  const runDirs = resolvedPath(runDirsParent(tmpDir));
-  if (isInside(runDirs, real) || isInside(real, runDirs))
-    return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
+  for (const runDirs of runDirsParentsOf(tmpDir))
+    if (isInside(runDirs, real) || isInside(real, runDirs))
+      return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
   if (isInside(real, "/root")) return "lies in /root, the root user's home: a sandbox could read its keys and tokens";
   if (/^\/etc(\/|$)/.test(real))
     return "lies in /etc, the host's configuration: a sandbox could read host keys and secrets";
@@ -118,6 +118,16 @@ export function readOnlyFolderProblem(real: string, home = os.homedir(), tmpDir 
   const engine = HOST_TREES.find(([tree, what]) => what === ENGINE_STATE && tree.test(real));
   if (engine || HOLDS_HOST_TREE.has(real)) return `is or holds ${ENGINE_STATE.replace("change", "read")}`;
   return undefined;
+}
+
+/**
+ * This user's run folders under the temp folder a run uses now and under the usual ones, whatever
+ * TMPDIR says: a tree that holds another temp folder's run folders (a run with TMPDIR elsewhere
+ * lent /tmp) would let its sandbox make one there, with a lease or a watch's state, that a later
+ * reaper with that TMPDIR takes for its own (review, session 23).
+ */
+function runDirsParentsOf(tmpDir: string): string[] {
+  return [...new Set([tmpDir, "/tmp", "/var/tmp", "/dev/shm"].map((dir) => resolvedPath(runDirsParent(dir))))];
 }
 
 /** A link's text, and where it leads when that reads differently. */
