@@ -28,13 +28,18 @@ export function outputWasLost(): boolean {
   return outputFailed;
 }
 
+/** A pipe's reader that went away, or a terminal that closed (EIO on a file is a failing disk). */
+export function readerGone(error: NodeJS.ErrnoException | null | undefined, stream: { isTTY?: boolean }): boolean {
+  return error?.code === "EPIPE" || (error?.code === "EIO" && stream.isTTY === true);
+}
+
 export function processIo(): CliIo {
-  // A reader that went away (`| head`, a closed terminal: EPIPE, EIO) must not end the program
+  // A reader that went away (`| head`: EPIPE; a closed terminal: EIO) must not end the program
   // mid-run, between the sandbox's writes and their judgement: what cannot be shown is dropped.
-  // Any other failure (ENOSPC on `> file`) is dropped too, then makes the exit code non-zero.
+  // Any other failure (ENOSPC or EIO on `> file`) is dropped too, then makes the exit code non-zero.
   for (const stream of [process.stdout, process.stderr])
     stream.on("error", (error: NodeJS.ErrnoException) => {
-      if (error.code !== "EPIPE" && error.code !== "EIO") outputFailed = true;
+      if (!readerGone(error, stream)) outputFailed = true;
     });
   return {
     stdout: (text) => void process.stdout.write(text),

@@ -121,6 +121,7 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
   if (before && before.about.engine !== engine) return undefined;
   // One reaper judges a run: the rename succeeds for one of them.
   const claim = path.join(run.stateDir, `${CLAIM_PREFIX}${process.pid}`);
+  let keep = false;
   try {
     if (run.file !== claim) fs.renameSync(run.file, claim);
   } catch {
@@ -135,7 +136,11 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
     // lent by a run, whatever a folder claims: nothing of it is judged or written.
     for (const tree of trees) {
       const problem = lentFolderProblem(resolvedPath(tree));
-      if (problem) return { runId, trees, gone: [], ...empty(), failed: `its state names ${tree}, which ${problem}` };
+      if (problem) {
+        // Kept (and reported by every gc): runs over that tree stay refused.
+        keep = true;
+        return { runId, trees, gone: [], ...empty(), failed: `its state names ${tree}, which ${problem}` };
+      }
     }
     let gone: string[] = [];
     try {
@@ -164,7 +169,8 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
       return { runId, trees, gone, ...empty(), failed: (error as Error).message };
     }
   } finally {
-    fs.rmSync(claim, { force: true });
+    if (keep) fs.renameSync(claim, path.join(run.stateDir, WATCH_STATE_FILE));
+    else fs.rmSync(claim, { force: true });
   }
 }
 

@@ -35,6 +35,8 @@ const MAX_PACK_BYTES = 8 * 1024 ** 3;
  * over all of them, a thousand such packs held the judgement, and the restore behind it, for days.
  */
 const PACK_TIME_BUDGET_MS = 10 * 60 * 1000;
+/** How much longer new packs may take to verify once the run was stopped (for all of them). */
+const STOP_GRACE_MS = 30 * 1000;
 
 export interface ObjectCheckStats {
   loose: number;
@@ -55,9 +57,15 @@ interface ObjectCheckResult {
   stats: ObjectCheckStats;
 }
 
-/** The time one run may spend verifying packs, over all its trees (PACK_TIME_BUDGET_MS by default). */
+/**
+ * The time one run may spend verifying packs, over all its trees (PACK_TIME_BUDGET_MS by default),
+ * and how much of it is left to new packs once the run was stopped (STOP_GRACE_MS).
+ */
 export class PackTimeBudget {
-  constructor(public leftMs = PACK_TIME_BUDGET_MS) {}
+  constructor(
+    public leftMs = PACK_TIME_BUDGET_MS,
+    readonly stopGraceMs = STOP_GRACE_MS,
+  ) {}
 }
 
 /** One tree's checker; it remembers results by file identity, so a later walk of the same run pays nothing again. */
@@ -66,16 +74,26 @@ export class ObjectChecker {
   private inflated = 0;
   private packBytes = 0;
 
+  /** Aborts STOP_GRACE_MS after the run's stop: new packs not verified by then are refused unchecked. */
+  private readonly graceOver = new AbortController();
+
   /**
    * `packTime`: the run's budget for verifying packs, shared by the checkers of all its trees.
-   * `stop`: the run's own stop (the caller's signal: Ctrl-C, a CI cancel): from then on no pack is
-   * verified and each not yet verified is refused unchecked, so the restore behind the checks comes
-   * within moments, before a cancel's SIGKILL.
+   * `stop`: the run's own stop (the caller's signal: Ctrl-C, a CI cancel). New packs then get
+   * STOP_GRACE_MS more in all (an honest `git gc`'s pack verifies within it; the running index-pack is
+   * killed at its end and every new pack not yet verified is refused unchecked), so a run the sandbox
+   * filled with slow packs is judged and restored soon after it was stopped. A pack git only
+   * freshened (an existing one whose times changed) is always checked: its check is a hash, and
+   * refusing it would remove history the run never wrote.
    */
   constructor(
     private readonly packTime: PackTimeBudget = new PackTimeBudget(),
-    private readonly stop?: AbortSignal,
-  ) {}
+    stop?: AbortSignal,
+  ) {
+    const startGrace = () => setTimeout(() => this.graceOver.abort(), packTime.stopGraceMs).unref();
+    if (stop?.aborted) startGrace();
+    else stop?.addEventListener("abort", startGrace, { once: true });
+  }
 
   async check(changes: readonly StoreChange[], access: GitAccess): Promise<ObjectCheckResult> {
     const started = performance.now();
@@ -189,20 +207,21 @@ export class ObjectChecker {
       if (packFd === undefined || idxFd === undefined) return undefined;
       const size = fs.fstatSync(packFd).size + fs.fstatSync(idxFd).size;
       if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
+      const freshened = pack?.before !== undefined && idx === undefined;
       const timeLeft = this.packTime.leftMs;
-      if (timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
-      if (this.stop?.aborted) return "not checked: the run was stopped before its packs were verified";
+      if (!freshened && timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
+      if (!freshened && this.graceOver.signal.aborted)
+        return "not checked: the run was stopped, and its packs took longer to verify than a stopped run waits";
       this.packBytes += size;
       out.stats.packs++;
       out.stats.packBytes += size;
       const format = access.format(gitRoot);
-      const freshened = pack?.before !== undefined && idx === undefined;
       const started = performance.now();
       const problem = freshened
         ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
         : await checkPack(
             { pack: packFd, idx: idxFd },
-            { format, scratch: access.scratch, timeoutMs: timeLeft, ...(this.stop ? { signal: this.stop } : {}) },
+            { format, scratch: access.scratch, timeoutMs: timeLeft, signal: this.graceOver.signal },
           );
       this.packTime.leftMs -= performance.now() - started;
       this.memo.set(key, problem ?? null);

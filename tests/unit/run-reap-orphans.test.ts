@@ -327,6 +327,9 @@ describe("a bind-mode run its controller died before judging", () => {
     const judged = await judgeDeadRun("forged", engineIdentity(engine), tmpDir);
     expect(judged?.failed).toMatch(/^its state names \/etc, which lies in \/etc, the host's configuration/);
     expect(judged?.restored).toEqual([]);
+    // Kept, so every gc reports it again and runs over that tree stay refused.
+    expect(fs.existsSync(file)).toBe(true);
+    expect(unjudgedRunOver(["/etc"], tmpDir)).toEqual({ runId: "forged", tree: "/etc" });
   });
 
   it("a state that cannot be read still refuses runs over every tree, and gc says it could not judge", async () => {

@@ -433,11 +433,63 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     expect(second.violations.map((v) => v.detail)).toEqual([
       "not checked: its packs took longer to verify than one run may take",
     ]);
-    // The run stopped (Ctrl-C, a CI cancel): no more verification either, so the restore comes at once.
-    const stopped = await new ObjectChecker(undefined, AbortSignal.abort()).check(changes, access);
-    expect(stopped.violations.map((v) => v.detail)).toEqual([
-      "not checked: the run was stopped before its packs were verified",
-      "not checked: the run was stopped before its packs were verified",
+    // The run stopped (Ctrl-C, a CI cancel): new packs get a short grace in all (here none), then
+    // the running index-pack is killed and the rest refused, so the restore comes soon after the stop.
+    const stopped = await new ObjectChecker(new PackTimeBudget(undefined, 0), AbortSignal.abort()).check(
+      changes,
+      access,
+    );
+    expect(stopped.violations.map((v) => v.detail?.replace(/ \(.*/, ""))).toEqual([
+      "not checked: git index-pack was stopped",
+      "not checked: the run was stopped, and its packs took longer to verify than a stopped run waits",
+    ]);
+    // Within the grace an honest pack (git gc's) still verifies and stays.
+    expect((await new ObjectChecker(undefined, AbortSignal.abort()).check(changes, access)).violations).toEqual([]);
+  });
+
+  it("a pack git only freshened (an existing one whose times changed) is checked even after the run was stopped: refusing it would remove history the run never wrote", async () => {
+    const ws = huskyRepo();
+    git(ws, "gc", "-q");
+    const [stem] = fs
+      .readdirSync(path.join(ws, ".git/objects/pack"))
+      .filter((name) => name.endsWith(".pack"))
+      .map((name) => name.slice(0, -".pack".length));
+    const relative = `objects/pack/${stem}.pack`;
+    const before = fs.statSync(path.join(ws, ".git", relative));
+    const now = new Date(Date.now() + 5000);
+    fs.utimesSync(path.join(ws, ".git", relative), now, now);
+    const after = fs.statSync(path.join(ws, ".git", relative));
+    const facts = (stat: fs.Stats) => ({
+      kind: "file" as const,
+      size: stat.size,
+      ino: stat.ino,
+      mtimeMs: stat.mtimeMs,
+      ctimeMs: stat.ctimeMs,
+    });
+    const change: StoreChange = {
+      path: `.git/${relative}`,
+      gitRoot: ".git",
+      relative,
+      change: "modified",
+      before: facts(before),
+      after: facts(after),
+    };
+    const access = {
+      scratch: dir(),
+      open: (p: string) => fs.openSync(path.join(ws, p), "r"),
+      format: () => "sha1" as const,
+    } as unknown as GitAccess;
+    const spent = new PackTimeBudget(0, 0);
+    const checked = await new ObjectChecker(spent, AbortSignal.abort()).check([change], access);
+    expect(checked.violations).toEqual([]);
+    expect(checked.stats.packs).toBe(1);
+    // And still refused when its bytes changed under the same name and size.
+    const fd = fs.openSync(path.join(ws, ".git", relative), "r+");
+    fs.writeSync(fd, Buffer.from("X"), 0, 1, 20);
+    fs.closeSync(fd);
+    const rewritten = await new ObjectChecker(spent, AbortSignal.abort()).check([change], access);
+    expect(rewritten.violations.map((v) => v.detail)).toEqual([
+      "its content does not hash to its checksum: the pack was rewritten",
     ]);
   });
 });
