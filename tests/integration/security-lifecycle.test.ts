@@ -234,126 +234,120 @@ describe("a controller killed with SIGKILL", () => {
 
 // Bind mode only (in copy mode nothing of a run reaches the host before the host has judged it):
 // left unregistered in the other projects rather than skipped.
-const bindOnly = (workspaceMode() === "bind" && !warmCalls() ? it : () => undefined) as typeof it;
+const describeBindOnly = (workspaceMode() === "bind" && !warmCalls() ? describe : () => undefined) as typeof describe;
 
-describe("a bind-mode run whose controller was killed before it judged the workspace", () => {
-  bindOnly(
-    "a new run over the tree is refused until `sandbox-run gc` has judged it: the planted hook and .envrc are put back, the run's own work stays",
-    async () => {
-      const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
-      const ws = hostileWorkspace({ "src/a.ts": "a\n" });
-      const git = (...args: string[]) =>
-        execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
-      git("init", "-q");
-      git("add", ".");
-      git("commit", "-qm", "init");
-      const hooksBefore = fs.readdirSync(path.join(ws, ".git/hooks")).sort();
-      const env = { ...process.env, TMPDIR: tmpdir };
-      const plant = [
-        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
-        "echo 'touch /tmp/pwned' > .envrc",
-        "echo work > src/b.ts",
-        "touch planted-all",
-        "sleep 3600",
-      ].join(" && ");
-      const controller = spawnController(
-        server,
-        [bash(plant), finish()],
-        { cwd: ws, reportEvents: ["container.started"] },
-        { env },
-      );
-      const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
-      const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
-      const planted = await eventually(async () => fs.existsSync(path.join(ws, "planted-all")), 30_000);
-      expect(planted, controller.stderr()).toBe(true);
-      // The next run over the tree (another controller, the same user and temp folder) waits for it ...
-      const next = spawnController(
-        server,
-        [bash("echo hello"), finish()],
-        { cwd: ws, reportEvents: ["workspace.waiting"] },
-        { env },
-      );
-      await within(next.event("workspace.waiting"), 60_000, "the next run's wait for the tree");
-      controller.child.kill("SIGKILL");
-      await controller.exited;
-      await within(exit, 30_000, "the container's exit");
+describeBindOnly("a bind-mode run whose controller was killed before it judged the workspace", () => {
+  it("a new run over the tree is refused until `sandbox-run gc` has judged it: the planted hook and .envrc are put back, the run's own work stays", async () => {
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const ws = hostileWorkspace({ "src/a.ts": "a\n" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
+    git("init", "-q");
+    git("add", ".");
+    git("commit", "-qm", "init");
+    const hooksBefore = fs.readdirSync(path.join(ws, ".git/hooks")).sort();
+    const env = { ...process.env, TMPDIR: tmpdir };
+    const plant = [
+      "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+      "echo 'touch /tmp/pwned' > .envrc",
+      "echo work > src/b.ts",
+      "touch planted-all",
+      "sleep 3600",
+    ].join(" && ");
+    const controller = spawnController(
+      server,
+      [bash(plant), finish()],
+      { cwd: ws, reportEvents: ["container.started"] },
+      { env },
+    );
+    const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
+    const exit = docker.getContainer(String(started.data.containerId)).wait() as Promise<{ StatusCode: number }>;
+    const planted = await eventually(async () => fs.existsSync(path.join(ws, "planted-all")), 30_000);
+    expect(planted, controller.stderr()).toBe(true);
+    // The next run over the tree (another controller, the same user and temp folder) waits for it ...
+    const next = spawnController(
+      server,
+      [bash("echo hello"), finish()],
+      { cwd: ws, reportEvents: ["workspace.waiting"] },
+      { env },
+    );
+    await within(next.event("workspace.waiting"), 60_000, "the next run's wait for the tree");
+    controller.child.kill("SIGKILL");
+    await controller.exited;
+    await within(exit, 30_000, "the container's exit");
 
-      // ... and once that controller is gone, it is refused, saying what to do (it does not start from what that sandbox left).
-      const refused = await next.done;
-      expect(refused.ok).toBe(false);
-      expect(refused.error?.code).toBe("usage");
-      expect(refused.error?.message).toContain(
-        `Run ${started.runId} wrote ${ws} and its controller died before judging it`,
-      );
-      expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(true);
+    // ... and once that controller is gone, it is refused, saying what to do (it does not start from what that sandbox left).
+    const refused = await next.done;
+    expect(refused.ok).toBe(false);
+    expect(refused.error?.code).toBe("usage");
+    expect(refused.error?.message).toContain(
+      `Run ${started.runId} wrote ${ws} and its controller died before judging it`,
+    );
+    expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(true);
 
-      const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
-      expect(gc.code, gc.stderr).toBe(0);
-      expect(gc.stderr).toContain(`judged run ${started.runId} (its controller died before judging it): ${ws}\n`);
-      expect(gc.stderr).toContain("  refused .envrc: created\n");
-      expect(gc.stderr).toContain("  refused .git/hooks/pre-commit: created\n");
-      expect(fs.readdirSync(path.join(ws, ".git/hooks")).sort()).toEqual(hooksBefore);
-      expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
-      expect(fs.readFileSync(path.join(ws, "src/b.ts"), "utf8")).toBe("work\n");
-      expect(runDirsIn(tmpdir)).toEqual([]);
-      // Handed back to the caller (root here) once judged.
-      expect(fs.statSync(path.join(ws, "src/b.ts")).uid).toBe(process.getuid?.());
+    const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(gc.stderr).toContain(`judged run ${started.runId} (its controller died before judging it): ${ws}\n`);
+    expect(gc.stderr).toContain("  refused .envrc: created\n");
+    expect(gc.stderr).toContain("  refused .git/hooks/pre-commit: created\n");
+    expect(fs.readdirSync(path.join(ws, ".git/hooks")).sort()).toEqual(hooksBefore);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(fs.readFileSync(path.join(ws, "src/b.ts"), "utf8")).toBe("work\n");
+    expect(runDirsIn(tmpdir)).toEqual([]);
+    // Handed back to the caller (root here) once judged.
+    expect(fs.statSync(path.join(ws, "src/b.ts")).uid).toBe(process.getuid?.());
 
-      const after = spawnController(server, [bash("echo hello"), finish()], { cwd: ws }, { env });
-      const done = await after.done;
-      expect(done.ok, JSON.stringify(done.error)).toBe(true);
-    },
-  );
+    const after = spawnController(server, [bash("echo hello"), finish()], { cwd: ws }, { env });
+    const done = await after.done;
+    expect(done.ok, JSON.stringify(done.error)).toBe(true);
+  });
 });
 
-describe("a bind-mode run stopped while its workspace is judged", () => {
-  bindOnly(
-    "packs that take the host's git minutes to verify: SIGINT (a CI cancel's first signal) ends their verification after a short grace, the run is judged and restored, exit 130",
-    async () => {
-      const ws = hostileWorkspace({
-        "bomb.mjs": fs.readFileSync(path.join(import.meta.dirname, "../support/delta-bomb-packs.mjs"), "utf8"),
-      });
-      execFileSync("git", ["init", "-q"], { cwd: ws });
-      const modelId = "hostile-cli-packs";
-      // 40 packs of 20 deltas of 64 MiB: ~10 s of the host's index-pack each, past the test's own timeout in all.
-      server.setScript(modelId, [
-        bash("node bomb.mjs .git/objects/pack 40 20 64 && echo 'touch /tmp/pwned' > .envrc"),
-        finish(),
-      ]);
-      const dir = hostileWorkspace({ "models.json": JSON.stringify(modelsFor(server, [modelId])) }, "sandbox-run-cli-");
-      const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
-      const eventsFile = path.join(dir, "events.jsonl");
-      const args = ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws];
-      const result = await runCliProcess(
-        [...args, "--events", eventsFile, "Do the task."],
-        { TMPDIR: tmpdir },
-        (child) => {
-          let seen = "";
-          child.stderr?.on("data", (chunk: Buffer) => {
-            seen += chunk.toString();
-            // The container is gone and the judgement under way: stop it the way a CI cancel starts to.
-            if (seen.includes("sandbox stopped")) {
-              seen = "";
-              setTimeout(() => child.kill("SIGINT"), 1000);
-            }
-          });
-        },
-      );
-      expect(result.code, `${result.stderr}\n${fs.readFileSync(eventsFile, "utf8").slice(-3000)}`).toBe(130);
-      expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
-      expect(fs.readdirSync(path.join(ws, ".git/objects/pack"))).toEqual([]);
-      const events = fs
-        .readFileSync(eventsFile, "utf8")
-        .trim()
-        .split("\n")
-        .map((line) => JSON.parse(line) as { runId: string; type: string; data: { code?: string; message?: string } });
-      expect(events.find((e) => e.type === "run.failed")?.data.message).toContain(
-        "not checked: the run was stopped, and its packs took longer to verify than a stopped run waits",
-      );
-      expect(await containersOfRuns([events[0]!.runId])).toEqual([]);
-      expect(runDirsIn(tmpdir)).toEqual([]);
-    },
-  );
+describeBindOnly("a bind-mode run stopped while its workspace is judged", () => {
+  it("packs that take the host's git minutes to verify: SIGINT (a CI cancel's first signal) ends their verification after a short grace, the run is judged and restored, exit 130", async () => {
+    const ws = hostileWorkspace({
+      "bomb.mjs": fs.readFileSync(path.join(import.meta.dirname, "../support/delta-bomb-packs.mjs"), "utf8"),
+    });
+    execFileSync("git", ["init", "-q"], { cwd: ws });
+    const modelId = "hostile-cli-packs";
+    // 40 packs of 20 deltas of 64 MiB: ~10 s of the host's index-pack each, past the test's own timeout in all.
+    server.setScript(modelId, [
+      bash("node bomb.mjs .git/objects/pack 40 20 64 && echo 'touch /tmp/pwned' > .envrc"),
+      finish(),
+    ]);
+    const dir = hostileWorkspace({ "models.json": JSON.stringify(modelsFor(server, [modelId])) }, "sandbox-run-cli-");
+    const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
+    const eventsFile = path.join(dir, "events.jsonl");
+    const args = ["--model", `scripted/${modelId}`, "--models", path.join(dir, "models.json"), "--cwd", ws];
+    const result = await runCliProcess(
+      [...args, "--events", eventsFile, "Do the task."],
+      { TMPDIR: tmpdir },
+      (child) => {
+        let seen = "";
+        child.stderr?.on("data", (chunk: Buffer) => {
+          seen += chunk.toString();
+          // The container is gone and the judgement under way: stop it the way a CI cancel starts to.
+          if (seen.includes("sandbox stopped")) {
+            seen = "";
+            setTimeout(() => child.kill("SIGINT"), 1000);
+          }
+        });
+      },
+    );
+    expect(result.code, `${result.stderr}\n${fs.readFileSync(eventsFile, "utf8").slice(-3000)}`).toBe(130);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(fs.readdirSync(path.join(ws, ".git/objects/pack"))).toEqual([]);
+    const events = fs
+      .readFileSync(eventsFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { runId: string; type: string; data: { code?: string; message?: string } });
+    expect(events.find((e) => e.type === "run.failed")?.data.message).toContain(
+      "not checked: the run was stopped, and its packs took longer to verify than a stopped run waits",
+    );
+    expect(await containersOfRuns([events[0]!.runId])).toEqual([]);
+    expect(runDirsIn(tmpdir)).toEqual([]);
+  });
 });
 
 describe("a controller that stops answering (a lost host or link)", () => {

@@ -173,11 +173,19 @@ describe.concurrent("result provenance", () => {
       ],
       { cwd: ws, schema: undefined, policy: readOnly() },
     );
-    expect(outcome.error?.code, describeOutcome(outcome)).toBe("contradiction");
-    // The forged end can come before Pi's next request reaches the model, or after it.
-    expect(outcome.error?.shortMessage).toMatch(
-      /the model's last reply with that text also called 1 tool\(s\), so it was a step, not the answer|the model's last reply was|did not reach the host complete/,
-    );
+    // The forged answer is never the result. Mostly the run fails as a contradiction; once (CI, a
+    // loaded machine) the forged lines were not taken as the run's end at all, and the run ended on
+    // the model's own answer: the forger writes beside Pi's own writer, so its lines can land inside
+    // one of Pi's longer events and both are then dropped as not Pi's.
+    if (outcome.error === undefined)
+      expect(outcome.details?.result, describeOutcome(outcome)).toBe("VERDICT: reject: the tests are rigged");
+    else {
+      expect(outcome.error.code, describeOutcome(outcome)).toBe("contradiction");
+      // The forged end can come before Pi's next request reaches the model, or after it.
+      expect(outcome.error.shortMessage).toMatch(
+        /the model's last reply with that text also called 1 tool\(s\), so it was a step, not the answer|the model's last reply was|did not reach the host complete/,
+      );
+    }
   });
 
   it("a model error forged after a reply that called tools fails the run in the host's words, never the sandbox's", async () => {

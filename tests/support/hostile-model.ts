@@ -266,7 +266,7 @@ export function fingerprint(dir: string): Record<string, string> {
 export function describeOutcome(outcome: HostileOutcome): string {
   const error = outcome.error
     ? `${outcome.error.code}${outcome.error.limit ? `/${outcome.error.limit}` : ""}: ${outcome.error.message}\n${outcome.error.stderrTail ?? ""}`
-    : "no error";
+    : `no error; the result: ${JSON.stringify(outcome.details?.result)?.slice(0, 2000)}`;
   return `${error}\n--- tool results ---\n${outcome.toolResults.map((t) => t.slice(0, 2000)).join("\n---\n")}`;
 }
 
