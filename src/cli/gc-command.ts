@@ -36,20 +36,15 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
       io.stderr(
         `removed ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}\n`,
       );
-      if (r.judged) judgedLines(r.judged, io);
+      if (r.judged && !judgedLines(r.judged, io)) unsafe++;
       for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     for (const run of engine.handedBack ?? []) {
-      if (run.judged) judgedLines(run.judged, io);
+      if (run.judged && !judgedLines(run.judged, io)) unsafe++;
       if (run.roots.length > 0)
         io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
       for (const problem of run.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
-    for (const judged of [
-      ...engine.removed.flatMap((r) => r.judged ?? []),
-      ...(engine.handedBack ?? []).flatMap((r) => r.judged ?? []),
-    ])
-      if (judged.failed !== undefined || judged.notRestored.length > 0) unsafe++;
     removed += engine.removed.length;
   }
   for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
@@ -65,19 +60,23 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
   return EXIT.unavailable;
 }
 
-/** What judging a run its controller died before judging found and did. */
-function judgedLines(judged: JudgedDeadRun, io: CliIo): void {
+/**
+ * What judging a run its controller died before judging found and did; false when its trees may
+ * still hold what the sandbox was not allowed to leave (it could not be judged, or not all put back).
+ */
+function judgedLines(judged: JudgedDeadRun, io: CliIo): boolean {
   const trees = judged.trees.map(terminalLine).join(", ") || "(no writable tree)";
   io.stderr(`judged run ${terminalLine(judged.runId)} (its controller died before judging it): ${trees}\n`);
   for (const why of judged.gone) io.stderr(`  nothing left to judge: ${terminalLine(why)}\n`);
   if (judged.failed !== undefined) {
     io.stderr(`  could not judge it: ${terminalLine(judged.failed)}\n`);
-    return;
+    return false;
   }
-  if (judged.gone.length === judged.trees.length) return;
+  if (judged.gone.length === judged.trees.length) return true;
   if (judged.violationCount === 0) io.stderr("  nothing it was not allowed to change\n");
   else io.stderr(`  ${judged.violationCount} change(s) it was not allowed to make\n`);
   for (const v of judged.violations) io.stderr(`  refused ${terminalLine(v)}\n`);
   for (const p of judged.restored) io.stderr(`  put back ${terminalLine(p)}\n`);
   for (const p of judged.notRestored) io.stderr(`  NOT put back ${terminalLine(p)}\n`);
+  return judged.notRestored.length === 0;
 }

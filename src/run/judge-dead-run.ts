@@ -10,7 +10,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { resolvedPath } from "../util/resolved-path.js";
-import { readWatchState, type SavedWatch, WATCH_STATE_FILE } from "../workspace/watch-state.js";
+import { readWatchState, type SavedWatch } from "../workspace/watch-state.js";
+import { WATCH_STATE_CLAIM_PREFIX as CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 import { lentFolderProblem } from "./plan/host-folders.js";
 import {
@@ -22,7 +23,6 @@ import {
   WORKSPACE_STATE_DIR,
 } from "./run-dirs.js";
 
-const CLAIM_PREFIX = `${WATCH_STATE_FILE}.judging-`;
 const RUN_ID = /^[A-Za-z0-9_-]{1,128}$/;
 /** Paths listed per kind in a judged run's summary. */
 const MAX_LISTED = 50;
@@ -75,14 +75,18 @@ function awaitingRun(runId: string, tmpDir?: string): AwaitingRun | undefined {
   return { runId, stateDir, file: path.join(stateDir, name ?? WATCH_STATE_FILE) };
 }
 
-/** The ids of this host's dead runs whose trees wait to be judged. */
-export function deadRunsAwaitingJudgement(tmpDir?: string): string[] {
+/** This host's dead runs whose trees wait to be judged. */
+function awaitingRuns(tmpDir?: string): AwaitingRun[] {
   if (!runDirsParentPrivate(tmpDir)) return [];
   return fs
     .readdirSync(runDirsParent(tmpDir))
     .filter((name) => name.startsWith("run-") && !name.endsWith("-record"))
-    .map((name) => name.slice("run-".length))
-    .filter((runId) => awaitingRun(runId, tmpDir) !== undefined);
+    .flatMap((name) => awaitingRun(name.slice("run-".length), tmpDir) ?? []);
+}
+
+/** The ids of this host's dead runs whose trees wait to be judged. */
+export function deadRunsAwaitingJudgement(tmpDir?: string): string[] {
+  return awaitingRuns(tmpDir).map((run) => run.runId);
 }
 
 /** Whether run `runId` (of a dead controller) still waits to be judged: its lent trees stay lent and its folder stays until then. */
@@ -99,9 +103,8 @@ export function unjudgedRunOver(
   tmpDir?: string,
 ): { runId: string; tree: string } | undefined {
   if (trees.length === 0) return undefined;
-  for (const runId of deadRunsAwaitingJudgement(tmpDir)) {
-    const run = awaitingRun(runId, tmpDir);
-    const state = run ? readWatchState(run.file) : undefined;
+  for (const { runId, file } of awaitingRuns(tmpDir)) {
+    const state = readWatchState(file);
     if (!state) return { runId, tree: trees[0]! };
     for (const theirs of writableTrees(state))
       for (const ours of trees) if (overlaps(theirs, ours)) return { runId, tree: theirs };

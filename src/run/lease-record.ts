@@ -43,12 +43,7 @@ export function engineIdentity(engine: Pick<Engine, "name" | "address">): string
 
 /** Writes the record into the run's folder (a new file, never through a link), before the lease is taken. */
 export function writeLeaseRecord(runDir: string, record: LeaseRecord): void {
-  const dir = HostDir.open(runDir);
-  try {
-    dir.writeNew(LEASE_RECORD, `${JSON.stringify(record)}\n`, 0o600);
-  } finally {
-    dir.close();
-  }
+  HostDir.writeNewIn(runDir, LEASE_RECORD, `${JSON.stringify(record)}\n`, 0o600);
 }
 
 /** Once the trees are back (or were never lent): nothing is left for a reaper to do. */

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
-import { WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
+import { WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
@@ -143,7 +143,7 @@ function holdsUnjudgedState(dir: string): boolean {
   try {
     return fs
       .readdirSync(path.join(dir, WORKSPACE_STATE_DIR))
-      .some((name) => name === WATCH_STATE_FILE || name.startsWith(`${WATCH_STATE_FILE}.judging-`));
+      .some((name) => name === WATCH_STATE_FILE || name.startsWith(WATCH_STATE_CLAIM_PREFIX));
   } catch {
     return false;
   }

@@ -153,6 +153,16 @@ export class HostDir {
     }
   }
 
+  /** writeNew in the folder at `dir` (opened as open() does, closed after). */
+  static writeNewIn(dir: string, name: string, data: string | Uint8Array, mode = 0o644): void {
+    const folder = HostDir.open(dir);
+    try {
+      folder.writeNew(name, data, mode);
+    } finally {
+      folder.close();
+    }
+  }
+
   /** A write stream on a new file (exclusive, as writeNew). */
   newWriteStream(name: string, mode = 0o644): fs.WriteStream {
     return fs.createWriteStream("", { fd: this.createFile(name, mode) });

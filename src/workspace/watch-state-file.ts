@@ -1,3 +1,5 @@
 // The name of a watch's saved state in its folder (watch-state.ts), alone in a module of its own:
 // the run-folder reaper needs the name, not the parser (and the CLI's planning loads the reaper's module).
 export const WATCH_STATE_FILE = "watch.json";
+/** A reaper's claim of the state while it judges the run: `<prefix><its pid>` (run/judge-dead-run.ts). */
+export const WATCH_STATE_CLAIM_PREFIX = `${WATCH_STATE_FILE}.judging-`;

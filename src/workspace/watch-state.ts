@@ -9,10 +9,7 @@
 import { z } from "zod";
 import { HostDir } from "../util/host-dir.js";
 import { readSmallFile } from "../util/read-fd.js";
-
 import { WATCH_STATE_FILE } from "./watch-state-file.js";
-
-export { WATCH_STATE_FILE };
 
 /** Paths and pointers of up to 10,000 git directories per tree, and what their config names: well below this. */
 const MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -49,17 +46,11 @@ const savedWatch = z.object({
   about: z.record(z.string(), z.string()),
 });
 
-export type SavedTree = z.infer<typeof savedTree>;
 export type SavedWatch = z.infer<typeof savedWatch>;
 
 /** Writes the state into the folder (a new file through the folder's fd, never through a link). */
 export function writeWatchState(stateDir: string, state: SavedWatch): void {
-  const dir = HostDir.open(stateDir);
-  try {
-    dir.writeNew(WATCH_STATE_FILE, `${JSON.stringify(state)}\n`, 0o600);
-  } finally {
-    dir.close();
-  }
+  HostDir.writeNewIn(stateDir, WATCH_STATE_FILE, `${JSON.stringify(state)}\n`, 0o600);
 }
 
 /** The state in `file` (the state file, or the name a reaper moved it to), or undefined when there is none or it is not whole. */
@@ -67,7 +58,7 @@ export function readWatchState(file: string): SavedWatch | undefined {
   return parseWatchState(readSmallFile(file, MAX_STATE_BYTES));
 }
 
-export function parseWatchState(bytes: Buffer | null | undefined): SavedWatch | undefined {
+function parseWatchState(bytes: Buffer | null | undefined): SavedWatch | undefined {
   if (!bytes) return undefined;
   try {
     const parsed = savedWatch.safeParse(JSON.parse(bytes.toString("utf8")));

@@ -21,7 +21,8 @@ import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
-import { type SavedWatch, WATCH_STATE_FILE, writeWatchState } from "./watch-state.js";
+import { type SavedWatch, writeWatchState } from "./watch-state.js";
+import { WATCH_STATE_FILE } from "./watch-state-file.js";
 import {
   changeOf,
   type EntryPair,

@@ -17,6 +17,7 @@ import {
   SANDBOX_UID,
   WARM_PATHS,
 } from "../../src/sandbox-contract.js";
+import { commitAll } from "../support/git-repo.js";
 import {
   builtCli,
   containersOfRuns,
@@ -240,11 +241,7 @@ describeBindOnly("a bind-mode run whose controller was killed before it judged t
   it("a new run over the tree is refused until `sandbox-run gc` has judged it: the planted hook and .envrc are put back, the run's own work stays", async () => {
     const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
     const ws = hostileWorkspace({ "src/a.ts": "a\n" });
-    const git = (...args: string[]) =>
-      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
-    git("init", "-q");
-    git("add", ".");
-    git("commit", "-qm", "init");
+    commitAll(ws);
     const hooksBefore = fs.readdirSync(path.join(ws, ".git/hooks")).sort();
     const env = { ...process.env, TMPDIR: tmpdir };
     const plant = [

@@ -15,7 +15,7 @@ import {
   removeRunDir,
   runDirsParent,
 } from "../../src/run/run-dirs.js";
-import { WATCH_STATE_FILE } from "../../src/workspace/watch-state.js";
+import { WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
 
 const scratch: string[] = [];
 function tmp(): string {

@@ -2,7 +2,6 @@
 // never from a container's labels: whoever answers on the engine's address (a local user on a
 // loopback port) chooses those. The engine here is a real DockerEngine talking HTTP to a stand-in
 // on a unix socket that answers like a hostile engine.
-import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -28,8 +27,9 @@ import {
   LABEL_OWNER_PID,
   LABEL_RUN_ID,
 } from "../../src/sandbox-contract.js";
-import { WATCH_STATE_FILE } from "../../src/workspace/watch-state.js";
+import { WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
+import { commitAll } from "../support/git-repo.js";
 import { owner, tempTrees } from "../support/temp-trees.js";
 
 const { dir, tree } = tempTrees("sandbox-run-reap-");
@@ -204,11 +204,7 @@ describe("a bind-mode run its controller died before judging", () => {
   /** A repository with a commit, watched as a dead controller's run left it: the state saved, then the "sandbox" writes. */
   async function abandonedRun(runId: string, tmpDir: string, engine: string) {
     const ws = tree({ "src/a.ts": "a\n" });
-    const git = (...args: string[]) =>
-      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, stdio: "pipe" });
-    git("init", "-q");
-    git("add", ".");
-    git("commit", "-qm", "init");
+    commitAll(ws);
     const gitBefore = listing(path.join(ws, ".git"));
     const runDir = deadRunDir(runId, tmpDir);
     const watch = await WorkspaceWatch.start({

@@ -373,6 +373,15 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
   });
 });
 
+/** What the pack checks read of a tree: its files as they are, a scratch folder, sha1 names. */
+function packAccess(ws: string): GitAccess {
+  return {
+    scratch: dir(),
+    open: (p: string) => fs.openSync(path.join(ws, p), "r"),
+    format: () => "sha1" as const,
+  } as unknown as GitAccess;
+}
+
 describe("the time verifying packs is bounded per run, not per pack", { timeout: 60_000 }, () => {
   it("past the run's budget every further pack is refused unchecked (a thousand tiny delta-bomb packs held the judgement for days)", async () => {
     const ws = huskyRepo();
@@ -405,11 +414,7 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
         };
       }),
     );
-    const access = {
-      scratch: dir(),
-      open: (p: string) => fs.openSync(path.join(ws, p), "r"),
-      format: () => "sha1" as const,
-    } as unknown as GitAccess;
+    const access = packAccess(ws);
     // Within the budget (the default: ten minutes for all of a run's packs) git's own packs pass.
     expect((await new ObjectChecker().check(changes, access)).violations).toEqual([]);
     // Spent: each further pack is refused, pack and .idx removed, without running git.
@@ -474,11 +479,7 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
       before: facts(before),
       after: facts(after),
     };
-    const access = {
-      scratch: dir(),
-      open: (p: string) => fs.openSync(path.join(ws, p), "r"),
-      format: () => "sha1" as const,
-    } as unknown as GitAccess;
+    const access = packAccess(ws);
     const spent = new PackTimeBudget(0, 0);
     const checked = await new ObjectChecker(spent, AbortSignal.abort()).check([change], access);
     expect(checked.violations).toEqual([]);
