@@ -1,19 +1,25 @@
-// Folders of a lent tree that the tree's own environment files put on PATH: direnv's `.envrc`
-// (`PATH_add dir...`, `path_add PATH dir...`, `layout node` -> node_modules/.bin, `layout python`
-// -> .direnv) and mise's `[env] _.path` entries. The host's shell, once it enters the folder
-// (direnv allowed, mise activated and trusted), runs the commands a person types from there: an
-// executable the run dropped into such a folder shadows `git`, `ls` or `npm`. The run protects
-// these folders like the paths a repository's git config names (rule git-config-paths).
+// What a lent tree's own environment files make the host run when a shell enters the folder
+// (direnv allowed, mise activated and trusted): the folders they put on PATH (direnv's `PATH_add
+// dir...`, `path_add PATH dir...`, `load_prefix`, the layouts; mise's `[env] _.path` and
+// `_.python.venv`), from which the host's shell runs the commands a person types (an executable the
+// run dropped there shadows `git`, `ls` or `npm`); and the files they source or load (direnv's
+// `source_env`, `source`/`.`, `dotenv` (a .env sets LD_PRELOAD or PATH), `use nix`/`use flake`,
+// `use vim`; mise's `_.source`, `_.file` and the paths in `[hooks]` commands), which direnv and
+// mise run again on `cd` without asking while the trusted file itself is unchanged. The run
+// protects all of these like the paths a repository's git config names (rule git-config-paths).
 //
-// `layout node`'s folder is the exception: `npm install` rewrites node_modules/.bin, and what its
-// entries run (node_modules/<package>/...) is the repository's own code, which the run may change
-// anyway. What a person does not expect there is a command of the host's: so in that folder only
-// the names of the host's commands (every name in the folders of the controller's PATH and the
-// standard system folders, none inside the lent trees) are protected, and the folder itself stays
-// a folder (a parent of a protected path that turns into something else is a violation).
+// `layout node`'s folder (and `layout php`'s vendor/bin) is the exception: `npm install` rewrites
+// node_modules/.bin, and what its entries run (node_modules/<package>/...) is the repository's own
+// code, which the run may change anyway. What a person does not expect there is a command of the
+// host's: so in that folder only the names of the host's commands (every name in the folders of the
+// controller's PATH and the standard system folders, none inside the lent trees) are protected, and
+// the folder itself stays a folder (a parent of a protected path that turns into something else is
+// a violation).
 //
-// Only the files at the top of each folder given (the lent trees and the repositories' worktrees)
-// are read, as they were before the run: regular files only, no symlink followed, small ones.
+// Only the files at the top of each folder given (the lent trees and the repositories' worktrees),
+// and the files an .envrc sources from there, are read, as they were before the run: regular files
+// only, no symlink followed, small ones. Nix expressions that shell.nix or flake.nix import are not
+// followed (docs/security.md, "What is not promised").
 import fs from "node:fs";
 import path from "node:path";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
@@ -36,92 +42,181 @@ const MISE_FILES = [
   ".config/mise/config.toml",
 ];
 
+/** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
+const MAX_SOURCE_DEPTH = 4;
+
 /**
- * Folders the environment files at the top of `dirs` put on PATH (absolute), with the key and file
- * that say so; for a folder only its host-command names guard (layout node), those names in it.
+ * What the environment files at the top of `dirs` make the host run (absolute): the folders they
+ * put on PATH and the files they source or load, with the key and file that say so; for a folder
+ * where only its host-command names guard (layout node), those names in it.
  * `commands`: the host's command names (default: read from PATH and the system folders, once per call).
  */
 export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySet<string>): ConfigTarget[] {
   const out: ConfigTarget[] = [];
   let hostCommands = commands;
-  for (const dir of new Set(dirs)) {
-    const envrc = path.join(dir, ".envrc");
-    for (const { key, folder, commandsOnly } of envrcPathFolders(readSmallFile(envrc))) {
-      const target = path.resolve(dir, folder);
-      if (!commandsOnly) {
-        out.push({ path: target, key, source: envrc });
-        continue;
-      }
-      hostCommands ??= hostCommandNames(process.env.PATH, dirs);
-      const why = `${key} (a host command's name)`;
-      for (const name of hostCommands) out.push({ path: path.join(target, name), key: why, source: envrc });
+  const push = (dir: string, source: string, { key, target, commandsOnly }: EnvTarget) => {
+    const resolved = path.resolve(dir, target);
+    if (!commandsOnly) {
+      out.push({ path: resolved, key, source });
+      return;
     }
+    hostCommands ??= hostCommandNames(process.env.PATH, dirs);
+    const why = `${key} (a host command's name)`;
+    for (const name of hostCommands) out.push({ path: path.join(resolved, name), key: why, source });
+  };
+  for (const dir of new Set(dirs)) {
+    for (const { dir: base, source, target } of envrcClosure(dir)) push(base, source, target);
     for (const mise of MISE_FILES) {
       const file = path.join(dir, mise);
-      for (const folder of misePathFolders(readSmallFile(file)))
-        out.push({ path: path.resolve(dir, folder), key: "mise [env] _.path", source: file });
+      for (const target of miseTargets(readSmallFile(file))) push(dir, file, target);
     }
   }
   return out;
 }
 
-interface PathFolder {
-  key: string;
-  folder: string;
-  /** Only the names of the host's commands in it are guarded (layout node's node_modules/.bin). */
-  commandsOnly?: true;
+/** The .envrc at `dir` and the files it sources, each target with the folder it is relative to. */
+function envrcClosure(dir: string): Array<{ dir: string; source: string; target: EnvTarget }> {
+  const out: Array<{ dir: string; source: string; target: EnvTarget }> = [];
+  const seen = new Set<string>();
+  // direnv's PWD is the .envrc's folder; source_env moves it to the sourced file's folder, a plain
+  // `source` does not.
+  const visit = (file: string, pwd: string, depth: number) => {
+    if (seen.has(file) || depth > MAX_SOURCE_DEPTH) return;
+    seen.add(file);
+    for (const target of envrcTargets(readSmallFile(file))) {
+      out.push({ dir: pwd, source: file, target });
+      if (!target.sourced) continue;
+      const sourced = path.resolve(pwd, target.target);
+      visit(sourced, target.sourced === "source_env" ? path.dirname(sourced) : pwd, depth + 1);
+    }
+  };
+  visit(path.join(dir, ".envrc"), dir, 0);
+  return out;
 }
 
-/** direnv: the folders an .envrc adds to PATH (relative to its folder, or absolute). */
-export function envrcPathFolders(text: string | undefined): PathFolder[] {
+/** A path an environment file makes the host run, relative to the file's folder (or absolute). */
+export interface EnvTarget {
+  key: string;
+  target: string;
+  /** Only the names of the host's commands in it are guarded (layout node's node_modules/.bin). */
+  commandsOnly?: true;
+  /** A shell file the .envrc runs, followed for its own targets (source_env moves PWD to its folder). */
+  sourced?: "source_env" | "source";
+}
+
+/** direnv: what an .envrc puts on PATH, sources and loads (relative to its folder, or absolute). */
+export function envrcTargets(text: string | undefined): EnvTarget[] {
   if (text === undefined) return [];
-  const out: PathFolder[] = [];
+  const out: EnvTarget[] = [];
+  const add = (key: string, arg: string | undefined, extra: Partial<EnvTarget> = {}) => {
+    const target = resolvable(arg);
+    if (target !== undefined) out.push({ key, target, ...extra });
+  };
   for (const raw of text.split("\n")) {
-    const words = shellWords(raw);
-    const [command, ...args] = words;
-    if (command === "PATH_add") for (const a of args) pushFolder(out, "direnv PATH_add", a);
+    const [command, ...args] = shellWords(raw);
+    const layout = command === "layout" ? (args[0] ?? "") : undefined;
+    if (command === "PATH_add") for (const a of args) add("direnv PATH_add", a);
     else if (command === "path_add" && args[0] === "PATH")
-      for (const a of args.slice(1)) pushFolder(out, "direnv path_add PATH", a);
-    else if (command === "layout" && args[0] === "node")
-      out.push({ key: "direnv layout node", folder: "node_modules/.bin", commandsOnly: true });
-    else if (command === "layout" && /^(python\d*|pipenv|pyenv|anaconda|uv|poetry)$/.test(args[0] ?? ""))
-      out.push({ key: `direnv layout ${args[0]}`, folder: ".direnv" });
+      for (const a of args.slice(1)) add("direnv path_add PATH", a);
+    else if (command === "load_prefix") {
+      add("direnv load_prefix", args[0] === undefined ? undefined : `${args[0]}/bin`);
+      add("direnv load_prefix", args[0] === undefined ? undefined : `${args[0]}/sbin`);
+    } else if (layout === "node") add("direnv layout node", "node_modules/.bin", { commandsOnly: true });
+    else if (layout === "php") add("direnv layout php", "vendor/bin", { commandsOnly: true });
+    else if (layout === "go") {
+      add("direnv layout go", "bin");
+      add("direnv layout go", ".direnv");
+    } else if (layout !== undefined && /^(python\d*|pipenv|pyenv|anaconda|uv|poetry|perl|ruby)$/.test(layout))
+      add(`direnv layout ${layout}`, ".direnv");
+    else if (command === "source_env" || command === "source_env_if_exists")
+      // A folder means its .envrc; which one is read is decided on the host, so both are guarded.
+      for (const t of [args[0], args[0] === undefined ? undefined : `${args[0]}/.envrc`])
+        add(`direnv ${command}`, t, { sourced: "source_env" });
+    else if (command === "source" || command === ".") add(`direnv ${command}`, args[0], { sourced: "source" });
+    else if (command === "dotenv" || command === "dotenv_if_exists") {
+      // A .env sets any variable in the host's shell (PATH, LD_PRELOAD, BASH_ENV); a folder means its .env.
+      add(`direnv ${command}`, args[0] ?? ".env");
+      if (args[0] !== undefined) add(`direnv ${command}`, `${args[0]}/.env`);
+    } else if (command === "use" && args[0] === "nix") {
+      const files = args.slice(1).filter((a) => a.endsWith(".nix"));
+      for (const f of files.length > 0 ? files : ["shell.nix", "default.nix"]) add("direnv use nix", f);
+    } else if (command === "use" && args[0] === "flake")
+      for (const f of ["flake.nix", "flake.lock"]) add("direnv use flake", f);
+    else if (command === "use" && args[0] === "vim") add("direnv use vim", args[1] ?? ".vimrc.local");
   }
   return out;
 }
 
-/** mise: the entries of `_.path` in the [env] table (a string or an array of strings). */
-export function misePathFolders(text: string | undefined): string[] {
+/**
+ * mise: in [env], `_.path` (PATH folders), `_.source` (scripts run on cd), `_.file` (env files) and
+ * `_.python.venv` (its bin folder on PATH; a `{ path = ... }` table too), also written under
+ * `[env._]` or `[env._.python]`; in [hooks], every word with a `/` in its commands. A string or an
+ * array of strings, possibly over lines; `{{config_root}}` is the file's folder.
+ */
+export function miseTargets(text: string | undefined): EnvTarget[] {
   if (text === undefined) return [];
-  const out: string[] = [];
+  const out: EnvTarget[] = [];
   let table = "";
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
-    const header = /^\[\s*([^\]]+?)\s*\]$/.exec(line);
+    const header = /^\[\[?([^\]]+)\]\]?$/.exec(line);
     if (header) {
-      table = header[1]!;
+      table = header[1]!.replace(/\s+/g, "");
       continue;
     }
-    let value: string | undefined;
-    if (table === "env") value = /^_\.path\s*=\s*(.*)$/.exec(line)?.[1];
-    else if (table === "env._") value = /^path\s*=\s*(.*)$/.exec(line)?.[1];
-    if (value === undefined) continue;
-    // An array may span lines: read on to its closing bracket.
-    if (value.startsWith("[")) while (!value.includes("]") && i + 1 < lines.length) value += ` ${lines[++i]!.trim()}`;
-    for (const m of value.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g)) {
-      const entry = (m[1] ?? m[2] ?? "").replace(/^\{\{\s*config_root\s*\}\}\/?/, "");
-      if (entry !== "" && !entry.includes("{{") && !entry.includes("$")) out.push(entry);
-      else if (entry === "") out.push(".");
-    }
+    const assignment = /^([\w.\-"']+)\s*=\s*(.*)$/.exec(line);
+    if (!assignment) continue;
+    const kind = miseKind(`${table}.${assignment[1]!.replace(/["']/g, "")}`);
+    if (kind === undefined) continue;
+    let value = assignment[2]!;
+    // An array or inline table may span lines: read on to its closing bracket.
+    const close = value.startsWith("[") ? "]" : value.startsWith("{") ? "}" : undefined;
+    if (close)
+      while (!value.replace(/"(?:[^"\\]|\\.)*"|'[^']*'/g, "").includes(close) && i + 1 < lines.length)
+        value += ` ${lines[++i]!.trim()}`;
+    if (kind === "hooks") {
+      for (const command of tomlStrings(value))
+        for (const word of shellWords(command))
+          if (word.includes("/")) pushMise(out, { key: "mise [hooks]", target: word });
+    } else if (kind === "python.venv") {
+      const venv = value.startsWith("{")
+        ? tomlStrings(/\bpath\s*=\s*("[^"]*"|'[^']*')/.exec(value)?.[1] ?? "")
+        : tomlStrings(value);
+      // Like layout node: the venv's own commands are the repository's packages; a host command's name is not.
+      for (const entry of venv)
+        pushMise(out, { key: "mise [env] _.python.venv", target: `${entry || "."}/bin`, commandsOnly: true });
+    } else for (const entry of tomlStrings(value)) pushMise(out, { key: `mise [env] _.${kind}`, target: entry || "." });
   }
   return out;
 }
 
-function pushFolder(out: PathFolder[], key: string, arg: string): void {
-  // $PWD and ${PWD} are the .envrc's folder; any other expansion is not resolved here.
-  const folder = arg.replace(/^\$\{?PWD\}?(\/|$)/, "") || ".";
-  if (!folder.includes("$") && !folder.includes("`")) out.push({ key, folder });
+/** What a mise key (`<table>.<key>`, dotted) makes the host run, if anything. */
+function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "hooks" | undefined {
+  if (key.startsWith("hooks.")) return "hooks";
+  return /^env\._\.(path|source|file|python\.venv)$/.exec(key)?.[1] as
+    | "path"
+    | "source"
+    | "file"
+    | "python.venv"
+    | undefined;
+}
+
+function tomlStrings(value: string): string[] {
+  return [...value.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g)].map((m) => m[1] ?? m[2] ?? "");
+}
+
+function pushMise(out: EnvTarget[], entry: EnvTarget): void {
+  const target = entry.target.replace(/^\{\{\s*config_root\s*\}\}\/?/, "") || ".";
+  if (!target.includes("{{") && !target.includes("$")) out.push({ ...entry, target });
+}
+
+/** A path word as direnv resolves it: $PWD and ${PWD} are the .envrc's folder; other expansions are not resolved here. */
+function resolvable(arg: string | undefined): string | undefined {
+  if (arg === undefined) return undefined;
+  const target = arg.replace(/^\$\{?PWD\}?(\/|$)/, "") || ".";
+  // `~` is the host's home, outside any lent tree (lending it is refused).
+  return /[$`]/.test(target) || target.startsWith("~") ? undefined : target;
 }
 
 /** The words of one shell line, quotes removed; a comment ends it. Enough for direnv's commands. */

@@ -251,16 +251,23 @@ echo changed > src/a.ts`,
   });
 
   notInWarm(
-    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH: executables the run drops or changes there are put back, so the host's shell runs its own git, ls and npm; in node_modules/.bin only the host's command names are guarded",
+    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH, and the files they source (source_env, dotenv, _.source, [hooks]): what the run drops or changes there is put back, so the host's shell runs its own git, ls and npm and direnv and mise rerun nothing of the run's on cd; in node_modules/.bin only the host's command names are guarded",
     async () => {
       const ws = repo({
         files: {
-          ".envrc": "PATH_add bin\nlayout node\n",
-          "mise.toml": '[env]\n_.path = ["{{config_root}}/tools"]\n',
+          ".envrc": "PATH_add bin\nlayout node\nsource_env .envrc.local\ndotenv\n",
+          ".envrc.local": "export LOCAL=1\n",
+          ".env": "DOTENV=1\n",
+          "mise.toml":
+            '[env]\n_.path = ["{{config_root}}/tools"]\n_.source = "scripts/env.sh"\n[hooks]\nenter = "sh ./hooks/enter.sh"\n',
+          "scripts/env.sh": "export MISE_ENV=1\n",
+          "hooks/enter.sh": "echo entered\n",
           "bin/build": "#!/bin/sh\necho build\n",
           "tools/README": "tools\n",
         },
       });
+      const sourced = [".envrc.local", ".env", "scripts/env.sh", "hooks/enter.sh"];
+      const sourcedBefore = sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"));
       fs.chmodSync(path.join(ws, "bin/build"), 0o755);
       const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
       const evil = "printf '#!/bin/sh\\ntouch MARKER\\n'";
@@ -270,14 +277,21 @@ echo changed > src/a.ts`,
 echo 'touch MARKER' >> bin/build
 mkdir -p node_modules/.bin node_modules/left-pad && ${evil} > node_modules/.bin/ls && chmod +x node_modules/.bin/ls
 echo 'console.log(1)' > node_modules/left-pad/cli.js && ln -s ../left-pad/cli.js node_modules/.bin/left-pad
-${evil} > tools/npm && chmod +x tools/npm`,
+${evil} > tools/npm && chmod +x tools/npm
+echo 'touch MARKER' >> .envrc.local && echo 'BASH_ENV=MARKER' >> .env
+echo 'touch MARKER' >> scripts/env.sh && echo 'touch MARKER' >> hooks/enter.sh`,
       );
       expectUndone(outcome, marker, [
         `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
         `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
         `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
         `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
+        `.envrc.local (modified, git-config-paths: direnv source_env in ${ws}/.envrc)`,
+        `.env (modified, git-config-paths: direnv dotenv in ${ws}/.envrc)`,
+        `scripts/env.sh (modified, git-config-paths: mise [env] _.source in ${ws}/mise.toml)`,
+        `hooks/enter.sh (modified, git-config-paths: mise [hooks] in ${ws}/mise.toml)`,
       ]);
+      expect(sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"))).toEqual(sourcedBefore);
       expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
       // A package's own command is no host command's name: bind mode keeps it (copy mode applies
@@ -286,11 +300,19 @@ ${evil} > tools/npm && chmod +x tools/npm`,
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/left-pad"))).toBe(bind);
       // The host's shell with the folders first on PATH, as direnv and mise put them.
       const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
-      const shell = spawnSync("sh", ["-c", "build; git --version; ls >/dev/null; npm --version; true"], {
-        cwd: ws,
-        env: { ...process.env, PATH: [...pathDirs, process.env.PATH].join(":") },
-        encoding: "utf8",
-      });
+      // direnv and mise source these on cd, as the host's shell does here.
+      const shell = spawnSync(
+        "sh",
+        [
+          "-c",
+          ". ./.envrc.local; . ./scripts/env.sh; sh ./hooks/enter.sh >/dev/null; build; git --version; ls >/dev/null; npm --version; true",
+        ],
+        {
+          cwd: ws,
+          env: { ...process.env, PATH: [...pathDirs, process.env.PATH].join(":") },
+          encoding: "utf8",
+        },
+      );
       expect(shell.stdout).toMatch(/^build\ngit version/);
       expect(fs.existsSync(marker), "the host's shell ran the sandbox's executable").toBe(false);
     },

@@ -2,14 +2,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  envrcPathFolders,
-  hostCommandNames,
-  misePathFolders,
-  pathSourceTargets,
-} from "../../src/workspace/path-sources.js";
+import { envrcTargets, hostCommandNames, miseTargets, pathSourceTargets } from "../../src/workspace/path-sources.js";
 
-describe("envrcPathFolders", () => {
+describe("envrcTargets", () => {
   it("reads PATH_add, path_add PATH and the layouts that put a folder on PATH; comments and other expansions are left out", () => {
     const text = [
       "# PATH_add commented",
@@ -19,28 +14,94 @@ describe("envrcPathFolders", () => {
       "layout node",
       "layout python3",
       "PATH_add $HOME/elsewhere",
+      "PATH_add ~/bin",
       "export FOO=1",
     ].join("\n");
-    expect(envrcPathFolders(text)).toEqual([
-      { key: "direnv PATH_add", folder: "bin" },
-      { key: "direnv PATH_add", folder: "scripts" },
-      { key: "direnv PATH_add", folder: "tools" },
-      { key: "direnv path_add PATH", folder: "vendor/bin" },
-      { key: "direnv layout node", folder: "node_modules/.bin", commandsOnly: true },
-      { key: "direnv layout python3", folder: ".direnv" },
+    expect(envrcTargets(text)).toEqual([
+      { key: "direnv PATH_add", target: "bin" },
+      { key: "direnv PATH_add", target: "scripts" },
+      { key: "direnv PATH_add", target: "tools" },
+      { key: "direnv path_add PATH", target: "vendor/bin" },
+      { key: "direnv layout node", target: "node_modules/.bin", commandsOnly: true },
+      { key: "direnv layout python3", target: ".direnv" },
+    ]);
+  });
+
+  it("reads what an .envrc sources and loads, which direnv runs again on cd while the .envrc is unchanged", () => {
+    const text = [
+      "source_env .envrc.local",
+      "source_env_if_exists config",
+      "source scripts/env.sh",
+      ". ./more.sh",
+      "dotenv",
+      "dotenv_if_exists .env.local",
+      "use nix",
+      "use flake",
+      "use vim",
+      "load_prefix vendor",
+      "layout go",
+      "layout ruby",
+      "layout php",
+      "watch_file never-run.txt",
+    ].join("\n");
+    expect(envrcTargets(text)).toEqual([
+      { key: "direnv source_env", target: ".envrc.local", sourced: "source_env" },
+      { key: "direnv source_env", target: ".envrc.local/.envrc", sourced: "source_env" },
+      { key: "direnv source_env_if_exists", target: "config", sourced: "source_env" },
+      { key: "direnv source_env_if_exists", target: "config/.envrc", sourced: "source_env" },
+      { key: "direnv source", target: "scripts/env.sh", sourced: "source" },
+      { key: "direnv .", target: "./more.sh", sourced: "source" },
+      { key: "direnv dotenv", target: ".env" },
+      { key: "direnv dotenv_if_exists", target: ".env.local" },
+      { key: "direnv dotenv_if_exists", target: ".env.local/.env" },
+      { key: "direnv use nix", target: "shell.nix" },
+      { key: "direnv use nix", target: "default.nix" },
+      { key: "direnv use flake", target: "flake.nix" },
+      { key: "direnv use flake", target: "flake.lock" },
+      { key: "direnv use vim", target: ".vimrc.local" },
+      { key: "direnv load_prefix", target: "vendor/bin" },
+      { key: "direnv load_prefix", target: "vendor/sbin" },
+      { key: "direnv layout go", target: "bin" },
+      { key: "direnv layout go", target: ".direnv" },
+      { key: "direnv layout ruby", target: ".direnv" },
+      { key: "direnv layout php", target: "vendor/bin", commandsOnly: true },
     ]);
   });
 });
 
-describe("misePathFolders", () => {
+describe("miseTargets", () => {
   it("reads _.path in [env] (a string or an array over lines) and path in [env._]; {{config_root}} is the file's folder", () => {
-    expect(misePathFolders('[tools]\nnode = "20"\n[env]\n_.path = "./bin"\nFOO = "x"\n')).toEqual(["./bin"]);
-    expect(misePathFolders("[env]\n_.path = [\n  \"{{config_root}}/tools\",\n  'scripts',\n]\n")).toEqual([
-      "tools",
-      "scripts",
+    const paths = (text: string) => miseTargets(text).map((t) => t.target);
+    expect(paths('[tools]\nnode = "20"\n[env]\n_.path = "./bin"\nFOO = "x"\n')).toEqual(["./bin"]);
+    expect(paths("[env]\n_.path = [\n  \"{{config_root}}/tools\",\n  'scripts',\n]\n")).toEqual(["tools", "scripts"]);
+    expect(paths('[env._]\npath = ["x/bin"]\n')).toEqual(["x/bin"]);
+    expect(paths('[tools]\n_.path = "not-env"\n')).toEqual([]);
+  });
+
+  it("reads the scripts and env files mise runs on cd, the venv it puts on PATH and the paths in [hooks] commands", () => {
+    const text = [
+      "[env]",
+      '_.source = "./scripts/env.sh"',
+      '_.file = [".env", "{{config_root}}/.env.json"]',
+      '_.python.venv = { path = ".venv", create = true }',
+      'NAME = "./not-a-path"',
+      "[env._.python]",
+      'venv = "venv2"',
+      "[hooks]",
+      'enter = "bash ./hooks/enter.sh --quiet"',
+      'leave = ["echo bye", "tools/leave"]',
+      "[tasks.build]",
+      'run = "./build.sh"',
+    ].join("\n");
+    expect(miseTargets(text)).toEqual([
+      { key: "mise [env] _.source", target: "./scripts/env.sh" },
+      { key: "mise [env] _.file", target: ".env" },
+      { key: "mise [env] _.file", target: ".env.json" },
+      { key: "mise [env] _.python.venv", target: ".venv/bin", commandsOnly: true },
+      { key: "mise [env] _.python.venv", target: "venv2/bin", commandsOnly: true },
+      { key: "mise [hooks]", target: "./hooks/enter.sh" },
+      { key: "mise [hooks]", target: "tools/leave" },
     ]);
-    expect(misePathFolders('[env._]\npath = ["x/bin"]\n')).toEqual(["x/bin"]);
-    expect(misePathFolders('[tools]\n_.path = "not-env"\n')).toEqual([]);
   });
 });
 
@@ -56,6 +117,30 @@ describe("pathSourceTargets", () => {
     expect(pathSourceTargets([dir, other])).toEqual([
       { path: path.join(dir, "bin"), key: "direnv PATH_add", source: path.join(dir, ".envrc") },
       { path: path.join(dir, "tools"), key: "mise [env] _.path", source: path.join(dir, ".mise/config.toml") },
+    ]);
+  });
+
+  it("follows the files an .envrc sources, as they were: source_env resolves in the sourced file's folder, source in the .envrc's; a cycle ends", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.mkdirSync(path.join(dir, "env"));
+    fs.writeFileSync(path.join(dir, ".envrc"), "source_env env/local.sh\nsource scripts/env.sh\n");
+    fs.writeFileSync(path.join(dir, "env/local.sh"), "PATH_add bin\ndotenv\nsource_env ../.envrc\n");
+    fs.mkdirSync(path.join(dir, "scripts"));
+    fs.writeFileSync(path.join(dir, "scripts/env.sh"), "PATH_add tools\n");
+    const found = pathSourceTargets([dir]).map((t) => [
+      path.relative(dir, t.path),
+      t.key,
+      path.relative(dir, t.source),
+    ]);
+    expect(found).toEqual([
+      ["env/local.sh", "direnv source_env", ".envrc"],
+      ["env/bin", "direnv PATH_add", "env/local.sh"],
+      ["env/.env", "direnv dotenv", "env/local.sh"],
+      [".envrc", "direnv source_env", "env/local.sh"],
+      [".envrc/.envrc", "direnv source_env", "env/local.sh"],
+      ["env/local.sh/.envrc", "direnv source_env", ".envrc"],
+      ["scripts/env.sh", "direnv source", ".envrc"],
+      ["tools", "direnv PATH_add", "scripts/env.sh"],
     ]);
   });
 });
