@@ -21,6 +21,7 @@ import path from "node:path";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import { ObjectChecker, PackTimeBudget } from "../workspace/git-object-check.js";
 import { pathSourceTargets } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
@@ -48,9 +49,19 @@ interface ReturnedRulesConfig extends RuleConfig {
    * without it the checks use one in the system's temp folder.
    */
   scratch?: string;
+  /**
+   * The run's stop (the caller's signal): as in bind mode, new packs then get the stop's grace in
+   * all, and those not verified by its end are refused unchecked.
+   */
+  signal?: AbortSignal;
+  /** The run's budget for verifying packs (default: PackTimeBudget's), shared by all its trees. */
+  packTime?: PackTimeBudget;
 }
 
 export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCheck {
+  // One budget for verifying packs for the whole run, over all its returned trees (as bind mode's
+  // watch): per tree, a run lending many trees multiplied the time the judgement could be held.
+  const packTime = config.packTime ?? new PackTimeBudget();
   return async (before, after, root, returned) => {
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
@@ -68,7 +79,8 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
       try {
         const refused = (gitRoot: string) => violations.some((v) => v.path === gitRoot || isInside(gitRoot, v.path));
         const access = copyGitAccess(root.hostPath, before, after, returned, scratch.dir);
-        const checked = await new GitChecks(rules).run(work, access, refused);
+        const objects = new ObjectChecker(packTime, config.signal);
+        const checked = await new GitChecks(rules, objects).run(work, access, refused);
         for (const v of checked.violations) violations.push(v);
         returned.leaveOut?.(checked.derived);
       } finally {

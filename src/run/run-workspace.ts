@@ -115,6 +115,7 @@ export class RunWorkspace {
           protectedPaths: run.policy.protectedPaths,
           lentRoots: [run.cwd, ...run.writableRoots],
           scratch: path.join(runDir, "git-checks"),
+          ...(signal ? { signal } : {}),
         }),
         timeline,
         signal,

@@ -63,7 +63,12 @@ async function bindRun(ws: string, script: string, marker: string) {
 }
 
 /** A copy-mode "run": the tree sent, changed by the script in the sandbox's copy, read back and judged. */
-async function copyRun(root: string, script: string, marker: string) {
+async function copyRun(
+  root: string,
+  script: string,
+  marker: string,
+  check = workspaceRulesCheck({ lentRoots: [root], scratch: path.join(dir(), "scratch") }),
+) {
   const before: HostTree = await walkHostTree(root);
   const chunks: Buffer[] = [];
   for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
@@ -81,7 +86,6 @@ async function copyRun(root: string, script: string, marker: string) {
     limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
     what: "the workspace",
   });
-  const check = workspaceRulesCheck({ lentRoots: [root], scratch: path.join(dir(), "scratch") });
   const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
@@ -450,6 +454,31 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     ]);
     // Within the grace an honest pack (git gc's) still verifies and stays.
     expect((await new ObjectChecker(undefined, AbortSignal.abort()).check(changes, access)).violations).toEqual([]);
+  });
+
+  it("copy mode too: one budget for all of a run's returned trees, and the run's stop refuses the packs not verified within its grace", async () => {
+    const repack =
+      "echo more > more.txt && git -c user.name=t -c user.email=t@t add more.txt && git -c user.name=t -c user.email=t@t commit -qm more && git repack -q";
+    const details = (r: Awaited<ReturnType<typeof copyRun>>) =>
+      r.violations.filter((v) => v.path.endsWith(".pack")).map((v) => v.detail?.replace(/ \(.*/, ""));
+    // Two trees of one run, 1 ms in all: the first tree's pack spends it, the second's finds it spent
+    // (before, each returned tree had ten minutes of its own).
+    const check = workspaceRulesCheck({ scratch: path.join(dir(), "scratch"), packTime: new PackTimeBudget(1) });
+    const one = await copyRun(huskyRepo(), repack, marker(), check);
+    expect(details(one)).toEqual(["not checked: git index-pack took longer than 0 s"]);
+    const two = await copyRun(huskyRepo(), repack, marker(), check);
+    expect(details(two)).toEqual(["not checked: its packs took longer to verify than one run may take"]);
+    // The run stopped, no grace left: the running index-pack is stopped and its pack refused.
+    const stopped = workspaceRulesCheck({
+      scratch: path.join(dir(), "scratch"),
+      packTime: new PackTimeBudget(undefined, 0),
+      signal: AbortSignal.abort(),
+    });
+    expect(details(await copyRun(huskyRepo(), repack, marker(), stopped))).toEqual([
+      "not checked: git index-pack was stopped",
+    ]);
+    // Not stopped, within the budget: git's own pack comes back unrefused.
+    expect(details(await copyRun(huskyRepo(), repack, marker()))).toEqual([]);
   });
 
   it("a pack git only freshened (an existing one whose times changed) is checked even after the run was stopped: refusing it would remove history the run never wrote", async () => {
