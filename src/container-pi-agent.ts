@@ -609,7 +609,7 @@ function refuseUnjudgedTrees(trees: readonly string[]): void {
   if (!unjudged) return;
   throw new SandboxRunError(
     "usage",
-    `Run ${unjudged.runId} wrote ${unjudged.tree} and its controller died before judging it: what that sandbox left there, protected files included, was never checked or put back.`,
+    `Run ${unjudged.runId} wrote ${unjudged.tree} and was never judged (its controller died first, or its judgement failed): what that sandbox left there, protected files included, was not checked or put back.`,
     {
       hint: "Run `sandbox-run gc`: it judges that run as its controller would have and puts back what it was not allowed to change; then run again. Until then, do not run git, direnv or an editor in that tree.",
     },

@@ -66,7 +66,7 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
  */
 function judgedLines(judged: JudgedDeadRun, io: CliIo): boolean {
   const trees = judged.trees.map(terminalLine).join(", ") || "(no writable tree)";
-  io.stderr(`judged run ${terminalLine(judged.runId)} (its controller died before judging it): ${trees}\n`);
+  io.stderr(`judged run ${terminalLine(judged.runId)} (never judged by its controller): ${trees}\n`);
   for (const why of judged.gone) io.stderr(`  nothing left to judge: ${terminalLine(why)}\n`);
   if (judged.failed !== undefined) {
     io.stderr(`  could not judge it: ${terminalLine(judged.failed)}\n`);

@@ -206,12 +206,16 @@ export class RunWorkspace {
     return outcome;
   }
 
-  /** The watch's judgement; judged or failed, the run is no longer left to a reaper (the caller hears of it). */
+  /**
+   * The watch's judgement; once judged the run is no longer left to a reaper. A judgement that threw
+   * judged nothing (its git directories were put back): its saved state stays for `gc`, and runs
+   * over its trees are refused until then.
+   */
   private async judgeBindMode(watch: WorkspaceWatch): Promise<WorkspaceReport> {
     try {
       return await watch.finish();
     } finally {
-      watch.forget();
+      if (watch.judged) watch.forget();
     }
   }
 

@@ -25,6 +25,14 @@ const S_IFLNK = 0o120000;
 const S_IFDIR = 0o040000;
 /** Names and extensions past this many entries are not read: the index is refused instead. */
 const MAX_ENTRIES = 10_000_000;
+/** A name git could check out (PATH_MAX); longer ones only cost the reader (a deep one, its stack). */
+const MAX_NAME_BYTES = 4096;
+/**
+ * Bytes of names one read decodes in all: a version-4 index spells each name as a prefix of the
+ * one before plus a suffix, so 64 bytes of index could make a copy of a 4 KiB name (a 1 MiB index,
+ * gigabytes: review, session 24). A version-2 index holds its names as they are, within its size.
+ */
+const MAX_NAME_BYTES_IN_ALL = 64 * 1024 * 1024;
 
 interface IndexEntry {
   name: Buffer;
@@ -56,9 +64,13 @@ export function indexProblem(content: Buffer): string | undefined {
   if (count > MAX_ENTRIES) return `more than ${MAX_ENTRIES} entries`;
   // The repository's hash decides the layout; an index that reads under either is judged under both.
   let parsed = 0;
+  let unread: string | undefined;
   for (const hashBytes of [20, 32]) {
     const read = readIndex(content, version, count, hashBytes);
-    if (typeof read === "string") continue;
+    if (typeof read === "string") {
+      unread ??= read;
+      continue;
+    }
     parsed++;
     // A split index's main file names a replaced entry with an empty name (it takes the shared one's).
     const named = read.split ? read.entries.filter((e) => e.name.length > 0) : read.entries;
@@ -69,7 +81,7 @@ export function indexProblem(content: Buffer): string | undefined {
     const trees = cacheTreeProblem(read);
     if (trees) return trees;
   }
-  return parsed > 0 ? undefined : "an index git cannot read";
+  return parsed > 0 ? undefined : `an index git cannot read (${unread})`;
 }
 
 /**
@@ -91,6 +103,7 @@ function readIndex(content: Buffer, version: number, count: number, hashBytes: n
   const entries: IndexEntry[] = [];
   let at = 12;
   let previous: Buffer = Buffer.alloc(0);
+  let nameBytes = 0;
   for (let i = 0; i < count; i++) {
     if (at + STAT_BYTES + hashBytes + 2 > end) return "truncated";
     const mode = content.readUInt32BE(at + MODE_OFFSET);
@@ -116,6 +129,9 @@ function readIndex(content: Buffer, version: number, count: number, hashBytes: n
       if (nul < 0 || nul >= end) return "an unterminated name";
       const suffix = content.subarray(varint.next, nul);
       if (flags !== CE_NAMEMASK && flags !== keep + suffix.length) return "a name whose length does not match";
+      if (keep + suffix.length > MAX_NAME_BYTES) return `a name longer than ${MAX_NAME_BYTES} bytes`;
+      nameBytes += keep + suffix.length;
+      if (nameBytes > MAX_NAME_BYTES_IN_ALL) return `names of more than ${MAX_NAME_BYTES_IN_ALL} bytes in all`;
       name = Buffer.concat([previous.subarray(0, keep), suffix]);
       next = nul + 1;
     } else {
@@ -124,6 +140,7 @@ function readIndex(content: Buffer, version: number, count: number, hashBytes: n
       const length = flags === CE_NAMEMASK ? nul - nameAt : flags;
       // git copies `length` bytes as the name, and uses it as a C string: a NUL inside would hide the rest.
       if (nul - nameAt !== length) return "a name whose length does not match";
+      if (length > MAX_NAME_BYTES) return `a name longer than ${MAX_NAME_BYTES} bytes`;
       name = content.subarray(nameAt, nul);
       // Entries are padded with NULs to a multiple of 8 bytes, at least one.
       next = at + ((nameAt - at + length + 8) & ~7);

@@ -249,7 +249,7 @@ export class RuleEvaluator {
         restore: { action: "revert", path },
       });
     }
-    if (parent?.gitRoot !== undefined) out.push(...this.gitData(pair, parent.gitRoot, change, on));
+    if (parent?.gitRoot !== undefined) out.push(...this.gitDataOrRefused(pair, parent.gitRoot, change, on));
 
     if (isDirAfter && on("directory-modes")) {
       const added = a!.mode & UNSAFE_DIRECTORY_BITS & ~(isDirBefore ? b!.mode : 0);
@@ -303,6 +303,32 @@ export class RuleEvaluator {
    * writes there (git-pointers). The object store is not kept, so its entries are removed or
    * get their mode back one by one; anything else reverts the whole git directory.
    */
+  /**
+   * gitData, and a git directory put back as a whole when judging one of its files threw: the
+   * content checks parse what the sandbox wrote, and an exception there once skipped the whole
+   * judgement's restore (a 10 KB index 5,000 folders deep overflowed the stack; review, session 24).
+   */
+  private gitDataOrRefused(
+    pair: EntryPair,
+    root: string,
+    change: Change | undefined,
+    on: (rule: string) => boolean,
+  ): Violation[] {
+    try {
+      return this.gitData(pair, root, change, on);
+    } catch (error) {
+      return [
+        {
+          path: pair.path,
+          change: change ?? "modified",
+          rule: "git-metadata",
+          detail: `could not be judged (${error instanceof Error ? error.message : String(error)})`,
+          restore: { action: "revert", path: root },
+        },
+      ];
+    }
+  }
+
   private gitData(
     pair: EntryPair,
     root: string,

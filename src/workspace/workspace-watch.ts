@@ -16,6 +16,7 @@ import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
+import { REF_RULE } from "./git-rule-names.js";
 import { pathSourceTargets } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
@@ -327,18 +328,47 @@ export class WorkspaceWatch {
    */
   async finish(): Promise<WorkspaceReport> {
     try {
-      return await this.check();
+      const report = await this.check();
+      this.judged = true;
+      return report;
     } catch (error) {
       if (error instanceof SandboxRunError) throw error;
+      // Nothing was judged: at least every git directory goes back as it was before the run (the
+      // doors host git opens at the next `git status`), and the saved state stays for `gc`.
+      const putBack = this.putBackGitDirectories();
       throw new SandboxRunError(
         "policy-violation",
-        `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.`,
+        `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.${putBack}`,
         {
-          hint: "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it.",
+          hint: "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it; `sandbox-run gc` judges it again.",
           cause: error,
         },
       );
     }
+  }
+
+  /** Whether finish() judged the trees (a judgement that threw leaves the saved state for `gc`). */
+  judged = false;
+
+  /** Every kept git directory of every tree put back as a whole; what was and was not, as a sentence. */
+  private putBackGitDirectories(): string {
+    const reverted: string[] = [];
+    const failed: string[] = [];
+    for (const w of this.watched) {
+      const steps = w.copy.gitDirs.map((dir) => ({ action: "revert" as const, path: dir }));
+      if (steps.length === 0) continue;
+      try {
+        const applied = applyRestore(w.root, steps, w.copy);
+        for (const p of applied.reverted) reverted.push(w.prefix + (p || "."));
+        for (const n of applied.notRestored) failed.push(`${w.prefix}${n.path} (${n.why})`);
+      } catch (error) {
+        failed.push(`${w.prefix || "."} (${errorText(error)})`);
+      }
+    }
+    return [
+      reverted.length > 0 ? ` Put back as before the run: ${reverted.join(", ")}.` : "",
+      failed.length > 0 ? ` NOT put back: ${failed.join(", ")}.` : "",
+    ].join("");
   }
 
   private async check(): Promise<WorkspaceReport> {
@@ -566,9 +596,36 @@ async function checkGit(
   );
   try {
     return await checks.run(work, access, (root) => plan.covers(root));
+  } catch (error) {
+    // Checks that threw judged nothing: every git directory they were to judge goes back as a
+    // whole and every object-store file the run created goes (an exception must not skip the restore).
+    return gitChecksFailed(work, error);
   } finally {
     access.close();
   }
+}
+
+function gitChecksFailed(work: RuleEvaluator["gitWork"], error: unknown): GitCheckResult {
+  const detail = `not checked: the git checks failed (${error instanceof Error ? error.message : String(error)})`;
+  const roots = new Set([
+    ...work.store.map((c) => c.gitRoot),
+    ...work.pointers.map((c) => c.gitRoot),
+    ...work.pointerOverflow,
+  ]);
+  return {
+    violations: [...roots].map((root) => ({
+      path: root,
+      change: "modified" as const,
+      rule: REF_RULE,
+      detail,
+      restore: { action: "revert" as const, path: root },
+    })),
+    steps: work.store
+      .filter((c) => c.change === "created")
+      .map((c) => ({ action: "remove" as const, path: c.path, objectStore: true })),
+    derived: [],
+    stats: { loose: 0, inflatedBytes: 0, packs: 0, packBytes: 0, ms: 0, refRoots: 0, refMs: 0 },
+  };
 }
 
 /** Removes the derived caches (through directory fds); returns what was there. */

@@ -223,7 +223,7 @@ describe("a controller killed with SIGKILL", () => {
       const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
       expect(gc.code, gc.stderr).toBe(0);
       expect(gc.stderr).toContain(
-        `judged run ${runId} (its controller died before judging it): ${ws}\n  nothing it was not allowed to change\n`,
+        `judged run ${runId} (never judged by its controller): ${ws}\n  nothing it was not allowed to change\n`,
       );
     }
     expect(runDirsIn(tmpdir)).toEqual([]);
@@ -278,13 +278,13 @@ describeBindOnly("a bind-mode run whose controller was killed before it judged t
     expect(refused.ok).toBe(false);
     expect(refused.error?.code).toBe("usage");
     expect(refused.error?.message).toContain(
-      `Run ${started.runId} wrote ${ws} and its controller died before judging it`,
+      `Run ${started.runId} wrote ${ws} and was never judged (its controller died first, or its judgement failed)`,
     );
     expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(true);
 
     const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
     expect(gc.code, gc.stderr).toBe(0);
-    expect(gc.stderr).toContain(`judged run ${started.runId} (its controller died before judging it): ${ws}\n`);
+    expect(gc.stderr).toContain(`judged run ${started.runId} (never judged by its controller): ${ws}\n`);
     expect(gc.stderr).toContain("  refused .envrc: created\n");
     expect(gc.stderr).toContain("  refused .git/hooks/pre-commit: created\n");
     expect(fs.readdirSync(path.join(ws, ".git/hooks")).sort()).toEqual(hooksBefore);

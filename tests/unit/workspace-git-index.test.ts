@@ -172,6 +172,16 @@ describe("indexProblem(): paths git would write outside their place", () => {
     expect(indexProblem(bad)).toBeDefined();
   });
 
+  it("a name past 4096 bytes (git could not check it out; 5,000 folders deep one overflowed the cached-tree check's stack) and names of more than 64 MiB in all (a version-4 index spells each as the one before plus a suffix: a 1 MiB one made gigabytes of copies)", () => {
+    const deep = `${"d/".repeat(5000)}f`;
+    expect(indexProblem(craftIndex([{ path: deep }]))).toMatch(/cannot read \(a name longer than 4096 bytes\)/);
+    // Two long names in version 4 read as git writes them; 16,400 spelling the same 4,095 bytes
+    // (~1 MiB of index, each entry stripping one letter and adding one) are refused.
+    const base = "x".repeat(4094);
+    expect(indexProblem(craftIndex([{ path: `${base}a` }, { path: `${base}b` }], { version: 4 }))).toBeUndefined();
+    expect(indexProblem(v4Repeating(base, 16_400))).toMatch(/names of more than 67108864 bytes in all/);
+  });
+
   it("the rules: an index the run wrote with such a path is a git-pointers violation that reverts .git", () => {
     const facts = (content: Buffer): EntryPair["after"] => ({ kind: "file", mode: 0o100644, size: content.length });
     const good = craftIndex([{ path: "README.md" }]);
@@ -276,3 +286,31 @@ describe("why: host git checks such an index out without a word", () => {
     expect(fs.readFileSync(victim, "utf8")).toBe("readme\n");
   });
 });
+
+/**
+ * A version-4 index whose entries all spell `name` + one letter: each strips that letter from the
+ * name before and adds another, two bytes of name per entry for a whole copy of it.
+ */
+function v4Repeating(name: string, count: number): Buffer {
+  const parts: Buffer[] = [];
+  const header = Buffer.alloc(12);
+  header.write("DIRC", 0, "latin1");
+  header.writeUInt32BE(4, 4);
+  header.writeUInt32BE(count, 8);
+  parts.push(header);
+  for (let i = 0; i < count; i++) {
+    const full = Buffer.from(`${name}${String.fromCharCode(97 + (i % 2))}`, "latin1");
+    const fixed = Buffer.alloc(62);
+    fixed.writeUInt32BE(0o100644, 24);
+    fixed.fill(0xab, 40, 60);
+    fixed.writeUInt16BE(Math.min(full.length, 0xfff), 60);
+    // The first entry spells the whole name; every later one strips the last letter and adds one.
+    parts.push(
+      fixed,
+      i === 0 ? Buffer.concat([Buffer.from([0]), full]) : Buffer.from([1, full.at(-1)!]),
+      Buffer.from([0]),
+    );
+  }
+  const body = Buffer.concat(parts);
+  return Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]);
+}

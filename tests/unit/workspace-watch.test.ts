@@ -519,3 +519,68 @@ describe("WorkspaceWatch: folders filled past what the walk after the run holds 
     expect(report.changedFiles.created).toEqual(["vendor/new.txt"]);
   });
 });
+
+describe("WorkspaceWatch: a judgement that cannot finish still puts the git directories back", () => {
+  /** A version-2 index of one entry `levels` folders deep, with a TREE extension (review, session 24). */
+  function deepIndex(levels: number): Buffer {
+    const name = Buffer.from(`${"d/".repeat(levels)}f`, "latin1");
+    const fixed = Buffer.alloc(62);
+    fixed.writeUInt32BE(0o100644, 24);
+    crypto.randomBytes(20).copy(fixed, 40);
+    fixed.writeUInt16BE(Math.min(name.length, 0xfff), 60);
+    const entry = Buffer.alloc((62 + name.length + 8) & ~7);
+    fixed.copy(entry, 0);
+    name.copy(entry, 62);
+    const tree = Buffer.concat([Buffer.from("\x001 0\n", "latin1"), crypto.randomBytes(20)]);
+    const ext = Buffer.alloc(8);
+    ext.write("TREE", 0, "latin1");
+    ext.writeUInt32BE(tree.length, 4);
+    const head = Buffer.alloc(12);
+    head.write("DIRC", 0, "latin1");
+    head.writeUInt32BE(2, 4);
+    head.writeUInt32BE(1, 8);
+    const body = Buffer.concat([head, entry, ext, tree]);
+    return Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]);
+  }
+
+  it("an index 5,000 folders deep beside a planted hook and fsmonitor: judged (the index refused), .git put back", async () => {
+    // Before: its cached tree was built recursively, the stack overflowed, the exception skipped the
+    // whole restore and the saved state went with it; the host's next git status ran the fsmonitor.
+    const ws = gitRepo();
+    const before = state(path.join(ws, ".git"), OBJECTS);
+    const w = await watch(ws);
+    fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\n");
+    fs.writeFileSync(path.join(ws, ".git/index"), deepIndex(5000));
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual(
+      expect.arrayContaining(["git-metadata .git/config", "git-pointers .git/index"]),
+    );
+    expect(report.violations.find((v) => v.path === ".git/index")?.detail).toMatch(/longer than 4096 bytes/);
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+    expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    expect(w.judged).toBe(true);
+  });
+
+  it("a judgement that throws (its snapshot gone): every git directory is put back, the error says so, and the state stays for gc", async () => {
+    const ws = gitRepo();
+    const before = state(path.join(ws, ".git"), OBJECTS);
+    const stateDir = path.join(tree(), "state");
+    const w = await watch(ws, { stateDir });
+    w.save({ engine: "test" });
+    fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\n");
+    fs.rmSync(path.join(stateDir, "snapshot-0.bin"));
+    const error = await w.finish().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isSandboxRunError(error) && error.code).toBe("policy-violation");
+    expect((error as Error).message).toMatch(
+      /could not be checked after the run: .*Put back as before the run: \.git\./s,
+    );
+    expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    expect(w.judged).toBe(false);
+    expect(fs.readdirSync(stateDir)).toContain("watch.json");
+  });
+});
