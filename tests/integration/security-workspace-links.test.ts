@@ -1,6 +1,6 @@
 // Hard links by the million (names without inodes): a real run is stopped while live and what one
 // folder gained past the walk's bound is removed; the host side alone (its own process) judges,
-// trims and hands back 1,200,000 of them with its memory bounded.
+// trims and hands back 600,000 of them with its memory bounded.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -55,7 +55,7 @@ describe("scale", () => {
     }
   }, 900_000);
 
-  it("1,200,000 hard links with 250-byte names in one folder (the host side in its own process): the walk stops reading it, what the sandbox added is removed, everything is handed back, under 300 MB RSS", async () => {
+  it("600,000 hard links with 250-byte names in one folder (the host side in its own process): the walk stops reading it, what the sandbox added is removed, everything is handed back, under 300 MB RSS", async () => {
     // The host side of a bind-mode run (lease, snapshot, disk watch, judge, trim, hand-back) in a
     // process of its own; "the sandbox" is two processes as uid 65532 that add the links while it
     // watches. A real run's live count stops a sandbox long before this (security-limits); this is
@@ -91,8 +91,10 @@ describe("scale", () => {
       const tripped = line("tripped").catch(() => undefined);
       const done = line("done");
       await ready;
-      // Past where the earlier walk peaked at 1.6 GB (1,000,000); bench/hard-links.ts measures 2,600,000.
-      const total = 1_200_000;
+      // The walk before the bound held every name: ~1 GB at 1,000,000 by bench/hard-links.ts, so about
+      // twice the 300 MB asserted below at this count (the suite's time: 1,200,000 before session 24);
+      // the bench measures 2,600,000.
+      const total = 600_000;
       const linker = (from: number, to: number) =>
         `const fs=require("fs");const d=${JSON.stringify(path.join(ws, "big"))};fs.mkdirSync(d,{recursive:true});let t;` +
         `for(let i=${from};i<${to};i++){if((i-${from})%60000===0){t=${JSON.stringify(ws)}+"/target-"+i;fs.writeFileSync(t,"x")}` +
