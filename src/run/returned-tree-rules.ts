@@ -22,6 +22,7 @@ import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "../workspace/git-object-check.js";
+import { namedScriptTargets } from "../workspace/named-scripts.js";
 import { pathSourceTargets } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
@@ -135,7 +136,7 @@ function gitConfigRules(
       ? new Map()
       : targetsInTree(hostPath, [
           ...configTargets(repositories),
-          ...pathSourceTargets([hostPath, ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))]),
+          ...envTargets([hostPath, ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))]),
         ]),
   };
 }
@@ -220,4 +221,9 @@ function gitLikeDirectories(entries: ReadonlyArray<{ path: string }>): Set<strin
   const out = new Set<string>();
   for (const [dir, names] of children) if (looksLikeGitDir(names)) out.add(dir);
   return out;
+}
+
+/** What the tops' environment files and protected hook, agent and editor configs run (path-sources.ts, named-scripts.ts). */
+function envTargets(tops: readonly string[]) {
+  return [...pathSourceTargets(tops), ...namedScriptTargets(tops)];
 }

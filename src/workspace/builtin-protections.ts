@@ -16,6 +16,11 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".zshrc", "zsh runs it in interactive shells with this directory as ZDOTDIR/HOME"],
   [".zprofile", "zsh runs it in login shells with this directory as ZDOTDIR/HOME"],
   [".profile", "sh/bash login shells run it with this directory as HOME"],
+  [".bash_login", "bash login shells run it with this directory as HOME (when there is no .bash_profile)"],
+  [".bash_logout", "bash runs it when a login shell with this directory as HOME exits"],
+  [".zshenv", "zsh runs it in every shell, `zsh -c` included, with this directory as ZDOTDIR/HOME"],
+  [".zlogin", "zsh runs it in login shells with this directory as ZDOTDIR/HOME"],
+  [".zlogout", "zsh runs it when a login shell with this directory as ZDOTDIR/HOME exits"],
   [".gitconfig", "git reads it as global configuration (core.fsmonitor, aliases) with this directory as HOME"],
   [".gitmodules", "git submodule commands read URLs and update commands (!cmd) from it"],
   [".ripgreprc", "ripgrep reads flags (--pre=<command>) from it when RIPGREP_CONFIG_PATH names it"],
@@ -44,6 +49,62 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".lefthook-local.yaml", "lefthook: local overrides of the commands its git hook runs"],
   [".lefthook/", "lefthook: its git hook runs the scripts in this source_dir"],
   [".lefthook-local/", "lefthook: its git hook runs the scripts in this source_dir_local"],
+  [".huskyrc", "husky 4: its git hooks run the commands it lists at every commit"],
+  [".huskyrc.json", "husky 4: its git hooks run the commands it lists at every commit"],
+  [".huskyrc.js", "husky 4: its git hooks run the commands it lists at every commit"],
+  [".huskyrc.cjs", "husky 4: its git hooks run the commands it lists at every commit"],
+  [".huskyrc.yaml", "husky 4: its git hooks run the commands it lists at every commit"],
+  [".huskyrc.yml", "husky 4: its git hooks run the commands it lists at every commit"],
+  ["husky.config.js", "husky 4: its git hooks run the commands it lists at every commit"],
+  ["husky.config.cjs", "husky 4: its git hooks run the commands it lists at every commit"],
+  [
+    ".lintstagedrc",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.json",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.yaml",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.yml",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.js",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.cjs",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.mjs",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.ts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.js",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.cjs",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.mjs",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.ts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
   // Version managers activated in the shell act on `cd`, before anyone runs a project command.
   [
     "mise.toml",
@@ -53,6 +114,8 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   ["mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
   [".mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
   [".mise/", "mise reads .mise/config.toml like mise.toml"],
+  [".rtx.toml", "mise reads .rtx.toml (rtx's old name) like mise.toml, trusted with its folder"],
+  [".rtx.local.toml", "mise reads .rtx.local.toml like mise.toml, trusted with its folder"],
   [
     ".tool-versions",
     "asdf/mise put the named tool versions first on PATH on cd; a `path:` version puts a workspace folder there, so the commands a person types run from it",
@@ -63,6 +126,24 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".cursor/", "Cursor starts the MCP servers of .cursor/mcp.json (commands) and runs .cursor hooks"],
   [".gemini/", "Gemini CLI starts the MCP servers and tool-discovery commands of .gemini/settings.json"],
   [".codex/", "Codex CLI reads .codex/config.toml (MCP servers and notify: commands) for a trusted project"],
+  [
+    ".opencode/",
+    "OpenCode loads the plugins in .opencode/plugins at start and starts the MCP servers its config lists",
+  ],
+  ["opencode.json", "OpenCode starts the local MCP servers (commands) and loads the plugins it lists"],
+  ["opencode.jsonc", "OpenCode starts the local MCP servers (commands) and loads the plugins it lists"],
+  [".qwen/", "Qwen Code starts the MCP servers (commands) of .qwen/settings.json"],
+  [".roo/", "Roo Code starts the MCP servers (commands) of .roo/mcp.json"],
+  [".kiro/", "Kiro starts the MCP servers of .kiro/settings/mcp.json and runs its agent hooks"],
+  [".continue/", "Continue starts the MCP servers (commands) its .continue/ config lists"],
+  [".amazonq/", "Amazon Q starts the MCP servers (commands) of .amazonq/mcp.json"],
+  ["crush.json", "Crush starts the MCP servers and language servers (commands) it lists"],
+  [".crush.json", "Crush starts the MCP servers and language servers (commands) it lists"],
+  [".helix/", "Helix starts the language servers (commands) of .helix/languages.toml when a file is opened"],
+  [
+    ".zed/",
+    "Zed starts the language servers and context servers (commands) of .zed/settings.json in a trusted worktree",
+  ],
   [
     ".aider.conf.yml",
     "aider runs its lint-cmd after every edit (auto-lint is on by default) and test-cmd with auto-test",
@@ -85,6 +166,25 @@ const PROTECTED_SUFFIXES: ReadonlyMap<string, string> = new Map([
 const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
   [".config/mise.toml", "mise reads .config/mise.toml like mise.toml"],
   [".config/mise/", "mise reads .config/mise/config.toml like mise.toml"],
+  ["mise/config.toml", "mise reads mise/config.toml like mise.toml, trusted with its folder"],
+  ["mise/config.local.toml", "mise reads mise/config.local.toml like mise.toml, trusted with its folder"],
+  [".config/git/", "git reads .config/git/config as global configuration (core.fsmonitor) with this directory as HOME"],
+  [".config/fish/", "fish runs config.fish and conf.d/*.fish in every shell with this directory as HOME"],
+]);
+
+/**
+ * Names by pattern (lower case), each under its rule name: mise's per-environment files
+ * (`mise.<env>.toml`, `.mise.<env>.local.toml`, ...), which it reads when MISE_ENV names that
+ * environment and trusts with their folder.
+ */
+const PROTECTED_PATTERNS: ReadonlyMap<string, { pattern: RegExp; why: string }> = new Map([
+  [
+    "mise.*.toml",
+    {
+      pattern: /^\.?mise\.[^/]+\.toml$/,
+      why: "mise reads mise.<env>.toml (and .mise.<env>.toml, their .local variants) like mise.toml for MISE_ENV=<env>",
+    },
+  ],
 ]);
 
 /**
@@ -105,6 +205,10 @@ const PROTECTED_CLAUDE_ENTRIES: ReadonlyMap<string, string> = new Map([
  * caller can refuse the run's output.
  */
 const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
+  [
+    "package.json",
+    "npm, yarn and pnpm run its scripts when a person runs them, and so does a commit hook that runs `npm test` or `npx lint-staged` (husky's default hook) at every commit; husky 4 and yorkie read their hooks from it",
+  ],
   [
     ".npmrc",
     "npm reads it on every npm command (registry, node-options, script-shell): it changes what a later `npm install` or `npm run` does",
@@ -133,7 +237,7 @@ const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
   ],
   [
     "git-entry-kinds",
-    "inside a git directory only regular files and directories, each file with one link: host git writes through a symlink or hard link (COMMIT_EDITMSG, logs/HEAD, refs/) into whatever it names, and blocks on a FIFO",
+    "inside a git directory only regular files and directories, each file with one link: host git writes through a symlink or hard link (COMMIT_EDITMSG, logs/HEAD, refs/) into whatever it names, and blocks on a FIFO; in a worktree no FIFO, socket or device named .gitignore, .gitattributes or .mailmap (git status blocks on it)",
   ],
   [
     "git-modes",
@@ -153,7 +257,7 @@ const GIT_AND_MODE_RULES: ReadonlyMap<string, string> = new Map([
   ],
   [
     "git-config-paths",
-    "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers; and the folders the trees' .envrc (PATH_add; for layout node, the host command names in node_modules/.bin) and mise files (_.path) put on PATH",
+    "what the repository's git config (as it was before the run) makes executable or configuration inside a lent tree: core.hooksPath, include/includeIf targets, attributes and excludes files, commit.template, the commands of fsmonitor, sshCommand, askPass, credential helpers, editors, gpg, diff/merge/filter drivers; the folders the trees' .envrc (PATH_add, PATH=; for layout node, the host command names in node_modules/.bin), mise files (_.path, path: tools) and .tool-versions put on PATH and the files they source; and the scripts the protected hook, agent and editor configs run by path (husky hooks, pre-commit entries, lefthook run, Claude Code hooks, MCP servers, VS Code tasks, Dev Container initializeCommand and compose files)",
   ],
   [
     "new-repositories",
@@ -170,6 +274,7 @@ export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
   ...GIT_AND_MODE_RULES.keys(),
   ...PROTECTED_NAMES.keys(),
   ...[...PROTECTED_SUFFIXES.keys()].map((suffix) => `*${suffix}`),
+  ...PROTECTED_PATTERNS.keys(),
   ...PROTECTED_NESTED.keys(),
   ...PROTECTED_CLAUDE_ENTRIES.values(),
 ];
@@ -269,7 +374,7 @@ export function builtinProtectionOf(
     let end = i;
     if (PROTECTED_NAMES.has(lower)) rule = lower;
     else if (PROTECTED_NAMES.has(`${lower}/`)) rule = `${lower}/`;
-    else rule = suffixRule(lower);
+    else rule = suffixRule(lower) ?? patternRule(lower);
     if (rule === ".claude/" && next !== undefined) {
       // A policy that turned off one of the older, narrower names keeps that part open.
       const legacy = PROTECTED_CLAUDE_ENTRIES.get(next);
@@ -300,6 +405,11 @@ function comparable(name: string): string {
   return name.toLowerCase().replace(/[ \t.]+$/, "");
 }
 
+function patternRule(lowerName: string): string | undefined {
+  for (const [rule, { pattern }] of PROTECTED_PATTERNS) if (pattern.test(lowerName)) return rule;
+  return undefined;
+}
+
 function suffixRule(lowerName: string): string | undefined {
   for (const suffix of PROTECTED_SUFFIXES.keys())
     if (lowerName.endsWith(suffix) && lowerName.length > suffix.length) return `*${suffix}`;
@@ -318,7 +428,8 @@ export function nestedProtectionParent(lowerName: string, disabled: ReadonlySet<
 
 /** Why a built-in protection (by its rule name, e.g. ".husky/") exists: what on the host runs it. */
 export function protectionWhy(rule: string): string | undefined {
-  return PROTECTED_NAMES.get(rule.toLowerCase());
+  const lower = rule.toLowerCase();
+  return PROTECTED_NAMES.get(lower) ?? PROTECTED_NESTED.get(lower) ?? PROTECTED_PATTERNS.get(lower)?.why;
 }
 
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */

@@ -40,6 +40,10 @@ const MISE_FILES = [
   ".mise/config.toml",
   ".config/mise.toml",
   ".config/mise/config.toml",
+  "mise/config.toml",
+  "mise/config.local.toml",
+  ".rtx.toml",
+  ".rtx.local.toml",
 ];
 
 /** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
@@ -70,6 +74,8 @@ export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySe
       const file = path.join(dir, mise);
       for (const target of miseTargets(readSmallFile(file))) push(dir, file, target);
     }
+    const toolVersions = path.join(dir, ".tool-versions");
+    for (const target of toolVersionsTargets(readSmallFile(toolVersions))) push(dir, toolVersions, target);
   }
   return out;
 }
@@ -115,6 +121,11 @@ export function envrcTargets(text: string | undefined): EnvTarget[] {
   for (const raw of text.split("\n")) {
     const [command, ...args] = shellWords(raw);
     const layout = command === "layout" ? (args[0] ?? "") : undefined;
+    const assignment = command === "export" ? args.find((a) => a.startsWith("PATH=")) : command;
+    if (assignment?.startsWith("PATH="))
+      // `export PATH="$PWD/bin:$PATH"`: every folder but the PATH it extends.
+      for (const entry of assignment.slice("PATH=".length).split(":"))
+        if (!/^\$\{?PATH\}?$/.test(entry) && entry !== "") add("direnv PATH=", entry);
     if (command === "PATH_add") for (const a of args) add("direnv PATH_add", a);
     else if (command === "path_add" && args[0] === "PATH")
       for (const a of args.slice(1)) add("direnv path_add PATH", a);
@@ -179,6 +190,11 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
       for (const command of tomlStrings(value))
         for (const word of shellWords(command))
           if (word.includes("/")) pushMise(out, { key: "mise [hooks]", target: word });
+    } else if (kind === "tools") {
+      // A `path:` version is a folder of the tree whose bin/ mise puts first on PATH.
+      for (const version of tomlStrings(value))
+        if (version.startsWith("path:"))
+          pushMise(out, { key: "mise [tools] path:", target: version.slice("path:".length) });
     } else if (kind === "python.venv") {
       const venv = value.startsWith("{")
         ? tomlStrings(/\bpath\s*=\s*("[^"]*"|'[^']*')/.exec(value)?.[1] ?? "")
@@ -192,8 +208,9 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
 }
 
 /** What a mise key (`<table>.<key>`, dotted) makes the host run, if anything. */
-function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "hooks" | undefined {
+function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "hooks" | "tools" | undefined {
   if (key.startsWith("hooks.")) return "hooks";
+  if (key.startsWith("tools.")) return "tools";
   return /^env\._\.(path|source|file|python\.venv)$/.exec(key)?.[1] as
     | "path"
     | "source"
@@ -211,6 +228,19 @@ function pushMise(out: EnvTarget[], entry: EnvTarget): void {
   if (!target.includes("{{") && !target.includes("$")) out.push({ ...entry, target });
 }
 
+/** asdf's and mise's `.tool-versions`: a `path:` version is a folder whose bin/ goes first on PATH. */
+export function toolVersionsTargets(text: string | undefined): EnvTarget[] {
+  if (text === undefined) return [];
+  const out: EnvTarget[] = [];
+  for (const line of text.split("\n"))
+    for (const word of shellWords(line).slice(1))
+      if (word.startsWith("path:")) {
+        const target = resolvable(word.slice("path:".length));
+        if (target !== undefined) out.push({ key: ".tool-versions path:", target });
+      }
+  return out;
+}
+
 /** A path word as direnv resolves it: $PWD and ${PWD} are the .envrc's folder; other expansions are not resolved here. */
 function resolvable(arg: string | undefined): string | undefined {
   if (arg === undefined) return undefined;
@@ -219,13 +249,21 @@ function resolvable(arg: string | undefined): string | undefined {
   return /[$`]/.test(target) || target.startsWith("~") ? undefined : target;
 }
 
-/** The words of one shell line, quotes removed; a comment ends it. Enough for direnv's commands. */
-function shellWords(line: string): string[] {
+/**
+ * The words of one shell line, quotes removed (adjacent quoted and bare parts make one word, as in
+ * `PATH="$PWD/bin":$PATH`); a `#` starting a word ends the line. Enough for direnv's commands.
+ */
+export function shellWords(line: string): string[] {
   const words: string[] = [];
-  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(#.*$)|([^\s"'#]+)/g)) {
-    if (m[3] !== undefined) break;
-    words.push(m[1] ?? m[2] ?? m[4] ?? "");
+  let word: string | undefined;
+  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\s+)|(#.*$)|([^\s"'#]+|#)/g)) {
+    if (m[3] !== undefined) {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (m[4] !== undefined && word === undefined) break;
+    else word = (word ?? "") + (m[1] ?? m[2] ?? m[4] ?? m[5] ?? "");
   }
+  if (word !== undefined) words.push(word);
   return words;
 }
 

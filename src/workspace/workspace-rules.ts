@@ -60,6 +60,10 @@ export interface EntryPair {
 
 type Change = "created" | "modified" | "deleted";
 
+/** Names host git opens in every folder of a worktree (status, diff, log). */
+const GIT_READ_NAMES = new Set([".gitignore", ".gitattributes", ".mailmap"]);
+const BLOCKING_KINDS = new Set(["fifo", "socket", "device", "unknown"]);
+
 /** How a violation is undone on the host. */
 export type RestoreStep =
   /**
@@ -276,6 +280,16 @@ export class RuleEvaluator {
       const nested = a && !isDirAfter ? nestedProtectionParent(lower, this.disabled) : undefined;
       if (nested) out.push({ path, change, rule: nested, restore: { action: "remove", path } });
       out.push(...this.configPathViolations(pair, change, on));
+      // A FIFO, socket or device where git opens a file in every worktree folder: the host's
+      // `git status` (in every shell prompt and editor) blocked on it (review, session 24).
+      if (a && BLOCKING_KINDS.has(a.kind) && GIT_READ_NAMES.has(lower) && on("git-entry-kinds"))
+        out.push({
+          path,
+          change,
+          rule: "git-entry-kinds",
+          detail: `a ${a.kind} where host git reads ${name}: its git status would block on it`,
+          restore: { action: "remove", path },
+        });
       const nonDirectory = (a && !isDirAfter) || (b && !isDirBefore);
       if (this.callerProtected && nonDirectory && this.callerProtected(path)) {
         const wasFile = b !== undefined && !isDirBefore;

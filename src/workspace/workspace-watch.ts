@@ -17,6 +17,7 @@ import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { REF_RULE } from "./git-rule-names.js";
+import { namedScriptTargets } from "./named-scripts.js";
 import { pathSourceTargets } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
@@ -705,7 +706,7 @@ function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []
   const envDirs = [...watched.map((w) => w.root), ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))];
   const targets = disabled.includes("git-config-paths")
     ? []
-    : [...configTargets(repositories), ...pathSourceTargets(envDirs)];
+    : [...configTargets(repositories), ...pathSourceTargets(envDirs), ...namedScriptTargets(envDirs)];
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
     const known = new Set(w.copy.gitDirs);

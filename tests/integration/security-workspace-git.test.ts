@@ -251,7 +251,7 @@ echo changed > src/a.ts`,
   });
 
   notInWarm(
-    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH, and the files they source (source_env, dotenv, _.source, [hooks]): what the run drops or changes there is put back, so the host's shell runs its own git, ls and npm and direnv and mise rerun nothing of the run's on cd; in node_modules/.bin only the host's command names are guarded",
+    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH, the files they source (source_env, dotenv, _.source, [hooks]) and the scripts a husky hook and an MCP config name: what the run drops or changes there is put back, so the host's shell runs its own git, ls and npm, direnv and mise rerun nothing of the run's on cd, and the next commit or agent start runs the tree's own scripts; in node_modules/.bin only the host's command names are guarded",
     async () => {
       const ws = repo({
         files: {
@@ -262,11 +262,15 @@ echo changed > src/a.ts`,
             '[env]\n_.path = ["{{config_root}}/tools"]\n_.source = "scripts/env.sh"\n[hooks]\nenter = "sh ./hooks/enter.sh"\n',
           "scripts/env.sh": "export MISE_ENV=1\n",
           "hooks/enter.sh": "echo entered\n",
+          ".husky/pre-commit": "./scripts/check.sh\n",
+          "scripts/check.sh": "echo checked\n",
+          ".mcp.json": '{"mcpServers":{"x":{"command":"node","args":["mcp/server.js"]}}}\n',
+          "mcp/server.js": "console.log(1)\n",
           "bin/build": "#!/bin/sh\necho build\n",
           "tools/README": "tools\n",
         },
       });
-      const sourced = [".envrc.local", ".env", "scripts/env.sh", "hooks/enter.sh"];
+      const sourced = [".envrc.local", ".env", "scripts/env.sh", "hooks/enter.sh", "scripts/check.sh", "mcp/server.js"];
       const sourcedBefore = sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"));
       fs.chmodSync(path.join(ws, "bin/build"), 0o755);
       const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
@@ -279,18 +283,28 @@ mkdir -p node_modules/.bin node_modules/left-pad && ${evil} > node_modules/.bin/
 echo 'console.log(1)' > node_modules/left-pad/cli.js && ln -s ../left-pad/cli.js node_modules/.bin/left-pad
 ${evil} > tools/npm && chmod +x tools/npm
 echo 'touch MARKER' >> .envrc.local && echo 'BASH_ENV=MARKER' >> .env
-echo 'touch MARKER' >> scripts/env.sh && echo 'touch MARKER' >> hooks/enter.sh`,
+echo 'touch MARKER' >> scripts/env.sh && echo 'touch MARKER' >> hooks/enter.sh
+echo 'touch MARKER' >> scripts/check.sh && echo 'require("fs").writeFileSync("MARKER", "")' >> mcp/server.js`,
       );
-      expectUndone(outcome, marker, [
-        `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
-        `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
-        `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
-        `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
-        `.envrc.local (modified, git-config-paths: direnv source_env in ${ws}/.envrc)`,
-        `.env (modified, git-config-paths: direnv dotenv in ${ws}/.envrc)`,
-        `scripts/env.sh (modified, git-config-paths: mise [env] _.source in ${ws}/mise.toml)`,
-        `hooks/enter.sh (modified, git-config-paths: mise [hooks] in ${ws}/mise.toml)`,
-      ]);
+      // More paths than the message lists (ten): the violation event names every one.
+      expectUndone(outcome, marker, []);
+      const violated = outcome.events.find((e) => e.type === "policy.violation")?.data.protectedPaths as
+        | Array<{ path: string; change: string; rule: string; detail?: string }>
+        | undefined;
+      expect(violated?.map((v) => `${v.path} (${v.change}, ${v.rule}: ${v.detail})`)).toEqual(
+        expect.arrayContaining([
+          `bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+          `bin/build (modified, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
+          `node_modules/.bin/ls (created, git-config-paths: direnv layout node (a host command's name) in ${ws}/.envrc)`,
+          `tools/npm (created, git-config-paths: mise [env] _.path in ${ws}/mise.toml)`,
+          `.envrc.local (modified, git-config-paths: direnv source_env in ${ws}/.envrc)`,
+          `.env (modified, git-config-paths: direnv dotenv in ${ws}/.envrc)`,
+          `scripts/env.sh (modified, git-config-paths: mise [env] _.source in ${ws}/mise.toml)`,
+          `hooks/enter.sh (modified, git-config-paths: mise [hooks] in ${ws}/mise.toml)`,
+          `scripts/check.sh (modified, git-config-paths: husky hook in ${ws}/.husky/pre-commit)`,
+          `mcp/server.js (modified, git-config-paths: MCP server command in ${ws}/.mcp.json)`,
+        ]),
+      );
       expect(sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"))).toEqual(sourcedBefore);
       expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
@@ -305,7 +319,7 @@ echo 'touch MARKER' >> scripts/env.sh && echo 'touch MARKER' >> hooks/enter.sh`,
         "sh",
         [
           "-c",
-          ". ./.envrc.local; . ./scripts/env.sh; sh ./hooks/enter.sh >/dev/null; build; git --version; ls >/dev/null; npm --version; true",
+          ". ./.envrc.local; . ./scripts/env.sh; sh ./hooks/enter.sh >/dev/null; sh ./scripts/check.sh >/dev/null; node mcp/server.js >/dev/null; build; git --version; ls >/dev/null; npm --version; true",
         ],
         {
           cwd: ws,

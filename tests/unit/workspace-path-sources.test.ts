@@ -2,7 +2,13 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { envrcTargets, hostCommandNames, miseTargets, pathSourceTargets } from "../../src/workspace/path-sources.js";
+import {
+  envrcTargets,
+  hostCommandNames,
+  miseTargets,
+  pathSourceTargets,
+  toolVersionsTargets,
+} from "../../src/workspace/path-sources.js";
 
 describe("envrcTargets", () => {
   it("reads PATH_add, path_add PATH and the layouts that put a folder on PATH; comments and other expansions are left out", () => {
@@ -65,6 +71,38 @@ describe("envrcTargets", () => {
       { key: "direnv layout go", target: ".direnv" },
       { key: "direnv layout ruby", target: ".direnv" },
       { key: "direnv layout php", target: "vendor/bin", commandsOnly: true },
+    ]);
+  });
+});
+
+describe("PATH set by hand, and path: tool versions (review, session 24)", () => {
+  it("export PATH=... and PATH=... in an .envrc: every folder but the PATH it extends; quoted and bare parts make one word", () => {
+    expect(
+      envrcTargets(
+        'export PATH="$PWD/scripts/bin:$PATH"\nPATH=tools:"${PWD}"/more:${PATH}\nexport FOO=1 PATH=x:$PATH\n',
+      ),
+    ).toEqual([
+      { key: "direnv PATH=", target: "scripts/bin" },
+      { key: "direnv PATH=", target: "tools" },
+      { key: "direnv PATH=", target: "more" },
+      { key: "direnv PATH=", target: "x" },
+    ]);
+  });
+
+  it("a path: version in mise's [tools] and in .tool-versions is a folder whose bin/ goes first on PATH", () => {
+    expect(miseTargets('[tools]\nnode = "path:./toolchain/node"\npython = "3.12"\n')).toEqual([
+      { key: "mise [tools] path:", target: "./toolchain/node" },
+    ]);
+    expect(toolVersionsTargets("nodejs 20.1.0\nrust path:vendor/rust system\n# go path:commented\n")).toEqual([
+      { key: ".tool-versions path:", target: "vendor/rust" },
+    ]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(dir, ".tool-versions"), "rust path:vendor/rust\n");
+    fs.mkdirSync(path.join(dir, "mise"));
+    fs.writeFileSync(path.join(dir, "mise/config.toml"), '[env]\n_.path = "bin"\n');
+    expect(pathSourceTargets([dir]).map((t) => [path.relative(dir, t.path), t.key])).toEqual([
+      ["bin", "mise [env] _.path"],
+      ["vendor/rust", ".tool-versions path:"],
     ]);
   });
 });

@@ -3,7 +3,7 @@
 // are written as entry lists, with no filesystem.
 import crypto from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { builtinProtectionOf, gitPathAllowed } from "../../src/workspace/builtin-protections.js";
+import { builtinProtectionOf, gitPathAllowed, hostRunReportOf } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
 import {
   type EntryFacts,
@@ -294,6 +294,48 @@ describe("built-in protections", () => {
     ])
       expect(builtinProtectionOf(name, new Set()), JSON.stringify(name)).toBeDefined();
     expect(builtinProtectionOf("notes.txt ", new Set())).toBeUndefined();
+  });
+
+  it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
+    const rule = (p: string) => builtinProtectionOf(p, new Set());
+    // mise trusts a folder, not a file: every name it reads there.
+    expect(rule("mise/config.toml")).toEqual({ rule: "mise/config.toml", scope: "mise/config.toml" });
+    expect(rule("sub/mise/config.local.toml")?.scope).toBe("sub/mise/config.local.toml");
+    expect(rule(".rtx.toml")?.rule).toBe(".rtx.toml");
+    expect(rule("mise.dev.toml")?.rule).toBe("mise.*.toml");
+    expect(rule(".config/.mise.ci.local.toml")?.rule).toBe("mise.*.toml");
+    // A folder used as HOME.
+    for (const name of [".zshenv", ".zlogin", ".bash_login", ".bash_logout"]) expect(rule(name)?.rule).toBe(name);
+    expect(rule(".config/git/config")).toEqual({ rule: ".config/git/", scope: ".config/git" });
+    expect(rule(".config/fish/conf.d/x.fish")?.scope).toBe(".config/fish");
+    // Hook managers' configs and agents' and editors' project folders.
+    for (const name of [
+      ".huskyrc",
+      "husky.config.js",
+      ".lintstagedrc.js",
+      "lint-staged.config.mjs",
+      "opencode.json",
+      "crush.json",
+    ])
+      expect(rule(name)?.rule).toBe(name);
+    for (const dir of [".opencode", ".helix", ".zed", ".qwen", ".roo", ".kiro", ".continue", ".amazonq"])
+      expect(rule(`${dir}/x`)?.rule).toBe(`${dir}/`);
+    // Not them: ordinary names that look alike.
+    for (const name of ["mise.md", "src/mise/tasks/build", "mise/notes.toml", "config/git/config", "package.json"])
+      expect(rule(name), name).toBeUndefined();
+    expect(hostRunReportOf("web/package.json")?.name).toBe("package.json");
+  });
+
+  it("a FIFO, socket or device where host git reads .gitignore, .gitattributes or .mailmap is removed (its git status blocked on it); elsewhere it is the run's", () => {
+    const fifo: EntryFacts = { kind: "fifo", mode: 0o010644, size: 0 };
+    const { found, steps } = judge(
+      withChanges({ src: dir(), "src/.gitignore": fifo, ".mailmap": { ...fifo, kind: "socket" }, "src/pipe": fifo }),
+    );
+    expect(found).toEqual(["git-entry-kinds created .mailmap", "git-entry-kinds created src/.gitignore"]);
+    expect(steps).toEqual([
+      { action: "remove", path: ".mailmap" },
+      { action: "remove", path: "src/.gitignore" },
+    ]);
   });
 
   it("builtinProtectionOf names the outermost scope", () => {

@@ -1,0 +1,65 @@
+// The files the protected hook, agent and editor configs at a tree's top run by path (review,
+// session 24: `.husky/pre-commit` ran an unprotected `./scripts/check.sh` the run had rewritten).
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { namedScriptTargets, pathWords, withoutJsonComments } from "../../src/workspace/named-scripts.js";
+
+function tree(files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "named-scripts-"));
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+
+describe("namedScriptTargets", () => {
+  it("reads what husky hooks, pre-commit, lefthook, Claude Code, MCP configs, VS Code tasks and Dev Containers run by path", () => {
+    const dir = tree({
+      ".husky/pre-commit": '#!/bin/sh\n. "$(dirname -- "$0")/_/husky.sh"\n./scripts/check.sh && npx lint-staged\n',
+      ".husky/_/husky.sh": "echo not a hook\n",
+      ".pre-commit-config.yaml":
+        "repos:\n  - repo: local\n    hooks:\n      - id: lint\n        entry: bash scripts/lint.sh\n        args: [--config=tools/lint.json]\n        language: system\n",
+      "lefthook.yml":
+        "extends:\n  - ci/lefthook-extra.yml\npre-commit:\n  commands:\n    fmt:\n      run: ./bin/fmt {staged_files}\n",
+      ".claude/settings.json": JSON.stringify({
+        hooks: {
+          SessionStart: [{ hooks: [{ type: "command", command: '"$CLAUDE_PROJECT_DIR"/scripts/claude-hook.sh' }] }],
+        },
+      }),
+      ".mcp.json": JSON.stringify({ mcpServers: { x: { command: "node", args: ["tools/mcp.js", "--port", "1"] } } }),
+      ".vscode/tasks.json":
+        '{\n  // a comment\n  "tasks": [{ "label": "s", "command": "${workspaceFolder}/scripts/setup.sh", "runOptions": { "runOn": "folderOpen" } },],\n}\n',
+      ".devcontainer/devcontainer.json":
+        '{ "initializeCommand": ["sh", "scripts/init.sh"], /* compose */ "dockerComposeFile": "../docker-compose.yml" }',
+      "docs/readme.md": "not read\n",
+    });
+    const found = namedScriptTargets([dir]).map(
+      (t) => `${t.key}: ${path.relative(dir, t.path)} (${path.relative(dir, t.source)})`,
+    );
+    expect(found).toEqual([
+      "husky hook: scripts/check.sh (.husky/pre-commit)",
+      "pre-commit entry: scripts/lint.sh (.pre-commit-config.yaml)",
+      "pre-commit entry: tools/lint.json (.pre-commit-config.yaml)",
+      "lefthook run: bin/fmt (lefthook.yml)",
+      "lefthook extends: ci/lefthook-extra.yml (lefthook.yml)",
+      "Claude Code command: scripts/claude-hook.sh (.claude/settings.json)",
+      "MCP server command: tools/mcp.js (.mcp.json)",
+      "VS Code task command: scripts/setup.sh (.vscode/tasks.json)",
+      "Dev Container initializeCommand: scripts/init.sh (.devcontainer/devcontainer.json)",
+      "Dev Container dockerComposeFile: docker-compose.yml (.devcontainer/devcontainer.json)",
+    ]);
+  });
+
+  it("a symlinked config is not read; words with other expansions, URLs and the home folder are left out", () => {
+    const dir = tree({ "elsewhere.json": JSON.stringify({ mcpServers: { x: { command: "./evil.sh" } } }) });
+    fs.symlinkSync(path.join(dir, "elsewhere.json"), path.join(dir, ".mcp.json"));
+    expect(namedScriptTargets([dir])).toEqual([]);
+    expect(pathWords(["$HOME/bin/x ~/y https://example.com/z `pwd`/w ./ok/a"])).toEqual(["./ok/a"]);
+    expect(withoutJsonComments('{"a": "// not a comment", /* x */ "b": [1,],}')).toBe(
+      '{"a": "// not a comment",   "b": [1]}',
+    );
+  });
+});
