@@ -323,7 +323,7 @@ export function commandPaths(command: string): string[] {
   const out: string[] = [];
   const text = command.startsWith("!") ? command.slice(1) : command;
   for (const raw of text.split(/[\s;&|()<>`]+/)) {
-    let word = raw.replace(/^["']+|["']+$/g, "");
+    let word = withoutQuotesAround(raw);
     const eq = word.indexOf("=");
     if (word.startsWith("-") && eq > 0) word = word.slice(eq + 1); // --file=./x
     if (word.startsWith("$") || word.includes("://")) continue;
@@ -395,4 +395,13 @@ function readSmall(file: string, max = MAX_POINTER_BYTES): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The word without the quotes at its ends (a loop: `/["']+$/` backtracks over a long run of quotes). */
+function withoutQuotesAround(word: string): string {
+  let start = 0;
+  let end = word.length;
+  while (start < end && (word[start] === '"' || word[start] === "'")) start++;
+  while (end > start && (word[end - 1] === '"' || word[end - 1] === "'")) end--;
+  return word.slice(start, end);
 }

@@ -76,7 +76,9 @@ function logicalLines(text: string): string[] {
   let pending = "";
   for (const raw of text.split("\n")) {
     const line = raw.replace(/\r$/, "");
-    const trailing = /\\+$/.exec(line)?.[0].length ?? 0;
+    // Counted by a loop: `/\\+$/` backtracks from every backslash of a long run not at the end.
+    let trailing = 0;
+    while (trailing < line.length && line[line.length - 1 - trailing] === "\\") trailing++;
     if (trailing % 2 === 1) pending += line.slice(0, -1);
     else {
       lines.push(pending + line);

@@ -75,6 +75,8 @@ describe("parseGitConfig reads what git reads", () => {
 describe("commandPaths", () => {
   it("the words of a command that are paths", () => {
     expect(commandPaths('!./scripts/st.sh --all && "tools/x y" | cat')).toEqual(["./scripts/st.sh", "tools/x"]);
+    // A MiB of quotes around a word, in one pass (a backtracking regex stripped them from every position).
+    expect(commandPaths(`${"'".repeat(1 << 20)}x/y`)).toEqual(["x/y"]);
     expect(commandPaths("store --file=./creds")).toEqual(["./creds"]);
     expect(commandPaths("ssh -i ~/.ssh/k -o X=https://example.com $HOME/y")).toEqual(["~/.ssh/k"]);
     expect(commandPaths("cat")).toEqual([]);

@@ -32,6 +32,13 @@ describe("scanGitDrivers", () => {
     });
   });
 
+  it("a line of half a MiB of backslashes before one letter is read in one pass (a backtracking regex counted them from every position)", () => {
+    const ws = repo({
+      ".git/config": `[filter "a"]\n\tclean = x${"\\".repeat(1 << 19)}y\n[filter "b"]\n\tclean = z\n`,
+    });
+    expect(scanGitDrivers(ws).filters).toEqual(["a", "b"]);
+  });
+
   it("never reads outside the workspace (an include or commondir pointing elsewhere is ignored)", () => {
     const outside = repo({ "evil.cfg": '[filter "outside"]\n\tclean = x\n' });
     const ws = repo({ ".git/config": `[include]\n\tpath = ${outside}/evil.cfg\n`, ".git/commondir": `${outside}\n` });
