@@ -11,7 +11,11 @@ import os from "node:os";
 import path from "node:path";
 import { resolvedPath } from "../util/resolved-path.js";
 import { readWatchState, type SavedWatch } from "../workspace/watch-state.js";
-import { WATCH_STATE_CLAIM_PREFIX as CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
+import {
+  WATCH_STATE_CLAIM_PREFIX as CLAIM_PREFIX,
+  WATCH_STATE_FAILED,
+  WATCH_STATE_FILE,
+} from "../workspace/watch-state-file.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 import { lentFolderProblem } from "./plan/host-folders.js";
 import {
@@ -56,8 +60,10 @@ function awaitingRun(runId: string, tmpDir?: string): AwaitingRun | undefined {
   if (!RUN_ID.test(runId) || !runDirsParentPrivate(tmpDir)) return undefined;
   const dir = runDirPath(runId, tmpDir);
   const owner = readRunDirOwner(dir);
-  if (!owner || owner.host !== os.hostname() || processAlive(owner.pid)) return undefined;
   const stateDir = path.join(dir, WORKSPACE_STATE_DIR);
+  // A judgement that threw waits for gc whether its controller lives on or not (its container is gone).
+  const failed = fs.existsSync(path.join(stateDir, WATCH_STATE_FAILED));
+  if (!owner || owner.host !== os.hostname() || (processAlive(owner.pid) && !failed)) return undefined;
   let names: string[];
   try {
     if (!fs.lstatSync(stateDir).isDirectory()) return undefined;
@@ -173,7 +179,10 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
     }
   } finally {
     if (keep) fs.renameSync(claim, path.join(run.stateDir, WATCH_STATE_FILE));
-    else fs.rmSync(claim, { force: true });
+    else {
+      fs.rmSync(claim, { force: true });
+      fs.rmSync(path.join(run.stateDir, WATCH_STATE_FAILED), { force: true });
+    }
   }
 }
 

@@ -48,6 +48,10 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   [".lefthook-local.yml", "lefthook: local overrides of the commands its git hook runs"],
   [".lefthook-local.yaml", "lefthook: local overrides of the commands its git hook runs"],
   [".lefthook/", "lefthook: its git hook runs the scripts in this source_dir"],
+  ["hk.pkl", "hk: its git hooks run the steps it lists at every commit"],
+  ["captainhook.json", "CaptainHook: its git hooks run the actions it lists at every commit"],
+  [".rusty-hook.toml", "rusty-hook: its git hooks run the commands it lists at every commit"],
+  ["rusty-hook.toml", "rusty-hook: its git hooks run the commands it lists at every commit"],
   [".lefthook-local/", "lefthook: its git hook runs the scripts in this source_dir_local"],
   [".huskyrc", "husky 4: its git hooks run the commands it lists at every commit"],
   [".huskyrc.json", "husky 4: its git hooks run the commands it lists at every commit"],
@@ -103,6 +107,22 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   ],
   [
     "lint-staged.config.ts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.mts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    ".lintstagedrc.cts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.mts",
+    "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
+  ],
+  [
+    "lint-staged.config.cts",
     "lint-staged, which commit hooks run (husky's usual `npx lint-staged`), runs the commands it lists (a .js config is itself run) at every commit",
   ],
   // Version managers activated in the shell act on `cd`, before anyone runs a project command.
@@ -178,6 +198,13 @@ const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
  * environment and trusts with their folder.
  */
 const PROTECTED_PATTERNS: ReadonlyMap<string, { pattern: RegExp; why: string }> = new Map([
+  [
+    "lefthook.{toml,json,jsonc}",
+    {
+      pattern: /^\.?lefthook(-local)?\.(toml|json|jsonc)$/,
+      why: "lefthook reads its configs in TOML and JSON too (a lefthook-local.json beside lefthook.yml is merged): its git hook runs their commands at every commit",
+    },
+  ],
   [
     "mise.*.toml",
     {

@@ -12,32 +12,19 @@
 // (builtin-protections.ts), and lint-staged's and husky 4's configs are protected by name.
 //
 // Only the configs at the top of each folder given (the lent trees and the repositories'
-// worktrees) are read, as they were before the run: regular files only, no symlink followed,
-// small ones. A word counts when it holds a `/` and no expansion but the project folder's own
+// worktrees) are read, as they were before the run: small regular files, through a symlink as the
+// tools read them. A word counts when it holds a `/` and no expansion but the project folder's own
 // (`$CLAUDE_PROJECT_DIR`, `${workspaceFolder}`, `${localWorkspaceFolder}`).
 import fs from "node:fs";
 import path from "node:path";
-import { parse as parseYaml } from "yaml";
+import { parseAllDocuments } from "yaml";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import type { ConfigTarget } from "./git-config-paths.js";
-import { shellWords } from "./path-sources.js";
+import { shellWords } from "./shell-commands.js";
 
 const MAX_FILE_BYTES = 256 * 1024;
-/** Hook files read in `.husky/`. */
-const MAX_HOOK_FILES = 64;
 /** Strings taken from one config. */
 const MAX_STRINGS = 10_000;
-
-const LEFTHOOK_FILES = [
-  "lefthook.yml",
-  "lefthook.yaml",
-  ".lefthook.yml",
-  ".lefthook.yaml",
-  "lefthook-local.yml",
-  "lefthook-local.yaml",
-  ".lefthook-local.yml",
-  ".lefthook-local.yaml",
-];
 
 /** JSON configs whose `command` and `args` strings start servers or run hooks and tasks. */
 const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
@@ -61,40 +48,143 @@ const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
 /** The files the configs at the top of `dirs` run by path (absolute), with the key and config that say so. */
 export function namedScriptTargets(dirs: readonly string[]): ConfigTarget[] {
   const out: ConfigTarget[] = [];
-  const add = (dir: string, source: string, key: string, strings: Iterable<string>, base = dir) => {
-    for (const target of pathWords(strings)) out.push({ path: path.resolve(base, target), key, source });
+  const named = (file: string, key: string, target: string) => {
+    // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
+    // runs: guarding it whole refused the run's ordinary edits. A package's own file under
+    // node_modules is the repository's code (what `npm ci` writes). A path that does not exist yet
+    // is guarded: the run must not create what the config would run.
+    if (/(^|\/)node_modules\//.test(target) || isDirectory(target)) return;
+    out.push({ path: target, key, source: file });
+  };
+  const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
+    for (const word of pathWords(strings)) named(file, key, path.resolve(base, word));
   };
   for (const dir of new Set(dirs)) {
-    for (const hook of huskyHooks(dir)) add(dir, hook, "husky hook", (readText(hook) ?? "").split("\n"));
+    for (const hook of huskyHooks(dir)) add(hook, "husky hook", [readText(hook) ?? ""], dir);
     const preCommit = path.join(dir, ".pre-commit-config.yaml");
-    add(dir, preCommit, "pre-commit entry", stringsUnder(readYaml(preCommit), new Set(["entry", "args"])));
-    for (const name of LEFTHOOK_FILES) {
-      const file = path.join(dir, name);
-      const config = readYaml(file);
-      add(dir, file, "lefthook run", stringsUnder(config, new Set(["run"])));
+    for (const hook of objectsWith(readYaml(preCommit), "entry")) {
+      add(preCommit, "pre-commit entry", stringsUnder(hook, new Set(["entry", "args"])), dir);
+      // `language: script` runs its entry as a path in the repository, with or without a `/`.
+      if (hook.language === "script" && typeof hook.entry === "string") {
+        const [script] = shellWords(hook.entry);
+        if (script && plainPath(script)) named(preCommit, "pre-commit entry", path.resolve(dir, script));
+      }
+    }
+    for (const file of lefthookFiles(dir)) {
+      const config = file.endsWith(".toml")
+        ? readTomlCommands(file)
+        : file.endsWith("json") || file.endsWith("jsonc")
+          ? readJsonc(file)
+          : readYaml(file);
+      // A command's `root` is the folder it runs in.
+      for (const command of objectsWith(config, "run")) {
+        const root =
+          typeof command.root === "string" && plainPath(command.root) ? path.resolve(dir, command.root) : dir;
+        add(file, "lefthook run", stringsUnder(command, new Set(["run"])), root);
+      }
       // `extends` loads other config files, whose commands run the same way.
-      const extended = stringsUnder(config, new Set(["extends"]));
-      for (const target of extended)
-        if (plainPath(target)) out.push({ path: path.resolve(dir, target), key: "lefthook extends", source: file });
+      for (const target of stringsUnder(config, new Set(["extends"])))
+        if (plainPath(target)) named(file, "lefthook extends", path.resolve(dir, target));
     }
     for (const { file, key } of COMMAND_CONFIGS) {
       const config = path.join(dir, file);
-      add(dir, config, key, stringsUnder(readJsonc(config), new Set(["command", "args"])));
+      for (const command of objectsWith(readJsonc(config), "command")) {
+        // A VS Code task's `options.cwd` is the folder its command runs in.
+        const cwd = (command.options as { cwd?: unknown } | undefined)?.cwd;
+        const base = typeof cwd === "string" ? (resolveWord(cwd, dir) ?? dir) : dir;
+        add(config, key, stringsUnder(command, new Set(["command", "args"])), base);
+      }
     }
     for (const config of devcontainerFiles(dir)) {
       const parsed = readJsonc(config);
-      add(dir, config, "Dev Container initializeCommand", stringsUnder(parsed, new Set(["initializeCommand"])));
-      // Compose files resolve against the devcontainer.json's folder; a run could add a privileged service there.
-      for (const compose of stringsUnder(parsed, new Set(["dockerComposeFile"])))
-        if (plainPath(compose))
-          out.push({
-            path: path.resolve(path.dirname(config), compose),
-            key: "Dev Container dockerComposeFile",
-            source: config,
-          });
+      add(config, "Dev Container initializeCommand", stringsUnder(parsed, new Set(["initializeCommand"])), dir);
+      // Compose files resolve against the devcontainer.json's folder; a run could add a privileged
+      // service there, or to what they include or extend, or change the .env compose reads beside
+      // the first one for its ${VARIABLES}.
+      const composeFiles = stringsUnder(parsed, new Set(["dockerComposeFile"])).filter(plainPath);
+      composeFiles.forEach((compose, i) => {
+        const file = path.resolve(path.dirname(config), compose);
+        named(config, "Dev Container dockerComposeFile", file);
+        if (i === 0) named(config, "Dev Container dockerComposeFile", path.join(path.dirname(file), ".env"));
+        const included = stringsUnder(readYaml(file), new Set(["include", "extends", "env_file", "path", "file"]));
+        for (const other of included.filter(plainPath))
+          named(file, "Dev Container compose file", path.resolve(path.dirname(file), other));
+      });
     }
   }
   return out;
+}
+
+/** Lefthook's configs at a folder's top, in every format it reads (YAML, TOML, JSON, JSONC). */
+function lefthookFiles(dir: string): string[] {
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir).filter((n) => LEFTHOOK_NAME.test(n));
+  } catch {
+    // Not a folder.
+  }
+  return names.sort().map((n) => path.join(dir, n));
+}
+
+const LEFTHOOK_NAME = /^\.?lefthook(-local)?\.(ya?ml|toml|json|jsonc)$/;
+
+/** Every object (at any depth) that has `key`, depth-first, bounded. */
+function objectsWith(value: unknown, key: string): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  const stack: unknown[] = [value];
+  let visited = 0;
+  while (stack.length > 0 && visited++ < MAX_STRINGS * 4) {
+    const v = stack.pop();
+    if (Array.isArray(v)) for (const item of v) stack.push(item);
+    else if (v !== null && typeof v === "object") {
+      if (key in v) out.push(v as Record<string, unknown>);
+      for (const item of Object.values(v)) stack.push(item);
+    }
+  }
+  return out.reverse();
+}
+
+/**
+ * A lefthook TOML file's commands, as far as they run anything: every `run = "..."` (with the `root`
+ * of its table) and `extends = [...]`. Enough TOML for that: one value per line.
+ */
+function readTomlCommands(file: string): unknown {
+  const text = readText(file);
+  if (text === undefined) return undefined;
+  const commands: Array<Record<string, string>> = [];
+  const extended: string[] = [];
+  let current: Record<string, string> = {};
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line.startsWith("[")) {
+      current = {};
+      commands.push(current);
+      continue;
+    }
+    const m = /^(run|root|extends)\s*=\s*(.*)$/.exec(line);
+    if (!m) continue;
+    const strings = [...m[2]!.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g)].map((x) => x[1] ?? x[2] ?? "");
+    if (m[1] === "extends") extended.push(...strings);
+    else if (strings[0] !== undefined) current[m[1]!] = strings[0];
+  }
+  return { commands: commands.filter((c) => c.run !== undefined), extends: extended };
+}
+
+function isDirectory(file: string): boolean {
+  try {
+    return fs.statSync(file).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** A path word with the project folder's own variables resolved against `dir`; undefined for any other expansion. */
+function resolveWord(word: string, dir: string): string | undefined {
+  const bare = word.replace(
+    /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})(\/|$)/,
+    "",
+  );
+  return plainPath(bare || ".") ? path.resolve(dir, bare || ".") : undefined;
 }
 
 /** The words of these command strings that name a path (relative to the project, or absolute). */
@@ -102,7 +192,10 @@ export function pathWords(strings: Iterable<string>): string[] {
   const out: string[] = [];
   for (const text of strings)
     for (let word of shellWords(text)) {
-      word = word.replace(/^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|localWorkspaceFolder)\})\//, "");
+      word = word.replace(
+        /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})\//,
+        "",
+      );
       // `--config=./x.json`: the value.
       if (word.startsWith("-") && word.includes("=")) word = word.slice(word.indexOf("=") + 1);
       if (word.includes("/") && plainPath(word)) out.push(word);
@@ -130,20 +223,41 @@ export function stringsUnder(value: unknown, keys: ReadonlySet<string>): string[
   return out.reverse();
 }
 
-/** `.husky/`'s hook files (not its `_` folder): regular files at its top. */
+/** The git hooks husky runs from `.husky/` (by git's hook names: it ignores any other file there). */
 function huskyHooks(dir: string): string[] {
-  const husky = path.join(dir, ".husky");
-  try {
-    if (!fs.lstatSync(husky).isDirectory()) return [];
-    return fs
-      .readdirSync(husky, { withFileTypes: true })
-      .filter((e) => e.isFile())
-      .slice(0, MAX_HOOK_FILES)
-      .map((e) => path.join(husky, e.name));
-  } catch {
-    return [];
-  }
+  return GIT_HOOK_NAMES.map((name) => path.join(dir, ".husky", name));
 }
+
+const GIT_HOOK_NAMES = [
+  "applypatch-msg",
+  "pre-applypatch",
+  "post-applypatch",
+  "pre-commit",
+  "pre-merge-commit",
+  "prepare-commit-msg",
+  "commit-msg",
+  "post-commit",
+  "pre-rebase",
+  "post-checkout",
+  "post-merge",
+  "pre-push",
+  "pre-receive",
+  "update",
+  "proc-receive",
+  "post-receive",
+  "post-update",
+  "reference-transaction",
+  "push-to-checkout",
+  "pre-auto-gc",
+  "post-rewrite",
+  "sendemail-validate",
+  "fsmonitor-watchman",
+  "p4-changelist",
+  "p4-prepare-changelist",
+  "p4-post-changelist",
+  "p4-pre-submit",
+  "post-index-change",
+];
 
 /** `.devcontainer.json`, `.devcontainer/devcontainer.json` and `.devcontainer/<name>/devcontainer.json`. */
 function devcontainerFiles(dir: string): string[] {
@@ -163,7 +277,9 @@ function readYaml(file: string): unknown {
   const text = readText(file);
   if (text === undefined) return undefined;
   try {
-    return parseYaml(text, { maxAliasCount: 100 });
+    // The first document, duplicate keys allowed (the last wins), as the tools' own readers take it.
+    const [first] = parseAllDocuments(text, { uniqueKeys: false });
+    return first && "toJS" in first ? first.toJS({ maxAliasCount: 100 }) : undefined;
   } catch {
     return undefined;
   }
@@ -202,10 +318,14 @@ export function withoutJsonComments(text: string): string {
   return out.replace(/,(\s*[}\]])/g, "$1");
 }
 
-/** A small regular file's text (not through a symlink), or undefined. */
+/** A small regular file's text, or undefined. */
 function readText(file: string): string | undefined {
   try {
-    return readSmallFileBytes(file, MAX_FILE_BYTES)?.toString("utf8");
+    // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
+    // were before the run, read only. A byte-order mark is no part of the text.
+    return readSmallFileBytes(file, MAX_FILE_BYTES, true)
+      ?.toString("utf8")
+      .replace(/^\uFEFF/, "");
   } catch {
     return undefined;
   }

@@ -17,13 +17,14 @@
 // a violation).
 //
 // Only the files at the top of each folder given (the lent trees and the repositories' worktrees),
-// and the files an .envrc sources from there, are read, as they were before the run: regular files
-// only, no symlink followed, small ones. Nix expressions that shell.nix or flake.nix import are not
+// and the files an .envrc sources from there, are read, as they were before the run: small regular
+// files, through a symlink as the tools read them. Nix expressions that shell.nix or flake.nix import are not
 // followed (docs/security.md, "What is not promised").
 import fs from "node:fs";
 import path from "node:path";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import type { ConfigTarget } from "./git-config-paths.js";
+import { shellCommands, shellWords } from "./shell-commands.js";
 
 const MAX_FILE_BYTES = 256 * 1024;
 /** Where a login shell finds commands whatever the controller's PATH says. */
@@ -46,6 +47,43 @@ const MISE_FILES = [
   ".rtx.local.toml",
 ];
 
+/**
+ * The mise files of a folder: the fixed names, and those per environment (`mise.<env>.toml`,
+ * `.mise.<env>.local.toml`, `mise/config.<env>.toml`) and in `.config/mise/conf.d/`, which mise
+ * reads and trusts with the folder.
+ */
+function miseFilesIn(dir: string): string[] {
+  const names = new Set(MISE_FILES);
+  for (const [folder, pattern] of [
+    ["", /^\.?mise\.[^/]+\.toml$/],
+    ["mise", /^config\.[^/]+\.toml$/],
+    [".config", /^mise\.[^/]+\.toml$/],
+    [".config/mise/conf.d", /\.toml$/],
+  ] as const)
+    for (const name of namesIn(path.join(dir, folder))
+      .filter((n) => pattern.test(n))
+      .slice(0, MAX_MISE_FILES))
+      names.add(folder === "" ? name : `${folder}/${name}`);
+  return [...names];
+}
+
+function namesIn(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** Per-environment mise files read per folder. */
+const MAX_MISE_FILES = 64;
+
+/** What making or refreshing a venv writes into its bin/ (the venv's own python and pip). */
+const VENV_OWN_NAMES = /^(python|pip)[0-9.]*$/;
+
+/** Paths named in all (each folder guarding host command names counts once). */
+const MAX_TARGETS = 10_000;
+
 /** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
 const MAX_SOURCE_DEPTH = 4;
 
@@ -58,19 +96,26 @@ const MAX_SOURCE_DEPTH = 4;
 export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySet<string>): ConfigTarget[] {
   const out: ConfigTarget[] = [];
   let hostCommands = commands;
-  const push = (dir: string, source: string, { key, target, commandsOnly }: EnvTarget) => {
+  // One entry per path (the first file that names it): a file naming the same folder a thousand
+  // times, each guarding thousands of command names, must not make millions of targets.
+  const seen = new Set<string>();
+  const push = (dir: string, source: string, { key, target, commandsOnly, exceptNames }: EnvTarget) => {
     const resolved = path.resolve(dir, target);
+    const guarded = `${commandsOnly ? "commands" : "whole"}\0${resolved}`;
+    if (seen.has(guarded) || seen.size >= MAX_TARGETS) return;
+    seen.add(guarded);
     if (!commandsOnly) {
       out.push({ path: resolved, key, source });
       return;
     }
     hostCommands ??= hostCommandNames(process.env.PATH, dirs);
     const why = `${key} (a host command's name)`;
-    for (const name of hostCommands) out.push({ path: path.join(resolved, name), key: why, source });
+    for (const name of hostCommands)
+      if (!exceptNames?.test(name)) out.push({ path: path.join(resolved, name), key: why, source });
   };
   for (const dir of new Set(dirs)) {
     for (const { dir: base, source, target } of envrcClosure(dir)) push(base, source, target);
-    for (const mise of MISE_FILES) {
+    for (const mise of miseFilesIn(dir)) {
       const file = path.join(dir, mise);
       for (const target of miseTargets(readSmallFile(file))) push(dir, file, target);
     }
@@ -106,6 +151,8 @@ export interface EnvTarget {
   target: string;
   /** Only the names of the host's commands in it are guarded (layout node's node_modules/.bin). */
   commandsOnly?: true;
+  /** Names a commandsOnly folder's own tool writes there, not guarded (a venv's python and pip). */
+  exceptNames?: RegExp;
   /** A shell file the .envrc runs, followed for its own targets (source_env moves PWD to its folder). */
   sourced?: "source_env" | "source";
 }
@@ -116,10 +163,12 @@ export function envrcTargets(text: string | undefined): EnvTarget[] {
   const out: EnvTarget[] = [];
   const add = (key: string, arg: string | undefined, extra: Partial<EnvTarget> = {}) => {
     const target = resolvable(arg);
-    if (target !== undefined) out.push({ key, target, ...extra });
+    if (target === undefined) return;
+    // A folder a package manager fills (node_modules/.bin, vendor/bin) is guarded like layout node's.
+    const filled = /(^|\/)(node_modules\/\.bin|vendor\/bin)\/?$/.test(target) ? { commandsOnly: true as const } : {};
+    out.push({ key, target, ...filled, ...extra });
   };
-  for (const raw of text.split("\n")) {
-    const [command, ...args] = shellWords(raw);
+  for (const [command, ...args] of shellCommands(text)) {
     const layout = command === "layout" ? (args[0] ?? "") : undefined;
     const assignment = command === "export" ? args.find((a) => a.startsWith("PATH=")) : command;
     if (assignment?.startsWith("PATH="))
@@ -170,7 +219,7 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
   let table = "";
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
+    const line = withoutTomlComment(lines[i]!).trim();
     const header = /^\[\[?([^\]]+)\]\]?$/.exec(line);
     if (header) {
       table = header[1]!.replace(/\s+/g, "");
@@ -178,14 +227,18 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
     }
     const assignment = /^([\w.\-"']+)\s*=\s*(.*)$/.exec(line);
     if (!assignment) continue;
-    const kind = miseKind(`${table}.${assignment[1]!.replace(/["']/g, "")}`);
+    const key = assignment[1]!.replace(/["']/g, "");
+    const kind = miseKind(table === "" ? key : `${table}.${key}`);
     if (kind === undefined) continue;
     let value = assignment[2]!;
-    // An array or inline table may span lines: read on to its closing bracket.
+    // An array or inline table may span lines: read on to its closing bracket (each line scanned once).
     const close = value.startsWith("[") ? "]" : value.startsWith("{") ? "}" : undefined;
-    if (close)
-      while (!value.replace(/"(?:[^"\\]|\\.)*"|'[^']*'/g, "").includes(close) && i + 1 < lines.length)
-        value += ` ${lines[++i]!.trim()}`;
+    let closed = close === undefined || withoutTomlStrings(value).includes(close);
+    while (!closed && i + 1 < lines.length) {
+      const next = withoutTomlComment(lines[++i]!).trim();
+      value += ` ${next}`;
+      closed = withoutTomlStrings(next).includes(close!);
+    }
     if (kind === "hooks") {
       for (const command of tomlStrings(value))
         for (const word of shellWords(command))
@@ -201,7 +254,12 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
         : tomlStrings(value);
       // Like layout node: the venv's own commands are the repository's packages; a host command's name is not.
       for (const entry of venv)
-        pushMise(out, { key: "mise [env] _.python.venv", target: `${entry || "."}/bin`, commandsOnly: true });
+        pushMise(out, {
+          key: "mise [env] _.python.venv",
+          target: `${entry || "."}/bin`,
+          commandsOnly: true,
+          exceptNames: VENV_OWN_NAMES,
+        });
     } else for (const entry of tomlStrings(value)) pushMise(out, { key: `mise [env] _.${kind}`, target: entry || "." });
   }
   return out;
@@ -217,6 +275,35 @@ function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "ho
     | "file"
     | "python.venv"
     | undefined;
+}
+
+/** A TOML line without its comment (a `#` outside a string). */
+function withoutTomlComment(line: string): string {
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === "\\" && quote === '"') i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === "#") return line.slice(0, i);
+  }
+  return line;
+}
+
+/** A TOML line with its strings left out (what is left holds the brackets). */
+function withoutTomlStrings(line: string): string {
+  let out = "";
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === "\\" && quote === '"') i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else out += c;
+  }
+  return out;
 }
 
 function tomlStrings(value: string): string[] {
@@ -250,24 +337,6 @@ function resolvable(arg: string | undefined): string | undefined {
 }
 
 /**
- * The words of one shell line, quotes removed (adjacent quoted and bare parts make one word, as in
- * `PATH="$PWD/bin":$PATH`); a `#` starting a word ends the line. Enough for direnv's commands.
- */
-export function shellWords(line: string): string[] {
-  const words: string[] = [];
-  let word: string | undefined;
-  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\s+)|(#.*$)|([^\s"'#]+|#)/g)) {
-    if (m[3] !== undefined) {
-      if (word !== undefined) words.push(word);
-      word = undefined;
-    } else if (m[4] !== undefined && word === undefined) break;
-    else word = (word ?? "") + (m[1] ?? m[2] ?? m[4] ?? m[5] ?? "");
-  }
-  if (word !== undefined) words.push(word);
-  return words;
-}
-
-/**
  * The names a shell on this host finds as commands: every entry of the absolute folders of `pathVar`
  * and the system folders (a name is enough: more names only guard more), leaving out folders inside
  * `lentTrees` (a controller started by `npm run` has the repository's own node_modules/.bin on PATH).
@@ -297,10 +366,14 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
   return names;
 }
 
-/** A small regular file's text (not through a symlink), or undefined. */
+/** A small regular file's text, or undefined. */
 function readSmallFile(file: string): string | undefined {
   try {
-    return readSmallFileBytes(file, MAX_FILE_BYTES)?.toString("utf8");
+    // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
+    // were before the run, read only. A byte-order mark is no part of the text.
+    return readSmallFileBytes(file, MAX_FILE_BYTES, true)
+      ?.toString("utf8")
+      .replace(/^\uFEFF/, "");
   } catch {
     return undefined;
   }

@@ -314,6 +314,31 @@ export class ProtectedCopy {
   }
 
   /** The kept entries at or below the given scopes, by path (read back from the index). */
+  /**
+   * The outermost scopes the copy holds (every git directory, every built-in protected scope, every
+   * other kept path): what a restore with no judgement behind it puts back as a whole.
+   */
+  keptScopes(): string[] {
+    const gitDirs = new Set(this.gitDirs);
+    const scopes = new Set<string>();
+    for (const row of this.load([""]).values()) {
+      if (row.path === "") continue;
+      let scope = builtinProtectionOf(row.path, this.disabled)?.scope ?? row.path;
+      for (let i = row.path.indexOf("/"); i > 0; i = row.path.indexOf("/", i + 1))
+        if (gitDirs.has(row.path.slice(0, i))) {
+          scope = row.path.slice(0, i);
+          break;
+        }
+      if (gitDirs.has(row.path)) scope = row.path;
+      scopes.add(scope);
+    }
+    // Outermost only: a scope inside another goes back with it.
+    const outermost = new Set<string>();
+    for (const scope of [...scopes].sort((a, b) => a.length - b.length))
+      if (!inScopes(outermost, scope)) outermost.add(scope);
+    return [...outermost];
+  }
+
   load(scopes: readonly string[]): Map<string, KeptEntry> {
     const out = new Map<string, KeptEntry>();
     if (scopes.length === 0) return out;

@@ -3,3 +3,9 @@
 export const WATCH_STATE_FILE = "watch.json";
 /** A reaper's claim of the state while it judges the run: `<prefix><its pid>` (run/judge-dead-run.ts). */
 export const WATCH_STATE_CLAIM_PREFIX = `${WATCH_STATE_FILE}.judging-`;
+/**
+ * Beside a state whose judgement threw (workspace-watch.ts finish()): the run waits for `gc` even
+ * while its controller lives on (a library in a long-running process), and runs over its trees are
+ * refused until then.
+ */
+export const WATCH_STATE_FAILED = "watch.failed";

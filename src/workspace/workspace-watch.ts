@@ -24,7 +24,7 @@ import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
 import { type SavedWatch, writeWatchState } from "./watch-state.js";
-import { WATCH_STATE_FILE } from "./watch-state-file.js";
+import { WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
 import {
   changeOf,
   type EntryPair,
@@ -334,9 +334,10 @@ export class WorkspaceWatch {
       return report;
     } catch (error) {
       if (error instanceof SandboxRunError) throw error;
-      // Nothing was judged: at least every git directory goes back as it was before the run (the
-      // doors host git opens at the next `git status`), and the saved state stays for `gc`.
-      const putBack = this.putBackGitDirectories();
+      // Nothing was judged: everything the kept copy holds goes back as it was before the run (the
+      // git directories, the protected scopes), and the saved state stays for `gc`, marked.
+      const putBack = this.putBackKeptScopes();
+      this.markFailed();
       throw new SandboxRunError(
         "policy-violation",
         `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.${putBack}`,
@@ -351,12 +352,33 @@ export class WorkspaceWatch {
   /** Whether finish() judged the trees (a judgement that threw leaves the saved state for `gc`). */
   judged = false;
 
-  /** Every kept git directory of every tree put back as a whole; what was and was not, as a sentence. */
-  private putBackGitDirectories(): string {
+  /** Marks the saved state as one whose judgement threw (a state that was never saved is left alone). */
+  private markFailed(): void {
+    if (!fs.existsSync(path.join(this.input.stateDir, WATCH_STATE_FILE))) return;
+    try {
+      fs.writeFileSync(path.join(this.input.stateDir, WATCH_STATE_FAILED), "", { flag: "wx", mode: 0o600 });
+    } catch {
+      // Already marked, or the folder is gone: nothing more to say.
+    }
+  }
+
+  /**
+   * Everything the kept copy holds put back as a whole, tree by tree (every git directory, every
+   * built-in protected scope, the caller's protected files), with no judgement behind it: what a
+   * run created where nothing was kept (a new .envrc) is not known here. What was and was not, as
+   * a sentence.
+   */
+  private putBackKeptScopes(): string {
     const reverted: string[] = [];
     const failed: string[] = [];
     for (const w of this.watched) {
-      const steps = w.copy.gitDirs.map((dir) => ({ action: "revert" as const, path: dir }));
+      let steps: Array<{ action: "revert"; path: string }>;
+      try {
+        steps = w.copy.keptScopes().map((scope) => ({ action: "revert" as const, path: scope }));
+      } catch (error) {
+        failed.push(`${w.prefix || "."} (its kept copy: ${errorText(error)})`);
+        continue;
+      }
       if (steps.length === 0) continue;
       try {
         const applied = applyRestore(w.root, steps, w.copy);
@@ -367,8 +389,8 @@ export class WorkspaceWatch {
       }
     }
     return [
-      reverted.length > 0 ? ` Put back as before the run: ${reverted.join(", ")}.` : "",
-      failed.length > 0 ? ` NOT put back: ${failed.join(", ")}.` : "",
+      reverted.length > 0 ? ` Put back as before the run: ${listed(reverted)}.` : "",
+      failed.length > 0 ? ` NOT put back: ${listed(failed)}.` : "",
     ].join("");
   }
 
@@ -606,7 +628,8 @@ async function checkGit(
   }
 }
 
-function gitChecksFailed(work: RuleEvaluator["gitWork"], error: unknown): GitCheckResult {
+/** What git checks that threw stand for: their git directories refused, the object-store files the run created removed. */
+export function gitChecksFailed(work: RuleEvaluator["gitWork"], error: unknown): GitCheckResult {
   const detail = `not checked: the git checks failed (${error instanceof Error ? error.message : String(error)})`;
   const roots = new Set([
     ...work.store.map((c) => c.gitRoot),
@@ -792,4 +815,10 @@ function uncheckableTree(root: string, problems: Array<{ path: string; problem: 
 
 function errorText(error: unknown): string {
   return (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
+}
+
+/** The first ten, and how many more. */
+function listed(items: readonly string[]): string {
+  const more = items.length > 10 ? ` and ${items.length - 10} more` : "";
+  return `${items.slice(0, 10).join(", ")}${more}`;
 }

@@ -238,6 +238,22 @@ describe("a bind-mode run its controller died before judging", () => {
     return out;
   }
 
+  it("a judgement that threw waits for gc while its controller lives on (a library in a long-running process): runs over its trees are refused, gc judges it", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws, runDir } = await abandonedRun("threw", tmpDir, engineIdentity(engine));
+    // The controller is this live process; its judgement threw (watch.failed beside the state).
+    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`);
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
+    fs.writeFileSync(path.join(runDir, WORKSPACE_STATE_DIR, "watch.failed"), "");
+    expect(unjudgedRunOver([ws], tmpDir)).toEqual({ runId: "threw", tree: ws });
+    const judged = await judgeDeadRun("threw", engineIdentity(engine), tmpDir);
+    expect(judged?.failed).toBeUndefined();
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
+    expect(fs.readdirSync(path.join(runDir, WORKSPACE_STATE_DIR))).not.toContain("watch.failed");
+  });
+
   it("gc removes its container, then judges the tree as the controller would have: what it planted goes, its work stays", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([orphanLabels("crashed")]);

