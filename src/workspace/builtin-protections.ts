@@ -134,6 +134,8 @@ const PROTECTED_NAMES: ReadonlyMap<string, string> = new Map([
   ["mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
   [".mise.local.toml", "mise (activated in the shell) runs [hooks] enter commands and env _.source scripts on cd"],
   [".mise/", "mise reads .mise/config.toml like mise.toml"],
+  [".miserc.toml", "mise reads its settings from it before the configs (env: which mise.<env>.toml files it reads)"],
+  ["miserc.toml", "mise reads .config/miserc.toml like .miserc.toml (env: which mise.<env>.toml files it reads)"],
   [".rtx.toml", "mise reads .rtx.toml (rtx's old name) like mise.toml, trusted with its folder"],
   [".rtx.local.toml", "mise reads .rtx.local.toml like mise.toml, trusted with its folder"],
   [
@@ -190,6 +192,11 @@ const PROTECTED_NESTED: ReadonlyMap<string, string> = new Map([
   ["mise/config.local.toml", "mise reads mise/config.local.toml like mise.toml, trusted with its folder"],
   [".config/git/", "git reads .config/git/config as global configuration (core.fsmonitor) with this directory as HOME"],
   [".config/fish/", "fish runs config.fish and conf.d/*.fish in every shell with this directory as HOME"],
+]);
+
+/** Two-level names by pattern (lower case): the parent's name and the child's pattern, under the rule name. */
+const PROTECTED_NESTED_PATTERNS: ReadonlyMap<string, { parent: string; child: RegExp }> = new Map([
+  ["mise/config.*.toml", { parent: "mise", child: /^config\.[^/]+\.toml$/ }],
 ]);
 
 /**
@@ -302,6 +309,7 @@ export const BUILTIN_PROTECTION_NAMES: readonly string[] = [
   ...PROTECTED_NAMES.keys(),
   ...[...PROTECTED_SUFFIXES.keys()].map((suffix) => `*${suffix}`),
   ...PROTECTED_PATTERNS.keys(),
+  ...PROTECTED_NESTED_PATTERNS.keys(),
   ...PROTECTED_NESTED.keys(),
   ...PROTECTED_CLAUDE_ENTRIES.values(),
 ];
@@ -416,7 +424,12 @@ export function builtinProtectionOf(
       if (PROTECTED_NESTED.has(nested)) {
         rule = nested;
         end = i + 1;
-      }
+      } else
+        for (const [name, { parent, child }] of PROTECTED_NESTED_PATTERNS)
+          if (lower === parent && child.test(next)) {
+            rule = name;
+            end = i + 1;
+          }
     }
     if (rule && !disabled.has(rule)) return { rule, scope: parts.slice(0, end + 1).join("/") };
   }

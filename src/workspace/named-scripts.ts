@@ -20,7 +20,7 @@ import path from "node:path";
 import { parseAllDocuments } from "yaml";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import type { ConfigTarget } from "./git-config-paths.js";
-import { shellWords } from "./shell-commands.js";
+import { shellCommands, shellWords } from "./shell-commands.js";
 
 const MAX_FILE_BYTES = 256 * 1024;
 /** Strings taken from one config. */
@@ -48,16 +48,17 @@ const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
 /** The files the configs at the top of `dirs` run by path (absolute), with the key and config that say so. */
 export function namedScriptTargets(dirs: readonly string[]): ConfigTarget[] {
   const out: ConfigTarget[] = [];
-  const named = (file: string, key: string, target: string) => {
+  const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
-    // runs: guarding it whole refused the run's ordinary edits. A package's own file under
+    // runs: guarding it whole refused the run's ordinary edits; a folder that is the program or an
+    // interpreter's operand (`node tools/`, `go run ./cmd/lint`) is code. A package's own file under
     // node_modules is the repository's code (what `npm ci` writes). A path that does not exist yet
     // is guarded: the run must not create what the config would run.
-    if (/(^|\/)node_modules\//.test(target) || isDirectory(target)) return;
+    if (/(^|\/)node_modules\//.test(target) || (!code && isDirectory(target))) return;
     out.push({ path: target, key, source: file });
   };
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
-    for (const word of pathWords(strings)) named(file, key, path.resolve(base, word));
+    for (const { word, code } of codePathWords(strings)) named(file, key, path.resolve(base, word), code);
   };
   for (const dir of new Set(dirs)) {
     for (const hook of huskyHooks(dir)) add(hook, "husky hook", [readText(hook) ?? ""], dir);
@@ -153,21 +154,32 @@ function readTomlCommands(file: string): unknown {
   if (text === undefined) return undefined;
   const commands: Array<Record<string, string>> = [];
   const extended: string[] = [];
-  let current: Record<string, string> = {};
+  // A table's `root` applies to its `run`s, before or after them.
+  let tableRoot: string | undefined;
+  let pending: Array<Record<string, string>> = [];
+  const flush = () => {
+    for (const found of pending) commands.push({ ...(tableRoot !== undefined ? { root: tableRoot } : {}), ...found });
+    pending = [];
+    tableRoot = undefined;
+  };
   for (const raw of text.split("\n")) {
     const line = raw.trim();
     if (line.startsWith("[")) {
-      current = {};
-      commands.push(current);
+      flush();
       continue;
     }
-    const m = /^(run|root|extends)\s*=\s*(.*)$/.exec(line);
-    if (!m) continue;
-    const strings = [...m[2]!.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g)].map((x) => x[1] ?? x[2] ?? "");
-    if (m[1] === "extends") extended.push(...strings);
-    else if (strings[0] !== undefined) current[m[1]!] = strings[0];
+    // `run = "..."`, a dotted `commands.lint.run = "..."` or an inline `lint = { run = "...", root = "web/" }`.
+    const found: Record<string, string> = {};
+    for (const m of line.matchAll(/(?:^|[\s{,.])(run|root|extends)\s*=\s*("(?:[^"\\]|\\.)*"|'[^']*'|\[[^\]]*\])/g)) {
+      const strings = [...m[2]!.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g)].map((x) => x[1] ?? x[2] ?? "");
+      if (m[1] === "extends") extended.push(...strings);
+      else if (strings[0] !== undefined) found[m[1]!] = strings[0];
+    }
+    if (found.root !== undefined && found.run === undefined) tableRoot = found.root;
+    if (found.run !== undefined) pending.push(found);
   }
-  return { commands: commands.filter((c) => c.run !== undefined), extends: extended };
+  flush();
+  return { commands, extends: extended };
 }
 
 function isDirectory(file: string): boolean {
@@ -189,19 +201,58 @@ function resolveWord(word: string, dir: string): string | undefined {
 
 /** The words of these command strings that name a path (relative to the project, or absolute). */
 export function pathWords(strings: Iterable<string>): string[] {
-  const out: string[] = [];
+  return codePathWords(strings).map((w) => w.word);
+}
+
+/**
+ * The path words of these command strings, each saying whether it is the code the command runs:
+ * the program itself, or the first operand of an interpreter (`node tools/`, `go run ./cmd/lint`,
+ * `python tools/precommit`), which is code even when it is a folder.
+ */
+export function codePathWords(strings: Iterable<string>): Array<{ word: string; code: boolean }> {
+  const out: Array<{ word: string; code: boolean }> = [];
   for (const text of strings)
-    for (let word of shellWords(text)) {
-      word = word.replace(
-        /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})\//,
-        "",
-      );
-      // `--config=./x.json`: the value.
-      if (word.startsWith("-") && word.includes("=")) word = word.slice(word.indexOf("=") + 1);
-      if (word.includes("/") && plainPath(word)) out.push(word);
+    for (const command of shellCommands(text)) {
+      const words = command.filter((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w) || w.startsWith("-"));
+      const program = path.basename(words[0] ?? "");
+      let script = INTERPRETERS.has(program) ? 1 : -1;
+      if (script > 0 && SUBCOMMAND_RUNNERS.has(program) && words[1] === "run") script = 2;
+      while (script > 0 && script < words.length && words[script]!.startsWith("-")) script++;
+      words.forEach((raw, i) => {
+        let word = raw.replace(
+          /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})\//,
+          "",
+        );
+        // `--config=./x.json`: the value.
+        if (word.startsWith("-") && word.includes("=")) word = word.slice(word.indexOf("=") + 1);
+        if (word.includes("/") && plainPath(word)) out.push({ word, code: i === 0 || i === script });
+      });
     }
   return out;
 }
+
+/** Programs whose first operand is the code they run. */
+const INTERPRETERS = new Set([
+  "sh",
+  "bash",
+  "zsh",
+  "dash",
+  "fish",
+  "node",
+  "deno",
+  "bun",
+  "python",
+  "python3",
+  "ruby",
+  "perl",
+  "php",
+  "go",
+  "uv",
+  "tsx",
+  "ts-node",
+]);
+/** Of those, the ones that take `run` before it. */
+const SUBCOMMAND_RUNNERS = new Set(["go", "deno", "bun", "uv"]);
 
 /** No expansion left, not a URL, not the home folder. */
 function plainPath(word: string): boolean {

@@ -22,6 +22,7 @@
 // followed (docs/security.md, "What is not promised").
 import fs from "node:fs";
 import path from "node:path";
+import { SandboxRunError } from "../errors.js";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import type { ConfigTarget } from "./git-config-paths.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
@@ -45,6 +46,7 @@ const MISE_FILES = [
   "mise/config.local.toml",
   ".rtx.toml",
   ".rtx.local.toml",
+  ".mise/config.local.toml",
 ];
 
 /**
@@ -57,6 +59,8 @@ function miseFilesIn(dir: string): string[] {
   for (const [folder, pattern] of [
     ["", /^\.?mise\.[^/]+\.toml$/],
     ["mise", /^config\.[^/]+\.toml$/],
+    [".mise", /^config\.[^/]+\.toml$/],
+    [".config/mise", /^config\.[^/]+\.toml$/],
     [".config", /^mise\.[^/]+\.toml$/],
     [".config/mise/conf.d", /\.toml$/],
   ] as const)
@@ -81,8 +85,8 @@ const MAX_MISE_FILES = 64;
 /** What making or refreshing a venv writes into its bin/ (the venv's own python and pip). */
 const VENV_OWN_NAMES = /^(python|pip)[0-9.]*$/;
 
-/** Paths named in all (each folder guarding host command names counts once). */
-const MAX_TARGETS = 10_000;
+/** Paths one file may name (each folder guarding host command names counts once). */
+const MAX_TARGETS_PER_FILE = 10_000;
 
 /** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
 const MAX_SOURCE_DEPTH = 4;
@@ -99,11 +103,24 @@ export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySe
   // One entry per path (the first file that names it): a file naming the same folder a thousand
   // times, each guarding thousands of command names, must not make millions of targets.
   const seen = new Set<string>();
+  const perFile = new Map<string, number>();
   const push = (dir: string, source: string, { key, target, commandsOnly, exceptNames }: EnvTarget) => {
     const resolved = path.resolve(dir, target);
     const guarded = `${commandsOnly ? "commands" : "whole"}\0${resolved}`;
-    if (seen.has(guarded) || seen.size >= MAX_TARGETS) return;
+    if (seen.has(guarded)) return;
     seen.add(guarded);
+    // Past the cap the run is refused, not the rest left unguarded: a cap shared by all the trees
+    // let one cloned repository's .envrc of 10,000 PATH_add lines switch off every later tree's.
+    const count = (perFile.get(source) ?? 0) + 1;
+    perFile.set(source, count);
+    if (count > MAX_TARGETS_PER_FILE)
+      throw new SandboxRunError(
+        "usage",
+        `${source} names more than ${MAX_TARGETS_PER_FILE} paths to run or put on PATH.`,
+        {
+          hint: "sandbox-run protects what such a file names and reads no further: shorten it, or lend a tree without it.",
+        },
+      );
     if (!commandsOnly) {
       out.push({ path: resolved, key, source });
       return;

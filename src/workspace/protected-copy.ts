@@ -319,6 +319,8 @@ export class ProtectedCopy {
    * other kept path): what a restore with no judgement behind it puts back as a whole.
    */
   keptScopes(): string[] {
+    // A tree that is itself a git directory (a bare repository lent as a writable root) goes back whole.
+    if (this.gitDirs.includes("")) return [""];
     const gitDirs = new Set(this.gitDirs);
     const scopes = new Set<string>();
     for (const row of this.load([""]).values()) {

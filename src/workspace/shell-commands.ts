@@ -6,7 +6,22 @@
 // that starts a word ending the line. One pass over the text, whatever it holds (the host's own
 // files, read before the run, but a repository cloned from anyone writes them).
 
-const KEYWORDS = new Set(["if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "time"]);
+const KEYWORDS = new Set([
+  "if",
+  "then",
+  "else",
+  "elif",
+  "fi",
+  "do",
+  "done",
+  "while",
+  "until",
+  "!",
+  "time",
+  "builtin",
+  "command",
+  "exec",
+]);
 
 export function shellCommands(text: string): string[][] {
   const commands: string[][] = [];
@@ -20,12 +35,51 @@ export function shellCommands(text: string): string[][] {
     endWord();
     let start = 0;
     while (start < words.length && KEYWORDS.has(words[start]!)) start++;
-    if (start < words.length) commands.push(words.slice(start));
+    const command = words.slice(start);
+    // `eval "source_env x"` runs its words as a command line of their own.
+    if (command[0] === "eval") commands.push(...shellCommands(command.slice(1).join(" ")));
+    else if (command.length > 0) commands.push(command);
     words = [];
+  };
+  /** Here-documents whose bodies start at the next line: their delimiters, and whether tabs are stripped. */
+  const hereDocs: Array<{ delimiter: string; tabs: boolean }> = [];
+  /** Skips the here-document bodies that start after the line end at `at`; returns where the next line starts. */
+  const skipHereDocs = (at: number): number => {
+    let next = at + 1;
+    for (const { delimiter, tabs } of hereDocs.splice(0)) {
+      while (next < text.length) {
+        const end = text.indexOf("\n", next);
+        const line = text.slice(next, end < 0 ? text.length : end);
+        next = end < 0 ? text.length : end + 1;
+        if ((tabs ? line.replace(/^\t+/, "") : line) === delimiter) break;
+      }
+    }
+    return next;
   };
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
-    if (c === "\\") {
+    if (c === "<" && text[i + 1] === "<" && text[i + 2] !== "<" && word === undefined) {
+      // A here-document: its body is data, read up to its delimiter line.
+      let j = i + 2;
+      const tabs = text[j] === "-";
+      if (tabs) j++;
+      while (text[j] === " " || text[j] === "\t") j++;
+      let end = j;
+      while (end < text.length && !/[\s;&|()<>]/.test(text[end]!)) end++;
+      const delimiter = text.slice(j, end).replace(/["'\\]/g, "");
+      if (delimiter !== "") hereDocs.push({ delimiter, tabs });
+      i = end - 1;
+    } else if (c === "$" && text[i + 1] === "'") {
+      // ANSI-C quoting: backslash escapes inside.
+      let j = i + 2;
+      let part = "";
+      for (; j < text.length && text[j] !== "'"; j++) {
+        if (text[j] === "\\" && j + 1 < text.length) j++;
+        part += text[j];
+      }
+      word = (word ?? "") + part;
+      i = j;
+    } else if (c === "\\") {
       // A backslash-newline joins lines; any other backslash keeps the next character as it is.
       if (text[i + 1] !== "\n") word = (word ?? "") + (text[i + 1] ?? "");
       i++;
@@ -46,7 +100,11 @@ export function shellCommands(text: string): string[][] {
     } else if (c === "#" && word === undefined) {
       while (i + 1 < text.length && text[i + 1] !== "\n") i++;
     } else if (c === " " || c === "\t" || c === "\r") endWord();
-    else if (c === "\n" || c === ";" || c === "&" || c === "|" || c === "(" || c === ")") endCommand();
+    else if (c === "\n") {
+      endCommand();
+      if (hereDocs.length > 0) i = skipHereDocs(i) - 1;
+    } else if (c === ";" || c === "&" || c === "|" || c === "(" || c === ")") endCommand();
+    else if ((c === "{" || c === "}") && word === undefined && /[\s;]/.test(text[i + 1] ?? " ")) endCommand();
     else word = (word ?? "") + c;
   }
   endCommand();

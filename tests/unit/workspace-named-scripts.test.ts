@@ -95,4 +95,20 @@ describe("namedScriptTargets", () => {
       "Dev Container compose file: app.env",
     ]);
   });
+
+  it("a folder that is the program or an interpreter's operand is code (node tools/, go run ./cmd/lint); lefthook TOML inline tables and dotted keys", () => {
+    const dir = tree({
+      "tools/index.js": "",
+      "cmd/lint/main.go": "",
+      ".husky/pre-commit": "node tools/ && go run ./cmd/lint --fix\n",
+      "lefthook.toml":
+        '[pre-commit.commands]\nlint = { run = "./lint.sh", root = "web/" }\npre-push.commands.t.run = "./t.sh"\n',
+    });
+    expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
+      "husky hook: tools",
+      "husky hook: cmd/lint",
+      "lefthook run: web/lint.sh",
+      "lefthook run: t.sh",
+    ]);
+  });
 });

@@ -157,6 +157,51 @@ describe("read as direnv and mise read them (review, session 24)", () => {
   });
 });
 
+describe("read again (review of the fixes, session 24)", () => {
+  it("a here-document's body is data, ANSI-C quotes, functions and groups, builtin and eval", () => {
+    const text = [
+      "cat <<EOF > notes.txt",
+      "Don't forget",
+      "EOF",
+      "source_env .envrc.local",
+      "x=$'it\\'s'; PATH_add bin",
+      "function f { source_env a; }",
+      "g() { source_env b; }",
+      "builtin source c.sh",
+      'eval "dotenv d.env"',
+      "cat <<-'END'",
+      "\tit's data",
+      "\tEND",
+      "use flake",
+    ].join("\n");
+    expect(envrcTargets(text).map((t) => `${t.key} ${t.target}`)).toEqual([
+      "direnv source_env .envrc.local",
+      "direnv source_env .envrc.local/.envrc",
+      "direnv PATH_add bin",
+      "direnv source_env a",
+      "direnv source_env a/.envrc",
+      "direnv source_env b",
+      "direnv source_env b/.envrc",
+      "direnv source c.sh",
+      "direnv dotenv d.env",
+      "direnv dotenv d.env/.env",
+      "direnv use flake flake.nix",
+      "direnv use flake flake.lock",
+    ]);
+  });
+
+  it("a venv's own python and pip are not guarded, a host command's name is; a file naming more than 10,000 paths refuses the run (a shared cap let one repository's .envrc switch off every later tree's)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(dir, "mise.toml"), '[env]\n_.python.venv = ".venv"\n');
+    expect(pathSourceTargets([dir], new Set(["python3", "pip", "git"])).map((t) => path.relative(dir, t.path))).toEqual(
+      [".venv/bin/git"],
+    );
+    const many = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
+    fs.writeFileSync(path.join(many, ".envrc"), Array.from({ length: 10_001 }, (_, i) => `PATH_add d${i}`).join("\n"));
+    expect(() => pathSourceTargets([dir, many], new Set())).toThrow(/names more than 10000 paths/);
+  });
+});
+
 describe("miseTargets", () => {
   it("reads _.path in [env] (a string or an array over lines) and path in [env._]; {{config_root}} is the file's folder", () => {
     const paths = (text: string) => miseTargets(text).map((t) => t.target);

@@ -302,6 +302,9 @@ describe("built-in protections", () => {
     expect(rule("mise/config.toml")).toEqual({ rule: "mise/config.toml", scope: "mise/config.toml" });
     expect(rule("sub/mise/config.local.toml")?.scope).toBe("sub/mise/config.local.toml");
     expect(rule(".rtx.toml")?.rule).toBe(".rtx.toml");
+    expect(rule("mise/config.ci.toml")).toEqual({ rule: "mise/config.*.toml", scope: "mise/config.ci.toml" });
+    expect(rule(".miserc.toml")?.rule).toBe(".miserc.toml");
+    expect(rule(".config/miserc.toml")?.rule).toBe("miserc.toml");
     expect(rule("mise.dev.toml")?.rule).toBe("mise.*.toml");
     expect(rule(".config/.mise.ci.local.toml")?.rule).toBe("mise.*.toml");
     // lefthook in every format it reads (review, session 24: a lefthook-local.json beside lefthook.yml ran at the next commit).
