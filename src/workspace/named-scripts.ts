@@ -50,11 +50,17 @@ export function namedScriptTargets(dirs: readonly string[]): ConfigTarget[] {
   const out: ConfigTarget[] = [];
   const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
-    // runs: guarding it whole refused the run's ordinary edits; a folder that is the program or an
-    // interpreter's operand (`node tools/`, `go run ./cmd/lint`) is code. A package's own file under
-    // node_modules is the repository's code (what `npm ci` writes). A path that does not exist yet
-    // is guarded: the run must not create what the config would run.
-    if (/(^|\/)node_modules\//.test(target) || (!code && isDirectory(target))) return;
+    // runs: guarding it whole refused the run's ordinary edits. A folder that is the program or an
+    // interpreter's operand (`node tools/`, `python tools/precommit`) runs its entry file: that is
+    // guarded, the rest of the folder is the repository's code like any other (`node --test test/`
+    // runs the tests). A package's own file under node_modules is the repository's code (what
+    // `npm ci` writes). A path that does not exist yet is guarded: the run must not create what
+    // the config would run.
+    if (/(^|\/)node_modules\//.test(target)) return;
+    if (isDirectory(target)) {
+      if (code) for (const entry of FOLDER_ENTRIES) out.push({ path: path.join(target, entry), key, source: file });
+      return;
+    }
     out.push({ path: target, key, source: file });
   };
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
@@ -217,7 +223,9 @@ export function codePathWords(strings: Iterable<string>): Array<{ word: string; 
       const program = path.basename(words[0] ?? "");
       let script = INTERPRETERS.has(program) ? 1 : -1;
       if (script > 0 && SUBCOMMAND_RUNNERS.has(program) && words[1] === "run") script = 2;
-      while (script > 0 && script < words.length && words[script]!.startsWith("-")) script++;
+      // Past the options, and the value of those that take one as a separate word (`--cwd packages/app`).
+      while (script > 0 && script < words.length && words[script]!.startsWith("-"))
+        script += VALUE_FLAGS.has(words[script]!) ? 2 : 1;
       words.forEach((raw, i) => {
         let word = raw.replace(
           /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})\//,
@@ -230,6 +238,22 @@ export function codePathWords(strings: Iterable<string>): Array<{ word: string; 
     }
   return out;
 }
+
+/** What an interpreter runs of a folder given as its operand. */
+const FOLDER_ENTRIES = ["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"];
+/** Options whose value is the next word (a folder to run in, a module to load first). */
+const VALUE_FLAGS = new Set([
+  "--cwd",
+  "--directory",
+  "--dir",
+  "-C",
+  "-I",
+  "-r",
+  "--require",
+  "--import",
+  "--loader",
+  "-m",
+]);
 
 /** Programs whose first operand is the code they run. */
 const INTERPRETERS = new Set([

@@ -23,7 +23,10 @@ const KEYWORDS = new Set([
   "exec",
 ]);
 
-export function shellCommands(text: string): string[][] {
+/** How deep `eval`'s words are read again as a command line. */
+const MAX_EVAL_DEPTH = 2;
+
+export function shellCommands(text: string, depth = 0): string[][] {
   const commands: string[][] = [];
   let words: string[] = [];
   let word: string | undefined;
@@ -35,9 +38,13 @@ export function shellCommands(text: string): string[][] {
     endWord();
     let start = 0;
     while (start < words.length && KEYWORDS.has(words[start]!)) start++;
-    const command = words.slice(start);
-    // `eval "source_env x"` runs its words as a command line of their own.
-    if (command[0] === "eval") commands.push(...shellCommands(command.slice(1).join(" ")));
+    // `eval "source_env x"` runs its words as a command line of their own: a run of evals is
+    // stripped first and the rest read once (`eval eval …` re-read the line per eval: quadratic,
+    // then the stack), and only so deep.
+    let evals = start;
+    while (evals < words.length && words[evals] === "eval") evals++;
+    const command = words.slice(evals);
+    if (evals > start && depth < MAX_EVAL_DEPTH) commands.push(...shellCommands(command.join(" "), depth + 1));
     else if (command.length > 0) commands.push(command);
     words = [];
   };
@@ -58,8 +65,9 @@ export function shellCommands(text: string): string[][] {
   };
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
-    if (c === "<" && text[i + 1] === "<" && text[i + 2] !== "<" && word === undefined) {
-      // A here-document: its body is data, read up to its delimiter line.
+    if (c === "<" && text[i + 1] === "<" && text[i + 2] !== "<" && !/^[0-9]*$/.test(word ?? "x")) {
+      // A here-document (`cat <<EOF`, `cat<<EOF`): its body is data, read up to its delimiter line.
+      // Not a shift in arithmetic (`x <<= 1`, `1<<2`): a delimiter starts with neither `=` nor a digit.
       let j = i + 2;
       const tabs = text[j] === "-";
       if (tabs) j++;
@@ -67,7 +75,12 @@ export function shellCommands(text: string): string[][] {
       let end = j;
       while (end < text.length && !/[\s;&|()<>]/.test(text[end]!)) end++;
       const delimiter = text.slice(j, end).replace(/["'\\]/g, "");
-      if (delimiter !== "") hereDocs.push({ delimiter, tabs });
+      if (delimiter === "" || /^[=0-9]/.test(delimiter)) {
+        endWord();
+        continue;
+      }
+      endWord();
+      hereDocs.push({ delimiter, tabs });
       i = end - 1;
     } else if (c === "$" && text[i + 1] === "'") {
       // ANSI-C quoting: backslash escapes inside.

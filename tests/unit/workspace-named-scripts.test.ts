@@ -96,17 +96,18 @@ describe("namedScriptTargets", () => {
     ]);
   });
 
-  it("a folder that is the program or an interpreter's operand is code (node tools/, go run ./cmd/lint); lefthook TOML inline tables and dotted keys", () => {
+  it("a folder that is an interpreter's operand runs its entry file, which is guarded (node tools/), not the folder (node --test test/ runs the tests); a flag's value is no operand; lefthook TOML inline tables and dotted keys", () => {
     const dir = tree({
       "tools/index.js": "",
-      "cmd/lint/main.go": "",
-      ".husky/pre-commit": "node tools/ && go run ./cmd/lint --fix\n",
+      "test/a.test.js": "",
+      "packages/app/index.js": "",
+      ".husky/pre-commit": "node tools/ && node --test test/ && bun run --cwd packages/app lint\n",
       "lefthook.toml":
         '[pre-commit.commands]\nlint = { run = "./lint.sh", root = "web/" }\npre-push.commands.t.run = "./t.sh"\n',
     });
     expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
-      "husky hook: tools",
-      "husky hook: cmd/lint",
+      ...["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"].map((e) => `husky hook: tools/${e}`),
+      ...["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"].map((e) => `husky hook: test/${e}`),
       "lefthook run: web/lint.sh",
       "lefthook run: t.sh",
     ]);

@@ -190,6 +190,11 @@ describe("read again (review of the fixes, session 24)", () => {
     ]);
   });
 
+  it("eval's words read once however many evals (eval eval … re-read the line per eval, then overflowed the stack); shifts are no here-documents", () => {
+    const text = `${"eval ".repeat(20_000)}source_env x\n(( n <<= 1 ))\nPATH_add bin\ncat<<EOF\nit's\nEOF\nPATH_add more\n`;
+    expect(envrcTargets(text).map((t) => t.target)).toEqual(["x", "x/.envrc", "bin", "more"]);
+  });
+
   it("a venv's own python and pip are not guarded, a host command's name is; a file naming more than 10,000 paths refuses the run (a shared cap let one repository's .envrc switch off every later tree's)", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(dir, "mise.toml"), '[env]\n_.python.venv = ".venv"\n');
