@@ -18,11 +18,10 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
-import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
-import type { ConfigTarget } from "./git-config-paths.js";
+import { type ConfigTarget, GIT_HOOK_NAMES } from "./git-config-paths.js";
+import { readConfigText as readText } from "./path-sources.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
 
-const MAX_FILE_BYTES = 256 * 1024;
 /** Strings taken from one config. */
 const MAX_STRINGS = 10_000;
 
@@ -303,37 +302,6 @@ function huskyHooks(dir: string): string[] {
   return GIT_HOOK_NAMES.map((name) => path.join(dir, ".husky", name));
 }
 
-const GIT_HOOK_NAMES = [
-  "applypatch-msg",
-  "pre-applypatch",
-  "post-applypatch",
-  "pre-commit",
-  "pre-merge-commit",
-  "prepare-commit-msg",
-  "commit-msg",
-  "post-commit",
-  "pre-rebase",
-  "post-checkout",
-  "post-merge",
-  "pre-push",
-  "pre-receive",
-  "update",
-  "proc-receive",
-  "post-receive",
-  "post-update",
-  "reference-transaction",
-  "push-to-checkout",
-  "pre-auto-gc",
-  "post-rewrite",
-  "sendemail-validate",
-  "fsmonitor-watchman",
-  "p4-changelist",
-  "p4-prepare-changelist",
-  "p4-post-changelist",
-  "p4-pre-submit",
-  "post-index-change",
-];
-
 /** `.devcontainer.json`, `.devcontainer/devcontainer.json` and `.devcontainer/<name>/devcontainer.json`. */
 function devcontainerFiles(dir: string): string[] {
   const folder = path.join(dir, ".devcontainer");
@@ -391,17 +359,4 @@ export function withoutJsonComments(text: string): string {
     } else out += c;
   }
   return out.replace(/,(\s*[}\]])/g, "$1");
-}
-
-/** A small regular file's text, or undefined. */
-function readText(file: string): string | undefined {
-  try {
-    // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
-    // were before the run, read only. A byte-order mark is no part of the text.
-    return readSmallFileBytes(file, MAX_FILE_BYTES, true)
-      ?.toString("utf8")
-      .replace(/^\uFEFF/, "");
-  } catch {
-    return undefined;
-  }
 }

@@ -134,10 +134,10 @@ export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySe
     for (const { dir: base, source, target } of envrcClosure(dir)) push(base, source, target);
     for (const mise of miseFilesIn(dir)) {
       const file = path.join(dir, mise);
-      for (const target of miseTargets(readSmallFile(file))) push(dir, file, target);
+      for (const target of miseTargets(readConfigText(file))) push(dir, file, target);
     }
     const toolVersions = path.join(dir, ".tool-versions");
-    for (const target of toolVersionsTargets(readSmallFile(toolVersions))) push(dir, toolVersions, target);
+    for (const target of toolVersionsTargets(readConfigText(toolVersions))) push(dir, toolVersions, target);
   }
   return out;
 }
@@ -151,7 +151,7 @@ function envrcClosure(dir: string): Array<{ dir: string; source: string; target:
   const visit = (file: string, pwd: string, depth: number) => {
     if (seen.has(file) || depth > MAX_SOURCE_DEPTH) return;
     seen.add(file);
-    for (const target of envrcTargets(readSmallFile(file))) {
+    for (const target of envrcTargets(readConfigText(file))) {
       out.push({ dir: pwd, source: file, target });
       if (!target.sourced) continue;
       const sourced = path.resolve(pwd, target.target);
@@ -236,7 +236,7 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
   let table = "";
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
-    const line = withoutTomlComment(lines[i]!).trim();
+    const line = tomlLine(lines[i]!).code.trim();
     const header = /^\[\[?([^\]]+)\]\]?$/.exec(line);
     if (header) {
       table = header[1]!.replace(/\s+/g, "");
@@ -250,11 +250,11 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
     let value = assignment[2]!;
     // An array or inline table may span lines: read on to its closing bracket (each line scanned once).
     const close = value.startsWith("[") ? "]" : value.startsWith("{") ? "}" : undefined;
-    let closed = close === undefined || withoutTomlStrings(value).includes(close);
+    let closed = close === undefined || tomlLine(value).outsideStrings.includes(close);
     while (!closed && i + 1 < lines.length) {
-      const next = withoutTomlComment(lines[++i]!).trim();
-      value += ` ${next}`;
-      closed = withoutTomlStrings(next).includes(close!);
+      const next = tomlLine(lines[++i]!);
+      value += ` ${next.code.trim()}`;
+      closed = next.outsideStrings.includes(close!);
     }
     if (kind === "hooks") {
       for (const command of tomlStrings(value))
@@ -294,8 +294,9 @@ function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "ho
     | undefined;
 }
 
-/** A TOML line without its comment (a `#` outside a string). */
-function withoutTomlComment(line: string): string {
+/** A TOML line cut at its comment (a `#` outside a string), and that with its strings left out (what holds the brackets). */
+function tomlLine(line: string): { code: string; outsideStrings: string } {
+  let outside = "";
   let quote: string | undefined;
   for (let i = 0; i < line.length; i++) {
     const c = line[i]!;
@@ -303,24 +304,10 @@ function withoutTomlComment(line: string): string {
       if (c === "\\" && quote === '"') i++;
       else if (c === quote) quote = undefined;
     } else if (c === '"' || c === "'") quote = c;
-    else if (c === "#") return line.slice(0, i);
+    else if (c === "#") return { code: line.slice(0, i), outsideStrings: outside };
+    else outside += c;
   }
-  return line;
-}
-
-/** A TOML line with its strings left out (what is left holds the brackets). */
-function withoutTomlStrings(line: string): string {
-  let out = "";
-  let quote: string | undefined;
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i]!;
-    if (quote) {
-      if (c === "\\" && quote === '"') i++;
-      else if (c === quote) quote = undefined;
-    } else if (c === '"' || c === "'") quote = c;
-    else out += c;
-  }
-  return out;
+  return { code: line, outsideStrings: outside };
 }
 
 function tomlStrings(value: string): string[] {
@@ -383,8 +370,8 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
   return names;
 }
 
-/** A small regular file's text, or undefined. */
-function readSmallFile(file: string): string | undefined {
+/** A small regular file's text, or undefined (the environment files here, the configs of named-scripts.ts). */
+export function readConfigText(file: string): string | undefined {
   try {
     // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
     // were before the run, read only. A byte-order mark is no part of the text.
