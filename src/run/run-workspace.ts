@@ -304,6 +304,13 @@ function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): Worksp
       writeBits: report.clearedWriteBits.slice(0, 20),
     });
   }
+  if (report.specialRemoved.count > 0) {
+    timeline.sandbox("workspace.special-removed", {
+      reason: "FIFOs, sockets and devices the run left were removed: a host tool opening one by name blocks on a FIFO",
+      count: report.specialRemoved.count,
+      files: report.specialRemoved.files.slice(0, 20),
+    });
+  }
   if (report.gitChecks) {
     const { ms, refMs, ...counts } = report.gitChecks;
     timeline.sandbox("workspace.git-checked", {

@@ -11,7 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
-import { openRoot, type WalkEntry } from "./fd-walk.js";
+import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
@@ -20,7 +20,7 @@ import { REF_RULE } from "./git-rule-names.js";
 import { namedScriptTargets } from "./named-scripts.js";
 import { pathSourceTargets } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
-import { openDirBelow, removeAt } from "./remove-tree.js";
+import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
 import { type SavedWatch, writeWatchState } from "./watch-state.js";
@@ -106,6 +106,12 @@ export interface WorkspaceReport {
   clearedSetuid: string[];
   /** Files whose group/world-write bits the run added, cleared (at most 100). */
   clearedWriteBits: string[];
+  /**
+   * FIFOs, sockets and devices the run left (created, or made of another entry), removed: a host
+   * tool that opens a file by name (a prompt reading `.nvmrc`, an editor, `npm`) blocks forever on
+   * a FIFO. Copy mode leaves them out of the apply the same way. At most 100 listed; `count` all.
+   */
+  specialRemoved: { files: Array<{ path: string; kind: string }>; count: number };
   /** Changes to files host tools read when a person runs them (not violations; at most 100 listed). */
   hostRunFiles: HostRunChange[];
   hostRunCount: number;
@@ -403,6 +409,7 @@ export class WorkspaceWatch {
       violationCount: 0,
       clearedSetuid: [],
       clearedWriteBits: [],
+      specialRemoved: { files: [], count: 0 },
       hostRunFiles: [],
       hostRunCount: 0,
       configPaths: this.configPaths,
@@ -464,6 +471,12 @@ export class WorkspaceWatch {
       changes.absorb(first.changes!);
       for (const p of cleared.setuid) if (report.clearedSetuid.length < 100) report.clearedSetuid.push(p);
       for (const p of cleared.writeBits) if (report.clearedWriteBits.length < 100) report.clearedWriteBits.push(p);
+      // Before the restore: its walk judges the tree without them (a FIFO at a git name is also a violation).
+      for (const removed of removeSpecialEntries(w.root, first.special)) {
+        report.specialRemoved.count++;
+        if (report.specialRemoved.files.length < 100)
+          report.specialRemoved.files.push({ path: w.prefix + removed.path, kind: removed.kind });
+      }
       report.allocatedBytes.after += first.allocatedBytes;
       for (const c of first.gitCachesRemoved)
         if (report.gitCachesRemoved.length < 100) report.gitCachesRemoved.push(w.prefix + c);
@@ -523,6 +536,8 @@ interface Judged {
   overfull: Array<{ path: string; existed: boolean; entries: number }>;
   /** The collector judge() was given (first walk). */
   changes?: ChangeCollector;
+  /** FIFOs, sockets and devices the run left (first walk): removed before the restore. */
+  special: Array<{ path: string; kind: string }>;
 }
 
 /** A folder as reports name it: relative in the workspace ("." for itself), absolute in extra roots. */
@@ -560,6 +575,7 @@ async function judge(
     gitCachesRemoved: [],
     overfull: [],
     changes: options.changes,
+    special: [],
   };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
     maxHeldNames: options.maxHeldNames,
@@ -575,6 +591,8 @@ async function judge(
       const change = changeOf(pair);
       options.changes?.addPair(pair, change === "modified", w.prefix);
       if (options.cleared && change && entry) clearUnsafeFileBits(pair, entry, w.prefix, options.cleared);
+      if (options.cleared && entry && plantedSpecial(pair))
+        out.special.push({ path: pair.path, kind: pair.after!.kind });
       if (entry?.kind === "directory" && w.objectStores.size > 0) {
         const was = w.objectStores.get(`${entry.stat!.dev}:${entry.stat!.ino}`);
         if (was !== undefined && was !== pair.path) out.movedStores.set(was, pair.path);
@@ -650,6 +668,50 @@ export function gitChecksFailed(work: RuleEvaluator["gitWork"], error: unknown):
     derived: [],
     stats: { loose: 0, inflatedBytes: 0, packs: 0, packBytes: 0, ms: 0, refRoots: 0, refMs: 0 },
   };
+}
+
+const SPECIAL_KINDS = new Set(["fifo", "socket", "device"]);
+
+/** A FIFO, socket or device that the run made: none was at its name before, or another entry was. */
+function plantedSpecial(pair: EntryPair): boolean {
+  const { before, after } = pair;
+  if (!after || !SPECIAL_KINDS.has(after.kind)) return false;
+  return !before || before.kind !== after.kind || before.ino !== after.ino;
+}
+
+/**
+ * Unlinks each listed entry that is still a FIFO, socket or device (through its folder's fd, no
+ * link followed); returns those removed. Nothing in the sandbox runs any more, but the kind is
+ * checked again at the unlink all the same: what is there now is what is removed.
+ */
+function removeSpecialEntries(
+  root: string,
+  entries: ReadonlyArray<{ path: string; kind: string }>,
+): Array<{ path: string; kind: string }> {
+  const removed: Array<{ path: string; kind: string }> = [];
+  if (entries.length === 0) return removed;
+  const rootFd = openRoot(root);
+  try {
+    for (const entry of entries) {
+      const slash = entry.path.lastIndexOf("/");
+      const dirFd = openDirBelow(rootFd, slash < 0 ? "" : entry.path.slice(0, slash));
+      if (dirFd === undefined) continue;
+      try {
+        const at = atPath(dirFd, entry.path.slice(slash + 1));
+        const stat = lstatOrUndefined(at);
+        if (!stat || !SPECIAL_KINDS.has(kindOf(stat))) continue;
+        fs.unlinkSync(at);
+        removed.push(entry);
+      } catch {
+        // Left where it is: the walk after the restore still sees it, and so does the next run's.
+      } finally {
+        fs.closeSync(dirFd);
+      }
+    }
+  } finally {
+    fs.closeSync(rootFd);
+  }
+  return removed;
 }
 
 /** Removes the derived caches (through directory fds); returns what was there. */

@@ -205,6 +205,37 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(report.allocatedBytes.after - report.allocatedBytes.before).toBeGreaterThanOrEqual(100_000);
   });
 
+  it("removes the FIFOs and sockets the run left anywhere (a prompt reading .nvmrc blocked on one); the host's own stay", async () => {
+    const ws = tree({ "package.json": "{}", "src/a.ts": "a" });
+    execFileSync("mkfifo", [path.join(ws, "host.fifo")]);
+    const w = await watch(ws);
+    execFileSync("mkfifo", [path.join(ws, ".nvmrc"), path.join(ws, "src/deep.fifo"), path.join(ws, ".gitignore")]);
+    fs.rmSync(path.join(ws, "package.json"));
+    execFileSync("mkfifo", [path.join(ws, "package.json")]);
+    execFileSync("python3", [
+      "-c",
+      "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])",
+      path.join(ws, "src/dev.sock"),
+    ]);
+    const report = await w.finish();
+    const removed = report.specialRemoved.files.map((f) => `${f.path} ${f.kind}`).sort();
+    expect(removed).toEqual([
+      ".gitignore fifo",
+      ".nvmrc fifo",
+      "package.json fifo",
+      "src/deep.fifo fifo",
+      "src/dev.sock socket",
+    ]);
+    expect(report.specialRemoved.count).toBe(5);
+    for (const name of [".nvmrc", "package.json", "src/deep.fifo", "src/dev.sock", ".gitignore"])
+      expect(fs.existsSync(path.join(ws, name))).toBe(false);
+    expect(fs.lstatSync(path.join(ws, "host.fifo")).isFIFO()).toBe(true);
+    // The FIFO at a name host git reads is a violation as well, and the tree is clean after it.
+    expect(report.violations.map((v) => `${v.path} ${v.rule}`)).toEqual([".gitignore git-entry-kinds"]);
+    expect(report.restore?.clean).toBe(true);
+    expect(report.changedFiles.deleted).toEqual([]);
+  });
+
   it("refuses to start on a tree it cannot fully see (a name that is not UTF-8)", async () => {
     const ws = tree();
     fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/x-`), Buffer.from([0xff])]), "x");
