@@ -18,6 +18,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { configFoldersOf } from "../workspace/config-folders.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
 import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
@@ -63,11 +64,14 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
   // One budget for verifying packs for the whole run, over all its returned trees (as bind mode's
   // watch): per tree, a run lending many trees multiplied the time the judgement could be held.
   const packTime = config.packTime ?? new PackTimeBudget();
-  return async (before, after, root, returned) => {
+  // What the configs of all lent trees name, read once per run from the host's files (as they were).
+  let shared: SharedConfig | undefined;
+  return async (before, after, root, returned, lent) => {
+    shared ??= sharedConfig(lent ?? [{ hostPath: root.hostPath, entries: before }], config);
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
       ...config,
-      ...gitConfigRules(before, root.hostPath, config),
+      ...gitConfigRules(before, root.hostPath, shared),
       ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
     };
     const evaluator = new RuleEvaluator(rules);
@@ -105,22 +109,50 @@ function makeScratch(parent: string | undefined): { dir: string; remove(): void 
   return { dir, remove: () => void fs.promises.rm(dir, { recursive: true, force: true }).catch(() => {}) };
 }
 
-/** The git directories only a pointer names, and the paths the repositories' config names, in this tree. */
+interface SharedConfig {
+  repositories: ReturnType<typeof repositoriesOf>;
+  targets: ReturnType<typeof configTargets>;
+}
+
+/**
+ * The repositories of all lent trees and what their git config, environment files and hook, agent
+ * and editor configs name (at each tree's and worktree's top and in the folders below holding
+ * one), once over all of them as bind mode's watch does: per tree, a workspace `.envrc`'s
+ * `PATH_add ../toolchain/bin` left a lent toolchain/ unguarded in copy mode (review, session 25).
+ */
+function sharedConfig(
+  lent: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>,
+  config: ReturnedRulesConfig,
+): SharedConfig {
+  const gitDirs: string[] = [];
+  const pointerFiles: string[] = [];
+  const folders: string[] = [];
+  for (const tree of lent) {
+    const absolute = (rel: string) => (rel === "" ? tree.hostPath : path.join(tree.hostPath, rel));
+    const found = gitDirectoriesOf(tree.entries);
+    gitDirs.push(...found.gitDirs.map(absolute));
+    pointerFiles.push(...found.pointerFiles.map(absolute));
+    folders.push(...configFoldersOf(tree.entries).map(absolute));
+  }
+  const roots = [...new Set([...(config.lentRoots ?? []), ...lent.map((t) => t.hostPath)])];
+  const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
+  const disabled = config.disabled?.includes("git-config-paths") === true;
+  const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
+  return {
+    repositories,
+    targets: disabled ? [] : [...configTargets(repositories), ...envTargets([...roots, ...worktrees, ...folders])],
+  };
+}
+
+/** The git directories only a pointer names, and the paths the lent trees' configs name, in this tree. */
 function gitConfigRules(
   before: readonly TreeEntry[],
   hostPath: string,
-  config: ReturnedRulesConfig,
+  shared: SharedConfig,
 ): Pick<RuleConfig, "gitDirs" | "configPaths"> {
-  const found = gitDirectoriesOf(before);
-  const absolute = (rel: string) => (rel === "" ? hostPath : path.join(hostPath, rel));
-  const repositories = repositoriesOf({
-    roots: config.lentRoots ?? [hostPath],
-    gitDirs: found.gitDirs.map(absolute),
-    pointerFiles: found.pointerFiles.map(absolute),
-  });
-  const known = new Set(found.gitDirs);
+  const known = new Set(gitDirectoriesOf(before).gitDirs);
   const gitDirs: string[] = [];
-  for (const repo of repositories)
+  for (const repo of shared.repositories)
     for (const dir of new Set([repo.gitDir, repo.commonDir])) {
       const rel = dir === hostPath ? "" : dir.startsWith(`${hostPath}/`) ? dir.slice(hostPath.length + 1) : undefined;
       if (rel !== undefined && !known.has(rel)) {
@@ -128,17 +160,7 @@ function gitConfigRules(
         gitDirs.push(rel);
       }
     }
-  const disabled = config.disabled?.includes("git-config-paths") === true;
-  return {
-    gitDirs,
-    // With the folders the tree's .envrc and mise files put on PATH, read from the host tree as it was.
-    configPaths: disabled
-      ? new Map()
-      : targetsInTree(hostPath, [
-          ...configTargets(repositories),
-          ...envTargets([hostPath, ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))]),
-        ]),
-  };
+  return { gitDirs, configPaths: targetsInTree(hostPath, shared.targets) };
 }
 
 /** Git directories of a tree (by the same test as the walk's) and its `.git` files and `commondir` files. */

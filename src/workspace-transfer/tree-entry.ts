@@ -62,6 +62,11 @@ export type ReturnedTreeCheck = (
   after: readonly TreeEntry[],
   root: { hostPath: string; kind: "workspace" | "writable-root" },
   returned?: ReturnedTreeFacts,
+  /**
+   * Every tree the run was lent, as sent in (this one included): a config in one names paths in
+   * another (an `.envrc`'s `PATH_add ../toolchain/bin`), so what they name is read over all of them.
+   */
+  lent?: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>,
 ) => TreeViolation[] | Promise<TreeViolation[]>;
 
 /** Permission bits that travel; setuid and setgid are dropped both ways. */

@@ -26,7 +26,7 @@ import { shellCommands, shellWords } from "./shell-commands.js";
 const MAX_STRINGS = 10_000;
 
 /** JSON configs whose `command` and `args` strings start servers or run hooks and tasks. */
-const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
+export const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
   { file: ".claude/settings.json", key: "Claude Code command" },
   { file: ".claude/settings.local.json", key: "Claude Code command" },
   { file: ".mcp.json", key: "MCP server command" },
@@ -132,7 +132,7 @@ function lefthookFiles(dir: string): string[] {
   return names.sort().map((n) => path.join(dir, n));
 }
 
-const LEFTHOOK_NAME = /^\.?lefthook(-local)?\.(ya?ml|toml|json|jsonc)$/;
+export const LEFTHOOK_NAME = /^\.?lefthook(-local)?\.(ya?ml|toml|json|jsonc)$/;
 
 /** Every object (at any depth) that has `key`, depth-first, bounded. */
 function objectsWith(value: unknown, key: string): Array<Record<string, unknown>> {

@@ -34,7 +34,7 @@ const SYSTEM_COMMAND_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "
 const MAX_NAMES_PER_DIR = 20_000;
 
 /** A folder's mise files: their `{{config_root}}` and relative paths mean that folder. */
-const MISE_FILES = [
+export const MISE_FILES = [
   "mise.toml",
   ".mise.toml",
   "mise.local.toml",

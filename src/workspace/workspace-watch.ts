@@ -11,6 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
+import { ConfigFolders } from "./config-folders.js";
 import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
@@ -157,6 +158,8 @@ interface Watched {
   peakHeldNames: number;
   /** Paths the repositories' git config names (relative), with why. */
   configPaths: Map<string, string>;
+  /** Folders below the top holding an environment, hook, agent or editor config (relative; config-folders.ts). */
+  configFolders: readonly string[];
   /** Git directories only a pointer names (relative). */
   gitDirs: string[];
   /** Object stores by "dev:ino" -> their path before the run. */
@@ -196,8 +199,14 @@ export class WorkspaceWatch {
         open.push(copy);
         const snapshot = path.join(input.stateDir, `snapshot-${i}.bin`);
         let summary: Awaited<ReturnType<typeof takeSnapshot>>;
+        const configFolders = new ConfigFolders();
         try {
-          summary = await takeSnapshot(target.root, snapshot, { onEntry: (entry) => copy.consider(entry) });
+          summary = await takeSnapshot(target.root, snapshot, {
+            onEntry: (entry) => {
+              configFolders.consider(entry.path);
+              return copy.consider(entry);
+            },
+          });
         } catch (error) {
           throw cannotPrepare(target.root, "take the snapshot", error);
         }
@@ -210,6 +219,7 @@ export class WorkspaceWatch {
           entries: summary.entries,
           peakHeldNames: summary.peakHeldNames,
           configPaths: new Map(),
+          configFolders: configFolders.folders,
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
           objectChecker: new ObjectChecker(packTime, input.signal),
@@ -217,7 +227,8 @@ export class WorkspaceWatch {
         });
       }
       // Only now are all git directories known: what their config names is kept in a second pass.
-      protectConfigPaths(watched, input.disabledProtections);
+      // A read-only workspace is not watched, but its configs may name what the watched trees hold.
+      protectConfigPaths(watched, input.disabledProtections, input.workspaceWritable ? [] : [input.workspace]);
     } finally {
       for (const copy of open) copy.close();
     }
@@ -293,6 +304,8 @@ export class WorkspaceWatch {
         entries: tree.entries,
         peakHeldNames: tree.peakHeldNames,
         configPaths: new Map(tree.configPaths),
+        // Only start() reads them; the saved configPaths hold what they named.
+        configFolders: [],
         gitDirs: tree.gitDirs,
         objectStores: new Map(tree.objectStores),
         objectChecker: new ObjectChecker(packTime),
@@ -421,7 +434,8 @@ export class WorkspaceWatch {
     };
     const seen = new Set<string>();
     const note = (v: Violation, prefix: string) => {
-      const key = `${v.rule}\0${v.path}`;
+      // By the path as reported: an extra root's bin/git is not the workspace's (it was once left unlisted).
+      const key = `${v.rule}\0${prefix}${v.path}`;
       if (seen.has(key)) return;
       seen.add(key);
       report.violationCount++;
@@ -780,15 +794,24 @@ function clearUnsafeFileBits(
  * What the repositories' git config names in each tree (git-config-paths.ts), and the git
  * directories only a pointer names: both join the rules, and the kept copy in a second pass.
  */
-function protectConfigPaths(watched: Watched[], disabled: readonly string[] = []): void {
+function protectConfigPaths(
+  watched: Watched[],
+  disabled: readonly string[] = [],
+  unwatched: readonly string[] = [],
+): void {
   const absolute = (w: Watched, rel: string) => (rel === "" ? w.root : `${w.root}/${rel}`);
   const repositories = repositoriesOf({
-    roots: watched.map((w) => w.root),
+    roots: [...watched.map((w) => w.root), ...unwatched],
     gitDirs: watched.flatMap((w) => w.copy.gitDirs.map((rel) => absolute(w, rel))),
     pointerFiles: watched.flatMap((w) => w.copy.pointerFiles.map((rel) => absolute(w, rel))),
   });
   // With the folders the trees' .envrc and mise files put on PATH (the host's shell runs what is there).
-  const envDirs = [...watched.map((w) => w.root), ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : []))];
+  const envDirs = [
+    ...watched.map((w) => w.root),
+    ...unwatched,
+    ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : [])),
+    ...watched.flatMap((w) => w.configFolders.map((rel) => absolute(w, rel))),
+  ];
   const targets = disabled.includes("git-config-paths")
     ? []
     : [...configTargets(repositories), ...pathSourceTargets(envDirs), ...namedScriptTargets(envDirs)];

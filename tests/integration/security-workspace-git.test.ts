@@ -99,13 +99,13 @@ function state(dir: string): Record<string, string> {
 }
 
 /** Runs the door, then the host's git status where a user (or their prompt) would. */
-async function plant(ws: string, script: string, statusIn: string[] = ["."]) {
+async function plant(ws: string, script: string, statusIn: string[] = ["."], writableRoots: string[] = []) {
   const marker = path.join(hostileWorkspace({}, "sandbox-run-marker-"), "PWNED");
   const gitBefore = state(path.join(ws, ".git"));
   const outcome = await runHostile(
     server,
     [bash(`set -e\n${script.replaceAll("MARKER", marker)}\necho door-planted`), finish()],
-    { cwd: ws },
+    { cwd: ws, ...(writableRoots.length > 0 ? { additionalWritableDirectories: writableRoots } : {}) },
   );
   // Before git status, which refreshes the index's stat data (and so rewrites it).
   const gitAfter = state(path.join(ws, ".git"));
@@ -251,11 +251,20 @@ echo changed > src/a.ts`,
   });
 
   notInWarm(
-    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH, the files they source (source_env, dotenv, _.source, [hooks]) and the scripts a husky hook and an MCP config name: what the run drops or changes there is put back, so the host's shell runs its own git, ls and npm, direnv and mise rerun nothing of the run's on cd, and the next commit or agent start runs the tree's own scripts; in node_modules/.bin only the host's command names are guarded",
+    "folders .envrc (PATH_add, layout node) and mise (_.path) put on PATH, the files they source (source_env, dotenv, _.source, [hooks]) and the scripts a husky hook and an MCP config name, in the tree's top, in a package below it and in another lent tree: what the run drops or changes there is put back, so the host's shell runs its own git, ls and npm, direnv and mise rerun nothing of the run's on cd, and the next commit, agent start or folder open runs the tree's own scripts; in node_modules/.bin only the host's command names are guarded",
     async () => {
+      // A toolchain lent beside the workspace, which the workspace's .envrc puts on PATH.
+      const tools = hostileWorkspace({ "bin/mytool": "#!/bin/sh\necho mytool\n" }, "sandbox-run-toolchain-");
+      const toolsBefore = state(tools);
       const ws = repo({
         files: {
-          ".envrc": "PATH_add bin\nlayout node\nsource_env .envrc.local\ndotenv\n",
+          ".envrc": `PATH_add bin\nlayout node\nsource_env .envrc.local\ndotenv\nPATH_add ${tools}/bin\n`,
+          // A monorepo's package: direnv loads its .envrc on cd there, an editor opened there runs its tasks.
+          "packages/web/.envrc": "source_env env.local\n",
+          "packages/web/env.local": "export WEB=1\n",
+          "packages/web/.vscode/tasks.json":
+            '{"version":"2.0.0","tasks":[{"label":"t","type":"shell","command":"sh scripts/web-task.sh","runOptions":{"runOn":"folderOpen"}}]}\n',
+          "packages/web/scripts/web-task.sh": "echo task\n",
           ".envrc.local": "export LOCAL=1\n",
           ".env": "DOTENV=1\n",
           "mise.toml":
@@ -270,7 +279,16 @@ echo changed > src/a.ts`,
           "tools/README": "tools\n",
         },
       });
-      const sourced = [".envrc.local", ".env", "scripts/env.sh", "hooks/enter.sh", "scripts/check.sh", "mcp/server.js"];
+      const sourced = [
+        ".envrc.local",
+        ".env",
+        "scripts/env.sh",
+        "hooks/enter.sh",
+        "scripts/check.sh",
+        "mcp/server.js",
+        "packages/web/env.local",
+        "packages/web/scripts/web-task.sh",
+      ];
       const sourcedBefore = sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"));
       fs.chmodSync(path.join(ws, "bin/build"), 0o755);
       const before = { bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) };
@@ -284,7 +302,11 @@ echo 'console.log(1)' > node_modules/left-pad/cli.js && ln -s ../left-pad/cli.js
 ${evil} > tools/npm && chmod +x tools/npm
 echo 'touch MARKER' >> .envrc.local && echo 'BASH_ENV=MARKER' >> .env
 echo 'touch MARKER' >> scripts/env.sh && echo 'touch MARKER' >> hooks/enter.sh
-echo 'touch MARKER' >> scripts/check.sh && echo 'require("fs").writeFileSync("MARKER", "")' >> mcp/server.js`,
+echo 'touch MARKER' >> scripts/check.sh && echo 'require("fs").writeFileSync("MARKER", "")' >> mcp/server.js
+echo 'touch MARKER' >> packages/web/env.local && echo 'touch MARKER' >> packages/web/scripts/web-task.sh
+${evil} > ${tools}/bin/git && chmod +x ${tools}/bin/git`,
+        ["."],
+        [tools],
       );
       // More paths than the message lists (ten): the violation event names every one.
       expectUndone(outcome, marker, []);
@@ -303,23 +325,27 @@ echo 'touch MARKER' >> scripts/check.sh && echo 'require("fs").writeFileSync("MA
           `hooks/enter.sh (modified, git-config-paths: mise [hooks] in ${ws}/mise.toml)`,
           `scripts/check.sh (modified, git-config-paths: husky hook in ${ws}/.husky/pre-commit)`,
           `mcp/server.js (modified, git-config-paths: MCP server command in ${ws}/.mcp.json)`,
+          `packages/web/env.local (modified, git-config-paths: direnv source_env in ${ws}/packages/web/.envrc)`,
+          `packages/web/scripts/web-task.sh (modified, git-config-paths: VS Code task command in ${ws}/packages/web/.vscode/tasks.json)`,
+          `${tools}/bin/git (created, git-config-paths: direnv PATH_add in ${ws}/.envrc)`,
         ]),
       );
       expect(sourced.map((f) => fs.readFileSync(path.join(ws, f), "utf8"))).toEqual(sourcedBefore);
       expect({ bin: state(path.join(ws, "bin")), tools: state(path.join(ws, "tools")) }).toEqual(before);
+      expect(state(tools)).toEqual(toolsBefore);
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/ls"))).toBe(false);
       // A package's own command is no host command's name: bind mode keeps it (copy mode applies
       // nothing of a run that failed a check).
       const bind = workspaceMode() === "bind";
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/left-pad"))).toBe(bind);
       // The host's shell with the folders first on PATH, as direnv and mise put them.
-      const pathDirs = ["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d));
+      const pathDirs = [...["bin", "node_modules/.bin", "tools"].map((d) => path.join(ws, d)), `${tools}/bin`];
       // direnv and mise source these on cd, as the host's shell does here.
       const shell = spawnSync(
         "sh",
         [
           "-c",
-          ". ./.envrc.local; . ./scripts/env.sh; sh ./hooks/enter.sh >/dev/null; sh ./scripts/check.sh >/dev/null; node mcp/server.js >/dev/null; build; git --version; ls >/dev/null; npm --version; true",
+          ". ./.envrc.local; . ./scripts/env.sh; sh ./hooks/enter.sh >/dev/null; sh ./scripts/check.sh >/dev/null; node mcp/server.js >/dev/null; . packages/web/env.local; (cd packages/web && sh scripts/web-task.sh >/dev/null); build; git --version; ls >/dev/null; npm --version; true",
         ],
         {
           cwd: ws,

@@ -50,7 +50,7 @@ async function roundTrip(root: string, change: (copy: string) => void) {
   });
   const check = workspaceRulesCheck({ lentRoots: [root] });
   const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
-  return { returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
+  return { before, returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 
 describe("copy mode: the returned tree's git directories are judged as plain data", () => {
@@ -112,5 +112,35 @@ describe("copy mode: the returned tree's git directories are judged as plain dat
       `git-config-paths .githooks/pre-commit: core.hooksPath in ${root}/.git/config`,
       `git-config-paths team.gitconfig: include.path in ${root}/.git/config`,
     ]);
+  });
+});
+
+describe("copy mode: what one lent tree's configs name in another", () => {
+  it("a workspace .envrc's PATH_add into a lent toolchain and a package's .envrc below the top guard what they name (they were read per tree, and only at its top)", async () => {
+    const tools = tree({ "bin/mytool": "t\n" });
+    const ws = tree({ ".envrc": `PATH_add ${tools}/bin\n` });
+    const sent = await roundTrip(tools, (copy) => fs.writeFileSync(path.join(copy, "bin/git"), "planted\n"));
+    const lent = [
+      { hostPath: ws, entries: (await walkHostTree(ws)).entries },
+      { hostPath: tools, entries: sent.before.entries },
+    ];
+    const check = workspaceRulesCheck({ lentRoots: [ws, tools] });
+    const kind = "writable-root" as const;
+    const violations = await check(
+      sent.before.entries,
+      sent.returned.after,
+      { hostPath: tools, kind },
+      sent.returned,
+      lent,
+    );
+    expect(violations.map((v) => `${v.path} ${v.rule}: ${v.detail}`)).toEqual([
+      `bin/git git-config-paths: direnv PATH_add in ${ws}/.envrc`,
+    ]);
+
+    const mono = repo({ "packages/web/.envrc": "source_env env.local\n", "packages/web/env.local": "x\n" });
+    const { found } = await roundTrip(mono, (copy) =>
+      fs.appendFileSync(path.join(copy, "packages/web/env.local"), "touch /tmp/x\n"),
+    );
+    expect(found).toContain("git-config-paths modified packages/web/env.local");
   });
 });

@@ -236,6 +236,34 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(report.changedFiles.deleted).toEqual([]);
   });
 
+  it("what configs name is protected from a package below the top, from a read-only workspace into a writable root, and in another lent tree", async () => {
+    const tools = tree({ "bin/mytool": "t", "sub/.envrc": "PATH_add bin\n", "sub/bin/ok": "o" });
+    const ws = tree({
+      ".envrc": `PATH_add ${tools}/bin\n`,
+      "packages/web/.envrc": "source_env env.local\n",
+      "packages/web/env.local": "x",
+    });
+    // Writable: the package's sourced file; the writable root's bin (named by the workspace) and sub/bin (its own .envrc).
+    let w = await watch(ws, { writableRoots: [tools] });
+    fs.appendFileSync(path.join(ws, "packages/web/env.local"), "touch /tmp/x\n");
+    fs.writeFileSync(path.join(tools, "bin/git"), "planted");
+    fs.writeFileSync(path.join(tools, "sub/bin/ls"), "planted");
+    let report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.rule}: ${v.detail}`).sort()).toEqual([
+      `${tools}/bin/git git-config-paths: direnv PATH_add in ${ws}/.envrc`,
+      `${tools}/sub/bin/ls git-config-paths: direnv PATH_add in ${tools}/sub/.envrc`,
+      `packages/web/env.local git-config-paths: direnv source_env in ${ws}/packages/web/.envrc`,
+    ]);
+    expect(fs.readFileSync(path.join(ws, "packages/web/env.local"), "utf8")).toBe("x");
+    expect(fs.readdirSync(path.join(tools, "bin"))).toEqual(["mytool"]);
+    // A read-only workspace is not watched, but its .envrc still names the writable root's bin.
+    w = await watch(ws, { workspaceWritable: false, writableRoots: [tools], stateDir: path.join(tree(), "s2") });
+    fs.writeFileSync(path.join(tools, "bin/git"), "planted");
+    report = await w.finish();
+    expect(report.violations.map((v) => v.path)).toEqual([`${tools}/bin/git`]);
+    expect(fs.readdirSync(path.join(tools, "bin"))).toEqual(["mytool"]);
+  });
+
   it("refuses to start on a tree it cannot fully see (a name that is not UTF-8)", async () => {
     const ws = tree();
     fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/x-`), Buffer.from([0xff])]), "x");

@@ -303,12 +303,14 @@ export class CopyModeWorkspace {
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
+    const lent = this.copied.flatMap((c) => (c.tree ? [{ hostPath: c.copy.hostPath, entries: c.tree.entries }] : []));
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
-      for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after))
-        violations.push(v);
-      const diff = diffTrees(tree!.entries, after!.after);
+      // Reported as bind mode reports them: a writable root's paths are absolute (its bin/git is not the workspace's).
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
+      for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent))
+        violations.push(prefix ? { ...v, path: prefix + v.path } : v);
+      const diff = diffTrees(tree!.entries, after!.after);
       for (const change of ["created", "modified", "deleted"] as const)
         for (const p of diff[change]) changes.add(change, prefix + p);
     }
