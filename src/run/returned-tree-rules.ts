@@ -18,13 +18,11 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { configFoldersOf } from "../workspace/config-folders.js";
+import { configFoldersOf, configuredTargets } from "../workspace/config-folders.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
-import { configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import { type configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "../workspace/git-object-check.js";
-import { namedScriptTargets } from "../workspace/named-scripts.js";
-import { pathSourceTargets } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
@@ -66,7 +64,7 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
   const packTime = config.packTime ?? new PackTimeBudget();
   // What the configs of all lent trees name, read once per run from the host's files (as they were).
   let shared: SharedConfig | undefined;
-  return async (before, after, root, returned, lent) => {
+  const check: ReturnedTreeCheck = async (before, after, root, returned, lent) => {
     shared ??= sharedConfig(lent ?? [{ hostPath: root.hostPath, entries: before }], config);
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
@@ -99,6 +97,11 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
       ...(detail !== undefined ? { detail } : {}),
     }));
   };
+  // Before the copy-in: configs naming more than the budget refuse the run before it starts.
+  check.prepare = (lent) => {
+    shared ??= sharedConfig(lent, config);
+  };
+  return check;
 }
 
 /** A private scratch folder for one check (removed after it). */
@@ -140,7 +143,7 @@ function sharedConfig(
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
   return {
     repositories,
-    targets: disabled ? [] : [...configTargets(repositories), ...envTargets([...roots, ...worktrees, ...folders])],
+    targets: disabled ? [] : configuredTargets(repositories, [...roots, ...worktrees, ...folders]),
   };
 }
 
@@ -243,9 +246,4 @@ function gitLikeDirectories(entries: ReadonlyArray<{ path: string }>): Set<strin
   const out = new Set<string>();
   for (const [dir, names] of children) if (looksLikeGitDir(names)) out.add(dir);
   return out;
-}
-
-/** What the tops' environment files and protected hook, agent and editor configs run (path-sources.ts, named-scripts.ts). */
-function envTargets(tops: readonly string[]) {
-  return [...pathSourceTargets(tops), ...namedScriptTargets(tops)];
 }

@@ -57,7 +57,15 @@ export interface ReturnedTreeFacts {
  * reader knows of it (`returned`: entries it left out, content). The workspace's rules (protected
  * paths, git safety) plug in here.
  */
-export type ReturnedTreeCheck = (
+export type ReturnedTreeCheck = ReturnedTreeJudge & {
+  /**
+   * Before anything is sent: reads what it needs of the lent trees as they are (their configs), so
+   * a tree it cannot judge is refused before the run, not after it.
+   */
+  prepare?(lent: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>): void;
+};
+
+type ReturnedTreeJudge = (
   before: readonly TreeEntry[],
   after: readonly TreeEntry[],
   root: { hostPath: string; kind: "workspace" | "writable-root" },

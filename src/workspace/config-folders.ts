@@ -4,8 +4,10 @@
 // `packages/web` runs its `.vscode/tasks.json`, an agent started there reads its `.claude/` and
 // `.mcp.json`. What those configs name must be protected as the top's are (review, session 24:
 // only the top was read). Found by name during a walk of the tree as it was before the run.
-import { COMMAND_CONFIGS, LEFTHOOK_NAME } from "./named-scripts.js";
-import { MISE_FILES } from "./path-sources.js";
+import { TargetBudget } from "./config-target-budget.js";
+import { type ConfigTarget, configTargets, type GitRepository } from "./git-config-paths.js";
+import { COMMAND_CONFIGS, LEFTHOOK_NAME, namedScriptTargets } from "./named-scripts.js";
+import { MISE_FILES, pathSourceTargets } from "./path-sources.js";
 
 /** Folders read at most (a tree holding more has the rest unread: documented). */
 export const MAX_CONFIG_FOLDERS = 1_000;
@@ -59,4 +61,18 @@ export function configFoldersOf(entries: Iterable<{ path: string }>): string[] {
   const found = new ConfigFolders();
   for (const entry of entries) found.consider(entry.path);
   return found.folders;
+}
+
+/**
+ * What the repositories' git config and the environment, hook, agent and editor configs at each
+ * of `folders` name (git-config-paths.ts, path-sources.ts, named-scripts.ts), on one budget: past
+ * it the run is refused (config-target-budget.ts). Bind mode's watch and copy mode's check both ask.
+ */
+export function configuredTargets(repositories: readonly GitRepository[], folders: readonly string[]): ConfigTarget[] {
+  const budget = new TargetBudget();
+  return [
+    ...configTargets(repositories, { budget }),
+    ...pathSourceTargets(folders, undefined, budget),
+    ...namedScriptTargets(folders, budget),
+  ];
 }

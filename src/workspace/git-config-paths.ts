@@ -8,7 +8,8 @@
 //
 // git is never run: the files are read here (config, config.worktree of each git directory and
 // its common directory, the host's global and system files, and everything they include),
-// regular files only, at most MAX_CONFIG_BYTES each and MAX_CONFIG_FILES in all. Conditions of
+// regular files only, at most MAX_CONFIG_BYTES each and MAX_CONFIG_FILES in all (more refuses
+// the run, as more paths than the run's budget does: config-target-budget.ts). Conditions of
 // includeIf are not evaluated: every target counts, since a condition may hold later
 // (onbranch:, another checkout of the same tree). Relative paths resolve as git resolves them:
 // includes against the including file's folder, the rest against the worktree's top (where git
@@ -16,14 +17,15 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { SandboxRunError } from "../errors.js";
 import { readSmallFile } from "../util/read-fd.js";
 import { resolvedPath } from "../util/resolved-path.js";
+import { TargetBudget } from "./config-target-budget.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
-const MAX_CONFIG_FILES = 256;
+const MAX_CONFIG_FILES = 1024;
 const MAX_POINTER_BYTES = 4096;
-const MAX_TARGETS = 10_000;
 
 /** A path of a lent tree that configuration names, with why. */
 export interface ConfigTarget {
@@ -36,7 +38,7 @@ export interface ConfigTarget {
 }
 
 /** One repository: its git directory, the common directory it shares objects and config with, and its worktree. */
-interface GitRepository {
+export interface GitRepository {
   gitDir: string;
   commonDir: string;
   /** Absent for a bare repository. */
@@ -249,24 +251,35 @@ function hostConfigFiles(env: NodeJS.ProcessEnv = process.env): string[] {
 /** Every path the configuration of these repositories (and the host's own) names. */
 export function configTargets(
   repositories: readonly GitRepository[],
-  options: { hostFiles?: readonly string[]; home?: string } = {},
+  options: { hostFiles?: readonly string[]; home?: string; budget?: TargetBudget } = {},
 ): ConfigTarget[] {
   const home = options.home ?? process.env.HOME ?? os.homedir();
   const hostFiles = options.hostFiles ?? hostConfigFiles();
+  const budget = options.budget ?? new TargetBudget();
   const out: ConfigTarget[] = [];
   const seen = new Set<string>();
+  // Every path counts against the run's budget, per file and in all: past it the run is refused.
+  // A cap shared by all repositories past which targets were dropped let a committed fixture's
+  // config of 10,000 paths, read first, leave a submodule's core.hooksPath unguarded (review, session 25).
   const push = (target: ConfigTarget) => {
     const key = `${target.path}\0${target.key}`;
-    if (out.length < MAX_TARGETS && !seen.has(key)) {
-      seen.add(key);
-      out.push(target);
-    }
+    if (seen.has(key)) return;
+    seen.add(key);
+    budget.take(target.source);
+    out.push(target);
   };
   // Each file is read and parsed once, whichever repositories include it.
   const parsed = new Map<string, ConfigEntry[] | undefined>();
   const entriesOf = (file: string): ConfigEntry[] | undefined => {
     if (!parsed.has(file)) {
-      if (parsed.size >= MAX_CONFIG_FILES) return undefined;
+      if (parsed.size >= MAX_CONFIG_FILES)
+        throw new SandboxRunError(
+          "usage",
+          `The lent trees' repositories read more than ${MAX_CONFIG_FILES} git config files (the last one: ${file}). Nothing was started.`,
+          {
+            hint: 'sandbox-run protects what every config of the repositories in a lent tree names, and refuses rather than protect fewer: lend fewer repositories at once, or turn this protection off for the run (disableBuiltinProtections: ["git-config-paths"]).',
+          },
+        );
       const text = readSmall(file, MAX_CONFIG_BYTES);
       parsed.set(file, text === undefined ? undefined : parseGitConfig(text));
     }

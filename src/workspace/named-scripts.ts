@@ -18,6 +18,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
+import { TargetBudget } from "./config-target-budget.js";
 import { type ConfigTarget, GIT_HOOK_NAMES } from "./git-config-paths.js";
 import { readConfigText as readText } from "./path-sources.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
@@ -45,8 +46,17 @@ export const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
 ];
 
 /** The files the configs at the top of `dirs` run by path (absolute), with the key and config that say so. */
-export function namedScriptTargets(dirs: readonly string[]): ConfigTarget[] {
+export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget = new TargetBudget()): ConfigTarget[] {
   const out: ConfigTarget[] = [];
+  // One entry per path (the first config that names it), each word counted against the run's
+  // budget: two hundred devcontainer.json links to one file of 125,000 commands once made 25 million.
+  const seen = new Set<string>();
+  const folders = new Map<string, boolean>();
+  const guard = (target: string, key: string, source: string) => {
+    if (seen.has(target)) return;
+    seen.add(target);
+    out.push({ path: target, key, source });
+  };
   const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
     // runs: guarding it whole refused the run's ordinary edits. A folder that is the program or an
@@ -56,11 +66,17 @@ export function namedScriptTargets(dirs: readonly string[]): ConfigTarget[] {
     // `npm ci` writes). A path that does not exist yet is guarded: the run must not create what
     // the config would run.
     if (/(^|\/)node_modules\//.test(target)) return;
-    if (isDirectory(target)) {
-      if (code) for (const entry of FOLDER_ENTRIES) out.push({ path: path.join(target, entry), key, source: file });
+    let folder = folders.get(target);
+    if (folder === undefined) {
+      budget.take(file);
+      folder = isDirectory(target);
+      folders.set(target, folder);
+    }
+    if (folder) {
+      if (code) for (const entry of FOLDER_ENTRIES) guard(path.join(target, entry), key, file);
       return;
     }
-    out.push({ path: target, key, source: file });
+    guard(target, key, file);
   };
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
     for (const { word, code } of codePathWords(strings)) named(file, key, path.resolve(base, word), code);

@@ -22,8 +22,8 @@
 // followed (docs/security.md, "What is not promised").
 import fs from "node:fs";
 import path from "node:path";
-import { SandboxRunError } from "../errors.js";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
+import { TargetBudget } from "./config-target-budget.js";
 import type { ConfigTarget } from "./git-config-paths.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
 
@@ -85,9 +85,6 @@ const MAX_MISE_FILES = 64;
 /** What making or refreshing a venv writes into its bin/ (the venv's own python and pip). */
 const VENV_OWN_NAMES = /^(python|pip)[0-9.]*$/;
 
-/** Paths one file may name (each folder guarding host command names counts once). */
-const MAX_TARGETS_PER_FILE = 10_000;
-
 /** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
 const MAX_SOURCE_DEPTH = 4;
 
@@ -97,38 +94,33 @@ const MAX_SOURCE_DEPTH = 4;
  * where only its host-command names guard (layout node), those names in it.
  * `commands`: the host's command names (default: read from PATH and the system folders, once per call).
  */
-export function pathSourceTargets(dirs: readonly string[], commands?: ReadonlySet<string>): ConfigTarget[] {
+export function pathSourceTargets(
+  dirs: readonly string[],
+  commands?: ReadonlySet<string>,
+  budget: TargetBudget = new TargetBudget(),
+): ConfigTarget[] {
   const out: ConfigTarget[] = [];
   let hostCommands = commands;
   // One entry per path (the first file that names it): a file naming the same folder a thousand
-  // times, each guarding thousands of command names, must not make millions of targets.
+  // times, each guarding thousands of command names, must not make millions of targets. What is
+  // left counts against the run's budget, every host command name of a folder too (past it the
+  // run is refused, not the rest left unguarded: config-target-budget.ts).
   const seen = new Set<string>();
-  const perFile = new Map<string, number>();
   const push = (dir: string, source: string, { key, target, commandsOnly, exceptNames }: EnvTarget) => {
     const resolved = path.resolve(dir, target);
     const guarded = `${commandsOnly ? "commands" : "whole"}\0${resolved}`;
     if (seen.has(guarded)) return;
     seen.add(guarded);
-    // Past the cap the run is refused, not the rest left unguarded: a cap shared by all the trees
-    // let one cloned repository's .envrc of 10,000 PATH_add lines switch off every later tree's.
-    const count = (perFile.get(source) ?? 0) + 1;
-    perFile.set(source, count);
-    if (count > MAX_TARGETS_PER_FILE)
-      throw new SandboxRunError(
-        "usage",
-        `${source} names more than ${MAX_TARGETS_PER_FILE} paths to run or put on PATH.`,
-        {
-          hint: "sandbox-run protects what such a file names and reads no further: shorten it, or lend a tree without it.",
-        },
-      );
     if (!commandsOnly) {
+      budget.take(source);
       out.push({ path: resolved, key, source });
       return;
     }
     hostCommands ??= hostCommandNames(process.env.PATH, dirs);
+    const names = [...hostCommands].filter((name) => !exceptNames?.test(name));
+    budget.take(source, names.length);
     const why = `${key} (a host command's name)`;
-    for (const name of hostCommands)
-      if (!exceptNames?.test(name)) out.push({ path: path.join(resolved, name), key: why, source });
+    for (const name of names) out.push({ path: path.join(resolved, name), key: why, source });
   };
   for (const dir of new Set(dirs)) {
     for (const { dir: base, source, target } of envrcClosure(dir)) push(base, source, target);

@@ -11,15 +11,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
-import { ConfigFolders } from "./config-folders.js";
+import { ConfigFolders, configuredTargets } from "./config-folders.js";
 import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
-import { configTargets, repositoriesOf, targetsInTree } from "./git-config-paths.js";
+import { repositoriesOf, targetsInTree } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { REF_RULE } from "./git-rule-names.js";
-import { namedScriptTargets } from "./named-scripts.js";
-import { pathSourceTargets } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
@@ -812,9 +810,7 @@ function protectConfigPaths(
     ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : [])),
     ...watched.flatMap((w) => w.configFolders.map((rel) => absolute(w, rel))),
   ];
-  const targets = disabled.includes("git-config-paths")
-    ? []
-    : [...configTargets(repositories), ...pathSourceTargets(envDirs), ...namedScriptTargets(envDirs)];
+  const targets = disabled.includes("git-config-paths") ? [] : configuredTargets(repositories, envDirs);
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
     const known = new Set(w.copy.gitDirs);

@@ -287,6 +287,47 @@ describe.skipIf(!dockerAvailable())("a model server that hangs", () => {
   });
 });
 
+describe.skipIf(!dockerAvailable())("a workspace whose configs name more paths than a run protects", () => {
+  it.each(["bind", "copy"])(
+    "%s mode: exit 2 before any container, with the file named and what to do; the tree keeps its owners and nothing is left",
+    async (mode) => {
+      // 150 vendor/bin folders, each guarding every host command name: past the run's budget (a
+      // committed .envrc of 10,000 once took the controller to a 4.4 GB heap abort, and a root
+      // caller's tree stayed lent to the sandbox's uid).
+      const ws = makeWorkspace({
+        ".envrc": `${Array.from({ length: 150 }, (_, i) => `PATH_add p${i}/vendor/bin`).join("\n")}\n`,
+      });
+      const owners = () => [ws, path.join(ws, ".envrc")].map((p) => `${fs.statSync(p).uid}:${fs.statSync(p).gid}`);
+      const before = owners();
+      const dir = fs.mkdtempSync(path.join(scratch, "budget-"));
+      const models = path.join(dir, "models.json");
+      fs.writeFileSync(
+        models,
+        JSON.stringify({
+          providers: {
+            p: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "m" }] },
+          },
+        }),
+      );
+      const env = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" };
+      const run = await runBuiltCli(
+        ["-q", "--json", "--cwd", ws, "--workspace", mode, "--models", models, "--model", "p/m", "Say hello."],
+        { env: { ...process.env, ...env } },
+      );
+      expect(run.status, run.stderr).toBe(2);
+      const envelope = JSON.parse(run.stdout);
+      expect(envelope.error.code).toBe("usage");
+      expect(envelope.error.message).toMatch(
+        /configs name more than 200000 paths .*\.envrc\)\. Nothing was started\.$/,
+      );
+      expect(envelope.error.hint).toContain('disableBuiltinProtections: ["git-config-paths"]');
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+      expect(owners()).toEqual(before);
+      expect(await containersOfRuns([envelope.runId])).toEqual([]);
+    },
+  );
+});
+
 // The built CLI is what these run: make sure it is there (npm run build) rather than fail obscurely.
 it("runs the built CLI", () => {
   expect(fs.existsSync(builtCli)).toBe(true);

@@ -66,6 +66,11 @@ interface CopyModeOptions {
   signal?: AbortSignal;
 }
 
+/** Every tree sent in, as it was sent: the checks read the configs of all of them. */
+function lentTrees(copied: readonly Copied[]) {
+  return copied.flatMap((c) => (c.tree ? [{ hostPath: c.copy.hostPath, entries: c.tree.entries }] : []));
+}
+
 interface Copied {
   copy: CopyRoot;
   /** Absent for the CA bundle (a file). */
@@ -118,6 +123,9 @@ export class CopyModeWorkspace {
       }
       copied.push({ copy, tree });
     }
+    options.check.prepare?.(
+      copied.flatMap((c) => (c.tree ? [{ hostPath: c.copy.hostPath, entries: c.tree.entries }] : [])),
+    );
     return new CopyModeWorkspace(options, copied, base);
   }
 
@@ -303,7 +311,7 @@ export class CopyModeWorkspace {
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
-    const lent = this.copied.flatMap((c) => (c.tree ? [{ hostPath: c.copy.hostPath, entries: c.tree.entries }] : []));
+    const lent = lentTrees(this.copied);
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
       // Reported as bind mode reports them: a writable root's paths are absolute (its bin/git is not the workspace's).
