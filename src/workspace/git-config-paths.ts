@@ -203,7 +203,10 @@ export function repositoriesOf(input: {
 function repositoryAbove(dir: string): { gitDir: string; worktree?: string } | undefined {
   for (let current = dir; ; current = path.dirname(current)) {
     const dotGit = path.join(current, ".git");
-    const stat = lstatOrUndefined(dotGit);
+    // git follows a `.git` that is a link (to a git directory or a gitdir: file), so this does too:
+    // read only as a link, its repository's config and what that names went unguarded (review, session 25).
+    const linked = lstatOrUndefined(dotGit);
+    const stat = linked?.isSymbolicLink() ? statOrUndefined(dotGit) : linked;
     if (stat?.isDirectory()) return { gitDir: dotGit, worktree: current };
     if (stat?.isFile()) {
       const target = /^gitdir:\s*(.+)$/.exec(readSmall(dotGit)?.trim() ?? "")?.[1];
@@ -211,6 +214,14 @@ function repositoryAbove(dir: string): { gitDir: string; worktree?: string } | u
     }
     if (looksBare(current)) return { gitDir: current };
     if (current === path.dirname(current)) return undefined;
+  }
+}
+
+function statOrUndefined(p: string): fs.Stats | undefined {
+  try {
+    return fs.statSync(p);
+  } catch {
+    return undefined;
   }
 }
 

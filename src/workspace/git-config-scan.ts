@@ -97,11 +97,26 @@ function isFile(file: string): boolean {
   }
 }
 
+/** Folders of `.git/modules` one scan reads at most. */
+const MAX_MODULE_FOLDERS = 1_000;
+
+function isRealDirectory(p: string): boolean {
+  try {
+    return fs.lstatSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /** The config files of a repository's submodules (`<git dir>/modules/<name>/config`, nested ones too). */
 function submoduleConfigs(workspace: string, gitDir: string, limit: number): string[] {
   const found: string[] = [];
+  // Folders read at most: a .git/modules of links back to itself, each followed, once made
+  // fan-out^5 lstats (hours) at plan time (review, session 25). Links are not followed at all:
+  // git makes these folders itself.
+  let visits = MAX_MODULE_FOLDERS;
   const walk = (modules: string, depth: number) => {
-    if (depth > 4 || found.length >= limit) return;
+    if (depth > 4 || found.length >= limit || visits-- <= 0) return;
     let names: string[];
     try {
       if (!fs.realpathSync(modules).startsWith(`${workspace}/`)) return;
@@ -111,6 +126,7 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): str
     }
     for (const name of names.slice(0, limit)) {
       const dir = path.join(modules, name);
+      if (!isRealDirectory(dir)) continue;
       if (isFile(path.join(dir, "config"))) {
         found.push(path.join(dir, "config"));
         walk(path.join(dir, "modules"), depth + 1);

@@ -153,6 +153,18 @@ describe("configTargets and targetsInTree", () => {
     expect([...inTree.keys()]).toEqual(["hooks"]);
   });
 
+  it("a .git that is a link to a git directory outside the tree is followed as git follows it: what its config names is protected", () => {
+    const store = repo({}, "[core]\n\thooksPath = .githooks\n");
+    const ws = tree({ ".githooks/pre-commit": "exit 0\n" });
+    fs.symlinkSync(path.join(store, ".git"), path.join(ws, ".git"));
+    const hostSays = execFileSync("git", ["config", "core.hooksPath"], { cwd: ws, encoding: "utf8" });
+    expect(hostSays.trim()).toBe(".githooks");
+    const repos = repositoriesOf({ roots: [ws], gitDirs: [], pointerFiles: [] });
+    expect(repos.map((r) => r.worktree)).toEqual([ws]);
+    const inTree = targetsInTree(ws, configTargets(repos, { hostFiles: [], home: "/nonexistent" }));
+    expect([...inTree.keys()]).toEqual([".githooks"]);
+  });
+
   it("a symlink in the tree: both the link and what it points at are protected", () => {
     const ws = repo({ "real/hooks/pre-commit": "exit 0\n" }, "[core]\n\thooksPath = hooks-link\n");
     fs.symlinkSync("real/hooks", path.join(ws, "hooks-link"));

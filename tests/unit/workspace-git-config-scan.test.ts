@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { gitSafetyEntries, withGitConfig } from "../../src/run/plan/git-safety-env.js";
 import { scanGitConfig, scanGitDrivers } from "../../src/workspace/git-config-scan.js";
 
@@ -156,6 +156,21 @@ describe("scanGitConfig's credentials", () => {
       "remote.split.url",
     ]);
     expect(drivers.externalDiff).toBe(true);
+  });
+
+  it("follows no link in .git/modules: links back to itself took hours of lstats at plan time; a real submodule's config is still read", () => {
+    const ws = repo({
+      ".git/modules/lib/config": '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic SECRET\n',
+    });
+    for (let i = 0; i < 16; i++) fs.symlinkSync(".", path.join(ws, `.git/modules/l${i}`));
+    // 16 links followed: 16^5 folders read (~30 s); none: a few.
+    const readdir = vi.spyOn(fs, "readdirSync");
+    try {
+      expect(scanGitConfig(ws).credentials).toEqual(["http.https://github.com/.extraheader"]);
+      expect(readdir.mock.calls.length).toBeLessThan(20);
+    } finally {
+      readdir.mockRestore();
+    }
   });
 
   it("finds none for a user name that is a person's (a Bitbucket clone URL)", () => {
