@@ -8,11 +8,9 @@ import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
-import { hostRunReportOf } from "../workspace/builtin-protections.js";
 import { type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";
-import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
@@ -323,32 +321,16 @@ function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): Worksp
 }
 
 function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
-  const { changedFiles, violations, snapshotMs } = finished;
-  const hostRun = hostRunChangesOf(changedFiles);
+  const { changedFiles, violations, snapshotMs, hostRun, hostRunCount } = finished;
   return {
     changedFiles,
     violations,
     violationCount: violations.length,
-    hostRunFiles: hostRun.slice(0, 100),
-    hostRunCount: hostRun.length,
+    hostRunFiles: hostRun,
+    hostRunCount,
     snapshotMs,
     applied: false,
   };
-}
-
-/**
- * Copy mode's changed-file lists are complete (bind mode's rule pass finds these itself, since
- * its lists are capped): the host-run files among them, by name.
- */
-function hostRunChangesOf(changed: ChangedFiles): HostRunChange[] {
-  const out: HostRunChange[] = [];
-  for (const change of ["created", "modified", "deleted"] as const) {
-    for (const reported of changed[change]) {
-      const report = hostRunReportOf(reported);
-      if (report) out.push({ path: reported, change, why: report.why });
-    }
-  }
-  return out;
 }
 
 function diskTrip(over: DiskTrip): Trip {

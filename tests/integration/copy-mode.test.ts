@@ -251,12 +251,14 @@ describe.concurrent("copy mode", () => {
     }
   });
 
-  it("130,000 new files in one folder (a large npm install's worth) come back and are applied, the changed files listed up to the cap", async () => {
+  it("130,000 new files in one folder (a large npm install's worth) come back and are applied, the changed files listed up to the cap, and a host-run file behind them is still reported", async () => {
     const ws = hostileWorkspace({ "a.txt": "a\n" });
     const outcome = await runHostile(
       server,
       [
-        bash(`mkdir many && cd many && perl -e 'for (1..130000) { open(my $f, ">", "f$_") or die $! }' && echo made`),
+        bash(
+          `mkdir many && cd many && perl -e 'for (1..130000) { open(my $f, ">", "f$_") or die $! }' && cd .. && mkdir zz && echo 'node-options=--require=./x.js' > zz/.npmrc && echo made`,
+        ),
         finish(),
       ],
       { cwd: ws, ...copy },
@@ -266,7 +268,10 @@ describe.concurrent("copy mode", () => {
     expect(fs.readdirSync(path.join(ws, "many"))).toHaveLength(130_000);
     const changed = outcome.details!.changedFiles;
     expect(changed.created).toHaveLength(10_000);
-    expect(changed.truncated).toEqual({ created: 130_000, modified: 0, deleted: 0 });
+    expect(changed.truncated).toEqual({ created: 130_001, modified: 0, deleted: 0 });
+    // Judged from the full lists, not the listed ones (the .npmrc sorts after the 10,000 listed).
+    expect(changed.created).not.toContain("zz/.npmrc");
+    expect(outcome.details!.hostRunFiles).toEqual([{ path: "zz/.npmrc", change: "created", why: expect.any(String) }]);
   });
 
   it("a file the sandbox made unreadable fails the copy-out; nothing is applied", async () => {

@@ -30,6 +30,8 @@ import {
   type RunPlan,
 } from "../../sandbox-contract.js";
 import { mib } from "../../util/units.js";
+import { hostRunReportOf } from "../../workspace/builtin-protections.js";
+import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
@@ -86,8 +88,13 @@ const HEADER_ALLOWANCE_BYTES = 64 * 1024 * 1024;
 export interface CopyModeOutcome {
   changedFiles: ChangedFiles;
   violations: TreeViolation[];
+  /** Changes to files host tools read when a person runs them, from the full change lists (at most 100 listed). */
+  hostRun: HostRunChange[];
+  hostRunCount: number;
   snapshotMs: number;
 }
+
+const MAX_LISTED_HOST_RUN = 100;
 
 export class CopyModeWorkspace {
   #relay?: Relay;
@@ -310,6 +317,8 @@ export class CopyModeWorkspace {
     // overflows the stack), and the changed files capped per kind as bind mode's are.
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
+    const hostRun: HostRunChange[] = [];
+    let hostRunCount = 0;
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     const lent = lentTrees(this.copied);
     for (const { copy, tree, returned: after } of returned) {
@@ -320,7 +329,15 @@ export class CopyModeWorkspace {
         violations.push(prefix ? { ...v, path: prefix + v.path } : v);
       const diff = diffTrees(tree!.entries, after!.after);
       for (const change of ["created", "modified", "deleted"] as const)
-        for (const p of diff[change]) changes.add(change, prefix + p);
+        for (const p of diff[change]) {
+          changes.add(change, prefix + p);
+          // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
+          // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
+          const report = hostRunReportOf(p);
+          if (!report) continue;
+          hostRunCount++;
+          if (hostRun.length < MAX_LISTED_HOST_RUN) hostRun.push({ path: prefix + p, change, why: report.why });
+        }
     }
     // The workspace's changes first, then each writable directory's, as the trees were returned.
     const changedFiles: ChangedFiles = changes.result(false);
@@ -354,7 +371,7 @@ export class CopyModeWorkspace {
       this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
     else if (!applying) this.options.timeline.sandbox("workspace.judged", { trees: returned.length, ms });
     else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
-    return { changedFiles, violations, snapshotMs: Math.round(performance.now() - started) };
+    return { changedFiles, violations, hostRun, hostRunCount, snapshotMs: Math.round(performance.now() - started) };
   }
 
   /**
