@@ -442,7 +442,18 @@ export function builtinProtectionOf(
  * Windows from every name (`.pre-commit-config.yaml ` becomes the protected file when applied).
  */
 function comparable(name: string): string {
-  return name.toLowerCase().replace(/[ \t.]+$/, "");
+  return foldCase(name).replace(/[ \t.]+$/, "");
+}
+
+/**
+ * Case aside as a case-insensitive file system may take it, not only as `toLowerCase` does:
+ * `.huſky` (long s) and `.ıdea` (dotless i) lowercase to themselves, but upper-case to `.HUSKY`
+ * and `.IDEA`, and NFKC makes compatibility forms (the Kelvin sign, full-width letters) plain: a
+ * branch or patch with such a name, checked out on macOS or Windows, may land on the protected
+ * one (review, session 25).
+ */
+export function foldCase(name: string): string {
+  return /^[\x00-\x7f]*$/.test(name) ? name.toLowerCase() : name.normalize("NFKC").toUpperCase().toLowerCase();
 }
 
 function patternRule(lowerName: string): string | undefined {
@@ -474,7 +485,7 @@ export function protectionWhy(rule: string): string | undefined {
 
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
-  const name = path.slice(path.lastIndexOf("/") + 1).toLowerCase();
+  const name = foldCase(path.slice(path.lastIndexOf("/") + 1));
   const why = HOST_RUN_REPORTED.get(name);
   return why ? { name, why } : undefined;
 }

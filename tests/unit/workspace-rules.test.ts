@@ -296,6 +296,20 @@ describe("built-in protections", () => {
     expect(builtinProtectionOf("notes.txt ", new Set())).toBeUndefined();
   });
 
+  it("a protected name in another case as a case-insensitive file system takes it (long s, dotless i, Kelvin sign, full-width letters) is protected; a host-run file too (review, session 25)", () => {
+    const rule = (p: string) => builtinProtectionOf(p, new Set());
+    expect(rule(".huſky/pre-commit")).toEqual({ rule: ".husky/", scope: ".huſky" });
+    expect(rule(".vſcode/tasks.json")?.rule).toBe(".vscode/");
+    expect(rule(".ıdea/workspace.xml")?.rule).toBe(".idea/");
+    expect(rule("miſe.toml")?.rule).toBe("mise.toml");
+    expect(rule(".ＥＮＶＲＣ")?.rule).toBe(".envrc");
+    expect(rule("\u212Aeep.txt")).toBeUndefined();
+    expect(hostRunReportOf(".npmrc")).toBeDefined();
+    expect(hostRunReportOf("pkg/.npmrſ")).toBeUndefined();
+    expect(hostRunReportOf("pkg/packaġe.json")).toBeUndefined();
+    expect(hostRunReportOf("pkg/PAC\u212AAGE.JSON")?.name).toBe("package.json");
+  });
+
   it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
     const rule = (p: string) => builtinProtectionOf(p, new Set());
     // mise trusts a folder, not a file: every name it reads there.
