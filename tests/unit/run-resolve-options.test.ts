@@ -447,5 +447,15 @@ describe("resolveRun: hand-back", () => {
       handBack: "branch",
       workspaceMode: "bind",
     });
+    // Its writable directories' changes would come back to no one: refused as for a writable workspace.
+    expect(
+      usageError(() =>
+        resolve({
+          policy: policyWith({ workspace: "read-only", tools: ["read", "bash", "grep", "find", "ls"] }),
+          handBack: "patch",
+          additionalWritableDirectories: [dir()],
+        }),
+      ).message,
+    ).toMatch(/Hand-back "patch" covers the workspace only, and extra writable directories were given/);
   });
 });

@@ -344,17 +344,20 @@ function resolveHandBack(
     throw usageError(`Unknown hand-back mode "${mode}".`, "Use apply, branch or patch (--hand-back).");
   }
   const handBack = mode as HandBackMode;
-  if (handBack === "apply" || context.policy.workspace === "read-only") return handBack;
-  if (context.workspaceMode === "bind") {
-    throw usageError(
-      `Hand-back "${handBack}" cannot use the bind workspace mode: the sandbox would write the working tree itself.`,
-      `Drop --workspace bind (or SANDBOX_RUN_WORKSPACE, or the policy's workspaceMode): "${handBack}" runs in copy mode.`,
-    );
-  }
+  if (handBack === "apply") return handBack;
+  // Before the read-only return: with a read-only workspace the writable directories' checked
+  // changes were dropped without a word (review, session 25).
   if (context.writableRoots.length > 0) {
     throw usageError(
       `Hand-back "${handBack}" covers the workspace only, and extra writable directories were given (${context.writableRoots.join(", ")}).`,
       'Drop the writable directories, or use hand-back "apply".',
+    );
+  }
+  if (context.policy.workspace === "read-only") return handBack;
+  if (context.workspaceMode === "bind") {
+    throw usageError(
+      `Hand-back "${handBack}" cannot use the bind workspace mode: the sandbox would write the working tree itself.`,
+      `Drop --workspace bind (or SANDBOX_RUN_WORKSPACE, or the policy's workspaceMode): "${handBack}" runs in copy mode.`,
     );
   }
   return handBack;
