@@ -453,7 +453,7 @@ function comparable(name: string): string {
  * one (review, session 25).
  */
 export function foldCase(name: string): string {
-  return /^[\x00-\x7f]*$/.test(name) ? name.toLowerCase() : name.normalize("NFKC").toUpperCase().toLowerCase();
+  return /[^ -~]/.test(name) ? name.normalize("NFKC").toUpperCase().toLowerCase() : name.toLowerCase();
 }
 
 function patternRule(lowerName: string): string | undefined {
