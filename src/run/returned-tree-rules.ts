@@ -21,8 +21,14 @@ import path from "node:path";
 import { configFoldersOf, configuredTargets } from "../workspace/config-folders.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
-import { type configTargets, repositoriesOf, targetsInTree } from "../workspace/git-config-paths.js";
+import {
+  type ConfigTarget,
+  commandFoldersInTree,
+  repositoriesOf,
+  targetsInTree,
+} from "../workspace/git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "../workspace/git-object-check.js";
+import { hostCommandNames } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
@@ -114,7 +120,9 @@ function makeScratch(parent: string | undefined): { dir: string; remove(): void 
 
 interface SharedConfig {
   repositories: ReturnType<typeof repositoriesOf>;
-  targets: ReturnType<typeof configTargets>;
+  targets: ConfigTarget[];
+  /** The host's command names, read once if a folder guards them. */
+  hostCommands: ReadonlySet<string>;
 }
 
 /**
@@ -135,16 +143,15 @@ function sharedConfig(
     const found = gitDirectoriesOf(tree.entries);
     gitDirs.push(...found.gitDirs.map(absolute));
     pointerFiles.push(...found.pointerFiles.map(absolute));
-    folders.push(...configFoldersOf(tree.entries).map(absolute));
+    folders.push(...configFoldersOf(tree.hostPath, tree.entries).map(absolute));
   }
   const roots = [...new Set([...(config.lentRoots ?? []), ...lent.map((t) => t.hostPath)])];
   const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
   const disabled = config.disabled?.includes("git-config-paths") === true;
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
-  return {
-    repositories,
-    targets: disabled ? [] : configuredTargets(repositories, [...roots, ...worktrees, ...folders]),
-  };
+  const targets = disabled ? [] : configuredTargets(repositories, [...roots, ...worktrees, ...folders]);
+  const hostCommands = targets.some((t) => t.commands) ? hostCommandNames(process.env.PATH, roots) : new Set<string>();
+  return { repositories, targets, hostCommands };
 }
 
 /** The git directories only a pointer names, and the paths the lent trees' configs name, in this tree. */
@@ -152,7 +159,7 @@ function gitConfigRules(
   before: readonly TreeEntry[],
   hostPath: string,
   shared: SharedConfig,
-): Pick<RuleConfig, "gitDirs" | "configPaths"> {
+): Pick<RuleConfig, "gitDirs" | "configPaths" | "commandFolders" | "hostCommands"> {
   const known = new Set(gitDirectoriesOf(before).gitDirs);
   const gitDirs: string[] = [];
   for (const repo of shared.repositories)
@@ -163,7 +170,12 @@ function gitConfigRules(
         gitDirs.push(rel);
       }
     }
-  return { gitDirs, configPaths: targetsInTree(hostPath, shared.targets) };
+  return {
+    gitDirs,
+    configPaths: targetsInTree(hostPath, shared.targets),
+    commandFolders: commandFoldersInTree(hostPath, shared.targets),
+    hostCommands: shared.hostCommands,
+  };
 }
 
 /** Git directories of a tree (by the same test as the walk's) and its `.git` files and `commondir` files. */

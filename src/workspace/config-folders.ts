@@ -4,62 +4,96 @@
 // `packages/web` runs its `.vscode/tasks.json`, an agent started there reads its `.claude/` and
 // `.mcp.json`. What those configs name must be protected as the top's are (review, session 24:
 // only the top was read). Found by name during a walk of the tree as it was before the run.
+import { SandboxRunError } from "../errors.js";
 import { TargetBudget } from "./config-target-budget.js";
-import { type ConfigTarget, configTargets, type GitRepository } from "./git-config-paths.js";
+import { type ConfigTarget, configTargets, GIT_HOOK_NAMES, type GitRepository } from "./git-config-paths.js";
 import { COMMAND_CONFIGS, LEFTHOOK_NAME, namedScriptTargets } from "./named-scripts.js";
 import { MISE_FILES, pathSourceTargets } from "./path-sources.js";
 
-/** Folders read at most (a tree holding more has the rest unread: documented). */
+/** Folders read at most per tree: more refuses the run (never a config left unread in silence). */
 export const MAX_CONFIG_FOLDERS = 1_000;
 
-/** First names of every file the two readers read at a folder's top. */
-const CONFIG_NAMES = new Set([
-  ".envrc",
-  ".tool-versions",
-  ...MISE_FILES.map(firstName),
-  ".husky",
-  ".pre-commit-config.yaml",
-  ...COMMAND_CONFIGS.map((c) => firstName(c.file)),
-  ".devcontainer",
-  ".devcontainer.json",
-]);
-/** mise's per-environment files (`mise.<env>.toml`, `.mise.<env>.local.toml`). */
-const MISE_ENV_NAME = /^\.?mise\.[^/]+\.toml$/;
+const regexText = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
-function firstName(file: string): string {
-  const slash = file.indexOf("/");
-  return slash < 0 ? file : file.slice(0, slash);
+/**
+ * Every file the two readers read at a folder's top, as a path ending: the folder is what comes
+ * before it. Whole paths, not first names: a plain `.config/` or `mise/` folder is no config (a
+ * run that made 1,000 of them, none a protected name, once used up the cap for the next run;
+ * review, session 25), and every file here is a protected name, so a run cannot plant decoys.
+ */
+const CONFIG_FILES: readonly RegExp[] = [
+  ...[".envrc", ".tool-versions", ".pre-commit-config.yaml", ".devcontainer.json", ".devcontainer/devcontainer.json"],
+  ...MISE_FILES,
+  ...COMMAND_CONFIGS.map((c) => c.file),
+]
+  .map((file) => new RegExp(`(?:^|/)${regexText(file)}$`))
+  .concat([
+    /(?:^|\/)\.?mise\.[^/]+\.toml$/,
+    /(?:^|\/)(?:\.mise|mise|\.config\/mise)\/config\.[^/]+\.toml$/,
+    /(?:^|\/)\.config\/mise\.[^/]+\.toml$/,
+    /(?:^|\/)\.config\/mise\/conf\.d\/[^/]+\.toml$/,
+    /(?:^|\/)\.devcontainer\/[^/]+\/devcontainer\.json$/,
+    new RegExp(`(?:^|/)\\.husky/(?:${GIT_HOOK_NAMES.map(regexText).join("|")})$`),
+    new RegExp(`(?:^|/)${LEFTHOOK_NAME.source.replace(/^\^/, "")}`),
+  ]);
+
+/** Last names worth trying the endings on (most entries of a tree are none of these). */
+function mayEndAConfig(name: string): boolean {
+  return (
+    name.startsWith(".") || /\.(toml|jsonc?|ya?ml)$/.test(name) || (GIT_HOOK_NAMES as readonly string[]).includes(name)
+  );
 }
 
-/** Whether an entry of this name makes its folder one to read. */
-export function isConfigName(name: string): boolean {
-  return CONFIG_NAMES.has(name) || MISE_ENV_NAME.test(name) || LEFTHOOK_NAME.test(name);
+/** The folder (relative; "" for the top) that holds the config file at `relativePath`, if it is one. */
+export function configFolderOf(relativePath: string): string | undefined {
+  if (!mayEndAConfig(relativePath.slice(relativePath.lastIndexOf("/") + 1))) return undefined;
+  // The longest ending wins: `.config/mise.toml` is the folder's, not `.config`'s `mise.toml`.
+  let at: number | undefined;
+  for (const ending of CONFIG_FILES) {
+    const match = ending.exec(relativePath);
+    if (match && (at === undefined || match.index < at)) at = match.index;
+  }
+  return at === undefined ? undefined : relativePath.slice(0, at);
 }
 
 /**
  * Collects, entry by entry in walk order, the folders (relative, never the top "") that hold a
- * config. Nothing under `node_modules` (a package's own files) or a `.git` is taken.
+ * config. Nothing under `node_modules` (a package's own files) or a `.git` is taken. More than
+ * MAX_CONFIG_FOLDERS: `overflow` (the caller refuses the run).
  */
 export class ConfigFolders {
   readonly folders: string[] = [];
+  overflow = false;
   private readonly seen = new Set<string>();
 
   consider(relativePath: string): void {
-    if (this.folders.length >= MAX_CONFIG_FOLDERS) return;
-    const slash = relativePath.lastIndexOf("/");
-    if (slash < 0) return;
-    if (!isConfigName(relativePath.slice(slash + 1))) return;
-    const folder = relativePath.slice(0, slash);
-    if (this.seen.has(folder) || /(^|\/)(node_modules|\.git)(\/|$)/.test(folder)) return;
+    const folder = configFolderOf(relativePath);
+    if (!folder || this.seen.has(folder) || /(^|\/)(node_modules|\.git)(\/|$)/.test(folder)) return;
+    if (this.folders.length >= MAX_CONFIG_FOLDERS) {
+      this.overflow = true;
+      return;
+    }
     this.seen.add(folder);
     this.folders.push(folder);
   }
 }
 
+/** The usage error for a tree with more config folders than a run reads. */
+export function tooManyConfigFolders(root: string): SandboxRunError {
+  return new SandboxRunError(
+    "usage",
+    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders; sandbox-run reads what each names before a run, and reads no more. Nothing was started.`,
+    {
+      hint: 'Lend a smaller tree (a package rather than the whole repository), or turn this protection off for the run (disableBuiltinProtections: ["git-config-paths"]).',
+    },
+  );
+}
+
 /** The config folders of a list of entries (copy mode's host tree). */
-export function configFoldersOf(entries: Iterable<{ path: string }>): string[] {
+export function configFoldersOf(root: string, entries: Iterable<{ path: string }>): string[] {
   const found = new ConfigFolders();
   for (const entry of entries) found.consider(entry.path);
+  if (found.overflow) throw tooManyConfigFolders(root);
   return found.folders;
 }
 
@@ -72,7 +106,7 @@ export function configuredTargets(repositories: readonly GitRepository[], folder
   const budget = new TargetBudget();
   return [
     ...configTargets(repositories, { budget }),
-    ...pathSourceTargets(folders, undefined, budget),
+    ...pathSourceTargets(folders, budget),
     ...namedScriptTargets(folders, budget),
   ];
 }

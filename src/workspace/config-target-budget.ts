@@ -3,8 +3,8 @@
 // either cap the run is refused. Never fewer paths protected in silence: a cap shared by all the
 // repositories, past which targets were dropped, let a committed fixture's config of 10,000 paths
 // leave a submodule's hooks unguarded, and a 149 KB .envrc of 10,000 `vendor/bin` folders, each
-// guarding every host command name, made 15 million paths and killed the controller before the
-// run (review, session 25). The configs are the repository's own, so a refusal is the repository
+// then guarding every host command name as a path of its own, made 15 million paths and killed the
+// controller before the run (review, session 25; such a folder is one entry now). The configs are the repository's own, so a refusal is the repository
 // refusing itself: the caller can lend the tree without them or turn the protection off.
 import { SandboxRunError } from "../errors.js";
 
@@ -22,16 +22,13 @@ export class TargetBudget {
     private readonly maxPerFile = MAX_TARGETS_PER_FILE,
   ) {}
 
-  /**
-   * Counts one path `source` names, which stands for `paths` protected paths in all (a folder
-   * where only the host's command names are guarded: one per name); throws (usage) past a cap.
-   */
-  take(source: string, paths = 1): void {
+  /** Counts one path `source` names; throws (usage) past a cap. */
+  take(source: string): void {
     const count = (this.perFile.get(source) ?? 0) + 1;
     this.perFile.set(source, count);
     if (count > this.maxPerFile)
       throw refusal(`${source} names more than ${this.maxPerFile} paths to run, load or put on PATH`);
-    this.total += paths;
+    this.total += 1;
     if (this.total > this.maxTotal)
       throw refusal(
         `the lent trees' configs name more than ${this.maxTotal} paths to run, load or put on PATH (the last one read: ${source})`,

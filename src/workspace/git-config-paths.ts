@@ -35,6 +35,20 @@ export interface ConfigTarget {
   key: string;
   /** The file that says so. */
   source: string;
+  /**
+   * A folder on PATH where only the host's command names are guarded (`layout node`'s
+   * node_modules/.bin, a venv's bin): `path` is the folder, judged by name at each entry
+   * (rule-engine side: CommandFolder), never one target per name. `except`: names its own tool
+   * writes there (a venv's python and pip), not guarded.
+   */
+  commands?: { except?: RegExp };
+}
+
+/** A folder of a lent tree (relative) where the host's command names are guarded, with why. */
+export interface CommandFolder {
+  why: string;
+  /** The source of a RegExp of names not guarded (a venv's own python and pip). */
+  except?: string;
 }
 
 /** One repository: its git directory, the common directory it shares objects and config with, and its worktree. */
@@ -365,6 +379,7 @@ export function commandPaths(command: string): string[] {
 export function targetsInTree(root: string, targets: readonly ConfigTarget[]): Map<string, string> {
   const out = new Map<string, string>();
   for (const target of targets) {
+    if (target.commands) continue; // commandFoldersInTree
     const why = `${target.key} in ${target.source}`;
     for (const candidate of new Set([path.normalize(target.path), resolvedPath(target.path)])) {
       if (candidate === root || isAbove(candidate, root)) {
@@ -378,6 +393,33 @@ export function targetsInTree(root: string, targets: readonly ConfigTarget[]): M
     }
   }
   return out;
+}
+
+/** The command-name folders among `targets` inside the tree at `root` (relative; the tree's own top is ""). */
+export function commandFoldersInTree(root: string, targets: readonly ConfigTarget[]): Map<string, CommandFolder> {
+  const out = new Map<string, CommandFolder>();
+  for (const target of targets) {
+    if (!target.commands) continue;
+    const folder: CommandFolder = {
+      why: `${target.key} in ${target.source}`,
+      ...(target.commands.except ? { except: target.commands.except.source } : {}),
+    };
+    for (const candidate of new Set([path.normalize(target.path), resolvedPath(target.path)])) {
+      const relative =
+        candidate === root
+          ? ""
+          : isAbove(root, candidate)
+            ? candidate.slice(root === "/" ? 1 : root.length + 1)
+            : undefined;
+      if (relative !== undefined && !out.has(relative)) out.set(relative, folder);
+    }
+  }
+  return out;
+}
+
+/** Whether `name` in a command-name folder is guarded: a host command's name, not one its own tool writes. */
+export function guardsCommand(folder: CommandFolder, name: string, hostCommands: ReadonlySet<string>): boolean {
+  return hostCommands.has(name) && !(folder.except && new RegExp(folder.except).test(name));
 }
 
 function isAbove(ancestor: string, p: string): boolean {

@@ -109,12 +109,13 @@ function isRealDirectory(p: string): boolean {
 }
 
 /** The config files of a repository's submodules (`<git dir>/modules/<name>/config`, nested ones too). */
-function submoduleConfigs(workspace: string, gitDir: string, limit: number): string[] {
+function submoduleConfigs(workspace: string, gitDir: string, limit: number): { files: string[]; cut: boolean } {
   const found: string[] = [];
   // Folders read at most: a .git/modules of links back to itself, each followed, once made
   // fan-out^5 lstats (hours) at plan time (review, session 25). Links are not followed at all:
   // git makes these folders itself.
   let visits = MAX_MODULE_FOLDERS;
+  let cut = false;
   const walk = (modules: string, depth: number) => {
     if (depth > 4 || found.length >= limit || visits-- <= 0) return;
     let names: string[];
@@ -124,6 +125,7 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): str
     } catch {
       return;
     }
+    if (names.length > limit) cut = true;
     for (const name of names.slice(0, limit)) {
       const dir = path.join(modules, name);
       if (!isRealDirectory(dir)) continue;
@@ -137,7 +139,8 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): str
     }
   };
   walk(path.join(gitDir, "modules"), 0);
-  return found.slice(0, limit);
+  // Folders left unwalked count as unread config: the run refuses rather than miss what they hold.
+  return { files: found.slice(0, limit), cut: cut || visits < 0 };
 }
 
 export function scanGitConfig(workspace: string): GitConfigFacts {
@@ -152,7 +155,8 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
   const queue = [path.join(gitDir, "config"), path.join(gitDir, "config.worktree")];
   const common = readInside(workspace, path.join(gitDir, "commondir"))?.trim();
   if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
-  queue.push(...submoduleConfigs(workspace, gitDir, MAX_FILES));
+  const submodules = submoduleConfigs(workspace, gitDir, MAX_FILES);
+  queue.push(...submodules.files);
   const seen = new Set<string>();
   while (queue.length > 0 && seen.size < MAX_FILES) {
     const file = queue.shift()!;
@@ -207,7 +211,9 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
       externalDiff: found.externalDiff,
     },
     credentials: [...credentials].sort(),
-    unread: queue.filter((file) => !seen.has(file) && readInside(workspace, file) !== undefined).length,
+    unread:
+      queue.filter((file) => !seen.has(file) && readInside(workspace, file) !== undefined).length +
+      (submodules.cut ? 1 : 0),
   };
 }
 

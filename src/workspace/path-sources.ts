@@ -90,37 +90,31 @@ const MAX_SOURCE_DEPTH = 4;
 
 /**
  * What the environment files at the top of `dirs` make the host run (absolute): the folders they
- * put on PATH and the files they source or load, with the key and file that say so; for a folder
- * where only its host-command names guard (layout node), those names in it.
- * `commands`: the host's command names (default: read from PATH and the system folders, once per call).
+ * put on PATH and the files they source or load, with the key and file that say so; a folder
+ * where only the host's command names are guarded (layout node) is marked `commands`.
  */
-export function pathSourceTargets(
-  dirs: readonly string[],
-  commands?: ReadonlySet<string>,
-  budget: TargetBudget = new TargetBudget(),
-): ConfigTarget[] {
+export function pathSourceTargets(dirs: readonly string[], budget: TargetBudget = new TargetBudget()): ConfigTarget[] {
   const out: ConfigTarget[] = [];
-  let hostCommands = commands;
-  // One entry per path (the first file that names it): a file naming the same folder a thousand
-  // times, each guarding thousands of command names, must not make millions of targets. What is
-  // left counts against the run's budget, every host command name of a folder too (past it the
-  // run is refused, not the rest left unguarded: config-target-budget.ts).
+  // One entry per path (the first file that names it), each counted against the run's budget
+  // (past it the run is refused, not the rest left unguarded: config-target-budget.ts). A folder
+  // where only the host's command names are guarded is one entry, judged by name at each file:
+  // one target per name made a monorepo's packages with `layout node` 1,600-5,000 paths each,
+  // and a 149 KB .envrc 15 million (review, session 25).
   const seen = new Set<string>();
   const push = (dir: string, source: string, { key, target, commandsOnly, exceptNames }: EnvTarget) => {
     const resolved = path.resolve(dir, target);
     const guarded = `${commandsOnly ? "commands" : "whole"}\0${resolved}`;
     if (seen.has(guarded)) return;
     seen.add(guarded);
-    if (!commandsOnly) {
-      budget.take(source);
-      out.push({ path: resolved, key, source });
-      return;
-    }
-    hostCommands ??= hostCommandNames(process.env.PATH, dirs);
-    const names = [...hostCommands].filter((name) => !exceptNames?.test(name));
-    budget.take(source, names.length);
-    const why = `${key} (a host command's name)`;
-    for (const name of names) out.push({ path: path.join(resolved, name), key: why, source });
+    budget.take(source);
+    if (!commandsOnly) out.push({ path: resolved, key, source });
+    else
+      out.push({
+        path: resolved,
+        key: `${key} (a host command's name)`,
+        source,
+        commands: exceptNames ? { except: exceptNames } : {},
+      });
   };
   for (const dir of new Set(dirs)) {
     for (const { dir: base, source, target } of envrcClosure(dir)) push(base, source, target);

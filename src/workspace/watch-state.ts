@@ -27,6 +27,9 @@ const savedTree = z.object({
   entries: z.number().int().nonnegative(),
   peakHeldNames: z.number().int().nonnegative(),
   configPaths: z.array(z.tuple([relative, z.string()])),
+  /** Folders where the host's command names are guarded: [folder, why, except ("" for none)]. */
+  commandFolders: z.array(z.tuple([z.union([relative, z.literal("")]), z.string(), z.string()])).optional(),
+  hostCommands: z.array(z.string()).optional(),
   gitDirs: z.array(relative),
   keptGitDirs: z.array(relative),
   objectStores: z.array(z.tuple([z.string(), relative])),

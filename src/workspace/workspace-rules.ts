@@ -17,6 +17,7 @@ import {
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
+import { type CommandFolder, guardsCommand } from "./git-config-paths.js";
 import {
   gitEntryProblem,
   POINTER_MAX_BYTES,
@@ -109,6 +110,13 @@ export interface RuleConfig {
    * executable or configuration (git-config-paths.ts), each with why: protected as a whole.
    */
   configPaths?: ReadonlyMap<string, string>;
+  /**
+   * Folders (relative) on PATH where only the host's command names are guarded (`layout node`'s
+   * node_modules/.bin), with `hostCommands`, those names: a file there named like one is
+   * protected as a configPaths entry would be (git-config-paths.ts CommandFolder).
+   */
+  commandFolders?: ReadonlyMap<string, CommandFolder>;
+  hostCommands?: ReadonlySet<string>;
 }
 
 /** Bits that make a directory a place other local users can plant files in, or inherit a group from. */
@@ -171,8 +179,10 @@ export class RuleEvaluator {
   private readonly callerProtected?: PathMatcher;
   private readonly extraGitDirs: ReadonlySet<string>;
   private readonly configPaths: ReadonlyMap<string, string>;
-  /** Proper ancestors of the config paths -> the config path below them. */
-  private readonly configAncestors = new Map<string, string>();
+  private readonly commandFolders: ReadonlyMap<string, CommandFolder>;
+  private readonly hostCommands: ReadonlySet<string>;
+  /** Proper ancestors of the config paths (a command folder too) -> what is below them, and why. */
+  private readonly configAncestors = new Map<string, { below: string; why: string }>();
   /** What the git checks beyond single entries look at (object-store files, pointers). */
   readonly gitWork = new GitWork();
   /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
@@ -185,8 +195,14 @@ export class RuleEvaluator {
     this.callerProtected = globs.length > 0 ? compileGlobs(globs) : undefined;
     this.extraGitDirs = new Set(config.gitDirs ?? []);
     this.configPaths = config.configPaths ?? new Map();
-    for (const p of this.configPaths.keys())
-      for (let i = p.indexOf("/"); i > 0; i = p.indexOf("/", i + 1)) this.configAncestors.set(p.slice(0, i), p);
+    this.commandFolders = config.commandFolders ?? new Map();
+    this.hostCommands = config.hostCommands ?? new Set();
+    const below = (p: string, why: string) => {
+      for (let i = p.indexOf("/"); i > 0; i = p.indexOf("/", i + 1))
+        this.configAncestors.set(p.slice(0, i), { below: p, why });
+    };
+    for (const [p, why] of this.configPaths) below(p, why);
+    for (const [folder, { why }] of this.commandFolders) below(`${folder}/<a host command>`, why);
   }
 
   // The rule table for one entry, read top to bottom: the order is the rules' precedence.
@@ -397,20 +413,30 @@ export class RuleEvaluator {
 
   /** A path the repository's git config names (or a parent of one turned into a non-directory). */
   private configPathViolations(pair: EntryPair, change: Change, on: (rule: string) => boolean): Violation[] {
-    if (this.configPaths.size === 0 || !on("git-config-paths")) return [];
+    if ((this.configPaths.size === 0 && this.commandFolders.size === 0) || !on("git-config-paths")) return [];
     const { path, before: b, after: a } = pair;
     const out: Violation[] = [];
     // The outermost named path wins: it is restored as a whole.
     let scope: string | undefined;
     for (let end = path.length; end > 0; end = path.lastIndexOf("/", end - 1))
       if (this.configPaths.has(path.slice(0, end))) scope = path.slice(0, end);
+    let detail = scope === undefined ? undefined : this.configPaths.get(scope);
+    if (scope === undefined) {
+      // A host command's name in a command folder (node_modules/.bin/git): the file itself.
+      const slash = path.lastIndexOf("/");
+      const folder = this.commandFolders.get(slash < 0 ? "" : path.slice(0, slash));
+      if (folder && guardsCommand(folder, path.slice(slash + 1), this.hostCommands)) {
+        scope = path;
+        detail = folder.why;
+      }
+    }
     if (scope !== undefined) {
       const existed = scope === path ? b !== undefined : this.frameAt(scope)?.existedBefore;
       out.push({
         path,
         change,
         rule: "git-config-paths",
-        detail: this.configPaths.get(scope),
+        detail,
         restore: existed ? { action: "revert", path: scope } : { action: "remove", path: scope },
       });
     }
@@ -420,7 +446,7 @@ export class RuleEvaluator {
         path,
         change,
         rule: "git-config-paths",
-        detail: `a parent of ${below} (${this.configPaths.get(below)}) is no longer a directory`,
+        detail: `a parent of ${below.below} (${below.why}) is no longer a directory`,
         restore: { action: "remove", path },
       });
     }

@@ -11,13 +11,20 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
-import { ConfigFolders, configuredTargets } from "./config-folders.js";
+import { ConfigFolders, configuredTargets, tooManyConfigFolders } from "./config-folders.js";
 import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
-import { repositoriesOf, targetsInTree } from "./git-config-paths.js";
+import {
+  type CommandFolder,
+  commandFoldersInTree,
+  guardsCommand,
+  repositoriesOf,
+  targetsInTree,
+} from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { REF_RULE } from "./git-rule-names.js";
+import { hostCommandNames } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
@@ -156,6 +163,9 @@ interface Watched {
   peakHeldNames: number;
   /** Paths the repositories' git config names (relative), with why. */
   configPaths: Map<string, string>;
+  /** Folders (relative) where the host's command names are guarded, and those names (one set for all trees). */
+  commandFolders: Map<string, CommandFolder>;
+  hostCommands: ReadonlySet<string>;
   /** Folders below the top holding an environment, hook, agent or editor config (relative; config-folders.ts). */
   configFolders: readonly string[];
   /** Git directories only a pointer names (relative). */
@@ -209,6 +219,7 @@ export class WorkspaceWatch {
           throw cannotPrepare(target.root, "take the snapshot", error);
         }
         if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
+        if (configFolders.overflow) throw tooManyConfigFolders(target.root);
         watched.push({
           ...target,
           snapshot,
@@ -217,6 +228,8 @@ export class WorkspaceWatch {
           entries: summary.entries,
           peakHeldNames: summary.peakHeldNames,
           configPaths: new Map(),
+          commandFolders: new Map(),
+          hostCommands: new Set(),
           configFolders: configFolders.folders,
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
@@ -257,6 +270,8 @@ export class WorkspaceWatch {
         entries: w.entries,
         peakHeldNames: w.peakHeldNames,
         configPaths: [...w.configPaths],
+        commandFolders: [...w.commandFolders].map(([p, f]) => [p, f.why, f.except ?? ""] as [string, string, string]),
+        hostCommands: w.commandFolders.size > 0 ? [...w.hostCommands] : [],
         gitDirs: [...w.gitDirs],
         keptGitDirs: [...w.copy.gitDirs],
         objectStores: [...w.objectStores],
@@ -302,6 +317,10 @@ export class WorkspaceWatch {
         entries: tree.entries,
         peakHeldNames: tree.peakHeldNames,
         configPaths: new Map(tree.configPaths),
+        commandFolders: new Map(
+          (tree.commandFolders ?? []).map(([p, why, except]) => [p, except ? { why, except } : { why }]),
+        ),
+        hostCommands: new Set(tree.hostCommands ?? []),
         // Only start() reads them; the saved configPaths hold what they named.
         configFolders: [],
         gitDirs: tree.gitDirs,
@@ -325,8 +344,11 @@ export class WorkspaceWatch {
   /** Paths the repositories' git config names, protected for this run (reported paths; at most 100). */
   get configPaths(): Array<{ path: string; why: string }> {
     const out: Array<{ path: string; why: string }> = [];
-    for (const w of this.watched)
+    for (const w of this.watched) {
       for (const [p, why] of w.configPaths) if (out.length < 100) out.push({ path: w.prefix + p, why });
+      for (const [p, { why }] of w.commandFolders)
+        if (out.length < 100) out.push({ path: `${w.prefix}${p}/<a host command's name>`, why });
+    }
     return out;
   }
 
@@ -574,6 +596,8 @@ async function judge(
     protectedPaths: w.protectedPaths,
     gitDirs: w.gitDirs,
     configPaths: w.configPaths,
+    commandFolders: w.commandFolders,
+    hostCommands: w.hostCommands,
   });
   const out: Judged = {
     violations: [],
@@ -644,7 +668,14 @@ async function checkGit(
   if (!fs.existsSync(w.scratch)) fs.mkdirSync(w.scratch, { mode: 0o700 });
   const access = bindGitAccess(w.root, w.copy, w.scratch);
   const checks = new GitChecks(
-    { disabled, protectedPaths: w.protectedPaths, configPaths: w.configPaths, gitDirs: w.gitDirs },
+    {
+      disabled,
+      protectedPaths: w.protectedPaths,
+      configPaths: w.configPaths,
+      commandFolders: w.commandFolders,
+      hostCommands: w.hostCommands,
+      gitDirs: w.gitDirs,
+    },
     w.objectChecker,
   );
   try {
@@ -811,8 +842,14 @@ function protectConfigPaths(
     ...watched.flatMap((w) => w.configFolders.map((rel) => absolute(w, rel))),
   ];
   const targets = disabled.includes("git-config-paths") ? [] : configuredTargets(repositories, envDirs);
+  // The host's command names, once, if a folder guards them (read from its PATH, outside the trees).
+  const hostCommands = targets.some((t) => t.commands)
+    ? hostCommandNames(process.env.PATH, [...watched.map((w) => w.root), ...unwatched])
+    : new Set<string>();
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
+    w.commandFolders = commandFoldersInTree(w.root, targets);
+    w.hostCommands = hostCommands;
     const known = new Set(w.copy.gitDirs);
     for (const repo of repositories) {
       for (const dir of new Set([repo.gitDir, repo.commonDir])) {
@@ -827,12 +864,29 @@ function protectConfigPaths(
     try {
       w.copy.keepPaths(w.root, [
         ...[...w.configPaths.keys()].map((p) => ({ path: p })),
+        ...guardedCommandFiles(w).map((p) => ({ path: p })),
         ...w.gitDirs.map((p) => ({ path: p, gitDir: true })),
       ]);
     } catch (error) {
       throw cannotPrepare(w.root, "keep a copy of what its git configuration names", error);
     }
   }
+}
+
+/** The files already in a tree's command folders under a guarded name: kept, so a change to one is put back. */
+function guardedCommandFiles(w: Watched): string[] {
+  const out: string[] = [];
+  for (const [folder, guard] of w.commandFolders) {
+    let names: string[];
+    try {
+      names = fs.readdirSync(folder === "" ? w.root : `${w.root}/${folder}`);
+    } catch {
+      continue; // not there (yet), or not a folder: nothing to keep
+    }
+    for (const name of names)
+      if (guardsCommand(guard, name, w.hostCommands)) out.push(folder === "" ? name : `${folder}/${name}`);
+  }
+  return out;
 }
 
 /** A directory's device and inode, read without following a link. */

@@ -291,11 +291,11 @@ describe.skipIf(!dockerAvailable())("a workspace whose configs name more paths t
   it.each(["bind", "copy"])(
     "%s mode: exit 2 before any container, with the file named and what to do; the tree keeps its owners and nothing is left",
     async (mode) => {
-      // 150 vendor/bin folders, each guarding every host command name: past the run's budget (a
-      // committed .envrc of 10,000 once took the controller to a 4.4 GB heap abort, and a root
-      // caller's tree stayed lent to the sandbox's uid).
+      // 10,001 vendor/bin folders: past a file's budget (a committed .envrc of 10,000, each folder
+      // then guarding every host command name as a path, once took the controller to a 4.4 GB heap
+      // abort, and a root caller's tree stayed lent to the sandbox's uid).
       const ws = makeWorkspace({
-        ".envrc": `${Array.from({ length: 150 }, (_, i) => `PATH_add p${i}/vendor/bin`).join("\n")}\n`,
+        ".envrc": `${Array.from({ length: 10_001 }, (_, i) => `PATH_add p${i}/vendor/bin`).join("\n")}\n`,
       });
       const owners = () => [ws, path.join(ws, ".envrc")].map((p) => `${fs.statSync(p).uid}:${fs.statSync(p).gid}`);
       const before = owners();
@@ -318,7 +318,7 @@ describe.skipIf(!dockerAvailable())("a workspace whose configs name more paths t
       const envelope = JSON.parse(run.stdout);
       expect(envelope.error.code).toBe("usage");
       expect(envelope.error.message).toMatch(
-        /configs name more than 200000 paths .*\.envrc\)\. Nothing was started\.$/,
+        /\.envrc names more than 10000 paths to run, load or put on PATH\. Nothing was started\.$/,
       );
       expect(envelope.error.hint).toContain('disableBuiltinProtections: ["git-config-paths"]');
       expect(run.stderr).not.toMatch(/\n\s+at /);

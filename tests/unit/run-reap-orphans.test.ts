@@ -203,7 +203,8 @@ describe("the lease record", () => {
 describe("a bind-mode run its controller died before judging", () => {
   /** A repository with a commit, watched as a dead controller's run left it: the state saved, then the "sandbox" writes. */
   async function abandonedRun(runId: string, tmpDir: string, engine: string) {
-    const ws = tree({ "src/a.ts": "a\n" });
+    // A package whose .envrc puts node_modules/.bin on PATH, where the host's command names are guarded.
+    const ws = tree({ "src/a.ts": "a\n", "web/.envrc": "layout node\n" });
     commitAll(ws);
     const gitBefore = listing(path.join(ws, ".git"));
     const runDir = deadRunDir(runId, tmpDir);
@@ -218,6 +219,9 @@ describe("a bind-mode run its controller died before judging", () => {
     // What the sandbox leaves: a hook and an .envrc the host's git and shell would run, and ordinary work.
     fs.writeFileSync(path.join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
     fs.writeFileSync(path.join(ws, ".envrc"), "touch /tmp/pwned\n");
+    fs.mkdirSync(path.join(ws, "web/node_modules/.bin"), { recursive: true });
+    fs.writeFileSync(path.join(ws, "web/node_modules/.bin/git"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
+    fs.writeFileSync(path.join(ws, "web/node_modules/.bin/left-pad-cli"), "#!/bin/sh\n", { mode: 0o755 });
     fs.writeFileSync(path.join(ws, "src/a.ts"), "a2\n");
     return { ws, runDir, gitBefore };
   }
@@ -265,9 +269,16 @@ describe("a bind-mode run its controller died before judging", () => {
     const reaped = await reapContainers(engine, { tmpDir, judge: true });
     expect(reaped).toHaveLength(1);
     const judged = reaped[0]!.judged!;
-    expect(judged).toMatchObject({ runId: "crashed", trees: [ws], gone: [], violationCount: 2, notRestored: [] });
+    expect(judged).toMatchObject({ runId: "crashed", trees: [ws], gone: [], violationCount: 3, notRestored: [] });
     expect(judged.failed).toBeUndefined();
-    expect(judged.violations.sort()).toEqual([".envrc: created", ".git/hooks/pre-commit: created"]);
+    // The saved state keeps the command folder and the host's names: gc judges node_modules/.bin/git as the controller would.
+    expect(judged.violations.sort()).toEqual([
+      ".envrc: created",
+      ".git/hooks/pre-commit: created",
+      "web/node_modules/.bin/git: created",
+    ]);
+    expect(fs.existsSync(path.join(ws, "web/node_modules/.bin/git"))).toBe(false);
+    expect(fs.existsSync(path.join(ws, "web/node_modules/.bin/left-pad-cli"))).toBe(true);
     expect(listing(path.join(ws, ".git"))).toEqual(gitBefore);
     expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
     expect(fs.readFileSync(path.join(ws, "src/a.ts"), "utf8")).toBe("a2\n");
@@ -288,7 +299,7 @@ describe("a bind-mode run its controller died before judging", () => {
     expect(unjudgedRunOver([ws], tmpDir)?.runId).toBe("later");
 
     const handed = await handBackGoneRuns(engine, { tmpDir, judge: true });
-    expect(handed).toMatchObject([{ runId: "later", roots: [], judged: { violationCount: 2, notRestored: [] } }]);
+    expect(handed).toMatchObject([{ runId: "later", roots: [], judged: { violationCount: 3, notRestored: [] } }]);
     expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
     expect(fs.existsSync(path.join(ws, ".git/hooks/pre-commit"))).toBe(false);
     expect(reapRunDirs(tmpDir)).toEqual([runDir]);
@@ -307,7 +318,7 @@ describe("a bind-mode run its controller died before judging", () => {
       judgeDeadRun("once", engineIdentity(engine), tmpDir),
       judgeDeadRun("once", engineIdentity(engine), tmpDir),
     ]);
-    expect([first?.violationCount, second?.violationCount].sort()).toEqual([2, undefined]);
+    expect([first?.violationCount, second?.violationCount].sort()).toEqual([3, undefined]);
     expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
   });
 

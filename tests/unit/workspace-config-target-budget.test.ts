@@ -14,7 +14,6 @@ import { pathSourceTargets } from "../../src/workspace/path-sources.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { tree } = tempTrees("sandbox-run-budget-");
-const hostCommands = new Set(Array.from({ length: 3000 }, (_, i) => `cmd${i}`));
 
 function refusal(f: () => unknown): string {
   try {
@@ -27,17 +26,24 @@ function refusal(f: () => unknown): string {
 }
 
 describe("config target budget", () => {
-  it("an .envrc of vendor/bin folders, each guarding every host command name, is refused before it takes the controller's memory", () => {
-    // 100 folders x 3,000 names: 300,000 paths (10,000 folders took a 4.4 GB controller down).
-    const ws = tree({ ".envrc": `${Array.from({ length: 100 }, (_, i) => `PATH_add p${i}/vendor/bin`).join("\n")}\n` });
-    const message = refusal(() => pathSourceTargets([ws], hostCommands));
-    expect(message).toMatch(
-      /configs name more than 200000 paths to run, load or put on PATH \(the last one read: .*\.envrc\)/,
-    );
+  it("an .envrc of 10,000 vendor/bin folders costs 10,000 entries, not one per host command name each (15 million paths took the controller down); a package per folder with layout node is one entry each", () => {
+    const ws = tree({
+      ".envrc": `${Array.from({ length: 10_000 }, (_, i) => `PATH_add p${i}/vendor/bin`).join("\n")}\n`,
+    });
+    const targets = pathSourceTargets([ws]);
+    expect(targets).toHaveLength(10_000);
+    expect(targets.every((t) => t.commands !== undefined)).toBe(true);
+    // One more is past the file's 10,000: refused, with what to do.
+    fs.appendFileSync(path.join(ws, ".envrc"), "PATH_add one-more/vendor/bin\n");
+    const message = refusal(() => pathSourceTargets([ws]));
+    expect(message).toMatch(/\.envrc names more than 10000 paths to run, load or put on PATH\. Nothing was started\./);
     expect(message).toContain('disableBuiltinProtections: ["git-config-paths"]');
-    // An ordinary one: layout node and layout php, each folder guarding 3,000 names, pass.
-    const ordinary = tree({ ".envrc": "layout node\nlayout php\nPATH_add bin\n" });
-    expect(pathSourceTargets([ordinary], hostCommands)).toHaveLength(6001);
+    // A monorepo of 300 packages, each with layout node: 300 entries, judged by name.
+    const mono = tree(
+      Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`packages/p${i}/.envrc`, "layout node\n"])),
+    );
+    const folders = Array.from({ length: 300 }, (_, i) => path.join(mono, `packages/p${i}`));
+    expect(configuredTargets([], folders)).toHaveLength(300);
   });
 
   it("a repository's config naming more than 10,000 paths refuses the run instead of dropping a later repository's hooks", () => {
@@ -85,8 +91,14 @@ describe("config target budget", () => {
 
   it("one budget over all the readers of a run", () => {
     const budget = new TargetBudget(5, 100);
-    budget.take("a", 3);
-    expect(refusal(() => budget.take("b", 3))).toMatch(/more than 5 paths .*the last one read: b/);
+    for (const source of ["a", "a", "a"]) budget.take(source);
+    budget.take("b");
+    budget.take("b");
+    expect(refusal(() => budget.take("b"))).toMatch(/more than 5 paths .*the last one read: b/);
+    const perFile = new TargetBudget(100, 2);
+    perFile.take("c");
+    perFile.take("c");
+    expect(refusal(() => perFile.take("c"))).toMatch(/^C names more than 2 paths/);
     const ws = tree({ ".envrc": "PATH_add bin\n", ".mcp.json": '{"mcpServers":{"x":{"command":"./tool.sh"}}}' });
     expect(configuredTargets([], [ws]).map((t) => path.relative(ws, t.path))).toEqual(["bin", "tool.sh"]);
   });

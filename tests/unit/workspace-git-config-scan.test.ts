@@ -171,6 +171,9 @@ describe("scanGitConfig's credentials", () => {
     } finally {
       readdir.mockRestore();
     }
+    // Past 1,000 folders the rest is unread config: the run refuses rather than miss a credential there.
+    for (let i = 0; i < 1001; i++) fs.mkdirSync(path.join(ws, `.git/modules/n${i}`));
+    expect(scanGitConfig(ws).unread).toBe(1);
   });
 
   it("finds none for a user name that is a person's (a Bitbucket clone URL)", () => {

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { commandFoldersInTree, guardsCommand, targetsInTree } from "../../src/workspace/git-config-paths.js";
 import {
   envrcTargets,
   hostCommandNames,
@@ -152,8 +153,7 @@ describe("read as direnv and mise read them (review, session 24)", () => {
     expect(miseTargets(`[env]\n_.path = [\n${'"a",\n'.repeat(1 << 15)}]\n`)).toHaveLength(1 << 15);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(dir, ".envrc"), "layout node\n".repeat(20_000));
-    const commands = new Set(Array.from({ length: 1000 }, (_, i) => `cmd${i}`));
-    expect(pathSourceTargets([dir], commands)).toHaveLength(1000);
+    expect(pathSourceTargets([dir])).toHaveLength(1);
   });
 });
 
@@ -198,12 +198,14 @@ describe("read again (review of the fixes, session 24)", () => {
   it("a venv's own python and pip are not guarded, a host command's name is; a file naming more than 10,000 paths refuses the run (a shared cap let one repository's .envrc switch off every later tree's)", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(dir, "mise.toml"), '[env]\n_.python.venv = ".venv"\n');
-    expect(pathSourceTargets([dir], new Set(["python3", "pip", "git"])).map((t) => path.relative(dir, t.path))).toEqual(
-      [".venv/bin/git"],
-    );
+    const targets = pathSourceTargets([dir]);
+    expect(targets.map((t) => path.relative(dir, t.path))).toEqual([".venv/bin"]);
+    const folder = commandFoldersInTree(dir, targets).get(".venv/bin")!;
+    const host = new Set(["python3", "pip", "git"]);
+    expect([...host].filter((name) => guardsCommand(folder, name, host))).toEqual(["git"]);
     const many = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(many, ".envrc"), Array.from({ length: 10_001 }, (_, i) => `PATH_add d${i}`).join("\n"));
-    expect(() => pathSourceTargets([dir, many], new Set())).toThrow(/names more than 10000 paths/);
+    expect(() => pathSourceTargets([dir, many])).toThrow(/names more than 10000 paths/);
   });
 });
 
@@ -296,16 +298,22 @@ describe("pathSourceTargets", () => {
 });
 
 describe("layout node: only the host's command names in node_modules/.bin", () => {
-  it("guards node_modules/.bin/<name> for each host command, not the folder, so npm install may write the rest", () => {
+  it("guards node_modules/.bin/<name> for each host command, not the folder, so npm install may write the rest: one entry for the folder, judged by name", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "path-sources-"));
     fs.writeFileSync(path.join(dir, ".envrc"), "layout node\nPATH_add bin\n");
     const envrc = path.join(dir, ".envrc");
     const key = "direnv layout node (a host command's name)";
-    expect(pathSourceTargets([dir], new Set(["git", "ls"]))).toEqual([
-      { path: path.join(dir, "node_modules/.bin/git"), key, source: envrc },
-      { path: path.join(dir, "node_modules/.bin/ls"), key, source: envrc },
+    const targets = pathSourceTargets([dir]);
+    expect(targets).toEqual([
+      { path: path.join(dir, "node_modules/.bin"), key, source: envrc, commands: {} },
       { path: path.join(dir, "bin"), key: "direnv PATH_add", source: envrc },
     ]);
+    const folders = commandFoldersInTree(dir, targets);
+    expect([...folders.keys()]).toEqual(["node_modules/.bin"]);
+    expect([...targetsInTree(dir, targets).keys()]).toEqual(["bin"]);
+    const folder = folders.get("node_modules/.bin")!;
+    const host = new Set(["git", "ls"]);
+    expect(["git", "ls", "eslint"].map((name) => guardsCommand(folder, name, host))).toEqual([true, true, false]);
   });
 
   it("reads the names of PATH's absolute folders and the system folders, never of a folder inside a lent tree", () => {
