@@ -199,9 +199,17 @@ export class OwnershipLease {
   }
 
   private async lendTree(root: string): Promise<void> {
+    const mounts = mountPointsInside(root);
     await forEachEntry(root, (entry, stat) => {
       let table = this.inodes.get(stat.dev);
       if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
+      // What is mounted inside the tree (a CI cache, a volume, a bind mount of a root-only folder)
+      // is another tree: the engine's recursive bind shows it to the sandbox, and lending it let
+      // the sandbox's uid write there (review, session 25). Never lent, at any depth.
+      if (mounts.length > 0 && mounts.some((m) => entry.path === m || entry.path.startsWith(`${m}/`))) {
+        table.add(stat, NEVER_TOUCH);
+        return;
+      }
       // A file with another hard link is also a file outside the tree (`git clone --local`
       // objects, a planted link): lending it would let the sandbox write there. A socket, FIFO or
       // device node is a door to something else (a root-only service's socket, a disk): never lent.
@@ -228,6 +236,38 @@ export class OwnershipLease {
     }
     return index;
   }
+}
+
+/**
+ * The mount points strictly inside `root` (relative), from /proc/self/mountinfo (a bind mount of
+ * the same file system keeps its device number, so st_dev cannot tell).
+ */
+export function mountPointsInside(root: string, mountinfo?: string): string[] {
+  let text = mountinfo;
+  if (text === undefined)
+    try {
+      text = fs.readFileSync("/proc/self/mountinfo", "utf8");
+    } catch {
+      return [];
+    }
+  let real = root;
+  try {
+    real = fs.realpathSync(root);
+  } catch {
+    // Judged by the name given.
+  }
+  const out: string[] = [];
+  for (const line of text.split("\n")) {
+    const field = line.split(" ")[4];
+    if (!field) continue;
+    // Spaces, tabs, newlines and backslashes are written as octal escapes.
+    const point = field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
+    for (const base of new Set([root, real])) {
+      const prefix = base.endsWith("/") ? base : `${base}/`;
+      if (point.startsWith(prefix) && point.length > prefix.length) out.push(point.slice(prefix.length));
+    }
+  }
+  return [...new Set(out)];
 }
 
 /** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */

@@ -2,6 +2,7 @@
 // outside the mounted roots, through symlinks and hard links planted in the workspace, with `..`
 // traversal and /proc tricks. Each test checks the HOST afterwards: nothing outside the roots
 // changed, whatever the sandbox believes it wrote.
+import { spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -23,6 +24,13 @@ import {
 } from "../support/hostile-model.js";
 
 const server = useHostileModelServer();
+
+/** perl (in the image) setting a default ACL u::rwx,g::r-x,o::rwx on its argument: setxattr by number, no setfacl needed. */
+const SET_DEFAULT_ACL = [
+  'my $nr = (qx(uname -m) =~ /aarch64/) ? 5 : 188; sub e { pack("S<S<L<", @_) } my $U = 0xFFFFFFFF;',
+  'my $acl = pack("L<", 2) . e(1, 7, $U) . e(4, 5, $U) . e(0x20, 7, $U);',
+  'syscall($nr, my $p = $ARGV[0], my $n = "system.posix_acl_default", $acl, length($acl), 0) == 0 or die "setxattr: $!\\n";',
+].join(" ");
 
 const tag = () => crypto.randomBytes(4).toString("hex");
 
@@ -199,7 +207,9 @@ describe.concurrent("filesystem escape", () => {
         bash(
           "cp /bin/sh suid-sh && chmod 6755 suid-sh; stat -c '%a %U' suid-sh; " +
             "node -e \"require('fs').writeFileSync('made-suid', '#!/bin/sh', { mode: 0o4755 })\" 2>&1 | grep -o EPERM; " +
-            "chmod 755 suid-sh && echo plain-chmod-ok",
+            "chmod 755 suid-sh && echo plain-chmod-ok; " +
+            // A default POSIX ACL granting others write (an extended attribute, set through perl's syscall).
+            `perl -e '${SET_DEFAULT_ACL}' . && echo acl-set`,
         ),
         finish(),
       ],
@@ -214,10 +224,18 @@ describe.concurrent("filesystem escape", () => {
       expect(outcome.toolResults[0]).toMatch(/^EPERM$/m);
       expect(outcome.toolResults[0]).toContain("plain-chmod-ok");
       expect(fs.existsSync(path.join(ws, "made-suid"))).toBe(false);
+      // An ACL outlived the run unseen by the mode rules: setxattr answers as a file system without them.
+      expect(outcome.toolResults[0]).toMatch(/setxattr: Operation not supported/);
+      expect(outcome.toolResults[0]).not.toContain("acl-set");
     } else {
       // Copy mode: the tree lives in the sandbox, where the bits do nothing for anyone outside.
       expect(outcome.toolResults[0]).toMatch(/^6755 sandbox/);
     }
+    // No ACL on the host's folder, whatever the mode (copy mode's tar carries none).
+    const xattrs = spawnSync("python3", ["-c", "import os,sys; print(os.listxattr(sys.argv[1]))", ws], {
+      encoding: "utf8",
+    });
+    expect(xattrs.stdout.trim()).toBe("[]");
     // The host got it back owned by the caller without the bits.
     const st = fs.statSync(path.join(ws, "suid-sh"));
     expect(st.uid).toBe(0);

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -8,6 +8,7 @@ import {
   encodeLentRoots,
   handBack,
   handBackOrphanedTree,
+  mountPointsInside,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
 import { owner, tempTrees } from "../support/temp-trees.js";
@@ -95,6 +96,24 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     }
     expect(owner(path.join(ws, "theirs.txt"))).toBe("1234:4321");
     expect(owner(path.join(ws, "sub"))).toBe("1234:4321");
+  });
+
+  it("never lends what is mounted inside the tree: a bind mount of a root-only folder stays root's (the engine's recursive bind shows it to the sandbox)", async () => {
+    const secret = tree({ "key.txt": "root only" });
+    fs.chmodSync(path.join(secret, "key.txt"), 0o600);
+    const ws = tree({ "lent.txt": "l", "cache/.keep": "" });
+    execFileSync("mount", ["--bind", secret, path.join(ws, "cache")]);
+    try {
+      expect(mountPointsInside(ws)).toEqual(["cache"]);
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      expect(owner(path.join(ws, "lent.txt"))).toBe(`${SANDBOX.uid}:${SANDBOX.gid}`);
+      expect(owner(path.join(ws, "cache/key.txt"))).toBe("0:0");
+      expect(owner(path.join(ws, "cache"))).toBe(owner(secret));
+      await lease.restore(CALLER);
+    } finally {
+      execFileSync("umount", [path.join(ws, "cache")]);
+    }
+    expect(owner(path.join(secret, "key.txt"))).toBe("0:0");
   });
 
   it("the hard-link rename: a file linked in from outside is never lent, and after it is renamed over a lent file nothing outside changes owner", async () => {

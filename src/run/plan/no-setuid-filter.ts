@@ -14,6 +14,10 @@
 // to make the call for it (review, session 22: tini chmod'ed 6755 that way).
 //
 // Refused with EPERM: chmod, fchmod, fchmodat and fchmodat2 with S_ISUID or S_ISGID in the mode;
+// with EOPNOTSUPP (as a file system without extended attributes answers, which tools expect):
+// setxattr, lsetxattr, fsetxattr and setxattrat, since a POSIX ACL is one and outlives the run
+// unseen by the mode rules (a default ACL granting others write on a folder made every later file
+// root wrote there world-writable; review, session 25);
 // open, openat, creat, mknod and mknodat creating one (the mode argument); io_uring (its requests
 // bypass seccomp); openat2 answers ENOSYS (its mode is behind a pointer; callers fall back to
 // openat); any other architecture's calls (i386's int 0x80, x32), whose numbers this filter does
@@ -24,6 +28,7 @@ import { hostPlatform, normalizePlatform, platformArch } from "../../util/platfo
 const SETUID_BITS = 0o6000;
 const EPERM = 1;
 const ENOSYS = 38;
+const EOPNOTSUPP = 95;
 
 type Check = { nr: number; modeArg: number } | { nr: number; errno: number };
 
@@ -37,6 +42,8 @@ interface Arch {
 }
 
 const IO_URING = [425, 426, 427].map((nr) => ({ nr, errno: EPERM }));
+/** setxattrat, the same number on both. */
+const SETXATTRAT = { nr: 463, errno: EOPNOTSUPP };
 
 const ARCHES: Record<"amd64" | "arm64", Arch> = {
   amd64: {
@@ -55,6 +62,10 @@ const ARCHES: Record<"amd64" | "arm64", Arch> = {
       { nr: 133, modeArg: 1 }, // mknod
       { nr: 259, modeArg: 2 }, // mknodat
       { nr: 437, errno: ENOSYS }, // openat2
+      { nr: 188, errno: EOPNOTSUPP }, // setxattr
+      { nr: 189, errno: EOPNOTSUPP }, // lsetxattr
+      { nr: 190, errno: EOPNOTSUPP }, // fsetxattr
+      SETXATTRAT,
       ...IO_URING,
     ],
   },
@@ -69,6 +80,10 @@ const ARCHES: Record<"amd64" | "arm64", Arch> = {
       { nr: 56, modeArg: 3 }, // openat
       { nr: 33, modeArg: 2 }, // mknodat
       { nr: 437, errno: ENOSYS }, // openat2
+      { nr: 5, errno: EOPNOTSUPP }, // setxattr
+      { nr: 6, errno: EOPNOTSUPP }, // lsetxattr
+      { nr: 7, errno: EOPNOTSUPP }, // fsetxattr
+      SETXATTRAT,
       ...IO_URING,
     ],
   },
