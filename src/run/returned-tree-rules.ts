@@ -24,6 +24,7 @@ import { GitChecks } from "../workspace/git-checks.js";
 import {
   type ConfigTarget,
   commandFoldersInTree,
+  commandLinkTargets,
   repositoriesOf,
   targetsInTree,
 } from "../workspace/git-config-paths.js";
@@ -151,7 +152,7 @@ function sharedConfig(
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
   const targets = disabled ? [] : configuredTargets(repositories, [...roots, ...worktrees, ...folders]);
   const hostCommands = targets.some((t) => t.commands) ? hostCommandNames(process.env.PATH, roots) : new Set<string>();
-  return { repositories, targets, hostCommands };
+  return { repositories, targets: [...targets, ...commandLinkTargets(targets, hostCommands)], hostCommands };
 }
 
 /** The git directories only a pointer names, and the paths the lent trees' configs name, in this tree. */

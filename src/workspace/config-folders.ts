@@ -37,6 +37,39 @@ const CONFIG_FILES: readonly RegExp[] = [
     new RegExp(`(?:^|/)${LEFTHOOK_NAME.source.replace(/^\^/, "")}`),
   ]);
 
+/**
+ * The folders a config path passes through (`.claude` of `.claude/settings.json`, `.config` and
+ * `.config/mise` of `.config/mise/config.toml`): one of them that is a symbolic link hides the
+ * files below it from the walk, but the tools follow it (a package's `.claude` linked to a shared
+ * folder: its hooks went unread; review, session 25). Each is a protected name too.
+ */
+const CONFIG_FOLDER_PARTS: readonly RegExp[] = [
+  ...new Set(
+    [
+      ...MISE_FILES,
+      ...COMMAND_CONFIGS.map((c) => c.file),
+      ".devcontainer/devcontainer.json",
+      ".husky/pre-commit",
+      ".config/mise/conf.d/x.toml",
+    ].flatMap((file) => {
+      const parts = file.split("/").slice(0, -1);
+      return parts.map((_, i) => parts.slice(0, i + 1).join("/"));
+    }),
+  ),
+]
+  .map((folder) => new RegExp(`(?:^|/)${regexText(folder)}$`))
+  .concat([/(?:^|\/)\.devcontainer\/[^/]+$/]);
+
+/** The folder holding a config reached through the link at `relativePath`, if its name is one a config path passes through. */
+export function configFolderOfLink(relativePath: string): string | undefined {
+  let at: number | undefined;
+  for (const part of CONFIG_FOLDER_PARTS) {
+    const match = part.exec(relativePath);
+    if (match && (at === undefined || match.index < at)) at = match.index;
+  }
+  return at === undefined ? undefined : relativePath.slice(0, at);
+}
+
 /** Last names worth trying the endings on (most entries of a tree are none of these). */
 function mayEndAConfig(name: string): boolean {
   return (
@@ -66,8 +99,11 @@ export class ConfigFolders {
   overflow = false;
   private readonly seen = new Set<string>();
 
-  consider(relativePath: string): void {
-    const folder = configFolderOf(relativePath);
+  consider(relativePath: string, kind?: string): void {
+    const folder =
+      kind === "symlink"
+        ? (configFolderOf(relativePath) ?? configFolderOfLink(relativePath))
+        : configFolderOf(relativePath);
     if (!folder || this.seen.has(folder) || /(^|\/)(node_modules|\.git)(\/|$)/.test(folder)) return;
     if (this.folders.length >= MAX_CONFIG_FOLDERS) {
       this.overflow = true;
@@ -90,9 +126,9 @@ export function tooManyConfigFolders(root: string): SandboxRunError {
 }
 
 /** The config folders of a list of entries (copy mode's host tree). */
-export function configFoldersOf(root: string, entries: Iterable<{ path: string }>): string[] {
+export function configFoldersOf(root: string, entries: Iterable<{ path: string; kind?: string }>): string[] {
   const found = new ConfigFolders();
-  for (const entry of entries) found.consider(entry.path);
+  for (const entry of entries) found.consider(entry.path, entry.kind);
   if (found.overflow) throw tooManyConfigFolders(root);
   return found.folders;
 }

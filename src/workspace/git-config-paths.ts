@@ -417,6 +417,37 @@ export function commandFoldersInTree(root: string, targets: readonly ConfigTarge
   return out;
 }
 
+/**
+ * The links already in the command folders among `targets` under a guarded name: what each points
+ * at runs under that name (`node_modules/.bin/node -> ../node/bin/node`), so it is protected as a
+ * whole target, as it was when each name was a target of its own (review, session 25).
+ */
+export function commandLinkTargets(
+  targets: readonly ConfigTarget[],
+  hostCommands: ReadonlySet<string>,
+): ConfigTarget[] {
+  const out: ConfigTarget[] = [];
+  for (const target of targets) {
+    if (!target.commands) continue;
+    const folder: CommandFolder = {
+      why: "",
+      ...(target.commands.except ? { except: target.commands.except.source } : {}),
+    };
+    let names: string[];
+    try {
+      names = fs.readdirSync(target.path);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const file = path.join(target.path, name);
+      if (guardsCommand(folder, name, hostCommands) && lstatOrUndefined(file)?.isSymbolicLink())
+        out.push({ path: file, key: target.key, source: target.source });
+    }
+  }
+  return out;
+}
+
 /** Whether `name` in a command-name folder is guarded: a host command's name, not one its own tool writes. */
 export function guardsCommand(folder: CommandFolder, name: string, hostCommands: ReadonlySet<string>): boolean {
   return hostCommands.has(name) && !(folder.except && new RegExp(folder.except).test(name));

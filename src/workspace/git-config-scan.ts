@@ -116,8 +116,10 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): { f
   // git makes these folders itself.
   let visits = MAX_MODULE_FOLDERS;
   let cut = false;
-  const walk = (modules: string, depth: number) => {
-    if (depth > 4 || found.length >= limit || visits-- <= 0) return;
+  const walk = (modules: string) => {
+    // No depth limit (a submodule's name is its path: third_party/src/github.com/org/repo/sub is six
+    // folders deep, and its config's extraheader went unread; review, session 25): the folder budget bounds it.
+    if (found.length >= limit || visits-- <= 0) return;
     let names: string[];
     try {
       if (!fs.realpathSync(modules).startsWith(`${workspace}/`)) return;
@@ -131,14 +133,14 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): { f
       if (!isRealDirectory(dir)) continue;
       if (isFile(path.join(dir, "config"))) {
         found.push(path.join(dir, "config"));
-        walk(path.join(dir, "modules"), depth + 1);
+        walk(path.join(dir, "modules"));
       } else {
         // A submodule named a/b lives at modules/a/b.
-        walk(dir, depth + 1);
+        walk(dir);
       }
     }
   };
-  walk(path.join(gitDir, "modules"), 0);
+  walk(path.join(gitDir, "modules"));
   // Folders left unwalked count as unread config: the run refuses rather than miss what they hold.
   return { files: found.slice(0, limit), cut: cut || visits < 0 };
 }

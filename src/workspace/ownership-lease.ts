@@ -206,10 +206,9 @@ export class OwnershipLease {
       // What is mounted inside the tree (a CI cache, a volume, a bind mount of a root-only folder)
       // is another tree: the engine's recursive bind shows it to the sandbox, and lending it let
       // the sandbox's uid write there (review, session 25). Never lent, at any depth.
-      if (mounts.length > 0 && mounts.some((m) => entry.path === m || entry.path.startsWith(`${m}/`))) {
-        table.add(stat, NEVER_TOUCH);
-        return;
-      }
+      // Not recorded either: a mount whose source is in the same tree shows the same inodes twice,
+      // and a never-touch record beside the lent one left some of them with the sandbox's uid.
+      if (mounts.length > 0 && mounts.some((m) => entry.path === m || entry.path.startsWith(`${m}/`))) return;
       // A file with another hard link is also a file outside the tree (`git clone --local`
       // objects, a planted link): lending it would let the sandbox write there. A socket, FIFO or
       // device node is a door to something else (a root-only service's socket, a disk): never lent.

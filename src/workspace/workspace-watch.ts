@@ -18,6 +18,7 @@ import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import {
   type CommandFolder,
   commandFoldersInTree,
+  commandLinkTargets,
   guardsCommand,
   repositoriesOf,
   targetsInTree,
@@ -211,7 +212,7 @@ export class WorkspaceWatch {
         try {
           summary = await takeSnapshot(target.root, snapshot, {
             onEntry: (entry) => {
-              configFolders.consider(entry.path);
+              configFolders.consider(entry.path, entry.kind);
               return copy.consider(entry);
             },
           });
@@ -846,8 +847,9 @@ function protectConfigPaths(
   const hostCommands = targets.some((t) => t.commands)
     ? hostCommandNames(process.env.PATH, [...watched.map((w) => w.root), ...unwatched])
     : new Set<string>();
+  const withLinks = hostCommands.size > 0 ? [...targets, ...commandLinkTargets(targets, hostCommands)] : targets;
   for (const w of watched) {
-    w.configPaths = targetsInTree(w.root, targets);
+    w.configPaths = targetsInTree(w.root, withLinks);
     w.commandFolders = commandFoldersInTree(w.root, targets);
     w.hostCommands = hostCommands;
     const known = new Set(w.copy.gitDirs);

@@ -60,8 +60,8 @@ describe("the no-setuid filter", () => {
     expect(decide(p, AUDIT_ARCH.i386, 15, [0, 0o4755])).toBe(1); // i386 chmod through int 0x80
     for (const nr of [0, 1, 59, 56, 435, 87, 82]) expect(decide(p, x, nr, [0, 0o4755, 0o4755, 0o4755])).toBe("allow");
     // setxattr, lsetxattr, fsetxattr, setxattrat: EOPNOTSUPP (a POSIX ACL outlived the run; reading them is allowed)
-    for (const nr of [188, 189, 190, 463]) expect(decide(p, x, nr), `${nr}`).toBe(95);
-    for (const nr of [191, 192, 193, 194]) expect(decide(p, x, nr), `${nr}`).toBe("allow");
+    for (const nr of [188, 189, 190, 463, 197, 198, 199, 466]) expect(decide(p, x, nr), `${nr}`).toBe(95);
+    for (const nr of [191, 192, 193, 194, 195, 196]) expect(decide(p, x, nr), `${nr}`).toBe("allow");
   });
 
   it("arm64: the same for its calls", () => {
@@ -80,8 +80,8 @@ describe("the no-setuid filter", () => {
     }
     expect(decide(p, AUDIT_ARCH.amd64, 90, [0, 0o644])).toBe(1);
     expect(decide(p, a, 220, [0, 0o4755])).toBe("allow"); // clone
-    for (const nr of [5, 6, 7, 463]) expect(decide(p, a, nr), `${nr}`).toBe(95);
-    for (const nr of [8, 9, 10, 11]) expect(decide(p, a, nr), `${nr}`).toBe("allow");
+    for (const nr of [5, 6, 7, 463, 14, 15, 16, 466]) expect(decide(p, a, nr), `${nr}`).toBe(95);
+    for (const nr of [8, 9, 10, 11, 12, 13]) expect(decide(p, a, nr), `${nr}`).toBe("allow");
   });
 
   it("goes before the launcher in bind mode on the host's own platform, and not under emulation", () => {

@@ -62,6 +62,17 @@ describe("config folders", () => {
     expect(folders).toEqual(["packages/web", "packages/api"]);
   });
 
+  it("a folder a config path passes through that is a link (a package's .claude linked to a shared one) makes its parent a config folder; a real empty one does not", () => {
+    const entries = [
+      { path: "packages/web/.claude", kind: "symlink" },
+      { path: "packages/api/.config/mise", kind: "symlink" },
+      { path: "packages/ui/.devcontainer/py", kind: "symlink" },
+      { path: "packages/db/.vscode", kind: "directory" },
+      { path: "packages/cli/src", kind: "symlink" },
+    ];
+    expect(configFoldersOf("/ws", entries)).toEqual(["packages/web", "packages/api", "packages/ui"]);
+  });
+
   it("reads at most MAX_CONFIG_FOLDERS folders, and refuses the run past them (1,000 plain .config folders count for nothing)", () => {
     const found = new ConfigFolders();
     for (let i = 0; i < 2000; i++) found.consider(`decoy${i}/.config/settings.json`);

@@ -176,6 +176,14 @@ describe("scanGitConfig's credentials", () => {
     expect(scanGitConfig(ws).unread).toBe(1);
   });
 
+  it("reads a submodule's config however deep its name (third_party/src/github.com/org/repo/sub: six folders)", () => {
+    const ws = repo({
+      ".git/modules/third_party/src/github.com/org/repo/sub/config":
+        '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic SECRET\n',
+    });
+    expect(scanGitConfig(ws)).toMatchObject({ credentials: ["http.https://github.com/.extraheader"], unread: 0 });
+  });
+
   it("finds none for a user name that is a person's (a Bitbucket clone URL)", () => {
     const ws = repo({ ".git/config": '[remote "origin"]\n\turl = https://jane@bitbucket.org/team/repo.git\n' });
     expect(scanGitConfig(ws).credentials).toEqual([]);

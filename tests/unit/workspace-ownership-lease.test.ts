@@ -116,6 +116,24 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     expect(owner(path.join(secret, "key.txt"))).toBe("0:0");
   });
 
+  it("a mount whose source is in the same tree (its inodes seen twice): every lent file goes back to its owner", async () => {
+    const ws = tree({ "b/.keep": "" });
+    fs.mkdirSync(path.join(ws, "a"));
+    for (let i = 0; i < 50; i++) fs.writeFileSync(path.join(ws, `a/f${i}`), "x");
+    execFileSync("chown", ["-R", "1234:1234", path.join(ws, "a")]);
+    execFileSync("mount", ["--bind", path.join(ws, "a"), path.join(ws, "b")]);
+    try {
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      await lease.restore(CALLER);
+    } finally {
+      execFileSync("umount", [path.join(ws, "b")]);
+    }
+    const owners = new Set(
+      ["a", ...fs.readdirSync(path.join(ws, "a")).map((n) => `a/${n}`)].map((p) => owner(path.join(ws, p))),
+    );
+    expect([...owners]).toEqual(["1234:1234"]);
+  });
+
   it("the hard-link rename: a file linked in from outside is never lent, and after it is renamed over a lent file nothing outside changes owner", async () => {
     const outside = tree({ "victim.txt": "v" });
     fs.chownSync(path.join(outside, "victim.txt"), 4242, 4242);

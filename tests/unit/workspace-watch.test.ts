@@ -264,6 +264,23 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(fs.readdirSync(path.join(tools, "bin"))).toEqual(["mytool"]);
   });
 
+  it("layout node: a host command's name in node_modules/.bin is judged by name, and the file an existing link of that name points at is protected too", async () => {
+    const ws = tree({ ".envrc": "layout node\n", "node_modules/node/bin/node": "real", "node_modules/.bin/tool": "t" });
+    fs.symlinkSync("../node/bin/node", path.join(ws, "node_modules/.bin/node"));
+    const w = await watch(ws);
+    fs.writeFileSync(path.join(ws, "node_modules/node/bin/node"), "planted");
+    fs.writeFileSync(path.join(ws, "node_modules/.bin/git"), "planted");
+    fs.writeFileSync(path.join(ws, "node_modules/.bin/tool"), "t2");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.change}: ${v.detail}`).sort()).toEqual([
+      `node_modules/.bin/git created: direnv layout node (a host command's name) in ${ws}/.envrc`,
+      `node_modules/node/bin/node modified: direnv layout node (a host command's name) in ${ws}/.envrc`,
+    ]);
+    expect(fs.readFileSync(path.join(ws, "node_modules/node/bin/node"), "utf8")).toBe("real");
+    expect(fs.existsSync(path.join(ws, "node_modules/.bin/git"))).toBe(false);
+    expect(fs.readFileSync(path.join(ws, "node_modules/.bin/tool"), "utf8")).toBe("t2");
+  });
+
   it("refuses to start on a tree it cannot fully see (a name that is not UTF-8)", async () => {
     const ws = tree();
     fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/x-`), Buffer.from([0xff])]), "x");

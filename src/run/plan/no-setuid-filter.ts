@@ -15,9 +15,10 @@
 //
 // Refused with EPERM: chmod, fchmod, fchmodat and fchmodat2 with S_ISUID or S_ISGID in the mode;
 // with EOPNOTSUPP (as a file system without extended attributes answers, which tools expect):
-// setxattr, lsetxattr, fsetxattr and setxattrat, since a POSIX ACL is one and outlives the run
-// unseen by the mode rules (a default ACL granting others write on a folder made every later file
-// root wrote there world-writable; review, session 25);
+// setxattr, lsetxattr, fsetxattr, setxattrat and the removexattr calls, since a POSIX ACL is one
+// and outlives the run unseen by the mode rules (a default ACL granting others write on a folder
+// made every later file root wrote there world-writable, and removing a restrictive access ACL
+// gives its group the mask's rights; review, session 25);
 // open, openat, creat, mknod and mknodat creating one (the mode argument); io_uring (its requests
 // bypass seccomp); openat2 answers ENOSYS (its mode is behind a pointer; callers fall back to
 // openat); any other architecture's calls (i386's int 0x80, x32), whose numbers this filter does
@@ -42,8 +43,8 @@ interface Arch {
 }
 
 const IO_URING = [425, 426, 427].map((nr) => ({ nr, errno: EPERM }));
-/** setxattrat, the same number on both. */
-const SETXATTRAT = { nr: 463, errno: EOPNOTSUPP };
+/** setxattrat and removexattrat, the same numbers on both. */
+const XATTRAT = [463, 466].map((nr) => ({ nr, errno: EOPNOTSUPP }));
 
 const ARCHES: Record<"amd64" | "arm64", Arch> = {
   amd64: {
@@ -65,7 +66,10 @@ const ARCHES: Record<"amd64" | "arm64", Arch> = {
       { nr: 188, errno: EOPNOTSUPP }, // setxattr
       { nr: 189, errno: EOPNOTSUPP }, // lsetxattr
       { nr: 190, errno: EOPNOTSUPP }, // fsetxattr
-      SETXATTRAT,
+      { nr: 197, errno: EOPNOTSUPP }, // removexattr
+      { nr: 198, errno: EOPNOTSUPP }, // lremovexattr
+      { nr: 199, errno: EOPNOTSUPP }, // fremovexattr
+      ...XATTRAT,
       ...IO_URING,
     ],
   },
@@ -83,7 +87,10 @@ const ARCHES: Record<"amd64" | "arm64", Arch> = {
       { nr: 5, errno: EOPNOTSUPP }, // setxattr
       { nr: 6, errno: EOPNOTSUPP }, // lsetxattr
       { nr: 7, errno: EOPNOTSUPP }, // fsetxattr
-      SETXATTRAT,
+      { nr: 14, errno: EOPNOTSUPP }, // removexattr
+      { nr: 15, errno: EOPNOTSUPP }, // lremovexattr
+      { nr: 16, errno: EOPNOTSUPP }, // fremovexattr
+      ...XATTRAT,
       ...IO_URING,
     ],
   },
