@@ -24,12 +24,10 @@ import { GitChecks } from "../workspace/git-checks.js";
 import {
   type ConfigTarget,
   commandFoldersInTree,
-  commandLinkTargets,
   repositoriesOf,
   targetsInTree,
 } from "../workspace/git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "../workspace/git-object-check.js";
-import { hostCommandNames } from "../workspace/path-sources.js";
 import type { RuleConfig, Violation } from "../workspace/workspace-rules.js";
 import {
   type EntryFacts,
@@ -150,9 +148,10 @@ function sharedConfig(
   const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
   const disabled = config.disabled?.includes("git-config-paths") === true;
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
-  const targets = disabled ? [] : configuredTargets(repositories, [...roots, ...worktrees, ...folders]);
-  const hostCommands = targets.some((t) => t.commands) ? hostCommandNames(process.env.PATH, roots) : new Set<string>();
-  return { repositories, targets: [...targets, ...commandLinkTargets(targets, hostCommands)], hostCommands };
+  const { targets, hostCommands } = disabled
+    ? { targets: [], hostCommands: new Set<string>() }
+    : configuredTargets(repositories, [...roots, ...worktrees, ...folders], roots);
+  return { repositories, targets, hostCommands };
 }
 
 /** The git directories only a pointer names, and the paths the lent trees' configs name, in this tree. */

@@ -4,11 +4,17 @@
 // `packages/web` runs its `.vscode/tasks.json`, an agent started there reads its `.claude/` and
 // `.mcp.json`. What those configs name must be protected as the top's are (review, session 24:
 // only the top was read). Found by name during a walk of the tree as it was before the run.
-import { SandboxRunError } from "../errors.js";
-import { TargetBudget } from "./config-target-budget.js";
-import { type ConfigTarget, configTargets, GIT_HOOK_NAMES, type GitRepository } from "./git-config-paths.js";
+import type { SandboxRunError } from "../errors.js";
+import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
+import {
+  type ConfigTarget,
+  commandLinkTargets,
+  configTargets,
+  GIT_HOOK_NAMES,
+  type GitRepository,
+} from "./git-config-paths.js";
 import { COMMAND_CONFIGS, LEFTHOOK_NAME, namedScriptTargets } from "./named-scripts.js";
-import { MISE_FILES, pathSourceTargets } from "./path-sources.js";
+import { hostCommandNames, MISE_FILES, pathSourceTargets } from "./path-sources.js";
 
 /** Folders read at most per tree: more refuses the run (never a config left unread in silence). */
 export const MAX_CONFIG_FOLDERS = 1_000;
@@ -21,21 +27,25 @@ const regexText = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
  * run that made 1,000 of them, none a protected name, once used up the cap for the next run;
  * review, session 25), and every file here is a protected name, so a run cannot plant decoys.
  */
-const CONFIG_FILES: readonly RegExp[] = [
-  ...[".envrc", ".tool-versions", ".pre-commit-config.yaml", ".devcontainer.json", ".devcontainer/devcontainer.json"],
+const READ_FILES: readonly string[] = [
+  ".envrc",
+  ".tool-versions",
+  ".pre-commit-config.yaml",
+  ".devcontainer.json",
+  ".devcontainer/devcontainer.json",
   ...MISE_FILES,
   ...COMMAND_CONFIGS.map((c) => c.file),
-]
-  .map((file) => new RegExp(`(?:^|/)${regexText(file)}$`))
-  .concat([
-    /(?:^|\/)\.?mise\.[^/]+\.toml$/,
-    /(?:^|\/)(?:\.mise|mise|\.config\/mise)\/config\.[^/]+\.toml$/,
-    /(?:^|\/)\.config\/mise\.[^/]+\.toml$/,
-    /(?:^|\/)\.config\/mise\/conf\.d\/[^/]+\.toml$/,
-    /(?:^|\/)\.devcontainer\/[^/]+\/devcontainer\.json$/,
-    new RegExp(`(?:^|/)\\.husky/(?:${GIT_HOOK_NAMES.map(regexText).join("|")})$`),
-    new RegExp(`(?:^|/)${LEFTHOOK_NAME.source.replace(/^\^/, "")}`),
-  ]);
+];
+
+const CONFIG_FILES: readonly RegExp[] = READ_FILES.map((file) => new RegExp(`(?:^|/)${regexText(file)}$`)).concat([
+  /(?:^|\/)\.?mise\.[^/]+\.toml$/,
+  /(?:^|\/)(?:\.mise|mise|\.config\/mise)\/config\.[^/]+\.toml$/,
+  /(?:^|\/)\.config\/mise\.[^/]+\.toml$/,
+  /(?:^|\/)\.config\/mise\/conf\.d\/[^/]+\.toml$/,
+  /(?:^|\/)\.devcontainer\/[^/]+\/devcontainer\.json$/,
+  new RegExp(`(?:^|/)\\.husky/(?:${GIT_HOOK_NAMES.map(regexText).join("|")})$`),
+  new RegExp(`(?:^|/)${LEFTHOOK_NAME.source.replace(/^\^/, "")}`),
+]);
 
 /**
  * The folders a config path passes through (`.claude` of `.claude/settings.json`, `.config` and
@@ -45,13 +55,7 @@ const CONFIG_FILES: readonly RegExp[] = [
  */
 const CONFIG_FOLDER_PARTS: readonly RegExp[] = [
   ...new Set(
-    [
-      ...MISE_FILES,
-      ...COMMAND_CONFIGS.map((c) => c.file),
-      ".devcontainer/devcontainer.json",
-      ".husky/pre-commit",
-      ".config/mise/conf.d/x.toml",
-    ].flatMap((file) => {
+    [...READ_FILES, ".husky/pre-commit", ".config/mise/conf.d/x.toml"].flatMap((file) => {
       const parts = file.split("/").slice(0, -1);
       return parts.map((_, i) => parts.slice(0, i + 1).join("/"));
     }),
@@ -116,12 +120,9 @@ export class ConfigFolders {
 
 /** The usage error for a tree with more config folders than a run reads. */
 export function tooManyConfigFolders(root: string): SandboxRunError {
-  return new SandboxRunError(
-    "usage",
-    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders; sandbox-run reads what each names before a run, and reads no more. Nothing was started.`,
-    {
-      hint: 'Lend a smaller tree (a package rather than the whole repository), or turn this protection off for the run (disableBuiltinProtections: ["git-config-paths"]).',
-    },
+  return protectionRefusal(
+    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders; sandbox-run reads what each names before a run, and reads no more`,
+    "Lend a smaller tree (a package rather than the whole repository)",
   );
 }
 
@@ -136,13 +137,22 @@ export function configFoldersOf(root: string, entries: Iterable<{ path: string; 
 /**
  * What the repositories' git config and the environment, hook, agent and editor configs at each
  * of `folders` name (git-config-paths.ts, path-sources.ts, named-scripts.ts), on one budget: past
- * it the run is refused (config-target-budget.ts). Bind mode's watch and copy mode's check both ask.
+ * it the run is refused (config-target-budget.ts); with the targets of the links already in its
+ * command folders, and the host's command names those folders guard (read once, from its PATH,
+ * outside `lentTrees`). Bind mode's watch and copy mode's check both ask.
  */
-export function configuredTargets(repositories: readonly GitRepository[], folders: readonly string[]): ConfigTarget[] {
+export function configuredTargets(
+  repositories: readonly GitRepository[],
+  folders: readonly string[],
+  lentTrees: readonly string[],
+): { targets: ConfigTarget[]; hostCommands: ReadonlySet<string> } {
   const budget = new TargetBudget();
-  return [
+  const targets = [
     ...configTargets(repositories, { budget }),
     ...pathSourceTargets(folders, budget),
     ...namedScriptTargets(folders, budget),
   ];
+  if (!targets.some((t) => t.commands)) return { targets, hostCommands: new Set() };
+  const hostCommands = hostCommandNames(process.env.PATH, lentTrees);
+  return { targets: [...targets, ...commandLinkTargets(targets, hostCommands)], hostCommands };
 }

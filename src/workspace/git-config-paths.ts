@@ -17,10 +17,9 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { SandboxRunError } from "../errors.js";
 import { readSmallFile } from "../util/read-fd.js";
 import { resolvedPath } from "../util/resolved-path.js";
-import { TargetBudget } from "./config-target-budget.js";
+import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -298,12 +297,9 @@ export function configTargets(
   const entriesOf = (file: string): ConfigEntry[] | undefined => {
     if (!parsed.has(file)) {
       if (parsed.size >= MAX_CONFIG_FILES)
-        throw new SandboxRunError(
-          "usage",
-          `The lent trees' repositories read more than ${MAX_CONFIG_FILES} git config files (the last one: ${file}). Nothing was started.`,
-          {
-            hint: 'sandbox-run protects what every config of the repositories in a lent tree names, and refuses rather than protect fewer: lend fewer repositories at once, or turn this protection off for the run (disableBuiltinProtections: ["git-config-paths"]).',
-          },
+        throw protectionRefusal(
+          `the lent trees' repositories read more than ${MAX_CONFIG_FILES} git config files (the last one: ${file})`,
+          "sandbox-run protects what every config of the repositories in a lent tree names, and refuses rather than protect fewer: lend fewer repositories at once",
         );
       const text = readSmall(file, MAX_CONFIG_BYTES);
       parsed.set(file, text === undefined ? undefined : parseGitConfig(text));
@@ -387,9 +383,8 @@ export function targetsInTree(root: string, targets: readonly ConfigTarget[]): M
           for (const hook of GIT_HOOK_NAMES) if (!out.has(hook)) out.set(hook, why);
         continue;
       }
-      if (!isAbove(root, candidate)) continue;
-      const relative = candidate.slice(root === "/" ? 1 : root.length + 1);
-      if (!out.has(relative)) out.set(relative, why);
+      const relative = relativeBelow(root, candidate);
+      if (relative !== undefined && !out.has(relative)) out.set(relative, why);
     }
   }
   return out;
@@ -405,12 +400,7 @@ export function commandFoldersInTree(root: string, targets: readonly ConfigTarge
       ...(target.commands.except ? { except: target.commands.except.source } : {}),
     };
     for (const candidate of new Set([path.normalize(target.path), resolvedPath(target.path)])) {
-      const relative =
-        candidate === root
-          ? ""
-          : isAbove(root, candidate)
-            ? candidate.slice(root === "/" ? 1 : root.length + 1)
-            : undefined;
+      const relative = candidate === root ? "" : relativeBelow(root, candidate);
       if (relative !== undefined && !out.has(relative)) out.set(relative, folder);
     }
   }
@@ -450,7 +440,32 @@ export function commandLinkTargets(
 
 /** Whether `name` in a command-name folder is guarded: a host command's name, not one its own tool writes. */
 export function guardsCommand(folder: CommandFolder, name: string, hostCommands: ReadonlySet<string>): boolean {
-  return hostCommands.has(name) && !(folder.except && new RegExp(folder.except).test(name));
+  return hostCommands.has(name) && !(folder.except && exceptPattern(folder.except).test(name));
+}
+
+/** The command folder that guards the tree path `relativePath` by its name, if one does. */
+export function commandFolderGuarding(
+  relativePath: string,
+  folders: ReadonlyMap<string, CommandFolder>,
+  hostCommands: ReadonlySet<string>,
+): CommandFolder | undefined {
+  if (folders.size === 0) return undefined;
+  const slash = relativePath.lastIndexOf("/");
+  const folder = folders.get(slash < 0 ? "" : relativePath.slice(0, slash));
+  return folder && guardsCommand(folder, relativePath.slice(slash + 1), hostCommands) ? folder : undefined;
+}
+
+/** Compiled once per pattern: the rules ask at every entry of a command folder. */
+const exceptPatterns = new Map<string, RegExp>();
+function exceptPattern(source: string): RegExp {
+  let pattern = exceptPatterns.get(source);
+  if (!pattern) exceptPatterns.set(source, (pattern = new RegExp(source)));
+  return pattern;
+}
+
+/** `candidate` relative to `root` when it lies strictly below it. */
+function relativeBelow(root: string, candidate: string): string | undefined {
+  return isAbove(root, candidate) ? candidate.slice(root === "/" ? 1 : root.length + 1) : undefined;
 }
 
 function isAbove(ancestor: string, p: string): boolean {

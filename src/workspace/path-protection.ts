@@ -3,7 +3,7 @@
 // commit on a ref changes. Host git writes such a path when a person checks the ref out, resets
 // to it or pops the stash, so a protected path there is judged as if the run had written it.
 import { builtinProtectionOf } from "./builtin-protections.js";
-import { type CommandFolder, guardsCommand } from "./git-config-paths.js";
+import { type CommandFolder, commandFolderGuarding } from "./git-config-paths.js";
 import { compileGlobs } from "./path-glob.js";
 import type { RuleConfig } from "./workspace-rules.js";
 
@@ -32,10 +32,8 @@ export function pathProtection(config: RuleConfig): ProtectionOf {
       const why = configPaths.get(path.slice(0, end));
       if (why !== undefined) return { rule: "git-config-paths", why };
     }
-    const slash = path.lastIndexOf("/");
-    const folder = commandFolders.get(slash < 0 ? "" : path.slice(0, slash));
-    if (folder && guardsCommand(folder, path.slice(slash + 1), hostCommands))
-      return { rule: "git-config-paths", why: folder.why };
+    const folder = commandFolderGuarding(path, commandFolders, hostCommands);
+    if (folder) return { rule: "git-config-paths", why: folder.why };
     if (caller?.(path)) return { rule: "protectedPaths" };
     return undefined;
   };

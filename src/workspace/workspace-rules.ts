@@ -17,7 +17,7 @@ import {
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
-import { type CommandFolder, guardsCommand } from "./git-config-paths.js";
+import { type CommandFolder, commandFolderGuarding } from "./git-config-paths.js";
 import {
   gitEntryProblem,
   POINTER_MAX_BYTES,
@@ -423,9 +423,8 @@ export class RuleEvaluator {
     let detail = scope === undefined ? undefined : this.configPaths.get(scope);
     if (scope === undefined) {
       // A host command's name in a command folder (node_modules/.bin/git): the file itself.
-      const slash = path.lastIndexOf("/");
-      const folder = this.commandFolders.get(slash < 0 ? "" : path.slice(0, slash));
-      if (folder && guardsCommand(folder, path.slice(slash + 1), this.hostCommands)) {
+      const folder = commandFolderGuarding(path, this.commandFolders, this.hostCommands);
+      if (folder) {
         scope = path;
         detail = folder.why;
       }

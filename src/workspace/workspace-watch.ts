@@ -18,14 +18,12 @@ import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import {
   type CommandFolder,
   commandFoldersInTree,
-  commandLinkTargets,
   guardsCommand,
   repositoriesOf,
   targetsInTree,
 } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { REF_RULE } from "./git-rule-names.js";
-import { hostCommandNames } from "./path-sources.js";
 import { type Owner, ProtectedCopy } from "./protected-copy.js";
 import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
@@ -842,14 +840,11 @@ function protectConfigPaths(
     ...repositories.flatMap((r) => (r.worktree ? [r.worktree] : [])),
     ...watched.flatMap((w) => w.configFolders.map((rel) => absolute(w, rel))),
   ];
-  const targets = disabled.includes("git-config-paths") ? [] : configuredTargets(repositories, envDirs);
-  // The host's command names, once, if a folder guards them (read from its PATH, outside the trees).
-  const hostCommands = targets.some((t) => t.commands)
-    ? hostCommandNames(process.env.PATH, [...watched.map((w) => w.root), ...unwatched])
-    : new Set<string>();
-  const withLinks = hostCommands.size > 0 ? [...targets, ...commandLinkTargets(targets, hostCommands)] : targets;
+  const { targets, hostCommands } = disabled.includes("git-config-paths")
+    ? { targets: [], hostCommands: new Set<string>() }
+    : configuredTargets(repositories, envDirs, [...watched.map((w) => w.root), ...unwatched]);
   for (const w of watched) {
-    w.configPaths = targetsInTree(w.root, withLinks);
+    w.configPaths = targetsInTree(w.root, targets);
     w.commandFolders = commandFoldersInTree(w.root, targets);
     w.hostCommands = hostCommands;
     const known = new Set(w.copy.gitDirs);

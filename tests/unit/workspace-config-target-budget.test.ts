@@ -43,7 +43,7 @@ describe("config target budget", () => {
       Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`packages/p${i}/.envrc`, "layout node\n"])),
     );
     const folders = Array.from({ length: 300 }, (_, i) => path.join(mono, `packages/p${i}`));
-    expect(configuredTargets([], folders)).toHaveLength(300);
+    expect(configuredTargets([], folders, []).targets).toHaveLength(300);
   });
 
   it("a repository's config naming more than 10,000 paths refuses the run instead of dropping a later repository's hooks", () => {
@@ -100,6 +100,6 @@ describe("config target budget", () => {
     perFile.take("c");
     expect(refusal(() => perFile.take("c"))).toMatch(/^C names more than 2 paths/);
     const ws = tree({ ".envrc": "PATH_add bin\n", ".mcp.json": '{"mcpServers":{"x":{"command":"./tool.sh"}}}' });
-    expect(configuredTargets([], [ws]).map((t) => path.relative(ws, t.path))).toEqual(["bin", "tool.sh"]);
+    expect(configuredTargets([], [ws], []).targets.map((t) => path.relative(ws, t.path))).toEqual(["bin", "tool.sh"]);
   });
 });

@@ -130,9 +130,7 @@ export class CopyModeWorkspace {
       }
       copied.push({ copy, tree });
     }
-    options.check.prepare?.(
-      copied.flatMap((c) => (c.tree ? [{ hostPath: c.copy.hostPath, entries: c.tree.entries }] : [])),
-    );
+    options.check.prepare?.(lentTrees(copied));
     return new CopyModeWorkspace(options, copied, base);
   }
 
