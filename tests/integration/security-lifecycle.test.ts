@@ -347,6 +347,9 @@ describeBindOnly("a bind-mode run stopped while its workspace is judged", () => 
   });
 });
 
+/** The frozen controller's run timeout: the sandbox's own deadline comes this much later than its start. */
+const FROZEN_RUN_TIMEOUT_MS = 20_000;
+
 describe("a controller that stops answering (a lost host or link)", () => {
   it("the sandbox stops itself at the run's deadline (launcher exit 92), without any word from the host", async () => {
     const tmpdir = hostileWorkspace({}, "sandbox-run-tmpdir-");
@@ -354,9 +357,10 @@ describe("a controller that stops answering (a lost host or link)", () => {
     const controller = spawnController(
       server,
       [bash("sleep 3600"), finish()],
-      // 10 s: Pi's first request must come before the controller's own timer (under a full suite's
-      // load on two cores a start has taken over 8 s), or the controller stops the run itself.
-      { cwd: ws, timeoutMs: 10_000, reportEvents: ["container.started", "gateway.request"] },
+      // Pi's first request must come before the controller's own timer, or the controller stops the
+      // run itself (exit 137): under a full suite's load on two cores a start has taken over 8 s,
+      // and once the request came only at ~10 s (fresh clone, session 25).
+      { cwd: ws, timeoutMs: FROZEN_RUN_TIMEOUT_MS, reportEvents: ["container.started", "gateway.request"] },
       { env: { ...process.env, TMPDIR: tmpdir } },
     );
     const started = await within(controller.event("container.started"), 60_000, "the sandbox's start");
@@ -366,7 +370,11 @@ describe("a controller that stops answering (a lost host or link)", () => {
     await within(controller.event("gateway.request"), 60_000, "the sandbox's first model request");
     controller.child.kill("SIGSTOP");
     try {
-      const status = await within(exit, 10_000 + LAUNCHER_DEADLINE_GRACE_MS + 30_000, "the sandbox's own stop");
+      const status = await within(
+        exit,
+        FROZEN_RUN_TIMEOUT_MS + LAUNCHER_DEADLINE_GRACE_MS + 30_000,
+        "the sandbox's own stop",
+      );
       expect(status.StatusCode).toBe(LAUNCHER_EXIT.deadlinePassed);
     } finally {
       controller.child.kill("SIGKILL");
