@@ -73,6 +73,11 @@ export function resolveSecretBindings(
   }));
 }
 
+/** The host file a secret's `from.file` names (`~/` is the caller's home). */
+export function secretFilePath(file: string): string {
+  return file.startsWith("~/") ? path.join(os.homedir(), file.slice(2)) : file;
+}
+
 function readSecretValue(name: string, secret: ProxySecret, env: Record<string, string | undefined>): string {
   const from = secret.from ?? { env: name };
   const where = secretSource(name, secret);
@@ -86,7 +91,7 @@ function readSecretValue(name: string, secret: ProxySecret, env: Record<string, 
       );
     }
   } else {
-    const file = from.file.startsWith("~/") ? path.join(os.homedir(), from.file.slice(2)) : from.file;
+    const file = secretFilePath(from.file);
     try {
       value = fs.readFileSync(file, "utf8").replace(/\r?\n$/, "");
     } catch (error) {

@@ -459,3 +459,44 @@ describe("resolveRun: hand-back", () => {
     ).toMatch(/Hand-back "patch" covers the workspace only, and extra writable directories were given/);
   });
 });
+
+describe("resolveRun: a policy secret read from a file", () => {
+  const secretPolicy = (file: string, readOnlyMounts: string[] = []) => ({
+    ...loadPolicy("workspace-write"),
+    network: "allowlist" as const,
+    allowedDomains: ["github.com"],
+    readOnlyMounts,
+    secrets: { GH_TOKEN: { hosts: ["github.com"], inject: ["bearer" as const], from: { file } } },
+  });
+
+  it("is refused inside the workspace, a writable directory or a read-only mount, and through a link there", () => {
+    const outside = dir();
+    fs.writeFileSync(path.join(outside, "token"), "t".repeat(40));
+    fs.writeFileSync(path.join(ws, "token"), "t".repeat(40));
+    expect(usageError(() => resolve({ policy: secretPolicy(path.join(ws, "token")) })).message).toMatch(
+      /secret GH_TOKEN is read from .*token, which lies inside .*, a folder this run mounts in the sandbox/,
+    );
+    const writable = dir();
+    fs.writeFileSync(path.join(writable, "token"), "t".repeat(40));
+    expect(
+      usageError(() =>
+        resolve({ policy: secretPolicy(path.join(writable, "token")), additionalWritableDirectories: [writable] }),
+      ).message,
+    ).toMatch(/which lies inside/);
+    expect(
+      usageError(() => resolve({ policy: secretPolicy(path.join(outside, "token"), [outside]) })).hint,
+    ).toMatch(/Keep the token file outside the workspace/);
+    // A link in the workspace to a file outside: the sandbox can swap the link for the next run.
+    fs.symlinkSync(path.join(outside, "token"), path.join(ws, "token-link"));
+    expect(usageError(() => resolve({ policy: secretPolicy(path.join(ws, "token-link")) })).message).toMatch(
+      /which lies inside/,
+    );
+    // A link outside to a file inside: the sandbox reads the value there.
+    fs.symlinkSync(path.join(ws, "token"), path.join(outside, "to-ws"));
+    expect(usageError(() => resolve({ policy: secretPolicy(path.join(outside, "to-ws")) })).message).toMatch(
+      /which leads inside/,
+    );
+    // Outside every mounted tree it is read as before.
+    expect(resolve({ policy: secretPolicy(path.join(outside, "token")) }).policy.secrets).toHaveProperty("GH_TOKEN");
+  });
+});

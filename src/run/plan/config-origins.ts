@@ -7,6 +7,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { enginesFilePath, tlsFilesIn } from "../../engine/engine-endpoint.js";
+import { usageError } from "../../errors.js";
+import { secretFilePath } from "../../proxy/secret-bindings.js";
 import { readConfigFile } from "../../util/config-file.js";
 
 export interface ConfigFiles {
@@ -45,6 +47,31 @@ export function configInsideRoots(files: ConfigFiles, roots: readonly string[]):
     }
   }
   return inside;
+}
+
+/**
+ * A policy secret read from a file inside a tree the run mounts is refused, whatever the caller
+ * allows: the sandbox reads the token there (and may swap the file, or a link to it, for the next
+ * run's). Judged by the path as named (its folder resolved) and by where it leads.
+ */
+export function checkSecretFiles(
+  secrets: Record<string, { from?: { env: string } | { file: string } }> | undefined,
+  trees: readonly string[],
+): void {
+  for (const [name, secret] of Object.entries(secrets ?? {})) {
+    const from = secret.from;
+    if (!from || !("file" in from)) continue;
+    const named = secretFilePath(from.file);
+    const asNamed = path.join(realOrResolved(path.dirname(named)), path.basename(named));
+    for (const file of [asNamed, realOrResolved(named)]) {
+      const tree = trees.find((t) => file === t || file.startsWith(`${t}/`));
+      if (tree)
+        throw usageError(
+          `The policy's secret ${name} is read from ${named}, which ${file === asNamed ? "lies" : "leads"} inside ${tree}, a folder this run mounts in the sandbox: the sandbox could read the token, or change it for the next run.`,
+          "Keep the token file outside the workspace, the writable directories and the read-only mounts (e.g. under ~/.config), or read it from an environment variable (from: { env: NAME }).",
+        );
+    }
+  }
 }
 
 /**

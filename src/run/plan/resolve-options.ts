@@ -23,7 +23,13 @@ import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
-import { type ConfigFiles, configInsideRoots, describeInside, modelsJsonHasCommands } from "./config-origins.js";
+import {
+  type ConfigFiles,
+  checkSecretFiles,
+  configInsideRoots,
+  describeInside,
+  modelsJsonHasCommands,
+} from "./config-origins.js";
 import { type FolderRole, lentFolderProblem, readOnlyFolderProblem, realFolder } from "./host-folders.js";
 
 export type Env = Record<string, string | undefined>;
@@ -232,6 +238,7 @@ export function resolveRun(
   const readOnlyMounts = policy.readOnlyMounts.map((d) => canonicalDirectory(d, ROLES.readOnly, false));
   // Judged as they land in the image too: a target through one of its links lands at the link's target.
   checkOverlaps([cwd, ...writableRoots, ...readOnlyMounts].map(throughImageLinks));
+  checkSecretFiles(policy.secrets, [cwd, ...writableRoots, ...readOnlyMounts]);
   const workspacePath = sandboxWorkspacePath(run.workspacePath ?? config.workspacePath, cwd);
   if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts].map(throughImageLinks));
 
