@@ -483,9 +483,9 @@ describe("resolveRun: a policy secret read from a file", () => {
         resolve({ policy: secretPolicy(path.join(writable, "token")), additionalWritableDirectories: [writable] }),
       ).message,
     ).toMatch(/which lies inside/);
-    expect(
-      usageError(() => resolve({ policy: secretPolicy(path.join(outside, "token"), [outside]) })).hint,
-    ).toMatch(/Keep the token file outside the workspace/);
+    expect(usageError(() => resolve({ policy: secretPolicy(path.join(outside, "token"), [outside]) })).hint).toMatch(
+      /Keep the token file outside the workspace/,
+    );
     // A link in the workspace to a file outside: the sandbox can swap the link for the next run.
     fs.symlinkSync(path.join(outside, "token"), path.join(ws, "token-link"));
     expect(usageError(() => resolve({ policy: secretPolicy(path.join(ws, "token-link")) })).message).toMatch(
