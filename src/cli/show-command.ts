@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { usageError } from "../errors.js";
 import { showRecord } from "../operations.js";
+import { hostProgramEnv } from "../util/host-programs.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
@@ -58,7 +59,7 @@ async function openInBrowser(file: string, io: CliIo): Promise<void> {
         ? ["cmd", ["/c", "start", '""', file]]
         : ["xdg-open", [file]];
   await new Promise<void>((resolve) => {
-    const child = spawn(command, args as string[], { detached: true, stdio: "ignore", env: io.env });
+    const child = spawn(command, args as string[], { detached: true, stdio: "ignore", env: hostProgramEnv(io.env) });
     child.once("spawn", () => {
       child.unref();
       resolve();

@@ -9,6 +9,7 @@
 // The difference to Pi: variables come only from the `env` passed in (not process.env), so the
 // caller decides which environment the host-side lookup sees.
 import { execSync } from "node:child_process";
+import { hostProgramEnv } from "../util/host-programs.js";
 
 export type ConfigEnv = Record<string, string | undefined>;
 
@@ -114,7 +115,7 @@ export function resolveConfigValue(config: string, options: ResolveOptions): Con
         encoding: "utf8",
         timeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
         stdio: ["ignore", "pipe", "ignore"],
-        env: definedEnv(options.env),
+        env: hostProgramEnv(definedEnv(options.env)),
       }).trim();
       return output
         ? { ok: true, value: output }

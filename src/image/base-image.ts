@@ -10,6 +10,7 @@ import path from "node:path";
 import type { Engine } from "../engine/engine.js";
 import { emulatorFor, registerEmulatorHint, thisHost } from "../engine/platform-support.js";
 import { SandboxRunError, usageError } from "../errors.js";
+import { hostProgramEnv } from "../util/host-programs.js";
 import { ARCH_NAMES, hostPlatform, platformArch, type RunnerPlatform } from "../util/platform.js";
 import { loadRootfsImage } from "./rootfs-image.js";
 
@@ -194,7 +195,7 @@ function removeRootfs(work: string): void {
       .map((line) => line.split(" ")[4] ?? "")
       .filter((point) => point.startsWith(`${work}/`))
       .sort((a, b) => b.length - a.length);
-  for (const point of mounted()) spawnSync("umount", ["-l", point], { stdio: "ignore" });
+  for (const point of mounted()) spawnSync("umount", ["-l", point], { stdio: "ignore", env: hostProgramEnv() });
   const left = mounted();
   if (left.length > 0) {
     process.emitWarning(`sandbox-run: left ${work} in place: ${left.join(", ")} still mounted there`);
@@ -212,7 +213,7 @@ export function runLoggedProcess(
   timeoutMs?: number,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"], env: hostProgramEnv() });
     let tail = "";
     const timer = timeoutMs
       ? setTimeout(() => {

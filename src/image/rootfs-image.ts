@@ -12,6 +12,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import tarStream from "tar-stream";
 import type { Engine } from "../engine/engine.js";
+import { hostProgramEnv } from "../util/host-programs.js";
 import { ARCH_NAMES, type RunnerPlatform } from "../util/platform.js";
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -80,7 +81,10 @@ export async function loadRootfsImage(
 function tarInto(dir: string, file: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const out = fs.openSync(file, "wx", 0o600);
-    const child = spawn("tar", ["--numeric-owner", "-C", dir, "-c", "."], { stdio: ["ignore", out, "pipe"] });
+    const child = spawn("tar", ["--numeric-owner", "-C", dir, "-c", "."], {
+      stdio: ["ignore", out, "pipe"],
+      env: hostProgramEnv(),
+    });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
     child.on("error", reject);

@@ -17,6 +17,7 @@ import os from "node:os";
 import path from "node:path";
 import { type CappedProcessResult, OutputCapError, runCappedProcess } from "../util/capped-process.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
+import { hostSearchPath } from "../util/host-programs.js";
 import { type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
@@ -160,7 +161,7 @@ export class WorkspaceBaseline {
 export async function diffSides(scratch: string, note: (line: string) => void): Promise<string> {
   // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
   const env = {
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    PATH: hostSearchPath(),
     HOME: scratch,
     LC_ALL: "C",
     GIT_CONFIG_NOSYSTEM: "1",

@@ -9,6 +9,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { rememberLentTrees } from "../util/host-programs.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { readWatchState, type SavedWatch } from "../workspace/watch-state.js";
 import {
@@ -151,6 +152,8 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
         return { runId, trees, gone: [], ...empty(), failed: `its state names ${tree}, which ${problem}` };
       }
     }
+    // Host git judges them: never one a PATH folder of these trees holds (util/host-programs.ts).
+    rememberLentTrees(trees);
     let gone: string[] = [];
     try {
       const resumed = WorkspaceWatch.resume(run.stateDir, state);

@@ -10,6 +10,7 @@
 // Process-wide on purpose: the trees are the host's, and two agents of one program (or the tasks
 // of one batch) share them. Other processes' runs: tree-hold-files.ts.
 import path from "node:path";
+import { rememberLentTrees } from "../util/host-programs.js";
 
 export interface HeldTrees {
   runId: string;
@@ -49,6 +50,8 @@ export function holdTrees(
 ): Promise<TreeHold> {
   const { signal } = options;
   if (signal?.aborted) return Promise.reject(signal.reason);
+  // From now on no host program is looked up in these trees (util/host-programs.ts).
+  rememberLentTrees([...trees.writable, ...trees.readOnly]);
   const entry: Entry = { ...trees };
   const hold: TreeHold = {
     release: () => {

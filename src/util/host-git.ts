@@ -8,8 +8,9 @@
 // Callers use plumbing only (hash-object --no-filters, read-tree/update-index on a private index,
 // write-tree, commit-tree, update-ref; the workspace's git checks: index-pack --verify outside any
 // repository, cat-file and diff-tree in a private one): never `add`, `commit` or `checkout`, which
-// run filters and hooks.
+// run filters and hooks. Found on hostSearchPath(): never in a tree a sandbox writes.
 import { type CappedProcessResult, runCappedProcess } from "./capped-process.js";
+import { hostSearchPath } from "./host-programs.js";
 
 const SAFE_CONFIG = [
   "core.hooksPath=/dev/null",
@@ -60,7 +61,7 @@ type HostGitResult = CappedProcessResult;
 /** Runs `git <args>` as described above; never throws for a non-zero exit (the caller judges it). */
 export function hostGit(args: readonly string[], options: HostGitOptions): Promise<HostGitResult> {
   const env: Record<string, string> = {
-    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    PATH: hostSearchPath(),
     HOME: options.home,
     XDG_CONFIG_HOME: options.home,
     LC_ALL: "C",

@@ -1,0 +1,42 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { hostProgramEnv, hostSearchPath, rememberLentTrees } from "../../src/util/host-programs.js";
+
+const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-host-programs-")));
+afterAll(() => fs.rmSync(base, { recursive: true, force: true }));
+
+describe("hostSearchPath", () => {
+  it("keeps absolute folders outside lent trees, in order, once each", () => {
+    expect(hostSearchPath("/usr/local/bin:/usr/bin:/bin:/usr/bin")).toBe("/usr/local/bin:/usr/bin:/bin");
+  });
+
+  it("drops relative and empty entries (the working directory, often the workspace)", () => {
+    expect(hostSearchPath("bin::./tools:/usr/bin:node_modules/.bin:")).toBe("/usr/bin");
+  });
+
+  it("drops folders in a lent tree: existing, not made yet, and reached through a link from outside", () => {
+    const ws = path.join(base, "ws");
+    const outside = path.join(base, "outside");
+    fs.mkdirSync(path.join(ws, "node_modules/.bin"), { recursive: true });
+    fs.mkdirSync(outside);
+    fs.symlinkSync(path.join(ws, "node_modules"), path.join(outside, "mods"));
+    const callerPath = [
+      path.join(ws, "node_modules/.bin"),
+      path.join(ws, "bin"),
+      path.join(outside, "mods/.bin"),
+      outside,
+      "/usr/bin",
+    ].join(":");
+    expect(hostSearchPath(callerPath)).toBe(callerPath);
+    rememberLentTrees([ws]);
+    expect(hostSearchPath(callerPath)).toBe(`${outside}:/usr/bin`);
+    expect(hostProgramEnv({ PATH: callerPath, HOME: "/h" })).toEqual({ PATH: `${outside}:/usr/bin`, HOME: "/h" });
+  });
+
+  it("falls back to the system folders when nothing is left", () => {
+    expect(hostSearchPath("bin:.")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    expect(hostSearchPath("")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  });
+});
