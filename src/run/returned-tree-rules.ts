@@ -137,14 +137,20 @@ function sharedConfig(
   const gitDirs: string[] = [];
   const pointerFiles: string[] = [];
   const folders: string[] = [];
-  for (const tree of lent) {
+  // The workspace and writable roots, as bind mode reads them: a read-only mount is copied too but
+  // is no tree of the repository's, and a PATH folder in one (a toolchain lent read-only) must keep
+  // the host's command names it holds (review, session 26: they were dropped, and a planted
+  // node_modules/.bin/<that name> was applied).
+  const lentRoots = config.lentRoots;
+  const trees = lentRoots ? lent.filter((t) => lentRoots.includes(t.hostPath)) : lent;
+  for (const tree of trees) {
     const absolute = (rel: string) => (rel === "" ? tree.hostPath : path.join(tree.hostPath, rel));
     const found = gitDirectoriesOf(tree.entries);
     gitDirs.push(...found.gitDirs.map(absolute));
     pointerFiles.push(...found.pointerFiles.map(absolute));
     folders.push(...configFoldersOf(tree.hostPath, tree.entries).map(absolute));
   }
-  const roots = [...new Set([...(config.lentRoots ?? []), ...lent.map((t) => t.hostPath)])];
+  const roots = [...new Set([...(lentRoots ?? []), ...trees.map((t) => t.hostPath)])];
   const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
   const disabled = config.disabled?.includes("git-config-paths") === true;
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));

@@ -143,4 +143,30 @@ describe("copy mode: what one lent tree's configs name in another", () => {
     );
     expect(found).toContain("git-config-paths modified packages/web/env.local");
   });
+  it("a host command in a PATH folder the caller also mounts read-only stays guarded under layout node (copy mode counted the mount as a lent tree)", async () => {
+    const toolchain = tree({ "bin/mytoolz-s26": "#!/bin/sh\necho host tool\n" });
+    const ws = tree({ ".envrc": "layout node\n", "node_modules/.bin/ok": "o\n" });
+    const sent = await roundTrip(ws, (copy) =>
+      fs.writeFileSync(path.join(copy, "node_modules/.bin/mytoolz-s26"), "x\n"),
+    );
+    const lent = [
+      { hostPath: ws, entries: sent.before.entries },
+      { hostPath: toolchain, entries: (await walkHostTree(toolchain)).entries },
+    ];
+    const savedPath = process.env.PATH;
+    process.env.PATH = `${toolchain}/bin:${savedPath}`;
+    try {
+      const check = workspaceRulesCheck({ lentRoots: [ws] });
+      const violations = await check(
+        sent.before.entries,
+        sent.returned.after,
+        { hostPath: ws, kind: "workspace" },
+        sent.returned,
+        lent,
+      );
+      expect(violations.map((v) => `${v.path} ${v.rule}`)).toEqual(["node_modules/.bin/mytoolz-s26 git-config-paths"]);
+    } finally {
+      process.env.PATH = savedPath;
+    }
+  });
 });
