@@ -4,7 +4,10 @@
 // `packages/web` runs its `.vscode/tasks.json`, an agent started there reads its `.claude/` and
 // `.mcp.json`. What those configs name must be protected as the top's are (review, session 24:
 // only the top was read). Found by name during a walk of the tree as it was before the run.
+import fs from "node:fs";
+import path from "node:path";
 import type { SandboxRunError } from "../errors.js";
+import { resolvedPath } from "../util/resolved-path.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import {
   type ConfigTarget,
@@ -149,10 +152,35 @@ export function configuredTargets(
   const budget = new TargetBudget();
   const targets = [
     ...configTargets(repositories, { budget }),
-    ...pathSourceTargets(folders, budget),
+    ...pathSourceTargets(folders, budget).map((t) => onPathAtTop(t, lentTrees)),
     ...namedScriptTargets(folders, budget),
   ];
   if (!targets.some((t) => t.commands)) return { targets, hostCommands: new Set() };
   const hostCommands = hostCommandNames(process.env.PATH, lentTrees);
   return { targets: [...targets, ...commandLinkTargets(targets, hostCommands)], hostCommands };
+}
+
+/**
+ * A folder an environment file puts on PATH that is a lent tree's own top, or the folder holding
+ * that file (`PATH_add .`, `export PATH="$PWD:$PATH"`, mise's `{{config_root}}`, a package's
+ * `PATH_add ../..`), cannot be protected whole: the tree itself (targetsInTree skips it) or a whole
+ * package would be, so it guarded nothing, and the sandbox's `./git` ran in the host's shell
+ * (review, session 26). It guards the host's command names there instead, as `layout node`'s
+ * folder does; a `path:` tool version's folder is what mise and asdf put `bin/` of on PATH: that.
+ */
+function onPathAtTop(target: ConfigTarget, lentTrees: readonly string[]): ConfigTarget {
+  if (target.commands) return target;
+  const at = [path.normalize(target.path), resolvedPath(target.path)];
+  const tops = new Set([...lentTrees, path.dirname(target.source)]);
+  if (!at.some((p) => tops.has(p)) || !isDirectory(target.path)) return target;
+  if (target.key.endsWith(" path:")) return { ...target, path: path.join(target.path, "bin") };
+  return { ...target, key: `${target.key} (a host command's name)`, commands: {} };
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }

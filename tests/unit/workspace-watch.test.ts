@@ -236,6 +236,37 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(report.changedFiles.deleted).toEqual([]);
   });
 
+  it("a folder on PATH that is a tree's top or its config's own folder guards the host's command names there (it guarded nothing)", async () => {
+    for (const files of [
+      { ".envrc": "PATH_add .\n" },
+      { ".envrc": 'export PATH="$PWD:$PATH"\n' },
+      { "mise.toml": '[env]\n_.path = ["{{config_root}}"]\n' },
+      { "packages/web/.envrc": "PATH_add ../..\n" },
+    ]) {
+      const ws = tree({ ...files, "src/a.ts": "a\n" });
+      const w = await watch(ws);
+      fs.writeFileSync(path.join(ws, "git"), "planted", { mode: 0o755 });
+      fs.writeFileSync(path.join(ws, "src/a.ts"), "ordinary work\n");
+      const report = await w.finish();
+      expect(report.violations.map((v) => `${v.path} ${v.rule}`)).toEqual(["git git-config-paths"]);
+      expect(fs.existsSync(path.join(ws, "git"))).toBe(false);
+    }
+    // A package's own `PATH_add .`: its command names, not the whole package (ordinary edits pass).
+    const mono = tree({ "packages/web/.envrc": "PATH_add .\n", "packages/web/index.js": "x\n" });
+    let w = await watch(mono);
+    fs.writeFileSync(path.join(mono, "packages/web/index.js"), "y\n");
+    fs.writeFileSync(path.join(mono, "packages/web/ls"), "planted");
+    let report = await w.finish();
+    expect(report.violations.map((v) => v.path)).toEqual(["packages/web/ls"]);
+    // A `path:` tool version at the top: mise and asdf put its bin/ first on PATH.
+    const tv = tree({ ".tool-versions": "nodejs path:.\n", "src/a.ts": "a\n" });
+    w = await watch(tv);
+    fs.mkdirSync(path.join(tv, "bin"));
+    fs.writeFileSync(path.join(tv, "bin/node"), "planted");
+    report = await w.finish();
+    expect(report.violations.map((v) => v.path).sort()).toEqual(["bin", "bin/node"]);
+  });
+
   it("what configs name is protected from a package below the top, from a read-only workspace into a writable root, and in another lent tree", async () => {
     const tools = tree({ "bin/mytool": "t", "sub/.envrc": "PATH_add bin\n", "sub/bin/ok": "o" });
     const ws = tree({
