@@ -140,6 +140,8 @@ export class OwnershipLease {
   private readonly owners: Owner[] = [];
   private readonly ownerIndex = new Map<string, number>();
   private readonly inodes = new Map<number, InodeTable>();
+  /** Each root's mount points (relative) found when it was lent: neither lent nor handed back. */
+  private readonly mounts = new Map<string, string[]>();
   /**
    * Whether stat's birth times are the file system's own, learnt at the first chown of a lend: where
    * statx is unavailable (ENOSYS, or an old seccomp filter around the controller), libuv reports
@@ -184,7 +186,10 @@ export class OwnershipLease {
   async restore(caller: Owner): Promise<HandBackReport> {
     const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
     for (const root of this.roots) {
-      await forEachEntry(root, (entry, stat) => {
+      // Not through what was mounted inside the tree: its files were never lent, and one the
+      // sandbox's uid or gid owned before the run (a volume such a container wrote) is not the
+      // caller's (review, session 26: they were handed to root).
+      await forEachEntry(root, this.mounts.get(root) ?? [], (entry, stat) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
         // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
         const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);
@@ -200,7 +205,8 @@ export class OwnershipLease {
 
   private async lendTree(root: string): Promise<void> {
     const mounts = mountPointsInside(root);
-    await forEachEntry(root, (entry, stat) => {
+    this.mounts.set(root, mounts);
+    await forEachEntry(root, mounts, (entry, stat) => {
       let table = this.inodes.get(stat.dev);
       if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
       // What is mounted inside the tree (a CI cache, a volume, a bind mount of a root-only folder)
@@ -208,7 +214,6 @@ export class OwnershipLease {
       // the sandbox's uid write there (review, session 25). Never lent, at any depth.
       // Not recorded either: a mount whose source is in the same tree shows the same inodes twice,
       // and a never-touch record beside the lent one left some of them with the sandbox's uid.
-      if (mounts.length > 0 && mounts.some((m) => entry.path === m || entry.path.startsWith(`${m}/`))) return;
       // A file with another hard link is also a file outside the tree (`git clone --local`
       // objects, a planted link): lending it would let the sandbox write there. A socket, FIFO or
       // device node is a door to something else (a root-only service's socket, a disk): never lent.
@@ -270,13 +275,23 @@ export function mountPointsInside(root: string, mountinfo?: string): string[] {
 }
 
 /** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */
-async function forEachEntry(root: string, visit: (entry: WalkEntry, stat: fs.Stats) => void): Promise<void> {
+async function forEachEntry(
+  root: string,
+  mounts: readonly string[],
+  visit: (entry: WalkEntry, stat: fs.Stats) => void,
+): Promise<void> {
   let sinceYield = 0;
+  const mounted = new Set(mounts);
   // In any order: a folder of more names than a walk holds (hard links cost the sandbox nothing) is
-  // streamed, so every entry is handed back whatever one folder holds.
-  const walk = walkTree(root, { maxDepth: Number.POSITIVE_INFINITY, descend: (e) => e.fd !== undefined, order: "any" });
+  // streamed, so every entry is handed back whatever one folder holds. A mount point is neither
+  // visited nor entered.
+  const walk = walkTree(root, {
+    maxDepth: Number.POSITIVE_INFINITY,
+    descend: (e) => e.fd !== undefined && !mounted.has(e.path),
+    order: "any",
+  });
   for (const entry of walk) {
-    if (entry.stat) visit(entry, entry.stat);
+    if (entry.stat && !mounted.has(entry.path)) visit(entry, entry.stat);
     if (++sinceYield >= YIELD_EVERY) {
       sinceYield = 0;
       await yieldToEventLoop();
@@ -332,7 +347,7 @@ function handBackSetuidFile(at: string | Buffer, judged: fs.Stats, owner: Owner,
  */
 export async function handBackOrphanedTree(root: string, from: Owner, to: Owner): Promise<HandBackReport> {
   const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
-  await forEachEntry(root, (entry, stat) => {
+  await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
     if (stat.uid !== from.uid && stat.gid !== from.gid) return;
     handBack(entry, stat, to, report);
     report.created++;

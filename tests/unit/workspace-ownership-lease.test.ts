@@ -116,6 +116,26 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     expect(owner(path.join(secret, "key.txt"))).toBe("0:0");
   });
 
+  it("hands back nothing of a mounted volume: files the sandbox's uid or gid owned before the run stay theirs", async () => {
+    const volume = tree({ "data/db.sqlite": "d", "shared.txt": "s", "plain.txt": "p" });
+    execFileSync("chown", ["-R", `${SANDBOX.uid}:${SANDBOX.gid}`, volume]);
+    fs.chownSync(path.join(volume, "shared.txt"), 1000, SANDBOX.gid);
+    fs.chownSync(path.join(volume, "plain.txt"), 1000, 1000);
+    const ws = tree({ "lent.txt": "l", "cache/.keep": "" });
+    execFileSync("mount", ["--bind", volume, path.join(ws, "cache")]);
+    try {
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      await lease.restore(CALLER);
+      await handBackOrphanedTree(ws, SANDBOX, CALLER);
+    } finally {
+      execFileSync("umount", [path.join(ws, "cache")]);
+    }
+    const owners = ["", "data", "data/db.sqlite", "shared.txt", "plain.txt"].map((p) => owner(path.join(volume, p)));
+    const sandbox = `${SANDBOX.uid}:${SANDBOX.gid}`;
+    expect(owners).toEqual([sandbox, sandbox, sandbox, `1000:${SANDBOX.gid}`, "1000:1000"]);
+    expect(owner(path.join(ws, "lent.txt"))).toBe(owner(ws));
+  });
+
   it("a mount whose source is in the same tree (its inodes seen twice): every lent file goes back to its owner", async () => {
     const ws = tree({ "b/.keep": "" });
     fs.mkdirSync(path.join(ws, "a"));
