@@ -34,8 +34,12 @@ export interface GitDrivers {
 }
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
-/** Config files read at most (config, config.worktree, the common dir's, includes, submodules'). */
-export const MAX_FILES = 64;
+/**
+ * Config files read at most (config, config.worktree, the common dir's, includes, submodules'): as
+ * many as git-config-paths.ts reads. At 64, Boost checked out with its 172 submodules was refused
+ * (review of real repositories, session 26).
+ */
+export const MAX_FILES = 1024;
 const SECTION = /^\s*\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]/i;
 const OLD_SECTION = /^\s*\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]/i;
 const PLAIN_SECTION = /^\s*\[\s*([a-z0-9.-]+)\s*\]/i;

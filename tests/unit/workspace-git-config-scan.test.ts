@@ -184,6 +184,17 @@ describe("scanGitConfig's credentials", () => {
     expect(scanGitConfig(ws)).toMatchObject({ credentials: ["http.https://github.com/.extraheader"], unread: 0 });
   });
 
+  it("reads every submodule of a repository with many checked out (Boost's 172 were refused at 64)", () => {
+    const files: Record<string, string> = {};
+    for (let n = 0; n < 200; n++) files[`.git/modules/libs/m${n}/config`] = "[core]\n\tbare = false\n";
+    files[".git/modules/libs/m199/config"] =
+      '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic SECRET\n';
+    expect(scanGitConfig(repo(files))).toMatchObject({
+      credentials: ["http.https://github.com/.extraheader"],
+      unread: 0,
+    });
+  });
+
   it("finds none for a user name that is a person's (a Bitbucket clone URL)", () => {
     const ws = repo({ ".git/config": '[remote "origin"]\n\turl = https://jane@bitbucket.org/team/repo.git\n' });
     expect(scanGitConfig(ws).credentials).toEqual([]);
@@ -191,10 +202,10 @@ describe("scanGitConfig's credentials", () => {
 
   it("counts the config files it leaves unread past its cap, so a run can refuse rather than miss what they hold", () => {
     const files: Record<string, string> = {
-      ".git/config": Array.from({ length: 70 }, (_, n) => `[include]\n\tpath = ../inc/${n}.cfg\n`).join(""),
+      ".git/config": Array.from({ length: 1030 }, (_, n) => `[include]\n\tpath = ../inc/${n}.cfg\n`).join(""),
     };
-    for (let n = 0; n < 70; n++)
-      files[`inc/${n}.cfg`] = n === 69 ? '[http "https://x/"]\n\textraheader = SECRET\n' : "";
+    for (let n = 0; n < 1030; n++)
+      files[`inc/${n}.cfg`] = n === 1029 ? '[http "https://x/"]\n\textraheader = SECRET\n' : "";
     const { unread } = scanGitConfig(repo(files));
     expect(unread).toBeGreaterThan(0);
     expect(scanGitConfig(repo({ ".git/config": "[core]\n\tbare = false\n" })).unread).toBe(0);

@@ -67,8 +67,8 @@ export interface PlanPlace {
 function refuseGitCredentials(folder: string, { credentials, unread }: GitConfigFacts): void {
   if (unread > 0)
     throw usageError(
-      `The git config of ${folder} reaches more than ${MAX_CONFIG_FILES} files (includes, submodules): sandbox-run reads that many to find the drivers it neutralises and any credential, and does not start with ${unread} more unread.`,
-      "Remove the extra include.path entries (or submodules) from that checkout, or run on a fresh clone.",
+      `The git config of ${folder} reaches more than ${MAX_CONFIG_FILES} files (includes, submodules): sandbox-run reads that many to find the drivers it neutralises and any credential, and does not start with more unread.`,
+      "Lend a checkout with fewer submodules checked out or fewer include.path entries (a clone without --recurse-submodules), or a smaller tree.",
     );
   if (credentials.length === 0) return;
   const fixes = credentials.map((key) =>
