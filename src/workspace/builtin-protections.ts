@@ -403,6 +403,11 @@ export function builtinProtectionOf(
   if (path === "") return undefined;
   const parts = path.split("/");
   for (let i = 0; i < parts.length; i++) {
+    // Inside installed packages no tool reads these names when a person opens or enters the tree
+    // (the configs are read outside node_modules too: config-folders.ts), and packages ship them:
+    // `npm install dockerode` brought `.vscode/` and `.pre-commit-config.yaml` and failed the run
+    // (review of real repositories, session 26). npm writes the folder's name in lower case only.
+    if (parts[i] === "node_modules") return undefined;
     const lower = comparable(parts[i]!);
     const next = parts[i + 1] === undefined ? undefined : comparable(parts[i + 1]!);
     let rule: string | undefined;
@@ -485,6 +490,8 @@ export function protectionWhy(rule: string): string | undefined {
 
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
+  // A package's own package.json or .npmrc: what `npm install` writes, read by no one's command.
+  if (/(^|\/)node_modules\//.test(path)) return undefined;
   const name = foldCase(path.slice(path.lastIndexOf("/") + 1));
   const why = HOST_RUN_REPORTED.get(name);
   return why ? { name, why } : undefined;

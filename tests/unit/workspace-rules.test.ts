@@ -381,6 +381,22 @@ describe("built-in protections", () => {
     expect(violations[0]!.restore).toEqual({ action: "revert", path: ".git" });
   });
 
+  it("names inside installed packages are no protection and no report (npm install brought .vscode/ and .pre-commit-config.yaml); outside, and under another spelling, they are", () => {
+    const none = new Set<string>();
+    for (const p of [
+      "node_modules/dockerode/.vscode/settings.json",
+      "node_modules/nan/.pre-commit-config.yaml",
+      "web/node_modules/@scope/pkg/.husky/pre-commit",
+    ])
+      expect(builtinProtectionOf(p, none), p).toBeUndefined();
+    expect(hostRunReportOf("node_modules/x/package.json")).toBeUndefined();
+    expect(hostRunReportOf("node_modules/x/.npmrc")).toBeUndefined();
+    expect(builtinProtectionOf(".vscode/node_modules/x", none)).toEqual({ rule: ".vscode/", scope: ".vscode" });
+    expect(builtinProtectionOf("NODE_MODULES/x/.husky/pre-commit", none)?.rule).toBe(".husky/");
+    expect(builtinProtectionOf("web/.vscode/tasks.json", none)?.rule).toBe(".vscode/");
+    expect(hostRunReportOf("web/package.json")?.name).toBe("package.json");
+  });
+
   it("builtinProtectionOf names the outermost scope", () => {
     expect(builtinProtectionOf("a/.pi/b/.envrc", new Set())).toEqual({ rule: ".pi/", scope: "a/.pi" });
     expect(builtinProtectionOf("a/.pi/b/.envrc", new Set([".pi/"]))).toEqual({
