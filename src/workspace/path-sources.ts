@@ -82,8 +82,13 @@ function namesIn(dir: string): string[] {
 /** Per-environment mise files read per folder. */
 const MAX_MISE_FILES = 64;
 
-/** What making or refreshing a venv writes into its bin/ (the venv's own python and pip). */
-const VENV_OWN_NAMES = /^(python|pip)[0-9.]*$/;
+/**
+ * What making or refreshing a venv writes into its bin/: python, pip and the activate scripts
+ * (pyenv-virtualenv puts `activate` and `deactivate` on the host's PATH, and making the venv then
+ * failed the run; review of real repositories, session 26), virtualenv's and uv's extras too.
+ */
+const VENV_OWN_NAMES =
+  /^((python|pip|pydoc|wheel|easy_install)[0-9.]*(\.exe|\.bat)?|[Aa]ctivate(\.(csh|fish|nu|ps1|bat|xsh))?|activate_this\.py|deactivate(\.(bat|nu))?)$/;
 
 /** How deep an .envrc's sourced files are followed (each is read as it was, like the .envrc). */
 const MAX_SOURCE_DEPTH = 4;
