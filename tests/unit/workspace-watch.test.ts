@@ -242,7 +242,7 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
       { ".envrc": 'export PATH="$PWD:$PATH"\n' },
       { "mise.toml": '[env]\n_.path = ["{{config_root}}"]\n' },
       { "packages/web/.envrc": "PATH_add ../..\n" },
-    ]) {
+    ] as Array<Record<string, string>>) {
       const ws = tree({ ...files, "src/a.ts": "a\n" });
       const w = await watch(ws);
       fs.writeFileSync(path.join(ws, "git"), "planted", { mode: 0o755 });
