@@ -517,3 +517,29 @@ function withoutQuotesAround(word: string): string {
   while (end > start && (word[end - 1] === '"' || word[end - 1] === "'")) end--;
   return word.slice(start, end);
 }
+
+/** A proper ancestor of a guarded path: the guarded path below it, and why that one is guarded. */
+export interface GuardedAncestor {
+  below: string;
+  why: string;
+}
+
+/**
+ * The proper ancestors of the config paths and command folders (a command's place in one): a
+ * non-directory there redirects the guarded path. One table for both judges (workspace-rules.ts).
+ */
+export function guardedAncestors(
+  configPaths: ReadonlyMap<string, string>,
+  commandFolders: ReadonlyMap<string, CommandFolder>,
+): Map<string, GuardedAncestor> {
+  const out = new Map<string, GuardedAncestor>();
+  const below = (p: string, why: string) => {
+    for (let i = p.indexOf("/"); i > 0; i = p.indexOf("/", i + 1)) out.set(p.slice(0, i), { below: p, why });
+  };
+  for (const [p, why] of configPaths) below(p, why);
+  for (const [folder, { why }] of commandFolders) below(`${folder}/<a host command>`, why);
+  return out;
+}
+
+export const noLongerADirectory = (ancestor: GuardedAncestor) =>
+  `a parent of ${ancestor.below} (${ancestor.why}) is no longer a directory`;

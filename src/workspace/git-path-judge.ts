@@ -49,7 +49,7 @@ class PathJudge {
     const worktreeKnown = !relative.startsWith("worktrees/");
     for (const entry of entries) {
       const name = entry.name.toString("utf8");
-      const protection = this.protectionOf(name, worktreeKnown);
+      const protection = this.protectionOf(name, worktreeKnown, entry.mode);
       if (!protection) continue;
       const oid = entry.oid?.toString("hex") ?? "";
       if (old.get(`${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`) === `${entry.mode} ${oid}`) continue;
@@ -77,7 +77,7 @@ class PathJudge {
           };
         continue;
       }
-      const protection = this.protectionOf(record.path, worktreeKnown);
+      const protection = this.protectionOf(record.path, worktreeKnown, record.dstMode);
       if (!protection) continue;
       if (worktreeKnown) {
         const held = this.worktree(record.path);
@@ -99,10 +99,11 @@ class PathJudge {
     return found;
   }
 
-  private protectionOf(path: string, worktreeKnown: boolean): Protection | undefined {
+  /** `mode`: what the pointer puts there (a link where a guarded path's parent is counts). */
+  private protectionOf(path: string, worktreeKnown: boolean, mode: number): Protection | undefined {
     return worktreeKnown
-      ? this.input.protection(inGitDir(this.input.worktree ?? "", path))
-      : this.input.builtinProtection(path);
+      ? this.input.protection(inGitDir(this.input.worktree ?? "", path), mode)
+      : this.input.builtinProtection(path, mode);
   }
 
   private worktree(path: string): WorktreeEntry | null | undefined {

@@ -17,7 +17,13 @@ import {
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
-import { type CommandFolder, commandFolderGuarding } from "./git-config-paths.js";
+import {
+  type CommandFolder,
+  commandFolderGuarding,
+  type GuardedAncestor,
+  guardedAncestors,
+  noLongerADirectory,
+} from "./git-config-paths.js";
 import {
   gitEntryProblem,
   POINTER_MAX_BYTES,
@@ -182,7 +188,7 @@ export class RuleEvaluator {
   private readonly commandFolders: ReadonlyMap<string, CommandFolder>;
   private readonly hostCommands: ReadonlySet<string>;
   /** Proper ancestors of the config paths (a command folder too) -> what is below them, and why. */
-  private readonly configAncestors = new Map<string, { below: string; why: string }>();
+  private readonly configAncestors: ReadonlyMap<string, GuardedAncestor>;
   /** What the git checks beyond single entries look at (object-store files, pointers). */
   readonly gitWork = new GitWork();
   /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
@@ -197,12 +203,7 @@ export class RuleEvaluator {
     this.configPaths = config.configPaths ?? new Map();
     this.commandFolders = config.commandFolders ?? new Map();
     this.hostCommands = config.hostCommands ?? new Set();
-    const below = (p: string, why: string) => {
-      for (let i = p.indexOf("/"); i > 0; i = p.indexOf("/", i + 1))
-        this.configAncestors.set(p.slice(0, i), { below: p, why });
-    };
-    for (const [p, why] of this.configPaths) below(p, why);
-    for (const [folder, { why }] of this.commandFolders) below(`${folder}/<a host command>`, why);
+    this.configAncestors = guardedAncestors(this.configPaths, this.commandFolders);
   }
 
   // The rule table for one entry, read top to bottom: the order is the rules' precedence.
@@ -445,7 +446,7 @@ export class RuleEvaluator {
         path,
         change,
         rule: "git-config-paths",
-        detail: `a parent of ${below.below} (${below.why}) is no longer a directory`,
+        detail: noLongerADirectory(below),
         restore: { action: "remove", path },
       });
     }

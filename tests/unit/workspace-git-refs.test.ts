@@ -51,6 +51,21 @@ function huskyRepo(extra: Record<string, string> = {}): string {
   return ws;
 }
 
+/** `PATH_add tools/bin` (built, untracked); `tools/` is tracked. */
+function toolsRepo(): string {
+  const ws = tree({ ".envrc": "PATH_add tools/bin\n", "tools/README": "r\n", "src/a": "a\n" });
+  git(ws, "init", "-q", "-b", "main");
+  git(ws, "add", ".");
+  git(ws, "commit", "-qm", "init");
+  return ws;
+}
+
+/** A branch whose commit makes tools a link to evil/ holding bin/git; HEAD back on main, evil/ gone. */
+const TOOLS_LINK_BRANCH = `git checkout -q -b agent-fix && git rm -q -r tools
+mkdir -p evil/bin && printf '#!/bin/sh\\necho PWNED\\n' > evil/bin/git && chmod +x evil/bin/git && ln -s evil tools
+git add -A && git -c user.name=a -c user.email=a@a commit -qm refactor
+git checkout -q main && rm -rf evil`;
+
 async function bindRun(ws: string, script: string, protectedPaths: string[] = []) {
   const w = await WorkspaceWatch.start({
     workspace: ws,
@@ -311,6 +326,48 @@ git rm -q --cached vendor/lib`,
     expect(found).toEqual(expect.arrayContaining(["git-refs modified .git/refs/heads/master"]));
     expect(report.violations.find((v) => v.rule === "git-refs")!.detail).toMatch(/moves the submodule vendor\/lib/);
   });
+
+  it("a new branch whose commit makes a PATH_add folder's parent a link (tools -> evil, evil/bin/git): refused like the worktree's own change; the host has no branch to check out", async () => {
+    const ws = toolsRepo();
+    const { report, found } = await bindRun(ws, TOOLS_LINK_BRANCH);
+    expect(found).toEqual(expect.arrayContaining(["git-config-paths created .git/refs/heads/agent-fix"]));
+    expect(report.violations.find((v) => v.path === ".git/refs/heads/agent-fix")!.detail).toMatch(
+      /^refs\/heads\/agent-fix names [0-9a-f]{12}, whose tree changes tools \(a parent of tools\/bin \(.*\) is no longer a directory\)/,
+    );
+    expect(report.restore).toMatchObject({ reverted: [".git"], clean: true });
+    expect(git(ws, "branch", "--list", "agent-fix")).toBe("");
+  });
+
+  it("layout node, node_modules ignored and installed: a commit putting node_modules there as a link to a committed folder holding .bin/git is refused", async () => {
+    const ws = tree({ ".envrc": "layout node\n", ".gitignore": "node_modules/\n", "src/a": "a\n" });
+    git(ws, "init", "-q", "-b", "main");
+    git(ws, "add", ".");
+    git(ws, "commit", "-qm", "init");
+    fs.mkdirSync(path.join(ws, "node_modules/.bin"), { recursive: true });
+    fs.writeFileSync(path.join(ws, "node_modules/.bin/tsc"), "tsc");
+    const { report, found } = await bindRun(
+      ws,
+      `git checkout -q -b agent-fix
+mkdir -p vendor-tools/.bin && printf '#!/bin/sh\\necho PWNED\\n' > vendor-tools/.bin/git && git add vendor-tools
+git update-index --add --cacheinfo "120000,$(printf vendor-tools | git hash-object -w --stdin),node_modules"
+git -c user.name=a -c user.email=a@a commit -qm tools
+git checkout -q -f main && rm -rf vendor-tools`,
+    );
+    expect(found).toEqual(expect.arrayContaining(["git-config-paths created .git/refs/heads/agent-fix"]));
+    expect(report.violations.find((v) => v.path === ".git/refs/heads/agent-fix")!.detail).toMatch(
+      /whose tree changes node_modules \(a parent of node_modules\/\.bin\/<a host command> \(.*\) is no longer a directory\)/,
+    );
+    expect(git(ws, "branch", "--list", "agent-fix")).toBe("");
+  });
+
+  it("the link only staged (the host's restore . would write it): refused on .git/index", async () => {
+    const ws = toolsRepo();
+    const { found } = await bindRun(
+      ws,
+      `git rm -q -r --cached tools && git update-index --add --cacheinfo "120000,$(printf evil | git hash-object -w --stdin),tools"`,
+    );
+    expect(found).toEqual(["git-config-paths modified .git/index"]);
+  });
 });
 
 describe("copy mode: the same, judged before anything is applied", { timeout: 60_000 }, () => {
@@ -328,6 +385,12 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
     expect((await copyRun(huskyRepo(), HOOK_IN_BETWEEN)).found).toEqual([".husky/ modified .git/refs"]);
     expect((await copyRun(huskyRepo(), SHALLOW_HEAD)).found).toEqual(["git-refs created .git/shallow"]);
     expect((await copyRun(huskyRepo(), ORDINARY_WORK)).found).toEqual([]);
+  });
+
+  it("a new branch whose commit makes a PATH_add folder's parent a link: refused before the apply", async () => {
+    expect((await copyRun(toolsRepo(), TOOLS_LINK_BRANCH)).found).toEqual(
+      expect.arrayContaining(["git-config-paths created .git/refs/heads/agent-fix"]),
+    );
   });
 
   it("BISECT_START: an option, a hidden commit, a name that is no branch are refused; an ordinary bisect passes", async () => {
