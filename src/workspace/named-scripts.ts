@@ -51,7 +51,7 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
   // One entry per path (the first config that names it), each word counted against the run's
   // budget: two hundred devcontainer.json links to one file of 125,000 commands once made 25 million.
   const seen = new Set<string>();
-  const folders = new Map<string, boolean>();
+  const kinds = new Map<string, "file" | "directory" | undefined>();
   const guard = (target: string, key: string, source: string) => {
     if (seen.has(target)) return;
     seen.add(target);
@@ -60,23 +60,30 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
   const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
     // runs: guarding it whole refused the run's ordinary edits. A folder that is the program or an
-    // interpreter's operand (`node tools/`, `python tools/precommit`) runs its entry file: that is
-    // guarded, the rest of the folder is the repository's code like any other (`node --test test/`
-    // runs the tests). A package's own file under node_modules is the repository's code (what
-    // `npm ci` writes). A path that does not exist yet is guarded: the run must not create what
-    // the config would run.
+    // interpreter's operand (`node tools/`, `python tools/`, `go run ./cmd/lint`) is code, guarded
+    // whole: node reads its package.json's `main` before index.js, python runs an unchecked-hash
+    // pyc in __pycache__ before __main__.py, so guarding only the entry files let the run change
+    // what the host runs (review, session 26). A package's own file under node_modules is the
+    // repository's code (what `npm ci` writes). A path that does not exist yet is guarded: the run
+    // must not create what the config would run.
     if (/(^|\/)node_modules\//.test(target)) return;
-    let folder = folders.get(target);
-    if (folder === undefined) {
+    let kind = kinds.get(target);
+    if (!kinds.has(target)) {
       budget.take(file);
-      folder = isDirectory(target);
-      folders.set(target, folder);
+      kind = entryKind(target);
+      kinds.set(target, kind);
     }
-    if (folder) {
-      if (code) for (const entry of FOLDER_ENTRIES) guard(path.join(target, entry), key, file);
-      return;
-    }
+    if (kind === "directory" && !code) return;
     guard(target, key, file);
+    // Code that is not an existing file resolves as node, tsx, bun and python resolve it:
+    // `node scripts/check` runs scripts/check.js, `node tools` runs tools.js before the folder.
+    // An existing file is run as it is (and guarded), so its resolutions never are.
+    if (!code || kind === "file") return;
+    for (const extension of CODE_EXTENSIONS)
+      if (!seen.has(target + extension)) {
+        budget.take(file);
+        guard(target + extension, key, file);
+      }
   };
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
     for (const { word, code } of codePathWords(strings)) named(file, key, path.resolve(base, word), code);
@@ -85,7 +92,7 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     for (const hook of huskyHooks(dir)) add(hook, "husky hook", [readText(hook) ?? ""], dir);
     const preCommit = path.join(dir, ".pre-commit-config.yaml");
     for (const hook of objectsWith(readYaml(preCommit), "entry")) {
-      add(preCommit, "pre-commit entry", stringsUnder(hook, new Set(["entry", "args"])), dir);
+      add(preCommit, "pre-commit entry", commandLines(hook, "entry", "args"), dir);
       // `language: script` runs its entry as a path in the repository, with or without a `/`.
       if (hook.language === "script" && typeof hook.entry === "string") {
         const [script] = shellWords(hook.entry);
@@ -114,12 +121,21 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
         // A VS Code task's `options.cwd` is the folder its command runs in.
         const cwd = (command.options as { cwd?: unknown } | undefined)?.cwd;
         const base = typeof cwd === "string" ? (resolveWord(cwd, dir) ?? dir) : dir;
-        add(config, key, stringsUnder(command, new Set(["command", "args"])), base);
+        add(config, key, commandLines(command, "command", "args"), base);
       }
     }
     for (const config of devcontainerFiles(dir)) {
       const parsed = readJsonc(config);
-      add(config, "Dev Container initializeCommand", stringsUnder(parsed, new Set(["initializeCommand"])), dir);
+      // One command, in shell or exec form, or several by name.
+      const init = (parsed as { initializeCommand?: unknown } | undefined)?.initializeCommand;
+      const inits = init !== null && typeof init === "object" && !Array.isArray(init) ? Object.values(init) : [init];
+      for (const one of inits)
+        add(
+          config,
+          "Dev Container initializeCommand",
+          commandLines({ initializeCommand: one }, "initializeCommand"),
+          dir,
+        );
       // Compose files resolve against the devcontainer.json's folder; a run could add a privileged
       // service there, or to what they include or extend, or change the .env compose reads beside
       // the first one for its ${VARIABLES}.
@@ -135,6 +151,25 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     }
   }
   return out;
+}
+
+/**
+ * A config's command and its argument list as the one command line the tool runs (`command: node`,
+ * `args: ["--test", "test/"]`; an exec-form array): each string read as a command of its own made
+ * `test/` a program, guarded whole as code. Anything else (args as objects): each string on its own.
+ */
+function commandLines(config: Record<string, unknown>, commandKey: string, argsKey?: string): string[] {
+  const command = config[commandKey];
+  const args = argsKey === undefined ? [] : (config[argsKey] ?? []);
+  const strings = (v: unknown): v is string[] => Array.isArray(v) && v.every((s) => typeof s === "string");
+  const argv = typeof command === "string" ? [command] : strings(command) ? command.map(shellQuoted) : undefined;
+  if (argv === undefined || !strings(args))
+    return stringsUnder(config, new Set(argsKey === undefined ? [commandKey] : [commandKey, argsKey]));
+  return [[...argv, ...args.map(shellQuoted)].join(" ")];
+}
+
+function shellQuoted(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** Lefthook's configs at a folder's top, in every format it reads (YAML, TOML, JSON, JSONC). */
@@ -203,11 +238,13 @@ function readTomlCommands(file: string): unknown {
   return { commands, extends: extended };
 }
 
-function isDirectory(file: string): boolean {
+/** What `file` is, through a symlink as the tools run it; undefined when it is neither a file nor a folder. */
+function entryKind(file: string): "file" | "directory" | undefined {
   try {
-    return fs.statSync(file).isDirectory();
+    const stat = fs.statSync(file);
+    return stat.isFile() ? "file" : stat.isDirectory() ? "directory" : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -228,7 +265,8 @@ export function pathWords(strings: Iterable<string>): string[] {
 /**
  * The path words of these command strings, each saying whether it is the code the command runs:
  * the program itself, or the first operand of an interpreter (`node tools/`, `go run ./cmd/lint`,
- * `python tools/precommit`), which is code even when it is a folder.
+ * `python tools/precommit`), which is code even when it is a folder, unless an option says the
+ * code is elsewhere (`python -m pytest tests/`, `node --test test/`).
  */
 export function codePathWords(strings: Iterable<string>): Array<{ word: string; code: boolean }> {
   const out: Array<{ word: string; code: boolean }> = [];
@@ -240,7 +278,7 @@ export function codePathWords(strings: Iterable<string>): Array<{ word: string; 
       if (script > 0 && SUBCOMMAND_RUNNERS.has(program) && words[1] === "run") script = 2;
       // Past the options, and the value of those that take one as a separate word (`--cwd packages/app`).
       while (script > 0 && script < words.length && words[script]!.startsWith("-"))
-        script += VALUE_FLAGS.has(words[script]!) ? 2 : 1;
+        script = NO_OPERAND_FLAGS.has(words[script]!) ? -1 : script + (VALUE_FLAGS.has(words[script]!) ? 2 : 1);
       words.forEach((raw, i) => {
         let word = raw.replace(
           /^(?:\$\{?CLAUDE_PROJECT_DIR\}?|\$\{(?:workspaceFolder|workspaceRoot|localWorkspaceFolder)\})\//,
@@ -248,27 +286,25 @@ export function codePathWords(strings: Iterable<string>): Array<{ word: string; 
         );
         // `--config=./x.json`: the value.
         if (word.startsWith("-") && word.includes("=")) word = word.slice(word.indexOf("=") + 1);
-        if (word.includes("/") && plainPath(word)) out.push({ word, code: i === 0 || i === script });
+        // A flag is never the code; an interpreter's operand is a path even without a `/` (`node check`).
+        const code = (i === 0 || i === script) && !raw.startsWith("-");
+        const isPath = word.includes("/") || (code && i > 0 && !SUBCOMMAND_RUNNERS.has(program));
+        if (isPath && plainPath(word)) out.push({ word, code });
       });
     }
   return out;
 }
 
-/** What an interpreter runs of a folder given as its operand. */
-const FOLDER_ENTRIES = ["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"];
+/** What node, tsx, ts-node, bun and python append to a code path they do not find as written. */
+const CODE_EXTENSIONS = [".js", ".mjs", ".cjs", ".json", ".node", ".ts", ".tsx", ".mts", ".cts", ".py", ".pyc"];
 /** Options whose value is the next word (a folder to run in, a module to load first). */
-const VALUE_FLAGS = new Set([
-  "--cwd",
-  "--directory",
-  "--dir",
-  "-C",
-  "-I",
-  "-r",
-  "--require",
-  "--import",
-  "--loader",
-  "-m",
-]);
+const VALUE_FLAGS = new Set(["--cwd", "--directory", "--dir", "-C", "-I", "-r", "--require", "--import", "--loader"]);
+/**
+ * Options after which the operands are data, not the code run: a module (`python -m pytest tests/`),
+ * inline code (`-c`, `-e`, `-` for stdin), or node's test runner (`node --test test/` runs the
+ * repository's tests, as `npm test` does): guarding such a folder whole refused edits to the tests.
+ */
+const NO_OPERAND_FLAGS = new Set(["-m", "-c", "-e", "--eval", "-p", "--print", "--test", "-"]);
 
 /** Programs whose first operand is the code they run. */
 const INTERPRETERS = new Set([

@@ -75,7 +75,10 @@ describe("config target budget", () => {
 
   it("fifty devcontainer.json links to one file of many commands cost one file's paths; a file naming more than 10,000 is refused", () => {
     const commands = Array.from({ length: 5000 }, (_, i) => `node ./s${i}.js`).join(" && ");
-    const ws = tree({ "shared.json": JSON.stringify({ initializeCommand: commands }) });
+    const ws = tree({
+      "shared.json": JSON.stringify({ initializeCommand: commands }),
+      ...Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`s${i}.js`, ""])),
+    });
     for (let i = 0; i < 50; i++) {
       fs.mkdirSync(path.join(ws, `.devcontainer/c${i}`), { recursive: true });
       fs.symlinkSync("../../shared.json", path.join(ws, `.devcontainer/c${i}/devcontainer.json`));
@@ -89,6 +92,22 @@ describe("config target budget", () => {
     expect(refusal(() => namedScriptTargets([big]))).toMatch(/devcontainer\.json names more than 10000 paths/);
   });
 
+  it("what node and python would run of a code path that is no file counts, each resolution a path (review, session 26): 834 absent `node ./sN` are past a file's 10,000", () => {
+    const under = tree({
+      ".devcontainer.json": JSON.stringify({
+        initializeCommand: Array.from({ length: 833 }, (_, i) => `node ./s${i}`).join(" && "),
+      }),
+    });
+    // Each absent ./sN, and sN.js, .mjs, .cjs, .json, .node, .ts, .tsx, .mts, .cts, .py, .pyc.
+    expect(namedScriptTargets([under])).toHaveLength(833 * 12);
+    const over = tree({
+      ".devcontainer.json": JSON.stringify({
+        initializeCommand: Array.from({ length: 834 }, (_, i) => `node ./s${i}`).join(" && "),
+      }),
+    });
+    expect(refusal(() => namedScriptTargets([over]))).toMatch(/devcontainer\.json names more than 10000 paths/);
+  });
+
   it("one budget over all the readers of a run", () => {
     const budget = new TargetBudget(5, 100);
     for (const source of ["a", "a", "a"]) budget.take(source);
@@ -99,7 +118,11 @@ describe("config target budget", () => {
     perFile.take("c");
     perFile.take("c");
     expect(refusal(() => perFile.take("c"))).toMatch(/^C names more than 2 paths/);
-    const ws = tree({ ".envrc": "PATH_add bin\n", ".mcp.json": '{"mcpServers":{"x":{"command":"./tool.sh"}}}' });
+    const ws = tree({
+      ".envrc": "PATH_add bin\n",
+      ".mcp.json": '{"mcpServers":{"x":{"command":"./tool.sh"}}}',
+      "tool.sh": "",
+    });
     expect(configuredTargets([], [ws], []).targets.map((t) => path.relative(ws, t.path))).toEqual(["bin", "tool.sh"]);
   });
 });

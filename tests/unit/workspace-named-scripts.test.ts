@@ -4,7 +4,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { targetsInTree } from "../../src/workspace/git-config-paths.js";
 import { namedScriptTargets, pathWords, withoutJsonComments } from "../../src/workspace/named-scripts.js";
+import { type EntryFacts, evaluateWorkspaceRules } from "../../src/workspace/workspace-rules.js";
+
+/** What node, tsx, bun and python try after a code path they do not find as written. */
+const RESOLVED = [".js", ".mjs", ".cjs", ".json", ".node", ".ts", ".tsx", ".mts", ".cts", ".py", ".pyc"];
 
 function tree(files: Record<string, string>): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "named-scripts-"));
@@ -35,6 +40,12 @@ describe("namedScriptTargets", () => {
       ".devcontainer/devcontainer.json":
         '{ "initializeCommand": ["sh", "scripts/init.sh"], /* compose */ "dockerComposeFile": "../docker-compose.yml" }',
       "docs/readme.md": "not read\n",
+      // The scripts exist: each is run as it is, so what node would resolve it to is not guarded.
+      ...Object.fromEntries(
+        ["scripts/check.sh", "scripts/lint.sh", "bin/fmt", "scripts/claude-hook.sh", "tools/mcp.js"]
+          .concat(["scripts/setup.sh", "scripts/init.sh"])
+          .map((f) => [f, ""]),
+      ),
     });
     const found = namedScriptTargets([dir]).map(
       (t) => `${t.key}: ${path.relative(dir, t.path)} (${path.relative(dir, t.source)})`,
@@ -55,7 +66,10 @@ describe("namedScriptTargets", () => {
   });
 
   it("a symlinked config is read as the tools read it; words with other expansions, URLs and the home folder are left out", () => {
-    const dir = tree({ "config/mcp.json": JSON.stringify({ mcpServers: { x: { command: "./server.sh" } } }) });
+    const dir = tree({
+      "config/mcp.json": JSON.stringify({ mcpServers: { x: { command: "./server.sh" } } }),
+      "server.sh": "",
+    });
     fs.symlinkSync("config/mcp.json", path.join(dir, ".mcp.json"));
     expect(namedScriptTargets([dir]).map((t) => path.relative(dir, t.path))).toEqual(["server.sh"]);
     expect(pathWords(["$HOME/bin/x ~/y https://example.com/z `pwd`/w ./ok/a"])).toEqual(["./ok/a"]);
@@ -71,7 +85,9 @@ describe("namedScriptTargets", () => {
       ".husky/pre-commit": "cd packages/app && npm test\nnode_modules/.bin/lint-staged\n./scripts/new-check.sh\n",
       "lefthook.yml": "pre-commit:\n  commands:\n    lint:\n      run: npx eslint src/\n",
     });
-    expect(namedScriptTargets([dir]).map((t) => path.relative(dir, t.path))).toEqual(["scripts/new-check.sh"]);
+    expect(namedScriptTargets([dir]).map((t) => path.relative(dir, t.path))).toEqual(
+      ["", ...RESOLVED].map((e) => `scripts/new-check.sh${e}`),
+    );
   });
 
   it("reads what the tools read the way they read it (review, session 24): lefthook in TOML and JSON and its root, a task's cwd, duplicate YAML keys, a byte-order mark, pre-commit's script language, what a compose file includes", () => {
@@ -83,6 +99,7 @@ describe("namedScriptTargets", () => {
         "repos:\n- repo: local\n  hooks:\n  - id: a\n    name: a\n    name: again\n    entry: check.sh\n    language: script\n",
       ".devcontainer.json": '{ "dockerComposeFile": "compose.yml" }',
       "compose.yml": "include:\n  - other/compose.yml\nservices:\n  app:\n    env_file: app.env\n",
+      ...Object.fromEntries(["evil.sh", "web/fmt.sh", "sub/build.sh"].map((f) => [f, ""])),
     });
     expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
       "pre-commit entry: check.sh",
@@ -96,20 +113,77 @@ describe("namedScriptTargets", () => {
     ]);
   });
 
-  it("a folder that is an interpreter's operand runs its entry file, which is guarded (node tools/), not the folder (node --test test/ runs the tests); a flag's value is no operand; lefthook TOML inline tables and dotted keys", () => {
+  it("a folder that is the program or an interpreter's operand is code, guarded whole with what node runs beside it (node tools: tools.js first); a module's or the test runner's operand is data (python -m pytest tests/, node --test test/); a flag's value is no operand; lefthook TOML inline tables and dotted keys", () => {
     const dir = tree({
       "tools/index.js": "",
       "test/a.test.js": "",
+      "tests/test_a.py": "",
       "packages/app/index.js": "",
-      ".husky/pre-commit": "node tools/ && node --test test/ && bun run --cwd packages/app lint\n",
+      "pyt/__main__.py": "",
+      ".husky/pre-commit":
+        "node tools && node --test test/ && python3 -m pytest tests/ && bun run --cwd packages/app lint\npython3 pyt/\n",
       "lefthook.toml":
         '[pre-commit.commands]\nlint = { run = "./lint.sh", root = "web/" }\npre-push.commands.t.run = "./t.sh"\n',
+      "web/lint.sh": "",
+      "t.sh": "",
     });
     expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
-      ...["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"].map((e) => `husky hook: tools/${e}`),
-      ...["index.js", "index.mjs", "index.cjs", "index.ts", "__main__.py"].map((e) => `husky hook: test/${e}`),
+      ...["", ...RESOLVED].map((e) => `husky hook: tools${e}`),
+      ...["", ...RESOLVED].map((e) => `husky hook: pyt${e}`),
       "lefthook run: web/lint.sh",
       "lefthook run: t.sh",
+    ]);
+  });
+
+  it("a code path that is no file is guarded with what node, tsx, bun and python would run for it (review, session 26: `node scripts/check` ran a rewritten scripts/check.js, `node tools/` a new tools/package.json's main)", () => {
+    const dir = tree({
+      ".husky/pre-commit": "node scripts/check\nnode tools/\n",
+      ".mcp.json": JSON.stringify({ mcpServers: { x: { command: "tsx", args: ["mcp/server"] } } }),
+      "scripts/check.js": "",
+      "tools/index.js": "",
+    });
+    expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
+      ...["", ...RESOLVED].map((e) => `husky hook: scripts/check${e}`),
+      ...["", ...RESOLVED].map((e) => `husky hook: tools${e}`),
+      ...["", ...RESOLVED].map((e) => `MCP server command: mcp/server${e}`),
+    ]);
+    // At rule level: the run's rewrite of scripts/check.js, and its tools/package.json and
+    // tools/lib.js, are violations, put back.
+    const facts = (hash: string): EntryFacts => ({ kind: "file", mode: 0o100644, size: 1, hash });
+    const violations = evaluateWorkspaceRules(
+      [
+        { path: "scripts/check.js", before: facts("a"), after: facts("b") },
+        { path: "tools/lib.js", after: facts("c") },
+        { path: "tools/package.json", after: facts("d") },
+      ],
+      { configPaths: targetsInTree(dir, namedScriptTargets([dir])) },
+    );
+    const why = `husky hook in ${path.join(dir, ".husky/pre-commit")}`;
+    expect(violations.map((v) => `${v.rule} ${v.change} ${v.path}: ${v.detail}`)).toEqual([
+      `git-config-paths modified scripts/check.js: ${why}`,
+      `git-config-paths created tools/lib.js: ${why}`,
+      `git-config-paths created tools/package.json: ${why}`,
+    ]);
+  });
+
+  it("a config's command and its args are one command line (node --test test/ in an MCP config or a task, a server's ./docs/ folder, an exec-form initializeCommand are data); an interpreter's operand without a `/` is a path (node check)", () => {
+    const dir = tree({
+      "test/a.test.js": "",
+      "docs/a.md": "",
+      "check.js": "",
+      ".mcp.json": JSON.stringify({
+        mcpServers: {
+          t: { command: "node", args: ["--test", "test/"] },
+          fs: { command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", "./docs/"] },
+        },
+      }),
+      ".vscode/tasks.json": JSON.stringify({ tasks: [{ command: "python3", args: ["-m", "pytest", "test/"] }] }),
+      ".devcontainer.json": JSON.stringify({ initializeCommand: { a: ["node", "--test", "test/"], b: "node check" } }),
+    });
+    expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
+      // A word with a `/` that names nothing is guarded as before: the run must not create it.
+      "MCP server command: @modelcontextprotocol/server-filesystem",
+      ...["", ...RESOLVED].map((e) => `Dev Container initializeCommand: check${e}`),
     ]);
   });
 });
