@@ -13,6 +13,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { NOT_UTF8, WalkError, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
+import { isSparse } from "../workspace/workspace-snapshot.js";
 import { comparePaths, TRAVELLING_MODE_BITS, type TreeEntry } from "./tree-entry.js";
 
 export interface HostFacts {
@@ -40,7 +41,15 @@ export interface HostTree {
   skipped: SkippedEntry[];
   /** Bytes of file content. */
   bytes: number;
+  /**
+   * Sparse files (isSparse): the pack sends every file whole, so their holes would fill the
+   * sandbox's copy. How many, their apparent bytes, and the largest few (to name them).
+   */
+  sparse: { count: number; bytes: number; largest: Array<{ path: string; size: number }> };
 }
+
+/** Sparse files a HostTree names. */
+const MAX_NAMED_SPARSE = 5;
 
 /** Entries handled between yields to the event loop. */
 const YIELD_EVERY = 256;
@@ -60,7 +69,14 @@ export function workspaceChanged(root: string, rel: string, cause?: unknown): Sa
 export async function walkHostTree(root: string): Promise<HostTree> {
   const rootStat = fs.lstatSync(root);
   if (!rootStat.isDirectory()) throw new Error(`${root} is not a directory`);
-  const tree: HostTree = { root, entries: [], facts: new Map(), skipped: [], bytes: 0 };
+  const tree: HostTree = {
+    root,
+    entries: [],
+    facts: new Map(),
+    skipped: [],
+    bytes: 0,
+    sparse: { count: 0, bytes: 0, largest: [] },
+  };
   let sinceYield = 0;
   let rootSeen = false;
   try {
@@ -126,6 +142,7 @@ function record(tree: HostTree, rel: string, stat: fs.Stats, at: string | Buffer
   }
   tree.entries.push(entry);
   tree.bytes += entry.size;
+  if (kind === "file" && isSparse(stat)) noteSparse(tree.sparse, rel, stat.size);
   tree.facts.set(rel, {
     dev: stat.dev,
     ino: stat.ino,
@@ -135,4 +152,14 @@ function record(tree: HostTree, rel: string, stat: fs.Stats, at: string | Buffer
     mtimeMs: stat.mtimeMs,
     ctimeMs: stat.ctimeMs,
   });
+}
+
+function noteSparse(sparse: HostTree["sparse"], rel: string, size: number): void {
+  sparse.count++;
+  sparse.bytes += size;
+  const { largest } = sparse;
+  if (largest.length === MAX_NAMED_SPARSE && largest[largest.length - 1]!.size >= size) return;
+  largest.push({ path: rel, size });
+  largest.sort((a, b) => b.size - a.size);
+  if (largest.length > MAX_NAMED_SPARSE) largest.pop();
 }

@@ -10,6 +10,9 @@
 // `touch -d`, but any write or utimes call moves ctime, which user space cannot set back.
 // Bulky trees whose files are written once and named by content (.git/objects, node_modules)
 // are compared by metadata only: hashing them on every run would cost seconds for nothing.
+// So are sparse files: a run can leave thousands for free (`truncate -s 1M`), and hashing their
+// zeros would cost every later run their apparent size (protected ones are still hashed: their
+// kept copy reads them, see onEntry).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { comparePaths, type WalkEntry, type WalkStats, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
@@ -37,6 +40,14 @@ const MAX_LISTED_CHANGES = 10_000;
 /** .git/objects, .git/lfs and node_modules anywhere: metadata is enough there. */
 function defaultSkipHash(relativePath: string): boolean {
   return /(^|\/)\.git\/(objects|lfs)\//.test(relativePath) || /(^|\/)node_modules\//.test(relativePath);
+}
+
+/** Below this size a file is never taken for sparse: small files may have no blocks at all (ext4 inline data, tmpfs). */
+const SPARSE_MIN_BYTES = 64 * 1024;
+
+/** Whether a file's allocated blocks hold well under half its apparent size: mostly holes, cheap to make, dear to read. */
+export function isSparse(stat: Pick<fs.Stats, "size" | "blocks">): boolean {
+  return stat.size > SPARSE_MIN_BYTES && stat.blocks * 512 < stat.size / 2;
 }
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
@@ -144,7 +155,12 @@ export async function takeSnapshot(
       const supplied = options.onEntry?.(entry);
       if (supplied !== undefined) facts.hash = supplied;
       else if (entry.kind === "symlink") facts.hash = linkTarget(entry);
-      else if (entry.kind === "file" && entry.stat!.size <= hashMaxBytes && !skipHash(entry.path))
+      else if (
+        entry.kind === "file" &&
+        entry.stat!.size <= hashMaxBytes &&
+        !isSparse(entry.stat!) &&
+        !skipHash(entry.path)
+      )
         facts.hash = hashFileAt(entry.at, entry.stat!, hashMaxBytes);
       if (entry.problem) {
         summary.problemCount++;

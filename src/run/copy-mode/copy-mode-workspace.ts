@@ -121,7 +121,9 @@ export class CopyModeWorkspace {
         continue;
       }
       const tree = await walkHostTree(copy.hostPath);
-      if (tree.bytes > options.diskMb * 1024 * 1024) {
+      const limit = options.diskMb * 1024 * 1024;
+      if (tree.bytes > limit && tree.bytes - tree.sparse.bytes <= limit) throw sparseTree(copy, tree, options.diskMb);
+      if (tree.bytes > limit) {
         throw new SandboxRunError(
           "limit",
           `${describe(copy)} holds ${mib(tree.bytes)} MiB, more than the sandbox's copy of it may hold (${options.diskMb} MiB).`,
@@ -405,4 +407,23 @@ function describe(copy: CopyRoot): string {
     case "ca-bundle":
       return "the host's CA bundle";
   }
+}
+
+/**
+ * A tree that fits but for its sparse files (which cost no disk, often left by an earlier run):
+ * the pack sends every file whole, so their holes would fill the sandbox's copy; a larger diskMb
+ * would only make the host read and send their zeros.
+ */
+function sparseTree(copy: CopyRoot, tree: HostTree, diskMb: number): SandboxRunError {
+  const { count, bytes, largest } = tree.sparse;
+  const named = largest.map((f) => `${f.path} (${mib(f.size)} MiB)`).join(", ");
+  const more = count > largest.length ? ` and ${count - largest.length} more` : "";
+  return new SandboxRunError(
+    "limit",
+    `${describe(copy)} holds ${count} sparse file(s) whose apparent size (${mib(bytes)} MiB in all) takes it past what the sandbox's copy of it may hold (${diskMb} MiB): ${named}${more}. Copy mode sends every file whole, holes as zeros.`,
+    {
+      limit: "disk",
+      hint: "Remove the sparse files from the tree (or move them out of it), or use bind mode on a local engine.",
+    },
+  );
 }
