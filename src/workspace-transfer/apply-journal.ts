@@ -43,8 +43,11 @@ export class ApplyJournal {
     private readonly asideParent: string | undefined,
   ) {}
 
-  /** Moves the entry `rel` aside; `identity`: the inode it must be (the walk's), else the step fails. */
-  moveAside(rel: string, directory: boolean, identity?: Identity): void {
+  /**
+   * Moves the entry `rel` aside; `identity`: the inode it must be (the walk's), else the step fails.
+   * Returns where it waits now (valid while the apply runs).
+   */
+  moveAside(rel: string, directory: boolean, identity?: Identity): string {
     const parent = parentOf(rel);
     const name = path.posix.basename(rel);
     this.#noteTimes(parent);
@@ -82,6 +85,7 @@ export class ApplyJournal {
     if (identity && (!stat || !sameInode(stat, identity) || stat.isDirectory() !== directory)) {
       throw new TreeDirError(`${rel} changed on the host while the apply ran`);
     }
+    return moved;
   }
 
   /**

@@ -182,6 +182,14 @@ function applySteps(
         if (owner) fs.lchownSync(staged, owner.uid, owner.gid);
         journal.put(step.path, (to, temporary) => moveIntoPlace(staged, to, temporary, entry, owner));
       }
+    } else if ((lstatIn(dirs, step.path)?.nlink ?? 1) > 1) {
+      // Same content, other permission bits, but the inode has other names (a hard link an earlier
+      // run made to a guarded hook): a chmod would change theirs too. A fresh copy takes this path.
+      const owner = asRoot && kept && (kept.uid !== 0 || kept.gid !== 0) ? { uid: kept.uid, gid: kept.gid } : undefined;
+      const from = journal.moveAside(step.path, false, identityOf(kept));
+      journal.put(step.path, (to, temporary) =>
+        writeFresh(to, temporary, entry, owner, (fd) => copyInto(from, fd, identityOf(kept))),
+      );
     } else {
       // Same content, other permission bits: the regular file verify() saw (same inode, same owner).
       journal.chmod(step.path, entry.mode, false, identityOf(kept));
@@ -268,28 +276,14 @@ function conflictError(what: string, conflicts: string[]): SandboxRunError {
   );
 }
 
-/**
- * An empty file: made under `temporary` (a fresh name in its folder, O_EXCL|O_NOFOLLOW), its mode,
- * times and owner set on its fd, then renamed to `file`.
- */
+/** An empty file at `file`, made as writeFresh makes any file. */
 function createEmptyFile(
   file: string,
   temporary: string,
   entry: TreeEntry,
   owner?: { uid: number; gid: number },
 ): void {
-  const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode);
-  try {
-    try {
-      finishFile(fd, entry, owner);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(temporary, file);
-  } catch (error) {
-    fs.rmSync(temporary, { force: true }); // the temporary name is a plain file of ours, in a checked folder
-    throw error;
-  }
+  writeFresh(file, temporary, entry, owner, () => {});
 }
 
 function finishFile(fd: number, entry: TreeEntry, owner?: { uid: number; gid: number }): void {
@@ -332,16 +326,10 @@ function moveIntoPlace(
           fs.closeSync(fd);
         }
       }
+      fs.renameSync(temporary, file);
     } else {
-      const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      try {
-        copyInto(staged, fd);
-        finishFile(fd, entry, owner);
-      } finally {
-        fs.closeSync(fd);
-      }
+      writeFresh(file, temporary, entry, owner, (fd) => copyInto(staged, fd));
     }
-    fs.renameSync(temporary, file);
   } catch (error) {
     try {
       fs.unlinkSync(temporary);
@@ -353,14 +341,53 @@ function moveIntoPlace(
   fs.rmSync(staged, { force: true });
 }
 
-/** Copies the staged file (private: read by path) into the new file `to`. */
-function copyInto(staged: string, to: number): void {
-  const from = fs.openSync(staged, fs.constants.O_RDONLY | O_NOFOLLOW);
+/**
+ * A new file at `file` (free by now), filled by `fill` under `temporary` (a fresh name next to it,
+ * O_EXCL|O_NOFOLLOW), its mode, times and owner set on its fd, then renamed into place.
+ */
+function writeFresh(
+  file: string,
+  temporary: string,
+  entry: TreeEntry,
+  owner: { uid: number; gid: number } | undefined,
+  fill: (fd: number) => void,
+): void {
+  const fd = fs.openSync(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {
-    const chunk = Buffer.alloc(1024 * 1024);
-    for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) {
-      for (let off = 0; off < n; ) off += fs.writeSync(to, chunk, off, n - off);
+    try {
+      fill(fd);
+      finishFile(fd, entry, owner);
+    } finally {
+      fs.closeSync(fd);
     }
+    fs.renameSync(temporary, file);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true }); // the temporary name is a plain file of ours, in a checked folder
+    throw error;
+  }
+}
+
+const ZEROS = Buffer.alloc(1024 * 1024);
+
+/**
+ * Copies the file at `source` (the private staging copy, or the host's entry where it waits aside:
+ * `identity`, the inode it must be) into the new file `to`. Zero runs stay holes: a sparse file
+ * costs the host no more disk than it did.
+ */
+function copyInto(source: string, to: number, identity?: Identity): void {
+  const from = fs.openSync(source, fs.constants.O_RDONLY | O_NOFOLLOW);
+  try {
+    const stat = fs.fstatSync(from);
+    if (!stat.isFile() || (identity && !sameInode(stat, identity)))
+      throw new TreeDirError(`${source} changed on the host while the apply ran`);
+    const chunk = Buffer.alloc(ZEROS.length);
+    let at = 0;
+    for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) {
+      if (!chunk.subarray(0, n).equals(ZEROS.subarray(0, n)))
+        for (let off = 0; off < n; ) off += fs.writeSync(to, chunk, off, n - off, at + off);
+      at += n;
+    }
+    fs.ftruncateSync(to, at);
   } finally {
     fs.closeSync(from);
   }
