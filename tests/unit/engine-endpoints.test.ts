@@ -1,6 +1,10 @@
 // Engines are reached as Docker's conventions say (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH),
 // plain tcp never leaves the machine, and an engine on another machine is never handed a host path.
+
+import fs from "node:fs";
 import net from "node:net";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { dockerUnavailable } from "../../src/engine/docker-connection.js";
@@ -90,7 +94,9 @@ describe("plain tcp to another machine", () => {
     // This machine's own address, not loopback: the kind of address a remote engine has.
     const engine = new DockerEngine({ endpoint: { kind: "tcp", host: "0.0.0.0", port: listener.port } });
     const agent = new ContainerPiAgent({ engine, model: "scripted/x", models: MODELS, reapOrphans: false });
-    const error = await agent.run("task", { cwd: process.cwd() }).catch((e: unknown) => e);
+    const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "engine-endpoints-"));
+    const error = await agent.run("task", { cwd }).catch((e: unknown) => e);
+    fs.rmSync(cwd, { recursive: true });
     await listener.close();
     expect(isSandboxRunError(error) && error.code, String(error)).toBe("docker-unavailable");
     expect((error as SandboxRunError).shortMessage).toBe(

@@ -500,3 +500,29 @@ describe("resolveRun: a policy secret read from a file", () => {
     expect(resolve({ policy: secretPolicy(path.join(outside, "token")) }).policy.secrets).toHaveProperty("GH_TOKEN");
   });
 });
+
+describe("resolveRun: sandbox-run's own installation", () => {
+  // The package these tests import: its folder is what a devDependency install puts in node_modules.
+  const packageRoot = fs.realpathSync(path.resolve(import.meta.dirname, "../.."));
+
+  it("is refused inside a tree the sandbox may write and the host keeps (the workspace, a writable directory, a tree holding it)", () => {
+    const refused = usageError(() => resolve({ cwd: packageRoot }));
+    expect(refused.message).toMatch(
+      new RegExp(
+        `^sandbox-run runs from ${packageRoot}, a folder this run lets the sandbox write: the sandbox could change sandbox-run itself`,
+      ),
+    );
+    expect(refused.hint).toMatch(/Install sandbox-run outside the folders it runs on/);
+    expect(
+      usageError(() => resolve({ additionalWritableDirectories: [path.join(packageRoot, "node_modules", "zod")] }))
+        .message,
+    ).toMatch(
+      /node_modules\/zod, a folder this run lets the sandbox write, lies inside \/.*, where it loads code from/,
+    );
+  });
+
+  it("is no problem where nothing the sandbox writes comes back: read-only, or a branch", () => {
+    expect(resolve({ cwd: packageRoot, sandbox: "read-only" }).cwd).toBe(packageRoot);
+    expect(resolve({ cwd: packageRoot, handBack: "branch" }).handBack).toBe("branch");
+  });
+});

@@ -19,6 +19,7 @@ import {
   type WorkspaceMode,
 } from "../../sandbox-contract.js";
 import { readConfigJson } from "../../util/config-file.js";
+import { ownInstallation } from "../../util/own-installation.js";
 import { parsePlatform } from "../../util/parse-platform.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
@@ -316,6 +317,11 @@ export function resolveRun(
   // branch and patch: the sandbox works on a copy, never on the working tree (a read-only
   // workspace brings nothing back, so it keeps whatever mode it has).
   const effectiveMode = handBack !== "apply" && policy.workspace === "read-write" ? "copy" : workspaceMode;
+  // What the sandbox may write and the host keeps: a branch or patch leaves the working tree as it is.
+  refuseOwnInstallationIn([
+    ...(policy.workspace === "read-write" && handBack === "apply" ? [cwd] : []),
+    ...writableRoots,
+  ]);
 
   return {
     prompt,
@@ -340,6 +346,32 @@ export function resolveRun(
     workspaceMode: effectiveMode,
     handBack,
   };
+}
+
+/**
+ * Refuses a run whose sandbox may write sandbox-run's own code, policies and image context, its
+ * dependencies or its Node (util/own-installation.ts): the next call, and this process's later
+ * ones, would run what the sandbox left there.
+ */
+function refuseOwnInstallationIn(writable: readonly string[]): void {
+  if (writable.length === 0) return;
+  const { packageRoot, folders } = ownInstallation();
+  for (const folder of folders)
+    for (const tree of writable) {
+      const holds = isInside(folder, tree);
+      if (!holds && !isInside(tree, folder)) continue;
+      throw usageError(
+        holds
+          ? `sandbox-run runs from ${packageRoot}${folder === packageRoot ? "" : ` and loads code from ${folder}`}, ${folder === tree ? "" : `which lies inside ${tree}, `}a folder this run lets the sandbox write: the sandbox could change sandbox-run itself (its code, its built-in policies, the runner image it builds), what it loads or the Node running it, and your next call would run that.`
+          : `sandbox-run runs from ${packageRoot}, and ${tree}, a folder this run lets the sandbox write, lies inside ${folder}, where it loads code from: the sandbox could change what sandbox-run loads, and your next call would run that.`,
+        "Install sandbox-run outside the folders it runs on (npm install -g sandbox-run, or into a tools folder of its own) and run it from there; or bring the changes back as a branch or patch (--hand-back branch), or run read-only.",
+      );
+    }
+}
+
+/** Whether `p` is `folder` or lies below it (both real paths). */
+function isInside(p: string, folder: string): boolean {
+  return p === folder || p.startsWith(folder === "/" ? "/" : `${folder}/`);
 }
 
 /** The hand-back mode, checked against what else the run asks for. */
