@@ -56,6 +56,18 @@ export async function findHandBackBase(workspace: string, home: string): Promise
   if (head.status !== 0 || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) {
     throw notRepository(`is in a repository whose HEAD names no commit yet (${top})`);
   }
+  // A branch named `sandbox-run` (any earlier run may make one) blocks every sandbox-run/<id>: found
+  // now, not after the run did its work and spent its model budget (review, session 26).
+  const blocking = await hostGit(["rev-parse", "--verify", "--quiet", "refs/heads/sandbox-run"], {
+    cwd: home,
+    home,
+    gitDir,
+  });
+  if (blocking.status === 0)
+    throw usageError(
+      `Hand-back "branch" makes the branch sandbox-run/<run id> in ${top}, but a branch named sandbox-run exists there, and git cannot have both.`,
+      "Rename or delete that branch (git branch -m sandbox-run <other name>), or use --hand-back patch.",
+    );
   return {
     gitDir,
     top,

@@ -192,6 +192,17 @@ describe("branch hand-back", () => {
     expect(git(repo, "rev-parse", "sandbox-run/feedfeedfeed").trim()).toBe(base);
   });
 
+  it("a branch named sandbox-run, which blocks every sandbox-run/<id>, is refused before the run", async () => {
+    const repo = tree({ "a.txt": "a\n" });
+    commitAll(repo);
+    git(repo, "branch", "sandbox-run");
+    expect((await usageErrorOf(findHandBackBase(repo, dir()))).message).toMatch(
+      /a branch named sandbox-run exists there, and git cannot have both/,
+    );
+    git(repo, "branch", "-m", "sandbox-run", "other");
+    expect((await findHandBackBase(repo, dir())).top).toBe(fs.realpathSync(repo));
+  });
+
   it("a workspace that is not a repository, or one without a commit, is a usage error", async () => {
     const plain = tree({ "a.txt": "a\n" });
     expect((await usageErrorOf(findHandBackBase(plain, dir()))).message).toMatch(/is not inside one/);
