@@ -18,7 +18,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { configFoldersOf, configuredTargets } from "../workspace/config-folders.js";
+import { configEntriesOf, configuredTargets } from "../workspace/config-folders.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
 import {
@@ -137,6 +137,7 @@ function sharedConfig(
   const gitDirs: string[] = [];
   const pointerFiles: string[] = [];
   const folders: string[] = [];
+  const links: string[] = [];
   // The workspace and writable roots, as bind mode reads them: a read-only mount is copied too but
   // is no tree of the repository's, and a PATH folder in one (a toolchain lent read-only) must keep
   // the host's command names it holds (review, session 26: they were dropped, and a planted
@@ -148,7 +149,9 @@ function sharedConfig(
     const found = gitDirectoriesOf(tree.entries);
     gitDirs.push(...found.gitDirs.map(absolute));
     pointerFiles.push(...found.pointerFiles.map(absolute));
-    folders.push(...configFoldersOf(tree.hostPath, tree.entries).map(absolute));
+    const configs = configEntriesOf(tree.hostPath, tree.entries);
+    folders.push(...configs.folders.map(absolute));
+    links.push(...configs.links.map(absolute));
   }
   const roots = [...new Set([...(lentRoots ?? []), ...trees.map((t) => t.hostPath)])];
   const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
@@ -156,7 +159,7 @@ function sharedConfig(
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
   const { targets, hostCommands } = disabled
     ? { targets: [], hostCommands: new Set<string>() }
-    : configuredTargets(repositories, [...roots, ...worktrees, ...folders], roots);
+    : configuredTargets(repositories, [...roots, ...worktrees, ...folders], roots, links);
   return { repositories, targets, hostCommands };
 }
 

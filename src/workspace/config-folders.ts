@@ -8,6 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { SandboxRunError } from "../errors.js";
 import { resolvedPath } from "../util/resolved-path.js";
+import { builtinProtectionOf } from "./builtin-protections.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import {
   type ConfigTarget,
@@ -21,6 +22,9 @@ import { hostCommandNames, MISE_FILES, pathSourceTargets } from "./path-sources.
 
 /** Folders read at most per tree: more refuses the run (never a config left unread in silence). */
 export const MAX_CONFIG_FOLDERS = 1_000;
+/** Links at protected names followed at most per tree (past it, as past the folders: refused). */
+const MAX_PROTECTED_LINKS = 1_000;
+const NONE_DISABLED: ReadonlySet<string> = new Set();
 
 const regexText = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
@@ -103,10 +107,25 @@ export function configFolderOf(relativePath: string): string | undefined {
  */
 export class ConfigFolders {
   readonly folders: string[] = [];
+  /**
+   * Links at a built-in protected name (relative): what they point at is what the tools read and
+   * run (`.husky/pre-commit -> ../conf/pre-commit`, `.claude/settings.json`, a package's `.claude`
+   * linked to a shared folder), so it is protected with them (configuredTargets). The link alone
+   * was, and the run rewrote its target (review, session 26).
+   */
+  readonly links: string[] = [];
   overflow = false;
   private readonly seen = new Set<string>();
 
   consider(relativePath: string, kind?: string): void {
+    if (
+      kind === "symlink" &&
+      !/(^|\/)(node_modules|\.git)\//.test(relativePath) &&
+      builtinProtectionOf(relativePath, NONE_DISABLED)
+    ) {
+      if (this.links.length >= MAX_PROTECTED_LINKS) this.overflow = true;
+      else this.links.push(relativePath);
+    }
     const folder =
       kind === "symlink"
         ? (configFolderOf(relativePath) ?? configFolderOfLink(relativePath))
@@ -124,17 +143,25 @@ export class ConfigFolders {
 /** The usage error for a tree with more config folders than a run reads. */
 export function tooManyConfigFolders(root: string): SandboxRunError {
   return protectionRefusal(
-    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders; sandbox-run reads what each names before a run, and reads no more`,
+    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders (or more than ${MAX_PROTECTED_LINKS} links at their names); sandbox-run reads what each names before a run, and reads no more`,
     "Lend a smaller tree (a package rather than the whole repository)",
   );
 }
 
 /** The config folders of a list of entries (copy mode's host tree). */
 export function configFoldersOf(root: string, entries: Iterable<{ path: string; kind?: string }>): string[] {
+  return configEntriesOf(root, entries).folders;
+}
+
+/** The config folders and the links at protected names of a list of entries (relative). */
+export function configEntriesOf(
+  root: string,
+  entries: Iterable<{ path: string; kind?: string }>,
+): { folders: string[]; links: string[] } {
   const found = new ConfigFolders();
   for (const entry of entries) found.consider(entry.path, entry.kind);
   if (found.overflow) throw tooManyConfigFolders(root);
-  return found.folders;
+  return { folders: found.folders, links: found.links };
 }
 
 /**
@@ -148,9 +175,11 @@ export function configuredTargets(
   repositories: readonly GitRepository[],
   folders: readonly string[],
   lentTrees: readonly string[],
+  links: readonly string[] = [],
 ): { targets: ConfigTarget[]; hostCommands: ReadonlySet<string> } {
   const budget = new TargetBudget();
   const targets = [
+    ...linkTargets(links, budget),
     ...configTargets(repositories, { budget }),
     ...pathSourceTargets(folders, budget).map((t) => onPathAtTop(t, lentTrees)),
     ...namedScriptTargets(folders, budget),
@@ -183,4 +212,21 @@ function isDirectory(p: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** What each link at a protected name (absolute) points at, as a whole target (also when dangling). */
+function linkTargets(links: readonly string[], budget: TargetBudget): ConfigTarget[] {
+  const out: ConfigTarget[] = [];
+  for (const link of links) {
+    let target: string;
+    try {
+      target = path.resolve(path.dirname(link), fs.readlinkSync(link));
+    } catch {
+      continue;
+    }
+    budget.take(link);
+    // As written and, through further links, where it leads (targetsInTree also resolves it).
+    out.push({ path: target, key: "the target of a link at a protected name", source: link });
+  }
+  return out;
 }

@@ -167,6 +167,8 @@ interface Watched {
   hostCommands: ReadonlySet<string>;
   /** Folders below the top holding an environment, hook, agent or editor config (relative; config-folders.ts). */
   configFolders: readonly string[];
+  /** Links at protected names (relative; config-folders.ts): what they point at is protected too. */
+  protectedLinks?: readonly string[];
   /** Git directories only a pointer names (relative). */
   gitDirs: string[];
   /** Object stores by "dev:ino" -> their path before the run. */
@@ -230,6 +232,7 @@ export class WorkspaceWatch {
           commandFolders: new Map(),
           hostCommands: new Set(),
           configFolders: configFolders.folders,
+          protectedLinks: configFolders.links,
           gitDirs: [],
           objectStores: new Map(copy.objectStores.map((o) => [`${o.dev}:${o.ino}`, o.path])),
           objectChecker: new ObjectChecker(packTime, input.signal),
@@ -842,7 +845,12 @@ function protectConfigPaths(
   ];
   const { targets, hostCommands } = disabled.includes("git-config-paths")
     ? { targets: [], hostCommands: new Set<string>() }
-    : configuredTargets(repositories, envDirs, [...watched.map((w) => w.root), ...unwatched]);
+    : configuredTargets(
+        repositories,
+        envDirs,
+        [...watched.map((w) => w.root), ...unwatched],
+        watched.flatMap((w) => (w.protectedLinks ?? []).map((rel) => absolute(w, rel))),
+      );
   for (const w of watched) {
     w.configPaths = targetsInTree(w.root, targets);
     w.commandFolders = commandFoldersInTree(w.root, targets);

@@ -143,6 +143,23 @@ describe("copy mode: what one lent tree's configs name in another", () => {
     );
     expect(found).toContain("git-config-paths modified packages/web/env.local");
   });
+  it("a link at a protected name protects what it points at (a hook, a package's .claude folder)", async () => {
+    const ws = tree({ "conf/pre-commit": "npm test\n", "shared/claude/settings.json": "{}\n", "src/a.ts": "a\n" });
+    fs.mkdirSync(path.join(ws, ".husky"));
+    fs.symlinkSync("../conf/pre-commit", path.join(ws, ".husky/pre-commit"));
+    fs.mkdirSync(path.join(ws, "pkg"));
+    fs.symlinkSync("../shared/claude", path.join(ws, "pkg/.claude"));
+    const { found } = await roundTrip(ws, (copy) => {
+      fs.writeFileSync(path.join(copy, "conf/pre-commit"), "touch /tmp/pwned\n");
+      fs.writeFileSync(path.join(copy, "shared/claude/settings.json"), '{"hooks":{}}\n');
+      fs.writeFileSync(path.join(copy, "src/a.ts"), "ordinary work\n");
+    });
+    expect(found).toEqual([
+      "git-config-paths modified conf/pre-commit",
+      "git-config-paths modified shared/claude/settings.json",
+    ]);
+  });
+
   it("a host command in a PATH folder the caller also mounts read-only stays guarded under layout node (copy mode counted the mount as a lent tree)", async () => {
     const toolchain = tree({ "bin/mytoolz-s26": "#!/bin/sh\necho host tool\n" });
     const ws = tree({ ".envrc": "layout node\n", "node_modules/.bin/ok": "o\n" });

@@ -236,6 +236,38 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(report.changedFiles.deleted).toEqual([]);
   });
 
+  it("a link at a protected name protects what it points at: a hook, an agent's settings, a package's .claude folder, a target not made yet", async () => {
+    const ws = tree({
+      "conf/pre-commit": "npm test\n",
+      "shared/claude-settings.json": "{}\n",
+      "shared/claude/settings.json": "{}\n",
+      "src/a.ts": "a\n",
+    });
+    fs.mkdirSync(path.join(ws, ".husky"));
+    fs.symlinkSync("../conf/pre-commit", path.join(ws, ".husky/pre-commit"));
+    fs.mkdirSync(path.join(ws, ".claude"));
+    fs.symlinkSync("../shared/claude-settings.json", path.join(ws, ".claude/settings.json"));
+    fs.mkdirSync(path.join(ws, "pkg"));
+    fs.symlinkSync("../shared/claude", path.join(ws, "pkg/.claude"));
+    fs.mkdirSync(path.join(ws, ".vscode"));
+    fs.symlinkSync("../conf/tasks.json", path.join(ws, ".vscode/tasks.json"));
+    const w = await watch(ws);
+    fs.writeFileSync(path.join(ws, "conf/pre-commit"), "touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, "shared/claude-settings.json"), '{"hooks":{}}\n');
+    fs.writeFileSync(path.join(ws, "shared/claude/hooks.sh"), "touch /tmp/pwned\n");
+    fs.writeFileSync(path.join(ws, "conf/tasks.json"), '{"tasks":[]}\n');
+    fs.writeFileSync(path.join(ws, "src/a.ts"), "ordinary work\n");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.rule}`).sort()).toEqual([
+      "conf/pre-commit git-config-paths",
+      "conf/tasks.json git-config-paths",
+      "shared/claude-settings.json git-config-paths",
+      "shared/claude/hooks.sh git-config-paths",
+    ]);
+    expect(fs.readFileSync(path.join(ws, "conf/pre-commit"), "utf8")).toBe("npm test\n");
+    expect(fs.existsSync(path.join(ws, "conf/tasks.json"))).toBe(false);
+  });
+
   it("a folder on PATH that is a tree's top or its config's own folder guards the host's command names there (it guarded nothing)", async () => {
     for (const files of [
       { ".envrc": "PATH_add .\n" },
