@@ -431,8 +431,14 @@ export function commandLinkTargets(
     }
     for (const name of names) {
       const file = path.join(target.path, name);
-      if (guardsCommand(folder, name, hostCommands) && lstatOrUndefined(file)?.isSymbolicLink())
+      if (guardsCommand(folder, name, hostCommands) && lstatOrUndefined(file)?.isSymbolicLink()) {
         out.push({ path: file, key: target.key, source: target.source });
+        // Where it points as written too: a dangling link (`../node/bin/node` before the package is
+        // installed) resolves to nothing, and the run could create its target (review, session 26).
+        try {
+          out.push({ path: path.resolve(target.path, fs.readlinkSync(file)), key: target.key, source: target.source });
+        } catch {}
+      }
     }
   }
   return out;

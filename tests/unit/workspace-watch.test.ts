@@ -330,14 +330,19 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
   it("layout node: a host command's name in node_modules/.bin is judged by name, and the file an existing link of that name points at is protected too", async () => {
     const ws = tree({ ".envrc": "layout node\n", "node_modules/node/bin/node": "real", "node_modules/.bin/tool": "t" });
     fs.symlinkSync("../node/bin/node", path.join(ws, "node_modules/.bin/node"));
+    // Dangling until the package is installed: the run must not be the one to make its target.
+    fs.symlinkSync("../npm-s26/bin/npm-cli.js", path.join(ws, "node_modules/.bin/npm"));
     const w = await watch(ws);
     fs.writeFileSync(path.join(ws, "node_modules/node/bin/node"), "planted");
     fs.writeFileSync(path.join(ws, "node_modules/.bin/git"), "planted");
     fs.writeFileSync(path.join(ws, "node_modules/.bin/tool"), "t2");
+    fs.mkdirSync(path.join(ws, "node_modules/npm-s26/bin"), { recursive: true });
+    fs.writeFileSync(path.join(ws, "node_modules/npm-s26/bin/npm-cli.js"), "planted");
     const report = await w.finish();
     expect(report.violations.map((v) => `${v.path} ${v.change}: ${v.detail}`).sort()).toEqual([
       `node_modules/.bin/git created: direnv layout node (a host command's name) in ${ws}/.envrc`,
       `node_modules/node/bin/node modified: direnv layout node (a host command's name) in ${ws}/.envrc`,
+      `node_modules/npm-s26/bin/npm-cli.js created: direnv layout node (a host command's name) in ${ws}/.envrc`,
     ]);
     expect(fs.readFileSync(path.join(ws, "node_modules/node/bin/node"), "utf8")).toBe("real");
     expect(fs.existsSync(path.join(ws, "node_modules/.bin/git"))).toBe(false);
