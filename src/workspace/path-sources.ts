@@ -218,7 +218,7 @@ export function envrcTargets(text: string | undefined): EnvTarget[] {
 /**
  * mise: in [env], `_.path` (PATH folders), `_.source` (scripts run on cd), `_.file` (env files) and
  * `_.python.venv` (its bin folder on PATH; a `{ path = ... }` table too), also written under
- * `[env._]` or `[env._.python]`; in [hooks], every word with a `/` in its commands. A string or an
+ * `[env._]` or `[env._.python]`; in [hooks] and a `[[watch_files]]` `run`, every word with a `/` in its commands. A string or an
  * array of strings, possibly over lines; `{{config_root}}` is the file's folder.
  */
 export function miseTargets(text: string | undefined): EnvTarget[] {
@@ -250,7 +250,8 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
     if (kind === "hooks") {
       for (const command of tomlStrings(value))
         for (const word of shellWords(command))
-          if (word.includes("/")) pushMise(out, { key: "mise [hooks]", target: word });
+          if (word.includes("/"))
+            pushMise(out, { key: table === "watch_files" ? "mise [[watch_files]] run" : "mise [hooks]", target: word });
     } else if (kind === "tools") {
       // A `path:` version is a folder of the tree whose bin/ mise puts first on PATH.
       for (const version of tomlStrings(value))
@@ -276,6 +277,8 @@ export function miseTargets(text: string | undefined): EnvTarget[] {
 /** What a mise key (`<table>.<key>`, dotted) makes the host run, if anything. */
 function miseKind(key: string): "path" | "source" | "file" | "python.venv" | "hooks" | "tools" | undefined {
   if (key.startsWith("hooks.")) return "hooks";
+  // Run at the next prompt after a watched file changed (review, session 26: it was not read).
+  if (key === "watch_files.run") return "hooks";
   if (key.startsWith("tools.")) return "tools";
   return /^env\._\.(path|source|file|python\.venv)$/.exec(key)?.[1] as
     | "path"

@@ -219,7 +219,7 @@ describe("miseTargets", () => {
     expect(paths('[tools]\n_.path = "not-env"\n')).toEqual([]);
   });
 
-  it("reads the scripts and env files mise runs on cd, the venv it puts on PATH and the paths in [hooks] commands", () => {
+  it("reads the scripts and env files mise runs on cd, the venv it puts on PATH and the paths in [hooks] and [[watch_files]] commands", () => {
     const text = [
       "[env]",
       '_.source = "./scripts/env.sh"',
@@ -233,6 +233,9 @@ describe("miseTargets", () => {
       'leave = ["echo bye", "tools/leave"]',
       "[tasks.build]",
       'run = "./build.sh"',
+      "[[watch_files]]",
+      'patterns = ["src/**/*.rs"]',
+      'run = "./scripts/gen.sh"',
     ].join("\n");
     expect(miseTargets(text)).toEqual([
       { key: "mise [env] _.source", target: "./scripts/env.sh" },
@@ -253,6 +256,8 @@ describe("miseTargets", () => {
       },
       { key: "mise [hooks]", target: "./hooks/enter.sh" },
       { key: "mise [hooks]", target: "tools/leave" },
+      // Run at the next prompt after a watched file changed.
+      { key: "mise [[watch_files]] run", target: "./scripts/gen.sh" },
     ]);
   });
 });
