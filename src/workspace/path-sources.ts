@@ -23,7 +23,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
-import { TargetBudget } from "./config-target-budget.js";
+import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import type { ConfigTarget } from "./git-config-paths.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
 
@@ -366,6 +366,19 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
 
 /** A small regular file's text, or undefined (the environment files here, the configs of named-scripts.ts). */
 export function readConfigText(file: string): string | undefined {
+  // Too large to read is refused, not skipped: what it names would go unguarded (review, session 26).
+  let size = 0;
+  try {
+    const stat = fs.statSync(file);
+    size = stat.isFile() ? stat.size : 0;
+  } catch {
+    return undefined;
+  }
+  if (size > MAX_FILE_BYTES)
+    throw protectionRefusal(
+      `the config ${file} is larger than ${MAX_FILE_BYTES / 1024} KiB, more than sandbox-run reads to find what it runs`,
+      "Shorten it, or lend a tree without it",
+    );
   try {
     // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
     // were before the run, read only. A byte-order mark is no part of the text.

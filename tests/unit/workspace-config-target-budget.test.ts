@@ -125,4 +125,11 @@ describe("config target budget", () => {
     });
     expect(configuredTargets([], [ws], []).targets.map((t) => path.relative(ws, t.path))).toEqual(["bin", "tool.sh"]);
   });
+
+  it("a config too large to read refuses the run instead of leaving what it names unguarded", () => {
+    const ws = tree({ ".envrc": `${"# padding\n".repeat(30_000)}PATH_add bin\n`, "bin/ok": "" });
+    expect(refusal(() => configuredTargets([], [ws], []))).toMatch(/^The config .*\.envrc is larger than 256 KiB/);
+    const hook = tree({ ".husky/pre-commit": `${"#".repeat(300_000)}\nsh scripts/check.sh\n` });
+    expect(refusal(() => configuredTargets([], [hook], []))).toMatch(/pre-commit is larger than 256 KiB/);
+  });
 });
