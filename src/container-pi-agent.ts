@@ -289,7 +289,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   /** The agent's own configuration as a call (no prompt of its own): the shape its warm pool keeps. */
   private warmTemplate(): PlannedRun | undefined {
     try {
-      const run = resolveRun("(the warm pool's shape)", this.config, {}, this.config.hostEnv ?? process.env);
+      const run = resolveRun("(the warm pool's shape)", this.config, {}, this.config.hostEnv ?? process.env, "shape");
       return preparePlan(run, { ...this.facts.placeFor(run), warm: true });
     } catch {
       // Not plannable alone (e.g. the model comes with each call): the first call shapes the pool.

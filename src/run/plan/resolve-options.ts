@@ -179,6 +179,8 @@ export function resolveRun(
   config: RunOptions,
   run: RunOptions,
   processEnv: Env = process.env,
+  /** "shape": a warm pool's template, which lends no tree (each claim's own call is checked). */
+  purpose: "call" | "shape" = "call",
 ): ResolvedRun {
   if (typeof prompt !== "string" || prompt.trim() === "") {
     throw usageError("The prompt is empty.", "Pass the task as the prompt argument (or on stdin for the CLI).");
@@ -318,10 +320,11 @@ export function resolveRun(
   // workspace brings nothing back, so it keeps whatever mode it has).
   const effectiveMode = handBack !== "apply" && policy.workspace === "read-write" ? "copy" : workspaceMode;
   // What the sandbox may write and the host keeps: a branch or patch leaves the working tree as it is.
-  refuseOwnInstallationIn([
-    ...(policy.workspace === "read-write" && handBack === "apply" ? [cwd] : []),
-    ...writableRoots,
-  ]);
+  if (purpose === "call")
+    refuseOwnInstallationIn([
+      ...(policy.workspace === "read-write" && handBack === "apply" ? [cwd] : []),
+      ...writableRoots,
+    ]);
 
   return {
     prompt,
