@@ -60,10 +60,11 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
   const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
     // runs: guarding it whole refused the run's ordinary edits. A folder that is the program or an
-    // interpreter's operand (`node tools/`, `python tools/`, `go run ./cmd/lint`) is code, guarded
-    // whole: node reads its package.json's `main` before index.js, python runs an unchecked-hash
-    // pyc in __pycache__ before __main__.py, so guarding only the entry files let the run change
-    // what the host runs (review, session 26). A package's own file under node_modules is the
+    // interpreter's operand (`node tools/`, `python tools/`) runs what node and python pick in it:
+    // its package.json and the file its `main` names before index.*, __main__.* and an
+    // unchecked-hash pyc in __pycache__ (review, session 26: only index.js was guarded, and the run
+    // added a package.json whose main it wrote). Not the whole folder: a Go package's sources
+    // (`go run ./cmd/server`) are the repository's code the run is there to edit. A package's own file under node_modules is the
     // repository's code (what `npm ci` writes). A path that does not exist yet is guarded: the run
     // must not create what the config would run.
     if (/(^|\/)node_modules\//.test(target)) return;
@@ -73,8 +74,16 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
       kind = entryKind(target);
       kinds.set(target, kind);
     }
-    if (kind === "directory" && !code) return;
-    guard(target, key, file);
+    if (kind === "directory") {
+      if (!code) return;
+      for (const entry of FOLDER_CODE_ENTRIES)
+        if (!seen.has(path.join(target, entry))) {
+          budget.take(file);
+          guard(path.join(target, entry), key, file);
+        }
+      const main = packageMain(path.join(target, "package.json"));
+      if (main !== undefined) named(file, key, path.resolve(target, main), true);
+    } else guard(target, key, file);
     // Code that is not an existing file resolves as node, tsx, bun and python resolve it:
     // `node scripts/check` runs scripts/check.js, `node tools` runs tools.js before the folder.
     // An existing file is run as it is (and guarded), so its resolutions never are.
@@ -297,6 +306,20 @@ export function codePathWords(strings: Iterable<string>): Array<{ word: string; 
 
 /** What node, tsx, ts-node, bun and python append to a code path they do not find as written. */
 const CODE_EXTENSIONS = [".js", ".mjs", ".cjs", ".json", ".node", ".ts", ".tsx", ".mts", ".cts", ".py", ".pyc"];
+/** What node and python run of a folder given as code (`__pycache__` whole: its pyc files). */
+const FOLDER_CODE_ENTRIES = [
+  "package.json",
+  ...CODE_EXTENSIONS.filter((e) => e !== ".py" && e !== ".pyc").map((e) => `index${e}`),
+  "__main__.py",
+  "__main__.pyc",
+  "__pycache__",
+];
+
+/** The `main` of a folder's package.json (a plain relative path), if it names one. */
+function packageMain(file: string): string | undefined {
+  const main = (readJsonc(file) as { main?: unknown } | undefined)?.main;
+  return typeof main === "string" && plainPath(main) && !path.isAbsolute(main) ? main : undefined;
+}
 /** Options whose value is the next word (a folder to run in, a module to load first). */
 const VALUE_FLAGS = new Set(["--cwd", "--directory", "--dir", "-C", "-I", "-r", "--require", "--import", "--loader"]);
 /**

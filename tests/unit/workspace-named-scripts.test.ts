@@ -10,6 +10,14 @@ import { type EntryFacts, evaluateWorkspaceRules } from "../../src/workspace/wor
 
 /** What node, tsx, bun and python try after a code path they do not find as written. */
 const RESOLVED = [".js", ".mjs", ".cjs", ".json", ".node", ".ts", ".tsx", ".mts", ".cts", ".py", ".pyc"];
+/** What node and python run of a folder given as code: its package.json, index.*, __main__.*, __pycache__. */
+const FOLDER = [
+  "package.json",
+  ...RESOLVED.filter((e) => e !== ".py" && e !== ".pyc").map((e) => `index${e}`),
+  "__main__.py",
+  "__main__.pyc",
+  "__pycache__",
+];
 
 function tree(files: Record<string, string>): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "named-scripts-"));
@@ -113,7 +121,7 @@ describe("namedScriptTargets", () => {
     ]);
   });
 
-  it("a folder that is the program or an interpreter's operand is code, guarded whole with what node runs beside it (node tools: tools.js first); a module's or the test runner's operand is data (python -m pytest tests/, node --test test/); a flag's value is no operand; lefthook TOML inline tables and dotted keys", () => {
+  it("a folder that is the program or an interpreter's operand is code: what node and python run of it is guarded, with what node runs beside it (node tools: tools.js first); a module's or the test runner's operand is data (python -m pytest tests/, node --test test/); a flag's value is no operand; lefthook TOML inline tables and dotted keys", () => {
     const dir = tree({
       "tools/index.js": "",
       "test/a.test.js": "",
@@ -128,11 +136,28 @@ describe("namedScriptTargets", () => {
       "t.sh": "",
     });
     expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
-      ...["", ...RESOLVED].map((e) => `husky hook: tools${e}`),
-      ...["", ...RESOLVED].map((e) => `husky hook: pyt${e}`),
+      ...FOLDER.map((e) => `husky hook: tools/${e}`),
+      ...RESOLVED.map((e) => `husky hook: tools${e}`),
+      ...FOLDER.map((e) => `husky hook: pyt/${e}`),
+      ...RESOLVED.map((e) => `husky hook: pyt${e}`),
       "lefthook run: web/lint.sh",
       "lefthook run: t.sh",
     ]);
+  });
+
+  it("a folder run as code guards the file its package.json's main names, not the folder's other sources (go run ./cmd/server: its .go files are the run's to edit)", () => {
+    const dir = tree({
+      ".husky/pre-commit": "node tools/\ngo run ./cmd/server\n",
+      "tools/package.json": '{"main":"lib/start.js"}',
+      "tools/lib/start.js": "",
+      "tools/lib/util.js": "",
+      "cmd/server/main.go": "",
+    });
+    const targets = namedScriptTargets([dir]).map((t) => path.relative(dir, t.path));
+    expect(targets).toContain("tools/lib/start.js");
+    expect(targets).toContain("tools/package.json");
+    for (const source of ["cmd/server", "cmd/server/main.go", "tools/lib/util.js", "tools"])
+      expect(targets, source).not.toContain(source);
   });
 
   it("a code path that is no file is guarded with what node, tsx, bun and python would run for it (review, session 26: `node scripts/check` ran a rewritten scripts/check.js, `node tools/` a new tools/package.json's main)", () => {
@@ -144,11 +169,12 @@ describe("namedScriptTargets", () => {
     });
     expect(namedScriptTargets([dir]).map((t) => `${t.key}: ${path.relative(dir, t.path)}`)).toEqual([
       ...["", ...RESOLVED].map((e) => `husky hook: scripts/check${e}`),
-      ...["", ...RESOLVED].map((e) => `husky hook: tools${e}`),
+      ...FOLDER.map((e) => `husky hook: tools/${e}`),
+      ...RESOLVED.map((e) => `husky hook: tools${e}`),
       ...["", ...RESOLVED].map((e) => `MCP server command: mcp/server${e}`),
     ]);
-    // At rule level: the run's rewrite of scripts/check.js, and its tools/package.json and
-    // tools/lib.js, are violations, put back.
+    // At rule level: the run's rewrite of scripts/check.js and its tools/package.json (whose main
+    // would name tools/lib.js) are violations, put back; a Go package's sources stay the run's to edit.
     const facts = (hash: string): EntryFacts => ({ kind: "file", mode: 0o100644, size: 1, hash });
     const violations = evaluateWorkspaceRules(
       [
@@ -161,7 +187,6 @@ describe("namedScriptTargets", () => {
     const why = `husky hook in ${path.join(dir, ".husky/pre-commit")}`;
     expect(violations.map((v) => `${v.rule} ${v.change} ${v.path}: ${v.detail}`)).toEqual([
       `git-config-paths modified scripts/check.js: ${why}`,
-      `git-config-paths created tools/lib.js: ${why}`,
       `git-config-paths created tools/package.json: ${why}`,
     ]);
   });
