@@ -8,6 +8,7 @@
 // (review, session 26). So the search path keeps only absolute folders that lie, links resolved,
 // in no tree a run of this process has lent (remembered for the process's life: what a sandbox left
 // there stays there after its run).
+import fs from "node:fs";
 import path from "node:path";
 import { resolvedPath } from "./resolved-path.js";
 
@@ -16,7 +17,6 @@ const FALLBACK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 
 /** Real paths of every tree a run of this process has lent (process-wide: the trees are the host's). */
 const lentTrees = new Set<string>();
-let cached: { from: string; lent: number; searchPath: string } | undefined;
 
 /** Remembers trees a run lends to its sandbox (canonical paths), from before it holds them. */
 export function rememberLentTrees(trees: readonly string[]): void {
@@ -28,12 +28,11 @@ export function rememberLentTrees(trees: readonly string[]): void {
  * leading into one through a link); the system folders when nothing is left.
  */
 export function hostSearchPath(callerPath: string | undefined = process.env.PATH): string {
-  const from = callerPath ?? "";
-  if (cached && cached.from === from && cached.lent === lentTrees.size) return cached.searchPath;
-  const kept = from.split(path.delimiter).filter((entry) => path.isAbsolute(entry) && !insideLentTree(entry));
-  const searchPath = kept.length > 0 ? [...new Set(kept)].join(path.delimiter) : FALLBACK_PATH;
-  cached = { from, lent: lentTrees.size, searchPath };
-  return searchPath;
+  // Judged at every call, never cached: a link on the way may lead elsewhere since the last one.
+  const kept = (callerPath ?? "")
+    .split(path.delimiter)
+    .filter((entry) => path.isAbsolute(entry) && !insideLentTree(entry));
+  return kept.length > 0 ? [...new Set(kept)].join(path.delimiter) : FALLBACK_PATH;
 }
 
 /** The caller's environment with its PATH replaced by hostSearchPath(). */
@@ -42,8 +41,29 @@ export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Pro
 }
 
 function insideLentTree(entry: string): boolean {
-  // Resolved as far as it exists: a folder the sandbox may still make (`bin/` of a lent tree) is in it.
-  const real = resolvedPath(entry);
-  for (const tree of lentTrees) if (real === tree || real.startsWith(`${tree}/`)) return true;
+  // Folder by folder, each resolved as far as it exists: a link in a lent tree that leads out today
+  // (`.venv -> /opt/venv`) is the sandbox's to point elsewhere (review, session 26), a link outside
+  // that leads into one reaches it, and a folder the sandbox may still make (`bin/`) is in it.
+  let current = "/";
+  for (const name of path
+    .resolve(entry)
+    .split("/")
+    .filter((n) => n !== "")) {
+    const next = path.join(current, name);
+    if (inLentTree(next)) return true;
+    let real = next;
+    try {
+      real = fs.realpathSync(next);
+    } catch {
+      // Not there (yet): the rest is judged as written.
+    }
+    if (inLentTree(real)) return true;
+    current = real;
+  }
+  return false;
+}
+
+function inLentTree(p: string): boolean {
+  for (const tree of lentTrees) if (p === tree || p.startsWith(`${tree}/`)) return true;
   return false;
 }

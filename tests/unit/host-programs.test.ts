@@ -35,6 +35,18 @@ describe("hostSearchPath", () => {
     expect(hostProgramEnv({ PATH: callerPath, HOME: "/h" })).toEqual({ PATH: `${outside}:/usr/bin`, HOME: "/h" });
   });
 
+  it("drops a folder reached through a link in a lent tree that leads out today (the sandbox may point it elsewhere); judged at every call", () => {
+    const ws = path.join(base, "ws2");
+    const venv = path.join(base, "venv");
+    fs.mkdirSync(path.join(venv, "bin"), { recursive: true });
+    fs.mkdirSync(ws);
+    fs.symlinkSync(venv, path.join(ws, ".venv"));
+    const callerPath = `${ws}/.venv/bin:/usr/bin`;
+    expect(hostSearchPath(callerPath)).toBe(callerPath);
+    rememberLentTrees([ws]);
+    expect(hostSearchPath(callerPath)).toBe("/usr/bin");
+  });
+
   it("falls back to the system folders when nothing is left", () => {
     expect(hostSearchPath("bin:.")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     expect(hostSearchPath("")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
