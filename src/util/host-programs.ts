@@ -8,8 +8,8 @@
 // (review, session 26). So the search path keeps only absolute folders that lie, links resolved,
 // in no tree a run of this process has lent (remembered for the process's life: what a sandbox left
 // there stays there after its run).
-import fs from "node:fs";
 import path from "node:path";
+import { passesThrough } from "./passes-through.js";
 import { resolvedPath } from "./resolved-path.js";
 
 /** Where a PATH holds nothing usable: the usual system folders. */
@@ -41,29 +41,7 @@ export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Pro
 }
 
 function insideLentTree(entry: string): boolean {
-  // Folder by folder, each resolved as far as it exists: a link in a lent tree that leads out today
-  // (`.venv -> /opt/venv`) is the sandbox's to point elsewhere (review, session 26), a link outside
-  // that leads into one reaches it, and a folder the sandbox may still make (`bin/`) is in it.
-  let current = "/";
-  for (const name of path
-    .resolve(entry)
-    .split("/")
-    .filter((n) => n !== "")) {
-    const next = path.join(current, name);
-    if (inLentTree(next)) return true;
-    let real = next;
-    try {
-      real = fs.realpathSync(next);
-    } catch {
-      // Not there (yet): the rest is judged as written.
-    }
-    if (inLentTree(real)) return true;
-    current = real;
-  }
-  return false;
-}
-
-function inLentTree(p: string): boolean {
-  for (const tree of lentTrees) if (p === tree || p.startsWith(`${tree}/`)) return true;
-  return false;
+  // Folder by folder: a link in a lent tree that leads out today (`.venv -> /opt/venv`) is the
+  // sandbox's to point elsewhere before the next call (review, session 26).
+  return passesThrough(entry, lentTrees);
 }

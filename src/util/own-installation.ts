@@ -26,3 +26,42 @@ export function ownInstallation(): OwnInstallation {
   folders.push(path.dirname(resolvedPath(process.execPath)));
   return { packageRoot, folders };
 }
+
+/** A path this process was started through, and how. */
+export interface LaunchPath {
+  path: string;
+  how: "script" | "preload" | "package-manager";
+}
+
+/**
+ * What started this process, as the caller's next start will go through it again: the script as
+ * invoked (`<repo>/node_modules/.bin/sandbox-run`, or a program of the caller's), the modules Node
+ * preloads (`--require`, `--import`, `--loader` in NODE_OPTIONS or on the command line: an
+ * `.npmrc`'s node-options, yarn's `.pnp.cjs`), and the project folder a package manager started it
+ * from (npx, `npm run`, yarn and pnpm take sandbox-run, node and their options from its
+ * node_modules/.bin and .npmrc). Not resolved: a link on the way is judged where it is.
+ */
+export function launchPaths(
+  env: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = process.argv,
+  execArgv: readonly string[] = process.execArgv,
+): LaunchPath[] {
+  const out: LaunchPath[] = [];
+  if (argv[1]) out.push({ path: path.resolve(argv[1]), how: "script" });
+  const options = [...execArgv, ...(env.NODE_OPTIONS ?? "").split(/\s+/).filter((w) => w !== "")];
+  for (let i = 0; i < options.length; i++) {
+    const flag = options[i]!;
+    const eq = /^(--require|-r|--import|--loader|--experimental-loader)=(.+)$/.exec(flag);
+    const value = eq ? eq[2]! : PRELOAD_FLAGS.has(flag) ? options[++i] : undefined;
+    // Bare names are packages Node resolves from the script's folders (judged as the script is).
+    if (value && /^(\.{0,2}\/|file:)/.test(value))
+      out.push({ path: path.resolve(value.replace(/^file:\/\//, "").replace(/^["']|["']$/g, "")), how: "preload" });
+  }
+  const viaPackageManager = Boolean(env.npm_execpath || env.npm_command || env.npm_lifecycle_event);
+  if (viaPackageManager)
+    for (const folder of [env.npm_config_local_prefix, env.INIT_CWD, env.PROJECT_CWD])
+      if (folder && path.isAbsolute(folder)) out.push({ path: folder, how: "package-manager" });
+  return out;
+}
+
+const PRELOAD_FLAGS = new Set(["--require", "-r", "--import", "--loader", "--experimental-loader"]);

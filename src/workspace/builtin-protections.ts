@@ -254,6 +254,10 @@ const HOST_RUN_REPORTED: ReadonlyMap<string, string> = new Map([
   [".yarnrc", "yarn 1 runs the file yarn-path names instead of itself when a person runs yarn there"],
   [".pnpmfile.cjs", "pnpm runs its hooks during a `pnpm install` a person starts"],
   [
+    ".env",
+    "shell plugins (oh-my-zsh's dotenv) source it as shell code on cd once its folder is trusted, whatever it holds; dotenv loaders put its variables (NODE_OPTIONS among them) into the programs that read it",
+  ],
+  [
     ".lfsconfig",
     "git-lfs reads only URLs and fetch filters from it (no commands): a later `git lfs push` or fetch may go elsewhere",
   ],

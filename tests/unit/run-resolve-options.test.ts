@@ -9,6 +9,7 @@ import { loadPolicy } from "../../src/policy/load-policy.js";
 import { lentFolderProblem } from "../../src/run/plan/host-folders.js";
 import { type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { privateRunDirsParent } from "../../src/run/run-dirs.js";
+import { launchPaths } from "../../src/util/own-installation.js";
 
 const temp: string[] = [];
 function dir(prefix = "sandbox-run-resolve-"): string {
@@ -524,5 +525,52 @@ describe("resolveRun: sandbox-run's own installation", () => {
   it("is no problem where nothing the sandbox writes comes back: read-only, or a branch", () => {
     expect(resolve({ cwd: packageRoot, sandbox: "read-only" }).cwd).toBe(packageRoot);
     expect(resolve({ cwd: packageRoot, handBack: "branch" }).handBack).toBe("branch");
+  });
+});
+
+describe("resolveRun: how sandbox-run was started", () => {
+  it("is refused when the next start goes through the workspace: a package manager's project there, a preload from it", () => {
+    const ws = dir();
+    const saved = { ...process.env };
+    try {
+      Object.assign(process.env, { npm_command: "exec", INIT_CWD: ws, npm_config_local_prefix: ws });
+      expect(usageError(() => resolve({ cwd: ws })).message).toMatch(
+        /started through a package manager .* in .*, inside .*, a folder this run lets the sandbox write: the package manager takes sandbox-run, node and their options from that project's node_modules\/.bin and .npmrc/,
+      );
+      // From a folder outside (the monorepo's top, the workspace a package below it): allowed.
+      Object.assign(process.env, { INIT_CWD: os.tmpdir(), npm_config_local_prefix: os.tmpdir() });
+      expect(resolve({ cwd: ws }).cwd).toBe(ws);
+      for (const key of ["npm_command", "INIT_CWD", "npm_config_local_prefix"]) delete process.env[key];
+      process.env.NODE_OPTIONS = `--require ${path.join(ws, ".pnp.cjs")}`;
+      expect(usageError(() => resolve({ cwd: ws })).message).toMatch(/^Node preloads .*\.pnp\.cjs into sandbox-run/);
+    } finally {
+      for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
+      Object.assign(process.env, saved);
+    }
+  });
+});
+
+describe("launchPaths", () => {
+  it("names the script as invoked, path preloads (not package names) and a package manager's project folders", () => {
+    expect(
+      launchPaths(
+        {
+          NODE_OPTIONS: "--require ./x.js --import=file:///a/b.mjs -r dotenv/config",
+          npm_command: "run",
+          INIT_CWD: "/repo",
+        },
+        ["/usr/bin/node", "/repo/node_modules/.bin/sandbox-run"],
+        ["--loader", "/l.mjs"],
+      ),
+    ).toEqual([
+      { path: "/repo/node_modules/.bin/sandbox-run", how: "script" },
+      { path: "/l.mjs", how: "preload" },
+      { path: path.resolve("x.js"), how: "preload" },
+      { path: "/a/b.mjs", how: "preload" },
+      { path: "/repo", how: "package-manager" },
+    ]);
+    expect(
+      launchPaths({ INIT_CWD: "/repo" }, ["node", "/usr/lib/node_modules/sandbox-run/dist/cli/main.js"], []),
+    ).toEqual([{ path: "/usr/lib/node_modules/sandbox-run/dist/cli/main.js", how: "script" }]);
   });
 });

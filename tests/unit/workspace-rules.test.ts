@@ -305,6 +305,7 @@ describe("built-in protections", () => {
     expect(rule(".ＥＮＶＲＣ")?.rule).toBe(".envrc");
     expect(rule("\u212Aeep.txt")).toBeUndefined();
     expect(hostRunReportOf(".npmrc")).toBeDefined();
+    expect(hostRunReportOf("web/.env")?.name).toBe(".env");
     expect(hostRunReportOf("pkg/.npmrſ")).toBeUndefined();
     expect(hostRunReportOf("pkg/packaġe.json")).toBeUndefined();
     expect(hostRunReportOf("pkg/PAC\u212AAGE.JSON")?.name).toBe("package.json");

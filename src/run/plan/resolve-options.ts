@@ -19,8 +19,9 @@ import {
   type WorkspaceMode,
 } from "../../sandbox-contract.js";
 import { readConfigJson } from "../../util/config-file.js";
-import { ownInstallation } from "../../util/own-installation.js";
+import { launchPaths, ownInstallation } from "../../util/own-installation.js";
 import { parsePlatform } from "../../util/parse-platform.js";
+import { passesThrough } from "../../util/passes-through.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
@@ -367,10 +368,26 @@ function refuseOwnInstallationIn(writable: readonly string[]): void {
         holds
           ? `sandbox-run runs from ${packageRoot}${folder === packageRoot ? "" : ` and loads code from ${folder}`}, ${folder === tree ? "" : `which lies inside ${tree}, `}a folder this run lets the sandbox write: the sandbox could change sandbox-run itself (its code, its built-in policies, the runner image it builds), what it loads or the Node running it, and your next call would run that.`
           : `sandbox-run runs from ${packageRoot}, and ${tree}, a folder this run lets the sandbox write, lies inside ${folder}, where it loads code from: the sandbox could change what sandbox-run loads, and your next call would run that.`,
-        "Install sandbox-run outside the folders it runs on (npm install -g sandbox-run, or into a tools folder of its own) and run it from there; or bring the changes back as a branch or patch (--hand-back branch), or run read-only.",
+        INSTALL_OUTSIDE,
       );
     }
+  // How the caller started it, which the next start goes through again (review, session 26).
+  for (const launch of launchPaths()) {
+    const tree = writable.find((t) => passesThrough(launch.path, [t]));
+    if (tree === undefined) continue;
+    throw usageError(
+      launch.how === "package-manager"
+        ? `sandbox-run was started through a package manager (npx, npm run, yarn or pnpm) in ${launch.path}, inside ${tree}, a folder this run lets the sandbox write: the package manager takes sandbox-run, node and their options from that project's node_modules/.bin and .npmrc, which the sandbox could change for your next call.`
+        : launch.how === "preload"
+          ? `Node preloads ${launch.path} into sandbox-run (--require, --import or --loader, from NODE_OPTIONS or the command line), inside ${tree}, a folder this run lets the sandbox write: the sandbox could change it for your next call.`
+          : `sandbox-run was started as ${launch.path}, inside ${tree}, a folder this run lets the sandbox write: the sandbox could change what your next call starts.`,
+      INSTALL_OUTSIDE,
+    );
+  }
 }
+
+const INSTALL_OUTSIDE =
+  "Install sandbox-run outside the folders it runs on (npm install -g sandbox-run, or into a tools folder of its own) and start it directly, not through npx, npm run, yarn or pnpm in the project it runs on; or bring the changes back as a branch or patch (--hand-back branch), or run read-only.";
 
 /** Whether `p` is `folder` or lies below it (both real paths). */
 function isInside(p: string, folder: string): boolean {

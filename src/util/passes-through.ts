@@ -1,0 +1,32 @@
+import fs from "node:fs";
+import path from "node:path";
+
+/**
+ * Whether `p` (absolute, or relative to the working directory) lies in one of `trees` (real paths)
+ * as written or on the way: judged folder by folder, each resolved as far as it exists. A link in
+ * a tree that leads out today (`.venv -> /opt/venv`) is the sandbox's to point elsewhere, a link
+ * outside that leads into one reaches it, and what is not there yet is judged as written.
+ */
+export function passesThrough(p: string, trees: Iterable<string>): boolean {
+  const inside = (q: string) => {
+    for (const tree of trees) if (q === tree || q.startsWith(tree === "/" ? "/" : `${tree}/`)) return true;
+    return false;
+  };
+  let current = "/";
+  for (const name of path
+    .resolve(p)
+    .split("/")
+    .filter((n) => n !== "")) {
+    const next = path.join(current, name);
+    if (inside(next)) return true;
+    let real = next;
+    try {
+      real = fs.realpathSync(next);
+    } catch {
+      // Not there (yet): the rest is judged as written.
+    }
+    if (inside(real)) return true;
+    current = real;
+  }
+  return false;
+}
