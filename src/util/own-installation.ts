@@ -45,17 +45,31 @@ export function launchPaths(
   env: NodeJS.ProcessEnv = process.env,
   argv: readonly string[] = process.argv,
   execArgv: readonly string[] = process.execArgv,
+  cwd: string = process.cwd(),
 ): LaunchPath[] {
   const out: LaunchPath[] = [];
-  if (argv[1]) out.push({ path: path.resolve(argv[1]), how: "script" });
+  // `node -e`/`-p` and `node -` have no script file: argv[1] is then an argument.
+  const noScript = execArgv.some((a) => /^(-e|--eval|-p|--print)(=|$)/.test(a)) || argv[1] === "-";
+  if (argv[1] && !noScript) out.push({ path: path.resolve(cwd, argv[1]), how: "script" });
   const options = [...execArgv, ...(env.NODE_OPTIONS ?? "").split(/\s+/).filter((w) => w !== "")];
   for (let i = 0; i < options.length; i++) {
     const flag = options[i]!;
     const eq = /^(--require|-r|--import|--loader|--experimental-loader)=(.+)$/.exec(flag);
-    const value = eq ? eq[2]! : PRELOAD_FLAGS.has(flag) ? options[++i] : undefined;
-    // Bare names are packages Node resolves from the script's folders (judged as the script is).
-    if (value && /^(\.{0,2}\/|file:)/.test(value))
-      out.push({ path: path.resolve(value.replace(/^file:\/\//, "").replace(/^["']|["']$/g, "")), how: "preload" });
+    const raw = eq ? eq[2]! : PRELOAD_FLAGS.has(flag) ? options[++i] : undefined;
+    const value = raw?.replace(/^["']|["']$/g, "");
+    if (!value) continue;
+    if (/^(\.{0,2}\/|file:)/.test(value)) {
+      out.push({ path: path.resolve(cwd, value.replace(/^file:\/\//, "")), how: "preload" });
+      continue;
+    }
+    // A package name (`-r dotenv/config`, `--import tsx`): Node finds it in the node_modules of the
+    // working directory and each folder above, usually the workspace's (review, session 26).
+    const name = value.startsWith("@") ? value.split("/").slice(0, 2).join("/") : value.split("/")[0]!;
+    if (name.startsWith("node:")) continue;
+    for (let dir = path.resolve(cwd); ; dir = path.dirname(dir)) {
+      out.push({ path: path.join(dir, "node_modules", name), how: "preload" });
+      if (dir === path.dirname(dir)) break;
+    }
   }
   const viaPackageManager = Boolean(env.npm_execpath || env.npm_command || env.npm_lifecycle_event);
   if (viaPackageManager)

@@ -13,10 +13,14 @@ export function passesThrough(p: string, trees: Iterable<string>): boolean {
     return false;
   };
   let current = "/";
-  for (const name of path
-    .resolve(p)
-    .split("/")
-    .filter((n) => n !== "")) {
+  // Not normalised first: `..` after a link goes up from where the link leads, as the kernel does.
+  const raw = path.isAbsolute(p) ? p : `${process.cwd()}/${p}`;
+  for (const name of raw.split("/")) {
+    if (name === "" || name === ".") continue;
+    if (name === "..") {
+      current = path.dirname(current);
+      continue;
+    }
     const next = path.join(current, name);
     if (inside(next)) return true;
     let real = next;

@@ -179,7 +179,7 @@ export function configuredTargets(
 ): { targets: ConfigTarget[]; hostCommands: ReadonlySet<string> } {
   const budget = new TargetBudget();
   const targets = [
-    ...linkTargets(links, budget),
+    ...linkTargets(links, lentTrees, budget),
     ...configTargets(repositories, { budget }),
     ...pathSourceTargets(folders, budget).map((t) => onPathAtTop(t, lentTrees)),
     ...namedScriptTargets(folders, budget),
@@ -214,19 +214,64 @@ function isDirectory(p: string): boolean {
   }
 }
 
-/** What each link at a protected name (absolute) points at, as a whole target (also when dangling). */
-function linkTargets(links: readonly string[], budget: TargetBudget): ConfigTarget[] {
+/** Links and folder entries followed at most from the links at protected names (past it: refused). */
+const MAX_LINK_VISITS = 10_000;
+
+/**
+ * What each link at a protected name (absolute) points at, as a whole target (also when dangling),
+ * and on along the way: a chain of links (`conf/a -> b -> real`: each hop is the sandbox's to
+ * re-point) and the links inside a folder one leads to (`.claude -> shared/claude` holding
+ * `settings.json -> ../../conf/s.json`; review, session 26).
+ */
+function linkTargets(links: readonly string[], lentTrees: readonly string[], budget: TargetBudget): ConfigTarget[] {
   const out: ConfigTarget[] = [];
-  for (const link of links) {
+  const seen = new Set<string>();
+  let visits = 0;
+  const count = (source: string) => {
+    if (++visits > MAX_LINK_VISITS)
+      throw protectionRefusal(
+        `the links at protected names in the tree of ${source} lead through more than ${MAX_LINK_VISITS} links and entries`,
+        "Lend a tree with fewer links at config names",
+      );
+  };
+  // Only what lies in a lent tree: elsewhere the sandbox changes nothing (a committed `.idea -> /` is not walked).
+  const lent = (p: string) => lentTrees.some((t) => p === t || p.startsWith(`${t}/`));
+  const follow = (link: string, source: string): void => {
+    if (seen.has(link)) return;
+    seen.add(link);
+    count(source);
     let target: string;
     try {
       target = path.resolve(path.dirname(link), fs.readlinkSync(link));
     } catch {
-      continue;
+      return;
     }
-    budget.take(link);
-    // As written and, through further links, where it leads (targetsInTree also resolves it).
-    out.push({ path: target, key: "the target of a link at a protected name", source: link });
-  }
+    budget.take(source);
+    out.push({ path: target, key: "the target of a link at a protected name", source });
+    if (lent(target)) within(target, source);
+  };
+  // A link on: followed; a folder: its links, at any depth below it.
+  const within = (at: string, source: string): void => {
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(at);
+    } catch {
+      return;
+    }
+    if (stat.isSymbolicLink()) return follow(at, source);
+    if (!stat.isDirectory()) return;
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(at, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      count(source);
+      if (entry.isSymbolicLink()) follow(path.join(at, entry.name), source);
+      else if (entry.isDirectory()) within(path.join(at, entry.name), source);
+    }
+  };
+  for (const link of links) follow(link, link);
   return out;
 }

@@ -45,6 +45,12 @@ describe("hostSearchPath", () => {
     expect(hostSearchPath(callerPath)).toBe(callerPath);
     rememberLentTrees([ws]);
     expect(hostSearchPath(callerPath)).toBe("/usr/bin");
+    // `..` after a link goes up from where the link leads: `out/tools/../bin` is the lent tree's bin.
+    const out = path.join(base, "out2");
+    fs.mkdirSync(out);
+    fs.mkdirSync(path.join(ws, "tools"));
+    fs.symlinkSync(path.join(ws, "tools"), path.join(out, "tools"));
+    expect(hostSearchPath(`${out}/tools/../bin:/usr/bin`)).toBe("/usr/bin");
   });
 
   it("falls back to the system folders when nothing is left", () => {

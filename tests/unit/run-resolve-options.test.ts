@@ -551,26 +551,36 @@ describe("resolveRun: how sandbox-run was started", () => {
 });
 
 describe("launchPaths", () => {
-  it("names the script as invoked, path preloads (not package names) and a package manager's project folders", () => {
+  it("names the script as invoked, the preloads (a package name where Node looks for it) and a package manager's project folders", () => {
     expect(
       launchPaths(
         {
-          NODE_OPTIONS: "--require ./x.js --import=file:///a/b.mjs -r dotenv/config",
+          NODE_OPTIONS: '--require ./x.js --import=file:///a/b.mjs -r dotenv/config --require="./q.js"',
           npm_command: "run",
           INIT_CWD: "/repo",
         },
         ["/usr/bin/node", "/repo/node_modules/.bin/sandbox-run"],
         ["--loader", "/l.mjs"],
+        "/w/a",
       ),
     ).toEqual([
       { path: "/repo/node_modules/.bin/sandbox-run", how: "script" },
       { path: "/l.mjs", how: "preload" },
-      { path: path.resolve("x.js"), how: "preload" },
+      { path: "/w/a/x.js", how: "preload" },
       { path: "/a/b.mjs", how: "preload" },
+      // Found in node_modules of the working directory and above (usually the workspace's).
+      { path: "/w/a/node_modules/dotenv", how: "preload" },
+      { path: "/w/node_modules/dotenv", how: "preload" },
+      { path: "/node_modules/dotenv", how: "preload" },
+      // Quotes are no part of the path.
+      { path: "/w/a/q.js", how: "preload" },
       { path: "/repo", how: "package-manager" },
     ]);
     expect(
       launchPaths({ INIT_CWD: "/repo" }, ["node", "/usr/lib/node_modules/sandbox-run/dist/cli/main.js"], []),
     ).toEqual([{ path: "/usr/lib/node_modules/sandbox-run/dist/cli/main.js", how: "script" }]);
+    // `node -e` and `node -` have no script: argv[1] is an argument.
+    expect(launchPaths({}, ["node", "arg"], ["-e", "code"])).toEqual([]);
+    expect(launchPaths({}, ["node", "-"], [])).toEqual([]);
   });
 });

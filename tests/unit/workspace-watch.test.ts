@@ -251,7 +251,17 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     fs.symlinkSync("../shared/claude", path.join(ws, "pkg/.claude"));
     fs.mkdirSync(path.join(ws, ".vscode"));
     fs.symlinkSync("../conf/tasks.json", path.join(ws, ".vscode/tasks.json"));
+    // A chain (each hop is the sandbox's to re-point) and a link inside a folder one leads to.
+    fs.mkdirSync(path.join(ws, ".lefthook"));
+    fs.symlinkSync("../conf/a", path.join(ws, ".lefthook/pre-push"));
+    fs.symlinkSync("b", path.join(ws, "conf/a"));
+    fs.writeFileSync(path.join(ws, "conf/b"), "real\n");
+    fs.writeFileSync(path.join(ws, "conf/s.json"), "{}\n");
+    fs.symlinkSync("../../conf/s.json", path.join(ws, "shared/claude/mcp.json"));
     const w = await watch(ws);
+    fs.rmSync(path.join(ws, "conf/a"));
+    fs.symlinkSync("evil", path.join(ws, "conf/a"));
+    fs.writeFileSync(path.join(ws, "conf/s.json"), '{"mcpServers":{}}\n');
     fs.writeFileSync(path.join(ws, "conf/pre-commit"), "touch /tmp/pwned\n");
     fs.writeFileSync(path.join(ws, "shared/claude-settings.json"), '{"hooks":{}}\n');
     fs.writeFileSync(path.join(ws, "shared/claude/hooks.sh"), "touch /tmp/pwned\n");
@@ -259,7 +269,9 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     fs.writeFileSync(path.join(ws, "src/a.ts"), "ordinary work\n");
     const report = await w.finish();
     expect(report.violations.map((v) => `${v.path} ${v.rule}`).sort()).toEqual([
+      "conf/a git-config-paths",
       "conf/pre-commit git-config-paths",
+      "conf/s.json git-config-paths",
       "conf/tasks.json git-config-paths",
       "shared/claude-settings.json git-config-paths",
       "shared/claude/hooks.sh git-config-paths",
