@@ -258,7 +258,10 @@ function linkTargets(links: readonly string[], lentTrees: readonly string[], bud
     } catch {
       return;
     }
-    if (stat.isSymbolicLink()) return follow(at, source);
+    if (stat.isSymbolicLink()) {
+      follow(at, source);
+      return;
+    }
     if (!stat.isDirectory()) return;
     let entries: fs.Dirent[];
     try {
