@@ -379,7 +379,7 @@ function refuseOwnInstallationIn(writable: readonly string[]): void {
       launch.how === "package-manager"
         ? `sandbox-run was started through a package manager (npx, npm run, yarn or pnpm) in ${launch.path}, inside ${tree}, a folder this run lets the sandbox write: the package manager takes sandbox-run, node and their options from that project's node_modules/.bin and .npmrc, which the sandbox could change for your next call.`
         : launch.how === "preload"
-          ? `Node preloads ${launch.path} into sandbox-run (--require, --import or --loader, from NODE_OPTIONS or the command line), inside ${tree}, a folder this run lets the sandbox write: the sandbox could change it for your next call.`
+          ? `Node preloads ${launch.path} into sandbox-run (--require, --import or --loader, from NODE_OPTIONS or the command line; a package name is looked up in node_modules of the working directory and the folders above it), inside ${tree}, a folder this run lets the sandbox write: the sandbox could change it for your next call. Start sandbox-run from a folder outside that tree (--cwd names the workspace), or preload by an absolute path outside it.`
           : `sandbox-run was started as ${launch.path}, inside ${tree}, a folder this run lets the sandbox write: the sandbox could change what your next call starts.`,
       INSTALL_OUTSIDE,
     );
