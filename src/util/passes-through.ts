@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { atOrBelow } from "./path-inside.js";
 
 /**
  * Whether `p` (absolute, or relative to the working directory) lies in one of `trees` (real paths)
@@ -8,10 +9,10 @@ import path from "node:path";
  * outside that leads into one reaches it, and what is not there yet is judged as written.
  */
 export function passesThrough(p: string, trees: Iterable<string>): boolean {
-  const inside = (q: string) => {
-    for (const tree of trees) if (q === tree || q.startsWith(tree === "/" ? "/" : `${tree}/`)) return true;
-    return false;
-  };
+  const list = [...trees];
+  // Nothing to pass through: no realpath calls (the host programs' PATH before any run lends a tree).
+  if (list.length === 0) return false;
+  const inside = (q: string) => list.some((tree) => atOrBelow(q, tree));
   let current = "/";
   // Not normalised first: `..` after a link goes up from where the link leads, as the kernel does.
   const raw = path.isAbsolute(p) ? p : `${process.cwd()}/${p}`;

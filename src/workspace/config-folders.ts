@@ -7,6 +7,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { SandboxRunError } from "../errors.js";
+import { atOrBelow } from "../util/path-inside.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { builtinProtectionOf } from "./builtin-protections.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
@@ -16,6 +17,7 @@ import {
   configTargets,
   GIT_HOOK_NAMES,
   type GitRepository,
+  isDirectory,
 } from "./git-config-paths.js";
 import { COMMAND_CONFIGS, LEFTHOOK_NAME, namedScriptTargets } from "./named-scripts.js";
 import { hostCommandNames, MISE_FILES, pathSourceTargets } from "./path-sources.js";
@@ -206,14 +208,6 @@ function onPathAtTop(target: ConfigTarget, lentTrees: readonly string[]): Config
   return { ...target, key: `${target.key} (a host command's name)`, commands: {} };
 }
 
-function isDirectory(p: string): boolean {
-  try {
-    return fs.statSync(p).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
 /** Links and folder entries followed at most from the links at protected names (past it: refused). */
 const MAX_LINK_VISITS = 10_000;
 
@@ -235,7 +229,7 @@ function linkTargets(links: readonly string[], lentTrees: readonly string[], bud
       );
   };
   // Only what lies in a lent tree: elsewhere the sandbox changes nothing (a committed `.idea -> /` is not walked).
-  const lent = (p: string) => lentTrees.some((t) => p === t || p.startsWith(`${t}/`));
+  const lent = (p: string) => lentTrees.some((t) => atOrBelow(p, t));
   const follow = (link: string, source: string): void => {
     if (seen.has(link)) return;
     seen.add(link);

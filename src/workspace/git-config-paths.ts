@@ -486,7 +486,8 @@ function realOr(p: string): string {
   }
 }
 
-function isDirectory(p: string): boolean {
+/** Whether `p` is a folder, through links (false when it is not there). */
+export function isDirectory(p: string): boolean {
   try {
     return fs.statSync(p).isDirectory();
   } catch {

@@ -57,6 +57,12 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     seen.add(target);
     out.push({ path: target, key, source });
   };
+  // A path the config names only through what an interpreter picks: one more against the budget.
+  const guardCounted = (target: string, key: string, source: string) => {
+    if (seen.has(target)) return;
+    budget.take(source);
+    guard(target, key, source);
+  };
   const named = (file: string, key: string, target: string, code = false) => {
     // A folder named as an argument (`eslint src/`, `cd packages/app`) is data, not code the config
     // runs: guarding it whole refused the run's ordinary edits. A folder that is the program or an
@@ -64,9 +70,9 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     // its package.json and the file its `main` names before index.*, __main__.* and an
     // unchecked-hash pyc in __pycache__ (review, session 26: only index.js was guarded, and the run
     // added a package.json whose main it wrote). Not the whole folder: a Go package's sources
-    // (`go run ./cmd/server`) are the repository's code the run is there to edit. A package's own file under node_modules is the
-    // repository's code (what `npm ci` writes). A path that does not exist yet is guarded: the run
-    // must not create what the config would run.
+    // (`go run ./cmd/server`) are the repository's code the run is there to edit. A package's own
+    // file under node_modules is the repository's code (what `npm ci` writes). A path that does not
+    // exist yet is guarded: the run must not create what the config would run.
     if (/(^|\/)node_modules\//.test(target)) return;
     let kind = kinds.get(target);
     if (!kinds.has(target)) {
@@ -76,11 +82,7 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     }
     if (kind === "directory") {
       if (!code) return;
-      for (const entry of FOLDER_CODE_ENTRIES)
-        if (!seen.has(path.join(target, entry))) {
-          budget.take(file);
-          guard(path.join(target, entry), key, file);
-        }
+      for (const entry of FOLDER_CODE_ENTRIES) guardCounted(path.join(target, entry), key, file);
       const main = packageMain(path.join(target, "package.json"));
       if (main !== undefined) named(file, key, path.resolve(target, main), true);
     } else guard(target, key, file);
@@ -88,11 +90,7 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
     // `node scripts/check` runs scripts/check.js, `node tools` runs tools.js before the folder.
     // An existing file is run as it is (and guarded), so its resolutions never are.
     if (!code || kind === "file") return;
-    for (const extension of CODE_EXTENSIONS)
-      if (!seen.has(target + extension)) {
-        budget.take(file);
-        guard(target + extension, key, file);
-      }
+    for (const extension of CODE_EXTENSIONS) guardCounted(target + extension, key, file);
   };
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
     for (const { word, code } of codePathWords(strings)) named(file, key, path.resolve(base, word), code);
@@ -325,7 +323,7 @@ const VALUE_FLAGS = new Set(["--cwd", "--directory", "--dir", "-C", "-I", "-r", 
 /**
  * Options after which the operands are data, not the code run: a module (`python -m pytest tests/`),
  * inline code (`-c`, `-e`, `-` for stdin), or node's test runner (`node --test test/` runs the
- * repository's tests, as `npm test` does): guarding such a folder whole refused edits to the tests.
+ * repository's tests, as `npm test` does): taken for code, the tests' folder was guarded.
  */
 const NO_OPERAND_FLAGS = new Set(["-m", "-c", "-e", "--eval", "-p", "--print", "--test", "-"]);
 

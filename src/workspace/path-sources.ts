@@ -366,26 +366,29 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
 
 /** A small regular file's text, or undefined (the environment files here, the configs of named-scripts.ts). */
 export function readConfigText(file: string): string | undefined {
-  // Too large to read is refused, not skipped: what it names would go unguarded (review, session 26).
-  let size = 0;
+  let bytes: Buffer | null | undefined;
   try {
-    const stat = fs.statSync(file);
-    size = stat.isFile() ? stat.size : 0;
+    // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
+    // were before the run, read only.
+    bytes = readSmallFileBytes(file, MAX_FILE_BYTES, true);
   } catch {
     return undefined;
   }
-  if (size > MAX_FILE_BYTES)
+  // Too large to read is refused, not skipped: what it names would go unguarded (review, session 26).
+  if (bytes === undefined && tooLarge(file))
     throw protectionRefusal(
       `the config ${file} is larger than ${MAX_FILE_BYTES / 1024} KiB, more than sandbox-run reads to find what it runs`,
       "Shorten it, or lend a tree without it",
     );
+  // A byte-order mark is no part of the text.
+  return bytes?.toString("utf8").replace(/^\uFEFF/, "");
+}
+
+function tooLarge(file: string): boolean {
   try {
-    // Through a symlink too (direnv, git and editors follow one): these are the host's files as they
-    // were before the run, read only. A byte-order mark is no part of the text.
-    return readSmallFileBytes(file, MAX_FILE_BYTES, true)
-      ?.toString("utf8")
-      .replace(/^\uFEFF/, "");
+    const stat = fs.statSync(file);
+    return stat.isFile() && stat.size > MAX_FILE_BYTES;
   } catch {
-    return undefined;
+    return false;
   }
 }

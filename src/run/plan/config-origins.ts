@@ -10,6 +10,7 @@ import { enginesFilePath, tlsFilesIn } from "../../engine/engine-endpoint.js";
 import { usageError } from "../../errors.js";
 import { secretFilePath } from "../../proxy/secret-bindings.js";
 import { readConfigFile } from "../../util/config-file.js";
+import { atOrBelow } from "../../util/path-inside.js";
 
 export interface ConfigFiles {
   policy?: string;
@@ -34,7 +35,7 @@ export function configInsideRoots(files: ConfigFiles, roots: readonly string[]):
   for (const [what, file] of Object.entries(files) as Array<[keyof ConfigFiles, string | undefined]>) {
     if (!file) continue;
     const real = realOrResolved(file);
-    const root = roots.find((r) => real === r || real.startsWith(`${r}/`));
+    const root = roots.find((r) => atOrBelow(real, r));
     if (root) inside.push({ what, file: real, root });
   }
   if (files.engines) {
@@ -42,7 +43,7 @@ export function configInsideRoots(files: ConfigFiles, roots: readonly string[]):
     // engines file itself is.
     for (const named of enginesFileNames(files.engines)) {
       const real = realOrResolved(named);
-      const root = roots.find((r) => real === r || real.startsWith(`${r}/`));
+      const root = roots.find((r) => atOrBelow(real, r));
       if (root) inside.push({ what: "engines", file: real, root, namedBy: realOrResolved(files.engines) });
     }
   }
@@ -64,7 +65,7 @@ export function checkSecretFiles(
     const named = secretFilePath(from.file);
     const asNamed = path.join(realOrResolved(path.dirname(named)), path.basename(named));
     for (const file of [asNamed, realOrResolved(named)]) {
-      const tree = trees.find((t) => file === t || file.startsWith(`${t}/`));
+      const tree = trees.find((t) => atOrBelow(file, t));
       if (tree)
         throw usageError(
           `The policy's secret ${name} is read from ${named}, which ${file === asNamed ? "lies" : "leads"} inside ${tree}, a folder this run mounts in the sandbox: the sandbox could read the token, or change it for the next run.`,

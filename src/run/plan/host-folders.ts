@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { usageError } from "../../errors.js";
 import { sandboxRunCacheDir } from "../../util/build-cache.js";
+import { atOrBelow } from "../../util/path-inside.js";
 import { resolvedPath } from "../../util/resolved-path.js";
 import { runDirsParent } from "../run-dirs.js";
 
@@ -44,7 +45,7 @@ export function realFolder(absolute: string, role: FolderRole): string {
       real = next;
       continue;
     }
-    if (!isInside(target, real)) {
+    if (!atOrBelow(target, real)) {
       const meant = resolvedPath(absolute);
       throw usageError(
         `The ${role.what} ${absolute} goes through the symbolic link ${named}, which points to ${pointsTo(next, target)}, outside the folder ${real} it sits in: a link (a repository ships its own) may not choose which host folder the sandbox gets.`,
@@ -78,13 +79,13 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
   const homeReal = resolvedPath(home);
   if (real === homeReal)
     return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
-  if (isInside(homeReal, real))
+  if (atOrBelow(homeReal, real))
     return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
   for (const runDirs of runDirsParentsOf(tmpDir))
-    if (isInside(runDirs, real) || isInside(real, runDirs))
+    if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets and state`;
   const cache = resolvedPath(sandboxRunCacheDir(process.env, home));
-  if (isInside(cache, real) || isInside(real, cache))
+  if (atOrBelow(cache, real) || atOrBelow(real, cache))
     return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
   // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
   if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
@@ -105,12 +106,12 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
  */
 export function readOnlyFolderProblem(real: string, home = os.homedir(), tmpDir = os.tmpdir()): string | undefined {
   const homeReal = resolvedPath(home);
-  if (isInside(homeReal, real))
+  if (atOrBelow(homeReal, real))
     return `${real === homeReal ? "is" : "holds"} your home folder: a sandbox could read your ssh keys, tokens and shell history`;
   for (const runDirs of runDirsParentsOf(tmpDir))
-    if (isInside(runDirs, real) || isInside(real, runDirs))
+    if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
-  if (isInside(real, "/root")) return "lies in /root, the root user's home: a sandbox could read its keys and tokens";
+  if (atOrBelow(real, "/root")) return "lies in /root, the root user's home: a sandbox could read its keys and tokens";
   if (/^\/etc(\/|$)/.test(real))
     return "lies in /etc, the host's configuration: a sandbox could read host keys and secrets";
   if (/^\/(run|var\/run)(\/|$)/.test(real))
@@ -134,9 +135,4 @@ function runDirsParentsOf(tmpDir: string): string[] {
 function pointsTo(link: string, target: string): string {
   const text = fs.readlinkSync(link);
   return text === target ? target : `${text} (${target})`;
-}
-
-/** `inner` is `outer` or lies below it (both real, absolute). */
-function isInside(inner: string, outer: string): boolean {
-  return inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 }

@@ -22,6 +22,7 @@ import { readConfigJson } from "../../util/config-file.js";
 import { launchPaths, ownInstallation } from "../../util/own-installation.js";
 import { parsePlatform } from "../../util/parse-platform.js";
 import { passesThrough } from "../../util/passes-through.js";
+import { atOrBelow } from "../../util/path-inside.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
@@ -362,8 +363,8 @@ function refuseOwnInstallationIn(writable: readonly string[]): void {
   const { packageRoot, folders } = ownInstallation();
   for (const folder of folders)
     for (const tree of writable) {
-      const holds = isInside(folder, tree);
-      if (!holds && !isInside(tree, folder)) continue;
+      const holds = atOrBelow(folder, tree);
+      if (!holds && !atOrBelow(tree, folder)) continue;
       throw usageError(
         holds
           ? `sandbox-run runs from ${packageRoot}${folder === packageRoot ? "" : ` and loads code from ${folder}`}, ${folder === tree ? "" : `which lies inside ${tree}, `}a folder this run lets the sandbox write: the sandbox could change sandbox-run itself (its code, its built-in policies, the runner image it builds), what it loads or the Node running it, and your next call would run that.`
@@ -388,11 +389,6 @@ function refuseOwnInstallationIn(writable: readonly string[]): void {
 
 const INSTALL_OUTSIDE =
   "Install sandbox-run outside the folders it runs on (npm install -g sandbox-run, or into a tools folder of its own) and start it directly, not through npx, npm run, yarn or pnpm in the project it runs on; or bring the changes back as a branch or patch (--hand-back branch), or run read-only.";
-
-/** Whether `p` is `folder` or lies below it (both real paths). */
-function isInside(p: string, folder: string): boolean {
-  return p === folder || p.startsWith(folder === "/" ? "/" : `${folder}/`);
-}
 
 /** The hand-back mode, checked against what else the run asks for. */
 function resolveHandBack(
