@@ -188,8 +188,10 @@ export class OwnershipLease {
     for (const root of this.roots) {
       // Not through what was mounted inside the tree: its files were never lent, and one the
       // sandbox's uid or gid owned before the run (a volume such a container wrote) is not the
-      // caller's (review, session 26: they were handed to root).
-      await forEachEntry(root, this.mounts.get(root) ?? [], (entry, stat) => {
+      // caller's (review, session 26: they were handed to root). Where they are now, too: the sandbox
+      // may rename a mount point's parent folder, and the mount moves with it (session 27).
+      const mounts = [...(this.mounts.get(root) ?? []), ...mountPointsInside(root)];
+      await forEachEntry(root, mounts, (entry, stat) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
         // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
         const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);

@@ -136,6 +136,23 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     expect(owner(path.join(ws, "lent.txt"))).toBe(owner(ws));
   });
 
+  it("hands back nothing of a mounted volume whose parent folder the sandbox renamed during the run", async () => {
+    const volume = tree({ "db.sqlite": "d" });
+    execFileSync("chown", ["-R", `${SANDBOX.uid}:${SANDBOX.gid}`, volume]);
+    const ws = tree({ "lent.txt": "l", "sub/cache/.keep": "" });
+    execFileSync("mount", ["--bind", volume, path.join(ws, "sub/cache")]);
+    try {
+      const lease = await OwnershipLease.lend([ws], SANDBOX);
+      fs.renameSync(path.join(ws, "sub"), path.join(ws, "moved"));
+      await lease.restore(CALLER);
+    } finally {
+      execFileSync("umount", [path.join(ws, "moved/cache")]);
+    }
+    const sandbox = `${SANDBOX.uid}:${SANDBOX.gid}`;
+    expect([owner(volume), owner(path.join(volume, "db.sqlite"))]).toEqual([sandbox, sandbox]);
+    expect(owner(path.join(ws, "lent.txt"))).toBe(owner(ws));
+  });
+
   it("a mount whose source is in the same tree (its inodes seen twice): every lent file goes back to its owner", async () => {
     const ws = tree({ "b/.keep": "" });
     fs.mkdirSync(path.join(ws, "a"));
