@@ -18,13 +18,20 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
-import { TargetBudget } from "./config-target-budget.js";
+import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import { type ConfigTarget, GIT_HOOK_NAMES } from "./git-config-paths.js";
 import { readConfigText as readText } from "./path-sources.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
 
-/** Strings taken from one config. */
+/** Strings taken from one config, and values visited in it: past either the run is refused. */
 const MAX_STRINGS = 10_000;
+const MAX_VALUES = MAX_STRINGS * 4;
+
+/**
+ * A config holding more than the readers take: refused, never read in part (what it names past the
+ * cap would go unguarded: session 26 documented that, session 27 refuses it).
+ */
+class ConfigTooLarge extends Error {}
 
 /** JSON configs whose `command` and `args` strings start servers or run hooks and tasks. */
 export const COMMAND_CONFIGS: ReadonlyArray<{ file: string; key: string }> = [
@@ -95,7 +102,10 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
   const add = (file: string, key: string, strings: Iterable<string>, base: string) => {
     for (const { word, code } of codePathWords(strings)) named(file, key, path.resolve(base, word), code);
   };
-  for (const dir of new Set(dirs)) {
+  for (const dir of new Set(dirs)) readWhole(dir, () => readFolder(dir));
+  return out;
+
+  function readFolder(dir: string): void {
     for (const hook of huskyHooks(dir)) add(hook, "husky hook", [readText(hook) ?? ""], dir);
     const preCommit = path.join(dir, ".pre-commit-config.yaml");
     for (const hook of objectsWith(readYaml(preCommit), "entry")) {
@@ -157,7 +167,19 @@ export function namedScriptTargets(dirs: readonly string[], budget: TargetBudget
       });
     }
   }
-  return out;
+}
+
+/** Runs one folder's readers; a config too large to read whole refuses the run, naming the folder. */
+function readWhole(dir: string, read: () => void): void {
+  try {
+    read();
+  } catch (error) {
+    if (!(error instanceof ConfigTooLarge)) throw error;
+    throw protectionRefusal(
+      `a hook, agent or editor config in ${dir} holds more than ${MAX_VALUES} values or ${MAX_STRINGS} command strings, more than sandbox-run reads`,
+      "sandbox-run protects every path such a config names and reads none in part: lend a tree without such a config",
+    );
+  }
 }
 
 /**
@@ -197,7 +219,8 @@ function objectsWith(value: unknown, key: string): Array<Record<string, unknown>
   const out: Array<Record<string, unknown>> = [];
   const stack: unknown[] = [value];
   let visited = 0;
-  while (stack.length > 0 && visited++ < MAX_STRINGS * 4) {
+  while (stack.length > 0) {
+    if (visited++ >= MAX_VALUES) throw new ConfigTooLarge();
     const v = stack.pop();
     if (Array.isArray(v)) for (const item of v) stack.push(item);
     else if (v !== null && typeof v === "object") {
@@ -359,10 +382,14 @@ function plainPath(word: string): boolean {
 export function stringsUnder(value: unknown, keys: ReadonlySet<string>): string[] {
   const out: string[] = [];
   const stack: Array<{ value: unknown; taken: boolean }> = [{ value, taken: false }];
-  while (stack.length > 0 && out.length < MAX_STRINGS) {
+  let visited = 0;
+  while (stack.length > 0) {
+    if (visited++ >= MAX_VALUES) throw new ConfigTooLarge();
     const { value: v, taken } = stack.pop()!;
     if (typeof v === "string") {
-      if (taken) out.push(v);
+      if (!taken) continue;
+      if (out.length >= MAX_STRINGS) throw new ConfigTooLarge();
+      out.push(v);
     } else if (Array.isArray(v)) for (const item of v) stack.push({ value: item, taken });
     else if (v !== null && typeof v === "object")
       for (const [k, item] of Object.entries(v)) stack.push({ value: item, taken: taken || keys.has(k) });

@@ -73,6 +73,31 @@ describe("namedScriptTargets", () => {
     ]);
   });
 
+  it("a config holding more values than the readers take is refused, never read in part (session 26 read 40,000 values and left what came after unguarded)", () => {
+    const padding = Array.from({ length: 45_000 }, (_, i) => i);
+    const padded = tree({
+      ".vscode/tasks.json": JSON.stringify({ tasks: [{ label: "pad", padding }, { command: "./scripts/build.sh" }] }),
+    });
+    let refusal: unknown;
+    try {
+      namedScriptTargets([padded]);
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toMatchObject({ code: "usage", message: expect.stringContaining(padded) });
+    const many = Array.from({ length: 10_001 }, (_, i) => `./scripts/s${i}.sh`);
+    const manyStrings = tree({
+      ".mcp.json": JSON.stringify({ mcpServers: { a: { command: "node", args: [{}, ...many] } } }),
+    });
+    expect(() => namedScriptTargets([manyStrings])).toThrow(/more than 40000 values or 10000 command strings/);
+    const small = tree({
+      ".vscode/tasks.json": JSON.stringify({
+        tasks: [{ label: "pad", padding: padding.slice(0, 30_000) }, { command: "./scripts/build.sh" }],
+      }),
+    });
+    expect(namedScriptTargets([small]).map((t) => t.path)).toContain(path.join(small, "scripts/build.sh"));
+  });
+
   it("a symlinked config is read as the tools read it; words with other expansions, URLs and the home folder are left out", () => {
     const dir = tree({
       "config/mcp.json": JSON.stringify({ mcpServers: { x: { command: "./server.sh" } } }),
