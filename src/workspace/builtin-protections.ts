@@ -492,11 +492,46 @@ export function protectionWhy(rule: string): string | undefined {
   return PROTECTED_NAMES.get(lower) ?? PROTECTED_NESTED.get(lower) ?? PROTECTED_PATTERNS.get(lower)?.why;
 }
 
+/**
+ * A virtualenv's own files that a host tool runs when it picks the venv up, with no project command
+ * (review, session 27): VS Code's Python extension selects a workspace `.venv` and sources its
+ * activate script in each new terminal (`python.terminal.activateEnvironment`, on by default),
+ * oh-my-zsh's python plugin on `cd` (PYTHON_AUTO_VRUN), and every start of its interpreter reads
+ * `pyvenv.cfg` (`home`: where the standard library is loaded from) and runs the `import` lines of
+ * the `.pth` files in site-packages. Reported, not refused: making or refreshing a venv (`python -m
+ * venv`, `uv sync`, `pip install` of a package with a .pth) writes them.
+ */
+const VENV_REPORTED: ReadonlyArray<{ pattern: RegExp; name: string; why: string }> = [
+  {
+    pattern: /(^|\/)pyvenv\.cfg$/,
+    name: "pyvenv.cfg",
+    why: "a virtualenv's interpreter loads its standard library from the home this file names, at every start (VS Code's Python extension starts a workspace venv's when the folder opens)",
+  },
+  {
+    pattern: /(^|\/)(bin|scripts)\/(activate(\.(csh|fish|nu|ps1|bat|xsh))?|activate_this\.py)$/,
+    name: "venv activate script",
+    why: "VS Code's Python extension sources a workspace venv's activate script in every new terminal (on by default), and shell plugins on cd (oh-my-zsh's PYTHON_AUTO_VRUN)",
+  },
+  {
+    pattern: /(^|\/)(bin|scripts)\/python[0-9.]*(\.exe)?$/,
+    name: "venv interpreter",
+    why: "the program VS Code's Python extension and an activated venv run as python (a venv's is a link to the host's interpreter)",
+  },
+  {
+    pattern: /(^|\/)site-packages\/[^/]+\.pth$/,
+    name: "site-packages .pth",
+    why: "Python runs a .pth file's `import` lines at every start of that interpreter (a venv's, when VS Code or an activated shell starts it)",
+  },
+];
+
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
   // A package's own package.json or .npmrc: what `npm install` writes, read by no one's command.
   if (/(^|\/)node_modules\//.test(path)) return undefined;
   const name = foldCase(path.slice(path.lastIndexOf("/") + 1));
   const why = HOST_RUN_REPORTED.get(name);
-  return why ? { name, why } : undefined;
+  if (why) return { name, why };
+  const folded = path.toLowerCase();
+  const venv = VENV_REPORTED.find((v) => v.pattern.test(folded));
+  return venv ? { name: venv.name, why: venv.why } : undefined;
 }

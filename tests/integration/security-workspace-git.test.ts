@@ -873,21 +873,34 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
   );
 
   notInWarm(
-    "host-run files (.npmrc, .gitattributes) are reported in the result and an event, not refused",
+    "host-run files (.npmrc, .gitattributes, a venv's activate script, pyvenv.cfg and .pth files) are reported in the result and an event, not refused",
     async () => {
-      const ws = repo({ files: { ".npmrc": "fund=false\n" } });
+      const site = ".venv/lib/python3.11/site-packages";
+      const ws = repo({
+        files: {
+          ".npmrc": "fund=false\n",
+          ".venv/pyvenv.cfg": "home = /usr/bin\n",
+          ".venv/bin/activate": "VIRTUAL_ENV=.venv\n",
+          [`${site}/calc.py`]: "x = 1\n",
+        },
+      });
       const { outcome } = await attack(
         ws,
-        "printf 'node-options=--require ./x.js\\n' >> .npmrc && printf '* filter=lfs\\n' > .gitattributes",
+        "printf 'node-options=--require ./x.js\\n' >> .npmrc && printf '* filter=lfs\\n' > .gitattributes" +
+          ` && echo 'touch /tmp/pwned' >> .venv/bin/activate && echo 'home = /ws/evil' > .venv/pyvenv.cfg` +
+          ` && echo 'import os' > ${site}/zz.pth && echo 'x = 2' > ${site}/calc.py`,
         newMarker(),
       );
       expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
       expect(outcome.details?.hostRunFiles?.map((h) => `${h.change} ${h.path}`).sort()).toEqual([
         "created .gitattributes",
+        `created ${site}/zz.pth`,
         "modified .npmrc",
+        "modified .venv/bin/activate",
+        "modified .venv/pyvenv.cfg",
       ]);
       const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
-      expect(event?.data).toMatchObject({ count: 2 });
+      expect(event?.data).toMatchObject({ count: 5 });
       expect(String(event?.data.reason)).toContain("host-run file changed");
     },
   );

@@ -311,6 +311,20 @@ describe("built-in protections", () => {
     expect(hostRunReportOf("pkg/PAC\u212AAGE.JSON")?.name).toBe("package.json");
   });
 
+  it("a virtualenv's files that VS Code's Python extension and shell plugins run without a project command are reported (review, session 27): pyvenv.cfg, activate scripts, the interpreter, site-packages .pth", () => {
+    const name = (p: string) => hostRunReportOf(p)?.name;
+    expect(name(".venv/pyvenv.cfg")).toBe("pyvenv.cfg");
+    expect(name("api/.venv/bin/activate")).toBe("venv activate script");
+    expect(name("venv/bin/activate.fish")).toBe("venv activate script");
+    expect(name("env/Scripts/Activate.ps1")).toBe("venv activate script");
+    expect(name(".venv/bin/python3.11")).toBe("venv interpreter");
+    expect(name(".venv/lib/python3.11/site-packages/distutils-precedence.pth")).toBe("site-packages .pth");
+    expect(name(".venv/lib/python3.11/site-packages/calc/ops.py")).toBeUndefined();
+    expect(name(".venv/bin/pytest")).toBeUndefined();
+    expect(name("docs/activate.md")).toBeUndefined();
+    expect(name("node_modules/x/bin/activate")).toBeUndefined();
+  });
+
   it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
     const rule = (p: string) => builtinProtectionOf(p, new Set());
     // mise trusts a folder, not a file: every name it reads there.
