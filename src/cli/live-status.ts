@@ -65,6 +65,7 @@ export function createLiveStatus(
         else if (event.type === "limit.tripped") above(s.red(`✗ limit: ${t(d.message)}`));
         else if (event.type === "gateway.refused") above(s.red(`✗ gateway refused ${t(d.method)} ${t(d.path)}`));
         else if (event.type === "egress.denied") above(s.red(`✗ egress denied: ${t(d.host)}`));
+        else if (event.type === "egress.failed") above(s.red(`✗ egress failed: ${t(d.host)} (${t(d.reason)})`));
         redraw();
         return;
       }

@@ -51,6 +51,10 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
       return `limit: ${t(d.message)}`;
     case "egress.denied":
       return `egress denied: ${t(d.host)}:${t(d.port)} (${t(d.reason)})${times}`;
+    case "egress.failed":
+      // Allowed, but this machine could not reach it (its DNS, its network): the tool in the sandbox
+      // sees only "502 Bad Gateway" (review, session 27: said in --events only).
+      return `egress failed: ${t(d.host)}:${t(d.port)} (${t(d.reason)}; an allowed host this machine could not reach)${times}`;
     case "gateway.refused":
       return `gateway refused ${t(d.method)} ${t(d.path)}: ${t(d.refused)}${times}`;
     case "container.exited":

@@ -105,6 +105,20 @@ describe("progress reporter", () => {
   });
 });
 
+describe("an allowed host this machine could not reach", () => {
+  it("gets a line of its own (review, session 27: pip showed only 502 Bad Gateway, the cause was in --events only)", () => {
+    const line = sandboxLine("egress.failed", {
+      host: "pypi.org",
+      port: 443,
+      reason: "pypi.org did not resolve (ENOTFOUND)",
+      repeated: 6,
+    });
+    expect(line).toBe(
+      "egress failed: pypi.org:443 (pypi.org did not resolve (ENOTFOUND); an allowed host this machine could not reach) (and 6 more like it)",
+    );
+  });
+});
+
 describe("a host-run file the run changed", () => {
   it("gets a line of its own (review: a planted .npmrc with node-options was in --json only)", () => {
     const line = sandboxLine("workspace.host-run-files", {
