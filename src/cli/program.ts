@@ -28,7 +28,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   let exitCode: number = EXIT.ok;
   const program = cliProgram({ io, signals, argv, exit: (code) => (exitCode = code) });
   try {
-    await program.parseAsync(argv, { from: "user" });
+    await program.parseAsync(helpOfSubcommand(argv), { from: "user" });
     return exitCode;
   } catch (error) {
     const code = reportError(error, io);
@@ -72,6 +72,15 @@ function cliProgram(ctx: CommandContext): Command {
     define(program, ctx);
   }
   return program;
+}
+
+/**
+ * `help image build` as `image build --help`: commander's help command looks one level down only,
+ * and printed the help of `image`, without `build`'s options (review, session 27).
+ */
+function helpOfSubcommand(argv: string[]): string[] {
+  if (argv[0] !== "help" || argv.length < 3 || argv.slice(1).some((a) => a.startsWith("-"))) return argv;
+  return [...argv.slice(1), "--help"];
 }
 
 /** `--json` given as a flag (not inside the prompt after `--`). */
