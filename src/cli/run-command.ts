@@ -21,6 +21,7 @@ import { HostDirError, openOutputFile } from "../util/host-dir.js";
 import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor, exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+import { generatedFoldersNote } from "./generated-folders.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
@@ -280,7 +281,8 @@ function handBackLine(details: RunDetails, patchTo: string | undefined): string 
   }
   if (!handBack.commit) return "; nothing to commit, no branch made, workspace untouched";
   const { files, insertions, deletions } = handBack.diffStat;
-  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s), +${insertions} -${deletions}, workspace untouched`;
+  const generated = generatedFoldersNote(handBack.files.map((f) => f.path));
+  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched`;
 }
 
 function readPromptFile(file: string): string {

@@ -1,0 +1,21 @@
+// The done line names a virtualenv or node_modules a branch commit took whole (review, session 27).
+import { describe, expect, it } from "vitest";
+import { generatedFoldersNote } from "../../src/cli/generated-folders.js";
+
+describe("generatedFoldersNote", () => {
+  it("names a committed virtualenv and node_modules with their file counts", () => {
+    const venv = [
+      ".venv-br/pyvenv.cfg",
+      ".venv-br/bin/python3",
+      ".venv-br/lib/python3.11/site-packages/pip/__init__.py",
+    ];
+    const modules = ["web/node_modules/left-pad/index.js", "web/node_modules/left-pad/package.json"];
+    expect(generatedFoldersNote(["src/calc/ops.py", ...venv, ...modules])).toBe(
+      " (3 in .venv-br/ (a virtualenv), 2 in web/node_modules/ (installed packages): not in .gitignore, committed whole)",
+    );
+  });
+
+  it("says nothing of ordinary sources", () => {
+    expect(generatedFoldersNote(["src/calc/ops.py", "tests/test_ops.py", "docs/pyvenv.md"])).toBe("");
+  });
+});
