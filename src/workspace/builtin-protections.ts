@@ -524,6 +524,43 @@ const VENV_REPORTED: ReadonlyArray<{ pattern: RegExp; name: string; why: string 
   },
 ];
 
+/**
+ * Other toolchains' counterparts of .npmrc (session 27): configs that name a program the tool runs
+ * or downloads and runs when a person runs it (or an IDE's project import does), by their path.
+ */
+const TOOLCHAIN_REPORTED: ReadonlyArray<{ pattern: RegExp; name: string; why: string }> = [
+  {
+    pattern: /(^|\/)\.cargo\/config(\.toml)?$/,
+    name: ".cargo/config.toml",
+    why: "cargo runs the programs it names (build.rustc-wrapper, a target's runner and linker) and its aliases when a person runs cargo below it, and rust-analyzer's cargo check when an editor opens the folder",
+  },
+  {
+    pattern: /(^|\/)rust-toolchain(\.toml)?$/,
+    name: "rust-toolchain.toml",
+    why: "rustup runs the toolchain it names (a `path` toolchain: a folder's own cargo and rustc) for every cargo or rustc a person runs below it",
+  },
+  {
+    pattern: /(^|\/)\.(bazelrc|bazeliskrc|bazelversion)$/,
+    name: "bazel config",
+    why: "bazelisk downloads and runs the bazel its version and base URL name, and bazel takes startup options from .bazelrc, when a person runs bazel there",
+  },
+  {
+    pattern: /(^|\/)gradle\/wrapper\/gradle-wrapper\.properties$/,
+    name: "gradle-wrapper.properties",
+    why: "./gradlew (and an IDE's Gradle import when it opens the project) downloads and runs the distribution its distributionUrl names",
+  },
+  {
+    pattern: /(^|\/)\.mvn\/(wrapper\/maven-wrapper\.properties|extensions\.xml|jvm\.config|maven\.config)$/,
+    name: ".mvn config",
+    why: "./mvnw downloads and runs the Maven its distributionUrl names, and Maven loads the extensions and JVM options .mvn names, when a person runs it",
+  },
+  {
+    pattern: /(^|\/)(pip\.conf|uv\.toml)$/,
+    name: "pip.conf / uv.toml",
+    why: "pip (a venv's pip.conf) and uv read the package index and options from it when a person installs there",
+  },
+];
+
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
   // A package's own package.json or .npmrc: what `npm install` writes, read by no one's command.
@@ -532,6 +569,6 @@ export function hostRunReportOf(path: string): { name: string; why: string } | u
   const why = HOST_RUN_REPORTED.get(name);
   if (why) return { name, why };
   const folded = path.toLowerCase();
-  const venv = VENV_REPORTED.find((v) => v.pattern.test(folded));
-  return venv ? { name: venv.name, why: venv.why } : undefined;
+  const found = [...VENV_REPORTED, ...TOOLCHAIN_REPORTED].find((v) => v.pattern.test(folded));
+  return found ? { name: found.name, why: found.why } : undefined;
 }

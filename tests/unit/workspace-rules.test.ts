@@ -325,6 +325,24 @@ describe("built-in protections", () => {
     expect(name("node_modules/x/bin/activate")).toBeUndefined();
   });
 
+  it("other toolchains' counterparts of .npmrc are reported (session 27): cargo, rustup, bazel, the Gradle and Maven wrappers, pip and uv", () => {
+    const name = (p: string) => hostRunReportOf(p)?.name;
+    expect(name(".cargo/config.toml")).toBe(".cargo/config.toml");
+    expect(name("crates/x/.cargo/config")).toBe(".cargo/config.toml");
+    expect(name("rust-toolchain.toml")).toBe("rust-toolchain.toml");
+    expect(name("rust-toolchain")).toBe("rust-toolchain.toml");
+    expect(name(".bazelrc")).toBe("bazel config");
+    expect(name(".bazelversion")).toBe("bazel config");
+    expect(name("gradle/wrapper/gradle-wrapper.properties")).toBe("gradle-wrapper.properties");
+    expect(name(".mvn/wrapper/maven-wrapper.properties")).toBe(".mvn config");
+    expect(name(".mvn/extensions.xml")).toBe(".mvn config");
+    expect(name(".venv/pip.conf")).toBe("pip.conf / uv.toml");
+    expect(name("uv.toml")).toBe("pip.conf / uv.toml");
+    expect(name("config.toml")).toBeUndefined();
+    expect(name("src/cargo/config.rs")).toBeUndefined();
+    expect(name("gradle/libs.versions.toml")).toBeUndefined();
+  });
+
   it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
     const rule = (p: string) => builtinProtectionOf(p, new Set());
     // mise trusts a folder, not a file: every name it reads there.
