@@ -85,7 +85,10 @@ export class RunWorkspace {
       const handBackTo = plan.handBackTo;
       // Before anything is lent: a reaper hands back what this record says, never what labels say.
       writeLeaseRecord(runDir, { roots, handBackTo, engine: input.engine });
-      const lent = await OwnershipLease.lend(roots, { uid: SANDBOX_UID, gid: SANDBOX_UID }).catch((error: unknown) => {
+      // A read-only workspace is lent only where the sandbox could not read it otherwise.
+      const readOnly = plan.mounts.some((m) => m.kind === "workspace" && m.readOnly) ? [run.cwd] : [];
+      const sandboxUser = { uid: SANDBOX_UID, gid: SANDBOX_UID };
+      const lent = await OwnershipLease.lend(roots, sandboxUser, { readOnly }).catch((error: unknown) => {
         removeLeaseRecord(runDir);
         throw error;
       });

@@ -142,6 +142,9 @@ export class OwnershipLease {
   private readonly inodes = new Map<number, InodeTable>();
   /** Each root's mount points (relative) found when it was lent: neither lent nor handed back. */
   private readonly mounts = new Map<string, string[]>();
+  /** Roots the sandbox reads only, and those of them where an entry changed owner. */
+  private readonly readOnly: ReadonlySet<string>;
+  private readonly chownedIn = new Set<string>();
   /**
    * Whether stat's birth times are the file system's own, learnt at the first chown of a lend: where
    * statx is unavailable (ENOSYS, or an old seccomp filter around the controller), libuv reports
@@ -154,14 +157,22 @@ export class OwnershipLease {
   private constructor(
     private readonly roots: readonly string[],
     private readonly to: Owner,
-  ) {}
+    readOnly: readonly string[],
+  ) {
+    this.readOnly = new Set(readOnly);
+  }
 
   /**
-   * Lends every entry of `roots` to `to`. If lending fails half-way, what was lent is handed
-   * back before the error is thrown.
+   * Lends every entry of `roots` to `to`; of the roots in `readOnly` (mounted read-only: the
+   * sandbox can neither write nor create there) only what `to` could not read otherwise. If lending
+   * fails half-way, what was lent is handed back before the error is thrown.
    */
-  static async lend(roots: readonly string[], to: Owner): Promise<OwnershipLease> {
-    const lease = new OwnershipLease(roots, to);
+  static async lend(
+    roots: readonly string[],
+    to: Owner,
+    options: { readOnly?: readonly string[] } = {},
+  ): Promise<OwnershipLease> {
+    const lease = new OwnershipLease(roots, to, options.readOnly ?? []);
     try {
       for (const root of roots) await lease.lendTree(root);
     } catch (error) {
@@ -186,6 +197,10 @@ export class OwnershipLease {
   async restore(caller: Owner): Promise<HandBackReport> {
     const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
     for (const root of this.roots) {
+      // A read-only tree where nothing changed owner holds nothing to hand back: the sandbox could
+      // create nothing there (review, session 27: a read-only run walked and chowned a 170,000-entry
+      // tree twice, 20 s, and moved every file's ctime, so git status then re-read every file).
+      if (this.readOnly.has(root) && !this.chownedIn.has(root)) continue;
       // Not through what was mounted inside the tree: its files were never lent, and one the
       // sandbox's uid or gid owned before the run (a volume such a container wrote) is not the
       // caller's (review, session 26: they were handed to root). Where they are now, too: the sandbox
@@ -206,6 +221,7 @@ export class OwnershipLease {
   }
 
   private async lendTree(root: string): Promise<void> {
+    const readOnly = this.readOnly.has(root);
     const mounts = mountPointsInside(root);
     this.mounts.set(root, mounts);
     await forEachEntry(root, mounts, (entry, stat) => {
@@ -224,7 +240,9 @@ export class OwnershipLease {
         return;
       }
       table.add(stat, this.classOf(stat));
+      if (readOnly && (entry.kind === "symlink" || readableBy(stat, entry.kind, this.to))) return;
       if (stat.uid !== this.to.uid || stat.gid !== this.to.gid) {
+        this.chownedIn.add(root);
         fs.lchownSync(entry.at, this.to.uid, this.to.gid);
         this.birthTimesKept ??= fs.lstatSync(entry.at).birthtimeMs === stat.birthtimeMs && stat.birthtimeMs !== 0;
       }
@@ -242,6 +260,13 @@ export class OwnershipLease {
     }
     return index;
   }
+}
+
+/** Whether `who` (no capabilities, no other groups) may read a file, or list and enter a folder, as it is. */
+function readableBy(stat: fs.Stats, kind: EntryKind, who: Owner): boolean {
+  const bits = stat.uid === who.uid ? stat.mode >> 6 : stat.gid === who.gid ? stat.mode >> 3 : stat.mode;
+  const need = kind === "directory" ? 0o5 : 0o4;
+  return (bits & need) === need;
 }
 
 /**

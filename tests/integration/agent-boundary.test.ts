@@ -61,12 +61,14 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
   });
 
   it("read-only: the agent cannot write the workspace and the host files stay unchanged", async () => {
-    const ws = workspace({ "notes.txt": "original\n" });
+    const ws = workspace({ "notes.txt": "original\n", "closed.txt": "closed-content\n" });
+    fs.chmodSync(path.join(ws, "closed.txt"), 0o600);
     const before = fs.statSync(path.join(ws, "notes.txt"));
+    const closedOwner = ownerOf(path.join(ws, "closed.txt"));
     server.setScript(
       "read-only",
       bashThenText(
-        "cat notes.txt; touch notes.txt; echo touch-rc=$?; echo changed > notes.txt; echo write-rc=$?; " +
+        "cat notes.txt closed.txt; touch notes.txt; echo touch-rc=$?; echo changed > notes.txt; echo write-rc=$?; " +
           "touch new.txt; echo create-rc=$?; rm -f notes.txt; echo rm-rc=$?",
       ),
     );
@@ -79,12 +81,17 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
 
     const output = lastToolResult(server, "read-only");
     expect(output).toContain("original"); // it could read
+    expect(output).toContain("closed-content"); // a 0600 file too (a root caller lends it)
     expect(output).toContain("Read-only file system");
     for (const step of ["touch", "write", "create", "rm"]) expect(output).toContain(`${step}-rc=1`);
 
-    expect(fs.readdirSync(ws)).toEqual(["notes.txt"]);
+    expect(fs.readdirSync(ws).sort()).toEqual(["closed.txt", "notes.txt"]);
     expect(fs.readFileSync(path.join(ws, "notes.txt"), "utf8")).toBe("original\n");
     expect(fs.statSync(path.join(ws, "notes.txt")).mtimeMs).toBe(before.mtimeMs);
+    // A file the sandbox could read as it was is not lent: its ctime does not move (review, session
+    // 27: a root caller's read-only run chowned every file twice, and git status re-read them all).
+    expect(fs.statSync(path.join(ws, "notes.txt")).ctimeMs).toBe(before.ctimeMs);
+    expect(ownerOf(path.join(ws, "closed.txt"))).toEqual(closedOwner);
   });
 
   it("workspace-write: new files belong to the caller, existing files keep their owner, the sandbox is never uid 0", async () => {

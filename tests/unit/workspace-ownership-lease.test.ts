@@ -36,6 +36,33 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     expect(report).toMatchObject({ created: 1, failed: [] });
   });
 
+  it("a read-only tree is lent only where the sandbox could not read it, and handed back without a walk when nothing was (review, session 27)", async () => {
+    const ws = tree({ "open.txt": "o", "closed.txt": "c", "shut/inner.txt": "i", "sub/x.txt": "x" });
+    fs.chmodSync(ws, 0o755); // mkdtemp's 0700 would be lent
+    fs.chmodSync(path.join(ws, "closed.txt"), 0o600);
+    fs.chmodSync(path.join(ws, "shut"), 0o700);
+    fs.chownSync(path.join(ws, "sub/x.txt"), 1234, 4321);
+    const ctimes = () => ["open.txt", "sub", "sub/x.txt"].map((p) => fs.lstatSync(path.join(ws, p)).ctimeMs);
+    const before = ctimes();
+    const lease = await OwnershipLease.lend([ws], SANDBOX, { readOnly: [ws] });
+    const owners = () =>
+      ["", "open.txt", "closed.txt", "shut", "shut/inner.txt", "sub/x.txt"].map((p) => owner(path.join(ws, p)));
+    expect(owners()).toEqual(["0:0", "0:0", "65532:65532", "65532:65532", "0:0", "1234:4321"]);
+    expect(ctimes()).toEqual(before);
+    await lease.restore(CALLER);
+    expect(owners()).toEqual(["0:0", "0:0", "0:0", "0:0", "0:0", "1234:4321"]);
+
+    const readable = tree({ "a.txt": "a", "b/c.txt": "c" });
+    fs.chmodSync(readable, 0o755);
+    const untouched = ["a.txt", "b", "b/c.txt"].map((p) => fs.lstatSync(path.join(readable, p)).ctimeMs);
+    const walks = vi.spyOn(fs, "lchownSync");
+    const quiet = await OwnershipLease.lend([readable], SANDBOX, { readOnly: [readable] });
+    await quiet.restore(CALLER);
+    expect(walks).not.toHaveBeenCalled();
+    walks.mockRestore();
+    expect(["a.txt", "b", "b/c.txt"].map((p) => fs.lstatSync(path.join(readable, p)).ctimeMs)).toEqual(untouched);
+  });
+
   it("a lent file deleted and its inode number reused by a file the sandbox made: the new file goes to the caller, not the lent file's owner", async () => {
     // Many lent files, so that other processes allocating inodes at the same time (the suite runs
     // in parallel) cannot take every freed number before the sandbox's new files do.
