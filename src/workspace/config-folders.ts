@@ -220,6 +220,10 @@ const MAX_LINK_VISITS = 10_000;
 function linkTargets(links: readonly string[], lentTrees: readonly string[], budget: TargetBudget): ConfigTarget[] {
   const out: ConfigTarget[] = [];
   const seen = new Set<string>();
+  // A folder many links lead to (each package's `.vscode -> ../../.shared-vscode`) is walked once:
+  // walked per link, 476 links to a 20-file folder passed the visits cap (review, session 27).
+  const walkedFolders = new Set<string>();
+  const targeted = new Set<string>();
   let visits = 0;
   const count = (source: string) => {
     if (++visits > MAX_LINK_VISITS)
@@ -240,8 +244,11 @@ function linkTargets(links: readonly string[], lentTrees: readonly string[], bud
     } catch {
       return;
     }
-    budget.take(source);
-    out.push({ path: target, key: "the target of a link at a protected name", source });
+    if (!targeted.has(target)) {
+      targeted.add(target);
+      budget.take(source);
+      out.push({ path: target, key: "the target of a link at a protected name", source });
+    }
     if (lent(target)) within(target, source);
   };
   // A link on: followed; a folder: its links, at any depth below it.
@@ -257,6 +264,9 @@ function linkTargets(links: readonly string[], lentTrees: readonly string[], bud
       return;
     }
     if (!stat.isDirectory()) return;
+    const folder = `${stat.dev}:${stat.ino}`;
+    if (walkedFolders.has(folder)) return;
+    walkedFolders.add(folder);
     let entries: fs.Dirent[];
     try {
       entries = fs.readdirSync(at, { withFileTypes: true });

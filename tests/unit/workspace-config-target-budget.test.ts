@@ -108,6 +108,21 @@ describe("config target budget", () => {
     expect(refusal(() => namedScriptTargets([over]))).toMatch(/devcontainer\.json names more than 10000 paths/);
   });
 
+  it("a folder many links at protected names lead to is walked once (review, session 27: 476 packages' .vscode linked to one 20-file folder passed the 10,000 visits)", () => {
+    const shared: Record<string, string> = {};
+    for (let i = 0; i < 20; i++) shared[`.shared-vscode/f${i}.json`] = "{}";
+    const ws = tree(shared);
+    const links: string[] = [];
+    for (let i = 0; i < 600; i++) {
+      const pkg = path.join(ws, "packages", `p${i}`);
+      fs.mkdirSync(pkg, { recursive: true });
+      fs.symlinkSync("../../.shared-vscode", path.join(pkg, ".vscode"));
+      links.push(path.join(pkg, ".vscode"));
+    }
+    const { targets } = configuredTargets([], [], [ws], links);
+    expect(targets.map((t) => path.relative(ws, t.path))).toEqual([".shared-vscode"]);
+  });
+
   it("one budget over all the readers of a run", () => {
     const budget = new TargetBudget(5, 100);
     for (const source of ["a", "a", "a"]) budget.take(source);
