@@ -143,19 +143,21 @@ function sharedConfig(
   // the host's command names it holds (review, session 26: they were dropped, and a planted
   // node_modules/.bin/<that name> was applied).
   const lentRoots = config.lentRoots;
+  const disabled = config.disabled?.includes("git-config-paths") === true;
   const trees = lentRoots ? lent.filter((t) => lentRoots.includes(t.hostPath)) : lent;
   for (const tree of trees) {
     const absolute = (rel: string) => (rel === "" ? tree.hostPath : path.join(tree.hostPath, rel));
     const found = gitDirectoriesOf(tree.entries);
     gitDirs.push(...found.gitDirs.map(absolute));
     pointerFiles.push(...found.pointerFiles.map(absolute));
+    // Nothing reads the configs with git-config-paths off: their number refuses nothing then.
+    if (disabled) continue;
     const configs = configEntriesOf(tree.hostPath, tree.entries);
     folders.push(...configs.folders.map(absolute));
     links.push(...configs.links.map(absolute));
   }
   const roots = [...new Set([...(lentRoots ?? []), ...trees.map((t) => t.hostPath)])];
   const repositories = repositoriesOf({ roots, gitDirs, pointerFiles });
-  const disabled = config.disabled?.includes("git-config-paths") === true;
   const worktrees = repositories.flatMap((r) => (r.worktree ? [r.worktree] : []));
   const { targets, hostCommands } = disabled
     ? { targets: [], hostCommands: new Set<string>() }

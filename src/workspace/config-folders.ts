@@ -117,7 +117,14 @@ export class ConfigFolders {
    */
   readonly links: string[] = [];
   overflow = false;
+  /** What came first past a cap: named in the refusal. */
+  leftOut?: { path: string; cap: "folders" | "links" };
   private readonly seen = new Set<string>();
+
+  private over(path: string, cap: "folders" | "links"): void {
+    this.overflow = true;
+    this.leftOut ??= { path, cap };
+  }
 
   consider(relativePath: string, kind?: string): void {
     if (
@@ -125,7 +132,7 @@ export class ConfigFolders {
       !/(^|\/)(node_modules|\.git)\//.test(relativePath) &&
       builtinProtectionOf(relativePath, NONE_DISABLED)
     ) {
-      if (this.links.length >= MAX_PROTECTED_LINKS) this.overflow = true;
+      if (this.links.length >= MAX_PROTECTED_LINKS) this.over(relativePath, "links");
       else this.links.push(relativePath);
     }
     const folder =
@@ -134,7 +141,7 @@ export class ConfigFolders {
         : configFolderOf(relativePath);
     if (!folder || this.seen.has(folder) || /(^|\/)(node_modules|\.git)(\/|$)/.test(folder)) return;
     if (this.folders.length >= MAX_CONFIG_FOLDERS) {
-      this.overflow = true;
+      this.over(folder, "folders");
       return;
     }
     this.seen.add(folder);
@@ -142,12 +149,26 @@ export class ConfigFolders {
   }
 }
 
-/** The usage error for a tree with more config folders than a run reads. */
-export function tooManyConfigFolders(root: string): SandboxRunError {
+/**
+ * The usage error for a tree with more config folders (or links at their names) than a run reads,
+ * naming the first ones and the first left out (review, session 27: the message named neither cap's
+ * count nor any folder). Past the cap nothing is read: with `git-config-paths` off nothing would be,
+ * and the callers do not refuse.
+ */
+export function tooManyConfigFolders(root: string, found: ConfigFolders): SandboxRunError {
+  const links = found.leftOut?.cap === "links";
+  const listed = (links ? found.links : found.folders).slice(0, 3).map((p) => quotedName(p));
+  const what = links
+    ? `more than ${MAX_PROTECTED_LINKS} links at config names (${listed.join(", ")}, ...; the ${MAX_PROTECTED_LINKS + 1}st: ${quotedName(found.leftOut?.path ?? "")})`
+    : `more than ${MAX_CONFIG_FOLDERS} folders (${listed.join(", ")}, ...; the ${MAX_CONFIG_FOLDERS + 1}st: ${quotedName(found.leftOut?.path ?? "")})`;
   return protectionRefusal(
-    `${root} holds environment, hook, agent or editor configs in more than ${MAX_CONFIG_FOLDERS} folders (or more than ${MAX_PROTECTED_LINKS} links at their names); sandbox-run reads what each names before a run, and reads no more`,
+    `${root} holds environment, hook, agent or editor configs in ${what}; sandbox-run reads what each names before a run, and reads no more`,
     "Lend a smaller tree (a package rather than the whole repository)",
   );
+}
+
+function quotedName(p: string): string {
+  return /^[\w@%+=:,./-]+$/.test(p) ? p : JSON.stringify(p);
 }
 
 /** The config folders of a list of entries (copy mode's host tree). */
@@ -161,8 +182,10 @@ export function configEntriesOf(
   entries: Iterable<{ path: string; kind?: string }>,
 ): { folders: string[]; links: string[] } {
   const found = new ConfigFolders();
-  for (const entry of entries) found.consider(entry.path, entry.kind);
-  if (found.overflow) throw tooManyConfigFolders(root);
+  for (const entry of entries) {
+    found.consider(entry.path, entry.kind);
+    if (found.overflow) throw tooManyConfigFolders(root, found);
+  }
   return { folders: found.folders, links: found.links };
 }
 

@@ -90,7 +90,7 @@ describe("config folders", () => {
     }
     expect(isSandboxRunError(refused) && refused.code).toBe("usage");
     expect((refused as Error).message).toMatch(
-      /^\/ws holds environment, hook, agent or editor configs in more than 1000 folders/,
+      /^\/ws holds environment, hook, agent or editor configs in more than 1000 folders \(p0, p1, p2, \.\.\.; the 1001st: p1000\)/,
     );
   });
 });

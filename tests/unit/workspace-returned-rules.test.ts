@@ -30,7 +30,7 @@ function repo(files: Record<string, string> = {}, config = ""): string {
 }
 
 /** Sends the tree, lets `change` work on the sandbox's copy, reads it back and judges it. */
-async function roundTrip(root: string, change: (copy: string) => void) {
+async function roundTrip(root: string, change: (copy: string) => void, disabled: string[] = []) {
   const before: HostTree = await walkHostTree(root);
   const chunks: Buffer[] = [];
   for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
@@ -48,10 +48,26 @@ async function roundTrip(root: string, change: (copy: string) => void) {
     limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
     what: "the workspace",
   });
-  const check = workspaceRulesCheck({ lentRoots: [root] });
+  const check = workspaceRulesCheck({ lentRoots: [root], disabled });
   const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { before, returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
+
+describe("copy mode: a tree with more config folders than a run reads (review, session 27)", () => {
+  const monorepo = () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 1001; i++) files[`packages/p${i}/.envrc`] = "export A=1\n";
+    return repo(files);
+  };
+
+  it("is refused by default, and judged with git-config-paths off, the way out the refusal names", async () => {
+    await expect(roundTrip(monorepo(), () => {})).rejects.toThrow(/more than 1000 folders/);
+    const { found } = await roundTrip(monorepo(), (copy) => fs.writeFileSync(path.join(copy, "src/a.ts"), "b\n"), [
+      "git-config-paths",
+    ]);
+    expect(found).toEqual([]);
+  });
+});
 
 describe("copy mode: the returned tree's git directories are judged as plain data", () => {
   it("ordinary git work in the sandbox (commit, branch, pack-refs) passes", async () => {

@@ -51,6 +51,32 @@ async function watch(ws: string, extra: Partial<WorkspaceWatchInput> = {}) {
   });
 }
 
+describe("a tree with more config folders than a run reads (review, session 27)", () => {
+  const monorepo = () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 1001; i++) files[`packages/p${String(i).padStart(4, "0")}/.envrc`] = "export A=1\n";
+    return tree(files);
+  };
+
+  it("is refused naming the first folders and the first past the cap", async () => {
+    let refused: unknown;
+    try {
+      await watch(monorepo());
+    } catch (error) {
+      refused = error;
+    }
+    expect(isSandboxRunError(refused) && refused.code).toBe("usage");
+    expect((refused as Error).message).toMatch(
+      /more than 1000 folders \(packages\/p0000, packages\/p0001, packages\/p0002, \.\.\.; the 1001st: packages\/p1000\)/,
+    );
+  });
+
+  it("starts with git-config-paths off, the way out the refusal names (nothing reads the configs then)", async () => {
+    const started = await watch(monorepo(), { disabledProtections: ["git-config-paths"] });
+    expect(started).toBeDefined();
+  });
+});
+
 /** Loose objects (relative to .git): new ones are harmless and stay. */
 const OBJECTS = /^objects\/[0-9a-f]{2}/;
 
