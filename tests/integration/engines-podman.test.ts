@@ -116,9 +116,10 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
       `memory=${512 * 1024 * 1024}`,
       "pids=96",
       "core=0",
-      // The home tmpfs is the sandbox user's (Podman's `U`), /tmp is shared and noexec as on Docker.
+      // The home tmpfs is the sandbox user's (Podman's `U`), /tmp is shared and exec as on Docker
+      // (session 27: `go test` runs the binaries it builds there).
       `home=${uid} tmp=1777`,
-      "tmp-noexec",
+      "tmp-exec",
       "var-tmp=read-only",
       "run-kb=1024",
       "run=full",

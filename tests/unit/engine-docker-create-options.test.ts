@@ -85,7 +85,7 @@ describe("dockerCreateOptions of a run plan", () => {
       "sandbox-run.deadline": "1970-01-01T00:01:01.000Z",
     });
     expect(host.Tmpfs).toEqual({
-      "/tmp": "rw,nosuid,nodev,size=512m,mode=1777",
+      "/tmp": "rw,nosuid,nodev,exec,size=512m,mode=1777",
       "/home/sandbox": "rw,nosuid,nodev,size=64m,uid=1000,gid=1000,mode=0700",
     });
     expect(options.Env).toContain("A=1");
