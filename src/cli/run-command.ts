@@ -157,10 +157,22 @@ export async function runPlannedCommand(
     ? undefined
     : (live?.onEvent ??
       (await import("./progress-reporter.js")).createProgressReporter((line) => io.stderr(`${line}\n`)));
+  // The host-run note is a warning, not progress: shown after the run where the plain reporter does
+  // not show it (-q, the live status on a terminal; review, session 27: neither said it).
+  const warnings: RunEvent[] = [];
   const onEvent = (event: RunEvent) => {
     events?.write(`${jsonText(event)}\n`);
     recorder?.onEvent(event);
     progress?.(event);
+    if ((flags.quiet || live) && event.type === "workspace.host-run-files") warnings.push(event);
+  };
+  const sayWarnings = async () => {
+    if (warnings.length === 0) return;
+    const { sandboxLine } = await import("./progress-reporter.js");
+    for (const event of warnings.splice(0)) {
+      const line = sandboxLine(event.type, event.data);
+      if (line) io.stderr(`sandbox-run: ${line}\n`);
+    }
   };
 
   const interrupt = stopOnSignals(signals, io);
@@ -194,6 +206,7 @@ export async function runPlannedCommand(
     } else printResult(result, io);
     if (!flags.quiet)
       io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
+    await sayWarnings();
     for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     return EXIT.ok;
@@ -219,6 +232,7 @@ export async function runPlannedCommand(
       io.stdout(`${jsonText(shown, 2)}\n`);
     }
     for (const line of replay?.afterRun({ error }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
+    await sayWarnings();
     if (interruptedBy || flags.json) {
       reportError(error, io);
       return code;

@@ -21,7 +21,9 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
   beforeAll(async () => {
     server = await startModel({
       down: [{ httpStatus: 400, body: "model scripted/down does not exist" }],
-      turns: (_request, turn) => ({ toolCalls: [{ name: "bash", arguments: { command: `echo turn ${turn}` } }] }),
+      turns: (_request, turn) => ({
+        toolCalls: [{ name: "bash", arguments: { command: `echo turn ${turn}; echo fund=false >> .npmrc` } }],
+      }),
     });
     modelsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-models-")), "models.json");
     fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["down", "turns"])));
@@ -72,7 +74,7 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(await containersOfRuns([meta.runId])).toEqual([]);
   });
 
-  it("a turn budget: the run stops, the envelope names the budget", async () => {
+  it("a turn budget: the run stops, the envelope names the budget, and -q still says which host-run files it changed", async () => {
     const ws = makeWorkspace();
     const run = await runBuiltCli([
       "-q",
@@ -95,6 +97,10 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(envelope.error.message).toContain("over the budget of 2 turns");
     // The gateway keeps the budget too: a third model request never reaches the upstream.
     expect(server.requests.filter((r) => r.body.model === "turns").length).toBe(2);
+    // -q keeps the host-run note, a warning rather than progress (review, session 27: -q dropped it).
+    expect(run.stderr).toMatch(
+      /^sandbox-run: note: the run changed files a tool on this machine reads and may run from: \.npmrc;/m,
+    );
     expect(await containersOfRuns([envelope.runId])).toEqual([]);
   });
 });
