@@ -561,6 +561,19 @@ const TOOLCHAIN_REPORTED: ReadonlyArray<{ pattern: RegExp; name: string; why: st
   },
 ];
 
+/**
+ * The folders of the reported paths above, when the entry there is no folder: a link the tools follow
+ * to a config the walk meets under another name (review, session 27: `.cargo -> cfg` holding
+ * `config.toml`, and a `.cargo/` folder swapped for such a link, which read as the config deleted).
+ */
+const REPORTED_FOLDER_LINKS: ReadonlyArray<{ pattern: RegExp; name: string }> = [
+  { pattern: /(^|\/)\.cargo$/, name: ".cargo/config.toml" },
+  { pattern: /(^|\/)gradle(\/wrapper)?$/, name: "gradle-wrapper.properties" },
+  { pattern: /(^|\/)\.mvn(\/wrapper)?$/, name: ".mvn config" },
+  { pattern: /(^|\/)site-packages$/, name: "site-packages .pth" },
+  { pattern: /(^|\/)\.?venv$/, name: "venv activate script" },
+];
+
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {
   // A package's own package.json or .npmrc: what `npm install` writes, read by no one's command.
@@ -570,5 +583,11 @@ export function hostRunReportOf(path: string): { name: string; why: string } | u
   if (why) return { name, why };
   const folded = path.toLowerCase();
   const found = [...VENV_REPORTED, ...TOOLCHAIN_REPORTED].find((v) => v.pattern.test(folded));
-  return found ? { name: found.name, why: found.why } : undefined;
+  if (found) return { name: found.name, why: found.why };
+  // Asked of entries that are no folder: at a reported folder's name, a link (or a file) in its place.
+  const link = REPORTED_FOLDER_LINKS.find((l) => l.pattern.test(folded));
+  const linked = link && [...VENV_REPORTED, ...TOOLCHAIN_REPORTED].find((v) => v.name === link.name);
+  return linked
+    ? { name: `${link.name} (through a link at ${path.slice(path.lastIndexOf("/") + 1)})`, why: linked.why }
+    : undefined;
 }

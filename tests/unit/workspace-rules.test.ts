@@ -341,6 +341,12 @@ describe("built-in protections", () => {
     expect(name("config.toml")).toBeUndefined();
     expect(name("src/cargo/config.rs")).toBeUndefined();
     expect(name("gradle/libs.versions.toml")).toBeUndefined();
+    // What is no folder at a reported folder's name: a link to a config under another name (review, session 27).
+    expect(name(".cargo")).toBe(".cargo/config.toml (through a link at .cargo)");
+    expect(name("gradle/wrapper")).toBe("gradle-wrapper.properties (through a link at wrapper)");
+    expect(name(".venv")).toBe("venv activate script (through a link at .venv)");
+    expect(name(".venv/lib/python3.11/site-packages")).toBe("site-packages .pth (through a link at site-packages)");
+    expect(name("cargo")).toBeUndefined();
   });
 
   it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
