@@ -128,6 +128,18 @@ describe("the packed library in a strict TypeScript project", () => {
       );
     }
     fs.writeFileSync(path.join(project, "index.ts"), CONSUMER);
+    // A CommonJS project beside it (no "type": "module"): the package is ESM only.
+    const cjs = path.join(project, "cjs");
+    fs.mkdirSync(cjs);
+    fs.writeFileSync(path.join(cjs, "package.json"), JSON.stringify({ name: "cjs-consumer", private: true }));
+    fs.writeFileSync(
+      path.join(cjs, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: { ...options, target: "es2022", types: ["node"], noEmit: true },
+        files: ["x.ts"],
+      }),
+    );
+    fs.writeFileSync(path.join(cjs, "x.ts"), 'import { agent } from "sandbox-run";\nexport const a = agent;\n');
     // One assertion turned wrong: tsc must refuse it.
     fs.writeFileSync(
       path.join(project, "bad.ts"),
@@ -164,6 +176,12 @@ describe("the packed library in a strict TypeScript project", () => {
     const result = await tsc("tsconfig.bad.json");
     expect(result.status).not.toBe(0);
     expect(result.stdout).toMatch(/bad\.ts\(\d+,\d+\): error TS2344/);
+  });
+
+  it("a CommonJS project is refused at compile time, not at run time (review, session 27: it compiled, then require() failed with ERR_PACKAGE_PATH_NOT_EXPORTED)", async () => {
+    const result = await tsc("cjs/tsconfig.json");
+    expect(result.status).not.toBe(0);
+    expect(result.stdout).toMatch(/x\.ts\(1,\d+\): error TS\d+: .*sandbox-run/);
   });
 
   it("ships the LICENSE and the docs the README links to", () => {
