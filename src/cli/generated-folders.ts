@@ -1,5 +1,6 @@
 // What a branch commit carries that a repository rarely means to track: a virtualenv (a folder holding
-// pyvenv.cfg) or installed packages (node_modules) its ignore rules do not cover. Said on the done
+// pyvenv.cfg), installed packages (node_modules) or build output (a folder tagged CACHEDIR.TAG, as
+// cargo's target/) its ignore rules do not cover. Said on the done
 // line, since the commit takes them whole (review, session 27: 758 of a fix's 760 files were a venv).
 import { terminalText } from "./terminal-text.js";
 
@@ -9,6 +10,9 @@ export function generatedFoldersNote(paths: readonly string[]): string {
   for (const p of paths) {
     if (p === "pyvenv.cfg" || p.endsWith("/pyvenv.cfg"))
       roots.set(p.slice(0, -"pyvenv.cfg".length), { kind: "a virtualenv", count: 0 });
+    // The cache directory tag cargo (target/), Go and other build tools write: build output.
+    if (p === "CACHEDIR.TAG" || p.endsWith("/CACHEDIR.TAG"))
+      roots.set(p.slice(0, -"CACHEDIR.TAG".length), { kind: "build output", count: 0 });
     const modules = /^(.*?(^|\/)node_modules\/)/.exec(p)?.[1];
     if (modules !== undefined && !roots.has(modules)) roots.set(modules, { kind: "installed packages", count: 0 });
   }

@@ -15,6 +15,12 @@ describe("generatedFoldersNote", () => {
     );
   });
 
+  it("names build output tagged with CACHEDIR.TAG (cargo's target/; review, session 27: 42.7 MB of binaries committed unsaid)", () => {
+    expect(generatedFoldersNote(["src/lib.rs", "target/CACHEDIR.TAG", "target/debug/app", "target/debug/app.d"])).toBe(
+      " (3 in target/ (build output): not in .gitignore, committed whole)",
+    );
+  });
+
   it("says nothing of ordinary sources", () => {
     expect(generatedFoldersNote(["src/calc/ops.py", "tests/test_ops.py", "docs/pyvenv.md"])).toBe("");
   });
