@@ -133,6 +133,30 @@ describe("DiskWatch: hard links", () => {
   }, 20_000);
 });
 
+describe("DiskWatch: a known baseline", () => {
+  it("is not counted again at the first polls (review, session 27: the snapshot had just counted it)", async () => {
+    const root = tree();
+    for (let i = 0; i < 600; i++) fs.writeFileSync(path.join(root, `f${i}`), "");
+    let trips = 0;
+    // A baseline that says 1 entry: a count would find 600 more and trip at once.
+    const watch = await DiskWatch.start({
+      roots: [root],
+      limitBytes: 1024 * MB,
+      limitEntries: 500,
+      baselineBytes: 0,
+      baselineEntries: 1,
+      intervalMs: 20,
+      onExceeded: () => trips++,
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(trips).toBe(0);
+    } finally {
+      watch.stop();
+    }
+  });
+});
+
 describe("measureTree", () => {
   it("counts every entry once, the root included, and never through a symlink", async () => {
     const root = tree();
