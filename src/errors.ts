@@ -57,6 +57,17 @@ export class SandboxRunError extends Error {
   usage?: SandboxRunErrorDetails["usage"];
   /** Set by a run that got as far as choosing its sandbox: whether a warm sandbox served it. */
   warm?: boolean;
+  /** Set by a run whose container ran: what ran it. */
+  image?: string;
+  policy?: string;
+  piVersion?: string;
+  /**
+   * Set by a failed run that handed its changes back in place (bind mode, or copy mode's apply):
+   * what it changed in the workspace and writable roots, as the walk after it saw them.
+   */
+  changedFiles?: { created: string[]; modified: string[]; deleted: string[]; truncated?: Record<string, number> };
+  /** Changes to host-run files among them (as RunDetails.hostRunFiles). */
+  hostRunFiles?: Array<{ path: string; change: string; why: string }>;
 
   constructor(code: SandboxRunErrorCode, message: string, details: SandboxRunErrorDetails = {}) {
     super(details.hint ? `${message}\n${details.hint}` : message, { cause: details.cause });

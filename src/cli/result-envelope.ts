@@ -53,12 +53,13 @@ export function envelope(input: {
     usage: d?.usage ?? e?.usage ?? null,
     durationMs: d?.durationMs ?? e?.durationMs ?? null,
     model: d?.model ?? input.model ?? null,
-    piVersion: d?.piVersion ?? null,
-    image: d?.image ?? null,
-    policy: d?.policy ?? null,
-    changedFiles: d?.changedFiles ?? null,
+    piVersion: d?.piVersion ?? e?.piVersion ?? null,
+    image: d?.image ?? e?.image ?? null,
+    policy: d?.policy ?? e?.policy ?? null,
+    // A failed run's too: what it left in the workspace (review, session 27).
+    changedFiles: d?.changedFiles ?? e?.changedFiles ?? null,
     warm: d?.warm ?? e?.warm ?? false,
-    ...(d?.hostRunFiles ? { hostRunFiles: d.hostRunFiles } : {}),
+    ...((d?.hostRunFiles ?? e?.hostRunFiles) ? { hostRunFiles: d?.hostRunFiles ?? e?.hostRunFiles } : {}),
     ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
   };
 }

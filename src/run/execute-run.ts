@@ -210,8 +210,25 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const outcome = await workspace.finish();
     // A protected path that changed fails the run whatever else happened; the result is withheld.
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-    workspace.refuseViolations(outcome, { containerId: created.id, exitCode, runFailed: "error" in settled });
-    if ("error" in settled) throw settled.error;
+    // A failed run says what it left in the workspace (review, session 27: a CI script could not
+    // tell "timed out, touched nothing" from "timed out half way through a refactor").
+    const failedWith = (error: unknown): unknown => {
+      if (!(error instanceof SandboxRunError)) return error;
+      error.image ??= plan.image;
+      error.policy ??= plan.policyName;
+      error.piVersion ??= ctx.piVersion;
+      // Branch and patch leave the workspace as it was; copy mode applies nothing a rule refused.
+      if (plan.handBack !== "apply" || (plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
+      error.changedFiles ??= outcome.changedFiles;
+      if (outcome.hostRunCount > 0) error.hostRunFiles ??= outcome.hostRunFiles;
+      return error;
+    };
+    try {
+      workspace.refuseViolations(outcome, { containerId: created.id, exitCode, runFailed: "error" in settled });
+    } catch (error) {
+      throw failedWith(error);
+    }
+    if ("error" in settled) throw failedWith(settled.error);
     await workspace.checkDisk(outcome);
     // Only a run that succeeded hands its work back as a branch or a patch.
     const handBack = await workspace.handBack();

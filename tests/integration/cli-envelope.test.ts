@@ -95,6 +95,12 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(envelope.ok).toBe(false);
     expect(envelope.error).toMatchObject({ code: "limit", limit: "turns" });
     expect(envelope.error.message).toContain("over the budget of 2 turns");
+    // What the failed run left in the workspace, and what ran it (review, session 27: all null).
+    expect(envelope.changedFiles).toMatchObject({ created: [".npmrc"], modified: [], deleted: [] });
+    expect(envelope.hostRunFiles).toEqual([{ path: ".npmrc", change: "created", why: expect.any(String) }]);
+    expect(envelope.policy).toBe("workspace-write");
+    expect(envelope.image).toMatch(/^sandbox-run\/pi:/);
+    expect(envelope.piVersion).toMatch(/^\d+\.\d+\.\d+/);
     // The gateway keeps the budget too: a third model request never reaches the upstream.
     expect(server.requests.filter((r) => r.body.model === "turns").length).toBe(2);
     // -q keeps the host-run note, a warning rather than progress (review, session 27: -q dropped it).
