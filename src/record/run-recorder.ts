@@ -19,7 +19,7 @@ import type { HostDir } from "../util/host-dir.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, type TrafficLimits, TrafficLog } from "./traffic-log.js";
-import { WorkspaceBaseline } from "./workspace-patch.js";
+import { changedNotInPatch, WorkspaceBaseline, type WorkspacePatch } from "./workspace-patch.js";
 
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex");
 
@@ -78,7 +78,7 @@ export class RunRecorder {
    * trees (captureBefore, captureAfter), so another run over the same workspace cannot show in it.
    */
   private baseline: WorkspaceBaseline | undefined;
-  private changes: { patch: string; notes: string[] } | undefined;
+  private changes: WorkspacePatch | undefined;
 
   /** Throws when the folder cannot be used (a usage error for the caller); nothing else does. */
   static async open(start: RecordStart): Promise<RunRecorder> {
@@ -109,7 +109,7 @@ export class RunRecorder {
 
   /** The workspace before the run: call once the run holds its trees, before its sandbox starts. */
   async captureBefore(): Promise<void> {
-    this.baseline?.dispose();
+    await this.baseline?.dispose();
     this.baseline = undefined;
     await this.attemptAsync("changes.patch", async () => {
       this.baseline = await WorkspaceBaseline.take(this.start.workspace, this.start.scratch);
@@ -125,7 +125,7 @@ export class RunRecorder {
       try {
         this.changes = await baseline.patch();
       } finally {
-        baseline.dispose();
+        await baseline.dispose();
       }
     });
   }
@@ -146,7 +146,8 @@ export class RunRecorder {
     }
     // Without a capture the run never held the workspace (it ended before its sandbox): no change.
     await this.captureAfter();
-    const { patch, notes } = outcome.changes ?? this.changes ?? { patch: "", notes: [] };
+    // A changed file the workspace's patch left out is named first: an empty patch is not "no change".
+    const { patch, notes } = outcome.changes ?? withChangedNotInPatch(this.changes, outcome.meta.changedFiles);
     this.write("changes.patch", patch);
     if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
     this.write(
@@ -175,7 +176,8 @@ export class RunRecorder {
   async discard(): Promise<void> {
     await new Promise<void>((resolve) => this.events.end(resolve));
     await this.trafficLog.end();
-    this.baseline?.dispose();
+    await this.baseline?.dispose();
+    this.baseline = undefined;
   }
 
   /** SHA256SUMS over every file, each hashed as a stream (records can hold files over 2 GB). */
@@ -209,6 +211,17 @@ export class RunRecorder {
       this.notes.push(`${what}: ${(error as Error)?.message ?? String(error)}`);
     }
   }
+}
+
+/** The workspace's patch, its notes led by the run's changed files (meta's changedFiles) it left out. */
+function withChangedNotInPatch(changes: WorkspacePatch | undefined, changedFiles: unknown): WorkspacePatch {
+  if (!changes) return { patch: "", notes: [] };
+  const lists = (changedFiles ?? {}) as Partial<Record<"created" | "modified" | "deleted", unknown>>;
+  // Workspace paths are relative; the extra writable roots' paths (absolute) are never in this patch.
+  const changed = [lists.created, lists.modified, lists.deleted].flatMap((list) =>
+    Array.isArray(list) ? list.filter((p): p is string => typeof p === "string" && !p.startsWith("/")) : [],
+  );
+  return { patch: changes.patch, notes: [...changedNotInPatch(changes, changed), ...changes.notes] };
 }
 
 function hashFile(file: string): Promise<string> {

@@ -1,7 +1,12 @@
 // Workspace changes as a patch, for run records: a copy of the workspace is taken before the
 // run (only when a record is asked for) and diffed against a copy taken afterwards with
 // `git diff --no-index` (binary-safe), or `diff -ruN` where git is missing. The top-level
-// .git folder is left out: its contents are not source changes.
+// .git folder is left out: its contents are not source changes. So is every node_modules folder,
+// unwalked, with one note: installed packages spent the whole total before package.json and src/
+// (which sort after them) were reached. The total goes to the top folder's own files first; once it
+// is reached the copy stops, and what it left out is named in one note (a folder as one path), so
+// that the other side leaves it out as well cheaply. What a patch misses of the run's changed files
+// is said first in its notes (changedNotInPatch).
 //
 // The workspace is hostile (the sandbox wrote it): both copies go through the fd walk (no
 // symlink followed, any depth), with a cap per file and in total judged by apparent size, so
@@ -11,14 +16,15 @@
 //
 // The copies and the diff never hold the event loop: the controller (a batch, an agent running
 // calls side by side) streams other runs' model replies and events meanwhile. The copy yields
-// every COPY_YIELD_EVERY entries, and git runs as a child process that is waited for, not blocked on.
+// every COPY_YIELD_EVERY entries, git runs as a child process that is waited for, not blocked on,
+// and so does the `rm -rf` that removes folders from the copies and the copies themselves.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type CappedProcessResult, OutputCapError, runCappedProcess } from "../util/capped-process.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
 import { hostSearchPath } from "../util/host-programs.js";
-import { type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
+import { comparePaths, type WalkEntry, walkTree, yieldToEventLoop } from "../workspace/fd-walk.js";
 import { readFileAt } from "../workspace/workspace-snapshot.js";
 
 export const PATCH_FILE_MAX_BYTES = 4 * 1024 * 1024;
@@ -50,11 +56,16 @@ export function notedPath(rel: string): string {
   return CONTROL.test(rel) ? JSON.stringify(rel) : rel;
 }
 
-interface WorkspacePatch {
+export interface WorkspacePatch {
   /** The unified diff ("" when nothing changed or it could not be made). */
   patch: string;
   /** What was left out of it, and why. */
   notes: string[];
+  /**
+   * Paths the patch holds nothing of, files or whole folders ("" for all: no patch), each with why
+   * in a few words: what tells which of the run's changed files it misses (changedNotInPatch).
+   */
+  leftOut?: ReadonlyMap<string, string>;
 }
 
 class Notes {
@@ -70,61 +81,107 @@ class Notes {
   }
 }
 
+/**
+ * Folders left out of both copies wherever they are, not walked, and why: what a run changes is
+ * not in them, and one of them spent the whole total before anything else was copied (installed
+ * packages sort before package.json and src/). One note says so for all of them.
+ */
+const BULK_FOLDERS: ReadonlyMap<string, string> = new Map([["node_modules", "installed packages"]]);
+
+/** Copy limits; tests make them smaller. */
+interface CopyLimits {
+  /** Content copied into each side in all (default PATCH_TOTAL_MAX_BYTES). */
+  totalBytes?: number;
+}
+
 export class WorkspaceBaseline {
   private readonly notes = new Notes();
-  /** Paths either copy left out: left out of the other as well. */
-  private readonly skipped = new Set<string>();
+  /** Paths either copy left out, with why (see WorkspacePatch.leftOut): left out of the other as well. */
+  private readonly leftOut = new Map<string, string>();
+  /** The BULK_FOLDERS either copy found (and left out). */
+  private readonly bulk = new Set<string>();
 
   private constructor(
     private readonly workspace: string,
-    private readonly scratch: string | undefined,
+    private scratch: string | undefined,
+    private readonly totalBytes: number,
   ) {}
 
   /**
    * Copies the workspace as it is now, into a new folder inside `scratchParent` (a private folder;
    * default: the temp dir). Never throws.
    */
-  static async take(workspace: string, scratchParent = os.tmpdir()): Promise<WorkspaceBaseline> {
+  static async take(
+    workspace: string,
+    scratchParent = os.tmpdir(),
+    limits: CopyLimits = {},
+  ): Promise<WorkspaceBaseline> {
+    const totalBytes = limits.totalBytes ?? PATCH_TOTAL_MAX_BYTES;
     let scratch: string | undefined;
     try {
       scratch = fs.mkdtempSync(path.join(scratchParent, "baseline-"));
     } catch (error) {
-      const baseline = new WorkspaceBaseline(workspace, undefined);
-      baseline.notes.add(`no patch: cannot make a scratch folder (${(error as Error).message})`);
+      const baseline = new WorkspaceBaseline(workspace, undefined, totalBytes);
+      baseline.noPatch(`cannot make a scratch folder (${(error as Error).message})`);
       return baseline;
     }
-    const baseline = new WorkspaceBaseline(workspace, scratch);
+    const baseline = new WorkspaceBaseline(workspace, scratch, totalBytes);
     await baseline.copy("a", "before");
     return baseline;
   }
 
   /** The diff from the baseline to the workspace now, and what was left out. Never throws. */
   async patch(): Promise<WorkspacePatch> {
-    if (!this.scratch) return { patch: "", notes: this.notes.done() };
-    if (!(await this.copy("b", "after"))) this.notes.add("no patch: the workspace could not be copied after the run");
-    else if (!fs.existsSync(path.join(this.scratch, "a")))
-      this.notes.add("no patch: there is no copy from before the run");
+    if (!this.scratch) return this.result("");
+    if (!(await this.copy("b", "after"))) this.noPatch("the workspace could not be copied after the run");
+    else if (!fs.existsSync(path.join(this.scratch, "a"))) this.noPatch("there is no copy from before the run");
     else {
-      this.dropSkippedFromBothSides();
-      return { patch: await this.diff(), notes: this.notes.done() };
+      try {
+        await this.dropLeftOutFromBothSides();
+      } catch (error) {
+        this.noPatch(`what one copy left out could not be left out of the other (${(error as Error).message})`);
+        return this.result("");
+      }
+      return this.result(await this.diff());
     }
-    return { patch: "", notes: this.notes.done() };
+    return this.result("");
   }
 
-  dispose(): void {
-    if (this.scratch) fs.rmSync(this.scratch, { recursive: true, force: true });
+  /** Removes the copies, waited for (never holding the event loop). Never throws. */
+  async dispose(): Promise<void> {
+    const scratch = this.scratch;
+    this.scratch = undefined;
+    if (scratch) await removeFolders([scratch]).catch(() => undefined);
+  }
+
+  /** The patch with its notes: the folders left out whole (one note for all) first. */
+  private result(patch: string): WorkspacePatch {
+    const notes = [...this.notes.done()];
+    const bulk = [...this.bulk].sort(comparePaths);
+    if (bulk.length > 0) {
+      const more = bulk.length > 1 ? ` (and ${bulk.length - 1} more such folders)` : "";
+      const why = [...new Set(bulk.map((rel) => BULK_FOLDERS.get(path.posix.basename(rel))))].join(", ");
+      notes.unshift(`${notedPath(bulk[0]!)}/${more} left out of the patch: ${why}`);
+    }
+    return { patch, notes, leftOut: this.leftOut };
+  }
+
+  /** No patch can be made: says why, and that it holds none of the run's changes. */
+  private noPatch(why: string): void {
+    this.notes.add(`no patch: ${why}`);
+    if (!this.leftOut.has("")) this.leftOut.set("", "no patch could be made");
   }
 
   /** Whether the copy was made (perhaps in part: its notes say what is missing). */
   private async copy(side: "a" | "b", when: string): Promise<boolean> {
     const to = path.join(this.scratch!, side);
     try {
-      await copyTree(
-        this.workspace,
-        to,
-        (note) => this.notes.add(`${when}: ${note}`),
-        (rel) => this.skipped.add(rel),
-      );
+      await copyTree(this.workspace, to, this.totalBytes, (note) => this.notes.add(`${when}: ${note}`), {
+        leftOut: (rel, why) => {
+          if (!this.leftOut.has(rel)) this.leftOut.set(rel, why);
+        },
+        bulk: (rel) => this.bulk.add(rel),
+      });
     } catch (error) {
       this.notes.add(`${when}: the copy stopped early (${(error as Error).message})`);
     }
@@ -135,13 +192,37 @@ export class WorkspaceBaseline {
    * A file one copy left out (over 4 MiB, past the total, unreadable, a FIFO) and the other holds
    * would read as deleted or as new: a sandbox pads a changed file past the cap and the patch, and
    * every view made from it, says "deleted". Both sides leave it out, and the notes say why; a
-   * folder one side could not read (chmod 000, too many entries) with all it holds.
+   * folder one side could not read (chmod 000, too many entries) or cut off at the total, with all
+   * it holds: one removal each, waited for (never one synchronous call per file).
    */
-  private dropSkippedFromBothSides(): void {
+  private async dropLeftOutFromBothSides(): Promise<void> {
+    // Only the outermost paths, by folder: a folder cut off whole and an entry in it are one removal.
+    const byParent = new Map<string, string[]>();
+    for (const rel of this.leftOut.keys()) {
+      if (rel === "" || hasAncestorIn(rel, this.leftOut)) continue;
+      const slash = rel.lastIndexOf("/");
+      const parent = slash < 0 ? "" : rel.slice(0, slash);
+      const names = byParent.get(parent);
+      if (names) names.push(rel.slice(slash + 1));
+      else byParent.set(parent, [rel.slice(slash + 1)]);
+    }
     for (const side of ["a", "b"]) {
       const copy = HostDir.open(path.join(this.scratch!, side));
       try {
-        for (const rel of this.skipped) if (rel !== "") removeFromCopy(copy, rel);
+        for (const [parentRel, names] of byParent) {
+          let parent: HostDir;
+          try {
+            parent = HostDir.openBelow(copy, parentRel === "" ? [] : parentRel.split("/"));
+          } catch (error) {
+            if (error instanceof HostDirError) continue; // a link or nothing there: this copy holds nothing below it
+            throw error;
+          }
+          try {
+            await removeFromCopy(parent, names);
+          } finally {
+            parent.close();
+          }
+        }
       } finally {
         copy.close();
       }
@@ -149,8 +230,61 @@ export class WorkspaceBaseline {
   }
 
   private diff(): Promise<string> {
-    return diffSides(this.scratch!, (line) => this.notes.add(line));
+    return diffSides(this.scratch!, (line) => {
+      this.notes.add(line);
+      if (line.startsWith("no patch") && !this.leftOut.has("")) this.leftOut.set("", "no patch could be made");
+    });
   }
+}
+
+/** Whether a folder above `rel` is in `paths` ("" aside: it stands for no patch at all). */
+function hasAncestorIn(rel: string, paths: ReadonlyMap<string, string>): boolean {
+  for (let i = rel.lastIndexOf("/"); i > 0; i = rel.lastIndexOf("/", i - 1))
+    if (paths.has(rel.slice(0, i))) return true;
+  return false;
+}
+
+/** Why the patch holds nothing of `rel` (itself, or a folder above it, left out), or undefined. */
+function leftOutWhy(leftOut: ReadonlyMap<string, string>, rel: string): string | undefined {
+  const own = leftOut.get(rel);
+  if (own !== undefined) return own;
+  for (let i = rel.lastIndexOf("/"); i > 0; i = rel.lastIndexOf("/", i - 1)) {
+    const why = leftOut.get(rel.slice(0, i));
+    if (why !== undefined) return why;
+  }
+  return leftOut.get("");
+}
+
+/** Changed paths named in one note line; the rest are counted. */
+const MISSED_LISTED = 10;
+
+/**
+ * Notes naming the run's changed files (workspace paths, relative) that the patch holds nothing of,
+ * grouped by why: "changed but not in the patch: package.json (the copy reached 64 MiB)". They go
+ * first in its notes, so an empty or partial patch never reads as "no change". Folders left out
+ * whole by name (installed packages) come last: a run that installs packages changes thousands of
+ * files there. The top-level .git is never part of a patch and is not named.
+ */
+export function changedNotInPatch(changes: WorkspacePatch, changed: Iterable<string>): string[] {
+  const leftOut = changes.leftOut;
+  if (!leftOut || leftOut.size === 0) return [];
+  const byWhy = new Map<string, string[]>();
+  for (const rel of changed) {
+    if (rel === "" || rel.startsWith("/") || rel === ".git" || rel.startsWith(".git/")) continue;
+    const why = leftOutWhy(leftOut, rel);
+    if (why === undefined) continue;
+    const paths = byWhy.get(why) ?? [];
+    paths.push(rel);
+    byWhy.set(why, paths);
+  }
+  const bulkReasons = new Set(BULK_FOLDERS.values());
+  return [...byWhy]
+    .sort(([x], [y]) => Number(bulkReasons.has(x)) - Number(bulkReasons.has(y)))
+    .map(([why, paths]) => {
+      const listed = paths.slice(0, MISSED_LISTED).map(notedPath).join(", ");
+      const more = paths.length > MISSED_LISTED ? ` and ${paths.length - MISSED_LISTED} more` : "";
+      return `changed but not in the patch: ${listed}${more} (${why})`;
+    });
 }
 
 /**
@@ -242,96 +376,194 @@ function stripSide(name: string): string {
 }
 
 /**
- * Removes `rel` from a copy, never through a link on the way: the copies hold the workspace's links
- * as they were (a folder on one side can be a link to a host folder on the other, and the same
- * path removed through it deleted the host's file).
+ * Removes `names` from the folder `parent` of a copy (opened by HostDir.openBelow: never through a
+ * link on the way; the copies hold the workspace's links as they were, and a folder on one side can
+ * be a link to a host folder on the other, where the same path removed through it deleted the
+ * host's file). A link or file is unlinked; a folder, with all it holds, by removeFolders.
  */
-function removeFromCopy(copy: HostDir, rel: string): void {
-  const parts = rel.split("/");
-  let parent: HostDir;
-  try {
-    parent = HostDir.openBelow(copy, parts.slice(0, -1));
-  } catch (error) {
-    if (error instanceof HostDirError) return; // a link or nothing there: this copy holds nothing at rel
-    throw error;
+async function removeFromCopy(parent: HostDir, names: readonly string[]): Promise<void> {
+  const folders: string[] = [];
+  for (const name of names) {
+    const stat = parent.lstat(name);
+    if (!stat) continue; // this copy holds nothing there
+    if (stat.isDirectory()) folders.push(name);
+    else await fs.promises.rm(parent.at(name), { force: true });
   }
-  try {
-    fs.rmSync(parent.at(parts.at(-1)!), { recursive: true, force: true });
-  } finally {
-    parent.close();
+  await removeFolders(folders, parent);
+}
+
+/** Paths one `rm` is given at most: well within the kernel's argument limit (each under 4 KiB). */
+const RM_BATCH = 256;
+
+/**
+ * Removes folders with all they hold (names in `parent`, or absolute paths of this process's own
+ * scratch without it), in a child `rm -rf` that is waited for: Node's recursive rm handles the
+ * completions of a folder's entries in one turn of the event loop (a copy of 50,000 files held it
+ * ~1 s). The child reaches `parent` through its fd (its own fd 3), and rm removes links, never what
+ * they lead to. Where rm cannot run, Node's fs.promises.rm does it. Throws only when neither can.
+ */
+async function removeFolders(targets: readonly string[], parent?: HostDir): Promise<void> {
+  for (let i = 0; i < targets.length; i += RM_BATCH) {
+    const batch = targets.slice(i, i + RM_BATCH);
+    const args = parent ? batch.map((name) => `/proc/self/fd/3/${name}`) : batch;
+    const rm = await settled(
+      runCappedProcess("rm", ["-rf", "--", ...args], {
+        cwd: "/",
+        env: { PATH: hostSearchPath(), LC_ALL: "C" },
+        fds: parent ? [parent.fd] : [],
+        maxOutputBytes: 64 * 1024,
+      }),
+    );
+    if ("status" in rm && rm.status === 0) continue;
+    for (const target of batch)
+      await fs.promises.rm(parent ? parent.at(target) : target, { recursive: true, force: true });
   }
 }
 
-/** Copies `from` to `to` (created) through the fd walk, within the caps, yielding to the event loop as it goes. */
+/** Paths named in the note that says where a copy stopped at the total; the rest are counted. */
+const CUT_LISTED = 5;
+
+/** What a copy tells its baseline besides notes. */
+interface CopySink {
+  /** `rel` (a file, or a folder with all it holds) is not in this copy, for this reason. */
+  leftOut(rel: string, why: string): void;
+  /** `rel` is one of the BULK_FOLDERS (also left out). */
+  bulk(rel: string): void;
+}
+
+/**
+ * Copies `from` to `to` (created) through the fd walk, within the caps, yielding to the event loop
+ * as it goes. The top folder's own files first (package.json, tsconfig.json: a big folder sorting
+ * before them cannot spend the total they need), then the rest depth-first in the walk's order.
+ * BULK_FOLDERS are not walked. Once the total is reached nothing more is walked or copied: the
+ * folder it was reached in is cut off whole, and each later entry of the folders above it is left
+ * out as one path (a folder with all it holds), listed in one note.
+ */
 async function copyTree(
   from: string,
   to: string,
+  totalBytes: number,
   note: (line: string) => void,
-  skipped: (rel: string) => void,
+  sink: CopySink,
 ): Promise<void> {
   let total = 0;
   let seen = 0;
-  const descend = (e: WalkEntry) => {
-    if (e.depth === 1 && e.name === ".git") return false;
-    if (e.path !== "" && patchNameProblem(e.name)) return false; // noted with the entry itself
-    if (Buffer.byteLength(e.path) > PATCH_PATH_MAX_BYTES) {
-      note(`${e.path.slice(0, 80)}... skipped: path longer than ${PATCH_PATH_MAX_BYTES} bytes`);
-      return false;
-    }
-    return e.fd !== undefined && !e.problem;
+  /** Where the total was reached: the file, the folder cut off whole (none in the top folder), what was left out. */
+  let cut: { at: string; folder?: string; listed: string[]; count: number } | undefined;
+  const totalShown = `${totalBytes / 1048576} MiB`;
+  const reached = `the copy reached ${totalShown}`;
+  const cutOff = (rel: string, folder: boolean) => {
+    sink.leftOut(rel, reached);
+    cut!.count++;
+    if (cut!.listed.length < CUT_LISTED) cut!.listed.push(`${notedPath(rel)}${folder ? "/" : ""}`);
   };
+  /** Leaves `rel` out for `why` (kept with the path), noted as `shown` with `detail`. */
+  const skip = (rel: string, why: string, { shown = rel, detail = why } = {}) => {
+    note(`${shown} skipped: ${detail}`);
+    sink.leftOut(rel, why);
+  };
+  /** Whether the walk goes into the entry just visited: a folder copied (below the top one: before the total). */
+  let walkInto = false;
+  // The top folder is walked past the total too: each of its folders is then left out by name.
+  const descend = (e: WalkEntry) => walkInto && (e.path === "" || !cut);
+
+  /** Copies one entry (or says why not); sets walkInto. */
+  const visit = (entry: WalkEntry): void => {
+    walkInto = false;
+    const rel = entry.path;
+    if (entry.depth === 1 && entry.name === ".git") return;
+    if (cut?.folder !== undefined && rel.startsWith(`${cut.folder}/`)) return; // cut off with its folder
+    if (Buffer.byteLength(rel) > PATCH_PATH_MAX_BYTES) {
+      // Nothing below it is visited: each noted path is the first one too long.
+      skip(rel, `path longer than ${PATCH_PATH_MAX_BYTES} bytes`, { shown: `${rel.slice(0, 80)}...` });
+      return;
+    }
+    if (entry.kind === "directory" && BULK_FOLDERS.has(entry.name)) {
+      sink.bulk(rel);
+      sink.leftOut(rel, BULK_FOLDERS.get(entry.name)!);
+      return;
+    }
+    if (cut) {
+      cutOff(rel, entry.kind === "directory");
+      return;
+    }
+    if (entry.problem) {
+      skip(rel, entry.problem);
+      return;
+    }
+    const nameProblem = rel === "" ? undefined : patchNameProblem(entry.name);
+    if (nameProblem) {
+      skip(rel, nameProblem, { shown: notedPath(rel) });
+      return;
+    }
+    try {
+      const copied = copyEntry(entry, rel === "" ? to : path.join(to, rel), totalBytes - total);
+      if (typeof copied === "number") {
+        total += copied;
+        walkInto = entry.kind === "directory" && entry.fd !== undefined;
+      } else if (copied !== "total") skip(rel, copied.skipped, { detail: copied.detail });
+      else {
+        const slash = rel.lastIndexOf("/");
+        cut = { at: rel, folder: slash > 0 ? rel.slice(0, slash) : undefined, listed: [], count: 0 };
+        cutOff(cut.folder ?? rel, cut.folder !== undefined);
+      }
+    } catch (error) {
+      skip(rel, (error as NodeJS.ErrnoException).code ?? (error as Error).message);
+    }
+  };
+
+  // The top folder and its own files; its folders wait for the second walk.
+  const topFiles = new Set<string>();
+  // Depth 0: the top folder's folders are not even opened (each is a problem here, and skipped).
+  for (const entry of walkTree(from, { descend: (e) => e.path === "" && walkInto, maxDepth: 0 })) {
+    if (++seen % COPY_YIELD_EVERY === 0) await yieldToEventLoop();
+    if (entry.path !== "" && entry.kind === "directory") continue;
+    if (entry.path !== "") topFiles.add(entry.name);
+    visit(entry);
+    if (entry.path === "" && !walkInto) return; // the top folder itself could not be copied (noted)
+  }
   for (const entry of walkTree(from, { descend, maxDepth: Number.POSITIVE_INFINITY })) {
     // The walk holds its open folders between entries, so pausing here is safe.
     if (++seen % COPY_YIELD_EVERY === 0) await yieldToEventLoop();
-    if (entry.depth === 1 && entry.name === ".git") continue;
-    if (Buffer.byteLength(entry.path) > PATCH_PATH_MAX_BYTES) continue; // noted by descend, or below a noted one
-    if (entry.problem) {
-      note(`${entry.path} skipped: ${entry.problem}`);
-      skipped(entry.path);
+    if (entry.path === "") {
+      walkInto = entry.fd !== undefined && !entry.problem; // copied by the first walk
+      if (!walkInto) note(`the copy stopped early (${entry.problem ?? "the top folder could not be read again"})`);
       continue;
     }
-    const nameProblem = entry.path === "" ? undefined : patchNameProblem(entry.name);
-    if (nameProblem) {
-      note(`${notedPath(entry.path)} skipped: ${nameProblem}`);
-      skipped(entry.path);
-      continue;
-    }
-    try {
-      const copied = copyEntry(entry, entry.path === "" ? to : path.join(to, entry.path), total, note);
-      if (copied === undefined) skipped(entry.path);
-      else total += copied;
-    } catch (error) {
-      note(`${entry.path} skipped: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-      skipped(entry.path);
-    }
+    if (entry.depth === 1 && entry.kind !== "directory" && topFiles.has(entry.name)) continue;
+    visit(entry);
+  }
+  if (cut) {
+    const more = cut.count > cut.listed.length ? ` and ${cut.count - cut.listed.length} more` : "";
+    note(
+      `the copy stopped at ${totalShown} (at ${notedPath(cut.at)}): left out of the patch from there: ${cut.listed.join(", ")}${more}`,
+    );
   }
 }
 
-/** Copies one entry; returns the bytes of content copied, or undefined when it was left out (noted). */
-function copyEntry(entry: WalkEntry, dest: string, total: number, note: (line: string) => void): number | undefined {
-  const rel = entry.path;
+/**
+ * Copies one entry within `room` bytes of content: the bytes copied, why it was left out (the
+ * note's words, and the shorter reason kept with the path), or "total" when it would pass the total.
+ */
+function copyEntry(
+  entry: WalkEntry,
+  dest: string,
+  room: number,
+): number | { skipped: string; detail?: string } | "total" {
   const stat = entry.stat!;
   if (entry.kind === "directory") fs.mkdirSync(dest, { mode: 0o700 });
   else if (entry.kind === "symlink") fs.symlinkSync(fs.readlinkSync(entry.at, "utf8"), dest);
-  else if (entry.kind !== "file") {
-    note(`${rel} skipped: a ${entry.kind}`);
-    return undefined;
-  } else {
+  else if (entry.kind !== "file") return { skipped: `a ${entry.kind}` };
+  else {
     const allocated = stat.blocks * 512;
     const sparse = allocated < stat.size / 2 ? `, sparse: ${allocated} bytes allocated` : "";
     if (stat.size > PATCH_FILE_MAX_BYTES) {
-      note(`${rel} skipped: ${stat.size} bytes${sparse} (more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB)`);
-      return undefined;
+      const cap = `more than ${PATCH_FILE_MAX_BYTES / 1048576} MiB`;
+      return { skipped: cap, detail: `${stat.size} bytes${sparse} (${cap})` };
     }
-    if (total + stat.size > PATCH_TOTAL_MAX_BYTES) {
-      note(`${rel} skipped: the copy reached ${PATCH_TOTAL_MAX_BYTES / 1048576} MiB`);
-      return undefined;
-    }
+    if (stat.size > room) return "total";
     const content = readFileAt(entry.at, stat, PATCH_FILE_MAX_BYTES);
-    if (!content) {
-      note(`${rel} skipped: unreadable`);
-      return undefined;
-    }
+    if (!content) return { skipped: "unreadable" };
     // Keeps the execute bits (a patch shows mode changes), never setuid/setgid.
     // A new file (O_EXCL: never through a name that is already there, link or not).
     fs.writeFileSync(dest, content, { mode: (stat.mode & 0o755) | 0o600, flag: "wx" });

@@ -5,10 +5,23 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { WorkspaceBaseline } from "../../src/record/workspace-patch.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
+import { RunRecorder } from "../../src/record/run-recorder.js";
+import { changedNotInPatch, PATCH_FILE_MAX_BYTES, WorkspaceBaseline } from "../../src/record/workspace-patch.js";
+import { HostDir } from "../../src/util/host-dir.js";
 import { tempTrees } from "../support/temp-trees.js";
 
-const { tree } = tempTrees("sandbox-run-patch-");
+const { tree, dir } = tempTrees("sandbox-run-patch-");
+
+/** `count` files of `size` (4 MiB) under `folder` (sparse: nothing to write), past the 64 MiB total at 17. */
+function bulkFiles(ws: string, folder: string, size = PATCH_FILE_MAX_BYTES, count = 17): void {
+  fs.mkdirSync(path.join(ws, folder), { recursive: true });
+  for (let i = 0; i < count; i++) {
+    const fd = fs.openSync(path.join(ws, folder, `f${String(i).padStart(2, "0")}.bin`), "w");
+    fs.ftruncateSync(fd, size);
+    fs.closeSync(fd);
+  }
+}
 
 describe("WorkspaceBaseline", () => {
   it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", async () => {
@@ -47,7 +60,7 @@ describe("WorkspaceBaseline", () => {
         ]),
       );
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -69,7 +82,7 @@ describe("WorkspaceBaseline", () => {
       expect(fs.existsSync(path.join(target, "keep.txt"))).toBe(false);
       expect(fs.existsSync(path.join(target, "x a/y.txt"))).toBe(false);
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -92,7 +105,7 @@ describe("WorkspaceBaseline", () => {
         expect(fs.readFileSync(path.join(target, "a/notes.txt"), "utf8"), apply[0]).toBe("an unrelated file\n");
       }
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -110,7 +123,7 @@ describe("WorkspaceBaseline", () => {
       expect(notes.join("\n")).toMatch(/after: dist\/index\.js skipped: \d+ bytes \(more than 4 MiB\)/);
       expect(notes.join("\n")).toMatch(/after: big-new\.js skipped/);
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -133,7 +146,7 @@ describe("WorkspaceBaseline", () => {
       expect(fs.readFileSync(path.join(outside, "big.bin"), "utf8")).toBe("host file\n");
       expect(fs.readFileSync(path.join(outside, "d/big.bin"), "utf8")).toBe("host file\n");
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -150,7 +163,7 @@ describe("WorkspaceBaseline", () => {
       expect(patch).not.toContain("src/");
       expect(notes.join("\n")).toMatch(/after: src skipped/);
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -182,7 +195,7 @@ describe("WorkspaceBaseline", () => {
       expect(taken.turns).toBeGreaterThanOrEqual(5);
       expect(patched.turns).toBeGreaterThanOrEqual(6);
     } finally {
-      baseline.dispose();
+      await baseline.dispose();
     }
   });
 
@@ -191,9 +204,116 @@ describe("WorkspaceBaseline", () => {
     const baseline = await WorkspaceBaseline.take(ws);
     fs.rmSync(ws, { recursive: true });
     const { patch, notes } = await baseline.patch();
-    baseline.dispose();
+    await baseline.dispose();
     expect(patch).toBe("");
     expect(notes[0]).toMatch(/^after: the copy stopped early \(cannot open .* as a directory: ENOENT\)$/);
     expect(notes[1]).toBe("no patch: the workspace could not be copied after the run");
+  });
+
+  it("leaves node_modules out of both copies, unwalked, with one note (review: installed packages spent the 64 MiB total and package.json, sorting after them, was never in the patch)", async () => {
+    const ws = tree({
+      "package.json": '{ "name": "app" }\n',
+      "src/index.ts": "export const x = 1;\n",
+      "packages/lib/node_modules/dep/index.js": "dep\n",
+      "packages/lib/index.js": "lib\n",
+    });
+    bulkFiles(ws, "node_modules/big");
+    execFileSync("mkfifo", [path.join(ws, "node_modules/pipe")]); // never walked: never noted
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      fs.writeFileSync(path.join(ws, "package.json"), '{ "name": "app", "version": "2.0.0" }\n');
+      fs.writeFileSync(path.join(ws, "src/index.ts"), "export const x = 2;\n");
+      fs.writeFileSync(path.join(ws, "node_modules/left-pad.js"), "installed\n");
+      const changes = await baseline.patch();
+      expect(changes.patch).toContain("diff --git a/package.json b/package.json");
+      expect(changes.patch).toContain('+{ "name": "app", "version": "2.0.0" }');
+      expect(changes.patch).toContain("-export const x = 1;\n+export const x = 2;");
+      expect(changes.patch).not.toContain("node_modules");
+      expect(changes.notes).toEqual([
+        "node_modules/ (and 1 more such folders) left out of the patch: installed packages",
+      ]);
+      expect(changedNotInPatch(changes, ["package.json", "src/index.ts", "node_modules/left-pad.js"])).toEqual([
+        "changed but not in the patch: node_modules/left-pad.js (installed packages)",
+      ]);
+    } finally {
+      await baseline.dispose();
+    }
+  });
+
+  it("stops at the total in one note, the folder it was reached in cut off whole, the top folder's own files copied first (review: every later file was one note and one removal)", async () => {
+    const ws = tree({
+      "assets/logo.txt": "logo\n",
+      "package.json": '{ "name": "app" }\n',
+      "src/app.ts": "app\n",
+      "zz.txt": "last\n",
+    });
+    // 16 of them leave a few bytes of the total: fewer than package.json needs (sorting after data/, it was lost).
+    bulkFiles(ws, "data", PATCH_FILE_MAX_BYTES - 1);
+    const scratch = dir();
+    const staging = HostDir.open(path.join(scratch, "rec"), { create: true });
+    const recorder = await RunRecorder.open({
+      staging,
+      scratch,
+      prompt: "p",
+      policy: loadPolicy("read-only"),
+      workspace: ws,
+      plan: {},
+      call: {} as never,
+      versions: { sandboxRun: "0", pi: "0", node: "0" },
+    });
+    await recorder.captureBefore();
+    fs.writeFileSync(path.join(ws, "assets/logo.txt"), "logo 2\n");
+    fs.writeFileSync(path.join(ws, "package.json"), '{ "name": "app2" }\n');
+    fs.writeFileSync(path.join(ws, "src/app.ts"), "app 2\n");
+    fs.writeFileSync(path.join(ws, "zz.txt"), "last 2\n");
+    fs.writeFileSync(path.join(ws, "data/f00.bin"), "changed\n");
+    await recorder.captureAfter();
+    const changedFiles = {
+      created: [],
+      modified: ["assets/logo.txt", "data/f00.bin", "package.json", "src/app.ts", "zz.txt"],
+      deleted: [],
+    };
+    await recorder.finish({ ok: true, result: "done", meta: { changedFiles } });
+    const patch = fs.readFileSync(path.join(scratch, "rec/changes.patch"), "utf8");
+    const notes = fs.readFileSync(path.join(scratch, "rec/changes-notes.txt"), "utf8").trimEnd().split("\n");
+    expect(patch).toContain('+{ "name": "app2" }');
+    expect(patch).toContain("-last\n+last 2");
+    expect(patch).toContain("-logo\n+logo 2"); // sorts before data/: copied before the total
+    expect(patch).not.toContain("data/");
+    expect(patch).not.toContain("src/app.ts");
+    // What the run changed and the patch misses comes first; then one note per copy.
+    expect(notes[0]).toBe("changed but not in the patch: data/f00.bin, src/app.ts (the copy reached 64 MiB)");
+    // (The top folder's files take a few bytes before data/: the total is reached at its 16th file, or 17th after.)
+    const cutOff =
+      /the copy stopped at 64 MiB \(at data\/f1[56]\.bin\): left out of the patch from there: data\/, src\/$/;
+    expect(notes.slice(1)).toEqual([
+      expect.stringMatching(new RegExp(`^before: ${cutOff.source}`)),
+      expect.stringMatching(new RegExp(`^after: ${cutOff.source}`)),
+    ]);
+  });
+
+  it("the total reached by the top folder's own files: each of its folders is left out of both copies by name, not only of the one that stopped", async () => {
+    const files: Record<string, string> = { "src/app.ts": "app\n" };
+    for (let i = 0; i < 17; i++) files[`big-${String(i).padStart(2, "0")}.txt`] = `${i}\n`.padEnd(64 * 1024, "x");
+    const ws = tree(files);
+    const baseline = await WorkspaceBaseline.take(ws, undefined, { totalBytes: 1024 * 1024 });
+    try {
+      // After the run the rest fits: the copy after holds src/, the one before stopped short of it.
+      fs.rmSync(path.join(ws, "big-00.txt"));
+      fs.rmSync(path.join(ws, "big-01.txt"));
+      fs.writeFileSync(path.join(ws, "src/app.ts"), "app 2\n");
+      const changes = await baseline.patch();
+      expect(changes.patch).toContain("diff --git a/big-00.txt b/big-00.txt\ndeleted file");
+      expect(changes.patch).not.toContain("src/app.ts"); // not "new file": it is in neither copy
+      expect(changes.patch).not.toContain("big-16.txt");
+      expect(changes.notes).toEqual([
+        "before: the copy stopped at 1 MiB (at big-16.txt): left out of the patch from there: big-16.txt, src/",
+      ]);
+      expect(changedNotInPatch(changes, ["big-00.txt", "src/app.ts"])).toEqual([
+        "changed but not in the patch: src/app.ts (the copy reached 1 MiB)",
+      ]);
+    } finally {
+      await baseline.dispose();
+    }
   });
 });
