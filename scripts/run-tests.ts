@@ -4,13 +4,24 @@
 // projects, stops what it started, and ends with one line per part that could not run here and
 // the command that would run it. On CI (CI=true) a part that cannot run is a failure, never a skip.
 //
-//   npm test                      everything
-//   npm test -- --only=unit,modes  some of the steps (names below)
+// The local Docker engine is pinged first: where it does not answer, the steps that need it do not
+// run, and the run fails with one line at the end naming the engine and the command that starts it
+// (issue 18: never "ok" with every engine test skipped). A step that ran no test at all fails too.
+//
+//   npm test                                         everything
+//   npm test -- --only=unit,modes                    some of the steps (names below)
+//   npm test -- tests/unit/cli-program.test.ts       one file (its folder picks its step)
+//   npm test -- --only=integration -t "hand-back"    tests by name, in the steps named
+// Anything else (--watch, --project ...) is refused with the vitest command that does it.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { stripVTControlCharacters } from "node:util";
+import { DockerEngine } from "../src/engine/docker-engine.js";
+import { checkPlatformSupport } from "../src/engine/platform-support.js";
+import type { SandboxRunError } from "../src/errors.js";
 import { CHROMIUM } from "../tests/support/browser.js";
 import { podmanInstalled, startRootfulService, startRootlessService } from "../tests/support/podman-service.js";
 import {
@@ -26,12 +37,17 @@ const LIFECYCLE = "tests/integration/security-lifecycle.test.ts";
 // Kills controllers and counts what the engine holds, like the lifecycle suite: on its own too.
 const WARM_LIFECYCLE = "tests/integration/warm-lifecycle.test.ts";
 
-interface Step {
+export interface Step {
   name: string;
-  /** vitest arguments after `run`. */
+  /** vitest arguments after `run` (projects, workers, excludes). */
   args: string[];
-  /** The services it needs beyond the local engine (and the browser the page tests drive). */
-  needs?: Array<"second-engine" | "podman" | "browser">;
+  /** The test files it runs, where it names them (vitest filters); else its projects' files. */
+  files?: string[];
+  /**
+   * What it needs beyond Node: the local engine, and the services the engine tests need (started
+   * when no one has), the browser the page tests drive, an emulator for linux/arm64.
+   */
+  needs?: Array<"engine" | "second-engine" | "podman" | "browser" | "arm64">;
 }
 
 // Files run four at a time (vitest.config.ts). The security suites' second, third and fourth runs
@@ -43,7 +59,7 @@ interface Step {
 // fresh clone the integration and modes steps 99-100 % (their time is their CPU, mostly
 // containers and Pi), the lifecycle step ~60 % (its frozen and killed controllers wait).
 const MODES = ["integration-copy", "integration-warm", "integration-remote"].flatMap((p) => ["--project", p]);
-const STEPS: Step[] = [
+export const STEPS: Step[] = [
   // Unit files are CPU-bound: two at a time on two cores, and the files of a worker share its
   // process (--no-isolate: a fresh process per file, starting Node and loading the modules again
   // 116 times, cost the step about a third of its time; vitest reads this from the command line,
@@ -54,17 +70,130 @@ const STEPS: Step[] = [
   {
     name: "integration",
     args: ["--project", "integration", "--exclude", LIFECYCLE, "--exclude", WARM_LIFECYCLE],
-    needs: ["second-engine", "podman", "browser"],
+    needs: ["engine", "second-engine", "podman", "browser"],
   },
-  { name: "modes", args: [...MODES, "--exclude", LIFECYCLE], needs: ["second-engine"] },
+  { name: "modes", args: [...MODES, "--exclude", LIFECYCLE], needs: ["engine", "second-engine"] },
   {
     name: "lifecycle",
-    args: ["--project", "integration", ...MODES, LIFECYCLE, WARM_LIFECYCLE],
-    needs: ["second-engine"],
+    args: ["--project", "integration", ...MODES],
+    files: [LIFECYCLE, WARM_LIFECYCLE],
+    needs: ["engine", "second-engine"],
   },
   // The linux/arm64 image under qemu (its set-up builds the image when missing: minutes, once).
-  { name: "arm64", args: ["--project", "integration-arm64"] },
+  { name: "arm64", args: ["--project", "integration-arm64"], needs: ["engine", "arm64"] },
 ];
+
+/** What `npm test -- ...` asked for. */
+export interface Request {
+  /** The steps named with --only, in the suite's order (undefined: not named). */
+  only?: string[];
+  /** Test files or parts of their paths (vitest's filters), relative to the checkout where they exist. */
+  filters: string[];
+  /** Test-name patterns (-t). */
+  names: string[];
+  help?: boolean;
+}
+
+const STEP_NAMES = STEPS.map((s) => s.name).join(", ");
+export const USAGE = [
+  "npm test takes:",
+  `  --only=<steps>         some of the steps, comma-separated (${STEP_NAMES})`,
+  "  <file or folder>       test files; a file's folder picks its step (tests/unit: unit, tests/integration: integration ...)",
+  '  -t "<name>"            tests whose name matches, in the steps named with --only or picked by a file',
+  "For anything else run vitest itself, e.g. `npx vitest run --project unit tests/unit/run-resolve-options.test.ts` (no engine)",
+  "or `npx vitest run --project integration tests/integration/cli-run.test.ts` (the engine; projects: vitest.config.ts).",
+].join("\n");
+
+/**
+ * Reads `npm test -- ...`'s arguments: --only, test files and -t; a message (the usage) for
+ * anything else, which would otherwise be dropped and the whole suite run in its place.
+ * `cwd` is where the caller typed the command (npm runs the script in the checkout; INIT_CWD).
+ */
+export function parseRequest(argv: readonly string[], cwd = ROOT): Request | { error: string } {
+  const request: Request = { filters: [], names: [] };
+  const refuse = (why: string) => ({ error: `npm test: ${why}\n${USAGE}` });
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = /^(--only|-t|--testNamePattern|--test-name-pattern)=(.*)$/s.exec(arg);
+    const flag = eq ? eq[1]! : arg;
+    if (flag === "--help" || flag === "-h") request.help = true;
+    else if (flag === "--only" || flag === "-t" || flag === "--testNamePattern" || flag === "--test-name-pattern") {
+      const value = eq ? eq[2]! : argv[++i];
+      if (value === undefined || value === "") return refuse(`${flag} needs a value`);
+      if (flag !== "--only") request.names.push(value);
+      else {
+        const named = value.split(",").filter((n) => n !== "");
+        const unknown = named.filter((n) => !STEPS.some((s) => s.name === n));
+        if (unknown.length > 0 || named.length === 0)
+          return refuse(`unknown step in --only: ${unknown.join(", ") || value} (steps: ${STEP_NAMES})`);
+        request.only = STEPS.map((s) => s.name).filter((n) => [...(request.only ?? []), ...named].includes(n));
+      }
+    } else if (arg.startsWith("-")) return refuse(`it does not take ${arg}`);
+    else {
+      const at = path.resolve(cwd, arg);
+      request.filters.push(fs.existsSync(at) ? path.relative(ROOT, at) || "." : arg);
+    }
+  }
+  return request;
+}
+
+/**
+ * The steps a request runs, each with the vitest arguments after `run`: a step's own files narrowed
+ * to the ones the filters name, the filters and name patterns passed on. Files alone pick their
+ * step by their folder; filters that name no step's folder, or names alone, need --only.
+ */
+export function plan(request: Request): Array<{ step: Step; args: string[] }> | { error: string } {
+  const filtered = request.filters.length > 0 || request.names.length > 0;
+  let names = request.only;
+  if (!names && request.filters.length > 0) {
+    const picked = request.filters.map(stepOfFile);
+    const unplaced = request.filters.filter((_, i) => picked[i] === undefined);
+    if (unplaced.length > 0)
+      return {
+        error: `npm test: which steps should run ${unplaced.join(", ")}? Name them (npm test -- --only=<steps> ${request.filters.join(" ")}) or give a test file's path\n${USAGE}`,
+      };
+    names = STEPS.map((s) => s.name).filter((n) => picked.includes(n));
+  }
+  if (!names && filtered)
+    return {
+      error: `npm test: -t runs in the steps named with --only (e.g. npm test -- --only=unit -t ${JSON.stringify(request.names[0])}), not in the whole suite\n${USAGE}`,
+    };
+  const steps = names ? STEPS.filter((s) => names.includes(s.name)) : STEPS;
+  const planned: Array<{ step: Step; args: string[] }> = [];
+  for (const step of steps) {
+    let files = step.files ?? [];
+    if (request.filters.length > 0) {
+      if (step.files) {
+        // Its own files the filters name: a filter that names another file must not add it here.
+        files = step.files.filter((f) => request.filters.some((filter) => f.includes(filter)));
+        if (files.length === 0) continue;
+      } else files = request.filters;
+    }
+    planned.push({
+      step,
+      args: [
+        ...step.args,
+        ...files,
+        ...request.names.flatMap((n) => ["-t", n]),
+        // A step the filters name no file of runs nothing; the run fails only when no step ran a test.
+        ...(filtered ? ["--passWithNoTests"] : []),
+      ],
+    });
+  }
+  return planned;
+}
+
+/** The step a test file (or folder) belongs to by where it lies; undefined when its place does not say. */
+function stepOfFile(filter: string): string | undefined {
+  const file = filter.split(path.sep).join("/");
+  const under = (dir: string) => file === dir || file.startsWith(`${dir}/`);
+  if (file === LIFECYCLE || file === WARM_LIFECYCLE) return "lifecycle";
+  if (under("tests/unit")) return "unit";
+  if (under("tests/arm64")) return "arm64";
+  // Once, on the local engine (the security suites run again in copy, warm and remote modes: --only=modes).
+  if (under("tests/integration") || under("examples")) return "integration";
+  return undefined;
+}
 
 interface Outcome {
   step: string;
@@ -91,6 +220,11 @@ function machineJiffies(): { busy: number; total: number } | undefined {
 }
 
 const ci = Boolean(process.env.CI);
+/**
+ * The file a step's global set-up (tests/support/global-setup.ts, which names it too) appends a
+ * line to for each project whose engine tests it skips: the step then fails, never "ok".
+ */
+const SKIPS_ENV = "SANDBOX_RUN_TEST_SKIPS";
 const notes: string[] = [];
 const stops: Array<() => Promise<void> | void> = [];
 
@@ -205,16 +339,175 @@ function closedToOthers(dir: string): { dir: string; mode: string } | undefined 
   return undefined;
 }
 
-async function main(): Promise<number> {
-  const only = process.argv
-    .find((a) => a.startsWith("--only="))
-    ?.slice("--only=".length)
-    .split(",");
-  const steps = only ? STEPS.filter((s) => only.includes(s.name)) : STEPS;
-  if (only && steps.length !== only.length) {
-    console.error(`npm test: unknown step in --only (steps: ${STEPS.map((s) => s.name).join(", ")})`);
+type Planned = { step: Step; args: string[] };
+const needs = (p: Planned, what: NonNullable<Step["needs"]>[number]) => p.step.needs?.includes(what) ?? false;
+
+/**
+ * The planned steps that cannot run here, and why: all that need the engine when it does not
+ * answer (a line that fails the run, naming the engine and what would start it), the arm64 step
+ * when the engine cannot run linux/arm64 (a note, like Podman's: an emulator is optional).
+ */
+async function whatCannotRun(planned: Planned[]): Promise<{ notRun: Map<string, string>; failNotes: string[] }> {
+  const notRun = new Map<string, string>();
+  const failNotes: string[] = [];
+  if (!planned.some((p) => needs(p, "engine"))) return { notRun, failNotes };
+  let engine: DockerEngine | undefined;
+  try {
+    engine = new DockerEngine();
+    await engine.ping();
+  } catch (error) {
+    const names = planned.filter((p) => needs(p, "engine")).map((p) => p.step.name);
+    for (const name of names) notRun.set(name, "no Docker engine");
+    failNotes.push(`the engine tests did not run (${names.join(", ")}): ${engineFix(error)}`);
+    return { notRun, failNotes };
+  }
+  if (planned.some((p) => needs(p, "arm64"))) {
+    try {
+      checkPlatformSupport("linux/arm64", await engine.info(), { engineName: engine.name });
+    } catch (error) {
+      notRun.set("arm64", "the engine cannot run linux/arm64");
+      notes.push(
+        `arm64 tests did not run: ${errorText(error).what} (run: sudo scripts/setup-emulation.sh, then npm test)`,
+      );
+    }
+  }
+  return { notRun, failNotes };
+}
+
+function errorText(error: unknown): { what: string; hint?: string } {
+  const { shortMessage, message, hint } = error as Partial<SandboxRunError> & Error;
+  return { what: shortMessage ?? message ?? String(error), ...(hint ? { hint } : {}) };
+}
+
+/** Why the engine does not answer, and what would start it (or let this user use it). */
+function engineFix(error: unknown): string {
+  const { what, hint } = errorText(error);
+  // The engine runs but this user may not use its socket: quickstart.sh would not change that.
+  const fix =
+    /\(EACCES\)/.test(what) && hint
+      ? hint.replace(/\.$/, "")
+      : "Start it: ./scripts/quickstart.sh (the README's first command) installs and starts one (as root; it says what it needs otherwise), or point DOCKER_HOST at a running engine";
+  return `${what} ${fix}; then run npm test again (npm test -- --only=unit runs the tests that need no engine).`;
+}
+
+/** What global-setup.ts reported skipping in a step (SKIPS_ENV): the reasons, one per project. */
+function readSkips(file: string): string[] {
+  let text = "";
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch {
+    return [];
+  }
+  fs.rmSync(file, { force: true });
+  const reasons = text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => {
+      const { project, reason } = JSON.parse(l) as { project: string; reason: string };
+      return `${project}: ${reason.replace(/\.$/, "")}`;
+    });
+  return [...new Set(reasons)];
+}
+
+/**
+ * Runs one step's vitest; its outcome, and the line that fails the run when the step "passed"
+ * without running its tests: its set-up found no engine (it went away after the ping), or it ran
+ * none at all (issue 18: never an "ok" with everything skipped). With filters a step may match none.
+ */
+async function runStep(
+  { step, args }: Planned,
+  filtered: boolean,
+  skipsFile: string,
+): Promise<{ outcome: Outcome; problem?: string }> {
+  const t0 = Date.now();
+  const cpu0 = machineJiffies();
+  console.error(`\nnpm test: ${step.name} (vitest run ${args.join(" ")})`);
+  const { status, out, err } = await run(
+    process.execPath,
+    [path.join(ROOT, "node_modules/vitest/vitest.mjs"), "run", ...args],
+    { ...process.env, [SKIPS_ENV]: skipsFile },
+  );
+  const cpu1 = machineJiffies();
+  const counts = countTests(out);
+  const skips = readSkips(skipsFile);
+  const problem =
+    skips.length > 0
+      ? `step ${step.name}: the engine tests did not run (${skips.join("; ")}); start the engine (./scripts/quickstart.sh) and run npm test again`
+      : !filtered && status === 0 && counts.passed === 0 && counts.failed === 0
+        ? `step ${step.name} ran no test (${counts.skipped} skipped): see the warnings in its output above`
+        : undefined;
+  const outcome: Outcome = {
+    step: step.name,
+    status: status !== 0 ? status : problem ? 1 : 0,
+    ...(cpu0 && cpu1 && cpu1.total > cpu0.total
+      ? { cpuShare: (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) }
+      : {}),
+    ...counts,
+    failures: failedTests(`${out}\n${err}`),
+    seconds: Math.round((Date.now() - t0) / 1000),
+  };
+  return problem ? { outcome, problem } : { outcome };
+}
+
+/**
+ * The summary: a line per step (run or not), the failed tests, the counts, then the parts that
+ * could not run here, each with what would run it, the ones that fail the run last. The exit code.
+ */
+function report(
+  planned: Planned[],
+  outcomes: Outcome[],
+  notRun: Map<string, string>,
+  failNotes: string[],
+  seconds: number,
+): number {
+  const total = { passed: 0, failed: 0, skipped: 0 };
+  console.error("\nnpm test: summary");
+  for (const { step } of planned) {
+    const o = outcomes.find((x) => x.step === step.name);
+    if (!o) {
+      console.error(`  ${step.name.padEnd(17)} not run (${notRun.get(step.name) ?? "stopped"})`);
+      continue;
+    }
+    for (const k of ["passed", "failed", "skipped"] as const) total[k] += o[k];
+    console.error(
+      `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s${o.cpuShare === undefined ? "" : `, cores ${Math.round(o.cpuShare * 100)}% busy`})`,
+    );
+  }
+  for (const o of outcomes) for (const failure of o.failures) console.error(`  ${failure}`);
+  const failedSteps = outcomes.filter((o) => o.status !== 0).map((o) => o.step);
+  const skippedSteps = [...notRun.keys()];
+  console.log(
+    `npm test: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped in ${seconds} s${failedSteps.length ? ` (failed: ${failedSteps.join(", ")})` : ""}${skippedSteps.length ? ` (not run: ${skippedSteps.join(", ")})` : ""}`,
+  );
+  for (const note of notes) console.error(`npm test: ${note}`);
+  for (const note of failNotes) console.error(`npm test: FAILED: ${note}`);
+  return failedSteps.length > 0 || failNotes.length > 0 ? 1 : 0;
+}
+
+/** The steps `npm test -- ...` asks for, or the exit code when it only prints (usage, a refusal). */
+function requested(): { request: Request; planned: Planned[] } | number {
+  const request = parseRequest(process.argv.slice(2), process.env.INIT_CWD ?? process.cwd());
+  if ("error" in request) {
+    console.error(request.error);
     return 2;
   }
+  if (request.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const planned = plan(request);
+  if ("error" in planned) {
+    console.error(planned.error);
+    return 2;
+  }
+  return { request, planned };
+}
+
+async function main(): Promise<number> {
+  const asked = requested();
+  if (typeof asked === "number") return asked;
+  const { request, planned } = asked;
+  const filtered = request.filters.length > 0 || request.names.length > 0;
   const closed = closedToOthers(ROOT);
   if (closed) {
     console.error(
@@ -223,56 +516,41 @@ async function main(): Promise<number> {
     return 2;
   }
   const started = Date.now();
-  const build = await run("npm", ["run", "build", "--silent"]);
-  if (build.status !== 0) return build.status;
-
-  const needed = new Set(steps.flatMap((s) => s.needs ?? []));
-  await startServices(needed);
-  checkBrowser(needed);
+  // Before anything is built or started: a missing engine ends the run at once on CI.
+  const { notRun, failNotes } = await whatCannotRun(planned);
+  if (ci && failNotes.length > 0) {
+    for (const note of failNotes) console.error(`npm test: ${note}`);
+    console.error("npm test: CI runs every part; set the machine up with scripts/setup-host.sh as root");
+    return 1;
+  }
+  const runnable = planned.filter((p) => !notRun.has(p.step.name));
+  const needed = new Set(runnable.flatMap((p) => p.step.needs ?? []));
+  if (runnable.length > 0) {
+    const build = await run("npm", ["run", "build", "--silent"]);
+    if (build.status !== 0) return build.status;
+    await startServices(needed);
+    checkBrowser(needed);
+  }
   if (ci && notes.length > 0) {
     for (const note of notes) console.error(`npm test: ${note}`);
     console.error("npm test: CI runs every part; set the machine up with scripts/setup-host.sh as root");
     return 1;
   }
+  // global-setup.ts writes here what it skipped (Docker unreachable from the step's own process).
+  const skipsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "npm-test-")), "skips.jsonl");
+  stops.push(() => fs.rmSync(path.dirname(skipsFile), { recursive: true, force: true }));
   const outcomes: Outcome[] = [];
-  for (const step of steps) {
-    const t0 = Date.now();
-    const cpu0 = machineJiffies();
-    console.error(`\nnpm test: ${step.name} (vitest run ${step.args.join(" ")})`);
-    const { status, out, err } = await run(process.execPath, [
-      path.join(ROOT, "node_modules/vitest/vitest.mjs"),
-      "run",
-      ...step.args,
-    ]);
-    const cpu1 = machineJiffies();
-    outcomes.push({
-      step: step.name,
-      status,
-      ...(cpu0 && cpu1 && cpu1.total > cpu0.total
-        ? { cpuShare: (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) }
-        : {}),
-      ...countTests(out),
-      failures: failedTests(`${out}\n${err}`),
-      seconds: Math.round((Date.now() - t0) / 1000),
-    });
+  for (const next of runnable) {
+    const { outcome, problem } = await runStep(next, filtered, skipsFile);
+    outcomes.push(outcome);
+    if (problem) failNotes.push(problem);
   }
   await stopServices();
-
-  const total = { passed: 0, failed: 0, skipped: 0 };
-  console.error("\nnpm test: summary");
-  for (const o of outcomes) {
-    for (const k of ["passed", "failed", "skipped"] as const) total[k] += o[k];
-    console.error(
-      `  ${o.step.padEnd(17)} ${o.status === 0 ? "ok  " : "FAIL"} ${o.passed} passed, ${o.failed} failed, ${o.skipped} skipped (${o.seconds} s${o.cpuShare === undefined ? "" : `, cores ${Math.round(o.cpuShare * 100)}% busy`})`,
+  if (filtered && outcomes.length > 0 && outcomes.every((o) => o.passed + o.failed === 0))
+    failNotes.push(
+      `no test matched ${[...request.filters, ...request.names.map((n) => `-t ${JSON.stringify(n)}`)].join(" ")} in the steps run (${runnable.map((p) => p.step.name).join(", ") || "none"})`,
     );
-  }
-  for (const o of outcomes) for (const failure of o.failures) console.error(`  ${failure}`);
-  for (const note of notes) console.error(`npm test: ${note}`);
-  const failedSteps = outcomes.filter((o) => o.status !== 0).map((o) => o.step);
-  console.log(
-    `npm test: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped in ${Math.round((Date.now() - started) / 1000)} s${failedSteps.length ? ` (failed: ${failedSteps.join(", ")})` : ""}`,
-  );
-  return failedSteps.length > 0 ? 1 : 0;
+  return report(planned, outcomes, notRun, failNotes, Math.round((Date.now() - started) / 1000));
 }
 
 /** Stops what this run started, last first; each once. */
@@ -280,16 +558,19 @@ async function stopServices(): Promise<void> {
   for (let stop = stops.pop(); stop; stop = stops.pop()) await Promise.resolve(stop()).catch(() => {});
 }
 
-for (const [signal, code] of [
-  ["SIGINT", 130],
-  ["SIGTERM", 143],
-] as const) {
-  process.on(signal, () => void stopServices().finally(() => process.exit(code)));
+// Run as `npm test`; imported (tests/unit/run-tests-arguments.test.ts), it only defines.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  for (const [signal, code] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const) {
+    process.on(signal, () => void stopServices().finally(() => process.exit(code)));
+  }
+  let code = 1;
+  try {
+    code = await main();
+  } finally {
+    await stopServices();
+  }
+  process.exit(code);
 }
-let code = 1;
-try {
-  code = await main();
-} finally {
-  await stopServices();
-}
-process.exit(code);

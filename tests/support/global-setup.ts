@@ -34,6 +34,16 @@ declare module "vitest" {
   }
 }
 
+/**
+ * Tells `npm test` (scripts/run-tests.ts names the file in SANDBOX_RUN_TEST_SKIPS) that this
+ * project's engine tests are skipped, and why: its step then fails with that reason at the end of
+ * the run instead of passing with every test skipped. Run as `npx vitest`, its warning is all.
+ */
+function reportSkip(project: TestProject, reason: string): void {
+  const file = process.env.SANDBOX_RUN_TEST_SKIPS;
+  if (file) fs.appendFileSync(file, `${JSON.stringify({ project: project.name, reason })}\n`);
+}
+
 /** Runs of the project go to the second engine (tests/support/second-engine.ts) only. */
 async function useRemoteEngine(project: TestProject, local: DockerEngine, dir: string): Promise<() => Promise<void>> {
   const { state, release } = await useSecondEngine();
@@ -67,6 +77,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   } catch (error) {
     if (process.env.CI) throw new Error(`Integration tests need a Docker engine on CI: ${(error as Error).message}`);
     console.warn(`Docker is not reachable; integration tests will be skipped locally (${(error as Error).message})`);
+    reportSkip(project, (error as { shortMessage?: string }).shortMessage ?? (error as Error).message);
     project.provide("dockerAvailable", false);
     project.provide("runnerImage", tag);
     project.provide("runscAvailable", false);

@@ -514,12 +514,25 @@ describe("resolveRun: sandbox-run's own installation", () => {
       ),
     );
     expect(refused.hint).toMatch(/Install sandbox-run outside the folders it runs on/);
-    expect(
-      usageError(() => resolve({ additionalWritableDirectories: [path.join(packageRoot, "node_modules", "zod")] }))
-        .message,
-    ).toMatch(
-      /node_modules\/zod, a folder this run lets the sandbox write, lies inside \/.*, where it loads code from/,
-    );
+    // A writable directory inside it: its built-in policies, and a dependency it loads.
+    const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const inside = (dir: string) =>
+      new RegExp(
+        `^sandbox-run runs from ${literal(packageRoot)}, and ${literal(dir)}, a folder this run lets the sandbox write, lies inside ${literal(packageRoot)}, where it loads code from`,
+      );
+    const policies = path.join(packageRoot, "policies");
+    expect(usageError(() => resolve({ additionalWritableDirectories: [policies] })).message).toMatch(inside(policies));
+    const zod = path.join(packageRoot, "node_modules", "zod");
+    const zodRefusal = usageError(() => resolve({ additionalWritableDirectories: [zod] })).message;
+    if (!fs.lstatSync(path.join(packageRoot, "node_modules")).isSymbolicLink()) expect(zodRefusal).toMatch(inside(zod));
+    // A checkout whose node_modules links to another one's (a shared or hoisted install): the link
+    // out of the tree is refused first.
+    else
+      expect(zodRefusal).toMatch(
+        new RegExp(
+          `^The writable directory ${literal(zod)} goes through the symbolic link ${literal(path.join(packageRoot, "node_modules"))}, which points to`,
+        ),
+      );
   });
 
   it("is no problem where nothing the sandbox writes comes back: read-only, or a branch", () => {
