@@ -16,11 +16,18 @@ export interface OwnInstallation {
   folders: string[];
 }
 
-export function ownInstallation(): OwnInstallation {
-  const packageRoot = resolvedPath(fileURLToPath(new URL("../../", import.meta.url)));
+export function ownInstallation(moduleUrl: string = import.meta.url): OwnInstallation {
+  const packageRoot = resolvedPath(fileURLToPath(new URL("../../", moduleUrl)));
   const folders = [packageRoot];
   for (let dir = packageRoot; ; dir = path.dirname(dir)) {
-    if (path.basename(dir) !== "node_modules") folders.push(path.join(dir, "node_modules"));
+    if (path.basename(dir) !== "node_modules") {
+      const modules = path.join(dir, "node_modules");
+      folders.push(modules);
+      // A node_modules that is a link (a shared or hoisted install) loads from where it leads: that
+      // folder too (session 27: its real path was writable while the link's was refused).
+      const real = resolvedPath(modules);
+      if (real !== modules) folders.push(real);
+    }
     if (dir === path.dirname(dir)) break;
   }
   folders.push(path.dirname(resolvedPath(process.execPath)));
