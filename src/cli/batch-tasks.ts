@@ -4,40 +4,44 @@
 // reported with its number. Relative paths in a line are relative to the tasks file's folder.
 import fs from "node:fs";
 import path from "node:path";
-import { z } from "zod";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
 import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import { isNamedPolicy } from "../util/policy-names.js";
+import { lazily, z } from "../util/zod.js";
 
-const taskLine = z
-  .object({
-    id: z
-      .string()
-      .regex(
-        /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/,
-        "letters, digits, '.', '_' and '-', at most 128, not starting with '.', '_' or '-'",
-      )
-      .describe("The task's name: in its result envelope, and its record's folder name under --record-dir."),
-    prompt: z.string().min(1, "is empty").describe("The task."),
-    cwd: z.string().min(1).describe("Its workspace (relative to the tasks file's folder)."),
-    schema: z
-      .union([z.string().min(1), z.record(z.string(), z.unknown())])
-      .optional()
-      .describe("A JSON Schema object, or the path of a JSON Schema file: the result is then a validated object."),
-    policy: z.string().min(1).optional().describe("A built-in policy name or a policy file (overrides --policy)."),
-    model: z.string().min(1).optional().describe("provider/id (overrides --model)."),
-    writable: z.array(z.string().min(1)).optional().describe("Extra writable directories."),
-    timeout: z
-      .number()
-      .positive()
-      .max(MAX_TIMEOUT_SECONDS, `is longer than a run may last (${MAX_TIMEOUT_SECONDS} seconds, a day)`)
-      .optional()
-      .describe("Wall-clock limit in seconds."),
-  })
-  .strict();
+/** A tasks file line's schema, built on first use, with the library's one zod (session 27: two were loaded). */
+function buildTaskLine() {
+  return z
+    .object({
+      id: z
+        .string()
+        .regex(
+          /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/,
+          "letters, digits, '.', '_' and '-', at most 128, not starting with '.', '_' or '-'",
+        )
+        .describe("The task's name: in its result envelope, and its record's folder name under --record-dir."),
+      prompt: z.string().min(1, "is empty").describe("The task."),
+      cwd: z.string().min(1).describe("Its workspace (relative to the tasks file's folder)."),
+      schema: z
+        .union([z.string().min(1), z.record(z.string(), z.unknown())])
+        .optional()
+        .describe("A JSON Schema object, or the path of a JSON Schema file: the result is then a validated object."),
+      policy: z.string().min(1).optional().describe("A built-in policy name or a policy file (overrides --policy)."),
+      model: z.string().min(1).optional().describe("provider/id (overrides --model)."),
+      writable: z.array(z.string().min(1)).optional().describe("Extra writable directories."),
+      timeout: z
+        .number()
+        .positive()
+        .max(MAX_TIMEOUT_SECONDS, `is longer than a run may last (${MAX_TIMEOUT_SECONDS} seconds, a day)`)
+        .optional()
+        .describe("Wall-clock limit in seconds."),
+    })
+    .strict();
+}
+const taskLine = lazily(buildTaskLine);
 
 export interface BatchTask {
   id: string;
@@ -81,7 +85,7 @@ export function parseBatchTasks(text: string, base: string, what = "the tasks fi
       problems.push(`line ${line}: not JSON (${(error as Error).message})`);
       return;
     }
-    const parsed = taskLine.safeParse(value);
+    const parsed = taskLine().safeParse(value);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "the line"}: ${i.message}`);
       problems.push(`line ${line}: ${issues.join("; ")}`);
@@ -112,7 +116,7 @@ export function parseBatchTasks(text: string, base: string, what = "the tasks fi
   return tasks;
 }
 
-function taskOptions(task: z.infer<typeof taskLine>, base: string): RunOptions {
+function taskOptions(task: z.infer<ReturnType<typeof buildTaskLine>>, base: string): RunOptions {
   const resolve = (p: string) => path.resolve(base, p);
   const options: RunOptions = { cwd: resolve(task.cwd) };
   if (task.schema !== undefined) {

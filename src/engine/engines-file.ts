@@ -5,7 +5,7 @@
 // be moved as one.
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile } from "../util/config-file.js";
-import { z } from "../util/zod.js";
+import { lazily, z } from "../util/zod.js";
 import {
   DEFAULT_SOCKET,
   type EngineEndpoint,
@@ -16,99 +16,108 @@ import {
   tlsFilesIn,
 } from "./engine-endpoint.js";
 
-const tlsFilesSchema = z
-  .object({
-    ca: z.string().min(1).describe("PEM file of the CA that signed the engine's certificate"),
-    cert: z.string().min(1).describe("PEM file of this client's certificate"),
-    key: z.string().min(1).describe("PEM file of this client's private key"),
-  })
-  .strict();
+/** The file's schemas, built on first use (zod loads only with an engines file). */
+function buildSchemas() {
+  const tlsFilesSchema = z
+    .object({
+      ca: z.string().min(1).describe("PEM file of the CA that signed the engine's certificate"),
+      cert: z.string().min(1).describe("PEM file of this client's certificate"),
+      key: z.string().min(1).describe("PEM file of this client's private key"),
+    })
+    .strict();
 
-const sshSchema = z
-  .object({
-    privateKey: z.string().min(1).optional().describe("private key file (default: the ssh agent, then ~/.ssh/id_*)"),
-    hostKey: z
-      .string()
-      .regex(/^[a-z0-9@.-]+ [A-Za-z0-9+/]+=*( .*)?$/, 'a public key line, like "ssh-ed25519 AAAA..."')
-      .optional()
-      .describe("the machine's public host key; without it, knownHosts (default ~/.ssh/known_hosts) is read"),
-    knownHosts: z.string().min(1).optional().describe("a known_hosts file to find the host key in"),
-    socket: z
-      .string()
-      .startsWith("/", "an absolute path on the engine's machine")
-      .optional()
-      .describe(`the engine's socket on that machine (default ${DEFAULT_SOCKET}; Podman: /run/podman/podman.sock)`),
-  })
-  .strict();
+  const sshSchema = z
+    .object({
+      privateKey: z.string().min(1).optional().describe("private key file (default: the ssh agent, then ~/.ssh/id_*)"),
+      hostKey: z
+        .string()
+        .regex(/^[a-z0-9@.-]+ [A-Za-z0-9+/]+=*( .*)?$/, 'a public key line, like "ssh-ed25519 AAAA..."')
+        .optional()
+        .describe("the machine's public host key; without it, knownHosts (default ~/.ssh/known_hosts) is read"),
+      knownHosts: z.string().min(1).optional().describe("a known_hosts file to find the host key in"),
+      socket: z
+        .string()
+        .startsWith("/", "an absolute path on the engine's machine")
+        .optional()
+        .describe(`the engine's socket on that machine (default ${DEFAULT_SOCKET}; Podman: /run/podman/podman.sock)`),
+    })
+    .strict();
 
-const engineSchema = z
-  .object({
-    name: z
-      .string()
-      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "letters, digits, '.', '_' and '-', starting with a letter or digit")
-      .describe("how messages, events and `doctor` name the engine"),
-    host: z
-      .string()
-      .regex(/^(unix|tcp|ssh):\/\/\S+$/, "unix:///path, tcp://host:port or ssh://user@host[:port]")
-      .describe("where the engine is, as in DOCKER_HOST"),
-    tls: z
-      .union([z.string().min(1), tlsFilesSchema])
-      .optional()
-      .describe("mutual TLS for tcp://: a folder with ca.pem, cert.pem and key.pem, or the three files"),
-    ssh: sshSchema.optional().describe("how to log in for ssh://"),
-    capacity: z
-      .number()
-      .int("a whole number")
-      .min(0)
-      .max(1000)
-      .describe("runs at once on this engine; 0 keeps it out of scheduling (an image source only)"),
-    runtimes: z
-      .array(z.enum(["runc", "runsc"]))
-      .min(1)
-      .optional()
-      .describe("runtimes runs may use here (default: what the engine registers)"),
-    sharesHostFilesystem: z
-      .boolean()
-      .optional()
-      .describe(
-        "whether this machine's paths are the engine's (bind mounts work); default true only for unix:// and tcp:// to loopback",
-      ),
-  })
-  .strict()
-  .superRefine((engine, ctx) => {
-    const scheme = engine.host.slice(0, engine.host.indexOf(":"));
-    if (engine.tls && scheme !== "tcp")
-      ctx.addIssue({ code: "custom", path: ["tls"], message: "only for tcp:// engines" });
-    if (engine.ssh && scheme !== "ssh")
-      ctx.addIssue({ code: "custom", path: ["ssh"], message: "only for ssh:// engines" });
-    if (scheme === "tcp" && !engine.tls) {
-      const host = hostOf(engine.host);
-      if (host !== undefined && !isLoopbackHost(host))
-        ctx.addIssue({
-          code: "custom",
-          path: ["tls"],
-          message: "required for tcp:// to another machine (plain tcp gives anyone on the network root there)",
-        });
-    }
-    if (scheme === "ssh" && !/^ssh:\/\/[^@/]+@/.test(engine.host))
-      ctx.addIssue({ code: "custom", path: ["host"], message: "name the user: ssh://user@host" });
-  });
-
-const enginesFileSchema = z
-  .object({
-    engines: z.array(engineSchema).min(1, "list at least one engine"),
-  })
-  .strict()
-  .superRefine((file, ctx) => {
-    const seen = new Set<string>();
-    file.engines.forEach((engine, i) => {
-      if (seen.has(engine.name))
-        ctx.addIssue({ code: "custom", path: ["engines", i, "name"], message: `"${engine.name}" is used twice` });
-      seen.add(engine.name);
+  const engineSchema = z
+    .object({
+      name: z
+        .string()
+        .regex(
+          /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/,
+          "letters, digits, '.', '_' and '-', starting with a letter or digit",
+        )
+        .describe("how messages, events and `doctor` name the engine"),
+      host: z
+        .string()
+        .regex(/^(unix|tcp|ssh):\/\/\S+$/, "unix:///path, tcp://host:port or ssh://user@host[:port]")
+        .describe("where the engine is, as in DOCKER_HOST"),
+      tls: z
+        .union([z.string().min(1), tlsFilesSchema])
+        .optional()
+        .describe("mutual TLS for tcp://: a folder with ca.pem, cert.pem and key.pem, or the three files"),
+      ssh: sshSchema.optional().describe("how to log in for ssh://"),
+      capacity: z
+        .number()
+        .int("a whole number")
+        .min(0)
+        .max(1000)
+        .describe("runs at once on this engine; 0 keeps it out of scheduling (an image source only)"),
+      runtimes: z
+        .array(z.enum(["runc", "runsc"]))
+        .min(1)
+        .optional()
+        .describe("runtimes runs may use here (default: what the engine registers)"),
+      sharesHostFilesystem: z
+        .boolean()
+        .optional()
+        .describe(
+          "whether this machine's paths are the engine's (bind mounts work); default true only for unix:// and tcp:// to loopback",
+        ),
+    })
+    .strict()
+    .superRefine((engine, ctx) => {
+      const scheme = engine.host.slice(0, engine.host.indexOf(":"));
+      if (engine.tls && scheme !== "tcp")
+        ctx.addIssue({ code: "custom", path: ["tls"], message: "only for tcp:// engines" });
+      if (engine.ssh && scheme !== "ssh")
+        ctx.addIssue({ code: "custom", path: ["ssh"], message: "only for ssh:// engines" });
+      if (scheme === "tcp" && !engine.tls) {
+        const host = hostOf(engine.host);
+        if (host !== undefined && !isLoopbackHost(host))
+          ctx.addIssue({
+            code: "custom",
+            path: ["tls"],
+            message: "required for tcp:// to another machine (plain tcp gives anyone on the network root there)",
+          });
+      }
+      if (scheme === "ssh" && !/^ssh:\/\/[^@/]+@/.test(engine.host))
+        ctx.addIssue({ code: "custom", path: ["host"], message: "name the user: ssh://user@host" });
     });
-    if (file.engines.every((engine) => engine.capacity === 0))
-      ctx.addIssue({ code: "custom", path: ["engines"], message: "at least one engine needs a capacity above 0" });
-  });
+
+  const enginesFileSchema = z
+    .object({
+      engines: z.array(engineSchema).min(1, "list at least one engine"),
+    })
+    .strict()
+    .superRefine((file, ctx) => {
+      const seen = new Set<string>();
+      file.engines.forEach((engine, i) => {
+        if (seen.has(engine.name))
+          ctx.addIssue({ code: "custom", path: ["engines", i, "name"], message: `"${engine.name}" is used twice` });
+        seen.add(engine.name);
+      });
+      if (file.engines.every((engine) => engine.capacity === 0))
+        ctx.addIssue({ code: "custom", path: ["engines"], message: "at least one engine needs a capacity above 0" });
+    });
+  return { engineSchema, enginesFileSchema };
+}
+const schemas = lazily(buildSchemas);
+type EngineSchemaEntry = z.infer<ReturnType<typeof buildSchemas>["engineSchema"]>;
 
 export interface EngineEntry {
   name: string;
@@ -129,7 +138,7 @@ export function loadEnginesFile(file: string): EngineEntry[] {
 }
 
 export function parseEnginesFile(value: unknown, file: string): EngineEntry[] {
-  const parsed = enginesFileSchema.safeParse(value);
+  const parsed = schemas().enginesFileSchema.safeParse(value);
   if (!parsed.success) {
     throw usageError(
       `Engines file ${file} is invalid:\n${formatZodIssues(parsed.error.issues)}`,
@@ -148,7 +157,7 @@ export function parseEnginesFile(value: unknown, file: string): EngineEntry[] {
   });
 }
 
-function endpointOf(engine: z.infer<typeof engineSchema>, file: string): EngineEndpoint {
+function endpointOf(engine: EngineSchemaEntry, file: string): EngineEndpoint {
   const resolve = (p: string) => enginesFilePath(file, p);
   if (engine.host.startsWith("unix://")) return { kind: "unix", socketPath: engine.host.slice("unix://".length) };
   const url = new URL(engine.host);

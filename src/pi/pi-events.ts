@@ -3,7 +3,7 @@
 // `lastEvents` untouched; only the events the host acts on get a schema, and those are
 // loose objects so a newer Pi adding fields does not break parsing.
 import { type JsonShapeLimits, jsonShapeProblem } from "../util/json-shape.js";
-import { z } from "../util/zod.js";
+import { lazily, z } from "../util/zod.js";
 
 export type PiEvent = { type: string; [key: string]: unknown };
 
@@ -36,108 +36,124 @@ export function parsePiRecord(line: string, bytes: Uint8Array = Buffer.from(line
   return { ok: true, event: value as PiEvent };
 }
 
-const contentBlock = z.looseObject({ type: z.string() });
+/** The event schemas, built on first use: importing the library loads no zod (session 27). */
+function buildSchemas() {
+  const contentBlock = z.looseObject({ type: z.string() });
 
-const usageSchema = z.looseObject({
-  input: z.number(),
-  output: z.number(),
-  cacheRead: z.number(),
-  cacheWrite: z.number(),
-  totalTokens: z.number(),
-  cost: z.looseObject({ total: z.number() }),
-});
+  const usageSchema = z.looseObject({
+    input: z.number(),
+    output: z.number(),
+    cacheRead: z.number(),
+    cacheWrite: z.number(),
+    totalTokens: z.number(),
+    cost: z.looseObject({ total: z.number() }),
+  });
 
-// stopReason stays a string rather than an enum: a value added by a later Pi must not make
-// the whole message unreadable.
-const assistantMessageSchema = z.looseObject({
-  role: z.literal("assistant"),
-  content: z.array(contentBlock),
-  stopReason: z.string(),
-  errorMessage: z.string().optional(),
-  usage: usageSchema,
-  provider: z.string(),
-  model: z.string(),
-});
+  // stopReason stays a string rather than an enum: a value added by a later Pi must not make
+  // the whole message unreadable.
+  const assistantMessageSchema = z.looseObject({
+    role: z.literal("assistant"),
+    content: z.array(contentBlock),
+    stopReason: z.string(),
+    errorMessage: z.string().optional(),
+    usage: usageSchema,
+    provider: z.string(),
+    model: z.string(),
+  });
 
-const toolExecutionStartSchema = z.looseObject({
-  type: z.literal("tool_execution_start"),
-  toolCallId: z.string(),
-  toolName: z.string(),
-  args: z.unknown(),
-});
+  const toolExecutionStartSchema = z.looseObject({
+    type: z.literal("tool_execution_start"),
+    toolCallId: z.string(),
+    toolName: z.string(),
+    args: z.unknown(),
+  });
 
-const toolExecutionEndSchema = z.looseObject({
-  type: z.literal("tool_execution_end"),
-  toolCallId: z.string(),
-  toolName: z.string(),
-  // Pi tool results are { content, details }; bash adds structuredContent and has no details.
-  result: z.looseObject({ content: z.array(contentBlock).optional(), details: z.unknown().optional() }),
-  isError: z.boolean(),
-  durationMs: z.number().optional(),
-});
+  const toolExecutionEndSchema = z.looseObject({
+    type: z.literal("tool_execution_end"),
+    toolCallId: z.string(),
+    toolName: z.string(),
+    // Pi tool results are { content, details }; bash adds structuredContent and has no details.
+    result: z.looseObject({ content: z.array(contentBlock).optional(), details: z.unknown().optional() }),
+    isError: z.boolean(),
+    durationMs: z.number().optional(),
+  });
 
-/** Only assistant messages match; user, system and tool-result message_end records do not. */
-const assistantMessageEndSchema = z.looseObject({
-  type: z.literal("message_end"),
-  message: assistantMessageSchema,
-});
+  /** Only assistant messages match; user, system and tool-result message_end records do not. */
+  const assistantMessageEndSchema = z.looseObject({
+    type: z.literal("message_end"),
+    message: assistantMessageSchema,
+  });
 
-const turnStartSchema = z.looseObject({ type: z.literal("turn_start") });
+  const turnStartSchema = z.looseObject({ type: z.literal("turn_start") });
 
-const turnEndSchema = z.looseObject({
-  type: z.literal("turn_end"),
-  message: z.unknown(),
-  toolResults: z.array(z.unknown()),
-});
+  const turnEndSchema = z.looseObject({
+    type: z.literal("turn_end"),
+    message: z.unknown(),
+    toolResults: z.array(z.unknown()),
+  });
 
-const agentEndSchema = z.looseObject({
-  type: z.literal("agent_end"),
-  messages: z.array(z.unknown()),
-  willRetry: z.boolean().optional(),
-});
+  const agentEndSchema = z.looseObject({
+    type: z.literal("agent_end"),
+    messages: z.array(z.unknown()),
+    willRetry: z.boolean().optional(),
+  });
 
-const agentSettledSchema = z.looseObject({
-  type: z.literal("agent_settled"),
-  aborted: z.boolean(),
-});
+  const agentSettledSchema = z.looseObject({
+    type: z.literal("agent_settled"),
+    aborted: z.boolean(),
+  });
 
-const autoRetryStartSchema = z.looseObject({
-  type: z.literal("auto_retry_start"),
-  attempt: z.number(),
-  maxAttempts: z.number(),
-  delayMs: z.number(),
-  errorMessage: z.string().optional(),
-});
+  const autoRetryStartSchema = z.looseObject({
+    type: z.literal("auto_retry_start"),
+    attempt: z.number(),
+    maxAttempts: z.number(),
+    delayMs: z.number(),
+    errorMessage: z.string().optional(),
+  });
 
-const autoRetryEndSchema = z.looseObject({
-  type: z.literal("auto_retry_end"),
-  success: z.boolean(),
-  attempt: z.number().optional(),
-  finalError: z.string().optional(),
-});
+  const autoRetryEndSchema = z.looseObject({
+    type: z.literal("auto_retry_end"),
+    success: z.boolean(),
+    attempt: z.number().optional(),
+    finalError: z.string().optional(),
+  });
+  return {
+    toolExecutionStartSchema,
+    toolExecutionEndSchema,
+    assistantMessageEndSchema,
+    turnStartSchema,
+    turnEndSchema,
+    agentEndSchema,
+    agentSettledSchema,
+    autoRetryStartSchema,
+    autoRetryEndSchema,
+  };
+}
+const schemas = lazily(buildSchemas);
+type Schemas = ReturnType<typeof buildSchemas>;
 
-type AssistantMessageEnd = z.infer<typeof assistantMessageEndSchema>;
+type AssistantMessageEnd = z.infer<Schemas["assistantMessageEndSchema"]>;
 export type AssistantMessage = AssistantMessageEnd["message"];
 
 // The type check comes first so the hot path (message_update, thousands per run) never
 // reaches zod.
-function accessor<S extends z.ZodType<{ type: string }>>(type: string, schema: S) {
-  return (event: PiEvent): z.infer<S> | undefined => {
+function accessor<K extends keyof Schemas>(type: string, key: K) {
+  return (event: PiEvent): z.infer<Schemas[K]> | undefined => {
     if (event.type !== type) return undefined;
-    const parsed = schema.safeParse(event);
-    return parsed.success ? parsed.data : undefined;
+    const parsed = schemas()[key].safeParse(event);
+    return parsed.success ? (parsed.data as z.infer<Schemas[K]>) : undefined;
   };
 }
 
-export const asToolExecutionStart = accessor("tool_execution_start", toolExecutionStartSchema);
-export const asToolExecutionEnd = accessor("tool_execution_end", toolExecutionEndSchema);
-export const asAssistantMessageEnd = accessor("message_end", assistantMessageEndSchema);
-export const asTurnStart = accessor("turn_start", turnStartSchema);
-export const asTurnEnd = accessor("turn_end", turnEndSchema);
-export const asAgentEnd = accessor("agent_end", agentEndSchema);
-export const asAgentSettled = accessor("agent_settled", agentSettledSchema);
-export const asAutoRetryStart = accessor("auto_retry_start", autoRetryStartSchema);
-export const asAutoRetryEnd = accessor("auto_retry_end", autoRetryEndSchema);
+export const asToolExecutionStart = accessor("tool_execution_start", "toolExecutionStartSchema");
+export const asToolExecutionEnd = accessor("tool_execution_end", "toolExecutionEndSchema");
+export const asAssistantMessageEnd = accessor("message_end", "assistantMessageEndSchema");
+export const asTurnStart = accessor("turn_start", "turnStartSchema");
+export const asTurnEnd = accessor("turn_end", "turnEndSchema");
+export const asAgentEnd = accessor("agent_end", "agentEndSchema");
+export const asAgentSettled = accessor("agent_settled", "agentSettledSchema");
+export const asAutoRetryStart = accessor("auto_retry_start", "autoRetryStartSchema");
+export const asAutoRetryEnd = accessor("auto_retry_end", "autoRetryEndSchema");
 
 /** The text blocks of a message, in order (thinking and tool calls are not part of the answer). */
 export function textBlocksOf(content: ReadonlyArray<{ type: string; [key: string]: unknown }>): string[] {

@@ -19,7 +19,7 @@ import { pipeline } from "node:stream/promises";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
-import { z } from "../util/zod.js";
+import { lazily, z } from "../util/zod.js";
 import { coalesced } from "./coalesce.js";
 import { watchOutgoingGoaway } from "./goaway-watch.js";
 import {
@@ -85,33 +85,36 @@ interface ArchiveResult {
   exit: Promise<{ code: number | null; signal?: string | null; stderr: string }>;
 }
 
-const relayMessage = z.union([
-  z.object({ op: z.literal("ready") }),
-  z.object({ op: z.literal("loaded"), ms: z.number() }),
-  z.object({ op: z.literal("pong"), id: z.number().int() }),
-  z.object({
-    op: z.literal("claimed"),
-    ok: z.boolean(),
-    trees: z.array(z.object({ code: z.number().int().nullable(), stderr: z.string().max(8192) })).max(64),
-    ms: z.record(z.string().max(32), z.number()).optional(),
-  }),
-  z.object({ op: z.literal("marked") }),
-  z.object({ op: z.literal("full"), root: z.string().max(4096) }),
-  z.object({
-    op: z.literal("extracted"),
-    id: z.number().int(),
-    code: z.number().int().nullable(),
-    stderr: z.string().max(8192).optional(),
-  }),
-  z.object({
-    op: z.literal("archived"),
-    id: z.number().int(),
-    code: z.number().int().nullable(),
-    signal: z.string().max(32).nullable().optional(),
-    stderr: z.string().max(8192).optional(),
-    error: z.string().max(8192).optional(),
-  }),
-]);
+/** The relay's messages, built on first use (session 27: importing the library loads no zod). */
+const relayMessage = lazily(() =>
+  z.union([
+    z.object({ op: z.literal("ready") }),
+    z.object({ op: z.literal("loaded"), ms: z.number() }),
+    z.object({ op: z.literal("pong"), id: z.number().int() }),
+    z.object({
+      op: z.literal("claimed"),
+      ok: z.boolean(),
+      trees: z.array(z.object({ code: z.number().int().nullable(), stderr: z.string().max(8192) })).max(64),
+      ms: z.record(z.string().max(32), z.number()).optional(),
+    }),
+    z.object({ op: z.literal("marked") }),
+    z.object({ op: z.literal("full"), root: z.string().max(4096) }),
+    z.object({
+      op: z.literal("extracted"),
+      id: z.number().int(),
+      code: z.number().int().nullable(),
+      stderr: z.string().max(8192).optional(),
+    }),
+    z.object({
+      op: z.literal("archived"),
+      id: z.number().int(),
+      code: z.number().int().nullable(),
+      signal: z.string().max(32).nullable().optional(),
+      stderr: z.string().max(8192).optional(),
+      error: z.string().max(8192).optional(),
+    }),
+  ]),
+);
 
 type ArchiveExit = Awaited<ArchiveResult["exit"]>;
 type ClaimStatusLine = { code: number | null; stderr: string };
@@ -546,7 +549,7 @@ export class Relay {
   #onMessage(line: string): void {
     let parsed: RelayMessage;
     try {
-      parsed = relayMessage.parse(JSON.parse(line));
+      parsed = relayMessage().parse(JSON.parse(line));
     } catch {
       this.#fail("the relay sent a control message this side cannot read");
       this.#session?.destroy();

@@ -29,7 +29,7 @@ import { jsonShape } from "../util/json-shape.js";
 import { openRegularFile } from "../util/read-fd.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { recordSchemaCostProblem } from "./record-schema-cost.js";
-import { callSchema, exchangeSchema, metaSchema } from "./record-schemas.js";
+import { recordSchemas } from "./record-schemas.js";
 
 export interface LoadedRecord {
   /** The record folder, absolute. */
@@ -106,7 +106,12 @@ export function loadRecord(dir: string): LoadedRecord {
     return parseJson(root, name, content, MAX_DEPTH[name] ?? 32);
   };
 
-  const meta = parse(root, RECORD_FILES.meta, metaSchema, json(RECORD_FILES.meta) ?? missing(root, RECORD_FILES.meta));
+  const meta = parse(
+    root,
+    RECORD_FILES.meta,
+    recordSchemas().metaSchema,
+    json(RECORD_FILES.meta) ?? missing(root, RECORD_FILES.meta),
+  );
   if (meta.format === undefined || meta.format < 2) {
     throw usageError(
       `The record ${root} holds no model traffic: it was written before sandbox-run recorded the model's replies (record format ${meta.format ?? 1}).`,
@@ -119,7 +124,12 @@ export function loadRecord(dir: string): LoadedRecord {
       "Replay it with that version of sandbox-run or a newer one.",
     );
   }
-  const call = parse(root, RECORD_FILES.call, callSchema, json(RECORD_FILES.call) ?? missing(root, RECORD_FILES.call));
+  const call = parse(
+    root,
+    RECORD_FILES.call,
+    recordSchemas().callSchema,
+    json(RECORD_FILES.call) ?? missing(root, RECORD_FILES.call),
+  );
   const prompt = text(RECORD_FILES.prompt) ?? missing(root, RECORD_FILES.prompt);
   const schema = json(RECORD_FILES.schema) as JsonSchema | undefined;
   if (schema !== undefined && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
@@ -316,7 +326,12 @@ function parseExchanges(root: string, bytes: Buffer): RecordedExchange[] {
       MAX_DEPTH[RECORD_FILES.exchanges]!,
     );
     exchanges.push(
-      parse(root, `${RECORD_FILES.exchanges} line ${index + 1}`, exchangeSchema, value) as RecordedExchange,
+      parse(
+        root,
+        `${RECORD_FILES.exchanges} line ${index + 1}`,
+        recordSchemas().exchangeSchema,
+        value,
+      ) as RecordedExchange,
     );
   }
   return exchanges.sort((a, b) => a.seq - b.seq);
