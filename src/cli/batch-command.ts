@@ -21,10 +21,11 @@ import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
 import { type CliIo, progressTo } from "./cli-io.js";
-import { EXIT, exitCodeFor, exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
+import { stopOnSignals } from "./stop-signals.js";
 import { withRootFlags } from "./subcommand-flags.js";
 import { jsonText, terminalLine } from "./terminal-text.js";
 
@@ -104,16 +105,9 @@ export async function batchCommand(
       },
     },
   });
-  const stop = new AbortController();
-  let interruptedBy: StopSignal | undefined;
-  const handlers = STOP_SIGNALS.map((name) => {
-    const handler = () => {
-      interruptedBy ??= name;
-      io.stderr(`\nsandbox-run: ${name} received, stopping the running tasks and removing the sandboxes ...\n`);
-      stop.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the task's sandbox was stopped and removed.`));
-    };
-    signals?.on(name, handler);
-    return { name, handler };
+  const stop = stopOnSignals(signals, io, {
+    announce: "stopping the running tasks and removing the sandboxes",
+    stopped: "the task's sandbox was stopped and removed",
   });
 
   let failed = 0;
@@ -173,15 +167,16 @@ export async function batchCommand(
   try {
     await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker));
   } finally {
-    for (const { name, handler } of handlers) signals?.off(name, handler);
+    stop.dispose();
     await agent.close();
   }
-  answerNotStarted(queue, interruptedBy ? undefined : failed, io);
+  answerNotStarted(queue, stop.by() ? undefined : failed, io);
   failed += queue.length;
   const ran = tasks.length - queue.length;
   progress?.stop(
     `sandbox-run: ${tasks.length - failed} of ${tasks.length} task(s) succeeded, ${failed} failed${queue.length ? ` (${queue.length} not started)` : ""}; ${ran} run`,
   );
+  const interruptedBy = stop.by();
   if (interruptedBy) return exitCodeForSignal(interruptedBy);
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
 }

@@ -4,29 +4,46 @@
 import { usageError } from "../errors.js";
 import { runDemo } from "../operations.js";
 import { progressTo } from "./cli-io.js";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, exitCodeForSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { createProgressReporter } from "./progress-reporter.js";
+import { reportError } from "./report-error.js";
+import { stopOnSignals } from "./stop-signals.js";
 import { jsonText } from "./terminal-text.js";
 
 /** `sandbox-run demo`'s action. */
 export default async function demoAction(
-  { io }: CommandContext,
+  { io, signals }: CommandContext,
   flags: { runtime?: string; quiet?: boolean },
 ): Promise<number> {
   if (flags.runtime && flags.runtime !== "runc" && flags.runtime !== "runsc")
     throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
   const say = (line: string) => flags.quiet || io.stderr(`${line}\n`);
-  const { details, upstreamSawKey } = await runDemo({
-    runtime: flags.runtime as "runc" | "runsc" | undefined,
-    say,
-    onProgress: progressTo(io, flags.quiet),
-    onEvent: flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
+  // Ctrl-C stops it as it stops a run: the sandbox stopped and removed, the demo's folder removed.
+  const interrupt = stopOnSignals(signals, io, {
+    announce: "stopping the demo's sandbox",
+    stopped: "the demo's sandbox was stopped and removed, and its folder too",
   });
-  io.stdout(`${jsonText(details.result, 2)}\n`);
-  say(
-    `demo: done in ${(details.durationMs / 1000).toFixed(2)}s on ${details.image}; ` +
-      `the model server received the real key on every request: ${upstreamSawKey ? "yes" : "NO"}; the container is gone.`,
-  );
-  return EXIT.ok;
+  try {
+    const { details, upstreamSawKey } = await runDemo({
+      runtime: flags.runtime as "runc" | "runsc" | undefined,
+      say,
+      onProgress: progressTo(io, flags.quiet),
+      onEvent: flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
+      signal: interrupt.signal,
+    });
+    io.stdout(`${jsonText(details.result, 2)}\n`);
+    say(
+      `demo: done in ${(details.durationMs / 1000).toFixed(2)}s on ${details.image}; ` +
+        `the model server received the real key on every request: ${upstreamSawKey ? "yes" : "NO"}; the container is gone.`,
+    );
+    return EXIT.ok;
+  } catch (error) {
+    const interruptedBy = interrupt.by();
+    if (!interruptedBy) throw error;
+    reportError(error, io);
+    return exitCodeForSignal(interruptedBy);
+  } finally {
+    interrupt.dispose();
+  }
 }

@@ -47,6 +47,13 @@ export function openPatchFile(file: string, planned: PlannedRun): PatchTarget {
   try {
     dir = HostDir.open(path.dirname(absolute), { outside: [planned.run.cwd, ...planned.run.writableRoots] });
   } catch (error) {
+    // The folder's refusal named only the folder ("<ws> lies inside <ws>"): say where the file would go.
+    if (error instanceof HostDirError && error.code === "INSIDE_SANDBOX_TREE") {
+      const tree = [planned.run.cwd, ...planned.run.writableRoots].find(
+        (t) => absolute === t || absolute.startsWith(t.endsWith("/") ? t : `${t}/`),
+      );
+      throw refuse(tree ? `${absolute} lies inside ${tree}, which the sandbox holds` : `its folder: ${error.message}`);
+    }
     throw refuse(error instanceof HostDirError ? error.message : (error as Error).message);
   }
   const existing = dir.lstat(name);

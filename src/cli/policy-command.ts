@@ -1,12 +1,20 @@
-// `sandbox-run policy list` and `policy show`: the built-in policies and the effective one.
+// `sandbox-run policy list` and `policy show`: the policies a run takes by name and the effective one.
 import { listPolicies, readPolicy } from "../operations.js";
+import { isBuiltInPolicy } from "../util/policy-names.js";
 import type { CommandContext } from "./lazy-command.js";
 import { jsonText, terminalText } from "./terminal-text.js";
 
+/**
+ * One line per policy a run takes by name (`--policy <name>`): the built-ins, then the shipped
+ * examples, marked as such (a starting point: `policy show <name> --yaml` to copy and adapt).
+ */
 export async function list({ io }: CommandContext): Promise<undefined> {
   const policies = await listPolicies();
   const width = Math.max(...policies.map(({ name }) => name.length));
-  for (const { name, description } of policies) io.stdout(`${name.padEnd(width)}  ${description}\n`);
+  for (const { name, description } of policies) {
+    const example = isBuiltInPolicy(name) ? "" : "(example) ";
+    io.stdout(`${name.padEnd(width)}  ${example}${description}\n`);
+  }
   return undefined;
 }
 

@@ -9,9 +9,11 @@
 //
 // Shell completion (completion.ts) is generated from these definitions.
 import { Command } from "commander";
+import { usageError } from "../errors.js";
 import { runnerImageSpec } from "../operations.js";
 import { sandboxRunVersion } from "../util/package-version.js";
 import type { CliIo } from "./cli-io.js";
+import { closestCommand } from "./command-typos.js";
 import { EXIT } from "./exit-codes.js";
 import { type CommandContext, lazy } from "./lazy-command.js";
 import { PLATFORM_FLAG, platformFlag, RUN_PLATFORM_HELP } from "./platform-flag.js";
@@ -28,6 +30,7 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
   let exitCode: number = EXIT.ok;
   const program = cliProgram({ io, signals, argv, exit: (code) => (exitCode = code) });
   try {
+    refuseHelpOfUnknownCommand(argv, program);
     await program.parseAsync(helpOfSubcommand(argv), { from: "user" });
     return exitCode;
   } catch (error) {
@@ -81,6 +84,38 @@ function cliProgram(ctx: CommandContext): Command {
 function helpOfSubcommand(argv: string[]): string[] {
   if (argv[0] !== "help" || argv.length < 3 || argv.slice(1).some((a) => a.startsWith("-"))) return argv;
   return [...argv.slice(1), "--help"];
+}
+
+/**
+ * `help nope` (and `help image nope`): commander's help command printed the whole help (or
+ * `image`'s) with exit 0 (review, session 27), as if `nope` were a command. A usage error naming
+ * the command probably meant, if any.
+ */
+function refuseHelpOfUnknownCommand(argv: readonly string[], program: Command): void {
+  if (argv[0] !== "help") return;
+  let parent = program;
+  const path: string[] = [];
+  for (const name of argv.slice(1)) {
+    if (name.startsWith("-")) return;
+    const names = [
+      ...parent.commands.flatMap((c) => [c.name(), ...c.aliases()]),
+      ...(parent === program ? ["help"] : []),
+    ];
+    // `help completion bash`: an operand, not a subcommand.
+    if (parent !== program && parent.commands.length === 0) return;
+    const found = parent.commands.find((c) => c.name() === name || c.aliases().includes(name));
+    if (!found && !names.includes(name)) {
+      const meant = closestCommand(name, names);
+      const shown = [...path, name].join(" ");
+      throw usageError(
+        `Unknown command "${shown}"${meant ? `; did you mean \`sandbox-run help ${[...path, meant].join(" ")}\`?` : "."}`,
+        `\`sandbox-run help${path.length ? ` ${path.join(" ")}` : ""}\` lists the commands.`,
+      );
+    }
+    if (!found) return;
+    path.push(name);
+    parent = found;
+  }
 }
 
 /** `--json` given as a flag (not inside the prompt after `--`). */
@@ -317,7 +352,9 @@ function definePolicy(program: Command, ctx: CommandContext): void {
   const policy = program.command("policy").description("inspect policies");
   policy
     .command("list")
-    .description("list the built-in policies and what each is for")
+    .description(
+      "list the policies --policy takes by name (the built-ins and the shipped examples) and what each is for",
+    )
     .action(lazy(ctx, () => import("./policy-command.js"), "list"));
   policy
     .command("show <name|file>")

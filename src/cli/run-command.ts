@@ -17,16 +17,17 @@ import {
   RECORD_REFUSED_NOTE,
   recordedSuccess,
 } from "../operations.js";
-import { HostDirError, openOutputFile } from "../util/host-dir.js";
+import { HostDirError, locatePath, openOutputFile } from "../util/host-dir.js";
 import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
-import { EXIT, exitCodeFor, exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
 import { generatedFoldersNote } from "./generated-folders.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
 import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
+import { stopOnSignals } from "./stop-signals.js";
 import { jsonText, terminalLine, terminalText } from "./terminal-text.js";
 
 export interface RunCommandFlags extends RunFlags {
@@ -40,7 +41,7 @@ export interface RunCommandFlags extends RunFlags {
   engines?: string;
 }
 
-/** The root command's action: a prompt that looks like a mistyped command is refused before anything. */
+/** The root command's action: a prompt that looks like a mistyped command or option is refused before anything. */
 export default async function runAction(
   ctx: CommandContext,
   promptParts: string[],
@@ -54,7 +55,11 @@ export default async function runAction(
   }));
   // commander's own help command is not among program.commands.
   commands.push({ name: "help", subcommands: commands.map((c) => c.name), takesOperand: false });
-  refuseCommandLikePrompt(promptParts, commands, ctx.argv);
+  const options = program.options.map((o) => ({
+    long: o.long ?? "",
+    value: o.required || o.optional ? /[<[].*[>\]]/.exec(o.flags)?.[0] : undefined,
+  }));
+  refuseCommandLikePrompt(promptParts, commands, ctx.argv, options);
   return runCommand(promptParts, flags, ctx.io, ctx.signals);
 }
 
@@ -103,6 +108,10 @@ async function printDryRun(planned: PlannedRun, flags: RunCommandFlags, io: CliI
   for (const warning of planned.run.warnings) io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
   if (planned.copyModeReason) io.stderr(`sandbox-run: note: ${terminalLine(planned.copyModeReason)}\n`);
   checkPatchFlags(planned, flags);
+  // The places a run refuses to write before it starts (inside the workspace or a writable root):
+  // refused here too, with the same message, so a dry run's yes is a run's yes. Nothing is created.
+  if (flags.events) checkEventsFile(flags.events, heldTrees(planned));
+  if (flags.patchFile) openPatchFile(flags.patchFile, planned).dir.close();
   io.stdout(`${jsonText(await dryRunView(planned), 2)}\n`);
   return EXIT.ok;
 }
@@ -175,7 +184,13 @@ export async function runPlannedCommand(
     }
   };
 
-  const interrupt = stopOnSignals(signals, io);
+  // SIGINT / SIGTERM / SIGHUP abort the run (the sandbox is stopped, the workspace judged, the
+  // container removed) and decide the exit code. SIGHUP too: a closed terminal or ssh session must
+  // not end the controller between the sandbox's writes and their judgement.
+  const interrupt = stopOnSignals(signals, io, {
+    announce: "stopping the sandbox",
+    stopped: "the sandbox was stopped and removed",
+  });
   // A record that cannot be completed is reported beside the run's outcome, never instead of it.
   const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {
     const notes = recorder ? await recorder.finish(outcome) : [];
@@ -210,8 +225,9 @@ export async function runPlannedCommand(
     for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     return EXIT.ok;
-  } catch (error) {
+  } catch (caught) {
     live?.stop();
+    const error = withModelsHint(caught, flags.models);
     const interruptedBy = interrupt.by();
     const code = interruptedBy
       ? exitCodeForSignal(interruptedBy)
@@ -247,29 +263,26 @@ export async function runPlannedCommand(
 }
 
 /**
- * SIGINT / SIGTERM / SIGHUP abort the run (the sandbox is stopped, the workspace judged, the
- * container removed) and decide the exit code. SIGHUP too: a closed terminal or ssh session must not
- * end the controller between the sandbox's writes and their judgement.
+ * A provider that failed, in a run given --models: its hint names `doctor --models <file>`, the
+ * check that reaches a models.json provider (plain `doctor` checks only the built-in providers' keys).
  */
-function stopOnSignals(signals: NodeJS.EventEmitter | undefined, io: CliIo) {
-  const controller = new AbortController();
-  let interruptedBy: StopSignal | undefined;
-  const handlers = STOP_SIGNALS.map((name) => {
-    const handler = () => {
-      interruptedBy ??= name;
-      io.stderr(`\nsandbox-run: ${name} received, stopping the sandbox ...\n`);
-      controller.abort(new SandboxRunError("aborted", `Interrupted by ${name}; the sandbox was stopped and removed.`));
-    };
-    signals?.on(name, handler);
-    return { name, handler };
+export function withModelsHint(error: unknown, models: string | undefined): unknown {
+  if (!models || !isSandboxRunError(error) || error.code !== "model-error") return error;
+  const shown = new SandboxRunError(error.code, error.shortMessage, {
+    hint: `Check the model name, the provider's key on the host, and that the provider is reachable from the host (\`sandbox-run doctor --models ${models}\` checks each provider of that file).`,
+    exitCode: error.exitCode,
+    stderrTail: error.stderrTail,
+    containerId: error.containerId,
+    lastEvents: error.lastEvents,
+    durationMs: error.durationMs,
+    limit: error.limit,
+    runId: error.runId,
+    usage: error.usage,
+    cause: error.cause,
   });
-  return {
-    signal: controller.signal,
-    by: () => interruptedBy,
-    dispose: () => {
-      for (const { name, handler } of handlers) signals?.off(name, handler);
-    },
-  };
+  shown.warm = error.warm;
+  shown.stack = error.stack;
+  return shown;
 }
 
 /** The bare result on stdout: text as it is when piped (escaped on a terminal), an object as JSON. */
@@ -320,15 +333,39 @@ function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
   try {
     fd = openOutputFile(file, held);
   } catch (error) {
-    const inside = error instanceof HostDirError && error.code === "INSIDE_SANDBOX_TREE";
-    throw usageError(
-      `Cannot write the events file ${file}: ${inside ? error.message : ((error as NodeJS.ErrnoException).code ?? (error as Error).message)}.`,
-      inside
-        ? "Write --events to a folder outside the workspace and the extra roots (e.g. the CI job's temp folder)."
-        : "Pass --events a path in a writable folder.",
-    );
+    throw eventsFileError(file, error);
   }
   const stream = fs.createWriteStream("", { fd });
   stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
   return stream;
+}
+
+/**
+ * --dry-run's check of the --events path, without opening it: refused like openEventsFile refuses
+ * it when it is (by its name, or through a link) inside a tree the sandbox would hold.
+ */
+function checkEventsFile(file: string, held: readonly string[]): void {
+  const absolute = path.resolve(file);
+  try {
+    const lexical = held.find(
+      (tree) => absolute === tree || absolute.startsWith(tree.endsWith("/") ? tree : `${tree}/`),
+    );
+    if (lexical)
+      throw new HostDirError(`${absolute} lies inside ${lexical}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
+    const located = locatePath(absolute, held);
+    if (located.kind === "held")
+      throw new HostDirError(`${absolute} leads into ${located.tree}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
+  } catch (error) {
+    throw eventsFileError(file, error);
+  }
+}
+
+function eventsFileError(file: string, error: unknown): SandboxRunError {
+  const inside = error instanceof HostDirError && error.code === "INSIDE_SANDBOX_TREE";
+  return usageError(
+    `Cannot write the events file ${file}: ${inside ? error.message : ((error as NodeJS.ErrnoException).code ?? (error as Error).message)}.`,
+    inside
+      ? "Write --events to a folder outside the workspace and the extra roots (e.g. the CI job's temp folder)."
+      : "Pass --events a path in a writable folder.",
+  );
 }

@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import os from "node:os";
 import path from "node:path";
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import type { Engine } from "../engine/engine.js";
@@ -19,7 +20,14 @@ import { runnerImageSpec } from "../image/runner-image.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { summarizeSecrets } from "../proxy/secret-bindings.js";
-import { GATEWAY_PORT, HOST_CA_BUNDLE, IMAGE_LABEL_NODE_VERSION, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import {
+  GATEWAY_PORT,
+  HOST_CA_BUNDLE,
+  IMAGE_LABEL_NODE_VERSION,
+  IMAGE_LABEL_PI_VERSION,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PID,
+} from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import {
@@ -56,6 +64,11 @@ export interface DoctorOptions {
   /** Also check the secrets this policy gives its runs. */
   policy?: string;
   report: DoctorReport;
+  /**
+   * Stops the checks (the CLI's Ctrl-C): a container a check started is removed first, then doctor
+   * rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
   /** @internal What each engine request may take (tests make the deadline short). */
   answers?: AnswerLimits;
 }
@@ -76,7 +89,7 @@ async function checkAll(
   env: Record<string, string | undefined>,
   options: DoctorOptions,
 ): Promise<{ ok: boolean }> {
-  const { model, models, policy: policyName, platform } = options;
+  const { model, models, policy: policyName, platform, signal } = options;
   let failed = false;
   const { ok, note } = options.report;
   const bad = (what: string, fix: string) => {
@@ -91,10 +104,12 @@ async function checkAll(
   const chosen = env.SANDBOX_RUN_IMAGE || runnerImageSpec(platform).tag;
   const holders: string[] = [];
   for (const engine of engines) {
+    signal?.throwIfAborted();
     if (engines.length > 1 || engine.name !== "local") options.report.engine?.(engine.name, engine.address);
     try {
-      if (await checkEngine(engine, chosen, engines.length > 1, report, platform)) holders.push(engine.name);
+      if (await checkEngine(engine, chosen, engines.length > 1, report, platform, signal)) holders.push(engine.name);
     } catch (error) {
+      if (signal?.aborted) throw signal.reason;
       bad(
         isSandboxRunError(error) ? error.shortMessage : String(error),
         isSandboxRunError(error) ? (error.hint ?? "") : "",
@@ -116,7 +131,8 @@ async function checkAll(
     else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
   }
   let modelsJson: unknown;
-  if (models) modelsJson = await checkModelsFile(models, env, report);
+  signal?.throwIfAborted();
+  if (models) modelsJson = await checkModelsFile(models, env, report, signal);
   if (model) {
     try {
       planProviderRouting({ model, modelsJson, env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
@@ -128,6 +144,7 @@ async function checkAll(
       );
     }
   }
+  signal?.throwIfAborted();
   if (policyName) checkPolicySecrets(policyName, env, report);
   if (fs.existsSync(HOST_CA_BUNDLE))
     ok("host CA bundle found (used for upstream HTTPS and by policies with trustHostCaBundle)");
@@ -143,9 +160,10 @@ async function checkEngine(
   pooled: boolean,
   { ok, bad, note }: Report,
   platform?: RunnerPlatform,
+  signal?: AbortSignal,
 ) {
-  await pingWithin(engine);
-  const info = await engine.info();
+  await untilAborted(pingWithin(engine), signal);
+  const info = await untilAborted(engine.info(signal), signal);
   ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
   describeEngineKind(info, { ok, note });
   if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
@@ -168,11 +186,11 @@ async function checkEngine(
     note("the engine cannot enforce CPU limits: runs whose policy sets limits.cpus are refused there");
   if (info.securityOptions.some((o) => o.includes("seccomp"))) ok("seccomp is enabled in the engine");
   else bad("seccomp is not enabled in the engine", "Use an engine built with seccomp support.");
-  await checkPlatformImages(engine, info, { ok, note });
+  await untilAborted(checkPlatformImages(engine, info, { ok, note }), signal);
   const spec = runnerImageSpec(platform);
   // SANDBOX_RUN_PLATFORM another than the engine's own: its containers start under emulation (runc only).
   const emulated = platform !== undefined && platform !== ownPlatformOf(info);
-  const labels = await engine.imageLabels(chosen);
+  const labels = await untilAborted(engine.imageLabels(chosen, signal), signal);
   const problem = labels && runnerImageProblem(chosen, labels);
   if (!labels) {
     // In a pool, another engine may hold it (judged once all are checked).
@@ -193,7 +211,7 @@ async function checkEngine(
   ok(`runner image ${chosen} (Pi ${labels[IMAGE_LABEL_PI_VERSION]}, Node ${labels[IMAGE_LABEL_NODE_VERSION] ?? "?"})`);
   // Registered is not the same as working: start a container that only runs `true`.
   for (const runtime of runsc.level === "ok" && !emulated ? ["runc", "runsc"] : ["runc"]) {
-    const check = await checkContainerStart(engine, chosen, runtime, undefined, platform);
+    const check = await containerStartCheck(engine, chosen, runtime, platform, signal);
     if (check.ok) ok(`a hardened container starts and exits on ${runtime} (${check.seconds.toFixed(2)} s)`);
     else if (runtime === "runc")
       bad(
@@ -209,6 +227,60 @@ async function checkEngine(
   return true;
 }
 
+/**
+ * `promise`, or the signal's reason as soon as it aborts: for checks that hold nothing (a ping, a
+ * question to the engine, a GET); what they answer after that is dropped.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  promise.catch(() => {});
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+/**
+ * checkContainerStart, stopped by `signal` without leaving its container behind: this process's
+ * containers (doctor starts no others) are removed at once, so a hung `true` ends, then again once
+ * the check has let go of its own, in case it made it only after the first removal.
+ */
+async function containerStartCheck(
+  engine: Engine,
+  image: string,
+  runtime: string,
+  platform: RunnerPlatform | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Awaited<ReturnType<typeof checkContainerStart>>> {
+  signal?.throwIfAborted();
+  const check = checkContainerStart(engine, image, runtime, undefined, platform);
+  if (!signal) return check;
+  try {
+    return await untilAborted(check, signal);
+  } catch (error) {
+    if (!signal.aborted) throw error;
+    await removeOwnContainers(engine);
+    await check.catch(() => {});
+    await removeOwnContainers(engine);
+    throw signal.reason;
+  }
+}
+
+/** Removes the containers this process made on `engine` (by their owner labels); best effort. */
+async function removeOwnContainers(engine: Engine): Promise<void> {
+  try {
+    const own = await engine.listContainers([
+      `${LABEL_OWNER_PID}=${process.pid}`,
+      `${LABEL_OWNER_HOST}=${os.hostname()}`,
+    ]);
+    await Promise.all(own.map((c) => engine.removeContainer(c.id).catch(() => {})));
+  } catch {
+    // The engine gone: the containers carry their owner's labels, and `sandbox-run gc` removes them.
+  }
+}
+
 const REACH_TIMEOUT_MS = 5_000;
 
 /**
@@ -217,7 +289,12 @@ const REACH_TIMEOUT_MS = 5_000;
  * command prints something). Values are never printed. Like a run, doctor runs no `!command` of a
  * models file inside the current directory (a run's workspace by default). Returns the parsed file.
  */
-async function checkModelsFile(file: string, env: Record<string, string | undefined>, say: Report): Promise<unknown> {
+async function checkModelsFile(
+  file: string,
+  env: Record<string, string | undefined>,
+  say: Report,
+  signal?: AbortSignal,
+): Promise<unknown> {
   let value: unknown;
   let providers: ReturnType<typeof parseModelsJson>;
   try {
@@ -235,7 +312,7 @@ async function checkModelsFile(file: string, env: Record<string, string | undefi
   if (custom.length === 0) say.note(`${file} defines no custom provider (no baseUrl)`);
   for (const [id, provider] of custom) {
     const baseUrl = provider.baseUrl!;
-    const reached = await reach(baseUrl);
+    const reached = await untilAborted(reach(baseUrl), signal);
     if (reached.ok) say.ok(`provider ${id}: ${baseUrl} answers from this host (HTTP ${reached.status})`);
     else
       say.bad(

@@ -217,6 +217,11 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     expect(result.code).toBe(130);
     expect(result.stdout).toBe("");
     expect(result.stderr).toContain("SIGINT received");
+    // The CLI's own words: no "caller's AbortSignal" at a terminal (review, session 27: F8).
+    expect(result.stderr).toContain(
+      "sandbox-run: Interrupted by SIGINT (Ctrl-C); the sandbox was stopped and removed.",
+    );
+    expect(result.stderr).not.toContain("AbortSignal");
     expect(await containersOfRuns([runId])).toEqual([]);
     expect(readEvents(eventsFile).some((e) => e.type === "tool_execution_end")).toBe(false);
   });

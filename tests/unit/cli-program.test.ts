@@ -191,12 +191,23 @@ describe("--version", () => {
 });
 
 describe("policy list", () => {
-  it("prints each built-in policy with its description, one per line", async () => {
+  it("prints each policy --policy takes by name with its description, one per line; the shipped examples marked", async () => {
     const result = await cli(["policy", "list"]);
     expect(result.code).toBe(0);
     const lines = result.stdout.trimEnd().split("\n");
-    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["read-only", "workspace-write", "danger-full-access"]);
+    // The README and docs/policies.md name npm-install and pr-fix (review, session 27: not listed).
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual([
+      "read-only",
+      "workspace-write",
+      "danger-full-access",
+      "npm-install",
+      "pr-fix",
+    ]);
     for (const line of lines) expect(line.endsWith(loadPolicy(line.split(/\s+/)[0]!).description!)).toBe(true);
+    expect(lines.filter((l) => /^\S+\s+\(example\) /.test(l)).map((l) => l.split(/\s+/)[0])).toEqual([
+      "npm-install",
+      "pr-fix",
+    ]);
   });
 });
 
@@ -273,6 +284,38 @@ describe("--dry-run", () => {
     const writable = await plan("--sandbox", "workspace-write", "--cwd", ws, "--writable", repoDir);
     expect(writable.code).toBe(2);
     expect(writable.stderr).toContain(`sandbox-run: The git config of ${repoDir} holds a credential`);
+  });
+
+  // Review, session 27 (F17): the dry run said yes to what the run then refused as a usage error.
+  it("refuses an --events or --patch-file path inside the workspace as the run does, and creates neither", async () => {
+    const events = await dryRun(["--events", path.join(ws, "events.jsonl"), "fix it"]);
+    expect(events.code).toBe(2);
+    expect(events.stdout).toBe("");
+    expect(events.stderr).toContain(
+      `sandbox-run: Cannot write the events file ${path.join(ws, "events.jsonl")}: ${path.join(ws, "events.jsonl")} lies inside ${ws}, which the sandbox holds.`,
+    );
+    const patch = await dryRun(["--hand-back", "patch", "--patch-file", path.join(ws, "fix.patch"), "fix it"]);
+    expect(patch.code).toBe(2);
+    expect(patch.stdout).toBe("");
+    expect(patch.stderr).toContain(
+      `sandbox-run: Cannot write the patch file ${path.join(ws, "fix.patch")}: ${path.join(ws, "fix.patch")} lies inside ${ws}, which the sandbox holds.`,
+    );
+    expect(fs.readdirSync(ws)).not.toContain("events.jsonl");
+    expect(fs.readdirSync(ws)).not.toContain("fix.patch");
+    // Outside the workspace both are fine, and the dry run writes neither.
+    const outside = await dryRun([
+      "--events",
+      path.join(dir, "dry-events.jsonl"),
+      "--hand-back",
+      "patch",
+      "--patch-file",
+      path.join(dir, "dry.patch"),
+      "fix it",
+    ]);
+    expect(outside.code, outside.stderr).toBe(0);
+    expect(fs.existsSync(path.join(dir, "dry-events.jsonl"))).toBe(false);
+    expect(fs.existsSync(path.join(dir, "dry.patch"))).toBe(false);
+    expect(engineConnections).toBe(0);
   });
 
   it("prints the plan as JSON and starts nothing", async () => {

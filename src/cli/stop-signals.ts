@@ -1,0 +1,63 @@
+// SIGINT / SIGTERM / SIGHUP as an AbortSignal, for every command that starts a sandbox or a
+// container (run, replay, batch, demo, doctor): the command stops what it started (the sandbox
+// stopped, judged and removed, its run folder and scratch files removed) and exits 128 + the
+// signal's number, instead of Node's default handler ending the process mid-run.
+import { SandboxRunError } from "../errors.js";
+import type { CliIo } from "./cli-io.js";
+import { STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+
+/** How a signal reads to a person at the terminal (no AbortSignal in sight: the CLI was interrupted). */
+const SIGNAL_WORDS: Record<StopSignal, string> = {
+  SIGINT: "SIGINT (Ctrl-C)",
+  SIGTERM: "SIGTERM",
+  SIGHUP: "SIGHUP (the terminal or session closed)",
+};
+
+/**
+ * The "aborted" error a command's signal gives (the AbortSignal's reason): `stopped` says what was
+ * stopped and removed. Its own hint, so the library's "the caller's AbortSignal" is never shown.
+ */
+export function interruptedError(name: StopSignal, stopped: string): SandboxRunError {
+  return new SandboxRunError("aborted", `Interrupted by ${SIGNAL_WORDS[name]}; ${stopped}.`, {
+    hint: "The command was stopped by that signal, not by a failure; run it again to start over.",
+  });
+}
+
+export interface SignalStop {
+  /** Aborted by the first stop signal, its reason interruptedError(...). */
+  signal: AbortSignal;
+  /** The first stop signal received, if any. */
+  by(): StopSignal | undefined;
+  /** Stops listening (the process's default handling comes back). */
+  dispose(): void;
+}
+
+/**
+ * Listens for the stop signals on `signals` (the process, in main.ts): the first one aborts
+ * `signal`, each one says `announce(name)` on stderr. Without `signals` (a program run in-process
+ * by a test), nothing is listened to.
+ */
+export function stopOnSignals(
+  signals: NodeJS.EventEmitter | undefined,
+  io: CliIo,
+  words: { announce: string; stopped: string },
+): SignalStop {
+  const controller = new AbortController();
+  let interruptedBy: StopSignal | undefined;
+  const handlers = STOP_SIGNALS.map((name) => {
+    const handler = () => {
+      interruptedBy ??= name;
+      io.stderr(`\nsandbox-run: ${name} received, ${words.announce} ...\n`);
+      controller.abort(interruptedError(name, words.stopped));
+    };
+    signals?.on(name, handler);
+    return { name, handler };
+  });
+  return {
+    signal: controller.signal,
+    by: () => interruptedBy,
+    dispose: () => {
+      for (const { name, handler } of handlers) signals?.off(name, handler);
+    },
+  };
+}
