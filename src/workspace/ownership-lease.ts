@@ -140,8 +140,6 @@ export class OwnershipLease {
   private readonly owners: Owner[] = [];
   private readonly ownerIndex = new Map<string, number>();
   private readonly inodes = new Map<number, InodeTable>();
-  /** Each root's mount points (relative) found when it was lent: neither lent nor handed back. */
-  private readonly mounts = new Map<string, string[]>();
   /** Roots the sandbox reads only, and those of them where an entry changed owner. */
   private readonly readOnly: ReadonlySet<string>;
   private readonly chownedIn = new Set<string>();
@@ -203,10 +201,10 @@ export class OwnershipLease {
       if (this.readOnly.has(root) && !this.chownedIn.has(root)) continue;
       // Not through what was mounted inside the tree: its files were never lent, and one the
       // sandbox's uid or gid owned before the run (a volume such a container wrote) is not the
-      // caller's (review, session 26: they were handed to root). Where they are now, too: the sandbox
-      // may rename a mount point's parent folder, and the mount moves with it (session 27).
-      const mounts = [...(this.mounts.get(root) ?? []), ...mountPointsInside(root)];
-      await forEachEntry(root, mounts, (entry, stat) => {
+      // caller's (review, session 26: they were handed to root). Where they are now, not where they
+      // were: the sandbox may rename a mount point's parent folder (the mount moves with it), and a
+      // plain folder it then makes at the old path must be handed back like any other (session 27).
+      await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
         // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
         const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);
@@ -222,9 +220,7 @@ export class OwnershipLease {
 
   private async lendTree(root: string): Promise<void> {
     const readOnly = this.readOnly.has(root);
-    const mounts = mountPointsInside(root);
-    this.mounts.set(root, mounts);
-    await forEachEntry(root, mounts, (entry, stat) => {
+    await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
       let table = this.inodes.get(stat.dev);
       if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
       // What is mounted inside the tree (a CI cache, a volume, a bind mount of a root-only folder)
