@@ -244,9 +244,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       ...(plan.platform ? { platform: plan.platform } : {}),
       containerId: created.id,
       durationMs: Date.now() - started,
-      changedFiles: outcome.changedFiles,
+      // File names are the sandbox's to choose: scrubbed like the result (review, session 27).
+      changedFiles: timeline.scrub(outcome.changedFiles),
       ...(handBack ? { handBack } : {}),
-      ...(outcome.hostRunCount > 0 ? { hostRunFiles: outcome.hostRunFiles } : {}),
+      ...(outcome.hostRunCount > 0 ? { hostRunFiles: timeline.scrub(outcome.hostRunFiles) } : {}),
       warm: Boolean(warm),
       ...(replay
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }

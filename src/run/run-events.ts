@@ -71,7 +71,10 @@ export class RunTimeline {
           if (clean !== value) fields[name] = clean;
         }
       }
-      if (Array.isArray(fields.lastEvents)) fields.lastEvents = scrubbedValue(fields.lastEvents, scrubber, 0);
+      // And what a failed run says it left (file names the sandbox chose; review, session 27).
+      for (const name of ["lastEvents", "changedFiles", "hostRunFiles"])
+        if (fields[name] !== null && typeof fields[name] === "object")
+          fields[name] = scrubbedValue(fields[name], scrubber, 0);
       e = e.cause;
     }
   }

@@ -58,7 +58,7 @@ describe("RunTimeline: forbidden credentials", () => {
     expect(JSON.stringify(seen[0]!.data)).toContain("too deep to check for credentials");
   });
 
-  it("are taken out of the error the run ends with: message, hint, stderr tail, last events, its cause", () => {
+  it("are taken out of the error the run ends with: message, hint, stderr tail, last events, the files it left, its cause", () => {
     const timeline = new RunTimeline("r", []);
     timeline.forbid([`Bearer ${KEY}`, SECRET]);
     const cause = new Error(`upstream said ${KEY}`);
@@ -68,6 +68,9 @@ describe("RunTimeline: forbidden credentials", () => {
       lastEvents: [{ data: { message: KEY } }],
       cause,
     });
+    // What a failed run says it left: names the sandbox chose (review, session 27).
+    error.changedFiles = { created: [`notes-${SECRET}.txt`], modified: [], deleted: [] };
+    error.hostRunFiles = [{ path: `${SECRET}/.npmrc`, change: "created", why: "npm reads it" }];
     timeline.scrubError(error);
     expect(
       leaks([
@@ -77,6 +80,8 @@ describe("RunTimeline: forbidden credentials", () => {
         error.stderrTail,
         error.stack,
         error.lastEvents,
+        error.changedFiles,
+        error.hostRunFiles,
         cause.message,
       ]),
     ).toEqual([]);
