@@ -290,16 +290,21 @@ function linkTargets(links: readonly string[], lentTrees: readonly string[], bud
     const folder = `${stat.dev}:${stat.ino}`;
     if (walkedFolders.has(folder)) return;
     walkedFolders.add(folder);
+    // From its real path: a link inside resolves against the folder the kernel (and the tool) is
+    // in, not the text of the path that reached it through a linked folder (review, session 27:
+    // walked once through such a path, `../../conf/s.json` was judged elsewhere and left unguarded).
+    let real: string;
     let entries: fs.Dirent[];
     try {
-      entries = fs.readdirSync(at, { withFileTypes: true });
+      real = fs.realpathSync(at);
+      entries = fs.readdirSync(real, { withFileTypes: true });
     } catch {
       return;
     }
     for (const entry of entries) {
       count(source);
-      if (entry.isSymbolicLink()) follow(path.join(at, entry.name), source);
-      else if (entry.isDirectory()) within(path.join(at, entry.name), source);
+      if (entry.isSymbolicLink()) follow(path.join(real, entry.name), source);
+      else if (entry.isDirectory()) within(path.join(real, entry.name), source);
     }
   };
   for (const link of links) follow(link, link);

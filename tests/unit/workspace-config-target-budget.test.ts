@@ -123,6 +123,19 @@ describe("config target budget", () => {
     expect(targets.map((t) => path.relative(ws, t.path))).toEqual([".shared-vscode"]);
   });
 
+  it("links inside a folder reached through a linked folder resolve as the kernel resolves them (review, session 27)", () => {
+    const ws = tree({ "conf/s.json": "{}", "real/shared/.keep": "", "a/.keep": "", "b/.keep": "" });
+    fs.mkdirSync(path.join(ws, "deep/er"), { recursive: true });
+    fs.symlinkSync("../../real", path.join(ws, "deep/er/x"));
+    fs.symlinkSync("../../conf/s.json", path.join(ws, "real/shared/settings.json"));
+    fs.symlinkSync("../deep/er/x/shared", path.join(ws, "a/.vscode"));
+    fs.symlinkSync("../real/shared", path.join(ws, "b/.vscode"));
+    const links = [path.join(ws, "a/.vscode"), path.join(ws, "b/.vscode")];
+    const { targets } = configuredTargets([], [], [ws], links);
+    expect(targets.map((t) => path.relative(ws, t.path))).toContain("conf/s.json");
+    expect(targets.map((t) => path.relative(ws, t.path))).not.toContain("deep/er/conf/s.json");
+  });
+
   it("one budget over all the readers of a run", () => {
     const budget = new TargetBudget(5, 100);
     for (const source of ["a", "a", "a"]) budget.take(source);
