@@ -518,9 +518,9 @@ const VENV_REPORTED: ReadonlyArray<{ pattern: RegExp; name: string; why: string 
     why: "the program VS Code's Python extension and an activated venv run as python (a venv's is a link to the host's interpreter)",
   },
   {
-    pattern: /(^|\/)site-packages\/[^/]+\.pth$/,
+    pattern: /(^|\/)site-packages\/([^/]+\.pth|(site|user)customize\.py)$/,
     name: "site-packages .pth",
-    why: "Python runs a .pth file's `import` lines at every start of that interpreter (a venv's, when VS Code or an activated shell starts it)",
+    why: "Python runs a .pth file's `import` lines, and imports sitecustomize and usercustomize, at every start of that interpreter (a venv's, when VS Code or an activated shell starts it)",
   },
 ];
 
@@ -572,6 +572,9 @@ const REPORTED_FOLDER_LINKS: ReadonlyArray<{ pattern: RegExp; name: string }> = 
   { pattern: /(^|\/)\.mvn(\/wrapper)?$/, name: ".mvn config" },
   { pattern: /(^|\/)site-packages$/, name: "site-packages .pth" },
   { pattern: /(^|\/)\.?venv$/, name: "venv activate script" },
+  // A venv's bin/ (Scripts/ on Windows) as a link: by the usual venv folder names only (a repository's
+  // own bin/ link is no venv's).
+  { pattern: /(^|\/)\.?venv[^/]*\/(bin|scripts)$/, name: "venv activate script" },
 ];
 
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */

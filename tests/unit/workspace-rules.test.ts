@@ -347,6 +347,10 @@ describe("built-in protections", () => {
     expect(name(".venv")).toBe("venv activate script (through a link at .venv)");
     expect(name(".venv/lib/python3.11/site-packages")).toBe("site-packages .pth (through a link at site-packages)");
     expect(name("cargo")).toBeUndefined();
+    expect(name(".venv/bin")).toBe("venv activate script (through a link at bin)");
+    expect(name("venv-3.12/Scripts")).toBe("venv activate script (through a link at Scripts)");
+    expect(name("tools/bin")).toBeUndefined();
+    expect(name(".venv/lib/python3.12/site-packages/sitecustomize.py")).toBe("site-packages .pth");
   });
 
   it("what runs on cd, on a shell's start, at a commit or when an agent or editor opens the folder, past the first lists (review, session 24)", () => {
