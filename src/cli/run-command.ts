@@ -78,10 +78,7 @@ export async function runCommand(
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   }
   const options = parseRunFlags(flags, io.env);
-  if (flags.dryRun) {
-    const planned = await planCall(prompt, { options, env: io.env, engines: flags.engines });
-    return printDryRun(planned, flags, io);
-  }
+  if (flags.dryRun) return printDryRun(await dryRunPlan(prompt, options, flags, io), flags, io);
   const agent = await createAgent({
     hostEnv: io.env,
     ...(flags.engines ? { engines: flags.engines } : {}),
@@ -100,6 +97,29 @@ export async function runCommand(
   } finally {
     // Warm sandboxes (SANDBOX_RUN_WARM) the call did not use go now.
     await agent.close();
+  }
+}
+
+/**
+ * The plan of a dry run. A missing provider key does not stop it (review, session 27: the first
+ * "what would this do?" needed a secret): the plan is made as if the variable were set, the view
+ * names the variable (never a value), and a warning says the run needs it.
+ */
+async function dryRunPlan(
+  prompt: string,
+  options: ReturnType<typeof parseRunFlags>,
+  flags: RunCommandFlags,
+  io: CliIo,
+): Promise<PlannedRun> {
+  try {
+    return await planCall(prompt, { options, env: io.env, engines: flags.engines });
+  } catch (error) {
+    const name = (error as { missingKeyEnv?: unknown } | null)?.missingKeyEnv;
+    if (typeof name !== "string") throw error;
+    io.stderr(
+      `sandbox-run: warning: ${terminalLine((error as SandboxRunError).shortMessage)}: the run needs ${name}\n`,
+    );
+    return planCall(prompt, { options, env: { ...io.env, [name]: "unset-in-the-dry-run" }, engines: flags.engines });
   }
 }
 

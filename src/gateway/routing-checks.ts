@@ -66,10 +66,12 @@ export function noKey(providerId: string, model: string, builtin: BuiltinProvide
     providerId === "anthropic"
       ? ["ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", ANTHROPIC_AUTH_TOKEN_ENV]
       : builtin.envVars;
-  return usageError(
+  const error = usageError(
     `No API key for provider "${providerId}" (model "${model}")`,
     `Set ${names[0]}${names.length > 1 ? ` (or ${names.slice(1).join(" / ")})` : ""} in the environment sandbox-run runs in, or set providers.${providerId}.apiKey in models.json.`,
   );
+  // What a dry run needs to show the plan anyway (it names the variable, never a value).
+  return Object.assign(error, { missingKeyEnv: names[0]! });
 }
 
 export function parseModelRef(model: string): { providerId: string; modelId: string } {

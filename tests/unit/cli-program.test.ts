@@ -286,6 +286,22 @@ describe("--dry-run", () => {
     expect(writable.stderr).toContain(`sandbox-run: The git config of ${repoDir} holds a credential`);
   });
 
+  // Review, session 27 (F3): a newcomer's first "what would this do?" needed a provider key.
+  it("plans a built-in provider's model without its key, names the variable it needs and never a value", async () => {
+    const result = await cli(["--dry-run", "--model", "openai/gpt-5", "--cwd", ws, "fix it"], {
+      env: { PATH: "/usr/bin" },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      'sandbox-run: warning: No API key for provider "openai" (model "openai/gpt-5"): the run needs OPENAI_API_KEY',
+    );
+    const plan = JSON.parse(result.stdout);
+    expect(plan.model).toBe("openai/gpt-5");
+    expect(result.stdout).toContain("$OPENAI_API_KEY");
+    expect(result.stdout).not.toContain("unset-in-the-dry-run");
+    expect(engineConnections).toBe(0);
+  });
+
   // Review, session 27 (F17): the dry run said yes to what the run then refused as a usage error.
   it("refuses an --events or --patch-file path inside the workspace as the run does, and creates neither", async () => {
     const events = await dryRun(["--events", path.join(ws, "events.jsonl"), "fix it"]);
