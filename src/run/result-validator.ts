@@ -32,6 +32,21 @@ export interface ResultValidator {
 }
 
 let ajv: Ajv2020 | undefined;
+/** What Ajv warned about while compiling the last schema (an unknown format, with strict off). */
+const compileWarnings: string[] = [];
+
+/**
+ * Draft 2020-12's formats ajv-formats does not implement, checked loosely rather than not at all
+ * (review, session 27: `idn-email` accepted "nope"): an address with one @, a host name of letters,
+ * digits and hyphens in any script, an IRI with a scheme, an IRI reference without white space.
+ */
+const LOOSE_FORMATS: Readonly<Record<string, RegExp>> = {
+  "idn-email": /^[^\s@]+@[^\s@]+$/u,
+  "idn-hostname":
+    /^(?=.{1,253}$)[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?)*$/u,
+  iri: /^[a-z][a-z0-9+.-]*:[^\s]*$/iu,
+  "iri-reference": /^[^\s]*$/u,
+};
 
 function validatorFactory(): Ajv2020 {
   if (ajv) return ajv;
@@ -47,9 +62,11 @@ function validatorFactory(): Ajv2020 {
     unicodeRegExp: true,
     // One compiled validator per schema object; the caller's schema is never modified.
     addUsedSchema: false,
-    logger: false,
+    // Not printed: an unknown format's warning refuses the schema (compileResultSchema).
+    logger: { log: () => {}, warn: (...args: unknown[]) => void compileWarnings.push(args.join(" ")), error: () => {} },
   });
   addFormats(ajv);
+  for (const [name, pattern] of Object.entries(LOOSE_FORMATS)) ajv.addFormat(name, pattern);
   return ajv;
 }
 
@@ -65,12 +82,20 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   const { $schema: _dialect, ...rest } = schema;
   const factory = validatorFactory();
   let check: ReturnType<Ajv2020["compile"]>;
+  compileWarnings.length = 0;
   try {
     check = factory.compile(rest);
+    // A format no validator knows is not checked at all (Ajv, with strict off, only warns): a typo
+    // (`emial`) would pass anything (review, session 27).
+    const unknown = compileWarnings.find((w) => /unknown format/.test(w));
+    if (unknown) throw new Error(unknown.replace(/ ignored in schema.*$/s, ""));
   } catch (error) {
+    const message = (error as Error).message;
     throw usageError(
-      `The schema cannot be used: ${(error as Error).message}.`,
-      "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
+      `The schema cannot be used: ${message}.`,
+      /unknown format/.test(message)
+        ? `Use a format the host checks (${Object.keys(factory.formats).sort().join(", ")}), or leave the keyword out.`
+        : "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
     // The compiled check is kept by the caller; Ajv's own cache would keep every schema a long-lived process sees.

@@ -65,6 +65,27 @@ describe("compileResultSchema", () => {
     expect(validator.validate({ extra: 1 }).ok).toBe(false);
   });
 
+  it("refuses a format it does not know (a typo would check nothing), and checks draft 2020-12's IRI and IDN formats (review, session 27)", () => {
+    let refused: unknown;
+    try {
+      compileResultSchema({ type: "object", properties: { e: { type: "string", format: "emial" } } });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toMatchObject({
+      code: "usage",
+      shortMessage: 'The schema cannot be used: unknown format "emial".',
+    });
+    expect((refused as { hint: string }).hint).toMatch(/^Use a format the host checks \(.*date-time.*idn-email.*\)/);
+    const v = compileResultSchema({
+      type: "object",
+      properties: { e: { type: "string", format: "idn-email" }, i: { type: "string", format: "iri" } },
+    });
+    expect(v.validate({ e: "nope" }).ok).toBe(false);
+    expect(v.validate({ i: "not an iri" }).ok).toBe(false);
+    expect(v.validate({ e: "ü@bücher.de", i: "https://bücher.de/x" }).ok).toBe(true);
+  });
+
   it("checks the value as it is: no coercion, no defaults, the value returned unchanged", () => {
     const validator = compileResultSchema({
       type: "object",
