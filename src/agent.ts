@@ -11,18 +11,18 @@ export type JsonSchema = Record<string, unknown>;
 
 export interface AgentOptions {
   /** Workspace directory; mounted at the same absolute path inside the sandbox. */
-  cwd?: string;
+  cwd?: string | undefined;
   /** Model as `provider/id`. */
-  model?: string;
+  model?: string | undefined;
   /** When set, the result is an object validated against this schema (by Pi and again on the host). */
-  schema?: JsonSchema;
-  sandbox?: SandboxMode;
+  schema?: JsonSchema | undefined;
+  sandbox?: SandboxMode | undefined;
   /** Extra directories the agent may write, mounted read-write at the same absolute path. */
-  additionalWritableDirectories?: string[];
+  additionalWritableDirectories?: string[] | undefined;
   /** Variables for the sandbox; `undefined` removes a variable set by an earlier layer. */
   env?: Record<string, string | undefined>;
   /** Stops the run; it then rejects with a SandboxRunError whose code is "aborted" (the reason is its cause). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -35,20 +35,20 @@ import type { WarmPoolStats } from "./warm/warm-pool.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
-  engine?: Engine;
+  engine?: Engine | undefined;
   /**
    * Several engines (instead of `engine`): an EnginePool, or the path of an engines file. Each run
    * goes to the least-loaded engine that answers; default: the file SANDBOX_RUN_ENGINES names.
    */
-  engines?: EnginePool | string;
+  engines?: EnginePool | string | undefined;
   /** Build the runner image when it is missing instead of failing (progress goes to onProgress). */
-  autoBuildImage?: boolean;
+  autoBuildImage?: boolean | undefined;
   /** Human-readable progress lines (image builds); the CLI prints them on stderr. */
-  onProgress?: (line: string) => void;
+  onProgress?: ((line: string) => void) | undefined;
   /** Receives every event of every run made by this agent. */
-  onEvent?: RunEventListener;
+  onEvent?: RunEventListener | undefined;
   /** Remove containers whose controller died before the first run (default true). */
-  reapOrphans?: boolean;
+  reapOrphans?: boolean | undefined;
   /**
    * The host environment the layers start from (provider keys, SANDBOX_RUN_MODEL); the
    * constructor's and each run's `env` go on top. Defaults to process.env.
@@ -59,12 +59,12 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * planned) into `<recordTo>/<n>`, which must be new or empty. `replayRecord(recordTo)` plays
    * them back in the same order. A call's own `record` wins.
    */
-  recordTo?: string;
+  recordTo?: string | undefined;
   /**
    * Answer the model from recorded runs instead of the provider (see `replayRecord` in
    * `sandbox-run/testing`): the n-th call takes the n-th record. A call's own `replay` wins.
    */
-  replay?: ReplaySource;
+  replay?: ReplaySource | undefined;
   /**
    * Keep this many warm sandboxes ready (a number, or `{ size, idleSeconds, calls }`): hardened containers
    * of this agent's shape, started before any call with Pi loaded, each used for one call and
@@ -72,13 +72,13 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
    * copied in (at /workspace). Default: SANDBOX_RUN_WARM, else none (also when `size` is left out,
    * e.g. `{ calls: 1 }` for an agent that makes one call). `close()` removes them.
    */
-  warm?: number | WarmOptions;
+  warm?: number | WarmOptions | undefined;
   /**
    * Tests only: stand-ins for the egress proxy's resolver, address guard, ports and upstream trust
    * (run/run-egress.ts). Left out of the published types.
    * @internal
    */
-  egressOverrides?: EgressOverrides;
+  egressOverrides?: EgressOverrides | undefined;
 }
 
 export interface RunCallOptions extends RunOptions {

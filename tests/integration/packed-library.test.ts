@@ -128,6 +128,33 @@ describe("the packed library in a strict TypeScript project", () => {
       );
     }
     fs.writeFileSync(path.join(project, "index.ts"), CONSUMER);
+    // A wrapper that forwards its own optional options, under exactOptionalPropertyTypes: undefined
+    // means "not given" at run time, and the types say so (review, session 27).
+    fs.writeFileSync(
+      path.join(project, "tsconfig.exact.json"),
+      JSON.stringify({
+        compilerOptions: {
+          ...options,
+          exactOptionalPropertyTypes: true,
+          target: "es2022",
+          types: ["node"],
+          noEmit: true,
+        },
+        files: ["exact.ts"],
+      }),
+    );
+    fs.writeFileSync(
+      path.join(project, "exact.ts"),
+      [
+        'import { agent, ContainerPiAgent } from "sandbox-run";',
+        "export async function review(cwd?: string, model?: string, models?: Record<string, unknown>, signal?: AbortSignal) {",
+        "  const pool = new ContainerPiAgent({ model, models, onProgress: undefined });",
+        "  await pool.close();",
+        '  return agent("Review this change", { cwd, model, models, signal, sandbox: undefined });',
+        "}",
+        "",
+      ].join("\n"),
+    );
     // A CommonJS project beside it (no "type": "module"): the package is ESM only.
     const cjs = path.join(project, "cjs");
     fs.mkdirSync(cjs);
@@ -170,6 +197,12 @@ describe("the packed library in a strict TypeScript project", () => {
     expect(result.status).toBe(0);
     // @types/dockerode is ours to develop with, not the consumer's: it must not be needed.
     expect(fs.existsSync(path.join(project, "node_modules/@types/dockerode"))).toBe(false);
+  });
+
+  it("a wrapper forwarding optional options compiles under exactOptionalPropertyTypes (review, session 27)", async () => {
+    const result = await tsc("tsconfig.exact.json");
+    expect(`${result.stdout}${result.stderr}`).toBe("");
+    expect(result.status).toBe(0);
   });
 
   it("a wrong type assertion fails to compile (the type-level check can fail)", async () => {

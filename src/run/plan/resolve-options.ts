@@ -40,27 +40,27 @@ export type Env = Record<string, string | undefined>;
 /** Options beyond the seam that a ContainerPiAgent (or one run) accepts. */
 export interface SandboxOptions {
   /** A built-in policy name, a policy file path, or a policy object; defaults to the sandbox mode's policy. */
-  policy?: string | Policy;
+  policy?: string | Policy | undefined;
   /** Pi models.json for custom providers: a file path or the parsed object. */
-  models?: string | Record<string, unknown>;
+  models?: string | Record<string, unknown> | undefined;
   /** Wall-clock limit in milliseconds; defaults to the policy's timeoutSeconds. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Extra Pi flags (never ones that change the protocol or the boundary). */
-  extraArgs?: string[];
+  extraArgs?: string[] | undefined;
   /** Container runtime; overrides the policy's. */
-  runtime?: "runc" | "runsc";
+  runtime?: "runc" | "runsc" | undefined;
   /**
    * The platform the sandbox runs on (linux/amd64, linux/arm64); overrides the policy's, which
    * overrides SANDBOX_RUN_PLATFORM; default: the engine's own. Another platform runs under the
    * engine's emulator (runc only).
    */
-  platform?: RunnerPlatform;
+  platform?: RunnerPlatform | undefined;
   /**
    * How the workspace reaches the sandbox: "bind" (mounted) or "copy" (copied in, changes checked
    * and copied back). Overrides the policy's, which overrides SANDBOX_RUN_WORKSPACE; default: bind
    * where the engine shares this host's filesystem, copy where it does not.
    */
-  workspaceMode?: WorkspaceMode;
+  workspaceMode?: WorkspaceMode | undefined;
   /**
    * What becomes of the workspace's changes once they passed the checks: "apply" (default: they are
    * written into the working tree), "branch" (the host's own git commits them onto
@@ -68,43 +68,43 @@ export interface SandboxOptions {
    * git repository with a commit) or "patch" (`RunDetails.handBack.patch` only). branch and patch
    * run in copy mode. Overrides the policy's `handBack`.
    */
-  handBack?: HandBackMode;
+  handBack?: HandBackMode | undefined;
   /**
    * Runner image: one built FROM the runner image (e.g. by `sandbox-run image build --apt`).
    * Overrides the policy's; then SANDBOX_RUN_IMAGE; default: this version's runner image.
    */
-  image?: string;
+  image?: string | undefined;
   /**
    * Where the workspace appears inside the sandbox (Pi's working directory, named in its system
    * prompt); default: its host path. A fixed path makes a run's requests independent of where the
    * checkout lives: replay mounts the workspace where the recorded run saw it.
    */
-  workspacePath?: string;
+  workspacePath?: string | undefined;
   /** Load AGENTS.md/CLAUDE.md from the workspace; overrides the policy's (off for untrusted work). */
-  contextFiles?: boolean;
+  contextFiles?: boolean | undefined;
   /** Stop the run when the cost Pi reports passes this many US dollars. */
-  maxCostUsd?: number;
+  maxCostUsd?: number | undefined;
   /** Stop the run after this many model responses; overrides the policy's limits.maxTurns. */
-  maxTurns?: number;
+  maxTurns?: number | undefined;
   /**
    * Files the caller read the schema and the prompt from (the CLI's --schema, --prompt-file), and
    * the engines file the agent's pool came from, so the run can tell when they lie inside the trees
    * it sandboxes (policy and models files it knows).
    */
-  configFiles?: { schema?: string; prompt?: string; engines?: string };
+  configFiles?: { schema?: string; prompt?: string; engines?: string } | undefined;
   /**
    * Refuse (instead of warn about) a policy, models, schema or prompt file that lies inside the
    * workspace or an extra writable root: for CI, where that tree is the change under test.
    * Default: the SANDBOX_RUN_REFUSE_WORKSPACE_CONFIG=1 variable, else false.
    */
-  refuseWorkspaceConfig?: boolean;
+  refuseWorkspaceConfig?: boolean | undefined;
   /**
    * Accept (with a warning) a policy, models or engines file inside the workspace or an extra
    * writable root. Such a file chooses the run's boundary and where the provider key goes, and
    * the tree is the one under test, so it is refused unless the caller says the tree is theirs.
    * Default: the SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1 variable, else false.
    */
-  allowWorkspaceConfig?: boolean;
+  allowWorkspaceConfig?: boolean | undefined;
 }
 
 export type RunOptions = AgentOptions & SandboxOptions;
