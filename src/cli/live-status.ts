@@ -90,6 +90,7 @@ export function createLiveStatus(
         case "model-reply":
           tokens += step.tokens;
           cost += step.costUsd;
+          if (step.failed !== undefined) above(s.red(`✗ model request failed: ${t(step.failed)}`));
           break;
       }
       redraw();

@@ -22,6 +22,10 @@ export function createProgressReporter(write: (line: string) => void): (event: R
         write(`${at} turn ${++turns}`);
         return;
       case "model-reply": {
+        if (step.failed !== undefined) {
+          write(`${at}   model request failed: ${t(step.failed)}`);
+          return;
+        }
         const cost = step.costUsd ? `, $${step.costUsd.toFixed(4)}` : "";
         write(`${at}   model replied (${step.tokens} tokens${cost})`);
         return;

@@ -7,7 +7,8 @@ export type Progress =
   | { kind: "turn" }
   | { kind: "tool-start"; callId: string; tool: string; summary: string }
   | { kind: "tool-end"; callId: string; tool: string; failed: boolean }
-  | { kind: "model-reply"; tokens: number; costUsd: number };
+  /** `failed`: the request failed (Pi's error message, at most 200 characters); Pi may retry it. */
+  | { kind: "model-reply"; tokens: number; costUsd: number; failed?: string };
 
 export function progressOf(event: PiEvent): Progress | undefined {
   switch (event.type) {
@@ -30,7 +31,16 @@ export function progressOf(event: PiEvent): Progress | undefined {
     }
     case "message_end": {
       const message = asAssistantMessageEnd(event)?.message;
-      return message && { kind: "model-reply", tokens: message.usage.totalTokens, costUsd: message.usage.cost.total };
+      if (!message) return undefined;
+      const reply = {
+        kind: "model-reply" as const,
+        tokens: message.usage.totalTokens,
+        costUsd: message.usage.cost.total,
+      };
+      // A failed request is a message too (stopReason "error"): not a reply (review, session 27: an
+      // unreachable server read as four turns of "model replied (0 tokens)").
+      if (message.stopReason !== "error") return reply;
+      return { ...reply, failed: (message.errorMessage ?? "no message").slice(0, 200) };
     }
     default:
       return undefined;

@@ -105,6 +105,22 @@ describe("progress reporter", () => {
   });
 });
 
+describe("a model request that failed", () => {
+  it("says it failed with Pi's message, not that the model replied (review, session 27: an unreachable server read as four replies of 0 tokens)", () => {
+    const failed = {
+      message: {
+        ...assistant(0, 0).message,
+        stopReason: "error",
+        errorMessage: "Connection error.\u001b[2J",
+      },
+    };
+    expect(linesFor([ev("pi", "turn_start", 400), ev("pi", "message_end", 450, failed)])).toEqual([
+      "[  0.4s] turn 1",
+      "[  0.5s]   model request failed: Connection error.\\x1b[2J",
+    ]);
+  });
+});
+
 describe("an allowed host this machine could not reach", () => {
   it("gets a line of its own (review, session 27: pip showed only 502 Bad Gateway, the cause was in --events only)", () => {
     const line = sandboxLine("egress.failed", {
