@@ -18,6 +18,8 @@ export async function checkContainerStart(
   timeoutMs = 30_000,
   /** Another platform than the engine's own: `true` then runs under its emulator. */
   platform?: RunnerPlatform,
+  /** The check container's run id label (a caller that must find it again gives one of its own). */
+  runId = `doctor-${runtime}-${process.pid}`,
 ): Promise<StartCheck> {
   const started = performance.now();
   let container: EngineContainer | undefined;
@@ -30,7 +32,7 @@ export async function checkContainerStart(
       user: `${SANDBOX_UID}:${SANDBOX_UID}`,
       // Labelled like a run's container, so gc finds it if this process dies mid-check.
       labels: containerLabels({
-        runId: `doctor-${runtime}-${process.pid}`,
+        runId,
         pid: process.pid,
         host: os.hostname(),
         ...pidnsField(),

@@ -1,10 +1,10 @@
 // `sandbox-run doctor` as a library operation: checks what a run needs, one by one, and says how to
 // fix what is missing. Each finding goes to the caller's report (the CLI prints it); values of
 // credentials are never reported.
+import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import os from "node:os";
 import path from "node:path";
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import type { Engine } from "../engine/engine.js";
@@ -25,8 +25,8 @@ import {
   HOST_CA_BUNDLE,
   IMAGE_LABEL_NODE_VERSION,
   IMAGE_LABEL_PI_VERSION,
-  LABEL_OWNER_HOST,
-  LABEL_OWNER_PID,
+  LABEL_MANAGED,
+  LABEL_RUN_ID,
 } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
@@ -255,29 +255,30 @@ async function containerStartCheck(
   signal: AbortSignal | undefined,
 ): Promise<Awaited<ReturnType<typeof checkContainerStart>>> {
   signal?.throwIfAborted();
-  const check = checkContainerStart(engine, image, runtime, undefined, platform);
+  // A run id of this check's own: what an abort removes is this container and nothing else (review,
+  // session 27: by owner pid and host it also removed this process's runs and warm sandboxes, and
+  // another controller's whose pid and host name were the same in its own namespace).
+  const runId = `doctor-${runtime}-${randomBytes(6).toString("hex")}`;
+  const check = checkContainerStart(engine, image, runtime, undefined, platform, runId);
   if (!signal) return check;
   try {
     return await untilAborted(check, signal);
   } catch (error) {
     if (!signal.aborted) throw error;
-    await removeOwnContainers(engine);
+    await removeCheckContainer(engine, runId);
     await check.catch(() => {});
-    await removeOwnContainers(engine);
+    await removeCheckContainer(engine, runId);
     throw signal.reason;
   }
 }
 
-/** Removes the containers this process made on `engine` (by their owner labels); best effort. */
-async function removeOwnContainers(engine: Engine): Promise<void> {
+/** Removes the start check's container (by its run id label); best effort. */
+async function removeCheckContainer(engine: Engine, runId: string): Promise<void> {
   try {
-    const own = await engine.listContainers([
-      `${LABEL_OWNER_PID}=${process.pid}`,
-      `${LABEL_OWNER_HOST}=${os.hostname()}`,
-    ]);
+    const own = await engine.listContainers([`${LABEL_MANAGED}=true`, `${LABEL_RUN_ID}=${runId}`]);
     await Promise.all(own.map((c) => engine.removeContainer(c.id).catch(() => {})));
   } catch {
-    // The engine gone: the containers carry their owner's labels, and `sandbox-run gc` removes them.
+    // The engine gone: the container carries its owner's labels, and `sandbox-run gc` removes it.
   }
 }
 

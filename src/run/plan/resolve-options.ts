@@ -91,7 +91,7 @@ export interface SandboxOptions {
    * the engines file the agent's pool came from, so the run can tell when they lie inside the trees
    * it sandboxes (policy and models files it knows).
    */
-  configFiles?: { schema?: string; prompt?: string; engines?: string } | undefined;
+  configFiles?: { schema?: string | undefined; prompt?: string | undefined; engines?: string | undefined } | undefined;
   /**
    * Refuse (instead of warn about) a policy, models, schema or prompt file that lies inside the
    * workspace or an extra writable root: for CI, where that tree is the change under test.
@@ -258,8 +258,11 @@ export function resolveRun(
     {
       policy: typeof policySource === "string" && !isNamedPolicy(policySource) ? policySource : undefined,
       models: typeof modelsSource === "string" ? modelsSource : undefined,
-      ...config.configFiles,
-      ...run.configFiles,
+      // Field by field: a call's `engines: undefined` (a wrapper forwarding its own option) must not
+      // hide the agent's engines file from this check (review, session 27).
+      schema: run.configFiles?.schema ?? config.configFiles?.schema,
+      prompt: run.configFiles?.prompt ?? config.configFiles?.prompt,
+      engines: run.configFiles?.engines ?? config.configFiles?.engines,
     },
     [cwd, ...writableRoots],
     modelsJson,
