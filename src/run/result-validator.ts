@@ -29,6 +29,8 @@ type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] 
 export interface ResultValidator {
   /** Checks a final result; the value is never changed. */
   validate(value: unknown): ResultCheck;
+  /** The schema's formats the host does not know: annotations, not checked (said as a warning). */
+  uncheckedFormats: string[];
 }
 
 let ajv: Ajv2020 | undefined;
@@ -85,24 +87,22 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   compileWarnings.length = 0;
   try {
     check = factory.compile(rest);
-    // A format no validator knows is not checked at all (Ajv, with strict off, only warns): a typo
-    // (`emial`) would pass anything (review, session 27).
-    const unknown = compileWarnings.find((w) => /unknown format/.test(w));
-    if (unknown) throw new Error(unknown.replace(/ ignored in schema.*$/s, ""));
   } catch (error) {
-    const message = (error as Error).message;
     throw usageError(
-      `The schema cannot be used: ${message}.`,
-      /unknown format/.test(message)
-        ? `Use a format the host checks (${Object.keys(factory.formats).sort().join(", ")}), or leave the keyword out.`
-        : "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
+      `The schema cannot be used: ${(error as Error).message}.`,
+      "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
     // The compiled check is kept by the caller; Ajv's own cache would keep every schema a long-lived process sees.
     factory.removeSchema(rest);
   }
+  // A format no validator knows is an annotation (Ajv, with strict off, only warns): checked by
+  // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
+  // refused: tools emit formats of their own (`cuid`, `color`), and Pi takes them.
+  const uncheckedFormats = [...new Set(compileWarnings.flatMap((w) => /unknown format "([^"]*)"/.exec(w)?.[1] ?? []))];
   const guard = patternGuardFor(rest);
   return {
+    uncheckedFormats,
     validate(value) {
       const slow = guard?.check(value);
       if (slow) return { ok: false, issues: [slow] };

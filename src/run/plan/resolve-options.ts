@@ -276,6 +276,10 @@ export function resolveRun(
     },
   );
   const warnings = [...untrustedConfig];
+  if (validator?.uncheckedFormats.length)
+    warnings.push(
+      `the schema names formats the host does not know and so does not check: ${validator.uncheckedFormats.map((f) => JSON.stringify(f)).join(", ")} (it checks date-time, date, time, duration, email, idn-email, hostname, idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference, uuid, uri-template, json-pointer, relative-json-pointer, regex and a few more; a typo?)`,
+    );
 
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
