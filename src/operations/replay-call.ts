@@ -67,7 +67,8 @@ export function planReplay(recordDir: string, call: ReplayCallOptions): PlannedR
   if (given.maxCostUsd === undefined && budgets.maxCostUsd !== undefined) options.maxCostUsd = budgets.maxCostUsd;
 
   // One call: with SANDBOX_RUN_WARM, no refill after its claim (it would only be removed at the end).
-  const agent = new ContainerPiAgent({ warm: { calls: 1 }, ...call.agent });
+  // One call: no refill after its claim; `warm: undefined` in call.agent is not a choice (review, session 27).
+  const agent = new ContainerPiAgent({ ...call.agent, warm: call.agent?.warm ?? { calls: 1 } });
   // compareContext left open: the model's context is compared when this policy gives Pi the same
   // tools as the recorded one; under a policy with other tools only the messages must match.
   const source: ReplaySource = { records: [record.dir], next: () => ({ record, mode, speed }) };
