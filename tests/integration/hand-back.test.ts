@@ -186,7 +186,7 @@ describe.skipIf(!dockerAvailable())("hand-back patch", () => {
 
     const inside = await runBuiltCli([...args, "--hand-back", "patch", "--patch-file", path.join(ws, "x.patch"), "go"]);
     expect(inside.status).toBe(2);
-    expect(inside.stderr).toContain(`lies inside ${ws}, which the sandbox held`);
+    expect(inside.stderr).toContain(`x.patch lies inside ${ws}, which the sandbox holds`);
     const nowhere = await runBuiltCli([...args, "--hand-back", "patch", "go"]);
     expect(nowhere.status).toBe(2);
     expect(nowhere.stderr).toContain("Pass --patch-file <file>");

@@ -74,13 +74,15 @@ describe("scanGitDrivers", () => {
       gitSafetyEntries({ filters: ["x"], diffs: [], merges: [], externalDiff: false }),
     );
     expect(env).toMatchObject({
-      GIT_CONFIG_COUNT: "9",
+      GIT_CONFIG_COUNT: "10",
       GIT_CONFIG_KEY_1: "core.fsmonitor",
       GIT_CONFIG_VALUE_1: "false",
       GIT_CONFIG_KEY_2: "core.hooksPath",
       GIT_CONFIG_VALUE_2: "/dev/null",
-      GIT_CONFIG_KEY_5: "filter.x.clean",
-      GIT_CONFIG_VALUE_5: "cat",
+      GIT_CONFIG_KEY_5: "safe.directory",
+      GIT_CONFIG_VALUE_5: "*",
+      GIT_CONFIG_KEY_6: "filter.x.clean",
+      GIT_CONFIG_VALUE_6: "cat",
       GIT_PAGER: "cat",
     });
   });

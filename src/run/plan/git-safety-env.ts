@@ -15,6 +15,11 @@ export function gitSafetyEntries(drivers: GitDrivers): Array<[string, string]> {
     ["core.hooksPath", "/dev/null"],
     ["core.pager", "cat"],
     ["core.sshCommand", "ssh"],
+    // A read-only workspace is lent only where the sandbox could not read it (session 27), so its
+    // repository is another uid's: git's ownership check would refuse every command there. Inside
+    // the sandbox it guards nothing (one uid runs everything; the settings above keep git from
+    // running what a repository's config names).
+    ["safe.directory", "*"],
   ];
   if (drivers.externalDiff) entries.push(["diff.external", PLAIN_DIFF]);
   for (const name of drivers.filters) {
