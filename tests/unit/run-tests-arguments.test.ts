@@ -2,7 +2,7 @@
 // name must never silently run the whole suite (review, session 27, F16).
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseRequest, plan, type Request } from "../../scripts/run-tests.js";
+import { parseRequest, plan, type Request } from "../../scripts/test-steps.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 
