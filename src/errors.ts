@@ -95,6 +95,17 @@ export class SandboxRunError extends Error {
 export const usageError = (message: string, hint?: string) => new SandboxRunError("usage", message, { hint });
 
 /**
+ * The same error with another hint (a copy: the hint is part of its message), keeping every field
+ * it carries, the ones a run sets after it is made (warm, changedFiles, image ...) with the rest.
+ */
+export function withHint(error: SandboxRunError, hint: string): SandboxRunError {
+  const copy = new SandboxRunError(error.code, error.shortMessage, { hint, cause: error.cause });
+  for (const [key, value] of Object.entries(error)) if (key !== "hint") Reflect.set(copy, key, value);
+  copy.stack = error.stack;
+  return copy;
+}
+
+/**
  * How a run stopped by its caller's AbortSignal fails: a SandboxRunError with code "aborted" (like
  * every other failure), the signal's reason as its `cause`. A reason that is such an error already
  * (the CLI's SIGINT) gives its message and hint.

@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
-import { errorSummary, isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
+import { errorSummary, isSandboxRunError, type SandboxRunError, usageError, withHint } from "../errors.js";
 import type { ContainerPiAgent, PlannedRun, RecordFinish, RunDetails, RunEvent } from "../index.js";
 import {
   createAgent,
@@ -288,21 +288,10 @@ export async function runPlannedCommand(
  */
 export function withModelsHint(error: unknown, models: string | undefined): unknown {
   if (!models || !isSandboxRunError(error) || error.code !== "model-error") return error;
-  const shown = new SandboxRunError(error.code, error.shortMessage, {
-    hint: `Check the model name, the provider's key on the host, and that the provider is reachable from the host (\`sandbox-run doctor --models ${models}\` checks each provider of that file).`,
-    exitCode: error.exitCode,
-    stderrTail: error.stderrTail,
-    containerId: error.containerId,
-    lastEvents: error.lastEvents,
-    durationMs: error.durationMs,
-    limit: error.limit,
-    runId: error.runId,
-    usage: error.usage,
-    cause: error.cause,
-  });
-  shown.warm = error.warm;
-  shown.stack = error.stack;
-  return shown;
+  return withHint(
+    error,
+    `Check the model name, the provider's key on the host, and that the provider is reachable from the host (\`sandbox-run doctor --models ${models}\` checks each provider of that file).`,
+  );
 }
 
 /** The bare result on stdout: text as it is when piped (escaped on a terminal), an object as JSON. */

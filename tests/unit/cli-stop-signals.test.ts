@@ -66,6 +66,16 @@ describe("a failed provider in a run given --models", () => {
     });
   });
 
+  it("keeps what a failed run set on the error after it was made (warm, changedFiles, image)", () => {
+    const run = new SandboxRunError("model-error", "The model provider failed", { hint: "h" });
+    run.warm = true;
+    run.image = "sandbox-run/pi:x";
+    run.changedFiles = { created: ["a.txt"], modified: [], deleted: [] };
+    const shown = withModelsHint(run, "cfg/models.json") as SandboxRunError;
+    expect(shown).toMatchObject({ warm: true, image: "sandbox-run/pi:x", changedFiles: { created: ["a.txt"] } });
+    expect(shown.message).toBe(`${run.shortMessage}\n${shown.hint}`);
+  });
+
   it("without --models, or for another failure, the error is left as it is", () => {
     expect(withModelsHint(failed, undefined)).toBe(failed);
     const timeout = new SandboxRunError("timeout", "late", { hint: "h" });
