@@ -5,6 +5,7 @@ import path from "node:path";
 import { SandboxRunError, usageError } from "../errors.js";
 import type { PlannedRun } from "../index.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
+import { atOrBelow } from "../util/path-inside.js";
 
 /** --patch-file and the hand-back mode agree, and a patch has somewhere to go. */
 export function checkPatchFlags(planned: PlannedRun, flags: { patchFile?: string; record?: string }): void {
@@ -49,9 +50,7 @@ export function openPatchFile(file: string, planned: PlannedRun): PatchTarget {
   } catch (error) {
     // The folder's refusal named only the folder ("<ws> lies inside <ws>"): say where the file would go.
     if (error instanceof HostDirError && error.code === "INSIDE_SANDBOX_TREE") {
-      const tree = [planned.run.cwd, ...planned.run.writableRoots].find(
-        (t) => absolute === t || absolute.startsWith(t.endsWith("/") ? t : `${t}/`),
-      );
+      const tree = [planned.run.cwd, ...planned.run.writableRoots].find((t) => atOrBelow(absolute, t));
       throw refuse(tree ? `${absolute} lies inside ${tree}, which the sandbox holds` : `its folder: ${error.message}`);
     }
     throw refuse(error instanceof HostDirError ? error.message : (error as Error).message);

@@ -17,7 +17,7 @@ import {
   RECORD_REFUSED_NOTE,
   recordedSuccess,
 } from "../operations.js";
-import { HostDirError, locatePath, openOutputFile } from "../util/host-dir.js";
+import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
 import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
@@ -349,21 +349,10 @@ function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
   return stream;
 }
 
-/**
- * --dry-run's check of the --events path, without opening it: refused like openEventsFile refuses
- * it when it is (by its name, or through a link) inside a tree the sandbox would hold.
- */
+/** --dry-run's check of the --events path, without opening it: refused where openEventsFile refuses it. */
 function checkEventsFile(file: string, held: readonly string[]): void {
-  const absolute = path.resolve(file);
   try {
-    const lexical = held.find(
-      (tree) => absolute === tree || absolute.startsWith(tree.endsWith("/") ? tree : `${tree}/`),
-    );
-    if (lexical)
-      throw new HostDirError(`${absolute} lies inside ${lexical}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
-    const located = locatePath(absolute, held);
-    if (located.kind === "held")
-      throw new HostDirError(`${absolute} leads into ${located.tree}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
+    checkOutputFile(file, held);
   } catch (error) {
     throw eventsFileError(file, error);
   }

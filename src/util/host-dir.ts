@@ -409,6 +409,30 @@ function checkOwnedByCaller(fd: number, shownAs: string): void {
  * link, is refused (HostDirError "INSIDE_SANDBOX_TREE"): a name there may be a link the sandbox planted.
  */
 export function openOutputFile(file: string, held: readonly string[]): number {
+  const { absolute, followed, special, located } = judgeOutputFile(file, held);
+  if (special || !located) return openSpecialFile(absolute);
+  const folder = located.missing.length === 0 ? path.dirname(located.existing) : located.existing;
+  const name = located.missing.length === 0 ? path.basename(located.existing) : located.missing[0]!;
+  if (located.missing.length > 1) throw new HostDirError(`${path.dirname(absolute)} does not exist`, "ENOENT");
+  if (followed?.isDirectory()) throw new HostDirError(`${absolute} is a folder`, "EISDIR");
+  const dir = HostDir.open(folder, { outside: held });
+  try {
+    return dir.replaceWith(name);
+  } finally {
+    dir.close();
+  }
+}
+
+/** openOutputFile's refusals without opening anything (a dry run's yes is a run's yes). */
+export function checkOutputFile(file: string, held: readonly string[]): void {
+  judgeOutputFile(file, held);
+}
+
+/** Where an output file would go, refused (HostDirError) where openOutputFile refuses it. */
+function judgeOutputFile(
+  file: string,
+  held: readonly string[],
+): { absolute: string; followed?: fs.Stats; special: boolean; located?: Extract<LocatedPath, { kind: "host" }> } {
   const absolute = path.resolve(file);
   const inside = (p: string) => held.find((tree) => isWithin(tree, p));
   const lexical = inside(absolute);
@@ -435,17 +459,7 @@ export function openOutputFile(file: string, held: readonly string[]): number {
   if (located?.kind === "held") {
     throw new HostDirError(`${absolute} leads into ${located.tree}, which the sandbox holds`, "INSIDE_SANDBOX_TREE");
   }
-  if (special || !located) return openSpecialFile(absolute);
-  const folder = located.missing.length === 0 ? path.dirname(located.existing) : located.existing;
-  const name = located.missing.length === 0 ? path.basename(located.existing) : located.missing[0]!;
-  if (located.missing.length > 1) throw new HostDirError(`${path.dirname(absolute)} does not exist`, "ENOENT");
-  if (followed?.isDirectory()) throw new HostDirError(`${absolute} is a folder`, "EISDIR");
-  const dir = HostDir.open(folder, { outside: held });
-  try {
-    return dir.replaceWith(name);
-  } finally {
-    dir.close();
-  }
+  return { absolute, followed, special: Boolean(special), located };
 }
 
 /**
