@@ -78,11 +78,11 @@ function commandMeant(
   rest: readonly string[],
   commands: readonly CommandShape[],
 ): Meant | undefined {
-  const word = first.toLowerCase();
-  const meant =
-    commands.find((c) => c.name === word) ??
-    commands.find((c) => isPluralOf(word, c.name)) ??
-    commands.find((c) => looksLike(first, c.name));
+  const name = closestCommand(
+    first,
+    commands.map((c) => c.name),
+  );
+  const meant = commands.find((c) => c.name === name);
   if (!meant) return undefined;
   const oneWord = second === undefined;
   const withSubcommand = second !== undefined && rest.length === 0 && meant.subcommands.includes(second);
