@@ -4,11 +4,10 @@
 import { usageError } from "../errors.js";
 import { runDemo } from "../operations.js";
 import { progressTo } from "./cli-io.js";
-import { EXIT, exitCodeForSignal } from "./exit-codes.js";
+import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { createProgressReporter } from "./progress-reporter.js";
-import { reportError } from "./report-error.js";
-import { stopOnSignals } from "./stop-signals.js";
+import { interruptible } from "./stop-signals.js";
 import { jsonText } from "./terminal-text.js";
 
 /** `sandbox-run demo`'s action. */
@@ -20,17 +19,17 @@ export default async function demoAction(
     throw usageError(`--runtime must be runc or runsc, not "${flags.runtime}".`);
   const say = (line: string) => flags.quiet || io.stderr(`${line}\n`);
   // Ctrl-C stops it as it stops a run: the sandbox stopped and removed, the demo's folder removed.
-  const interrupt = stopOnSignals(signals, io, {
+  const words = {
     announce: "stopping the demo's sandbox",
     stopped: "the demo's sandbox was stopped and removed, and its folder too",
-  });
-  try {
+  };
+  return interruptible(signals, io, words, async (signal) => {
     const { details, upstreamSawKey } = await runDemo({
       runtime: flags.runtime as "runc" | "runsc" | undefined,
       say,
       onProgress: progressTo(io, flags.quiet),
       onEvent: flags.quiet ? undefined : createProgressReporter((line) => io.stderr(`${line}\n`)),
-      signal: interrupt.signal,
+      signal,
     });
     io.stdout(`${jsonText(details.result, 2)}\n`);
     say(
@@ -38,12 +37,5 @@ export default async function demoAction(
         `the model server received the real key on every request: ${upstreamSawKey ? "yes" : "NO"}; the container is gone.`,
     );
     return EXIT.ok;
-  } catch (error) {
-    const interruptedBy = interrupt.by();
-    if (!interruptedBy) throw error;
-    reportError(error, io);
-    return exitCodeForSignal(interruptedBy);
-  } finally {
-    interrupt.dispose();
-  }
+  });
 }

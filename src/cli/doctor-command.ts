@@ -2,11 +2,10 @@
 // SANDBOX_RUN_ENGINES, or DOCKER_HOST's), printed one per line on stderr; exit 3 when one failed.
 import type { Command } from "commander";
 import { doctor } from "../operations.js";
-import { EXIT, exitCodeForSignal } from "./exit-codes.js";
+import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { platformFlag } from "./platform-flag.js";
-import { reportError } from "./report-error.js";
-import { stopOnSignals } from "./stop-signals.js";
+import { interruptible } from "./stop-signals.js";
 import { terminalLine } from "./terminal-text.js";
 
 interface DoctorFlags {
@@ -24,13 +23,9 @@ export default async function doctorAction(
   // The root command's own --policy, --models and --engines take the flags wherever they are written.
   const root = command.parent?.opts<DoctorFlags>() ?? {};
   // Ctrl-C stops the checks: a container one of them started is removed before doctor exits.
-  const interrupt = stopOnSignals(signals, io, {
-    announce: "stopping the checks",
-    stopped: "the checks were stopped and their containers removed",
-  });
-  let ok: boolean;
-  try {
-    ({ ok } = await doctor({
+  const words = { announce: "stopping the checks", stopped: "the checks were stopped and their containers removed" };
+  return interruptible(signals, io, words, async (signal) => {
+    const { ok } = await doctor({
       engines: flags.engines ?? root.engines,
       env: io.env,
       platform: platformFlag(undefined, io.env),
@@ -45,16 +40,9 @@ export default async function doctorAction(
           io.stderr(`  note  ${terminalLine(what)}\n${advice ? `        ${terminalLine(advice)}\n` : ""}`),
         engine: (name, address) => io.stderr(`engine ${terminalLine(name)} (${terminalLine(address ?? "?")})\n`),
       },
-      signal: interrupt.signal,
-    }));
-  } catch (error) {
-    const interruptedBy = interrupt.by();
-    if (!interruptedBy) throw error;
-    reportError(error, io);
-    return exitCodeForSignal(interruptedBy);
-  } finally {
-    interrupt.dispose();
-  }
-  io.stderr(ok ? "Ready.\n" : "Some checks failed; fix them and run `sandbox-run doctor` again.\n");
-  return ok ? EXIT.ok : EXIT.unavailable;
+      signal,
+    });
+    io.stderr(ok ? "Ready.\n" : "Some checks failed; fix them and run `sandbox-run doctor` again.\n");
+    return ok ? EXIT.ok : EXIT.unavailable;
+  });
 }

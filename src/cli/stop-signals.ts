@@ -4,7 +4,8 @@
 // signal's number, instead of Node's default handler ending the process mid-run.
 import { SandboxRunError } from "../errors.js";
 import type { CliIo } from "./cli-io.js";
-import { STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+import { exitCodeForSignal, STOP_SIGNALS, type StopSignal } from "./exit-codes.js";
+import { reportError } from "./report-error.js";
 
 /** How a signal reads to a person at the terminal (no AbortSignal in sight: the CLI was interrupted). */
 const SIGNAL_WORDS: Record<StopSignal, string> = {
@@ -60,4 +61,27 @@ export function stopOnSignals(
       for (const { name, handler } of handlers) signals?.off(name, handler);
     },
   };
+}
+
+/**
+ * Runs a command's `work` with the stop signals listened to (stopOnSignals): interrupted, its error
+ * is reported and the exit code is 128 + the signal's number; any other failure is thrown on.
+ */
+export async function interruptible(
+  signals: NodeJS.EventEmitter | undefined,
+  io: CliIo,
+  words: { announce: string; stopped: string },
+  work: (signal: AbortSignal) => Promise<number>,
+): Promise<number> {
+  const interrupt = stopOnSignals(signals, io, words);
+  try {
+    return await work(interrupt.signal);
+  } catch (error) {
+    const interruptedBy = interrupt.by();
+    if (!interruptedBy) throw error;
+    reportError(error, io);
+    return exitCodeForSignal(interruptedBy);
+  } finally {
+    interrupt.dispose();
+  }
 }
