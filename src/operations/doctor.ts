@@ -243,9 +243,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
 }
 
 /**
- * checkContainerStart, stopped by `signal` without leaving its container behind: this process's
- * containers (doctor starts no others) are removed at once, so a hung `true` ends, then again once
- * the check has let go of its own, in case it made it only after the first removal.
+ * checkContainerStart, stopped by `signal` without leaving its container behind: the check's
+ * container (found by the run id it is given here) is removed at once, so a hung `true` ends, then
+ * again once the check has let go of it, in case it was made only after the first removal.
  */
 async function containerStartCheck(
   engine: Engine,
