@@ -4,9 +4,14 @@
 //   inode changed was rewritten, which git never does (it only touches the times of one it would
 //   write again: then its content is checked like a new one);
 // - a pack and its .idx the run made (or whose .idx changed) must be what the host's `git
-//   index-pack --verify` makes of the pack; an existing pack or .idx whose size or inode changed was
-//   rewritten (git names packs by their checksum and never rewrites one); an existing pack whose
-//   times alone changed (git's freshen) must still hash to the checksum its unchanged .idx records;
+//   index-pack --verify` makes of the pack; an existing pack whose times alone changed (git's
+//   freshen) must still hash to the checksum its unchanged .idx records; an existing pack written
+//   anew (`git gc`, `git repack -a -d` or `git maintenance run` over a repository already in one
+//   pack write the same pack again, under the same name, and its .idx) or whose .idx alone was
+//   written anew must hash to the checksum its name says (so it is byte for byte the pack that name
+//   had), and its .idx must be what index-pack makes of it. Refusing such a pack would remove the
+//   repository's history, which the run never wrote: its check has no time budget (its bytes are
+//   the user's own, and take what the user's git takes);
 // - a git-lfs object must hash to its name;
 // - caches derived from them (commit-graph, multi-pack-index, *.rev, *.bitmap) are not checked but
 //   dropped: git rebuilds them (gc, maintenance) and works without them meanwhile, only slower.
@@ -20,7 +25,7 @@
 import fs from "node:fs";
 import { yieldToEventLoop } from "./fd-walk.js";
 import { derivedRemovals, storeFileOf } from "./git-object-store.js";
-import { checkFreshenedPack, checkLfsObject, checkLooseObject, checkPack } from "./git-object-verify.js";
+import { checkFreshenedPack, checkLfsObject, checkLooseObject, checkPack, checkPackNamed } from "./git-object-verify.js";
 import { OBJECT_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type StoreChange, type StoreFacts } from "./git-work.js";
 import type { RestoreStep, Violation } from "./workspace-rules.js";
@@ -37,6 +42,11 @@ const MAX_PACK_BYTES = 8 * 1024 ** 3;
 const PACK_TIME_BUDGET_MS = 10 * 60 * 1000;
 /** How much longer new packs may take to verify once the run was stopped (for all of them). */
 const STOP_GRACE_MS = 30 * 1000;
+/**
+ * How long index-pack may take over a pack the user had (its .idx written anew): its bytes are the
+ * pack its name says, so this is what the user's own git takes, not something the run can stretch.
+ */
+const EXISTING_PACK_TIMEOUT_MS = 60 * 60 * 1000;
 
 export interface ObjectCheckStats {
   loose: number;
@@ -192,9 +202,6 @@ export class ObjectChecker {
     access: GitAccess,
     out: ObjectCheckResult,
   ): Promise<string | undefined> {
-    if (pack && rewritten(pack))
-      return "an existing pack rewritten: git names a pack by its checksum and never rewrites one";
-    if (idx && rewritten(idx)) return "an existing pack index rewritten: git never rewrites one";
     const packPath = pack?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.pack`);
     const idxPath = idx?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.idx`);
     const key = `pack\0${identity(packPath, pack?.after)}\0${identity(idxPath, idx?.after)}`;
@@ -207,23 +214,32 @@ export class ObjectChecker {
       if (packFd === undefined || idxFd === undefined) return undefined;
       const size = fs.fstatSync(packFd).size + fs.fstatSync(idxFd).size;
       if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
-      const freshened = pack?.before !== undefined && idx === undefined;
+      const format = access.format(gitRoot);
+      // A pack the user had (unchanged, or changed and checked here to be the pack its name says).
+      const existing = pack === undefined || pack.before !== undefined;
+      const freshened = pack?.before !== undefined && idx === undefined && !rewritten(pack);
+      if (pack?.before !== undefined && !freshened) {
+        const problem = await checkPackNamed(packFd, stem, format);
+        if (problem) return problem;
+      }
       const timeLeft = this.packTime.leftMs;
-      if (!freshened && timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
-      if (!freshened && this.graceOver.signal.aborted)
+      if (!existing && timeLeft <= 0) return "not checked: its packs took longer to verify than one run may take";
+      if (!existing && this.graceOver.signal.aborted)
         return "not checked: the run was stopped, and its packs took longer to verify than a stopped run waits";
       this.packBytes += size;
       out.stats.packs++;
       out.stats.packBytes += size;
-      const format = access.format(gitRoot);
       const started = performance.now();
-      const problem = freshened
-        ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
-        : await checkPack(
-            { pack: packFd, idx: idxFd },
-            { format, scratch: access.scratch, timeoutMs: timeLeft, signal: this.graceOver.signal },
-          );
-      this.packTime.leftMs -= performance.now() - started;
+      const problem =
+        freshened || (existing && idx === undefined)
+          ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
+          : await checkPack(
+              { pack: packFd, idx: idxFd },
+              existing
+                ? { format, scratch: access.scratch, timeoutMs: EXISTING_PACK_TIMEOUT_MS }
+                : { format, scratch: access.scratch, timeoutMs: timeLeft, signal: this.graceOver.signal },
+            );
+      if (!existing) this.packTime.leftMs -= performance.now() - started;
       this.memo.set(key, problem ?? null);
       return problem;
     } finally {

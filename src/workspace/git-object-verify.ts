@@ -233,6 +233,24 @@ export async function checkFreshenedPack(files: PackFiles, format: "sha1" | "sha
     : "its content does not hash to its checksum: the pack was rewritten";
 }
 
+/**
+ * An existing pack written anew, or whose .idx was: git names a pack `pack-<checksum>` after its
+ * content, so bytes that hash to the checksum the name says are the pack that name always had.
+ */
+export async function checkPackNamed(pack: number, stem: string, format: "sha1" | "sha256"): Promise<string | undefined> {
+  const bytes = format === "sha256" ? 32 : 20;
+  const size = fs.fstatSync(pack).size;
+  if (size < 12 + bytes) return "too short to be a pack";
+  const trailer = Buffer.alloc(bytes);
+  fs.readSync(pack, trailer, 0, bytes, size - bytes);
+  if (stem !== `pack-${trailer.toString("hex")}`)
+    return "an existing pack written anew with other content: git names a pack after its checksum, and this one's is not its name's";
+  const digest = await hashRange(pack, format, size - bytes);
+  return digest === trailer.toString("hex")
+    ? undefined
+    : "its content does not hash to its checksum: the pack was rewritten";
+}
+
 /** The hash of the first `length` bytes of an fd, read in chunks, yielding between them. */
 async function hashRange(fd: number, algorithm: string, length: number): Promise<string> {
   const hash = crypto.createHash(algorithm);

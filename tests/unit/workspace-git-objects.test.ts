@@ -341,6 +341,38 @@ printf 'lfs content\n' > ${at(good)} && printf 'touch MARKER\n' > ${at(bad)}`,
     // Checked all the same: the pack against its .idx's checksum, the loose object against its name.
     expect(report.gitChecks).toMatchObject({ packs: 1, loose: 1 });
   });
+
+  it("git gc, git repack -a -d and git maintenance run over a repository already in one pack (git writes the same pack again under its name) pass: the pack stays, the history is whole", async () => {
+    for (const command of ["git gc -q", "git repack -a -d -q", "git maintenance run --task=gc --quiet"]) {
+      const ws = huskyRepo();
+      git(ws, "gc", "-q");
+      const packsBefore = fs.readdirSync(path.join(ws, ".git/objects/pack")).filter((n) => /\.(pack|idx)$/.test(n));
+      const report = await bindRun(ws, `sleep 0.01; ${command}`, marker());
+      expect(report.violations, command).toEqual([]);
+      const packsAfter = fs.readdirSync(path.join(ws, ".git/objects/pack")).filter((n) => /\.(pack|idx)$/.test(n));
+      expect(packsAfter.sort(), command).toEqual(packsBefore.sort());
+      expect(git(ws, "log", "--format=%s", "master"), command).toBe("init\n");
+      expect(spawnSync("git", ["fsck", "--strict"], { cwd: ws, env }).status, command).toBe(0);
+    }
+  });
+
+  it("an existing pack replaced under its name by another pack (with its own .idx) is refused and removed", async () => {
+    const ws = huskyRepo();
+    git(ws, "gc", "-q");
+    const stem = fs.readdirSync(path.join(ws, ".git/objects/pack")).find((n) => n.endsWith(".pack"))!.slice(0, -5);
+    // Another valid pack of the same objects plus one more (so other bytes), moved over the user's pack's name.
+    const report = await bindRun(
+      ws,
+      `echo other > other.txt && B=$(git hash-object -w other.txt) && (git rev-list --objects --all; echo $B) | git pack-objects -q .git/objects/pack/tmp >/dev/null && ` +
+        `mv .git/objects/pack/tmp-*.pack .git/objects/pack/${stem}.pack && mv .git/objects/pack/tmp-*.idx .git/objects/pack/${stem}.idx`,
+      marker(),
+    );
+    expect(report.violations.map((v) => `${v.rule} ${v.path} ${v.detail}`)).toEqual([
+      `git-objects .git/objects/pack/${stem}.pack an existing pack written anew with other content: git names a pack after its checksum, and this one's is not its name's`,
+    ]);
+    expect(fs.existsSync(path.join(ws, `.git/objects/pack/${stem}.pack`))).toBe(false);
+    expect(fs.existsSync(path.join(ws, `.git/objects/pack/${stem}.idx`))).toBe(false);
+  });
 });
 
 describe("a sha256 repository", { timeout: 60_000 }, () => {
