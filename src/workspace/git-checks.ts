@@ -3,12 +3,17 @@
 // (git-object-check.ts), then, in each git directory whose objects passed and that is not reverted
 // anyway, what its refs, reflogs, `*_HEAD` files and index make host git write (git-ref-check.ts).
 // Both modes run this; each passes how to reach its files (GitAccess).
+import path from "node:path";
+import { parseGitConfig } from "./git-config-parse.js";
 import { ObjectChecker, type ObjectCheckStats } from "./git-object-check.js";
 import { checkRefs } from "./git-ref-check.js";
 import { REF_RULE } from "./git-rule-names.js";
 import { type GitAccess, type GitWork, inGitDir, type PointerChange } from "./git-work.js";
 import { pathProtection } from "./path-protection.js";
 import type { RestoreStep, RuleConfig, Violation } from "./workspace-rules.js";
+
+/** A git directory's config read to find its worktree (git's own are a few hundred bytes). */
+const MAX_CONFIG_BYTES = 1024 * 1024;
 
 export interface GitCheckResult {
   violations: Violation[];
@@ -64,7 +69,7 @@ export class GitChecks {
           root,
           changes,
           storeChanges: work.store.filter((s) => s.gitRoot === root),
-          worktree: worktreeOf(root),
+          worktree: worktreeOf(root, access),
           access,
           protection,
           builtinProtection,
@@ -95,9 +100,20 @@ function byCommonRoot(work: GitWork): Map<string, PointerChange[]> {
   return out;
 }
 
-/** The worktree a git directory named .git belongs to (its parent); others' are not known here. */
-function worktreeOf(root: string): string | undefined {
+/**
+ * The worktree a git directory belongs to, in the tree: a `.git` folder's parent; another's (a
+ * submodule's `.git/modules/<name>`) the folder its `core.worktree` names, read from its config as
+ * it was before the run, when that folder is in the tree. Others' (bare) are not known here.
+ */
+function worktreeOf(root: string, access: GitAccess): string | undefined {
   const name = root.slice(root.lastIndexOf("/") + 1);
-  if (name.toLowerCase() !== ".git") return undefined;
-  return root.includes("/") ? root.slice(0, root.lastIndexOf("/")) : "";
+  if (name.toLowerCase() === ".git") return root.includes("/") ? root.slice(0, root.lastIndexOf("/")) : "";
+  const config = access.before(inGitDir(root, "config"), MAX_CONFIG_BYTES);
+  if (!config) return undefined;
+  const worktree = parseGitConfig(config.toString("utf8"))
+    .filter((e) => e.name === "core.worktree" && e.value)
+    .pop()?.value;
+  if (!worktree || path.posix.isAbsolute(worktree)) return undefined;
+  const top = path.posix.normalize(path.posix.join(root, worktree));
+  return top === "." ? "" : top.startsWith("../") || top === ".." ? undefined : top.replace(/\/$/, "");
 }

@@ -46,14 +46,18 @@ class PathJudge {
         `${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`,
         `${entry.mode} ${entry.oid?.toString("hex")}`,
       );
-    const worktreeKnown = !relative.startsWith("worktrees/");
+    // A linked worktree's index (`worktrees/<name>/index`) is judged by the same rules, its paths
+    // taken from the worktree's top as the main worktree's are (its config is the common one, whose
+    // relative paths mean the same in every worktree), but only against its old index: its worktree
+    // is not in the tree to compare with.
+    const linked = relative.startsWith("worktrees/");
     for (const entry of entries) {
       const name = entry.name.toString("utf8");
-      const protection = this.protectionOf(name, worktreeKnown, entry.mode);
+      const protection = this.protectionOf(name, !linked || this.input.worktree !== undefined, entry.mode);
       if (!protection) continue;
       const oid = entry.oid?.toString("hex") ?? "";
       if (old.get(`${entry.name.toString("latin1")}\0${stageOf(entry.flags)}`) === `${entry.mode} ${oid}`) continue;
-      if (worktreeKnown && this.sameAsWorktree(name, entry.mode, oid)) continue;
+      if (!linked && this.sameAsWorktree(name, entry.mode, oid)) continue;
       return {
         rule: protection.rule,
         detail: `it stages ${name}${why(protection)} with content the worktree did not hold: host git's restore . and checkout -- . would write it`,

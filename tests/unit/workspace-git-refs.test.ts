@@ -402,3 +402,44 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
     expect((await copyRun(huskyRepo(), ORDINARY_BISECT)).found).toEqual([]);
   });
 });
+
+describe("other worktrees' and submodules' indexes (the host's git restore . there writes them)", { timeout: 60_000 }, () => {
+  /** A repository whose config runs `.githooks` (core.hooksPath), with a tracked pre-commit. */
+  function hooksRepo(): string {
+    const ws = tree({ ".githooks/pre-commit": "#!/bin/sh\nexit 0\n", "src/a": "a\n" });
+    fs.chmodSync(path.join(ws, ".githooks/pre-commit"), 0o755);
+    git(ws, "init", "-q", "-b", "main");
+    git(ws, "config", "core.hooksPath", ".githooks");
+    git(ws, "add", ".");
+    git(ws, "commit", "-qm", "init");
+    return ws;
+  }
+  const STAGE_PAYLOAD = (index?: string) =>
+    `B=$(printf '#!/bin/sh\\ntouch MARKER\\n' | git hash-object -w --stdin) && ${index ? `GIT_INDEX_FILE=${index} ` : ""}git update-index --cacheinfo 100755,$B,.githooks/pre-commit`;
+
+  it("a payload staged for a config-named hook in a linked worktree's index is refused (bind and copy mode); staging the user's own content there passes", async () => {
+    const ws = hooksRepo();
+    git(ws, "worktree", "add", "-q", "-b", "feat", path.join(dir(), "linked"));
+    const bind = await bindRun(ws, STAGE_PAYLOAD(".git/worktrees/linked/index"));
+    expect(bind.found).toEqual(["git-config-paths modified .git/worktrees/linked/index"]);
+    const copy = await copyRun(ws, STAGE_PAYLOAD(".git/worktrees/linked/index"));
+    expect(copy.found).toEqual(["git-config-paths modified .git/worktrees/linked/index"]);
+    // The file as it is in the worktree's commit, staged again: no new content.
+    const own = await bindRun(
+      ws,
+      "B=$(git hash-object -w .githooks/pre-commit) && GIT_INDEX_FILE=.git/worktrees/linked/index git update-index --cacheinfo 100755,$B,.githooks/pre-commit && GIT_INDEX_FILE=.git/worktrees/linked/index git update-index --add --cacheinfo 100644,$B,src/b",
+    );
+    expect(own.found).toEqual([]);
+  });
+
+  it("a payload staged for a hook its own config names in a submodule's index (.git/modules/<name>) is refused", async () => {
+    const lib = hooksRepo();
+    const ws = tree({ "README.md": "r\n" });
+    git(ws, "init", "-q", "-b", "main");
+    git(ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib");
+    git(ws, "commit", "-qm", "lib");
+    git(path.join(ws, "lib"), "config", "core.hooksPath", ".githooks");
+    const bind = await bindRun(ws, `cd lib && ${STAGE_PAYLOAD()}`);
+    expect(bind.found).toEqual(["git-config-paths modified .git/modules/lib/index"]);
+  });
+});
