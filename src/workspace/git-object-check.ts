@@ -25,7 +25,13 @@
 import fs from "node:fs";
 import { yieldToEventLoop } from "./fd-walk.js";
 import { derivedRemovals, storeFileOf } from "./git-object-store.js";
-import { checkFreshenedPack, checkLfsObject, checkLooseObject, checkPack, checkPackNamed } from "./git-object-verify.js";
+import {
+  checkFreshenedPack,
+  checkLfsObject,
+  checkLooseObject,
+  checkPack,
+  checkPackNamed,
+} from "./git-object-verify.js";
 import { OBJECT_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type StoreChange, type StoreFacts } from "./git-work.js";
 import type { RestoreStep, Violation } from "./workspace-rules.js";

@@ -237,7 +237,11 @@ export async function checkFreshenedPack(files: PackFiles, format: "sha1" | "sha
  * An existing pack written anew, or whose .idx was: git names a pack `pack-<checksum>` after its
  * content, so bytes that hash to the checksum the name says are the pack that name always had.
  */
-export async function checkPackNamed(pack: number, stem: string, format: "sha1" | "sha256"): Promise<string | undefined> {
+export async function checkPackNamed(
+  pack: number,
+  stem: string,
+  format: "sha1" | "sha256",
+): Promise<string | undefined> {
   const bytes = format === "sha256" ? 32 : 20;
   const size = fs.fstatSync(pack).size;
   if (size < 12 + bytes) return "too short to be a pack";

@@ -359,7 +359,10 @@ printf 'lfs content\n' > ${at(good)} && printf 'touch MARKER\n' > ${at(bad)}`,
   it("an existing pack replaced under its name by another pack (with its own .idx) is refused and removed", async () => {
     const ws = huskyRepo();
     git(ws, "gc", "-q");
-    const stem = fs.readdirSync(path.join(ws, ".git/objects/pack")).find((n) => n.endsWith(".pack"))!.slice(0, -5);
+    const stem = fs
+      .readdirSync(path.join(ws, ".git/objects/pack"))
+      .find((n) => n.endsWith(".pack"))!
+      .slice(0, -5);
     // Another valid pack of the same objects plus one more (so other bytes), moved over the user's pack's name.
     const report = await bindRun(
       ws,

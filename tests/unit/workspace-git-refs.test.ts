@@ -403,7 +403,9 @@ describe("copy mode: the same, judged before anything is applied", { timeout: 60
   });
 });
 
-describe("other worktrees' and submodules' indexes (the host's git restore . there writes them)", { timeout: 60_000 }, () => {
+describe("other worktrees' and submodules' indexes (the host's git restore . there writes them)", {
+  timeout: 60_000,
+}, () => {
   /** A repository whose config runs `.githooks` (core.hooksPath), with a tracked pre-commit. */
   function hooksRepo(): string {
     const ws = tree({ ".githooks/pre-commit": "#!/bin/sh\nexit 0\n", "src/a": "a\n" });
