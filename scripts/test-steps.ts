@@ -31,6 +31,12 @@ export interface Step {
 // fresh clone the integration and modes steps 99-100 % (their time is their CPU, mostly
 // containers and Pi), the lifecycle step ~60 % (its frozen and killed controllers wait).
 const MODES = ["integration-copy", "integration-warm", "integration-remote"].flatMap((p) => ["--project", p]);
+// The engine steps' files share their worker's process too (--no-isolate): each file loaded the
+// library's modules again in a fresh process, ~1.2 CPU-s a file (measured over the modes step:
+// 215 -> 188 CPU-s of the test processes for 22 files). Every file starts its own servers and agents
+// and closes them in its hooks; no file changes a module's state for the next. minWorkers =
+// maxWorkers: with fewer, tinypool ends a --no-isolate run with "Terminating worker thread".
+const SHARED_WORKERS = ["--no-isolate", "--minWorkers=4"];
 export const STEPS: Step[] = [
   // Unit files are CPU-bound: two at a time on two cores, and the files of a worker share its
   // process (--no-isolate: a fresh process per file, starting Node and loading the modules again
@@ -41,10 +47,14 @@ export const STEPS: Step[] = [
   { name: "unit", args: ["--project", "unit", "--maxWorkers=2", "--no-isolate"] },
   {
     name: "integration",
-    args: ["--project", "integration", "--exclude", LIFECYCLE, "--exclude", WARM_LIFECYCLE],
+    args: ["--project", "integration", "--exclude", LIFECYCLE, "--exclude", WARM_LIFECYCLE, ...SHARED_WORKERS],
     needs: ["engine", "second-engine", "podman", "browser"],
   },
-  { name: "modes", args: [...MODES, "--exclude", LIFECYCLE], needs: ["engine", "second-engine"] },
+  {
+    name: "modes",
+    args: [...MODES, "--exclude", LIFECYCLE, ...SHARED_WORKERS],
+    needs: ["engine", "second-engine"],
+  },
   {
     name: "lifecycle",
     args: ["--project", "integration", ...MODES],
