@@ -315,10 +315,29 @@ function handBackLine(details: RunDetails, patchTo: string | undefined): string 
   if (handBack.mode === "patch") {
     return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched`;
   }
-  if (!handBack.commit) return "; nothing to commit, no branch made, workspace untouched";
+  const leftOut = leftOutNote(handBack);
+  if (!handBack.commit) return `; nothing to commit, no branch made, workspace untouched${leftOut}`;
   const { files, insertions, deletions } = handBack.diffStat;
   const generated = generatedFoldersNote(handBack.files.map((f) => f.path));
-  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched`;
+  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched${leftOut}`;
+}
+
+/** Reasons a change stays out of the commit by design, as `git add -A` leaves them: not worth a word. */
+const EXPECTED_LEFT_OUT = new Set(["git metadata", "not tracked, and the repository's ignore rules exclude it"]);
+const LISTED_LEFT_OUT = 3;
+
+/**
+ * The changes a branch hand-back could not commit (an edit inside a submodule or a nested
+ * repository, a name git refuses): the workspace stays untouched and the sandbox is gone, so they
+ * are lost unless the line says so.
+ */
+export function leftOutNote(handBack: { leftOut: ReadonlyArray<{ path: string; reason: string }> }): string {
+  const lost = handBack.leftOut.filter((l) => !EXPECTED_LEFT_OUT.has(l.reason));
+  if (lost.length === 0) return "";
+  const listed = lost.slice(0, LISTED_LEFT_OUT).map((l) => `${terminalText(l.path)} (${terminalText(l.reason)})`);
+  const more =
+    lost.length > LISTED_LEFT_OUT ? `, and ${lost.length - LISTED_LEFT_OUT} more (--json: handBack.leftOut)` : "";
+  return `; NOT in the branch and not applied (lost with the sandbox): ${listed.join(", ")}${more}`;
 }
 
 function readPromptFile(file: string): string {

@@ -132,7 +132,12 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
     repository: base.top,
     diffStat: { files: 0, insertions: 0, deletions: 0 },
     files: [],
-    leftOut: leftOut.slice(0, LISTED_LEFT_OUT),
+    // The run's own work first (an edit inside a submodule), then the git metadata git's own work
+    // leaves by the hundred: the list is cut, and what is lost must stay in it.
+    leftOut: [
+      ...leftOut.filter((l) => l.reason !== "git metadata"),
+      ...leftOut.filter((l) => l.reason === "git metadata"),
+    ].slice(0, LISTED_LEFT_OUT),
     leftOutCount: leftOut.length,
   };
   if (tree === baseTree) return report;

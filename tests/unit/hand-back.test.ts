@@ -7,6 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { leftOutNote } from "../../src/cli/run-command.js";
 import { commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
 import { patchOfChanges } from "../../src/hand-back/change-patch.js";
 import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
@@ -133,6 +134,28 @@ describe("branch hand-back", () => {
     expect(repoFingerprint(repo)).toEqual(before);
     expect(sprungTraps(markers)).toEqual([]);
     expect(fs.existsSync("/tmp/pwned-by-config") || fs.existsSync("/tmp/pwned-by-hook")).toBe(false);
+  });
+
+  it("an edit the commit cannot carry (inside a nested repository) stays in the cut list of what was left out, ahead of git metadata by the hundred, and the done line names it", async () => {
+    const { repo } = hostRepo();
+    fs.mkdirSync(path.join(repo, "vendor/lib/.git"), { recursive: true });
+    fs.writeFileSync(path.join(repo, "vendor/lib/.git/HEAD"), "ref: refs/heads/main\n");
+    fs.writeFileSync(path.join(repo, "vendor/lib/code.js"), "nested\n");
+    const trip = await judged(repo, (copy) => {
+      for (let i = 0; i < 150; i++) fs.writeFileSync(path.join(copy, `.git/refs/heads/b${i}`), "0".repeat(40));
+      fs.writeFileSync(path.join(copy, "vendor/lib/code.js"), "nested, changed by the sandbox\n");
+      fs.writeFileSync(path.join(copy, "a.txt"), "a, changed by the sandbox\n");
+    });
+    const report = await branchOf(repo, trip);
+    expect(report.leftOutCount).toBe(151);
+    expect(report.leftOut[0]).toEqual({
+      path: "vendor/lib/code.js",
+      reason: "inside the nested repository vendor/lib",
+    });
+    expect(leftOutNote(report)).toBe(
+      "; NOT in the branch and not applied (lost with the sandbox): vendor/lib/code.js (inside the nested repository vendor/lib)",
+    );
+    expect(leftOutNote({ leftOut: report.leftOut.filter((l) => l.reason === "git metadata") })).toBe("");
   });
 
   it("a workspace below the repository's top: paths carry its prefix, the rest of the tree stays", async () => {
