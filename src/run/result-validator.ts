@@ -72,16 +72,36 @@ function validatorFactory(): Ajv2020 {
   return ajv;
 }
 
-/** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */
-export function compileResultSchema(schema: JsonSchema): ResultValidator {
-  if (typeof schema !== "object" || schema === null || Array.isArray(schema) || schema.type !== "object") {
-    throw usageError(
-      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
-      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
-    );
+interface Compiled {
+  check: ReturnType<Ajv2020["compile"]>;
+  uncheckedFormats: string[];
+  guard: ReturnType<typeof patternGuardFor>;
+}
+
+/**
+ * Validators by schema text, most recently used last. A long-lived service validates every call's
+ * result against one of a few schemas: each compiles once. Ajv keeps what it compiled in its
+ * instance's scope for good (removeSchema drops its cache entry, not that: ~15 KB a call,
+ * review, session 28), so after COMPILES_PER_INSTANCE compiles the next one starts a fresh
+ * instance, and what the old one held goes with the validators that still use it.
+ */
+const compiledSchemas = new Map<string, Compiled>();
+const CACHED_SCHEMAS = 64;
+const COMPILES_PER_INSTANCE = 256;
+let compiles = 0;
+
+function compiledFor(rest: Record<string, unknown>): Compiled {
+  const key = JSON.stringify(rest);
+  const known = compiledSchemas.get(key);
+  if (known) {
+    compiledSchemas.delete(key);
+    compiledSchemas.set(key, known);
+    return known;
   }
-  // Pi reads every schema as draft 2020-12; so does the host (see the header).
-  const { $schema: _dialect, ...rest } = schema;
+  if (++compiles > COMPILES_PER_INSTANCE) {
+    compiles = 1;
+    ajv = undefined;
+  }
   const factory = validatorFactory();
   let check: ReturnType<Ajv2020["compile"]>;
   compileWarnings.length = 0;
@@ -93,14 +113,30 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
       "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
-    // The compiled check is kept by the caller; Ajv's own cache would keep every schema a long-lived process sees.
+    // Ajv's own cache, keyed by schema object, would keep every schema a long-lived process sees.
     factory.removeSchema(rest);
   }
   // A format no validator knows is an annotation (Ajv, with strict off, only warns): checked by
   // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
   // refused: tools emit formats of their own (`cuid`, `color`), and Pi takes them.
   const uncheckedFormats = [...new Set(compileWarnings.flatMap((w) => /unknown format "([^"]*)"/.exec(w)?.[1] ?? []))];
-  const guard = patternGuardFor(rest);
+  const compiled = { check, uncheckedFormats, guard: patternGuardFor(rest) };
+  compiledSchemas.set(key, compiled);
+  if (compiledSchemas.size > CACHED_SCHEMAS) compiledSchemas.delete(compiledSchemas.keys().next().value!);
+  return compiled;
+}
+
+/** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */
+export function compileResultSchema(schema: JsonSchema): ResultValidator {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema) || schema.type !== "object") {
+    throw usageError(
+      'The schema must be a JSON Schema object with "type": "object" (Pi passes it as a tool\'s parameters).',
+      'Wrap other values in an object property, e.g. { "type": "object", "properties": { "value": ... } }.',
+    );
+  }
+  // Pi reads every schema as draft 2020-12; so does the host (see the header).
+  const { $schema: _dialect, ...rest } = schema;
+  const { check, uncheckedFormats, guard } = compiledFor(rest);
   return {
     uncheckedFormats,
     validate(value) {

@@ -168,3 +168,30 @@ describe("a schema's patterns cannot stall the host (issue 17: a replayed record
       expect(out[key].ms, key).toBeLessThan(5_000);
   }, 90_000);
 });
+
+describe("a long-lived process", () => {
+  it("compiling a schema per call does not grow the heap without end: the same schema compiles once, new ones in a bounded set of Ajv instances", () => {
+    // A child with --expose-gc: heap after a full collection, before and after the calls.
+    const script = `
+      const { compileResultSchema } = await import(${JSON.stringify(new URL("../../src/run/result-validator.ts", import.meta.url).href)});
+      const schema = (i) => ({ type: "object", properties: { verdict: { enum: ["approve", "reject"] }, ["note" + i]: { type: "string", maxLength: 200 }, items: { type: "array", items: { type: "object", properties: { file: { type: "string" }, line: { type: "integer" } }, required: ["file"] } } }, required: ["verdict"] });
+      const heap = () => { globalThis.gc(); globalThis.gc(); return process.memoryUsage().heapUsed; };
+      compileResultSchema(schema(-1)).validate({ verdict: "approve" });
+      const start = heap();
+      for (let i = 0; i < 2000; i++) compileResultSchema(schema(0)).validate({ verdict: "approve" });
+      const same = heap() - start;
+      for (let i = 0; i < 3000; i++) compileResultSchema(schema(i)).validate({ verdict: "reject" });
+      const distinct = heap() - start;
+      console.log(JSON.stringify({ same, distinct }));
+    `;
+    const child = spawnSync(process.execPath, ["--expose-gc", "--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+    });
+    expect(child.status, child.stderr).toBe(0);
+    const { same, distinct } = JSON.parse(child.stdout.trim().split("\n").pop()!) as { same: number; distinct: number };
+    // Before: ~15 KB a compile, kept for good (2,000 of one schema: ~30 MB; 3,000 more: ~75 MB).
+    expect(same).toBeLessThan(2 * 1024 * 1024);
+    expect(distinct).toBeLessThan(20 * 1024 * 1024);
+  });
+});
