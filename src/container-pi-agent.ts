@@ -323,12 +323,22 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     options: RunPlannedOptions = {},
   ): Promise<RunDetails<TOutput>> {
     const { signal } = options;
+    // The run's own signal, linked to the caller's by one listener that goes with the run: engine
+    // requests add listeners of their own to the signal they get, which a hijacked stream (attach,
+    // exec) never removes, and a service passes one long-lived signal (its shutdown) to every call:
+    // two stayed per call, for good (review, session 28).
+    const run = new AbortController();
+    const forward = () => run.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener("abort", forward, { once: true });
     try {
-      return await this.runPlannedOnce<TOutput>(planned, options);
+      return await this.runPlannedOnce<TOutput>(planned, { ...options, signal: run.signal });
     } catch (error) {
       if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted")) throw error;
       // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
       throw abortedError(signal.reason, { runId: planned.plan.runId });
+    } finally {
+      signal?.removeEventListener("abort", forward);
     }
   }
 

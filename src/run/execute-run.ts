@@ -166,7 +166,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       // Started before the call; from here on it is this run's, as a cold run's is from its start.
       timeline.sandbox("container.started", { containerId: container.id, warm: true });
     } else {
-      container = await ctx.engine.createContainer(containerSpecOf(plan), signal).catch((error) => {
+      // Not cancelled by the signal: the engine makes the container whether or not the client still
+      // waits for its id, and without the id nothing would remove it (review, session 28). An abort
+      // meanwhile is seen right below, once its removal is registered.
+      container = await ctx.engine.createContainer(containerSpecOf(plan)).catch((error) => {
         throw containerFailure(error, plan);
       });
       const made = container;
@@ -182,6 +185,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     cleanups.add(async () => {
       await removeSandbox();
     });
+    signal?.throwIfAborted();
 
     const settled = await superviseRun({
       plan,

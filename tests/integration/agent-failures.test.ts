@@ -2,10 +2,13 @@
 // abort reason) and leaves no container behind: abort, timeout, an unreachable or failing
 // provider, and bad input that must fail before any container exists.
 
+import { getEventListeners } from "node:events";
 import fs from "node:fs";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
+import type { ContainerSpec } from "../../src/engine/engine.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
@@ -71,9 +74,10 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
       timeout: sleepThenText,
       http500: [{ httpStatus: 500, body: "upstream exploded: quota exceeded for project demo" }],
       never: [{ text: "should not be asked" }],
+      quick: [{ text: "done" }],
     });
     agent = new ContainerPiAgent({
-      models: modelsFor(server, ["abort", "timeout", "http500", "never"]),
+      models: modelsFor(server, ["abort", "timeout", "http500", "never", "quick"]),
       onEvent: runs.onEvent,
     });
     ws = makeWorkspace({ "a.txt": "a\n" });
@@ -105,6 +109,46 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     expect(log.ofType("limit.tripped")[0]?.data).toMatchObject({ code: "aborted" });
     expect(log.ofType("container.removed")).toHaveLength(1);
     expect(await containersOfRuns(log.runIds())).toEqual([]);
+  });
+
+  it("an abort while the engine makes the container (the client's request dropped, the container made all the same) leaves no container behind", async () => {
+    const controller = new AbortController();
+    const reason = new Error("service cancelled the task");
+    // The race a service cancelling tasks hits at random (review, session 28): the engine has made
+    // the container when the caller aborts, and a request given the signal drops the answer with its id.
+    class AbortedWhileCreating extends DockerEngine {
+      override async createContainer(spec: ContainerSpec, signal?: AbortSignal) {
+        const made = await super.createContainer(spec);
+        controller.abort(reason);
+        signal?.throwIfAborted();
+        return made;
+      }
+    }
+    const racing = new ContainerPiAgent({
+      models: modelsFor(server, ["quick"]),
+      engine: new AbortedWhileCreating(),
+      onEvent: runs.onEvent,
+    });
+    const log = eventLog();
+    const error = asRunError(
+      await failureOf(
+        racing.run("Say done.", { cwd: ws, model: "scripted/quick", signal: controller.signal, onEvent: log.onEvent }),
+      ),
+    );
+    expect(error.code).toBe("aborted");
+    expect(error.cause).toBe(reason);
+    expect(log.ofType("container.created")).toHaveLength(1);
+    expect(await containersOfRuns(log.runIds())).toEqual([]);
+    expect(await ourContainers()).toEqual([]);
+  });
+
+  it("one long-lived signal passed to every call (a service's shutdown signal) holds no listener of a finished call", async () => {
+    const shutdown = new AbortController();
+    for (let i = 0; i < 3; i++) {
+      const result = await agent.run("Say done.", { cwd: ws, model: "scripted/quick", signal: shutdown.signal });
+      expect(result).toBe("done");
+      expect(getEventListeners(shutdown.signal, "abort"), `after call ${i + 1}`).toHaveLength(0);
+    }
   });
 
   it("timeout while bash sleeps: code timeout, container removed", async () => {
