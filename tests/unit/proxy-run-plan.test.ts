@@ -157,18 +157,19 @@ describe("secrets in the plan", () => {
     expect(plan.env.GITHUB_TOKEN).toBe("ph-github");
     expect(plan.env.NPM_TOKEN).toBe("ph-npm");
     expect(JSON.stringify(plan)).not.toContain("ghp_the-caller-passed-the-real-one");
-    // After the caller's one git setting (0) and the five git-safety settings (1-5).
+    // After the caller's one git setting (0) and the six git-safety settings (1-6).
     expect(plan.env).toMatchObject({
-      GIT_CONFIG_COUNT: "8",
+      GIT_CONFIG_COUNT: "9",
       GIT_CONFIG_KEY_1: "core.fsmonitor",
       GIT_CONFIG_KEY_5: "safe.directory",
-      GIT_CONFIG_KEY_6: "credential.https://github.com.helper",
-      GIT_CONFIG_KEY_7: "credential.https://api.github.com.helper",
+      GIT_CONFIG_KEY_6: "core.splitIndex",
+      GIT_CONFIG_KEY_7: "credential.https://github.com.helper",
+      GIT_CONFIG_KEY_8: "credential.https://api.github.com.helper",
     });
-    expect(plan.env.GIT_CONFIG_VALUE_6).toBe(
+    expect(plan.env.GIT_CONFIG_VALUE_7).toBe(
       `!f() { test "$1" = get && printf 'username=%s\\npassword=%s\\n' 'x-access-token' "$GITHUB_TOKEN"; }; f`,
     );
-    expect(plan.env.GIT_CONFIG_KEY_8).toBeUndefined();
+    expect(plan.env.GIT_CONFIG_KEY_9).toBeUndefined();
   });
 
   it("mounts the run's CA bundle read-only, over the system bundle too, and points every CA variable at it", () => {
@@ -196,7 +197,7 @@ describe("secrets in the plan", () => {
     expect(plan.mounts.filter((m) => m.kind === "ca-bundle")).toEqual([]);
     // Only the git-safety settings, no credential helper.
     expect(Object.values(plan.env).filter((v) => v.startsWith("credential."))).toEqual([]);
-    expect(plan.env.GIT_CONFIG_COUNT).toBe("5");
+    expect(plan.env.GIT_CONFIG_COUNT).toBe("6");
   });
 });
 

@@ -74,15 +74,17 @@ describe("scanGitDrivers", () => {
       gitSafetyEntries({ filters: ["x"], diffs: [], merges: [], externalDiff: false }),
     );
     expect(env).toMatchObject({
-      GIT_CONFIG_COUNT: "10",
+      GIT_CONFIG_COUNT: "11",
       GIT_CONFIG_KEY_1: "core.fsmonitor",
       GIT_CONFIG_VALUE_1: "false",
       GIT_CONFIG_KEY_2: "core.hooksPath",
       GIT_CONFIG_VALUE_2: "/dev/null",
       GIT_CONFIG_KEY_5: "safe.directory",
       GIT_CONFIG_VALUE_5: "*",
-      GIT_CONFIG_KEY_6: "filter.x.clean",
-      GIT_CONFIG_VALUE_6: "cat",
+      GIT_CONFIG_KEY_6: "core.splitIndex",
+      GIT_CONFIG_VALUE_6: "false",
+      GIT_CONFIG_KEY_7: "filter.x.clean",
+      GIT_CONFIG_VALUE_7: "cat",
       GIT_PAGER: "cat",
     });
   });

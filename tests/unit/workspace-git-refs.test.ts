@@ -10,6 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
+import { gitSafetyEntries, withGitConfig } from "../../src/run/plan/git-safety-env.js";
 import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
 import { newReflogOids, parsePackedRefs, resolveRef } from "../../src/workspace/git-ref-files.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
@@ -443,5 +444,27 @@ describe("other worktrees' and submodules' indexes (the host's git restore . the
     git(path.join(ws, "lib"), "config", "core.hooksPath", ".githooks");
     const bind = await bindRun(ws, `cd lib && ${STAGE_PAYLOAD()}`);
     expect(bind.found).toEqual(["git-config-paths modified .git/modules/lib/index"]);
+  });
+});
+
+describe("a repository with a split index (core.splitIndex)", { timeout: 60_000 }, () => {
+  it("git in the sandbox, with the sandbox's git configuration, writes a whole index: a commit passes the index check", async () => {
+    const ws = tree({ "src/a": "a\n", "README.md": "r\n" });
+    git(ws, "init", "-q", "-b", "main");
+    git(ws, "config", "core.splitIndex", "true");
+    git(ws, "add", ".");
+    git(ws, "commit", "-qm", "init");
+    expect(fs.readdirSync(path.join(ws, ".git")).some((n) => n.startsWith("sharedindex."))).toBe(true);
+    const sandboxGit = Object.entries(
+      withGitConfig({}, gitSafetyEntries({ externalDiff: false, filters: [], diffs: [], merges: [] })),
+    )
+      .map(([k, v]) => `export ${k}=${JSON.stringify(v)}`)
+      .join("\n");
+    const run = await bindRun(
+      ws,
+      `${sandboxGit}\necho b > src/b && git add src/b && git -c user.name=t -c user.email=t@t commit -qm b`,
+    );
+    expect(run.found).toEqual([]);
+    expect(git(ws, "log", "--format=%s")).toBe("b\ninit\n");
   });
 });

@@ -20,6 +20,10 @@ export function gitSafetyEntries(drivers: GitDrivers): Array<[string, string]> {
     // the sandbox it guards nothing (one uid runs everything; the settings above keep git from
     // running what a repository's config names).
     ["safe.directory", "*"],
+    // A split index (core.splitIndex=true in the repository) keeps its cached trees where the host's
+    // check cannot read them, so any `git add` there failed the run as git-pointers (review, session
+    // 28): git in the sandbox writes whole indexes instead, which the host's git reads the same.
+    ["core.splitIndex", "false"],
   ];
   if (drivers.externalDiff) entries.push(["diff.external", PLAIN_DIFF]);
   for (const name of drivers.filters) {
