@@ -140,6 +140,29 @@ describe("terminal text", () => {
     expect(hint).toMatch(/run at the host's next git commit/);
   });
 
+  it("so does a hint to turn a git rule off (a sparse checkout's git-metadata: the next run could write the config and hooks host git runs)", () => {
+    const { hint } = violationMessage(
+      {
+        violationCount: 1,
+        violations: [{ path: ".git/info/sparse-checkout", change: "modified", rule: "git-metadata" }],
+        restore: {
+          clean: true,
+          reverted: [".git/info/sparse-checkout"],
+          removed: [],
+          objects: [],
+          modes: [],
+          notRestored: [],
+          remaining: [],
+        },
+      },
+      "workspace-write",
+    );
+    expect(hint).toContain(
+      'disableBuiltinProtections: ["git-metadata"]); only if you trust what this run wrote to run on this machine: git-metadata inside a .git directory',
+    );
+    expect(hint).toMatch(/make host git run code/);
+  });
+
   it("the stderr tail of a failed run is indented behind a bar: its lines never pass for sandbox-run's own", () => {
     const { io, err } = terminalStderr();
     const tail =
