@@ -381,6 +381,22 @@ export class WorkspaceWatch {
       return report;
     } catch (error) {
       if (error instanceof SandboxRunError) throw error;
+      // Every tree removed while the run went on (a service cleaning up a cancelled task's checkout):
+      // there is nothing to judge, put back or hand back, and nothing for `gc` either. The sandbox
+      // cannot do this (each tree is a mount point there, or not in the sandbox at all). Before, the
+      // state stayed marked, and every later run over the path was refused until `gc` (review,
+      // session 28).
+      const gone = this.watched.filter((w) => !fs.existsSync(w.root)).map((w) => w.root);
+      if (gone.length > 0 && gone.length === this.watched.length) {
+        this.judged = true;
+        throw new SandboxRunError(
+          "usage",
+          `The workspace was removed while the run was in progress (${gone.join(", ")} is gone): there is nothing to check or hand back. The result was withheld.`,
+          {
+            hint: "Remove a workspace only once its run has ended; abort the run first (its signal) to stop it early.",
+          },
+        );
+      }
       // Nothing was judged: everything the kept copy holds goes back as it was before the run (the
       // git directories, the protected scopes), and the saved state stays for `gc`, marked.
       const putBack = this.putBackKeptScopes();

@@ -77,6 +77,28 @@ describe("a tree with more config folders than a run reads (review, session 27)"
   });
 });
 
+describe("a workspace removed while the run went on (review, session 28)", () => {
+  it("is a usage error naming it, not a policy violation, and leaves no state that would hold its path until gc", async () => {
+    const ws = gitRepo();
+    const stateDir = path.join(tree(), "state");
+    const started = await watch(ws, { stateDir });
+    started.save({ runId: "0123456789ab" });
+    expect(fs.readdirSync(stateDir)).toContain("watch.json");
+    fs.rmSync(ws, { recursive: true, force: true });
+    let failed: unknown;
+    try {
+      await started.finish();
+    } catch (error) {
+      failed = error;
+    }
+    expect(isSandboxRunError(failed) && failed.code).toBe("usage");
+    expect((failed as Error).message).toContain(`${ws} is gone`);
+    expect(started.judged).toBe(true);
+    started.forget();
+    expect(fs.readdirSync(stateDir).filter((n) => n.startsWith("watch"))).toEqual([]);
+  });
+});
+
 /** Loose objects (relative to .git): new ones are harmless and stay. */
 const OBJECTS = /^objects\/[0-9a-f]{2}/;
 
