@@ -1,5 +1,6 @@
 // Option layering and input checks: everything a caller can get wrong fails here, as a usage
 // error that says what to do, before anything is created.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -595,5 +596,26 @@ describe("launchPaths", () => {
     // `node -e` and `node -` have no script: argv[1] is an argument.
     expect(launchPaths({}, ["node", "arg"], ["-e", "code"])).toEqual([]);
     expect(launchPaths({}, ["node", "-"], [])).toEqual([]);
+  });
+});
+
+describe("resolveRun: a workspace whose git directory is outside what the run lends (review, session 28)", () => {
+  it("warns that git will not work in the sandbox, and stops once that directory is lent", () => {
+    const main = dir();
+    fs.writeFileSync(path.join(main, "a.txt"), "a\n");
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], {
+        cwd: main,
+        env: { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1" },
+      });
+    git("init", "-q", "-b", "main");
+    git("add", ".");
+    git("commit", "-qm", "init");
+    const linked = path.join(dir(), "linked");
+    git("worktree", "add", "-q", "-b", "feat", linked);
+    expect(resolve({ cwd: linked }).warnings).toEqual([
+      expect.stringMatching(/^git inside the sandbox will not find this repository/),
+    ]);
+    expect(resolve({ cwd: linked, additionalWritableDirectories: [path.join(main, ".git")] }).warnings).toEqual([]);
   });
 });

@@ -25,6 +25,7 @@ import { passesThrough } from "../../util/passes-through.js";
 import { atOrBelow } from "../../util/path-inside.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
+import { gitDirOutsideWarning } from "../../workspace/git-dir-outside.js";
 import { compileResultSchema, type ResultValidator } from "../result-validator.js";
 import {
   type ConfigFiles,
@@ -276,6 +277,8 @@ export function resolveRun(
     },
   );
   const warnings = [...untrustedConfig];
+  const gitOutside = gitDirOutsideWarning(cwd, [cwd, ...writableRoots, ...readOnlyMounts]);
+  if (gitOutside) warnings.push(gitOutside);
   if (validator?.uncheckedFormats.length)
     warnings.push(
       `the schema names formats the host does not know and so does not check: ${validator.uncheckedFormats.map((f) => JSON.stringify(f)).join(", ")} (it checks date-time, date, time, duration, email, idn-email, hostname, idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference, uuid, uri-template, json-pointer, relative-json-pointer, regex and a few more; a typo?)`,
