@@ -1,6 +1,5 @@
 import fs from "node:fs";
 import path from "node:path";
-import { atOrBelow } from "./path-inside.js";
 
 /**
  * Whether `p` (absolute, or relative to the working directory) lies in one of `trees` (real paths)
@@ -9,10 +8,17 @@ import { atOrBelow } from "./path-inside.js";
  * outside that leads into one reaches it, and what is not there yet is judged as written.
  */
 export function passesThrough(p: string, trees: Iterable<string>): boolean {
-  const list = [...trees];
+  const set = trees instanceof Set ? (trees as ReadonlySet<string>) : new Set(trees);
   // Nothing to pass through: no realpath calls (the host programs' PATH before any run lends a tree).
-  if (list.length === 0) return false;
-  const inside = (q: string) => list.some((tree) => atOrBelow(q, tree));
+  if (set.size === 0) return false;
+  // By the folder's own ancestors, not by every tree: a long-lived service lends a new checkout per
+  // task, and a scan of them all blocked every host git call for longer with each (review, session 28).
+  const inside = (q: string) => {
+    for (let at = q; ; at = path.dirname(at)) {
+      if (set.has(at)) return true;
+      if (at === "/" || at === ".") return false;
+    }
+  };
   let current = "/";
   // Not normalised first: `..` after a link goes up from where the link leads, as the kernel does.
   const raw = path.isAbsolute(p) ? p : `${process.cwd()}/${p}`;

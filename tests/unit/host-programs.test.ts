@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { hostProgramEnv, hostSearchPath, rememberLentTrees } from "../../src/util/host-programs.js";
+import { passesThrough } from "../../src/util/passes-through.js";
 
 const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-host-programs-")));
 afterAll(() => fs.rmSync(base, { recursive: true, force: true }));
@@ -56,5 +57,23 @@ describe("hostSearchPath", () => {
   it("falls back to the system folders when nothing is left", () => {
     expect(hostSearchPath("bin:.")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     expect(hostSearchPath("")).toBe("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  });
+});
+
+describe("passesThrough in a long-lived process", () => {
+  it("looks a folder's ancestors up among the lent trees instead of scanning them all (a service lends a new checkout per task)", () => {
+    /** A set of trees that must never be walked whole: looked up only. */
+    class LookedUpOnly extends Set<string> {
+      override [Symbol.iterator](): SetIterator<string> {
+        throw new Error("scanned every lent tree");
+      }
+    }
+    const trees = new LookedUpOnly();
+    for (let i = 0; i < 10_000; i++) trees.add(`/srv/tasks/${i}/repo`);
+    expect(passesThrough("/srv/tasks/42/repo/node_modules/.bin", trees)).toBe(true);
+    expect(passesThrough("/srv/tasks/42/repo", trees)).toBe(true);
+    expect(passesThrough("/srv/tasks/42/repository", trees)).toBe(false);
+    expect(passesThrough("/usr/bin", trees)).toBe(false);
+    expect(passesThrough("/usr/bin", new Set(["/"]))).toBe(true);
   });
 });
