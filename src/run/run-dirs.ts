@@ -42,7 +42,17 @@ export const RECORD_STAGING_DIR = "record";
 export const RECORD_SCRATCH_DIR = "baseline";
 /** The hand-back's private files (copy-mode/hand-back-run.ts: a git index, a patch's two sides). */
 export const HAND_BACK_DIR = "hand-back";
-const RUN_STATE_DIRS = new Set([WORKSPACE_STATE_DIR, RECORD_STAGING_DIR, RECORD_SCRATCH_DIR, HAND_BACK_DIR]);
+/** Copy mode's scratch for the git checks of the returned trees (private repositories, new packs' links). */
+export const GIT_CHECKS_DIR = "git-checks";
+const RUN_STATE_DIRS = new Set([
+  WORKSPACE_STATE_DIR,
+  RECORD_STAGING_DIR,
+  RECORD_SCRATCH_DIR,
+  HAND_BACK_DIR,
+  // Not named here before session 28: every copy-mode run that checked a git directory left its
+  // run folder behind (review, session 28).
+  GIT_CHECKS_DIR,
+]);
 
 export function runDirsParent(tmpDir = os.tmpdir()): string {
   return path.join(tmpDir, `sandbox-run-${process.geteuid?.() ?? process.getuid?.() ?? 0}`);

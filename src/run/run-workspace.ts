@@ -19,7 +19,7 @@ import { removeLeaseRecord, writeLeaseRecord } from "./lease-record.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
 import { workspaceRulesCheck } from "./returned-tree-rules.js";
-import { WORKSPACE_STATE_DIR } from "./run-dirs.js";
+import { GIT_CHECKS_DIR, WORKSPACE_STATE_DIR } from "./run-dirs.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip, Trip } from "./run-trip.js";
 import type { RunCompanion } from "./supervise-run.js";
@@ -115,7 +115,7 @@ export class RunWorkspace {
           disabled: run.policy.disableBuiltinProtections,
           protectedPaths: run.policy.protectedPaths,
           lentRoots: [run.cwd, ...run.writableRoots],
-          scratch: path.join(runDir, "git-checks"),
+          scratch: path.join(runDir, GIT_CHECKS_DIR),
           ...(signal ? { signal } : {}),
         }),
         timeline,

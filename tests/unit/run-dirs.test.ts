@@ -83,6 +83,14 @@ describe("run folders", () => {
     expect(fs.existsSync(dir)).toBe(false);
   });
 
+  it("copy mode's git-check scratch goes with the folder (every copy-mode run over a repository left its run folder behind)", () => {
+    const dir = createRunDir("0a1b2c", tmp());
+    fs.mkdirSync(path.join(dir, "git-checks/git-checks-AbCdEf/new-packs-GhIjKl/pack"), { recursive: true });
+    fs.symlinkSync(tmp(), path.join(dir, "git-checks/git-checks-AbCdEf/new-packs-GhIjKl/pack/pack-1.pack"));
+    expect(removeRunDir(dir)).toBe(true);
+    expect(fs.existsSync(dir)).toBe(false);
+  });
+
   it("keep a watch's state that was never judged, with the marker, when a sandbox ran (its container could not be removed); otherwise it goes", () => {
     const base = tmp();
     const ran = createRunDir("ran001", base);
