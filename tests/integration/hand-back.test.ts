@@ -79,7 +79,7 @@ describe.skipIf(!dockerAvailable())("hand-back branch", () => {
       workspaceMode: "copy",
       handBack: "branch",
       // The checks let the sandbox's .git changes through here, to show that the hand-back itself
-      // never applies or obeys them (by default they fail the run: W1).
+      // never applies or obeys them (by default they are left out with a note: the next test).
       policy: hostilePolicy({ disableBuiltinProtections: ["git-metadata"] }),
     });
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
@@ -122,6 +122,31 @@ describe.skipIf(!dockerAvailable())("hand-back branch", () => {
       commit: handBack.commit,
       base,
     });
+    expect(await containersOfRuns([outcome.runId])).toEqual([]);
+  });
+
+  it("with the default rules, what the run did in .git (config, hooks, its own commit) fails no branch run: it is left out, named in workspace.judged, and the commit is the worktree's changes alone", async () => {
+    const { ws, base, markers } = hostRepository();
+    const before = repoFingerprint(ws);
+    const outcome = await runHostile(server, [bash(sandboxWork(markers)), finish()], {
+      cwd: ws,
+      workspaceMode: "copy",
+      handBack: "branch",
+    });
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    const handBack = outcome.details!.handBack;
+    if (handBack?.mode !== "branch") throw new Error("expected a branch hand-back");
+    expect(handBack.base).toBe(base);
+    expect(committedTree(ws, handBack.commit!)).toEqual(EXPECTED_COMMIT);
+    const judged = outcome.events.find((e) => e.type === "workspace.judged")?.data as
+      | { gitLeftOut?: number; gitLeftOutPaths?: string[] }
+      | undefined;
+    expect(judged?.gitLeftOut).toBeGreaterThan(0);
+    expect(judged?.gitLeftOutPaths).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^\.git\/config \(modified, /)]),
+    );
+    expect(repoFingerprint(ws)).toEqual(before);
+    expect(sprungTraps(markers)).toEqual([]);
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });
 

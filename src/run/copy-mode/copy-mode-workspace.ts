@@ -17,6 +17,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../../engine/engine.js";
 import { SandboxRunError } from "../../errors.js";
+import { isGitMetadata } from "../../hand-back/git-paths.js";
 import type { HandBackBase } from "../../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
 import { Relay, type RelaySocket } from "../../relay/relay-session.js";
@@ -343,6 +344,12 @@ export class CopyModeWorkspace {
     const changedFiles: ChangedFiles = changes.result(false);
     // branch and patch: the judged tree waits in the staging directory for handBack().
     const applying = this.options.plan.handBack === "apply";
+    // branch and patch hand back the worktree's files only, never anything in a git directory
+    // (branch-commit.ts and change-patch.ts leave those out, and the host's own git writes the
+    // commit): what the sandbox did there cannot reach the host, so it fails no run. A sparse-checkout
+    // edit, a submodule bump or a `git worktree add` failed such a run, and its work was lost with
+    // the sandbox (review, session 28).
+    const gitLeftOut = applying ? [] : takeGitOnly(violations);
     if (violations.length === 0 && applying) {
       for (const { copy, tree, returned: after, stagingDir } of returned) {
         const result = applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir });
@@ -369,7 +376,17 @@ export class CopyModeWorkspace {
       });
     else if (violations.length > 0)
       this.options.timeline.sandbox("workspace.not-applied", { reason: "a check of the returned tree failed", ms });
-    else if (!applying) this.options.timeline.sandbox("workspace.judged", { trees: returned.length, ms });
+    else if (!applying)
+      this.options.timeline.sandbox("workspace.judged", {
+        trees: returned.length,
+        ms,
+        ...(gitLeftOut.length > 0
+          ? {
+              gitLeftOut: gitLeftOut.length,
+              gitLeftOutPaths: gitLeftOut.slice(0, 20).map((v) => `${v.path} (${v.change}, ${v.rule})`),
+            }
+          : {}),
+      });
     else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
     return { changedFiles, violations, hostRun, hostRunCount, snapshotMs: Math.round(performance.now() - started) };
   }
@@ -426,4 +443,20 @@ function sparseTree(copy: CopyRoot, tree: HostTree, diskMb: number): SandboxRunE
       hint: "Remove the sparse files from the tree (or move them out of it), or use bind mode on a local engine.",
     },
   );
+}
+
+/**
+ * Removes from `violations` (in place) those in the workspace's git directories, which a branch or
+ * patch hand-back never carries, and returns them.
+ */
+function takeGitOnly(violations: TreeViolation[]): TreeViolation[] {
+  const taken: TreeViolation[] = [];
+  let kept = 0;
+  // In place, one by one: the sandbox decides how long the list is (no spread of it).
+  for (const v of violations) {
+    if (!path.isAbsolute(v.path) && isGitMetadata(v.path)) taken.push(v);
+    else violations[kept++] = v;
+  }
+  violations.length = kept;
+  return taken;
 }
