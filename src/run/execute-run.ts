@@ -4,7 +4,7 @@
 // events -> outcome) -> container gone -> workspace outcome -> result. This file sets up and tears
 // down; every path out removes what was created, in reverse order.
 import type { Engine, EngineContainer } from "../engine/engine.js";
-import { SandboxRunError } from "../errors.js";
+import { abortedError, SandboxRunError } from "../errors.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
@@ -257,7 +257,14 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }
         : {}),
     };
-  } catch (error) {
+  } catch (caught) {
+    // An abort that came out as an engine's or another error (a request the signal cut off) is the
+    // caller's abort, in the event and the record as in the error the call throws (review, session
+    // 28: they said docker-unavailable or internal).
+    const error =
+      signal?.aborted && (!(caught instanceof SandboxRunError) || caught.code === "docker-unavailable")
+        ? abortedError(signal.reason, { runId: plan.runId })
+        : caught;
     // The one way out for a run's failure: it leaves without a credential in it.
     timeline.scrubError(error);
     const e = error as SandboxRunError;

@@ -138,6 +138,8 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     expect(error.code).toBe("aborted");
     expect(error.cause).toBe(reason);
     expect(log.ofType("container.created")).toHaveLength(1);
+    // The event (and a record) says what the error says.
+    expect(log.ofType("run.failed")[0]?.data).toMatchObject({ code: "aborted" });
     expect(await containersOfRuns(log.runIds())).toEqual([]);
     expect(await ourContainers()).toEqual([]);
   });
