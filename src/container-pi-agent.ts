@@ -161,9 +161,13 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    * connections (ssh://) it opened; it may not run again afterwards.
    */
   async close(): Promise<void> {
+    this.#closed = true;
     await this.#warm?.close();
     if (this.ownsPool) this.pool.close();
   }
+
+  /** Set by close(): a later call is refused, not run cold behind the caller's back (review, session 28). */
+  #closed = false;
 
   /** Resolves once every warm sandbox is ready (rejects with why it cannot be); at once without `warm`. */
   async warmUp(signal?: AbortSignal): Promise<void> {
@@ -344,6 +348,11 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
 
   private async runPlannedOnce<TOutput>(planned: PlannedRun, options: RunPlannedOptions): Promise<RunDetails<TOutput>> {
     options.signal?.throwIfAborted();
+    if (this.#closed)
+      throw usageError(
+        "This agent was closed (close() removed its warm sandboxes and ended it); it takes no more calls.",
+        "Make a new ContainerPiAgent for more calls, and close it once they are done.",
+      );
     // Before anything is created: a controller that cannot handle host files safely does not start.
     const host = controllerHostProblem();
     if (host) throw host;

@@ -79,3 +79,20 @@ describe("a run's record and its hold on the trees", () => {
     expect(started).toBe(true);
   });
 });
+
+describe("an agent after close()", () => {
+  it("refuses a call with a usage error (review, session 28: a warm agent's call ran cold instead)", async () => {
+    const agent = new ContainerPiAgent({ engine: deadEngine, models, hostEnv: { PATH: "/usr/bin:/bin" } });
+    await expect(agent.run("do it", { model: "p/m", cwd: tree({ "a.txt": "a\n" }) })).rejects.toThrow(
+      /no engine in a unit test/,
+    );
+    await agent.close();
+    const refused = await agent.run("do it", { model: "p/m", cwd: tree({ "a.txt": "a\n" }) }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(SandboxRunError);
+    expect((refused as SandboxRunError).code).toBe("usage");
+    expect((refused as SandboxRunError).message).toMatch(/This agent was closed/);
+  });
+});
