@@ -489,14 +489,7 @@ export function nestedProtectionParent(lowerName: string, disabled: ReadonlySet<
 /** Why a built-in protection (by its rule name, e.g. ".husky/") exists: what on the host runs it. */
 export function protectionWhy(rule: string): string | undefined {
   const lower = rule.toLowerCase();
-  // The git rules too: a hint to turn off git-metadata for a sparse checkout must say that the
-  // next run could then write the config and hooks host git runs (review, session 28).
-  return (
-    PROTECTED_NAMES.get(lower) ??
-    PROTECTED_NESTED.get(lower) ??
-    PROTECTED_PATTERNS.get(lower)?.why ??
-    GIT_AND_MODE_RULES.get(lower)
-  );
+  return PROTECTED_NAMES.get(lower) ?? PROTECTED_NESTED.get(lower) ?? PROTECTED_PATTERNS.get(lower)?.why;
 }
 
 /**

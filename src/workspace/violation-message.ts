@@ -90,8 +90,31 @@ export function violationMessage(
  */
 function runsOnHost(rules: readonly string[]): string {
   const whys = rules.flatMap((rule) => {
-    const why = protectionWhy(rule);
+    const why = protectionWhy(rule) ?? GIT_RULE_RISKS.get(rule);
     return why ? [`${rule} ${why}`] : [];
   });
   return whys.length === 0 ? "" : `; only if you trust what this run wrote to run on this machine: ${whys.join("; ")}`;
 }
+
+/**
+ * What turning a git or mode rule off lets the sandbox make the host do: a hint for a sparse
+ * checkout's git-metadata must say that the next run could write the config and hooks host git
+ * runs (review, session 28). Never a git command: a hint names none to run in the tree.
+ */
+const GIT_RULE_RISKS: ReadonlyMap<string, string> = new Map([
+  ["git-metadata", "the sandbox could then write the repository's config and hooks, which host git runs"],
+  [
+    "git-entry-kinds",
+    "host git could then write through links the sandbox left in a git directory, into whatever they name",
+  ],
+  ["git-modes", "other local users could then rewrite what host git reads"],
+  [
+    "git-pointers",
+    "an index or ref could then name paths outside the worktree or in .git/hooks, which host git writes",
+  ],
+  ["git-objects", "objects could then hold other content than their names say, which host git reads unchecked"],
+  ["git-refs", "commits and index entries could then put new content at protected paths, which host git writes back"],
+  ["git-config-paths", "files the repository's git config makes executable could then change, and host git runs them"],
+  ["new-repositories", "a new repository's config could then run wherever a shell prompt or a tool runs git in it"],
+  ["directory-modes", "other local users could then plant files in the workspace"],
+]);

@@ -158,9 +158,31 @@ describe("terminal text", () => {
       "workspace-write",
     );
     expect(hint).toContain(
-      'disableBuiltinProtections: ["git-metadata"]); only if you trust what this run wrote to run on this machine: git-metadata inside a .git directory',
+      'disableBuiltinProtections: ["git-metadata"]); only if you trust what this run wrote to run on this machine: git-metadata the sandbox could then write the repository\'s config and hooks, which host git runs',
     );
-    expect(hint).toMatch(/make host git run code/);
+    // A hint never names a git command to run in the tree (security-workspace-git's check), for any rule.
+    for (const rule of [
+      "git-metadata",
+      "git-entry-kinds",
+      "git-modes",
+      "git-pointers",
+      "git-objects",
+      "git-refs",
+      "git-config-paths",
+      "new-repositories",
+      "directory-modes",
+    ]) {
+      const { hint: ruleHint } = violationMessage(
+        {
+          violationCount: 1,
+          violations: [{ path: ".git/x", change: "modified", rule }],
+          restore: { clean: true, reverted: [], removed: [], objects: [], modes: [], notRestored: [], remaining: [] },
+        },
+        "workspace-write",
+      );
+      expect(ruleHint, rule).toMatch(/only if you trust what this run wrote to run on this machine/);
+      expect(ruleHint, rule).not.toMatch(/`git |git (status|checkout|diff)\b/);
+    }
   });
 
   it("the stderr tail of a failed run is indented behind a bar: its lines never pass for sandbox-run's own", () => {
