@@ -320,7 +320,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
 
   /**
    * Runs a plan made by plan(); each plan runs once. Aborting through `signal` rejects with a
-   * SandboxRunError with code "aborted" (the signal's reason is its `cause`), whenever it happens.
+   * SandboxRunError with code "aborted" (the signal's reason is its `cause`), whenever it happens
+   * while the sandbox runs; once the run has its result, the judgement and the hand-back are not stopped.
    */
   async runPlanned<TOutput = unknown>(
     planned: PlannedRun,
