@@ -30,7 +30,7 @@ import {
   checkLfsObject,
   checkLooseObject,
   checkPack,
-  checkPackNamed,
+  packNameProblem,
 } from "./git-object-verify.js";
 import { OBJECT_RULE } from "./git-rule-names.js";
 import { type GitAccess, inGitDir, type StoreChange, type StoreFacts } from "./git-work.js";
@@ -221,11 +221,12 @@ export class ObjectChecker {
       const size = fs.fstatSync(packFd).size + fs.fstatSync(idxFd).size;
       if (size > MAX_PACK_BYTES - this.packBytes) return "not checked: more pack data than one run may have verified";
       const format = access.format(gitRoot);
-      // A pack the user had (unchanged, or changed and checked here to be the pack its name says).
+      // A pack the user had: unchanged, or changed and named after its checksum as git names it,
+      // its content hashed below (with its .idx's recorded checksum, or by index-pack with a new .idx).
       const existing = pack === undefined || pack.before !== undefined;
       const freshened = pack?.before !== undefined && idx === undefined && !rewritten(pack);
       if (pack?.before !== undefined && !freshened) {
-        const problem = await checkPackNamed(packFd, stem, format);
+        const problem = packNameProblem(packFd, stem, format);
         if (problem) return problem;
       }
       const timeLeft = this.packTime.leftMs;
@@ -237,7 +238,7 @@ export class ObjectChecker {
       out.stats.packBytes += size;
       const started = performance.now();
       const problem =
-        freshened || (existing && idx === undefined)
+        existing && idx === undefined
           ? await checkFreshenedPack({ pack: packFd, idx: idxFd }, format)
           : await checkPack(
               { pack: packFd, idx: idxFd },

@@ -235,24 +235,19 @@ export async function checkFreshenedPack(files: PackFiles, format: "sha1" | "sha
 
 /**
  * An existing pack written anew, or whose .idx was: git names a pack `pack-<checksum>` after its
- * content, so bytes that hash to the checksum the name says are the pack that name always had.
+ * content, so a pack whose trailing checksum is its name's, and whose content hashes to that
+ * checksum (checked next: checkFreshenedPack, or index-pack --verify with a new .idx), is the pack
+ * that name always had. Only the trailer is read here.
  */
-export async function checkPackNamed(
-  pack: number,
-  stem: string,
-  format: "sha1" | "sha256",
-): Promise<string | undefined> {
+export function packNameProblem(pack: number, stem: string, format: "sha1" | "sha256"): string | undefined {
   const bytes = format === "sha256" ? 32 : 20;
   const size = fs.fstatSync(pack).size;
   if (size < 12 + bytes) return "too short to be a pack";
   const trailer = Buffer.alloc(bytes);
   fs.readSync(pack, trailer, 0, bytes, size - bytes);
-  if (stem !== `pack-${trailer.toString("hex")}`)
-    return "an existing pack written anew with other content: git names a pack after its checksum, and this one's is not its name's";
-  const digest = await hashRange(pack, format, size - bytes);
-  return digest === trailer.toString("hex")
+  return stem === `pack-${trailer.toString("hex")}`
     ? undefined
-    : "its content does not hash to its checksum: the pack was rewritten";
+    : "an existing pack written anew with other content: git names a pack after its checksum, and this one's is not its name's";
 }
 
 /** The hash of the first `length` bytes of an fd, read in chunks, yielding between them. */
