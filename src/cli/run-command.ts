@@ -18,6 +18,7 @@ import {
   recordedSuccess,
 } from "../operations.js";
 import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
+import { lostWork } from "../util/left-out-reasons.js";
 import { type CliIo, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
@@ -322,17 +323,11 @@ function handBackLine(details: RunDetails, patchTo: string | undefined): string 
   return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched${leftOut}`;
 }
 
-/** Reasons a change stays out of the commit by design, as `git add -A` leaves them: not worth a word. */
-const EXPECTED_LEFT_OUT = new Set(["git metadata", "not tracked, and the repository's ignore rules exclude it"]);
 const LISTED_LEFT_OUT = 3;
 
-/**
- * The changes a branch hand-back could not commit (an edit inside a submodule or a nested
- * repository, a name git refuses): the workspace stays untouched and the sandbox is gone, so they
- * are lost unless the line says so.
- */
+/** The done line's word on the work a branch hand-back could not carry (lostWork). */
 export function leftOutNote(handBack: { leftOut: ReadonlyArray<{ path: string; reason: string }> }): string {
-  const lost = handBack.leftOut.filter((l) => !EXPECTED_LEFT_OUT.has(l.reason));
+  const lost = lostWork(handBack.leftOut);
   if (lost.length === 0) return "";
   const listed = lost.slice(0, LISTED_LEFT_OUT).map((l) => `${terminalText(l.path)} (${terminalText(l.reason)})`);
   const more =

@@ -21,6 +21,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { HostGitError, type HostGitOptions, hostGit, hostGitText } from "../util/host-git.js";
+import { LEFT_OUT_GIT_METADATA, LEFT_OUT_IGNORED } from "../util/left-out-reasons.js";
 import type { HostTree } from "../workspace-transfer/host-tree.js";
 import { copySentContent, type JudgedChange } from "../workspace-transfer/judged-changes.js";
 import { parentOf } from "../workspace-transfer/tree-entry.js";
@@ -135,8 +136,8 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
     // The run's own work first (an edit inside a submodule), then the git metadata git's own work
     // leaves by the hundred: the list is cut, and what is lost must stay in it.
     leftOut: [
-      ...leftOut.filter((l) => l.reason !== "git metadata"),
-      ...leftOut.filter((l) => l.reason === "git metadata"),
+      ...leftOut.filter((l) => l.reason !== LEFT_OUT_GIT_METADATA),
+      ...leftOut.filter((l) => l.reason === LEFT_OUT_GIT_METADATA),
     ].slice(0, LISTED_LEFT_OUT),
     leftOutCount: leftOut.length,
   };
@@ -209,7 +210,7 @@ async function selectChanges(
   const candidates: JudgedChange[] = [];
   for (const change of input.changes) {
     const reason = isGitMetadata(change.path)
-      ? "git metadata"
+      ? LEFT_OUT_GIT_METADATA
       : insideOf(change.path, submodules, true)
         ? `inside the submodule ${insideOf(change.path, submodules, true)}`
         : insideOf(change.path, nested, false)
@@ -238,7 +239,7 @@ async function selectChanges(
   }
   return candidates.filter((change) => {
     if (!change.after || tracked.has(change.path) || !ignored.has(change.path)) return true;
-    leftOut.push({ path: change.path, reason: "not tracked, and the repository's ignore rules exclude it" });
+    leftOut.push({ path: change.path, reason: LEFT_OUT_IGNORED });
     return false;
   });
 }
