@@ -14,3 +14,12 @@ export function resolvedPath(p: string): string {
     }
   }
 }
+
+/** A path's real path, or the path normalised where it cannot be resolved (not there, a loop). */
+export function realPathOr(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.normalize(p);
+  }
+}

@@ -18,7 +18,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { readSmallFile } from "../util/read-fd.js";
-import { resolvedPath } from "../util/resolved-path.js";
+import { realPathOr, resolvedPath } from "../util/resolved-path.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
 
@@ -190,7 +190,7 @@ export function repositoriesOf(input: {
 }): GitRepository[] {
   const found = new Map<string, GitRepository>();
   const add = (gitDir: string, worktree?: string) => {
-    const key = realOr(gitDir);
+    const key = realPathOr(gitDir);
     if (found.has(key) || !isDirectory(gitDir)) return;
     const common = readSmall(path.join(gitDir, "commondir"))?.trim();
     const commonDir = common ? path.resolve(gitDir, common) : gitDir;
@@ -476,14 +476,6 @@ function relativeBelow(root: string, candidate: string): string | undefined {
 
 function isAbove(ancestor: string, p: string): boolean {
   return ancestor === "/" ? p !== "/" : p.startsWith(`${ancestor}/`);
-}
-
-function realOr(p: string): string {
-  try {
-    return fs.realpathSync(p);
-  } catch {
-    return path.normalize(p);
-  }
 }
 
 /** Whether `p` is a folder, through links (false when it is not there). */

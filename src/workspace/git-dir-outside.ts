@@ -7,6 +7,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { atOrBelow } from "../util/path-inside.js";
+import { readSmallFile } from "../util/read-fd.js";
+import { realPathOr } from "../util/resolved-path.js";
 
 const MAX_POINTER_BYTES = 4096;
 
@@ -20,14 +22,14 @@ export function gitDirOutsideWarning(workspace: string, lent: readonly string[])
   if (!inside(gitDir))
     return `git inside the sandbox will not find this repository: the workspace's .git points to ${gitDir}, outside what the run lends (a linked worktree, a submodule, a gitdir elsewhere), so git status, add and commit fail there; ${fix}.`;
   const common = readSmall(path.join(gitDir, "commondir"))?.trim();
-  const commonDir = common ? realOr(path.resolve(gitDir, common)) : gitDir;
+  const commonDir = common ? realPathOr(path.resolve(gitDir, common)) : gitDir;
   if (!inside(commonDir))
     return `git inside the sandbox will not find this repository's objects and refs: its common git directory ${commonDir} is outside what the run lends; ${fix}.`;
   const borrowed = (readSmall(path.join(commonDir, "objects/info/alternates")) ?? "")
     .split("\n")
     .map((line) => line.trim())
     .filter((line) => line !== "" && !line.startsWith("#"))
-    .map((line) => realOr(path.resolve(path.join(commonDir, "objects"), line)))
+    .map((line) => realPathOr(path.resolve(path.join(commonDir, "objects"), line)))
     .filter((store) => !inside(store));
   if (borrowed.length > 0)
     return `git inside the sandbox will not find this repository's history: its objects are borrowed from ${borrowed.join(", ")} (objects/info/alternates: a --shared or --reference clone), outside what the run lends, so git log and commit fail there; lend that store read-only through the policy's readOnlyMounts, or clone without --shared.`;
@@ -44,35 +46,17 @@ function gitDirOf(workspace: string): string | undefined {
     return undefined;
   }
   if (stat.isDirectory()) return dotGit;
-  if (stat.isSymbolicLink()) return realOr(path.resolve(workspace, fs.readlinkSync(dotGit)));
+  if (stat.isSymbolicLink()) return realPathOr(path.resolve(workspace, fs.readlinkSync(dotGit)));
   if (!stat.isFile()) return undefined;
   const named = /^gitdir:\s*(.+?)\s*$/m.exec(readSmall(dotGit) ?? "")?.[1];
-  return named ? realOr(path.resolve(workspace, named)) : undefined;
+  return named ? realPathOr(path.resolve(workspace, named)) : undefined;
 }
 
 /** A small regular file's text, opened without following a link; undefined otherwise. */
 function readSmall(file: string): string | undefined {
-  let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    return readSmallFile(file, MAX_POINTER_BYTES)?.toString("utf8");
   } catch {
     return undefined;
-  }
-  try {
-    const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.size > MAX_POINTER_BYTES) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    const read = fs.readSync(fd, buffer, 0, stat.size, 0);
-    return buffer.subarray(0, read).toString("utf8");
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-function realOr(p: string): string {
-  try {
-    return fs.realpathSync(p);
-  } catch {
-    return path.normalize(p);
   }
 }

@@ -11,6 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
+import { realPathOr } from "../util/resolved-path.js";
 import { ConfigFolders, configuredTargets, tooManyConfigFolders } from "./config-folders.js";
 import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
@@ -880,7 +881,7 @@ function protectConfigPaths(
     const known = new Set(w.copy.gitDirs);
     for (const repo of repositories) {
       for (const dir of new Set([repo.gitDir, repo.commonDir])) {
-        const real = realOr(dir);
+        const real = realPathOr(dir);
         const rel = real === w.root ? "" : real.startsWith(`${w.root}/`) ? real.slice(w.root.length + 1) : undefined;
         if (rel !== undefined && !known.has(rel)) {
           known.add(rel);
@@ -920,14 +921,6 @@ function guardedCommandFiles(w: Watched): string[] {
 function identityOf(dir: string): string {
   const stat = fs.lstatSync(dir);
   return `${stat.dev}:${stat.ino}`;
-}
-
-function realOr(p: string): string {
-  try {
-    return fs.realpathSync(p);
-  } catch {
-    return path.normalize(p);
-  }
 }
 
 function pushCapped<T>(list: T[], item: T): void {
