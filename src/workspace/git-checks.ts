@@ -4,7 +4,7 @@
 // anyway, what its refs, reflogs, `*_HEAD` files and index make host git write (git-ref-check.ts).
 // Both modes run this; each passes how to reach its files (GitAccess).
 import path from "node:path";
-import { parseGitConfig } from "./git-config-parse.js";
+import { lastConfigValue } from "./git-config-parse.js";
 import { ObjectChecker, type ObjectCheckStats } from "./git-object-check.js";
 import { checkRefs } from "./git-ref-check.js";
 import { REF_RULE } from "./git-rule-names.js";
@@ -110,9 +110,7 @@ function worktreeOf(root: string, access: GitAccess): string | undefined {
   if (name.toLowerCase() === ".git") return root.includes("/") ? root.slice(0, root.lastIndexOf("/")) : "";
   const config = access.before(inGitDir(root, "config"), MAX_CONFIG_BYTES);
   if (!config) return undefined;
-  const worktree = parseGitConfig(config.toString("utf8"))
-    .filter((e) => e.name === "core.worktree" && e.value)
-    .pop()?.value;
+  const worktree = lastConfigValue(config.toString("utf8"), "core.worktree");
   if (!worktree || path.posix.isAbsolute(worktree)) return undefined;
   const top = path.posix.normalize(path.posix.join(root, worktree));
   return top === "." ? "" : top.startsWith("../") || top === ".." ? undefined : top.replace(/\/$/, "");

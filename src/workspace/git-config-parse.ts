@@ -146,3 +146,12 @@ function parseValue(text: string, start: number): { value: string; end: number }
   if (quoted) return undefined;
   return { value, end: i };
 }
+
+/** The value git takes for `name` (section.key, lower case) from a config file's text: the last one's. */
+export function lastConfigValue(text: string, name: string): string | undefined {
+  return (
+    parseGitConfig(text)
+      .filter((e) => e.name === name)
+      .pop()?.value ?? undefined
+  );
+}

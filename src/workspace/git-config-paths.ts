@@ -20,7 +20,7 @@ import path from "node:path";
 import { readSmallFile } from "../util/read-fd.js";
 import { realPathOr, resolvedPath } from "../util/resolved-path.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
-import { type ConfigEntry, parseGitConfig } from "./git-config-parse.js";
+import { type ConfigEntry, lastConfigValue, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
 const MAX_CONFIG_FILES = 1024;
@@ -250,11 +250,7 @@ function worktreeOf(gitDir: string, commonDir: string): string | undefined {
   if (linked) return path.dirname(path.resolve(gitDir, linked));
   for (const dir of new Set([gitDir, commonDir])) {
     const text = readSmall(path.join(dir, "config"), MAX_CONFIG_BYTES);
-    const worktree = text
-      ? parseGitConfig(text)
-          .filter((e) => e.name === "core.worktree")
-          .pop()?.value
-      : undefined;
+    const worktree = text ? lastConfigValue(text, "core.worktree") : undefined;
     if (worktree) return path.resolve(gitDir, worktree);
   }
   return undefined;
