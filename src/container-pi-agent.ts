@@ -129,6 +129,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   private readonly facts: EngineFacts;
   /** Warm sandboxes, when asked for. */
   readonly #warm?: AgentWarmPool;
+  /** Set by close(): a later call is refused, not run cold behind the caller's back (review, session 28). */
+  #closed = false;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -165,9 +167,6 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     await this.#warm?.close();
     if (this.ownsPool) this.pool.close();
   }
-
-  /** Set by close(): a later call is refused, not run cold behind the caller's back (review, session 28). */
-  #closed = false;
 
   /** Resolves once every warm sandbox is ready (rejects with why it cannot be); at once without `warm`. */
   async warmUp(signal?: AbortSignal): Promise<void> {
