@@ -61,6 +61,19 @@ function hostRepository(): { ws: string; base: string; markers: string } {
   return { ws, base, markers };
 }
 
+/** The sandbox's work (sandboxWork) in a copy of a fresh host repository, handed back as a branch. */
+async function branchRun(policy?: ReturnType<typeof hostilePolicy>) {
+  const { ws, base, markers } = hostRepository();
+  const before = repoFingerprint(ws);
+  const outcome = await runHostile(server, [bash(sandboxWork(markers)), finish()], {
+    cwd: ws,
+    workspaceMode: "copy",
+    handBack: "branch",
+    ...(policy ? { policy } : {}),
+  });
+  return { ws, base, markers, before, outcome };
+}
+
 const EXPECTED_COMMIT = {
   ".gitattributes": "100644 * filter=probe\n",
   ".gitignore": "100644 build/\n",
@@ -72,16 +85,11 @@ const EXPECTED_COMMIT = {
 
 describe.skipIf(!dockerAvailable())("hand-back branch", () => {
   it("one commit of exactly the judged changes, by sandbox-run, on the HEAD the run started from; working tree, index, HEAD, config and hooks byte for byte as they were; nothing planted or configured ran", async () => {
-    const { ws, base, markers } = hostRepository();
-    const before = repoFingerprint(ws);
-    const outcome = await runHostile(server, [bash(sandboxWork(markers)), finish()], {
-      cwd: ws,
-      workspaceMode: "copy",
-      handBack: "branch",
-      // The checks let the sandbox's .git changes through here, to show that the hand-back itself
-      // never applies or obeys them (by default they are left out with a note: the next test).
-      policy: hostilePolicy({ disableBuiltinProtections: ["git-metadata"] }),
-    });
+    // The checks let the sandbox's .git changes through here, to show that the hand-back itself
+    // never applies or obeys them (by default they are left out with a note: the next test).
+    const { ws, base, markers, before, outcome } = await branchRun(
+      hostilePolicy({ disableBuiltinProtections: ["git-metadata"] }),
+    );
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     expect(outcome.toolResults[0]).toContain("done");
     const handBack = outcome.details!.handBack;
@@ -126,13 +134,7 @@ describe.skipIf(!dockerAvailable())("hand-back branch", () => {
   });
 
   it("with the default rules, what the run did in .git (config, hooks, its own commit) fails no branch run: it is left out, named in workspace.judged, and the commit is the worktree's changes alone", async () => {
-    const { ws, base, markers } = hostRepository();
-    const before = repoFingerprint(ws);
-    const outcome = await runHostile(server, [bash(sandboxWork(markers)), finish()], {
-      cwd: ws,
-      workspaceMode: "copy",
-      handBack: "branch",
-    });
+    const { ws, base, markers, before, outcome } = await branchRun();
     expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
     const handBack = outcome.details!.handBack;
     if (handBack?.mode !== "branch") throw new Error("expected a branch hand-back");

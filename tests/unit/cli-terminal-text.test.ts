@@ -117,23 +117,19 @@ describe("terminal text", () => {
     expect(message).toContain(JSON.stringify(hidden));
   });
 
-  it("a hint to turn a protection off says what that file runs on the host (review: the sandbox chooses which protection it trips)", () => {
-    const { hint } = violationMessage(
+  /** The hint of a run that changed one path under one rule, put back cleanly. */
+  const hintFor = (path: string, rule: string) =>
+    violationMessage(
       {
         violationCount: 1,
-        violations: [{ path: ".husky/pre-commit", change: "modified", rule: ".husky/" }],
-        restore: {
-          clean: true,
-          reverted: [".husky/pre-commit"],
-          removed: [],
-          objects: [],
-          modes: [],
-          notRestored: [],
-          remaining: [],
-        },
+        violations: [{ path, change: "modified", rule }],
+        restore: { clean: true, reverted: [path], removed: [], objects: [], modes: [], notRestored: [], remaining: [] },
       },
       "workspace-write",
-    );
+    ).hint;
+
+  it("a hint to turn a protection off says what that file runs on the host (review: the sandbox chooses which protection it trips)", () => {
+    const hint = hintFor(".husky/pre-commit", ".husky/");
     expect(hint).toContain(
       'disableBuiltinProtections: [".husky/"]); only if you trust what this run wrote to run on this machine: .husky/ husky:',
     );
@@ -141,22 +137,7 @@ describe("terminal text", () => {
   });
 
   it("so does a hint to turn a git rule off (a sparse checkout's git-metadata: the next run could write the config and hooks host git runs)", () => {
-    const { hint } = violationMessage(
-      {
-        violationCount: 1,
-        violations: [{ path: ".git/info/sparse-checkout", change: "modified", rule: "git-metadata" }],
-        restore: {
-          clean: true,
-          reverted: [".git/info/sparse-checkout"],
-          removed: [],
-          objects: [],
-          modes: [],
-          notRestored: [],
-          remaining: [],
-        },
-      },
-      "workspace-write",
-    );
+    const hint = hintFor(".git/info/sparse-checkout", "git-metadata");
     expect(hint).toContain(
       'disableBuiltinProtections: ["git-metadata"]); only if you trust what this run wrote to run on this machine: git-metadata the sandbox could then write the repository\'s config and hooks, which host git runs',
     );
@@ -172,14 +153,7 @@ describe("terminal text", () => {
       "new-repositories",
       "directory-modes",
     ]) {
-      const { hint: ruleHint } = violationMessage(
-        {
-          violationCount: 1,
-          violations: [{ path: ".git/x", change: "modified", rule }],
-          restore: { clean: true, reverted: [], removed: [], objects: [], modes: [], notRestored: [], remaining: [] },
-        },
-        "workspace-write",
-      );
+      const ruleHint = hintFor(".git/x", rule);
       expect(ruleHint, rule).toMatch(/only if you trust what this run wrote to run on this machine/);
       expect(ruleHint, rule).not.toMatch(/`git |git (status|checkout|diff)\b/);
     }
