@@ -1103,6 +1103,9 @@ describe.concurrent("the object store and the refs the run leaves (issue 17, red
     const { outcome } = await attack(ws, ORDINARY_WORK, newMarker());
     expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
     expect(hostGit(ws, "log", "--format=%s", "topic").stdout).toBe("change a\nadd b\ninit\n");
+    expect(hostGit(ws, "log", "-1", "--format=%an <%ae>", "master").stdout).toBe(
+      "sandbox-run agent <agent@sandbox-run.invalid>\n",
+    );
     expect(hostGit(ws, "stash", "list").stdout).toContain("stash@{0}");
     expect(hostGit(ws, "fsck", "--strict").status).toBe(0);
     expect(hostGit(ws, "stash", "pop").status).toBe(0);

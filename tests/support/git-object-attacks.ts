@@ -130,9 +130,10 @@ git cat-file -p ORIG_HEAD >/dev/null`;
 /**
  * What an agent does on its own: commits on a branch, a new branch, a look at another branch and
  * a branch made from it (whose hook differs from master's: history the repository already had), a
- * stash, a gc (packs, commit-graph).
+ * stash, a gc (packs, commit-graph). Its first commit names no identity: in a sandbox the image's
+ * (system-level) one makes it (before it, every commit there failed "Author identity unknown").
  */
-export const ORDINARY_WORK = `echo b > src/b.ts && git add src/b.ts && ${GIT} commit -qm 'add b'
+export const ORDINARY_WORK = `echo b > src/b.ts && git add src/b.ts && git commit -qm 'add b'
 ${GIT} checkout -qb topic
 echo c >> src/a.ts && ${GIT} commit -qam 'change a'
 ${GIT} checkout -q other && ${GIT} checkout -qb from-other

@@ -35,7 +35,9 @@ import {
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir, tree } = tempTrees("sandbox-run-refs-");
-const env = { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", LC_ALL: "C" };
+// The scripts stand in for a sandbox, whose image gives git an identity at its lowest level (EMAIL
+// here: any config wins over it; the name comes from the user's passwd entry).
+const env = { PATH: process.env.PATH, HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", LC_ALL: "C", EMAIL: "t@t" };
 const git = (cwd: string, ...args: string[]) =>
   execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, env, encoding: "utf8" });
 const sh = (cwd: string, script: string) => {
