@@ -331,6 +331,7 @@ describe.concurrent("the failure contract, through the library", () => {
       expect(isSandboxRunError(outcome.error)).toBe(true);
       expect(outcome.error?.hint?.length).toBeGreaterThan(10);
       expect(outcome.error?.containerId).toMatch(/^[0-9a-f]{64}$/);
+      expect(outcome.error?.runId).toBe(outcome.runId);
     }
   });
 });

@@ -118,6 +118,8 @@ function expectUndone(outcome: HostileOutcome, marker: string, named: string[]):
   expect(outcome.toolResults[0], describeOutcome(outcome)).toContain("door-planted");
   // ... the run failed, naming it and what was put back, with no command to run in the tree ...
   expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+  // ... saying which run it was (its events and record carry that id) ...
+  expect(outcome.error?.runId).toBe(outcome.runId);
   for (const p of named) expect(outcome.error?.message).toContain(p);
   if (workspaceMode() === "bind") {
     // Bind mode: the change reached the host tree and was put back.
