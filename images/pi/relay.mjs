@@ -395,13 +395,20 @@ async function writeTree(out, root, problems) {
     }
     if (stat.isDirectory()) {
       await out.write(header(`${name}/`, "5", stat));
-      let names;
+      let raw;
       try {
-        names = fs.readdirSync(file).sort();
+        raw = fs.readdirSync(file, { encoding: "buffer" });
       } catch (error) {
         problems.errors.push(`${name}: Cannot open: ${error.code}`);
         continue;
       }
+      const names = [];
+      for (const bytes of raw) {
+        const text = bytes.toString("utf8");
+        if (Buffer.from(text, "utf8").equals(bytes)) names.push(text);
+        else await writeUndecodable(out, file, name, bytes);
+      }
+      names.sort();
       for (let i = names.length - 1; i >= 0; i--) stack.push(rel ? `${rel}/${names[i]}` : names[i]);
     } else if (stat.isSymbolicLink()) {
       await out.write(header(name, "2", stat, { linkname: fs.readlinkSync(file) }));
@@ -414,6 +421,33 @@ async function writeTree(out, root, problems) {
     else if (stat.isBlockDevice()) await out.write(header(name, "4", stat));
     // sockets: not carried, as GNU tar does
   }
+}
+
+/**
+ * A name that is not UTF-8 (a tool's cache file, a test fixture): sent as its bytes, without content
+ * and without what lies below it, for the host to leave out and name. As a string it would not
+ * lstat (Node would ask for U+FFFD in its place) and would fail the whole copy-out (review, session 29).
+ */
+async function writeUndecodable(out, dir, dirName, bytes) {
+  let stat;
+  try {
+    stat = fs.lstatSync(Buffer.concat([Buffer.from(`${dir}/`), bytes]));
+  } catch {
+    return;
+  }
+  const type = stat.isDirectory() ? "5" : stat.isSymbolicLink() ? "2" : "0";
+  const path = Buffer.concat([Buffer.from(`${dirName}/`), bytes]);
+  const rest = Buffer.concat([Buffer.from(" path="), path, Buffer.from("\n")]);
+  let length = rest.length + 1;
+  while (String(length).length + rest.length !== length) length = String(length).length + rest.length;
+  const body = Buffer.concat([Buffer.from(String(length)), rest]);
+  const plain = path.toString("latin1").replace(/[^\x20-\x7e]/g, "_").slice(0, 100);
+  await out.write([
+    ustar("././@PaxHeader", "x", 0o644, body.length, stat.mtimeMs, ""),
+    body,
+    padding(body.length),
+    ustar(plain, type, stat.mode, 0, stat.mtimeMs, type === "2" ? "_" : ""),
+  ]);
 }
 
 async function writeFile(out, file, name, stat, problems) {

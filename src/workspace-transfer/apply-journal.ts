@@ -11,7 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
-import { atPath } from "../workspace/fd-walk.js";
+import { atTextPath } from "../workspace/fd-walk.js";
 import { removeAt } from "../workspace/remove-tree.js";
 import { realStagingPath } from "./staging-dir.js";
 import { type Identity, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
@@ -72,11 +72,11 @@ export class ApplyJournal {
       // its place before this comes back from `at`.
       const besideName = `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`;
       const fd = this.dirs.dir(parent);
-      if (lstatOrUndefined(atPath(fd, besideName))) throw new Error(`${besideName} exists in ${parent}`);
-      fs.renameSync(atPath(fd, name), atPath(fd, besideName));
+      if (lstatOrUndefined(atTextPath(fd, besideName))) throw new Error(`${besideName} exists in ${parent}`);
+      fs.renameSync(atTextPath(fd, name), atTextPath(fd, besideName));
       this.#besideNames.add(parent ? `${parent}/${besideName}` : besideName);
       this.#undo.push({ kind: "beside", path: rel, name: besideName });
-      moved = atPath(fd, besideName);
+      moved = atTextPath(fd, besideName);
     }
     // Its fds (and those below it) point where it went now; an undo opens them again.
     if (directory) this.dirs.forget(rel);
@@ -111,7 +111,10 @@ export class ApplyJournal {
   put(rel: string, make: (file: string, temporary: string) => void): void {
     this.#noteTimes(parentOf(rel));
     const fd = this.dirs.dir(parentOf(rel));
-    make(atPath(fd, path.posix.basename(rel)), atPath(fd, `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`));
+    make(
+      atTextPath(fd, path.posix.basename(rel)),
+      atTextPath(fd, `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`),
+    );
     this.#undo.push({ kind: "created", path: rel, directory: false });
   }
 
@@ -181,7 +184,7 @@ export class ApplyJournal {
         } else if (step.kind === "aside") fs.renameSync(step.at, this.dirs.at(step.path));
         else {
           const fd = this.dirs.dir(parentOf(step.path));
-          fs.renameSync(atPath(fd, step.name), atPath(fd, path.posix.basename(step.path)));
+          fs.renameSync(atTextPath(fd, step.name), atTextPath(fd, path.posix.basename(step.path)));
         }
       } catch (error) {
         const where =

@@ -22,6 +22,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { SandboxRunError } from "../errors.js";
+import { hasUndecodedBytes } from "../util/name-bytes.js";
 import { readAll } from "../util/read-fd.js";
 import { mib } from "../util/units.js";
 import type { HostTree, SkippedEntry } from "./host-tree.js";
@@ -166,7 +167,10 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       }
       const rel = entryPath(header.name, limits);
       if (rel === undefined) {
-        tree.refused.push({ path: header.name.slice(0, 200), reason: "its name is not valid UTF-8" });
+        tree.refused.push({
+          path: header.name.replace(/^\.\//, "").slice(0, 200),
+          reason: "its name is not valid UTF-8",
+        });
         continue;
       }
       if (seen.has(rel)) throw new HostileArchive(`"${rel}" appears twice`);
@@ -308,7 +312,8 @@ function entryPath(name: string, limits: ReturnedTreeLimits): string | undefined
     if (part === "..") throw new HostileArchive(`"${rel.slice(0, 200)}" climbs out with ".."`);
     if (part === "" || part === ".") throw new HostileArchive(`"${rel.slice(0, 200)}" has an empty or "." component`);
   }
-  return rel.includes("\uFFFD") ? undefined : rel;
+  // Not U+FFFD: a real name may hold it (it was left out, and the apply took the file for deleted).
+  return hasUndecodedBytes(rel) ? undefined : rel;
 }
 
 function kindOf(type: string | null | undefined): TreeEntryKind | "refused" | undefined {

@@ -11,6 +11,8 @@
 // own records, and refuses those extensions by name. Pulled, never pushed: the next bytes are read
 // when the caller asks for the next entry or more content, so at most one chunk is held.
 
+import { decodeName } from "../util/name-bytes.js";
+
 const BLOCK = 512;
 /** A pax header's body at most: the relay's hold a path and a link target of 4 KiB each, a size and our flag. */
 export const MAX_PAX_BYTES = 64 * 1024;
@@ -20,7 +22,7 @@ const EMPTY: Buffer = Buffer.alloc(0);
 export class TarRefusal extends Error {}
 
 export interface TarEntryHeader {
-  /** Relative as written (UTF-8 decoded; bytes that are not UTF-8 become U+FFFD). */
+  /** Relative as written (UTF-8 decoded; bytes that are not UTF-8 escaped: util/name-bytes.ts). */
   name: string;
   /** tar-stream's names ("file", "directory", "symlink", "link", "fifo", ...); undefined for a type of no known meaning. */
   type: string | undefined;
@@ -117,10 +119,10 @@ function nameOf(block: Buffer): string {
   return posix && block[345] !== 0 ? `${text(block, 345, 155)}/${name}` : name;
 }
 
-/** A NUL-terminated field as UTF-8 (a fresh string: nothing keeps the block alive). */
+/** A NUL-terminated field as UTF-8, bad bytes escaped (a fresh string: nothing keeps the block alive). */
 function text(block: Buffer, start: number, length: number): string {
   const end = block.indexOf(0, start);
-  return block.toString("utf8", start, end === -1 || end > start + length ? start + length : end);
+  return decodeName(block, start, end === -1 || end > start + length ? start + length : end).name;
 }
 
 /** An octal field (spaces and NULs around it), or GNU's base-256 form (high bit set) for large values. */
@@ -168,7 +170,8 @@ function paxRecords(body: Buffer): Record<string, string> {
       if (body.subarray(at).every((byte) => byte === 0)) break;
       throw new TarRefusal("a pax header's records are malformed");
     }
-    records[body.toString("utf8", space + 1, equals)] = body.toString("utf8", equals + 1, end - 1);
+    // Values as names are: a path that is not UTF-8 must not read as a real name holding U+FFFD.
+    records[body.toString("utf8", space + 1, equals)] = decodeName(body, equals + 1, end - 1).name;
     at = end;
   }
   return records;

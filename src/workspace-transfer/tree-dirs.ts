@@ -14,7 +14,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { O_PATH } from "../util/o-path.js";
-import { atPath } from "../workspace/fd-walk.js";
+import { atTextPath } from "../workspace/fd-walk.js";
 import { parentOf } from "./tree-entry.js";
 
 const { O_DIRECTORY, O_NOFOLLOW } = fs.constants;
@@ -80,7 +80,7 @@ export class TreeDirs {
   /** The path syscalls use for the entry `rel` (not the root): "/proc/self/fd/<its folder's fd>/<name>". */
   at(rel: string): string {
     if (rel === "") throw new TreeDirError("the root has no name in a folder");
-    return atPath(this.dir(parentOf(rel)), path.posix.basename(rel));
+    return atTextPath(this.dir(parentOf(rel)), path.posix.basename(rel));
   }
 
   /** The folder `rel` was just made by this apply: from now on it must be that inode. */
@@ -205,7 +205,7 @@ export class TreeDirs {
 /** Opens the folder `rel` in the folder `parentFd` holds, never through a symlink. */
 function openDirectory(parentFd: number, rel: string, root: string): number {
   try {
-    return fs.openSync(atPath(parentFd, path.posix.basename(rel)), DIR_FLAGS);
+    return fs.openSync(atTextPath(parentFd, path.posix.basename(rel)), DIR_FLAGS);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP") {
@@ -233,7 +233,7 @@ export function openEntry(
 ): { fd: number; stat: fs.Stats } {
   let fd: number;
   try {
-    fd = fs.openSync(atPath(dirFd, name), O_PATH | O_NOFOLLOW | (kind === "directory" ? O_DIRECTORY : 0));
+    fd = fs.openSync(atTextPath(dirFd, name), O_PATH | O_NOFOLLOW | (kind === "directory" ? O_DIRECTORY : 0));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP") {

@@ -21,6 +21,7 @@
 // At most OPEN_FD_WINDOW directory fds are held; deeper ones are reopened through ".." when the
 // walk climbs back, checked by (dev, ino), so depth costs neither fds nor correctness.
 import fs from "node:fs";
+import { decodeName, hasUndecodedBytes, nameBytes } from "../util/name-bytes.js";
 import { O_PATH } from "../util/o-path.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
@@ -123,7 +124,7 @@ interface Frame {
 
 export class WalkError extends Error {}
 
-/** The problem of an entry whose name is not valid UTF-8 (its `path` holds U+FFFD instead). */
+/** The problem of an entry whose name is not valid UTF-8 (its `path` holds the bad bytes escaped: util/name-bytes.ts). */
 export const NOT_UTF8 = "its name is not valid UTF-8";
 
 export function kindOf(stat: fs.Stats): EntryKind {
@@ -136,11 +137,21 @@ export function kindOf(stat: fs.Stats): EntryKind {
 }
 
 /** "/proc/self/fd/<fd>/<name>" as a string, or a Buffer when the raw name is not UTF-8. */
-export function atPath(dirFd: number, name: string): string;
-export function atPath(dirFd: number, name: string | Buffer): string | Buffer;
 export function atPath(dirFd: number, name: string | Buffer): string | Buffer {
-  if (typeof name === "string") return `/proc/self/fd/${dirFd}/${name}`;
-  return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), name]);
+  // A walked name that is not UTF-8 holds its bad bytes escaped (util/name-bytes.ts): the syscall
+  // gets the bytes, never the U+FFFD Node would encode in their place (another file's name).
+  const bytes = typeof name === "string" ? nameBytes(name) : name;
+  if (typeof bytes === "string") return `/proc/self/fd/${dirFd}/${bytes}`;
+  return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), bytes]);
+}
+
+/**
+ * atPath for a name that is UTF-8 by construction (copy mode's apply: a returned tar's names, whose
+ * others were refused, and the host tree's, whose others were never sent): one that is not throws.
+ */
+export function atTextPath(dirFd: number, name: string): string {
+  if (hasUndecodedBytes(name)) throw new WalkError("a name that is not UTF-8 reached a step that names it as text");
+  return `/proc/self/fd/${dirFd}/${name}`;
 }
 
 /** Opens a directory relative to a directory fd, never following a symlink. */
@@ -231,7 +242,7 @@ function countNames(fd: number, cap: number): number {
 function sortedListing(fd: number, names: string[], undecodable: boolean, cap: number): Listing {
   names.sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
   if (!undecodable) return { names };
-  const decoded: Array<{ name: string; raw: Buffer }> = [];
+  const decoded: Array<{ name: string; raw: Buffer | undefined }> = [];
   const rawDir = fs.opendirSync(`/proc/self/fd/${fd}`, {
     bufferSize: DIR_BUFFER,
     encoding: "buffer" as BufferEncoding,
@@ -240,7 +251,8 @@ function sortedListing(fd: number, names: string[], undecodable: boolean, cap: n
     for (let entry = rawDir.readSync(); entry !== null; entry = rawDir.readSync()) {
       if (decoded.length >= cap) return { overfull: decoded.length + 1 };
       const raw = entry.name as unknown as Buffer;
-      decoded.push({ name: raw.toString("utf8"), raw });
+      const { name, exact } = decodeName(raw);
+      decoded.push({ name, raw: exact ? undefined : raw });
     }
   } finally {
     rawDir.closeSync();
@@ -248,7 +260,7 @@ function sortedListing(fd: number, names: string[], undecodable: boolean, cap: n
   decoded.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   const raw = new Map<number, Buffer>();
   decoded.forEach((d, i) => {
-    if (d.name.includes("\uFFFD") && !Buffer.from(d.name, "utf8").equals(d.raw)) raw.set(i, d.raw);
+    if (d.raw) raw.set(i, d.raw);
   });
   return { names: decoded.map((d) => d.name), raw };
 }
@@ -263,8 +275,8 @@ function nextStreamed(dir: fs.Dir): { name: string; raw?: Buffer } | undefined {
   const entry = dir.readSync();
   if (entry === null) return undefined;
   const raw = entry.name as unknown as Buffer;
-  const name = raw.toString("utf8");
-  return name.includes("\uFFFD") && !Buffer.from(name, "utf8").equals(raw) ? { name, raw } : { name };
+  const { name, exact } = decodeName(raw);
+  return exact ? { name } : { name, raw };
 }
 
 /**

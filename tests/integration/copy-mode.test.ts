@@ -111,12 +111,16 @@ describe.concurrent("copy mode", () => {
   it("what the sandbox leaves comes back only as plain files, directories and symlinks: no FIFO, no setuid, links never followed", async () => {
     const outside = hostileWorkspace({ "victim.txt": "victim\n" }, "sandbox-run-outside-");
     const before = treeSnapshot(outside);
-    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    // The user's file whose real name holds U+FFFD, beside names the sandbox makes that are not
+    // UTF-8 (a tool's cache, a fixture folder): those are left out and named, the rest applied
+    // (before: the relay failed the whole copy-out on them, and a U+FFFD name read as deleted).
+    const ws = hostileWorkspace({ "a.txt": "a\n", "notes_\uFFFD.txt": "the user's\n" });
     const outcome = await runHostile(
       server,
       [
         bash(
           [
+            "printf x > $'cache_\\xe9.tmp' && mkdir $'fixtures_\\xff' && echo y > $'fixtures_\\xff/inner'",
             "mkfifo fifo",
             "cp /bin/sh suid-sh && chmod 6755 suid-sh",
             `ln -s ${outside}/victim.txt to-victim && ln -s ${outside} to-outside`,
@@ -131,7 +135,14 @@ describe.concurrent("copy mode", () => {
     expect(outcome.details, describeOutcome(outcome)).toBeDefined();
     expect(outcome.toolResults[0]).toContain("6755 1 suid-sh\n644 2 a.txt");
     const copiedOut = outcome.events.find((e) => e.type === "workspace.copied-out")?.data;
-    expect(copiedOut?.refused).toEqual([{ path: "fifo", reason: "it is a fifo" }]);
+    expect(copiedOut?.refused).toEqual([
+      { path: "cache_\uDCE9.tmp", reason: "its name is not valid UTF-8" },
+      { path: "fixtures_\uDCFF", reason: "its name is not valid UTF-8" },
+      { path: "fifo", reason: "it is a fifo" },
+    ]);
+    expect(outcome.details?.changedFiles.deleted).toEqual([]);
+    expect(fs.readFileSync(path.join(ws, "notes_\uFFFD.txt"), "utf8")).toBe("the user's\n");
+    expect(fs.readdirSync(ws).filter((n) => n.includes("\uFFFD"))).toEqual(["notes_\uFFFD.txt"]);
     expect(copiedOut?.setuidDropped).toEqual(["suid-sh"]);
     expect(fs.existsSync(path.join(ws, "fifo"))).toBe(false);
     expect((fs.statSync(path.join(ws, "suid-sh")).mode & 0o7777).toString(8)).toBe("755");

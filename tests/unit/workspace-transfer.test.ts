@@ -312,6 +312,29 @@ describe("honest round trips", () => {
   });
 });
 
+describe("names that hold U+FFFD, and names that are not UTF-8 (review, session 29)", () => {
+  it("a real name holding U+FFFD comes back as itself; a name the sandbox made that is not UTF-8 is left out, named, and takes nothing with it", async () => {
+    // A real U+FFFD was taken for a bad byte: left out of the returned tree, which the apply read
+    // as the sandbox deleting the user's file.
+    const user = "notes_\uFFFD.txt";
+    const root = tree({ "a.txt": "broken", [user]: "the user's" });
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => {
+        fs.writeFileSync(path.join(copy, "a.txt"), "fixed");
+        fs.writeFileSync(Buffer.concat([Buffer.from(`${copy}/notes_`), Buffer.from([0xff]), Buffer.from(".txt")]), "x");
+      }),
+    );
+    expect(diffTrees(before.entries, returned.after)).toEqual({ created: [], modified: ["a.txt"], deleted: [] });
+    expect(returned.refused).toEqual([{ path: "notes_\uDCFF.txt", reason: "its name is not valid UTF-8" }]);
+    applyReturnedTree(before, returned, "the workspace", { asideDir: tempDir() });
+    expect(fs.readFileSync(path.join(root, "a.txt"), "utf8")).toBe("fixed");
+    expect(fs.readFileSync(path.join(root, user), "utf8")).toBe("the user's");
+    expect(fs.readdirSync(root).sort()).toEqual(["a.txt", user]);
+  });
+});
+
 describe("hostile archives", () => {
   const cases: Array<[string, Crafted[], RegExp]> = [
     ["an absolute path", [ROOT, { name: "/tmp/sandbox-run-pwned", content: "x" }], /is an absolute path/],

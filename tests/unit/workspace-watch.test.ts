@@ -417,6 +417,20 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(String(error)).toMatch(/cannot check 1 entry .*not valid UTF-8.*nothing was started/s);
   });
 
+  it("a name the run made that is not UTF-8 is removed by its bytes; the user's file whose real name holds U+FFFD stays (review, session 29)", async () => {
+    // Node reads \xff as U+FFFD: both were one path, and the restore removed the user's file.
+    const ws = tree({ "report_\uFFFD.txt": "the user's" });
+    const w = await watch(ws);
+    fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/report_`), Buffer.from([0xff]), Buffer.from(".txt")]), "run's");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.change}`)).toEqual(["report_\uDCFF.txt unreadable"]);
+    expect(report.restore).toMatchObject({ removed: ["report_\uDCFF.txt"], notRestored: [], clean: true });
+    expect(fs.readdirSync(ws, { encoding: "buffer" }).map((n) => n.toString("hex"))).toEqual([
+      Buffer.from("report_\uFFFD.txt").toString("hex"),
+    ]);
+    expect(fs.readFileSync(path.join(ws, "report_\uFFFD.txt"), "utf8")).toBe("the user's");
+  });
+
   it("a policy that names a rule turns it off", async () => {
     const ws = gitRepo();
     const w = await watch(ws, { disabledProtections: ["git-metadata", ".envrc"] });
