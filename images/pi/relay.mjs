@@ -441,7 +441,10 @@ async function writeUndecodable(out, dir, dirName, bytes) {
   let length = rest.length + 1;
   while (String(length).length + rest.length !== length) length = String(length).length + rest.length;
   const body = Buffer.concat([Buffer.from(String(length)), rest]);
-  const plain = path.toString("latin1").replace(/[^\x20-\x7e]/g, "_").slice(0, 100);
+  const plain = path
+    .toString("latin1")
+    .replace(/[^\x20-\x7e]/g, "_")
+    .slice(0, 100);
   await out.write([
     ustar("././@PaxHeader", "x", 0o644, body.length, stat.mtimeMs, ""),
     body,

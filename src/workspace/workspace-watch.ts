@@ -152,6 +152,8 @@ const RESTORE_ROUNDS = 3;
 
 interface Watched {
   root: string;
+  /** The root's dev:ino when the watch began: the tree the sandbox held, whatever is at the path later. */
+  rootIdentity: string;
   /** Prefix for reported paths: "" for the workspace, the root + "/" for extra roots. */
   prefix: string;
   snapshot: string;
@@ -208,6 +210,7 @@ export class WorkspaceWatch {
         });
         open.push(copy);
         const snapshot = path.join(input.stateDir, `snapshot-${i}.bin`);
+        const rootIdentity = identityOf(target.root);
         let summary: Awaited<ReturnType<typeof takeSnapshot>>;
         const configFolders = new ConfigFolders();
         // Nothing reads the configs with git-config-paths off: their number refuses nothing then.
@@ -230,6 +233,7 @@ export class WorkspaceWatch {
         if (summary.problemCount > 0) throw uncheckableTree(target.root, summary.problems, summary.problemCount);
         watched.push({
           ...target,
+          rootIdentity,
           snapshot,
           copy,
           allocatedBytes: summary.allocatedBytes,
@@ -272,7 +276,7 @@ export class WorkspaceWatch {
       firstPassMs: this.firstPassMs,
       trees: this.watched.map((w) => ({
         root: w.root,
-        rootIdentity: identityOf(w.root),
+        rootIdentity: w.rootIdentity,
         prefix: w.prefix,
         protectedPaths: [...w.protectedPaths],
         allocatedBytes: w.allocatedBytes,
@@ -317,6 +321,7 @@ export class WorkspaceWatch {
       }
       watched.push({
         root: tree.root,
+        rootIdentity: tree.rootIdentity,
         prefix: tree.prefix,
         // The state folder's own files, by the names start() gave them (never paths read from the file).
         snapshot: path.join(stateDir, `snapshot-${i}.bin`),
@@ -376,6 +381,20 @@ export class WorkspaceWatch {
    * cannot be checked, that fails the run too (a SandboxRunError "policy-violation").
    */
   async finish(): Promise<WorkspaceReport> {
+    // A tree moved away, or removed and another made at its path (a fresh clone), while the run went
+    // on is not the tree the sandbox held: judged against the old snapshot, the new folder's own
+    // state would be "put back" to the old tree's (its .git and CI files written over), and a moved
+    // tree is not at the path to judge (review, session 29). Such trees are left out; the rest are
+    // judged, and the run fails saying which, and where nothing was checked.
+    const away = this.watched.filter((w) => currentIdentity(w.root) !== w.rootIdentity);
+    for (const w of away) this.watched.splice(this.watched.indexOf(w), 1);
+    if (away.length === 0) return this.judge();
+    const judged = this.watched.length > 0 ? await this.judge() : undefined;
+    this.judged = true;
+    throw treesAway(away, judged);
+  }
+
+  private async judge(): Promise<WorkspaceReport> {
     try {
       const report = await this.check();
       this.judged = true;
@@ -918,6 +937,35 @@ function guardedCommandFiles(w: Watched): string[] {
 }
 
 /** A directory's device and inode, read without following a link. */
+/** The dev:ino at `dir` now, undefined where nothing (or no folder) is there. */
+function currentIdentity(dir: string): string | undefined {
+  try {
+    const stat = fs.lstatSync(dir);
+    return stat.isDirectory() ? `${stat.dev}:${stat.ino}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function treesAway(away: readonly Watched[], others: WorkspaceReport | undefined): SandboxRunError {
+  const what = away.map(
+    (w) => `${w.root} ${currentIdentity(w.root) === undefined ? "is gone" : "is another folder now"}`,
+  );
+  const rest =
+    others === undefined
+      ? ""
+      : others.violationCount > 0
+        ? ` The run's other trees broke the policy too (${others.violationCount} change(s), put back as the run's events say).`
+        : " The run's other trees were checked.";
+  return new SandboxRunError(
+    "usage",
+    `The workspace was moved, removed or replaced while the run was in progress (${listed(what)}): nothing was checked, put back or handed back there, and nothing was written into a folder now at its path. The result was withheld.${rest}`,
+    {
+      hint: "Leave a workspace in place until its run has ended (abort the run first to stop it early). If you moved it, what the run left in it was not checked: look at it from outside (a file manager, or ls with full paths) before you run git, direnv or an editor there.",
+    },
+  );
+}
+
 function identityOf(dir: string): string {
   const stat = fs.lstatSync(dir);
   return `${stat.dev}:${stat.ino}`;

@@ -14,6 +14,7 @@ import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-tr
 import { makeStagingDir, realStagingPath, removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
 import { END_OF_ARCHIVE, padding, tarHeader, UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
+import { refuseTreeAway } from "../../src/workspace-transfer/tree-in-place.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir: tempDir, tree } = tempTrees("sandbox-run-transfer-");
@@ -1039,5 +1040,27 @@ describe("the apply, once done", () => {
     } finally {
       if (locked) spawnSync("chattr", ["-i", locked]);
     }
+  });
+});
+
+describe("a tree moved or replaced before copy-out (review, session 29)", () => {
+  it("is refused with a usage error before anything is staged; the same tree in place passes", async () => {
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    expect(() => refuseTreeAway(before, "the workspace /x")).not.toThrow();
+    fs.renameSync(root, `${root}-moved`);
+    expect(() => refuseTreeAway(before, "the workspace /x")).toThrow(
+      /^The workspace \/x was moved, removed or replaced .*\(it is gone\)/,
+    );
+    fs.mkdirSync(root);
+    let error: unknown;
+    try {
+      refuseTreeAway(before, "the workspace /x");
+    } catch (e) {
+      error = e;
+    }
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect(String(error)).toContain("(it is another folder now)");
+    expect(fs.readdirSync(root)).toEqual([]);
   });
 });

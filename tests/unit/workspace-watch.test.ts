@@ -99,6 +99,41 @@ describe("a workspace removed while the run went on (review, session 28)", () =>
   });
 });
 
+describe("a workspace moved or replaced while the run went on (review, session 29)", () => {
+  const finishError = (w: WorkspaceWatch) =>
+    w.finish().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
+  it("another folder made at its path (a fresh clone) is never written: no old .git or CI file put back into it", async () => {
+    const ws = gitRepo();
+    const w = await watch(ws);
+    fs.renameSync(ws, `${ws}-old`);
+    fs.mkdirSync(ws);
+    fs.writeFileSync(path.join(ws, "fresh.txt"), "the user's new checkout\n");
+    const failed = await finishError(w);
+    expect(isSandboxRunError(failed) && failed.code).toBe("usage");
+    expect((failed as Error).message).toContain(`${ws} is another folder now`);
+    expect(fs.readdirSync(ws)).toEqual(["fresh.txt"]);
+    expect(w.judged).toBe(true);
+  });
+
+  it("a workspace moved away is named as not checked; an extra writable root still in place is judged and put back", async () => {
+    const ws = gitRepo();
+    const extra = tree({ "notes.txt": "n\n" });
+    const w = await watch(ws, { writableRoots: [extra] });
+    fs.renameSync(ws, `${ws}-moved`);
+    fs.writeFileSync(path.join(extra, ".envrc"), "echo planted\n");
+    const failed = await finishError(w);
+    expect(isSandboxRunError(failed) && failed.code).toBe("usage");
+    expect((failed as Error).message).toMatch(
+      /moved, removed or replaced .* is gone.*broke the policy too \(1 change/s,
+    );
+    expect(fs.existsSync(path.join(extra, ".envrc"))).toBe(false);
+  });
+});
+
 /** Loose objects (relative to .git): new ones are harmless and stay. */
 const OBJECTS = /^objects\/[0-9a-f]{2}/;
 

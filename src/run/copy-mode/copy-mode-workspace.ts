@@ -45,6 +45,7 @@ import {
   STAGING_RECORD,
 } from "../../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
+import { refuseTreeAway } from "../../workspace-transfer/tree-in-place.js";
 import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
@@ -261,6 +262,7 @@ export class CopyModeWorkspace {
       const started = performance.now();
       const tree = copied.tree;
       if (this.#disposed) throw new SandboxRunError("aborted", "The run ended while its workspace was read back.");
+      refuseTreeAway(tree, describe(copied.copy));
       copied.stagingDir = makeStagingDir(tree.root);
       recordStagingDir(path.join(this.options.runDir, STAGING_RECORD), copied.stagingDir);
       this.options.timeline.sandbox("workspace.copying-out", { root: copied.copy.hostPath });
