@@ -243,6 +243,17 @@ let filesAtMark = new Set();
 function mark() {
   const file = `${config.socketDir}/.copied-in`;
   fs.writeFileSync(file, "");
+  // File times come from a coarse clock (a tick of a few ms): files extracted in the mark's tick
+  // shared its ctime, came back whole as "maybe changed", and the host compared them with the live
+  // host files (a file the user deleted meanwhile refused the whole apply, 7 warm runs in 10;
+  // review, session 29). So the mark is made again until its ctime is past the extraction's.
+  const extracted = fs.statSync(file).ctimeMs;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let i = 0; i < 100 && fs.statSync(file).ctimeMs <= extracted; i++) {
+    Atomics.wait(pause, 0, 0, 1);
+    fs.rmSync(file);
+    fs.writeFileSync(file, "");
+  }
   // Nothing counts as unchanged until the mark exists.
   markCtimeMs = fs.statSync(file).ctimeMs;
   // A renamed directory keeps its files' ctimes: only a path that held a file at the mark may be

@@ -111,7 +111,9 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     const model = scripted(`pwd > where.txt && echo made > made.txt && cat input.txt`, { done: true });
     const agent = warmAgent(runtime, 1, [model]);
     await agent.warmUp();
-    const ws = makeWorkspace({ "input.txt": "from the host\n" });
+    // Files the sandbox never touches, one of which the user deletes on the host meanwhile.
+    const untouched = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`keep/${i}.txt`, `${i}\n`]));
+    const ws = makeWorkspace({ "input.txt": "from the host\n", ...untouched });
     const record = path.join(makeWorkspace(), "record");
     const warm = events();
     let named: Promise<string[]> | undefined;
@@ -121,6 +123,7 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
       record,
       onEvent: (event) => {
         warm.onEvent(event);
+        if (event.type === "tool_execution_start") fs.rmSync(path.join(ws, "keep/7.txt"));
         // While the run is on, its container carries the run's name (its labels, the pool's id).
         if (event.type === "agent_end") named = containersOfRuns([event.runId]);
       },
@@ -138,6 +141,12 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     expect(fs.readFileSync(path.join(ws, "where.txt"), "utf8")).toBe(`${WARM_PATHS.workspace}\n`);
     expect(fs.readFileSync(path.join(ws, "made.txt"), "utf8")).toBe("made\n");
     expect(details.changedFiles.created.sort()).toEqual(["made.txt", "where.txt"]);
+    // Only what the sandbox wrote came back as changed: files extracted in the tick of the copy-in
+    // mark came back whole before, and one the user deleted on the host then refused the whole
+    // apply as "changed on the host" (review, session 29: 7 warm runs in 10).
+    expect(warm.list.find((e) => e.type === "workspace.copied-out")?.data.changed).toBe(2);
+    expect(fs.existsSync(path.join(ws, "keep/7.txt"))).toBe(false);
+    expect(fs.readFileSync(path.join(ws, "keep/8.txt"), "utf8")).toBe("8\n");
 
     // Pi's own events are the cold call's, type for type.
     const coldAgent = new ContainerPiAgent({
