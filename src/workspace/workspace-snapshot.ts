@@ -220,6 +220,22 @@ export class ChangeCollector {
     else if (a && b && changed) this.add("modified", prefix + pair.path);
   }
 
+  /**
+   * A listed entry removed after the walk (a FIFO or socket the run left): not there, so not
+   * created; where it replaced a file, that file is deleted. Before, `changedFiles` listed removed
+   * FIFOs as created (review, session 29).
+   */
+  removed(path: string): void {
+    for (const kind of ["created", "modified"] as const) {
+      const i = this.lists[kind].indexOf(path);
+      if (i < 0) continue;
+      this.lists[kind].splice(i, 1);
+      this.counts[kind]--;
+      if (kind === "modified") this.add("deleted", path);
+      return;
+    }
+  }
+
   get total(): number {
     return this.counts.created + this.counts.modified + this.counts.deleted;
   }

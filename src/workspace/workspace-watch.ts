@@ -551,6 +551,7 @@ export class WorkspaceWatch {
       for (const p of cleared.writeBits) if (report.clearedWriteBits.length < 100) report.clearedWriteBits.push(p);
       // Before the restore: its walk judges the tree without them (a FIFO at a git name is also a violation).
       for (const removed of removeSpecialEntries(w.root, first.special)) {
+        changes.removed(w.prefix + removed.path);
         report.specialRemoved.count++;
         if (report.specialRemoved.files.length < 100)
           report.specialRemoved.files.push({ path: w.prefix + removed.path, kind: removed.kind });

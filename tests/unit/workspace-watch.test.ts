@@ -316,7 +316,8 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     // The FIFO at a name host git reads is a violation as well, and the tree is clean after it.
     expect(report.violations.map((v) => `${v.path} ${v.rule}`)).toEqual([".gitignore git-entry-kinds"]);
     expect(report.restore?.clean).toBe(true);
-    expect(report.changedFiles.deleted).toEqual([]);
+    // What is gone is not listed as made; the file a FIFO replaced is deleted (review, session 29).
+    expect(report.changedFiles).toEqual({ created: [], modified: [], deleted: ["package.json"] });
   });
 
   it("a link at a protected name protects what it points at: a hook, an agent's settings, a package's .claude folder, a target not made yet", async () => {
