@@ -124,6 +124,15 @@ export function applyReturnedTree(
 }
 
 /** The inode of every directory the walk saw: the apply writes only into these, or those it makes. */
+/**
+ * Why a new entry's path is taken on the host: an entry that never travels (a FIFO, socket or
+ * device, a name that is not UTF-8) was there all along, not made meanwhile (review, session 29).
+ */
+function inTheWay(before: HostTree, rel: string): string {
+  const skipped = before.skipped.find((s) => s.path === rel);
+  return skipped ? `held on the host by an entry not copied in: ${skipped.reason}` : "appeared on the host";
+}
+
 function directoryIdentities(before: HostTree): Array<[string, Identity]> {
   const out: Array<[string, Identity]> = [];
   for (const entry of before.entries) {
@@ -251,7 +260,7 @@ function verify(
     const stat = step.path === "" ? fs.fstatSync(dirs.dir("")) : lstatIn(dirs, step.path);
     if (!step.before || removed.has(step.path)) {
       // New here: nothing may be in the way (what was there is removed first, and was checked above).
-      if (stat && !removed.has(step.path)) conflicts.push(`${step.path} (appeared on the host)`);
+      if (stat && !removed.has(step.path)) conflicts.push(`${step.path} (${inTheWay(before, step.path)})`);
       continue;
     }
     const facts = before.facts.get(step.path);

@@ -1043,6 +1043,22 @@ describe("the apply, once done", () => {
   });
 });
 
+describe("a new file where the host holds an entry that never travelled (review, session 29)", () => {
+  it("is refused naming that entry, not as something that appeared on the host", async () => {
+    const root = tree({ "a.txt": "a" });
+    spawnSync("mkfifo", [path.join(root, "pipe")]);
+    const { before, archive } = await sendTree(root);
+    const { returned } = await read(
+      before,
+      sandboxRoundTrip(archive, (copy) => fs.writeFileSync(path.join(copy, "pipe"), "a file")),
+    );
+    expect(() => applyReturnedTree(before, returned, "the workspace", { asideDir: tempDir() })).toThrow(
+      /pipe \(held on the host by an entry not copied in: it is not a file, directory or symbolic link\)/,
+    );
+    expect(fs.lstatSync(path.join(root, "pipe")).isFIFO()).toBe(true);
+  });
+});
+
 describe("a tree moved or replaced before copy-out (review, session 29)", () => {
   it("is refused with a usage error before anything is staged; the same tree in place passes", async () => {
     const root = tree({ "a.txt": "a" });
