@@ -432,6 +432,13 @@ function restoreOf(restore: Json, budget: TextBudget): NonNullable<DecisionsView
     removed: names(restore.removed),
     modes: names(restore.modes),
     notRestored: names(restore.notRestored),
+    // What the check after the restore still found (review, session 29: a page said "not restored:
+    // 0" while the run's message named an entry left behind).
+    remaining: names(
+      (Array.isArray(restore.remaining) ? restore.remaining : []).map((v) =>
+        isObject(v) ? { path: v.path, why: `still ${TextBudget.line(v.change) || "there"}` } : v,
+      ),
+    ),
     ...(typeof restore.clean === "boolean" ? { clean: restore.clean } : {}),
   };
 }

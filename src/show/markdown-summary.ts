@@ -149,7 +149,10 @@ function decisionsBlock(view: RunView): string {
       lines.push(`  - ${code(v.path)} ${v.change ? code(v.change) : ""}`);
     if (d.restore) {
       const restored = d.restore.reverted.length + d.restore.removed.length + d.restore.modes.length;
-      lines.push(`  - restored: ${restored}; not restored: ${d.restore.notRestored.length}`);
+      const left = d.restore.notRestored.length + d.restore.remaining.length;
+      lines.push(`  - restored: ${restored}; not restored: ${left}`);
+      for (const n of [...d.restore.notRestored, ...d.restore.remaining].slice(0, MAX_ROWS))
+        lines.push(`    - NOT restored: ${code(n)}`);
     }
   } else lines.push("- workspace: no protected path changed");
   for (const l of d.limits.slice(0, MAX_ROWS))

@@ -428,6 +428,7 @@ function pageMain(): void {
           ...r.removed.map((p) => `removed: ${p}`),
           ...r.modes.map((p) => `mode set back: ${p}`),
           ...r.notRestored.map((p) => `NOT restored: ${p}`),
+          ...r.remaining.map((p) => `NOT restored: ${p}`),
         ];
         parts.push(el("p", "", r.clean === false ? "Restored in part:" : "What was restored:"), list(restored));
       }

@@ -144,7 +144,15 @@ export interface DecisionsView {
   secrets: Array<{ name: string; hosts: string[]; injected: number }>;
   violations: Array<{ path: string; change: string; rule?: string }>;
   violationCount: number;
-  restore?: { reverted: string[]; removed: string[]; modes: string[]; notRestored: string[]; clean?: boolean };
+  restore?: {
+    reverted: string[];
+    removed: string[];
+    modes: string[];
+    notRestored: string[];
+    /** What the check after the restore still found ("path: still <change>"). */
+    remaining: string[];
+    clean?: boolean;
+  };
   /** How the workspace came back (copy mode: applied, kept, not applied). */
   handBack: string[];
   limits: Array<{ code: string; limit?: string; message: string }>;

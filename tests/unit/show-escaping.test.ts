@@ -64,7 +64,7 @@ function view(text: string): RunView {
       secrets: [{ name: text, hosts: [text], injected: 1 }],
       violations: [{ path: text, change: text, rule: text }],
       violationCount: 1,
-      restore: { reverted: [text], removed: [], modes: [], notRestored: [text] },
+      restore: { reverted: [text], removed: [], modes: [], notRestored: [text], remaining: [text] },
       handBack: [text],
       limits: [{ code: text, limit: text, message: text }],
       contradictions: [text],

@@ -267,6 +267,34 @@ describe("the page's data", () => {
     expect(view.facts).toContainEqual({ label: "record format", value: "1" });
   });
 
+  it("an entry the check after the restore still found is counted and named as not restored (review, session 29: the summary said 0)", async () => {
+    const dir = writeRecord(path.join(tempDir("show-remaining-"), "r"), {
+      error: { code: "policy-violation", message: "The agent changed protected paths" },
+      events: [
+        event(1, 10, "sandbox", "policy.violation", {
+          count: 2,
+          protectedPaths: [
+            { path: "made_\uFFFD.txt", change: "unreadable", rule: "walk" },
+            { path: ".envrc", change: "created", rule: "protected-path" },
+          ],
+          restore: {
+            reverted: [],
+            removed: [".envrc"],
+            modes: [],
+            notRestored: [],
+            clean: false,
+            remaining: [{ path: "made_\uFFFD.txt", change: "unreadable", rule: "walk" }],
+          },
+        }),
+      ],
+    });
+    const { view } = await build(dir);
+    expect(view.decisions.restore?.remaining).toEqual(["made_\uFFFD.txt: still unreadable"]);
+    const summary = markdownSummary(view);
+    expect(summary).toContain("restored: 1; not restored: 1");
+    expect(summary).toContain("NOT restored: `made_\uFFFD.txt: still unreadable`");
+  });
+
   it("the job summary lists the run's changed files when the patch is empty (hand-back branch: the branch holds them)", async () => {
     const dir = writeRecord(path.join(tempDir("show-branch-"), "r"), {
       meta: {
