@@ -165,7 +165,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         );
         throw overLimit;
       }
-      const rel = entryPath(header.name, limits);
+      const rel = entryPath(header.name, options);
       if (rel === undefined) {
         tree.refused.push({
           path: header.name.replace(/^\.\//, "").slice(0, 200),
@@ -294,16 +294,16 @@ function contentOf(tree: ReturnedTree, root: string, rel: string, maxBytes: numb
 }
 
 /** The entry's path relative to the root ("" for the root), undefined for a name that is not UTF-8; hostile names throw. */
-function entryPath(name: string, limits: ReturnedTreeLimits): string | undefined {
+function entryPath(name: string, options: ReadReturnedOptions): string | undefined {
+  const { limits } = options;
   if (name.includes("\0")) throw new HostileArchive("a name contains a NUL byte");
-  if (Buffer.byteLength(name) > limits.maxPathBytes)
-    throw new HostileArchive(`a name is longer than ${limits.maxPathBytes} bytes`);
+  if (Buffer.byteLength(name) > limits.maxPathBytes) throw pathCap(options, `longer than ${limits.maxPathBytes} bytes`);
   if (name.startsWith("/")) throw new HostileArchive(`"${name.slice(0, 200)}" is an absolute path`);
   let rel = name.startsWith("./") ? name.slice(2) : name === "." ? "" : name;
   if (rel.endsWith("/")) rel = rel.slice(0, -1);
   if (rel === "") return "";
   const parts = rel.split("/");
-  if (parts.length > limits.maxDepth) throw new HostileArchive(`a path is deeper than ${limits.maxDepth} levels`);
+  if (parts.length > limits.maxDepth) throw pathCap(options, `deeper than ${limits.maxDepth} levels`);
   for (const part of parts) {
     // No Linux filesystem holds a longer name, so an honest relay never sends one.
     if (Buffer.byteLength(part) > NAME_MAX_BYTES) {
@@ -409,6 +409,20 @@ function writeSparse(fd: number, chunk: Buffer, offset: number): void {
     if (part.equals(ZEROS.subarray(0, part.length))) continue;
     fs.writeSync(fd, part, 0, part.length, offset + at);
   }
+}
+
+/**
+ * A path past copy mode's caps: honest tools make such trees (a recursion gone wrong, a generated
+ * fixture), so it is a limit, not a sign of tampering (review, session 29: the message said the
+ * sandbox had tampered with the copy-out).
+ */
+function pathCap(options: ReadReturnedOptions, what: string): SandboxRunError {
+  return limitError(
+    options,
+    `a path ${what} (copy mode's cap)`,
+    "entries",
+    "Bind mode (--workspace bind) takes such trees; if the task should not make them, treat this run's output as hostile.",
+  );
 }
 
 function limitError(

@@ -1043,6 +1043,20 @@ describe("the apply, once done", () => {
   });
 });
 
+describe("a returned tree past copy mode's path caps (review, session 29)", () => {
+  it("is a limit naming the cap and bind mode, not a tampered archive", async () => {
+    const root = tree({ "a.txt": "a" });
+    const { before, archive } = await sendTree(root);
+    const deep = sandboxRoundTrip(archive, (copy) => fs.mkdirSync(path.join(copy, "d/d/d/d/d"), { recursive: true }));
+    const error = await readError(before, deep, { maxDepth: 3 });
+    expect(error.code).toBe("limit");
+    expect(error.message).toMatch(/a path deeper than 3 levels \(copy mode's cap\)/);
+    expect(error.hint).toMatch(/--workspace bind/);
+    const long = sandboxRoundTrip(archive, (copy) => fs.writeFileSync(path.join(copy, "x".repeat(200)), "x"));
+    expect((await readError(before, long, { maxPathBytes: 100 })).message).toMatch(/longer than 100 bytes/);
+  });
+});
+
 describe("a new file where the host holds an entry that never travelled (review, session 29)", () => {
   it("is refused naming that entry, not as something that appeared on the host", async () => {
     const root = tree({ "a.txt": "a" });
