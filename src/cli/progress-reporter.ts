@@ -69,7 +69,23 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
       const more = Number(d.count) > files.length ? ` and ${Number(d.count) - files.length} more` : "";
       return `note: the run changed files a tool on this machine reads and may run from: ${files.join(", ")}${more}; review them before running that tool here`;
     }
+    case "workspace.copied-in":
+      // Copy mode: what could not travel (a file this user cannot read, a FIFO, a name that is not
+      // UTF-8) is absent in the sandbox; said, not only in --events (review, session 29).
+      return entriesNote("not copied into the sandbox", d.skipped);
+    case "workspace.copied-out":
+      return entriesNote("left out of what came back", d.refused);
     default:
       return undefined;
   }
+}
+
+/** "note: <what>: a (why), b (why)" for a non-empty list of { path, reason } (at most 20, as events carry). */
+function entriesNote(what: string, list: unknown): string | undefined {
+  if (!Array.isArray(list) || list.length === 0) return undefined;
+  const named = list.map((e) => {
+    const { path, reason } = (e ?? {}) as { path?: unknown; reason?: unknown };
+    return `${t(path)} (${t(reason)})`;
+  });
+  return `note: ${what}: ${named.join(", ")}${list.length >= 20 ? ", and maybe more (--events lists them)" : ""}`;
 }

@@ -131,6 +131,17 @@ function record(tree: HostTree, rel: string, stat: fs.Stats, at: string | Buffer
     size: kind === "file" ? stat.size : 0,
     mtimeMs: stat.mtimeMs,
   };
+  if (kind === "file") {
+    // The pack would fail on it half way through its tar header (review, session 29: a `chmod 000`
+    // file or a root-owned leftover of `sudo` made every copy-mode run of a normal user an internal
+    // error, "This is a bug").
+    try {
+      fs.accessSync(at, fs.constants.R_OK);
+    } catch {
+      tree.skipped.push({ path: rel, reason: "this user cannot read it" });
+      return;
+    }
+  }
   if (kind === "symlink") {
     try {
       entry.target = fs.readlinkSync(at);

@@ -146,3 +146,25 @@ describe("a host-run file the run changed", () => {
     );
   });
 });
+
+describe("what copy mode could not carry (review, session 29)", () => {
+  it("a file not copied in and an entry left out of what came back each get a note; nothing, no line", () => {
+    expect(
+      sandboxLine("workspace.copied-in", {
+        skipped: [
+          { path: "secret.key", reason: "this user cannot read it" },
+          { path: "dev.sock", reason: "it is not a file, directory or symbolic link" },
+        ],
+      }),
+    ).toBe(
+      "note: not copied into the sandbox: secret.key (this user cannot read it), dev.sock (it is not a file, directory or symbolic link)",
+    );
+    expect(
+      sandboxLine("workspace.copied-out", {
+        refused: [{ path: "cache_\uDCE9.tmp", reason: "its name is not valid UTF-8" }],
+      }),
+    ).toMatch(/^note: left out of what came back: cache_.\.tmp \(its name is not valid UTF-8\)$/);
+    expect(sandboxLine("workspace.copied-in", { skipped: [] })).toBeUndefined();
+    expect(sandboxLine("workspace.copied-out", { changed: 2 })).toBeUndefined();
+  });
+});

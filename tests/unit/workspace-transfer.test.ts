@@ -2,8 +2,10 @@
 // input (honest GNU tar output, and archives crafted to escape), and apply what came back.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import tar from "tar-stream";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
@@ -18,6 +20,12 @@ import { refuseTreeAway } from "../../src/workspace-transfer/tree-in-place.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir: tempDir, tree } = tempTrees("sandbox-run-transfer-");
+const REPO = fileURLToPath(new URL("../..", import.meta.url));
+/** Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in). */
+const asUserTrees = tempTrees(
+  "sandbox-run-transfer-user-",
+  () => process.env.SANDBOX_RUN_TESTS_HOST_TMP ?? os.tmpdir(),
+);
 
 const LIMITS: ReturnedTreeLimits = {
   maxBytes: 64 * 1024 * 1024,
@@ -1040,6 +1048,34 @@ describe("the apply, once done", () => {
     } finally {
       if (locked) spawnSync("chattr", ["-i", locked]);
     }
+  });
+});
+
+describe("files this user cannot read (review, session 29)", () => {
+  it("are left out of the copy-in and named, not an internal error half way through the archive", () => {
+    const root = asUserTrees.tree({ "a.txt": "a", "secret.key": "s", "sudo-left.log": "r" });
+    fs.chmodSync(path.join(root, "secret.key"), 0o000);
+    fs.chmodSync(path.join(root, "sudo-left.log"), 0o600);
+    for (const name of [".", "a.txt", "secret.key"]) fs.chownSync(path.join(root, name), 1500, 1500);
+    // Root reads every file: the walk and pack run as an unprivileged uid, as a normal user's run would.
+    const script = fileURLToPath(new URL("../support/pack-as-user.ts", import.meta.url));
+    const userTmp = asUserTrees.dir();
+    fs.chownSync(userTmp, 1500, 1500);
+    const run =
+      process.getuid?.() === 0
+        ? spawnSync(
+            "setpriv",
+            ["--reuid=1500", "--regid=1500", "--clear-groups", process.execPath, "--import", "tsx", script, root],
+            { encoding: "utf8", env: { ...process.env, TMPDIR: userTmp, HOME: userTmp }, cwd: REPO },
+          )
+        : spawnSync(process.execPath, ["--import", "tsx", script, root], { encoding: "utf8", cwd: REPO });
+    expect(run.status, run.stderr).toBe(0);
+    const out = JSON.parse(run.stdout);
+    expect(out.skipped).toEqual([
+      { path: "secret.key", reason: "this user cannot read it" },
+      { path: "sudo-left.log", reason: "this user cannot read it" },
+    ]);
+    expect(out.sent).toEqual(["", "a.txt"]);
   });
 });
 
