@@ -166,6 +166,11 @@ interface Frame {
   covered?: boolean;
   /** An existing directory that now looks like a git directory. */
   turnedGitLike?: boolean;
+  /**
+   * Setgid after the run as it may be: kept from before the run, or (a new directory) taken from a
+   * parent that may be. Its new subdirectories get the bit from the kernel at mkdir.
+   */
+  setgid?: boolean;
 }
 
 export const lastName = (path: string) => path.slice(path.lastIndexOf("/") + 1);
@@ -225,6 +230,16 @@ export class RuleEvaluator {
     const gitBefore = isDirBefore && (this.isGitDir(lower, b!, parent) || this.extraGitDirs.has(path));
     const gitAfter = isDirAfter && this.isGitDir(lower, a!, parent);
     const frame: Frame = { path, existedBefore: b !== undefined, gitRoot: gitBefore ? path : parent?.gitRoot };
+    // The kernel gives a directory made in a setgid one the bit (and its group): host mkdir and git
+    // make the same, so it is not the run's choice (review, session 29: every new folder, and every
+    // git commit's object folder, under a team's setgid folder failed the run, and the restore
+    // stripped the bit).
+    const inheritsSetgid =
+      isDirAfter &&
+      !isDirBefore &&
+      parent?.setgid === true &&
+      parent.path === path.slice(0, Math.max(0, path.lastIndexOf("/")));
+    if (isDirAfter && (a!.mode & 0o2000) !== 0) frame.setgid = isDirBefore ? (b!.mode & 0o2000) !== 0 : inheritsSetgid;
     if (gitBefore) this.gitWork.gitRoots.add(path);
 
     if (a?.problem) {
@@ -273,7 +288,7 @@ export class RuleEvaluator {
     if (parent?.gitRoot !== undefined) out.push(...this.gitDataOrRefused(pair, parent.gitRoot, change, on));
 
     if (isDirAfter && on("directory-modes")) {
-      const added = a!.mode & UNSAFE_DIRECTORY_BITS & ~(isDirBefore ? b!.mode : 0);
+      const added = a!.mode & UNSAFE_DIRECTORY_BITS & ~(isDirBefore ? b!.mode : 0) & ~(inheritsSetgid ? 0o2000 : 0);
       if (added) {
         const mode = isDirBefore ? b!.mode & PERMISSION_BITS : a!.mode & PERMISSION_BITS & ~UNSAFE_DIRECTORY_BITS;
         out.push({ path, change: "mode", rule: "directory-modes", restore: { action: "mode", path, mode } });

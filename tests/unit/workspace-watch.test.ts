@@ -467,6 +467,24 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(fs.readFileSync(path.join(ws, "report_\uFFFD.txt"), "utf8")).toBe("the user's");
   });
 
+  it("folders made under a setgid folder take its bit from the kernel: not a violation, not stripped; one the run sets itself still is (review, session 29)", async () => {
+    const ws = tree({ "src/a.ts": "a\n", "plain/x": "x\n" });
+    fs.chmodSync(ws, 0o2755);
+    const w = await watch(ws);
+    fs.mkdirSync(path.join(ws, "docs/api"), { recursive: true });
+    fs.writeFileSync(path.join(ws, "docs/api/README.md"), "api\n");
+    fs.mkdirSync(path.join(ws, "plain/made"));
+    fs.chmodSync(path.join(ws, "plain/made"), 0o2755);
+    expect(fs.statSync(path.join(ws, "docs/api")).mode & 0o7777).toBe(0o2755);
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.change} ${v.rule}`)).toEqual([
+      "plain/made mode directory-modes",
+    ]);
+    expect(fs.statSync(path.join(ws, "docs")).mode & 0o7777).toBe(0o2755);
+    expect(fs.statSync(path.join(ws, "docs/api")).mode & 0o7777).toBe(0o2755);
+    expect(fs.statSync(path.join(ws, "plain/made")).mode & 0o7777).toBe(0o755);
+  });
+
   it("a policy that names a rule turns it off", async () => {
     const ws = gitRepo();
     const w = await watch(ws, { disabledProtections: ["git-metadata", ".envrc"] });
