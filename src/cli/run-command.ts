@@ -210,7 +210,11 @@ export async function runPlannedCommand(
   // not end the controller between the sandbox's writes and their judgement.
   const interrupt = stopOnSignals(signals, io, {
     announce: "stopping the sandbox",
-    stopped: "the sandbox was stopped and removed",
+    stopped: "the sandbox, if it had started, was stopped and removed",
+    // Bind mode: what the sandbox wrote before the stop is in the workspace, judged like any run's
+    // (review, session 29: "start over" read as if nothing was left).
+    after:
+      "what the run had already changed in a mounted workspace stays there, checked like any run's (--json lists it as changedFiles): look at it before you run it again.",
   });
   // A record that cannot be completed is reported beside the run's outcome, never instead of it.
   const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {

@@ -18,10 +18,17 @@ const SIGNAL_WORDS: Record<StopSignal, string> = {
  * The "aborted" error a command's signal gives (the AbortSignal's reason): `stopped` says what was
  * stopped and removed. Its own hint, so the library's "the caller's AbortSignal" is never shown.
  */
-export function interruptedError(name: StopSignal, stopped: string): SandboxRunError {
+export function interruptedError(name: StopSignal, stopped: string, after?: string): SandboxRunError {
   return new SandboxRunError("aborted", `Interrupted by ${SIGNAL_WORDS[name]}; ${stopped}.`, {
-    hint: "The command was stopped by that signal, not by a failure; run it again to start over.",
+    hint: `The command was stopped by that signal, not by a failure; ${after ?? "run it again to start over."}`,
   });
+}
+
+/** What a command's stop says: announced at the signal, what was stopped, and what to do after (default: run it again). */
+export interface StopWords {
+  announce: string;
+  stopped: string;
+  after?: string;
 }
 
 export interface SignalStop {
@@ -38,18 +45,14 @@ export interface SignalStop {
  * `signal`, each one says `announce(name)` on stderr. Without `signals` (a program run in-process
  * by a test), nothing is listened to.
  */
-export function stopOnSignals(
-  signals: NodeJS.EventEmitter | undefined,
-  io: CliIo,
-  words: { announce: string; stopped: string },
-): SignalStop {
+export function stopOnSignals(signals: NodeJS.EventEmitter | undefined, io: CliIo, words: StopWords): SignalStop {
   const controller = new AbortController();
   let interruptedBy: StopSignal | undefined;
   const handlers = STOP_SIGNALS.map((name) => {
     const handler = () => {
       interruptedBy ??= name;
       io.stderr(`\nsandbox-run: ${name} received, ${words.announce} ...\n`);
-      controller.abort(interruptedError(name, words.stopped));
+      controller.abort(interruptedError(name, words.stopped, words.after));
     };
     signals?.on(name, handler);
     return { name, handler };
@@ -70,7 +73,7 @@ export function stopOnSignals(
 export async function interruptible(
   signals: NodeJS.EventEmitter | undefined,
   io: CliIo,
-  words: { announce: string; stopped: string },
+  words: StopWords,
   work: (signal: AbortSignal) => Promise<number>,
 ): Promise<number> {
   const interrupt = stopOnSignals(signals, io, words);

@@ -1012,7 +1012,9 @@ function uncheckableTree(root: string, problems: Array<{ path: string; problem: 
     "usage",
     `sandbox-run cannot check ${count} entr${count === 1 ? "y" : "ies"} of ${root} before the run: ${shown.join(", ")}${more}. Changes there could not be told apart after the run, so nothing was started.`,
     {
-      hint: "Make these entries readable and searchable by the user running sandbox-run, rename entries whose names are not UTF-8, or move a folder of millions of entries out of the tree, then run again.",
+      // Another user's folder (a database volume docker compose left) is not this user's to chmod:
+      // copy mode leaves it out instead (review, session 29).
+      hint: "Make these entries readable and searchable by the user running sandbox-run, rename entries whose names are not UTF-8, or move a folder of millions of entries out of the tree, then run again; or run with --workspace copy, which leaves what it cannot read out of the sandbox and says so.",
     },
   );
 }

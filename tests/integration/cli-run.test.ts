@@ -219,8 +219,10 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     expect(result.stderr).toContain("SIGINT received");
     // The CLI's own words: no "caller's AbortSignal" at a terminal (review, session 27: F8).
     expect(result.stderr).toContain(
-      "sandbox-run: Interrupted by SIGINT (Ctrl-C); the sandbox was stopped and removed.",
+      "sandbox-run: Interrupted by SIGINT (Ctrl-C); the sandbox, if it had started, was stopped and removed.",
     );
+    // What the run already wrote in a mounted workspace stays: the hint says so, not "start over".
+    expect(result.stderr).toContain("stays there, checked like any run's");
     expect(result.stderr).not.toContain("AbortSignal");
     expect(await containersOfRuns([runId])).toEqual([]);
     expect(readEvents(eventsFile).some((e) => e.type === "tool_execution_end")).toBe(false);

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/cli-io.js";
 import { reportError } from "../../src/cli/report-error.js";
 import { withModelsHint } from "../../src/cli/run-command.js";
-import { stopOnSignals } from "../../src/cli/stop-signals.js";
+import { interruptedError, stopOnSignals } from "../../src/cli/stop-signals.js";
 import { abortedError, SandboxRunError } from "../../src/errors.js";
 
 function captureIo(): { io: CliIo; stderr: () => string } {
@@ -42,7 +42,7 @@ describe("a command stopped by a signal", () => {
     reportError(error, shown.io);
     expect(shown.stderr()).toContain(`sandbox-run: ${message}\n`);
     expect(shown.stderr()).not.toContain("AbortSignal");
-    expect(error.hint).toBeTruthy();
+    expect(error.hint).toMatch(/run it again to start over/);
     stop.dispose();
     expect(signals.listenerCount(name)).toBe(0);
   });
@@ -80,5 +80,14 @@ describe("a failed provider in a run given --models", () => {
     expect(withModelsHint(failed, undefined)).toBe(failed);
     const timeout = new SandboxRunError("timeout", "late", { hint: "h" });
     expect(withModelsHint(timeout, "cfg/models.json")).toBe(timeout);
+  });
+});
+
+describe("what a stopped command says to do next", () => {
+  it("is the command's own where it gives one (a run: what it wrote stays), else run it again", () => {
+    expect(interruptedError("SIGINT", "the sandbox was stopped", "look at what it left.").hint).toBe(
+      "The command was stopped by that signal, not by a failure; look at what it left.",
+    );
+    expect(interruptedError("SIGTERM", "the checks were stopped").hint).toMatch(/run it again to start over\.$/);
   });
 });
