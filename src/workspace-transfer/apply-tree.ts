@@ -279,9 +279,25 @@ function conflictError(what: string, conflicts: string[]): SandboxRunError {
   return new SandboxRunError(
     "usage",
     `The run's changes to ${what} were not applied: ${shown}${more}. Nothing was changed.`,
-    {
-      hint: "Do not change a workspace on the host while a copy-mode run works on it, and give this user write access; then run again.",
-    },
+    { hint: conflictHint(conflicts) },
+  );
+}
+
+/**
+ * What to do, by what stood in the way: a change on the host meanwhile, or what this user may not
+ * write (a root-owned `dist/`), which no waiting fixes (review, session 29: both got the same hint,
+ * which blamed the user for changing the workspace). Either way the run's work can be kept.
+ */
+function conflictHint(conflicts: readonly string[]): string {
+  const onHost = conflicts.some((c) => /\((changed|appeared) on the host|held on the host/.test(c));
+  const access = conflicts.some((c) => /\((not writable by this user|another user's)\)$/.test(c));
+  const steps = [
+    ...(onHost ? ["leave the workspace alone on the host while a copy-mode run works on it"] : []),
+    ...(access ? ["give this user write access to what is named (or run as its owner)"] : []),
+  ];
+  const keep = "--hand-back branch or patch keeps a run's work without writing into the working tree";
+  return `${steps.length > 0 ? `${steps.join("; ")}; then run again. ` : ""}${keep}.`.replace(/^./, (c) =>
+    c.toUpperCase(),
   );
 }
 

@@ -318,6 +318,16 @@ describe("honest round trips", () => {
     const snapshot = listing(root);
     expect(() => applyReturnedTree(before, returned, "the workspace")).toThrow(/a\.txt \(changed on the host\)/);
     expect(listing(root)).toEqual(snapshot);
+    // The hint says what stood in the way, and how to keep the run's work (review, session 29).
+    let error: SandboxRunError | undefined;
+    try {
+      applyReturnedTree(before, returned, "the workspace");
+    } catch (e) {
+      error = e as SandboxRunError;
+    }
+    expect(error?.hint).toBe(
+      "Leave the workspace alone on the host while a copy-mode run works on it; then run again. --hand-back branch or patch keeps a run's work without writing into the working tree.",
+    );
   });
 });
 
