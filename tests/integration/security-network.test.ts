@@ -74,6 +74,9 @@ describe.concurrent("network", () => {
             `timeout 5 bash -c 'echo hi > /dev/udp/8.8.8.8/53' 2>/dev/null; echo "udp-dns=$?"`,
             'timeout 5 getent hosts example.com >/dev/null; echo "dns=$?"',
             'echo "interfaces=$(ls /sys/class/net | tr "\\n" " ")"',
+            // ... and yet `localhost` resolves, and a server on it answers (review, session 29: an
+            // empty /etc/hosts failed vitest, Vite and every dev server with EAI_AGAIN).
+            `node -e "require('http').createServer((q,s)=>s.end('local-ok')).listen(3999,'localhost',()=>fetch('http://localhost:3999').then(r=>r.text()).then(t=>{console.log('localhost='+t);process.exit(0)}))" 2>&1 | head -3`,
           ].join("\n"),
         ),
         finish(),
@@ -84,6 +87,7 @@ describe.concurrent("network", () => {
         expect(printed, probe).toMatch(new RegExp(`^${probe}=[1-9]`, "m"));
       }
       expect(printed).toMatch(/^interfaces=lo\s*$/m);
+      expect(printed).toMatch(/^localhost=local-ok$/m);
       // Nothing arrived at the host, on any interface: only the host's own sentinel connection.
       await catchers.sentinel();
       expect(catchers.counts()).toEqual({ tcpConnections: 1, udpDatagrams: 0 });
