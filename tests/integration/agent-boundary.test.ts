@@ -68,7 +68,9 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     server.setScript(
       "read-only",
       bashThenText(
-        "cat notes.txt closed.txt; printf '#!/bin/sh\\necho tmp-exec-ok\\n' > /tmp/t && chmod +x /tmp/t && /tmp/t; touch notes.txt; echo touch-rc=$?; echo changed > notes.txt; echo write-rc=$?; " +
+        "cat notes.txt closed.txt; printf '#!/bin/sh\\necho tmp-exec-ok\\n' > /tmp/t && chmod +x /tmp/t && /tmp/t; " +
+          "printf '#!/bin/sh\\necho home-exec-ok\\n' > ~/t && chmod +x ~/t && ~/t; " +
+          "touch notes.txt; echo touch-rc=$?; echo changed > notes.txt; echo write-rc=$?; " +
           "touch new.txt; echo create-rc=$?; rm -f notes.txt; echo rm-rc=$?",
       ),
     );
@@ -84,6 +86,8 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     expect(output).toContain("closed-content"); // a 0600 file too (a root caller lends it)
     // A build's binaries run from /tmp (`go test`), the one place a read-only run can build in.
     expect(output).toContain("tmp-exec-ok");
+    // And from $HOME: npx and `npm exec` run what they install in ~/.npm/_npx (session 29).
+    expect(output).toContain("home-exec-ok");
     expect(output).toContain("Read-only file system");
     for (const step of ["touch", "write", "create", "rm"]) expect(output).toContain(`${step}-rc=1`);
 

@@ -115,7 +115,7 @@ describe("buildRunPlan: user and tmpfs", () => {
     expect(plan.handBackTo).toBeUndefined();
     expect(plan.tmpfs).toEqual({
       "/tmp": "rw,nosuid,nodev,exec,size=512m,mode=1777",
-      "/home/sandbox": "rw,nosuid,nodev,size=64m,uid=1000,gid=1001,mode=0700",
+      "/home/sandbox": "rw,nosuid,nodev,exec,size=64m,uid=1000,gid=1001,mode=0700",
     });
   });
 

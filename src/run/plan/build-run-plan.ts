@@ -158,9 +158,10 @@ export function buildRunPlan(input: PlanInput): RunPlan {
       // exec: `go test` and `go run` run the binaries they build in $TMPDIR, and a read-only run has no
       // other place to build in (review, session 27: every go test failed). noexec guarded nothing
       // the sandbox cannot do anyway: interpreters run any code (perl's syscall() any system call),
-      // and a writable workspace is exec.
+      // and a writable workspace is exec. $HOME likewise: npx, `npm exec` and `npm create` run what
+      // they install in ~/.npm/_npx, and under noexec each failed "Permission denied" (review, session 29).
       "/tmp": `rw,nosuid,nodev,exec,size=${policy.limits.tmpMb}m,mode=1777`,
-      [IMAGE_PATHS.home]: `rw,nosuid,nodev,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,
+      [IMAGE_PATHS.home]: `rw,nosuid,nodev,exec,size=${policy.limits.homeMb}m,uid=${uid},gid=${gid},mode=0700`,
       ...copy?.tmpfs,
     },
     network: policy.network === "open" ? "bridge" : "none",
