@@ -105,6 +105,8 @@ describe("buildRunPlan: mounts", () => {
     });
     expect(plan.env.HTTPS_PROXY).toBe("http://127.0.0.1:18081");
     expect(plan.network).toBe("none");
+    // The registry is reachable through the proxy: npm is not told it is offline.
+    expect(plan.env.NPM_CONFIG_OFFLINE).toBeUndefined();
   });
 });
 
@@ -189,6 +191,8 @@ describe("buildRunPlan: environment", () => {
           "HOME",
           "LANG",
           "MY_FLAG",
+          // No way out at all (network none, no proxy): npm fails at once (session 29).
+          "NPM_CONFIG_OFFLINE",
           "PI_CODING_AGENT_DIR",
           "PI_OFFLINE",
           "PI_SKIP_VERSION_CHECK",
@@ -200,6 +204,13 @@ describe("buildRunPlan: environment", () => {
     } finally {
       for (const name of added) delete process.env[name];
     }
+  });
+
+  it("npm is offline only where nothing leaves the sandbox, and the caller may say otherwise (session 29)", () => {
+    expect(buildRunPlan(input()).env.NPM_CONFIG_OFFLINE).toBe("true");
+    expect(buildRunPlan(input({ sandboxEnv: { NPM_CONFIG_OFFLINE: "false" } })).env.NPM_CONFIG_OFFLINE).toBe("false");
+    const open = buildRunPlan(input({ policy: { ...input().policy, network: "open" } }));
+    expect(open.env.NPM_CONFIG_OFFLINE).toBeUndefined();
   });
 
   it("does not let a caller variable override what the sandbox relies on", () => {

@@ -112,6 +112,10 @@ export function buildRunPlan(input: PlanInput): RunPlan {
   const launcherConfig = launcherConfigOf(input, { forwards, agentDir, copyMode });
 
   const env: Record<string, string> = {
+    // No way out at all (no proxy, no open network): npm fails at once (ENOTCACHED) instead of
+    // retrying DNS for ~75 s and ending in EAI_AGAIN, which reads as worth another try (review,
+    // session 29). The caller's environment may say otherwise.
+    ...(policy.network !== "open" && Object.keys(proxyEnv).length === 0 ? { NPM_CONFIG_OFFLINE: "true" } : {}),
     ...input.sandboxEnv,
     ...gitEnv,
     ...secretEnv,
