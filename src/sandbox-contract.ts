@@ -25,7 +25,7 @@ export const IMAGE_PATHS = {
   home: "/home/sandbox",
   socketDir: "/run/sandbox-run",
   /** PATH of the image, and the one used under gVisor (busybox ls/stat first; see the Dockerfile). */
-  path: "/opt/sandbox-run/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  path: "/opt/sandbox-run/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/sandbox-run/busybox/bin",
   gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
 } as const;
 

@@ -70,6 +70,7 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
       bashThenText(
         "cat notes.txt closed.txt; printf '#!/bin/sh\\necho tmp-exec-ok\\n' > /tmp/t && chmod +x /tmp/t && /tmp/t; " +
           "printf '#!/bin/sh\\necho home-exec-ok\\n' > ~/t && chmod +x ~/t && ~/t; " +
+          "command -v ps patch unzip less xz >/dev/null && ps >/dev/null && echo everyday-tools-ok; " +
           "touch notes.txt; echo touch-rc=$?; echo changed > notes.txt; echo write-rc=$?; " +
           "touch new.txt; echo create-rc=$?; rm -f notes.txt; echo rm-rc=$?",
       ),
@@ -88,6 +89,8 @@ describe.skipIf(!dockerAvailable()).each(runtimes())("the sandbox boundary (%s)"
     expect(output).toContain("tmp-exec-ok");
     // And from $HOME: npx and `npm exec` run what they install in ~/.npm/_npx (session 29).
     expect(output).toContain("home-exec-ok");
+    // ps, patch, unzip, less, xz: busybox's applets, last on PATH (session 29: "command not found").
+    expect(output).toContain("everyday-tools-ok");
     expect(output).toContain("Read-only file system");
     for (const step of ["touch", "write", "create", "rm"]) expect(output).toContain(`${step}-rc=1`);
 

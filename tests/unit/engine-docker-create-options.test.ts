@@ -86,7 +86,7 @@ describe("dockerCreateOptions of a run plan", () => {
     });
     expect(host.Tmpfs).toEqual({
       "/tmp": "rw,nosuid,nodev,exec,size=512m,mode=1777",
-      "/home/sandbox": "rw,nosuid,nodev,size=64m,uid=1000,gid=1000,mode=0700",
+      "/home/sandbox": "rw,nosuid,nodev,exec,size=64m,uid=1000,gid=1000,mode=0700",
     });
     expect(options.Env).toContain("A=1");
     expect(options.Entrypoint?.slice(-2)).toEqual(["/opt/sandbox-run/node/bin/node", "/opt/sandbox-run/launcher.mjs"]);
