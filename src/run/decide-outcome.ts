@@ -25,6 +25,8 @@ export interface OutcomeFacts {
   outcome: Outcome;
   badRecords: number;
   runtime: string;
+  /** The policy's pids limit, named when gVisor's kernel fails (it counts gVisor's threads too). */
+  pids?: number;
   /** Set in schema mode: the host-side validator of the final object. */
   validator?: ResultValidator;
   /** Set in schema mode: the schema and the final tool's name, to check the model's call. */
@@ -102,7 +104,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     return fail(
       new SandboxRunError(
         "agent-crashed",
-        `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, facts.runtime)}.`,
+        `Pi exited with code ${exit.exitCode}${crashReason(exit.exitCode, facts.runtime, facts.pids)}.`,
         {
           ...evidence,
           hint: "See the stderr tail on this error (or --events) for what Pi reported.",

@@ -60,12 +60,15 @@ export function limitHint(limit?: string): string {
 }
 
 /** Why Pi (or the launcher, or the runtime) exited with `code`, as a parenthesised clause. */
-export function crashReason(code: number, runtime: string): string {
+export function crashReason(code: number, runtime: string, pids?: number): string {
   if (code === LAUNCHER_EXIT.setupFailed) return " (the launcher could not prepare the sandbox)";
   // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
   // usually because the pids limit also counts its threads (google/gvisor#2490).
   if (code === 2 && runtime === "runsc") {
-    return " (gVisor's sandbox kernel failed: under runsc the pids limit also counts gVisor's own threads, and a burst of processes or memory in the sandbox can exhaust them; below the built-in policies' 256, raise limits.pids)";
+    // The limit itself, not a threshold (review, session 29: five parallel node processes crashed a
+    // run at the built-in 256, and the message said "below the built-in policies' 256").
+    const limit = pids === undefined ? "the pids limit" : `the pids limit (${pids})`;
+    return ` (gVisor's sandbox kernel failed: under runsc ${limit} also counts gVisor's own threads, which a few parallel processes (test workers, a parallel build) or a burst of memory can exhaust; raise limits.pids, e.g. to 1024, or run fewer workers at once)`;
   }
   if (code === LAUNCHER_EXIT.controllerGone) return " (the sandbox lost its connection to the host controller)";
   if (code === LAUNCHER_EXIT.deadlinePassed) return " (the sandbox stopped itself at the run's deadline)";

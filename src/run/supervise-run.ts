@@ -187,6 +187,7 @@ function settle(
       outcome: collector.outcome(),
       badRecords: stream.badRecords,
       runtime: plan.runtime,
+      pids: plan.limits.pids,
       validator: run.validator,
       schema: plan.schema,
       finalToolName: plan.finalToolName,

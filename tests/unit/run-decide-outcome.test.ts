@@ -162,9 +162,14 @@ describe("decideOutcome", () => {
     expect(errorOf(facts({ exit: { exitCode: 91, oomKilled: false }, outcome: noResult })).shortMessage).toBe(
       "Pi exited with code 91 (the sandbox lost its connection to the host controller).",
     );
-    const gvisor = errorOf(facts({ exit: { exitCode: 2, oomKilled: false }, outcome: noResult, runtime: "runsc" }));
+    const gvisor = errorOf(
+      facts({ exit: { exitCode: 2, oomKilled: false }, outcome: noResult, runtime: "runsc", pids: 512 }),
+    );
     expect(gvisor.code).toBe("agent-crashed");
     expect(gvisor.shortMessage).toMatch(/gVisor's sandbox kernel failed/);
+    // The run's own limit, not a threshold it may already be above (session 29).
+    expect(gvisor.shortMessage).toMatch(/the pids limit \(512\) also counts gVisor's own threads/);
+    expect(gvisor.shortMessage).not.toMatch(/below the built-in/);
   });
 
   it("a result that arrived before a non-zero exit still counts", () => {
