@@ -76,10 +76,17 @@ export function violationMessage(
         )
         .join(", ")})${runsOnHost(rules)}.`;
   const clean = !r || r.clean;
+  // A git directory put back as a whole: its refs and HEAD are as before, so the run's commits are on
+  // no branch, and the run's other changes stay in the tree (review, session 29: a rebase left
+  // stopped on a conflict; the hint said nothing was left and there was nothing to undo).
+  const gitReverted = r?.reverted.some((p) => p === ".git" || p.endsWith("/.git")) ?? false;
+  const kept = gitReverted
+    ? "The repository's refs and HEAD are as before the run: commits the run made are on no branch now (their objects are still in the repository). The run's other changes stay in the workspace (changedFiles)."
+    : "The run's other changes stay in the workspace (changedFiles).";
   const hint = notApplied
     ? `The workspace is as it was before the run. ${policyWay}`
     : clean
-      ? `Nothing of it is left in the workspace; there is nothing to undo by hand. ${policyWay}`
+      ? `What broke the policy is undone; there is nothing to undo by hand. ${kept} ${policyWay}`
       : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
   return { message: parts.join(" "), hint };
 }

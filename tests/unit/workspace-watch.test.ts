@@ -180,6 +180,10 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(message).toContain(".git/config (modified, git-metadata)");
     expect(message).toContain("Restored: put back as before the run: .git");
     expect(`${message} ${hint}`).not.toMatch(/git status|git checkout|git diff/);
+    // The hint says the run's commit is on no branch now and its edit stays (session 29: it said
+    // nothing was left and there was nothing to undo).
+    expect(hint).toContain("commits the run made are on no branch now");
+    expect(hint).toContain("The run's other changes stay in the workspace");
   });
 
   it(".git moved away and replaced by a gitdir: file pointing at a planted repository: .git comes back whole, objects included", async () => {
