@@ -4,7 +4,7 @@
 // events -> outcome) -> container gone -> workspace outcome -> result. This file sets up and tears
 // down; every path out removes what was created, in reverse order.
 import type { Engine, EngineContainer } from "../engine/engine.js";
-import { abortedError, SandboxRunError } from "../errors.js";
+import { abortedError, SandboxRunError, withHint } from "../errors.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
@@ -225,6 +225,13 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       if (plan.handBack !== "apply" || (plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
       error.changedFiles ??= outcome.changedFiles;
       if (outcome.hostRunCount > 0) error.hostRunFiles ??= outcome.hostRunFiles;
+      // Copy mode brings nothing back from a run stopped before Pi settled: said, where an empty
+      // changedFiles read as "touched nothing" (review, session 29).
+      if (outcome.discarded)
+        return withHint(
+          error,
+          `${error.hint ? `${error.hint} ` : ""}Copy mode: the run stopped before its workspace came back, so nothing it changed in the sandbox was kept.`,
+        );
       return error;
     };
     try {

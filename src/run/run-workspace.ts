@@ -53,6 +53,8 @@ interface WorkspaceOutcome {
    */
   hostRunFiles: HostRunChange[];
   hostRunCount: number;
+  /** Copy mode: the run ended before its writable trees came back, so nothing of them was kept. */
+  discarded?: boolean;
   /** Bind mode: what was put back. */
   restore?: WorkspaceReport["restore"];
   /** Bind mode: the trees' allocated bytes before and after (for the exact disk check). */
@@ -324,8 +326,9 @@ function bindModeOutcome(report: WorkspaceReport, timeline: RunTimeline): Worksp
 }
 
 function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
-  const { changedFiles, violations, snapshotMs, hostRun, hostRunCount } = finished;
+  const { changedFiles, violations, snapshotMs, hostRun, hostRunCount, discarded } = finished;
   return {
+    ...(discarded ? { discarded } : {}),
     changedFiles,
     violations,
     violationCount: violations.length,

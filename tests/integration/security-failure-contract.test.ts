@@ -333,5 +333,11 @@ describe.concurrent("the failure contract, through the library", () => {
       expect(outcome.error?.containerId).toMatch(/^[0-9a-f]{64}$/);
       expect(outcome.error?.runId).toBe(outcome.runId);
     }
+    // Copy mode brings nothing back from a run stopped before Pi settled, and says so (session 29:
+    // an empty changedFiles read as "touched nothing").
+    const timedOut = outcomes[1]!.error;
+    expect(timedOut?.code).toBe("timeout");
+    if (workspaceMode() === "copy") expect(timedOut?.hint).toMatch(/nothing it changed in the sandbox was kept/);
+    else expect(timedOut?.hint).not.toMatch(/nothing it changed/);
   });
 });

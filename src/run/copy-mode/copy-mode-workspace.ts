@@ -94,6 +94,8 @@ export interface CopyModeOutcome {
   hostRun: HostRunChange[];
   hostRunCount: number;
   snapshotMs: number;
+  /** The run ended before its writable trees came back: whatever it changed in the sandbox is gone. */
+  discarded: boolean;
 }
 
 const MAX_LISTED_HOST_RUN = 100;
@@ -390,7 +392,15 @@ export class CopyModeWorkspace {
           : {}),
       });
     else this.options.timeline.sandbox("workspace.applied", { trees: returned.length, ms });
-    return { changedFiles, violations, hostRun, hostRunCount, snapshotMs: Math.round(performance.now() - started) };
+    const discarded = !this.#copiedOut && this.copied.some((c) => c.copy.writable);
+    return {
+      changedFiles,
+      violations,
+      hostRun,
+      hostRunCount,
+      snapshotMs: Math.round(performance.now() - started),
+      discarded,
+    };
   }
 
   /**
