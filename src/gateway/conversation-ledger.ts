@@ -135,6 +135,13 @@ export class ConversationLedger {
   /** The host's account of the latest model request that failed since a reply last reached Pi whole. */
   #failure: string | undefined;
 
+  /**
+   * `reminder`: the message the final-tool extension sends after a plain-text reply in a schema run
+   * (FINAL_TOOL_REMINDER); only then may a reply that called no tool be continued. A text run has
+   * none: its last reply ends Pi's conversation.
+   */
+  constructor(private readonly options: { reminder?: string } = {}) {}
+
   /** Classifies an exchange and, when it is on-chain, makes it the conversation's latest. */
   add(exchange: LedgerExchange): ChainVerdict {
     const digests = prefixDigests(exchange.request.messages);
@@ -262,7 +269,14 @@ export class ConversationLedger {
         ? { onChain: false, reason: "repeat", detail: `repeats exchange ${head.seq}, whose reply reached the client` }
         : { onChain: true, as: "retry" };
     }
-    const why = continuationProblem(request.api, headLink, head.reply, request.messages, digests);
+    const why = continuationProblem(
+      request.api,
+      headLink,
+      head.reply,
+      request.messages,
+      digests,
+      this.options.reminder,
+    );
     if (!why) return { onChain: true, as: "extension" };
     const fork = this.#forkOf(exchange, digests);
     if (fork) return fork;
@@ -275,7 +289,8 @@ export class ConversationLedger {
     for (const link of this.#links.slice(0, -1).reverse()) {
       const continuedBy = link.continuedBy;
       if (!continuedBy) continue;
-      if (continuationProblem(request.api, link, link.reply, request.messages, digests)) continue;
+      if (continuationProblem(request.api, link, link.reply, request.messages, digests, this.options.reminder))
+        continue;
       // The same messages as the on-chain continuation: a late copy of it, not another branch.
       if (digests.at(-1) === continuedBy.digest) {
         return {
@@ -361,7 +376,10 @@ function continuationProblem(
   reply: ModelReply | undefined,
   now: readonly ConversationMessage[],
   digests: readonly string[],
+  reminder: string | undefined,
 ): string | undefined {
+  if (reply && reply.toolCalls.length === 0 && reminder !== undefined)
+    return reminderProblem(link, reply, now, digests, reminder);
   if (!reply || reply.toolCalls.length === 0) return "that reply called no tool, so Pi had nothing to continue with";
   const before = link.count;
   if (now.length < before + 2) return "too few messages";
@@ -378,6 +396,29 @@ function continuationProblem(
   const sentText = assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
   if (!echoes(reply).includes(sentText)) return "the model's text differs";
   return resultsProblem(api, calls, now.slice(before + 1));
+}
+
+/**
+ * After a reply that called no tool, Pi continues only in a schema run whose model answered in plain
+ * text: the final-tool extension adds its reminder (pi-args.ts FINAL_TOOL_REMINDER), and nothing
+ * else (session 29).
+ */
+function reminderProblem(
+  link: ChainLink,
+  reply: ModelReply,
+  now: readonly ConversationMessage[],
+  digests: readonly string[],
+  text: string,
+): string | undefined {
+  const nothing = "that reply called no tool, so Pi had nothing to continue with";
+  const before = link.count;
+  if (now.length !== before + 2 || digests[before] !== link.digest) return nothing;
+  const assistant = now[before]!;
+  if (assistant.role !== "assistant" || assistant.parts.some((p) => p.kind !== "text")) return nothing;
+  const sentText = assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
+  if (!echoes(reply).includes(sentText)) return "the model's text differs";
+  const reminder = now[before + 1]!;
+  return reminder.role === "user" && onlyText(reminder, text) ? undefined : nothing;
 }
 
 /**

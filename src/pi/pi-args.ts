@@ -7,6 +7,13 @@ export const FINAL_TOOL_NAME = "sandbox_run_final_result";
 export const FINAL_TOOL_DESCRIPTION =
   "Submit the final result of the task as structured data matching this tool's parameters. " +
   "Call it exactly once, when the task is complete; the run ends when it succeeds.";
+/**
+ * What the final-tool extension tells a model that ended its turn in plain text without calling the
+ * tool (at most twice); the gateway's ledger takes exactly this message as Pi's own continuation.
+ */
+export const FINAL_TOOL_REMINDER =
+  `You ended your turn without calling ${FINAL_TOOL_NAME}. Your answer reaches the caller only ` +
+  `through that tool: call ${FINAL_TOOL_NAME} now with the result.`;
 const FINAL_TOOL_INSTRUCTION =
   `When the task is complete, call the ${FINAL_TOOL_NAME} tool exactly once with the final result. ` +
   "Do not give the final answer as plain text.";

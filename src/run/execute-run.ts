@@ -8,6 +8,7 @@ import { abortedError, SandboxRunError, withHint } from "../errors.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
+import { FINAL_TOOL_REMINDER } from "../pi/pi-args.js";
 import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
@@ -120,7 +121,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // state stays with the folder for `gc`, which judges the trees once the container is gone.
     cleanups.add(() => void removeRunDir(runDir, { keepUnjudged: container !== undefined }));
 
-    const ledger = new ConversationLedger();
+    // A schema run's final-tool extension may remind a model that answered in plain text (pi-args.ts).
+    const ledger = new ConversationLedger(plan.finalToolName ? { reminder: FINAL_TOOL_REMINDER } : {});
     const { replay, modelWait } = await startRunServices({
       planned,
       routes,

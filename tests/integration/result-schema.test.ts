@@ -37,9 +37,11 @@ describe.skipIf(!dockerAvailable())("result schemas through real Pi and the host
       "if-then": [final({ verdict: "reject" }), final({ verdict: "reject", reason: "the tests fail" })],
       dependent: [final({ card: "4111" }), final({ card: "4111", billing: "1 Main St" })],
       int32: [final({ count: 2 ** 40 })],
+      "text-first": [{ text: "The change looks fine to me." }, final({ verdict: "approve" })],
+      "text-only": [{ text: "Looks fine." }, { text: "Still fine." }, { text: "Fine." }, { text: "Fine!" }],
     });
     agent = new ContainerPiAgent({
-      models: modelsFor(server, ["if-then", "dependent", "int32"]),
+      models: modelsFor(server, ["if-then", "dependent", "int32", "text-first", "text-only"]),
       onEvent: runs.onEvent,
     });
     ws = makeWorkspace({ "README.md": "# project\n" });
@@ -55,6 +57,25 @@ describe.skipIf(!dockerAvailable())("result schemas through real Pi and the host
     server.requests
       .filter((r) => r.body.model === model)
       .flatMap((r) => (r.body.messages ?? []).filter((m) => m.role === "tool").map((m) => JSON.stringify(m.content)));
+
+  it("a model that answers in plain text first is reminded to call the final tool, at most twice (session 29: the run failed at once)", async () => {
+    const result = await agent.run("Review the change.", {
+      cwd: ws,
+      model: "scripted/text-first",
+      schema: verdictSchema,
+    });
+    expect(result).toEqual({ verdict: "approve" });
+    const asked = (model: string) => server.requests.filter((r) => r.body.model === model);
+    expect(asked("text-first")).toHaveLength(2);
+    expect(JSON.stringify(asked("text-first")[1]!.body.messages)).toContain(`call ${FINAL_TOOL_NAME} now`);
+    // A model that never calls it: two reminders, then the run fails as before, with no result.
+    const error = await agent
+      .run("Review the change.", { cwd: ws, model: "scripted/text-only", schema: verdictSchema })
+      .catch((e: unknown) => e);
+    expect(isSandboxRunError(error) && error.code).toBe("no-result");
+    expect(String(error)).toMatch(/without calling/);
+    expect(asked("text-only")).toHaveLength(3);
+  });
 
   it("if/then/else: Pi refuses a rejection without a reason, the model adds one, the host accepts it", async () => {
     const log = eventLog();

@@ -1,7 +1,7 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../../agent.js";
-import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME } from "../../pi/pi-args.js";
+import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME, FINAL_TOOL_REMINDER } from "../../pi/pi-args.js";
 import type { Policy } from "../../policy/policy-schema.js";
 import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
 import { secretSandboxEnv } from "../../proxy/secret-env.js";
@@ -304,7 +304,12 @@ function launcherConfigOf(
     modelsJson: input.containerModelsJson,
     piCli: IMAGE_PATHS.piCli,
     finalTool: input.schema
-      ? { name: FINAL_TOOL_NAME, description: FINAL_TOOL_DESCRIPTION, parameters: input.schema }
+      ? {
+          name: FINAL_TOOL_NAME,
+          description: FINAL_TOOL_DESCRIPTION,
+          parameters: input.schema,
+          reminder: FINAL_TOOL_REMINDER,
+        }
       : null,
   };
 }
