@@ -2,10 +2,12 @@
 // the failure, the hint, and the exit code; never a stack trace unless SANDBOX_RUN_DEBUG is set.
 // Messages may quote the sandbox (paths it created, its stderr, the provider's message): every
 // control character is shown escaped.
-import { isSandboxRunError } from "../errors.js";
+import { isSandboxRunError, type SandboxRunError } from "../errors.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
 import { terminalText } from "./terminal-text.js";
+
+type ChangedFiles = NonNullable<SandboxRunError["changedFiles"]>;
 
 /** The message and hint of a usage error (commander's own, or a SandboxRunError "usage"), else undefined. */
 export function usageErrorOf(error: unknown): { message: string; hint?: string } | undefined {
@@ -33,6 +35,8 @@ export function reportError(error: unknown, io: CliIo): number {
       const tail = error.stderrTail.split("\n").slice(-15);
       io.stderr(`  last lines Pi wrote to stderr:\n${tail.map((line) => `  | ${terminalText(line)}`).join("\n")}\n`);
     }
+    const left = leftInWorkspace(error.changedFiles);
+    if (left) io.stderr(`${left}\n`);
     if (error.hint) io.stderr(`  ${continuationsIndented(terminalText(error.hint))}\n`);
     return exitCodeFor(error.code);
   }
@@ -41,6 +45,26 @@ export function reportError(error: unknown, io: CliIo): number {
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
   if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
   return EXIT.agentFailed;
+}
+
+/**
+ * What a failed run left in the workspace (bind mode, or copy mode's apply), in one line: it stays
+ * there, and before, only `--json` said so (review, session 29: a timed-out run's partial files).
+ */
+function leftInWorkspace(changed: ChangedFiles | undefined): string | undefined {
+  if (!changed) return undefined;
+  const total =
+    (changed.truncated?.created ?? changed.created.length) +
+    (changed.truncated?.modified ?? changed.modified.length) +
+    (changed.truncated?.deleted ?? changed.deleted.length);
+  if (total === 0) return undefined;
+  const named = [
+    ...changed.created.map((p) => `+${p}`),
+    ...changed.modified.map((p) => `~${p}`),
+    ...changed.deleted.map((p) => `-${p}`),
+  ].slice(0, 5);
+  const more = total > named.length ? `, and ${total - named.length} more` : "";
+  return `  the run's changes stay in the workspace: ${total} file(s) (${terminalText(named.join(", "))}${more}; --json lists them)`;
 }
 
 /**

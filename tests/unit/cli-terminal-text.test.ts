@@ -75,6 +75,28 @@ describe("terminal text", () => {
     expect(err()).toContain("boom\\x1b[2J");
   });
 
+  it("a failed run says what it left in the workspace, its names escaped (session 29: only --json said it)", () => {
+    const { io, err } = terminalStderr();
+    const error = new SandboxRunError("timeout", "The run took longer than 30 s.", { hint: "Raise the timeout." });
+    error.changedFiles = {
+      created: ["partial.txt", `evil${OSC52}.txt`],
+      modified: ["src/index.js"],
+      deleted: [],
+      truncated: { created: 40, modified: 1, deleted: 0 },
+    };
+    reportError(error, io);
+    expect(err()).toContain(
+      "  the run's changes stay in the workspace: 41 file(s) (+partial.txt, +evil\\x1b]52;c;ZXZpbA==\\x07.txt, ~src/index.js, and 38 more; --json lists them)\n  Raise the timeout.",
+    );
+    expect(err().replaceAll("\n", "")).not.toMatch(CONTROL);
+    // Nothing changed: no such line.
+    const quiet = terminalStderr();
+    const none = new SandboxRunError("timeout", "The run took longer than 30 s.");
+    none.changedFiles = { created: [], modified: [], deleted: [] };
+    reportError(none, quiet.io);
+    expect(quiet.err()).not.toContain("changes stay");
+  });
+
   it("every default-ignorable character is shown (review: a payload in variation selectors read as nothing)", () => {
     // Variation selectors 1-16 and 17-256, a tag character, Hangul fillers (valid in JavaScript
     // names), the soft hyphen, the combining grapheme joiner.
