@@ -393,8 +393,7 @@ function continuationProblem(
   );
   const callProblem = callsProblem(reply.toolCalls, calls);
   if (callProblem) return callProblem;
-  const sentText = assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
-  if (!echoes(reply).includes(sentText)) return "the model's text differs";
+  if (!echoes(reply).includes(sentTextOf(assistant))) return "the model's text differs";
   return resultsProblem(api, calls, now.slice(before + 1));
 }
 
@@ -415,10 +414,14 @@ function reminderProblem(
   if (now.length !== before + 2 || digests[before] !== link.digest) return nothing;
   const assistant = now[before]!;
   if (assistant.role !== "assistant" || assistant.parts.some((p) => p.kind !== "text")) return nothing;
-  const sentText = assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
-  if (!echoes(reply).includes(sentText)) return "the model's text differs";
+  if (!echoes(reply).includes(sentTextOf(assistant))) return "the model's text differs";
   const reminder = now[before + 1]!;
   return reminder.role === "user" && onlyText(reminder, text) ? undefined : nothing;
+}
+
+/** The text of the model's message as a request carries it back: its non-blank text parts, joined. */
+function sentTextOf(assistant: ConversationMessage): string {
+  return assistant.parts.flatMap((p) => (p.kind === "text" && p.text.trim() !== "" ? [p.text] : [])).join("");
 }
 
 /**

@@ -123,7 +123,6 @@ export function applyReturnedTree(
   }
 }
 
-/** The inode of every directory the walk saw: the apply writes only into these, or those it makes. */
 /**
  * Why a new entry's path is taken on the host: an entry that never travels (a FIFO, socket or
  * device, a name that is not UTF-8) was there all along, not made meanwhile (review, session 29).
@@ -133,6 +132,7 @@ function inTheWay(before: HostTree, rel: string): string {
   return skipped ? `held on the host by an entry not copied in: ${skipped.reason}` : "appeared on the host";
 }
 
+/** The inode of every directory the walk saw: the apply writes only into these, or those it makes. */
 function directoryIdentities(before: HostTree): Array<[string, Identity]> {
   const out: Array<[string, Identity]> = [];
   for (const entry of before.entries) {
