@@ -38,6 +38,7 @@ export function runCappedProcess(
 ): Promise<CappedProcessResult> {
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) return reject(new Error(`${what} was stopped before it started`));
+    const started = performance.now();
     const child = spawn(command, args, {
       cwd: options.cwd,
       env: options.env,
@@ -48,11 +49,12 @@ export function runCappedProcess(
     let stderr = "";
     let failure: Error | undefined;
     const { timeoutMs } = options;
+    const tooLong = () => new Error(`${what} took longer than ${Math.round((timeoutMs ?? 0) / 1000)} s`);
     const timer =
       timeoutMs === undefined
         ? undefined
         : setTimeout(() => {
-            failure = new Error(`${what} took longer than ${Math.round(timeoutMs / 1000)} s`);
+            failure ??= tooLong();
             child.kill("SIGKILL");
           }, timeoutMs);
     child.stdout!.on("data", (chunk: Buffer) => {
@@ -78,6 +80,9 @@ export function runCappedProcess(
     child.on("close", (status) => {
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onAbort);
+      // The deadline is judged by the clock, not by which event a busy loop handled first: a
+      // command that ran past it fails even when its exit was seen before the timer fired.
+      if (timeoutMs !== undefined && performance.now() - started >= timeoutMs) failure ??= tooLong();
       if (failure) reject(failure);
       else resolve({ status, stdout: Buffer.concat(out), stderr });
     });

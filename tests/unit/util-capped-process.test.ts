@@ -1,6 +1,6 @@
 // A child process the host waits for: killed by its caller's stop (the run's signal), not only by
 // its own time and output bounds.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { runCappedProcess } from "../../src/util/capped-process.js";
 
 describe("runCappedProcess", () => {
@@ -35,5 +35,21 @@ describe("runCappedProcess", () => {
       signal: new AbortController().signal,
     });
     expect(done).toEqual({ status: 3, stdout: Buffer.from("out\n"), stderr: "err\n" });
+  });
+
+  it("fails a command that ran past its deadline even when its exit was handled before the timer fired", async () => {
+    // The timer is held back (a busy loop can see the child's exit first); the clock still says it ran too long.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const late = runCappedProcess("sleep", ["0.1"], {
+        cwd: "/",
+        env: { PATH: process.env.PATH },
+        maxOutputBytes: 1024,
+        timeoutMs: 20,
+      });
+      await expect(late).rejects.toThrow("sleep took longer than 0 s");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
