@@ -214,7 +214,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       return notes.length > 0 ? { ...details, recordNotes: notes } : details;
     } catch (error) {
       const e = isSandboxRunError(error) ? error : undefined;
-      await recorder.finish({
+      const notes = await recorder.finish({
         ok: false,
         error: errorSummary(error),
         meta: {
@@ -224,6 +224,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
           warm: e?.warm ?? false,
         },
       });
+      // Where the record went instead, or what it lacks: the caller's to say, as for a success.
+      if (e && notes.length > 0) e.recordNotes = notes;
       throw error;
     }
   }

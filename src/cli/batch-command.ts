@@ -20,12 +20,13 @@ import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
-import { type CliIo, progressTo } from "./cli-io.js";
+import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
+import { recordNoteLine } from "./record-notes.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
-import { stopOnSignals } from "./stop-signals.js";
+import { type SignalStop, stopOnSignals } from "./stop-signals.js";
 import { withRootFlags } from "./subcommand-flags.js";
 import { jsonText, terminalLine } from "./terminal-text.js";
 
@@ -68,7 +69,28 @@ export async function batchCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
-  const listed = file === "-" ? await tasksFromStdin(io) : readBatchTasks(file);
+  // Listened to from the start: a stop while the tasks are read and checked (seconds for thousands
+  // of tasks) still answers every task it knows of and exits by the signal, instead of Node's
+  // silent default exit with no line at all (review, session 30).
+  const stop = stopOnSignals(signals, io, {
+    announce: "stopping the running tasks and removing the sandboxes",
+    stopped: "the task was stopped, and its sandbox, if it had one, removed",
+  });
+  try {
+    return await runBatch(file, flags, io, stop);
+  } finally {
+    stop.dispose();
+  }
+}
+
+async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: SignalStop): Promise<number> {
+  const listed = file === "-" ? await untilStopped(tasksFromStdin(io), stop.signal) : readBatchTasks(file);
+  if (listed === undefined) return exitCodeForSignal(stop.by()!);
+  if (listed.length === 0) {
+    // A generated list with nothing in it ("no repository changed") is not a mistake to fail on.
+    if (!flags.quiet) io.stderr(`sandbox-run: ${tasksSource(file)} holds no task; nothing to run\n`);
+    return EXIT.ok;
+  }
   refuseHostFilesInTaskFolders(listed, flags, file === "-" ? undefined : file);
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
@@ -88,108 +110,128 @@ export async function batchCommand(
         columns: io.stderrColumns,
         color: io.stderrIsTty && !io.env.NO_COLOR,
       });
-  const agent = await createAgent({
-    ...shared,
-    hostEnv: io.env,
-    ...(flags.engines ? { engines: flags.engines } : {}),
-    autoBuildImage: flags.build !== false,
-    onProgress: progressTo(io, flags.quiet),
-    // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
-    // Trouble in the pool is worth a line: its tasks then start cold (slower) and nothing else says why.
-    warm: {
-      size: warm,
-      calls: tasks.length,
-      onChange: (change) => {
-        const trouble = warmTrouble(change);
-        if (trouble) progress?.note(trouble);
-      },
-    },
-  });
-  const stop = stopOnSignals(signals, io, {
-    announce: "stopping the running tasks and removing the sandboxes",
-    stopped: "the task's sandbox was stopped and removed",
-  });
-
-  let failed = 0;
+  // Lines beside the progress bar go through it (on a terminal they would land inside the bar).
+  const note = (text: string) => (progress ? progress.note(text) : io.stderr(`${terminalLine(text)}\n`));
+  const stoppedExit = () => exitCodeForSignal(stop.by() ?? "SIGINT");
   const queue = [...tasks];
-  const runOne = async (task: BatchTask) => {
-    const started = Date.now();
-    progress?.started(task.id);
-    let line: ResultEnvelope;
-    let ok = false;
-    let warmCall: boolean | undefined;
-    try {
-      const details: RunDetails = await agent.runDetailed(task.prompt, {
-        ...task.options,
-        signal: stop.signal,
-        // A file the task's own tree holds chooses part of its run: said, as for a single run.
-        onEvent: (event) => {
-          if (event.type === "config.untrusted" && !flags.quiet)
-            io.stderr(
-              `sandbox-run: warning: task ${terminalLine(task.id)}: ${terminalLine(String(event.data.warning))}\n`,
-            );
-        },
-        ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),
-      });
-      ok = true;
-      warmCall = details.warm;
-      line = envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes: details.recordNotes });
-    } catch (error) {
-      warmCall = isSandboxRunError(error) ? error.warm : undefined;
-      const exitCode = isSandboxRunError(error) ? exitCodeFor(error.code) : EXIT.agentFailed;
-      line = envelope({ ok: false, error, exitCode, model: task.options.model ?? shared.model });
-    }
-    if (!ok) failed++;
-    io.stdout(`${jsonText({ id: task.id, ...line })}\n`);
-    const error = line.error as { code?: string; message?: string } | null;
-    progress?.finished(task.id, {
-      ok,
-      ms: Date.now() - started,
-      warm: warmCall,
-      error: error ? `${error.code}: ${error.message}` : undefined,
-    });
-  };
+  let failed = 0;
   const running = new Set<BatchTask>();
-  // Enough failures (a revoked key, an engine gone) and the rest would most likely fail the same way.
-  const tooManyFailed = () => maxFailures !== undefined && failed >= maxFailures;
-  const worker = async () => {
-    // Checked before taking one: a task not taken stays queued, and is answered as not started.
-    while (!stop.signal.aborted && !tooManyFailed() && queue.length > 0) {
-      // A task over a folder a running task holds would only wait for it (docs/security.md W8):
-      // the first one that would not goes first.
-      const free = queue.findIndex((task) => ![...running].some((other) => shareFolders(task, other)));
-      const task = queue.splice(Math.max(free, 0), 1)[0]!;
-      running.add(task);
-      await runOne(task).finally(() => running.delete(task));
-    }
-  };
+  // Stopped while the tasks were checked: no sandbox is made, every task is answered.
+  if (!stop.signal.aborted) {
+    const agent = await createAgent({
+      ...shared,
+      hostEnv: io.env,
+      ...(flags.engines ? { engines: flags.engines } : {}),
+      autoBuildImage: flags.build !== false,
+      ...(flags.quiet ? {} : { onProgress: (line: string) => note(line) }),
+      // No sandbox beyond the tasks: the last ones' refills would be made only to be removed.
+      // Trouble in the pool is worth a line: its tasks then start cold (slower) and nothing else says why.
+      warm: {
+        size: warm,
+        calls: tasks.length,
+        onChange: (change) => {
+          const trouble = warmTrouble(change);
+          if (trouble) progress?.note(trouble);
+        },
+      },
+    });
 
-  try {
-    await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker));
-  } finally {
-    stop.dispose();
-    await agent.close();
+    const runOne = async (task: BatchTask) => {
+      const started = Date.now();
+      progress?.started(task.id);
+      let line: ResultEnvelope;
+      let ok = false;
+      let warmCall: boolean | undefined;
+      let recordNotes: string[] | undefined;
+      try {
+        const details: RunDetails = await agent.runDetailed(task.prompt, {
+          ...task.options,
+          signal: stop.signal,
+          // A file the task's own tree holds chooses part of its run: said, as for a single run.
+          onEvent: (event) => {
+            if (event.type === "config.untrusted" && !flags.quiet)
+              note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
+          },
+          ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),
+        });
+        ok = true;
+        warmCall = details.warm;
+        recordNotes = details.recordNotes;
+        line = envelope({ ok: true, details, exitCode: EXIT.ok });
+      } catch (error) {
+        const e = isSandboxRunError(error) ? error : undefined;
+        warmCall = e?.warm;
+        recordNotes = e?.recordNotes;
+        // Stopped by a signal: the batch's own exit code (130, 143, 129), as for a single run.
+        const exitCode = e
+          ? e.code === "aborted" && stop.by()
+            ? stoppedExit()
+            : exitCodeFor(e.code)
+          : EXIT.agentFailed;
+        line = envelope({ ok: false, error, exitCode, model: task.options.model ?? shared.model });
+      }
+      if (!ok) failed++;
+      io.stdout(`${jsonText({ id: task.id, ...line })}\n`);
+      // Where a task's record went instead (its folder taken meanwhile), or what it lacks: said on
+      // stderr as for a single run, not only in the envelope (review, session 30).
+      for (const recordNote of recordNotes ?? []) note(`sandbox-run: task ${task.id}: ${recordNoteLine(recordNote)}`);
+      const error = line.error as { code?: string; message?: string } | null;
+      progress?.finished(task.id, {
+        ok,
+        ms: Date.now() - started,
+        warm: warmCall,
+        error: error ? `${error.code}: ${error.message}` : undefined,
+      });
+    };
+    // Enough failures (a revoked key, an engine gone) and the rest would most likely fail the same way.
+    const tooManyFailed = () => maxFailures !== undefined && failed >= maxFailures;
+    const worker = async () => {
+      // Checked before taking one: a task not taken stays queued, and is answered as not started.
+      while (!stop.signal.aborted && !tooManyFailed() && queue.length > 0) {
+        // A task over a folder a running task holds would only wait for it (docs/security.md W8):
+        // the first one that would not goes first.
+        const free = queue.findIndex((task) => ![...running].some((other) => shareFolders(task, other)));
+        const task = queue.splice(Math.max(free, 0), 1)[0]!;
+        running.add(task);
+        await runOne(task).finally(() => running.delete(task));
+      }
+    };
+
+    try {
+      await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker));
+    } finally {
+      await agent.close();
+    }
   }
-  answerNotStarted(queue, stop.by() ? undefined : failed, io);
+  answerNotStarted(queue, stop.by() ? { exitCode: stoppedExit() } : { failedBefore: failed }, io);
   failed += queue.length;
   const ran = tasks.length - queue.length;
   progress?.stop(
     `sandbox-run: ${tasks.length - failed} of ${tasks.length} task(s) succeeded, ${failed} failed${queue.length ? ` (${queue.length} not started)` : ""}; ${ran} run`,
   );
-  const interruptedBy = stop.by();
-  if (interruptedBy) return exitCodeForSignal(interruptedBy);
+  if (stop.by()) return stoppedExit();
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
 }
 
+/** The promise's value, or undefined once `signal` aborts first. */
+function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 /**
- * Tasks never started (an interrupted batch; `failedBefore` tasks failed, the most --max-failures
- * allows) still get their line: every id is answered.
+ * Tasks never started (an interrupted batch, exiting by its signal's code; or `failedBefore` tasks
+ * failed, the most --max-failures allows) still get their line: every id is answered.
  */
-function answerNotStarted(queue: BatchTask[], failedBefore: number | undefined, io: CliIo): void {
+function answerNotStarted(queue: BatchTask[], end: { exitCode: number } | { failedBefore: number }, io: CliIo): void {
   const [why, exitCode] =
-    failedBefore === undefined
-      ? ["the batch was interrupted.", EXIT.interrupted]
-      : [`${failedBefore} task(s) failed, the most --max-failures allows.`, EXIT.agentFailed];
+    "exitCode" in end
+      ? ["the batch was interrupted.", end.exitCode]
+      : [`${end.failedBefore} task(s) failed, the most --max-failures allows.`, EXIT.agentFailed];
   for (const task of queue) {
     const error = new SandboxRunError("aborted", `Not started: ${why}`);
     io.stdout(`${jsonText({ id: task.id, ...envelope({ ok: false, error, exitCode }) })}\n`);
@@ -276,23 +318,31 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
       tree: canonical(folder!),
     })),
   );
+  // Built once, looked up by path: thousands of tasks sharing one policy file cost one resolution
+  // and a walk up its folders each, not a scan of every task's folders (review, session 30: 10 s
+  // before the first task of 6,000).
+  const trees = [...new Set(folders.map((f) => f.tree))];
+  const byTree = new Map<string, typeof folders>();
+  for (const folder of folders) byTree.set(folder.tree, [...(byTree.get(folder.tree) ?? []), folder]);
+  const locatedAt = new Map<string, ReturnType<typeof locatePath>>();
   for (const { flag, at, readFor } of files) {
     // Resolved only up to a task's folder: a link inside one (which its sandbox may have planted
     // in an earlier run) must not decide where the batch's files go.
-    let located: ReturnType<typeof locatePath>;
+    const absolute = path.resolve(at);
+    let located = locatedAt.get(absolute);
     try {
-      located = locatePath(path.resolve(at), [...new Set(folders.map((f) => f.tree))]);
+      located ??= locatePath(absolute, trees);
     } catch (error) {
       if (!(error instanceof HostDirError)) throw error;
       throw usageError(`Cannot use ${flag} ${at}: ${error.message}.`, `Give ${flag} a path in a folder of yours.`);
     }
+    locatedAt.set(absolute, located);
     if (located.kind !== "held") continue;
-    // Task folders may nest: any task folder holding the path (or the tree it was found in) counts.
-    const place = path.join(located.tree, ...located.parts);
-    const inside = (tree: string) =>
-      [place, located.tree].some((p) => p === tree || p.startsWith(`${tree}${path.sep}`));
-    const others = folders.filter((f) => f.task !== readFor);
-    const held = others.find((f) => f.tree === located.tree) ?? others.find((f) => inside(f.tree));
+    // Task folders may nest: any task folder holding the path (the tree it was found in first) counts.
+    const holders = [located.tree, ...foldersAbove(path.join(located.tree, ...located.parts))].flatMap(
+      (tree) => byTree.get(tree) ?? [],
+    );
+    const held = holders.find((f) => f.task !== readFor);
     if (!held) continue;
     const { task, folder } = held;
     throw usageError(
@@ -300,6 +350,13 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
       `Give ${flag === "--record-dir" || flag === "--resume" ? flag : "that file"} a path outside every task's folders (e.g. next to the tasks file).`,
     );
   }
+}
+
+/** `place` and each folder above it, up to the root. */
+function foldersAbove(place: string): string[] {
+  const above = [place];
+  for (let dir = place; path.dirname(dir) !== dir; ) above.push((dir = path.dirname(dir)));
+  return above;
 }
 
 function wholeNumber(value: string, flag: string, min: number): number {

@@ -73,11 +73,13 @@ export function parseBatchTasks(text: string, base: string, what = "the tasks fi
   const tasks: BatchTask[] = [];
   const problems: string[] = [];
   const ids = new Map<string, number>();
-  const lines = text.split("\n");
+  // A BOM (Notepad, PowerShell's Out-File) is no part of the first task.
+  const lines = text.replace(/^\uFEFF/, "").split("\n");
   lines.forEach((raw, index) => {
     const line = index + 1;
     const source = raw.replace(/\r$/, "");
-    if (source.trim() === "" || source.trimStart().startsWith("//")) return;
+    // Blank lines and comment lines (`#` or `//`) are skipped.
+    if (source.trim() === "" || /^\s*(#|\/\/)/.test(source)) return;
     let value: unknown;
     try {
       value = JSON.parse(source);
@@ -111,8 +113,6 @@ export function parseBatchTasks(text: string, base: string, what = "the tasks fi
       "Fix those lines; no task was started.",
     );
   }
-  if (tasks.length === 0)
-    throw usageError(`${what} holds no task.`, 'Write one JSON object per line: {"id", "prompt", "cwd", ...}.');
   return tasks;
 }
 

@@ -44,6 +44,7 @@ export function envelope(input: {
 }): ResultEnvelope {
   const d = input.details;
   const e = isSandboxRunError(input.error) ? input.error : undefined;
+  const recordNotes = input.recordNotes ?? d?.recordNotes ?? e?.recordNotes;
   return {
     ok: input.ok,
     result: d ? d.result : null,
@@ -60,7 +61,7 @@ export function envelope(input: {
     changedFiles: d?.changedFiles ?? e?.changedFiles ?? null,
     warm: d?.warm ?? e?.warm ?? false,
     ...((d?.hostRunFiles ?? e?.hostRunFiles) ? { hostRunFiles: d?.hostRunFiles ?? e?.hostRunFiles } : {}),
-    ...(input.recordNotes?.length ? { recordNotes: input.recordNotes } : {}),
+    ...(recordNotes?.length ? { recordNotes } : {}),
   };
 }
 

@@ -14,7 +14,6 @@ import {
   heldTrees,
   openRunRecord,
   planCall,
-  RECORD_REFUSED_NOTE,
   recordedSuccess,
 } from "../operations.js";
 import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
@@ -26,6 +25,7 @@ import { generatedFoldersNote } from "./generated-folders.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
 import { checkPatchFlags, openPatchFile, writePatchFile } from "./patch-file.js";
+import { recordNoteLine } from "./record-notes.js";
 import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
 import { stopOnSignals } from "./stop-signals.js";
@@ -219,10 +219,7 @@ export async function runPlannedCommand(
   // A record that cannot be completed is reported beside the run's outcome, never instead of it.
   const finishRecord = async (outcome: RecordFinish): Promise<string[]> => {
     const notes = recorder ? await recorder.finish(outcome) : [];
-    for (const note of notes) {
-      if (note.startsWith(RECORD_REFUSED_NOTE)) io.stderr(`sandbox-run: the run record was ${terminalText(note)}\n`);
-      else io.stderr(`sandbox-run: the run record is incomplete: ${terminalText(note)}\n`);
-    }
+    for (const note of notes) io.stderr(`sandbox-run: ${recordNoteLine(note)}\n`);
     return notes;
   };
 

@@ -237,6 +237,43 @@ describe("sandbox-run batch", () => {
     expect(third.stderr).toContain("nothing left to run");
   });
 
+  it("a failed task whose record folder was taken meanwhile says where its record went, in its envelope and on stderr", async () => {
+    const { dir, file, modelsFile } = setup(
+      [{ id: "late", prompt: "p", cwd: "ws", schema: { type: "object" } }],
+      ["batch-taken"],
+    );
+    fs.mkdirSync(path.join(dir, "ws"));
+    const records = path.join(dir, "records");
+    // Another job writes into the task's record folder while the task runs; the model never gives
+    // a result, so the task fails (before, a failed task's note was dropped: the record sat in a
+    // temporary folder and nothing said so).
+    server.setScript("batch-taken", (_request, turn) => {
+      if (turn === 0) {
+        fs.mkdirSync(path.join(records, "late"), { recursive: true });
+        fs.writeFileSync(path.join(records, "late", "other.txt"), "another job's record");
+      }
+      return { text: "no result from me" };
+    });
+    const { status, stdout, stderr } = await batch([
+      file,
+      "--models",
+      modelsFile,
+      "--model",
+      "scripted/batch-taken",
+      "--record-dir",
+      records,
+    ]).done;
+    expect(status, stderr).toBe(1);
+    const line = JSON.parse(stdout.trim());
+    expect(line).toMatchObject({ id: "late", ok: false, exitCode: 1 });
+    expect(line.recordNotes).toEqual([expect.stringMatching(/^not written to .*records\/late: .*kept at (\S+);/)]);
+    const kept = /kept at (\S+);/.exec(line.recordNotes[0])![1]!;
+    expect(stderr).toContain(`sandbox-run: task late: the run record was not written to ${path.join(records, "late")}`);
+    expect(fs.readdirSync(path.join(records, "late"))).toEqual(["other.txt"]);
+    expect(fs.existsSync(path.join(kept, "meta.json"))).toBe(true);
+    fs.rmSync(kept, { recursive: true });
+  });
+
   it("--max-failures: once that many tasks have failed no more start, and each one not started is answered", async () => {
     server.setScript("batch-never", bashThenFinal("echo run >> runs.txt", { done: true }));
     const { dir, file, modelsFile } = setup(

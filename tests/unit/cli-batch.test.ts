@@ -1,10 +1,11 @@
 // `sandbox-run batch`'s tasks file and progress, without an engine: every bad line is reported
 // with its number before anything starts; paths in a line are relative to the file; the progress
 // is one bar on a terminal and plain lines elsewhere.
+import { EventEmitter } from "node:events";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { batchCommand } from "../../src/cli/batch-command.js";
 import { refuseUnrunnableBatch } from "../../src/cli/batch-preflight.js";
 import { createBatchProgress } from "../../src/cli/batch-progress.js";
@@ -73,8 +74,19 @@ describe("the batch tasks file", () => {
     expect(message).toContain("no task was started");
   });
 
-  it("an empty file, or a schema file that cannot be read, is a usage error too", () => {
-    expect(() => parseBatchTasks("\n\n", "/base")).toThrow(/holds no task/);
+  it("a BOM, blank lines and comment lines (# and //) are no tasks; a file of nothing else holds none (batch then exits 0)", () => {
+    const tasks = parseBatchTasks(
+      '\uFEFF{"id": "a", "prompt": "p", "cwd": "."}\r\n\n# nightly list\n  // generated\n{"id": "b", "prompt": "q", "cwd": "."}\n',
+      "/base",
+    );
+    expect(tasks.map((t) => [t.id, t.line])).toEqual([
+      ["a", 1],
+      ["b", 5],
+    ]);
+    expect(parseBatchTasks("\uFEFF\n# none today\n\n", "/base")).toEqual([]);
+  });
+
+  it("a schema file that cannot be read is a usage error too", () => {
     expect(() =>
       parseBatchTasks('{"id": "a", "prompt": "p", "cwd": ".", "schema": "missing.json"}', "/nowhere"),
     ).toThrow(/line 1: .*missing\.json/);
@@ -351,5 +363,77 @@ describe("batch: its own files stay out of the tasks' folders", () => {
     // A task's policy in its own folder is the workspace-config rule's (refused when the task starts, unless allowed), not this one's.
     const own = await batch([fixRepo, { id: "own", prompt: "p", cwd: "own", policy: "own/policy.json" }]);
     expect(own?.shortMessage ?? "").not.toMatch(/a folder task .* runs in/);
+  });
+});
+
+describe("batch: stopped before its first task, and many tasks at once", () => {
+  const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-batch-stop-")));
+  const modelsFile = path.join(root, "models.json");
+  fs.writeFileSync(
+    modelsFile,
+    JSON.stringify({
+      providers: { scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", models: [{ id: "x" }] } },
+    }),
+  );
+  const capture = () => {
+    const out = { stdout: "", stderr: "" };
+    const io = {
+      stdout: (text: string) => void (out.stdout += text),
+      stderr: (text: string) => void (out.stderr += text),
+      readStdin: async () => undefined,
+      env: {},
+      stderrIsTty: false,
+    };
+    return { io, out };
+  };
+
+  it.each([
+    ["SIGTERM", 143],
+    ["SIGINT", 130],
+  ] as const)(
+    "%s while the tasks are checked: every task answered as not started with the batch's exit code %i, no sandbox made",
+    async (name, code) => {
+      fs.mkdirSync(path.join(root, "repo"), { recursive: true });
+      const file = path.join(root, `tasks-${name}.jsonl`);
+      fs.writeFileSync(file, ["a", "b", "c"].map((id) => JSON.stringify({ id, prompt: "p", cwd: "repo" })).join("\n"));
+      const signals = new EventEmitter();
+      const { io, out } = capture();
+      // The batch reads and checks its tasks first; the signal lands while it awaits the first check
+      // (before, Node's default handler ended the process there with no line at all).
+      const done = batchCommand(file, { models: modelsFile, model: "scripted/x" }, io, signals);
+      signals.emit(name);
+      expect(await done).toBe(code);
+      const lines = out.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
+      expect(lines.map((l) => [l.id, l.ok, l.exitCode, l.error.code, l.error.message])).toEqual(
+        ["a", "b", "c"].map((id) => [id, false, code, "aborted", "Not started: the batch was interrupted."]),
+      );
+      expect(signals.listenerCount(name)).toBe(0);
+    },
+  );
+
+  it("thousands of tasks sharing one policy file are checked in one resolution of it, not one scan of all folders per task", async () => {
+    fs.copyFileSync(path.join(import.meta.dirname, "../../policies/read-only.json"), path.join(root, "policy.json"));
+    const lines = Array.from({ length: 6000 }, (_, i) =>
+      JSON.stringify({ id: `t${i}`, prompt: "p", cwd: `w/${i}`, policy: "policy.json" }),
+    );
+    fs.mkdirSync(path.join(root, "w/0"), { recursive: true });
+    const file = path.join(root, "many.jsonl");
+    fs.writeFileSync(file, lines.join("\n"));
+    const signals = new EventEmitter();
+    const { io, out } = capture();
+    // Counted, not timed: the checks of all tasks' files resolve the shared file once.
+    const lstat = vi.spyOn(fs, "lstatSync");
+    try {
+      const done = batchCommand(file, { models: modelsFile, model: "scripted/x" }, io, signals);
+      signals.emit("SIGINT");
+      expect(await done).toBe(130);
+    } finally {
+      lstat.mockRestore();
+    }
+    expect(lstat.mock.calls.length).toBeLessThan(200);
+    expect(out.stdout.trim().split("\n")).toHaveLength(6000);
   });
 });
