@@ -118,8 +118,11 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     forbid(routes.flatMap((route) => Object.values(route.headers)));
     const runDir = createRunDir(plan.runId);
     // A sandbox that ran but was never judged (its container could not be removed): the watch's
-    // state stays with the folder for `gc`, which judges the trees once the container is gone.
-    cleanups.add(() => void removeRunDir(runDir, { keepUnjudged: container !== undefined }));
+    // state stays with the folder for `gc`, which judges the trees once the container is gone. One
+    // made but never started wrote nothing: its state goes too (review, session 30: an abort in that
+    // window left the workspace "never judged", and later runs on it were refused).
+    let mayHaveRun = false;
+    cleanups.add(() => void removeRunDir(runDir, { keepUnjudged: mayHaveRun }));
 
     // A schema run's final-tool extension may remind a model that answered in plain text (pi-args.ts).
     const ledger = new ConversationLedger(plan.finalToolName ? { reminder: FINAL_TOOL_REMINDER } : {});
@@ -166,6 +169,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       // run's container has (`docker ps --filter name=<run id>`). Not waited for.
       void container.rename?.(containerSpecOf(plan).name ?? `sandbox-run-${plan.runId}`).catch(() => {});
       // Started before the call; from here on it is this run's, as a cold run's is from its start.
+      mayHaveRun = true;
       timeline.sandbox("container.started", { containerId: container.id, warm: true });
     } else {
       // Not cancelled by the signal: the engine makes the container whether or not the client still
@@ -189,6 +193,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     });
     signal?.throwIfAborted();
 
+    // superviseRun starts it.
+    mayHaveRun = true;
     const settled = await superviseRun({
       plan,
       prompt: run.prompt,

@@ -5,11 +5,13 @@
 import { getEventListeners } from "node:events";
 import fs from "node:fs";
 import net from "node:net";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import type { ContainerSpec } from "../../src/engine/engine.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { runDirsParent } from "../../src/run/run-dirs.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
@@ -142,6 +144,10 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     expect(log.ofType("run.failed")[0]?.data).toMatchObject({ code: "aborted" });
     expect(await containersOfRuns(log.runIds())).toEqual([]);
     expect(await ourContainers()).toEqual([]);
+    // A container that never started wrote nothing: its run folder goes with the run (review,
+    // session 30: its watch state was kept as "never judged", and the next process refused the
+    // workspace, telling the user to run `gc`).
+    expect(log.runIds().map((id) => fs.existsSync(path.join(runDirsParent(), `run-${id}`)))).toEqual([false]);
   });
 
   it("one long-lived signal passed to every call (a service's shutdown signal) holds no listener of a finished call", async () => {
