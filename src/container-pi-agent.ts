@@ -131,6 +131,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   readonly #warm?: AgentWarmPool;
   /** Set by close(): a later call is refused, not run cold behind the caller's back (review, session 28). */
   #closed = false;
+  /** Why the agent's own options could not shape its warm pool (warmUp says it). */
+  #warmShapeProblem?: string;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
@@ -170,6 +172,16 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
 
   /** Resolves once every warm sandbox is ready (rejects with why it cannot be); at once without `warm`. */
   async warmUp(signal?: AbortSignal): Promise<void> {
+    if (this.#closed)
+      throw usageError(
+        "This agent was closed (close() removed its warm sandboxes and ended it); it warms no more sandboxes.",
+        "Make a new ContainerPiAgent, and close it once its calls are done.",
+      );
+    if (this.#warm && !this.#warm.shaped)
+      throw usageError(
+        `The warm pool has no shape yet: the agent's own options do not make a call (${this.#warmShapeProblem ?? "no reason given"}).`,
+        "Give the agent what its calls share (model, models, policy), or let the first call shape the pool.",
+      );
     await this.#warm?.whenFull(signal);
   }
 
@@ -296,8 +308,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     try {
       const run = resolveRun("(the warm pool's shape)", this.config, {}, this.config.hostEnv ?? process.env, "shape");
       return preparePlan(run, { ...this.facts.placeFor(run), warm: true });
-    } catch {
-      // Not plannable alone (e.g. the model comes with each call): the first call shapes the pool.
+    } catch (error) {
+      // Not plannable alone (e.g. the model comes with each call): the first call shapes the pool;
+      // warmUp() before it says why.
+      this.#warmShapeProblem = isSandboxRunError(error) ? error.shortMessage : (error as Error).message;
       return undefined;
     }
   }

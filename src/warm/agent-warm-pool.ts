@@ -72,6 +72,11 @@ export class AgentWarmPool {
     void this.#start().catch(() => {});
   }
 
+  /** Whether a template (the agent's options, or a first call) gave the pool its shape. */
+  get shaped(): boolean {
+    return this.#template !== undefined;
+  }
+
   /** The pool, once made (tests and the benchmark read its stats). */
   get pool(): WarmPool | undefined {
     return this.#pool;

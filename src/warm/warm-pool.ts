@@ -8,6 +8,7 @@ import crypto from "node:crypto";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import type { Engine } from "../engine/engine.js";
+import { SandboxRunError } from "../errors.js";
 import { type WarmShape, warmShapeKey } from "../run/plan/warm-shape.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
 import { pidnsField } from "../util/own-pid-namespace.js";
@@ -145,7 +146,14 @@ export class WarmPool {
   async whenFull(signal?: AbortSignal): Promise<void> {
     while (!this.#closed && this.#ready.length < this.#wanted()) {
       signal?.throwIfAborted();
-      if (this.#lastFailure && this.#making.size === 0) throw new Error(this.#lastFailure);
+      if (this.#lastFailure && this.#making.size === 0)
+        throw new SandboxRunError(
+          "docker-unavailable",
+          `The warm pool could not make a sandbox: ${this.#lastFailure}`,
+          {
+            hint: "Check the engine and the runner image (`sandbox-run doctor`); calls still start cold meanwhile.",
+          },
+        );
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }

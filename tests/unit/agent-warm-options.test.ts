@@ -4,9 +4,11 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { ContainerPiAgent, type ContainerPiAgentConfig } from "../../src/container-pi-agent.js";
 import type { Engine } from "../../src/engine/engine.js";
+import { isSandboxRunError } from "../../src/errors.js";
+import { resolveRun } from "../../src/run/plan/resolve-options.js";
 
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-warm-options-")));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -51,5 +53,44 @@ describe("the warm option's size", () => {
     expect(() => planWith({ warm: { size: 1, idleSeconds: 30 * 24 * 3600 } })).toThrow(
       /warm\.idleSeconds must be positive and at most 86400 \(a day\), got 2592000/,
     );
+  });
+});
+
+describe("the warm pool's shape", () => {
+  const never = () => ({ name: "none", ping: () => new Promise(() => {}) }) as unknown as Engine;
+
+  it("does not hang on the process's folder: a service started in / (systemd's default) still shapes its pool", () => {
+    const cwd = vi.spyOn(process, "cwd").mockReturnValue("/");
+    try {
+      const shape = resolveRun("(shape)", { models, model: "p/m" }, {}, {}, "shape");
+      expect(shape.cwd).not.toBe("/");
+      // A call from there is still refused: the folder is the call's.
+      expect(() => resolveRun("do it", { models, model: "p/m" }, {}, {})).toThrow(/root of the host/);
+    } finally {
+      cwd.mockRestore();
+    }
+  });
+
+  it("warmUp() says why a pool has no shape yet, and refuses on a closed agent, as SandboxRunErrors", async () => {
+    const unshaped = new ContainerPiAgent({ engine: never(), models, reapOrphans: false, warm: { size: 1 } });
+    agents.push(unshaped);
+    const error = await unshaped.warmUp().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect((error as Error).message).toMatch(/The warm pool has no shape yet: .*model/);
+    const closed = new ContainerPiAgent({
+      engine: never(),
+      models,
+      model: "p/m",
+      reapOrphans: false,
+      warm: { size: 1 },
+    });
+    await closed.close();
+    await expect(closed.warmUp()).rejects.toMatchObject({
+      code: "usage",
+      message: expect.stringMatching(/was closed/),
+    });
   });
 });

@@ -231,7 +231,10 @@ export function resolveRun(
       (hostEnv.SANDBOX_RUN_PLATFORM ? parsePlatform(hostEnv.SANDBOX_RUN_PLATFORM, "SANDBOX_RUN_PLATFORM") : undefined));
   if (platform && platform !== policy.platform) policy = { ...policy, platform };
 
-  const cwd = canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), ROLES.cwd, true);
+  const cwd =
+    purpose === "shape"
+      ? shapeCwd(run.cwd ?? config.cwd)
+      : canonicalDirectory(run.cwd ?? config.cwd ?? process.cwd(), ROLES.cwd, true);
   const writableRoots = (run.additionalWritableDirectories ?? config.additionalWritableDirectories ?? []).map((d) =>
     canonicalDirectory(d, ROLES.writable, true),
   );
@@ -516,6 +519,17 @@ function canonicalDirectory(input: string, role: FolderRole, lent: boolean): str
 }
 
 /** The sandbox-side workspace path, checked like a mount target; undefined when it is the host path. */
+/**
+ * A warm pool's template lends no tree (a warm sandbox's workspace is WARM_PATHS.workspace whatever
+ * the host folder), so its shape does not hang on the process's folder: a service started in `/`
+ * (systemd's default) failed to shape its pool (review, session 30). The agent's own cwd, when it
+ * names one, is checked as a call's; without one a path that overlaps no tree stands in.
+ */
+function shapeCwd(configured: string | undefined): string {
+  return configured === undefined ? SHAPE_CWD : canonicalDirectory(configured, ROLES.cwd, true);
+}
+const SHAPE_CWD = "/nonexistent/sandbox-run-warm-shape";
+
 function sandboxWorkspacePath(requested: string | undefined, cwd: string): string | undefined {
   if (requested === undefined || requested === cwd) return undefined;
   if (!path.posix.isAbsolute(requested) || path.posix.normalize(requested).replace(/\/+$/, "") !== requested) {
