@@ -5,6 +5,7 @@ import path from "node:path";
 import type { Agent, JsonSchema } from "./agent.js";
 import { DockerEngine } from "./engine/docker-engine.js";
 import type { Engine } from "./engine/engine.js";
+import { endpointFromEnv } from "./engine/engine-endpoint.js";
 import { EnginePool } from "./engine/engine-pool.js";
 import { abortedError, errorSummary, isSandboxRunError, SandboxRunError, usageError } from "./errors.js";
 import type { ReadyImage } from "./image/ensure-runner-image.js";
@@ -50,8 +51,9 @@ export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** Remove containers whose controller died before the first run (default true). */
   reapOrphans?: boolean | undefined;
   /**
-   * The host environment the layers start from (provider keys, SANDBOX_RUN_MODEL); the
-   * constructor's and each run's `env` go on top. Defaults to process.env.
+   * The host environment the layers start from (provider keys, SANDBOX_RUN_MODEL; the engine:
+   * DOCKER_HOST and its TLS variables, SANDBOX_RUN_ENGINES); the constructor's and each run's `env`
+   * go on top. Defaults to process.env.
    */
   hostEnv?: Record<string, string | undefined>;
   /**
@@ -131,6 +133,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   readonly #warm?: AgentWarmPool;
   /** Set by close(): a later call is refused, not run cold behind the caller's back (review, session 28). */
   #closed = false;
+  /** Aborted by close(): what the agent still waits for on its own (the warm pool's ping) ends. */
+  readonly #closing = new AbortController();
   /** Why the agent's own options could not shape its warm pool (warmUp says it). */
   #warmShapeProblem?: string;
 
@@ -141,7 +145,12 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       this.pool = EnginePool.fromFile(engines);
       // Configuration too: one inside a run's workspace is warned about or refused (E5).
       this.config = { ...config, configFiles: { ...config.configFiles, engines } };
-    } else this.pool = engines ?? EnginePool.of(config.engine ?? new DockerEngine());
+    } else
+      this.pool =
+        engines ??
+        // DOCKER_HOST (and DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) from hostEnv too, as SANDBOX_RUN_ENGINES
+        // is: a caller's hostEnv that named another engine ran on the local one (review, session 30).
+        EnginePool.of(config.engine ?? new DockerEngine({ endpoint: endpointFromEnv(config.hostEnv ?? process.env) }));
     this.ownsPool = typeof engines === "string" || (!engines && !config.engine);
     this.facts = new EngineFacts(this.pool.engines);
     const warm = warmOptionsOf(config.warm, (config.hostEnv ?? process.env).SANDBOX_RUN_WARM);
@@ -149,8 +158,24 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       this.#warm = new AgentWarmPool({
         options: warm,
         engine: this.warmEngine(),
-        prepare: (engine, image) =>
-          this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line)),
+        // The engine pinged first (a short deadline): one that takes connections and never answers
+        // would otherwise hold the image check's 30 s answer limit before the call starts cold.
+        prepare: async (engine, image) => {
+          const timeout = AbortSignal.timeout(WARM_PING_TIMEOUT_MS);
+          // close() does not wait the ping out (nor for an engine that ignores its signal).
+          const stop = AbortSignal.any([timeout, this.#closing.signal]);
+          const stopped = new Promise<never>((_, reject) =>
+            stop.addEventListener("abort", () => reject(stop.reason), { once: true }),
+          );
+          await Promise.race([engine.ping(stop), stopped]).catch((error: unknown) => {
+            if (!timeout.aborted) throw error;
+            throw new SandboxRunError(
+              "docker-unavailable",
+              `no answer to its ping within ${WARM_PING_TIMEOUT_MS / 1000} s from engine "${engine.name}"`,
+            );
+          });
+          return this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line));
+        },
         // A warm agent's first call should find the run's code loaded: loaded while the pool's
         // first containers boot, after the pool's own start (which it would only delay).
         onStarted: () => void loadRunModule(),
@@ -166,6 +191,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#closing.abort();
     await this.#warm?.close();
     if (this.ownsPool) this.pool.close();
   }
@@ -591,6 +617,8 @@ function loadRunModule(): Promise<typeof import("./run/execute-run.js")> {
 }
 
 const LINK_PING_TIMEOUT_MS = 5_000;
+/** The warm pool's ping before its image check (the engine pool's own ping waits as long). */
+const WARM_PING_TIMEOUT_MS = 10_000;
 /** How long learnEngines() waits for an engine's docker info. */
 const LEARN_TIMEOUT_MS = 3_000;
 

@@ -94,3 +94,15 @@ describe("the warm pool's shape", () => {
     });
   });
 });
+
+describe("the agent's engine", () => {
+  it("comes from hostEnv's DOCKER_HOST as SANDBOX_RUN_ENGINES does, not from the process's environment", async () => {
+    const socket = path.join(dir, "no-engine-here.sock");
+    const agent = new ContainerPiAgent({ models, reapOrphans: false, hostEnv: { DOCKER_HOST: `unix://${socket}` } });
+    agents.push(agent);
+    await expect(agent.run("do it", { model: "p/m", cwd: dir })).rejects.toMatchObject({
+      code: "docker-unavailable",
+      message: expect.stringContaining(socket),
+    });
+  });
+});
