@@ -31,6 +31,7 @@ import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
+import { refuseUnknownOptions } from "./util/unknown-options.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
 
@@ -139,6 +140,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   #warmShapeProblem?: string;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
+    refuseUnknownOptions(config, AGENT_OPTIONS, "agent");
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
     const engines = config.engines ?? (config.engine ? undefined : enginesFile || undefined);
     if (typeof engines === "string") {
@@ -275,6 +277,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    * call takes its next record here.
    */
   plan(prompt: string, options: RunCallOptions = {}): PlannedRun {
+    refuseUnknownOptions(options, CALL_OPTIONS, "call");
     const source = options.replay ?? this.config.replay;
     const replay = source?.next();
     let planned: PlannedRun;
@@ -678,3 +681,69 @@ function refuseUnjudgedTrees(trees: readonly string[]): void {
     },
   );
 }
+
+/** Every option name a call takes: the compiler holds this to RunCallOptions (refuseUnknownOptions). */
+const CALL_OPTIONS: Record<keyof RunCallOptions, true> = {
+  onEvent: true,
+  record: true,
+  replay: true,
+  cwd: true,
+  model: true,
+  schema: true,
+  sandbox: true,
+  additionalWritableDirectories: true,
+  env: true,
+  signal: true,
+  policy: true,
+  models: true,
+  timeoutMs: true,
+  extraArgs: true,
+  runtime: true,
+  platform: true,
+  workspaceMode: true,
+  handBack: true,
+  image: true,
+  workspacePath: true,
+  contextFiles: true,
+  maxCostUsd: true,
+  maxTurns: true,
+  configFiles: true,
+  refuseWorkspaceConfig: true,
+  allowWorkspaceConfig: true,
+};
+/** Every option name the agent's configuration takes, held to ContainerPiAgentConfig the same way. */
+const AGENT_OPTIONS: Record<keyof ContainerPiAgentConfig, true> = {
+  engine: true,
+  engines: true,
+  autoBuildImage: true,
+  onProgress: true,
+  onEvent: true,
+  reapOrphans: true,
+  hostEnv: true,
+  recordTo: true,
+  replay: true,
+  warm: true,
+  egressOverrides: true,
+  cwd: true,
+  model: true,
+  schema: true,
+  sandbox: true,
+  additionalWritableDirectories: true,
+  env: true,
+  policy: true,
+  models: true,
+  timeoutMs: true,
+  extraArgs: true,
+  runtime: true,
+  platform: true,
+  workspaceMode: true,
+  handBack: true,
+  image: true,
+  workspacePath: true,
+  contextFiles: true,
+  maxCostUsd: true,
+  maxTurns: true,
+  configFiles: true,
+  refuseWorkspaceConfig: true,
+  allowWorkspaceConfig: true,
+};

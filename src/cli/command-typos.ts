@@ -9,6 +9,7 @@
 // name for a command (`status`: `sandbox-run doctor`; `run`: the task is given to sandbox-run itself).
 // `sandbox-run -- doctr` always sends it as the prompt.
 import { usageError } from "../errors.js";
+import { editDistance } from "../util/edit-distance.js";
 
 export interface CommandShape {
   name: string;
@@ -137,21 +138,4 @@ function looksLike(word: string, name: string): boolean {
   if (name.length <= 2 || Math.abs(a.length - name.length) > 2) return false;
   const allowed = name.length >= 6 ? 2 : 1;
   return editDistance(a, name) <= allowed;
-}
-
-/** Damerau-Levenshtein (optimal string alignment): insertions, deletions, substitutions, swaps of neighbours. */
-function editDistance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  );
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
-        best = Math.min(best, d[i - 2]![j - 2]! + 1);
-      d[i]![j] = best;
-    }
-  }
-  return d[a.length]![b.length]!;
 }

@@ -106,3 +106,30 @@ describe("the agent's engine", () => {
     });
   });
 });
+
+describe("option names", () => {
+  it("an option the library does not take is a usage error naming what it probably meant, never silently dropped", () => {
+    const engine = { name: "none", ping: () => new Promise(() => {}) } as unknown as Engine;
+    // JavaScript callers reach for the CLI's flag names: `workspace: "copy"` ran in bind mode before.
+    expect(() => new ContainerPiAgent({ engine, models, workspace: "copy" } as never)).toThrow(
+      /Unknown agent option: workspace \(did you mean workspaceMode\?\)/,
+    );
+    const agent = new ContainerPiAgent({ engine, models, reapOrphans: false });
+    agents.push(agent);
+    const refused = (options: object) => {
+      try {
+        agent.plan("do it", { model: "p/m", cwd: dir, ...options });
+      } catch (error) {
+        return isSandboxRunError(error) ? `${error.code}: ${error.shortMessage}` : String(error);
+      }
+      return "planned";
+    };
+    expect(refused({ writable: [dir] })).toBe(
+      "usage: Unknown call option: writable (did you mean additionalWritableDirectories?).",
+    );
+    expect(refused({ modle: "p/m", timeout: 5 })).toBe(
+      "usage: Unknown call options: modle (did you mean model?), timeout (did you mean timeoutMs?).",
+    );
+    expect(refused({ timeoutMs: 5000, workspaceMode: "copy" })).toBe("planned");
+  });
+});

@@ -71,7 +71,8 @@ async function cli(
     stdout: (text) => void (stdout += text),
     stderr: (text) => void (stderr += text),
     readStdin: async () => options.stdin,
-    env: options.env ?? {},
+    // The engine comes from the environment the CLI was given (as the model does): the counting socket.
+    env: { DOCKER_HOST: process.env.DOCKER_HOST, ...options.env },
     stderrIsTty: false,
   };
   const code = await runCli(argv, io);

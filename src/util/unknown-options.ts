@@ -1,0 +1,45 @@
+// Option names the library takes, checked at run time too: TypeScript catches a misspelt option,
+// JavaScript and JSON-driven callers do not, and a dropped option is a run with another boundary
+// than the caller meant (review, session 30: `workspace: "copy"` ran in bind mode, `writable: [...]`
+// lent no extra folder).
+import { usageError } from "../errors.js";
+import { editDistance } from "./edit-distance.js";
+
+/** The CLI's flag names a caller of the library may reach for. */
+const FLAG_NAMES: Record<string, string> = {
+  workspace: "workspaceMode",
+  writable: "additionalWritableDirectories",
+  timeout: "timeoutMs",
+  handback: "handBack",
+  record: "record",
+};
+
+/** Throws a usage error naming every key of `given` that `known` lacks, with the name it probably meant. */
+export function refuseUnknownOptions(
+  given: object | undefined,
+  known: Readonly<Record<string, true>>,
+  what: string,
+): void {
+  if (!given || typeof given !== "object") return;
+  const names = Object.keys(known);
+  const unknown = Object.keys(given).filter((key) => !Object.hasOwn(known, key));
+  if (unknown.length === 0) return;
+  const listed = unknown.map((key) => {
+    const meant = optionMeant(key, names);
+    return meant ? `${key} (did you mean ${meant}?)` : key;
+  });
+  throw usageError(
+    `Unknown ${what} option${unknown.length > 1 ? "s" : ""}: ${listed.join(", ")}.`,
+    `Use the option names the library takes (${names.join(", ")}).`,
+  );
+}
+
+function optionMeant(key: string, names: readonly string[]): string | undefined {
+  const flag = FLAG_NAMES[key.toLowerCase()];
+  if (flag && names.includes(flag)) return flag;
+  const lower = key.toLowerCase();
+  return (
+    names.find((name) => name.toLowerCase() === lower) ??
+    names.find((name) => editDistance(lower, name.toLowerCase()) <= 2)
+  );
+}
