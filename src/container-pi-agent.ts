@@ -31,6 +31,7 @@ import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
+import { listenForAbort } from "./util/shared-abort-listener.js";
 import { refuseUnknownOptions } from "./util/unknown-options.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
@@ -377,9 +378,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // exec) never removes, and a service passes one long-lived signal (its shutdown) to every call:
     // two stayed per call, for good (review, session 28).
     const run = new AbortController();
-    const forward = () => run.abort(signal?.reason);
-    if (signal?.aborted) forward();
-    else signal?.addEventListener("abort", forward, { once: true });
+    const unlink = signal ? listenForAbort(signal, () => run.abort(signal.reason)) : undefined;
     try {
       return await this.runPlannedOnce<TOutput>(planned, { ...options, signal: run.signal });
     } catch (error) {
@@ -387,7 +386,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
       throw abortedError(signal.reason, { runId: planned.plan.runId });
     } finally {
-      signal?.removeEventListener("abort", forward);
+      unlink?.();
     }
   }
 

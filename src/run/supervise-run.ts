@@ -144,6 +144,9 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       }
       throw error;
     }
+    // From the outcome on, an abort no longer stops the run (its result stands, README): not even
+    // one from a listener of the `run.result` event itself, which reported a trip that was none.
+    signal?.removeEventListener("abort", onAbort);
     return settle(run, collector, stream, { exitCode, oomKilled: exit.oomKilled });
   } finally {
     clearTimeout(timer);

@@ -113,6 +113,24 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
 
+  it("an abort from the run.result event's own listener: the call resolves with its result, and no trip is reported", async () => {
+    const controller = new AbortController();
+    const log = eventLog();
+    const result = await agent.run("Say done.", {
+      cwd: ws,
+      model: "scripted/quick",
+      signal: controller.signal,
+      onEvent: (event) => {
+        log.onEvent(event);
+        if (event.type === "run.result") controller.abort(new Error("the service stops"));
+      },
+    });
+    expect(result).toBe("done");
+    // Before, the abort still reached the run's trip: a limit.tripped (aborted) for a call that succeeded.
+    expect(log.ofType("limit.tripped")).toEqual([]);
+    expect(log.ofType("run.failed")).toEqual([]);
+  });
+
   it("an abort while the engine makes the container (the client's request dropped, the container made all the same) leaves no container behind", async () => {
     const controller = new AbortController();
     const reason = new Error("service cancelled the task");

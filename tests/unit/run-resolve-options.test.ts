@@ -375,6 +375,15 @@ describe("resolveRun: schema, prompt and the rest", () => {
     expect(error.shortMessage).toBe("The prompt is empty.");
   });
 
+  it.each([
+    [42, "number"],
+    [null, "null"],
+    [{ text: "fix it" }, "object"],
+  ])("a prompt that is not text (%j, from a JavaScript caller) is refused as such, not as empty", (prompt, kind) => {
+    const error = usageError(() => resolveRun(prompt as never, {}, { cwd: ws, models: MODELS, model: MODEL }, {}));
+    expect(error.shortMessage).toBe(`The prompt must be a string, not ${kind}.`);
+  });
+
   it("rejects an unknown sandbox mode and a missing policy file", () => {
     expect(usageError(() => resolve({ sandbox: "yolo" as never })).shortMessage).toContain(
       'Unknown sandbox mode "yolo"',

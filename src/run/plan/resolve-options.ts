@@ -185,7 +185,12 @@ export function resolveRun(
   /** "shape": a warm pool's template, which lends no tree (each claim's own call is checked). */
   purpose: "call" | "shape" = "call",
 ): ResolvedRun {
-  if (typeof prompt !== "string" || prompt.trim() === "") {
+  if (typeof prompt !== "string")
+    throw usageError(
+      `The prompt must be a string, not ${prompt === null ? "null" : typeof prompt}.`,
+      "Pass the task as the prompt argument, as text.",
+    );
+  if (prompt.trim() === "") {
     throw usageError("The prompt is empty.", "Pass the task as the prompt argument (or on stdin for the CLI).");
   }
   const hostEnv = mergeEnv(processEnv, config.env, run.env);
