@@ -681,11 +681,8 @@ function refuseUnjudgedTrees(trees: readonly string[]): void {
   );
 }
 
-/** Every option name a call takes: the compiler holds this to RunCallOptions (refuseUnknownOptions). */
-const CALL_OPTIONS: Record<keyof RunCallOptions, true> = {
-  onEvent: true,
-  record: true,
-  replay: true,
+/** Every option name of RunOptions, held to it by the compiler (a name added there must be added here). */
+const RUN_OPTIONS: Record<keyof RunOptions, true> = {
   cwd: true,
   model: true,
   schema: true,
@@ -710,8 +707,12 @@ const CALL_OPTIONS: Record<keyof RunCallOptions, true> = {
   refuseWorkspaceConfig: true,
   allowWorkspaceConfig: true,
 };
-/** Every option name the agent's configuration takes, held to ContainerPiAgentConfig the same way. */
+/** Every option name a call takes (refuseUnknownOptions). */
+const CALL_OPTIONS: Record<keyof RunCallOptions, true> = { ...RUN_OPTIONS, onEvent: true, record: true, replay: true };
+const { signal: _callOnly, ...SHARED_OPTIONS } = RUN_OPTIONS;
+/** Every option name the agent's configuration takes. */
 const AGENT_OPTIONS: Record<keyof ContainerPiAgentConfig, true> = {
+  ...SHARED_OPTIONS,
   engine: true,
   engines: true,
   autoBuildImage: true,
@@ -723,26 +724,4 @@ const AGENT_OPTIONS: Record<keyof ContainerPiAgentConfig, true> = {
   replay: true,
   warm: true,
   egressOverrides: true,
-  cwd: true,
-  model: true,
-  schema: true,
-  sandbox: true,
-  additionalWritableDirectories: true,
-  env: true,
-  policy: true,
-  models: true,
-  timeoutMs: true,
-  extraArgs: true,
-  runtime: true,
-  platform: true,
-  workspaceMode: true,
-  handBack: true,
-  image: true,
-  workspacePath: true,
-  contextFiles: true,
-  maxCostUsd: true,
-  maxTurns: true,
-  configFiles: true,
-  refuseWorkspaceConfig: true,
-  allowWorkspaceConfig: true,
 };
