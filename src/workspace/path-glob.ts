@@ -4,7 +4,8 @@
 //   **   any number of whole path segments, including none (".git/hooks/**" matches ".git/hooks")
 //   *    any characters inside one segment
 //   ?    one character inside one segment
-// Everything else is literal. Dot files are matched like any other name (a protection that
+// Everything else is literal; braces, [...] classes and a leading "!" (other globs' syntax) are
+// refused rather than taken literally, which would protect nothing. Dot files are matched like any other name (a protection that
 // skipped ".github" would be no protection). A pattern is anchored at the workspace root: "*.pem"
 // matches only top-level files; write "**/*.pem" for every depth. A trailing "/" means "/**".
 //
@@ -20,6 +21,13 @@ export function globProblem(pattern: string): string | undefined {
   if (pattern.trim() === "") return "is empty";
   if (pattern.startsWith("/")) return "must be relative to the workspace (no leading /)";
   if (pattern.includes("\\")) return "must use / as the separator";
+  // Other globs' syntax would be taken literally here and protect nothing (review, session 30).
+  if (pattern.startsWith("!"))
+    return "starts with '!', which does not negate here: protectedPaths only adds protection; leave the path out instead";
+  if (/[{}]/.test(pattern))
+    return "uses braces, which this glob does not expand: write one pattern per alternative (e.g. \"**/*.pem\" and \"**/*.key\")";
+  if (/[[\]]/.test(pattern))
+    return "uses a [...] class, which this glob does not know: write one pattern per name, or use ? for any one character";
   if (
     normalizePattern(pattern)
       .split("/")

@@ -10,6 +10,7 @@
 //    the kernel; the diff catches it).
 import fs from "node:fs";
 import path from "node:path";
+import { usageError } from "../errors.js";
 import { literalPathOf } from "./path-glob.js";
 
 /**
@@ -23,14 +24,23 @@ export function protectedMountPaths(workspace: string, patterns: readonly string
     const literal = literalPathOf(pattern);
     if (!literal) continue;
     const absolute = path.join(workspace, literal.path);
+    let folderNamedBare: string | undefined;
     try {
       const real = fs.realpathSync(absolute);
       const stat = fs.statSync(real);
       if (real !== absolute || !real.startsWith(`${workspace}/`)) continue;
-      if (literal.kind === "directory" ? stat.isDirectory() : stat.isFile()) found.push(real);
+      // A bare folder name matches that one entry, not what is inside it: it protected nothing of
+      // the folder's files, and the run said nothing (review, session 30).
+      if (literal.kind !== "directory" && stat.isDirectory()) folderNamedBare = literal.path;
+      else if (literal.kind === "directory" ? stat.isDirectory() : stat.isFile()) found.push(real);
     } catch {
       // absent: detection still covers it
     }
+    if (folderNamedBare)
+      throw usageError(
+        `The policy's protectedPaths entry "${pattern}" names the folder ${folderNamedBare}: without "/**" it protects only the entry itself, none of the files inside it.`,
+        `Write "${folderNamedBare}/**" to protect the folder and everything in it.`,
+      );
   }
   // An entry inside another protected directory is already read-only.
   const unique = [...new Set(found)].sort();

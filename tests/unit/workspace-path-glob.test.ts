@@ -51,6 +51,19 @@ describe("globProblem", () => {
     ["a//b", "must not contain '..' or empty segments"],
     ["a\\b", "must use / as the separator"],
     ["  ", "is empty"],
+    // Other globs' syntax, which this one would take literally and so protect nothing (review, session 30).
+    [
+      "*.{pem,key}",
+      'uses braces, which this glob does not expand: write one pattern per alternative (e.g. "**/*.pem" and "**/*.key")',
+    ],
+    [
+      "deploy/[ab].yml",
+      "uses a [...] class, which this glob does not know: write one pattern per name, or use ? for any one character",
+    ],
+    [
+      "!keep.txt",
+      "starts with '!', which does not negate here: protectedPaths only adds protection; leave the path out instead",
+    ],
   ])("rejects %j", (pattern, problem) => {
     expect(globProblem(pattern)).toBe(problem);
   });

@@ -181,13 +181,17 @@ describe("protected paths", () => {
       ".npmrc",
       "missing/**",
       "**/*.pem",
-      "src",
-      ".git/hooks",
     ];
     expect(protectedMountPaths(root, patterns)).toEqual([
       path.join(root, ".git/config"),
       path.join(root, ".git/hooks"),
       path.join(root, ".github"), // .github/workflows is inside it
     ]);
+    // A folder named without "/**" matched only the entry itself and protected none of its files,
+    // silently (review, session 30): refused, saying what to write.
+    for (const bare of ["src", ".git/hooks"])
+      expect(() => protectedMountPaths(root, [...patterns, bare])).toThrow(
+        `The policy's protectedPaths entry "${bare}" names the folder ${bare}: without "/**" it protects only the entry itself, none of the files inside it.\nWrite "${bare}/**" to protect the folder and everything in it.`,
+      );
   });
 });
