@@ -19,6 +19,7 @@ import { Cleanups } from "./cleanups.js";
 import { containerFailure } from "./container-failure.js";
 import { EventThrottle } from "./event-throttle.js";
 import { engineIdentity } from "./lease-record.js";
+import { leftInWorkspace } from "./left-in-workspace.js";
 import { OutputBudget } from "./output-budget.js";
 import { containerSpecOf } from "./plan/container-spec.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
@@ -231,7 +232,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       error.piVersion ??= ctx.piVersion;
       // Branch and patch leave the workspace as it was; copy mode applies nothing a rule refused.
       if (plan.handBack !== "apply" || (plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
-      error.changedFiles ??= outcome.changedFiles;
+      error.changedFiles ??= leftInWorkspace(outcome.changedFiles, outcome.restore);
       if (outcome.hostRunCount > 0) error.hostRunFiles ??= outcome.hostRunFiles;
       // Copy mode brings nothing back from a run stopped before Pi settled: said, where an empty
       // changedFiles read as "touched nothing" (review, session 29).

@@ -125,6 +125,14 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
     // Put back; the renamed-away copy is an ordinary new folder and stays.
     expect(fs.readFileSync(path.join(cwd, ".github/workflows/ci.yml"), "utf8")).toBe(CI_YML);
     expect(fs.readFileSync(path.join(cwd, ".github-old/workflows/ci.yml"), "utf8")).toBe(CI_YML);
+    // What it left is what stays: the put-back file is not listed as the run's change any more
+    // (review, session 30: the CLI said it "stays in the workspace").
+    expect(e.changedFiles?.created).toContain(".github-old/workflows/ci.yml");
+    expect([
+      ...(e.changedFiles?.created ?? []),
+      ...(e.changedFiles?.modified ?? []),
+      ...(e.changedFiles?.deleted ?? []),
+    ]).not.toContain(".github/workflows/ci.yml");
     expect(log.ofType("run.result").length).toBe(1); // the agent did finish; its result was withheld
     expect(await containersOfRuns(log.runIds())).toEqual([]);
   });
