@@ -25,7 +25,7 @@ export function globProblem(pattern: string): string | undefined {
   if (pattern.startsWith("!"))
     return "starts with '!', which does not negate here: protectedPaths only adds protection; leave the path out instead";
   if (/[{}]/.test(pattern))
-    return "uses braces, which this glob does not expand: write one pattern per alternative (e.g. \"**/*.pem\" and \"**/*.key\")";
+    return 'uses braces, which this glob does not expand: write one pattern per alternative (e.g. "**/*.pem" and "**/*.key")';
   if (/[[\]]/.test(pattern))
     return "uses a [...] class, which this glob does not know: write one pattern per name, or use ? for any one character";
   if (
