@@ -28,7 +28,13 @@ import {
   sharesHostFilesystemByDefault,
 } from "./engine-endpoint.js";
 import { engineKindOf, type RawEngineInfo, type RawEngineVersion } from "./engine-kind.js";
-import { assertEngineLimits, type EngineLimitSupport, limitSupportOf, type RawLimitFlags } from "./engine-limits.js";
+import {
+  assertEngineLimits,
+  cpusFor,
+  type EngineLimitSupport,
+  limitSupportOf,
+  type RawLimitFlags,
+} from "./engine-limits.js";
 import {
   assertPodmanLimits,
   assertPodmanRuntime,
@@ -283,8 +289,14 @@ export class DockerEngine implements Engine {
       );
     }
     const podman = await this.podmanVariant(spec);
-    if (!podman) assertEngineLimits(await this.limitSupport(), this.name, spec.limits.cpus !== undefined);
-    const options = { ...dockerCreateOptions(spec, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
+    let placed = spec;
+    if (!podman) {
+      const support = await this.limitSupport();
+      assertEngineLimits(support, this.name, spec.limits.cpus !== undefined);
+      const cpus = cpusFor(spec.limits.cpus, support);
+      if (cpus !== spec.limits.cpus) placed = { ...spec, limits: { ...spec.limits, cpus } };
+    }
+    const options = { ...dockerCreateOptions(placed, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
     return new DockerContainer(await this.api.createContainer(options), { readOomCounterBeforeKill: Boolean(podman) });
   }
 

@@ -13,6 +13,8 @@ export interface EngineLimitSupport {
   cpu: boolean;
   /** Swap accounting (cgroup v1 without it drops MemorySwap: memory past the limit may go to swap). Not refused: doctor says so. */
   swap: boolean;
+  /** The CPUs the engine has (its /info NCPU), when it says: a container may be given at most these. */
+  cpus?: number;
 }
 
 /** The flags of a Docker engine's /info that say what it can enforce. */
@@ -21,6 +23,7 @@ export interface RawLimitFlags {
   PidsLimit?: boolean;
   CpuCfsQuota?: boolean;
   SwapLimit?: boolean;
+  NCPU?: number;
 }
 
 export function limitSupportOf(info: RawLimitFlags): EngineLimitSupport {
@@ -29,7 +32,17 @@ export function limitSupportOf(info: RawLimitFlags): EngineLimitSupport {
     pids: info.PidsLimit !== false,
     cpu: info.CpuCfsQuota !== false,
     swap: info.SwapLimit !== false,
+    ...(typeof info.NCPU === "number" && info.NCPU > 0 ? { cpus: info.NCPU } : {}),
   };
+}
+
+/**
+ * The CPUs a container is given: the policy's, at most the engine's own. Docker refuses a create
+ * asking for more ("Range of CPUs is from 0.01 to 2.00"), which failed every run of a built-in
+ * policy (2 CPUs) on a one-CPU engine as "Docker unavailable" (review, session 30).
+ */
+export function cpusFor(asked: number | undefined, support: EngineLimitSupport): number | undefined {
+  return asked !== undefined && support.cpus !== undefined ? Math.min(asked, support.cpus) : asked;
 }
 
 /** The limits a sandbox needs that the engine cannot enforce, by name. */

@@ -115,7 +115,11 @@ function buildPolicySchemas() {
         .min(64)
         .max(MAX_MB, TOO_BIG.mb)
         .describe("Memory limit of the container in MiB (swap included)"),
-      cpus: z.number().positive().max(256).describe("CPU limit, in cores (fractions allowed)"),
+      cpus: z
+        .number()
+        .min(0.01, "must be at least 0.01 (the least Docker gives a container)")
+        .max(256)
+        .describe("CPU limit, in cores (fractions allowed; at most the engine's own CPUs are given)"),
       pids: z
         .number()
         .int()

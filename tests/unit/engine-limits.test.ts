@@ -21,8 +21,12 @@ afterEach(async () => {
 async function engineSaying(info: object) {
   const socketPath = path.join(dir(), "engine.sock");
   const requests: string[] = [];
+  const bodies: string[] = [];
   const server = http.createServer((req, res) => {
     requests.push(`${req.method} ${req.url?.replace(/^\/v[\d.]+/, "").split("?")[0]}`);
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+    req.on("end", () => bodies.push(body));
     if (req.url?.includes("/_ping")) return res.end("OK");
     if (req.url?.includes("/version")) return res.end(JSON.stringify({ Version: "27.0.0", Components: [] }));
     if (req.url?.includes("/info")) return res.end(JSON.stringify(info));
@@ -34,7 +38,7 @@ async function engineSaying(info: object) {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   });
-  return { engine: new DockerEngine({ name: "nolimits", endpoint: { kind: "unix", socketPath } }), requests };
+  return { engine: new DockerEngine({ name: "nolimits", endpoint: { kind: "unix", socketPath } }), requests, bodies };
 }
 
 const spec = (cpus?: number) => ({
@@ -84,5 +88,16 @@ describe("an engine that cannot enforce the sandbox's limits", () => {
     expect(missingLimits(limitSupportOf({ PidsLimit: false }), false)).toEqual(["pids"]);
     expect(missingLimits(limitSupportOf({ CpuCfsQuota: false }), false)).toEqual([]);
     expect(() => assertEngineLimits(limitSupportOf({ MemoryLimit: false }), "e", false)).toThrow(/memory limits/);
+  });
+
+  it("gives a container at most the engine's CPUs: a built-in policy's 2 on a one-CPU engine is 1, not a refused create", async () => {
+    expect(limitSupportOf({ NCPU: 1 }).cpus).toBe(1);
+    const { engine, bodies } = await engineSaying({ MemoryLimit: true, PidsLimit: true, CpuCfsQuota: true, NCPU: 1 });
+    await engine.createContainer(spec(2));
+    await engine.createContainer(spec(0.5));
+    const nanoCpus = bodies
+      .filter((b) => b.includes("HostConfig"))
+      .map((b) => (JSON.parse(b) as { HostConfig: { NanoCpus?: number } }).HostConfig.NanoCpus);
+    expect(nanoCpus).toEqual([1e9, 0.5e9]);
   });
 });
