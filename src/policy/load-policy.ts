@@ -4,8 +4,10 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { z } from "zod";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-file.js";
+import { editDistance } from "../util/edit-distance.js";
 import { BUILT_IN_POLICIES, type BuiltInPolicyName, EXAMPLE_POLICIES, isBuiltInPolicy } from "../util/policy-names.js";
 import { type Policy, policySchemas } from "./policy-schema.js";
 
@@ -37,12 +39,37 @@ function builtInPolicy(name: BuiltInPolicyName): Policy {
 }
 
 export function parsePolicy(value: unknown, source: string): Policy {
+  // Other tools' policies inherit; these do not, and "extends" drowned in a list of missing fields.
+  if (value && typeof value === "object" && "extends" in value)
+    throw usageError(
+      `Policy ${source} uses "extends": a policy here is complete in itself and inherits from none.`,
+      "Start from a complete one and edit it: `sandbox-run policy show workspace-write --yaml > mine.yaml`.",
+    );
   const parsed = policySchemas().policySchema.safeParse(value);
   if (parsed.success) return parsed.data;
   throw usageError(
-    `Policy ${source} is invalid:\n${formatZodIssues(parsed.error.issues)}`,
+    `Policy ${source} is invalid:\n${formatZodIssues(parsed.error.issues.map(withMeant))}`,
     "Fix the fields above; `sandbox-run policy show workspace-write` prints a complete example.",
   );
+}
+
+/** An unknown field's issue names the field it probably meant (`memoryMB` -> memoryMb). */
+function withMeant(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== "unrecognized_keys") return issue;
+  const known = policyFieldNames();
+  const meant = issue.keys.map((key) => {
+    const lower = key.toLowerCase();
+    const near =
+      known.find((n) => n.toLowerCase() === lower) ?? known.find((n) => editDistance(lower, n.toLowerCase()) <= 2);
+    return near ? `"${key}" (did you mean "${near}"?)` : `"${key}"`;
+  });
+  return { ...issue, message: `Unrecognized key${issue.keys.length > 1 ? "s" : ""}: ${meant.join(", ")}` };
+}
+
+/** Every field name of a policy and of its limits (secrets' own fields are rare enough to leave out). */
+function policyFieldNames(): string[] {
+  const { policySchema } = policySchemas();
+  return [...Object.keys(policySchema.shape), ...Object.keys(policySchema.shape.limits.shape)];
 }
 
 const POLICY_HINT = "Pass the path of a readable policy file.";

@@ -83,8 +83,8 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       new SandboxRunError("timeout", trip.message, {
         ...evidence,
         hint: trip.waitingOnModel
-          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout / timeoutMs)."
-          : "Raise the timeout (--timeout / timeoutMs) or give the agent a smaller task.",
+          ? "The model did not answer in time: check that its server runs and is not stuck or overloaded (`sandbox-run doctor --models <file>` checks a custom provider), or raise the timeout (--timeout, timeoutMs, or the policy's limits.timeoutSeconds)."
+          : "Raise the timeout (--timeout, timeoutMs, or the policy's limits.timeoutSeconds) or give the agent a smaller task.",
       }),
     );
   }

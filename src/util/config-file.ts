@@ -25,9 +25,13 @@ export function readConfigJson(file: string, what: string, hint: string): unknow
   try {
     return JSON.parse(text);
   } catch (error) {
+    const message = (error as Error).message;
+    // V8 says where by character position: a line and column are what an editor shows.
+    const at = /at position (\d+)/.exec(message);
+    const where = at ? ` (line ${lineAndColumn(text, Number(at[1]))})` : "";
     throw usageError(
-      `The ${what} file ${file} is not valid JSON: ${(error as Error).message}`,
-      "Check the file's syntax.",
+      `The ${what} file ${file} is not valid JSON${where}: ${message}`,
+      `Check the file's syntax: JSON has no comments and no trailing commas${what === "policy" ? " (a policy file named *.yaml may have comments)" : ""}.`,
     );
   }
 }
@@ -68,4 +72,10 @@ export function formatZodIssues(issues: readonly z.core.$ZodIssue[], separator =
   return issues
     .map((i) => `${separator === "\n" ? indent : ""}${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`)
     .join(separator);
+}
+
+/** "3, column 14" for a character offset into `text`. */
+function lineAndColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset).split("\n");
+  return `${before.length}, column ${before.at(-1)!.length + 1}`;
 }

@@ -79,7 +79,7 @@ describe("user policy files through the CLI", () => {
     const run = await runCli(["--policy", "broken.json", "--model", "scripted/x", "fix it"], cwd);
     expect(run.status).toBe(2);
     expect(run.stderr).toMatch(
-      /^sandbox-run: The policy file broken\.json is not valid JSON: .+\n {2}Check the file's syntax\.\n$/,
+      /^sandbox-run: The policy file broken\.json is not valid JSON: .+\n {2}Check the file's syntax: JSON has no comments and no trailing commas \(a policy file named \*\.yaml may have comments\)\.\n$/,
     );
   });
 

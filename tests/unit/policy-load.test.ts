@@ -112,6 +112,24 @@ describe("user policy files with mistakes", () => {
     expect(error.hint).toContain("sandbox-run policy show");
   });
 
+  it("a policy author's usual slips say what was meant: a field's case or a typo, \"extends\", a comment in JSON (review, session 30)", () => {
+    const typo = loadError(
+      writePolicy("typo.json", { ...valid(), allowedDomain: [], limits: { ...valid().limits, memoryMB: 512 } }),
+    );
+    expect(issueLines(typo)).toEqual(
+      expect.arrayContaining([
+        '(root): Unrecognized key: "allowedDomain" (did you mean "allowedDomains"?)',
+        'limits: Unrecognized key: "memoryMB" (did you mean "memoryMb"?)',
+      ]),
+    );
+    const inherits = loadError(writePolicy("extends.json", { extends: "workspace-write", limits: { cpus: 1 } }));
+    expect(inherits.shortMessage).toMatch(/uses "extends": a policy here is complete in itself and inherits from none/);
+    expect(inherits.hint).toContain("sandbox-run policy show workspace-write --yaml");
+    const commented = loadError(writePolicy("commented.json", '{\n  "name": "x",\n  // why\n  "network": "none"\n}'));
+    expect(commented.shortMessage).toMatch(/is not valid JSON \(line 3, column 3\)/);
+    expect(commented.hint).toContain("a policy file named *.yaml may have comments");
+  });
+
   it("rejects an over-broad *.com domain with a message that says why, once", () => {
     const file = writePolicy("broad.json", {
       ...valid(),
