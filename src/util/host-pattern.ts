@@ -15,6 +15,18 @@ import { canonicalHost, NUMERIC_LABEL } from "./host-name.js";
  */
 export function hostPatternProblem(pattern: string, options: { wildcard: boolean }): string | undefined {
   const shape = "must be a host name like registry.npmjs.org or a pattern like *.npmjs.org";
+  // What a policy author writes by habit, each said plainly (review, session 30: one message for all).
+  if (pattern !== pattern.trim()) return "has spaces around it";
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(pattern))
+    return `must be a host name without a scheme (write ${pattern.replace(/^[^:]+:\/\//, "").split(/[/:]/)[0]})`;
+  if (pattern.includes("/")) return `must be a host name without a path (write ${pattern.split("/")[0]})`;
+  if (/^[^:]+:\d+$/.test(pattern))
+    return `must be a host name without a port (write ${pattern.split(":")[0]}; the egress proxy takes ports 80 and 443)`;
+  if (pattern.startsWith("[") || (pattern.match(/:/g)?.length ?? 0) > 1)
+    return "is an IPv6 address, which allow-lists do not take: list the host by name";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range is the point
+  if (/[^\x00-\x7f]/.test(pattern))
+    return "must be written in ASCII: give an international name in its xn-- (punycode) form";
   const wildcard = pattern.startsWith("*.");
   if (wildcard && !options.wildcard) return "must be an exact host name (no *. patterns)";
   const body = wildcard ? pattern.slice(2) : pattern;

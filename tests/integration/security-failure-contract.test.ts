@@ -175,7 +175,12 @@ describe.concurrent("the failure contract, through the CLI", () => {
     // 2 s, and the timeout then said (rightly) that the run was waiting for the model. Both hints
     // tell the user to raise the timeout; that is the contract checked here.
     const outcome = await cli([bash("sleep 3600")], ["--timeout", "15"]);
-    expectCleanFailure(outcome, 124, /did not finish within 15 s/, /raise the timeout \(--timeout, timeoutMs, or the policy's limits\.timeoutSeconds\)/i);
+    expectCleanFailure(
+      outcome,
+      124,
+      /did not finish within 15 s/,
+      /raise the timeout \(--timeout, timeoutMs, or the policy's limits\.timeoutSeconds\)/i,
+    );
   });
 
   it("limit: the tool exhausts memory", async () => {

@@ -81,6 +81,26 @@ describe("allow-list entries (policy schema)", () => {
     ]);
   });
 
+  it("says plainly what a policy author wrote by habit: a scheme, a path, a port, spaces, IPv6, a non-ASCII name (review, session 30)", () => {
+    expect(
+      problemsOf([
+        "https://github.com/org",
+        "github.com/org",
+        "github.com:443",
+        " github.com",
+        "[::1]",
+        "bücher.example",
+      ]),
+    ).toEqual([
+      "allowedDomains.0: must be a host name without a scheme (write github.com)",
+      "allowedDomains.1: must be a host name without a path (write github.com)",
+      "allowedDomains.2: must be a host name without a port (write github.com; the egress proxy takes ports 80 and 443)",
+      "allowedDomains.3: has spaces around it",
+      "allowedDomains.4: is an IPv6 address, which allow-lists do not take: list the host by name",
+      "allowedDomains.5: must be written in ASCII: give an international name in its xn-- (punycode) form",
+    ]);
+  });
+
   it("accepts names, *.suffix patterns and canonical IPv4 addresses", () => {
     expect(
       problemsOf(["registry.npmjs.org", "*.npmjs.org", "Deb.Debian.org", "93.184.215.14", "*.a-b.example"]),

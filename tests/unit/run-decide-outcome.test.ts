@@ -113,7 +113,9 @@ describe("decideOutcome", () => {
       }),
     );
     expect(error.code).toBe("timeout");
-    expect(error.hint).toBe("Raise the timeout (--timeout, timeoutMs, or the policy's limits.timeoutSeconds) or give the agent a smaller task.");
+    expect(error.hint).toBe(
+      "Raise the timeout (--timeout, timeoutMs, or the policy's limits.timeoutSeconds) or give the agent a smaller task.",
+    );
   });
 
   it("invalid results in a row are invalid-result, naming the last failure, over a limit the exit shows or a result", () => {
