@@ -62,7 +62,7 @@ export interface ScriptedModel {
   readonly options: { model: string; models: Record<string, unknown> };
   /** Every generation request the model received, oldest first (each run starts its own conversation). */
   readonly requests: readonly ScriptedRequest[];
-  /** Stops the model's server. */
+  /** Stops the model's server; rejects when the script threw (each such request was answered with a 400 naming it). */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -90,14 +90,18 @@ export async function scriptedModel(script: Script, options: ScriptedModelOption
   const id = options.id ?? "model";
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id))
     throw new TypeError(`scriptedModel: id ${JSON.stringify(id)} is not a model id`);
-  const toStep = (step: ScriptedStep): ScriptStep =>
-    "final" in step ? { toolCalls: [{ name: FINAL_TOOL_NAME, arguments: step.final }] } : step;
+  const toStep = (step: ScriptedStep, where: string): ScriptStep => {
+    const problem = stepProblem(step);
+    if (problem) throw new TypeError(`scriptedModel: ${where} ${problem}`);
+    return "final" in step ? { toolCalls: [{ name: FINAL_TOOL_NAME, arguments: step.final }] } : step;
+  };
   const server = await startScriptedModelServer({
     scripts: {
       [id]:
         typeof script === "function"
-          ? (_request, turn, context) => toStep(script(turn, context.conversation))
-          : script.map(toStep),
+          ? (_request, turn, context) => toStep(script(turn, context.conversation), `the step for turn ${turn}`)
+          : // Checked now: a typo in a step fails here, not as a run waiting on its model.
+            script.map((step, index) => toStep(step, `step ${index}`)),
     },
   });
   const model = `scripted/${id}`;
@@ -112,7 +116,17 @@ export async function scriptedModel(script: Script, options: ScriptedModelOption
       },
     },
   };
-  const close = () => server.close();
+  // What the script threw (a failed expect() inside it) is each request's 400, and the test's
+  // failure here: the run only sees a model error.
+  const close = async () => {
+    await server.close();
+    const [first, ...more] = server.scriptErrors;
+    if (first)
+      throw new Error(
+        `scriptedModel: the script failed${more.length ? ` (and ${more.length} more time${more.length > 1 ? "s" : ""})` : ""}: ${first.message}`,
+        { cause: first },
+      );
+  };
   return {
     model,
     models,
@@ -123,4 +137,15 @@ export async function scriptedModel(script: Script, options: ScriptedModelOption
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/** Why a value is not a step a script may give, or undefined. */
+function stepProblem(step: unknown): string | undefined {
+  if (!step || typeof step !== "object") return `is ${step === null ? "null" : typeof step}, not a step`;
+  const value = step as Record<string, unknown>;
+  if (typeof value.text === "string") return undefined;
+  if (Array.isArray(value.toolCalls)) return undefined;
+  if ("final" in value) return undefined;
+  if (typeof value.httpStatus === "number") return undefined;
+  return `has none of text (a string), toolCalls (an array), final or httpStatus (a number): ${JSON.stringify(step).slice(0, 120)}`;
 }

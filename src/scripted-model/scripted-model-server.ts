@@ -15,7 +15,7 @@ import { googleGenerativeAiWire } from "./google-generative-ai-wire.js";
 import { mistralConversationsWire } from "./mistral-conversations-wire.js";
 import { openAiCompletionsWire } from "./openai-completions-wire.js";
 import { openAiResponsesWire } from "./openai-responses-wire.js";
-import { type ChatRequest, pickStep, type Script, type ScriptedApi } from "./script.js";
+import { type ChatRequest, pickStep, type Script, type ScriptedApi, type ScriptStep } from "./script.js";
 import { sendJson, type WireFormat } from "./wire-format.js";
 
 export type { ChatRequest, Script, ScriptContext, ScriptedApi, ScriptStep } from "./script.js";
@@ -54,6 +54,8 @@ export interface ScriptedModelServer {
   /** Base URL for a provider of the given Pi `api` (the models.json `baseUrl`). */
   baseUrlFor(api: ScriptedApi): string;
   readonly requests: RecordedRequest[];
+  /** What the scripts threw (each answered with a 400 naming it). */
+  readonly scriptErrors: readonly Error[];
   setScript(modelId: string, script: Script): void;
   close(): Promise<void>;
 }
@@ -83,6 +85,7 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
   const scripts = new Map<string, Script>(Object.entries(options.scripts ?? {}));
   const requests: RecordedRequest[] = [];
   const openResponses = new Set<http.ServerResponse>();
+  const scriptErrors: Error[] = [];
   let seq = 0;
 
   const server = http.createServer((req, res) => {
@@ -118,7 +121,19 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       const conversation = parsed.request;
       recorded.conversation = conversation;
       const turn = conversation.messages.filter((m) => m.role === "assistant").length;
-      const step = pickStep(script, body as ChatRequest, turn, { api: wire.api, conversation });
+      let step: ScriptStep;
+      try {
+        step = pickStep(script, body as ChatRequest, turn, { api: wire.api, conversation });
+        if (!step || typeof step !== "object") throw new TypeError(`turn ${turn} gave ${String(step)}, not a step`);
+      } catch (error) {
+        // A script that throws (a failed expect() inside it, a typo) is answered at once with its
+        // error and kept for the caller: the request left unanswered made the run wait for its
+        // timeout, 900 s by default, then blame the model server (review, session 30). 400: Pi
+        // does not retry it.
+        const failure = error instanceof Error ? error : new Error(String(error));
+        scriptErrors.push(failure);
+        return sendJson(res, 400, wire.errorBody(400, `the scripted model's script failed: ${failure.message}`));
+      }
       if ("httpStatus" in step) {
         return sendJson(
           res,
@@ -143,6 +158,7 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
     baseUrl: scriptedBaseUrlFor(origin, "openai-completions"),
     baseUrlFor: (api) => scriptedBaseUrlFor(origin, api),
     requests,
+    scriptErrors,
     setScript: (modelId, script) => void scripts.set(modelId, script),
     close: () =>
       new Promise<void>((resolve) => {

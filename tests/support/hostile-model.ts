@@ -396,6 +396,9 @@ export function useHostileModelServer(): ScriptedModelServer {
     get requests() {
       return live().requests;
     },
+    get scriptErrors() {
+      return live().scriptErrors;
+    },
     baseUrlFor: (api) => live().baseUrlFor(api),
     setScript: (modelId, script) => live().setScript(modelId, script),
     close: () => live().close(),

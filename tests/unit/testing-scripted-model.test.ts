@@ -1,0 +1,36 @@
+// `sandbox-run/testing`'s scriptedModel as a user's test meets it: a script that throws (a failed
+// expect() inside it) or gives no step is answered at once and fails the test at close(), instead of
+// leaving the run waiting on its model for the policy's timeout (review, session 30: 900 s).
+import { describe, expect, it } from "vitest";
+import { scriptedModel } from "../../src/testing.js";
+
+/** One openai-completions request, as Pi would send it. */
+async function ask(baseUrl: string, model: string): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${baseUrl}/chat/completions`, {
+    method: "POST",
+    body: JSON.stringify({ model, stream: false, messages: [{ role: "user", content: "hi" }] }),
+  });
+  return { status: response.status, text: await response.text() };
+}
+
+describe("scriptedModel's script mistakes", () => {
+  it("a step with none of text, toolCalls, final or httpStatus is refused when the model is made, naming its index", async () => {
+    await expect(scriptedModel([{ text: "ok" }, { tool_calls: [] } as never])).rejects.toThrow(
+      /^scriptedModel: step 1 has none of text \(a string\), toolCalls \(an array\), final or httpStatus/,
+    );
+  });
+
+  it("a function script that throws, or gives nothing, is answered with a 400 naming it, and close() rejects with it", async () => {
+    const model = await scriptedModel((turn) => {
+      if (turn === 0) throw new Error("expected the prompt to name the file");
+      return undefined as never;
+    });
+    const baseUrl = (model.models.providers as { scripted: { baseUrl: string } }).scripted.baseUrl;
+    const first = await ask(baseUrl, "model");
+    expect(first.status).toBe(400);
+    expect(first.text).toContain("the scripted model's script failed: expected the prompt to name the file");
+    await expect(model.close()).rejects.toThrow(
+      "scriptedModel: the script failed: expected the prompt to name the file",
+    );
+  });
+});
