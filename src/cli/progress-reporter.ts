@@ -43,6 +43,15 @@ export function createProgressReporter(write: (line: string) => void): (event: R
   };
 }
 
+/** How a trip's line starts, by its code (a limit's otherwise). */
+const TRIP_LABELS: Record<string, string> = {
+  timeout: "timeout",
+  aborted: "stopped",
+  "replay-divergence": "replay diverged",
+  "invalid-result": "invalid results",
+  contradiction: "contradiction",
+};
+
 /** The line for a sandbox event worth a line, or undefined. */
 export function sandboxLine(type: string, d: Record<string, unknown>): string | undefined {
   const times = d.repeated ? ` (and ${Number(d.repeated)} more like it)` : "";
@@ -52,7 +61,8 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
     case "container.started":
       return `sandbox started (${t(d.containerId).slice(0, 12)})`;
     case "limit.tripped":
-      return `limit: ${t(d.message)}`;
+      // The trip's code names it: a replay's divergence or a timeout is no "limit" (review, session 30).
+      return `${TRIP_LABELS[String(d.code)] ?? "limit"}: ${t(d.message)}`;
     case "egress.denied":
       return `egress denied: ${t(d.host)}:${t(d.port)} (${t(d.reason)})${times}`;
     case "egress.failed":

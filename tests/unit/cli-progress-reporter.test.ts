@@ -168,3 +168,17 @@ describe("what copy mode could not carry (review, session 29)", () => {
     expect(sandboxLine("workspace.copied-out", { changed: 2 })).toBeUndefined();
   });
 });
+
+describe("a trip's line", () => {
+  it("is named by its code: a replay's divergence or a timeout is no limit (review, session 30)", () => {
+    expect(sandboxLine("limit.tripped", { code: "replay-divergence", message: "The replay diverged" })).toBe(
+      "replay diverged: The replay diverged",
+    );
+    expect(sandboxLine("limit.tripped", { code: "timeout", message: "The run did not finish within 5 s." })).toBe(
+      "timeout: The run did not finish within 5 s.",
+    );
+    expect(sandboxLine("limit.tripped", { code: "limit", limit: "memory", message: "Out of memory." })).toBe(
+      "limit: Out of memory.",
+    );
+  });
+});
