@@ -194,6 +194,14 @@ function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
   const names = new Set(entries);
   const at = (name: string) => `/proc/self/fd/${folder}/${name}`;
   if (!names.has(RECORD_FILES.sums)) {
+    // A library's `recordTo` folder: one record per call, in 1, 2, ... (review, session 30: read
+    // as a damaged record).
+    const calls = entries.filter((name) => /^[1-9]\d*$/.test(name)).sort((a, b) => Number(a) - Number(b));
+    if (calls.length > 0)
+      throw usageError(
+        `${root} is a folder of ${calls.length} record(s), one per call (what the library's recordTo writes), not one record.`,
+        `Replay one call's record (\`sandbox-run replay ${path.join(root, calls[0]!)}\`), or the whole workflow with the library's replayRecord(${JSON.stringify(root)}).`,
+      );
     throw usageError(
       `The record ${root} has no ${RECORD_FILES.sums}, so it cannot be checked.`,
       names.size === 0 ? "Pass the folder a run wrote with --record." : HINT,

@@ -72,7 +72,7 @@ export async function openRunRecord(
   } catch (error) {
     throw usageError(
       `Cannot write the run record: ${(error as Error).message}.`,
-      "Pass --record (or `record`) a new or empty folder; best one outside the workspace.",
+      "Record into a new or empty folder (--record, `record`, or a `recordTo` without earlier recordings: move those away first); best one outside the workspace.",
     );
   }
   const stagingDir = createRunDir(`${plan.runId}-record`);

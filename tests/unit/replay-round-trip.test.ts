@@ -289,6 +289,13 @@ describe("replay: records that do not check out are refused", () => {
     fs.rmSync(path.join(none, "SHA256SUMS"));
     expect(refusal(none).message).toContain("has no SHA256SUMS");
 
+    // A library's recordTo folder (one record per call, in 1, 2, ...) is said to be one, not damaged.
+    const calls = fs.mkdtempSync(path.join(root, "calls-"));
+    fs.renameSync(copy(), path.join(calls, "1"));
+    fs.renameSync(copy(), path.join(calls, "2"));
+    expect(refusal(calls).message).toContain(`${calls} is a folder of 2 record(s), one per call`);
+    expect(refusal(calls).message).toContain(`sandbox-run replay ${path.join(calls, "1")}`);
+
     const malformed = copy();
     fs.appendFileSync(path.join(malformed, "SHA256SUMS"), "abc  ../../etc/passwd\n");
     expect(refusal(malformed).message).toContain("malformed SHA256SUMS line");
