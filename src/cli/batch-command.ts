@@ -10,8 +10,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
-import { isSandboxRunError, SandboxRunError, usageError } from "../errors.js";
-import type { RunDetails, WarmPoolChange } from "../index.js";
+import { SandboxRunError, usageError } from "../errors.js";
+import type { WarmPoolChange } from "../index.js";
 import { createAgent } from "../operations.js";
 import { HostDir, HostDirError, locatePath } from "../util/host-dir.js";
 import { isNamedPolicy } from "../util/policy-names.js";
@@ -19,13 +19,13 @@ import { resolvedPath } from "../util/resolved-path.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
+import { type BatchTaskContext, runBatchTask } from "./batch-task-run.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
-import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
+import { EXIT, exitCodeForSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
-import { recordNoteLine } from "./record-notes.js";
-import { envelope, type ResultEnvelope } from "./result-envelope.js";
+import { envelope } from "./result-envelope.js";
 import { type SignalStop, stopOnSignals } from "./stop-signals.js";
 import { withRootFlags } from "./subcommand-flags.js";
 import { jsonText, terminalLine } from "./terminal-text.js";
@@ -136,52 +136,19 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
       },
     });
 
+    const context: BatchTaskContext = {
+      agent,
+      signal: stop.signal,
+      stoppedExit: () => (stop.by() ? stoppedExit() : undefined),
+      ...(recordDir ? { recordDir } : {}),
+      quiet: flags.quiet === true,
+      ...(shared.model ? { model: shared.model } : {}),
+      io,
+      note,
+      ...(progress ? { progress } : {}),
+    };
     const runOne = async (task: BatchTask) => {
-      const started = Date.now();
-      progress?.started(task.id);
-      let line: ResultEnvelope;
-      let ok = false;
-      let warmCall: boolean | undefined;
-      let recordNotes: string[] | undefined;
-      try {
-        const details: RunDetails = await agent.runDetailed(task.prompt, {
-          ...task.options,
-          signal: stop.signal,
-          // A file the task's own tree holds chooses part of its run: said, as for a single run.
-          onEvent: (event) => {
-            if (event.type === "config.untrusted" && !flags.quiet)
-              note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
-          },
-          ...(recordDir ? { record: path.join(recordDir, task.id) } : {}),
-        });
-        ok = true;
-        warmCall = details.warm;
-        recordNotes = details.recordNotes;
-        line = envelope({ ok: true, details, exitCode: EXIT.ok });
-      } catch (error) {
-        const e = isSandboxRunError(error) ? error : undefined;
-        warmCall = e?.warm;
-        recordNotes = e?.recordNotes;
-        // Stopped by a signal: the batch's own exit code (130, 143, 129), as for a single run.
-        const exitCode = e
-          ? e.code === "aborted" && stop.by()
-            ? stoppedExit()
-            : exitCodeFor(e.code)
-          : EXIT.agentFailed;
-        line = envelope({ ok: false, error, exitCode, model: task.options.model ?? shared.model });
-      }
-      if (!ok) failed++;
-      io.stdout(`${jsonText({ id: task.id, ...line })}\n`);
-      // Where a task's record went instead (its folder taken meanwhile), or what it lacks: said on
-      // stderr as for a single run, not only in the envelope (review, session 30).
-      for (const recordNote of recordNotes ?? []) note(`sandbox-run: task ${task.id}: ${recordNoteLine(recordNote)}`);
-      const error = line.error as { code?: string; message?: string } | null;
-      progress?.finished(task.id, {
-        ok,
-        ms: Date.now() - started,
-        warm: warmCall,
-        error: error ? `${error.code}: ${error.message}` : undefined,
-      });
+      if (!(await runBatchTask(task, context))) failed++;
     };
     // Enough failures (a revoked key, an engine gone) and the rest would most likely fail the same way.
     const tooManyFailed = () => maxFailures !== undefined && failed >= maxFailures;
