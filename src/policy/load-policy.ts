@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
 import { formatZodIssues, readConfigFile, readConfigJson } from "../util/config-file.js";
-import { editDistance } from "../util/edit-distance.js";
+import { nameMeant } from "../util/edit-distance.js";
 import { BUILT_IN_POLICIES, type BuiltInPolicyName, EXAMPLE_POLICIES, isBuiltInPolicy } from "../util/policy-names.js";
 import { type Policy, policySchemas } from "./policy-schema.js";
 
@@ -58,9 +58,7 @@ function withMeant(issue: z.core.$ZodIssue): z.core.$ZodIssue {
   if (issue.code !== "unrecognized_keys") return issue;
   const known = policyFieldNames();
   const meant = issue.keys.map((key) => {
-    const lower = key.toLowerCase();
-    const near =
-      known.find((n) => n.toLowerCase() === lower) ?? known.find((n) => editDistance(lower, n.toLowerCase()) <= 2);
+    const near = nameMeant(key, known);
     return near ? `"${key}" (did you mean "${near}"?)` : `"${key}"`;
   });
   return { ...issue, message: `Unrecognized key${issue.keys.length > 1 ? "s" : ""}: ${meant.join(", ")}` };

@@ -1,4 +1,4 @@
-// How far apart two words are, for a typo's "did you mean" (commands, option names).
+// How far apart two words are, for a typo's "did you mean" (commands, option and field names).
 
 /** Damerau-Levenshtein (optimal string alignment): insertions, deletions, substitutions, swaps of neighbours. */
 export function editDistance(a: string, b: string): number {
@@ -15,4 +15,13 @@ export function editDistance(a: string, b: string): number {
     }
   }
   return d[a.length]![b.length]!;
+}
+
+/** The name a word probably meant: the same name in another case, else one at most two edits away. */
+export function nameMeant(word: string, names: readonly string[]): string | undefined {
+  const lower = word.toLowerCase();
+  return (
+    names.find((name) => name.toLowerCase() === lower) ??
+    names.find((name) => editDistance(lower, name.toLowerCase()) <= 2)
+  );
 }

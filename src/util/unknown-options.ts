@@ -3,7 +3,7 @@
 // than the caller meant (review, session 30: `workspace: "copy"` ran in bind mode, `writable: [...]`
 // lent no extra folder).
 import { usageError } from "../errors.js";
-import { editDistance } from "./edit-distance.js";
+import { nameMeant } from "./edit-distance.js";
 
 /** The CLI's flag names a caller of the library may reach for. */
 const FLAG_NAMES: Record<string, string> = {
@@ -36,10 +36,5 @@ export function refuseUnknownOptions(
 
 function optionMeant(key: string, names: readonly string[]): string | undefined {
   const flag = FLAG_NAMES[key.toLowerCase()];
-  if (flag && names.includes(flag)) return flag;
-  const lower = key.toLowerCase();
-  return (
-    names.find((name) => name.toLowerCase() === lower) ??
-    names.find((name) => editDistance(lower, name.toLowerCase()) <= 2)
-  );
+  return flag && names.includes(flag) ? flag : nameMeant(key, names);
 }
