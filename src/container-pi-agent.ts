@@ -33,6 +33,7 @@ import type { FromSchema } from "./util/from-schema.js";
 import type { RunnerPlatform } from "./util/platform.js";
 import { listenForAbort } from "./util/shared-abort-listener.js";
 import { refuseUnknownOptions } from "./util/unknown-options.js";
+import { untilAborted } from "./util/until-aborted.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
 
@@ -167,10 +168,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
           const timeout = AbortSignal.timeout(WARM_PING_TIMEOUT_MS);
           // close() does not wait the ping out (nor for an engine that ignores its signal).
           const stop = AbortSignal.any([timeout, this.#closing.signal]);
-          const stopped = new Promise<never>((_, reject) =>
-            stop.addEventListener("abort", () => reject(stop.reason), { once: true }),
-          );
-          await Promise.race([engine.ping(stop), stopped]).catch((error: unknown) => {
+          await untilAborted(engine.ping(stop), stop).catch((error: unknown) => {
             if (!timeout.aborted) throw error;
             throw new SandboxRunError(
               "docker-unavailable",

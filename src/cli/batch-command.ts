@@ -16,6 +16,7 @@ import { createAgent } from "../operations.js";
 import { HostDir, HostDirError, locatePath } from "../util/host-dir.js";
 import { isNamedPolicy } from "../util/policy-names.js";
 import { resolvedPath } from "../util/resolved-path.js";
+import { untilAborted } from "../util/until-aborted.js";
 import { refuseUnrunnableBatch } from "./batch-preflight.js";
 import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
@@ -84,7 +85,13 @@ export async function batchCommand(
 }
 
 async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: SignalStop): Promise<number> {
-  const listed = file === "-" ? await untilStopped(tasksFromStdin(io), stop.signal) : readBatchTasks(file);
+  const listed =
+    file === "-"
+      ? await untilAborted(tasksFromStdin(io), stop.signal).catch((error: unknown) => {
+          if (stop.signal.aborted) return undefined;
+          throw error;
+        })
+      : readBatchTasks(file);
   if (listed === undefined) return exitCodeForSignal(stop.by()!);
   if (listed.length === 0) {
     // A generated list with nothing in it ("no repository changed") is not a mistake to fail on.
@@ -178,16 +185,6 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
   );
   if (stop.by()) return stoppedExit();
   return failed === 0 ? EXIT.ok : EXIT.agentFailed;
-}
-
-/** The promise's value, or undefined once `signal` aborts first. */
-function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 /**

@@ -1,6 +1,7 @@
 // `sandbox-run doctor` as a library operation: checks what a run needs, one by one, and says how to
 // fix what is missing. Each finding goes to the caller's report (the CLI prints it); values of
 // credentials are never reported.
+
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
@@ -30,6 +31,7 @@ import {
 } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
 import type { RunnerPlatform } from "../util/platform.js";
+import { untilAborted } from "../util/until-aborted.js";
 import {
   checkControllerHost,
   checkPerUserLimits,
@@ -225,21 +227,6 @@ async function checkEngine(
       );
   }
   return true;
-}
-
-/**
- * `promise`, or the signal's reason as soon as it aborts: for checks that hold nothing (a ping, a
- * question to the engine, a GET); what they answer after that is dropped.
- */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  promise.catch(() => {});
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    if (signal.aborted) return onAbort();
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 /**
