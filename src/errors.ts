@@ -19,6 +19,12 @@ export type SandboxRunErrorCode =
   | "contradiction" // the sandbox's output contradicted what the model said (forged events): exit 1
   | "replay-divergence"; // a replayed run's model request differs from the recorded one: exit 4
 
+/**
+ * The code events, run records and the CLI's `--json` envelope give a failure: a SandboxRunError's
+ * code, or "internal" for any other error (a bug in sandbox-run): exit 1.
+ */
+export type ReportedErrorCode = SandboxRunErrorCode | "internal";
+
 export interface SandboxRunErrorDetails {
   /** What to do next, in one sentence. */
   hint?: string;
@@ -137,7 +143,7 @@ export function isSandboxRunError(error: unknown): error is SandboxRunError {
 
 /** An error's documented fields, as data (a run record, the CLI's --json envelope); never its stack. */
 export interface ErrorSummary {
-  code: string;
+  code: ReportedErrorCode;
   message: string;
   hint?: string;
   exitCode?: number | null;

@@ -30,7 +30,7 @@ export type { Engine } from "./engine/engine.js";
 export type { EngineEndpoint } from "./engine/engine-endpoint.js";
 export type { PoolMember } from "./engine/engine-pool.js";
 export { EnginePool } from "./engine/engine-pool.js";
-export type { SandboxRunErrorCode } from "./errors.js";
+export type { ReportedErrorCode, SandboxRunErrorCode } from "./errors.js";
 export { isSandboxRunError, SandboxRunError } from "./errors.js";
 export type { BranchHandBack, HandBackReport, PatchHandBack } from "./hand-back/hand-back-report.js";
 export { buildRunnerImage } from "./image/build-runner-image.js";

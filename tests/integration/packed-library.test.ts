@@ -21,6 +21,8 @@ const CONSUMER = `import {
   EnginePool,
   isSandboxRunError,
   type FromSchema,
+  type ReportedErrorCode,
+  type SandboxRunErrorCode,
 } from "sandbox-run";
 import { scriptedModel } from "sandbox-run/testing";
 
@@ -82,6 +84,12 @@ export async function useIt(pi: ContainerPiAgent): Promise<void> {
   } catch (error) {
     if (isSandboxRunError(error) && error.code === "aborted") console.log(error.hint, error.cause);
   }
+  // What an envelope or a record may name: every error code, and "internal" for a bug.
+  const reported: ReportedErrorCode[] = ["internal", "aborted"];
+  const code: SandboxRunErrorCode = "timeout";
+  // @ts-expect-error "internal" is no SandboxRunError's code
+  const never: SandboxRunErrorCode = "internal";
+  console.log(reported, code, never);
 }
 `;
 

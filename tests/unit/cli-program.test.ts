@@ -355,6 +355,26 @@ describe("--dry-run", () => {
     ]);
   });
 
+  it("shows the limits this call gets: --timeout, --max-turns and --max-cost over the policy's", async () => {
+    const policy = loadPolicy("workspace-write");
+    const plain = JSON.parse((await dryRun(["fix it"])).stdout);
+    expect(plain.limits).toMatchObject({
+      timeoutSeconds: policy.limits.timeoutSeconds,
+      maxTurns: policy.limits.maxTurns,
+      memoryMb: policy.limits.memoryMb,
+    });
+    expect(plain.limits.maxCostUsd).toBeUndefined();
+    const narrowed = JSON.parse(
+      (await dryRun(["--timeout", "33", "--max-turns", "7", "--max-cost", "0.5", "fix it"])).stdout,
+    );
+    expect(narrowed.limits).toMatchObject({
+      timeoutSeconds: 33,
+      maxTurns: 7,
+      maxCostUsd: 0.5,
+      memoryMb: policy.limits.memoryMb,
+    });
+  });
+
   it("--hand-back branch: the plan runs in copy mode with nothing mounted; --patch-file needs --hand-back patch, and patch needs a place for its patch", async () => {
     const branch = JSON.parse((await dryRun(["--hand-back", "branch", "fix it"])).stdout);
     expect(branch).toMatchObject({ handBack: "branch", workspaceMode: "copy", mounts: [] });

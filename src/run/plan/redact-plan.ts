@@ -19,6 +19,7 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
   return {
     ...plan,
     env,
+    limits: callLimits(planned),
     gatewayRoutes: run.routing.routes.map((r) => ({
       id: r.id,
       upstream: r.upstreamBaseUrl,
@@ -43,5 +44,19 @@ export function redactPlan(planned: PlannedRun): Record<string, unknown> {
             allowedDomains: run.policy.allowedDomains,
           }
         : { mode: run.policy.network },
+  };
+}
+
+/**
+ * The policy's limits as this call gets them: a call's timeout and budgets (--timeout, --max-turns,
+ * --max-cost, or the library's options) override the policy's, and a plan that showed the policy's
+ * own figures misled whoever checked it before a run (session 30's list).
+ */
+function callLimits({ plan, run }: PlannedRun): Record<string, unknown> {
+  return {
+    ...plan.limits,
+    timeoutSeconds: run.timeoutMs / 1000,
+    maxTurns: run.budgets.maxTurns,
+    ...(run.budgets.maxCostUsd !== undefined ? { maxCostUsd: run.budgets.maxCostUsd } : {}),
   };
 }
