@@ -23,40 +23,10 @@
 // resolves to 2002:0a00:0001:: reach 10.0.0.1.
 import net from "node:net";
 import os from "node:os";
-import { ipv4ToInt, ipv6ToGroups } from "../util/ip-address.js";
+import { classifyIpv4, ipv4ToInt, ipv6ToGroups } from "../util/ip-address.js";
 
 /** Returns why an address is refused, or undefined when it may be connected to. */
 export type AddressGuard = (address: string) => string | undefined;
-
-interface Range4 {
-  base: number;
-  bits: number;
-  name: string;
-}
-
-const IPV4_RANGES: Range4[] = [
-  ["0.0.0.0", 8, "unspecified (this network)"],
-  ["168.63.129.16", 32, "Azure WireServer (metadata)"],
-  ["10.0.0.0", 8, "private network"],
-  ["100.64.0.0", 10, "shared address space (CGNAT)"],
-  ["127.0.0.0", 8, "loopback"],
-  ["169.254.0.0", 16, "link-local (metadata services)"],
-  ["172.16.0.0", 12, "private network"],
-  ["192.0.0.0", 24, "IETF protocol assignments"],
-  ["192.168.0.0", 16, "private network"],
-  ["198.18.0.0", 15, "benchmarking network"],
-  ["224.0.0.0", 4, "multicast"],
-  ["240.0.0.0", 4, "reserved / broadcast"],
-].map(([base, bits, name]) => ({ base: ipv4ToInt(base as string)!, bits: bits as number, name: name as string }));
-
-function inRange4(value: number, range: Range4): boolean {
-  const size = 2 ** (32 - range.bits);
-  return value >= range.base && value < range.base + size;
-}
-
-function classifyIpv4(value: number): string | undefined {
-  return IPV4_RANGES.find((r) => inRange4(value, r))?.name;
-}
 
 function groupsToIpv4(high: number, low: number): number {
   return high * 65536 + low;

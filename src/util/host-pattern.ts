@@ -6,6 +6,7 @@
 //   93.184.215.14       -> exactly that address (IP literals only ever match exactly)
 // Hosts and entries are compared in their canonical spelling (host-name.ts).
 import { canonicalHost, NUMERIC_LABEL } from "./host-name.js";
+import { classifyIpv4, ipv4ToInt } from "./ip-address.js";
 
 /**
  * Why an allow-list or secrets entry is not acceptable, or undefined. Entries are exact names
@@ -37,6 +38,12 @@ export function hostPatternProblem(pattern: string, options: { wildcard: boolean
   }
   const parsed = canonicalHost(body);
   if (parsed.problem !== undefined) return shape;
+  // The egress proxy never connects to such an address (proxy/address-guard.ts): listed, it would
+  // load and then refuse every request of the run.
+  const refusedRange = parsed.kind === "ipv4" ? classifyIpv4(ipv4ToInt(parsed.host)!) : undefined;
+  if (refusedRange) {
+    return `is an address in a ${refusedRange} range, which the egress proxy never connects to (sandboxes do not reach the host, its LAN or metadata services): list a public host`;
+  }
   if (labels.length < 2) {
     return wildcard
       ? "is too broad: a *.suffix pattern needs at least two labels after '*.' (use *.example.com, not *.com)"

@@ -51,3 +51,37 @@ export function formatIpv6(groups: readonly number[]): string {
   if (bestStart < 0) return hex.join(":");
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
 }
+
+interface Range4 {
+  base: number;
+  bits: number;
+  name: string;
+}
+
+const IPV4_RANGES: Range4[] = [
+  ["0.0.0.0", 8, "unspecified (this network)"],
+  ["168.63.129.16", 32, "Azure WireServer (metadata)"],
+  ["10.0.0.0", 8, "private network"],
+  ["100.64.0.0", 10, "shared address space (CGNAT)"],
+  ["127.0.0.0", 8, "loopback"],
+  ["169.254.0.0", 16, "link-local (metadata services)"],
+  ["172.16.0.0", 12, "private network"],
+  ["192.0.0.0", 24, "IETF protocol assignments"],
+  ["192.168.0.0", 16, "private network"],
+  ["198.18.0.0", 15, "benchmarking network"],
+  ["224.0.0.0", 4, "multicast"],
+  ["240.0.0.0", 4, "reserved / broadcast"],
+].map(([base, bits, name]) => ({ base: ipv4ToInt(base as string)!, bits: bits as number, name: name as string }));
+
+function inRange4(value: number, range: Range4): boolean {
+  const size = 2 ** (32 - range.bits);
+  return value >= range.base && value < range.base + size;
+}
+
+/**
+ * Which refused range an IPv4 address (as ipv4ToInt gives it) is in: the egress proxy never connects
+ * there (proxy/address-guard.ts), and a policy that lists such an address is refused as it loads.
+ */
+export function classifyIpv4(value: number): string | undefined {
+  return IPV4_RANGES.find((r) => inRange4(value, r))?.name;
+}

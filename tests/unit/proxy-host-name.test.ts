@@ -101,6 +101,18 @@ describe("allow-list entries (policy schema)", () => {
     ]);
   });
 
+  it("refuses an address the egress proxy never connects to (private, loopback, metadata), saying so as the policy loads", () => {
+    const refused = ["10.1.2.3", "127.0.0.1", "169.254.169.254", "192.168.1.10", "100.100.100.200"];
+    const problems = problemsOf(refused);
+    expect(problems).toHaveLength(refused.length);
+    expect(problems[0]).toBe(
+      "allowedDomains.0: is an address in a private network range, which the egress proxy never connects to (sandboxes do not reach the host, its LAN or metadata services): list a public host",
+    );
+    expect(problems[1]).toContain("in a loopback range");
+    expect(problems[2]).toContain("in a link-local (metadata services) range");
+    expect(problems[4]).toContain("shared address space (CGNAT)");
+  });
+
   it("accepts names, *.suffix patterns and canonical IPv4 addresses", () => {
     expect(
       problemsOf(["registry.npmjs.org", "*.npmjs.org", "Deb.Debian.org", "93.184.215.14", "*.a-b.example"]),
