@@ -7,12 +7,7 @@
 
 import type { ModelRequest } from "./gateway/apis/api-codec.js";
 import { FINAL_TOOL_NAME } from "./pi/pi-args.js";
-import {
-  SCRIPTED_APIS,
-  type ScriptedApi,
-  type ScriptStep,
-  startScriptedModelServer,
-} from "./scripted-model/scripted-model-server.js";
+import { SCRIPTED_APIS, type ScriptedApi, startScriptedModelServer } from "./scripted-model/scripted-model-server.js";
 
 export type { ConversationMessage, ConversationPart, ModelRequest } from "./gateway/apis/api-codec.js";
 export type { Divergence, ReplayMode, ReplaySpeed } from "./replay/replay-server.js";
@@ -90,18 +85,30 @@ export async function scriptedModel(script: Script, options: ScriptedModelOption
   const id = options.id ?? "model";
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id))
     throw new TypeError(`scriptedModel: id ${JSON.stringify(id)} is not a model id`);
-  const toStep = (step: ScriptedStep, where: string): ScriptStep => {
+  const checked = (step: ScriptedStep, where: string): ScriptedStep => {
     const problem = stepProblem(step);
     if (problem) throw new TypeError(`scriptedModel: ${where} ${problem}`);
-    return "final" in step ? { toolCalls: [{ name: FINAL_TOOL_NAME, arguments: step.final }] } : step;
+    return step;
   };
+  // Checked now: a typo in a step fails here, not as a run waiting on its model.
+  const steps = typeof script === "function" ? undefined : script.map((step, index) => checked(step, `step ${index}`));
+  const stepFor = (turn: number, conversation: ModelRequest): ScriptedStep =>
+    typeof script === "function"
+      ? checked(script(turn, conversation), `the step for turn ${turn}`)
+      : (steps?.[turn] ?? { text: "Done." });
   const server = await startScriptedModelServer({
     scripts: {
-      [id]:
-        typeof script === "function"
-          ? (_request, turn, context) => toStep(script(turn, context.conversation), `the step for turn ${turn}`)
-          : // Checked now: a typo in a step fails here, not as a run waiting on its model.
-            script.map((step, index) => toStep(step, `step ${index}`)),
+      [id]: (_request, turn, context) => {
+        const step = stepFor(turn, context.conversation);
+        if (!("final" in step)) return step;
+        // A run without a schema has no final tool: the call would fail in Pi, the script's
+        // next step (or "Done.") would become the run's text, and the test would check the wrong thing.
+        if (!context.conversation.tools.some((tool) => tool.name === FINAL_TOOL_NAME))
+          throw new Error(
+            `the step for turn ${turn} is a { final } result, but this run has no schema: give the run a schema, or answer with { text }`,
+          );
+        return { toolCalls: [{ name: FINAL_TOOL_NAME, arguments: step.final }] };
+      },
     },
   });
   const model = `scripted/${id}`;
