@@ -63,12 +63,12 @@ export function limitHint(limit?: string): string {
 export function crashReason(code: number, runtime: string, pids?: number): string {
   if (code === LAUNCHER_EXIT.setupFailed) return " (the launcher could not prepare the sandbox)";
   // Pi never exits 2; Go's fatal errors do. Under runsc that is gVisor's own kernel failing,
-  // usually because the pids limit also counts its threads (google/gvisor#2490).
+  // usually out of host threads: the pids cgroup counts them (google/gvisor#2490). The sandbox's
+  // tasks stop at limits.pids inside gVisor (RLIMIT_NPROC), with room for ~10 host threads each
+  // (engine/docker-create-options.ts); a fork bomb's exiting tasks can still use that room up.
   if (code === 2 && runtime === "runsc") {
-    // The limit itself, not a threshold (review, session 29: five parallel node processes crashed a
-    // run at the built-in 256, and the message said "below the built-in policies' 256").
-    const limit = pids === undefined ? "the pids limit" : `the pids limit (${pids})`;
-    return ` (gVisor's sandbox kernel failed: under runsc ${limit} also counts gVisor's own threads, which a few parallel processes (test workers, a parallel build) or a burst of memory can exhaust; raise limits.pids, e.g. to 1024, or run fewer workers at once)`;
+    const limit = pids === undefined ? "limits.pids" : `limits.pids (${pids})`;
+    return ` (gVisor's sandbox kernel failed: it ran out of host threads, which under runsc are counted against ${limit} ten times over plus 256; processes started and ended faster than it reaps them, a fork bomb, or a burst of memory do this; raise limits.pids, or start fewer processes at once)`;
   }
   if (code === LAUNCHER_EXIT.controllerGone) return " (the sandbox lost its connection to the host controller)";
   if (code === LAUNCHER_EXIT.deadlinePassed) return " (the sandbox stopped itself at the run's deadline)";

@@ -30,7 +30,16 @@ const schema = {
 const final = { files: 2, kernel: "checked" };
 // What the kernel says about itself: gVisor reports its own fixed version; runc the host's
 // (and CAP_SYSLOG is dropped, so reading it fails).
-const probe = "ls | wc -l; cat /proc/version; dmesg 2>&1 | head -3";
+// Then the pids limit (read-only: 256) as work meets it: twelve node processes at once (a test
+// runner's workers, ~11 threads each) run, and forks stop with EAGAIN below the limit. Under runsc
+// the pids cgroup also counts gVisor's own threads, so before the limit moved into gVisor's kernel
+// (RLIMIT_NPROC) the twelve failed gVisor's kernel and the run with it.
+const FORK_UNTIL_REFUSED = `perl -e 'my @k; while (@k < 1000) { my $p = fork; if (!defined $p) { print "refused-after=", scalar(@k), " $!\\n"; last } if ($p == 0) { sleep 60; exit 0 } push @k, $p } kill "KILL", @k; waitpid($_, 0) for @k;'`;
+const probe = [
+  "ls | wc -l; cat /proc/version; dmesg 2>&1 | head -3",
+  'for i in $(seq 1 12); do node -e "setTimeout(() => {}, 1500)" & done; wait; echo parallel=$?',
+  FORK_UNTIL_REFUSED,
+].join("; ");
 
 describe.skipIf(!dockerAvailable())("runtime runc and runsc", () => {
   let server: ScriptedModelServer;
@@ -69,6 +78,10 @@ describe.skipIf(!dockerAvailable())("runtime runc and runsc", () => {
     expect(await Promise.all(runtimes)).toEqual([runtime]);
     const out = lastToolResult(server, runtime);
     expect(out).toMatch(/^2\n/);
+    expect(out).toContain("parallel=0");
+    const refused = /refused-after=(\d+) Resource temporarily unavailable/.exec(out);
+    expect(refused, out).not.toBeNull();
+    expect(Number(refused![1])).toBeLessThan(256);
     if (runtime === "runsc") {
       // gVisor's kernel, and the sandbox's seccomp profile refuses syslog (dmesg) there too.
       expect(out).toContain("Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016");

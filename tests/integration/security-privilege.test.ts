@@ -90,8 +90,8 @@ describe.concurrent("privilege", () => {
   });
 
   it("the gVisor runtime (runsc) keeps the same promises, with its own kernel and a seccomp filter in front of the host's", async () => {
-    // Under runsc the pids limit also counts gVisor's own threads (google/gvisor#2490): 128 is
-    // too few for a `find /`, so this run gets the built-in policies' 256.
+    // The built-in policies' pids limit, 256 (under runsc it is gVisor's RLIMIT_NPROC, with room in
+    // the pids cgroup for gVisor's own threads: docs/security.md R1).
     const probe = [
       IDENTITY_PROBE,
       'echo "kernel=$(uname -rv)"',

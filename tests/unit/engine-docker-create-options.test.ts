@@ -62,6 +62,14 @@ describe("dockerCreateOptions of a run plan", () => {
     expect(host.NanoCpus).toBe(2000000000);
   });
 
+  it("under runsc: the policy's pids are the sandbox's RLIMIT_NPROC (gVisor's kernel enforces it), and the pids cgroup, which counts gVisor's own threads, has room for them", () => {
+    const gvisor = optionsFor({ ...loadPolicy("workspace-write"), runtime: "runsc" }).HostConfig!;
+    expect(gvisor.Ulimits).toContainEqual({ Name: "nproc", Soft: 256, Hard: 256 });
+    expect(gvisor.PidsLimit).toBe(2816);
+    // Under runc the cgroup is the limit; RLIMIT_NPROC would count the caller's uid host-wide.
+    expect(host.Ulimits!.some((u) => u.Name === "nproc")).toBe(false);
+  });
+
   it("has no network for the none policy, and the bridge for danger-full-access", () => {
     expect(host.NetworkMode).toBe("none");
     expect(options.NetworkDisabled).toBe(true);

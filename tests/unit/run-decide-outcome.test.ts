@@ -170,7 +170,7 @@ describe("decideOutcome", () => {
     expect(gvisor.code).toBe("agent-crashed");
     expect(gvisor.shortMessage).toMatch(/gVisor's sandbox kernel failed/);
     // The run's own limit, not a threshold it may already be above (session 29).
-    expect(gvisor.shortMessage).toMatch(/the pids limit \(512\) also counts gVisor's own threads/);
+    expect(gvisor.shortMessage).toMatch(/against limits\.pids \(512\) ten times over plus 256/);
     expect(gvisor.shortMessage).not.toMatch(/below the built-in/);
   });
 
