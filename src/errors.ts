@@ -17,6 +17,7 @@ export type SandboxRunErrorCode =
   | "agent-crashed" // Pi or the launcher exited abnormally: exit 1
   | "policy-violation" // e.g. a protected path was modified: exit 1
   | "contradiction" // the sandbox's output contradicted what the model said (forged events): exit 1
+  | "not-applied" // the run ended, but its changes could not be handed back (the host tree changed meanwhile, a write or commit failed): exit 1
   | "replay-divergence"; // a replayed run's model request differs from the recorded one: exit 4
 
 /**

@@ -89,7 +89,7 @@ export async function commitChanges(input: BranchCommitInput): Promise<BranchHan
   } catch (error) {
     if (!(error instanceof HostGitError)) throw error;
     throw new SandboxRunError(
-      "usage",
+      "not-applied",
       `The run's changes to ${input.what} could not be committed: ${error.message}. Nothing was written to the working tree.`,
       {
         hint: "Fix what git reports in the repository (a lock, the disk, its permissions) and run again.",
@@ -167,7 +167,7 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
   );
   if (created.status !== 0) {
     throw new SandboxRunError(
-      "usage",
+      "not-applied",
       `The run's changes were committed (${commit.slice(0, 12)}), but the branch ${branch} could not be created: ${created.stderr.trim().split("\n").pop()}.`,
       {
         hint: `Nothing was overwritten. Create it yourself with \`git branch ${branch} ${commit}\` once the problem is fixed.`,

@@ -219,17 +219,30 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // The container may have exited on its own, but a process it started may not have: remove it
     // (and wait for that) before reading what it wrote.
     if (!(await removeSandbox())) throw notRemoved(created.id, plan.runId);
-    // Nothing of the sandbox runs any more: what it did to the trees can be read as final.
-    const outcome = await workspace.finish();
-    // A protected path that changed fails the run whatever else happened; the result is withheld.
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-    // A failed run says what it left in the workspace (review, session 27: a CI script could not
-    // tell "timed out, touched nothing" from "timed out half way through a refactor").
-    const failedWith = (error: unknown): unknown => {
+    // Every failure from here on is of a run that ran: it says which run and what ran it, a hand-back
+    // the host refused too (review, session 31: a copy-mode apply that met the user's own edit lost
+    // its run id, image and policy).
+    const ranBy = (error: unknown): unknown => {
       if (!(error instanceof SandboxRunError)) return error;
+      error.runId ??= plan.runId;
+      error.containerId ??= created.id;
+      if (error.exitCode === undefined && exitCode !== undefined) error.exitCode = exitCode;
       error.image ??= plan.image;
       error.policy ??= plan.policyName;
       error.piVersion ??= ctx.piVersion;
+      return error;
+    };
+    // Nothing of the sandbox runs any more: what it did to the trees can be read as final.
+    const outcome = await workspace.finish().catch((error: unknown) => {
+      throw ranBy(error);
+    });
+    // A protected path that changed fails the run whatever else happened; the result is withheld.
+    // A failed run says what it left in the workspace (review, session 27: a CI script could not
+    // tell "timed out, touched nothing" from "timed out half way through a refactor").
+    const failedWith = (error: unknown): unknown => {
+      ranBy(error);
+      if (!(error instanceof SandboxRunError)) return error;
       // Branch and patch leave the workspace as it was; copy mode applies nothing a rule refused.
       if (plan.handBack !== "apply" || (plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
       error.changedFiles ??= leftInWorkspace(outcome.changedFiles, outcome.restore);
@@ -251,7 +264,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     if ("error" in settled) throw failedWith(settled.error);
     await workspace.checkDisk(outcome);
     // Only a run that succeeded hands its work back as a branch or a patch.
-    const handBack = await workspace.handBack();
+    const handBack = await workspace.handBack().catch((error: unknown) => {
+      throw ranBy(error);
+    });
     return {
       ...settled.details,
       // Scrubbed before it was validated (supervise-run.ts); whatever changed since, a second line.

@@ -289,7 +289,7 @@ export function applyFailed(
   const cause = (error as NodeJS.ErrnoException)?.message ?? String(error);
   if (unrestored.length === 0) {
     return new SandboxRunError(
-      "usage",
+      "not-applied",
       `The run's changes to ${what} could not be applied (${cause}); every change made so far was undone. Nothing was changed.`,
       {
         hint: "Make the workspace writable for this user (no immutable or append-only files, room on the disk) and run again.",
@@ -302,7 +302,7 @@ export function applyFailed(
     .map((u) => `${u.path} (${u.problem})`)
     .join(", ");
   return new SandboxRunError(
-    "usage",
+    "not-applied",
     `The run's changes to ${what} could not be applied (${cause}), and undoing them failed for ${unrestored.length} path(s): ${listed}.`,
     {
       hint: `Put those paths back by hand${keptAside ? `: the originals are in ${keptAside}` : ""}; everything else is as it was.`,

@@ -277,7 +277,7 @@ function conflictError(what: string, conflicts: string[]): SandboxRunError {
   const shown = conflicts.slice(0, 10).join(", ");
   const more = conflicts.length > 10 ? ` and ${conflicts.length - 10} more` : "";
   return new SandboxRunError(
-    "usage",
+    "not-applied",
     `The run's changes to ${what} were not applied: ${shown}${more}. Nothing was changed.`,
     { hint: conflictHint(conflicts) },
   );

@@ -73,7 +73,7 @@ export function copySentContent(tree: HostTree, sent: TreeEntry, what: string, d
   const facts = tree.facts.get(rel);
   const changed = () =>
     new SandboxRunError(
-      "usage",
+      "not-applied",
       `The run's changes to ${what} were not handed back: ${rel} changed on the host during the run. Nothing was written.`,
       { hint: "Do not change a workspace on the host while a copy-mode run works on it; then run again." },
     );

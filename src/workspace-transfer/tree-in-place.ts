@@ -17,7 +17,7 @@ export function refuseTreeAway(tree: HostTree, what: string): void {
   }
   if (was && now?.isDirectory() && now.dev === was.dev && now.ino === was.ino) return;
   throw new SandboxRunError(
-    "usage",
+    "not-applied",
     `${what.charAt(0).toUpperCase()}${what.slice(1)} was moved, removed or replaced while the run was in progress (it ${now ? "is another folder now" : "is gone"}): nothing of the run was applied there. The result was withheld.`,
     { hint: "Leave a workspace in place until its run has ended (abort the run first to stop it early)." },
   );

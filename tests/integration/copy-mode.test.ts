@@ -251,15 +251,48 @@ describe.concurrent("copy mode", () => {
       // Not one entry deleted, replaced or added, and every inode, mode and content as it was.
       expect(exactly(ws)).toEqual(before);
       expect(outcome.toolResults[0]).toContain("rc=0");
-      expect(outcome.error?.code, describeOutcome(outcome)).toBe("usage");
+      // The run ran; the host could not take its work: not a usage error (review, session 31).
+      expect(outcome.error?.code, describeOutcome(outcome)).toBe("not-applied");
       expect(outcome.error?.message).toMatch(
         /could not be applied \(EPERM.*z-locked\.txt.*\); every change made so far was undone\. Nothing was changed\./,
       );
+      expect(outcome.error?.runId).toBe(outcome.runId);
+      const notApplied = outcome.events.find((e) => e.type === "workspace.not-applied");
+      expect(notApplied?.data.reason).toMatch(/could not be applied \(EPERM/);
       expect(stagingLeftNextTo(ws)).toEqual([]);
       expect(fs.readdirSync(path.dirname(ws)).filter((n) => n.startsWith(`.sandbox-run-kept-`))).toEqual([]);
     } finally {
       spawnSync("chattr", ["-i", locked]);
     }
+  });
+
+  it("the user's own edit during the run refuses the apply: code not-applied (exit 1, not a usage error) with the run's id, image and policy, and a workspace.not-applied event (review, session 31)", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n", "b.txt": "b\n" });
+    const steps = [bash("echo from-sandbox > a.txt && echo rc=$?"), finish()];
+    const outcome = await runHostile(
+      server,
+      (_request, turn) => {
+        // The sandbox has changed a.txt; the user edits it on the host before the run ends.
+        if (turn === 1) fs.writeFileSync(path.join(ws, "a.txt"), "the user's edit\n");
+        return steps[turn] ?? { text: "Done." };
+      },
+      { cwd: ws, ...copy },
+    );
+    expect(outcome.toolResults[0]).toContain("rc=0");
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("not-applied");
+    expect(outcome.error?.message).toMatch(/a\.txt \(changed on the host\)/);
+    expect(outcome.error).toMatchObject({
+      runId: outcome.runId,
+      image: expect.any(String),
+      policy: expect.any(String),
+      piVersion: expect.any(String),
+      containerId: expect.any(String),
+    });
+    expect(fs.readFileSync(path.join(ws, "a.txt"), "utf8")).toBe("the user's edit\n");
+    expect(fs.readFileSync(path.join(ws, "b.txt"), "utf8")).toBe("b\n");
+    const notApplied = outcome.events.find((e) => e.type === "workspace.not-applied");
+    expect(notApplied?.data.reason).toMatch(/a\.txt \(changed on the host\)/);
+    expect(stagingLeftNextTo(ws)).toEqual([]);
   });
 
   it("130,000 new files in one folder (a large npm install's worth) come back and are applied, the changed files listed up to the cap, and a host-run file behind them is still reported", async () => {

@@ -85,15 +85,18 @@ async function branchOf(root: string, trip: RoundTrip, runId = "0123456789ab") {
   });
 }
 
-async function usageErrorOf(promise: Promise<unknown>): Promise<SandboxRunError> {
+async function usageErrorOf(promise: Promise<unknown>, code = "usage"): Promise<SandboxRunError> {
   const error = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
   expect(isSandboxRunError(error), String(error)).toBe(true);
-  expect((error as SandboxRunError).code).toBe("usage");
+  expect((error as SandboxRunError).code).toBe(code);
   return error as SandboxRunError;
 }
+
+/** A hand-back the host refused after the run ran: exit 1, not a usage error (review, session 31). */
+const notHandedBackOf = (promise: Promise<unknown>) => usageErrorOf(promise, "not-applied");
 
 describe("branch hand-back", () => {
   it("commits exactly the judged changes onto sandbox-run/<id>, parented on the base, as sandbox-run; the repository is otherwise byte for byte as it was and no hook, fsmonitor, filter or signing program ran", async () => {
@@ -210,7 +213,7 @@ describe("branch hand-back", () => {
     const base = commitAll(repo);
     git(repo, "branch", "sandbox-run/feedfeedfeed");
     const trip = await judged(repo, (copy) => fs.writeFileSync(path.join(copy, "a.txt"), "b\n"));
-    const error = await usageErrorOf(branchOf(repo, trip, "feedfeedfeed"));
+    const error = await notHandedBackOf(branchOf(repo, trip, "feedfeedfeed"));
     expect(error.message).toMatch(/the branch sandbox-run\/feedfeedfeed could not be created/);
     expect(git(repo, "rev-parse", "sandbox-run/feedfeedfeed").trim()).toBe(base);
   });
@@ -239,7 +242,7 @@ describe("branch hand-back", () => {
     commitAll(repo);
     const trip = await judged(repo, (copy) => fs.chmodSync(path.join(copy, "run.sh"), 0o755));
     fs.writeFileSync(path.join(repo, "run.sh"), "echo pwned\n");
-    const error = await usageErrorOf(branchOf(repo, trip));
+    const error = await notHandedBackOf(branchOf(repo, trip));
     expect(error.message).toMatch(/run\.sh changed on the host during the run/);
     expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe("refs/heads/main\n");
   });

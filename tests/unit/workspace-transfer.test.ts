@@ -1120,7 +1120,7 @@ describe("a new file where the host holds an entry that never travelled (review,
 });
 
 describe("a tree moved or replaced before copy-out (review, session 29)", () => {
-  it("is refused with a usage error before anything is staged; the same tree in place passes", async () => {
+  it("is refused (not-applied: the run ran, the host tree moved) before anything is staged; the same tree in place passes", async () => {
     const root = tree({ "a.txt": "a" });
     const { before } = await sendTree(root);
     expect(() => refuseTreeAway(before, "the workspace /x")).not.toThrow();
@@ -1135,7 +1135,7 @@ describe("a tree moved or replaced before copy-out (review, session 29)", () => 
     } catch (e) {
       error = e;
     }
-    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect(isSandboxRunError(error) && error.code).toBe("not-applied");
     expect(String(error)).toContain("(it is another folder now)");
     expect(fs.readdirSync(root)).toEqual([]);
   });

@@ -16,7 +16,7 @@
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../../engine/engine.js";
-import { SandboxRunError } from "../../errors.js";
+import { isSandboxRunError, SandboxRunError } from "../../errors.js";
 import { isGitMetadata } from "../../hand-back/git-paths.js";
 import type { HandBackBase } from "../../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
@@ -356,7 +356,7 @@ export class CopyModeWorkspace {
     const gitLeftOut = applying ? [] : takeGitOnly(violations);
     if (violations.length === 0 && applying) {
       for (const { copy, tree, returned: after, stagingDir } of returned) {
-        const result = applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir });
+        const result = this.#applied(() => applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir }));
         if (result.keptDirectories.length > 0) {
           this.options.timeline.sandbox("workspace.kept", {
             root: copy.hostPath,
@@ -422,6 +422,22 @@ export class CopyModeWorkspace {
     this.#disposed = true;
     this.#relay?.close();
     for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
+  }
+
+  /**
+   * An apply the host refused (the user's own edit meanwhile, what this user may not write, a write
+   * that failed) is said in the events as well as thrown: `workspace.not-applied` with its reason,
+   * as for a refused check (review, session 31: only `run.failed` said so).
+   */
+  #applied<T>(apply: () => T): T {
+    try {
+      return apply();
+    } catch (error) {
+      this.options.timeline.sandbox("workspace.not-applied", {
+        reason: isSandboxRunError(error) ? error.shortMessage : "the apply failed",
+      });
+      throw error;
+    }
   }
 }
 
