@@ -375,6 +375,23 @@ describe("--dry-run", () => {
     });
   });
 
+  it("a schema too large to hand to the sandbox (one environment variable, 128 KiB on Linux) is a usage error naming its size, not a crash or 'Docker unavailable' (review, session 31)", async () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 300 }, (_, i) => [`field${i}`, { type: "string", description: "x".repeat(400) }]),
+    );
+    const big = path.join(dir, "big-schema.json");
+    fs.writeFileSync(big, JSON.stringify({ type: "object", properties }));
+    const result = await dryRun(["--schema", big, "fix it"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/The sandbox's configuration is 1\d\d KiB, over the 128 KiB it is handed in/);
+    expect(result.stderr).toMatch(/the schema takes 1\d\d KiB of it/);
+    expect(result.stderr).toContain("Give a smaller schema");
+    const small = path.join(dir, "small-schema.json");
+    fs.writeFileSync(small, JSON.stringify({ type: "object", properties: { a: { type: "string" } } }));
+    expect((await dryRun(["--schema", small, "fix it"])).code).toBe(0);
+    expect(engineConnections).toBe(0);
+  });
+
   it("--hand-back branch: the plan runs in copy mode with nothing mounted; --patch-file needs --hand-back patch, and patch needs a place for its patch", async () => {
     const branch = JSON.parse((await dryRun(["--hand-back", "branch", "fix it"])).stdout);
     expect(branch).toMatchObject({ handBack: "branch", workspaceMode: "copy", mounts: [] });

@@ -1,6 +1,7 @@
 // The run plan: everything one call will do, as plain data. Built by a pure function from resolved
 // options, printed by --dry-run, turned into a container by engine/, and tested without an engine.
 import type { JsonSchema } from "../../agent.js";
+import { usageError } from "../../errors.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME, FINAL_TOOL_REMINDER } from "../../pi/pi-args.js";
 import type { Policy } from "../../policy/policy-schema.js";
 import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
@@ -129,7 +130,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     PI_SKIP_VERSION_CHECK: "1",
     PI_TELEMETRY: "0",
     ...(policy.runtime === "runsc" ? { PATH: `${IMAGE_PATHS.gvisorCompatBin}:${IMAGE_PATHS.path}` } : {}),
-    SANDBOX_RUN_CONFIG: JSON.stringify(launcherConfig),
+    SANDBOX_RUN_CONFIG: launcherConfigText(launcherConfig),
   };
 
   return {
@@ -312,6 +313,28 @@ function launcherConfigOf(
         }
       : null,
   };
+}
+
+/**
+ * Linux holds at most 128 KiB in one environment string (MAX_ARG_STRLEN): past it the container's
+ * entrypoint fails to start ("argument list too long"), and a larger create request is refused by the
+ * engine with HTTP 431, which read as "Docker unavailable" (review, session 31: a 130 KB schema).
+ */
+const MAX_ENV_STRING_BYTES = 128 * 1024;
+
+function launcherConfigText(config: ReturnType<typeof launcherConfigOf>): string {
+  const text = JSON.stringify(config);
+  const bytes = Buffer.byteLength(`SANDBOX_RUN_CONFIG=${text}`) + 1;
+  if (bytes <= MAX_ENV_STRING_BYTES) return text;
+  const kib = (n: number) => `${Math.ceil(n / 1024)} KiB`;
+  const schema = config.finalTool ? Buffer.byteLength(JSON.stringify(config.finalTool.parameters)) : 0;
+  const models = Buffer.byteLength(JSON.stringify(config.modelsJson ?? null));
+  throw usageError(
+    `The sandbox's configuration is ${kib(bytes)}, over the ${kib(MAX_ENV_STRING_BYTES)} it is handed in (one environment variable): the schema takes ${kib(schema)} of it, the models file's providers ${kib(models)}.`,
+    schema >= models
+      ? "Give a smaller schema: shorter descriptions, fewer enum values, $defs for repeated parts."
+      : "Give a models file with only the providers this run uses.",
+  );
 }
 
 /** The caller's own GIT_CONFIG_* entries, which ours are appended after. */
