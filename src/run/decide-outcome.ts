@@ -92,7 +92,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     return fail(
       new SandboxRunError("invalid-result", trip.message, {
         ...evidence,
-        hint: invalidResultHint,
+        hint: trip.hint ?? invalidResultHint,
       }),
     );
   }

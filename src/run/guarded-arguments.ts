@@ -10,14 +10,17 @@ import { type PatternGuard, patternGuardFor } from "./pattern-guard.js";
 // One guard per schema object (the run keeps its schema for as long as it runs).
 const guards = new WeakMap<object, { guard?: PatternGuard }>();
 
-export function prepareGuarded(schema: JsonSchema, argumentsJson: string): PreparedArguments {
+/** `patternTimedOut`: a pattern ran past its bound; Pi, which has none, is stuck on the same string. */
+export type GuardedArguments = PreparedArguments | { ok: false; reason: string; patternTimedOut: true };
+
+export function prepareGuarded(schema: JsonSchema, argumentsJson: string): GuardedArguments {
   if (typeof schema === "object" && schema !== null) {
     let entry = guards.get(schema);
     if (!entry) guards.set(schema, (entry = { guard: patternGuardFor(schema) }));
     if (entry.guard) {
       const parsed = parseToolCallArguments(argumentsJson);
       const slow = parsed.ok ? entry.guard.check(parsed.value) : undefined;
-      if (slow) return { ok: false, reason: `validation failed: ${slow}` };
+      if (slow) return { ok: false, reason: `validation failed: ${slow}`, patternTimedOut: true };
     }
   }
   return prepareToolArguments(schema, argumentsJson);

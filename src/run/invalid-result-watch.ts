@@ -40,7 +40,21 @@ export class InvalidResultWatch {
    */
   observe(reply: ModelReply): { invalid?: InvalidResult; trip?: Trip } {
     const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
-    const problems = finals.map((call) => this.#problem(call.argumentsJson));
+    const judged = finals.map((call) => this.#judge(call.argumentsJson));
+    // Pi checks the same pattern on the same string in the sandbox, without a bound: it will not
+    // answer, and the run would spin until its timeout, whose hint says to raise it (review,
+    // session 31). Stopped at once instead.
+    const stalled = judged.find((j) => j.patternTimedOut);
+    if (stalled)
+      return {
+        invalid: { consecutive: ++this.#consecutive, reason: oneLine(stalled.problem!) },
+        trip: {
+          code: "invalid-result",
+          message: `The model's final result cannot be checked: ${oneLine(stalled.problem!)}.`,
+          hint: "Pi checks that pattern inside the sandbox with no time bound, so the run was stopped. Write the pattern without nested or overlapping repetition (such as (a|a)* or (a+)+), or drop it from the schema.",
+        },
+      };
+    const problems = judged.map((j) => j.problem);
     if (finals.length === 0 || problems.some((problem) => problem === undefined)) {
       this.#consecutive = 0;
       return {};
@@ -57,12 +71,12 @@ export class InvalidResultWatch {
   }
 
   /** Why a final-tool call's arguments are not a valid result, as the host judges the result. */
-  #problem(argumentsJson: string): string | undefined {
+  #judge(argumentsJson: string): { problem?: string; patternTimedOut?: boolean } {
     // The schema's patterns are tried in a worker with a time bound first (a replayed record chose both).
     const prepared = prepareGuarded(this.check.schema, argumentsJson);
-    if (!prepared.ok) return prepared.reason;
+    if (!prepared.ok) return { problem: prepared.reason, patternTimedOut: "patternTimedOut" in prepared };
     const checked = this.check.validator.validate(prepared.value);
-    return checked.ok ? undefined : checked.issues.join("; ");
+    return checked.ok ? {} : { problem: checked.issues.join("; ") };
   }
 }
 

@@ -11,6 +11,8 @@ export interface Trip {
   message: string;
   /** For code "timeout": the run was waiting for the model's reply when its time ran out. */
   waitingOnModel?: boolean;
+  /** What to do next, where the code's own hint does not fit. */
+  hint?: string;
 }
 
 export class RunTrip {

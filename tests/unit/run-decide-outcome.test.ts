@@ -133,6 +133,9 @@ describe("decideOutcome", () => {
     expect(error.shortMessage).toBe(message);
     expect(error.hint).toMatch(/schema asks for what the prompt asks for/);
     expect(error.runId).toBe("r1");
+    // A trip with its own hint (a pattern that cannot be checked in time) keeps it.
+    const stalled = errorOf(facts({ trip: { code: "invalid-result", message, hint: "Rewrite the pattern." } }));
+    expect(stalled.hint).toBe("Rewrite the pattern.");
     // A timeout still wins: it is the trip that fired first.
     const timeout = errorOf(facts({ trip: { code: "timeout", message: "late" } }));
     expect(timeout.code).toBe("timeout");

@@ -74,4 +74,26 @@ describe("InvalidResultWatch", () => {
     expect(seen.invalid!.reason.length).toBeLessThanOrEqual(400);
     expect(seen.invalid!.reason).not.toMatch(/\n/);
   });
+
+  it("a result whose string a schema pattern cannot check in time stops the run at once, since Pi checks it unbounded in the sandbox (review, session 31)", () => {
+    const redos = {
+      type: "object",
+      properties: { v: { type: "string", pattern: "^(a|a)*$" } },
+      required: ["v"],
+    };
+    const w = new InvalidResultWatch({ finalToolName: FINAL, schema: redos, validator: compileResultSchema(redos) });
+    const first = w.observe(final(JSON.stringify({ v: `${"a".repeat(40)}!` })));
+    expect(first.trip?.code).toBe("invalid-result");
+    expect(first.trip?.message).toMatch(
+      /^The model's final result cannot be checked: .*pattern "\^\(a\|a\)\*\$" did not finish within 1 s/,
+    );
+    expect(first.trip?.hint).toMatch(/no time bound, so the run was stopped/);
+    // A plainly invalid string is only counted, as before.
+    const other = new InvalidResultWatch({
+      finalToolName: FINAL,
+      schema: redos,
+      validator: compileResultSchema(redos),
+    });
+    expect(other.observe(final(JSON.stringify({ v: "b" }))).trip).toBeUndefined();
+  }, 30_000);
 });
