@@ -114,7 +114,9 @@ function buildPolicySchemas() {
         .int()
         .min(64)
         .max(MAX_MB, TOO_BIG.mb)
-        .describe("Memory limit of the container in MiB (swap included)"),
+        .describe(
+          "Memory limit of the container in MiB (swap included); in copy mode the container gets the copied trees' size on top (their tmpfs counts as memory), and files the run adds to them count against this",
+        ),
       cpus: z
         .number()
         .min(0.01, "must be at least 0.01 (the least Docker gives a container)")

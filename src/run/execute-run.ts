@@ -176,7 +176,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       // Not cancelled by the signal: the engine makes the container whether or not the client still
       // waits for its id, and without the id nothing would remove it (review, session 28). An abort
       // meanwhile is seen right below, once its removal is registered.
-      container = await ctx.engine.createContainer(containerSpecOf(plan)).catch((error) => {
+      const spec = containerSpecOf(plan, new Date(), { copiedMb: workspace.copiedMb });
+      container = await ctx.engine.createContainer(spec).catch((error) => {
         throw containerFailure(error, plan);
       });
       const made = container;

@@ -175,6 +175,11 @@ export class RunWorkspace {
   }
 
   /** The work done beside the run while its container runs (copy mode's copy-in, or a warm sandbox's claim, and copy-out). */
+  /** Copy mode: MiB of the trees copied in, which the container's memory limit makes room for; else 0. */
+  get copiedMb(): number {
+    return this.copy?.copiedMb ?? 0;
+  }
+
   companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion | undefined {
     return this.copy?.companion(container, warm);
   }

@@ -108,6 +108,31 @@ describe.concurrent("copy mode", () => {
     expect(stagingLeftNextTo(extra)).toEqual([]);
   });
 
+  it("the trees copied in get memory of their own beside the policy's: their tmpfs is counted by the memory cgroup (review, session 31)", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    fs.writeFileSync(path.join(ws, "big.bin"), Buffer.alloc(5 * 1024 * 1024 + 1, 7));
+    const memory: Array<Promise<number>> = [];
+    const policy = hostilePolicy({ limits: { memoryMb: 300 } });
+    const outcome = await runHostile(server, [bash("du -m big.bin | cut -f1"), finish()], {
+      cwd: ws,
+      policy,
+      ...copy,
+      onEvent: (event) => {
+        if (event.type === "container.created")
+          memory.push(
+            docker
+              .getContainer(String(event.data.containerId))
+              .inspect()
+              .then((i) => i.HostConfig.Memory ?? 0),
+          );
+      },
+    });
+    expect(outcome.details, describeOutcome(outcome)).toBeDefined();
+    expect(outcome.toolResults[0]).toMatch(/^6\n/);
+    // 300 MiB for the task, 6 MiB (the tree's 5 MiB and a byte, rounded up) for the copy.
+    expect(await Promise.all(memory)).toEqual([306 * 1024 * 1024]);
+  });
+
   it("what the sandbox leaves comes back only as plain files, directories and symlinks: no FIFO, no setuid, links never followed", async () => {
     const outside = hostileWorkspace({ "victim.txt": "victim\n" }, "sandbox-run-outside-");
     const before = treeSnapshot(outside);

@@ -70,6 +70,31 @@ describe("dockerCreateOptions of a run plan", () => {
     expect(host.Ulimits!.some((u) => u.Name === "nproc")).toBe(false);
   });
 
+  it("copy mode: the container's memory is the policy's plus the copied trees' size (their tmpfs counts as memory)", () => {
+    const plan = buildRunPlan({
+      runId: "run43",
+      image: "sandbox-run/pi:test",
+      policy: loadPolicy("workspace-write"),
+      model: "scripted/x",
+      cwd: "/work/project",
+      writableRoots: [],
+      readOnlyMounts: [],
+      runDir: "/tmp/sandbox-run-1000/run-run43",
+      caller: { uid: 1000, gid: 1000 },
+      sandboxEnv: {},
+      containerModelsJson: {},
+      extraArgs: [],
+      timeoutMs: 1000,
+      owner: { pid: 1, host: "h" },
+      now: new Date(0),
+      workspaceMode: "copy",
+    });
+    expect(dockerCreateOptions(containerSpecOf(plan, new Date(0), { copiedMb: 1900 })).HostConfig!.Memory).toBe(
+      (2048 + 1900) * 1024 * 1024,
+    );
+    expect(dockerCreateOptions(containerSpecOf(plan, new Date(0))).HostConfig!.Memory).toBe(2048 * 1024 * 1024);
+  });
+
   it("has no network for the none policy, and the bridge for danger-full-access", () => {
     expect(host.NetworkMode).toBe("none");
     expect(options.NetworkDisabled).toBe(true);

@@ -140,6 +140,12 @@ export class CopyModeWorkspace {
     return new CopyModeWorkspace(options, copied, base);
   }
 
+  /** MiB of the trees copied in (their files' sizes): what their tmpfs holds before the run adds to it. */
+  get copiedMb(): number {
+    const bytes = this.copied.reduce((sum, c) => sum + (c.tree?.bytes ?? 0), 0);
+    return Math.ceil(bytes / (1024 * 1024));
+  }
+
   /** The work done beside the run while its container runs (a warm sandbox: its claim instead of the copy-in). */
   companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion {
     return {

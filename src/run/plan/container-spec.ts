@@ -7,8 +7,9 @@ import { isOwnInit } from "./no-setuid-filter.js";
  * `now`: when the container is made. The plan's owner labels were counted from the plan, but a call
  * can wait long after it (for another run on the same trees, the engine's queue, an image build);
  * a deadline counted from the plan would let `gc` or any controller's reaping remove a live run.
+ * `placed.copiedMb`: in copy mode, the size of the trees the run copies in (RunWorkspace.copiedMb).
  */
-export function containerSpecOf(plan: RunPlan, now = new Date()): ContainerSpec {
+export function containerSpecOf(plan: RunPlan, now = new Date(), placed: { copiedMb?: number } = {}): ContainerSpec {
   return {
     name: `sandbox-run-${plan.runId}`,
     image: plan.image,
@@ -23,7 +24,10 @@ export function containerSpecOf(plan: RunPlan, now = new Date()): ContainerSpec 
     mounts: plan.mounts.map(({ hostPath, containerPath, readOnly }) => ({ hostPath, containerPath, readOnly })),
     tmpfs: plan.tmpfs,
     limits: {
-      memoryMb: plan.limits.memoryMb,
+      // Copy mode: the trees copied in live in tmpfs, whose pages the memory cgroup counts; they get
+      // room of their own beside the policy's memory, or a large tree left the task none (review,
+      // session 31: a 1.9 GB node_modules was OOM-killed before the first turn at 2048 MB).
+      memoryMb: plan.limits.memoryMb + (placed.copiedMb ?? 0),
       cpus: plan.limits.cpus,
       pids: plan.limits.pids,
       // RLIMIT_FSIZE: no single file past the disk limit, at once and exactly (EFBIG); the total is
