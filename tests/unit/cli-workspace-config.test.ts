@@ -74,6 +74,10 @@ describe("configuration from inside the workspace", () => {
     const modelsInside = await cli([...base, "--models", path.join(ws, "plain-models.json"), "t"]);
     expect(modelsInside.code).toBe(2);
     expect(modelsInside.stderr).toMatch(/chooses this run's models, and where your provider keys are sent/);
+    // The hint fits what was refused: no built-in policy helps with a models file (review, session 31).
+    expect(modelsInside.stderr).toContain("Read the file from a place the tree under test cannot change");
+    expect(modelsInside.stderr).not.toContain("Name a policy");
+    expect(inside.stderr).toContain("Name a policy that ships with sandbox-run");
     const example = await cli([
       ...base,
       "--models",

@@ -465,9 +465,15 @@ function checkConfigOrigins(
   }
   const boundary = inside.filter((i) => i.what === "policy" || i.what === "models" || i.what === "engines");
   if (boundary.length > 0 && !mode.allow) {
+    // The hint's first step by what was refused: a built-in policy does not help with a models or
+    // engines file (review, session 31).
+    const policyRefused = boundary.some((i) => i.what === "policy");
+    const first = policyRefused
+      ? "Name a policy that ships with sandbox-run (--policy read-only, workspace-write, npm-install, pr-fix) or read the file"
+      : "Read the file";
     throw usageError(
       `Refusing configuration from inside the sandboxed trees: ${boundary.map(describeInside).join("; ")}.`,
-      "Name a policy that ships with sandbox-run (--policy read-only, workspace-write, npm-install, pr-fix) or read the file from a place the tree under test cannot change (your home, the CI job's own checkout); if you wrote that tree yourself and trust it, pass --allow-workspace-config (or SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1).",
+      `${first} from a place the tree under test cannot change (your home, the CI job's own checkout); if you wrote that tree yourself and trust it, pass --allow-workspace-config (or SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1).`,
     );
   }
   return inside.map(describeInside);
