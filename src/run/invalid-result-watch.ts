@@ -11,6 +11,13 @@ import { prepareGuarded } from "./guarded-arguments.js";
 import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
 
+const UNCHECKABLE_HINTS = {
+  pattern:
+    "Pi checks that pattern inside the sandbox with no time bound, so the run was stopped. Write the pattern without nested or overlapping repetition (such as (a|a)* or (a+)+), or drop it from the schema.",
+  "unique-items":
+    "Ask for fewer items in the prompt, or drop uniqueItems from arrays of objects (checking it compares every pair).",
+};
+
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
 export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
 
@@ -44,14 +51,14 @@ export class InvalidResultWatch {
     // Pi checks the same pattern on the same string in the sandbox, without a bound: it will not
     // answer, and the run would spin until its timeout, whose hint says to raise it (review,
     // session 31). Stopped at once instead.
-    const stalled = judged.find((j) => j.patternTimedOut);
+    const stalled = judged.find((j) => j.uncheckable);
     if (stalled)
       return {
         invalid: { consecutive: ++this.#consecutive, reason: oneLine(stalled.problem!) },
         trip: {
           code: "invalid-result",
           message: `The model's final result cannot be checked: ${oneLine(stalled.problem!)}.`,
-          hint: "Pi checks that pattern inside the sandbox with no time bound, so the run was stopped. Write the pattern without nested or overlapping repetition (such as (a|a)* or (a+)+), or drop it from the schema.",
+          hint: UNCHECKABLE_HINTS[stalled.uncheckable!],
         },
       };
     const problems = judged.map((j) => j.problem);
@@ -71,10 +78,11 @@ export class InvalidResultWatch {
   }
 
   /** Why a final-tool call's arguments are not a valid result, as the host judges the result. */
-  #judge(argumentsJson: string): { problem?: string; patternTimedOut?: boolean } {
+  #judge(argumentsJson: string): { problem?: string; uncheckable?: "pattern" | "unique-items" } {
     // The schema's patterns are tried in a worker with a time bound first (a replayed record chose both).
     const prepared = prepareGuarded(this.check.schema, argumentsJson);
-    if (!prepared.ok) return { problem: prepared.reason, patternTimedOut: "patternTimedOut" in prepared };
+    if (!prepared.ok)
+      return { problem: prepared.reason, ...("uncheckable" in prepared ? { uncheckable: prepared.uncheckable } : {}) };
     const checked = this.check.validator.validate(prepared.value);
     return checked.ok ? {} : { problem: checked.issues.join("; ") };
   }
