@@ -7,7 +7,7 @@ import { lazily, z } from "../util/zod.js";
 
 export type PiEvent = { type: string; [key: string]: unknown };
 
-type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string };
+type ParsedPiRecord = { ok: true; event: PiEvent } | { ok: false; error: string; tooLarge?: true };
 
 /**
  * The most structure one line may hold: the sandbox can write Pi-shaped lines (up to the policy's
@@ -20,7 +20,7 @@ export const PI_RECORD_SHAPE: JsonShapeLimits = Object.freeze({ maxValues: 200_0
 export function parsePiRecord(line: string, bytes: Uint8Array = Buffer.from(line, "utf8")): ParsedPiRecord {
   // Every line, short ones too: 9 KB of nesting parses, and then breaks whatever walks it recursively.
   const problem = jsonShapeProblem(bytes, PI_RECORD_SHAPE);
-  if (problem) return { ok: false, error: `too large a structure: ${problem}` };
+  if (problem) return { ok: false, error: `too large a structure: ${problem}`, tooLarge: true };
   let value: unknown;
   try {
     value = JSON.parse(line);

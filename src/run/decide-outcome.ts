@@ -8,6 +8,7 @@
 // it was caught at behind another kind of failure.
 import type { JsonSchema } from "../agent.js";
 import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
+import { PI_RECORD_SHAPE } from "../pi/pi-events.js";
 import type { Outcome } from "../pi/result-collector.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
@@ -24,6 +25,8 @@ export interface OutcomeFacts {
   /** What the run produced. */
   outcome: Outcome;
   badRecords: number;
+  /** Of them, lines with more structure than the host reads (a result with 200,000 values, or 128 levels deep). */
+  tooLargeRecords?: number;
   runtime: string;
   /** The policy's pids limit, named when gVisor's kernel fails (it counts gVisor's threads too). */
   pids?: number;
@@ -134,6 +137,19 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
         }),
       );
     case "no-result": {
+      // Pi's events carry the result: one with more values or levels than a line may hold is dropped
+      // whole, and "no assistant message" blamed the model (review, session 31).
+      if (facts.tooLargeRecords)
+        return fail(
+          new SandboxRunError(
+            "no-result",
+            `The agent finished without a result the host could read: ${facts.tooLargeRecords} of Pi's event lines held more than ${PI_RECORD_SHAPE.maxValues.toLocaleString("en-US")} values or ${PI_RECORD_SHAPE.maxDepth} levels of nesting, which the host does not read (a result that large or deep makes them).`,
+            {
+              ...evidence,
+              hint: "Ask for a smaller or flatter result (fewer items, less nesting), or have the agent write it to a file in the workspace.",
+            },
+          ),
+        );
       const unreadable = facts.badRecords ? ` (${facts.badRecords} unreadable records)` : "";
       return fail(
         new SandboxRunError("no-result", `The agent finished without a result: ${outcome.reason}${unreadable}.`, {

@@ -45,7 +45,7 @@ export function limitHint(limit?: string): string {
     case "cost":
       return "Raise the cost budget (--max-cost / maxCostUsd), or use a cheaper model.";
     case "line":
-      return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output.";
+      return "Raise limits.maxLineMb in a policy file; a single event this large usually means runaway tool output, or a final result over half the limit (Pi's events carry a result twice).";
     case "disk":
       return "Raise limits.diskMb in a policy file, or keep what the task writes to the workspace smaller.";
     case "entries":

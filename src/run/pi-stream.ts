@@ -27,6 +27,7 @@ export class PiStream {
   readonly #reader: JsonlReader;
   #stderrTail = "";
   #badRecords = 0;
+  #tooLarge = 0;
 
   constructor(limits: Pick<PlanLimits, "maxLineMb">, trip: RunTrip, budget: OutputBudget, handlers: PiStreamHandlers) {
     this.#trip = trip;
@@ -39,6 +40,7 @@ export class PiStream {
           handlers.onEvent(parsed.event);
           return;
         }
+        if (parsed.tooLarge) this.#tooLarge++;
         if (++this.#badRecords > MAX_BAD_RECORDS) {
           trip.fire({
             code: "limit",
@@ -62,6 +64,10 @@ export class PiStream {
 
   get badRecords(): number {
     return this.#badRecords;
+  }
+  /** Of the bad records, those refused for holding more structure than PI_RECORD_SHAPE allows. */
+  get tooLargeRecords(): number {
+    return this.#tooLarge;
   }
   get stderrTail(): string {
     return this.#stderrTail.trim();

@@ -189,6 +189,7 @@ function settle(
       stderrTail: stream.stderrTail,
       outcome: collector.outcome(),
       badRecords: stream.badRecords,
+      tooLargeRecords: stream.tooLargeRecords,
       runtime: plan.runtime,
       pids: plan.limits.pids,
       validator: run.validator,

@@ -189,5 +189,19 @@ describe("decideOutcome", () => {
     expect(none.code).toBe("no-result");
     expect(none.shortMessage).toBe("The agent finished without a result: no final call (3 unreadable records).");
     expect(none.hint).toBe("Ask for the result explicitly in the prompt, or use a stronger model.");
+    // Pi's events carried a result with more structure than the host reads: said so, not blamed on the model.
+    const large = errorOf(
+      facts({
+        validator,
+        outcome: { kind: "no-result", reason: "no assistant message" },
+        badRecords: 8,
+        tooLargeRecords: 8,
+      }),
+    );
+    expect(large.code).toBe("no-result");
+    expect(large.shortMessage).toBe(
+      "The agent finished without a result the host could read: 8 of Pi's event lines held more than 200,000 values or 128 levels of nesting, which the host does not read (a result that large or deep makes them).",
+    );
+    expect(large.hint).toMatch(/smaller or flatter result/);
   });
 });
