@@ -10,7 +10,8 @@ import { usageError } from "../errors.js";
 /** The file's text; a usage error naming `what` ("policy", "models", "schema") when it cannot be read. */
 function readConfigText(file: string, what: string, hint: string): string {
   try {
-    return fs.readFileSync(file, "utf8");
+    // A byte-order mark (Windows editors write one) is no part of JSON or YAML (review, session 31).
+    return fs.readFileSync(file, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const reason =
@@ -31,7 +32,7 @@ export function readConfigJson(file: string, what: string, hint: string): unknow
     const where = at ? ` (line ${lineAndColumn(text, Number(at[1]))})` : "";
     throw usageError(
       `The ${what} file ${file} is not valid JSON${where}: ${message}`,
-      `Check the file's syntax: JSON has no comments and no trailing commas${what === "policy" ? " (a policy file named *.yaml may have comments)" : ""}.`,
+      `Check the file's syntax: JSON has no comments and no trailing commas${what === "policy" ? " (a policy file named *.yaml may have comments)" : /\.ya?ml$/i.test(file) ? ` (a ${what} file is read as JSON, whatever its name)` : ""}.`,
     );
   }
 }

@@ -74,6 +74,22 @@ describe("parseRunFlags", () => {
     expect(usageMessage(() => parseRunFlags(flags, {}))).toContain(message);
   });
 
+  it("reads a schema file that starts with a byte-order mark; a *.yaml schema is said to be read as JSON (review, session 31)", () => {
+    const bom = path.join(dir, "bom.json");
+    fs.writeFileSync(bom, `\uFEFF${JSON.stringify({ type: "object", required: ["a"] })}`);
+    expect(parseRunFlags({ schema: bom }, {}).schema).toEqual({ type: "object", required: ["a"] });
+    const yaml = path.join(dir, "schema.yaml");
+    fs.writeFileSync(yaml, "type: object\n");
+    const hint = (() => {
+      try {
+        parseRunFlags({ schema: yaml }, {});
+      } catch (error) {
+        return isSandboxRunError(error) ? error.hint : String(error);
+      }
+    })();
+    expect(hint).toContain("(a schema file is read as JSON, whatever its name)");
+  });
+
   it("rejects a schema file that is not JSON", () => {
     const file = path.join(dir, "broken.json");
     fs.writeFileSync(file, "{ type: object");
