@@ -74,6 +74,16 @@ export interface KeptEntry {
   gitAllowed?: boolean;
 }
 
+/** A kept file's content hash, and the facts of the file it was read from (KeptEntry's). */
+export interface KeptHash {
+  hash: string;
+  mode: number;
+  size: number;
+  mtimeMs: number;
+  ctimeMs: number;
+  ino: number;
+}
+
 interface Frame {
   path: string;
   gitRoot?: string;
@@ -313,7 +323,6 @@ export class ProtectedCopy {
     return path.join(this.options.dir, `${blob}`);
   }
 
-  /** The kept entries at or below the given scopes, by path (read back from the index). */
   /**
    * The outermost scopes the copy holds (every git directory, every built-in protected scope, every
    * other kept path): what a restore with no judgement behind it puts back as a whole.
@@ -341,10 +350,38 @@ export class ProtectedCopy {
     return [...outermost];
   }
 
+  /** The kept entries at or below the given scopes, by path (read back from the index). */
   load(scopes: readonly string[]): Map<string, KeptEntry> {
     const out = new Map<string, KeptEntry>();
     if (scopes.length === 0) return out;
     const wanted = new Set(scopes);
+    this.scan((row) => {
+      if (inScopes(wanted, row.path)) out.set(row.path, row);
+    });
+    return out;
+  }
+
+  /**
+   * The content hash of every kept file `wanted` picks, by path, with the facts that tie it to the
+   * file the walk before the run recorded (a kept copy is read after that walk: the hash holds for
+   * the recorded file only if these match). A file kept in the second pass (keepPaths: what the
+   * configs name, a host command's name in a PATH folder) has no hash in the snapshot where the
+   * snapshot hashes nothing (node_modules): without this, its judgement fell back to inode and
+   * ctime, and a byte-identical reinstall, or the restore itself, counted as a change (review,
+   * session 31). Only what `wanted` picks is held, one small record a file.
+   */
+  contentHashes(wanted: (row: KeptEntry) => boolean): Map<string, KeptHash> {
+    const out = new Map<string, KeptHash>();
+    this.scan((row) => {
+      if (row.kind !== "file" || row.hash === undefined || row.blob === undefined || !wanted(row)) return;
+      const { hash, mode, size, mtimeMs, ctimeMs, ino } = row;
+      out.set(row.path, { hash, mode, size, mtimeMs, ctimeMs, ino });
+    });
+    return out;
+  }
+
+  /** Every row of the index, in the order kept, read in bounded chunks. */
+  private scan(visit: (row: KeptEntry) => void): void {
     const fd = fs.openSync(path.join(this.options.dir, "index.jsonl"), "r");
     try {
       const chunk = Buffer.allocUnsafe(1 << 20);
@@ -355,17 +392,12 @@ export class ProtectedCopy {
         const text = rest + (n === 0 ? decoder.end() : decoder.write(chunk.subarray(0, n)));
         const lines = text.split("\n");
         rest = n === 0 ? "" : lines.pop()!;
-        for (const line of lines) {
-          if (line === "") continue;
-          const row = JSON.parse(line) as KeptEntry;
-          if (inScopes(wanted, row.path)) out.set(row.path, row);
-        }
+        for (const line of lines) if (line !== "") visit(JSON.parse(line) as KeptEntry);
         if (n === 0) break;
       }
     } finally {
       fs.closeSync(fd);
     }
-    return out;
   }
 }
 

@@ -42,6 +42,16 @@ function defaultSkipHash(relativePath: string): boolean {
   return /(^|\/)\.git\/(objects|lfs)\//.test(relativePath) || /(^|\/)node_modules\//.test(relativePath);
 }
 
+/**
+ * Whether a kept copy's hash of a regular file of this path and size can stand in for the
+ * snapshot's (DiffOptions.keptHash, with the default hashMaxBytes): the walk before the run may
+ * have left it without one (under node_modules or .git/objects, or sparse), and the walk after it
+ * can hash it within the usual bound. False where the snapshot surely hashed it, or it is too large.
+ */
+export function keptHashWanted(relativePath: string, size: number): boolean {
+  return size <= DEFAULT_HASH_MAX_BYTES && (defaultSkipHash(relativePath) || size > SPARSE_MIN_BYTES);
+}
+
 /** Below this size a file is never taken for sparse: small files may have no blocks at all (ext4 inline data, tmpfs). */
 const SPARSE_MIN_BYTES = 64 * 1024;
 
@@ -270,6 +280,15 @@ interface DiffOptions {
    * walked; its recorded entries are not reported as deleted). Default: the walk's default.
    */
   maxHeldNames?: number;
+  /**
+   * The content hash of a recorded regular file the snapshot did not hash, from elsewhere (the
+   * kept copy of a protected file: protected-copy.ts contentHashes), or undefined. It must be the
+   * hash of the file as `before` records it (the caller checks inode, size, times and mode). With
+   * one, the file is judged by content as a hashed one is (the after side is hashed through the
+   * walked entry's no-follow fd, at most `before.size` bytes): a byte-identical rewrite, or the
+   * restore's own rewrite, is no change; any other kind, content or mode is.
+   */
+  keptHash?: (path: string, before: EntryFacts) => string | undefined;
   /** Every pair in walk order, unchanged ones included (the rules need ancestors). */
   onPair(pair: EntryPair, entry: WalkEntry | undefined): void;
 }
@@ -299,6 +318,10 @@ export async function diffAgainstSnapshot(root: string, file: string, options: D
       if (recorded && recorded.path === entry.path) {
         before = recorded.facts;
         recorded = reader.next();
+        if (before.kind === "file" && before.hash === undefined && options.keptHash) {
+          const kept = options.keptHash(entry.path, before);
+          if (kept !== undefined && before.size <= hashMaxBytes) before.hash = kept;
+        }
       }
       const after = afterFacts(entry, before, hashMaxBytes);
       options.onPair({ path: entry.path, before, after }, entry);

@@ -25,7 +25,7 @@ import {
 } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { REF_RULE } from "./git-rule-names.js";
-import { type Owner, ProtectedCopy } from "./protected-copy.js";
+import { type KeptHash, type Owner, ProtectedCopy } from "./protected-copy.js";
 import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
@@ -33,6 +33,7 @@ import { type SavedWatch, writeWatchState } from "./watch-state.js";
 import { WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
 import {
   changeOf,
+  type EntryFacts,
   type EntryPair,
   type HostRunChange,
   MAX_LISTED_HOST_RUN,
@@ -44,6 +45,7 @@ import {
   ChangeCollector,
   type ChangedFiles,
   diffAgainstSnapshot,
+  keptHashWanted,
   readFileAt,
   recordedChildren,
   takeSnapshot,
@@ -180,6 +182,12 @@ interface Watched {
   objectChecker: ObjectChecker;
   /** A private folder for the git checks' scratch files. */
   scratch: string;
+  /**
+   * Kept files the snapshot may not have hashed (a host command's name in node_modules/.bin, what a
+   * config names under node_modules), with their kept copy's hash: read from the kept copy's index
+   * at the first judgement, for every walk of it (keptHashOf).
+   */
+  keptHashes?: Map<string, KeptHash>;
 }
 
 export class WorkspaceWatch {
@@ -660,6 +668,7 @@ async function judge(
   };
   out.allocatedBytes = await diffAgainstSnapshot(w.root, w.snapshot, {
     maxHeldNames: options.maxHeldNames,
+    keptHash: (relative, before) => keptHashOf(w, relative, before),
     onPair: (pair, entry) => {
       if (entry) out.entries++;
       if (entry?.overfull !== undefined && entry.kind === "directory") {
@@ -756,6 +765,29 @@ export function gitChecksFailed(work: RuleEvaluator["gitWork"], error: unknown):
     derived: [],
     stats: { loose: 0, inflatedBytes: 0, packs: 0, packBytes: 0, ms: 0, refRoots: 0, refMs: 0 },
   };
+}
+
+/**
+ * The kept copy's hash of a file the snapshot recorded without one, if the copy was read from that
+ * same file (inode, size, times and mode as recorded): then it is judged by content, in the first
+ * judgement and in the one after the restore alike. Before (review, session 31), a guarded file
+ * in node_modules (`layout node`'s node_modules/.bin/which -> which/bin/which) was judged by inode
+ * and ctime: `rm -rf node_modules && npm install` writing the same bytes failed the run, and the
+ * restore, which writes a new inode, was reported as NOT restored.
+ */
+function keptHashOf(w: Watched, relative: string, before: EntryFacts): string | undefined {
+  w.keptHashes ??= w.copy.contentHashes((row) => keptHashWanted(row.path, row.size));
+  const kept = w.keptHashes.get(relative);
+  if (
+    !kept ||
+    kept.ino !== before.ino ||
+    kept.size !== before.size ||
+    kept.mtimeMs !== before.mtimeMs ||
+    kept.ctimeMs !== before.ctimeMs ||
+    kept.mode !== before.mode
+  )
+    return undefined;
+  return kept.hash;
 }
 
 const SPECIAL_KINDS = new Set(["fifo", "socket", "device"]);
