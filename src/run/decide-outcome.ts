@@ -125,7 +125,9 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
       return fail(
         new SandboxRunError("validation", `The final result failed host-side schema validation: ${issues}.`, {
           ...evidence,
-          hint: "Pi accepted arguments the schema does not allow (Pi coerces some values); tighten the prompt or the schema.",
+          // The host checks the value after Pi's coercion, with pi-schema's own formats and multipleOf:
+          // what is left is a check only the host makes (review, session 31).
+          hint: "Pi accepted a result the schema refuses through a check Pi does not make (a format only the host knows, such as int32 or byte): drop that format, or say in the prompt what the value must be.",
         }),
       );
     }

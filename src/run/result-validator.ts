@@ -1,6 +1,6 @@
 // The host's own check of a structured result against the caller's JSON Schema, with Ajv (draft
-// 2020-12, formats from ajv-formats): every keyword a JSON Schema validator knows (if/then/else,
-// dependentRequired, $defs and $ref, unevaluatedProperties, ...), no coercion, no defaults.
+// 2020-12): every keyword a JSON Schema validator knows (if/then/else, dependentRequired, $defs and
+// $ref, unevaluatedProperties, ...), no coercion, no defaults.
 //
 // The dialect is Pi's. Pi validates the final tool's arguments with pi-schema as draft 2020-12
 // whatever `$schema` says, and ignores keywords it does not know; so does this check (a `$schema`
@@ -11,6 +11,12 @@
 // (pi/tool-arguments.ts). The value checked is what Pi handed its tool (after Pi's coercion,
 // recomputed on the host from the model's own reply): Pi accepting it is not enough.
 //
+// Where Ajv and pi-schema read a keyword differently, the host asks pi-schema's own logic
+// (pi-schema-checks.ts; review, session 31: Pi accepted, the host refused, the run failed with no
+// retry): every format pi-schema knows is checked by pi-schema's check for it (ajv-formats' only for
+// the formats pi-schema does not know: int32, byte, ...), and multipleOf is decided exactly on the
+// decimal digits, as pi-schema does (19.99 is a multiple of 0.01; to Ajv's division it is not).
+//
 // Ajv and ajv-formats are loaded on the first schema (~60 ms of CPU): runs without a schema, and
 // the CLI's --help and --version, never load them.
 //
@@ -20,9 +26,12 @@
 // check in time is invalid, with a reason naming the pattern; the main thread never runs it.
 import { createRequire } from "node:module";
 import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
+import type { DataValidateFunction } from "ajv/dist/types/index.js";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import { patternGuardFor } from "./pattern-guard.js";
+import { isPiMultiple, loadPiSchemaFormats, PI_SCHEMA_FORMAT_NAMES, piSchemaFormat } from "./pi-schema-checks.js";
+import { uniqueItemsProblem } from "./unique-items-guard.js";
 
 type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
@@ -38,17 +47,12 @@ let ajv: Ajv2020 | undefined;
 const compileWarnings: string[] = [];
 
 /**
- * Draft 2020-12's formats ajv-formats does not implement, checked loosely rather than not at all
- * (review, session 27: `idn-email` accepted "nope"): an address with one @, a host name of letters,
- * digits and hyphens in any script, an IRI with a scheme, an IRI reference without white space.
+ * The base URI pi-schema gives a root schema without `$id` (its resolver's DEFAULT_BASE), given to
+ * Ajv as the `$id` of such a schema: with addUsedSchema off, Ajv cannot resolve a `$ref` of "#" (a
+ * recursive schema: `items: { $ref: "#" }`) in a root without one ("can't resolve reference # from
+ * id #", review, session 31), and relative references resolve against the same base as in Pi.
  */
-const LOOSE_FORMATS: Readonly<Record<string, RegExp>> = {
-  "idn-email": /^[^\s@]+@[^\s@]+$/u,
-  "idn-hostname":
-    /^(?=.{1,253}$)[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?)*$/u,
-  iri: /^[a-z][a-z0-9+.-]*:[^\s]*$/iu,
-  "iri-reference": /^[^\s]*$/u,
-};
+const ROOT_BASE = "https://json-schema.invalid/root.json";
 
 function validatorFactory(): Ajv2020 {
   if (ajv) return ajv;
@@ -67,8 +71,31 @@ function validatorFactory(): Ajv2020 {
     // Not printed: an unknown format's warning refuses the schema (compileResultSchema).
     logger: { log: () => {}, warn: (...args: unknown[]) => void compileWarnings.push(args.join(" ")), error: () => {} },
   });
+  // ajv-formats for the formats pi-schema does not know (int32, byte, ...); pi-schema's own checks
+  // for the rest, which draft 2020-12's all are (idn-email, iri, ... included: review, session 27).
   addFormats(ajv);
-  for (const [name, pattern] of Object.entries(LOOSE_FORMATS)) ajv.addFormat(name, pattern);
+  for (const name of PI_SCHEMA_FORMAT_NAMES) ajv.addFormat(name, { type: "string", validate: piSchemaFormat(name) });
+  // pi-schema's exact multipleOf in place of Ajv's division; the meta-schema still refuses a
+  // multipleOf that is not a number above 0, as before.
+  ajv.removeKeyword("multipleOf");
+  ajv.addKeyword({
+    keyword: "multipleOf",
+    type: "number",
+    schemaType: "number",
+    errors: "full",
+    compile(divisor: number) {
+      // Ajv's own message and params for a value that is no multiple.
+      const refusal = [
+        { keyword: "multipleOf", message: `must be multiple of ${divisor}`, params: { multipleOf: divisor } },
+      ];
+      const check: DataValidateFunction = (value: number) => {
+        const ok = isPiMultiple(value, divisor);
+        check.errors = ok ? undefined : refusal.map((error) => ({ ...error }));
+        return ok;
+      };
+      return check;
+    },
+  });
   return ajv;
 }
 
@@ -105,16 +132,19 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   const factory = validatorFactory();
   let check: ReturnType<Ajv2020["compile"]>;
   compileWarnings.length = 0;
+  // A copy with pi-schema's base as its `$id` where it has none (ROOT_BASE); the caller's schema is
+  // never modified.
+  const compiledSchema = rest.$id === undefined ? { $id: ROOT_BASE, ...rest } : rest;
   try {
-    check = factory.compile(rest);
+    check = factory.compile(compiledSchema);
   } catch (error) {
     throw usageError(
-      `The schema cannot be used: ${(error as Error).message}.`,
+      `The schema cannot be used: ${(error as Error).message.replaceAll(` from id ${ROOT_BASE}`, " in the schema")}.`,
       "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
     // Ajv's own cache, keyed by schema object, would keep every schema a long-lived process sees.
-    factory.removeSchema(rest);
+    factory.removeSchema(compiledSchema);
   }
   // A format no validator knows is an annotation (Ajv, with strict off, only warns): checked by
   // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
@@ -140,6 +170,9 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   return {
     uncheckedFormats,
     validate(value) {
+      // Every pair of a large array's objects compared on this thread: refused first (unique-items-guard.ts).
+      const items = uniqueItemsProblem(rest, value);
+      if (items) return { ok: false, issues: [items] };
       const slow = guard?.check(value);
       if (slow) return { ok: false, issues: [slow] };
       if (check(value)) return { ok: true, value };
@@ -172,6 +205,8 @@ function describeError(error: ErrorObject): string {
  */
 export async function checkPiAcceptsSchema(schema: JsonSchema): Promise<void> {
   const { piSchemaProblem } = await import("../pi/tool-arguments.js");
+  // The format checks compileResultSchema's validators use: loaded before any result is checked.
+  await loadPiSchemaFormats();
   const problem = piSchemaProblem(schema);
   if (problem) {
     throw usageError(

@@ -118,12 +118,14 @@ describe.concurrent("the failure contract, through the CLI", () => {
   });
 
   it("validation: the model's own final call, which Pi accepts, is checked again on the host", async () => {
-    // Pi's validator lets "a@b" pass as an email; the host's (zod) does not.
-    const schema = { type: "object", properties: { to: { type: "string", format: "email" } }, required: ["to"] };
-    const outcome = await cli([{ toolCalls: [{ name: "sandbox_run_final_result", arguments: { to: "a@b" } }] }], [], {
+    // pi-schema knows no format int32 and lets 2^40 pass; the host's check (ajv-formats) does not. The
+    // formats pi-schema knows, the host checks with pi-schema's own checks (session 31: "a@b" was an
+    // email to Pi and not to the host).
+    const schema = { type: "object", properties: { to: { type: "integer", format: "int32" } }, required: ["to"] };
+    const outcome = await cli([{ toolCalls: [{ name: "sandbox_run_final_result", arguments: { to: 2 ** 40 } }] }], [], {
       schema,
     });
-    expectCleanFailure(outcome, 1, /failed host-side schema validation: to/, /tighten the prompt or the schema/);
+    expectCleanFailure(outcome, 1, /failed host-side schema validation: to/, /a format only the host knows/);
   });
 
   it("invalid-result: a model that keeps returning a final result the schema refuses is stopped after five, naming the last failure", async () => {

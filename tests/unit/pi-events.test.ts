@@ -32,6 +32,7 @@ describe("parsePiRecord", () => {
     expect(parsePiRecord(flood)).toEqual({
       ok: false,
       error: "too large a structure: its JSON holds more than 200000 values",
+      tooLarge: true,
     });
     const deep = `{"type":"x","a":${"[".repeat(200)}${"]".repeat(200)},"pad":"${"p".repeat(70_000)}"}`;
     expect(parsePiRecord(deep)).toMatchObject({ ok: false, error: expect.stringContaining("deeper than 128") });

@@ -57,7 +57,10 @@ describe("compileResultSchema", () => {
       ok: false,
       issues: ["billing: is required when card is present"],
     });
-    expect(validator.validate({ contact: "ops@localhost" })).toEqual({
+    // pi-schema's email check, as Pi's: `ops@localhost` is an address (ajv-formats' was not: review,
+    // session 31), an address without an @ is not.
+    expect(validator.validate({ contact: "ops@localhost" }).ok).toBe(true);
+    expect(validator.validate({ contact: "ops.example.com" })).toEqual({
       ok: false,
       issues: ['contact: must match format "email"'],
     });
@@ -159,7 +162,8 @@ describe("a schema's patterns cannot stall the host (issue 17: a replayed record
     const slow = /the schema's pattern "\^\(a\|a\)\*\$" did not finish within 1 s on a string of the result/;
     expect(out.validate.answer).toEqual({ ok: false, issues: [expect.stringMatching(slow)] });
     expect(out.validateKey.answer.issues[0]).toMatch(/pattern "\^\(b\|b\)\*\$" did not finish/);
-    expect(out.prepare.answer).toEqual({ ok: false, reason: expect.stringMatching(slow) });
+    // (What else the answer says of the timed-out pattern is guarded-arguments.ts's: run-invalid-result-watch.test.ts.)
+    expect(out.prepare.answer).toMatchObject({ ok: false, reason: expect.stringMatching(slow) });
     expect(out.watch.answer.invalid).toEqual({ consecutive: 1, reason: expect.stringMatching(slow) });
     expect(out.confirm.answer).toEqual({ ok: false, contradiction: expect.stringMatching(slow) });
     expect(out.fine.answer).toEqual({ ok: true, value: { v: "aaaa" } });

@@ -39,6 +39,14 @@ describe("uniqueItems over large arrays of objects", () => {
     expect(ms).toBeLessThan(3_000);
   });
 
+  it("the host's final validation refuses it too, before Ajv compares the pairs", () => {
+    const started = performance.now();
+    const checked = compileResultSchema(schema).validate(rows(20_000));
+    expect(checked).toEqual({ ok: false, issues: [expect.stringMatching(/^an array of 20000 objects or arrays/)] });
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(compileResultSchema(schema).validate(rows(10))).toMatchObject({ ok: true });
+  });
+
   it("stops the run at once through the invalid-result watch, with a hint to ask for fewer items", () => {
     const watch = new InvalidResultWatch({ finalToolName: FINAL, schema, validator: compileResultSchema(schema) });
     const seen = watch.observe(finalReply(rows(MAX_UNIQUE_COMPOUND_ITEMS + 1)));
