@@ -15,7 +15,7 @@ const UNCHECKABLE_HINTS = {
   pattern:
     "Pi checks that pattern inside the sandbox with no time bound, so the run was stopped. Write the pattern without nested or overlapping repetition (such as (a|a)* or (a+)+), or drop it from the schema.",
   "unique-items":
-    "Ask for fewer items in the prompt, or drop uniqueItems from arrays of objects (checking it compares every pair).",
+    "Ask for fewer items in the prompt, or drop uniqueItems from the schema (checking it compares every pair of an array's items).",
 };
 
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */

@@ -1,22 +1,23 @@
-// `uniqueItems` over objects or arrays costs Ajv and pi-schema a deep comparison of every pair of
-// items, on the controller's main thread, up to three times per result (the invalid-result watch,
-// the outcome's confirmation, the final validation): 20,000 small objects (~250 KB of arguments)
-// took 13-16 s a check (review, session 31), and no time bound can stop a synchronous check. So a
-// value with a larger array of objects or arrays, under a schema that says `uniqueItems` anywhere,
-// is refused before either validator sees it. Arrays of strings, numbers and booleans are compared
-// through a hash, in linear time, and are not bounded here.
+// `uniqueItems` costs the host's validators a comparison of every pair of items, on the controller's
+// main thread, up to three times per result (the invalid-result watch, the outcome's confirmation,
+// the final validation): 20,000 small objects (~250 KB of arguments) took 13-16 s a check, 100,000
+// strings 21.5 s in pi-schema, which compares every pair whatever the items are (reviews, session
+// 31), and no time bound can stop a synchronous check. So a value with an array of more items, in a
+// result whose schema says `uniqueItems` anywhere, is refused before either validator sees it.
+// Which array a uniqueItems applies to is not worked out (that is the validators' walk, $ref and
+// all): any array of the value counts, so such a schema allows at most this many items an array.
 
-/** Objects or arrays one array may hold under a uniqueItems schema (2,000: ~0.2 s a check). */
-export const MAX_UNIQUE_COMPOUND_ITEMS = 2_000;
+/** Items one array may hold in a result whose schema uses uniqueItems (2,000 objects: ~0.2 s a check). */
+export const MAX_UNIQUE_ITEMS = 2_000;
 
 const schemaUses = new WeakMap<object, boolean>();
 
 /** Why a value cannot be checked against the schema's uniqueItems in bounded time, or undefined. */
 export function uniqueItemsProblem(schema: unknown, value: unknown): string | undefined {
   if (!usesUniqueItems(schema)) return undefined;
-  const items = largestCompoundArray(value);
-  if (items <= MAX_UNIQUE_COMPOUND_ITEMS) return undefined;
-  return `an array of ${items} objects or arrays, under a schema with uniqueItems: at most ${MAX_UNIQUE_COMPOUND_ITEMS} can be checked (every pair is compared)`;
+  const items = largestArray(value);
+  if (items <= MAX_UNIQUE_ITEMS) return undefined;
+  return `an array of ${items} items, in a result whose schema uses uniqueItems: at most ${MAX_UNIQUE_ITEMS} items an array can be checked (the validators compare every pair)`;
 }
 
 function usesUniqueItems(schema: unknown): boolean {
@@ -37,22 +38,16 @@ function usesUniqueItems(schema: unknown): boolean {
   return found;
 }
 
-/** The most objects or arrays any one array of the value holds (walked without recursion). */
-function largestCompoundArray(value: unknown): number {
+/** The most items any one array of the value holds (walked without recursion). */
+function largestArray(value: unknown): number {
   let largest = 0;
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const node = stack.pop();
     if (typeof node !== "object" || node === null) continue;
     if (Array.isArray(node)) {
-      let compound = 0;
-      for (const item of node) {
-        if (typeof item === "object" && item !== null) {
-          compound++;
-          stack.push(item);
-        }
-      }
-      largest = Math.max(largest, compound);
+      largest = Math.max(largest, node.length);
+      for (const item of node) if (typeof item === "object" && item !== null) stack.push(item);
     } else for (const child of Object.values(node)) stack.push(child);
   }
   return largest;
