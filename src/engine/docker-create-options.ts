@@ -95,11 +95,16 @@ export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant)
  * The pids cgroup of a runsc container: room for gVisor's own host threads when the sandbox runs as
  * many tasks as its RLIMIT_NPROC allows (250 sleeping tasks took 2,230 host threads, a fork loop
  * refused at 254 took 1,875), so ordinary parallel work (a test runner's workers: twenty node
- * processes took 753) no longer fails gVisor's kernel at the policy's 256.
+ * processes took 753) no longer fails gVisor's kernel at the policy's 256. At most
+ * GVISOR_MAX_HOST_THREADS (or the policy's own pids, if more): a fork bomb fills the room, and ten
+ * times a large limit let one sandbox take a third of a host's 32,768 pids (review, session 31).
  */
 export function gvisorPidsLimit(pids: number): number {
-  return pids * 10 + 256;
+  return Math.max(pids, Math.min(pids * 10 + 256, GVISOR_MAX_HOST_THREADS));
 }
+
+/** The most host threads a runsc sandbox holds, unless its policy's pids limit is higher still. */
+export const GVISOR_MAX_HOST_THREADS = 4096;
 
 /**
  * Podman puts a writable tmpfs of its own, as large as half the host's memory and not noexec, on

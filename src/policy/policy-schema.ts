@@ -115,7 +115,7 @@ function buildPolicySchemas() {
         .min(64)
         .max(MAX_MB, TOO_BIG.mb)
         .describe(
-          "Memory limit of the container in MiB (swap included); in copy mode the container gets the copied trees' size on top (their tmpfs counts as memory), and files the run adds to them count against this",
+          "Memory limit of the container in MiB (swap included); in copy mode the container gets the copied trees' size on top (their tmpfs counts as memory): the sandbox may use this much plus that size, whatever for, and files the run adds to the trees count against it",
         ),
       cpus: z
         .number()

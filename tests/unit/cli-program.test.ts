@@ -386,6 +386,14 @@ describe("--dry-run", () => {
     expect(result.stderr).toMatch(/The sandbox's configuration is 1\d\d KiB, over the 128 KiB it is handed in/);
     expect(result.stderr).toMatch(/the schema takes 1\d\d KiB of it/);
     expect(result.stderr).toContain("Give a smaller schema");
+    // Any variable past what Linux holds, or all of them past 1 MiB, likewise (the caller's --env too).
+    const huge = await dryRun(["--env", `BIG=${"v".repeat(200 * 1024)}`, "fix it"]);
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toContain("The variable BIG is 201 KiB, over the 128 KiB one environment variable may hold");
+    const many = Array.from({ length: 12 }, (_, i) => ["--env", `V${i}=${"v".repeat(120 * 1024)}`]).flat();
+    const tooMany = await dryRun([...many, "fix it"]);
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stderr).toMatch(/The sandbox's environment is 1\d{3} KiB, over the 1024 KiB it may hold/);
     const small = path.join(dir, "small-schema.json");
     fs.writeFileSync(small, JSON.stringify({ type: "object", properties: { a: { type: "string" } } }));
     expect((await dryRun(["--schema", small, "fix it"])).code).toBe(0);

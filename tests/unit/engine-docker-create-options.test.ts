@@ -66,6 +66,20 @@ describe("dockerCreateOptions of a run plan", () => {
     const gvisor = optionsFor({ ...loadPolicy("workspace-write"), runtime: "runsc" }).HostConfig!;
     expect(gvisor.Ulimits).toContainEqual({ Name: "nproc", Soft: 256, Hard: 256 });
     expect(gvisor.PidsLimit).toBe(2816);
+    // Capped: a fork bomb fills the room, and ten times 1024 was a third of a 32,768-pid host.
+    const large = optionsFor({
+      ...loadPolicy("workspace-write"),
+      runtime: "runsc",
+      limits: { ...loadPolicy("workspace-write").limits, pids: 1024 },
+    }).HostConfig!;
+    expect(large.PidsLimit).toBe(4096);
+    expect(large.Ulimits).toContainEqual({ Name: "nproc", Soft: 1024, Hard: 1024 });
+    const huge = optionsFor({
+      ...loadPolicy("workspace-write"),
+      runtime: "runsc",
+      limits: { ...loadPolicy("workspace-write").limits, pids: 8192 },
+    }).HostConfig!;
+    expect(huge.PidsLimit).toBe(8192);
     // Under runc the cgroup is the limit; RLIMIT_NPROC would count the caller's uid host-wide.
     expect(host.Ulimits!.some((u) => u.Name === "nproc")).toBe(false);
   });

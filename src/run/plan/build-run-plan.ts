@@ -132,6 +132,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     ...(policy.runtime === "runsc" ? { PATH: `${IMAGE_PATHS.gvisorCompatBin}:${IMAGE_PATHS.path}` } : {}),
     SANDBOX_RUN_CONFIG: launcherConfigText(launcherConfig),
   };
+  refuseOversizeEnvironment(env);
 
   return {
     runId: input.runId,
@@ -335,6 +336,31 @@ function launcherConfigText(config: ReturnType<typeof launcherConfigOf>): string
       ? "Give a smaller schema: shorter descriptions, fewer enum values, $defs for repeated parts."
       : "Give a models file with only the providers this run uses.",
   );
+}
+
+/**
+ * The whole environment a sandbox starts with: every variable (the caller's `env` too) within the
+ * 128 KiB one string may hold, and all of them within MAX_ENV_TOTAL_BYTES: past those the start
+ * failed as an engine error (a raw HTTP 409, or 431 read as "Docker unavailable"; review, session 31).
+ */
+const MAX_ENV_TOTAL_BYTES = 1024 * 1024;
+
+function refuseOversizeEnvironment(env: Record<string, string>): void {
+  let total = 0;
+  for (const [name, value] of Object.entries(env)) {
+    const bytes = Buffer.byteLength(`${name}=${value}`) + 1;
+    total += bytes;
+    if (bytes > MAX_ENV_STRING_BYTES)
+      throw usageError(
+        `The variable ${name} is ${Math.ceil(bytes / 1024)} KiB, over the ${MAX_ENV_STRING_BYTES / 1024} KiB one environment variable may hold on Linux.`,
+        "Pass a large value as a file in the workspace instead, and its path in the variable.",
+      );
+  }
+  if (total > MAX_ENV_TOTAL_BYTES)
+    throw usageError(
+      `The sandbox's environment is ${Math.ceil(total / 1024)} KiB, over the ${MAX_ENV_TOTAL_BYTES / 1024} KiB it may hold.`,
+      "Pass large values as files in the workspace instead, and their paths in the variables.",
+    );
 }
 
 /** The caller's own GIT_CONFIG_* entries, which ours are appended after. */
