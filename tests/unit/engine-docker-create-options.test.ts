@@ -7,8 +7,8 @@ import type { Policy } from "../../src/policy/policy-schema.js";
 import { buildRunPlan } from "../../src/run/plan/build-run-plan.js";
 import { containerSpecOf } from "../../src/run/plan/container-spec.js";
 
-function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
-  const plan = buildRunPlan({
+function planFor(policy: Policy, caller = { uid: 1000, gid: 1000 }, workspaceMode?: "bind" | "copy") {
+  return buildRunPlan({
     runId: "run42",
     image: "sandbox-run/pi:test",
     policy,
@@ -24,10 +24,20 @@ function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
     timeoutMs: 1000,
     owner: { pid: 1, host: "h" },
     now: new Date(0),
+    ...(workspaceMode ? { workspaceMode } : {}),
   });
+}
+
+function optionsFor(policy: Policy, caller = { uid: 1000, gid: 1000 }) {
   // The container is made a minute after its plan (a call can wait for trees, the engine, an image):
   // its labels' times count from then, so no reaper takes a live run for one past its deadline.
-  return dockerCreateOptions(containerSpecOf(plan, new Date(60_000)));
+  return dockerCreateOptions(containerSpecOf(planFor(policy, caller), new Date(60_000)));
+}
+
+/** workspace-write under runsc with another pids limit. */
+function runscWithPids(pids: number) {
+  const policy = loadPolicy("workspace-write");
+  return optionsFor({ ...policy, runtime: "runsc", limits: { ...policy.limits, pids } }).HostConfig!;
 }
 
 describe("dockerCreateOptions of a run plan", () => {
@@ -63,46 +73,19 @@ describe("dockerCreateOptions of a run plan", () => {
   });
 
   it("under runsc: the policy's pids are the sandbox's RLIMIT_NPROC (gVisor's kernel enforces it), and the pids cgroup, which counts gVisor's own threads, has room for them", () => {
-    const gvisor = optionsFor({ ...loadPolicy("workspace-write"), runtime: "runsc" }).HostConfig!;
+    const gvisor = runscWithPids(256);
     expect(gvisor.Ulimits).toContainEqual({ Name: "nproc", Soft: 256, Hard: 256 });
     expect(gvisor.PidsLimit).toBe(2816);
     // Capped: a fork bomb fills the room, and ten times 1024 was a third of a 32,768-pid host.
-    const large = optionsFor({
-      ...loadPolicy("workspace-write"),
-      runtime: "runsc",
-      limits: { ...loadPolicy("workspace-write").limits, pids: 1024 },
-    }).HostConfig!;
-    expect(large.PidsLimit).toBe(4096);
-    expect(large.Ulimits).toContainEqual({ Name: "nproc", Soft: 1024, Hard: 1024 });
-    const huge = optionsFor({
-      ...loadPolicy("workspace-write"),
-      runtime: "runsc",
-      limits: { ...loadPolicy("workspace-write").limits, pids: 8192 },
-    }).HostConfig!;
-    expect(huge.PidsLimit).toBe(8192);
+    expect(runscWithPids(1024).PidsLimit).toBe(4096);
+    expect(runscWithPids(1024).Ulimits).toContainEqual({ Name: "nproc", Soft: 1024, Hard: 1024 });
+    expect(runscWithPids(8192).PidsLimit).toBe(8192);
     // Under runc the cgroup is the limit; RLIMIT_NPROC would count the caller's uid host-wide.
     expect(host.Ulimits!.some((u) => u.Name === "nproc")).toBe(false);
   });
 
   it("copy mode: the container's memory is the policy's plus the copied trees' size (their tmpfs counts as memory)", () => {
-    const plan = buildRunPlan({
-      runId: "run43",
-      image: "sandbox-run/pi:test",
-      policy: loadPolicy("workspace-write"),
-      model: "scripted/x",
-      cwd: "/work/project",
-      writableRoots: [],
-      readOnlyMounts: [],
-      runDir: "/tmp/sandbox-run-1000/run-run43",
-      caller: { uid: 1000, gid: 1000 },
-      sandboxEnv: {},
-      containerModelsJson: {},
-      extraArgs: [],
-      timeoutMs: 1000,
-      owner: { pid: 1, host: "h" },
-      now: new Date(0),
-      workspaceMode: "copy",
-    });
+    const plan = planFor(loadPolicy("workspace-write"), undefined, "copy");
     expect(dockerCreateOptions(containerSpecOf(plan, new Date(0), { copiedMb: 1900 })).HostConfig!.Memory).toBe(
       (2048 + 1900) * 1024 * 1024,
     );
