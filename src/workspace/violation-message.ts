@@ -53,7 +53,11 @@ export function violationMessage(
   const r = report.restore;
   if (r) {
     const done: string[] = [];
-    if (r.reverted.length) done.push(`put back as before the run: ${list(r.reverted, shownPath)}`);
+    // A path the restore could not complete is said once, as NOT restored (review, session 31: a
+    // guarded file too large to keep was listed as both).
+    const incomplete = new Set([...r.notRestored.map((n) => n.path), ...r.remaining.map((v) => v.path)]);
+    const reverted = r.reverted.filter((p) => !incomplete.has(p));
+    if (reverted.length) done.push(`put back as before the run: ${list(reverted, shownPath)}`);
     if (r.removed.length) done.push(`removed (the run created them): ${list(r.removed, shownPath)}`);
     if (r.objects?.length)
       done.push(

@@ -243,6 +243,28 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     const { message, hint } = violationMessage(report, "p");
     expect(message).toContain("NOT restored: .git/hooks/big-sample");
     expect(hint).toContain("do not run git");
+    // A path whose scope was put back but which could not be (too large to keep) is said once, as
+    // NOT restored (review, session 31: both, for node_modules/.bin/ls).
+    const both = violationMessage(
+      {
+        violationCount: 1,
+        violations: [{ path: "node_modules/.bin/ls", change: "modified" }],
+        restore: {
+          clean: false,
+          reverted: ["node_modules/.bin/ls", "node_modules/.bin/git"],
+          removed: [],
+          objects: [],
+          modes: [],
+          notRestored: [
+            { path: "node_modules/.bin/ls", why: "changed by the run and not kept (larger than 1 MiB): removed" },
+          ],
+          remaining: [],
+        },
+      },
+      "p",
+    ).message;
+    expect(both).toContain("put back as before the run: node_modules/.bin/git.");
+    expect(both).toContain("NOT restored: node_modules/.bin/ls (changed by the run");
   });
 
   it("reports workspace paths relative and writable-root paths absolute; caller globs only in the workspace; built-ins in both", async () => {
