@@ -139,19 +139,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
         }),
       );
     case "no-result": {
-      // Pi's events carry the result: one with more values or levels than a line may hold is dropped
-      // whole, and "no assistant message" blamed the model (review, session 31).
-      if (facts.tooLargeRecords)
-        return fail(
-          new SandboxRunError(
-            "no-result",
-            `The agent finished without a result the host could read: ${facts.tooLargeRecords} of Pi's event lines held more than ${PI_RECORD_SHAPE.maxValues.toLocaleString("en-US")} values or ${PI_RECORD_SHAPE.maxDepth} levels of nesting, which the host does not read (a result that large or deep makes them).`,
-            {
-              ...evidence,
-              hint: "Ask for a smaller or flatter result (fewer items, less nesting), or have the agent write it to a file in the workspace.",
-            },
-          ),
-        );
+      if (facts.tooLargeRecords) return fail(unreadableResultError(facts.tooLargeRecords, evidence));
       const unreadable = facts.badRecords ? ` (${facts.badRecords} unreadable records)` : "";
       return fail(
         new SandboxRunError("no-result", `The agent finished without a result: ${outcome.reason}${unreadable}.`, {
@@ -167,4 +155,19 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
 
 function limitError(message: string, limit: string | undefined, evidence: SandboxRunErrorDetails): SandboxRunError {
   return new SandboxRunError("limit", message, { ...evidence, limit, hint: limitHint(limit) });
+}
+
+/**
+ * Pi's events carry the result: one with more values or levels than a line may hold is dropped
+ * whole, and "no assistant message" blamed the model (review, session 31).
+ */
+function unreadableResultError(lines: number, evidence: SandboxRunErrorDetails): SandboxRunError {
+  return new SandboxRunError(
+    "no-result",
+    `The agent finished without a result the host could read: ${lines} of Pi's event lines held more than ${PI_RECORD_SHAPE.maxValues.toLocaleString("en-US")} values or ${PI_RECORD_SHAPE.maxDepth} levels of nesting, which the host does not read (a result that large or deep makes them).`,
+    {
+      ...evidence,
+      hint: "Ask for a smaller or flatter result (fewer items, less nesting), or have the agent write it to a file in the workspace.",
+    },
+  );
 }

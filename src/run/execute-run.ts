@@ -4,7 +4,7 @@
 // events -> outcome) -> container gone -> workspace outcome -> result. This file sets up and tears
 // down; every path out removes what was created, in reverse order.
 import type { Engine, EngineContainer } from "../engine/engine.js";
-import { abortedError, SandboxRunError, withHint } from "../errors.js";
+import { abortedError, SandboxRunError } from "../errors.js";
 import { ConversationLedger } from "../gateway/conversation-ledger.js";
 import { resolveRouteCredentials } from "../gateway/route-credentials.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
@@ -18,8 +18,8 @@ import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { Cleanups } from "./cleanups.js";
 import { containerFailure } from "./container-failure.js";
 import { EventThrottle } from "./event-throttle.js";
+import { failedRunError, type RanRun, withRunFacts } from "./failed-run-facts.js";
 import { engineIdentity } from "./lease-record.js";
-import { leftInWorkspace } from "./left-in-workspace.js";
 import { OutputBudget } from "./output-budget.js";
 import { containerSpecOf } from "./plan/container-spec.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
@@ -221,42 +221,14 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     // (and wait for that) before reading what it wrote.
     if (!(await removeSandbox())) throw notRemoved(created.id, plan.runId);
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
-    // Every failure from here on is of a run that ran: it says which run and what ran it, a hand-back
-    // the host refused too (review, session 31: a copy-mode apply that met the user's own edit lost
-    // its run id, image and policy).
-    const ranBy = (error: unknown): unknown => {
-      if (!(error instanceof SandboxRunError)) return error;
-      error.runId ??= plan.runId;
-      error.containerId ??= created.id;
-      if (error.exitCode === undefined && exitCode !== undefined) error.exitCode = exitCode;
-      error.image ??= plan.image;
-      error.policy ??= plan.policyName;
-      error.piVersion ??= ctx.piVersion;
-      return error;
-    };
+    // Every failure from here on is of a run that ran: it says which run and what ran it.
+    const ran: RanRun = { plan, containerId: created.id, exitCode, piVersion: ctx.piVersion };
     // Nothing of the sandbox runs any more: what it did to the trees can be read as final.
     const outcome = await workspace.finish().catch((error: unknown) => {
-      throw ranBy(error);
+      throw withRunFacts(error, ran);
     });
     // A protected path that changed fails the run whatever else happened; the result is withheld.
-    // A failed run says what it left in the workspace (review, session 27: a CI script could not
-    // tell "timed out, touched nothing" from "timed out half way through a refactor").
-    const failedWith = (error: unknown): unknown => {
-      ranBy(error);
-      if (!(error instanceof SandboxRunError)) return error;
-      // Branch and patch leave the workspace as it was; copy mode applies nothing a rule refused.
-      if (plan.handBack !== "apply" || (plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
-      error.changedFiles ??= leftInWorkspace(outcome.changedFiles, outcome.restore);
-      if (outcome.hostRunCount > 0) error.hostRunFiles ??= outcome.hostRunFiles;
-      // Copy mode brings nothing back from a run stopped before Pi settled: said, where an empty
-      // changedFiles read as "touched nothing" (review, session 29).
-      if (outcome.discarded)
-        return withHint(
-          error,
-          `${error.hint ? `${error.hint} ` : ""}Copy mode: the run stopped before its workspace came back, so nothing it changed in the sandbox was kept.`,
-        );
-      return error;
-    };
+    const failedWith = (error: unknown) => failedRunError(error, ran, outcome);
     try {
       workspace.refuseViolations(outcome, { containerId: created.id, exitCode, runFailed: "error" in settled });
     } catch (error) {
@@ -266,7 +238,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     await workspace.checkDisk(outcome);
     // Only a run that succeeded hands its work back as a branch or a patch.
     const handBack = await workspace.handBack().catch((error: unknown) => {
-      throw ranBy(error);
+      throw withRunFacts(error, ran);
     });
     return {
       ...settled.details,

@@ -42,7 +42,7 @@ interface RunWorkspaceInput {
 }
 
 /** What the run did to the trees, the same shape in both modes. */
-interface WorkspaceOutcome {
+export interface WorkspaceOutcome {
   changedFiles: WorkspaceReport["changedFiles"];
   /** Violations found (at most MAX_LISTED_VIOLATIONS): non-empty fails the run. */
   violations: ReadonlyArray<{ path: string; change: string; rule?: string; detail?: string }>;
