@@ -96,10 +96,10 @@ export function parseJsonWithRepair(json: string): unknown {
   }
 }
 
+type ParsedToolArguments = { ok: true; value: Record<string, unknown> } | { ok: false; reason: string };
+
 /** Pi's `parseToolCallArguments`: the arguments object of a finished call, or why there is none. */
-export function parseToolCallArguments(
-  json: string,
-): { ok: true; value: Record<string, unknown> } | { ok: false; reason: string } {
+export function parseToolCallArguments(json: string): ParsedToolArguments {
   if (!json.trim()) return { ok: true, value: {} };
   try {
     const parsed = parseJsonWithRepair(json);
@@ -156,7 +156,11 @@ function dottedPath(pointer: string): string {
  * (ModelReply.toolCalls[].argumentsJson).
  */
 export function prepareToolArguments(schema: PiSchema, rawArgumentsJson: string): PreparedArguments {
-  const parsed = parseToolCallArguments(rawArgumentsJson);
+  return prepareParsedArguments(schema, parseToolCallArguments(rawArgumentsJson));
+}
+
+/** prepareToolArguments for arguments parseToolCallArguments has parsed already (the host's guards read them first). */
+export function prepareParsedArguments(schema: PiSchema, parsed: ParsedToolArguments): PreparedArguments {
   if (!parsed.ok) return { ok: false, reason: `invalid arguments: ${parsed.reason}` };
   // Pi keys its validator cache by the schema object, so a boolean schema makes every call fail
   // ("Invalid value used as weak map key"); the host refuses it too.

@@ -5,7 +5,7 @@
 // the pattern, and pi-schema never runs them on the main thread; so are arrays too large for a
 // schema's uniqueItems to be checked in bounded time (unique-items-guard.ts).
 import type { JsonSchema } from "../agent.js";
-import { type PreparedArguments, parseToolCallArguments, prepareToolArguments } from "../pi/tool-arguments.js";
+import { type PreparedArguments, parseToolCallArguments, prepareParsedArguments } from "../pi/tool-arguments.js";
 import { type PatternGuard, patternGuardFor } from "./pattern-guard.js";
 import { uniqueItemsProblem } from "./unique-items-guard.js";
 
@@ -21,9 +21,10 @@ export type GuardedArguments =
   | { ok: false; reason: string; uncheckable: "pattern" | "unique-items" };
 
 export function prepareGuarded(schema: JsonSchema, argumentsJson: string): GuardedArguments {
+  // Parsed once: the guards and Pi's preparation read the same value.
+  const parsed = parseToolCallArguments(argumentsJson);
   if (typeof schema === "object" && schema !== null) {
-    const parsed = parseToolCallArguments(argumentsJson);
-    // Each pair of a large array's objects compared, on this thread: refused before (unique-items-guard.ts).
+    // Every pair of a large array's items compared, on this thread: refused before (unique-items-guard.ts).
     const items = parsed.ok ? uniqueItemsProblem(schema, parsed.value) : undefined;
     if (items) return { ok: false, reason: `validation failed: ${items}`, uncheckable: "unique-items" };
     let entry = guards.get(schema);
@@ -31,5 +32,5 @@ export function prepareGuarded(schema: JsonSchema, argumentsJson: string): Guard
     const slow = entry.guard && parsed.ok ? entry.guard.check(parsed.value) : undefined;
     if (slow) return { ok: false, reason: `validation failed: ${slow}`, uncheckable: "pattern" };
   }
-  return prepareToolArguments(schema, argumentsJson);
+  return prepareParsedArguments(schema, parsed);
 }
