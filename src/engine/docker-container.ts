@@ -9,6 +9,7 @@ import { engineDeadline } from "./bounded-answers.js";
 import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
+import { removeForcibly } from "./forced-removal.js";
 
 type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
 
@@ -22,10 +23,15 @@ interface DockerContainerOptions {
 }
 
 /**
- * A stop that gets no answer within this long means the engine is out of reach. Generous: a busy
- * engine on two busy cores once took over 15 s to kill a copy-mode sandbox it was still serving.
+ * A stop that gets no answer within this long is followed by a question whether the engine is
+ * there at all (kill() below). Generous: a busy engine on two busy cores once took over 15 s to
+ * kill a copy-mode sandbox it was still serving.
  */
 const KILL_TIMEOUT_MS = 30_000;
+/** A stop the engine has not answered but still answers an inspection is asked again for this long in all. */
+const SLOW_STOP_LIMIT_MS = 120_000;
+/** How long an inspection may take to show the engine is still there after an unanswered stop. */
+const LIVENESS_TIMEOUT_MS = 5_000;
 /**
  * A removal that gets no answer within this long fails (the caller says the container may be
  * left; gc removes it later): a link gone silent never closes, and an unbounded wait would hold
@@ -76,27 +82,44 @@ export class DockerContainer implements EngineContainer {
 
   async kill(): Promise<void> {
     if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
-    await this.container.kill({ abortSignal: engineDeadline(KILL_TIMEOUT_MS) } as object).catch((error: unknown) => {
-      if (isGoneError(error) || String(error).includes("is not running")) return;
+    const started = Date.now();
+    for (;;) {
+      const error = await this.container.kill({ abortSignal: engineDeadline(KILL_TIMEOUT_MS) } as object).then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+      if (error === undefined || isGoneError(error) || String(error).includes("is not running")) return;
       // An answer with a status (Podman: "can only kill running containers") means the engine
-      // is there. No answer at all (a broken link, a silent network) means it cannot be told to
-      // stop the container, and waiting for the exit would never end: the wait fails with this
-      // error; the container's own deadline and gc take care of it on the far side.
-      if ((error as { statusCode?: number })?.statusCode === undefined) {
-        // Said in words, never a bare AbortError out of the run (the wait fails with it too).
-        const failed = new SandboxRunError(
-          "docker-unavailable",
-          `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${KILL_TIMEOUT_MS / 1000} s.`,
-          {
-            hint: "The engine is overloaded or out of reach; `sandbox-run gc` removes the container once it answers.",
-            cause: error,
-          },
-        );
-        this.#unreachable.abort(failed);
-        throw failed;
-      }
-      throw error;
-    });
+      // is there: the caller's to see.
+      if ((error as { statusCode?: number })?.statusCode !== undefined) throw error;
+      // No answer in time. Docker answers a kill once the container has exited, and a gVisor
+      // sandbox that ran a few hundred processes can take over 30 s to die on a loaded host
+      // (measured: 35 s; CI, session 31). An engine that still answers an inspection is asked
+      // again, up to SLOW_STOP_LIMIT_MS in all.
+      const state = await this.container.inspect({ abortSignal: engineDeadline(LIVENESS_TIMEOUT_MS) } as object).then(
+        (info) => (info as Docker.ContainerInspectInfo).State,
+        () => undefined,
+      );
+      if (state && !state.Running) return;
+      if (state && Date.now() - started < SLOW_STOP_LIMIT_MS) continue;
+      // No answer at all (a broken link, a silent network), or no stop in all that time: waiting
+      // for the exit would never end. The wait fails with this error; the container's own deadline
+      // and gc take care of it on the far side.
+      const seconds = Math.round((Date.now() - started) / 1000);
+      const failed = new SandboxRunError(
+        "docker-unavailable",
+        state
+          ? `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${seconds} s, though it answers.`
+          : `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${seconds} s.`,
+        {
+          hint: "The engine is overloaded or out of reach; `sandbox-run gc` removes the container once it answers.",
+          cause: error,
+        },
+      );
+      // Said in words, never a bare AbortError out of the run (the wait fails with it too).
+      this.#unreachable.abort(failed);
+      throw failed;
+    }
   }
 
   /**
@@ -129,11 +152,7 @@ export class DockerContainer implements EngineContainer {
 
   remove(): Promise<void> {
     const timeoutMs = this.#unreachable.signal.aborted ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
-    this.removal ??= this.container
-      .remove({ force: true, v: true, abortSignal: engineDeadline(timeoutMs) } as object)
-      .catch((error: unknown) => {
-        if (!isGoneError(error)) throw error;
-      });
+    this.removal ??= removeForcibly(this.container, timeoutMs);
     return this.removal;
   }
 

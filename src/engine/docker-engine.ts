@@ -35,6 +35,7 @@ import {
   limitSupportOf,
   type RawLimitFlags,
 } from "./engine-limits.js";
+import { removeForcibly } from "./forced-removal.js";
 import {
   assertPodmanLimits,
   assertPodmanRuntime,
@@ -328,22 +329,9 @@ export class DockerEngine implements Engine {
   }
 
   async removeContainer(id: string): Promise<void> {
-    const container = this.api.getContainer(id);
     // Its own deadline, longer than an ordinary answer's: a container whose processes die slowly
     // (a fork bomb, gVisor under load) keeps a working engine busy with its removal for a while.
-    const timeoutMs = this.#removalTimeoutMs;
-    const signal = engineDeadline(timeoutMs);
-    await container.remove({ force: true, v: true, abortSignal: signal } as object).catch(async (error: unknown) => {
-      if (signal.aborted)
-        throw Object.assign(new Error(`the engine did not finish removing it within ${timeoutMs / 1000} s`), {
-          removalTimedOut: true,
-        });
-      if (!isGoneError(error)) throw error;
-      // 409: another remover (a reaper, gc, the run itself) has it in hand, and the engine lists it
-      // until that is done. Wait for it to be gone, so a caller that goes on to list containers
-      // (gc's count, a test's check) does not find it still there.
-      if ((error as { statusCode?: number }).statusCode === 409) await goneWithin(container, REMOVAL_WAIT_MS);
-    });
+    await removeForcibly(this.api.getContainer(id), this.#removalTimeoutMs);
   }
 
   removeAfterExit(labels: string[]): void {
@@ -368,27 +356,8 @@ function isDockerClient(value: DockerEngineOptions | Docker): value is Docker {
   return typeof (value as Docker).listContainers === "function";
 }
 
-/** How long removeContainer waits for a container another remover has in hand. */
-const REMOVAL_WAIT_MS = 10_000;
 /** How long one orphan's removal may take (as a run's own removal: docker-container.ts). */
 const REMOVAL_TIMEOUT_MS = 60_000;
-
-/**
- * Resolves once the engine no longer knows the container; rejects when it still does after `ms`
- * (gc then reports it and hands back no tree lent to it: its processes may still run).
- */
-async function goneWithin(container: Docker.Container, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const gone = await container.inspect().then(
-      () => false,
-      (error: unknown) => (error as { statusCode?: number })?.statusCode === 404,
-    );
-    if (gone) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`another removal of this container has been under way for ${ms / 1000} s and it is still there`);
-}
 
 /** The endpoint a ready dockerode client talks to, read back from its modem (for messages and defaults). */
 function endpointOfClient(docker: Docker): EngineEndpoint {

@@ -101,6 +101,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   // Removes the container (once) and says whether that worked: until it has, something of the
   // sandbox may still run, so nothing is handed back and no tree is read as final.
   let removeSandbox: () => Promise<boolean> = async () => true;
+  // The engine's reason when it could not, for the error that says so.
+  let removalFailure: unknown;
   const warm = ctx.warm;
   // Claimed, it is this run's alone: removed on every path out, whatever happens before it is used.
   if (warm) cleanups.add(async () => void (await warm.destroy()));
@@ -164,7 +166,11 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     signal?.throwIfAborted();
     if (warm) {
       container = warm.container;
-      removeSandbox = () => warm.destroy();
+      removeSandbox = () =>
+        warm.destroy().then((removed) => {
+          removalFailure ??= warm.removalFailure;
+          return removed;
+        });
       timeline.sandbox("warm.claimed", { containerId: container.id, warmId: warm.warmId, ...warm.facts });
       // Its labels were set before the call (they cannot change); its name can: the run's, as a cold
       // run's container has (`docker ps --filter name=<run id>`). Not waited for.
@@ -185,7 +191,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       removeSandbox = () =>
         (removal ??= made.remove().then(
           () => true,
-          () => false,
+          (error: unknown) => {
+            removalFailure = error;
+            return false;
+          },
         ));
       timeline.sandbox("container.created", { containerId: container.id });
     }
@@ -219,7 +228,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     );
     // The container may have exited on its own, but a process it started may not have: remove it
     // (and wait for that) before reading what it wrote.
-    if (!(await removeSandbox())) throw notRemoved(created.id, plan.runId);
+    if (!(await removeSandbox())) throw notRemoved(created.id, plan.runId, removalFailure);
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
     // Every failure from here on is of a run that ran: it says which run and what ran it.
     const ran: RanRun = { plan, containerId: created.id, exitCode, piVersion: ctx.piVersion };
@@ -286,13 +295,15 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   }
 }
 
-function notRemoved(containerId: string, runId: string): SandboxRunError {
+function notRemoved(containerId: string, runId: string, failure: unknown): SandboxRunError {
+  const reason = (failure as Error | undefined)?.message;
   return new SandboxRunError(
     "docker-unavailable",
-    `The engine could not remove the container ${containerId.slice(0, 12)}.`,
+    `The engine could not remove the container ${containerId.slice(0, 12)}${reason ? `: ${reason}` : ""}.`,
     {
       hint: "Its trees stay as the sandbox left them, unjudged (and lent to the sandbox uid) until it is gone: run `sandbox-run gc`, which removes it and then judges them.",
       runId,
+      cause: failure,
     },
   );
 }

@@ -8,6 +8,7 @@ import fs from "node:fs";
 import os from "node:os";
 import { EngineAnswerError } from "../engine/bounded-answers.js";
 import type { Engine } from "../engine/engine.js";
+import { RemovalError } from "../engine/forced-removal.js";
 import { SandboxRunError } from "../errors.js";
 import {
   LABEL_DEADLINE,
@@ -123,7 +124,7 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
       // A removal that ran out of time once may be a slow death (below); twice, the engine is not
       // getting on with them, and each one more would wait as long.
       if (error instanceof EngineAnswerError) throw error;
-      const timedOut = (error as { removalTimedOut?: boolean }).removalTimedOut === true;
+      const timedOut = error instanceof RemovalError && error.timedOut;
       if (timedOut && ++removalsTimedOut >= 2) throw stoppedAnswering(engine, id, "two removals ran out of time");
       await engine.ping(AbortSignal.timeout(PING_AFTER_FAILURE_MS)).catch(() => {
         throw stoppedAnswering(engine, id, "it does not answer its ping since");

@@ -24,6 +24,8 @@ export interface ClaimedSandbox {
   readonly facts: Record<string, number | string>;
   /** Removes its container (and stops serving its relay); idempotent. */
   destroy(): Promise<boolean>;
+  /** The engine's reason, once destroy() said it could not remove the container. */
+  readonly removalFailure?: unknown;
 }
 
 interface ClaimTreeInput {

@@ -30,6 +30,7 @@ export class WarmSandbox implements ClaimedSandbox {
   #claimed = false;
   #stderr = "";
   #removal?: Promise<boolean>;
+  #removalFailure: unknown;
   readonly #onDeath: Array<(reason: string) => void> = [];
   facts: Record<string, number | string> = {};
 
@@ -154,13 +155,21 @@ export class WarmSandbox implements ClaimedSandbox {
     return this.#stderr;
   }
 
+  /** Why the engine could not remove its container, once destroy() said it could not. */
+  get removalFailure(): unknown {
+    return this.#removalFailure;
+  }
+
   /** Removes its container (once); true when the engine did. */
   destroy(): Promise<boolean> {
     this.#die("removed");
     for (const pending of this.readOnlyCopies.values()) pending.cancel();
     this.#removal ??= this.container.remove().then(
       () => true,
-      () => false,
+      (error: unknown) => {
+        this.#removalFailure = error;
+        return false;
+      },
     );
     // Only once nothing of it runs: the relay's exec ends with the container.
     void this.#removal.then(() => this.relay.close());
