@@ -260,7 +260,30 @@ class Restorer {
     return fd;
   }
 
+  /**
+   * One entry put back as kept. A write the host cannot make (the sandbox filled the disk: ENOSPC,
+   * EDQUOT; review, session 32) must not leave the run's content at a protected path: the entry the
+   * run left is removed, and reported as not restored. Each entry on its own, so one failure does
+   * not leave the rest of its scope as the run left it.
+   */
   private restoreEntry(dirFd: number, name: string, path: string): void {
+    try {
+      this.putBack(dirFd, name, path);
+    } catch (error) {
+      let removed = true;
+      try {
+        removeAt(dirFd, name);
+      } catch {
+        removed = false;
+      }
+      this.report.notRestored.push({
+        path,
+        why: `${errorCode(error)}; ${removed ? "what the run left there is removed" : "what the run left there could not be removed either"}`,
+      });
+    }
+  }
+
+  private putBack(dirFd: number, name: string, path: string): void {
     const row = this.kept.get(path);
     const at = atPath(dirFd, name);
     const current = lstatOrUndefined(at);
@@ -362,27 +385,50 @@ class Restorer {
       return;
     }
     const content = fs.readFileSync(this.copy.blobPath(row.blob));
-    const temp = `.sandbox-run-restore-${crypto.randomBytes(6).toString("hex")}`;
-    const fd = fs.openSync(atPath(dirFd, temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    let temp: string;
     try {
-      fs.writeSync(fd, content);
-      if (this.asRoot) fs.fchownSync(fd, row.uid, row.gid);
-      fs.fchmodSync(fd, row.mode & 0o7777);
-      fs.futimesSync(fd, row.atimeMs / 1000, row.mtimeMs / 1000);
-    } finally {
-      fs.closeSync(fd);
+      temp = this.writeTemp(dirFd, content, row);
+    } catch (error) {
+      // A full disk: the run's entry goes first (its blocks freed), then one more try.
+      if (!current || !["ENOSPC", "EDQUOT"].includes(errorCode(error))) throw error;
+      removeAt(dirFd, name);
+      temp = this.writeTemp(dirFd, content, row);
     }
     if (current?.isDirectory()) removeAt(dirFd, name);
     fs.renameSync(atPath(dirFd, temp), at);
+  }
+
+  /** The kept content in a new file beside its name, made exclusively; nothing of it is left if the write fails. */
+  private writeTemp(dirFd: number, content: Buffer, row: KeptEntry): string {
+    const temp = `.sandbox-run-restore-${crypto.randomBytes(6).toString("hex")}`;
+    const fd = fs.openSync(atPath(dirFd, temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      // A write may take less than all (a disk filling up); what it did not take is written next.
+      for (let done = 0; done < content.length; ) done += fs.writeSync(fd, content, done, content.length - done);
+      if (this.asRoot) fs.fchownSync(fd, row.uid, row.gid);
+      fs.fchmodSync(fd, row.mode & 0o7777);
+      fs.futimesSync(fd, row.atimeMs / 1000, row.mtimeMs / 1000);
+    } catch (error) {
+      fs.closeSync(fd);
+      fs.rmSync(atPath(dirFd, temp), { force: true });
+      throw error;
+    }
+    fs.closeSync(fd);
+    return temp;
   }
 
   /** Gives a hard-linked file a new inode of its own with the same content (renamed over its name). */
   private unlinkByCopy(dirFd: number, name: string, current: fs.Stats, row: KeptEntry): void {
     const temp = `.sandbox-run-restore-${crypto.randomBytes(6).toString("hex")}`;
     // lstat said a regular file, and nothing moves the tree now; the copy is created exclusively.
-    fs.copyFileSync(atPath(dirFd, name), atPath(dirFd, temp), fs.constants.COPYFILE_EXCL);
-    if (this.asRoot) fs.lchownSync(atPath(dirFd, temp), row.uid, row.gid);
-    fs.chmodSync(atPath(dirFd, temp), current.mode & 0o777 & ~0o022);
+    try {
+      fs.copyFileSync(atPath(dirFd, name), atPath(dirFd, temp), fs.constants.COPYFILE_EXCL);
+      if (this.asRoot) fs.lchownSync(atPath(dirFd, temp), row.uid, row.gid);
+      fs.chmodSync(atPath(dirFd, temp), current.mode & 0o777 & ~0o022);
+    } catch (error) {
+      fs.rmSync(atPath(dirFd, temp), { force: true });
+      throw error;
+    }
     fs.renameSync(atPath(dirFd, temp), atPath(dirFd, name));
   }
 }

