@@ -213,7 +213,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
         after.hash = target;
         if (before?.kind !== "symlink" || before.target !== target) {
           const file = path.join(options.stagingDir, String(++staged));
-          fs.symlinkSync(target, file);
+          hostWrite(() => fs.symlinkSync(target, file));
           tree.staged.set(rel, file);
         }
       } else if (kind === "file" && header.pax[UNCHANGED_PAX_KEY] !== undefined) {
@@ -242,6 +242,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
     archive.destroy();
     if (overLimit) throw overLimit;
     if (error instanceof SandboxRunError) throw error;
+    if (error instanceof StagingWriteFailed) throw stagingFailed(error.failure, options.stagingDir, options.what);
     throw new SandboxRunError(
       "policy-violation",
       `The sandbox returned ${options.what} as an archive that cannot be applied: ${
@@ -349,12 +350,12 @@ async function stageContent(
   let offset = 0;
   let scratch: Buffer | undefined;
   const startStaging = () => {
-    stageFd = fs.openSync(options.stagePath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    stageFd = hostWrite(() => fs.openSync(options.stagePath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
     // The prefix read so far equals the host file's: copy it from there.
     for (let at = 0; at < offset; ) {
       const n = fs.readSync(hostFd!, scratch!, 0, Math.min(scratch!.length, offset - at), at);
       if (n === 0) throw new Error("the host file shrank while the returned copy was compared");
-      writeSparse(stageFd, scratch!.subarray(0, n), at);
+      hostWrite(() => writeSparse(stageFd!, scratch!.subarray(0, n), at));
       at += n;
     }
   };
@@ -365,16 +366,51 @@ async function stageContent(
         if (hostFd === undefined) startStaging();
         else if (!sameAsHost(hostFd, chunk, offset, (scratch ??= Buffer.allocUnsafe(COMPARE_BYTES)))) startStaging();
       }
-      if (stageFd !== undefined) writeSparse(stageFd, chunk, offset);
+      if (stageFd !== undefined) hostWrite(() => writeSparse(stageFd!, chunk, offset));
       offset += chunk.length;
     }
-    if (stageFd !== undefined) fs.ftruncateSync(stageFd, offset);
+    if (stageFd !== undefined) hostWrite(() => fs.ftruncateSync(stageFd!, offset));
     const staged = stageFd !== undefined ? options.stagePath : hostFd === undefined ? EMPTY_FILE : undefined;
     return { hash: hash.digest("hex"), staged };
   } finally {
     if (stageFd !== undefined) fs.closeSync(stageFd);
     if (hostFd !== undefined) fs.closeSync(hostFd);
   }
+}
+
+/**
+ * A write of the host's own into the staging folder that failed (a full disk, a quota, too many
+ * open files): the host's trouble, not the sandbox's tampering (review, session 32: a full disk was
+ * reported as a hostile archive).
+ */
+class StagingWriteFailed extends Error {
+  constructor(readonly failure: NodeJS.ErrnoException) {
+    super(failure.message);
+  }
+}
+
+function hostWrite<T>(write: () => T): T {
+  try {
+    return write();
+  } catch (error) {
+    throw new StagingWriteFailed(error as NodeJS.ErrnoException);
+  }
+}
+
+function stagingFailed(failure: NodeJS.ErrnoException, stagingDir: string, what: string): SandboxRunError {
+  const where = path.dirname(stagingDir);
+  const code = failure.code ?? "an error";
+  const hint =
+    code === "ENOSPC" || code === "EDQUOT"
+      ? `Free space (or raise the quota) on the filesystem holding ${where}, then run the task again.`
+      : code === "EMFILE" || code === "ENFILE"
+        ? "Raise the limit of open files (`ulimit -n`), then run the task again."
+        : `Check that ${where} is writable and has room, then run the task again.`;
+  return new SandboxRunError(
+    "not-applied",
+    `The host could not stage ${what} the sandbox returned: ${code} writing in ${where}. Nothing was applied; this run's changes are not kept.`,
+    { hint, cause: failure },
+  );
 }
 
 function openForCompare(file: string | undefined, ino: number | undefined): number | undefined {

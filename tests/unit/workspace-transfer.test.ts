@@ -1,6 +1,8 @@
 // Copy mode's host side without an engine: walk and pack a host tree, read a returned tar as hostile
 // input (honest GNU tar output, and archives crafted to escape), and apply what came back.
+
 import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -557,6 +559,39 @@ describe("hostile archives", () => {
     const error = await readError(before, archive.subarray(0, 700));
     expect(error.code).toBe("policy-violation");
     expect(error.message).toMatch(/not a complete tar archive/);
+  });
+
+  it("a host disk too full to stage what came back is the host's trouble, said so, not a tampered archive (review, session 32)", async () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const root = tree({ "a.txt": "a" });
+    const { before, archive } = await sendTree(root);
+    const back = sandboxRoundTrip(archive, (copy) =>
+      fs.writeFileSync(path.join(copy, "big.bin"), crypto.randomBytes(3 << 20)),
+    );
+    const small = tempDir("sandbox-run-transfer-full-");
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", small]).status).toBe(0);
+    try {
+      const stagingDir = path.join(small, "staging");
+      fs.mkdirSync(stagingDir);
+      const error = await readReturnedTar(Readable.from([back]), {
+        before,
+        stagingDir,
+        limits: LIMITS,
+        what: "the workspace",
+      }).then(
+        () => undefined,
+        (e: unknown) => e as SandboxRunError,
+      );
+      expect(error?.code).toBe("not-applied");
+      expect(error?.shortMessage).toBe(
+        `The host could not stage the workspace the sandbox returned: ENOSPC writing in ${small}. Nothing was applied; this run's changes are not kept.`,
+      );
+      expect(error?.hint).toBe(
+        `Free space (or raise the quota) on the filesystem holding ${small}, then run the task again.`,
+      );
+    } finally {
+      spawnSync("umount", [small]);
+    }
   });
 });
 
