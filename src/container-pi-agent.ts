@@ -14,6 +14,7 @@ import { type ReplaySource, replayRunOptions, versionDrift } from "./replay/repl
 import { currentVersions } from "./run/current-versions.js";
 import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
+import { hostTroubleError } from "./run/host-trouble.js";
 import { unjudgedRunOver } from "./run/judge-dead-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
@@ -380,7 +381,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     try {
       return await this.runPlannedOnce<TOutput>(planned, { ...options, signal: run.signal });
     } catch (error) {
-      if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted")) throw error;
+      if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted"))
+        throw hostTroubleError(error) ?? error;
       // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
       throw abortedError(signal.reason, { runId: planned.plan.runId });
     } finally {

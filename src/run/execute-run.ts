@@ -19,6 +19,7 @@ import { Cleanups } from "./cleanups.js";
 import { containerFailure } from "./container-failure.js";
 import { EventThrottle } from "./event-throttle.js";
 import { failedRunError, type RanRun, withRunFacts } from "./failed-run-facts.js";
+import { hostTroubleError } from "./host-trouble.js";
 import { engineIdentity } from "./lease-record.js";
 import { OutputBudget } from "./output-budget.js";
 import { containerSpecOf } from "./plan/container-spec.js";
@@ -234,7 +235,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const ran: RanRun = { plan, containerId: created.id, exitCode, piVersion: ctx.piVersion };
     // Nothing of the sandbox runs any more: what it did to the trees can be read as final.
     const outcome = await workspace.finish().catch((error: unknown) => {
-      throw withRunFacts(error, ran);
+      throw withRunFacts(hostTroubleError(error) ?? error, ran);
     });
     // A protected path that changed fails the run whatever else happened; the result is withheld.
     const failedWith = (error: unknown) => failedRunError(error, ran, outcome);
@@ -247,7 +248,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     await workspace.checkDisk(outcome);
     // Only a run that succeeded hands its work back as a branch or a patch.
     const handBack = await workspace.handBack().catch((error: unknown) => {
-      throw withRunFacts(error, ran);
+      throw withRunFacts(hostTroubleError(error) ?? error, ran);
     });
     return {
       ...settled.details,
@@ -277,7 +278,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     const error =
       signal?.aborted && (!(caught instanceof SandboxRunError) || caught.code === "docker-unavailable")
         ? abortedError(signal.reason, { runId: plan.runId })
-        : caught;
+        : (hostTroubleError(caught) ?? caught);
+    if (error instanceof SandboxRunError) error.runId ??= plan.runId;
     // The one way out for a run's failure: it leaves without a credential in it.
     timeline.scrubError(error);
     const e = error as SandboxRunError;

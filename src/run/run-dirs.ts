@@ -80,7 +80,13 @@ export function runDirPath(runId: string, tmpDir = os.tmpdir()): string {
 export function createRunDir(runId: string, tmpDir = os.tmpdir()): string {
   const dir = path.join(privateRunDirsParent(tmpDir), `run-${runId}`);
   fs.mkdirSync(dir, { mode: 0o700 });
-  fs.writeFileSync(path.join(dir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`, { mode: 0o600 });
+  try {
+    fs.writeFileSync(path.join(dir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`, { mode: 0o600 });
+  } catch (error) {
+    // A full disk leaves the marker empty, and gc keeps a folder whose owner it cannot read.
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return dir;
 }
 

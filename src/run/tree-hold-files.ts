@@ -84,7 +84,13 @@ function earlier(other: HoldFile, ticket: number, runId: string): boolean {
 /** Writes the run's hold file whole (a reader sees this version or the one before). */
 function publish(file: string, hold: HoldFile): void {
   const next = `${file}.next`;
-  fs.writeFileSync(next, JSON.stringify(hold), { mode: 0o600, flag: "wx" });
+  try {
+    fs.writeFileSync(next, JSON.stringify(hold), { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    // A full disk leaves it empty, and an empty one names no process: nothing would ever remove it.
+    fs.rmSync(next, { force: true });
+    throw error;
+  }
   fs.renameSync(next, file);
 }
 
