@@ -104,6 +104,14 @@ export class RecordTarget {
       const target = parent.mkdir(leaf, RECORD_DIR_MODE);
       try {
         moveFiles(stagingParent, name, target);
+      } catch (error) {
+        // Emptied again by moveFiles: the folder made for it goes too, as if never begun.
+        try {
+          fs.rmdirSync(parent.at(leaf));
+        } catch {
+          // not empty after all (something else wrote there): it stays, and so does the error
+        }
+        throw error;
       } finally {
         target.close();
       }
@@ -172,11 +180,37 @@ export class RecordTarget {
   }
 }
 
-/** Every file of the staged folder `name` into `target` (empty, opened by fd), then the staged folder removed. */
+/**
+ * Every file of the staged folder `name` into `target` (empty, opened by fd), then the staged
+ * folder removed: all or nothing. Across filesystems every file is copied before any staged one
+ * goes, so a target that runs out of room is emptied again and the staging stays whole, a record
+ * that replays (review, session 32: it was split between the two, and neither half replayed).
+ */
 function moveFiles(stagingParent: HostDir, name: string, target: HostDir): void {
   const staged = stagingParent.subdir(name);
   try {
-    for (const file of staged.list()) staged.moveFileTo(file, target);
+    const files = staged.list();
+    const moved: string[] = [];
+    try {
+      for (const file of files) {
+        staged.moveTo(file, target);
+        moved.push(file);
+      }
+    } catch (error) {
+      for (const file of moved) target.moveTo(file, staged);
+      if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
+      const copied: string[] = [];
+      try {
+        for (const file of files) {
+          staged.copyFileTo(file, target);
+          copied.push(file);
+        }
+      } catch (failure) {
+        for (const file of copied) fs.rmSync(target.at(file), { force: true });
+        throw failure;
+      }
+      for (const file of files) fs.unlinkSync(staged.at(file));
+    }
   } finally {
     staged.close();
   }

@@ -185,13 +185,24 @@ export class HostDir {
     return fd;
   }
 
-  /** Writes `data` as the new content of `name` (see replaceWith). */
+  /**
+   * Writes `data` as the new content of `name`, replacing what is there as replaceWith does, but
+   * only once all of it is written: a write that fails (a full disk) leaves the old file and no
+   * half of the new one (review, session 32: a cut-off patch replaced the caller's earlier file).
+   */
   replaceFile(name: string, data: string | Uint8Array, mode = 0o644): void {
-    const fd = this.replaceWith(name, mode);
+    const temporary = `.${name.slice(0, 100)}.${crypto.randomBytes(6).toString("hex")}.tmp`;
+    const fd = this.createFile(temporary, mode);
     try {
-      fs.writeFileSync(fd, data);
-    } finally {
-      fs.closeSync(fd);
+      try {
+        writeAll(fd, typeof data === "string" ? Buffer.from(data) : data);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fs.renameSync(this.at(temporary), this.at(name));
+    } catch (error) {
+      fs.rmSync(this.at(temporary), { force: true });
+      throw error;
     }
   }
 
@@ -227,22 +238,28 @@ export class HostDir {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
     }
+    this.copyFileTo(name, target, newName);
+    fs.unlinkSync(this.at(name));
+  }
+
+  /** Copies the regular file `name` into a new file `newName` of `target`; a copy that fails leaves none. */
+  copyFileTo(name: string, target: HostDir, newName = name): void {
     const from = fs.openSync(this.at(name), fs.constants.O_RDONLY | O_NOFOLLOW);
     try {
       if (!fs.fstatSync(from).isFile()) throw new HostDirError(`${path.join(this.path, name)} is not a file`);
       const to = target.createFile(newName, fs.fstatSync(from).mode & 0o777);
       try {
         const chunk = Buffer.alloc(1024 * 1024);
-        for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) {
-          fs.writeSync(to, chunk, 0, n);
-        }
-      } finally {
+        for (let n = fs.readSync(from, chunk); n > 0; n = fs.readSync(from, chunk)) writeAll(to, chunk.subarray(0, n));
+      } catch (error) {
         fs.closeSync(to);
+        fs.rmSync(target.at(newName), { force: true });
+        throw error;
       }
+      fs.closeSync(to);
     } finally {
       fs.closeSync(from);
     }
-    fs.unlinkSync(this.at(name));
   }
 
   /** The directory's device and inode: which folder this is, whatever its name is now. */
@@ -492,4 +509,9 @@ function isOwnStdio(stat: fs.Stats): boolean {
       return false;
     }
   });
+}
+
+/** All of `data` to `fd`: a write may take less than all (a disk filling up), and the rest follows or fails. */
+function writeAll(fd: number, data: Uint8Array): void {
+  for (let done = 0; done < data.length; ) done += fs.writeSync(fd, data, done, data.length - done);
 }

@@ -2,6 +2,7 @@
 // sandbox held, and the test plays the sandbox (planting links, making or filling the target)
 // between prepare() (before the run) and publish() (after it). A record is written only where the
 // sandbox left the path alone; nothing is ever written through a planted link.
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -28,6 +29,33 @@ function publish(target: RecordTarget): HostDir {
 }
 
 describe("RecordTarget", () => {
+  it("on another filesystem with too little room: all or nothing, the staged record stays whole (review, session 32)", () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const small = dir();
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=512k", "tmpfs", small]).status).toBe(0);
+    try {
+      for (const existing of [false, true]) {
+        const target = path.join(small, existing ? "made-by-the-caller" : "new");
+        if (existing) fs.mkdirSync(target);
+        const prepared = RecordTarget.prepare(target, [dir()]);
+        const parent = HostDir.open(dir());
+        const record = parent.mkdir("record");
+        record.writeNew("SHA256SUMS", "sums\n");
+        record.writeNew("changes.patch", Buffer.alloc(700 * 1024, "x"));
+        record.close();
+        expect(() => prepared.publish(parent, "record")).toThrow(/ENOSPC/);
+        // Nothing of it at the target (the folder made for it gone too); the staging as it was.
+        expect(existing ? fs.readdirSync(target) : fs.existsSync(target)).toEqual(existing ? [] : false);
+        const staging = path.join(parent.path, "record");
+        expect(fs.readdirSync(staging).sort()).toEqual(["SHA256SUMS", "changes.patch"]);
+        expect(fs.statSync(path.join(staging, "changes.patch")).size).toBe(700 * 1024);
+        parent.close();
+      }
+    } finally {
+      spawnSync("umount", [small]);
+    }
+  });
+
   it("outside the held trees: the folder and its parents are made after the run, the record moved in", () => {
     const workspace = dir();
     const home = dir();

@@ -9,6 +9,25 @@ const { dir } = tempTrees("host-dir-");
 const HOST_DIR_MODULE = new URL("../../src/util/host-dir.ts", import.meta.url).pathname;
 
 describe("HostDir", () => {
+  it("replaceFile on a disk too full for the new content: the old file stays whole, no half of the new one nor a scratch file (review, session 32)", () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const small = dir();
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]).status).toBe(0);
+    try {
+      fs.writeFileSync(path.join(small, "out.patch"), "the earlier patch\n");
+      const folder = HostDir.open(small);
+      try {
+        expect(() => folder.replaceFile("out.patch", Buffer.alloc(400 * 1024, "y"))).toThrow(/ENOSPC/);
+      } finally {
+        folder.close();
+      }
+      expect(fs.readdirSync(small)).toEqual(["out.patch"]);
+      expect(fs.readFileSync(path.join(small, "out.patch"), "utf8")).toBe("the earlier patch\n");
+    } finally {
+      spawnSync("umount", [small]);
+    }
+  });
+
   it("creates missing folders and new files, and refuses to write through a planted symlink", () => {
     const root = dir();
     const outside = path.join(dir(), "victim");
