@@ -64,7 +64,16 @@ export function privateRunDirsParent(tmpDir = os.tmpdir()): string {
   try {
     fs.mkdirSync(parent, { mode: 0o700 });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw runDirError(parent, (error as Error).message);
+    const code = (error as NodeJS.ErrnoException).code;
+    // Not made: TMPDIR is missing, read-only or full (not another user's doing, as a folder that is there but not private may be).
+    if (code !== "EEXIST")
+      throw new SandboxRunError(
+        "usage",
+        `The folder for run sockets ${parent} cannot be made: ${(error as Error).message}.`,
+        {
+          hint: `TMPDIR (${tmpDir}) must be an existing folder you can write, with room: point TMPDIR at one, then run again.`,
+        },
+      );
   }
   const problem = privacyProblem(parent);
   if (problem) throw runDirError(parent, problem);

@@ -14,12 +14,14 @@
 import fs from "node:fs";
 import path from "node:path";
 import { O_PATH } from "../util/o-path.js";
+import { fdBudget } from "../util/open-files-limit.js";
 import { atTextPath } from "../workspace/fd-walk.js";
 import { parentOf } from "./tree-entry.js";
 
 const { O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_PATH | O_DIRECTORY | O_NOFOLLOW;
-const MAX_OPEN = 128;
+/** 128, or less under a low `ulimit -n` (each apply holds its own). */
+const MAX_OPEN = fdBudget(128);
 
 export interface Identity {
   dev: number;

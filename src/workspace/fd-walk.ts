@@ -311,7 +311,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       try {
         return { stream: openStream(fd) };
       } catch (error) {
-        return { problem: `cannot list the directory: ${errorCode(error)}` };
+        return { problem: listProblem(error) };
       }
     }
     const why = streaming ? `while ${MAX_STREAMED} others are read` : "more than a walk holds at once";
@@ -466,7 +466,7 @@ function tryList(fd: number, cap: number, repair = false): Listing | { problem: 
         return readNames(fd, cap);
       } catch {}
     }
-    return { problem: `cannot list the directory: ${errorCode(error)}` };
+    return { problem: listProblem(error) };
   }
 }
 
@@ -538,3 +538,11 @@ export const YIELD_EVERY = 512;
 
 /** Lets other work in this process (other runs' event streams) through during a long walk. */
 export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Why a directory could not be listed; running out of fds is the host's limit, and said so. */
+function listProblem(error: unknown): string {
+  const code = errorCode(error);
+  if (code === "EMFILE" || code === "ENFILE")
+    return `cannot list the directory: ${code}, too many open files (raise the limit: \`ulimit -n 4096\`)`;
+  return `cannot list the directory: ${code}`;
+}

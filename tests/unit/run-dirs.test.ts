@@ -4,7 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { isSandboxRunError } from "../../src/errors.js";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import {
   createRunDir,
   privateRunDirsParent,
@@ -63,6 +63,22 @@ describe("run folders", () => {
     const linked = tmp();
     fs.symlinkSync(tmp(), runDirsParent(linked));
     expect(() => privateRunDirsParent(linked)).toThrow(/it is a symbolic link/);
+  });
+
+  it("a TMPDIR that is missing says so and where to point it, not that another user interfered (review, session 32)", () => {
+    const base = path.join(tmp(), "gone");
+    const failure = (() => {
+      try {
+        privateRunDirsParent(base);
+      } catch (error) {
+        return error;
+      }
+    })() as SandboxRunError;
+    expect(failure.code).toBe("usage");
+    expect(failure.shortMessage).toMatch(/^The folder for run sockets .* cannot be made: ENOENT/);
+    expect(failure.hint).toBe(
+      `TMPDIR (${base}) must be an existing folder you can write, with room: point TMPDIR at one, then run again.`,
+    );
   });
 
   it("are removed name by known name: an unknown name keeps the folder, a symlink is removed, not followed", () => {
