@@ -20,6 +20,8 @@ interface DockerContainerOptions {
    * host stops a Podman container, the kernel's OOM kill counter of its memory cgroup is read.
    */
   readOomCounterBeforeKill?: boolean;
+  /** Whether the engine answers at all (its ping), asked when a stop goes unanswered. */
+  ping?: (signal: AbortSignal) => Promise<unknown>;
 }
 
 /**
@@ -28,15 +30,15 @@ interface DockerContainerOptions {
  * kill a copy-mode sandbox it was still serving.
  */
 const KILL_TIMEOUT_MS = 30_000;
-/** A stop the engine has not answered but still answers an inspection is asked again for this long in all. */
+/** A stop the engine has not answered while it still answers its ping is asked again for this long in all. */
 const SLOW_STOP_LIMIT_MS = 120_000;
-/** How long an inspection may take to show the engine is still there after an unanswered stop. */
+/** How long the engine's ping may take to show it is still there after an unanswered stop. */
 const LIVENESS_TIMEOUT_MS = 5_000;
 /**
  * A removal that gets no answer within this long fails (the caller says the container may be
  * left; gc removes it later): a link gone silent never closes, and an unbounded wait would hold
  * the run forever. Generous, because removing a container whose processes die slowly takes time;
- * short once a stop already went unanswered.
+ * short once a stop and the engine's ping went unanswered.
  */
 const REMOVE_TIMEOUT_MS = 60_000;
 const REMOVE_UNREACHABLE_TIMEOUT_MS = 5_000;
@@ -46,6 +48,9 @@ export class DockerContainer implements EngineContainer {
   #oomKills = 0;
   /** Ends a pending wait() when the engine cannot be reached to stop the container. */
   readonly #unreachable = new AbortController();
+  /** A stop went unanswered and so did the engine's ping: its removal gets a short deadline. */
+  #silent = false;
+  #killing?: Promise<void>;
 
   constructor(
     private readonly container: Docker.Container,
@@ -80,7 +85,13 @@ export class DockerContainer implements EngineContainer {
     return { exitCode, oomKilled: Boolean(info?.State?.OOMKilled) || this.#oomKills > 0 };
   }
 
-  async kill(): Promise<void> {
+  kill(): Promise<void> {
+    // One stop at a time (a settled run's and a timeout's): the second waits for the first.
+    this.#killing ??= this.stop().finally(() => (this.#killing = undefined));
+    return this.#killing;
+  }
+
+  private async stop(): Promise<void> {
     if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
     const started = Date.now();
     for (;;) {
@@ -94,21 +105,23 @@ export class DockerContainer implements EngineContainer {
       if ((error as { statusCode?: number })?.statusCode !== undefined) throw error;
       // No answer in time. Docker answers a kill once the container has exited, and a gVisor
       // sandbox that ran a few hundred processes can take over 30 s to die on a loaded host
-      // (measured: 35 s; CI, session 31). An engine that still answers an inspection is asked
-      // again, up to SLOW_STOP_LIMIT_MS in all.
-      const state = await this.container.inspect({ abortSignal: engineDeadline(LIVENESS_TIMEOUT_MS) } as object).then(
-        (info) => (info as Docker.ContainerInspectInfo).State,
-        () => undefined,
-      );
-      if (state && !state.Running) return;
-      if (state && Date.now() - started < SLOW_STOP_LIMIT_MS) continue;
+      // (measured: 35 s, once minutes; CI, session 31), while every request about that container
+      // (an inspection) waits with it. An engine that answers its ping is asked again, up to
+      // SLOW_STOP_LIMIT_MS in all; a kill of a container that has exited meanwhile ends the loop.
+      const answers = this.options.ping
+        ? await this.options.ping(engineDeadline(LIVENESS_TIMEOUT_MS)).then(
+            () => true,
+            () => false,
+          )
+        : false;
+      if (answers && Date.now() - started < SLOW_STOP_LIMIT_MS) continue;
       // No answer at all (a broken link, a silent network), or no stop in all that time: waiting
       // for the exit would never end. The wait fails with this error; the container's own deadline
-      // and gc take care of it on the far side.
+      // and gc take care of it on the far side. An engine that answers keeps its removal's deadline.
       const seconds = Math.round((Date.now() - started) / 1000);
       const failed = new SandboxRunError(
         "docker-unavailable",
-        state
+        answers
           ? `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${seconds} s, though it answers.`
           : `The engine did not stop the sandbox's container ${this.id.slice(0, 12)} within ${seconds} s.`,
         {
@@ -116,6 +129,7 @@ export class DockerContainer implements EngineContainer {
           cause: error,
         },
       );
+      if (!answers) this.#silent = true;
       // Said in words, never a bare AbortError out of the run (the wait fails with it too).
       this.#unreachable.abort(failed);
       throw failed;
@@ -151,7 +165,7 @@ export class DockerContainer implements EngineContainer {
   }
 
   remove(): Promise<void> {
-    const timeoutMs = this.#unreachable.signal.aborted ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
+    const timeoutMs = this.#silent ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
     this.removal ??= removeForcibly(this.container, timeoutMs);
     return this.removal;
   }

@@ -6,7 +6,6 @@ import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
 import type { AnswerLimits } from "./answer-limits.js";
-import { engineDeadline } from "./bounded-answers.js";
 import { dockerUnavailable, isGoneError, planDockerConnection } from "./docker-connection.js";
 import { DockerContainer } from "./docker-container.js";
 import { dockerCreateOptions, type PodmanVariant } from "./docker-create-options.js";
@@ -298,7 +297,10 @@ export class DockerEngine implements Engine {
       if (cpus !== spec.limits.cpus) placed = { ...spec, limits: { ...spec.limits, cpus } };
     }
     const options = { ...dockerCreateOptions(placed, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
-    return new DockerContainer(await this.api.createContainer(options), { readOomCounterBeforeKill: Boolean(podman) });
+    return new DockerContainer(await this.api.createContainer(options), {
+      readOomCounterBeforeKill: Boolean(podman),
+      ping: (signal) => this.ping(signal),
+    });
   }
 
   private limitSupport(): Promise<EngineLimitSupport> {

@@ -13,6 +13,7 @@ import type { Usage } from "../pi/result-collector.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { ReplaySummary } from "../replay/replay-summary.js";
+import type { RunPlan } from "../sandbox-contract.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { Cleanups } from "./cleanups.js";
@@ -229,7 +230,7 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
     );
     // The container may have exited on its own, but a process it started may not have: remove it
     // (and wait for that) before reading what it wrote.
-    if (!(await removeSandbox())) throw notRemoved(created.id, plan.runId, removalFailure);
+    if (!(await removeSandbox())) throw notRemoved(created.id, plan, removalFailure);
     const exitCode = "details" in settled ? settled.details.exitCode : (settled.error as SandboxRunError)?.exitCode;
     // Every failure from here on is of a run that ran: it says which run and what ran it.
     const ran: RanRun = { plan, containerId: created.id, exitCode, piVersion: ctx.piVersion };
@@ -293,19 +294,21 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
   } finally {
     await cleanups.run();
     driven.flush();
-    if (container) timeline.sandbox("container.removed", { containerId: container.id });
+    // Only once it is gone (review, session 32: said of a container the engine could not remove).
+    if (container && (await removeSandbox())) timeline.sandbox("container.removed", { containerId: container.id });
   }
 }
 
-function notRemoved(containerId: string, runId: string, failure: unknown): SandboxRunError {
+function notRemoved(containerId: string, plan: RunPlan, failure: unknown): SandboxRunError {
   const reason = (failure as Error | undefined)?.message;
+  // Copy mode lends it no host tree: there is nothing to judge or hand back, only a container to remove.
+  const hint =
+    plan.workspaceMode === "copy"
+      ? "Its processes may still run; no host tree was lent to it (copy mode). `sandbox-run gc` removes it once the engine can."
+      : "Its trees stay as the sandbox left them, unjudged (and lent to the sandbox uid) until it is gone: run `sandbox-run gc`, which removes it and then judges them.";
   return new SandboxRunError(
     "docker-unavailable",
     `The engine could not remove the container ${containerId.slice(0, 12)}${reason ? `: ${reason}` : ""}.`,
-    {
-      hint: "Its trees stay as the sandbox left them, unjudged (and lent to the sandbox uid) until it is gone: run `sandbox-run gc`, which removes it and then judges them.",
-      runId,
-      cause: failure,
-    },
+    { hint, runId: plan.runId, cause: failure },
   );
 }

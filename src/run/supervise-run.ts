@@ -68,6 +68,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
   const { plan, container, timeline, trip, signal } = run;
   const collector = new ResultCollector({ finalToolName: plan.finalToolName });
   let piSettled = false;
+  let timer: NodeJS.Timeout | undefined;
   let companionFailure: { error: unknown } | undefined;
   const companionFailed = (error: unknown) => {
     companionFailure ??= { error };
@@ -86,8 +87,11 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       if (over) trip.fire(over);
       if (event.type === "agent_settled" && !trip.tripped && !piSettled) {
         // Pi's last record: everything the host needs has arrived. Stopping the container now
-        // skips Node's and the runtime's exit (~25 ms on runc, ~60 ms on runsc per call).
+        // skips Node's and the runtime's exit (~25 ms on runc, ~60 ms on runsc per call). The
+        // run's deadline is over too: a stop that takes seconds (gVisor) must not make a run that
+        // finished in time a timeout (review, session 32: exit 124, the result dropped).
         piSettled = true;
+        clearTimeout(timer);
         if (run.companion)
           void run.companion.beforeStop().then(() => container.kill().catch(() => {}), companionFailed);
         else void container.kill().catch(() => {});
@@ -105,7 +109,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
 
   const onAbort = () => trip.fire({ code: "aborted", message: "The run was aborted." });
   signal?.addEventListener("abort", onAbort, { once: true });
-  const timer = setTimeout(() => {
+  timer = setTimeout(() => {
     const wait = run.modelWait?.();
     trip.fire({
       code: "timeout",
