@@ -74,7 +74,35 @@ function cliProgram(ctx: CommandContext): Command {
   ]) {
     define(program, ctx);
   }
+  refuseRunFlagsElsewhere(program);
   return program;
+}
+
+/** The subcommands that read the run's flags as their own (subcommand-flags.ts). */
+const READS_RUN_FLAGS = new Set(["batch", "replay"]);
+
+/**
+ * commander takes the run's flags after any subcommand, and a subcommand that does not read them
+ * ignored them: `gc --dry-run` ran a real gc (review, session 32). There such a flag is refused,
+ * unless the subcommand has a flag of that name itself.
+ */
+function refuseRunFlagsElsewhere(program: Command): void {
+  program.hook("preAction", (_root, action) => {
+    if (action === program || READS_RUN_FLAGS.has(action.name())) return;
+    // A flag the subcommand has too is its own (it reads the root's as a fallback: gc's --engines).
+    const own = new Set(action.options.map((o) => o.long));
+    const given = program.options.find(
+      (o) => program.getOptionValueSource(o.attributeName()) === "cli" && !own.has(o.long),
+    );
+    if (!given) return;
+    const names: string[] = [];
+    for (let c: Command | null = action; c && c !== program; c = c.parent) names.unshift(c.name());
+    const path = names.join(" ");
+    throw usageError(
+      `${given.long ?? given.flags} is an option of a run, not of \`sandbox-run ${path}\`.`,
+      `\`sandbox-run ${path} --help\` lists the options it takes.`,
+    );
+  });
 }
 
 /**

@@ -136,6 +136,27 @@ describe("usage errors", () => {
     },
   );
 
+  it("a run's flag after a subcommand that does not take it is refused, and nothing runs (review, session 32: `gc --dry-run` ran a real gc)", async () => {
+    for (const argv of [
+      ["gc", "--dry-run"],
+      ["--dry-run", "gc"],
+      ["policy", "list", "--timeout", "5"],
+      ["doctor", "--json"],
+    ]) {
+      const result = await cli(argv);
+      expect(result.code, argv.join(" ")).toBe(2);
+      expect(result.stderr).toMatch(
+        /^sandbox-run: --[a-z-]+ is an option of a run, not of `sandbox-run (gc|policy list|doctor)`\.\n/,
+      );
+    }
+    expect(engineConnections).toBe(0);
+    // A flag the subcommand has itself stays its own, wherever it is written.
+    const listed = await cli(["policy", "list"]);
+    expect(listed.code).toBe(0);
+    const engines = await cli(["--engines", path.join(dir, "none.yaml"), "gc"]);
+    expect(engines.stderr).toMatch(/^sandbox-run: Cannot read the engines file/);
+  });
+
   it("a usage error carries its hint on the next line", async () => {
     const result = await cli(["--cwd", ws, "task"]);
     expect(result.stderr.split("\n")[1]).toContain("SANDBOX_RUN_MODEL");
