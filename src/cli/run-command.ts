@@ -169,7 +169,7 @@ export async function runPlannedCommand(
   let events: fs.WriteStream | undefined;
   let patchFile: ReturnType<typeof openPatchFile> | undefined;
   try {
-    events = flags.events ? openEventsFile(flags.events, heldTrees(planned)) : undefined;
+    events = flags.events ? openEventsFile(flags.events, heldTrees(planned), io) : undefined;
     patchFile = flags.patchFile ? openPatchFile(flags.patchFile, planned) : undefined;
   } catch (error) {
     events?.destroy();
@@ -352,7 +352,7 @@ function readPromptFile(file: string): string {
  * host's output: never a path inside a tree the sandbox holds (a name there may be a link a
  * sandbox planted, and the file would be lent with the tree), and never written through a link.
  */
-function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
+function openEventsFile(file: string, held: readonly string[], io: CliIo): fs.WriteStream {
   let fd: number;
   try {
     fd = openOutputFile(file, held);
@@ -360,7 +360,14 @@ function openEventsFile(file: string, held: readonly string[]): fs.WriteStream {
     throw eventsFileError(file, error);
   }
   const stream = fs.createWriteStream("", { fd });
-  stream.on("error", () => {}); // a full disk must not crash the run; the file just ends early
+  // A full disk must not crash the run; the file ends early, and the caller is told once (review,
+  // session 32: it ended mid-line and the run exited 0 without a word).
+  stream.once("error", (error: NodeJS.ErrnoException) => {
+    io.stderr(
+      `sandbox-run: warning: the events file ${terminalText(file)} ends early: ${error.code ?? error.message}; the run goes on.\n`,
+    );
+    stream.on("error", () => {});
+  });
   return stream;
 }
 

@@ -72,6 +72,7 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
       schema: [{ toolCalls: [{ name: FINAL_TOOL_NAME, arguments: { answer: "forty-two", confidence: 0.9 } }] }],
       events: [{ toolCalls: [{ name: "bash", arguments: { command: "echo from-bash" } }] }, { text: "all done" }],
       stdin: [{ text: "read your prompt" }],
+      full: [{ text: "done on a full disk" }],
       broken: [{ httpStatus: 400, body: "this model does not exist on the upstream" }],
       slow: sleepThenText,
       interrupt: sleepThenText,
@@ -81,7 +82,7 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     modelsFile = path.join(dir, "models.json");
     fs.writeFileSync(
       modelsFile,
-      JSON.stringify(modelsFor(server, ["schema", "events", "stdin", "broken", "slow", "interrupt"])),
+      JSON.stringify(modelsFor(server, ["schema", "events", "stdin", "full", "broken", "slow", "interrupt"])),
     );
   });
 
@@ -122,6 +123,15 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     expect(JSON.parse(result.stdout)).toEqual({ answer: "forty-two", confidence: 0.9 });
     expect(result.stdout).toBe(`${JSON.stringify({ answer: "forty-two", confidence: 0.9 }, null, 2)}\n`);
     expect(result.stderr).toContain("sandbox-run: done in");
+  });
+
+  it("an --events file the disk cannot take (/dev/full): the run goes on and succeeds, and the CLI says the file ends early (review, session 32)", async () => {
+    const result = await startCli([...base("full"), "--events", "/dev/full", "--quiet", "Say done."]).exit;
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe("done on a full disk\n");
+    expect(result.stderr).toBe(
+      "sandbox-run: warning: the events file /dev/full ends early: ENOSPC; the run goes on.\n",
+    );
   });
 
   it("--events writes the run's events as JSONL RunEvents", async () => {
