@@ -429,11 +429,23 @@ export class WorkspaceWatch {
       // git directories, the protected scopes), and the saved state stays for `gc`, marked.
       const putBack = this.putBackKeptScopes();
       this.markFailed();
+      const outside =
+        "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it";
+      // Its saved state removed from under it (a TMPDIR cleaner): nothing can judge it again, gc neither.
+      if (!fs.existsSync(this.input.stateDir))
+        throw new SandboxRunError(
+          "policy-violation",
+          `The workspace could not be checked after the run: the run's saved state in ${this.input.stateDir} was removed while the run went on (${errorText(error)}). The result was withheld.${putBack}`,
+          {
+            hint: `${outside}. Nothing can check it again (\`sandbox-run gc\` neither): keep TMPDIR's sandbox-run folder while runs go on.`,
+            cause: error,
+          },
+        );
       throw new SandboxRunError(
         "policy-violation",
         `The workspace could not be checked after the run: ${errorText(error)}. The result was withheld.${putBack}`,
         {
-          hint: "Until you have looked at the workspace from outside (a file manager, or ls with full paths), do not run git, direnv or an editor in it; `sandbox-run gc` judges it again.",
+          hint: `${outside}; \`sandbox-run gc\` judges it again.`,
           cause: error,
         },
       );

@@ -5,7 +5,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { isSandboxRunError } from "../../src/errors.js";
+import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 import { gitChecksFailed, WorkspaceWatch, type WorkspaceWatchInput } from "../../src/workspace/workspace-watch.js";
 import { tempTrees } from "../support/temp-trees.js";
@@ -96,6 +96,23 @@ describe("a workspace removed while the run went on (review, session 28)", () =>
     expect(started.judged).toBe(true);
     started.forget();
     expect(fs.readdirSync(stateDir).filter((n) => n.startsWith("watch"))).toEqual([]);
+  });
+});
+
+describe("the run's saved state removed while the run went on (review, session 32: TMPDIR removed)", () => {
+  it("fails closed, saying the state is gone and that gc cannot judge it again", async () => {
+    const ws = gitRepo();
+    const stateDir = path.join(tree(), "state");
+    const started = await watch(ws, { stateDir });
+    fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    const failed = await started.finish().then(
+      () => undefined,
+      (error: unknown) => error as SandboxRunError,
+    );
+    expect(failed?.code).toBe("policy-violation");
+    expect(failed?.shortMessage).toContain(`the run's saved state in ${stateDir} was removed while the run went on`);
+    expect(failed?.hint).toMatch(/Nothing can check it again \(`sandbox-run gc` neither\)/);
   });
 });
 
