@@ -233,25 +233,30 @@ class Restorer {
       try {
         next = openDirAt(fd, name);
       } catch (error) {
+        // A directory the run made unsearchable (chmod 000) is opened again after its mode is
+        // set back (the container is gone: nothing swaps it meanwhile; lstat: not a link).
+        if (errorCode(error) === "EACCES" && lstatOrUndefined(atPath(fd, name))?.isDirectory()) {
+          try {
+            fs.chmodSync(atPath(fd, name), 0o700);
+            next = openDirAt(fd, name);
+            fs.closeSync(fd);
+            fd = next;
+            continue;
+          } catch {
+            // as before: the error below
+          }
+        }
         const code = errorCode(error);
         if (!create || !["ENOENT", "ENOTDIR", "ELOOP"].includes(code)) {
           fs.closeSync(fd);
           if (code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP") return undefined;
           throw error;
         }
-        const at = atPath(fd, name);
-        if (code !== "ENOENT") {
-          removeAt(fd, name);
-          this.report.notRestored.push({
-            path: parts.slice(0, i + 1).join("/"),
-            why: "was no longer a directory; replaced by an empty one",
-          });
-        }
-        fs.mkdirSync(at, { mode: 0o755 });
-        next = openDirAt(fd, name);
-        if (this.asRoot) {
-          const parent = fs.fstatSync(fd);
-          fs.fchownSync(next, parent.uid, parent.gid);
+        try {
+          next = this.makeAgain(fd, name, code, parts.slice(0, i + 1).join("/"));
+        } catch (failure) {
+          fs.closeSync(fd); // no fd outlives a failed restore (it held the tree's filesystem busy)
+          throw failure;
         }
       }
       fs.closeSync(fd);
@@ -266,20 +271,40 @@ class Restorer {
    * run left is removed, and reported as not restored. Each entry on its own, so one failure does
    * not leave the rest of its scope as the run left it.
    */
+  /** A missing or replaced folder made again (empty) and opened. */
+  private makeAgain(fd: number, name: string, code: string, path: string): number {
+    const at = atPath(fd, name);
+    if (code !== "ENOENT") {
+      removeAt(fd, name);
+      this.report.notRestored.push({ path, why: "was no longer a directory; replaced by an empty one" });
+    }
+    fs.mkdirSync(at, { mode: 0o755 });
+    const next = openDirAt(fd, name);
+    if (this.asRoot) {
+      const parent = fs.fstatSync(fd);
+      fs.fchownSync(next, parent.uid, parent.gid);
+    }
+    return next;
+  }
+
   private restoreEntry(dirFd: number, name: string, path: string): void {
     try {
       this.putBack(dirFd, name, path);
     } catch (error) {
-      let removed = true;
-      try {
-        removeAt(dirFd, name);
-      } catch {
-        removed = false;
+      // A directory stays: its entries were put back (or failed) one by one, and a kept directory
+      // may hold what was never copied (a git object store: removing it lost the history; review,
+      // session 32).
+      const current = lstatOrUndefined(atPath(dirFd, name));
+      let outcome = "left as it is";
+      if (current && !current.isDirectory()) {
+        try {
+          removeAt(dirFd, name);
+          outcome = "what the run left there is removed";
+        } catch {
+          outcome = "what the run left there could not be removed either";
+        }
       }
-      this.report.notRestored.push({
-        path,
-        why: `${errorCode(error)}; ${removed ? "what the run left there is removed" : "what the run left there could not be removed either"}`,
-      });
+      this.report.notRestored.push({ path, why: `${errorCode(error)}; ${outcome}` });
     }
   }
 

@@ -984,7 +984,47 @@ describe("WorkspaceWatch: a workspace the run filled to the last byte (review, s
       expect(report.restore).toMatchObject({ clean: true, notRestored: [] });
       expect(names(ws)).toEqual([".envrc", ".vscode", ".vscode/settings.json", "fill.bin"]);
     } finally {
-      spawnSync("umount", [mountPoint]);
+      spawnSync("umount", ["-l", mountPoint]);
+    }
+  });
+});
+
+describe("WorkspaceWatch: a restore that fails inside the object store (review, session 32)", () => {
+  it("leaves the object store (never copied) in place and reports what failed; the history stays", async () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const mountPoint = tree();
+    // Few inodes: the run can use up every one, so the host cannot make a folder again.
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=16m,nr_inodes=600", "tmpfs", mountPoint]).status).toBe(0);
+    try {
+      const ws = path.join(mountPoint, "ws");
+      fs.mkdirSync(ws);
+      fs.writeFileSync(path.join(ws, "a.txt"), "a\n");
+      const git = (...args: string[]) =>
+        execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd: ws, encoding: "utf8" });
+      git("init", "-q");
+      git("add", ".");
+      git("commit", "-qm", "init");
+      const head = git("rev-parse", "HEAD");
+      fs.writeFileSync(path.join(ws, ".git/objects/info/alternates"), `${path.join(ws, ".git/objects")}\n`);
+      const w = await watch(ws);
+      // The run: the kept alternates' folder gone, a file in .git (sorting after objects) that
+      // reverts .git, and every inode left taken by plain files.
+      fs.rmSync(path.join(ws, ".git/objects/info"), { recursive: true });
+      fs.writeFileSync(path.join(ws, ".git/zz-planted"), "x");
+      try {
+        for (let i = 0; ; i++) fs.writeFileSync(path.join(ws, `fill-${i}`), "");
+      } catch (error) {
+        expect((error as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      }
+      const report = await w.finish();
+      expect(report.violations.map((v) => `${v.change} ${v.path}`)).toContain("created .git/zz-planted");
+      expect(report.restore?.notRestored).toContainEqual({ path: ".git/objects", why: "ENOSPC; left as it is" });
+      expect(fs.existsSync(path.join(ws, ".git/zz-planted"))).toBe(false);
+      for (const name of fs.readdirSync(ws).filter((n) => n.startsWith("fill-"))) fs.rmSync(path.join(ws, name));
+      expect(git("rev-parse", "HEAD")).toBe(head);
+      expect(git("log", "--oneline")).toMatch(/ init\n$/);
+    } finally {
+      spawnSync("umount", ["-l", mountPoint]);
     }
   });
 });
