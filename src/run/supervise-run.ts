@@ -87,14 +87,18 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       if (over) trip.fire(over);
       if (event.type === "agent_settled" && !trip.tripped && !piSettled) {
         // Pi's last record: everything the host needs has arrived. Stopping the container now
-        // skips Node's and the runtime's exit (~25 ms on runc, ~60 ms on runsc per call). The
-        // run's deadline is over too: a stop that takes seconds (gVisor) must not make a run that
-        // finished in time a timeout (review, session 32: exit 124, the result dropped).
+        // skips Node's and the runtime's exit (~25 ms on runc, ~60 ms on runsc per call). Once the
+        // host has all it needs (copy mode: the workspace read back, which the deadline still
+        // bounds, as the sandbox can stall it) the deadline is over: a stop that takes seconds
+        // (gVisor) must not make a run that finished in time a timeout (review, session 32: exit
+        // 124, the result dropped).
         piSettled = true;
-        clearTimeout(timer);
-        if (run.companion)
-          void run.companion.beforeStop().then(() => container.kill().catch(() => {}), companionFailed);
-        else void container.kill().catch(() => {});
+        const stop = () => {
+          clearTimeout(timer);
+          return container.kill().catch(() => {});
+        };
+        if (run.companion) void run.companion.beforeStop().then(stop, companionFailed);
+        else void stop();
       }
     },
     onInvalidRecord: (error, preview) => timeline.sandbox("pi.invalid-record", { error, preview }),

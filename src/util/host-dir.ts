@@ -173,7 +173,7 @@ export class HostDir {
    * replaced, its target untouched). Returns the new file's fd, already in place, for writing.
    */
   replaceWith(name: string, mode = 0o644): number {
-    const temporary = `.${name.slice(0, 100)}.${crypto.randomBytes(6).toString("hex")}.tmp`;
+    const temporary = temporaryNameFor(name);
     const fd = this.createFile(temporary, mode);
     try {
       fs.renameSync(this.at(temporary), this.at(name));
@@ -191,7 +191,7 @@ export class HostDir {
    * half of the new one (review, session 32: a cut-off patch replaced the caller's earlier file).
    */
   replaceFile(name: string, data: string | Uint8Array, mode = 0o644): void {
-    const temporary = `.${name.slice(0, 100)}.${crypto.randomBytes(6).toString("hex")}.tmp`;
+    const temporary = temporaryNameFor(name);
     const fd = this.createFile(temporary, mode);
     try {
       try {
@@ -514,4 +514,17 @@ function isOwnStdio(stat: fs.Stats): boolean {
 /** All of `data` to `fd`: a write may take less than all (a disk filling up), and the rest follows or fails. */
 function writeAll(fd: number, data: Uint8Array): void {
   for (let done = 0; done < data.length; ) done += fs.writeSync(fd, data, done, data.length - done);
+}
+
+/**
+ * A scratch name beside `name`: its first 100 bytes (whole characters), so any valid name's scratch
+ * name is valid too (review, session 32: 100 UTF-16 units of CJK made it past NAME_MAX).
+ */
+function temporaryNameFor(name: string): string {
+  let prefix = "";
+  for (const char of name) {
+    if (Buffer.byteLength(prefix + char) > 100) break;
+    prefix += char;
+  }
+  return `.${prefix}.${crypto.randomBytes(6).toString("hex")}.tmp`;
 }

@@ -389,10 +389,14 @@ class StagingWriteFailed extends Error {
   }
 }
 
+/** What only the host's own state causes; anything else (a name or link target too long) is the archive's doing. */
+const HOST_TROUBLE = new Set(["ENOSPC", "EDQUOT", "EMFILE", "ENFILE", "EROFS", "EIO"]);
+
 function hostWrite<T>(write: () => T): T {
   try {
     return write();
   } catch (error) {
+    if (!HOST_TROUBLE.has((error as NodeJS.ErrnoException)?.code ?? "")) throw error;
     throw new StagingWriteFailed(error as NodeJS.ErrnoException);
   }
 }

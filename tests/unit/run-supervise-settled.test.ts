@@ -7,6 +7,7 @@ import fs from "node:fs";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { EngineContainer } from "../../src/engine/engine.js";
+import type { SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { OutputBudget } from "../../src/run/output-budget.js";
 import { buildRunPlan } from "../../src/run/plan/build-run-plan.js";
@@ -49,26 +50,35 @@ function slowToStopContainer(stopMs: number): EngineContainer & { kills: number 
   return container as unknown as EngineContainer & { kills: number };
 }
 
+function planOf() {
+  return buildRunPlan({
+    runId: "settled",
+    image: "i",
+    policy: loadPolicy("read-only"),
+    model: "scripted/x",
+    cwd: "/work/p",
+    writableRoots: [],
+    readOnlyMounts: [],
+    runDir: "/tmp/d",
+    caller: { uid: 1000, gid: 1000 },
+    sandboxEnv: {},
+    containerModelsJson: {},
+    extraArgs: [],
+    timeoutMs: 1000,
+    owner: { pid: 1, host: "h" },
+    now: new Date(0),
+  });
+}
+
+const evidence = {
+  toolCall: () => undefined,
+  lastReply: () => ({ text: lastAssistantText, toolCallCount: 0, complete: true, stopReason: "stop" }),
+  failureSinceLastReply: () => undefined,
+};
+
 describe("superviseRun: a run whose Pi settled in time", () => {
   it("keeps its result when the container takes longer to stop than the time the run had left", async () => {
-    const policy = loadPolicy("read-only");
-    const plan = buildRunPlan({
-      runId: "settled",
-      image: "i",
-      policy,
-      model: "scripted/x",
-      cwd: "/work/p",
-      writableRoots: [],
-      readOnlyMounts: [],
-      runDir: "/tmp/d",
-      caller: { uid: 1000, gid: 1000 },
-      sandboxEnv: {},
-      containerModelsJson: {},
-      extraArgs: [],
-      timeoutMs: 1000,
-      owner: { pid: 1, host: "h" },
-      now: new Date(0),
-    });
+    const plan = planOf();
     const trip = new RunTrip();
     const events: string[] = [];
     const timeline = new RunTimeline(plan.runId, [(e) => events.push(e.type)]);
@@ -82,17 +92,38 @@ describe("superviseRun: a run whose Pi settled in time", () => {
       timeline,
       trip,
       budget: new OutputBudget(plan.limits.maxOutputMb, trip),
-      evidence: {
-        toolCall: () => undefined,
-        lastReply: () => ({ text: lastAssistantText, toolCallCount: 0, complete: true, stopReason: "stop" }),
-        failureSinceLastReply: () => undefined,
-      },
+      evidence,
       startedAt: performance.now(),
     });
     expect(result.result).toBe(lastAssistantText);
     expect(result.exitCode).toBe(0);
     expect(trip.tripped).toBeUndefined();
     expect(events).not.toContain("limit.tripped");
+    expect(container.kills).toBe(1);
+  });
+
+  it("still times out while the host reads the workspace back after Pi settled (copy mode): the sandbox can stall that read (review, session 32)", async () => {
+    const plan = planOf();
+    const trip = new RunTrip();
+    const container = slowToStopContainer(10);
+    const failure = await superviseRun({
+      plan,
+      prompt: "Say hello.",
+      timeoutMs: 1_000,
+      budgets: {},
+      container,
+      timeline: new RunTimeline(plan.runId, []),
+      trip,
+      budget: new OutputBudget(plan.limits.maxOutputMb, trip),
+      evidence,
+      startedAt: performance.now(),
+      // A copy-out that never ends (the relay stopped by the sandbox).
+      companion: { afterStart: async () => {}, beforeStop: () => new Promise(() => {}) },
+    }).then(
+      () => undefined,
+      (error: unknown) => error as SandboxRunError,
+    );
+    expect(failure?.code).toBe("timeout");
     expect(container.kills).toBe(1);
   });
 });

@@ -9,6 +9,18 @@ const { dir } = tempTrees("host-dir-");
 const HOST_DIR_MODULE = new URL("../../src/util/host-dir.ts", import.meta.url).pathname;
 
 describe("HostDir", () => {
+  it("replaceFile of a long name in a script of several bytes a character: the scratch name stays within NAME_MAX (review, session 32)", () => {
+    const folder = HostDir.open(dir());
+    try {
+      const name = `${"漢".repeat(80)}.patch`; // 246 bytes: a valid name
+      folder.replaceFile(name, "patch\n");
+      expect(fs.readFileSync(path.join(folder.path, name), "utf8")).toBe("patch\n");
+      expect(folder.list()).toEqual([name]);
+    } finally {
+      folder.close();
+    }
+  });
+
   it("replaceFile on a disk too full for the new content: the old file stays whole, no half of the new one nor a scratch file (review, session 32)", () => {
     expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
     const small = dir();

@@ -553,6 +553,20 @@ describe("hostile archives", () => {
     expect(returned.after.map((e) => e.path)).toEqual(["", "long"]);
   });
 
+  it("a link target the host cannot make (4096 bytes: ENAMETOOLONG) is the archive's doing, not the host's trouble (review, session 32)", async () => {
+    const root = tree({ "a.txt": "a" });
+    const { before } = await sendTree(root);
+    const pack = tar.pack();
+    pack.entry({ name: "./", type: "directory", mode: 0o755 });
+    pack.entry({ name: "./l", type: "symlink", linkname: "a".repeat(4096), mode: 0o777 });
+    pack.finalize();
+    const chunks: Buffer[] = [];
+    for await (const chunk of pack) chunks.push(chunk as Buffer);
+    const error = await readError(before, Buffer.concat(chunks), { maxLinkTargetBytes: 4096 });
+    expect(error.code).toBe("policy-violation");
+    expect(error.message).toMatch(/ENAMETOOLONG/);
+  });
+
   it("a truncated archive is refused", async () => {
     const root = tree({ "a.txt": "a" });
     const { before, archive } = await sendTree(root);
