@@ -512,7 +512,7 @@ function isOwnStdio(stat: fs.Stats): boolean {
 }
 
 /** All of `data` to `fd`: a write may take less than all (a disk filling up), and the rest follows or fails. */
-function writeAll(fd: number, data: Uint8Array): void {
+export function writeAll(fd: number, data: Uint8Array): void {
   for (let done = 0; done < data.length; ) done += fs.writeSync(fd, data, done, data.length - done);
 }
 

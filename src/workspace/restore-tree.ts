@@ -4,6 +4,7 @@
 // symlink is followed and no path is resolved twice.
 import crypto from "node:crypto";
 import fs from "node:fs";
+import { writeAll } from "../util/host-dir.js";
 import { atPath, errorCode, openDirAt, openRoot, walkTree } from "./fd-walk.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
@@ -428,8 +429,7 @@ class Restorer {
     const temp = `.sandbox-run-restore-${crypto.randomBytes(6).toString("hex")}`;
     const fd = fs.openSync(atPath(dirFd, temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
-      // A write may take less than all (a disk filling up); what it did not take is written next.
-      for (let done = 0; done < content.length; ) done += fs.writeSync(fd, content, done, content.length - done);
+      writeAll(fd, content);
       if (this.asRoot) fs.fchownSync(fd, row.uid, row.gid);
       fs.fchmodSync(fd, row.mode & 0o7777);
       fs.futimesSync(fd, row.atimeMs / 1000, row.mtimeMs / 1000);
