@@ -332,7 +332,9 @@ describe.skipIf(!secondEngineExpected())("runs on a remote engine (TCP, mutual T
   });
 
   it("the link to the remote engine gone silent mid-run (nothing closes, nothing answers): the run fails at its timeout naming the engine; the sandbox stops itself at its deadline", async () => {
-    const timeoutSeconds = 8;
+    // Room for the sandbox to reach its tool first: 8 s ran out before the tool started under a
+    // fresh clone's full load once (session 32), and the link was never cut.
+    const timeoutSeconds = 20;
     const { outcome, link, cutAt, containerId, unchanged, ws } = await runWithLinkCut("SIGSTOP", timeoutSeconds);
     expect(cutAt).toBeGreaterThan(0);
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("docker-unavailable");
