@@ -7,7 +7,8 @@
 // - in the workspace, every file the caller's protectedPaths match.
 // Contents go to files in the run's private folder, with an index (JSON lines) of path, kind,
 // mode, owner, times, hash and link target. Caps: KEEP_FILE_MAX_BYTES per file and
-// KEEP_TOTAL_MAX_BYTES in all. Past a cap a file is indexed (hash, size, times) but not copied;
+// KEEP_TOTAL_MAX_BYTES in all. Past a cap a file is indexed (size, times; its hash up to
+// HASH_ONLY_*: a same-bytes rewrite is no change) but not copied;
 // if a run then changes or deletes it, the restore cannot bring it back: a git file that
 // ordinary git work writes (refs, logs) stays as the sandbox left it, anything else (an index too)
 // is removed (a trap must not stay), and the error names it. packed-refs, which host git reads
@@ -27,10 +28,17 @@ import { pointerFormatOf } from "./git-plain-data.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 import { openDirBelow } from "./remove-tree.js";
 import { isGitDirectory, isInside, lastName, type RuleConfig } from "./workspace-rules.js";
-import { readFileAt } from "./workspace-snapshot.js";
+import { hashFileAt, readFileAt } from "./workspace-snapshot.js";
 
 const KEEP_FILE_MAX_BYTES = 1024 * 1024;
 const KEEP_TOTAL_MAX_BYTES = 64 * 1024 * 1024;
+/**
+ * A file past the copy's caps is still hashed (streamed), up to these: a byte-identical rewrite
+ * of a large guarded file (a reproducible build writing a 30 MB tool again into the `bin/` an
+ * .envrc puts on PATH) is then no change, where its new inode alone failed the run and removed it.
+ */
+const HASH_ONLY_FILE_MAX_BYTES = 256 * 1024 * 1024;
+const HASH_ONLY_TOTAL_MAX_BYTES = 512 * 1024 * 1024;
 /** An index or a reflog: the ref checks compare it with what the run left (git-ref-check.ts). */
 const KEEP_POINTER_MAX_BYTES = 8 * 1024 * 1024;
 
@@ -112,6 +120,8 @@ export class ProtectedCopy {
   private readonly index: number;
   private blobs = 0;
   bytes = 0;
+  /** Bytes hashed of files too large to copy (HASH_ONLY_TOTAL_MAX_BYTES). */
+  private hashedOnly = 0;
   entries = 0;
   /** Files whose content was not copied, with why (at most 100 listed). */
   readonly notCopied: Array<{ path: string; why: string }> = [];
@@ -311,6 +321,10 @@ export class ProtectedCopy {
     if (!content) {
       row.notCopied = why ?? "unreadable";
       if (this.notCopied.length < 100) this.notCopied.push({ path: entry.path, why: row.notCopied });
+      if (why && stat.size <= HASH_ONLY_FILE_MAX_BYTES && this.hashedOnly + stat.size <= HASH_ONLY_TOTAL_MAX_BYTES) {
+        this.hashedOnly += stat.size;
+        row.hash = hashFileAt(entry.at, stat, stat.size);
+      }
       return;
     }
     row.hash = crypto.createHash("sha256").update(content).digest("hex");
@@ -373,7 +387,7 @@ export class ProtectedCopy {
   contentHashes(wanted: (row: KeptEntry) => boolean): Map<string, KeptHash> {
     const out = new Map<string, KeptHash>();
     this.scan((row) => {
-      if (row.kind !== "file" || row.hash === undefined || row.blob === undefined || !wanted(row)) return;
+      if (row.kind !== "file" || row.hash === undefined || !wanted(row)) return;
       const { hash, mode, size, mtimeMs, ctimeMs, ino } = row;
       out.set(row.path, { hash, mode, size, mtimeMs, ctimeMs, ino });
     });

@@ -45,11 +45,11 @@ function defaultSkipHash(relativePath: string): boolean {
 /**
  * Whether a kept copy's hash of a regular file of this path and size can stand in for the
  * snapshot's (DiffOptions.keptHash, with the default hashMaxBytes): the walk before the run may
- * have left it without one (under node_modules or .git/objects, or sparse), and the walk after it
- * can hash it within the usual bound. False where the snapshot surely hashed it, or it is too large.
+ * have left it without one (under node_modules or .git/objects, sparse, or larger than the
+ * snapshot hashes). False only where the snapshot surely hashed it.
  */
 export function keptHashWanted(relativePath: string, size: number): boolean {
-  return size <= DEFAULT_HASH_MAX_BYTES && (defaultSkipHash(relativePath) || size > SPARSE_MIN_BYTES);
+  return defaultSkipHash(relativePath) || size > SPARSE_MIN_BYTES;
 }
 
 /** Below this size a file is never taken for sparse: small files may have no blocks at all (ext4 inline data, tmpfs). */
@@ -62,15 +62,8 @@ export function isSparse(stat: Pick<fs.Stats, "size" | "blocks">): boolean {
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
-/** sha256 of a regular file read through an O_NOFOLLOW fd that is checked to be the walked inode. */
-export function hashFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): string | undefined {
-  const content = readFileAt(at, expected, maxBytes);
-  return content ? crypto.createHash("sha256").update(content).digest("hex") : undefined;
-}
-
-/** A regular file's content (at most maxBytes), or undefined if it cannot be read as that inode. */
-export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): Buffer | undefined {
-  if (expected.size > maxBytes) return undefined;
+/** The walked inode opened for reading (no link followed, no FIFO waited on), or undefined. */
+function openWalkedFile(at: string | Buffer, expected: fs.Stats): { fd: number; size: number } | undefined {
   let fd: number;
   try {
     fd = fs.openSync(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
@@ -79,11 +72,52 @@ export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: nu
   }
   try {
     const stat = fs.fstatSync(fd);
-    if (!stat.isFile() || stat.ino !== expected.ino || stat.dev !== expected.dev) return undefined;
-    const buffer = Buffer.allocUnsafe(Math.min(stat.size, maxBytes) + 1);
+    if (stat.isFile() && stat.ino === expected.ino && stat.dev === expected.dev) return { fd, size: stat.size };
+  } catch {}
+  fs.closeSync(fd);
+  return undefined;
+}
+
+/** One read buffer for hashing: the process is single-threaded and hashing never yields mid-file. */
+let hashChunk: Buffer | undefined;
+
+/**
+ * sha256 of a regular file read through an O_NOFOLLOW fd that is checked to be the walked inode,
+ * streamed in 1 MiB reads (a guarded file may be a 100 MB binary), or undefined past maxBytes.
+ */
+export function hashFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): string | undefined {
+  if (expected.size > maxBytes) return undefined;
+  const file = openWalkedFile(at, expected);
+  if (!file) return undefined;
+  try {
+    hashChunk ??= Buffer.allocUnsafe(1 << 20);
+    const hash = crypto.createHash("sha256");
     let length = 0;
     for (;;) {
-      const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
+      const n = fs.readSync(file.fd, hashChunk, 0, hashChunk.length, null);
+      if (n === 0) break;
+      length += n;
+      if (length > maxBytes) return undefined; // it grew: not what was stat'ed
+      hash.update(hashChunk.subarray(0, n));
+    }
+    return hash.digest("hex");
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(file.fd);
+  }
+}
+
+/** A regular file's content (at most maxBytes), or undefined if it cannot be read as that inode. */
+export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: number): Buffer | undefined {
+  if (expected.size > maxBytes) return undefined;
+  const file = openWalkedFile(at, expected);
+  if (!file) return undefined;
+  try {
+    const buffer = Buffer.allocUnsafe(Math.min(file.size, maxBytes) + 1);
+    let length = 0;
+    for (;;) {
+      const n = fs.readSync(file.fd, buffer, length, buffer.length - length, null);
       if (n === 0) break;
       length += n;
       if (length > maxBytes) return undefined; // it grew: not what was stat'ed
@@ -92,7 +126,7 @@ export function readFileAt(at: string | Buffer, expected: fs.Stats, maxBytes: nu
   } catch {
     return undefined;
   } finally {
-    fs.closeSync(fd);
+    fs.closeSync(file.fd);
   }
 }
 
@@ -320,7 +354,7 @@ export async function diffAgainstSnapshot(root: string, file: string, options: D
         recorded = reader.next();
         if (before.kind === "file" && before.hash === undefined && options.keptHash) {
           const kept = options.keptHash(entry.path, before);
-          if (kept !== undefined && before.size <= hashMaxBytes) before.hash = kept;
+          if (kept !== undefined) before.hash = kept; // the after side is hashed up to before.size
         }
       }
       const after = afterFacts(entry, before, hashMaxBytes);

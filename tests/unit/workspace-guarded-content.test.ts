@@ -196,6 +196,35 @@ describe("guarded files the snapshot does not hash (node_modules, sparse) are ju
     expect(fs.readFileSync(hook).equals(content)).toBe(true);
   });
 
+  it("a guarded file too large to keep a copy of (a native binary layout node puts on PATH, a large file in a protected folder) is judged by its streamed hash: the same bytes are no change; other bytes are removed and named", async () => {
+    // As esbuild's 11 MB node_modules/esbuild/bin/esbuild under a host command's name, which `npm ci` writes anew.
+    const ws = layoutNode();
+    const binary = crypto.randomBytes(3 * 1024 * 1024 + 17);
+    fs.writeFileSync(path.join(ws, WHICH), binary);
+    const settings = path.join(ws, ".vscode/large.json");
+    fs.mkdirSync(path.dirname(settings));
+    fs.writeFileSync(settings, `{"x": "${"y".repeat(2 * 1024 * 1024)}"}\n`);
+    let w = await watch(ws);
+    rewriteSame(path.join(ws, WHICH));
+    rewriteSame(settings);
+    let report = await w.finish();
+    expect(report.violations).toEqual([]);
+    expect(report.restore).toBeUndefined();
+
+    w = await watch(ws, { stateDir: path.join(tree(), "s2") });
+    const changed = Buffer.from(binary);
+    changed.writeUInt8(changed.readUInt8(changed.length - 1) ^ 1, changed.length - 1);
+    rewriteSame(path.join(ws, WHICH), changed);
+    report = await w.finish();
+    expect(report.violations.map((v) => `${v.path} ${v.change}`)).toEqual([`${WHICH} modified`]);
+    // Never copied (past the copy's 1 MiB cap): it cannot be put back, so it goes, named.
+    expect(report.restore!.notRestored).toEqual([
+      { path: WHICH, why: expect.stringMatching(/changed by the run and not kept \(larger than 1 MiB\): removed/) },
+    ]);
+    expect(fs.existsSync(path.join(ws, WHICH))).toBe(false);
+    expect(fs.readFileSync(settings, "utf8")).toMatch(/^\{"x"/);
+  });
+
   it("a reaper's judgement (a watch resumed from its saved state) judges them by content alike", async () => {
     const ws = layoutNode();
     const stateDir = path.join(tree(), "state");
