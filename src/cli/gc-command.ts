@@ -9,17 +9,22 @@ import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { terminalLine } from "./terminal-text.js";
 
-/** `sandbox-run gc`'s action (the root's --engines counts wherever it is written). */
+/** `sandbox-run gc`'s action (the root's --engines and --dry-run count wherever they are written). */
 export default function gcAction(
   { io }: CommandContext,
-  flags: { all?: boolean; engines?: string },
+  flags: { all?: boolean; engines?: string; dryRun?: boolean },
   command: Command,
 ): Promise<number> {
-  const engines = flags.engines ?? command.parent?.opts<{ engines?: string }>().engines;
-  return gcCommand({ all: flags.all, engines }, io);
+  const root = command.parent?.opts<{ engines?: string; dryRun?: boolean }>();
+  const engines = flags.engines ?? root?.engines;
+  return gcCommand({ all: flags.all, engines, dryRun: flags.dryRun ?? root?.dryRun }, io);
 }
 
-export async function gcCommand(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
+export async function gcCommand(
+  flags: { all?: boolean; engines?: string; dryRun?: boolean },
+  io: CliIo,
+): Promise<number> {
+  if (flags.dryRun) return gcDryRun(flags, io);
   const collected = await collectGarbage({ all: flags.all, engines: flags.engines, env: io.env });
   let removed = 0;
   /** Judged runs whose trees still hold something the sandbox was not allowed to leave. */
@@ -57,6 +62,41 @@ export async function gcCommand(flags: { all?: boolean; engines?: string }, io: 
   io.stderr(
     `sandbox-run: not cleaned (engine not reachable): ${terminalLine(unreachable.join(", "))}; run gc again once they answer\n`,
   );
+  return EXIT.unavailable;
+}
+
+/** `gc --dry-run`: what a gc now would remove, judge and hand back; nothing is changed. */
+async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
+  const collected = await collectGarbage({ all: flags.all, engines: flags.engines, env: io.env, dryRun: true });
+  let containers = 0;
+  const unreachable: string[] = [];
+  for (const engine of collected.engines) {
+    if (engine.unreachable !== undefined) {
+      unreachable.push(engine.name);
+      io.stderr(`would skip ${terminalLine(engine.name)}: ${terminalLine(engine.unreachable)}\n`);
+      continue;
+    }
+    const on = collected.engines.length > 1 || engine.name !== "local" ? ` on ${terminalLine(engine.name)}` : "";
+    for (const r of engine.removed) {
+      const judge = r.wouldJudge ? "; its trees would be judged first (its controller died before judging them)" : "";
+      io.stderr(
+        `would remove ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}${judge}\n`,
+      );
+    }
+    for (const run of engine.handedBack ?? []) {
+      if (run.wouldJudge)
+        io.stderr(`would judge run ${terminalLine(run.runId)}'s trees${on} (never judged by its controller)\n`);
+      for (const root of run.roots)
+        io.stderr(`would hand back ${terminalLine(root)} (run ${terminalLine(run.runId)})\n`);
+    }
+    containers += engine.removed.length;
+  }
+  for (const dir of collected.runDirs) io.stderr(`would remove ${terminalLine(dir)} (its controller is gone)\n`);
+  io.stderr(
+    `dry run: ${containers} container(s) and ${collected.runDirs.length} run folder(s) would be removed; nothing was changed\n`,
+  );
+  if (unreachable.length === 0) return EXIT.ok;
+  io.stderr(`sandbox-run: not looked at (engine not reachable): ${terminalLine(unreachable.join(", "))}\n`);
   return EXIT.unavailable;
 }
 

@@ -361,6 +361,7 @@ function defineGc(program: Command, ctx: CommandContext): void {
     )
     .option("--all", "remove every sandbox-run container, even of live controllers")
     .option("--engines <file>", "clean every engine of this engines file (or SANDBOX_RUN_ENGINES)")
+    .option("--dry-run", "say what would be removed, judged and handed back; change nothing")
     .action(lazy(ctx, () => import("./gc-command.js")));
 }
 

@@ -17,6 +17,12 @@ export interface GarbageOptions {
   env?: Record<string, string | undefined>;
   /** Every sandbox-run container, even of live controllers. */
   all?: boolean;
+  /**
+   * Find what would be removed, judged and handed back, and change nothing: the lists are what a
+   * gc now would act on (a run folder still holding a lease or a judgement's state goes only
+   * after its run's container, so it is listed under its run, not in runDirs).
+   */
+  dryRun?: boolean;
   /** @internal What each engine request may take (tests make the deadline short). */
   answers?: AnswerLimits;
 }
@@ -48,9 +54,9 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
       }
       try {
         // Bind-mode runs whose controller died before judging them are judged here, before their trees go back.
-        const removed = await reapContainers(engine, { all: options.all, judge: true });
+        const removed = await reapContainers(engine, { all: options.all, judge: true, dryRun: options.dryRun });
         // Dead runs whose container is already gone from this engine: their trees, from their records.
-        const handedBack = await handBackGoneRuns(engine, { judge: true });
+        const handedBack = await handBackGoneRuns(engine, { judge: true, dryRun: options.dryRun });
         engines.push({ name: engine.name, removed, ...(handedBack.length ? { handedBack } : {}) });
       } catch (error) {
         if (!(error instanceof EngineAnswerError)) throw error;
@@ -60,5 +66,5 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
   } finally {
     pool.close();
   }
-  return { engines, runDirs: reapRunDirs() };
+  return { engines, runDirs: reapRunDirs(undefined, options.dryRun) };
 }

@@ -101,6 +101,14 @@ export function awaitsJudgement(runId: string, tmpDir?: string): boolean {
   return awaitingRun(runId, tmpDir) !== undefined;
 }
 
+/** Whether judgeDeadRun(runId, engine) would judge the run now (`gc --dry-run`): it waits, and on that engine. */
+export function awaitsJudgementOn(runId: string, engine: string, tmpDir?: string): boolean {
+  const run = awaitingRun(runId, tmpDir);
+  if (!run) return false;
+  const state = readWatchState(run.file);
+  return !state || state.about.engine === engine;
+}
+
 /**
  * A dead run that left one of `trees` (canonical paths) unjudged: the tree it shares with them.
  * Its own trees are read from its state; one that cannot be read is taken to share them all.

@@ -25,7 +25,13 @@ import {
 import { pidnsField } from "../util/own-pid-namespace.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
-import { awaitsJudgement, deadRunsAwaitingJudgement, type JudgedDeadRun, judgeDeadRun } from "./judge-dead-run.js";
+import {
+  awaitsJudgement,
+  awaitsJudgementOn,
+  deadRunsAwaitingJudgement,
+  type JudgedDeadRun,
+  judgeDeadRun,
+} from "./judge-dead-run.js";
 import {
   deadRunLease,
   deadRunsWithLeases,
@@ -46,6 +52,8 @@ export interface ReapedContainer {
   notHandedBack?: string[];
   /** A bind-mode run its controller died before judging: judged now (judge-dead-run.ts). */
   judged?: JudgedDeadRun;
+  /** A dry run: this run's trees would be judged before they go back (it saved its judgement's state). */
+  wouldJudge?: boolean;
 }
 
 /** Why a container with these labels is an orphan, or undefined while its controller may still need it. */
@@ -99,6 +107,8 @@ export interface ReapOptions {
    * it such a run's lent trees and folder are left for a reaper that does.
    */
   judge?: boolean;
+  /** Say what would be removed, judged and handed back, and do none of it (`gc --dry-run`). */
+  dryRun?: boolean;
 }
 
 export async function reapContainers(engine: Engine, options: ReapOptions = {}): Promise<ReapedContainer[]> {
@@ -116,6 +126,15 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
   for (const { id, labels, state } of containers) {
     const reason = orphanReason(labels, context, state);
     if (!reason) continue;
+    if (options.dryRun) {
+      const runId = labels[LABEL_RUN_ID];
+      const wouldJudge =
+        engine.sharesHostFilesystem &&
+        runId !== undefined &&
+        awaitsJudgementOn(runId, engineIdentity(engine), options.tmpDir);
+      reaped.push({ id, runId, reason, ...(wouldJudge ? { wouldJudge } : {}) });
+      continue;
+    }
     try {
       await engine.removeContainer(id);
     } catch (error) {
@@ -174,6 +193,8 @@ export interface HandedBackRun {
   notHandedBack?: string[];
   /** A bind-mode run its controller died before judging: judged now, before its trees were handed back. */
   judged?: JudgedDeadRun;
+  /** A dry run: its trees would be judged first. */
+  wouldJudge?: boolean;
 }
 
 /**
@@ -192,6 +213,14 @@ export async function handBackGoneRuns(engine: Engine, options: ReapOptions = {}
   const handed: HandedBackRun[] = [];
   for (const runId of runIds) {
     if (listed.has(runId)) continue;
+    if (options.dryRun) {
+      const record = deadRunLease(runId, options.tmpDir);
+      const wouldJudge = awaitsJudgementOn(runId, here, options.tmpDir);
+      const lent = record !== undefined && record.engine === here;
+      if (lent || wouldJudge)
+        handed.push({ runId, roots: lent ? record.roots : [], ...(wouldJudge ? { wouldJudge } : {}) });
+      continue;
+    }
     // Judged first, while the trees are as the sandbox left them (judgeDeadRun asks only for runs on this engine).
     const judged = options.judge ? await judgeDeadRun(runId, here, options.tmpDir) : undefined;
     const record = deadRunLease(runId, options.tmpDir);

@@ -131,7 +131,8 @@ export function removeRunDir(dir: string, options: { keepUnjudged?: boolean } = 
 }
 
 /** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
-export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
+/** `dryRun`: the folders that would go, none removed (`gc --dry-run`). */
+export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false): string[] {
   const parent = runDirsParent(tmpDir);
   if (!runDirsParentPrivate(tmpDir)) return [];
   const removed: string[] = [];
@@ -141,7 +142,7 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
       const hold = path.join(parent, name);
       const owner = readHoldOwner(hold);
       if (owner && owner.host === host && !processAlive(owner.pid)) {
-        fs.rmSync(hold, { force: true });
+        if (!dryRun) fs.rmSync(hold, { force: true });
         removed.push(hold);
       }
       continue;
@@ -156,6 +157,10 @@ export function reapRunDirs(tmpDir = os.tmpdir()): string[] {
     if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
     // Its trees were never judged (its controller died first): the state is what judges them.
     if (holdsUnjudgedState(dir)) continue;
+    if (dryRun) {
+      removed.push(dir);
+      continue;
+    }
     // Copy mode: what a controller that died mid copy-out staged next to a workspace.
     removeListedStagingDirs(path.join(dir, STAGING_RECORD));
     if (removeRunDir(dir)) removed.push(dir);

@@ -17,7 +17,9 @@ const RAW_CONTROLS = /[\u001b\u0007\r]/;
 const ESC = "\u001b]0;PWNED\u0007\u001b[2K\rsandbox-run: all clean\u001b[31m";
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-engine-output-"));
 const socketPath = path.join(dir, "engine.sock");
+let deletes = 0;
 const server = http.createServer((req, res) => {
+  if (req.method === "DELETE") deletes++;
   const json = (status: number, body: unknown) => {
     res.writeHead(status, { "content-type": "application/json" });
     res.end(JSON.stringify(body));
@@ -87,6 +89,19 @@ describe("engine answers on the terminal", () => {
       "(run x\\x1b]0;PWNED\\x07\\x1b[2K\\x0dsandbox-run: all clean\\x1b[31m): past its deadline",
     );
     expect(out.stderr).not.toMatch(RAW_CONTROLS);
+  });
+
+  it("gc --dry-run: says what it would remove, escaped, and asks the engine to remove nothing", async () => {
+    const { cliIo, out } = io({});
+    const before = deletes;
+    expect(await gcCommand({ engines: enginesFile, dryRun: true }, cliIo)).toBe(0);
+    expect(deletes).toBe(before);
+    expect(out.stderr).toMatch(/^would remove aaaaaaaaaaaa \(run x\\x1b\]0;PWNED.*\): past its deadline\n/);
+    expect(out.stderr).toContain("dry run: 1 container(s) and 0 run folder(s) would be removed; nothing was changed\n");
+    expect(out.stderr).not.toMatch(RAW_CONTROLS);
+    // The same gc without it removes it.
+    await gcCommand({ engines: enginesFile }, io({}).cliIo);
+    expect(deletes).toBe(before + 1);
   });
 
   it("image prune: the engine's tags and refusals are shown escaped", async () => {

@@ -138,8 +138,8 @@ describe("usage errors", () => {
 
   it("a run's flag after a subcommand that does not take it is refused, and nothing runs (review, session 32: `gc --dry-run` ran a real gc)", async () => {
     for (const argv of [
-      ["gc", "--dry-run"],
-      ["--dry-run", "gc"],
+      ["gc", "--timeout", "5"],
+      ["--model", "x/y", "gc"],
       ["policy", "list", "--timeout", "5"],
       ["doctor", "--json"],
     ]) {

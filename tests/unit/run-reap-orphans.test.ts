@@ -288,6 +288,43 @@ describe("a bind-mode run its controller died before judging", () => {
     expect(reapRunDirs(tmpDir)).toEqual([runDir]);
   });
 
+  it("gc --dry-run: says what would be removed, judged and handed back, and changes nothing (no container, state, tree or folder touched)", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([orphanLabels("crashed")]);
+    const { ws, runDir } = await abandonedRun("crashed", tmpDir, engineIdentity(engine));
+    // A dead run whose container is gone already, waiting to be judged; a dead run's plain folder.
+    const { ws: ws2, runDir: goneDir } = await abandonedRun("gonebefore", tmpDir, engineIdentity(engine));
+    const plainDir = deadRunDir("plain", tmpDir);
+    const before = [listing(ws), listing(ws2), listing(tmpDir)];
+
+    expect(await reapContainers(engine, { tmpDir, judge: true, dryRun: true })).toEqual([
+      {
+        id: "0".padStart(64, "a"),
+        runId: "crashed",
+        reason: expect.stringMatching(/owner process \d+ is gone/),
+        wouldJudge: true,
+      },
+    ]);
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true, dryRun: true })).toEqual([
+      { runId: "gonebefore", roots: [], wouldJudge: true },
+    ]);
+    expect(reapRunDirs(tmpDir, true)).toEqual([plainDir]);
+    expect(await engine.listContainers([])).toHaveLength(1);
+    expect([listing(ws), listing(ws2), listing(tmpDir)]).toEqual(before);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+    expect(unjudgedRunOver([ws], tmpDir)?.runId).toBe("crashed");
+
+    // The real gc then does what the dry run said.
+    expect(await reapContainers(engine, { tmpDir, judge: true })).toMatchObject([
+      { runId: "crashed", judged: { violationCount: 3 } },
+    ]);
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true })).toMatchObject([
+      { runId: "gonebefore", judged: { violationCount: 3 } },
+    ]);
+    expect(reapRunDirs(tmpDir).sort()).toEqual([runDir, goneDir, plainDir].sort());
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+  });
+
   it("a reaper that does not judge (a run's start-up) removes the container and leaves the run to gc, which judges it once its container is gone", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([orphanLabels("later")]);
