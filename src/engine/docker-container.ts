@@ -164,6 +164,12 @@ export class DockerContainer implements EngineContainer {
     await this.container.rename({ name });
   }
 
+  async setMemoryLimit(memoryMb: number): Promise<void> {
+    // Swap included, as at create (docker-create-options.ts): both raised together.
+    const bytes = memoryMb * 1024 * 1024;
+    await this.container.update({ Memory: bytes, MemorySwap: bytes });
+  }
+
   remove(): Promise<void> {
     const timeoutMs = this.#silent ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
     this.removal ??= removeForcibly(this.container, timeoutMs);

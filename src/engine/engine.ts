@@ -131,6 +131,8 @@ export interface EngineContainer {
   exec(options: ExecOptions, signal?: AbortSignal): Promise<ExecSession>;
   /** Gives the container another name (a warm sandbox takes its run's at the claim); optional. */
   rename?(name: string): Promise<void>;
+  /** Sets its memory limit, swap included, while it runs (a warm sandbox's, at the claim); optional. */
+  setMemoryLimit?(memoryMb: number): Promise<void>;
 }
 
 export interface BuildImageOptions {

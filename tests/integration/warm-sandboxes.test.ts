@@ -113,17 +113,26 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     await agent.warmUp();
     // Files the sandbox never touches, one of which the user deletes on the host meanwhile.
     const untouched = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`keep/${i}.txt`, `${i}\n`]));
-    const ws = makeWorkspace({ "input.txt": "from the host\n", ...untouched });
+    // And 40 MiB: the tree's tmpfs counts as the sandbox's memory, which a cold call gets on top of memoryMb.
+    const ws = makeWorkspace({ "input.txt": "from the host\n", "big.bin": "x".repeat(40 * 1024 * 1024), ...untouched });
     const record = path.join(makeWorkspace(), "record");
     const warm = events();
     let named: Promise<string[]> | undefined;
+    let memory: Promise<number | undefined> | undefined;
     const details = await agent.runDetailed("Do the task.", {
       cwd: ws,
       model: `scripted/${model}`,
       record,
       onEvent: (event) => {
         warm.onEvent(event);
-        if (event.type === "tool_execution_start") fs.rmSync(path.join(ws, "keep/7.txt"));
+        if (event.type === "tool_execution_start") {
+          fs.rmSync(path.join(ws, "keep/7.txt"));
+          const id = String(claimed(warm.list)?.containerId);
+          memory = docker
+            .getContainer(id)
+            .inspect()
+            .then((i) => i.HostConfig.Memory);
+        }
         // While the run is on, its container carries the run's name (its labels, the pool's id).
         if (event.type === "agent_end") named = containersOfRuns([event.runId]);
       },
@@ -137,6 +146,16 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
       warmId: expect.stringMatching(/^warm-/),
     });
     expect(warm.list.some((e) => e.type === "container.created")).toBe(false);
+    // Its memory limit grew by the tree's size at the claim where the runtime allows it (runc).
+    const raised = warm.list.find((e) => e.type === "warm.memory")?.data;
+    const policyMb = 768;
+    if (runtime === "runsc") {
+      expect(raised).toEqual({ treesMb: 41, memoryMb: policyMb, notRaised: expect.stringMatching(/gVisor/) });
+      expect(await memory).toBe(policyMb * 1024 * 1024);
+    } else {
+      expect(raised).toEqual({ treesMb: 41, memoryMb: policyMb + 41 });
+      expect(await memory).toBe((policyMb + 41) * 1024 * 1024);
+    }
     // The workspace was copied in at the fixed path, and what the sandbox made came back.
     expect(fs.readFileSync(path.join(ws, "where.txt"), "utf8")).toBe(`${WARM_PATHS.workspace}\n`);
     expect(fs.readFileSync(path.join(ws, "made.txt"), "utf8")).toBe("made\n");

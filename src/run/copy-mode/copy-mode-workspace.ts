@@ -52,6 +52,9 @@ import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 import { copyIn, copyInThroughRelay } from "./copy-in.js";
 import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
 
+/** Trees of at least this many MiB raise a warm sandbox's memory limit at the claim (#raiseWarmMemory). */
+const WARM_MEMORY_RAISE_MIN_MB = 32;
+
 interface CopyModeOptions {
   plan: RunPlan;
   /** The run folder holding the gateway's (and the proxy's) host sockets. */
@@ -154,9 +157,35 @@ export class CopyModeWorkspace {
     };
   }
 
+  /**
+   * A warm sandbox was made before its trees were known, with the policy's memoryMb only, and the
+   * trees' tmpfs counts as its memory: a cold copy-mode call's container gets their size on top
+   * (container-spec.ts), so a warm one gets it at the claim, before the copy-in, where the runtime
+   * can change a running container's limit (runc; gVisor fixes the sandbox's memory at its start).
+   * Below WARM_MEMORY_RAISE_MIN_MB the trees come out of memoryMb: the engine's answer takes
+   * 100-250 ms here, more than a small call's whole claim.
+   */
+  async #raiseWarmMemory(warm: ClaimedSandbox): Promise<void> {
+    const treesMb = this.copiedMb;
+    if (treesMb < WARM_MEMORY_RAISE_MIN_MB) return;
+    const { plan, timeline } = this.options;
+    const memoryMb = plan.limits.memoryMb + treesMb;
+    const notRaised = (why: string) =>
+      timeline.sandbox("warm.memory", { treesMb, memoryMb: plan.limits.memoryMb, notRaised: why });
+    if (plan.runtime === "runsc") return notRaised("gVisor fixes a sandbox's memory when it starts");
+    if (!warm.container.setMemoryLimit) return notRaised("the engine cannot change a running container's limit");
+    try {
+      await warm.container.setMemoryLimit(memoryMb);
+    } catch (error) {
+      return notRaised(((error as Error)?.message ?? String(error)).split("\n")[0]!.slice(0, 300));
+    }
+    timeline.sandbox("warm.memory", { treesMb, memoryMb });
+  }
+
   /** The same trees as #copyIn, for its claim: one exchange over the relay the sandbox has up already. */
   async #claim(warm: ClaimedSandbox): Promise<void> {
     const { plan, timeline } = this.options;
+    await this.#raiseWarmMemory(warm);
     const started = performance.now();
     const relay = warm.relay;
     this.#relay = relay;
