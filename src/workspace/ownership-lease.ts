@@ -22,6 +22,7 @@
 // Memory: two 64-bit words per lent inode per device, each array sorted: ino << 16 | owner class,
 // and a fingerprint of (ino, birth time); owners are a small table of distinct (uid, gid) pairs.
 import fs from "node:fs";
+import { mountPointsInside } from "../util/mount-table.js";
 import { type EntryKind, type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
 interface Owner {
@@ -263,38 +264,6 @@ function readableBy(stat: fs.Stats, kind: EntryKind, who: Owner): boolean {
   const bits = stat.uid === who.uid ? stat.mode >> 6 : stat.gid === who.gid ? stat.mode >> 3 : stat.mode;
   const need = kind === "directory" ? 0o5 : 0o4;
   return (bits & need) === need;
-}
-
-/**
- * The mount points strictly inside `root` (relative), from /proc/self/mountinfo (a bind mount of
- * the same file system keeps its device number, so st_dev cannot tell).
- */
-export function mountPointsInside(root: string, mountinfo?: string): string[] {
-  let text = mountinfo;
-  if (text === undefined)
-    try {
-      text = fs.readFileSync("/proc/self/mountinfo", "utf8");
-    } catch {
-      return [];
-    }
-  let real = root;
-  try {
-    real = fs.realpathSync(root);
-  } catch {
-    // Judged by the name given.
-  }
-  const out: string[] = [];
-  for (const line of text.split("\n")) {
-    const field = line.split(" ")[4];
-    if (!field) continue;
-    // Spaces, tabs, newlines and backslashes are written as octal escapes.
-    const point = field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
-    for (const base of new Set([root, real])) {
-      const prefix = base.endsWith("/") ? base : `${base}/`;
-      if (point.startsWith(prefix) && point.length > prefix.length) out.push(point.slice(prefix.length));
-    }
-  }
-  return [...new Set(out)];
 }
 
 /** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */

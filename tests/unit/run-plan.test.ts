@@ -89,6 +89,51 @@ describe("buildRunPlan: mounts", () => {
     expect(plan.mounts.filter((m) => !m.readOnly).map((m) => m.kind)).toEqual(["socket"]);
   });
 
+  it("binds every mount point below a read-only tree read-only over it (Docker before 25 made only a bind's top read-only); nothing below a writable one, nothing in copy mode", () => {
+    const below: Record<string, string[]> = {
+      "/work/project": ["cache", "cache/deeper", ".venv"],
+      "/opt/data": ["vol"],
+      "/work/cache": ["tmp"],
+    };
+    const mountsInside = (p: string) => below[p] ?? [];
+    const readOnlyRun = buildRunPlan(
+      input({
+        policy: loadPolicy("read-only"),
+        writableRoots: ["/work/cache"],
+        readOnlyMounts: ["/opt/data"],
+        mountsInside,
+      }),
+    );
+    expect(readOnlyRun.mounts.filter((m) => !["workspace", "writable-root", "socket"].includes(m.kind))).toEqual([
+      { hostPath: "/opt/data", containerPath: "/opt/data", readOnly: true, kind: "read-only" },
+      { hostPath: "/work/project/cache", containerPath: "/work/project/cache", readOnly: true, kind: "protected" },
+      {
+        hostPath: "/work/project/cache/deeper",
+        containerPath: "/work/project/cache/deeper",
+        readOnly: true,
+        kind: "protected",
+      },
+      { hostPath: "/work/project/.venv", containerPath: "/work/project/.venv", readOnly: true, kind: "protected" },
+      { hostPath: "/opt/data/vol", containerPath: "/opt/data/vol", readOnly: true, kind: "read-only" },
+    ]);
+    // Below the workspace as the sandbox sees it, wherever that is.
+    const moved = buildRunPlan(
+      input({ policy: loadPolicy("read-only"), sandboxCwd: "/workspace", mountsInside: () => ["cache"] }),
+    );
+    expect(moved.mounts).toContainEqual({
+      hostPath: "/work/project/cache",
+      containerPath: "/workspace/cache",
+      readOnly: true,
+      kind: "protected",
+    });
+    // A writable workspace's mount points are the workspace's (judged after the run: F8).
+    const writable = buildRunPlan(input({ writableRoots: ["/work/cache"], mountsInside }));
+    expect(writable.mounts.filter((m) => m.kind === "protected")).toEqual([]);
+    expect(
+      buildRunPlan(input({ policy: loadPolicy("read-only"), mountsInside, workspaceMode: "copy" })).mounts,
+    ).toEqual([]);
+  });
+
   it("adds no proxy socket without allowlist networking, and one with it", () => {
     expect(buildRunPlan(input()).mounts.some((m) => m.containerPath === PROXY_SOCKET)).toBe(false);
     const allowlist: Policy = {

@@ -3,12 +3,12 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { mountPointsInside } from "../../src/util/mount-table.js";
 import {
   decodeLentRoots,
   encodeLentRoots,
   handBack,
   handBackOrphanedTree,
-  mountPointsInside,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
 import { owner, tempTrees } from "../support/temp-trees.js";

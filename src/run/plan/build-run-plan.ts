@@ -51,6 +51,11 @@ export interface PlanInput {
   runDir: string;
   /** Existing directories and files (canonical, inside cwd) that protectedPaths name as a whole. */
   protectedMounts?: string[];
+  /**
+   * The mount points below a host folder, relative to it, as this host's mount table lists them
+   * (workspace/ownership-lease.ts mountPointsInside); default: none.
+   */
+  mountsInside?: (hostPath: string) => string[];
   /** Host CA bundle to mount when the policy trusts it; default HOST_CA_BUNDLE. */
   hostCaBundle?: string;
   /** Per-run placeholders of the policy's secrets, by variable name (the values stay on the host). */
@@ -157,7 +162,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     }),
     env,
     workspaceMode: copyMode ? "copy" : "bind",
-    mounts: copy ? [] : mounts,
+    mounts: copy ? [] : [...mounts, ...readOnlyCovers(mounts, input.mountsInside)],
     copies: copy?.copies ?? [],
     handBack: input.handBack ?? "apply",
     tmpfs: {
@@ -222,6 +227,36 @@ function treeMounts(input: PlanInput, sandboxCwd: string): Mount[] {
       mounts.push({ hostPath: p, containerPath: inSandbox(p), readOnly: true, kind: "protected" });
   }
   return mounts;
+}
+
+/**
+ * A read-only bind of every mount point below each read-only tree (bind mode): the engine binds a
+ * tree with what is mounted below it, and Docker before 25 (API 1.44) makes only the top of such a
+ * bind read-only, so a tmpfs, cache volume or bind mount inside a read-only workspace,
+ * `readOnlyMounts` folder or protected folder stayed writable: a read-only run planted a git
+ * config there, and the host's next `git status` ran it (review, session 33). gVisor made them
+ * read-only; runc did not. The engine mounts the covers after their tree (it sorts by depth).
+ * Inside the workspace they are protected mounts (checked again after a run waited for the tree).
+ */
+function readOnlyCovers(mounts: readonly Mount[], mountsInside?: (hostPath: string) => string[]): Mount[] {
+  if (!mountsInside) return [];
+  const covers: Mount[] = [];
+  const seen = new Set(mounts.map((m) => m.containerPath));
+  for (const mount of mounts) {
+    if (!mount.readOnly || mount.kind === "socket" || mount.kind === "ca-bundle") continue;
+    for (const below of mountsInside(mount.hostPath)) {
+      const containerPath = `${mount.containerPath}/${below}`;
+      if (seen.has(containerPath)) continue;
+      seen.add(containerPath);
+      covers.push({
+        hostPath: `${mount.hostPath}/${below}`,
+        containerPath,
+        readOnly: true,
+        kind: mount.kind === "read-only" ? "read-only" : "protected",
+      });
+    }
+  }
+  return covers;
 }
 
 /**

@@ -9,6 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
+import { mountPointsInside, readMountTable } from "../../util/mount-table.js";
 import { pidnsField } from "../../util/own-pid-namespace.js";
 import {
   type PerUserLimits,
@@ -118,6 +119,7 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
   const secretPlaceholders = Object.fromEntries(secretNames.map((name) => [name, newPlaceholder(name)]));
   const caller = { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
   const mode = place.warm ? { mode: "copy" as const } : workspaceModeOf(run, place, caller.uid);
+  let mountTable: string | undefined;
   const plan = buildRunPlan({
     runId,
     image: place.image,
@@ -131,6 +133,7 @@ export function preparePlan(run: ResolvedRun, place: PlanPlace): PlannedRun {
     writableRoots: run.writableRoots,
     readOnlyMounts: run.readOnlyMounts,
     protectedMounts: protectedMountPaths(run.cwd, run.policy.protectedPaths),
+    mountsInside: (hostPath) => mountPointsInside(hostPath, (mountTable ??= readMountTable() ?? "")),
     hostCaBundle: run.policy.trustHostCaBundle ? hostCaBundleFile() : undefined,
     secretPlaceholders,
     gitDrivers: gitConfig.drivers,
