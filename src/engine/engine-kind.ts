@@ -2,7 +2,9 @@
 // platform, and whether it is Docker Desktop. Docker Desktop (macOS, Windows, and Linux too) runs
 // its engine in a VM of its own: host paths reach containers only through the VM's file sharing
 // (with other ownership semantics), and a unix socket on the host cannot be bind-mounted into a
-// container at all. Runs there use copy mode, whose workspace and gateway need neither.
+// container at all. Runs there use copy mode, whose workspace and gateway need neither. So do runs
+// on an engine that remaps user ids (userns-remap, rootless Docker): its containers' uids are other
+// uids on this host, so a mounted workspace is neither the sandbox's to write nor the caller's after.
 import { hostPlatform, platformOfArch, type RunnerPlatform } from "../util/platform.js";
 import type { Engine, EngineInfo } from "./engine.js";
 
@@ -14,6 +16,7 @@ export interface RawEngineInfo {
   KernelVersion?: string;
   Name?: string;
   Labels?: string[] | null;
+  SecurityOptions?: string[] | null;
 }
 
 /** The fields of /version read here. */
@@ -30,6 +33,8 @@ interface EngineKind {
   kernelVersion: string;
   /** Docker Desktop, or another engine in a LinuxKit VM: no host sockets, shared paths through the VM. */
   dockerDesktop: boolean;
+  /** Its containers' uids are other uids on this host: "userns" (userns-remap) or "rootless". */
+  remapsUsers?: "userns" | "rootless";
 }
 
 /**
@@ -46,7 +51,11 @@ export function engineKindOf(info: RawEngineInfo, version: RawEngineVersion = {}
     (info.Labels ?? []).some((label) => label.startsWith("com.docker.desktop.address=")) ||
     /-linuxkit\b/.test(kernelVersion);
   const platform = (info.OSType ?? "linux") === "linux" ? platformOfArch(info.Architecture) : undefined;
+  // Docker lists them as "name=userns" and "name=rootless" (each option a comma-separated list).
+  const named = (name: string) => (info.SecurityOptions ?? []).some((o) => o.split(",").includes(`name=${name}`));
+  const remapsUsers = named("userns") ? "userns" : named("rootless") ? "rootless" : undefined;
   return {
+    ...(remapsUsers ? { remapsUsers } : {}),
     ...(platform ? { platform } : {}),
     ...(info.Architecture ? { architecture: info.Architecture } : {}),
     operatingSystem,
@@ -67,11 +76,20 @@ export function ownPlatformOf(info: Pick<EngineInfo, "platform" | "architecture"
 
 /**
  * Whether bind mounts of this host's paths, and of its unix sockets (the model gateway's), reach
- * the engine's containers: the engine's own answer from its endpoint, and never on Docker Desktop.
+ * the engine's containers as this host's files: the engine's own answer from its endpoint, never
+ * on Docker Desktop, never where the engine remaps user ids.
  */
 export function sharesHostPaths(
   engine: Pick<Engine, "sharesHostFilesystem">,
-  info?: Pick<EngineInfo, "dockerDesktop">,
+  info?: Pick<EngineInfo, "dockerDesktop" | "remapsUsers">,
 ): boolean {
-  return engine.sharesHostFilesystem && !info?.dockerDesktop;
+  return engine.sharesHostFilesystem && !info?.dockerDesktop && !info?.remapsUsers;
+}
+
+/** Why a local engine's containers cannot take a bind-mounted workspace, in words, or undefined. */
+export function noBindModeReason(info?: Pick<EngineInfo, "dockerDesktop" | "remapsUsers">): string | undefined {
+  if (info?.dockerDesktop) return "is Docker Desktop (a VM: this host's unix sockets cannot be mounted there)";
+  if (info?.remapsUsers)
+    return `remaps user ids (${info.remapsUsers === "userns" ? "userns-remap" : "rootless Docker"}: the sandbox's uid is another uid on this host, so it could not write a mounted workspace, and what it wrote would not be yours)`;
+  return undefined;
 }

@@ -29,6 +29,8 @@ export interface EngineInfo {
   kernelVersion?: string;
   /** Docker Desktop (a VM of its own): no host unix sockets in containers, so runs use copy mode. */
   dockerDesktop?: boolean;
+  /** Its containers' uids are other uids on this host (userns-remap, rootless Docker): runs use copy mode. */
+  remapsUsers?: "userns" | "rootless";
 }
 
 /** What an engine says of one of its images. */

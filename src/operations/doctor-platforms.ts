@@ -2,7 +2,7 @@
 // Desktop and what that changes), which platforms' runner images it holds, and whether it can run
 // the other platform (an emulator registered; a container of that image really starts).
 import type { Engine, EngineInfo } from "../engine/engine.js";
-import { ownPlatformOf } from "../engine/engine-kind.js";
+import { noBindModeReason, ownPlatformOf } from "../engine/engine-kind.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
@@ -50,6 +50,10 @@ export function describeEngineKind(info: EngineInfo, say: PlatformReport): void 
         "through the exec relay (copy mode); no host path or socket is mounted",
     );
   } else say.ok(`engine platform ${platform}`);
+  if (info.remapsUsers)
+    say.note(
+      `engine ${noBindModeReason(info)}: runs copy the workspace in and out (copy mode); --workspace bind is refused there`,
+    );
 }
 
 /**

@@ -4,7 +4,7 @@
 // the runner image of the caller's platform, else of the engine's own (placeOnEngine settles it on
 // the engine the run gets).
 import type { Engine, EngineInfo } from "../engine/engine.js";
-import { sharesHostPaths } from "../engine/engine-kind.js";
+import { noBindModeReason, sharesHostPaths } from "../engine/engine-kind.js";
 import { runnerImageSpec } from "../image/runner-image.js";
 import { hostPlatform } from "../util/platform.js";
 import type { PlanPlace } from "./plan/prepare-plan.js";
@@ -52,16 +52,14 @@ export class EngineFacts {
   /** Where a resolved run would go, as far as the engines are known. */
   placeFor(run: ResolvedRun): PlanPlace {
     const remote = this.engines.find((e) => !sharesHostPaths(e, this.#known.get(e)));
-    const desktop = remote && this.#known.get(remote)?.dockerDesktop;
+    const reason = remote && noBindModeReason(this.#known.get(remote));
     const platform =
       run.policy.platform ?? (this.engines[0] && this.#known.get(this.engines[0])?.platform) ?? hostPlatform();
     return {
       image: run.image ?? runnerImageSpec(platform).tag,
       sharesHostFilesystem: !remote,
       engineName: remote?.name,
-      ...(desktop
-        ? { engineReason: "is Docker Desktop (a VM: this host's unix sockets cannot be mounted there)" }
-        : {}),
+      ...(reason ? { engineReason: reason } : {}),
     };
   }
 }

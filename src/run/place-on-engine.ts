@@ -3,7 +3,7 @@
 // that asked for no image gets that platform's runner image. A plan made before the engine said
 // what it is (a Docker Desktop engine found only now) cannot bind-mount there: refused, not tried.
 import type { Engine, EngineInfo } from "../engine/engine.js";
-import { ownPlatformOf, sharesHostPaths } from "../engine/engine-kind.js";
+import { noBindModeReason, ownPlatformOf, sharesHostPaths } from "../engine/engine-kind.js";
 import { checkPlatformSupport } from "../engine/platform-support.js";
 import { SandboxRunError, usageError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
@@ -29,7 +29,9 @@ export function placeOnEngine(planned: PlannedRun, engine: Engine, info: EngineI
   const { emulated } = checkPlatformSupport(platform, info, { engineName: engine.name, runtime: plan.runtime });
   if (plan.workspaceMode === "bind" && !sharesHostPaths(engine, info)) {
     throw usageError(
-      `Engine "${engine.name}" is Docker Desktop (${info.operatingSystem}, kernel ${info.kernelVersion}): its containers run in a VM, where this host's unix sockets, the model gateway's among them, cannot be mounted.`,
+      info.dockerDesktop
+        ? `Engine "${engine.name}" is Docker Desktop (${info.operatingSystem}, kernel ${info.kernelVersion}): its containers run in a VM, where this host's unix sockets, the model gateway's among them, cannot be mounted.`
+        : `Engine "${engine.name}" ${noBindModeReason(info) ?? "does not share this host's files"}, so the workspace cannot be bind-mounted.`,
       "Use --workspace copy (the default there once the engine is known: the CLI and run() ask it first).",
     );
   }

@@ -49,6 +49,17 @@ describe("doctor: platforms", () => {
     expect(lines[0]).toContain("exec relay");
   });
 
+  it("says an engine remaps user ids and that runs there use copy mode", () => {
+    const { lines, say } = collect();
+    describeEngineKind({ ...linuxInfo, remapsUsers: "userns" }, say);
+    expect(lines).toEqual([
+      "ok engine platform linux/amd64",
+      expect.stringMatching(
+        /^note engine remaps user ids \(userns-remap: .*runs copy the workspace in and out \(copy mode\); --workspace bind is refused there$/,
+      ),
+    ]);
+  });
+
   it("names a plain engine's platform", () => {
     const { lines, say } = collect();
     describeEngineKind(linuxInfo, say);

@@ -121,6 +121,34 @@ describe("a run's engine choice", () => {
     );
   });
 
+  it("an engine that remaps user ids (userns-remap, rootless Docker) gets copy mode, saying why; bind mode is refused there (review, session 33: the sandbox could write nothing, and the run said it succeeded)", async () => {
+    expect(engineKindOf(answer("debian-bookworm-userns-amd64", "info")).remapsUsers).toBe("userns");
+    expect(
+      engineKindOf({ SecurityOptions: ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"] }).remapsUsers,
+    ).toBe("rootless");
+    expect(engineKindOf(answer("debian-bookworm-amd64", "info")).remapsUsers).toBeUndefined();
+
+    const { engine, agent } = agentOn("debian-bookworm-userns-amd64");
+    const early = agent.plan("do it", { model: "scripted/m", cwd: dir });
+    await agent.learnEngines();
+    const planned = agent.plan("do it", { model: "scripted/m", cwd: dir });
+    expect(planned.plan.workspaceMode).toBe("copy");
+    expect(planned.plan.mounts).toEqual([]);
+    expect(planned.copyModeReason).toMatch(/copy mode.*the engine "local" remaps user ids \(userns-remap: /);
+    let error: unknown;
+    try {
+      agent.plan("do it", { model: "scripted/m", cwd: dir, workspaceMode: "bind" });
+    } catch (e) {
+      error = e;
+    }
+    expect(isSandboxRunError(error) && error.code).toBe("usage");
+    expect((error as Error).message).toContain('The engine "local" remaps user ids (userns-remap');
+    // A bind plan made before the engine answered is refused at the engine.
+    expect(early.plan.workspaceMode).toBe("bind");
+    const info = await engine.info();
+    expect(() => placeOnEngine(early, engine, info)).toThrow(/remaps user ids/);
+  });
+
   it("takes no local engine on macOS or Windows for one that shares this host's files", () => {
     const socket = { kind: "unix" as const, socketPath: "/var/run/docker.sock" };
     expect(sharesHostFilesystemByDefault(socket, "linux")).toBe(true);

@@ -177,6 +177,12 @@ function workspaceModeOf(
     );
   }
   const mode = asked ?? (shares ? "bind" : "copy");
+  // A local engine that cannot take the mount says why (a remote one is copy mode's plain case).
+  if (!shares && asked === undefined && place.engineReason)
+    return {
+      mode,
+      copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: the engine${place.engineName ? ` "${place.engineName}"` : ""} ${place.engineReason}`,
+    };
   if (mode !== "bind" || callerUid === 0 || run.policy.runtime === "runsc") return { mode };
   const problem = sharedUidProblem(place.perUserLimits ?? readPerUserLimits());
   if (!problem) return { mode };
