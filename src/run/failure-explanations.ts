@@ -37,7 +37,10 @@ export function limitHint(limit?: string): string {
     case "tmpfs":
       return "Raise limits.tmpMb / limits.homeMb in a policy file, or keep tool output smaller.";
     case "pids":
-      return "Raise limits.pids in a policy file if the task really needs more processes.";
+      // EAGAIN at a fork is the pids cgroup or RLIMIT_NPROC: the latter comes from the engine
+      // (a daemon's default-ulimits nproc, which under runc counts the sandbox uid's processes on
+      // the whole host: review, session 33) and no policy field changes it.
+      return "Raise limits.pids in a policy file if the task really needs more processes. If the run started few, the limit may be the engine's per-user one: a `nproc` in the Docker daemon's default-ulimits (daemon.json) counts the sandbox uid's processes on the whole host; remove it there.";
     case "output":
       return "Raise limits.maxOutputMb in a policy file, or keep tool output smaller.";
     case "turns":
