@@ -483,11 +483,22 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       const lost = await linkLost(engine, error);
       lease?.release(lost ? "broken" : "ok");
       if (!lost) throw error;
+      // A bind-mode sandbox wrote the host's trees directly, and nothing judged them (review, session 33).
+      const { plan } = planned;
+      const unjudged =
+        plan.workspaceMode === "bind"
+          ? plan.mounts
+              .filter((m) => !m.readOnly && (m.kind === "workspace" || m.kind === "writable-root"))
+              .map((m) => m.hostPath)
+          : [];
       throw new SandboxRunError(
         "docker-unavailable",
         `The link to engine "${engine.name}" (${engine.address ?? "?"}) broke during the run: ${lost}.`,
         {
-          hint: "The sandbox stops by its deadline on its own; once the engine answers again, `sandbox-run gc` (with the same engines) removes what is left.",
+          hint:
+            unjudged.length > 0
+              ? `What the sandbox wrote in ${unjudged.join(", ")} was not judged: protected files included, nothing was checked or put back. The sandbox stops by its deadline on its own; once the engine answers again, run \`sandbox-run gc\` (with the same engines): it removes what is left and judges those trees. Until then, do not run git, direnv or an editor there.`
+              : "The sandbox stops by its deadline on its own; once the engine answers again, `sandbox-run gc` (with the same engines) removes what is left.",
           runId: planned.plan.runId,
           lastEvents: timeline.lastEvents(),
           cause: error,

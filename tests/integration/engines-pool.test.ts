@@ -80,6 +80,10 @@ describe.skipIf(!dockerAvailable())("runs through an engine pool", () => {
       ),
     );
     expect(outcome.error?.hint).toMatch(/sandbox-run gc/);
+    // A bind-mode run wrote the workspace itself: it says that nothing judged it (review, session 33).
+    expect(outcome.plan?.workspaceMode).toBe("bind");
+    expect(outcome.error?.hint).toContain(`What the sandbox wrote in ${outcome.plan?.workingDir} was not judged`);
+    expect(outcome.error?.hint).toMatch(/do not run git, direnv or an editor there/);
   });
 
   it("when no engine of the pool answers, the run fails naming each engine and why", async () => {
