@@ -13,12 +13,19 @@ import { realPathOr } from "../util/resolved-path.js";
 const MAX_POINTER_BYTES = 4096;
 
 /** A warning for the plan when the workspace's git directory or object store lies outside `lent`. */
-export function gitDirOutsideWarning(workspace: string, lent: readonly string[]): string | undefined {
+export function gitDirOutsideWarning(
+  workspace: string,
+  lent: readonly string[],
+  options: { mayLend?: boolean } = {},
+): string | undefined {
   const inside = (p: string) => lent.some((root) => atOrBelow(p, root));
   const gitDir = gitDirOf(workspace);
   if (!gitDir) return undefined;
+  // A branch or patch hand-back takes no writable roots: lending it is no way out there.
   const fix =
-    "lend it too (--writable <dir>: its config, hooks and refs are then judged like the workspace's own .git), or run in the main worktree";
+    options.mayLend === false
+      ? "run in the main worktree (a branch or patch hand-back covers the workspace only, so the git directory cannot be lent too)"
+      : "lend it too (--writable <dir>: its config, hooks and refs are then judged like the workspace's own .git), or run in the main worktree";
   if (!inside(gitDir))
     return `git inside the sandbox will not find this repository: the workspace's .git points to ${gitDir}, outside what the run lends (a linked worktree, a submodule, a gitdir elsewhere), so git status, add and commit fail there; ${fix}.`;
   const common = readSmall(path.join(gitDir, "commondir"))?.trim();

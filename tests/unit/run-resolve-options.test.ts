@@ -626,5 +626,46 @@ describe("resolveRun: a workspace whose git directory is outside what the run le
       expect.stringMatching(/^git inside the sandbox will not find this repository/),
     ]);
     expect(resolve({ cwd: linked, additionalWritableDirectories: [path.join(main, ".git")] }).warnings).toEqual([]);
+    // A branch or patch hand-back refuses writable roots: its warning does not send the user there (review, session 33).
+    const branch = resolve({ cwd: linked, handBack: "branch" }).warnings;
+    expect(branch).toEqual([expect.stringMatching(/^git inside the sandbox will not find this repository/)]);
+    expect(branch[0]).not.toContain("--writable");
+    expect(branch[0]).toContain("run in the main worktree");
+  });
+});
+
+describe("resolveRun: folders that cannot be used say why (review, session 33)", () => {
+  it("an empty cwd or writable directory is refused, not taken for the process's folder", () => {
+    expect(usageError(() => resolve({ cwd: "" })).shortMessage).toBe("The cwd is empty.");
+    expect(usageError(() => resolve({ additionalWritableDirectories: [" "] })).shortMessage).toMatch(/ is empty\.$/);
+  });
+
+  it("only a folder that is not there 'does not exist': a path too long, a name that is not UTF-8, a file on the way", () => {
+    const long = path.join(ws, "x".repeat(300));
+    expect(usageError(() => resolve({ cwd: long })).shortMessage).toMatch(/path is too long/);
+    const file = path.join(dir(), "f");
+    fs.writeFileSync(file, "");
+    expect(usageError(() => resolve({ cwd: path.join(file, "below") })).shortMessage).toMatch(
+      /is a file, not a folder/,
+    );
+    expect(usageError(() => resolve({ cwd: path.join(ws, "bad\uFFFDname") })).shortMessage).toMatch(/not UTF-8/);
+    expect(usageError(() => resolve({ cwd: path.join(ws, "missing") })).shortMessage).toMatch(/does not exist\.$/);
+  });
+
+  it("TMPDIR inside the workspace: the hint says to move TMPDIR", () => {
+    const project = dir();
+    const tmp = path.join(project, ".tmp");
+    fs.mkdirSync(tmp);
+    privateRunDirsParent(tmp);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    try {
+      const error = usageError(() => resolve({ cwd: project }));
+      expect(error.shortMessage).toMatch(/run folders/);
+      expect(error.hint).toMatch(/point TMPDIR at a folder outside it/);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
   });
 });

@@ -24,6 +24,40 @@ export interface FolderRole {
  * The real path of `absolute`, following only links that stay inside the folder holding them;
  * a usage error naming the first link that leads out, or when the path does not exist.
  */
+/** Why a folder's path cannot be followed, in words: only ENOENT means it does not exist. */
+function unreachableFolder(absolute: string, role: FolderRole, error: unknown): Error {
+  const code = (error as NodeJS.ErrnoException)?.code;
+  // Node names paths as UTF-8 strings: a name that is not UTF-8 comes here with U+FFFD in it.
+  if (absolute.includes("\uFFFD"))
+    return usageError(
+      `The ${role.what} ${absolute} has a name that is not UTF-8, which sandbox-run cannot name.`,
+      "Rename the folder (or the one above it) to a UTF-8 name.",
+    );
+  if (code === "ENAMETOOLONG")
+    return usageError(
+      `The ${role.what} path is too long (${Buffer.byteLength(absolute)} bytes, or a name over 255).`,
+      "Use a shorter path: a symlink to the folder, or move it higher up.",
+    );
+  if (code === "EACCES")
+    return usageError(
+      `The ${role.what} ${absolute} cannot be reached: a folder on its path is not searchable by you.`,
+      "Run as a user who may enter every folder on the path, or pass another directory.",
+    );
+  if (code === "ELOOP")
+    return usageError(`The ${role.what} ${absolute} goes round in symlinks.`, "Pass the folder's real path.");
+  if (code === "ENOTDIR")
+    return usageError(`A part of the ${role.what} ${absolute} is a file, not a folder.`, "Pass an existing directory.");
+  if (code === "ENOENT")
+    return usageError(
+      `The ${role.what} ${absolute} does not exist.`,
+      "Create it first, or pass an existing directory.",
+    );
+  return usageError(
+    `The ${role.what} ${absolute} cannot be read: ${(error as Error)?.message ?? String(error)}.`,
+    "Pass an existing directory you can read.",
+  );
+}
+
 export function realFolder(absolute: string, role: FolderRole): string {
   let real = "/";
   let named = "";
@@ -35,11 +69,8 @@ export function realFolder(absolute: string, role: FolderRole): string {
     try {
       stat = fs.lstatSync(next);
       if (stat.isSymbolicLink()) target = fs.realpathSync(next);
-    } catch {
-      throw usageError(
-        `The ${role.what} ${absolute} does not exist.`,
-        "Create it first, or pass an existing directory.",
-      );
+    } catch (error) {
+      throw unreachableFolder(absolute, role, error);
     }
     if (target === undefined) {
       real = next;

@@ -285,8 +285,6 @@ export function resolveRun(
     },
   );
   const warnings = [...untrustedConfig];
-  const gitOutside = gitDirOutsideWarning(cwd, [cwd, ...writableRoots, ...readOnlyMounts]);
-  if (gitOutside) warnings.push(gitOutside);
   if (validator?.uncheckedFormats.length)
     warnings.push(
       `the schema names formats the host does not know and so does not check: ${validator.uncheckedFormats.map((f) => JSON.stringify(f)).join(", ")} (it checks date-time, date, time, duration, email, idn-email, hostname, idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference, uuid, uri-template, json-pointer, relative-json-pointer, regex and a few more; a typo?)`,
@@ -336,6 +334,11 @@ export function resolveRun(
     writableRoots,
     workspaceMode,
   });
+  // Lending the git directory too is advice for an apply hand-back only: branch and patch refuse writable roots.
+  const gitOutside = gitDirOutsideWarning(cwd, [cwd, ...writableRoots, ...readOnlyMounts], {
+    mayLend: handBack === "apply",
+  });
+  if (gitOutside) warnings.push(gitOutside);
   // branch and patch: the sandbox works on a copy, never on the working tree (a read-only
   // workspace brings nothing back, so it keeps whatever mode it has).
   const effectiveMode = handBack !== "apply" && policy.workspace === "read-write" ? "copy" : workspaceMode;
@@ -514,6 +517,9 @@ export function recheckFolders(run: Pick<ResolvedRun, "cwd" | "writableRoots" | 
  */
 function canonicalDirectory(input: string, role: FolderRole, lent: boolean): string {
   const what = role.what;
+  // path.resolve("") is the process's folder: an unset variable (`--writable "$CACHE_DIR"`) lent it (review, session 33).
+  if (input.trim() === "")
+    throw usageError(`The ${what} is empty.`, "Pass a directory (an empty value is not taken for the current one).");
   const real = realFolder(path.resolve(input), role);
   if (!fs.statSync(real).isDirectory()) {
     throw usageError(`The ${what} ${real} is not a directory.`, "Pass a directory, not a file.");
@@ -525,7 +531,13 @@ function canonicalDirectory(input: string, role: FolderRole, lent: boolean): str
     );
   }
   const problem = lent ? lentFolderProblem(real) : readOnlyFolderProblem(real);
-  if (problem) throw usageError(`The ${what} ${real} ${problem}.`, "Pass a project directory instead.");
+  if (problem)
+    throw usageError(
+      `The ${what} ${real} ${problem}.`,
+      /run folders/.test(problem)
+        ? "Pass a project directory instead, or point TMPDIR at a folder outside it (sandbox-run keeps its run folders there)."
+        : "Pass a project directory instead.",
+    );
   return real;
 }
 
