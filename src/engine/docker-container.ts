@@ -172,7 +172,7 @@ export class DockerContainer implements EngineContainer {
 
   remove(): Promise<void> {
     const timeoutMs = this.#silent ? REMOVE_UNREACHABLE_TIMEOUT_MS : REMOVE_TIMEOUT_MS;
-    this.removal ??= removeForcibly(this.container, timeoutMs);
+    this.removal ??= removeForcibly(this.container, timeoutMs).then(() => {});
     return this.removal;
   }
 

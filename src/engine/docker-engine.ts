@@ -330,10 +330,10 @@ export class DockerEngine implements Engine {
     return containers.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State }));
   }
 
-  async removeContainer(id: string): Promise<void> {
+  async removeContainer(id: string): Promise<"removed" | "gone"> {
     // Its own deadline, longer than an ordinary answer's: a container whose processes die slowly
     // (a fork bomb, gVisor under load) keeps a working engine busy with its removal for a while.
-    await removeForcibly(this.api.getContainer(id), this.#removalTimeoutMs);
+    return removeForcibly(this.api.getContainer(id), this.#removalTimeoutMs);
   }
 
   removeAfterExit(labels: string[]): void {

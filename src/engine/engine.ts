@@ -181,8 +181,11 @@ export interface Engine {
   createContainer(spec: ContainerSpec, signal?: AbortSignal): Promise<EngineContainer>;
   /** Containers (any state) that carry every one of the given `key=value` labels. */
   listContainers(labels: string[]): Promise<ContainerSummary[]>;
-  /** Force-removes a container by id; a container that is already gone is fine. */
-  removeContainer(id: string): Promise<void>;
+  /**
+   * Force-removes a container by id: "removed" by this call, or "gone" (already gone, or another
+   * remover took it meanwhile: a reaper leaves that container's run to whoever removed it).
+   */
+  removeContainer(id: string): Promise<"removed" | "gone">;
   /** Lets go of held connections (an ssh link); the engine may not be used afterwards. */
   close?(): void;
   /**

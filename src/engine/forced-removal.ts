@@ -1,6 +1,6 @@
 // Removing a container by force, the one way every remover does it (a run, the warm pool, gc and
 // the start-up reaper), within one deadline. The engine's answer decides what comes next:
-// - gone (404, 304): done;
+// - gone (404, 304): done ("gone": someone else removed it, which a reaper must know);
 // - 409, another removal under way (gc, a reaper, the run itself): wait until it is gone, so a
 //   caller that goes on (reads the trees as final, counts containers) never finds it still there;
 // - 5xx, the engine answered that it failed: try again while time is left. gVisor's sandbox on a
@@ -33,7 +33,10 @@ const MAX_ATTEMPTS = 5;
 /** How long the last attempt needs at least; less time left than this and the failure stands. */
 const LAST_ATTEMPT_MIN_MS = 2_000;
 
-export async function removeForcibly(container: Docker.Container, timeoutMs: number): Promise<void> {
+/** "removed" by this call, or "gone": not there, or removed by another remover meanwhile. */
+export type Removal = "removed" | "gone";
+
+export async function removeForcibly(container: Docker.Container, timeoutMs: number): Promise<Removal> {
   const deadline = Date.now() + timeoutMs;
   for (let attempt = 1; ; attempt++) {
     const left = deadline - Date.now();
@@ -42,9 +45,9 @@ export async function removeForcibly(container: Docker.Container, timeoutMs: num
       () => undefined,
       (error: unknown) => error,
     );
-    if (failure === undefined) return;
+    if (failure === undefined) return "removed";
     const status = (failure as { statusCode?: number })?.statusCode;
-    if (status === 404 || status === 304) return;
+    if (status === 404 || status === 304) return "gone";
     // No answer in time: said so. Any other failure without a status (an answer past the byte cap,
     // a broken link) is the caller's as it came: gc stops reaping an engine that answers so.
     if (status === undefined && signal.aborted)
@@ -52,7 +55,10 @@ export async function removeForcibly(container: Docker.Container, timeoutMs: num
         cause: failure,
       });
     if (status === undefined) throw failure;
-    if (status === 409) return goneBy(container, Math.min(deadline, Date.now() + OTHER_REMOVAL_WAIT_MS));
+    if (status === 409) {
+      await goneBy(container, Math.min(deadline, Date.now() + OTHER_REMOVAL_WAIT_MS));
+      return "gone";
+    }
     if (attempt >= MAX_ATTEMPTS || deadline - Date.now() < RETRY_PAUSE_MS + LAST_ATTEMPT_MIN_MS)
       throw new RemovalError(
         `the engine failed to remove it${attempt > 1 ? ` (${attempt} attempts)` : ""}: ${messageOf(failure)}`,

@@ -135,8 +135,9 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
       reaped.push({ id, runId, reason, ...(wouldJudge ? { wouldJudge } : {}) });
       continue;
     }
+    let removal: "removed" | "gone";
     try {
-      await engine.removeContainer(id);
+      removal = await engine.removeContainer(id);
     } catch (error) {
       // An engine that stopped answering would make each of the others wait out the deadline too:
       // after a failed removal it must still answer a ping at once, or the reaping of it ends here.
@@ -154,6 +155,10 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
       failed.push(`${id.slice(0, 12)}: ${(error as Error)?.message ?? String(error)}`);
       continue;
     }
+    // Another reaper removed it between the listing and here (two gc at once): that reaper judges and
+    // hands back its run; what is left of it, handBackGoneRuns finds from the run's records (review,
+    // session 33: the second gc counted it again and said its tree had no lease recorded).
+    if (removal === "gone") continue;
     const runId = labels[LABEL_RUN_ID] ?? "";
     // A bind-mode run its controller died before judging is judged now, before its trees go back;
     // a reaper that does not judge (a run's start-up) leaves both to `sandbox-run gc`.

@@ -25,7 +25,8 @@ describe("DockerEngine.removeContainer", () => {
       inspect: () =>
         ++inspections < 3 ? Promise.resolve({ State: { Status: "removing" } }) : Promise.reject(status(404)),
     });
-    await engine.removeContainer("c0ffee");
+    // Another remover took it: a reaper leaves its run to that one.
+    expect(await engine.removeContainer("c0ffee")).toBe("gone");
     expect(inspections).toBe(3);
   });
 
@@ -55,8 +56,13 @@ describe("DockerEngine.removeContainer", () => {
         return Promise.resolve({});
       },
     });
-    await engine.removeContainer("c0ffee");
+    expect(await engine.removeContainer("c0ffee")).toBe("gone");
     expect(inspections).toBe(0);
+    expect(
+      await engineWith({ remove: () => Promise.resolve(), inspect: () => Promise.resolve({}) }).removeContainer(
+        "c0ffee",
+      ),
+    ).toBe("removed");
   });
 
   it("a removal the engine answers failed (500) is tried again a moment later, and the second attempt's success counts", async () => {

@@ -46,7 +46,10 @@ function deadPid(): number {
 }
 
 /** An "engine" on a unix socket listing `containers` (labels) until one is deleted. */
-async function hostileEngine(containers: Array<Record<string, string>>): Promise<DockerEngine> {
+async function hostileEngine(
+  containers: Array<Record<string, string>>,
+  options: { removedByAnother?: boolean } = {},
+): Promise<DockerEngine> {
   const listed = containers.map((labels, i) => ({ Id: `${i}`.padStart(64, "a"), State: "exited", Labels: labels }));
   const server = http.createServer((req, res) => {
     const json = (status: number, body: unknown) => {
@@ -60,6 +63,8 @@ async function hostileEngine(containers: Array<Record<string, string>>): Promise
         listed.findIndex((c) => c.Id === id),
         1,
       );
+      // Another reaper removed it between this one's listing and its removal.
+      if (options.removedByAnother) return json(404, { message: `No such container: ${id}` });
       res.writeHead(204);
       return res.end();
     }
@@ -143,6 +148,21 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
     await reapContainers(engine, { tmpDir });
     expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([]);
     expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+  });
+
+  it("a container another reaper removed after this one listed it (two gc at once): not counted, no 'no lease recorded'; its run is handed back from the record once, by whoever finds it (review, session 33)", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const runDir = deadRunDir("raced", tmpDir);
+    const engine = await hostileEngine([orphanLabels("raced", { [LABEL_LENT_ROOTS]: JSON.stringify([lent]) })], {
+      removedByAnother: true,
+    });
+    writeLeaseRecord(runDir, { roots: [lent], handBackTo: { uid: 1234, gid: 4321 }, engine: engine.address });
+    expect(await reapContainers(engine, { tmpDir, judge: true })).toEqual([]);
+    // The other reaper may have died before handing back: the record does it here, once.
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true })).toEqual([{ runId: "raced", roots: [lent] }]);
+    expect(owner(path.join(lent, "sub/file"))).toBe("1234:4321");
+    expect(await handBackGoneRuns(engine, { tmpDir, judge: true })).toEqual([]);
   });
 
   it("a dead run whose container is already gone from its engine: handed back from the record; still listed: not", async () => {
