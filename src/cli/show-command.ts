@@ -40,6 +40,7 @@ export async function showCommand(recordDir: string, flags: ShowCommandFlags, io
     const problems = terminalLine(integrity.problems.slice(0, 3).join("; "));
     io.stderr(`sandbox-run: warning: the record ${what}: ${problems}\n`);
   }
+  if (shown.newerFormat) io.stderr(`sandbox-run: warning: ${terminalLine(shown.newerFormat)}\n`);
   if (shown.written === undefined) {
     io.stdout(shown.content);
     return EXIT.ok;

@@ -28,6 +28,8 @@ export interface ShownRecord {
   content: string;
   /** The file it was written to, unless the output was "-". */
   written?: string;
+  /** Set when the record is of a newer format than this version reads: what to say about the page. */
+  newerFormat?: string;
 }
 
 export async function showRecord(recordDir: string, options: ShowRecordOptions = {}): Promise<ShownRecord> {
@@ -38,7 +40,8 @@ export async function showRecord(recordDir: string, options: ShowRecordOptions =
   });
   const content = format === "md" ? markdownSummary(view) : renderPage(view);
   const target = options.output ?? (format === "md" ? "-" : path.join(recordDir, RECORD_PAGE));
-  if (target === "-") return { integrity: view.integrity, content };
+  const newer = view.newerFormat ? { newerFormat: view.newerFormat } : {};
+  if (target === "-") return { integrity: view.integrity, content, ...newer };
   const written = writeOutput(target, content, heldTrees, `The default is ${RECORD_PAGE} in the record's folder.`);
-  return { integrity: view.integrity, content, written };
+  return { integrity: view.integrity, content, written, ...newer };
 }

@@ -3,7 +3,7 @@
 // traffic), so that when the page's size budget runs out it is the model traffic's bodies that
 // get cut. Any field may be missing, malformed or unknown: records of older and newer versions,
 // failed runs and hand-made folders all make a page, with what is missing said.
-import { RECORD_FILES } from "../record/record-format.js";
+import { RECORD_FILES, RECORD_FORMAT } from "../record/record-format.js";
 import { jsonDepth } from "../replay/load-record.js";
 import { compact, EventDigest, pretty } from "./event-digest.js";
 import { addBodies, exchangeView } from "./exchange-view.js";
@@ -143,6 +143,15 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
   };
 
   const meta = asObject(jsonFile(RECORD_FILES.meta));
+  // Readers refuse formats they do not know (record-format.ts): replay does; a page can still show
+  // what it reads, but says so first (review, session 33: it showed one as any other run).
+  const writtenBy = isObject(meta?.versions) ? meta.versions.sandboxRun : undefined;
+  const newerFormat =
+    typeof meta?.format === "number" && meta.format > RECORD_FORMAT
+      ? TextBudget.line(
+          `This record has format ${meta.format}, newer than this sandbox-run reads (${RECORD_FORMAT}); it was written by sandbox-run ${typeof writtenBy === "string" ? writtenBy : "?"}. What this page shows may be incomplete or misread: show it with that version or a newer one.`,
+        )
+      : undefined;
   const policy = asObject(jsonFile(RECORD_FILES.policy));
   const plan = asObject(jsonFile(RECORD_FILES.plan));
   const call = asObject(jsonFile(RECORD_FILES.call));
@@ -308,6 +317,7 @@ async function build(reader: RecordReader, options: BuildOptions): Promise<Built
     madeBy: options.madeBy,
     record: TextBudget.line(options.shownAs ?? reader.dir),
     integrity: { ...integrity, problems },
+    ...(newerFormat ? { newerFormat } : {}),
     outcome,
     facts,
     recordNotes,

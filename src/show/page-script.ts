@@ -220,6 +220,7 @@ function pageMain(): void {
         ),
       );
     }
+    if (view.newerFormat) head.append(el("div", "banner unchecked", el("strong", "", view.newerFormat)));
     const runFact = view.facts.find((f) => f.label === "run");
     head.append(el("h1", "", `sandbox-run ${runFact ? `run ${runFact.value}` : "run record"}`));
     head.append(outcome(view));

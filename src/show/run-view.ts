@@ -31,6 +31,8 @@ export interface RunView {
   recordNotes: string[];
   /** What this page left out of the record (its size caps), and where to find it. */
   pageNotes: string[];
+  /** The record is of a newer format than this version reads: the page may be incomplete or misread. */
+  newerFormat?: string;
   prompt?: Shown;
   timeline: TimelineView;
   turns: TurnView[];

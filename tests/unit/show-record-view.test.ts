@@ -267,6 +267,20 @@ describe("the page's data", () => {
     expect(view.facts).toContainEqual({ label: "record format", value: "1" });
   });
 
+  it("a record of a newer format than this version reads: the page and the summary say so first, naming the version that wrote it (review, session 33: shown as any other run)", async () => {
+    const dir = writeRecord(path.join(tempDir("show-view-"), "r"), {
+      meta: { format: 3, versions: { sandboxRun: "0.2.0\u001b[31m", pi: "1.7.0", node: "24" } },
+    });
+    const { view } = await build(dir);
+    expect(view.newerFormat).toMatch(
+      /^This record has format 3, newer than this sandbox-run reads \(2\); it was written by sandbox-run 0\.2\.0.*: show it with that version or a newer one\.$/,
+    );
+    expect(markdownSummary(view)).toContain("> ⚠️ `This record has format 3");
+    expect(renderPage(view)).toContain(embeddedJson(view.newerFormat));
+    const current = await build(writeRecord(path.join(tempDir("show-view-"), "r"), {}));
+    expect(current.view.newerFormat).toBeUndefined();
+  });
+
   it("an entry the check after the restore still found is counted and named as not restored (review, session 29: the summary said 0)", async () => {
     const dir = writeRecord(path.join(tempDir("show-remaining-"), "r"), {
       error: { code: "policy-violation", message: "The agent changed protected paths" },
