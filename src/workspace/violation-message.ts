@@ -38,13 +38,21 @@ export function violationMessage(
   options: { applied?: boolean } = {},
 ): { message: string; hint: string } {
   const count = report.violationCount;
-  const described = report.violations.map(
+  // One path a built-in rule and the policy's protectedPaths both refuse is one entry, its rules
+  // together (review, session 33: ".git/hooks/pre-commit (created, git-metadata), .git/hooks/pre-commit (created)").
+  const byPath = new Map<string, { path: string; change: string; rules: string[]; details: string[] }>();
+  for (const v of report.violations) {
+    const key = `${v.path}\0${v.change}`;
+    const entry = byPath.get(key) ?? { path: v.path, change: v.change, rules: [], details: [] };
+    byPath.set(key, entry);
+    if (v.rule && v.rule !== "protectedPaths" && !entry.rules.includes(v.rule)) entry.rules.push(v.rule);
+    if (v.detail && v.rule !== "walk" && !entry.details.includes(v.detail)) entry.details.push(v.detail);
+  }
+  const described = [...byPath.values()].map(
     (v) =>
-      `${shownPath(v.path)} (${v.change}${!v.rule || v.rule === "protectedPaths" ? "" : `, ${v.rule}`}${
-        v.detail && v.rule !== "walk" ? `: ${shownPath(v.detail)}` : ""
-      })`,
+      `${shownPath(v.path)} (${v.change}${v.rules.map((r) => `, ${r}`).join("")}${v.details.map((d) => `: ${shownPath(d)}`).join("")})`,
   );
-  const more = count > described.length ? ` and ${count - described.length} more` : "";
+  const more = count > report.violations.length ? ` and ${count - report.violations.length} more` : "";
   // Copy mode judges the returned tree before anything reaches the host: nothing was applied.
   const notApplied = options.applied === false;
   const parts = [

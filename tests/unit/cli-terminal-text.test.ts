@@ -139,6 +139,24 @@ describe("terminal text", () => {
     expect(message).toContain(JSON.stringify(hidden));
   });
 
+  it("a path two rules refuse (a built-in one and protectedPaths) is listed once, with its rules (review, session 33)", () => {
+    const { message } = violationMessage(
+      {
+        violationCount: 3,
+        violations: [
+          { path: ".git/hooks/pre-commit", change: "created", rule: "git-metadata" },
+          { path: ".git/hooks/pre-commit", change: "created", rule: "protectedPaths" },
+          { path: ".github/workflows/ci.yml", change: "modified", rule: "protectedPaths" },
+        ],
+      },
+      "workspace-write",
+      { applied: false },
+    );
+    expect(message).toBe(
+      "The agent changed protected paths of policy workspace-write: .git/hooks/pre-commit (created, git-metadata), .github/workflows/ci.yml (modified). The result was withheld and none of the run's changes were applied.",
+    );
+  });
+
   /** The hint of a run that changed one path under one rule, put back cleanly. */
   const hintFor = (path: string, rule: string) =>
     violationMessage(
