@@ -19,7 +19,12 @@ import { unjudgedRunOver } from "./run/judge-dead-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { refuseRecordToInsideTrees, treesByAccess } from "./run/plan/held-trees.js";
-import { type PlannedRun, preparePlan, recheckProtectedMounts } from "./run/plan/prepare-plan.js";
+import {
+  type PlannedRun,
+  preparePlan,
+  recheckProtectedMounts,
+  refreshReadOnlyCovers,
+} from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
@@ -421,8 +426,9 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       refuseUnjudgedTrees([...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
+      const held = refreshReadOnlyCovers(planned);
       await options.recorder?.captureBefore?.();
-      return await this.runHoldingTrees<TOutput>(planned, options, timeline);
+      return await this.runHoldingTrees<TOutput>(held, options, timeline);
     } finally {
       try {
         await options.recorder?.captureAfter?.();

@@ -71,6 +71,8 @@ export const LAUNCHER_EXIT = Object.freeze({
   deadlinePassed: 92,
   /** A warm sandbox no call claimed within its idle deadline. */
   idleDeadlinePassed: 93,
+  /** Bind mode's init found a mount below a read-only tree writable, before the launcher started (no-setuid-filter.ts). */
+  writableBelowReadOnly: 94,
 });
 
 /** How far past the run's timeout the launcher stops the sandbox by itself (a lost controller, host or link). */
@@ -171,6 +173,8 @@ export interface Mount {
   /** protected: an existing protectedPaths directory or file, read-only inside the read-write workspace;
    *  ca-bundle: the host's CA bundle, one file, read-only. */
   kind: "workspace" | "writable-root" | "read-only" | "socket" | "protected" | "ca-bundle";
+  /** A read-only bind over a mount point below a read-only tree (build-run-plan.ts readOnlyCovers). */
+  cover?: true;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { JsonSchema } from "../agent.js";
 import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../errors.js";
 import { PI_RECORD_SHAPE } from "../pi/pi-events.js";
 import type { Outcome } from "../pi/result-collector.js";
+import { LAUNCHER_EXIT } from "../sandbox-contract.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { ResultValidator } from "./result-validator.js";
@@ -100,6 +101,18 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     );
   }
   if (trip) return fail(limitError(trip.message, trip.limit, evidence));
+  // Bind mode's init stopped the sandbox before its launcher: a mount below a read-only tree was writable.
+  if (exit.exitCode === LAUNCHER_EXIT.writableBelowReadOnly && outcome.kind !== "structured" && outcome.kind !== "text")
+    return fail(
+      new SandboxRunError(
+        "usage",
+        "A folder mounted below a read-only tree was writable inside the sandbox, so it was stopped before the run began (the stderr tail names it).",
+        {
+          ...evidence,
+          hint: "The host binds every mount point it sees below a read-only tree read-only over it; this one it did not see (the engine's mount namespace shows mounts this process's does not, or it was mounted while the run started). Unmount it or move it out of the tree, or use copy mode (--workspace copy). Docker 25 or later on Linux 5.12 or later makes read-only binds read-only all the way down.",
+        },
+      ),
+    );
   const fromExit = limitFromExit(exit, facts.stderrTail);
   if (fromExit) return fail(limitError(fromExit.message, fromExit.limit, evidence));
 

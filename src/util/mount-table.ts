@@ -13,7 +13,10 @@ export function readMountTable(): string | undefined {
 
 /**
  * The mount points strictly inside `root` (relative), from /proc/self/mountinfo (a bind mount of
- * the same file system keeps its device number, so st_dev cannot tell).
+ * the same file system keeps its device number, so st_dev cannot tell). Only those visible at
+ * their path: one since hidden by a mount over a folder above it, or moved away, is no longer there
+ * (its path is gone, reached through a link, or shows another device), and binding its path failed
+ * every read-only run over the tree (review, session 33).
  */
 export function mountPointsInside(root: string, mountinfo: string | undefined = readMountTable()): string[] {
   const text = mountinfo;
@@ -32,8 +35,23 @@ export function mountPointsInside(root: string, mountinfo: string | undefined = 
     const point = field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
     for (const base of new Set([root, real])) {
       const prefix = base.endsWith("/") ? base : `${base}/`;
-      if (point.startsWith(prefix) && point.length > prefix.length) out.push(point.slice(prefix.length));
+      if (point.startsWith(prefix) && point.length > prefix.length && visibleAt(point, line.split(" ")[2]))
+        out.push(point.slice(prefix.length));
     }
   }
   return [...new Set(out)];
+}
+
+/** Whether a mount (its "major:minor") is what its path shows now: a real path, of that device. */
+function visibleAt(point: string, device: string | undefined): boolean {
+  try {
+    if (fs.realpathSync(point) !== point) return false;
+    const { dev } = fs.statSync(point);
+    const [major, minor] = (device ?? "").split(":").map(Number);
+    // Linux's dev_t: the major number's low 12 bits at 8, the minor's low 8 bits at 0, the rest above.
+    const expected = ((minor! & 0xff) | ((major! & 0xfff) << 8) | ((minor! & ~0xff) << 12)) >>> 0;
+    return major === undefined || Number.isNaN(major) || dev === expected;
+  } catch {
+    return false;
+  }
 }

@@ -8,7 +8,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
-import { SandboxRunError } from "../../src/errors.js";
+import { DockerEngine } from "../../src/engine/docker-engine.js";
+import type { ContainerSpec } from "../../src/engine/engine.js";
+import { isSandboxRunError, SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
@@ -128,6 +130,79 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
       expect(fs.readdirSync(path.join(cwd, ".github/workflows/mounted"))).toEqual([]);
     } finally {
       for (const at of mounted) execFileSync("umount", ["-l", at]);
+    }
+  });
+
+  it("a mount below a read-only tree the host's covers miss (made as the container is created) stops the sandbox before its launcher: nothing written, a usage error naming it (review, session 33)", async () => {
+    const cwd = makeWorkspace({ "main.txt": "m" });
+    const late = path.join(cwd, "late");
+    fs.mkdirSync(late);
+    // As when the engine's mount namespace shows a mount this process's does not.
+    class MountsAtCreate extends DockerEngine {
+      override async createContainer(spec: ContainerSpec, signal?: AbortSignal) {
+        execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", late]);
+        return super.createContainer(spec, signal);
+      }
+    }
+    const lateAgent = new ContainerPiAgent({
+      engine: new MountsAtCreate(),
+      models: modelsFor(server, ["submounts"]),
+      sandbox: "read-only",
+      reapOrphans: false,
+    });
+    server.setScript("submounts", bashThenText("echo W > late/x; echo late=$?"));
+    const asked = server.requests.length;
+    try {
+      const error = await lateAgent.run("work", { cwd, model: "scripted/submounts" }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isSandboxRunError(error) && error.code).toBe("usage");
+      expect((error as SandboxRunError).shortMessage).toMatch(/mounted below a read-only tree was writable/);
+      expect((error as SandboxRunError).stderrTail).toContain(`${late} is mounted writable below a read-only tree`);
+      expect(fs.readdirSync(late)).toEqual([]);
+      // Pi never started: the model was never asked.
+      expect(server.requests.length).toBe(asked);
+    } finally {
+      execFileSync("umount", ["-l", late]);
+    }
+  });
+
+  it("covers are taken once the run holds its trees: a run it waited for moved the mount point, and the cover follows it (review, session 33)", async () => {
+    const cwd = makeWorkspace({ "main.txt": "m", "cache/.keep": "" });
+    const mountPoint = path.join(cwd, "cache/tmp");
+    fs.mkdirSync(mountPoint);
+    // The sandbox uid's own (a world-writable folder the run moved would be a violation of its own).
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,mode=0755,uid=65532,gid=65532", "tmpfs", mountPoint]);
+    server.setScript("mover", bashThenText("sleep 3; mv cache cache2 && mkdir -p cache/tmp; echo moved=$?"));
+    server.setScript("submounts", bashThenText("echo W > cache2/tmp/x; echo moved-mount=$?"));
+    const mover = new ContainerPiAgent({
+      models: modelsFor(server, ["mover", "submounts"]),
+      sandbox: "workspace-write",
+    });
+    try {
+      let second: Promise<unknown> | undefined;
+      const first = mover.run("work", {
+        cwd,
+        model: "scripted/mover",
+        onEvent: (event) => {
+          // Planned while the first run's sandbox works, then waiting for its trees.
+          if (event.type === "tool_execution_start" && !second)
+            second = agent.run("work", { cwd, model: "scripted/submounts", sandbox: "read-only" });
+        },
+      });
+      await first;
+      await second;
+      expect(lastToolResult(server, "mover")).toContain("moved=0");
+      const out = lastToolResult(server, "submounts");
+      expect(out).toContain("cache2/tmp/x: Read-only file system");
+      expect(out).toContain("moved-mount=1");
+      expect(fs.readdirSync(path.join(cwd, "cache2/tmp"))).toEqual([]);
+    } finally {
+      for (const at of [path.join(cwd, "cache2/tmp"), mountPoint])
+        try {
+          execFileSync("umount", ["-l", at], { stdio: "ignore" });
+        } catch {}
     }
   });
 

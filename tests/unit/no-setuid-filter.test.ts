@@ -95,4 +95,17 @@ describe("the no-setuid filter", () => {
     }
     expect(bindModeEntrypoint(foreign, launcher)).toEqual(launcher);
   });
+
+  it("is told the trees first, read-only or not, for its check of their mounts (sockets and CA bundles are files, not trees)", () => {
+    const launcher = [IMAGE_PATHS.node, IMAGE_PATHS.launcher];
+    const entry = bindModeEntrypoint(undefined, launcher, [
+      { containerPath: "/work/ws", readOnly: true, kind: "workspace" },
+      { containerPath: "/work/ws/rw", readOnly: false, kind: "writable-root" },
+      { containerPath: "/run/sandbox-run/gateway.sock", readOnly: false, kind: "socket" },
+      { containerPath: "/etc/ssl/host-ca.pem", readOnly: true, kind: "ca-bundle" },
+    ]);
+    expect(entry.slice(3, 6)).toEqual(["2", "R/work/ws", "W/work/ws/rw"]);
+    expect(entry[2]).toContain("/proc/self/mountinfo");
+    expect(entry.slice(-2)).toEqual(launcher);
+  });
 });

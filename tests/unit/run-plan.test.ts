@@ -106,15 +106,28 @@ describe("buildRunPlan: mounts", () => {
     );
     expect(readOnlyRun.mounts.filter((m) => !["workspace", "writable-root", "socket"].includes(m.kind))).toEqual([
       { hostPath: "/opt/data", containerPath: "/opt/data", readOnly: true, kind: "read-only" },
-      { hostPath: "/work/project/cache", containerPath: "/work/project/cache", readOnly: true, kind: "protected" },
+      {
+        hostPath: "/work/project/cache",
+        containerPath: "/work/project/cache",
+        readOnly: true,
+        kind: "protected",
+        cover: true,
+      },
       {
         hostPath: "/work/project/cache/deeper",
         containerPath: "/work/project/cache/deeper",
         readOnly: true,
         kind: "protected",
+        cover: true,
       },
-      { hostPath: "/work/project/.venv", containerPath: "/work/project/.venv", readOnly: true, kind: "protected" },
-      { hostPath: "/opt/data/vol", containerPath: "/opt/data/vol", readOnly: true, kind: "read-only" },
+      {
+        hostPath: "/work/project/.venv",
+        containerPath: "/work/project/.venv",
+        readOnly: true,
+        kind: "protected",
+        cover: true,
+      },
+      { hostPath: "/opt/data/vol", containerPath: "/opt/data/vol", readOnly: true, kind: "read-only", cover: true },
     ]);
     // Below the workspace as the sandbox sees it, wherever that is.
     const moved = buildRunPlan(
@@ -125,6 +138,7 @@ describe("buildRunPlan: mounts", () => {
       containerPath: "/workspace/cache",
       readOnly: true,
       kind: "protected",
+      cover: true,
     });
     // A writable workspace's mount points are the workspace's (judged after the run: F8).
     const writable = buildRunPlan(input({ writableRoots: ["/work/cache"], mountsInside }));

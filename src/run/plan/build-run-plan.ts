@@ -151,7 +151,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     workingDir: sandboxCwd,
     entrypoint: copyMode
       ? [IMAGE_PATHS.node, IMAGE_PATHS.launcher]
-      : bindModeEntrypoint(policy.platform, [IMAGE_PATHS.node, IMAGE_PATHS.launcher]),
+      : bindModeEntrypoint(policy.platform, [IMAGE_PATHS.node, IMAGE_PATHS.launcher], mounts),
     piArgs: buildPiArgs({
       finalToolExtension: IMAGE_PATHS.finalToolExtension,
       model: input.model,
@@ -238,12 +238,12 @@ function treeMounts(input: PlanInput, sandboxCwd: string): Mount[] {
  * read-only; runc did not. The engine mounts the covers after their tree (it sorts by depth).
  * Inside the workspace they are protected mounts (checked again after a run waited for the tree).
  */
-function readOnlyCovers(mounts: readonly Mount[], mountsInside?: (hostPath: string) => string[]): Mount[] {
+export function readOnlyCovers(mounts: readonly Mount[], mountsInside?: (hostPath: string) => string[]): Mount[] {
   if (!mountsInside) return [];
   const covers: Mount[] = [];
   const seen = new Set(mounts.map((m) => m.containerPath));
   for (const mount of mounts) {
-    if (!mount.readOnly || mount.kind === "socket" || mount.kind === "ca-bundle") continue;
+    if (!mount.readOnly || mount.kind === "socket" || mount.kind === "ca-bundle" || mount.cover) continue;
     for (const below of mountsInside(mount.hostPath)) {
       const containerPath = `${mount.containerPath}/${below}`;
       if (seen.has(containerPath)) continue;
@@ -253,6 +253,7 @@ function readOnlyCovers(mounts: readonly Mount[], mountsInside?: (hostPath: stri
         containerPath,
         readOnly: true,
         kind: mount.kind === "read-only" ? "read-only" : "protected",
+        cover: true,
       });
     }
   }

@@ -23,7 +23,7 @@
 // bypass seccomp); openat2 answers ENOSYS (its mode is behind a pointer; callers fall back to
 // openat); any other architecture's calls (i386's int 0x80, x32), whose numbers this filter does
 // not judge.
-import { IMAGE_PATHS } from "../../sandbox-contract.js";
+import { IMAGE_PATHS, LAUNCHER_EXIT, type Mount } from "../../sandbox-contract.js";
 import { hostPlatform, normalizePlatform, platformArch } from "../../util/platform.js";
 
 const SETUID_BITS = 0o6000;
@@ -152,12 +152,35 @@ export function noSetuidProgram(arch: "amd64" | "arm64"): Buffer {
 }
 
 /**
+ * Before anything else, the trees' mounts as the sandbox sees them, in the engine's own mount
+ * namespace: every mount visible below a read-only tree (and not below a writable one inside it)
+ * must be read-only, or the container exits (LAUNCHER_EXIT.writableBelowReadOnly) before the
+ * launcher starts. The host's covers (build-run-plan.ts readOnlyCovers) come from the host's mount
+ * table; a mount made after them, or one the host's namespace does not show (a controller in a
+ * mount namespace of its own), stays writable on Docker before 25 (review, session 33). Arguments:
+ * a count, then that many trees as "R<path>" or "W<path>". A mount is visible when it is the last
+ * one at its path and its parent is visible (a cover stacks over the writable one it hides).
+ */
+const MOUNT_CHECK = [
+  "my @trees = map { [substr($_, 0, 1) eq 'R', substr($_, 1)] } splice(@ARGV, 0, shift);",
+  "my (%top, %mnt);",
+  "open(my $mi, '<', '/proc/self/mountinfo') or die qq(sandbox-run: mountinfo: $!\n);",
+  "while (my $l = <$mi>) { my @f = split / /, $l; my $p = $f[4]; $p =~ s/\\\\([0-7]{3})/chr(oct($1))/ge;",
+  "$mnt{$f[0]} = [$f[1], $p, scalar grep { $_ eq 'ro' } split /,/, $f[5]]; $top{$p} = $f[0] } close $mi;",
+  "sub shown { my $e = $mnt{$_[0]} or return 1; $top{$e->[1]} eq $_[0] or return 0; $e->[0] eq $_[0] ? 1 : shown($e->[0]) }",
+  "for my $id (keys %mnt) { my ($parent, $p, $ro) = @{$mnt{$id}}; next if $ro; my ($r, $len) = (0, -1);",
+  "for my $t (@trees) { my $d = $t->[1]; if (($p eq $d || index($p, $d . '/') == 0) && length($d) > $len) { ($r, $len) = ($t->[0], length($d)) } }",
+  `if ($r && shown($id)) { print STDERR qq(sandbox-run: $p is mounted writable below a read-only tree; stopped before the run\n); exit ${LAUNCHER_EXIT.writableBelowReadOnly} } }`,
+].join(" ");
+
+/**
  * perl, as pid 1: no_new_privs (already set by the engine; seccomp requires it), the filter, then a
  * child that execs the rest of its arguments, while this process reaps every child and passes
  * signals on to that one, and exits with its status (128 + the signal when one ended it, as an init
  * does). Any failure ends the container before the launcher starts (exit 255).
  */
 const INSTALL_SCRIPT = [
+  MOUNT_CHECK,
   "my ($prog, $prctl, $seccomp) = (pack('H*', shift), shift, shift);",
   "syscall($prctl + 0, 38, 1, 0, 0, 0) == 0 or die qq(sandbox-run: no_new_privs: $!\\n);",
   "my $fprog = pack('S x6 p', length($prog) / 8, $prog);",
@@ -175,13 +198,20 @@ export function isOwnInit(entrypoint: readonly string[]): boolean {
   return entrypoint[0] === IMAGE_PATHS.perl && entrypoint[2] === INSTALL_SCRIPT;
 }
 
-/** The entrypoint that installs the filter for `arch`, then runs `entrypoint` under it. */
-export function withNoSetuidFilter(arch: "amd64" | "arm64", entrypoint: string[]): string[] {
+/** The entrypoint that checks the trees' mounts (`trees`: the plan's), installs the filter for `arch`, then runs `entrypoint` under it. */
+export function withNoSetuidFilter(
+  arch: "amd64" | "arm64",
+  entrypoint: string[],
+  trees: ReadonlyArray<Pick<Mount, "containerPath" | "readOnly" | "kind">> = [],
+): string[] {
   const a = ARCHES[arch];
+  const checked = trees.filter((m) => m.kind !== "socket" && m.kind !== "ca-bundle");
   return [
     IMAGE_PATHS.perl,
     "-e",
     INSTALL_SCRIPT,
+    String(checked.length),
+    ...checked.map((m) => `${m.readOnly ? "R" : "W"}${m.containerPath}`),
     noSetuidProgram(arch).toString("hex"),
     String(a.prctl),
     String(a.seccomp),
@@ -195,9 +225,13 @@ export function withNoSetuidFilter(arch: "amd64" | "arm64", entrypoint: string[]
  * (the install fails with ENOSYS), and the host's filter cannot be installed from inside it.
  * docs/security.md says so.
  */
-export function bindModeEntrypoint(platform: string | undefined, entrypoint: string[]): string[] {
+export function bindModeEntrypoint(
+  platform: string | undefined,
+  entrypoint: string[],
+  trees: ReadonlyArray<Pick<Mount, "containerPath" | "readOnly" | "kind">> = [],
+): string[] {
   const native = hostPlatform();
   const runsOn = platform === undefined ? native : (normalizePlatform(platform) ?? native);
   if (runsOn !== native) return entrypoint;
-  return withNoSetuidFilter(platformArch(runsOn) as "amd64" | "arm64", entrypoint);
+  return withNoSetuidFilter(platformArch(runsOn) as "amd64" | "arm64", entrypoint, trees);
 }

@@ -20,7 +20,7 @@ import {
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
-import { buildRunPlan } from "./build-run-plan.js";
+import { buildRunPlan, readOnlyCovers } from "./build-run-plan.js";
 import type { ResolvedRun } from "./resolve-options.js";
 
 export interface PlannedRun {
@@ -86,12 +86,29 @@ function refuseGitCredentials(folder: string, { credentials, unread }: GitConfig
 }
 
 /**
+ * The read-only covers (build-run-plan.ts readOnlyCovers) from the mount table as it is now, once
+ * the run holds its trees: another run over the same trees, which this one waited for, may have
+ * moved a mount point (`mv cache cache2`) or put a link where one was, and covers from the table at
+ * the plan then covered an empty folder, or had the engine follow the link to a host folder outside
+ * every tree (review, session 33). A cover whose path is no longer the real path of a visible mount
+ * point is left out; bind mode's init refuses what is still writable (no-setuid-filter.ts).
+ */
+export function refreshReadOnlyCovers(planned: PlannedRun): PlannedRun {
+  const { plan } = planned;
+  if (plan.workspaceMode !== "bind" || plan.mounts.length === 0) return planned;
+  const base = plan.mounts.filter((m) => !m.cover);
+  const table = readMountTable() ?? "";
+  const covers = readOnlyCovers(base, (hostPath) => mountPointsInside(hostPath, table));
+  return { ...planned, plan: { ...plan, mounts: [...base, ...covers] } };
+}
+
+/**
  * After the run waited for the trees it holds: every protected read-only mount is still a real
  * directory or file inside the workspace. Another run over the same workspace may have swapped one
  * for a symlink (its own rules may allow that), and the engine would mount what the link leads to.
  */
 export function recheckProtectedMounts(planned: PlannedRun): void {
-  const mounts = planned.plan.mounts.filter((m) => m.kind === "protected").map((m) => m.hostPath);
+  const mounts = planned.plan.mounts.filter((m) => m.kind === "protected" && !m.cover).map((m) => m.hostPath);
   const stale = staleProtectedMounts(planned.run.cwd, mounts);
   if (stale.length > 0)
     throw usageError(
