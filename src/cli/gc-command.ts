@@ -69,6 +69,7 @@ export async function gcCommand(
 async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): Promise<number> {
   const collected = await collectGarbage({ all: flags.all, engines: flags.engines, env: io.env, dryRun: true });
   let containers = 0;
+  const folders = new Set<string>();
   const unreachable: string[] = [];
   for (const engine of collected.engines) {
     if (engine.unreachable !== undefined) {
@@ -82,6 +83,13 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
       io.stderr(
         `would remove ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}${judge}\n`,
       );
+      for (const root of r.wouldHandBack ?? [])
+        io.stderr(`would hand back ${terminalLine(root)} (run ${terminalLine(r.runId ?? "?")})\n`);
+      // Its folder goes once its trees are back (the listing below counts it when nothing holds it).
+      if (r.runDir && !collected.runDirs.includes(r.runDir) && !folders.has(r.runDir)) {
+        folders.add(r.runDir);
+        io.stderr(`would remove ${terminalLine(r.runDir)} (its run's folder)\n`);
+      }
     }
     for (const run of engine.handedBack ?? []) {
       if (run.wouldJudge)
@@ -93,7 +101,7 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
   }
   for (const dir of collected.runDirs) io.stderr(`would remove ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(
-    `dry run: ${containers} container(s) and ${collected.runDirs.length} run folder(s) would be removed; nothing was changed\n`,
+    `dry run: ${containers} container(s) and ${collected.runDirs.length + folders.size} run folder(s) would be removed; nothing was changed\n`,
   );
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(`sandbox-run: not looked at (engine not reachable): ${terminalLine(unreachable.join(", "))}\n`);

@@ -34,7 +34,8 @@ export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | 
   if (flags.schema || flags.promptFile) options.configFiles = { schema: flags.schema, prompt: flags.promptFile };
   if (flags.refuseWorkspaceConfig) options.refuseWorkspaceConfig = true;
   if (flags.allowWorkspaceConfig) options.allowWorkspaceConfig = true;
-  if (flags.cwd) options.cwd = flags.cwd;
+  // An empty --cwd "" is the library's to refuse, not the process's folder (review, session 33).
+  if (flags.cwd !== undefined) options.cwd = flags.cwd;
   if (flags.sandbox) {
     if (!(SANDBOX_MODES as readonly string[]).includes(flags.sandbox)) {
       throw usageError(`--sandbox must be read-only, workspace-write or danger-full-access, not "${flags.sandbox}".`);

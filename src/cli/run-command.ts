@@ -158,11 +158,11 @@ export async function runPlannedCommand(
   for (const warning of plannedBeforeEngines.run.warnings) {
     io.stderr(`sandbox-run: warning: ${terminalLine(warning)}\n`);
   }
-  if (plannedBeforeEngines.copyModeReason)
-    io.stderr(`sandbox-run: note: ${terminalLine(plannedBeforeEngines.copyModeReason)}\n`);
   checkPatchFlags(plannedBeforeEngines, flags);
   // Docker Desktop (seen in its docker info) gets copy mode; the engine's platform its runner image.
   const planned = await agent.fitToEngines(plannedBeforeEngines);
+  // Said from the plan the engines fitted: an engine that remaps user ids is known only now.
+  if (planned.copyModeReason) io.stderr(`sandbox-run: note: ${terminalLine(planned.copyModeReason)}\n`);
 
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? await openRunRecord(flags.record, planned) : undefined;

@@ -168,7 +168,9 @@ export class DockerEngine implements Engine {
       version: version.Version,
       apiVersion: version.ApiVersion,
       runtimes,
-      securityOptions: raw.SecurityOptions ?? [],
+      securityOptions: (Array.isArray(raw.SecurityOptions) ? raw.SecurityOptions : []).filter(
+        (o: unknown): o is string => typeof o === "string",
+      ),
       cgroupVersion: raw.CgroupVersion,
       // Podman's flags describe its host, not what it can do for a container (assertPodmanLimits).
       ...(podman ? {} : { limits: limitSupportOf(raw) }),

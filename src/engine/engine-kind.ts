@@ -52,7 +52,11 @@ export function engineKindOf(info: RawEngineInfo, version: RawEngineVersion = {}
     /-linuxkit\b/.test(kernelVersion);
   const platform = (info.OSType ?? "linux") === "linux" ? platformOfArch(info.Architecture) : undefined;
   // Docker lists them as "name=userns" and "name=rootless" (each option a comma-separated list).
-  const named = (name: string) => (info.SecurityOptions ?? []).some((o) => o.split(",").includes(`name=${name}`));
+  // An engine's answer is untrusted input: an entry that is no string names nothing.
+  const named = (name: string) =>
+    (Array.isArray(info.SecurityOptions) ? info.SecurityOptions : []).some(
+      (o: unknown) => typeof o === "string" && o.split(",").includes(`name=${name}`),
+    );
   const remapsUsers = named("userns") ? "userns" : named("rootless") ? "rootless" : undefined;
   return {
     ...(remapsUsers ? { remapsUsers } : {}),

@@ -40,7 +40,7 @@ import {
   removeLeaseRecord,
 } from "./lease-record.js";
 import { lentFolderProblem } from "./plan/host-folders.js";
-import { processAlive, runDirPath } from "./run-dirs.js";
+import { processAlive, readRunDirOwner, runDirPath } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -54,6 +54,10 @@ export interface ReapedContainer {
   judged?: JudgedDeadRun;
   /** A dry run: this run's trees would be judged before they go back (it saved its judgement's state). */
   wouldJudge?: boolean;
+  /** A dry run: the trees this host's record says would be handed back once the container is gone. */
+  wouldHandBack?: string[];
+  /** A dry run: its run folder, which goes once its trees are back. */
+  runDir?: string;
 }
 
 /** Why a container with these labels is an orphan, or undefined while its controller may still need it. */
@@ -127,12 +131,12 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
     const reason = orphanReason(labels, context, state);
     if (!reason) continue;
     if (options.dryRun) {
-      const runId = labels[LABEL_RUN_ID];
-      const wouldJudge =
-        engine.sharesHostFilesystem &&
-        runId !== undefined &&
-        awaitsJudgementOn(runId, engineIdentity(engine), options.tmpDir);
-      reaped.push({ id, runId, reason, ...(wouldJudge ? { wouldJudge } : {}) });
+      reaped.push({
+        id,
+        runId: labels[LABEL_RUN_ID],
+        reason,
+        ...wouldDoFor(engine, labels[LABEL_RUN_ID], options.tmpDir),
+      });
       continue;
     }
     let removal: "removed" | "gone";
@@ -188,6 +192,24 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
     );
   }
   return reaped;
+}
+
+/** What a gc would do for a removed container's run (a dry run): judge it, hand back its trees, remove its folder. */
+function wouldDoFor(
+  engine: Engine,
+  runId: string | undefined,
+  tmpDir?: string,
+): Pick<ReapedContainer, "wouldJudge" | "wouldHandBack" | "runDir"> {
+  if (!engine.sharesHostFilesystem || runId === undefined) return {};
+  const here = engineIdentity(engine);
+  const record = deadRunLease(runId, tmpDir);
+  const runDir = runDirPath(runId, tmpDir);
+  const owner = readRunDirOwner(runDir);
+  return {
+    ...(awaitsJudgementOn(runId, here, tmpDir) ? { wouldJudge: true } : {}),
+    ...(record && record.engine === here && record.roots.length > 0 ? { wouldHandBack: record.roots } : {}),
+    ...(owner && owner.host === os.hostname() && !processAlive(owner.pid) ? { runDir } : {}),
+  };
 }
 
 export interface HandedBackRun {

@@ -61,7 +61,7 @@ export function markdownSummary(view: RunView): string {
   } else if (view.integrity.state === "unchecked") {
     blocks.push("> ⚠️ This record has no usable SHA256SUMS: it cannot be checked.");
   } else blocks.push(`Integrity: all ${view.integrity.matched} files match SHA256SUMS.`);
-  if (view.newerFormat) blocks.push(`> ⚠️ ${code(view.newerFormat)}`);
+  if (view.newerFormat) blocks.push(`> ⚠️ ${code(view.newerFormat, false, 1000)}`);
 
   if (o.state === "failed" && o.error) {
     blocks.push(

@@ -73,9 +73,13 @@ export function violationMessage(
       );
     if (r.modes.length) done.push(`directory modes set back: ${list(r.modes, shownPath)}`);
     if (done.length) parts.push(`Restored: ${done.join("; ")}.`);
+    // A path not restored is named once: the check after the restore finds it again (review, session 33).
+    const notRestored = new Set(r.notRestored.map((n) => n.path));
     const left = [
       ...r.notRestored.map((n) => `${shownPath(n.path)} (${n.why})`),
-      ...r.remaining.map((v) => `${shownPath(v.path)} (${v.change}, ${v.rule})`),
+      ...r.remaining
+        .filter((v) => !notRestored.has(v.path))
+        .map((v) => `${shownPath(v.path)} (${v.change}, ${v.rule})`),
     ];
     if (left.length) parts.push(`NOT restored: ${list(left)}.`);
   }
@@ -95,11 +99,17 @@ export function violationMessage(
   const kept = gitReverted
     ? "The repository's refs and HEAD are as before the run: commits the run made are on no branch now (their objects are still in the repository). The run's other changes stay in the workspace (changedFiles)."
     : "The run's other changes stay in the workspace (changedFiles).";
+  // Every path not restored was removed (its content before the run was never kept): nothing of the run is left there.
+  const allRemoved =
+    r?.notRestored.every((n) => /: (removed|left out)$/.test(n.why)) === true &&
+    r.remaining.every((v) => v.change === "deleted" && r.notRestored.some((n) => n.path === v.path));
   const hint = notApplied
     ? `The workspace is as it was before the run. ${policyWay}`
     : clean
       ? `What broke the policy is undone; there is nothing to undo by hand. ${kept} ${policyWay}`
-      : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
+      : allRemoved
+        ? `What the run left at the paths listed as NOT restored is removed; what they held before the run could not be kept: get them back from version control or a backup. ${kept} ${policyWay}`
+        : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;
   return { message: parts.join(" "), hint };
 }
 

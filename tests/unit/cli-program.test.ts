@@ -107,6 +107,8 @@ describe("usage errors", () => {
       ["--model", "scripted/x", "--cwd", path.join(dir, "gone"), "task"],
       /^sandbox-run: The cwd .*gone does not exist\./,
     ],
+    // An unset variable (`--cwd "$DIR"`) is no folder: it lent the process's own before (review, session 33).
+    ["an empty cwd", ["--model", "scripted/x", "--cwd", "", "task"], /^sandbox-run: The cwd is empty\./],
     [
       "the host root as cwd",
       ["--model", "scripted/x", "--cwd", "/", "task"],

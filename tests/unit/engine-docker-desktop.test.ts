@@ -127,6 +127,11 @@ describe("a run's engine choice", () => {
       engineKindOf({ SecurityOptions: ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"] }).remapsUsers,
     ).toBe("rootless");
     expect(engineKindOf(answer("debian-bookworm-amd64", "info")).remapsUsers).toBeUndefined();
+    // An engine's answer is untrusted: entries that are no strings name nothing (they ended every run as "a bug").
+    expect(engineKindOf({ SecurityOptions: [1, {}, null, "name=userns"] as unknown as string[] }).remapsUsers).toBe(
+      "userns",
+    );
+    expect(engineKindOf({ SecurityOptions: {} as unknown as string[] }).remapsUsers).toBeUndefined();
 
     const { engine, agent } = agentOn("debian-bookworm-userns-amd64");
     const early = agent.plan("do it", { model: "scripted/m", cwd: dir });

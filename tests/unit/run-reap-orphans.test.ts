@@ -129,6 +129,11 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
     writeLeaseRecord(runDir, { roots: [lent], handBackTo: { uid: 1234, gid: 4321 }, engine: engine.address });
     // Before the containers, a run folder holding a record stays: it is what hands the trees back.
     expect(reapRunDirs(tmpDir)).toEqual([]);
+    // A dry run names the trees the record would hand back, and its folder; it hands back nothing.
+    expect(await reapContainers(engine, { tmpDir, dryRun: true })).toMatchObject([
+      { runId: "recorded", wouldHandBack: [lent], runDir },
+    ]);
+    expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
     const reaped = await reapContainers(engine, { tmpDir });
     expect(owner(path.join(lent, "sub/file"))).toBe("1234:4321");
     expect(owner(path.join(victim, "sub/file"))).toBe("65532:65532");
@@ -323,6 +328,7 @@ describe("a bind-mode run its controller died before judging", () => {
         runId: "crashed",
         reason: expect.stringMatching(/owner process \d+ is gone/),
         wouldJudge: true,
+        runDir,
       },
     ]);
     expect(await handBackGoneRuns(engine, { tmpDir, judge: true, dryRun: true })).toEqual([

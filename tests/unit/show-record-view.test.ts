@@ -276,6 +276,7 @@ describe("the page's data", () => {
       /^This record has format 3, newer than this sandbox-run reads \(2\); it was written by sandbox-run 0\.2\.0.*: show it with that version or a newer one\.$/,
     );
     expect(markdownSummary(view)).toContain("> ⚠️ `This record has format 3");
+    expect(markdownSummary(view)).toContain("show it with that version or a newer one.`");
     expect(renderPage(view)).toContain(embeddedJson(view.newerFormat));
     const current = await build(writeRecord(path.join(tempDir("show-view-"), "r"), {}));
     expect(current.view.newerFormat).toBeUndefined();

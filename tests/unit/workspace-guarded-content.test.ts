@@ -223,6 +223,12 @@ describe("guarded files the snapshot does not hash (node_modules, sparse) are ju
     ]);
     expect(fs.existsSync(path.join(ws, WHICH))).toBe(false);
     expect(fs.readFileSync(settings, "utf8")).toMatch(/^\{"x"/);
+    // Named once as NOT restored (the check after the restore finds it deleted); nothing of the run is left to delete by hand.
+    const { message, hint } = violationMessage(report, "workspace-write");
+    expect(message.split(WHICH)).toHaveLength(3); // once as the violation, once as NOT restored
+    expect(message).toContain(`NOT restored: ${WHICH} (changed by the run and not kept (larger than 1 MiB): removed).`);
+    expect(hint).toMatch(/^What the run left at the paths listed as NOT restored is removed/);
+    expect(hint).not.toMatch(/deleted by hand/);
   });
 
   it("a reaper's judgement (a watch resumed from its saved state) judges them by content alike", async () => {
