@@ -9,5 +9,12 @@ const code = await runCli(process.argv.slice(2), processIo(), process);
 // not be written (a full disk) fails an otherwise successful command.
 process.stdout.write("", (error?: NodeJS.ErrnoException | null) => {
   const lost = outputWasLost() || (error != null && !readerGone(error, process.stdout));
-  process.exit(code === EXIT.ok && lost ? EXIT.agentFailed : code);
+  if (code === EXIT.ok && lost) {
+    // Said, so exit 1 is not read as the agent's failure (review, session 33: `>/dev/full` exited 1 in silence).
+    process.stderr.write(
+      "sandbox-run: the output could not be written to stdout (the disk or file behind it is full, or it failed): exit 1\n",
+    );
+    process.exit(EXIT.agentFailed);
+  }
+  process.exit(code);
 });

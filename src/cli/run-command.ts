@@ -74,7 +74,11 @@ export async function runCommand(
     throw usageError("Pass the prompt as an argument or with --prompt-file, not both.");
   }
   let prompt = flags.promptFile ? readPromptFile(flags.promptFile) : promptParts.join(" ");
-  if (!prompt) prompt = (await io.readStdin()) ?? "";
+  if (!prompt) {
+    const read = await promptFromStdin(io, signals, flags);
+    if (typeof read === "number") return read;
+    prompt = read ?? "";
+  }
   if (!prompt.trim()) {
     throw usageError("No prompt given.", 'Pass it as an argument (sandbox-run "fix the tests") or on stdin.');
   }
@@ -98,6 +102,48 @@ export async function runCommand(
   } finally {
     // Warm sandboxes (SANDBOX_RUN_WARM) the call did not use go now.
     await agent.close();
+  }
+}
+
+/**
+ * The prompt from stdin, with the stop signals listened to meanwhile: a stdin that never closes
+ * (`sleep 20 | sandbox-run --json`) ended on SIGINT by Node's default handler, with no envelope and
+ * no word, and waited without saying so (review, session 33). Says once on stderr that it waits,
+ * when nothing has ended stdin for 2 s. Interrupted: reported (with --json, one envelope too), and
+ * the signal's exit code is returned.
+ */
+async function promptFromStdin(
+  io: CliIo,
+  signals: NodeJS.EventEmitter | undefined,
+  flags: Pick<RunCommandFlags, "json" | "quiet">,
+): Promise<string | undefined | number> {
+  const interrupt = stopOnSignals(signals, io, {
+    announce: "no longer waiting for the task on stdin",
+    stopped: "nothing was started",
+  });
+  const waiting = flags.quiet
+    ? undefined
+    : setTimeout(
+        () =>
+          io.stderr("sandbox-run: reading the task from stdin until it ends (Ctrl-D), or pass it as an argument ...\n"),
+        2_000,
+      );
+  waiting?.unref?.();
+  try {
+    return await new Promise<string | undefined>((resolve, reject) => {
+      interrupt.signal.addEventListener("abort", () => reject(interrupt.signal.reason), { once: true });
+      io.readStdin().then(resolve, reject);
+    });
+  } catch (error) {
+    const by = interrupt.by();
+    if (!by) throw error;
+    reportError(error, io);
+    const exitCode = exitCodeForSignal(by);
+    if (flags.json) io.stdout(`${jsonText(envelope({ ok: false, error, exitCode }), 2)}\n`);
+    return exitCode;
+  } finally {
+    clearTimeout(waiting);
+    interrupt.dispose();
   }
 }
 

@@ -1,7 +1,7 @@
 // The built CLI as a user runs it (`node dist/cli/main.js`, after `npm run build`), on the real
 // engine with the scripted model: stdout carries only the result, --events gets JSONL, and
 // each kind of failure has its exit code.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,7 +10,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { FINAL_TOOL_NAME } from "../../src/pi/pi-args.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
-import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
+import {
+  builtCli,
+  containersOfRuns,
+  dockerAvailable,
+  makeWorkspace,
+  modelsFor,
+  startModel,
+} from "../support/harness.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const mainJs = path.join(repo, "dist/cli/main.js");
@@ -132,6 +139,22 @@ describe.skipIf(!dockerAvailable())("sandbox-run CLI", () => {
     expect(result.stderr).toBe(
       "sandbox-run: warning: the events file /dev/full ends early: ENOSPC; the run goes on.\n",
     );
+  });
+
+  it("stdout on a full disk (/dev/full): exit 1, and stderr says the output was lost, not that the agent failed (review, session 33)", () => {
+    const full = fs.openSync("/dev/full", "w");
+    try {
+      const result = spawnSync(process.execPath, [builtCli, "policy", "list"], {
+        stdio: ["ignore", full, "pipe"],
+        encoding: "utf8",
+      });
+      expect(result.status).toBe(1);
+      expect(result.stderr).toBe(
+        "sandbox-run: the output could not be written to stdout (the disk or file behind it is full, or it failed): exit 1\n",
+      );
+    } finally {
+      fs.closeSync(full);
+    }
   });
 
   it("--events writes the run's events as JSONL RunEvents", async () => {
