@@ -22,7 +22,7 @@ import { createBatchProgress } from "./batch-progress.js";
 import { succeededTaskIds } from "./batch-resume.js";
 import { type BatchTaskContext, runBatchTask } from "./batch-task-run.js";
 import { type BatchTask, parseBatchTasks, readBatchTasks } from "./batch-tasks.js";
-import type { CliIo } from "./cli-io.js";
+import { type CliIo, liveTerminal } from "./cli-io.js";
 import { EXIT, exitCodeForSignal } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
 import { parseRunFlags, type RunFlags } from "./parse-run-args.js";
@@ -113,9 +113,9 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
     ? undefined
     : createBatchProgress(io.stderr, {
         total: tasks.length,
-        tty: io.stderrIsTty,
+        tty: liveTerminal(io),
         columns: io.stderrColumns,
-        color: io.stderrIsTty && !io.env.NO_COLOR,
+        color: liveTerminal(io) && !io.env.NO_COLOR,
       });
   // Lines beside the progress bar go through it (on a terminal they would land inside the bar).
   const note = (text: string) => (progress ? progress.note(text) : io.stderr(`${terminalLine(text)}\n`));

@@ -64,3 +64,11 @@ export function processIo(): CliIo {
 export function progressTo(io: CliIo, quiet?: boolean): ((line: string) => void) | undefined {
   return quiet ? undefined : (line) => io.stderr(`${terminalLine(line)}\n`);
 }
+
+/**
+ * Whether stderr takes a live display (redrawn lines, colour): a terminal that is not `TERM=dumb`
+ * (Emacs shells, some CI log viewers: ~220 escape sequences a short run; review, session 33).
+ */
+export function liveTerminal(io: Pick<CliIo, "stderrIsTty" | "env">): boolean {
+  return io.stderrIsTty && io.env.TERM !== "dumb";
+}

@@ -3,6 +3,7 @@
 // NO_COLOR is set. CI logs get the plain line-per-event reporter instead. Everything the model or
 // the sandbox chose goes through terminalLine before it reaches the terminal.
 import type { RunEvent } from "../index.js";
+import { TRIP_LABELS } from "./progress-reporter.js";
 import { terminalLine as t } from "./terminal-text.js";
 
 interface Style {
@@ -62,7 +63,8 @@ export function createLiveStatus(
       const d = event.data;
       if (event.source === "sandbox") {
         if (event.type === "container.started") phase = "Pi starting";
-        else if (event.type === "limit.tripped") above(s.red(`✗ limit: ${t(d.message)}`));
+        else if (event.type === "limit.tripped")
+          above(s.red(`✗ ${TRIP_LABELS[String(d.code)] ?? "limit"}: ${t(d.message)}`));
         else if (event.type === "gateway.refused") above(s.red(`✗ gateway refused ${t(d.method)} ${t(d.path)}`));
         else if (event.type === "egress.denied") above(s.red(`✗ egress denied: ${t(d.host)}`));
         else if (event.type === "egress.failed") above(s.red(`✗ egress failed: ${t(d.host)} (${t(d.reason)})`));

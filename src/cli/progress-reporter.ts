@@ -44,7 +44,7 @@ export function createProgressReporter(write: (line: string) => void): (event: R
 }
 
 /** How a trip's line starts, by its code (a limit's otherwise). */
-const TRIP_LABELS: Record<string, string> = {
+export const TRIP_LABELS: Record<string, string> = {
   timeout: "timeout",
   aborted: "stopped",
   "replay-divergence": "replay diverged",

@@ -18,7 +18,7 @@ import {
 } from "../operations.js";
 import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
 import { lostWork } from "../util/left-out-reasons.js";
-import { type CliIo, progressTo } from "./cli-io.js";
+import { type CliIo, liveTerminal, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
 import { generatedFoldersNote } from "./generated-folders.js";
@@ -70,10 +70,18 @@ export async function runCommand(
   io: CliIo,
   signals?: NodeJS.EventEmitter,
 ): Promise<number> {
+  if (flags.events === "-")
+    throw usageError(
+      "--events - would put the run's events on stdout, beside its result.",
+      "Give a file, or /dev/stderr to see them on the terminal.",
+    );
   if (flags.promptFile && promptParts.length > 0) {
     throw usageError("Pass the prompt as an argument or with --prompt-file, not both.");
   }
-  let prompt = flags.promptFile ? readPromptFile(flags.promptFile) : promptParts.join(" ");
+  // A lone `-` (as a prompt or a prompt file) reads stdin, as `batch -` does (review, session 33: it
+  // was sent as the task "-").
+  const named = flags.promptFile ?? promptParts.join(" ");
+  let prompt = named === "-" ? "" : flags.promptFile ? readPromptFile(flags.promptFile) : named;
   if (!prompt) {
     const read = await promptFromStdin(io, signals, flags);
     if (typeof read === "number") return read;
@@ -223,7 +231,7 @@ export async function runPlannedCommand(
     throw error;
   }
   const live =
-    !flags.quiet && io.stderrIsTty
+    !flags.quiet && liveTerminal(io)
       ? (await import("./live-status.js")).createLiveStatus(io.stderr, {
           color: !io.env.NO_COLOR,
           columns: io.stderrColumns,

@@ -154,7 +154,9 @@ function buildPolicySchemas() {
         .number()
         .positive()
         .max(MAX_LINE_MB, TOO_BIG.line)
-        .describe("Maximum size of one JSONL event line, in MiB"),
+        .describe(
+          "Maximum size of one JSONL event line, in MiB (Pi's events carry the prompt whole: a prompt over half of it is refused)",
+        ),
       diskMb: z
         .number()
         .int()

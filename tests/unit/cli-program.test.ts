@@ -487,6 +487,15 @@ describe("--dry-run", () => {
     const result = await dryRun([], "prompt from stdin\n");
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout).prompt).toEqual({ bytes: Buffer.byteLength("prompt from stdin\n") });
+    // A lone `-`, as the prompt or as --prompt-file, reads stdin too (review, session 33: "-" was the task).
+    for (const dash of [["-"], ["--prompt-file", "-"]]) {
+      const read = await dryRun(dash, "prompt from stdin\n");
+      expect(read.code).toBe(0);
+      expect(JSON.parse(read.stdout).prompt).toEqual({ bytes: Buffer.byteLength("prompt from stdin\n") });
+    }
+    const events = await dryRun(["--events", "-", "task"]);
+    expect(events.code).toBe(2);
+    expect(events.stderr).toMatch(/^sandbox-run: --events - would put the run's events on stdout/);
   });
 
   it("rejects bad input like a run would", async () => {

@@ -2,7 +2,7 @@
 // the live status line, error reports and a result printed to a terminal show control characters
 // escaped.
 import { describe, expect, it } from "vitest";
-import { type CliIo, progressTo } from "../../src/cli/cli-io.js";
+import { type CliIo, liveTerminal, progressTo } from "../../src/cli/cli-io.js";
 import { createLiveStatus } from "../../src/cli/live-status.js";
 import { reportError } from "../../src/cli/report-error.js";
 import { jsonText, terminalLine, terminalText } from "../../src/cli/terminal-text.js";
@@ -62,6 +62,27 @@ describe("terminal text", () => {
     expect(withoutOwn).not.toMatch(CONTROL);
     expect(withoutOwn).toContain("bash\\x1b]52;c;ZXZpbA==\\x07");
     expect(withoutOwn).toContain("egress denied: h\\x1b]52");
+  });
+
+  it("the live status names a trip as the plain lines do (an interrupt is 'stopped', not a limit), and is not used on TERM=dumb (review, session 33)", () => {
+    let out = "";
+    const live = createLiveStatus((s) => (out += s), { color: false, columns: 200 });
+    for (const [seq, code] of ["aborted", "timeout", "disk"].entries())
+      live.onEvent({
+        runId: "r",
+        seq,
+        time: seq,
+        source: "sandbox",
+        type: "limit.tripped",
+        data: { code, message: `m-${code}` },
+      });
+    live.stop();
+    expect(out).toContain("✗ stopped: m-aborted");
+    expect(out).toContain("✗ timeout: m-timeout");
+    expect(out).toContain("✗ limit: m-disk");
+    expect(liveTerminal({ stderrIsTty: true, env: {} })).toBe(true);
+    expect(liveTerminal({ stderrIsTty: true, env: { TERM: "dumb" } })).toBe(false);
+    expect(liveTerminal({ stderrIsTty: false, env: {} })).toBe(false);
   });
 
   it("error reports escape paths the sandbox created, its stderr and the provider's message", () => {

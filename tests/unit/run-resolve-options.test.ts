@@ -634,6 +634,21 @@ describe("resolveRun: a workspace whose git directory is outside what the run le
   });
 });
 
+describe("resolveRun: a prompt Pi's events cannot carry (review, session 33)", () => {
+  it("a prompt over half of limits.maxLineMb is refused before anything starts, saying why; one under it is not", () => {
+    const policy = { ...loadPolicy("workspace-write"), name: "small-lines" };
+    policy.limits = { ...policy.limits, maxLineMb: 1 };
+    const error = usageError(() =>
+      resolveRun("x".repeat(600 * 1024), {}, { cwd: ws, models: MODELS, model: MODEL, policy }, {}),
+    );
+    expect(error.shortMessage).toMatch(/^The prompt is 0\.6 MiB, more than half of limits\.maxLineMb \(1 MiB\)/);
+    expect(error.hint).toMatch(/Put the material in a file in the workspace/);
+    expect(
+      resolveRun("x".repeat(400 * 1024), {}, { cwd: ws, models: MODELS, model: MODEL, policy }, {}).prompt,
+    ).toHaveLength(400 * 1024);
+  });
+});
+
 describe("resolveRun: folders that cannot be used say why (review, session 33)", () => {
   it("an empty cwd or writable directory is refused, not taken for the process's folder", () => {
     expect(usageError(() => resolve({ cwd: "" })).shortMessage).toBe("The cwd is empty.");

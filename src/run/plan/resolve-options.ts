@@ -223,6 +223,15 @@ export function resolveRun(
     typeof policySource === "string"
       ? loadPolicy(policySource)
       : parsePolicy(policySource, "object (the policy option)");
+  // Pi's events carry the prompt whole (the user message, then the whole conversation at its end),
+  // and one event line is bounded by maxLineMb: a prompt past half of it started a sandbox and then
+  // failed as "runaway tool output" (review, session 33).
+  const lineMb = policy.limits.maxLineMb;
+  if (Buffer.byteLength(prompt) > (lineMb * 1024 * 1024) / 2)
+    throw usageError(
+      `The prompt is ${(Buffer.byteLength(prompt) / 1048576).toFixed(1)} MiB, more than half of limits.maxLineMb (${lineMb} MiB): Pi's events carry it whole, and one event line is bounded by that limit.`,
+      "Put the material in a file in the workspace and name it in the prompt, or raise limits.maxLineMb in a policy file.",
+    );
   const runtime = run.runtime ?? config.runtime;
   const contextFiles = run.contextFiles ?? config.contextFiles;
   if (runtime || contextFiles !== undefined) {
