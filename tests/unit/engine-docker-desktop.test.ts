@@ -44,6 +44,16 @@ function agentOn(name: string) {
   };
 }
 
+/** What planning a bind-mode call throws (undefined when it plans). */
+function bindPlanError(agent: ContainerPiAgent): unknown {
+  try {
+    agent.plan("do it", { model: "scripted/m", cwd: dir, workspaceMode: "bind" });
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
 describe("engineKindOf", () => {
   it("recognises Docker Desktop on an Apple Silicon Mac and on Windows (WSL 2), and its platform", () => {
     const mac = engineKindOf(
@@ -95,12 +105,7 @@ describe("a run's engine choice", () => {
   it("refuses bind mode on Docker Desktop, saying why", async () => {
     const { agent } = agentOn("docker-desktop-windows-wsl2-amd64");
     await agent.learnEngines();
-    let error: unknown;
-    try {
-      agent.plan("do it", { model: "scripted/m", cwd: dir, workspaceMode: "bind" });
-    } catch (e) {
-      error = e;
-    }
+    const error = bindPlanError(agent);
     expect(isSandboxRunError(error) && error.code).toBe("usage");
     expect((error as Error).message).toContain('The engine "local" is Docker Desktop');
     expect((error as Error).message).toContain("--workspace copy");
@@ -140,12 +145,7 @@ describe("a run's engine choice", () => {
     expect(planned.plan.workspaceMode).toBe("copy");
     expect(planned.plan.mounts).toEqual([]);
     expect(planned.copyModeReason).toMatch(/copy mode.*the engine "local" remaps user ids \(userns-remap: /);
-    let error: unknown;
-    try {
-      agent.plan("do it", { model: "scripted/m", cwd: dir, workspaceMode: "bind" });
-    } catch (e) {
-      error = e;
-    }
+    const error = bindPlanError(agent);
     expect(isSandboxRunError(error) && error.code).toBe("usage");
     expect((error as Error).message).toContain('The engine "local" remaps user ids (userns-remap');
     // A bind plan made before the engine answered is refused at the engine.
