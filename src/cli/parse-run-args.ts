@@ -31,7 +31,9 @@ export interface RunFlags {
 export function parseRunFlags(flags: RunFlags, hostEnv: Record<string, string | undefined>): RunOptions {
   const options: RunOptions = {};
   if (flags.schema) options.schema = readSchema(flags.schema);
-  if (flags.schema || flags.promptFile) options.configFiles = { schema: flags.schema, prompt: flags.promptFile };
+  // `--prompt-file -` is stdin, no file of the workspace's.
+  const promptFile = flags.promptFile === "-" ? undefined : flags.promptFile;
+  if (flags.schema || promptFile) options.configFiles = { schema: flags.schema, prompt: promptFile };
   if (flags.refuseWorkspaceConfig) options.refuseWorkspaceConfig = true;
   if (flags.allowWorkspaceConfig) options.allowWorkspaceConfig = true;
   // An empty --cwd "" is the library's to refuse, not the process's folder (review, session 33).

@@ -11,6 +11,7 @@ import { abortedError, SandboxRunError, type SandboxRunErrorDetails } from "../e
 import { PI_RECORD_SHAPE } from "../pi/pi-events.js";
 import type { Outcome } from "../pi/result-collector.js";
 import { LAUNCHER_EXIT } from "../sandbox-contract.js";
+import { shownPath } from "../workspace/violation-message.js";
 import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { ResultValidator } from "./result-validator.js";
@@ -106,7 +107,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     return fail(
       new SandboxRunError(
         "usage",
-        "A folder mounted below a read-only tree was writable inside the sandbox, so it was stopped before the run began (the stderr tail names it).",
+        `A folder mounted below a read-only tree${writableMountOf(facts.stderrTail)} was writable inside the sandbox, so it was stopped before the run began.`,
         {
           ...evidence,
           hint: "The host binds every mount point it sees below a read-only tree read-only over it; this one it did not see (the engine's mount namespace shows mounts this process's does not, or it was mounted while the run started). Unmount it or move it out of the tree, or use copy mode (--workspace copy). Docker 25 or later on Linux 5.12 or later makes read-only binds read-only all the way down.",
@@ -183,4 +184,12 @@ function unreadableResultError(lines: number, evidence: SandboxRunErrorDetails):
       hint: "Ask for a smaller or flatter result (fewer items, less nesting), or have the agent write it to a file in the workspace.",
     },
   );
+}
+
+/** " (<path>)" from bind mode's init's line on stderr (no-setuid-filter.ts MOUNT_CHECK), shown safely; "" without one. */
+function writableMountOf(stderr: string): string {
+  const named = /^sandbox-run: (.*) is mounted writable below a read-only tree; stopped before the run$/m.exec(
+    stderr,
+  )?.[1];
+  return named ? ` (${shownPath(named)})` : "";
 }

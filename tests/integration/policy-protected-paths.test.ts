@@ -133,38 +133,49 @@ describe.skipIf(!dockerAvailable())("changed files and protected paths", () => {
     }
   });
 
-  it("a mount below a read-only tree the host's covers miss (made as the container is created) stops the sandbox before its launcher: nothing written, a usage error naming it (review, session 33)", async () => {
-    const cwd = makeWorkspace({ "main.txt": "m" });
-    const late = path.join(cwd, "late");
-    fs.mkdirSync(late);
-    // As when the engine's mount namespace shows a mount this process's does not.
-    class MountsAtCreate extends DockerEngine {
-      override async createContainer(spec: ContainerSpec, signal?: AbortSignal) {
-        execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", late]);
-        return super.createContainer(spec, signal);
+  it("a mount below a read-only tree the host's covers miss (made as the container is created), also one below a covered mount, stops the sandbox before its launcher: nothing written, a usage error naming it (review, session 33)", async () => {
+    // Directly below the workspace, and below a mount the host covers (every mount on a cover counted as hidden).
+    for (const below of ["late", "cache/late"]) {
+      const cwd = makeWorkspace({ "main.txt": "m", "cache/.keep": "" });
+      const cache = path.join(cwd, "cache");
+      const late = path.join(cwd, below);
+      const mounted: string[] = [];
+      const tmpfs = (at: string) => {
+        fs.mkdirSync(at, { recursive: true });
+        execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", at]);
+        mounted.unshift(at);
+      };
+      tmpfs(cache);
+      // As when the engine's mount namespace shows a mount this process's does not.
+      class MountsAtCreate extends DockerEngine {
+        override async createContainer(spec: ContainerSpec, signal?: AbortSignal) {
+          tmpfs(late);
+          return super.createContainer(spec, signal);
+        }
       }
-    }
-    const lateAgent = new ContainerPiAgent({
-      engine: new MountsAtCreate(),
-      models: modelsFor(server, ["submounts"]),
-      sandbox: "read-only",
-      reapOrphans: false,
-    });
-    server.setScript("submounts", bashThenText("echo W > late/x; echo late=$?"));
-    const asked = server.requests.length;
-    try {
-      const error = await lateAgent.run("work", { cwd, model: "scripted/submounts" }).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(isSandboxRunError(error) && error.code).toBe("usage");
-      expect((error as SandboxRunError).shortMessage).toMatch(/mounted below a read-only tree was writable/);
-      expect((error as SandboxRunError).stderrTail).toContain(`${late} is mounted writable below a read-only tree`);
-      expect(fs.readdirSync(late)).toEqual([]);
-      // Pi never started: the model was never asked.
-      expect(server.requests.length).toBe(asked);
-    } finally {
-      execFileSync("umount", ["-l", late]);
+      const lateAgent = new ContainerPiAgent({
+        engine: new MountsAtCreate(),
+        models: modelsFor(server, ["submounts"]),
+        sandbox: "read-only",
+        reapOrphans: false,
+      });
+      server.setScript("submounts", bashThenText(`echo W > ${below}/x; echo late=$?`));
+      const asked = server.requests.length;
+      try {
+        const error = await lateAgent.run("work", { cwd, model: "scripted/submounts" }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(isSandboxRunError(error) && error.code, below).toBe("usage");
+        expect((error as SandboxRunError).shortMessage).toBe(
+          `A folder mounted below a read-only tree (${late}) was writable inside the sandbox, so it was stopped before the run began.`,
+        );
+        expect(fs.readdirSync(late)).toEqual([]);
+        // Pi never started: the model was never asked.
+        expect(server.requests.length).toBe(asked);
+      } finally {
+        for (const at of mounted) execFileSync("umount", ["-l", at]);
+      }
     }
   });
 

@@ -55,6 +55,12 @@ describe("parseRunFlags", () => {
     });
   });
 
+  it("`--prompt-file -` is stdin, not a file to judge as the workspace's (review, session 33: strict mode refused it); an empty --cwd is passed on to be refused", () => {
+    expect(parseRunFlags({ promptFile: "-" }, {}).configFiles).toBeUndefined();
+    expect(parseRunFlags({ promptFile: "task.md" }, {}).configFiles).toEqual({ schema: undefined, prompt: "task.md" });
+    expect(parseRunFlags({ cwd: "" }, {}).cwd).toBe("");
+  });
+
   it("leaves unset flags unset, so library defaults and other layers apply", () => {
     expect(parseRunFlags({}, {})).toEqual({});
   });

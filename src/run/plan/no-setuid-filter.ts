@@ -159,7 +159,9 @@ export function noSetuidProgram(arch: "amd64" | "arm64"): Buffer {
  * table; a mount made after them, or one the host's namespace does not show (a controller in a
  * mount namespace of its own), stays writable on Docker before 25 (review, session 33). Arguments:
  * a count, then that many trees as "R<path>" or "W<path>". A mount is visible when it is the last
- * one at its path and its parent is visible (a cover stacks over the writable one it hides).
+ * one at its path and its parent is visible; a parent at the same path is the mount a cover stacks
+ * on, hidden itself but not what is mounted on the cover (review, session 33: every mount below a
+ * cover counted as hidden, and one the host could not see stayed writable).
  */
 const MOUNT_CHECK = [
   "my @trees = map { [substr($_, 0, 1) eq 'R', substr($_, 1)] } splice(@ARGV, 0, shift);",
@@ -167,7 +169,8 @@ const MOUNT_CHECK = [
   "open(my $mi, '<', '/proc/self/mountinfo') or die qq(sandbox-run: mountinfo: $!\n);",
   "while (my $l = <$mi>) { my @f = split / /, $l; my $p = $f[4]; $p =~ s/\\\\([0-7]{3})/chr(oct($1))/ge;",
   "$mnt{$f[0]} = [$f[1], $p, scalar grep { $_ eq 'ro' } split /,/, $f[5]]; $top{$p} = $f[0] } close $mi;",
-  "sub shown { my $e = $mnt{$_[0]} or return 1; $top{$e->[1]} eq $_[0] or return 0; $e->[0] eq $_[0] ? 1 : shown($e->[0]) }",
+  "sub shown { my ($id, $stacked) = @_; my $e = $mnt{$id} or return 1; $stacked || $top{$e->[1]} eq $id or return 0;",
+  "return 1 if $e->[0] eq $id; my $up = $mnt{$e->[0]}; shown($e->[0], $up && $up->[1] eq $e->[1]) }",
   "for my $id (keys %mnt) { my ($parent, $p, $ro) = @{$mnt{$id}}; next if $ro; my ($r, $len) = (0, -1);",
   "for my $t (@trees) { my $d = $t->[1]; if (($p eq $d || index($p, $d . '/') == 0) && length($d) > $len) { ($r, $len) = ($t->[0], length($d)) } }",
   `if ($r && shown($id)) { print STDERR qq(sandbox-run: $p is mounted writable below a read-only tree; stopped before the run\n); exit ${LAUNCHER_EXIT.writableBelowReadOnly} } }`,
