@@ -170,7 +170,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         engine: this.warmEngine(),
         // The engine pinged first (a short deadline): one that takes connections and never answers
         // would otherwise hold the image check's 30 s answer limit before the call starts cold.
-        prepare: async (engine, image) => {
+        prepare: async (engine, image, platform) => {
           const timeout = AbortSignal.timeout(WARM_PING_TIMEOUT_MS);
           // close() does not wait the ping out (nor for an engine that ignores its signal).
           const stop = AbortSignal.any([timeout, this.#closing.signal]);
@@ -181,7 +181,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
               `no answer to its ping within ${WARM_PING_TIMEOUT_MS / 1000} s from engine "${engine.name}"`,
             );
           });
-          return this.prepare(engine, image, undefined, undefined, (line) => config.onProgress?.(line));
+          // The pool's platform (review, session 33: an arm64 pool was checked against the host's, and never served).
+          return this.prepare(engine, image, platform, undefined, (line) => config.onProgress?.(line));
         },
         // A warm agent's first call should find the run's code loaded: loaded while the pool's
         // first containers boot, after the pool's own start (which it would only delay).

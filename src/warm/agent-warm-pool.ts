@@ -8,6 +8,7 @@ import type { PlannedRun } from "../run/plan/prepare-plan.js";
 import { warmIneligible, warmShapeDifference, warmShapeOf } from "../run/plan/warm-shape.js";
 import type { RunTimeline } from "../run/run-events.js";
 import type { ClaimedSandbox } from "../run/warm-claim.js";
+import type { RunnerPlatform } from "../util/platform.js";
 import { WarmPool, type WarmPoolChange } from "./warm-pool.js";
 
 export interface WarmOptions {
@@ -36,7 +37,8 @@ interface AgentWarmPoolInput {
   options: WarmOptions & { size: number };
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
-  prepare(engine: Engine, image: string): Promise<{ piVersion: string }>;
+  /** The image ready on the engine, for the pool's platform (a call's own, under emulation; else the engine's). */
+  prepare(engine: Engine, image: string, platform?: RunnerPlatform): Promise<{ piVersion: string }>;
   onChange?: (change: WarmPoolChange) => void;
   /** Called once the pool has started making its sandboxes (their containers boot for a while). */
   onStarted?: () => void;
@@ -142,7 +144,7 @@ export class AgentWarmPool {
     const template = this.#template;
     if (!template) return Promise.reject(new Error("no call has shaped the warm pool yet"));
     this.#starting ??= (async () => {
-      const { piVersion } = await this.input.prepare(this.input.engine, template.plan.image);
+      const { piVersion } = await this.input.prepare(this.input.engine, template.plan.image, template.plan.platform);
       if (this.#closed) throw new Error("the warm pool is closed");
       this.#pool = new WarmPool({
         engine: this.input.engine,

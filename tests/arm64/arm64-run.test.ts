@@ -39,11 +39,23 @@ function timed(label: string, outcome: HostileOutcome): HostileOutcome {
 }
 
 describe.skipIf(!inject("arm64Image"))("linux/arm64 under emulation", () => {
-  for (const workspaceMode of ["bind", "copy"] as const) {
-    it(`runs a real task (${workspaceMode} mode): the sandbox is aarch64, Node arm64, the result and the workspace come back`, async () => {
+  it("refuses bind mode under emulation (its no-setuid filter cannot be installed under qemu), before anything starts", async () => {
+    const outcome = await runHostile(server, [finish({ done: true })], {
+      cwd: hostileWorkspace(),
+      platform: ARM64,
+      workspaceMode: "bind",
+      policy: policy(),
+    });
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("usage");
+    expect(outcome.error?.shortMessage).toMatch(/^Bind mode cannot run under emulation \(linux\/arm64 on this/);
+  });
+
+  // undefined: the default under emulation, copy mode (review, session 33).
+  for (const workspaceMode of [undefined, "copy"] as const) {
+    it(`runs a real task (${workspaceMode ?? "default"} mode): the sandbox is aarch64, Node arm64, the result and the workspace come back`, async () => {
       const ws = hostileWorkspace({ "input.txt": "hello from the host\n" });
       const outcome = timed(
-        `a 2-turn task, ${workspaceMode} mode`,
+        `a 2-turn task, ${workspaceMode ?? "default"} mode`,
         await runHostile(
           server,
           [
@@ -69,6 +81,11 @@ describe.skipIf(!inject("arm64Image"))("linux/arm64 under emulation", () => {
       expect(outcome.details?.platform).toBe(ARM64);
       expect(outcome.details?.image).toBe(runnerImageSpec(ARM64).tag);
       expect(outcome.events.find((e) => e.type === "run.planned")?.data).toMatchObject({ platform: ARM64 });
+      expect(outcome.plan?.workspaceMode).toBe("copy");
+      if (workspaceMode === undefined)
+        expect(outcome.events.find((e) => e.type === "workspace.copy-mode")?.data.reason).toMatch(
+          /the run is emulated/,
+        );
       // Handed back: the file is on the host, the caller's.
       const out = path.join(ws, "out.txt");
       expect(fs.readFileSync(out, "utf8")).toBe("made-on-arm64\n");

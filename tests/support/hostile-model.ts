@@ -24,6 +24,7 @@ import type {
   ScriptedModelServer,
   ScriptStep,
 } from "../../src/scripted-model/scripted-model-server.js";
+import { hostPlatform, normalizePlatform } from "../../src/util/platform.js";
 import { engine, modelsFor, startModel, testScript, workspaceMode } from "./harness.js";
 import type { ControllerDone, ControllerSpec } from "./hostile-controller.js";
 
@@ -142,7 +143,9 @@ export async function runHostile(
     });
     plan = planned.plan;
     // The integration-copy project must really run in copy mode (and the other one in bind mode).
-    const expectedMode = runOptions.workspaceMode ?? workspaceMode();
+    // Under emulation a run is copied in and out whatever the project's default (session 33).
+    const emulated = runOptions.platform !== undefined && normalizePlatform(runOptions.platform) !== hostPlatform();
+    const expectedMode = runOptions.workspaceMode ?? (emulated ? "copy" : workspaceMode());
     if (plan.workspaceMode !== expectedMode)
       throw new Error(`expected a ${expectedMode}-mode run, the plan says ${plan.workspaceMode}`);
     onPlan?.(planned.plan);

@@ -93,6 +93,22 @@ describe("placeOnEngine", () => {
     });
   });
 
+  it("plans copy mode under emulation, saying why, and refuses bind mode there: its no-setuid filter cannot be installed under qemu (review, session 33)", () => {
+    const other = process.arch === "arm64" ? "linux/amd64" : "linux/arm64";
+    const planned = preparePlan(resolve({ platform: other }), { image: "x" });
+    expect(planned.plan.workspaceMode).toBe("copy");
+    expect(planned.plan.mounts).toEqual([]);
+    expect(planned.copyModeReason).toMatch(
+      /copy mode.*the run is emulated \(linux\/[a-z0-9]+ on this linux\/[a-z0-9]+ host\)/,
+    );
+    const error = caught(() => preparePlan(resolve({ platform: other, workspaceMode: "bind" }), { image: "x" }));
+    expect(error.code).toBe("usage");
+    expect(error.shortMessage).toMatch(/^Bind mode cannot run under emulation/);
+    // The host's own platform keeps bind mode.
+    const native = process.arch === "arm64" ? "linux/arm64" : "linux/amd64";
+    expect(preparePlan(resolve({ platform: native }), { image: "x" }).plan.workspaceMode).toBe("bind");
+  });
+
   it("refuses gVisor under emulation before anything is created", () => {
     const planned = preparePlan(resolve({ platform: "linux/arm64", runtime: "runsc" }), { image: "x" });
     const error = caught(() => placeOnEngine(planned, engine, amd64));

@@ -106,6 +106,23 @@ describe("a warm-shaped plan", () => {
     expect(difference).toContain("trees /workspace, /writable/0 (the pool's: /workspace)");
   });
 
+  it("keeps the call's platform: the pool makes its sandboxes of it, and a call of another platform does not fit (review, session 33: an arm64 pool was never served)", () => {
+    const arm64 = parsePolicy({ ...loadPolicy("workspace-write"), platform: "linux/arm64" }, "test");
+    const shape = warmShapeOf(buildRunPlan(input({ policy: arm64 })));
+    expect(shape.platform).toBe("linux/arm64");
+    const spec = warmContainerSpec(shape, {
+      warmId: "warm-1",
+      owner: { pid: 42, host: "host", token: "t" },
+      now: new Date("2030-01-02T03:04:05.000Z"),
+      idleMs: 60_000,
+      maxRunMs: 60_000,
+    });
+    expect(spec.platform).toBe("linux/arm64");
+    const native = warmShapeOf(buildRunPlan(input()));
+    expect(native.platform).toBeUndefined();
+    expect(warmShapeDifference(native, shape)).toContain("platform the engine's (the pool's: linux/arm64)");
+  });
+
   it("is refused for what a warm sandbox cannot be: an open network, Node start-up variables, a read-only mount at its workspace path", () => {
     const open = parsePolicy({ ...loadPolicy("workspace-write"), network: "open" }, "test");
     expect(warmIneligible(buildRunPlan(input({ policy: open })), [])).toMatch(/network is open/);

@@ -17,6 +17,7 @@ import {
   readPerUserLimits,
   sharedUidProblem,
 } from "../../util/per-user-limits.js";
+import { hostPlatform, normalizePlatform } from "../../util/platform.js";
 import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
@@ -193,6 +194,21 @@ function workspaceModeOf(
       "Use --workspace copy (the default on such engines), or run on a local engine.",
     );
   }
+  // Under emulation (another platform than this host's, through the engine's qemu) bind mode's init,
+  // and with it the no-setuid filter, cannot run (qemu-user does not implement seccomp): a setuid
+  // copy of a binary in the workspace ran as the sandbox's uid for any local user while the run
+  // went on, and a default ACL outlived it (review, session 33). Copy mode keeps neither.
+  const emulated = emulatedPlatform(run.policy.platform);
+  if (emulated && asked === "bind")
+    throw usageError(
+      `Bind mode cannot run under emulation (${emulated}): its no-setuid filter cannot be installed there, so the sandbox could leave setuid files and ACLs in the mounted workspace.`,
+      "Use copy mode, the default under emulation (drop --workspace bind or SANDBOX_RUN_WORKSPACE=bind), or run on an engine of that platform.",
+    );
+  if (emulated)
+    return {
+      mode: "copy",
+      copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: the run is emulated (${emulated}), where bind mode's no-setuid filter cannot be installed`,
+    };
   const mode = asked ?? (shares ? "bind" : "copy");
   // A local engine that cannot take the mount says why (a remote one is copy mode's plain case).
   if (!shares && asked === undefined && place.engineReason)
@@ -212,4 +228,12 @@ function workspaceModeOf(
     mode: "copy",
     copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: bind mode would run the sandbox as your own uid, and ${problem}. Raise the limits once to get bind mode back: ${raiseLimitsCommand()}`,
   };
+}
+
+/** "linux/arm64 on this linux/amd64 host" when `platform` is another than this host's, else undefined. */
+function emulatedPlatform(platform: string | undefined): string | undefined {
+  if (platform === undefined) return undefined;
+  const wanted = normalizePlatform(platform);
+  const host = hostPlatform();
+  return wanted && wanted !== host ? `${wanted} on this ${host} host` : undefined;
 }

@@ -18,6 +18,7 @@ import {
   type RunPlan,
   WARM_PATHS,
 } from "../../sandbox-contract.js";
+import type { RunnerPlatform } from "../../util/platform.js";
 import { containerSpecOf } from "./container-spec.js";
 
 /** Variables Pi's process needs from its start (the launcher adds the run's own at the claim). */
@@ -37,6 +38,8 @@ const NODE_START_ENV = /^(NODE_|UV_)/;
 
 export interface WarmShape {
   image: string;
+  /** The platform the sandbox runs as (another than the engine's: under its emulator); absent: the engine's own. */
+  platform?: RunnerPlatform;
   runtime: string;
   user: string;
   workingDir: string;
@@ -56,6 +59,7 @@ export function warmShapeOf(plan: RunPlan): WarmShape {
   for (const name of START_ENV) if (plan.env[name] !== undefined) env[name] = plan.env[name];
   return {
     image: spec.image,
+    ...(spec.platform ? { platform: spec.platform } : {}),
     runtime: spec.runtime,
     user: spec.user,
     workingDir: plan.workingDir,
@@ -118,10 +122,12 @@ export function warmIneligible(plan: RunPlan, callerEnvNames: readonly string[])
 /** How `shape` differs from the pool's `pool` shape, in words (undefined when they are equal). */
 export function warmShapeDifference(shape: WarmShape, pool: WarmShape): string | undefined {
   const differences: string[] = [];
-  const scalar = (field: "image" | "runtime" | "user" | "workingDir" | "network", label: string) => {
-    if (shape[field] !== pool[field]) differences.push(`${label} ${shape[field]} (the pool's: ${pool[field]})`);
+  const scalar = (field: "image" | "platform" | "runtime" | "user" | "workingDir" | "network", label: string) => {
+    if (shape[field] !== pool[field])
+      differences.push(`${label} ${shape[field] ?? "the engine's"} (the pool's: ${pool[field] ?? "the engine's"})`);
   };
   scalar("image", "image");
+  scalar("platform", "platform");
   scalar("runtime", "runtime");
   scalar("user", "user");
   scalar("workingDir", "workspace path");
@@ -179,6 +185,8 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
   return {
     name: `sandbox-run-${identity.warmId}`,
     image: shape.image,
+    // The engine checks the image is of it (and runs it under its emulator), as for a cold call.
+    ...(shape.platform ? { platform: shape.platform } : {}),
     entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
     cmd: [],
     env: { ...shape.env, SANDBOX_RUN_CONFIG: JSON.stringify(launcher) },
