@@ -84,7 +84,7 @@ export async function startReplayUpstream(
       differences: differences.map(({ field, recorded, now }) => ({ field, recorded, now })),
     });
   }
-  const elsewhere = workspaceDifference(differences);
+  const elsewhere = [workspaceDifference(differences), platformDifference(differences)].filter(Boolean).join(" ");
   const server = await startReplayServer({
     exchanges: record.exchanges,
     api: routes[0]?.api ?? "",
@@ -126,16 +126,28 @@ function divergenceMessage(
 ): string {
   const versions = drift ? ` Note: ${drift}; Pi's request shape may have changed between these versions.` : "";
   // A replay from another folder first of all: that explains a listing or a file that differs.
-  const workspace = elsewhere ? `This replay's workspace is not the recorded one (${elsewhere}). ` : "";
+  const workspace = elsewhere ? `${elsewhere} ` : "";
   return `${workspace}The replay of ${record} diverged at model request ${divergence.generation}: ${divergence.difference}.${versions}`;
 }
 
-/** "recorded /a, now /b" for the workspace (host folder, and the path inside the sandbox) when either differs. */
+/** "This replay's workspace is not the recorded one (recorded /a, now /b)." when the folder or its path inside differs. */
 function workspaceDifference(differences: readonly RecordDifference[]): string | undefined {
   const shown = differences
     .filter((d) => d.field === "workspace" || d.field === "workspacePath")
     .map(
       (d) => `${d.field === "workspace" ? "folder" : "path inside the sandbox"}: recorded ${d.recorded}, now ${d.now}`,
     );
-  return shown.length > 0 ? shown.join("; ") : undefined;
+  return shown.length > 0 ? `This replay's workspace is not the recorded one (${shown.join("; ")}).` : undefined;
+}
+
+/**
+ * The platform, when the record names another (a replay runs on the caller's: a record is never
+ * obeyed): `uname -m` alone diverges then (review, session 33: an arm64 record replayed on amd64).
+ */
+export function platformDifference(differences: readonly RecordDifference[]): string | undefined {
+  const d = differences.find((difference) => difference.field === "policy.platform");
+  if (!d) return undefined;
+  const now = d.now === "(none)" ? "the engine's own" : d.now;
+  const how = d.recorded === "(none)" ? "leave --platform out" : `replay with --platform ${d.recorded}`;
+  return `The record ran on platform ${d.recorded === "(none)" ? "the engine's own" : d.recorded}, this replay on ${now} (${how} to run as it did).`;
 }
