@@ -143,8 +143,15 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
       },
     });
 
+    let poolDownSaid = false;
     const context: BatchTaskContext = {
       agent,
+      // Its tasks start cold (slower) and nothing else says why (review, session 33).
+      poolDown: (reason) => {
+        if (poolDownSaid || flags.quiet) return;
+        poolDownSaid = true;
+        note(`sandbox-run: ${reason}; tasks start cold`);
+      },
       signal: stop.signal,
       stoppedExit: () => (stop.by() ? stoppedExit() : undefined),
       ...(recordDir ? { recordDir } : {}),

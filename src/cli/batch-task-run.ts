@@ -25,6 +25,8 @@ export interface BatchTaskContext {
   io: CliIo;
   /** A line beside the progress (through the bar on a terminal). */
   note: (text: string) => void;
+  /** A task started cold because the warm pool could not start: said once for the batch. */
+  poolDown?: (reason: string) => void;
   progress?: ReturnType<typeof createBatchProgress>;
 }
 
@@ -45,6 +47,8 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       onEvent: (event) => {
         if (event.type === "config.untrusted" && !context.quiet)
           note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
+        const missed = event.type === "warm.miss" ? String(event.data.reason) : "";
+        if (missed.startsWith("the warm pool could not start")) context.poolDown?.(missed);
       },
       ...(context.recordDir ? { record: path.join(context.recordDir, task.id) } : {}),
     });
