@@ -236,7 +236,9 @@ describe.concurrent("copy mode", () => {
       { cwd: ws, policy, ...copy },
     );
     expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
-    expect(outcome.error?.message).toMatch(/\.git\/hooks\/pre-commit \(created\)/);
+    // Named once, with the built-in rule that refuses it too (session 33: listed twice before).
+    expect(outcome.error?.message).toMatch(/\.git\/hooks\/pre-commit \(created, git-metadata\)/);
+    expect(outcome.error?.message.split(".git/hooks/pre-commit")).toHaveLength(2);
     expect(outcome.error?.message).toMatch(/none of the run's changes were applied/);
     // Inside, the sandbox could write them (no read-only mounts in copy mode) ...
     expect(outcome.toolResults[0]).toContain("rc=0");
