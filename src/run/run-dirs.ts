@@ -206,12 +206,22 @@ function privacyProblem(dir: string): string | undefined {
   return undefined;
 }
 
-/** A run folder's owner, from its marker (undefined when the folder or the marker is not a plain one). */
+/**
+ * A run folder's owner, from its marker (undefined when the folder or the marker is not a plain one,
+ * or is gone by the time it is read: another run's folder is removed when that run ends, while a
+ * run starting beside it scans every folder; CI, session 33: the scan threw ENOENT and failed the run).
+ */
 export function readRunDirOwner(dir: string): { pid: number; host: string } | undefined {
   if (!lstatOrUndefined(dir)?.isDirectory()) return undefined;
   const marker = path.join(dir, RUN_DIR_MARKER);
   if (!lstatOrUndefined(marker)?.isFile()) return undefined;
-  const [pid, host] = fs.readFileSync(marker, "utf8").split("\n");
+  let text: string;
+  try {
+    text = fs.readFileSync(marker, "utf8");
+  } catch {
+    return undefined;
+  }
+  const [pid, host] = text.split("\n");
   return { pid: Number(pid), host: host ?? "" };
 }
 

@@ -3,14 +3,16 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { unjudgedRunOver } from "../../src/run/judge-dead-run.js";
 import {
   createRunDir,
   privateRunDirsParent,
   RECORD_SCRATCH_DIR,
   RECORD_STAGING_DIR,
   RUN_DIR_MARKER,
+  readRunDirOwner,
   reapRunDirs,
   removeRunDir,
   runDirsParent,
@@ -123,6 +125,27 @@ describe("run folders", () => {
     // Judged (the state is gone): the folder goes whatever the caller says.
     fs.rmSync(path.join(ran, "workspace", WATCH_STATE_FILE));
     expect(removeRunDir(ran, { keepUnjudged: true })).toBe(true);
+  });
+
+  it("a folder removed while it is read (another run ending as this one scans them) has no owner, and no scan throws (CI, session 33: ENOENT failed a run)", () => {
+    const tmpDir = tmp();
+    const dir = createRunDir("vanishing", tmpDir);
+    expect(readRunDirOwner(dir)).toMatchObject({ pid: process.pid });
+    // Gone between the marker's lstat and its read.
+    const read = fs.readFileSync;
+    const spy = vi.spyOn(fs, "readFileSync").mockImplementation(((
+      file: fs.PathOrFileDescriptor,
+      ...rest: unknown[]
+    ) => {
+      if (String(file).endsWith(RUN_DIR_MARKER)) throw Object.assign(new Error("ENOENT: gone"), { code: "ENOENT" });
+      return (read as (...a: unknown[]) => unknown)(file, ...rest);
+    }) as typeof fs.readFileSync);
+    try {
+      expect(readRunDirOwner(dir)).toBeUndefined();
+      expect(unjudgedRunOver(["/some/tree"], tmpDir)).toBeUndefined();
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it("are reaped only when their owner process on this host is gone, and only inside the private parent", () => {
