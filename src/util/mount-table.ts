@@ -12,15 +12,13 @@ export function readMountTable(): string | undefined {
 }
 
 /**
- * The mount points strictly inside `root` (relative), from /proc/self/mountinfo (a bind mount of
- * the same file system keeps its device number, so st_dev cannot tell). Only those visible at
+ * The mount points strictly inside `root` (relative), from the mount table. Only those visible at
  * their path: one since hidden by a mount over a folder above it, or moved away, is no longer there
  * (its path is gone, reached through a link, or shows another device), and binding its path failed
  * every read-only run over the tree (review, session 33).
  */
 export function mountPointsInside(root: string, mountinfo: string | undefined = readMountTable()): string[] {
-  const text = mountinfo;
-  if (text === undefined) return [];
+  if (mountinfo === undefined) return [];
   let real = root;
   try {
     real = fs.realpathSync(root);
@@ -28,14 +26,15 @@ export function mountPointsInside(root: string, mountinfo: string | undefined = 
     // Judged by the name given.
   }
   const out: string[] = [];
-  for (const line of text.split("\n")) {
-    const field = line.split(" ")[4];
+  for (const line of mountinfo.split("\n")) {
+    const fields = line.split(" ");
+    const field = fields[4];
     if (!field) continue;
     // Spaces, tabs, newlines and backslashes are written as octal escapes.
     const point = field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
     for (const base of new Set([root, real])) {
       const prefix = base.endsWith("/") ? base : `${base}/`;
-      if (point.startsWith(prefix) && point.length > prefix.length && visibleAt(point, line.split(" ")[2]))
+      if (point.startsWith(prefix) && point.length > prefix.length && visibleAt(point, fields[2]))
         out.push(point.slice(prefix.length));
     }
   }

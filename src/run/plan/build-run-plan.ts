@@ -53,7 +53,7 @@ export interface PlanInput {
   protectedMounts?: string[];
   /**
    * The mount points below a host folder, relative to it, as this host's mount table lists them
-   * (workspace/ownership-lease.ts mountPointsInside); default: none.
+   * (util/mount-table.ts mountPointsInside); default: none.
    */
   mountsInside?: (hostPath: string) => string[];
   /** Host CA bundle to mount when the policy trusts it; default HOST_CA_BUNDLE. */

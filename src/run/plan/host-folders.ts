@@ -20,10 +20,6 @@ export interface FolderRole {
   nameIt: (folder: string) => string;
 }
 
-/**
- * The real path of `absolute`, following only links that stay inside the folder holding them;
- * a usage error naming the first link that leads out, or when the path does not exist.
- */
 /** Why a folder's path cannot be followed, in words: only ENOENT means it does not exist. */
 function unreachableFolder(absolute: string, role: FolderRole, error: unknown): Error {
   const code = (error as NodeJS.ErrnoException)?.code;
@@ -58,6 +54,10 @@ function unreachableFolder(absolute: string, role: FolderRole, error: unknown): 
   );
 }
 
+/**
+ * The real path of `absolute`, following only links that stay inside the folder holding them;
+ * a usage error naming the first link that leads out, or when the path does not exist.
+ */
 export function realFolder(absolute: string, role: FolderRole): string {
   let real = "/";
   let named = "";

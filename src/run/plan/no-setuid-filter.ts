@@ -225,8 +225,8 @@ export function withNoSetuidFilter(
 /**
  * A bind-mode sandbox's entrypoint: the filter first, for the platform the sandbox runs on. Under
  * emulation (an arm64 image on an x86-64 host) it is left out: qemu-user does not implement seccomp
- * (the install fails with ENOSYS), and the host's filter cannot be installed from inside it.
- * docs/security.md says so.
+ * (the install fails with ENOSYS), and the host's filter cannot be installed from inside it;
+ * preparePlan plans such a run in copy mode and refuses bind mode (docs/security.md A1).
  */
 export function bindModeEntrypoint(
   platform: string | undefined,
