@@ -443,6 +443,9 @@ function factsOf({ meta, policy, plan, call, digest }: FactSources): Fact[] {
     plan?.runtime ?? seen.runtime ?? policy?.runtime,
     seen.runtime === "runsc" || plan?.runtime === "runsc" ? "gVisor" : undefined,
   );
+  // Which platform the sandbox ran: under emulation (another architecture through the engine's
+  // qemu) a run is slower and copy mode, and a replay elsewhere must ask for the same one.
+  add("platform", plan?.platform);
   add("engine", seen.engine, seen.address);
   const mode = str(plan?.workspaceMode) ?? str(policy?.workspaceMode);
   add(

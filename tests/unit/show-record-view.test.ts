@@ -255,6 +255,15 @@ describe("the page's data", () => {
     expect(heldTrees).toEqual(["/nonexistent/workspace"]);
   });
 
+  it("names the platform a run's plan asked for (an emulated arm64 run), and none where the plan left it to the engine", async () => {
+    const emulated = writeRecord(path.join(tempDir("show-view-"), "r"), {
+      plan: { runId: "0123456789ab", runtime: "runc", workspaceMode: "copy", platform: "linux/arm64" },
+    });
+    expect((await build(emulated)).view.facts).toContainEqual({ label: "platform", value: "linux/arm64" });
+    const native = writeRecord(path.join(tempDir("show-view-"), "r"), {});
+    expect((await build(native)).view.facts.map((f) => f.label)).not.toContain("platform");
+  });
+
   it("a format 1 record (no model traffic, no meta fields): a page that says what is missing", async () => {
     const dir = writeRecord(path.join(tempDir("show-view-"), "r"), { meta: { format: undefined } });
     fs.rmSync(path.join(dir, "exchanges.jsonl"));
