@@ -18,6 +18,7 @@ import { hostTroubleError } from "./run/host-trouble.js";
 import { unjudgedRunOver } from "./run/judge-dead-run.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
+import { refuseNestedGitCredentials, sandboxTrees } from "./run/plan/git-credentials.js";
 import { refuseRecordToInsideTrees, treesByAccess } from "./run/plan/held-trees.js";
 import {
   type PlannedRun,
@@ -427,6 +428,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       refuseUnjudgedTrees([...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
+      // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top one).
+      await refuseNestedGitCredentials(sandboxTrees(planned.run), options.signal);
       const held = refreshReadOnlyCovers(planned);
       await options.recorder?.captureBefore?.();
       return await this.runHoldingTrees<TOutput>(held, options, timeline);

@@ -149,7 +149,12 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): { f
   return { files: found.slice(0, limit), cut: cut || visits < 0 };
 }
 
-export function scanGitConfig(workspace: string): GitConfigFacts {
+/**
+ * `workspace` is the tree whose files may be read (every file read lies inside it); `gitDir` the
+ * repository's git directory, by default the workspace's own (`.git`, or where its `gitdir:` points):
+ * a repository nested in the workspace, or a bare one, is scanned with its own git directory.
+ */
+export function scanGitConfig(workspace: string, gitDir: string = gitDirOf(workspace)): GitConfigFacts {
   const credentials = new Set<string>();
   const found = {
     filters: new Set<string>(),
@@ -157,7 +162,6 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
     merges: new Set<string>(),
     externalDiff: false,
   };
-  const gitDir = gitDirOf(workspace);
   const queue = [path.join(gitDir, "config"), path.join(gitDir, "config.worktree")];
   const common = readInside(workspace, path.join(gitDir, "commondir"))?.trim();
   if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
@@ -228,10 +232,10 @@ export function scanGitConfig(workspace: string): GitConfigFacts {
  * worktree, a submodule, `git init --separate-git-dir`), git follows it. A target outside the
  * workspace is not the sandbox's to read: its files are not read (readInside).
  */
-function gitDirOf(workspace: string): string {
-  const dotGit = path.join(workspace, ".git");
-  const target = /^gitdir:\s*(.+)$/.exec(readInside(workspace, dotGit)?.trim() ?? "")?.[1];
-  return target ? path.resolve(workspace, target.trim()) : dotGit;
+export function gitDirOf(workTree: string, within: string = workTree): string {
+  const dotGit = path.join(workTree, ".git");
+  const target = /^gitdir:\s*(.+)$/.exec(readInside(within, dotGit)?.trim() ?? "")?.[1];
+  return target ? path.resolve(workTree, target.trim()) : dotGit;
 }
 
 /** A regular file's text, when its real path lies inside the workspace and it is small; else undefined. */

@@ -11,6 +11,7 @@ import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import type { ContainerSpec } from "../../src/engine/engine.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
+import { loadPolicy } from "../../src/policy/load-policy.js";
 import { runDirsParent } from "../../src/run/run-dirs.js";
 import type { RunEvent } from "../../src/run/run-events.js";
 import { LABEL_MANAGED, LABEL_OWNER_PID } from "../../src/sandbox-contract.js";
@@ -262,6 +263,37 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
       );
       expect(error.code).toBe("usage");
       expect(error.shortMessage).toContain('Unknown model provider "nobody"');
+    });
+
+    // Review, session 34: only each tree's top repository was scanned, and a PAT that a second
+    // actions/checkout kept in vendor/lib/.git/config reached the model and the PR comment.
+    it("a checkout nested in the workspace, or in a read-only mount, whose git config keeps a token: refused, naming it", async () => {
+      const header =
+        '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hwX05FU1RFRA==\n';
+      const nested = makeWorkspace({ "a.txt": "a\n", "vendor/lib/.git/config": header, "vendor/lib/x.c": "" });
+      const mounted = makeWorkspace({ "deep/er/repo/.git/config": header });
+      try {
+        for (const options of [
+          { cwd: nested, policy: "read-only" as const },
+          { cwd: nested, policy: "workspace-write" as const },
+          { cwd: ws, policy: { ...loadPolicy("read-only"), name: "with-a-mount", readOnlyMounts: [mounted] } },
+        ]) {
+          const error = asRunError(
+            await expectNothingStarted((onEvent) =>
+              agent.run("Do it.", { ...options, model: "scripted/never", onEvent }),
+            ),
+          );
+          expect(error.code).toBe("usage");
+          const repo = options.cwd === nested ? path.join(nested, "vendor/lib") : path.join(mounted, "deep/er/repo");
+          expect(error.shortMessage).toBe(
+            `The git config of ${repo} holds a credential the sandbox could read: http.https://github.com/.extraheader.`,
+          );
+          expect(JSON.stringify(error)).not.toContain("eC1hY2Nlc3MtdG9rZW46");
+        }
+      } finally {
+        fs.rmSync(nested, { recursive: true, force: true });
+        fs.rmSync(mounted, { recursive: true, force: true });
+      }
     });
 
     it("a schema that is not an object schema", async () => {

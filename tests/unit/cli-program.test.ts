@@ -308,6 +308,13 @@ describe("--dry-run", () => {
     const writable = await plan("--sandbox", "workspace-write", "--cwd", ws, "--writable", repoDir);
     expect(writable.code).toBe(2);
     expect(writable.stderr).toContain(`sandbox-run: The git config of ${repoDir} holds a credential`);
+    // The same repository nested in a read-only workspace (review, session 34: only the top one was read).
+    const outer = fs.mkdtempSync(path.join(dir, "outer-"));
+    fs.cpSync(repoDir, path.join(outer, "vendor", "lib"), { recursive: true });
+    const nested = await plan("--sandbox", "read-only", "--cwd", outer);
+    expect(nested.code).toBe(2);
+    expect(nested.stdout).toBe("");
+    expect(nested.stderr).toContain(`sandbox-run: The git config of ${outer}/vendor/lib holds a credential`);
   });
 
   // Review, session 27 (F3): a newcomer's first "what would this do?" needed a provider key.

@@ -18,10 +18,11 @@ import {
   sharedUidProblem,
 } from "../../util/per-user-limits.js";
 import { hostPlatform, normalizePlatform } from "../../util/platform.js";
-import { type GitConfigFacts, MAX_FILES as MAX_CONFIG_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
+import { scanGitConfig } from "../../workspace/git-config-scan.js";
 import { protectedMountPaths, staleProtectedMounts } from "../../workspace/protected-paths.js";
 import { runDirPath } from "../run-dirs.js";
 import { buildRunPlan, readOnlyCovers } from "./build-run-plan.js";
+import { refuseGitCredentials } from "./git-credentials.js";
 import type { ResolvedRun } from "./resolve-options.js";
 
 export interface PlannedRun {
@@ -59,31 +60,6 @@ export interface PlanPlace {
   warm?: boolean;
   /** This host's per-uid kernel limits (default: read from /proc; tests give their own). */
   perUserLimits?: PerUserLimits;
-}
-
-/**
- * A credential in the git config of the workspace or a writable directory is a file the sandbox
- * reads like any other (bind or copy mode): refused before anything starts, naming the keys,
- * never their values, with the git command that removes each kind.
- */
-function refuseGitCredentials(folder: string, { credentials, unread }: GitConfigFacts): void {
-  if (unread > 0)
-    throw usageError(
-      `The git config of ${folder} reaches more than ${MAX_CONFIG_FILES} files (includes, submodules): sandbox-run reads that many to find the drivers it neutralises and any credential, and does not start with more unread.`,
-      "Lend a checkout with fewer submodules checked out or fewer include.path entries (a clone without --recurse-submodules), or a smaller tree.",
-    );
-  if (credentials.length === 0) return;
-  const fixes = credentials.map((key) =>
-    /^remote\.[^.]+\.(push)?url$/.test(key)
-      ? `git -C ${folder} remote set-url ${/\.pushurl$/.test(key) ? "--push " : ""}${key.slice("remote.".length, key.lastIndexOf("."))} <the URL without it>`
-      : key.startsWith("url.")
-        ? `git -C ${folder} config --remove-section 'url.<that URL>'`
-        : `git -C ${folder} config --unset-all '${key}'`,
-  );
-  throw usageError(
-    `The git config of ${folder} holds a credential the sandbox could read: ${credentials.join(", ")}.`,
-    `Remove it before the run (${[...new Set(fixes)].join("; ")}; a submodule's is in .git/modules/<name>/config; in GitHub Actions check out with persist-credentials: false). To let the agent push, give it the token through the policy's secrets, which the egress proxy adds on the host (README: "Let the agent push a branch without holding the token").`,
-  );
 }
 
 /**
