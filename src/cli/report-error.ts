@@ -5,7 +5,7 @@
 import { isSandboxRunError, type SandboxRunError } from "../errors.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
-import { terminalText } from "./terminal-text.js";
+import { messageText, terminalText } from "./terminal-text.js";
 
 type ChangedFiles = NonNullable<SandboxRunError["changedFiles"]>;
 
@@ -29,19 +29,19 @@ export function reportError(error: unknown, io: CliIo): number {
     return helpShown ? EXIT.ok : EXIT.usage;
   }
   if (isSandboxRunError(error)) {
-    io.stderr(`sandbox-run: ${continuationsIndented(terminalText(error.shortMessage))}\n`);
+    io.stderr(`sandbox-run: ${continuationsIndented(messageText(error.shortMessage))}\n`);
     if (error.stderrTail && (error.code === "agent-crashed" || error.code === "limit")) {
       // Each line behind a bar: what the sandbox wrote never starts a line as sandbox-run's own do.
       const tail = error.stderrTail.split("\n").slice(-15);
-      io.stderr(`  last lines Pi wrote to stderr:\n${tail.map((line) => `  | ${terminalText(line)}`).join("\n")}\n`);
+      io.stderr(`  last lines Pi wrote to stderr:\n${tail.map((line) => `  | ${messageText(line)}`).join("\n")}\n`);
     }
     const left = leftInWorkspace(error.changedFiles);
     if (left) io.stderr(`${left}\n`);
-    if (error.hint) io.stderr(`  ${continuationsIndented(terminalText(error.hint))}\n`);
+    if (error.hint) io.stderr(`  ${continuationsIndented(messageText(error.hint))}\n`);
     return exitCodeFor(error.code);
   }
   const message = (error as Error)?.message ?? String(error);
-  io.stderr(`sandbox-run: unexpected error: ${continuationsIndented(terminalText(message))}\n`);
+  io.stderr(`sandbox-run: unexpected error: ${continuationsIndented(messageText(message))}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
   if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);
   return EXIT.agentFailed;

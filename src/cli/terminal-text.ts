@@ -30,9 +30,22 @@ export function terminalLine(value: unknown): string {
     .replace(/##\[/g, "#\\x23["); // GitHub's runner reads `##[command]` anywhere in a log line
 }
 
-/** For multi-line text (a result, a stderr tail): tabs and line feeds kept, every other control escaped. */
+/**
+ * For multi-line text (a result, a stderr tail): tabs and line feeds kept, every other control
+ * escaped, and GitHub's `##[command]` (read anywhere in a log line) shown escaped as terminalLine does.
+ */
 export function terminalText(value: unknown): string {
-  return String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar);
+  return String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar).replace(/##\[/g, "#\\x23[");
+}
+
+/**
+ * For sandbox-run's own messages on stderr, which may quote hostile names (a cached tar's tags, a
+ * path the sandbox made): terminalText, and a line that would start, after its indent, with `::` (a
+ * workflow command to GitHub's runner, which trims the indent: `::add-mask::`, `::stop-commands::`)
+ * gets its first colon escaped. Not for results: a line of C++ may start with `::`.
+ */
+export function messageText(value: unknown): string {
+  return terminalText(value).replace(/^([ \t]*):(?=:)/gm, "$1\\x3a");
 }
 
 // What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls

@@ -3,15 +3,18 @@
 // `env:` evaluated the way Actions would (inputs, the action's path, the runner's temp folder, the
 // outputs of earlier steps) against the real engine, image and Pi. `uses:` steps (setup-node, the
 // cache, the artifact upload) belong to GitHub and are skipped.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runnerImageSpec } from "../../src/image/runner-image.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
+import { hostPlatform } from "../../src/util/platform.js";
 import { commitAll, git } from "../support/git-repo.js";
-import { action, runAction } from "../support/github-action.js";
+import { action, runAction, runStep } from "../support/github-action.js";
 import { containersOfRuns, dockerAvailable, makeWorkspace, modelsFor, startModel } from "../support/harness.js";
 
 describe("action.yml, as written", () => {
@@ -261,5 +264,68 @@ describe.skipIf(!dockerAvailable())("the action's steps against the real engine"
     expect(log).toContain(
       '::warning::sandbox-run: could not comment on pull request #7 (HTTP 403); the job needs "permissions: pull-requests: write"',
     );
+  });
+});
+
+// Review, session 34: the refusal of a cached tar quotes its tags, which whoever wrote the public
+// cache entry chose, and the step printed it where the runner obeys workflow commands.
+describe.skipIf(!dockerAvailable())("the action's image step with a cached tar someone else wrote", () => {
+  it("refuses the tar inside a stop-commands fence: no tag of it is read as a workflow command", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-cache-tar-"));
+    try {
+      const tag = runnerImageSpec(hostPlatform()).tag;
+      const hostile = [
+        "x ##[stop-commands]attacker",
+        "y\n::error file=.github/workflows/ci.yml,line=1::owned\n::add-mask::z",
+      ];
+      const content = path.join(dir, "content");
+      fs.mkdirSync(content);
+      fs.writeFileSync(
+        path.join(content, "manifest.json"),
+        JSON.stringify([{ Config: "c.json", RepoTags: [tag, ...hostile], Layers: [] }]),
+      );
+      const tar = path.join(dir, "sandbox-run-image.tar");
+      execFileSync("tar", ["-cf", tar, "-C", content, "manifest.json"]);
+      // The CLI itself, but for `image build`, the step's answer to a refused tar: not this test's subject.
+      const cli = path.join(dir, "cli.mjs");
+      fs.writeFileSync(
+        cli,
+        `import { spawnSync } from "node:child_process";
+if (process.argv[2] === "image" && process.argv[3] === "build") { console.log("image build: not in this test"); process.exit(0); }
+process.exit(spawnSync(process.execPath, [${JSON.stringify(path.resolve("dist/cli/main.js"))}, ...process.argv.slice(2)], { stdio: "inherit" }).status ?? 1);
+`,
+      );
+      const output = path.join(dir, "output");
+      fs.writeFileSync(output, "");
+      const { code, output: log } = await runStep(
+        action.runs.steps,
+        "Prepare the runner image (from the cache, else built)",
+        {
+          CLI: cli,
+          TAG: "sandbox-run/pi:not-here-review34",
+          TAR: tar,
+          GITHUB_OUTPUT: output,
+          HOME: process.env.HOME ?? "/root",
+          ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}),
+        },
+      );
+      expect(code, log).toBe(0);
+      expect(log).toContain("nothing was loaded");
+      expect(log).toContain("image build: not in this test");
+      // Every line between the fence's start and its end is text to the runner; none outside it is the tar's.
+      const lines = log.split("\n");
+      const start = lines.findIndex((l) => l.startsWith("::stop-commands::"));
+      const token = lines[start]!.slice("::stop-commands::".length);
+      const end = lines.indexOf(`::${token}::`);
+      expect(start).toBeGreaterThanOrEqual(0);
+      expect(token).toMatch(/^[0-9a-f]{32}$/);
+      expect(end).toBeGreaterThan(start);
+      expect(lines.slice(start + 1, end).join("\n")).toContain("stop-commands]attacker");
+      const outside = [...lines.slice(0, start), ...lines.slice(end + 1)].join("\n");
+      expect(outside).not.toContain("attacker");
+      expect(outside).not.toContain("owned");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

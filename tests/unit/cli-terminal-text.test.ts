@@ -35,6 +35,24 @@ describe("terminal text", () => {
     expect(terminalText("line 1\r\nline\t2\x1b[2K\n")).toBe("line 1\nline\t2\\x1b[2K\n");
   });
 
+  // Review, session 34: a cached image tar's tags (the writer's choice) reached the Action's log in
+  // the refusal, and GitHub's runner read `##[stop-commands]` and `::add-mask::` lines in them.
+  it("an error's message and hint on stderr carry no workflow command GitHub's runner would obey", () => {
+    const tags = "x ##[stop-commands]attacker, y\n::error file=ci.yml,line=1::owned\n  \t::add-mask::z";
+    const shown = terminalStderr();
+    reportError(
+      new SandboxRunError("image-missing", `The tar names ${tags}: nothing was loaded.`, { hint: `Not ${tags}` }),
+      shown.io,
+    );
+    const lines = shown.err().split("\n");
+    expect(lines.some((line) => /^\s*::/.test(line) || line.includes("##["))).toBe(false);
+    expect(shown.err()).toContain("#\\x23[stop-commands]attacker");
+    expect(shown.err()).toContain("\\x3a:error file=ci.yml,line=1::owned");
+    expect(shown.err()).toContain("\\x3a:add-mask::z");
+    // A result's text keeps a line that starts with `::` (C++), with only `##[` escaped.
+    expect(terminalText("::std::string s;\n##[x]")).toBe("::std::string s;\n#\\x23[x]");
+  });
+
   it("the live status line escapes what tools and the sandbox report", () => {
     let out = "";
     const live = createLiveStatus((s) => (out += s), { color: false, columns: 200 });
