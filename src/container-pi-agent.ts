@@ -32,14 +32,15 @@ import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
 import { reapRunDirs } from "./run/run-dirs.js";
 import type { EgressOverrides } from "./run/run-egress.js";
-import { type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
+import { callListener, type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { holdTreesOnHost } from "./run/tree-hold-files.js";
 import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
+import { optionsNow } from "./util/options-now.js";
 import type { RunnerPlatform } from "./util/platform.js";
 import { listenForAbort } from "./util/shared-abort-listener.js";
-import { refuseUnknownOptions } from "./util/unknown-options.js";
+import { refuseMistypedOptions, refuseUnknownOptions } from "./util/unknown-options.js";
 import { untilAborted } from "./util/until-aborted.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
@@ -150,6 +151,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
     refuseUnknownOptions(config, AGENT_OPTIONS, "agent");
+    refuseMistypedOptions(config, "agent");
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;
     const engines = config.engines ?? (config.engine ? undefined : enginesFile || undefined);
     if (typeof engines === "string") {
@@ -242,7 +244,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     options: RunCallOptionsWithSchema<S>,
   ): Promise<RunDetails<FromSchema<S>>>;
   runDetailed<TOutput = unknown>(prompt: string, options?: RunCallOptions): Promise<RunDetails<TOutput>>;
-  async runDetailed(prompt: string, options: RunCallOptions = {}): Promise<RunDetails<unknown>> {
+  async runDetailed(prompt: string, given: RunCallOptions = {}): Promise<RunDetails<unknown>> {
+    // As they are now: the caller may change its object for its next call while this one awaits.
+    const options = optionsNow(given, "call");
+    refuseMistypedOptions(options, "call");
     await this.learnEngines();
     const planned = this.plan(prompt, options);
     // Also when this call records elsewhere: its sandbox could still plant a later call's folder.
@@ -253,7 +258,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const recorder = await openRunRecord(recordDir, planned);
     const onEvent = (event: RunEvent) => {
       recorder.onEvent(event);
-      options.onEvent?.(event);
+      if (typeof options.onEvent === "function") callListener(options.onEvent, event);
     };
     try {
       const details = await this.runPlanned(planned, { ...options, onEvent, recorder });
@@ -283,8 +288,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    * no command. Input errors are thrown here, before anything exists. With a replay source, the
    * call takes its next record here.
    */
-  plan(prompt: string, options: RunCallOptions = {}): PlannedRun {
+  plan(prompt: string, given: RunCallOptions = {}): PlannedRun {
+    const options = optionsNow(given, "call");
     refuseUnknownOptions(options, CALL_OPTIONS, "call");
+    refuseMistypedOptions(options, "call");
     const source = options.replay ?? this.config.replay;
     const replay = source?.next();
     let planned: PlannedRun;
@@ -391,7 +398,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted"))
         throw hostTroubleError(error) ?? error;
       // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
-      throw abortedError(signal.reason, { runId: planned.plan.runId });
+      throw abortedError(signal.reason, { runId: planned.plan.runId }, true);
     } finally {
       unlink?.();
     }
@@ -520,16 +527,19 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   /** The async-iterable form: iterate the run's events as they arrive, then await `result`. */
   stream<const S extends JsonSchema>(prompt: string, options: RunCallOptionsWithSchema<S>): RunStream<FromSchema<S>>;
   stream<TOutput = unknown>(prompt: string, options?: RunCallOptions): RunStream<TOutput>;
-  stream(prompt: string, options: RunCallOptions = {}): RunStream<unknown> {
+  stream(prompt: string, given: RunCallOptions = {}): RunStream<unknown> {
     const queue: RunEvent[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
+    const options = optionsNow(given, "call");
     const result = this.runDetailed<unknown>(prompt, {
       ...options,
       onEvent: (event) => {
-        options.onEvent?.(event);
+        // The iterator gets every event whatever the caller's own listener does (it threw before: a
+        // throw skipped the push, and the iterator lost every Pi event; review, session 34).
         queue.push(event);
         wake?.();
+        if (typeof options.onEvent === "function") callListener(options.onEvent, event);
       },
     }).finally(() => {
       finished = true;

@@ -122,7 +122,16 @@ export function withHint(error: SandboxRunError, hint: string): SandboxRunError 
  * every other failure), the signal's reason as its `cause`. A reason that is such an error already
  * (the CLI's SIGINT) gives its message and hint.
  */
-export function abortedError(reason: unknown, details: SandboxRunErrorDetails = {}): SandboxRunError {
+/**
+ * The error of a run its caller's AbortSignal stopped. `beforeSandbox`: it stopped while the call
+ * waited (for its trees, an engine, the image), so there was no sandbox to stop (review, session 34:
+ * the hint said one was stopped and removed).
+ */
+export function abortedError(
+  reason: unknown,
+  details: SandboxRunErrorDetails = {},
+  beforeSandbox = false,
+): SandboxRunError {
   const own = isSandboxRunError(reason) && reason.code === "aborted" ? reason : undefined;
   const name = (reason as { name?: unknown })?.name;
   const why =
@@ -132,7 +141,11 @@ export function abortedError(reason: unknown, details: SandboxRunErrorDetails = 
         ? ": its AbortSignal timed out"
         : `: ${reason instanceof Error ? reason.message : String(reason)}`;
   return new SandboxRunError("aborted", own?.shortMessage ?? `The run was aborted${why}.`, {
-    hint: own?.hint ?? "The caller's AbortSignal stopped it; the sandbox was stopped and removed.",
+    hint:
+      own?.hint ??
+      (beforeSandbox
+        ? "The caller's AbortSignal stopped it before its sandbox was made: nothing was started."
+        : "The caller's AbortSignal stopped it; the sandbox was stopped and removed."),
     ...details,
     cause: reason,
   });

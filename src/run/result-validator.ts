@@ -118,7 +118,7 @@ const COMPILES_PER_INSTANCE = 256;
 let compiles = 0;
 
 function compiledFor(rest: Record<string, unknown>): Compiled {
-  const key = JSON.stringify(rest);
+  const key = schemaText(rest);
   const known = compiledSchemas.get(key);
   if (known) {
     compiledSchemas.delete(key);
@@ -154,6 +154,22 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   compiledSchemas.set(key, compiled);
   if (compiledSchemas.size > CACHED_SCHEMAS) compiledSchemas.delete(compiledSchemas.keys().next().value!);
   return compiled;
+}
+
+/**
+ * The schema as JSON text (the validators' cache key): a schema that is no JSON value (a cycle,
+ * a BigInt, nesting past the stack) is the caller's mistake, said as one (review, session 34: a
+ * TypeError or RangeError reached the caller).
+ */
+function schemaText(schema: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(schema);
+  } catch (error) {
+    throw usageError(
+      `The schema cannot be written as JSON: ${(error as Error).message.split("\n")[0]}.`,
+      "Pass a JSON Schema that is plain data (no cycles, no BigInt values, not thousands of levels deep).",
+    );
+  }
 }
 
 /** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */

@@ -22,7 +22,8 @@ export interface RunEvent {
   progress?: Progress;
 }
 
-export type RunEventListener = (event: RunEvent) => void;
+/** A listener of a run's events; an async one is not awaited (events keep their order and pace), and its rejection is ignored. */
+export type RunEventListener = (event: RunEvent) => void | Promise<void>;
 
 export class RunTimeline {
   private seq = 0;
@@ -98,13 +99,7 @@ export class RunTimeline {
     if (progress) event.progress = progress;
     this.recent.push(event);
     if (this.recent.length > this.keepRecent) this.recent.shift();
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A caller's listener must not break the run.
-      }
-    }
+    for (const listener of this.listeners) callListener(listener, event);
   }
 }
 
@@ -150,3 +145,22 @@ function scrubbedValue(value: unknown, scrubber: TextScrubber, depth: number): u
 
 const MAX_SCRUB_DEPTH = 64;
 const TOO_DEEP = "[a structure too deep to check for credentials, left out]";
+
+/**
+ * Calls a caller's listener: neither its throw nor, for an async one, its rejection breaks the run.
+ * An async listener that rejected (a log service down) was an unhandled rejection, which ends a
+ * Node process mid-run and leaves the workspace lent to the sandbox (review, session 34).
+ */
+export function callListener(listener: RunEventListener, event: RunEvent): void {
+  try {
+    const returned: unknown = listener(event);
+    if (
+      returned !== null &&
+      typeof returned === "object" &&
+      typeof (returned as PromiseLike<unknown>).then === "function"
+    )
+      Promise.resolve(returned as PromiseLike<unknown>).catch(() => {});
+  } catch {
+    // A caller's listener must not break the run.
+  }
+}

@@ -164,11 +164,12 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
 
 /** What a timeout says: where the time went, when the host knows (a model request still open). */
 export function timeoutMessage(timeoutMs: number, wait: ModelWait | undefined): string {
-  const seconds = (ms: number) => Math.round(ms / 100) / 10;
-  const base = `The run did not finish within ${seconds(timeoutMs)} s`;
+  // Below a second in ms: a 1 ms timeout read "within 0 s" (review, session 34).
+  const span = (ms: number) => (ms < 1000 ? `${Math.max(1, Math.round(ms))} ms` : `${Math.round(ms / 100) / 10} s`);
+  const base = `The run did not finish within ${span(timeoutMs)}`;
   if (!wait) return `${base}.`;
   const more = wait.requests > 1 ? ` (and ${wait.requests - 1} more)` : "";
-  return `${base}: it was waiting for the model's reply (a request to ${wait.upstream} open for ${seconds(wait.forMs)} s${more}).`;
+  return `${base}: it was waiting for the model's reply (a request to ${wait.upstream} open for ${span(wait.forMs)}${more}).`;
 }
 
 /** Pi is done and the container gone: the outcome from what arrived (decide-outcome.ts), as a result or a failure. */

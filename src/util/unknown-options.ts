@@ -38,3 +38,42 @@ function optionMeant(key: string, names: readonly string[]): string | undefined 
   const flag = FLAG_NAMES[key.toLowerCase()];
   return flag && names.includes(flag) ? flag : nameMeant(key, names);
 }
+
+/**
+ * The options whose kind the run relies on and JavaScript does not check: a listener that was no
+ * function was dropped without a word, a signal that was no AbortSignal failed as a TypeError
+ * (review, session 34).
+ */
+export function refuseMistypedOptions(given: object | null | undefined, what: string): void {
+  if (!given || typeof given !== "object") return;
+  const { onEvent, signal } = given as { onEvent?: unknown; signal?: unknown };
+  if (onEvent !== undefined && typeof onEvent !== "function")
+    throw usageError(
+      `The ${what} option onEvent must be a function, not ${kindOf(onEvent)}.`,
+      "Pass a listener, (event) => { ... }, or leave onEvent out.",
+    );
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw usageError(
+      `The ${what} option signal must be an AbortSignal, not ${kindOf(signal)}.`,
+      "Pass an AbortController's signal (or AbortSignal.timeout(ms)), or leave signal out.",
+    );
+}
+
+/** An AbortSignal, also one of another realm (a vm context's): what listening to it needs. */
+function isAbortSignal(value: unknown): boolean {
+  if (value instanceof AbortSignal) return true;
+  const s = value as { aborted?: unknown; addEventListener?: unknown; removeEventListener?: unknown } | null;
+  return (
+    typeof s === "object" &&
+    s !== null &&
+    typeof s.aborted === "boolean" &&
+    typeof s.addEventListener === "function" &&
+    typeof s.removeEventListener === "function"
+  );
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "a plain object" : `a ${typeof value}`;
+}

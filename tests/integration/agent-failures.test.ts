@@ -78,9 +78,10 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
       http500: [{ httpStatus: 500, body: "upstream exploded: quota exceeded for project demo" }],
       never: [{ text: "should not be asked" }],
       quick: [{ text: "done" }],
+      touch: [{ toolCalls: [{ name: "bash", arguments: { command: "touch made-here" } }] }, { text: "done" }],
     });
     agent = new ContainerPiAgent({
-      models: modelsFor(server, ["abort", "timeout", "http500", "never", "quick"]),
+      models: modelsFor(server, ["abort", "timeout", "http500", "never", "quick", "touch"]),
       onEvent: runs.onEvent,
     });
     ws = makeWorkspace({ "a.txt": "a\n" });
@@ -178,6 +179,27 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
     }
   });
 
+  // Review, session 34: a call read its options after an await, and a caller reusing one object
+  // (`opts.cwd = next` in a loop) ran both calls in the last folder, each reporting success.
+  it("a call's options are read when the call is made: one object reused for the next call changes neither", async () => {
+    const first = makeWorkspace({ "a.txt": "a\n" });
+    const second = makeWorkspace({ "b.txt": "b\n" });
+    try {
+      const options: { cwd?: string; model: string } = { model: "scripted/touch" };
+      const calls: Promise<unknown>[] = [];
+      for (const dir of [first, second]) {
+        options.cwd = dir;
+        calls.push(agent.runDetailed("Touch a file.", options));
+      }
+      await Promise.all(calls);
+      expect(fs.existsSync(path.join(first, "made-here"))).toBe(true);
+      expect(fs.existsSync(path.join(second, "made-here"))).toBe(true);
+    } finally {
+      fs.rmSync(first, { recursive: true, force: true });
+      fs.rmSync(second, { recursive: true, force: true });
+    }
+  });
+
   it("timeout while bash sleeps: code timeout, container removed", async () => {
     const log = eventLog();
     const error = asRunError(
@@ -255,6 +277,10 @@ describe.skipIf(!dockerAvailable())("run failures", () => {
       );
       expect(asRunError(error).code).toBe("aborted");
       expect(asRunError(error).cause).toBe(reason);
+      // No sandbox was made, and the hint says so (review, session 34: "the sandbox was stopped and removed").
+      expect(asRunError(error).hint).toBe(
+        "The caller's AbortSignal stopped it before its sandbox was made: nothing was started.",
+      );
     });
 
     it("a provider that is neither built in nor in models.json", async () => {

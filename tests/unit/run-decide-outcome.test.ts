@@ -102,6 +102,11 @@ describe("decideOutcome", () => {
     expect(error.hint).toMatch(/The model did not answer in time/);
     // Without an open request: the plain message and the plain hint.
     expect(timeoutMessage(5_000, undefined)).toBe("The run did not finish within 5 s.");
+    // Below a second, in ms (review, session 34: "within 0 s").
+    expect(timeoutMessage(1, undefined)).toBe("The run did not finish within 1 ms.");
+    expect(timeoutMessage(500, { requests: 2, upstream: "u", forMs: 400 })).toBe(
+      "The run did not finish within 500 ms: it was waiting for the model's reply (a request to u open for 400 ms (and 1 more)).",
+    );
     expect(errorOf(facts({ trip: { code: "timeout", message: "x" } })).hint).toMatch(/^Raise the timeout/);
   });
 

@@ -3,6 +3,7 @@
 // (Over 300 lines because every option's rule and its usage error are kept side by side.)
 import fs from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import type { AgentOptions, JsonSchema, SandboxMode } from "../../agent.js";
 import { usageError } from "../../errors.js";
 import { type ProviderRouting, planProviderRouting } from "../../gateway/provider-routes.js";
@@ -199,7 +200,19 @@ export function resolveRun(
   for (const layer of [config.env, run.env]) {
     for (const [key, value] of Object.entries(layer ?? {})) if (value === undefined) delete sandboxEnv[key];
   }
-  for (const key of Object.keys(sandboxEnv)) {
+  for (const [key, value] of Object.entries(sandboxEnv)) {
+    // The engine refuses such a variable when it creates the container, and that failure read as an
+    // engine that cannot run containers, which callers retry (review, session 34).
+    if (key === "" || key.includes("=") || key.includes("\0"))
+      throw usageError(
+        `env has a variable named ${JSON.stringify(key)}: a name may not be empty nor hold "=" or a NUL byte.`,
+        "Name each variable as the shell would (letters, digits and _).",
+      );
+    if (typeof value !== "string" || value.includes("\0"))
+      throw usageError(
+        `env's ${key} ${typeof value === "string" ? "holds a NUL byte, which no process's environment can carry" : `is ${value === null ? "null" : typeof value}, not a string`}.`,
+        "Pass each variable's value as text without NUL bytes (undefined removes one an earlier layer set).",
+      );
     if (RESERVED_ENV.test(key))
       throw usageError(`env may not set ${key}: sandbox-run sets it inside the sandbox.`, `Remove ${key} from env.`);
   }
@@ -300,6 +313,12 @@ export function resolveRun(
     );
 
   const timeoutMs = run.timeoutMs ?? config.timeoutMs ?? policy.limits.timeoutSeconds * 1000;
+  // A string ("5000", straight from process.env) passed the comparisons and failed deep in the plan.
+  if (typeof timeoutMs !== "number")
+    throw usageError(
+      `Timeout must be a number of milliseconds, got ${JSON.stringify(timeoutMs)} (${typeof timeoutMs}).`,
+      "Pass timeoutMs as a number (Number(process.env.X) for a variable).",
+    );
   if (!(timeoutMs > 0)) throw usageError(`Timeout must be positive, got ${timeoutMs} ms.`, "Pass a positive timeout.");
   if (timeoutMs > MAX_TIMEOUT_SECONDS * 1000) {
     throw usageError(
@@ -313,7 +332,7 @@ export function resolveRun(
     maxCostUsd: run.maxCostUsd ?? config.maxCostUsd,
     maxTurns: run.maxTurns ?? config.maxTurns ?? policy.limits.maxTurns,
   };
-  if (budgets.maxCostUsd !== undefined && !(budgets.maxCostUsd > 0)) {
+  if (budgets.maxCostUsd !== undefined && !(typeof budgets.maxCostUsd === "number" && budgets.maxCostUsd > 0)) {
     throw usageError(`The cost budget must be a positive number of dollars, got ${budgets.maxCostUsd}.`);
   }
   if (budgets.maxTurns !== undefined && !(Number.isInteger(budgets.maxTurns) && budgets.maxTurns > 0)) {
@@ -521,11 +540,25 @@ export function recheckFolders(run: Pick<ResolvedRun, "cwd" | "writableRoots" | 
 }
 
 /**
+ * A folder as the caller gave it: a string, or a `file:` URL (`new URL(".", import.meta.url)`);
+ * anything else (a Buffer, a number) is refused by name rather than failing as a TypeError.
+ */
+function folderText(given: unknown, what: string): string {
+  if (typeof given === "string") return given;
+  if (given instanceof URL && given.protocol === "file:") return fileURLToPath(given);
+  throw usageError(
+    `The ${what} must be a path (a string or a file: URL), not ${given === null ? "null" : given instanceof URL ? `a ${given.protocol} URL` : Buffer.isBuffer(given) ? "a Buffer" : typeof given}.`,
+    "Pass the directory's path as text.",
+  );
+}
+
+/**
  * The real path of a folder to mount: links on the way must stay inside their folder; trees the
  * sandbox may hold (`lent`: the workspace, writable directories) are never the host's own.
  */
-function canonicalDirectory(input: string, role: FolderRole, lent: boolean): string {
+function canonicalDirectory(given: string, role: FolderRole, lent: boolean): string {
   const what = role.what;
+  const input = folderText(given, what);
   // path.resolve("") is the process's folder: an unset variable (`--writable "$CACHE_DIR"`) lent it (review, session 33).
   if (input.trim() === "")
     throw usageError(`The ${what} is empty.`, "Pass a directory (an empty value is not taken for the current one).");
