@@ -482,6 +482,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         (await this.prepare(engine, planned.run.image, platform, options.signal, (line) =>
           timeline.sandbox("image.build", { line }),
         ));
+      if ("staleBase" in image && image.staleBase) timeline.sandbox("image.stale", { warning: image.staleBase });
       const { executeRun } = await runModule;
       const details = await executeRun(placed.planned, {
         engine,

@@ -114,6 +114,27 @@ export const LABEL_IDLE_DEADLINE = "sandbox-run.idle-deadline";
 export const LABEL_OWNER_TOKEN = "sandbox-run.owner-token";
 
 /**
+ * Every label a container of ours carries. An image that declares one passes it to every container
+ * made from it (the engine merges the image's labels under the create request's), so such an image
+ * is refused, and `gc` leaves alone a container whose image declares LABEL_MANAGED: some other tool
+ * made it from an image that imitates ours (review, session 34).
+ */
+export const CONTAINER_LABELS: readonly string[] = [
+  LABEL_MANAGED,
+  LABEL_RUN_ID,
+  LABEL_OWNER_PID,
+  LABEL_OWNER_HOST,
+  LABEL_OWNER_PIDNS,
+  LABEL_CREATED_AT,
+  LABEL_DEADLINE,
+  LABEL_HAND_BACK,
+  LABEL_LENT_ROOTS,
+  LABEL_WARM,
+  LABEL_IDLE_DEADLINE,
+  LABEL_OWNER_TOKEN,
+];
+
+/**
  * Where a warm sandbox holds the workspace and the extra writable roots: mount points are fixed when
  * a container is created, before any call names its trees, so a warm call sees them here instead of
  * at their host paths (a cold call sees them at their host paths, or the workspace at workspacePath).

@@ -60,6 +60,8 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
       return `waiting: run ${t(d.heldBy)} holds ${t(d.tree)}; this run starts once that one is over`;
     case "container.started":
       return `sandbox started (${t(d.containerId).slice(0, 12)})`;
+    case "image.stale":
+      return `warning: ${t(d.warning)}`;
     case "limit.tripped":
       // The trip's code names it: a replay's divergence or a timeout is no "limit" (review, session 30).
       return `${TRIP_LABELS[String(d.code)] ?? "limit"}: ${t(d.message)}`;

@@ -248,7 +248,8 @@ export async function runPlannedCommand(
     events?.write(`${jsonText(event)}\n`);
     recorder?.onEvent(event);
     progress?.(event);
-    if ((flags.quiet || live) && event.type === "workspace.host-run-files") warnings.push(event);
+    if ((flags.quiet || live) && (event.type === "workspace.host-run-files" || event.type === "image.stale"))
+      warnings.push(event);
   };
   const sayWarnings = async () => {
     if (warnings.length === 0) return;

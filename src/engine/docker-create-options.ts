@@ -55,6 +55,10 @@ export function dockerCreateOptions(spec: ContainerSpec, podman?: PodmanVariant)
     OpenStdin: spec.openStdin,
     StdinOnce: spec.openStdin,
     Tty: false,
+    // An image's HEALTHCHECK runs through the engine's exec, outside the init (no no-setuid filter,
+    // no mount check): a derived image's check ran the workspace's package.json script, which made a
+    // setuid file (review, session 34). No image check runs in a sandbox.
+    Healthcheck: { Test: ["NONE"] },
     NetworkDisabled: spec.network === "none",
     HostConfig: {
       Runtime: spec.runtime,

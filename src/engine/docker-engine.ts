@@ -195,6 +195,7 @@ export class DockerEngine implements Engine {
         labels: image.Config?.Labels ?? {},
         platform: `${image.Os}/${image.Architecture}`,
         sizeBytes: image.Size,
+        volumes: Object.keys(image.Config?.Volumes ?? {}),
       };
     } catch (error) {
       if (isGoneError(error)) return undefined;
@@ -329,7 +330,12 @@ export class DockerEngine implements Engine {
 
   async listContainers(labels: string[]): Promise<ContainerSummary[]> {
     const containers = await this.api.listContainers({ all: true, filters: { label: labels } });
-    return containers.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State }));
+    return containers.map((c) => ({
+      id: c.Id,
+      labels: c.Labels ?? {},
+      state: c.State,
+      ...(c.ImageID ? { image: c.ImageID } : {}),
+    }));
   }
 
   async removeContainer(id: string): Promise<"removed" | "gone"> {

@@ -39,6 +39,8 @@ export interface ImageDetails {
   /** "linux/arm64": the image's own Os and Architecture. */
   platform: string;
   sizeBytes: number;
+  /** The paths the image declares as VOLUMEs (the engine makes an anonymous volume at each). */
+  volumes?: string[];
 }
 
 export interface ImageSummary {
@@ -51,6 +53,8 @@ export interface ContainerSummary {
   labels: Record<string, string>;
   /** "running", "exited", "created" ... */
   state: string;
+  /** The id of the image it was made from. */
+  image?: string;
 }
 
 interface BindMount {

@@ -3,7 +3,12 @@
 // built on this version's runner image; a missing default image is built when the caller allows it.
 import type { Engine, ImageDetails } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
-import { IMAGE_LABEL_APT_PACKAGES, IMAGE_LABEL_CONTENT_HASH, IMAGE_LABEL_PI_VERSION } from "../sandbox-contract.js";
+import {
+  CONTAINER_LABELS,
+  IMAGE_LABEL_APT_PACKAGES,
+  IMAGE_LABEL_CONTENT_HASH,
+  IMAGE_LABEL_PI_VERSION,
+} from "../sandbox-contract.js";
 import { hostPlatform, type RunnerPlatform } from "../util/platform.js";
 import type { Progress } from "./base-image.js";
 import { buildRunnerImage } from "./build-runner-image.js";
@@ -13,6 +18,8 @@ import { runnerImageSpec } from "./runner-image.js";
 export interface ReadyImage {
   tag: string;
   piVersion: string;
+  /** A chosen image built FROM another build's runner image: what the run's `image.stale` event says. */
+  staleBase?: string;
 }
 
 /** An image of another platform than the run's: the engine would refuse it at create, less clearly. */
@@ -99,8 +106,60 @@ export async function ensureRunnerImage(
   return { tag: built.tag, piVersion: spec.piVersion };
 }
 
+/**
+ * What a derived image's metadata would do to its sandboxes beyond what sandbox-run sets (review,
+ * session 34): a VOLUME is an anonymous volume on the engine's disk, outside the run's disk limit
+ * (a read-only run wrote 62 MB there) and, at a path in the workspace, over the host's files; a
+ * label of our containers' own reaches each container made from it (docker-create-options.ts sets
+ * the image's HEALTHCHECK to none).
+ */
+export function imageMetadataProblem(
+  tag: string,
+  details: Pick<ImageDetails, "labels" | "volumes">,
+): SandboxRunError | undefined {
+  const volumes = details.volumes ?? [];
+  if (volumes.length > 0)
+    return new SandboxRunError(
+      "usage",
+      `The image ${tag} declares ${volumes.length === 1 ? "a VOLUME" : "VOLUMEs"} (${volumes
+        .slice(0, 10)
+        .map((v) => JSON.stringify(v))
+        .join(
+          ", ",
+        )}): the engine would make a volume on its own disk for each, outside the run's limits and its workspace's rules.`,
+      {
+        hint: "Build the image without VOLUME instructions (a sandbox's writable places are its workspace, the writable folders the run lends and its /tmp).",
+      },
+    );
+  const imitated = CONTAINER_LABELS.filter((label) => Object.hasOwn(details.labels, label));
+  if (imitated.length > 0)
+    return new SandboxRunError(
+      "usage",
+      `The image ${tag} declares the label${imitated.length > 1 ? "s" : ""} ${imitated.join(", ")}, which sandbox-run sets on its containers: every container made from it would carry ${imitated.length > 1 ? "them" : "it"}.`,
+      { hint: "Build the image without these labels (LABEL instructions naming sandbox-run.* are sandbox-run's own)." },
+    );
+  return undefined;
+}
+
 function checked(tag: string, details: ImageDetails, platform: RunnerPlatform): ReadyImage {
-  const problem = runnerImageProblem(tag, details.labels) ?? platformMismatch(tag, details.platform, platform);
+  const problem =
+    runnerImageProblem(tag, details.labels) ??
+    platformMismatch(tag, details.platform, platform) ??
+    imageMetadataProblem(tag, details);
   if (problem) throw problem;
-  return { tag, piVersion: details.labels[IMAGE_LABEL_PI_VERSION]! };
+  const staleBase = staleBaseOf(tag, details.labels);
+  return { tag, piVersion: details.labels[IMAGE_LABEL_PI_VERSION]!, ...(staleBase ? { staleBase } : {}) };
+}
+
+/**
+ * A Dockerfile image (`FROM` the runner image) keeps the launcher, relay and final tool of the
+ * runner image it was built on: after an upgrade it runs the old ones until it is rebuilt, and ran
+ * without a word (review, session 34). Said, not refused: the host treats what any image does as
+ * hostile anyway, and a refusal would stop every job with such an image at the upgrade.
+ */
+function staleBaseOf(tag: string, labels: Record<string, string>): string | undefined {
+  const spec = runnerImageSpec();
+  const hash = labels[IMAGE_LABEL_CONTENT_HASH];
+  if (!hash || hash === spec.contentHash) return undefined;
+  return `the image ${tag} was built FROM the runner image of another sandbox-run build (content hash ${hash.slice(0, 12)}, this build's ${spec.contentHash.slice(0, 12)}): its launcher, relay and final tool are that build's; rebuild it FROM ${spec.tag} (\`sandbox-run image tag\` prints the tag)`;
 }

@@ -115,6 +115,25 @@ export interface ReapOptions {
   dryRun?: boolean;
 }
 
+/**
+ * Whether an image declares LABEL_MANAGED itself (ours never do: the label comes with each create),
+ * asked once per image. An image the engine no longer lists cannot be told: not taken for one.
+ */
+function imitatingImages(engine: Engine): (image: string) => Promise<boolean> {
+  const known = new Map<string, Promise<boolean>>();
+  return (image) => {
+    let answer = known.get(image);
+    if (!answer) {
+      answer = engine
+        .imageDetails(image)
+        .then((details) => Boolean(details && Object.hasOwn(details.labels, LABEL_MANAGED)))
+        .catch(() => false);
+      known.set(image, answer);
+    }
+    return answer;
+  };
+}
+
 export async function reapContainers(engine: Engine, options: ReapOptions = {}): Promise<ReapedContainer[]> {
   const containers = await engine.listContainers([`${LABEL_MANAGED}=true`]);
   const context = {
@@ -127,9 +146,13 @@ export async function reapContainers(engine: Engine, options: ReapOptions = {}):
   const reaped: ReapedContainer[] = [];
   const failed: string[] = [];
   let removalsTimedOut = 0;
-  for (const { id, labels, state } of containers) {
+  const imitating = imitatingImages(engine);
+  for (const { id, labels, state, image } of containers) {
     const reason = orphanReason(labels, context, state);
     if (!reason) continue;
+    // Our labels from its image, not from us: some other tool's container (a devcontainer made from
+    // an image that imitates ours; sandbox-run refuses such images). Never removed.
+    if (image && (await imitating(image))) continue;
     if (options.dryRun) {
       reaped.push({
         id,

@@ -305,6 +305,7 @@ export class EventDigest {
         d.invalidRecords.count += repeated;
         return void this.listed(d.invalidRecords.previews, 20, TextBudget.line(data.preview));
       case "config.untrusted":
+      case "image.stale":
         return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(data.warning));
       case "engine.skipped":
       case "engine.queued":

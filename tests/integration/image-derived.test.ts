@@ -32,10 +32,11 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       derived: bashThenFinal(PROBE, { done: true }),
       plain: bashThenFinal(PROBE, { done: true }),
       unlabelled: bashThenFinal("true", { done: true }),
+      health: bashThenFinal("sleep 4", { done: true }),
     });
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-derived-"));
     modelsFile = path.join(dir, "models.json");
-    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled"])));
+    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled", "health"])));
     cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
   });
   afterAll(async () => {
@@ -144,6 +145,88 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       message: `The image ${tag} was built on the runner image of another sandbox-run version.`,
       hint: "Rebuild it for this version: sandbox-run image build --apt jq,make",
     });
+  });
+
+  /** The runner image with Dockerfile instructions on top (`docker commit --change`), tagged for this test. */
+  async function derivedImage(name: string, changes: string[]): Promise<string> {
+    const source = await docker.createContainer({ Image: inject("runnerImage"), Entrypoint: ["true"] });
+    const tag = `sandbox-run-test/${name}:${process.pid}`;
+    try {
+      await source.commit({ repo: tag.split(":")[0], tag: tag.split(":")[1], changes });
+    } finally {
+      await source.remove({ force: true });
+    }
+    cleanups.push(() => docker.getImage(tag).remove({ force: true }));
+    return tag;
+  }
+
+  // Review, session 34: a derived image's metadata acted in its sandboxes beyond what sandbox-run sets.
+  it("an image's HEALTHCHECK never runs in a sandbox (the engine's exec would run it outside the no-setuid filter)", async () => {
+    const tag = await derivedImage("healthcheck", [
+      'HEALTHCHECK --interval=1s --timeout=2s CMD ["/bin/sh", "-c", "touch health-ran"]',
+    ]);
+    const ws = makeWorkspace({ "a.txt": "a\n" });
+    try {
+      const result = await runBuiltCli([
+        "-q",
+        "--json",
+        "--cwd",
+        ws,
+        "--models",
+        modelsFile,
+        "--model",
+        "scripted/health",
+        "--schema",
+        schemaFile(),
+        "--image",
+        tag,
+        "go",
+      ]);
+      expect(result.status, result.stderr).toBe(0);
+      // The run lasted over 4 s: a check every second would have made the file in the workspace.
+      expect(fs.existsSync(path.join(ws, "health-ran"))).toBe(false);
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+
+  it("an image declaring a VOLUME, or one of sandbox-run's container labels, is refused before any container, naming it", async () => {
+    const volume = await derivedImage("volume", ["VOLUME /data"]);
+    const labelled = await derivedImage("labelled", [
+      "LABEL sandbox-run.managed=true sandbox-run.deadline=2000-01-01T00:00:00.000Z",
+    ]);
+    const before = server.requests.length;
+    const withVolume = await run("unlabelled", ["--image", volume]);
+    expect(withVolume.status).toBe(2);
+    expect(JSON.parse(withVolume.stdout).error.message).toBe(
+      `The image ${volume} declares a VOLUME ("/data"): the engine would make a volume on its own disk for each, outside the run's limits and its workspace's rules.`,
+    );
+    const withLabels = await run("unlabelled", ["--image", labelled]);
+    expect(withLabels.status).toBe(2);
+    expect(JSON.parse(withLabels.stdout).error.message).toContain(
+      `The image ${labelled} declares the labels sandbox-run.managed, sandbox-run.deadline, which sandbox-run sets on its containers`,
+    );
+    expect(server.requests.length).toBe(before);
+    // A container some other tool made from the imitating image is not one of ours to gc.
+    const theirs = await docker.createContainer({ Image: labelled, Entrypoint: ["true"] });
+    try {
+      const gc = await runBuiltCli(["gc", "--dry-run"]);
+      expect(gc.status, gc.stderr).toBe(0);
+      expect(`${gc.stdout}${gc.stderr}`).not.toContain(theirs.id.slice(0, 12));
+      expect((await theirs.inspect()).Id).toBe(theirs.id);
+    } finally {
+      await theirs.remove({ force: true });
+    }
+  });
+
+  it("an image built FROM another build's runner image runs, with a warning that names the rebuild (review, session 34: no word)", async () => {
+    const stale = await derivedImage("stale-base", ["LABEL sandbox-run.content-hash=0123abcd4567ef"]);
+    const result = await run("unlabelled", ["--image", stale]);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      `sandbox-run: warning: the image ${stale} was built FROM the runner image of another sandbox-run build (content hash 0123abcd4567,`,
+    );
+    expect(result.stderr).toContain(`rebuild it FROM ${inject("runnerImage")}`);
   });
 
   it("package names that are not Debian names stop `image build` before the engine is asked", async () => {

@@ -63,6 +63,8 @@ describe("dockerCreateOptions of a run plan", () => {
       { Name: "fsize", Soft: 4294967296, Hard: 4294967296 },
     ]);
     expect(host.LogConfig).toEqual({ Type: "none", Config: {} });
+    // An image's HEALTHCHECK would run through the engine's exec, outside the filter's init (review, session 34).
+    expect(options.Healthcheck).toEqual({ Test: ["NONE"] });
   });
 
   it("limits pids, memory (swap equal to memory: no swap) and cpus from the policy", () => {

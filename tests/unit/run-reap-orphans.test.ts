@@ -20,6 +20,7 @@ import {
   WORKSPACE_STATE_DIR,
 } from "../../src/run/run-dirs.js";
 import {
+  LABEL_DEADLINE,
   LABEL_HAND_BACK,
   LABEL_LENT_ROOTS,
   LABEL_MANAGED,
@@ -48,15 +49,29 @@ function deadPid(): number {
 /** An "engine" on a unix socket listing `containers` (labels) until one is deleted. */
 async function hostileEngine(
   containers: Array<Record<string, string>>,
-  options: { removedByAnother?: boolean } = {},
+  options: { removedByAnother?: boolean; images?: Array<Record<string, string> | undefined> } = {},
 ): Promise<DockerEngine> {
-  const listed = containers.map((labels, i) => ({ Id: `${i}`.padStart(64, "a"), State: "exited", Labels: labels }));
+  // The i-th container is made from image `img<i>`, whose own labels are options.images[i].
+  const listed = containers.map((labels, i) => ({
+    Id: `${i}`.padStart(64, "a"),
+    State: "exited",
+    Labels: labels,
+    ImageID: `sha256:img${i}`,
+  }));
   const server = http.createServer((req, res) => {
     const json = (status: number, body: unknown) => {
       res.writeHead(status, { "content-type": "application/json" });
       res.end(JSON.stringify(body));
     };
     if (req.method === "GET" && req.url?.includes("/containers/json")) return json(200, listed);
+    const image = /\/images\/sha256:img(\d+)\/json/.exec(req.url ?? "");
+    if (req.method === "GET" && image)
+      return json(200, {
+        Config: { Labels: options.images?.[Number(image[1])] ?? { "sandbox-run.pi-version": "1.6.0" } },
+        Os: "linux",
+        Architecture: "amd64",
+        Size: 1,
+      });
     if (req.method === "DELETE") {
       const id = req.url?.split("/containers/")[1]?.split("?")[0];
       listed.splice(
@@ -97,6 +112,21 @@ function lentTree(): string {
   for (const p of ["", "sub", "sub/file"]) fs.chownSync(path.join(root, p), 65532, 65532);
   return root;
 }
+
+describe("a container whose image imitates ours", () => {
+  // Review, session 34: a devcontainer made (by plain `docker create`) from an image declaring
+  // sandbox-run.managed and a past deadline was "past its deadline" to gc, which removed it.
+  it("is left alone by gc: the labels came from its image, not from sandbox-run", async () => {
+    const tmpDir = dir();
+    const past = { [LABEL_DEADLINE]: "2000-01-01T00:00:00.000Z" };
+    const engine = await hostileEngine([orphanLabels("theirs", past), orphanLabels("ours", past)], {
+      images: [{ [LABEL_MANAGED]: "true", ...past }, undefined],
+    });
+    const reaped = await reapContainers(engine, { tmpDir });
+    expect(reaped.map((r) => r.runId)).toEqual(["ours"]);
+    expect((await engine.listContainers([])).map((c) => c.labels[LABEL_RUN_ID])).toEqual(["theirs"]);
+  });
+});
 
 describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as root)", () => {
   it("labels alone hand nothing back: the container goes, the tree they name stays as it is, and gc says why", async () => {
