@@ -10,6 +10,7 @@ import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
 import { removeForcibly } from "./forced-removal.js";
+import { hostOomKillCount } from "./host-oom-counter.js";
 
 type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
 
@@ -17,7 +18,8 @@ interface DockerContainerOptions {
   /**
    * Podman reports OOMKilled only when the container's own first process was killed, never for a
    * tool the sandbox ran (Docker reports any OOM kill in the container's cgroup). So before the
-   * host stops a Podman container, the kernel's OOM kill counter of its memory cgroup is read.
+   * host stops a Podman container on this host, the kernel's OOM kill counter of its memory cgroup
+   * is read from this host's cgroupfs.
    */
   readOomCounterBeforeKill?: boolean;
   /** Whether the engine answers at all (its ping), asked when a stop goes unanswered. */
@@ -137,24 +139,14 @@ export class DockerContainer implements EngineContainer {
   }
 
   /**
-   * The container's memory cgroup OOM kill counter (cgroup v1 memory.oom_control, v2
-   * memory.events), read by an exec as uid 0: processes of the sandbox's uid cannot ptrace it or
-   * write to its output, and cgroupfs is read-only inside. 0 when it cannot be read.
+   * The container's memory cgroup OOM kill counter, read from this host's cgroupfs through the
+   * container's pid (host-oom-counter.ts; never by running anything of the image). 0 when it
+   * cannot be read.
    */
   private async oomKillCount(): Promise<number> {
     try {
-      const session = await this.exec(
-        { cmd: ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"], user: "0:0" },
-        AbortSignal.timeout(5_000),
-      );
-      session.stdin.end();
-      let text = "";
-      session.stdout.on("data", (chunk: Buffer) => {
-        if (text.length < 4096) text += chunk.toString("latin1");
-      });
-      session.stderr.resume();
-      await session.exit;
-      return Number(/^oom_kill (\d+)$/m.exec(text)?.[1] ?? 0);
+      const info = await this.container.inspect({ abortSignal: AbortSignal.timeout(5_000) } as object);
+      return hostOomKillCount(Number(info?.State?.Pid ?? 0), this.id);
     } catch {
       return 0;
     }

@@ -301,7 +301,8 @@ export class DockerEngine implements Engine {
     }
     const options = { ...dockerCreateOptions(placed, podman), abortSignal: signal } as Docker.ContainerCreateOptions;
     return new DockerContainer(await this.api.createContainer(options), {
-      readOomCounterBeforeKill: Boolean(podman),
+      // Read from this host's cgroupfs: a Podman service of another machine's is not readable here.
+      readOomCounterBeforeKill: Boolean(podman) && this.sharesHostFilesystem,
       ping: (signal) => this.ping(signal),
     });
   }

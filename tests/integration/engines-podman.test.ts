@@ -140,6 +140,79 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
     runIds.push(outcome.runId);
     // Killed by the kernel inside the 256 MiB cgroup, not by anything of ours.
     expect(outcome.toolResults[0], describeOutcome(outcome)).toMatch(/exit=137\noom_kill_disable 0\noom_kill [1-9]/);
+    // The host read the cgroup's counter when it stopped the container: the run reports the limit as on Docker.
+    expect(outcome.error, describeOutcome(outcome)).toMatchObject({ code: "limit", limit: "memory" });
+  });
+
+  // Review, session 34: the counter was read by an exec of `cat` as uid 0, found on the image's
+  // PATH, and a derived image's own `cat` ran as root beside the sandbox, in its workspace.
+  it("the OOM counter is read on the host: nothing of the image runs as root when the host stops a container", async () => {
+    const tag = `sandbox-run-test/podman-cat:${process.pid}`;
+    const podmanCli = (...args: string[]) => {
+      const result = spawnSync("podman", args, { encoding: "utf8" });
+      expect(result.status, `${args.join(" ")}: ${result.stderr}`).toBe(0);
+      return result.stdout.trim();
+    };
+    const maker = `sandbox-run-test-podman-cat-${process.pid}`;
+    // Where the workspace is inside (bind mode: its host path), for the stand-in `cat` to write
+    // (an exec's environment is not the image's).
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    podmanCli(
+      "run",
+      "--name",
+      maker,
+      // Podman's own defaults (1048576) are more than this host grants (podman-compat.ts).
+      "--ulimit",
+      "nofile=1024:1024",
+      "--ulimit",
+      "nproc=1024:1024",
+      "--user",
+      "0:0",
+      "--entrypoint",
+      "/bin/sh",
+      runnerImageSpec().tag,
+      "-c",
+      `mkdir -p /usr/local/sbin && printf '#!/bin/sh\\nid -u > "${ws}/drop/cat-ran-as" 2>/dev/null\\nexec /bin/cat "$@"\\n' > /usr/local/sbin/cat && chmod 755 /usr/local/sbin/cat`,
+    );
+    const imagePath = (
+      JSON.parse(podmanCli("image", "inspect", "--format", "{{json .Config.Env}}", runnerImageSpec().tag)) as string[]
+    )
+      .find((e) => e.startsWith("PATH="))!
+      .slice("PATH=".length);
+    podmanCli("commit", "--change", `ENV PATH=/usr/local/sbin:${imagePath}`, maker, tag);
+    onTestFinished(() => {
+      spawnSync("podman", ["rm", "-f", maker]);
+      spawnSync("podman", ["rmi", "-f", tag]);
+    });
+    const since = new Date(Date.now() - 1000).toISOString();
+    // Stopped by the host (its timeout) while running: the counter is read then. The folder anyone
+    // may write to is where a uid 0 without capabilities could write (the review's `drop/`).
+    const outcome = await runHostile(server, [bash("mkdir drop && chmod 777 drop; sleep 120"), finish()], {
+      ...onPodman,
+      cwd: ws,
+      image: tag,
+      timeoutMs: 8_000,
+    });
+    runIds.push(outcome.runId);
+    // The folder's mode is a violation of its own (set back), which outranks the timeout.
+    expect(outcome.error?.code, describeOutcome(outcome)).toBe("policy-violation");
+    expect(outcome.events.some((e) => e.type === "limit.tripped" && e.data.code === "timeout")).toBe(true);
+    expect(fs.existsSync(path.join(ws, "drop"))).toBe(true);
+    // Nothing made it, and the host saw nothing made (the judge sets a root-owned file's fate at the hand-back).
+    expect(fs.existsSync(path.join(ws, "drop", "cat-ran-as"))).toBe(false);
+    expect(JSON.stringify([outcome.events, outcome.error?.changedFiles ?? null])).not.toContain("cat-ran-as");
+    // And the engine's own log: no exec in the run's container at all.
+    const execs = podmanCli(
+      "events",
+      "--since",
+      since,
+      "--stream=false",
+      "--filter",
+      "event=exec",
+      "--format",
+      "{{.Name}}",
+    );
+    expect(execs.split("\n")).not.toContain(`sandbox-run-${outcome.runId}`);
   });
 
   it("fork bomb: the pids limit stops it", async () => {
