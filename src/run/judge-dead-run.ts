@@ -182,6 +182,10 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
         ].slice(0, MAX_LISTED),
         notRestored: [
           ...(restore?.notRestored ?? []).map((n) => `${n.path}: ${n.why}`),
+          // Packs this host could not check: moved to the run's folder, for the user to verify and put back.
+          ...(restore?.setAside ?? []).map(
+            (a) => `${a.path}: not checked on this host, ${a.keptAt ? `set aside to ${a.keptAt}` : a.why}`,
+          ),
           ...(restore?.remaining ?? []).map((v) => `${v.path}: still ${v.change} after the restore`),
         ].slice(0, MAX_LISTED),
       };

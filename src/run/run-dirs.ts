@@ -25,7 +25,9 @@ export const LEASE_RECORD = "lease.json";
  * the gateway's and the proxy's sockets, the CA bundle a run with secrets hands the sandbox, copy
  * mode's list of staging folders (removed first, by the reaper, from that list). One
  * folder: the workspace watch's state (snapshots, kept copies of protected files), which is ours
- * throughout, inside a parent only we can write, so it is removed as a whole.
+ * throughout, inside a parent only we can write, so it is removed as a whole. Not among them:
+ * the folder of git packs the host could not check (workspace-watch.ts UNCHECKED_PACKS_DIR), kept
+ * (and the run folder with it) until the user has put them back.
  */
 const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
 /** A run's published trees (run/tree-hold-files.ts), `hold-<runId>` in the parent; reaped with their process. */

@@ -9,12 +9,15 @@ import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
 import { type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
+import { NOT_CHECKED_HERE } from "../workspace/git-object-check.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
+import { violationMessage } from "../workspace/violation-message.js";
 import type { HostRunChange } from "../workspace/workspace-rules.js";
-import { type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
+import { uncheckedPacksDir, type WorkspaceReport, WorkspaceWatch } from "../workspace/workspace-watch.js";
 import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
+import { uncheckedPacksError } from "./host-trouble.js";
 import { removeLeaseRecord, writeLeaseRecord } from "./lease-record.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
@@ -252,6 +255,10 @@ export class RunWorkspace {
       count: outcome.violationCount,
       restore: outcome.restore,
     });
+    // Packs this host could not check were set aside: said even after an abort, since what the
+    // user must put back by hand is in no other message.
+    const unchecked = uncheckedPacks(outcome, this.input.runDir, planned.run.cwd, planned.plan.policyName);
+    if (unchecked) throw unchecked;
     // An abort that stopped the run is what the caller hears (its error follows); one that came
     // after the run had its result must not let that result through past the violation.
     if (signal?.aborted && context.runFailed) return;
@@ -286,6 +293,40 @@ export class RunWorkspace {
       runId: plan.runId,
     });
   }
+}
+
+/**
+ * The host-trouble error for packs set aside unchecked (host-trouble.ts uncheckedPacksError), with
+ * the words of the run's other violations, if any; undefined when none was set aside.
+ */
+export function uncheckedPacks(
+  outcome: WorkspaceOutcome,
+  runDir: string,
+  workspace: string,
+  policyName: string,
+): SandboxRunError | undefined {
+  const setAside = outcome.restore?.setAside ?? [];
+  if (setAside.length === 0) return undefined;
+  const here = outcome.violations.filter((v) => v.detail?.startsWith(NOT_CHECKED_HERE));
+  const reasons = [...new Set(here.map((v) => v.detail!.slice(NOT_CHECKED_HERE.length)))];
+  const setAsidePaths = new Set(setAside.map((a) => a.path));
+  const others = outcome.violations.filter((v) => !here.includes(v) && !setAsidePaths.has(v.path));
+  const othersCount = outcome.violationCount - here.length;
+  return uncheckedPacksError({
+    workspace,
+    setAside,
+    reasons: reasons.length > 0 ? reasons : ["its git could not be run"],
+    folder: uncheckedPacksDir(path.join(runDir, WORKSPACE_STATE_DIR)),
+    ...(others.length > 0 && othersCount > 0
+      ? {
+          others: violationMessage(
+            { violationCount: othersCount, violations: others, restore: outcome.restore },
+            policyName,
+            { applied: outcome.applied },
+          ),
+        }
+      : {}),
+  });
 }
 
 function overfullMessage(folders: NonNullable<WorkspaceOutcome["overfull"]>, maxEntries: number): string {

@@ -9,6 +9,8 @@
 // write-tree, commit-tree, update-ref; the workspace's git checks: index-pack --verify outside any
 // repository, cat-file and diff-tree in a private one): never `add`, `commit` or `checkout`, which
 // run filters and hooks. Found on hostSearchPath(): never in a tree a sandbox writes.
+import fs from "node:fs";
+import path from "node:path";
 import { type CappedProcessResult, runCappedProcess } from "./capped-process.js";
 import { hostSearchPath } from "./host-programs.js";
 
@@ -92,6 +94,21 @@ export function hostGit(args: readonly string[], options: HostGitOptions): Promi
     },
     `git ${args[0]}`,
   );
+}
+
+/** Whether an executable `git` is on hostSearchPath() (what hostGit would run). */
+export function hostGitInstalled(): boolean {
+  return hostSearchPath()
+    .split(path.delimiter)
+    .some((dir) => {
+      const file = path.join(dir, "git");
+      try {
+        fs.accessSync(file, fs.constants.X_OK);
+        return fs.statSync(file).isFile();
+      } catch {
+        return false;
+      }
+    });
 }
 
 /** The command's stdout as text; a non-zero exit throws with git's own message. */

@@ -21,7 +21,10 @@
 // directory is reverted: a revert leaves the object store alone): git then reports a missing
 // object loudly where it would have read the run's content. The work is bounded: bytes inflated,
 // pack bytes verified and the time verifying packs per run; what is past a bound is refused
-// (removed) unchecked.
+// (removed) unchecked. A pack this host could not check at all (its git could not be started, or
+// its scratch folder written: git-object-verify.ts PackNotCheckedHere) is no refusal: it is set
+// aside with its .idx (restore step `remove` with `setAside`: moved into the run's folder, not
+// deleted; review, session 34: an honest `git gc` lost the history when the host had no git).
 import fs from "node:fs";
 import { yieldToEventLoop } from "./fd-walk.js";
 import { derivedRemovals, storeFileOf } from "./git-object-store.js";
@@ -30,6 +33,8 @@ import {
   checkLfsObject,
   checkLooseObject,
   checkPack,
+  isPackNotCheckedHere,
+  type PackNotCheckedHere,
   packNameProblem,
 } from "./git-object-verify.js";
 import { OBJECT_RULE } from "./git-rule-names.js";
@@ -53,6 +58,9 @@ const STOP_GRACE_MS = 30 * 1000;
  * pack its name says, so this is what the user's own git takes, not something the run can stretch.
  */
 const EXISTING_PACK_TIMEOUT_MS = 60 * 60 * 1000;
+
+/** How a violation's detail starts when this host could not run a pack's check (not a refusal). */
+export const NOT_CHECKED_HERE = "not checked on this host: ";
 
 export interface ObjectCheckStats {
   loose: number;
@@ -120,13 +128,13 @@ export class ObjectChecker {
       refusedRoots: new Set(),
       stats: { loose: 0, inflatedBytes: 0, packs: 0, packBytes: 0, ms: 0 },
     };
-    const refuse = (change: StoreChange, detail: string) => {
+    const refuse = (change: StoreChange, detail: string, setAside = false) => {
       out.violations.push({
         path: change.path,
         change: change.change,
         rule: OBJECT_RULE,
         detail,
-        restore: { action: "remove", path: change.path, objectStore: true },
+        restore: { action: "remove", path: change.path, objectStore: true, ...(setAside ? { setAside } : {}) },
       });
       out.refusedRoots.add(change.gitRoot);
     };
@@ -163,10 +171,13 @@ export class ObjectChecker {
       const problem = await this.pack(gitRoot, stem, pack, idx, access, out);
       if (!problem) continue;
       const first = pack ?? idx!;
-      refuse(first, problem);
+      // Not checked for a reason of this host (its git could not run): neither left where git reads
+      // it unchecked nor removed (an honest gc packed the history into it), but set aside, pair and all.
+      const here = isPackNotCheckedHere(problem);
+      refuse(first, here ? `${NOT_CHECKED_HERE}${problem.hostReason}` : problem, here);
       // The pair goes together: git finds a pack only through its .idx.
       const other = inGitDir(gitRoot, `objects/pack/${stem}.${first === pack ? "idx" : "pack"}`);
-      out.steps.push({ action: "remove", path: other, objectStore: true });
+      out.steps.push({ action: "remove", path: other, objectStore: true, ...(here ? { setAside: true } : {}) });
     }
     out.derived = [...derived];
     out.stats.ms = Math.round(performance.now() - started);
@@ -207,7 +218,7 @@ export class ObjectChecker {
     idx: StoreChange | undefined,
     access: GitAccess,
     out: ObjectCheckResult,
-  ): Promise<string | undefined> {
+  ): Promise<string | PackNotCheckedHere | undefined> {
     const packPath = pack?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.pack`);
     const idxPath = idx?.path ?? inGitDir(gitRoot, `objects/pack/${stem}.idx`);
     const key = `pack\0${identity(packPath, pack?.after)}\0${identity(idxPath, idx?.after)}`;
@@ -247,7 +258,8 @@ export class ObjectChecker {
                 : { format, scratch: access.scratch, timeoutMs: timeLeft, signal: this.graceOver.signal },
             );
       if (!existing) this.packTime.leftMs -= performance.now() - started;
-      this.memo.set(key, problem ?? null);
+      // What this host could not check is asked again by a later walk (it is set aside meanwhile).
+      if (!isPackNotCheckedHere(problem)) this.memo.set(key, problem ?? null);
       return problem;
     } finally {
       if (packFd !== undefined) fs.closeSync(packFd);

@@ -173,15 +173,61 @@ interface PackCheckOptions {
 }
 
 /**
- * Whether the .idx is exactly what git makes of the pack, every object hashed (the host's `git
- * index-pack --verify`). Undefined when it is; why not otherwise (git's own last words).
+ * A pack this host could not check, for a reason of the host's own (its git could not be started:
+ * not installed, too many processes, no memory, no file descriptors; or the scratch folder could not
+ * be written): not a refusal, since nothing says the pack is wrong. The caller neither accepts it in
+ * place (git would read it unchecked) nor deletes it (an honest `git gc` packed history into it):
+ * it is set aside for the user to verify and put back.
  */
-export async function checkPack(files: PackFiles, options: PackCheckOptions): Promise<string | undefined> {
-  const dir = fs.mkdtempSync(path.join(options.scratch, "pack-"));
+export interface PackNotCheckedHere {
+  /** Why the host could not check it ("spawn git EAGAIN", "the host's git is not installed"). */
+  hostReason: string;
+}
+
+/** The spawn and file errors that are the host's, not the pack's. */
+const HOST_ERROR_CODES = new Set([
+  "ENOENT",
+  "EACCES",
+  "EAGAIN",
+  "ENOMEM",
+  "EMFILE",
+  "ENFILE",
+  "ENOSPC",
+  "EDQUOT",
+  "EROFS",
+]);
+/** Git's own last words when the host, not the pack, failed it (threads, memory, descriptors, space). */
+const HOST_GIT_WORDS =
+  /unable to create thread|Resource temporarily unavailable|Out of memory|Cannot allocate memory|Too many open files|No space left on device|Disk quota exceeded/i;
+
+export function isPackNotCheckedHere(verdict: unknown): verdict is PackNotCheckedHere {
+  return (
+    typeof verdict === "object" && verdict !== null && typeof (verdict as PackNotCheckedHere).hostReason === "string"
+  );
+}
+
+/**
+ * Whether the .idx is exactly what git makes of the pack, every object hashed (the host's `git
+ * index-pack --verify`). Undefined when it is; why not otherwise (git's own last words); a
+ * PackNotCheckedHere when this host could not run the check at all.
+ */
+export async function checkPack(
+  files: PackFiles,
+  options: PackCheckOptions,
+): Promise<string | PackNotCheckedHere | undefined> {
+  let dir: string | undefined;
   try {
+    dir = fs.mkdtempSync(path.join(options.scratch, "pack-"));
     fs.symlinkSync("/dev/fd/3", path.join(dir, "p.pack"));
     fs.symlinkSync("/dev/fd/4", path.join(dir, "p.idx"));
     fs.mkdirSync(path.join(dir, "home"), { mode: 0o700 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    // A full or read-only scratch folder is the host's (review, session 34: it refused an honest gc's pack).
+    if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
+    return { hostReason: `its scratch folder ${options.scratch} could not be written (${code})` };
+  }
+  try {
     // Options old gits know (a sha1 pack needs no --object-format); no reverse index is made or compared.
     const format = options.format === "sha256" ? ["--object-format=sha256"] : [];
     const result = await hostGit(["index-pack", "--verify", ...format, "p.pack"], {
@@ -194,11 +240,19 @@ export async function checkPack(files: PackFiles, options: PackCheckOptions): Pr
       timeoutMs: options.timeoutMs,
       maxOutputBytes: 1024 * 1024,
       ...(options.signal ? { signal: options.signal } : {}),
-    }).catch((error: NodeJS.ErrnoException) => ({
-      status: -1,
-      stderr:
-        error.code === "ENOENT" ? "the host's git is needed to verify a pack and is not installed" : error.message,
-    }));
+    }).catch((error: NodeJS.ErrnoException): PackNotCheckedHere | { status: number; stderr: string } => {
+      // Not started (a spawn error carries its code): the host's git is missing or the host is out of something.
+      if (typeof error.code === "string" && HOST_ERROR_CODES.has(error.code))
+        return {
+          hostReason:
+            error.code === "ENOENT"
+              ? "the host's git is not installed: not found on PATH"
+              : `the host's git could not be started (${error.code})`,
+        };
+      // Timed out, stopped or too talkative: the run's budget, judged as a refusal.
+      return { status: -1, stderr: error.message };
+    });
+    if (isPackNotCheckedHere(result)) return result;
     if (result.status === 0) return undefined;
     if (result.status === -1) return `not checked: ${result.stderr}`;
     const last =
@@ -207,6 +261,8 @@ export async function checkPack(files: PackFiles, options: PackCheckOptions): Pr
         .split("\n")
         .pop()
         ?.replace(/^fatal: /, "") ?? "";
+    if (HOST_GIT_WORDS.test(last))
+      return { hostReason: `the host's git failed for want of resources (${last.slice(0, 200)})` };
     return `the host's git index-pack --verify refused it (${(last || `exit ${result.status}`).slice(0, 200)}): its .idx is not what git makes of the pack`;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -4,6 +4,7 @@
 // symlink is followed and no path is resolved twice.
 import crypto from "node:crypto";
 import fs from "node:fs";
+import nodePath from "node:path";
 import { writeAll } from "../util/host-dir.js";
 import { atPath, errorCode, openDirAt, openRoot, walkTree } from "./fd-walk.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
@@ -11,7 +12,7 @@ import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
 import type { RestoreStep } from "./workspace-rules.js";
 import { hashFileAt } from "./workspace-snapshot.js";
 
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 export interface RestoreReport {
   /** Scopes put back as they were before the run. */
@@ -23,6 +24,13 @@ export interface RestoreReport {
    * object missing instead of reading the run's content.
    */
   objects: string[];
+  /**
+   * Packs (and their .idx) this host could not check (its git could not run), set aside instead of
+   * removed: `keptAt` where they are now (the run's folder of unchecked packs); without it, the move
+   * failed (`why`): a .pack then stays where it was without its .idx (git does not read a pack
+   * without one; `git index-pack` makes it again, hashing every object), an .idx is removed.
+   */
+  setAside: Array<{ path: string; keptAt?: string; why?: string }>;
   /** Directory modes set back. */
   modes: string[];
   /** What could not be put back, with why. */
@@ -32,17 +40,20 @@ export interface RestoreReport {
 /**
  * Applies the steps (parents first, see RestorePlan.ordered) to the tree at `root`.
  * `movedStores`: object stores the walk found elsewhere than before the run (kept path ->
- * where it is now), to be moved back if their git directory is reverted.
+ * where it is now), to be moved back if their git directory is reverted. `setAsideDir`: a private
+ * folder of the run, kept after it, where packs this host could not check are moved (steps with
+ * `setAside`); without it they are removed like any refused object file.
  */
 export function applyRestore(
   root: string,
   steps: readonly RestoreStep[],
   copy: ProtectedCopy,
   movedStores: ReadonlyMap<string, string> = new Map(),
+  setAsideDir?: string,
 ): RestoreReport {
-  const report: RestoreReport = { reverted: [], removed: [], objects: [], modes: [], notRestored: [] };
+  const report: RestoreReport = { reverted: [], removed: [], objects: [], setAside: [], modes: [], notRestored: [] };
   const kept = copy.load(steps.filter((s) => s.action === "revert").map((s) => s.path));
-  const restorer = new Restorer(kept, copy, report);
+  const restorer = new Restorer(kept, copy, report, setAsideDir);
   const rootFd = openRoot(root);
   try {
     restorer.rootFd = rootFd;
@@ -77,6 +88,7 @@ class Restorer {
     private readonly kept: Map<string, KeptEntry>,
     private readonly copy: ProtectedCopy,
     private readonly report: RestoreReport,
+    private readonly setAsideDir?: string,
   ) {
     for (const p of kept.keys()) {
       const parent = p.includes("/") ? p.slice(0, p.lastIndexOf("/")) : "";
@@ -215,13 +227,65 @@ class Restorer {
     try {
       const name = parts[parts.length - 1]!;
       if (step.action === "remove") {
-        if (removeAt(parentFd, name)) (step.objectStore ? this.report.objects : this.report.removed).push(step.path);
+        if (step.setAside && this.setAsideDir !== undefined) this.setAside(parentFd, name, step.path);
+        else if (removeAt(parentFd, name))
+          (step.objectStore ? this.report.objects : this.report.removed).push(step.path);
       } else {
         this.restoreEntry(parentFd, name, step.path);
         this.report.reverted.push(step.path);
       }
     } finally {
       fs.closeSync(parentFd);
+    }
+  }
+
+  /** Folders made in setAsideDir, by the tree path of the folder their packs came from. */
+  private readonly asideFolders = new Map<string, string>();
+
+  /**
+   * A pack (or .idx) this host could not check, moved out of the object store into a folder of its
+   * own in setAsideDir: not left where git reads it unchecked, not deleted (an honest `git gc` packed
+   * the repository's history into it). Renamed when both are on one filesystem, else copied through
+   * an fd opened without following a link into a file made exclusively, then unlinked.
+   */
+  private setAside(parentFd: number, name: string, treePath: string): void {
+    const at = atPath(parentFd, name);
+    const current = lstatOrUndefined(at);
+    if (!current) return;
+    if (!current.isFile()) {
+      // Not a file (any more): nothing git reads as a pack, and nothing to keep.
+      if (removeAt(parentFd, name)) this.report.objects.push(treePath);
+      return;
+    }
+    let dest: string | undefined;
+    try {
+      const from = treePath.includes("/") ? treePath.slice(0, treePath.lastIndexOf("/")) : "";
+      let folder = this.asideFolders.get(from);
+      if (folder === undefined) {
+        try {
+          fs.mkdirSync(this.setAsideDir!, { mode: 0o700 });
+        } catch (error) {
+          if (errorCode(error) !== "EEXIST") throw error;
+        }
+        if (!fs.lstatSync(this.setAsideDir!).isDirectory()) throw new Error("ENOTDIR");
+        folder = fs.mkdtempSync(nodePath.join(this.setAsideDir!, "pack-"));
+        this.asideFolders.set(from, folder);
+      }
+      dest = nodePath.join(folder, name);
+      moveFileOut(parentFd, name, dest);
+      this.report.setAside.push({ path: treePath, keptAt: dest });
+    } catch (error) {
+      const why = `could not be moved to ${dest ?? this.setAsideDir} (${errorCode(error)})`;
+      if (name.endsWith(".pack")) {
+        // Its .idx goes (set aside or removed): git never reads a pack without one.
+        this.report.setAside.push({ path: treePath, why: `${why}; left in place without its .idx` });
+        return;
+      }
+      removeAt(parentFd, name);
+      this.report.setAside.push({
+        path: treePath,
+        why: `${why}; removed (git index-pack makes it again from the pack)`,
+      });
     }
   }
 
@@ -456,6 +520,41 @@ class Restorer {
     }
     fs.renameSync(atPath(dirFd, temp), atPath(dirFd, name));
   }
+}
+
+/**
+ * Moves a regular file out of the tree to `dest` (a new name in a private folder of the run):
+ * renamed, or across filesystems copied (source opened without following a link, `dest` made
+ * exclusively, never through a link, synced) and then unlinked. Nothing is left at `dest` if it fails.
+ */
+function moveFileOut(parentFd: number, name: string, dest: string): void {
+  const at = atPath(parentFd, name);
+  try {
+    fs.renameSync(at, dest);
+    return;
+  } catch (error) {
+    if (errorCode(error) !== "EXDEV") throw error;
+  }
+  const src = fs.openSync(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    const stat = fs.fstatSync(src);
+    if (!stat.isFile()) throw new Error("not a regular file");
+    const out = fs.openSync(dest, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      const buffer = Buffer.allocUnsafe(1024 * 1024);
+      for (let n = fs.readSync(src, buffer); n > 0; n = fs.readSync(src, buffer)) writeAll(out, buffer.subarray(0, n));
+      fs.fsyncSync(out);
+      fs.fchmodSync(out, stat.mode & 0o444);
+      fs.closeSync(out);
+    } catch (error) {
+      fs.closeSync(out);
+      fs.rmSync(dest, { force: true });
+      throw error;
+    }
+  } finally {
+    fs.closeSync(src);
+  }
+  fs.unlinkSync(at);
 }
 
 function kindName(stat: fs.Stats): string {

@@ -96,8 +96,9 @@ export function violationMessage(
   // no branch, and the run's other changes stay in the tree (review, session 29: a rebase left
   // stopped on a conflict; the hint said nothing was left and there was nothing to undo).
   const gitReverted = r?.reverted.some((p) => p === ".git" || p.endsWith("/.git")) ?? false;
+  const objectsWhere = r?.setAside?.length ? "in the repository, or in the packs set aside" : "in the repository";
   const kept = gitReverted
-    ? "The repository's refs and HEAD are as before the run: commits the run made are on no branch now (their objects are still in the repository). The run's other changes stay in the workspace (changedFiles)."
+    ? `The repository's refs and HEAD are as before the run: commits the run made are on no branch now (their objects are still ${objectsWhere}). The run's other changes stay in the workspace (changedFiles).`
     : "The run's other changes stay in the workspace (changedFiles).";
   // Every path not restored was removed (its content before the run was never kept): nothing of the run is left there.
   const allRemoved =
@@ -106,7 +107,8 @@ export function violationMessage(
   const hint = notApplied
     ? `The workspace is as it was before the run. ${policyWay}`
     : clean
-      ? `What broke the policy is undone; there is nothing to undo by hand. ${kept} ${policyWay}`
+      ? // Packs set aside unchecked (this host could not run its check) wait for the user (host-trouble.ts).
+        `What broke the policy is undone${r?.setAside?.length ? "" : "; there is nothing to undo by hand"}. ${kept} ${policyWay}`
       : allRemoved
         ? `What the run left at the paths listed as NOT restored is removed; what they held before the run could not be kept: get them back from version control or a backup. ${kept} ${policyWay}`
         : `Until the paths listed as NOT restored are deleted by hand (from outside the folder, e.g. a file manager or rm with the full path), do not run git, direnv, a shell with a git prompt or an editor in that workspace. ${policyWay}`;

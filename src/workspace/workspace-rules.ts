@@ -76,9 +76,11 @@ export type RestoreStep =
   /**
    * The scope did not exist before: remove it (and all below). `objectStore`: a file of an object
    * store that failed its check; a revert of its git directory (which leaves the store alone) does
-   * not cover it.
+   * not cover it. `setAside`: a pack (or its .idx) this host could not check (its git could not
+   * run): moved to the run's folder of unchecked packs instead (restore-tree.ts), for the user to
+   * verify and put back.
    */
-  | { action: "remove"; path: string; objectStore?: boolean }
+  | { action: "remove"; path: string; objectStore?: boolean; setAside?: boolean }
   /** The scope existed before: make it what the kept copy says (git: leave the object store alone). */
   | { action: "revert"; path: string }
   /** Set a directory's (or an object store file's) permission bits. */

@@ -11,6 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../errors.js";
+import { hostGitInstalled } from "../util/host-git.js";
 import { realPathOr } from "../util/resolved-path.js";
 import { ConfigFolders, configuredTargets, tooManyConfigFolders } from "./config-folders.js";
 import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
@@ -24,7 +25,7 @@ import {
   targetsInTree,
 } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
-import { REF_RULE } from "./git-rule-names.js";
+import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
 import { type KeptHash, type Owner, ProtectedCopy } from "./protected-copy.js";
 import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
@@ -74,6 +75,18 @@ export interface WorkspaceWatchInput {
    * the rest unchecked (git-object-check.ts), so a stopped run is judged and restored in moments.
    */
   signal?: AbortSignal;
+}
+
+/**
+ * The folder beside stateDir (in the run's folder) where packs this host could not check are set
+ * aside (restore-tree.ts). Not one of the names a run folder's cleanup removes (run/run-dirs.ts),
+ * so it outlives the run, and `gc`, until the user has put the packs back or removed it.
+ */
+export const UNCHECKED_PACKS_DIR = "unchecked-packs";
+
+/** Where a watch with this state folder sets aside the packs this host could not check. */
+export function uncheckedPacksDir(stateDir: string): string {
+  return path.join(path.dirname(stateDir), UNCHECKED_PACKS_DIR);
 }
 
 /** The policies' default limits.maxEntries. */
@@ -261,6 +274,11 @@ export class WorkspaceWatch {
       // Only now are all git directories known: what their config names is kept in a second pass.
       // A read-only workspace is not watched, but its configs may name what the watched trees hold.
       protectConfigPaths(watched, input.disabledProtections, input.workspaceWritable ? [] : [input.workspace]);
+      // The run's packs and refs are judged by the host's git: without one, an honest `git gc` could
+      // only be set aside for the user to put back (review, session 34). Refused before anything runs.
+      const judgedByGit = [OBJECT_RULE, REF_RULE].some((rule) => !input.disabledProtections?.includes(rule));
+      const repositories = watched.filter((w) => w.copy.gitDirs.length > 0 || w.gitDirs.length > 0);
+      if (judgedByGit && repositories.length > 0 && !hostGitInstalled()) throw noHostGit(repositories[0]!.root);
     } finally {
       for (const copy of open) copy.close();
     }
@@ -594,7 +612,7 @@ export class WorkspaceWatch {
       // A restore can uncover more (a directory made unreadable hid what is in it): walk again,
       // until nothing is left, nothing new is found, or the rounds run out.
       for (let round = 0; steps.length > 0; round++) {
-        const applied = applyRestore(w.root, steps, w.copy, moved);
+        const applied = applyRestore(w.root, steps, w.copy, moved, uncheckedPacksDir(this.input.stateDir));
         if (overflowed) applied.notRestored.push({ path: ".", why: "too many violations to restore them all" });
         mergeRestore((report.restore ??= emptyRestore()), applied, w.prefix);
         const again = await judge(w, { disabled, maxHeldNames });
@@ -1025,7 +1043,16 @@ function prefixed(v: Violation, prefix: string): Violation {
 }
 
 function emptyRestore(): NonNullable<WorkspaceReport["restore"]> {
-  return { reverted: [], removed: [], objects: [], modes: [], notRestored: [], clean: true, remaining: [] };
+  return {
+    reverted: [],
+    removed: [],
+    objects: [],
+    setAside: [],
+    modes: [],
+    notRestored: [],
+    clean: true,
+    remaining: [],
+  };
 }
 
 function mergeRestore(into: NonNullable<WorkspaceReport["restore"]>, from: RestoreReport, prefix: string): void {
@@ -1033,9 +1060,20 @@ function mergeRestore(into: NonNullable<WorkspaceReport["restore"]>, from: Resto
   for (const s of from.reverted) if (!into.reverted.includes(p(s))) into.reverted.push(p(s));
   for (const s of from.removed) into.removed.push(p(s));
   for (const s of from.objects) into.objects.push(p(s));
+  for (const a of from.setAside) into.setAside.push({ ...a, path: p(a.path) });
   for (const s of from.modes) if (!into.modes.includes(p(s))) into.modes.push(p(s));
   for (const n of from.notRestored) into.notRestored.push({ path: p(n.path), why: n.why });
   if (from.notRestored.length > 0) into.clean = false;
+}
+
+function noHostGit(root: string): SandboxRunError {
+  return new SandboxRunError(
+    "usage",
+    `${root} holds a git repository, and this host has no git on PATH to check the objects and refs a run writes there. Nothing was started.`,
+    {
+      hint: "Install git on the host (e.g. `apt-get install git`, `dnf install git`, `apk add git`) or put it on PATH, then run again; or run with --workspace copy.",
+    },
+  );
 }
 
 function cannotPrepare(root: string, what: string, error: unknown): SandboxRunError {
