@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import { lentFolderProblem } from "../../src/run/plan/host-folders.js";
+import { accountHomes, lentFolderProblem, readOnlyFolderProblem } from "../../src/run/plan/host-folders.js";
 import { type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { privateRunDirsParent } from "../../src/run/run-dirs.js";
 import { launchPaths } from "../../src/util/own-installation.js";
@@ -320,6 +320,30 @@ describe("lentFolderProblem", () => {
   ])("refuses %s", (folder, why) => {
     const problem = lentFolderProblem(folder, "/h/me", "/t")?.replace(/sandbox-run-\d+/g, "sandbox-run-0");
     expect(problem).toContain(why);
+  });
+
+  // Review, session 34: with HOME pointing elsewhere (sudo -E, a CI job's HOME=/github/home), the
+  // account's real home was lent writable, and the sandbox wrote its .ssh.
+  it("refuses the account's own home folder (its passwd entry's, SUDO_USER's, /root for root) whatever HOME says, and any folder holding it", () => {
+    expect(lentFolderProblem("/home/u", "/tmp/x", "/t", ["/home/u"])).toBe(
+      "is the home folder /home/u of your account (HOME says /tmp/x): a sandbox could write its shell's start-up files, ssh keys and git config",
+    );
+    expect(lentFolderProblem("/home", "/tmp/x", "/t", ["/home/u"])).toContain(
+      "holds the home folder /home/u of your account",
+    );
+    expect(lentFolderProblem("/home/u/project", "/tmp/x", "/t", ["/home/u"])).toBeUndefined();
+    expect(readOnlyFolderProblem("/home/u", "/tmp/x", "/t", ["/home/u"])).toContain(
+      "is the home folder /home/u of your account (HOME says /tmp/x): a sandbox could read",
+    );
+    if (process.getuid?.() === 0) expect(accountHomes()).toContain("/root");
+    const saved = process.env.SUDO_USER;
+    try {
+      process.env.SUDO_USER = "root";
+      expect(accountHomes()).toContain("/root");
+    } finally {
+      if (saved === undefined) delete process.env.SUDO_USER;
+      else process.env.SUDO_USER = saved;
+    }
   });
 
   it("refuses sandbox-run's cache (what every runner image is built from) and any folder holding it, where XDG_CACHE_HOME puts it too", () => {

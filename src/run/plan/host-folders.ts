@@ -88,6 +88,46 @@ export function realFolder(absolute: string, role: FolderRole): string {
   return real;
 }
 
+/**
+ * The home folders of the caller's account, whatever $HOME says (os.homedir() is $HOME): the
+ * passwd entry's, the account that ran sudo's (SUDO_USER), and /root for root. With HOME pointing
+ * elsewhere (`sudo -E`, a CI container job's HOME=/github/home, a script's HOME=$(mktemp -d)), the
+ * real home was lent, and the sandbox wrote its .ssh (review, session 34).
+ */
+export function accountHomes(): string[] {
+  const homes = new Set<string>();
+  try {
+    homes.add(os.userInfo().homedir);
+  } catch {
+    // No passwd entry for this uid (a container's arbitrary uid): $HOME alone.
+  }
+  if (process.getuid?.() === 0) homes.add("/root");
+  const sudoUser = process.env.SUDO_USER;
+  if (sudoUser) {
+    try {
+      const entry = fs
+        .readFileSync("/etc/passwd", "utf8")
+        .split("\n")
+        .find((line) => line.startsWith(`${sudoUser}:`));
+      const dir = entry?.split(":")[5];
+      if (dir) homes.add(dir);
+    } catch {
+      // No /etc/passwd to read: the others stand.
+    }
+  }
+  return [...homes].filter((h) => h.startsWith("/") && h !== "/");
+}
+
+/** Whether `real` is or holds one of the account's home folders other than $HOME's. */
+function accountHomeProblem(real: string, homeReal: string, accounts: readonly string[]): string | undefined {
+  for (const account of accounts) {
+    const accountReal = resolvedPath(account);
+    if (accountReal === homeReal || !atOrBelow(accountReal, real)) continue;
+    return `${real === accountReal ? "is" : "holds"} the home folder ${accountReal} of your account (HOME says ${homeReal})`;
+  }
+  return undefined;
+}
+
 const ENGINE_STATE = "the container engine's state: a sandbox could change every container's files";
 /**
  * Folders never lent to the sandbox (a lent tree is chowned to its uid when the caller is root):
@@ -106,12 +146,19 @@ const HOLDS_HOST_TREE = new Set(["/var", "/var/lib", "/var/snap"]);
  * Why `real` (a real path) may not be a tree the sandbox holds (the workspace, a writable
  * directory), or undefined. `home` and `tmpDir` are the caller's (tests pass their own).
  */
-export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os.tmpdir()): string | undefined {
+export function lentFolderProblem(
+  real: string,
+  home = os.homedir(),
+  tmpDir = os.tmpdir(),
+  accounts: readonly string[] = accountHomes(),
+): string | undefined {
   const homeReal = resolvedPath(home);
   if (real === homeReal)
     return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
   if (atOrBelow(homeReal, real))
     return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
+  const account = accountHomeProblem(real, homeReal, accounts);
+  if (account) return `${account}: a sandbox could write its shell's start-up files, ssh keys and git config`;
   for (const runDirs of runDirsParentsOf(tmpDir))
     if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets and state`;
@@ -135,10 +182,17 @@ export function lentFolderProblem(real: string, home = os.homedir(), tmpDir = os
  * /etc (host keys), /run (services' sockets: the engine's, an ssh agent's) or the engine's state;
  * the host's programs (/usr, /lib, ...) may be read.
  */
-export function readOnlyFolderProblem(real: string, home = os.homedir(), tmpDir = os.tmpdir()): string | undefined {
+export function readOnlyFolderProblem(
+  real: string,
+  home = os.homedir(),
+  tmpDir = os.tmpdir(),
+  accounts: readonly string[] = accountHomes(),
+): string | undefined {
   const homeReal = resolvedPath(home);
   if (atOrBelow(homeReal, real))
     return `${real === homeReal ? "is" : "holds"} your home folder: a sandbox could read your ssh keys, tokens and shell history`;
+  const account = accountHomeProblem(real, homeReal, accounts);
+  if (account) return `${account}: a sandbox could read its ssh keys, tokens and shell history`;
   for (const runDirs of runDirsParentsOf(tmpDir))
     if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
