@@ -1,9 +1,19 @@
 #!/usr/bin/env node
 // Entry point of the `sandbox-run` binary.
+import { openFilesLimit } from "../util/open-files-limit.js";
 import { outputWasLost, processIo, readerGone } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
-import { runCli } from "./program.js";
 
+// Checked before the commands load: Node loads their ~140 modules at once, and under a lower limit
+// of open files that ended in Node's own EMFILE stack trace (review, session 34: `ulimit -n 40`).
+const MIN_OPEN_FILES = 64;
+if (openFilesLimit() < MIN_OPEN_FILES) {
+  process.stderr.write(
+    `sandbox-run: this process may open only ${openFilesLimit()} files (ulimit -n); sandbox-run needs at least ${MIN_OPEN_FILES}, and 1024 or more for large workspaces and batches.\n  Raise the limit (\`ulimit -n 1024\`) and run again.\n`,
+  );
+  process.exit(EXIT.usage);
+}
+const { runCli } = await import("./program.js");
 const code = await runCli(process.argv.slice(2), processIo(), process);
 // Exit once stdout has drained: the Docker client keeps sockets alive otherwise. Output that could
 // not be written (a full disk) fails an otherwise successful command.

@@ -41,6 +41,21 @@ export function reportError(error: unknown, io: CliIo): number {
     return exitCodeFor(error.code);
   }
   const message = (error as Error)?.message ?? String(error);
+  const code = (error as NodeJS.ErrnoException)?.code;
+  // The folder the command was started in was removed (process.cwd() fails): not a bug either.
+  if (code === "ENOENT" && (error as NodeJS.ErrnoException).syscall === "uv_cwd") {
+    io.stderr("sandbox-run: the current folder no longer exists (it was removed after this shell entered it).\n");
+    io.stderr("  `cd` into a folder that exists and run again (--cwd names the workspace).\n");
+    return EXIT.usage;
+  }
+  // Out of file descriptors is this host's limit, not a bug (review, session 34).
+  if (code === "EMFILE" || code === "ENFILE") {
+    io.stderr(`sandbox-run: ${continuationsIndented(messageText(message))}\n`);
+    io.stderr(
+      `  ${code === "EMFILE" ? "This process ran out of open files (ulimit -n)" : "The system ran out of open files"}: raise the limit (\`ulimit -n 4096\`) and run again.\n`,
+    );
+    return EXIT.agentFailed;
+  }
   io.stderr(`sandbox-run: unexpected error: ${continuationsIndented(messageText(message))}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");
   if (io.env.SANDBOX_RUN_DEBUG) io.stderr(`${(error as Error)?.stack ?? ""}\n`);

@@ -332,3 +332,38 @@ describe.skipIf(!dockerAvailable())("a workspace whose configs name more paths t
 it("runs the built CLI", () => {
   expect(fs.existsSync(builtCli)).toBe(true);
 });
+
+// Review, session 34: under `ulimit -n 40` Node's own EMFILE stack trace came out of the CLI's module
+// loading; at 40-56 "unexpected error ... This is a bug".
+describe("a process with few open files", () => {
+  it("is told the limit and what to raise it to, before anything loads (exit 2)", () => {
+    const run = spawnSync("bash", ["-c", `ulimit -n 40 && exec "${process.execPath}" "${builtCli}" --version`], {
+      encoding: "utf8",
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe(
+      "sandbox-run: this process may open only 40 files (ulimit -n); sandbox-run needs at least 64, and 1024 or more for large workspaces and batches.\n  Raise the limit (`ulimit -n 1024`) and run again.\n",
+    );
+  });
+});
+
+describe("a shell whose folder was removed", () => {
+  it("is told to cd into a folder that exists (exit 2), not that sandbox-run has a bug (review, session 34)", () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-gone-cwd-"));
+    try {
+      const run = spawnSync(
+        "bash",
+        [
+          "-c",
+          `mkdir gone && cd gone && rmdir ../gone && exec "${process.execPath}" "${builtCli}" --dry-run --model openai/x "hi"`,
+        ],
+        { cwd: parent, encoding: "utf8", env: { PATH: process.env.PATH ?? "", OPENAI_API_KEY: "sk-test" } },
+      );
+      expect(run.status, run.stderr).toBe(2);
+      expect(run.stderr).toContain("sandbox-run: the current folder no longer exists");
+      expect(run.stderr).not.toContain("bug");
+    } finally {
+      fs.rmSync(parent, { recursive: true, force: true });
+    }
+  });
+});

@@ -53,6 +53,16 @@ describe("terminal text", () => {
     expect(terminalText("::std::string s;\n##[x]")).toBe("::std::string s;\n#\\x23[x]");
   });
 
+  it("running out of file descriptors is this host's limit, said with what to raise, never 'a bug' (review, session 34)", () => {
+    const shown = terminalStderr();
+    const error = Object.assign(new Error("EMFILE: too many open files, open '/x/bundle-chunk-1.js'"), {
+      code: "EMFILE",
+    });
+    expect(reportError(error, shown.io)).toBe(1);
+    expect(shown.err()).toContain("This process ran out of open files (ulimit -n): raise the limit (`ulimit -n 4096`)");
+    expect(shown.err()).not.toContain("bug");
+  });
+
   it("the live status line escapes what tools and the sandbox report", () => {
     let out = "";
     const live = createLiveStatus((s) => (out += s), { color: false, columns: 200 });
