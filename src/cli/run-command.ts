@@ -18,6 +18,7 @@ import {
 } from "../operations.js";
 import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
 import { lostWork } from "../util/left-out-reasons.js";
+import { BoundedLines, CLOSE_WAIT_MS, MAX_BUFFERED_BYTES } from "./bounded-lines.js";
 import { type CliIo, liveTerminal, progressTo } from "./cli-io.js";
 import { refuseCommandLikePrompt } from "./command-typos.js";
 import { EXIT, exitCodeFor, exitCodeForSignal } from "./exit-codes.js";
@@ -220,16 +221,24 @@ export async function runPlannedCommand(
 
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? await openRunRecord(flags.record, planned) : undefined;
-  let events: fs.WriteStream | undefined;
+  let eventsStream: fs.WriteStream | undefined;
   let patchFile: ReturnType<typeof openPatchFile> | undefined;
   try {
-    events = flags.events ? openEventsFile(flags.events, heldTrees(planned), io) : undefined;
+    eventsStream = flags.events ? openEventsFile(flags.events, heldTrees(planned), io) : undefined;
     patchFile = flags.patchFile ? openPatchFile(flags.patchFile, planned) : undefined;
   } catch (error) {
-    events?.destroy();
+    eventsStream?.destroy();
     await recorder?.abandon();
     throw error;
   }
+  const eventsFile = flags.events;
+  const events = eventsStream
+    ? new BoundedLines(eventsStream, () =>
+        io.stderr(
+          `sandbox-run: warning: the events file ${terminalText(eventsFile)} is not being read (over ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait to be written): later events are left out of it; the run goes on.\n`,
+        ),
+      )
+    : undefined;
   const live =
     !flags.quiet && liveTerminal(io)
       ? (await import("./live-status.js")).createLiveStatus(io.stderr, {
@@ -334,8 +343,14 @@ export async function runPlannedCommand(
   } finally {
     patchFile?.dir.close();
     interrupt.dispose();
-    const stream = events;
-    if (stream) await new Promise<void>((resolve) => stream.end(resolve));
+    if (events && !(await events.close()))
+      io.stderr(
+        `sandbox-run: warning: the events file ${terminalText(flags.events)} was not read within ${CLOSE_WAIT_MS / 1000} s of the run's end: its last events are left out.\n`,
+      );
+    else if (events?.dropped)
+      io.stderr(
+        `sandbox-run: warning: ${events.dropped} events were left out of the events file (it was not being read).\n`,
+      );
   }
 }
 
