@@ -54,7 +54,8 @@ export function reportError(error: unknown, io: CliIo): number {
     io.stderr(
       `  ${code === "EMFILE" ? "This process ran out of open files (ulimit -n)" : "The system ran out of open files"}: raise the limit (\`ulimit -n 4096\`) and run again.\n`,
     );
-    return EXIT.agentFailed;
+    // As host-trouble.ts says a host resource: exit 2.
+    return EXIT.usage;
   }
   io.stderr(`sandbox-run: unexpected error: ${continuationsIndented(messageText(message))}\n`);
   io.stderr("  This is a bug in sandbox-run; set SANDBOX_RUN_DEBUG=1 for details and report it.\n");

@@ -58,7 +58,7 @@ describe("terminal text", () => {
     const error = Object.assign(new Error("EMFILE: too many open files, open '/x/bundle-chunk-1.js'"), {
       code: "EMFILE",
     });
-    expect(reportError(error, shown.io)).toBe(1);
+    expect(reportError(error, shown.io)).toBe(2);
     expect(shown.err()).toContain("This process ran out of open files (ulimit -n): raise the limit (`ulimit -n 4096`)");
     expect(shown.err()).not.toContain("bug");
   });
