@@ -154,6 +154,20 @@ function submoduleConfigs(workspace: string, gitDir: string, limit: number): { f
  * repository's git directory, by default the workspace's own (`.git`, or where its `gitdir:` points):
  * a repository nested in the workspace, or a bare one, is scanned with its own git directory.
  */
+/** `<git dir>/worktrees/<name>/config.worktree` of each linked worktree (at most `limit`). */
+function worktreeConfigs(gitDir: string, limit: number): { files: string[]; cut: boolean } {
+  let names: string[];
+  try {
+    names = fs.readdirSync(path.join(gitDir, "worktrees"));
+  } catch {
+    return { files: [], cut: false };
+  }
+  return {
+    files: names.slice(0, limit).map((name) => path.join(gitDir, "worktrees", name, "config.worktree")),
+    cut: names.length > limit,
+  };
+}
+
 export function scanGitConfig(workspace: string, gitDir: string = gitDirOf(workspace)): GitConfigFacts {
   const credentials = new Set<string>();
   const found = {
@@ -167,6 +181,10 @@ export function scanGitConfig(workspace: string, gitDir: string = gitDirOf(works
   if (common) queue.push(path.join(path.resolve(gitDir, common), "config"));
   const submodules = submoduleConfigs(workspace, gitDir, MAX_FILES);
   queue.push(...submodules.files);
+  // A linked worktree's own settings (extensions.worktreeConfig) live in the main repository's
+  // worktrees/<name>/config.worktree, inside the tree even when the worktree is not (review, session 34).
+  const worktrees = worktreeConfigs(gitDir, MAX_FILES);
+  queue.push(...worktrees.files);
   const seen = new Set<string>();
   while (queue.length > 0 && seen.size < MAX_FILES) {
     const file = queue.shift()!;
@@ -223,7 +241,8 @@ export function scanGitConfig(workspace: string, gitDir: string = gitDirOf(works
     credentials: [...credentials].sort(),
     unread:
       queue.filter((file) => !seen.has(file) && readInside(workspace, file) !== undefined).length +
-      (submodules.cut ? 1 : 0),
+      (submodules.cut ? 1 : 0) +
+      (worktrees.cut ? 1 : 0),
   };
 }
 

@@ -1,22 +1,25 @@
 // The git repositories anywhere in a tree the sandbox will see: a checkout inside the workspace
 // (`actions/checkout` with `path: vendor/lib` and its default persist-credentials, a `pr/` folder
-// beside the base branch), a linked worktree or submodule's `.git` file, a bare repository. Their
-// config files are files the sandbox reads like any other, so a token one of them keeps is found
-// before the run starts (run/plan/nested-git-credentials.ts), not only the top repository's
-// (review, session 34: a PAT in `vendor/lib/.git/config` reached the model, the PR comment and the
-// step summary).
+// beside the base branch), a linked worktree or submodule's `.git` file, a `.git` that is a link, a
+// bare repository (the tree itself too). Their config files are files the sandbox reads like any
+// other, so a token one of them keeps is found before the run starts
+// (run/plan/git-credentials.ts), not only the top repository's (review, session 34: a PAT in
+// `vendor/lib/.git/config` reached the model, the PR comment and the step summary).
 //
-// Found by what a folder holds, not by walking git's own folders: the walk reads directory entries
-// with their types (no stat per entry, no link followed), does not descend into a git directory
-// (the scan of its config reads its includes and `modules/`), and yields to the event loop now and
-// then, since it runs in the controller beside other runs' streams.
+// Found by what a folder holds, as git finds them: the walk reads directory entries with their
+// types (no stat per entry, no link followed), does not descend into a `.git` folder (the scan of
+// its config reads its includes, `modules/` and `worktrees/`), looks inside a bare repository but
+// for its objects (a folder that only looks bare, four files a change can commit, hid a checkout
+// below it; review, session 34), and yields to the event loop now and then, since it runs in the
+// controller beside other runs' streams. A folder it may enter but not list is refused, never
+// passed over: the sandbox (the caller's uid, or one lent the tree) reads a path in it by name.
 import fs from "node:fs";
 import path from "node:path";
 
 export interface NestedRepository {
   /** The folder the repository's files are read within (its work tree, or the bare repository itself). */
   workTree: string;
-  /** Its git directory: `<workTree>/.git`, where a `.git` file's `gitdir:` points, or the bare repository. */
+  /** A bare repository's git directory (itself); absent for a work tree's `.git` (dir, file or link). */
   gitDir?: string;
 }
 
@@ -24,6 +27,8 @@ export interface FoundRepositories {
   repositories: NestedRepository[];
   /** The walk stopped at its entry or repository budget: what lies past it is unknown. */
   cut: boolean;
+  /** A folder the walk could enter but not list (its mode, a name too long): what it holds is unknown. */
+  unlistable?: { dir: string; code: string };
   entries: number;
 }
 
@@ -33,19 +38,24 @@ export const MAX_WALKED_ENTRIES = 2_000_000;
 export const MAX_REPOSITORIES = 10_000;
 const YIELD_EVERY = 5_000;
 
-/** A bare repository: git's own files at the folder's top (HEAD, config, objects/). */
-function isBareRepository(names: Map<string, fs.Dirent>): boolean {
-  return (
-    names.get("HEAD")?.isFile() === true &&
-    names.get("config")?.isFile() === true &&
-    names.get("objects")?.isDirectory() === true &&
-    names.get("refs")?.isDirectory() === true
-  );
+/** git's own test of a git directory: HEAD, and objects and refs (or a commondir), of any kind (a link too). */
+function isBareRepository(names: ReadonlySet<string>): boolean {
+  return names.has("HEAD") && ((names.has("objects") && names.has("refs")) || names.has("commondir"));
+}
+
+/** Whether this process may enter `dir` (search permission): then so may a path in it be read by name. */
+function enterable(dir: string): boolean {
+  try {
+    fs.accessSync(dir, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
- * Every repository in `root` (its own top repository included), within the budgets. A folder that
- * cannot be read is passed over: what this process cannot list, it cannot have lent either.
+ * Every repository in `root` (its own top repository included, the root itself when bare), within
+ * the budgets.
  */
 export async function findRepositories(
   root: string,
@@ -62,10 +72,15 @@ export async function findRepositories(
     let listed: fs.Dirent[];
     try {
       // Synchronous, in slices between yields: one readdir is short, and the async form cost twice
-      // the time (73,000 entries: 0.7 s against 0.4 s here).
+      // the time (73,000 entries: 0.7 s against 0.2 s here).
       listed = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "error";
+      // Gone since its parent was listed, or a file (the root may be one): nothing to look into.
+      if (code === "ENOENT" || code === "ENOTDIR") continue;
+      // Neither listed nor entered: a path in it cannot be read by this uid either.
+      if ((code === "EACCES" || code === "EPERM") && !enterable(dir)) continue;
+      return { repositories, cut: false, unlistable: { dir, code }, entries };
     }
     entries += listed.length;
     sinceYield += listed.length;
@@ -75,23 +90,23 @@ export async function findRepositories(
       limits.signal?.throwIfAborted();
       await new Promise((resolve) => setImmediate(resolve));
     }
-    const names = new Map(listed.map((d) => [d.name, d]));
-    if (dir !== root && isBareRepository(names)) {
+    const bare = isBareRepository(new Set(listed.map((d) => d.name)));
+    if (bare) {
       repositories.push({ workTree: dir, gitDir: dir });
       if (repositories.length > maxRepositories) return { repositories, cut: true, entries };
-      continue;
     }
     for (const entry of listed) {
       // Git's own name; on a case-insensitive disk `.GIT` is the same folder to the host's git.
+      // A folder, a `gitdir:` file or a link to either: git follows all three.
       if (entry.name.toLowerCase() === ".git") {
-        if (entry.isDirectory() || entry.isFile()) {
-          repositories.push(
-            entry.isDirectory() ? { workTree: dir, gitDir: path.join(dir, entry.name) } : { workTree: dir },
-          );
+        if (entry.isDirectory() || entry.isFile() || entry.isSymbolicLink()) {
+          repositories.push({ workTree: dir });
           if (repositories.length > maxRepositories) return { repositories, cut: true, entries };
         }
         continue;
       }
+      // A bare repository's objects are content, named by their hashes: nothing to find there.
+      if (bare && entry.name === "objects") continue;
       if (entry.isDirectory()) stack.push(path.join(dir, entry.name));
     }
   }

@@ -46,11 +46,22 @@ export async function refuseNestedGitCredentials(
         `${tree} holds more than ${maxEntries.toLocaleString("en-US")} entries or ${MAX_REPOSITORIES.toLocaleString("en-US")} repositories: sandbox-run looks for a credential in the git config of every repository in the trees the sandbox sees, and does not start with part of one unchecked.`,
         "Lend a smaller tree (--cwd a subfolder), or move what the run does not need out of it.",
       );
-    for (const repository of found.repositories)
+    if (found.unlistable)
+      throw usageError(
+        `sandbox-run cannot list ${found.unlistable.dir} (${found.unlistable.code}), which the sandbox can enter: it looks for a credential in the git config of every repository in the trees the sandbox sees, and one in there would go unchecked.`,
+        `Make it listable (\`chmod u+r ${found.unlistable.dir}\`), or move it out of the tree.`,
+      );
+    for (const [i, repository] of found.repositories.entries()) {
+      // Each scan reads a few small files: a tree of thousands of repositories yields now and then.
+      if (i > 0 && i % 200 === 0) {
+        signal?.throwIfAborted();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
       refuseGitCredentials(
         repository.workTree,
         scanGitConfig(tree, repository.gitDir ?? gitDirOf(repository.workTree, tree)),
       );
+    }
   }
 }
 
