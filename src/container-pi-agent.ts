@@ -492,6 +492,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         ...(options.recorder ? { traffic: options.recorder.traffic } : {}),
         ...(warm ? { warm: warm.sandbox } : {}),
         ...(this.config.egressOverrides ? { egressOverrides: this.config.egressOverrides } : {}),
+        ...("id" in image && image.id ? { imageId: image.id } : {}),
       });
       lease?.release();
       return details as RunDetails<TOutput>;

@@ -192,6 +192,7 @@ export class DockerEngine implements Engine {
     try {
       const image = await this.api.getImage(ref).inspect();
       return {
+        id: image.Id,
         labels: image.Config?.Labels ?? {},
         platform: `${image.Os}/${image.Architecture}`,
         sizeBytes: image.Size,

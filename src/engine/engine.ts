@@ -35,6 +35,8 @@ export interface EngineInfo {
 
 /** What an engine says of one of its images. */
 export interface ImageDetails {
+  /** The image's content id ("sha256:..."): what a container is made from, whatever a tag names later. */
+  id?: string;
   labels: Record<string, string>;
   /** "linux/arm64": the image's own Os and Architecture. */
   platform: string;

@@ -20,6 +20,12 @@ export interface ReadyImage {
   piVersion: string;
   /** A chosen image built FROM another build's runner image: what the run's `image.stale` event says. */
   staleBase?: string;
+  /**
+   * The checked image's id: containers are made from it, not from the tag, which may name another
+   * image by then (review, session 34: a tag moved to an image with a VOLUME and our labels after
+   * an agent had checked it, and its next runs were made from that one unchecked).
+   */
+  id?: string;
 }
 
 /** An image of another platform than the run's: the engine would refuse it at create, less clearly. */
@@ -148,7 +154,12 @@ function checked(tag: string, details: ImageDetails, platform: RunnerPlatform): 
     imageMetadataProblem(tag, details);
   if (problem) throw problem;
   const staleBase = staleBaseOf(tag, details.labels);
-  return { tag, piVersion: details.labels[IMAGE_LABEL_PI_VERSION]!, ...(staleBase ? { staleBase } : {}) };
+  return {
+    tag,
+    piVersion: details.labels[IMAGE_LABEL_PI_VERSION]!,
+    ...(details.id ? { id: details.id } : {}),
+    ...(staleBase ? { staleBase } : {}),
+  };
 }
 
 /**

@@ -82,6 +82,8 @@ export interface ExecuteContext {
   warm?: ClaimedSandbox;
   /** Tests only (run/run-egress.ts). */
   egressOverrides?: EgressOverrides;
+  /** The checked image's id (ensure-runner-image.ts): the container is made from it, not from the plan's tag. */
+  imageId?: string;
 }
 
 // Longer than most on purpose: one straight sequence of setup steps, each registering its teardown
@@ -184,7 +186,10 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       // Not cancelled by the signal: the engine makes the container whether or not the client still
       // waits for its id, and without the id nothing would remove it (review, session 28). An abort
       // meanwhile is seen right below, once its removal is registered.
-      const spec = containerSpecOf(plan, new Date(), { copiedMb: workspace.copiedMb });
+      const spec = {
+        ...containerSpecOf(plan, new Date(), { copiedMb: workspace.copiedMb }),
+        ...(ctx.imageId ? { image: ctx.imageId } : {}),
+      };
       container = await ctx.engine.createContainer(spec).catch((error) => {
         throw containerFailure(error, plan);
       });

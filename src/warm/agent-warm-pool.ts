@@ -38,7 +38,7 @@ interface AgentWarmPoolInput {
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
   /** The image ready on the engine, for the pool's platform (a call's own, under emulation; else the engine's). */
-  prepare(engine: Engine, image: string, platform?: RunnerPlatform): Promise<{ piVersion: string }>;
+  prepare(engine: Engine, image: string, platform?: RunnerPlatform): Promise<{ piVersion: string; id?: string }>;
   onChange?: (change: WarmPoolChange) => void;
   /** Called once the pool has started making its sandboxes (their containers boot for a while). */
   onStarted?: () => void;
@@ -144,7 +144,11 @@ export class AgentWarmPool {
     const template = this.#template;
     if (!template) return Promise.reject(new Error("no call has shaped the warm pool yet"));
     this.#starting ??= (async () => {
-      const { piVersion } = await this.input.prepare(this.input.engine, template.plan.image, template.plan.platform);
+      const { piVersion, id } = await this.input.prepare(
+        this.input.engine,
+        template.plan.image,
+        template.plan.platform,
+      );
       if (this.#closed) throw new Error("the warm pool is closed");
       this.#pool = new WarmPool({
         engine: this.input.engine,
@@ -154,6 +158,7 @@ export class AgentWarmPool {
         idleMs: (this.input.options.idleSeconds ?? DEFAULT_WARM_IDLE_SECONDS) * 1000,
         maxRunMs: template.run.timeoutMs,
         preloadApis: apisOf(template),
+        ...(id ? { imageId: id } : {}),
         onChange: (change) => {
           this.input.onChange?.(change);
           this.input.options.onChange?.(change);

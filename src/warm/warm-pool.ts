@@ -54,6 +54,8 @@ interface WarmPoolOptions {
   onChange?: (change: WarmPoolChange) => void;
   /** Makes one sandbox (default: WarmSandbox.make). */
   make?: (input: MakeWarmSandbox) => Promise<PoolSandbox>;
+  /** The checked image's id, which the sandboxes are made from (else the shape's tag). */
+  imageId?: string;
 }
 
 export type WarmPoolChange =
@@ -297,6 +299,7 @@ export class WarmPool {
       identity,
       loadTimeoutMs: this.#options.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS,
       signal: abort.signal,
+      ...(this.#options.imageId ? { imageId: this.#options.imageId } : {}),
     }).then(
       (sandbox: PoolSandbox) => {
         this.#making.delete(abort);

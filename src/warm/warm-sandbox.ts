@@ -20,6 +20,8 @@ export interface MakeWarmSandbox {
   /** How long the launcher may take to load Pi (a loaded machine, gVisor) before it counts as broken. */
   loadTimeoutMs: number;
   signal?: AbortSignal;
+  /** The checked image's id: made from it, not from the shape's tag (ensure-runner-image.ts). */
+  imageId?: string;
 }
 
 export class WarmSandbox implements ClaimedSandbox {
@@ -62,7 +64,8 @@ export class WarmSandbox implements ClaimedSandbox {
     const started = performance.now();
     // Not aborted half-way: a create the engine carried out after all would leave a container
     // this side never learnt the id of. A pool that closes meanwhile removes it just below.
-    const container = await engine.createContainer(warmContainerSpec(shape, identity));
+    const spec = warmContainerSpec(shape, identity);
+    const container = await engine.createContainer(options.imageId ? { ...spec, image: options.imageId } : spec);
     let relay: Relay | undefined;
     const readOnly = new Map<string, PendingCopyIn>();
     let stderr = "";

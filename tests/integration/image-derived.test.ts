@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { stringify as yamlStringify } from "yaml";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import type { ScriptedModelServer } from "../../src/scripted-model/scripted-model-server.js";
 import {
@@ -33,10 +34,14 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       plain: bashThenFinal(PROBE, { done: true }),
       unlabelled: bashThenFinal("true", { done: true }),
       health: bashThenFinal("sleep 4", { done: true }),
+      retag: bashThenFinal("if test -e /data; then echo has-data; else echo no-data; fi", { done: true }),
     });
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-derived-"));
     modelsFile = path.join(dir, "models.json");
-    fs.writeFileSync(modelsFile, JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled", "health"])));
+    fs.writeFileSync(
+      modelsFile,
+      JSON.stringify(modelsFor(server, ["derived", "plain", "unlabelled", "health", "retag"])),
+    );
     cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
   });
   afterAll(async () => {
@@ -216,6 +221,30 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       expect((await theirs.inspect()).Id).toBe(theirs.id);
     } finally {
       await theirs.remove({ force: true });
+    }
+  });
+
+  // Review of this session's change (fix34): an agent checked an image once and made its later
+  // containers from the tag, which by then named an image with a VOLUME and our labels.
+  it("an agent makes its containers from the image it checked, not from whatever its tag names later", async () => {
+    const clean = await derivedImage("retag-clean", ["LABEL org.example.kind=clean"]);
+    const bad = await derivedImage("retag-bad", ["VOLUME /data", "LABEL sandbox-run.managed=true"]);
+    const tag = `sandbox-run-test/retag:${process.pid}`;
+    await docker.getImage(clean).tag({ repo: tag.split(":")[0], tag: tag.split(":")[1] });
+    cleanups.push(() => docker.getImage(tag).remove({ force: true }));
+    const agent = new ContainerPiAgent({ models: modelsFor(server, ["retag"]), model: "scripted/retag", image: tag });
+    const ws = makeWorkspace({ "a.txt": "a\n" });
+    try {
+      const schema = { type: "object", properties: { done: { type: "boolean" } }, required: ["done"] } as const;
+      await agent.run("go", { cwd: ws, schema });
+      expect(lastToolResult(server, "retag")).toContain("no-data");
+      // The tag now names the image sandbox-run refuses.
+      await docker.getImage(bad).tag({ repo: tag.split(":")[0], tag: tag.split(":")[1] });
+      await agent.run("go", { cwd: ws, schema });
+      expect(lastToolResult(server, "retag")).toContain("no-data");
+    } finally {
+      await agent.close();
+      fs.rmSync(ws, { recursive: true, force: true });
     }
   });
 
