@@ -30,6 +30,7 @@ import {
   LABEL_RUN_ID,
 } from "../sandbox-contract.js";
 import { readConfigJson } from "../util/config-file.js";
+import { controllerContainer } from "../util/controller-container.js";
 import type { RunnerPlatform } from "../util/platform.js";
 import { untilAborted } from "../util/until-aborted.js";
 import {
@@ -169,6 +170,14 @@ async function checkEngine(
   ok(`engine ${info.version} (API ${info.apiVersion}${info.cgroupVersion ? `, cgroup v${info.cgroupVersion}` : ""})`);
   describeEngineKind(info, { ok, note });
   if (!engine.sharesHostFilesystem) note("on another machine: runs here copy the workspace in and out (copy mode)");
+  else {
+    const container = controllerContainer();
+    if (container)
+      note(
+        `sandbox-run runs in a container (${container}): this engine mounts folders of its own host, so runs copy the workspace in and out (copy mode) unless --workspace bind is given`,
+        "Give --workspace bind only where the workspace and TMPDIR are mounted into this container at the same paths they have on the engine's host.",
+      );
+  }
   const runsc = runscCheck(info.runtimes);
   if (runsc.level === "ok") ok(runsc.message);
   else note(runsc.message, runsc.fix);

@@ -24,6 +24,20 @@ export function containerFailure(error: unknown, plan: RunPlan, step: "create" |
       cause: error,
     });
   }
+  // The engine resolves mount sources on its own host: one that does not see a path this
+  // controller sees (a controller in a container on the host's docker socket) cannot mount it
+  // (review, session 34: Docker's raw error, "docker-unavailable", and a doctor that said "Ready.").
+  const unseen = /bind source path does not exist: (\S+)/i.exec(message)?.[1];
+  if (unseen) {
+    return new SandboxRunError(
+      "usage",
+      `The engine does not see ${unseen}, which this controller sees: it mounts folders of its own host (sandbox-run in a container, on the host's docker socket?).`,
+      {
+        hint: "Use --workspace copy (the workspace is copied in and out), or mount the workspace and TMPDIR into this container at the same paths they have on the engine's host.",
+        cause: error,
+      },
+    );
+  }
   if (/exec format error/i.test(message) && plan.platform) {
     // The engine's machine has no emulator for the platform (not visible from here before the start).
     return new SandboxRunError(

@@ -170,6 +170,18 @@ describe("choosing the mode", () => {
     expect(() => plan({ workspaceMode: "mirror" })).toThrow(/Unknown workspace mode "mirror"/);
   });
 
+  // Review, session 34: a controller in a container on the host's docker socket had the engine mount
+  // the host's own folder of the workspace's name; bind mode by default let the sandbox read and write it.
+  it("a controller in a container defaults to copy mode on a local engine, saying why; bind stays when asked for", () => {
+    const chosen = planned({}, { controllerContainer: "its init's cgroup is /docker/abc" });
+    expect(chosen.plan.workspaceMode).toBe("copy");
+    expect(chosen.copyModeReason).toContain(
+      "sandbox-run runs in a container (its init's cgroup is /docker/abc), and an engine reached through a mounted socket mounts the folders of its own host",
+    );
+    expect(plan({ workspaceMode: "bind" }, { controllerContainer: "x" }).workspaceMode).toBe("bind");
+    expect(plan({}, { controllerContainer: "" }).workspaceMode).toBe("bind");
+  });
+
   // This host's default (4 % of its memory): one 2 GiB sandbox holds more watches than that.
   const tight: PerUserLimits = { epollWatches: 5_491_667 };
 

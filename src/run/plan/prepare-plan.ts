@@ -9,6 +9,7 @@ import { hostCaBundleFile } from "../../proxy/host-ca-bundle.js";
 import { newPlaceholder } from "../../proxy/secret-bindings.js";
 import type { ReplayCall } from "../../replay/replay-source.js";
 import type { RunPlan, WorkspaceMode } from "../../sandbox-contract.js";
+import { controllerContainer } from "../../util/controller-container.js";
 import { mountPointsInside, readMountTable } from "../../util/mount-table.js";
 import { pidnsField } from "../../util/own-pid-namespace.js";
 import {
@@ -58,6 +59,11 @@ export interface PlanPlace {
   engineReason?: string;
   /** Plan the call for a warm sandbox (copy mode, the trees at WARM_PATHS; see buildRunPlan). */
   warm?: boolean;
+  /**
+   * What shows this controller runs in a container (util/controller-container.ts; default: read
+   * from /proc; tests give their own, "" for none).
+   */
+  controllerContainer?: string;
   /** This host's per-uid kernel limits (default: read from /proc; tests give their own). */
   perUserLimits?: PerUserLimits;
 }
@@ -184,6 +190,15 @@ function workspaceModeOf(
     return {
       mode: "copy",
       copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: the run is emulated (${emulated}), where bind mode's no-setuid filter cannot be installed`,
+    };
+  // A controller in a container that reaches a local engine through a mounted socket: the engine
+  // resolves mount sources on its own host (review, session 34: the sandbox got the host's unrelated
+  // folder of the same name, and the run said it succeeded). Copy mode unless bind is asked for.
+  const inContainer = shares && asked === undefined ? (place.controllerContainer ?? controllerContainer()) : undefined;
+  if (inContainer)
+    return {
+      mode: "copy",
+      copyModeReason: `the workspace is copied in and out (copy mode) instead of mounted: sandbox-run runs in a container (${inContainer}), and an engine reached through a mounted socket mounts the folders of its own host at these paths, which may not be these (pass --workspace bind where the workspace and TMPDIR are mounted at the same paths on both sides)`,
     };
   const mode = asked ?? (shares ? "bind" : "copy");
   // A local engine that cannot take the mount says why (a remote one is copy mode's plain case).
