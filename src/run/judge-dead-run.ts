@@ -7,7 +7,6 @@
 // what the dead one left. The state file is claimed by renaming it (one reaper judges a run; one
 // that dies mid-judgement leaves its claim to the next); judged or not, the claim goes afterwards.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { rememberLentTrees } from "../util/host-programs.js";
 import { resolvedPath } from "../util/resolved-path.js";
@@ -20,6 +19,8 @@ import {
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
 import { lentFolderProblem } from "./plan/host-folders.js";
 import {
+  ownerGone,
+  ownerHere,
   processAlive,
   readRunDirOwner,
   runDirPath,
@@ -64,7 +65,8 @@ function awaitingRun(runId: string, tmpDir?: string): AwaitingRun | undefined {
   const stateDir = path.join(dir, WORKSPACE_STATE_DIR);
   // A judgement that threw waits for gc whether its controller lives on or not (its container is gone).
   const failed = fs.existsSync(path.join(stateDir, WATCH_STATE_FAILED));
-  if (!owner || owner.host !== os.hostname() || (processAlive(owner.pid) && !failed)) return undefined;
+  // Its owner gone, or alive but its judgement failed (then on this host and in this namespace only).
+  if (!owner || (!ownerGone(owner) && !(failed && ownerHere(owner)))) return undefined;
   let names: string[];
   try {
     if (!fs.lstatSync(stateDir).isDirectory()) return undefined;

@@ -10,7 +10,7 @@ import { HostDir } from "../util/host-dir.js";
 import { readSmallFile } from "../util/read-fd.js";
 import {
   LEASE_RECORD,
-  processAlive,
+  ownerGone,
   readRunDirOwner,
   runDirPath,
   runDirsParent,
@@ -59,7 +59,7 @@ export function deadRunLease(runId: string, tmpDir = os.tmpdir()): LeaseRecord |
   if (!/^[A-Za-z0-9_-]{1,128}$/.test(runId) || !runDirsParentPrivate(tmpDir)) return undefined;
   const dir = runDirPath(runId, tmpDir);
   const owner = readRunDirOwner(dir);
-  if (!owner || owner.host !== os.hostname() || processAlive(owner.pid)) return undefined;
+  if (!owner || !ownerGone(owner)) return undefined;
   return readLeaseRecord(dir);
 }
 

@@ -40,7 +40,7 @@ import {
   removeLeaseRecord,
 } from "./lease-record.js";
 import { lentFolderProblem } from "./plan/host-folders.js";
-import { processAlive, readRunDirOwner, runDirPath } from "./run-dirs.js";
+import { ownerGone, processAlive, readRunDirOwner, runDirPath } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -231,7 +231,7 @@ function wouldDoFor(
   return {
     ...(awaitsJudgementOn(runId, here, tmpDir) ? { wouldJudge: true } : {}),
     ...(record && record.engine === here && record.roots.length > 0 ? { wouldHandBack: record.roots } : {}),
-    ...(owner && owner.host === os.hostname() && !processAlive(owner.pid) ? { runDir } : {}),
+    ...(owner && ownerGone(owner) ? { runDir } : {}),
   };
 }
 

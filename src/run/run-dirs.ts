@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { ownPidNamespace } from "../util/own-pid-namespace.js";
 import { WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
@@ -92,7 +93,9 @@ export function createRunDir(runId: string, tmpDir = os.tmpdir()): string {
   const dir = path.join(privateRunDirsParent(tmpDir), `run-${runId}`);
   fs.mkdirSync(dir, { mode: 0o700 });
   try {
-    fs.writeFileSync(path.join(dir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n`, { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, RUN_DIR_MARKER), `${process.pid}\n${os.hostname()}\n${ownPidNamespace() ?? ""}\n`, {
+      mode: 0o600,
+    });
   } catch (error) {
     // A full disk leaves the marker empty, and gc keeps a folder whose owner it cannot read.
     fs.rmSync(dir, { recursive: true, force: true });
@@ -132,18 +135,42 @@ export function removeRunDir(dir: string, options: { keepUnjudged?: boolean } = 
   }
 }
 
+/** Who made a run folder or a hold file: its pid means a process only on its host and in its PID namespace. */
+export interface RunOwner {
+  pid: number;
+  host: string;
+  /** The owner's PID namespace ("pid:[...]"); absent in files written before it was recorded. */
+  pidns?: string;
+}
+
+/**
+ * Whether a run's owner is known to be gone: on this host, in this PID namespace (or one not
+ * recorded), and its pid alive no more. Two controllers in containers with the same host name and a
+ * shared TMPDIR each took the other's live run for dead, and removed its folder and hold (review,
+ * session 34: a controller in a container): another namespace's owner is never taken for gone.
+ */
+export function ownerGone(owner: RunOwner): boolean {
+  return ownerHere(owner) && !processAlive(owner.pid);
+}
+
+/** Whether the owner's pid means a process here: this host, and this PID namespace (or one not recorded). */
+export function ownerHere(owner: RunOwner): boolean {
+  if (owner.host !== os.hostname()) return false;
+  const here = ownPidNamespace();
+  return !(owner.pidns && here && owner.pidns !== here);
+}
+
 /** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
 /** `dryRun`: the folders that would go, none removed (`gc --dry-run`). */
 export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false): string[] {
   const parent = runDirsParent(tmpDir);
   if (!runDirsParentPrivate(tmpDir)) return [];
   const removed: string[] = [];
-  const host = os.hostname();
   for (const name of fs.readdirSync(parent)) {
     if (name.startsWith(HOLD_FILE_PREFIX)) {
       const hold = path.join(parent, name);
       const owner = readHoldOwner(hold);
-      if (owner && owner.host === host && !processAlive(owner.pid)) {
+      if (owner && ownerGone(owner)) {
         if (!dryRun) fs.rmSync(hold, { force: true });
         removed.push(hold);
       }
@@ -153,7 +180,7 @@ export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false): string[] {
     const dir = path.join(parent, name);
     if (!lstatOrUndefined(dir)?.isDirectory()) continue;
     const owner = readRunDirOwner(dir);
-    if (!owner || owner.host !== host || processAlive(owner.pid)) continue;
+    if (!owner || !ownerGone(owner)) continue;
     // Its trees are still lent: the record is what hands them back (reapContainers, once its
     // container is gone), so the folder stays until then.
     if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
@@ -213,7 +240,7 @@ function privacyProblem(dir: string): string | undefined {
  * or is gone by the time it is read: another run's folder is removed when that run ends, while a
  * run starting beside it scans every folder; CI, session 33: the scan threw ENOENT and failed the run).
  */
-export function readRunDirOwner(dir: string): { pid: number; host: string } | undefined {
+export function readRunDirOwner(dir: string): RunOwner | undefined {
   if (!lstatOrUndefined(dir)?.isDirectory()) return undefined;
   const marker = path.join(dir, RUN_DIR_MARKER);
   if (!lstatOrUndefined(marker)?.isFile()) return undefined;
@@ -223,16 +250,22 @@ export function readRunDirOwner(dir: string): { pid: number; host: string } | un
   } catch {
     return undefined;
   }
-  const [pid, host] = text.split("\n");
-  return { pid: Number(pid), host: host ?? "" };
+  const [pid, host, pidns] = text.split("\n");
+  return { pid: Number(pid), host: host ?? "", ...(pidns ? { pidns } : {}) };
 }
 
-function readHoldOwner(file: string): { pid: number; host: string } | undefined {
+function readHoldOwner(file: string): RunOwner | undefined {
   try {
     const stat = fs.lstatSync(file);
     if (!stat.isFile() || stat.size > 1024 * 1024) return undefined;
-    const { pid, host } = JSON.parse(fs.readFileSync(file, "utf8")) as { pid?: unknown; host?: unknown };
-    return Number.isInteger(pid) && typeof host === "string" ? { pid: pid as number, host } : undefined;
+    const { pid, host, pidns } = JSON.parse(fs.readFileSync(file, "utf8")) as {
+      pid?: unknown;
+      host?: unknown;
+      pidns?: unknown;
+    };
+    return Number.isInteger(pid) && typeof host === "string"
+      ? { pid: pid as number, host, ...(typeof pidns === "string" ? { pidns } : {}) }
+      : undefined;
   } catch {
     return undefined;
   }

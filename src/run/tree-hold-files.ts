@@ -11,7 +11,8 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { HOLD_FILE_PREFIX, privateRunDirsParent, processAlive } from "./run-dirs.js";
+import { pidnsField } from "../util/own-pid-namespace.js";
+import { HOLD_FILE_PREFIX, ownerGone, privateRunDirsParent } from "./run-dirs.js";
 import { type HeldTrees, holdTrees, sharedTree, type TreeHold, type TreeWait } from "./tree-holds.js";
 
 /** How often a waiting run looks again. */
@@ -22,6 +23,8 @@ const MAX_HOLD_BYTES = 1024 * 1024;
 interface HoldFile extends HeldTrees {
   pid: number;
   host: string;
+  /** The owner's PID namespace (run-dirs.ts ownerGone). */
+  pidns?: string;
   /** Absent while the run is choosing its ticket. */
   ticket?: number;
 }
@@ -47,7 +50,7 @@ export async function holdTreesOnHost(trees: HeldTrees, options: HoldOptions = {
   if (trees.writable.length === 0 && trees.readOnly.length === 0) return inProcess;
   const parent = privateRunDirsParent(options.tmpDir);
   const file = path.join(parent, `${HOLD_FILE_PREFIX}${trees.runId}`);
-  const mine: HoldFile = { ...trees, pid: process.pid, host: os.hostname() };
+  const mine: HoldFile = { ...trees, pid: process.pid, host: os.hostname(), ...pidnsField() };
   const release = () => {
     fs.rmSync(file, { force: true });
     inProcess.release();
@@ -101,8 +104,9 @@ function others(parent: string, mine: HoldFile): HoldFile[] {
     if (!name.startsWith(HOLD_FILE_PREFIX) || name.startsWith(`${HOLD_FILE_PREFIX}${mine.runId}`)) continue;
     const hold = readHold(path.join(parent, name));
     if (!hold || hold.host !== mine.host) continue;
-    // A file being published (.next) is not a hold yet; one left by a process that is gone goes.
-    if (!processAlive(hold.pid)) fs.rmSync(path.join(parent, name), { force: true });
+    // A file being published (.next) is not a hold yet; one left by a process that is gone goes
+    // (one of another PID namespace is never taken for gone: ownerGone).
+    if (ownerGone(hold)) fs.rmSync(path.join(parent, name), { force: true });
     else if (!name.endsWith(".next")) found.push(hold);
   }
   return found;

@@ -44,7 +44,9 @@ describe("run folders", () => {
     expect(parent.mode & 0o777).toBe(0o700);
     expect(parent.uid).toBe(process.geteuid?.());
     expect(path.dirname(dir)).toBe(runDirsParent(base));
-    expect(fs.readFileSync(path.join(dir, RUN_DIR_MARKER), "utf8")).toBe(`${process.pid}\n${os.hostname()}\n`);
+    expect(fs.readFileSync(path.join(dir, RUN_DIR_MARKER), "utf8")).toBe(
+      `${process.pid}\n${os.hostname()}\n${fs.readlinkSync("/proc/self/ns/pid")}\n`,
+    );
   });
 
   it("refuse a parent that others may write, or that is a symlink", () => {
@@ -163,6 +165,38 @@ describe("run folders", () => {
     expect(fs.existsSync(live)).toBe(true);
     expect(fs.existsSync(otherHost)).toBe(true);
     expect(fs.existsSync(planted)).toBe(true);
+  });
+
+  // Review, session 34: two controllers in containers with the same host name and a shared TMPDIR
+  // each took the other's live run (a pid of another PID namespace) for dead, and removed its folder
+  // and its hold on the workspace.
+  it("a folder or hold of another PID namespace is never taken for gone; one of this namespace, or of none recorded, is", () => {
+    const base = tmp();
+    const here = fs.readlinkSync("/proc/self/ns/pid");
+    expect(fs.readFileSync(path.join(createRunDir("mine01", base), RUN_DIR_MARKER), "utf8")).toBe(
+      `${process.pid}\n${os.hostname()}\n${here}\n`,
+    );
+    const elsewhere = createRunDir("else02", base);
+    fs.writeFileSync(path.join(elsewhere, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\npid:[1]\n`);
+    const deadHere = createRunDir("dead02", base);
+    fs.writeFileSync(path.join(deadHere, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n${here}\n`);
+    const older = createRunDir("dead03", base);
+    fs.writeFileSync(path.join(older, RUN_DIR_MARKER), `${deadPid()}\n${os.hostname()}\n`);
+    const parent = privateRunDirsParent(base);
+    const hold = (name: string, pidns?: string) => {
+      const file = path.join(parent, `hold-${name}`);
+      fs.writeFileSync(
+        file,
+        JSON.stringify({ runId: name, pid: deadPid(), host: os.hostname(), ...(pidns ? { pidns } : {}) }),
+      );
+      return file;
+    };
+    const holdElsewhere = hold("else04", "pid:[1]");
+    const holdHere = hold("dead04", here);
+    expect(readRunDirOwner(elsewhere)).toEqual({ pid: expect.any(Number), host: os.hostname(), pidns: "pid:[1]" });
+    expect(reapRunDirs(base).sort()).toEqual([deadHere, older, holdHere].sort());
+    expect(fs.existsSync(elsewhere)).toBe(true);
+    expect(fs.existsSync(holdElsewhere)).toBe(true);
   });
 
   it("a dead controller's record staging folder (run-<id>-record) is reaped with what it staged; a kept record is not", () => {
