@@ -246,7 +246,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   runDetailed<TOutput = unknown>(prompt: string, options?: RunCallOptions): Promise<RunDetails<TOutput>>;
   async runDetailed(prompt: string, given: RunCallOptions = {}): Promise<RunDetails<unknown>> {
     // As they are now: the caller may change its object for its next call while this one awaits.
-    const options = optionsNow(given, "call");
+    const options = optionsNow(given, "call", CALL_OPTIONS);
     refuseMistypedOptions(options, "call");
     await this.learnEngines();
     const planned = this.plan(prompt, options);
@@ -289,7 +289,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    * call takes its next record here.
    */
   plan(prompt: string, given: RunCallOptions = {}): PlannedRun {
-    const options = optionsNow(given, "call");
+    const options = optionsNow(given, "call", CALL_OPTIONS);
     refuseUnknownOptions(options, CALL_OPTIONS, "call");
     refuseMistypedOptions(options, "call");
     const source = options.replay ?? this.config.replay;
@@ -397,6 +397,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     } catch (error) {
       if (!signal?.aborted || (isSandboxRunError(error) && error.code === "aborted"))
         throw hostTroubleError(error) ?? error;
+      // The run's own outcome (it ran: executeRun names its run on every error), also after an
+      // abort: a pack it set aside was said nowhere else, and the abort said nothing had started
+      // (review of this session's change, fix34b).
+      if (isSandboxRunError(error) && (error.containerId || error.changedFiles)) throw error;
       // Aborted before the sandbox existed (waiting for an engine, checking or building the image).
       throw abortedError(signal.reason, { runId: planned.plan.runId }, true);
     } finally {
@@ -533,7 +537,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     const queue: RunEvent[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
-    const options = optionsNow(given, "call");
+    const options = optionsNow(given, "call", CALL_OPTIONS);
     const result = this.runDetailed<unknown>(prompt, {
       ...options,
       onEvent: (event) => {

@@ -31,24 +31,36 @@ export class BoundedLines {
     this.stream.write(line);
   }
 
-  /** Ends the stream; false when its reader did not take the rest within `waitMs` (the stream is then destroyed). */
+  /**
+   * Ends the stream; false when its reader took nothing of the rest for `waitMs` (the stream is
+   * then destroyed). A reader that keeps reading, however slowly, gets it all.
+   */
   close(waitMs = CLOSE_WAIT_MS): Promise<boolean> {
     const stream = this.stream;
     if (stream.destroyed) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
-        stream.destroy();
-        resolve(false);
-      }, waitMs);
-      timer.unref?.();
-      stream.end(() => {
-        clearTimeout(timer);
+      let left = stream.writableLength;
+      let idleSince = Date.now();
+      const tick = setInterval(
+        () => {
+          if (stream.writableLength < left) {
+            left = stream.writableLength;
+            idleSince = Date.now();
+          } else if (Date.now() - idleSince >= waitMs) {
+            clearInterval(tick);
+            stream.destroy();
+            resolve(false);
+          }
+        },
+        Math.min(100, waitMs),
+      );
+      tick.unref?.();
+      const done = () => {
+        clearInterval(tick);
         resolve(true);
-      });
-      stream.once("error", () => {
-        clearTimeout(timer);
-        resolve(true);
-      });
+      };
+      stream.end(done);
+      stream.once("error", done);
     });
   }
 }

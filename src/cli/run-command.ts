@@ -3,7 +3,9 @@
 // --dry-run plans without loading the agent, its engines or its servers (planCall of
 // operations.ts); a run loads them once its plan is made (createAgent).
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
+import type { Writable } from "node:stream";
 import type { Command } from "commander";
 import { errorSummary, isSandboxRunError, type SandboxRunError, usageError, withHint } from "../errors.js";
 import type { ContainerPiAgent, PlannedRun, RecordFinish, RunDetails, RunEvent } from "../index.js";
@@ -221,7 +223,7 @@ export async function runPlannedCommand(
 
   // Both are checked before anything starts; a refused --events drops the record it would sit beside.
   const recorder = flags.record ? await openRunRecord(flags.record, planned) : undefined;
-  let eventsStream: fs.WriteStream | undefined;
+  let eventsStream: Writable | undefined;
   let patchFile: ReturnType<typeof openPatchFile> | undefined;
   try {
     eventsStream = flags.events ? openEventsFile(flags.events, heldTrees(planned), io) : undefined;
@@ -235,7 +237,7 @@ export async function runPlannedCommand(
   const events = eventsStream
     ? new BoundedLines(eventsStream, () =>
         io.stderr(
-          `sandbox-run: warning: the events file ${terminalText(eventsFile)} is not being read (over ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait to be written): later events are left out of it; the run goes on.\n`,
+          `sandbox-run: warning: the reader of the events file ${terminalText(eventsFile)} is not keeping up (over ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait to be written): events are left out of it until it catches up; the run goes on.\n`,
         ),
       )
     : undefined;
@@ -345,11 +347,11 @@ export async function runPlannedCommand(
     interrupt.dispose();
     if (events && !(await events.close()))
       io.stderr(
-        `sandbox-run: warning: the events file ${terminalText(flags.events)} was not read within ${CLOSE_WAIT_MS / 1000} s of the run's end: its last events are left out.\n`,
+        `sandbox-run: warning: the events file ${terminalText(flags.events)} took nothing for ${CLOSE_WAIT_MS / 1000} s after the run's end: its last events are left out.\n`,
       );
     else if (events?.dropped)
       io.stderr(
-        `sandbox-run: warning: ${events.dropped} events were left out of the events file (it was not being read).\n`,
+        `sandbox-run: warning: ${events.dropped} events were left out of the events file (its reader did not keep up).\n`,
       );
   }
 }
@@ -422,14 +424,21 @@ function readPromptFile(file: string): string {
  * host's output: never a path inside a tree the sandbox holds (a name there may be a link a
  * sandbox planted, and the file would be lent with the tree), and never written through a link.
  */
-function openEventsFile(file: string, held: readonly string[], io: CliIo): fs.WriteStream {
+function openEventsFile(file: string, held: readonly string[], io: CliIo): Writable {
   let fd: number;
   try {
     fd = openOutputFile(file, held);
   } catch (error) {
     throw eventsFileError(file, error);
   }
-  const stream = fs.createWriteStream("", { fd });
+  // A FIFO or a socket is written on the event loop (non-blocking): a file stream writes from a
+  // thread that blocks while the reader does not read, and the process could not exit until it did
+  // (review of this session's change, fix34b: the CLI hung after "left out").
+  const kind = fs.fstatSync(fd);
+  const stream: Writable =
+    kind.isFIFO() || kind.isSocket()
+      ? new net.Socket({ fd, readable: false, writable: true })
+      : fs.createWriteStream("", { fd });
   // A full disk must not crash the run; the file ends early, and the caller is told once (review,
   // session 32: it ended mid-line and the run exited 0 without a word).
   stream.once("error", (error: NodeJS.ErrnoException) => {

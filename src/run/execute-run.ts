@@ -286,6 +286,8 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
         ? abortedError(signal.reason, { runId: plan.runId })
         : (hostTroubleError(caught) ?? caught);
     if (error instanceof SandboxRunError) error.runId ??= plan.runId;
+    // The sandbox existed: the caller's abort after this point does not make it "nothing was started".
+    if (error instanceof SandboxRunError && container) error.containerId ??= container.id;
     // The one way out for a run's failure: it leaves without a credential in it.
     timeline.scrubError(error);
     const e = error as SandboxRunError;

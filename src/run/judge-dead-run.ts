@@ -17,7 +17,7 @@ import {
   WATCH_STATE_FILE,
 } from "../workspace/watch-state-file.js";
 import { WorkspaceWatch } from "../workspace/workspace-watch.js";
-import { lentFolderProblem } from "./plan/host-folders.js";
+import { GC_ACCOUNT_HOMES, lentFolderProblem } from "./plan/host-folders.js";
 import {
   ownerGone,
   ownerHere,
@@ -155,7 +155,7 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
     // write (the host's configuration, a home folder, another temp folder's run folders) was never
     // lent by a run, whatever a folder claims: nothing of it is judged or written.
     for (const tree of trees) {
-      const problem = lentFolderProblem(resolvedPath(tree));
+      const problem = lentFolderProblem(resolvedPath(tree), undefined, undefined, GC_ACCOUNT_HOMES);
       if (problem) {
         // Kept (and reported by every gc): runs over that tree stay refused.
         keep = true;

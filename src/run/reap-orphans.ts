@@ -39,7 +39,7 @@ import {
   type LeaseRecord,
   removeLeaseRecord,
 } from "./lease-record.js";
-import { lentFolderProblem } from "./plan/host-folders.js";
+import { GC_ACCOUNT_HOMES, lentFolderProblem } from "./plan/host-folders.js";
 import { ownerGone, processAlive, readRunDirOwner, runDirPath } from "./run-dirs.js";
 
 const DEADLINE_GRACE_MS = 60_000;
@@ -317,7 +317,7 @@ async function handBackLease(runId: string, record: LeaseRecord, tmpDir?: string
     // walked must not keep the reaper from the others.
     if (!fs.existsSync(root)) continue;
     // No run lends such a tree, whatever a record says (judge-dead-run.ts likewise).
-    const problem = lentFolderProblem(resolvedPath(root));
+    const problem = lentFolderProblem(resolvedPath(root), undefined, undefined, GC_ACCOUNT_HOMES);
     if (problem) {
       failed.push(`${root}: the record names a tree that ${problem}`);
       continue;

@@ -12,8 +12,18 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-/** A copy of a call's options; `null` or `undefined` is none. */
-export function optionsNow<T extends object>(options: T | null | undefined, what: string): T {
+/**
+ * A copy of a call's options; `null` or `undefined` is none. Each option the library takes is read
+ * by name (`known`), as the call would read it: an inherited one (`Object.create(defaults)`) or a
+ * class's getter counts. Copying own properties only dropped those, and a call meant to be
+ * read-only over a named folder ran workspace-write over the process's folder (review of this
+ * session's change, fix34b). Unknown names are the caller's to hear of (refuseUnknownOptions).
+ */
+export function optionsNow<T extends object>(
+  options: T | null | undefined,
+  what: string,
+  known: Readonly<Record<string, true>>,
+): T {
   if (options === null || options === undefined) return {} as T;
   if (typeof options !== "object" || Array.isArray(options))
     throw usageError(
@@ -21,7 +31,11 @@ export function optionsNow<T extends object>(options: T | null | undefined, what
       'Pass the options as an object, e.g. { cwd: "/path/to/project" }, or leave them out.',
     );
   const copy: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(options))
+  const given = options as Record<string, unknown>;
+  for (const key of new Set([...Object.keys(known), ...Object.keys(given)])) {
+    const value = given[key];
+    if (value === undefined && !Object.hasOwn(given, key)) continue;
     copy[key] = Array.isArray(value) ? [...value] : isPlainObject(value) ? { ...value } : value;
+  }
   return copy as T;
 }

@@ -7,6 +7,8 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import type { Engine } from "../../src/engine/engine.js";
+import { SandboxRunError } from "../../src/errors.js";
 import { callListener, type RunEvent, RunTimeline } from "../../src/run/run-events.js";
 import { optionsNow } from "../../src/util/options-now.js";
 
@@ -70,6 +72,23 @@ describe("a call's options of the wrong kind", () => {
     usage(() => agent.plan("hi", { schema: deep as never }), /schema cannot be written as JSON/);
   });
 
+  // Review of this session's change (fix34b): own properties only were copied, and a call meant
+  // read-only over a named folder ran workspace-write over the process's folder.
+  it("options inherited from a prototype or given by a class's getters count, as the call reads them", () => {
+    const inherited = Object.create({ cwd: ws, sandbox: "read-only" });
+    expect(agent.plan("hi", inherited).run.cwd).toBe(ws);
+    expect(agent.plan("hi", inherited).run.policy.workspace).toBe("read-only");
+    class Options {
+      get cwd() {
+        return ws;
+      }
+      get sandbox() {
+        return "read-only" as const;
+      }
+    }
+    expect(agent.plan("hi", new Options() as never).run.policy.workspace).toBe("read-only");
+  });
+
   it("null options are none; a file: URL is a folder", () => {
     expect(agent.plan("hi", null as never).run.cwd).toBe(ws);
     expect(agent.plan("hi", { cwd: pathToFileURL(ws) as never }).run.cwd).toBe(ws);
@@ -78,12 +97,49 @@ describe("a call's options of the wrong kind", () => {
   it("optionsNow copies a call's options and their arrays and plain objects one level down", () => {
     const signal = new AbortController().signal;
     const given = { cwd: "/a", env: { A: "1" }, additionalWritableDirectories: ["/w"], signal };
-    const now = optionsNow(given, "call");
+    const now = optionsNow(given, "call", { cwd: true, env: true, additionalWritableDirectories: true, signal: true });
     given.cwd = "/b";
     given.env.A = "2";
     given.additionalWritableDirectories.push("/x");
     expect(now).toEqual({ cwd: "/a", env: { A: "1" }, additionalWritableDirectories: ["/w"], signal });
     expect(now.signal).toBe(signal);
+  });
+});
+
+describe("an abort while the call fails", () => {
+  // Review of this session's change (fix34b): a run's own failure (packs it set aside, named only
+  // there) became "stopped before its sandbox was made: nothing was started" when the caller aborted.
+  it("keeps the run's own error once its sandbox existed; before that, the abort says nothing was started", async () => {
+    const failing = (error: () => Error) => {
+      const controller = new AbortController();
+      let pings = 0;
+      // The pool's own ping answers; the run's check of the engine (the next one) fails as the caller aborts.
+      const engine = {
+        name: "fake",
+        ping: async () => {
+          if (++pings < 2) return;
+          controller.abort(new Error("the caller's abort"));
+          throw error();
+        },
+        info: async () => ({ runtimes: { runc: {} } }),
+      } as unknown as Engine;
+      const withEngine = new ContainerPiAgent({ cwd: ws, model: "openai/gpt-4o", hostEnv, reapOrphans: false, engine });
+      return withEngine
+        .run("hi", { signal: controller.signal })
+        .then(
+          () => {
+            throw new Error("expected a failure");
+          },
+          (caught: unknown) => caught,
+        )
+        .finally(() => withEngine.close());
+    };
+    const own = new SandboxRunError("usage", "packs were set aside", { containerId: "c0ffee" });
+    expect(await failing(() => own)).toBe(own);
+    expect(await failing(() => new Error("engine gone"))).toMatchObject({
+      code: "aborted",
+      hint: "The caller's AbortSignal stopped it before its sandbox was made: nothing was started.",
+    });
   });
 });
 

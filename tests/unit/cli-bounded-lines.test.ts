@@ -23,6 +23,24 @@ describe("BoundedLines", () => {
     expect(stream.destroyed).toBe(true);
   });
 
+  it("waits for a reader that keeps reading, however slowly, past the wait (review of this session's change, fix34b)", async () => {
+    let release: (() => void) | undefined;
+    const got: string[] = [];
+    // Takes one chunk every 30 ms: 20 chunks take ~600 ms, ten times the 60 ms wait.
+    const stream = new Writable({
+      highWaterMark: 1,
+      write: (chunk, _encoding, done) => {
+        got.push(String(chunk));
+        release = done;
+        setTimeout(() => release?.(), 30);
+      },
+    });
+    const lines = new BoundedLines(stream, () => {}, 1_000_000);
+    for (let i = 0; i < 20; i++) lines.write(`${i}\n`);
+    expect(await lines.close(60)).toBe(true);
+    expect(got).toHaveLength(20);
+  });
+
   it("writes everything to a reader that keeps up, and closes once it has it", async () => {
     const got: string[] = [];
     const stream = new Writable({

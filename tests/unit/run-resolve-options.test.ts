@@ -7,7 +7,12 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
-import { accountHomes, lentFolderProblem, readOnlyFolderProblem } from "../../src/run/plan/host-folders.js";
+import {
+  accountHomes,
+  GC_ACCOUNT_HOMES,
+  lentFolderProblem,
+  readOnlyFolderProblem,
+} from "../../src/run/plan/host-folders.js";
 import { type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { privateRunDirsParent } from "../../src/run/run-dirs.js";
 import { launchPaths } from "../../src/util/own-installation.js";
@@ -336,6 +341,8 @@ describe("lentFolderProblem", () => {
       "is the home folder /home/u of your account (HOME says /tmp/x): a sandbox could read",
     );
     if (process.getuid?.() === 0) expect(accountHomes()).toContain("/root");
+    // gc judges a lent tree without them: what may be handed back must not depend on who runs gc (fix34b).
+    expect(lentFolderProblem("/home/u", "/tmp/x", "/t", GC_ACCOUNT_HOMES)).toBeUndefined();
     const saved = process.env.SUDO_USER;
     try {
       process.env.SUDO_USER = "root";

@@ -5,9 +5,11 @@
 // (`git log`: fatal: bad object HEAD). Such a pack is set aside (moved into the run's folder), the
 // run fails as host trouble, and the commands the error prints put the history back.
 import { execFileSync, spawnSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import zlib from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { uncheckedPacks } from "../../src/run/run-workspace.js";
 import { NOT_CHECKED_HERE } from "../../src/workspace/git-object-check.js";
@@ -105,6 +107,29 @@ describe("a pack the host could not check is set aside, not removed", { timeout:
     const otherIdx = path.join(other, ".git/objects/pack", packFiles(other).find((n) => n.endsWith(".idx"))!);
     const refused = await checkPack({ pack: open("pack"), idx: fs.openSync(otherIdx, "r") }, options);
     expect(typeof refused).toBe("string");
+    // A pack whose object header claims 2^60 bytes makes git say "Out of memory": the pack's doing,
+    // refused, never "this host could not check it" (review of this session's change, fix34b).
+    let size = 2n ** 60n;
+    const header: number[] = [];
+    let byte = Number((1n << 4n) | (size & 15n));
+    size >>= 4n;
+    while (size) {
+      header.push(byte | 128);
+      byte = Number(size & 127n);
+      size >>= 7n;
+    }
+    header.push(byte);
+    const body = Buffer.concat([
+      Buffer.from("PACK"),
+      Buffer.from([0, 0, 0, 2, 0, 0, 0, 1]),
+      Buffer.from(header),
+      zlib.deflateSync("tree x\n"),
+    ]);
+    const hostile = path.join(dir(), "p.pack");
+    fs.writeFileSync(hostile, Buffer.concat([body, crypto.createHash("sha1").update(body).digest()]));
+    const claimsHuge = await checkPack({ pack: fs.openSync(hostile, "r"), idx: open("idx") }, options);
+    expect(isPackNotCheckedHere(claimsHuge)).toBe(false);
+    expect(claimsHuge).toMatch(/^the host's git index-pack --verify refused it/);
   });
 
   it("bind mode, host without git, an honest git gc: the pack and .idx are moved to the run's folder, the run fails as host trouble, and the printed commands bring the history back", async () => {

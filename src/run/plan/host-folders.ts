@@ -118,6 +118,14 @@ export function accountHomes(): string[] {
   return [...homes].filter((h) => h.startsWith("/") && h !== "/");
 }
 
+/**
+ * What `gc` judges a lent tree against: no account homes. They decided what may be lent (at the
+ * lend); at the hand-back they would make it depend on who runs gc (`sudo` sets SUDO_USER), and a
+ * tree lent from cron was kept from its owner when an admin ran `sudo sandbox-run gc` (review of
+ * this session's change, fix34b).
+ */
+export const GC_ACCOUNT_HOMES: readonly string[] = [];
+
 /** Whether `real` is or holds one of the account's home folders other than $HOME's. */
 function accountHomeProblem(real: string, homeReal: string, accounts: readonly string[]): string | undefined {
   for (const account of accounts) {
