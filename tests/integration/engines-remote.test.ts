@@ -115,7 +115,12 @@ describe.skipIf(!secondEngineExpected())("a remote engine over TCP with mutual T
         sources: [remote, localEngine],
         progress: (l) => lines.push(l),
       });
-      expect(ready).toEqual({ tag: own, piVersion: runnerImageSpec().piVersion });
+      // With the loaded image's id: the run's containers are made from it, not from the tag.
+      expect(ready).toEqual({
+        tag: own,
+        piVersion: runnerImageSpec().piVersion,
+        id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      });
       expect(lines).toEqual([`Loading ${own} onto engine "${state.name}" from engine "local" ...`]);
       expect((await remote.imageLabels(own))?.[IMAGE_LABEL_CONTENT_HASH]).toBe(runnerImageSpec().contentHash);
       // Present now: nothing is loaded again.
