@@ -23,7 +23,7 @@ export interface RunEvent {
 }
 
 /** A listener of a run's events; an async one is not awaited (events keep their order and pace), and its rejection is ignored. */
-export type RunEventListener = (event: RunEvent) => void | Promise<void>;
+export type RunEventListener = (event: RunEvent) => unknown;
 
 export class RunTimeline {
   private seq = 0;

@@ -229,8 +229,9 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
   it("an agent makes its containers from the image it checked, not from whatever its tag names later", async () => {
     const clean = await derivedImage("retag-clean", ["LABEL org.example.kind=clean"]);
     const bad = await derivedImage("retag-bad", ["VOLUME /data", "LABEL sandbox-run.managed=true"]);
-    const tag = `sandbox-run-test/retag:${process.pid}`;
-    await docker.getImage(clean).tag({ repo: tag.split(":")[0], tag: tag.split(":")[1] });
+    const [repo, version] = ["sandbox-run-test/retag", String(process.pid)];
+    const tag = `${repo}:${version}`;
+    await docker.getImage(clean).tag({ repo, tag: version });
     cleanups.push(() => docker.getImage(tag).remove({ force: true }));
     const agent = new ContainerPiAgent({ models: modelsFor(server, ["retag"]), model: "scripted/retag", image: tag });
     const ws = makeWorkspace({ "a.txt": "a\n" });
@@ -239,7 +240,7 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       await agent.run("go", { cwd: ws, schema });
       expect(lastToolResult(server, "retag")).toContain("no-data");
       // The tag now names the image sandbox-run refuses.
-      await docker.getImage(bad).tag({ repo: tag.split(":")[0], tag: tag.split(":")[1] });
+      await docker.getImage(bad).tag({ repo, tag: version });
       await agent.run("go", { cwd: ws, schema });
       expect(lastToolResult(server, "retag")).toContain("no-data");
     } finally {

@@ -176,6 +176,7 @@ describe("terminal text", () => {
         restore: {
           clean: true,
           reverted: [],
+          setAside: [],
           removed: [hidden],
           objects: [],
           modes: [],
@@ -212,7 +213,16 @@ describe("terminal text", () => {
       {
         violationCount: 1,
         violations: [{ path, change: "modified", rule }],
-        restore: { clean: true, reverted: [path], removed: [], objects: [], modes: [], notRestored: [], remaining: [] },
+        restore: {
+          clean: true,
+          reverted: [path],
+          setAside: [],
+          removed: [],
+          objects: [],
+          modes: [],
+          notRestored: [],
+          remaining: [],
+        },
       },
       "workspace-write",
     ).hint;
@@ -274,6 +284,7 @@ describe("terminal text", () => {
         restore: {
           clean: true,
           reverted: [],
+          setAside: [],
           removed: [forged],
           objects: [],
           modes: [],

@@ -270,6 +270,7 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
         restore: {
           clean: false,
           reverted: ["node_modules/.bin/ls", "node_modules/.bin/git"],
+          setAside: [],
           removed: [],
           objects: [],
           modes: [],
