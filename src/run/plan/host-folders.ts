@@ -126,6 +126,14 @@ export function accountHomes(): string[] {
  */
 export const GC_ACCOUNT_HOMES: readonly string[] = [];
 
+let processAccountHomes: string[] | undefined;
+
+/** accountHomes() of this process, looked up once (getpwuid may ask a directory service). */
+function homesOfThisProcess(): string[] {
+  processAccountHomes ??= accountHomes();
+  return processAccountHomes;
+}
+
 /** Whether `real` is or holds one of the account's home folders other than $HOME's. */
 function accountHomeProblem(real: string, homeReal: string, accounts: readonly string[]): string | undefined {
   for (const account of accounts) {
@@ -158,7 +166,7 @@ export function lentFolderProblem(
   real: string,
   home = os.homedir(),
   tmpDir = os.tmpdir(),
-  accounts: readonly string[] = accountHomes(),
+  accounts: readonly string[] = homesOfThisProcess(),
 ): string | undefined {
   const homeReal = resolvedPath(home);
   if (real === homeReal)
@@ -194,7 +202,7 @@ export function readOnlyFolderProblem(
   real: string,
   home = os.homedir(),
   tmpDir = os.tmpdir(),
-  accounts: readonly string[] = accountHomes(),
+  accounts: readonly string[] = homesOfThisProcess(),
 ): string | undefined {
   const homeReal = resolvedPath(home);
   if (atOrBelow(homeReal, real))
