@@ -38,7 +38,11 @@ interface AgentWarmPoolInput {
   engine: Engine;
   /** Checks the engine and the runner image (once per agent); resolves with the image's Pi version. */
   /** The image ready on the engine, for the pool's platform (a call's own, under emulation; else the engine's). */
-  prepare(engine: Engine, image: string, platform?: RunnerPlatform): Promise<{ piVersion: string; id?: string }>;
+  prepare(
+    engine: Engine,
+    image: string,
+    platform?: RunnerPlatform,
+  ): Promise<{ piVersion: string; id?: string; staleBase?: string }>;
   onChange?: (change: WarmPoolChange) => void;
   /** Called once the pool has started making its sandboxes (their containers boot for a while). */
   onStarted?: () => void;
@@ -48,6 +52,14 @@ interface WarmClaimed {
   sandbox: ClaimedSandbox;
   engine: Engine;
   piVersion: string;
+  /** The pool's image was built FROM another build's runner image: each warm call warns as a cold one does. */
+  staleBase?: string;
+}
+
+interface StartedPool {
+  pool: WarmPool;
+  piVersion: string;
+  staleBase?: string;
 }
 
 /** The provider API of the template's model (loaded in each sandbox before its claim). */
@@ -59,7 +71,7 @@ function apisOf(template: PlannedRun): string[] {
 
 export class AgentWarmPool {
   #pool?: WarmPool;
-  #starting?: Promise<{ pool: WarmPool; piVersion: string }>;
+  #starting?: Promise<StartedPool>;
   #startFailure?: string;
   #template?: PlannedRun;
   #closed = false;
@@ -121,7 +133,7 @@ export class AgentWarmPool {
     if (planned.warmMiss) return miss(planned.warmMiss);
     if (!planned.plan.warmShaped) return undefined;
     if (this.#closed) return miss("the warm pool is closed");
-    let started: { pool: WarmPool; piVersion: string };
+    let started: StartedPool;
     try {
       started = await this.#start();
     } catch {
@@ -129,7 +141,12 @@ export class AgentWarmPool {
     }
     const claim = await started.pool.claim(signal);
     if ("reason" in claim) return miss(claim.reason);
-    return { sandbox: claim.sandbox, engine: started.pool.engine, piVersion: started.piVersion };
+    return {
+      sandbox: claim.sandbox,
+      engine: started.pool.engine,
+      piVersion: started.piVersion,
+      ...(started.staleBase ? { staleBase: started.staleBase } : {}),
+    };
   }
 
   /** Stops refilling and removes every unclaimed sandbox. */
@@ -140,11 +157,11 @@ export class AgentWarmPool {
   }
 
   /** The engine checked, the image ready, the pool made and filling; retried after a failure. */
-  #start(): Promise<{ pool: WarmPool; piVersion: string }> {
+  #start(): Promise<StartedPool> {
     const template = this.#template;
     if (!template) return Promise.reject(new Error("no call has shaped the warm pool yet"));
     this.#starting ??= (async () => {
-      const { piVersion, id } = await this.input.prepare(
+      const { piVersion, id, staleBase } = await this.input.prepare(
         this.input.engine,
         template.plan.image,
         template.plan.platform,
@@ -166,7 +183,7 @@ export class AgentWarmPool {
       });
       this.#pool.start();
       this.input.onStarted?.();
-      return { pool: this.#pool, piVersion };
+      return { pool: this.#pool, piVersion, ...(staleBase ? { staleBase } : {}) };
     })();
     this.#starting.catch((error: unknown) => {
       this.#startFailure = (error as Error)?.message?.split("\n")[0] ?? String(error);

@@ -257,6 +257,20 @@ describe.skipIf(!dockerAvailable())("image build --apt and --image", () => {
       `sandbox-run: warning: the image ${stale} was built FROM the runner image of another sandbox-run build (content hash 0123abcd4567,`,
     );
     expect(result.stderr).toContain(`rebuild it FROM ${inject("runnerImage")}`);
+    // A warm call from that image says the same (session 35: the pool's check kept the warning to itself).
+    const warm = await runBuiltCli(
+      ["-q", "--json", "--cwd", makeWorkspace(), "--models", modelsFile, "--model", "scripted/unlabelled"].concat([
+        "--schema",
+        schemaFile(),
+        "--image",
+        stale,
+        "go",
+      ]),
+      { env: { ...process.env, SANDBOX_RUN_WARM: "1" } },
+    );
+    expect(warm.status, warm.stderr).toBe(0);
+    expect(JSON.parse(warm.stdout)).toMatchObject({ ok: true, warm: true });
+    expect(warm.stderr).toContain(`sandbox-run: warning: the image ${stale} was built FROM the runner image`);
   });
 
   it("package names that are not Debian names stop `image build` before the engine is asked", async () => {
