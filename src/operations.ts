@@ -29,6 +29,7 @@ export type {
   GarbageOptions,
   HandedBackRun,
   JudgedDeadRun,
+  KeptPackFolder,
   ReapedContainer,
 } from "./operations/garbage.js";
 export type { BuildImagesOptions, BuiltImages, PruneResult } from "./operations/images.js";

@@ -3,7 +3,7 @@
 // engine that is down must not keep the others dirty: it is reported, and gc fails. What the engine
 // said (ids, run ids from labels, its errors) reaches the terminal with control characters escaped.
 import type { Command } from "commander";
-import { collectGarbage, type JudgedDeadRun } from "../operations.js";
+import { type CollectedGarbage, collectGarbage, type JudgedDeadRun } from "../operations.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
 import type { CommandContext } from "./lazy-command.js";
@@ -54,6 +54,7 @@ export async function gcCommand(
   }
   for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
+  keptPackLines(collected.keptPacks, io);
   if (unsafe > 0)
     io.stderr(
       "sandbox-run: a judged run left what could not be put back (above): until you have looked at those paths from outside (ls with full paths, a file manager), do not run git, direnv or an editor in that tree\n",
@@ -103,9 +104,27 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
   io.stderr(
     `dry run: ${containers} container(s) and ${collected.runDirs.length + folders.size} run folder(s) would be removed; nothing was changed\n`,
   );
+  keptPackLines(collected.keptPacks, io);
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(`sandbox-run: not looked at (engine not reachable): ${terminalLine(unreachable.join(", "))}\n`);
   return EXIT.unavailable;
+}
+
+/**
+ * The folders of packs ended runs set aside unchecked (their host's git could not start), which gc
+ * keeps: each named with what it holds and what to do, since nothing else will remove them.
+ */
+function keptPackLines(kept: CollectedGarbage["keptPacks"], io: CliIo): void {
+  for (const k of kept) {
+    const mib = (k.bytes / 1024 / 1024).toFixed(1);
+    io.stderr(
+      `kept ${terminalLine(k.dir)} (${k.files} file(s), ${mib} MiB): git packs a run set aside because this host could not check them\n`,
+    );
+  }
+  if (kept.length > 0)
+    io.stderr(
+      "  check each pack with `git index-pack --verify <pack>` once git runs here, then move it and its .idx back into the repository's .git/objects/pack/, or delete the folder\n",
+    );
 }
 
 /**

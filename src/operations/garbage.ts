@@ -7,7 +7,7 @@
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import { EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
-import { reapRunDirs } from "../run/run-dirs.js";
+import { type KeptPackFolder, keptPackFolders, reapRunDirs } from "../run/run-dirs.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 export interface GarbageOptions {
@@ -32,10 +32,17 @@ export interface CollectedGarbage {
   engines: Array<{ name: string; removed: ReapedContainer[]; handedBack?: HandedBackRun[]; unreachable?: string }>;
   /** This host's run folders whose controller is gone. */
   runDirs: string[];
+  /**
+   * Folders of git packs that ended runs set aside because this host could not check them (its git
+   * could not start): never removed by gc, they wait for their user to verify the packs and put
+   * them back, or to delete them.
+   */
+  keptPacks: KeptPackFolder[];
 }
 
 export type { JudgedDeadRun } from "../run/judge-dead-run.js";
 export type { HandedBackRun, ReapedContainer } from "../run/reap-orphans.js";
+export type { KeptPackFolder } from "../run/run-dirs.js";
 
 export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
   const pool = chosenEnginePool(options.engines, options.env ?? process.env, options.answers);
@@ -66,5 +73,5 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
   } finally {
     pool.close();
   }
-  return { engines, runDirs: reapRunDirs(undefined, options.dryRun) };
+  return { engines, runDirs: reapRunDirs(undefined, options.dryRun), keptPacks: keptPackFolders() };
 }

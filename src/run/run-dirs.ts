@@ -11,7 +11,7 @@ import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 import { ownPidNamespace } from "../util/own-pid-namespace.js";
-import { WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
+import { UNCHECKED_PACKS_DIR, WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
 import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
@@ -27,8 +27,8 @@ export const LEASE_RECORD = "lease.json";
  * mode's list of staging folders (removed first, by the reaper, from that list). One
  * folder: the workspace watch's state (snapshots, kept copies of protected files), which is ours
  * throughout, inside a parent only we can write, so it is removed as a whole. Not among them:
- * the folder of git packs the host could not check (workspace-watch.ts UNCHECKED_PACKS_DIR), kept
- * (and the run folder with it) until the user has put them back.
+ * the folder of git packs the host could not check (UNCHECKED_PACKS_DIR), kept (and the run folder
+ * with it) until the user has put them back; `gc` lists it (keptPackFolders).
  */
 const RUN_FILES = new Set([RUN_DIR_MARKER, "gateway.sock", "proxy.sock", SANDBOX_TRUST_FILE, STAGING_RECORD]);
 /** A run's published trees (run/tree-hold-files.ts), `hold-<runId>` in the parent; reaped with their process. */
@@ -195,6 +195,49 @@ export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false): string[] {
     if (removeRunDir(dir)) removed.push(dir);
   }
   return removed;
+}
+
+/** A run's folder of git packs this host could not check, which waits for its user. */
+export interface KeptPackFolder {
+  dir: string;
+  /** The plain files in it (a pack and its .idx are two). */
+  files: number;
+  bytes: number;
+}
+
+/**
+ * The folders of unchecked packs that ended runs left (their owner is gone, or its marker went
+ * with the run's end): nothing removes them, so `gc` names them, with what they hold. Only plain
+ * files are counted, through lstat: the folder is the host's own, but it says nothing it did not see.
+ */
+export function keptPackFolders(tmpDir = os.tmpdir()): KeptPackFolder[] {
+  if (!runDirsParentPrivate(tmpDir)) return [];
+  const parent = runDirsParent(tmpDir);
+  const kept: KeptPackFolder[] = [];
+  for (const name of fs.readdirSync(parent)) {
+    if (!name.startsWith("run-")) continue;
+    const runDir = path.join(parent, name);
+    const dir = path.join(runDir, UNCHECKED_PACKS_DIR);
+    if (!lstatOrUndefined(runDir)?.isDirectory() || !lstatOrUndefined(dir)?.isDirectory()) continue;
+    const owner = readRunDirOwner(runDir);
+    if (owner && !ownerGone(owner)) continue;
+    let files = 0;
+    let bytes = 0;
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      names = [];
+    }
+    for (const file of names) {
+      const stat = lstatOrUndefined(path.join(dir, file));
+      if (!stat?.isFile()) continue;
+      files++;
+      bytes += stat.size;
+    }
+    kept.push({ dir, files, bytes });
+  }
+  return kept;
 }
 
 /** Whether a run folder still holds a watch's state (run/judge-dead-run.ts), or a reaper's claim of it. */

@@ -9,3 +9,10 @@ export const WATCH_STATE_CLAIM_PREFIX = `${WATCH_STATE_FILE}.judging-`;
  * refused until then.
  */
 export const WATCH_STATE_FAILED = "watch.failed";
+/**
+ * The folder beside a watch's state folder (in the run's folder) where packs this host could not
+ * check are set aside (restore-tree.ts). Not one of the names a run folder's cleanup removes
+ * (run/run-dirs.ts), so it outlives the run; `gc` lists it until the user has put the packs back
+ * or removed it.
+ */
+export const UNCHECKED_PACKS_DIR = "unchecked-packs";

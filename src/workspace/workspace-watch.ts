@@ -31,7 +31,7 @@ import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
 import { type SavedWatch, writeWatchState } from "./watch-state.js";
-import { WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
+import { UNCHECKED_PACKS_DIR, WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
 import {
   changeOf,
   type EntryFacts,
@@ -77,12 +77,7 @@ export interface WorkspaceWatchInput {
   signal?: AbortSignal;
 }
 
-/**
- * The folder beside stateDir (in the run's folder) where packs this host could not check are set
- * aside (restore-tree.ts). Not one of the names a run folder's cleanup removes (run/run-dirs.ts),
- * so it outlives the run, and `gc`, until the user has put the packs back or removed it.
- */
-export const UNCHECKED_PACKS_DIR = "unchecked-packs";
+export { UNCHECKED_PACKS_DIR };
 
 /** Where a watch with this state folder sets aside the packs this host could not check. */
 export function uncheckedPacksDir(stateDir: string): string {

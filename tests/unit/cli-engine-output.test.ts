@@ -11,6 +11,8 @@ import { gcCommand } from "../../src/cli/gc-command.js";
 import { prune } from "../../src/cli/image-command.js";
 import type { CommandContext } from "../../src/cli/lazy-command.js";
 import { IMAGE_REPOSITORY } from "../../src/image/runner-image.js";
+import { createRunDir, removeRunDir } from "../../src/run/run-dirs.js";
+import { UNCHECKED_PACKS_DIR } from "../../src/workspace/watch-state-file.js";
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const RAW_CONTROLS = /[\u001b\u0007\r]/;
@@ -102,6 +104,28 @@ describe("engine answers on the terminal", () => {
     // The same gc without it removes it.
     await gcCommand({ engines: enginesFile }, io({}).cliIo);
     expect(deletes).toBe(before + 1);
+  });
+
+  it("gc and gc --dry-run name a folder of packs a run set aside unchecked, and keep it (session 35: never listed)", async () => {
+    const runDir = createRunDir("keptpacks1", dir);
+    const packs = path.join(runDir, UNCHECKED_PACKS_DIR);
+    fs.mkdirSync(packs);
+    fs.writeFileSync(path.join(packs, "pack-2.pack"), Buffer.alloc(2 * 1024 * 1024));
+    fs.writeFileSync(path.join(packs, "pack-2.idx"), "x");
+    removeRunDir(runDir);
+    try {
+      for (const dryRun of [true, false]) {
+        const { cliIo, out } = io({});
+        await gcCommand({ engines: enginesFile, dryRun }, cliIo);
+        expect(out.stderr).toContain(
+          `kept ${packs} (2 file(s), 2.0 MiB): git packs a run set aside because this host could not check them\n`,
+        );
+        expect(out.stderr).toContain("git index-pack --verify <pack>");
+        expect(fs.existsSync(path.join(packs, "pack-2.pack"))).toBe(true);
+      }
+    } finally {
+      fs.rmSync(runDir, { recursive: true, force: true });
+    }
   });
 
   it("image prune: the engine's tags and refusals are shown escaped", async () => {

@@ -8,6 +8,7 @@ import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { unjudgedRunOver } from "../../src/run/judge-dead-run.js";
 import {
   createRunDir,
+  keptPackFolders,
   privateRunDirsParent,
   RECORD_SCRATCH_DIR,
   RECORD_STAGING_DIR,
@@ -17,7 +18,7 @@ import {
   removeRunDir,
   runDirsParent,
 } from "../../src/run/run-dirs.js";
-import { WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
+import { UNCHECKED_PACKS_DIR, WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
 
 const scratch: string[] = [];
 function tmp(): string {
@@ -215,5 +216,24 @@ describe("run folders", () => {
     expect(fs.existsSync(staging)).toBe(false);
     expect(fs.existsSync(kept)).toBe(true);
     expect(fs.readFileSync(path.join(outside, "keep.txt"), "utf8")).toBe("outside\n");
+  });
+
+  it("a folder of packs set aside unchecked outlives its run and gc's reaping, and is listed with what it holds (session 35: gc did not list it)", () => {
+    const base = tmp();
+    const ended = createRunDir("ended1", base);
+    const packs = path.join(ended, UNCHECKED_PACKS_DIR);
+    fs.mkdirSync(packs);
+    fs.writeFileSync(path.join(packs, "pack-1.pack"), Buffer.alloc(3000));
+    fs.writeFileSync(path.join(packs, "pack-1.idx"), Buffer.alloc(100));
+    fs.symlinkSync("/etc/passwd", path.join(packs, "link")); // not counted: only plain files, by lstat
+    // The run's end removes what it knows, marker included; the packs keep the folder.
+    expect(removeRunDir(ended)).toBe(false);
+    expect(fs.existsSync(path.join(ended, RUN_DIR_MARKER))).toBe(false);
+    // A live run's folder is not listed, even with the same folder in it.
+    const live = createRunDir("live1", base);
+    fs.mkdirSync(path.join(live, UNCHECKED_PACKS_DIR));
+    expect(reapRunDirs(base)).toEqual([]);
+    expect(keptPackFolders(base)).toEqual([{ dir: packs, files: 2, bytes: 3100 }]);
+    expect(fs.existsSync(path.join(packs, "pack-1.pack"))).toBe(true);
   });
 });
