@@ -14,6 +14,13 @@ import { lazily, z } from "../util/zod.js";
 
 /** A tasks file line's schema, built on first use, with the library's one zod (session 27: two were loaded). */
 function buildTaskLine() {
+  // A NUL cannot be in a path: refused with the line's number, not by the file system call later
+  // (review, session 35: a policy path with one was reported as a bug in sandbox-run).
+  const pathText = () =>
+    z
+      .string()
+      .min(1)
+      .refine((text) => !text.includes("\0"), "holds a NUL character");
   return z
     .object({
       id: z
@@ -24,14 +31,14 @@ function buildTaskLine() {
         )
         .describe("The task's name: in its result envelope, and its record's folder name under --record-dir."),
       prompt: z.string().min(1, "is empty").describe("The task."),
-      cwd: z.string().min(1).describe("Its workspace (relative to the tasks file's folder)."),
+      cwd: pathText().describe("Its workspace (relative to the tasks file's folder)."),
       schema: z
-        .union([z.string().min(1), z.record(z.string(), z.unknown())])
+        .union([pathText(), z.record(z.string(), z.unknown())])
         .optional()
         .describe("A JSON Schema object, or the path of a JSON Schema file: the result is then a validated object."),
-      policy: z.string().min(1).optional().describe("A built-in policy name or a policy file (overrides --policy)."),
+      policy: pathText().optional().describe("A built-in policy name or a policy file (overrides --policy)."),
       model: z.string().min(1).optional().describe("provider/id (overrides --model)."),
-      writable: z.array(z.string().min(1)).optional().describe("Extra writable directories."),
+      writable: z.array(pathText()).optional().describe("Extra writable directories."),
       timeout: z
         .number()
         .positive()

@@ -56,6 +56,11 @@ describe("the batch tasks file", () => {
       '{"id": "-x", "prompt": "p", "cwd": ".", "colour": "red"}',
       '{"id": "t", "prompt": "p", "cwd": ".", "timeout": -1}',
       '{"id": "u", "prompt": "p", "cwd": ".", "timeout": 1e20}',
+      // A NUL in any path (review, session 35: a policy path with one ended as "a bug in sandbox-run").
+      '{"id": "n1", "prompt": "p", "cwd": ".", "policy": "p\\u0000"}',
+      '{"id": "n2", "prompt": "p", "cwd": "a\\u0000b"}',
+      '{"id": "n3", "prompt": "p", "cwd": ".", "writable": ["w\\u0000"]}',
+      '{"id": "n4", "prompt": "p", "cwd": ".", "schema": "s\\u0000.json"}',
     ].join("\n");
     let message = "";
     try {
@@ -64,13 +69,17 @@ describe("the batch tasks file", () => {
       message = (error as Error).message;
       expect((error as { code?: string }).code).toBe("usage");
     }
-    expect(message).toContain("6 line(s) of tasks.jsonl cannot be run");
+    expect(message).toContain("10 line(s) of tasks.jsonl cannot be run");
     expect(message).toContain("line 2: not JSON");
     expect(message).toContain('line 3: the id "a" is the id of line 1 too');
     expect(message).toContain("line 4: prompt:");
     expect(message).toMatch(/line 5: id: letters, digits.*Unrecognized key/);
     expect(message).toContain("line 6: timeout:");
     expect(message).toContain("line 7: timeout: is longer than a run may last (86400 seconds, a day)");
+    expect(message).toContain("line 8: policy: holds a NUL character");
+    expect(message).toContain("line 9: cwd: holds a NUL character");
+    expect(message).toContain("line 10: writable.0: holds a NUL character");
+    expect(message).toMatch(/line 11: schema: .*holds a NUL character/);
     expect(message).toContain("no task was started");
   });
 
