@@ -127,6 +127,8 @@ export class AgentWarmPool {
    */
   async claim(planned: PlannedRun, timeline: RunTimeline, signal?: AbortSignal): Promise<WarmClaimed | undefined> {
     const miss = (reason: string) => {
+      // A call that starts cold uses up one of the calls the pool was told to expect.
+      this.#pool?.forgo();
       timeline.sandbox("warm.miss", { reason });
       return undefined;
     };

@@ -114,6 +114,8 @@ export class WarmPool {
   readonly #stats = { made: 0, claimed: 0, discarded: 0, makeFailures: 0 };
   /** Sandboxes taken by claims: claimed, or being checked for one. */
   #taken = 0;
+  /** Expected calls (warm.calls) that started cold instead: they will claim nothing. */
+  #forgone = 0;
   /** When each sandbox made stops by itself unclaimed (ms since the epoch; counted from before its create, so early). */
   readonly #idleDeadlines = new WeakMap<PoolSandbox, number>();
 
@@ -207,6 +209,18 @@ export class WarmPool {
     }
   }
 
+  /**
+   * One of the expected calls (warm.calls) starts cold: it uses up one call, so the pool makes one
+   * sandbox fewer, and removes a ready one no call is left to claim (review, session 35: a batch
+   * whose every task missed the pool kept its sandboxes idle to the end; four calls, two cold, made
+   * six containers). Without warm.calls nothing changes.
+   */
+  forgo(): void {
+    if (this.#options.claims === undefined) return;
+    this.#forgone++;
+    this.#trim();
+  }
+
   /** Stops making sandboxes and removes every one not claimed yet (claimed ones are their runs'). */
   async close(): Promise<void> {
     this.#closed = true;
@@ -222,8 +236,8 @@ export class WarmPool {
   }
 
   #emptyReason(): string {
-    if (this.#options.claims !== undefined && this.#taken >= this.#options.claims)
-      return `the pool was told to expect ${this.#options.claims} call(s) (warm.calls), and that many have claimed a sandbox`;
+    if (this.#options.claims !== undefined && this.#taken + this.#forgone >= this.#options.claims)
+      return `the pool was told to expect ${this.#options.claims} call(s) (warm.calls), and that many have come`;
     if (this.#lastFailure && this.#ready.length === 0)
       return `the pool could not make a warm sandbox: ${this.#lastFailure}`;
     return `every one of the pool's ${this.#options.size} warm sandbox(es) is taken`;
@@ -267,8 +281,16 @@ export class WarmPool {
 
   /** How many sandboxes to keep ready or being made: the size, or fewer when fewer claims are to come. */
   #wanted(): number {
-    const left = (this.#options.claims ?? Number.POSITIVE_INFINITY) - this.#taken;
+    const left = (this.#options.claims ?? Number.POSITIVE_INFINITY) - this.#taken - this.#forgone;
     return Math.max(0, Math.min(this.#options.size, left));
+  }
+
+  /** Removes ready sandboxes past what the calls still to come can claim. */
+  #trim(): void {
+    while (this.#waiters.length === 0 && this.#ready.length > this.#wanted()) {
+      // Not trouble (no warm.discarded): the pool was told fewer calls are left than it holds.
+      this.#track(this.#ready.pop()!.destroy());
+    }
   }
 
   #fill(): void {
@@ -338,7 +360,10 @@ export class WarmPool {
     });
     const waiter = this.#waiters.shift();
     if (waiter) waiter(sandbox);
-    else this.#ready.push(sandbox);
+    else {
+      this.#ready.push(sandbox);
+      this.#trim();
+    }
   }
 
   #makeFailed(error: unknown): void {

@@ -162,9 +162,44 @@ describe("the warm pool", () => {
     // A call past them starts cold, and says why.
     const extra = await warm.claim();
     expect("reason" in extra && extra.reason).toBe(
-      "the pool was told to expect 4 call(s) (warm.calls), and that many have claimed a sandbox",
+      "the pool was told to expect 4 call(s) (warm.calls), and that many have come",
     );
     await warm.close();
+  });
+
+  it("an expected call that starts cold uses up one call: the pool makes one fewer and removes a ready one none is left to claim (review, session 35: four calls, two cold, made six)", async () => {
+    const m = maker({ immediate: true });
+    const warm = pool(2, m.make, [], { claims: 4 });
+    warm.start();
+    await warm.whenFull();
+    expect(m.made).toHaveLength(2);
+    // Two calls start cold (their plans did not fit): two of the four expected calls are gone.
+    warm.forgo();
+    warm.forgo();
+    // Two claims are still to come, and two are ready: nothing more is made for them.
+    for (let i = 0; i < 2; i++) {
+      expect("sandbox" in (await warm.claim())).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(m.made).toHaveLength(2);
+    expect(warm.stats()).toMatchObject({ made: 2, claimed: 2, ready: 0, making: 0 });
+    await warm.close();
+
+    // Every expected call cold: the ready sandboxes go at once, not at close().
+    const m2 = maker({ immediate: true });
+    const all = pool(2, m2.make, [], { claims: 3 });
+    all.start();
+    await all.whenFull();
+    all.forgo();
+    expect(all.stats()).toMatchObject({ ready: 2 });
+    all.forgo();
+    expect(all.stats()).toMatchObject({ ready: 1 });
+    expect(m2.made.filter((s) => s.destroyed)).toHaveLength(1);
+    all.forgo();
+    expect(all.stats()).toMatchObject({ ready: 0, making: 0 });
+    expect(m2.made.filter((s) => s.destroyed)).toHaveLength(2);
+    expect(m2.made).toHaveLength(2);
+    await all.close();
   });
 
   it("removes a sandbox that died while it waited, and makes another; no claim gets the dead one", async () => {
