@@ -392,8 +392,11 @@ export function gitObjectStorePath(relative: string): boolean {
   return /^(objects|lfs)\//.test(relative);
 }
 
-/** Names whose appearance in an existing directory makes it look like a git directory. */
-export const GIT_DIR_MARKERS = new Set(["HEAD", "objects", "refs", "commondir"]);
+/**
+ * Names whose appearance in an existing directory makes it look like a git directory, folded
+ * (foldCase): on a case-insensitive disk `head` is the HEAD git looks up.
+ */
+export const GIT_DIR_MARKERS = new Set(["head", "objects", "refs", "commondir"]);
 
 /**
  * The built-in protection covering a path, if any: its rule name and its scope (the protected

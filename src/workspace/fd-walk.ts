@@ -23,6 +23,7 @@
 import fs from "node:fs";
 import { decodeName, hasUndecodedBytes, nameBytes } from "../util/name-bytes.js";
 import { O_PATH } from "../util/o-path.js";
+import { foldCase } from "./builtin-protections.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -164,10 +165,15 @@ export function openRoot(root: string | Buffer): number {
   return fs.openSync(root, DIR_FLAGS);
 }
 
-/** Whether a directory's child names look like a git directory (what git itself checks, by name). */
+/**
+ * Whether a directory's child names look like a git directory (what git itself checks, by name),
+ * in any case: a tree checked out on a case-insensitive disk (a branch or patch on macOS or
+ * Windows) makes `head`, `OBJECTS` and `Refs` the names git looks up (review, session 35: such a
+ * folder with a `config` naming core.pager ran it at the user's next `git branch` there).
+ */
 export function looksLikeGitDir(names: readonly string[]): boolean {
-  const set = new Set(names);
-  return set.has("HEAD") && ((set.has("objects") && set.has("refs")) || set.has("commondir"));
+  const set = new Set(names.map(foldCase));
+  return set.has("head") && ((set.has("objects") && set.has("refs")) || set.has("commondir"));
 }
 
 /**

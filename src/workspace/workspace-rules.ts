@@ -10,6 +10,7 @@
 
 import {
   builtinProtectionOf,
+  foldCase,
   GIT_DIR_MARKERS,
   gitObjectStorePath,
   gitPathAllowed,
@@ -265,7 +266,7 @@ export class RuleEvaluator {
         frame.covered = true;
       }
     }
-    if (parent?.turnedGitLike && !b && GIT_DIR_MARKERS.has(name) && on("new-repositories")) {
+    if (parent?.turnedGitLike && !b && GIT_DIR_MARKERS.has(foldCase(name)) && on("new-repositories")) {
       out.push({ path, change: "created", rule: "new-repositories", restore: { action: "remove", path } });
     }
     // A .git that is not a directory: a gitdir pointer (or a symlink) sends git elsewhere.

@@ -70,6 +70,26 @@ describe("copy mode: a tree with more config folders than a run reads (review, s
 });
 
 describe("copy mode: the returned tree's git directories are judged as plain data", () => {
+  it("a planted repository spelt in another case (head, OBJECTS, Refs, a config) is a new repository: on a case-insensitive disk git finds it (review, session 35)", async () => {
+    const root = repo({ "data/keep.txt": "k\n" });
+    const { found } = await roundTrip(root, (copy) => {
+      fs.mkdirSync(path.join(copy, "bare/OBJECTS"), { recursive: true });
+      fs.mkdirSync(path.join(copy, "bare/Refs"), { recursive: true });
+      fs.writeFileSync(path.join(copy, "bare/OBJECTS/.keep"), "");
+      fs.writeFileSync(path.join(copy, "bare/Refs/.keep"), "");
+      fs.writeFileSync(path.join(copy, "bare/head"), "ref: refs/heads/main\n");
+      fs.writeFileSync(path.join(copy, "bare/config"), "[core]\n\tpager = touch /tmp/pwned; cat\n");
+      // An existing folder given the markers in another case.
+      fs.writeFileSync(path.join(copy, "data/hEaD"), "ref: refs/heads/main\n");
+      fs.writeFileSync(path.join(copy, "data/commonDir"), "..\n");
+    });
+    expect(found).toEqual([
+      "new-repositories created bare",
+      "new-repositories created data/commonDir",
+      "new-repositories created data/hEaD",
+    ]);
+  });
+
   it("ordinary git work in the sandbox (commit, branch, pack-refs) passes", async () => {
     const root = repo();
     const { found } = await roundTrip(root, (copy) => {

@@ -203,6 +203,19 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(hint).toContain("The run's other changes stay in the workspace");
   });
 
+  it("a repository planted with its names in another case (head, OBJECTS, Refs) is removed: on a case-insensitive disk git finds it (review, session 35)", async () => {
+    const ws = gitRepo();
+    const w = await watch(ws);
+    fs.mkdirSync(path.join(ws, "bare/OBJECTS"), { recursive: true });
+    fs.mkdirSync(path.join(ws, "bare/Refs"));
+    fs.writeFileSync(path.join(ws, "bare/head"), "ref: refs/heads/main\n");
+    fs.writeFileSync(path.join(ws, "bare/config"), "[core]\n\tpager = touch /tmp/pwned; cat\n");
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.change} ${v.path}`)).toEqual(["new-repositories created bare"]);
+    expect(report.restore?.removed).toEqual(["bare"]);
+    expect(fs.existsSync(path.join(ws, "bare"))).toBe(false);
+  });
+
   it(".git moved away and replaced by a gitdir: file pointing at a planted repository: .git comes back whole, objects included", async () => {
     const ws = gitRepo();
     const before = state(path.join(ws, ".git"));
