@@ -2,13 +2,12 @@
 // optionally, schema, policy, model, writable, timeout). Read and checked whole before anything
 // starts, so a typo on line 40 does not leave 39 tasks run and the rest not: every bad line is
 // reported with its number. Relative paths in a line are relative to the tasks file's folder.
-import fs from "node:fs";
 import path from "node:path";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import type { RunOptions } from "../index.js";
 import { MAX_TIMEOUT_SECONDS } from "../sandbox-contract.js";
-import { readConfigJson } from "../util/config-file.js";
+import { readConfigJson, readTextFile } from "../util/config-file.js";
 import { isNamedPolicy } from "../util/policy-names.js";
 import { lazily, z } from "../util/zod.js";
 
@@ -59,19 +58,19 @@ export interface BatchTask {
   options: RunOptions;
 }
 
+/** The most a tasks file may hold (a million short tasks fit). */
+const MAX_TASKS_FILE_BYTES = 512 * 1024 * 1024;
+
 /** The most bad lines one error lists. */
 const LISTED_PROBLEMS = 10;
 
 export function readBatchTasks(file: string): BatchTask[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, "utf8");
-  } catch (error) {
-    throw usageError(
-      `The tasks file ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
-      'Pass a JSONL file: one task per line, e.g. {"id": "a", "prompt": "...", "cwd": "repo"}.',
-    );
-  }
+  const text = readTextFile(
+    file,
+    "tasks",
+    'Pass a JSONL file: one task per line, e.g. {"id": "a", "prompt": "...", "cwd": "repo"}.',
+    MAX_TASKS_FILE_BYTES,
+  );
   return parseBatchTasks(text, path.dirname(path.resolve(file)), file);
 }
 

@@ -18,6 +18,7 @@ import {
   planCall,
   recordedSuccess,
 } from "../operations.js";
+import { readTextFile } from "../util/config-file.js";
 import { checkOutputFile, HostDirError, openOutputFile } from "../util/host-dir.js";
 import { lostWork } from "../util/left-out-reasons.js";
 import { BoundedLines, CLOSE_WAIT_MS, MAX_BUFFERED_BYTES } from "./bounded-lines.js";
@@ -408,15 +409,11 @@ export function leftOutNote(handBack: { leftOut: ReadonlyArray<{ path: string; r
   return `; NOT in the branch and not applied (lost with the sandbox): ${listed.join(", ")}${more}`;
 }
 
+/** The most a prompt file may hold. */
+const MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024;
+
 function readPromptFile(file: string): string {
-  try {
-    return fs.readFileSync(file, "utf8");
-  } catch (error) {
-    throw usageError(
-      `The prompt file ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
-      "Pass the path of a text file with the task.",
-    );
-  }
+  return readTextFile(file, "prompt", "Pass the path of a text file with the task.", MAX_PROMPT_FILE_BYTES);
 }
 
 /**

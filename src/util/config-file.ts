@@ -6,18 +6,64 @@ import fs from "node:fs";
 import { createRequire } from "node:module";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
+import { openRegularFile, readAll } from "./read-fd.js";
+
+/** The most a policy, engines, models or schema file may hold. */
+export const MAX_CONFIG_FILE_BYTES = 8 * 1024 * 1024;
+/** Kernel file systems: their files are no configuration, and /proc's hold the host's environment and memory. */
+const KERNEL_FILES = /^\/(proc|sys|dev)(\/|$)/;
+
+/**
+ * A caller's file as text, read only when it is a regular file of at most `maxBytes` outside the
+ * kernel's file systems; a usage error naming `what` ("policy", "prompt") otherwise. A file may be
+ * named inside the tree under test (review, session 35: a schema linked to /dev/zero grew the CLI
+ * by 150 MB/s before any check ran, a FIFO held it until a signal, and a prompt linked to
+ * /proc/self/environ became the prompt). Links are followed: where they lead is judged by the plan
+ * (config-origins.ts).
+ */
+export function readTextFile(file: string, what: string, hint: string, maxBytes = MAX_CONFIG_FILE_BYTES): string {
+  const refuse = (reason: string) => usageError(`Cannot read the ${what} file ${file}: ${reason}.`, hint);
+  let opened: { fd: number; stat: fs.Stats };
+  try {
+    opened = openRegularFile(file, true);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw refuse(
+      code === "ENOENT"
+        ? "it does not exist"
+        : code === "not a regular file"
+          ? `it is not a regular file (${kindOf(file)})`
+          : ((error as Error).message ?? String(code)),
+    );
+  }
+  const { fd } = opened;
+  try {
+    const at = fs.readlinkSync(`/proc/self/fd/${fd}`);
+    if (KERNEL_FILES.test(at)) throw refuse(`it is ${at}, a file of the kernel's, not a file of yours`);
+    // Read one byte past the cap whatever the size says: files of some file systems report 0.
+    const bytes = readAll(fd, maxBytes + 1);
+    if (bytes.length > maxBytes) throw refuse(`it holds more than ${Math.round(maxBytes / 1024 / 1024)} MiB`);
+    return bytes.toString("utf8");
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function kindOf(file: string): string {
+  try {
+    const stat = fs.statSync(file);
+    if (stat.isDirectory()) return "a folder";
+    if (stat.isFIFO()) return "a FIFO";
+    if (stat.isSocket()) return "a socket";
+    if (stat.isCharacterDevice() || stat.isBlockDevice()) return "a device";
+  } catch {}
+  return "not a file";
+}
 
 /** The file's text; a usage error naming `what` ("policy", "models", "schema") when it cannot be read. */
 function readConfigText(file: string, what: string, hint: string): string {
-  try {
-    // A byte-order mark (Windows editors write one) is no part of JSON or YAML (review, session 31).
-    return fs.readFileSync(file, "utf8").replace(/^\uFEFF/, "");
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason =
-      code === "EISDIR" ? "it is a folder" : code === "ENOENT" ? "it does not exist" : (error as Error).message;
-    throw usageError(`Cannot read the ${what} file ${file}: ${reason}.`, hint);
-  }
+  // A byte-order mark (Windows editors write one) is no part of JSON or YAML (review, session 31).
+  return readTextFile(file, what, hint).replace(/^\uFEFF/, "");
 }
 
 /** The file parsed as JSON; usage errors for a file that cannot be read or is not JSON. */

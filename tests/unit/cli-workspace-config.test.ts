@@ -1,6 +1,7 @@
 // Configuration the change under test controls (issue 10, item 10): a policy, models, schema or prompt
 // file inside the workspace gets a warning, is refused in strict mode, and a models file in there
 // never runs a command on the host. Checked with --dry-run, in-process; nothing reaches an engine.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -186,5 +187,81 @@ describe("configuration from inside the workspace", () => {
       `sandbox-run: The models file ${ws}/models.json lies inside ${ws}, which this run sandboxes, and holds "!command" values: sandbox-run never runs commands from such a file.`,
     );
     expect(fs.existsSync(marker)).toBe(false);
+  });
+
+  it("a prompt or schema file named in the workspace that links out of it is refused, strict or not: the tree picked the host file (review, session 35: /proc/self/environ became the prompt)", async () => {
+    const trusted = path.join(dir, "trusted-models.json");
+    fs.writeFileSync(path.join(dir, "host-notes.md"), "the host's own file\n");
+    fs.symlinkSync(path.join(dir, "host-notes.md"), path.join(ws, "TASK.md"));
+    fs.writeFileSync(path.join(dir, "host-schema.json"), JSON.stringify({ type: "object" }));
+    fs.symlinkSync(path.join(dir, "host-schema.json"), path.join(ws, "linked-schema.json"));
+    for (const strict of [[], ["--refuse-workspace-config"]]) {
+      const prompt = await cli([...base, ...strict, "--models", trusted, "--prompt-file", path.join(ws, "TASK.md")]);
+      expect(prompt.code).toBe(2);
+      expect(prompt.stderr).toContain(
+        `sandbox-run: The prompt file ${ws}/TASK.md lies inside ${ws}, which this run sandboxes, and is a link to ${dir}/host-notes.md, outside it`,
+      );
+      expect(prompt.stdout).toBe("");
+      const schema = await cli([
+        ...base,
+        ...strict,
+        "--models",
+        trusted,
+        "--schema",
+        path.join(ws, "linked-schema.json"),
+        "t",
+      ]);
+      expect(schema.code).toBe(2);
+      expect(schema.stderr).toContain(`The schema file ${ws}/linked-schema.json lies inside ${ws}`);
+    }
+    // A policy linked out is refused even where a policy from the tree would be allowed.
+    fs.symlinkSync(path.resolve("policies/workspace-write.json"), path.join(ws, "linked-policy.json"));
+    const policy = await cli([
+      ...base,
+      "--allow-workspace-config",
+      "--models",
+      trusted,
+      "--policy",
+      path.join(ws, "linked-policy.json"),
+      "t",
+    ]);
+    expect(policy.code).toBe(2);
+    expect(policy.stderr).toContain(`The policy file ${ws}/linked-policy.json lies inside ${ws}`);
+    // The target named itself is what the caller may pass.
+    const direct = await cli([...base, "--models", trusted, "--prompt-file", path.join(dir, "host-notes.md")]);
+    expect(direct.code, direct.stderr).toBe(0);
+  });
+
+  it("a config file that is a FIFO, a device, a kernel file or too large is refused before it is read whole (review, session 35: /dev/zero grew the CLI without bound)", async () => {
+    const trusted = path.join(dir, "trusted-models.json");
+    const outside = path.join(dir, "odd");
+    fs.mkdirSync(outside);
+    fs.symlinkSync("/dev/zero", path.join(outside, "zero.json"));
+    fs.symlinkSync("/proc/self/environ", path.join(outside, "environ.md"));
+    execFileSync("mkfifo", [path.join(outside, "fifo.json")]);
+    fs.writeFileSync(path.join(outside, "big.json"), Buffer.alloc(8 * 1024 * 1024 + 1, 32));
+    const cases: Array<[string[], RegExp]> = [
+      [
+        ["--schema", path.join(outside, "zero.json"), "t"],
+        /Cannot read the schema file .*zero\.json: it is not a regular file \(a device\)/,
+      ],
+      [
+        ["--prompt-file", path.join(outside, "environ.md")],
+        /Cannot read the prompt file .*environ\.md: it is \/proc\/\d+\/environ, a file of the kernel's/,
+      ],
+      [
+        ["--schema", path.join(outside, "fifo.json"), "t"],
+        /Cannot read the schema file .*fifo\.json: it is not a regular file \(a FIFO\)/,
+      ],
+      [
+        ["--policy", path.join(outside, "big.json"), "t"],
+        /Cannot read the policy file .*big\.json: it holds more than 8 MiB/,
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const run = await cli([...base, "--models", trusted, ...args]);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(message);
+    }
   });
 });

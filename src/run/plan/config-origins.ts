@@ -27,16 +27,31 @@ interface InsideFile {
   root: string;
   /** The engines file that names it (a TLS file, a key, a socket), when it is not a config file itself. */
   namedBy?: string;
+  /**
+   * Named inside the tree, a link to this host file outside every tree: the tree chose which of the
+   * host's files the run reads (review, session 35: a prompt file linked to /proc/self/environ sent
+   * the host's provider key to the model and into the sandbox, unwarned even in strict mode).
+   */
+  leadsTo?: string;
 }
 
-/** The config files that lie inside one of `roots` (all canonical paths), by their real path. */
+/**
+ * The config files that lie inside one of `roots` (all canonical paths): by the path as named (its
+ * folder resolved) and by where it leads, as a policy's secret files are judged.
+ */
 export function configInsideRoots(files: ConfigFiles, roots: readonly string[]): InsideFile[] {
   const inside: InsideFile[] = [];
   for (const [what, file] of Object.entries(files) as Array<[keyof ConfigFiles, string | undefined]>) {
     if (!file) continue;
     const real = realOrResolved(file);
     const root = roots.find((r) => atOrBelow(real, r));
-    if (root) inside.push({ what, file: real, root });
+    if (root) {
+      inside.push({ what, file: real, root });
+      continue;
+    }
+    const asNamed = path.join(realOrResolved(path.dirname(path.resolve(file))), path.basename(file));
+    const namedIn = roots.find((r) => atOrBelow(asNamed, r));
+    if (namedIn) inside.push({ what, file: asNamed, root: namedIn, leadsTo: real });
   }
   if (files.engines) {
     // Whoever chooses these chooses which engine the run goes to (who answers as it), wherever the
@@ -118,6 +133,20 @@ export function describeInside({ what, file, root, namedBy }: InsideFile): strin
           : what;
   const which = namedBy ? `the file ${file}, which the engines file ${namedBy} names,` : `the ${what} file ${file}`;
   return `${which} lies inside ${root}, which this run sandboxes: whoever can change that tree chooses this run's ${chosen}`;
+}
+
+/**
+ * A config file named inside a sandboxed tree that is a link out of every tree is refused, allowed
+ * or not: the tree picked a host file (an environment in /proc, a key under ~/.ssh) for the run to
+ * read and hand to the model and the sandbox as its prompt, schema or configuration.
+ */
+export function refuseLinksOut(inside: readonly InsideFile[]): void {
+  const out = inside.find((i) => i.leadsTo !== undefined);
+  if (!out) return;
+  throw usageError(
+    `The ${out.what} file ${out.file} lies inside ${out.root}, which this run sandboxes, and is a link to ${out.leadsTo}, outside it: whoever can change that tree chose which of this host's files the run reads.`,
+    `Pass ${out.leadsTo} itself if it is the file you mean, or a file from a place the tree under test cannot change.`,
+  );
 }
 
 /** Whether a parsed models.json holds a `!command` value anywhere (keys, headers, per model). */

@@ -34,6 +34,7 @@ import {
   configInsideRoots,
   describeInside,
   modelsJsonHasCommands,
+  refuseLinksOut,
 } from "./config-origins.js";
 import { type FolderRole, lentFolderProblem, readOnlyFolderProblem, realFolder } from "./host-folders.js";
 
@@ -481,6 +482,7 @@ function checkConfigOrigins(
 ): string[] {
   const { strict } = mode;
   const inside = configInsideRoots(files, roots);
+  refuseLinksOut(inside);
   const models = inside.find((i) => i.what === "models");
   if (models && modelsJsonHasCommands(modelsJson)) {
     throw usageError(
