@@ -2,6 +2,52 @@
 // run bounded in time, its stderr kept in part. The host's git (util/host-git.ts) and the record's
 // diff of two folders (record/workspace-patch.ts) run through it.
 import { spawn } from "node:child_process";
+import fs from "node:fs";
+
+/**
+ * coreutils' `timeout`, when this host has it. A bounded command runs under it, so its deadline
+ * holds without us: a controller killed while the host's git checked a sandbox's pack left that
+ * `git index-pack` running for as long as the pack made it (review, session 35: 675 s and still
+ * going, next to gc's own check). Ours kills it first; theirs kills it once we are gone.
+ */
+const TIMEOUT_PROGRAM = lazyTimeoutProgram();
+/** Past our own deadline: ours fires first and says why. */
+const TIMEOUT_GRACE_S = 5;
+
+function lazyTimeoutProgram(): () => string | undefined {
+  let found: string | undefined | null = null;
+  return () => {
+    if (found === null)
+      found = ["/usr/bin/timeout", "/bin/timeout"].find((file) => {
+        try {
+          fs.accessSync(file, fs.constants.X_OK);
+          return true;
+        } catch {
+          return false;
+        }
+      });
+    return found;
+  };
+}
+
+/** What `timeout` could not run, as the spawn error the command itself would have given (its C-locale words). */
+const EXEC_ERRORS: ReadonlyArray<[RegExp, string]> = [
+  [/No such file or directory/, "ENOENT"],
+  [/Permission denied/, "EACCES"],
+  [/Resource temporarily unavailable/, "EAGAIN"],
+  [/Cannot allocate memory/, "ENOMEM"],
+  [/Too many open files in system/, "ENFILE"],
+  [/Too many open files/, "EMFILE"],
+];
+
+/** A spawn error for `timeout`'s own "failed to run command" or "fork system call failed" (exit 125-127). */
+function execError(status: number | null, stderr: string, command: string): NodeJS.ErrnoException | undefined {
+  if (status === null || status < 125 || status > 127) return undefined;
+  const said = /^(?:\S*\/)?timeout: (?:failed to run command .*|fork system call failed): (.*)$/m.exec(stderr);
+  if (!said) return undefined;
+  const code = EXEC_ERRORS.find(([words]) => words.test(said[1]!))?.[1] ?? "EIO";
+  return Object.assign(new Error(`spawn ${command} ${code}`), { code, syscall: `spawn ${command}`, path: command });
+}
 
 export interface CappedProcessOptions {
   cwd: string;
@@ -39,29 +85,46 @@ export function runCappedProcess(
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) return reject(new Error(`${what} was stopped before it started`));
     const started = performance.now();
-    const child = spawn(command, args, {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ["pipe", "pipe", "pipe", ...(options.fds ?? [])],
-    });
+    const { timeoutMs } = options;
+    const bound = timeoutMs === undefined ? undefined : TIMEOUT_PROGRAM();
+    // Under `timeout` (the leader of a process group of its own) the command's deadline holds if we die.
+    const child = bound
+      ? spawn(bound, ["-s", "KILL", `${Math.ceil(timeoutMs! / 1000) + TIMEOUT_GRACE_S}s`, command, ...args], {
+          cwd: options.cwd,
+          env: options.env,
+          stdio: ["pipe", "pipe", "pipe", ...(options.fds ?? [])],
+        })
+      : spawn(command, args, {
+          cwd: options.cwd,
+          env: options.env,
+          stdio: ["pipe", "pipe", "pipe", ...(options.fds ?? [])],
+        });
+    const kill = () => {
+      // The group: killing `timeout` alone would leave the command running.
+      if (bound && child.pid !== undefined)
+        try {
+          process.kill(-child.pid, "SIGKILL");
+          return;
+        } catch {}
+      child.kill("SIGKILL");
+    };
     const out: Buffer[] = [];
     let outBytes = 0;
     let stderr = "";
     let failure: Error | undefined;
-    const { timeoutMs } = options;
     const tooLong = () => new Error(`${what} took longer than ${Math.round((timeoutMs ?? 0) / 1000)} s`);
     const timer =
       timeoutMs === undefined
         ? undefined
         : setTimeout(() => {
             failure ??= tooLong();
-            child.kill("SIGKILL");
+            kill();
           }, timeoutMs);
     child.stdout!.on("data", (chunk: Buffer) => {
       outBytes += chunk.length;
       if (outBytes > options.maxOutputBytes) {
         failure ??= new OutputCapError(`${what} wrote more than ${options.maxOutputBytes / 1048576} MiB`);
-        child.kill("SIGKILL");
+        kill();
       } else out.push(chunk);
     });
     child.stderr!.on("data", (chunk: Buffer) => {
@@ -69,7 +132,7 @@ export function runCappedProcess(
     });
     const onAbort = () => {
       failure ??= new Error(`${what} was stopped`);
-      child.kill("SIGKILL");
+      kill();
     };
     options.signal?.addEventListener("abort", onAbort, { once: true });
     child.on("error", (error) => {
@@ -83,6 +146,8 @@ export function runCappedProcess(
       // The deadline is judged by the clock, not by which event a busy loop handled first: a
       // command that ran past it fails even when its exit was seen before the timer fired.
       if (timeoutMs !== undefined && performance.now() - started >= timeoutMs) failure ??= tooLong();
+      // The command could not be started under `timeout`: the spawn error it would have had alone.
+      if (bound && !failure) failure = execError(status, stderr, command);
       if (failure) reject(failure);
       else resolve({ status, stdout: Buffer.concat(out), stderr });
     });

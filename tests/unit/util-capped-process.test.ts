@@ -1,5 +1,9 @@
 // A child process the host waits for: killed by its caller's stop (the run's signal), not only by
 // its own time and output bounds.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { runCappedProcess } from "../../src/util/capped-process.js";
 
@@ -51,5 +55,49 @@ describe("runCappedProcess", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("a bounded command's deadline holds when its controller dies: the command does not outlive it by more than the grace (review, session 35: a git index-pack ran on for 675 s)", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-capped-"));
+    try {
+      const script = path.join(dir, "controller.mts");
+      fs.writeFileSync(
+        script,
+        `import { runCappedProcess } from ${JSON.stringify(path.resolve("src/util/capped-process.ts"))};
+void runCappedProcess("sh", ["-c", "echo $$ > ${dir}/pid; exec sleep 600"], { cwd: "/", env: { PATH: process.env.PATH }, maxOutputBytes: 1024, timeoutMs: 1000 });
+setInterval(() => {}, 1000);
+`,
+      );
+      const controller = spawn(process.execPath, ["--import", "tsx", script], { stdio: "ignore" });
+      const pidFile = path.join(dir, "pid");
+      await vi.waitFor(() => expect(fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim()).toBeTruthy(), {
+        timeout: 20_000,
+        interval: 50,
+      });
+      const pid = Number(fs.readFileSync(pidFile, "utf8"));
+      controller.kill("SIGKILL");
+      const alive = () =>
+        fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"));
+      expect(alive()).toBe(true);
+      // Its deadline (1 s) plus the grace (5 s): gone well before the command's own 600 s.
+      try {
+        await vi.waitFor(() => expect(alive()).toBe(false), { timeout: 15_000, interval: 200 });
+      } finally {
+        if (alive()) process.kill(pid, "SIGKILL");
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it("a command that cannot be started under the bound rejects with the spawn error it would have had (the host's git missing is the host's trouble, not the pack's)", async () => {
+    await expect(
+      runCappedProcess("git", ["--version"], {
+        cwd: "/",
+        env: { PATH: "/nonexistent" },
+        maxOutputBytes: 1024,
+        timeoutMs: 5000,
+      }),
+    ).rejects.toMatchObject({ code: "ENOENT" });
   });
 });
