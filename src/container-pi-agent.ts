@@ -16,6 +16,7 @@ import { EngineFacts } from "./run/engine-facts.js";
 import type { RunDetails } from "./run/execute-run.js";
 import { hostTroubleError } from "./run/host-trouble.js";
 import { unjudgedRunOver } from "./run/judge-dead-run.js";
+import { deadLeaseOver } from "./run/lease-record.js";
 import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { refuseNestedGitCredentials, sandboxTrees } from "./run/plan/git-credentials.js";
@@ -129,7 +130,8 @@ export type RunCallOptionsWithSchema<S extends JsonSchema> = RunCallOptions & { 
 
 export class ContainerPiAgent implements Agent<RunCallOptions> {
   private readonly pool: EnginePool;
-  private reaped = false;
+  /** This agent's one reaping of what dead controllers left (started with its first engine check). */
+  private reaped?: Promise<void>;
   /** The pool was made here (from a file or the environment), so close() may close it. */
   private readonly ownsPool: boolean;
   /** Each engine checked (and reaped) once per agent. */
@@ -428,6 +430,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // its record included: the folder a record goes into is held too, until the record is there).
     const { writable, readOnly } = treesByAccess(planned);
     refuseUnjudgedTrees([...writable, ...readOnly]);
+    await this.refuseDeadLeases([...writable, ...readOnly]);
     const recordFolder = options.recorder?.heldFolder;
     const trees = await holdTreesOnHost(
       { runId: planned.plan.runId, writable: recordFolder ? [...writable, recordFolder] : writable, readOnly },
@@ -571,9 +574,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
    * reach), and this host's run folders: once per agent, in the background, best effort. An
    * engine that does not answer is left for `sandbox-run gc`.
    */
-  private reapEveryEngineOnce(): void {
-    if (this.reaped) return;
-    this.reaped = true;
+  private reapEveryEngineOnce(): Promise<void> {
+    if (this.reaped) return this.reaped;
     const engines = this.pool.engines.map((engine) =>
       engine
         .ping(AbortSignal.timeout(10_000))
@@ -585,13 +587,38 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
         .catch(() => {}),
     );
     // After the containers: a dead run's folder holds the record its lent trees are handed back from.
-    void Promise.all(engines).then(() => {
+    this.reaped = Promise.all(engines).then(() => {
       try {
         reapRunDirs();
       } catch {
         // Best effort: a folder we cannot read is not ours to remove.
       }
     });
+    return this.reaped;
+  }
+
+  /**
+   * A dead run still lends one of these trees to the sandbox uid: this agent's reaping hands it
+   * back first (it only may once that run's container is gone), else the run is refused. Lent again
+   * over it, this run's lease would count what that sandbox left as the sandbox's own, and give it
+   * back to it; and a reaper handing it back meanwhile would take this sandbox's files (review,
+   * session 35).
+   */
+  private async refuseDeadLeases(trees: readonly string[]): Promise<void> {
+    if (!deadLeaseOver(trees)) return;
+    if (this.config.reapOrphans !== false) {
+      for (const engine of this.pool.engines) await this.engineReady(engine, undefined).catch(() => {});
+      await this.reapEveryEngineOnce();
+    }
+    const leased = deadLeaseOver(trees);
+    if (!leased) return;
+    throw new SandboxRunError(
+      "usage",
+      `Run ${leased.runId} lent ${leased.tree} to its sandbox, and its controller died before giving it back: files there may still be the sandbox's.`,
+      {
+        hint: "Run `sandbox-run gc` (with the same engines): once that run's container is gone it hands the tree back; then run again.",
+      },
+    );
   }
 
   /**
@@ -603,7 +630,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     if (!engineReady) {
       engineReady = (async () => {
         await engine.ping(signal);
-        if (this.config.reapOrphans !== false) this.reapEveryEngineOnce();
+        if (this.config.reapOrphans !== false) void this.reapEveryEngineOnce();
       })();
       this.enginesReady.set(engine, engineReady);
       engineReady.catch(() => this.enginesReady.delete(engine));

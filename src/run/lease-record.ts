@@ -73,6 +73,28 @@ export function deadRunsWithLeases(tmpDir = os.tmpdir()): string[] {
     .filter((runId) => deadRunLease(runId, tmpDir) !== undefined);
 }
 
+/**
+ * A dead run whose lease record names a tree overlapping one of `trees`: its trees are still lent
+ * to the sandbox uid, and a run that lent them again would record the files that run left as the
+ * sandbox's from the start, and give them back to it (review, session 35).
+ */
+export function deadLeaseOver(
+  trees: readonly string[],
+  tmpDir = os.tmpdir(),
+): { runId: string; tree: string } | undefined {
+  if (trees.length === 0) return undefined;
+  for (const runId of deadRunsWithLeases(tmpDir)) {
+    const record = deadRunLease(runId, tmpDir);
+    for (const theirs of record?.roots ?? [])
+      for (const ours of trees) if (treesOverlap(theirs, ours)) return { runId, tree: theirs };
+  }
+  return undefined;
+}
+
+function treesOverlap(a: string, b: string): boolean {
+  return a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === "/" || b === "/";
+}
+
 function readLeaseRecord(dir: string): LeaseRecord | undefined {
   try {
     const bytes = readSmallFile(path.join(dir, LEASE_RECORD), 1024 * 1024);

@@ -215,7 +215,9 @@ describe("user policy files with mistakes", () => {
   });
 
   it("a folder given as the policy file is a usage error, not a crash", () => {
-    expect(loadError(dir).shortMessage).toBe(`Cannot read the policy file ${dir}: it is not a regular file (a folder).`);
+    expect(loadError(dir).shortMessage).toBe(
+      `Cannot read the policy file ${dir}: it is not a regular file (a folder).`,
+    );
   });
 
   it("reports a file that is not JSON, and a name that is neither built-in nor a file", () => {

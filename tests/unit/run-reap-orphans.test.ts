@@ -7,9 +7,10 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { judgeDeadRun, unjudgedRunOver } from "../../src/run/judge-dead-run.js";
-import { engineIdentity, writeLeaseRecord } from "../../src/run/lease-record.js";
+import { deadLeaseOver, engineIdentity, writeLeaseRecord } from "../../src/run/lease-record.js";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
 import {
   createRunDir,
@@ -17,8 +18,10 @@ import {
   RUN_DIR_MARKER,
   reapRunDirs,
   removeRunDir,
+  runDirsParent,
   WORKSPACE_STATE_DIR,
 } from "../../src/run/run-dirs.js";
+import { holdTreesOnHost } from "../../src/run/tree-hold-files.js";
 import {
   LABEL_DEADLINE,
   LABEL_HAND_BACK,
@@ -215,6 +218,71 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
     expect(owner(path.join(gone, "sub/file"))).toBe("1234:1234");
     expect(owner(path.join(listed, "sub/file"))).toBe("65532:65532");
     expect(reapRunDirs(tmpDir)).toEqual([goneDir]);
+  });
+
+  it("a dead run's lease over a tree a live run holds waits: nothing of the live run's sandbox is taken from it; handed back once the hold is gone (review, session 35)", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const runDir = deadRunDir("dead-lease", tmpDir);
+    const engine = await hostileEngine([]);
+    writeLeaseRecord(runDir, { roots: [lent], handBackTo: { uid: 1234, gid: 4321 }, engine: engine.address });
+    // A new run over the same tree (another process's, or this one's) holds it, its sandbox at work there.
+    const live = await holdTreesOnHost({ runId: "live-run", writable: [lent], readOnly: [] }, { tmpDir });
+    try {
+      expect(deadLeaseOver([path.join(lent, "sub")], tmpDir)).toEqual({ runId: "dead-lease", tree: lent });
+      const waited = await handBackGoneRuns(engine, { tmpDir });
+      expect(waited).toEqual([
+        {
+          runId: "dead-lease",
+          roots: [lent],
+          notHandedBack: [`${lent}: run live-run, in progress, holds it; run gc again once it ends`],
+        },
+      ]);
+      expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+      expect(fs.existsSync(path.join(runDir, LEASE_RECORD))).toBe(true);
+    } finally {
+      live.release();
+    }
+    expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([{ runId: "dead-lease", roots: [lent] }]);
+    expect(owner(path.join(lent, "sub/file"))).toBe("1234:4321");
+    expect(deadLeaseOver([lent], tmpDir)).toBeUndefined();
+  });
+
+  it("a new run over a tree a dead run still lends is refused, naming gc, before it holds or lends anything (review, session 35)", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const runDir = deadRunDir("still-lent", tmpDir);
+    writeLeaseRecord(runDir, {
+      roots: [lent],
+      handBackTo: { uid: 1234, gid: 4321 },
+      engine: "unix:///nonexistent.sock",
+    });
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = tmpDir;
+    const agent = new ContainerPiAgent({
+      model: "scripted/x",
+      models: {
+        providers: {
+          scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "x" }] },
+        },
+      },
+      reapOrphans: false,
+    });
+    try {
+      await expect(agent.run("go", { cwd: lent })).rejects.toMatchObject({
+        code: "usage",
+        message: expect.stringContaining(
+          `Run still-lent lent ${lent} to its sandbox, and its controller died before giving it back`,
+        ),
+        hint: expect.stringContaining("sandbox-run gc"),
+      });
+      expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+      expect(fs.readdirSync(runDirsParent(tmpDir)).filter((n) => n.startsWith("hold-"))).toEqual([]);
+    } finally {
+      await agent.close();
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+    }
   });
 });
 
