@@ -135,6 +135,21 @@ function judgedLines(judged: JudgedDeadRun, io: CliIo): boolean {
   const trees = judged.trees.map(terminalLine).join(", ") || "(no writable tree)";
   io.stderr(`judged run ${terminalLine(judged.runId)} (never judged by its controller): ${trees}\n`);
   for (const why of judged.gone) io.stderr(`  nothing left to judge: ${terminalLine(why)}\n`);
+  const before = judged.foundBefore;
+  if (before && before.violationCount > 0) {
+    // The tree may look cleaner now: its controller had begun putting back what it found.
+    io.stderr(
+      `  its controller, which died while putting things back, had found ${before.violationCount} change(s) it was not allowed to make:\n`,
+    );
+    for (const v of before.violations) io.stderr(`    ${terminalLine(v)}\n`);
+  }
+  const hostRun = [...new Set([...(before?.hostRunFiles ?? []), ...(judged.hostRunFiles ?? [])])];
+  if (hostRun.length > 0) {
+    io.stderr(
+      "  it changed files a tool on this machine reads or runs (review them before you build or open the tree):\n",
+    );
+    for (const h of hostRun) io.stderr(`    ${terminalLine(h)}\n`);
+  }
   if (judged.failed !== undefined) {
     io.stderr(`  could not judge it: ${terminalLine(judged.failed)}\n`);
     return false;

@@ -9,10 +9,12 @@
 import fs from "node:fs";
 import path from "node:path";
 import { rememberLentTrees } from "../util/host-programs.js";
+import { readSmallFile } from "../util/read-fd.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { readWatchState, type SavedWatch } from "../workspace/watch-state.js";
 import {
   WATCH_STATE_CLAIM_PREFIX as CLAIM_PREFIX,
+  WATCH_FOUND_FILE,
   WATCH_STATE_FAILED,
   WATCH_STATE_FILE,
 } from "../workspace/watch-state-file.js";
@@ -48,6 +50,13 @@ export interface JudgedDeadRun {
   failed?: string;
   /** Trees the run wrote that are gone, or were made again since (why): nothing of the run is left there to judge. */
   gone: string[];
+  /**
+   * What its own controller had found before it died while putting things back ("path: change
+   * (rule)", at most 50): the trees may look cleaner now than the run left them.
+   */
+  foundBefore?: { violations: string[]; violationCount: number; hostRunFiles: string[] };
+  /** Files the run changed that a tool on this machine reads or runs ("path: change (why)", at most 50). */
+  hostRunFiles?: string[];
 }
 
 interface AwaitingRun {
@@ -165,6 +174,7 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
     // Host git judges them: never one a PATH folder of these trees holds (util/host-programs.ts).
     rememberLentTrees(trees);
     let gone: string[] = [];
+    const foundBefore = readFoundBefore(run.stateDir);
     try {
       const resumed = WorkspaceWatch.resume(run.stateDir, state);
       gone = resumed.gone;
@@ -190,6 +200,10 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
           ),
           ...(restore?.remaining ?? []).map((v) => `${v.path}: still ${v.change} after the restore`),
         ].slice(0, MAX_LISTED),
+        ...(foundBefore ? { foundBefore } : {}),
+        ...(report.hostRunFiles.length
+          ? { hostRunFiles: report.hostRunFiles.slice(0, MAX_LISTED).map((h) => `${h.path}: ${h.change} (${h.why})`) }
+          : {}),
       };
     } catch (error) {
       return { runId, trees, gone, ...empty(), failed: (error as Error).message };
@@ -200,6 +214,21 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
       fs.rmSync(claim, { force: true });
       fs.rmSync(path.join(run.stateDir, WATCH_STATE_FAILED), { force: true });
     }
+  }
+}
+
+/** What the dead controller's judgement wrote before its restore (WATCH_FOUND_FILE), checked as untrusted. */
+function readFoundBefore(stateDir: string): JudgedDeadRun["foundBefore"] {
+  const bytes = readSmallFile(path.join(stateDir, WATCH_FOUND_FILE), 1024 * 1024);
+  if (!bytes) return undefined;
+  try {
+    const value = JSON.parse(bytes.toString("utf8")) as Record<string, unknown>;
+    const texts = (v: unknown) =>
+      Array.isArray(v) ? v.filter((t): t is string => typeof t === "string").slice(0, MAX_LISTED) : [];
+    const count = Number.isInteger(value.violationCount) ? (value.violationCount as number) : 0;
+    return { violations: texts(value.violations), violationCount: count, hostRunFiles: texts(value.hostRunFiles) };
+  } catch {
+    return undefined;
   }
 }
 

@@ -16,3 +16,10 @@ export const WATCH_STATE_FAILED = "watch.failed";
  * or removed it.
  */
 export const UNCHECKED_PACKS_DIR = "unchecked-packs";
+/**
+ * What a judgement found, written into the state folder before it starts putting things back: a
+ * controller killed mid-restore leaves a tree that a later judgement (gc) finds partly clean, and
+ * this says what the run had done (review, session 35: gc said "nothing it was not allowed to
+ * change" of a run that had planted an .envrc). Removed with the state folder.
+ */
+export const WATCH_FOUND_FILE = "found.json";

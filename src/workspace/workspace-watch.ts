@@ -31,7 +31,7 @@ import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
 import { trimFolder } from "./trim-folder.js";
 import { type SavedWatch, writeWatchState } from "./watch-state.js";
-import { UNCHECKED_PACKS_DIR, WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
+import { UNCHECKED_PACKS_DIR, WATCH_FOUND_FILE, WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
 import {
   changeOf,
   type EntryFacts,
@@ -465,6 +465,33 @@ export class WorkspaceWatch {
     }
   }
 
+  /**
+   * Before a restore: what was found so far, for a judgement that has to start again after this
+   * controller died mid-restore (judge-dead-run.ts). Only while a state is saved (a run's own
+   * watch); written whole under a new name, then renamed, in the state folder only we write.
+   */
+  private writeFound(report: WorkspaceReport): void {
+    if (!fs.existsSync(path.join(this.input.stateDir, WATCH_STATE_FILE))) return;
+    const file = path.join(this.input.stateDir, WATCH_FOUND_FILE);
+    const next = `${file}.${process.pid}.next`;
+    try {
+      fs.rmSync(next, { force: true });
+      fs.writeFileSync(
+        next,
+        JSON.stringify({
+          violations: report.violations.map((v) => `${v.path}: ${v.change} (${v.rule})`),
+          violationCount: report.violationCount,
+          hostRunFiles: report.hostRunFiles.map((h) => `${h.path}: ${h.change} (${h.why})`),
+        }),
+        { flag: "wx", mode: 0o600 },
+      );
+      fs.renameSync(next, file);
+    } catch {
+      // Best effort: what it says is for gc's report; the judgement itself does not depend on it.
+      fs.rmSync(next, { force: true });
+    }
+  }
+
   /** Whether finish() judged the trees (a judgement that threw leaves the saved state for `gc`). */
   judged = false;
 
@@ -604,6 +631,7 @@ export class WorkspaceWatch {
       let steps = first.plan.ordered();
       let overflowed = first.plan.overflowed;
       let moved = first.movedStores;
+      if (steps.length > 0) this.writeFound(report);
       // A restore can uncover more (a directory made unreadable hid what is in it): walk again,
       // until nothing is left, nothing new is found, or the rounds run out.
       for (let round = 0; steps.length > 0; round++) {

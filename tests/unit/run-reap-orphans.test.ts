@@ -346,7 +346,7 @@ describe("a bind-mode run its controller died before judging", () => {
     fs.writeFileSync(path.join(ws, "web/node_modules/.bin/git"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
     fs.writeFileSync(path.join(ws, "web/node_modules/.bin/left-pad-cli"), "#!/bin/sh\n", { mode: 0o755 });
     fs.writeFileSync(path.join(ws, "src/a.ts"), "a2\n");
-    return { ws, runDir, gitBefore };
+    return { ws, runDir, gitBefore, watch };
   }
 
   /** Every entry below `dir` with its content (objects left out: new ones are harmless and stay). */
@@ -364,6 +364,26 @@ describe("a bind-mode run its controller died before judging", () => {
     walk(dir);
     return out;
   }
+
+  it("a controller that died while putting things back: gc says what it had found and the files a host tool reads the run changed, though the tree now looks cleaner (review, session 35: 'nothing it was not allowed to change')", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws, watch } = await abandonedRun("mid-restore", tmpDir, engineIdentity(engine));
+    fs.writeFileSync(path.join(ws, ".npmrc"), "node-options=--require ./x.js\n");
+    // Its controller judged and put everything back, then died before forgetting the state.
+    const own = await watch.finish();
+    expect(own.violationCount).toBeGreaterThan(0);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    const judged = await judgeDeadRun("mid-restore", engineIdentity(engine), tmpDir);
+    expect(judged?.violationCount).toBe(0);
+    expect(judged?.foundBefore?.violationCount).toBe(own.violationCount);
+    expect(judged?.foundBefore?.violations).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^\.envrc: created \(/)]),
+    );
+    expect(judged?.hostRunFiles ?? judged?.foundBefore?.hostRunFiles).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^\.npmrc: created/)]),
+    );
+  });
 
   it("a judgement that threw waits for gc while its controller lives on (a library in a long-running process): runs over its trees are refused, gc judges it", async () => {
     const tmpDir = dir();
