@@ -384,17 +384,31 @@ function doneLine(details: RunDetails, patchTo: string | undefined): string {
 }
 
 /** The done line's account of the hand-back: where the changes are when they were not applied. */
-function handBackLine(details: RunDetails, patchTo: string | undefined): string {
+export function handBackLine(details: RunDetails, patchTo: string | undefined): string {
   const handBack = details.handBack;
   if (!handBack) return "";
   if (handBack.mode === "patch") {
-    return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched`;
+    return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched${binaryNote(handBack.binaryFiles)}`;
   }
   const leftOut = leftOutNote(handBack);
   if (!handBack.commit) return `; nothing to commit, no branch made, workspace untouched${leftOut}`;
   const { files, insertions, deletions } = handBack.diffStat;
   const generated = generatedFoldersNote(handBack.files.map((f) => f.path));
-  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched${leftOut}`;
+  const binary = binaryNote(handBack.files.filter((f) => f.binary).map((f) => f.path));
+  return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched${binary}${leftOut}`;
+}
+
+const LISTED_BINARY = 3;
+
+/**
+ * Files git takes for binary: a diff shows none of their content, so a script made binary by one
+ * NUL byte hides what it now runs (review, session 35). Named, so that they are looked at.
+ */
+function binaryNote(paths: readonly string[]): string {
+  if (paths.length === 0) return "";
+  const listed = paths.slice(0, LISTED_BINARY).map(terminalText).join(", ");
+  const more = paths.length > LISTED_BINARY ? `, and ${paths.length - LISTED_BINARY} more` : "";
+  return `; binary to git, so no diff shows their content (look at them directly): ${listed}${more}`;
 }
 
 const LISTED_LEFT_OUT = 3;

@@ -46,7 +46,7 @@ export interface BranchHandBack {
   /** As `git diff --shortstat <base> <commit>`. */
   diffStat: { files: number; insertions: number; deletions: number };
   /** Per file (the first 1,000), as `git diff --numstat`; no line counts for a binary file. */
-  files: Array<{ path: string; insertions?: number; deletions?: number }>;
+  files: Array<{ path: string; insertions?: number; deletions?: number; binary?: true }>;
   /** Changes left out of the commit, and why (the first 100; `leftOutCount` counts all). */
   leftOut: Array<{ path: string; reason: string }>;
   leftOutCount: number;
@@ -345,7 +345,9 @@ async function numstat(
       const repoPath = match[3]!;
       files.push({
         path: repoPath.startsWith(prefix) ? repoPath.slice(prefix.length) : repoPath,
-        ...(insertions !== undefined ? { insertions, deletions } : {}),
+        // Binary to git: `git log -p` and review tools show no content for it, whatever it runs as
+        // (review, session 35: a script given a NUL byte showed as "Binary files differ").
+        ...(insertions !== undefined ? { insertions, deletions } : { binary: true as const }),
       });
     }
   }

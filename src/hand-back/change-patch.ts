@@ -28,6 +28,8 @@ export interface PatchHandBack {
   /** Files and symlinks in it. */
   files: number;
   bytes: number;
+  /** Files it carries as git binary patches (at most 20): a reader of the patch sees none of their content. */
+  binaryFiles: string[];
 }
 
 interface ChangePatchInput {
@@ -64,10 +66,33 @@ export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHand
       files++;
     }
     const patch = files > 0 ? await diffSides(scratch, (line) => notes.push(line)) : "";
-    return { mode: "patch", patch, notes, files, bytes: Buffer.byteLength(patch) };
+    return { mode: "patch", patch, notes, files, bytes: Buffer.byteLength(patch), binaryFiles: binaryFilesOf(patch) };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+const LISTED_BINARY = 20;
+
+/** The files a git patch carries as binary patches, by their `diff --git a/<p> b/<p>` header. */
+export function binaryFilesOf(patch: string): string[] {
+  const found: string[] = [];
+  let current: string | undefined;
+  for (const line of patch.split("\n")) {
+    if (line.startsWith("diff --git ")) {
+      const pair = line.slice("diff --git ".length);
+      // "a/<p> b/<p>": the two halves are one path (the patch's names hold no newline or quote).
+      const half = (pair.length - 1) / 2;
+      current =
+        Number.isInteger(half) && pair.slice(0, half).slice(2) === pair.slice(half + 1).slice(2)
+          ? pair.slice(2, half)
+          : pair;
+    } else if (line === "GIT binary patch" && current !== undefined) {
+      if (found.length < LISTED_BINARY) found.push(current);
+      current = undefined;
+    }
+  }
+  return found;
 }
 
 function skipReason(change: JudgedChange, total: number): string | undefined {

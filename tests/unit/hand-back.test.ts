@@ -123,7 +123,13 @@ describe("branch hand-back", () => {
       "run.sh": "100755 #!/bin/sh\necho hi\n",
     });
     expect(report.diffStat).toEqual({ files: 9, insertions: 5, deletions: 3 });
-    expect(report.files).toContainEqual({ path: "image.bin" });
+    // Binary to git (no line counts): named as such, for the done line (review, session 35).
+    expect(report.files).toContainEqual({ path: "image.bin", binary: true });
+    expect(report.files).toContainEqual({
+      path: "run.sh",
+      insertions: expect.any(Number),
+      deletions: expect.any(Number),
+    });
     expect(report.leftOut).toEqual(
       expect.arrayContaining([
         { path: ".git/config", reason: "git metadata" },
@@ -267,6 +273,8 @@ describe("patch hand-back", () => {
     expect(report.patch).toContain("deleted file mode 100644");
     expect(report.patch).toContain("old mode 100644\nnew mode 100755");
     expect(report.patch).toContain("GIT binary patch");
+    // Named, for the done line: a reader of the patch sees none of its content (review, session 35).
+    expect(report.binaryFiles).toEqual(["image.bin"]);
     expect(report.patch).not.toMatch(/\.git\//);
     expect(fs.readdirSync(privateDir)).toEqual([]);
     expect(repoFingerprint(repo)).toEqual(before);

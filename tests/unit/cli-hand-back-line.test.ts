@@ -1,0 +1,49 @@
+// The done line's account of a hand-back names the files git takes for binary: no diff of the
+// branch or patch shows their content, so a script made binary by one NUL byte would hide what it
+// runs from a reviewer who reads the diff (review, session 35).
+import { describe, expect, it } from "vitest";
+import { handBackLine } from "../../src/cli/run-command.js";
+import type { RunDetails } from "../../src/index.js";
+
+const branch = (files: Array<{ path: string; insertions?: number; deletions?: number; binary?: true }>) =>
+  ({
+    handBack: {
+      mode: "branch",
+      branch: "sandbox-run/abc",
+      commit: "1".repeat(40),
+      base: "2".repeat(40),
+      repository: "/repo",
+      diffStat: { files: files.length, insertions: 1, deletions: 0 },
+      files,
+      leftOut: [],
+      leftOutCount: 0,
+    },
+  }) as unknown as RunDetails;
+
+describe("the done line's hand-back", () => {
+  it("a branch names its binary files (at most three, then a count), escaped for the terminal", () => {
+    const line = handBackLine(
+      branch([
+        { path: "a.txt", insertions: 1, deletions: 0 },
+        { path: "run.sh", binary: true },
+        { path: "x\u001b[31m.bin", binary: true },
+        { path: "c.bin", binary: true },
+        { path: "d.bin", binary: true },
+      ]),
+      undefined,
+    );
+    expect(line).toContain(
+      "workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh, x\\x1b[31m.bin, c.bin, and 1 more",
+    );
+    expect(handBackLine(branch([{ path: "a.txt", insertions: 1, deletions: 0 }]), undefined)).not.toContain("binary");
+  });
+
+  it("a patch names the files it carries as binary patches", () => {
+    const details = {
+      handBack: { mode: "patch", patch: "", notes: [], files: 2, bytes: 10, binaryFiles: ["run.sh"] },
+    } as unknown as RunDetails;
+    expect(handBackLine(details, "/tmp/p.patch")).toBe(
+      "; patch of 2 file(s) written to /tmp/p.patch, workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh",
+    );
+  });
+});
