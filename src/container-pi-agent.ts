@@ -28,10 +28,10 @@ import {
   refreshReadOnlyCovers,
 } from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
+import { reapRunDirs } from "./run/reap-run-dirs.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
-import { reapRunDirs } from "./run/run-dirs.js";
 import type { EgressOverrides } from "./run/run-egress.js";
 import { callListener, type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { holdTreesOnHost } from "./run/tree-hold-files.js";

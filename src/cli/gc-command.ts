@@ -55,11 +55,13 @@ export async function gcCommand(
   for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
   keptPackLines(collected.keptPacks, io);
+  // An apply not undone whole waits for its user: gc fails, as for a judged run not put back.
+  const notUndone = !undoneApplyLines(collected.undoneApplies, io);
   if (unsafe > 0)
     io.stderr(
       "sandbox-run: a judged run left what could not be put back (above): until you have looked at those paths from outside (ls with full paths, a file manager), do not run git, direnv or an editor in that tree\n",
     );
-  if (unreachable.length === 0) return unsafe > 0 ? EXIT.agentFailed : EXIT.ok;
+  if (unreachable.length === 0) return unsafe > 0 || notUndone ? EXIT.agentFailed : EXIT.ok;
   io.stderr(
     `sandbox-run: not cleaned (engine not reachable): ${terminalLine(unreachable.join(", "))}; run gc again once they answer\n`,
   );
@@ -125,6 +127,40 @@ function keptPackLines(kept: CollectedGarbage["keptPacks"], io: CliIo): void {
     io.stderr(
       "  check each pack with `git index-pack --verify <pack>` once git runs here, then move it and its .idx back into the repository's .git/objects/pack/, or delete the folder\n",
     );
+}
+
+/**
+ * Copy-mode applies dead controllers left half done, one line each: undone (the tree as it was
+ * before the run), or what could not be put back and where the originals wait. False when any
+ * could not be undone whole (the user must put paths back by hand).
+ */
+function undoneApplyLines(applies: CollectedGarbage["undoneApplies"], io: CliIo): boolean {
+  let whole = true;
+  for (const a of applies) {
+    const tree = terminalLine(a.tree);
+    if (a.undone) {
+      io.stderr(
+        `undid the unfinished apply of ${tree} (its controller died during it): it is as it was before the run\n`,
+      );
+      continue;
+    }
+    whole = false;
+    if (a.refused !== undefined) {
+      io.stderr(
+        `did not undo the unfinished apply of ${tree}: ${terminalLine(a.refused)}; its originals and the run's files stay in ${terminalLine(a.kept ?? "?")}\n`,
+      );
+      continue;
+    }
+    const listed = a.unrestored
+      .slice(0, 5)
+      .map((u) => terminalLine(`${u.path} (${u.problem})`))
+      .join(", ");
+    const more = a.unrestored.length > 5 ? ` and ${a.unrestored.length - 5} more` : "";
+    io.stderr(
+      `undid the unfinished apply of ${tree} but for ${a.unrestored.length} path(s): ${listed}${more}; ${a.kept ? `the originals are in ${terminalLine(a.kept)} (its manifest.json says where each belongs)` : "they wait where named"}\n`,
+    );
+  }
+  return whole;
 }
 
 /**

@@ -7,7 +7,9 @@
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import { EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
-import { type KeptPackFolder, keptPackFolders, reapRunDirs } from "../run/run-dirs.js";
+import { reapRunDirs } from "../run/reap-run-dirs.js";
+import { type KeptPackFolder, keptPackFolders } from "../run/run-dirs.js";
+import type { DeadApply } from "../workspace-transfer/dead-apply.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 export interface GarbageOptions {
@@ -38,11 +40,17 @@ export interface CollectedGarbage {
    * them back, or to delete them.
    */
   keptPacks: KeptPackFolder[];
+  /**
+   * Copy-mode applies a dead controller left half done, undone in its tree (dead-apply.ts); what
+   * could not be put back waits in `kept`, with a manifest of where each entry belongs.
+   */
+  undoneApplies: DeadApply[];
 }
 
 export type { JudgedDeadRun } from "../run/judge-dead-run.js";
 export type { HandedBackRun, ReapedContainer } from "../run/reap-orphans.js";
 export type { KeptPackFolder } from "../run/run-dirs.js";
+export type { DeadApply } from "../workspace-transfer/dead-apply.js";
 
 export async function collectGarbage(options: GarbageOptions = {}): Promise<CollectedGarbage> {
   const pool = chosenEnginePool(options.engines, options.env ?? process.env, options.answers);
@@ -73,5 +81,7 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
   } finally {
     pool.close();
   }
-  return { engines, runDirs: reapRunDirs(undefined, options.dryRun), keptPacks: keptPackFolders() };
+  const undoneApplies: DeadApply[] = [];
+  const runDirs = reapRunDirs(undefined, options.dryRun, undoneApplies);
+  return { engines, runDirs, keptPacks: keptPackFolders(), undoneApplies };
 }

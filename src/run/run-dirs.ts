@@ -12,7 +12,7 @@ import { SandboxRunError } from "../errors.js";
 import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
 import { ownPidNamespace } from "../util/own-pid-namespace.js";
 import { UNCHECKED_PACKS_DIR, WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
-import { removeListedStagingDirs, STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
+import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";
@@ -160,43 +160,6 @@ export function ownerHere(owner: RunOwner): boolean {
   return !(owner.pidns && here && owner.pidns !== here);
 }
 
-/** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
-/** `dryRun`: the folders that would go, none removed (`gc --dry-run`). */
-export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false): string[] {
-  const parent = runDirsParent(tmpDir);
-  if (!runDirsParentPrivate(tmpDir)) return [];
-  const removed: string[] = [];
-  for (const name of fs.readdirSync(parent)) {
-    if (name.startsWith(HOLD_FILE_PREFIX)) {
-      const hold = path.join(parent, name);
-      const owner = readHoldOwner(hold);
-      if (owner && ownerGone(owner)) {
-        if (!dryRun) fs.rmSync(hold, { force: true });
-        removed.push(hold);
-      }
-      continue;
-    }
-    if (!name.startsWith("run-")) continue;
-    const dir = path.join(parent, name);
-    if (!lstatOrUndefined(dir)?.isDirectory()) continue;
-    const owner = readRunDirOwner(dir);
-    if (!owner || !ownerGone(owner)) continue;
-    // Its trees are still lent: the record is what hands them back (reapContainers, once its
-    // container is gone), so the folder stays until then.
-    if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
-    // Its trees were never judged (its controller died first): the state is what judges them.
-    if (holdsUnjudgedState(dir)) continue;
-    if (dryRun) {
-      removed.push(dir);
-      continue;
-    }
-    // Copy mode: what a controller that died mid copy-out staged next to a workspace.
-    removeListedStagingDirs(path.join(dir, STAGING_RECORD));
-    if (removeRunDir(dir)) removed.push(dir);
-  }
-  return removed;
-}
-
 /** A run's folder of git packs this host could not check, which waits for its user. */
 export interface KeptPackFolder {
   dir: string;
@@ -241,7 +204,7 @@ export function keptPackFolders(tmpDir = os.tmpdir()): KeptPackFolder[] {
 }
 
 /** Whether a run folder still holds a watch's state (run/judge-dead-run.ts), or a reaper's claim of it. */
-function holdsUnjudgedState(dir: string): boolean {
+export function holdsUnjudgedState(dir: string): boolean {
   try {
     return fs
       .readdirSync(path.join(dir, WORKSPACE_STATE_DIR))
@@ -297,7 +260,7 @@ export function readRunDirOwner(dir: string): RunOwner | undefined {
   return { pid: Number(pid), host: host ?? "", ...(pidns ? { pidns } : {}) };
 }
 
-function readHoldOwner(file: string): RunOwner | undefined {
+export function readHoldOwner(file: string): RunOwner | undefined {
   try {
     const stat = fs.lstatSync(file);
     if (!stat.isFile() || stat.size > 1024 * 1024) return undefined;
@@ -314,7 +277,7 @@ function readHoldOwner(file: string): RunOwner | undefined {
   }
 }
 
-function lstatOrUndefined(file: string): fs.Stats | undefined {
+export function lstatOrUndefined(file: string): fs.Stats | undefined {
   try {
     return fs.lstatSync(file);
   } catch {

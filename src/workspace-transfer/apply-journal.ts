@@ -3,9 +3,15 @@
 // renamed aside (the same inode: content, mode, owner and times kept) and removed for good only
 // once everything is in; the times of every directory touched are taken before its first change
 // and set back by an undo (as precisely as Node sets times: about a microsecond).
-// Every step, and every undo, reaches its entry through the folder fds of `dirs` (tree-dirs.ts),
-// never by a path the host could swap: a mode is set on an O_PATH fd whose kind and inode fstat
-// confirmed, never by chmod(path), which follows a symlink put there since.
+// With a staging directory the journal is also written to a file there (apply-journal-file.ts)
+// before each step, so that a controller killed half way is undone by the next reaper
+// (dead-apply.ts) with this same code: `ApplyJournal.replayed` rebuilds the steps, `undo()` and
+// `commit()` take them as the live apply would. An undo takes back only what the apply left as it
+// left it: a new entry is removed only while it is the inode the apply made, an entry comes back
+// only to a free place, a mode only from the mode set; anything else is reported, never forced.
+// Every step, and every undo, reaches its entry through the folder fds of `dirs` (tree-dirs.ts, or
+// dead-apply.ts's), never by a path the host could swap: a mode is set on an O_PATH fd whose kind
+// and inode fstat confirmed, never by chmod(path), which follows a symlink put there since.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -13,35 +19,131 @@ import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
 import { atTextPath } from "../workspace/fd-walk.js";
 import { removeAt } from "../workspace/remove-tree.js";
-import { realStagingPath } from "./staging-dir.js";
+import { JournalWriter, type ReadJournal } from "./apply-journal-file.js";
 import { type Identity, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
 
 /** Prefix of the hidden names entries wait under next to their place, when the aside folder cannot take them. */
 const ASIDE_PREFIX = ".sandbox-run-aside-";
+/** The file in a kept aside folder that says where each entry in it belongs. */
+export const KEPT_MANIFEST = "manifest.json";
+
+/** The folders of the tree, by fd (TreeDirs while the apply runs; dead-apply.ts's for a reaper). */
+export type TreePlaces = Pick<TreeDirs, "root" | "dir" | "at" | "forget" | "made">;
+
+/** The private staging directory: the path to use it by (pinned to its fd) and its name. */
+export interface StagingPlace {
+  dir: string;
+  real: string;
+}
+
+/**
+ * Tests only: called as each step is journaled ("logged", not taken yet), once it is taken
+ * ("done"), and at the commit point ("committed": journaled, nothing removed yet).
+ */
+export type StepHook = (step: number, phase: "logged" | "done" | "committed") => void;
 
 type Undo =
-  /** Waits in the aside folder at `at` (a path in the private staging directory). */
-  | { kind: "aside"; path: string; at: string }
+  /** Waits in the aside folder as `n`. `parent`: the inode of its folder when it went. */
+  | { kind: "aside"; path: string; n: string; directory: boolean; parent?: Identity }
   /** Waits next to its place, as `name` in the same folder. */
-  | { kind: "beside"; path: string; name: string }
-  | { kind: "created"; path: string; directory: boolean }
-  | { kind: "mode"; path: string; mode: number; directory: boolean; identity: Identity };
+  | { kind: "beside"; path: string; name: string; directory: boolean; parent?: Identity }
+  /**
+   * Put there by the apply (`made`: the inode, and a file's size and mtime, once it is there;
+   * `temporary`: the name a new file is written under first).
+   */
+  | {
+      kind: "created";
+      path: string;
+      directory: boolean;
+      parent?: Identity;
+      made?: Identity & { size?: number; mtimeMs?: number };
+      temporary?: string;
+    }
+  | { kind: "mode"; path: string; mode: number; to?: number; directory: boolean; identity: Identity };
+
+/** An entry an undo could not put back, and where it waits. */
+export interface Unrestored {
+  path: string;
+  problem: string;
+}
 
 /** Every change the apply makes, so that a failure can undo them in reverse (see the top of this file). */
 export class ApplyJournal {
   readonly #undo: Undo[] = [];
-  /** Times of every directory the apply changes an entry in, taken before the first change. */
-  readonly #directoryTimes = new Map<string, { atime: number; mtime: number }>();
+  /** Times (and inode) of every directory the apply changes an entry in, taken before the first change. */
+  readonly #directoryTimes = new Map<string, { atime: number; mtime: number; identity?: Identity }>();
+  /** The inode of each folder the apply writes in now (those it moved aside leave it). */
+  readonly #folders = new Map<string, Identity>();
   #aside: string | undefined;
   /** Entries moved aside next to their place (see moveAside), as tree paths. */
   readonly #besideNames = new Set<string>();
   #count = 0;
+  #steps = 0;
+  #file: JournalWriter | undefined;
 
   constructor(
-    private readonly dirs: TreeDirs,
-    private readonly asideParent: string | undefined,
-  ) {}
+    private readonly dirs: TreePlaces,
+    private readonly staging: StagingPlace | undefined,
+    private readonly onStep?: StepHook,
+    replaying = false,
+  ) {
+    if (staging && !replaying) {
+      const root = fs.fstatSync(dirs.dir(""));
+      this.#file = new JournalWriter(staging.dir, path.resolve(dirs.root), { dev: root.dev, ino: root.ino });
+    }
+  }
+
+  /** The journal a dead controller left (dead-apply.ts), with `dirs` reaching its tree and `staging` its folder. */
+  static replayed(dirs: TreePlaces, staging: StagingPlace, read: ReadJournal): ApplyJournal {
+    const journal = new ApplyJournal(dirs, staging, undefined, true);
+    journal.#aside = path.join(staging.dir, "aside");
+    const steps = journal.#undo;
+    const last = () => steps[steps.length - 1];
+    for (const r of read.records) {
+      const parent = (dev: number, ino: number) => ({ dev, ino });
+      switch (r[0]) {
+        case "t":
+          if (!journal.#directoryTimes.has(r[1]))
+            journal.#directoryTimes.set(r[1], { atime: r[2], mtime: r[3], identity: parent(r[4], r[5]) });
+          break;
+        case "a":
+          steps.push({ kind: "aside", path: r[1], n: r[2], directory: r[3] === 1, parent: parent(r[4], r[5]) });
+          break;
+        case "b":
+          steps.push({ kind: "beside", path: r[1], name: r[2], directory: r[3] === 1, parent: parent(r[4], r[5]) });
+          break;
+        case "d":
+        case "f":
+          steps.push({
+            kind: "created",
+            path: r[1],
+            directory: r[0] === "d",
+            ...(r[0] === "f" ? { temporary: r[2], parent: parent(r[3], r[4]) } : { parent: parent(r[2], r[3]) }),
+          });
+          break;
+        case "D":
+        case "F": {
+          const step = last();
+          if (step?.kind !== "created" || step.path !== r[1] || step.directory !== (r[0] === "D") || step.made)
+            throw new Error(`the journal says ${r[1]} was made, but not that it was to be`);
+          step.made = r[0] === "D" ? parent(r[2], r[3]) : { ...parent(r[2], r[3]), size: r[4], mtimeMs: r[5] };
+          break;
+        }
+        case "m":
+          steps.push({
+            kind: "mode",
+            path: r[1],
+            directory: r[2] === 1,
+            mode: r[3],
+            to: r[4],
+            identity: parent(r[5], r[6]),
+          });
+          break;
+      }
+    }
+    return journal;
+  }
 
   /**
    * Moves the entry `rel` aside; `identity`: the inode it must be (the walk's), else the step fails.
@@ -52,13 +154,16 @@ export class ApplyJournal {
     const name = path.posix.basename(rel);
     this.#noteTimes(parent);
     if (directory) this.#noteTimes(rel);
+    const folder = this.#folder(parent);
     const aside = this.#asideDir();
     let moved: string | undefined;
     if (aside) {
-      const at = path.join(aside, String(++this.#count));
+      const n = String(++this.#count);
+      const at = path.join(aside, n);
+      this.#log(["a", rel, n, directory ? 1 : 0, folder.dev, folder.ino]);
       try {
         fs.renameSync(this.dirs.at(rel), at);
-        this.#undo.push({ kind: "aside", path: rel, at });
+        this.#undo.push({ kind: "aside", path: rel, n, directory, parent: folder });
         moved = at;
       } catch (error) {
         // Across a mount inside the tree; a directory that cannot take a new `..` (not writable):
@@ -73,13 +178,18 @@ export class ApplyJournal {
       const besideName = `${ASIDE_PREFIX}${crypto.randomBytes(8).toString("hex")}`;
       const fd = this.dirs.dir(parent);
       if (lstatOrUndefined(atTextPath(fd, besideName))) throw new Error(`${besideName} exists in ${parent}`);
+      this.#log(["b", rel, besideName, directory ? 1 : 0, folder.dev, folder.ino]);
       fs.renameSync(atTextPath(fd, name), atTextPath(fd, besideName));
       this.#besideNames.add(parent ? `${parent}/${besideName}` : besideName);
-      this.#undo.push({ kind: "beside", path: rel, name: besideName });
+      this.#undo.push({ kind: "beside", path: rel, name: besideName, directory, parent: folder });
       moved = atTextPath(fd, besideName);
     }
+    this.#done();
     // Its fds (and those below it) point where it went now; an undo opens them again.
-    if (directory) this.dirs.forget(rel);
+    if (directory) {
+      this.dirs.forget(rel);
+      this.#forgetFolders(rel);
+    }
     // What went is what the walk saw, or the host changed it since the check: undone.
     const stat = identity ? lstatOrUndefined(moved) : undefined;
     if (identity && (!stat || !sameInode(stat, identity) || stat.isDirectory() !== directory)) {
@@ -99,9 +209,17 @@ export class ApplyJournal {
 
   mkdir(rel: string): void {
     this.#noteTimes(parentOf(rel));
+    const folder = this.#folder(parentOf(rel));
+    this.#log(["d", rel, folder.dev, folder.ino]);
     fs.mkdirSync(this.dirs.at(rel), { mode: 0o700 });
-    this.#undo.push({ kind: "created", path: rel, directory: true });
+    const step: Undo = { kind: "created", path: rel, directory: true, parent: folder };
+    this.#undo.push(step);
     this.dirs.made(rel);
+    const made = fs.fstatSync(this.dirs.dir(rel));
+    step.made = { dev: made.dev, ino: made.ino };
+    this.#folders.set(rel, step.made);
+    this.#file?.append(["D", rel, made.dev, made.ino]);
+    this.#done();
   }
 
   /**
@@ -110,12 +228,18 @@ export class ApplyJournal {
    */
   put(rel: string, make: (file: string, temporary: string) => void): void {
     this.#noteTimes(parentOf(rel));
+    const folder = this.#folder(parentOf(rel));
+    const temporary = `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`;
+    this.#log(["f", rel, temporary, folder.dev, folder.ino]);
     const fd = this.dirs.dir(parentOf(rel));
-    make(
-      atTextPath(fd, path.posix.basename(rel)),
-      atTextPath(fd, `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`),
-    );
-    this.#undo.push({ kind: "created", path: rel, directory: false });
+    const file = atTextPath(fd, path.posix.basename(rel));
+    make(file, atTextPath(fd, temporary));
+    const step: Undo = { kind: "created", path: rel, directory: false, parent: folder };
+    this.#undo.push(step);
+    const stat = fs.lstatSync(file);
+    step.made = { dev: stat.dev, ino: stat.ino, size: stat.size, mtimeMs: stat.mtimeMs };
+    this.#file?.append(["F", rel, stat.dev, stat.ino, stat.size, stat.mtimeMs]);
+    this.#done();
   }
 
   /**
@@ -126,16 +250,28 @@ export class ApplyJournal {
     this.#withEntry(rel, directory, identity, (fd, stat) => {
       const was = stat.mode & 0o7777;
       if (was === mode) return;
+      this.#log(["m", rel, directory ? 1 : 0, was, mode, stat.dev, stat.ino]);
       fs.chmodSync(pinned(fd), mode);
-      this.#undo.push({ kind: "mode", path: rel, mode: was, directory, identity: { dev: stat.dev, ino: stat.ino } });
+      this.#undo.push({
+        kind: "mode",
+        path: rel,
+        mode: was,
+        to: mode,
+        directory,
+        identity: { dev: stat.dev, ino: stat.ino },
+      });
+      this.#done();
     });
   }
 
   /**
    * Everything went in: what waited aside goes for good (through fds: no symlink below is followed).
    * Never throws: the apply is final by now. Returns where what could not be removed waits.
+   * The journal says so first (the commit point): a reaper then removes what is left, undoes nothing.
    */
   commit(): string[] {
+    this.#file?.append(["c"]);
+    this.onStep?.(++this.#steps, "committed");
     const left: string[] = [];
     // One that waits inside a folder that went aside itself goes with that folder.
     const gone = new Set(this.#undo.filter((u) => u.kind === "aside" || u.kind === "beside").map((u) => u.path));
@@ -146,7 +282,9 @@ export class ApplyJournal {
     for (const step of this.#undo) {
       if (step.kind !== "beside" || inGone(step.path)) continue;
       try {
-        removeAt(this.dirs.dir(parentOf(step.path)), step.name);
+        const fd = this.dirs.dir(parentOf(step.path));
+        if (step.parent && !sameInode(fs.fstatSync(fd), step.parent)) throw new TreeDirError("moved");
+        removeAt(fd, step.name);
       } catch {
         left.push(path.join(this.dirs.root, parentOf(step.path), step.name));
       }
@@ -166,30 +304,24 @@ export class ApplyJournal {
       }
     }
     this.#undo.length = 0;
+    this.close();
     return left;
   }
 
-  /** Undoes every change in reverse; returns the paths that could not be put back (and where they wait). */
-  undo(): Array<{ path: string; problem: string }> {
-    const unrestored: Array<{ path: string; problem: string }> = [];
-    for (const step of this.#undo.reverse()) {
+  /**
+   * Undoes every change in reverse; returns the paths that could not be put back (and where they
+   * wait). Those stay in the journal's list, for keptAside().
+   */
+  undo(): Unrestored[] {
+    const unrestored: Unrestored[] = [];
+    const left: Undo[] = [];
+    for (const step of [...this.#undo].reverse()) {
       try {
-        if (step.kind === "created") {
-          if (step.directory) {
-            this.dirs.forget(step.path);
-            fs.rmdirSync(this.dirs.at(step.path));
-          } else fs.unlinkSync(this.dirs.at(step.path));
-        } else if (step.kind === "mode") {
-          this.#withEntry(step.path, step.directory, step.identity, (fd) => fs.chmodSync(pinned(fd), step.mode));
-        } else if (step.kind === "aside") fs.renameSync(step.at, this.dirs.at(step.path));
-        else {
-          const fd = this.dirs.dir(parentOf(step.path));
-          fs.renameSync(atTextPath(fd, step.name), atTextPath(fd, path.posix.basename(step.path)));
-        }
+        this.#undoStep(step);
       } catch (error) {
         const where =
           step.kind === "aside"
-            ? `; it waits at ${step.at}`
+            ? `; it waits at ${path.join(this.#aside ?? "", step.n)}`
             : step.kind === "beside"
               ? `; it waits at ${path.join(this.dirs.root, parentOf(step.path), step.name)}`
               : "";
@@ -197,14 +329,18 @@ export class ApplyJournal {
           path: step.path,
           problem: `${(error as NodeJS.ErrnoException).code ?? (error as Error).message}${where}`,
         });
+        left.push(step);
       }
     }
     this.#undo.length = 0;
+    this.#undo.push(...left.reverse());
     // Deepest first, so that setting a child's times does not move its parent's again.
     for (const rel of [...this.#directoryTimes.keys()].sort((a, b) => comparePaths(b, a))) {
       const times = this.#directoryTimes.get(rel)!;
       try {
-        fs.utimesSync(pinned(this.dirs.dir(rel)), times.atime, times.mtime);
+        const fd = this.dirs.dir(rel);
+        if (times.identity && !sameInode(fs.fstatSync(fd), times.identity)) continue;
+        fs.utimesSync(pinned(fd), times.atime, times.mtime);
       } catch {
         // gone or not ours to change: its entries are back, which is what matters
       }
@@ -214,29 +350,135 @@ export class ApplyJournal {
 
   /**
    * After an undo that could not put everything back: the aside folder, kept out of the staging
-   * directory (which is removed when the run ends), so nothing of the caller's is lost.
+   * directory (which is removed when the run ends), so nothing of the caller's is lost, with a
+   * manifest (KEPT_MANIFEST) saying where each entry in it, and each one left next to its place,
+   * belongs. Then the journal says the undo is over.
    */
   keptAside(): string | undefined {
-    if (!this.#aside || fs.readdirSync(this.#aside).length === 0) return undefined;
-    const kept = path.join(
-      path.dirname(realStagingPath(path.dirname(this.#aside))),
-      `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`,
-    );
-    try {
-      fs.renameSync(this.#aside, kept);
-      return kept;
-    } catch {
-      return this.#aside;
+    const aside = this.#aside;
+    let kept: string | undefined;
+    if (aside && this.staging && lstatOrUndefined(aside) && fs.readdirSync(aside).length > 0) {
+      const entries = this.#undo.filter((u) => u.kind === "aside").map((u) => ({ name: u.n, path: u.path }));
+      const beside = this.#undo
+        .filter((u) => u.kind === "beside")
+        .map((u) => ({ at: path.join(this.dirs.root, parentOf(u.path), u.name), path: u.path }));
+      try {
+        // Written in the private folder, before it leaves it (its new place's parent may be another user's).
+        const manifest = { tree: this.dirs.root, entries, beside };
+        fs.writeFileSync(
+          path.join(aside, KEPT_MANIFEST),
+          `${JSON.stringify(manifest, null, 1)}
+`,
+          {
+            mode: 0o600,
+            flag: "wx",
+          },
+        );
+      } catch {
+        // the entries are kept all the same
+      }
+      kept = path.join(path.dirname(this.staging.real), `.sandbox-run-kept-${crypto.randomBytes(6).toString("hex")}`);
+      try {
+        fs.renameSync(aside, kept);
+      } catch {
+        kept = path.join(this.staging.real, "aside");
+      }
     }
+    this.#file?.append(["u"]);
+    this.close();
+    return kept;
+  }
+
+  /** Closes the journal's file (the apply is over, either way, or never began). */
+  close(): void {
+    this.#file?.close();
+    this.#file = undefined;
+  }
+
+  /** Takes one step back; throws when it cannot (see the top: nothing is forced). */
+  #undoStep(step: Undo): void {
+    if (step.kind === "mode") {
+      this.#withEntry(step.path, step.directory, step.identity, (fd, stat) => {
+        const now = stat.mode & 0o7777;
+        if (now === step.mode) return; // never set (a controller killed first)
+        if (step.to !== undefined && now !== step.to) throw new Error("its mode was changed since the apply");
+        fs.chmodSync(pinned(fd), step.mode);
+      });
+      return;
+    }
+    const fd = this.dirs.dir(parentOf(step.path));
+    if (step.parent && !sameInode(fs.fstatSync(fd), step.parent))
+      throw new TreeDirError(`${parentOf(step.path) || "(the root)"} is not the folder the apply changed`);
+    const place = atTextPath(fd, path.posix.basename(step.path));
+    if (step.kind === "created") {
+      if (step.temporary) {
+        const temporary = atTextPath(fd, step.temporary);
+        if (lstatOrUndefined(temporary)?.isFile()) fs.unlinkSync(temporary);
+      }
+      const stat = lstatOrUndefined(place);
+      if (!stat) return; // never made (a controller killed first), or gone since
+      const made = step.made;
+      if (
+        made &&
+        (!sameInode(stat, made) ||
+          (made.size !== undefined && stat.size !== made.size) ||
+          (made.mtimeMs !== undefined && stat.mtimeMs !== made.mtimeMs))
+      )
+        throw new Error("it was changed since the apply made it");
+      if (step.directory) {
+        if (!stat.isDirectory()) throw new Error("not the directory the apply made");
+        this.dirs.forget(step.path);
+        this.#forgetFolders(step.path);
+        fs.rmdirSync(place);
+      } else {
+        if (stat.isDirectory()) throw new Error("not the file the apply made");
+        fs.unlinkSync(place);
+      }
+      return;
+    }
+    if (step.kind === "aside" && !this.#aside) throw new Error("no aside folder");
+    const from = step.kind === "aside" ? path.join(this.#aside!, step.n) : atTextPath(fd, step.name);
+    if (!lstatOrUndefined(from)) return; // never went (a controller killed first), or back already
+    if (lstatOrUndefined(place)) throw new Error("its place is taken");
+    fs.renameSync(from, place);
+    if (step.directory) this.dirs.forget(step.path);
   }
 
   #asideDir(): string | undefined {
-    if (!this.asideParent) return undefined;
+    if (!this.staging) return undefined;
     if (!this.#aside) {
-      this.#aside = path.join(this.asideParent, "aside");
+      this.#aside = path.join(this.staging.dir, "aside");
       fs.mkdirSync(this.#aside, { mode: 0o700 });
     }
     return this.#aside;
+  }
+
+  /** Appends a step's record before it is taken (nothing without a staging directory). */
+  #log(record: Parameters<JournalWriter["append"]>[0]): void {
+    this.#file?.append(record);
+    this.onStep?.(++this.#steps, "logged");
+  }
+
+  #done(): void {
+    this.onStep?.(this.#steps, "done");
+  }
+
+  /** The inode of the folder `rel` the apply writes in (its fd's: the walk's, or made by it). */
+  #folder(rel: string): Identity {
+    let identity = this.#folders.get(rel);
+    if (!identity) {
+      const stat = fs.fstatSync(this.dirs.dir(rel));
+      identity = { dev: stat.dev, ino: stat.ino };
+      this.#folders.set(rel, identity);
+    }
+    return identity;
+  }
+
+  /** The folder `rel` left its place: it and those below it are no longer where the apply writes. */
+  #forgetFolders(rel: string): void {
+    if (this.#folders.size === 0) return;
+    const prefix = `${rel}/`;
+    for (const key of this.#folders.keys()) if (key === rel || key.startsWith(prefix)) this.#folders.delete(key);
   }
 
   /**
@@ -276,14 +518,20 @@ export class ApplyJournal {
       return; // not a folder the apply may write in: the step itself fails
     }
     // In seconds, as precise as Node can set them (a double: to a fraction of a microsecond).
-    this.#directoryTimes.set(rel, { atime: stat.atimeMs / 1000, mtime: stat.mtimeMs / 1000 });
+    const times = {
+      atime: stat.atimeMs / 1000,
+      mtime: stat.mtimeMs / 1000,
+      identity: { dev: stat.dev, ino: stat.ino },
+    };
+    this.#directoryTimes.set(rel, times);
+    this.#file?.append(["t", rel, times.atime, times.mtime, stat.dev, stat.ino]);
   }
 }
 
 export function applyFailed(
   what: string,
   error: unknown,
-  unrestored: Array<{ path: string; problem: string }>,
+  unrestored: Unrestored[],
   keptAside: string | undefined,
 ): SandboxRunError {
   const cause = (error as NodeJS.ErrnoException)?.message ?? String(error);
@@ -305,7 +553,7 @@ export function applyFailed(
     "not-applied",
     `The run's changes to ${what} could not be applied (${cause}), and undoing them failed for ${unrestored.length} path(s): ${listed}.`,
     {
-      hint: `Put those paths back by hand${keptAside ? `: the originals are in ${keptAside}` : ""}; everything else is as it was.`,
+      hint: `Put those paths back by hand${keptAside ? `: the originals are in ${keptAside} (its ${KEPT_MANIFEST} says where each belongs)` : ""}; everything else is as it was.`,
       cause: error,
     },
   );

@@ -18,7 +18,8 @@
 //    every step in reverse: what was put in is removed, what went aside is renamed back (the same
 //    inodes, so content, modes and times are as they were), modes and the touched directories'
 //    times are set back; the error says nothing was changed. Only on success does what went aside
-//    go away.
+//    go away. Each step is journaled in the staging directory before it is taken, so an apply
+//    whose controller is killed half way is undone the same way by the next reaper (dead-apply.ts).
 // A root caller gives replaced entries their original owner back; new ones are the caller's.
 // Nothing here is reached by a path from the root: another local user who owns a folder in the
 // tree could swap it (or a file) for a symlink between a check and a write. Every step goes through
@@ -28,9 +29,10 @@
 import fs from "node:fs";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
-import { ApplyJournal, applyFailed } from "./apply-journal.js";
+import { ApplyJournal, applyFailed, type StepHook } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
+import { realStagingPath } from "./staging-dir.js";
 import { type Identity, pinned, sameInode, TreeDirError, TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf, type TreeEntry } from "./tree-entry.js";
 
@@ -55,6 +57,8 @@ interface ApplyOptions {
    * to change the host tree exactly there.
    */
   beforeWrite?: (rel: string) => void;
+  /** Tests only: called as each step is journaled and taken (a test kills the apply there). */
+  onStep?: StepHook;
 }
 
 interface Step {
@@ -97,9 +101,12 @@ export function applyReturnedTree(
       throw conflictError(what, ["(the root) (changed on the host)"]);
     throw error;
   }
+  let journal: ApplyJournal | undefined;
   try {
     verify(dirs, before, beforeByPath, removals, writes, what);
-    const journal = new ApplyJournal(dirs, options.asideDir);
+    const staging = options.asideDir ? { dir: options.asideDir, real: realStagingPath(options.asideDir) } : undefined;
+    // Journaled in the staging directory as it goes: a reaper undoes it if this process dies.
+    journal = new ApplyJournal(dirs, staging, options.onStep);
     let keptDirectories: string[];
     try {
       keptDirectories = applySteps(dirs, before, removals, writes, journal, options.beforeWrite);
@@ -119,6 +126,7 @@ export function applyReturnedTree(
     // which could no longer bring back what already went).
     return { keptDirectories, leftAside: journal.commit() };
   } finally {
+    journal?.close();
     dirs.close();
   }
 }

@@ -17,7 +17,7 @@ import { removeAt } from "../workspace/remove-tree.js";
 /** Staging directories in use: the pinned path handed out -> the directory's name and fd. */
 const pinnedDirs = new Map<string, { real: string; fd: number }>();
 
-const STAGING_PREFIX = ".sandbox-run-staging-";
+export const STAGING_PREFIX = ".sandbox-run-staging-";
 /** The file in a run folder that lists the run's staging directories, for the reaper. */
 export const STAGING_RECORD = "staging.json";
 
@@ -54,9 +54,9 @@ export function realStagingPath(dir: string): string {
 }
 
 /**
- * Removes a staging directory and whatever is still in it (never following a symlink). Entries an
- * apply cut off half way (a controller killed mid apply) moved aside are the caller's originals:
- * their folder is kept next to it, as `.sandbox-run-kept-<random>`.
+ * Removes a staging directory and whatever is still in it (never following a symlink). Entries
+ * still aside (an apply journaled by no version that undoes it: see dead-apply.ts) are the caller's
+ * originals: their folder is kept next to it, as `.sandbox-run-kept-<random>`.
  */
 export function removeStagingDir(dir: string): void {
   const pinned = pinnedDirs.get(dir);
@@ -94,30 +94,6 @@ export function removeStagingDir(dir: string): void {
     if (pinned) {
       fs.closeSync(pinned.fd);
       pinnedDirs.delete(dir);
-    }
-  }
-}
-
-/**
- * Removes the staging directories a dead controller listed in its run folder's `record` file:
- * only directories named like ours and owned by this user; anything else stays where it is.
- */
-export function removeListedStagingDirs(record: string): void {
-  let listed: unknown;
-  try {
-    listed = JSON.parse(fs.readFileSync(record, "utf8"));
-  } catch {
-    return;
-  }
-  if (!Array.isArray(listed)) return;
-  const uid = process.geteuid?.();
-  for (const dir of listed) {
-    if (typeof dir !== "string" || !path.isAbsolute(dir) || !path.basename(dir).startsWith(STAGING_PREFIX)) continue;
-    try {
-      const stat = fs.lstatSync(dir);
-      if (stat.isDirectory() && stat.uid === uid) removeStagingDir(dir);
-    } catch {
-      // already gone
     }
   }
 }

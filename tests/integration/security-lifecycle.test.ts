@@ -9,7 +9,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
-import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
+import { runDirsParent } from "../../src/run/run-dirs.js";
 import {
   LAUNCHER_DEADLINE_GRACE_MS,
   LAUNCHER_EXIT,

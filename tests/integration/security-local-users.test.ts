@@ -7,7 +7,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { isSandboxRunError } from "../../src/errors.js";
-import { createRunDir, RUN_DIR_MARKER, reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
+import { createRunDir, RUN_DIR_MARKER, runDirsParent } from "../../src/run/run-dirs.js";
 import { runBuiltCli } from "../support/harness.js";
 
 const ATTACKER = 1500;

@@ -6,6 +6,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { unjudgedRunOver } from "../../src/run/judge-dead-run.js";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
 import {
   createRunDir,
   keptPackFolders,
@@ -14,7 +15,6 @@ import {
   RECORD_STAGING_DIR,
   RUN_DIR_MARKER,
   readRunDirOwner,
-  reapRunDirs,
   removeRunDir,
   runDirsParent,
 } from "../../src/run/run-dirs.js";

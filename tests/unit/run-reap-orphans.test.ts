@@ -12,11 +12,11 @@ import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { judgeDeadRun, unjudgedRunOver } from "../../src/run/judge-dead-run.js";
 import { deadLeaseOver, engineIdentity, writeLeaseRecord } from "../../src/run/lease-record.js";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
 import {
   createRunDir,
   LEASE_RECORD,
   RUN_DIR_MARKER,
-  reapRunDirs,
   removeRunDir,
   runDirsParent,
   WORKSPACE_STATE_DIR,

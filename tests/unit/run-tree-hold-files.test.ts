@@ -8,7 +8,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { reapRunDirs, runDirsParent } from "../../src/run/run-dirs.js";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
+import { runDirsParent } from "../../src/run/run-dirs.js";
 import { holdTreesOnHost } from "../../src/run/tree-hold-files.js";
 
 const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-holds-"));

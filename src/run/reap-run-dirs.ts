@@ -1,0 +1,60 @@
+// Reaping the run folders dead controllers left (gc, and each agent's start-up): apart from
+// run-dirs.ts, which every plan loads, since it undoes a copy-mode apply a controller died in
+// (workspace-transfer/dead-apply.ts), code a plan has no use for.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { DeadApply } from "../workspace-transfer/dead-apply.js";
+import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
+import { removeListedStagingDirs } from "../workspace-transfer/staging-reap.js";
+import {
+  HOLD_FILE_PREFIX,
+  holdsUnjudgedState,
+  LEASE_RECORD,
+  lstatOrUndefined,
+  ownerGone,
+  readHoldOwner,
+  readRunDirOwner,
+  removeRunDir,
+  runDirsParent,
+  runDirsParentPrivate,
+} from "./run-dirs.js";
+
+/** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
+/** `dryRun`: the folders that would go, none removed (`gc --dry-run`). */
+/** `applies`: gets the copy-mode applies a dead controller left unfinished, undone here (dead-apply.ts). */
+export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false, applies?: DeadApply[]): string[] {
+  const parent = runDirsParent(tmpDir);
+  if (!runDirsParentPrivate(tmpDir)) return [];
+  const removed: string[] = [];
+  for (const name of fs.readdirSync(parent)) {
+    if (name.startsWith(HOLD_FILE_PREFIX)) {
+      const hold = path.join(parent, name);
+      const owner = readHoldOwner(hold);
+      if (owner && ownerGone(owner)) {
+        if (!dryRun) fs.rmSync(hold, { force: true });
+        removed.push(hold);
+      }
+      continue;
+    }
+    if (!name.startsWith("run-")) continue;
+    const dir = path.join(parent, name);
+    if (!lstatOrUndefined(dir)?.isDirectory()) continue;
+    const owner = readRunDirOwner(dir);
+    if (!owner || !ownerGone(owner)) continue;
+    // Its trees are still lent: the record is what hands them back (reapContainers, once its
+    // container is gone), so the folder stays until then.
+    if (lstatOrUndefined(path.join(dir, LEASE_RECORD))) continue;
+    // Its trees were never judged (its controller died first): the state is what judges them.
+    if (holdsUnjudgedState(dir)) continue;
+    if (dryRun) {
+      removed.push(dir);
+      continue;
+    }
+    // Copy mode: what a controller that died mid copy-out staged next to a workspace (and an apply
+    // it did not finish, undone).
+    for (const dead of removeListedStagingDirs(path.join(dir, STAGING_RECORD))) applies?.push(dead);
+    if (removeRunDir(dir)) removed.push(dir);
+  }
+  return removed;
+}

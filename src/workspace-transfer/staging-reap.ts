@@ -1,0 +1,38 @@
+// The staging directories a dead controller listed, removed by a reaper (run/reap-run-dirs.ts),
+// an apply it did not finish undone first (dead-apply.ts): apart from staging-dir.ts, which a plan
+// loads for its names, since a plan has no use for the undo.
+import fs from "node:fs";
+import path from "node:path";
+import { type DeadApply, finishDeadApply } from "./dead-apply.js";
+import { removeStagingDir, STAGING_PREFIX } from "./staging-dir.js";
+
+/**
+ * Removes the staging directories a dead controller listed in its run folder's `record` file:
+ * only directories named like ours and owned by this user; anything else stays where it is. An
+ * apply one of them journals as unfinished is undone first (dead-apply.ts); returns those, with
+ * what could not be put back and where it waits (a journal refused keeps its directory whole).
+ */
+export function removeListedStagingDirs(record: string): DeadApply[] {
+  let listed: unknown;
+  try {
+    listed = JSON.parse(fs.readFileSync(record, "utf8"));
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(listed)) return [];
+  const uid = process.geteuid?.();
+  const applies: DeadApply[] = [];
+  for (const dir of listed) {
+    if (typeof dir !== "string" || !path.isAbsolute(dir) || !path.basename(dir).startsWith(STAGING_PREFIX)) continue;
+    try {
+      const stat = fs.lstatSync(dir);
+      if (!stat.isDirectory() || stat.uid !== uid) continue;
+      const dead = finishDeadApply(dir);
+      if (dead) applies.push(dead);
+      if (!dead?.refused) removeStagingDir(dir);
+    } catch {
+      // already gone
+    }
+  }
+  return applies;
+}

@@ -1,0 +1,244 @@
+// Copy mode's apply, its controller SIGKILLed half way (review, session 35: `lib/` of 20,000 files
+// renamed to `src/`, the CLI killed mid-apply, left `lib/` gone and `src/` with 121 files; gc then
+// deleted the staged rest and kept the originals as `1`, `2`, … with nothing saying where they
+// belong). The apply runs in a child process (fixtures/dead-apply-child.ts) killed at a step of
+// the test's choosing; the reaper (removeListedStagingDirs, what gc and the next run's start-up
+// call) must then put the tree back exactly as it was before the apply.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
+import { createRunDir, RUN_DIR_MARKER } from "../../src/run/run-dirs.js";
+import { JournalWriter } from "../../src/workspace-transfer/apply-journal-file.js";
+import type { DeadApply } from "../../src/workspace-transfer/dead-apply.js";
+import { STAGING_RECORD } from "../../src/workspace-transfer/staging-dir.js";
+import { removeListedStagingDirs } from "../../src/workspace-transfer/staging-reap.js";
+import { tempTrees } from "../support/temp-trees.js";
+
+const { dir: tempDir } = tempTrees("sandbox-run-dead-apply-");
+const CHILD = fileURLToPath(new URL("./fixtures/dead-apply-child.ts", import.meta.url));
+
+/** The workspace before the run: `lib/` (300 files, some executable, a subfolder) and one of each change. */
+function makeTree(): { parent: string; root: string } {
+  const parent = tempDir();
+  const root = path.join(parent, "ws");
+  fs.mkdirSync(path.join(root, "lib", "sub"), { recursive: true });
+  for (let i = 0; i < 300; i++)
+    fs.writeFileSync(path.join(root, "lib", `m${i}.js`), `module ${i}\n`, { mode: i % 7 === 0 ? 0o755 : 0o644 });
+  fs.writeFileSync(path.join(root, "lib", "sub", "deep.txt"), "deep\n");
+  fs.writeFileSync(path.join(root, "README"), "readme\n");
+  fs.writeFileSync(path.join(root, "gone.txt"), "gone\n");
+  fs.writeFileSync(path.join(root, "tool.sh"), "echo\n");
+  fs.mkdirSync(path.join(root, "beside-me"));
+  fs.writeFileSync(path.join(root, "beside-me", "f.txt"), "f\n");
+  fs.writeFileSync(path.join(root, "kind"), "a file\n");
+  fs.symlinkSync("README", path.join(root, "link"));
+  fs.mkdirSync(path.join(root, "data"));
+  fs.writeFileSync(path.join(root, "data", "d.txt"), "d\n");
+  // Older than the apply, so a time it moves and does not set back shows.
+  const old = new Date(Date.now() - 3600_000);
+  for (const dir of ["lib/sub", "lib", "beside-me", "data", ""]) fs.utimesSync(path.join(root, dir), old, old);
+  return { parent, root };
+}
+
+/** Every entry: kind, mode, inode, content or target, a file's mtime; and each directory's mtime apart. */
+function snapshot(root: string): { entries: Record<string, string>; dirTimes: Record<string, number> } {
+  const entries: Record<string, string> = {};
+  const dirTimes: Record<string, number> = {};
+  const visit = (rel: string) => {
+    const file = path.join(root, rel);
+    const st = fs.lstatSync(file);
+    const mode = (st.mode & 0o7777).toString(8);
+    if (st.isDirectory()) {
+      entries[rel] = `dir:${mode}:${st.ino}`;
+      dirTimes[rel] = st.mtimeMs;
+      for (const name of fs.readdirSync(file).sort()) visit(rel ? `${rel}/${name}` : name);
+    } else if (st.isSymbolicLink()) entries[rel] = `link:${st.ino}:${fs.readlinkSync(file)}`;
+    else entries[rel] = `file:${mode}:${st.ino}:${st.mtimeMs}:${fs.readFileSync(file, "utf8")}`;
+  };
+  visit("");
+  return { entries, dirTimes };
+}
+
+/** Kind, mode and content of every entry (what a finished apply must leave, whatever the inodes). */
+function listing(root: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [rel, text] of Object.entries(snapshot(root).entries)) {
+    if (rel === "") continue;
+    const [kind, mode, , , ...content] = text.split(":");
+    out[rel] =
+      kind === "link"
+        ? `link:${text.split(":").slice(2).join(":")}`
+        : kind === "dir"
+          ? `dir:${mode}`
+          : `file:${mode}:${content.join(":")}`;
+  }
+  return out;
+}
+
+/**
+ * Runs the apply in a child, killed (SIGKILL) where `pause` says (see the child); returns the run
+ * folder's staging list and the sandbox's copy (what the apply was to make the tree).
+ */
+async function killedAt(
+  root: string,
+  pause: string,
+  record = path.join(tempDir(), "staging.json"),
+): Promise<{ record: string; copy: string; pid: number }> {
+  const copy = tempDir();
+  const child = spawn(process.execPath, ["--import", "tsx", CHILD], {
+    env: { ...process.env, ROOT: root, COPY: copy, RECORD: record, PAUSE: pause, BESIDE: "beside-me" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  await new Promise<void>((resolve) => {
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      if (/paused|finished/.test(out)) resolve();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    void exited.then(() => resolve());
+  });
+  child.kill("SIGKILL");
+  await exited;
+  expect(out, "the apply reached the step the test stops it at").toContain("paused");
+  return { record, copy, pid: child.pid! };
+}
+
+describe("an apply whose controller was killed half way", () => {
+  it.each([
+    ["logged:5", "moving lib/'s files aside, a step journaled but not taken"],
+    ["done:313", "just after a folder went next to its place (beside)"],
+    ["write:150", "half of src/ written (beforeWrite: the hook the apply had before journals)"],
+    ["logged:450", "more of src/ written, a file journaled but not put"],
+    ["done:619", "setting the new folders' modes"],
+  ])(
+    "killed at %s (%s): the reaper undoes it, the tree byte for byte, mode for mode and inode for inode as before",
+    async (pause) => {
+      const { parent, root } = makeTree();
+      const before = snapshot(root);
+      const { record } = await killedAt(root, pause);
+      expect(snapshot(root).entries, "the apply had changed the tree").not.toEqual(before.entries);
+      const applies = removeListedStagingDirs(record);
+      expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
+      const after = snapshot(root);
+      expect(after.entries).toEqual(before.entries);
+      expect(Object.keys(after.dirTimes)).toEqual(Object.keys(before.dirTimes));
+      for (const [rel, mtimeMs] of Object.entries(before.dirTimes))
+        expect(after.dirTimes[rel], rel).toBeCloseTo(mtimeMs, 2);
+      // The staging directory is gone, and nothing was kept: everything is back in its place.
+      expect(fs.readdirSync(parent)).toEqual(["ws"]);
+    },
+  );
+
+  it("reaped as gc and the next run's start-up reap (reapRunDirs): the run folder goes, the apply is undone and reported", async () => {
+    const { parent, root } = makeTree();
+    const before = snapshot(root);
+    const base = tempDir();
+    const runDir = createRunDir("deadapply1", base);
+    const { pid } = await killedAt(root, "write:100", path.join(runDir, STAGING_RECORD));
+    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${pid}\n${os.hostname()}\n`);
+    const applies: DeadApply[] = [];
+    expect(reapRunDirs(base, false, applies)).toEqual([runDir]);
+    expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
+    expect(snapshot(root).entries).toEqual(before.entries);
+    expect(fs.readdirSync(parent)).toEqual(["ws"]);
+  });
+
+  it("killed at the commit point: the apply stands, the reaper removes what waited aside (next to its place too) and undoes nothing", async () => {
+    const { parent, root } = makeTree();
+    const { record, copy } = await killedAt(root, "committed");
+    expect(fs.readdirSync(root).some((name) => name.startsWith(".sandbox-run-aside-"))).toBe(true);
+    expect(removeListedStagingDirs(record)).toEqual([]);
+    expect(listing(root)).toEqual(listing(copy));
+    expect(fs.readdirSync(parent)).toEqual(["ws"]);
+  });
+
+  it("an original whose place was taken since is kept, with a manifest saying where it belongs; gc is told", async () => {
+    const { parent, root } = makeTree();
+    const { record } = await killedAt(root, "write:150");
+    // The user put something of their own where gone.txt was (the run deleted it: it waits aside).
+    expect(fs.existsSync(path.join(root, "gone.txt"))).toBe(false);
+    fs.writeFileSync(path.join(root, "gone.txt"), "the user's\n");
+    const applies = removeListedStagingDirs(record);
+    expect(applies).toEqual([
+      {
+        tree: root,
+        undone: false,
+        unrestored: [{ path: "gone.txt", problem: expect.stringMatching(/its place is taken; it waits at /) }],
+        kept: expect.stringMatching(new RegExp(`^${parent}/\\.sandbox-run-kept-[0-9a-f]{12}$`)),
+      },
+    ]);
+    expect(fs.readFileSync(path.join(root, "gone.txt"), "utf8")).toBe("the user's\n");
+    const kept = applies[0]!.kept!;
+    const manifest = JSON.parse(fs.readFileSync(path.join(kept, "manifest.json"), "utf8"));
+    expect(manifest.tree).toBe(root);
+    expect(manifest.entries).toHaveLength(1);
+    expect(manifest.entries[0].path).toBe("gone.txt");
+    expect(fs.readFileSync(path.join(kept, manifest.entries[0].name), "utf8")).toBe("gone\n");
+    // Everything else is back.
+    expect(fs.readdirSync(path.join(root, "lib"))).toHaveLength(301);
+    expect(fs.existsSync(path.join(root, "src"))).toBe(false);
+    expect(fs.readdirSync(parent).sort()).toEqual([path.basename(kept), "ws"].sort());
+  });
+});
+
+describe("a journal that is not what the apply writes", () => {
+  it.each([
+    ["a path out of the tree", (p: { dev: number; ino: number }) => ["a", "../victim", "1", 0, p.dev, p.ino]],
+    [
+      "an absolute path",
+      (p: { dev: number; ino: number }) => ["b", "/victim", ".sandbox-run-aside-0123456789abcdef", 0, p.dev, p.ino],
+    ],
+    [
+      "an aside name out of the aside folder",
+      (p: { dev: number; ino: number }) => ["a", "victim", "../../victim", 0, p.dev, p.ino],
+    ],
+    [
+      "a new file out of the tree",
+      (p: { dev: number; ino: number }) => ["f", "sub/../../victim", ".sandbox-run-0123456789ab", p.dev, p.ino],
+    ],
+  ])("%s: refused whole; nothing is undone or removed, nothing outside is touched", (_what, tampered) => {
+    const parent = tempDir();
+    const root = path.join(parent, "ws");
+    fs.mkdirSync(path.join(root, "sub"), { recursive: true });
+    fs.writeFileSync(path.join(root, "sub", "new.txt"), "made by the apply\n");
+    const outside = path.join(parent, "outside");
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, "keep.txt"), "outside\n");
+    const staging = path.join(parent, ".sandbox-run-staging-ws-tamper");
+    fs.mkdirSync(path.join(staging, "aside"), { recursive: true, mode: 0o700 });
+    fs.chmodSync(staging, 0o700);
+    fs.writeFileSync(path.join(staging, "aside", "1"), "an original\n");
+    const rootStat = fs.statSync(root);
+    const sub = fs.statSync(path.join(root, "sub"));
+    const made = fs.statSync(path.join(root, "sub", "new.txt"));
+    const journal = new JournalWriter(staging, root, { dev: rootStat.dev, ino: rootStat.ino });
+    journal.append(["f", "sub/new.txt", ".sandbox-run-0123456789ab", sub.dev, sub.ino]);
+    journal.append(["F", "sub/new.txt", made.dev, made.ino, made.size, made.mtimeMs]);
+    journal.append(tampered(rootStat) as never);
+    journal.close();
+    const record = path.join(tempDir(), "staging.json");
+    fs.writeFileSync(record, JSON.stringify([staging]));
+    const tree = snapshot(parent);
+    expect(removeListedStagingDirs(record)).toEqual([
+      {
+        tree: root,
+        undone: false,
+        unrestored: [],
+        kept: staging,
+        refused: expect.stringMatching(/line 4 of its journal: a path or name outside the tree or the aside folder/),
+      },
+    ]);
+    // Not even the valid step before it was undone, and the staging directory stays whole.
+    expect(snapshot(parent)).toEqual(tree);
+    expect(fs.existsSync(path.join(parent, "victim"))).toBe(false);
+    expect(fs.existsSync(path.join(staging, "aside", "1"))).toBe(true);
+  });
+});
