@@ -6,7 +6,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonSchema } from "../agent.js";
 import type { Outcome } from "../pi/result-collector.js";
-import { prepareGuarded } from "./guarded-arguments.js";
+import { type GuardedArguments, prepareGuarded } from "./guarded-arguments.js";
 
 /** The host's view of Pi's conversation with the model (the gateway's conversation ledger). */
 export interface ModelEvidence {
@@ -25,7 +25,12 @@ type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction:
 export function confirmOutcome(
   claim: Outcome,
   evidence: ModelEvidence,
-  context: { finalToolName?: string; schema?: JsonSchema },
+  context: {
+    finalToolName?: string;
+    schema?: JsonSchema;
+    /** Pi's preparation of a call's arguments: prepareGuarded, or the run's check worker's answer (validate-in-worker.ts). */
+    prepare?: (schema: JsonSchema, argumentsJson: string) => GuardedArguments;
+  },
 ): Confirmation {
   const contradiction = (why: string): Confirmation => ({ ok: false, contradiction: why });
   // Which branch was Pi's cannot be told, so neither is evidence, whatever the claim.
@@ -49,7 +54,7 @@ export function confirmOutcome(
         );
       }
       // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
-      const prepared = prepareGuarded(context.schema ?? {}, call.argumentsJson);
+      const prepared = (context.prepare ?? prepareGuarded)(context.schema ?? {}, call.argumentsJson);
       if (!prepared.ok) {
         return contradiction(
           `Pi's output reports call ${quote(callId)} as accepted; the model's arguments fail Pi's own check (${prepared.reason})`,

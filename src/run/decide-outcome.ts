@@ -16,6 +16,7 @@ import { confirmOutcome, type ModelEvidence } from "./confirm-outcome.js";
 import { crashReason, invalidResultHint, limitFromExit, limitHint } from "./failure-explanations.js";
 import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
+import type { OutcomeChecks } from "./validate-in-worker.js";
 
 export interface OutcomeFacts {
   trip?: Trip;
@@ -41,6 +42,11 @@ export interface OutcomeFacts {
   evidence?: ModelEvidence;
   /** Takes the run's credentials out of a result, before it is validated (what is validated is what is returned). */
   scrub?: <T>(value: T) => T;
+  /**
+   * The run's checks (confirmOutcome's preparation, the validation) answered by its check worker
+   * (validate-in-worker.ts decideInWorker); without them, prepareGuarded and `validator` on this thread.
+   */
+  checks?: OutcomeChecks;
 }
 
 type Decision = { ok: true; kind: "text" | "structured"; result: unknown } | { ok: false; error: unknown };
@@ -66,6 +72,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     const confirmed = confirmOutcome(outcome, facts.evidence, {
       finalToolName: facts.finalToolName,
       schema: facts.schema,
+      ...(facts.checks ? { prepare: facts.checks.prepare } : {}),
     });
     if (!confirmed.ok) {
       return fail(
@@ -133,7 +140,7 @@ export function decideOutcome(facts: OutcomeFacts, evidence: SandboxRunErrorDeta
     case "text":
       return { ok: true, kind: "text", result: outcome.text };
     case "structured": {
-      const checked = facts.validator!.validate(outcome.value);
+      const checked = (facts.checks ?? facts.validator!).validate(outcome.value);
       if (checked.ok) return { ok: true, kind: "structured", result: checked.value };
       const issues = checked.issues.join("; ");
       return fail(

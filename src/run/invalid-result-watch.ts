@@ -5,18 +5,30 @@
 // the host exactly as the run's result would be. After MAX_CONSECUTIVE_INVALID_RESULTS replies in a
 // row whose final result is invalid, the run stops with code "invalid-result", naming the last
 // failure. A reply that does other work (another tool call, text) starts the count again.
+//
+// A run judges its replies with observeInWorker: the checks run in the run's check worker
+// (validate-in-worker.ts) with a deadline and a memory cap, never on the controller's main thread,
+// whose timers (the run's timeout) and signals must keep working: the schema may be the
+// repository's, and can make a check take exponential time (review, session 35). A check past its
+// bounds stops the run at once, as one Pi cannot finish either. `observe` makes the same checks on
+// the calling thread.
 import type { JsonSchema } from "../agent.js";
 import type { ModelReply } from "../gateway/apis/api-codec.js";
 import { prepareGuarded } from "./guarded-arguments.js";
 import type { ResultValidator } from "./result-validator.js";
 import type { Trip } from "./run-trip.js";
+import { isUnchecked, UNBOUNDED_CHECK_HINT } from "./validate-in-worker.js";
 
 const UNCHECKABLE_HINTS = {
   pattern:
     "Pi checks that pattern inside the sandbox with no time bound, so the run was stopped. Write the pattern without nested or overlapping repetition (such as (a|a)* or (a+)+), or drop it from the schema.",
   "unique-items":
     "Ask for fewer items in the prompt, or drop uniqueItems from the schema (checking it compares every pair of an array's items).",
+  bounds: UNBOUNDED_CHECK_HINT,
 };
+
+type Uncheckable = keyof typeof UNCHECKABLE_HINTS;
+type Judged = { problem?: string; uncheckable?: Uncheckable };
 
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
 export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
@@ -27,7 +39,7 @@ interface ResultCheck {
   validator: ResultValidator;
 }
 
-interface InvalidResult {
+export interface InvalidResult {
   /** 1, 2, ...: invalid final results in a row so far. */
   consecutive: number;
   reason: string;
@@ -35,6 +47,8 @@ interface InvalidResult {
 
 export class InvalidResultWatch {
   #consecutive = 0;
+  /** The worker's verdicts, in the order of the replies (observeInWorker). */
+  #judging: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly check: ResultCheck,
@@ -47,10 +61,33 @@ export class InvalidResultWatch {
    */
   observe(reply: ModelReply): { invalid?: InvalidResult; trip?: Trip } {
     const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
-    const judged = finals.map((call) => this.#judge(call.argumentsJson));
+    return this.#verdict(finals.map((call) => this.#judge(call.argumentsJson)));
+  }
+
+  /**
+   * observe, with the checks in the run's check worker: the verdicts come in the order of the
+   * replies. Nothing once the run has ended (the worker closed while a check waited).
+   */
+  observeInWorker(reply: ModelReply): Promise<{ invalid?: InvalidResult; trip?: Trip }> {
+    const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
+    const verdict = this.#judging.then(async () => {
+      const judged: Judged[] = [];
+      for (const call of finals) {
+        const one = await this.#judgeInWorker(call.argumentsJson);
+        if (one === "stopped") return {};
+        judged.push(one);
+      }
+      return this.#verdict(judged);
+    });
+    this.#judging = verdict.catch(() => {});
+    return verdict;
+  }
+
+  #verdict(judged: Judged[]): { invalid?: InvalidResult; trip?: Trip } {
     // Pi checks the same pattern on the same string in the sandbox, without a bound: it will not
     // answer, and the run would spin until its timeout, whose hint says to raise it (review,
-    // session 31). Stopped at once instead.
+    // session 31). Stopped at once instead; so is a value whose check ran past the worker's bounds
+    // (Pi's pi-schema has none either).
     const stalled = judged.find((j) => j.uncheckable);
     if (stalled)
       return {
@@ -62,7 +99,7 @@ export class InvalidResultWatch {
         },
       };
     const problems = judged.map((j) => j.problem);
-    if (finals.length === 0 || problems.some((problem) => problem === undefined)) {
+    if (judged.length === 0 || problems.some((problem) => problem === undefined)) {
       this.#consecutive = 0;
       return {};
     }
@@ -78,13 +115,30 @@ export class InvalidResultWatch {
   }
 
   /** Why a final-tool call's arguments are not a valid result, as the host judges the result. */
-  #judge(argumentsJson: string): { problem?: string; uncheckable?: "pattern" | "unique-items" } {
+  #judge(argumentsJson: string): Judged {
     // The schema's patterns are tried in a worker with a time bound first (a replayed record chose both).
     const prepared = prepareGuarded(this.check.schema, argumentsJson);
     if (!prepared.ok)
       return { problem: prepared.reason, ...("uncheckable" in prepared ? { uncheckable: prepared.uncheckable } : {}) };
     const checked = this.check.validator.validate(prepared.value);
     return checked.ok ? {} : { problem: checked.issues.join("; ") };
+  }
+
+  /** #judge in the run's check worker; "stopped" when the run ended first. */
+  async #judgeInWorker(argumentsJson: string): Promise<Judged | "stopped"> {
+    const worker = this.check.validator.worker;
+    if (!worker) return this.#judge(argumentsJson);
+    const prepared = await worker.prepare(this.check.schema, argumentsJson);
+    if (!prepared.ok) {
+      if (isUnchecked(prepared))
+        return prepared.uncheckable === "stopped" ? "stopped" : { problem: prepared.reason, uncheckable: "bounds" };
+      return { problem: prepared.reason, ...("uncheckable" in prepared ? { uncheckable: prepared.uncheckable } : {}) };
+    }
+    const checked = await worker.validate(prepared.value);
+    if (checked.ok) return {};
+    if (isUnchecked(checked))
+      return checked.uncheckable === "stopped" ? "stopped" : { problem: checked.reason, uncheckable: "bounds" };
+    return { problem: checked.issues.join("; ") };
   }
 }
 

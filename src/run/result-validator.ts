@@ -24,6 +24,11 @@
 // tried on strings the model chose: before Ajv or pi-schema runs them here, on the controller's
 // main thread, a worker tries them all with a time bound (pattern-guard.ts). A value they cannot
 // check in time is invalid, with a reason naming the pattern; the main thread never runs it.
+//
+// A run checks its results in a worker thread instead (`worker`, validate-in-worker.ts), with a
+// deadline and a memory cap: a schema can make Ajv's and pi-schema's checks take exponential time
+// or fill the heap (review, session 35), which no guard of this thread foresees. `validate` is the
+// check itself, which the worker runs.
 import { createRequire } from "node:module";
 import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
 import type { DataValidateFunction } from "ajv/dist/types/index.js";
@@ -32,6 +37,7 @@ import { usageError } from "../errors.js";
 import { patternGuardFor } from "./pattern-guard.js";
 import { isPiMultiple, loadPiSchemaFormats, PI_SCHEMA_FORMAT_NAMES, piSchemaFormat } from "./pi-schema-checks.js";
 import { uniqueItemsProblem } from "./unique-items-guard.js";
+import { ResultCheckWorker } from "./validate-in-worker.js";
 
 type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
@@ -40,6 +46,12 @@ export interface ResultValidator {
   validate(value: unknown): ResultCheck;
   /** The schema's formats the host does not know: annotations, not checked (said as a warning). */
   uncheckedFormats: string[];
+  /**
+   * The run's checks (Pi's preparation of a final call, `validate`) in a worker thread with a
+   * deadline, for a schema whose checks can grow past any bound (boundedChecksNeeded); started
+   * with the run, ended by it (close()). Without one the checks run on this thread, as before.
+   */
+  worker?: ResultCheckWorker;
 }
 
 let ajv: Ajv2020 | undefined;
@@ -172,6 +184,39 @@ function schemaText(schema: Record<string, unknown>): string {
   }
 }
 
+/** Past this size a schema's checks get the worker whatever it holds. */
+const LARGE_SCHEMA_BYTES = 16 * 1024;
+const REFERENCE_KEYS = new Set(["$ref", "$dynamicRef", "$recursiveRef"]);
+
+/**
+ * Whether checking a value against `schema` can cost more than a bound this thread can afford.
+ * Without references each schema node meets each value node at most once along its path, so a
+ * small schema's check is linear in the value (which the run's output caps bound); a reference
+ * lets k levels of `anyOf` revisit the same nodes 2^k times (review, session 35: ~2.2x per level,
+ * the run's timer stalled), and a large schema is costly by itself. Those get the worker (its
+ * start costs ~250 ms of CPU, which the common schema does not pay).
+ */
+export function boundedChecksNeeded(schema: JsonSchema): boolean {
+  let text: string;
+  try {
+    text = JSON.stringify(schema);
+  } catch {
+    return true;
+  }
+  if (Buffer.byteLength(text) > LARGE_SCHEMA_BYTES) return true;
+  const stack: unknown[] = [schema];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) stack.push(...node);
+    else if (node && typeof node === "object")
+      for (const [key, value] of Object.entries(node)) {
+        if (REFERENCE_KEYS.has(key)) return true;
+        stack.push(value);
+      }
+  }
+  return false;
+}
+
 /** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */
 export function compileResultSchema(schema: JsonSchema): ResultValidator {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema) || schema.type !== "object") {
@@ -185,6 +230,7 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   const { check, uncheckedFormats, guard } = compiledFor(rest);
   return {
     uncheckedFormats,
+    ...(boundedChecksNeeded(schema) ? { worker: new ResultCheckWorker(schema) } : {}),
     validate(value) {
       // Every pair of a large array's objects compared on this thread: refused first (unique-items-guard.ts).
       const items = uniqueItemsProblem(rest, value);

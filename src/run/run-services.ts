@@ -13,12 +13,12 @@ import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
 import type { EventThrottle } from "./event-throttle.js";
-import { InvalidResultWatch } from "./invalid-result-watch.js";
+import { type InvalidResult, InvalidResultWatch } from "./invalid-result-watch.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import { type EgressOverrides, startRunEgress } from "./run-egress.js";
 import type { RunTimeline } from "./run-events.js";
-import type { RunTrip } from "./run-trip.js";
+import type { RunTrip, Trip } from "./run-trip.js";
 
 interface RunServicesInput {
   planned: PlannedRun;
@@ -83,6 +83,13 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
     run.validator && plan.schema && plan.finalToolName
       ? new InvalidResultWatch({ finalToolName: plan.finalToolName, schema: plan.schema, validator: run.validator })
       : undefined;
+  // The run's check worker (validate-in-worker.ts): started now, beside the container, so that the
+  // first check does not wait for it to load the validators (~250 ms of CPU); it ends with the run.
+  const checks = run.validator?.worker;
+  if (checks) {
+    checks.start();
+    cleanups.add(() => checks.close());
+  }
   const gateway = await startModelGateway({
     socketPath: `${runDir}/gateway.sock`,
     routes,
@@ -111,9 +118,16 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
       else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
       const reply = verdict.onChain && ledger.last?.delivered ? exchange.reply : undefined;
-      const judged = reply ? invalidResults?.observe(reply) : undefined;
-      if (judged?.invalid) timeline.sandbox("result.invalid", { seq: exchange.seq, ...judged.invalid });
-      if (judged?.trip) trip.fire(judged.trip);
+      // A schema whose checks can grow past a bound is judged in the run's check worker, with a
+      // deadline: this thread stays free for the run's timers and signals (review, session 35).
+      const judgedAs = (judged: { invalid?: InvalidResult; trip?: Trip }) => {
+        if (judged.invalid) timeline.sandbox("result.invalid", { seq: exchange.seq, ...judged.invalid });
+        if (judged.trip) trip.fire(judged.trip);
+      };
+      if (reply && invalidResults) {
+        if (checks) void invalidResults.observeInWorker(reply).then(judgedAs);
+        else judgedAs(invalidResults.observe(reply));
+      }
     },
     maxGenerations: run.budgets.maxTurns,
     onBudgetExceeded: (attempted) =>

@@ -9,12 +9,13 @@ import type { RunPlan } from "../sandbox-contract.js";
 import { type Budgets, budgetTrip } from "./budget-tracker.js";
 import type { ModelEvidence } from "./confirm-outcome.js";
 import { containerFailure } from "./container-failure.js";
-import { decideOutcome } from "./decide-outcome.js";
+import { decideOutcome, type OutcomeFacts } from "./decide-outcome.js";
 import type { OutputBudget } from "./output-budget.js";
 import { PiStream } from "./pi-stream.js";
 import type { ResultValidator } from "./result-validator.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip } from "./run-trip.js";
+import { decideInWorker } from "./validate-in-worker.js";
 
 /** How long to wait for the attach stream to drain after the container exited. */
 const DRAIN_GRACE_MS = 2_000;
@@ -134,6 +135,9 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
 
     const exit = await container.wait();
     await Promise.race([drained, delay(DRAIN_GRACE_MS)]);
+    // The invalid-result watch's verdicts on the model's replies, which may still trip the run: its
+    // checks run in the run's check worker (validate-in-worker.ts), bounded each, in order.
+    await run.validator?.worker?.idle();
     // Stopped by the host after Pi settled: Pi had finished, so the run's exit code is 0.
     const stoppedByHost = piSettled && exit.exitCode === 137 && !exit.oomKilled;
     const exitCode = stoppedByHost ? 0 : exit.exitCode;
@@ -155,7 +159,10 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     // From the outcome on, an abort no longer stops the run (its result stands, README): not even
     // one from a listener of the `run.result` event itself, which reported a trip that was none.
     signal?.removeEventListener("abort", onAbort);
-    return settle(run, collector, stream, { exitCode, oomKilled: exit.oomKilled });
+    // Nor does the timer: the outcome is decided from what happened so far (the checks of the
+    // result, in the worker, take time of their own).
+    clearTimeout(timer);
+    return await settle(run, collector, stream, { exitCode, oomKilled: exit.oomKilled });
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
@@ -173,12 +180,12 @@ export function timeoutMessage(timeoutMs: number, wait: ModelWait | undefined): 
 }
 
 /** Pi is done and the container gone: the outcome from what arrived (decide-outcome.ts), as a result or a failure. */
-function settle(
+async function settle(
   run: SupervisedRun,
   collector: ResultCollector,
   stream: PiStream,
   exit: { exitCode: number; oomKilled: boolean },
-): SupervisedResult {
+): Promise<SupervisedResult> {
   const { plan, container, timeline, trip, signal } = run;
   const exitCode = exit.exitCode;
   const evidence: SandboxRunErrorDetails = {
@@ -190,25 +197,29 @@ function settle(
     runId: plan.runId,
     usage: collector.usage,
   };
-  const decision = decideOutcome(
-    {
-      trip: trip.tripped,
-      abortReason: signal?.aborted ? signal.reason : undefined,
-      exit,
-      stderrTail: stream.stderrTail,
-      outcome: collector.outcome(),
-      badRecords: stream.badRecords,
-      tooLargeRecords: stream.tooLargeRecords,
-      runtime: plan.runtime,
-      pids: plan.limits.pids,
-      validator: run.validator,
-      schema: plan.schema,
-      finalToolName: plan.finalToolName,
-      evidence: run.evidence,
-      scrub: (value) => timeline.scrub(value),
-    },
-    evidence,
-  );
+  const facts: OutcomeFacts = {
+    trip: trip.tripped,
+    abortReason: signal?.aborted ? signal.reason : undefined,
+    exit,
+    stderrTail: stream.stderrTail,
+    outcome: collector.outcome(),
+    badRecords: stream.badRecords,
+    tooLargeRecords: stream.tooLargeRecords,
+    runtime: plan.runtime,
+    pids: plan.limits.pids,
+    validator: run.validator,
+    schema: plan.schema,
+    finalToolName: plan.finalToolName,
+    evidence: run.evidence,
+    scrub: (value) => timeline.scrub(value),
+  };
+  // Schema mode with a schema whose checks can grow past a bound: the model's final call is
+  // prepared and the result validated in the run's check worker, with a deadline and a memory cap
+  // (validate-in-worker.ts), not on this thread.
+  const worker = run.validator?.worker;
+  const decision = worker
+    ? await decideInWorker(worker, (checks) => decideOutcome({ ...facts, checks }, evidence), evidence)
+    : decideOutcome(facts, evidence);
   if (!decision.ok) {
     const error = decision.error as SandboxRunError;
     // The host's own record that the sandbox's output and the model disagreed, with both sides.
