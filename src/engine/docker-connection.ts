@@ -1,8 +1,8 @@
 // Connects to a Docker(-compatible) engine where an endpoint says, and turns "it is not there" into
 // an error that says how to fix it, instead of an ECONNREFUSED stack trace.
-import fs from "node:fs";
 import type Docker from "dockerode";
 import { SandboxRunError, usageError } from "../errors.js";
+import { CallerFileError, MAX_ENGINE_FILE_BYTES, readCallerFile } from "../util/config-file.js";
 import type { AnswerLimits } from "./answer-limits.js";
 import { boundAnswers } from "./bounded-answers.js";
 import { describeEndpoint, type EngineEndpoint, endpointFromEnv, type TlsFiles } from "./engine-endpoint.js";
@@ -85,10 +85,14 @@ export function planDockerConnection(
 function readTlsFiles(files: TlsFiles, name: string): { ca: Buffer; cert: Buffer; key: Buffer } {
   const read = (what: keyof TlsFiles) => {
     try {
-      return fs.readFileSync(files[what]);
+      return readCallerFile(files[what], MAX_ENGINE_FILE_BYTES);
     } catch (error) {
+      const why =
+        error instanceof CallerFileError
+          ? error.reason
+          : ((error as NodeJS.ErrnoException).code ?? (error as Error).message);
       throw usageError(
-        `Engine "${name}": the TLS ${what} file ${files[what]} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
+        `Engine "${name}": the TLS ${what} file ${files[what]} cannot be read (${why}).`,
         "Point DOCKER_CERT_PATH (or `tls` in the engines file) at the folder with ca.pem, cert.pem and key.pem.",
       );
     }

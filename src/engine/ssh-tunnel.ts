@@ -11,6 +11,7 @@ import path from "node:path";
 import type { Duplex } from "node:stream";
 import type { Client, ConnectConfig } from "ssh2";
 import { SandboxRunError } from "../errors.js";
+import { CallerFileError, MAX_ENGINE_FILE_BYTES, readCallerFile } from "../util/config-file.js";
 import type { SshAccess } from "./engine-endpoint.js";
 import { type KnownHostKey, knownHostKeys, parsePublicKeyLine } from "./known-hosts.js";
 
@@ -148,9 +149,10 @@ export class SshTunnel {
     const file = ssh.knownHostsFile ?? path.join(os.homedir(), ".ssh", "known_hosts");
     let text = "";
     try {
-      text = fs.readFileSync(file, "utf8");
-    } catch {
-      // No file: no known key, reported below.
+      text = readCallerFile(file, MAX_ENGINE_FILE_BYTES).toString("utf8");
+    } catch (error) {
+      // No file: no known key, reported below; one that is no regular file (a FIFO) is not read.
+      if (!(error instanceof CallerFileError)) throw error;
     }
     const { accepted, revoked } = knownHostKeys(text, host, port);
     const usable = accepted.filter((key) => !revoked.some((r) => r.blob.equals(key.blob)));
@@ -182,9 +184,10 @@ export class SshTunnel {
 
   private readKey(file: string): Buffer {
     try {
-      return fs.readFileSync(file);
+      return readCallerFile(file, MAX_ENGINE_FILE_BYTES);
     } catch (error) {
-      throw this.failure(`its private key ${file} cannot be read (${(error as NodeJS.ErrnoException).code})`);
+      const why = error instanceof CallerFileError ? error.reason : (error as NodeJS.ErrnoException).code;
+      throw this.failure(`its private key ${file} cannot be read (${why})`);
     }
   }
 

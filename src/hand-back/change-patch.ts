@@ -79,20 +79,52 @@ export function binaryFilesOf(patch: string): string[] {
   const found: string[] = [];
   let current: string | undefined;
   for (const line of patch.split("\n")) {
-    if (line.startsWith("diff --git ")) {
-      const pair = line.slice("diff --git ".length);
-      // "a/<p> b/<p>": the two halves are one path (the patch's names hold no newline or quote).
-      const half = (pair.length - 1) / 2;
-      current =
-        Number.isInteger(half) && pair.slice(0, half).slice(2) === pair.slice(half + 1).slice(2)
-          ? pair.slice(2, half)
-          : pair;
-    } else if (line === "GIT binary patch" && current !== undefined) {
+    if (line.startsWith("diff --git ")) current = headerPath(line.slice("diff --git ".length));
+    else if (line === "GIT binary patch" && current !== undefined) {
       if (found.length < LISTED_BINARY) found.push(current);
       current = undefined;
     }
   }
   return found;
+}
+
+/**
+ * The path of a `diff --git` header's "a/<p> b/<p>" (git C-quotes a name with bytes past ASCII, a
+ * quote or a backslash: `"a/d\303\251ploy.sh"`; review, session 35: listed as `/d\303\251ploy.sh"`).
+ */
+function headerPath(pair: string): string {
+  if (pair.startsWith('"')) {
+    const quoted = cUnquote(pair);
+    if (quoted) return quoted.text.replace(/^a\//, "");
+  }
+  // Unquoted: the two halves are one path ("a/<p> b/<p>").
+  const half = (pair.length - 1) / 2;
+  return Number.isInteger(half) && pair.slice(2, half) === pair.slice(half + 3) ? pair.slice(2, half) : pair;
+}
+
+const C_ESCAPES: Record<string, number> = { a: 7, b: 8, t: 9, n: 10, v: 11, f: 12, r: 13, '"': 34, "\\": 92 };
+
+/** A C-quoted string at the start of `text` (as git writes names), decoded as UTF-8; undefined when it is not one. */
+function cUnquote(text: string): { text: string } | undefined {
+  const bytes: number[] = [];
+  for (let i = 1; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '"') return { text: Buffer.from(bytes).toString("utf8") };
+    if (c !== "\\") {
+      bytes.push(...Buffer.from(c, "utf8"));
+      continue;
+    }
+    const next = text[++i];
+    if (next === undefined) return undefined;
+    if (/[0-7]/.test(next)) {
+      const octal = text.slice(i, i + 3);
+      if (!/^[0-7]{3}$/.test(octal)) return undefined;
+      bytes.push(Number.parseInt(octal, 8));
+      i += 2;
+    } else if (next in C_ESCAPES) bytes.push(C_ESCAPES[next]!);
+    else return undefined;
+  }
+  return undefined;
 }
 
 function skipReason(change: JudgedChange, total: number): string | undefined {

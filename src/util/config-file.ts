@@ -22,13 +22,33 @@ const KERNEL_FILES = /^\/(proc|sys|dev)(\/|$)/;
  * (config-origins.ts).
  */
 export function readTextFile(file: string, what: string, hint: string, maxBytes = MAX_CONFIG_FILE_BYTES): string {
-  const refuse = (reason: string) => usageError(`Cannot read the ${what} file ${file}: ${reason}.`, hint);
+  try {
+    return readCallerFile(file, maxBytes).toString("utf8");
+  } catch (error) {
+    if (!(error instanceof CallerFileError)) throw error;
+    throw usageError(`Cannot read the ${what} file ${file}: ${error.reason}.`, hint);
+  }
+}
+
+/** Why a caller's file is not read (readCallerFile): "it does not exist", "it is not a regular file (a FIFO)". */
+export class CallerFileError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+  }
+}
+
+/**
+ * A caller's file's bytes (readTextFile's rules: a regular file outside the kernel's file systems,
+ * at most `maxBytes`); a CallerFileError saying why not. TLS files and ssh keys an engines file
+ * names are read so too (review, session 35: a FIFO named as the CA held the CLI).
+ */
+export function readCallerFile(file: string, maxBytes: number): Buffer {
   let opened: { fd: number; stat: fs.Stats };
   try {
     opened = openRegularFile(file, true);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw refuse(
+    throw new CallerFileError(
       code === "ENOENT"
         ? "it does not exist"
         : code === "not a regular file"
@@ -39,11 +59,12 @@ export function readTextFile(file: string, what: string, hint: string, maxBytes 
   const { fd } = opened;
   try {
     const at = fs.readlinkSync(`/proc/self/fd/${fd}`);
-    if (KERNEL_FILES.test(at)) throw refuse(`it is ${at}, a file of the kernel's, not a file of yours`);
+    if (KERNEL_FILES.test(at)) throw new CallerFileError(`it is ${at}, a file of the kernel's, not a file of yours`);
     // Read one byte past the cap whatever the size says: files of some file systems report 0.
     const bytes = readAll(fd, maxBytes + 1);
-    if (bytes.length > maxBytes) throw refuse(`it holds more than ${Math.round(maxBytes / 1024 / 1024)} MiB`);
-    return bytes.toString("utf8");
+    if (bytes.length > maxBytes)
+      throw new CallerFileError(`it holds more than ${Math.max(1, Math.round(maxBytes / 1024 / 1024))} MiB`);
+    return bytes;
   } finally {
     fs.closeSync(fd);
   }
@@ -126,3 +147,6 @@ function lineAndColumn(text: string, offset: number): string {
   const before = text.slice(0, offset).split("\n");
   return `${before.length}, column ${before.at(-1)!.length + 1}`;
 }
+
+/** The most a TLS file, an ssh key or a known_hosts file an engine's settings name may hold. */
+export const MAX_ENGINE_FILE_BYTES = 1024 * 1024;

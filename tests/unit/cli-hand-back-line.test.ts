@@ -3,6 +3,7 @@
 // runs from a reviewer who reads the diff (review, session 35).
 import { describe, expect, it } from "vitest";
 import { handBackLine } from "../../src/cli/run-command.js";
+import { binaryFilesOf } from "../../src/hand-back/change-patch.js";
 import type { RunDetails } from "../../src/index.js";
 
 const branch = (files: Array<{ path: string; insertions?: number; deletions?: number; binary?: true }>) =>
@@ -45,5 +46,27 @@ describe("the done line's hand-back", () => {
     expect(handBackLine(details, "/tmp/p.patch")).toBe(
       "; patch of 2 file(s) written to /tmp/p.patch, workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh",
     );
+  });
+});
+
+describe("the binary files of a patch", () => {
+  it("are read from git's headers, C-quoted names decoded (session 35's second review: `/d\\303\\251ploy.sh\"` was listed)", () => {
+    const patch = [
+      "diff --git a/plain.sh b/plain.sh",
+      "index 1..2 100644",
+      "GIT binary patch",
+      "literal 3",
+      "",
+      'diff --git "a/d\\303\\251ploy.sh" "b/d\\303\\251ploy.sh"',
+      "GIT binary patch",
+      'diff --git "a/q\\"uote\\\\.sh" "b/q\\"uote\\\\.sh"',
+      "GIT binary patch",
+      "diff --git a/text.txt b/text.txt",
+      "--- a/text.txt",
+      "+++ b/text.txt",
+      "diff --git a/with space b/with space",
+      "GIT binary patch",
+    ].join("\n");
+    expect(binaryFilesOf(patch)).toEqual(["plain.sh", "déploy.sh", 'q"uote\\.sh', "with space"]);
   });
 });

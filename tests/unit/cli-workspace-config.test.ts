@@ -199,7 +199,7 @@ describe("configuration from inside the workspace", () => {
       const prompt = await cli([...base, ...strict, "--models", trusted, "--prompt-file", path.join(ws, "TASK.md")]);
       expect(prompt.code).toBe(2);
       expect(prompt.stderr).toContain(
-        `sandbox-run: The prompt file ${ws}/TASK.md lies inside ${ws}, which this run sandboxes, and is a link to ${dir}/host-notes.md, outside it`,
+        `sandbox-run: The prompt file ${ws}/TASK.md lies inside ${ws}, which this run sandboxes, and leads out of it to ${dir}/host-notes.md: whoever`,
       );
       expect(prompt.stdout).toBe("");
       const schema = await cli([
@@ -214,6 +214,15 @@ describe("configuration from inside the workspace", () => {
       expect(schema.code).toBe(2);
       expect(schema.stderr).toContain(`The schema file ${ws}/linked-schema.json lies inside ${ws}`);
     }
+    // A folder on the way that links out (session 35's second review: only the file itself was judged).
+    fs.mkdirSync(path.join(dir, "host-prompts"));
+    fs.writeFileSync(path.join(dir, "host-prompts", "task.md"), "AWS_SECRET=from-the-host\n");
+    fs.symlinkSync(path.join(dir, "host-prompts"), path.join(ws, "prompts"));
+    const viaFolder = await cli([...base, "--models", trusted, "--prompt-file", path.join(ws, "prompts", "task.md")]);
+    expect(viaFolder.code).toBe(2);
+    expect(viaFolder.stderr).toContain(
+      `sandbox-run: The prompt file ${ws}/prompts/task.md lies inside ${ws}, which this run sandboxes, and leads out of it through the link ${ws}/prompts to ${dir}/host-prompts/task.md: whoever`,
+    );
     // A policy linked out is refused even where a policy from the tree would be allowed.
     fs.symlinkSync(path.resolve("policies/workspace-write.json"), path.join(ws, "linked-policy.json"));
     const policy = await cli([

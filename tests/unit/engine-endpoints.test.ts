@@ -1,6 +1,6 @@
 // Engines are reached as Docker's conventions say (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH),
 // plain tcp never leaves the machine, and an engine on another machine is never handed a host path.
-
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -137,8 +137,21 @@ describe("plain tcp to another machine", () => {
   it("DOCKER_HOST with DOCKER_TLS_VERIFY makes a TLS client from DOCKER_CERT_PATH, and says which file is missing", () => {
     const env = { DOCKER_HOST: "tcp://10.0.0.5:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" };
     expect(() => new DockerEngine({ endpoint: endpointFromEnv(env) })).toThrow(
-      /the TLS ca file \/nonexistent\/ca\.pem cannot be read \(ENOENT\)/,
+      /the TLS ca file \/nonexistent\/ca\.pem cannot be read \(it does not exist\)/,
     );
+  });
+
+  it("a TLS file that is a FIFO is refused at once, not waited on (session 35's second review: the CLI hung)", () => {
+    const certs = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-tls-fifo-"));
+    try {
+      execFileSync("mkfifo", [path.join(certs, "ca.pem")]);
+      const env = { DOCKER_HOST: "tcp://10.0.0.5:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certs };
+      expect(() => new DockerEngine({ endpoint: endpointFromEnv(env) })).toThrow(
+        /the TLS ca file .*ca\.pem cannot be read \(it is not a regular file \(a FIFO\)\)/,
+      );
+    } finally {
+      fs.rmSync(certs, { recursive: true, force: true });
+    }
   });
 });
 

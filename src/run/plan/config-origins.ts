@@ -33,6 +33,8 @@ interface InsideFile {
    * the host's provider key to the model and into the sandbox, unwarned even in strict mode).
    */
   leadsTo?: string;
+  /** The link inside the tree it leads out through (the file itself, or a folder on its path). */
+  through?: string;
 }
 
 /**
@@ -43,26 +45,47 @@ export function configInsideRoots(files: ConfigFiles, roots: readonly string[]):
   const inside: InsideFile[] = [];
   for (const [what, file] of Object.entries(files) as Array<[keyof ConfigFiles, string | undefined]>) {
     if (!file) continue;
-    const real = realOrResolved(file);
-    const root = roots.find((r) => atOrBelow(real, r));
-    if (root) {
-      inside.push({ what, file: real, root });
-      continue;
-    }
-    const asNamed = path.join(realOrResolved(path.dirname(path.resolve(file))), path.basename(file));
-    const namedIn = roots.find((r) => atOrBelow(asNamed, r));
-    if (namedIn) inside.push({ what, file: asNamed, root: namedIn, leadsTo: real });
+    const found = insideOrLeadingOut(file, roots);
+    if (found) inside.push({ what, ...found });
   }
   if (files.engines) {
     // Whoever chooses these chooses which engine the run goes to (who answers as it), wherever the
     // engines file itself is.
     for (const named of enginesFileNames(files.engines)) {
-      const real = realOrResolved(named);
-      const root = roots.find((r) => atOrBelow(real, r));
-      if (root) inside.push({ what: "engines", file: real, root, namedBy: realOrResolved(files.engines) });
+      const found = insideOrLeadingOut(named, roots);
+      if (found) inside.push({ what: "engines", ...found, namedBy: realOrResolved(files.engines) });
     }
   }
   return inside;
+}
+
+/**
+ * Where `file` lies among `roots`: inside one (by where it leads), or named inside one and leading
+ * out of every one, through a link at any step of its path at or below the root (the file itself,
+ * or a folder on the way: review, session 35, `prompts/` linked to a host folder made
+ * `prompts/task.md` the host's file, unwarned). Undefined when neither.
+ */
+function insideOrLeadingOut(
+  file: string,
+  roots: readonly string[],
+): { file: string; root: string; leadsTo?: string; through?: string } | undefined {
+  const real = realOrResolved(file);
+  const root = roots.find((r) => atOrBelow(real, r));
+  if (root) return { file: real, root };
+  // Resolved one step at a time: the first step that is inside a root, followed by one whose link
+  // leads out of every root, is a name inside that tree choosing a place outside it.
+  const parts = path.resolve(file).split("/").filter(Boolean);
+  let at = "/";
+  let within: string | undefined;
+  for (const part of parts) {
+    const next = realOrResolved(path.join(at, part));
+    const nextRoot = roots.find((r) => atOrBelow(next, r));
+    if (within && !nextRoot)
+      return { file: path.resolve(file), root: within, leadsTo: real, through: path.join(at, part) };
+    within = nextRoot;
+    at = next;
+  }
+  return undefined;
 }
 
 /**
@@ -78,15 +101,14 @@ export function checkSecretFiles(
     const from = secret.from;
     if (!from || !("file" in from)) continue;
     const named = secretFilePath(from.file);
+    const found = insideOrLeadingOut(named, trees);
+    if (!found) continue;
     const asNamed = path.join(realOrResolved(path.dirname(named)), path.basename(named));
-    for (const file of [asNamed, realOrResolved(named)]) {
-      const tree = trees.find((t) => atOrBelow(file, t));
-      if (tree)
-        throw usageError(
-          `The policy's secret ${name} is read from ${named}, which ${file === asNamed ? "lies" : "leads"} inside ${tree}, a folder this run mounts in the sandbox: the sandbox could read the token, or change it for the next run.`,
-          "Keep the token file outside the workspace, the writable directories and the read-only mounts (e.g. under ~/.config), or read it from an environment variable (from: { env: NAME }).",
-        );
-    }
+    const lies = found.leadsTo !== undefined || atOrBelow(asNamed, found.root);
+    throw usageError(
+      `The policy's secret ${name} is read from ${named}, which ${lies ? "lies" : "leads"} inside ${found.root}, a folder this run mounts in the sandbox: the sandbox could read the token, or change it for the next run.`,
+      "Keep the token file outside the workspace, the writable directories and the read-only mounts (e.g. under ~/.config), or read it from an environment variable (from: { env: NAME }).",
+    );
   }
 }
 
@@ -144,7 +166,7 @@ export function refuseLinksOut(inside: readonly InsideFile[]): void {
   const out = inside.find((i) => i.leadsTo !== undefined);
   if (!out) return;
   throw usageError(
-    `The ${out.what} file ${out.file} lies inside ${out.root}, which this run sandboxes, and is a link to ${out.leadsTo}, outside it: whoever can change that tree chose which of this host's files the run reads.`,
+    `The ${out.what} file ${out.file} lies inside ${out.root}, which this run sandboxes, and leads out of it${out.through && out.through !== out.file ? ` through the link ${out.through}` : ""} to ${out.leadsTo}: whoever can change that tree chose which of this host's files the run reads.`,
     `Pass ${out.leadsTo} itself if it is the file you mean, or a file from a place the tree under test cannot change.`,
   );
 }
