@@ -440,6 +440,9 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // Again once the trees are held: a run that waited behind one whose controller then died
       // would otherwise start from what that sandbox left.
       refuseUnjudgedTrees([...writable, ...readOnly]);
+      // And a lease a run it waited behind left out when its controller died after its judgement:
+      // no reaper hands it back while this run holds the trees (review of this session's fixes).
+      refuseDeadLease([...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
       // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top one).
@@ -610,15 +613,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       for (const engine of this.pool.engines) await this.engineReady(engine, undefined).catch(() => {});
       await this.reapEveryEngineOnce();
     }
-    const leased = deadLeaseOver(trees);
-    if (!leased) return;
-    throw new SandboxRunError(
-      "usage",
-      `Run ${leased.runId} lent ${leased.tree} to its sandbox, and its controller died before giving it back: files there may still be the sandbox's.`,
-      {
-        hint: "Run `sandbox-run gc` (with the same engines): once that run's container is gone it hands the tree back; then run again.",
-      },
-    );
+    refuseDeadLease(trees);
   }
 
   /**
@@ -733,6 +728,19 @@ async function linkLost(engine: Engine, error: unknown): Promise<string | undefi
  * start from what that sandbox left, protected files included, and its own judgement would take
  * that as the tree before it: refused until `sandbox-run gc` has judged the earlier run.
  */
+/** A dead run still lends one of these trees (lease-record.ts deadLeaseOver): refused, naming gc. */
+function refuseDeadLease(trees: readonly string[]): void {
+  const leased = deadLeaseOver(trees);
+  if (!leased) return;
+  throw new SandboxRunError(
+    "usage",
+    `Run ${leased.runId} lent ${leased.tree} to its sandbox, and its controller died before giving it back: files there may still be the sandbox's.`,
+    {
+      hint: "Run `sandbox-run gc` (with the same engines): once that run's container is gone it hands the tree back; then run again.",
+    },
+  );
+}
+
 function refuseUnjudgedTrees(trees: readonly string[]): void {
   const unjudged = unjudgedRunOver(trees);
   if (!unjudged) return;

@@ -107,6 +107,11 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
     `dry run: ${containers} container(s) and ${collected.runDirs.length + folders.size} run folder(s) would be removed; nothing was changed\n`,
   );
   keptPackLines(collected.keptPacks, io);
+  for (const a of collected.undoneApplies)
+    if (a.wouldUndo)
+      io.stderr(
+        `would undo the unfinished apply of ${terminalLine(a.tree)} (its controller died during it), putting the tree back as it was before the run\n`,
+      );
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(`sandbox-run: not looked at (engine not reachable): ${terminalLine(unreachable.join(", "))}\n`);
   return EXIT.unavailable;

@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import type { DeadApply } from "../workspace-transfer/dead-apply.js";
 import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
-import { removeListedStagingDirs } from "../workspace-transfer/staging-reap.js";
+import { pendingListedApplies, removeListedStagingDirs } from "../workspace-transfer/staging-reap.js";
 import {
   HOLD_FILE_PREFIX,
   holdsUnjudgedState,
@@ -49,6 +49,9 @@ export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false, applies?: Dead
     if (holdsUnjudgedState(dir)) continue;
     if (dryRun) {
       removed.push(dir);
+      // What it would undo: said by `gc --dry-run` (wouldUndo), nothing touched.
+      for (const tree of pendingListedApplies(path.join(dir, STAGING_RECORD)))
+        applies?.push({ tree, undone: false, unrestored: [], wouldUndo: true });
       continue;
     }
     // Copy mode: what a controller that died mid copy-out staged next to a workspace (and an apply

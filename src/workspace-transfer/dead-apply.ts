@@ -38,6 +38,32 @@ export interface DeadApply {
   kept?: string;
   /** Why nothing was undone. */
   refused?: string;
+  /** `gc --dry-run`: an unfinished apply a gc now would undo (nothing was done). */
+  wouldUndo?: true;
+}
+
+/**
+ * The tree whose apply a dead controller journaled in `staging` and did not finish (nor undo):
+ * what finishDeadApply would undo. Reads the journal only (`gc --dry-run`).
+ */
+export function pendingDeadApply(staging: string): string | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(staging, DIR_FLAGS);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (stat.uid !== process.geteuid?.() || (stat.mode & 0o077) !== 0) return undefined;
+    const read = readJournal(fd);
+    if (!read || read.records.some((r) => r[0] === "c" || r[0] === "u")) return undefined;
+    return read.records.some((r) => r[0] !== "t") ? read.root : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /**

@@ -3,7 +3,7 @@
 // loads for its names, since a plan has no use for the undo.
 import fs from "node:fs";
 import path from "node:path";
-import { type DeadApply, finishDeadApply } from "./dead-apply.js";
+import { type DeadApply, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
 import { removeStagingDir, STAGING_PREFIX } from "./staging-dir.js";
 
 /**
@@ -35,4 +35,20 @@ export function removeListedStagingDirs(record: string): DeadApply[] {
     }
   }
   return applies;
+}
+
+/** The trees whose applies removeListedStagingDirs would undo now (`gc --dry-run`); nothing is changed. */
+export function pendingListedApplies(record: string): string[] {
+  let listed: unknown;
+  try {
+    listed = JSON.parse(fs.readFileSync(record, "utf8"));
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(listed)) return [];
+  return listed.flatMap((dir) =>
+    typeof dir === "string" && path.isAbsolute(dir) && path.basename(dir).startsWith(STAGING_PREFIX)
+      ? (pendingDeadApply(dir) ?? [])
+      : [],
+  );
 }

@@ -286,6 +286,61 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
   });
 });
 
+describe("a run that waited behind one whose controller died after its judgement", () => {
+  it.runIf(process.getuid?.() === 0)(
+    "is refused once it holds the trees, while that run's lease is still out (fix review, session 35: only unjudged runs were checked again)",
+    async () => {
+      const tmpDir = dir();
+      const lent = lentTree();
+      const savedTmp = process.env.TMPDIR;
+      process.env.TMPDIR = tmpDir;
+      // The run ahead holds the tree (its controller alive, for now).
+      const ahead = await holdTreesOnHost({ runId: "ahead", writable: [lent], readOnly: [] }, { tmpDir });
+      const agent = new ContainerPiAgent({
+        model: "scripted/x",
+        models: {
+          providers: {
+            scripted: {
+              baseUrl: "http://127.0.0.1:9/v1",
+              api: "openai-completions",
+              apiKey: "k",
+              models: [{ id: "x" }],
+            },
+          },
+        },
+        reapOrphans: false,
+      });
+      try {
+        const running = agent.run("go", { cwd: lent }).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        // Its controller dies after the judgement, before the give-back: the lease stays out.
+        const runDir = deadRunDir("ahead", tmpDir);
+        writeLeaseRecord(runDir, {
+          roots: [lent],
+          handBackTo: { uid: 1234, gid: 4321 },
+          engine: "unix:///nonexistent.sock",
+        });
+        ahead.release();
+        expect(await running).toMatchObject({
+          code: "usage",
+          message: expect.stringContaining(
+            `Run ahead lent ${lent} to its sandbox, and its controller died before giving it back`,
+          ),
+        });
+        expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+      } finally {
+        ahead.release();
+        await agent.close();
+        if (savedTmp === undefined) delete process.env.TMPDIR;
+        else process.env.TMPDIR = savedTmp;
+      }
+    },
+  );
+});
+
 describe("the lease record", () => {
   it("names a local engine by its socket's real path, so /var/run/docker.sock and /run/docker.sock are one engine", () => {
     const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-engine-id-")));

@@ -144,6 +144,12 @@ describe("an apply whose controller was killed half way", () => {
     const runDir = createRunDir("deadapply1", base);
     const { pid } = await killedAt(root, "write:100", path.join(runDir, STAGING_RECORD));
     fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${pid}\n${os.hostname()}\n`);
+    // A dry run says what it would undo, and changes nothing.
+    const changed = snapshot(root).entries;
+    const previewed: DeadApply[] = [];
+    expect(reapRunDirs(base, true, previewed)).toEqual([runDir]);
+    expect(previewed).toEqual([{ tree: root, undone: false, unrestored: [], wouldUndo: true }]);
+    expect(snapshot(root).entries).toEqual(changed);
     const applies: DeadApply[] = [];
     expect(reapRunDirs(base, false, applies)).toEqual([runDir]);
     expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
