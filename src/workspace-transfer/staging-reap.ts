@@ -6,13 +6,8 @@ import path from "node:path";
 import { type DeadApply, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
 import { removeStagingDir, STAGING_PREFIX } from "./staging-dir.js";
 
-/**
- * Removes the staging directories a dead controller listed in its run folder's `record` file:
- * only directories named like ours and owned by this user; anything else stays where it is. An
- * apply one of them journals as unfinished is undone first (dead-apply.ts); returns those, with
- * what could not be put back and where it waits (a journal refused keeps its directory whole).
- */
-export function removeListedStagingDirs(record: string): DeadApply[] {
+/** The staging directories a run folder's `record` file lists, named like ours ([] when it cannot be read). */
+function listedStagingDirs(record: string): string[] {
   let listed: unknown;
   try {
     listed = JSON.parse(fs.readFileSync(record, "utf8"));
@@ -20,10 +15,22 @@ export function removeListedStagingDirs(record: string): DeadApply[] {
     return [];
   }
   if (!Array.isArray(listed)) return [];
+  return listed.filter(
+    (dir): dir is string =>
+      typeof dir === "string" && path.isAbsolute(dir) && path.basename(dir).startsWith(STAGING_PREFIX),
+  );
+}
+
+/**
+ * Removes the staging directories a dead controller listed in its run folder's `record` file:
+ * only directories named like ours and owned by this user; anything else stays where it is. An
+ * apply one of them journals as unfinished is undone first (dead-apply.ts); returns those, with
+ * what could not be put back and where it waits (a journal refused keeps its directory whole).
+ */
+export function removeListedStagingDirs(record: string): DeadApply[] {
   const uid = process.geteuid?.();
   const applies: DeadApply[] = [];
-  for (const dir of listed) {
-    if (typeof dir !== "string" || !path.isAbsolute(dir) || !path.basename(dir).startsWith(STAGING_PREFIX)) continue;
+  for (const dir of listedStagingDirs(record)) {
     try {
       const stat = fs.lstatSync(dir);
       if (!stat.isDirectory() || stat.uid !== uid) continue;
@@ -39,16 +46,5 @@ export function removeListedStagingDirs(record: string): DeadApply[] {
 
 /** The trees whose applies removeListedStagingDirs would undo now (`gc --dry-run`); nothing is changed. */
 export function pendingListedApplies(record: string): string[] {
-  let listed: unknown;
-  try {
-    listed = JSON.parse(fs.readFileSync(record, "utf8"));
-  } catch {
-    return [];
-  }
-  if (!Array.isArray(listed)) return [];
-  return listed.flatMap((dir) =>
-    typeof dir === "string" && path.isAbsolute(dir) && path.basename(dir).startsWith(STAGING_PREFIX)
-      ? (pendingDeadApply(dir) ?? [])
-      : [],
-  );
+  return listedStagingDirs(record).flatMap((dir) => pendingDeadApply(dir) ?? []);
 }
