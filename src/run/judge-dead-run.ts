@@ -9,6 +9,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { rememberLentTrees } from "../util/host-programs.js";
+import { treesOverlap } from "../util/path-inside.js";
 import { readSmallFile } from "../util/read-fd.js";
 import { resolvedPath } from "../util/resolved-path.js";
 import { readWatchState, type SavedWatch } from "../workspace/watch-state.js";
@@ -133,7 +134,7 @@ export function unjudgedRunOver(
     const state = readWatchState(file);
     if (!state) return { runId, tree: trees[0]! };
     for (const theirs of writableTrees(state))
-      for (const ours of trees) if (overlaps(theirs, ours)) return { runId, tree: theirs };
+      for (const ours of trees) if (treesOverlap(theirs, ours)) return { runId, tree: theirs };
   }
   return undefined;
 }
@@ -238,8 +239,4 @@ function empty(): Pick<JudgedDeadRun, "violationCount" | "violations" | "restore
 
 function writableTrees(state: SavedWatch): string[] {
   return [...(state.workspaceWritable ? [state.workspace] : []), ...state.writableRoots];
-}
-
-function overlaps(a: string, b: string): boolean {
-  return a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === "/" || b === "/";
 }

@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Engine } from "../engine/engine.js";
 import { HostDir } from "../util/host-dir.js";
+import { treesOverlap } from "../util/path-inside.js";
 import { readSmallFile } from "../util/read-fd.js";
 import {
   LEASE_RECORD,
@@ -89,10 +90,6 @@ export function deadLeaseOver(
       for (const ours of trees) if (treesOverlap(theirs, ours)) return { runId, tree: theirs };
   }
   return undefined;
-}
-
-function treesOverlap(a: string, b: string): boolean {
-  return a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === "/" || b === "/";
 }
 
 function readLeaseRecord(dir: string): LeaseRecord | undefined {
