@@ -14,6 +14,7 @@ import {
   PATCH_TOTAL_MAX_BYTES,
   patchNameProblem,
 } from "../record/workspace-patch.js";
+import { unquoteGitPath } from "../util/git-quoted-path.js";
 import type { HostTree } from "../workspace-transfer/host-tree.js";
 import { type ChangeContent, copySentContent, type JudgedChange } from "../workspace-transfer/judged-changes.js";
 import type { TreeEntry } from "../workspace-transfer/tree-entry.js";
@@ -94,37 +95,13 @@ export function binaryFilesOf(patch: string): string[] {
  */
 function headerPath(pair: string): string {
   if (pair.startsWith('"')) {
-    const quoted = cUnquote(pair);
-    if (quoted) return quoted.text.replace(/^a\//, "");
+    // The first name, quoted: up to its closing quote (a quote inside is escaped).
+    const quoted = /^"(?:[^"\\]|\\.)*"/.exec(pair);
+    if (quoted) return unquoteGitPath(quoted[0]).replace(/^a\//, "");
   }
   // Unquoted: the two halves are one path ("a/<p> b/<p>").
   const half = (pair.length - 1) / 2;
   return Number.isInteger(half) && pair.slice(2, half) === pair.slice(half + 3) ? pair.slice(2, half) : pair;
-}
-
-const C_ESCAPES: Record<string, number> = { a: 7, b: 8, t: 9, n: 10, v: 11, f: 12, r: 13, '"': 34, "\\": 92 };
-
-/** A C-quoted string at the start of `text` (as git writes names), decoded as UTF-8; undefined when it is not one. */
-function cUnquote(text: string): { text: string } | undefined {
-  const bytes: number[] = [];
-  for (let i = 1; i < text.length; i++) {
-    const c = text[i]!;
-    if (c === '"') return { text: Buffer.from(bytes).toString("utf8") };
-    if (c !== "\\") {
-      bytes.push(...Buffer.from(c, "utf8"));
-      continue;
-    }
-    const next = text[++i];
-    if (next === undefined) return undefined;
-    if (/[0-7]/.test(next)) {
-      const octal = text.slice(i, i + 3);
-      if (!/^[0-7]{3}$/.test(octal)) return undefined;
-      bytes.push(Number.parseInt(octal, 8));
-      i += 2;
-    } else if (next in C_ESCAPES) bytes.push(C_ESCAPES[next]!);
-    else return undefined;
-  }
-  return undefined;
 }
 
 function skipReason(change: JudgedChange, total: number): string | undefined {

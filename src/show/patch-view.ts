@@ -2,6 +2,7 @@
 // into one part per file, with the file's name, what happened to it, and its added and removed
 // line counts. Names are taken from the patch as text: git quotes unusual ones C-style
 // ("a/\303\251"), which is decoded for display; nothing here touches a file system.
+import { unquoteGitPath as unquote } from "../util/git-quoted-path.js";
 import type { ChangesView, FileDiffView } from "./run-view.js";
 import { CAPS, FRAME, type TextBudget } from "./text-budget.js";
 
@@ -102,31 +103,6 @@ function namesFromDiffLine(line: string): string | undefined {
   if (git) return unquote(git[2]!);
   const plain = /^diff \S+ (\S+) (\S+)$/.exec(line);
   return plain?.[2];
-}
-
-/** git's C-style quoted path ("a\tb\303\251") decoded; other text as it is. */
-function unquote(text: string): string {
-  if (!(text.length >= 2 && text.startsWith('"') && text.endsWith('"'))) return text;
-  const bytes: number[] = [];
-  const body = text.slice(1, -1);
-  const simple: Record<string, number> = { n: 10, t: 9, r: 13, a: 7, b: 8, f: 12, v: 11, '"': 34, "\\": 92 };
-  for (let i = 0; i < body.length; i++) {
-    const ch = body[i]!;
-    if (ch !== "\\") {
-      bytes.push(...Buffer.from(ch, "utf8"));
-      continue;
-    }
-    const next = body[i + 1] ?? "";
-    const octal = /^[0-7]{3}/.exec(body.slice(i + 1, i + 4));
-    if (octal) {
-      bytes.push(Number.parseInt(octal[0], 8) & 0xff);
-      i += 3;
-    } else if (next in simple) {
-      bytes.push(simple[next]!);
-      i += 1;
-    } else bytes.push(92);
-  }
-  return Buffer.from(bytes).toString("utf8");
 }
 
 function cutName(name: string): string {
