@@ -28,7 +28,7 @@ import {
   refreshReadOnlyCovers,
 } from "./run/plan/prepare-plan.js";
 import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
-import { reapRunDirs } from "./run/reap-run-dirs.js";
+import { deadApplyOver, reapRunDirs } from "./run/reap-run-dirs.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
 import { checkPiAcceptsSchema } from "./run/result-validator.js";
@@ -45,6 +45,7 @@ import { refuseMistypedOptions, refuseUnknownOptions } from "./util/unknown-opti
 import { untilAborted } from "./util/until-aborted.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
+import { type DeadApply, deadApplySentence } from "./workspace-transfer/dead-apply.js";
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */
@@ -132,6 +133,8 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   private readonly pool: EnginePool;
   /** This agent's one reaping of what dead controllers left (started with its first engine check). */
   private reaped?: Promise<void>;
+  /** Dead runs' applies this agent's reaping undid (or could not), not yet said by a run. */
+  private readonly deadApplies: DeadApply[] = [];
   /** The pool was made here (from a file or the environment), so close() may close it. */
   private readonly ownsPool: boolean;
   /** Each engine checked (and reaped) once per agent. */
@@ -430,7 +433,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // its record included: the folder a record goes into is held too, until the record is there).
     const { writable, readOnly } = treesByAccess(planned);
     refuseUnjudgedTrees([...writable, ...readOnly]);
-    await this.refuseDeadLeases([...writable, ...readOnly]);
+    await this.refuseDeadRunsOver([...writable, ...readOnly]);
     const recordFolder = options.recorder?.heldFolder;
     const trees = await holdTreesOnHost(
       { runId: planned.plan.runId, writable: recordFolder ? [...writable, recordFolder] : writable, readOnly },
@@ -440,9 +443,12 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // Again once the trees are held: a run that waited behind one whose controller then died
       // would otherwise start from what that sandbox left.
       refuseUnjudgedTrees([...writable, ...readOnly]);
-      // And a lease a run it waited behind left out when its controller died after its judgement:
-      // no reaper hands it back while this run holds the trees (review of this session's fixes).
+      // And a lease a run it waited behind left out when its controller died after its judgement,
+      // or an apply it left unfinished: no reaper hands back or undoes a tree this run holds
+      // (reviews, sessions 35 and 36).
       refuseDeadLease([...writable, ...readOnly]);
+      refuseDeadApply([...writable, ...readOnly]);
+      this.sayDeadApplies(timeline);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
       // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top one).
@@ -592,7 +598,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     // After the containers: a dead run's folder holds the record its lent trees are handed back from.
     this.reaped = Promise.all(engines).then(() => {
       try {
-        reapRunDirs();
+        reapRunDirs(undefined, false, this.deadApplies);
       } catch {
         // Best effort: a folder we cannot read is not ours to remove.
       }
@@ -601,19 +607,33 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   }
 
   /**
-   * A dead run still lends one of these trees to the sandbox uid: this agent's reaping hands it
-   * back first (it only may once that run's container is gone), else the run is refused. Lent again
+   * A dead run still lends one of these trees to the sandbox uid, or left its copy-mode apply of
+   * one unfinished: this agent's reaping hands it back or undoes it first (it only may once that
+   * run's container is gone, and while no run holds the tree), else the run is refused. Lent again
    * over it, this run's lease would count what that sandbox left as the sandbox's own, and give it
    * back to it; and a reaper handing it back meanwhile would take this sandbox's files (review,
-   * session 35).
+   * session 35). Copied in half applied, the tree this sandbox gets is neither the user's nor the
+   * dead run's, and a reaper undoing it meanwhile would change it under this run's apply (session 36).
    */
-  private async refuseDeadLeases(trees: readonly string[]): Promise<void> {
-    if (!deadLeaseOver(trees)) return;
+  private async refuseDeadRunsOver(trees: readonly string[]): Promise<void> {
+    if (!deadLeaseOver(trees) && !deadApplyOver(trees)) return;
     if (this.config.reapOrphans !== false) {
       for (const engine of this.pool.engines) await this.engineReady(engine, undefined).catch(() => {});
       await this.reapEveryEngineOnce();
     }
     refuseDeadLease(trees);
+    refuseDeadApply(trees);
+  }
+
+  /** What this agent's reaping did with dead runs' unfinished applies, said once, by the run that comes next. */
+  private sayDeadApplies(timeline: RunTimeline): void {
+    for (const a of this.deadApplies.splice(0))
+      timeline.sandbox("workspace.dead-apply", {
+        tree: a.tree,
+        undone: a.undone,
+        ...(a.kept ? { kept: a.kept } : {}),
+        warning: deadApplySentence(a),
+      });
   }
 
   /**
@@ -737,6 +757,19 @@ function refuseDeadLease(trees: readonly string[]): void {
     `Run ${leased.runId} lent ${leased.tree} to its sandbox, and its controller died before giving it back: files there may still be the sandbox's.`,
     {
       hint: "Run `sandbox-run gc` (with the same engines): once that run's container is gone it hands the tree back; then run again.",
+    },
+  );
+}
+
+/** A dead run's unfinished copy-mode apply over one of these trees (reap-run-dirs.ts deadApplyOver): refused, naming gc. */
+function refuseDeadApply(trees: readonly string[]): void {
+  const dead = deadApplyOver(trees);
+  if (!dead) return;
+  throw new SandboxRunError(
+    "usage",
+    `Run ${dead.runId} was copying its sandbox's changes into ${dead.tree} when its controller died: the tree is half applied, and its journal says how to undo it.`,
+    {
+      hint: "Run `sandbox-run gc`: it puts the tree back as it was before that run (once no run holds it); then run again.",
     },
   );
 }

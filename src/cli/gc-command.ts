@@ -107,11 +107,7 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
     `dry run: ${containers} container(s) and ${collected.runDirs.length + folders.size} run folder(s) would be removed; nothing was changed\n`,
   );
   keptPackLines(collected.keptPacks, io);
-  for (const a of collected.undoneApplies)
-    if (a.wouldUndo)
-      io.stderr(
-        `would undo the unfinished apply of ${terminalLine(a.tree)} (its controller died during it), putting the tree back as it was before the run\n`,
-      );
+  for (const a of collected.undoneApplies) if (a.wouldUndo) io.stderr(`${terminalLine(a.sentence)}\n`);
   if (unreachable.length === 0) return EXIT.ok;
   io.stderr(`sandbox-run: not looked at (engine not reachable): ${terminalLine(unreachable.join(", "))}\n`);
   return EXIT.unavailable;
@@ -140,32 +136,8 @@ function keptPackLines(kept: CollectedGarbage["keptPacks"], io: CliIo): void {
  * could not be undone whole (the user must put paths back by hand).
  */
 function undoneApplyLines(applies: CollectedGarbage["undoneApplies"], io: CliIo): boolean {
-  let whole = true;
-  for (const a of applies) {
-    const tree = terminalLine(a.tree);
-    if (a.undone) {
-      io.stderr(
-        `undid the unfinished apply of ${tree} (its controller died during it): it is as it was before the run\n`,
-      );
-      continue;
-    }
-    whole = false;
-    if (a.refused !== undefined) {
-      io.stderr(
-        `did not undo the unfinished apply of ${tree}: ${terminalLine(a.refused)}; its originals and the run's files stay in ${terminalLine(a.kept ?? "?")}\n`,
-      );
-      continue;
-    }
-    const listed = a.unrestored
-      .slice(0, 5)
-      .map((u) => terminalLine(`${u.path} (${u.problem})`))
-      .join(", ");
-    const more = a.unrestored.length > 5 ? ` and ${a.unrestored.length - 5} more` : "";
-    io.stderr(
-      `undid the unfinished apply of ${tree} but for ${a.unrestored.length} path(s): ${listed}${more}; ${a.kept ? `the originals are in ${terminalLine(a.kept)} (its manifest.json says where each belongs)` : "they wait where named"}\n`,
-    );
-  }
-  return whole;
+  for (const a of applies) io.stderr(`${terminalLine(a.sentence)}\n`);
+  return applies.every((a) => a.undone);
 }
 
 /**

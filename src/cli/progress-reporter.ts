@@ -61,6 +61,7 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
     case "container.started":
       return `sandbox started (${t(d.containerId).slice(0, 12)})`;
     case "image.stale":
+    case "workspace.dead-apply":
       return `warning: ${t(d.warning)}`;
     case "limit.tripped":
       // The trip's code names it: a replay's divergence or a timeout is no "limit" (review, session 30).

@@ -35,6 +35,9 @@ import { envelope } from "./result-envelope.js";
 import { stopOnSignals } from "./stop-signals.js";
 import { jsonText, terminalLine, terminalText } from "./terminal-text.js";
 
+/** Sandbox events that are warnings: said even with -q and under the live status, once the run is over. */
+const WARNING_EVENTS = new Set(["workspace.host-run-files", "image.stale", "workspace.dead-apply"]);
+
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;
   events?: string;
@@ -260,8 +263,7 @@ export async function runPlannedCommand(
     events?.write(`${jsonText(event)}\n`);
     recorder?.onEvent(event);
     progress?.(event);
-    if ((flags.quiet || live) && (event.type === "workspace.host-run-files" || event.type === "image.stale"))
-      warnings.push(event);
+    if ((flags.quiet || live) && WARNING_EVENTS.has(event.type)) warnings.push(event);
   };
   const sayWarnings = async () => {
     if (warnings.length === 0) return;

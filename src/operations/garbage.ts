@@ -9,7 +9,7 @@ import { EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/reap-run-dirs.js";
 import { type KeptPackFolder, keptPackFolders } from "../run/run-dirs.js";
-import type { DeadApply } from "../workspace-transfer/dead-apply.js";
+import { type DeadApply, deadApplySentence } from "../workspace-transfer/dead-apply.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
 export interface GarbageOptions {
@@ -42,9 +42,10 @@ export interface CollectedGarbage {
   keptPacks: KeptPackFolder[];
   /**
    * Copy-mode applies a dead controller left half done, undone in its tree (dead-apply.ts); what
-   * could not be put back waits in `kept`, with a manifest of where each entry belongs.
+   * could not be put back waits in `kept`, with a manifest of where each entry belongs; `sentence`
+   * says what was done in a line.
    */
-  undoneApplies: DeadApply[];
+  undoneApplies: Array<DeadApply & { sentence: string }>;
 }
 
 export type { JudgedDeadRun } from "../run/judge-dead-run.js";
@@ -83,5 +84,10 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
   }
   const undoneApplies: DeadApply[] = [];
   const runDirs = reapRunDirs(undefined, options.dryRun, undoneApplies);
-  return { engines, runDirs, keptPacks: keptPackFolders(), undoneApplies };
+  return {
+    engines,
+    runDirs,
+    keptPacks: keptPackFolders(),
+    undoneApplies: undoneApplies.map((a) => ({ ...a, sentence: deadApplySentence(a) })),
+  };
 }

@@ -41,7 +41,7 @@ import {
 } from "./lease-record.js";
 import { GC_ACCOUNT_HOMES, lentFolderProblem } from "./plan/host-folders.js";
 import { ownerGone, processAlive, readRunDirOwner, runDirPath } from "./run-dirs.js";
-import { holdTreesOnHost } from "./tree-hold-files.js";
+import { holdForReaper } from "./tree-hold-files.js";
 
 const DEADLINE_GRACE_MS = 60_000;
 
@@ -316,39 +316,12 @@ async function handBackLease(runId: string, record: LeaseRecord, tmpDir?: string
   // this run's controller died) has its own sandbox writing there, whose files this walk would take
   // from it (review, session 35: a new run's sandbox lost every file to root mid-run, and the run
   // still passed). Such a lease waits for the next reaper.
-  const hold = await holdWithoutWaiting(runId, record.roots, tmpDir);
+  const hold = holdForReaper(runId, record.roots, tmpDir);
   if (typeof hold === "string") return record.roots.map((root) => `${root}: ${hold}; run gc again once it ends`);
   try {
     return await handBackHeld(runId, record, tmpDir);
   } finally {
     hold.release();
-  }
-}
-
-/** The trees held for a reaper, or why not now (a run in progress holds one). */
-async function holdWithoutWaiting(
-  runId: string,
-  roots: readonly string[],
-  tmpDir?: string,
-): Promise<{ release(): void } | string> {
-  const busy = new AbortController();
-  let heldBy: string | undefined;
-  try {
-    return await holdTreesOnHost(
-      { runId: `${runId}-reap-${process.pid}`, writable: [...roots], readOnly: [] },
-      {
-        signal: busy.signal,
-        ...(tmpDir !== undefined ? { tmpDir } : {}),
-        onWaiting: (wait) => {
-          heldBy = wait.heldBy;
-          // After the waiting has begun (its abort listener is set only once this returns).
-          queueMicrotask(() => busy.abort());
-        },
-      },
-    );
-  } catch (error) {
-    if (heldBy !== undefined) return `run ${heldBy}, in progress, holds it`;
-    throw error;
   }
 }
 

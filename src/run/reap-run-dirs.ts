@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { treesOverlap } from "../util/path-inside.js";
 import type { DeadApply } from "../workspace-transfer/dead-apply.js";
 import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
 import { pendingListedApplies, removeListedStagingDirs } from "../workspace-transfer/staging-reap.js";
@@ -19,6 +20,7 @@ import {
   runDirsParent,
   runDirsParentPrivate,
 } from "./run-dirs.js";
+import { holdForReaper } from "./tree-hold-files.js";
 
 /** Removes the run folders (and tree-hold files) whose owner process on this host is gone; returns the ones removed. */
 /** `dryRun`: the folders that would go, none removed (`gc --dry-run`). */
@@ -56,8 +58,35 @@ export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false, applies?: Dead
     }
     // Copy mode: what a controller that died mid copy-out staged next to a workspace (and an apply
     // it did not finish, undone).
-    for (const dead of removeListedStagingDirs(path.join(dir, STAGING_RECORD))) applies?.push(dead);
+    const dead = removeListedStagingDirs(path.join(dir, STAGING_RECORD), (tree) => holdForReaper(name, [tree], tmpDir));
+    applies?.push(...dead);
+    // An apply a run in progress keeps from being undone: the folder lists its journal for the next reaper.
+    if (dead.some((d) => d.waiting !== undefined)) continue;
     if (removeRunDir(dir)) removed.push(dir);
   }
   return removed;
+}
+
+/**
+ * A dead run's copy-mode apply, unfinished, over one of these trees: its journal waits in that
+ * run's folder for a reaper to undo it. A run that copied such a tree in would give its sandbox the
+ * half-applied tree, and a reaper undoing it meanwhile would change the tree under the run's own
+ * apply (review, session 36).
+ */
+export function deadApplyOver(
+  trees: readonly string[],
+  tmpDir = os.tmpdir(),
+): { runId: string; tree: string } | undefined {
+  if (trees.length === 0 || !runDirsParentPrivate(tmpDir)) return undefined;
+  const parent = runDirsParent(tmpDir);
+  for (const name of fs.readdirSync(parent)) {
+    if (!name.startsWith("run-")) continue;
+    const dir = path.join(parent, name);
+    const owner = lstatOrUndefined(dir)?.isDirectory() ? readRunDirOwner(dir) : undefined;
+    if (!owner || !ownerGone(owner)) continue;
+    for (const theirs of pendingListedApplies(path.join(dir, STAGING_RECORD)))
+      for (const ours of trees)
+        if (treesOverlap(theirs, ours)) return { runId: name.slice("run-".length), tree: theirs };
+  }
+  return undefined;
 }

@@ -13,7 +13,7 @@ import os from "node:os";
 import path from "node:path";
 import { pidnsField } from "../util/own-pid-namespace.js";
 import { HOLD_FILE_PREFIX, ownerGone, privateRunDirsParent } from "./run-dirs.js";
-import { type HeldTrees, holdTrees, sharedTree, type TreeHold, type TreeWait } from "./tree-holds.js";
+import { type HeldTrees, holdTrees, sharedTree, type TreeHold, type TreeWait, tryHoldTrees } from "./tree-holds.js";
 
 /** How often a waiting run looks again. */
 const POLL_MS = 200;
@@ -48,36 +48,93 @@ export async function holdTreesOnHost(trees: HeldTrees, options: HoldOptions = {
   };
   const inProcess = await holdTrees(trees, { signal: options.signal, onWaiting });
   if (trees.writable.length === 0 && trees.readOnly.length === 0) return inProcess;
-  const parent = privateRunDirsParent(options.tmpDir);
-  const file = path.join(parent, `${HOLD_FILE_PREFIX}${trees.runId}`);
-  const mine: HoldFile = { ...trees, pid: process.pid, host: os.hostname(), ...pidnsField() };
-  const release = () => {
-    fs.rmSync(file, { force: true });
-    inProcess.release();
-  };
+  const ticketed = new Ticketed(trees, inProcess, options.tmpDir);
   try {
-    publish(file, mine);
-    const ticket = 1 + Math.max(0, ...others(parent, mine).map((o) => o.ticket ?? 0));
-    publish(file, { ...mine, ticket });
     for (;;) {
-      const before = others(parent, mine).find(
-        (o) => sharedTree(mine, o) && (o.ticket === undefined || earlier(o, ticket, mine.runId)),
-      );
+      const before = ticketed.runBefore();
       if (!before) break;
-      onWaiting({ heldBy: before.runId, tree: sharedTree(mine, before)! });
+      onWaiting(before);
       await pause(POLL_MS, options.signal);
     }
   } catch (error) {
-    release();
+    ticketed.release();
     throw error;
   }
-  let released = false;
-  return {
-    release: () => {
-      if (!released) release();
-      released = true;
-    },
-  };
+  return ticketed;
+}
+
+/**
+ * Holds the trees now, against this process's runs and then other processes', or says which run
+ * holds (or is taking) an overlapping one, holding nothing: for a reaper, which writes a tree only
+ * while no run holds it and never waits for one. Once its ticket is published, a run that comes
+ * later waits for it, as it would for any run.
+ */
+export function tryHoldTreesOnHost(trees: HeldTrees, tmpDir?: string): TreeHold | TreeWait {
+  const inProcess = tryHoldTrees(trees);
+  if (!("release" in inProcess)) return inProcess;
+  const ticketed = new Ticketed(trees, inProcess, tmpDir);
+  try {
+    // Not only earlier tickets: one still choosing may take a lower one, and this does not wait to see.
+    const before = ticketed.runBefore();
+    if (!before) return ticketed;
+    ticketed.release();
+    return before;
+  } catch (error) {
+    ticketed.release();
+    throw error;
+  }
+}
+
+/** The trees held for a reaper (named after the dead run it reaps for), or why not now (a run in progress holds one). */
+export function holdForReaper(runId: string, roots: readonly string[], tmpDir?: string): TreeHold | string {
+  const hold = tryHoldTreesOnHost(
+    { runId: `${runId}-reap-${process.pid}`, writable: [...roots], readOnly: [] },
+    tmpDir,
+  );
+  return "release" in hold ? hold : `run ${hold.heldBy}, in progress, holds it`;
+}
+
+/** A run's published hold file with its ticket (the bakery's), given back once with the in-process hold. */
+class Ticketed implements TreeHold {
+  readonly #parent: string;
+  readonly #file: string;
+  readonly #mine: HoldFile;
+  readonly #ticket: number;
+  #released = false;
+
+  constructor(
+    trees: HeldTrees,
+    private readonly inProcess: TreeHold,
+    tmpDir: string | undefined,
+  ) {
+    this.#parent = privateRunDirsParent(tmpDir);
+    this.#file = path.join(this.#parent, `${HOLD_FILE_PREFIX}${trees.runId}`);
+    this.#mine = { ...trees, pid: process.pid, host: os.hostname(), ...pidnsField() };
+    try {
+      publish(this.#file, this.#mine);
+      this.#ticket = 1 + Math.max(0, ...others(this.#parent, this.#mine).map((o) => o.ticket ?? 0));
+      publish(this.#file, { ...this.#mine, ticket: this.#ticket });
+    } catch (error) {
+      this.release();
+      throw error;
+    }
+  }
+
+  /** An overlapping run choosing its ticket, or holding an earlier one: this run waits for it. */
+  runBefore(): TreeWait | undefined {
+    const mine = this.#mine;
+    const before = others(this.#parent, mine).find(
+      (o) => sharedTree(mine, o) && (o.ticket === undefined || earlier(o, this.#ticket, mine.runId)),
+    );
+    return before ? { heldBy: before.runId, tree: sharedTree(mine, before)! } : undefined;
+  }
+
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    fs.rmSync(this.#file, { force: true });
+    this.inProcess.release();
+  }
 }
 
 function earlier(other: HoldFile, ticket: number, runId: string): boolean {

@@ -79,6 +79,23 @@ export function holdTrees(
   });
 }
 
+/**
+ * Takes the run's trees now, or says which run holds (or waits ahead for) an overlapping one: for a
+ * reaper, which must not write a tree a live run holds and must not wait for it either.
+ */
+export function tryHoldTrees(trees: HeldTrees): TreeHold | TreeWait {
+  const entry: Entry = { ...trees };
+  const blocker = firstConflict(entry, [...holding, ...waiting]);
+  if (blocker) return blocker;
+  rememberLentTrees([...trees.writable, ...trees.readOnly]);
+  holding.add(entry);
+  return {
+    release: () => {
+      if (holding.delete(entry)) startWaiting();
+    },
+  };
+}
+
 /** Starts, in order, every waiting run that no held run and no earlier waiting run conflicts with. */
 function startWaiting(): void {
   for (let i = 0; i < waiting.length; ) {

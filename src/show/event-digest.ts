@@ -306,6 +306,7 @@ export class EventDigest {
         return void this.listed(d.invalidRecords.previews, 20, TextBudget.line(data.preview));
       case "config.untrusted":
       case "image.stale":
+      case "workspace.dead-apply":
         return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(data.warning));
       case "engine.skipped":
       case "engine.queued":

@@ -38,6 +38,8 @@ export interface DeadApply {
   kept?: string;
   /** Why nothing was undone. */
   refused?: string;
+  /** Not undone now: a run in progress holds the tree (its reaper leaves it, and its run folder, to the next). */
+  waiting?: string;
   /** `gc --dry-run`: an unfinished apply a gc now would undo (nothing was done). */
   wouldUndo?: true;
 }
@@ -47,6 +49,21 @@ export interface DeadApply {
  * what finishDeadApply would undo. Reads the journal only (`gc --dry-run`).
  */
 export function pendingDeadApply(staging: string): string | undefined {
+  const journal = journalSummary(staging);
+  return journal?.steps && journal.end === undefined ? journal.root : undefined;
+}
+
+/**
+ * The tree finishDeadApply would write (undo an unfinished apply, or clear a committed one's
+ * leftovers), for a reaper to hold first; reads the journal only.
+ */
+export function deadApplyTree(staging: string): string | undefined {
+  const journal = journalSummary(staging);
+  return journal?.steps && journal.end !== "u" ? journal.root : undefined;
+}
+
+/** A private journal's tree, whether any step was taken, and how it ended ("c" committed, "u" undone); undefined when unreadable. */
+function journalSummary(staging: string): { root: string; steps: boolean; end?: "c" | "u" } | undefined {
   let fd: number;
   try {
     fd = fs.openSync(staging, DIR_FLAGS);
@@ -57,8 +74,10 @@ export function pendingDeadApply(staging: string): string | undefined {
     const stat = fs.fstatSync(fd);
     if (stat.uid !== process.geteuid?.() || (stat.mode & 0o077) !== 0) return undefined;
     const read = readJournal(fd);
-    if (!read || read.records.some((r) => r[0] === "c" || r[0] === "u")) return undefined;
-    return read.records.some((r) => r[0] !== "t") ? read.root : undefined;
+    if (!read) return undefined;
+    let end: "c" | "u" | undefined;
+    for (const r of read.records) if (r[0] === "c" || r[0] === "u") end = r[0];
+    return { root: read.root, steps: read.records.some((r) => r[0] !== "t"), ...(end ? { end } : {}) };
   } catch {
     return undefined;
   } finally {
@@ -195,4 +214,24 @@ class ReplayDirs implements TreePlaces {
     if (this.#rootFd !== undefined) fs.closeSync(this.#rootFd);
     this.#rootFd = undefined;
   }
+}
+
+/** What a reaper did with a dead run's apply, in one sentence (gc's line; a run's `workspace.dead-apply` warning). */
+export function deadApplySentence(a: DeadApply): string {
+  const what = `the unfinished apply of ${a.tree} (its controller died during it)`;
+  if (a.wouldUndo) return `would undo ${what}, putting the tree back as it was before the run`;
+  if (a.undone) return `undid ${what}: it is as it was before the run`;
+  if (a.waiting !== undefined)
+    return `did not undo ${what} yet: ${a.waiting}; run gc again once it ends (until then its folder keeps the journal)`;
+  if (a.refused !== undefined)
+    return `did not undo ${what}: ${a.refused}; its originals and the run's files stay in ${a.kept ?? "?"}`;
+  const listed = a.unrestored
+    .slice(0, 5)
+    .map((u) => `${u.path} (${u.problem})`)
+    .join(", ");
+  const more = a.unrestored.length > 5 ? ` and ${a.unrestored.length - 5} more` : "";
+  const where = a.kept
+    ? `the originals are in ${a.kept} (its manifest.json says where each belongs)`
+    : "they wait where named";
+  return `undid ${what} but for ${a.unrestored.length} path(s): ${listed}${more}; ${where}`;
 }

@@ -3,7 +3,7 @@
 // loads for its names, since a plan has no use for the undo.
 import fs from "node:fs";
 import path from "node:path";
-import { type DeadApply, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
+import { type DeadApply, deadApplyTree, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
 import { removeStagingDir, STAGING_PREFIX } from "./staging-dir.js";
 
 /** The staging directories a run folder's `record` file lists, named like ours ([] when it cannot be read). */
@@ -26,17 +26,34 @@ function listedStagingDirs(record: string): string[] {
  * only directories named like ours and owned by this user; anything else stays where it is. An
  * apply one of them journals as unfinished is undone first (dead-apply.ts); returns those, with
  * what could not be put back and where it waits (a journal refused keeps its directory whole).
+ * `hold` takes the tree an apply wrote before it is written again, without waiting: a tree a run
+ * in progress holds may be the one that run's sandbox got (review, session 36: a new run's
+ * start-up reaper undid a dead run's apply under the new run's copy of the tree); such a directory
+ * stays, with a DeadApply saying why (`waiting`).
  */
-export function removeListedStagingDirs(record: string): DeadApply[] {
+export function removeListedStagingDirs(
+  record: string,
+  hold: (tree: string) => { release(): void } | string,
+): DeadApply[] {
   const uid = process.geteuid?.();
   const applies: DeadApply[] = [];
   for (const dir of listedStagingDirs(record)) {
     try {
       const stat = fs.lstatSync(dir);
       if (!stat.isDirectory() || stat.uid !== uid) continue;
-      const dead = finishDeadApply(dir);
-      if (dead) applies.push(dead);
-      if (!dead?.refused) removeStagingDir(dir);
+      const tree = deadApplyTree(dir);
+      const held = tree === undefined ? undefined : hold(tree);
+      if (typeof held === "string") {
+        applies.push({ tree: tree!, undone: false, unrestored: [], waiting: held });
+        continue;
+      }
+      try {
+        const dead = finishDeadApply(dir);
+        if (dead) applies.push(dead);
+        if (!dead?.refused) removeStagingDir(dir);
+      } finally {
+        held?.release();
+      }
     } catch {
       // already gone
     }

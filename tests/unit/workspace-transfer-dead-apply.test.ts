@@ -10,15 +10,22 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { reapRunDirs } from "../../src/run/reap-run-dirs.js";
-import { createRunDir, RUN_DIR_MARKER } from "../../src/run/run-dirs.js";
+import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import type { Engine } from "../../src/engine/engine.js";
+import { deadApplyOver, reapRunDirs } from "../../src/run/reap-run-dirs.js";
+import { createRunDir, HOLD_FILE_PREFIX, RUN_DIR_MARKER, runDirsParent } from "../../src/run/run-dirs.js";
+import type { RunEvent } from "../../src/run/run-events.js";
+import { holdForReaper, holdTreesOnHost } from "../../src/run/tree-hold-files.js";
+import { pidnsField } from "../../src/util/own-pid-namespace.js";
 import { JournalWriter } from "../../src/workspace-transfer/apply-journal-file.js";
-import type { DeadApply } from "../../src/workspace-transfer/dead-apply.js";
+import { type DeadApply, deadApplySentence } from "../../src/workspace-transfer/dead-apply.js";
 import { STAGING_RECORD } from "../../src/workspace-transfer/staging-dir.js";
 import { removeListedStagingDirs } from "../../src/workspace-transfer/staging-reap.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir: tempDir } = tempTrees("sandbox-run-dead-apply-");
+/** The reaper's hold of a tree, always given (the tests of the hold itself are below). */
+const noHold = () => ({ release() {} });
 const CHILD = fileURLToPath(new URL("./fixtures/dead-apply-child.ts", import.meta.url));
 
 /** The workspace before the run: `lib/` (300 files, some executable, a subfolder) and one of each change. */
@@ -125,7 +132,7 @@ describe("an apply whose controller was killed half way", () => {
       const before = snapshot(root);
       const { record } = await killedAt(root, pause);
       expect(snapshot(root).entries, "the apply had changed the tree").not.toEqual(before.entries);
-      const applies = removeListedStagingDirs(record);
+      const applies = removeListedStagingDirs(record, noHold);
       expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
       const after = snapshot(root);
       expect(after.entries).toEqual(before.entries);
@@ -161,7 +168,7 @@ describe("an apply whose controller was killed half way", () => {
     const { parent, root } = makeTree();
     const { record, copy } = await killedAt(root, "committed");
     expect(fs.readdirSync(root).some((name) => name.startsWith(".sandbox-run-aside-"))).toBe(true);
-    expect(removeListedStagingDirs(record)).toEqual([]);
+    expect(removeListedStagingDirs(record, noHold)).toEqual([]);
     expect(listing(root)).toEqual(listing(copy));
     expect(fs.readdirSync(parent)).toEqual(["ws"]);
   });
@@ -172,7 +179,7 @@ describe("an apply whose controller was killed half way", () => {
     // The user put something of their own where gone.txt was (the run deleted it: it waits aside).
     expect(fs.existsSync(path.join(root, "gone.txt"))).toBe(false);
     fs.writeFileSync(path.join(root, "gone.txt"), "the user's\n");
-    const applies = removeListedStagingDirs(record);
+    const applies = removeListedStagingDirs(record, noHold);
     expect(applies).toEqual([
       {
         tree: root,
@@ -233,7 +240,7 @@ describe("a journal that is not what the apply writes", () => {
     const record = path.join(tempDir(), "staging.json");
     fs.writeFileSync(record, JSON.stringify([staging]));
     const tree = snapshot(parent);
-    expect(removeListedStagingDirs(record)).toEqual([
+    expect(removeListedStagingDirs(record, noHold)).toEqual([
       {
         tree: root,
         undone: false,
@@ -246,5 +253,144 @@ describe("a journal that is not what the apply writes", () => {
     expect(snapshot(parent)).toEqual(tree);
     expect(fs.existsSync(path.join(parent, "victim"))).toBe(false);
     expect(fs.existsSync(path.join(staging, "aside", "1"))).toBe(true);
+  });
+});
+
+describe("a dead run's apply over a tree a run in progress holds (review, session 36)", () => {
+  /** A dead run's folder listing an apply killed half way over `root`. */
+  async function deadApplyIn(base: string, runId: string, root: string): Promise<string> {
+    const runDir = createRunDir(runId, base);
+    const { pid } = await killedAt(root, "write:100", path.join(runDir, STAGING_RECORD));
+    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${pid}\n${os.hostname()}\n`);
+    return runDir;
+  }
+
+  it.each([
+    ["of this process (the start-up reaper of the agent whose run holds it)", "here"],
+    ["of another process of this user", "there"],
+  ])(
+    "a run %s: the reaper leaves the apply and its run folder to the next reaper, and undoes it once the tree is free",
+    async (_what, where) => {
+      const { root } = makeTree();
+      const before = snapshot(root);
+      const base = tempDir();
+      const runDir = await deadApplyIn(base, "deadapply-held", root);
+      const halfApplied = snapshot(root).entries;
+      let release: () => void;
+      let sleeper: ReturnType<typeof spawn> | undefined;
+      if (where === "here") {
+        const hold = await holdTreesOnHost({ runId: "live", writable: [root], readOnly: [] }, { tmpDir: base });
+        release = () => hold.release();
+      } else {
+        // Another controller's hold file, its process alive (the file is what a process publishes).
+        sleeper = spawn("sleep", ["600"], { stdio: "ignore" });
+        const file = path.join(runDirsParent(base), `${HOLD_FILE_PREFIX}live`);
+        const hold = {
+          runId: "live",
+          writable: [root],
+          readOnly: [],
+          pid: sleeper.pid,
+          host: os.hostname(),
+          ticket: 1,
+          ...pidnsField(),
+        };
+        fs.writeFileSync(file, JSON.stringify(hold), { mode: 0o600 });
+        release = () => {
+          fs.rmSync(file);
+          sleeper!.kill("SIGKILL");
+        };
+      }
+      try {
+        expect(deadApplyOver([path.join(root, "lib")], base)).toEqual({ runId: "deadapply-held", tree: root });
+        const applies: DeadApply[] = [];
+        expect(reapRunDirs(base, false, applies)).toEqual([]);
+        expect(applies).toEqual([
+          { tree: root, undone: false, unrestored: [], waiting: "run live, in progress, holds it" },
+        ]);
+        expect(deadApplySentence(applies[0]!)).toContain("run gc again once it ends");
+        // Nothing was touched under the run, and the journal is still listed for the next reaper.
+        expect(snapshot(root).entries).toEqual(halfApplied);
+        expect(fs.existsSync(runDir)).toBe(true);
+        // The reaper's own hold is gone: the run it gave way to is not kept waiting by it.
+        expect(fs.readdirSync(runDirsParent(base)).filter((n) => n.startsWith(HOLD_FILE_PREFIX))).toEqual([
+          "hold-live",
+        ]);
+      } finally {
+        release();
+      }
+      const applies: DeadApply[] = [];
+      expect(reapRunDirs(base, false, applies)).toEqual([runDir]);
+      expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
+      expect(snapshot(root).entries).toEqual(before.entries);
+      expect(deadApplyOver([root], base)).toBeUndefined();
+    },
+  );
+
+  it("a run held by the reaper makes a run that comes after it wait until the undo is done", async () => {
+    const { root } = makeTree();
+    const base = tempDir();
+    const reaper = holdForReaper("deadapply-x", [root], base);
+    expect(typeof reaper).toBe("object");
+    let started = false;
+    const later = holdTreesOnHost({ runId: "later", writable: [root], readOnly: [] }, { tmpDir: base }).then((h) => {
+      started = true;
+      return h;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(started).toBe(false);
+    (reaper as { release(): void }).release();
+    (await later).release();
+    expect(started).toBe(true);
+  });
+
+  it("a new run over such a tree is refused, naming gc, before it holds or copies anything; with its reaping on, the apply is undone first and said", async () => {
+    const { root } = makeTree();
+    const before = snapshot(root);
+    const base = tempDir();
+    await deadApplyIn(base, "deadapply-agent", root);
+    const halfApplied = snapshot(root).entries;
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = base;
+    const models = {
+      providers: {
+        scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "x" }] },
+      },
+    };
+    // An engine that is down: nothing of the run reaches one (the refusal, the reaping of run folders).
+    const down = () => ({ name: "down", ping: () => Promise.reject(new Error("down")) }) as unknown as Engine;
+    const refusing = new ContainerPiAgent({ model: "scripted/x", models, engine: down(), reapOrphans: false });
+    try {
+      await expect(refusing.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toMatchObject({
+        code: "usage",
+        message: expect.stringContaining(
+          `Run deadapply-agent was copying its sandbox's changes into ${root} when its controller died`,
+        ),
+        hint: expect.stringContaining("sandbox-run gc"),
+      });
+      expect(snapshot(root).entries).toEqual(halfApplied);
+      expect(fs.readdirSync(runDirsParent(base)).filter((n) => n.startsWith(HOLD_FILE_PREFIX))).toEqual([]);
+    } finally {
+      await refusing.close();
+    }
+    const events: RunEvent[] = [];
+    const reaping = new ContainerPiAgent({
+      model: "scripted/x",
+      models,
+      engine: down(),
+      onEvent: (e) => events.push(e),
+    });
+    try {
+      // The run itself fails at the engine, after the apply was undone and said.
+      await expect(reaping.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toBeDefined();
+      expect(snapshot(root).entries).toEqual(before.entries);
+      const said = events.filter((e) => e.type === "workspace.dead-apply");
+      expect(said).toHaveLength(1);
+      expect(said[0]!.data).toMatchObject({ tree: root, undone: true });
+      expect(String(said[0]!.data.warning)).toContain(`undid the unfinished apply of ${root}`);
+    } finally {
+      await reaping.close();
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+    }
   });
 });
