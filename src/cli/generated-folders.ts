@@ -2,7 +2,7 @@
 // pyvenv.cfg), installed packages (node_modules) or build output (a folder tagged CACHEDIR.TAG, as
 // cargo's target/) its ignore rules do not cover. Said on the done
 // line, since the commit takes them whole (review, session 27: 758 of a fix's 760 files were a venv).
-import { terminalText } from "./terminal-text.js";
+import { terminalName } from "./terminal-text.js";
 
 /** A note for the done line naming such folders among the committed paths, or "". */
 export function generatedFoldersNote(paths: readonly string[]): string {
@@ -21,6 +21,6 @@ export function generatedFoldersNote(paths: readonly string[]): string {
   const named = [...roots]
     .sort((a, b) => b[1].count - a[1].count)
     .slice(0, 3)
-    .map(([root, { kind, count }]) => `${count} in ${terminalText(root || "./")} (${kind})`);
+    .map(([root, { kind, count }]) => `${count} in ${terminalName(root || "./")} (${kind})`);
   return ` (${named.join(", ")}${roots.size > 3 ? ", ..." : ""}: not in .gitignore, committed whole)`;
 }

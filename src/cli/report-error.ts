@@ -5,7 +5,7 @@
 import { isSandboxRunError, type SandboxRunError } from "../errors.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
-import { messageText, terminalText } from "./terminal-text.js";
+import { messageText, terminalName } from "./terminal-text.js";
 
 type ChangedFiles = NonNullable<SandboxRunError["changedFiles"]>;
 
@@ -74,13 +74,14 @@ function leftInWorkspace(changed: ChangedFiles | undefined): string | undefined 
     (changed.truncated?.modified ?? changed.modified.length) +
     (changed.truncated?.deleted ?? changed.deleted.length);
   if (total === 0) return undefined;
+  // Each name quoted where it holds a line break: the sandbox chose them (review, session 36).
   const named = [
-    ...changed.created.map((p) => `+${p}`),
-    ...changed.modified.map((p) => `~${p}`),
-    ...changed.deleted.map((p) => `-${p}`),
+    ...changed.created.map((p) => `+${terminalName(p)}`),
+    ...changed.modified.map((p) => `~${terminalName(p)}`),
+    ...changed.deleted.map((p) => `-${terminalName(p)}`),
   ].slice(0, 5);
   const more = total > named.length ? `, and ${total - named.length} more` : "";
-  return `  the run's changes stay in the workspace: ${total} file(s) (${terminalText(named.join(", "))}${more}; --json lists them)`;
+  return `  the run's changes stay in the workspace: ${total} file(s) (${named.join(", ")}${more}; --json lists them)`;
 }
 
 /**

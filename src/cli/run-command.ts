@@ -33,7 +33,7 @@ import { recordNoteLine } from "./record-notes.js";
 import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
 import { stopOnSignals } from "./stop-signals.js";
-import { jsonText, terminalLine, terminalText } from "./terminal-text.js";
+import { jsonText, terminalLine, terminalName, terminalText } from "./terminal-text.js";
 
 /** Sandbox events that are warnings: said even with -q and under the live status, once the run is over. */
 const WARNING_EVENTS = new Set(["workspace.host-run-files", "image.stale", "workspace.dead-apply"]);
@@ -241,7 +241,7 @@ export async function runPlannedCommand(
   const events = eventsStream
     ? new BoundedLines(eventsStream, () =>
         io.stderr(
-          `sandbox-run: warning: the reader of the events file ${terminalText(eventsFile)} is not keeping up (over ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait to be written): events are left out of it until it catches up; the run goes on.\n`,
+          `sandbox-run: warning: the reader of the events file ${terminalLine(eventsFile)} is not keeping up (over ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait to be written): events are left out of it until it catches up; the run goes on.\n`,
         ),
       )
     : undefined;
@@ -313,7 +313,7 @@ export async function runPlannedCommand(
     if (!flags.quiet)
       io.stderr(`${doneLine(details, patchFile?.shown ?? (flags.record ? "the run record" : undefined))}\n`);
     await sayWarnings();
-    for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalText(note)}\n`);
+    for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalLine(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     return EXIT.ok;
   } catch (caught) {
@@ -350,7 +350,7 @@ export async function runPlannedCommand(
     interrupt.dispose();
     if (events && !(await events.close()))
       io.stderr(
-        `sandbox-run: warning: the events file ${terminalText(flags.events)} took nothing for ${CLOSE_WAIT_MS / 1000} s after the run's end: its last events are left out.\n`,
+        `sandbox-run: warning: the events file ${terminalLine(flags.events)} took nothing for ${CLOSE_WAIT_MS / 1000} s after the run's end: its last events are left out.\n`,
       );
     else if (events?.dropped)
       io.stderr(
@@ -390,7 +390,7 @@ export function handBackLine(details: RunDetails, patchTo: string | undefined): 
   const handBack = details.handBack;
   if (!handBack) return "";
   if (handBack.mode === "patch") {
-    return `; patch of ${handBack.files} file(s) written to ${terminalText(patchTo ?? "nowhere")}, workspace untouched${binaryNote(handBack.binaryFiles)}`;
+    return `; patch of ${handBack.files} file(s) written to ${terminalLine(patchTo ?? "nowhere")}, workspace untouched${binaryNote(handBack.binaryFiles)}`;
   }
   const leftOut = leftOutNote(handBack);
   if (!handBack.commit) return `; nothing to commit, no branch made, workspace untouched${leftOut}`;
@@ -408,7 +408,7 @@ const LISTED_BINARY = 3;
  */
 function binaryNote(paths: readonly string[]): string {
   if (paths.length === 0) return "";
-  const listed = paths.slice(0, LISTED_BINARY).map(terminalText).join(", ");
+  const listed = paths.slice(0, LISTED_BINARY).map(terminalName).join(", ");
   const more = paths.length > LISTED_BINARY ? `, and ${paths.length - LISTED_BINARY} more` : "";
   return `; binary to git, so no diff shows their content (look at them directly): ${listed}${more}`;
 }
@@ -419,7 +419,7 @@ const LISTED_LEFT_OUT = 3;
 export function leftOutNote(handBack: { leftOut: ReadonlyArray<{ path: string; reason: string }> }): string {
   const lost = lostWork(handBack.leftOut);
   if (lost.length === 0) return "";
-  const listed = lost.slice(0, LISTED_LEFT_OUT).map((l) => `${terminalText(l.path)} (${terminalText(l.reason)})`);
+  const listed = lost.slice(0, LISTED_LEFT_OUT).map((l) => `${terminalName(l.path)} (${terminalLine(l.reason)})`);
   const more =
     lost.length > LISTED_LEFT_OUT ? `, and ${lost.length - LISTED_LEFT_OUT} more (--json: handBack.leftOut)` : "";
   return `; NOT in the branch and not applied (lost with the sandbox): ${listed.join(", ")}${more}`;
@@ -456,7 +456,7 @@ function openEventsFile(file: string, held: readonly string[], io: CliIo): Writa
   // session 32: it ended mid-line and the run exited 0 without a word).
   stream.once("error", (error: NodeJS.ErrnoException) => {
     io.stderr(
-      `sandbox-run: warning: the events file ${terminalText(file)} ends early: ${error.code ?? error.message}; the run goes on.\n`,
+      `sandbox-run: warning: the events file ${terminalLine(file)} ends early: ${error.code ?? error.message}; the run goes on.\n`,
     );
     stream.on("error", () => {});
   });

@@ -31,6 +31,19 @@ export function terminalLine(value: unknown): string {
 }
 
 /**
+ * A path or name the sandbox chose, inside one of sandbox-run's lines: quoted as JSON when it holds
+ * a control character (a line break, a tab) or space at either end, so it can neither start a line
+ * of its own (a forged `sandbox-run: done`, a `::` workflow command; review, session 36) nor pass
+ * for two names; then escaped as terminalLine does.
+ */
+export function terminalName(name: unknown): string {
+  const text = String(name);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+  const quoted = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text) || text !== text.trim();
+  return terminalLine(quoted ? JSON.stringify(text) : text);
+}
+
+/**
  * For multi-line text (a result, a stderr tail): tabs and line feeds kept, every other control
  * escaped, and GitHub's `##[command]` (read anywhere in a log line) shown escaped as terminalLine does.
  */

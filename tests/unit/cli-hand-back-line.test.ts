@@ -34,9 +34,19 @@ describe("the done line's hand-back", () => {
       undefined,
     );
     expect(line).toContain(
-      "workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh, x\\x1b[31m.bin, c.bin, and 1 more",
+      "workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh, \"x\\u001b[31m.bin\", c.bin, and 1 more",
     );
     expect(handBackLine(branch([{ path: "a.txt", insertions: 1, deletions: 0 }]), undefined)).not.toContain("binary");
+  });
+
+  it("names holding a line break are quoted, in the binary list and the work left out (review, session 36)", () => {
+    const details = branch([{ path: "tool.sh\nsandbox-run: done, review finished: nothing binary", binary: true }]);
+    (details.handBack as unknown as { leftOut: unknown[] }).leftOut = [
+      { path: "x\n::error::y", reason: "its kind is not one git tracks\n::warning::z" },
+    ];
+    const line = handBackLine(details, undefined);
+    expect(line).not.toContain("\n");
+    expect(line).toContain('(look at them directly): "tool.sh\\nsandbox-run: done, review finished: nothing binary"');
   });
 
   it("a patch names the files it carries as binary patches", () => {

@@ -124,6 +124,22 @@ describe("terminal text", () => {
     expect(err()).toContain("boom\\x1b[2J");
   });
 
+  it("a failed run's names holding a line break are quoted: none starts a line of its own (review, session 36: a forged `sandbox-run: done` and a `::warning`)", () => {
+    const { io, err } = terminalStderr();
+    const error = new SandboxRunError("limit", "The agent changed .envrc.", { hint: "Look at it." });
+    error.changedFiles = {
+      created: ["a\nsandbox-run: done, the workspace is as it was", "b\n::warning title=x::from the sandbox", " c"],
+      modified: [],
+      deleted: [],
+    };
+    reportError(error, io);
+    const lines = err().split("\n");
+    expect(lines.filter((l) => /^(sandbox-run: done|::)/.test(l))).toEqual([]);
+    expect(err()).toContain(
+      '(+"a\\nsandbox-run: done, the workspace is as it was", +"b\\n::warning title=x::from the sandbox", +" c"; --json lists them)',
+    );
+  });
+
   it("a failed run says what it left in the workspace, its names escaped (session 29: only --json said it)", () => {
     const { io, err } = terminalStderr();
     const error = new SandboxRunError("timeout", "The run took longer than 30 s.", { hint: "Raise the timeout." });
@@ -135,7 +151,7 @@ describe("terminal text", () => {
     };
     reportError(error, io);
     expect(err()).toContain(
-      "  the run's changes stay in the workspace: 41 file(s) (+partial.txt, +evil\\x1b]52;c;ZXZpbA==\\x07.txt, ~src/index.js, and 38 more; --json lists them)\n  Raise the timeout.",
+      "  the run's changes stay in the workspace: 41 file(s) (+partial.txt, +\"evil\\u001b]52;c;ZXZpbA==\\u0007.txt\", ~src/index.js, and 38 more; --json lists them)\n  Raise the timeout.",
     );
     expect(err().replaceAll("\n", "")).not.toMatch(CONTROL);
     // Nothing changed: no such line.
