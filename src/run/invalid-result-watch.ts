@@ -30,6 +30,12 @@ const UNCHECKABLE_HINTS = {
 type Uncheckable = keyof typeof UNCHECKABLE_HINTS;
 type Judged = { problem?: string; uncheckable?: Uncheckable };
 
+/**
+ * The final calls of one reply judged at most: a reply may carry thousands (its arguments up to the
+ * gateway's reply cap), each a check; a model that means its result sends one.
+ */
+export const MAX_FINALS_JUDGED = 4;
+
 /** Pi tells the model what was wrong each time; a model that can fix it does so in one or two. */
 export const MAX_CONSECUTIVE_INVALID_RESULTS = 5;
 
@@ -60,7 +66,7 @@ export class InvalidResultWatch {
    * result (if it had an invalid one) and the trip once the cap is reached.
    */
   observe(reply: ModelReply): { invalid?: InvalidResult; trip?: Trip } {
-    const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
+    const finals = finalCalls(reply, this.check.finalToolName);
     return this.#verdict(finals.map((call) => this.#judge(call.argumentsJson)));
   }
 
@@ -69,13 +75,15 @@ export class InvalidResultWatch {
    * replies. Nothing once the run has ended (the worker closed while a check waited).
    */
   observeInWorker(reply: ModelReply): Promise<{ invalid?: InvalidResult; trip?: Trip }> {
-    const finals = reply.toolCalls.filter((call) => call.name === this.check.finalToolName);
+    const finals = finalCalls(reply, this.check.finalToolName);
     const verdict = this.#judging.then(async () => {
       const judged: Judged[] = [];
       for (const call of finals) {
         const one = await this.#judgeInWorker(call.argumentsJson);
         if (one === "stopped") return {};
         judged.push(one);
+        // One the host cannot check stops the run (#verdict): the others need not be tried.
+        if (one.uncheckable) break;
       }
       return this.#verdict(judged);
     });
@@ -140,6 +148,19 @@ export class InvalidResultWatch {
       return checked.uncheckable === "stopped" ? "stopped" : { problem: checked.reason, uncheckable: "bounds" };
     return { problem: checked.issues.join("; ") };
   }
+}
+
+/** The reply's final-tool calls the watch judges: the first MAX_FINALS_JUDGED of distinct arguments. */
+function finalCalls(reply: ModelReply, finalToolName: string): ModelReply["toolCalls"] {
+  const seen = new Set<string>();
+  const calls: ModelReply["toolCalls"] = [];
+  for (const call of reply.toolCalls) {
+    if (call.name !== finalToolName || seen.has(call.argumentsJson)) continue;
+    seen.add(call.argumentsJson);
+    calls.push(call);
+    if (calls.length === MAX_FINALS_JUDGED) break;
+  }
+  return calls;
 }
 
 /** A reason for a message: one line, at most 400 characters (Pi's reports list every failing field). */

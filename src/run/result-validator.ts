@@ -27,8 +27,10 @@
 //
 // A run checks its results in a worker thread instead (`worker`, validate-in-worker.ts), with a
 // deadline and a memory cap: a schema can make Ajv's and pi-schema's checks take exponential time
-// or fill the heap (review, session 35), which no guard of this thread foresees. `validate` is the
-// check itself, which the worker runs.
+// or fill the heap (review, session 35), or cost seconds per value through ordinary keywords
+// (uniqueItems, a long enum, a backtracking pattern: session 36), which no guard of this thread
+// foresees. Only a plain schema's checks of small values stay on this thread (plainSchema).
+// `validate` is the check itself, which the worker runs.
 import { createRequire } from "node:module";
 import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
 import type { DataValidateFunction } from "ajv/dist/types/index.js";
@@ -37,7 +39,7 @@ import { usageError } from "../errors.js";
 import { patternGuardFor } from "./pattern-guard.js";
 import { isPiMultiple, loadPiSchemaFormats, PI_SCHEMA_FORMAT_NAMES, piSchemaFormat } from "./pi-schema-checks.js";
 import { uniqueItemsProblem } from "./unique-items-guard.js";
-import { ResultCheckWorker } from "./validate-in-worker.js";
+import { type InlineChecks, ResultCheckWorker } from "./validate-in-worker.js";
 
 type ResultCheck = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
@@ -47,11 +49,11 @@ export interface ResultValidator {
   /** The schema's formats the host does not know: annotations, not checked (said as a warning). */
   uncheckedFormats: string[];
   /**
-   * The run's checks (Pi's preparation of a final call, `validate`) in a worker thread with a
-   * deadline, for a schema whose checks can grow past any bound (boundedChecksNeeded); started
-   * with the run, ended by it (close()). Without one the checks run on this thread, as before.
+   * The run's checks (Pi's preparation of a final call, `validate`): in a worker thread with a
+   * deadline and a memory cap, but a plain schema's checks of small values (plainSchema,
+   * INLINE_CHECK_BYTES), answered on this thread. Ended by the run (close()).
    */
-  worker?: ResultCheckWorker;
+  worker: ResultCheckWorker;
 }
 
 let ajv: Ajv2020 | undefined;
@@ -80,6 +82,9 @@ function validatorFactory(): Ajv2020 {
     unicodeRegExp: true,
     // One compiled validator per schema object; the caller's schema is never modified.
     addUsedSchema: false,
+    // A property is the value's own: `constructor` or `toString` in the schema's properties is not
+    // read from Object.prototype (review, session 36: `{name}` was refused for "constructor: must be string").
+    ownProperties: true,
     // Not printed: an unknown format's warning refuses the schema (compileResultSchema).
     logger: { log: () => {}, warn: (...args: unknown[]) => void compileWarnings.push(args.join(" ")), error: () => {} },
   });
@@ -184,37 +189,109 @@ function schemaText(schema: Record<string, unknown>): string {
   }
 }
 
-/** Past this size a schema's checks get the worker whatever it holds. */
-const LARGE_SCHEMA_BYTES = 16 * 1024;
-const REFERENCE_KEYS = new Set(["$ref", "$dynamicRef", "$recursiveRef"]);
+/**
+ * The keywords whose checks cost a small constant per value node (or none: annotations). A schema
+ * of only these, small, with short enums of plain values, is "plain": its checks of a small value
+ * run on this thread. Everything else (references, combinators, patterns, uniqueItems, a long enum,
+ * `format: "regex"`, a keyword not listed) is checked in the run's worker, bounded: session 35's
+ * review found references making a check exponential, session 36's found uniqueItems over large
+ * items, a long enum (pi-schema rebuilds its check for each value it explains) and backtracking
+ * patterns stalling this thread for 37-95 s while the run's timer could not fire.
+ */
+const PLAIN_KEYWORDS = new Set([
+  "type",
+  "properties",
+  "required",
+  "additionalProperties",
+  "items",
+  "prefixItems",
+  "minItems",
+  "maxItems",
+  "minLength",
+  "maxLength",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+  "minProperties",
+  "maxProperties",
+  "enum",
+  "const",
+  "format",
+  "title",
+  "description",
+  "default",
+  "examples",
+  "$comment",
+  "$schema",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+]);
+/** A plain schema is at most this large. */
+const PLAIN_SCHEMA_BYTES = 4 * 1024;
+/** A plain schema's enums hold at most this many plain values. */
+const PLAIN_ENUM_VALUES = 32;
+/**
+ * The largest final-call arguments (and result, as JSON) a plain schema's checks run on this
+ * thread; a larger one goes to the worker. The watch checks a few calls per reply, each at most
+ * four times: far below a millisecond's work each on this thread.
+ */
+export const INLINE_CHECK_BYTES = 64 * 1024;
+
+const plainSchemas = new WeakMap<object, boolean>();
 
 /**
- * Whether checking a value against `schema` can cost more than a bound this thread can afford.
- * Without references each schema node meets each value node at most once along its path, so a
- * small schema's check is linear in the value (which the run's output caps bound); a reference
- * lets k levels of `anyOf` revisit the same nodes 2^k times (review, session 35: ~2.2x per level,
- * the run's timer stalled), and a large schema is costly by itself. Those get the worker (its
- * start costs ~250 ms of CPU, which the common schema does not pay).
+ * Whether `schema` is plain (PLAIN_KEYWORDS): its checks of a small value are cheap enough for the
+ * controller's main thread. Any other schema's checks all run in the run's worker, with a deadline
+ * and a memory cap (its start costs ~250 ms of CPU, which a plain schema's run does not pay unless a
+ * large value comes).
  */
-export function boundedChecksNeeded(schema: JsonSchema): boolean {
-  let text: string;
+export function plainSchema(schema: JsonSchema): boolean {
+  const known = plainSchemas.get(schema);
+  if (known !== undefined) return known;
+  let plain: boolean;
   try {
-    text = JSON.stringify(schema);
+    const text = JSON.stringify(schema);
+    plain = text !== undefined && Buffer.byteLength(text) <= PLAIN_SCHEMA_BYTES && plainNode(schema);
   } catch {
-    return true;
+    plain = false;
   }
-  if (Buffer.byteLength(text) > LARGE_SCHEMA_BYTES) return true;
-  const stack: unknown[] = [schema];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (Array.isArray(node)) stack.push(...node);
-    else if (node && typeof node === "object")
-      for (const [key, value] of Object.entries(node)) {
-        if (REFERENCE_KEYS.has(key)) return true;
-        stack.push(value);
-      }
+  plainSchemas.set(schema, plain);
+  return plain;
+}
+
+function plainNode(node: unknown): boolean {
+  if (typeof node === "boolean") return true;
+  if (!node || typeof node !== "object" || Array.isArray(node)) return false;
+  const isPlainValue = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
+  for (const [key, value] of Object.entries(node)) {
+    if (!PLAIN_KEYWORDS.has(key)) return false;
+    switch (key) {
+      case "properties":
+        if (!value || typeof value !== "object" || Array.isArray(value)) return false;
+        if (!Object.values(value).every(plainNode)) return false;
+        break;
+      case "items":
+      case "additionalProperties":
+        if (!plainNode(value)) return false;
+        break;
+      case "prefixItems":
+        if (!Array.isArray(value) || !value.every(plainNode)) return false;
+        break;
+      case "enum":
+        if (!Array.isArray(value) || value.length > PLAIN_ENUM_VALUES || !value.every(isPlainValue)) return false;
+        break;
+      case "const":
+        if (!isPlainValue(value)) return false;
+        break;
+      case "format":
+        if (value === "regex") return false;
+        break;
+    }
   }
-  return false;
+  return true;
 }
 
 /** Compiles the caller's result schema; a usage error says what is wrong with one that cannot be used. */
@@ -228,19 +305,28 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   // Pi reads every schema as draft 2020-12; so does the host (see the header).
   const { $schema: _dialect, ...rest } = schema;
   const { check, uncheckedFormats, guard } = compiledFor(rest);
-  return {
-    uncheckedFormats,
-    ...(boundedChecksNeeded(schema) ? { worker: new ResultCheckWorker(schema) } : {}),
-    validate(value) {
-      // Every pair of a large array's objects compared on this thread: refused first (unique-items-guard.ts).
-      const items = uniqueItemsProblem(rest, value);
-      if (items) return { ok: false, issues: [items] };
-      const slow = guard?.check(value);
-      if (slow) return { ok: false, issues: [slow] };
-      if (check(value)) return { ok: true, value };
-      return { ok: false, issues: (check.errors ?? []).map(describeError) };
-    },
+  const validate = (value: unknown): ResultCheck => {
+    // Every pair of a large array's objects compared on this thread: refused first (unique-items-guard.ts).
+    const items = uniqueItemsProblem(rest, value);
+    if (items) return { ok: false, issues: [items] };
+    const slow = guard?.check(value);
+    if (slow) return { ok: false, issues: [slow] };
+    if (check(value)) return { ok: true, value };
+    return { ok: false, issues: (check.errors ?? []).map(describeError) };
   };
+  // A plain schema's checks of small values stay on this thread; every other check goes to the worker.
+  const inline: InlineChecks | undefined = plainSchema(schema)
+    ? {
+        // Loaded when a run first prepares a call (pi-schema): a plan (--dry-run) loads none of it.
+        prepare: (other, argumentsJson) =>
+          argumentsJson.length <= INLINE_CHECK_BYTES && plainSchema(other)
+            ? import("./guarded-arguments.js").then(({ prepareGuarded }) => prepareGuarded(other, argumentsJson))
+            : undefined,
+        validate: (value, json) =>
+          json !== undefined && json.length <= INLINE_CHECK_BYTES ? validate(value) : undefined,
+      }
+    : undefined;
+  return { uncheckedFormats, worker: new ResultCheckWorker(schema, {}, inline), validate };
 }
 
 /** One Ajv error as `path: message`, the path dotted like the rest of sandbox-run's messages. */

@@ -84,10 +84,11 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       ? new InvalidResultWatch({ finalToolName: plan.finalToolName, schema: plan.schema, validator: run.validator })
       : undefined;
   // The run's check worker (validate-in-worker.ts): started now, beside the container, so that the
-  // first check does not wait for it to load the validators (~250 ms of CPU); it ends with the run.
+  // first check does not wait for it to load the validators (~250 ms of CPU), unless the schema is
+  // plain (its checks of small values run on this thread: a large value starts it); it ends with the run.
   const checks = run.validator?.worker;
   if (checks) {
-    checks.start();
+    if (checks.needsWorker) checks.start();
     cleanups.add(() => checks.close());
   }
   const gateway = await startModelGateway({

@@ -213,9 +213,9 @@ async function settle(
     evidence: run.evidence,
     scrub: (value) => timeline.scrub(value),
   };
-  // Schema mode with a schema whose checks can grow past a bound: the model's final call is
-  // prepared and the result validated in the run's check worker, with a deadline and a memory cap
-  // (validate-in-worker.ts), not on this thread.
+  // Schema mode: the model's final call is prepared and the result validated in the run's check
+  // worker, with a deadline and a memory cap (validate-in-worker.ts), not on this thread (but a
+  // plain schema's checks of small values, which it answers here).
   const worker = run.validator?.worker;
   const decision = worker
     ? await decideInWorker(worker, (checks) => decideOutcome({ ...facts, checks }, evidence), evidence)

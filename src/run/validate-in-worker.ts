@@ -19,6 +19,7 @@
 // nothing outlives the run.
 import { createRequire } from "node:module";
 import path from "node:path";
+import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { JsonSchema } from "../agent.js";
@@ -31,6 +32,14 @@ export const CHECK_TIME_MS = 5_000;
 export const CHECK_MEMORY_MB = 256;
 /** How long the worker may take to start (load Ajv and pi-schema; a loaded machine): not part of a check's deadline. */
 const START_TIME_MS = 20_000;
+/**
+ * The time a run's checks may take in the worker in all: each check has its own deadline, but a
+ * reply may carry many final calls, and each just under it (session 36's review: a backtracking
+ * pattern's 3 s per call, 30 calls in one reply).
+ */
+export const RUN_CHECK_TIME_MS = 30_000;
+const RUN_TIME_SPENT =
+  "the host's checks of this run's results have taken their time in all, so no more can be checked in bounded time";
 /** Values remembered as uncheckable per worker: the final result's check of a reply the watch gave up on answers at once. */
 const REMEMBERED_UNCHECKABLE = 64;
 
@@ -52,6 +61,16 @@ export const UNBOUNDED_CHECK_HINT =
 
 export function isUnchecked(answer: PreparedInWorker | CheckedInWorker): answer is Unchecked {
   return !answer.ok && "uncheckable" in answer && (answer.uncheckable === "bounds" || answer.uncheckable === "stopped");
+}
+
+/**
+ * Checks answered on the calling thread instead (a plain schema's, of a small value:
+ * result-validator.ts plainSchema); undefined sends the check to the worker.
+ */
+export interface InlineChecks {
+  prepare(schema: JsonSchema, argumentsJson: string): Promise<GuardedArguments> | undefined;
+  /** `json`: the value as JSON text (undefined when it has none). */
+  validate(value: unknown, json: string | undefined): ResultCheck | undefined;
 }
 
 type Request =
@@ -91,21 +110,35 @@ export class ResultCheckWorker {
 
   readonly #timeMs: number;
   readonly #memoryMb: number;
+  /** What is left of the run's time in the worker (RUN_CHECK_TIME_MS). */
+  #timeLeftMs: number;
+  /** When the check in flight was sent. */
+  #sentAt = 0;
 
   /**
    * @param resultSchema the schema the validator checks results against (the caller's, as given).
-   * @param bounds tests only: another deadline or heap.
+   * @param bounds tests only: another deadline, heap or run budget.
+   * @param inline the checks answered on the calling thread (a plain schema's, of small values).
    */
   constructor(
     private readonly resultSchema: JsonSchema,
-    bounds: { timeMs?: number; memoryMb?: number } = {},
+    bounds: { timeMs?: number; memoryMb?: number; runTimeMs?: number } = {},
+    private readonly inline?: InlineChecks,
   ) {
     this.#timeMs = bounds.timeMs ?? CHECK_TIME_MS;
     this.#memoryMb = bounds.memoryMb ?? CHECK_MEMORY_MB;
+    this.#timeLeftMs = bounds.runTimeMs ?? RUN_CHECK_TIME_MS;
+  }
+
+  /** Whether every check may go to the worker, so that it is worth starting with the run. */
+  get needsWorker(): boolean {
+    return this.inline === undefined;
   }
 
   /** prepareGuarded(schema, argumentsJson) in the worker: Pi's preparation, with the host's guards. */
   prepare(schema: JsonSchema, argumentsJson: string): Promise<PreparedInWorker> {
+    const here = this.inline?.prepare(schema, argumentsJson);
+    if (here) return here;
     const schemaId = this.#schemaId(schema);
     return this.#ask(
       { kind: "prepare", schemaId, argumentsJson },
@@ -115,13 +148,16 @@ export class ResultCheckWorker {
 
   /** The validator's validate(value) in the worker; a valid value comes back as given (not a copy). */
   async validate(value: unknown): Promise<CheckedInWorker> {
-    const schemaId = this.#schemaId(this.resultSchema);
-    let key: string | undefined;
+    let json: string | undefined;
     try {
-      key = `v${schemaId}:${JSON.stringify(value)}`;
+      json = JSON.stringify(value);
     } catch {
-      key = undefined;
+      json = undefined;
     }
+    const here = this.inline?.validate(value, json);
+    if (here) return here;
+    const schemaId = this.#schemaId(this.resultSchema);
+    const key = json === undefined ? undefined : `v${schemaId}:${json}`;
     const answer = (await this.#ask({ kind: "validate", schemaId, value }, key)) as CheckedInWorker;
     return answer.ok ? { ok: true, value } : answer;
   }
@@ -184,6 +220,10 @@ export class ResultCheckWorker {
     const pending = this.#queue.shift();
     if (!pending) return this.#settleIdle();
     this.#inFlight = pending;
+    if (this.#timeLeftMs <= 0) {
+      this.#finish(pending, unchecked(RUN_TIME_SPENT));
+      return;
+    }
     const started = this.#start();
     if (!(await started.ready) || this.#inFlight !== pending) {
       if (this.#inFlight === pending)
@@ -193,17 +233,21 @@ export class ResultCheckWorker {
     const { request } = pending;
     const schema = started.sent.has(request.schemaId) ? undefined : this.#schemas.get(request.schemaId);
     started.sent.add(request.schemaId);
+    const timeMs = Math.min(this.#timeMs, this.#timeLeftMs);
     this.#deadline = setTimeout(() => {
       if (this.#inFlight !== pending) return;
       this.#stop(started);
       this.#finish(
         pending,
         unchecked(
-          `the host's check of it against the schema did not finish within ${this.#timeMs / 1000} s, so it cannot be checked in bounded time`,
+          timeMs < this.#timeMs
+            ? RUN_TIME_SPENT
+            : `the host's check of it against the schema did not finish within ${this.#timeMs / 1000} s, so it cannot be checked in bounded time`,
         ),
-        true,
+        timeMs === this.#timeMs,
       );
-    }, this.#timeMs);
+    }, timeMs);
+    this.#sentAt = performance.now();
     this.#inFlightOn = started;
     started.worker.postMessage({ id: pending.id, ...request, ...(schema === undefined ? {} : { schema }) });
   }
@@ -219,6 +263,7 @@ export class ResultCheckWorker {
   #finish(pending: Pending, answer: PreparedInWorker | CheckedInWorker, remember = false): void {
     if (this.#inFlight !== pending) return;
     clearTimeout(this.#deadline);
+    if (this.#inFlightOn) this.#timeLeftMs -= performance.now() - this.#sentAt;
     this.#inFlight = undefined;
     this.#inFlightOn = undefined;
     if (remember && pending.key !== undefined && isUnchecked(answer)) {

@@ -34,7 +34,7 @@ describe("the done line's hand-back", () => {
       undefined,
     );
     expect(line).toContain(
-      "workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh, \"x\\u001b[31m.bin\", c.bin, and 1 more",
+      'workspace untouched; binary to git, so no diff shows their content (look at them directly): run.sh, "x\\u001b[31m.bin", c.bin, and 1 more',
     );
     expect(handBackLine(branch([{ path: "a.txt", insertions: 1, deletions: 0 }]), undefined)).not.toContain("binary");
   });

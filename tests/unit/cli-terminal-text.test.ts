@@ -151,7 +151,7 @@ describe("terminal text", () => {
     };
     reportError(error, io);
     expect(err()).toContain(
-      "  the run's changes stay in the workspace: 41 file(s) (+partial.txt, +\"evil\\u001b]52;c;ZXZpbA==\\u0007.txt\", ~src/index.js, and 38 more; --json lists them)\n  Raise the timeout.",
+      '  the run\'s changes stay in the workspace: 41 file(s) (+partial.txt, +"evil\\u001b]52;c;ZXZpbA==\\u0007.txt", ~src/index.js, and 38 more; --json lists them)\n  Raise the timeout.',
     );
     expect(err().replaceAll("\n", "")).not.toMatch(CONTROL);
     // Nothing changed: no such line.

@@ -3,7 +3,11 @@
 // host as the result would be; five invalid ones in a row stop the run, other work resets the count.
 import { describe, expect, it } from "vitest";
 import type { ModelReply } from "../../src/gateway/apis/api-codec.js";
-import { InvalidResultWatch, MAX_CONSECUTIVE_INVALID_RESULTS } from "../../src/run/invalid-result-watch.js";
+import {
+  InvalidResultWatch,
+  MAX_CONSECUTIVE_INVALID_RESULTS,
+  MAX_FINALS_JUDGED,
+} from "../../src/run/invalid-result-watch.js";
 import { compileResultSchema } from "../../src/run/result-validator.js";
 
 const FINAL = "sandbox_run_final_result";
@@ -27,6 +31,26 @@ function reply(calls: Array<{ name: string; args: string }>): ModelReply {
 const final = (args: string) => reply([{ name: FINAL, args }]);
 
 describe("InvalidResultWatch", () => {
+  it(`judges at most ${MAX_FINALS_JUDGED} distinct final calls of one reply (review, session 36: a reply of 30 calls, each checked four times)`, () => {
+    // Extra properties allowed: every call passes Pi's preparation and reaches the host's validation.
+    const open = { type: "object", properties: { verdict: { type: "string" } }, required: ["verdict"] };
+    let checks = 0;
+    const counted = compileResultSchema(open);
+    const validate = counted.validate;
+    counted.validate = (value) => {
+      checks++;
+      return validate(value);
+    };
+    const w = new InvalidResultWatch({ finalToolName: FINAL, schema: open, validator: counted });
+    const calls = Array.from({ length: 30 }, (_, i) => ({ name: FINAL, args: `{"verdict":"ok","n":${i}}` }));
+    expect(w.observe(reply(calls))).toEqual({});
+    expect(checks).toBe(MAX_FINALS_JUDGED);
+    // The same arguments twice are one judgement.
+    checks = 0;
+    w.observe(reply([0, 0, 0, 1].map((i) => ({ name: FINAL, args: `{"verdict":"ok","n":${i}}` }))));
+    expect(checks).toBe(2);
+  });
+
   it(`stops the run at the ${MAX_CONSECUTIVE_INVALID_RESULTS}th invalid final result in a row, naming the last failure`, () => {
     const w = watch();
     for (let i = 1; i < MAX_CONSECUTIVE_INVALID_RESULTS; i++) {

@@ -12,9 +12,9 @@ import { decideOutcome } from "../../src/run/decide-outcome.js";
 import { prepareGuarded } from "../../src/run/guarded-arguments.js";
 import { InvalidResultWatch } from "../../src/run/invalid-result-watch.js";
 import {
-  boundedChecksNeeded,
   checkPiAcceptsSchema,
   compileResultSchema,
+  plainSchema,
   type ResultValidator,
 } from "../../src/run/result-validator.js";
 import { decideInWorker, ResultCheckWorker } from "../../src/run/validate-in-worker.js";
@@ -62,38 +62,86 @@ async function whileTicking<T>(work: () => Promise<T>): Promise<{ result: T; tic
 }
 
 const opened: Array<{ close(): Promise<void> }> = [];
-/** The run's validator with its check worker (one is made for a schema that would not need it, to compare answers). */
-function validatorFor(schema: JsonSchema): ResultValidator & { worker: ResultCheckWorker } {
+/** The run's validator with its check worker. */
+function validatorFor(schema: JsonSchema): ResultValidator {
   const validator = compileResultSchema(schema);
-  validator.worker ??= new ResultCheckWorker(schema);
   opened.push(validator.worker);
-  return validator as ResultValidator & { worker: ResultCheckWorker };
+  return validator;
 }
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((w) => w.close()));
 });
 
 describe("the host's result checks run in a worker with a deadline (review, session 35)", () => {
-  it("only for a schema whose checks can grow past a bound: one with references, or a large one; an ordinary schema keeps the checks on this thread (no worker to start)", () => {
-    const ordinary: JsonSchema = {
+  it("a plain schema's checks of small values stay on this thread (no worker to start); any other schema's go to the worker (sessions 35 and 36)", () => {
+    const plain: JsonSchema = {
       type: "object",
       properties: {
         ok: { type: "boolean" },
-        items: { type: "array", items: { anyOf: [{ type: "string" }, { type: "number" }] } },
+        summary: { type: "string", maxLength: 2000, description: "what was done" },
+        verdict: { enum: ["approve", "reject", null] },
+        files: { type: "array", items: { type: "string", format: "uri-reference" }, maxItems: 50 },
       },
+      required: ["ok"],
+      additionalProperties: false,
     };
-    expect(boundedChecksNeeded(ordinary)).toBe(false);
-    expect(compileResultSchema(ordinary).worker).toBeUndefined();
-    expect(boundedChecksNeeded(exponentialSchema(2))).toBe(true);
-    expect(boundedChecksNeeded({ type: "object", properties: { a: { $dynamicRef: "#x" } } })).toBe(true);
-    const large: JsonSchema = {
-      type: "object",
-      properties: Object.fromEntries(
-        Array.from({ length: 600 }, (_, i) => [`field${i}`, { type: "string", description: "x".repeat(20) }]),
-      ),
+    expect(plainSchema(plain)).toBe(true);
+    expect(compileResultSchema(plain).worker.needsWorker).toBe(false);
+    const notPlain: Record<string, JsonSchema> = {
+      references: exponentialSchema(2),
+      dynamicRef: { type: "object", properties: { a: { $dynamicRef: "#x" } } },
+      large: {
+        type: "object",
+        properties: Object.fromEntries(
+          Array.from({ length: 100 }, (_, i) => [`field${i}`, { type: "string", description: "x".repeat(20) }]),
+        ),
+      },
+      anyOf: { type: "object", properties: { a: { anyOf: [{ type: "string" }, { type: "number" }] } } },
+      uniqueItems: { type: "object", properties: { list: { type: "array", uniqueItems: true } } },
+      pattern: { type: "object", properties: { s: { type: "string", pattern: "^(\\w+\\s?)*$" } } },
+      longEnum: { type: "object", properties: { c: { enum: Array.from({ length: 33 }, (_, i) => `c${i}`) } } },
+      objectEnum: { type: "object", properties: { c: { enum: [{ a: 1 }] } } },
+      regexFormat: { type: "object", properties: { r: { type: "string", format: "regex" } } },
+      notListed: { type: "object", if: { required: ["a"] }, else: { required: ["b"] } },
     };
-    expect(boundedChecksNeeded(large)).toBe(true);
+    for (const [name, schema] of Object.entries(notPlain)) {
+      expect(plainSchema(schema), name).toBe(false);
+      expect(compileResultSchema(schema).worker.needsWorker, name).toBe(true);
+    }
   });
+
+  it("uniqueItems over large items is checked in the worker, bounded, while this thread's timers keep firing (review, session 36: 70 s stalled, the run's 20 s timeout late)", async () => {
+    const schema: JsonSchema = { type: "object", properties: { list: { type: "array", uniqueItems: true } } };
+    await checkPiAcceptsSchema(schema);
+    const validator = compileResultSchema(schema);
+    opened.push(validator.worker);
+    const item = (i: number) => Object.fromEntries(Array.from({ length: 90 }, (_, k) => [`k${k}`, k === 89 ? i : k]));
+    const call = (n: number) => JSON.stringify({ list: Array.from({ length: 2000 }, (_, i) => item(i + n)) });
+    const watch = new InvalidResultWatch({ finalToolName: FINAL, schema, validator });
+    const reply: ModelReply = {
+      text: "",
+      textBlocks: [],
+      toolCalls: [0, 1, 2, 3].map((n) => ({ id: `call_${n}`, name: FINAL, argumentsJson: call(n) })),
+      complete: true,
+    };
+    const { result, ticks, ms } = await whileTicking(() => watch.observeInWorker(reply));
+    // Either verdict is the host's (checked in time, or refused as uncheckable), never a stalled thread.
+    expect(ticks).toBeGreaterThanOrEqual(Math.floor(ms / 50 / 4));
+    expect(ms).toBeLessThan(25_000);
+    if (result.trip) expect(result.trip.code).toBe("invalid-result");
+  }, 60_000);
+
+  it("a run's checks have a time budget in all: past it, the next check is uncheckable at once (review, session 36: 30 calls of 3 s each)", async () => {
+    const schema = exponentialSchema(30);
+    const worker = new ResultCheckWorker(schema, { timeMs: 60_000, runTimeMs: 1_000 });
+    opened.push(worker);
+    const first = await worker.validate(nested(30));
+    expect(first).toMatchObject({ ok: false, uncheckable: "bounds", reason: expect.stringContaining("in all") });
+    const started = Date.now();
+    const next = await worker.validate(nested(29));
+    expect(next).toMatchObject({ ok: false, uncheckable: "bounds", reason: expect.stringContaining("in all") });
+    expect(Date.now() - started).toBeLessThan(500);
+  }, 60_000);
 
   it("an exponential schema (30 levels) is refused by the invalid-result watch within seconds, while this thread's timers keep firing", async () => {
     const schema = exponentialSchema(30);

@@ -20,6 +20,20 @@ function usageErrorOf(run: () => unknown): SandboxRunError {
 }
 
 describe("compileResultSchema", () => {
+  it("reads a value's own properties only: `constructor`, `toString`, `valueOf` are not Object.prototype's (review, session 36: `{name}` refused for constructor: must be string)", () => {
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string" }, constructor: { type: "string" }, toString: { type: "string" } },
+      dependentRequired: { valueOf: ["x"] },
+    };
+    const validator = compileResultSchema(schema);
+    expect(validator.validate({ name: "Widget" })).toEqual({ ok: true, value: { name: "Widget" } });
+    expect(validator.validate({}).ok).toBe(true);
+    expect(validator.validate({ constructor: 1 }).ok).toBe(false);
+    // Required own properties only: an inherited toString does not satisfy it.
+    expect(compileResultSchema({ type: "object", required: ["toString"] }).validate({}).ok).toBe(false);
+  });
+
   it("if/then/else: a rejection needs a reason, an approval does not", () => {
     const validator = compileResultSchema({
       type: "object",
