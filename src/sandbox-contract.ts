@@ -29,6 +29,16 @@ export const IMAGE_PATHS = {
   gvisorCompatBin: "/opt/sandbox-run/gvisor-compat/bin",
 } as const;
 
+/**
+ * The image's Node with the flags every process of ours in the sandbox starts with. No inspector
+ * on SIGUSR1: a process of the sandbox (the same uid) could otherwise open Node's debugger in the
+ * launcher, which is Pi's process, and run code there (review, session 36: it took over Pi's
+ * model requests).
+ */
+export const SANDBOX_NODE = [IMAGE_PATHS.node, "--disable-sigusr1"] as const;
+/** The launcher's command line (the container's entrypoint, after bind mode's installer). */
+export const LAUNCHER_COMMAND = [...SANDBOX_NODE, IMAGE_PATHS.launcher] as const;
+
 /** The sandbox user when the caller is root (and always in copy mode): the sandbox never runs as uid 0. */
 export const SANDBOX_UID = 65532;
 /**

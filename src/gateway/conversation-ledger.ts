@@ -231,6 +231,17 @@ export class ConversationLedger {
     return undefined;
   }
 
+  /**
+   * Every call of tool `name` in the on-chain replies that reached Pi, in the conversation's order
+   * (exchange, then the model's order in its reply): the first that passes Pi's check ended Pi's
+   * conversation, whatever followed it (confirm-outcome.ts).
+   */
+  callsOf(name: string): LedgerToolCall[] {
+    return [...this.#toolCalls.values(), ...[...this.#idless.values()].flat()]
+      .filter((call) => call.name === name)
+      .sort((a, b) => a.seq - b.seq || a.index - b.index);
+  }
+
   /** The model's last reply in Pi's conversation, as run outcomes check it (confirm-outcome.ts). */
   lastReply():
     | { seq: number; text: string; toolCallCount: number; complete: boolean; stopReason?: PiStopReason }

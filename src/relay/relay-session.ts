@@ -18,7 +18,7 @@ import { Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { EngineContainer, ExecSession } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
-import { IMAGE_PATHS, RELAY_BRIDGE_SOCKET } from "../sandbox-contract.js";
+import { RELAY_BRIDGE_SOCKET, SANDBOX_NODE } from "../sandbox-contract.js";
 import { lazily, z } from "../util/zod.js";
 import { coalesced } from "./coalesce.js";
 import { watchOutgoingGoaway } from "./goaway-watch.js";
@@ -286,7 +286,7 @@ export class Relay {
       maxSessionMemoryMb: options.limits?.maxSessionMemoryMb ?? DEFAULT_RELAY_LIMITS.maxSessionMemoryMb,
     };
     const cmd = options.script
-      ? [IMAGE_PATHS.node, options.script]
+      ? [...SANDBOX_NODE, options.script]
       : ["/usr/bin/perl", "-e", BRIDGE_SCRIPT, options.bridgeSocket ?? RELAY_BRIDGE_SOCKET];
     const exec = await options.container.exec(
       { cmd, user: options.user, env: options.script ? { SANDBOX_RUN_RELAY: JSON.stringify(config) } : {} },

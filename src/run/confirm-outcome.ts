@@ -10,14 +10,23 @@ import { type GuardedArguments, prepareGuarded } from "./guarded-arguments.js";
 
 /** The host's view of Pi's conversation with the model (the gateway's conversation ledger). */
 export interface ModelEvidence {
-  /** A tool call the model made in Pi's conversation, by id. */
-  toolCall(id: string): { name: string; argumentsJson: string } | undefined;
+  /** A tool call the model made in Pi's conversation, by id (`seq`, `index`: its exchange and place in that reply). */
+  toolCall(id: string): EvidenceCall | undefined;
+  /** Every call of one tool in Pi's conversation, in the conversation's order (exchange, then place in its reply). */
+  callsOf(name: string): EvidenceCall[];
   /** The model's last reply in Pi's conversation (`stopReason`: the one Pi would record, when the reply says). */
   lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
   /** Two different continuations of one exchange of Pi's conversation (one was not Pi's), if any. */
   fork?(): { seq: number; other: number; continues: number } | undefined;
   /** The latest model request that failed or was refused since a reply last reached Pi whole, in the host's words. */
   failureSinceLastReply(): string | undefined;
+}
+
+interface EvidenceCall {
+  name: string;
+  argumentsJson: string;
+  seq: number;
+  index: number;
 }
 
 type Confirmation = { ok: true; outcome: Outcome } | { ok: false; contradiction: string };
@@ -41,8 +50,18 @@ export function confirmOutcome(
     );
   }
   if (claim.kind === "structured") {
-    let confirmed: unknown;
-    for (const [index, { callId, value }] of claim.claims.entries()) {
+    // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
+    const prepare = (argumentsJson: string) => (context.prepare ?? prepareGuarded)(context.schema ?? {}, argumentsJson);
+    // The answer is the model's first final call Pi accepts, in the conversation's order: Pi's
+    // final tool ends its loop there. Not the first claim on Pi's stdout, whose order the sandbox
+    // writes, nor a later call: code in the sandbox that took over Pi's requests (Node's debugger
+    // through SIGUSR1, /proc/<pid>/mem) could answer the model's accepted call with a forged
+    // rejection and ask again until it liked the answer (review, session 36).
+    const answer = (context.finalToolName ? evidence.callsOf(context.finalToolName) : []).find(
+      (call) => prepare(call.argumentsJson).ok,
+    );
+    let confirmed: { value: unknown } | undefined;
+    for (const { callId, value } of claim.claims) {
       const call = evidence.toolCall(callId);
       if (!call)
         return contradiction(
@@ -53,8 +72,7 @@ export function confirmOutcome(
           `Pi's output reports call ${quote(callId)} as the final result; the model called ${quote(call.name)}`,
         );
       }
-      // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
-      const prepared = (context.prepare ?? prepareGuarded)(context.schema ?? {}, call.argumentsJson);
+      const prepared = prepare(call.argumentsJson);
       if (!prepared.ok) {
         return contradiction(
           `Pi's output reports call ${quote(callId)} as accepted; the model's arguments fail Pi's own check (${prepared.reason})`,
@@ -65,9 +83,16 @@ export function confirmOutcome(
           `Pi's output reports ${excerpt(value)} for call ${quote(callId)}; the model sent ${excerpt(prepared.value)}`,
         );
       }
-      if (index === 0) confirmed = prepared.value;
+      if (answer && call.seq === answer.seq && call.index === answer.index) confirmed = { value: prepared.value };
     }
-    return { ok: true, outcome: { ...claim, value: confirmed } };
+    if (!confirmed) {
+      return contradiction(
+        answer
+          ? `Pi's output reports no final result for the model's first final call Pi accepts (exchange ${answer.seq}, call ${answer.index + 1} of its reply), which ended Pi's conversation, but for ${claim.claims.length} other call(s): the model was asked again after it had answered`
+          : "Pi's output reports a final result, but the model made no final call that passes Pi's check",
+      );
+    }
+    return { ok: true, outcome: { ...claim, value: confirmed.value } };
   }
   if (claim.kind === "text") {
     const reply = evidence.lastReply();

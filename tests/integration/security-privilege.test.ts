@@ -4,6 +4,7 @@
 // raw sockets) fail.
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { IMAGE_PATHS } from "../../src/sandbox-contract.js";
 import {
   bash,
   describeOutcome,
@@ -34,6 +35,11 @@ const IDENTITY_PROBE = [
   'test -e /var/run/docker.sock || test -e /run/docker.sock; echo "docker-sock-absent=$?"',
   // prctl(PR_GET_NO_NEW_PRIVS): the answer of the kernel in front of the sandbox (gVisor's /proc has no such line).
   `perl -e 'print "prctl-nnp=", syscall(157, 39, 0, 0, 0, 0), "\\n"'`,
+  // SIGUSR1 to the launcher (Pi's process) opens no debugger a tool could run code in (review, session 36).
+  // (It names itself "pi": found by its program.)
+  `for p in /proc/[0-9]*; do [ "$(readlink $p/exe)" = "${IMAGE_PATHS.node}" ] && kill -USR1 \${p#/proc/} && echo "launcher-signalled=yes"; done`,
+  "sleep 1",
+  `perl -MIO::Socket::INET -e 'print "inspector=", (IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 9229, Timeout => 2) ? "open" : "closed"), "\\n"'`,
 ].join("\n");
 
 describe.concurrent("privilege", () => {
@@ -51,6 +57,8 @@ describe.concurrent("privilege", () => {
     // The only socket in the sandbox's filesystem is its own gateway's.
     expect(p.sockets?.trim()).toBe("/run/sandbox-run/gateway.sock");
     expect(p["docker-sock-absent"]).toBe("1");
+    expect(p["launcher-signalled"]).toBe("yes");
+    expect(p.inspector).toBe("closed");
   });
 
   it("mount, unshare, setuid, raw sockets and ptrace of a process outside the sandbox all fail", async () => {

@@ -9,7 +9,7 @@ import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { ContainerPiAgent, type WarmPoolChange } from "../../src/container-pi-agent.js";
 import type { RunEvent } from "../../src/run/run-events.js";
-import { LABEL_OWNER_PID, LABEL_WARM, SANDBOX_UID, WARM_PATHS } from "../../src/sandbox-contract.js";
+import { LABEL_OWNER_PID, LABEL_WARM, LAUNCHER_COMMAND, SANDBOX_UID, WARM_PATHS } from "../../src/sandbox-contract.js";
 import { replayRecord } from "../../src/testing.js";
 import {
   bashThenFinal,
@@ -334,7 +334,7 @@ describe.each(runtimes())("warm sandboxes on %s", (runtime) => {
     // container's end cuts short may never close its output stream.
     const launcher = await execAsSandbox(
       victim!,
-      "for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; if [ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = '/opt/sandbox-run/node/bin/node /opt/sandbox-run/launcher.mjs ' ]; then echo ${p#/proc/}; fi; done",
+      `for p in /proc/[0-9]*; do [ "\${p#/proc/}" = "$$" ] && continue; if [ "$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)" = '${LAUNCHER_COMMAND.join(" ")} ' ]; then echo \${p#/proc/}; fi; done`,
     );
     expect(launcher.trim()).toMatch(/^\d+$/);
     const kill = await docker.getContainer(victim!).exec({

@@ -40,7 +40,8 @@ const out = {
     confirmOutcome(
       { kind: "structured", value: { v: evil }, claims: [{ callId: "call_0", value: { v: evil } }] },
       {
-        toolCall: () => ({ name: FINAL, argumentsJson: args }),
+        toolCall: () => ({ name: FINAL, argumentsJson: args, seq: 1, index: 0 }),
+        callsOf: () => [{ name: FINAL, argumentsJson: args, seq: 1, index: 0 }],
         lastReply: () => undefined,
         failureSinceLastReply: () => undefined,
       },

@@ -121,7 +121,11 @@ describe("dockerCreateOptions of a run plan", () => {
       "/home/sandbox": "rw,nosuid,nodev,exec,size=64m,uid=1000,gid=1000,mode=0700",
     });
     expect(options.Env).toContain("A=1");
-    expect(options.Entrypoint?.slice(-2)).toEqual(["/opt/sandbox-run/node/bin/node", "/opt/sandbox-run/launcher.mjs"]);
+    expect(options.Entrypoint?.slice(-3)).toEqual([
+      "/opt/sandbox-run/node/bin/node",
+      "--disable-sigusr1",
+      "/opt/sandbox-run/launcher.mjs",
+    ]);
     expect((options as { name?: string }).name).toBe("sandbox-run-run42");
   });
 

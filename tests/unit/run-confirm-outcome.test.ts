@@ -16,12 +16,13 @@ const schema = {
 
 /** The model's side: one reply with the final call `call_7` (verdict reject, count "3" as a string). */
 function evidence(text = "REJECT: the change breaks the build"): ModelEvidence {
-  const calls: Record<string, { name: string; argumentsJson: string }> = {
-    call_7: { name: FINAL, argumentsJson: '{"verdict":"reject","count":"3"}' },
-    call_1: { name: "bash", argumentsJson: '{"command":"git status"}' },
+  const calls: Record<string, { name: string; argumentsJson: string; seq: number; index: number }> = {
+    call_1: { name: "bash", argumentsJson: '{"command":"git status"}', seq: 1, index: 0 },
+    call_7: { name: FINAL, argumentsJson: '{"verdict":"reject","count":"3"}', seq: 2, index: 0 },
   };
   return {
     toolCall: (id) => calls[id],
+    callsOf: (name) => Object.values(calls).filter((call) => call.name === name),
     lastReply: () => ({ text, toolCallCount: 0, complete: true }),
     failureSinceLastReply: () => undefined,
   };
@@ -84,6 +85,48 @@ describe("confirmOutcome", () => {
     });
   });
 
+  it("the answer is the model's first final call Pi accepts, in the conversation's order, not the first claim on Pi's stdout (review, session 36)", () => {
+    /** The model's replies: `finals` in order, as [exchange, index in its reply, arguments]. */
+    const conversation = (...finals: Array<[number, number, string]>): ModelEvidence => {
+      const calls = Object.fromEntries(
+        finals.map(([seq, index, argumentsJson]) => [`c${seq}_${index}`, { name: FINAL, argumentsJson, seq, index }]),
+      );
+      return {
+        toolCall: (id) => calls[id],
+        callsOf: (name) => Object.values(calls).filter((call) => call.name === name),
+        lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
+        failureSinceLastReply: () => undefined,
+      };
+    };
+    const reject = '{"verdict":"reject"}';
+    const approve = '{"verdict":"approve"}';
+    // The model answered reject (exchange 2), which ended Pi's conversation; code in the sandbox that
+    // took over Pi's requests answered it with a forged refusal and asked again: approve (exchange 4).
+    const reasked = conversation([2, 0, reject], [4, 0, approve]);
+    expect(confirmOutcome(structured({ callId: "c4_0", value: { verdict: "approve" } }), reasked, context)).toEqual({
+      ok: false,
+      contradiction: expect.stringContaining("the model was asked again after it had answered"),
+    });
+    // Two final calls in one reply: the model's first, whatever order Pi's stdout claims them in.
+    const two = conversation([3, 0, reject], [3, 1, approve]);
+    const claims = structured(
+      { callId: "c3_1", value: { verdict: "approve" } },
+      { callId: "c3_0", value: { verdict: "reject" } },
+    );
+    expect(confirmOutcome(claims, two, context)).toEqual({
+      ok: true,
+      outcome: { ...claims, value: { verdict: "reject" } },
+    });
+    // A final call Pi refused (not in the enum) is no answer: the next one Pi accepts is.
+    const retried = conversation([2, 0, '{"verdict":"maybe"}'], [3, 0, approve]);
+    expect(
+      confirmOutcome(structured({ callId: "c3_0", value: { verdict: "approve" } }), retried, context),
+    ).toMatchObject({
+      ok: true,
+      outcome: { value: { verdict: "approve" } },
+    });
+  });
+
   it("a text answer must be the model's last reply, exactly", () => {
     expect(confirmOutcome({ kind: "text", text: "LGTM" }, evidence(), {})).toEqual({
       ok: false,
@@ -99,6 +142,7 @@ describe("confirmOutcome", () => {
     const text = "VERDICT: approve. Before I finalise, let me run the tests.";
     const reply = (toolCallCount: number, stopReason?: string) => ({
       toolCall: () => undefined,
+      callsOf: () => [],
       lastReply: () => ({ text, toolCallCount, complete: true, ...(stopReason ? { stopReason } : {}) }),
       failureSinceLastReply: () => undefined,
     });
@@ -146,6 +190,7 @@ describe("confirmOutcome", () => {
     const seen = "the provider answered HTTP 500: overloaded";
     const failed = {
       toolCall: () => undefined,
+      callsOf: () => [],
       lastReply: () => ({ text: "", toolCallCount: 0, complete: false }),
       failureSinceLastReply: () => seen,
     };
@@ -156,6 +201,7 @@ describe("confirmOutcome", () => {
     // After a reply that called tools, with no failed request seen: the sandbox stopped Pi and wrote the error.
     const step = {
       toolCall: () => undefined,
+      callsOf: () => [],
       lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
       failureSinceLastReply: () => undefined,
     };
@@ -164,7 +210,12 @@ describe("confirmOutcome", () => {
     const message = stepped.ok && stepped.outcome.kind === "model-error" ? stepped.outcome.message : "";
     expect(message).toContain("no model request failed after the model's last reply");
     expect(message).not.toContain("rotate the key");
-    const none = { toolCall: () => undefined, lastReply: () => undefined, failureSinceLastReply: () => seen };
+    const none = {
+      toolCall: () => undefined,
+      callsOf: () => [],
+      lastReply: () => undefined,
+      failureSinceLastReply: () => seen,
+    };
     expect(confirmOutcome(claim, none, context)).toEqual({ ok: true, outcome: { kind: "model-error", message: seen } });
   });
 });

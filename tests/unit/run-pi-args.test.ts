@@ -92,7 +92,8 @@ describe("buildPiArgs", () => {
     expect(flagValue(plan.piArgs, "--tools")).toBe([...policy.tools, FINAL_TOOL_NAME].join(","));
     // Bind mode: perl installs the no-setuid filter, then execs the launcher (no-setuid-filter.test.ts).
     expect(plan.entrypoint[0]).toBe(IMAGE_PATHS.perl);
-    expect(plan.entrypoint.slice(-2)).toEqual([IMAGE_PATHS.node, IMAGE_PATHS.launcher]);
+    // Node without its inspector on SIGUSR1 (review, session 36).
+    expect(plan.entrypoint.slice(-3)).toEqual([IMAGE_PATHS.node, "--disable-sigusr1", IMAGE_PATHS.launcher]);
   });
 });
 

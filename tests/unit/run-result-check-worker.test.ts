@@ -164,7 +164,8 @@ describe("the host's result checks run in a worker with a deadline (review, sess
     const validator = validatorFor(schema);
     const argumentsJson = JSON.stringify(nested(30));
     const evidence: ModelEvidence = {
-      toolCall: (id) => (id === "call_1" ? { name: FINAL, argumentsJson } : undefined),
+      toolCall: (id) => (id === "call_1" ? { name: FINAL, argumentsJson, seq: 1, index: 0 } : undefined),
+      callsOf: () => [{ name: FINAL, argumentsJson, seq: 1, index: 0 }],
       lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
       failureSinceLastReply: () => undefined,
     };

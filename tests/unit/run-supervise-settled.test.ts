@@ -72,6 +72,7 @@ function planOf() {
 
 const evidence = {
   toolCall: () => undefined,
+  callsOf: () => [],
   lastReply: () => ({ text: lastAssistantText, toolCallCount: 0, complete: true, stopReason: "stop" }),
   failureSinceLastReply: () => undefined,
 };

@@ -17,6 +17,7 @@ import {
   IMAGE_PATHS,
   LABEL_HAND_BACK,
   LABEL_LENT_ROOTS,
+  LAUNCHER_COMMAND,
   LAUNCHER_DEADLINE_GRACE_MS,
   type Mount,
   PROXY_PORT,
@@ -149,9 +150,7 @@ export function buildRunPlan(input: PlanInput): RunPlan {
     user: `${uid}:${gid}`,
     handBackTo: lends ? { uid: input.caller.uid, gid: input.caller.gid } : undefined,
     workingDir: sandboxCwd,
-    entrypoint: copyMode
-      ? [IMAGE_PATHS.node, IMAGE_PATHS.launcher]
-      : bindModeEntrypoint(policy.platform, [IMAGE_PATHS.node, IMAGE_PATHS.launcher], mounts),
+    entrypoint: copyMode ? [...LAUNCHER_COMMAND] : bindModeEntrypoint(policy.platform, [...LAUNCHER_COMMAND], mounts),
     piArgs: buildPiArgs({
       finalToolExtension: IMAGE_PATHS.finalToolExtension,
       model: input.model,

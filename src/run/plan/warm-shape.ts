@@ -13,6 +13,7 @@ import {
   LABEL_IDLE_DEADLINE,
   LABEL_OWNER_TOKEN,
   LABEL_WARM,
+  LAUNCHER_COMMAND,
   LAUNCHER_DEADLINE_GRACE_MS,
   RELAY_BRIDGE_SOCKET,
   type RunPlan,
@@ -187,7 +188,7 @@ export function warmContainerSpec(shape: WarmShape, identity: WarmSandboxIdentit
     image: shape.image,
     // The engine checks the image is of it (and runs it under its emulator), as for a cold call.
     ...(shape.platform ? { platform: shape.platform } : {}),
-    entrypoint: [IMAGE_PATHS.node, IMAGE_PATHS.launcher],
+    entrypoint: [...LAUNCHER_COMMAND],
     cmd: [],
     env: { ...shape.env, SANDBOX_RUN_CONFIG: JSON.stringify(launcher) },
     user: shape.user,
