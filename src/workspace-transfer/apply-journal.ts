@@ -7,8 +7,10 @@
 // before each step, so that a controller killed half way is undone by the next reaper
 // (dead-apply.ts) with this same code: `ApplyJournal.replayed` rebuilds the steps, `undo()` and
 // `commit()` take them as the live apply would. An undo takes back only what the apply left as it
-// left it: a new entry is removed only while it is the inode the apply made, an entry comes back
-// only to a free place, a mode only from the mode set; anything else is reported, never forced.
+// left it: a new entry is removed only while it is the inode the apply made (a new file takes its
+// place only once its inode is journaled, so an entry whose inode the journal does not name is
+// never removed), an entry comes back only to a free place, a mode only from the mode set; anything
+// else is reported, never forced.
 // Every step, and every undo, reaches its entry through the folder fds of `dirs` (tree-dirs.ts, or
 // dead-apply.ts's), never by a path the host could swap: a mode is set on an O_PATH fd whose kind
 // and inode fstat confirmed, never by chmod(path), which follows a symlink put there since.
@@ -49,8 +51,10 @@ type Undo =
   /** Waits next to its place, as `name` in the same folder. */
   | { kind: "beside"; path: string; name: string; directory: boolean; parent?: Identity }
   /**
-   * Put there by the apply (`made`: the inode, and a file's size and mtime, once it is there;
-   * `temporary`: the name a new file is written under first).
+   * Put there by the apply (`made`: the inode, and a file's size and mtime, once known;
+   * `temporary`: the name a new file may be written under first; `arrival`: the name it is made
+   * under, and renamed from into its place once `made` is journaled. A file with no `arrival` is
+   * a version 1 journal's: `made` was journaled only once it was in its place).
    */
   | {
       kind: "created";
@@ -59,6 +63,7 @@ type Undo =
       parent?: Identity;
       made?: Identity & { size?: number; mtimeMs?: number };
       temporary?: string;
+      arrival?: string;
     }
   | { kind: "mode"; path: string; mode: number; to?: number; directory: boolean; identity: Identity };
 
@@ -81,6 +86,8 @@ export class ApplyJournal {
   #count = 0;
   #steps = 0;
   #file: JournalWriter | undefined;
+  /** The last undo's reports of entries that wait in the aside folder, to say where once keptAside() moved it. */
+  readonly #waitingAside: Array<{ unrestored: Unrestored; cause: string; n: string }> = [];
 
   constructor(
     private readonly dirs: TreePlaces,
@@ -114,18 +121,32 @@ export class ApplyJournal {
           steps.push({ kind: "beside", path: r[1], name: r[2], directory: r[3] === 1, parent: parent(r[4], r[5]) });
           break;
         case "d":
+          steps.push({ kind: "created", path: r[1], directory: true, parent: parent(r[2], r[3]) });
+          break;
         case "f":
+          steps.push({ kind: "created", path: r[1], directory: false, temporary: r[2], parent: parent(r[3], r[4]) });
+          break;
+        case "p":
           steps.push({
             kind: "created",
             path: r[1],
-            directory: r[0] === "d",
-            ...(r[0] === "f" ? { temporary: r[2], parent: parent(r[3], r[4]) } : { parent: parent(r[2], r[3]) }),
+            directory: false,
+            temporary: r[2],
+            arrival: r[3],
+            parent: parent(r[4], r[5]),
           });
           break;
         case "D":
-        case "F": {
+        case "F":
+        case "P": {
           const step = last();
-          if (step?.kind !== "created" || step.path !== r[1] || step.directory !== (r[0] === "D") || step.made)
+          if (
+            step?.kind !== "created" ||
+            step.path !== r[1] ||
+            step.directory !== (r[0] === "D") ||
+            (step.arrival !== undefined) !== (r[0] === "P") ||
+            step.made
+          )
             throw new Error(`the journal says ${r[1]} was made, but not that it was to be`);
           step.made = r[0] === "D" ? parent(r[2], r[3]) : { ...parent(r[2], r[3]), size: r[4], mtimeMs: r[5] };
           break;
@@ -223,22 +244,37 @@ export class ApplyJournal {
   }
 
   /**
-   * `make(file, temporary)` puts the new entry at `file`, free by now (`temporary`: a fresh name
-   * next to it); both are named through the fd of their folder, valid during the call.
+   * Puts a new file (or symlink) at `rel`, free by now. `make(file, temporary)` makes it at `file`,
+   * which is not its place but a fresh hidden name next to it (`temporary`: another, to write it
+   * under first); both are named through the fd of their folder, valid during the call. Its inode
+   * is journaled there, and only then is it renamed into its place (a rename keeps the inode, size
+   * and mtime): so whatever is at a place the journal names no inode for is not the apply's
+   * (review, session 36: a controller killed between the two lines of the version 1 journal left a
+   * step a reaper replayed by removing whatever was at the path, a file the user wrote there since).
    */
   put(rel: string, make: (file: string, temporary: string) => void): void {
     this.#noteTimes(parentOf(rel));
     const folder = this.#folder(parentOf(rel));
-    const temporary = `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`;
-    this.#log(["f", rel, temporary, folder.dev, folder.ino]);
+    const temporary = hiddenName();
+    const arrival = hiddenName();
     const fd = this.dirs.dir(parentOf(rel));
-    const file = atTextPath(fd, path.posix.basename(rel));
-    make(file, atTextPath(fd, temporary));
-    const step: Undo = { kind: "created", path: rel, directory: false, parent: folder };
+    const at = atTextPath(fd, arrival);
+    this.#log(["p", rel, temporary, arrival, folder.dev, folder.ino]);
+    const step: Undo & { kind: "created" } = {
+      kind: "created",
+      path: rel,
+      directory: false,
+      parent: folder,
+      temporary,
+      arrival,
+    };
     this.#undo.push(step);
-    const stat = fs.lstatSync(file);
+    make(at, atTextPath(fd, temporary));
+    const stat = fs.lstatSync(at);
+    if (stat.isDirectory()) throw new TreeDirError(`${path.join(this.dirs.root, rel)} was made as a directory`);
     step.made = { dev: stat.dev, ino: stat.ino, size: stat.size, mtimeMs: stat.mtimeMs };
-    this.#file?.append(["F", rel, stat.dev, stat.ino, stat.size, stat.mtimeMs]);
+    this.#file?.append(["P", rel, stat.dev, stat.ino, stat.size, stat.mtimeMs]);
+    fs.renameSync(at, atTextPath(fd, path.posix.basename(rel)));
     this.#done();
   }
 
@@ -315,20 +351,21 @@ export class ApplyJournal {
   undo(): Unrestored[] {
     const unrestored: Unrestored[] = [];
     const left: Undo[] = [];
+    this.#waitingAside.length = 0;
     for (const step of [...this.#undo].reverse()) {
       try {
         this.#undoStep(step);
       } catch (error) {
+        const cause = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
         const where =
           step.kind === "aside"
-            ? `; it waits at ${path.join(this.#aside ?? "", step.n)}`
+            ? `; it waits at ${this.#asideShown(step.n)}`
             : step.kind === "beside"
               ? `; it waits at ${path.join(this.dirs.root, parentOf(step.path), step.name)}`
               : "";
-        unrestored.push({
-          path: step.path,
-          problem: `${(error as NodeJS.ErrnoException).code ?? (error as Error).message}${where}`,
-        });
+        const report = { path: step.path, problem: `${cause}${where}` };
+        unrestored.push(report);
+        if (step.kind === "aside") this.#waitingAside.push({ unrestored: report, cause, n: step.n });
         left.push(step);
       }
     }
@@ -383,7 +420,11 @@ export class ApplyJournal {
       } catch {
         kept = path.join(this.staging.real, "aside");
       }
+      // The undo's reports named the aside folder: each entry waits in the kept one now.
+      for (const { unrestored, cause, n } of this.#waitingAside)
+        unrestored.problem = `${cause}; it waits at ${path.join(kept, n)}`;
     }
+    this.#waitingAside.length = 0;
     this.#file?.append(["u"]);
     this.close();
     return kept;
@@ -411,13 +452,16 @@ export class ApplyJournal {
       throw new TreeDirError(`${parentOf(step.path) || "(the root)"} is not the folder the apply changed`);
     const place = atTextPath(fd, path.posix.basename(step.path));
     if (step.kind === "created") {
-      if (step.temporary) {
-        const temporary = atTextPath(fd, step.temporary);
-        if (lstatOrUndefined(temporary)?.isFile()) fs.unlinkSync(temporary);
-      }
+      if (!step.directory && !this.#undoHidden(fd, step)) return; // it never took its place
       const stat = lstatOrUndefined(place);
       if (!stat) return; // never made (a controller killed first), or gone since
       const made = step.made;
+      if (!step.directory && !made)
+        // A version 1 journal's file, the controller killed before its inode was: whose it is
+        // cannot be told, so it stays (and is reported).
+        throw new Error(
+          "the apply was killed while it put a file there, so what is there now cannot be told from one written since: left as it is",
+        );
       if (
         made &&
         (!sameInode(stat, made) ||
@@ -442,6 +486,33 @@ export class ApplyJournal {
     if (lstatOrUndefined(place)) throw new Error("its place is taken");
     fs.renameSync(from, place);
     if (step.directory) this.dirs.forget(step.path);
+  }
+
+  /**
+   * Removes what a new file left under its hidden names (`temporary`, `arrival`) next to its place.
+   * Returns whether it may have taken its place: false when it had not (the journal names no inode
+   * for it, or it still waits under `arrival`), so nothing at the place is the apply's.
+   */
+  #undoHidden(fd: number, step: Undo & { kind: "created" }): boolean {
+    if (step.temporary) {
+      const temporary = atTextPath(fd, step.temporary);
+      const stat = lstatOrUndefined(temporary);
+      if (stat && !stat.isDirectory()) fs.unlinkSync(temporary);
+    }
+    if (step.arrival === undefined) return true; // a version 1 journal's
+    const arrival = atTextPath(fd, step.arrival);
+    const stat = lstatOrUndefined(arrival);
+    const made = step.made;
+    if (stat && !stat.isDirectory() && (!made || sameInode(stat, made))) {
+      fs.unlinkSync(arrival);
+      return false;
+    }
+    return made !== undefined;
+  }
+
+  /** Where the entry `n` of the aside folder waits, by a path that means something after this process. */
+  #asideShown(n: string): string {
+    return path.join(this.staging ? path.join(this.staging.real, "aside") : (this.#aside ?? ""), n);
   }
 
   #asideDir(): string | undefined {
@@ -526,6 +597,11 @@ export class ApplyJournal {
     this.#directoryTimes.set(rel, times);
     this.#file?.append(["t", rel, times.atime, times.mtime, stat.dev, stat.ino]);
   }
+}
+
+/** A fresh hidden name for a new file next to its place (TEMPORARY_NAME). */
+function hiddenName(): string {
+  return `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`;
 }
 
 export function applyFailed(

@@ -42,7 +42,7 @@ export function removeListedStagingDirs(
       const stat = fs.lstatSync(dir);
       if (!stat.isDirectory() || stat.uid !== uid) continue;
       const tree = deadApplyTree(dir);
-      const held = tree === undefined ? undefined : hold(tree);
+      const held = tree === undefined ? undefined : holdOrWhyNot(hold, tree);
       if (typeof held === "string") {
         applies.push({ tree: tree!, undone: false, unrestored: [], waiting: held });
         continue;
@@ -59,6 +59,22 @@ export function removeListedStagingDirs(
     }
   }
   return applies;
+}
+
+/**
+ * The reaper's hold of a tree, or why there is none: a hold that could not be written (a full disk,
+ * often what killed the controller) waits like one a run keeps; swallowed, the run folder went and
+ * with it the only pointer to the journal (review of session 36's fixes).
+ */
+function holdOrWhyNot(
+  hold: (tree: string) => { release(): void } | string,
+  tree: string,
+): { release(): void } | string {
+  try {
+    return hold(tree);
+  } catch (error) {
+    return `the reaper could not hold the tree (${(error as Error).message})`;
+  }
 }
 
 /** The trees whose applies removeListedStagingDirs would undo now (`gc --dry-run`); nothing is changed. */

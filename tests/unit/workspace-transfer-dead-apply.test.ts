@@ -326,6 +326,26 @@ describe("a dead run's apply over a tree a run in progress holds (review, sessio
     },
   );
 
+  it("a reaper that cannot write its hold leaves the apply and its run folder waiting, and says why (review of session 36's fixes: the folder went, and the journal's only pointer with it)", async () => {
+    const { root } = makeTree();
+    const base = tempDir();
+    const runDir = await deadApplyIn(base, "deadapply-nohold", root);
+    const halfApplied = snapshot(root).entries;
+    // The next version of the reaper's hold file is already there: its write fails (EEXIST), as on a full disk.
+    const stale = path.join(runDirsParent(base), `${HOLD_FILE_PREFIX}run-deadapply-nohold-reap-${process.pid}.next`);
+    fs.writeFileSync(stale, "");
+    const applies: DeadApply[] = [];
+    expect(reapRunDirs(base, false, applies)).toEqual([]);
+    expect(applies).toEqual([
+      { tree: root, undone: false, unrestored: [], waiting: expect.stringContaining("could not hold the tree") },
+    ]);
+    expect(fs.existsSync(runDir)).toBe(true);
+    expect(snapshot(root).entries).toEqual(halfApplied);
+    expect(deadApplyOver([root], base)).toEqual({ runId: "deadapply-nohold", tree: root });
+    fs.rmSync(stale, { force: true });
+    expect(reapRunDirs(base, false, [])).toEqual([runDir]);
+  });
+
   it("a run held by the reaper makes a run that comes after it wait until the undo is done", async () => {
     const { root } = makeTree();
     const base = tempDir();
@@ -351,46 +371,272 @@ describe("a dead run's apply over a tree a run in progress holds (review, sessio
     const halfApplied = snapshot(root).entries;
     const savedTmp = process.env.TMPDIR;
     process.env.TMPDIR = base;
-    const models = {
-      providers: {
-        scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "x" }] },
-      },
-    };
-    // An engine that is down: nothing of the run reaches one (the refusal, the reaping of run folders).
-    const down = () => ({ name: "down", ping: () => Promise.reject(new Error("down")) }) as unknown as Engine;
-    const refusing = new ContainerPiAgent({ model: "scripted/x", models, engine: down(), reapOrphans: false });
     try {
-      await expect(refusing.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toMatchObject({
-        code: "usage",
-        message: expect.stringContaining(
-          `Run deadapply-agent was copying its sandbox's changes into ${root} when its controller died`,
-        ),
-        hint: expect.stringContaining("sandbox-run gc"),
-      });
-      expect(snapshot(root).entries).toEqual(halfApplied);
-      expect(fs.readdirSync(runDirsParent(base)).filter((n) => n.startsWith(HOLD_FILE_PREFIX))).toEqual([]);
+      await refusedThenReaped(root, before.entries, halfApplied);
     } finally {
-      await refusing.close();
-    }
-    const events: RunEvent[] = [];
-    const reaping = new ContainerPiAgent({
-      model: "scripted/x",
-      models,
-      engine: down(),
-      onEvent: (e) => events.push(e),
-    });
-    try {
-      // The run itself fails at the engine, after the apply was undone and said.
-      await expect(reaping.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toBeDefined();
-      expect(snapshot(root).entries).toEqual(before.entries);
-      const said = events.filter((e) => e.type === "workspace.dead-apply");
-      expect(said).toHaveLength(1);
-      expect(said[0]!.data).toMatchObject({ tree: root, undone: true });
-      expect(String(said[0]!.data.warning)).toContain(`undid the unfinished apply of ${root}`);
-    } finally {
-      await reaping.close();
+      // Restored whatever failed: the unit step's files share this process (--no-isolate).
       if (savedTmp === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = savedTmp;
     }
+  });
+});
+
+/** The two agents of the test above: one refusing the run, one whose reaping undoes the apply first. */
+async function refusedThenReaped(
+  root: string,
+  before: Record<string, string>,
+  halfApplied: Record<string, string>,
+): Promise<void> {
+  const base = process.env.TMPDIR!;
+  const models = {
+    providers: {
+      scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "x" }] },
+    },
+  };
+  // An engine that is down: nothing of the run reaches one (the refusal, the reaping of run folders).
+  const down = () => ({ name: "down", ping: () => Promise.reject(new Error("down")) }) as unknown as Engine;
+  const refusing = new ContainerPiAgent({ model: "scripted/x", models, engine: down(), reapOrphans: false });
+  try {
+    await expect(refusing.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toMatchObject({
+      code: "usage",
+      message: expect.stringContaining(
+        `Run deadapply-agent was copying its sandbox's changes into ${root} when its controller died`,
+      ),
+      hint: expect.stringContaining("sandbox-run gc"),
+    });
+    expect(snapshot(root).entries).toEqual(halfApplied);
+    expect(fs.readdirSync(runDirsParent(base)).filter((n) => n.startsWith(HOLD_FILE_PREFIX))).toEqual([]);
+  } finally {
+    await refusing.close();
+  }
+  const events: RunEvent[] = [];
+  const reaping = new ContainerPiAgent({
+    model: "scripted/x",
+    models,
+    engine: down(),
+    onEvent: (e) => events.push(e),
+  });
+  try {
+    // The run itself fails at the engine, after the apply was undone and said.
+    await expect(reaping.run("go", { cwd: root, workspaceMode: "copy" })).rejects.toBeDefined();
+    expect(snapshot(root).entries).toEqual(before);
+    const said = events.filter((e) => e.type === "workspace.dead-apply");
+    expect(said).toHaveLength(1);
+    expect(said[0]!.data).toMatchObject({ tree: root, undone: true });
+    expect(String(said[0]!.data.warning)).toContain(`undid the unfinished apply of ${root}`);
+  } finally {
+    await reaping.close();
+  }
+}
+
+describe("a dead apply's new files and its journal's reading (review, session 36)", () => {
+  /** Everything but `rel` as `snapshot` has it. */
+  const without = (entries: Record<string, string>, rel: string) =>
+    Object.fromEntries(Object.entries(entries).filter(([k]) => k !== rel));
+
+  it.each([
+    ["put:new.txt", "new.txt", "a new file journaled, not made"],
+    ["rename:new.txt", "new.txt", "a new file made, not yet in its place"],
+    ["put:README", "README", "a replacing file journaled, not made: the original waits aside"],
+    ["rename:README", "README", "a replacing file made, not yet in its place"],
+  ])(
+    "killed at %s (%s, %s), the user then writes that path: the reaper never removes what it did not put there",
+    async (pause, rel) => {
+      const { parent, root } = makeTree();
+      const before = snapshot(root);
+      const { record } = await killedAt(root, pause);
+      expect(fs.existsSync(path.join(root, rel)), "the new file is not in its place").toBe(false);
+      fs.writeFileSync(path.join(root, rel), "the user's, written after the crash\n");
+      const applies = removeListedStagingDirs(record, noHold);
+      // The user's file stays (the version 1 journal had no inode for it: it was removed, the
+      // reaper said it undid everything).
+      expect(fs.readFileSync(path.join(root, rel), "utf8")).toBe("the user's, written after the crash\n");
+      expect(without(snapshot(root).entries, rel)).toEqual(without(before.entries, rel));
+      expect(fs.readdirSync(root).filter((name) => name.startsWith(".sandbox-run-"))).toEqual([]);
+      if (rel === "new.txt") {
+        // Nothing was there before the apply: the tree is as it was, with the user's file.
+        expect(applies).toEqual([{ tree: root, undone: true, unrestored: [] }]);
+        expect(fs.readdirSync(parent)).toEqual(["ws"]);
+        return;
+      }
+      // The original README cannot go back (its place is taken): kept, and said where.
+      const kept = applies[0]?.kept ?? "(none)";
+      expect(applies).toEqual([
+        {
+          tree: root,
+          undone: false,
+          unrestored: [{ path: "README", problem: expect.stringMatching(/^its place is taken; it waits at /) }],
+          kept: expect.stringMatching(new RegExp(`^${parent}/\\.sandbox-run-kept-[0-9a-f]{12}$`)),
+        },
+      ]);
+      const waits = applies[0]!.unrestored[0]!.problem.replace("its place is taken; it waits at ", "");
+      expect(path.dirname(waits)).toBe(kept);
+      expect(fs.readFileSync(waits, "utf8")).toBe("readme\n");
+    },
+  );
+
+  it.each([
+    ["a new file", "notes.md", false],
+    ["a file replacing one the apply moved aside", "README", true],
+  ])(
+    "a version 1 journal whose controller was killed as it put %s (a `f` line, no `F`): what is at the path stays, and is reported",
+    (_what, rel, replacing) => {
+      const parent = tempDir();
+      const root = path.join(parent, "ws");
+      fs.mkdirSync(root);
+      // What is there now: the run's file, or one the user wrote since; nothing tells which.
+      fs.writeFileSync(path.join(root, rel), "there now\n");
+      const temporary = ".sandbox-run-0123456789ab";
+      fs.writeFileSync(path.join(root, temporary), "half written\n");
+      const staging = path.join(parent, ".sandbox-run-staging-ws-v1");
+      fs.mkdirSync(path.join(staging, "aside"), { recursive: true, mode: 0o700 });
+      fs.chmodSync(staging, 0o700);
+      if (replacing) fs.writeFileSync(path.join(staging, "aside", "1"), "the original\n");
+      const r = fs.statSync(root);
+      const lines = [
+        { v: 1, root, dev: r.dev, ino: r.ino },
+        ["t", "", r.atimeMs / 1000, r.mtimeMs / 1000, r.dev, r.ino],
+        ...(replacing ? [["a", rel, "1", 0, r.dev, r.ino]] : []),
+        ["f", rel, temporary, r.dev, r.ino],
+      ];
+      fs.writeFileSync(path.join(staging, "journal"), lines.map((l) => `${JSON.stringify(l)}\n`).join(""), {
+        mode: 0o600,
+      });
+      const record = path.join(tempDir(), "staging.json");
+      fs.writeFileSync(record, JSON.stringify([staging]));
+      const applies = removeListedStagingDirs(record, noHold);
+      const killed = { path: rel, problem: expect.stringMatching(/^the apply was killed while it put a file there/) };
+      expect(applies).toEqual([
+        {
+          tree: root,
+          undone: false,
+          unrestored: replacing
+            ? [killed, { path: rel, problem: expect.stringMatching(/^its place is taken; it waits at /) }]
+            : [killed],
+          ...(replacing ? { kept: expect.stringMatching(/\.sandbox-run-kept-[0-9a-f]{12}$/) } : {}),
+        },
+      ]);
+      expect(fs.readFileSync(path.join(root, rel), "utf8")).toBe("there now\n");
+      // Its temporary name is the apply's own: gone.
+      expect(fs.readdirSync(root)).toEqual([rel]);
+      if (replacing) expect(fs.readFileSync(path.join(applies[0]!.kept!, "1"), "utf8")).toBe("the original\n");
+      expect(deadApplySentence(applies[0]!)).toContain(`${rel} (the apply was killed while it put a file there`);
+    },
+  );
+
+  /** Reaps the staging directories `record` lists in a child (fixtures/dead-apply-child.ts, REAP); killed after `ms`. */
+  async function reapInChild(record: string, ms: number): Promise<{ out: string; killed: boolean }> {
+    const child = spawn(process.execPath, ["--import", "tsx", CHILD], {
+      env: { ...process.env, REAP: record },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    let killed = false;
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill("SIGKILL");
+    }, ms);
+    await new Promise<void>((resolve) => child.on("exit", () => resolve()));
+    clearTimeout(timer);
+    return { out, killed };
+  }
+
+  it("a FIFO named `journal` in a staging directory: refused at once (the reaper does not wait on it)", async () => {
+    const parent = tempDir();
+    fs.mkdirSync(path.join(parent, "ws"));
+    const staging = path.join(parent, ".sandbox-run-staging-ws-fifo");
+    fs.mkdirSync(staging, { mode: 0o700 });
+    await new Promise<void>((resolve, reject) =>
+      spawn("mkfifo", ["-m", "600", path.join(staging, "journal")]).on("exit", (code) =>
+        code === 0 ? resolve() : reject(new Error(`mkfifo: ${code}`)),
+      ),
+    );
+    const record = path.join(tempDir(), "staging.json");
+    fs.writeFileSync(record, JSON.stringify([staging]));
+    const { out, killed } = await reapInChild(record, 20_000);
+    expect(killed, "the reaper hung on the FIFO").toBe(false);
+    expect(JSON.parse(out)).toEqual([
+      {
+        tree: "(unknown)",
+        undone: false,
+        unrestored: [],
+        kept: staging,
+        refused: "its journal is not a private file of this user's",
+      },
+    ]);
+    expect(fs.existsSync(path.join(staging, "journal"))).toBe(true);
+  });
+
+  it("a journal of 600 MiB (more than a string holds): refused by its size, naming its tree, nothing read past its header or undone", () => {
+    const parent = tempDir();
+    const root = path.join(parent, "ws");
+    fs.mkdirSync(root);
+    const staging = path.join(parent, ".sandbox-run-staging-ws-big");
+    fs.mkdirSync(path.join(staging, "aside"), { recursive: true, mode: 0o700 });
+    fs.chmodSync(staging, 0o700);
+    fs.writeFileSync(path.join(staging, "aside", "1"), "an original\n");
+    const r = fs.statSync(root);
+    const file = path.join(staging, "journal");
+    fs.writeFileSync(
+      file,
+      `${JSON.stringify({ v: 1, root, dev: r.dev, ino: r.ino })}\n${JSON.stringify(["a", "x", "1", 0, r.dev, r.ino])}\n`,
+      { mode: 0o600 },
+    );
+    fs.truncateSync(file, 600 * 1024 * 1024); // sparse: no disk used
+    const record = path.join(tempDir(), "staging.json");
+    fs.writeFileSync(record, JSON.stringify([staging]));
+    expect(removeListedStagingDirs(record, noHold)).toEqual([
+      {
+        tree: root,
+        undone: false,
+        unrestored: [],
+        kept: staging,
+        refused: "its journal is larger than any apply writes",
+      },
+    ]);
+    expect(fs.readdirSync(root)).toEqual([]);
+    expect(fs.readFileSync(path.join(staging, "aside", "1"), "utf8")).toBe("an original\n");
+  });
+
+  it("a journal read a chunk at a time: a line across a chunk's end (a name of multi-byte characters) is read whole, a last line cut short left out", () => {
+    const parent = tempDir();
+    const root = path.join(parent, "ws");
+    fs.mkdirSync(root);
+    const name = "é漢字-ü".repeat(20); // 220 bytes: the 1 MiB chunk ends inside its 9th 字
+    const staging = path.join(parent, ".sandbox-run-staging-ws-chunks");
+    fs.mkdirSync(path.join(staging, "aside"), { recursive: true, mode: 0o700 });
+    fs.chmodSync(staging, 0o700);
+    fs.writeFileSync(path.join(staging, "aside", "1"), "the original\n");
+    const r = fs.statSync(root);
+    const header = `${JSON.stringify({ v: 2, root, dev: r.dev, ino: r.ino })}\n`;
+    const times = `${JSON.stringify(["t", "", r.atimeMs / 1000, r.mtimeMs / 1000, r.dev, r.ino])}\n`;
+    const step = `${JSON.stringify(["a", name, "1", 0, r.dev, r.ino])}\n`;
+    // The step's line starts 100 bytes before the first 1 MiB ends: its name crosses it.
+    const fill = 1024 * 1024 - 100 - Buffer.byteLength(header) - Buffer.byteLength(times);
+    const pad = `${JSON.stringify(["t", "x".repeat(fill - 17), 1, 1, 1, 1])}\n`;
+    expect(Buffer.byteLength(header + times + pad)).toBe(1024 * 1024 - 100);
+    fs.writeFileSync(path.join(staging, "journal"), `${header}${times}${pad}${step}["b","cut sh`, { mode: 0o600 });
+    const record = path.join(tempDir(), "staging.json");
+    fs.writeFileSync(record, JSON.stringify([staging]));
+    expect(removeListedStagingDirs(record, noHold)).toEqual([{ tree: root, undone: true, unrestored: [] }]);
+    expect(fs.readdirSync(root)).toEqual([name]);
+    expect(fs.readFileSync(path.join(root, name), "utf8")).toBe("the original\n");
+  });
+
+  it("an original kept because its place was taken is named where it waits after the kept folder moved (not /proc/self/fd/…)", async () => {
+    const { parent, root } = makeTree();
+    const { record } = await killedAt(root, "write:150");
+    fs.writeFileSync(path.join(root, "gone.txt"), "the user's\n");
+    const applies = removeListedStagingDirs(record, noHold);
+    const kept = applies[0]!.kept!;
+    expect(kept.startsWith(`${parent}/.sandbox-run-kept-`)).toBe(true);
+    const [unrestored] = applies[0]!.unrestored;
+    expect(unrestored!.problem).toMatch(new RegExp(`^its place is taken; it waits at ${kept}/[0-9]+$`));
+    const waits = unrestored!.problem.replace("its place is taken; it waits at ", "");
+    expect(fs.readFileSync(waits, "utf8")).toBe("gone\n");
+    expect(deadApplySentence(applies[0]!)).not.toContain("/proc/self/fd/");
   });
 });
