@@ -39,6 +39,7 @@ import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
 import { controllerHostProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import { optionsNow } from "./util/options-now.js";
+import { treesOverlap } from "./util/path-inside.js";
 import type { RunnerPlatform } from "./util/platform.js";
 import { listenForAbort } from "./util/shared-abort-listener.js";
 import { refuseMistypedOptions, refuseUnknownOptions } from "./util/unknown-options.js";
@@ -448,7 +449,7 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       // (reviews, sessions 35 and 36).
       refuseDeadLease([...writable, ...readOnly]);
       refuseDeadApply([...writable, ...readOnly]);
-      this.sayDeadApplies(timeline);
+      this.sayDeadApplies(timeline, [...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
       // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top one).
@@ -620,14 +621,24 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
     if (this.config.reapOrphans !== false) {
       for (const engine of this.pool.engines) await this.engineReady(engine, undefined).catch(() => {});
       await this.reapEveryEngineOnce();
+      // A controller that died after this agent's one reaping: its run folders reaped again now.
+      if (deadApplyOver(trees)) {
+        try {
+          reapRunDirs(undefined, false, this.deadApplies);
+        } catch {
+          // Best effort, as at start-up: the refusal below names gc.
+        }
+      }
     }
     refuseDeadLease(trees);
     refuseDeadApply(trees);
   }
 
-  /** What this agent's reaping did with dead runs' unfinished applies, said once, by the run that comes next. */
-  private sayDeadApplies(timeline: RunTimeline): void {
-    for (const a of this.deadApplies.splice(0))
+  /** What this agent's reaping did with dead runs' unfinished applies over `trees`, said once, by the run over them. */
+  private sayDeadApplies(timeline: RunTimeline, trees: readonly string[]): void {
+    const ours = this.deadApplies.filter((a) => trees.some((tree) => treesOverlap(a.tree, tree)));
+    for (const a of ours) this.deadApplies.splice(this.deadApplies.indexOf(a), 1);
+    for (const a of ours)
       timeline.sandbox("workspace.dead-apply", {
         tree: a.tree,
         undone: a.undone,

@@ -45,7 +45,8 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       signal: context.signal,
       // A file the task's own tree holds chooses part of its run: said, as for a single run.
       onEvent: (event) => {
-        if (event.type === "config.untrusted" && !context.quiet)
+        // And what the agent's reaping did with a dead run's apply of the task's tree.
+        if ((event.type === "config.untrusted" || event.type === "workspace.dead-apply") && !context.quiet)
           note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
         const missed = event.type === "warm.miss" ? String(event.data.reason) : "";
         if (missed.startsWith("the warm pool could not start")) context.poolDown?.(missed);

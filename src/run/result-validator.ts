@@ -57,6 +57,7 @@ export interface ResultValidator {
 }
 
 let ajv: Ajv2020 | undefined;
+let firstErrorAjv: Ajv2020 | undefined;
 /** What Ajv warned about while compiling the last schema (an unknown format, with strict off). */
 const compileWarnings: string[] = [];
 
@@ -68,13 +69,20 @@ const compileWarnings: string[] = [];
  */
 const ROOT_BASE = "https://json-schema.invalid/root.json";
 
-function validatorFactory(): Ajv2020 {
-  if (ajv) return ajv;
+/**
+ * The Ajv instance: `allErrors` for the check whose errors are told; without, for the plain
+ * schema's first look at a value on the main thread (it stops at the first error: an invalid value's
+ * every error, each message repeating the schema's strings, cost seconds and gigabytes there;
+ * review of session 36's fixes).
+ */
+function validatorFactory(allErrors = true): Ajv2020 {
+  if (allErrors && ajv) return ajv;
+  if (!allErrors && firstErrorAjv) return firstErrorAjv;
   const require = createRequire(import.meta.url);
   const { Ajv2020: Ajv } = require("ajv/dist/2020.js") as { Ajv2020: typeof Ajv2020 };
   const { default: addFormats } = require("ajv-formats") as { default: (ajv: Ajv2020) => Ajv2020 };
-  ajv = new Ajv({
-    allErrors: true,
+  const made = new Ajv({
+    allErrors,
     // Unknown keywords are annotations, as the spec and Pi have it; everything else Ajv checks strictly.
     strict: false,
     validateFormats: true,
@@ -90,12 +98,12 @@ function validatorFactory(): Ajv2020 {
   });
   // ajv-formats for the formats pi-schema does not know (int32, byte, ...); pi-schema's own checks
   // for the rest, which draft 2020-12's all are (idn-email, iri, ... included: review, session 27).
-  addFormats(ajv);
-  for (const name of PI_SCHEMA_FORMAT_NAMES) ajv.addFormat(name, { type: "string", validate: piSchemaFormat(name) });
+  addFormats(made);
+  for (const name of PI_SCHEMA_FORMAT_NAMES) made.addFormat(name, { type: "string", validate: piSchemaFormat(name) });
   // pi-schema's exact multipleOf in place of Ajv's division; the meta-schema still refuses a
   // multipleOf that is not a number above 0, as before.
-  ajv.removeKeyword("multipleOf");
-  ajv.addKeyword({
+  made.removeKeyword("multipleOf");
+  made.addKeyword({
     keyword: "multipleOf",
     type: "number",
     schemaType: "number",
@@ -113,7 +121,9 @@ function validatorFactory(): Ajv2020 {
       return check;
     },
   });
-  return ajv;
+  if (allErrors) ajv = made;
+  else firstErrorAjv = made;
+  return made;
 }
 
 interface Compiled {
@@ -145,6 +155,7 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   if (++compiles > COMPILES_PER_INSTANCE) {
     compiles = 1;
     ajv = undefined;
+    firstErrorAjv = undefined;
   }
   const factory = validatorFactory();
   let check: ReturnType<Ajv2020["compile"]>;
@@ -314,19 +325,57 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
     if (check(value)) return { ok: true, value };
     return { ok: false, issues: (check.errors ?? []).map(describeError) };
   };
-  // A plain schema's checks of small values stay on this thread; every other check goes to the worker.
-  const inline: InlineChecks | undefined = plainSchema(schema)
-    ? {
-        // Loaded when a run first prepares a call (pi-schema): a plan (--dry-run) loads none of it.
-        prepare: (other, argumentsJson) =>
-          argumentsJson.length <= INLINE_CHECK_BYTES && plainSchema(other)
-            ? import("./guarded-arguments.js").then(({ prepareGuarded }) => prepareGuarded(other, argumentsJson))
-            : undefined,
-        validate: (value, json) =>
-          json !== undefined && json.length <= INLINE_CHECK_BYTES ? validate(value) : undefined,
-      }
-    : undefined;
+  // A plain schema's checks of small values that pass it stay on this thread; every other check goes to the worker.
+  const inline = plainSchema(schema) ? inlineChecks(schema, rest, validate) : undefined;
   return { uncheckedFormats, worker: new ResultCheckWorker(schema, {}, inline), validate };
+}
+
+/**
+ * A plain schema's checks on the calling thread, for a small value that passes a first look (Ajv
+ * stopping at its first error): an invalid value goes to the worker, with its bounds. Telling every
+ * error of an invalid one costs (items) x (errors per item) x (message length): a plain schema of 720
+ * required names on 64 KiB of `{}` items ran the controller out of heap (review of session 36's fixes).
+ */
+function inlineChecks(
+  schema: JsonSchema,
+  rest: Record<string, unknown>,
+  validate: (value: unknown) => ResultCheck,
+): InlineChecks {
+  let passes: ((value: unknown) => boolean) | undefined;
+  const firstLook = (value: unknown): boolean => {
+    passes ??= firstErrorCheck(rest);
+    return passes(value);
+  };
+  const text = schemaText(schema);
+  return {
+    // Pi's preparation (pi-schema), loaded when a run first prepares a call: a plan (--dry-run) loads none of it.
+    prepare: (other, argumentsJson) => {
+      if (argumentsJson.length > INLINE_CHECK_BYTES || (other !== schema && schemaText(other) !== text))
+        return undefined;
+      let value: unknown;
+      try {
+        value = JSON.parse(argumentsJson);
+      } catch {
+        return undefined;
+      }
+      if (!firstLook(value)) return undefined;
+      return import("./guarded-arguments.js").then(({ prepareGuarded }) => prepareGuarded(other, argumentsJson));
+    },
+    validate: (value, json) =>
+      json !== undefined && json.length <= INLINE_CHECK_BYTES && firstLook(value) ? validate(value) : undefined,
+  };
+}
+
+/** The schema's check by the Ajv that stops at its first error (validatorFactory(false)). */
+function firstErrorCheck(rest: Record<string, unknown>): (value: unknown) => boolean {
+  const factory = validatorFactory(false);
+  const compiledSchema = rest.$id === undefined ? { $id: ROOT_BASE, ...rest } : rest;
+  try {
+    const check = factory.compile(compiledSchema);
+    return (value) => check(value) === true;
+  } finally {
+    factory.removeSchema(compiledSchema);
+  }
 }
 
 /** One Ajv error as `path: message`, the path dotted like the rest of sandbox-run's messages. */

@@ -19,6 +19,7 @@ import { type ReplayUpstream, startReplayUpstream } from "./replay-upstream.js";
 import { type EgressOverrides, startRunEgress } from "./run-egress.js";
 import type { RunTimeline } from "./run-events.js";
 import type { RunTrip, Trip } from "./run-trip.js";
+import { UNBOUNDED_CHECK_HINT } from "./validate-in-worker.js";
 
 interface RunServicesInput {
   planned: PlannedRun;
@@ -126,7 +127,19 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
         if (judged.trip) trip.fire(judged.trip);
       };
       if (reply && invalidResults) {
-        if (checks) void invalidResults.observeInWorker(reply).then(judgedAs);
+        // A check that throws (a bug, a value no check foresaw) is a value the host could not check:
+        // the run stops, never a rejection nobody handles (review of session 36's fixes).
+        if (checks)
+          void invalidResults
+            .observeInWorker(reply)
+            .then(judgedAs)
+            .catch((error: unknown) =>
+              trip.fire({
+                code: "invalid-result",
+                message: `The model's final result cannot be checked: the host's check failed (${error instanceof Error ? error.message : String(error)}).`,
+                hint: UNBOUNDED_CHECK_HINT,
+              }),
+            );
         else judgedAs(invalidResults.observe(reply));
       }
     },

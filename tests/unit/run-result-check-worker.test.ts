@@ -131,6 +131,28 @@ describe("the host's result checks run in a worker with a deadline (review, sess
     if (result.trip) expect(result.trip.code).toBe("invalid-result");
   }, 60_000);
 
+  it("a plain schema's invalid small value goes to the worker: telling its every error stalled this thread (review of session 36's fixes: 720 required names ran the controller out of heap)", async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `field_${i}`);
+    const schema: JsonSchema = {
+      type: "object",
+      properties: { list: { type: "array", items: { type: "object", required: names } } },
+    };
+    expect(plainSchema(schema)).toBe(true);
+    const validator = compileResultSchema(schema);
+    opened.push(validator.worker);
+    const argumentsJson = JSON.stringify({ list: Array.from({ length: 10_000 }, () => ({})) });
+    expect(argumentsJson.length).toBeLessThanOrEqual(64 * 1024);
+    const { result, ticks, ms } = await whileTicking(async () => [
+      await validator.worker.prepare(schema, argumentsJson),
+      await validator.worker.validate(JSON.parse(argumentsJson)),
+    ]);
+    expect(ticks).toBeGreaterThanOrEqual(Math.floor(ms / 50 / 4));
+    for (const answer of result) expect(answer.ok).toBe(false);
+    // A valid one is answered on this thread, as before.
+    const valid = { list: [Object.fromEntries(names.map((n) => [n, 1]))] };
+    expect(await validator.worker.validate(valid)).toEqual({ ok: true, value: valid });
+  }, 60_000);
+
   it("a run's checks have a time budget in all: past it, the next check is uncheckable at once (review, session 36: 30 calls of 3 s each)", async () => {
     const schema = exponentialSchema(30);
     const worker = new ResultCheckWorker(schema, { timeMs: 60_000, runTimeMs: 1_000 });
