@@ -5,6 +5,8 @@
 // large frame). Here payloads are handed on as views of the chunks they arrived in: a
 // sandbox printing a gigabyte costs the host no allocation beyond the socket's own reads.
 
+import { PassThrough, type Readable } from "node:stream";
+
 const HEADER_BYTES = 8;
 const STDERR = 2;
 
@@ -41,4 +43,40 @@ export class AttachDemuxer {
       at = end;
     }
   }
+}
+
+/**
+ * Splits an attach/exec stream into stdout and stderr, both ended when the stream ends. Each keeps
+ * to its reader's pace: while either holds more than its buffer, the engine's stream is paused, so
+ * what the sandbox writes waits in the engine's pipe and then blocks the writer, never piling up
+ * here (review, session 36: a sandbox wrote 3 GB into the relay's exec once the host had stopped
+ * reading it, and the controller grew with it).
+ */
+export function demuxedStreams(stream: Readable): { stdout: PassThrough; stderr: PassThrough } {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const waiting = new Set<PassThrough>();
+  const write = (target: PassThrough, payload: Buffer) => {
+    if (target.destroyed || target.writableEnded) return;
+    if (target.write(payload) || waiting.has(target)) return;
+    waiting.add(target);
+    stream.pause();
+    target.once("drain", () => {
+      waiting.delete(target);
+      if (waiting.size === 0) stream.resume();
+    });
+  };
+  const demuxer = new AttachDemuxer(
+    (payload) => write(stdout, payload),
+    (payload) => write(stderr, payload),
+  );
+  stream.on("data", (chunk: Buffer) => demuxer.push(chunk));
+  const end = () => {
+    stdout.end();
+    stderr.end();
+  };
+  stream.on("end", end);
+  stream.on("close", end);
+  stream.on("error", end);
+  return { stdout, stderr };
 }

@@ -4,7 +4,7 @@ import type { Socket } from "node:net";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
-import { AttachDemuxer } from "./attach-demux.js";
+import { demuxedStreams } from "./attach-demux.js";
 import { engineDeadline } from "./bounded-answers.js";
 import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
@@ -73,7 +73,7 @@ export class DockerContainer implements EngineContainer {
       abortSignal: signal,
     } as Docker.ContainerAttachOptions)) as unknown as HijackedStream;
     sendAtOnce(stream);
-    return { stdin: stream, ...demuxed(stream) };
+    return { stdin: stream, ...demuxedStreams(stream) };
   }
 
   async start(signal?: AbortSignal): Promise<void> {
@@ -182,7 +182,7 @@ export class DockerContainer implements EngineContainer {
     } as Docker.ExecCreateOptions);
     const stream = (await exec.start({ hijack: true, stdin: true, abortSignal: signal } as object)) as HijackedStream;
     sendAtOnce(stream);
-    const { stdout, stderr } = demuxed(stream);
+    const { stdout, stderr } = demuxedStreams(stream);
     // The process's output is over when the hijacked stream ends, whether or not anyone read it.
     const ended = new Promise<void>((resolve) => {
       stream.once("end", resolve);
@@ -207,23 +207,4 @@ export class DockerContainer implements EngineContainer {
  */
 function sendAtOnce(stream: HijackedStream): void {
   (stream as Partial<Pick<Socket, "setNoDelay">>).setNoDelay?.(true);
-}
-
-/** Splits an attach/exec stream into stdout and stderr, both ended when the stream ends. */
-function demuxed(stream: HijackedStream): { stdout: PassThrough; stderr: PassThrough } {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const demuxer = new AttachDemuxer(
-    (payload) => stdout.write(payload),
-    (payload) => stderr.write(payload),
-  );
-  stream.on("data", (chunk: Buffer) => demuxer.push(chunk));
-  const end = () => {
-    stdout.end();
-    stderr.end();
-  };
-  stream.on("end", end);
-  stream.on("close", end);
-  stream.on("error", end);
-  return { stdout, stderr };
 }

@@ -197,7 +197,8 @@ export class Relay {
   #closing = false;
   #stderr = "";
   #failure?: SandboxRunError;
-  readonly #failureListeners: Array<(error: SandboxRunError) => void> = [];
+  #refused = false;
+  readonly #failureListeners: Array<(error: SandboxRunError, refused: boolean) => void> = [];
   readonly #fullListeners: Array<(root: string) => void> = [];
   #resolveReady!: () => void;
   /** Resolves once the relay listens on every socket. */
@@ -255,13 +256,13 @@ export class Relay {
     this.#server.on("session", (session) => {
       this.#session = session;
       session.on("connect", () => session.setLocalWindowSize(this.#limits.windowBytes));
-      session.on("error", (error) => this.#fail(`the relay session failed: ${error.message}`));
-      session.on("frameError", () => this.#fail("the relay sent a frame this side refused"));
+      session.on("error", (error) => this.#fail(`the relay session failed: ${error.message}`, true));
+      session.on("frameError", () => this.#fail("the relay sent a frame this side refused", true));
       session.on("goaway", () => this.#fail("the relay ended the session"));
       session.on("close", () => this.#fail("the relay session closed"));
     });
     this.#server.on("stream", (stream, headers) => this.#route(stream, headers));
-    this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`));
+    this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`, true));
     // The exec's stdio is the connection: nothing listens anywhere. This side ending the session over
     // bytes it could not read is a failure at once, not when (or if) the relay hangs up.
     const outgoing = watchOutgoingGoaway((code) =>
@@ -270,6 +271,7 @@ export class Relay {
           ? // What nghttp2 sends when the peer trips its flood guards (stream resets, invalid frames).
             "this side ended the session (HTTP/2 error code 2): the relay sent more stream resets or invalid frames than HTTP/2's flood guard allows"
           : `this side could not read what the relay sent (HTTP/2 error code ${code}) and ended the session`,
+        true,
       ),
     );
     pipeline(outgoing, exec.stdin).catch(() => {});
@@ -391,9 +393,13 @@ export class Relay {
     this.#openGate();
   }
 
-  /** Calls `listener` once if the relay fails (its exec ends, the session breaks) before close(). */
-  onFailure(listener: (error: SandboxRunError) => void): void {
-    if (this.#failure) listener(this.#failure);
+  /**
+   * Calls `listener` once if the relay fails (its exec ends, the session breaks) before close().
+   * `refused`: this side refused what the relay sent (a frame, a flood, a message it did not ask
+   * for), so the sandbox is misbehaving, not ending: the run must stop it.
+   */
+  onFailure(listener: (error: SandboxRunError, refused: boolean) => void): void {
+    if (this.#failure) listener(this.#failure, this.#refused);
     else this.#failureListeners.push(listener);
   }
 
@@ -464,7 +470,7 @@ export class Relay {
   #route(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     stream.on("error", () => {});
     if (++this.#streams > this.#limits.maxStreams) {
-      this.#fail(`the relay opened more than ${this.#limits.maxStreams} streams`);
+      this.#fail(`the relay opened more than ${this.#limits.maxStreams} streams`, true);
       this.#session?.destroy();
       return;
     }
@@ -530,7 +536,7 @@ export class Relay {
       pending += text;
       for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
         if (--this.#controlBudget < 0) {
-          this.#fail("the relay sent more control messages than this side asked for");
+          this.#fail("the relay sent more control messages than this side asked for", true);
           this.#session?.destroy();
           return;
         }
@@ -539,7 +545,7 @@ export class Relay {
         pending = pending.slice(newline + 1);
       }
       if (pending.length > this.#limits.maxControlLineBytes) {
-        this.#fail("the relay sent a control line over the length limit");
+        this.#fail("the relay sent a control line over the length limit", true);
         this.#session?.destroy();
       }
     });
@@ -551,7 +557,7 @@ export class Relay {
     try {
       parsed = relayMessage().parse(JSON.parse(line));
     } catch {
-      this.#fail("the relay sent a control message this side cannot read");
+      this.#fail("the relay sent a control message this side cannot read", true);
       this.#session?.destroy();
       return;
     }
@@ -615,16 +621,23 @@ export class Relay {
     return true;
   }
 
-  #fail(reason: string): void {
+  #fail(reason: string, refused = false): void {
     if (this.#closing || this.#failure) return;
     this.#failure = this.#error(reason);
+    this.#refused = refused;
+    // Nothing more is read from the relay, nor held: its exec's stream is dropped (review, session
+    // 36: 3 GB written into the bridge's stdout after this side ended the session grew the
+    // controller by 65 MB a second until the run's timeout). Left open and unread, it would keep
+    // the engine copying into it, and the container's kill would wait for that copy.
+    this.#session?.destroy();
+    this.exec.stdin.destroy();
     for (const pending of this.#pending.values()) {
       pending.stream.reject(this.#failure);
       pending.exit.reject(this.#failure);
     }
     this.#pending.clear();
     for (const waiting of [...this.#pings.values(), this.#loaded, this.#claimAnswer]) waiting.reject(this.#failure);
-    for (const listener of this.#failureListeners.splice(0)) listener(this.#failure);
+    for (const listener of this.#failureListeners.splice(0)) listener(this.#failure, refused);
   }
 
   #error(reason: string): SandboxRunError {

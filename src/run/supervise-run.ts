@@ -29,6 +29,8 @@ const DRAIN_GRACE_MS = 2_000;
 export interface RunCompanion {
   afterStart(): Promise<void>;
   beforeStop(): Promise<void>;
+  /** Calls `listener` if the companion's link to the sandbox misbehaves while the run goes on (copy mode's relay): the run stops. */
+  onFailure?(listener: (error: unknown) => void): void;
 }
 
 interface SupervisedRun {
@@ -129,6 +131,7 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
       });
       timeline.sandbox("container.started", { containerId: container.id });
     }
+    run.companion?.onFailure?.(companionFailed);
     run.companion?.afterStart().catch(companionFailed);
     streams.stdin.end(run.prompt);
     if (signal?.aborted) onAbort();

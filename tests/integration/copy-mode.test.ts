@@ -386,15 +386,48 @@ describe.concurrent("copy mode", () => {
     );
     // (The tool's output never reached the model: the next request went through the broken relay.)
     expect(outcome.error, describeOutcome(outcome)).toBeDefined();
-    // The controller dropped the session on the first frame it could not read; the relay, then the
-    // launcher, stopped: the run fails at once (not at its timeout), naming the lost connection.
+    // The controller dropped the session on the first frame it could not read and stopped the
+    // sandbox (or the relay, then the launcher, stopped first): the run fails at once (not at its
+    // timeout), naming the lost connection.
     expect(outcome.error?.code).toBe("agent-crashed");
-    expect(outcome.error?.message).toMatch(/lost its connection to the host controller/);
+    expect(outcome.error?.message).toMatch(
+      /lost its connection to the host controller|The sandbox's relay to the host stopped: this side could not read/,
+    );
     // This side named the garbage itself, before the container's exit (not when the exec ended).
     const types = outcome.events.map((e) => e.type);
     const stopped = outcome.events.find((e) => e.type === "relay.stopped");
     expect(String(stopped?.data?.reason), describeOutcome(outcome)).toMatch(/could not read what the relay sent/);
     expect(types.indexOf("relay.stopped")).toBeLessThan(types.indexOf("container.exited"));
+    expect(fingerprint(ws)).toEqual(before);
+    expect(await containersOfRuns([outcome.runId])).toEqual([]);
+  });
+});
+
+describe("copy mode's relay, taken over by code in the sandbox (review, session 36)", () => {
+  it("a relay whose bridge is stopped and whose stdout is then flooded: the run is stopped at once, not at its timeout, and nothing is left", async () => {
+    const ws = hostileWorkspace({ "a.txt": "a\n" });
+    const before = fingerprint(ws);
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          [
+            "pids=''; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/usr/bin/perl -e' && { relay=${p#/proc/}; pids=\"$pids $relay\"; }; done",
+            // Stopped, the bridges never pass the host's GOAWAY on: the launcher does not end itself.
+            "kill -STOP $pids",
+            "head -c 300M /dev/zero > /proc/$relay/fd/1 &",
+            "sleep 600",
+          ].join("\n"),
+        ),
+        finish(),
+      ],
+      { cwd: ws, ...copy, timeoutMs: 60_000 },
+    );
+    // The host refused what the relay sent and stopped the sandbox: before, the run went on to its
+    // timeout while the controller kept what the exec delivered (65 MB a second).
+    const said = outcome.events.filter((e) => e.source === "sandbox").map((e) => `${e.time} ${e.type}`);
+    expect(outcome.error?.code, `${describeOutcome(outcome)}\n${said.join("\n")}`).toBe("agent-crashed");
+    expect(outcome.error?.message).toMatch(/The sandbox's relay to the host stopped: this side could not read/);
     expect(fingerprint(ws)).toEqual(before);
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });

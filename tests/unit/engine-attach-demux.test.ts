@@ -1,5 +1,6 @@
+import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { AttachDemuxer } from "../../src/engine/attach-demux.js";
+import { AttachDemuxer, demuxedStreams } from "../../src/engine/attach-demux.js";
 
 /** One frame as the engine writes it: type, three zero bytes, big-endian length, payload. */
 function frame(type: 0 | 1 | 2, payload: string | Buffer): Buffer {
@@ -52,5 +53,31 @@ describe("AttachDemuxer", () => {
     expect(got.pieces.stdout[0]!.buffer).toBe(chunks[0]!.buffer);
     expect(got.pieces.stdout[1]!.buffer).toBe(chunks[1]!.buffer);
     expect(got.pieces.stdout.map((p) => p.length)).toEqual([65_536 - 8, 100_000 - (65_536 - 8)]);
+  });
+});
+
+describe("demuxedStreams: each stream at its reader's pace (review, session 36)", () => {
+  it("pauses the engine's stream while a reader does not read, resumes once it drains, and holds no more than about one read meanwhile", async () => {
+    const engine = new PassThrough();
+    const { stdout, stderr } = demuxedStreams(engine);
+    stderr.resume();
+    const chunk = frame(1, Buffer.alloc(64 * 1024, 1));
+    // 64 MiB offered while nobody reads stdout (what the relay's exec delivered once the host had
+    // stopped reading it: 3 GB grew the controller before).
+    let frames = 0;
+    const offer = () => {
+      frames++;
+      return engine.write(chunk);
+    };
+    while (frames < 1024 && offer()) {}
+    while (frames < 1024) offer();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(engine.isPaused()).toBe(true);
+    expect(stdout.readableLength + stdout.writableLength).toBeLessThan(1024 * 1024);
+    // Read, and the rest comes through, whole.
+    engine.end();
+    let read = 0;
+    for await (const piece of stdout) read += (piece as Buffer).length;
+    expect(read).toBe(frames * 64 * 1024);
   });
 });

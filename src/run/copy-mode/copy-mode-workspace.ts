@@ -105,6 +105,8 @@ const MAX_LISTED_HOST_RUN = 100;
 
 export class CopyModeWorkspace {
   #relay?: Relay;
+  /** What the run listens with for a relay this side refused (its companion's onFailure). */
+  readonly #refusedListeners: Array<(error: unknown) => void> = [];
   /** Every writable tree came back whole and readable: only then is anything applied. */
   #copiedOut = false;
   /** The run is over: a copy-out still under way makes no more staging directories. */
@@ -154,6 +156,7 @@ export class CopyModeWorkspace {
     return {
       afterStart: () => (warm ? this.#claim(warm) : this.#copyIn(container)),
       beforeStop: () => this.#copyOut(),
+      onFailure: (listener) => this.#refusedListeners.push(listener),
     };
   }
 
@@ -182,6 +185,16 @@ export class CopyModeWorkspace {
     timeline.sandbox("warm.memory", { treesMb, memoryMb });
   }
 
+  /**
+   * The relay failed: said; and when this side refused what it sent (a flood, frames or messages it
+   * did not ask for), the run stops now rather than at its timeout (docs/security.md CM6; review,
+   * session 36: the run went on to its timeout, the sandbox still writing).
+   */
+  #relayStopped(error: SandboxRunError, refused: boolean): void {
+    this.options.timeline.sandbox("relay.stopped", { reason: error.shortMessage });
+    if (refused) for (const listener of this.#refusedListeners.splice(0)) listener(error);
+  }
+
   /** The same trees as #copyIn, for its claim: one exchange over the relay the sandbox has up already. */
   async #claim(warm: ClaimedSandbox): Promise<void> {
     const { plan, timeline } = this.options;
@@ -189,7 +202,7 @@ export class CopyModeWorkspace {
     const started = performance.now();
     const relay = warm.relay;
     this.#relay = relay;
-    relay.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+    relay.onFailure((error, refused) => this.#relayStopped(error, refused));
     const writable = this.copied.filter((c) => c.copy.writable && c.tree);
     this.#watchFull(relay, writable);
     // The host's servers run already: connections go through as soon as the relay serves them.
@@ -259,7 +272,7 @@ export class CopyModeWorkspace {
       signal,
     }).then(async (started) => {
       this.#relay = started;
-      started.onFailure((error) => timeline.sandbox("relay.stopped", { reason: error.shortMessage }));
+      started.onFailure((error, refused) => this.#relayStopped(error, refused));
       await started.ready;
       return started;
     });
