@@ -132,6 +132,8 @@ export class ConversationLedger {
   /** Calls without an id, per exchange, in the order their replies were indexed. */
   readonly #idless = new Map<number, LedgerToolCall[]>();
   readonly #indexed = new Set<number>();
+  /** Exchanges whose reply was cut at the token limit (Pi ran none of its calls). */
+  readonly #cut = new Set<number>();
   /** The host's account of the latest model request that failed since a reply last reached Pi whole. */
   #failure: string | undefined;
 
@@ -238,7 +240,7 @@ export class ConversationLedger {
    */
   callsOf(name: string): LedgerToolCall[] {
     return [...this.#toolCalls.values(), ...[...this.#idless.values()].flat()]
-      .filter((call) => call.name === name)
+      .filter((call) => call.name === name && !this.#cut.has(call.seq))
       .sort((a, b) => a.seq - b.seq || a.index - b.index);
   }
 
@@ -323,6 +325,9 @@ export class ConversationLedger {
   #index(head: OnChainExchange): void {
     if (this.#indexed.has(head.seq)) return;
     this.#indexed.add(head.seq);
+    // Pi fails every tool call of a reply cut at the token limit and asks again: none of them is an
+    // answer (review of session 36's fixes: a complete final call in such a reply was taken for one).
+    if (head.reply?.piStopReason === "length") this.#cut.add(head.seq);
     const idless: LedgerToolCall[] = [];
     for (const [index, call] of (head.reply?.toolCalls ?? []).entries()) {
       if (call.id !== "") this.#toolCalls.set(call.id, { ...call, seq: head.seq, index });

@@ -23,6 +23,8 @@ export interface ModelEvidence {
 }
 
 interface EvidenceCall {
+  /** The model's id for it ("" where its API gives none). */
+  id?: string;
   name: string;
   argumentsJson: string;
   seq: number;
@@ -57,9 +59,20 @@ export function confirmOutcome(
     // writes, nor a later call: code in the sandbox that took over Pi's requests (Node's debugger
     // through SIGUSR1, /proc/<pid>/mem) could answer the model's accepted call with a forged
     // rejection and ask again until it liked the answer (review, session 36).
-    const answer = (context.finalToolName ? evidence.callsOf(context.finalToolName) : []).find(
-      (call) => prepare(call.argumentsJson).ok,
-    );
+    let answer: (EvidenceCall & { value: unknown }) | undefined;
+    for (const call of context.finalToolName ? evidence.callsOf(context.finalToolName) : []) {
+      const prepared = prepare(call.argumentsJson);
+      if (prepared.ok) {
+        answer = { ...call, value: prepared.value };
+        break;
+      }
+      // One the host cannot check (a pattern past its bound, too many items for uniqueItems) may
+      // be one Pi accepted: which call is the answer cannot be told (review of session 36's fixes).
+      if ("uncheckable" in prepared)
+        return contradiction(
+          `the host cannot check the model's final call ${call.index + 1} of exchange ${call.seq} (${prepared.reason}), so which of its final calls is the answer cannot be told`,
+        );
+    }
     let confirmed: { value: unknown } | undefined;
     for (const { callId, value } of claim.claims) {
       const call = evidence.toolCall(callId);
@@ -83,7 +96,13 @@ export function confirmOutcome(
           `Pi's output reports ${excerpt(value)} for call ${quote(callId)}; the model sent ${excerpt(prepared.value)}`,
         );
       }
-      if (answer && call.seq === answer.seq && call.index === answer.index) confirmed = { value: prepared.value };
+      // Pi names a call without an id (Google's) by a number of its own, which the ledger places at
+      // the newest such call: one without an id is the answer when it says the answer's value.
+      const isAnswer =
+        answer !== undefined &&
+        ((call.seq === answer.seq && call.index === answer.index) ||
+          (answer.id === "" && call.id === "" && isDeepStrictEqual(prepared.value, answer.value)));
+      if (isAnswer && !confirmed) confirmed = { value: prepared.value };
     }
     if (!confirmed) {
       return contradiction(

@@ -212,7 +212,15 @@ export class ResultCheckWorker {
     if (known) return Promise.resolve(known);
     return new Promise((resolve) => {
       this.#queue.push({ id: this.#nextId++, request, key, resolve });
-      if (!this.#inFlight) void this.#next();
+      if (!this.#inFlight) this.#advance();
+    });
+  }
+
+  /** The next check; whatever it throws answers the check in flight, never an unhandled rejection. */
+  #advance(): void {
+    this.#next().catch((error: unknown) => {
+      const pending = this.#inFlight;
+      if (pending) this.#finish(pending, unchecked(`the host's check failed (${(error as Error)?.message ?? error})`));
     });
   }
 
@@ -232,7 +240,6 @@ export class ResultCheckWorker {
     }
     const { request } = pending;
     const schema = started.sent.has(request.schemaId) ? undefined : this.#schemas.get(request.schemaId);
-    started.sent.add(request.schemaId);
     const timeMs = Math.min(this.#timeMs, this.#timeLeftMs);
     this.#deadline = setTimeout(() => {
       if (this.#inFlight !== pending) return;
@@ -249,7 +256,14 @@ export class ResultCheckWorker {
     }, timeMs);
     this.#sentAt = performance.now();
     this.#inFlightOn = started;
-    started.worker.postMessage({ id: pending.id, ...request, ...(schema === undefined ? {} : { schema }) });
+    try {
+      started.worker.postMessage({ id: pending.id, ...request, ...(schema === undefined ? {} : { schema }) });
+      started.sent.add(request.schemaId);
+    } catch (error) {
+      // A value the thread cannot be handed (nested past the structured clone's stack: review of
+      // session 36's fixes, a 6 KB reply 3,000 arrays deep killed the controller): uncheckable.
+      this.#finish(pending, unchecked(`it cannot be handed to the host's check (${(error as Error).message})`));
+    }
   }
 
   /** A message of a worker: the answer to the check in flight, if it is that worker's. */
@@ -272,7 +286,7 @@ export class ResultCheckWorker {
         this.#uncheckable.delete(this.#uncheckable.keys().next().value!);
     }
     pending.resolve(answer);
-    void this.#next();
+    this.#advance();
   }
 
   #settleIdle(): void {

@@ -62,6 +62,17 @@ const FINAL = reply({
 });
 
 describe("conversation ledger: Pi's own requests are one chain", () => {
+  it("a reply cut at the token limit: Pi runs none of its calls, so none is an answer (callsOf), though each can be looked up (review of session 36's fixes)", () => {
+    const full = fixtureRequest("openai-completions");
+    const ledger = new ConversationLedger();
+    ledger.add(exchange(requestAt(full, 0), { ...FINAL, piStopReason: "length" }));
+    expect(ledger.callsOf("sandbox_run_final_result")).toEqual([]);
+    expect(ledger.toolCall("final-1")).toMatchObject({ name: "sandbox_run_final_result" });
+    const other = new ConversationLedger();
+    other.add(exchange(requestAt(full, 0), FINAL));
+    expect(other.callsOf("sandbox_run_final_result")).toMatchObject([{ id: "final-1", index: 0 }]);
+  });
+
   for (const api of APIS) {
     it(`${api}: the three requests of a real run are on-chain, and the model's calls can be looked up`, () => {
       const full = fixtureRequest(api);

@@ -127,6 +127,76 @@ describe("confirmOutcome", () => {
     });
   });
 
+  it("an answer without an id (Google's) is confirmed by its value, and a first call the host cannot check leaves the answer untold (review of session 36's fixes)", () => {
+    const idless = (calls: Array<[number, string]>, claimed: number): ModelEvidence => {
+      const all = calls.map(([seq, argumentsJson]) => ({ id: "", name: FINAL, argumentsJson, seq, index: 0 }));
+      return {
+        // Pi's made-up ids all land on the newest call without an id.
+        toolCall: () => all[claimed],
+        callsOf: () => all,
+        lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
+        failureSinceLastReply: () => undefined,
+      };
+    };
+    const approve = '{"verdict":"approve"}';
+    // The same answer twice (the first beside a bash call, so Pi went on): confirmed.
+    const twice = structured(
+      { callId: "sandbox_run_final_result_1_1", value: { verdict: "approve" } },
+      { callId: "sandbox_run_final_result_2_2", value: { verdict: "approve" } },
+    );
+    expect(
+      confirmOutcome(
+        twice,
+        idless(
+          [
+            [1, approve],
+            [2, approve],
+          ],
+          1,
+        ),
+        context,
+      ),
+    ).toMatchObject({ ok: true });
+    // Another answer after it: a contradiction.
+    const other = structured({ callId: "sandbox_run_final_result_2_1", value: { verdict: "approve" } });
+    expect(
+      confirmOutcome(
+        other,
+        idless(
+          [
+            [1, '{"verdict":"reject"}'],
+            [2, approve],
+          ],
+          1,
+        ),
+        context,
+      ),
+    ).toMatchObject({
+      ok: false,
+    });
+    // A first final call the host cannot check (uniqueItems past its bound) is not skipped as if Pi had refused it.
+    const calls: Record<string, { name: string; argumentsJson: string; seq: number; index: number }> = {
+      c1: { name: FINAL, argumentsJson: '{"verdict":"reject","huge":true}', seq: 1, index: 0 },
+      c2: { name: FINAL, argumentsJson: approve, seq: 3, index: 0 },
+    };
+    const evidence: ModelEvidence = {
+      toolCall: (id) => calls[id],
+      callsOf: () => Object.values(calls),
+      lastReply: () => ({ text: "", toolCallCount: 1, complete: true }),
+      failureSinceLastReply: () => undefined,
+    };
+    const prepare = (_schema: unknown, args: string) =>
+      args.includes("huge")
+        ? { ok: false as const, reason: "too many items", uncheckable: "unique-items" as const }
+        : { ok: true as const, value: JSON.parse(args) };
+    expect(
+      confirmOutcome(structured({ callId: "c2", value: { verdict: "approve" } }), evidence, { ...context, prepare }),
+    ).toEqual({
+      ok: false,
+      contradiction: expect.stringContaining("so which of its final calls is the answer cannot be told"),
+    });
+  });
+
   it("a text answer must be the model's last reply, exactly", () => {
     expect(confirmOutcome({ kind: "text", text: "LGTM" }, evidence(), {})).toEqual({
       ok: false,

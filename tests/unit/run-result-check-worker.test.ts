@@ -153,6 +153,18 @@ describe("the host's result checks run in a worker with a deadline (review, sess
     expect(await validator.worker.validate(valid)).toEqual({ ok: true, value: valid });
   }, 60_000);
 
+  it("a value nested past what the worker can be handed is uncheckable, not a crash of the controller (review of session 36's fixes: 3,000 arrays deep, 6 KB, killed the CLI)", async () => {
+    const schema: JsonSchema = { type: "object", properties: { verdict: { type: "string" } } };
+    const worker = new ResultCheckWorker(schema);
+    opened.push(worker);
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    const answer = await worker.validate({ verdict: "approve", extra: deep });
+    expect(answer).toMatchObject({ ok: false, uncheckable: "bounds" });
+    // The worker still answers the next check.
+    expect(await worker.validate({ verdict: "approve" })).toMatchObject({ ok: true });
+  }, 60_000);
+
   it("a run's checks have a time budget in all: past it, the next check is uncheckable at once (review, session 36: 30 calls of 3 s each)", async () => {
     const schema = exponentialSchema(30);
     const worker = new ResultCheckWorker(schema, { timeMs: 60_000, runTimeMs: 1_000 });
