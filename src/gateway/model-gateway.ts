@@ -56,6 +56,11 @@ export interface ModelGatewayOptions {
   onRequest?(record: GatewayRequestRecord): void;
   /** Every forwarded generation request, once its response has ended. */
   onExchange?(exchange: GatewayExchange): void;
+  /**
+   * Awaited before a generation request is forwarded: the host's verdicts on the replies so far
+   * (the invalid-result watch's, checked in a worker), which may stop the run first.
+   */
+  beforeGeneration?(): Promise<void>;
   /** Keep each exchange's bytes (bounded) in `GatewayExchange.recording`, for run records and replay. */
   recordExchanges?: RecordLimits;
   /**
@@ -145,6 +150,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     },
     report,
     exchange: options.onExchange ? (exchange) => observe(options.onExchange, exchange) : undefined,
+    ...(options.beforeGeneration ? { beforeGeneration: options.beforeGeneration } : {}),
     budgetExceeded: (attempted) => observe(options.onBudgetExceeded, attempted),
     refused: (bytes) => refusedBytes.add(bytes),
   });

@@ -39,6 +39,8 @@ interface HandlerContext {
   /** Undefined when nobody listens for exchanges (then no reply is parsed). */
   exchange?: (exchange: GatewayExchange) => void;
   budgetExceeded(attempted: number): void;
+  /** Awaited before a generation is forwarded (ModelGatewayOptions.beforeGeneration). */
+  beforeGeneration?(): Promise<void>;
   /** A request was refused after the gateway parsed its body of `bytes` (PARSED_THEN_REFUSED). */
   refused(bytes: number): void;
 }
@@ -118,6 +120,9 @@ export function createRequestHandler(ctx: HandlerContext) {
     }
     if (!inspection.ok) return refuse(inspection, route.id);
 
+    // The host's verdicts on the replies so far come first: the fifth invalid final result stops
+    // the run before a sixth request goes out, whatever thread judged it (review, session 36).
+    if (admission.generation && ctx.beforeGeneration) await ctx.beforeGeneration().catch(() => {});
     if (admission.generation && ctx.budget.stopped !== undefined) {
       const detail = `the run has stopped (${ctx.budget.stopped}): no more model requests are forwarded`;
       return refuse(refusal(429, "run-stopped", detail), route.id);

@@ -91,6 +91,11 @@ export class InvalidResultWatch {
     return verdict;
   }
 
+  /** Resolves once the verdicts on every reply observed so far are in (observeInWorker). */
+  settled(): Promise<unknown> {
+    return this.#judging;
+  }
+
   #verdict(judged: Judged[]): { invalid?: InvalidResult; trip?: Trip } {
     // Pi checks the same pattern on the same string in the sandbox, without a bound: it will not
     // answer, and the run would spin until its timeout, whose hint says to raise it (review,

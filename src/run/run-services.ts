@@ -143,6 +143,8 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
         else judgedAs(invalidResults.observe(reply));
       }
     },
+    // A request after an invalid final result waits for the host's verdict on it (in the worker).
+    ...(invalidResults ? { beforeGeneration: async () => void (await invalidResults.settled()) } : {}),
     maxGenerations: run.budgets.maxTurns,
     onBudgetExceeded: (attempted) =>
       trip.fire({
