@@ -193,3 +193,55 @@ describe("model gateway: turn budget", () => {
     }
   });
 });
+
+describe("model gateway: the host's verdicts come before the next request (review, session 36)", () => {
+  it("a generation waits for beforeGeneration; a stop meanwhile refuses it, and it never reaches the upstream", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "sr-gw-verdict-"));
+    let arrived = 0;
+    const upstream = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        arrived++;
+        res.writeHead(500).end();
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    let judged: () => void = () => {};
+    const verdict = new Promise<void>((resolve) => {
+      judged = resolve;
+    });
+    const gateway = await startModelGateway({
+      socketPath: path.join(dir, "verdict.sock"),
+      routes: [
+        {
+          id: "r",
+          upstreamBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`,
+          api: "openai-completions",
+          model: "m",
+          headers: {},
+        },
+      ],
+      beforeGeneration: () => verdict,
+    });
+    try {
+      const pending = request(gateway.socketPath, {
+        method: "POST",
+        path: "/r/chat/completions",
+        headers: { "content-type": "application/json" },
+        body: chatBody("m"),
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(arrived).toBe(0);
+      // The verdict stops the run (as the invalid-result watch's trip does), then comes in.
+      gateway.stopForwarding("invalid-result");
+      judged();
+      const reply = await pending;
+      expect(reply.status).toBe(429);
+      expect(arrived).toBe(0);
+    } finally {
+      await gateway.close();
+      await new Promise<void>((resolve) => upstream.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
