@@ -53,15 +53,6 @@ export function pendingDeadApply(staging: string): string | undefined {
   return journal?.steps && journal.end === undefined ? journal.root : undefined;
 }
 
-/**
- * The tree finishDeadApply would write (undo an unfinished apply, or clear a committed one's
- * leftovers), for a reaper to hold first; reads the journal only.
- */
-export function deadApplyTree(staging: string): string | undefined {
-  const journal = journalSummary(staging);
-  return journal?.steps && journal.end !== "u" ? journal.root : undefined;
-}
-
 /** A private journal's tree, whether any step was taken, and how it ended ("c" committed, "u" undone); undefined when unreadable. */
 function journalSummary(staging: string): { root: string; steps: boolean; end?: "c" | "u" } | undefined {
   let fd: number;
@@ -89,9 +80,13 @@ function journalSummary(staging: string): { root: string; steps: boolean; end?: 
  * Undoes (or, once committed, finishes) the apply a dead controller journaled in the staging
  * directory `staging` (its name; ours, private: the caller checked). Undefined when there is
  * nothing to say: no journal, an apply that finished or was undone by its controller, or no step
- * taken. A DeadApply with `refused`: the directory must stay.
+ * taken. A DeadApply with `refused` or `waiting` (`hold` gave a reason, not the tree): the
+ * directory must stay.
  */
-export function finishDeadApply(staging: string): DeadApply | undefined {
+export function finishDeadApply(
+  staging: string,
+  hold: (tree: string) => { release(): void } | string,
+): DeadApply | undefined {
   let fd: number;
   try {
     fd = fs.openSync(staging, DIR_FLAGS);
@@ -109,30 +104,38 @@ export function finishDeadApply(staging: string): DeadApply | undefined {
     let end: string | undefined;
     for (const r of read.records) if (r[0] === "c" || r[0] === "u") end = r[0];
     if (end === "u" || !read.records.some((r) => r[0] !== "t")) return undefined;
-    // Made next to the tree or inside it (makeStagingDir): a journal naming another tree is not ours.
-    const parent = path.dirname(staging);
-    if (parent !== read.root && parent !== path.dirname(read.root))
-      return refused(`its journal names ${read.root}, which its staging directory is not next to`);
-    let rootFd: number;
+    // Written only while held as a run holds it, without waiting (the caller's `hold`): a tree a run
+    // in progress holds may be the one that run's sandbox got (review, session 36).
+    const held = hold(read.root);
+    if (typeof held === "string") return { tree, undone: false, unrestored: [], waiting: held };
     try {
-      rootFd = fs.openSync(read.root, DIR_FLAGS);
-    } catch (error) {
-      return refused(`the tree cannot be opened (${(error as NodeJS.ErrnoException).code})`);
-    }
-    const dirs = new ReplayDirs(read.root, rootFd);
-    try {
-      if (!sameInode(fs.fstatSync(rootFd), read.rootIdentity))
-        return refused("the tree is not the directory the apply wrote (moved or replaced since)");
-      const journal = ApplyJournal.replayed(dirs, { dir: pinned(fd), real: staging }, read);
-      if (end === "c") {
-        journal.commit();
-        return undefined;
+      // Made next to the tree or inside it (makeStagingDir): a journal naming another tree is not ours.
+      const parent = path.dirname(staging);
+      if (parent !== read.root && parent !== path.dirname(read.root))
+        return refused(`its journal names ${read.root}, which its staging directory is not next to`);
+      let rootFd: number;
+      try {
+        rootFd = fs.openSync(read.root, DIR_FLAGS);
+      } catch (error) {
+        return refused(`the tree cannot be opened (${(error as NodeJS.ErrnoException).code})`);
       }
-      const unrestored = journal.undo();
-      const kept = unrestored.length > 0 ? journal.keptAside() : undefined;
-      return { tree, undone: unrestored.length === 0, unrestored, ...(kept ? { kept } : {}) };
+      const dirs = new ReplayDirs(read.root, rootFd);
+      try {
+        if (!sameInode(fs.fstatSync(rootFd), read.rootIdentity))
+          return refused("the tree is not the directory the apply wrote (moved or replaced since)");
+        const journal = ApplyJournal.replayed(dirs, { dir: pinned(fd), real: staging }, read);
+        if (end === "c") {
+          journal.commit();
+          return undefined;
+        }
+        const unrestored = journal.undo();
+        const kept = unrestored.length > 0 ? journal.keptAside() : undefined;
+        return { tree, undone: unrestored.length === 0, unrestored, ...(kept ? { kept } : {}) };
+      } finally {
+        dirs.close();
+      }
     } finally {
-      dirs.close();
+      held.release();
     }
   } catch (error) {
     if (error instanceof JournalRefused) {

@@ -3,7 +3,7 @@
 // loads for its names, since a plan has no use for the undo.
 import fs from "node:fs";
 import path from "node:path";
-import { type DeadApply, deadApplyTree, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
+import { type DeadApply, finishDeadApply, pendingDeadApply } from "./dead-apply.js";
 import { removeStagingDir, STAGING_PREFIX } from "./staging-dir.js";
 
 /** The staging directories a run folder's `record` file lists, named like ours ([] when it cannot be read). */
@@ -41,19 +41,9 @@ export function removeListedStagingDirs(
     try {
       const stat = fs.lstatSync(dir);
       if (!stat.isDirectory() || stat.uid !== uid) continue;
-      const tree = deadApplyTree(dir);
-      const held = tree === undefined ? undefined : holdOrWhyNot(hold, tree);
-      if (typeof held === "string") {
-        applies.push({ tree: tree!, undone: false, unrestored: [], waiting: held });
-        continue;
-      }
-      try {
-        const dead = finishDeadApply(dir);
-        if (dead) applies.push(dead);
-        if (!dead?.refused) removeStagingDir(dir);
-      } finally {
-        held?.release();
-      }
+      const dead = finishDeadApply(dir, (tree) => holdOrWhyNot(hold, tree));
+      if (dead) applies.push(dead);
+      if (dead?.refused === undefined && dead?.waiting === undefined) removeStagingDir(dir);
     } catch {
       // already gone
     }
