@@ -754,11 +754,6 @@ async function linkLost(engine: Engine, error: unknown): Promise<string | undefi
   }
 }
 
-/**
- * A run over a tree whose earlier bind-mode run was never judged (its controller died first) would
- * start from what that sandbox left, protected files included, and its own judgement would take
- * that as the tree before it: refused until `sandbox-run gc` has judged the earlier run.
- */
 /** A dead run still lends one of these trees (lease-record.ts deadLeaseOver): refused, naming gc. */
 function refuseDeadLease(trees: readonly string[]): void {
   const leased = deadLeaseOver(trees);
@@ -785,6 +780,11 @@ function refuseDeadApply(trees: readonly string[]): void {
   );
 }
 
+/**
+ * A run over a tree whose earlier bind-mode run was never judged (its controller died first) would
+ * start from what that sandbox left, protected files included, and its own judgement would take
+ * that as the tree before it: refused until `sandbox-run gc` has judged the earlier run.
+ */
 function refuseUnjudgedTrees(trees: readonly string[]): void {
   const unjudged = unjudgedRunOver(trees);
   if (!unjudged) return;

@@ -140,7 +140,6 @@ export class InvalidResultWatch {
   /** #judge in the run's check worker; "stopped" when the run ended first. */
   async #judgeInWorker(argumentsJson: string): Promise<Judged | "stopped"> {
     const worker = this.check.validator.worker;
-    if (!worker) return this.#judge(argumentsJson);
     const prepared = await worker.prepare(this.check.schema, argumentsJson);
     if (!prepared.ok) {
       if (isUnchecked(prepared))

@@ -130,6 +130,8 @@ interface Compiled {
   check: ReturnType<Ajv2020["compile"]>;
   uncheckedFormats: string[];
   guard: ReturnType<typeof patternGuardFor>;
+  /** A plain schema's first look at a value (firstErrorCheck), compiled on its first use. */
+  firstLook?: (value: unknown) => boolean;
 }
 
 /**
@@ -315,7 +317,8 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
   }
   // Pi reads every schema as draft 2020-12; so does the host (see the header).
   const { $schema: _dialect, ...rest } = schema;
-  const { check, uncheckedFormats, guard } = compiledFor(rest);
+  const compiled = compiledFor(rest);
+  const { check, uncheckedFormats, guard } = compiled;
   const validate = (value: unknown): ResultCheck => {
     // Every pair of a large array's objects compared on this thread: refused first (unique-items-guard.ts).
     const items = uniqueItemsProblem(rest, value);
@@ -326,7 +329,7 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
     return { ok: false, issues: (check.errors ?? []).map(describeError) };
   };
   // A plain schema's checks of small values that pass it stay on this thread; every other check goes to the worker.
-  const inline = plainSchema(schema) ? inlineChecks(schema, rest, validate) : undefined;
+  const inline = plainSchema(schema) ? inlineChecks(schema, rest, compiled, validate) : undefined;
   return { uncheckedFormats, worker: new ResultCheckWorker(schema, {}, inline), validate };
 }
 
@@ -339,12 +342,14 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
 function inlineChecks(
   schema: JsonSchema,
   rest: Record<string, unknown>,
+  compiled: Compiled,
   validate: (value: unknown) => ResultCheck,
 ): InlineChecks {
-  let passes: ((value: unknown) => boolean) | undefined;
+  // Kept with the schema's other validators: compiled once per schema, not once per run, and in
+  // the instance compiledFor renews.
   const firstLook = (value: unknown): boolean => {
-    passes ??= firstErrorCheck(rest);
-    return passes(value);
+    compiled.firstLook ??= firstErrorCheck(rest);
+    return compiled.firstLook(value);
   };
   const text = schemaText(schema);
   return {

@@ -120,28 +120,25 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       if (verdict.onChain) timeline.sandbox("gateway.exchange", data);
       else driven.offer(`gateway.exchange off ${verdict.reason}`, { type: "gateway.exchange", data });
       const reply = verdict.onChain && ledger.last?.delivered ? exchange.reply : undefined;
-      // A schema whose checks can grow past a bound is judged in the run's check worker, with a
-      // deadline: this thread stays free for the run's timers and signals (review, session 35).
+      // Judged in the run's check worker, with a deadline (or on this thread, a plain schema's small
+      // valid values): this thread stays free for the run's timers and signals (review, session 35).
       const judgedAs = (judged: { invalid?: InvalidResult; trip?: Trip }) => {
         if (judged.invalid) timeline.sandbox("result.invalid", { seq: exchange.seq, ...judged.invalid });
         if (judged.trip) trip.fire(judged.trip);
       };
-      if (reply && invalidResults) {
-        // A check that throws (a bug, a value no check foresaw) is a value the host could not check:
-        // the run stops, never a rejection nobody handles (review of session 36's fixes).
-        if (checks)
-          void invalidResults
-            .observeInWorker(reply)
-            .then(judgedAs)
-            .catch((error: unknown) =>
-              trip.fire({
-                code: "invalid-result",
-                message: `The model's final result cannot be checked: the host's check failed (${error instanceof Error ? error.message : String(error)}).`,
-                hint: UNBOUNDED_CHECK_HINT,
-              }),
-            );
-        else judgedAs(invalidResults.observe(reply));
-      }
+      // A check that throws (a bug, a value no check foresaw) is a value the host could not check:
+      // the run stops, never a rejection nobody handles (review of session 36's fixes).
+      if (reply && invalidResults)
+        void invalidResults
+          .observeInWorker(reply)
+          .then(judgedAs)
+          .catch((error: unknown) =>
+            trip.fire({
+              code: "invalid-result",
+              message: `The model's final result cannot be checked: the host's check failed (${error instanceof Error ? error.message : String(error)}).`,
+              hint: UNBOUNDED_CHECK_HINT,
+            }),
+          );
     },
     // A request after an invalid final result waits for the host's verdict on it (in the worker).
     ...(invalidResults ? { beforeGeneration: async () => void (await invalidResults.settled()) } : {}),
