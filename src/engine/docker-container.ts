@@ -45,9 +45,19 @@ const LIVENESS_TIMEOUT_MS = 5_000;
 const REMOVE_TIMEOUT_MS = 60_000;
 const REMOVE_UNREACHABLE_TIMEOUT_MS = 5_000;
 
+/**
+ * The OOM counter is read at most this often while a run goes on (sampleCounters below): a flood
+ * of forged tool-end events costs a few small reads a second, and the last one is always followed.
+ */
+const OOM_SAMPLE_INTERVAL_MS = 100;
+
 export class DockerContainer implements EngineContainer {
   private removal?: Promise<void>;
   #oomKills = 0;
+  /** The container's first process, once looked up (its cgroup names the container, host-oom-counter.ts). */
+  #pid?: Promise<number>;
+  #lastSample = 0;
+  #trailingSample?: NodeJS.Timeout;
   /** Ends a pending wait() when the engine cannot be reached to stop the container. */
   readonly #unreachable = new AbortController();
   /** A stop went unanswered and so did the engine's ping: its removal gets a short deadline. */
@@ -93,8 +103,26 @@ export class DockerContainer implements EngineContainer {
     return this.#killing;
   }
 
+  /**
+   * Podman: reads the OOM counter now, while the container still runs (called as each of the
+   * sandbox's tools ends). Read only before the host's stop, a tool's OOM kill went unreported
+   * whenever the container ended by itself first (Pi exits as it settles; its cgroup goes with it):
+   * a flaky `engines-podman` test, session 36.
+   */
+  sampleCounters(): void {
+    if (!this.options.readOomCounterBeforeKill || this.#trailingSample) return;
+    const wait = this.#lastSample + OOM_SAMPLE_INTERVAL_MS - Date.now();
+    const sample = () => {
+      this.#trailingSample = undefined;
+      this.#lastSample = Date.now();
+      void this.oomKillCount().then((count) => (this.#oomKills = Math.max(this.#oomKills, count)));
+    };
+    if (wait <= 0) sample();
+    else this.#trailingSample = setTimeout(sample, wait).unref();
+  }
+
   private async stop(): Promise<void> {
-    if (this.options.readOomCounterBeforeKill) this.#oomKills = await this.oomKillCount();
+    if (this.options.readOomCounterBeforeKill) this.#oomKills = Math.max(this.#oomKills, await this.oomKillCount());
     const started = Date.now();
     for (;;) {
       const error = await this.container.kill({ abortSignal: engineDeadline(KILL_TIMEOUT_MS) } as object).then(
@@ -144,12 +172,14 @@ export class DockerContainer implements EngineContainer {
    * cannot be read.
    */
   private async oomKillCount(): Promise<number> {
-    try {
-      const info = await this.container.inspect({ abortSignal: AbortSignal.timeout(5_000) } as object);
-      return hostOomKillCount(Number(info?.State?.Pid ?? 0), this.id);
-    } catch {
-      return 0;
-    }
+    this.#pid ??= this.container.inspect({ abortSignal: AbortSignal.timeout(5_000) } as object).then(
+      (info) => Number(info?.State?.Pid ?? 0),
+      () => 0,
+    );
+    const pid = await this.#pid;
+    // Not running yet or no answer: asked again next time.
+    if (pid <= 0) this.#pid = undefined;
+    return hostOomKillCount(pid, this.id);
   }
 
   async rename(name: string): Promise<void> {

@@ -141,6 +141,11 @@ export interface EngineContainer {
   rename?(name: string): Promise<void>;
   /** Sets its memory limit, swap included, while it runs (a warm sandbox's, at the claim); optional. */
   setMemoryLimit?(memoryMb: number): Promise<void>;
+  /**
+   * Reads now what the engine cannot report once the container is gone (Podman's OOM counter),
+   * called as each tool of the sandbox's ends; optional, never throws, cheap when called often.
+   */
+  sampleCounters?(): void;
 }
 
 export interface BuildImageOptions {

@@ -86,6 +86,8 @@ export async function superviseRun(run: SupervisedRun): Promise<SupervisedResult
     onEvent: (event) => {
       collector.observe(event);
       timeline.pi(event);
+      // A tool the limit killed has ended: what only the running container can say is read now.
+      if (event.type === "tool_execution_end") container.sampleCounters?.();
       const over = budgetTrip(run.budgets, event.type, collector.turns, collector.usage.cost);
       if (over) trip.fire(over);
       if (event.type === "agent_settled" && !trip.tripped && !piSettled) {
