@@ -1,7 +1,7 @@
 // One Docker container's life: attach (before start, so no output is lost and the prompt reaches
 // stdin), start, wait, exec, and a removal that is idempotent and safe to call from every exit path.
 import type { Socket } from "node:net";
-import { PassThrough, type Readable, type Writable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxRunError } from "../errors.js";
 import { demuxedStreams } from "./attach-demux.js";
