@@ -31,6 +31,7 @@ import {
   startSecondEngine,
   stopSecondEngine,
 } from "../tests/support/second-engine.js";
+import { countTests, stepProblem } from "./step-verdict.js";
 import { parseRequest, plan, type Request, ROOT, type Step, USAGE } from "./test-steps.js";
 
 interface Outcome {
@@ -104,18 +105,6 @@ function failedTests(out: string): string[] {
     failures.set(line.trim(), [line.trim(), ...why].join("\n"));
   });
   return [...failures.values()].slice(0, 20);
-}
-
-/** Adds up vitest's "Tests  3 passed | 1 failed | 2 skipped (6)" lines. */
-function countTests(out: string): { passed: number; failed: number; skipped: number } {
-  const plain = stripVTControlCharacters(out);
-  const counts = { passed: 0, failed: 0, skipped: 0 };
-  for (const line of plain.split("\n")) {
-    if (!/^\s+Tests\s+/.test(line)) continue;
-    for (const [, n, what] of line.matchAll(/(\d+) (passed|failed|skipped)/g))
-      counts[what as keyof typeof counts] += Number(n);
-  }
-  return counts;
 }
 
 /** Starts the services no one has started (stopped again at the end); says in `notes` what cannot run here. */
@@ -249,8 +238,7 @@ function readSkips(file: string): string[] {
 
 /**
  * Runs one step's vitest; its outcome, and the line that fails the run when the step "passed"
- * without running its tests: its set-up found no engine (it went away after the ping), or it ran
- * none at all (issue 18: never an "ok" with everything skipped). With filters a step may match none.
+ * without running what it should (step-verdict.ts).
  */
 async function runStep(
   { step, args }: Planned,
@@ -267,13 +255,7 @@ async function runStep(
   );
   const cpu1 = machineJiffies();
   const counts = countTests(out);
-  const skips = readSkips(skipsFile);
-  const problem =
-    skips.length > 0
-      ? `step ${step.name}: the engine tests did not run (${skips.join("; ")}); start the engine (./scripts/quickstart.sh) and run npm test again`
-      : !filtered && status === 0 && counts.passed === 0 && counts.failed === 0
-        ? `step ${step.name} ran no test (${counts.skipped} skipped): see the warnings in its output above`
-        : undefined;
+  const problem = stepProblem({ step: step.name, status, out, setupSkips: readSkips(skipsFile), filtered, ci });
   const outcome: Outcome = {
     step: step.name,
     status: status !== 0 ? status : problem ? 1 : 0,

@@ -17,9 +17,8 @@ describe("BoundedLines", () => {
     expect(stream.writableLength).toBeLessThanOrEqual(1100);
     expect(lines.dropped).toBe(89);
     expect(said).toBe(1);
-    const started = Date.now();
+    // A stream that never drains: the close gives up after its wait (a hang is the test's timeout).
     expect(await lines.close(50)).toBe(false);
-    expect(Date.now() - started).toBeLessThan(2000);
     expect(stream.destroyed).toBe(true);
   });
 

@@ -84,11 +84,10 @@ const until = async (condition: () => boolean) => {
 describe("an engine that answers its ping and nothing after", () => {
   it("a list it never answers fails after the deadline, naming the engine and the request, and its connection is closed", async () => {
     const engine = await standIn(silent);
-    const started = Date.now();
+    // The message says the deadline fired (a hang would be the test's timeout).
     await expect(engineAt(engine.socketPath, 300).listContainers(["sandbox-run.managed=true"])).rejects.toThrow(
       `Engine "mute" at unix://${engine.socketPath} did not answer GET /containers/json within 0.3 s.`,
     );
-    expect(Date.now() - started).toBeLessThan(5_000);
     expect(await until(() => engine.openConnections() === 0)).toBe(true);
   });
 
