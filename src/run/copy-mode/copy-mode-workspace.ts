@@ -197,7 +197,7 @@ export class CopyModeWorkspace {
 
   /** The same trees as #copyIn, for its claim: one exchange over the relay the sandbox has up already. */
   async #claim(warm: ClaimedSandbox): Promise<void> {
-    const { plan, timeline } = this.options;
+    const { plan } = this.options;
     await this.#raiseWarmMemory(warm);
     const started = performance.now();
     const relay = warm.relay;
@@ -260,7 +260,7 @@ export class CopyModeWorkspace {
   }
 
   async #copyIn(container: EngineContainer): Promise<void> {
-    const { plan, signal, timeline } = this.options;
+    const { plan, signal } = this.options;
     const started = performance.now();
     const sockets = this.#sockets();
     const relay = Relay.start({
