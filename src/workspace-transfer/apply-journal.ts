@@ -19,8 +19,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
+import { drain } from "../util/stepwise.js";
 import { atTextPath } from "../workspace/fd-walk.js";
-import { removeAt } from "../workspace/remove-tree.js";
+import { removing } from "../workspace/remove-tree.js";
 import { JournalWriter, type ReadJournal } from "./apply-journal-file.js";
 import { type Identity, openEntry, pinned, sameInode, TreeDirError, type TreeDirs } from "./tree-dirs.js";
 import { comparePaths, parentOf } from "./tree-entry.js";
@@ -306,6 +307,11 @@ export class ApplyJournal {
    * The journal says so first (the commit point): a reaper then removes what is left, undoes nothing.
    */
   commit(): string[] {
+    return drain(this.committing());
+  }
+
+  /** commit(), a step at a time (util/stepwise.ts). */
+  *committing(): Generator<void, string[]> {
     this.#file?.append(["c"]);
     this.onStep?.(++this.#steps, "committed");
     const left: string[] = [];
@@ -320,10 +326,11 @@ export class ApplyJournal {
       try {
         const fd = this.dirs.dir(parentOf(step.path));
         if (step.parent && !sameInode(fs.fstatSync(fd), step.parent)) throw new TreeDirError("moved");
-        removeAt(fd, step.name);
+        yield* removing(fd, step.name);
       } catch {
         left.push(path.join(this.dirs.root, parentOf(step.path), step.name));
       }
+      yield;
     }
     if (this.#aside) {
       try {
@@ -331,7 +338,7 @@ export class ApplyJournal {
         // that must be followed), so opening it cannot reach anywhere else.
         const parent = fs.openSync(path.dirname(this.#aside), O_PATH | fs.constants.O_DIRECTORY);
         try {
-          removeAt(parent, path.basename(this.#aside));
+          yield* removing(parent, path.basename(this.#aside));
         } finally {
           fs.closeSync(parent);
         }
@@ -349,6 +356,11 @@ export class ApplyJournal {
    * wait). Those stay in the journal's list, for keptAside().
    */
   undo(): Unrestored[] {
+    return drain(this.undoing());
+  }
+
+  /** undo(), a step at a time (util/stepwise.ts). */
+  *undoing(): Generator<void, Unrestored[]> {
     const unrestored: Unrestored[] = [];
     const left: Undo[] = [];
     this.#waitingAside.length = 0;
@@ -368,6 +380,7 @@ export class ApplyJournal {
         if (step.kind === "aside") this.#waitingAside.push({ unrestored: report, cause, n: step.n });
         left.push(step);
       }
+      yield;
     }
     this.#undo.length = 0;
     this.#undo.push(...left.reverse());
@@ -381,6 +394,7 @@ export class ApplyJournal {
       } catch {
         // gone or not ours to change: its entries are back, which is what matters
       }
+      yield;
     }
     return unrestored;
   }

@@ -29,6 +29,7 @@
 import fs from "node:fs";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
+import { drain, drainYielding } from "../util/stepwise.js";
 import { ApplyJournal, applyFailed, type StepHook } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
@@ -75,6 +76,31 @@ export function applyReturnedTree(
   what: string,
   options: ApplyOptions = {},
 ): ApplyResult {
+  return drain(applying(before, returned, what, options));
+}
+
+/**
+ * applyReturnedTree for a controller that serves other runs meanwhile: the event loop gets a turn
+ * every few milliseconds (util/stepwise.ts). Each step still goes through fds checked against the
+ * walk's inodes, so a turn between two steps gives nothing away that the user's own edits
+ * meanwhile would not; another run of this process never holds the same tree (tree-holds.ts).
+ */
+export function applyReturnedTreeYielding(
+  before: HostTree,
+  returned: ReturnedTree,
+  what: string,
+  options: ApplyOptions = {},
+): Promise<ApplyResult> {
+  return drainYielding(applying(before, returned, what, options));
+}
+
+/** The apply, a step at a time: one yield per entry checked, changed, undone or removed. */
+function* applying(
+  before: HostTree,
+  returned: ReturnedTree,
+  what: string,
+  options: ApplyOptions,
+): Generator<void, ApplyResult> {
   const root = before.root;
   const beforeByPath = new Map(before.entries.map((e) => [e.path, e]));
   const afterByPath = new Map(returned.after.map((e) => [e.path, e]));
@@ -83,6 +109,7 @@ export function applyReturnedTree(
   for (const entry of before.entries) {
     const now = afterByPath.get(entry.path);
     if (!now || now.kind !== entry.kind) removals.push({ path: entry.path, before: entry });
+    yield;
   }
   for (const entry of returned.after) {
     const was = beforeByPath.get(entry.path);
@@ -91,6 +118,7 @@ export function applyReturnedTree(
     const modeChanged = was !== undefined && !replaced && was.mode !== entry.mode;
     if (!was || replaced || contentChanged || modeChanged)
       writes.push({ path: entry.path, after: entry, before: was, staged: returned.staged.get(entry.path) });
+    yield;
   }
   let dirs: TreeDirs;
   try {
@@ -103,13 +131,13 @@ export function applyReturnedTree(
   }
   let journal: ApplyJournal | undefined;
   try {
-    verify(dirs, before, beforeByPath, removals, writes, what);
+    yield* verifying(dirs, before, beforeByPath, removals, writes, what);
     const staging = options.asideDir ? { dir: options.asideDir, real: realStagingPath(options.asideDir) } : undefined;
     // Journaled in the staging directory as it goes: a reaper undoes it if this process dies.
     journal = new ApplyJournal(dirs, staging, options.onStep);
     let keptDirectories: string[];
     try {
-      keptDirectories = applySteps(dirs, before, removals, writes, journal, options.beforeWrite);
+      keptDirectories = yield* applyingSteps(dirs, before, removals, writes, journal, options.beforeWrite);
       // Every write went into the folder its fd held; one swapped meanwhile moved those writes
       // away from where the tree says: undone.
       const moved = dirs.moved();
@@ -119,12 +147,12 @@ export function applyReturnedTree(
         );
       }
     } catch (error) {
-      const unrestored = journal.undo();
+      const unrestored = yield* journal.undoing();
       throw applyFailed(what, dirs.shown(error), unrestored, journal.keptAside());
     }
     // The apply is final from here: what waited aside goes, as far as it can (never an undo now,
     // which could no longer bring back what already went).
-    return { keptDirectories, leftAside: journal.commit() };
+    return { keptDirectories, leftAside: yield* journal.committing() };
   } finally {
     journal?.close();
     dirs.close();
@@ -151,14 +179,14 @@ function directoryIdentities(before: HostTree): Array<[string, Identity]> {
 }
 
 /** Steps 2 and 3: every change goes through `journal`, so any failure can be undone. */
-function applySteps(
+function* applyingSteps(
   dirs: TreeDirs,
   before: HostTree,
   removals: Step[],
   writes: Step[],
   journal: ApplyJournal,
   beforeWrite: ((rel: string) => void) | undefined,
-): string[] {
+): Generator<void, string[]> {
   const keptDirectories: string[] = [];
   for (const step of removals.sort((a, b) => comparePaths(b.path, a.path))) {
     if (step.before!.kind === "directory" && journal.holdsEntries(step.path)) {
@@ -166,12 +194,14 @@ function applySteps(
       continue;
     }
     journal.moveAside(step.path, step.before!.kind === "directory", identityOf(before.facts.get(step.path)));
+    yield;
   }
   const asRoot = process.geteuid?.() === 0;
   // Defence in depth (the reader already refuses an entry below anything but a directory): every
   // parent is reached through fds that never follow a symlink, whatever the returned list says.
   const directoryModes: Step[] = [];
   for (const step of writes.sort((a, b) => comparePaths(a.path, b.path))) {
+    yield;
     const entry = step.after!;
     if (step.path !== "") dirs.dir(parentOf(step.path));
     beforeWrite?.(step.path);
@@ -215,6 +245,7 @@ function applySteps(
   // Deepest first, once their entries are in: a directory made read-only still took them.
   for (const step of directoryModes.sort((a, b) => comparePaths(b.path, a.path))) {
     journal.chmod(step.path, step.after!.mode, true);
+    yield;
   }
   return keptDirectories;
 }
@@ -223,14 +254,14 @@ function identityOf(facts: HostFacts | undefined): Identity | undefined {
   return facts && { dev: facts.dev, ino: facts.ino };
 }
 
-function verify(
+function* verifying(
   dirs: TreeDirs,
   before: HostTree,
   beforeByPath: ReadonlyMap<string, TreeEntry>,
   removals: Step[],
   writes: Step[],
   what: string,
-): void {
+): Generator<void, void> {
   const conflicts: string[] = [];
   const checkedDirs = new Set<string>();
   const euid = process.geteuid?.();
@@ -262,8 +293,10 @@ function verify(
       if (writes.some((w) => w.path === step.path))
         conflicts.push(`${step.path} (holds files that were not copied in)`);
     }
+    yield;
   }
   for (const step of writes) {
+    yield;
     if (step.path !== "") checkDirectory(parentOf(step.path));
     const stat = step.path === "" ? fs.fstatSync(dirs.dir("")) : lstatIn(dirs, step.path);
     if (!step.before || removed.has(step.path)) {

@@ -12,7 +12,8 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { O_PATH } from "../util/o-path.js";
-import { removeAt } from "../workspace/remove-tree.js";
+import { drain, drainYielding } from "../util/stepwise.js";
+import { removing } from "../workspace/remove-tree.js";
 
 /** Staging directories in use: the pinned path handed out -> the directory's name and fd. */
 const pinnedDirs = new Map<string, { real: string; fd: number }>();
@@ -59,6 +60,15 @@ export function realStagingPath(dir: string): string {
  * originals: their folder is kept next to it, as `.sandbox-run-kept-<random>`.
  */
 export function removeStagingDir(dir: string): void {
+  drain(removingStagingDir(dir));
+}
+
+/** removeStagingDir for a controller that serves other runs meanwhile (util/stepwise.ts): a returned tree may hold 200,000 entries. */
+export function removeStagingDirYielding(dir: string): Promise<void> {
+  return drainYielding(removingStagingDir(dir));
+}
+
+function* removingStagingDir(dir: string): Generator<void, void> {
   const pinned = pinnedDirs.get(dir);
   const real = pinned?.real ?? dir;
   try {
@@ -84,7 +94,10 @@ export function removeStagingDir(dir: string): void {
       return;
     }
     // Emptied through its fd; the folder itself by name only while that name is still it.
-    for (const name of fs.readdirSync(dir)) removeAt(pinned.fd, name);
+    for (const name of fs.readdirSync(dir)) {
+      yield* removing(pinned.fd, name);
+      yield;
+    }
     const now = fs.lstatSync(real);
     const same = fs.fstatSync(pinned.fd);
     if (now.isDirectory() && now.ino === same.ino && now.dev === same.dev) fs.rmdirSync(real);

@@ -93,7 +93,7 @@ export async function removeAtYielding(dirFd: number, name: string | Buffer): Pr
 }
 
 /** The removal, one step per entry removed below `name` (the caller decides when to pause). */
-function* removing(dirFd: number, name: string | Buffer): Generator<void, boolean> {
+export function* removing(dirFd: number, name: string | Buffer): Generator<void, boolean> {
   const at = atPath(dirFd, name);
   const stat = lstatOrUndefined(at);
   if (!stat) return false;

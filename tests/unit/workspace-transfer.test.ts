@@ -11,11 +11,17 @@ import { fileURLToPath } from "node:url";
 import tar from "tar-stream";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
-import { applyReturnedTree } from "../../src/workspace-transfer/apply-tree.js";
+import type { StepHook } from "../../src/workspace-transfer/apply-journal.js";
+import { applyReturnedTree, applyReturnedTreeYielding } from "../../src/workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../src/workspace-transfer/host-tree.js";
 import { packTree, readableByAll } from "../../src/workspace-transfer/pack-tree.js";
 import { type ReturnedTreeLimits, readReturnedTar } from "../../src/workspace-transfer/returned-tar.js";
-import { makeStagingDir, realStagingPath, removeStagingDir } from "../../src/workspace-transfer/staging-dir.js";
+import {
+  makeStagingDir,
+  realStagingPath,
+  removeStagingDir,
+  removeStagingDirYielding,
+} from "../../src/workspace-transfer/staging-dir.js";
 import { END_OF_ARCHIVE, padding, tarHeader, UNCHANGED_PAX_KEY } from "../../src/workspace-transfer/tar-header.js";
 import { diffTrees } from "../../src/workspace-transfer/tree-entry.js";
 import { refuseTreeAway } from "../../src/workspace-transfer/tree-in-place.js";
@@ -885,6 +891,72 @@ describe("apply is all or nothing", () => {
  * then write and chmod nothing outside the tree: every step goes through folder fds that never
  * follow a link, and the apply is undone.
  */
+describe("a large apply beside other runs of the same controller (review, session 37)", () => {
+  // 4,000 files replaced by 4,000 others: a few hundred ms of steps at the least.
+  const many = Object.fromEntries(Array.from({ length: 4000 }, (_, i) => [`old/f${i}.txt`, `old ${i}`]));
+  const replaceAll = (copy: string) => {
+    fs.rmSync(path.join(copy, "old"), { recursive: true });
+    fs.mkdirSync(path.join(copy, "new"));
+    for (let i = 0; i < 4000; i++) fs.writeFileSync(path.join(copy, `new/f${i}.txt`), `new ${i}`);
+  };
+  /** Turns of the event loop while `work` runs, and how many of them came before its commit point. */
+  async function turnsDuring(work: (onStep: StepHook) => unknown): Promise<{ total: number; beforeCommit: number }> {
+    let turns = 0;
+    let beforeCommit = -1;
+    let running = true;
+    const tick = () => {
+      turns++;
+      if (running) setImmediate(tick);
+    };
+    setImmediate(tick);
+    try {
+      await work((_step, phase) => {
+        if (phase === "committed") beforeCommit = turns;
+      });
+    } finally {
+      running = false;
+    }
+    return { total: turns, beforeCommit };
+  }
+
+  it("lets the event loop through between its steps and ends as the one-go apply does; the one-go apply holds it throughout", async () => {
+    const results: Record<string, string>[] = [];
+    const turns: Array<{ total: number; beforeCommit: number }> = [];
+    for (const yielding of [true, false]) {
+      const root = tree(many);
+      const { before, archive } = await sendTree(root);
+      const { returned, stagingDir } = await read(before, sandboxRoundTrip(archive, replaceAll));
+      turns.push(
+        await turnsDuring((onStep) =>
+          yielding
+            ? applyReturnedTreeYielding(before, returned, "the workspace", { asideDir: stagingDir, onStep })
+            : applyReturnedTree(before, returned, "the workspace", { asideDir: stagingDir, onStep }),
+        ),
+      );
+      results.push(listing(root));
+      expect(fs.existsSync(path.join(stagingDir, "aside"))).toBe(false);
+    }
+    // The same tree either way: 4,000 new files, none of the old.
+    expect(Object.keys(results[0]!)).toHaveLength(4001);
+    expect(results[0]!["new/f3999.txt"]).toBe("file:644:new 3999");
+    expect(results[0]).toEqual(results[1]);
+    // Other work ran while the yielding apply checked and wrote (before its commit point) ...
+    expect(turns[0]!.beforeCommit).toBeGreaterThan(0);
+    // ... and none at all during the one-go apply: what a neighbour's run waited through.
+    expect(turns[1]).toEqual({ total: 0, beforeCommit: 0 });
+  });
+
+  it("the staging directory of a large returned tree is removed with the event loop let through", async () => {
+    const root = tree({ "a.txt": "a" });
+    const staging = makeStagingDir(root);
+    for (let i = 0; i < 4000; i++) fs.writeFileSync(path.join(staging, `f${i}`), "x");
+    const real = realStagingPath(staging);
+    const { total } = await turnsDuring(() => removeStagingDirYielding(staging));
+    expect(fs.existsSync(real)).toBe(false);
+    expect(total).toBeGreaterThan(0);
+  });
+});
+
 describe("apply, whatever the host does meanwhile", () => {
   const swapForLink = (file: string, target: string) => {
     fs.renameSync(file, `${file}-away`);

@@ -34,14 +34,14 @@ import { mib } from "../../util/units.js";
 import { hostRunReportOf } from "../../workspace/builtin-protections.js";
 import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
-import { applyReturnedTree } from "../../workspace-transfer/apply-tree.js";
+import { applyReturnedTreeYielding } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../../workspace-transfer/returned-tar.js";
 import {
   makeStagingDir,
   recordStagingDir,
-  removeStagingDir,
+  removeStagingDirYielding,
   STAGING_RECORD,
 } from "../../workspace-transfer/staging-dir.js";
 import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
@@ -404,7 +404,11 @@ export class CopyModeWorkspace {
     const gitLeftOut = applying ? [] : takeGitOnly(violations);
     if (violations.length === 0 && applying) {
       for (const { copy, tree, returned: after, stagingDir } of returned) {
-        const result = this.#applied(() => applyReturnedTree(tree!, after!, describe(copy), { asideDir: stagingDir }));
+        // Letting other runs of this controller through as it goes (a tree of 150,000 entries held
+        // the loop for 40-110 s, and a neighbour timed out: review, session 37).
+        const result = await this.#applied(() =>
+          applyReturnedTreeYielding(tree!, after!, describe(copy), { asideDir: stagingDir }),
+        );
         if (result.keptDirectories.length > 0) {
           this.options.timeline.sandbox("workspace.kept", {
             root: copy.hostPath,
@@ -466,10 +470,10 @@ export class CopyModeWorkspace {
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */
-  dispose(): void {
+  async dispose(): Promise<void> {
     this.#disposed = true;
     this.#relay?.close();
-    for (const copied of this.copied) if (copied.stagingDir) removeStagingDir(copied.stagingDir);
+    for (const copied of this.copied) if (copied.stagingDir) await removeStagingDirYielding(copied.stagingDir);
   }
 
   /**
@@ -477,9 +481,9 @@ export class CopyModeWorkspace {
    * that failed) is said in the events as well as thrown: `workspace.not-applied` with its reason,
    * as for a refused check (review, session 31: only `run.failed` said so).
    */
-  #applied<T>(apply: () => T): T {
+  async #applied<T>(apply: () => Promise<T>): Promise<T> {
     try {
-      return apply();
+      return await apply();
     } catch (error) {
       this.options.timeline.sandbox("workspace.not-applied", {
         reason: isSandboxRunError(error) ? error.shortMessage : "the apply failed",
