@@ -18,6 +18,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { timeSlices } from "../util/stepwise.js";
 import { configEntriesOf, configuredTargets } from "../workspace/config-folders.js";
 import { looksLikeGitDir } from "../workspace/fd-walk.js";
 import { GitChecks } from "../workspace/git-checks.js";
@@ -79,7 +80,12 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
     };
     const evaluator = new RuleEvaluator(rules);
     const violations: Violation[] = [];
-    for (const pair of pairsOf(before, after, returned)) for (const v of evaluator.visit(pair)) violations.push(v);
+    // Other runs of this controller go on meanwhile: 150,000 entries took over a second (review, session 37).
+    const pause = timeSlices();
+    for (const pair of pairsOf(before, after, returned)) {
+      for (const v of evaluator.visit(pair)) violations.push(v);
+      await pause();
+    }
     const work = evaluator.gitWork;
     if (returned && (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0)) {
       // What git objects and refs came back, checked before anything reaches the host.

@@ -27,3 +27,16 @@ export async function drainYielding<T>(steps: Generator<void, T>, sliceMs = SLIC
     }
   }
 }
+
+/**
+ * For an async loop over many entries: `await pause()` after each lets the event loop through once
+ * the loop has held it for SLICE_MS (a microtask otherwise).
+ */
+export function timeSlices(sliceMs = SLICE_MS): () => Promise<void> {
+  let since = performance.now();
+  return async () => {
+    if (performance.now() - since < sliceMs) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    since = performance.now();
+  };
+}

@@ -53,6 +53,30 @@ async function roundTrip(root: string, change: (copy: string) => void, disabled:
   return { before, returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 
+describe("copy mode: judging a large returned tree beside other runs of the same controller (review, session 37)", () => {
+  it("lets the event loop through as it goes (150,000 entries held a shared controller for over a second)", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 20_000; i++) files[`data/d${i % 50}/f${i}.txt`] = "";
+    const root = tree(files);
+    const { before, returned } = await roundTrip(root, (copy) =>
+      fs.writeFileSync(path.join(copy, "data/new.txt"), "new\n"),
+    );
+    // The check again, alone, counting the other work that got a turn meanwhile.
+    let turns = 0;
+    let running = true;
+    const tick = () => {
+      turns++;
+      if (running) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const check = workspaceRulesCheck({ lentRoots: [root] });
+    const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+    running = false;
+    expect(violations).toEqual([]);
+    expect(turns).toBeGreaterThan(1);
+  });
+});
+
 describe("copy mode: a tree with more config folders than a run reads (review, session 27)", () => {
   const monorepo = () => {
     const files: Record<string, string> = {};
