@@ -14,12 +14,14 @@
 // (onbranch:, another checkout of the same tree). Relative paths resolve as git resolves them:
 // includes against the including file's folder, the rest against the worktree's top (where git
 // runs hooks, drivers and aliases), or the git directory of a bare repository.
+
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { readSmallFile } from "../util/read-fd.js";
 import { realPathOr, resolvedPath } from "../util/resolved-path.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
+import { borrowedStores } from "./git-alternates.js";
 import { type ConfigEntry, lastConfigValue, parseGitConfig } from "./git-config-parse.js";
 
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -310,6 +312,11 @@ export function configTargets(
       path.join(repo.commonDir, "config.worktree"),
       path.join(repo.gitDir, "config.worktree"),
     ];
+    // The stores its objects are borrowed from, where nothing else may judge them (a plain folder
+    // in a lent tree): what git reads of each, its own alternates (git-alternates.ts).
+    for (const { store, source } of borrowedStores(path.join(repo.commonDir, "objects")))
+      for (const name of ["alternates", "http-alternates"])
+        push({ path: path.join(store, "info", name), key: "objects/info/alternates", source });
     const visited = new Set<string>();
     while (queue.length > 0) {
       const file = queue.shift()!;

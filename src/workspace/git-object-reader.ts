@@ -5,6 +5,11 @@
 // private folder of links to the staged new objects). So no config, hook, attribute, graft,
 // replace ref or shallow file of the sandbox's is read; the commit-graph and multi-pack-index
 // (caches git trusts) are switched off; git's environment is scrubbed (util/host-git.ts).
+// Git never reads a store's own `info/`: each store is given as a private folder of links to its
+// `pack` and fan-out folders, and the stores its alternates name are found here, through fds
+// (git-alternates.ts). Git followed a borrowed store's `info/alternates` the sandbox had made a
+// link to a host file, and quoted its last line in the error; a FIFO there held it five minutes
+// (review, session 37). Nor is git's stderr ever quoted: it echoes what it read.
 // Only plumbing runs: cat-file (types, commits and tags) and diff-tree (which paths two trees
 // differ in). Objects read here were checked first (git-object-check.ts).
 import crypto from "node:crypto";
@@ -12,6 +17,8 @@ import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
 import { hostGit } from "../util/host-git.js";
+import { O_PATH } from "../util/o-path.js";
+import { MAX_ALTERNATE_STORES, MAX_ALTERNATES_DEPTH, parseAlternates, readAlternatesAt } from "./git-alternates.js";
 
 /** Where git finds objects: a directory fd of ours (passed to git) or a private path. */
 export type ObjectStore = { fd: number } | { path: string };
@@ -55,6 +62,8 @@ export class PrivateRepo {
     private readonly dir: string,
     private readonly fds: number[],
     readonly format: "sha1" | "sha256",
+    /** The fds opened here (the chain's stores), closed with the repository. */
+    private readonly owned: number[],
   ) {}
 
   /**
@@ -68,12 +77,9 @@ export class PrivateRepo {
     shallow?: Buffer,
   ): PrivateRepo {
     const dir = fs.mkdtempSync(path.join(scratch, "objects-"));
-    const fds: number[] = [];
-    const alternates = stores.map((store) => {
-      if ("path" in store) return store.path;
-      fds.push(store.fd);
-      return `/proc/self/fd/${2 + fds.length}`;
-    });
+    const { fds, owned } = storeChain(stores);
+    // Git's fd 3 is fds[0]: each store is a folder of links into it, with no `info/` of its own.
+    const alternates = fds.map((_, i) => shadowStore(path.join(dir, "stores", String(i)), `/proc/self/fd/${3 + i}`));
     fs.mkdirSync(path.join(dir, "git", "objects", "info"), { recursive: true, mode: 0o700 });
     fs.mkdirSync(path.join(dir, "git", "refs"), { mode: 0o700 });
     fs.mkdirSync(path.join(dir, "home"), { mode: 0o700 });
@@ -89,7 +95,7 @@ export class PrivateRepo {
       flag: "wx",
     });
     if (shallow) fs.writeFileSync(path.join(dir, "git", "shallow"), shallow, { flag: "wx" });
-    return new PrivateRepo(dir, fds, format);
+    return new PrivateRepo(dir, fds, format, owned);
   }
 
   get emptyTree(): string {
@@ -239,6 +245,7 @@ export class PrivateRepo {
   }
 
   dispose(): void {
+    for (const fd of this.owned.splice(0)) fs.closeSync(fd);
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -257,12 +264,79 @@ export class PrivateRepo {
         error.code === "ENOENT" ? "the host's git is needed to check it and is not installed" : error.message,
       );
     });
+    // Never git's words: they quote what it read (a line of a host file a link led it to).
     if (result.status !== 0 || (quietStderr && result.stderr.trim() !== ""))
       throw new ObjectReadError(
-        `git ${args[0]} failed: ${result.stderr.trim().split("\n").pop()?.slice(0, 200) || `exit ${result.status}`}`,
+        result.status !== 0 ? `git ${args[0]} failed (exit ${result.status})` : `git ${args[0]} reported a problem`,
       );
     return result.stdout;
   }
+}
+
+/**
+ * The stores to read, each as a directory fd: those given, then those their alternates name
+ * (git's depth, MAX_ALTERNATE_STORES in all), read through fds (git-alternates.ts). A store named
+ * by path (copy mode's: the host's own, private links) is opened here too.
+ */
+function storeChain(stores: readonly ObjectStore[]): { fds: number[]; owned: number[] } {
+  const fds: number[] = [];
+  const owned: number[] = [];
+  const seen = new Set<string>();
+  const add = (fd: number, mine: boolean): boolean => {
+    const { dev, ino } = fs.fstatSync(fd);
+    if (seen.has(`${dev}:${ino}`)) {
+      if (mine) fs.closeSync(fd);
+      return false;
+    }
+    seen.add(`${dev}:${ino}`);
+    fds.push(fd);
+    if (mine) owned.push(fd);
+    return true;
+  };
+  try {
+    let level: number[] = [];
+    for (const store of stores) {
+      const fd = "fd" in store ? store.fd : fs.openSync(store.path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+      if (add(fd, !("fd" in store))) level.push(fd);
+    }
+    for (let depth = 0; depth < MAX_ALTERNATES_DEPTH && level.length > 0; depth++) {
+      const next: number[] = [];
+      for (const storeFd of level) {
+        const text = readAlternatesAt(storeFd);
+        if (text === undefined) continue;
+        for (const named of parseAlternates(text, fs.readlinkSync(`/proc/self/fd/${storeFd}`))) {
+          if (fds.length >= stores.length + MAX_ALTERNATE_STORES)
+            throw new ObjectReadError(`the repository borrows objects from more than ${MAX_ALTERNATE_STORES} stores`);
+          let fd: number;
+          try {
+            // O_PATH: a FIFO or device named there is never opened for reading.
+            fd = fs.openSync(named, O_PATH_DIRECTORY);
+          } catch {
+            continue; // not there: git would skip it too
+          }
+          if (add(fd, true)) next.push(fd);
+        }
+      }
+      level = next;
+    }
+    return { fds, owned };
+  } catch (error) {
+    for (const fd of owned) fs.closeSync(fd);
+    throw error;
+  }
+}
+
+const O_PATH_DIRECTORY = O_PATH | fs.constants.O_DIRECTORY;
+
+/** A private object store at `dir`: links to `into`'s pack folder and its 256 fan-out folders, and nothing else. */
+function shadowStore(dir: string, into: string): string {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.symlinkSync(`${into}/pack`, path.join(dir, "pack"));
+  for (let i = 0; i < 256; i++) {
+    const fan = i.toString(16).padStart(2, "0");
+    fs.symlinkSync(`${into}/${fan}`, path.join(dir, fan));
+  }
+  return dir;
 }
 
 /** A loose object file's type and content; undefined for a blob nobody asked for. */

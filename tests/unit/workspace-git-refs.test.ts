@@ -470,3 +470,58 @@ describe("a repository with a split index (core.splitIndex)", { timeout: 60_000 
     expect(git(ws, "log", "--format=%s")).toBe("b\ninit\n");
   });
 });
+
+describe("a store the repository borrows objects from, in the tree but in no git directory (review, session 37)", {
+  timeout: 60_000,
+}, () => {
+  /** A repository whose objects live in store/objects (named by .git/objects/info/alternates), as `clone --reference ./store` leaves it. */
+  function borrowingRepo(): { ws: string; secret: string } {
+    const ws = tree({ "a.txt": "a\n" });
+    git(ws, "init", "-q", "-b", "main");
+    git(ws, "add", ".");
+    git(ws, "commit", "-qm", "init");
+    sh(
+      ws,
+      `mkdir store && mv .git/objects store/objects && mkdir -p .git/objects/info && echo "$PWD/store/objects" > .git/objects/info/alternates`,
+    );
+    expect(git(ws, "log", "--format=%s")).toBe("init\n");
+    // A host file whose last line must never reach a message.
+    const secret = path.join(dir(), "secret");
+    fs.writeFileSync(secret, "first line\nSECRET-LAST-LINE-0451\n");
+    return { ws, secret };
+  }
+  // The sandbox commits on a new branch (the host's ref check runs git), then makes the store's own
+  // alternates a link to a host file or a FIFO.
+  const commitThen = (plant: string) =>
+    `git checkout -q -b agent && echo b >> a.txt && git commit -qam b && git checkout -q main && ${plant}`;
+
+  it.each([
+    [
+      "a link to a host file",
+      (secret: string) => `mkdir -p store/objects/info && ln -s ${secret} store/objects/info/alternates`,
+    ],
+    ["a FIFO", () => "mkdir -p store/objects/info && mkfifo store/objects/info/alternates"],
+  ])(
+    "bind mode: its alternates made %s is a violation, the host's git never reads it, and no message quotes it",
+    async (_, plant) => {
+      const { ws, secret } = borrowingRepo();
+      const run = await bindRun(ws, commitThen(plant(secret)));
+      expect(run.found).toContain("git-config-paths created store/objects/info/alternates");
+      const said = JSON.stringify(run.report.violations);
+      expect(said).not.toContain("SECRET-LAST-LINE");
+      expect(said).not.toContain("first line");
+      // The borrowed objects were still found: the new branch's commit was checked, not "not checked".
+      expect(said).not.toMatch(/not checked/);
+    },
+  );
+
+  it("copy mode: the same link is refused before anything is applied", async () => {
+    const { ws, secret } = borrowingRepo();
+    const run = await copyRun(
+      ws,
+      commitThen(`mkdir -p store/objects/info && ln -s ${secret} store/objects/info/alternates`),
+    );
+    expect(run.found).toContain("git-config-paths created store/objects/info/alternates");
+    expect(JSON.stringify(run.violations)).not.toContain("SECRET-LAST-LINE");
+  });
+});
