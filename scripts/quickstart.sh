@@ -13,8 +13,11 @@ node_too_old() {
   exit 3
 }
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || node_too_old "no node and npm on PATH"
-node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 4) ? 0 : 1)' ||
-  node_too_old "Node $(node --version) is older than sandbox-run needs (>= 20.4)"
+# The minimum is package.json's (src/util/node-version.ts reads it too, for the CLI, doctor and the library).
+min=$(node -p 'require("./package.json").engines.node.replace(/^>=\s*/, "")')
+node -e 'const [r, m] = [process.versions.node, process.argv[1]].map((v) => (v.split(".").map(Number).concat(0, 0)));
+  const i = [0, 1, 2].find((k) => r[k] !== m[k]); process.exit(i === undefined || r[i] > m[i] ? 0 : 1)' "$min" ||
+  node_too_old "Node $(node --version) is older than sandbox-run needs (>= $min)"
 if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 22 ]; then
   printf 'quickstart: note: Node %s works, but Node 20 is past its end of life: move to 22 or 24 when you can.\n' "$(node --version)" >&2
   printf 'quickstart: (npm ci warns EBADENGINE for @earendil-works/pi-schema, which declares Pi'"'"'s own Node >= 22.19; the part sandbox-run runs on the host works on Node 20.)\n' >&2

@@ -36,7 +36,7 @@ import type { EgressOverrides } from "./run/run-egress.js";
 import { callListener, type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { holdTreesOnHost } from "./run/tree-hold-files.js";
 import { MAX_TIMEOUT_SECONDS } from "./sandbox-contract.js";
-import { controllerHostProblem } from "./util/controller-host.js";
+import { controllerHostProblem, nodeVersionProblem } from "./util/controller-host.js";
 import type { FromSchema } from "./util/from-schema.js";
 import { optionsNow } from "./util/options-now.js";
 import { treesOverlap } from "./util/path-inside.js";
@@ -156,6 +156,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
   #warmShapeProblem?: string;
 
   constructor(private readonly config: ContainerPiAgentConfig = {}) {
+    // First: a Node older than package.json's engines crashed a run in the relay's HTTP/2 and left
+    // its container behind (Node 18, review of session 37), and a warm pool starts containers here.
+    const oldNode = nodeVersionProblem();
+    if (oldNode) throw oldNode;
     refuseUnknownOptions(config, AGENT_OPTIONS, "agent");
     refuseMistypedOptions(config, "agent");
     const enginesFile = (config.hostEnv ?? process.env).SANDBOX_RUN_ENGINES;

@@ -5,7 +5,7 @@ import type { Usage } from "./sandbox-contract.js";
 
 export type SandboxRunErrorCode =
   | "usage" // bad input from the caller: exit 2
-  | "docker-unavailable" // engine not reachable: exit 3
+  | "docker-unavailable" // engine not reachable, or this host cannot run the controller (not Linux, a Node older than package.json's engines): exit 3
   | "image-missing" // runner image absent or stale: exit 3
   | "timeout" // wall-clock limit: exit 124
   | "aborted" // caller's AbortSignal: exit 130

@@ -59,5 +59,6 @@ let defaultAgent: ContainerPiAgent | undefined;
  * ContainerPiAgent.run() (models, policy, timeoutMs, onEvent, ...), and the same typed results.
  */
 export const agent: AgentFunction<RunCallOptions> = bindAgent<RunCallOptions>({
-  run: (prompt, options) => (defaultAgent ??= new ContainerPiAgent()).run(prompt, options),
+  // async: what the constructor refuses (a Node older than package.json's engines) is a rejection.
+  run: async (prompt, options) => (defaultAgent ??= new ContainerPiAgent()).run(prompt, options),
 });

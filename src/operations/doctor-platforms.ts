@@ -7,7 +7,7 @@ import { checkPlatformSupport } from "../engine/platform-support.js";
 import { checkContainerStart } from "../engine/start-check.js";
 import { isSandboxRunError } from "../errors.js";
 import { runnerImageSpec } from "../image/runner-image.js";
-import { controllerHostProblem } from "../util/controller-host.js";
+import { controllerHostProblem, nodeVersionProblem } from "../util/controller-host.js";
 import { raiseLimitsCommand, readPerUserLimits, sharedUidProblem } from "../util/per-user-limits.js";
 import { RUNNER_PLATFORMS, type RunnerPlatform } from "../util/platform.js";
 import { mib } from "../util/units.js";
@@ -17,11 +17,17 @@ interface PlatformReport {
   note(what: string, advice?: string): void;
 }
 
-/** The controller's own machine: Linux, for its no-follow file handling (/proc/self/fd). */
-export function checkControllerHost(say: PlatformReport & { bad(what: string, fix: string): void }): void {
-  const problem = controllerHostProblem();
-  if (problem) say.bad(problem.shortMessage, problem.hint ?? "");
-  else say.ok(`controller on ${process.platform}/${process.arch} (Node ${process.version})`);
+/**
+ * The controller's own machine: Linux, for its no-follow file handling (/proc/self/fd), and a Node
+ * package.json's engines allows.
+ */
+export function checkControllerHost(
+  say: PlatformReport & { bad(what: string, fix: string): void },
+  nodeVersion: string = process.versions.node,
+): void {
+  const problems = [controllerHostProblem(), nodeVersionProblem(nodeVersion)].filter((p) => p !== undefined);
+  for (const problem of problems) say.bad(problem.shortMessage, problem.hint ?? "");
+  if (problems.length === 0) say.ok(`controller on ${process.platform}/${process.arch} (Node v${nodeVersion})`);
 }
 
 /**

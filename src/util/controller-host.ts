@@ -5,6 +5,7 @@
 // controller runs on Linux (WSL 2, a Linux VM or container) and the engine may be anywhere.
 import fs from "node:fs";
 import { SandboxRunError } from "../errors.js";
+import { nodeTooOld } from "./node-version.js";
 
 export function controllerHostProblem(
   hostOs: string = process.platform,
@@ -21,4 +22,16 @@ export function controllerHostProblem(
           : "Run sandbox-run inside WSL 2 (Windows) or a Linux VM or container (macOS) that reaches the engine; docs/platforms.md shows how.",
     },
   );
+}
+
+/**
+ * A Node older than package.json's engines (node-version.ts): "docker-unavailable" as the other
+ * problems of the controller's host are (the CLI's exit 3), with the install lines as its hint.
+ */
+export function nodeVersionProblem(version: string = process.versions.node): SandboxRunError | undefined {
+  const old = nodeTooOld(version);
+  if (!old) return undefined;
+  return new SandboxRunError("docker-unavailable", `${old.message}.`, {
+    hint: `${old.install.map((line) => line.replace(/^\((.*)\)$/, "$1")).join("; ")}.`,
+  });
 }

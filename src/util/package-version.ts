@@ -1,18 +1,32 @@
-// This package's own version, read once from its package.json (two levels above both src/util and
-// dist/util), for run records and the CLI's --version.
+// This package's own version and the Node it needs, read once from its package.json (two levels
+// above both src/util and dist/util, and the CLI's bundle in dist/cli), for run records, the CLI's
+// --version and the check of the host's Node (node-version.ts).
 import fs from "node:fs";
 
-let cached: string | undefined;
+interface Manifest {
+  version?: unknown;
+  engines?: { node?: unknown };
+}
+
+let manifest: Manifest | undefined;
+
+function ownManifest(): Manifest {
+  if (manifest) return manifest;
+  try {
+    manifest = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as Manifest;
+  } catch {
+    manifest = {};
+  }
+  return manifest;
+}
 
 export function sandboxRunVersion(): string {
-  if (cached) return cached;
-  try {
-    const own = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: unknown;
-    };
-    cached = typeof own.version === "string" ? own.version : "unknown";
-  } catch {
-    cached = "unknown";
-  }
-  return cached;
+  const { version } = ownManifest();
+  return typeof version === "string" ? version : "unknown";
+}
+
+/** package.json's engines.node (">=20.4"), or undefined where it cannot be read. */
+export function enginesNode(): string | undefined {
+  const node = ownManifest().engines?.node;
+  return typeof node === "string" ? node : undefined;
 }
