@@ -25,6 +25,7 @@ import { GitChecks } from "../workspace/git-checks.js";
 import {
   type ConfigTarget,
   commandFoldersInTree,
+  isBorrowedStoreDetail,
   repositoriesOf,
   targetsInTree,
 } from "../workspace/git-config-paths.js";
@@ -94,7 +95,10 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
         const refused = (gitRoot: string) => violations.some((v) => v.path === gitRoot || isInside(gitRoot, v.path));
         const access = copyGitAccess(root.hostPath, before, after, returned, scratch.dir);
         const objects = new ObjectChecker(packTime, config.signal);
-        const checked = await new GitChecks(rules, objects).run(work, access, refused);
+        const borrowedChanged = violations.some(
+          (v) => v.rule === "git-config-paths" && isBorrowedStoreDetail(v.detail),
+        );
+        const checked = await new GitChecks(rules, objects).run(work, access, refused, borrowedChanged);
         for (const v of checked.violations) violations.push(v);
         returned.leaveOut?.(checked.derived);
       } finally {

@@ -312,11 +312,18 @@ export function configTargets(
       path.join(repo.commonDir, "config.worktree"),
       path.join(repo.gitDir, "config.worktree"),
     ];
-    // The stores its objects are borrowed from, where nothing else may judge them (a plain folder
-    // in a lent tree): what git reads of each, its own alternates (git-alternates.ts).
-    for (const { store, source } of borrowedStores(path.join(repo.commonDir, "objects")))
-      for (const name of ["alternates", "http-alternates"])
-        push({ path: path.join(store, "info", name), key: "objects/info/alternates", source });
+    // The stores its objects are borrowed from (git-alternates.ts). A plain folder in a lent tree
+    // (`clone --reference ./store`) is judged by nothing else, and git checks no blob it reads from
+    // it for a checkout: all of it is protected (git never writes to a store it borrows from; a
+    // forged blob there became the user's .envrc on `git restore`: review, session 37). A git
+    // directory's own store keeps that directory's rules; what git follows out of it, its
+    // alternates files, are protected here.
+    for (const { store, source } of borrowedStores(path.join(repo.commonDir, "objects"))) {
+      if (!isGitDirectoryStore(store)) push({ path: store, key: BORROWED_STORE_KEY, source });
+      else
+        for (const name of ["alternates", "http-alternates"])
+          push({ path: path.join(store, "info", name), key: BORROWED_STORE_KEY, source });
+    }
     const visited = new Set<string>();
     while (queue.length > 0) {
       const file = queue.shift()!;
@@ -345,6 +352,24 @@ export function configTargets(
     }
   }
   return out;
+}
+
+/** The key a borrowed store's protection names (ConfigTarget.key): its violations say it first. */
+export const BORROWED_STORE_KEY = "objects/info/alternates";
+
+/** Whether a violation's detail (`<key> in <source>`, targetsInTree) is a borrowed store's: the refs borrowing from it cannot be checked. */
+export function isBorrowedStoreDetail(detail: string | undefined): boolean {
+  return detail?.startsWith(`${BORROWED_STORE_KEY} in `) === true;
+}
+
+/** `objects` of a git directory (its HEAD and refs beside it), as the host has it before the run. */
+function isGitDirectoryStore(store: string): boolean {
+  const dir = path.dirname(store);
+  return (
+    path.basename(store) === "objects" &&
+    isDirectory(path.join(dir, "refs")) &&
+    readSmall(path.join(dir, "HEAD")) !== undefined
+  );
 }
 
 /** A config path value as git expands it: `~/` is the home folder, relative paths are relative to `base`. */

@@ -135,8 +135,10 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     ];
 
   const { stores, loose, close } = access.stores(root, input.storeChanges);
-  const repo = PrivateRepo.create(access.scratch, format, stores, before("shallow") ?? undefined);
+  // Inside the try: making it follows the stores' alternates and may refuse (an fd was left open).
+  let repo: PrivateRepo | undefined;
   try {
+    repo = PrivateRepo.create(access.scratch, format, stores, before("shallow") ?? undefined);
     const named = targets.flatMap((t) => [t.oid, ...(t.base ? [t.base] : [])]);
     await repo.importLoose(loose, new Set(named));
     const graph = new ObjectGraph(repo);
@@ -214,7 +216,7 @@ export async function checkRefs(input: RefCheckInput): Promise<Violation[]> {
     if (!(error instanceof ObjectReadError)) throw error;
     out.push(refuse(targets[0]!.path, targets[0]!.change, REF_RULE, `not checked: ${error.message}`));
   } finally {
-    repo.dispose();
+    repo?.dispose();
     close();
   }
   return out;

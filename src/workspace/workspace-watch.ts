@@ -21,6 +21,7 @@ import {
   type CommandFolder,
   commandFoldersInTree,
   guardsCommand,
+  isBorrowedStoreDetail,
   repositoriesOf,
   targetsInTree,
 } from "./git-config-paths.js";
@@ -705,6 +706,8 @@ async function judge(
     commandFolders: w.commandFolders,
     hostCommands: w.hostCommands,
   });
+  // A store a repository borrows objects from changed: no ref is checked by git (git-checks.ts).
+  let borrowedStoreChanged = false;
   const out: Judged = {
     violations: [],
     count: 0,
@@ -746,13 +749,14 @@ async function judge(
         out.count++;
         pushCapped(out.violations, v);
         out.plan.add(v.restore);
+        if (v.rule === "git-config-paths" && isBorrowedStoreDetail(v.detail)) borrowedStoreChanged = true;
       }
     },
   });
   out.hostRunCount = evaluator.hostRunCount;
   const work = evaluator.gitWork;
   if (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0) {
-    const checked = await checkGit(w, work, out.plan, options.disabled);
+    const checked = await checkGit(w, work, out.plan, options.disabled, borrowedStoreChanged);
     out.gitStats = checked.stats;
     for (const v of checked.violations) {
       out.count++;
@@ -771,6 +775,7 @@ async function checkGit(
   work: RuleEvaluator["gitWork"],
   plan: RestorePlan,
   disabled: readonly string[] | undefined,
+  borrowedStoreChanged: boolean,
 ): Promise<GitCheckResult> {
   if (!fs.existsSync(w.scratch)) fs.mkdirSync(w.scratch, { mode: 0o700 });
   const access = bindGitAccess(w.root, w.copy, w.scratch);
@@ -786,7 +791,7 @@ async function checkGit(
     w.objectChecker,
   );
   try {
-    return await checks.run(work, access, (root) => plan.covers(root));
+    return await checks.run(work, access, (root) => plan.covers(root), borrowedStoreChanged);
   } catch (error) {
     // Checks that threw judged nothing: every git directory they were to judge goes back as a
     // whole and every object-store file the run created goes (an exception must not skip the restore).

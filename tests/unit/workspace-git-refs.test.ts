@@ -510,10 +510,43 @@ describe("a store the repository borrows objects from, in the tree but in no git
       const said = JSON.stringify(run.report.violations);
       expect(said).not.toContain("SECRET-LAST-LINE");
       expect(said).not.toContain("first line");
-      // The borrowed objects were still found: the new branch's commit was checked, not "not checked".
-      expect(said).not.toMatch(/not checked/);
+      // Git never ran over the changed store: the refs go back unchecked.
+      expect(run.report.violations.find((v) => v.rule === "git-refs")?.detail).toBe(
+        "not checked: an object store repositories here borrow from changed in the run",
+      );
     },
   );
+
+  it("bind mode: ordinary work in the borrowing repository passes: git finds the borrowed objects through the private stores", async () => {
+    const { ws } = borrowingRepo();
+    const run = await bindRun(ws, commitThen("git log -q --format=%s agent > /dev/null"));
+    expect(run.found).toEqual([]);
+    expect(git(ws, "log", "--format=%s", "agent")).toBe("b\ninit\n");
+  });
+
+  it.each([
+    [
+      "a FIFO among its packs",
+      "mkdir -p store/objects/pack && mkfifo store/objects/pack/pack-0000000000000000000000000000000000000000.idx",
+      "created store/objects/pack/pack-0000000000000000000000000000000000000000.idx",
+    ],
+    [
+      "a forged blob (git checks no blob it reads for a checkout: the user's next git restore would write it)",
+      'f=store/objects/$(git rev-parse HEAD:a.txt | sed "s#^..#&/#") && chmod u+w $f && printf "blob 6\\0forged" | python3 -c "import sys,zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read()))" > $f',
+      "modified store/objects/",
+    ],
+  ])("bind mode: %s is a violation, and no ref is checked by git: the refs go back", async (_, plant, change) => {
+    const { ws } = borrowingRepo();
+    const run = await bindRun(ws, commitThen(plant));
+    expect(
+      run.found.some((f) => f.startsWith(`git-config-paths ${change}`)),
+      run.found.join("\n"),
+    ).toBe(true);
+    expect(run.found).toContain("git-refs modified .git/refs");
+    expect(run.report.violations.find((v) => v.rule === "git-refs")?.detail).toBe(
+      "not checked: an object store repositories here borrow from changed in the run",
+    );
+  });
 
   it("copy mode: the same link is refused before anything is applied", async () => {
     const { ws, secret } = borrowingRepo();
