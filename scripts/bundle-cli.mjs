@@ -11,6 +11,9 @@
 // it runs. The chunks sit in dist/cli, two levels below the
 // package root like every module of dist, so paths made from import.meta.url (images/, policies/,
 // package.json) resolve as they do unbundled.
+//
+// `node scripts/bundle-cli.mjs <folder>` bundles into that folder instead (two levels below the root
+// too): tests/unit/cli-start-up.test.ts bundles the sources so to count what a --dry-run loads.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +21,7 @@ import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const dependencies = Object.keys(JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).dependencies);
-const outdir = path.join(root, "dist/cli");
+const outdir = path.resolve(root, process.argv[2] ?? "dist/cli");
 const CHUNK = /^bundle-.*\.js(\.map)?$/;
 
 // Chunks of an earlier build (their names carry a content hash).

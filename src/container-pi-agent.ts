@@ -27,11 +27,17 @@ import {
   recheckProtectedMounts,
   refreshReadOnlyCovers,
 } from "./run/plan/prepare-plan.js";
-import { type ResolvedRun, type RunOptions, recheckFolders, resolveRun } from "./run/plan/resolve-options.js";
+import {
+  type ResolvedRun,
+  type RunOptions,
+  recheckFolders,
+  resolveRun,
+  useSchemaCompiler,
+} from "./run/plan/resolve-options.js";
 import { deadApplyOver, reapRunDirs } from "./run/reap-run-dirs.js";
 import { recordedSuccess } from "./run/record-outcome.js";
 import { checkReplayedRecord } from "./run/replay-upstream.js";
-import { checkPiAcceptsSchema } from "./run/result-validator.js";
+import { checkPiAcceptsSchema, compileResultSchema } from "./run/result-validator.js";
 import type { EgressOverrides } from "./run/run-egress.js";
 import { callListener, type RunEvent, type RunEventListener, RunTimeline } from "./run/run-events.js";
 import { holdTreesOnHost } from "./run/tree-hold-files.js";
@@ -47,6 +53,10 @@ import { untilAborted } from "./util/until-aborted.js";
 import { AgentWarmPool, type WarmOptions } from "./warm/agent-warm-pool.js";
 import type { WarmPoolStats } from "./warm/warm-pool.js";
 import { type DeadApply, deadApplySentence } from "./workspace-transfer/dead-apply.js";
+
+// plan() resolves a call with a schema synchronously: the compiler is this module's from the start
+// (resolve-options.ts does not import it, so that a --dry-run without a schema loads none of it).
+useSchemaCompiler(compileResultSchema);
 
 export interface ContainerPiAgentConfig extends Omit<RunOptions, "signal"> {
   /** The container engine; defaults to the Docker engine DOCKER_HOST (or the local socket) names. */

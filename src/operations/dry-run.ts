@@ -9,8 +9,7 @@ import { refuseNestedGitCredentials, sandboxTrees } from "../run/plan/git-creden
 import { planCall as planFromLayers } from "../run/plan/plan-call.js";
 import type { PlannedRun } from "../run/plan/prepare-plan.js";
 import { redactPlan } from "../run/plan/redact-plan.js";
-import type { Env, RunOptions } from "../run/plan/resolve-options.js";
-import { checkPiAcceptsSchema } from "../run/result-validator.js";
+import { type Env, loadSchemaCompiler, type RunOptions } from "../run/plan/resolve-options.js";
 
 export interface PlanCallOptions {
   /** This call's options. */
@@ -29,6 +28,8 @@ export interface PlanCallOptions {
 export async function planCall(prompt: string, call: PlanCallOptions): Promise<PlannedRun> {
   const env = call.env ?? process.env;
   const engines = new EngineFacts(await enginesForPlan(call.engines, env));
+  // The schema's compiler (Ajv and the checks around it) loads for a call that has one: most plans have none.
+  if (call.options.schema !== undefined || call.config?.schema !== undefined) await loadSchemaCompiler();
   // The engines file is configuration too: one inside the workspace is warned about or refused (E5).
   const enginesFile = call.engines || env.SANDBOX_RUN_ENGINES;
   const config = enginesFile
@@ -39,7 +40,7 @@ export async function planCall(prompt: string, call: PlanCallOptions): Promise<P
 
 /** The plan as it may be shown or stored (credentials redacted), once Pi is known to take its schema. */
 export async function dryRunView(planned: PlannedRun): Promise<Record<string, unknown>> {
-  if (planned.run.schema) await checkPiAcceptsSchema(planned.run.schema);
+  if (planned.run.schema) await (await import("../run/result-validator.js")).checkPiAcceptsSchema(planned.run.schema);
   await refuseNestedGitCredentials(sandboxTrees(planned.run));
   return redactPlan(planned);
 }

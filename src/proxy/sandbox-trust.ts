@@ -7,9 +7,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import tls from "node:tls";
+import { SANDBOX_TRUST_FILE } from "./sandbox-trust-file.js";
 
-/** The bundle's file name in the run's folder. */
-export const SANDBOX_TRUST_FILE = "sandbox-ca-certificates.crt";
+export { SANDBOX_TRUST_FILE };
 
 export function writeSandboxTrust(runDir: string, runCaPem: string, hostBundle?: string): string {
   const base = hostBundle ? fs.readFileSync(hostBundle, "utf8") : tls.rootCertificates.join("\n");

@@ -9,10 +9,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SandboxRunError } from "../errors.js";
-import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust.js";
+import { SANDBOX_TRUST_FILE } from "../proxy/sandbox-trust-file.js";
 import { ownPidNamespace } from "../util/own-pid-namespace.js";
 import { UNCHECKED_PACKS_DIR, WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../workspace/watch-state-file.js";
-import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
+import { STAGING_RECORD } from "../workspace-transfer/staging-record.js";
 
 /** Marker file in each run folder: owner pid and host name. */
 export const RUN_DIR_MARKER = ".sandbox-run-owner";

@@ -14,13 +14,14 @@ import path from "node:path";
 import { O_PATH } from "../util/o-path.js";
 import { drain, drainYielding } from "../util/stepwise.js";
 import { removing } from "../workspace/remove-tree.js";
+import { STAGING_RECORD } from "./staging-record.js";
+
+export { STAGING_RECORD };
 
 /** Staging directories in use: the pinned path handed out -> the directory's name and fd. */
 const pinnedDirs = new Map<string, { real: string; fd: number }>();
 
 export const STAGING_PREFIX = ".sandbox-run-staging-";
-/** The file in a run folder that lists the run's staging directories, for the reaper. */
-export const STAGING_RECORD = "staging.json";
 
 /**
  * `.sandbox-run-staging-<tree's name>-<random>`: says whose it is to anyone who finds it. Returns

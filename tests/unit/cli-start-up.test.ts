@@ -4,12 +4,16 @@
 // start-up cost every call pays (bench: `npm run bench -- --only=cli-start`); the test fails when an
 // eager import comes back. It runs the CLI from source (tsx) with a module tracer
 // (tests/support/module-trace.mjs) and reads which modules and packages were loaded: no timing.
+// The last test counts the files and bytes of the bundled CLI (scripts/bundle-cli.mjs) a --dry-run
+// loads: the package list and the deny-list let the project's own modules grow unnoticed (review,
+// session 37: 52 files and 469 KiB, from 29 and 301 KiB, and 2.4x a bare Node's CPU).
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { makeWorkspace, type ProcessResult, runSourceCli } from "../support/harness.js";
+import { makeWorkspace, type ProcessResult, runProcess, runSourceCli } from "../support/harness.js";
 
 const repo = path.resolve(import.meta.dirname, "../..");
 const tracer = pathToFileURL(path.join(repo, "tests/support/module-trace.mjs")).href;
@@ -22,24 +26,36 @@ interface Loaded {
   run: ProcessResult;
 }
 
-async function loadedBy(args: string[], env: Record<string, string> = {}): Promise<Loaded> {
-  const trace = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-trace-")), "modules");
-  const run = await runSourceCli(args, {
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? "",
-      // The tracer's hooks see what tsx's resolve to (the .ts files).
-      NODE_OPTIONS: `--import ${tracer}`,
-      SANDBOX_RUN_MODULE_TRACE: trace,
-      DOCKER_HOST: "unix:///nonexistent/docker.sock",
-      ...env,
-    },
-  });
+/** The environment of a traced CLI process, which writes its trace into `trace`. */
+function tracedEnv(trace: string, env: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    // The tracer's hooks see what tsx's resolve to (the .ts files).
+    NODE_OPTIONS: `--import ${tracer}`,
+    SANDBOX_RUN_MODULE_TRACE: trace,
+    DOCKER_HOST: "unix:///nonexistent/docker.sock",
+    ...env,
+  };
+}
+
+function newTraceFile(): string {
+  return path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-trace-")), "modules");
+}
+
+/** The files a traced process loaded: ES modules as resolved, CommonJS ones as required. */
+function tracedFiles(trace: string): string[] {
   const lines = fs.existsSync(trace) ? fs.readFileSync(trace, "utf8").trim().split("\n") : [];
-  const files = lines.map((line) => {
+  return lines.map((line) => {
     const [kind, where] = [line.slice(0, 3), line.slice(4)];
     return kind === "esm" ? fileURLToPath(where) : where;
   });
+}
+
+async function loadedBy(args: string[], env: Record<string, string> = {}): Promise<Loaded> {
+  const trace = newTraceFile();
+  const run = await runSourceCli(args, { env: tracedEnv(trace, env) });
+  const files = tracedFiles(trace);
   const own = new Set<string>();
   const packages = new Set<string>();
   for (const file of files) {
@@ -74,8 +90,19 @@ const NOT_FOR_A_PLAN = [
   /^src\/proxy\/(egress-proxy|tls-terminator|run-ca|tunnel|upstream-client|der)/,
   /^src\/run\/(execute-run|supervise-run|run-services|run-egress|run-workspace|pi-stream|copy-mode\/|open-run-record)/,
   /^src\/(replay|record|relay\/relay-session|scripted-model|demo|image\/(build|ensure|copy|prune))/,
-  /^src\/(workspace-transfer\/(?!staging-dir\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
+  /^src\/(workspace-transfer\/(?!staging-record\.ts$)|workspace\/(workspace-watch|workspace-snapshot|ownership-lease))/,
 ];
+
+/**
+ * What a --dry-run with a built-in policy may load of the bundled CLI (its chunks): Node spends
+ * ~0.5 ms of CPU on each file it resolves, reads and links, more for its imports and bytes, and a
+ * --dry-run is to stay within 2x a bare Node (docs/performance.md). Measured 51 files and 417 KiB
+ * (session 37; before, 52 files and 469 KiB: a schema's compiler, result-validator.ts with the check
+ * worker and worker_threads, loaded without a schema, and the run folder's file names brought the
+ * staging code and Node's tls). A new need may raise these: say why, with the bench's cli-start
+ * ratios (`npm run bench -- --only=cli-start`).
+ */
+const DRY_RUN_BUDGET = { files: 53, bytes: 430 * 1024 };
 
 describe("what the CLI loads at start-up", () => {
   it.each([["--version"], ["--help"], ["help"], ["image", "--help"]])(
@@ -101,6 +128,37 @@ describe("what the CLI loads at start-up", () => {
     expect(loaded.own).toContain("src/run/plan/plan-call.ts");
     expect(loaded.packages).toEqual(["commander"]);
     expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
+  });
+
+  it("--dry-run with a built-in policy loads at most DRY_RUN_BUDGET of the bundled CLI", async () => {
+    // Bundled from the sources as `npm run build` bundles them (no build needed), two levels below
+    // the root like dist/cli, so the bundle finds policies/ and package.json as there.
+    const out = path.join(repo, ".test-build", `${process.pid}-cli-start-up`);
+    try {
+      execFileSync(process.execPath, [path.join(repo, "scripts/bundle-cli.mjs"), out], { stdio: "pipe" });
+      const trace = newTraceFile();
+      const args = ["--dry-run", "--cwd", makeWorkspace(), "--model", "anthropic/claude-sonnet-4-5", "task"];
+      const run = await runProcess(process.execPath, [path.join(out, "main.js"), ...args], {
+        env: tracedEnv(trace, { ANTHROPIC_API_KEY: "sk-not-a-key" }),
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout).policyName).toBe("workspace-write");
+      const own = [...new Set(tracedFiles(trace).filter((file) => path.dirname(file) === out))];
+      expect(own).toContain(path.join(out, "main.js"));
+      const sizes = own.map((file) => fs.statSync(file).size);
+      const bytes = sizes.reduce((sum, size) => sum + size, 0);
+      const listing = own.map((file, i) => `${sizes[i]} ${path.basename(file)}`).join("\n");
+      expect(own.length, `files loaded:\n${listing}`).toBeLessThanOrEqual(DRY_RUN_BUDGET.files);
+      expect(bytes, `bytes loaded:\n${listing}`).toBeLessThanOrEqual(DRY_RUN_BUDGET.bytes);
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+      // The shared parent too once no other process's folder is in it (as bundle-test-scripts.ts does).
+      try {
+        fs.rmdirSync(path.join(repo, ".test-build"));
+      } catch {
+        // Another process's folder is still in it.
+      }
+    }
   });
 
   it("a models file and a schema load zod, Ajv and pi-schema for them, and still no engine", async () => {

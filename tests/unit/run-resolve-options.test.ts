@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import {
@@ -13,7 +13,7 @@ import {
   lentFolderProblem,
   readOnlyFolderProblem,
 } from "../../src/run/plan/host-folders.js";
-import { type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
+import { loadSchemaCompiler, type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
 import { privateRunDirsParent } from "../../src/run/run-dirs.js";
 import { launchPaths } from "../../src/util/own-installation.js";
 
@@ -385,6 +385,9 @@ describe("lentFolderProblem", () => {
 });
 
 describe("resolveRun: schema, prompt and the rest", () => {
+  // The agent hands resolveRun its schema compiler, the dry run loads it; here, the test does.
+  beforeAll(loadSchemaCompiler);
+
   it("compiles an object schema into a host-side validator", () => {
     const run = resolve({ schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } });
     expect(run.validator!.validate({ n: 3 })).toEqual({ ok: true, value: { n: 3 } });

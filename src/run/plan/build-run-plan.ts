@@ -4,7 +4,7 @@ import type { JsonSchema } from "../../agent.js";
 import { usageError } from "../../errors.js";
 import { buildPiArgs, FINAL_TOOL_DESCRIPTION, FINAL_TOOL_NAME, FINAL_TOOL_REMINDER } from "../../pi/pi-args.js";
 import type { Policy } from "../../policy/policy-schema.js";
-import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust.js";
+import { SANDBOX_TRUST_FILE } from "../../proxy/sandbox-trust-file.js";
 import { secretSandboxEnv } from "../../proxy/secret-env.js";
 import { DEFAULT_RELAY_LIMITS } from "../../relay/relay-protocol.js";
 import {

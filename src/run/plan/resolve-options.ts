@@ -27,7 +27,7 @@ import { atOrBelow } from "../../util/path-inside.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
 import { gitDirOutsideWarning } from "../../workspace/git-dir-outside.js";
-import { compileResultSchema, type ResultValidator } from "../result-validator.js";
+import type { ResultValidator } from "../result-validator.js";
 import {
   type ConfigFiles,
   checkSecretFiles,
@@ -143,6 +143,37 @@ export interface ResolvedRun {
   handBack: HandBackMode;
   /** Gateway routes and the sandbox's models.json: planned here so a bad model fails before Docker is touched. */
   routing: ProviderRouting;
+}
+
+/** Compiles a call's result schema: result-validator.ts's compileResultSchema. */
+export type SchemaCompiler = (schema: JsonSchema) => ResultValidator;
+
+let schemaCompiler: SchemaCompiler | undefined;
+
+/**
+ * The schema compiler resolveRun uses. result-validator.ts (Ajv's set-up, pi-schema's checks, the
+ * check worker and, through it, Node's worker_threads) is not imported here: a plan without a schema
+ * needs none of it, and loading it cost every `sandbox-run --dry-run` about a fifth of its start-up
+ * (tests/unit/cli-start-up.test.ts). resolveRun is synchronous (ContainerPiAgent.plan()), so it
+ * cannot load the compiler when a schema comes: the agent, which imports it anyway, hands it over
+ * here when its module loads (useSchemaCompiler); the --dry-run path loads it before it resolves a
+ * call with a schema (loadSchemaCompiler). A schema with no compiler is refused, never left unchecked.
+ */
+export function useSchemaCompiler(compile: SchemaCompiler): void {
+  schemaCompiler = compile;
+}
+
+/** Loads result-validator.ts and uses its compiler (useSchemaCompiler): before a call with a schema is resolved. */
+export async function loadSchemaCompiler(): Promise<void> {
+  if (!schemaCompiler) useSchemaCompiler((await import("../result-validator.js")).compileResultSchema);
+}
+
+function compileSchema(schema: JsonSchema): ResultValidator {
+  if (!schemaCompiler)
+    throw new Error(
+      "sandbox-run: a call with a schema was resolved before the schema compiler was loaded (loadSchemaCompiler in resolve-options.ts).",
+    );
+  return schemaCompiler(schema);
 }
 
 /** Variables the sandbox relies on; a caller may not set them. */
@@ -280,7 +311,7 @@ export function resolveRun(
   if (workspacePath) checkOverlaps([workspacePath, ...writableRoots, ...readOnlyMounts].map(throughImageLinks));
 
   const schema = run.schema ?? config.schema;
-  const validator = schema ? compileResultSchema(schema) : undefined;
+  const validator = schema ? compileSchema(schema) : undefined;
   const extraArgs = run.extraArgs ?? config.extraArgs ?? [];
   checkExtraArgs(extraArgs);
 
