@@ -63,22 +63,18 @@ export class GitChecks {
     const builtinProtection = pathProtection({ disabled: this.config.disabled });
     for (const [root, changes] of byCommonRoot(work)) {
       if (objects.refusedRoots.has(root) || reverted(root)) continue;
-      if (borrowedStoreChanged) {
+      // Refs that cannot be checked: the git directory goes back as a whole.
+      const unchecked = borrowedStoreChanged
+        ? "an object store repositories here borrow from changed in the run"
+        : work.pointerOverflow.has(root)
+          ? "too many changed refs, reflogs and index files"
+          : undefined;
+      if (unchecked) {
         result.violations.push({
           path: inGitDir(root, "refs"),
           change: "modified",
           rule: REF_RULE,
-          detail: "not checked: an object store repositories here borrow from changed in the run",
-          restore: { action: "revert", path: root },
-        });
-        continue;
-      }
-      if (work.pointerOverflow.has(root)) {
-        result.violations.push({
-          path: inGitDir(root, "refs"),
-          change: "modified",
-          rule: REF_RULE,
-          detail: "not checked: too many changed refs, reflogs and index files",
+          detail: `not checked: ${unchecked}`,
           restore: { action: "revert", path: root },
         });
         continue;
