@@ -34,9 +34,11 @@ export async function runCli(argv: string[], io: CliIo, signals?: NodeJS.EventEm
     await program.parseAsync(helpOfSubcommand(argv), { from: "user" });
     return exitCode;
   } catch (error) {
-    const code = reportError(error, io);
+    // Commander's own (a missing argument, an unknown option) in the house's words, with what to do.
+    const failure = commanderUsage(error, argv, program) ?? error;
+    const code = reportError(failure, io);
     // --json promises one envelope on stdout, usage errors included (they print their message on stderr too).
-    const usage = code === EXIT.usage ? usageErrorOf(error) : undefined;
+    const usage = code === EXIT.usage ? usageErrorOf(failure) : undefined;
     if (usage && wantsJson(argv)) {
       io.stdout(`${jsonText(usageEnvelope(usage.message, usage.hint, code), 2)}\n`);
     }
@@ -51,7 +53,8 @@ function cliProgram(ctx: CommandContext): Command {
     .name("sandbox-run")
     .description("Run the Pi coding agent in a disposable, hardened container")
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s) })
+    // Its errors are said by runCli (commanderUsage), as every other error is: never a bare "error: ...".
+    .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s), outputError: () => {} })
     .showSuggestionAfterError()
     .helpCommand("help [command]", "show help for a command")
     // The line reads and hashes the image's files: made only when it is asked for.
@@ -144,6 +147,36 @@ function refuseHelpOfUnknownCommand(argv: readonly string[], program: Command): 
     path.push(name);
     parent = found;
   }
+}
+
+/**
+ * A usage error of commander's own (a missing argument, an unknown option or command, a bad value)
+ * as a SandboxRunError "usage" that names the command's help: it printed `error: missing required
+ * argument 'shell'`, with no `sandbox-run:` and nothing to do next (newcomer review, session 37).
+ * Undefined for anything else (help and version shown are commander's too, and not errors).
+ */
+function commanderUsage(error: unknown, argv: readonly string[], program: Command): Error | undefined {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code !== "string" || !code.startsWith("commander.") || typeof message !== "string") return undefined;
+  if (["commander.helpDisplayed", "commander.version", "commander.help"].includes(code)) return undefined;
+  const names: string[] = [];
+  let parent = program;
+  for (const arg of argv) {
+    if (arg === "--") break;
+    if (arg.startsWith("-")) continue;
+    const found = parent.commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+    if (!found) break;
+    names.push(found.name());
+    parent = found;
+  }
+  const help = ["sandbox-run", ...names, "--help"].join(" ");
+  // "unknown option '--dry-ru'\n(Did you mean --dry-run?)": one sentence.
+  const text = message
+    .replace(/^error: /, "")
+    .replace(/\s*\n\(Did you mean (.*)\?\)\s*$/, "; did you mean $1?")
+    .trim();
+  const sentence = `${text.charAt(0).toUpperCase()}${text.slice(1)}${/[.?]$/.test(text) ? "" : "."}`;
+  return usageError(sentence, `\`${help}\` lists what it takes.`);
 }
 
 /** `--json` given as a flag (not inside the prompt after `--`). */

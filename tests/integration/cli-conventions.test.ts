@@ -78,7 +78,7 @@ describe("help", () => {
 
 describe("--json with a usage error", () => {
   it.each([
-    [["--json", "--frobnicate", "task"], /unknown option '--frobnicate'/],
+    [["--json", "--frobnicate", "task"], /Unknown option '--frobnicate'\./],
     [["--json", "doctr"], /looks like the command `sandbox-run doctor`/],
     [["--json", "--timeout", "soon", "task"], /--timeout must be a positive number/],
     [["--json"], /No prompt given/],

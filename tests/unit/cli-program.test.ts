@@ -100,7 +100,22 @@ describe("usage errors", () => {
       ["--schema", path.join(dir, "none.json"), "task"],
       /^sandbox-run: Cannot read the schema file .* it does not exist\./,
     ],
-    ["an unknown option", ["--frobnicate", "task"], /unknown option '--frobnicate'/],
+    // Commander's own errors in the house's words, with the command's help named (newcomer review, session 37).
+    [
+      "an unknown option",
+      ["--frobnicate", "task"],
+      /^sandbox-run: Unknown option '--frobnicate'\.\n {2}`sandbox-run --help` lists what it takes\.\n$/,
+    ],
+    [
+      "an unknown option of a subcommand, close to one",
+      ["gc", "--dry-ru"],
+      /^sandbox-run: Unknown option '--dry-ru'; did you mean --dry-run\?\n {2}`sandbox-run gc --help` lists what it takes\.\n$/,
+    ],
+    [
+      "a subcommand's missing argument",
+      ["completion"],
+      /^sandbox-run: Missing required argument 'shell'\.\n {2}`sandbox-run completion --help` lists what it takes\.\n$/,
+    ],
     ["no model anywhere", ["--cwd", ws, "task"], /^sandbox-run: No model was given\./],
     [
       "a missing cwd",
