@@ -4,6 +4,9 @@
 // 150,000 entries held a shared controller's loop for 40-110 s, and a neighbour's run timed out
 // behind it (review, session 37).
 
+/** Lets other work in this process (other runs' event streams) through. */
+export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Runs every step now, on this turn of the event loop; the generator's result. */
 export function drain<T>(steps: Generator<void, T>): T {
   for (;;) {
@@ -22,7 +25,7 @@ export async function drainYielding<T>(steps: Generator<void, T>, sliceMs = SLIC
     const step = steps.next();
     if (step.done) return step.value;
     if (performance.now() - since >= sliceMs) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await yieldToEventLoop();
       since = performance.now();
     }
   }
@@ -36,7 +39,7 @@ export function timeSlices(sliceMs = SLICE_MS): () => Promise<void> {
   let since = performance.now();
   return async () => {
     if (performance.now() - since < sliceMs) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await yieldToEventLoop();
     since = performance.now();
   };
 }

@@ -542,8 +542,8 @@ export function errorCode(error: unknown): string {
 /** Entries handled between yields to the event loop (~1-2 ms of work). */
 export const YIELD_EVERY = 512;
 
-/** Lets other work in this process (other runs' event streams) through during a long walk. */
-export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+// Lets other work in this process (other runs' event streams) through during a long walk.
+export { yieldToEventLoop } from "../util/stepwise.js";
 
 /** Why a directory could not be listed; running out of fds is the host's limit, and said so. */
 function listProblem(error: unknown): string {

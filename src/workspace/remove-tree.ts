@@ -2,7 +2,8 @@
 // tree is what the sandbox made it (any name may be a symlink, any directory unreadable), so
 // nothing here follows a link or resolves a long path as a string.
 import fs from "node:fs";
-import { atPath, chmodDirectory, errorCode, openDirAt, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { drain, drainYielding } from "../util/stepwise.js";
+import { atPath, chmodDirectory, errorCode, openDirAt, walkTree } from "./fd-walk.js";
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
@@ -69,27 +70,15 @@ export function lstatOrUndefined(at: string | Buffer): fs.Stats | undefined {
  * it, at any depth, including what the run made unreadable. Returns whether anything was there.
  */
 export function removeAt(dirFd: number, name: string | Buffer): boolean {
-  const steps = removing(dirFd, name);
-  for (;;) {
-    const step = steps.next();
-    if (step.done) return step.value;
-  }
+  return drain(removing(dirFd, name));
 }
 
 /**
- * removeAt for trees of any size: the event loop gets a turn every YIELD_EVERY entries (a folder
+ * removeAt for trees of any size: the event loop gets a turn as it goes (util/stepwise.ts; a folder
  * the sandbox filled with millions of hard links takes seconds to empty).
  */
-export async function removeAtYielding(dirFd: number, name: string | Buffer): Promise<boolean> {
-  const steps = removing(dirFd, name);
-  for (let sinceYield = 0; ; sinceYield++) {
-    const step = steps.next();
-    if (step.done) return step.value;
-    if (sinceYield >= YIELD_EVERY) {
-      sinceYield = 0;
-      await yieldToEventLoop();
-    }
-  }
+export function removeAtYielding(dirFd: number, name: string | Buffer): Promise<boolean> {
+  return drainYielding(removing(dirFd, name));
 }
 
 /** The removal, one step per entry removed below `name` (the caller decides when to pause). */
