@@ -131,11 +131,15 @@ export function closestCommand(word: string, names: readonly string[]): string |
   );
 }
 
-/** The same name in another case, or a typo or two away (one for short names; never for two letters). */
+/**
+ * The same name in another case, or a typo or two away (one for short names; never for two letters).
+ * Two only when the first letter is right: a mistyped command keeps it (`dcotor`), while a word two
+ * edits from a command elsewhere is more likely a task (`deploy` is not `replay`).
+ */
 function looksLike(word: string, name: string): boolean {
   const a = word.toLowerCase();
   if (a === name) return true;
   if (name.length <= 2 || Math.abs(a.length - name.length) > 2) return false;
-  const allowed = name.length >= 6 ? 2 : 1;
+  const allowed = name.length >= 6 && a[0] === name[0] ? 2 : 1;
   return editDistance(a, name) <= allowed;
 }

@@ -37,6 +37,7 @@ describe("a one-word prompt that names or nearly names a command or an option", 
     [["list"], "the command `sandbox-run policy list`", "`sandbox-run policy list`"],
     [["status"], "the command `sandbox-run doctor`", "`sandbox-run doctor`"],
     [["doctr"], "the command `sandbox-run doctor`", "`sandbox-run doctor`"],
+    [["dcotro"], "the command `sandbox-run doctor`", "`sandbox-run doctor`"],
   ])("%j: exit 2 with the suggestion, and how to send it as the prompt; nothing planned", async (args, what, run) => {
     const result = await cli(["--dry-run", ...args]);
     expect(result.code, result.stderr).toBe(2);
@@ -72,11 +73,15 @@ describe("a one-word prompt that names or nearly names a command or an option", 
       { name: "policy", subcommands: ["list", "show"] },
       { name: "image", subcommands: ["build", "tag", "load", "prune"] },
       { name: "doctor", subcommands: [] },
+      { name: "replay", subcommands: [], takesOperand: true },
     ];
     const options = [{ long: "--version" }, { long: "--json" }, { long: "--env", value: "<KEY=VALUE>" }];
     for (const prompt of [
       ["lint"],
       ["refactor"],
+      // Two edits from `replay` but with another first letter: a task (review, session 37).
+      ["deploy"],
+      ["display"],
       ["end"],
       ["json", "output"],
       ["version", "bump"],
