@@ -130,21 +130,24 @@ async function checkAll(
   }
 
   for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) {
+    const provider = name.startsWith("ANTHROPIC") ? "anthropic" : "openai";
     if (env[name]) ok(`${name} is set on the host (it stays there; the sandbox sees a placeholder)`);
-    else note(`${name} is not set (needed only for ${name.startsWith("ANTHROPIC") ? "anthropic" : "openai"}/* models)`);
+    // With --model of that provider, the model's own check below says what is missing.
+    else if (!model?.startsWith(`${provider}/`)) note(`${name} is not set (needed only for ${provider}/* models)`);
   }
   let modelsJson: unknown;
+  let unresolved: ReadonlySet<string> = new Set();
   signal?.throwIfAborted();
-  if (models) modelsJson = await checkModelsFile(models, env, report, signal);
+  if (models) ({ value: modelsJson, unresolved } = await checkModelsFile(models, env, report, signal));
   if (model) {
     try {
       planProviderRouting({ model, modelsJson, env, gatewayBaseUrl: `http://127.0.0.1:${GATEWAY_PORT}` });
       ok(`credentials for ${model} are available`);
     } catch (error) {
-      bad(
-        isSandboxRunError(error) ? error.shortMessage : String(error),
-        isSandboxRunError(error) ? (error.hint ?? "") : "",
-      );
+      const message = isSandboxRunError(error) ? error.shortMessage : String(error);
+      // A value of the models file already reported as failing above: one failure, one line.
+      if (![...unresolved].some((where) => message.includes(where)))
+        bad(message, isSandboxRunError(error) ? (error.hint ?? "") : "");
     }
   }
   signal?.throwIfAborted();
@@ -286,12 +289,14 @@ const REACH_TIMEOUT_MS = 5_000;
  * command prints something). Values are never printed. Like a run, doctor runs no `!command` of a
  * models file inside the current directory (a run's workspace by default). Returns the parsed file.
  */
+/** The file's parsed value, and where its values that do not resolve are (`providers.acme.apiKey`). */
 async function checkModelsFile(
   file: string,
   env: Record<string, string | undefined>,
   say: Report,
   signal?: AbortSignal,
-): Promise<unknown> {
+): Promise<{ value: unknown; unresolved: ReadonlySet<string> }> {
+  const unresolved = new Set<string>();
   let value: unknown;
   let providers: ReturnType<typeof parseModelsJson>;
   try {
@@ -302,7 +307,7 @@ async function checkModelsFile(
       isSandboxRunError(error) ? error.shortMessage : String(error),
       isSandboxRunError(error) ? (error.hint ?? "") : "",
     );
-    return undefined;
+    return { value: undefined, unresolved };
   }
   const insideCwd = isInside(file, process.cwd());
   const custom = Object.entries(providers).filter(([, p]) => p.baseUrl !== undefined);
@@ -333,15 +338,18 @@ async function checkModelsFile(
           `${where} comes from a command, and ${file} lies inside the current directory: runs here refuse it and doctor does not run it`,
           "Keep the models file outside the workspace, or use $VARIABLE references instead of commands.",
         );
+        unresolved.add(where);
         continue;
       }
       const resolved = resolveConfigValue(config, { env, runCommands: true });
       if (resolved.ok) say.ok(`${where} resolves (from ${source}; the value stays on the host and is not shown)`);
-      else
+      else {
         say.bad(`${where} does not resolve: ${resolved.reason}`, "Set the variable on the host, or fix the command.");
+        unresolved.add(where);
+      }
     }
   }
-  return value;
+  return { value, unresolved };
 }
 
 function isInside(file: string, dir: string): boolean {

@@ -231,6 +231,20 @@ describe("doctor --models", () => {
     expect(fs.existsSync(marker)).toBe(true);
     expect(run.stderr).toContain("ok    credentials for local/m are available");
     expect(`${run.stdout}${run.stderr}`).not.toContain(KEY);
+
+    // The model's provider key does not resolve: one FAIL for it, not the file's and the model's
+    // (review, session 37); an unset ANTHROPIC_API_KEY with an anthropic model: the FAIL, no note.
+    const down = await cli(["doctor", "--models", file, "--model", "down/m"], noEngine, makeWorkspace());
+    const fails = down.stderr.split("\n").filter((line) => line.startsWith("  FAIL"));
+    expect(
+      fails.filter((line) => line.includes("providers.down.apiKey")),
+      down.stderr,
+    ).toEqual(["  FAIL  providers.down.apiKey does not resolve: environment variable DOWN_KEY is not set"]);
+    const { ANTHROPIC_API_KEY: _set, ...noKey } = noEngine;
+    const anthropic = await cli(["doctor", "--model", "anthropic/claude-sonnet-4-5"], noKey, makeWorkspace());
+    expect(anthropic.stderr).toContain('FAIL  No API key for provider "anthropic"');
+    expect(anthropic.stderr).not.toContain("ANTHROPIC_API_KEY is not set");
+    expect(anthropic.stderr).toContain("note  OPENAI_API_KEY is not set");
   });
 
   it("runs no command of a models file inside the current directory (a run's workspace), like a run", async () => {
