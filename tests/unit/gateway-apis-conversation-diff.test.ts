@@ -2,7 +2,7 @@
 // description strict replay stops with (issue 13).
 import { describe, expect, it } from "vitest";
 import { codecFor, type ModelRequest } from "../../src/gateway/apis/api-codec.js";
-import { firstDifference } from "../../src/gateway/apis/conversation-diff.js";
+import { canonicalJson, firstDifference } from "../../src/gateway/apis/conversation-diff.js";
 import { captured, subpath } from "../support/api-codec-fixtures.js";
 
 function conversation(api: string, change: (body: Record<string, unknown>) => void = () => {}): ModelRequest {
@@ -126,5 +126,49 @@ describe("firstDifference", () => {
     expect(firstDifference(recorded, conversation("anthropic-messages", withDeep))).toMatch(
       /^tool call 1 \(bash\) arguments differ: .*nested too deeply to compare/,
     );
+  });
+});
+
+describe("canonicalJson", () => {
+  /** What it must equal: JSON.stringify of a copy with every object's keys sorted. */
+  const sortedCopy = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(sortedCopy)
+      : typeof value === "object" && value !== null
+        ? Object.fromEntries(
+            Object.keys(value)
+              .sort()
+              .map((key) => [key, sortedCopy((value as Record<string, unknown>)[key])]),
+          )
+        : value;
+
+  it("writes JSON.stringify's text with the keys sorted, at every depth, without a copy", () => {
+    const values: unknown[] = [
+      {
+        role: "user",
+        content: [{ type: "text", text: 'a\n\u2028"', cache: undefined }],
+        z: [1, undefined, Number.NaN],
+      },
+      JSON.parse('{"__proto__": {"x": 1}, "b": -0, "a": 1e400, "c": [[], {}, [null, true, "é"]]}'),
+      [undefined, () => 1, Symbol("s"), { f: () => 1, s: Symbol("t"), k: 0 }],
+      "text",
+      -1.5,
+      null,
+      true,
+      { z: { y: { x: { w: [{ b: 2, a: 1 }] } } } },
+    ];
+    for (const value of values) expect(canonicalJson(value)).toBe(JSON.stringify(sortedCopy(value)));
+    // Key order does not count; values do.
+    expect(canonicalJson({ a: 1, b: [2, { d: 3, c: 4 }] })).toBe(canonicalJson({ b: [2, { c: 4, d: 3 }], a: 1 }));
+    expect(canonicalJson({ a: [1, 2] })).not.toBe(canonicalJson({ a: [2, 1] }));
+    expect(canonicalJson(undefined)).toBe("undefined");
+  });
+
+  it("gives a value nested too deeply to walk a marker that equals no other", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    const first = canonicalJson(deep);
+    expect(first).toMatch(/^\(nested too deeply to compare #\d+\)$/);
+    expect(canonicalJson(deep)).not.toBe(first);
   });
 });

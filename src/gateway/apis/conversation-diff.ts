@@ -182,7 +182,7 @@ function quoted(text: string): string {
  */
 export function canonicalJson(value: unknown): string {
   try {
-    return JSON.stringify(sortKeys(value)) ?? "undefined";
+    return canonical(value) ?? "undefined";
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
     tooDeep++;
@@ -192,14 +192,25 @@ export function canonicalJson(value: unknown): string {
 
 let tooDeep = 0;
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (typeof value !== "object" || value === null) return value;
-  // fromEntries keeps a "__proto__" key as an own property.
+/**
+ * What JSON.stringify writes for the value with every object's keys sorted, written directly: a
+ * sorted copy of each object first cost a request of 200,000 messages twice the time and its
+ * garbage, on the controller's one thread. Own keys only, as Object.keys gives them (a parsed
+ * "__proto__" key is one); undefined, functions and symbols left out of objects and null in arrays,
+ * as JSON.stringify does.
+ */
+function canonical(value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    let out = "[";
+    for (let i = 0; i < value.length; i++) out += `${i > 0 ? "," : ""}${canonical(value[i]) ?? "null"}`;
+    return `${out}]`;
+  }
+  if (typeof value !== "object" || value === null) return JSON.stringify(value);
   const record = value as Record<string, unknown>;
-  return Object.fromEntries(
-    Object.keys(record)
-      .sort()
-      .map((key) => [key, sortKeys(record[key])]),
-  );
+  let out = "{";
+  for (const key of Object.keys(record).sort()) {
+    const item = canonical(record[key]);
+    if (item !== undefined) out += `${out.length > 1 ? "," : ""}${JSON.stringify(key)}:${item}`;
+  }
+  return `${out}}`;
 }
