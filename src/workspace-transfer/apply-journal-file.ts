@@ -86,10 +86,25 @@ export class JournalWriter {
     this.#fd = undefined;
   }
 
+  /** The journal's length after its last whole record. */
+  #length = 0;
+
   #write(line: string): void {
     if (this.#fd === undefined) throw new Error("the apply's journal is closed");
     const bytes = Buffer.from(line);
-    for (let off = 0; off < bytes.length; ) off += fs.writeSync(this.#fd, bytes, off, bytes.length - off);
+    try {
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(this.#fd, bytes, off, bytes.length - off);
+    } catch (error) {
+      // A record is whole or absent: a commit record cut short by a full disk must not read as one
+      // later (a reaper would keep an apply this process undid).
+      try {
+        fs.ftruncateSync(this.#fd, this.#length);
+      } catch {
+        // A torn last line is not a record either (the reader skips it).
+      }
+      throw error;
+    }
+    this.#length += bytes.length;
   }
 }
 

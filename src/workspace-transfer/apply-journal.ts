@@ -89,6 +89,8 @@ export class ApplyJournal {
   #file: JournalWriter | undefined;
   /** The last undo's reports of entries that wait in the aside folder, to say where once keptAside() moved it. */
   readonly #waitingAside: Array<{ unrestored: Unrestored; cause: string; n: string }> = [];
+  /** The commit point is in the journal (commitPoint()). */
+  #committed = false;
 
   constructor(
     private readonly dirs: TreePlaces,
@@ -310,10 +312,20 @@ export class ApplyJournal {
     return drain(this.committing());
   }
 
+  /**
+   * The commit point: the journal says the apply is final, before anything that waited aside goes.
+   * May throw (a full disk): the apply is then still whole to undo, and is undone.
+   */
+  commitPoint(): void {
+    if (this.#committed) return;
+    this.#file?.append(["c"]);
+    this.#committed = true;
+    this.onStep?.(++this.#steps, "committed");
+  }
+
   /** commit(), a step at a time (util/stepwise.ts). */
   *committing(): Generator<void, string[]> {
-    this.#file?.append(["c"]);
-    this.onStep?.(++this.#steps, "committed");
+    this.commitPoint();
     const left: string[] = [];
     // One that waits inside a folder that went aside itself goes with that folder.
     const gone = new Set(this.#undo.filter((u) => u.kind === "aside" || u.kind === "beside").map((u) => u.path));
@@ -439,7 +451,11 @@ export class ApplyJournal {
         unrestored.problem = `${cause}; it waits at ${path.join(kept, n)}`;
     }
     this.#waitingAside.length = 0;
-    this.#file?.append(["u"]);
+    try {
+      this.#file?.append(["u"]);
+    } catch {
+      // The undo is done all the same; the staging directory, journal and all, goes when the run ends.
+    }
     this.close();
     return kept;
   }

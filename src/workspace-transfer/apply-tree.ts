@@ -30,7 +30,7 @@ import fs from "node:fs";
 import { SandboxRunError } from "../errors.js";
 import { O_PATH } from "../util/o-path.js";
 import { drain, drainYielding } from "../util/stepwise.js";
-import { ApplyJournal, applyFailed, type StepHook } from "./apply-journal.js";
+import { ApplyJournal, applyFailed, type StepHook, type Unrestored } from "./apply-journal.js";
 import type { HostFacts, HostTree } from "./host-tree.js";
 import { EMPTY_FILE, type ReturnedTree } from "./returned-tar.js";
 import { realStagingPath } from "./staging-dir.js";
@@ -76,7 +76,7 @@ export function applyReturnedTree(
   what: string,
   options: ApplyOptions = {},
 ): ApplyResult {
-  return drain(applying(before, returned, what, options));
+  return drain(applyingTrees([{ before, returned, what, options }]))[0]!;
 }
 
 /**
@@ -85,22 +85,93 @@ export function applyReturnedTree(
  * walk's inodes, so a turn between two steps gives nothing away that the user's own edits
  * meanwhile would not; another run of this process never holds the same tree (tree-holds.ts).
  */
-export function applyReturnedTreeYielding(
+export async function applyReturnedTreeYielding(
   before: HostTree,
   returned: ReturnedTree,
   what: string,
   options: ApplyOptions = {},
 ): Promise<ApplyResult> {
-  return drainYielding(applying(before, returned, what, options));
+  return (await drainYielding(applyingTrees([{ before, returned, what, options }])))[0]!;
 }
 
-/** The apply, a step at a time: one yield per entry checked, changed, undone or removed. */
-function* applying(
+/** One tree to apply: the host's tree as walked before the run, what came back, how errors name it. */
+export interface TreeToApply {
+  before: HostTree;
+  returned: ReturnedTree;
+  what: string;
+  options?: ApplyOptions;
+}
+
+/**
+ * A run's returned trees (its workspace and writable directories), all or none, yielding as
+ * applyReturnedTreeYielding does. Each is applied up to its commit point, the commit points are
+ * written once every tree is in, and only then does any tree's old content go: a tree that cannot
+ * be applied (a full disk, a conflict) undoes the ones applied before it. Before (review, session
+ * 38), each tree was committed as it went, and a writable directory that filled its disk left the
+ * workspace applied under an error that said nothing was changed.
+ */
+export function applyReturnedTreesYielding(trees: readonly TreeToApply[]): Promise<ApplyResult[]> {
+  return drainYielding(applyingTrees(trees));
+}
+
+/** A tree applied up to its commit point: its folders and journal still open, to commit or undo. */
+interface Pending {
+  what: string;
+  keptDirectories: string[];
+  dirs: TreeDirs;
+  journal: ApplyJournal;
+}
+
+function* applyingTrees(trees: readonly TreeToApply[]): Generator<void, ApplyResult[]> {
+  const pending: Pending[] = [];
+  try {
+    try {
+      for (const { before, returned, what, options } of trees)
+        pending.push(yield* applyingUncommitted(before, returned, what, options ?? {}));
+      // The commit points, written in the journals before anything aside goes; one that cannot be
+      // written (the disk filled) fails the apply like any step: a reaper would undo it.
+      for (const { journal } of pending) journal.commitPoint();
+    } catch (error) {
+      throw yield* undoingAll(pending, error);
+    }
+    // Final from here: what waited aside goes, as far as it can (never an undo now, which could no
+    // longer bring back what already went).
+    const results: ApplyResult[] = [];
+    for (const { keptDirectories, journal } of pending)
+      results.push({ keptDirectories, leftAside: yield* journal.committing() });
+    return results;
+  } finally {
+    for (const { journal, dirs } of pending) {
+      journal.close();
+      dirs.close();
+    }
+  }
+}
+
+/** Undoes the trees applied before `error`, newest first; the error to throw. */
+function* undoingAll(pending: readonly Pending[], error: unknown): Generator<void, unknown> {
+  const unrestored: Unrestored[] = [];
+  let kept: string | undefined;
+  for (const { journal } of [...pending].reverse()) {
+    unrestored.push(...(yield* journal.undoing()));
+    const keptHere = journal.keptAside();
+    kept ??= keptHere;
+  }
+  const whats = pending.map((p) => p.what).join(" and ");
+  // A tree's own failure, itself undone: with the trees before it undone too, what it says holds.
+  if (error instanceof SandboxRunError && unrestored.length === 0) return error;
+  if (pending.length === 0) return error;
+  const cause = error instanceof SandboxRunError ? new Error(error.shortMessage) : error;
+  return applyFailed(whats, cause, unrestored, kept);
+}
+
+/** Steps 1-3 of one tree, up to its commit point; a failure there undoes this tree and throws. */
+function* applyingUncommitted(
   before: HostTree,
   returned: ReturnedTree,
   what: string,
   options: ApplyOptions,
-): Generator<void, ApplyResult> {
+): Generator<void, Pending> {
   const root = before.root;
   const beforeByPath = new Map(before.entries.map((e) => [e.path, e]));
   const afterByPath = new Map(returned.after.map((e) => [e.path, e]));
@@ -130,14 +201,14 @@ function* applying(
     throw error;
   }
   let journal: ApplyJournal | undefined;
+  let applied = false;
   try {
     yield* verifying(dirs, before, beforeByPath, removals, writes, what);
     const staging = options.asideDir ? { dir: options.asideDir, real: realStagingPath(options.asideDir) } : undefined;
     // Journaled in the staging directory as it goes: a reaper undoes it if this process dies.
     journal = new ApplyJournal(dirs, staging, options.onStep);
-    let keptDirectories: string[];
     try {
-      keptDirectories = yield* applyingSteps(dirs, before, removals, writes, journal, options.beforeWrite);
+      const keptDirectories = yield* applyingSteps(dirs, before, removals, writes, journal, options.beforeWrite);
       // Every write went into the folder its fd held; one swapped meanwhile moved those writes
       // away from where the tree says: undone.
       const moved = dirs.moved();
@@ -146,16 +217,17 @@ function* applying(
           `${moved.map((rel) => rel || "(the root)").join(", ")} changed on the host while the apply ran`,
         );
       }
+      applied = true;
+      return { what, keptDirectories, dirs, journal };
     } catch (error) {
       const unrestored = yield* journal.undoing();
       throw applyFailed(what, dirs.shown(error), unrestored, journal.keptAside());
     }
-    // The apply is final from here: what waited aside goes, as far as it can (never an undo now,
-    // which could no longer bring back what already went).
-    return { keptDirectories, leftAside: yield* journal.committing() };
   } finally {
-    journal?.close();
-    dirs.close();
+    if (!applied) {
+      journal?.close();
+      dirs.close();
+    }
   }
 }
 

@@ -34,7 +34,7 @@ import { mib } from "../../util/units.js";
 import { hostRunReportOf } from "../../workspace/builtin-protections.js";
 import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
-import { applyReturnedTreeYielding } from "../../workspace-transfer/apply-tree.js";
+import { applyReturnedTreesYielding } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
 import { packSingleFile, packTree, readableByAll } from "../../workspace-transfer/pack-tree.js";
 import { type ReturnedTree, readReturnedTar } from "../../workspace-transfer/returned-tar.js";
@@ -403,12 +403,21 @@ export class CopyModeWorkspace {
     // the sandbox (review, session 28).
     const gitLeftOut = applying ? [] : takeGitOnly(violations);
     if (violations.length === 0 && applying) {
-      for (const { copy, tree, returned: after, stagingDir } of returned) {
-        // Letting other runs of this controller through as it goes (a tree of 150,000 entries held
-        // the loop for 40-110 s, and a neighbour timed out: review, session 37).
-        const result = await this.#applied(() =>
-          applyReturnedTreeYielding(tree!, after!, describe(copy), { asideDir: stagingDir }),
-        );
+      // All the trees or none (a writable directory whose disk fills undoes the workspace too:
+      // review, session 38), letting other runs of this controller through as it goes (a tree of
+      // 150,000 entries held the loop for 40-110 s, and a neighbour timed out: review, session 37).
+      const results = await this.#applied(() =>
+        applyReturnedTreesYielding(
+          returned.map(({ copy, tree, returned: after, stagingDir }) => ({
+            before: tree!,
+            returned: after!,
+            what: describe(copy),
+            options: { asideDir: stagingDir },
+          })),
+        ),
+      );
+      for (const [i, result] of results.entries()) {
+        const { copy } = returned[i]!;
         if (result.keptDirectories.length > 0) {
           this.options.timeline.sandbox("workspace.kept", {
             root: copy.hostPath,
