@@ -1,16 +1,16 @@
-// `npm run build`, second step: bundles the CLI into dist/cli/main.js (and chunks next to it, one
-// per lazily loaded command), over the per-file output of tsc.
+// `npm run build`, second step: bundles the CLI's sources into dist/cli/main.js and chunks next to
+// it, loaded as a command needs them.
 //
 // Why: every `sandbox-run` call pays for the modules it loads before it does anything, and Node 20
 // spends about a millisecond of CPU on each ES module it resolves, reads and links. A `--dry-run`
-// loads ~50 of them; as one bundle it costs ~15 ms less, which keeps it within 2x a bare Node
+// runs ~90 of our modules; bundled, it loads 8 files, which keeps it within 2x a bare Node
 // (docs/performance.md, `npm run bench -- --only=cli-start`). commander, which every call loads, is
 // bundled in (Node would otherwise resolve and read its seven files and scan them for CommonJS
 // exports); the other dependencies stay external (loaded from node_modules, lazily where the code
-// says so). `import()` of a literal path becomes a chunk, so a command's work still loads only when
-// it runs. The chunks sit in dist/cli, two levels below the
-// package root like every module of dist, so paths made from import.meta.url (images/, policies/,
-// package.json) resolve as they do unbundled.
+// says so). `import()` of a literal path loads its own chunk, so a command's work still loads only
+// when it runs. The chunks sit in dist/cli, two levels below the package root like every module of
+// dist, so paths made from import.meta.url (images/, policies/, package.json) resolve as they do
+// unbundled.
 //
 // `node scripts/bundle-cli.mjs <folder>` bundles into that folder instead (two levels below the root
 // too): tests/unit/cli-start-up.test.ts bundles the sources so to count what a --dry-run loads.
@@ -18,6 +18,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { chunkGroups } from "./chunk-groups.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const dependencies = Object.keys(JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).dependencies);
@@ -29,9 +30,10 @@ for (const name of fs.existsSync(outdir) ? fs.readdirSync(outdir) : []) {
   if (CHUNK.test(name)) fs.rmSync(path.join(outdir, name));
 }
 
-await build({
+const ENTRY = "src/cli/main.ts";
+const options = {
   absWorkingDir: root,
-  entryPoints: ["src/cli/main.ts"],
+  entryPoints: [ENTRY],
   outdir,
   bundle: true,
   splitting: true,
@@ -46,4 +48,11 @@ await build({
   chunkNames: "bundle-[name]-[hash]",
   sourcemap: true,
   logLevel: "warning",
-});
+};
+
+// What every call loads (main.ts's, then program.ts's modules) and what a run loads up to its plan
+// (the --dry-run path) are one chunk each (scripts/chunk-groups.mjs). Which modules those are comes
+// from a first build's module graph.
+const GROUPS = [[ENTRY], ["src/cli/program.ts"], ["src/cli/run-command.ts", "src/operations/dry-run.ts"]];
+const { metafile } = await build({ ...options, write: false, metafile: true, logLevel: "silent" });
+await build({ ...options, plugins: [chunkGroups({ root, entry: ENTRY, groups: GROUPS, metafile })] });
