@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Entry point of the `sandbox-run` binary.
-import fs from "node:fs";
+import { nodeTooOld } from "../util/node-version.js";
 import { openFilesLimit } from "../util/open-files-limit.js";
 import { outputWasLost, processIo, readerGone } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
@@ -9,17 +9,11 @@ import { EXIT } from "./exit-codes.js";
 // Node 18, --version, --help, --dry-run and doctor answered as if all was well and a real run
 // crashed in the relay's HTTP/2, its container left behind (review, session 37). Exit 3, as
 // scripts/quickstart.sh exits for the same thing: the host cannot run sandboxes (not a usage error).
-// The words are util/node-version.ts's (doctor's and the library's), written out here: a module the
-// commands share is a chunk of its own in the bundle, one more file every call would load
-// (tests/unit/node-version.test.ts holds the two equal).
-const oldNode = nodeOlderThanEngines();
-if (oldNode) {
-  process.stderr.write(
-    `sandbox-run: Node v${process.versions.node} is older than sandbox-run needs (>= ${oldNode}): install Node 22 or 24 (LTS), then run it again:\n` +
-      "  Debian/Ubuntu: curl -fsSL https://deb.nodesource.com/setup_24.x | sudo -E bash - && sudo apt-get install -y nodejs\n" +
-      "  any Linux, as your user: curl -fsSL https://raw.githubusercontent.com/nvm-sh/nvm/v0.40.3/install.sh | bash, then nvm install 24\n" +
-      "  (Debian 12's own nodejs package is Node 18: too old)\n",
-  );
+// The words are doctor's and the library's (node-version.ts is in the bundle's first chunk, with
+// this module: scripts/chunk-groups.mjs).
+const tooOld = nodeTooOld();
+if (tooOld) {
+  process.stderr.write(`sandbox-run: ${tooOld.message}:\n${tooOld.install.map((line) => `  ${line}\n`).join("")}`);
   process.exit(EXIT.unavailable);
 }
 // Checked before the commands load: Node loads their ~140 modules at once, and under a lower limit
@@ -46,17 +40,3 @@ process.stdout.write("", (error?: NodeJS.ErrnoException | null) => {
   }
   process.exit(code);
 });
-
-/** package.json's minimum (engines.node, ">=20.4") when this Node is older than it; undefined otherwise. */
-function nodeOlderThanEngines(): string | undefined {
-  let minimum: string;
-  try {
-    const manifest = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-    minimum = /^>=\s*(\d+(?:\.\d+){0,2})$/.exec(manifest.engines.node)![1]!;
-  } catch {
-    return undefined;
-  }
-  const [want, have] = [minimum, process.versions.node].map((v) => [...v.split(".").map(Number), 0, 0]);
-  const i = [0, 1, 2].find((k) => have![k] !== want![k]);
-  return i !== undefined && have![i]! < want![i]! ? minimum : undefined;
-}

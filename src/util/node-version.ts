@@ -1,10 +1,9 @@
 // The Node the controller needs on the host: package.json's engines.node (">=20.4"), the one place
 // that says it. Older ones fail late and badly (Node 18 ended a run with ERR_INTERNAL_ASSERTION in
 // the relay's HTTP/2 and left its container behind, review of session 37), so a ContainerPiAgent
-// refuses them when it is made and doctor says FAIL; the CLI refuses them before its commands load
-// with the same words, written out in cli/main.ts (a module it shared with the commands would be
-// one more chunk every call loads). The words and install lines are scripts/quickstart.sh's, which
-// says the same before `npm ci`; tests/unit/node-version.test.ts holds all three equal.
+// refuses them when it is made and doctor says FAIL; the CLI (cli/main.ts) refuses them before its
+// commands load, with the same words. The words and install lines are scripts/quickstart.sh's,
+// which says the same before `npm ci`; tests/unit/node-version.test.ts holds them equal.
 import { enginesNode } from "./package-version.js";
 
 export type NodeVersion = readonly [major: number, minor: number, patch: number];

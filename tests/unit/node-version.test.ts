@@ -91,7 +91,7 @@ describe("the CLI on a Node older than the minimum", () => {
         expect(lines[0]).toBe(
           `sandbox-run: Node v${version} is older than sandbox-run needs (>= 20.4): install Node 22 or 24 (LTS), then run it again:`,
         );
-        // doctor's and the library's words (main.ts writes them out: see there).
+        // doctor's and the library's words.
         expect(lines[0]).toBe(`sandbox-run: ${nodeTooOld(version)?.message}:`);
         expect(lines.slice(1)).toEqual(INSTALL_NODE_LINES.map((line) => `  ${line}`));
       }
