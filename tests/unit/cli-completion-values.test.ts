@@ -7,22 +7,14 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
 import { FLAG_VALUES } from "../../src/cli/flag-values.js";
-import { runCli } from "../../src/cli/program.js";
+import { runCliInProcess } from "../support/in-process-cli.js";
 
-async function cli(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text),
-    readStdin: async () => undefined,
-    env: { SANDBOX_RUN_MODEL: "anthropic/claude-sonnet-4-5", ANTHROPIC_API_KEY: "sk-ant-not-a-real-key" },
-    stderrIsTty: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout, stderr };
+function cli(argv: string[]) {
+  return runCliInProcess(argv, {
+    SANDBOX_RUN_MODEL: "anthropic/claude-sonnet-4-5",
+    ANTHROPIC_API_KEY: "sk-ant-not-a-real-key",
+  });
 }
 
 describe("completion of a flag's words", () => {

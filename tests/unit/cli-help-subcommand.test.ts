@@ -1,21 +1,10 @@
 // `sandbox-run help <command> <subcommand>` shows the subcommand's own help (review, session 27:
 // commander's help command looked one level down and printed `image`'s help, without --apt).
 import { describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
-import { runCli } from "../../src/cli/program.js";
+import { runCliInProcess } from "../support/in-process-cli.js";
 
-async function cli(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text),
-    readStdin: async () => undefined,
-    env: {},
-    stderrIsTty: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout, stderr };
+function cli(argv: string[]) {
+  return runCliInProcess(argv, {});
 }
 
 describe("help of a subcommand", () => {

@@ -6,9 +6,8 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
-import { runCli } from "../../src/cli/program.js";
 import { runnerImageSpec } from "../../src/image/runner-image.js";
+import { runCliInProcess } from "../support/in-process-cli.js";
 
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-cli-platform-")));
 const modelsFile = path.join(dir, "models.json");
@@ -30,18 +29,8 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function cli(argv: string[], env: Record<string, string> = {}) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text),
-    readStdin: async () => undefined,
-    env: { DOCKER_HOST: `unix://${socketPath}`, ...env },
-    stderrIsTty: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout, stderr };
+function cli(argv: string[], env: Record<string, string> = {}) {
+  return runCliInProcess(argv, { DOCKER_HOST: `unix://${socketPath}`, ...env });
 }
 
 // The workspace beside the models file, not around it (a models file inside it would be refused).

@@ -6,9 +6,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
-import { runCli } from "../../src/cli/program.js";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { runCliInProcess } from "../support/in-process-cli.js";
 
 const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-wsconf-")));
 const ws = path.join(dir, "checkout");
@@ -39,18 +38,8 @@ fs.writeFileSync(
 );
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-async function cli(argv: string[], env: Record<string, string> = {}) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text),
-    readStdin: async () => undefined,
-    env: { DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env },
-    stderrIsTty: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout, stderr };
+function cli(argv: string[], env: Record<string, string> = {}) {
+  return runCliInProcess(argv, { DOCKER_HOST: "unix:///nonexistent/docker.sock", ...env });
 }
 
 const base = ["--dry-run", "--cwd", ws, "--model", "scripted/x"];
