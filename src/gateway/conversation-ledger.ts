@@ -88,6 +88,8 @@ interface OnChainExchange {
   status: number;
   /** The whole reply reached Pi: 2xx, relayed to the end, complete, no error. */
   delivered: boolean;
+  /** The provider finished the reply (2xx, complete, no error), whether or not it reached Pi whole. */
+  finished: boolean;
   reply?: ModelReply;
 }
 
@@ -134,6 +136,8 @@ export class ConversationLedger {
   readonly #indexed = new Set<number>();
   /** Exchanges whose reply was cut at the token limit (Pi ran none of its calls). */
   readonly #cut = new Set<number>();
+  /** Replies the provider finished that never reached Pi whole, after which Pi was asked the same again. */
+  readonly #withheld: Array<{ seq: number; reply: ModelReply }> = [];
   /** The host's account of the latest model request that failed since a reply last reached Pi whole. */
   #failure: string | undefined;
 
@@ -161,11 +165,15 @@ export class ConversationLedger {
     }
     // An extension proves Pi received the reply it extends, whatever the relay said.
     if (verdict.as === "extension" && this.#head) this.#index(this.#head);
+    // A retry of a reply the provider had finished: the client, not the model, cut it short.
+    if (verdict.as === "retry" && this.#head?.finished && !this.#head.delivered && this.#head.reply)
+      this.#withheld.push({ seq: this.#head.seq, reply: this.#head.reply });
     this.#onChain++;
     this.#head = {
       seq: exchange.seq,
       status: exchange.status,
       delivered: delivered(exchange),
+      finished: finished(exchange),
       ...(exchange.reply ? { reply: exchange.reply } : {}),
       request: exchange.request,
     };
@@ -245,6 +253,25 @@ export class ConversationLedger {
     return [...this.#toolCalls.values(), ...[...this.#idless.values()].flat()]
       .filter((call) => call.name === name && !this.#cut.has(call.seq))
       .sort((a, b) => a.seq - b.seq || a.index - b.index);
+  }
+
+  /**
+   * Replies of Pi's conversation that the provider finished but that never reached Pi whole, after
+   * which Pi asked the same again (a retry): an honest Pi reads a finished reply to its end, so
+   * each is an answer the client discarded (confirm-outcome.ts).
+   */
+  withheld(): Array<{
+    seq: number;
+    text: string;
+    toolCalls: Array<{ name: string; argumentsJson: string; index: number }>;
+    stopReason?: PiStopReason;
+  }> {
+    return this.#withheld.map(({ seq, reply }) => ({
+      seq,
+      text: reply.text,
+      toolCalls: reply.toolCalls.map((call, index) => ({ name: call.name, argumentsJson: call.argumentsJson, index })),
+      ...(reply.piStopReason ? { stopReason: reply.piStopReason } : {}),
+    }));
   }
 
   /** The model's last reply in Pi's conversation, as run outcomes check it (confirm-outcome.ts). */
@@ -355,8 +382,13 @@ function failureOf(exchange: LedgerExchange): string | undefined {
 }
 
 function delivered(exchange: LedgerExchange): boolean {
-  const { status, reply, relay } = exchange;
-  if (status < 200 || status > 299 || relay !== "complete" || !reply) return false;
+  return exchange.relay === "complete" && finished(exchange);
+}
+
+/** The provider's whole reply, with no error in it, reached the gateway (to Pi or not). */
+function finished(exchange: LedgerExchange): boolean {
+  const { status, reply } = exchange;
+  if (status < 200 || status > 299 || !reply) return false;
   return reply.complete && !reply.truncated && reply.error === undefined && reply.piStopReason !== "error";
 }
 

@@ -16,6 +16,16 @@ export interface ModelEvidence {
   callsOf(name: string): EvidenceCall[];
   /** The model's last reply in Pi's conversation (`stopReason`: the one Pi would record, when the reply says). */
   lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
+  /**
+   * Replies the model finished that never reached Pi whole, after which Pi asked the same again
+   * (`stopReason`: the one Pi would record).
+   */
+  withheld?(): Array<{
+    seq: number;
+    text: string;
+    toolCalls: Array<{ name: string; argumentsJson: string; index: number }>;
+    stopReason?: string;
+  }>;
   /** Two different continuations of one exchange of Pi's conversation (one was not Pi's), if any. */
   fork?(): { seq: number; other: number; continues: number } | undefined;
   /** The latest model request that failed or was refused since a reply last reached Pi whole, in the host's words. */
@@ -54,6 +64,10 @@ export function confirmOutcome(
   if (claim.kind === "structured") {
     // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
     const prepare = (argumentsJson: string) => (context.prepare ?? prepareGuarded)(context.schema ?? {}, argumentsJson);
+    const discarded = withheldAnswer(evidence, (reply) =>
+      reply.toolCalls.some((call) => call.name === context.finalToolName && prepare(call.argumentsJson).ok),
+    );
+    if (discarded) return contradiction(discarded);
     // The answer is the model's first final call Pi accepts, in the conversation's order: Pi's
     // final tool ends its loop there. Not the first claim on Pi's stdout, whose order the sandbox
     // writes, nor a later call: code in the sandbox that took over Pi's requests (Node's debugger
@@ -114,6 +128,11 @@ export function confirmOutcome(
     return { ok: true, outcome: { ...claim, value: confirmed.value } };
   }
   if (claim.kind === "text") {
+    const discarded = withheldAnswer(
+      evidence,
+      (reply) => reply.toolCalls.length === 0 && (reply.stopReason ?? "stop") === "stop",
+    );
+    if (discarded) return contradiction(discarded);
     const reply = evidence.lastReply();
     if (!reply) return contradiction(`Pi's output reports the answer ${excerpt(claim.text)}; the model sent no reply`);
     if (!reply.complete)
@@ -161,6 +180,22 @@ export function confirmOutcome(
   }
   // A failure cannot be forged into a success: missing results pass as claimed.
   return { ok: true, outcome: claim };
+}
+
+/**
+ * A reply the model finished as an answer (`answered`), which the client cut before its end and
+ * asked again for: the words of the contradiction, or undefined. Code in the sandbox that took over
+ * Pi's requests could otherwise discard every answer it disliked until the model gave one it liked
+ * (review, session 36); an honest Pi reads a finished reply to its end.
+ */
+function withheldAnswer(
+  evidence: ModelEvidence,
+  answered: (reply: ReturnType<NonNullable<ModelEvidence["withheld"]>>[number]) => boolean,
+): string | undefined {
+  const reply = evidence.withheld?.().find(answered);
+  return reply
+    ? `the model answered in exchange ${reply.seq}, and that reply reached the host whole but not Pi: Pi asked the same again, as code in the sandbox that discards answers it dislikes would`
+    : undefined;
 }
 
 function quote(value: string): string {

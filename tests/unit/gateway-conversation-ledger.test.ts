@@ -168,6 +168,34 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
     expect(ledger.offChainCount).toBe(1);
   });
 
+  it("withheld(): a reply the provider finished but the client cut, asked again, is kept; a broken-off or failed one is not", () => {
+    const full = fixtureRequest("openai-completions");
+    const ledger = new ConversationLedger();
+    ledger.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0)));
+    const second = requestAt(full, 1);
+    // The provider broke off, or failed: nothing was answered.
+    ledger.add(exchange(second, reply({ complete: false }), 200, "upstream-aborted"));
+    ledger.add(exchange(second, reply({ error: "overloaded", complete: false }), 529));
+    // The provider finished its answer; the client went away before its end, and asked again.
+    const answer = exchange(second, FINAL, 200, "client-gone");
+    ledger.add(answer);
+    expect(ledger.withheld()).toEqual([]);
+    expect(ledger.add(exchange(second, reply({ text: "approve" })))).toEqual({ onChain: true, as: "retry" });
+    expect(ledger.withheld()).toEqual([
+      {
+        seq: answer.seq,
+        text: "All done.",
+        toolCalls: [{ name: "sandbox_run_final_result", argumentsJson: '{"verdict":"reject"}', index: 0 }],
+        stopReason: "toolUse",
+      },
+    ]);
+    // A finished reply cut at the client that Pi then continued (it had it after all) is not withheld.
+    const other = new ConversationLedger();
+    other.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0), 200, "client-gone"));
+    other.add(exchange(requestAt(full, 1), replyAt("openai-completions", full, 1)));
+    expect(other.withheld()).toEqual([]);
+  });
+
   it("failureSinceLastReply(): the latest failed or refused model request since a reply last reached Pi whole, in the host's words", () => {
     const full = fixtureRequest("openai-completions");
     const ledger = new ConversationLedger();

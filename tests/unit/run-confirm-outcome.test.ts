@@ -243,6 +243,45 @@ describe("confirmOutcome", () => {
     });
   });
 
+  it("an answer the model finished but Pi never got whole, asked for again, is a contradiction: no choosing among the model's answers", () => {
+    const why =
+      "the model answered in exchange 2, and that reply reached the host whole but not Pi: Pi asked the same again, as code in the sandbox that discards answers it dislikes would";
+    // The model's first answer was approve, cut at the client; the one Pi reports came after.
+    const shopped: ModelEvidence = {
+      ...evidence(),
+      withheld: () => [
+        {
+          seq: 2,
+          text: "",
+          toolCalls: [{ name: FINAL, argumentsJson: '{"verdict":"approve"}', index: 0 }],
+          stopReason: "toolUse",
+        },
+      ],
+    };
+    expect(
+      confirmOutcome(structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }), shopped, context),
+    ).toEqual({ ok: false, contradiction: why });
+    // Text mode: a finished reply that would have ended the conversation.
+    const text: ModelEvidence = {
+      ...evidence("LGTM"),
+      withheld: () => [{ seq: 2, text: "REJECT", toolCalls: [], stopReason: "stop" }],
+    };
+    expect(confirmOutcome({ kind: "text", text: "LGTM" }, text, context)).toEqual({ ok: false, contradiction: why });
+    // Withheld steps are no answers: a tool call (text mode), a final call Pi's check refuses, a reply cut at the token limit.
+    const steps: ModelEvidence = {
+      ...evidence("LGTM"),
+      withheld: () => [
+        { seq: 2, text: "", toolCalls: [{ name: "bash", argumentsJson: '{"command":"ls"}', index: 0 }] },
+        { seq: 3, text: "", toolCalls: [{ name: FINAL, argumentsJson: '{"verdict":"maybe"}', index: 0 }] },
+        { seq: 4, text: "REJECT", toolCalls: [], stopReason: "length" },
+      ],
+    };
+    expect(confirmOutcome({ kind: "text", text: "LGTM" }, steps, context)).toMatchObject({ ok: true });
+    expect(
+      confirmOutcome(structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }), steps, context),
+    ).toMatchObject({ ok: true });
+  });
+
   it("failures pass as claimed: a forger can fail a run, not fake a success", () => {
     expect(confirmOutcome({ kind: "no-result", reason: "x" }, evidence(), context)).toEqual({
       ok: true,
