@@ -146,6 +146,14 @@ export function atPath(dirFd: number, name: string | Buffer): string | Buffer {
   return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), bytes]);
 }
 
+/** The directory fd an atPath() path resolves its name in (an entry's folder, as the walk holds it). */
+export function folderFdOf(at: string | Buffer): number {
+  const head = typeof at === "string" ? at : at.subarray(0, 40).toString("latin1");
+  const match = /^\/proc\/self\/fd\/(\d+)\//.exec(head);
+  if (!match) throw new WalkError("not a path below a directory fd");
+  return Number(match[1]);
+}
+
 /**
  * atPath for a name that is UTF-8 by construction (copy mode's apply: a returned tar's names, whose
  * others were refused, and the host tree's, whose others were never sent): one that is not throws.

@@ -1,12 +1,15 @@
 // After a run with violations: puts each violated scope back as the kept copy says, removes
 // what the run created there, and sets directory modes back. Everything goes through
 // directory fds (fd-walk.ts): the container is stopped, but the tree is what it left, so no
-// symlink is followed and no path is resolved twice.
+// symlink is followed and no path is resolved twice. A change in a folder the run made read-only
+// lends the caller owner write there for the change (owner-write.ts: a non-root caller's sandbox
+// runs as its uid, owns the folders it makes, and may `chmod 555` them).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import nodePath from "node:path";
 import { writeAll } from "../util/host-dir.js";
 import { atPath, errorCode, openDirAt, openRoot, walkTree } from "./fd-walk.js";
+import { withOwnerWrite } from "./owner-write.js";
 import type { KeptEntry, ProtectedCopy } from "./protected-copy.js";
 import { lstatBelow, lstatOrUndefined, removeAt } from "./remove-tree.js";
 import type { RestoreStep } from "./workspace-rules.js";
@@ -134,7 +137,7 @@ class Restorer {
           const fromFd = this.openPath(rootFd, fromParts.slice(0, -1), false);
           if (fromFd === undefined) continue;
           try {
-            fs.renameSync(atPath(fromFd, fromParts[fromParts.length - 1]!), atPath(rootFd, aside));
+            moveBetween(fromFd, fromParts[fromParts.length - 1]!, rootFd, aside);
             this.rescued.set(row.path, { aside });
           } finally {
             fs.closeSync(fromFd);
@@ -160,7 +163,7 @@ class Restorer {
       if (fromFd === undefined) continue;
       try {
         const aside = `.sandbox-run-rescue-${crypto.randomBytes(6).toString("hex")}`;
-        fs.renameSync(atPath(fromFd, parts[parts.length - 1]!), atPath(rootFd, aside));
+        moveBetween(fromFd, parts[parts.length - 1]!, rootFd, aside);
         this.rescued.set(keptPath, { aside, from: now });
       } finally {
         fs.closeSync(fromFd);
@@ -179,7 +182,7 @@ class Restorer {
         const parentFd = this.openPath(rootFd, parts.slice(0, -1), false);
         if (parentFd !== undefined) {
           try {
-            fs.renameSync(atPath(rootFd, aside), atPath(parentFd, parts[parts.length - 1]!));
+            moveBetween(rootFd, aside, parentFd, parts[parts.length - 1]!);
             continue;
           } catch {
             // its place is taken or gone: removed below
@@ -188,7 +191,7 @@ class Restorer {
           }
         }
       }
-      removeAt(rootFd, aside);
+      removeIn(rootFd, aside);
     }
     this.rescued.clear();
   }
@@ -228,7 +231,7 @@ class Restorer {
       const name = parts[parts.length - 1]!;
       if (step.action === "remove") {
         if (step.setAside && this.setAsideDir !== undefined) this.setAside(parentFd, name, step.path);
-        else if (removeAt(parentFd, name))
+        else if (removeIn(parentFd, name))
           (step.objectStore ? this.report.objects : this.report.removed).push(step.path);
       } else {
         this.restoreEntry(parentFd, name, step.path);
@@ -254,7 +257,7 @@ class Restorer {
     if (!current) return;
     if (!current.isFile()) {
       // Not a file (any more): nothing git reads as a pack, and nothing to keep.
-      if (removeAt(parentFd, name)) this.report.objects.push(treePath);
+      if (removeIn(parentFd, name)) this.report.objects.push(treePath);
       return;
     }
     let dest: string | undefined;
@@ -281,7 +284,7 @@ class Restorer {
         this.report.setAside.push({ path: treePath, why: `${why}; left in place without its .idx` });
         return;
       }
-      removeAt(parentFd, name);
+      removeIn(parentFd, name);
       this.report.setAside.push({
         path: treePath,
         why: `${why}; removed (git index-pack makes it again from the pack)`,
@@ -340,10 +343,10 @@ class Restorer {
   private makeAgain(fd: number, name: string, code: string, path: string): number {
     const at = atPath(fd, name);
     if (code !== "ENOENT") {
-      removeAt(fd, name);
+      removeIn(fd, name);
       this.report.notRestored.push({ path, why: "was no longer a directory; replaced by an empty one" });
     }
-    fs.mkdirSync(at, { mode: 0o755 });
+    withOwnerWrite(fd, () => fs.mkdirSync(at, { mode: 0o755 }));
     const next = openDirAt(fd, name);
     if (this.asRoot) {
       const parent = fs.fstatSync(fd);
@@ -363,7 +366,7 @@ class Restorer {
       let outcome = "left as it is";
       if (current && !current.isDirectory()) {
         try {
-          removeAt(dirFd, name);
+          removeIn(dirFd, name);
           outcome = "what the run left there is removed";
         } catch {
           outcome = "what the run left there could not be removed either";
@@ -375,14 +378,20 @@ class Restorer {
 
   private putBack(dirFd: number, name: string, path: string): void {
     const row = this.kept.get(path);
+    if (row?.kind === "directory") this.restoreDirectory(dirFd, name, path, row);
+    // Each step below looks at what is there before it acts, so it may run again once owner write is lent.
+    else withOwnerWrite(dirFd, () => this.putBackEntry(dirFd, name, path, row));
+  }
+
+  /** putBack of anything but a directory (whose entries are put back one by one). */
+  private putBackEntry(dirFd: number, name: string, path: string, row: KeptEntry | undefined): void {
     const at = atPath(dirFd, name);
     const current = lstatOrUndefined(at);
     if (!row) {
       if (current) removeAt(dirFd, name);
       return;
     }
-    if (row.kind === "directory") this.restoreDirectory(dirFd, name, path, row, current);
-    else if (row.kind === "file") this.restoreFile(dirFd, name, path, row, current);
+    if (row.kind === "file") this.restoreFile(dirFd, name, path, row, current);
     else if (row.kind === "symlink") {
       if (current?.isSymbolicLink() && fs.readlinkSync(at, "utf8") === row.hash) return;
       if (current) removeAt(dirFd, name);
@@ -394,19 +403,8 @@ class Restorer {
     }
   }
 
-  private restoreDirectory(dirFd: number, name: string, path: string, row: KeptEntry, current?: fs.Stats): void {
-    const at = atPath(dirFd, name);
-    const aside = this.rescued.get(path)?.aside;
-    if (aside) {
-      if (current) removeAt(dirFd, name);
-      fs.renameSync(atPath(this.rootFd!, aside), at);
-      this.rescued.delete(path);
-      current = fs.lstatSync(at);
-    }
-    const isDirectory = current?.isDirectory() === true;
-    if (current && !isDirectory) removeAt(dirFd, name);
-    if (!isDirectory) fs.mkdirSync(at, { mode: 0o700 });
-    else if ((current!.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // it may have been made unreadable
+  private restoreDirectory(dirFd: number, name: string, path: string, row: KeptEntry): void {
+    withOwnerWrite(dirFd, () => this.placeDirectory(dirFd, name, path));
     const fd = openDirAt(dirFd, name);
     try {
       this.restoreChildren(fd, path, row.objectStore === true);
@@ -415,6 +413,23 @@ class Restorer {
     } finally {
       fs.closeSync(fd);
     }
+  }
+
+  /** A directory at `name` (the rescued object store, or the one there, or a new one), open to its owner. */
+  private placeDirectory(dirFd: number, name: string, path: string): void {
+    const at = atPath(dirFd, name);
+    let current = lstatOrUndefined(at);
+    const aside = this.rescued.get(path)?.aside;
+    if (aside) {
+      if (current) removeAt(dirFd, name);
+      withOwnerWrite(this.rootFd!, () => fs.renameSync(atPath(this.rootFd!, aside), at));
+      this.rescued.delete(path);
+      current = fs.lstatSync(at);
+    }
+    const isDirectory = current?.isDirectory() === true;
+    if (current && !isDirectory) removeAt(dirFd, name);
+    if (!isDirectory) fs.mkdirSync(at, { mode: 0o700 });
+    else if ((current!.mode & 0o700) !== 0o700) fs.chmodSync(at, 0o700); // it may have been made unreadable
   }
 
   /** Every kept child restored, every other child removed; in an object store only the alternates files. */
@@ -439,7 +454,7 @@ class Restorer {
     for (const raw of fs.readdirSync(`/proc/self/fd/${fd}`, { encoding: "buffer" })) {
       const text = raw.toString("utf8");
       if (Buffer.from(text, "utf8").equals(raw)) names.add(text);
-      else removeAt(fd, raw); // a name that is not UTF-8 was never kept
+      else removeIn(fd, raw); // a name that is not UTF-8 was never kept
     }
     for (const n of [...names].sort()) this.restoreEntry(fd, n, prefix + n);
   }
@@ -530,7 +545,7 @@ class Restorer {
 function moveFileOut(parentFd: number, name: string, dest: string): void {
   const at = atPath(parentFd, name);
   try {
-    fs.renameSync(at, dest);
+    withOwnerWrite(parentFd, () => fs.renameSync(at, dest));
     return;
   } catch (error) {
     if (errorCode(error) !== "EXDEV") throw error;
@@ -554,7 +569,19 @@ function moveFileOut(parentFd: number, name: string, dest: string): void {
   } finally {
     fs.closeSync(src);
   }
-  fs.unlinkSync(at);
+  withOwnerWrite(parentFd, () => fs.unlinkSync(at));
+}
+
+/** removeAt, with owner write lent in a folder the run made read-only. */
+function removeIn(dirFd: number, name: string | Buffer): boolean {
+  return withOwnerWrite(dirFd, () => removeAt(dirFd, name));
+}
+
+/** A rename from one folder to another (each may be one the run made read-only). */
+function moveBetween(fromFd: number, fromName: string, toFd: number, toName: string): void {
+  withOwnerWrite(fromFd, () =>
+    withOwnerWrite(toFd, () => fs.renameSync(atPath(fromFd, fromName), atPath(toFd, toName))),
+  );
 }
 
 function kindName(stat: fs.Stats): string {

@@ -2,6 +2,7 @@
 // The hint never tells the user to run a command in the workspace: the tree is what the
 // sandbox left, and git, direnv or an editor started there is what a trap waits for.
 import { protectionWhy } from "./builtin-protections.js";
+import { SPECIAL_LEFT_RULE } from "./special-entries.js";
 import type { WorkspaceReport } from "./workspace-watch.js";
 
 const UNUSUAL_NAME =
@@ -84,13 +85,23 @@ export function violationMessage(
     if (left.length) parts.push(`NOT restored: ${list(left)}.`);
   }
   const rules = [...new Set(report.violations.map((v) => v.rule ?? "protectedPaths"))];
+  const allowable = rules.filter((rule) => rule !== SPECIAL_LEFT_RULE);
   const policyWay = rules.includes("walk")
     ? "Entries the host cannot read or name were made in the tree; they cannot be allowed by a policy."
-    : `If the task must change these paths, use a policy that allows it (${rules
-        .map((rule) =>
-          rule === "protectedPaths" ? "protectedPaths without them" : `disableBuiltinProtections: ["${rule}"]`,
-        )
-        .join(", ")})${runsOnHost(rules)}.`;
+    : [
+        ...(allowable.length < rules.length
+          ? ["A FIFO, socket or device the run left that the host could not remove cannot be allowed by a policy."]
+          : []),
+        ...(allowable.length > 0
+          ? [
+              `If the task must change these paths, use a policy that allows it (${allowable
+                .map((rule) =>
+                  rule === "protectedPaths" ? "protectedPaths without them" : `disableBuiltinProtections: ["${rule}"]`,
+                )
+                .join(", ")})${runsOnHost(allowable)}.`,
+            ]
+          : []),
+      ].join(" ");
   const clean = !r || r.clean;
   // A git directory put back as a whole: its refs and HEAD are as before, so the run's commits are on
   // no branch, and the run's other changes stay in the tree (review, session 29: a rebase left

@@ -14,7 +14,7 @@ import { SandboxRunError } from "../errors.js";
 import { hostGitInstalled } from "../util/host-git.js";
 import { realPathOr } from "../util/resolved-path.js";
 import { ConfigFolders, configuredTargets, tooManyConfigFolders } from "./config-folders.js";
-import { atPath, kindOf, openRoot, type WalkEntry } from "./fd-walk.js";
+import { openRoot, type WalkEntry } from "./fd-walk.js";
 import { bindGitAccess } from "./git-access-bind.js";
 import { type GitCheckResult, GitChecks } from "./git-checks.js";
 import {
@@ -27,9 +27,17 @@ import {
 } from "./git-config-paths.js";
 import { ObjectChecker, PackTimeBudget } from "./git-object-check.js";
 import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
+import { withOwnerWrite } from "./owner-write.js";
 import { type KeptHash, type Owner, ProtectedCopy } from "./protected-copy.js";
-import { lstatOrUndefined, openDirBelow, removeAt } from "./remove-tree.js";
+import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
+import {
+  plantedSpecial,
+  removeSpecialEntries,
+  SPECIAL_LEFT_RULE,
+  type SpecialEntry,
+  walkedFolder,
+} from "./special-entries.js";
 import { trimFolder } from "./trim-folder.js";
 import { type SavedWatch, writeWatchState } from "./watch-state.js";
 import { UNCHECKED_PACKS_DIR, WATCH_FOUND_FILE, WATCH_STATE_FAILED, WATCH_STATE_FILE } from "./watch-state-file.js";
@@ -611,11 +619,29 @@ export class WorkspaceWatch {
       for (const p of cleared.setuid) if (report.clearedSetuid.length < 100) report.clearedSetuid.push(p);
       for (const p of cleared.writeBits) if (report.clearedWriteBits.length < 100) report.clearedWriteBits.push(p);
       // Before the restore: its walk judges the tree without them (a FIFO at a git name is also a violation).
-      for (const removed of removeSpecialEntries(w.root, first.special)) {
+      const specials = removeSpecialEntries(w.root, first.special);
+      for (const removed of specials.removed) {
         changes.removed(w.prefix + removed.path);
         report.specialRemoved.count++;
         if (report.specialRemoved.files.length < 100)
           report.specialRemoved.files.push({ path: w.prefix + removed.path, kind: removed.kind });
+      }
+      // One the host could not remove fails the run, and is named as not restored (review, session
+      // 38: a FIFO left in a folder made read-only was swallowed, and the run succeeded).
+      for (const left of specials.left) {
+        note(
+          {
+            path: left.path,
+            change: left.change,
+            rule: SPECIAL_LEFT_RULE,
+            detail: `a ${left.kind} the host could not remove`,
+            restore: { action: "remove", path: left.path },
+          },
+          w.prefix,
+        );
+        const restore = (report.restore ??= emptyRestore());
+        restore.notRestored.push({ path: w.prefix + left.path, why: `${left.why}; the ${left.kind} is still there` });
+        restore.clean = false;
       }
       report.allocatedBytes.after += first.allocatedBytes;
       for (const c of first.gitCachesRemoved)
@@ -678,7 +704,7 @@ interface Judged {
   /** The collector judge() was given (first walk). */
   changes?: ChangeCollector;
   /** FIFOs, sockets and devices the run left (first walk): removed before the restore. */
-  special: Array<{ path: string; kind: string }>;
+  special: SpecialEntry[];
 }
 
 /** A folder as reports name it: relative in the workspace ("." for itself), absolute in extra roots. */
@@ -738,7 +764,12 @@ async function judge(
       options.changes?.addPair(pair, change === "modified", w.prefix);
       if (options.cleared && change && entry) clearUnsafeFileBits(pair, entry, w.prefix, options.cleared);
       if (options.cleared && entry && plantedSpecial(pair))
-        out.special.push({ path: pair.path, kind: pair.after!.kind });
+        out.special.push({
+          path: pair.path,
+          kind: pair.after!.kind,
+          change: pair.before ? "modified" : "created",
+          folder: walkedFolder(entry),
+        });
       if (entry?.kind === "directory" && w.objectStores.size > 0) {
         const was = w.objectStores.get(`${entry.stat!.dev}:${entry.stat!.ino}`);
         if (was !== undefined && was !== pair.path) out.movedStores.set(was, pair.path);
@@ -848,50 +879,6 @@ function keptHashOf(w: Watched, relative: string, before: EntryFacts): string | 
   return kept.hash;
 }
 
-const SPECIAL_KINDS = new Set(["fifo", "socket", "device"]);
-
-/** A FIFO, socket or device that the run made: none was at its name before, or another entry was. */
-function plantedSpecial(pair: EntryPair): boolean {
-  const { before, after } = pair;
-  if (!after || !SPECIAL_KINDS.has(after.kind)) return false;
-  return !before || before.kind !== after.kind || before.ino !== after.ino;
-}
-
-/**
- * Unlinks each listed entry that is still a FIFO, socket or device (through its folder's fd, no
- * link followed); returns those removed. Nothing in the sandbox runs any more, but the kind is
- * checked again at the unlink all the same: what is there now is what is removed.
- */
-function removeSpecialEntries(
-  root: string,
-  entries: ReadonlyArray<{ path: string; kind: string }>,
-): Array<{ path: string; kind: string }> {
-  const removed: Array<{ path: string; kind: string }> = [];
-  if (entries.length === 0) return removed;
-  const rootFd = openRoot(root);
-  try {
-    for (const entry of entries) {
-      const slash = entry.path.lastIndexOf("/");
-      const dirFd = openDirBelow(rootFd, slash < 0 ? "" : entry.path.slice(0, slash));
-      if (dirFd === undefined) continue;
-      try {
-        const at = atPath(dirFd, entry.path.slice(slash + 1));
-        const stat = lstatOrUndefined(at);
-        if (!stat || !SPECIAL_KINDS.has(kindOf(stat))) continue;
-        fs.unlinkSync(at);
-        removed.push(entry);
-      } catch {
-        // Left where it is: the walk after the restore still sees it, and so does the next run's.
-      } finally {
-        fs.closeSync(dirFd);
-      }
-    }
-  } finally {
-    fs.closeSync(rootFd);
-  }
-  return removed;
-}
-
 /** Removes the derived caches (through directory fds); returns what was there. */
 function removeDerived(root: string, paths: readonly string[]): string[] {
   const removed: string[] = [];
@@ -903,7 +890,7 @@ function removeDerived(root: string, paths: readonly string[]): string[] {
       const dirFd = openDirBelow(rootFd, slash < 0 ? "" : p.slice(0, slash));
       if (dirFd === undefined) continue;
       try {
-        if (removeAt(dirFd, p.slice(slash + 1))) removed.push(p);
+        if (withOwnerWrite(dirFd, () => removeAt(dirFd, p.slice(slash + 1)))) removed.push(p);
       } finally {
         fs.closeSync(dirFd);
       }
