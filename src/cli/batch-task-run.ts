@@ -46,7 +46,10 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       // A file the task's own tree holds chooses part of its run: said, as for a single run.
       onEvent: (event) => {
         // And what the agent's reaping did with a dead run's apply of the task's tree.
-        if ((event.type === "config.untrusted" || event.type === "workspace.dead-apply") && !context.quiet)
+        const warns = event.type === "config.untrusted" || event.type === "workspace.dead-apply";
+        // Entries a hand-back left the sandbox uid's: said even with -q, as a single run says it.
+        const stillLent = event.type === "workspace.still-lent" && event.data.warning !== undefined;
+        if ((warns && !context.quiet) || stillLent)
           note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
         const missed = event.type === "warm.miss" ? String(event.data.reason) : "";
         if (missed.startsWith("the warm pool could not start")) context.poolDown?.(missed);

@@ -63,6 +63,10 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
     case "image.stale":
     case "workspace.dead-apply":
       return `warning: ${t(d.warning)}`;
+    case "workspace.still-lent":
+      // A hand-back that left entries the sandbox uid's; a container that could not be removed is
+      // the run's error, which says so.
+      return d.warning ? `warning: ${t(d.warning)}` : undefined;
     case "limit.tripped":
       // The trip's code names it: a replay's divergence or a timeout is no "limit" (review, session 30).
       return `${TRIP_LABELS[String(d.code)] ?? "limit"}: ${t(d.message)}`;

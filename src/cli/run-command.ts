@@ -36,7 +36,12 @@ import { stopOnSignals } from "./stop-signals.js";
 import { jsonText, terminalLine, terminalName, terminalText } from "./terminal-text.js";
 
 /** Sandbox events that are warnings: said even with -q and under the live status, once the run is over. */
-const WARNING_EVENTS = new Set(["workspace.host-run-files", "image.stale", "workspace.dead-apply"]);
+const WARNING_EVENTS = new Set([
+  "workspace.host-run-files",
+  "image.stale",
+  "workspace.dead-apply",
+  "workspace.still-lent",
+]);
 
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;

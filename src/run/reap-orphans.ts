@@ -24,7 +24,7 @@ import {
 } from "../sandbox-contract.js";
 import { pidnsField } from "../util/own-pid-namespace.js";
 import { resolvedPath } from "../util/resolved-path.js";
-import { decodeLentRoots, handBackOrphanedTree } from "../workspace/ownership-lease.js";
+import { decodeLentRoots, handBackOrphanedTree, leftBehind } from "../workspace/ownership-lease.js";
 import {
   awaitsJudgement,
   awaitsJudgementOn,
@@ -337,8 +337,11 @@ async function handBackHeld(runId: string, record: LeaseRecord, tmpDir?: string)
       failed.push(`${root}: the record names a tree that ${problem}`);
       continue;
     }
-    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, record.handBackTo).catch((error: Error) =>
-      failed.push(`${root}: ${error.message}`),
+    // What it could not reach or give back keeps the record too (review, session 38: ignored, the
+    // record went and nothing could give those entries back).
+    await handBackOrphanedTree(root, { uid: SANDBOX_UID, gid: SANDBOX_UID }, record.handBackTo).then(
+      (report) => failed.push(...leftBehind(report)),
+      (error: Error) => failed.push(`${root}: ${error.message}`),
     );
   }
   // Kept while a tree failed: the next gc tries again; then its run folder goes as any other.

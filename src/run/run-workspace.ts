@@ -18,6 +18,7 @@ import type { Cleanups } from "./cleanups.js";
 import { type CopyModeOutcome, CopyModeWorkspace } from "./copy-mode/copy-mode-workspace.js";
 import { limitHint } from "./failure-explanations.js";
 import { uncheckedPacksError } from "./host-trouble.js";
+import { giveBackLease } from "./lease-give-back.js";
 import { removeLeaseRecord, writeLeaseRecord } from "./lease-record.js";
 import type { PlannedRun } from "./plan/prepare-plan.js";
 import { protectedPathsChanged } from "./protected-paths-error.js";
@@ -98,15 +99,7 @@ export class RunWorkspace {
         throw error;
       });
       lease = lent;
-      cleanups.add(async () => {
-        if (await removeSandbox()) {
-          await lent.restore(handBackTo);
-          removeLeaseRecord(runDir);
-        } else
-          timeline.sandbox("workspace.still-lent", {
-            reason: "the container could not be removed; `sandbox-run gc` hands the trees back once it is",
-          });
-      });
+      cleanups.add(() => giveBackLease({ lease: lent, handBackTo, runDir, timeline, removeSandbox }));
     }
 
     if (plan.workspaceMode === "copy") {

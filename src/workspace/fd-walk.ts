@@ -15,7 +15,9 @@
 //   against the disk limit), and one such folder read whole and sorted used to take the controller
 //   past Node's heap. In the sorted order (the default) such a directory is yielded with
 //   `overfull` and a problem, and not walked; in order "any" its entries are visited as the
-//   filesystem lists them;
+//   filesystem lists them, and past MAX_STREAMED such folders open at once the shallowest is paused
+//   (dir-stream.ts) and resumed when the walk climbs back to it: depth costs neither fds nor
+//   completeness (review, session 38: past 256 the next one was left unwalked);
 // - an entry the walk cannot see through (unreadable directory, a name that is not UTF-8, a tree
 //   deeper than `maxDepth`) is yielded with a `problem`, never skipped.
 // At most OPEN_FD_WINDOW directory fds are held; deeper ones are reopened through ".." when the
@@ -24,6 +26,7 @@ import fs from "node:fs";
 import { decodeName, hasUndecodedBytes, nameBytes } from "../util/name-bytes.js";
 import { O_PATH } from "../util/o-path.js";
 import { foldCase } from "./builtin-protections.js";
+import { DirStream } from "./dir-stream.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -37,7 +40,7 @@ const DEFAULT_MAX_DEPTH = 4096;
 const DEFAULT_MAX_HELD_NAMES = 500_000;
 /** The same for walks in any order: they stream what they cannot hold, so they hold little. */
 const DEFAULT_MAX_HELD_NAMES_ANY_ORDER = 65_536;
-/** Directories read as a stream at once (each keeps its fd open); past it one is a problem. */
+/** Directories read as a stream at once (each keeps two fds open); past it the shallowest is paused. */
 const MAX_STREAMED = 256;
 /** Directory entries read per getdents call. */
 const DIR_BUFFER = 256;
@@ -70,6 +73,12 @@ export interface WalkEntry {
    * sorted order it is not walked (and has a problem); in order "any" its entries are streamed.
    */
   overfull?: number;
+  /**
+   * Directories: what is below it was not (all) walked, whatever `descend` said: it could not be
+   * opened or read, it changed, or it lies deeper than maxDepth (`problem` says which). A streamed
+   * directory whose walk could not go on is yielded a second time with this.
+   */
+  unwalked?: true;
 }
 
 /** What a walk saw, filled in as it goes. */
@@ -104,6 +113,13 @@ interface WalkOptions {
   order?: "sorted" | "any";
   /** Filled in as the walk goes. */
   stats?: WalkStats;
+  /** Streams open at once (order "any"; default MAX_STREAMED): past it the shallowest is paused. */
+  maxStreams?: number;
+  /**
+   * The caller removes every entry it is given (order "any"): a paused stream resumes at its first
+   * name, since what it read is gone, instead of after the names it read.
+   */
+  removes?: boolean;
 }
 
 interface Frame {
@@ -115,8 +131,8 @@ interface Frame {
   names: string[];
   /** Raw names of entries whose name is not valid UTF-8, by index in `names`. */
   raw?: Map<number, Buffer>;
-  /** An overfull directory read as a stream (order "any"): its fd stays open, no names are held. */
-  stream?: fs.Dir;
+  /** An overfull directory read as a stream (order "any"): no names are held; its fd stays open unless paused. */
+  stream?: DirStream;
   index: number;
   dev: number;
   ino: number;
@@ -279,20 +295,6 @@ function sortedListing(fd: number, names: string[], undecodable: boolean, cap: n
   return { names: decoded.map((d) => d.name), raw };
 }
 
-/** A directory's entries as a stream, raw names (an overfull directory, order "any"). */
-function openStream(fd: number): fs.Dir {
-  return fs.opendirSync(`/proc/self/fd/${fd}`, { bufferSize: DIR_BUFFER, encoding: "buffer" as BufferEncoding });
-}
-
-/** The next name of a streamed directory, and its raw bytes when they are not UTF-8. */
-function nextStreamed(dir: fs.Dir): { name: string; raw?: Buffer } | undefined {
-  const entry = dir.readSync();
-  if (entry === null) return undefined;
-  const raw = entry.name as unknown as Buffer;
-  const { name, exact } = decodeName(raw);
-  return exact ? { name } : { name, raw };
-}
-
 /**
  * Walks `root` (a canonical path to a real directory), yielding the root ("") and then every
  * entry below it. Throws WalkError only when the root itself cannot be opened or the tree
@@ -314,22 +316,64 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
   const stack: Frame[] = [];
   /** Frames below this index have their fd closed (the window), streamed ones excepted. */
   let firstOpen = 0;
-  /** Names the frames hold, and how many frames stream. */
-  const load: Load = { held: 0, streams: 0 };
+  /** Names the frames hold, and the frames whose stream is open, shallowest first. */
+  const load: Load = { held: 0, streams: [], firstStream: 0 };
+  /** Pauses the shallowest open stream (closing its fd too where the window already would). */
+  const pauseOne = () => {
+    const frame = load.streams[load.firstStream++]!;
+    frame.stream!.pause(frame.fd);
+    if (frame.depth < firstOpen) {
+      fs.closeSync(frame.fd);
+      frame.fd = -1;
+    }
+    if (load.firstStream > 1024 && load.firstStream * 2 > load.streams.length) {
+      load.streams = load.streams.slice(load.firstStream);
+      load.firstStream = 0;
+    }
+  };
+  const maxStreams = Math.max(1, options.maxStreams ?? MAX_STREAMED);
+  const openStream = (fd: number): DirStream => {
+    if (load.streams.length - load.firstStream >= maxStreams) pauseOne();
+    return new DirStream(fd);
+  };
   /** Lists a directory within what the walk may still hold; overfull in order "any": as a stream. */
   const list = (fd: number, entry: WalkEntry): ListResult => {
     const listed = tryList(fd, Math.max(0, maxHeld - load.held), options.repairAccess);
     if (!("overfull" in listed)) return listed;
     entry.overfull = listed.overfull;
-    if (streaming && load.streams < MAX_STREAMED) {
+    if (streaming) {
       try {
         return { stream: openStream(fd) };
       } catch (error) {
         return { problem: listProblem(error) };
       }
     }
-    const why = streaming ? `while ${MAX_STREAMED} others are read` : "more than a walk holds at once";
-    return { problem: `it holds more entries than the walk can read (over ${listed.overfull - 1}, ${why})` };
+    return {
+      problem: `it holds more entries than the walk can read (over ${listed.overfull - 1}, more than a walk holds at once)`,
+    };
+  };
+  /** Opens a paused stream again (its frame is the top); the walk's problem entry if it cannot go on. */
+  const resume = (frame: Frame): WalkEntry | undefined => {
+    if (load.streams.length - load.firstStream >= maxStreams) pauseOne();
+    const problem = frame.stream!.resume(frame.fd, options.removes === true);
+    if (!problem) {
+      load.streams.push(frame);
+      return undefined;
+    }
+    frame.descended = false;
+    const name = frame.path.slice(frame.path.lastIndexOf("/") + 1);
+    // The directory itself, through its own fd (checked by dev/ino when it was opened or reopened).
+    const at = `/proc/self/fd/${frame.fd}/.`;
+    return {
+      path: frame.path,
+      name,
+      depth: frame.depth,
+      kind: "directory",
+      stat: fs.fstatSync(frame.fd),
+      at,
+      problem,
+      unwalked: true,
+    };
   };
   try {
     const rootStat = fs.fstatSync(rootFd);
@@ -345,12 +389,20 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
     const listed = list(rootFd, rootEntry);
     rootEntry.gitLike = listed.names ? looksLikeGitDir(listed.names) : undefined;
     rootEntry.problem = listed.problem;
+    if (listed.problem) rootEntry.unwalked = true;
     stack.push(frameOf(rootFd, "", 0, root, listed, rootStat, load, options.stats));
     yield rootEntry;
     if (!canDescend(listed) || !descend(rootEntry)) stack[0]!.descended = false;
 
     while (stack.length > 0) {
       const top = stack[stack.length - 1]!;
+      if (top.descended && top.stream?.paused) {
+        const stuck = resume(top);
+        if (stuck) {
+          yield stuck;
+          continue;
+        }
+      }
       const next = top.descended ? nextName(top) : undefined;
       if (!next) {
         firstOpen = climb(stack, firstOpen, options, load);
@@ -376,6 +428,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       }
       if (entry.depth > maxDepth) {
         entry.problem = `deeper than ${maxDepth} levels`;
+        entry.unwalked = true;
         yield entry;
         continue;
       }
@@ -386,6 +439,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
         const code = errorCode(error);
         if (code === "ELOOP" || code === "ENOTDIR") entry.changed = true;
         entry.problem ??= `cannot open the directory: ${code}`;
+        entry.unwalked = true;
         yield entry;
         continue;
       }
@@ -394,6 +448,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
         fs.closeSync(fd);
         entry.changed = true;
         entry.problem ??= "it changed while being walked";
+        entry.unwalked = true;
         yield entry;
         continue;
       }
@@ -403,14 +458,15 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       entry.fd = fd;
       entry.gitLike = childListed.names ? looksLikeGitDir(childListed.names) : undefined;
       entry.problem ??= childListed.problem;
+      if (childListed.problem) entry.unwalked = true;
       // Pushed before the yield, so the fd is closed even if the consumer stops here.
       stack.push(frameOf(fd, path, entry.depth, rawName ?? name, childListed, opened, load, options.stats));
       yield entry;
       if (!canDescend(childListed) || !descend(entry)) stack[stack.length - 1]!.descended = false;
       if (stack.length - firstOpen > OPEN_FD_WINDOW) {
-        // A streamed directory keeps its fd: its place in the stream could not be found again.
+        // A streamed directory keeps its fd while its stream is open (the stream reads through it).
         const oldest = stack[firstOpen]!;
-        if (!oldest.stream) {
+        if (oldest.fd >= 0 && (!oldest.stream || oldest.stream.paused)) {
           fs.closeSync(oldest.fd);
           oldest.fd = -1;
         }
@@ -419,7 +475,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
     }
   } finally {
     for (const frame of stack) {
-      frame.stream?.closeSync();
+      frame.stream?.close();
       if (frame.fd >= 0) fs.closeSync(frame.fd);
     }
   }
@@ -427,15 +483,17 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
 
 interface Load {
   held: number;
-  streams: number;
+  /** Frames whose stream is open, shallowest first, from `firstStream` on (the ones before were paused). */
+  streams: Frame[];
+  firstStream: number;
 }
 
-type ListResult = { names?: string[]; raw?: Map<number, Buffer>; stream?: fs.Dir; problem?: string };
+type ListResult = { names?: string[]; raw?: Map<number, Buffer>; stream?: DirStream; problem?: string };
 
 const canDescend = (listed: ListResult) => listed.names !== undefined || listed.stream !== undefined;
 
 function nextName(frame: Frame): { name: string; raw?: Buffer } | undefined {
-  if (frame.stream) return nextStreamed(frame.stream);
+  if (frame.stream) return frame.stream.next();
   if (frame.index >= frame.names.length) return undefined;
   const i = frame.index++;
   return { name: frame.names[i]!, raw: frame.raw?.get(i) };
@@ -453,9 +511,8 @@ function frameOf(
 ): Frame {
   const names = listed.names ?? [];
   load.held += names.length;
-  if (listed.stream) load.streams++;
   if (stats && load.held > stats.peakHeldNames) stats.peakHeldNames = load.held;
-  return {
+  const frame: Frame = {
     fd,
     path,
     depth,
@@ -468,6 +525,8 @@ function frameOf(
     ino: stat.ino,
     descended: true,
   };
+  if (listed.stream) load.streams.push(frame);
+  return frame;
 }
 
 function tryList(fd: number, cap: number, repair = false): Listing | { problem: string } {
@@ -517,8 +576,9 @@ function climb(stack: Frame[], firstOpen: number, options: WalkOptions, load: Lo
   const done = stack.pop()!;
   load.held -= done.names.length;
   if (done.stream) {
-    load.streams--;
-    done.stream.closeSync();
+    // The deepest open stream, if its own is open: the last in the list.
+    if (!done.stream.paused) load.streams.pop();
+    done.stream.close();
     done.stream = undefined;
   }
   const parentIndex = stack.length - 1;

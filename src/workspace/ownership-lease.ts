@@ -22,6 +22,7 @@
 // Memory: two 64-bit words per lent inode per device, each array sorted: ino << 16 | owner class,
 // and a fingerprint of (ino, birth time); owners are a small table of distinct (uid, gid) pairs.
 import fs from "node:fs";
+import path from "node:path";
 import { mountPointsInside } from "../util/mount-table.js";
 import { type EntryKind, type WalkEntry, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 
@@ -126,7 +127,7 @@ function finalMix(h: number): number {
   return x ^ (x >>> 16);
 }
 
-interface HandBackReport {
+export interface OwnershipReport {
   /** Inodes given back to their original owner. */
   restored: number;
   /** Inodes the sandbox created, given to the caller. */
@@ -135,7 +136,26 @@ interface HandBackReport {
   setuidCleared: number;
   /** Entries that could not be handed back (at most 20), with why. */
   failed: Array<{ path: string; why: string }>;
+  /**
+   * Where the walk could not look (at most 20), with why: a folder it could not open or read
+   * (EMFILE, EIO), one that changed, an entry it could not lstat, a tree it could not open.
+   * Whatever the sandbox uid owns there is still its own.
+   */
+  unreached: Array<{ path: string; why: string }>;
+  /** Entries of `failed` and `unreached` in all (they list the first 20). */
+  leftCount: number;
 }
+
+const MAX_LISTED = 20;
+
+const emptyReport = (): OwnershipReport => ({
+  restored: 0,
+  created: 0,
+  setuidCleared: 0,
+  failed: [],
+  unreached: [],
+  leftCount: 0,
+});
 
 export class OwnershipLease {
   private readonly owners: Owner[] = [];
@@ -193,8 +213,8 @@ export class OwnershipLease {
    * Hands back every inode the sandbox uid owns: lent ones to their original owner, the ones
    * the sandbox created to `caller`. Call only once the container is gone.
    */
-  async restore(caller: Owner): Promise<HandBackReport> {
-    const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
+  async restore(caller: Owner): Promise<OwnershipReport> {
+    const report = emptyReport();
     for (const root of this.roots) {
       // A read-only tree where nothing changed owner holds nothing to hand back: the sandbox could
       // create nothing there (review, session 27: a read-only run walked and chowned a 170,000-entry
@@ -205,15 +225,15 @@ export class OwnershipLease {
       // caller's (review, session 26: they were handed to root). Where they are now, not where they
       // were: the sandbox may rename a mount point's parent folder (the mount moves with it), and a
       // plain folder it then makes at the old path must be handed back like any other (session 27).
-      await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
+      await handBackTree(root, report, (entry, stat, into) => {
         if (stat.uid !== this.to.uid && stat.gid !== this.to.gid) return;
         // Not lent (or a lent inode's number, reused by a file the sandbox made): the caller's.
         const ownerClass = this.inodes.get(stat.dev)?.get(stat, this.birthTimesKept !== false);
         if (ownerClass === NEVER_TOUCH) return;
         const owner = ownerClass === undefined ? caller : this.owners[ownerClass]!;
-        handBack(entry, stat, owner, report);
-        if (ownerClass === undefined) report.created++;
-        else report.restored++;
+        handBack(entry, stat, owner, into);
+        if (ownerClass === undefined) into.created++;
+        else into.restored++;
       });
     }
     return report;
@@ -221,6 +241,7 @@ export class OwnershipLease {
 
   private async lendTree(root: string): Promise<void> {
     const readOnly = this.readOnly.has(root);
+    // What the walk cannot reach is not lent (the sandbox cannot write it): nothing to report.
     await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
       let table = this.inodes.get(stat.dev);
       if (!table) this.inodes.set(stat.dev, (table = new InodeTable()));
@@ -266,24 +287,31 @@ function readableBy(stat: fs.Stats, kind: EntryKind, who: Owner): boolean {
   return (bits & need) === need;
 }
 
-/** Visits every entry (root included) with its lstat, yielding to the event loop now and then. */
+/**
+ * Visits every entry (root included) with its lstat, yielding to the event loop now and then;
+ * `unreached` hears of each entry the walk could not lstat and each folder it could not walk below.
+ */
 async function forEachEntry(
   root: string,
   mounts: readonly string[],
   visit: (entry: WalkEntry, stat: fs.Stats) => void,
+  unreached: (path: string, why: string) => void = () => {},
 ): Promise<void> {
   let sinceYield = 0;
   const mounted = new Set(mounts);
   // In any order: a folder of more names than a walk holds (hard links cost the sandbox nothing) is
-  // streamed, so every entry is handed back whatever one folder holds. A mount point is neither
-  // visited nor entered.
+  // streamed, and past a number of those the shallowest is paused and resumed (fd-walk.ts), so every
+  // entry is handed back whatever the tree's shape. A mount point is neither visited nor entered.
   const walk = walkTree(root, {
     maxDepth: Number.POSITIVE_INFINITY,
     descend: (e) => e.fd !== undefined && !mounted.has(e.path),
     order: "any",
   });
   for (const entry of walk) {
-    if (entry.stat && !mounted.has(entry.path)) visit(entry, entry.stat);
+    if (!mounted.has(entry.path)) {
+      if (entry.stat) visit(entry, entry.stat);
+      if (!entry.stat || entry.unwalked) unreached(entry.path || ".", entry.problem ?? "unknown");
+    }
     if (++sinceYield >= YIELD_EVERY) {
       sinceYield = 0;
       await yieldToEventLoop();
@@ -296,14 +324,15 @@ export function handBack(
   entry: Pick<WalkEntry, "at" | "kind" | "path">,
   stat: fs.Stats,
   owner: Owner,
-  report: HandBackReport,
+  report: OwnershipReport,
 ): void {
   try {
     // chown by root clears setuid on most kernels, setgid only with group-execute: clear both.
     if (entry.kind === "file" && (stat.mode & 0o6000) !== 0) handBackSetuidFile(entry.at, stat, owner, report);
     else if (stat.uid !== owner.uid || stat.gid !== owner.gid) fs.lchownSync(entry.at, owner.uid, owner.gid);
   } catch (error) {
-    if (report.failed.length < 20)
+    report.leftCount++;
+    if (report.failed.length < MAX_LISTED)
       report.failed.push({ path: entry.path || ".", why: (error as NodeJS.ErrnoException).code ?? String(error) });
   }
 }
@@ -316,7 +345,7 @@ const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = fs.constants;
  * the walk goes on below. A chmod by name would follow a symlink swapped in for the file (and make
  * a root-owned file 0777); the fd is opened without following one and must be the inode judged.
  */
-function handBackSetuidFile(at: string | Buffer, judged: fs.Stats, owner: Owner, report: HandBackReport): void {
+function handBackSetuidFile(at: string | Buffer, judged: fs.Stats, owner: Owner, report: OwnershipReport): void {
   const fd = fs.openSync(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   try {
     const stat = fs.fstatSync(fd);
@@ -337,14 +366,58 @@ function handBackSetuidFile(at: string | Buffer, judged: fs.Stats, owner: Owner,
  * `from` (the sandbox uid or gid) owns goes to `to`, through the fd walk (no symlink followed,
  * any depth), setuid/setgid bits cleared. Call only once the container is gone.
  */
-export async function handBackOrphanedTree(root: string, from: Owner, to: Owner): Promise<HandBackReport> {
-  const report: HandBackReport = { restored: 0, created: 0, setuidCleared: 0, failed: [] };
-  await forEachEntry(root, mountPointsInside(root), (entry, stat) => {
+export async function handBackOrphanedTree(root: string, from: Owner, to: Owner): Promise<OwnershipReport> {
+  const report = emptyReport();
+  await handBackTree(root, report, (entry, stat, into) => {
     if (stat.uid !== from.uid && stat.gid !== from.gid) return;
-    handBack(entry, stat, to, report);
-    report.created++;
+    handBack(entry, stat, to, into);
+    into.created++;
   });
   return report;
+}
+
+/**
+ * One tree's hand-back into `report`, its paths made absolute (a report covers every root). A tree
+ * that cannot be walked (or moved under the walk) is reported as unreached, never thrown: the other
+ * roots are still handed back, and the caller keeps the lease for a later `gc`.
+ */
+async function handBackTree(
+  root: string,
+  report: OwnershipReport,
+  visit: (entry: WalkEntry, stat: fs.Stats, into: OwnershipReport) => void,
+): Promise<void> {
+  const here = emptyReport();
+  const unreached = (at: string, why: string) => {
+    here.leftCount++;
+    if (here.unreached.length < MAX_LISTED) here.unreached.push({ path: at, why });
+  };
+  try {
+    await forEachEntry(root, mountPointsInside(root), (entry, stat) => visit(entry, stat, here), unreached);
+  } catch (error) {
+    unreached(".", (error as Error).message ?? String(error));
+  }
+  const absolute = (list: OwnershipReport["failed"]) => list.map((e) => ({ ...e, path: path.join(root, e.path) }));
+  report.restored += here.restored;
+  report.created += here.created;
+  report.setuidCleared += here.setuidCleared;
+  report.leftCount += here.leftCount;
+  report.failed.push(...absolute(here.failed).slice(0, MAX_LISTED - report.failed.length));
+  report.unreached.push(...absolute(here.unreached).slice(0, MAX_LISTED - report.unreached.length));
+}
+
+/** Whether a hand-back left something the sandbox uid may still own (its lease must be kept). */
+export function handedBackWhole(report: OwnershipReport): boolean {
+  return report.leftCount === 0;
+}
+
+/** What a hand-back left, one "path: why" each (at most 40, then how many more). */
+export function leftBehind(report: OwnershipReport): string[] {
+  const lines = [
+    ...report.failed.map((e) => `${e.path}: ${e.why}`),
+    ...report.unreached.map((e) => `${e.path}: ${e.why}`),
+  ];
+  const more = report.leftCount - lines.length;
+  return more > 0 ? [...lines, `${more} more`] : lines;
 }
 
 /**

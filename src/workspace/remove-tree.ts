@@ -97,6 +97,7 @@ export function* removing(dirFd: number, name: string | Buffer): Generator<void,
     descend: () => true,
     repairAccess: true,
     order: "any",
+    removes: true,
     leave: ({ at: child }) => fs.rmdirSync(child),
   })) {
     if (entry.path !== "" && entry.kind !== "directory") fs.unlinkSync(entry.at);

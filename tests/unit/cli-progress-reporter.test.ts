@@ -147,6 +147,18 @@ describe("a host-run file the run changed", () => {
   });
 });
 
+describe("a hand-back that left entries the sandbox uid's (review, session 38)", () => {
+  it("is a warning line; a container that could not be removed is the run's error and gets none", () => {
+    expect(
+      sandboxLine("workspace.still-lent", {
+        reason: "r",
+        warning: "what is at or below /w/sub may still be owned by 65532",
+      }),
+    ).toBe("warning: what is at or below /w/sub may still be owned by 65532");
+    expect(sandboxLine("workspace.still-lent", { reason: "the container could not be removed" })).toBeUndefined();
+  });
+});
+
 describe("what copy mode could not carry (review, session 29)", () => {
   it("a file not copied in and an entry left out of what came back each get a note; nothing, no line", () => {
     expect(

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
 import { DockerEngine } from "../../src/engine/docker-engine.js";
 import { judgeDeadRun, unjudgedRunOver } from "../../src/run/judge-dead-run.js";
@@ -218,6 +218,31 @@ describe.runIf(process.getuid?.() === 0)("reaping a dead run's lent trees (as ro
     expect(owner(path.join(gone, "sub/file"))).toBe("1234:1234");
     expect(owner(path.join(listed, "sub/file"))).toBe("65532:65532");
     expect(reapRunDirs(tmpDir)).toEqual([goneDir]);
+  });
+
+  it("a folder gc cannot open in a dead run's tree: named, the lease record kept; the next gc hands it back (review, session 38: ignored, the record went)", async () => {
+    const tmpDir = dir();
+    const lent = lentTree();
+    const runDir = deadRunDir("stuck", tmpDir);
+    const engine = await hostileEngine([]);
+    writeLeaseRecord(runDir, { roots: [lent], handBackTo: { uid: 1234, gid: 4321 }, engine: engine.address });
+    const open = fs.openSync;
+    const failing = vi.spyOn(fs, "openSync").mockImplementation(((...args: Parameters<typeof open>) => {
+      if (String(args[0]).endsWith("/sub")) throw Object.assign(new Error("EIO"), { code: "EIO" });
+      return open(...args);
+    }) as typeof open);
+    try {
+      expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([
+        { runId: "stuck", roots: [lent], notHandedBack: [`${path.join(lent, "sub")}: cannot open the directory: EIO`] },
+      ]);
+    } finally {
+      failing.mockRestore();
+    }
+    expect(owner(path.join(lent, "sub/file"))).toBe("65532:65532");
+    expect(fs.existsSync(path.join(runDir, LEASE_RECORD))).toBe(true);
+    expect(await handBackGoneRuns(engine, { tmpDir })).toEqual([{ runId: "stuck", roots: [lent] }]);
+    expect(owner(path.join(lent, "sub/file"))).toBe("1234:4321");
+    expect(fs.existsSync(path.join(runDir, LEASE_RECORD))).toBe(false);
   });
 
   it("a dead run's lease over a tree a live run holds waits: nothing of the live run's sandbox is taken from it; handed back once the hold is gone (review, session 35)", async () => {

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { chmodDirectory, comparePaths, WalkError, walkTree } from "../../src/workspace/fd-walk.js";
+import { chmodDirectory, comparePaths, type WalkEntry, WalkError, walkTree } from "../../src/workspace/fd-walk.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 /** Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in). */
@@ -200,6 +200,73 @@ describe("walkTree: folders of more names than the walk holds (hard links cost t
     expect(entries.find((e) => e.path === "big")).toMatchObject({ overfull: expect.any(Number) });
     expect(entries.every((e) => !e.problem)).toBe(true);
     expect(left.sort()).toEqual(["a", "big", "big2", "big2/inner"]);
+  });
+});
+
+describe("walkTree in any order: chains of streamed folders deeper than the streams a walk keeps open (review, session 38)", () => {
+  /** `a/` holding `z1`, `z2` and a chain of `levels` folders `d`, each holding a file `x`. */
+  const chainTree = (levels: number) => {
+    const root = tree({ "a/z1": "1", "a/z2": "2" });
+    let at = path.join(root, "a");
+    for (let i = 0; i < levels; i++) {
+      at = path.join(at, "d");
+      fs.mkdirSync(at);
+      fs.writeFileSync(path.join(at, "x"), "x");
+    }
+    return root;
+  };
+  const openFds = () => fs.readdirSync("/proc/self/fd").length;
+
+  it("walks every level (the shallowest stream is paused and resumed), with a bounded number of fds", () => {
+    const root = chainTree(30);
+    const before = openFds();
+    let peak = 0;
+    const entries: WalkEntry[] = [];
+    // One name held: every folder below the root is read as a stream.
+    for (const entry of walkTree(root, { maxHeldNames: 1, maxStreams: 4, order: "any" })) {
+      entries.push(entry);
+      peak = Math.max(peak, openFds() - before);
+    }
+    expect(
+      entries
+        .filter((e) => e.name === "x")
+        .map((e) => e.depth)
+        .sort((a, b) => a - b),
+    ).toEqual(Array.from({ length: 30 }, (_, i) => i + 3));
+    expect(entries.filter((e) => e.problem || e.unwalked)).toEqual([]);
+    expect(entries.filter((e) => e.path.startsWith("a/z"))).toHaveLength(2);
+    // 4 open streams (two fds each) and one fd per folder on the path (the window is 64), whatever the depth.
+    expect(peak).toBeLessThanOrEqual(2 * 4 + 32 + 2);
+    expect(openFds()).toBe(before);
+  });
+
+  it("a paused folder that changed meanwhile is yielded again with a problem, unwalked; a walk that removes what it reads starts it over", () => {
+    const root = chainTree(30);
+    const seen: WalkEntry[] = [];
+    for (const entry of walkTree(root, { maxHeldNames: 1, maxStreams: 4, order: "any" })) {
+      seen.push(entry);
+      // `a` is paused by now: a name made in it moves its mtime.
+      if (entry.depth === 25 && entry.name === "x") fs.writeFileSync(path.join(root, "a/new"), "n");
+    }
+    expect(seen.filter((e) => e.unwalked).map((e) => [e.path, e.kind, e.problem])).toEqual([
+      ["a", "directory", "it changed while the walk was paused in it: the rest of it was not walked"],
+    ]);
+    expect(seen.filter((e) => e.name === "x")).toHaveLength(30);
+
+    // Removal: everything read is gone, so the paused folder is read again from its start.
+    const doomed = chainTree(30);
+    for (const entry of walkTree(path.join(doomed, "a"), {
+      maxHeldNames: 1,
+      maxStreams: 4,
+      order: "any",
+      removes: true,
+      maxDepth: Number.POSITIVE_INFINITY,
+      leave: ({ at }) => fs.rmdirSync(at),
+    })) {
+      expect(entry.problem).toBeUndefined();
+      if (entry.path !== "" && entry.kind !== "directory") fs.unlinkSync(entry.at);
+    }
+    expect(fs.readdirSync(path.join(doomed, "a"))).toEqual([]);
   });
 });
 

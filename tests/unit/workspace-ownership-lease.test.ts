@@ -9,6 +9,7 @@ import {
   encodeLentRoots,
   handBack,
   handBackOrphanedTree,
+  handedBackWhole,
   OwnershipLease,
 } from "../../src/workspace/ownership-lease.js";
 import { owner, tempTrees } from "../support/temp-trees.js";
@@ -255,7 +256,14 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     const judged = fs.lstatSync(file);
     fs.rmSync(file);
     fs.symlinkSync(victim, file);
-    const report = { restored: 0, created: 0, setuidCleared: 0, failed: [] as Array<{ path: string; why: string }> };
+    const report = {
+      restored: 0,
+      created: 0,
+      setuidCleared: 0,
+      failed: [] as Array<{ path: string; why: string }>,
+      unreached: [],
+      leftCount: 0,
+    };
     handBack({ at: file, kind: "file", path: "suid" }, judged, { uid: 1500, gid: 1500 }, report);
     const st = fs.statSync(victim);
     expect(`${st.uid}:${(st.mode & 0o7777).toString(8)}`).toBe("0:600");
@@ -286,6 +294,57 @@ describe.runIf(process.getuid?.() === 0)("OwnershipLease (as root)", () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it("hands back every entry whatever the tree's shape: a folder past the walk's name budget, then a chain of 300 folders below it (review, session 38: past 256 streamed folders the rest stayed 65532's, unreported)", async () => {
+    const ws = tree({ "README.md": "hi\n", t0: "t", t1: "t" });
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    // The walk holds 65,536 names at once: `big` takes nearly all of them (hard links, quick to
+    // make; ext4 allows 65,000 per inode), so every folder below it is read as a stream.
+    fs.mkdirSync(path.join(ws, "big"));
+    for (let i = 0; i < 65_530; i++) fs.linkSync(path.join(ws, `t${i % 2}`), path.join(ws, "big", `f${i}`));
+    let chain = path.join(ws, "big");
+    const made = [chain];
+    for (let i = 0; i < 300; i++) {
+      chain = path.join(chain, "d");
+      fs.mkdirSync(chain);
+      fs.writeFileSync(path.join(chain, "x"), "x");
+      made.push(chain, path.join(chain, "x"));
+    }
+    for (const p of made) fs.lchownSync(p, SANDBOX.uid, SANDBOX.gid);
+    const report = await lease.restore(CALLER);
+    const left = made.filter((p) => owner(p) !== "0:0").map((p) => path.relative(ws, p).split("/").length);
+    expect(left, "depths of entries still the sandbox's").toEqual([]);
+    expect(report).toMatchObject({ created: made.length, failed: [], unreached: [], leftCount: 0 });
+  });
+
+  it("a folder the hand-back cannot open (EIO, EMFILE) is reported, with what it could not reach, and the rest is handed back", async () => {
+    const ws = tree({ "a.txt": "a" });
+    const lease = await OwnershipLease.lend([ws], SANDBOX);
+    for (const p of ["sub/stuck/inside", "sub/fine"]) fs.mkdirSync(path.join(ws, p), { recursive: true });
+    fs.writeFileSync(path.join(ws, "sub/stuck/inside/x"), "x");
+    fs.writeFileSync(path.join(ws, "sub/fine/y"), "y");
+    for (const p of ["sub", "sub/stuck", "sub/stuck/inside", "sub/stuck/inside/x", "sub/fine", "sub/fine/y"])
+      fs.lchownSync(path.join(ws, p), SANDBOX.uid, SANDBOX.gid);
+    const open = fs.openSync;
+    const failing = vi.spyOn(fs, "openSync").mockImplementation(((...args: Parameters<typeof open>) => {
+      if (String(args[0]).endsWith("/stuck")) throw Object.assign(new Error("EIO: i/o error"), { code: "EIO" });
+      return open(...args);
+    }) as typeof open);
+    let report: Awaited<ReturnType<typeof lease.restore>>;
+    try {
+      report = await lease.restore(CALLER);
+    } finally {
+      failing.mockRestore();
+    }
+    expect(report.unreached).toEqual([{ path: path.join(ws, "sub/stuck"), why: "cannot open the directory: EIO" }]);
+    expect(report.leftCount).toBe(1);
+    expect(handedBackWhole(report)).toBe(false);
+    // The folder itself was reached (its parent listed it); what is inside is still the sandbox's.
+    expect(["sub", "sub/stuck", "sub/fine/y", "a.txt"].map((p) => owner(path.join(ws, p)))).toEqual(
+      Array(4).fill("0:0"),
+    );
+    expect(owner(path.join(ws, "sub/stuck/inside/x"))).toBe("65532:65532");
   });
 
   it("handBackOrphanedTree (a crashed controller's reaper): everything the sandbox uid owns goes to the caller", async () => {
