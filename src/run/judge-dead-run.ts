@@ -207,7 +207,17 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
           : {}),
       };
     } catch (error) {
-      return { runId, trees, gone, ...empty(), failed: (error as Error).message };
+      // Kept, as the controller's own failed judgement was: runs over its trees stay refused until
+      // a gc judges it (review, session 38: gc's failure dropped the state, and a later run over a
+      // tree still holding a planted hook was accepted).
+      keep = true;
+      return {
+        runId,
+        trees,
+        gone,
+        ...empty(),
+        failed: `${(error as Error).message}; its state is kept and runs over its trees are refused until gc judges it: fix that, then run \`sandbox-run gc\` again`,
+      };
     }
   } finally {
     if (keep) fs.renameSync(claim, path.join(run.stateDir, WATCH_STATE_FILE));

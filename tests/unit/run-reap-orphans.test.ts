@@ -481,6 +481,32 @@ describe("a bind-mode run its controller died before judging", () => {
     expect(fs.readdirSync(path.join(runDir, WORKSPACE_STATE_DIR))).not.toContain("watch.failed");
   });
 
+  it("a judgement by gc that fails keeps the run's state: runs over its trees stay refused, and the next gc judges it (review, session 38: the state went, the planted hook stayed unjudged)", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws } = await abandonedRun("unreadable", tmpDir, engineIdentity(engine));
+    // What a non-root caller's sandbox can make happen: its `chmod 000 .` stops the walk.
+    const resume = vi.spyOn(WorkspaceWatch, "resume").mockImplementationOnce(() => {
+      throw Object.assign(new Error(`EACCES: permission denied, open '${ws}'`), { code: "EACCES" });
+    });
+    let failed: string | undefined;
+    try {
+      failed = (await judgeDeadRun("unreadable", engineIdentity(engine), tmpDir))?.failed;
+    } finally {
+      resume.mockRestore();
+    }
+    expect(failed).toMatch(
+      /^EACCES: permission denied.*its state is kept and runs over its trees are refused until gc judges it/,
+    );
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+    expect(unjudgedRunOver([ws], tmpDir)).toEqual({ runId: "unreadable", tree: ws });
+    const again = await judgeDeadRun("unreadable", engineIdentity(engine), tmpDir);
+    expect(again?.failed).toBeUndefined();
+    expect(again?.violationCount).toBeGreaterThan(0);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+    expect(unjudgedRunOver([ws], tmpDir)).toBeUndefined();
+  });
+
   it("gc removes its container, then judges the tree as the controller would have: what it planted goes, its work stays", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([orphanLabels("crashed")]);
