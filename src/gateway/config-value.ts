@@ -8,8 +8,8 @@
 // - anything else is literal.
 // The difference to Pi: variables come only from the `env` passed in (not process.env), so the
 // caller decides which environment the host-side lookup sees.
-import { execSync } from "node:child_process";
 import { hostProgramEnv } from "../util/host-programs.js";
+import { childProcess } from "../util/lazy-builtins.js";
 
 export type ConfigEnv = Record<string, string | undefined>;
 
@@ -111,12 +111,14 @@ export function resolveConfigValue(config: string, options: ResolveOptions): Con
     if (!options.runCommands) return { ok: false, reason: "the command was not run" };
     const command = config.slice(1);
     try {
-      const output = execSync(command, {
-        encoding: "utf8",
-        timeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
-        stdio: ["ignore", "pipe", "ignore"],
-        env: hostProgramEnv(definedEnv(options.env)),
-      }).trim();
+      const output = childProcess()
+        .execSync(command, {
+          encoding: "utf8",
+          timeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+          stdio: ["ignore", "pipe", "ignore"],
+          env: hostProgramEnv(definedEnv(options.env)),
+        })
+        .trim();
       return output
         ? { ok: true, value: output }
         : { ok: false, reason: `the command${programOf(command)} printed nothing` };

@@ -1,7 +1,8 @@
 // `node --import <this file> ...`: records every module the process loads into the file
 // SANDBOX_RUN_MODULE_TRACE names, one per line: ES modules as the loader resolves them ("esm <url>"),
-// CommonJS modules as they are in require's cache when the process exits ("cjs <path>"). For
-// tests/unit/cli-start-up.test.ts, which checks what `sandbox-run --help` and friends load.
+// CommonJS modules as they are in require's cache when the process exits ("cjs <path>"), and
+// Node's own modules the main thread loaded ("builtin <name>"). For tests/unit/cli-start-up.test.ts,
+// which checks what `sandbox-run --help` and friends load.
 import fs from "node:fs";
 import { createRequire, register } from "node:module";
 
@@ -14,6 +15,11 @@ if (file) {
       file,
       Object.keys(cache)
         .map((path) => `cjs ${path}\n`)
+        .concat(
+          process.moduleLoadList
+            .filter((entry) => entry.startsWith("NativeModule "))
+            .map((entry) => `builtin ${entry.slice("NativeModule ".length)}\n`),
+        )
         .join(""),
     );
   });

@@ -43,13 +43,28 @@ function newTraceFile(): string {
   return path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-trace-")), "modules");
 }
 
+/** Node's own modules a traced process loaded on its main thread ("child_process", "net"). */
+function tracedBuiltins(trace: string): string[] {
+  const lines = fs.existsSync(trace) ? fs.readFileSync(trace, "utf8").trim().split("\n") : [];
+  return lines.filter((line) => line.startsWith("builtin ")).map((line) => line.slice("builtin ".length));
+}
+
+/**
+ * Node modules a call that only plans or answers --version never needs (commander and the plan path
+ * load `child_process` at its first use: util/lazy-builtins.ts, bundle-cli.mjs). Not `net`: Node
+ * loads it itself for a stdout or stderr that is a pipe or a terminal.
+ */
+const NOT_AT_START_UP = ["child_process", "dgram"];
+
 /** The files a traced process loaded: ES modules as resolved, CommonJS ones as required. */
 function tracedFiles(trace: string): string[] {
   const lines = fs.existsSync(trace) ? fs.readFileSync(trace, "utf8").trim().split("\n") : [];
-  return lines.map((line) => {
-    const [kind, where] = [line.slice(0, 3), line.slice(4)];
-    return kind === "esm" ? fileURLToPath(where) : where;
-  });
+  return lines
+    .filter((line) => !line.startsWith("builtin "))
+    .map((line) => {
+      const [kind, where] = [line.slice(0, 3), line.slice(4)];
+      return kind === "esm" ? fileURLToPath(where) : where;
+    });
 }
 
 async function loadedBy(args: string[], env: Record<string, string> = {}): Promise<Loaded> {
@@ -129,7 +144,7 @@ describe("what the CLI loads at start-up", () => {
     expect(loaded.own.filter((file) => NOT_FOR_A_PLAN.some((re) => re.test(file)))).toEqual([]);
   });
 
-  it("--dry-run with a built-in policy loads at most DRY_RUN_BUDGET of the bundled CLI", async () => {
+  it("--dry-run with a built-in policy loads at most DRY_RUN_BUDGET of the bundled CLI, and neither child_process nor dgram (nor do --version and --help)", async () => {
     // Bundled from the sources as `npm run build` bundles them (no build needed), two levels below
     // the root like dist/cli, so the bundle finds policies/ and package.json as there.
     const out = path.join(repo, ".test-build", `${process.pid}-cli-start-up`);
@@ -149,6 +164,20 @@ describe("what the CLI loads at start-up", () => {
       const listing = own.map((file, i) => `${sizes[i]} ${path.basename(file)}`).join("\n");
       expect(own.length, `files loaded:\n${listing}`).toBeLessThanOrEqual(DRY_RUN_BUDGET.files);
       expect(bytes, `bytes loaded:\n${listing}`).toBeLessThanOrEqual(DRY_RUN_BUDGET.bytes);
+      expect(tracedBuiltins(trace).filter((name) => NOT_AT_START_UP.includes(name))).toEqual([]);
+      // --version and --help: the same.
+      for (const flag of ["--version", "--help"]) {
+        const traced = newTraceFile();
+        const shown = await runProcess(process.execPath, [path.join(out, "main.js"), flag], {
+          env: tracedEnv(traced, {}),
+        });
+        expect(shown.status, shown.stderr).toBe(0);
+        expect(tracedBuiltins(traced), flag).toContain("fs");
+        expect(
+          tracedBuiltins(traced).filter((name) => NOT_AT_START_UP.includes(name)),
+          flag,
+        ).toEqual([]);
+      }
     } finally {
       fs.rmSync(out, { recursive: true, force: true });
       // The shared parent too once no other process's folder is in it (as bundle-test-scripts.ts does).
