@@ -100,6 +100,12 @@ interface WalkOptions {
    */
   repairAccess?: boolean;
   /**
+   * Give the owner read and search (its other bits kept) on a directory, the root included, it
+   * cannot open, list or search, then retry; nothing else changes (the live disk watch: a folder the
+   * sandbox made unreadable is counted, not skipped).
+   */
+  repairUnreadable?: boolean;
+  /**
    * Names held at once, all open directories together (default DEFAULT_MAX_HELD_NAMES, in any
    * order DEFAULT_MAX_HELD_NAMES_ANY_ORDER). A directory whose names would pass it is `overfull`.
    */
@@ -307,9 +313,10 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
   const streaming = options.order === "any";
   const maxHeld = options.maxHeldNames ?? (streaming ? DEFAULT_MAX_HELD_NAMES_ANY_ORDER : DEFAULT_MAX_HELD_NAMES);
   const descend = (entry: WalkEntry) => (options.descend ? options.descend(entry) : !entry.problem);
+  const repair: Repair = options.repairAccess ? "remove" : options.repairUnreadable ? "read" : undefined;
   let rootFd: number;
   try {
-    rootFd = openRoot(root);
+    rootFd = openRootRepairing(root, options.repairUnreadable === true);
   } catch (error) {
     throw new WalkError(`cannot open ${String(root)} as a directory: ${errorCode(error)}`);
   }
@@ -338,7 +345,11 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
   };
   /** Lists a directory within what the walk may still hold; overfull in order "any": as a stream. */
   const list = (fd: number, entry: WalkEntry): ListResult => {
-    const listed = tryList(fd, Math.max(0, maxHeld - load.held), options.repairAccess);
+    const listed = tryList(fd, Math.max(0, maxHeld - load.held), repair);
+    if ("problem" in listed) return listed;
+    // Listed, yet its names may not be reachable: a folder left 0444 or 0600 (review, session 38).
+    const unsearchable = ("overfull" in listed || listed.names.length > 0) && searchProblem(fd, repair);
+    if (unsearchable) return { problem: unsearchable };
     if (!("overfull" in listed)) return listed;
     entry.overfull = listed.overfull;
     if (streaming) {
@@ -434,7 +445,7 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
       }
       let fd: number;
       try {
-        fd = openDirectory(at, options.repairAccess);
+        fd = openDirectory(at, repair);
       } catch (error) {
         const code = errorCode(error);
         if (code === "ELOOP" || code === "ENOTDIR") entry.changed = true;
@@ -529,13 +540,22 @@ function frameOf(
   return frame;
 }
 
-function tryList(fd: number, cap: number, repair = false): Listing | { problem: string } {
+/** How a walk gives the owner access it lacks: rwx only (a tree about to be removed), or read and search added. */
+type Repair = "remove" | "read" | undefined;
+
+const OWNER_READ_SEARCH = 0o500;
+
+function repairedMode(mode: number, repair: Repair): number {
+  return repair === "remove" ? 0o700 : (mode & 0o7777) | OWNER_READ_SEARCH;
+}
+
+function tryList(fd: number, cap: number, repair: Repair): Listing | { problem: string } {
   try {
     return readNames(fd, cap);
   } catch (error) {
     if (repair && errorCode(error) === "EACCES") {
       try {
-        fs.fchmodSync(fd, 0o700);
+        fs.fchmodSync(fd, repairedMode(fs.fstatSync(fd).mode, repair));
         return readNames(fd, cap);
       } catch {}
     }
@@ -543,13 +563,65 @@ function tryList(fd: number, cap: number, repair = false): Listing | { problem: 
   }
 }
 
-function openDirectory(at: string | Buffer, repair = false): number {
+/**
+ * Why the names of the directory `fd` holds cannot be reached (no search permission: its
+ * children's lstat would fail), or undefined. Resolving "." inside it asks the kernel itself, so
+ * ACLs and capabilities count as they do for the walk.
+ */
+function searchProblem(fd: number, repair: Repair): string | undefined {
+  const probe = () => fs.statSync(`/proc/self/fd/${fd}/.`);
+  try {
+    probe();
+    return undefined;
+  } catch (error) {
+    if (repair && errorCode(error) === "EACCES") {
+      try {
+        fs.fchmodSync(fd, repairedMode(fs.fstatSync(fd).mode, repair));
+        probe();
+        return undefined;
+      } catch {}
+    }
+    return `cannot search the directory: ${errorCode(error)}`;
+  }
+}
+
+function openDirectory(at: string | Buffer, repair: Repair): number {
   try {
     return fs.openSync(at, DIR_FLAGS);
   } catch (error) {
     if (!repair || errorCode(error) !== "EACCES") throw error;
-    chmodDirectory(at, 0o700);
+    if (repair === "remove") chmodDirectory(at, 0o700);
+    else repairOr(error, () => addOwnerReadSearch(at));
     return fs.openSync(at, DIR_FLAGS);
+  }
+}
+
+function openRootRepairing(root: string | Buffer, repair: boolean): number {
+  try {
+    return openRoot(root);
+  } catch (error) {
+    if (!repair || errorCode(error) !== "EACCES") throw error;
+    repairOr(error, () => addOwnerReadSearch(root));
+    return openRoot(root);
+  }
+}
+
+/** Runs a repair; if it fails (not the owner), the error it was to repair stands. */
+function repairOr(error: unknown, repair: () => void): void {
+  try {
+    repair();
+  } catch {
+    throw error;
+  }
+}
+
+/** Adds owner read and search to the directory at `at`, never through a symlink (as chmodDirectory). */
+function addOwnerReadSearch(at: string | Buffer): void {
+  const fd = fs.openSync(at, O_PATH | fs.constants.O_DIRECTORY | O_NOFOLLOW);
+  try {
+    fs.chmodSync(`/proc/self/fd/${fd}`, repairedMode(fs.fstatSync(fd).mode, "read"));
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

@@ -395,6 +395,18 @@ export function recordedChildren(file: string, dir: string): Set<string> | undef
   }
 }
 
+/** The mode (permission bits) the snapshot recorded for the tree's root. */
+export function recordedRootMode(file: string): number {
+  const reader = new SnapshotReader(file);
+  try {
+    const root = reader.next();
+    if (root?.path !== "" || root.facts.kind !== "directory") throw new Error(`${file} records no root directory`);
+    return root.facts.mode & 0o7777;
+  } finally {
+    reader.close();
+  }
+}
+
 /** The after side: a hash only where the before side has one to compare with. */
 function afterFacts(entry: WalkEntry, before: EntryFacts | undefined, hashMaxBytes: number): EntryFacts {
   const facts = baseFacts(entry);

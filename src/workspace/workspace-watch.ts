@@ -31,6 +31,7 @@ import { withOwnerWrite } from "./owner-write.js";
 import { type KeptHash, type Owner, ProtectedCopy } from "./protected-copy.js";
 import { openDirBelow, removeAt } from "./remove-tree.js";
 import { applyRestore, type RestoreReport } from "./restore-tree.js";
+import { restoreRootAccess } from "./root-access.js";
 import {
   plantedSpecial,
   removeSpecialEntries,
@@ -58,6 +59,7 @@ import {
   keptHashWanted,
   readFileAt,
   recordedChildren,
+  recordedRootMode,
   takeSnapshot,
 } from "./workspace-snapshot.js";
 
@@ -584,6 +586,22 @@ export class WorkspaceWatch {
       // Bits the first walk cleared are not there for a second walk to see: one list for both.
       const cleared = { setuid: [] as string[], writeBits: [] as string[] };
       const firstWalk = () => judge(w, { disabled, maxHeldNames, changes: new ChangeCollector(), cleared });
+      // A root the run made unreadable: set back first, or nothing below it could be judged.
+      const recordedMode = recordedRootMode(w.snapshot);
+      const rootLeft = restoreRootAccess(w.root, w.rootIdentity, recordedMode);
+      if (rootLeft !== undefined) {
+        note(
+          {
+            path: "",
+            change: "unreadable",
+            rule: "walk",
+            detail: `the run left it mode ${octal(rootLeft)}, which the host cannot list or search; set back to ${octal(recordedMode)}`,
+            restore: { action: "mode", path: "", mode: recordedMode },
+          },
+          w.prefix,
+        );
+        (report.restore ??= emptyRestore()).modes.push(reportedFolder(w, ""));
+      }
       let first = await firstWalk();
       // Folders too full to walk: what the run added there goes, then the tree is judged again from
       // the start (what they hold now, kept entries included, is judged like the rest). A kept
@@ -1055,6 +1073,10 @@ function pushCapped<T>(list: T[], item: T): void {
 
 function prefixed(v: Violation, prefix: string): Violation {
   return prefix ? { ...v, path: prefix + v.path, restore: { ...v.restore, path: prefix + v.restore.path } } : v;
+}
+
+function octal(mode: number): string {
+  return mode.toString(8).padStart(4, "0");
 }
 
 function emptyRestore(): NonNullable<WorkspaceReport["restore"]> {

@@ -119,3 +119,45 @@ describe("a non-root caller's run that made folders read-only (review, session 3
     expect(fs.readdirSync(path.join(root, "sub"))).toEqual([".envrc"]);
   });
 });
+
+describe("a non-root caller's run that made the root or folders unreadable (review, session 38, round 3)", () => {
+  it.each(["000", "111", "444"])(
+    "a root left %s is set back to its recorded mode first, then judged: a planted .envrc is removed",
+    async (mode) => {
+      const root = callersTree({ "README.md": "hi\n" });
+      fs.chmodSync(root, 0o750);
+      const report = await judgedByCaller(root, () =>
+        sandbox(root, `echo 'PATH_add evil' > .envrc && chmod ${mode} .`),
+      );
+      expect(report.violations.map((v) => `${v.path || "."} ${v.change} ${v.rule}`)).toEqual([
+        ". unreadable walk",
+        ".envrc created .envrc",
+      ]);
+      expect(report.violations[0]!.detail).toBe(
+        `the run left it mode 0${mode}, which the host cannot list or search; set back to 0750`,
+      );
+      expect(report.restore?.modes).toEqual(["."]);
+      expect(report.restore?.clean).toBe(true);
+      expect(modeOf(root)).toBe("750");
+      expect(fs.readdirSync(root)).toEqual(["README.md"]);
+    },
+  );
+
+  it.each(["444", "600"])(
+    "a folder left %s (listable, not searchable) is a violation: its mode is set back and what it hid is judged",
+    async (mode) => {
+      const root = callersTree({ "README.md": "hi\n", "pkg/a.txt": "a\n" });
+      const report = await judgedByCaller(root, () =>
+        sandbox(root, `echo 'PATH_add evil' > pkg/.envrc && echo b > pkg/a.txt && chmod ${mode} pkg`),
+      );
+      expect(report.violations.map((v) => `${v.path} ${v.change} ${v.rule}`)).toEqual([
+        "pkg unreadable walk",
+        "pkg/.envrc created .envrc",
+      ]);
+      expect(report.restore?.notRestored).toEqual([]);
+      expect(report.restore?.clean).toBe(true);
+      expect(modeOf(path.join(root, "pkg"))).toBe("755");
+      expect(fs.readdirSync(path.join(root, "pkg")).sort()).toEqual(["a.txt"]);
+    },
+  );
+});
