@@ -4,8 +4,9 @@
 // one JSON array a line, each written with one write(2) before the step it undoes is taken (and, for
 // what the apply makes, one more with the inode made), so a kill between a step and its line cannot
 // leave a step nobody knows of. No fsync: the threat is a killed controller, not a power loss.
-// `["c"]` is the commit point (everything is in; what waits aside may go), `["u"]` says the live
-// controller undid it itself.
+// `["c"]` is the commit point (everything is in; what waits aside may go; an apply undone after it,
+// another tree of the run failing, cuts it away first), `["u"]` says the live controller undid it
+// itself.
 // Version 2 (session 36): a new file is made under a hidden name next to its place, its inode
 // journaled (`P`), and only then renamed into place, so an entry at a place whose inode the journal
 // does not name is never the apply's. Version 1 journaled the inode (`F`) only once the file was in
@@ -88,6 +89,21 @@ export class JournalWriter {
 
   /** The journal's length after its last whole record. */
   #length = 0;
+
+  /** Where the next record begins: what takeBack() cuts the journal back to. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /**
+   * Takes back every record from `length` (one ftruncate, needing no disk space: they are all gone
+   * or all still there, each whole). Throws when the journal cannot be cut.
+   */
+  takeBack(length: number): void {
+    if (this.#fd === undefined) throw new Error("the apply's journal is closed");
+    fs.ftruncateSync(this.#fd, length);
+    this.#length = length;
+  }
 
   #write(line: string): void {
     if (this.#fd === undefined) throw new Error("the apply's journal is closed");

@@ -42,9 +42,10 @@ export interface StagingPlace {
 
 /**
  * Tests only: called as each step is journaled ("logged", not taken yet), once it is taken
- * ("done"), and at the commit point ("committed": journaled, nothing removed yet).
+ * ("done"), at the commit point ("committed": journaled, nothing removed yet), and as an undo
+ * takes each step back ("undone": `step` counts them; a throw there stops the undo as a kill would).
  */
-export type StepHook = (step: number, phase: "logged" | "done" | "committed") => void;
+export type StepHook = (step: number, phase: "logged" | "done" | "committed" | "undone") => void;
 
 type Undo =
   /** Waits in the aside folder as `n`. `parent`: the inode of its folder when it went. */
@@ -91,6 +92,8 @@ export class ApplyJournal {
   readonly #waitingAside: Array<{ unrestored: Unrestored; cause: string; n: string }> = [];
   /** The commit point is in the journal (commitPoint()). */
   #committed = false;
+  /** The journal's length before its commit record: takeBackCommitPoint() cuts it back to this. */
+  #beforeCommit: number | undefined;
 
   constructor(
     private readonly dirs: TreePlaces,
@@ -318,9 +321,22 @@ export class ApplyJournal {
    */
   commitPoint(): void {
     if (this.#committed) return;
+    this.#beforeCommit = this.#file?.length;
     this.#file?.append(["c"]);
     this.#committed = true;
     this.onStep?.(++this.#steps, "committed");
+  }
+
+  /**
+   * Takes the commit point back before an undo (another tree of the run failed after it): a
+   * journal that still said final would have a reaper finish an undo this process was killed
+   * during, deleting the originals still aside (review of session 38's fixes). Throws when the
+   * journal cannot be cut: the apply must then be committed, not undone.
+   */
+  takeBackCommitPoint(): void {
+    if (!this.#committed) return;
+    if (this.#file && this.#beforeCommit !== undefined) this.#file.takeBack(this.#beforeCommit);
+    this.#committed = false;
   }
 
   /** commit(), a step at a time (util/stepwise.ts). */
@@ -373,9 +389,11 @@ export class ApplyJournal {
 
   /** undo(), a step at a time (util/stepwise.ts). */
   *undoing(): Generator<void, Unrestored[]> {
+    if (this.#committed) throw new Error("an apply past its commit point cannot be undone");
     const unrestored: Unrestored[] = [];
     const left: Undo[] = [];
     this.#waitingAside.length = 0;
+    let undone = 0;
     for (const step of [...this.#undo].reverse()) {
       try {
         this.#undoStep(step);
@@ -392,6 +410,7 @@ export class ApplyJournal {
         if (step.kind === "aside") this.#waitingAside.push({ unrestored: report, cause, n: step.n });
         left.push(step);
       }
+      this.onStep?.(++undone, "undone");
       yield;
     }
     this.#undo.length = 0;
@@ -634,13 +653,35 @@ function hiddenName(): string {
   return `.sandbox-run-${crypto.randomBytes(6).toString("hex")}`;
 }
 
+/**
+ * The error of an apply that failed and was undone. `applied`: trees of the same run that stay
+ * applied all the same (their commit point could not be taken back), and why.
+ */
 export function applyFailed(
   what: string,
   error: unknown,
   unrestored: Unrestored[],
   keptAside: string | undefined,
+  applied?: { whats: string; why: string },
 ): SandboxRunError {
   const cause = (error as NodeJS.ErrnoException)?.message ?? String(error);
+  if (applied) {
+    const undone =
+      unrestored.length === 0
+        ? "were undone"
+        : `were undone but for ${unrestored.length} path(s): ${unrestored
+            .slice(0, 10)
+            .map((u) => `${u.path} (${u.problem})`)
+            .join(", ")}`;
+    return new SandboxRunError(
+      "not-applied",
+      `The run's changes to ${what} could not be applied (${cause}) and ${undone}; its changes to ${applied.whats} are applied all the same (their commit point could not be taken back: ${applied.why}).`,
+      {
+        hint: `Check ${applied.whats} before running again: it holds the run's changes${keptAside ? `; the originals of what was not put back are in ${keptAside} (its ${KEPT_MANIFEST} says where each belongs)` : ""}.`,
+        cause: error,
+      },
+    );
+  }
   if (unrestored.length === 0) {
     return new SandboxRunError(
       "not-applied",

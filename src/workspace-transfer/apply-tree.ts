@@ -19,7 +19,8 @@
 //    inodes, so content, modes and times are as they were), modes and the touched directories'
 //    times are set back; the error says nothing was changed. Only on success does what went aside
 //    go away. Each step is journaled in the staging directory before it is taken, so an apply
-//    whose controller is killed half way is undone the same way by the next reaper (dead-apply.ts).
+//    whose controller is killed half way is undone the same way by the next reaper (dead-apply.ts);
+//    a commit point already written is cut from the journal before an undo (undoingAll).
 // A root caller gives replaced entries their original owner back; new ones are the caller's.
 // Nothing here is reached by a path from the root: another local user who owns a folder in the
 // tree could swap it (or a file) for a symlink between a check and a write. Every step goes through
@@ -150,19 +151,38 @@ function* applyingTrees(trees: readonly TreeToApply[]): Generator<void, ApplyRes
 
 /** Undoes the trees applied before `error`, newest first; the error to throw. */
 function* undoingAll(pending: readonly Pending[], error: unknown): Generator<void, unknown> {
+  // A journal whose commit point is written says final to a reaper: it is cut back to before it
+  // first, every one before any undo, so a controller killed during an undo leaves journals a
+  // reaper undoes too. One that cannot be cut stays final, so it is committed, not undone (a reaper
+  // would finish it anyway), and the error says so.
+  const toUndo: Pending[] = [];
+  const stays: Array<{ tree: Pending; why: string }> = [];
+  for (const tree of [...pending].reverse()) {
+    try {
+      tree.journal.takeBackCommitPoint();
+      toUndo.push(tree);
+    } catch (cut) {
+      stays.push({ tree, why: (cut as NodeJS.ErrnoException).code ?? (cut as Error).message });
+    }
+  }
   const unrestored: Unrestored[] = [];
   let kept: string | undefined;
-  for (const { journal } of [...pending].reverse()) {
+  for (const { journal } of toUndo) {
     unrestored.push(...(yield* journal.undoing()));
     const keptHere = journal.keptAside();
     kept ??= keptHere;
   }
-  const whats = pending.map((p) => p.what).join(" and ");
+  for (const { tree } of stays) yield* tree.journal.committing();
+  const whats = (trees: readonly Pending[]) => trees.map((p) => p.what).join(" and ");
+  const cause = error instanceof SandboxRunError ? new Error(error.shortMessage) : error;
+  if (stays.length > 0) {
+    const applied = { whats: whats(stays.map((s) => s.tree).reverse()), why: stays[0]!.why };
+    return applyFailed(whats([...toUndo].reverse()) || "the rest", cause, unrestored, kept, applied);
+  }
   // A tree's own failure, itself undone: with the trees before it undone too, what it says holds.
   if (error instanceof SandboxRunError && unrestored.length === 0) return error;
   if (pending.length === 0) return error;
-  const cause = error instanceof SandboxRunError ? new Error(error.shortMessage) : error;
-  return applyFailed(whats, cause, unrestored, kept);
+  return applyFailed(whats(pending), cause, unrestored, kept);
 }
 
 /** Steps 1-3 of one tree, up to its commit point; a failure there undoes this tree and throws. */
