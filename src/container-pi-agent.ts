@@ -21,6 +21,7 @@ import { openRunRecord, type RunRecord } from "./run/open-run-record.js";
 import { placeOnEngine } from "./run/place-on-engine.js";
 import { refuseNestedGitCredentials, sandboxTrees } from "./run/plan/git-credentials.js";
 import { refuseRecordToInsideTrees, treesByAccess } from "./run/plan/held-trees.js";
+import { refuseReachableSockets } from "./run/plan/lent-sockets.js";
 import {
   type PlannedRun,
   preparePlan,
@@ -466,8 +467,10 @@ export class ContainerPiAgent implements Agent<RunCallOptions> {
       this.sayDeadApplies(timeline, [...writable, ...readOnly]);
       recheckFolders(planned.run);
       recheckProtectedMounts(planned);
-      // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top one).
-      await refuseNestedGitCredentials(sandboxTrees(planned.run), options.signal);
+      // Every repository in what the sandbox sees, nested ones too (the plan checked each tree's top
+      // one); the same walk finds a bind-mode sandbox's sockets to a host process (lent-sockets.ts).
+      const onWalked = refuseReachableSockets(planned);
+      await refuseNestedGitCredentials(sandboxTrees(planned.run), options.signal, onWalked ? { onWalked } : {});
       const held = refreshReadOnlyCovers(planned);
       await options.recorder?.captureBefore?.();
       return await this.runHoldingTrees<TOutput>(held, options, timeline);

@@ -6,6 +6,7 @@ import type { Engine } from "../engine/engine.js";
 import { endpointFromEnv, sharesHostFilesystemByDefault } from "../engine/engine-endpoint.js";
 import { EngineFacts } from "../run/engine-facts.js";
 import { refuseNestedGitCredentials, sandboxTrees } from "../run/plan/git-credentials.js";
+import { refuseReachableSockets } from "../run/plan/lent-sockets.js";
 import { planCall as planFromLayers } from "../run/plan/plan-call.js";
 import type { PlannedRun } from "../run/plan/prepare-plan.js";
 import { redactPlan } from "../run/plan/redact-plan.js";
@@ -41,7 +42,8 @@ export async function planCall(prompt: string, call: PlanCallOptions): Promise<P
 /** The plan as it may be shown or stored (credentials redacted), once Pi is known to take its schema. */
 export async function dryRunView(planned: PlannedRun): Promise<Record<string, unknown>> {
   if (planned.run.schema) await (await import("../run/result-validator.js")).checkPiAcceptsSchema(planned.run.schema);
-  await refuseNestedGitCredentials(sandboxTrees(planned.run));
+  const onWalked = refuseReachableSockets(planned);
+  await refuseNestedGitCredentials(sandboxTrees(planned.run), undefined, onWalked ? { onWalked } : {});
   return redactPlan(planned);
 }
 

@@ -13,6 +13,8 @@
 // below it; review, session 34), and yields to the event loop now and then, since it runs in the
 // controller beside other runs' streams. A folder it may enter but not list is refused, never
 // passed over: the sandbox (the caller's uid, or one lent the tree) reads a path in it by name.
+// The same walk lists the unix sockets it passes, `.git` folders and objects included, where it
+// looks for no repository (run/plan/lent-sockets.ts: review, session 38).
 import fs from "node:fs";
 import path from "node:path";
 
@@ -30,6 +32,8 @@ export interface FoundRepositories {
   /** A folder the walk could enter but not list (its mode, a name too long): what it holds is unknown. */
   unlistable?: { dir: string; code: string };
   entries: number;
+  /** Every unix socket in the folders it listed (paths). */
+  sockets: string[];
 }
 
 /** Directory entries one walk reads at most (the snapshot of a tree holds at most 2,000,000 names too). */
@@ -59,16 +63,24 @@ function enterable(dir: string): boolean {
  */
 export async function findRepositories(
   root: string,
-  limits: { maxEntries?: number; maxRepositories?: number; signal?: AbortSignal } = {},
+  limits: {
+    maxEntries?: number;
+    maxRepositories?: number;
+    signal?: AbortSignal;
+    /** Walk git directories and bare repositories' objects too, for sockets (a bind-mode run's check). */
+    intoGitDirs?: boolean;
+  } = {},
 ): Promise<FoundRepositories> {
   const maxEntries = limits.maxEntries ?? MAX_WALKED_ENTRIES;
   const maxRepositories = limits.maxRepositories ?? MAX_REPOSITORIES;
   const repositories: NestedRepository[] = [];
-  const stack = [root];
+  const sockets: string[] = [];
+  // `findsRepositories` false: inside a git directory or a bare repository's objects, where only sockets are looked for.
+  const stack = [{ dir: root, findsRepositories: true }];
   let entries = 0;
   let sinceYield = 0;
   while (stack.length > 0) {
-    const dir = stack.pop()!;
+    const { dir, findsRepositories } = stack.pop()!;
     let listed: fs.Dirent[];
     try {
       // Synchronous, in slices between yields: one readdir is short, and the async form cost twice
@@ -80,35 +92,41 @@ export async function findRepositories(
       if (code === "ENOENT" || code === "ENOTDIR") continue;
       // Neither listed nor entered: a path in it cannot be read by this uid either.
       if ((code === "EACCES" || code === "EPERM") && !enterable(dir)) continue;
-      return { repositories, cut: false, unlistable: { dir, code }, entries };
+      return { repositories, cut: false, unlistable: { dir, code }, entries, sockets };
     }
     entries += listed.length;
     sinceYield += listed.length;
-    if (entries > maxEntries) return { repositories, cut: true, entries };
+    if (entries > maxEntries) return { repositories, cut: true, entries, sockets };
     if (sinceYield >= YIELD_EVERY) {
       sinceYield = 0;
       limits.signal?.throwIfAborted();
       await new Promise((resolve) => setImmediate(resolve));
     }
-    const bare = isBareRepository(new Set(listed.map((d) => d.name)));
+    const bare = findsRepositories && isBareRepository(new Set(listed.map((d) => d.name)));
     if (bare) {
       repositories.push({ workTree: dir, gitDir: dir });
-      if (repositories.length > maxRepositories) return { repositories, cut: true, entries };
+      if (repositories.length > maxRepositories) return { repositories, cut: true, entries, sockets };
     }
     for (const entry of listed) {
+      if (entry.isSocket()) sockets.push(path.join(dir, entry.name));
       // Git's own name; on a case-insensitive disk `.GIT` is the same folder to the host's git.
-      // A folder, a `gitdir:` file or a link to either: git follows all three.
-      if (entry.name.toLowerCase() === ".git") {
+      // A folder, a `gitdir:` file or a link to either: git follows all three. The scan of its
+      // config reads its includes, `modules/` and `worktrees/`: here it is walked for sockets only.
+      if (findsRepositories && entry.name.toLowerCase() === ".git") {
         if (entry.isDirectory() || entry.isFile() || entry.isSymbolicLink()) {
           repositories.push({ workTree: dir });
-          if (repositories.length > maxRepositories) return { repositories, cut: true, entries };
+          if (repositories.length > maxRepositories) return { repositories, cut: true, entries, sockets };
         }
+        if (entry.isDirectory() && limits.intoGitDirs)
+          stack.push({ dir: path.join(dir, entry.name), findsRepositories: false });
         continue;
       }
-      // A bare repository's objects are content, named by their hashes: nothing to find there.
-      if (bare && entry.name === "objects") continue;
-      if (entry.isDirectory()) stack.push(path.join(dir, entry.name));
+      // A bare repository's objects are content, named by their hashes: no repository there.
+      const content = bare && entry.name === "objects";
+      if (content && !limits.intoGitDirs) continue;
+      if (entry.isDirectory())
+        stack.push({ dir: path.join(dir, entry.name), findsRepositories: findsRepositories && !content });
     }
   }
-  return { repositories, cut: false, entries };
+  return { repositories, cut: false, entries, sockets };
 }

@@ -6,6 +6,7 @@
 // purpose, and another file's start-up reaping would race the launcher's own exit.
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { handBackGoneRuns, reapContainers } from "../../src/run/reap-orphans.js";
@@ -598,5 +599,54 @@ describe.concurrent("isolation and ownership", () => {
     }
     expect(await containersOfRuns([done.runId!])).toEqual([]);
     expect(runDirsIn(home)).toEqual([]);
+  });
+
+  // Review, round 3, session 38 (N2; docs/security.md P7): the caller's own project-local service
+  // (PostgreSQL in `.devenv/state/postgres`, 0700, peer auth) ran a program on the host for it.
+  it("as an unprivileged caller: a unix socket of its own in the workspace keeps bind mode from starting; copy mode carries no socket", async () => {
+    const uid = 1500;
+    const gid = 1500;
+    const dockerGid = fs.statSync("/var/run/docker.sock").gid;
+    const home = hostileWorkspace({}, "sandbox-run-home-");
+    const ws = hostileWorkspace({ "README.md": "hi\n" });
+    const socket = path.join(ws, ".devenv/state/postgres/.s.PGSQL.5432");
+    fs.mkdirSync(path.dirname(socket), { recursive: true });
+    let served = 0;
+    const service = net.createServer((c) => {
+      served++;
+      c.end("the caller's service answered\n");
+    });
+    await new Promise<void>((resolve) => service.listen(socket, resolve));
+    // Owner-only, the caller's: what a service of the caller's makes.
+    fs.chmodSync(socket, 0o700);
+    execFileSync("chown", ["-R", `${uid}:${gid}`, home, ws]);
+    try {
+      const connect = `node -e 'const c=require("net").connect(process.argv[1]);c.on("data",d=>process.stdout.write(d));c.on("error",e=>console.log("connect:",e.code))' ${socket}`;
+      const controller = spawnController(
+        server,
+        [bash(connect), finish()],
+        { cwd: ws },
+        {
+          asUser: { uid, gid, groups: [dockerGid] },
+          env: { ...process.env, HOME: home, TMPDIR: home, ...enginesEnvFor(home, { uid, gid }) },
+        },
+      );
+      const done = await controller.done;
+      if (workspaceMode() === "bind") {
+        expect(done.ok).toBe(false);
+        expect(done.error?.code).toBe("usage");
+        expect(done.error?.message).toContain(
+          `The workspace holds a unix socket the sandbox could connect to: .devenv/state/postgres/.s.PGSQL.5432 (mode 0700, owner uid ${uid}).`,
+        );
+        expect(done.error?.message).toContain("--workspace copy");
+      } else {
+        expect(done.ok, `${JSON.stringify(done)}\n${controller.stderr()}`).toBe(true);
+        expect(lastToolResult(server, controller.modelId)).toContain("connect: ENOENT");
+      }
+      expect(served).toBe(0);
+      expect(runDirsIn(home)).toEqual([]);
+    } finally {
+      await new Promise((resolve) => service.close(resolve));
+    }
   });
 });

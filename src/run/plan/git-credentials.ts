@@ -4,7 +4,12 @@
 // their values) and the git command that removes each kind (docs/security.md S9).
 import { usageError } from "../../errors.js";
 import { type GitConfigFacts, gitDirOf, MAX_FILES, scanGitConfig } from "../../workspace/git-config-scan.js";
-import { findRepositories, MAX_REPOSITORIES, MAX_WALKED_ENTRIES } from "../../workspace/nested-repositories.js";
+import {
+  type FoundRepositories,
+  findRepositories,
+  MAX_REPOSITORIES,
+  MAX_WALKED_ENTRIES,
+} from "../../workspace/nested-repositories.js";
 import type { ResolvedRun } from "./resolve-options.js";
 
 /** Refuses a folder whose repository's git config holds a credential or reaches more files than are read. */
@@ -31,16 +36,22 @@ export function refuseGitCredentials(folder: string, { credentials, unread }: Gi
 /**
  * Every repository in the trees the sandbox will see, not only each tree's top one: a checkout
  * nested in the workspace keeps its token in its own `.git/config` (review, session 34). Walks each
- * tree once (nested-repositories.ts) and scans each repository's config within that tree.
+ * tree once (nested-repositories.ts) and scans each repository's config within that tree. What the
+ * walk found goes to `onWalked` too (the sockets: lent-sockets.ts), so no other walk is needed.
  */
 export async function refuseNestedGitCredentials(
   trees: readonly string[],
   signal?: AbortSignal,
-  limits: { maxEntries?: number } = {},
+  options: { maxEntries?: number; onWalked?: (tree: string, found: FoundRepositories) => void } = {},
 ): Promise<void> {
-  const maxEntries = limits.maxEntries ?? MAX_WALKED_ENTRIES;
+  const maxEntries = options.maxEntries ?? MAX_WALKED_ENTRIES;
   for (const tree of trees) {
-    const found = await findRepositories(tree, { maxEntries, ...(signal ? { signal } : {}) });
+    const found = await findRepositories(tree, {
+      maxEntries,
+      ...(signal ? { signal } : {}),
+      // Git's own folders hold sockets too (`git fsmonitor--daemon`'s): walked when they are looked for.
+      intoGitDirs: options.onWalked !== undefined,
+    });
     if (found.cut)
       throw usageError(
         `${tree} holds more than ${maxEntries.toLocaleString("en-US")} entries or ${MAX_REPOSITORIES.toLocaleString("en-US")} repositories: sandbox-run looks for a credential in the git config of every repository in the trees the sandbox sees, and does not start with part of one unchecked.`,
@@ -51,6 +62,7 @@ export async function refuseNestedGitCredentials(
         `sandbox-run cannot list ${found.unlistable.dir} (${found.unlistable.code}), which the sandbox can enter: it looks for a credential in the git config of every repository in the trees the sandbox sees, and one in there would go unchecked.`,
         `Make it listable (\`chmod u+r ${found.unlistable.dir}\`), or move it out of the tree.`,
       );
+    options.onWalked?.(tree, found);
     for (const [i, repository] of found.repositories.entries()) {
       // Each scan reads a few small files: a tree of thousands of repositories yields now and then.
       if (i > 0 && i % 200 === 0) {
