@@ -90,6 +90,8 @@ interface OnChainExchange {
   delivered: boolean;
   /** The provider finished the reply (2xx, complete, no error), whether or not it reached Pi whole. */
   finished: boolean;
+  /** How the relay ended ("client-gone": the client left before the reply's end). */
+  relay: string;
   reply?: ModelReply;
 }
 
@@ -136,8 +138,8 @@ export class ConversationLedger {
   readonly #indexed = new Set<number>();
   /** Exchanges whose reply was cut at the token limit (Pi ran none of its calls). */
   readonly #cut = new Set<number>();
-  /** Replies the provider finished that never reached Pi whole, after which Pi was asked the same again. */
-  readonly #withheld: Array<{ seq: number; reply: ModelReply }> = [];
+  /** Replies the client cut before their end, finished by the provider or not, after which Pi was asked the same again. */
+  readonly #withheld: Array<{ seq: number; reply: ModelReply; finished: boolean }> = [];
   /** The host's account of the latest model request that failed since a reply last reached Pi whole. */
   #failure: string | undefined;
 
@@ -165,15 +167,18 @@ export class ConversationLedger {
     }
     // An extension proves Pi received the reply it extends, whatever the relay said.
     if (verdict.as === "extension" && this.#head) this.#index(this.#head);
-    // A retry of a reply the provider had finished: the client, not the model, cut it short.
-    if (verdict.as === "retry" && this.#head?.finished && !this.#head.delivered && this.#head.reply)
-      this.#withheld.push({ seq: this.#head.seq, reply: this.#head.reply });
+    // A retry of a reply the client (inside the sandbox) cut before its end: what the model had
+    // answered so far is kept. Not one the provider or the way to it broke off (upstream-aborted).
+    const head = this.#head;
+    if (verdict.as === "retry" && head && !head.delivered && head.relay === "client-gone" && head.reply)
+      this.#withheld.push({ seq: head.seq, reply: head.reply, finished: head.finished });
     this.#onChain++;
     this.#head = {
       seq: exchange.seq,
       status: exchange.status,
       delivered: delivered(exchange),
       finished: finished(exchange),
+      relay: exchange.relay,
       ...(exchange.reply ? { reply: exchange.reply } : {}),
       request: exchange.request,
     };
@@ -256,18 +261,21 @@ export class ConversationLedger {
   }
 
   /**
-   * Replies of Pi's conversation that the provider finished but that never reached Pi whole, after
-   * which Pi asked the same again (a retry): an honest Pi reads a finished reply to its end, so
-   * each is an answer the client discarded (confirm-outcome.ts).
+   * Replies of Pi's conversation that the client cut before their end (relay "client-gone"), after
+   * which Pi asked the same again (a retry): an honest Pi reads a reply to its end, so each is an
+   * answer, finished by the provider or only begun, that the client discarded (confirm-outcome.ts).
+   * A cut reply's calls are as far as they came (`finished` false: their arguments may be cut too).
    */
   withheld(): Array<{
     seq: number;
+    finished: boolean;
     text: string;
     toolCalls: Array<{ name: string; argumentsJson: string; index: number }>;
     stopReason?: PiStopReason;
   }> {
-    return this.#withheld.map(({ seq, reply }) => ({
+    return this.#withheld.map(({ seq, reply, finished }) => ({
       seq,
+      finished,
       text: reply.text,
       toolCalls: reply.toolCalls.map((call, index) => ({ name: call.name, argumentsJson: call.argumentsJson, index })),
       ...(reply.piStopReason ? { stopReason: reply.piStopReason } : {}),

@@ -17,11 +17,12 @@ export interface ModelEvidence {
   /** The model's last reply in Pi's conversation (`stopReason`: the one Pi would record, when the reply says). */
   lastReply(): { text: string; toolCallCount: number; complete: boolean; stopReason?: string } | undefined;
   /**
-   * Replies the model finished that never reached Pi whole, after which Pi asked the same again
-   * (`stopReason`: the one Pi would record).
+   * Replies the client cut before their end, after which Pi asked the same again (`finished`: the
+   * provider had finished it; `stopReason`: the one Pi would record).
    */
   withheld?(): Array<{
     seq: number;
+    finished: boolean;
     text: string;
     toolCalls: Array<{ name: string; argumentsJson: string; index: number }>;
     stopReason?: string;
@@ -64,8 +65,11 @@ export function confirmOutcome(
   if (claim.kind === "structured") {
     // Patterns first in a worker with a time bound (guarded-arguments.ts): the model chose the strings.
     const prepare = (argumentsJson: string) => (context.prepare ?? prepareGuarded)(context.schema ?? {}, argumentsJson);
+    // A final call begun in a reply cut before its end counts whatever its (cut) arguments say.
     const discarded = withheldAnswer(evidence, (reply) =>
-      reply.toolCalls.some((call) => call.name === context.finalToolName && prepare(call.argumentsJson).ok),
+      reply.toolCalls.some(
+        (call) => call.name === context.finalToolName && (!reply.finished || prepare(call.argumentsJson).ok),
+      ),
     );
     if (discarded) return contradiction(discarded);
     // The answer is the model's first final call Pi accepts, in the conversation's order: Pi's
@@ -128,9 +132,12 @@ export function confirmOutcome(
     return { ok: true, outcome: { ...claim, value: confirmed.value } };
   }
   if (claim.kind === "text") {
+    // Text with no tool call: an answer, ended (an ordinary stop) or being written when it was cut.
     const discarded = withheldAnswer(
       evidence,
-      (reply) => reply.toolCalls.length === 0 && (reply.stopReason ?? "stop") === "stop",
+      (reply) =>
+        reply.toolCalls.length === 0 &&
+        (reply.finished ? (reply.stopReason ?? "stop") === "stop" : reply.text.trim() !== ""),
     );
     if (discarded) return contradiction(discarded);
     const reply = evidence.lastReply();
@@ -183,10 +190,11 @@ export function confirmOutcome(
 }
 
 /**
- * A reply the model finished as an answer (`answered`), which the client cut before its end and
- * asked again for: the words of the contradiction, or undefined. Code in the sandbox that took over
- * Pi's requests could otherwise discard every answer it disliked until the model gave one it liked
- * (review, session 36); an honest Pi reads a finished reply to its end.
+ * A reply in which the model answered or had begun to (`answered`), which the client cut before its
+ * end and asked again for: the words of the contradiction, or undefined. Code in the sandbox that
+ * took over Pi's requests could otherwise discard every answer it disliked until the model gave one
+ * it liked (review, session 36), cutting it as soon as its first words showed what it was (review of
+ * session 38's fix); an honest Pi reads a reply to its end.
  */
 function withheldAnswer(
   evidence: ModelEvidence,
@@ -194,7 +202,7 @@ function withheldAnswer(
 ): string | undefined {
   const reply = evidence.withheld?.().find(answered);
   return reply
-    ? `the model answered in exchange ${reply.seq}, and that reply reached the host whole but not Pi: Pi asked the same again, as code in the sandbox that discards answers it dislikes would`
+    ? `the model ${reply.finished ? "answered" : "had begun to answer"} in exchange ${reply.seq}, and the client cut that reply before its end and asked the same again, as code in the sandbox that discards answers it dislikes would (Pi reads a reply to its end)`
     : undefined;
 }
 

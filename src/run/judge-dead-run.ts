@@ -216,7 +216,7 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
         trees,
         gone,
         ...empty(),
-        failed: `${(error as Error).message}; its state is kept and runs over its trees are refused until gc judges it: fix that, then run \`sandbox-run gc\` again`,
+        failed: `${(error as Error).message}; its state is kept and runs over its trees are refused until gc judges it: fix that, then run \`sandbox-run gc\` again (or, to give up judging it, remove ${path.dirname(run.stateDir)}: nothing the run left in its trees is then checked)`,
       };
     }
   } finally {

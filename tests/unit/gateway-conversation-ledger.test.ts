@@ -168,7 +168,7 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
     expect(ledger.offChainCount).toBe(1);
   });
 
-  it("withheld(): a reply the provider finished but the client cut, asked again, is kept; a broken-off or failed one is not", () => {
+  it("withheld(): a reply the client cut before its end, finished or only begun, asked again, is kept; one the provider broke off or failed is not", () => {
     const full = fixtureRequest("openai-completions");
     const ledger = new ConversationLedger();
     ledger.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0)));
@@ -176,20 +176,40 @@ describe("conversation ledger: Pi's own requests are one chain", () => {
     // The provider broke off, or failed: nothing was answered.
     ledger.add(exchange(second, reply({ complete: false }), 200, "upstream-aborted"));
     ledger.add(exchange(second, reply({ error: "overloaded", complete: false }), 529));
-    // The provider finished its answer; the client went away before its end, and asked again.
+    // Finished by the provider, then the connection to it reset (review of session 38's fix): not the client's doing.
+    ledger.add(exchange(second, FINAL, 200, "upstream-aborted"));
+    // The client went away once the final call had begun (its arguments cut), and asked again.
+    const begun = exchange(
+      second,
+      reply({
+        complete: false,
+        toolCalls: [{ id: "final-0", name: "sandbox_run_final_result", argumentsJson: '{"verd' }],
+        piStopReason: undefined,
+      }),
+      200,
+      "client-gone",
+    );
+    ledger.add(begun);
+    // ... and once the provider had finished its answer.
     const answer = exchange(second, FINAL, 200, "client-gone");
     ledger.add(answer);
-    expect(ledger.withheld()).toEqual([]);
     expect(ledger.add(exchange(second, reply({ text: "approve" })))).toEqual({ onChain: true, as: "retry" });
     expect(ledger.withheld()).toEqual([
       {
+        seq: begun.seq,
+        finished: false,
+        text: "",
+        toolCalls: [{ name: "sandbox_run_final_result", argumentsJson: '{"verd', index: 0 }],
+      },
+      {
         seq: answer.seq,
+        finished: true,
         text: "All done.",
         toolCalls: [{ name: "sandbox_run_final_result", argumentsJson: '{"verdict":"reject"}', index: 0 }],
         stopReason: "toolUse",
       },
     ]);
-    // A finished reply cut at the client that Pi then continued (it had it after all) is not withheld.
+    // A reply cut at the client that Pi then continued (it had it after all) is not withheld.
     const other = new ConversationLedger();
     other.add(exchange(requestAt(full, 0), replyAt("openai-completions", full, 0), 200, "client-gone"));
     other.add(exchange(requestAt(full, 1), replyAt("openai-completions", full, 1)));

@@ -243,43 +243,70 @@ describe("confirmOutcome", () => {
     });
   });
 
-  it("an answer the model finished but Pi never got whole, asked for again, is a contradiction: no choosing among the model's answers", () => {
-    const why =
-      "the model answered in exchange 2, and that reply reached the host whole but not Pi: Pi asked the same again, as code in the sandbox that discards answers it dislikes would";
+  it("an answer the client cut before its end, finished or only begun, asked for again, is a contradiction: no choosing among the model's answers", () => {
+    const why = (verb: string) =>
+      `the model ${verb} in exchange 2, and the client cut that reply before its end and asked the same again, as code in the sandbox that discards answers it dislikes would (Pi reads a reply to its end)`;
+    const claim = structured({ callId: "call_7", value: { verdict: "reject", count: 3 } });
     // The model's first answer was approve, cut at the client; the one Pi reports came after.
-    const shopped: ModelEvidence = {
+    const shopped = (finished: boolean, argumentsJson: string): ModelEvidence => ({
       ...evidence(),
       withheld: () => [
         {
           seq: 2,
+          finished,
           text: "",
-          toolCalls: [{ name: FINAL, argumentsJson: '{"verdict":"approve"}', index: 0 }],
-          stopReason: "toolUse",
+          toolCalls: [{ name: FINAL, argumentsJson, index: 0 }],
+          ...(finished ? { stopReason: "toolUse" } : {}),
         },
       ],
-    };
-    expect(
-      confirmOutcome(structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }), shopped, context),
-    ).toEqual({ ok: false, contradiction: why });
-    // Text mode: a finished reply that would have ended the conversation.
-    const text: ModelEvidence = {
+    });
+    expect(confirmOutcome(claim, shopped(true, '{"verdict":"approve"}'), context)).toEqual({
+      ok: false,
+      contradiction: why("answered"),
+    });
+    // Cut as soon as the final call began (review of session 38's fix: the provider never finished it).
+    expect(confirmOutcome(claim, shopped(false, '{"verdict":"app'), context)).toEqual({
+      ok: false,
+      contradiction: why("had begun to answer"),
+    });
+    // Text mode: a finished reply that would have ended the conversation, or text being written.
+    const text = (finished: boolean): ModelEvidence => ({
       ...evidence("LGTM"),
-      withheld: () => [{ seq: 2, text: "REJECT", toolCalls: [], stopReason: "stop" }],
-    };
-    expect(confirmOutcome({ kind: "text", text: "LGTM" }, text, context)).toEqual({ ok: false, contradiction: why });
-    // Withheld steps are no answers: a tool call (text mode), a final call Pi's check refuses, a reply cut at the token limit.
+      withheld: () => [
+        { seq: 2, finished, text: "REJECT", toolCalls: [], ...(finished ? { stopReason: "stop" } : {}) },
+      ],
+    });
+    expect(confirmOutcome({ kind: "text", text: "LGTM" }, text(true), context)).toEqual({
+      ok: false,
+      contradiction: why("answered"),
+    });
+    expect(confirmOutcome({ kind: "text", text: "LGTM" }, text(false), context)).toEqual({
+      ok: false,
+      contradiction: why("had begun to answer"),
+    });
+    // Withheld steps are no answers: a tool call (text mode), a finished final call Pi's check
+    // refuses, a reply cut at the token limit, a cut reply with no words yet.
     const steps: ModelEvidence = {
       ...evidence("LGTM"),
       withheld: () => [
-        { seq: 2, text: "", toolCalls: [{ name: "bash", argumentsJson: '{"command":"ls"}', index: 0 }] },
-        { seq: 3, text: "", toolCalls: [{ name: FINAL, argumentsJson: '{"verdict":"maybe"}', index: 0 }] },
-        { seq: 4, text: "REJECT", toolCalls: [], stopReason: "length" },
+        {
+          seq: 2,
+          finished: true,
+          text: "",
+          toolCalls: [{ name: "bash", argumentsJson: '{"command":"ls"}', index: 0 }],
+        },
+        {
+          seq: 3,
+          finished: true,
+          text: "",
+          toolCalls: [{ name: FINAL, argumentsJson: '{"verdict":"maybe"}', index: 0 }],
+        },
+        { seq: 4, finished: true, text: "REJECT", toolCalls: [], stopReason: "length" },
+        { seq: 5, finished: false, text: " ", toolCalls: [] },
       ],
     };
     expect(confirmOutcome({ kind: "text", text: "LGTM" }, steps, context)).toMatchObject({ ok: true });
-    expect(
-      confirmOutcome(structured({ callId: "call_7", value: { verdict: "reject", count: 3 } }), steps, context),
-    ).toMatchObject({ ok: true });
+    expect(confirmOutcome(claim, steps, context)).toMatchObject({ ok: true });
   });
 
   it("failures pass as claimed: a forger can fail a run, not fake a success", () => {

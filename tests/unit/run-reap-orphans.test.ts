@@ -484,7 +484,7 @@ describe("a bind-mode run its controller died before judging", () => {
   it("a judgement by gc that fails keeps the run's state: runs over its trees stay refused, and the next gc judges it (review, session 38: the state went, the planted hook stayed unjudged)", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([]);
-    const { ws } = await abandonedRun("unreadable", tmpDir, engineIdentity(engine));
+    const { ws, runDir } = await abandonedRun("unreadable", tmpDir, engineIdentity(engine));
     // What a non-root caller's sandbox can make happen: its `chmod 000 .` stops the walk.
     const resume = vi.spyOn(WorkspaceWatch, "resume").mockImplementationOnce(() => {
       throw Object.assign(new Error(`EACCES: permission denied, open '${ws}'`), { code: "EACCES" });
@@ -498,6 +498,8 @@ describe("a bind-mode run its controller died before judging", () => {
     expect(failed).toMatch(
       /^EACCES: permission denied.*its state is kept and runs over its trees are refused until gc judges it/,
     );
+    // And how to give up on it: the run's folder, named.
+    expect(failed).toContain(`to give up judging it, remove ${runDir}:`);
     expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
     expect(unjudgedRunOver([ws], tmpDir)).toEqual({ runId: "unreadable", tree: ws });
     const again = await judgeDeadRun("unreadable", engineIdentity(engine), tmpDir);
