@@ -3,7 +3,7 @@
 // that skipped such a folder let 1200 MiB reach the host's disk under a 64 MiB limit while the run
 // was live (review, session 38, round 3). The watch runs as uid 1500 in a process of its own
 // (tests/support/disk-watch-as-user.ts): root reads any folder.
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -11,10 +11,9 @@ import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { DiskTrip } from "../../src/workspace/disk-watch.js";
+import { AS_CALLER, asCallersSandbox, CALLER_UID, giveToCaller } from "../support/caller-uid.js";
 import { tempTrees } from "../support/temp-trees.js";
 
-const USER = 1500;
-const AS_USER = [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups"];
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("../support/disk-watch-as-user.ts", import.meta.url));
 const MB = 1024 * 1024;
@@ -23,25 +22,17 @@ const WAIT_MS = 15_000;
 const { dir, tree } = tempTrees("sandbox-run-disk-user-", () => process.env.SANDBOX_RUN_TESTS_HOST_TMP ?? os.tmpdir());
 
 /** A tree the caller owns. */
-function callersTree(files: Record<string, string>): string {
-  const root = tree(files);
-  execFileSync("chown", ["-R", `${USER}:${USER}`, root]);
-  return root;
-}
-
-/** What the sandbox does: a shell command in the tree as the caller's uid. */
-function sandbox(root: string, command: string): void {
-  execFileSync("setpriv", [...AS_USER, "sh", "-c", command], { cwd: root, stdio: "pipe" });
-}
+const callersTree = (files: Record<string, string>) => giveToCaller(tree(files));
+const sandbox = asCallersSandbox;
 
 /** The caller's live watch of `root`; `run` (the run's writes) once it has its baseline; its trip, or "none". */
 async function watchedByCaller(root: string, limitBytes: number, run: () => void): Promise<DiskTrip | "none"> {
   const home = dir();
-  fs.chownSync(home, USER, USER);
+  fs.chownSync(home, CALLER_UID, CALLER_UID);
   const child = spawn(
     "setpriv",
     [
-      ...AS_USER,
+      ...AS_CALLER,
       process.execPath,
       "--import",
       "tsx",

@@ -12,33 +12,24 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 import type { WorkspaceReport } from "../../src/workspace/workspace-watch.js";
+import { AS_CALLER, asCallersSandbox, CALLER_UID, giveToCaller } from "../support/caller-uid.js";
 import { tempTrees } from "../support/temp-trees.js";
 
-const USER = 1500;
-const AS_USER = [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups"];
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("../support/watch-as-user.ts", import.meta.url));
 // Under the host's temp dir (the test run's own is 0700 root: another uid could not reach in).
 const { dir, tree } = tempTrees("sandbox-run-watch-user-", () => process.env.SANDBOX_RUN_TESTS_HOST_TMP ?? os.tmpdir());
 
 /** A tree the caller owns. */
-function callersTree(files: Record<string, string>): string {
-  const root = tree(files);
-  execFileSync("chown", ["-R", `${USER}:${USER}`, root]);
-  return root;
-}
-
-/** What the sandbox does: a shell command in the tree as the caller's uid. */
-function sandbox(root: string, command: string): void {
-  execFileSync("setpriv", [...AS_USER, "sh", "-c", command], { cwd: root, stdio: "pipe" });
-}
+const callersTree = (files: Record<string, string>) => giveToCaller(tree(files));
+const sandbox = asCallersSandbox;
 
 /** The caller's snapshot of `root`, then `run` (the run's changes), then its judgement and restore. */
 async function judgedByCaller(root: string, run: () => void): Promise<WorkspaceReport> {
   const home = dir();
-  fs.chownSync(home, USER, USER);
+  fs.chownSync(home, CALLER_UID, CALLER_UID);
   const spec = JSON.stringify({ root, stateDir: path.join(home, "state") });
-  const child = spawn("setpriv", [...AS_USER, process.execPath, "--import", "tsx", SCRIPT, spec], {
+  const child = spawn("setpriv", [...AS_CALLER, process.execPath, "--import", "tsx", SCRIPT, spec], {
     cwd: REPO,
     env: { ...process.env, TMPDIR: home, HOME: home },
   });
