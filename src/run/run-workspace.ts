@@ -386,14 +386,8 @@ function diskTrip(over: DiskTrip): Trip {
       message: `The sandbox added ${over.atLeast ? `more than ${over.limitEntries}` : over.grownEntries} files and folders (hard links count: each name is an entry) to the workspace and writable roots, over the limit of ${over.limitEntries} (limits.maxEntries).`,
     };
   }
-  const diskMb = Math.round(over.limitBytes / 1024 / 1024);
-  if ("hidden" in over)
-    return {
-      code: "limit",
-      limit: "disk",
-      message: `The sandbox made part of the workspace or writable roots unreadable to the host (${over.hidden}), so what it writes there could not be counted against the ${diskMb} MiB disk limit or the entry limit: the run was stopped.`,
-    };
   const grownMb = Math.round(over.grownBytes / 1024 / 1024);
+  const diskMb = Math.round(over.limitBytes / 1024 / 1024);
   return {
     code: "limit",
     limit: "disk",

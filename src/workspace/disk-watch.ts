@@ -17,15 +17,9 @@
 // past the limit, plus one walk (about 1 s per 300,000 entries here); the sandbox can write faster
 // than that, so a fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one
 // file; the after-run walk removes what it added to a folder too full to walk).
-//
-// A non-root caller's sandbox runs as the caller and owns the folders it makes: one it makes
-// unreadable (`chmod 000`) hid what it wrote there from the walk, and a root made 000 hid all
-// (review, session 38: 1200 MiB and 3,000 entries under a 64 MiB limit, caught only after the run).
-// So the live walks give the owner read and search back where they lack them, and a folder still
-// unreadable (or a name that cannot be looked at) trips the watch: the limits cannot be judged.
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
-import { type WalkEntry, WalkError, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { AllocatedBytes } from "./workspace-snapshot.js";
 
 /** A tree's allocated bytes and entries (every name the walk sees, the root included). */
@@ -34,30 +28,22 @@ interface TreeSize {
   entries: number;
   /** The walk stopped once it had seen more entries than asked (`stopAfter`): both are lower bounds. */
   stopped?: boolean;
-  /** With `repair`: what the walk could not see into (it stopped there). */
-  hidden?: string;
 }
 
 /**
  * Allocated bytes and entries of a tree, streamed through the fd walk (never follows a symlink, in
  * any order, so a folder of any size is counted in bounded memory). `stopAfter`: stop once more
- * entries than this were seen. `repair` (while the run is live): give the owner read and search on
- * folders that lack them, and stop at the first entry the walk still cannot see into (`hidden`).
+ * entries than this were seen.
  */
 export async function measureTree(
   root: string,
   signal?: AbortSignal,
   stopAfter = Number.POSITIVE_INFINITY,
-  repair = false,
 ): Promise<TreeSize> {
   const bytes = new AllocatedBytes();
   let entries = 0;
   let sinceYield = 0;
-  const walk = walkTree(root, { descend: (e) => e.fd !== undefined, order: "any", repairUnreadable: repair });
-  for (const entry of rootRefusal(walk, root, repair)) {
-    if (typeof entry === "string") return { bytes: 0, entries: 0, hidden: entry };
-    if (repair && hides(entry))
-      return { bytes: bytes.total, entries, hidden: `${root}/${entry.path}: ${entry.problem}` };
+  for (const entry of walkTree(root, { descend: (e) => e.fd !== undefined, order: "any" })) {
     bytes.add(entry);
     entries++;
     if (entries > stopAfter) return { bytes: bytes.total, entries, stopped: true };
@@ -70,30 +56,6 @@ export async function measureTree(
   return { bytes: bytes.total, entries };
 }
 
-/**
- * The walk's entries; with `repair`, a root that exists but cannot be opened is yielded as why
- * (a string) instead of thrown: the sandbox made it unreadable (a root that is gone still throws).
- */
-function* rootRefusal(walk: Generator<WalkEntry>, root: string, repair: boolean): Generator<WalkEntry | string> {
-  let first: IteratorResult<WalkEntry>;
-  try {
-    first = walk.next();
-  } catch (error) {
-    if (!repair || !(error instanceof WalkError) || !fs.existsSync(root)) throw error;
-    yield `${root}: ${error.message}`;
-    return;
-  }
-  if (first.done) return;
-  yield first.value;
-  yield* walk;
-}
-
-/** An entry whose contents (or itself) the walk could not see: what it holds is not counted. */
-function hides(entry: WalkEntry): boolean {
-  if (entry.kind === "unknown") return true; // its lstat failed
-  return entry.unwalked === true && entry.changed !== true;
-}
-
 /** Allocated bytes of a tree (see measureTree). */
 export async function measureTreeBytes(root: string, signal?: AbortSignal): Promise<number> {
   return (await measureTree(root, signal)).bytes;
@@ -101,8 +63,6 @@ export async function measureTreeBytes(root: string, signal?: AbortSignal): Prom
 
 export type DiskTrip =
   | { limit: "disk"; grownBytes: number; limitBytes: number }
-  /** The trees could not be measured: the sandbox made `hidden` unreadable to the host. */
-  | { limit: "disk"; hidden: string; limitBytes: number }
   | {
       limit: "entries";
       grownEntries: number;
@@ -226,11 +186,7 @@ export class DiskWatch {
       const stopAfter = limitEntries === undefined ? undefined : this.baseline.entries + limitEntries;
       // A count that is only due judges entries: the bytes of a file being written (delayed
       // allocation) may pass the limit for a moment; a byte trip waits for statfs to see it.
-      const measured = await sumTrees(this.options.roots, this.abort.signal, stopAfter, true);
-      const trip: DiskTrip | undefined =
-        measured.hidden !== undefined
-          ? { limit: "disk", hidden: measured.hidden, limitBytes: this.options.limitBytes }
-          : this.judge(measured, grewPast);
+      const trip = this.judge(await sumTrees(this.options.roots, this.abort.signal, stopAfter), grewPast);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -266,14 +222,12 @@ async function sumTrees(
   roots: readonly string[],
   signal?: AbortSignal,
   stopAfter = Number.POSITIVE_INFINITY,
-  repair = false,
 ): Promise<TreeSize> {
   const total: TreeSize = { bytes: 0, entries: 0 };
   for (const root of roots) {
-    const size = await measureTree(root, signal, stopAfter - total.entries, repair);
+    const size = await measureTree(root, signal, stopAfter - total.entries);
     total.bytes += size.bytes;
     total.entries += size.entries;
-    if (size.hidden !== undefined) return { ...total, hidden: size.hidden };
     if (size.stopped) return { ...total, stopped: true };
   }
   return total;

@@ -48,7 +48,7 @@ describe("DiskWatch", () => {
       fs.fsyncSync(fs.openSync(path.join(root, "big.bin"), "r"));
       const seen = await trip;
       expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
-      expect("grownBytes" in seen && seen.grownBytes).toBeGreaterThan(6 * MB);
+      expect(seen.limit === "disk" && seen.grownBytes).toBeGreaterThan(6 * MB);
       expect(await watch.check()).toMatchObject({ limitBytes: 4 * MB });
     } finally {
       watch.stop();
