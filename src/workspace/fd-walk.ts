@@ -100,12 +100,6 @@ interface WalkOptions {
    */
   repairAccess?: boolean;
   /**
-   * Give the owner read and search (its other bits kept) on a directory, the root included, it
-   * cannot open, list or search, then retry; nothing else changes (the live disk watch: a folder the
-   * sandbox made unreadable is counted, not skipped).
-   */
-  repairUnreadable?: boolean;
-  /**
    * Names held at once, all open directories together (default DEFAULT_MAX_HELD_NAMES, in any
    * order DEFAULT_MAX_HELD_NAMES_ANY_ORDER). A directory whose names would pass it is `overfull`.
    */
@@ -313,10 +307,10 @@ export function* walkTree(root: string | Buffer, options: WalkOptions = {}): Gen
   const streaming = options.order === "any";
   const maxHeld = options.maxHeldNames ?? (streaming ? DEFAULT_MAX_HELD_NAMES_ANY_ORDER : DEFAULT_MAX_HELD_NAMES);
   const descend = (entry: WalkEntry) => (options.descend ? options.descend(entry) : !entry.problem);
-  const repair: Repair = options.repairAccess ? "remove" : options.repairUnreadable ? "read" : undefined;
+  const repair = options.repairAccess === true;
   let rootFd: number;
   try {
-    rootFd = openRootRepairing(root, options.repairUnreadable === true);
+    rootFd = openRoot(root);
   } catch (error) {
     throw new WalkError(`cannot open ${String(root)} as a directory: ${errorCode(error)}`);
   }
@@ -540,22 +534,13 @@ function frameOf(
   return frame;
 }
 
-/** How a walk gives the owner access it lacks: rwx only (a tree about to be removed), or read and search added. */
-type Repair = "remove" | "read" | undefined;
-
-const OWNER_READ_SEARCH = 0o500;
-
-function repairedMode(mode: number, repair: Repair): number {
-  return repair === "remove" ? 0o700 : (mode & 0o7777) | OWNER_READ_SEARCH;
-}
-
-function tryList(fd: number, cap: number, repair: Repair): Listing | { problem: string } {
+function tryList(fd: number, cap: number, repair: boolean): Listing | { problem: string } {
   try {
     return readNames(fd, cap);
   } catch (error) {
     if (repair && errorCode(error) === "EACCES") {
       try {
-        fs.fchmodSync(fd, repairedMode(fs.fstatSync(fd).mode, repair));
+        fs.fchmodSync(fd, 0o700);
         return readNames(fd, cap);
       } catch {}
     }
@@ -568,7 +553,7 @@ function tryList(fd: number, cap: number, repair: Repair): Listing | { problem: 
  * children's lstat would fail), or undefined. Resolving "." inside it asks the kernel itself, so
  * ACLs and capabilities count as they do for the walk.
  */
-function searchProblem(fd: number, repair: Repair): string | undefined {
+function searchProblem(fd: number, repair: boolean): string | undefined {
   const probe = () => fs.statSync(`/proc/self/fd/${fd}/.`);
   try {
     probe();
@@ -576,7 +561,7 @@ function searchProblem(fd: number, repair: Repair): string | undefined {
   } catch (error) {
     if (repair && errorCode(error) === "EACCES") {
       try {
-        fs.fchmodSync(fd, repairedMode(fs.fstatSync(fd).mode, repair));
+        fs.fchmodSync(fd, 0o700);
         probe();
         return undefined;
       } catch {}
@@ -585,43 +570,13 @@ function searchProblem(fd: number, repair: Repair): string | undefined {
   }
 }
 
-function openDirectory(at: string | Buffer, repair: Repair): number {
+function openDirectory(at: string | Buffer, repair: boolean): number {
   try {
     return fs.openSync(at, DIR_FLAGS);
   } catch (error) {
     if (!repair || errorCode(error) !== "EACCES") throw error;
-    if (repair === "remove") chmodDirectory(at, 0o700);
-    else repairOr(error, () => addOwnerReadSearch(at));
+    chmodDirectory(at, 0o700);
     return fs.openSync(at, DIR_FLAGS);
-  }
-}
-
-function openRootRepairing(root: string | Buffer, repair: boolean): number {
-  try {
-    return openRoot(root);
-  } catch (error) {
-    if (!repair || errorCode(error) !== "EACCES") throw error;
-    repairOr(error, () => addOwnerReadSearch(root));
-    return openRoot(root);
-  }
-}
-
-/** Runs a repair; if it fails (not the owner), the error it was to repair stands. */
-function repairOr(error: unknown, repair: () => void): void {
-  try {
-    repair();
-  } catch {
-    throw error;
-  }
-}
-
-/** Adds owner read and search to the directory at `at`, never through a symlink (as chmodDirectory). */
-function addOwnerReadSearch(at: string | Buffer): void {
-  const fd = fs.openSync(at, O_PATH | fs.constants.O_DIRECTORY | O_NOFOLLOW);
-  try {
-    fs.chmodSync(`/proc/self/fd/${fd}`, repairedMode(fs.fstatSync(fd).mode, "read"));
-  } finally {
-    fs.closeSync(fd);
   }
 }
 
