@@ -3,23 +3,10 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/cli-io.js";
-import { runCli } from "../../src/cli/program.js";
+import { runCliInProcess } from "../support/in-process-cli.js";
 import { tempDir, writeRecord } from "../support/show-records.js";
 
-async function cli(argv: string[], env: Record<string, string> = {}) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (t) => void (stdout += t),
-    stderr: (t) => void (stderr += t),
-    readStdin: async () => undefined,
-    env,
-    stderrIsTty: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout, stderr };
-}
+const cli = runCliInProcess;
 
 describe("sandbox-run show", () => {
   it("writes run.html into the record's folder by default, replacing a link there instead of following it", async () => {
