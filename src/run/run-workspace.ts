@@ -8,7 +8,7 @@ import type { EngineContainer } from "../engine/engine.js";
 import { SandboxRunError } from "../errors.js";
 import type { HandBackReport } from "../hand-back/hand-back-report.js";
 import { SANDBOX_UID } from "../sandbox-contract.js";
-import { type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
+import { type BlindTrip, type DiskTrip, DiskWatch } from "../workspace/disk-watch.js";
 import { NOT_CHECKED_HERE } from "../workspace/git-object-check.js";
 import { OwnershipLease } from "../workspace/ownership-lease.js";
 import { violationMessage } from "../workspace/violation-message.js";
@@ -378,7 +378,8 @@ function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
   };
 }
 
-function diskTrip(over: DiskTrip): Trip {
+function diskTrip(over: DiskTrip | BlindTrip): Trip {
+  if ("unseen" in over) return blindDiskTrip(over);
   if (over.limit === "entries") {
     return {
       code: "limit",
@@ -392,6 +393,19 @@ function diskTrip(over: DiskTrip): Trip {
     code: "limit",
     limit: "disk",
     message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+  };
+}
+
+/** A trip the filesystem's growth decided: the host could not look into part of the trees. */
+function blindDiskTrip(over: BlindTrip): Trip {
+  const grown =
+    over.limit === "disk"
+      ? `${Math.round(over.grownBytes / 1024 / 1024)} MiB, over the ${Math.round(over.limitBytes / 1024 / 1024)} MiB disk limit`
+      : `${over.grownEntries} files and folders, over the limit of ${over.limitEntries} (limits.maxEntries)`;
+  return {
+    code: "limit",
+    limit: over.limit,
+    message: `The host could not look into ${over.unseen} while the run was live (the sandbox can make its own folders unreadable), so the growth of the filesystem holding the workspace and writable roots was counted instead: ${grown}. Writes of other programs to that filesystem count too while such a folder is there.`,
   };
 }
 

@@ -17,9 +17,21 @@
 // past the limit, plus one walk (about 1 s per 300,000 entries here); the sandbox can write faster
 // than that, so a fast writer overshoots by what it writes in that time (RLIMIT_FSIZE bounds one
 // file; the after-run walk removes what it added to a folder too full to walk).
+//
+// What a walk cannot see into is judged by the filesystem instead. A non-root caller's sandbox
+// runs as the caller and owns the folders it makes: one it makes unreadable (`chmod 000`, the
+// root too) hid what it wrote there from the walks (review, round 3, session 38: 1200 MiB and
+// 3,000 entries under a 64 MiB / 2,000-entry limit, caught only after the run). Giving the owner
+// read back while the run is live changed the modes the after-run check judges, so the watch
+// changes nothing: a walk that met a folder it could not open, read or follow (or one swapped
+// while it was walked, or deeper than the walk goes) counts as blind, and a blind walk trips when
+// the filesystem's own growth since the start (statfs, whoever wrote it) is past the limit. Its
+// cost: where another program writes to the same filesystem at the same time, such a run may be
+// stopped early; the message says so.
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
-import { walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { type WalkEntry, WalkError, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { shownPath } from "./violation-message.js";
 import { AllocatedBytes } from "./workspace-snapshot.js";
 
 /** A tree's allocated bytes and entries (every name the walk sees, the root included). */
@@ -28,6 +40,8 @@ interface TreeSize {
   entries: number;
   /** The walk stopped once it had seen more entries than asked (`stopAfter`): both are lower bounds. */
   stopped?: boolean;
+  /** The first entry the walk could not see into, relative to its root ("" the root): both are lower bounds. */
+  unseen?: string;
 }
 
 /**
@@ -43,7 +57,10 @@ export async function measureTree(
   const bytes = new AllocatedBytes();
   let entries = 0;
   let sinceYield = 0;
-  for (const entry of walkTree(root, { descend: (e) => e.fd !== undefined, order: "any" })) {
+  let unseen: string | undefined;
+  const walk = walkTree(root, { descend: (e) => e.fd !== undefined, order: "any" });
+  for (const entry of rootAsProblem(walk, root)) {
+    if (unseen === undefined && hides(entry)) unseen = entry.path;
     bytes.add(entry);
     entries++;
     if (entries > stopAfter) return { bytes: bytes.total, entries, stopped: true };
@@ -53,7 +70,32 @@ export async function measureTree(
       signal?.throwIfAborted();
     }
   }
-  return { bytes: bytes.total, entries };
+  return { bytes: bytes.total, entries, ...(unseen === undefined ? {} : { unseen }) };
+}
+
+/**
+ * The walk's entries; a root that is there but cannot be opened (the sandbox made it 000) is
+ * yielded as an unwalked entry instead of thrown. A root that is gone still throws.
+ */
+function* rootAsProblem(walk: Generator<WalkEntry>, root: string): Generator<WalkEntry> {
+  let first: IteratorResult<WalkEntry>;
+  try {
+    first = walk.next();
+  } catch (error) {
+    if (!(error instanceof WalkError) || !fs.existsSync(root)) throw error;
+    yield { path: "", name: "", depth: 0, kind: "directory", at: root, problem: error.message, unwalked: true };
+    return;
+  }
+  if (first.done) return;
+  yield first.value;
+  yield* walk;
+}
+
+/** An entry below which the walk saw nothing, for a reason other than its being removed meanwhile. */
+function hides(entry: WalkEntry): boolean {
+  const vanished = entry.problem?.includes("ENOENT") === true;
+  if (entry.kind === "unknown") return !vanished; // its lstat failed
+  return entry.unwalked === true && !vanished;
 }
 
 /** Allocated bytes of a tree (see measureTree). */
@@ -71,6 +113,13 @@ export type DiskTrip =
       atLeast?: true;
     };
 
+/**
+ * A trip judged by the filesystem's growth (grownBytes or grownEntries: statfs since the start)
+ * because the walk could not see into `unseen` (a path as a message shows it, the root's own
+ * path first).
+ */
+export type BlindTrip = DiskTrip & { unseen: string };
+
 interface DiskWatchOptions {
   /** The writable trees (canonical paths). */
   roots: readonly string[];
@@ -84,7 +133,7 @@ interface DiskWatchOptions {
   /** Poll interval; default 250 ms. */
   intervalMs?: number;
   /** Called at most once, while the run is live, when the trees grew past a limit. */
-  onExceeded(trip: DiskTrip): void;
+  onExceeded(trip: DiskTrip | BlindTrip): void;
 }
 
 interface Filesystem {
@@ -186,7 +235,8 @@ export class DiskWatch {
       const stopAfter = limitEntries === undefined ? undefined : this.baseline.entries + limitEntries;
       // A count that is only due judges entries: the bytes of a file being written (delayed
       // allocation) may pass the limit for a moment; a byte trip waits for statfs to see it.
-      const trip = this.judge(await sumTrees(this.options.roots, this.abort.signal, stopAfter), grewPast);
+      const measured = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
+      const trip = this.judge(measured, grewPast) ?? this.judgeBlind(measured, grown, grownInodes);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -204,6 +254,18 @@ export class DiskWatch {
       const took = performance.now() - started;
       this.nextCount = performance.now() + Math.max(COUNT_EVERY_MS, 10 * took);
     }
+  }
+
+  /** A walk that could not see everything: the filesystem's growth stands in for the trees'. */
+  private judgeBlind(measured: TreeSize, grown: number, grownInodes: number): BlindTrip | undefined {
+    if (measured.unseen === undefined) return undefined;
+    const unseen = measured.unseen;
+    if (grown > this.options.limitBytes)
+      return { limit: "disk", grownBytes: grown, limitBytes: this.options.limitBytes, unseen };
+    const limitEntries = this.options.limitEntries;
+    if (limitEntries !== undefined && grownInodes > limitEntries)
+      return { limit: "entries", grownEntries: grownInodes, limitEntries, unseen };
+    return undefined;
   }
 
   private judge(after: TreeSize, bytes = true): DiskTrip | undefined {
@@ -229,6 +291,8 @@ async function sumTrees(
     total.bytes += size.bytes;
     total.entries += size.entries;
     if (size.stopped) return { ...total, stopped: true };
+    if (size.unseen !== undefined && total.unseen === undefined)
+      total.unseen = shownPath(size.unseen === "" ? root : `${root}/${size.unseen}`);
   }
   return total;
 }

@@ -37,7 +37,12 @@ describe.concurrent("the walk", () => {
         ),
         finish(),
       ],
-      { cwd: ws, policy: hostilePolicy({ protectedPaths: [".github/**/*.yml"] }) },
+      {
+        cwd: ws,
+        // While folders are unreadable the live disk watch counts the filesystem's growth, which
+        // the suite's other tests share: the limit here is the after-run check's concern, not this test's.
+        policy: hostilePolicy({ protectedPaths: [".github/**/*.yml"], limits: { diskMb: 65_536 } }),
+      },
       { asUser: { uid, gid: uid, groups: [dockerGid] }, env: { ...process.env, HOME: home, TMPDIR: home } },
     );
     const done = await controller.done;
