@@ -10,7 +10,7 @@ import { waitForExit } from "./container-wait.js";
 import { isGoneError } from "./docker-connection.js";
 import type { ContainerExit, ContainerStreams, EngineContainer, ExecOptions, ExecSession } from "./engine.js";
 import { removeForcibly } from "./forced-removal.js";
-import { hostOomKillCount } from "./host-oom-counter.js";
+import { containerHostPids, hostOomKillCount } from "./host-oom-counter.js";
 
 type HijackedStream = NodeJS.ReadWriteStream & Readable & Writable;
 
@@ -172,14 +172,23 @@ export class DockerContainer implements EngineContainer {
    * cannot be read.
    */
   private async oomKillCount(): Promise<number> {
+    return hostOomKillCount(await this.firstPid(), this.id);
+  }
+
+  /** Its processes on this host (host-oom-counter.ts); none for another host's engine. */
+  async hostPids(): Promise<number[]> {
+    return containerHostPids(await this.firstPid(), this.id);
+  }
+
+  /** The container's first process on the engine's host (0 when not running or no answer: asked again next time). */
+  private async firstPid(): Promise<number> {
     this.#pid ??= this.container.inspect({ abortSignal: AbortSignal.timeout(5_000) } as object).then(
       (info) => Number(info?.State?.Pid ?? 0),
       () => 0,
     );
     const pid = await this.#pid;
-    // Not running yet or no answer: asked again next time.
     if (pid <= 0) this.#pid = undefined;
-    return hostOomKillCount(pid, this.id);
+    return pid;
   }
 
   async rename(name: string): Promise<void> {

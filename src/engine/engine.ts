@@ -146,6 +146,11 @@ export interface EngineContainer {
    * called as each tool of the sandbox's ends; optional, never throws, cheap when called often.
    */
   sampleCounters?(): void;
+  /**
+   * Its processes on this host, read fresh (the bind-mode disk watch looks at the files they hold
+   * open); optional, empty where the engine runs elsewhere, never throws.
+   */
+  hostPids?(): Promise<number[]>;
 }
 
 export interface BuildImageOptions {

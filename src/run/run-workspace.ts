@@ -177,6 +177,9 @@ export class RunWorkspace {
   }
 
   companion(container: EngineContainer, warm?: ClaimedSandbox): RunCompanion | undefined {
+    // Bind mode: the disk watch also asks the container's processes for files they hold with no name.
+    const hostPids = container.hostPids?.bind(container);
+    if (hostPids) this.diskWatch?.watchHolders(hostPids);
     return this.copy?.companion(container, warm);
   }
 
@@ -389,10 +392,13 @@ function diskTrip(over: DiskTrip | BlindTrip): Trip {
   }
   const grownMb = Math.round(over.grownBytes / 1024 / 1024);
   const diskMb = Math.round(over.limitBytes / 1024 / 1024);
+  const held = over.held
+    ? ` (${over.held.atLeast ? "at least " : ""}${Math.round(over.held.bytes / 1024 / 1024)} MiB of it in ${over.held.files} files its processes removed but kept open)`
+    : "";
   return {
     code: "limit",
     limit: "disk",
-    message: `The sandbox added ${grownMb} MiB to the workspace and writable roots, over the ${diskMb} MiB disk limit.`,
+    message: `The sandbox added ${over.held?.atLeast ? "at least " : ""}${grownMb} MiB to the workspace and writable roots${held}, over the ${diskMb} MiB disk limit.`,
   };
 }
 

@@ -28,9 +28,16 @@
 // the filesystem's own growth since the start (statfs, whoever wrote it) is past the limit. Its
 // cost: where another program writes to the same filesystem at the same time, such a run may be
 // stopped early; the message says so.
+//
+// Files the sandbox removed but keeps open (or mapped, or made with O_TMPFILE) take the host's disk
+// and have no name any walk could find (review, round 3, session 39: 600 MiB held under a 64 MiB
+// limit, the run ok). When the filesystem grew past the limit and a walk does not account for it,
+// the watch asks the container's processes on this host what nameless files they hold
+// (held-files.ts) and counts those too.
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
 import { type WalkEntry, WalkError, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
+import { type HeldFiles, heldNamelessFiles } from "./held-files.js";
 import { shownPath } from "./violation-message.js";
 import { AllocatedBytes } from "./workspace-snapshot.js";
 
@@ -104,7 +111,13 @@ export async function measureTreeBytes(root: string, signal?: AbortSignal): Prom
 }
 
 export type DiskTrip =
-  | { limit: "disk"; grownBytes: number; limitBytes: number }
+  | {
+      limit: "disk";
+      grownBytes: number;
+      limitBytes: number;
+      /** Of grownBytes, what files with no name the sandbox's processes hold took (their number and bytes). */
+      held?: { files: number; bytes: number; atLeast?: true };
+    }
   | {
       limit: "entries";
       grownEntries: number;
@@ -138,6 +151,7 @@ interface DiskWatchOptions {
 
 interface Filesystem {
   root: string;
+  dev: number;
   used: number;
   /** Used inodes at the start; undefined when the filesystem keeps no count. */
   inodes?: number;
@@ -164,6 +178,8 @@ export class DiskWatch {
   /** When to count the trees' entries next (performance.now()). */
   private nextCount = 0;
   private readonly abort = new AbortController();
+  /** The container's processes on this host, once it exists (watchHolders). */
+  private holders?: () => Promise<readonly number[]>;
 
   private constructor(
     private readonly options: DiskWatchOptions,
@@ -179,7 +195,7 @@ export class DiskWatch {
     const byDevice = new Map<number, Filesystem>();
     for (const root of options.roots) {
       const dev = fs.statSync(root).dev;
-      if (!byDevice.has(dev)) byDevice.set(dev, { root, ...usage(root) });
+      if (!byDevice.has(dev)) byDevice.set(dev, { root, dev, ...usage(root) });
     }
     const known = options.baselineBytes !== undefined && options.baselineEntries !== undefined;
     const measured = known ? undefined : await sumTrees(options.roots);
@@ -195,6 +211,14 @@ export class DiskWatch {
     watch.timer = setInterval(() => void watch.poll(), options.intervalMs ?? 250);
     watch.timer.unref();
     return watch;
+  }
+
+  /**
+   * From now on, a walk that does not account for the filesystem's growth past the limit also
+   * counts the nameless files these processes hold (the container's, on this host).
+   */
+  watchHolders(pids: () => Promise<readonly number[]>): void {
+    this.holders = pids;
   }
 
   /** Stops polling (and any walk in progress). */
@@ -236,7 +260,10 @@ export class DiskWatch {
       // A count that is only due judges entries: the bytes of a file being written (delayed
       // allocation) may pass the limit for a moment; a byte trip waits for statfs to see it.
       const measured = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
-      const trip = this.judge(measured, grewPast) ?? this.judgeBlind(measured, grown, grownInodes);
+      const trip =
+        this.judge(measured, grewPast) ??
+        this.judgeBlind(measured, grown, grownInodes) ??
+        (grown > this.options.limitBytes ? this.judgeHeld(measured, await this.heldFiles()) : undefined);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -266,6 +293,24 @@ export class DiskWatch {
     if (limitEntries !== undefined && grownInodes > limitEntries)
       return { limit: "entries", grownEntries: grownInodes, limitEntries, unseen };
     return undefined;
+  }
+
+  /** What the container's processes hold with no name on the watched filesystems, if it has any. */
+  private async heldFiles(): Promise<HeldFiles | undefined> {
+    if (!this.holders) return undefined;
+    const pids = await this.holders();
+    this.abort.signal.throwIfAborted();
+    const held = heldNamelessFiles(pids, new Set(this.filesystems.map((f) => f.dev)));
+    return held.files > 0 || held.capped ? held : undefined;
+  }
+
+  /** The trees' growth with the nameless files the sandbox holds (a scan that hit its cap: past the limit). */
+  private judgeHeld(after: TreeSize, held: HeldFiles | undefined): DiskTrip | undefined {
+    if (!held) return undefined;
+    const grownBytes = after.bytes + held.bytes - this.baseline.bytes;
+    if (!held.capped && grownBytes <= this.options.limitBytes) return undefined;
+    const heldPart = { files: held.files, bytes: held.bytes, ...(held.capped ? { atLeast: true as const } : {}) };
+    return { limit: "disk", grownBytes, limitBytes: this.options.limitBytes, held: heldPart };
   }
 
   private judge(after: TreeSize, bytes = true): DiskTrip | undefined {

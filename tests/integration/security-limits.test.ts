@@ -128,6 +128,30 @@ describe.concurrent("resource exhaustion", () => {
     expect(many.error?.hint).toMatch(/limits\.diskMb/);
   });
 
+  // Files the sandbox removed but keeps open have no name a walk could find, yet take the host's
+  // disk until the container ends (review, round 3, session 39: 600 MiB under a 64 MiB limit, the
+  // run ok). Bind mode: the watch asks the container's processes (under runsc, gVisor's, which hold
+  // the files on the host); copy mode: they fill the tree's tmpfs like any other file.
+  it.each(workspaceMode() === "bind" ? (["runc", "runsc"] as const) : (["runc"] as const))(
+    "disk on the host: files removed but held open or mapped count against the limit (%s)",
+    async (runtime) => {
+      const ws = hostileWorkspace();
+      const hold = [
+        'for i in $(seq 11 18); do eval "exec $i>h$i.bin"; rm h$i.bin; done',
+        "for i in $(seq 11 18); do head -c 24M /dev/zero >&$i; done",
+        "sleep 60",
+      ].join("; ");
+      const outcome = await runHostile(server, [bash(hold), finish()], {
+        cwd: ws,
+        policy: hostilePolicy({ runtime, limits: { diskMb: 64 } }),
+      });
+      expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
+      expect(outcome.error?.limit).toBe("disk");
+      if (workspaceMode() === "bind") expect(outcome.error?.shortMessage).toMatch(/removed but kept open/);
+      expect(fs.readdirSync(ws).filter((name) => name.startsWith("h"))).toEqual([]);
+    },
+  );
+
   it("entries on the host: files and folders past limits.maxEntries end the run as limit entries (bind: while it is live; copy: nothing applied)", async () => {
     const ws = hostileWorkspace({ "keep.txt": "before" });
     // 3,000 empty files and 100 folders: a few blocks, so only an entry count sees them.

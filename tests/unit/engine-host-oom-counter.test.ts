@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { hostOomKillCount } from "../../src/engine/host-oom-counter.js";
+import { containerHostPids, hostOomKillCount } from "../../src/engine/host-oom-counter.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { dir } = tempTrees("sandbox-run-oom-counter-");
@@ -43,5 +43,26 @@ describe("hostOomKillCount", () => {
     expect(hostOomKillCount(0, ID, other.proc, other.cgroup)).toBe(0);
     expect(hostOomKillCount(42, "../../x", other.proc, other.cgroup)).toBe(0);
     expect(hostOomKillCount(4242, ID, other.proc, other.cgroup)).toBe(0);
+  });
+});
+
+describe("containerHostPids", () => {
+  it("lists cgroup.procs of the container's own cgroup: v1's pids controller, else v2's unified one", () => {
+    const v1 = layout(`9:memory:/docker/${ID}\n8:pids:/docker/${ID}\n1:name=systemd:/docker/${ID}\n`, {
+      [`pids/docker/${ID}/cgroup.procs`]: "42\n77\n1203\n",
+      [`memory/docker/${ID}/cgroup.procs`]: "1\n",
+    });
+    expect(containerHostPids(42, ID, v1.proc, v1.cgroup)).toEqual([42, 77, 1203]);
+    const v2 = layout(`0::/system.slice/docker-${ID}.scope\n`, {
+      [`system.slice/docker-${ID}.scope/cgroup.procs`]: "42\n43\n",
+    });
+    expect(containerHostPids(42, ID, v2.proc, v2.cgroup)).toEqual([42, 43]);
+  });
+
+  it("is empty for a process whose cgroup does not name the container, or a path with ..", () => {
+    const other = layout("8:pids:/user.slice/some-other\n", { "pids/user.slice/some-other/cgroup.procs": "42\n1\n" });
+    expect(containerHostPids(42, ID, other.proc, other.cgroup)).toEqual([]);
+    const climbing = layout(`8:pids:/x/../../${ID}\n`, { [`${ID}/cgroup.procs`]: "1\n" });
+    expect(containerHostPids(42, ID, climbing.proc, climbing.cgroup)).toEqual([]);
   });
 });

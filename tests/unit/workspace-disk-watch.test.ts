@@ -1,5 +1,6 @@
 // Disk accounting on real trees: allocated bytes (sparse files count what they use, hard links
 // once) and entries, and a watch that trips while a tree grows past a limit and stays quiet below it.
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -131,6 +132,56 @@ describe("DiskWatch: hard links", () => {
       watch.stop();
     }
   }, 20_000);
+});
+
+describe("DiskWatch: files the sandbox removed but keeps open (review, round 3, session 39)", () => {
+  const holders: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of holders.splice(0)) child.kill("SIGKILL");
+  });
+
+  /** A process that writes 8 MiB into a file of `root`, removes its name and keeps it open. */
+  function holdNameless(root: string): { child: ChildProcess; ready: Promise<void> } {
+    const script = `const fs = require("node:fs"); const fd = fs.openSync("held.bin", "w"); fs.unlinkSync("held.bin");
+      for (let i = 0; i < 8; i++) fs.writeSync(fd, Buffer.alloc(${MB}, 1)); fs.fsyncSync(fd);
+      console.log("ready"); setInterval(() => fd, 60_000);`;
+    const child = spawn(process.execPath, ["-e", script], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    holders.push(child);
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
+      child.once("exit", (code) => reject(new Error(`the holder exited ${code}`)));
+    });
+    return { child, ready };
+  }
+
+  /** The watch's trip, or "none" after `waitMs`; the holder starts once the watch has its baseline. */
+  async function watched(root: string, askHolders: boolean, waitMs: number) {
+    let tripped: (trip: DiskTrip | "none") => void = () => {};
+    const seen = new Promise<DiskTrip | "none">((resolve) => (tripped = resolve));
+    const watch = await DiskWatch.start({ roots: [root], limitBytes: 4 * MB, intervalMs: 20, onExceeded: tripped });
+    const { child, ready } = holdNameless(root);
+    if (askHolders) watch.watchHolders(() => Promise.resolve([child.pid!]));
+    await ready;
+    const timer = setTimeout(() => tripped("none"), waitMs);
+    try {
+      return await seen;
+    } finally {
+      clearTimeout(timer);
+      watch.stop();
+    }
+  }
+
+  it("what the container's processes hold with no name counts: the disk limit trips, saying how much was held", async () => {
+    const root = tree();
+    const seen = await watched(root, true, 15_000);
+    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, held: { files: 1 } });
+    expect(seen !== "none" && seen.limit === "disk" && seen.held?.bytes).toBeGreaterThan(4 * MB);
+  });
+
+  it("without the container's processes the walk sees nothing: the bypass the scan closes", async () => {
+    const root = tree();
+    expect(await watched(root, false, 3_000)).toBe("none");
+  });
 });
 
 describe("DiskWatch: a known baseline", () => {
