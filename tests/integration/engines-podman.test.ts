@@ -194,7 +194,9 @@ describe.skipIf(!podmanExpected)("Podman's Docker-compatible service", () => {
       ...onPodman,
       cwd: ws,
       image: tag,
-      timeoutMs: 8_000,
+      // Long enough for Pi's first turn on a loaded machine (at 8 s, a suite beside other work
+      // timed out before the tool ran, with no folder to judge).
+      timeoutMs: 20_000,
     });
     runIds.push(outcome.runId);
     // The folder's mode is a violation of its own (set back), which outranks the timeout.
