@@ -393,7 +393,7 @@ function diskTrip(over: DiskTrip | BlindTrip): Trip {
   const grownMb = Math.round(over.grownBytes / 1024 / 1024);
   const diskMb = Math.round(over.limitBytes / 1024 / 1024);
   const held = over.held
-    ? ` (${over.held.atLeast ? "at least " : ""}${Math.round(over.held.bytes / 1024 / 1024)} MiB of it in ${over.held.files} files its processes removed but kept open)`
+    ? ` (${over.held.atLeast ? "at least " : ""}${Math.round(over.held.bytes / 1024 / 1024)} MiB of it in ${over.held.files} files its processes removed but still hold open or mapped)`
     : "";
   return {
     code: "limit",

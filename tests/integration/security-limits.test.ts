@@ -147,7 +147,8 @@ describe.concurrent("resource exhaustion", () => {
       });
       expect(outcome.error?.code, describeOutcome(outcome)).toBe("limit");
       expect(outcome.error?.limit).toBe("disk");
-      if (workspaceMode() === "bind") expect(outcome.error?.shortMessage).toMatch(/removed but kept open/);
+      if (workspaceMode() === "bind")
+        expect(outcome.error?.shortMessage).toMatch(/removed but still hold open or mapped/);
       expect(fs.readdirSync(ws).filter((name) => name.startsWith("h"))).toEqual([]);
     },
   );
