@@ -79,12 +79,20 @@ const LISTED_BINARY = 20;
 export function binaryFilesOf(patch: string): string[] {
   const found: string[] = [];
   let current: string | undefined;
-  for (const line of patch.split("\n")) {
-    if (line.startsWith("diff --git ")) current = headerPath(line.slice("diff --git ".length));
-    else if (line === "GIT binary patch" && current !== undefined) {
-      if (found.length < LISTED_BINARY) found.push(current);
+  // Line starts only, no array of lines: a patch may hold millions of them.
+  for (let start = 0; start < patch.length && found.length < LISTED_BINARY; ) {
+    const newline = patch.indexOf("\n", start);
+    const end = newline === -1 ? patch.length : newline;
+    if (patch.startsWith("diff --git ", start)) current = headerPath(patch.slice(start + "diff --git ".length, end));
+    else if (
+      current !== undefined &&
+      end - start === "GIT binary patch".length &&
+      patch.startsWith("GIT binary patch", start)
+    ) {
+      found.push(current);
       current = undefined;
     }
+    start = end + 1;
   }
   return found;
 }

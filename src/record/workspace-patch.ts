@@ -21,6 +21,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { performance } from "node:perf_hooks";
 import { type CappedProcessResult, OutputCapError, runCappedProcess } from "../util/capped-process.js";
 import { HostDir, HostDirError } from "../util/host-dir.js";
 import { hostSearchPath } from "../util/host-programs.js";
@@ -288,11 +289,29 @@ export function changedNotInPatch(changes: WorkspacePatch, changed: Iterable<str
 }
 
 /**
+ * How long a patch's diff may take. Files of many short lines the sandbox rewrote make git's line
+ * diff slow (review, round 3, session 39: eight 4 MiB fixtures, within the size caps, kept the host
+ * busy 177 s after a run with a 60 s timeout): past this there is no patch, and a note says why.
+ */
+export const PATCH_DIFF_TIMEOUT_MS = 60_000;
+
+/** What bounds a patch's diff: its deadline, and the run's stop (the caller's Ctrl-C). */
+export interface DiffBounds {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
  * The patch from `scratch/a` to `scratch/b` (two folders the caller filled), in this format: git's
  * binary-safe diff with paths as a/<file>, b/<file>, or `diff -ruN` where git is missing. What
- * could not be made is noted; never throws. Also the hand-back's patch (hand-back/change-patch.ts).
+ * could not be made is noted; throws only when `signal` stopped it. Also the hand-back's patch
+ * (hand-back/change-patch.ts).
  */
-export async function diffSides(scratch: string, note: (line: string) => void): Promise<string> {
+export async function diffSides(
+  scratch: string,
+  note: (line: string) => void,
+  bounds: DiffBounds = {},
+): Promise<string> {
   // The copies are the sandbox's files: no config, attributes or drivers of any repository apply.
   const env = {
     PATH: hostSearchPath(),
@@ -303,7 +322,15 @@ export async function diffSides(scratch: string, note: (line: string) => void): 
     GIT_ATTR_NOSYSTEM: "1",
     GIT_CEILING_DIRECTORIES: path.dirname(scratch),
   };
-  const options = { cwd: scratch, env, maxOutputBytes: PATCH_OUTPUT_MAX_BYTES };
+  const timeoutMs = bounds.timeoutMs ?? PATCH_DIFF_TIMEOUT_MS;
+  const deadline = performance.now() + timeoutMs;
+  const options = {
+    cwd: scratch,
+    env,
+    maxOutputBytes: PATCH_OUTPUT_MAX_BYTES,
+    timeoutMs,
+    ...(bounds.signal ? { signal: bounds.signal } : {}),
+  };
   const git = await settled(
     runCappedProcess(
       "git",
@@ -323,15 +350,25 @@ export async function diffSides(scratch: string, note: (line: string) => void): 
         "b",
       ],
       options,
+      "git diff",
     ),
   );
-  if ("status" in git && (git.status === 0 || git.status === 1)) return stripSidePrefixes(git.stdout.toString("utf8"));
+  bounds.signal?.throwIfAborted();
+  if ("status" in git && (git.status === 0 || git.status === 1))
+    return stripSidePrefixes(git.stdout.toString("utf8"), bounds.signal);
   if ("error" in git && git.error instanceof OutputCapError) {
     note(`no patch: it is larger than ${PATCH_OUTPUT_MAX_BYTES / 1048576} MiB`);
     return "";
   }
-  const diff = await settled(runCappedProcess("diff", ["-ruN", "--no-dereference", "a", "b"], options));
-  if ("status" in diff && (diff.status === 0 || diff.status === 1)) return diff.stdout.toString("utf8");
+  // `diff -ruN` where git could not run, in what is left of the time (none: the same slow files).
+  const left = deadline - performance.now();
+  if (left > 1000) {
+    const diff = await settled(
+      runCappedProcess("diff", ["-ruN", "--no-dereference", "a", "b"], { ...options, timeoutMs: left }),
+    );
+    bounds.signal?.throwIfAborted();
+    if ("status" in diff && (diff.status === 0 || diff.status === 1)) return diff.stdout.toString("utf8");
+  }
   note(`no patch: ${"error" in git ? (git.error as Error).message : git.stderr.trim() || "git diff failed"}`);
   return "";
 }
@@ -347,26 +384,46 @@ function settled(run: Promise<CappedProcessResult>): Promise<CappedProcessResult
  * file's own name may hold " a/b/" too (a name is the sandbox's choice), and dropping that would
  * make the patch write another path than the one judged.
  */
-function stripSidePrefixes(patch: string): string {
+export async function stripSidePrefixes(patch: string, signal?: AbortSignal): Promise<string> {
+  // One pass over line starts, copying the text between changed header lines as slices: a patch
+  // of millions of short lines (64 MiB within the caps) split into an array took 1-3 GB and held
+  // the event loop 8-13 s (review, round 3, session 39).
+  const pieces: string[] = [];
   let header = false;
-  return patch
-    .split("\n")
-    .map((line) => {
-      if (line.startsWith("diff --git ")) {
-        header = true;
-        // "<left> <right>": both name the same file, so both halves have the same length.
-        const rest = line.slice("diff --git ".length);
-        const half = (rest.length - 1) / 2;
-        if (!Number.isInteger(half) || rest[half] !== " ") return line;
-        return `diff --git ${stripSide(rest.slice(0, half))} ${stripSide(rest.slice(half + 1))}`;
-      }
-      if (line.startsWith("@@") || line.startsWith("GIT binary patch") || line.startsWith("Binary files"))
-        header = false;
-      if (header && (line.startsWith("--- ") || line.startsWith("+++ ")))
-        return line.slice(0, 4) + stripSide(line.slice(4));
-      return line;
-    })
-    .join("\n");
+  let copiedTo = 0;
+  let lines = 0;
+  for (let start = 0; start < patch.length; ) {
+    const newline = patch.indexOf("\n", start);
+    const end = newline === -1 ? patch.length : newline;
+    let rewritten: string | undefined;
+    if (patch.startsWith("diff --git ", start)) {
+      header = true;
+      // "<left> <right>": both name the same file, so both halves have the same length.
+      const rest = patch.slice(start + "diff --git ".length, end);
+      const half = (rest.length - 1) / 2;
+      if (Number.isInteger(half) && rest[half] === " ")
+        rewritten = `diff --git ${stripSide(rest.slice(0, half))} ${stripSide(rest.slice(half + 1))}`;
+    } else if (
+      patch.startsWith("@@", start) ||
+      patch.startsWith("GIT binary patch", start) ||
+      patch.startsWith("Binary files", start)
+    ) {
+      header = false;
+    } else if (header && (patch.startsWith("--- ", start) || patch.startsWith("+++ ", start))) {
+      rewritten = patch.slice(start, start + 4) + stripSide(patch.slice(start + 4, end));
+    }
+    if (rewritten !== undefined) {
+      pieces.push(patch.slice(copiedTo, start), rewritten);
+      copiedTo = end;
+    }
+    start = end + 1;
+    if (++lines % 65_536 === 0) {
+      await yieldToEventLoop();
+      signal?.throwIfAborted();
+    }
+  }
+  pieces.push(patch.slice(copiedTo));
+  return pieces.join("");
 }
 
 /** "a/b/<file>" -> "a/<file>" (also inside git's quotes); anything else (/dev/null) as it is. */

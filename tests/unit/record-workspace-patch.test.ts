@@ -7,7 +7,13 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPolicy } from "../../src/policy/load-policy.js";
 import { RunRecorder } from "../../src/record/run-recorder.js";
-import { changedNotInPatch, PATCH_FILE_MAX_BYTES, WorkspaceBaseline } from "../../src/record/workspace-patch.js";
+import {
+  changedNotInPatch,
+  diffSides,
+  PATCH_FILE_MAX_BYTES,
+  stripSidePrefixes,
+  WorkspaceBaseline,
+} from "../../src/record/workspace-patch.js";
 import { HostDir } from "../../src/util/host-dir.js";
 import { tempTrees } from "../support/temp-trees.js";
 
@@ -315,5 +321,48 @@ describe("WorkspaceBaseline", () => {
     } finally {
       await baseline.dispose();
     }
+  });
+});
+
+describe("the patch's diff is bounded (review, round 3, session 39: a slow diff held the host 177 s past the run)", () => {
+  /** Two sides in a scratch folder: a/x.txt and b/x.txt. */
+  function sides(a: string, b: string): string {
+    const scratch = tree({ "a/x.txt": a, "b/x.txt": b });
+    return scratch;
+  }
+
+  it("past its deadline there is no patch, and a note says why; the caller's stop rejects", async () => {
+    const scratch = sides("one\n", "two\n");
+    const notes: string[] = [];
+    expect(await diffSides(scratch, (line) => notes.push(line), { timeoutMs: 1 })).toBe("");
+    expect(notes).toEqual([expect.stringMatching(/^no patch: git diff took longer than/)]);
+    const stop = new AbortController();
+    stop.abort(new Error("stopped by the caller"));
+    await expect(diffSides(scratch, () => {}, { signal: stop.signal })).rejects.toThrow("stopped by the caller");
+    // Unbounded by either, the same sides make their patch.
+    expect(await diffSides(scratch, () => {})).toContain("-one\n+two\n");
+  });
+
+  it("the side folders come out of a patch of many lines without holding the event loop, headers only", async () => {
+    // A content line that looks like a header ("--- a/a/...") inside a hunk stays as it is.
+    const hunk = Array.from({ length: 300_000 }, (_, i) => (i % 1000 === 0 ? "--- a/a/x.txt" : `+${i}`)).join("\n");
+    const patch = `diff --git a/a/x.txt b/b/x.txt\n--- a/a/x.txt\n+++ b/b/x.txt\n@@ -0,0 +1,300000 @@\n${hunk}\n`;
+    let turns = 0;
+    let running = true;
+    const tick = () => {
+      if (!running) return;
+      turns++;
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const stripped = await stripSidePrefixes(patch);
+    running = false;
+    expect(
+      stripped.startsWith(
+        "diff --git a/x.txt b/x.txt\n--- a/x.txt\n+++ b/x.txt\n@@ -0,0 +1,300000 @@\n--- a/a/x.txt\n+1\n",
+      ),
+    ).toBe(true);
+    expect(stripped.length).toBe(patch.length - 8);
+    expect(turns).toBeGreaterThanOrEqual(4);
   });
 });
