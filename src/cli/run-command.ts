@@ -400,6 +400,10 @@ export function handBackLine(details: RunDetails, patchTo: string | undefined): 
   const leftOut = leftOutNote(handBack);
   if (!handBack.commit) return `; nothing to commit, no branch made, workspace untouched${leftOut}`;
   const { files, insertions, deletions } = handBack.diffStat;
+  if (handBack.uncounted) {
+    // Without git's count there is no list of binary files either: say so, never imply there are none.
+    return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s), lines not counted (${terminalLine(handBack.uncounted)}), so which are binary to git is not known either: look at each file with \`git show\`, workspace untouched${leftOut}`;
+  }
   const generated = generatedFoldersNote(handBack.files.map((f) => f.path));
   const binary = binaryNote(handBack.files.filter((f) => f.binary).map((f) => f.path));
   return `; committed to branch ${handBack.branch} (${handBack.commit.slice(0, 12)} on ${handBack.base.slice(0, 12)}): ${files} file(s)${generated}, +${insertions} -${deletions}, workspace untouched${binary}${leftOut}`;

@@ -50,6 +50,8 @@ export interface BranchHandBack {
   /** Changes left out of the commit, and why (the first 100; `leftOutCount` counts all). */
   leftOut: Array<{ path: string; reason: string }>;
   leftOutCount: number;
+  /** Why `diffStat` and `files` hold no line counts (git's count of them ran past its deadline or failed). */
+  uncounted?: string;
 }
 
 interface BranchCommitInput {
@@ -66,7 +68,18 @@ interface BranchCommitInput {
   /** "the workspace /path", for messages. */
   what: string;
   now?: Date;
+  /** The run's stop (the caller's Ctrl-C): no branch is left once it fired. */
+  signal?: AbortSignal;
+  /** Default LINE_COUNT_TIMEOUT_MS. */
+  lineCountTimeoutMs?: number;
 }
+
+/**
+ * How long git may count the new commit's lines. The branch exists by then: the count is for the
+ * report only, and files of many short lines the sandbox rewrote make it slow (review, round 3,
+ * session 39: one 16 MiB fixture, 141-508 s).
+ */
+export const LINE_COUNT_TIMEOUT_MS = 30_000;
 
 export async function commitChanges(input: BranchCommitInput): Promise<BranchHandBack> {
   const { base } = input;
@@ -83,10 +96,12 @@ export async function commitChanges(input: BranchCommitInput): Promise<BranchHan
     gitDir: base.gitDir,
     workTree: emptyTree,
     indexFile: path.join(work, "index"),
+    ...(input.signal ? { signal: input.signal } : {}),
   };
   try {
     return await commitWith(input, git, work);
   } catch (error) {
+    input.signal?.throwIfAborted();
     if (!(error instanceof HostGitError)) throw error;
     throw new SandboxRunError(
       "not-applied",
@@ -160,6 +175,7 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
     })
   ).trim();
   const branch = handBackBranch(input.runId);
+  input.signal?.throwIfAborted();
   // An empty old value: the ref must not exist yet, so no branch is ever overwritten.
   const created = await hostGit(
     ["update-ref", "-m", `sandbox-run: run ${input.runId}`, `refs/heads/${branch}`, commit, ""],
@@ -174,8 +190,24 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
       },
     );
   }
-  const stat = await numstat(base.commit, commit, base.prefix, git);
-  return { ...report, branch, commit, ...stat };
+  try {
+    const stat = await numstat(base.commit, commit, base.prefix, {
+      ...git,
+      timeoutMs: input.lineCountTimeoutMs ?? LINE_COUNT_TIMEOUT_MS,
+    });
+    input.signal?.throwIfAborted();
+    return { ...report, branch, commit, ...stat };
+  } catch (error) {
+    if (input.signal?.aborted) {
+      // Stopped after the branch was made: it goes again (only if it still names this commit).
+      const { signal: _stopped, ...unstopped } = git;
+      await hostGit(["update-ref", "-d", `refs/heads/${branch}`, commit], unstopped);
+      throw input.signal.reason;
+    }
+    // The branch is made: its line counts are the report's, never a reason to call it not committed.
+    const counted = { files: kept.filter((c) => !isGitMetadata(c.path)).length, insertions: 0, deletions: 0 };
+    return { ...report, branch, commit, diffStat: counted, uncounted: (error as Error).message };
+  }
 }
 
 /** The changes that go into the commit; the rest are added to `leftOut` with the reason. */

@@ -41,6 +41,8 @@ interface ChangePatchInput {
   privateDir: string;
   /** "the workspace /path", for messages. */
   what: string;
+  /** The run's stop: the patch is abandoned once it fired. */
+  signal?: AbortSignal;
 }
 
 export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHandBack> {
@@ -54,7 +56,10 @@ export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHand
     let files = 0;
     for (const [i, change] of input.changes.entries()) {
       // Filling the sides is file work in this process: other runs' streams get their turn.
-      if (i > 0 && i % COPY_YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (i > 0 && i % COPY_YIELD_EVERY === 0) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        input.signal?.throwIfAborted();
+      }
       if (isGitMetadata(change.path)) continue;
       const skip = skipReason(change, total);
       if (skip) {
@@ -66,7 +71,8 @@ export async function patchOfChanges(input: ChangePatchInput): Promise<PatchHand
       if (change.after) place(sides.b, change, change.after, change.content!, input);
       files++;
     }
-    const patch = files > 0 ? await diffSides(scratch, (line) => notes.push(line)) : "";
+    const bounds = input.signal ? { signal: input.signal } : {};
+    const patch = files > 0 ? await diffSides(scratch, (line) => notes.push(line), bounds) : "";
     return { mode: "patch", patch, notes, files, bytes: Buffer.byteLength(patch), binaryFiles: binaryFilesOf(patch) };
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });

@@ -6,11 +6,12 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { leftOutNote } from "../../src/cli/run-command.js";
+import { handBackLine, leftOutNote } from "../../src/cli/run-command.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
 import { commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
 import { patchOfChanges } from "../../src/hand-back/change-patch.js";
 import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
+import type { RunDetails } from "../../src/index.js";
 import { judgedChanges } from "../../src/workspace-transfer/judged-changes.js";
 import { commitAll, committedTree, git, repoFingerprint, setTraps, sprungTraps } from "../support/git-repo.js";
 import { tempTrees } from "../support/temp-trees.js";
@@ -70,10 +71,16 @@ async function judged(root: string, change: (copy: string) => void): Promise<Rou
   });
 }
 
-async function branchOf(root: string, trip: RoundTrip, runId = "0123456789ab") {
+async function branchOf(
+  root: string,
+  trip: RoundTrip,
+  runId = "0123456789ab",
+  more: { signal?: AbortSignal; lineCountTimeoutMs?: number } = {},
+) {
   const privateDir = dir("sandbox-run-hand-back-private-");
   const base = await findHandBackBase(root, privateDir);
   return commitChanges({
+    ...more,
     base,
     changes: judgedChanges(trip.before, trip.returned),
     sent: trip.before,
@@ -214,6 +221,32 @@ describe("branch hand-back", () => {
     expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe("refs/heads/main\n");
   });
 
+  it("line counts past their deadline: the branch stays, the report says why there are none, and the done line does not imply no binary files (review, round 3, session 39)", async () => {
+    const repo = tree({ "a.txt": "a\n" });
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => fs.writeFileSync(path.join(copy, "a.txt"), "b\n"));
+    const report = await branchOf(repo, trip, "0123456789ab", { lineCountTimeoutMs: 1 });
+    expect(report.uncounted).toMatch(/^git diff-tree took longer than/);
+    expect(report.diffStat).toEqual({ files: 1, insertions: 0, deletions: 0 });
+    expect(git(repo, "rev-parse", "sandbox-run/0123456789ab").trim()).toBe(report.commit);
+    const line = handBackLine({ handBack: report } as RunDetails, undefined);
+    expect(line).toMatch(
+      /lines not counted \(git diff-tree took longer than .*\), so which are binary to git is not known either/,
+    );
+  });
+
+  it("a run stopped by its caller makes no branch (review, round 3, session 39: Ctrl-C was not heard during the hand-back)", async () => {
+    const repo = tree({ "a.txt": "a\n" });
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => fs.writeFileSync(path.join(copy, "a.txt"), "b\n"));
+    const stop = new AbortController();
+    stop.abort(new Error("stopped by the caller"));
+    await expect(branchOf(repo, trip, "0123456789ab", { signal: stop.signal })).rejects.toThrow(
+      "stopped by the caller",
+    );
+    expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe("refs/heads/main\n");
+  });
+
   it("never overwrites a branch: an existing sandbox-run/<id> is refused and stays", async () => {
     const repo = tree({ "a.txt": "a\n" });
     const base = commitAll(repo);
@@ -290,6 +323,23 @@ describe("patch hand-back", () => {
     expect([...fs.readFileSync(path.join(pristine, "image.bin"))]).toEqual([0, 1, 2, 255, 0, 7]);
     expect(fs.readFileSync(path.join(pristine, "vendor/lib/code.js"), "utf8")).toBe("nested\n");
     expect(fs.readFileSync(path.join(pristine, ".git/config"), "utf8")).not.toContain("pwned");
+  });
+
+  it("a run stopped by its caller makes no patch", async () => {
+    const { repo } = hostRepo();
+    const trip = await judged(repo, sandboxChanges);
+    const stop = new AbortController();
+    stop.abort(new Error("stopped by the caller"));
+    const privateDir = dir("sandbox-run-hand-back-private-");
+    const made = patchOfChanges({
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      privateDir,
+      what: "the workspace",
+      signal: stop.signal,
+    });
+    await expect(made).rejects.toThrow("stopped by the caller");
+    expect(fs.readdirSync(privateDir)).toEqual([]);
   });
 
   it("leaves out names a patch cannot carry, with a note: a line break (git apply refused the whole patch) and a trailing space (patch -p1 wrote the protected name)", async () => {

@@ -475,7 +475,8 @@ export class CopyModeWorkspace {
     const workspace = this.copied.find((c) => c.copy.kind === "workspace" && c.copy.writable);
     if (!workspace?.tree || !workspace.returned) return undefined;
     const judged = { tree: workspace.tree, returned: workspace.returned, what: describe(workspace.copy) };
-    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged });
+    const { signal } = this.options;
+    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged, ...(signal ? { signal } : {}) });
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */

@@ -38,15 +38,24 @@ interface HandBackInput {
   timeline: RunTimeline;
   /** The workspace as it was sent and as it came back, judged. */
   judged: { tree: HostTree; returned: ReturnedTree; what: string };
+  /** The run's stop (the caller's Ctrl-C): once it fired, no patch or branch is handed back. */
+  signal?: AbortSignal;
 }
 
 export async function handBackJudged(input: HandBackInput): Promise<HandBackReport> {
-  const { plan, timeline, judged } = input;
+  const { plan, timeline, judged, signal } = input;
+  signal?.throwIfAborted();
   const started = performance.now();
   const changes = judgedChanges(judged.tree, judged.returned);
   const privateDir = path.join(input.runDir, HAND_BACK_DIR);
   if (plan.handBack === "patch") {
-    const report = await patchOfChanges({ changes, sent: judged.tree, privateDir, what: judged.what });
+    const report = await patchOfChanges({
+      changes,
+      sent: judged.tree,
+      privateDir,
+      what: judged.what,
+      ...(signal ? { signal } : {}),
+    });
     timeline.sandbox("workspace.handed-back", {
       mode: "patch",
       files: report.files,
@@ -65,6 +74,7 @@ export async function handBackJudged(input: HandBackInput): Promise<HandBackRepo
     message: commitMessage(plan, input.prompt),
     privateDir,
     what: judged.what,
+    ...(signal ? { signal } : {}),
   });
   timeline.sandbox("workspace.handed-back", {
     mode: "branch",
@@ -75,6 +85,7 @@ export async function handBackJudged(input: HandBackInput): Promise<HandBackRepo
     ...report.diffStat,
     leftOut: report.leftOut.slice(0, 20),
     leftOutCount: report.leftOutCount,
+    ...(report.uncounted ? { uncounted: report.uncounted } : {}),
     ms: Math.round(performance.now() - started),
   });
   return report;
