@@ -393,12 +393,12 @@ function diskTrip(over: DiskTrip | BlindTrip): Trip {
   const grownMb = Math.round(over.grownBytes / 1024 / 1024);
   const diskMb = Math.round(over.limitBytes / 1024 / 1024);
   const held = over.held
-    ? ` (${over.held.atLeast ? "at least " : ""}${Math.round(over.held.bytes / 1024 / 1024)} MiB of it in ${over.held.files} files its processes removed but still hold open or mapped)`
+    ? ` (${Math.round(over.held.bytes / 1024 / 1024)} MiB of it in ${over.held.files} files its processes removed but still hold open or mapped)`
     : "";
   return {
     code: "limit",
     limit: "disk",
-    message: `The sandbox added ${over.held?.atLeast ? "at least " : ""}${grownMb} MiB to the workspace and writable roots${held}, over the ${diskMb} MiB disk limit.`,
+    message: `The sandbox added ${grownMb} MiB to the workspace and writable roots${held}, over the ${diskMb} MiB disk limit.`,
   };
 }
 
@@ -411,7 +411,7 @@ function blindDiskTrip(over: BlindTrip): Trip {
   return {
     code: "limit",
     limit: over.limit,
-    message: `The host could not look into ${over.unseen} while the run was live (the sandbox can make its own folders unreadable), so the growth of the filesystem holding the workspace and writable roots was counted instead: ${grown}. Writes of other programs to that filesystem count too while such a folder is there.`,
+    message: `The host could not look into ${over.unseen} while the run was live, so the growth of the filesystem holding the workspace and writable roots was counted instead: ${grown}. Writes of other programs to that filesystem count too while such a folder is there.`,
   };
 }
 

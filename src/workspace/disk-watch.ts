@@ -116,7 +116,7 @@ export type DiskTrip =
       grownBytes: number;
       limitBytes: number;
       /** Of grownBytes, what files with no name the sandbox's processes hold took (their number and bytes). */
-      held?: { files: number; bytes: number; atLeast?: true };
+      held?: { files: number; bytes: number };
     }
   | {
       limit: "entries";
@@ -263,7 +263,7 @@ export class DiskWatch {
       const trip =
         this.judge(measured, grewPast) ??
         this.judgeBlind(measured, grown, grownInodes) ??
-        (grown > this.options.limitBytes ? this.judgeHeld(measured, await this.heldFiles()) : undefined);
+        (grown > this.options.limitBytes ? this.judgeHeld(measured, await this.heldFiles(), grown) : undefined);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -295,22 +295,33 @@ export class DiskWatch {
     return undefined;
   }
 
-  /** What the container's processes hold with no name on the watched filesystems, if it has any. */
+  /** What the container's processes hold with no name on the watched filesystems (none known: undefined). */
   private async heldFiles(): Promise<HeldFiles | undefined> {
     if (!this.holders) return undefined;
     const pids = await this.holders();
     this.abort.signal.throwIfAborted();
-    const held = heldNamelessFiles(pids, new Set(this.filesystems.map((f) => f.dev)));
-    return held.files > 0 || held.capped ? held : undefined;
+    const held = await heldNamelessFiles(pids, new Set(this.filesystems.map((f) => f.dev)));
+    this.abort.signal.throwIfAborted();
+    return held;
   }
 
-  /** The trees' growth with the nameless files the sandbox holds (a scan that hit its cap: past the limit). */
-  private judgeHeld(after: TreeSize, held: HeldFiles | undefined): DiskTrip | undefined {
+  /**
+   * The trees' growth with the nameless files the sandbox holds. A scan that could not read all it
+   * looked at, or stopped at its cap, is blind: the filesystem's growth (already past the limit
+   * when this is asked) stands in.
+   */
+  private judgeHeld(after: TreeSize, held: HeldFiles | undefined, grown: number): DiskTrip | BlindTrip | undefined {
     if (!held) return undefined;
+    const limitBytes = this.options.limitBytes;
+    if (held.unreadable > 0 || held.capped) {
+      const why = held.capped
+        ? `more than ${held.read} of their open files and mappings`
+        : `${held.unreadable} of their open files, mappings or threads, which this user may not read`;
+      return { limit: "disk", grownBytes: grown, limitBytes, unseen: `what the container's processes hold (${why})` };
+    }
     const grownBytes = after.bytes + held.bytes - this.baseline.bytes;
-    if (!held.capped && grownBytes <= this.options.limitBytes) return undefined;
-    const heldPart = { files: held.files, bytes: held.bytes, ...(held.capped ? { atLeast: true as const } : {}) };
-    return { limit: "disk", grownBytes, limitBytes: this.options.limitBytes, held: heldPart };
+    if (held.files === 0 || grownBytes <= limitBytes) return undefined;
+    return { limit: "disk", grownBytes, limitBytes, held: { files: held.files, bytes: held.bytes } };
   }
 
   private judge(after: TreeSize, bytes = true): DiskTrip | undefined {

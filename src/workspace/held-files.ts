@@ -9,13 +9,20 @@
 // Which pids: every process of the container on this host. Under runc those are the container's
 // own processes; under runsc the gofer and the sentry, which hold the host fds of the sandbox's
 // files (both in the container's cgroup, but the gofer is no descendant of the sentry's
-// State.Pid). Mappings (/proc/<pid>/map_files) are readable with CAP_SYS_ADMIN or
-// CAP_CHECKPOINT_RESTORE only: without, they are counted as `unreadable`, not as bytes.
+// State.Pid). Every thread of each is read (a leader that exited leaves its fds with the other
+// threads, and a thread may have an fd table of its own: review, round 3, session 39). What cannot
+// be read is counted as `unreadable`, never as nothing: a non-root caller cannot read gVisor's
+// processes, nor a process that made itself non-dumpable, nor any mapping (map_files needs
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE); the disk watch then judges the filesystem's growth.
+// Not seen at all: a file whose last reference is an SCM_RIGHTS message in flight.
 import fs from "node:fs";
 import path from "node:path";
+import { yieldToEventLoop } from "../util/stepwise.js";
 
-/** At most this many fd and mapping entries are read in one scan, over all pids. */
+/** At most this many fd and mapping entries are read in one scan, over all pids and threads. */
 export const MAX_HELD_ENTRIES = 65_536;
+/** Entries read between two turns of the event loop. */
+const YIELD_EVERY = 1_024;
 
 export interface HeldFiles {
   /** Allocated bytes (st_blocks * 512) of the nameless regular files held, each inode once. */
@@ -26,20 +33,26 @@ export interface HeldFiles {
   read: number;
   /** The scan stopped at the entry cap: bytes is a lower bound. */
   capped: boolean;
-  /** Entries that could not be read for want of permission (mappings without the capability). */
+  /** Folders and entries that could not be read for want of permission: bytes is a lower bound. */
   unreadable: number;
 }
 
+const denied = (error: unknown) => {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === "EPERM" || code === "EACCES";
+};
+
 /**
  * The nameless regular files on `devices` (st_dev of the watched trees) that `pids` hold open or
- * mapped. A process or fd that goes away mid-scan is skipped. Synchronous and bounded by
- * `maxEntries`; stat of a magic link never blocks on the file (no open, whatever its type).
+ * mapped, through every thread of each. A process, thread or fd that goes away mid-scan is
+ * skipped; one that cannot be read is counted as unreadable. Bounded by `maxEntries`; stat of a
+ * magic link never opens the file (no FIFO can block it). Yields to the event loop as it goes.
  */
-export function heldNamelessFiles(
+export async function heldNamelessFiles(
   pids: readonly number[],
   devices: ReadonlySet<number>,
   options: { procRoot?: string; maxEntries?: number } = {},
-): HeldFiles {
+): Promise<HeldFiles> {
   const procRoot = options.procRoot ?? "/proc";
   const maxEntries = options.maxEntries ?? MAX_HELD_ENTRIES;
   const seen = new Set<string>();
@@ -49,8 +62,7 @@ export function heldNamelessFiles(
     try {
       stat = fs.statSync(link, { throwIfNoEntry: false });
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "EPERM" || code === "EACCES") held.unreadable++;
+      if (denied(error)) held.unreadable++;
       return;
     }
     // nlink 0: no name anywhere (a file still named elsewhere is the walk's to count).
@@ -63,13 +75,27 @@ export function heldNamelessFiles(
   };
   for (const pid of pids) {
     if (!Number.isInteger(pid) || pid <= 0) continue;
-    for (const kind of ["fd", "map_files"]) {
-      const folder = path.join(procRoot, String(pid), kind);
+    let tasks: string[];
+    try {
+      tasks = fs.readdirSync(path.join(procRoot, String(pid), "task")).filter((name) => /^\d+$/.test(name));
+    } catch (error) {
+      if (denied(error)) held.unreadable++;
+      continue; // the process is gone
+    }
+    // fds per thread (a thread may have a table of its own); mappings per process (one mm for all
+    // threads), through the leader, whose own view is gone once it exited: then unreadable.
+    if (tasks.length > 1 && leaderExited(procRoot, pid)) held.unreadable++;
+    const folders = [
+      ...tasks.map((tid) => path.join(procRoot, String(pid), "task", tid, "fd")),
+      path.join(procRoot, String(pid), "map_files"),
+    ];
+    for (const folder of folders) {
       let dir: fs.Dir;
       try {
         dir = fs.opendirSync(folder);
-      } catch {
-        continue; // the process is gone, or not ours to read
+      } catch (error) {
+        if (denied(error)) held.unreadable++;
+        continue; // the thread or process is gone
       }
       try {
         // Read as a stream: a process may hold a million fds.
@@ -80,13 +106,23 @@ export function heldNamelessFiles(
           }
           held.read++;
           take(path.join(folder, entry.name));
+          if (held.read % YIELD_EVERY === 0) await yieldToEventLoop();
         }
-      } catch {
-        // the process exited while its folder was read
+      } catch (error) {
+        if (denied(error)) held.unreadable++; // else: the thread exited while its folder was read
       } finally {
         dir.closeSync();
       }
     }
   }
   return held;
+}
+
+/** Whether the process's first thread has exited while others run on (its status says zombie). */
+function leaderExited(procRoot: string, pid: number): boolean {
+  try {
+    return /^State:\s+Z/m.test(fs.readFileSync(path.join(procRoot, String(pid), "status"), "latin1").slice(0, 4096));
+  } catch {
+    return false;
+  }
 }

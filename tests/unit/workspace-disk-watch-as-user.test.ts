@@ -51,7 +51,7 @@ function modes(root: string): Record<string, number> {
  */
 async function watchedByCaller(
   root: string,
-  limits: { limitBytes: number; limitEntries?: number },
+  limits: { limitBytes: number; limitEntries?: number; holders?: number[] },
   run: () => void,
   waitMs = WAIT_MS,
 ): Promise<DiskTrip | BlindTrip | "none"> {
@@ -124,6 +124,28 @@ describe("the live disk watch of a non-root caller's run that made folders unrea
       execFileSync("sync");
     });
     expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, unseen: locked });
+  }, 30_000);
+
+  it("files held by processes the caller may not read (gVisor's, or a non-dumpable one's) count blind: the filesystem's growth trips (review, round 3, session 39)", async () => {
+    const root = callersTree({ "README.md": "hi\n" });
+    // A root process stands for gVisor's sentry: it holds a nameless file of the tree, and writes
+    // 8 MiB into it once told to (after the watch has its baseline).
+    const script = `const fs = require("node:fs"); const fd = fs.openSync("held.bin", "w"); fs.unlinkSync("held.bin");
+      console.log("open"); process.stdin.once("data", () => { for (let i = 0; i < 8; i++) fs.writeSync(fd, Buffer.alloc(${MB}, 1)); fs.fsyncSync(fd); });
+      setInterval(() => fd, 60_000);`;
+    const holder = spawn(process.execPath, ["-e", script], { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+    try {
+      await new Promise<void>((resolve) => holder.stdout!.once("data", () => resolve()));
+      const seen = await watchedByCaller(root, { limitBytes: 4 * MB, holders: [holder.pid!] }, () =>
+        holder.stdin!.write("go\n"),
+      );
+      expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
+      expect(seen !== "none" && "unseen" in seen && seen.unseen).toMatch(
+        /^what the container's processes hold \(\d+ of their open files, mappings or threads, which this user may not read\)$/,
+      );
+    } finally {
+      holder.kill("SIGKILL");
+    }
   }, 30_000);
 
   it("an unreadable folder alone trips nothing while the filesystem stays within the limit", async () => {

@@ -49,7 +49,7 @@ describe("heldNamelessFiles", () => {
   it("counts a held unlinked file and an O_TMPFILE by allocated bytes, each inode once, but not a named file", async () => {
     const root = tree();
     const child = await holder(HOLD, root);
-    const held = heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]));
+    const held = await heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]));
     expect(held.files).toBe(2);
     expect(held.bytes).toBeGreaterThanOrEqual(5 * MB);
     expect(held.bytes).toBeLessThan(6 * MB);
@@ -60,17 +60,46 @@ describe("heldNamelessFiles", () => {
     const root = tree();
     const child = await holder(HOLD, root);
     const otherDevice = fs.statSync(root).dev + 1;
-    expect(heldNamelessFiles([child.pid!], new Set([otherDevice])).bytes).toBe(0);
+    expect((await heldNamelessFiles([child.pid!], new Set([otherDevice]))).bytes).toBe(0);
     child.kill("SIGKILL");
     await new Promise((resolve) => child.once("exit", resolve));
-    expect(heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev])).files).toBe(0);
+    expect((await heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]))).files).toBe(0);
   });
 
   it("stops at the entry cap and says so", async () => {
     const root = tree();
     const child = await holder(HOLD, root);
-    const held = heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]), { maxEntries: 3 });
+    const held = await heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]), { maxEntries: 3 });
     expect(held).toMatchObject({ read: 3, capped: true });
+  });
+});
+
+describe("heldNamelessFiles: every thread (review, round 3, session 39)", () => {
+  it("finds a file held by a thread whose leader exited (its own /proc/<pid>/fd is empty then), and counts the mappings it cannot see as unreadable", async () => {
+    const root = tree();
+    // The main thread leaves with SYS_exit (only itself); a second thread keeps the fd table alive.
+    const script = [
+      "import ctypes, os, sys, threading, time",
+      "fd = os.open('held.bin', os.O_WRONLY | os.O_CREAT, 0o600)",
+      "os.unlink('held.bin')",
+      `os.write(fd, b'x' * ${3 * MB}); os.fsync(fd)`,
+      "threading.Thread(target=lambda: time.sleep(60)).start()",
+      "print('ready', flush=True)",
+      "ctypes.CDLL(None).syscall(60, 0)",
+    ].join("\n");
+    const child = spawn("python3", ["-c", script], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    children.push(child);
+    await new Promise<void>((resolve) =>
+      child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve()),
+    );
+    // Until the leader is a zombie, its own folder still lists the fd.
+    while (!/^State:\s+Z/m.test(fs.readFileSync(`/proc/${child.pid}/status`, "utf8")))
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(fs.readdirSync(`/proc/${child.pid}/fd`)).toEqual([]);
+    const held = await heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]));
+    // Its fd through the thread that holds it; its mappings cannot be seen through the exited leader.
+    expect(held).toMatchObject({ files: 1, unreadable: 1 });
+    expect(held.bytes).toBeGreaterThanOrEqual(3 * MB);
   });
 });
 
@@ -89,7 +118,7 @@ describe.runIf(process.getuid?.() === 0)("heldNamelessFiles (as root)", () => {
       await new Promise((resolve) => setTimeout(resolve, 10));
     const { blocks } = fs.statSync(program);
     fs.unlinkSync(program);
-    const held = heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]));
+    const held = await heldNamelessFiles([child.pid!], new Set([fs.statSync(root).dev]));
     expect(held).toMatchObject({ files: 1, bytes: blocks * 512, unreadable: 0 });
     expect(held.bytes).toBeGreaterThan(0);
   });
