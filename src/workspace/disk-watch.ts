@@ -316,7 +316,7 @@ export class DiskWatch {
     if (held.unreadable > 0 || held.capped) {
       const why = held.capped
         ? `more than ${held.read} of their open files and mappings`
-        : `${held.unreadable} of their open files, mappings or threads, which this user may not read`;
+        : `${held.unreadable} of their open files, mappings or threads could not be read`;
       return { limit: "disk", grownBytes: grown, limitBytes, unseen: `what the container's processes hold (${why})` };
     }
     const grownBytes = after.bytes + held.bytes - this.baseline.bytes;

@@ -141,7 +141,7 @@ describe("the live disk watch of a non-root caller's run that made folders unrea
       );
       expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
       expect(seen !== "none" && "unseen" in seen && seen.unseen).toMatch(
-        /^what the container's processes hold \(\d+ of their open files, mappings or threads, which this user may not read\)$/,
+        /^what the container's processes hold \(\d+ of their open files, mappings or threads could not be read\)$/,
       );
     } finally {
       holder.kill("SIGKILL");
