@@ -29,6 +29,21 @@ function bulkFiles(ws: string, folder: string, size = PATCH_FILE_MAX_BYTES, coun
   }
 }
 
+/** How many turns the event loop took while `work` ran: 0 for work that holds it throughout. */
+async function turnsDuring<T>(work: () => Promise<T>): Promise<{ value: T; turns: number }> {
+  let turns = 0;
+  let running = true;
+  const tick = () => {
+    if (!running) return;
+    turns++;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  const value = await work();
+  running = false;
+  return { value, turns };
+}
+
 describe("WorkspaceBaseline", () => {
   it("patches ordinary changes, and notes what it left out: a FIFO, a 2 GB sparse file, a too-deep path", async () => {
     const ws = tree({ "a.txt": "one\n", "content.txt": "a/a/ stays in content\n" });
@@ -177,20 +192,6 @@ describe("WorkspaceBaseline", () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 3000; i++) files[`d${i % 30}/f${i}.txt`] = `${i}\n`;
     const ws = tree(files);
-    /** How many turns the event loop took while `work` ran: 0 for work that holds it throughout. */
-    const turnsDuring = async <T>(work: () => Promise<T>): Promise<{ value: T; turns: number }> => {
-      let turns = 0;
-      let running = true;
-      const tick = () => {
-        if (!running) return;
-        turns++;
-        setImmediate(tick);
-      };
-      setImmediate(tick);
-      const value = await work();
-      running = false;
-      return { value, turns };
-    };
     const taken = await turnsDuring(() => WorkspaceBaseline.take(ws));
     const baseline = taken.value;
     try {
@@ -347,16 +348,7 @@ describe("the patch's diff is bounded (review, round 3, session 39: a slow diff 
     // A content line that looks like a header ("--- a/a/...") inside a hunk stays as it is.
     const hunk = Array.from({ length: 300_000 }, (_, i) => (i % 1000 === 0 ? "--- a/a/x.txt" : `+${i}`)).join("\n");
     const patch = `diff --git a/a/x.txt b/b/x.txt\n--- a/a/x.txt\n+++ b/b/x.txt\n@@ -0,0 +1,300000 @@\n${hunk}\n`;
-    let turns = 0;
-    let running = true;
-    const tick = () => {
-      if (!running) return;
-      turns++;
-      setImmediate(tick);
-    };
-    setImmediate(tick);
-    const stripped = await stripSidePrefixes(patch);
-    running = false;
+    const { value: stripped, turns } = await turnsDuring(() => stripSidePrefixes(patch));
     expect(
       stripped.startsWith(
         "diff --git a/x.txt b/x.txt\n--- a/x.txt\n+++ b/x.txt\n@@ -0,0 +1,300000 @@\n--- a/a/x.txt\n+1\n",
