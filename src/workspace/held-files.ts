@@ -57,21 +57,22 @@ export async function heldNamelessFiles(
   const maxEntries = options.maxEntries ?? MAX_HELD_ENTRIES;
   const seen = new Set<string>();
   const held: HeldFiles = { bytes: 0, files: 0, read: 0, capped: false, unreadable: 0 };
-  const take = (link: string): void => {
+  /** Counts the file at a magic link if it is a nameless one on `devices`; false when it may not be read. */
+  const take = (link: string): boolean => {
     let stat: fs.Stats | undefined;
     try {
       stat = fs.statSync(link, { throwIfNoEntry: false });
     } catch (error) {
-      if (denied(error)) held.unreadable++;
-      return;
+      return !denied(error);
     }
     // nlink 0: no name anywhere (a file still named elsewhere is the walk's to count).
-    if (!stat?.isFile() || stat.nlink !== 0 || !devices.has(stat.dev)) return;
+    if (!stat?.isFile() || stat.nlink !== 0 || !devices.has(stat.dev)) return true;
     const key = `${stat.dev}:${stat.ino}`;
-    if (seen.has(key)) return;
+    if (seen.has(key)) return true;
     seen.add(key);
     held.files++;
     held.bytes += stat.blocks * 512;
+    return true;
   };
   for (const pid of pids) {
     if (!Number.isInteger(pid) || pid <= 0) continue;
@@ -90,11 +91,12 @@ export async function heldNamelessFiles(
       path.join(procRoot, String(pid), "map_files"),
     ];
     for (const folder of folders) {
+      const mappings = folder.endsWith("map_files");
       let dir: fs.Dir;
       try {
         dir = fs.opendirSync(folder);
       } catch (error) {
-        if (denied(error)) held.unreadable++;
+        if (denied(error) && !(mappings && noDeletedMapping(procRoot, pid, devices))) held.unreadable++;
         continue; // the thread or process is gone
       }
       try {
@@ -105,7 +107,11 @@ export async function heldNamelessFiles(
             return held;
           }
           held.read++;
-          take(path.join(folder, entry.name));
+          if (!take(path.join(folder, entry.name))) {
+            // A mapping's file without CAP_SYS_ADMIN: blind only if the process maps a removed file of ours.
+            if (!(mappings && noDeletedMapping(procRoot, pid, devices))) held.unreadable++;
+            break;
+          }
           if (held.read % YIELD_EVERY === 0) await yieldToEventLoop();
         }
       } catch (error) {
@@ -126,3 +132,29 @@ function leaderExited(procRoot: string, pid: number): boolean {
     return false;
   }
 }
+
+/**
+ * Whether the process maps no removed file of `devices`, by its `maps` (readable by its own uid,
+ * where `map_files` needs CAP_SYS_ADMIN): "<range> <perms> <offset> <major>:<minor> <inode> <path> (deleted)".
+ * False when that cannot be told (`maps` unreadable too).
+ */
+function noDeletedMapping(procRoot: string, pid: number, devices: ReadonlySet<number>): boolean {
+  let maps: string;
+  try {
+    maps = fs.readFileSync(path.join(procRoot, String(pid), "maps"), "latin1");
+  } catch {
+    return false;
+  }
+  const watched = new Set([...devices].map((dev) => `${majorOf(dev).toString(16)}:${minorOf(dev).toString(16)}`));
+  for (const line of maps.split("\n")) {
+    if (!line.endsWith(" (deleted)")) continue;
+    const fields = line.split(/\s+/);
+    const [major, minor] = (fields[3] ?? "").split(":").map((hex) => Number.parseInt(hex, 16));
+    if (fields[4] !== "0" && watched.has(`${(major ?? 0).toString(16)}:${(minor ?? 0).toString(16)}`)) return false;
+  }
+  return true;
+}
+
+/** The major and minor numbers of a dev_t as Linux encodes it (glibc's gnu_dev_major/minor). */
+const majorOf = (dev: number) => Number(((BigInt(dev) >> 8n) & 0xfffn) | ((BigInt(dev) >> 32n) & ~0xfffn));
+const minorOf = (dev: number) => Number((BigInt(dev) & 0xffn) | ((BigInt(dev) >> 12n) & ~0xffn));

@@ -148,6 +148,44 @@ describe("the live disk watch of a non-root caller's run that made folders unrea
     }
   }, 30_000);
 
+  it("the caller's own process that maps a removed file counts blind (a mapping is readable only with CAP_SYS_ADMIN); one that maps none does not, whatever others write", async () => {
+    const root = callersTree({ "README.md": "hi\n" });
+    // Its name removed first, then 8 MiB written and mapped, and its fd closed: only the mapping holds it.
+    const mapper = (map: boolean) =>
+      `$| = 1; print "ready\\n"; <STDIN>; open(my $f, "+>", "m") or die; unlink "m" or die; syswrite($f, "\\0" x 1048576) for 1..8; ` +
+      (map ? `syscall(9, 0, 8 * 1048576, 1, 1, fileno($f), 0) != -1 or die "mmap: $!"; ` : "") +
+      `close $f; sleep 60`;
+    const run = async (map: boolean, othersWrite: boolean) => {
+      const holder = spawn("setpriv", [...AS_USER, "perl", "-e", mapper(map)], {
+        cwd: root,
+        stdio: ["pipe", "pipe", "inherit"],
+      });
+      try {
+        await new Promise<void>((resolve) => holder.stdout!.once("data", () => resolve()));
+        // Another program's 16 MiB on the same filesystem, outside the tree: not the run's.
+        const elsewhere = path.join(dir(), "others.bin");
+        return await watchedByCaller(
+          root,
+          { limitBytes: 4 * MB, holders: [holder.pid!] },
+          () => {
+            holder.stdin!.write("go\n");
+            if (othersWrite) {
+              fs.writeFileSync(elsewhere, Buffer.alloc(16 * MB, 1));
+              execFileSync("sync");
+            }
+          },
+          map ? WAIT_MS : 4_000,
+        );
+      } finally {
+        holder.kill("SIGKILL");
+      }
+    };
+    const mapped = await run(true, false);
+    expect(mapped).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
+    expect(mapped !== "none" && "unseen" in mapped && mapped.unseen).toMatch(/^what the container's processes hold/);
+    expect(await run(false, true)).toBe("none");
+  }, 45_000);
+
   it("an unreadable folder alone trips nothing while the filesystem stays within the limit", async () => {
     const root = callersTree({ "README.md": "hi\n" });
     // Entries are counted every 2 s whatever statfs says, so several blind walks happen in this time.
