@@ -17,12 +17,15 @@
 // Not seen at all: a file whose last reference is an SCM_RIGHTS message in flight.
 import fs from "node:fs";
 import path from "node:path";
+import { readAll } from "../util/read-fd.js";
 import { yieldToEventLoop } from "../util/stepwise.js";
 
 /** At most this many fd and mapping entries are read in one scan, over all pids and threads. */
 export const MAX_HELD_ENTRIES = 65_536;
 /** Entries read between two turns of the event loop. */
 const YIELD_EVERY = 1_024;
+/** The most of a process's `maps` read (~15,000 mappings; Node has a few hundred). */
+const MAPS_MAX_BYTES = 2 * 1024 * 1024;
 
 export interface HeldFiles {
   /** Allocated bytes (st_blocks * 512) of the nameless regular files held, each inode once. */
@@ -74,8 +77,10 @@ export async function heldNamelessFiles(
     held.bytes += stat.blocks * 512;
     return true;
   };
-  for (const pid of pids) {
+  for (const [i, pid] of pids.entries()) {
     if (!Number.isInteger(pid) || pid <= 0) continue;
+    // A process's `maps` may be read whole (up to MAPS_MAX_BYTES): other runs get a turn between processes.
+    if (i > 0) await yieldToEventLoop();
     let tasks: string[];
     try {
       tasks = fs.readdirSync(path.join(procRoot, String(pid), "task")).filter((name) => /^\d+$/.test(name));
@@ -141,7 +146,16 @@ function leaderExited(procRoot: string, pid: number): boolean {
 function noDeletedMapping(procRoot: string, pid: number, devices: ReadonlySet<number>): boolean {
   let maps: string;
   try {
-    maps = fs.readFileSync(path.join(procRoot, String(pid), "maps"), "latin1");
+    // At most MAPS_MAX_BYTES: the sandbox chooses how many mappings its processes have (up to
+    // vm.max_map_count each); a longer list cannot be told, and is blind like an unreadable one.
+    const fd = fs.openSync(path.join(procRoot, String(pid), "maps"), "r");
+    try {
+      const bytes = readAll(fd, MAPS_MAX_BYTES + 1);
+      if (bytes.length > MAPS_MAX_BYTES) return false;
+      maps = bytes.toString("latin1");
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     return false;
   }
