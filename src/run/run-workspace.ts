@@ -114,6 +114,7 @@ export class RunWorkspace {
           protectedPaths: run.policy.protectedPaths,
           lentRoots: [run.cwd, ...run.writableRoots],
           scratch: path.join(runDir, GIT_CHECKS_DIR),
+          handsBackGitFolders: plan.handBack === "apply",
           ...(signal ? { signal } : {}),
         }),
         timeline,
@@ -381,7 +382,8 @@ function copyModeOutcome(finished: CopyModeOutcome): WorkspaceOutcome {
   };
 }
 
-function diskTrip(over: DiskTrip | BlindTrip): Trip {
+/** How a disk watch's verdict stops the run (exported for its wording's test). */
+export function diskTrip(over: DiskTrip | BlindTrip): Trip {
   if ("unseen" in over) return blindDiskTrip(over);
   if (over.limit === "entries") {
     return {
@@ -411,7 +413,7 @@ function blindDiskTrip(over: BlindTrip): Trip {
   return {
     code: "limit",
     limit: over.limit,
-    message: `The host could not look into ${over.unseen} while the run was live, so the growth of the filesystem holding the workspace and writable roots was counted instead: ${grown}. Writes of other programs to that filesystem count too while such a folder is there.`,
+    message: `The host could not look into ${over.unseen} while the run was live, so the growth of the filesystem holding the workspace and writable roots was counted instead: ${grown}. Writes of other programs to that filesystem count too while ${over.blindTo === "held files" ? "the host cannot read what they hold" : "such a folder is there"}.`,
   };
 }
 

@@ -518,6 +518,64 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
     expect(details(await copyRun(huskyRepo(), repack, marker()))).toEqual([]);
   });
 
+  it("a branch or patch hand-back, which never carries `.git`, verifies no pack there; a git directory under another name and a writable root's are still verified (red-team review, round 3, session 39: index-pack could hold the host 10 minutes for a verdict thrown away)", async () => {
+    const repack =
+      "echo more > more.txt && git -c user.name=t -c user.email=t@t add more.txt && git -c user.name=t -c user.email=t@t commit -qm more && git repack -q";
+    const packDetails = (violations: Array<{ path: string; detail?: string }>) =>
+      violations
+        .filter((v) => v.path.endsWith(".pack"))
+        .map((v) => `${v.path.replace(/pack-.*/, "")} ${v.detail?.replace(/ \(.*/, "")}`);
+    // A budget of 1 ms: a pack that was verified says so.
+    const handBack = (handsBackGitFolders: boolean) =>
+      workspaceRulesCheck({
+        scratch: path.join(dir(), "scratch"),
+        packTime: new PackTimeBudget(1),
+        handsBackGitFolders,
+      });
+    // The same repository twice in one tree: as the worktree's `.git`, and as a bare `mirror.git/` beside it.
+    const twoRepos = () => {
+      const ws = huskyRepo();
+      execFileSync("git", ["clone", "-q", "--bare", ws, path.join(ws, "mirror.git")], { env });
+      return ws;
+    };
+    const both = `${repack} && cd mirror.git && git fetch -q .. master:master && git repack -q`;
+    const applied = await copyRun(twoRepos(), both, marker(), handBack(true));
+    expect(packDetails(applied.violations)).toEqual([
+      ".git/objects/pack/ not checked: git index-pack took longer than 0 s",
+      "mirror.git/objects/pack/ not checked: its packs took longer to verify than one run may take",
+    ]);
+    const branch = await copyRun(twoRepos(), both, marker(), handBack(false));
+    expect(packDetails(branch.violations)).toEqual([
+      "mirror.git/objects/pack/ not checked: git index-pack took longer than 0 s",
+    ]);
+    // A writable root is handed back whatever the workspace's hand-back: its `.git` is verified.
+    const ws = huskyRepo();
+    const before: HostTree = await walkHostTree(ws);
+    const chunks: Buffer[] = [];
+    for await (const chunk of packTree(before)) chunks.push(chunk as Buffer);
+    const copy = dir();
+    expect(
+      spawnSync("tar", ["-x", "-f", "-", "-C", copy, "--no-same-owner", "-p"], { input: Buffer.concat(chunks) }).status,
+    ).toBe(0);
+    sh(copy, repack);
+    const c = spawnSync("tar", ["-c", "--format=posix", "-f", "-", "-C", copy, "--hard-dereference", "."], {
+      maxBuffer: 1 << 28,
+    });
+    const returned = await readReturnedTar(Readable.from([c.stdout]), {
+      before,
+      stagingDir: dir(),
+      limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
+      what: "a writable directory",
+    });
+    const root = await handBack(false)(
+      before.entries,
+      returned.after,
+      { hostPath: ws, kind: "writable-root" },
+      returned,
+    );
+    expect(packDetails(root)).toEqual([".git/objects/pack/ not checked: git index-pack took longer than 0 s"]);
+  });
+
   it("a pack git only freshened (an existing one whose times changed) is checked even after the run was stopped: refusing it would remove history the run never wrote", async () => {
     const ws = huskyRepo();
     git(ws, "gc", "-q");
