@@ -131,7 +131,7 @@ export type DiskTrip =
  * because the walk could not see into `unseen` (a path as a message shows it, the root's own
  * path first).
  */
-export type BlindTrip = DiskTrip & { unseen: string };
+export type BlindTrip = DiskTrip & { unseen: string; blindTo: "a folder" | "held files" };
 
 interface DiskWatchOptions {
   /** The writable trees (canonical paths). */
@@ -288,10 +288,10 @@ export class DiskWatch {
     if (measured.unseen === undefined) return undefined;
     const unseen = measured.unseen;
     if (grown > this.options.limitBytes)
-      return { limit: "disk", grownBytes: grown, limitBytes: this.options.limitBytes, unseen };
+      return { limit: "disk", grownBytes: grown, limitBytes: this.options.limitBytes, unseen, blindTo: "a folder" };
     const limitEntries = this.options.limitEntries;
     if (limitEntries !== undefined && grownInodes > limitEntries)
-      return { limit: "entries", grownEntries: grownInodes, limitEntries, unseen };
+      return { limit: "entries", grownEntries: grownInodes, limitEntries, unseen, blindTo: "a folder" };
     return undefined;
   }
 
@@ -317,7 +317,13 @@ export class DiskWatch {
       const why = held.capped
         ? `more than ${held.read} of their open files and mappings`
         : `${held.unreadable} of their open files, mappings or threads could not be read`;
-      return { limit: "disk", grownBytes: grown, limitBytes, unseen: `what the container's processes hold (${why})` };
+      return {
+        limit: "disk",
+        grownBytes: grown,
+        limitBytes,
+        unseen: `what the container's processes hold (${why})`,
+        blindTo: "held files",
+      };
     }
     const grownBytes = after.bytes + held.bytes - this.baseline.bytes;
     if (held.files === 0 || grownBytes <= limitBytes) return undefined;

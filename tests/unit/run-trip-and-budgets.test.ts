@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { budgetTrip } from "../../src/run/budget-tracker.js";
 import { RunTrip, type Trip } from "../../src/run/run-trip.js";
+import { diskTrip } from "../../src/run/run-workspace.js";
 
 describe("RunTrip", () => {
   it("the first trip decides; later ones are ignored; listeners hear it once, even when added late", () => {
@@ -48,5 +49,53 @@ describe("budgetTrip", () => {
       message: "The run cost $0.5100, over the budget of $0.5.",
     });
     expect(budgetTrip({}, "message_end", 99, 99)).toBeUndefined();
+  });
+});
+
+describe("diskTrip: what a disk watch's verdict tells the caller", () => {
+  const MB = 1024 * 1024;
+  it("a trip counted from the trees says how much, and how much of it removed files still held", () => {
+    const trip = diskTrip({
+      limit: "disk",
+      grownBytes: 90 * MB,
+      limitBytes: 64 * MB,
+      held: { bytes: 60 * MB, files: 3 },
+    });
+    expect(trip).toMatchObject({ code: "limit", limit: "disk" });
+    expect(trip.message).toBe(
+      "The sandbox added 90 MiB to the workspace and writable roots (60 MiB of it in 3 files its processes removed but still hold open or mapped), over the 64 MiB disk limit.",
+    );
+  });
+
+  it("a blind trip names what the host could not look into, and why others' writes counted, for a folder and for held files alike", () => {
+    const folder = diskTrip({
+      limit: "disk",
+      grownBytes: 90 * MB,
+      limitBytes: 64 * MB,
+      unseen: "/w/h",
+      blindTo: "a folder",
+    });
+    expect(folder.message).toMatch(/^The host could not look into \/w\/h while the run was live/);
+    expect(folder.message).toMatch(
+      /90 MiB, over the 64 MiB disk limit\. Writes of other programs to that filesystem count too while such a folder is there\.$/,
+    );
+    const held = diskTrip({
+      limit: "disk",
+      grownBytes: 90 * MB,
+      limitBytes: 64 * MB,
+      unseen: "what the container's processes hold (2 of their open files, mappings or threads could not be read)",
+      blindTo: "held files",
+    });
+    expect(held.message).toMatch(/^The host could not look into what the container's processes hold \(2 of/);
+    expect(held.message).toMatch(/count too while the host cannot read what they hold\.$/);
+    const entries = diskTrip({
+      limit: "entries",
+      grownEntries: 2_500,
+      limitEntries: 2_000,
+      unseen: "/w/h",
+      blindTo: "a folder",
+    });
+    expect(entries).toMatchObject({ code: "limit", limit: "entries" });
+    expect(entries.message).toMatch(/2500 files and folders, over the limit of 2000 \(limits\.maxEntries\)/);
   });
 });

@@ -87,7 +87,7 @@ describe("the live disk watch of a non-root caller's run that made folders unrea
   it("a folder made 000 hides nothing: the filesystem's growth counts, the disk limit trips, and no mode is changed", async () => {
     const root = callersTree({ "README.md": "hi\n" });
     const seen = await watchedByCaller(root, { limitBytes: 4 * MB }, () => sandbox(root, hiddenWrite("chmod 000 h")));
-    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, unseen: `${root}/h` });
+    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, unseen: `${root}/h`, blindTo: "a folder" });
     expect(seen !== "none" && "grownBytes" in seen && seen.grownBytes).toBeGreaterThan(4 * MB);
     expect(modes(root)).toMatchObject({ h: 0o000 });
   }, 30_000);
@@ -181,7 +181,7 @@ describe("the live disk watch of a non-root caller's run that made folders unrea
       }
     };
     const mapped = await run(true, false);
-    expect(mapped).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
+    expect(mapped).toMatchObject({ limit: "disk", limitBytes: 4 * MB, blindTo: "held files" });
     expect(mapped !== "none" && "unseen" in mapped && mapped.unseen).toMatch(/^what the container's processes hold/);
     expect(await run(false, true)).toBe("none");
   }, 45_000);
