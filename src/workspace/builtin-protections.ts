@@ -2,6 +2,7 @@
 // not leave behind in one. These apply to every writable workspace and writable root, at any
 // depth, case-insensitively; a policy turns one off only by naming it (disableBuiltinProtections).
 // docs/security.md has the same lists, with the same reasons.
+import { posix } from "node:path";
 
 /**
  * Names (lower case) that a tool on the host executes or loads as configuration when it meets
@@ -579,6 +580,54 @@ const REPORTED_FOLDER_LINKS: ReadonlyArray<{ pattern: RegExp; name: string }> = 
   // own bin/ link is no venv's).
   { pattern: /(^|\/)\.?venv[^/]*\/(bin|scripts)$/, name: "venv activate script" },
 ];
+
+/** The most of a link's target a report quotes. */
+const QUOTED_TARGET_CHARS = 200;
+
+/**
+ * A link the run made or changed that leads out of its tree (an absolute target, or one whose `..`
+ * climb above the tree's top), reported as a host-run change: the sandbox cannot follow it to the
+ * host, but host tools that follow links can, after the run (an artifact upload, `zip -r`,
+ * `tar -h`, `cp -L`, a static site's deploy), reading or writing whatever the host has there (a
+ * link `dist/notes.txt -> /home/runner/.git-credentials` the CI's next step uploads). Reported, not
+ * refused: tools in the sandbox make such links honestly (a venv's `bin/python -> /usr/bin/python3`).
+ * `path` is relative to the tree's top; links inside git directories are the git rules' to judge.
+ */
+export function outwardLinkReport(path: string, target: string): { name: string; why: string } | undefined {
+  const climbed = posix.normalize(posix.join(posix.dirname(path), target));
+  if (!posix.isAbsolute(target) && climbed !== ".." && !climbed.startsWith("../")) return undefined;
+  const quoted = target.length > QUOTED_TARGET_CHARS ? `${target.slice(0, QUOTED_TARGET_CHARS)}…` : target;
+  return {
+    name: "a link out of the tree",
+    why: `a link to ${JSON.stringify(quoted)}, outside the tree: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`,
+  };
+}
+
+/**
+ * A new file or folder whose name host commands misread (reported, not refused: a repository may
+ * name a file so, and nothing in the sandbox is harmed by it):
+ * - one starting with `-`: a command given a glob there (`tar czf out.tgz *`, `zip -r site.zip *`,
+ *   `rm -rf *` in a CI step after the run) takes it as an option (`--checkpoint-action=exec=sh x.sh`
+ *   runs a command; a folder named `-rf` widens an `rm`);
+ * - one holding a line break or another control character: a script that reads names line by line
+ *   (`find . | while read f`, `ls | xargs`) takes `a\n/home/runner/.ssh/id_rsa` for two names,
+ *   the second a host path it then copies or uploads.
+ */
+export function trickyNameReport(path: string): { name: string; why: string } | undefined {
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  if (name.startsWith("-"))
+    return {
+      name: "a name starting with -",
+      why: "a name starting with '-': a host command given a glob here (tar czf out.tgz *, rm -rf *) reads it as an option, and tar's --checkpoint-action=exec= runs a command",
+    };
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this looks for
+  if (/[\u0000-\u001f\u007f]/.test(name))
+    return {
+      name: "a name with a control character",
+      why: "a name holding a line break or another control character: a host script that reads names line by line (find | while read, ls | xargs) takes it for several names, and acts on paths the sandbox chose",
+    };
+  return undefined;
+}
 
 /** A file whose change is reported as "host-run file changed" (not a violation), with why. */
 export function hostRunReportOf(path: string): { name: string; why: string } | undefined {

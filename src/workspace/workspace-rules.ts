@@ -15,6 +15,8 @@ import {
   gitObjectStorePath,
   gitPathAllowed,
   hostRunReportOf,
+  trickyNameReport,
+  outwardLinkReport,
   nestedProtectionParent,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
@@ -335,7 +337,12 @@ export class RuleEvaluator {
           restore: wasFile ? { action: "revert", path } : { action: "remove", path },
         });
       }
-      const report = (a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined;
+      const report =
+        ((a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined) ??
+        (a?.kind === "symlink" && a.hash !== undefined && parent?.gitRoot === undefined && !gitAfter
+          ? outwardLinkReport(path, a.hash)
+          : undefined) ??
+        (change === "created" && parent?.gitRoot === undefined && !gitAfter ? trickyNameReport(path) : undefined);
       if (report) {
         this.hostRunCount++;
         if (this.hostRun.length < MAX_LISTED_HOST_RUN) this.hostRun.push({ path, change, why: report.why });

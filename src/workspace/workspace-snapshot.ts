@@ -407,9 +407,14 @@ export function recordedRootMode(file: string): number {
   }
 }
 
-/** The after side: a hash only where the before side has one to compare with. */
+/** The after side: a hash only where the before side has one to compare with (a link's target always). */
 function afterFacts(entry: WalkEntry, before: EntryFacts | undefined, hashMaxBytes: number): EntryFacts {
   const facts = baseFacts(entry);
+  // A link's target is read even where none was before: the rules report a new link leading out of the tree.
+  if (entry.kind === "symlink" && (before?.kind !== "symlink" || before.hash === undefined)) {
+    facts.hash = linkTarget(entry);
+    return facts;
+  }
   if (!before || before.hash === undefined || before.kind !== entry.kind) return facts;
   if (sameMetadata(before, facts))
     facts.hash = before.hash; // untouched since the first walk

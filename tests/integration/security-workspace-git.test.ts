@@ -902,8 +902,38 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "modified .venv/pyvenv.cfg",
       ]);
       const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
-      expect(event?.data).toMatchObject({ count: 5 });
+      expect(event?.data).toMatchObject({ count: 6 });
       expect(String(event?.data.reason)).toContain("host-run file changed");
+    },
+  );
+
+  notInWarm(
+    "links the run made that lead out of the tree (absolute, or climbing above its top), and new names host commands misread (a leading '-', a line break), are reported as host-run changes: host tools that follow links (an artifact upload, zip, tar -h) would read the host's file there, `tar czf out.tgz *` would run a command, and `find | while read` would act on /etc/passwd",
+    async () => {
+      const ws = repo({ files: { "dist/index.html": "<p>hi</p>\n" } });
+      const { outcome } = await attack(
+        ws,
+        "ln -s /etc/hostname dist/notes.txt && ln -s ../../outside.txt dist/up.txt && ln -s ../README.md dist/readme.md && ln -s index.html dist/home.html" +
+          " && echo 'touch PWNED' > x.sh && touch -- '--checkpoint-action=exec=sh x.sh' && mkdir -- -rf && mkdir -- dist/-v && echo x > dist/-v/a.txt" +
+          // A folder named "x\n" holding etc/passwd: `find dist` prints "dist/x" and "/etc/passwd".
+          ` && mkdir -p $'dist/x\\n/etc' && echo planted > $'dist/x\\n/etc/passwd'`,
+        newMarker(),
+      );
+      expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      expect(fs.readlinkSync(path.join(ws, "dist/notes.txt"))).toBe("/etc/hostname");
+      expect(outcome.details?.hostRunFiles?.map((h) => `${h.change} ${h.path}`).sort()).toEqual([
+        "created --checkpoint-action=exec=sh x.sh",
+        "created -rf",
+        "created dist/-v",
+        "created dist/notes.txt",
+        "created dist/up.txt",
+        "created dist/x\n",
+      ]);
+      expect(outcome.details?.hostRunFiles?.find((h) => h.path === "-rf")?.why).toContain("reads it as an option");
+      expect(outcome.details?.hostRunFiles?.find((h) => h.path === "dist/notes.txt")?.why).toContain(
+        'a link to "/etc/hostname"',
+      );
+      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 6 });
     },
   );
 });

@@ -3,7 +3,13 @@
 // are written as entry lists, with no filesystem.
 import crypto from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { builtinProtectionOf, gitPathAllowed, hostRunReportOf } from "../../src/workspace/builtin-protections.js";
+import {
+  builtinProtectionOf,
+  gitPathAllowed,
+  hostRunReportOf,
+  trickyNameReport,
+  outwardLinkReport,
+} from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
 import {
   type EntryFacts,
@@ -438,6 +444,76 @@ describe("built-in protections", () => {
     expect(builtinProtectionOf("NODE_MODULES/x/.husky/pre-commit", none)?.rule).toBe(".husky/");
     expect(builtinProtectionOf("web/.vscode/tasks.json", none)?.rule).toBe(".vscode/");
     expect(hostRunReportOf("web/package.json")?.name).toBe("package.json");
+  });
+
+  it("a link leads out of its tree when its target is absolute or climbs above the tree's top; one that stays inside is no report", () => {
+    const out = (p: string, target: string) => outwardLinkReport(p, target) !== undefined;
+    expect(out("dist/notes.txt", "/etc/hostname")).toBe(true);
+    expect(out("dist/up", "../../x")).toBe(true);
+    expect(out("up", "..")).toBe(true);
+    expect(out("a/b/c", "../d/../../../e")).toBe(true);
+    expect(out("dist/readme", "../README.md")).toBe(false);
+    expect(out("a/b/c", "../../x")).toBe(false);
+    expect(out("dist/home", "index.html")).toBe(false);
+    expect(out("top", ".")).toBe(false);
+    // The target is quoted as a JSON string, and long ones are cut.
+    expect(outwardLinkReport("x", "/a\nb")?.why).toContain('a link to "/a\\nb"');
+    expect(outwardLinkReport("x", `/${"a".repeat(5000)}`)!.why.length).toBeLessThan(400);
+  });
+
+  it("the rules report a link the run made or retargeted out of the tree; one left as it was, one inside a git directory, and one that stays inside are not reported", () => {
+    const before = withChanges({ kept: link("/usr/bin/env"), moved: link("src/a.ts") });
+    const after = withChanges(
+      {
+        dist: dir(),
+        "dist/notes.txt": link("/home/runner/.git-credentials"),
+        "dist/readme": link("../src/a.ts"),
+        moved: link("../../outside"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    const found: string[] = [];
+    for (const pair of pairs(before, after)) for (const v of evaluator.visit(pair)) found.push(`${v.rule} ${v.path}`);
+    expect(found).toEqual([]);
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual(["created dist/notes.txt", "modified moved"]);
+    expect(evaluator.hostRunCount).toBe(2);
+    expect(evaluator.hostRun[0]!.why).toContain('a link to "/home/runner/.git-credentials"');
+    // A link in .git is the git rules' (a violation there), not a host-run report.
+    const inGit = new RuleEvaluator({});
+    for (const pair of pairs(REPO, withChanges({ ".git/logs": dir(), ".git/logs/HEAD": link("/etc/passwd") })))
+      inGit.visit(pair);
+    expect(inGit.hostRun).toEqual([]);
+  });
+
+  it("a new file or folder whose name a glob would pass as an option is reported; one that was there before, one inside a git directory, and a '-' inside a name are not", () => {
+    expect(trickyNameReport("--checkpoint-action=exec=sh x.sh")?.why).toContain("reads it as an option");
+    expect(trickyNameReport("dist/-v")).toBeDefined();
+    expect(trickyNameReport("dist/a-v")).toBeUndefined();
+    expect(trickyNameReport("-dir/file")).toBeUndefined();
+    // A folder `x\n` holding home/runner/.ssh/id_rsa: `find` prints "./x" and "/home/runner/.ssh/id_rsa".
+    expect(trickyNameReport("dist/x\n")?.why).toContain("takes it for several names");
+    expect(trickyNameReport("dist/x\n/home/runner/.ssh/id_rsa")).toBeUndefined();
+    expect(trickyNameReport("a\tb")).toBeDefined();
+    expect(trickyNameReport("a\u007fb")).toBeDefined();
+    expect(trickyNameReport("caf\u00e9 b.txt")).toBeUndefined();
+    const before = withChanges({ "-kept": file("k") });
+    const after = withChanges(
+      {
+        "-kept": file("changed"),
+        "-rf": dir(),
+        "-rf/a.txt": file("a"),
+        "src/--to-command=sh": file("x"),
+        ".git/-x": file("x"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(before, after)) evaluator.visit(pair);
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created -rf",
+      "created src/--to-command=sh",
+    ]);
   });
 
   it("builtinProtectionOf names the outermost scope", () => {

@@ -31,7 +31,7 @@ import {
   type RunPlan,
 } from "../../sandbox-contract.js";
 import { mib } from "../../util/units.js";
-import { hostRunReportOf } from "../../workspace/builtin-protections.js";
+import { hostRunReportOf, trickyNameReport, outwardLinkReport } from "../../workspace/builtin-protections.js";
 import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTreesYielding } from "../../workspace-transfer/apply-tree.js";
@@ -381,16 +381,35 @@ export class CopyModeWorkspace {
       for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent))
         violations.push(prefix ? { ...v, path: prefix + v.path } : v);
       const diff = diffTrees(tree!.entries, after!.after);
+      // What each link the run made or changed names (the judged side: the returned tree).
+      const linkTargets = new Map<string, string>();
+      for (const e of after!.after)
+        if (e.kind === "symlink" && e.target !== undefined) linkTargets.set(e.path, e.target);
       for (const change of ["created", "modified", "deleted"] as const)
         for (const p of diff[change]) {
           changes.add(change, prefix + p);
           // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
           // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
-          const report = hostRunReportOf(p);
+          const target = change === "deleted" || isGitMetadata(p) ? undefined : linkTargets.get(p);
+          const report =
+            hostRunReportOf(p) ??
+            (target === undefined ? undefined : outwardLinkReport(p, target)) ??
+            (change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined);
           if (!report) continue;
           hostRunCount++;
           if (hostRun.length < MAX_LISTED_HOST_RUN) hostRun.push({ path: prefix + p, change, why: report.why });
         }
+      // New folders are in no list of changed files, but a glob takes their names as options too.
+      const newFolders = after!.after.filter(
+        (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !isGitMetadata(e.path),
+      );
+      const sentPaths = newFolders.length > 0 ? new Set(tree!.entries.map((e) => e.path)) : undefined;
+      for (const folder of newFolders) {
+        if (sentPaths!.has(folder.path)) continue;
+        hostRunCount++;
+        if (hostRun.length < MAX_LISTED_HOST_RUN)
+          hostRun.push({ path: prefix + folder.path, change: "created", why: trickyNameReport(folder.path)!.why });
+      }
     }
     // The workspace's changes first, then each writable directory's, as the trees were returned.
     const changedFiles: ChangedFiles = changes.result(false);
