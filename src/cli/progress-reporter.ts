@@ -81,10 +81,11 @@ export function sandboxLine(type: string, d: Record<string, unknown>): string | 
     case "container.exited":
       return d.stoppedByHost ? "sandbox stopped: Pi had finished" : `sandbox exited (code ${t(d.exitCode)})`;
     case "workspace.host-run-files": {
-      // Allowed, but a tool run on this machine reads them (npm reads .npmrc on every command): said.
+      // Allowed, but a tool run on this machine reads them (npm reads .npmrc on every command), follows
+      // them (a link out of the tree) or misreads them (a name starting with '-'): said.
       const files = Array.isArray(d.files) ? d.files.map((f) => t((f as { path?: unknown })?.path ?? f)) : [];
       const more = Number(d.count) > files.length ? ` and ${Number(d.count) - files.length} more` : "";
-      return `note: the run changed files a tool on this machine reads and may run from: ${files.join(", ")}${more}; review them before running that tool here`;
+      return `note: the run left files, links or names that tools on this machine read, follow or misread: ${files.join(", ")}${more}; review them before running such tools here`;
     }
     case "workspace.copied-in":
       // Copy mode: what could not travel (a file this user cannot read, a FIFO, a name that is not

@@ -2,7 +2,6 @@
 // not leave behind in one. These apply to every writable workspace and writable root, at any
 // depth, case-insensitively; a policy turns one off only by naming it (disableBuiltinProtections).
 // docs/security.md has the same lists, with the same reasons.
-import { posix } from "node:path";
 
 /**
  * Names (lower case) that a tool on the host executes or loads as configuration when it meets
@@ -585,22 +584,17 @@ const REPORTED_FOLDER_LINKS: ReadonlyArray<{ pattern: RegExp; name: string }> = 
 const QUOTED_TARGET_CHARS = 200;
 
 /**
- * A link the run made or changed that leads out of its tree (an absolute target, or one whose `..`
- * climb above the tree's top), reported as a host-run change: the sandbox cannot follow it to the
- * host, but host tools that follow links can, after the run (an artifact upload, `zip -r`,
- * `tar -h`, `cp -L`, a static site's deploy), reading or writing whatever the host has there (a
- * link `dist/notes.txt -> /home/runner/.git-credentials` the CI's next step uploads). Reported, not
- * refused: tools in the sandbox make such links honestly (a venv's `bin/python -> /usr/bin/python3`).
- * `path` is relative to the tree's top; links inside git directories are the git rules' to judge.
+ * Why a link the run left that leads out of its tree is reported as a host-run change
+ * (outward-links.ts finds them): the sandbox cannot follow it to the host, but host tools that
+ * follow links can, after the run (an artifact upload, `zip -r`, `tar -h`, `cp -L`, a static site's
+ * deploy), reading or writing whatever the host has there (a link `dist/notes.txt ->
+ * /home/runner/.git-credentials` the CI's next step uploads). Reported, not refused: tools in the
+ * sandbox make such links honestly (a venv's `bin/python -> /usr/bin/python3`).
  */
-export function outwardLinkReport(path: string, target: string): { name: string; why: string } | undefined {
-  const climbed = posix.normalize(posix.join(posix.dirname(path), target));
-  if (!posix.isAbsolute(target) && climbed !== ".." && !climbed.startsWith("../")) return undefined;
+export function outwardLinkWhy(target: string, through: boolean): string {
   const quoted = target.length > QUOTED_TARGET_CHARS ? `${target.slice(0, QUOTED_TARGET_CHARS)}…` : target;
-  return {
-    name: "a link out of the tree",
-    why: `a link to ${JSON.stringify(quoted)}, outside the tree: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`,
-  };
+  const how = through ? ", which leads out of the tree through other links the run left" : ", outside the tree";
+  return `a link to ${JSON.stringify(quoted)}${how}: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`;
 }
 
 /**

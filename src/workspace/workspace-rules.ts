@@ -15,9 +15,9 @@ import {
   gitObjectStorePath,
   gitPathAllowed,
   hostRunReportOf,
-  trickyNameReport,
-  outwardLinkReport,
   nestedProtectionParent,
+  outwardLinkWhy,
+  trickyNameReport,
 } from "./builtin-protections.js";
 import type { EntryKind } from "./fd-walk.js";
 import {
@@ -36,6 +36,7 @@ import {
 } from "./git-plain-data.js";
 import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
 import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
+import { OutwardLinks } from "./outward-links.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 
 export interface EntryFacts {
@@ -204,6 +205,9 @@ export class RuleEvaluator {
   /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
   readonly hostRun: HostRunChange[] = [];
   hostRunCount = 0;
+  /** Every link of the tree, to find those the run left leading out of it (finish). */
+  private readonly links = new OutwardLinks();
+  private finished = false;
 
   constructor(config: RuleConfig = {}) {
     this.disabled = new Set(config.disabled ?? []);
@@ -214,6 +218,27 @@ export class RuleEvaluator {
     this.commandFolders = config.commandFolders ?? new Map();
     this.hostCommands = config.hostCommands ?? new Set();
     this.configAncestors = guardedAncestors(this.configPaths, this.commandFolders);
+  }
+
+  /**
+   * After the last visit: the links the run made, retargeted or redirected that lead out of the
+   * tree, reported as host-run changes (their targets are only known once the whole tree was seen).
+   */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    for (const link of this.links.found()) {
+      this.hostRunCount++;
+      if (this.hostRun.length < MAX_LISTED_HOST_RUN)
+        this.hostRun.push({ path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) });
+    }
+  }
+
+  private noteLinks(path: string, b: EntryFacts | undefined, a: EntryFacts | undefined, judged: boolean): void {
+    if (b?.kind === "symlink" && b.hash !== undefined) this.links.addBefore(path, b.hash);
+    if (a?.kind !== "symlink" || a.hash === undefined) return;
+    const change = !b ? "created" : b.kind !== "symlink" || b.hash !== a.hash ? "modified" : undefined;
+    this.links.addAfter(path, a.hash, change, judged);
   }
 
   // The rule table for one entry, read top to bottom: the order is the rules' precedence.
@@ -246,6 +271,7 @@ export class RuleEvaluator {
       parent.path === path.slice(0, Math.max(0, path.lastIndexOf("/")));
     if (isDirAfter && (a!.mode & 0o2000) !== 0) frame.setgid = isDirBefore ? (b!.mode & 0o2000) !== 0 : inheritsSetgid;
     if (gitBefore) this.gitWork.gitRoots.add(path);
+    this.noteLinks(path, b, a, parent?.gitRoot === undefined && !gitAfter);
 
     if (a?.problem) {
       out.push({
@@ -339,9 +365,6 @@ export class RuleEvaluator {
       }
       const report =
         ((a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined) ??
-        (a?.kind === "symlink" && a.hash !== undefined && parent?.gitRoot === undefined && !gitAfter
-          ? outwardLinkReport(path, a.hash)
-          : undefined) ??
         (change === "created" && parent?.gitRoot === undefined && !gitAfter ? trickyNameReport(path) : undefined);
       if (report) {
         this.hostRunCount++;

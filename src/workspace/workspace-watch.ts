@@ -802,6 +802,7 @@ async function judge(
       }
     },
   });
+  evaluator.finish();
   out.hostRunCount = evaluator.hostRunCount;
   const work = evaluator.gitWork;
   if (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0) {

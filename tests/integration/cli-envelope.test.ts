@@ -105,7 +105,7 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     expect(server.requests.filter((r) => r.body.model === "turns").length).toBe(2);
     // -q keeps the host-run note, a warning rather than progress (review, session 27: -q dropped it).
     expect(run.stderr).toMatch(
-      /^sandbox-run: note: the run changed files a tool on this machine reads and may run from: \.npmrc;/m,
+      /^sandbox-run: note: the run left files, links or names that tools on this machine read, follow or misread: \.npmrc;/m,
     );
     expect(await containersOfRuns([envelope.runId])).toEqual([]);
   });

@@ -902,7 +902,7 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "modified .venv/pyvenv.cfg",
       ]);
       const event = outcome.events.find((e) => e.type === "workspace.host-run-files");
-      expect(event?.data).toMatchObject({ count: 6 });
+      expect(event?.data).toMatchObject({ count: 5 });
       expect(String(event?.data.reason)).toContain("host-run file changed");
     },
   );
@@ -916,7 +916,9 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "ln -s /etc/hostname dist/notes.txt && ln -s ../../outside.txt dist/up.txt && ln -s ../README.md dist/readme.md && ln -s index.html dist/home.html" +
           " && echo 'touch PWNED' > x.sh && touch -- '--checkpoint-action=exec=sh x.sh' && mkdir -- -rf && mkdir -- dist/-v && echo x > dist/-v/a.txt" +
           // A folder named "x\n" holding etc/passwd: `find dist` prints "dist/x" and "/etc/passwd".
-          ` && mkdir -p $'dist/x\\n/etc' && echo planted > $'dist/x\\n/etc/passwd'`,
+          ` && mkdir -p $'dist/x\\n/etc' && echo planted > $'dist/x\\n/etc/passwd'` +
+          // Out only through another link: sub/a -> .. is the workspace's top, so sub/a/.. is its parent.
+          " && mkdir sub && ln -s .. sub/a && ln -s sub/a/../escaped.txt via.txt",
         newMarker(),
       );
       expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
@@ -928,12 +930,14 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "created dist/notes.txt",
         "created dist/up.txt",
         "created dist/x\n",
+        "created via.txt",
       ]);
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "-rf")?.why).toContain("reads it as an option");
+      expect(outcome.details?.hostRunFiles?.find((h) => h.path === "via.txt")?.why).toContain("through other links");
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "dist/notes.txt")?.why).toContain(
         'a link to "/etc/hostname"',
       );
-      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 6 });
+      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 7 });
     },
   );
 });

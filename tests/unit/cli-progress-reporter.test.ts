@@ -142,7 +142,7 @@ describe("a host-run file the run changed", () => {
       files: [{ path: ".npmrc", change: "created", why: "npm reads it" }],
     });
     expect(line).toBe(
-      "note: the run changed files a tool on this machine reads and may run from: .npmrc and 1 more; review them before running that tool here",
+      "note: the run left files, links or names that tools on this machine read, follow or misread: .npmrc and 1 more; review them before running such tools here",
     );
   });
 });

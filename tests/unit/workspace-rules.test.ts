@@ -7,10 +7,11 @@ import {
   builtinProtectionOf,
   gitPathAllowed,
   hostRunReportOf,
+  outwardLinkWhy,
   trickyNameReport,
-  outwardLinkReport,
 } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
+import { leadsOut, textLeadsOut } from "../../src/workspace/outward-links.js";
 import {
   type EntryFacts,
   type EntryPair,
@@ -446,8 +447,8 @@ describe("built-in protections", () => {
     expect(hostRunReportOf("web/package.json")?.name).toBe("package.json");
   });
 
-  it("a link leads out of its tree when its target is absolute or climbs above the tree's top; one that stays inside is no report", () => {
-    const out = (p: string, target: string) => outwardLinkReport(p, target) !== undefined;
+  it("a link leads out of its tree when its target is absolute or climbs above the tree's top, by its text or through the tree's other links, as the kernel resolves it", () => {
+    const out = (p: string, target: string) => textLeadsOut(p, target);
     expect(out("dist/notes.txt", "/etc/hostname")).toBe(true);
     expect(out("dist/up", "../../x")).toBe(true);
     expect(out("up", "..")).toBe(true);
@@ -456,9 +457,62 @@ describe("built-in protections", () => {
     expect(out("a/b/c", "../../x")).toBe(false);
     expect(out("dist/home", "index.html")).toBe(false);
     expect(out("top", ".")).toBe(false);
+    // Through other links: `sub/a -> ..` makes `sub/a/..` the tree's parent.
+    const links = new Map([
+      ["sub/a", ".."],
+      ["b", "sub/a/../x"],
+      ["c", "sub/a/x"],
+      ["d", "sub/a/sub/a/x"],
+      ["loop1", "loop2/x"],
+      ["loop2", "loop1/y"],
+      ["inside", "sub/a/src"],
+    ]);
+    expect(leadsOut("sub/a", links)).toBe(false);
+    expect(leadsOut("b", links)).toBe(true);
+    expect(leadsOut("c", links)).toBe(false);
+    expect(leadsOut("d", links)).toBe(false);
+    expect(leadsOut("loop1", links)).toBe(false);
+    expect(leadsOut("inside", links)).toBe(false);
+    expect(
+      leadsOut(
+        "e",
+        new Map([
+          ["e", "f/../.."],
+          ["f", "g/h/i"],
+        ]),
+      ),
+    ).toBe(false);
+    expect(
+      leadsOut(
+        "e",
+        new Map([
+          ["e", "f/../.."],
+          ["f", "g"],
+        ]),
+      ),
+    ).toBe(true);
+    expect(
+      leadsOut(
+        "e",
+        new Map([
+          ["e", "f/../.."],
+          ["f", "/"],
+        ]),
+      ),
+    ).toBe(true);
+    expect(
+      leadsOut(
+        "x/e",
+        new Map([
+          ["x/e", "../f/../.."],
+          ["f", "."],
+        ]),
+      ),
+    ).toBe(true);
     // The target is quoted as a JSON string, and long ones are cut.
-    expect(outwardLinkReport("x", "/a\nb")?.why).toContain('a link to "/a\\nb"');
-    expect(outwardLinkReport("x", `/${"a".repeat(5000)}`)!.why.length).toBeLessThan(400);
+    expect(outwardLinkWhy("/a\nb", false)).toContain('a link to "/a\\nb", outside the tree');
+    expect(outwardLinkWhy(`/${"a".repeat(5000)}`, false).length).toBeLessThan(400);
+    expect(outwardLinkWhy("sub/a/../x", true)).toContain("through other links the run left");
   });
 
   it("the rules report a link the run made or retargeted out of the tree; one left as it was, one inside a git directory, and one that stays inside are not reported", () => {
@@ -475,6 +529,7 @@ describe("built-in protections", () => {
     const evaluator = new RuleEvaluator({});
     const found: string[] = [];
     for (const pair of pairs(before, after)) for (const v of evaluator.visit(pair)) found.push(`${v.rule} ${v.path}`);
+    evaluator.finish();
     expect(found).toEqual([]);
     expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual(["created dist/notes.txt", "modified moved"]);
     expect(evaluator.hostRunCount).toBe(2);
@@ -483,7 +538,35 @@ describe("built-in protections", () => {
     const inGit = new RuleEvaluator({});
     for (const pair of pairs(REPO, withChanges({ ".git/logs": dir(), ".git/logs/HEAD": link("/etc/passwd") })))
       inGit.visit(pair);
+    inGit.finish();
     expect(inGit.hostRun).toEqual([]);
+  });
+
+  it("a link that leads out only through other links is reported too: one the run made, and one it left alone that its changes to other links now send out", () => {
+    const before = withChanges({
+      sub: dir(),
+      "sub/a": link("x/y/z"),
+      old: link("sub/a/../../.."),
+      tidy: link("sub/a"),
+    });
+    const after = withChanges(
+      {
+        "sub/a": dir(), // the link replaced by a folder: `old` now climbs out
+        "sub/b": link(".."),
+        made: link("sub/b/../escaped"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(before, after)) evaluator.visit(pair);
+    evaluator.finish();
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual(["created made", "modified old"]);
+    expect(evaluator.hostRun.map((h) => h.why.includes("through other links"))).toEqual([true, true]);
+    // Before the run the same links leading out are not the run's doing.
+    const unchanged = new RuleEvaluator({});
+    for (const pair of pairs(after, after)) unchanged.visit(pair);
+    unchanged.finish();
+    expect(unchanged.hostRun).toEqual([]);
   });
 
   it("a new file or folder whose name a glob would pass as an option is reported; one that was there before, one inside a git directory, and a '-' inside a name are not", () => {

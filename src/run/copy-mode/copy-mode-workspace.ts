@@ -31,7 +31,8 @@ import {
   type RunPlan,
 } from "../../sandbox-contract.js";
 import { mib } from "../../util/units.js";
-import { hostRunReportOf, trickyNameReport, outwardLinkReport } from "../../workspace/builtin-protections.js";
+import { hostRunReportOf, outwardLinkWhy, trickyNameReport } from "../../workspace/builtin-protections.js";
+import { type OutwardLink, OutwardLinks } from "../../workspace/outward-links.js";
 import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTreesYielding } from "../../workspace-transfer/apply-tree.js";
@@ -44,7 +45,12 @@ import {
   removeStagingDirYielding,
   STAGING_RECORD,
 } from "../../workspace-transfer/staging-dir.js";
-import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
+import {
+  diffTrees,
+  type ReturnedTreeCheck,
+  type TreeEntry,
+  type TreeViolation,
+} from "../../workspace-transfer/tree-entry.js";
 import { refuseTreeAway } from "../../workspace-transfer/tree-in-place.js";
 import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
@@ -381,24 +387,27 @@ export class CopyModeWorkspace {
       for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent))
         violations.push(prefix ? { ...v, path: prefix + v.path } : v);
       const diff = diffTrees(tree!.entries, after!.after);
-      // What each link the run made or changed names (the judged side: the returned tree).
-      const linkTargets = new Map<string, string>();
-      for (const e of after!.after)
-        if (e.kind === "symlink" && e.target !== undefined) linkTargets.set(e.path, e.target);
       for (const change of ["created", "modified", "deleted"] as const)
         for (const p of diff[change]) {
           changes.add(change, prefix + p);
           // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
           // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
-          const target = change === "deleted" || isGitMetadata(p) ? undefined : linkTargets.get(p);
           const report =
-            hostRunReportOf(p) ??
-            (target === undefined ? undefined : outwardLinkReport(p, target)) ??
-            (change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined);
+            hostRunReportOf(p) ?? (change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined);
           if (!report) continue;
           hostRunCount++;
           if (hostRun.length < MAX_LISTED_HOST_RUN) hostRun.push({ path: prefix + p, change, why: report.why });
         }
+      // Links that lead out of the tree, resolved through the tree's links before and after.
+      for (const link of outwardLinksOf(tree!.entries, after!.after)) {
+        hostRunCount++;
+        if (hostRun.length < MAX_LISTED_HOST_RUN)
+          hostRun.push({
+            path: prefix + link.path,
+            change: link.change,
+            why: outwardLinkWhy(link.target, link.through),
+          });
+      }
       // New folders are in no list of changed files, but a glob takes their names as options too.
       const newFolders = after!.after.filter(
         (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !isGitMetadata(e.path),
@@ -568,4 +577,29 @@ function takeGitOnly(violations: TreeViolation[]): TreeViolation[] {
   }
   violations.length = kept;
   return taken;
+}
+
+/** The links of a returned tree that lead out of it and did not before (outward-links.ts). */
+function outwardLinksOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): OutwardLink[] {
+  const links = new OutwardLinks();
+  const targetBefore = new Map<string, string>();
+  for (const e of before)
+    if (e.kind === "symlink" && e.target !== undefined) {
+      links.addBefore(e.path, e.target);
+      targetBefore.set(e.path, e.target);
+    }
+  let sentPaths: Set<string> | undefined;
+  for (const e of after) {
+    if (e.kind !== "symlink" || e.target === undefined) continue;
+    const was = targetBefore.get(e.path);
+    let change: "created" | "modified" | undefined;
+    if (was !== undefined) change = was === e.target ? undefined : "modified";
+    else {
+      // Something else was there (a file, a folder) or nothing: only asked for links new as links.
+      sentPaths ??= new Set(before.map((b) => b.path));
+      change = sentPaths.has(e.path) ? "modified" : "created";
+    }
+    links.addAfter(e.path, e.target, change, !isGitMetadata(e.path));
+  }
+  return links.found();
 }
