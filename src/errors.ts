@@ -75,6 +75,8 @@ export class SandboxRunError extends Error {
   changedFiles?: { created: string[]; modified: string[]; deleted: string[]; truncated?: Record<string, number> };
   /** Changes to host-run files among them (as RunDetails.hostRunFiles). */
   hostRunFiles?: Array<{ path: string; change: string; why: string }>;
+  /** How many there were in all (as RunDetails.hostRunCount). */
+  hostRunCount?: number;
   /**
    * Set by a failed run with a record that could not be written whole or where it was asked for:
    * what is missing, or where the record went instead (as RunDetails.recordNotes).

@@ -31,6 +31,8 @@ export interface ResultEnvelope {
   warm: boolean;
   /** Changes to files host tools read when a person runs them ("host-run file changed"; not violations). */
   hostRunFiles?: unknown;
+  /** How many host-run changes there were in all: more than hostRunFiles lists when it was cut. */
+  hostRunCount?: number;
   recordNotes?: string[];
 }
 
@@ -61,6 +63,7 @@ export function envelope(input: {
     changedFiles: d?.changedFiles ?? e?.changedFiles ?? null,
     warm: d?.warm ?? e?.warm ?? false,
     ...((d?.hostRunFiles ?? e?.hostRunFiles) ? { hostRunFiles: d?.hostRunFiles ?? e?.hostRunFiles } : {}),
+    ...((d?.hostRunCount ?? e?.hostRunCount) ? { hostRunCount: d?.hostRunCount ?? e?.hostRunCount } : {}),
     ...(recordNotes?.length ? { recordNotes } : {}),
   };
 }

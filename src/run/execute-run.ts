@@ -63,6 +63,11 @@ export interface RunDetails<T = unknown> {
    * violation; a caller that hands the tree to such tools unreviewed can refuse the run here.
    */
   hostRunFiles?: HostRunChange[];
+  /**
+   * How many host-run changes there were in all, with hostRunFiles: the list holds at most 100 of
+   * the files and 100 of the links and names a tree left, so a larger count says the list was cut.
+   */
+  hostRunCount?: number;
   /** For a replayed run: how it went against the recording. */
   replay?: ReplaySummary;
   /** With a run record: what could not be recorded (absent when everything was). */
@@ -271,7 +276,9 @@ export async function executeRun(planned: PlannedRun, ctx: ExecuteContext): Prom
       // File names are the sandbox's to choose: scrubbed like the result (review, session 27).
       changedFiles: timeline.scrub(outcome.changedFiles),
       ...(handBack ? { handBack } : {}),
-      ...(outcome.hostRunCount > 0 ? { hostRunFiles: timeline.scrub(outcome.hostRunFiles) } : {}),
+      ...(outcome.hostRunCount > 0
+        ? { hostRunFiles: timeline.scrub(outcome.hostRunFiles), hostRunCount: outcome.hostRunCount }
+        : {}),
       warm: Boolean(warm),
       ...(replay
         ? { replay: replay.summary({ result: settled.details.result, changedFiles: outcome.changedFiles }) }

@@ -35,7 +35,10 @@ export function failedRunError(error: unknown, ran: RanRun, outcome: WorkspaceOu
   // Branch and patch leave the workspace as it was; copy mode applies nothing a rule refused.
   if (ran.plan.handBack !== "apply" || (ran.plan.workspaceMode === "copy" && outcome.violationCount > 0)) return error;
   error.changedFiles ??= leftInWorkspace(outcome.changedFiles, outcome.restore);
-  if (outcome.hostRunCount > 0) error.hostRunFiles ??= outcome.hostRunFiles;
+  if (outcome.hostRunCount > 0) {
+    error.hostRunFiles ??= outcome.hostRunFiles;
+    error.hostRunCount ??= outcome.hostRunCount;
+  }
   // Copy mode brings nothing back from a run stopped before Pi settled: said, where an empty
   // changedFiles read as "touched nothing" (review, session 29).
   if (outcome.discarded)

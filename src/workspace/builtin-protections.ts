@@ -2,6 +2,7 @@
 // not leave behind in one. These apply to every writable workspace and writable root, at any
 // depth, case-insensitively; a policy turns one off only by naming it (disableBuiltinProtections).
 // docs/security.md has the same lists, with the same reasons.
+import { INVISIBLE_SOURCE } from "../util/invisible-chars.js";
 
 /**
  * Names (lower case) that a tool on the host executes or loads as configuration when it meets
@@ -597,28 +598,40 @@ export function outwardLinkWhy(target: string, through: boolean): string {
   return `a link to ${JSON.stringify(quoted)}${how}: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`;
 }
 
+/** Tab and line feed too: what splits a name read line by line or word by word. */
+const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
+
 /**
  * A new file or folder whose name host commands misread (reported, not refused: a repository may
  * name a file so, and nothing in the sandbox is harmed by it):
- * - one starting with `-`: a command given a glob there (`tar czf out.tgz *`, `zip -r site.zip *`,
- *   `rm -rf *` in a CI step after the run) takes it as an option (`--checkpoint-action=exec=sh x.sh`
- *   runs a command; a folder named `-rf` widens an `rm`);
- * - one holding a line break or another control character: a script that reads names line by line
- *   (`find . | while read f`, `ls | xargs`) takes `a\n/home/runner/.ssh/id_rsa` for two names,
- *   the second a host path it then copies or uploads.
+ * - a word starting with `-` (the name's start, or after a blank): a command given a glob there
+ *   (`tar czf out.tgz *`, `rm -rf *` in a CI step after the run), or the names through `xargs`,
+ *   takes it as an option (`--checkpoint-action=exec=sh x.sh` runs a command; a folder `-rf`
+ *   widens an `rm`);
+ * - a control character, a line or paragraph separator, or a character that hides or reorders
+ *   text (util/invisible-chars.ts): a script that reads names line by line (`find . | while read f`,
+ *   Python's `splitlines()`) takes `x\n/home/runner/.ssh/id_rsa` for two names, the second a host
+ *   path it then copies or uploads; a bidi override makes `invoice\u202efdp.sh` look like a PDF;
+ * - shell substitution (`$(`, a backquote): a script that pastes names into a shell command
+ *   (`find -exec sh -c 'echo {}'`) runs it.
+ * (Blanks alone are not reported: honest names hold them, and quoting handles them.)
  */
 export function trickyNameReport(path: string): { name: string; why: string } | undefined {
   const name = path.slice(path.lastIndexOf("/") + 1);
-  if (name.startsWith("-"))
+  if (/(^|\s)-\S/.test(name))
     return {
-      name: "a name starting with -",
-      why: "a name starting with '-': a host command given a glob here (tar czf out.tgz *, rm -rf *) reads it as an option, and tar's --checkpoint-action=exec= runs a command",
+      name: "a name with a word starting with -",
+      why: "a name with a word starting with '-': a host command given a glob or xargs here (tar czf out.tgz *, rm -rf *) reads it as an option, and tar's --checkpoint-action=exec= runs a command",
     };
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this looks for
-  if (/[\u0000-\u001f\u007f]/.test(name))
+  if (HIDING_OR_SPLITTING.test(name))
     return {
-      name: "a name with a control character",
-      why: "a name holding a line break or another control character: a host script that reads names line by line (find | while read, ls | xargs) takes it for several names, and acts on paths the sandbox chose",
+      name: "a name with a control or invisible character",
+      why: "a name holding a line break, a control character or one that hides or reorders text: a host script that reads names line by line (find | while read, splitlines) takes it for several names and acts on paths the sandbox chose, and a listing shows it as another name",
+    };
+  if (/\$\(|`/.test(name))
+    return {
+      name: "a name with shell substitution",
+      why: "a name holding $( or a backquote: a host script that pastes names into a shell command (find -exec sh -c '… {}') runs it",
     };
   return undefined;
 }

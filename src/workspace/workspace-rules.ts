@@ -183,8 +183,29 @@ export const lastName = (path: string) => path.slice(path.lastIndexOf("/") + 1);
 export const isInside = (ancestor: string, path: string) =>
   ancestor === "" ? path !== "" : path.startsWith(ancestor) && path.charCodeAt(ancestor.length) === 47;
 
-/** At most this many host-run file changes are listed (`hostRunCount` counts all). */
+/** At most this many host-run changes of each kind are listed (`hostRunCount` counts all). */
 export const MAX_LISTED_HOST_RUN = 100;
+
+/**
+ * Host-run changes as they are found, listed up to MAX_LISTED_HOST_RUN of each kind, counted in
+ * full: the config files a tool reads, and the links and names tools follow or misread (listed
+ * first), so that a hundred changed `package.json` files cannot push a link to `/etc/shadow` out of
+ * the list (fix review, round 3, session 40).
+ */
+export class HostRunList {
+  readonly list: HostRunChange[] = [];
+  count = 0;
+  private readonly listed = { file: 0, "link or name": 0 };
+
+  add(change: HostRunChange, kind: "file" | "link or name"): void {
+    this.count++;
+    if (this.listed[kind] >= MAX_LISTED_HOST_RUN) return;
+    // Links and names first, where a note or an event that shows only the first ones still shows them.
+    if (kind === "file") this.list.push(change);
+    else this.list.splice(this.listed[kind], 0, change);
+    this.listed[kind]++;
+  }
+}
 
 /**
  * Judges pairs one at a time, in walk order. `visit` returns the violations of that entry
@@ -202,9 +223,14 @@ export class RuleEvaluator {
   private readonly configAncestors: ReadonlyMap<string, GuardedAncestor>;
   /** What the git checks beyond single entries look at (object-store files, pointers). */
   readonly gitWork = new GitWork();
-  /** Changes to host-run files (HOST_RUN_REPORTED), the first MAX_LISTED_HOST_RUN. */
-  readonly hostRun: HostRunChange[] = [];
-  hostRunCount = 0;
+  /** Changes to host-run files (HOST_RUN_REPORTED), links out of the tree and misread names. */
+  private readonly hostRuns = new HostRunList();
+  get hostRun(): HostRunChange[] {
+    return this.hostRuns.list;
+  }
+  get hostRunCount(): number {
+    return this.hostRuns.count;
+  }
   /** Every link of the tree, to find those the run left leading out of it (finish). */
   private readonly links = new OutwardLinks();
   private finished = false;
@@ -228,9 +254,10 @@ export class RuleEvaluator {
     if (this.finished) return;
     this.finished = true;
     for (const link of this.links.found()) {
-      this.hostRunCount++;
-      if (this.hostRun.length < MAX_LISTED_HOST_RUN)
-        this.hostRun.push({ path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) });
+      this.hostRuns.add(
+        { path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) },
+        "link or name",
+      );
     }
   }
 
@@ -326,7 +353,10 @@ export class RuleEvaluator {
       }
     }
 
-    if (change) {
+    // A protected file judged unchanged may have gained another name: judged as changed, put back.
+    const judged = change ?? (gainedName(b, a) ? "modified" : undefined);
+    if (judged) {
+      const change = judged;
       const protection = builtinProtectionOf(path, this.disabled);
       if (protection) {
         const existed = protection.scope === path ? b !== undefined : this.frameAt(protection.scope)?.existedBefore;
@@ -363,13 +393,13 @@ export class RuleEvaluator {
           restore: wasFile ? { action: "revert", path } : { action: "remove", path },
         });
       }
-      const report =
-        ((a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined) ??
-        (change === "created" && parent?.gitRoot === undefined && !gitAfter ? trickyNameReport(path) : undefined);
-      if (report) {
-        this.hostRunCount++;
-        if (this.hostRun.length < MAX_LISTED_HOST_RUN) this.hostRun.push({ path, change, why: report.why });
-      }
+      const fileReport = (a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined;
+      const nameReport =
+        !fileReport && change === "created" && parent?.gitRoot === undefined && !gitAfter
+          ? trickyNameReport(path)
+          : undefined;
+      if (fileReport) this.hostRuns.add({ path, change, why: fileReport.why }, "file");
+      else if (nameReport) this.hostRuns.add({ path, change, why: nameReport.why }, "link or name");
     }
 
     if (isDirBefore || isDirAfter) this.stack.push(frame);
@@ -525,6 +555,17 @@ export function isGitDirectory(
   if (lowerName === ".git" || facts.gitLike) return true;
   if (parentGitRoot === undefined) return false;
   return parentPath === (parentGitRoot === "" ? "worktrees" : `${parentGitRoot}/worktrees`);
+}
+
+/**
+ * A file the run gave another name (a hard link elsewhere in the tree: more than one link, and its
+ * inode's status moved): same content, but the host's next write to the other name writes this
+ * one (review, round 3, session 40: `ln .husky/pre-commit dist/notes.md`, then the host's `cp`
+ * over dist/notes.md rewrote the hook, and the next commit ran it). Bind mode only: copy mode's
+ * returned tree has no hard links.
+ */
+function gainedName(b: EntryFacts | undefined, a: EntryFacts | undefined): boolean {
+  return a?.kind === "file" && b?.kind === "file" && (a.nlink ?? 1) > 1 && a.ctimeMs !== b.ctimeMs;
 }
 
 /** The rules over whole lists (copy mode: a returned tar against the host tree). */

@@ -667,8 +667,9 @@ export class WorkspaceWatch {
       if (first.gitStats) report.gitChecks = sumStats(report.gitChecks, first.gitStats);
       report.entries.after += first.entries;
       report.hostRunCount += first.hostRunCount;
+      // Each tree lists up to MAX_LISTED_HOST_RUN of each of its two kinds (HostRunList).
       for (const h of first.hostRun)
-        if (report.hostRunFiles.length < MAX_LISTED_HOST_RUN)
+        if (report.hostRunFiles.length < 2 * MAX_LISTED_HOST_RUN)
           report.hostRunFiles.push({ ...h, path: w.prefix + h.path });
       // Counted in full; the listed ones are deduplicated against later walks.
       report.violationCount += Math.max(0, first.count - first.violations.length);

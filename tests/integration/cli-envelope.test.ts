@@ -98,6 +98,7 @@ describe.skipIf(!dockerAvailable())("--json and --record on a failed run", () =>
     // What the failed run left in the workspace, and what ran it (review, session 27: all null).
     expect(envelope.changedFiles).toMatchObject({ created: [".npmrc"], modified: [], deleted: [] });
     expect(envelope.hostRunFiles).toEqual([{ path: ".npmrc", change: "created", why: expect.any(String) }]);
+    expect(envelope.hostRunCount).toBe(1);
     expect(envelope.policy).toBe("workspace-write");
     expect(envelope.image).toMatch(/^sandbox-run\/pi:/);
     expect(envelope.piVersion).toMatch(/^\d+\.\d+\.\d+/);

@@ -769,6 +769,31 @@ describe.concurrent("what the repository's git config points into the worktree (
   });
 
   notInWarm(
+    "a hard link to husky's hook is a change of the hook: put back as a file of its own (bind; copy mode hands back no hard link), so the host's next write to the link's name cannot reach the hook (review, round 3, session 40)",
+    async () => {
+      const { ws, remote } = repoWithRemote({
+        files: {
+          ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
+          ".husky/pre-commit": "exit 0\n",
+        },
+      });
+      fs.chmodSync(path.join(ws, ".husky/_/pre-commit"), 0o755);
+      fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .husky/_\n");
+      const marker = newMarker();
+      const { outcome } = await attack(ws, "mkdir -p dist && ln .husky/pre-commit dist/notes.md", marker);
+      if (isCopy()) expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+      else expectUndone(outcome, marker, [".husky/pre-commit (modified, .husky/)"]);
+      // The host's next step writes the other name in place (a redirect, an editor's save, cp over it).
+      const notes = path.join(ws, "dist/notes.md");
+      if (fs.existsSync(notes)) fs.writeFileSync(notes, `touch ${marker}\n`);
+      expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
+      expect(fs.statSync(path.join(ws, ".husky/pre-commit")).nlink).toBe(1);
+      expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+      expect(fs.existsSync(marker), "the hook ran what the host wrote through the link").toBe(false);
+    },
+  );
+
+  notInWarm(
     "include.path=../team.gitconfig: a core.fsmonitor appended to it is put back before the host's git status",
     async () => {
       const { ws, remote } = repoWithRemote({ files: { "team.gitconfig": "[user]\n\tname = team\n" } });
@@ -938,6 +963,7 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         'a link to "/etc/hostname"',
       );
       expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 7 });
+      expect(outcome.details?.hostRunCount).toBe(7);
     },
   );
 });

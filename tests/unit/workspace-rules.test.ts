@@ -580,6 +580,22 @@ describe("built-in protections", () => {
     expect(trickyNameReport("a\tb")).toBeDefined();
     expect(trickyNameReport("a\u007fb")).toBeDefined();
     expect(trickyNameReport("caf\u00e9 b.txt")).toBeUndefined();
+    // The fix review's names (round 3, session 40): through xargs, splitlines, a shell, a listing.
+    expect(trickyNameReport("a --checkpoint=1 --checkpoint-action=exec=sh${IFS}x.sh z")?.why).toContain("option");
+    expect(trickyNameReport("x\u2028y")).toBeDefined();
+    expect(trickyNameReport("x\u0085y")).toBeDefined();
+    expect(trickyNameReport("invoice\u202efdp.sh")?.why).toContain("hides or reorders");
+    expect(trickyNameReport("a$(id)b")?.why).toContain("pastes names into a shell command");
+    expect(trickyNameReport("a`id`b")).toBeDefined();
+    // Honest names: a dash between blanks, a price, Persian with its ZWNJ between letters, an emoji sequence.
+    for (const honest of [
+      "Chapter 1 - Intro.md",
+      "cost $5.txt",
+      "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt",
+      "\u{1f469}\u200d\u{1f4bb}.png",
+      "a-b_c.d",
+    ])
+      expect(trickyNameReport(honest), honest).toBeUndefined();
     const before = withChanges({ "-kept": file("k") });
     const after = withChanges(
       {
@@ -597,6 +613,46 @@ describe("built-in protections", () => {
       "created -rf",
       "created src/--to-command=sh",
     ]);
+  });
+
+  it("a protected file that gained a name (a hard link elsewhere: more links, its status moved) is a change of it and is put back; an ordinary file, or one whose status did not move, is not", () => {
+    const hook = (nlink: number, ctimeMs: number): EntryFacts => ({ ...file("hook", 0o755), nlink, ctimeMs });
+    const before = withChanges({
+      ".husky": dir(),
+      ".husky/pre-commit": hook(1, 1),
+      "notes.md": { ...file("n"), ctimeMs: 1 },
+    });
+    const linked = withChanges(
+      {
+        ".husky/pre-commit": hook(2, 2),
+        dist: dir(),
+        "dist/notes.md": hook(2, 2),
+        "notes.md": { ...file("n"), nlink: 2, ctimeMs: 2 },
+      },
+      before,
+    );
+    const { found, steps } = judge(linked, {}, before);
+    expect(found).toEqual([".husky/ modified .husky/pre-commit"]);
+    expect(steps).toEqual([{ action: "revert", path: ".husky" }]);
+    // Already linked before the run, untouched by it: nothing to judge.
+    expect(judge(withChanges({ ".husky/pre-commit": hook(2, 1) }, before), {}, before).found).toEqual([]);
+  });
+
+  it("a hundred changed package.json files do not push a link out of the tree off the list: each kind is listed up to its cap, and all are counted (fix review, round 3, session 40)", () => {
+    const changes: Record<string, EntryFacts> = {};
+    for (let i = 0; i < 150; i++) {
+      changes[`p${i}`] = dir();
+      changes[`p${i}/package.json`] = file(`pkg ${i}`);
+    }
+    changes["zz-site-notes.txt"] = link("/etc/shadow");
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(REPO, withChanges(changes))) evaluator.visit(pair);
+    evaluator.finish();
+    expect(evaluator.hostRunCount).toBe(151);
+    expect(evaluator.hostRun).toHaveLength(101);
+    expect(evaluator.hostRun.filter((h) => h.path.endsWith("package.json"))).toHaveLength(100);
+    // Listed first: a note or event that shows only the first 50 still shows it.
+    expect(evaluator.hostRun[0]?.path).toBe("zz-site-notes.txt");
   });
 
   it("builtinProtectionOf names the outermost scope", () => {

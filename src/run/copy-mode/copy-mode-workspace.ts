@@ -33,7 +33,7 @@ import {
 import { mib } from "../../util/units.js";
 import { hostRunReportOf, outwardLinkWhy, trickyNameReport } from "../../workspace/builtin-protections.js";
 import { type OutwardLink, OutwardLinks } from "../../workspace/outward-links.js";
-import type { HostRunChange } from "../../workspace/workspace-rules.js";
+import { type HostRunChange, HostRunList } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTreesYielding } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
@@ -106,8 +106,6 @@ export interface CopyModeOutcome {
   /** The run ended before its writable trees came back: whatever it changed in the sandbox is gone. */
   discarded: boolean;
 }
-
-const MAX_LISTED_HOST_RUN = 100;
 
 export class CopyModeWorkspace {
   #relay?: Relay;
@@ -376,8 +374,7 @@ export class CopyModeWorkspace {
     // overflows the stack), and the changed files capped per kind as bind mode's are.
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
-    const hostRun: HostRunChange[] = [];
-    let hostRunCount = 0;
+    const hostRuns = new HostRunList();
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     const lent = lentTrees(this.copied);
     for (const { copy, tree, returned: after } of returned) {
@@ -392,33 +389,28 @@ export class CopyModeWorkspace {
           changes.add(change, prefix + p);
           // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
           // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
-          const report =
-            hostRunReportOf(p) ?? (change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined);
-          if (!report) continue;
-          hostRunCount++;
-          if (hostRun.length < MAX_LISTED_HOST_RUN) hostRun.push({ path: prefix + p, change, why: report.why });
+          const fileReport = hostRunReportOf(p);
+          const nameReport = !fileReport && change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined;
+          if (fileReport) hostRuns.add({ path: prefix + p, change, why: fileReport.why }, "file");
+          else if (nameReport) hostRuns.add({ path: prefix + p, change, why: nameReport.why }, "link or name");
         }
       // Links that lead out of the tree, resolved through the tree's links before and after.
-      for (const link of outwardLinksOf(tree!.entries, after!.after)) {
-        hostRunCount++;
-        if (hostRun.length < MAX_LISTED_HOST_RUN)
-          hostRun.push({
-            path: prefix + link.path,
-            change: link.change,
-            why: outwardLinkWhy(link.target, link.through),
-          });
-      }
+      for (const link of outwardLinksOf(tree!.entries, after!.after))
+        hostRuns.add(
+          { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) },
+          "link or name",
+        );
       // New folders are in no list of changed files, but a glob takes their names as options too.
       const newFolders = after!.after.filter(
         (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !isGitMetadata(e.path),
       );
       const sentPaths = newFolders.length > 0 ? new Set(tree!.entries.map((e) => e.path)) : undefined;
-      for (const folder of newFolders) {
-        if (sentPaths!.has(folder.path)) continue;
-        hostRunCount++;
-        if (hostRun.length < MAX_LISTED_HOST_RUN)
-          hostRun.push({ path: prefix + folder.path, change: "created", why: trickyNameReport(folder.path)!.why });
-      }
+      for (const folder of newFolders)
+        if (!sentPaths!.has(folder.path))
+          hostRuns.add(
+            { path: prefix + folder.path, change: "created", why: trickyNameReport(folder.path)!.why },
+            "link or name",
+          );
     }
     // The workspace's changes first, then each writable directory's, as the trees were returned.
     const changedFiles: ChangedFiles = changes.result(false);
@@ -485,8 +477,8 @@ export class CopyModeWorkspace {
     return {
       changedFiles,
       violations,
-      hostRun,
-      hostRunCount,
+      hostRun: hostRuns.list,
+      hostRunCount: hostRuns.count,
       snapshotMs: Math.round(performance.now() - started),
       discarded,
     };
