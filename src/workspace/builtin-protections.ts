@@ -592,9 +592,13 @@ const QUOTED_TARGET_CHARS = 200;
  * /home/runner/.git-credentials` the CI's next step uploads). Reported, not refused: tools in the
  * sandbox make such links honestly (a venv's `bin/python -> /usr/bin/python3`).
  */
-export function outwardLinkWhy(target: string, through: boolean): string {
+export function outwardLinkWhy(target: string, leads: "text" | "through" | "unresolved"): string {
   const quoted = target.length > QUOTED_TARGET_CHARS ? `${target.slice(0, QUOTED_TARGET_CHARS)}…` : target;
-  const how = through ? ", which leads out of the tree through other links the run left" : ", outside the tree";
+  const how = {
+    text: ", outside the tree",
+    through: ", which leads out of the tree through other links the run left",
+    unresolved: ", which climbs with '..' in a tree of too many links to follow where it leads",
+  }[leads];
   return `a link to ${JSON.stringify(quoted)}${how}: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`;
 }
 

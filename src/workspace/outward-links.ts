@@ -16,8 +16,11 @@ export interface OutwardLink {
   path: string;
   change: "created" | "modified";
   target: string;
-  /** It leads out only through other links (its own text stays inside). */
-  through: boolean;
+  /**
+   * How it leads out: by its own text, only through other links, or (a tree past MAX_KEPT_LINKS,
+   * whose links are not all known) it may: its text climbs with `..`.
+   */
+  how: "text" | "through" | "unresolved";
 }
 
 export class OutwardLinks {
@@ -50,10 +53,20 @@ export class OutwardLinks {
     const out: OutwardLink[] = [];
     const reported = new Set<string>();
     for (const { path, change, target } of this.changed) {
-      const lexical = textLeadsOut(path, target);
-      // Past the cap the tree's links are not all known: the link's own text decides.
-      if (lexical || (!this.overflow && leadsOut(path, this.after))) {
-        out.push({ path, change, target, through: !lexical });
+      const how = textLeadsOut(path, target)
+        ? "text"
+        : !this.overflow
+          ? leadsOut(path, this.after)
+            ? "through"
+            : undefined
+          : // Past the cap the tree's links are not all known. A chain out needs a link that is
+            // absolute or climbs with `..`; every such link the run made is reported, so no chain of
+            // the run's own is missed (and the redirected old links below need one of them too).
+            target.split("/").includes("..")
+            ? "unresolved"
+            : undefined;
+      if (how) {
+        out.push({ path, change, target, how });
         reported.add(path);
       }
     }
@@ -63,7 +76,7 @@ export class OutwardLinks {
     for (const [path, target] of this.after) {
       if (reported.has(path) || this.silent.has(path) || this.before.get(path) !== target) continue;
       if (leadsOut(path, this.after) && !leadsOut(path, this.before))
-        out.push({ path, change: "modified", target, through: true });
+        out.push({ path, change: "modified", target, how: "through" });
     }
     return out;
   }

@@ -255,7 +255,7 @@ export class RuleEvaluator {
     this.finished = true;
     for (const link of this.links.found()) {
       this.hostRuns.add(
-        { path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) },
+        { path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
         "link or name",
       );
     }

@@ -11,7 +11,7 @@ import {
   trickyNameReport,
 } from "../../src/workspace/builtin-protections.js";
 import { comparePaths } from "../../src/workspace/fd-walk.js";
-import { leadsOut, textLeadsOut } from "../../src/workspace/outward-links.js";
+import { leadsOut, OutwardLinks, textLeadsOut } from "../../src/workspace/outward-links.js";
 import {
   type EntryFacts,
   type EntryPair,
@@ -510,9 +510,9 @@ describe("built-in protections", () => {
       ),
     ).toBe(true);
     // The target is quoted as a JSON string, and long ones are cut.
-    expect(outwardLinkWhy("/a\nb", false)).toContain('a link to "/a\\nb", outside the tree');
-    expect(outwardLinkWhy(`/${"a".repeat(5000)}`, false).length).toBeLessThan(400);
-    expect(outwardLinkWhy("sub/a/../x", true)).toContain("through other links the run left");
+    expect(outwardLinkWhy("/a\nb", "text")).toContain('a link to "/a\\nb", outside the tree');
+    expect(outwardLinkWhy(`/${"a".repeat(5000)}`, "text").length).toBeLessThan(400);
+    expect(outwardLinkWhy("sub/a/../x", "through")).toContain("through other links the run left");
   });
 
   it("the rules report a link the run made or retargeted out of the tree; one left as it was, one inside a git directory, and one that stays inside are not reported", () => {
@@ -567,6 +567,16 @@ describe("built-in protections", () => {
     for (const pair of pairs(after, after)) unchanged.visit(pair);
     unchanged.finish();
     expect(unchanged.hostRun).toEqual([]);
+  });
+
+  it("in a tree of more links than are kept, every link the run made that climbs with '..' is reported (a chain out needs one), and one that only descends is not", () => {
+    const links = new OutwardLinks();
+    for (let i = 0; i <= 100_000; i++) links.addAfter(`pad/l${i}`, "x", undefined);
+    links.addAfter("sub/a", "..", "created");
+    links.addAfter("b", "sub/a/../x", "created");
+    links.addAfter("c", "sub/x", "created");
+    links.addAfter("d", "/etc/shadow", "created");
+    expect(links.found().map((l) => `${l.path} ${l.how}`)).toEqual(["sub/a unresolved", "b unresolved", "d text"]);
   });
 
   it("a new file or folder whose name a glob would pass as an option is reported; one that was there before, one inside a git directory, and a '-' inside a name are not", () => {

@@ -397,7 +397,7 @@ export class CopyModeWorkspace {
       // Links that lead out of the tree, resolved through the tree's links before and after.
       for (const link of outwardLinksOf(tree!.entries, after!.after))
         hostRuns.add(
-          { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.through) },
+          { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
           "link or name",
         );
       // New folders are in no list of changed files, but a glob takes their names as options too.
