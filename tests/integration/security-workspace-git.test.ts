@@ -400,6 +400,19 @@ function repoWithRemote(options: Parameters<typeof repo>[0] = {}) {
 }
 
 /** Files and folders outside the workspace the sandbox points git's writes at. */
+/** A repository using husky (core.hooksPath=.husky/_, whose hook runs .husky/pre-commit), with a remote. */
+function huskyRepoWithRemote() {
+  const made = repoWithRemote({
+    files: {
+      ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
+      ".husky/pre-commit": "exit 0\n",
+    },
+  });
+  fs.chmodSync(path.join(made.ws, ".husky/_/pre-commit"), 0o755);
+  fs.appendFileSync(path.join(made.ws, ".git/config"), "[core]\n\thooksPath = .husky/_\n");
+  return made;
+}
+
 function victims() {
   const dir = hostileWorkspace(
     {
@@ -751,14 +764,7 @@ describe.concurrent("what the repository's git config points into the worktree (
   });
 
   notInWarm("husky (core.hooksPath=.husky/_): an edited .husky/pre-commit is put back", async () => {
-    const { ws, remote } = repoWithRemote({
-      files: {
-        ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
-        ".husky/pre-commit": "exit 0\n",
-      },
-    });
-    fs.chmodSync(path.join(ws, ".husky/_/pre-commit"), 0o755);
-    fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .husky/_\n");
+    const { ws, remote } = huskyRepoWithRemote();
     const huskyBefore = state(path.join(ws, ".husky"));
     const marker = newMarker();
     const { outcome } = await attack(ws, "printf 'touch MARKER\\n' > .husky/pre-commit", marker);
@@ -771,21 +777,13 @@ describe.concurrent("what the repository's git config points into the worktree (
   notInWarm(
     "a hard link to husky's hook is a change of the hook: put back as a file of its own (bind; copy mode hands back no hard link), so the host's next write to the link's name cannot reach the hook (review, round 3, session 40)",
     async () => {
-      const { ws, remote } = repoWithRemote({
-        files: {
-          ".husky/_/pre-commit": '#!/bin/sh\nsh "$(dirname "$0")/../pre-commit"\n',
-          ".husky/pre-commit": "exit 0\n",
-        },
-      });
-      fs.chmodSync(path.join(ws, ".husky/_/pre-commit"), 0o755);
-      fs.appendFileSync(path.join(ws, ".git/config"), "[core]\n\thooksPath = .husky/_\n");
+      const { ws, remote } = huskyRepoWithRemote();
       const marker = newMarker();
       const { outcome } = await attack(ws, "mkdir -p dist && ln .husky/pre-commit dist/notes.md", marker);
       if (isCopy()) expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
       else expectUndone(outcome, marker, [".husky/pre-commit (modified, .husky/)"]);
       // The host's next step writes the other name in place (a redirect, an editor's save, cp over it).
-      const notes = path.join(ws, "dist/notes.md");
-      if (fs.existsSync(notes)) fs.writeFileSync(notes, `touch ${marker}\n`);
+      fs.writeFileSync(path.join(ws, "dist/notes.md"), `touch ${marker}\n`);
       expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
       expect(fs.statSync(path.join(ws, ".husky/pre-commit")).nlink).toBe(1);
       expect(hostGitRound(ws, remote, marker).commit).toBe(0);
