@@ -6,6 +6,7 @@
 // retargeted is resolved through the links after it, and the links it left alone are resolved again
 // too: one that leads out only through what the run did to other links is reported as well.
 import { posix } from "node:path";
+import { timeSlices } from "../util/stepwise.js";
 
 /** Links one lookup follows before the kernel gives up (ELOOP): a loop leads nowhere. */
 const MAX_HOPS = 40;
@@ -48,8 +49,13 @@ export class OutwardLinks {
     else this.after.set(path, target);
   }
 
-  /** The links that lead out of the tree now and did not before the run, in walk order. */
-  found(): OutwardLink[] {
+  /**
+   * The links that lead out of the tree now and did not before the run, in walk order. Letting the
+   * event loop through as it goes: 100,000 links took ~0.8 s here, and other runs of the controller
+   * wait meanwhile.
+   */
+  async found(): Promise<OutwardLink[]> {
+    const pause = timeSlices();
     const out: OutwardLink[] = [];
     const reported = new Set<string>();
     for (const { path, change, target } of this.changed) {
@@ -69,6 +75,7 @@ export class OutwardLinks {
         out.push({ path, change, target, how });
         reported.add(path);
       }
+      await pause();
     }
     if (this.overflow) return out;
     // A link the run did not touch that the links it made, changed or removed now send out of the tree
@@ -77,6 +84,7 @@ export class OutwardLinks {
       if (reported.has(path) || this.silent.has(path) || this.before.get(path) !== target) continue;
       if (leadsOut(path, this.after) && !leadsOut(path, this.before))
         out.push({ path, change: "modified", target, how: "through" });
+      await pause();
     }
     return out;
   }

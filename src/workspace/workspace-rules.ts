@@ -250,10 +250,10 @@ export class RuleEvaluator {
    * After the last visit: the links the run made, retargeted or redirected that lead out of the
    * tree, reported as host-run changes (their targets are only known once the whole tree was seen).
    */
-  finish(): void {
+  async finish(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
-    for (const link of this.links.found()) {
+    for (const link of await this.links.found()) {
       this.hostRuns.add(
         { path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
         "link or name",

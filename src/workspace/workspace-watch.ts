@@ -803,7 +803,7 @@ async function judge(
       }
     },
   });
-  evaluator.finish();
+  await evaluator.finish();
   out.hostRunCount = evaluator.hostRunCount;
   const work = evaluator.gitWork;
   if (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0) {

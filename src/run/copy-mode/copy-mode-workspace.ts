@@ -395,7 +395,7 @@ export class CopyModeWorkspace {
           else if (nameReport) hostRuns.add({ path: prefix + p, change, why: nameReport.why }, "link or name");
         }
       // Links that lead out of the tree, resolved through the tree's links before and after.
-      for (const link of outwardLinksOf(tree!.entries, after!.after))
+      for (const link of await outwardLinksOf(tree!.entries, after!.after))
         hostRuns.add(
           { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
           "link or name",
@@ -572,7 +572,7 @@ function takeGitOnly(violations: TreeViolation[]): TreeViolation[] {
 }
 
 /** The links of a returned tree that lead out of it and did not before (outward-links.ts). */
-function outwardLinksOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): OutwardLink[] {
+function outwardLinksOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): Promise<OutwardLink[]> {
   const links = new OutwardLinks();
   const targetBefore = new Map<string, string>();
   for (const e of before)
