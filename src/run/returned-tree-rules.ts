@@ -96,6 +96,8 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
       for (const v of evaluator.visit(pair)) violations.push(v);
       await pause();
     }
+    // What only the whole tree shows: a link the run made onto a protected path.
+    for (const v of await evaluator.finish()) violations.push(v);
     const work =
       config.handsBackGitFolders === false && root.kind === "workspace"
         ? carried(evaluator.gitWork)

@@ -616,13 +616,14 @@ const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
  *   text (util/invisible-chars.ts): a script that reads names line by line (`find . | while read f`,
  *   Python's `splitlines()`) takes `x\n/home/runner/.ssh/id_rsa` for two names, the second a host
  *   path it then copies or uploads; a bidi override makes `invoice\u202efdp.sh` look like a PDF;
- * - shell substitution (`$(`, a backquote): a script that pastes names into a shell command
- *   (`find -exec sh -c 'echo {}'`) runs it.
+ * - shell syntax (`$(`, a backquote, `;`, `|`, `<`, `>`): a script that pastes names into a shell
+ *   command (`find -exec sh -c 'echo {}'`) runs it (`&` is left out: honest names hold it, `Q&A.md`).
  * (Blanks alone are not reported: honest names hold them, and quoting handles them.)
  */
 export function trickyNameReport(path: string): { name: string; why: string } | undefined {
   const name = path.slice(path.lastIndexOf("/") + 1);
-  if (/(^|\s)-\S/.test(name))
+  // Quotes and backslashes before it too: xargs takes them away (`''--checkpoint-action=…`).
+  if (/(^|\s)['"\\]*-[^\s'"]/.test(name))
     return {
       name: "a name with a word starting with -",
       why: "a name with a word starting with '-': a host command given a glob or xargs here (tar czf out.tgz *, rm -rf *) reads it as an option, and tar's --checkpoint-action=exec= runs a command",
@@ -632,10 +633,10 @@ export function trickyNameReport(path: string): { name: string; why: string } | 
       name: "a name with a control or invisible character",
       why: "a name holding a line break, a control character or one that hides or reorders text: a host script that reads names line by line (find | while read, splitlines) takes it for several names and acts on paths the sandbox chose, and a listing shows it as another name",
     };
-  if (/\$\(|`/.test(name))
+  if (/\$\(|[`;|<>]/.test(name))
     return {
-      name: "a name with shell substitution",
-      why: "a name holding $( or a backquote: a host script that pastes names into a shell command (find -exec sh -c '… {}') runs it",
+      name: "a name with shell syntax",
+      why: "a name holding $(, a backquote, ;, |, < or >: a host script that pastes names into a shell command (find -exec sh -c '… {}') runs what follows",
     };
   return undefined;
 }

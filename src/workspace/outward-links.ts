@@ -49,6 +49,16 @@ export class OutwardLinks {
     else this.after.set(path, target);
   }
 
+  /** The links the run made or retargeted (not the silent ones), in walk order. */
+  changedLinks(): ReadonlyArray<{ path: string; change: "created" | "modified"; target: string }> {
+    return this.changed;
+  }
+
+  /** The tree's links after the run (all of them, up to the cap). */
+  afterLinks(): ReadonlyMap<string, string> {
+    return this.after;
+  }
+
   /**
    * The links that lead out of the tree now and did not before the run, in walk order. Letting the
    * event loop through as it goes: 100,000 links took ~0.8 s here, and other runs of the controller
@@ -88,6 +98,25 @@ export class OutwardLinks {
     }
     return out;
   }
+}
+
+/**
+ * Where each link the run made or retargeted lands inside the tree (a tree path; "" the top), as
+ * the kernel resolves it through the tree's links after the run: a host write through the link
+ * writes there (fix review, round 3, session 40: `dist/notes.md -> ../.husky/pre-commit`, and the
+ * host's next write to dist/notes.md rewrote the hook). Links that lead out, or nowhere, are left out.
+ */
+export async function landings(
+  links: OutwardLinks,
+): Promise<Array<{ path: string; change: "created" | "modified"; lands: string }>> {
+  const pause = timeSlices();
+  const out: Array<{ path: string; change: "created" | "modified"; lands: string }> = [];
+  for (const { path, change, target } of links.changedLinks()) {
+    const resolved = walk(parentParts(path), target, links.afterLinks(), { hops: 0 });
+    if (resolved !== OUT && resolved !== LOOP) out.push({ path, change, lands: resolved.join("/") });
+    await pause();
+  }
+  return out;
 }
 
 /**

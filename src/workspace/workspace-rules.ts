@@ -36,7 +36,7 @@ import {
 } from "./git-plain-data.js";
 import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
 import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
-import { OutwardLinks } from "./outward-links.js";
+import { landings, OutwardLinks } from "./outward-links.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 
 export interface EntryFacts {
@@ -186,23 +186,30 @@ export const isInside = (ancestor: string, path: string) =>
 /** At most this many host-run changes of each kind are listed (`hostRunCount` counts all). */
 export const MAX_LISTED_HOST_RUN = 100;
 
+/** The kinds of host-run change, in the order they are listed. */
+const HOST_RUN_KINDS = ["link", "name", "file"] as const;
+
 /**
  * Host-run changes as they are found, listed up to MAX_LISTED_HOST_RUN of each kind, counted in
- * full: the config files a tool reads, and the links and names tools follow or misread (listed
- * first), so that a hundred changed `package.json` files cannot push a link to `/etc/shadow` out of
- * the list (fix review, round 3, session 40).
+ * full: links out of the tree first, then names tools misread, then the config files a tool reads,
+ * so that a hundred changed `package.json` files, or a hundred names `-o1`…, cannot push a link to
+ * `/etc/shadow` out of the list or past the first ones a note or an event shows (fix reviews,
+ * round 3, session 40).
  */
 export class HostRunList {
   readonly list: HostRunChange[] = [];
   count = 0;
-  private readonly listed = { file: 0, "link or name": 0 };
+  private readonly listed = { link: 0, name: 0, file: 0 };
 
-  add(change: HostRunChange, kind: "file" | "link or name"): void {
+  add(change: HostRunChange, kind: (typeof HOST_RUN_KINDS)[number]): void {
     this.count++;
     if (this.listed[kind] >= MAX_LISTED_HOST_RUN) return;
-    // Links and names first, where a note or an event that shows only the first ones still shows them.
-    if (kind === "file") this.list.push(change);
-    else this.list.splice(this.listed[kind], 0, change);
+    let at = 0;
+    for (const k of HOST_RUN_KINDS) {
+      at += this.listed[k];
+      if (k === kind) break;
+    }
+    this.list.splice(at, 0, change);
     this.listed[kind]++;
   }
 }
@@ -250,15 +257,42 @@ export class RuleEvaluator {
    * After the last visit: the links the run made, retargeted or redirected that lead out of the
    * tree, reported as host-run changes (their targets are only known once the whole tree was seen).
    */
-  async finish(): Promise<void> {
-    if (this.finished) return;
+  async finish(): Promise<Violation[]> {
+    if (this.finished) return [];
     this.finished = true;
     for (const link of await this.links.found()) {
-      this.hostRuns.add(
-        { path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
-        "link or name",
-      );
+      this.hostRuns.add({ path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) }, "link");
     }
+    // A link the run made to a protected path: the host's next write through it writes that path.
+    const out: Violation[] = [];
+    for (const { path, change, lands } of await landings(this.links)) {
+      const rule = this.protectionAt(lands);
+      if (rule)
+        out.push({
+          path,
+          change,
+          rule,
+          detail: `a link to ${lands || "the tree's top"}: a host write through it writes there`,
+          restore: change === "created" ? { action: "remove", path } : { action: "revert", path },
+        });
+    }
+    return out;
+  }
+
+  /** The rule that protects a tree path (built-in, the policy's, a config's, a git directory's), if any. */
+  private protectionAt(path: string): string | undefined {
+    const builtin = builtinProtectionOf(path, this.disabled);
+    if (builtin) return builtin.rule;
+    if (this.callerProtected?.(path)) return "protectedPaths";
+    for (let end = path.length; end > 0; end = path.lastIndexOf("/", end - 1))
+      if (this.configPaths.has(path.slice(0, end))) return "git-config-paths";
+    const parts = path.split("/");
+    for (let i = 1; i <= parts.length; i++) {
+      const prefix = parts.slice(0, i).join("/");
+      if (parts[i - 1]!.toLowerCase() === ".git" || this.gitWork.gitRoots.has(prefix) || this.extraGitDirs.has(prefix))
+        return "git-metadata";
+    }
+    return undefined;
   }
 
   private noteLinks(path: string, b: EntryFacts | undefined, a: EntryFacts | undefined, judged: boolean): void {
@@ -399,7 +433,7 @@ export class RuleEvaluator {
           ? trickyNameReport(path)
           : undefined;
       if (fileReport) this.hostRuns.add({ path, change, why: fileReport.why }, "file");
-      else if (nameReport) this.hostRuns.add({ path, change, why: nameReport.why }, "link or name");
+      else if (nameReport) this.hostRuns.add({ path, change, why: nameReport.why }, "name");
     }
 
     if (isDirBefore || isDirAfter) this.stack.push(frame);

@@ -47,7 +47,6 @@ import {
   type EntryFacts,
   type EntryPair,
   type HostRunChange,
-  MAX_LISTED_HOST_RUN,
   RestorePlan,
   RuleEvaluator,
   type Violation,
@@ -667,10 +666,9 @@ export class WorkspaceWatch {
       if (first.gitStats) report.gitChecks = sumStats(report.gitChecks, first.gitStats);
       report.entries.after += first.entries;
       report.hostRunCount += first.hostRunCount;
-      // Each tree lists up to MAX_LISTED_HOST_RUN of each of its two kinds (HostRunList).
-      for (const h of first.hostRun)
-        if (report.hostRunFiles.length < 2 * MAX_LISTED_HOST_RUN)
-          report.hostRunFiles.push({ ...h, path: w.prefix + h.path });
+      // Each tree lists up to MAX_LISTED_HOST_RUN of each of its three kinds (HostRunList): all are
+      // kept, so a full list of the workspace's hides no writable directory's link.
+      for (const h of first.hostRun) report.hostRunFiles.push({ ...h, path: w.prefix + h.path });
       // Counted in full; the listed ones are deduplicated against later walks.
       report.violationCount += Math.max(0, first.count - first.violations.length);
       for (const v of first.violations) note(v, w.prefix);
@@ -803,7 +801,12 @@ async function judge(
       }
     },
   });
-  await evaluator.finish();
+  // What only the whole tree shows: links that lead out (reported), links onto protected paths.
+  for (const v of await evaluator.finish()) {
+    out.count++;
+    pushCapped(out.violations, v);
+    out.plan.add(v.restore);
+  }
   out.hostRunCount = evaluator.hostRunCount;
   const work = evaluator.gitWork;
   if (work.store.length > 0 || work.pointers.length > 0 || work.pointerOverflow.size > 0) {

@@ -792,6 +792,20 @@ describe.concurrent("what the repository's git config points into the worktree (
   );
 
   notInWarm(
+    "a symbolic link the run made onto husky's hook is a change of the hook: removed (bind) or nothing applied (copy), so the host's next write to the link's name cannot reach the hook (fix review, round 3, session 40)",
+    async () => {
+      const { ws, remote } = huskyRepoWithRemote();
+      const marker = newMarker();
+      const { outcome } = await attack(ws, "mkdir -p dist && ln -s ../.husky/pre-commit dist/notes.md", marker);
+      expectUndone(outcome, marker, ["dist/notes.md (created, .husky/"]);
+      expect(fs.existsSync(path.join(ws, "dist/notes.md"))).toBe(false);
+      expect(fs.readFileSync(path.join(ws, ".husky/pre-commit"), "utf8")).toBe("exit 0\n");
+      expect(hostGitRound(ws, remote, marker).commit).toBe(0);
+      expect(fs.existsSync(marker)).toBe(false);
+    },
+  );
+
+  notInWarm(
     "include.path=../team.gitconfig: a core.fsmonitor appended to it is put back before the host's git status",
     async () => {
       const { ws, remote } = repoWithRemote({ files: { "team.gitconfig": "[user]\n\tname = team\n" } });
@@ -941,7 +955,9 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
           // A folder named "x\n" holding etc/passwd: `find dist` prints "dist/x" and "/etc/passwd".
           ` && mkdir -p $'dist/x\\n/etc' && echo planted > $'dist/x\\n/etc/passwd'` +
           // Out only through another link: sub/a -> .. is the workspace's top, so sub/a/.. is its parent.
-          " && mkdir sub && ln -s .. sub/a && ln -s sub/a/../escaped.txt via.txt",
+          " && mkdir sub && ln -s .. sub/a && ln -s sub/a/../escaped.txt via.txt" +
+          // A folder git refuses by name, but a plain folder to everything else (and applied).
+          " && mkdir git~1 && ln -s /etc/hostname git~1/x",
         newMarker(),
       );
       expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
@@ -953,6 +969,7 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "created dist/notes.txt",
         "created dist/up.txt",
         "created dist/x\n",
+        "created git~1/x",
         "created via.txt",
       ]);
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "-rf")?.why).toContain("reads it as an option");
@@ -960,8 +977,8 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "dist/notes.txt")?.why).toContain(
         'a link to "/etc/hostname"',
       );
-      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 7 });
-      expect(outcome.details?.hostRunCount).toBe(7);
+      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 8 });
+      expect(outcome.details?.hostRunCount).toBe(8);
     },
   );
 });

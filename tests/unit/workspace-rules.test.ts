@@ -619,6 +619,12 @@ describe("built-in protections", () => {
     expect(trickyNameReport("invoice\u202efdp.sh")?.why).toContain("hides or reorders");
     expect(trickyNameReport("a$(id)b")?.why).toContain("pastes names into a shell command");
     expect(trickyNameReport("a`id`b")).toBeDefined();
+    // The fix review's (round 3, session 40): quotes xargs takes away, and the rest of sh's syntax.
+    expect(trickyNameReport("a ''--checkpoint-action=exec=sh x.sh")?.why).toContain("option");
+    expect(trickyNameReport('a "--to-command=sh"')).toBeDefined();
+    expect(trickyNameReport("a \\-rf")).toBeDefined();
+    for (const shell of ["a; touch x", "a | sh", "a > x", "a < b"])
+      expect(trickyNameReport(shell), shell).toBeDefined();
     // Honest names: a dash between blanks, a price, Persian with its ZWNJ between letters, an emoji sequence.
     for (const honest of [
       "Chapter 1 - Intro.md",
@@ -626,6 +632,9 @@ describe("built-in protections", () => {
       "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt",
       "\u{1f469}\u200d\u{1f4bb}.png",
       "a-b_c.d",
+      "Q&A.md",
+      "John's notes.md",
+      "a '-' b.txt",
     ])
       expect(trickyNameReport(honest), honest).toBeUndefined();
     const before = withChanges({ "-kept": file("k") });
@@ -645,6 +654,34 @@ describe("built-in protections", () => {
       "created -rf",
       "created src/--to-command=sh",
     ]);
+  });
+
+  it("a link the run made onto a protected path (a file, a folder, through other links, into .git) is a change of it and is removed; one onto an ordinary file is not (fix review, round 3, session 40)", async () => {
+    const before = withChanges({ ".husky": dir(), ".husky/pre-commit": file("hook") });
+    const after = withChanges(
+      {
+        dist: dir(),
+        "dist/notes.md": link("../.husky/pre-commit"),
+        "dist/hooks": link("../.husky"),
+        "dist/via": link("hooks/pre-commit"),
+        "dist/git-hook": link("../.git/hooks/pre-commit"),
+        "dist/readme": link("../src/a.ts"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(before, after)) evaluator.visit(pair);
+    const found = (await evaluator.finish()).map((v) => `${v.rule} ${v.change} ${v.path} ${v.restore.action}`);
+    expect(found).toEqual([
+      "git-metadata created dist/git-hook remove",
+      ".husky/ created dist/hooks remove",
+      ".husky/ created dist/notes.md remove",
+      ".husky/ created dist/via remove",
+    ]);
+    // The policy's own globs and what a config names count the same way.
+    const policy = new RuleEvaluator({ protectedPaths: ["src/**"] });
+    for (const pair of pairs(before, after)) policy.visit(pair);
+    expect((await policy.finish()).map((v) => `${v.rule} ${v.path}`)).toContain("protectedPaths dist/readme");
   });
 
   it("a protected file that gained a name (a hard link elsewhere: more links, its status moved) is a change of it and is put back; an ordinary file, or one whose status did not move, is not", () => {
@@ -676,13 +713,16 @@ describe("built-in protections", () => {
       changes[`p${i}`] = dir();
       changes[`p${i}/package.json`] = file(`pkg ${i}`);
     }
+    // And a hundred and ten names a glob misreads (the fix review's `-o1`…: round 3, session 40).
+    for (let i = 0; i < 110; i++) changes[`-o${i}`] = file(`o ${i}`);
     changes["zz-site-notes.txt"] = link("/etc/shadow");
     const evaluator = new RuleEvaluator({});
     for (const pair of pairs(REPO, withChanges(changes))) evaluator.visit(pair);
     await evaluator.finish();
-    expect(evaluator.hostRunCount).toBe(151);
-    expect(evaluator.hostRun).toHaveLength(101);
+    expect(evaluator.hostRunCount).toBe(261);
+    expect(evaluator.hostRun).toHaveLength(201);
     expect(evaluator.hostRun.filter((h) => h.path.endsWith("package.json"))).toHaveLength(100);
+    expect(evaluator.hostRun.filter((h) => h.path.startsWith("-o"))).toHaveLength(100);
     // Listed first: a note or event that shows only the first 50 still shows it.
     expect(evaluator.hostRun[0]?.path).toBe("zz-site-notes.txt");
   });

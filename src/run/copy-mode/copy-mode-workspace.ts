@@ -375,6 +375,13 @@ export class CopyModeWorkspace {
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
     const hostRuns = new HostRunList();
+    // What the git rules judge, and what never reaches the host: a `.git` folder's content when the
+    // tree is applied (`git~1/` and `.git./` are plain folders there, applied as they came back:
+    // fix review, round 3, session 40), any git name's when it is handed back as a branch or patch.
+    const gitOwned =
+      this.options.plan.handBack === "apply"
+        ? (p: string) => p.split("/").some((c) => c.toLowerCase() === ".git")
+        : isGitMetadata;
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     const lent = lentTrees(this.copied);
     for (const { copy, tree, returned: after } of returned) {
@@ -390,26 +397,26 @@ export class CopyModeWorkspace {
           // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
           // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
           const fileReport = hostRunReportOf(p);
-          const nameReport = !fileReport && change === "created" && !isGitMetadata(p) ? trickyNameReport(p) : undefined;
+          const nameReport = !fileReport && change === "created" && !gitOwned(p) ? trickyNameReport(p) : undefined;
           if (fileReport) hostRuns.add({ path: prefix + p, change, why: fileReport.why }, "file");
-          else if (nameReport) hostRuns.add({ path: prefix + p, change, why: nameReport.why }, "link or name");
+          else if (nameReport) hostRuns.add({ path: prefix + p, change, why: nameReport.why }, "name");
         }
       // Links that lead out of the tree, resolved through the tree's links before and after.
-      for (const link of await outwardLinksOf(tree!.entries, after!.after))
+      for (const link of await outwardLinksOf(tree!.entries, after!.after, gitOwned))
         hostRuns.add(
           { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
-          "link or name",
+          "link",
         );
       // New folders are in no list of changed files, but a glob takes their names as options too.
       const newFolders = after!.after.filter(
-        (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !isGitMetadata(e.path),
+        (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !gitOwned(e.path),
       );
       const sentPaths = newFolders.length > 0 ? new Set(tree!.entries.map((e) => e.path)) : undefined;
       for (const folder of newFolders)
         if (!sentPaths!.has(folder.path))
           hostRuns.add(
             { path: prefix + folder.path, change: "created", why: trickyNameReport(folder.path)!.why },
-            "link or name",
+            "name",
           );
     }
     // The workspace's changes first, then each writable directory's, as the trees were returned.
@@ -572,7 +579,11 @@ function takeGitOnly(violations: TreeViolation[]): TreeViolation[] {
 }
 
 /** The links of a returned tree that lead out of it and did not before (outward-links.ts). */
-function outwardLinksOf(before: readonly TreeEntry[], after: readonly TreeEntry[]): Promise<OutwardLink[]> {
+function outwardLinksOf(
+  before: readonly TreeEntry[],
+  after: readonly TreeEntry[],
+  gitOwned: (path: string) => boolean,
+): Promise<OutwardLink[]> {
   const links = new OutwardLinks();
   const targetBefore = new Map<string, string>();
   for (const e of before)
@@ -591,7 +602,7 @@ function outwardLinksOf(before: readonly TreeEntry[], after: readonly TreeEntry[
       sentPaths ??= new Set(before.map((b) => b.path));
       change = sentPaths.has(e.path) ? "modified" : "created";
     }
-    links.addAfter(e.path, e.target, change, !isGitMetadata(e.path));
+    links.addAfter(e.path, e.target, change, !gitOwned(e.path));
   }
   return links.found();
 }
