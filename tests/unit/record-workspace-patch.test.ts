@@ -15,6 +15,7 @@ import {
   WorkspaceBaseline,
 } from "../../src/record/workspace-patch.js";
 import { HostDir } from "../../src/util/host-dir.js";
+import { turnsDuring } from "../support/event-loop-turns.js";
 import { tempTrees } from "../support/temp-trees.js";
 
 const { tree, dir } = tempTrees("sandbox-run-patch-");
@@ -27,21 +28,6 @@ function bulkFiles(ws: string, folder: string, size = PATCH_FILE_MAX_BYTES, coun
     fs.ftruncateSync(fd, size);
     fs.closeSync(fd);
   }
-}
-
-/** How many turns the event loop took while `work` ran: 0 for work that holds it throughout. */
-async function turnsDuring<T>(work: () => Promise<T>): Promise<{ value: T; turns: number }> {
-  let turns = 0;
-  let running = true;
-  const tick = () => {
-    if (!running) return;
-    turns++;
-    setImmediate(tick);
-  };
-  setImmediate(tick);
-  const value = await work();
-  running = false;
-  return { value, turns };
 }
 
 describe("WorkspaceBaseline", () => {

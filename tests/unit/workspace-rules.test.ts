@@ -20,6 +20,7 @@ import {
   type RuleConfig,
   RuleEvaluator,
 } from "../../src/workspace/workspace-rules.js";
+import { turnsDuring } from "../support/event-loop-turns.js";
 
 const dir = (mode = 0o755, extra: Partial<EntryFacts> = {}): EntryFacts => ({
   kind: "directory",
@@ -587,16 +588,7 @@ describe("built-in protections", () => {
     const links = new OutwardLinks();
     for (let i = 0; i < 50_000; i++)
       links.addAfter(`m/.pnpm/p${i}/node_modules/d`, `../../d${i % 500}/node_modules/d`, "created");
-    let turns = 0;
-    let running = true;
-    const tick = () => {
-      if (!running) return;
-      turns++;
-      setImmediate(tick);
-    };
-    setImmediate(tick);
-    const found = await links.found();
-    running = false;
+    const { value: found, turns } = await turnsDuring(() => links.found());
     expect(found).toEqual([]);
     expect(turns).toBeGreaterThan(0);
   });
