@@ -131,7 +131,7 @@ async function copyRound(work: string, off: boolean) {
     scratch: fs.mkdtempSync(path.join(scratch, "checks-")),
   });
   const started = performance.now();
-  const violations = await check(before.entries, returned.after, { hostPath: ws, kind: "workspace" }, returned);
+  const { violations } = await check(before.entries, returned.after, { hostPath: ws, kind: "workspace" }, returned);
   const ms = performance.now() - started;
   if (violations.length > 0) throw new Error(`copy: ${JSON.stringify(violations.slice(0, 3))}`);
   for (const d of [ws, copy]) fs.rmSync(d, { recursive: true, force: true });

@@ -87,6 +87,8 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
       ...config,
       ...gitConfigRules(before, root.hostPath, shared),
       ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
+      // A branch or patch hand-back carries no git-named folder of the workspace (hand-back/git-paths.ts).
+      ...(config.handsBackGitFolders === false && root.kind === "workspace" ? { neverHandedBack: isGitMetadata } : {}),
     };
     const evaluator = new RuleEvaluator(rules);
     const violations: Violation[] = [];
@@ -96,7 +98,7 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
       for (const v of evaluator.visit(pair)) violations.push(v);
       await pause();
     }
-    // What only the whole tree shows: a link the run made onto a protected path.
+    // What only the whole tree shows: a link the run made onto a protected path, links leading out.
     for (const v of await evaluator.finish()) violations.push(v);
     const work =
       config.handsBackGitFolders === false && root.kind === "workspace"
@@ -119,12 +121,16 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
         scratch.remove();
       }
     }
-    return violations.map(({ path, change, rule, detail }) => ({
-      path,
-      change,
-      rule,
-      ...(detail !== undefined ? { detail } : {}),
-    }));
+    return {
+      violations: violations.map(({ path, change, rule, detail }) => ({
+        path,
+        change,
+        rule,
+        ...(detail !== undefined ? { detail } : {}),
+      })),
+      hostRun: evaluator.hostRun,
+      hostRunCount: evaluator.hostRunCount,
+    };
   };
   // Before the copy-in: configs naming more than the budget refuse the run before it starts.
   check.prepare = (lent) => {

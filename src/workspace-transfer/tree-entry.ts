@@ -1,6 +1,8 @@
 // A tree as copy mode sees it: one entry per path, in walk order, with the facts a rule can judge
 // (kind, permission bits, size, content hash). The tree sent into the sandbox and the tree it
 // returned are both lists of these, so checks compare two lists without touching any filesystem.
+
+import type { HostRunChange } from "../workspace/workspace-rules.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 
 export type TreeEntryKind = "file" | "directory" | "symlink";
@@ -34,6 +36,17 @@ export interface TreeViolation {
   rule?: string;
   /** Why the entry breaks its rule, where a rule says (the git rules). */
   detail?: string;
+}
+
+/**
+ * A check's verdict on one returned tree: its violations (any fails the run, nothing is applied)
+ * and what it found that host tools follow or misread (reported, not refused: workspace-rules.ts
+ * HostRunList, at most 100 of each kind listed, all counted).
+ */
+export interface TreeJudgement {
+  violations: TreeViolation[];
+  hostRun: HostRunChange[];
+  hostRunCount: number;
 }
 
 /** What a check may read of a returned tree beyond its entry list (returned-tar.ts ReturnedTree has it). */
@@ -75,7 +88,7 @@ type ReturnedTreeJudge = (
    * another (an `.envrc`'s `PATH_add ../toolchain/bin`), so what they name is read over all of them.
    */
   lent?: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>,
-) => TreeViolation[] | Promise<TreeViolation[]>;
+) => Promise<TreeJudgement>;
 
 /** Permission bits that travel; setuid and setgid are dropped both ways. */
 export const TRAVELLING_MODE_BITS = 0o1777;

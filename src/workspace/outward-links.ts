@@ -10,7 +10,7 @@ import { timeSlices } from "../util/stepwise.js";
 
 /** Links one lookup follows before the kernel gives up (ELOOP): a loop leads nowhere. */
 const MAX_HOPS = 40;
-/** Links kept per side; past it the run's links are judged by their own text only. */
+/** Links kept per side; past it the tree is not followed: every link the run made that climbs with `..` is reported. */
 const MAX_KEPT_LINKS = 100_000;
 
 export interface OutwardLink {
@@ -40,7 +40,8 @@ export class OutwardLinks {
 
   /**
    * A link of the tree after the run; `change` when the run made it or changed its target. A link
-   * `judged` false (inside a git directory, where the git rules judge links) is followed, never reported.
+   * `judged` false (inside a git directory, where the git rules judge links, or never handed back)
+   * is followed, never reported.
    */
   addAfter(path: string, target: string, change: "created" | "modified" | undefined, judged = true): void {
     if (!judged) this.silent.add(path);

@@ -129,6 +129,11 @@ export interface RuleConfig {
    */
   commandFolders?: ReadonlyMap<string, CommandFolder>;
   hostCommands?: ReadonlySet<string>;
+  /**
+   * Paths (relative) whose entries never reach the host (a branch or patch hand-back leaves every
+   * git-named folder out): their links and names are not reported as host-run changes.
+   */
+  neverHandedBack?: (path: string) => boolean;
 }
 
 /** Bits that make a directory a place other local users can plant files in, or inherit a group from. */
@@ -226,6 +231,7 @@ export class RuleEvaluator {
   private readonly configPaths: ReadonlyMap<string, string>;
   private readonly commandFolders: ReadonlyMap<string, CommandFolder>;
   private readonly hostCommands: ReadonlySet<string>;
+  private readonly neverHandedBack: (path: string) => boolean;
   /** Proper ancestors of the config paths (a command folder too) -> what is below them, and why. */
   private readonly configAncestors: ReadonlyMap<string, GuardedAncestor>;
   /** What the git checks beyond single entries look at (object-store files, pointers). */
@@ -250,6 +256,7 @@ export class RuleEvaluator {
     this.configPaths = config.configPaths ?? new Map();
     this.commandFolders = config.commandFolders ?? new Map();
     this.hostCommands = config.hostCommands ?? new Set();
+    this.neverHandedBack = config.neverHandedBack ?? (() => false);
     this.configAncestors = guardedAncestors(this.configPaths, this.commandFolders);
   }
 
@@ -332,7 +339,10 @@ export class RuleEvaluator {
       parent.path === path.slice(0, Math.max(0, path.lastIndexOf("/")));
     if (isDirAfter && (a!.mode & 0o2000) !== 0) frame.setgid = isDirBefore ? (b!.mode & 0o2000) !== 0 : inheritsSetgid;
     if (gitBefore) this.gitWork.gitRoots.add(path);
-    this.noteLinks(path, b, a, parent?.gitRoot === undefined && !gitAfter);
+    // What git directories hold is the git rules' (a link made there is refused), and what is never
+    // handed back reaches no host tool: neither is reported.
+    const hostReached = parent?.gitRoot === undefined && !gitAfter && !this.neverHandedBack(path);
+    this.noteLinks(path, b, a, hostReached);
 
     if (a?.problem) {
       out.push({
@@ -428,10 +438,7 @@ export class RuleEvaluator {
         });
       }
       const fileReport = (a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined;
-      const nameReport =
-        !fileReport && change === "created" && parent?.gitRoot === undefined && !gitAfter
-          ? trickyNameReport(path)
-          : undefined;
+      const nameReport = !fileReport && change === "created" && hostReached ? trickyNameReport(path) : undefined;
       if (fileReport) this.hostRuns.add({ path, change, why: fileReport.why }, "file");
       else if (nameReport) this.hostRuns.add({ path, change, why: nameReport.why }, "name");
     }

@@ -88,7 +88,7 @@ async function copyRun(
     limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
     what: "the workspace",
   });
-  const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  const { violations } = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 
@@ -567,7 +567,7 @@ describe("the time verifying packs is bounded per run, not per pack", { timeout:
       limits: { maxBytes: 1 << 28, maxEntries: 100_000, maxPathBytes: 4096, maxDepth: 512, maxLinkTargetBytes: 4096 },
       what: "a writable directory",
     });
-    const root = await handBack(false)(
+    const { violations: root } = await handBack(false)(
       before.entries,
       returned.after,
       { hostPath: ws, kind: "writable-root" },

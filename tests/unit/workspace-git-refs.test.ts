@@ -101,7 +101,7 @@ async function copyRun(root: string, script: string) {
     what: "the workspace",
   });
   const check = workspaceRulesCheck({ lentRoots: [root], scratch: path.join(dir(), "scratch") });
-  const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  const { violations } = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 

@@ -49,7 +49,7 @@ async function roundTrip(root: string, change: (copy: string) => void, disabled:
     what: "the workspace",
   });
   const check = workspaceRulesCheck({ lentRoots: [root], disabled });
-  const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+  const { violations } = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
   return { before, returned, violations, found: violations.map((v) => `${v.rule} ${v.change} ${v.path}`).sort() };
 }
 
@@ -70,7 +70,7 @@ describe("copy mode: judging a large returned tree beside other runs of the same
     };
     setImmediate(tick);
     const check = workspaceRulesCheck({ lentRoots: [root] });
-    const violations = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+    const { violations } = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
     running = false;
     expect(violations).toEqual([]);
     expect(turns).toBeGreaterThan(1);
@@ -186,7 +186,7 @@ describe("copy mode: what one lent tree's configs name in another", () => {
     ];
     const check = workspaceRulesCheck({ lentRoots: [ws, tools] });
     const kind = "writable-root" as const;
-    const violations = await check(
+    const { violations } = await check(
       sent.before.entries,
       sent.returned.after,
       { hostPath: tools, kind },
@@ -234,7 +234,7 @@ describe("copy mode: what one lent tree's configs name in another", () => {
     process.env.PATH = `${toolchain}/bin:${savedPath}`;
     try {
       const check = workspaceRulesCheck({ lentRoots: [ws] });
-      const violations = await check(
+      const { violations } = await check(
         sent.before.entries,
         sent.returned.after,
         { hostPath: ws, kind: "workspace" },
@@ -245,5 +245,35 @@ describe("copy mode: what one lent tree's configs name in another", () => {
     } finally {
       process.env.PATH = savedPath;
     }
+  });
+});
+
+describe("copy mode: host-run reports come from the same judgement as the violations (re-reading, round 3, session 41)", () => {
+  /** A link out of the tree, a name `tar czf out.tgz *` reads as an option, and a link in a folder git refuses by name. */
+  const leaveLinksAndNames = (copy: string) => {
+    fs.mkdirSync(path.join(copy, "dist"));
+    fs.symlinkSync("/etc/hostname", path.join(copy, "dist/notes.txt"));
+    fs.mkdirSync(path.join(copy, "-rf"));
+    fs.mkdirSync(path.join(copy, "git~1"));
+    fs.symlinkSync("/etc/hostname", path.join(copy, "git~1/x"));
+  };
+  const reported = async (handsBackGitFolders: boolean) => {
+    const root = repo();
+    const { before, returned } = await roundTrip(root, leaveLinksAndNames);
+    const check = workspaceRulesCheck({ lentRoots: [root], handsBackGitFolders });
+    const judged = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+    expect(judged.violations).toEqual([]);
+    return { paths: judged.hostRun.map((h) => `${h.change} ${h.path}`).sort(), count: judged.hostRunCount };
+  };
+
+  it("applied: links out and misread names are reported, a git~1/ folder's too (it is applied as a plain folder)", async () => {
+    expect(await reported(true)).toEqual({
+      paths: ["created -rf", "created dist/notes.txt", "created git~1/x"],
+      count: 3,
+    });
+  });
+
+  it("handed back as a branch or patch: what is in a git-named folder never reaches the host and is not reported", async () => {
+    expect(await reported(false)).toEqual({ paths: ["created -rf", "created dist/notes.txt"], count: 2 });
   });
 });

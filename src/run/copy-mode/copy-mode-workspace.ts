@@ -31,9 +31,7 @@ import {
   type RunPlan,
 } from "../../sandbox-contract.js";
 import { mib } from "../../util/units.js";
-import { hostRunReportOf, outwardLinkWhy, trickyNameReport } from "../../workspace/builtin-protections.js";
-import { type OutwardLink, OutwardLinks } from "../../workspace/outward-links.js";
-import { type HostRunChange, HostRunList } from "../../workspace/workspace-rules.js";
+import type { HostRunChange } from "../../workspace/workspace-rules.js";
 import { ChangeCollector, type ChangedFiles } from "../../workspace/workspace-snapshot.js";
 import { applyReturnedTreesYielding } from "../../workspace-transfer/apply-tree.js";
 import { type HostTree, walkHostTree } from "../../workspace-transfer/host-tree.js";
@@ -374,50 +372,24 @@ export class CopyModeWorkspace {
     // overflows the stack), and the changed files capped per kind as bind mode's are.
     const changes = new ChangeCollector();
     const violations: TreeViolation[] = [];
-    const hostRuns = new HostRunList();
-    // What the git rules judge, and what never reaches the host: a `.git` folder's content when the
-    // tree is applied (`git~1/` and `.git./` are plain folders there, applied as they came back:
-    // fix review, round 3, session 40), any git name's when it is handed back as a branch or patch.
-    const gitOwned =
-      this.options.plan.handBack === "apply"
-        ? (p: string) => p.split("/").some((c) => c.toLowerCase() === ".git")
-        : isGitMetadata;
+    // What host tools follow or misread (links out, names, host-run files), as the check judged
+    // each pair: the same rule engine as bind mode's, so the two cannot disagree on what is reported.
+    // Each tree's list is kept whole, as bind mode's are (a full workspace list hides no root's link).
+    const hostRun: HostRunChange[] = [];
+    let hostRunCount = 0;
     const returned = this.#copiedOut ? this.copied.filter((c) => c.returned && c.tree) : [];
     const lent = lentTrees(this.copied);
     for (const { copy, tree, returned: after } of returned) {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
       // Reported as bind mode reports them: a writable root's paths are absolute (its bin/git is not the workspace's).
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
-      for (const v of await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent))
-        violations.push(prefix ? { ...v, path: prefix + v.path } : v);
+      const judged = await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent);
+      for (const v of judged.violations) violations.push(prefix ? { ...v, path: prefix + v.path } : v);
+      for (const h of judged.hostRun) hostRun.push(prefix ? { ...h, path: prefix + h.path } : h);
+      hostRunCount += judged.hostRunCount;
       const diff = diffTrees(tree!.entries, after!.after);
       for (const change of ["created", "modified", "deleted"] as const)
-        for (const p of diff[change]) {
-          changes.add(change, prefix + p);
-          // From the full lists, not the changed files as listed (10,000 per kind): 10,001 new
-          // files hid a zz/.npmrc the apply then wrote unreported (review, session 25).
-          const fileReport = hostRunReportOf(p);
-          const nameReport = !fileReport && change === "created" && !gitOwned(p) ? trickyNameReport(p) : undefined;
-          if (fileReport) hostRuns.add({ path: prefix + p, change, why: fileReport.why }, "file");
-          else if (nameReport) hostRuns.add({ path: prefix + p, change, why: nameReport.why }, "name");
-        }
-      // Links that lead out of the tree, resolved through the tree's links before and after.
-      for (const link of await outwardLinksOf(tree!.entries, after!.after, gitOwned))
-        hostRuns.add(
-          { path: prefix + link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) },
-          "link",
-        );
-      // New folders are in no list of changed files, but a glob takes their names as options too.
-      const newFolders = after!.after.filter(
-        (e) => e.kind === "directory" && trickyNameReport(e.path) !== undefined && !gitOwned(e.path),
-      );
-      const sentPaths = newFolders.length > 0 ? new Set(tree!.entries.map((e) => e.path)) : undefined;
-      for (const folder of newFolders)
-        if (!sentPaths!.has(folder.path))
-          hostRuns.add(
-            { path: prefix + folder.path, change: "created", why: trickyNameReport(folder.path)!.why },
-            "name",
-          );
+        for (const p of diff[change]) changes.add(change, prefix + p);
     }
     // The workspace's changes first, then each writable directory's, as the trees were returned.
     const changedFiles: ChangedFiles = changes.result(false);
@@ -484,8 +456,8 @@ export class CopyModeWorkspace {
     return {
       changedFiles,
       violations,
-      hostRun: hostRuns.list,
-      hostRunCount: hostRuns.count,
+      hostRun,
+      hostRunCount,
       snapshotMs: Math.round(performance.now() - started),
       discarded,
     };
@@ -576,33 +548,4 @@ function takeGitOnly(violations: TreeViolation[]): TreeViolation[] {
   }
   violations.length = kept;
   return taken;
-}
-
-/** The links of a returned tree that lead out of it and did not before (outward-links.ts). */
-function outwardLinksOf(
-  before: readonly TreeEntry[],
-  after: readonly TreeEntry[],
-  gitOwned: (path: string) => boolean,
-): Promise<OutwardLink[]> {
-  const links = new OutwardLinks();
-  const targetBefore = new Map<string, string>();
-  for (const e of before)
-    if (e.kind === "symlink" && e.target !== undefined) {
-      links.addBefore(e.path, e.target);
-      targetBefore.set(e.path, e.target);
-    }
-  let sentPaths: Set<string> | undefined;
-  for (const e of after) {
-    if (e.kind !== "symlink" || e.target === undefined) continue;
-    const was = targetBefore.get(e.path);
-    let change: "created" | "modified" | undefined;
-    if (was !== undefined) change = was === e.target ? undefined : "modified";
-    else {
-      // Something else was there (a file, a folder) or nothing: only asked for links new as links.
-      sentPaths ??= new Set(before.map((b) => b.path));
-      change = sentPaths.has(e.path) ? "modified" : "created";
-    }
-    links.addAfter(e.path, e.target, change, !gitOwned(e.path));
-  }
-  return links.found();
 }
