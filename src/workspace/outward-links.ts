@@ -50,30 +50,27 @@ export class OutwardLinks {
     else this.after.set(path, target);
   }
 
-  /** The links the run made or retargeted (not the silent ones), in walk order. */
-  changedLinks(): ReadonlyArray<{ path: string; change: "created" | "modified"; target: string }> {
-    return this.changed;
-  }
-
-  /** The tree's links after the run (all of them, up to the cap). */
-  afterLinks(): ReadonlyMap<string, string> {
-    return this.after;
-  }
-
   /**
-   * The links that lead out of the tree now and did not before the run, in walk order. Letting the
-   * event loop through as it goes: 100,000 links took ~0.8 s here, and other runs of the controller
-   * wait meanwhile.
+   * One pass over the tree's links, letting the event loop through as it goes (100,000 links took
+   * ~0.8 s here, and other runs of the controller wait meanwhile):
+   * - `outward`: the links that lead out of the tree now and did not before the run, in walk order;
+   * - `landings`: where each link the run made or retargeted lands inside the tree (a tree path; ""
+   *   the top), as the kernel resolves it through the tree's links after the run: a host write
+   *   through the link writes there (fix review, round 3, session 40: `dist/notes.md ->
+   *   ../.husky/pre-commit`, and the host's next write to dist/notes.md rewrote the hook).
    */
-  async found(): Promise<OutwardLink[]> {
+  async resolve(): Promise<{ outward: OutwardLink[]; landings: LinkLanding[] }> {
     const pause = timeSlices();
-    const out: OutwardLink[] = [];
+    const outward: OutwardLink[] = [];
+    const landings: LinkLanding[] = [];
     const reported = new Set<string>();
     for (const { path, change, target } of this.changed) {
+      const resolved = walk(parentParts(path), target, this.after, { hops: 0 });
+      if (resolved !== OUT && resolved !== LOOP) landings.push({ path, change, lands: resolved.join("/") });
       const how = textLeadsOut(path, target)
         ? "text"
         : !this.overflow
-          ? leadsOut(path, this.after)
+          ? resolved === OUT
             ? "through"
             : undefined
           : // Past the cap the tree's links are not all known. A chain out needs a link that is
@@ -83,41 +80,30 @@ export class OutwardLinks {
             ? "unresolved"
             : undefined;
       if (how) {
-        out.push({ path, change, target, how });
+        outward.push({ path, change, target, how });
         reported.add(path);
       }
       await pause();
     }
-    if (this.overflow) return out;
+    if (this.overflow) return { outward, landings };
     // A link the run did not touch that the links it made, changed or removed now send out of the tree
     // (`b -> sub/a/../../..` leads out once the run replaced the link `sub/a -> x/y/z` by a folder).
     for (const [path, target] of this.after) {
       if (reported.has(path) || this.silent.has(path) || this.before.get(path) !== target) continue;
       if (leadsOut(path, this.after) && !leadsOut(path, this.before))
-        out.push({ path, change: "modified", target, how: "through" });
+        outward.push({ path, change: "modified", target, how: "through" });
       await pause();
     }
-    return out;
+    return { outward, landings };
   }
 }
 
-/**
- * Where each link the run made or retargeted lands inside the tree (a tree path; "" the top), as
- * the kernel resolves it through the tree's links after the run: a host write through the link
- * writes there (fix review, round 3, session 40: `dist/notes.md -> ../.husky/pre-commit`, and the
- * host's next write to dist/notes.md rewrote the hook). Links that lead out, or nowhere, are left out.
- */
-export async function landings(
-  links: OutwardLinks,
-): Promise<Array<{ path: string; change: "created" | "modified"; lands: string }>> {
-  const pause = timeSlices();
-  const out: Array<{ path: string; change: "created" | "modified"; lands: string }> = [];
-  for (const { path, change, target } of links.changedLinks()) {
-    const resolved = walk(parentParts(path), target, links.afterLinks(), { hops: 0 });
-    if (resolved !== OUT && resolved !== LOOP) out.push({ path, change, lands: resolved.join("/") });
-    await pause();
-  }
-  return out;
+/** Where a link the run made or retargeted lands inside its tree (links that lead out, or nowhere, have none). */
+export interface LinkLanding {
+  path: string;
+  change: "created" | "modified";
+  /** A tree path; "" the tree's top. */
+  lands: string;
 }
 
 /**

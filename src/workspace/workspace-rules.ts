@@ -36,7 +36,7 @@ import {
 } from "./git-plain-data.js";
 import { OBJECT_RULE, REF_RULE } from "./git-rule-names.js";
 import { GitWork, MAX_STORE_CHANGES, namesCommits } from "./git-work.js";
-import { landings, OutwardLinks } from "./outward-links.js";
+import { OutwardLinks } from "./outward-links.js";
 import { compileGlobs, type PathMatcher } from "./path-glob.js";
 
 export interface EntryFacts {
@@ -267,12 +267,13 @@ export class RuleEvaluator {
   async finish(): Promise<Violation[]> {
     if (this.finished) return [];
     this.finished = true;
-    for (const link of await this.links.found()) {
+    const { outward, landings } = await this.links.resolve();
+    for (const link of outward) {
       this.hostRuns.add({ path: link.path, change: link.change, why: outwardLinkWhy(link.target, link.how) }, "link");
     }
     // A link the run made to a protected path: the host's next write through it writes that path.
     const out: Violation[] = [];
-    for (const { path, change, lands } of await landings(this.links)) {
+    for (const { path, change, lands } of landings) {
       const rule = this.protectionAt(lands);
       if (rule)
         out.push({
