@@ -602,6 +602,11 @@ export function outwardLinkWhy(target: string, leads: "text" | "through" | "unre
   return `a link to ${JSON.stringify(quoted)}${how}: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`;
 }
 
+/** Why a link the run made onto a host-run file inside its tree is reported. */
+export function landingWhy(lands: string, why: string): string {
+  return `a link to ${JSON.stringify(lands)}, a file host tools run or read (${why}): a host write through the link rewrites it, and a tool that follows links (an artifact upload, zip, cp -L) reads what the host keeps there`;
+}
+
 /** Tab and line feed too: what splits a name read line by line or word by word. */
 const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
 

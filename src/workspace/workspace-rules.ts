@@ -15,6 +15,7 @@ import {
   gitObjectStorePath,
   gitPathAllowed,
   hostRunReportOf,
+  landingWhy,
   nestedProtectionParent,
   outwardLinkWhy,
   trickyNameReport,
@@ -283,6 +284,13 @@ export class RuleEvaluator {
           detail: `a link to ${lands || "the tree's top"}: a host write through it writes there`,
           restore: change === "created" ? { action: "remove", path } : { action: "revert", path },
         });
+      // Onto a host-run file (reported, as a change of that file would be): a host write through the
+      // link rewrites `.npmrc` or `.env`, and an upload that follows it publishes what the host later
+      // keeps there (`dist/npmrc.txt -> ../.npmrc`; a link named like the file is reported as one already).
+      else if (lands !== "" && !hostRunReportOf(path)) {
+        const report = hostRunReportOf(lands);
+        if (report) this.hostRuns.add({ path, change, why: landingWhy(lands, report.why) }, "link");
+      }
     }
     return out;
   }

@@ -677,6 +677,33 @@ describe("built-in protections", () => {
     expect((await policy.finish()).map((v) => `${v.rule} ${v.path}`)).toContain("protectedPaths dist/readme");
   });
 
+  it("a link the run made onto a host-run file inside the tree (.npmrc, .env, package.json) is reported as a link; one onto an ordinary file, or one named like the file it lands on, is not reported again (round 3, session 41)", async () => {
+    const before = withChanges({ ".npmrc": file("fund=false"), ".env": file("A=1"), "package.json": file("{}") });
+    const after = withChanges(
+      {
+        dist: dir(),
+        "dist/npmrc.txt": link("../.npmrc"),
+        "dist/env": link("../.env"),
+        "dist/pkg": link("../package.json"),
+        "dist/readme": link("../src/a.ts"),
+        "sub/.npmrc": link("../.npmrc"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(before, after)) evaluator.visit(pair);
+    expect(await evaluator.finish()).toEqual([]);
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created dist/env",
+      "created dist/npmrc.txt",
+      "created dist/pkg",
+      "created sub/.npmrc",
+    ]);
+    expect(evaluator.hostRun.find((h) => h.path === "dist/npmrc.txt")?.why).toContain('a link to ".npmrc"');
+    expect(evaluator.hostRun.find((h) => h.path === "sub/.npmrc")?.why).not.toContain("a link to");
+    expect(evaluator.hostRunCount).toBe(4);
+  });
+
   it("a protected file that gained a name (a hard link elsewhere: more links, its status moved) is a change of it and is put back; an ordinary file, or one whose status did not move, is not", () => {
     const hook = (nlink: number, ctimeMs: number): EntryFacts => ({ ...file("hook", 0o755), nlink, ctimeMs });
     const before = withChanges({
