@@ -665,16 +665,26 @@ export class WorkspaceWatch {
         if (report.gitCachesRemoved.length < 100) report.gitCachesRemoved.push(w.prefix + c);
       if (first.gitStats) report.gitChecks = sumStats(report.gitChecks, first.gitStats);
       report.entries.after += first.entries;
-      report.hostRunCount += first.hostRunCount;
       // Each tree lists up to MAX_LISTED_HOST_RUN of each of its three kinds (HostRunList): all are
-      // kept, so a full list of the workspace's hides no writable directory's link.
-      for (const h of first.hostRun) report.hostRunFiles.push({ ...h, path: w.prefix + h.path });
+      // kept, so a full list of the workspace's hides no writable directory's link. After a restore,
+      // the last walk's list replaces this one (below).
+      const hostRunAt = report.hostRunFiles.length;
+      const setHostRun = (judged: Judged, replacing: number) => {
+        report.hostRunCount += judged.hostRunCount;
+        report.hostRunFiles.splice(
+          hostRunAt,
+          replacing,
+          ...judged.hostRun.map((h) => ({ ...h, path: w.prefix + h.path })),
+        );
+      };
+      setHostRun(first, 0);
       // Counted in full; the listed ones are deduplicated against later walks.
       report.violationCount += Math.max(0, first.count - first.violations.length);
       for (const v of first.violations) note(v, w.prefix);
       let steps = first.plan.ordered();
       let overflowed = first.plan.overflowed;
       let moved = first.movedStores;
+      let latest = first;
       if (steps.length > 0) this.writeFound(report);
       // A restore can uncover more (a directory made unreadable hid what is in it): walk again,
       // until nothing is left, nothing new is found, or the rounds run out.
@@ -683,6 +693,11 @@ export class WorkspaceWatch {
         if (overflowed) applied.notRestored.push({ path: ".", why: "too many violations to restore them all" });
         mergeRestore((report.restore ??= emptyRestore()), applied, w.prefix);
         const again = await judge(w, { disabled, maxHeldNames });
+        // What host tools meet is the tree as the restore left it: a committed link it put back can
+        // send a new link out of the tree that read as inside before (fix review, round 3, session 40, N6).
+        report.hostRunCount -= latest.hostRunCount;
+        setHostRun(again, latest.hostRun.length);
+        latest = again;
         const next = again.plan.ordered();
         const stuck = JSON.stringify(next) === JSON.stringify(steps);
         if (next.length > 0 && (stuck || round === RESTORE_ROUNDS - 1)) {

@@ -758,6 +758,24 @@ describe("WorkspaceWatch: modes and host-run files", () => {
     expect(fs.statSync(path.join(ws, "shared.txt")).mode & 0o7777).toBe(0o664);
   });
 
+  it("links are reported as the restore leaves the tree: a committed link it puts back that now sends a new link out is reported (fix review, round 3, session 40, N6)", async () => {
+    const ws = tree({ ".husky/pre-commit": "exit 0\n", "scripts/x.sh": "echo\n", "dist/index.html": "<p>\n" });
+    fs.symlinkSync("../scripts", path.join(ws, ".husky/shared"));
+    const w = await watch(ws);
+    // The run retargets the committed link deeper, so a new link through it reads as inside;
+    // once the restore puts `.husky/shared -> ../scripts` back, the new link climbs out of the tree.
+    fs.rmSync(path.join(ws, ".husky/shared"));
+    fs.symlinkSync("../dist/a/b/c", path.join(ws, ".husky/shared"));
+    fs.mkdirSync(path.join(ws, "dist/a/b/c"), { recursive: true });
+    fs.symlinkSync("../.husky/shared/../../HOST-SECRET.txt", path.join(ws, "dist/notes.txt"));
+    const report = await w.finish();
+    expect(report.violations.map((v) => `${v.rule} ${v.path}`)).toEqual([".husky/ .husky/shared"]);
+    expect(fs.readlinkSync(path.join(ws, ".husky/shared"))).toBe("../scripts");
+    expect(report.hostRunFiles.map((h) => `${h.change} ${h.path}`)).toEqual(["created dist/notes.txt"]);
+    expect(report.hostRunFiles[0]?.why).toContain("through other links");
+    expect(report.hostRunCount).toBe(1);
+  });
+
   it("host-run files are reported, not refused; protected hook-manager files are refused", async () => {
     const ws = tree({ ".npmrc": "registry=https://registry.npmjs.org/\n" });
     const w = await watch(ws);
