@@ -597,7 +597,7 @@ export function outwardLinkWhy(target: string, leads: "text" | "through" | "unre
   const how = {
     text: ", outside the tree",
     through: ", which leads out of the tree through other links the run left",
-    unresolved: ", which climbs with '..' in a tree of too many links to follow where it leads",
+    unresolved: ", in a tree of too many links to follow where it leads",
   }[leads];
   return `a link to ${JSON.stringify(quoted)}${how}: host tools that follow links (an artifact upload, zip, tar -h, cp -L) read or write what the host has there`;
 }

@@ -10,7 +10,7 @@ import { timeSlices } from "../util/stepwise.js";
 
 /** Links one lookup follows before the kernel gives up (ELOOP): a loop leads nowhere. */
 const MAX_HOPS = 40;
-/** Links kept per side; past it the tree is not followed: every link the run made that climbs with `..` is reported. */
+/** Links kept per side; past it the tree is not followed: every link the run made or retargeted is reported. */
 const MAX_KEPT_LINKS = 100_000;
 
 export interface OutwardLink {
@@ -19,7 +19,7 @@ export interface OutwardLink {
   target: string;
   /**
    * How it leads out: by its own text, only through other links, or (a tree past MAX_KEPT_LINKS,
-   * whose links are not all known) it may: its text climbs with `..`.
+   * whose links are not all known) it may.
    */
   how: "text" | "through" | "unresolved";
 }
@@ -73,12 +73,10 @@ export class OutwardLinks {
           ? resolved === OUT
             ? "through"
             : undefined
-          : // Past the cap the tree's links are not all known. A chain out needs a link that is
-            // absolute or climbs with `..`; every such link the run made is reported, so no chain of
-            // the run's own is missed (and the redirected old links below need one of them too).
-            target.split("/").includes("..")
-            ? "unresolved"
-            : undefined;
+          : // Past the cap the tree's links are not all known, and a link that only descends leads
+            // out through a link the tree already had (`x -> old/y` with `old -> /etc`: fix review,
+            // round 3, session 40, N5): every link the run made or retargeted is reported.
+            "unresolved";
       if (how) {
         outward.push({ path, change, target, how });
         reported.add(path);

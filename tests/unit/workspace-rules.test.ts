@@ -570,16 +570,18 @@ describe("built-in protections", () => {
     expect(unchanged.hostRun).toEqual([]);
   });
 
-  it("in a tree of more links than are kept, every link the run made that climbs with '..' is reported (a chain out needs one), and one that only descends is not", async () => {
+  it("in a tree of more links than are kept, every link the run made is reported: one that only descends leads out through a link the tree already had (fix review 40, N5)", async () => {
     const links = new OutwardLinks();
     for (let i = 0; i <= 100_000; i++) links.addAfter(`pad/l${i}`, "x", undefined);
     links.addAfter("sub/a", "..", "created");
     links.addAfter("b", "sub/a/../x", "created");
     links.addAfter("c", "sub/x", "created");
     links.addAfter("d", "/etc/shadow", "created");
+    links.addAfter("e", "pad/l0", undefined);
     expect((await links.resolve()).outward.map((l) => `${l.path} ${l.how}`)).toEqual([
       "sub/a unresolved",
       "b unresolved",
+      "c unresolved",
       "d text",
     ]);
   });
