@@ -784,10 +784,18 @@ function refuseDeadLease(trees: readonly string[]): void {
   );
 }
 
-/** A dead run's unfinished copy-mode apply over one of these trees (reap-run-dirs.ts deadApplyOver): refused, naming gc. */
+/** A dead run's unfinished copy-mode apply over one of these trees, or its staging folder inside one (reap-run-dirs.ts deadApplyOver): refused, naming gc. */
 function refuseDeadApply(trees: readonly string[]): void {
   const dead = deadApplyOver(trees);
   if (!dead) return;
+  if (dead.staging)
+    throw new SandboxRunError(
+      "usage",
+      `Run ${dead.runId} left its staging folder ${dead.staging} inside ${dead.tree} when its controller died: a sandbox given that tree could rewrite what the next reaper replays from it.`,
+      {
+        hint: "Run `sandbox-run gc`: it removes that folder (undoing that run's apply first, if it began one); then run again.",
+      },
+    );
   throw new SandboxRunError(
     "usage",
     `Run ${dead.runId} was copying its sandbox's changes into ${dead.tree} when its controller died: the tree is half applied, and its journal says how to undo it.`,

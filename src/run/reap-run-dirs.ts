@@ -7,7 +7,11 @@ import path from "node:path";
 import { treesOverlap } from "../util/path-inside.js";
 import type { DeadApply } from "../workspace-transfer/dead-apply.js";
 import { STAGING_RECORD } from "../workspace-transfer/staging-dir.js";
-import { pendingListedApplies, removeListedStagingDirs } from "../workspace-transfer/staging-reap.js";
+import {
+  pendingListedApplies,
+  presentListedStagingDirs,
+  removeListedStagingDirs,
+} from "../workspace-transfer/staging-reap.js";
 import {
   HOLD_FILE_PREFIX,
   holdsUnjudgedState,
@@ -72,11 +76,15 @@ export function reapRunDirs(tmpDir = os.tmpdir(), dryRun = false, applies?: Dead
  * run's folder for a reaper to undo it. A run that copied such a tree in would give its sandbox the
  * half-applied tree, and a reaper undoing it meanwhile would change the tree under the run's own
  * apply (review, session 36).
+ * Or (`staging`) a staging directory a dead run listed, journal or not, inside one of these trees:
+ * lent to a sandbox, it could write the journal and the aside entries the next reaper replays as the
+ * caller (a hook renamed into `.git/hooks`, a copy of bash given mode 04755: red-team review, round
+ * 3, session 41). The reaper removes it first, or the run is refused.
  */
 export function deadApplyOver(
   trees: readonly string[],
   tmpDir = os.tmpdir(),
-): { runId: string; tree: string } | undefined {
+): { runId: string; tree: string; staging?: string } | undefined {
   if (trees.length === 0 || !runDirsParentPrivate(tmpDir)) return undefined;
   const parent = runDirsParent(tmpDir);
   for (const name of fs.readdirSync(parent)) {
@@ -84,9 +92,13 @@ export function deadApplyOver(
     const dir = path.join(parent, name);
     const owner = lstatOrUndefined(dir)?.isDirectory() ? readRunDirOwner(dir) : undefined;
     if (!owner || !ownerGone(owner)) continue;
-    for (const theirs of pendingListedApplies(path.join(dir, STAGING_RECORD)))
+    const record = path.join(dir, STAGING_RECORD);
+    for (const theirs of pendingListedApplies(record))
       for (const ours of trees)
         if (treesOverlap(theirs, ours)) return { runId: name.slice("run-".length), tree: theirs };
+    for (const staging of presentListedStagingDirs(record))
+      for (const ours of trees)
+        if (treesOverlap(staging, ours)) return { runId: name.slice("run-".length), tree: ours, staging };
   }
   return undefined;
 }

@@ -67,6 +67,22 @@ function holdOrWhyNot(
   }
 }
 
+/**
+ * The staging directories a run folder's `record` lists that are still there as this user's folders:
+ * what a reaper would remove, or replay the journal of.
+ */
+export function presentListedStagingDirs(record: string): string[] {
+  const uid = process.geteuid?.();
+  return listedStagingDirs(record).filter((dir) => {
+    try {
+      const stat = fs.lstatSync(dir);
+      return stat.isDirectory() && stat.uid === uid;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** The trees whose applies removeListedStagingDirs would undo now (`gc --dry-run`); nothing is changed. */
 export function pendingListedApplies(record: string): string[] {
   return listedStagingDirs(record).flatMap((dir) => pendingDeadApply(dir) ?? []);

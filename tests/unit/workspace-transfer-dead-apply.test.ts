@@ -429,6 +429,70 @@ async function refusedThenReaped(
   }
 }
 
+describe("a dead run's staging folder inside a tree a later run lends (red-team review, round 3, session 41)", () => {
+  /**
+   * A dead copy-mode run over `parent/proj` that listed its staging folder next to it, inside
+   * `parent`, with no journal yet (killed during its copy-out): a later run over `parent` would lend
+   * the folder to its sandbox, which could write a journal and aside entries the next reaper replays.
+   */
+  async function deadStagingBeside(base: string, runId: string): Promise<{ parent: string; staging: string }> {
+    const parent = tempDir();
+    fs.mkdirSync(path.join(parent, "proj"));
+    fs.writeFileSync(path.join(parent, "proj", "a.txt"), "a\n");
+    const staging = fs.mkdtempSync(path.join(parent, ".sandbox-run-staging-proj-"));
+    const runDir = createRunDir(runId, base);
+    fs.writeFileSync(path.join(runDir, STAGING_RECORD), JSON.stringify([staging]), { mode: 0o600 });
+    const gone = spawn("true");
+    await new Promise((resolve) => gone.on("exit", resolve));
+    fs.writeFileSync(path.join(runDir, RUN_DIR_MARKER), `${gone.pid}\n${os.hostname()}\n`);
+    return { parent, staging };
+  }
+
+  it("counts as a dead apply over every tree that holds it, journal or not; not over a tree beside it", async () => {
+    const base = tempDir();
+    const { parent, staging } = await deadStagingBeside(base, "deadstaging-over");
+    expect(deadApplyOver([parent], base)).toEqual({ runId: "deadstaging-over", tree: parent, staging });
+    expect(deadApplyOver([path.join(parent, "proj")], base)).toBeUndefined();
+    expect(reapRunDirs(base, false, [])).toHaveLength(1);
+    expect(fs.existsSync(staging)).toBe(false);
+    expect(deadApplyOver([parent], base)).toBeUndefined();
+  });
+
+  it("a run over such a tree is refused, naming gc; an agent that already reaped once at start-up reaps it again before lending the tree", async () => {
+    const base = tempDir();
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = base;
+    const models = {
+      providers: {
+        scripted: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "k", models: [{ id: "x" }] },
+      },
+    };
+    const down = () => ({ name: "down", ping: () => Promise.reject(new Error("down")) }) as unknown as Engine;
+    const refusing = new ContainerPiAgent({ model: "scripted/x", models, engine: down(), reapOrphans: false });
+    const reaping = new ContainerPiAgent({ model: "scripted/x", models, engine: down() });
+    try {
+      // The reaping agent's one start-up reaping happens now, before the run below dies.
+      const early = tempDir();
+      await expect(reaping.run("go", { cwd: early })).rejects.toMatchObject({ code: "docker-unavailable" });
+      const { parent, staging } = await deadStagingBeside(base, "deadstaging-agent");
+      await expect(refusing.run("go", { cwd: parent })).rejects.toMatchObject({
+        code: "usage",
+        message: expect.stringContaining(`left its staging folder ${staging} inside ${parent}`),
+        hint: expect.stringContaining("sandbox-run gc"),
+      });
+      expect(fs.existsSync(staging)).toBe(true);
+      // Refused or reaped before any engine is asked: the run fails at the engine only once the folder is gone.
+      await expect(reaping.run("go", { cwd: parent })).rejects.toMatchObject({ code: "docker-unavailable" });
+      expect(fs.existsSync(staging)).toBe(false);
+    } finally {
+      await refusing.close();
+      await reaping.close();
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+    }
+  });
+});
+
 describe("a dead apply's new files and its journal's reading (review, session 36)", () => {
   /** Everything but `rel` as `snapshot` has it. */
   const without = (entries: Record<string, string>, rel: string) =>
