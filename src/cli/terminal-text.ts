@@ -2,6 +2,7 @@
 // commands to the terminal: OSC 52 writes the clipboard, cursor movement rewrites what was printed,
 // bidi overrides make code read differently than it runs. Every such character is shown escaped
 // (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and nothing is hidden.
+import { escapeHashCommands, escapeLineCommands } from "../util/runner-commands.js";
 
 // C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, the
 // line and paragraph separators, the interlinear annotation marks, and every character Unicode
@@ -25,9 +26,10 @@ function escapeChar(ch: string): string {
 
 /** For one line of progress: every control character escaped, line breaks and tabs too. */
 export function terminalLine(value: unknown): string {
-  return String(value)
-    .replace(UNSAFE_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapeChar(ch)))
-    .replace(/##\[/g, "#\\x23["); // GitHub's runner reads `##[command]` anywhere in a log line
+  // GitHub's runner reads `##[command]` anywhere in a log line.
+  return escapeHashCommands(
+    String(value).replace(UNSAFE_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapeChar(ch))),
+  );
 }
 
 /**
@@ -48,7 +50,7 @@ export function terminalName(name: unknown): string {
  * escaped, and GitHub's `##[command]` (read anywhere in a log line) shown escaped as terminalLine does.
  */
 export function terminalText(value: unknown): string {
-  return String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar).replace(/##\[/g, "#\\x23[");
+  return escapeHashCommands(String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar));
 }
 
 /**
@@ -58,7 +60,7 @@ export function terminalText(value: unknown): string {
  * gets its first colon escaped. Not for results: a line of C++ may start with `::`.
  */
 export function messageText(value: unknown): string {
-  return terminalText(value).replace(/^([ \t]*):(?=:)/gm, "$1\\x3a");
+  return escapeLineCommands(terminalText(value));
 }
 
 // What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls

@@ -5,7 +5,12 @@
 // escaped inside tables), a long one into a fenced code block (fence longer than any inside).
 // Renderers never read markup, links or autolinks inside code. Characters that hide or reorder
 // text are written as escapes (visible-chars.ts), which also keeps a terminal safe when the
-// summary is printed to one. The whole summary stays under MAX_CHARS: a pull-request comment's limit.
+// summary is printed to one, and so are CI runners' log commands (`##[…]` anywhere, `::…` at a
+// block line's start: util/runner-commands.ts): the README offers the summary for CI logs, and a
+// `run:` step printing it gave the record's text the job's `::add-mask::` and `::stop-commands::`
+// (red-team review, round 3, session 41). The whole summary stays under MAX_CHARS: a pull-request
+// comment's limit.
+import { escapeHashCommands, escapeLineCommands } from "../util/runner-commands.js";
 import type { RunView, Shown } from "./run-view.js";
 import { cut } from "./text-budget.js";
 import { visibleText } from "./visible-chars.js";
@@ -18,7 +23,7 @@ const MAX_ROWS = 50;
 
 /** A code span; `inTable` also escapes `|`, which GFM reads as a cell border even inside code. */
 export function code(value: string, inTable = false, max = INLINE_MAX): string {
-  let text = visibleText(value).replace(/\n/g, "⏎");
+  let text = escapeHashCommands(visibleText(value)).replace(/\n/g, "⏎");
   if (text.length > max) text = `${cut(text, max)}…`;
   if (inTable) text = text.replace(/\|/g, "\\|");
   if (text === "") return "` `";
@@ -30,7 +35,7 @@ export function code(value: string, inTable = false, max = INLINE_MAX): string {
 
 /** A fenced code block holding `value` as text. */
 export function fenced(value: string, max = BLOCK_MAX): string {
-  let text = visibleText(value);
+  let text = escapeLineCommands(escapeHashCommands(visibleText(value)));
   if (text.length > max) text = `${cut(text, max)}\n… (${text.length - max} more characters on the page)`;
   const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
   const fence = "`".repeat(Math.max(3, longest + 1));

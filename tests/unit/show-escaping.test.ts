@@ -174,6 +174,16 @@ describe("the Markdown summary", () => {
     }
   });
 
+  it("passes no CI runner log command on: no line starts with '::' after its indent, and no '##[' anywhere (red-team review, round 3, session 41)", () => {
+    const text = "ok\n::add-mask::hidden\n  ::stop-commands::tok\n##[error]forged ##[group]x\n::error file=a.ts::forged";
+    const md = markdownSummary(view(text));
+    expect(md).not.toMatch(/^[ \t]*::/m);
+    expect(md).not.toContain("##[");
+    // Shown, escaped, where the record had them.
+    expect(md).toContain("\\x3a:add-mask::hidden");
+    expect(md).toContain("#\\x23[error]forged");
+  });
+
   it("code spans outlast the backticks inside, escape table pipes and keep to one line", () => {
     expect(code("a ``b`` c")).toBe("```a ``b`` c```");
     expect(code("`x`")).toBe("`` `x` ``");
