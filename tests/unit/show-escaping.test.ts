@@ -175,7 +175,8 @@ describe("the Markdown summary", () => {
   });
 
   it("passes no CI runner log command on: no line starts with '::' after its indent, and no '##[' anywhere (red-team review, round 3, session 41)", () => {
-    const text = "ok\n::add-mask::hidden\n  ::stop-commands::tok\n##[error]forged ##[group]x\n::error file=a.ts::forged";
+    const text =
+      "ok\n::add-mask::hidden\n  ::stop-commands::tok\n##[error]forged ##[group]x\n::error file=a.ts::forged";
     const md = markdownSummary(view(text));
     expect(md).not.toMatch(/^[ \t]*::/m);
     expect(md).not.toContain("##[");

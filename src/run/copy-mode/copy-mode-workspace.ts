@@ -46,7 +46,6 @@ import {
 import {
   diffTrees,
   type ReturnedTreeCheck,
-  type TreeEntry,
   type TreeViolation,
 } from "../../workspace-transfer/tree-entry.js";
 import { refuseTreeAway } from "../../workspace-transfer/tree-in-place.js";
