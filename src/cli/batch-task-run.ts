@@ -7,9 +7,11 @@ import type { createBatchProgress } from "./batch-progress.js";
 import type { BatchTask } from "./batch-tasks.js";
 import type { CliIo } from "./cli-io.js";
 import { EXIT, exitCodeFor } from "./exit-codes.js";
+import { sandboxLine } from "./progress-reporter.js";
 import { recordNoteLine } from "./record-notes.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 import { jsonText } from "./terminal-text.js";
+import { WARNING_EVENTS } from "./warning-events.js";
 
 export interface BatchTaskContext {
   agent: ContainerPiAgent;
@@ -45,12 +47,12 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       signal: context.signal,
       // A file the task's own tree holds chooses part of its run: said, as for a single run.
       onEvent: (event) => {
-        // And what the agent's reaping did with a dead run's apply of the task's tree.
-        const warns = event.type === "config.untrusted" || event.type === "workspace.dead-apply";
-        // Entries a hand-back left the sandbox uid's: said even with -q, as a single run says it.
-        const stillLent = event.type === "workspace.still-lent" && event.data.warning !== undefined;
-        if ((warns && !context.quiet) || stillLent)
+        if (event.type === "config.untrusted" && !context.quiet)
           note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
+        // What a single run says even with -q (files, links or names host tools misread, a stale
+        // image, a dead run's apply undone, entries still lent): said for the task too.
+        const warning = WARNING_EVENTS.has(event.type) ? sandboxLine(event.type, event.data) : undefined;
+        if (warning) note(`sandbox-run: task ${task.id}: ${warning}`);
         const missed = event.type === "warm.miss" ? String(event.data.reason) : "";
         if (missed.startsWith("the warm pool could not start")) context.poolDown?.(missed);
       },

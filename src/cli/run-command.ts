@@ -34,14 +34,7 @@ import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
 import { stopOnSignals } from "./stop-signals.js";
 import { jsonText, terminalLine, terminalName, terminalText } from "./terminal-text.js";
-
-/** Sandbox events that are warnings: said even with -q and under the live status, once the run is over. */
-const WARNING_EVENTS = new Set([
-  "workspace.host-run-files",
-  "image.stale",
-  "workspace.dead-apply",
-  "workspace.still-lent",
-]);
+import { WARNING_EVENTS } from "./warning-events.js";
 
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;

@@ -19,12 +19,17 @@ function agentEmitting(events: Array<Pick<RunEvent, "type" | "data">>): Containe
   } as unknown as ContainerPiAgent;
 }
 
-function context(agent: ContainerPiAgent, notes: string[], poolDown?: (reason: string) => void): BatchTaskContext {
+function context(
+  agent: ContainerPiAgent,
+  notes: string[],
+  poolDown?: (reason: string) => void,
+  quiet = false,
+): BatchTaskContext {
   return {
     agent,
     signal: new AbortController().signal,
     stoppedExit: () => undefined,
-    quiet: false,
+    quiet,
     io: { stdout: () => {}, stderr: () => {}, readStdin: async () => undefined, env: {}, stderrIsTty: false },
     note: (text) => void notes.push(text),
     ...(poolDown ? { poolDown } : {}),
@@ -53,5 +58,32 @@ describe("a batch task", () => {
       context(busy, [], (reason) => said.push(reason)),
     );
     expect(said).toHaveLength(1);
+  });
+
+  it("says what a single run warns of even with -q: files, links or names host tools misread, a stale image, entries still lent (red-team review, round 3, session 41)", async () => {
+    const task = { id: "t1", line: 1, prompt: "p", options: {} };
+    const hostile = "\x1b[2J::add-mask::x";
+    const agent = agentEmitting([
+      {
+        type: "workspace.host-run-files",
+        data: { reason: "host-run file changed", count: 2, files: [{ path: "dist/notes.txt" }, { path: hostile }] },
+      },
+      { type: "image.stale", data: { warning: "the image is older than this sandbox-run" } },
+      { type: "workspace.still-lent", data: { warning: "2 entries are still the sandbox uid's" } },
+      { type: "workspace.still-lent", data: {} },
+      { type: "config.untrusted", data: { warning: "a policy file in the task's tree" } },
+    ]);
+    for (const quiet of [false, true]) {
+      const notes: string[] = [];
+      expect(await runBatchTask(task, context(agent, notes, undefined, quiet))).toBe(true);
+      expect(notes.slice(0, 3)).toEqual([
+        expect.stringMatching(/^sandbox-run: task t1: note: the run left files, links or names .*dist\/notes\.txt/),
+        "sandbox-run: task t1: warning: the image is older than this sandbox-run",
+        "sandbox-run: task t1: warning: 2 entries are still the sandbox uid's",
+      ]);
+      // The sandbox's names are escaped as in a single run's note.
+      expect(notes[0]).not.toContain("\x1b");
+      expect(notes.length).toBe(quiet ? 3 : 4);
+    }
   });
 });

@@ -43,11 +43,7 @@ import {
   removeStagingDirYielding,
   STAGING_RECORD,
 } from "../../workspace-transfer/staging-dir.js";
-import {
-  diffTrees,
-  type ReturnedTreeCheck,
-  type TreeViolation,
-} from "../../workspace-transfer/tree-entry.js";
+import { diffTrees, type ReturnedTreeCheck, type TreeViolation } from "../../workspace-transfer/tree-entry.js";
 import { refuseTreeAway } from "../../workspace-transfer/tree-in-place.js";
 import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
