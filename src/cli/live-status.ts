@@ -48,7 +48,7 @@ export function createLiveStatus(
   };
   const redraw = () => {
     if (stopped) return;
-    write(`\r\x1b[K${truncate(statusLine(), columns + 40)}`);
+    write(`\r\x1b[K${fitToColumns(statusLine(), columns)}`);
   };
   const above = (line: string) => {
     if (stopped) return;
@@ -106,6 +106,40 @@ export function createLiveStatus(
   };
 }
 
-function truncate(line: string, max: number): string {
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+/** The colour codes the status line holds (style() makes them): they take no cell. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching the status line's own colour codes is the point
+const COLOURS = /\x1b\[[0-9;]*m/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the same codes, kept by the split
+const COLOUR_SPLIT = /(\x1b\[[0-9;]*m)/;
+
+/**
+ * The status line cut to fewer cells than the terminal's columns: a line that wraps is not redrawn
+ * in place (`\r\x1b[K` clears only its last row), so every redraw left a row behind and the screen
+ * scrolled ten rows a second, pushing the "✗ egress denied" lines out of view (red-team review,
+ * round 3, session 41: a tool's arguments in fullwidth characters). Colour codes count as no cell,
+ * and every character from U+1100 on as two: wide East Asian characters and emoji take two, and
+ * the few narrow ones counted so only cut the line a little early.
+ */
+export function fitToColumns(line: string, columns: number): string {
+  const cells = (ch: string) => (ch.codePointAt(0)! >= 0x1100 ? 2 : 1);
+  let total = 0;
+  for (const ch of line.replace(COLOURS, "")) total += cells(ch);
+  if (total < columns) return line;
+  // Two cells kept for the ellipsis (one, but two where East Asian locales draw it wide).
+  const room = columns - 3;
+  let used = 0;
+  let out = "";
+  const coloured = line.includes("\x1b[");
+  for (const part of line.split(COLOUR_SPLIT)) {
+    if (part.startsWith("\x1b[")) {
+      out += part;
+      continue;
+    }
+    for (const ch of part) {
+      if (used + cells(ch) > room) return `${out}…${coloured ? "\x1b[0m" : ""}`;
+      used += cells(ch);
+      out += ch;
+    }
+  }
+  return out;
 }

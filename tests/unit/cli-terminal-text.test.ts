@@ -3,7 +3,7 @@
 // escaped.
 import { describe, expect, it } from "vitest";
 import { type CliIo, liveTerminal, progressTo } from "../../src/cli/cli-io.js";
-import { createLiveStatus } from "../../src/cli/live-status.js";
+import { createLiveStatus, fitToColumns } from "../../src/cli/live-status.js";
 import { reportError } from "../../src/cli/report-error.js";
 import { jsonText, terminalLine, terminalText } from "../../src/cli/terminal-text.js";
 import { SandboxRunError } from "../../src/errors.js";
@@ -90,6 +90,39 @@ describe("terminal text", () => {
     expect(withoutOwn).not.toMatch(CONTROL);
     expect(withoutOwn).toContain("bash\\x1b]52;c;ZXZpbA==\\x07");
     expect(withoutOwn).toContain("egress denied: h\\x1b]52");
+  });
+
+  it("the live status line never wraps: cut to fewer cells than the terminal has, wide characters counted as two and colour codes as none (red-team review, round 3, session 41)", () => {
+    /** Cells a redraw takes: colour codes none, wide (CJK, fullwidth) characters two. */
+    const cellsOf = (text: string) =>
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: removing the status line's own colour codes
+      [...text.replace(/\x1b\[[0-9;]*m/g, "")].reduce((n, ch) => n + (/[\u1100-\uffff]/.test(ch) ? 2 : 1), 0);
+    for (const color of [false, true]) {
+      let out = "";
+      const live = createLiveStatus((s) => (out += s), { color, columns: 80 });
+      const start = {
+        type: "tool_execution_start",
+        toolCallId: "t1",
+        toolName: "bash",
+        args: { command: "Ｘ".repeat(60) },
+      };
+      live.onEvent({
+        runId: "r",
+        seq: 0,
+        time: 0,
+        source: "pi",
+        type: start.type,
+        data: start,
+        progress: progressOf(start),
+      });
+      live.stop();
+      const redraws = out.split("\r\x1b[K").filter((line) => line !== "" && !line.includes("\n"));
+      expect(redraws.length).toBeGreaterThan(0);
+      for (const line of redraws) expect(cellsOf(line)).toBeLessThan(80);
+      expect(redraws.at(-1)).toContain("…");
+      // A short line is left whole.
+      expect(fitToColumns("● 1.0s thinking", 80)).toBe("● 1.0s thinking");
+    }
   });
 
   it("the live status names a trip as the plain lines do (an interrupt is 'stopped', not a limit), and is not used on TERM=dumb (review, session 33)", () => {
