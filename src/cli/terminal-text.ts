@@ -2,6 +2,7 @@
 // commands to the terminal: OSC 52 writes the clipboard, cursor movement rewrites what was printed,
 // bidi overrides make code read differently than it runs. Every such character is shown escaped
 // (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and nothing is hidden.
+import { escapeUnsafeInJson } from "../util/json-escapes.js";
 import { escapeHashCommands, escapeLineCommands } from "../util/runner-commands.js";
 
 // C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, the
@@ -63,23 +64,11 @@ export function messageText(value: unknown): string {
   return escapeLineCommands(terminalText(value));
 }
 
-// What JSON.stringify leaves raw in a string (it escapes only U+0000-U+001F): DEL, the C1 controls
-// (U+009B and U+009D are CSI and OSC to terminals that read UTF-8 that way), the line and paragraph
-// separators (readers that split lines on them would cut an envelope), the interlinear annotation
-// marks and every default-ignorable character (bidi marks, variation selectors, tag characters...),
-// as on the terminal.
-const UNSAFE_IN_JSON = /[\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
-
 /**
  * JSON for stdout (a result object, a `--json` envelope, a batch line): every character that could
  * act on a terminal written as a `\uXXXX` escape. Such characters occur only inside strings, where
  * the escape is the same value: `JSON.parse` gives back exactly what `JSON.stringify` was given.
  */
 export function jsonText(value: unknown, indent?: number): string {
-  return (JSON.stringify(value, null, indent) ?? "null").replace(
-    UNSAFE_IN_JSON,
-    // Each UTF-16 unit (a tag character is two): JSON's \uXXXX escapes read back to the same text.
-    (ch) =>
-      Array.from({ length: ch.length }, (_, i) => `\\u${ch.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
-  );
+  return escapeUnsafeInJson(JSON.stringify(value, null, indent) ?? "null");
 }

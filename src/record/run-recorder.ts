@@ -16,6 +16,7 @@ import type { ErrorSummary } from "../errors.js";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { Policy } from "../policy/policy-schema.js";
 import type { HostDir } from "../util/host-dir.js";
+import { escapeUnsafeInJson } from "../util/json-escapes.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, type TrafficLimits, TrafficLog } from "./traffic-log.js";
@@ -131,7 +132,9 @@ export class RunRecorder {
   }
 
   readonly onEvent = (event: unknown): void => {
-    this.events.write(`${this.scrubber.text(JSON.stringify(event))}\n`);
+    // Escaped after the scrub, which matches secrets as JSON.stringify wrote them: a line reader or
+    // `cat` meets no C1 control, line separator or bidi override (red-team review, round 3, session 41).
+    this.events.write(`${escapeUnsafeInJson(this.scrubber.text(JSON.stringify(event)))}\n`);
   };
 
   /** Completes the record; returns what could not be recorded (empty when everything was). */
@@ -152,7 +155,7 @@ export class RunRecorder {
     if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
     this.write(
       outcome.ok ? "result.json" : "error.json",
-      `${JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2)}\n`,
+      `${escapeUnsafeInJson(JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2))}\n`,
     );
     const meta = {
       format: RECORD_FORMAT,

@@ -6,6 +6,7 @@
 // for in the bytes (an upstream error may echo a key) and replaced.
 import type fs from "node:fs";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
+import { escapeUnsafeInJson } from "../util/json-escapes.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { type RecordedExchange, type StoredBytes, storeBytes } from "./record-format.js";
 
@@ -66,10 +67,11 @@ export class TrafficLog {
   add(exchange: GatewayExchange): void {
     const summary = this.#summary;
     summary.exchanges++;
-    let line = this.#line(this.#recorded(exchange), exchange);
+    // Escaped as the events are (run-recorder.ts): a line reader keeps each exchange one line.
+    let line = escapeUnsafeInJson(this.#line(this.#recorded(exchange), exchange));
     if (summary.bytes + Buffer.byteLength(line) + 1 > this.limits.maxTotalBytes) {
       const omitted = `over the record's cap of ${this.limits.maxTotalBytes} bytes of model traffic`;
-      line = this.#line({ ...outline(exchange), omitted }, exchange);
+      line = escapeUnsafeInJson(this.#line({ ...outline(exchange), omitted }, exchange));
     }
     const kept = JSON.parse(line) as RecordedExchange;
     if (kept.omitted) summary.omitted++;

@@ -84,6 +84,19 @@ describe("record: model traffic (exchanges.jsonl)", () => {
     expect(summary).toMatchObject({ exchanges: 1, omitted: 0, scrubbed: 0 });
   });
 
+  it("writes each exchange as one line for every line reader: line separators, C1 controls and bidi overrides escaped, the bytes kept (red-team review, round 3, session 41)", async () => {
+    const file = path.join(dir, "lines.jsonl");
+    const log = new TrafficLog(newStream(file));
+    const hostile = Buffer.from("data: a\u2028b\u0085c\u009b2Jd\u202ee\n\n");
+    log.add(exchange(1, [hostile]));
+    log.add(exchange(2, [Buffer.from("data: [DONE]\n\n")]));
+    const { text, lines } = await written(log, file);
+    expect(text).not.toMatch(/[\u0085\u009b\u2028\u202e]/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the boundaries Python's splitlines() cuts at
+    expect(text.split(/\r\n|[\n\r\v\f\u001c-\u001e\u0085\u2028\u2029]/).filter((l) => l !== "")).toHaveLength(2);
+    expect(Buffer.concat(lines[0]!.response!.chunks.map(loadBytes))).toEqual(hostile);
+  });
+
   it("never writes a credential value: not echoed in a split response, not in base64, not in the target", async () => {
     const file = path.join(dir, "canary.jsonl");
     const log = new TrafficLog(newStream(file));

@@ -63,6 +63,9 @@ const post = (socketPath: string, payload: string) =>
     body: payload,
   });
 
+/** A line separator, NEL, CSI as one C1 character, a bidi override. */
+const HOSTILE_TEXT = "a\u2028b\u0085c\u009b2Jd\u202ee";
+
 /** A record of two generations: a bash call, then text after its result "file.txt". */
 async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
   const scripted = await startScriptedModelServer({
@@ -106,6 +109,8 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
   await waitFor(() => seen === 2);
   await gateway.close();
   await scripted.close();
+  // An event holding what a line reader splits at, or a terminal acts on (checked below).
+  recorder.onEvent({ type: "tool", data: { text: HOSTILE_TEXT } });
   await recorder.finish({
     ok: true,
     result: "There is one file.",
@@ -120,6 +125,16 @@ describe("replay: a record played back through the real gateway", () => {
   let recordedReplies: string[];
   beforeAll(async () => {
     ({ dir: recordDir, replies: recordedReplies } = await makeRecord());
+  });
+
+  it("writes its JSON lines with what line readers split at and terminals act on escaped, reading back unchanged (red-team review, round 3, session 41)", () => {
+    const text = fs.readFileSync(path.join(recordDir, "events.jsonl"), "utf8");
+    expect(text).not.toMatch(/[\u0085\u009b\u2028\u202e]/);
+    // Python's splitlines() boundaries: every piece is a whole JSON line.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the boundaries Python's splitlines() cuts at
+    const pieces = text.split(/\r\n|[\n\r\v\f\u001c-\u001e\u0085\u2028\u2029]/).filter((l) => l !== "");
+    const events = pieces.map((l) => JSON.parse(l) as { data?: { text?: string } });
+    expect(events.find((e) => e.data?.text !== undefined)?.data?.text).toBe(HOSTILE_TEXT);
   });
 
   it("the record holds both exchanges, and the key nowhere", () => {
