@@ -153,10 +153,7 @@ export class RunRecorder {
     const { patch, notes } = outcome.changes ?? withChangedNotInPatch(this.changes, outcome.meta.changedFiles);
     this.write("changes.patch", patch);
     if (notes.length > 0) this.write("changes-notes.txt", `${notes.join("\n")}\n`);
-    this.write(
-      outcome.ok ? "result.json" : "error.json",
-      `${escapeUnsafeInJson(JSON.stringify(outcome.ok ? outcome.result : outcome.error, null, 2))}\n`,
-    );
+    this.writeJson(outcome.ok ? "result.json" : "error.json", outcome.ok ? outcome.result : outcome.error);
     const meta = {
       format: RECORD_FORMAT,
       versions: this.start.versions,
@@ -170,7 +167,7 @@ export class RunRecorder {
       modelTraffic: traffic.summary,
       ...(this.notes.length > 0 ? { recordNotes: this.notes } : {}),
     };
-    this.write("meta.json", `${JSON.stringify(meta, null, 2)}\n`);
+    this.writeJson("meta.json", meta);
     await this.attemptAsync("SHA256SUMS", () => this.writeChecksums());
     return [...this.notes];
   }
@@ -197,6 +194,16 @@ export class RunRecorder {
 
   private write(name: string, content: string): void {
     this.attempt(name, () => this.start.staging.writeNew(name, this.scrubber.text(content)));
+  }
+
+  /**
+   * A JSON file of the record: scrubbed as JSON.stringify wrote it (a secret holding U+0085 or a
+   * soft hyphen is matched before it is escaped: fix review, round 3, session 41), then with what
+   * line readers split at and terminals act on escaped (the sandbox's names in meta.json too).
+   */
+  private writeJson(name: string, value: unknown): void {
+    const json = JSON.stringify(value, null, 2);
+    this.attempt(name, () => this.start.staging.writeNew(name, `${escapeUnsafeInJson(this.scrubber.text(json))}\n`));
   }
 
   private attempt(what: string, step: () => void): void {

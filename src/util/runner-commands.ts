@@ -9,7 +9,11 @@ export function escapeHashCommands(text: string): string {
   return text.replace(/##\[/g, "#\\x23[");
 }
 
-/** A line that starts, after its indent, with `::`: its first colon shown as `\x3a`. */
+/**
+ * A line that starts, after its indent, with `::`: its first colon shown as `\x3a`. Any white space
+ * counts as indent, Unicode's too: the runner trims a line with .NET's TrimStart(), which takes a
+ * no-break space or U+3000 away as well (fix review, round 3, session 41).
+ */
 export function escapeLineCommands(text: string): string {
-  return text.replace(/^([ \t]*):(?=:)/gm, "$1\\x3a");
+  return text.replace(/^([^\S\r\n\u2028\u2029]*):(?=:)/gmu, "$1\\x3a");
 }

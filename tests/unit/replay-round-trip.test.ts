@@ -120,6 +120,38 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
   return { dir: path.join(dir, "rec"), replies };
 }
 
+describe("record: JSON files", () => {
+  it("scrubs a credential holding a character the file escapes (U+0085, a soft hyphen) before escaping it (fix review, round 3, session 41)", async () => {
+    const secret = "sk-\u0085canary\u00ad-31c7";
+    const dir = fs.mkdtempSync(path.join(root, "record-"));
+    const workspace = fs.mkdtempSync(path.join(root, "ws-"));
+    const staging = HostDir.open(path.join(dir, "rec"), { create: true });
+    const recorder = await RunRecorder.open({
+      staging,
+      scratch: dir,
+      prompt: "p",
+      policy: loadPolicy("read-only"),
+      workspace,
+      plan: {},
+      call: { model: "p/m" } as never,
+      versions: { sandboxRun: "0.1.0", pi: "1.6.0", node: "24" },
+    });
+    recorder.traffic.forbid([secret]);
+    recorder.onEvent({ type: "tool", data: { text: secret } });
+    await recorder.finish({
+      ok: true,
+      result: { echoed: `the key is ${secret}` },
+      meta: { changedFiles: { created: [`a\u2028${secret}`], modified: [], deleted: [] } },
+    });
+    staging.close();
+    for (const name of ["result.json", "meta.json", "events.jsonl"]) {
+      const text = fs.readFileSync(path.join(dir, "rec", name), "utf8");
+      expect(text, name).not.toContain("canary");
+      expect(text, name).not.toMatch(/[\u0085\u00ad\u2028]/);
+    }
+  });
+});
+
 describe("replay: a record played back through the real gateway", () => {
   let recordDir: string;
   let recordedReplies: string[];

@@ -175,10 +175,11 @@ describe("the Markdown summary", () => {
   });
 
   it("passes no CI runner log command on: no line starts with '::' after its indent, and no '##[' anywhere (red-team review, round 3, session 41)", () => {
+    // Behind any white space the runner trims too (.NET's TrimStart: a no-break space, U+3000; fix review, session 41).
     const text =
-      "ok\n::add-mask::hidden\n  ::stop-commands::tok\n##[error]forged ##[group]x\n::error file=a.ts::forged";
+      "ok\n::add-mask::hidden\n  ::stop-commands::tok\n##[error]forged ##[group]x\n::error file=a.ts::forged\n\u00a0::add-mask::nbsp\n\u3000\u2003::stop-commands::wide";
     const md = markdownSummary(view(text));
-    expect(md).not.toMatch(/^[ \t]*::/m);
+    expect(md).not.toMatch(/^\s*::/mu);
     expect(md).not.toContain("##[");
     // Shown, escaped, where the record had them.
     expect(md).toContain("\\x3a:add-mask::hidden");
