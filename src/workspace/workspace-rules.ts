@@ -313,6 +313,13 @@ export class RuleEvaluator {
 
   private noteLinks(path: string, b: EntryFacts | undefined, a: EntryFacts | undefined, judged: boolean): void {
     if (b?.kind === "symlink" && b.hash !== undefined) this.links.addBefore(path, b.hash);
+    // What is never handed back stays as the host has it, and host tools resolve through the host's
+    // entry: a sandbox's `.git` swapped for a link to a deep folder made `dist/repo -> ../.git` land
+    // there, not in the host's `.git` (fix review, round 3, session 41).
+    if (this.neverHandedBack(path)) {
+      if (b?.kind === "symlink" && b.hash !== undefined) this.links.addAfter(path, b.hash, undefined, false);
+      return;
+    }
     if (a?.kind !== "symlink" || a.hash === undefined) return;
     const change = !b ? "created" : b.kind !== "symlink" || b.hash !== a.hash ? "modified" : undefined;
     this.links.addAfter(path, a.hash, change, judged);

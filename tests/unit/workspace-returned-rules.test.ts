@@ -273,6 +273,23 @@ describe("copy mode: host-run reports come from the same judgement as the violat
     });
   });
 
+  it("handed back as a branch or patch: links resolve through the host's .git, not the sandbox's (its .git swapped for a link to a plain folder made `dist/repo -> ../.git` land there; fix review, round 3, session 41)", async () => {
+    const root = repo();
+    const { before, returned } = await roundTrip(root, (copy) => {
+      fs.rmSync(path.join(copy, ".git"), { recursive: true });
+      fs.mkdirSync(path.join(copy, "deep/a/b"), { recursive: true });
+      fs.symlinkSync("deep/a/b", path.join(copy, ".git"));
+      fs.mkdirSync(path.join(copy, "dist"));
+      fs.symlinkSync("../.git", path.join(copy, "dist/repo"));
+    });
+    const check = workspaceRulesCheck({ lentRoots: [root], handsBackGitFolders: false });
+    const judged = await check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, returned);
+    // Only this one is handed back (the .git ones are left out of a branch or patch).
+    expect(judged.violations.filter((v) => !v.path.split("/").includes(".git") && v.path !== ".git")).toEqual([
+      expect.objectContaining({ path: "dist/repo", rule: "git-metadata" }),
+    ]);
+  });
+
   it("handed back as a branch or patch: what is in a git-named folder never reaches the host and is not reported", async () => {
     expect(await reported(false)).toEqual({ paths: ["created -rf", "created dist/notes.txt"], count: 2 });
   });
