@@ -586,6 +586,16 @@ describe("built-in protections", () => {
     ]);
   });
 
+  it("past the cap, the links the run made are still followed to where they land: 100,000 of its own no longer push out the one a landing goes through (fix review, round 3, session 41)", async () => {
+    const links = new OutwardLinks();
+    for (let i = 0; i < 100_000; i++) links.addAfter(`aaa/l${i}`, "x", "created");
+    links.addAfter("v", "sub/deeper", "created");
+    links.addAfter("zzz", "v/../../.husky", "created");
+    links.addAfter("dist/notes.md", "../zzz/pre-commit", "created");
+    const { landings } = await links.resolve();
+    expect(landings.find((l) => l.path === "dist/notes.md")?.lands).toBe(".husky/pre-commit");
+  });
+
   it("resolving a tree's links lets the event loop through (100,000 took ~0.8 s in one go)", async () => {
     const links = new OutwardLinks();
     for (let i = 0; i < 50_000; i++)
