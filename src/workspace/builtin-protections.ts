@@ -607,6 +607,11 @@ export function landingWhy(lands: string, why: string): string {
   return `a link to ${JSON.stringify(lands)}, a file host tools run or read (${why}): a host write through the link rewrites it, and a tool that follows links (an artifact upload, zip, cp -L) reads what the host keeps there`;
 }
 
+/** Why a link the run made onto its tree's top, or a folder holding it, is reported. */
+export function ancestorLinkWhy(lands: string): string {
+  return `a link to ${lands === "" ? "the tree's top" : JSON.stringify(lands)}, a folder that holds the link itself: a host tool that follows links (an artifact upload, zip -r, tar -h) packs everything there, .env and .git/config too, and loops`;
+}
+
 /** Tab and line feed too: what splits a name read line by line or word by word. */
 const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
 

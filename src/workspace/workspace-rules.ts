@@ -9,6 +9,7 @@
 // table as big as it.
 
 import {
+  ancestorLinkWhy,
   builtinProtectionOf,
   foldCase,
   GIT_DIR_MARKERS,
@@ -290,7 +291,11 @@ export class RuleEvaluator {
       else if (lands !== "" && !hostRunReportOf(path)) {
         const report = hostRunReportOf(lands);
         if (report) this.hostRuns.add({ path, change, why: landingWhy(lands, report.why) }, "link");
+        else if (isInside(lands, path)) this.hostRuns.add({ path, change, why: ancestorLinkWhy(lands) }, "link");
       }
+      // Onto the tree's top, or a folder holding the link: `tar -h` or `zip -r` of `dist/` then packs
+      // everything above it, `.env` and `.git/config` too (fix review, round 3, session 41).
+      else if (lands === "") this.hostRuns.add({ path, change, why: ancestorLinkWhy(lands) }, "link");
     }
     return out;
   }

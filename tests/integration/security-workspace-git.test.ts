@@ -970,6 +970,7 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
         "created dist/up.txt",
         "created dist/x\n",
         "created git~1/x",
+        "created sub/a",
         "created via.txt",
       ]);
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "-rf")?.why).toContain("reads it as an option");
@@ -977,8 +978,8 @@ describe.concurrent("modes and host-run files (issue 17, part 7)", () => {
       expect(outcome.details?.hostRunFiles?.find((h) => h.path === "dist/notes.txt")?.why).toContain(
         'a link to "/etc/hostname"',
       );
-      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 8 });
-      expect(outcome.details?.hostRunCount).toBe(8);
+      expect(outcome.events.find((e) => e.type === "workspace.host-run-files")?.data).toMatchObject({ count: 9 });
+      expect(outcome.details?.hostRunCount).toBe(9);
     },
   );
 });

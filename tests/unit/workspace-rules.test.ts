@@ -561,8 +561,14 @@ describe("built-in protections", () => {
     const evaluator = new RuleEvaluator({});
     for (const pair of pairs(before, after)) evaluator.visit(pair);
     await evaluator.finish();
-    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual(["created made", "modified old"]);
-    expect(evaluator.hostRun.map((h) => h.why.includes("through other links"))).toEqual([true, true]);
+    // And `sub/b -> ..`, a link onto the folder holding it (session 41).
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created made",
+      "modified old",
+      "created sub/b",
+    ]);
+    expect(evaluator.hostRun.map((h) => h.why.includes("through other links"))).toEqual([true, true, false]);
+    expect(evaluator.hostRun[2]?.why).toContain("a link to the tree's top");
     // Before the run the same links leading out are not the run's doing.
     const unchanged = new RuleEvaluator({});
     for (const pair of pairs(after, after)) unchanged.visit(pair);
@@ -714,6 +720,30 @@ describe("built-in protections", () => {
     expect(evaluator.hostRun.find((h) => h.path === "dist/npmrc.txt")?.why).toContain('a link to ".npmrc"');
     expect(evaluator.hostRun.find((h) => h.path === "sub/.npmrc")?.why).not.toContain("a link to");
     expect(evaluator.hostRunCount).toBe(4);
+  });
+
+  it("a link the run made onto the tree's top or a folder holding it is reported (tar -h of dist/ packs everything above it); one onto a sibling folder is not (fix review, round 3, session 41)", async () => {
+    const before = withChanges({ src: dir(), "src/a.ts": file("a") });
+    const after = withChanges(
+      {
+        dist: dir(),
+        "dist/all": link(".."),
+        "dist/deep": dir(),
+        "dist/deep/up": link("../.."),
+        "dist/deep/self": link("."),
+        "dist/src": link("../src"),
+      },
+      before,
+    );
+    const evaluator = new RuleEvaluator({});
+    for (const pair of pairs(before, after)) evaluator.visit(pair);
+    expect(await evaluator.finish()).toEqual([]);
+    expect(evaluator.hostRun.map((h) => `${h.change} ${h.path}`)).toEqual([
+      "created dist/all",
+      "created dist/deep/self",
+      "created dist/deep/up",
+    ]);
+    expect(evaluator.hostRun.find((h) => h.path === "dist/deep/self")?.why).toContain('a link to "dist/deep"');
   });
 
   it("a protected file that gained a name (a hard link elsewhere: more links, its status moved) is a change of it and is put back; an ordinary file, or one whose status did not move, is not", () => {
