@@ -52,7 +52,8 @@ export function createLiveStatus(
   };
   const above = (line: string) => {
     if (stopped) return;
-    write(`\r\x1b[K${line}\n`);
+    // Cut as the status line is: wrapped, the sandbox's text would start a row of its own at column 0.
+    write(`\r\x1b[K${fitToColumns(line, columns)}\n`);
     redraw();
   };
   const timer = setInterval(redraw, 100);

@@ -360,9 +360,12 @@ export class RuleEvaluator {
       parent.path === path.slice(0, Math.max(0, path.lastIndexOf("/")));
     if (isDirAfter && (a!.mode & 0o2000) !== 0) frame.setgid = isDirBefore ? (b!.mode & 0o2000) !== 0 : inheritsSetgid;
     if (gitBefore) this.gitWork.gitRoots.add(path);
-    // What git directories hold is the git rules' (a link made there is refused), and what is never
-    // handed back reaches no host tool: neither is reported.
-    const hostReached = parent?.gitRoot === undefined && !gitAfter && !this.neverHandedBack(path);
+    // What git directories hold is the git rules' (a link made there is refused), while they are on
+    // (fix review, round 3, session 41: with them off, nothing was said of what a bare repository
+    // held), and what is never handed back reaches no host tool: neither is reported.
+    const gitJudges = on("git-entry-kinds") && on("git-metadata");
+    const inGit = parent?.gitRoot !== undefined || gitAfter;
+    const hostReached = !(inGit && gitJudges) && !this.neverHandedBack(path);
     this.noteLinks(path, b, a, hostReached);
 
     if (a?.problem) {

@@ -115,11 +115,25 @@ describe("terminal text", () => {
         data: start,
         progress: progressOf(start),
       });
+      const end = { type: "tool_execution_end", toolCallId: "t1", toolName: "bash", isError: false, result: {} };
+      live.onEvent({ runId: "r", seq: 1, time: 1, source: "pi", type: end.type, data: end, progress: progressOf(end) });
+      live.onEvent({
+        runId: "r",
+        seq: 2,
+        time: 2,
+        source: "sandbox",
+        type: "egress.denied",
+        data: { host: "Ｈ".repeat(100) },
+      });
       live.stop();
       const redraws = out.split("\r\x1b[K").filter((line) => line !== "" && !line.includes("\n"));
       expect(redraws.length).toBeGreaterThan(0);
       for (const line of redraws) expect(cellsOf(line)).toBeLessThan(80);
-      expect(redraws.at(-1)).toContain("…");
+      // The lines above it too (a finished tool, a denied host): cut, never wrapped to column 0.
+      const above = out.split("\r\x1b[K").filter((line) => line.endsWith("\n"));
+      expect(above).toHaveLength(2);
+      for (const line of above) expect(cellsOf(line.slice(0, -1))).toBeLessThan(80);
+      expect(redraws.some((line) => line.includes("…"))).toBe(true);
       // A short line is left whole.
       expect(fitToColumns("● 1.0s thinking", 80)).toBe("● 1.0s thinking");
     }

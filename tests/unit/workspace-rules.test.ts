@@ -722,6 +722,25 @@ describe("built-in protections", () => {
     expect(evaluator.hostRunCount).toBe(4);
   });
 
+  it("a link the run made inside a bare repository is the git rules' while they are on, and reported once a policy turns them off (fix review, round 3, session 41)", async () => {
+    const before = withChanges({
+      "mirror.git": dir(0o755, { gitLike: true }),
+      "mirror.git/HEAD": file("h"),
+      "mirror.git/config": file("c"),
+      "mirror.git/objects": dir(),
+      "mirror.git/refs": dir(),
+    });
+    const after = withChanges({ "mirror.git/notes.txt": link("/etc/shadow") }, before);
+    const reported = async (disabled: string[]) => {
+      const evaluator = new RuleEvaluator({ disabled });
+      for (const pair of pairs(before, after)) evaluator.visit(pair);
+      await evaluator.finish();
+      return evaluator.hostRun.map((h) => h.path);
+    };
+    expect(await reported([])).toEqual([]);
+    expect(await reported(["git-entry-kinds", "git-metadata"])).toEqual(["mirror.git/notes.txt"]);
+  });
+
   it("a link the run made onto the tree's top or a folder holding it is reported (tar -h of dist/ packs everything above it); one onto a sibling folder is not (fix review, round 3, session 41)", async () => {
     const before = withChanges({ src: dir(), "src/a.ts": file("a") });
     const after = withChanges(
