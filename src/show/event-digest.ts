@@ -308,6 +308,10 @@ export class EventDigest {
       case "image.stale":
       case "workspace.dead-apply":
         return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(data.warning));
+      case "workspace.host-run-files":
+        // What the CLI's note says, on the page and in the summary a CI job or a pull request shows
+        // (red-team review, round 3, session 41: a link to the runner's credentials was said only on stderr).
+        return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(hostRunWarning(data)));
       case "engine.skipped":
       case "engine.queued":
       case "workspace.waiting":
@@ -498,4 +502,13 @@ function toolOutput(result: unknown): { text: string; other: string[] } {
     }
   }
   return { text: texts.join("\n"), other };
+}
+
+/** The host-run files, links and names an event lists, in one line: each path with why (50 at most, as events carry). */
+function hostRunWarning(data: Record<string, unknown>): string {
+  const files = Array.isArray(data.files) ? data.files.filter(isObject) : [];
+  const listed = files.map((f) => `${str(f.path) ?? "?"} (${str(f.change) ?? "changed"}: ${str(f.why) ?? ""})`);
+  const count = typeof data.count === "number" ? data.count : files.length;
+  const more = count > files.length ? `; and ${count - files.length} more` : "";
+  return `the run left files, links or names that tools on this machine read, follow or misread (review them before running such tools there): ${listed.join("; ")}${more}`;
 }

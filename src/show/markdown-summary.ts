@@ -165,6 +165,8 @@ function decisionsBlock(view: RunView): string {
     lines.push(`- ⏱ stopped by ${code(l.code)}${l.limit ? ` (${code(l.limit)})` : ""}: ${code(l.message, false, 300)}`);
   for (const c of d.contradictions.slice(0, 10)) lines.push(`- ⛔ contradiction: ${code(c, false, 300)}`);
   for (const h of d.handBack.slice(0, 10)) lines.push(`- ${code(h, false, 300)}`);
+  // Host-run files and links, a stale image, an untrusted config: what the CLI warns of on stderr.
+  for (const w of d.warnings.slice(0, 10)) lines.push(`- ⚠️ ${code(w, false, 1_000)}`);
   return lines.join("\n");
 }
 

@@ -319,6 +319,27 @@ describe("the page's data", () => {
     expect(summary).toContain("NOT restored: `made_\uFFFD.txt: still unreadable`");
   });
 
+  it("the page and the job summary say what the CLI's note says: files, links or names the run left that host tools read, follow or misread (red-team review, round 3, session 41)", async () => {
+    const dir = writeRecord(path.join(tempDir("show-host-run-"), "r"), {
+      events: [
+        event(1, 10, "sandbox", "workspace.host-run-files", {
+          reason: "host-run file changed",
+          count: 3,
+          files: [
+            { path: "dist/notes.txt", change: "created", why: 'a link to "/home/runner/.git-credentials"' },
+            { path: ".npmrc", change: "modified", why: "npm reads it" },
+          ],
+        }),
+      ],
+    });
+    const { view } = await build(dir);
+    expect(view.decisions.warnings).toEqual([expect.stringContaining("dist/notes.txt (created: a link to")]);
+    const summary = markdownSummary(view);
+    expect(summary).toContain("⚠️");
+    expect(summary).toContain("/home/runner/.git-credentials");
+    expect(summary).toContain("and 1 more");
+  });
+
   it("the job summary lists the run's changed files when the patch is empty (hand-back branch: the branch holds them)", async () => {
     const dir = writeRecord(path.join(tempDir("show-branch-"), "r"), {
       meta: {
