@@ -7,12 +7,34 @@ import { createLiveStatus, fitToColumns } from "../../src/cli/live-status.js";
 import { reportError } from "../../src/cli/report-error.js";
 import { jsonText, terminalLine, terminalText } from "../../src/cli/terminal-text.js";
 import { SandboxRunError } from "../../src/errors.js";
+import type { RunEvent } from "../../src/index.js";
 import { progressOf } from "../../src/pi/progress.js";
 import { violationMessage } from "../../src/workspace/violation-message.js";
 
 const OSC52 = "\x1b]52;c;ZXZpbA==\x07";
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+/** One of Pi's events as the live status gets it (`data` is Pi's JSON line). */
+const piEvent = (seq: number, data: { type: string; [key: string]: unknown }): RunEvent => ({
+  runId: "r",
+  seq,
+  time: seq,
+  source: "pi",
+  type: data.type,
+  data: data as Record<string, unknown>,
+  progress: progressOf(data),
+});
+
+/** One of the host's own (sandbox) events. */
+const sandboxEvent = (seq: number, type: string, data: Record<string, unknown>): RunEvent => ({
+  runId: "r",
+  seq,
+  time: seq,
+  source: "sandbox",
+  type,
+  data,
+});
 
 /** A CLI io whose stderr is a terminal, and what was written to it. */
 function terminalStderr(): { io: CliIo; err: () => string } {
@@ -73,17 +95,8 @@ describe("terminal text", () => {
       args: { command: "x\x1b[1;1H" },
     };
     const end = { type: "tool_execution_end", toolCallId: "t1", toolName: `bash${OSC52}`, isError: false, result: {} };
-    for (const [i, data] of [start, end].entries()) {
-      live.onEvent({ runId: "r", seq: i, time: i, source: "pi", type: data.type, data, progress: progressOf(data) });
-    }
-    live.onEvent({
-      runId: "r",
-      seq: 2,
-      time: 2,
-      source: "sandbox",
-      type: "egress.denied",
-      data: { host: `h${OSC52}` },
-    });
+    for (const [i, data] of [start, end].entries()) live.onEvent(piEvent(i, data));
+    live.onEvent(sandboxEvent(2, "egress.denied", { host: `h${OSC52}` }));
     live.stop();
     // The status line's own sequences are "\r\x1b[K"; nothing else may be a control character.
     const withoutOwn = out.replaceAll("\r\x1b[K", "").replaceAll("\n", "");
@@ -106,25 +119,11 @@ describe("terminal text", () => {
         toolName: "bash",
         args: { command: "Ｘ".repeat(60) },
       };
-      live.onEvent({
-        runId: "r",
-        seq: 0,
-        time: 0,
-        source: "pi",
-        type: start.type,
-        data: start,
-        progress: progressOf(start),
-      });
-      const end = { type: "tool_execution_end", toolCallId: "t1", toolName: "bash", isError: false, result: {} };
-      live.onEvent({ runId: "r", seq: 1, time: 1, source: "pi", type: end.type, data: end, progress: progressOf(end) });
-      live.onEvent({
-        runId: "r",
-        seq: 2,
-        time: 2,
-        source: "sandbox",
-        type: "egress.denied",
-        data: { host: "Ｈ".repeat(100) },
-      });
+      live.onEvent(piEvent(0, start));
+      live.onEvent(
+        piEvent(1, { type: "tool_execution_end", toolCallId: "t1", toolName: "bash", isError: false, result: {} }),
+      );
+      live.onEvent(sandboxEvent(2, "egress.denied", { host: "Ｈ".repeat(100) }));
       live.stop();
       const redraws = out.split("\r\x1b[K").filter((line) => line !== "" && !line.includes("\n"));
       expect(redraws.length).toBeGreaterThan(0);
@@ -143,14 +142,7 @@ describe("terminal text", () => {
     let out = "";
     const live = createLiveStatus((s) => (out += s), { color: false, columns: 200 });
     for (const [seq, code] of ["aborted", "timeout", "disk"].entries())
-      live.onEvent({
-        runId: "r",
-        seq,
-        time: seq,
-        source: "sandbox",
-        type: "limit.tripped",
-        data: { code, message: `m-${code}` },
-      });
+      live.onEvent(sandboxEvent(seq, "limit.tripped", { code, message: `m-${code}` }));
     live.stop();
     expect(out).toContain("✗ stopped: m-aborted");
     expect(out).toContain("✗ timeout: m-timeout");

@@ -66,18 +66,15 @@ const post = (socketPath: string, payload: string) =>
 /** A line separator, NEL, CSI as one C1 character, a bidi override. */
 const HOSTILE_TEXT = "a\u2028b\u0085c\u009b2Jd\u202ee";
 
-/** A record of two generations: a bash call, then text after its result "file.txt". */
-async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
-  const scripted = await startScriptedModelServer({
-    scripts: { m: [{ toolCalls: [{ name: "bash", arguments: { command: "ls" } }] }, { text: "There is one file." }] },
-  });
+/** A recorder writing into `<dir>/rec` for a read-only run over a new workspace. */
+async function openRecorder(prompt: string) {
   const dir = fs.mkdtempSync(path.join(root, "record-"));
   const workspace = fs.mkdtempSync(path.join(root, "ws-"));
   const staging = HostDir.open(path.join(dir, "rec"), { create: true });
   const recorder = await RunRecorder.open({
     staging,
     scratch: dir,
-    prompt: "list",
+    prompt,
     policy: loadPolicy("read-only"),
     workspace,
     plan: {},
@@ -98,6 +95,15 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
     },
     versions: { sandboxRun: "0.1.0", pi: "1.6.0", node: "24" },
   });
+  return { dir, staging, recorder };
+}
+
+/** A record of two generations: a bash call, then text after its result "file.txt". */
+async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
+  const scripted = await startScriptedModelServer({
+    scripts: { m: [{ toolCalls: [{ name: "bash", arguments: { command: "ls" } }] }, { text: "There is one file." }] },
+  });
+  const { dir, staging, recorder } = await openRecorder("list");
   recorder.traffic.forbid([`Bearer ${KEY}`]);
   let seen = 0;
   const gateway = await gatewayTo(scripted.baseUrl, dir, (exchange) => {
@@ -123,19 +129,7 @@ async function makeRecord(): Promise<{ dir: string; replies: string[] }> {
 describe("record: JSON files", () => {
   it("scrubs a credential holding a character the file escapes (U+0085, a soft hyphen) before escaping it (fix review, round 3, session 41)", async () => {
     const secret = "sk-\u0085canary\u00ad-31c7";
-    const dir = fs.mkdtempSync(path.join(root, "record-"));
-    const workspace = fs.mkdtempSync(path.join(root, "ws-"));
-    const staging = HostDir.open(path.join(dir, "rec"), { create: true });
-    const recorder = await RunRecorder.open({
-      staging,
-      scratch: dir,
-      prompt: "p",
-      policy: loadPolicy("read-only"),
-      workspace,
-      plan: {},
-      call: { model: "p/m" } as never,
-      versions: { sandboxRun: "0.1.0", pi: "1.6.0", node: "24" },
-    });
+    const { dir, staging, recorder } = await openRecorder("p");
     recorder.traffic.forbid([secret]);
     recorder.onEvent({ type: "tool", data: { text: secret } });
     await recorder.finish({
