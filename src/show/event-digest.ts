@@ -10,6 +10,8 @@ import { CAPS, FRAME, TextBudget } from "./text-budget.js";
 const MAX_TURNS = 10_000;
 const MAX_TOOLS_PER_TURN = 500;
 const MAX_LISTED = 500;
+/** The outline the host's warnings have to themselves (a host-run files' warning is one line of CAPS.line at most). */
+const WARNING_OUTLINE_BYTES = 256 * 1024;
 const MAX_OTHER_TYPES = 200;
 // Anchored on the envelope as the recorder writes it, so only Pi's own events of these types match.
 const SKIPPED =
@@ -71,6 +73,12 @@ export class EventDigest {
   private readonly injected = new Map<string, number>();
   private readonly tools = new Map<string, ToolView>();
   private current: TurnView | undefined;
+  /**
+   * The host's warnings draw on an outline of their own: Pi's events (which the sandbox can forge,
+   * writing to the launcher's stdout) used up the shared one before the host-run files' warning
+   * came, and the page and the summary lost it (second fix review, round 3, session 41).
+   */
+  private readonly warningBudget = new TextBudget(0, 0, WARNING_OUTLINE_BYTES);
 
   constructor(
     private readonly budget: TextBudget,
@@ -307,16 +315,20 @@ export class EventDigest {
       case "config.untrusted":
       case "image.stale":
       case "workspace.dead-apply":
-        return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(data.warning));
-      case "workspace.host-run-files":
+        return void this.warned(TextBudget.line(data.warning));
+      case "workspace.host-run-files": {
         // What the CLI's note says, on the page and in the summary a CI job or a pull request shows
-        // (red-team review, round 3, session 41: a link to the runner's credentials was said only on stderr).
-        return void this.listed(d.warnings, MAX_LISTED, TextBudget.line(hostRunWarning(data)));
+        // (red-team review, round 3, session 41: a link to the runner's credentials was said only on
+        // stderr); first, where a summary lists only the first few.
+        const text = TextBudget.line(hostRunWarning(data));
+        if (this.warningBudget.admit(FRAME.entry, text)) d.warnings.unshift(text);
+        return;
+      }
       case "engine.skipped":
       case "engine.queued":
       case "workspace.waiting":
       case "workspace.copy-mode":
-        return void this.listed(d.warnings, MAX_LISTED, `${type}: ${TextBudget.line(compact(data))}`);
+        return void this.warned(`${type}: ${TextBudget.line(compact(data))}`);
       case "workspace.applied":
       case "workspace.not-applied":
       case "workspace.kept":
@@ -342,6 +354,12 @@ export class EventDigest {
   /** Room in the page's outline for one listed entry with these texts. */
   private fits(...texts: Array<string | undefined>): boolean {
     return this.budget.admit(FRAME.entry, ...texts);
+  }
+
+  /** A warning of the host's, while the warnings' own outline has room. */
+  private warned(text: string): void {
+    if (this.decisions.warnings.length < MAX_LISTED && this.warningBudget.admit(FRAME.entry, text))
+      this.decisions.warnings.push(text);
   }
 
   /** `text` added to `list` while it has fewer than `max` entries and the outline has room. */

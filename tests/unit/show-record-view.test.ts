@@ -340,6 +340,23 @@ describe("the page's data", () => {
     expect(summary).toContain("and 1 more");
   });
 
+  it("keeps the host's warnings, the host-run one first, when Pi's events (which the sandbox can forge) used up the page's outline (second fix review, round 3, session 41)", async () => {
+    const hostRun = event(100_000, 1e9, "sandbox", "workspace.host-run-files", {
+      reason: "host-run file changed",
+      count: 1,
+      files: [{ path: "dist/notes.txt", change: "created", why: 'a link to "/etc/shadow"' }],
+    });
+    const stale = event(99_999, 1e9, "sandbox", "image.stale", { warning: "the image is stale" });
+    const dir = writeRecord(path.join(tempDir("show-host-run-flood-"), "r"), {
+      events: [...floodEvents(5, 500), stale, hostRun],
+    });
+    const { view } = await buildRunView(dir, { madeBy: "sandbox-run test", outlineBytes: 50_000 });
+    expect(view.pageNotes.join(" ")).toContain("more are not drawn");
+    expect(view.decisions.warnings[0]).toContain("dist/notes.txt (created: a link to");
+    expect(view.decisions.warnings).toContain("the image is stale");
+    expect(markdownSummary(view)).toContain("/etc/shadow");
+  });
+
   it("the job summary lists the run's changed files when the patch is empty (hand-back branch: the branch holds them)", async () => {
     const dir = writeRecord(path.join(tempDir("show-branch-"), "r"), {
       meta: {
