@@ -124,7 +124,7 @@ export class RunRecorder {
     this.baseline = undefined;
     await this.attemptAsync("changes.patch", async () => {
       try {
-        this.changes = await baseline.patch();
+        this.changes = await baseline.patch((bytes) => this.scrubber.bytes(bytes));
       } finally {
         await baseline.dispose();
       }

@@ -131,8 +131,14 @@ export class WorkspaceBaseline {
     return baseline;
   }
 
-  /** The diff from the baseline to the workspace now, and what was left out. Never throws. */
-  async patch(): Promise<WorkspacePatch> {
+  /**
+   * The diff from the baseline to the workspace now, and what was left out. Never throws. `scrub`
+   * takes credential values out of each copied file's bytes before the diff: git writes a binary
+   * file compressed and encoded, where no scrub of the patch's text can find them (second fix
+   * review, round 3, session 41: a policy secret in a binary copy of `.env` came back whole from
+   * `git apply` of the record's patch).
+   */
+  async patch(scrub?: (bytes: Buffer) => Buffer): Promise<WorkspacePatch> {
     if (!this.scratch) return this.result("");
     if (!(await this.copy("b", "after"))) this.noPatch("the workspace could not be copied after the run");
     else if (!fs.existsSync(path.join(this.scratch, "a"))) this.noPatch("there is no copy from before the run");
@@ -141,6 +147,12 @@ export class WorkspaceBaseline {
         await this.dropLeftOutFromBothSides();
       } catch (error) {
         this.noPatch(`what one copy left out could not be left out of the other (${(error as Error).message})`);
+        return this.result("");
+      }
+      try {
+        if (scrub) for (const side of ["a", "b"]) await scrubFiles(path.join(this.scratch, side), scrub);
+      } catch (error) {
+        this.noPatch(`the copies could not be cleared of credential values (${(error as Error).message})`);
         return this.result("");
       }
       return this.result(await this.diff());
@@ -235,6 +247,19 @@ export class WorkspaceBaseline {
       this.notes.add(line);
       if (line.startsWith("no patch") && !this.leftOut.has("")) this.leftOut.set("", "no patch could be made");
     });
+  }
+}
+
+/** Every regular file below `dir` (a private copy: links are not followed) with `scrub` applied to its bytes. */
+async function scrubFiles(dir: string, scrub: (bytes: Buffer) => Buffer): Promise<void> {
+  for (const entry of await fs.promises.readdir(dir, { withFileTypes: true })) {
+    const at = path.join(dir, entry.name);
+    if (entry.isDirectory()) await scrubFiles(at, scrub);
+    else if (entry.isFile()) {
+      const bytes = await fs.promises.readFile(at);
+      const scrubbed = scrub(bytes);
+      if (!scrubbed.equals(bytes)) await fs.promises.writeFile(at, scrubbed);
+    }
   }
 }
 

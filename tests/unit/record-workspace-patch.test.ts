@@ -71,6 +71,30 @@ describe("WorkspaceBaseline", () => {
     }
   });
 
+  it("clears credential values out of binary files before the diff: git writes them compressed and encoded, past any scrub of the patch's text (second fix review, round 3, session 41)", async () => {
+    const secret = "sk-live-7f3a9c2e5b1d";
+    const ws = tree({ ".env": `ACME_KEY=${secret}\n`, "old.bin": `\0before ${secret}\n` });
+    const baseline = await WorkspaceBaseline.take(ws);
+    try {
+      fs.writeFileSync(
+        path.join(ws, "copy.bin"),
+        Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(`ACME_KEY=${secret}\n`)]),
+      );
+      fs.rmSync(path.join(ws, "old.bin"));
+      const scrub = (bytes: Buffer) => Buffer.from(bytes.toString("latin1").replaceAll(secret, "[scrubbed]"), "latin1");
+      const { patch } = await baseline.patch(scrub);
+      expect(patch).toContain("GIT binary patch");
+      // Applied, the patch gives back the files with the value taken out.
+      const target = tree({ "old.bin": `\0before [scrubbed]\n` });
+      fs.writeFileSync(path.join(target, "changes.patch"), patch);
+      execFileSync("git", ["apply", "--binary", "changes.patch"], { cwd: target });
+      expect(fs.readFileSync(path.join(target, "copy.bin")).toString("latin1")).not.toContain(secret);
+      expect(fs.readFileSync(path.join(target, "copy.bin")).toString("latin1")).toContain("[scrubbed]");
+    } finally {
+      await baseline.dispose();
+    }
+  });
+
   it("names every file as it is: a name holding ' a/b/' or '\"b/a/' applies to that path, not another", async () => {
     // The side folders a/ and b/ are stripped from the headers only where git put them.
     const names = ["x a/b/y.txt", "q b/a/r.txt", 'w"a/b/z.txt', "tab\tname a/b/t.txt", "plain.txt"];
