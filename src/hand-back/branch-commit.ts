@@ -81,8 +81,11 @@ interface BranchCommitInput {
  */
 export const LINE_COUNT_TIMEOUT_MS = 30_000;
 
-export async function commitChanges(input: BranchCommitInput): Promise<BranchHandBack> {
-  const { base } = input;
+/** A private work folder for host git over the repository (removed by the caller), and git's options there. */
+function privateGit(input: { base: HandBackBase; privateDir: string; signal?: AbortSignal }): {
+  work: string;
+  git: HostGitOptions;
+} {
   const work = fs.mkdtempSync(path.join(input.privateDir, "branch-"));
   const home = path.join(work, "home");
   const emptyTree = path.join(work, "work-tree");
@@ -93,11 +96,36 @@ export async function commitChanges(input: BranchCommitInput): Promise<BranchHan
   const git: HostGitOptions = {
     cwd: emptyTree,
     home,
-    gitDir: base.gitDir,
+    gitDir: input.base.gitDir,
     workTree: emptyTree,
     indexFile: path.join(work, "index"),
     ...(input.signal ? { signal: input.signal } : {}),
   };
+  return { work, git };
+}
+
+/**
+ * The paths of the changes a branch will leave out (git metadata, submodules, nested repositories,
+ * untracked paths the repository ignores), chosen as commitChanges chooses them. The returned
+ * tree's check resolves links through the host's own entries there: after a checkout of the branch
+ * the host has its own (second fix review, round 3, session 41: an ignored `node_modules` the
+ * sandbox swapped for a link sent a committed link to `/etc/shadow`, judged inside the tree).
+ */
+export async function branchLeftOut(
+  input: Pick<BranchCommitInput, "base" | "changes" | "sent" | "returnedPaths" | "privateDir" | "signal">,
+): Promise<Set<string>> {
+  const { work, git } = privateGit(input);
+  try {
+    const leftOut: Array<{ path: string; reason: string }> = [];
+    await selectChanges(input, git, leftOut);
+    return new Set(leftOut.map((l) => l.path));
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+export async function commitChanges(input: BranchCommitInput): Promise<BranchHandBack> {
+  const { work, git } = privateGit(input);
   try {
     return await commitWith(input, git, work);
   } catch (error) {
@@ -212,7 +240,7 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
 
 /** The changes that go into the commit; the rest are added to `leftOut` with the reason. */
 async function selectChanges(
-  input: BranchCommitInput,
+  input: Pick<BranchCommitInput, "base" | "changes" | "sent" | "returnedPaths" | "signal">,
   git: HostGitOptions,
   leftOut: Array<{ path: string; reason: string }>,
 ): Promise<JudgedChange[]> {

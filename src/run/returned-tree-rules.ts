@@ -80,15 +80,18 @@ export function workspaceRulesCheck(config: ReturnedRulesConfig): ReturnedTreeCh
   const packTime = config.packTime ?? new PackTimeBudget();
   // What the configs of all lent trees name, read once per run from the host's files (as they were).
   let shared: SharedConfig | undefined;
-  const check: ReturnedTreeCheck = async (before, after, root, returned, lent) => {
+  const check: ReturnedTreeCheck = async (before, after, root, returned, lent, leftOut) => {
     shared ??= sharedConfig(lent ?? [{ hostPath: root.hostPath, entries: before }], config);
     // The policy's own globs are workspace paths; the built-in protections apply to every root.
     const rules: RuleConfig = {
       ...config,
       ...gitConfigRules(before, root.hostPath, shared),
       ...(root.kind === "workspace" ? {} : { protectedPaths: [] }),
-      // A branch or patch hand-back carries no git-named folder of the workspace (hand-back/git-paths.ts).
-      ...(config.handsBackGitFolders === false && root.kind === "workspace" ? { neverHandedBack: isGitMetadata } : {}),
+      // A branch or patch hand-back carries no git-named folder of the workspace (hand-back/git-paths.ts),
+      // and a branch none of what it leaves out (ignored paths, nested repositories, submodules).
+      ...(config.handsBackGitFolders === false && root.kind === "workspace"
+        ? { neverHandedBack: leftOut ? (p: string) => isGitMetadata(p) || leftOut(p) : isGitMetadata }
+        : {}),
     };
     const evaluator = new RuleEvaluator(rules);
     const violations: Violation[] = [];

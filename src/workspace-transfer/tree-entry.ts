@@ -88,6 +88,11 @@ type ReturnedTreeJudge = (
    * another (an `.envrc`'s `PATH_add ../toolchain/bin`), so what they name is read over all of them.
    */
   lent?: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>,
+  /**
+   * A branch hand-back: the changed paths it will leave out (ignored, in nested repositories or
+   * submodules; hand-back/branch-commit.ts branchLeftOut). The host keeps its own entries there.
+   */
+  leftOut?: (path: string) => boolean,
 ) => Promise<TreeJudgement>;
 
 /** Permission bits that travel; setuid and setgid are dropped both ways. */

@@ -152,6 +152,30 @@ describe.skipIf(!dockerAvailable())("hand-back branch", () => {
     expect(await containersOfRuns([outcome.runId])).toEqual([]);
   });
 
+  it("links are judged through the host's own entries where the branch leaves the changes out: an ignored node_modules the sandbox swapped for a link cannot make a committed link to /etc/shadow look inside the tree (second fix review, round 3, session 41)", async () => {
+    const ws = hostileWorkspace(
+      { ".gitignore": "node_modules\n", "node_modules/x.js": "x\n", "d1/d2/keep.txt": "k\n" },
+      "sandbox-run-hand-back-ignored-",
+    );
+    commitAll(ws);
+    const outcome = await runHostile(
+      server,
+      [
+        bash(
+          "rm -rf node_modules && mkdir -p deep/a/b/c dist && ln -s deep/a/b/c node_modules" +
+            " && ln -s ../../node_modules d1/d2/w && ln -s ../d1/d2/w/../../etc/shadow dist/notes.txt",
+        ),
+        finish(),
+      ],
+      { cwd: ws, workspaceMode: "copy", handBack: "branch" },
+    );
+    expect(outcome.error, describeOutcome(outcome)).toBeUndefined();
+    expect(outcome.details?.hostRunFiles?.map((h) => `${h.change} ${h.path}`)).toContain("created dist/notes.txt");
+    expect(outcome.details?.hostRunFiles?.find((h) => h.path === "dist/notes.txt")?.why).toContain(
+      "through other links",
+    );
+  });
+
   it("the CLI: copy mode without being asked, the branch in the --json envelope, the done line and the record; bind mode, or a folder that is no repository, is a usage error", async () => {
     const { ws, base } = hostRepository();
     const before = repoFingerprint(ws);

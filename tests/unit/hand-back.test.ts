@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { handBackLine, leftOutNote } from "../../src/cli/run-command.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
-import { commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
+import { branchLeftOut, commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
 import { patchOfChanges } from "../../src/hand-back/change-patch.js";
 import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
 import type { RunDetails } from "../../src/index.js";
@@ -172,6 +172,30 @@ describe("branch hand-back", () => {
       "; NOT in the branch and not applied (lost with the sandbox): vendor/lib/code.js (inside the nested repository vendor/lib)",
     );
     expect(leftOutNote({ leftOut: report.leftOut.filter((l) => l.reason === "git metadata") })).toBe("");
+  });
+
+  it("branchLeftOut names what the commit will leave out, as commitChanges chooses it: ignored, nested, git metadata (second fix review, round 3, session 41)", async () => {
+    const { repo } = hostRepo();
+    fs.writeFileSync(path.join(repo, ".gitignore"), "node_modules\n");
+    fs.mkdirSync(path.join(repo, "vendor/lib/.git"), { recursive: true });
+    fs.writeFileSync(path.join(repo, "vendor/lib/.git/HEAD"), "ref: refs/heads/main\n");
+    fs.writeFileSync(path.join(repo, "vendor/lib/code.js"), "nested\n");
+    const trip = await judged(repo, (copy) => {
+      fs.mkdirSync(path.join(copy, "node_modules"));
+      fs.symlinkSync("../deep", path.join(copy, "node_modules/x"));
+      fs.writeFileSync(path.join(copy, "vendor/lib/code.js"), "nested, changed\n");
+      fs.writeFileSync(path.join(copy, "a.txt"), "a, changed\n");
+      fs.writeFileSync(path.join(copy, ".git/description"), "changed\n");
+    });
+    const privateDir = dir("sandbox-run-hand-back-private-");
+    const leftOut = await branchLeftOut({
+      base: await findHandBackBase(repo, privateDir),
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      returnedPaths: trip.returned.after.map((e) => e.path),
+      privateDir,
+    });
+    expect([...leftOut].sort()).toEqual([".git/description", "node_modules/x", "vendor/lib/code.js"]);
   });
 
   it("a workspace below the repository's top: paths carry its prefix, the rest of the tree stays", async () => {

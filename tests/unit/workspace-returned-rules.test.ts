@@ -290,6 +290,27 @@ describe("copy mode: host-run reports come from the same judgement as the violat
     ]);
   });
 
+  it("handed back as a branch: links resolve through the host's own entries where the branch leaves the changes out (an ignored node_modules the sandbox swapped for a link; second fix review, round 3, session 41)", async () => {
+    const root = repo({ "node_modules/x.js": "x\n", "d1/d2/keep.txt": "k\n" });
+    const { before, returned } = await roundTrip(root, (copy) => {
+      fs.rmSync(path.join(copy, "node_modules"), { recursive: true });
+      fs.mkdirSync(path.join(copy, "deep/a/b/c"), { recursive: true });
+      fs.symlinkSync("deep/a/b/c", path.join(copy, "node_modules"));
+      // Inside by its text and in the sandbox; out of the tree once node_modules is the host's folder.
+      fs.symlinkSync("../../node_modules", path.join(copy, "d1/d2/w"));
+      fs.mkdirSync(path.join(copy, "dist"));
+      fs.symlinkSync("../d1/d2/w/../../etc/shadow", path.join(copy, "dist/notes.txt"));
+    });
+    const check = workspaceRulesCheck({ lentRoots: [root], handsBackGitFolders: false });
+    const at = { hostPath: root, kind: "workspace" } as const;
+    const sandboxView = await check(before.entries, returned.after, at, returned);
+    expect(sandboxView.hostRun.map((h) => h.path)).not.toContain("dist/notes.txt");
+    const hostView = await check(before.entries, returned.after, at, returned, undefined, (p) => p === "node_modules");
+    expect(hostView.hostRun.map((h) => `${h.change} ${h.path}`)).toContain("created dist/notes.txt");
+    // What the branch leaves out is not reported: it never reaches the host.
+    expect(hostView.hostRun.map((h) => h.path)).not.toContain("node_modules");
+  });
+
   it("handed back as a branch or patch: what is in a git-named folder never reaches the host and is not reported", async () => {
     expect(await reported(false)).toEqual({ paths: ["created -rf", "created dist/notes.txt"], count: 2 });
   });

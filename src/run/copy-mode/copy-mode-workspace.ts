@@ -49,7 +49,7 @@ import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 import { copyIn, copyInThroughRelay } from "./copy-in.js";
-import { handBackJudged, prepareHandBack } from "./hand-back-run.js";
+import { handBackJudged, leftOutOfBranch, prepareHandBack } from "./hand-back-run.js";
 
 /** Trees of at least this many MiB raise a warm sandbox's memory limit at the claim (#raiseWarmMemory). */
 const WARM_MEMORY_RAISE_MIN_MB = 32;
@@ -378,7 +378,13 @@ export class CopyModeWorkspace {
       const kind = copy.kind === "workspace" ? "workspace" : "writable-root";
       // Reported as bind mode reports them: a writable root's paths are absolute (its bin/git is not the workspace's).
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
-      const judged = await check(tree!.entries, after!.after, { hostPath: copy.hostPath, kind }, after, lent);
+      const { plan, runDir, signal } = this.options;
+      const leftOut =
+        kind === "workspace" && copy.writable
+          ? await leftOutOfBranch({ plan, runDir, base: this.base, tree: tree!, returned: after!, signal })
+          : undefined;
+      const root = { hostPath: copy.hostPath, kind } as const;
+      const judged = await check(tree!.entries, after!.after, root, after, lent, leftOut);
       for (const v of judged.violations) violations.push(prefix ? { ...v, path: prefix + v.path } : v);
       for (const h of judged.hostRun) hostRun.push(prefix ? { ...h, path: prefix + h.path } : h);
       hostRunCount += judged.hostRunCount;

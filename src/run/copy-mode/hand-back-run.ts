@@ -5,7 +5,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { commitChanges } from "../../hand-back/branch-commit.js";
+import { SandboxRunError } from "../../errors.js";
+import { branchLeftOut, commitChanges } from "../../hand-back/branch-commit.js";
 import { patchOfChanges } from "../../hand-back/change-patch.js";
 import { findHandBackBase, type HandBackBase } from "../../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
@@ -40,6 +41,39 @@ interface HandBackInput {
   judged: { tree: HostTree; returned: ReturnedTree; what: string };
   /** The run's stop (the caller's Ctrl-C): once it fired, no patch or branch is handed back. */
   signal?: AbortSignal;
+}
+
+/**
+ * A branch hand-back's changed paths it will leave out (ignored, in nested repositories or
+ * submodules), for the check of the returned workspace: links resolve through the host's own
+ * entries there. Undefined for a patch (it leaves out only git metadata) or an applied tree.
+ */
+export async function leftOutOfBranch(
+  input: Pick<HandBackInput, "plan" | "runDir" | "base" | "signal"> & { tree: HostTree; returned: ReturnedTree },
+): Promise<((path: string) => boolean) | undefined> {
+  if (input.plan.handBack !== "branch" || !input.base) return undefined;
+  try {
+    const leftOut = await branchLeftOut({
+      base: input.base,
+      changes: judgedChanges(input.tree, input.returned),
+      sent: input.tree,
+      returnedPaths: input.returned.after.map((e) => e.path),
+      privateDir: path.join(input.runDir, HAND_BACK_DIR),
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
+    return (rel) => leftOut.has(rel);
+  } catch (error) {
+    input.signal?.throwIfAborted();
+    // Judged without it, links could lead elsewhere on the host than in the sandbox: nothing goes back.
+    throw new SandboxRunError(
+      "not-applied",
+      `Which of the run's changes a branch would leave out could not be read (${(error as Error).message}); nothing was handed back.`,
+      {
+        hint: "Fix what git reports in the repository (a lock, the disk, its permissions) and run again.",
+        cause: error,
+      },
+    );
+  }
 }
 
 export async function handBackJudged(input: HandBackInput): Promise<HandBackReport> {
