@@ -461,7 +461,9 @@ export class RuleEvaluator {
           restore: wasFile ? { action: "revert", path } : { action: "remove", path },
         });
       }
-      const fileReport = (a && !isDirAfter) || (b && !isDirBefore) ? hostRunReportOf(path) : undefined;
+      // Not of what is never handed back: a branch leaves an ignored `.venv` the sandbox changed as the host has it.
+      const fileReport =
+        ((a && !isDirAfter) || (b && !isDirBefore)) && !this.neverHandedBack(path) ? hostRunReportOf(path) : undefined;
       const nameReport = !fileReport && change === "created" && hostReached ? trickyNameReport(path) : undefined;
       if (fileReport) this.hostRuns.add({ path, change, why: fileReport.why }, "file");
       else if (nameReport) this.hostRuns.add({ path, change, why: nameReport.why }, "name");

@@ -300,15 +300,20 @@ describe("copy mode: host-run reports come from the same judgement as the violat
       fs.symlinkSync("../../node_modules", path.join(copy, "d1/d2/w"));
       fs.mkdirSync(path.join(copy, "dist"));
       fs.symlinkSync("../d1/d2/w/../../etc/shadow", path.join(copy, "dist/notes.txt"));
+      // An ignored host-run file: the branch leaves it out, so nothing of it reaches the host.
+      fs.writeFileSync(path.join(copy, ".env"), "A=1\n");
     });
     const check = workspaceRulesCheck({ lentRoots: [root], handsBackGitFolders: false });
     const at = { hostPath: root, kind: "workspace" } as const;
     const sandboxView = await check(before.entries, returned.after, at, returned);
     expect(sandboxView.hostRun.map((h) => h.path)).not.toContain("dist/notes.txt");
-    const hostView = await check(before.entries, returned.after, at, returned, undefined, (p) => p === "node_modules");
+    expect(sandboxView.hostRun.map((h) => h.path)).toContain(".env");
+    const leftOut = (p: string) => p === "node_modules" || p === ".env";
+    const hostView = await check(before.entries, returned.after, at, returned, undefined, leftOut);
     expect(hostView.hostRun.map((h) => `${h.change} ${h.path}`)).toContain("created dist/notes.txt");
     // What the branch leaves out is not reported: it never reaches the host.
     expect(hostView.hostRun.map((h) => h.path)).not.toContain("node_modules");
+    expect(hostView.hostRun.map((h) => h.path)).not.toContain(".env");
   });
 
   it("handed back as a branch or patch: what is in a git-named folder never reaches the host and is not reported", async () => {
