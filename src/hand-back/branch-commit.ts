@@ -54,9 +54,21 @@ export interface BranchHandBack {
   uncounted?: string;
 }
 
+/** Which judged changes a branch commits and which it leaves out (with the reason), as branchSelection chose them. */
+export interface BranchSelection {
+  kept: readonly JudgedChange[];
+  leftOut: ReadonlyArray<{ path: string; reason: string }>;
+}
+
 interface BranchCommitInput {
   base: HandBackBase;
   changes: readonly JudgedChange[];
+  /**
+   * The selection the returned tree's check was judged with (branchSelection): the commit leaves
+   * out exactly what the check took for the host's own entries, and the ignore rules are not read
+   * twice. Chosen here when absent.
+   */
+  selection?: BranchSelection;
   /** The tree as sent, and every path the returned tree has (for nested repositories). */
   sent: HostTree;
   returnedPaths: readonly string[];
@@ -105,20 +117,20 @@ function privateGit(input: { base: HandBackBase; privateDir: string; signal?: Ab
 }
 
 /**
- * The paths of the changes a branch will leave out (git metadata, submodules, nested repositories,
- * untracked paths the repository ignores), chosen as commitChanges chooses them. The returned
+ * The changes a branch will commit and those it will leave out (git metadata, submodules, nested
+ * repositories, untracked paths the repository ignores); commitChanges commits this selection. The returned
  * tree's check resolves links through the host's own entries there: after a checkout of the branch
  * the host has its own (second fix review, round 3, session 41: an ignored `node_modules` the
  * sandbox swapped for a link sent a committed link to `/etc/shadow`, judged inside the tree).
  */
-export async function branchLeftOut(
+export async function branchSelection(
   input: Pick<BranchCommitInput, "base" | "changes" | "sent" | "returnedPaths" | "privateDir" | "signal">,
-): Promise<Set<string>> {
+): Promise<BranchSelection> {
   const { work, git } = privateGit(input);
   try {
     const leftOut: Array<{ path: string; reason: string }> = [];
-    await selectChanges(input, git, leftOut);
-    return new Set(leftOut.map((l) => l.path));
+    const kept = await selectChanges(input, git, leftOut);
+    return { kept, leftOut };
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
@@ -146,8 +158,8 @@ export async function commitChanges(input: BranchCommitInput): Promise<BranchHan
 
 async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: string): Promise<BranchHandBack> {
   const { base } = input;
-  const leftOut: Array<{ path: string; reason: string }> = [];
-  const kept = await selectChanges(input, git, leftOut);
+  const leftOut: Array<{ path: string; reason: string }> = [...(input.selection?.leftOut ?? [])];
+  const kept = input.selection?.kept ?? (await selectChanges(input, git, leftOut));
 
   await hostGitText(["read-tree", base.commit], git);
   const blobs = await writeBlobs(kept, input, work, git);

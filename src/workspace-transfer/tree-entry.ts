@@ -90,7 +90,7 @@ type ReturnedTreeJudge = (
   lent?: ReadonlyArray<{ hostPath: string; entries: readonly TreeEntry[] }>,
   /**
    * A branch hand-back: the changed paths it will leave out (ignored, in nested repositories or
-   * submodules; hand-back/branch-commit.ts branchLeftOut). The host keeps its own entries there.
+   * submodules; hand-back/branch-commit.ts branchSelection). The host keeps its own entries there.
    */
   leftOut?: (path: string) => boolean,
 ) => Promise<TreeJudgement>;

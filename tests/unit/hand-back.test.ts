@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { handBackLine, leftOutNote } from "../../src/cli/run-command.js";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
-import { branchLeftOut, commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
+import { branchSelection, commitChanges, HAND_BACK_IDENTITY } from "../../src/hand-back/branch-commit.js";
 import { patchOfChanges } from "../../src/hand-back/change-patch.js";
 import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
 import type { RunDetails } from "../../src/index.js";
@@ -174,7 +174,7 @@ describe("branch hand-back", () => {
     expect(leftOutNote({ leftOut: report.leftOut.filter((l) => l.reason === "git metadata") })).toBe("");
   });
 
-  it("branchLeftOut names what the commit will leave out, as commitChanges chooses it: ignored, nested, git metadata (second fix review, round 3, session 41)", async () => {
+  it("branchSelection names what the commit will leave out: ignored, nested, git metadata (second fix review, round 3, session 41); the commit takes that selection as it is, whatever the ignore rules say later", async () => {
     const { repo } = hostRepo();
     fs.writeFileSync(path.join(repo, ".gitignore"), "node_modules\n");
     fs.mkdirSync(path.join(repo, "vendor/lib/.git"), { recursive: true });
@@ -188,14 +188,39 @@ describe("branch hand-back", () => {
       fs.writeFileSync(path.join(copy, ".git/description"), "changed\n");
     });
     const privateDir = dir("sandbox-run-hand-back-private-");
-    const leftOut = await branchLeftOut({
-      base: await findHandBackBase(repo, privateDir),
+    const base = await findHandBackBase(repo, privateDir);
+    const input = {
+      base,
       changes: judgedChanges(trip.before, trip.returned),
       sent: trip.before,
       returnedPaths: trip.returned.after.map((e) => e.path),
       privateDir,
+    };
+    const selection = await branchSelection(input);
+    expect(selection.leftOut.map((l) => l.path).sort()).toEqual([
+      ".git/description",
+      "node_modules/x",
+      "vendor/lib/code.js",
+    ]);
+    expect(selection.kept.map((c) => c.path)).toEqual(["a.txt"]);
+    // The returned tree was judged with node_modules/x left out: the commit leaves it out too,
+    // even once the rules no longer ignore it (they are not read a second time).
+    fs.writeFileSync(path.join(repo, ".gitignore"), "");
+    const report = await commitChanges({
+      ...input,
+      selection,
+      runId: "0123456789ab",
+      message: "sandbox-run: changes of run test\n",
+      what: "the workspace",
     });
-    expect([...leftOut].sort()).toEqual([".git/description", "node_modules/x", "vendor/lib/code.js"]);
+    const committed = committedTree(repo, report.commit!);
+    expect(Object.keys(committed).sort()).toEqual([".gitignore", "a.txt", "b.txt", "keep.log", "run.sh"]);
+    expect(committed["a.txt"]).toBe("100644 a, changed\n");
+    expect(report.leftOut.map((l) => l.path).sort()).toEqual([
+      ".git/description",
+      "node_modules/x",
+      "vendor/lib/code.js",
+    ]);
   });
 
   it("a workspace below the repository's top: paths carry its prefix, the rest of the tree stays", async () => {

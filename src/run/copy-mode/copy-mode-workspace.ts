@@ -17,6 +17,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { EngineContainer } from "../../engine/engine.js";
 import { isSandboxRunError, SandboxRunError } from "../../errors.js";
+import type { BranchSelection } from "../../hand-back/branch-commit.js";
 import { isGitMetadata } from "../../hand-back/git-paths.js";
 import type { HandBackBase } from "../../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
@@ -49,7 +50,7 @@ import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 import { copyIn, copyInThroughRelay } from "./copy-in.js";
-import { handBackJudged, leftOutOfBranch, prepareHandBack } from "./hand-back-run.js";
+import { handBackJudged, prepareHandBack, selectionForBranch } from "./hand-back-run.js";
 
 /** Trees of at least this many MiB raise a warm sandbox's memory limit at the claim (#raiseWarmMemory). */
 const WARM_MEMORY_RAISE_MIN_MB = 32;
@@ -109,6 +110,8 @@ export class CopyModeWorkspace {
   /** The run is over: a copy-out still under way makes no more staging directories. */
   #disposed = false;
   #fullReported = false;
+  /** A branch hand-back's selection the workspace's check was judged with: the commit takes it as it is. */
+  #branchSelection?: BranchSelection;
 
   private constructor(
     private readonly options: CopyModeOptions,
@@ -379,10 +382,13 @@ export class CopyModeWorkspace {
       // Reported as bind mode reports them: a writable root's paths are absolute (its bin/git is not the workspace's).
       const prefix = kind === "workspace" ? "" : `${copy.hostPath}/`;
       const { plan, runDir, signal } = this.options;
-      const leftOut =
+      const selection =
         kind === "workspace" && copy.writable
-          ? await leftOutOfBranch({ plan, runDir, base: this.base, tree: tree!, returned: after!, signal })
+          ? await selectionForBranch({ plan, runDir, base: this.base, tree: tree!, returned: after!, signal })
           : undefined;
+      if (selection) this.#branchSelection = selection;
+      const leftOutPaths = selection && new Set(selection.leftOut.map((l) => l.path));
+      const leftOut = leftOutPaths && ((rel: string) => leftOutPaths.has(rel));
       const root = { hostPath: copy.hostPath, kind } as const;
       const judged = await check(tree!.entries, after!.after, root, after, lent, leftOut);
       for (const v of judged.violations) violations.push(prefix ? { ...v, path: prefix + v.path } : v);
@@ -476,7 +482,17 @@ export class CopyModeWorkspace {
     if (!workspace?.tree || !workspace.returned) return undefined;
     const judged = { tree: workspace.tree, returned: workspace.returned, what: describe(workspace.copy) };
     const { signal } = this.options;
-    return handBackJudged({ plan, runDir, prompt, base: this.base, timeline, judged, ...(signal ? { signal } : {}) });
+    const selection = this.#branchSelection;
+    return handBackJudged({
+      plan,
+      runDir,
+      prompt,
+      base: this.base,
+      timeline,
+      judged,
+      ...(signal ? { signal } : {}),
+      ...(selection ? { selection } : {}),
+    });
   }
 
   /** Removes the staging directories and stops serving the relay (the container is gone by now). */

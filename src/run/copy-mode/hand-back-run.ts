@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { SandboxRunError } from "../../errors.js";
-import { branchLeftOut, commitChanges } from "../../hand-back/branch-commit.js";
+import { type BranchSelection, branchSelection, commitChanges } from "../../hand-back/branch-commit.js";
 import { patchOfChanges } from "../../hand-back/change-patch.js";
 import { findHandBackBase, type HandBackBase } from "../../hand-back/hand-back-base.js";
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
@@ -41,19 +41,22 @@ interface HandBackInput {
   judged: { tree: HostTree; returned: ReturnedTree; what: string };
   /** The run's stop (the caller's Ctrl-C): once it fired, no patch or branch is handed back. */
   signal?: AbortSignal;
+  /** A branch's selection the check was judged with (selectionForBranch). */
+  selection?: BranchSelection;
 }
 
 /**
- * A branch hand-back's changed paths it will leave out (ignored, in nested repositories or
- * submodules), for the check of the returned workspace: links resolve through the host's own
- * entries there. Undefined for a patch (it leaves out only git metadata) or an applied tree.
+ * What a branch hand-back will commit and leave out (ignored paths, nested repositories,
+ * submodules), chosen before the check of the returned workspace: links resolve through the host's
+ * own entries where the branch leaves the change out, and the commit then takes this same
+ * selection. Undefined for a patch (it leaves out only git metadata) or an applied tree.
  */
-export async function leftOutOfBranch(
+export async function selectionForBranch(
   input: Pick<HandBackInput, "plan" | "runDir" | "base" | "signal"> & { tree: HostTree; returned: ReturnedTree },
-): Promise<((path: string) => boolean) | undefined> {
+): Promise<BranchSelection | undefined> {
   if (input.plan.handBack !== "branch" || !input.base) return undefined;
   try {
-    const leftOut = await branchLeftOut({
+    return await branchSelection({
       base: input.base,
       changes: judgedChanges(input.tree, input.returned),
       sent: input.tree,
@@ -61,7 +64,6 @@ export async function leftOutOfBranch(
       privateDir: path.join(input.runDir, HAND_BACK_DIR),
       ...(input.signal ? { signal: input.signal } : {}),
     });
-    return (rel) => leftOut.has(rel);
   } catch (error) {
     input.signal?.throwIfAborted();
     // Judged without it, links could lead elsewhere on the host than in the sandbox: nothing goes back.
@@ -80,8 +82,9 @@ export async function handBackJudged(input: HandBackInput): Promise<HandBackRepo
   const { plan, timeline, judged, signal } = input;
   signal?.throwIfAborted();
   const started = performance.now();
-  const changes = judgedChanges(judged.tree, judged.returned);
   const privateDir = path.join(input.runDir, HAND_BACK_DIR);
+  // A branch's selection already holds the changes it commits.
+  const changes = input.selection ? [] : judgedChanges(judged.tree, judged.returned);
   if (plan.handBack === "patch") {
     const report = await patchOfChanges({
       changes,
@@ -102,6 +105,7 @@ export async function handBackJudged(input: HandBackInput): Promise<HandBackRepo
   const report = await commitChanges({
     base: input.base!,
     changes,
+    ...(input.selection ? { selection: input.selection } : {}),
     sent: judged.tree,
     returnedPaths: judged.returned.after.map((e) => e.path),
     runId: plan.runId,
