@@ -1,35 +1,18 @@
 // Text from the model or the sandbox on its way to a person's terminal. Escape sequences there are
 // commands to the terminal: OSC 52 writes the clipboard, cursor movement rewrites what was printed,
-// bidi overrides make code read differently than it runs. Every such character is shown escaped
-// (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and nothing is hidden.
-import { escapeUnsafeInJson } from "../util/json-escapes.js";
+// bidi overrides make code read differently than it runs. Every such character (util/unsafe-chars.ts)
+// is shown escaped (`\x1b`, `\u202e`), so nothing the sandbox wrote can act on the terminal and
+// nothing is hidden: a file named `.husky/pre-commit` plus an invisible character must not read as
+// `.husky/pre-commit`, and a payload in variation selectors must not read as nothing.
+
 import { escapeHashCommands, escapeLineCommands } from "../util/runner-commands.js";
-
-// C0 controls (but tab and line feed, allowed where the format has lines), DEL, C1 controls, the
-// line and paragraph separators, the interlinear annotation marks, and every character Unicode
-// calls default-ignorable (terminals draw it as nothing): the bidi marks, embeddings, overrides and
-// isolates, zero-width spaces and joiners, the word joiner and invisible operators, the BOM, the
-// soft hyphen, Hangul fillers, variation selectors and tag characters. A file named
-// `.husky/pre-commit` plus an invisible character must not read as `.husky/pre-commit`, and a payload
-// in variation selectors must not read as nothing.
-const UNSAFE_MULTILINE =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
-const UNSAFE_LINE =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[\u0000-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/gu;
-
-function escapeChar(ch: string): string {
-  const code = ch.codePointAt(0)!;
-  if (code > 0xffff) return `\\u{${code.toString(16)}}`;
-  return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-}
+import { escapedChar, escapeUnsafeInJson, UNSAFE_IN_LINE, UNSAFE_IN_TEXT } from "../util/unsafe-chars.js";
 
 /** For one line of progress: every control character escaped, line breaks and tabs too. */
 export function terminalLine(value: unknown): string {
   // GitHub's runner reads `##[command]` anywhere in a log line.
   return escapeHashCommands(
-    String(value).replace(UNSAFE_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapeChar(ch))),
+    String(value).replace(UNSAFE_IN_LINE, (ch) => (ch === "\n" || ch === "\t" ? " " : escapedChar(ch))),
   );
 }
 
@@ -51,7 +34,7 @@ export function terminalName(name: unknown): string {
  * escaped, and GitHub's `##[command]` (read anywhere in a log line) shown escaped as terminalLine does.
  */
 export function terminalText(value: unknown): string {
-  return escapeHashCommands(String(value).replace(/\r\n/g, "\n").replace(UNSAFE_MULTILINE, escapeChar));
+  return escapeHashCommands(String(value).replace(/\r\n/g, "\n").replace(UNSAFE_IN_TEXT, escapedChar));
 }
 
 /**

@@ -16,7 +16,7 @@ import type { ErrorSummary } from "../errors.js";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
 import type { Policy } from "../policy/policy-schema.js";
 import type { HostDir } from "../util/host-dir.js";
-import { escapeUnsafeInJson } from "../util/json-escapes.js";
+import { escapeUnsafeInJson } from "../util/unsafe-chars.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { RECORD_FILES, RECORD_FORMAT, type RecordedCall, type RecordVersions } from "./record-format.js";
 import { DEFAULT_TRAFFIC_LIMITS, type TrafficLimits, TrafficLog } from "./traffic-log.js";

@@ -6,7 +6,7 @@
 // for in the bytes (an upstream error may echo a key) and replaced.
 import type fs from "node:fs";
 import type { GatewayExchange, RecordLimits } from "../gateway/model-gateway.js";
-import { escapeUnsafeInJson } from "../util/json-escapes.js";
+import { escapeUnsafeInJson } from "../util/unsafe-chars.js";
 import { CredentialScrubber } from "./credential-scrubber.js";
 import { type RecordedExchange, type StoredBytes, storeBytes } from "./record-format.js";
 

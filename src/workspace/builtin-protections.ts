@@ -2,7 +2,7 @@
 // not leave behind in one. These apply to every writable workspace and writable root, at any
 // depth, case-insensitively; a policy turns one off only by naming it (disableBuiltinProtections).
 // docs/security.md has the same lists, with the same reasons.
-import { INVISIBLE_SOURCE } from "../util/invisible-chars.js";
+import { HIDING_OR_SPLITTING } from "../util/unsafe-chars.js";
 
 /**
  * Names (lower case) that a tool on the host executes or loads as configuration when it meets
@@ -612,9 +612,6 @@ export function ancestorLinkWhy(lands: string): string {
   return `a link to ${lands === "" ? "the tree's top" : JSON.stringify(lands)}, a folder that holds the link itself: a host tool that follows links (an artifact upload, zip -r, tar -h) packs everything there, .env and .git/config too, and loops`;
 }
 
-/** Tab and line feed too: what splits a name read line by line or word by word. */
-const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
-
 /**
  * A new file or folder whose name host commands misread (reported, not refused: a repository may
  * name a file so, and nothing in the sandbox is harmed by it):
@@ -623,7 +620,7 @@ const HIDING_OR_SPLITTING = new RegExp(`[\\t\\n]|${INVISIBLE_SOURCE}`, "u");
  *   takes it as an option (`--checkpoint-action=exec=sh x.sh` runs a command; a folder `-rf`
  *   widens an `rm`);
  * - a control character, a line or paragraph separator, or a character that hides or reorders
- *   text (util/invisible-chars.ts): a script that reads names line by line (`find . | while read f`,
+ *   text (util/unsafe-chars.ts): a script that reads names line by line (`find . | while read f`,
  *   Python's `splitlines()`) takes `x\n/home/runner/.ssh/id_rsa` for two names, the second a host
  *   path it then copies or uploads; a bidi override makes `invoice\u202efdp.sh` look like a PDF;
  * - shell syntax (`$(`, a backquote, `;`, `|`, `<`, `>`): a script that pastes names into a shell

@@ -1,13 +1,10 @@
 // The words of a policy violation: which paths, which rule, what was put back, and what to do.
 // The hint never tells the user to run a command in the workspace: the tree is what the
 // sandbox left, and git, direnv or an editor started there is what a trap waits for.
+import { escapeUnsafeInJson, HIDING_OR_SPLITTING } from "../util/unsafe-chars.js";
 import { protectionWhy } from "./builtin-protections.js";
 import { SPECIAL_LEFT_RULE } from "./special-entries.js";
 import type { WorkspaceReport } from "./workspace-watch.js";
-
-const UNUSUAL_NAME =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/;
 
 /**
  * A path as a message shows it. The sandbox names the files: a name with a line break or another
@@ -15,11 +12,8 @@ const UNUSUAL_NAME =
  * start a line of its own in the error a terminal prints, nor hide part of the list.
  */
 export function shownPath(path: string): string {
-  if (!UNUSUAL_NAME.test(path)) return path || ".";
-  return JSON.stringify(path).replace(
-    /[\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
-    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
+  if (!HIDING_OR_SPLITTING.test(path)) return path || ".";
+  return escapeUnsafeInJson(JSON.stringify(path));
 }
 
 /** The first items, each shown by `show` (paths: shownPath; descriptions already hold shown paths). */

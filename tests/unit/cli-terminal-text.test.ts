@@ -241,7 +241,19 @@ describe("terminal text", () => {
       },
       "workspace-write",
     );
-    expect(message).toContain(JSON.stringify(hidden));
+    // The library's own message (read without the CLI's escaping) shows them escaped inside quotes.
+    expect(message).toContain('".husky/pre-commit\\u061c\\u200b\\u2060\\ufeff\\udb40\\udc41"');
+    expect(message).not.toMatch(/[\u061c\u200b\u2060\ufeff]/u);
+  });
+
+  it("a name hidden by a soft hyphen or a variation selector is quoted and escaped in a violation's message too, one class for every reader (util/unsafe-chars.ts)", () => {
+    const message = (path: string) =>
+      violationMessage({ violationCount: 1, violations: [{ path, change: "created" }] }, "workspace-write", {
+        applied: false,
+      }).message;
+    expect(message(".husky/pre-commit\u00ad")).toContain('".husky/pre-commit\\u00ad"');
+    expect(message(".envrc\ufe0f")).toContain('".envrc\\ufe0f"');
+    expect(message("Q&A.md")).toContain(" Q&A.md (created)");
   });
 
   it("a path two rules refuse (a built-in one and protectedPaths) is listed once, with its rules (review, session 33)", () => {

@@ -2,6 +2,8 @@
 // act on (issue 13: strict replay stops at it, lenient replay reports it). Both sides are the
 // neutral form (api-codec.ts), which already drops volatile fields; call ids are ignored here
 // too, since some are made up per run (Google), so calls and results are matched by order.
+
+import { escapeUnsafeInJson } from "../../util/unsafe-chars.js";
 import type { ConversationMessage, ConversationPart, ModelRequest, ModelTool } from "./codec-types.js";
 
 const CONTEXT_BEFORE = 24;
@@ -168,12 +170,9 @@ function excerpt(text: string, at: number): string {
   return `${start > 0 ? "..." : ""}${quoted(text.slice(start, end))}${end < text.length ? "..." : ""}`;
 }
 
-/** JSON-quoted, with C1 controls and line/paragraph separators escaped too (JSON leaves them raw). */
+/** JSON-quoted, with what JSON leaves raw that acts on a terminal or hides text escaped too (util/unsafe-chars.ts). */
 function quoted(text: string): string {
-  return JSON.stringify(text).replace(
-    /[\u007f-\u009f\u2028\u2029]/g,
-    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
+  return escapeUnsafeInJson(JSON.stringify(text));
 }
 
 /**
