@@ -92,6 +92,8 @@ export class ApplyJournal {
   readonly #waitingAside: Array<{ unrestored: Unrestored; cause: string; n: string }> = [];
   /** The commit point is in the journal (commitPoint()). */
   #committed = false;
+  /** Read from a dead run's journal on disk (dead-apply.ts), not kept by this process. */
+  readonly #replayed: boolean;
   /** The journal's length before its commit record: takeBackCommitPoint() cuts it back to this. */
   #beforeCommit: number | undefined;
 
@@ -101,6 +103,7 @@ export class ApplyJournal {
     private readonly onStep?: StepHook,
     replaying = false,
   ) {
+    this.#replayed = replaying;
     if (staging && !replaying) {
       const root = fs.fstatSync(dirs.dir(""));
       this.#file = new JournalWriter(staging.dir, path.resolve(dirs.root), { dev: root.dev, ino: root.ino });
@@ -488,12 +491,23 @@ export class ApplyJournal {
   /** Takes one step back; throws when it cannot (see the top: nothing is forced). */
   #undoStep(step: Undo): void {
     if (step.kind === "mode") {
+      // A journal on disk is never trusted with a file's set-uid and set-gid bits: the apply never
+      // sets them (they do not travel), so only the undo of a forged line could, and as root a copy
+      // of a shell made set-uid is root for anyone (review, round 3, session 41: a later sandbox
+      // wrote a dead run's journal). A host file that had them loses them, and the report says so.
+      const mode = this.#replayed && !step.directory ? step.mode & ~0o6000 : step.mode;
+      let withoutSetId = false;
       this.#withEntry(step.path, step.directory, step.identity, (fd, stat) => {
         const now = stat.mode & 0o7777;
         if (now === step.mode) return; // never set (a controller killed first)
         if (step.to !== undefined && now !== step.to) throw new Error("its mode was changed since the apply");
-        fs.chmodSync(pinned(fd), step.mode);
+        fs.chmodSync(pinned(fd), mode);
+        withoutSetId = mode !== step.mode;
       });
+      if (withoutSetId)
+        throw new Error(
+          `its mode was put back as ${mode.toString(8)}, without the set-uid or set-gid bit of ${step.mode.toString(8)} a dead run's journal asked for (never trusted from disk): set it again yourself if the file had it`,
+        );
       return;
     }
     const fd = this.dirs.dir(parentOf(step.path));

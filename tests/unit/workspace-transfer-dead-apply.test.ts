@@ -256,6 +256,36 @@ describe("a journal that is not what the apply writes", () => {
   });
 });
 
+it("a dead run's journal is never trusted with set-uid or set-gid: a file's mode goes back without them, and the report says so; a directory's set-gid goes back (round 3, session 42, defence in depth after session 41's R1)", () => {
+  const parent = tempDir();
+  const root = path.join(parent, "ws");
+  fs.mkdirSync(path.join(root, "shared"), { recursive: true });
+  fs.writeFileSync(path.join(root, "bash"), "#!/bin/sh\n", { mode: 0o755 });
+  fs.chmodSync(path.join(root, "shared"), 0o755);
+  const staging = path.join(parent, ".sandbox-run-staging-ws-setid");
+  fs.mkdirSync(staging, { mode: 0o700 });
+  const rootStat = fs.statSync(root);
+  const file = fs.statSync(path.join(root, "bash"));
+  const dir = fs.statSync(path.join(root, "shared"));
+  const journal = new JournalWriter(staging, root, { dev: rootStat.dev, ino: rootStat.ino });
+  // As the apply logs a chmod: the mode it had, the mode it set, the entry's inode.
+  journal.append(["m", "bash", 0, 0o4755, 0o755, file.dev, file.ino]);
+  journal.append(["m", "shared", 1, 0o2775, 0o755, dir.dev, dir.ino]);
+  journal.close();
+  const record = path.join(tempDir(), "staging.json");
+  fs.writeFileSync(record, JSON.stringify([staging]));
+  const [dead] = removeListedStagingDirs(record, noHold);
+  expect(dead).toMatchObject({ tree: root, undone: false });
+  expect(dead!.unrestored).toEqual([
+    {
+      path: "bash",
+      problem: expect.stringMatching(/^its mode was put back as 755, without the set-uid or set-gid bit of 4755/),
+    },
+  ]);
+  expect(fs.statSync(path.join(root, "bash")).mode & 0o7777).toBe(0o755);
+  expect(fs.statSync(path.join(root, "shared")).mode & 0o7777).toBe(0o2775);
+});
+
 describe("a dead run's apply over a tree a run in progress holds (review, session 36)", () => {
   /** A dead run's folder listing an apply killed half way over `root`. */
   async function deadApplyIn(base: string, runId: string, root: string): Promise<string> {
