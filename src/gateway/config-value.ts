@@ -8,7 +8,7 @@
 // - anything else is literal.
 // The difference to Pi: variables come only from the `env` passed in (not process.env), so the
 // caller decides which environment the host-side lookup sees.
-import { hostProgramEnv } from "../util/host-programs.js";
+import { hostProgramCwd, hostProgramEnv } from "../util/host-programs.js";
 import { childProcess } from "../util/lazy-builtins.js";
 
 export type ConfigEnv = Record<string, string | undefined>;
@@ -117,6 +117,7 @@ export function resolveConfigValue(config: string, options: ResolveOptions): Con
           timeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
           stdio: ["ignore", "pipe", "ignore"],
           env: hostProgramEnv(definedEnv(options.env)),
+          cwd: hostProgramCwd(),
         })
         .trim();
       return output

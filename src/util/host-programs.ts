@@ -7,7 +7,12 @@
 // environment readable under /proc, during the run's own checks, before anything was put back
 // (review, session 26). So the search path keeps only absolute folders that lie, links resolved,
 // in no tree a run of this process has lent (remembered for the process's life: what a sandbox left
-// there stays there after its run).
+// there stays there after its run). The same holds for every other variable that makes a program
+// load code from a folder or file it names: the dynamic loader's (`LD_LIBRARY_PATH=$PWD/lib` from a
+// dev shell loaded the sandbox's `lib/libonig.so.5` into a models.json `!jq` key helper as the
+// caller; review, round 3, session 42), the shells' start-up files and the interpreters' module
+// paths. Each keeps only absolute entries outside every lent tree, and goes when none is left.
+import os from "node:os";
 import path from "node:path";
 import { passesThrough } from "./passes-through.js";
 import { resolvedPath } from "./resolved-path.js";
@@ -35,9 +40,66 @@ export function hostSearchPath(callerPath: string | undefined = process.env.PATH
   return kept.length > 0 ? [...new Set(kept)].join(path.delimiter) : FALLBACK_PATH;
 }
 
-/** The caller's environment with its PATH replaced by hostSearchPath(). */
+/**
+ * Variables naming folders or files a program loads code from, and how their entries are
+ * separated: the dynamic loader's (glibc reads LD_PRELOAD split at blanks and colons; a bare library
+ * name is searched in the system's folders and stays), bash's and sh's start-up file for scripts,
+ * and the module paths of the interpreters a `!command` or a build step may start.
+ */
+const LOADED_FROM: ReadonlyMap<string, RegExp> = new Map([
+  ["LD_LIBRARY_PATH", /[:;]/],
+  ["LD_PRELOAD", /[\s:]+/],
+  ["LD_AUDIT", /:/],
+  ["GCONV_PATH", /:/],
+  ["BASH_ENV", /(?!)/],
+  ["ENV", /(?!)/],
+  ["PYTHONPATH", /:/],
+  ["PYTHONSTARTUP", /(?!)/],
+  ["PERL5LIB", /:/],
+  ["PERLLIB", /:/],
+  ["RUBYLIB", /:/],
+  ["RUBYOPT", /(?!)/],
+  ["NODE_PATH", /:/],
+]);
+
+/**
+ * The caller's environment for a host program: PATH as hostSearchPath() gives it, and each
+ * variable of LOADED_FROM without relative entries or entries inside a lent tree (dropped when
+ * nothing is left). RUBYOPT, which holds options rather than paths, goes whole once any tree is lent.
+ */
 export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  return { ...env, PATH: hostSearchPath(env.PATH) };
+  const out: NodeJS.ProcessEnv = { ...env, PATH: hostSearchPath(env.PATH) };
+  for (const [name, separator] of LOADED_FROM) {
+    const value = out[name];
+    if (value === undefined) continue;
+    if (name === "RUBYOPT") {
+      if (lentTrees.size > 0) delete out[name];
+      continue;
+    }
+    const kept = value
+      .split(separator)
+      .filter(
+        (entry) => entry !== "" && (bareLibrary(name, entry) || (path.isAbsolute(entry) && !insideLentTree(entry))),
+      );
+    if (kept.length > 0) out[name] = kept.join(name === "LD_PRELOAD" ? " " : path.delimiter);
+    else delete out[name];
+  }
+  return out;
+}
+
+/**
+ * Where a host program that needs no folder of its own runs (a models.json `!command`): the
+ * caller's home, or `/` where the home lies in a lent tree. Never the working directory, usually
+ * the workspace: `python3 -c 'import keyring…'` imports a `keyring.py` there first, node resolves
+ * `node_modules` from there, and a relative program is a file the sandbox may change.
+ */
+export function hostProgramCwd(home: string = os.homedir()): string {
+  return home && path.isAbsolute(home) && !insideLentTree(home) ? home : "/";
+}
+
+/** A library LD_PRELOAD names without a slash: the loader looks for it in the system's folders only. */
+function bareLibrary(name: string, entry: string): boolean {
+  return name === "LD_PRELOAD" && !entry.includes("/");
 }
 
 function insideLentTree(entry: string): boolean {

@@ -20,7 +20,7 @@ import {
   isDirectory,
 } from "./git-config-paths.js";
 import { COMMAND_CONFIGS, LEFTHOOK_NAME, namedScriptTargets } from "./named-scripts.js";
-import { hostCommandNames, MISE_FILES, pathSourceTargets } from "./path-sources.js";
+import { callerPathTargets, hostCommandNames, MISE_FILES, pathSourceTargets } from "./path-sources.js";
 
 /** Folders read at most per tree: more refuses the run (never a config left unread in silence). */
 export const MAX_CONFIG_FOLDERS = 1_000;
@@ -193,8 +193,8 @@ export function configEntriesOf(
  * What the repositories' git config and the environment, hook, agent and editor configs at each
  * of `folders` name (git-config-paths.ts, path-sources.ts, named-scripts.ts), on one budget: past
  * it the run is refused (config-target-budget.ts); with the targets of the links already in its
- * command folders, and the host's command names those folders guard (read once, from its PATH,
- * outside `lentTrees`). Bind mode's watch and copy mode's check both ask.
+ * command folders, the folders of the caller's PATH inside `lentTrees` (callerPathTargets), and
+ * the host's command names those folders guard (read once, from its PATH, outside `lentTrees`). Bind mode's watch and copy mode's check both ask.
  */
 export function configuredTargets(
   repositories: readonly GitRepository[],
@@ -208,6 +208,7 @@ export function configuredTargets(
     ...configTargets(repositories, { budget }),
     ...pathSourceTargets(folders, budget).map((t) => onPathAtTop(t, lentTrees)),
     ...namedScriptTargets(folders, budget),
+    ...callerPathTargets(process.env.PATH, lentTrees),
   ];
   if (!targets.some((t) => t.commands)) return { targets, hostCommands: new Set() };
   const hostCommands = hostCommandNames(process.env.PATH, lentTrees);

@@ -364,6 +364,39 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
   return names;
 }
 
+/**
+ * The folders of the caller's own PATH that lie in a lent tree, as written or with links resolved
+ * (a CI step's `$GITHUB_PATH`, the node_modules/.bin that `npm run` and `npx` put first, `~/go/bin`
+ * with `--writable ~/go`; a relative or empty entry is the working directory's, where the caller's
+ * next command runs): the caller's shell or the CI job's next step runs a command found there
+ * before the system's (review, round 3, session 42: the sandbox's `bin/git` ran at the next
+ * `git status`). Guarded as layout node's folder is: the host's command names in it.
+ */
+export function callerPathTargets(pathVar: string | undefined, lentTrees: readonly string[]): ConfigTarget[] {
+  const inside = (dir: string) => lentTrees.some((tree) => dir === tree || dir.startsWith(`${tree}/`));
+  const out: ConfigTarget[] = [];
+  const seen = new Set<string>();
+  for (const entry of (pathVar ?? "").split(path.delimiter)) {
+    const written = path.resolve(entry || ".");
+    let real = written;
+    try {
+      real = fs.realpathSync(written);
+    } catch {
+      // Not there yet: the sandbox may make it, judged as written.
+    }
+    const at = inside(real) ? real : inside(written) ? written : undefined;
+    if (at === undefined || seen.has(at)) continue;
+    seen.add(at);
+    out.push({
+      path: at,
+      key: "a folder on the caller's PATH (a host command's name)",
+      source: "the caller's environment",
+      commands: {},
+    });
+  }
+  return out;
+}
+
 /** A small regular file's text, or undefined (the environment files here, the configs of named-scripts.ts). */
 export function readConfigText(file: string): string | undefined {
   let bytes: Buffer | null | undefined;

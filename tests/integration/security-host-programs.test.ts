@@ -1,7 +1,7 @@
 // The host's own programs are never found in a tree the sandbox writes (docs/security.md F9; review,
 // session 26). The caller's PATH holds the workspace's `node_modules/.bin` (what `npm run` puts
-// first), its `bin/` and a relative entry (the working directory is the workspace); the sandbox
-// plants `git` and `diff` in all of them, which write a marker on the host when run. The host runs
+// first), its `bin/` and a relative entry (the working directory is the workspace); the repository
+// ships `git` and `diff` in all of them, which write a marker on the host when run. The host runs
 // git during the run's checks (a commit the sandbox made) and for the record's patch after the
 // apply: it must use the real git, in bind and in copy mode, and the record still holds the patch.
 import { spawnSync } from "node:child_process";
@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ContainerPiAgent } from "../../src/container-pi-agent.js";
+import { isSandboxRunError } from "../../src/errors.js";
 import { modelsFor } from "../support/harness.js";
 import {
   bash,
@@ -47,17 +48,19 @@ describe("host programs and the caller's PATH", () => {
     it(`${mode} mode: git and diff planted in PATH folders of the workspace never run on the host (checks, record)`, async () => {
       const ws = gitRepo();
       const marker = path.join(markers, `${mode}.txt`);
-      const script = Buffer.from(planted(marker)).toString("base64");
-      const plant = ["node_modules/.bin", "bin", "tools"]
-        .flatMap((dir) => ["git", "diff"].map((name) => `${dir}/${name}`))
-        .map((file) => `mkdir -p ${path.dirname(file)} && echo ${script} | base64 -d > ${file} && chmod 755 ${file}`)
-        .join(" && ");
+      // The repository's own (hostile, like everything in it): a host command's name the sandbox
+      // wrote into a folder of the caller's PATH is refused and removed (docs/security.md W2c), so
+      // the programs are there before the run, as a repository ships them.
+      for (const file of ["node_modules/.bin", "bin", "tools"].flatMap((dir) =>
+        ["git", "diff"].map((n) => `${dir}/${n}`),
+      )) {
+        fs.mkdirSync(path.join(ws, path.dirname(file)), { recursive: true });
+        fs.writeFileSync(path.join(ws, file), planted(marker), { mode: 0o755 });
+      }
       const record = path.join(markers, `record-${mode}`);
       const modelId = `host-programs-${mode}-${Date.now()}`;
       server.setScript(modelId, [
-        bash(
-          `${plant} && echo change >> README.md && git -c user.name=m -c user.email=m@m commit -qam work && echo planted`,
-        ),
+        bash("echo change >> README.md && git -c user.name=m -c user.email=m@m commit -qam work && echo committed"),
         finish(),
       ]);
       const savedPath = process.env.PATH;
@@ -86,8 +89,53 @@ describe("host programs and the caller's PATH", () => {
         await agent.close();
       }
       expect(fs.existsSync(marker) ? fs.readFileSync(marker, "utf8") : "").toBe("");
-      // The sandbox's files came back (this is no refusal), and the real git wrote the record's patch.
+      // The run's work came back (this is no refusal), and the real git wrote the record's patch.
       expect(fs.existsSync(path.join(ws, "node_modules/.bin/git"))).toBe(true);
       expect(fs.readFileSync(path.join(record, "changes.patch"), "utf8")).toMatch(/^\+change$/m);
+    });
+});
+
+// Round 3, session 42 (docs/security.md W2c): what the caller's own next command finds first.
+describe("a host command's name the sandbox writes into a folder of the caller's PATH", () => {
+  for (const mode of ["bind", "copy"] as const)
+    it(`${mode} mode: is refused and removed (a CI step's $GITHUB_PATH entry, made by the run)`, async () => {
+      const ws = gitRepo();
+      const modelId = `caller-path-${mode}-${Date.now()}`;
+      server.setScript(modelId, [
+        bash(
+          "mkdir -p ci-bin && printf '#!/bin/sh\\necho pwned\\n' > ci-bin/git && chmod 755 ci-bin/git && echo made > ci-bin/notes.txt",
+        ),
+        finish(),
+      ]);
+      const savedPath = process.env.PATH;
+      process.env.PATH = `${ws}/ci-bin:${savedPath}`;
+      const agent = new ContainerPiAgent({
+        models: modelsFor(server, [modelId]),
+        reapOrphans: false,
+        warm: { calls: 1 },
+      });
+      let refused: unknown;
+      try {
+        refused = await agent
+          .runDetailed("Do the task.", {
+            model: `scripted/${modelId}`,
+            cwd: ws,
+            policy: hostilePolicy(),
+            schema: DONE_SCHEMA,
+            workspaceMode: mode,
+          })
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+      } finally {
+        process.env.PATH = savedPath;
+        await agent.close();
+      }
+      expect(isSandboxRunError(refused) && refused.code, String(refused)).toBe("policy-violation");
+      expect((refused as Error).message).toContain(
+        "ci-bin/git (created, git-config-paths: a folder on the caller's PATH (a host command's name) in the caller's environment)",
+      );
+      expect(fs.existsSync(path.join(ws, "ci-bin/git"))).toBe(false);
     });
 });

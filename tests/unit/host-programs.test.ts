@@ -2,7 +2,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { hostProgramEnv, hostSearchPath, rememberLentTrees } from "../../src/util/host-programs.js";
+import { resolveConfigValue } from "../../src/gateway/config-value.js";
+import { hostProgramCwd, hostProgramEnv, hostSearchPath, rememberLentTrees } from "../../src/util/host-programs.js";
 import { passesThrough } from "../../src/util/passes-through.js";
 
 const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-host-programs-")));
@@ -52,6 +53,49 @@ describe("hostSearchPath", () => {
     fs.mkdirSync(path.join(ws, "tools"));
     fs.symlinkSync(path.join(ws, "tools"), path.join(out, "tools"));
     expect(hostSearchPath(`${out}/tools/../bin:/usr/bin`)).toBe("/usr/bin");
+  });
+
+  it("the loader's, the shells' and the interpreters' search paths lose relative entries and entries in lent trees too (review, round 3, session 42: LD_LIBRARY_PATH=$PWD/lib loaded the sandbox's library into a !command)", () => {
+    const ws = path.join(base, "ws3");
+    fs.mkdirSync(path.join(ws, "lib"), { recursive: true });
+    rememberLentTrees([ws]);
+    const env = hostProgramEnv({
+      PATH: "/usr/bin",
+      HOME: "/h",
+      LD_LIBRARY_PATH: `${ws}/lib:/opt/lib:lib`,
+      LD_PRELOAD: `libjemalloc.so.2 ${ws}/lib/evil.so:./x.so /opt/lib/libfast.so`,
+      LD_AUDIT: `${ws}/lib/audit.so`,
+      BASH_ENV: `${ws}/.bashrc`,
+      ENV: "/etc/shrc",
+      PYTHONPATH: `${ws}/src`,
+      NODE_PATH: `/usr/lib/node_modules:${ws}/node_modules`,
+      RUBYOPT: "-rbundler/setup",
+      LANG: "C.UTF-8",
+    });
+    expect(env).toEqual({
+      PATH: "/usr/bin",
+      HOME: "/h",
+      LD_LIBRARY_PATH: "/opt/lib",
+      LD_PRELOAD: "libjemalloc.so.2 /opt/lib/libfast.so",
+      ENV: "/etc/shrc",
+      NODE_PATH: "/usr/lib/node_modules",
+      LANG: "C.UTF-8",
+    });
+  });
+
+  it("a host program without a folder of its own runs in the caller's home, or / where that is lent; never the working directory", () => {
+    const ws = path.join(base, "ws4");
+    fs.mkdirSync(path.join(ws, "home"), { recursive: true });
+    expect(hostProgramCwd("/root")).toBe("/root");
+    rememberLentTrees([ws]);
+    expect(hostProgramCwd(path.join(ws, "home"))).toBe("/");
+    expect(hostProgramCwd("relative")).toBe("/");
+    // A models.json !command runs there (not in the test's working directory, this checkout).
+    expect(resolveConfigValue("!pwd", { env: { HOME: os.homedir() }, runCommands: true })).toEqual({
+      ok: true,
+      value: hostProgramCwd(),
+    });
+    expect(hostProgramCwd()).not.toBe(process.cwd());
   });
 
   it("falls back to the system folders when nothing is left", () => {

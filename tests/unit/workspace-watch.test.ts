@@ -503,6 +503,33 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(fs.readFileSync(path.join(ws, "node_modules/.bin/tool"), "utf8")).toBe("t2");
   });
 
+  it("a folder of the caller's own PATH inside the tree guards the host's command names in it, also before it exists and through a link (review, round 3, session 42: the sandbox's bin/git ran at the caller's next git status)", async () => {
+    const ws = tree({ "tools/bin/tool": "t", "README.md": "r" });
+    fs.symlinkSync("tools/bin", path.join(ws, "linked-bin"));
+    const saved = process.env.PATH;
+    // A CI step's $GITHUB_PATH (not made yet) and a folder reached through a link.
+    process.env.PATH = `${ws}/bin:${ws}/linked-bin:${saved}`;
+    try {
+      const w = await watch(ws);
+      fs.mkdirSync(path.join(ws, "bin"));
+      fs.writeFileSync(path.join(ws, "bin/git"), "planted", { mode: 0o755 });
+      fs.writeFileSync(path.join(ws, "bin/app"), "built", { mode: 0o755 });
+      fs.writeFileSync(path.join(ws, "tools/bin/ls"), "planted", { mode: 0o755 });
+      fs.writeFileSync(path.join(ws, "tools/bin/tool"), "t2");
+      const report = await w.finish();
+      expect(report.violations.map((v) => `${v.path} ${v.change}: ${v.detail}`).sort()).toEqual([
+        "bin/git created: a folder on the caller's PATH (a host command's name) in the caller's environment",
+        "tools/bin/ls created: a folder on the caller's PATH (a host command's name) in the caller's environment",
+      ]);
+      expect(fs.existsSync(path.join(ws, "bin/git"))).toBe(false);
+      expect(fs.existsSync(path.join(ws, "tools/bin/ls"))).toBe(false);
+      expect(fs.readFileSync(path.join(ws, "bin/app"), "utf8")).toBe("built");
+      expect(fs.readFileSync(path.join(ws, "tools/bin/tool"), "utf8")).toBe("t2");
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+
   it("refuses to start on a tree it cannot fully see (a name that is not UTF-8)", async () => {
     const ws = tree();
     fs.writeFileSync(Buffer.concat([Buffer.from(`${ws}/x-`), Buffer.from([0xff])]), "x");
