@@ -1,6 +1,6 @@
 // Option layering and input checks: everything a caller can get wrong fails here, as a usage
 // error that says what to do, before anything is created.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -232,6 +232,84 @@ describe("resolveRun: directories", () => {
     }
   });
 
+  it("refuses a dot-folder of the caller's home, or a folder in one, as the workspace or a writable directory (review, round 3, session 42: --writable ~/.config let a run set the user's global core.fsmonitor)", () => {
+    const home = path.join(dir(), "me");
+    for (const sub of [".config/git", ".cargo/bin", "project/.cache"])
+      fs.mkdirSync(path.join(home, sub), { recursive: true });
+    const saved = process.env.HOME;
+    process.env.HOME = home;
+    try {
+      expect(
+        usageError(() => resolve({ additionalWritableDirectories: [path.join(home, ".config")] })).shortMessage,
+      ).toBe(
+        `The writable directory ${home}/.config lies in ${home}/.config, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run.`,
+      );
+      expect(usageError(() => resolve({ cwd: path.join(home, ".cargo/bin") })).shortMessage).toContain(
+        `lies in ${home}/.cargo, a folder of your home's tools`,
+      );
+      // A project's own dot-folder is the project's.
+      expect(resolve({ cwd: path.join(home, "project"), additionalWritableDirectories: [] }).cwd).toBe(
+        path.join(home, "project"),
+      );
+      expect(resolve({ cwd: path.join(home, "project/.cache") }).cwd).toBe(path.join(home, "project/.cache"));
+    } finally {
+      process.env.HOME = saved;
+    }
+  });
+
+  it("refuses a tree in a folder another user may replace it in (review, round 3, session 42: a swap for a link to the caller's home between the checks and the container's start); a sticky shared folder and the caller's own are fine", () => {
+    const shared = dir();
+    fs.mkdirSync(path.join(shared, "ws"));
+    fs.chmodSync(shared, 0o777);
+    const error = usageError(() => resolve({ cwd: path.join(shared, "ws") }));
+    expect(error.shortMessage).toBe(
+      `The cwd ${shared}/ws lies in ${shared}, which may be written by every user (mode 777): another user could replace the cwd with a link between sandbox-run's checks and the container's start, and the sandbox would get where the link leads.`,
+    );
+    expect(error.hint).toContain(`chmod o-w,g-w ${shared}`);
+    expect(
+      usageError(() => resolve({ additionalWritableDirectories: [path.join(shared, "ws")] })).shortMessage,
+    ).toContain(`lies in ${shared}, which may be written by every user`);
+    // Group-writable is left to the group (docs/security.md, not promised).
+    fs.chmodSync(shared, 0o775);
+    fs.chownSync(shared, process.geteuid!(), 4242);
+    expect(resolve({ cwd: path.join(shared, "ws") }).cwd).toBe(path.join(shared, "ws"));
+    // Another user's folder: its owner may rename what is in it.
+    fs.chownSync(shared, 4242, process.getegid!());
+    fs.chmodSync(shared, 0o755);
+    expect(usageError(() => resolve({ cwd: path.join(shared, "ws") })).shortMessage).toContain(
+      `lies in ${shared}, which belongs to uid 4242`,
+    );
+    // The sticky bit keeps others from renaming what is not theirs (/tmp).
+    fs.chownSync(shared, process.geteuid!(), process.getegid!());
+    fs.chmodSync(shared, 0o1777);
+    expect(resolve({ cwd: path.join(shared, "ws") }).cwd).toBe(path.join(shared, "ws"));
+    fs.chmodSync(shared, 0o700);
+    expect(resolve({ cwd: path.join(shared, "ws") }).cwd).toBe(path.join(shared, "ws"));
+  });
+
+  it("judges folders by identity too: TMPDIR reached through a bind mount of the workspace, and a writable directory that is the workspace under another name, are refused (review, round 3, session 42)", () => {
+    expect(process.geteuid?.(), "mount needs root (the unit tests run as root here and on CI)").toBe(0);
+    const project = dir();
+    const alias = dir();
+    expect(spawnSync("mount", ["--bind", project, alias]).status).toBe(0);
+    const saved = process.env.TMPDIR;
+    try {
+      fs.mkdirSync(path.join(project, "tmp"));
+      process.env.TMPDIR = path.join(alias, "tmp");
+      expect(usageError(() => resolve({ cwd: project })).shortMessage).toContain(
+        "is or holds sandbox-run's own run folders",
+      );
+      process.env.TMPDIR = saved;
+      expect(usageError(() => resolve({ cwd: project, additionalWritableDirectories: [alias] })).shortMessage).toBe(
+        `The mounted directories ${project} and ${alias} overlap.`,
+      );
+      expect(resolve({ cwd: project }).cwd).toBe(project);
+    } finally {
+      process.env.TMPDIR = saved;
+      spawnSync("umount", [alias]);
+    }
+  });
+
   it("refuses sandbox-run's own run folders as a writable directory", () => {
     const parent = privateRunDirsParent();
     expect(usageError(() => resolve({ additionalWritableDirectories: [parent] })).shortMessage).toContain(
@@ -359,10 +437,14 @@ describe("lentFolderProblem", () => {
       delete process.env.XDG_CACHE_HOME;
       for (const folder of ["/h/me/.cache", "/h/me/.cache/sandbox-run", "/h/me/.cache/sandbox-run/build/deps-1"])
         expect(lentFolderProblem(folder, "/h/me", "/t")).toContain("sandbox-run's cache (/h/me/.cache/sandbox-run)");
-      expect(lentFolderProblem("/h/me/.cache/pip", "/h/me", "/t")).toBeUndefined();
+      // Another tool's cache there is a folder of the home's tools (round 3, session 42).
+      expect(lentFolderProblem("/h/me/.cache/pip", "/h/me", "/t")).toContain(
+        "lies in /h/me/.cache, a folder of your home's tools",
+      );
       process.env.XDG_CACHE_HOME = "/srv/cache";
       expect(lentFolderProblem("/srv", "/h/me", "/t")).toContain("sandbox-run's cache (/srv/cache/sandbox-run)");
-      expect(lentFolderProblem("/h/me/.cache", "/h/me", "/t")).toBeUndefined();
+      expect(lentFolderProblem("/h/me/.cache", "/h/me", "/t")).not.toContain("sandbox-run's cache");
+      expect(lentFolderProblem("/srv/other", "/h/me", "/t")).toBeUndefined();
     } finally {
       if (saved === undefined) delete process.env.XDG_CACHE_HOME;
       else process.env.XDG_CACHE_HOME = saved;

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { usageError } from "../../errors.js";
 import { sandboxRunCacheDir } from "../../util/build-cache.js";
-import { atOrBelow } from "../../util/path-inside.js";
+import { atOrBelow, atOrBelowOnDisk, treesOverlapOnDisk } from "../../util/path-inside.js";
 import { resolvedPath } from "../../util/resolved-path.js";
 import { runDirsParent } from "../run-dirs.js";
 
@@ -169,18 +169,21 @@ export function lentFolderProblem(
   accounts: readonly string[] = homesOfThisProcess(),
 ): string | undefined {
   const homeReal = resolvedPath(home);
-  if (real === homeReal)
+  if (real === homeReal || (atOrBelowOnDisk(homeReal, real) && atOrBelowOnDisk(real, homeReal)))
     return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
-  if (atOrBelow(homeReal, real))
+  if (atOrBelowOnDisk(homeReal, real))
     return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
   const account = accountHomeProblem(real, homeReal, accounts);
   if (account) return `${account}: a sandbox could write its shell's start-up files, ssh keys and git config`;
   for (const runDirs of runDirsParentsOf(tmpDir))
-    if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
+    if (treesOverlapOnDisk(runDirs, real))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets and state`;
   const cache = resolvedPath(sandboxRunCacheDir(process.env, home));
-  if (atOrBelow(cache, real) || atOrBelow(real, cache))
+  if (treesOverlapOnDisk(cache, real))
     return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
+  const dotFolder = homeDotFolderOf(real, homeReal);
+  if (dotFolder)
+    return `lies in ${dotFolder}, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run`;
   // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
   if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
   for (const [tree, what] of HOST_TREES) {
@@ -205,12 +208,12 @@ export function readOnlyFolderProblem(
   accounts: readonly string[] = homesOfThisProcess(),
 ): string | undefined {
   const homeReal = resolvedPath(home);
-  if (atOrBelow(homeReal, real))
+  if (atOrBelowOnDisk(homeReal, real))
     return `${real === homeReal ? "is" : "holds"} your home folder: a sandbox could read your ssh keys, tokens and shell history`;
   const account = accountHomeProblem(real, homeReal, accounts);
   if (account) return `${account}: a sandbox could read its ssh keys, tokens and shell history`;
   for (const runDirs of runDirsParentsOf(tmpDir))
-    if (atOrBelow(runDirs, real) || atOrBelow(real, runDirs))
+    if (treesOverlapOnDisk(runDirs, real))
       return `is or holds sandbox-run's own run folders (${runDirs}): a sandbox could reach other runs' sockets`;
   if (atOrBelow(real, "/root")) return "lies in /root, the root user's home: a sandbox could read its keys and tokens";
   if (/^\/etc(\/|$)/.test(real))
@@ -220,6 +223,42 @@ export function readOnlyFolderProblem(
   const engine = HOST_TREES.find(([tree, what]) => what === ENGINE_STATE && tree.test(real));
   if (engine || HOLDS_HOST_TREE.has(real)) return `is or holds ${ENGINE_STATE.replace("change", "read")}`;
   return undefined;
+}
+
+/**
+ * The dot-folder of the caller's home (`~/.config`, `~/.cargo`, `~/.ssh`) that `real` is or lies
+ * in, or undefined. Tools read their configuration there and run programs from it by the user's
+ * PATH (`~/.cargo/bin`, `~/.local/bin`), and the rules that judge a returned tree match names from
+ * its top: `git/config` at the top of a lent `~/.config` is the user's global git configuration,
+ * and a run wrote its `core.fsmonitor` unjudged (review, round 3, session 42).
+ */
+function homeDotFolderOf(real: string, homeReal: string): string | undefined {
+  if (!atOrBelowOnDisk(real, homeReal) || real === homeReal) return undefined;
+  const first = real.startsWith(`${homeReal}/`) ? real.slice(homeReal.length + 1).split("/")[0] : undefined;
+  return first?.startsWith(".") ? path.join(homeReal, first) : undefined;
+}
+
+/**
+ * A folder above `real` where another user may replace `real` (or a folder on the way) with a link
+ * between the host's checks and the container's start, or undefined: one owned by another user
+ * than root and the caller, or one every user may write without the sticky bit. The engine
+ * resolves a mount's source itself, when it creates the container: such a user swapped `shared/ws`
+ * for a link to the caller's home, and the sandbox wrote the caller's `.bashrc` (review, round 3,
+ * session 42). A group-writable folder is left to its group (a user-private group's `umask 002`
+ * folders, /var/mail, a team's shared folder): docs/security.md says so under what is not promised.
+ */
+export function othersMayReplace(
+  real: string,
+  uid = process.geteuid?.() ?? 0,
+): { dir: string; why: string } | undefined {
+  for (let dir = path.dirname(real); ; dir = path.dirname(dir)) {
+    const stat = fs.statSync(dir);
+    const mode = (stat.mode & 0o7777).toString(8);
+    if (stat.uid !== 0 && stat.uid !== uid) return { dir, why: `belongs to uid ${stat.uid}` };
+    const sticky = (stat.mode & 0o1000) !== 0;
+    if (!sticky && (stat.mode & 0o002) !== 0) return { dir, why: `may be written by every user (mode ${mode})` };
+    if (dir === "/") return undefined;
+  }
 }
 
 /**

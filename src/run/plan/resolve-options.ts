@@ -23,7 +23,7 @@ import { readConfigJson } from "../../util/config-file.js";
 import { launchPaths, ownInstallation } from "../../util/own-installation.js";
 import { parsePlatform } from "../../util/parse-platform.js";
 import { passesThrough } from "../../util/passes-through.js";
-import { atOrBelow } from "../../util/path-inside.js";
+import { atOrBelow, treesOverlapOnDisk } from "../../util/path-inside.js";
 import type { RunnerPlatform } from "../../util/platform.js";
 import { isNamedPolicy } from "../../util/policy-names.js";
 import { gitDirOutsideWarning } from "../../workspace/git-dir-outside.js";
@@ -36,7 +36,13 @@ import {
   modelsJsonHasCommands,
   refuseLinksOut,
 } from "./config-origins.js";
-import { type FolderRole, lentFolderProblem, readOnlyFolderProblem, realFolder } from "./host-folders.js";
+import {
+  type FolderRole,
+  lentFolderProblem,
+  othersMayReplace,
+  readOnlyFolderProblem,
+  realFolder,
+} from "./host-folders.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -611,7 +617,15 @@ function canonicalDirectory(given: string, role: FolderRole, lent: boolean): str
       `The ${what} ${real} ${problem}.`,
       /run folders/.test(problem)
         ? "Pass a project directory instead, or point TMPDIR at a folder outside it (sandbox-run keeps its run folders there)."
-        : "Pass a project directory instead.",
+        : /your home's tools/.test(problem)
+          ? "Pass a project directory instead; for a tool's cache, give the run a folder of its own outside your home's dot-folders (e.g. --writable /var/tmp/pip-cache with PIP_CACHE_DIR=/var/tmp/pip-cache in its environment)."
+          : "Pass a project directory instead.",
+    );
+  const replaceable = othersMayReplace(real);
+  if (replaceable)
+    throw usageError(
+      `The ${what} ${real} lies in ${replaceable.dir}, which ${replaceable.why}: another user could replace the ${what} with a link between sandbox-run's checks and the container's start, and the sandbox would get where the link leads.`,
+      `Move the ${what} into a folder only you and root can change, or take the others' write access away (chmod o-w,g-w ${replaceable.dir}; chmod +t for a shared folder such as /tmp).`,
     );
   return real;
 }
@@ -676,7 +690,8 @@ function checkOverlaps(paths: string[]): void {
     for (let j = i + 1; j < paths.length; j++) {
       const a = paths[i]!;
       const b = paths[j]!;
-      if (a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`)) {
+      // By identity too: a bind mount makes two names one folder.
+      if (treesOverlapOnDisk(a, b)) {
         throw usageError(
           `The mounted directories ${a} and ${b} overlap.`,
           "Pass directories that are neither equal nor inside one another (the workspace is mounted already).",
