@@ -299,10 +299,15 @@ export async function runPlannedCommand(
     if (patch && patchFile) writePatchFile(patchFile, patch.patch);
     const patchPath = patchFile ? path.resolve(patchFile.shown) : undefined;
     const handBack = handBackSummary(details, patchPath);
+    // A stop that came once the run had its result stops nothing (README): the work is handed back
+    // as any run's. The exit code is still the signal's, and a line says what came of it (red team,
+    // round 3, session 42: "SIGINT received, stopping the sandbox", then 9,000 entries applied, exit 0).
+    const lateStop = interrupt.by();
+    const exitCode = lateStop ? exitCodeForSignal(lateStop) : EXIT.ok;
     const recordNotes = await finishRecord(recordedSuccess(details, patchPath));
     if (flags.json) {
       const shown = {
-        ...envelope({ ok: true, details, exitCode: EXIT.ok, recordNotes }),
+        ...envelope({ ok: true, details, exitCode, recordNotes }),
         ...(handBack ? { handBack } : {}),
         ...replay?.envelope({ details }),
       };
@@ -313,7 +318,8 @@ export async function runPlannedCommand(
     await sayWarnings();
     for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalLine(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
-    return EXIT.ok;
+    if (lateStop) io.stderr(`sandbox-run: ${lateStopLine(lateStop, details, exitCode)}\n`);
+    return exitCode;
   } catch (caught) {
     live?.stop();
     const error = withModelsHint(caught, flags.models);
@@ -375,6 +381,19 @@ function printResult(result: unknown, io: CliIo): void {
     const shown = io.stdoutIsTty ? terminalText(result) : result;
     io.stdout(shown.endsWith("\n") ? shown : `${shown}\n`);
   } else io.stdout(`${jsonText(result, 2)}\n`);
+}
+
+/** What came of a stop signal that arrived once the run had its result. */
+export function lateStopLine(by: string, details: RunDetails, exitCode: number): string {
+  const kept =
+    details.handBack?.mode === "patch"
+      ? "the patch was still written"
+      : details.handBack?.mode === "branch"
+        ? details.handBack.commit
+          ? `the branch ${details.handBack.branch} was still made`
+          : "there was nothing to commit"
+        : "its changes are in the workspace, judged as any run's (copy mode applied them whole)";
+  return `${by} came after the run had its result, which a stop no longer undoes: the result is above and ${kept}; exit ${exitCode} for the signal.`;
 }
 
 function doneLine(details: RunDetails, patchTo: string | undefined): string {
