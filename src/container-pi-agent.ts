@@ -813,6 +813,22 @@ function refuseDeadApply(trees: readonly string[]): void {
 function refuseUnjudgedTrees(trees: readonly string[]): void {
   const unjudged = unjudgedRunOver(trees);
   if (!unjudged) return;
+  if (unjudged.judgingPid !== undefined)
+    throw new SandboxRunError(
+      "usage",
+      `Run ${unjudged.runId} ${unjudged.treesUnknown ? "was never judged by its controller" : `wrote ${unjudged.tree} and was never judged by its controller`}; sandbox-run gc (pid ${unjudged.judgingPid}) is judging it now.`,
+      {
+        hint: "Wait for that gc to finish, then run again. Until then, do not run git, direnv or an editor in that run's trees.",
+      },
+    );
+  if (unjudged.treesUnknown)
+    throw new SandboxRunError(
+      "usage",
+      `Run ${unjudged.runId} was never judged (its controller died first, or its judgement failed), and which trees it wrote cannot be read from its saved state: no run starts until it is judged.`,
+      {
+        hint: "Run `sandbox-run gc`: it judges that run, or says why it cannot and what to remove to give up on it; then run again.",
+      },
+    );
   throw new SandboxRunError(
     "usage",
     `Run ${unjudged.runId} wrote ${unjudged.tree} and was never judged (its controller died first, or its judgement failed): what that sandbox left there, protected files included, was not checked or put back.`,

@@ -29,6 +29,8 @@ export async function gcCommand(
   let removed = 0;
   /** Judged runs whose trees still hold something the sandbox was not allowed to leave. */
   let unsafe = 0;
+  /** Runs another gc is judging now: not this one's to say anything of yet. */
+  let elsewhere = 0;
   const unreachable: string[] = [];
   for (const engine of collected.engines) {
     if (engine.unreachable !== undefined) {
@@ -41,19 +43,23 @@ export async function gcCommand(
       io.stderr(
         `removed ${terminalLine(r.id.slice(0, 12))}${on} (run ${terminalLine(r.runId ?? "?")}): ${terminalLine(r.reason)}\n`,
       );
-      if (r.judged && !judgedLines(r.judged, io)) unsafe++;
+      if (r.judged && !judgedLines(r.judged, io)) r.judged.judgedBy === undefined ? unsafe++ : elsewhere++;
       for (const problem of r.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     for (const run of engine.handedBack ?? []) {
-      if (run.judged && !judgedLines(run.judged, io)) unsafe++;
+      if (run.judged && !judgedLines(run.judged, io)) run.judged.judgedBy === undefined ? unsafe++ : elsewhere++;
       if (run.roots.length > 0)
         io.stderr(`handed back run ${terminalLine(run.runId)}'s trees${on} (its container is gone)\n`);
       for (const problem of run.notHandedBack ?? []) io.stderr(`  could not hand back ${terminalLine(problem)}\n`);
     }
     removed += engine.removed.length;
   }
-  for (const dir of collected.runDirs) io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
-  io.stderr(`${removed} container(s) and ${collected.runDirs.length} run folder(s) removed\n`);
+  for (const dir of [...collected.runDirs, ...collected.holds])
+    io.stderr(`removed ${terminalLine(dir)} (its controller is gone)\n`);
+  // Hold files apart: one run's folder and hold read as "2 run folder(s)" (kill sweep, round 3, session 42).
+  io.stderr(
+    `${removed} container(s), ${collected.runDirs.length} run folder(s) and ${collected.holds.length} tree hold(s) removed\n`,
+  );
   keptPackLines(collected.keptPacks, io);
   // An apply not undone whole waits for its user: gc fails, as for a judged run not put back.
   const notUndone = !undoneApplyLines(collected.undoneApplies, io);
@@ -61,7 +67,11 @@ export async function gcCommand(
     io.stderr(
       "sandbox-run: a judged run left what could not be put back (above): until you have looked at those paths from outside (ls with full paths, a file manager), do not run git, direnv or an editor in that tree\n",
     );
-  if (unreachable.length === 0) return unsafe > 0 || notUndone ? EXIT.agentFailed : EXIT.ok;
+  if (elsewhere > 0)
+    io.stderr(
+      "sandbox-run: another gc is judging the run(s) above: run gc again once it ends; until then, do not run git, direnv or an editor in their trees\n",
+    );
+  if (unreachable.length === 0) return unsafe > 0 || elsewhere > 0 || notUndone ? EXIT.agentFailed : EXIT.ok;
   io.stderr(
     `sandbox-run: not cleaned (engine not reachable): ${terminalLine(unreachable.join(", "))}; run gc again once they answer\n`,
   );
@@ -102,9 +112,10 @@ async function gcDryRun(flags: { all?: boolean; engines?: string }, io: CliIo): 
     }
     containers += engine.removed.length;
   }
-  for (const dir of collected.runDirs) io.stderr(`would remove ${terminalLine(dir)} (its controller is gone)\n`);
+  for (const dir of [...collected.runDirs, ...collected.holds])
+    io.stderr(`would remove ${terminalLine(dir)} (its controller is gone)\n`);
   io.stderr(
-    `dry run: ${containers} container(s) and ${collected.runDirs.length + folders.size} run folder(s) would be removed; nothing was changed\n`,
+    `dry run: ${containers} container(s), ${collected.runDirs.length + folders.size} run folder(s) and ${collected.holds.length} tree hold(s) would be removed; nothing was changed\n`,
   );
   keptPackLines(collected.keptPacks, io);
   for (const a of collected.undoneApplies) if (a.wouldUndo) io.stderr(`${terminalLine(a.sentence)}\n`);
@@ -146,6 +157,12 @@ function undoneApplyLines(applies: CollectedGarbage["undoneApplies"], io: CliIo)
  */
 function judgedLines(judged: JudgedDeadRun, io: CliIo): boolean {
   const trees = judged.trees.map(terminalLine).join(", ") || "(no writable tree)";
+  if (judged.judgedBy !== undefined) {
+    io.stderr(
+      `not judged: run ${terminalLine(judged.runId)} (never judged by its controller: ${trees}) is being judged now by another sandbox-run gc (pid ${judged.judgedBy}); run gc again once that one ends\n`,
+    );
+    return false;
+  }
   io.stderr(`judged run ${terminalLine(judged.runId)} (never judged by its controller): ${trees}\n`);
   for (const why of judged.gone) io.stderr(`  nothing left to judge: ${terminalLine(why)}\n`);
   const before = judged.foundBefore;

@@ -4,11 +4,12 @@
 // engine that does not answer (its ping, or a request after it: every one has a deadline) must not
 // keep the others dirty: it is reported and the others are cleaned (a pool of one engine that does
 // not answer is an error).
+import path from "node:path";
 import type { AnswerLimits } from "../engine/answer-limits.js";
 import { EngineAnswerError } from "../engine/bounded-answers.js";
 import { type HandedBackRun, handBackGoneRuns, type ReapedContainer, reapContainers } from "../run/reap-orphans.js";
 import { reapRunDirs } from "../run/reap-run-dirs.js";
-import { type KeptPackFolder, keptPackFolders } from "../run/run-dirs.js";
+import { HOLD_FILE_PREFIX, type KeptPackFolder, keptPackFolders } from "../run/run-dirs.js";
 import { type DeadApply, deadApplySentence } from "../workspace-transfer/dead-apply.js";
 import { chosenEnginePool, pingWithin } from "./engine-choice.js";
 
@@ -34,6 +35,8 @@ export interface CollectedGarbage {
   engines: Array<{ name: string; removed: ReapedContainer[]; handedBack?: HandedBackRun[]; unreachable?: string }>;
   /** This host's run folders whose controller is gone. */
   runDirs: string[];
+  /** This host's tree-hold files whose controller is gone (removed with the run folders; counted apart). */
+  holds: string[];
   /**
    * Folders of git packs that ended runs set aside because this host could not check them (its git
    * could not start): never removed by gc, they wait for their user to verify the packs and put
@@ -83,10 +86,12 @@ export async function collectGarbage(options: GarbageOptions = {}): Promise<Coll
     pool.close();
   }
   const undoneApplies: DeadApply[] = [];
-  const runDirs = reapRunDirs(undefined, options.dryRun, undoneApplies);
+  const reaped = reapRunDirs(undefined, options.dryRun, undoneApplies);
+  const isHold = (p: string) => path.basename(p).startsWith(HOLD_FILE_PREFIX);
   return {
     engines,
-    runDirs,
+    runDirs: reaped.filter((p) => !isHold(p)),
+    holds: reaped.filter(isHold),
     keptPacks: keptPackFolders(),
     undoneApplies: undoneApplies.map((a) => ({ ...a, sentence: deadApplySentence(a) })),
   };

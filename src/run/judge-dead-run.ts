@@ -49,6 +49,8 @@ export interface JudgedDeadRun {
   notRestored: string[];
   /** The trees could not be judged (why): they stay as the sandbox left them. */
   failed?: string;
+  /** Another live reaper (`gc`, this pid) is judging the run now: nothing was done here. */
+  judgedBy?: number;
   /** Trees the run wrote that are gone, or were made again since (why): nothing of the run is left there to judge. */
   gone: string[];
   /**
@@ -63,8 +65,10 @@ export interface JudgedDeadRun {
 interface AwaitingRun {
   runId: string;
   stateDir: string;
-  /** The state file, or a dead reaper's claim of it. */
+  /** The state file, or a reaper's claim of it (the state renamed). */
   file: string;
+  /** A live reaper's pid, when its claim is all there is: it is judging the run now. */
+  judgingPid?: number;
 }
 
 /** A dead controller's run on this host whose trees were never judged (its state file, or a claim of a reaper that is gone). */
@@ -88,10 +92,18 @@ function awaitingRun(runId: string, tmpDir?: string): AwaitingRun | undefined {
     (n) =>
       n === WATCH_STATE_FILE || (n.startsWith(CLAIM_PREFIX) && !processAlive(Number(n.slice(CLAIM_PREFIX.length)))),
   );
-  // A live reaper's claim: it is being judged now.
-  const claimed = names.some((n) => n.startsWith(CLAIM_PREFIX));
-  if (!name && !claimed) return undefined;
-  return { runId, stateDir, file: path.join(stateDir, name ?? WATCH_STATE_FILE) };
+  if (name) return { runId, stateDir, file: path.join(stateDir, name) };
+  // A live reaper's claim: it is being judged now. The claim is the state renamed, so which trees
+  // the run wrote is still known (kill sweep, round 3, session 42: read as unknown, every run of
+  // the user was refused as if that run had written its tree, for as long as a gc judged).
+  const claim = names.find((n) => n.startsWith(CLAIM_PREFIX));
+  if (!claim) return undefined;
+  return {
+    runId,
+    stateDir,
+    file: path.join(stateDir, claim),
+    judgingPid: Number(claim.slice(CLAIM_PREFIX.length)),
+  };
 }
 
 /** This host's dead runs whose trees wait to be judged. */
@@ -128,13 +140,14 @@ export function awaitsJudgementOn(runId: string, engine: string, tmpDir?: string
 export function unjudgedRunOver(
   trees: readonly string[],
   tmpDir?: string,
-): { runId: string; tree: string } | undefined {
+): { runId: string; tree: string; treesUnknown?: true; judgingPid?: number } | undefined {
   if (trees.length === 0) return undefined;
-  for (const { runId, file } of awaitingRuns(tmpDir)) {
+  for (const { runId, file, judgingPid } of awaitingRuns(tmpDir)) {
+    const judging = judgingPid === undefined ? {} : { judgingPid };
     const state = readWatchState(file);
-    if (!state) return { runId, tree: trees[0]! };
+    if (!state) return { runId, tree: trees[0]!, treesUnknown: true, ...judging };
     for (const theirs of writableTrees(state))
-      for (const ours of trees) if (treesOverlap(theirs, ours)) return { runId, tree: theirs };
+      for (const ours of trees) if (treesOverlap(theirs, ours)) return { runId, tree: theirs, ...judging };
   }
   return undefined;
 }
@@ -149,6 +162,12 @@ export async function judgeDeadRun(runId: string, engine: string, tmpDir?: strin
   if (!run) return undefined;
   const before = readWatchState(run.file);
   if (before && before.about.engine !== engine) return undefined;
+  // Another gc judging it now is said, never passed over in silence (a second gc said nothing and
+  // exited 0 while the first had not put the tree back yet); this process's own claim is its work.
+  if (run.judgingPid !== undefined)
+    return run.judgingPid === process.pid
+      ? undefined
+      : { runId, trees: before ? writableTrees(before) : [], gone: [], ...empty(), judgedBy: run.judgingPid };
   // One reaper judges a run: the rename succeeds for one of them.
   const claim = path.join(run.stateDir, `${CLAIM_PREFIX}${process.pid}`);
   let keep = false;

@@ -152,7 +152,7 @@ describe("a controller killed with SIGKILL", () => {
     // container first, even between a check and the gc call; the end state is what counts.
     const gc = await runCliProcess(["gc"], { TMPDIR: tmpdir });
     expect(gc.code, gc.stderr).toBe(0);
-    expect(gc.stderr).toMatch(/\d+ container\(s\) and \d+ run folder\(s\) removed/);
+    expect(gc.stderr).toMatch(/\d+ container\(s\), \d+ run folder\(s\) and \d+ tree hold\(s\) removed/);
     // Where this gc removed the container itself, it says why.
     for (const line of gc.stderr.split("\n").filter((l) => l.includes(`(run ${runId})`))) {
       expect(line).toMatch(/: owner process \d+ is gone$/);

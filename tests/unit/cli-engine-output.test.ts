@@ -99,7 +99,9 @@ describe("engine answers on the terminal", () => {
     expect(await gcCommand({ engines: enginesFile, dryRun: true }, cliIo)).toBe(0);
     expect(deletes).toBe(before);
     expect(out.stderr).toMatch(/^would remove aaaaaaaaaaaa \(run x\\x1b\]0;PWNED.*\): past its deadline\n/);
-    expect(out.stderr).toContain("dry run: 1 container(s) and 0 run folder(s) would be removed; nothing was changed\n");
+    expect(out.stderr).toContain(
+      "dry run: 1 container(s), 0 run folder(s) and 0 tree hold(s) would be removed; nothing was changed\n",
+    );
     expect(out.stderr).not.toMatch(RAW_CONTROLS);
     // The same gc without it removes it.
     await gcCommand({ engines: enginesFile }, io({}).cliIo);

@@ -2,6 +2,7 @@
 // never from a container's labels: whoever answers on the engine's address (a local user on a
 // loopback port) chooses those. The engine here is a real DockerEngine talking HTTP to a stand-in
 // on a unix socket that answers like a hostile engine.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -31,7 +32,7 @@ import {
   LABEL_OWNER_PID,
   LABEL_RUN_ID,
 } from "../../src/sandbox-contract.js";
-import { WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
+import { WATCH_STATE_CLAIM_PREFIX, WATCH_STATE_FILE } from "../../src/workspace/watch-state-file.js";
 import { WorkspaceWatch } from "../../src/workspace/workspace-watch.js";
 import { commitAll } from "../support/git-repo.js";
 import { owner, tempTrees } from "../support/temp-trees.js";
@@ -611,6 +612,40 @@ describe("a bind-mode run its controller died before judging", () => {
     expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
   });
 
+  it("while another live gc judges a run, only runs over that run's trees are refused, and a second gc says so instead of passing over it (kill sweep, round 3, session 42)", async () => {
+    const tmpDir = dir();
+    const engine = await hostileEngine([]);
+    const { ws, runDir } = await abandonedRun("judging", tmpDir, engineIdentity(engine));
+    const other = dir();
+    // Another gc's claim: the state renamed with that live process's pid.
+    const gc = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      const stateDir = path.join(runDir, WORKSPACE_STATE_DIR);
+      fs.renameSync(path.join(stateDir, WATCH_STATE_FILE), path.join(stateDir, `${WATCH_STATE_CLAIM_PREFIX}${gc.pid}`));
+      expect(unjudgedRunOver([other], tmpDir)).toBeUndefined();
+      expect(unjudgedRunOver([path.join(ws, "src")], tmpDir)).toEqual({
+        runId: "judging",
+        tree: ws,
+        judgingPid: gc.pid,
+      });
+      expect(await judgeDeadRun("judging", engineIdentity(engine), tmpDir)).toMatchObject({
+        runId: "judging",
+        trees: [ws],
+        judgedBy: gc.pid,
+        violationCount: 0,
+      });
+      // Nothing was done to the tree, nor to the claim.
+      expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(true);
+      expect(fs.readdirSync(stateDir)).toContain(`${WATCH_STATE_CLAIM_PREFIX}${gc.pid}`);
+    } finally {
+      gc.kill("SIGKILL");
+      await new Promise((resolve) => gc.once("exit", resolve));
+    }
+    // That gc died: its claim is the next reaper's to take, and the run is judged.
+    expect((await judgeDeadRun("judging", engineIdentity(engine), tmpDir))?.violationCount).toBe(3);
+    expect(fs.existsSync(path.join(ws, ".envrc"))).toBe(false);
+  });
+
   it("a tree removed and made again at its path since (a new checkout) is not judged against the old one's snapshot", async () => {
     const tmpDir = dir();
     const engine = await hostileEngine([]);
@@ -650,7 +685,7 @@ describe("a bind-mode run its controller died before judging", () => {
     const { ws, runDir } = await abandonedRun("torn", tmpDir, engineIdentity(engine));
     fs.writeFileSync(path.join(runDir, WORKSPACE_STATE_DIR, WATCH_STATE_FILE), '{"version":1,"trees":');
     const elsewhere = tree();
-    expect(unjudgedRunOver([elsewhere], tmpDir)).toEqual({ runId: "torn", tree: elsewhere });
+    expect(unjudgedRunOver([elsewhere], tmpDir)).toEqual({ runId: "torn", tree: elsewhere, treesUnknown: true });
     // A reaper that died mid-judgement left its claim: the next one takes it over.
     fs.renameSync(
       path.join(runDir, WORKSPACE_STATE_DIR, WATCH_STATE_FILE),
