@@ -63,9 +63,13 @@ const LOADED_FROM: ReadonlyMap<string, RegExp> = new Map([
 ]);
 
 /**
- * The caller's environment for a host program: PATH as hostSearchPath() gives it, and each
- * variable of LOADED_FROM without relative entries or entries inside a lent tree (dropped when
- * nothing is left). RUBYOPT, which holds options rather than paths, goes whole once any tree is lent.
+ * The caller's environment for a host program: PATH as hostSearchPath() gives it, each variable
+ * of LOADED_FROM without relative entries or entries inside a lent tree (dropped when nothing is
+ * left), RUBYOPT (options, not paths) gone once any tree is lent, and every other variable that
+ * names a path in a lent tree gone whole: no list of variables is complete (PERL5OPT=-I…,
+ * PYTHONUSERBASE, OPENSSL_CONF naming a provider, NODE_OPTIONS=--require…, JAVA_TOOL_OPTIONS,
+ * GIT_EXEC_PATH: fix review, round 3, session 42). A relative path in one is read from the
+ * program's own folder (hostProgramCwd), never the workspace.
  */
 export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, PATH: hostSearchPath(env.PATH) };
@@ -84,7 +88,16 @@ export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Pro
     if (kept.length > 0) out[name] = kept.join(name === "LD_PRELOAD" ? " " : path.delimiter);
     else delete out[name];
   }
+  if (lentTrees.size > 0)
+    for (const [name, value] of Object.entries(out))
+      if (name !== "PATH" && !LOADED_FROM.has(name) && value !== undefined && namesLentPath(value)) delete out[name];
   return out;
+}
+
+/** Whether a variable's value names a path in a lent tree: any absolute path in it (`-I/ws/lib`, `--require=/ws/x`). */
+function namesLentPath(value: string): boolean {
+  for (const [candidate] of value.matchAll(/\/[^\s:;,'"=]*/g)) if (insideLentTree(candidate)) return true;
+  return false;
 }
 
 /**

@@ -71,6 +71,12 @@ describe("hostSearchPath", () => {
       NODE_PATH: `/usr/lib/node_modules:${ws}/node_modules`,
       RUBYOPT: "-rbundler/setup",
       LANG: "C.UTF-8",
+      // Any other variable naming a path in a lent tree goes whole (fix review, round 3, session 42).
+      PERL5OPT: `-I${ws}/lib -MEvil`,
+      OPENSSL_CONF: `${ws}/openssl.cnf`,
+      NODE_OPTIONS: `--require=${ws}/hook.js`,
+      JAVA_TOOL_OPTIONS: "-Xmx1g",
+      VAULT_ADDR: "https://vault.example:8200",
     });
     expect(env).toEqual({
       PATH: "/usr/bin",
@@ -80,6 +86,8 @@ describe("hostSearchPath", () => {
       ENV: "/etc/shrc",
       NODE_PATH: "/usr/lib/node_modules",
       LANG: "C.UTF-8",
+      JAVA_TOOL_OPTIONS: "-Xmx1g",
+      VAULT_ADDR: "https://vault.example:8200",
     });
   });
 
