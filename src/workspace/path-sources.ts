@@ -21,6 +21,7 @@
 // files, through a symlink as the tools read them. Nix expressions that shell.nix or flake.nix import are not
 // followed (docs/security.md, "What is not promised").
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
@@ -30,6 +31,8 @@ import { shellCommands, shellWords } from "./shell-commands.js";
 const MAX_FILE_BYTES = 256 * 1024;
 /** Where a login shell finds commands whatever the controller's PATH says. */
 const SYSTEM_COMMAND_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+/** Folders of packages' commands: node_modules/.bin anywhere, npx's cache, npm's node-gyp shim. */
+const PACKAGE_BIN_FOLDER = /(^|\/)(node_modules|_npx)(\/|$)|\/node-gyp-bin$/;
 /** A folder with more names than this is read only this far (a name is all that is taken). */
 const MAX_NAMES_PER_DIR = 20_000;
 
@@ -342,8 +345,11 @@ function resolvable(arg: string | undefined): string | undefined {
 export function hostCommandNames(pathVar: string | undefined, lentTrees: readonly string[]): Set<string> {
   const names = new Set<string>();
   const inside = (dir: string) => lentTrees.some((tree) => dir === tree || dir.startsWith(`${tree}/`));
+  // Not a package manager's folders (npx's cache of sandbox-run's own dependencies put `yaml` among
+  // them, and an agent's `npm install` writing node_modules/.bin/yaml was refused: fix review,
+  // round 3, session 42): their names are packages' commands, which a project's own may shadow.
   const dirs = [...(pathVar ?? "").split(":"), ...SYSTEM_COMMAND_DIRS].filter(
-    (dir) => path.isAbsolute(dir) && !inside(path.resolve(dir)),
+    (dir) => path.isAbsolute(dir) && !inside(path.resolve(dir)) && !PACKAGE_BIN_FOLDER.test(path.resolve(dir)),
   );
   for (const dir of new Set(dirs.map((d) => path.resolve(d)))) {
     let listing: fs.Dir;
@@ -367,32 +373,38 @@ export function hostCommandNames(pathVar: string | undefined, lentTrees: readonl
 /**
  * The folders of the caller's own PATH that lie in a lent tree, as written or with links resolved
  * (a CI step's `$GITHUB_PATH`, the node_modules/.bin that `npm run` and `npx` put first, `~/go/bin`
- * with `--writable ~/go`; a relative or empty entry is the working directory's, where the caller's
- * next command runs): the caller's shell or the CI job's next step runs a command found there
- * before the system's (review, round 3, session 42: the sandbox's `bin/git` ran at the next
- * `git status`). Guarded as layout node's folder is: the host's command names in it.
+ * with `--writable ~/go`): the caller's shell or the CI job's next step runs a command found there
+ * before the system's (review, round 3, session 42: the sandbox's `bin/git` ran at the caller's
+ * next `git status`). Guarded as layout node's folder is: the host's command names in it. A
+ * relative or empty entry is read from wherever the caller's next command runs: it is guarded
+ * below the working directory and below each tree's top; `~` is the home, as bash reads it (the
+ * fix review's A2-A4). Not done: a link on the way inside a tree may be pointed elsewhere
+ * (docs/security.md, not promised).
  */
 export function callerPathTargets(pathVar: string | undefined, lentTrees: readonly string[]): ConfigTarget[] {
-  const inside = (dir: string) => lentTrees.some((tree) => dir === tree || dir.startsWith(`${tree}/`));
+  const inside = (dir: string) => lentTrees.find((tree) => dir === tree || dir.startsWith(`${tree}/`));
   const out: ConfigTarget[] = [];
   const seen = new Set<string>();
-  for (const entry of (pathVar ?? "").split(path.delimiter)) {
-    const written = path.resolve(entry || ".");
-    let real = written;
-    try {
-      real = fs.realpathSync(written);
-    } catch {
-      // Not there yet: the sandbox may make it, judged as written.
-    }
-    const at = inside(real) ? real : inside(written) ? written : undefined;
-    if (at === undefined || seen.has(at)) continue;
+  const add = (at: string, target: ConfigTarget) => {
+    if (seen.has(at)) return;
     seen.add(at);
-    out.push({
-      path: at,
-      key: "a folder on the caller's PATH (a host command's name)",
-      source: "the caller's environment",
-      commands: {},
-    });
+    out.push(target);
+  };
+  for (const entry of (pathVar ?? "").split(path.delimiter)) {
+    const written = entry === "~" || entry.startsWith("~/") ? path.join(os.homedir(), entry.slice(1)) : entry || ".";
+    const candidates = path.isAbsolute(written)
+      ? [written]
+      : [path.resolve(written), ...lentTrees.map((tree) => path.resolve(tree, written))];
+    for (const candidate of candidates) {
+      const key = `the caller's PATH entry ${entry || "(empty: the working directory)"} (a host command's name)`;
+      let real = candidate;
+      try {
+        real = fs.realpathSync(candidate);
+      } catch {
+        // Not there yet: the sandbox may make it, judged as written.
+      }
+      if (inside(real)) add(real, { path: real, key, source: "the caller's environment", commands: {} });
+    }
   }
   return out;
 }

@@ -567,8 +567,10 @@ export class RuleEvaluator {
     for (let end = path.length; end > 0; end = path.lastIndexOf("/", end - 1))
       if (this.configPaths.has(path.slice(0, end))) scope = path.slice(0, end);
     let detail = scope === undefined ? undefined : this.configPaths.get(scope);
-    if (scope === undefined) {
-      // A host command's name in a command folder (node_modules/.bin/git): the file itself.
+    // A host command's name in a command folder (node_modules/.bin/git): the file or link itself; a
+    // folder of that name runs nothing (an agent's new `test/` in a workspace top on PATH was refused:
+    // fix review, round 3, session 42).
+    if (scope === undefined && (a ?? b)?.kind !== "directory") {
       const folder = commandFolderGuarding(path, this.commandFolders, this.hostCommands);
       if (folder) {
         scope = path;

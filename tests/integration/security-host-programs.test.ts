@@ -134,7 +134,7 @@ describe("a host command's name the sandbox writes into a folder of the caller's
       }
       expect(isSandboxRunError(refused) && refused.code, String(refused)).toBe("policy-violation");
       expect((refused as Error).message).toContain(
-        "ci-bin/git (created, git-config-paths: a folder on the caller's PATH (a host command's name) in the caller's environment)",
+        `ci-bin/git (created, git-config-paths: the caller's PATH entry ${ws}/ci-bin (a host command's name) in the caller's environment)`,
       );
       expect(fs.existsSync(path.join(ws, "ci-bin/git"))).toBe(false);
     });

@@ -503,30 +503,40 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     expect(fs.readFileSync(path.join(ws, "node_modules/.bin/tool"), "utf8")).toBe("t2");
   });
 
-  it("a folder of the caller's own PATH inside the tree guards the host's command names in it, also before it exists and through a link (review, round 3, session 42: the sandbox's bin/git ran at the caller's next git status)", async () => {
+  it("a folder of the caller's own PATH inside the tree guards the host's command names in it (files and links, not folders), also before it exists, through a link, as a relative entry at the tree's top and with ~ (review, round 3, session 42: the sandbox's bin/git ran at the caller's next git status)", async () => {
     const ws = tree({ "tools/bin/tool": "t", "README.md": "r" });
     fs.symlinkSync("tools/bin", path.join(ws, "linked-bin"));
-    const saved = process.env.PATH;
-    // A CI step's $GITHUB_PATH (not made yet) and a folder reached through a link.
-    process.env.PATH = `${ws}/bin:${ws}/linked-bin:${saved}`;
+    const saved = { PATH: process.env.PATH, HOME: process.env.HOME };
+    // A CI step's $GITHUB_PATH (not made yet), a folder reached through a link, a relative entry
+    // (the caller's next command runs at the tree's top), and one written with ~.
+    process.env.HOME = path.dirname(ws);
+    process.env.PATH = `${ws}/bin:${ws}/linked-bin:./rel-bin:~/${path.basename(ws)}/home-bin:${saved.PATH}`;
     try {
       const w = await watch(ws);
-      fs.mkdirSync(path.join(ws, "bin"));
+      for (const dir of ["bin", "rel-bin", "home-bin"]) fs.mkdirSync(path.join(ws, dir));
       fs.writeFileSync(path.join(ws, "bin/git"), "planted", { mode: 0o755 });
+      fs.symlinkSync("/tmp/x", path.join(ws, "rel-bin/ssh"));
+      fs.writeFileSync(path.join(ws, "home-bin/bash"), "planted", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "bin/app"), "built", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "tools/bin/ls"), "planted", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "tools/bin/tool"), "t2");
+      // A folder named like a command runs nothing.
+      fs.mkdirSync(path.join(ws, "bin/test"));
       const report = await w.finish();
       expect(report.violations.map((v) => `${v.path} ${v.change}: ${v.detail}`).sort()).toEqual([
-        "bin/git created: a folder on the caller's PATH (a host command's name) in the caller's environment",
-        "tools/bin/ls created: a folder on the caller's PATH (a host command's name) in the caller's environment",
+        `bin/git created: the caller's PATH entry ${ws}/bin (a host command's name) in the caller's environment`,
+        `home-bin/bash created: the caller's PATH entry ~/${path.basename(ws)}/home-bin (a host command's name) in the caller's environment`,
+        "rel-bin/ssh created: the caller's PATH entry ./rel-bin (a host command's name) in the caller's environment",
+        `tools/bin/ls created: the caller's PATH entry ${ws}/linked-bin (a host command's name) in the caller's environment`,
       ]);
-      expect(fs.existsSync(path.join(ws, "bin/git"))).toBe(false);
-      expect(fs.existsSync(path.join(ws, "tools/bin/ls"))).toBe(false);
+      for (const planted of ["bin/git", "rel-bin/ssh", "home-bin/bash", "tools/bin/ls"])
+        expect(fs.existsSync(path.join(ws, planted)), planted).toBe(false);
       expect(fs.readFileSync(path.join(ws, "bin/app"), "utf8")).toBe("built");
       expect(fs.readFileSync(path.join(ws, "tools/bin/tool"), "utf8")).toBe("t2");
+      expect(fs.statSync(path.join(ws, "bin/test")).isDirectory()).toBe(true);
     } finally {
-      process.env.PATH = saved;
+      process.env.PATH = saved.PATH;
+      process.env.HOME = saved.HOME;
     }
   });
 
