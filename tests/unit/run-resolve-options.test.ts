@@ -11,6 +11,7 @@ import {
   accountHomes,
   GC_ACCOUNT_HOMES,
   lentFolderProblem,
+  othersMayReplace,
   readOnlyFolderProblem,
 } from "../../src/run/plan/host-folders.js";
 import { loadSchemaCompiler, type RunOptions, recheckFolders, resolveRun } from "../../src/run/plan/resolve-options.js";
@@ -242,7 +243,7 @@ describe("resolveRun: directories", () => {
       expect(
         usageError(() => resolve({ additionalWritableDirectories: [path.join(home, ".config")] })).shortMessage,
       ).toBe(
-        `The writable directory ${home}/.config lies in ${home}/.config, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run.`,
+        `The writable directory ${home}/.config is ${home}/.config, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run.`,
       );
       expect(usageError(() => resolve({ cwd: path.join(home, ".cargo/bin") })).shortMessage).toContain(
         `lies in ${home}/.cargo, a folder of your home's tools`,
@@ -265,7 +266,7 @@ describe("resolveRun: directories", () => {
     expect(error.shortMessage).toBe(
       `The cwd ${shared}/ws lies in ${shared}, which may be written by every user (mode 777): another user could replace the cwd with a link between sandbox-run's checks and the container's start, and the sandbox would get where the link leads.`,
     );
-    expect(error.hint).toContain(`chmod o-w,g-w ${shared}`);
+    expect(error.hint).toContain(`chmod o-w ${shared}`);
     expect(
       usageError(() => resolve({ additionalWritableDirectories: [path.join(shared, "ws")] })).shortMessage,
     ).toContain(`lies in ${shared}, which may be written by every user`);
@@ -273,12 +274,26 @@ describe("resolveRun: directories", () => {
     fs.chmodSync(shared, 0o775);
     fs.chownSync(shared, process.geteuid!(), 4242);
     expect(resolve({ cwd: path.join(shared, "ws") }).cwd).toBe(path.join(shared, "ws"));
-    // Another user's folder: its owner may rename what is in it.
+    // Another user's folder: its owner may rename what is in it, sticky or not. Judged for a caller
+    // other than root, whose bind-mode sandbox writes as the caller (the tree itself too); root's
+    // trees in a runner's folders (a CI container job's) are left alone.
     fs.chownSync(shared, 4242, process.getegid!());
-    fs.chmodSync(shared, 0o755);
-    expect(usageError(() => resolve({ cwd: path.join(shared, "ws") })).shortMessage).toContain(
-      `lies in ${shared}, which belongs to uid 4242`,
-    );
+    fs.chmodSync(shared, 0o1777);
+    expect(othersMayReplace(path.join(shared, "ws"), 1500)).toEqual({
+      dir: shared,
+      why: "belongs to uid 4242",
+      owner: true,
+    });
+    fs.chownSync(shared, 1500, process.getegid!());
+    fs.chownSync(path.join(shared, "ws"), 4242, process.getegid!());
+    expect(othersMayReplace(path.join(shared, "ws"), 1500)).toEqual({
+      dir: path.join(shared, "ws"),
+      why: "belongs to uid 4242",
+      owner: true,
+    });
+    expect(othersMayReplace(path.join(shared, "ws"), 0)).toBeUndefined();
+    expect(resolve({ cwd: path.join(shared, "ws") }).cwd).toBe(path.join(shared, "ws"));
+    fs.chownSync(path.join(shared, "ws"), process.geteuid!(), process.getegid!());
     // The sticky bit keeps others from renaming what is not theirs (/tmp).
     fs.chownSync(shared, process.geteuid!(), process.getegid!());
     fs.chmodSync(shared, 0o1777);

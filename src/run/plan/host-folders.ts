@@ -183,7 +183,7 @@ export function lentFolderProblem(
     return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
   const dotFolder = homeDotFolderOf(real, homeReal);
   if (dotFolder)
-    return `lies in ${dotFolder}, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run`;
+    return `${real === dotFolder ? "is" : "lies in"} ${dotFolder}, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run`;
   // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
   if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
   for (const [tree, what] of HOST_TREES) {
@@ -239,25 +239,42 @@ function homeDotFolderOf(real: string, homeReal: string): string | undefined {
 }
 
 /**
- * A folder above `real` where another user may replace `real` (or a folder on the way) with a link
- * between the host's checks and the container's start, or undefined: one owned by another user
- * than root and the caller, or one every user may write without the sticky bit. The engine
- * resolves a mount's source itself, when it creates the container: such a user swapped `shared/ws`
- * for a link to the caller's home, and the sandbox wrote the caller's `.bashrc` (review, round 3,
- * session 42). A group-writable folder is left to its group (a user-private group's `umask 002`
- * folders, /var/mail, a team's shared folder): docs/security.md says so under what is not promised.
+ * A folder where another user may replace `real` (or a folder on the way) with a link between the
+ * host's checks and the container's start, or undefined: one above it every user may write
+ * without the sticky bit; and, for a caller other than root (whose bind-mode sandbox writes as the
+ * caller), the tree itself or a folder above it owned by another user than root and the caller
+ * (the owner may rename what is in it, sticky or not). The engine resolves a mount's source itself,
+ * when it creates the container: such a user swapped `shared/ws` for a link to the caller's home,
+ * and the sandbox wrote the caller's `.bashrc` (review, round 3, session 42). Left out
+ * (docs/security.md, not promised): a group-writable folder (a user-private group's `umask 002`
+ * folders, /var/mail, a team's shared folder), a root caller's tree in another user's folders (a CI
+ * container job's workspace belongs to the runner's uid), and file systems whose modes are made up
+ * (WSL's /mnt/c shows 777 everywhere, and chmod does nothing there).
  */
 export function othersMayReplace(
   real: string,
   uid = process.geteuid?.() ?? 0,
-): { dir: string; why: string } | undefined {
-  for (let dir = path.dirname(real); ; dir = path.dirname(dir)) {
+): { dir: string; why: string; owner?: true } | undefined {
+  for (let dir = real; ; dir = path.dirname(dir)) {
     const stat = fs.statSync(dir);
-    const mode = (stat.mode & 0o7777).toString(8);
-    if (stat.uid !== 0 && stat.uid !== uid) return { dir, why: `belongs to uid ${stat.uid}` };
+    if (uid !== 0 && stat.uid !== 0 && stat.uid !== uid) return { dir, why: `belongs to uid ${stat.uid}`, owner: true };
     const sticky = (stat.mode & 0o1000) !== 0;
-    if (!sticky && (stat.mode & 0o002) !== 0) return { dir, why: `may be written by every user (mode ${mode})` };
+    if (dir !== real && !sticky && (stat.mode & 0o002) !== 0 && modesKept(dir))
+      return { dir, why: `may be written by every user (mode ${(stat.mode & 0o7777).toString(8)})` };
     if (dir === "/") return undefined;
+  }
+}
+
+/** statfs types whose modes are made up, not kept (FAT, exFAT, NTFS, FUSE, SMB, 9p as WSL's drvfs). */
+const MADE_UP_MODES = new Set([
+  0x4d44, 0x2011bab0, 0x5346544e, 0x7366746e, 0x65735546, 0xff534d42, 0xfe534d42, 0x01021997,
+]);
+
+function modesKept(dir: string): boolean {
+  try {
+    return !MADE_UP_MODES.has(fs.statfsSync(dir).type);
+  } catch {
+    return true;
   }
 }
 

@@ -624,8 +624,10 @@ function canonicalDirectory(given: string, role: FolderRole, lent: boolean): str
   const replaceable = othersMayReplace(real);
   if (replaceable)
     throw usageError(
-      `The ${what} ${real} lies in ${replaceable.dir}, which ${replaceable.why}: another user could replace the ${what} with a link between sandbox-run's checks and the container's start, and the sandbox would get where the link leads.`,
-      `Move the ${what} into a folder only you and root can change, or take the others' write access away (chmod o-w,g-w ${replaceable.dir}; chmod +t for a shared folder such as /tmp).`,
+      `The ${what} ${real} ${replaceable.dir === real ? "is a folder that" : `lies in ${replaceable.dir}, which`} ${replaceable.why}: another user could replace the ${what} with a link between sandbox-run's checks and the container's start, and the sandbox would get where the link leads.`,
+      replaceable.owner
+        ? `Use a copy of your own (cp -a it into a folder of yours), or run sandbox-run as that folder's owner.`
+        : `Move the ${what} into a folder only you and root can change, or take the others' write access away (chmod o-w ${replaceable.dir}; chmod +t for a shared folder such as /tmp).`,
     );
   return real;
 }
