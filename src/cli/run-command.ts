@@ -318,8 +318,12 @@ export async function runPlannedCommand(
     await sayWarnings();
     for (const note of patch?.notes ?? []) io.stderr(`sandbox-run: the patch is incomplete: ${terminalLine(note)}\n`);
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
-    if (lateStop) io.stderr(`sandbox-run: ${lateStopLine(lateStop, details, exitCode)}\n`);
-    return exitCode;
+    // One that came while the record was finished or the result printed is said too (second fix
+    // review, round 3, session 42: read only before them, it still ended in exit 0).
+    const stop = lateStop ?? interrupt.by();
+    if (!stop) return exitCode;
+    io.stderr(`sandbox-run: ${lateStopLine(stop, details, exitCodeForSignal(stop))}\n`);
+    return exitCodeForSignal(stop);
   } catch (caught) {
     live?.stop();
     const error = withModelsHint(caught, flags.models);

@@ -94,9 +94,28 @@ export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Pro
   return out;
 }
 
-/** Whether a variable's value names a path in a lent tree: any absolute path in it (`-I/ws/lib`, `--require=/ws/x`). */
+/** Whether `tree` starts a path in `text`: at its start, after a separator or `file://`, followed by `/`, a separator or the end. */
+function treeNamedIn(text: string, tree: string): boolean {
+  const escaped = tree.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`(^|[\\s:;=,'"]|file://)${escaped}(/|$|[\\s:;,'"])`).test(text);
+}
+
+/**
+ * Whether a variable's value names a path in a lent tree: any absolute path in it (`-I/ws/lib`,
+ * `--require=/ws/x`), a tree's own path anywhere in it (a path with blanks: `/My Projects/app`), and
+ * the same once percent-decoded (`file:///My%20Projects/…`: second fix review, round 3, session 42).
+ */
 function namesLentPath(value: string): boolean {
-  for (const [candidate] of value.matchAll(/\/[^\s:;,'"=]*/g)) if (insideLentTree(candidate)) return true;
+  let decoded = value;
+  try {
+    decoded = decodeURIComponent(value);
+  } catch {
+    // not percent-encoded text: judged as it is
+  }
+  for (const text of new Set([value, decoded])) {
+    for (const tree of lentTrees) if (treeNamedIn(text, tree)) return true;
+    for (const [candidate] of text.matchAll(/\/[^\s:;,'"=]*/g)) if (insideLentTree(candidate)) return true;
+  }
   return false;
 }
 

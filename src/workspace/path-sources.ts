@@ -24,6 +24,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { readSmallFile as readSmallFileBytes } from "../util/read-fd.js";
+import { resolvedPath } from "../util/resolved-path.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import type { ConfigTarget } from "./git-config-paths.js";
 import { shellCommands, shellWords } from "./shell-commands.js";
@@ -397,12 +398,10 @@ export function callerPathTargets(pathVar: string | undefined, lentTrees: readon
       : [path.resolve(written), ...lentTrees.map((tree) => path.resolve(tree, written))];
     for (const candidate of candidates) {
       const key = `the caller's PATH entry ${entry || "(empty: the working directory)"} (a host command's name)`;
-      let real = candidate;
-      try {
-        real = fs.realpathSync(candidate);
-      } catch {
-        // Not there yet: the sandbox may make it, judged as written.
-      }
+      // Resolved as far as it exists: a folder not made yet, reached through a link outside the tree
+      // (a runner's _work linked to a data disk), was judged as written and guarded nothing (second
+      // fix review, round 3, session 42).
+      const real = resolvedPath(candidate);
       if (inside(real)) add(real, { path: real, key, source: "the caller's environment", commands: {} });
     }
   }

@@ -85,6 +85,28 @@ describe("a stop signal after the run had its result", () => {
       expect(signals.listenerCount(signal)).toBe(0);
     });
 
+  it("a signal that comes while the result is printed ends in its exit code too (second fix review, round 3, session 42)", async () => {
+    const signals = new EventEmitter();
+    const run = {
+      fitToEngines: async (p: ReturnType<typeof agent.plan>) => p,
+      runPlanned: async (p: ReturnType<typeof agent.plan>) => finished(p),
+    } as unknown as ContainerPiAgent;
+    const out = { stdout: "", stderr: "" };
+    const cliIo: CliIo = {
+      // The signal arrives as the result is written out.
+      stdout: (text) => {
+        out.stdout += text;
+        signals.emit("SIGTERM");
+      },
+      stderr: (text) => void (out.stderr += text),
+      readStdin: async () => undefined,
+      env: {},
+      stderrIsTty: false,
+    };
+    expect(await runPlannedCommand(run, agent.plan("do it", { cwd: ws }), {}, cliIo, signals)).toBe(143);
+    expect(out.stderr).toContain("sandbox-run: SIGTERM came after the run had its result");
+  });
+
   it("names the branch or the patch a stop no longer undoes", () => {
     const details = finished({ plan: { runId: "r" } });
     expect(

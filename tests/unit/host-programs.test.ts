@@ -91,6 +91,21 @@ describe("hostSearchPath", () => {
     });
   });
 
+  it("a variable naming a tree whose path has a blank, or naming it percent-encoded in a file URL, goes too (second fix review, round 3, session 42)", () => {
+    const ws = path.join(base, "My Projects", "app");
+    fs.mkdirSync(ws, { recursive: true });
+    rememberLentTrees([ws]);
+    const env = hostProgramEnv({
+      PATH: "/usr/bin",
+      PYTHONUSERBASE_X: `${ws}/ub`,
+      NODE_OPTIONS: `--import=file://${encodeURI(ws)}/hook.mjs`,
+      OPENSSL_CONF: `${ws}/openssl.cnf`,
+      // Another folder whose name ends like the tree's is not the tree.
+      OTHER: `${path.join(base, "My Projects", "apps")}/x`,
+    });
+    expect(env).toEqual({ PATH: "/usr/bin", OTHER: `${path.join(base, "My Projects", "apps")}/x` });
+  });
+
   it("a host program without a folder of its own runs in the caller's home, or / where that is lent; never the working directory", () => {
     const ws = path.join(base, "ws4");
     fs.mkdirSync(path.join(ws, "home"), { recursive: true });

@@ -3,6 +3,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { isSandboxRunError, type SandboxRunError } from "../../src/errors.js";
@@ -510,13 +511,18 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     // A CI step's $GITHUB_PATH (not made yet), a folder reached through a link, a relative entry
     // (the caller's next command runs at the tree's top), and one written with ~.
     process.env.HOME = path.dirname(ws);
-    process.env.PATH = `${ws}/bin:${ws}/linked-bin:./rel-bin:~/${path.basename(ws)}/home-bin:${saved.PATH}`;
+    // And a folder not made yet, reached through a link outside the tree (second fix review).
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-path-link-"));
+    fs.symlinkSync(ws, path.join(outside, "ws-link"));
+    process.env.PATH = `${ws}/bin:${ws}/linked-bin:./rel-bin:~/${path.basename(ws)}/home-bin:${outside}/ws-link/via-link:${saved.PATH}`;
     try {
       const w = await watch(ws);
       for (const dir of ["bin", "rel-bin", "home-bin"]) fs.mkdirSync(path.join(ws, dir));
       fs.writeFileSync(path.join(ws, "bin/git"), "planted", { mode: 0o755 });
       fs.symlinkSync("/tmp/x", path.join(ws, "rel-bin/ssh"));
       fs.writeFileSync(path.join(ws, "home-bin/bash"), "planted", { mode: 0o755 });
+      fs.mkdirSync(path.join(ws, "via-link"));
+      fs.writeFileSync(path.join(ws, "via-link/ls"), "planted", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "bin/app"), "built", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "tools/bin/ls"), "planted", { mode: 0o755 });
       fs.writeFileSync(path.join(ws, "tools/bin/tool"), "t2");
@@ -528,6 +534,7 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
         `home-bin/bash created: the caller's PATH entry ~/${path.basename(ws)}/home-bin (a host command's name) in the caller's environment`,
         "rel-bin/ssh created: the caller's PATH entry ./rel-bin (a host command's name) in the caller's environment",
         `tools/bin/ls created: the caller's PATH entry ${ws}/linked-bin (a host command's name) in the caller's environment`,
+        `via-link/ls created: the caller's PATH entry ${outside}/ws-link/via-link (a host command's name) in the caller's environment`,
       ]);
       for (const planted of ["bin/git", "rel-bin/ssh", "home-bin/bash", "tools/bin/ls"])
         expect(fs.existsSync(path.join(ws, planted)), planted).toBe(false);
@@ -537,6 +544,7 @@ describe("WorkspaceWatch: git doors are found and put back exactly", () => {
     } finally {
       process.env.PATH = saved.PATH;
       process.env.HOME = saved.HOME;
+      fs.rmSync(outside, { recursive: true, force: true });
     }
   });
 
