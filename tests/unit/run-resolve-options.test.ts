@@ -243,7 +243,7 @@ describe("resolveRun: directories", () => {
       expect(
         usageError(() => resolve({ additionalWritableDirectories: [path.join(home, ".config")] })).shortMessage,
       ).toBe(
-        `The writable directory ${home}/.config is ${home}/.config, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run.`,
+        `The writable directory ${home}/.config is a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run.`,
       );
       expect(usageError(() => resolve({ cwd: path.join(home, ".cargo/bin") })).shortMessage).toContain(
         `lies in ${home}/.cargo, a folder of your home's tools`,

@@ -183,7 +183,7 @@ export function lentFolderProblem(
     return `is or holds sandbox-run's cache (${cache}): a sandbox could change what every later runner image is built from`;
   const dotFolder = homeDotFolderOf(real, homeReal);
   if (dotFolder)
-    return `${real === dotFolder ? "is" : "lies in"} ${dotFolder}, a folder of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run`;
+    return `${real === dotFolder ? "is a folder" : `lies in ${dotFolder}, a folder`} of your home's tools (their configuration, caches and programs: ~/.config/git/config, ~/.cargo/bin, ~/.ssh): a sandbox could change what your own commands run`;
   // Source trees, not programs: /usr/src/app is a common project folder (a container's WORKDIR).
   if (/^\/usr\/(local\/)?src\/[^/]/.test(real)) return undefined;
   for (const [tree, what] of HOST_TREES) {
