@@ -320,8 +320,8 @@ export async function runPlannedCommand(
     for (const line of replay?.afterRun({ details }) ?? []) io.stderr(`sandbox-run: ${terminalLine(line)}\n`);
     // One that came while the record was finished or the result printed is said too (second fix
     // review, round 3, session 42: read only before them, it still ended in exit 0).
-    const stop = lateStop ?? interrupt.by();
-    if (!stop) return exitCode;
+    const stop = interrupt.by();
+    if (!stop) return EXIT.ok;
     io.stderr(`sandbox-run: ${lateStopLine(stop, details, exitCodeForSignal(stop))}\n`);
     return exitCodeForSignal(stop);
   } catch (caught) {

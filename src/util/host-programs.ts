@@ -58,28 +58,24 @@ const LOADED_FROM: ReadonlyMap<string, RegExp> = new Map([
   ["PERL5LIB", /:/],
   ["PERLLIB", /:/],
   ["RUBYLIB", /:/],
-  ["RUBYOPT", /(?!)/],
   ["NODE_PATH", /:/],
 ]);
 
 /**
  * The caller's environment for a host program: PATH as hostSearchPath() gives it, each variable
  * of LOADED_FROM without relative entries or entries inside a lent tree (dropped when nothing is
- * left), RUBYOPT (options, not paths) gone once any tree is lent, and every other variable that
- * names a path in a lent tree gone whole: no list of variables is complete (PERL5OPT=-I…,
- * PYTHONUSERBASE, OPENSSL_CONF naming a provider, NODE_OPTIONS=--require…, JAVA_TOOL_OPTIONS,
- * GIT_EXEC_PATH: fix review, round 3, session 42). A relative path in one is read from the
- * program's own folder (hostProgramCwd), never the workspace.
+ * left), RUBYOPT (options that load code, not paths) gone once any tree is lent, and every other
+ * variable that names a path in a lent tree gone whole: no list of variables is complete
+ * (PERL5OPT=-I…, PYTHONUSERBASE, OPENSSL_CONF naming a provider, NODE_OPTIONS=--require…,
+ * JAVA_TOOL_OPTIONS, GIT_EXEC_PATH: fix review, round 3, session 42). A relative path in one is
+ * read from the program's own folder (hostProgramCwd), never the workspace.
  */
 export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, PATH: hostSearchPath(env.PATH) };
+  if (lentTrees.size > 0) delete out.RUBYOPT;
   for (const [name, separator] of LOADED_FROM) {
     const value = out[name];
     if (value === undefined) continue;
-    if (name === "RUBYOPT") {
-      if (lentTrees.size > 0) delete out[name];
-      continue;
-    }
     const kept = value
       .split(separator)
       .filter(
@@ -94,16 +90,12 @@ export function hostProgramEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Pro
   return out;
 }
 
-/** Whether `tree` starts a path in `text`: at its start, after a separator or `file://`, followed by `/`, a separator or the end. */
-function treeNamedIn(text: string, tree: string): boolean {
-  const escaped = tree.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  return new RegExp(`(^|[\\s:;=,'"]|file://)${escaped}(/|$|[\\s:;,'"])`).test(text);
-}
-
 /**
  * Whether a variable's value names a path in a lent tree: any absolute path in it (`-I/ws/lib`,
- * `--require=/ws/x`), a tree's own path anywhere in it (a path with blanks: `/My Projects/app`), and
- * the same once percent-decoded (`file:///My%20Projects/…`: second fix review, round 3, session 42).
+ * `--require=/ws/x`), read both cut at blanks and with them (a path with blanks: `/My Projects/app`),
+ * and the same once percent-decoded (`file:///My%20Projects/…`: second fix review, round 3, session
+ * 42). passesThrough looks each up by its own ancestors, so the cost does not grow with the number
+ * of trees a long-lived process has lent.
  */
 function namesLentPath(value: string): boolean {
   let decoded = value;
@@ -113,8 +105,8 @@ function namesLentPath(value: string): boolean {
     // not percent-encoded text: judged as it is
   }
   for (const text of new Set([value, decoded])) {
-    for (const tree of lentTrees) if (treeNamedIn(text, tree)) return true;
     for (const [candidate] of text.matchAll(/\/[^\s:;,'"=]*/g)) if (insideLentTree(candidate)) return true;
+    for (const [candidate] of text.matchAll(/\/[^\n:;,'"=]*/g)) if (insideLentTree(candidate)) return true;
   }
   return false;
 }

@@ -194,7 +194,8 @@ export function configEntriesOf(
  * of `folders` name (git-config-paths.ts, path-sources.ts, named-scripts.ts), on one budget: past
  * it the run is refused (config-target-budget.ts); with the targets of the links already in its
  * command folders, the folders of the caller's PATH inside `lentTrees` (callerPathTargets), and
- * the host's command names those folders guard (read once, from its PATH, outside `lentTrees`). Bind mode's watch and copy mode's check both ask.
+ * the host's command names those folders guard (read once, from its PATH, outside `lentTrees`).
+ * Bind mode's watch and copy mode's check both ask.
  */
 export function configuredTargets(
   repositories: readonly GitRepository[],

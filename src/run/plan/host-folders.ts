@@ -169,9 +169,10 @@ export function lentFolderProblem(
   accounts: readonly string[] = homesOfThisProcess(),
 ): string | undefined {
   const homeReal = resolvedPath(home);
-  if (real === homeReal || (atOrBelowOnDisk(homeReal, real) && atOrBelowOnDisk(real, homeReal)))
+  const holdsHome = atOrBelowOnDisk(homeReal, real);
+  if (real === homeReal || (holdsHome && atOrBelowOnDisk(real, homeReal)))
     return "is your home folder: a sandbox could write your shell's start-up files, ssh keys and git config";
-  if (atOrBelowOnDisk(homeReal, real))
+  if (holdsHome)
     return `holds your home folder ${homeReal}: a sandbox could write your shell's start-up files, ssh keys and git config`;
   const account = accountHomeProblem(real, homeReal, accounts);
   if (account) return `${account}: a sandbox could write its shell's start-up files, ssh keys and git config`;
