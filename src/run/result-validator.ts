@@ -17,7 +17,7 @@
 // the formats pi-schema does not know: int32, byte, ...), and multipleOf is decided exactly on the
 // decimal digits, as pi-schema does (19.99 is a multiple of 0.01; to Ajv's division it is not).
 //
-// Ajv and ajv-formats are loaded on the first schema (~60 ms of CPU): runs without a schema, and
+// Ajv and ajv-formats are loaded on the first schema (~20 ms of CPU bundled, util/vendored.ts): runs without a schema, and
 // the CLI's --help and --version, never load them.
 //
 // A schema's patterns are regular expressions its author chose (a replayed record's author, too),
@@ -31,11 +31,11 @@
 // (uniqueItems, a long enum, a backtracking pattern: session 36), which no guard of this thread
 // foresees. Only a plain schema's checks of small values stay on this thread (plainSchema).
 // `validate` is the check itself, which the worker runs.
-import { createRequire } from "node:module";
 import type { Ajv2020, ErrorObject } from "ajv/dist/2020.js";
 import type { DataValidateFunction } from "ajv/dist/types/index.js";
 import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
+import { requireVendored } from "../util/vendored.js";
 import { patternGuardFor } from "./pattern-guard.js";
 import { isPiMultiple, loadPiSchemaFormats, PI_SCHEMA_FORMAT_NAMES, piSchemaFormat } from "./pi-schema-checks.js";
 import { uniqueItemsProblem } from "./unique-items-guard.js";
@@ -78,9 +78,10 @@ const ROOT_BASE = "https://json-schema.invalid/root.json";
 function validatorFactory(allErrors = true): Ajv2020 {
   if (allErrors && ajv) return ajv;
   if (!allErrors && firstErrorAjv) return firstErrorAjv;
-  const require = createRequire(import.meta.url);
-  const { Ajv2020: Ajv } = require("ajv/dist/2020.js") as { Ajv2020: typeof Ajv2020 };
-  const { default: addFormats } = require("ajv-formats") as { default: (ajv: Ajv2020) => Ajv2020 };
+  const { Ajv2020: Ajv, addFormats } = requireVendored<{
+    Ajv2020: typeof Ajv2020;
+    addFormats: (ajv: Ajv2020) => Ajv2020;
+  }>("ajv", (load) => ({ Ajv2020: load("ajv/dist/2020.js").Ajv2020, addFormats: load("ajv-formats").default }));
   const made = new Ajv({
     allErrors,
     // Unknown keywords are annotations, as the spec and Pi have it; everything else Ajv checks strictly.

@@ -3,10 +3,10 @@
 // says what to do. Policy and engines files are JSON, or YAML when named *.yaml / *.yml
 // (readConfigFile): one reader, so both take the same YAML and refuse the same mistakes.
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import type { z } from "zod";
 import { usageError } from "../errors.js";
 import { openRegularFile, readAll } from "./read-fd.js";
+import { requireVendored } from "./vendored.js";
 
 /** The most a policy, engines, models or schema file may hold. */
 export const MAX_CONFIG_FILE_BYTES = 8 * 1024 * 1024;
@@ -117,7 +117,7 @@ export function readConfigFile(file: string, what: string, hint: string): unknow
  */
 function readConfigYaml(file: string, what: string, hint: string): unknown {
   const text = readConfigText(file, what, hint);
-  const { parseDocument } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  const { parseDocument } = requireVendored<typeof import("yaml")>("yaml", (load) => load("yaml"));
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   const error = doc.errors[0];
   if (error)

@@ -1,19 +1,19 @@
-// zod for the whole library: one instance, loaded on first use. Loading zod costs ~80 ms of CPU
-// (about a bare Node's own start-up), which `sandbox-run --help`, `--version` and a `--dry-run`
+// zod for the whole library: one instance, loaded on first use. Loading zod costs ~55 ms of CPU
+// bundled (~110 ms from its 95 files), which `sandbox-run --help`, `--version` and a `--dry-run`
 // with a built-in policy never need. The schemas of configuration files (policy, models.json) are
 // built on first use through `lazily`, and the rest of the library imports `z` from here, so a
 // process that does load zod loads it once.
 //
-// CommonJS through createRequire, because the first use can be in synchronous code
-// (`ContainerPiAgent.plan()` reads a policy file) and Node 20 cannot import an ES module
-// synchronously; `z` is a proxy that loads zod when it is first touched.
-import { createRequire } from "node:module";
+// CommonJS (the build's one-file bundle where there is one: vendored.ts), because the first use can
+// be in synchronous code (`ContainerPiAgent.plan()` reads a policy file) and Node 20 cannot import
+// an ES module synchronously; `z` is a proxy that loads zod when it is first touched.
 import type { z as Zod } from "zod";
+import { requireVendored } from "./vendored.js";
 
 let loaded: typeof Zod | undefined;
 
 function load(): typeof Zod {
-  loaded ??= (createRequire(import.meta.url)("zod") as { z: typeof Zod }).z;
+  loaded ??= requireVendored<{ z: typeof Zod }>("zod", (load) => load("zod")).z;
   return loaded;
 }
 

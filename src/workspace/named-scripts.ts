@@ -16,8 +16,8 @@
 // tools read them. A word counts when it holds a `/` and no expansion but the project folder's own
 // (`$CLAUDE_PROJECT_DIR`, `${workspaceFolder}`, `${localWorkspaceFolder}`).
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
+import { requireVendored } from "../util/vendored.js";
 import { protectionRefusal, TargetBudget } from "./config-target-budget.js";
 import { type ConfigTarget, GIT_HOOK_NAMES } from "./git-config-paths.js";
 import { readConfigText as readText } from "./path-sources.js";
@@ -422,7 +422,7 @@ function readYaml(file: string): unknown {
   // Loaded here, for a tree that has such a file (outside the try: a yaml that cannot load must not
   // read as no file): loading it costs ~60 ms of CPU, which every run paid before its container
   // started, though most trees have none.
-  const { parseAllDocuments } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  const { parseAllDocuments } = requireVendored<typeof import("yaml")>("yaml", (load) => load("yaml"));
   try {
     // The first document, duplicate keys allowed (the last wins), as the tools' own readers take it.
     const [first] = parseAllDocuments(text, { uniqueKeys: false });

@@ -1,0 +1,87 @@
+// The build's one-file bundles of zod, Ajv with ajv-formats, and yaml (scripts/bundle-vendored.mjs,
+// loaded by src/util/vendored.ts in place of the packages) answer as the packages do: the same
+// parse results and the same error messages, which the CLI prints.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const require = createRequire(import.meta.url);
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-vendored-"));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// biome-ignore lint/suspicious/noExplicitAny: the packages' and the bundles' exports, compared as values
+type Loaded = any;
+const bundled: Record<string, Loaded> = {};
+const packaged: Record<string, Loaded> = {
+  zod: require("zod"),
+  ajv: { Ajv2020: require("ajv/dist/2020.js").Ajv2020, addFormats: require("ajv-formats").default },
+  yaml: require("yaml"),
+};
+
+beforeAll(() => {
+  execFileSync(process.execPath, [path.join(ROOT, "scripts/bundle-vendored.mjs"), dir], { stdio: "pipe" });
+  for (const name of ["zod", "ajv", "yaml"]) bundled[name] = require(path.join(dir, `${name}.cjs`));
+}, 60_000);
+
+describe("the vendored bundles", () => {
+  it("are one file each, holding their packages' code: they load where no node_modules is", () => {
+    expect(fs.readdirSync(dir).sort()).toEqual(["ajv.cjs", "yaml.cjs", "zod.cjs"]);
+    // The folder is in the system's temp folder: a require of a package from a bundle would fail
+    // there (beforeAll loaded all three, and the tests below use them).
+    for (const name of ["zod", "ajv", "ajv-formats", "yaml"])
+      expect(() => require.resolve(name, { paths: [dir] })).toThrow(/Cannot find module/);
+  });
+
+  it("zod: the same results and messages", () => {
+    for (const { z } of [bundled.zod, packaged.zod]) expect(typeof z.looseObject).toBe("function");
+    const results = [bundled.zod, packaged.zod].map(({ z }) => {
+      const schema = z.object({ name: z.string(), port: z.number().int().min(1) }).strict();
+      return [
+        schema.safeParse({ name: "a", port: 2 }),
+        schema.safeParse({ name: 1, port: 0, extra: true }).error.issues,
+        z.looseObject({ a: z.literal("x") }).safeParse({ a: "x", b: 1 }),
+      ];
+    });
+    expect(results[0]).toEqual(results[1]);
+    expect(JSON.stringify(results[0])).toContain("expected string");
+  });
+
+  it("Ajv with ajv-formats: the same compile errors, results and messages", () => {
+    const answers = [bundled.ajv, packaged.ajv].map(({ Ajv2020, addFormats }) => {
+      const ajv = new Ajv2020({ allErrors: true, strict: false });
+      addFormats(ajv);
+      // (As JSON: an object literal with a `then` key reads as a promise to the linter.)
+      const check = ajv.compile(
+        JSON.parse(
+          '{"type":"object","properties":{"mail":{"type":"string","format":"email"},"n":{"type":"integer","maximum":3}},"required":["mail"],"if":{"properties":{"n":{"const":3}}},"then":{"required":["why"]}}',
+        ),
+      );
+      let refusal = "";
+      try {
+        ajv.compile({ type: "strng" });
+      } catch (error) {
+        refusal = (error as Error).message;
+      }
+      return [check({ mail: "a@b.example", n: 1 }), check({ mail: "nope", n: 3 }), check.errors, refusal];
+    });
+    expect(answers[0]).toEqual(answers[1]);
+    expect(answers[0][1]).toBe(false);
+    expect(answers[0][3]).toMatch(/schema is invalid/);
+  });
+
+  it("yaml: the same documents and errors", () => {
+    const text = "a: 1\nb: [x, y]\na: 2\n";
+    const docs = [bundled.yaml, packaged.yaml].map((yaml) => {
+      const strict = yaml.parseDocument(text, { uniqueKeys: true });
+      const [loose] = yaml.parseAllDocuments(text, { uniqueKeys: false });
+      return [strict.errors.map((e: Error) => e.message), loose.toJS({ maxAliasCount: 100 })];
+    });
+    expect(docs[0]).toEqual(docs[1]);
+    expect(docs[0][0][0]).toMatch(/unique/i);
+  });
+});
