@@ -81,13 +81,21 @@ function cliProgram(ctx: CommandContext): Command {
   return program;
 }
 
-/** The subcommands that read the run's flags as their own (subcommand-flags.ts). */
-const READS_RUN_FLAGS = new Set(["batch", "replay"]);
+/** replay reads every run flag as its own (parseRunFlags, refusing the ones the record decides). */
+const READS_RUN_FLAGS = new Set(["replay"]);
+
+/** Where a run's flag a subcommand does not take belongs instead, said in the refusal. */
+const ELSEWHERE: Record<string, string> = {
+  batch:
+    " A task's own settings (schema, writable folders, policy, model, timeout) go in its line of the tasks file; `--policy read-only` sets every task's sandbox.",
+};
 
 /**
  * commander takes the run's flags after any subcommand, and a subcommand that does not read them
- * ignored them: `gc --dry-run` ran a real gc (review, session 32). There such a flag is refused,
- * unless the subcommand has a flag of that name itself.
+ * ignored them: `gc --dry-run` ran a real gc (review, session 32), and `batch --dry-run` or `batch
+ * --sandbox read-only` ran every task in full, its changes applied (review, session 43: batch was let
+ * through whole, though it reads only the run flags it has itself). Such a flag is refused, unless
+ * the subcommand has a flag of that name itself (subcommand-flags.ts reads it from either place).
  */
 function refuseRunFlagsElsewhere(program: Command): void {
   program.hook("preAction", (_root, action) => {
@@ -103,7 +111,7 @@ function refuseRunFlagsElsewhere(program: Command): void {
     const path = names.join(" ");
     throw usageError(
       `${given.long ?? given.flags} is an option of a run, not of \`sandbox-run ${path}\`.`,
-      `\`sandbox-run ${path} --help\` lists the options it takes.`,
+      `\`sandbox-run ${path} --help\` lists the options it takes.${ELSEWHERE[path] ?? ""}`,
     );
   });
 }

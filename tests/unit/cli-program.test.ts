@@ -167,6 +167,25 @@ describe("usage errors", () => {
       );
     }
     expect(engineConnections).toBe(0);
+    // batch reads the run's flags it has itself, and no other (review, session 43:
+    // `batch --dry-run` ran every task, `batch --sandbox read-only` applied their changes).
+    const tasks = path.join(dir, "tasks.jsonl");
+    fs.writeFileSync(tasks, `${JSON.stringify({ id: "a", prompt: "p", cwd: ws })}\n`);
+    for (const argv of [
+      ["batch", tasks, "--dry-run"],
+      ["batch", tasks, "--sandbox", "read-only"],
+      ["--schema", path.join(dir, "s.json"), "batch", tasks],
+    ]) {
+      const result = await cli(argv);
+      expect(result.code, argv.join(" ")).toBe(2);
+      expect(result.stderr, argv.join(" ")).toMatch(
+        /^sandbox-run: --[a-z-]+ is an option of a run, not of `sandbox-run batch`\.\n/,
+      );
+    }
+    expect((await cli(["batch", tasks, "--dry-run"])).stderr).toContain(
+      "`--policy read-only` sets every task's sandbox",
+    );
+    expect(engineConnections).toBe(0);
     // A flag the subcommand has itself stays its own, wherever it is written.
     const listed = await cli(["policy", "list"]);
     expect(listed.code).toBe(0);
