@@ -132,6 +132,8 @@ function validatorFactory(allErrors = true): Ajv2020 {
 }
 
 interface Compiled {
+  /** The schema's text (schemaText), which the check was compiled and meta-checked from. */
+  text: string;
   check: ReturnType<Ajv2020["compile"]>;
   uncheckedFormats: string[];
   guard: ReturnType<typeof patternGuardFor>;
@@ -185,7 +187,7 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
   // refused: tools emit formats of their own (`cuid`, `color`), and Pi takes them.
   const uncheckedFormats = [...new Set(compileWarnings.flatMap((w) => /unknown format "([^"]*)"/.exec(w)?.[1] ?? []))];
-  const compiled = { check, uncheckedFormats, guard: patternGuardFor(rest) };
+  const compiled = { text: key, check, uncheckedFormats, guard: patternGuardFor(rest) };
   compiledSchemas.set(key, compiled);
   if (compiledSchemas.size > CACHED_SCHEMAS) compiledSchemas.delete(compiledSchemas.keys().next().value!);
   return compiled;
@@ -198,13 +200,26 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
  */
 function schemaText(schema: Record<string, unknown>): string {
   try {
-    return JSON.stringify(schema);
+    return JSON.stringify(schema, finiteNumbersOnly);
   } catch (error) {
     throw usageError(
       `The schema cannot be written as JSON: ${(error as Error).message.split("\n")[0]}.`,
-      "Pass a JSON Schema that is plain data (no cycles, no BigInt values, not thousands of levels deep).",
+      "Pass a JSON Schema that is plain data (no cycles, no BigInt values, finite numbers, not thousands of levels deep).",
     );
   }
+}
+
+/**
+ * JSON writes Infinity and NaN as null, so `{"maxLength": 1e400}` (Infinity once parsed) and
+ * `{"maxLength": null}` had one text: one cached validator, the second schema never checked against
+ * the meta-schema (review, session 43); and Pi, which receives the schema as JSON, would read null.
+ */
+function finiteNumbersOnly(_key: string, value: unknown): unknown {
+  if (typeof value === "number" && !Number.isFinite(value))
+    throw new Error(
+      `it holds ${value}, which JSON writes as null (a number past JSON's range, such as 1e400, reads as Infinity)`,
+    );
+  return value;
 }
 
 /**
@@ -334,7 +349,7 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
     return { ok: false, issues: (check.errors ?? []).map(describeError) };
   };
   // A plain schema's checks of small values that pass it stay on this thread; every other check goes to the worker.
-  const inline = plainSchema(schema) ? inlineChecks(schema, rest, compiled, validate) : undefined;
+  const inline = plainSchema(schema) ? inlineChecks(schema, compiled, validate) : undefined;
   return { uncheckedFormats, worker: new ResultCheckWorker(schema, {}, inline), validate };
 }
 
@@ -344,16 +359,11 @@ export function compileResultSchema(schema: JsonSchema): ResultValidator {
  * error of an invalid one costs (items) x (errors per item) x (message length): a plain schema of 720
  * required names on 64 KiB of `{}` items ran the controller out of heap (review of session 36's fixes).
  */
-function inlineChecks(
-  schema: JsonSchema,
-  rest: Record<string, unknown>,
-  compiled: Compiled,
-  validate: (value: unknown) => ResultCheck,
-): InlineChecks {
+function inlineChecks(schema: JsonSchema, compiled: Compiled, validate: (value: unknown) => ResultCheck): InlineChecks {
   // Kept with the schema's other validators: compiled once per schema, not once per run, and in
   // the instance compiledFor renews.
   const firstLook = (value: unknown): boolean => {
-    compiled.firstLook ??= firstErrorCheck(rest);
+    compiled.firstLook ??= firstErrorCheck(compiled.text);
     return compiled.firstLook(value);
   };
   const text = schemaText(schema);
@@ -376,13 +386,21 @@ function inlineChecks(
   };
 }
 
-/** The schema's check by the Ajv that stops at its first error (validatorFactory(false)). */
-function firstErrorCheck(rest: Record<string, unknown>): (value: unknown) => boolean {
+/**
+ * The schema's check by the Ajv that stops at its first error (validatorFactory(false)), compiled
+ * from the very text the all-errors instance compiled and checked against the meta-schema (that
+ * instance does not check it again; a caller's schema object changed since would not be what was
+ * checked). One that still cannot compile sends every value to the worker, which decides.
+ */
+function firstErrorCheck(text: string): (value: unknown) => boolean {
   const factory = validatorFactory(false);
-  const compiledSchema = rest.$id === undefined ? { $id: ROOT_BASE, ...rest } : rest;
+  const schema = JSON.parse(text) as Record<string, unknown>;
+  const compiledSchema = schema.$id === undefined ? { $id: ROOT_BASE, ...schema } : schema;
   try {
     const check = factory.compile(compiledSchema);
     return (value) => check(value) === true;
+  } catch {
+    return () => false;
   } finally {
     factory.removeSchema(compiledSchema);
   }

@@ -147,6 +147,17 @@ describe("compileResultSchema", () => {
     expect(error.shortMessage).toMatch(reason);
     expect(error.hint).toBeTruthy();
   });
+
+  it("refuses a number JSON cannot write (1e400 parses as Infinity), and never takes a schema for another whose text would be the same (review, session 43)", () => {
+    // JSON writes Infinity as null: the two schemas had one cached validator, so the second, which
+    // the meta-schema refuses, was taken as the first (in one process: a batch, a service).
+    const infinite = JSON.parse('{"type":"object","properties":{"s":{"type":"string","maxLength":1e400}}}');
+    const nulled = { type: "object", properties: { s: { type: "string", maxLength: null } } };
+    const refused = usageErrorOf(() => compileResultSchema(infinite));
+    expect(refused.shortMessage).toMatch(/cannot be written as JSON: it holds Infinity, which JSON writes as null/);
+    expect(refused.hint).toContain("finite numbers");
+    expect(usageErrorOf(() => compileResultSchema(nulled)).shortMessage).toMatch(/maxLength must be integer/);
+  });
 });
 
 describe("checkPiAcceptsSchema", () => {

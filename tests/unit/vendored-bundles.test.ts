@@ -70,8 +70,8 @@ describe("the vendored bundles", () => {
       return [check({ mail: "a@b.example", n: 1 }), check({ mail: "nope", n: 3 }), check.errors, refusal];
     });
     expect(answers[0]).toEqual(answers[1]);
-    expect(answers[0][1]).toBe(false);
-    expect(answers[0][3]).toMatch(/schema is invalid/);
+    expect(answers[0]?.[1]).toBe(false);
+    expect(answers[0]?.[3]).toMatch(/schema is invalid/);
   });
 
   it("yaml: the same documents and errors", () => {
@@ -82,6 +82,6 @@ describe("the vendored bundles", () => {
       return [strict.errors.map((e: Error) => e.message), loose.toJS({ maxAliasCount: 100 })];
     });
     expect(docs[0]).toEqual(docs[1]);
-    expect(docs[0][0][0]).toMatch(/unique/i);
+    expect(docs[0]?.[0]?.[0]).toMatch(/unique/i);
   });
 });
