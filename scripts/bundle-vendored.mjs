@@ -4,9 +4,12 @@
 // Why: each is spread over many small files (zod loads 95), and Node 20 resolves, reads and
 // compiles every one: loading the three cost a CLI run with a models file, a policy file and a
 // schema ~240 ms of CPU. One file each, CPU ms to load (medians of 5 on this project's machine):
-// zod 104 -> 63, Ajv with ajv-formats 77 -> 19, yaml 62 -> 13 (docs/performance.md, section 9). Same code, same versions (the ones in node_modules, which
-// package.json pins): bundled, not changed. The packages stay dependencies: their types, their
-// licences in node_modules, and the sources (tests, `tsx`) load them as they are.
+// zod 104 -> 63, Ajv with ajv-formats 77 -> 19, yaml 62 -> 13 (docs/performance.md, section 9).
+// Same code, same versions: the ones the build's node_modules holds (package-lock.json's), bundled,
+// not changed; as with commander in the CLI's bundle, a later `npm update` in an installation
+// changes node_modules, not these: a new build takes it. The packages stay dependencies: their
+// types, and the sources (tests, `tsx`) load them as they are. THIRD_PARTY_NOTICES beside the
+// bundles names every package in them, its version and its licence text.
 //
 // `node scripts/bundle-vendored.mjs <folder>` writes them there instead
 // (tests/unit/vendored-bundles.test.ts compares each with its package).
@@ -25,9 +28,25 @@ const VENDORED = {
   yaml: 'module.exports = require("yaml");',
 };
 
+/** The package folder a bundled file came from (its last node_modules/<name> or node_modules/@scope/<name>). */
+function packageFolder(input) {
+  const match = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
+  return match ? path.resolve(root, match[1]) : undefined;
+}
+
+/** A package's licence text: its LICENSE (or LICENCE, COPYING) file. */
+function licenceText(folder) {
+  const file = fs.readdirSync(folder).find((name) => /^(licen[cs]e|copying)(\.(md|txt))?$/i.test(name));
+  if (!file) throw new Error(`bundle-vendored: ${folder} has no licence file to ship with its code`);
+  return fs.readFileSync(path.join(folder, file), "utf8").trim();
+}
+
 fs.mkdirSync(outdir, { recursive: true });
+/** Package folder -> the bundles holding its code. */
+const bundledFrom = new Map();
 for (const [name, contents] of Object.entries(VENDORED)) {
-  await build({
+  const { metafile } = await build({
+    metafile: true,
     absWorkingDir: root,
     stdin: { contents, resolveDir: root, sourcefile: `vendor-${name}.js`, loader: "js" },
     outfile: path.join(outdir, `${name}.cjs`),
@@ -40,4 +59,19 @@ for (const [name, contents] of Object.entries(VENDORED)) {
     banner: { js: `// ${name}, bundled from node_modules by scripts/bundle-vendored.mjs (npm run build).` },
     logLevel: "warning",
   });
+  for (const input of Object.keys(metafile.inputs)) {
+    const folder = packageFolder(input);
+    if (folder) bundledFrom.set(folder, new Set([...(bundledFrom.get(folder) ?? []), `${name}.cjs`]));
+  }
 }
+const notices = [...bundledFrom]
+  .map(([folder, bundles]) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(folder, "package.json"), "utf8"));
+    const title = `${manifest.name} ${manifest.version} (${manifest.license}), in ${[...bundles].sort().join(", ")}`;
+    return { title, text: `## ${title}\n\n${licenceText(folder)}\n` };
+  })
+  .sort((a, b) => a.title.localeCompare(b.title));
+fs.writeFileSync(
+  path.join(outdir, "THIRD_PARTY_NOTICES"),
+  `The .cjs files in this folder bundle the code of these packages (scripts/bundle-vendored.mjs):\n\n${notices.map((n) => n.text).join("\n")}`,
+);

@@ -29,8 +29,20 @@ beforeAll(() => {
 }, 60_000);
 
 describe("the vendored bundles", () => {
-  it("are one file each, holding their packages' code: they load where no node_modules is", () => {
-    expect(fs.readdirSync(dir).sort()).toEqual(["ajv.cjs", "yaml.cjs", "zod.cjs"]);
+  it("are one file each, holding their packages' code (they load where no node_modules is), with their notices", () => {
+    expect(fs.readdirSync(dir).sort()).toEqual(["THIRD_PARTY_NOTICES", "ajv.cjs", "yaml.cjs", "zod.cjs"]);
+    // Every package whose code a bundle holds is named with its version and licence text.
+    const notices = fs.readFileSync(path.join(dir, "THIRD_PARTY_NOTICES"), "utf8");
+    for (const [name, file] of [
+      ["zod", "zod.cjs"],
+      ["ajv", "ajv.cjs"],
+      ["ajv-formats", "ajv.cjs"],
+      ["fast-uri", "ajv.cjs"],
+      ["yaml", "yaml.cjs"],
+    ] as const) {
+      const { version, license } = require(`${name}/package.json`);
+      expect(notices).toContain(`## ${name} ${version} (${license}), in ${file}\n`);
+    }
     // The folder is in the system's temp folder: a require of a package from a bundle would fail
     // there (beforeAll loaded all three, and the tests below use them).
     for (const name of ["zod", "ajv", "ajv-formats", "yaml"])
