@@ -31,7 +31,7 @@ function loadedBy(args: string[], name: string): { status: number | null; stderr
       PATH: process.env.PATH ?? "",
       HOME: process.env.HOME ?? "",
       DOCKER_HOST: `unix://${path.join(scratch, "no-engine.sock")}`,
-      LOCAL_KEY: "not-a-key",
+      ANTHROPIC_API_KEY: "sk-ant-not-a-real-key",
       LOADED_OUT: out,
     },
   });
@@ -39,28 +39,14 @@ function loadedBy(args: string[], name: string): { status: number | null; stderr
 }
 
 describe("the build loads its vendored bundles", () => {
-  it("the CLI: a dry run with a models file, a YAML policy and a schema loads the three bundles and none of the packages' files", () => {
+  it("the CLI: a dry run with a YAML policy (zod, yaml) and a schema (Ajv) loads the three bundles and none of the packages' files", () => {
     const ws = fs.mkdtempSync(path.join(scratch, "ws-"));
-    const models = path.join(scratch, "models.json");
-    fs.writeFileSync(
-      models,
-      JSON.stringify({
-        providers: {
-          local: {
-            baseUrl: "http://127.0.0.1:9/v1",
-            api: "openai-completions",
-            apiKey: "$LOCAL_KEY",
-            models: [{ id: "m" }],
-          },
-        },
-      }),
-    );
     const schema = path.join(scratch, "schema.json");
     fs.writeFileSync(schema, JSON.stringify({ type: "object", properties: { done: { type: "boolean" } } }));
     // A policy file in YAML (JSON is YAML): the built-in read-only policy's content.
     const policy = path.join(scratch, "policy.yaml");
     fs.copyFileSync(path.join(dist, "../policies/read-only.json"), policy);
-    const args = [builtCli, "--dry-run", "--cwd", ws, "--models", models, "--model", "local/m"];
+    const args = [builtCli, "--dry-run", "--cwd", ws, "--model", "anthropic/claude-sonnet-4-5"];
     const run = loadedBy([...args, "--schema", schema, "--policy", policy, "go"], "cli");
     expect(run.status, run.stderr).toBe(0);
     for (const name of ["zod", "ajv", "yaml"]) expect(run.loaded).toContain(path.join(dist, "vendor", `${name}.cjs`));
