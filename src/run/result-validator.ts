@@ -17,8 +17,8 @@
 // the formats pi-schema does not know: int32, byte, ...), and multipleOf is decided exactly on the
 // decimal digits, as pi-schema does (19.99 is a multiple of 0.01; to Ajv's division it is not).
 //
-// Ajv and ajv-formats are loaded on the first schema (~20 ms of CPU bundled, util/vendored.ts): runs without a schema, and
-// the CLI's --help and --version, never load them.
+// Ajv and ajv-formats are loaded on the first schema (~20 ms of CPU bundled, util/vendored.ts):
+// runs without a schema, and the CLI's --help and --version, never load them.
 //
 // A schema's patterns are regular expressions its author chose (a replayed record's author, too),
 // tried on strings the model chose: before Ajv or pi-schema runs them here, on the controller's

@@ -1,7 +1,7 @@
 // zod, Ajv with ajv-formats, and yaml, loaded synchronously (CommonJS through createRequire: their
 // first use can be in synchronous code) from the one-file bundles `npm run build` makes in
-// dist/vendor (scripts/bundle-vendored.mjs): a third to a half of the packages' own loading CPU,
-// which Node 20 spends resolving, reading and compiling their ~250 small files. Run from the sources
+// dist/vendor (scripts/bundle-vendored.mjs): a fifth to three fifths of the packages' own loading
+// CPU, which Node 20 spends resolving, reading and compiling their ~250 small files. Run from the sources
 // (tsx: the tests, the scripts) there is no vendor folder next to this module's, and the packages
 // load as they are.
 import fs from "node:fs";

@@ -1,5 +1,5 @@
-// zod for the whole library: one instance, loaded on first use. Loading zod costs ~55 ms of CPU
-// bundled (~110 ms from its 95 files), which `sandbox-run --help`, `--version` and a `--dry-run`
+// zod for the whole library: one instance, loaded on first use. Loading zod costs ~60 ms of CPU
+// bundled (~105 ms from its 95 files), which `sandbox-run --help`, `--version` and a `--dry-run`
 // with a built-in policy never need. The schemas of configuration files (policy, models.json) are
 // built on first use through `lazily`, and the rest of the library imports `z` from here, so a
 // process that does load zod loads it once.
