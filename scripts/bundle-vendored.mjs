@@ -14,6 +14,7 @@
 // `node scripts/bundle-vendored.mjs <folder>` writes them there instead
 // (tests/unit/vendored-bundles.test.ts compares each with its package).
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -21,10 +22,40 @@ import { build } from "esbuild";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outdir = path.resolve(root, process.argv[2] ?? "dist/vendor");
 
+/**
+ * The Ajv options draft 2020-12's meta-schema check is compiled with: those of the host's result
+ * check (src/run/result-validator.ts: AJV_OPTIONS, with allErrors), all of them. The check carries
+ * them (`madeWith`), and the host uses it only when its own options are the same.
+ */
+const META_CHECK_OPTIONS = {
+  allErrors: true,
+  strict: false,
+  validateFormats: true,
+  unicodeRegExp: true,
+  addUsedSchema: false,
+  ownProperties: true,
+};
+
+/**
+ * Draft 2020-12's meta-schema compiled now, as Ajv's standalone code: Ajv compiles it on a process's
+ * first schema to check that schema (~90 ms of CPU; loading this code, ~6 ms). The code is Ajv's
+ * own, from its own compiler; it `require`s Ajv's runtime helpers, which the bundle holds.
+ * The meta-schema's formats are not checked (Ajv compiles meta-schemas without them).
+ */
+function draft2020MetaCheckSource() {
+  const require = createRequire(path.join(root, "package.json"));
+  const { Ajv2020 } = require("ajv/dist/2020.js");
+  const standaloneCode = require("ajv/dist/standalone").default;
+  const ajv = new Ajv2020({ ...META_CHECK_OPTIONS, code: { source: true } });
+  const code = standaloneCode(ajv, ajv.getSchema("https://json-schema.org/draft/2020-12/schema"));
+  if (/\bformats\d/.test(code)) throw new Error("bundle-vendored: the meta-schema check names a format");
+  return `const draft2020MetaCheck = (() => { const module = { exports: {} };\n${code}\nreturn module.exports; })();\ndraft2020MetaCheck.madeWith = ${JSON.stringify(META_CHECK_OPTIONS)};`;
+}
+
 /** Each file's name in dist/vendor and what it exports, as the source of a module. */
 const VENDORED = {
   zod: 'export { z } from "zod";',
-  ajv: 'const { Ajv2020 } = require("ajv/dist/2020.js");\nconst addFormats = require("ajv-formats").default;\nmodule.exports = { Ajv2020, addFormats };',
+  ajv: `const { Ajv2020 } = require("ajv/dist/2020.js");\nconst addFormats = require("ajv-formats").default;\n${draft2020MetaCheckSource()}\nmodule.exports = { Ajv2020, addFormats, draft2020MetaCheck };`,
   yaml: 'module.exports = require("yaml");',
 };
 

@@ -8,6 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESULT_CHECK_AJV_OPTIONS } from "../../src/run/result-validator.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const require = createRequire(import.meta.url);
@@ -84,6 +85,46 @@ describe("the vendored bundles", () => {
     expect(answers[0]).toEqual(answers[1]);
     expect(answers[0]?.[1]).toBe(false);
     expect(answers[0]?.[3]).toMatch(/schema is invalid/);
+  });
+
+  it("Ajv: the build's draft 2020-12 meta-schema check refuses what Ajv's own does, with its message", () => {
+    const metaCheck = bundled.ajv.draft2020MetaCheck;
+    // Made with the result check's options, all of them: the result check uses it only then.
+    expect(metaCheck.madeWith).toEqual({ ...RESULT_CHECK_AJV_OPTIONS, allErrors: true });
+    const ajv = new packaged.ajv.Ajv2020(metaCheck.madeWith);
+    packaged.ajv.addFormats(ajv);
+    const corpus: unknown[] = [
+      { type: "object", properties: { a: { type: "string", minLength: 1 } }, required: ["a"] },
+      { type: "strng" },
+      { type: ["string", "bogus"] },
+      { properties: { a: { type: 5 }, constructor: { type: "x" } } },
+      { items: [{ type: "string" }] },
+      { required: ["a", "a"] },
+      { minLength: -1, maxItems: 1.5 },
+      { multipleOf: 0 },
+      { enum: 7, const: 1 },
+      { allOf: [] },
+      { anyOf: [{ type: "x" }], not: 3 },
+      JSON.parse('{"if":{"type":1},"then":3,"else":{"required":"a"}}'),
+      { dependentRequired: { a: [1] }, dependentSchemas: { b: 4 } },
+      { prefixItems: {}, contains: { minimum: "1" }, minContains: -1 },
+      { $defs: { a: { $ref: 5 } }, $anchor: "1bad", $dynamicRef: 5 },
+      // Accepted: Ajv checks no formats against a meta-schema (the pattern is refused when compiled).
+      { $id: "::not a uri", pattern: "(" },
+      { format: 5 },
+      { contentMediaType: 3, deprecated: "yes", examples: 1, title: 2 },
+      { unevaluatedProperties: "no", propertyNames: { pattern: 1 }, patternProperties: { "^a": 2 } },
+      { properties: { deep: { items: { properties: { deeper: { type: "strnig" } } } } } },
+    ];
+    const verdicts = corpus.map((schema) => {
+      const ours = metaCheck(schema);
+      const oursText = ajv.errorsText(metaCheck.errors);
+      const theirs = ajv.validateSchema(schema);
+      return { schema, ours, oursText, theirs, theirsText: ajv.errorsText(ajv.errors) };
+    });
+    for (const v of verdicts) expect([v.schema, v.ours, v.oursText]).toEqual([v.schema, v.theirs, v.theirsText]);
+    expect(verdicts.filter((v) => v.ours).map((v) => v.schema)).toEqual([corpus[0], corpus[15]]);
+    expect(verdicts[1]?.oursText).toMatch(/^data\/type must be equal to one of the allowed values/);
   });
 
   it("yaml: the same documents and errors", () => {
