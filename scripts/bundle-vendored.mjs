@@ -1,4 +1,4 @@
-// `npm run build`, third step: zod, Ajv (with ajv-formats) and yaml as one CommonJS file each, in
+// `npm run build`, third step: zod, Ajv (with ajv-formats), yaml and dockerode as one CommonJS file each, in
 // dist/vendor, which src/util/vendored.ts loads in place of the packages.
 //
 // Why: each is spread over many small files (zod loads 95), and Node 20 resolves, reads and
@@ -57,6 +57,42 @@ const VENDORED = {
   zod: 'export { z } from "zod";',
   ajv: `const { Ajv2020 } = require("ajv/dist/2020.js");\nconst addFormats = require("ajv-formats").default;\n${draft2020MetaCheckSource()}\nmodule.exports = { Ajv2020, addFormats, draft2020MetaCheck };`,
   yaml: 'module.exports = require("yaml");',
+  dockerode: 'module.exports = require("dockerode");',
+};
+
+/**
+ * Modules dockerode and docker-modem require at load time that our runs never or rarely call:
+ * BuildKit's session (gRPC and protobuf), BuildKit itself, the ssh:// transport (ssh2; our ssh
+ * engines go through src/engine/ssh-tunnel.ts), and split-ca (read a CA file by path; it ships no
+ * licence file to bundle with it). Each exports one function; in the bundle it is a stand-in that
+ * requires the real one from node_modules on its first call, as src/engine/load-dockerode.ts does
+ * for the first three where there is no bundle.
+ */
+const DEFERRED = [
+  { importer: "dockerode/lib/docker.js", request: "./session", file: "dockerode/lib/session.js" },
+  { importer: "dockerode/lib/docker.js", request: "./buildkit", file: "dockerode/lib/buildkit.js" },
+  { importer: "docker-modem/lib/modem.js", request: "./ssh", file: "docker-modem/lib/ssh.js" },
+  { importer: "docker-modem/lib/modem.js", request: "split-ca", file: "split-ca/index.js" },
+];
+
+/** The esbuild plugin that puts DEFERRED's stand-ins in place of their modules. */
+const deferRarelyUsed = {
+  name: "defer-rarely-used",
+  setup(build) {
+    build.onResolve({ filter: /^(\.\/(session|buildkit|ssh)|split-ca)$/ }, ({ path: request, importer, namespace }) => {
+      const deferred = DEFERRED.find((d) => d.request === request && importer.endsWith(`/node_modules/${d.importer}`));
+      return namespace === "file" && deferred ? { path: deferred.file, namespace: "deferred" } : undefined;
+    });
+    build.onLoad({ filter: /.*/, namespace: "deferred" }, ({ path: file }) => ({
+      contents: `let real;\nmodule.exports = function (...args) {\n  real ??= require(${JSON.stringify(file)});\n  return real.apply(this, args);\n};`,
+      loader: "js",
+      resolveDir: root,
+    }));
+    // The stand-in's own require stays a require, of the package's file where the bundle runs.
+    build.onResolve({ filter: /\.js$/ }, ({ path: request, namespace }) =>
+      namespace === "deferred" ? { path: request, external: true } : undefined,
+    );
+  },
 };
 
 /** The package folder a bundled file came from (its last node_modules/<name> or node_modules/@scope/<name>). */
@@ -89,6 +125,7 @@ for (const [name, contents] of Object.entries(VENDORED)) {
     legalComments: "inline",
     banner: { js: `// ${name}, bundled from node_modules by scripts/bundle-vendored.mjs (npm run build).` },
     logLevel: "warning",
+    plugins: name === "dockerode" ? [deferRarelyUsed] : [],
   });
   for (const input of Object.keys(metafile.inputs)) {
     const folder = packageFolder(input);

@@ -3,6 +3,7 @@
 // parse results and the same error messages, which the CLI prints.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -22,16 +23,23 @@ const packaged: Record<string, Loaded> = {
   zod: require("zod"),
   ajv: { Ajv2020: require("ajv/dist/2020.js").Ajv2020, addFormats: require("ajv-formats").default },
   yaml: require("yaml"),
+  dockerode: require("dockerode"),
 };
 
 beforeAll(() => {
   execFileSync(process.execPath, [path.join(ROOT, "scripts/bundle-vendored.mjs"), dir], { stdio: "pipe" });
-  for (const name of ["zod", "ajv", "yaml"]) bundled[name] = require(path.join(dir, `${name}.cjs`));
+  for (const name of ["zod", "ajv", "yaml", "dockerode"]) bundled[name] = require(path.join(dir, `${name}.cjs`));
 }, 60_000);
 
 describe("the vendored bundles", () => {
   it("are one file each, holding their packages' code (they load where no node_modules is), with their notices", () => {
-    expect(fs.readdirSync(dir).sort()).toEqual(["THIRD_PARTY_NOTICES", "ajv.cjs", "yaml.cjs", "zod.cjs"]);
+    expect(fs.readdirSync(dir).sort()).toEqual([
+      "THIRD_PARTY_NOTICES",
+      "ajv.cjs",
+      "dockerode.cjs",
+      "yaml.cjs",
+      "zod.cjs",
+    ]);
     // Every package whose code a bundle holds is named with its version and licence text.
     const notices = fs.readFileSync(path.join(dir, "THIRD_PARTY_NOTICES"), "utf8");
     for (const [name, file] of [
@@ -40,13 +48,15 @@ describe("the vendored bundles", () => {
       ["ajv-formats", "ajv.cjs"],
       ["fast-uri", "ajv.cjs"],
       ["yaml", "yaml.cjs"],
+      ["dockerode", "dockerode.cjs"],
+      ["docker-modem", "dockerode.cjs"],
     ] as const) {
       const { version, license } = require(`${name}/package.json`);
       expect(notices).toContain(`## ${name} ${version} (${license}), in ${file}\n`);
     }
     // The folder is in the system's temp folder: a require of a package from a bundle would fail
     // there (beforeAll loaded all three, and the tests below use them).
-    for (const name of ["zod", "ajv", "ajv-formats", "yaml"])
+    for (const name of ["zod", "ajv", "ajv-formats", "yaml", "dockerode", "docker-modem"])
       expect(() => require.resolve(name, { paths: [dir] })).toThrow(/Cannot find module/);
   });
 
@@ -125,6 +135,37 @@ describe("the vendored bundles", () => {
     for (const v of verdicts) expect([v.schema, v.ours, v.oursText]).toEqual([v.schema, v.theirs, v.theirsText]);
     expect(verdicts.filter((v) => v.ours).map((v) => v.schema)).toEqual([corpus[0], corpus[15]]);
     expect(verdicts[1]?.oursText).toMatch(/^data\/type must be equal to one of the allowed values/);
+  });
+
+  it("dockerode: the same requests and answers, its rarely used modules loaded on their first call", async () => {
+    // An engine on a unix socket that records each request and answers a container list.
+    const seen: string[] = [];
+    const socket = path.join(dir, "engine.sock");
+    const server = http.createServer((request, response) => {
+      seen.push(`${request.method} ${request.url} ${request.headers["content-type"] ?? ""}`);
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end('[{"Id":"abc","Names":["/c"]}]');
+    });
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    try {
+      const answers = [];
+      for (const Docker of [bundled.dockerode, packaged.dockerode]) {
+        const docker = new Docker({ socketPath: socket });
+        answers.push(await docker.listContainers({ all: true, filters: { label: ["a=b"] } }));
+        await docker.getContainer("abc").kill({ signal: "SIGKILL" });
+      }
+      expect(answers[0]).toEqual(answers[1]);
+      expect(answers[0]).toEqual([{ Id: "abc", Names: ["/c"] }]);
+      expect(seen.slice(0, 2)).toEqual(seen.slice(2));
+      expect(seen[0]).toMatch(/^GET \/containers\/json\?all=true&filters=/);
+    } finally {
+      server.close();
+    }
+    // BuildKit's session, BuildKit and ssh2 are not in the bundle: stand-ins require them on first call.
+    const text = fs.readFileSync(path.join(dir, "dockerode.cjs"), "utf8");
+    for (const file of ["dockerode/lib/session.js", "dockerode/lib/buildkit.js", "docker-modem/lib/ssh.js"])
+      expect(text).toContain(`real ??= require(${JSON.stringify(file)})`);
+    expect(text).not.toMatch(/require\("(ssh2|protobufjs|@grpc\/grpc-js)"\)/);
   });
 
   it("yaml: the same documents and errors", () => {
