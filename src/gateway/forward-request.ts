@@ -9,7 +9,7 @@ import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Transform } from "node:stream";
-import { codings, decoderFor } from "../util/content-codings.js";
+import { codings, decoderFor, MAX_CODING_LAYERS } from "../util/content-codings.js";
 import { ScrubStream, TextScrubber } from "../util/scrubber.js";
 import { errorBody, sendJson } from "./gateway-refusal.js";
 import type { CompiledRoute } from "./gateway-routes.js";
@@ -187,8 +187,9 @@ function relayResponse(
   // The gateway asks for identity; a body compressed anyway is decoded, so it can be scrubbed.
   const transfer = codings(upstreamRes.headers["transfer-encoding"]).filter((c) => c !== "chunked");
   const content = codings(upstreamRes.headers["content-encoding"]);
-  const decoders = [...transfer, ...content].reverse().map(decoderFor);
-  if (route.scrub.length > 0 && decoders.includes(null)) {
+  const layers = [...transfer, ...content];
+  const decoders = layers.length > MAX_CODING_LAYERS ? [null] : layers.reverse().map(decoderFor);
+  if (decoders.includes(null) && (route.scrub.length > 0 || layers.length > MAX_CODING_LAYERS)) {
     // A coding nothing here can undo could hide the key: the sandbox gets none of it.
     tap?.onHeaders(state.status, upstreamRes.headers);
     answerItself(

@@ -3,6 +3,7 @@
 import http from "node:http";
 import type net from "node:net";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
+import { framedRequestHeaders, http1RequestHasBody, sendRequestBody } from "../http/request-framing.js";
 import { refuseResponse } from "./http-refusal.js";
 
 interface PlainRequestTarget {
@@ -22,12 +23,14 @@ export function forwardPlainRequest(
   target: PlainRequestTarget,
 ): Promise<void> {
   const { url, port } = target;
+  const hasBody = http1RequestHasBody(req.headers);
+  const headers = framedRequestHeaders(withoutHopByHop(req.headers, { host: url.host }), hasBody);
   const upstream = http.request({
     host: target.address,
     port,
     method: req.method,
     path: `${url.pathname}${url.search}`,
-    headers: withoutHopByHop(req.headers, { host: url.host }),
+    headers,
     setHost: false,
     agent: false,
     timeout: target.connectTimeoutMs,
@@ -65,8 +68,7 @@ export function forwardPlainRequest(
   res.on("close", () => {
     if (!res.writableFinished) upstream.destroy();
   });
-  req.pipe(upstream);
-  req.resume();
+  sendRequestBody(req, upstream, headers, hasBody);
   return new Promise((resolve) =>
     upstream.once("close", () => {
       // The request closes before its socket does (without an agent the socket is ended after it).

@@ -4,10 +4,12 @@
 // verified HTTPS connection to the checked address (upstream-client.ts), and the answer comes
 // back scrubbed of every secret's value (util/scrubber.ts). Other hosts keep plain tunnels.
 import type http from "node:http";
+import type http2 from "node:http2";
 import type net from "node:net";
 import { pipeline, type Readable, type Transform } from "node:stream";
 import { connectionTokens, HOP_BY_HOP_HEADERS } from "../http/hop-by-hop-headers.js";
-import { codings, decoderFor } from "../util/content-codings.js";
+import { http1RequestHasBody } from "../http/request-framing.js";
+import { codings, decoderFor, MAX_CODING_LAYERS } from "../util/content-codings.js";
 import { canonicalHost } from "../util/host-name.js";
 import { headerForms, type Replacement, ScrubStream, scrubText, secretForms } from "../util/scrubber.js";
 import { HostCertificates } from "./cert-cache.js";
@@ -138,7 +140,12 @@ export function createSecretInterception(options: SecretInterceptionOptions): In
     // Each header value the proxy produced, also without its scheme (a bare Basic credential).
     const scrub = [...verdict.scrub.flatMap((r) => headerForms(r.find, r.replace)), ...runScrub];
     const failed = (reason: string) => ctx.report({ action: "failed", ...base, reason });
-    ctx.upstream.request({ method, path, authority: authority || target.host, headers, body: req }).then(
+    // HTTP/2 says whether a body follows (no END_STREAM on the headers), HTTP/1.x by its framing headers.
+    const hasBody =
+      req.httpVersionMajor === 2
+        ? !(req as http2.Http2ServerRequest).stream.endAfterHeaders
+        : http1RequestHasBody(req.headers);
+    ctx.upstream.request({ method, path, authority: authority || target.host, headers, body: req, hasBody }).then(
       (response) => {
         // Inside a promise's callback a throw would be an unhandled rejection, which ends the process.
         try {
@@ -200,6 +207,13 @@ function relayResponse(
   // (HTTP/1.1 `Transfer-Encoding: gzip, chunked`: Node undoes `chunked` only, the gzip stays).
   const content = codings(headers["content-encoding"]);
   const transfer = codings(response.headers["transfer-encoding"]).filter((c) => c !== "chunked");
+  if (transfer.length + content.length > MAX_CODING_LAYERS) {
+    response.body.destroy();
+    const reason = `the upstream answered with ${transfer.length + content.length} codings, more than the ${MAX_CODING_LAYERS} undone to scrub a body of secrets`;
+    onFailure(reason);
+    answer(res, 502, reason);
+    return;
+  }
   const decoders = [...transfer, ...content].reverse().map((coding) => ({ coding, decoder: decoderFor(coding) }));
   const unknown = decoders.find((d) => d.decoder === null);
   if (unknown) {
@@ -223,13 +237,42 @@ function relayResponse(
 }
 
 /**
- * The request's headers minus HTTP/2 pseudo-headers, Host, hop-by-hop headers and Expect (the
- * sandbox's client already had its 100 Continue from the terminator).
+ * Headers a front end or framework may take the request's authority, URL or client from instead of
+ * its target and Host (a CDN in front of the secret's host, a reverse proxy honouring
+ * X-Forwarded-Host): they never travel with an injected secret (review, session 44), as the
+ * gateway relays none beside a provider key (docs/security.md N8).
+ */
+const ROUTING_HEADERS: ReadonlySet<string> = new Set([
+  "forwarded",
+  "x-forwarded-host",
+  "x-forwarded-server",
+  "x-forwarded-port",
+  "x-forwarded-proto",
+  "x-forwarded-scheme",
+  "x-forwarded-prefix",
+  "x-forwarded-uri",
+  "x-forwarded-path",
+  "x-forwarded-for",
+  "x-real-ip",
+  "x-original-url",
+  "x-original-uri",
+  "x-original-host",
+  "x-rewrite-url",
+  "x-host",
+  "x-http-host-override",
+]);
+
+/**
+ * The request's headers minus HTTP/2 pseudo-headers, Host, hop-by-hop headers and those its
+ * Connection header names, routing headers (ROUTING_HEADERS), and Expect (the sandbox's client
+ * already had its 100 Continue from the terminator).
  */
 function forwardableHeaders(incoming: http.IncomingHttpHeaders): Record<string, HeaderValue | undefined> {
+  const named = connectionTokens(incoming);
   const out: Record<string, HeaderValue | undefined> = {};
   for (const [name, value] of Object.entries(incoming)) {
-    if (name.startsWith(":") || name === "host" || name === "expect" || HOP_BY_HOP_HEADERS.has(name)) continue;
+    if (name.startsWith(":") || name === "host" || name === "expect") continue;
+    if (HOP_BY_HOP_HEADERS.has(name) || named.has(name) || ROUTING_HEADERS.has(name)) continue;
     out[name] = value;
   }
   return out;

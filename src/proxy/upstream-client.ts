@@ -9,6 +9,7 @@ import https from "node:https";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream";
 import tls from "node:tls";
+import { framedRequestHeaders, sendRequestBody } from "../http/request-framing.js";
 import type { HeaderValue } from "./header-rewriter.js";
 
 interface UpstreamTarget {
@@ -26,6 +27,8 @@ interface UpstreamRequest {
   authority: string;
   headers: Record<string, HeaderValue>;
   body: Readable;
+  /** Whether the sandbox's request has a body (over HTTP/1.1 it is framed again: request-framing.ts). */
+  hasBody: boolean;
 }
 
 interface UpstreamResponse {
@@ -86,12 +89,13 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
   /** `onClose`: the exchange is over (answer read to its end, or failed). */
   const viaHttp1 = (request: UpstreamRequest, onClose: () => void): Promise<UpstreamResponse> =>
     new Promise((resolve, reject) => {
+      const headers = framedRequestHeaders({ ...request.headers, host: request.authority }, request.hasBody);
       const req = https.request({
         ...tlsOptions(),
         agent,
         method: request.method,
         path: request.path,
-        headers: { ...request.headers, host: request.authority },
+        headers,
         setHost: false,
         timeout: target.connectTimeoutMs,
       });
@@ -102,7 +106,7 @@ export function createUpstream(target: UpstreamTarget, preferHttp2: boolean): Up
         resolve({ status: res.statusCode ?? 502, headers: definedHeaders(res.headers), body: res });
       });
       req.once("error", reject);
-      pipeline(request.body, req, () => {});
+      sendRequestBody(request.body, req, headers, request.hasBody);
     });
 
   const viaHttp2 = (

@@ -593,6 +593,14 @@ describe("model gateway", () => {
           res.writeHead(401, { ...headers, "content-encoding": "gzip" });
           return res.end(zlib.gzipSync(body));
         }
+        if (req.url?.includes("layers")) {
+          // Four gzip layers are undone; a fifth is one more than the gateway undoes.
+          const count = Number(/layers=(\d)/.exec(req.url)?.[1]);
+          let layered = body;
+          for (let i = 0; i < count; i++) layered = zlib.gzipSync(layered);
+          res.writeHead(401, { ...headers, "content-encoding": Array(count).fill("gzip").join(", ") });
+          return res.end(layered);
+        }
         if (req.url?.includes("zstd")) {
           res.writeHead(401, { ...headers, "content-encoding": "zstd" });
           return res.end(body);
@@ -630,7 +638,7 @@ describe("model gateway", () => {
           headers: { "content-type": "application/json", authorization: `Bearer ${PLACEHOLDER}` },
           body: chatBody("m"),
         });
-      for (const reply of [await ask(""), await ask("?gzip")]) {
+      for (const reply of [await ask(""), await ask("?gzip"), await ask("?layers=4")]) {
         expect(reply.status).toBe(401);
         const seen = JSON.stringify(reply);
         expect(seen).not.toContain("REAL");
@@ -646,6 +654,10 @@ describe("model gateway", () => {
       const zstd = await ask("?zstd");
       expect(zstd.status).toBe(502);
       expect(JSON.stringify(zstd)).not.toContain("REAL");
+      // Nor a body in more codings than it undoes (MAX_CODING_LAYERS: review, session 44).
+      const five = await ask("?layers=5");
+      expect(five.status).toBe(502);
+      expect(five.body).toContain("answered in a coding (gzip, gzip, gzip, gzip, gzip)");
       // The host side (reply parser, recorder) reads what the sandbox got: Pi's next request
       // echoes the scrubbed reply, and the conversation ledger must find it the same.
       await waitFor(() => exchanges.length > 0);

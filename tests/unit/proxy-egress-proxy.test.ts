@@ -421,6 +421,38 @@ describe("CONNECT half-close", () => {
 });
 
 describe("plain HTTP requests", () => {
+  it("a GET's body is framed again upstream (chunked, or its Content-Length when Connection names it): never read as a second request", async () => {
+    const { socketPath } = await start({ allowed: ["web.test"], answers: { "web.test": ["127.0.0.1"] } });
+    const from = webRequests.length;
+    const smuggled = "GET /smuggled HTTP/1.1\r\nHost: not-allowed.example\r\n\r\n";
+    const heads = [
+      `GET http://web.test:${webPort}/chunked HTTP/1.1\r\nHost: web.test:${webPort}\r\nTransfer-Encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      `GET http://web.test:${webPort}/named HTTP/1.1\r\nHost: web.test:${webPort}\r\nConnection: content-length\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+      `GET http://web.test:${webPort}/plain HTTP/1.1\r\nHost: web.test:${webPort}\r\nConnection: close\r\n\r\n`,
+    ];
+    const socket = net.connect(socketPath);
+    const received: Buffer[] = [];
+    socket.on("data", (c: Buffer) => received.push(c));
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write(heads.join(""));
+    await closed;
+    expect(
+      Buffer.concat(received)
+        .toString()
+        .match(/^HTTP\/1\.1 200 /gm),
+    ).toHaveLength(3);
+    const upstream = webRequests.slice(from);
+    expect(upstream.map((r) => [r.url, r.body])).toEqual([
+      ["/chunked", smuggled],
+      ["/named", smuggled],
+      ["/plain", ""],
+    ]);
+    // Framed as chunked, and a body-less GET goes without framing headers, as it came.
+    expect(upstream[0]?.headers["transfer-encoding"]).toBe("chunked");
+    expect(upstream[2]?.headers["transfer-encoding"]).toBeUndefined();
+    expect(upstream[2]?.headers["content-length"]).toBeUndefined();
+  });
+
   it("forwards an absolute-form request to an allowed host, without proxy headers", async () => {
     const { socketPath, decisions } = await start({ allowed: ["web.test"], answers: { "web.test": ["127.0.0.1"] } });
     const seen = webRequests.length;

