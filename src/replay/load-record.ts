@@ -15,6 +15,7 @@ import type { JsonSchema } from "../agent.js";
 import { usageError } from "../errors.js";
 import { type Policy, policySchemas } from "../policy/policy-schema.js";
 import {
+  loadBytes,
   RECORD_FILES,
   RECORD_FORMAT,
   RECORD_MAX_ENTRIES,
@@ -25,7 +26,7 @@ import {
   type RecordVersions,
 } from "../record/record-format.js";
 import { formatZodIssues } from "../util/config-file.js";
-import { jsonShape } from "../util/json-shape.js";
+import { DEFAULT_JSON_SHAPE_LIMITS, jsonShape } from "../util/json-shape.js";
 import { openRegularFile } from "../util/read-fd.js";
 import type { ChangedFiles } from "../workspace/workspace-snapshot.js";
 import { recordSchemaCostProblem } from "./record-schema-cost.js";
@@ -333,14 +334,29 @@ function parseExchanges(root: string, bytes: Buffer): RecordedExchange[] {
       line,
       MAX_DEPTH[RECORD_FILES.exchanges]!,
     );
-    exchanges.push(
-      parse(
-        root,
-        `${RECORD_FILES.exchanges} line ${index + 1}`,
-        recordSchemas().exchangeSchema,
-        value,
-      ) as RecordedExchange,
-    );
+    const exchange = parse(
+      root,
+      `${RECORD_FILES.exchanges} line ${index + 1}`,
+      recordSchemas().exchangeSchema,
+      value,
+    ) as RecordedExchange;
+    // The recorded request's body is JSON text inside one string: replay parses it at each request it
+    // is matched against, so its values count too, within what the live gateway would have taken
+    // (DEFAULT_JSON_SHAPE_LIMITS; review, session 44: a 120 MiB body of `{}` counted as one value held
+    // the controller 91 s and 4 GB).
+    if (exchange.request) {
+      const body = jsonShape(loadBytes(exchange.request.body), {
+        maxValues: Math.min(DEFAULT_JSON_SHAPE_LIMITS.maxValues, valuesLeft),
+        maxDepth: DEFAULT_JSON_SHAPE_LIMITS.maxDepth,
+      });
+      if (body.problem)
+        throw invalid(
+          root,
+          `${RECORD_FILES.exchanges} line ${index + 1}: the recorded request's body cannot be parsed at a bounded cost: ${body.problem} (the gateway takes at most ${DEFAULT_JSON_SHAPE_LIMITS.maxValues} values a request)`,
+        );
+      valuesLeft -= body.values;
+    }
+    exchanges.push(exchange);
   }
   return exchanges.sort((a, b) => a.seq - b.seq);
 }

@@ -3,6 +3,7 @@
 // artifact, a pull request): every string, list and map has a cap, and what could name something on
 // the host is checked for shape here and never used as a host path, command or credential source.
 // Other fields pass through (newer writers may add some), within the file's size and depth caps.
+import http from "node:http";
 import path from "node:path";
 import { lazily, z } from "../util/zod.js";
 
@@ -10,6 +11,17 @@ import { lazily, z } from "../util/zod.js";
 const MAX_LIST = 100_000;
 const MAX_NAME = 256;
 const MAX_PATH = 4096;
+
+/** Whether Node's HTTP would send this header (its name a token, its values without CR, LF or NUL). */
+function httpHeaderOk(name: string, value: string | string[]): boolean {
+  try {
+    http.validateHeaderName(name);
+    for (const one of Array.isArray(value) ? value : [value]) http.validateHeaderValue(name, one);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** The record files' schemas, built on first use: importing the library loads no zod (session 27). */
 export const recordSchemas = lazily(() => {
@@ -87,7 +99,12 @@ export const recordSchemas = lazily(() => {
   const storedBytes = z.union([z.object({ text: z.string() }), z.object({ base64: z.string() })]);
   const headers = z
     .record(z.string().max(MAX_NAME), z.union([z.string(), z.array(z.string()).max(64)]))
-    .refine((h) => Object.keys(h).length <= 256, { message: "has more than 256 headers" });
+    .refine((h) => Object.keys(h).length <= 256, { message: "has more than 256 headers" })
+    // Replay writes a response's headers back to Pi: one HTTP cannot carry (CR/LF in a value) threw
+    // from a timer of the paced replay and ended the controller mid-run (review, session 44).
+    .refine((h) => Object.entries(h).every(([name, value]) => httpHeaderOk(name, value)), {
+      message: "holds a header name or value HTTP cannot carry",
+    });
   const exchangeSchema = z
     .object({
       seq: z.number().int().positive(),

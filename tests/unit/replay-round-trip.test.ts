@@ -231,6 +231,23 @@ describe("replay: a record played back through the real gateway", () => {
     await close();
   });
 
+  it("--replay-speed recorded: a step that throws (a header Node refuses) ends that answer, not the process (review, session 44)", async () => {
+    const record = loadRecord(recordDir);
+    // Past the load's check, as a record that passed it could still hold what Node refuses.
+    const exchanges = record.exchanges.map((e, i) =>
+      i === 0 ? { ...e, response: { ...e.response!, headers: { ...e.response!.headers, "x-evil": "a\r\nb" } } } : e,
+    );
+    const server = await startReplayServer({ exchanges, api: "openai-completions", mode: "strict", speed: "recorded" });
+    const gateway = await gatewayTo(server.baseUrl, fs.mkdtempSync(path.join(root, "replay-")));
+    // The answer breaks off (the gateway tells Pi the upstream failed)...
+    expect((await post(gateway.socketPath, body("list"))).status).toBe(502);
+    // ...and the replay lives on: the next request gets the next recorded reply.
+    const next = await post(gateway.socketPath, body("list", afterTool("file.txt")));
+    expect([next.status, next.body]).toEqual([200, recordedReplies[1]]);
+    await gateway.close();
+    await server.close();
+  });
+
   it("strict: a tool result that differs stops the replay, naming the message and both texts", async () => {
     const { gateway, divergences, close } = await replay("strict");
     await post(gateway.socketPath, body("list"));
@@ -375,6 +392,29 @@ describe("replay: records that do not check out are refused", () => {
     fs.writeFileSync(file, "\n".repeat(100_001));
     rehash(dir);
     expect(refusal(dir).message).toContain("exchanges.jsonl has more than 100000 lines");
+  });
+
+  it("a recorded header HTTP cannot carry, or a request body of more values than the gateway takes, is refused at load (review, session 44)", () => {
+    const edit = (
+      change: (exchange: { request: { body: unknown }; response: { headers: Record<string, string> } }) => void,
+    ) => {
+      const dir = copy();
+      const file = path.join(dir, "exchanges.jsonl");
+      const [first, ...rest] = fs.readFileSync(file, "utf8").trimEnd().split("\n");
+      const exchange = JSON.parse(first!);
+      change(exchange);
+      fs.writeFileSync(file, `${[JSON.stringify(exchange), ...rest].join("\n")}\n`);
+      rehash(dir);
+      return dir;
+    };
+    const header = refusal(edit((e) => void (e.response.headers["x-evil"] = "a\r\nb")));
+    expect(header.code).toBe("usage");
+    expect(header.message).toContain("holds a header name or value HTTP cannot carry");
+    expect(refusal(edit((e) => void (e.response.headers["bad name"] = "x"))).message).toContain("HTTP cannot carry");
+    // One string in the line, 1,000,001 values once replay parses it at a request.
+    const values = refusal(edit((e) => void (e.request.body = { text: `[${"0,".repeat(1_000_000)}0]` })));
+    expect(values.code).toBe("usage");
+    expect(values.message).toContain("the recorded request's body cannot be parsed at a bounded cost");
   });
 
   it("a record of format 1 (no model traffic), re-hashed so its sums match, is refused with what to do", () => {
