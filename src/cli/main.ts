@@ -4,6 +4,7 @@ import { nodeTooOld } from "../util/node-version.js";
 import { openFilesLimit } from "../util/open-files-limit.js";
 import { outputWasLost, processIo, readerGone } from "./cli-io.js";
 import { EXIT } from "./exit-codes.js";
+import { stopOnCrash } from "./stop-on-crash.js";
 
 // A Node older than package.json's engines is refused first, every command and --version alike: on
 // Node 18, --version, --help, --dry-run and doctor answered as if all was well and a real run
@@ -25,8 +26,11 @@ if (openFilesLimit() < MIN_OPEN_FILES) {
   );
   process.exit(EXIT.usage);
 }
+const crash = stopOnCrash(process, (text) => process.stderr.write(text));
 const { runCli } = await import("./program.js");
-const code = await runCli(process.argv.slice(2), processIo(), process);
+const ran = await runCli(process.argv.slice(2), processIo(), process);
+// A command a crash stopped ended as if by SIGTERM: its exit code says the failure (1).
+const code = crash.crashed() === undefined ? ran : EXIT.agentFailed;
 // Exit once stdout has drained: the Docker client keeps sockets alive otherwise. Output that could
 // not be written (a full disk) fails an otherwise successful command.
 process.stdout.write("", (error?: NodeJS.ErrnoException | null) => {

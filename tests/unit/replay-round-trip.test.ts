@@ -237,7 +237,13 @@ describe("replay: a record played back through the real gateway", () => {
     const exchanges = record.exchanges.map((e, i) =>
       i === 0 ? { ...e, response: { ...e.response!, headers: { ...e.response!.headers, "x-evil": "a\r\nb" } } } : e,
     );
-    const server = await startReplayServer({ exchanges, api: "openai-completions", mode: "strict", speed: "recorded" });
+    const server = await startReplayServer({
+      exchanges,
+      api: "openai-completions",
+      mode: "strict",
+      speed: "recorded",
+      onDivergence: () => {},
+    });
     const gateway = await gatewayTo(server.baseUrl, fs.mkdtempSync(path.join(root, "replay-")));
     // The answer breaks off (the gateway tells Pi the upstream failed)...
     expect((await post(gateway.socketPath, body("list"))).status).toBe(502);

@@ -1,0 +1,35 @@
+// An exception nothing caught (a bug: review, session 44 found one thrown from a paced replay's
+// timer by a hostile record) must not end the process between the sandbox's writes and their
+// judgement, leaving its container, run folder and lent workspace behind. The first one is said
+// on stderr and stops the command as SIGTERM does (the sandbox stopped, judged and removed; every
+// command that starts a sandbox listens: stop-signals.ts); the exit code is then 1, not 143. Where
+// no command listens, or a second one comes, the process ends at once with 1.
+import { EXIT } from "./exit-codes.js";
+
+export interface CrashStop {
+  /** The first uncaught exception, if there was one. */
+  crashed(): unknown;
+}
+
+export function stopOnCrash(
+  proc: Pick<NodeJS.Process, "on" | "emit" | "listenerCount" | "exit">,
+  stderr: (text: string) => void,
+): CrashStop {
+  let first: unknown;
+  let seen = false;
+  proc.on("uncaughtException", (error: unknown) => {
+    const words = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    if (seen || proc.listenerCount("SIGTERM") === 0) {
+      stderr(`sandbox-run: internal error (${words.slice(0, 500)}); exiting.\n`);
+      proc.exit(EXIT.agentFailed);
+      return;
+    }
+    seen = true;
+    first = error;
+    stderr(
+      `sandbox-run: internal error (${words.slice(0, 500)}); stopping the command as SIGTERM would, so the sandbox is stopped, judged and removed. Please report this.\n`,
+    );
+    proc.emit("SIGTERM", "SIGTERM");
+  });
+  return { crashed: () => first };
+}
