@@ -264,13 +264,17 @@ function canonical(dir: string): string {
 function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tasksFile?: string): void {
   // Any policy that is not one sandbox-run ships is a file (a bare "review" is ./review).
   const isFile = (value: string | undefined): value is string => value !== undefined && !isNamedPolicy(value);
-  const files: Array<{ flag: string; at: string; readFor?: BatchTask }> = [
+  const files: Array<{ flag: string; at: string; readFor?: BatchTask; config?: boolean }> = [
     ...(flags.recordDir ? [{ flag: "--record-dir", at: flags.recordDir }] : []),
     ...(flags.resume ? [{ flag: "--resume", at: flags.resume }] : []),
   ];
-  // A rerun (--resume) reads the tasks file again, after the first run's sandboxes ran (a first
-  // run reads it before any task starts).
-  if (tasksFile && flags.resume) files.push({ flag: "the tasks file", at: path.resolve(tasksFile) });
+  // A rerun (--resume) reads the tasks file again, after the first run's sandboxes ran. A first run
+  // reads it before any task starts, but one inside a task's folder is that tree's own file (a
+  // repository's `tasks.jsonl`): it names every task's folders, policy, model and schema, as a
+  // policy file there would (docs/security.md E5; review, session 44), and is refused as one is,
+  // unless the caller accepts it.
+  if (tasksFile && (flags.resume || !flags.allowWorkspaceConfig))
+    files.push({ flag: "the tasks file", at: path.resolve(tasksFile), config: !flags.resume });
   // Shared files are read for every task: with more than one, some task's sandbox runs first.
   if (tasks.length > 1) {
     if (isFile(flags.policy)) files.push({ flag: "--policy", at: path.resolve(flags.policy) });
@@ -296,7 +300,7 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
   const byTree = new Map<string, typeof folders>();
   for (const folder of folders) byTree.set(folder.tree, [...(byTree.get(folder.tree) ?? []), folder]);
   const locatedAt = new Map<string, ReturnType<typeof locatePath>>();
-  for (const { flag, at, readFor } of files) {
+  for (const { flag, at, readFor, config } of files) {
     // Resolved only up to a task's folder: a link inside one (which its sandbox may have planted
     // in an earlier run) must not decide where the batch's files go.
     const absolute = path.resolve(at);
@@ -316,6 +320,11 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
     const held = holders.find((f) => f.task !== readFor);
     if (!held) continue;
     const { task, folder } = held;
+    if (config)
+      throw usageError(
+        `The tasks file ${at} lies inside ${folder}, a folder task "${task.id}" runs in: that tree would choose every task's folders, policy, model and schema, as a policy file inside it would.`,
+        "Keep the tasks file outside the tasks' folders (e.g. in the CI job's own checkout); if you wrote that tree yourself and trust it, pass --allow-workspace-config.",
+      );
     throw usageError(
       `${flag} ${at} lies inside ${folder}, a folder task "${task.id}" runs in: its sandbox can write there, and the batch would trust what it finds.`,
       `Give ${flag === "--record-dir" || flag === "--resume" ? flag : "that file"} a path outside every task's folders (e.g. next to the tasks file).`,

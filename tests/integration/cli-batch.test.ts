@@ -152,7 +152,17 @@ describe("sandbox-run batch", () => {
       ["batch-ok"],
     );
     const since = Math.floor(Date.now() / 1000) - 1;
-    const run = batch([file, "--models", modelsFile, "--model", "scriptd/batch-ok", "--warm", "2"]);
+    // (The tasks file lies in the tasks' folder ".": accepted as the caller's own.)
+    const run = batch([
+      file,
+      "--models",
+      modelsFile,
+      "--model",
+      "scriptd/batch-ok",
+      "--warm",
+      "2",
+      "--allow-workspace-config",
+    ]);
     const { status, stdout, stderr } = await run.done;
     expect(status, stderr).toBe(2);
     expect(stdout).toBe("");
@@ -333,11 +343,23 @@ describe("sandbox-run batch", () => {
     const { file, modelsFile } = setup(tasks, ["batch-slow"]);
     let started: () => void;
     const twoStarted = new Promise<void>((resolve) => (started = resolve));
-    const run = batch([file, "--models", modelsFile, "--model", "scripted/batch-slow", "--concurrency", "2"], {
-      onStderr: (text) => {
-        if ((text.match(/: started/g) ?? []).length >= 2) started();
+    const run = batch(
+      [
+        file,
+        "--models",
+        modelsFile,
+        "--model",
+        "scripted/batch-slow",
+        "--concurrency",
+        "2",
+        "--allow-workspace-config",
+      ],
+      {
+        onStderr: (text) => {
+          if ((text.match(/: started/g) ?? []).length >= 2) started();
+        },
       },
-    });
+    );
     await twoStarted;
     // Both running tasks' sandboxes are up (and their pool refills behind them).
     await new Promise((resolve) => setTimeout(resolve, 4000));

@@ -369,6 +369,17 @@ describe("batch: its own files stay out of the tasks' folders", () => {
         /^the tasks file .*tasks\.jsonl lies inside .*, a folder task "fix-root" runs in/,
       ),
     });
+    // In a first run too: a tasks file inside a task's folder is that tree's own file (a repository's
+    // tasks.jsonl naming other folders and policies), refused as a policy file there is (review,
+    // session 44), unless the caller accepts it.
+    expect(await batch([{ id: "fix-root", prompt: "p", cwd: "." }])).toMatchObject({
+      code: "usage",
+      shortMessage: expect.stringMatching(
+        /^The tasks file .*tasks\.jsonl lies inside .*, a folder task "fix-root" runs in: that tree would choose every task's folders, policy, model and schema/,
+      ),
+    });
+    const allowed = await batch([{ id: "fix-root", prompt: "p", cwd: "." }], { allowWorkspaceConfig: true as never });
+    expect(allowed?.shortMessage ?? "").not.toMatch(/tasks file/);
     // A task's policy in its own folder is the workspace-config rule's (refused when the task starts, unless allowed), not this one's.
     const own = await batch([fixRepo, { id: "own", prompt: "p", cwd: "own", policy: "own/policy.json" }]);
     expect(own?.shortMessage ?? "").not.toMatch(/a folder task .* runs in/);
