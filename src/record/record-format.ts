@@ -25,8 +25,8 @@ export const RECORD_FILES = {
 export const RECORD_MAX_ENTRIES = 64;
 
 /**
- * The most a reader hashes of a record (replay: of one file; show: of the whole folder). The files
- * that grow with the run (events.jsonl, within the run's output limit) are far smaller.
+ * The most a reader hashes of a record (replay and show: of the whole folder, and so of one file).
+ * The files that grow with the run (events.jsonl, within the run's output limit) are far smaller.
  */
 export const RECORD_MAX_HASHED_BYTES = 8 * 1024 * 1024 * 1024;
 

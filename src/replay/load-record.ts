@@ -219,6 +219,18 @@ function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
     if (entry === RECORD_FILES.sums || (entry === RECORD_PAGE && !sums.has(RECORD_PAGE))) continue;
     if (!sums.has(entry)) problems.push(`${entry} is not listed in ${RECORD_FILES.sums}`);
   }
+  // The listed files' sizes, summed before any is read: each has its own cap, but 64 of them at 8 GiB
+  // each took ~25 minutes to hash before the refusal (review, session 44). A size that changes while
+  // it is hashed is caught by hashFile's own cap and the sums.
+  let listedBytes = 0;
+  for (const name of sums.keys()) {
+    if (names.has(name)) listedBytes += sizeOf(at(name));
+  }
+  if (listedBytes > MAX_HASHED_BYTES)
+    throw usageError(
+      `The record ${root} holds ${Math.round(listedBytes / 1024 / 1024)} MiB in the files ${RECORD_FILES.sums} lists, more than replay reads (${MAX_HASHED_BYTES / 1024 / 1024 / 1024} GiB in all).`,
+      HINT,
+    );
   for (const [name, expected] of sums) {
     if (!names.has(name)) {
       problems.push(`${name} is listed in ${RECORD_FILES.sums} but missing`);
@@ -253,6 +265,15 @@ function parseSums(root: string, text: string): Map<string, string> {
     sums.set(match[2]!, match[1]!);
   }
   return sums;
+}
+
+/** A listed entry's size, its link's own (never followed); 0 where it cannot be read (hashFile says why). */
+function sizeOf(file: string): number {
+  try {
+    return fs.lstatSync(file).size;
+  } catch {
+    return 0;
+  }
 }
 
 /** The file's sha256, read through one descriptor; its content too when `keep`. Never follows a link. */

@@ -423,6 +423,20 @@ describe("replay: records that do not check out are refused", () => {
     expect(values.message).toContain("the recorded request's body cannot be parsed at a bounded cost");
   });
 
+  it("listed files past 8 GiB in all are refused before any is hashed (review, session 44: ~25 minutes of hashing first)", () => {
+    const dir = copy();
+    // Two sparse files of 5 GiB (no disk used), each under the per-file cap, listed with any sum.
+    for (const name of ["extra-1", "extra-2"]) {
+      fs.truncateSync(fs.openSync(path.join(dir, name), "w"), 5 * 1024 ** 3);
+      fs.appendFileSync(path.join(dir, "SHA256SUMS"), `${"0".repeat(64)}  ${name}\n`);
+    }
+    const error = refusal(dir);
+    expect(error.code).toBe("usage");
+    expect(error.message).toMatch(
+      /holds \d+ MiB in the files SHA256SUMS lists, more than replay reads \(8 GiB in all\)/,
+    );
+  });
+
   it("a record of format 1 (no model traffic), re-hashed so its sums match, is refused with what to do", () => {
     const dir = copy();
     const metaFile = path.join(dir, "meta.json");
