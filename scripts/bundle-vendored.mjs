@@ -71,9 +71,30 @@ const VENDORED = {
 const DEFERRED = [
   { importer: "dockerode/lib/docker.js", request: "./session", file: "dockerode/lib/session.js" },
   { importer: "dockerode/lib/docker.js", request: "./buildkit", file: "dockerode/lib/buildkit.js" },
-  { importer: "docker-modem/lib/modem.js", request: "./ssh", file: "docker-modem/lib/ssh.js" },
-  { importer: "docker-modem/lib/modem.js", request: "split-ca", file: "split-ca/index.js" },
+  { importer: "docker-modem/lib/modem.js", request: "./ssh", file: "docker-modem/lib/ssh.js", via: ["docker-modem"] },
+  { importer: "docker-modem/lib/modem.js", request: "split-ca", file: "split-ca/index.js", via: ["docker-modem"] },
 ];
+
+/**
+ * A stand-in's source: the real module, required on the first call, is found as its package finds
+ * it: from dockerode (sandbox-run's own dependency), then through each package of `via`. An install
+ * that does not hoist (npm's `--install-strategy=linked`, pnpm) has docker-modem and split-ca only
+ * beside dockerode, where a bare require from dist/vendor does not look (review, session 44).
+ */
+function standInSource({ file, via = [] }) {
+  return [
+    'const { createRequire } = require("node:module");',
+    "let real;",
+    "module.exports = function (...args) {",
+    "  if (!real) {",
+    '    let from = createRequire(require.resolve("dockerode/package.json"));',
+    `    for (const name of ${JSON.stringify(via)}) from = createRequire(from.resolve(\`\${name}/package.json\`));`,
+    `    real = from(${JSON.stringify(file)});`,
+    "  }",
+    "  return real.apply(this, args);",
+    "};",
+  ].join("\n");
+}
 
 /** The esbuild plugin that puts DEFERRED's stand-ins in place of their modules. */
 const deferRarelyUsed = {
@@ -84,12 +105,12 @@ const deferRarelyUsed = {
       return namespace === "file" && deferred ? { path: deferred.file, namespace: "deferred" } : undefined;
     });
     build.onLoad({ filter: /.*/, namespace: "deferred" }, ({ path: file }) => ({
-      contents: `let real;\nmodule.exports = function (...args) {\n  real ??= require(${JSON.stringify(file)});\n  return real.apply(this, args);\n};`,
+      contents: standInSource(DEFERRED.find((d) => d.file === file)),
       loader: "js",
       resolveDir: root,
     }));
-    // The stand-in's own require stays a require, of the package's file where the bundle runs.
-    build.onResolve({ filter: /\.js$/ }, ({ path: request, namespace }) =>
+    // The stand-in's own requires stay requires, made where the bundle runs.
+    build.onResolve({ filter: /.*/ }, ({ path: request, namespace }) =>
       namespace === "deferred" ? { path: request, external: true } : undefined,
     );
   },

@@ -164,8 +164,42 @@ describe("the vendored bundles", () => {
     // BuildKit's session, BuildKit and ssh2 are not in the bundle: stand-ins require them on first call.
     const text = fs.readFileSync(path.join(dir, "dockerode.cjs"), "utf8");
     for (const file of ["dockerode/lib/session.js", "dockerode/lib/buildkit.js", "docker-modem/lib/ssh.js"])
-      expect(text).toContain(`real ??= require(${JSON.stringify(file)})`);
+      expect(text).toContain(`real = from(${JSON.stringify(file)})`);
     expect(text).not.toMatch(/require\("(ssh2|protobufjs|@grpc\/grpc-js)"\)/);
+  });
+
+  it("dockerode: a stand-in finds its module through dockerode where the install does not hoist (review, session 44)", () => {
+    // An installation laid out as npm's --install-strategy=linked or pnpm lay it out: only dockerode
+    // beside sandbox-run, docker-modem in dockerode's own node_modules (split-ca beside docker-modem).
+    const install = fs.mkdtempSync(path.join(dir, "linked-"));
+    fs.mkdirSync(path.join(install, "dist/vendor"), { recursive: true });
+    fs.copyFileSync(path.join(dir, "dockerode.cjs"), path.join(install, "dist/vendor/dockerode.cjs"));
+    const dockerode = path.join(install, "node_modules/dockerode");
+    fs.mkdirSync(path.join(dockerode, "node_modules"), { recursive: true });
+    const real = path.dirname(require.resolve("dockerode/package.json"));
+    fs.copyFileSync(path.join(real, "package.json"), path.join(dockerode, "package.json"));
+    fs.symlinkSync(path.join(real, "lib"), path.join(dockerode, "lib"));
+    fs.symlinkSync(
+      path.dirname(require.resolve("docker-modem/package.json")),
+      path.join(dockerode, "node_modules/docker-modem"),
+    );
+    // DOCKER_CERT_PATH makes docker-modem read its CA through split-ca when a client is made.
+    const certs = fs.mkdtempSync(path.join(dir, "certs-"));
+    const pem = (n: number) => `-----BEGIN CERTIFICATE-----\nQ0E${n}\n-----END CERTIFICATE-----\n`;
+    fs.writeFileSync(path.join(certs, "ca.pem"), `${pem(1)}${pem(2)}`);
+    for (const name of ["cert.pem", "key.pem"]) fs.writeFileSync(path.join(certs, name), "x");
+    const script = `const Docker = require(${JSON.stringify(path.join(install, "dist/vendor/dockerode.cjs"))}); console.log(JSON.stringify(new Docker().modem.ca));`;
+    const out = execFileSync(process.execPath, ["-e", script], {
+      cwd: install,
+      env: {
+        PATH: process.env.PATH,
+        DOCKER_HOST: "tcp://127.0.0.1:2376",
+        DOCKER_TLS_VERIFY: "1",
+        DOCKER_CERT_PATH: certs,
+      },
+      encoding: "utf8",
+    });
+    expect(JSON.parse(out)).toEqual([pem(1).trim(), pem(2).trim()]);
   });
 
   it("yaml: the same documents and errors", () => {
