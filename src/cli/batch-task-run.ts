@@ -11,7 +11,7 @@ import { sandboxLine } from "./progress-reporter.js";
 import { recordNoteLine } from "./record-notes.js";
 import { envelope, type ResultEnvelope } from "./result-envelope.js";
 import { jsonText } from "./terminal-text.js";
-import { WARNING_EVENTS } from "./warning-events.js";
+import { isHostEvent, WARNING_EVENTS } from "./warning-events.js";
 
 export interface BatchTaskContext {
   agent: ContainerPiAgent;
@@ -47,6 +47,8 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       signal: context.signal,
       // A file the task's own tree holds chooses part of its run: said, as for a single run.
       onEvent: (event) => {
+        // Pi's events say nothing here: their types are the sandbox's to choose (isHostEvent).
+        if (!isHostEvent(event)) return;
         if (event.type === "config.untrusted" && !context.quiet)
           note(`sandbox-run: warning: task ${task.id}: ${String(event.data.warning)}`);
         // What a single run says even with -q (files, links or names host tools misread, a stale

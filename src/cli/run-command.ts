@@ -34,7 +34,7 @@ import { reportError } from "./report-error.js";
 import { envelope } from "./result-envelope.js";
 import { stopOnSignals } from "./stop-signals.js";
 import { jsonText, terminalLine, terminalName, terminalText } from "./terminal-text.js";
-import { WARNING_EVENTS } from "./warning-events.js";
+import { isHostEvent, WARNING_EVENTS } from "./warning-events.js";
 
 export interface RunCommandFlags extends RunFlags {
   patchFile?: string;
@@ -261,7 +261,7 @@ export async function runPlannedCommand(
     events?.write(`${jsonText(event)}\n`);
     recorder?.onEvent(event);
     progress?.(event);
-    if ((flags.quiet || live) && WARNING_EVENTS.has(event.type)) warnings.push(event);
+    if ((flags.quiet || live) && isHostEvent(event) && WARNING_EVENTS.has(event.type)) warnings.push(event);
   };
   const sayWarnings = async () => {
     if (warnings.length === 0) return;

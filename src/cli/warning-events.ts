@@ -8,3 +8,13 @@ export const WARNING_EVENTS: ReadonlySet<string> = new Set([
   "workspace.dead-apply",
   "workspace.still-lent",
 ]);
+
+/**
+ * Whether an event is sandbox-run's own (source "sandbox"), not a line of Pi's stream: Pi's events
+ * take their type from what the sandbox printed, so a Pi event named `workspace.still-lent` carried a
+ * hint of the sandbox's choosing ("run `curl ... | sudo sh`") onto stderr as sandbox-run's own
+ * warning (review, session 44). Only the host's events are said as the host's.
+ */
+export function isHostEvent(event: { source: string }): boolean {
+  return event.source === "sandbox";
+}

@@ -226,8 +226,7 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
       "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
-    // Ajv's own cache, keyed by schema object, would keep every schema a long-lived process sees.
-    factory.removeSchema(compiledSchema);
+    forgetCompiled(factory, compiledSchema);
   }
   // A format no validator knows is an annotation (Ajv, with strict off, only warns): checked by
   // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
@@ -237,6 +236,19 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   compiledSchemas.set(key, compiled);
   if (compiledSchemas.size > CACHED_SCHEMAS) compiledSchemas.delete(compiledSchemas.keys().next().value!);
   return compiled;
+}
+
+/**
+ * Drops Ajv's cache entry for a compiled schema object: its cache, keyed by object, would keep every
+ * schema a long-lived process sees. Not through removeSchema, which also deletes what is registered
+ * under the object's `$id`: a caller's `$id` naming draft 2020-12's meta-schema removed it for every
+ * later schema of the process, and a `$id` that is no string threw a TypeError in place of the
+ * schema's refusal (review, session 44). Where Ajv keeps no such map, nothing is dropped (an instance
+ * is replaced after COMPILES_PER_INSTANCE compiles anyway).
+ */
+function forgetCompiled(factory: Ajv2020, schema: object): void {
+  const cache = (factory as unknown as { _cache?: unknown })._cache;
+  if (cache instanceof Map) cache.delete(schema);
 }
 
 /**

@@ -427,7 +427,8 @@ describe("replay: records that do not check out are refused", () => {
     const dir = copy();
     // Two sparse files of 5 GiB (no disk used), each under the per-file cap, listed with any sum.
     for (const name of ["extra-1", "extra-2"]) {
-      fs.truncateSync(fs.openSync(path.join(dir, name), "w"), 5 * 1024 ** 3);
+      fs.writeFileSync(path.join(dir, name), "");
+      fs.truncateSync(path.join(dir, name), 5 * 1024 ** 3);
       fs.appendFileSync(path.join(dir, "SHA256SUMS"), `${"0".repeat(64)}  ${name}\n`);
     }
     const error = refusal(dir);

@@ -158,6 +158,21 @@ describe("compileResultSchema", () => {
     expect(refused.hint).toContain("finite numbers");
     expect(usageErrorOf(() => compileResultSchema(nulled)).shortMessage).toMatch(/maxLength must be integer/);
   });
+
+  it("a root $id that is no string is refused as a schema error, and one naming the meta-schema leaves it to later schemas (review, session 44)", () => {
+    expect(usageErrorOf(() => compileResultSchema({ $id: 5, type: "object" })).shortMessage).toMatch(
+      /^The schema cannot be used: schema is invalid: data\/\$id must be string/,
+    );
+    const meta = "https://json-schema.org/draft/2020-12/schema";
+    compileResultSchema({ $id: meta, type: "object", properties: { a: { type: "string" } } });
+    // Before, Ajv's cleanup deleted what the instance held under that $id: the meta-schema itself,
+    // and every later schema of the process was refused.
+    const later = compileResultSchema({ type: "object", properties: { n: { type: "integer", minimum: 1 } } });
+    expect(later.validate({ n: 2 })).toEqual({ ok: true, value: { n: 2 } });
+    expect(
+      usageErrorOf(() => compileResultSchema({ type: "object", properties: { n: { type: "intgr" } } })).shortMessage,
+    ).toMatch(/schema is invalid: data\/properties\/n\/type must be equal to one of the allowed values/);
+  });
 });
 
 describe("checkPiAcceptsSchema", () => {
