@@ -98,7 +98,11 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
     if (!flags.quiet) io.stderr(`sandbox-run: ${tasksSource(file)} holds no task; nothing to run\n`);
     return EXIT.ok;
   }
-  refuseHostFilesInTaskFolders(listed, flags, file === "-" ? undefined : file);
+  refuseHostFilesInTaskFolders(listed, flags, {
+    tasksFile: file === "-" ? undefined : file,
+    allowWorkspaceConfig: flags.allowWorkspaceConfig === true || io.env.SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG === "1",
+    warn: (text) => io.stderr(`${text}\n`),
+  });
   const concurrency = wholeNumber(flags.concurrency ?? "1", "--concurrency", 1);
   // One more than run at once: the next task's sandbox is ready while a refill is being made.
   const warm = wholeNumber(flags.warm ?? String(concurrency + 1), "--warm", 0);
@@ -261,7 +265,12 @@ function canonical(dir: string): string {
  * the workspace-config rule's, checked when the task starts, before its sandbox runs), and, in a
  * rerun (--resume), the tasks file itself.
  */
-function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tasksFile?: string): void {
+function refuseHostFilesInTaskFolders(
+  tasks: BatchTask[],
+  flags: BatchFlags,
+  options: { tasksFile?: string; allowWorkspaceConfig: boolean; warn: (text: string) => void },
+): void {
+  const { tasksFile } = options;
   // Any policy that is not one sandbox-run ships is a file (a bare "review" is ./review).
   const isFile = (value: string | undefined): value is string => value !== undefined && !isNamedPolicy(value);
   const files: Array<{ flag: string; at: string; readFor?: BatchTask; config?: boolean }> = [
@@ -273,8 +282,7 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
   // repository's `tasks.jsonl`): it names every task's folders, policy, model and schema, as a
   // policy file there would (docs/security.md E5; review, session 44), and is refused as one is,
   // unless the caller accepts it.
-  if (tasksFile && (flags.resume || !flags.allowWorkspaceConfig))
-    files.push({ flag: "the tasks file", at: path.resolve(tasksFile), config: !flags.resume });
+  if (tasksFile) files.push({ flag: "the tasks file", at: path.resolve(tasksFile), config: !flags.resume });
   // Shared files are read for every task: with more than one, some task's sandbox runs first.
   if (tasks.length > 1) {
     if (isFile(flags.policy)) files.push({ flag: "--policy", at: path.resolve(flags.policy) });
@@ -320,6 +328,12 @@ function refuseHostFilesInTaskFolders(tasks: BatchTask[], flags: BatchFlags, tas
     const held = holders.find((f) => f.task !== readFor);
     if (!held) continue;
     const { task, folder } = held;
+    if (config && options.allowWorkspaceConfig) {
+      options.warn(
+        `sandbox-run: warning: the tasks file ${terminalLine(at)} lies inside ${terminalLine(folder)}, a folder task "${terminalLine(task.id)}" runs in; read as that tree's own configuration, which --allow-workspace-config accepts.`,
+      );
+      continue;
+    }
     if (config)
       throw usageError(
         `The tasks file ${at} lies inside ${folder}, a folder task "${task.id}" runs in: that tree would choose every task's folders, policy, model and schema, as a policy file inside it would.`,

@@ -26,7 +26,7 @@ if (openFilesLimit() < MIN_OPEN_FILES) {
   );
   process.exit(EXIT.usage);
 }
-const crash = stopOnCrash(process, (text) => process.stderr.write(text));
+const crash = stopOnCrash(process, (text) => process.stderr.write(text), process.env.SANDBOX_RUN_DEBUG === "1");
 const { runCli } = await import("./program.js");
 const ran = await runCli(process.argv.slice(2), processIo(), process);
 // A command a crash stopped ended as if by SIGTERM: its exit code says the failure (1).

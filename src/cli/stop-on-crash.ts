@@ -3,7 +3,9 @@
 // judgement, leaving its container, run folder and lent workspace behind. The first one is said
 // on stderr and stops the command as SIGTERM does (the sandbox stopped, judged and removed; every
 // command that starts a sandbox listens: stop-signals.ts); the exit code is then 1, not 143. Where
-// no command listens, or a second one comes, the process ends at once with 1.
+// no command listens, or a second one comes, the process ends at once with 1. SANDBOX_RUN_DEBUG=1
+// prints its stack too.
+import { inspect } from "node:util";
 import { EXIT } from "./exit-codes.js";
 
 export interface CrashStop {
@@ -14,11 +16,13 @@ export interface CrashStop {
 export function stopOnCrash(
   proc: Pick<NodeJS.Process, "on" | "emit" | "listenerCount" | "exit">,
   stderr: (text: string) => void,
+  debug = false,
 ): CrashStop {
   let first: unknown;
   let seen = false;
   proc.on("uncaughtException", (error: unknown) => {
-    const words = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    const words = describe(error);
+    if (debug && error instanceof Error && typeof error.stack === "string") stderr(`${error.stack}\n`);
     if (seen || proc.listenerCount("SIGTERM") === 0) {
       stderr(`sandbox-run: internal error (${words.slice(0, 500)}); exiting.\n`);
       proc.exit(EXIT.agentFailed);
@@ -32,4 +36,15 @@ export function stopOnCrash(
     proc.emit("SIGTERM", "SIGTERM");
   });
   return { crashed: () => first };
+}
+
+/** The exception in a few words; never throws (a thrown `Object.create(null)` has no toString). */
+function describe(error: unknown): string {
+  try {
+    return error instanceof Error
+      ? `${error.name}: ${error.message}`
+      : inspect(error, { depth: 1, breakLength: Infinity });
+  } catch {
+    return "an exception that cannot be printed";
+  }
 }

@@ -380,6 +380,20 @@ describe("batch: its own files stay out of the tasks' folders", () => {
     });
     const allowed = await batch([{ id: "fix-root", prompt: "p", cwd: "." }], { allowWorkspaceConfig: true as never });
     expect(allowed?.shortMessage ?? "").not.toMatch(/tasks file/);
+    // Accepted through the variable too, and said.
+    let said = "";
+    const viaEnv = await batchCommand(
+      path.join(root, "tasks.jsonl"),
+      { model: "scripted/x" },
+      { ...io, env: { SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG: "1" }, stderr: (text: string) => void (said += text) },
+    ).then(
+      () => undefined,
+      (e: unknown) => e as { shortMessage?: string },
+    );
+    expect(viaEnv?.shortMessage ?? "").not.toMatch(/tasks file/);
+    expect(said).toMatch(
+      /^sandbox-run: warning: the tasks file .*tasks\.jsonl lies inside .*, a folder task "fix-root" runs in; read as that tree's own configuration/m,
+    );
     // A task's policy in its own folder is the workspace-config rule's (refused when the task starts, unless allowed), not this one's.
     const own = await batch([fixRepo, { id: "own", prompt: "p", cwd: "own", policy: "own/policy.json" }]);
     expect(own?.shortMessage ?? "").not.toMatch(/a folder task .* runs in/);

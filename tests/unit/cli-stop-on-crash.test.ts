@@ -37,6 +37,12 @@ describe("stopOnCrash", () => {
     stopOnCrash(proc, (text) => void said.push(text));
     emitter.emit("uncaughtException", "not an Error");
     expect(exits).toEqual([1]);
-    expect(said).toEqual(["sandbox-run: internal error (not an Error); exiting.\n"]);
+    expect(said).toEqual(["sandbox-run: internal error ('not an Error'); exiting.\n"]);
+    // What cannot be printed (no toString) is said as such, not thrown from the handler.
+    emitter.emit("uncaughtException", Object.create(null));
+    expect(exits).toEqual([1, 1]);
+    expect(said[1]).toMatch(
+      /^sandbox-run: internal error \((\[Object: null prototype\] \{\}|an exception that cannot be printed)\); exiting/,
+    );
   });
 });
