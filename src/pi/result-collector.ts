@@ -121,12 +121,12 @@ export class ResultCollector {
     if (!message) return;
     this.#lastAssistant = message;
     const { usage } = message;
-    this.#usage.input += usage.input;
-    this.#usage.output += usage.output;
-    this.#usage.cacheRead += usage.cacheRead;
-    this.#usage.cacheWrite += usage.cacheWrite;
-    this.#usage.totalTokens += usage.totalTokens;
-    this.#usage.cost += usage.cost.total;
+    this.#usage.input += counted(usage.input);
+    this.#usage.output += counted(usage.output);
+    this.#usage.cacheRead += counted(usage.cacheRead);
+    this.#usage.cacheWrite += counted(usage.cacheWrite);
+    this.#usage.totalTokens += counted(usage.totalTokens);
+    this.#usage.cost += counted(usage.cost.total);
   }
 
   #observeToolEnd(event: PiEvent): void {
@@ -164,4 +164,13 @@ export class ResultCollector {
       reason: this.#settled ? reason : `${reason} (the event stream ended before Pi settled)`,
     };
   }
+}
+
+/**
+ * A count from Pi's stream, which the sandbox can write to: usage is Pi's report of what it spent,
+ * not a measurement (docs/security.md, "What is not promised"), and a negative or non-finite number
+ * there would lower the run's totals (review, session 44: -8,999,800 tokens, a cost of -123.45).
+ */
+function counted(value: number): number {
+  return Number.isFinite(value) && value > 0 ? value : 0;
 }

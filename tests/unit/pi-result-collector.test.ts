@@ -154,6 +154,14 @@ describe("ResultCollector on hand-made streams", () => {
     expect(c.usage).toEqual({ input: 300, output: 30, cacheRead: 2, cacheWrite: 4, totalTokens: 330, cost: 0.75 });
   });
 
+  it("counts no negative usage: the stream is the sandbox's to write (review, session 44)", () => {
+    const c = run([
+      assistant([toolCall("bash")], "toolUse", { usage: usage(100, 10, 0.25) }),
+      assistant([text("done")], "stop", { usage: usage(-9_000_000, -20, -123.45) }),
+    ]);
+    expect(c.usage).toEqual({ input: 100, output: 10, cacheRead: 2, cacheWrite: 4, totalTokens: 110, cost: 0.25 });
+  });
+
   it("schema mode keeps the first accepted final call and ignores later ones and other tools", () => {
     const outcome = run(
       [
