@@ -221,7 +221,7 @@ function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
   }
   // The listed files' sizes, summed before any is read: each has its own cap, but 64 of them at 8 GiB
   // each took ~25 minutes to hash before the refusal (review, session 44). A size that changes while
-  // it is hashed is caught by hashFile's own cap and the sums.
+  // it is hashed is held to what is left of the budget (hashFile's `budget`).
   let listedBytes = 0;
   for (const name of sums.keys()) {
     if (names.has(name)) listedBytes += sizeOf(at(name));
@@ -231,12 +231,14 @@ function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
       `The record ${root} holds ${Math.round(listedBytes / 1024 / 1024)} MiB in the files ${RECORD_FILES.sums} lists, more than replay reads (${MAX_HASHED_BYTES / 1024 / 1024 / 1024} GiB in all).`,
       HINT,
     );
+  let hashedBytes = 0;
   for (const [name, expected] of sums) {
     if (!names.has(name)) {
       problems.push(`${name} is listed in ${RECORD_FILES.sums} but missing`);
       continue;
     }
-    const read = hashFile(at(name), name, NEEDED.has(name));
+    const read = hashFile(at(name), name, NEEDED.has(name), MAX_HASHED_BYTES - hashedBytes);
+    if ("sha256" in read) hashedBytes += read.bytes;
     if ("problem" in read) problems.push(read.problem);
     else if (read.sha256 !== expected) problems.push(`${name} does not match its sha256 in ${RECORD_FILES.sums}`);
     else if (read.content) contents.set(name, read.content);
@@ -276,12 +278,17 @@ function sizeOf(file: string): number {
   }
 }
 
-/** The file's sha256, read through one descriptor; its content too when `keep`. Never follows a link. */
+/**
+ * The file's sha256 and size, read through one descriptor; its content too when `keep`. Never follows
+ * a link. At most `budget` bytes are read (what is left of the record's: a file that grew since its
+ * size was summed).
+ */
 function hashFile(
   file: string,
   name: string,
   keep: boolean,
-): { sha256: string; content?: Buffer } | { problem: string } {
+  budget = Number.POSITIVE_INFINITY,
+): { sha256: string; bytes: number; content?: Buffer } | { problem: string } {
   let opened: { fd: number; stat: fs.Stats };
   try {
     // Its kind is checked before anything is opened: a record extracted as root may hold a device.
@@ -293,7 +300,10 @@ function hashFile(
   }
   const { fd, stat } = opened;
   try {
-    const cap = !keep ? MAX_HASHED_BYTES : name === RECORD_FILES.exchanges ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES;
+    const cap = Math.min(
+      budget,
+      !keep ? MAX_HASHED_BYTES : name === RECORD_FILES.exchanges ? MAX_READ_BYTES : MAX_SMALL_FILE_BYTES,
+    );
     if (stat.size > cap) return { problem: tooLarge(name, cap) };
     const hash = crypto.createHash("sha256");
     const parts: Buffer[] = [];
@@ -307,14 +317,14 @@ function hashFile(
       hash.update(chunk.subarray(0, n));
       if (keep) parts.push(Buffer.from(chunk.subarray(0, n)));
     }
-    return { sha256: hash.digest("hex"), ...(keep ? { content: Buffer.concat(parts) } : {}) };
+    return { sha256: hash.digest("hex"), bytes: total, ...(keep ? { content: Buffer.concat(parts) } : {}) };
   } finally {
     fs.closeSync(fd);
   }
 }
 
 function tooLarge(name: string, cap: number): string {
-  const size = cap >= 1024 * 1024 ? `${cap / 1024 / 1024} MiB` : `${cap} bytes`;
+  const size = cap >= 1024 * 1024 ? `${Math.round(cap / 1024 / 1024)} MiB` : `${cap} bytes`;
   return `${name} is larger than replay reads (${size})`;
 }
 
