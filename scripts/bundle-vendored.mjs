@@ -61,38 +61,43 @@ const VENDORED = {
 };
 
 /**
- * Modules dockerode and docker-modem require at load time that our runs never or rarely call:
- * BuildKit's session (gRPC and protobuf), BuildKit itself, the ssh:// transport (ssh2; our ssh
- * engines go through src/engine/ssh-tunnel.ts), and split-ca (read a CA file by path; it ships no
- * licence file to bundle with it). Each exports one function; in the bundle it is a stand-in that
- * requires the real one from node_modules on its first call, as src/engine/load-dockerode.ts does
- * for the first three where there is no bundle.
+ * Modules dockerode and docker-modem require that our runs never or rarely call: BuildKit's
+ * session (gRPC and protobuf), BuildKit itself (its `followProgress`; protobuf), the ssh://
+ * transport (ssh2; our ssh engines go through src/engine/ssh-tunnel.ts), and split-ca (read a CA
+ * file by path; it ships no licence file to bundle with it). In the bundle each is a stand-in that
+ * requires the real one from node_modules on its first use (`object`: it exports an object, not a
+ * function), as src/engine/load-dockerode.ts does for session and ssh where there is no bundle.
  */
 const DEFERRED = [
   { importer: "dockerode/lib/docker.js", request: "./session", file: "dockerode/lib/session.js" },
-  { importer: "dockerode/lib/docker.js", request: "./buildkit", file: "dockerode/lib/buildkit.js" },
+  { importer: "dockerode/lib/docker.js", request: "./buildkit", file: "dockerode/lib/buildkit.js", object: true },
   { importer: "docker-modem/lib/modem.js", request: "./ssh", file: "docker-modem/lib/ssh.js", via: ["docker-modem"] },
   { importer: "docker-modem/lib/modem.js", request: "split-ca", file: "split-ca/index.js", via: ["docker-modem"] },
 ];
 
 /**
- * A stand-in's source: the real module, required on the first call, is found as its package finds
+ * A stand-in's source: the real module, required on the first use, is found as its package finds
  * it: from dockerode (sandbox-run's own dependency), then through each package of `via`. An install
  * that does not hoist (npm's `--install-strategy=linked`, pnpm) has docker-modem and split-ca only
  * beside dockerode, where a bare require from dist/vendor does not look (review, session 44).
  */
-function standInSource({ file, via = [] }) {
+function standInSource({ file, via = [], object = false }) {
   return [
     'const { createRequire } = require("node:module");',
     "let real;",
-    "module.exports = function (...args) {",
+    "const load = () => {",
     "  if (!real) {",
     '    let from = createRequire(require.resolve("dockerode/package.json"));',
     `    for (const name of ${JSON.stringify(via)}) from = createRequire(from.resolve(\`\${name}/package.json\`));`,
     `    real = from(${JSON.stringify(file)});`,
     "  }",
-    "  return real.apply(this, args);",
+    "  return real;",
     "};",
+    // A module exporting one function gets a function; one exporting an object (buildkit's
+    // `{ followProgress }`), an object whose properties are the real one's.
+    object
+      ? "module.exports = new Proxy({}, { get: (_target, key) => load()[key] });"
+      : "module.exports = function (...args) {\n  return load().apply(this, args);\n};",
   ].join("\n");
 }
 

@@ -330,7 +330,7 @@ function refuseHostFilesInTaskFolders(
     const { task, folder } = held;
     if (config && options.allowWorkspaceConfig) {
       options.warn(
-        `sandbox-run: warning: the tasks file ${terminalLine(at)} lies inside ${terminalLine(folder)}, a folder task "${terminalLine(task.id)}" runs in; read as that tree's own configuration, which --allow-workspace-config accepts.`,
+        `sandbox-run: warning: the tasks file ${terminalLine(at)} lies inside ${terminalLine(folder)}, a folder task "${terminalLine(task.id)}" runs in; read as that tree's own configuration, which --allow-workspace-config (or SANDBOX_RUN_ALLOW_WORKSPACE_CONFIG=1) accepts.`,
       );
       continue;
     }

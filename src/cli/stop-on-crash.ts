@@ -7,6 +7,7 @@
 // prints its stack too.
 import { inspect } from "node:util";
 import { EXIT } from "./exit-codes.js";
+import { terminalLine, terminalText } from "./terminal-text.js";
 
 export interface CrashStop {
   /** The first uncaught exception, if there was one. */
@@ -21,21 +22,30 @@ export function stopOnCrash(
   let first: unknown;
   let seen = false;
   proc.on("uncaughtException", (error: unknown) => {
-    const words = describe(error);
-    if (debug && error instanceof Error && typeof error.stack === "string") stderr(`${error.stack}\n`);
+    const words = terminalLine(describe(error).slice(0, 500));
+    if (debug) stderr(`${stackOf(error)}\n`);
     if (seen || proc.listenerCount("SIGTERM") === 0) {
-      stderr(`sandbox-run: internal error (${words.slice(0, 500)}); exiting.\n`);
+      stderr(`sandbox-run: internal error (${words}); exiting.\n`);
       proc.exit(EXIT.agentFailed);
       return;
     }
     seen = true;
     first = error;
     stderr(
-      `sandbox-run: internal error (${words.slice(0, 500)}); stopping the command as SIGTERM would, so the sandbox is stopped, judged and removed. Please report this.\n`,
+      `sandbox-run: internal error (${words}); stopping the command as SIGTERM would, so the sandbox is stopped, judged and removed. Please report this.\n`,
     );
     proc.emit("SIGTERM", "SIGTERM");
   });
   return { crashed: () => first };
+}
+
+/** The exception's stack, as terminal text; never throws (a `stack` getter may). */
+function stackOf(error: unknown): string {
+  try {
+    return error instanceof Error && typeof error.stack === "string" ? terminalText(error.stack) : "(no stack)";
+  } catch {
+    return "(a stack that cannot be printed)";
+  }
 }
 
 /** The exception in a few words; never throws (a thrown `Object.create(null)` has no toString). */

@@ -1,6 +1,8 @@
 // Pi's events as the few steps a person follows a run by: a turn starts, a tool starts or ends, the
 // model replies. The CLI renders these and never reads Pi's event shapes itself. Every string here
 // comes from the model or the sandbox: renderers must treat it as hostile (cli/terminal-text.ts).
+
+import { reportedCount } from "../util/reported-count.js";
 import { asAssistantMessageEnd, asToolExecutionEnd, asToolExecutionStart, type PiEvent } from "./pi-events.js";
 
 export type Progress =
@@ -34,8 +36,9 @@ export function progressOf(event: PiEvent): Progress | undefined {
       if (!message) return undefined;
       const reply = {
         kind: "model-reply" as const,
-        tokens: message.usage.totalTokens,
-        costUsd: message.usage.cost.total,
+        // Pi's report, which the sandbox can write (util/reported-count.ts).
+        tokens: reportedCount(message.usage.totalTokens),
+        costUsd: reportedCount(message.usage.cost.total),
       };
       // A failed request is a message too (stopReason "error"): not a reply (review, session 27: an
       // unreachable server read as four turns of "model replied (0 tokens)").

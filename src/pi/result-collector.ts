@@ -1,6 +1,7 @@
 // Watches Pi's events as they stream past and decides what the run produced. It keeps only
 // the few facts it needs (never the events), so memory stays flat however long the run is.
 import type { Usage } from "../sandbox-contract.js";
+import { addReported } from "../util/reported-count.js";
 import {
   type AssistantMessage,
   asAgentSettled,
@@ -121,12 +122,13 @@ export class ResultCollector {
     if (!message) return;
     this.#lastAssistant = message;
     const { usage } = message;
-    this.#usage.input += counted(usage.input);
-    this.#usage.output += counted(usage.output);
-    this.#usage.cacheRead += counted(usage.cacheRead);
-    this.#usage.cacheWrite += counted(usage.cacheWrite);
-    this.#usage.totalTokens += counted(usage.totalTokens);
-    this.#usage.cost += counted(usage.cost.total);
+    // Pi's report, which the sandbox can write (util/reported-count.ts).
+    this.#usage.input = addReported(this.#usage.input, usage.input);
+    this.#usage.output = addReported(this.#usage.output, usage.output);
+    this.#usage.cacheRead = addReported(this.#usage.cacheRead, usage.cacheRead);
+    this.#usage.cacheWrite = addReported(this.#usage.cacheWrite, usage.cacheWrite);
+    this.#usage.totalTokens = addReported(this.#usage.totalTokens, usage.totalTokens);
+    this.#usage.cost = addReported(this.#usage.cost, usage.cost.total);
   }
 
   #observeToolEnd(event: PiEvent): void {
@@ -164,13 +166,4 @@ export class ResultCollector {
       reason: this.#settled ? reason : `${reason} (the event stream ended before Pi settled)`,
     };
   }
-}
-
-/**
- * A count from Pi's stream, which the sandbox can write to: usage is Pi's report of what it spent,
- * not a measurement (docs/security.md, "What is not promised"), and a negative or non-finite number
- * there would lower the run's totals (review, session 44: -8,999,800 tokens, a cost of -123.45).
- */
-function counted(value: number): number {
-  return Number.isFinite(value) && value > 0 ? value : 0;
 }

@@ -238,7 +238,7 @@ function verifiedFiles(root: string, folder: number): Map<string, Buffer> {
       continue;
     }
     const read = hashFile(at(name), name, NEEDED.has(name), MAX_HASHED_BYTES - hashedBytes);
-    if ("sha256" in read) hashedBytes += read.bytes;
+    hashedBytes += read.bytes ?? 0;
     if ("problem" in read) problems.push(read.problem);
     else if (read.sha256 !== expected) problems.push(`${name} does not match its sha256 in ${RECORD_FILES.sums}`);
     else if (read.content) contents.set(name, read.content);
@@ -288,7 +288,7 @@ function hashFile(
   name: string,
   keep: boolean,
   budget = Number.POSITIVE_INFINITY,
-): { sha256: string; bytes: number; content?: Buffer } | { problem: string } {
+): { sha256: string; bytes: number; content?: Buffer } | { problem: string; bytes?: number } {
   let opened: { fd: number; stat: fs.Stats };
   try {
     // Its kind is checked before anything is opened: a record extracted as root may hold a device.
@@ -313,7 +313,8 @@ function hashFile(
       const n = fs.readSync(fd, chunk, 0, chunk.length, null);
       if (n === 0) break;
       total += n;
-      if (total > cap) return { problem: tooLarge(name, cap) };
+      // What was read counts against the record's budget too (a file that grew while it was read).
+      if (total > cap) return { problem: tooLarge(name, cap), bytes: total };
       hash.update(chunk.subarray(0, n));
       if (keep) parts.push(Buffer.from(chunk.subarray(0, n)));
     }

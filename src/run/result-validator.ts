@@ -217,6 +217,7 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
   // A copy with pi-schema's base as its `$id` where it has none (ROOT_BASE); the caller's schema is
   // never modified.
   const compiledSchema = rest.$id === undefined ? { $id: ROOT_BASE, ...rest } : rest;
+  const refsBefore = new Set(Object.keys(factory.refs));
   try {
     checkAgainstMetaSchema(factory, compiledSchema);
     check = factory.compile(compiledSchema);
@@ -226,7 +227,7 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
       "Pi validates the result as JSON Schema draft 2020-12: use prefixItems for tuples (not an items array), and make every $ref point into the schema.",
     );
   } finally {
-    forgetCompiled(factory, compiledSchema);
+    forgetCompiled(factory, compiledSchema, refsBefore);
   }
   // A format no validator knows is an annotation (Ajv, with strict off, only warns): checked by
   // nothing, which a typo (`emial`) makes silently so: the plan says it (review, session 27). Not
@@ -244,11 +245,15 @@ function compiledFor(rest: Record<string, unknown>): Compiled {
  * under the object's `$id`: a caller's `$id` naming draft 2020-12's meta-schema removed it for every
  * later schema of the process, and a `$id` that is no string threw a TypeError in place of the
  * schema's refusal (review, session 44). Where Ajv keeps no such map, nothing is dropped (an instance
- * is replaced after COMPILES_PER_INSTANCE compiles anyway).
+ * is replaced after COMPILES_PER_INSTANCE compiles anyway). `refsBefore`: the instance's refs before
+ * the compile.
  */
-function forgetCompiled(factory: Ajv2020, schema: object): void {
+function forgetCompiled(factory: Ajv2020, schema: object, refsBefore: ReadonlySet<string>): void {
   const cache = (factory as unknown as { _cache?: unknown })._cache;
   if (cache instanceof Map) cache.delete(schema);
+  // What the schema's nested `$id`s registered: left there, a later schema's `$ref` to the same
+  // address resolved into this one (review, session 44: refused alone, it compiled after it).
+  for (const ref of Object.keys(factory.refs)) if (!refsBefore.has(ref)) delete factory.refs[ref];
 }
 
 /**

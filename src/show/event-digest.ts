@@ -4,6 +4,8 @@
 // capped form is kept, so the events file can be of any length. Streamed updates (message_update,
 // tool_execution_update) and Pi's end-of-run copies of the conversation (turn_end, agent_end) hold
 // nothing the final events do not, and are skipped before they are parsed.
+
+import { addReported, reportedCount } from "../util/reported-count.js";
 import type { DecisionsView, EgressHostView, ToolView, TurnView } from "./run-view.js";
 import { CAPS, FRAME, TextBudget } from "./text-budget.js";
 
@@ -176,11 +178,16 @@ export class EventDigest {
     const error = str(message.errorMessage);
     if (error) turn.error = this.budget.take(error, CAPS.errorText);
     if (isObject(message.usage)) {
-      const cost = isObject(message.usage.cost) ? num(message.usage.cost.total) : num(message.usage.cost);
-      turn.usage = { input: num(message.usage.input), output: num(message.usage.output), costUsd: cost };
-      this.usage.input += turn.usage.input ?? 0;
-      this.usage.output += turn.usage.output ?? 0;
-      this.usage.costUsd += cost ?? 0;
+      // Pi's report, which the sandbox can write: no negative or unbounded count (util/reported-count.ts).
+      const count = (value: unknown) => {
+        const n = num(value);
+        return n === undefined ? undefined : reportedCount(n);
+      };
+      const cost = isObject(message.usage.cost) ? count(message.usage.cost.total) : count(message.usage.cost);
+      turn.usage = { input: count(message.usage.input), output: count(message.usage.output), costUsd: cost };
+      this.usage.input = addReported(this.usage.input, turn.usage.input ?? 0);
+      this.usage.output = addReported(this.usage.output, turn.usage.output ?? 0);
+      this.usage.costUsd = addReported(this.usage.costUsd, cost ?? 0);
       this.usage.seen = true;
     }
   }

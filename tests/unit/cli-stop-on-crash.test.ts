@@ -41,6 +41,30 @@ describe("stopOnCrash", () => {
     // What cannot be printed (no toString) is said as such, not thrown from the handler.
     emitter.emit("uncaughtException", Object.create(null));
     expect(exits).toEqual([1, 1]);
+    // With the stack asked for (SANDBOX_RUN_DEBUG): one whose stack getter throws, a Proxy whose
+    // prototype trap throws, and escapes in a message, all said without the handler throwing.
+    const debug = fakeProcess();
+    const told: string[] = [];
+    stopOnCrash(debug.proc, (text) => void told.push(text), true);
+    const odd = new Error("\x1b]0;title\x07odd");
+    Object.defineProperty(odd, "stack", {
+      get() {
+        throw new Error("no stack");
+      },
+    });
+    debug.emitter.emit("uncaughtException", odd);
+    const trap = new Proxy(
+      {},
+      {
+        getPrototypeOf() {
+          throw new Error("trap");
+        },
+      },
+    );
+    debug.emitter.emit("uncaughtException", trap);
+    expect(debug.exits).toEqual([1, 1]);
+    expect(told.join("")).not.toContain("\x1b");
+    expect(told.join("")).toContain("(a stack that cannot be printed)");
     expect(said[1]).toMatch(
       /^sandbox-run: internal error \((\[Object: null prototype\] \{\}|an exception that cannot be printed)\); exiting/,
     );

@@ -160,6 +160,12 @@ describe("ResultCollector on hand-made streams", () => {
       assistant([text("done")], "stop", { usage: usage(-9_000_000, -20, -123.45) }),
     ]);
     expect(c.usage).toEqual({ input: 100, output: 10, cacheRead: 2, cacheWrite: 4, totalTokens: 110, cost: 0.25 });
+    // Nor sums past what a number holds exactly (two 1.7e308 replies made Infinity, null in --json).
+    const huge = run([
+      assistant([toolCall("bash")], "toolUse", { usage: usage(1.7e308, 0) }),
+      assistant([text("done")], "stop", { usage: usage(1.7e308, 0) }),
+    ]);
+    expect(huge.usage.input).toBe(Number.MAX_SAFE_INTEGER);
   });
 
   it("schema mode keeps the first accepted final call and ignores later ones and other tools", () => {

@@ -159,6 +159,17 @@ describe("compileResultSchema", () => {
     expect(usageErrorOf(() => compileResultSchema(nulled)).shortMessage).toMatch(/maxLength must be integer/);
   });
 
+  it("a nested $id of one schema is nothing to a later one's $ref (review, session 44)", () => {
+    const later = {
+      type: "object",
+      properties: { a: { type: "string" }, b: { $ref: "http://x.example/a" } },
+    };
+    const alone = usageErrorOf(() => compileResultSchema(later)).shortMessage;
+    expect(alone).toMatch(/can't resolve reference http:\/\/x\.example\/a/);
+    compileResultSchema({ type: "object", properties: { a: { $id: "http://x.example/a", type: "integer" } } });
+    expect(usageErrorOf(() => compileResultSchema({ ...later, title: "again" })).shortMessage).toBe(alone);
+  });
+
   it("a root $id that is no string is refused as a schema error, and one naming the meta-schema leaves it to later schemas (review, session 44)", () => {
     expect(usageErrorOf(() => compileResultSchema({ $id: 5, type: "object" })).shortMessage).toMatch(
       /^The schema cannot be used: schema is invalid: data\/\$id must be string/,

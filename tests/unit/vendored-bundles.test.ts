@@ -200,6 +200,14 @@ describe("the vendored bundles", () => {
       encoding: "utf8",
     });
     expect(JSON.parse(out)).toEqual([pem(1).trim(), pem(2).trim()]);
+    // BuildKit's stand-in is an object, as buildkit.js's export is: followProgress reaches the real one.
+    const progress = `const Docker = require(${JSON.stringify(path.join(install, "dist/vendor/dockerode.cjs"))}); const { PassThrough } = require("node:stream"); const s = new PassThrough(); new Docker({ socketPath: "/nonexistent" }).followProgress(s, (e, out) => console.log(JSON.stringify([e, out]))); s.end('{"status":"done"}\\n');`;
+    const followed = execFileSync(process.execPath, ["-e", progress], {
+      cwd: install,
+      env: { PATH: process.env.PATH },
+      encoding: "utf8",
+    });
+    expect(JSON.parse(followed)).toEqual([null, [{ status: "done" }]]);
   });
 
   it("yaml: the same documents and errors", () => {
