@@ -5,6 +5,7 @@
 import type { RunEvent } from "../index.js";
 import { TRIP_LABELS } from "./progress-reporter.js";
 import { terminalLine as t } from "./terminal-text.js";
+import { isHostEvent } from "./warning-events.js";
 
 interface Style {
   dim: (s: string) => string;
@@ -62,7 +63,7 @@ export function createLiveStatus(
   return {
     onEvent(event) {
       const d = event.data;
-      if (event.source === "sandbox") {
+      if (isHostEvent(event)) {
         if (event.type === "container.started") phase = "Pi starting";
         else if (event.type === "limit.tripped")
           above(s.red(`✗ ${TRIP_LABELS[String(d.code)] ?? "limit"}: ${t(d.message)}`));

@@ -3,6 +3,7 @@
 // chose (tool names, arguments, paths, hosts, messages) goes through terminalLine.
 import type { RunEvent } from "../index.js";
 import { terminalLine as t } from "./terminal-text.js";
+import { isHostEvent } from "./warning-events.js";
 
 export function createProgressReporter(write: (line: string) => void): (event: RunEvent) => void {
   const toolStarts = new Map<string, number>();
@@ -10,7 +11,7 @@ export function createProgressReporter(write: (line: string) => void): (event: R
   const stamp = (event: RunEvent) => `[${(event.time / 1000).toFixed(1).padStart(5)}s]`;
   return (event) => {
     const at = stamp(event);
-    if (event.source === "sandbox") {
+    if (isHostEvent(event)) {
       const line = sandboxLine(event.type, event.data);
       if (line) write(`${at} ${line}`);
       return;

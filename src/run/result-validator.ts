@@ -80,11 +80,25 @@ interface VendoredAjv {
   draft2020MetaCheck?: MetaCheck;
 }
 
+let vendored: VendoredAjv | undefined;
+/** Ajv, ajv-formats and the build's meta-schema check where there is one; looked up once per process. */
 function vendoredAjv(): VendoredAjv {
-  return requireVendored<VendoredAjv>("ajv", (load) => ({
+  vendored ??= requireVendored<VendoredAjv>("ajv", (load) => ({
     Ajv2020: load("ajv/dist/2020.js").Ajv2020,
     addFormats: load("ajv-formats").default,
   }));
+  return vendored;
+}
+
+let prebuiltMetaCheck: MetaCheck | null | undefined;
+/** The build's meta-schema check where it was made with the result check's options, else null; decided once. */
+function usableMetaCheck(): MetaCheck | null {
+  if (prebuiltMetaCheck === undefined) {
+    const made = vendoredAjv().draft2020MetaCheck;
+    prebuiltMetaCheck =
+      made && sameOptions(made.madeWith, { ...RESULT_CHECK_AJV_OPTIONS, allErrors: true }) ? made : null;
+  }
+  return prebuiltMetaCheck;
 }
 
 /**
@@ -94,12 +108,8 @@ function vendoredAjv(): VendoredAjv {
  * CPU on a process's first schema, against ~6 ms to load it); else Ajv's validateSchema.
  */
 function checkAgainstMetaSchema(factory: Ajv2020, schema: Record<string, unknown>): void {
-  const prebuilt = vendoredAjv().draft2020MetaCheck;
-  if (
-    !prebuilt ||
-    "$schema" in schema ||
-    !sameOptions(prebuilt.madeWith, { ...RESULT_CHECK_AJV_OPTIONS, allErrors: true })
-  ) {
+  const prebuilt = usableMetaCheck();
+  if (!prebuilt || "$schema" in schema) {
     factory.validateSchema(schema, true);
     return;
   }
