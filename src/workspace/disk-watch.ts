@@ -36,6 +36,7 @@
 // (held-files.ts) and counts those too.
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
+import { setTimeout } from "node:timers/promises";
 import { type WalkEntry, WalkError, walkTree, YIELD_EVERY, yieldToEventLoop } from "./fd-walk.js";
 import { type HeldFiles, heldNamelessFiles } from "./held-files.js";
 import { shownPath } from "./violation-message.js";
@@ -159,6 +160,9 @@ interface Filesystem {
 
 /** Between counts of the trees' entries: at least this, or ten walks' time. */
 const COUNT_EVERY_MS = 2_000;
+/** Scans of the held files before an unreadable one counts, and the pause after the first (then twice it). */
+const HELD_SCAN_TRIES = 3;
+const HELD_RETRY_MS = 100;
 /** A walk's time per entry on a slow 2-core machine, to place the first count after a known baseline. */
 const WALK_MS_PER_ENTRY = 0.015;
 
@@ -295,14 +299,24 @@ export class DiskWatch {
     return undefined;
   }
 
-  /** What the container's processes hold with no name on the watched filesystems (none known: undefined). */
+  /**
+   * What the container's processes hold with no name on the watched filesystems (none known:
+   * undefined). A scan that could not read everything is tried again: a process that is ending
+   * cannot be read for a moment (its leader a zombie while its threads exit, its folders root's
+   * once its memory is gone), and on a busy filesystem that moment tripped a run blind (CI,
+   * session 44). What stays unreadable at every try is blind.
+   */
   private async heldFiles(): Promise<HeldFiles | undefined> {
     if (!this.holders) return undefined;
-    const pids = await this.holders();
-    this.abort.signal.throwIfAborted();
-    const held = await heldNamelessFiles(pids, new Set(this.filesystems.map((f) => f.dev)));
-    this.abort.signal.throwIfAborted();
-    return held;
+    const devices = new Set(this.filesystems.map((f) => f.dev));
+    for (let attempt = 1; ; attempt++) {
+      const pids = await this.holders();
+      this.abort.signal.throwIfAborted();
+      const held = await heldNamelessFiles(pids, devices);
+      this.abort.signal.throwIfAborted();
+      if (held.unreadable === 0 || held.capped || attempt === HELD_SCAN_TRIES) return held;
+      await setTimeout(HELD_RETRY_MS * attempt, undefined, { signal: this.abort.signal, ref: false });
+    }
   }
 
   /**

@@ -61,8 +61,11 @@ describe.skipIf(!chromiumAvailable())("show: a 50 MB record", () => {
       expect(await visit.page.locator("article.turn").count()).toBe(record.turns);
       const last = visit.page.locator("article.turn").last();
       await last.locator("details.tool-call > summary").click();
-      // biome-ignore lint/performance/useDomNodeTextContent: what is visible is the point
-      expect(await last.innerText()).toMatch(/more characters? not on this page \(events\.jsonl holds them\)/);
+      // The folded part is built on its toggle event, a task queued after the click (CI, session 44).
+      await expect
+        // biome-ignore lint/performance/useDomNodeTextContent: what is visible is the point
+        .poll(() => last.innerText())
+        .toMatch(/more characters? not on this page \(events\.jsonl holds them\)/);
       expect(visit.problems).toEqual([]);
       expect(visit.requests).toEqual([visit.url]);
     } finally {

@@ -178,6 +178,60 @@ describe("DiskWatch: files the sandbox removed but keeps open (review, round 3, 
     expect(seen !== "none" && seen.limit === "disk" && seen.held?.bytes).toBeGreaterThan(4 * MB);
   });
 
+  /** A process whose leader exited while a thread runs on: its mappings cannot be read through it. */
+  async function leaderExited(): Promise<ChildProcess> {
+    const script = [
+      "import ctypes, threading, time",
+      "threading.Thread(target=lambda: time.sleep(60)).start()",
+      "print('ready', flush=True)",
+      "ctypes.CDLL(None).syscall(60, 0)",
+    ].join("\n");
+    const child = spawn("python3", ["-c", script], { stdio: ["ignore", "pipe", "inherit"] });
+    holders.push(child);
+    await new Promise<void>((resolve) =>
+      child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve()),
+    );
+    while (!/^State:\s+Z/m.test(fs.readFileSync(`/proc/${child.pid}/status`, "utf8")))
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    return child;
+  }
+
+  /** The watch's trip over a nameless holder and `ending`; `afterFirstScan` runs once the first scan has its pids. */
+  async function watchedWith(ending: ChildProcess, afterFirstScan: () => void): Promise<DiskTrip | "none"> {
+    const root = tree();
+    let tripped: (trip: DiskTrip | "none") => void = () => {};
+    const seen = new Promise<DiskTrip | "none">((resolve) => (tripped = resolve));
+    const watch = await DiskWatch.start({ roots: [root], limitBytes: 4 * MB, intervalMs: 20, onExceeded: tripped });
+    const { child, ready } = holdNameless(root);
+    let scans = 0;
+    watch.watchHolders(async () => {
+      if (++scans === 1) setImmediate(afterFirstScan);
+      return [ending.pid!, child.pid!];
+    });
+    await ready;
+    const timer = setTimeout(() => tripped("none"), 15_000);
+    try {
+      return await seen;
+    } finally {
+      clearTimeout(timer);
+      watch.stop();
+    }
+  }
+
+  it("a process that could not be read as it ended is scanned again: gone by the next try, it blinds nothing (CI, session 44)", async () => {
+    const ending = await leaderExited();
+    const seen = await watchedWith(ending, () => ending.kill("SIGKILL"));
+    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, held: { files: 1 } });
+    expect(seen).not.toHaveProperty("unseen");
+  });
+
+  it("one that stays unreadable at every try leaves the watch blind: the filesystem's growth trips it", async () => {
+    const ending = await leaderExited();
+    const seen = await watchedWith(ending, () => {});
+    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, blindTo: "held files" });
+    expect(seen).not.toHaveProperty("held");
+  });
+
   it("without the container's processes the walk sees nothing: the bypass the scan closes", async () => {
     const root = tree();
     expect(await watched(root, false, 3_000)).toBe("none");
