@@ -7,7 +7,11 @@
 //   anthropic-messages     POST <base>/v1/messages?beta=true             (Anthropic SDK beta.messages.create)
 //   mistral-conversations  POST <base>/v1/chat/completions               (Pi's own fetch)
 //   google-generative-ai   POST <base>/models/<id>:streamGenerateContent?alt=sse (x-goog-api-key)
-// The query string is not part of the match; it is forwarded unchanged.
+// Token counting (Anthropic's count_tokens, Google's countTokens) is not among them: Pi never
+// asks for it, and its bodies were parsed, forwarded with the key and counted by no budget.
+// The query string must be one Pi sends for that request (none, or the one shown): a query is
+// what an OpenAI-compatible proxy may read before the checked body (LiteLLM takes `?model=` over
+// the body's model), so one the sandbox chose never travels with the key (review, session 45).
 
 /**
  * The path segment of the gateway's own endpoints; never a route. (Here rather than in
@@ -20,10 +24,11 @@ interface AllowedRequest {
   path: string | RegExp;
   /** Asks the model for output (one per agent turn, and what costs tokens). */
   generates?: boolean;
+  /** The query string (with its "?") Pi may send besides none. */
+  query?: string;
 }
 
 const GOOGLE_GENERATE = /^\/models\/[A-Za-z0-9][A-Za-z0-9._-]*:(?:streamGenerateContent|generateContent)$/;
-const GOOGLE_COUNT_TOKENS = /^\/models\/[A-Za-z0-9][A-Za-z0-9._-]*:countTokens$/;
 
 const ALLOWED: Record<string, readonly AllowedRequest[]> = {
   "openai-completions": [
@@ -34,15 +39,9 @@ const ALLOWED: Record<string, readonly AllowedRequest[]> = {
     { method: "POST", path: "/responses", generates: true },
     { method: "GET", path: "/models" },
   ],
-  "anthropic-messages": [
-    { method: "POST", path: "/v1/messages", generates: true },
-    { method: "POST", path: "/v1/messages/count_tokens" },
-  ],
+  "anthropic-messages": [{ method: "POST", path: "/v1/messages", generates: true, query: "?beta=true" }],
   "mistral-conversations": [{ method: "POST", path: "/v1/chat/completions", generates: true }],
-  "google-generative-ai": [
-    { method: "POST", path: GOOGLE_GENERATE, generates: true },
-    { method: "POST", path: GOOGLE_COUNT_TOKENS },
-  ],
+  "google-generative-ai": [{ method: "POST", path: GOOGLE_GENERATE, generates: true, query: "?alt=sse" }],
 };
 
 /** The Pi `api` names the gateway knows how to police. */
@@ -59,6 +58,21 @@ export function isSupportedGatewayApi(api: string): boolean {
  */
 export function isAllowedModelRequest(api: string, method: string, pathname: string): boolean {
   return findAllowed(api, method, pathname) !== undefined;
+}
+
+/**
+ * Whether `query` (with its "?", or "") is one Pi sends with the allowed request `method pathname`:
+ * none, or the one its API uses (exactly: no reordering, no second parameter).
+ */
+export function isAllowedQuery(api: string, method: string, pathname: string, query: string): boolean {
+  const allowed = findAllowed(api, method, pathname);
+  return allowed !== undefined && (query === "" || query === allowed.query);
+}
+
+/** The query strings allowed with `method pathname`, for error messages. */
+export function describeAllowedQueries(api: string, method: string, pathname: string): string {
+  const query = findAllowed(api, method, pathname)?.query;
+  return query ? `none or ${query}` : "none";
 }
 
 /** Whether an allowed request asks the model for output (what a turn budget counts). */

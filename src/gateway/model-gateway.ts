@@ -27,7 +27,7 @@ import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gate
 import { errorBody, safePath } from "./gateway-refusal.js";
 import { compileRoutes, type GatewayRoute } from "./gateway-routes.js";
 import { GenerationBudget } from "./generation-budget.js";
-import { DEFAULT_MAX_REFUSED_BYTES, RefusedBytes } from "./refused-bytes.js";
+import { DEFAULT_MAX_REFUSED_BYTES, DEFAULT_MAX_UNANSWERED_BYTES, RefusedBytes } from "./refused-bytes.js";
 import { DEFAULT_MAX_REQUEST_BYTES } from "./request-body.js";
 import { createRequestHandler } from "./request-handler.js";
 import type { ProviderFeatures } from "./request-inspection.js";
@@ -78,6 +78,13 @@ export interface ModelGatewayOptions {
    */
   maxRefusedBytes?: number;
   onRefusalsExceeded?(facts: { bytes: number; requests: number }): void;
+  /**
+   * Bytes of generation bodies the gateway may read and forward for the run that get no answer
+   * with output (non-2xx, or the upstream unreachable; default DEFAULT_MAX_UNANSWERED_BYTES);
+   * onUnansweredExceeded is called once when they pass it.
+   */
+  maxUnansweredBytes?: number;
+  onUnansweredExceeded?(facts: { bytes: number; requests: number }): void;
 }
 
 /** Requests the gateway forwarded whose responses have not ended: the run is waiting on the model. */
@@ -128,6 +135,9 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
   const refusedBytes = new RefusedBytes(options.maxRefusedBytes ?? DEFAULT_MAX_REFUSED_BYTES, (facts) =>
     observe(options.onRefusalsExceeded, facts),
   );
+  const unansweredBytes = new RefusedBytes(options.maxUnansweredBytes ?? DEFAULT_MAX_UNANSWERED_BYTES, (facts) =>
+    observe(options.onUnansweredExceeded, facts),
+  );
   const handle = createRequestHandler({
     routes,
     maxRequestBytes: options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
@@ -153,6 +163,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     ...(options.beforeGeneration ? { beforeGeneration: options.beforeGeneration } : {}),
     budgetExceeded: (attempted) => observe(options.onBudgetExceeded, attempted),
     refused: (bytes) => refusedBytes.add(bytes),
+    unanswered: (bytes) => unansweredBytes.add(bytes),
   });
 
   const server = http.createServer((req, res) => {

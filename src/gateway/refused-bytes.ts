@@ -7,6 +7,15 @@
 /** Bytes of refused request bodies one run may make the gateway read (64 MiB: about a second of parsing). */
 export const DEFAULT_MAX_REFUSED_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Bytes of forwarded generation bodies the upstream turned down or never answered (refunded to the
+ * turn budget) one run may make the gateway read. Pi sends such requests honestly (a provider's
+ * 429 or 5xx, and Pi retries), so this is wider; the sandbox sent 20 MiB bodies the upstream
+ * answered 400 ("prompt is too long") for 2 s of parsing each, and no budget counted them
+ * (review, session 45).
+ */
+export const DEFAULT_MAX_UNANSWERED_BYTES = 256 * 1024 * 1024;
+
 export class RefusedBytes {
   #bytes = 0;
   #requests = 0;

@@ -88,8 +88,15 @@ export function upstreamRequestHeaders(
   credentials: ReadonlyArray<[string, string]>,
   bodyBytes: number,
 ): http.OutgoingHttpHeaders {
-  const out: http.OutgoingHttpHeaders = { ...relayable, host, "accept-encoding": "identity" };
-  if (bodyBytes > 0) out["content-length"] = bodyBytes;
+  const { "content-type": _asSent, ...others } = relayable;
+  const out: http.OutgoingHttpHeaders = { ...others, host, "accept-encoding": "identity" };
+  // A body is JSON the gateway wrote itself (request-inspection.ts), and says so whatever the
+  // sandbox said: sent as a form, it was read as one by a proxy in front of the provider, past
+  // the checked JSON (review, session 45).
+  if (bodyBytes > 0) {
+    out["content-type"] = "application/json";
+    out["content-length"] = bodyBytes;
+  }
   for (const [name, value] of credentials) out[name] = value;
   return out;
 }

@@ -1,6 +1,12 @@
 // A request's admission: which route a request target names, and whether the method and path are a model
 // API call of that route's api. Pure; nothing is read from the body yet.
-import { describeAllowedRequests, isAllowedModelRequest, isGenerationRequest } from "./api-paths.js";
+import {
+  describeAllowedQueries,
+  describeAllowedRequests,
+  isAllowedModelRequest,
+  isAllowedQuery,
+  isGenerationRequest,
+} from "./api-paths.js";
 import { type Refusal, refusal } from "./gateway-refusal.js";
 import type { CompiledRoute } from "./gateway-routes.js";
 
@@ -50,6 +56,17 @@ export function admitRequest(
         403,
         "not-model-api",
         `not a model API request for ${route.api} (allowed: ${describeAllowedRequests(route.api)})`,
+      ),
+    };
+  }
+  if (!isAllowedQuery(route.api, method, rest, query)) {
+    return {
+      ok: false,
+      routeId: route.id,
+      ...refusal(
+        403,
+        "not-model-api",
+        `not a query string Pi sends with ${method} ${rest} for ${route.api} (allowed: ${describeAllowedQueries(route.api, method, rest)})`,
       ),
     };
   }

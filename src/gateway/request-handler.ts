@@ -43,6 +43,8 @@ interface HandlerContext {
   beforeGeneration?(): Promise<void>;
   /** A request was refused after the gateway parsed its body of `bytes` (PARSED_THEN_REFUSED). */
   refused(bytes: number): void;
+  /** A generation whose body of `bytes` was parsed and forwarded got no output (its turn refunded). */
+  unanswered(bytes: number): void;
 }
 
 const DEFAULT_MAX_RECORDED_REQUEST_BYTES = 8 * 1024 * 1024;
@@ -204,7 +206,9 @@ async function forwardAndReport(
     agents: ctx.agents,
     tap,
     onUpstreamSettled: (settlement) => {
-      if (nothingGenerated(settlement)) ticket?.refund();
+      if (!ticket || !nothingGenerated(settlement)) return;
+      ticket.refund();
+      ctx.unanswered(facts().requestBytes);
     },
   }).finally(forwarded);
   ctx.report({

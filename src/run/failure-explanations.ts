@@ -56,7 +56,7 @@ export function limitHint(limit?: string): string {
     case "records":
       return "Something in the sandbox wrote into Pi's event stream (e.g. to /proc/1/fd/1); treat this run's output as untrusted.";
     case "refusals":
-      return "Code in the sandbox kept sending model requests the gateway refuses (Pi sends none such); treat this run's output as untrusted.";
+      return "Code in the sandbox kept sending model requests the gateway refuses (Pi sends none such) or the provider turns down; if the provider was failing, check its status, and otherwise treat this run's output as untrusted.";
     default:
       return "See the policy's limits (`sandbox-run policy show`).";
   }

@@ -8,7 +8,7 @@ import type { GatewayRequestRecord } from "../gateway/gateway-records.js";
 import type { RefusalCode } from "../gateway/gateway-refusal.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
-import { DEFAULT_MAX_REFUSED_BYTES } from "../gateway/refused-bytes.js";
+import { DEFAULT_MAX_REFUSED_BYTES, DEFAULT_MAX_UNANSWERED_BYTES } from "../gateway/refused-bytes.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
@@ -155,6 +155,14 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
         code: "limit",
         limit: "refusals",
         message: `The sandbox sent ${requests} model requests the gateway refused, ${Math.round(bytes / 1048576)} MiB of bodies in all: more than the ${DEFAULT_MAX_REFUSED_BYTES / 1048576} MiB a run may make the host read and refuse.`,
+      }),
+    // A provider that keeps failing ends Pi's run first (it retries a few times); past this, the
+    // bodies are the sandbox's own, sent for the upstream to turn down.
+    onUnansweredExceeded: ({ bytes, requests }) =>
+      trip.fire({
+        code: "limit",
+        limit: "refusals",
+        message: `The model provider turned down or never answered ${requests} model requests of this run, ${Math.round(bytes / 1048576)} MiB of bodies in all: more than the ${DEFAULT_MAX_UNANSWERED_BYTES / 1048576} MiB a run may make the host read without a model response.`,
       }),
   });
   cleanups.add(() => gateway.close());

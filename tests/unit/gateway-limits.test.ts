@@ -328,6 +328,48 @@ describe("model gateway: one run's bounds", () => {
     await waitFor(() => records.at(-1)?.reason === "run-stopped");
   });
 
+  it("ends the run once generation bodies the upstream turned down pass maxUnansweredBytes: refunded turns no longer parse without end (review, session 45)", async () => {
+    const MiB = 1024 * 1024;
+    // A provider that answers "prompt is too long" to every request.
+    const turningDown = await startCapture((_req, res) => {
+      res.writeHead(400, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "prompt is too long" } }));
+    });
+    try {
+      const exceeded: Array<{ bytes: number; requests: number }> = [];
+      const budgetExceeded: number[] = [];
+      const gw = await start("openai-completions", {
+        routes: [{ id: "p", upstreamBaseUrl: turningDown.baseUrl, api: "openai-completions", model: "m", headers: {} }],
+        maxRequestBytes: 2 * MiB,
+        maxGenerations: 2,
+        onBudgetExceeded: (attempted) => budgetExceeded.push(attempted),
+        maxUnansweredBytes: 3 * MiB,
+        onUnansweredExceeded: (facts) => exceeded.push(facts),
+      });
+      const padded = { ...JSON.parse(chatBody("m")), user: "x".repeat(900 * 1024) };
+      for (let i = 0; i < 3; i++) expect((await post(gw, "/p/chat/completions", padded)).status).toBe(400);
+      expect(exceeded).toEqual([]);
+      expect((await post(gw, "/p/chat/completions", padded)).status).toBe(400);
+      await waitFor(() => exceeded.length === 1);
+      expect(exceeded[0]!.requests).toBe(4);
+      expect(exceeded[0]!.bytes).toBeGreaterThan(3 * MiB);
+      // Each was refunded: the turn budget of 2 never saw them.
+      expect(budgetExceeded).toEqual([]);
+      expect(turningDown.requests).toHaveLength(4);
+      // What reached the upstream says it is JSON, whatever the sandbox said.
+      const form = await request(gw.socketPath, {
+        method: "POST",
+        path: "/p/chat/completions",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: chatBody("m"),
+      });
+      expect(form.status).toBe(400);
+      expect(turningDown.requests.at(-1)!.headers["content-type"]).toBe("application/json");
+    } finally {
+      await turningDown.close();
+    }
+  });
+
   it("holds at most maxBufferedBytes of bodies: unfinished posts past the pool are answered 503 at once", async () => {
     const MiB = 1024 * 1024;
     const gw = await start("openai-completions", {

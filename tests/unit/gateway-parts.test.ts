@@ -26,13 +26,44 @@ const routes = compileRoutes([
 
 describe("admitRequest", () => {
   it("names the route, the path below its base and whether it generates", () => {
-    const admitted = admitRequest(routes, "POST", "/oa/chat/completions?x=1");
-    expect(admitted).toMatchObject({ ok: true, rest: "/chat/completions", query: "?x=1", generation: true });
-    expect(admitted.ok && admitted.target.href).toBe("https://api.example/v1/chat/completions?x=1");
+    const admitted = admitRequest(routes, "POST", "/oa/chat/completions");
+    expect(admitted).toMatchObject({ ok: true, rest: "/chat/completions", query: "", generation: true });
+    expect(admitted.ok && admitted.target.href).toBe("https://api.example/v1/chat/completions");
     expect(admitRequest(routes, "GET", "/oa/models")).toMatchObject({ ok: true, generation: false });
-    expect(admitRequest(routes, "POST", "/g/models/gem:streamGenerateContent?alt=sse")).toMatchObject({
+    const google = admitRequest(routes, "POST", "/g/models/gem:streamGenerateContent?alt=sse");
+    expect(google).toMatchObject({ ok: true, query: "?alt=sse", generation: true });
+    expect(google.ok && google.target.href).toBe("https://g.example/v1beta/models/gem:streamGenerateContent?alt=sse");
+  });
+
+  it("lets through only the query string Pi sends with each request (review, session 45: `?model=` travelled with the key)", () => {
+    const refused = (method: string, url: string) => {
+      const a = admitRequest(routes, method, url);
+      return a.ok ? "admitted" : `${a.status} ${a.code}: ${a.detail}`;
+    };
+    // A proxy in front of the provider may take these over the checked body (LiteLLM reads `?model=`).
+    expect(refused("POST", "/oa/chat/completions?model=other")).toBe(
+      "403 not-model-api: not a query string Pi sends with POST /chat/completions for openai-completions (allowed: none)",
+    );
+    expect(refused("POST", "/oa/chat/completions?")).toMatch(/^403 not-model-api/);
+    expect(refused("GET", "/oa/models?api_base=http://attacker.example")).toMatch(/^403 not-model-api/);
+    expect(refused("POST", "/g/models/gem:streamGenerateContent?alt=sse&model=other")).toMatch(
+      /^403 not-model-api: .*\(allowed: none or \?alt=sse\)$/,
+    );
+    expect(refused("POST", "/g/models/gem:streamGenerateContent?model=other&alt=sse")).toMatch(/^403 not-model-api/);
+    expect(refused("POST", "/g/models/gem:streamGenerateContent")).toBe("admitted");
+    // Token counting: Pi never asks for it.
+    expect(refused("POST", "/g/models/gem:countTokens")).toMatch(/^403 not-model-api/);
+    const anthropic = compileRoutes([
+      { id: "a", upstreamBaseUrl: "https://a.example", api: "anthropic-messages", model: "c", headers: {} },
+    ]);
+    expect(admitRequest(anthropic, "POST", "/a/v1/messages?beta=true")).toMatchObject({
       ok: true,
-      generation: true,
+      query: "?beta=true",
+    });
+    expect(admitRequest(anthropic, "POST", "/a/v1/messages?beta=true&model=x")).toMatchObject({ ok: false });
+    expect(admitRequest(anthropic, "POST", "/a/v1/messages/count_tokens?beta=true")).toMatchObject({
+      ok: false,
+      code: "not-model-api",
     });
   });
 
@@ -64,15 +95,22 @@ describe("header rules", () => {
       "content-length": "12",
       "accept-encoding": "gzip",
       "anthropic-version": "2023-06-01",
+      "content-type": "application/x-www-form-urlencoded",
     });
-    expect(relayable).toEqual({ "anthropic-version": "2023-06-01" });
+    expect(relayable).toEqual({
+      "anthropic-version": "2023-06-01",
+      "content-type": "application/x-www-form-urlencoded",
+    });
+    // The body is JSON the gateway wrote, and says so whatever the sandbox said (a form was read as one: session 45).
     expect(upstreamRequestHeaders(relayable, "api.example", [["authorization", "Bearer real"]], 12)).toEqual({
       "anthropic-version": "2023-06-01",
       host: "api.example",
       "accept-encoding": "identity",
+      "content-type": "application/json",
       "content-length": 12,
       authorization: "Bearer real",
     });
+    expect(upstreamRequestHeaders(relayable, "api.example", [], 0)).not.toHaveProperty("content-type");
     expect(
       downstreamResponseHeaders({
         "set-cookie": ["a=b"],
