@@ -268,6 +268,11 @@ function* pairsOf(
   // What the reader left out for its kind came back too: as a FIFO or a device.
   const refused = [...(returned?.refusedKinds ?? [])].map(([path, kind]) => ({ path, refusedKind: kind }));
   const a = [...after, ...refused].sort((x, y) => comparePaths(x.path, y.path));
+  // One entry per path on each side, or the walk's folder stack is judged wrong (the reader
+  // refuses a name twice; this holds whoever built the lists).
+  for (const list of [b, a])
+    for (let k = 1; k < list.length; k++)
+      if (list[k]!.path === list[k - 1]!.path) throw new Error(`"${list[k]!.path}" appears twice in a tree`);
   const gitLikeBefore = gitLikeDirectories(b);
   const gitLikeAfter = gitLikeDirectories(a);
   let i = 0;

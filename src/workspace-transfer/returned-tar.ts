@@ -118,7 +118,10 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       for (const rel of [...tree.staged.keys()]) if (dropped(rel)) tree.staged.delete(rel);
     },
   };
-  const seen = new Map<string, TreeEntryKind>();
+  // A FIFO or device is left out but still seen: a directory of its name after it was a second
+  // entry the rules paired twice, and judged its contents outside any git directory (review,
+  // session 45: a planted repository's config reached the host).
+  const seen = new Map<string, TreeEntryKind | "refused">();
   const beforeByPath = new Map(options.before.entries.map((e) => [e.path, e]));
   const newMetadataBytes = limits.maxNewMetadataBytes ?? NEW_METADATA_BYTES;
   const metadataBudget = metadataBytesOf(options.before) + newMetadataBytes;
@@ -187,6 +190,7 @@ export async function readReturnedTar(archive: Readable, options: ReadReturnedOp
       if (kind === "refused") {
         tree.refused.push({ path: rel, reason: `it is a ${header.type}` });
         tree.refusedKinds.set(rel, header.type === "fifo" ? "fifo" : "device");
+        seen.set(rel, "refused");
         continue;
       }
       if (kind === undefined) throw new HostileArchive(`"${rel}" is a ${header.type ?? "entry of no known type"}`);

@@ -77,6 +77,20 @@ describe("copy mode: judging a large returned tree beside other runs of the same
   });
 });
 
+describe("copy mode: one entry per path (review, session 45)", () => {
+  it("a path both left out for its kind and returned as a directory is refused, not paired twice", async () => {
+    const root = repo();
+    const { before, returned } = await roundTrip(root, (copy) => fs.mkdirSync(path.join(copy, "mirror.git")));
+    expect(returned.after.some((e) => e.path === "mirror.git")).toBe(true);
+    // The reader refuses such a tar; the rules hold whoever built the lists.
+    const doubled = { ...returned, refusedKinds: new Map([["mirror.git", "fifo" as const]]) };
+    const check = workspaceRulesCheck({ lentRoots: [root] });
+    await expect(check(before.entries, returned.after, { hostPath: root, kind: "workspace" }, doubled)).rejects.toThrow(
+      '"mirror.git" appears twice in a tree',
+    );
+  });
+});
+
 describe("copy mode: a tree with more config folders than a run reads (review, session 27)", () => {
   const monorepo = () => {
     const files: Record<string, string> = {};

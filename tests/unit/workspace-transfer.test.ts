@@ -374,6 +374,23 @@ describe("hostile archives", () => {
     ["a hard link", [ROOT, { name: "./passwd", type: "link", linkname: "/etc/passwd" }], /"passwd" is a link/],
     ["an entry before its directory", [ROOT, { name: "./a/b.txt", content: "x" }], /comes before its directory/],
     ["a duplicate", [ROOT, { name: "./a.txt", content: "1" }, { name: "./a.txt", content: "2" }], /appears twice/],
+    // A FIFO left out, then a directory of its name: the rules judged the directory's contents
+    // outside its repository (review, session 45).
+    [
+      "a FIFO, then a directory of its name",
+      [ROOT, { name: "./mirror.git", type: "fifo" }, { name: "./mirror.git/", type: "directory" }],
+      /"mirror\.git" appears twice/,
+    ],
+    [
+      "a device, then a file of its name",
+      [ROOT, { name: "./dev", type: "character-device", devmajor: 1, devminor: 3 }, { name: "./dev", content: "x" }],
+      /"dev" appears twice/,
+    ],
+    [
+      "an entry below a FIFO",
+      [ROOT, { name: "./f", type: "fifo" }, { name: "./f/x", content: "x" }],
+      /comes before its directory/,
+    ],
     ["no root first", [{ name: "./a.txt", content: "1" }, ROOT], /does not start with its root/],
     ["an empty component", [ROOT, { name: "./a//b", content: "1" }], /empty or "\." component/],
     // NAME_MAX: no Linux filesystem holds such a name, so the relay cannot have read one.
