@@ -233,6 +233,10 @@ async function commitWith(input: BranchCommitInput, git: HostGitOptions, work: s
   try {
     const stat = await numstat(base.commit, commit, base.prefix, {
       ...git,
+      // No index: the private one holds the new commit, whose .gitattributes (the sandbox's: `*.sh
+      // diff`) git would read, and a file with a NUL byte was counted as lines, not as binary
+      // (review, session 45). The working tree is empty: no attributes are read at all.
+      indexFile: path.join(work, "no-index"),
       timeoutMs: input.lineCountTimeoutMs ?? LINE_COUNT_TIMEOUT_MS,
     });
     input.signal?.throwIfAborted();
@@ -269,7 +273,7 @@ async function selectChanges(
   );
   if (listing.status !== 0) throw new HostGitError(["ls-tree"], listing);
   const tracked = new Set<string>();
-  const submodules: string[] = [];
+  const submodules = new Set<string>();
   for (const record of listing.stdout.toString("utf8").split("\0")) {
     const tab = record.indexOf("\t");
     if (tab < 0) continue;
@@ -277,7 +281,7 @@ async function selectChanges(
     if (!repoPath.startsWith(base.prefix)) continue;
     const rel = repoPath.slice(base.prefix.length);
     tracked.add(rel);
-    if (record.startsWith("160000 ")) submodules.push(rel);
+    if (record.startsWith("160000 ")) submodules.add(rel);
   }
   const candidates: JudgedChange[] = [];
   for (const change of input.changes) {
@@ -332,10 +336,16 @@ function belowWorkingTreeLink(base: HandBackBase): (rel: string) => boolean {
   return (rel) => linked(parentOf(rel));
 }
 
-/** The root in `roots` that `rel` lies inside (or at, when `orAt`), if any. */
-function insideOf(rel: string, roots: Iterable<string>, orAt: boolean): string | undefined {
-  for (const root of roots) {
-    if ((orAt && rel === root) || rel.startsWith(`${root}/`)) return root;
+/**
+ * The root in `roots` that `rel` lies inside (or at, when `orAt`), if any: the nearest, by its
+ * folders looked up one by one (a scan of every root for every change was quadratic, and held
+ * the event loop ~4 minutes on 50,000 nested repositories: review, session 45).
+ */
+function insideOf(rel: string, roots: ReadonlySet<string>, orAt: boolean): string | undefined {
+  if (orAt && roots.has(rel)) return rel;
+  for (let at = rel.lastIndexOf("/"); at > 0; at = rel.lastIndexOf("/", at - 1)) {
+    const folder = rel.slice(0, at);
+    if (roots.has(folder)) return folder;
   }
   return undefined;
 }

@@ -155,8 +155,13 @@ function place(
       fs.symlinkSync(content.target, file);
       return;
     case "sent-before":
-      if (entry.kind === "symlink") fs.symlinkSync(entry.target ?? "", file);
-      else copySentContent(input.sent, entry, input.what, file);
+      // A link has no mode of its own: chmod would follow it to whatever it names on this host
+      // (a 0600 file it pointed at became 0755; review, session 45).
+      if (entry.kind === "symlink") {
+        fs.symlinkSync(entry.target ?? "", file);
+        return;
+      }
+      copySentContent(input.sent, entry, input.what, file);
       break;
     case "sent":
       // Only the mode changed: the host's bytes as sent.

@@ -12,6 +12,8 @@ import { branchSelection, commitChanges, HAND_BACK_IDENTITY } from "../../src/ha
 import { patchOfChanges } from "../../src/hand-back/change-patch.js";
 import { findHandBackBase } from "../../src/hand-back/hand-back-base.js";
 import type { RunDetails } from "../../src/index.js";
+import { selectionAfterCheck } from "../../src/run/copy-mode/hand-back-run.js";
+import { workspaceRulesCheck } from "../../src/run/returned-tree-rules.js";
 import { judgedChanges } from "../../src/workspace-transfer/judged-changes.js";
 import { commitAll, committedTree, git, repoFingerprint, setTraps, sprungTraps } from "../support/git-repo.js";
 import { tempTrees } from "../support/temp-trees.js";
@@ -152,6 +154,18 @@ describe("branch hand-back", () => {
     expect(fs.existsSync("/tmp/pwned-by-config") || fs.existsSync("/tmp/pwned-by-hook")).toBe(false);
   });
 
+  it("a file with a NUL byte is binary in the report whatever .gitattributes the run wrote (review, session 45: `*.sh diff` made it three lines)", async () => {
+    const { repo } = hostRepo();
+    const trip = await judged(repo, (copy) => {
+      fs.writeFileSync(path.join(copy, ".gitattributes"), "*.sh diff\n");
+      fs.writeFileSync(path.join(copy, "evil.sh"), "echo hi\n\0\nrm -rf ~\n");
+    });
+    const report = await branchOf(repo, trip);
+    expect(report.files).toContainEqual({ path: "evil.sh", binary: true });
+    // The user's own git, with no attributes of the branch checked out, says the same.
+    expect(git(repo, "diff-tree", "-r", "--numstat", report.base, report.commit!)).toContain("-\t-\tevil.sh");
+  });
+
   it("an edit the commit cannot carry (inside a nested repository) stays in the cut list of what was left out, ahead of git metadata by the hundred, and the done line names it", async () => {
     const { repo } = hostRepo();
     fs.mkdirSync(path.join(repo, "vendor/lib/.git"), { recursive: true });
@@ -221,6 +235,63 @@ describe("branch hand-back", () => {
       "node_modules/x",
       "vendor/lib/code.js",
     ]);
+  });
+
+  it("the caches the check leaves out of the returned tree (a commit-graph of a bare repository in the worktree) stay out of the branch (review, session 45: the selection was chosen before the check)", async () => {
+    const { repo } = hostRepo();
+    const fixture = dir("sandbox-run-hand-back-fixture-");
+    git(fixture, "init", "-q", "-b", "main");
+    fs.writeFileSync(path.join(fixture, "run.sh"), "echo honest\n");
+    git(fixture, "add", "-A");
+    git(fixture, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fixture");
+    git(repo, "clone", "-q", "--bare", fixture, path.join(repo, "tests/fixtures/repo.git"));
+    git(repo, "add", "-A");
+    // Past the traps hostRepo set (signing, hooks): this commit is the test's own.
+    git(repo, "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "commit", "-qm", "the fixture");
+    const graph = "tests/fixtures/repo.git/objects/info/commit-graph";
+    const trip = await judged(repo, (copy) => {
+      git(path.join(copy, "tests/fixtures/repo.git"), "commit-graph", "write", "--reachable");
+      fs.writeFileSync(path.join(copy, "a.txt"), "a, changed\n");
+    });
+    const privateDir = dir("sandbox-run-hand-back-private-");
+    const base = await findHandBackBase(repo, privateDir);
+    const input = {
+      base,
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      returnedPaths: trip.returned.after.map((e) => e.path),
+      privateDir,
+    };
+    const chosen = await branchSelection(input);
+    expect(chosen.kept.map((c) => c.path)).toContain(graph);
+    const leftOut = new Set(chosen.leftOut.map((l) => l.path));
+    const check = workspaceRulesCheck({
+      lentRoots: [repo],
+      handsBackGitFolders: false,
+      scratch: dir("sandbox-run-hand-back-scratch-"),
+    });
+    const { violations } = await check(
+      trip.before.entries,
+      trip.returned.after,
+      { hostPath: repo, kind: "workspace" },
+      trip.returned,
+      undefined,
+      (p) => leftOut.has(p),
+    );
+    expect(violations).toEqual([]);
+    expect(trip.returned.after.map((e) => e.path)).not.toContain(graph);
+    const selection = selectionAfterCheck(chosen, trip.returned);
+    expect(selection.kept.map((c) => c.path).sort()).toEqual(["a.txt"]);
+    const report = await commitChanges({
+      ...input,
+      selection,
+      runId: "0123456789ab",
+      message: "sandbox-run: changes of run test\n",
+      what: "the workspace",
+    });
+    const committed = committedTree(repo, report.commit!);
+    expect(Object.keys(committed)).not.toContain(graph);
+    expect(committed["a.txt"]).toBe("100644 a, changed\n");
   });
 
   it("a workspace below the repository's top: paths carry its prefix, the rest of the tree stays", async () => {
@@ -372,6 +443,42 @@ describe("patch hand-back", () => {
     expect([...fs.readFileSync(path.join(pristine, "image.bin"))]).toEqual([0, 1, 2, 255, 0, 7]);
     expect(fs.readFileSync(path.join(pristine, "vendor/lib/code.js"), "utf8")).toBe("nested\n");
     expect(fs.readFileSync(path.join(pristine, ".git/config"), "utf8")).not.toContain("pwned");
+  });
+
+  it("a host link the run changed or removed is shown as a link: what it names on the host keeps its mode (review, session 45: a 0600 file it named became 0755)", async () => {
+    const outside = dir("sandbox-run-hand-back-outside-");
+    const secret = path.join(outside, "creds");
+    fs.writeFileSync(secret, "secret\n", { mode: 0o600 });
+    fs.mkdirSync(path.join(outside, "tools"), { mode: 0o700 });
+    fs.writeFileSync(path.join(outside, "tool-1.2"), "");
+    const repo = tree({ "README.md": "r\n" });
+    fs.symlinkSync(secret, path.join(repo, "creds"));
+    fs.symlinkSync(path.join(outside, "tools"), path.join(repo, "tools"));
+    fs.mkdirSync(path.join(repo, "bin"));
+    fs.writeFileSync(path.join(repo, "bin/tool-1.2"), "v1.2\n");
+    fs.writeFileSync(path.join(repo, "bin/tool-1.3"), "v1.3\n");
+    fs.symlinkSync("tool-1.2", path.join(repo, "bin/tool"));
+    commitAll(repo);
+    const trip = await judged(repo, (copy) => {
+      fs.rmSync(path.join(copy, "creds"));
+      fs.rmSync(path.join(copy, "tools"));
+      fs.symlinkSync("/elsewhere", path.join(copy, "tools"));
+      fs.rmSync(path.join(copy, "bin/tool"));
+      fs.symlinkSync("tool-1.3", path.join(copy, "bin/tool"));
+    });
+    const report = await patchOfChanges({
+      changes: judgedChanges(trip.before, trip.returned),
+      sent: trip.before,
+      privateDir: dir("sandbox-run-hand-back-private-"),
+      what: "the workspace",
+    });
+    expect(fs.statSync(secret).mode & 0o7777).toBe(0o600);
+    expect(fs.statSync(path.join(outside, "tools")).mode & 0o7777).toBe(0o700);
+    expect(fs.statSync(path.join(repo, "bin/tool-1.2")).mode & 0o7777).toBe(0o644);
+    expect(report.patch).toContain("diff --git a/creds b/creds\ndeleted file mode 120000");
+    expect(report.patch).toContain(`-${secret}`);
+    expect(report.patch).toContain("-tool-1.2\n\\ No newline at end of file\n+tool-1.3");
+    expect(report.patch).toContain("+/elsewhere");
   });
 
   it("a run stopped by its caller makes no patch", async () => {

@@ -50,7 +50,7 @@ import type { RunTimeline } from "../run-events.js";
 import type { RunCompanion } from "../supervise-run.js";
 import { type ClaimedSandbox, claimSandbox } from "../warm-claim.js";
 import { copyIn, copyInThroughRelay } from "./copy-in.js";
-import { handBackJudged, prepareHandBack, selectionForBranch } from "./hand-back-run.js";
+import { handBackJudged, prepareHandBack, selectionAfterCheck, selectionForBranch } from "./hand-back-run.js";
 
 /** Trees of at least this many MiB raise a warm sandbox's memory limit at the claim (#raiseWarmMemory). */
 const WARM_MEMORY_RAISE_MIN_MB = 32;
@@ -386,11 +386,11 @@ export class CopyModeWorkspace {
         kind === "workspace" && copy.writable
           ? await selectionForBranch({ plan, runDir, base: this.base, tree: tree!, returned: after!, signal })
           : undefined;
-      if (selection) this.#branchSelection = selection;
       const leftOutPaths = selection && new Set(selection.leftOut.map((l) => l.path));
       const leftOut = leftOutPaths && ((rel: string) => leftOutPaths.has(rel));
       const root = { hostPath: copy.hostPath, kind } as const;
       const judged = await check(tree!.entries, after!.after, root, after, lent, leftOut);
+      if (selection) this.#branchSelection = selectionAfterCheck(selection, after!);
       for (const v of judged.violations) violations.push(prefix ? { ...v, path: prefix + v.path } : v);
       for (const h of judged.hostRun) hostRun.push(prefix ? { ...h, path: prefix + h.path } : h);
       hostRunCount += judged.hostRunCount;

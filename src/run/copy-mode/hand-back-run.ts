@@ -12,7 +12,7 @@ import { findHandBackBase, type HandBackBase } from "../../hand-back/hand-back-b
 import type { HandBackReport } from "../../hand-back/hand-back-report.js";
 import type { RunPlan } from "../../sandbox-contract.js";
 import type { HostTree } from "../../workspace-transfer/host-tree.js";
-import { judgedChanges } from "../../workspace-transfer/judged-changes.js";
+import { type JudgedChange, judgedChanges } from "../../workspace-transfer/judged-changes.js";
 import type { ReturnedTree } from "../../workspace-transfer/returned-tar.js";
 import { HAND_BACK_DIR } from "../run-dirs.js";
 import type { RunTimeline } from "../run-events.js";
@@ -43,6 +43,23 @@ interface HandBackInput {
   signal?: AbortSignal;
   /** A branch's selection the check was judged with (selectionForBranch). */
   selection?: BranchSelection;
+}
+
+/**
+ * The selection as the check left the returned tree: a change to what the check took out of it
+ * (the caches derived from objects, which could make a repository's objects lie: a multi-pack-index
+ * naming a payload as `run.sh`'s blob) becomes the host's copy removed, as an apply removes it, or
+ * nothing where the host had none. The selection was chosen before the check and kept them (review,
+ * session 45).
+ */
+export function selectionAfterCheck(selection: BranchSelection, returned: ReturnedTree): BranchSelection {
+  const present = new Set(returned.after.map((e) => e.path));
+  const kept: JudgedChange[] = [];
+  for (const change of selection.kept) {
+    if (!change.after || present.has(change.path)) kept.push(change);
+    else if (change.before) kept.push({ path: change.path, before: change.before });
+  }
+  return { kept, leftOut: selection.leftOut };
 }
 
 /**
