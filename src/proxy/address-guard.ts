@@ -5,8 +5,9 @@
 //
 // Refused: unspecified, loopback, private (RFC 1918 / unique-local), shared CGNAT space,
 // link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, the
-// host's own interface addresses, and every address on the networks those interfaces are on. Cloud metadata endpoints outside 169.254/16: Azure's
-// WireServer 168.63.129.16 is listed on its own; Alibaba's 100.100.100.200 (CGNAT), AWS's IPv6
+// host's own interface addresses, and every address on the networks those interfaces are on or
+// its routing table reaches without a router (on-link-routes.ts). Cloud metadata endpoints
+// outside 169.254/16: Azure's WireServer 168.63.129.16 is listed on its own; Alibaba's 100.100.100.200 (CGNAT), AWS's IPv6
 // fd00:ec2::254 (unique-local) and Oracle's 192.0.0.192 (IETF protocol assignments) fall in
 // refused ranges already. IPv6 forms that embed an IPv4 address are judged by that address:
 // IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96), NAT64 (64:ff9b::/96), 6to4
@@ -23,7 +24,9 @@
 // resolves to 2002:0a00:0001:: reach 10.0.0.1.
 import net from "node:net";
 import os from "node:os";
+import { performance } from "node:perf_hooks";
 import { classifyIpv4, ipv4ToInt, ipv6ToGroups } from "../util/ip-address.js";
+import { onLinkRoutes } from "./on-link-routes.js";
 
 /** Returns why an address is refused, or undefined when it may be connected to. */
 export type AddressGuard = (address: string) => string | undefined;
@@ -152,15 +155,45 @@ function networkOf(cidr: string): Network | undefined {
   return { cidr, base: bits & mask, mask };
 }
 
-/** The default guard: refused ranges, this host's own addresses, and the networks it is on. */
+/** How long the host's addresses and routes, read once, stand for them (they change: a VPN comes up). */
+const HOST_VIEW_TTL_MS = 1_000;
+
+interface HostView {
+  own: Set<string>;
+  networks: Network[];
+}
+
+function hostView(addresses: readonly string[], cidrs: readonly string[]): HostView {
+  return {
+    own: new Set(addresses.map(canonicalAddress)),
+    networks: cidrs.map(networkOf).filter((n): n is Network => n !== undefined),
+  };
+}
+
+/**
+ * The default guard: refused ranges, this host's own addresses, and the networks it is on (its
+ * interfaces' and its on-link routes'), read again when a second has passed (a view taken when
+ * the run's proxy started missed an address the host gained during the run: review, session 45).
+ */
 export function createAddressGuard(
-  options: { hostAddresses?: readonly string[]; hostNetworks?: readonly string[] } = {},
+  options: { hostAddresses?: readonly string[]; hostNetworks?: readonly string[]; procRoot?: string } = {},
 ): AddressGuard {
-  const own = new Set((options.hostAddresses ?? hostInterfaceAddresses()).map(canonicalAddress));
-  const networks = (options.hostNetworks ?? hostInterfaceNetworks())
-    .map(networkOf)
-    .filter((n): n is Network => n !== undefined);
+  const fixed = options.hostAddresses !== undefined && options.hostNetworks !== undefined;
+  const read = () =>
+    hostView(options.hostAddresses ?? hostInterfaceAddresses(), [
+      ...(options.hostNetworks ?? [...hostInterfaceNetworks(), ...onLinkRoutes(options.procRoot)]),
+    ]);
+  let view = read();
+  let readAt = performance.now();
+  const current = (): HostView => {
+    if (!fixed && performance.now() - readAt > HOST_VIEW_TTL_MS) {
+      view = read();
+      readAt = performance.now();
+    }
+    return view;
+  };
   const ownOrOnLink = (canonical: string): string | undefined => {
+    const { own, networks } = current();
     if (own.has(canonical)) return "an address of this host";
     const bits = bitsOf(canonical);
     const onLink = bits === undefined ? undefined : networks.find((n) => (bits & n.mask) === n.base);

@@ -1,7 +1,11 @@
 // The address ranges the egress proxy refuses after resolving a name, in both IP families
 // and the IPv6 forms that smuggle an IPv4 address.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { canonicalAddress, classifyAddress, createAddressGuard } from "../../src/proxy/address-guard.js";
+import { onLinkRoutes } from "../../src/proxy/on-link-routes.js";
 import { ipv6ToGroups } from "../../src/util/ip-address.js";
 
 describe("classifyAddress", () => {
@@ -95,6 +99,68 @@ describe("createAddressGuard", () => {
     expect(guard("2001:0db8:0:0::7")).toBe("an address of this host");
     expect(guard("198.51.100.8")).toBeUndefined();
     expect(guard("10.0.0.1")).toBe("private network");
+  });
+});
+
+describe("on-link routes (review, session 45: a host with a /128 or /32 address reached its neighbours)", () => {
+  // As Linux prints them: a default route, a docker bridge, a /32 host's on-link /24, a route
+  // through a gateway, WireGuard's half-internet routes, a reject route; IPv6 a /128 host's /64.
+  const ROUTE = [
+    "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT",
+    "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0",
+    "docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0",
+    "eth0\t006433C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0",
+    "tun0\t000071CB\t010071CB\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0",
+    "wg0\t00000000\t00000000\t0001\t0\t0\t0\t00000080\t0\t0\t0",
+    "wg0\t00000080\t00000000\t0001\t0\t0\t0\t00000080\t0\t0\t0",
+    "eth1\t0000000B\t00000000\t0201\t0\t0\t0\t000000FF\t0\t0\t0",
+    "",
+  ].join("\n");
+  const IPV6_ROUTE = [
+    "20010db8000100000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0",
+    "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000003 00000000 00000003     eth0",
+    "20010db8000200000000000000000000 30 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000003 00000000 00000003     eth0",
+    "ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0",
+    "",
+  ].join("\n");
+  const procWith = (route: string, ipv6Route: string) => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sandbox-run-proc-"));
+    fs.mkdirSync(path.join(root, "net"));
+    fs.writeFileSync(path.join(root, "net/route"), route);
+    fs.writeFileSync(path.join(root, "net/ipv6_route"), ipv6Route);
+    return root;
+  };
+
+  it("are the networks without a router: not the default, a gateway's, a reject route's or a tunnel's half of the internet", () => {
+    const root = procWith(ROUTE, IPV6_ROUTE);
+    try {
+      // (Little-endian hosts, as x86-64 and arm64 are: the kernel prints the address as its u32.)
+      const expected = ["172.17.0.0/16", "198.51.100.0/24", "2001:0db8:0001:0000:0000:0000:0000:0000/64"];
+      expect(onLinkRoutes(root)).toEqual(expected);
+    } finally {
+      fs.rmSync(root, { recursive: true });
+    }
+  });
+
+  it("the guard refuses them, and reads them again as the host changes (a view taken once missed an address gained mid-run)", async () => {
+    const root = procWith("", "");
+    try {
+      const guard = createAddressGuard({ hostAddresses: [], procRoot: root });
+      expect(guard("198.51.100.9")).toBeUndefined();
+      expect(guard("2001:db8:1::9")).toBeUndefined();
+      fs.writeFileSync(path.join(root, "net/route"), ROUTE);
+      fs.writeFileSync(path.join(root, "net/ipv6_route"), IPV6_ROUTE);
+      await expect
+        .poll(() => guard("198.51.100.9"), { timeout: 5_000, interval: 200 })
+        .toBe("on a network of this host (198.51.100.0/24)");
+      expect(guard("2001:db8:1::9")).toMatch(/^on a network of this host/);
+      // A network behind a gateway, and the internet a tunnel carries, stay reachable.
+      expect(guard("203.113.0.9")).toBeUndefined();
+      expect(guard("2001:db8:2::9")).toBeUndefined();
+      expect(guard("93.184.215.14")).toBeUndefined();
+    } finally {
+      fs.rmSync(root, { recursive: true });
+    }
   });
 });
 
