@@ -261,7 +261,16 @@ export class Relay {
       session.on("goaway", () => this.#fail("the relay ended the session"));
       session.on("close", () => this.#fail("the relay session closed"));
     });
-    this.#server.on("stream", (stream, headers) => this.#route(stream, headers));
+    this.#server.on("stream", (stream, headers) => {
+      // Nothing the relay sends may throw out of this listener: uncaught, it ended the controller
+      // and every run of it (review, session 45).
+      try {
+        this.#route(stream, headers);
+      } catch (error) {
+        stream.destroy();
+        this.#fail(`the relay's stream could not be served (${(error as Error).message})`, true);
+      }
+    });
     this.#server.on("sessionError", (error) => this.#fail(`the relay session failed: ${error.message}`, true));
     // The exec's stdio is the connection: nothing listens anywhere. This side ending the session over
     // bytes it could not read is a failure at once, not when (or if) the relay hangs up.
@@ -469,6 +478,12 @@ export class Relay {
 
   #route(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     stream.on("error", () => {});
+    // Opened and reset in one write, a stream is closed when it is announced: answering it throws.
+    // An honest relay never does that; a transfer waiting on that stream would wait for nothing.
+    if (stream.closed || stream.destroyed) {
+      this.#fail("the relay reset a stream in the same breath as it opened it", true);
+      return;
+    }
     if (++this.#streams > this.#limits.maxStreams) {
       this.#fail(`the relay opened more than ${this.#limits.maxStreams} streams`, true);
       this.#session?.destroy();

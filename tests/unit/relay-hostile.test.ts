@@ -132,6 +132,37 @@ describe("a hostile relay", () => {
     expect(failures).toEqual([]);
   }, 60_000);
 
+  it("opens the archive it is asked for and resets it in the same write: the run fails as refused, the controller lives on (review, session 45: an uncaught throw ended the process)", async () => {
+    const dir = tempDir();
+    const { relay, session, control, failures } = await hostileRelay(dir);
+    // The commands the controller sends, read off the control stream.
+    let commands = "";
+    control.setEncoding("utf8");
+    control.on("data", (text: string) => {
+      commands += text;
+      const archive = /"op":"archive","id":(\d+)/.exec(commands);
+      if (!archive) return;
+      commands = "";
+      // HEADERS and RST_STREAM queued in one tick go out in one write.
+      const stream = session.request({ ":method": "POST", ":path": `/archive/${archive[1]}` }, { endStream: false });
+      stream.on("error", () => {});
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    });
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.on("uncaughtException", onUncaught);
+    try {
+      await expect(relay.archive("/workspace")).rejects.toThrow(
+        /the relay reset a stream in the same breath as it opened it/,
+      );
+      expect(failures).toEqual([expect.stringMatching(/reset a stream in the same breath/)]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off("uncaughtException", onUncaught);
+    }
+  });
+
   it("is read for as many control messages as the controller asked for: 10,000 valid lines end the session after a handful", async () => {
     const dir = tempDir();
     const { relay, control, failures } = await hostileRelay(dir);
