@@ -128,7 +128,15 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   let terminated = 0;
   // A connection's pipelined requests are handled one after another (request-turns.ts).
   const inTurn = createRequestTurns();
-  const server = http.createServer((req, res) => inTurn(req.socket, (done) => forward(req, res, done)));
+  const server = http.createServer((req, res) =>
+    inTurn(req.socket, (done) => {
+      try {
+        forward(req, res, done);
+      } catch {
+        res.destroy(); // nothing the sandbox sends may end the controller (review, session 45)
+      }
+    }),
+  );
 
   /** One plain-HTTP proxy request; `done` once its answer and its upstream socket are closed. */
   const forward = (req: http.IncomingMessage, res: http.ServerResponse, done: () => void) => {
@@ -158,21 +166,23 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       return refuseResponse(res, 403, carries.reason);
     }
     req.pause();
-    void admit(url.hostname, port, method, lookupSignal(res)).then((admitted) => {
-      if ("status" in admitted) return refuseResponse(res, admitted.status, admitted.reason);
-      // The client went away while the name was checked: nothing goes out for it.
-      if (res.destroyed) return;
-      const { host, address } = admitted;
-      upstreamClosed = forwardPlainRequest(req, res, {
-        url,
-        host,
-        port: upstreamPort(host, port),
-        address,
-        connectTimeoutMs,
-        track,
-        onUpstreamError: (reason) => report({ action: "failed", host, port, method, reason, address }),
-      });
-    });
+    void admit(url.hostname, port, method, lookupSignal(res))
+      .then((admitted) => {
+        if ("status" in admitted) return refuseResponse(res, admitted.status, admitted.reason);
+        // The client went away while the name was checked: nothing goes out for it.
+        if (res.destroyed) return;
+        const { host, address } = admitted;
+        upstreamClosed = forwardPlainRequest(req, res, {
+          url,
+          host,
+          port: upstreamPort(host, port),
+          address,
+          connectTimeoutMs,
+          track,
+          onUpstreamError: (reason) => report({ action: "failed", host, port, method, reason, address }),
+        });
+      })
+      .catch(() => res.destroy());
   };
 
   server.on("connect", (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
@@ -181,28 +191,30 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     if (!parsed)
       return refuseSocket(client, 400, `CONNECT needs host:port, got ${JSON.stringify((req.url ?? "").slice(0, 100))}`);
     const { port } = parsed;
-    void admit(parsed.host, port, "CONNECT", lookupSignal(client)).then((admitted) => {
-      if ("status" in admitted) return refuseSocket(client, admitted.status, admitted.reason);
-      if (client.destroyed) return;
-      const target = { host: admitted.host, port, address: admitted.address };
-      // Bytes the client sent after the CONNECT head belong to the tunnel.
-      if (head.length > 0) client.unshift(head);
-      if (interception?.terminates(target.host, port)) {
-        if (terminated >= maxTerminated)
-          return refuseSocket(client, 503, `${maxTerminated} connections to secrets' hosts are open already`);
-        terminated++;
-        client.once("close", () => terminated--);
-        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-        return interception.terminate(client, { ...target, port: upstreamPort(target.host, port) }, (d) =>
-          report({ ...d, port }),
-        );
-      }
-      openTunnel(client, { ...target, port: upstreamPort(target.host, port) }, (code) => {
-        const reason = `could not reach ${target.host}:${port} (${code})`;
-        report({ action: "failed", host: target.host, port, method: "CONNECT", reason, address: target.address });
-        return reason;
-      });
-    });
+    void admit(parsed.host, port, "CONNECT", lookupSignal(client))
+      .then((admitted) => {
+        if ("status" in admitted) return refuseSocket(client, admitted.status, admitted.reason);
+        if (client.destroyed) return;
+        const target = { host: admitted.host, port, address: admitted.address };
+        // Bytes the client sent after the CONNECT head belong to the tunnel.
+        if (head.length > 0) client.unshift(head);
+        if (interception?.terminates(target.host, port)) {
+          if (terminated >= maxTerminated)
+            return refuseSocket(client, 503, `${maxTerminated} connections to secrets' hosts are open already`);
+          terminated++;
+          client.once("close", () => terminated--);
+          client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+          return interception.terminate(client, { ...target, port: upstreamPort(target.host, port) }, (d) =>
+            report({ ...d, port }),
+          );
+        }
+        openTunnel(client, { ...target, port: upstreamPort(target.host, port) }, (code) => {
+          const reason = `could not reach ${target.host}:${port} (${code})`;
+          report({ action: "failed", host: target.host, port, method: "CONNECT", reason, address: target.address });
+          return reason;
+        });
+      })
+      .catch(() => client.destroy());
   });
 
   const openTunnel = (client: net.Socket, target: TunnelTarget, onFailure: (code: string) => string) => {

@@ -53,14 +53,23 @@ export function terminateTls(client: net.Socket, options: TerminatorOptions): vo
         sni: typeof servername === "string" ? canonicalHost(servername).host : undefined,
         protocol: req.httpVersionMajor === 2 ? "h2" : "http/1.1",
       };
-      if (session.protocol === "h2") return options.onRequest(req, res, session);
+      if (session.protocol === "h2") return serve(req, res, session);
       // The next pipelined request is handed over once this one's answer is closed.
       inTurn(socket, (done) => {
         res.once("close", done);
-        options.onRequest(req, res, session);
+        serve(req, res, session);
       });
     },
   );
+  // Nothing the sandbox sends may throw out of a listener: uncaught, it would end the controller
+  // and every run of it (review, session 45, in the relay's HTTP/2 server).
+  const serve = (req: TerminatedRequest, res: TerminatedResponse, session: TlsSession) => {
+    try {
+      options.onRequest(req, res, session);
+    } catch {
+      client.destroy();
+    }
+  };
   // A failed handshake (the client did not trust the certificate, another protocol) ends here.
   server.on("tlsClientError", () => client.destroy());
   server.on("sessionError", () => client.destroy());
