@@ -27,7 +27,12 @@ import type { GatewayExchange, GatewayRequestRecord, RecordLimits } from "./gate
 import { errorBody, safePath } from "./gateway-refusal.js";
 import { compileRoutes, type GatewayRoute } from "./gateway-routes.js";
 import { GenerationBudget } from "./generation-budget.js";
-import { DEFAULT_MAX_REFUSED_BYTES, DEFAULT_MAX_UNANSWERED_BYTES, RefusedBytes } from "./refused-bytes.js";
+import {
+  DEFAULT_MAX_REFUSED_BYTES,
+  DEFAULT_MAX_UNANSWERED_BYTES,
+  DEFAULT_UNANSWERED_ALLOWANCE,
+  RefusedBytes,
+} from "./refused-bytes.js";
 import { DEFAULT_MAX_REQUEST_BYTES } from "./request-body.js";
 import { createRequestHandler } from "./request-handler.js";
 import type { ProviderFeatures } from "./request-inspection.js";
@@ -80,7 +85,8 @@ export interface ModelGatewayOptions {
   onRefusalsExceeded?(facts: { bytes: number; requests: number }): void;
   /**
    * Bytes of generation bodies the gateway may read and forward for the run that get no answer
-   * with output (non-2xx, or the upstream unreachable; default DEFAULT_MAX_UNANSWERED_BYTES);
+   * with output (non-2xx, or the upstream unreachable; default DEFAULT_MAX_UNANSWERED_BYTES, plus
+   * DEFAULT_UNANSWERED_ALLOWANCE times the bodies of the generations that were answered);
    * onUnansweredExceeded is called once when they pass it.
    */
   maxUnansweredBytes?: number;
@@ -164,6 +170,7 @@ export async function startModelGateway(options: ModelGatewayOptions): Promise<M
     budgetExceeded: (attempted) => observe(options.onBudgetExceeded, attempted),
     refused: (bytes) => refusedBytes.add(bytes),
     unanswered: (bytes) => unansweredBytes.add(bytes),
+    answered: (bytes) => unansweredBytes.allow(DEFAULT_UNANSWERED_ALLOWANCE * bytes),
   });
 
   const server = http.createServer((req, res) => {

@@ -16,8 +16,17 @@ export const DEFAULT_MAX_REFUSED_BYTES = 64 * 1024 * 1024;
  */
 export const DEFAULT_MAX_UNANSWERED_BYTES = 256 * 1024 * 1024;
 
+/**
+ * The unanswered budget grows by this many times the body of each generation the upstream
+ * answered: a long honest run whose provider keeps answering 429 or 503 now and then (4 MiB
+ * conversations, retried) would pass a fixed budget (fix review, session 45), while what a
+ * sandbox can make the host parse stays bounded by what its answered turns cost it.
+ */
+export const DEFAULT_UNANSWERED_ALLOWANCE = 4;
+
 export class RefusedBytes {
   #bytes = 0;
+  #allowed = 0;
   #requests = 0;
   #over = false;
 
@@ -26,11 +35,16 @@ export class RefusedBytes {
     private readonly exceeded: (facts: { bytes: number; requests: number }) => void,
   ) {}
 
+  /** More room: `bytes` the budget grows by (see DEFAULT_UNANSWERED_ALLOWANCE). */
+  allow(bytes: number): void {
+    this.#allowed += bytes;
+  }
+
   /** Counts one refused request and the body bytes the gateway read of it. */
   add(bytes: number): void {
     this.#requests++;
     this.#bytes += bytes;
-    if (this.#over || this.#bytes <= this.limit) return;
+    if (this.#over || this.#bytes <= this.limit + this.#allowed) return;
     this.#over = true;
     this.exceeded({ bytes: this.#bytes, requests: this.#requests });
   }

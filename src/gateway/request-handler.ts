@@ -45,6 +45,8 @@ interface HandlerContext {
   refused(bytes: number): void;
   /** A generation whose body of `bytes` was parsed and forwarded got no output (its turn refunded). */
   unanswered(bytes: number): void;
+  /** A generation whose body of `bytes` was answered (2xx). */
+  answered(bytes: number): void;
 }
 
 const DEFAULT_MAX_RECORDED_REQUEST_BYTES = 8 * 1024 * 1024;
@@ -206,7 +208,8 @@ async function forwardAndReport(
     agents: ctx.agents,
     tap,
     onUpstreamSettled: (settlement) => {
-      if (!ticket || !nothingGenerated(settlement)) return;
+      if (!ticket) return;
+      if (!nothingGenerated(settlement)) return ctx.answered(facts().requestBytes);
       ticket.refund();
       ctx.unanswered(facts().requestBytes);
     },

@@ -8,7 +8,11 @@ import type { GatewayRequestRecord } from "../gateway/gateway-records.js";
 import type { RefusalCode } from "../gateway/gateway-refusal.js";
 import type { GatewayRoute } from "../gateway/gateway-routes.js";
 import { type ModelWait, startModelGateway } from "../gateway/model-gateway.js";
-import { DEFAULT_MAX_REFUSED_BYTES, DEFAULT_MAX_UNANSWERED_BYTES } from "../gateway/refused-bytes.js";
+import {
+  DEFAULT_MAX_REFUSED_BYTES,
+  DEFAULT_MAX_UNANSWERED_BYTES,
+  DEFAULT_UNANSWERED_ALLOWANCE,
+} from "../gateway/refused-bytes.js";
 import { hostCaBundleFile } from "../proxy/host-ca-bundle.js";
 import type { TrafficSink } from "../record/run-recorder.js";
 import type { Cleanups } from "./cleanups.js";
@@ -162,7 +166,7 @@ export async function startRunServices(input: RunServicesInput): Promise<RunServ
       trip.fire({
         code: "limit",
         limit: "refusals",
-        message: `The model provider turned down or never answered ${requests} model requests of this run, ${Math.round(bytes / 1048576)} MiB of bodies in all: more than the ${DEFAULT_MAX_UNANSWERED_BYTES / 1048576} MiB a run may make the host read without a model response.`,
+        message: `The model provider turned down or never answered ${requests} model requests of this run, ${Math.round(bytes / 1048576)} MiB of bodies in all: more than the ${DEFAULT_MAX_UNANSWERED_BYTES / 1048576} MiB (and ${DEFAULT_UNANSWERED_ALLOWANCE} times the bodies of the requests answered) a run may make the host read without a model response.`,
       }),
   });
   cleanups.add(() => gateway.close());

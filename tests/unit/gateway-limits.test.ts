@@ -370,6 +370,43 @@ describe("model gateway: one run's bounds", () => {
     }
   });
 
+  it("the unanswered budget grows by four times each answered generation's body: a long run whose provider fails now and then goes on (fix review, session 45)", async () => {
+    const MiB = 1024 * 1024;
+    // Answers 200 when asked with `x-title: ok`, 503 otherwise.
+    const flaky = await startCapture((req, res) => {
+      const ok = req.headers["x-title"] === "ok";
+      res.writeHead(ok ? 200 : 503, { "content-type": "application/json" });
+      res.end(JSON.stringify(ok ? { ok: true } : { error: { message: "overloaded" } }));
+    });
+    try {
+      const exceeded: Array<{ bytes: number; requests: number }> = [];
+      const gw = await start("openai-completions", {
+        routes: [{ id: "p", upstreamBaseUrl: flaky.baseUrl, api: "openai-completions", model: "m", headers: {} }],
+        maxRequestBytes: 2 * MiB,
+        maxUnansweredBytes: 3 * MiB,
+        onUnansweredExceeded: (facts) => exceeded.push(facts),
+      });
+      const body = JSON.stringify({ ...JSON.parse(chatBody("m")), user: "x".repeat(900 * 1024) });
+      const ask = (ok: boolean) =>
+        request(gw.socketPath, {
+          method: "POST",
+          path: "/p/chat/completions",
+          headers: { "content-type": "application/json", ...(ok ? { "x-title": "ok" } : {}) },
+          body,
+        });
+      expect((await ask(true)).status).toBe(200);
+      // 3 MiB and four times one answered body (~3.5 MiB): seven failures fit, the eighth does not.
+      for (let i = 0; i < 7; i++) expect((await ask(false)).status).toBe(503);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(exceeded).toEqual([]);
+      expect((await ask(false)).status).toBe(503);
+      await waitFor(() => exceeded.length === 1);
+      expect(exceeded[0]!.requests).toBe(8);
+    } finally {
+      await flaky.close();
+    }
+  });
+
   it("holds at most maxBufferedBytes of bodies: unfinished posts past the pool are answered 503 at once", async () => {
     const MiB = 1024 * 1024;
     const gw = await start("openai-completions", {
