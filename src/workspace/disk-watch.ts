@@ -267,7 +267,9 @@ export class DiskWatch {
       const trip =
         this.judge(measured, grewPast) ??
         this.judgeBlind(measured, grown, grownInodes) ??
-        (grown > this.options.limitBytes ? this.judgeHeld(measured, await this.heldFiles(), grown) : undefined);
+        (grown > this.options.limitBytes
+          ? await this.judgeHeldNow(measured, grown, grownInodes, stopAfter)
+          : undefined);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -306,7 +308,7 @@ export class DiskWatch {
    * once its memory is gone), and on a busy filesystem that moment tripped a run blind (CI,
    * session 44). What stays unreadable at every try is blind.
    */
-  private async heldFiles(): Promise<HeldFiles | undefined> {
+  private async heldFiles(): Promise<{ held: HeldFiles; retried: boolean } | undefined> {
     if (!this.holders) return undefined;
     const devices = new Set(this.filesystems.map((f) => f.dev));
     for (let attempt = 1; ; attempt++) {
@@ -314,9 +316,27 @@ export class DiskWatch {
       this.abort.signal.throwIfAborted();
       const held = await heldNamelessFiles(pids, devices);
       this.abort.signal.throwIfAborted();
-      if (held.unreadable === 0 || held.capped || attempt === HELD_SCAN_TRIES) return held;
+      if (held.unreadable === 0 || held.capped || attempt === HELD_SCAN_TRIES) return { held, retried: attempt > 1 };
       await setTimeout(HELD_RETRY_MS * attempt, undefined, { signal: this.abort.signal, ref: false });
     }
+  }
+
+  /**
+   * The held files judged with the trees. A scan that was tried again is judged with a walk taken
+   * after it: during the pauses the sandbox could give a held file a name in a walked folder, where
+   * neither the earlier walk nor the last scan saw it (fix review, session 45).
+   */
+  private async judgeHeldNow(
+    measured: TreeSize,
+    grown: number,
+    grownInodes: number,
+    stopAfter: number | undefined,
+  ): Promise<DiskTrip | BlindTrip | undefined> {
+    const scan = await this.heldFiles();
+    if (!scan) return undefined;
+    if (!scan.retried) return this.judgeHeld(measured, scan.held, grown);
+    const after = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
+    return this.judge(after) ?? this.judgeBlind(after, grown, grownInodes) ?? this.judgeHeld(after, scan.held, grown);
   }
 
   /**
@@ -324,8 +344,7 @@ export class DiskWatch {
    * looked at, or stopped at its cap, is blind: the filesystem's growth (already past the limit
    * when this is asked) stands in.
    */
-  private judgeHeld(after: TreeSize, held: HeldFiles | undefined, grown: number): DiskTrip | BlindTrip | undefined {
-    if (!held) return undefined;
+  private judgeHeld(after: TreeSize, held: HeldFiles, grown: number): DiskTrip | BlindTrip | undefined {
     const limitBytes = this.options.limitBytes;
     if (held.unreadable > 0 || held.capped) {
       const why = held.capped

@@ -197,7 +197,10 @@ describe("DiskWatch: files the sandbox removed but keeps open (review, round 3, 
   }
 
   /** The watch's trip over a nameless holder and `ending`; `afterFirstScan` runs once the first scan has its pids. */
-  async function watchedWith(ending: ChildProcess, afterFirstScan: () => void): Promise<DiskTrip | "none"> {
+  async function watchedWith(
+    ending: ChildProcess,
+    afterFirstScan: (root: string, holder: ChildProcess) => void,
+  ): Promise<DiskTrip | "none"> {
     const root = tree();
     let tripped: (trip: DiskTrip | "none") => void = () => {};
     const seen = new Promise<DiskTrip | "none">((resolve) => (tripped = resolve));
@@ -205,10 +208,11 @@ describe("DiskWatch: files the sandbox removed but keeps open (review, round 3, 
     const { child, ready } = holdNameless(root);
     let scans = 0;
     watch.watchHolders(async () => {
-      if (++scans === 1) setImmediate(afterFirstScan);
+      if (++scans === 1) setImmediate(() => afterFirstScan(root, child));
       return [ending.pid!, child.pid!];
     });
-    await ready;
+    // A test may end the holder on the first scan, before its "ready" was read.
+    await ready.catch(() => {});
     const timer = setTimeout(() => tripped("none"), 15_000);
     try {
       return await seen;
@@ -230,6 +234,20 @@ describe("DiskWatch: files the sandbox removed but keeps open (review, round 3, 
     const seen = await watchedWith(ending, () => {});
     expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB, blindTo: "held files" });
     expect(seen).not.toHaveProperty("held");
+  });
+
+  it("a scan tried again is judged with a walk taken after it: a held file given a name during the pause trips the watch (fix review, session 45)", async () => {
+    const ending = await leaderExited();
+    const seen = await watchedWith(ending, (root, holder) => {
+      // The nameless file goes, and its bytes come back under a name, while the watch waits.
+      holder.kill("SIGKILL");
+      ending.kill("SIGKILL");
+      fs.writeFileSync(path.join(root, "named.bin"), Buffer.alloc(8 * MB, 1));
+    });
+    expect(seen).toMatchObject({ limit: "disk", limitBytes: 4 * MB });
+    expect(seen).not.toHaveProperty("held");
+    expect(seen).not.toHaveProperty("unseen");
+    expect(seen !== "none" && seen.limit === "disk" && seen.grownBytes).toBeGreaterThanOrEqual(8 * MB);
   });
 
   it("without the container's processes the walk sees nothing: the bypass the scan closes", async () => {
