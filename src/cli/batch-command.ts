@@ -165,8 +165,13 @@ async function runBatch(file: string, flags: BatchFlags, io: CliIo, stop: Signal
       note,
       ...(progress ? { progress } : {}),
     };
+    // A task that throws fails alone: the other workers go on (review, session 45).
     const runOne = async (task: BatchTask) => {
-      if (!(await runBatchTask(task, context))) failed++;
+      const ok = await runBatchTask(task, context).catch((error: unknown) => {
+        io.stderr(`sandbox-run: task ${terminalLine(task.id)}: ${terminalLine((error as Error)?.message ?? error)}\n`);
+        return false;
+      });
+      if (!ok) failed++;
     };
     // Enough failures (a revoked key, an engine gone) and the rest would most likely fail the same way.
     const tooManyFailed = () => maxFailures !== undefined && failed >= maxFailures;

@@ -74,7 +74,23 @@ export async function runBatchTask(task: BatchTask, context: BatchTaskContext): 
       : EXIT.agentFailed;
     line = envelope({ ok: false, error, exitCode, model: task.options.model ?? context.model });
   }
-  io.stdout(`${jsonText({ id: task.id, ...line })}\n`);
+  let text: string;
+  try {
+    text = jsonText({ id: task.id, ...line });
+  } catch (error) {
+    // An answer no string can hold is a failure of this task alone: the batch goes on, and
+    // every task is answered (review, session 45: a RangeError here ended the whole batch).
+    ok = false;
+    const problem = new Error(`the task's answer could not be written (${(error as Error).message})`);
+    line = envelope({
+      ok: false,
+      error: problem,
+      exitCode: EXIT.agentFailed,
+      model: task.options.model ?? context.model,
+    });
+    text = jsonText({ id: task.id, ...line });
+  }
+  io.stdout(`${text}\n`);
   // Where a task's record went instead (its folder taken meanwhile), or what it lacks: said on
   // stderr as for a single run, not only in the envelope (review, session 30).
   for (const recordNote of recordNotes ?? []) note(`sandbox-run: task ${task.id}: ${recordNoteLine(recordNote)}`);

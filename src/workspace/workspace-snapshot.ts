@@ -23,7 +23,7 @@ export interface ChangedFiles {
   created: string[];
   modified: string[];
   deleted: string[];
-  /** Present when the lists were cut at MAX_LISTED_CHANGES each: the full counts. */
+  /** Present when the lists were cut (MAX_LISTED_CHANGES each, MAX_LISTED_CHANGE_BYTES of paths in all): the full counts. */
   truncated?: { created: number; modified: number; deleted: number };
 }
 
@@ -244,15 +244,31 @@ export class AllocatedBytes {
   }
 }
 
-/** Collects changed paths, each list capped, counts exact. */
+/**
+ * The most bytes of paths the lists hold in all: 1,300 paths 2,000 folders of 255-byte names deep
+ * made a list no JSON string could hold, and a batch ended on it (review, session 45).
+ */
+export const MAX_LISTED_CHANGE_BYTES = 32 * 1024 * 1024;
+
+/** Collects changed paths, each list capped (by count, and all of them by bytes), counts exact. */
 export class ChangeCollector {
   private readonly lists: ChangedFiles = { created: [], modified: [], deleted: [] };
   private readonly counts = { created: 0, modified: 0, deleted: 0 };
-  constructor(private readonly max = MAX_LISTED_CHANGES) {}
+  private listedBytes = 0;
+  constructor(
+    private readonly max = MAX_LISTED_CHANGES,
+    private readonly maxBytes = MAX_LISTED_CHANGE_BYTES,
+  ) {}
 
   add(kind: "created" | "modified" | "deleted", path: string): void {
     this.counts[kind]++;
-    if (this.lists[kind].length < this.max) this.lists[kind].push(path);
+    this.list(kind, path);
+  }
+
+  private list(kind: "created" | "modified" | "deleted", path: string): void {
+    if (this.lists[kind].length >= this.max || this.listedBytes + path.length > this.maxBytes) return;
+    this.lists[kind].push(path);
+    this.listedBytes += path.length;
   }
 
   /** Adds the non-directory changes a pair stands for (a file replaced by a directory: deleted). */
@@ -274,6 +290,7 @@ export class ChangeCollector {
       const i = this.lists[kind].indexOf(path);
       if (i < 0) continue;
       this.lists[kind].splice(i, 1);
+      this.listedBytes -= path.length;
       this.counts[kind]--;
       if (kind === "modified") this.add("deleted", path);
       return;
@@ -288,7 +305,7 @@ export class ChangeCollector {
   absorb(other: ChangeCollector): void {
     for (const kind of ["created", "modified", "deleted"] as const) {
       this.counts[kind] += other.counts[kind];
-      for (const path of other.lists[kind]) if (this.lists[kind].length < this.max) this.lists[kind].push(path);
+      for (const path of other.lists[kind]) this.list(kind, path);
     }
   }
 

@@ -117,4 +117,28 @@ describe("a batch task", () => {
       expect(notes.length).toBe(quiet ? 3 : 4);
     }
   });
+
+  it("an answer that cannot be written fails that task alone, with an envelope of its own (review, session 45: a RangeError, 1,300 paths 2,000 folders deep, ended the batch)", async () => {
+    const out: string[] = [];
+    // What JSON cannot write, cheaply: a result that holds itself (an answer past V8's ~512 MiB
+    // string limit throws the same way, after a second and a gigabyte).
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    const unwritable = {
+      runDetailed: async () =>
+        ({
+          result: cyclic,
+          runId: "r",
+          warm: false,
+          changedFiles: { created: [], modified: [], deleted: [] },
+        }) as unknown as RunDetails,
+    } as unknown as ContainerPiAgent;
+    const base = context(unwritable, []);
+    const ctx = { ...base, io: { ...base.io, stdout: (text: string) => void out.push(text) } };
+    expect(await runBatchTask({ id: "deep", line: 1, prompt: "p", options: {} }, ctx)).toBe(false);
+    expect(out).toHaveLength(1);
+    const answer = JSON.parse(out[0]!);
+    expect(answer).toMatchObject({ id: "deep", ok: false, exitCode: 1, error: { code: "internal" } });
+    expect(answer.error.message).toMatch(/the task's answer could not be written \(.*circular/);
+  });
 });

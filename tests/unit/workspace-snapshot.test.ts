@@ -195,3 +195,19 @@ describe("protected paths", () => {
       );
   });
 });
+
+describe("ChangeCollector", () => {
+  it("lists paths up to a byte budget in all, the counts exact (review, session 45: 1,300 paths 2,000 folders deep made a list no JSON string holds)", () => {
+    const collector = new ChangeCollector(10_000, 100);
+    for (const name of ["a", "b", "c"]) collector.add("created", `${name}/${"x".repeat(38)}`);
+    collector.add("deleted", "short");
+    const other = new ChangeCollector();
+    other.add("modified", "m".repeat(30));
+    collector.absorb(other);
+    const result = collector.result();
+    expect(result.created).toEqual([`a/${"x".repeat(38)}`, `b/${"x".repeat(38)}`]);
+    expect(result.deleted).toEqual(["short"]);
+    expect(result.modified).toEqual([]);
+    expect(result.truncated).toEqual({ created: 3, modified: 1, deleted: 1 });
+  });
+});
