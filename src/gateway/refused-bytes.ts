@@ -19,8 +19,9 @@ export const DEFAULT_MAX_UNANSWERED_BYTES = 256 * 1024 * 1024;
 /**
  * The unanswered budget grows by this many times the body of each generation the upstream
  * answered: a long honest run whose provider keeps answering 429 or 503 now and then (4 MiB
- * conversations, retried) would pass a fixed budget (fix review, session 45), while what a
- * sandbox can make the host parse stays bounded by what its answered turns cost it.
+ * conversations, retried) would pass a fixed budget (fix review, session 45). It grows by the
+ * bytes forwarded (not those read: whitespace the gateway strips bought room), and by at most four
+ * times the budget in all: a run's unanswered parsing stays under about a minute of the controller.
  */
 export const DEFAULT_UNANSWERED_ALLOWANCE = 4;
 
@@ -35,9 +36,9 @@ export class RefusedBytes {
     private readonly exceeded: (facts: { bytes: number; requests: number }) => void,
   ) {}
 
-  /** More room: `bytes` the budget grows by (see DEFAULT_UNANSWERED_ALLOWANCE). */
+  /** More room: `bytes` the budget grows by (see DEFAULT_UNANSWERED_ALLOWANCE), to at most four times its limit in all. */
   allow(bytes: number): void {
-    this.#allowed += bytes;
+    this.#allowed = Math.min(this.#allowed + bytes, 4 * this.limit);
   }
 
   /** Counts one refused request and the body bytes the gateway read of it. */

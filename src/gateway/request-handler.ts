@@ -209,7 +209,8 @@ async function forwardAndReport(
     tap,
     onUpstreamSettled: (settlement) => {
       if (!ticket) return;
-      if (!nothingGenerated(settlement)) return ctx.answered(facts().requestBytes);
+      // What was forwarded, not what was read: JSON whitespace the gateway strips bought room (fix review 2, session 45).
+      if (!nothingGenerated(settlement)) return ctx.answered(body.length);
       ticket.refund();
       ctx.unanswered(facts().requestBytes);
     },

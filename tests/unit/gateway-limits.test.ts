@@ -402,6 +402,34 @@ describe("model gateway: one run's bounds", () => {
       expect((await ask(false)).status).toBe(503);
       await waitFor(() => exceeded.length === 1);
       expect(exceeded[0]!.requests).toBe(8);
+
+      // It grows by what was forwarded: whitespace the gateway strips buys nothing (fix review 2, session 45).
+      const exceededAgain: Array<{ bytes: number; requests: number }> = [];
+      await gw.close();
+      const padded = await start("openai-completions", {
+        routes: [{ id: "p", upstreamBaseUrl: flaky.baseUrl, api: "openai-completions", model: "m", headers: {} }],
+        maxRequestBytes: 4 * MiB,
+        maxUnansweredBytes: 3 * MiB,
+        onUnansweredExceeded: (facts) => exceededAgain.push(facts),
+      });
+      const spaced = `${" ".repeat(3 * MiB)}${chatBody("m")}`;
+      const answered = await request(padded.socketPath, {
+        method: "POST",
+        path: "/p/chat/completions",
+        headers: { "content-type": "application/json", "x-title": "ok" },
+        body: spaced,
+      });
+      expect(answered.status).toBe(200);
+      const failing = () =>
+        request(padded.socketPath, {
+          method: "POST",
+          path: "/p/chat/completions",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+      for (let i = 0; i < 4; i++) expect((await failing()).status).toBe(503);
+      await waitFor(() => exceededAgain.length === 1);
+      expect(exceededAgain[0]!.requests).toBe(4);
     } finally {
       await flaky.close();
     }
