@@ -7,7 +7,8 @@
 //
 // Not counted: default routes, and on-link routes shorter than /8 (IPv4) or /32 (IPv6): that is a
 // tunnel's way to the whole internet (WireGuard's `0.0.0.0/1` and `128.0.0.0/1`), not a network
-// beside the host. Routes through a gateway are the internet's (or a VPN's: its private ranges
+// beside the host. IPv4's file lists the main table only: an on-link route kept in another table
+// (policy routing) is not seen (documented in security.md; IPv6's file lists every table). Routes through a gateway are the internet's (or a VPN's: its private ranges
 // are refused as ranges). Where the files cannot be read (not Linux), there is nothing to add.
 import fs from "node:fs";
 import os from "node:os";
@@ -33,7 +34,7 @@ function read(file: string): string {
   try {
     const fd = fs.openSync(file, "r");
     try {
-      const buffer = Buffer.alloc(MAX_ROUTE_FILE_BYTES);
+      const buffer = Buffer.allocUnsafe(MAX_ROUTE_FILE_BYTES);
       let length = 0;
       for (let n = 1; n > 0 && length < buffer.length; length += n)
         n = fs.readSync(fd, buffer, length, buffer.length - length, null);

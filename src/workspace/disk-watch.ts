@@ -264,12 +264,12 @@ export class DiskWatch {
       // A count that is only due judges entries: the bytes of a file being written (delayed
       // allocation) may pass the limit for a moment; a byte trip waits for statfs to see it.
       const measured = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
+      // Bytes are judged whenever statfs shows the growth past the limit, a count that is only due
+      // included (a file named after the last byte walk stayed for the run: fix review 2, session 45).
       const trip =
-        this.judge(measured, grewPast) ??
+        this.judge(measured, grewPast || grown > this.options.limitBytes) ??
         this.judgeBlind(measured, grown, grownInodes) ??
-        (grown > this.options.limitBytes
-          ? await this.judgeHeldNow(measured, grown, grownInodes, stopAfter)
-          : undefined);
+        (grown > this.options.limitBytes ? await this.judgeHeldNow(grown, grownInodes, stopAfter) : undefined);
       if (trip && !this.stopped) {
         this.tripped = true;
         this.stop();
@@ -322,19 +322,18 @@ export class DiskWatch {
   }
 
   /**
-   * The held files judged with the trees. A scan that was tried again is judged with a walk taken
-   * after it: during the pauses the sandbox could give a held file a name in a walked folder, where
-   * neither the earlier walk nor the last scan saw it (fix review, session 45).
+   * The held files judged with a walk of the trees taken after the scan: between an earlier walk
+   * and the scan (or its retries' pauses) the sandbox could give a held file a name in a walked
+   * folder, where neither saw it (fix reviews, session 45: 2 GiB preallocated, linked in as the
+   * host's walk closed the root).
    */
   private async judgeHeldNow(
-    measured: TreeSize,
     grown: number,
     grownInodes: number,
     stopAfter: number | undefined,
   ): Promise<DiskTrip | BlindTrip | undefined> {
     const scan = await this.heldFiles();
     if (!scan) return undefined;
-    if (!scan.retried) return this.judgeHeld(measured, scan.held, grown);
     const after = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
     return this.judge(after) ?? this.judgeBlind(after, grown, grownInodes) ?? this.judgeHeld(after, scan.held, grown);
   }
