@@ -48,27 +48,16 @@ export function admitRequest(
   const route = routes.get(routeId);
   if (!route)
     return { ok: false, ...refusal(403, "unknown-route", `unknown route ${JSON.stringify(routeId.slice(0, 64))}`) };
-  if (!isAllowedModelRequest(route.api, method, rest)) {
-    return {
-      ok: false,
-      routeId: route.id,
-      ...refusal(
-        403,
-        "not-model-api",
-        `not a model API request for ${route.api} (allowed: ${describeAllowedRequests(route.api)})`,
-      ),
-    };
-  }
+  const notModelApi = (detail: string): RequestAdmission => ({
+    ok: false,
+    routeId: route.id,
+    ...refusal(403, "not-model-api", detail),
+  });
+  if (!isAllowedModelRequest(route.api, method, rest))
+    return notModelApi(`not a model API request for ${route.api} (allowed: ${describeAllowedRequests(route.api)})`);
   if (!isAllowedQuery(route.api, method, rest, query)) {
-    return {
-      ok: false,
-      routeId: route.id,
-      ...refusal(
-        403,
-        "not-model-api",
-        `not a query string Pi sends with ${method} ${rest} for ${route.api} (allowed: ${describeAllowedQueries(route.api, method, rest)})`,
-      ),
-    };
+    const allowed = describeAllowedQueries(route.api, method, rest);
+    return notModelApi(`not a query string Pi sends with ${method} ${rest} for ${route.api} (allowed: ${allowed})`);
   }
   const target = new URL(`${route.baseText}${rest}${query}`);
   if (target.origin !== route.base.origin) {

@@ -7,9 +7,9 @@
 // link-local (169.254/16 holds the metadata services), multicast, reserved/broadcast, the
 // host's own interface addresses, and every address on the networks those interfaces are on or
 // its routing table reaches without a router (on-link-routes.ts). Cloud metadata endpoints
-// outside 169.254/16: Azure's WireServer 168.63.129.16 is listed on its own; Alibaba's 100.100.100.200 (CGNAT), AWS's IPv6
-// fd00:ec2::254 (unique-local) and Oracle's 192.0.0.192 (IETF protocol assignments) fall in
-// refused ranges already. IPv6 forms that embed an IPv4 address are judged by that address:
+// outside 169.254/16: Azure's WireServer 168.63.129.16 is listed on its own; Alibaba's
+// 100.100.100.200 (CGNAT), AWS's IPv6 fd00:ec2::254 (unique-local) and Oracle's 192.0.0.192 (IETF
+// protocol assignments) fall in refused ranges already. IPv6 forms that embed an IPv4 address are judged by that address:
 // IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96), NAT64 (64:ff9b::/96), 6to4
 // (2002::/16) and Teredo (2001::/32, both its server and its client address); the local-use
 // NAT64 prefix 64:ff9b:1::/48 is refused outright (its translator is on the local network, and

@@ -13,14 +13,15 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { readAll } from "../util/read-fd.js";
 
 const RTF_UP = 0x1;
 const RTF_GATEWAY = 0x2;
 const RTF_REJECT = 0x200;
 const MIN_IPV4_PREFIX = 8;
 const MIN_IPV6_PREFIX = 32;
-/** The most of a routing file read (a host with a full BGP table is not a sandbox-run host). */
-const MAX_ROUTE_FILE_BYTES = 4 * 1024 * 1024;
+/** The most of a routing file read, every second (~7,000 routes; a host with a full BGP table is not a sandbox-run host). */
+const MAX_ROUTE_FILE_BYTES = 1024 * 1024;
 
 /** The on-link networks of this host's routing tables, as CIDR text. */
 export function onLinkRoutes(procRoot = "/proc"): string[] {
@@ -34,11 +35,7 @@ function read(file: string): string {
   try {
     const fd = fs.openSync(file, "r");
     try {
-      const buffer = Buffer.allocUnsafe(MAX_ROUTE_FILE_BYTES);
-      let length = 0;
-      for (let n = 1; n > 0 && length < buffer.length; length += n)
-        n = fs.readSync(fd, buffer, length, buffer.length - length, null);
-      return buffer.toString("latin1", 0, length);
+      return readAll(fd, MAX_ROUTE_FILE_BYTES).toString("latin1");
     } finally {
       fs.closeSync(fd);
     }

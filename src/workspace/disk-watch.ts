@@ -308,7 +308,7 @@ export class DiskWatch {
    * once its memory is gone), and on a busy filesystem that moment tripped a run blind (CI,
    * session 44). What stays unreadable at every try is blind.
    */
-  private async heldFiles(): Promise<{ held: HeldFiles; retried: boolean } | undefined> {
+  private async heldFiles(): Promise<HeldFiles | undefined> {
     if (!this.holders) return undefined;
     const devices = new Set(this.filesystems.map((f) => f.dev));
     for (let attempt = 1; ; attempt++) {
@@ -316,7 +316,7 @@ export class DiskWatch {
       this.abort.signal.throwIfAborted();
       const held = await heldNamelessFiles(pids, devices);
       this.abort.signal.throwIfAborted();
-      if (held.unreadable === 0 || held.capped || attempt === HELD_SCAN_TRIES) return { held, retried: attempt > 1 };
+      if (held.unreadable === 0 || held.capped || attempt === HELD_SCAN_TRIES) return held;
       await setTimeout(HELD_RETRY_MS * attempt, undefined, { signal: this.abort.signal, ref: false });
     }
   }
@@ -332,10 +332,10 @@ export class DiskWatch {
     grownInodes: number,
     stopAfter: number | undefined,
   ): Promise<DiskTrip | BlindTrip | undefined> {
-    const scan = await this.heldFiles();
-    if (!scan) return undefined;
+    const held = await this.heldFiles();
+    if (!held) return undefined;
     const after = await sumTrees(this.options.roots, this.abort.signal, stopAfter);
-    return this.judge(after) ?? this.judgeBlind(after, grown, grownInodes) ?? this.judgeHeld(after, scan.held, grown);
+    return this.judge(after) ?? this.judgeBlind(after, grown, grownInodes) ?? this.judgeHeld(after, held, grown);
   }
 
   /**

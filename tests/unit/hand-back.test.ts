@@ -73,23 +73,29 @@ async function judged(root: string, change: (copy: string) => void): Promise<Rou
   });
 }
 
+/** What branchSelection and commitChanges take for `trip` over `root`, in a private folder of its own. */
+async function selectionInput(root: string, trip: RoundTrip) {
+  const privateDir = dir("sandbox-run-hand-back-private-");
+  return {
+    base: await findHandBackBase(root, privateDir),
+    changes: judgedChanges(trip.before, trip.returned),
+    sent: trip.before,
+    returnedPaths: trip.returned.after.map((e) => e.path),
+    privateDir,
+  };
+}
+
 async function branchOf(
   root: string,
   trip: RoundTrip,
   runId = "0123456789ab",
   more: { signal?: AbortSignal; lineCountTimeoutMs?: number } = {},
 ) {
-  const privateDir = dir("sandbox-run-hand-back-private-");
-  const base = await findHandBackBase(root, privateDir);
   return commitChanges({
     ...more,
-    base,
-    changes: judgedChanges(trip.before, trip.returned),
-    sent: trip.before,
-    returnedPaths: trip.returned.after.map((e) => e.path),
+    ...(await selectionInput(root, trip)),
     runId,
     message: "sandbox-run: changes of run test\n",
-    privateDir,
     what: "the workspace",
   });
 }
@@ -201,15 +207,7 @@ describe("branch hand-back", () => {
       fs.writeFileSync(path.join(copy, "a.txt"), "a, changed\n");
       fs.writeFileSync(path.join(copy, ".git/description"), "changed\n");
     });
-    const privateDir = dir("sandbox-run-hand-back-private-");
-    const base = await findHandBackBase(repo, privateDir);
-    const input = {
-      base,
-      changes: judgedChanges(trip.before, trip.returned),
-      sent: trip.before,
-      returnedPaths: trip.returned.after.map((e) => e.path),
-      privateDir,
-    };
+    const input = await selectionInput(repo, trip);
     const selection = await branchSelection(input);
     expect(selection.leftOut.map((l) => l.path).sort()).toEqual([
       ".git/description",
@@ -253,15 +251,7 @@ describe("branch hand-back", () => {
       git(path.join(copy, "tests/fixtures/repo.git"), "commit-graph", "write", "--reachable");
       fs.writeFileSync(path.join(copy, "a.txt"), "a, changed\n");
     });
-    const privateDir = dir("sandbox-run-hand-back-private-");
-    const base = await findHandBackBase(repo, privateDir);
-    const input = {
-      base,
-      changes: judgedChanges(trip.before, trip.returned),
-      sent: trip.before,
-      returnedPaths: trip.returned.after.map((e) => e.path),
-      privateDir,
-    };
+    const input = await selectionInput(repo, trip);
     const chosen = await branchSelection(input);
     expect(chosen.kept.map((c) => c.path)).toContain(graph);
     const leftOut = new Set(chosen.leftOut.map((l) => l.path));
